@@ -1,0 +1,43 @@
+#pragma once
+// The hot loops of analysis and repair behind one interface, with a CPU implementation (threads,
+// vectorisable loops) and a CUDA one that must give the same answers: identical histogram counts and
+// conversions, sums within floating-point tolerance.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "ckptdoc/compute/statistics.h"
+#include "ckptdoc/dtype.h"
+
+namespace ckptdoc {
+
+enum class DeviceKind : uint8_t { Auto, Cpu, Cuda };
+DeviceKind parse_device(const std::string& s);  // "auto" | "cpu" | "cuda"; throws ckptdoc::Error otherwise
+std::string device_name(DeviceKind k);
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual DeviceKind kind() const = 0;
+  virtual std::string description() const = 0;  // e.g. "CPU (2 threads)", "CUDA: NVIDIA H200 (sm_90)"
+
+  // Statistics of n elements of `dtype` (F32, F16, BF16, F64 at least) at `data` (host memory).
+  virtual ValueStats value_stats(const void* data, DType dtype, size_t n) = 0;
+  // lp (F16 or BF16, or F32 when training ran in fp32) vs fp32 master, element-wise, n elements each.
+  virtual DivergenceStats divergence(const void* lp, DType lp_dtype, const float* fp32, size_t n) = 0;
+  // out[i] = float(lp[i]) exactly.
+  virtual void upcast(const void* lp, DType lp_dtype, float* out, size_t n) = 0;
+  // out[i] = round_to_nearest_even(in[i]) in `lp_dtype` (F16/BF16; F32 copies).
+  virtual void downcast(const float* in, DType lp_dtype, void* out, size_t n) = 0;
+};
+
+// Picks a backend. Auto: CUDA when built with CUDA and a device is present, else CPU (and `note` says why).
+// Cuda with no usable device throws ckptdoc::Error with the CUDA runtime's reason.
+std::unique_ptr<Backend> make_backend(DeviceKind kind, std::string* note = nullptr);
+std::unique_ptr<Backend> make_cpu_backend(unsigned threads = 0);  // 0 = hardware concurrency
+// True when this build has CUDA support and at least one device is usable; `reason` says why not.
+bool cuda_available(std::string* reason = nullptr);
+
+}  // namespace ckptdoc

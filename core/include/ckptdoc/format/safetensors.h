@@ -1,0 +1,47 @@
+#pragma once
+// safetensors files: an 8-byte little-endian header length, a JSON header, then tensor bytes. Reading
+// follows the reference validation rules; writing emits {"__metadata__": {"format": "pt"}} by default.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ckptdoc/format/value.h"
+#include "ckptdoc/io/file_io.h"
+
+namespace ckptdoc {
+
+struct SafetensorsEntry {
+  std::string name;
+  Tensor tensor;  // contiguous view on the mapped file
+  uint64_t begin = 0, end = 0;  // data_offsets relative to the byte buffer
+};
+
+struct SafetensorsFile {
+  std::string path;
+  std::map<std::string, std::string> metadata;
+  std::vector<SafetensorsEntry> entries;  // in data-offset order
+  uint64_t header_size = 0;
+  std::shared_ptr<const MappedFile> file;
+
+  // Validation: header length <= 100,000,000 and within the file; valid UTF-8 JSON object; every tensor
+  // has dtype/shape/data_offsets; offsets in bounds, contiguous in order, without gaps or overlaps, and
+  // covering the buffer exactly; byte count == numel * element size; no duplicate keys.
+  static SafetensorsFile open(const std::string& path);
+  static bool looks_like_safetensors(std::span<const uint8_t> head, uint64_t file_size);
+};
+
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+};
+
+// Writes tensors in the given order (each tensor's bytes are streamed; non-contiguous tensors are made
+// contiguous one at a time).
+void write_safetensors_file(const std::string& path, const std::vector<NamedTensor>& tensors,
+                            const std::map<std::string, std::string>& metadata = {{"format", "pt"}},
+                            FileIo& io = current_io());
+
+}  // namespace ckptdoc

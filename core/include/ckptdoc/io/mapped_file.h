@@ -1,0 +1,36 @@
+#pragma once
+// A read-only memory map of a whole file. Views into it (spans) stay valid while any shared_ptr to the
+// MappedFile lives, so tensors read from a checkpoint keep their file mapped, never copied.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace ckptdoc {
+
+class MappedFile {
+ public:
+  // Throws ckptdoc::Error naming the path when the file cannot be opened or mapped. Empty files map to an
+  // empty span.
+  static std::shared_ptr<const MappedFile> open(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  uint64_t size() const { return size_; }
+  std::span<const uint8_t> bytes() const { return {data_, static_cast<size_t>(size_)}; }
+  // Bounds-checked sub-span; throws ckptdoc::Error naming the file and the range when out of bounds.
+  std::span<const uint8_t> slice(uint64_t offset, uint64_t length, const char* what = "range") const;
+  // Advises the kernel that [offset, offset+length) will be read soon / is no longer needed.
+  void will_need(uint64_t offset, uint64_t length) const;
+  void dont_need(uint64_t offset, uint64_t length) const;
+
+ private:
+  MappedFile() = default;
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+}  // namespace ckptdoc

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Configures and builds ckptdoc into build/ (or $CKPTDOC_BUILD_DIR). Extra arguments go to cmake configure.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${CKPTDOC_BUILD_DIR:-$root/build}"
+jobs="${CKPTDOC_JOBS:-$(nproc)}"
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
+elif [ $# -gt 0 ]; then
+  cmake "$build" "$@"
+fi
+cmake --build "$build" -j "$jobs"

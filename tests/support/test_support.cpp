@@ -1,0 +1,100 @@
+#include "test_support.h"
+
+#include <QDir>
+#include <QFile>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace ckptdoc::test {
+namespace {
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+}  // namespace
+
+std::string source_dir() { return env_or("CKPTDOC_SOURCE_DIR", "."); }
+std::string fixtures_dir() { return env_or("CKPTDOC_FIXTURES", source_dir() + "/../shared/fixtures"); }
+std::string deepspeed_fixture(const std::string& name) { return fixtures_dir() + "/deepspeed/" + name; }
+std::string python() { return env_or("CKPTDOC_PYTHON", "/usr/bin/python3"); }
+std::string cli() { return env_or("CKPTDOC_CLI", "ckptdoc"); }
+std::string script(const std::string& relative) { return source_dir() + "/tests/" + relative; }
+
+TempDir::TempDir() {
+  auto base = std::filesystem::temp_directory_path() / "ckptdoc-test-XXXXXX";
+  std::string templ = base.string();
+  if (!mkdtemp(templ.data())) throw std::runtime_error("mkdtemp failed");
+  path_ = templ;
+}
+TempDir::~TempDir() {
+  std::error_code ec;
+  // Restore write bits first: copies of read-only fixtures keep their modes.
+  for (auto it = std::filesystem::recursive_directory_iterator(path_, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    std::filesystem::permissions(it->path(), std::filesystem::perms::owner_all,
+                                 std::filesystem::perm_options::add, ec);
+  }
+  std::filesystem::remove_all(path_, ec);
+}
+
+RunResult run(const std::string& program, const std::vector<std::string>& args, int timeout_ms) {
+  QProcess p;
+  QStringList qargs;
+  for (const auto& a : args) qargs << QString::fromStdString(a);
+  p.start(QString::fromStdString(program), qargs);
+  RunResult r;
+  if (!p.waitForStarted(30000)) {
+    r.err = "could not start " + program;
+    return r;
+  }
+  p.closeWriteChannel();
+  if (!p.waitForFinished(timeout_ms)) {
+    p.kill();
+    p.waitForFinished();
+    r.err = "timed out: " + program;
+  }
+  r.out = p.readAllStandardOutput().toStdString();
+  r.err += p.readAllStandardError().toStdString();
+  r.exit_code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
+  return r;
+}
+
+RunResult run_python(const std::string& script_path, const std::vector<std::string>& args) {
+  std::vector<std::string> all{script_path};
+  all.insert(all.end(), args.begin(), args.end());
+  return run(python(), all);
+}
+
+RunResult run_cli(const std::vector<std::string>& args) { return run(cli(), args); }
+
+void copy_tree(const std::string& from, const std::string& to) {
+  std::filesystem::copy(from, to, std::filesystem::copy_options::recursive);
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(to, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    std::filesystem::permissions(it->path(), std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                                                 (it->is_directory() ? std::filesystem::perms::owner_exec
+                                                                     : std::filesystem::perms::none),
+                                 std::filesystem::perm_options::add, ec);
+  }
+  std::filesystem::permissions(to, std::filesystem::perms::owner_all, std::filesystem::perm_options::add, ec);
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+}  // namespace ckptdoc::test
