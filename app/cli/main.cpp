@@ -1,0 +1,39 @@
+// ckptdoc command line: parses arguments and dispatches to one function per subcommand.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+
+#include "commands.h"
+#include "ckptdoc/error.h"
+
+namespace cli = ckptdoc::cli;
+
+int main(int argc, char** argv) {
+  CLI::App app{"ckptdoc - inspect and repair deep-learning training checkpoints (DeepSpeed ZeRO, torch.save, "
+               "safetensors)"};
+  app.set_version_flag("--version", std::string("ckptdoc ") + CKPTDOC_VERSION_STRING);
+  app.require_subcommand(1);
+  int rc = 0;
+
+  cli::LsOptions ls;
+  auto* ls_cmd = app.add_subcommand("ls", "Print the tree of a torch.save or safetensors file: keys, types, "
+                                          "tensor dtypes/shapes/bytes, object classes");
+  ls_cmd->add_option("FILE", ls.path, "torch.save (.pt/.bin/.pth) or .safetensors file")->required();
+  ls_cmd->add_flag("--json", ls.json, "Machine-readable output");
+  ls_cmd->add_option("--max-items", ls.max_items, "Items shown per container (text output)");
+  ls_cmd->callback([&] { rc = cli::run_ls(ls); });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  } catch (const ckptdoc::Error& e) {
+    std::fprintf(stderr, "ckptdoc: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ckptdoc: error: %s\n", e.what());
+    return 2;
+  }
+  return rc;
+}
