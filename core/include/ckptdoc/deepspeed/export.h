@@ -1,0 +1,33 @@
+#pragma once
+// Weights-only export of a DeepSpeed checkpoint: by default exactly what DeepSpeed's zero_to_fp32.py
+// produces (fp32 masters, buffers, frozen and shared params as that script treats them, module state-dict
+// names), streamed one tensor at a time.
+#include <string>
+
+#include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/task/progress.h"
+
+namespace ckptdoc::deepspeed {
+
+enum class ExportFormat : uint8_t { Safetensors, Torch, Hdf5 };
+enum class ExportSource : uint8_t { Fp32, Lp };
+ExportFormat parse_export_format(const std::string& s);  // "safetensors" | "torch" | "hdf5"
+ExportSource parse_export_source(const std::string& s);  // "fp32" | "lp"
+
+struct ExportOptions {
+  ExportFormat format = ExportFormat::Safetensors;
+  std::optional<DType> dtype;  // default float32 for fp32 source, the lp dtype for lp source
+  ExportSource source = ExportSource::Fp32;
+  bool exclude_frozen = false;
+};
+
+struct ExportResult {
+  std::string path;
+  size_t tensors = 0;
+  uint64_t bytes = 0;
+};
+
+ExportResult export_weights(const Checkpoint& ckpt, const std::string& out_path, const ExportOptions& options,
+                            Progress* progress = nullptr);
+
+}  // namespace ckptdoc::deepspeed
