@@ -1,6 +1,10 @@
 # Runs a Qt Test executable with -functions and writes one add_test() per test function.
-execute_process(COMMAND ${EXE} -functions OUTPUT_VARIABLE out RESULT_VARIABLE rc
-                ERROR_VARIABLE err ENV_MODIFICATION QT_QPA_PLATFORM=set:offscreen)
+if(DEFINED ENV_FILE)
+  file(READ ${ENV_FILE} ENV)
+endif()
+# (execute_process's ENV_MODIFICATION needs CMake 3.27; `cmake -E env` works with 3.25)
+execute_process(COMMAND ${CMAKE_COMMAND} -E env QT_QPA_PLATFORM=offscreen ${EXE} -functions
+                OUTPUT_VARIABLE out RESULT_VARIABLE rc ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "${EXE} -functions failed (${rc}): ${err}")
 endif()
