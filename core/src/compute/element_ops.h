@@ -157,12 +157,12 @@ CKPTDOC_HD int64_t ordered32(uint32_t x) {
 CKPTDOC_HD int ulp_bucket(uint32_t d) {
   if (d == 0) return 0;
   if (d >= 65536u) return UlpHistogram::kBuckets - 1;
-  int k = 0;  // floor(log2 d) + 1
-  while (d != 0) {
-    d >>= 1;
-    ++k;
-  }
-  return k;
+  // floor(log2 d) + 1, d > 0
+#if defined(__CUDA_ARCH__)
+  return 32 - __clz(static_cast<int>(d));
+#else
+  return 32 - __builtin_clz(d);
+#endif
 }
 
 // Bucket of the distance between stored lp bits and round_to_lp(fp32) bits. Both NaN: 0; one NaN: the last.
