@@ -1,5 +1,8 @@
 // MPI versions of distributed.h: counts travel as one uint64 array, sums as one double array, extremes with
 // MPI_MIN / MPI_MAX, all over MPI_COMM_WORLD.
+// The C API only: Open MPI's mpi.h otherwise drags in its deprecated C++ bindings (MPI::Comm, ...).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
 #include <cstdint>
