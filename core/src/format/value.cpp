@@ -777,7 +777,12 @@ void repr_into(const Value& v, std::string& out, size_t limit) {
     case K::Global: out += "<global " + v.as_global().first + "." + v.as_global().second + ">"; break;
     case K::Object: {
       const auto& o = v.as_object();
-      out += o.qualified() + "(";
+      if (o.callable) {
+        repr_into(*o.callable, out, limit);
+        out += "(";
+      } else {
+        out += o.qualified() + "(";
+      }
       bool first = true;
       auto sep = [&] {
         if (!first) out += ", ";
@@ -866,6 +871,7 @@ void Value::for_each_child(const std::function<void(const Value&)>& f) const {
       if (dict_->state) f(*dict_->state);
       break;
     case Kind::Object:
+      if (object_->callable) f(*object_->callable);
       if (object_->args) f(*object_->args);
       if (object_->kwargs) f(*object_->kwargs);
       if (object_->state) f(*object_->state);
@@ -906,7 +912,7 @@ void Value::dismantle_all(std::vector<Value> work, const std::unordered_set<cons
         break;
       case Kind::Object: {
         auto& o = *v.object_;
-        for (auto* p : {&o.args, &o.kwargs, &o.state})
+        for (auto* p : {&o.callable, &o.args, &o.kwargs, &o.state})
           if (*p) {
             work.push_back(std::move(**p));
             p->reset();
@@ -1015,7 +1021,8 @@ bool Value::equals(const Value& other) const {
         if (oa.module != ob.module || oa.name != ob.name || oa.how != ob.how ||
             oa.list_items.size() != ob.list_items.size() || oa.dict_items.size() != ob.dict_items.size())
           return false;
-        for (auto p : {std::make_pair(&oa.args, &ob.args), std::make_pair(&oa.kwargs, &ob.kwargs),
+        for (auto p : {std::make_pair(&oa.callable, &ob.callable), std::make_pair(&oa.args, &ob.args),
+                       std::make_pair(&oa.kwargs, &ob.kwargs),
                        std::make_pair(&oa.state, &ob.state)}) {
           if (static_cast<bool>(*p.first) != static_cast<bool>(*p.second)) return false;
           if (*p.first) work.emplace_back(p.first->get(), p.second->get());
@@ -1068,6 +1075,7 @@ Value clone_rec(const Value& v, std::map<const void*, Value>& done) {
       Value c = Value::object(std::move(n));
       done.emplace(id, c);
       auto& no = c.object_mut();
+      if (o.callable) no.callable = std::make_shared<Value>(clone_rec(*o.callable, done));
       if (o.args) no.args = std::make_shared<Value>(clone_rec(*o.args, done));
       if (o.kwargs) no.kwargs = std::make_shared<Value>(clone_rec(*o.kwargs, done));
       if (o.state) no.state = std::make_shared<Value>(clone_rec(*o.state, done));

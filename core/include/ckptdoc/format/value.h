@@ -110,6 +110,9 @@ struct ObjectData {
   std::shared_ptr<Value> state;   // BUILD state, null when none
   std::vector<Value> list_items;  // APPEND(S) applied to the object
   std::vector<std::pair<Value, Value>> dict_items;  // SETITEM(S) applied to the object
+  // When the callable was not a GLOBAL (e.g. the result of another call, such as builtins.getattr(...)):
+  // that value, with module "" and name "<call>". Null for ordinary objects.
+  std::shared_ptr<Value> callable;
   std::string qualified() const { return module + "." + name; }
 };
 
