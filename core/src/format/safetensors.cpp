@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string_view>
@@ -11,6 +10,7 @@
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/mapped_file.h"
+#include "format/tensor_stream.h"
 
 namespace ckptdoc {
 namespace {
@@ -312,147 +312,8 @@ bool SafetensorsFile::looks_like_safetensors(std::span<const uint8_t> head, uint
   return i >= limit || head[i] == '"' || head[i] == '}';
 }
 
-namespace {
-
-// Counts what a producer writes, so a producer that writes the wrong number of bytes is caught.
-class CountingSink : public ByteSink {
- public:
-  explicit CountingSink(ByteSink& inner) : inner_(inner) {}
-  void write(std::span<const uint8_t> bytes) override {
-    inner_.write(bytes);
-    count_ += bytes.size();
-  }
-  uint64_t position() const override { return count_; }
-
- private:
-  ByteSink& inner_;
-  uint64_t count_ = 0;
-};
-
-struct Plan {
-  const NamedTensor* t;
-  uint64_t numel;
-  uint64_t nbytes;
-};
-
-uint64_t checked_numel(const std::string& path, const NamedTensor& nt) {
-  const std::string where = "tensor " + in_quotes(nt.name);
-  if (!nt.tensor.strides.empty() && nt.tensor.strides.size() != nt.tensor.shape.size())
-    throw Error(path, where,
-                expected_found(std::to_string(nt.tensor.shape.size()) + " strides",
-                               std::to_string(nt.tensor.strides.size())));
-  for (const int64_t d : nt.tensor.shape) {
-    if (d < 0) throw Error(path, where, "negative dimension " + std::to_string(d));
-    if (d == 0) return 0;
-  }
-  uint64_t numel = 1;
-  for (const int64_t d : nt.tensor.shape) {
-    const auto u = static_cast<uint64_t>(d);
-    if (u != 0 && numel > static_cast<uint64_t>(INT64_MAX) / u)
-      throw Error(path, where, "the number of elements overflows");
-    numel *= u;
-  }
-  if (numel > std::numeric_limits<uint64_t>::max() / element_size(nt.tensor.dtype))
-    throw Error(path, where, "the number of bytes overflows");
-  return numel;
-}
-
-// The storage's bytes in memory or in the mapped file, or an empty optional for producer-only storages.
-std::optional<std::span<const uint8_t>> storage_span(const Storage& s) {
-  if (s.file) {
-    const auto all = s.file->bytes();
-    if (s.file_offset > all.size()) return std::span<const uint8_t>{};
-    const uint64_t len = std::min<uint64_t>(s.nbytes(), all.size() - s.file_offset);
-    return all.subspan(static_cast<size_t>(s.file_offset), static_cast<size_t>(len));
-  }
-  if (s.owned) {
-    const uint64_t len = std::min<uint64_t>(s.nbytes(), s.owned->size());
-    return std::span<const uint8_t>(s.owned->data(), static_cast<size_t>(len));
-  }
-  return std::nullopt;
-}
-
-bool is_row_major(const Tensor& t) {
-  if (t.strides.empty()) return true;  // strides unset: treated as row-major
-  if (t.strides.size() != t.shape.size()) return false;
-  int64_t expected = 1;
-  for (size_t i = t.shape.size(); i-- > 0;) {
-    if (t.shape[i] == 0) return true;
-    if (t.shape[i] != 1 && t.strides[i] != expected) return false;
-    expected *= t.shape[i];
-  }
-  return true;
-}
-
-void write_tensor_bytes(const std::string& path, const Plan& plan, ByteSink& sink) {
-  const Tensor& t = plan.t->tensor;
-  const std::string where = "tensor " + in_quotes(plan.t->name);
-  if (plan.nbytes == 0) return;
-  if (!t.storage) throw Error(path, where, "has no storage");
-  const uint64_t esize = element_size(t.dtype);
-  if (t.storage_offset < 0) throw Error(path, where, "negative storage offset");
-  const auto span = storage_span(*t.storage);
-  const bool row_major = is_row_major(t);
-
-  if (!span) {  // producer-only: it writes the whole storage, so the tensor must be exactly that storage
-    if (!t.storage->producer) throw Error(path, where, "storage has no bytes and no producer");
-    if (!row_major || t.storage_offset != 0 || t.storage->nbytes() != plan.nbytes)
-      throw Error(path, where, "a produced storage can only be written as one whole contiguous tensor");
-    CountingSink counter(sink);
-    try {
-      t.storage->producer(counter);
-    } catch (const Error& e) {
-      throw e.with_file(path);
-    }
-    if (counter.position() != plan.nbytes)
-      throw Error(path, where,
-                  "producer wrote the wrong number of bytes: " +
-                      expected_found(std::to_string(plan.nbytes), std::to_string(counter.position())));
-    return;
-  }
-
-  const uint64_t base = static_cast<uint64_t>(t.storage_offset) * esize;
-  if (row_major) {
-    if (base > span->size() || plan.nbytes > span->size() - base)
-      throw Error(path, where,
-                  "needs bytes [" + std::to_string(base) + ", " + std::to_string(base + plan.nbytes) +
-                      ") of a storage holding " + std::to_string(span->size()));
-    sink.write(span->subspan(static_cast<size_t>(base), static_cast<size_t>(plan.nbytes)));
-    return;
-  }
-
-  // Strided: check the reachable range, then gather into one buffer.
-  const size_t rank = t.shape.size();
-  int64_t max_off = t.storage_offset, min_off = t.storage_offset;
-  for (size_t i = 0; i < rank; ++i) {
-    const int64_t reach = (t.shape[i] - 1) * t.strides[i];
-    if (reach > 0) max_off += reach; else min_off += reach;
-  }
-  if (min_off < 0 || static_cast<uint64_t>(max_off + 1) * esize > span->size())
-    throw Error(path, where, "strides reach outside a storage of " + std::to_string(span->size()) + " bytes");
-  std::vector<uint8_t> buffer(static_cast<size_t>(plan.nbytes));
-  std::vector<int64_t> index(rank, 0);
-  int64_t off = t.storage_offset;
-  for (uint64_t k = 0; k < plan.numel; ++k) {
-    std::memcpy(buffer.data() + k * esize, span->data() + static_cast<uint64_t>(off) * esize, esize);
-    for (size_t d = rank; d-- > 0;) {
-      if (++index[d] < t.shape[d]) {
-        off += t.strides[d];
-        break;
-      }
-      off -= (t.shape[d] - 1) * t.strides[d];
-      index[d] = 0;
-    }
-  }
-  sink.write(buffer);
-}
-
-}  // namespace
-
 void write_safetensors_file(const std::string& path, const std::vector<NamedTensor>& tensors,
                             const std::map<std::string, std::string>& metadata, FileIo& io) {
-  std::vector<Plan> plans;
-  plans.reserve(tensors.size());
   std::unordered_set<std::string> names;
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) {
@@ -467,14 +328,12 @@ void write_safetensors_file(const std::string& path, const std::vector<NamedTens
     if (!names.insert(nt.name).second) throw Error(path, where, "the name is given more than once");
     if (nt.tensor.dtype == DType::C128)
       throw Error(path, where, "dtype complex128 cannot be stored in safetensors (it has no C128)");
-    const uint64_t numel = checked_numel(path, nt);
-    const uint64_t nbytes = numel * element_size(nt.tensor.dtype);
+    const uint64_t nbytes = detail::checked_numel(path, nt.name, nt.tensor) * element_size(nt.tensor.dtype);
     auto& entry = header[nt.name];
     entry["dtype"] = std::string(safetensors_name(nt.tensor.dtype));
     entry["shape"] = nt.tensor.shape;
     entry["data_offsets"] = {offset, offset + nbytes};
     offset += nbytes;
-    plans.push_back({&nt, numel, nbytes});
   }
   std::string text;
   try {
@@ -493,7 +352,7 @@ void write_safetensors_file(const std::string& path, const std::vector<NamedTens
   for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
   out.write(len);
   out.write(std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
-  for (const auto& plan : plans) write_tensor_bytes(path, plan, out);
+  for (const auto& nt : tensors) detail::stream_row_major(path, nt.name, nt.tensor, out);
   out.commit();
 }
 
