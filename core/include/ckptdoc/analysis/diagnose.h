@@ -1,0 +1,27 @@
+#pragma once
+// Diagnoses an attached checkpoint: one streaming, multi-threaded pass over every trainable param computes
+// lp-vs-fp32 divergence and value/moment statistics on a compute backend, then the finding rules turn the
+// numbers and the catalog's problems into named findings.
+#include <memory>
+#include <string>
+
+#include "ckptdoc/analysis/report.h"
+#include "ckptdoc/compute/backend.h"
+#include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/task/progress.h"
+
+namespace ckptdoc::analysis {
+
+struct DiagnoseOptions {
+  DeviceKind device = DeviceKind::Auto;
+  unsigned threads = 0;  // CPU worker threads (0 = all cores)
+};
+
+// Throws Cancelled when progress->cancel() was called.
+Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& options = {},
+                Progress* progress = nullptr);
+
+// JSON text of a report: {"findings": [...], "params": [...]} as the CLI's --json prints it.
+std::string report_json(const Report& report, const deepspeed::Catalog& catalog);
+
+}  // namespace ckptdoc::analysis

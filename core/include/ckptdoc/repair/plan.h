@@ -1,0 +1,68 @@
+#pragma once
+// Repairs of a DeepSpeed checkpoint: a plan computed from the checkpoint and the requested actions, printable
+// before anything is written (dry run), then executed into a new folder (the input is never modified) and
+// verified by re-opening and re-diagnosing the output.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ckptdoc/analysis/report.h"
+#include "ckptdoc/compute/backend.h"
+#include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/io/file_io.h"
+#include "ckptdoc/task/progress.h"
+
+namespace ckptdoc::repair {
+
+struct RepairRequest {
+  bool refresh_fp32 = false;     // fp32 masters := upcast(lp weights)
+  std::optional<std::string> lp_source;  // ZeRO-3: a consolidated weights file holding the lp weights
+  bool reset_optimizer = false;  // keep weights and masters; empty Adam state, step 0
+  bool drop_optimizer = false;   // weights-only DeepSpeed checkpoint (no optim files)
+  std::optional<int> world_size;      // repartition for a new data-parallel size
+  std::optional<std::string> target;  // repartition onto a template checkpoint's layout
+  bool allow_shape_change = false;
+  DeviceKind device = DeviceKind::Auto;
+  bool force = false;  // allow a non-empty output folder
+};
+
+struct PlannedFile {
+  std::string path;    // relative to the output save folder, e.g. "global_step5/mp_rank_00_model_states.pt"
+  std::string action;  // "copy" | "rewrite" | "write" | "link"
+  uint64_t bytes = 0;  // expected size
+  std::string why;
+};
+
+struct Plan {
+  std::string input, output;
+  std::string tag;
+  std::vector<std::string> actions;      // human lines: "refresh fp32 masters of 2 groups on 2 ranks", ...
+  std::vector<PlannedFile> files;
+  std::vector<std::string> changed_tensors;  // e.g. "rank 0 single_partition_of_fp32_groups[1]"
+  std::vector<std::string> warnings;     // e.g. params dropped by a graft
+  uint64_t bytes_to_write = 0;
+  std::string text() const;  // printable summary
+};
+
+struct RepairResult {
+  Plan plan;
+  std::string output;
+  analysis::Report verification;  // diagnosis of the written output
+  bool verified_clean = false;    // no error-level finding in the output
+  std::vector<std::string> invariant_failures;  // deepspeed-format.md §6.4 checks that failed (empty = all hold)
+};
+
+// Validates the request against the checkpoint and computes the plan. Throws ckptdoc::Error for
+// impossible requests (e.g. refresh on ZeRO-3 without an lp source) with a message saying why.
+Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, const RepairRequest& request);
+
+// Executes a plan: writes into a temporary folder beside `output`, fsyncs, renames it into place (`latest`
+// written last), then re-opens and re-diagnoses it. A failed or cancelled repair leaves no output behind.
+RepairResult run_repair(const deepspeed::Checkpoint& ckpt, const std::string& output, const RepairRequest& request,
+                        Progress* progress = nullptr, FileIo& io = current_io());
+
+// The loader invariants of deepspeed-format.md §6.4 checked on a written checkpoint; empty when all hold.
+std::vector<std::string> check_loader_invariants(const deepspeed::Checkpoint& ckpt);
+
+}  // namespace ckptdoc::repair

@@ -1,0 +1,243 @@
+// Reads torch.save files: the zip format and the legacy stacked-pickle stream. Storages become views on
+// the memory map; nothing is copied until a tensor's bytes are touched.
+#include <cstring>
+#include <map>
+
+#include "ckptdoc/error.h"
+#include "ckptdoc/format/torch_file.h"
+#include "ckptdoc/format/unpickler.h"
+#include "ckptdoc/format/zip_reader.h"
+
+namespace ckptdoc {
+namespace {
+
+constexpr uint8_t kLegacyMagic[] = {0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e};
+constexpr uint8_t kLegacyProtocolVersion[] = {0x4d, 0xe9, 0x03, 0x2e};  // BININT2 1001, STOP
+
+// Storage class GLOBAL -> dtype (module is ignored like torch does; UntypedStorage holds bytes).
+DType storage_dtype(const Value& cls, const std::string& file, const std::string& where) {
+  if (cls.is(Value::Kind::Global)) {
+    const auto& [module, name] = cls.as_global();
+    if (auto d = dtype_from_storage_class(name)) return *d;
+    if (name == "UntypedStorage" || name == "TypedStorage") return DType::U8;
+    throw Error(file, where, expected_found("a storage class", module + "." + name));
+  }
+  throw Error(file, where, expected_found("a storage class GLOBAL", std::string(cls.kind_name())));
+}
+
+// Validates a persistent id tuple ('storage', cls, key, location, numel[, view_metadata]) and returns the
+// (possibly cached) storage for its key.
+class StorageTable {
+ public:
+  StorageTable(std::string file, std::string record) : file_(std::move(file)), record_(std::move(record)) {}
+
+  Value load(const Value& pid, bool legacy) {
+    const std::string where = "record '" + record_ + "'";
+    if (!pid.is(Value::Kind::Tuple)) throw Error(file_, where, expected_found("a persistent id tuple", pid.type_name()));
+    const auto& t = pid.items();
+    const size_t want = legacy ? 6 : 5;
+    if (t.size() != want && !(legacy && t.size() == 5))
+      throw Error(file_, where,
+                  expected_found("a persistent id of " + std::to_string(want) + " items", std::to_string(t.size())));
+    if (!t[0].is(Value::Kind::Str) || t[0].as_str() != "storage")
+      throw Error(file_, where, expected_found("persistent id type 'storage'", t[0].repr(40)));
+    const DType dtype = storage_dtype(t[1], file_, where);
+    if (!t[2].is(Value::Kind::Str) && !t[2].is(Value::Kind::Int))
+      throw Error(file_, where, expected_found("a storage key string", t[2].type_name()));
+    const std::string key = t[2].is(Value::Kind::Str) ? t[2].as_str() : std::to_string(t[2].as_int());
+    const std::string location = t[3].is(Value::Kind::Str) ? t[3].as_str() : std::string("cpu");
+    if (!t[4].is(Value::Kind::Int) || t[4].as_int() < 0)
+      throw Error(file_, where, expected_found("a non-negative storage size", t[4].repr(40)));
+    const auto numel = static_cast<uint64_t>(t[4].as_int());
+    if (numel > (uint64_t{1} << 62) / element_size(dtype))
+      throw Error(file_, where, "storage '" + key + "' claims " + std::to_string(numel) + " elements, which is absurd");
+    if (legacy && t.size() == 6 && !t[5].is_none())
+      throw Error(file_, where, "storage views (legacy view_metadata) are not supported");
+
+    auto it = by_key_.find(key);
+    if (it != by_key_.end()) {
+      const auto& s = it->second;
+      if (s->dtype != dtype || s->numel != numel)
+        throw Error(file_, where,
+                    "storage '" + key + "' is referenced twice with different types or sizes (" +
+                        std::string(dtype_name(s->dtype)) + "[" + std::to_string(s->numel) + "] vs " +
+                        std::string(dtype_name(dtype)) + "[" + std::to_string(numel) + "])");
+      return Value::storage(s);
+    }
+    auto s = std::make_shared<Storage>();
+    s->key = key;
+    s->dtype = dtype;
+    s->numel = numel;
+    s->location = location;
+    by_key_.emplace(key, s);
+    order_.push_back(s);
+    return Value::storage(s);
+  }
+
+  std::vector<std::shared_ptr<Storage>> order_;
+  std::map<std::string, std::shared_ptr<Storage>> by_key_;
+
+ private:
+  std::string file_, record_;
+};
+
+void open_zip(TorchFile& tf, const UnpickleLimits& limits) {
+  ZipReader zip(tf.file);
+  if (zip.entries().empty()) throw Error(tf.path, "zip directory", "the archive has no records");
+  const std::string& first = zip.entries().front().name;
+  const auto slash = first.find('/');
+  if (slash == std::string::npos)
+    throw Error(tf.path, "record '" + first + "'", "record is not inside a top-level folder, as torch.save writes");
+  tf.archive_name = first.substr(0, slash);
+  const std::string prefix = tf.archive_name + "/";
+  if (zip.find(prefix + "constants.pkl"))
+    throw Error(tf.path, "record '" + prefix + "constants.pkl'",
+                "this is a TorchScript archive (torch.jit.save), not a torch.save file");
+  const ZipEntry* pkl = zip.find(prefix + "data.pkl");
+  if (!pkl) throw Error(tf.path, "zip directory", expected_found("a record '" + prefix + "data.pkl'", "none"));
+
+  StorageTable table(tf.path, pkl->name);
+  UnpickleOptions opts;
+  opts.limits = limits;
+  opts.file_name = tf.path;
+  opts.record_name = pkl->name;
+  opts.persistent_load = [&](const Value& pid) { return table.load(pid, false); };
+  UnpickleResult r = unpickle(zip.data(*pkl), opts);
+
+  for (const auto& s : table.order_) {
+    const std::string rec = prefix + "data/" + s->key;
+    const ZipEntry* e = zip.find(rec);
+    if (!e) throw Error(tf.path, "record '" + rec + "'", "storage record is missing from the archive");
+    if (e->size != s->nbytes())
+      throw Error(tf.path, "record '" + rec + "'",
+                  expected_found(std::to_string(s->nbytes()) + " bytes (" + std::to_string(s->numel) + " x " +
+                                     std::string(dtype_name(s->dtype)) + ")",
+                                 std::to_string(e->size) + " bytes"));
+    (void)zip.data(*e);  // bounds check against the file now, not at first touch
+    s->file = tf.file;
+    s->file_offset = e->data_offset;
+  }
+  tf.root = std::move(r.value);
+  tf.pickle_protocol = r.protocol;
+  tf.globals = std::move(r.globals);
+  tf.storages = std::move(table.order_);
+}
+
+uint64_t read_u64le(std::span<const uint8_t> b) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | b[static_cast<size_t>(i)];
+  return v;
+}
+
+// Checks that a tiny fixed pickle (magic or protocol version) is byte-exact, so no code can hide there.
+size_t expect_fixed_pickle(const TorchFile& tf, std::span<const uint8_t> bytes, size_t at,
+                           std::span<const uint8_t> body, const char* what) {
+  const auto fail = [&] {
+    throw Error(tf.path, at_offset(at), std::string("legacy torch stream: ") + what + " is not the expected constant");
+  };
+  if (bytes.size() < at + 2 || bytes[at] != 0x80) fail();
+  const uint8_t proto = bytes[at + 1];
+  size_t p = at + 2;
+  if (proto >= 4) {  // FRAME with the body length
+    if (bytes.size() < p + 9 || bytes[p] != 0x95 || read_u64le(bytes.subspan(p + 1, 8)) != body.size()) fail();
+    p += 9;
+  } else if (proto < 2) {
+    fail();
+  }
+  if (bytes.size() < p + body.size() || std::memcmp(bytes.data() + p, body.data(), body.size()) != 0) fail();
+  return p + body.size();
+}
+
+void open_legacy(TorchFile& tf, const UnpickleLimits& limits) {
+  const auto bytes = tf.file->bytes();
+  size_t pos = expect_fixed_pickle(tf, bytes, 0, kLegacyMagic, "magic number");
+  pos = expect_fixed_pickle(tf, bytes, pos, kLegacyProtocolVersion, "protocol version 1001");
+
+  UnpickleOptions plain;
+  plain.limits = limits;
+  plain.file_name = tf.path;
+  plain.record_name = "sys_info pickle";
+  const UnpickleResult sys_info = unpickle(bytes.subspan(pos), plain);
+  pos += sys_info.end_offset;
+
+  StorageTable table(tf.path, "legacy object pickle");
+  UnpickleOptions main_opts = plain;
+  main_opts.record_name = "object pickle";
+  main_opts.persistent_load = [&](const Value& pid) { return table.load(pid, true); };
+  UnpickleResult r = unpickle(bytes.subspan(pos), main_opts);
+  pos += r.end_offset;
+
+  UnpickleOptions keys_opts = plain;
+  keys_opts.record_name = "storage key list";
+  UnpickleResult keys = unpickle(bytes.subspan(pos), keys_opts);
+  pos += keys.end_offset;
+  if (!keys.value.is(Value::Kind::List))
+    throw Error(tf.path, at_offset(pos), expected_found("a list of storage keys", keys.value.type_name()));
+
+  for (const auto& k : keys.value.items()) {
+    const std::string key = k.is(Value::Kind::Str) ? k.as_str() : k.repr(40);
+    auto it = table.by_key_.find(key);
+    if (it == table.by_key_.end())
+      throw Error(tf.path, at_offset(pos), "storage key '" + key + "' is listed but no tensor uses it");
+    auto& s = it->second;
+    if (bytes.size() < pos + 8) throw Error(tf.path, at_offset(pos), "file ends before the size of storage '" + key + "'");
+    const uint64_t numel = read_u64le(bytes.subspan(pos, 8));
+    if (numel != s->numel)
+      throw Error(tf.path, at_offset(pos),
+                  "storage '" + key + "': " + expected_found(std::to_string(s->numel) + " elements", std::to_string(numel)));
+    pos += 8;
+    const uint64_t n = s->nbytes();
+    if (n > bytes.size() - pos)
+      throw Error(tf.path, at_offset(pos),
+                  "storage '" + key + "' needs " + std::to_string(n) + " bytes but the file has " +
+                      std::to_string(bytes.size() - pos) + " left");
+    s->file = tf.file;
+    s->file_offset = pos;
+    pos += n;
+  }
+  for (const auto& s : table.order_)
+    if (!s->file) throw Error(tf.path, "storage key list", "storage '" + s->key + "' has no data in the file");
+  tf.root = std::move(r.value);
+  tf.pickle_protocol = r.protocol;
+  tf.globals = std::move(r.globals);
+  tf.storages = std::move(table.order_);
+}
+
+bool is_legacy_head(std::span<const uint8_t> head) {
+  if (head.size() < 4 || head[0] != 0x80) return false;
+  if (head[1] >= 4) return head.size() >= 13 && head[2] == 0x95 && head[11] == 0x8a && head[12] == 0x0a;
+  return head[2] == 0x8a && head[3] == 0x0a;
+}
+
+}  // namespace
+
+bool TorchFile::is_torch_file(std::span<const uint8_t> head) {
+  return ZipReader::looks_like_zip(head) || is_legacy_head(head);
+}
+
+TorchFile TorchFile::open(const std::string& path, const UnpickleLimits& limits) {
+  TorchFile tf;
+  tf.path = path;
+  tf.file = MappedFile::open(path);
+  tf.file_size = tf.file->size();
+  const auto head = tf.file->bytes().first(std::min<size_t>(tf.file->size(), 16));
+  try {
+    if (ZipReader::looks_like_zip(head)) {
+      tf.format = TorchFormat::Zip;
+      open_zip(tf, limits);
+    } else if (is_legacy_head(head)) {
+      tf.format = TorchFormat::Legacy;
+      open_legacy(tf, limits);
+    } else if (tf.file_size == 0) {
+      throw Error(path, "", "the file is empty (expected a torch.save zip or legacy stream)");
+    } else {
+      throw Error(path, at_offset(0),
+                  expected_found("a torch.save file (zip 'PK\\x03\\x04' or legacy pickle magic)", "other bytes"));
+    }
+  } catch (const Error& e) {
+    throw e.with_file(path);
+  }
+  return tf;
+}
+
+}  // namespace ckptdoc
