@@ -5,10 +5,13 @@
 
 #include "commands.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/io/fault_injection.h"
 
 namespace cli = ckptdoc::cli;
 
 int main(int argc, char** argv) {
+  if (const std::string note = ckptdoc::install_fault_injection_from_env(); !note.empty())
+    std::fprintf(stderr, "ckptdoc: %s\n", note.c_str());
   CLI::App app{"ckptdoc - inspect and repair deep-learning training checkpoints (DeepSpeed ZeRO, torch.save, "
                "safetensors)"};
   app.set_version_flag("--version", std::string("ckptdoc ") + CKPTDOC_VERSION_STRING);
@@ -48,6 +51,17 @@ int main(int argc, char** argv) {
   export_cmd->add_flag("--exclude-frozen", exp.exclude_frozen, "Leave frozen params out");
   export_cmd->add_flag("-q,--quiet", exp.quiet, "No summary line");
   export_cmd->callback([&] { rc = cli::run_export(exp); });
+
+  cli::DiagnoseOptions dg;
+  auto* dg_cmd = app.add_subcommand("diagnose", "Find what is wrong with a DeepSpeed checkpoint: fp32 masters vs "
+                                                "fp16/bf16 weights, optimizer moments, NaN/Inf, missing ranks");
+  dg_cmd->add_option("PATH", dg.path, "Save folder (holding `latest`), tag folder, or one rank file")->required();
+  dg_cmd->add_option("--tag", dg.tag, "Tag folder to read (default: the `latest` file)");
+  dg_cmd->add_flag("--json", dg.json, "Machine-readable report");
+  dg_cmd->add_option("--device", dg.device, "Compute device")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  dg_cmd->add_option("--threads", dg.threads, "CPU worker threads (default: all cores)");
+  dg_cmd->add_option("--max-params", dg.max_params, "Rows of the per-param table");
+  dg_cmd->callback([&] { rc = cli::run_diagnose(dg); });
 
   try {
     app.parse(argc, argv);
