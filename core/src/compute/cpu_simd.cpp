@@ -32,9 +32,12 @@ namespace {
 
 constexpr int kBlock = 64;        // elements between histogram flushes
 constexpr int kSubLog = 4;        // interleaved copies of the log / value histograms
-constexpr int kSubUlp = 8;        // and of the ULP histogram, whose bucket 0 takes most elements
 constexpr int kUlpPad = 32;
-constexpr int kValSlots = 2 * kLogSlots;  // slot, or kLogSlots + slot for a negative value
+// Value histogram index: the log slot, kLogSlots + slot for a negative value, kValNan for NaN. The class
+// counts other than subnormals fall out of it: zeros, +Inf (non-finite, not negative, not NaN), -Inf
+// (non-finite and negative), NaN, negatives.
+constexpr int kValNan = 2 * kLogSlots;
+constexpr int kValSlots = 2 * kLogSlots + 8;
 static_assert(kLogBins == 256 && kSlotNonfinite == kLogBins + 3, "slot layout assumed below");
 
 enum Kind : int { kF16 = 0, kBF16 = 1, kF32 = 2 };
@@ -67,7 +70,7 @@ CKPTDOC_AVX2_INLINE __m256i ordered16_8(__m256i h) {
 
 // ---- value statistics ----
 struct ValAcc {
-  __m256i nan, pinf, ninf, zero, sub, neg;  // lane counts, as sums of -1 masks
+  __m256i sub;  // lane counts of subnormals, as sums of -1 masks
   __m256d sum[2], sq[2];
   __m256 mn, mx;
   int first_zero;  // sign bit of the first zero value, -1 before one
@@ -75,7 +78,7 @@ struct ValAcc {
 };
 
 CKPTDOC_AVX2_INLINE void val_init(ValAcc& a) {
-  a.nan = a.pinf = a.ninf = a.zero = a.sub = a.neg = _mm256_setzero_si256();
+  a.sub = _mm256_setzero_si256();
   a.sum[0] = a.sum[1] = a.sq[0] = a.sq[1] = _mm256_setzero_pd();
   a.mn = _mm256_set1_ps(std::numeric_limits<float>::infinity());
   a.mx = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
@@ -92,16 +95,9 @@ CKPTDOC_AVX2_INLINE void val_add(ValAcc& a, __m256 v, __m256i bits, uint32_t* id
   const __m256i min_normal = splat(Half ? 0x0400 : 0x00800000);
   const __m256i ab = _mm256_and_si256(bits, abs_mask);
   const __m256i nonfinite = _mm256_cmpgt_epi32(ab, _mm256_sub_epi32(inf, splat(1)));
-  const __m256i is_inf = _mm256_cmpeq_epi32(ab, inf);
-  const __m256i sign = Half ? _mm256_cmpgt_epi32(bits, splat(0x7fff)) : _mm256_srai_epi32(bits, 31);
   const __m256i zero = _mm256_cmpeq_epi32(ab, _mm256_setzero_si256());
   const __m256i neg = _mm256_castps_si256(_mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ));
-  a.nan = _mm256_add_epi32(a.nan, _mm256_cmpgt_epi32(ab, inf));
-  a.pinf = _mm256_add_epi32(a.pinf, _mm256_andnot_si256(sign, is_inf));
-  a.ninf = _mm256_add_epi32(a.ninf, _mm256_and_si256(sign, is_inf));
-  a.zero = _mm256_add_epi32(a.zero, zero);
   a.sub = _mm256_add_epi32(a.sub, _mm256_andnot_si256(zero, _mm256_cmpgt_epi32(min_normal, ab)));
-  a.neg = _mm256_add_epi32(a.neg, neg);
 
   const __m256 nf = _mm256_castsi256_ps(nonfinite);
   const __m256 fin = _mm256_andnot_ps(nf, v);  // non-finite lanes add +0, which leaves a lane sum unchanged
@@ -111,16 +107,20 @@ CKPTDOC_AVX2_INLINE void val_add(ValAcc& a, __m256 v, __m256i bits, uint32_t* id
   a.sum[1] = _mm256_add_pd(a.sum[1], hi);
   a.sq[0] = _mm256_fmadd_pd(lo, lo, a.sq[0]);
   a.sq[1] = _mm256_fmadd_pd(hi, hi, a.sq[1]);
-  // min(v, acc) keeps acc on a tie, like std::min(acc, v): per lane the first occurrence wins
-  a.mn = _mm256_min_ps(_mm256_blendv_ps(v, _mm256_set1_ps(std::numeric_limits<float>::infinity()), nf), a.mn);
-  a.mx = _mm256_max_ps(_mm256_blendv_ps(v, _mm256_set1_ps(-std::numeric_limits<float>::infinity()), nf), a.mx);
+  // Non-finite lanes become NaN (all bits set), which min/max pass over: with a NaN first operand they
+  // return the second. min(v, acc) keeps acc on a tie, like std::min(acc, v): per lane the first
+  // occurrence wins.
+  const __m256 x = _mm256_or_ps(v, nf);
+  a.mn = _mm256_min_ps(x, a.mn);
+  a.mx = _mm256_max_ps(x, a.mx);
   if (a.first_zero < 0) {
     const int zm = _mm256_movemask_ps(_mm256_castsi256_ps(zero));
-    if (zm != 0) a.first_zero = (_mm256_movemask_ps(_mm256_castsi256_ps(sign)) >> __builtin_ctz(zm)) & 1;
+    if (zm != 0) a.first_zero = (_mm256_movemask_ps(v) >> __builtin_ctz(zm)) & 1;
   }
-  const __m256i slot = log_slot8(_mm256_and_si256(_mm256_castps_si256(v), splat(0x7fffffff)));
+  const __m256i fab = Half ? _mm256_and_si256(_mm256_castps_si256(v), splat(0x7fffffff)) : ab;
+  const __m256i slot = _mm256_add_epi32(log_slot8(fab), _mm256_and_si256(neg, splat(kLogSlots)));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx),
-                      _mm256_add_epi32(slot, _mm256_and_si256(neg, splat(kLogSlots))));
+                      _mm256_blendv_epi8(slot, splat(kValNan), _mm256_cmpgt_epi32(ab, inf)));
 }
 
 CKPTDOC_AVX2_INLINE void val_count(ValAcc& a, const uint32_t* idx, int n) {
@@ -149,13 +149,16 @@ CKPTDOC_AVX2_INLINE double lane_sum(const __m256d* s) {
 
 CKPTDOC_AVX2_INLINE void val_finish(const ValAcc& a, size_t n, ValueStats& s) {
   s = ValueStats{};
+  std::array<uint64_t, kValSlots> h{};
+  for (int k = 0; k < kSubLog; ++k)
+    for (int i = 0; i < kValSlots; ++i) h[static_cast<size_t>(i)] += a.hist[k][i];
   s.count = n;
-  s.nan = lane_total(a.nan);
-  s.pos_inf = lane_total(a.pinf);
-  s.neg_inf = lane_total(a.ninf);
-  s.zeros = lane_total(a.zero);
+  s.nan = h[kValNan];
+  s.pos_inf = h[kSlotNonfinite];
+  s.neg_inf = h[kLogSlots + kSlotNonfinite];
+  s.zeros = h[kSlotZero] + h[kLogSlots + kSlotZero];  // (a zero is never negative: -0 < 0 is false)
   s.subnormals = lane_total(a.sub);
-  s.negatives = lane_total(a.neg);
+  for (int i = 0; i < kLogSlots; ++i) s.negatives += h[static_cast<size_t>(kLogSlots + i)];
   s.sum = lane_sum(a.sum);
   s.sum_sq = lane_sum(a.sq);
   if (s.finite_count() > 0) {
@@ -173,12 +176,8 @@ CKPTDOC_AVX2_INLINE void val_finish(const ValAcc& a, size_t n, ValueStats& s) {
     s.max = hi == 0.0f ? first_zero : hi;
   }
   for (int i = 0; i < kLogSlots; ++i) {
-    uint64_t pos = 0, neg = 0;
-    for (int k = 0; k < kSubLog; ++k) {
-      pos += a.hist[k][i];
-      neg += a.hist[k][kLogSlots + i];
-    }
-    const uint64_t all = pos + neg;
+    const uint64_t neg = h[static_cast<size_t>(kLogSlots + i)];
+    const uint64_t all = h[static_cast<size_t>(i)] + neg + (i == kSlotNonfinite ? h[kValNan] : 0);
     switch (i) {
       case kSlotUnderflow: s.log_abs.underflow = all, s.log_abs_negative.underflow = neg; break;
       case kSlotOverflow: s.log_abs.overflow = all, s.log_abs_negative.overflow = neg; break;
@@ -194,14 +193,14 @@ CKPTDOC_AVX2_INLINE void val_finish(const ValAcc& a, size_t n, ValueStats& s) {
 
 // ---- divergence ----
 struct DivAcc {
-  __m256i exact, nonfinite;
+  __m256i exact, nonfinite, ulp0, ulp1;  // ULP buckets 0 and 1, which take most elements, in vector counters
   __m256d sum_abs[2], sq_diff[2], sq_lp[2], sq_fp32[2], max_abs[2];
   alignas(64) uint32_t log[kSubLog][kLogSlots];
-  alignas(64) uint32_t ulp[kSubUlp][kUlpPad];
+  alignas(64) uint64_t ulp[kUlpPad];  // the other buckets
 };
 
 CKPTDOC_AVX2_INLINE void div_init(DivAcc& a) {
-  a.exact = a.nonfinite = _mm256_setzero_si256();
+  a.exact = a.nonfinite = a.ulp0 = a.ulp1 = _mm256_setzero_si256();
   for (int k = 0; k < 2; ++k)
     a.sum_abs[k] = a.sq_diff[k] = a.sq_lp[k] = a.sq_fp32[k] = a.max_abs[k] = _mm256_setzero_pd();
   std::memset(a.log, 0, sizeof a.log);
@@ -209,9 +208,10 @@ CKPTDOC_AVX2_INLINE void div_init(DivAcc& a) {
 }
 
 // One 8-element step of the divergence pass. lp: float(lp); lp_bits: the lp patterns (16-bit ones
-// zero-extended, or the float bits for F32). Writes log slot | ulp bucket << 16 to idx.
+// zero-extended, or the float bits for F32). Writes log slot | ulp bucket << 16 to idx, and to *rare the
+// lanes whose bucket is above 1.
 template <int K>
-CKPTDOC_AVX2_INLINE void div_add(DivAcc& a, __m256 lp, __m256i lp_bits, __m256 m, uint32_t* idx) {
+CKPTDOC_AVX2_INLINE void div_add(DivAcc& a, __m256 lp, __m256i lp_bits, __m256 m, uint32_t* idx, uint8_t* rare) {
   const __m256i mi = _mm256_castps_si256(m);
   const __m256i abs31 = splat(0x7fffffff);
   const __m256i m_abs = _mm256_and_si256(mi, abs31);
@@ -250,6 +250,9 @@ CKPTDOC_AVX2_INLINE void div_add(DivAcc& a, __m256 lp, __m256i lp_bits, __m256 m
   bucket = _mm256_blendv_epi8(bucket, splat(UlpHistogram::kBuckets - 1), _mm256_or_si256(lp_nan, m_nan));
   bucket = _mm256_andnot_si256(_mm256_and_si256(lp_nan, m_nan), bucket);  // both NaN: 0
   a.exact = _mm256_add_epi32(a.exact, exact);
+  a.ulp0 = _mm256_add_epi32(a.ulp0, _mm256_cmpeq_epi32(bucket, _mm256_setzero_si256()));
+  a.ulp1 = _mm256_add_epi32(a.ulp1, _mm256_cmpeq_epi32(bucket, splat(1)));
+  *rare = static_cast<uint8_t>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(bucket, splat(1)))));
 
   const __m256i nonfinite = _mm256_or_si256(_mm256_cmpgt_epi32(lp_abs, splat(0x7f7fffff)),
                                             _mm256_cmpgt_epi32(m_abs, splat(0x7f7fffff)));
@@ -277,13 +280,10 @@ CKPTDOC_AVX2_INLINE void div_add(DivAcc& a, __m256 lp, __m256i lp_bits, __m256 m
   a.sq_fp32[1] = _mm256_fmadd_pd(f1, f1, a.sq_fp32[1]);
 }
 
-CKPTDOC_AVX2_INLINE void div_count(DivAcc& a, const uint32_t* idx, int n) {
-  for (int j = 0; j < n; j += kSubUlp) {
-    for (int k = 0; k < kSubUlp; ++k) {
-      const uint32_t x = idx[j + k];
-      ++a.log[k % kSubLog][x & 0xffffu];
-      ++a.ulp[k][x >> 16];
-    }
+CKPTDOC_AVX2_INLINE void div_count(DivAcc& a, const uint32_t* idx, const uint8_t* rare, int n) {
+  for (int j = 0; j < n; j += 8) {
+    for (int k = 0; k < 8; ++k) ++a.log[k % kSubLog][idx[j + k] & 0xffffu];
+    for (unsigned r = rare[j / 8]; r != 0; r &= r - 1) ++a.ulp[idx[j + __builtin_ctz(r)] >> 16];
   }
 }
 
@@ -310,11 +310,9 @@ CKPTDOC_AVX2_INLINE void div_finish(const DivAcc& a, size_t n, DivergenceStats& 
       default: s.log_abs_diff.counts[static_cast<size_t>(i)] = c; break;
     }
   }
-  for (int b = 0; b < UlpHistogram::kBuckets; ++b) {
-    uint64_t c = 0;
-    for (int k = 0; k < kSubUlp; ++k) c += a.ulp[k][b];
-    s.ulp.counts[static_cast<size_t>(b)] = c;
-  }
+  for (int b = 2; b < UlpHistogram::kBuckets; ++b) s.ulp.counts[static_cast<size_t>(b)] = a.ulp[b];
+  s.ulp.counts[0] = lane_total(a.ulp0);
+  s.ulp.counts[1] = lane_total(a.ulp1);
 }
 
 // ---- the pass: loads, then whichever of the three results are wanted ----
@@ -342,6 +340,7 @@ CKPTDOC_AVX2 size_t pass(const void* lp, const float* fp32, size_t begin, size_t
   if constexpr (LpVals) val_init(acc.lp);
   if constexpr (Fp32Vals) val_init(acc.fp32);
   alignas(32) uint32_t idx_div[kBlock], idx_lp[kBlock], idx_fp32[kBlock];
+  uint8_t rare[kBlock / 8];
   for (size_t i = begin; i < stop;) {
     const size_t block_end = std::min(stop, i + kBlock);
     int k = 0;
@@ -354,12 +353,12 @@ CKPTDOC_AVX2 size_t pass(const void* lp, const float* fp32, size_t begin, size_t
       if constexpr (Div || Fp32Vals) {
         const __m256 m = _mm256_loadu_ps(fp32 + i);
         if constexpr (Fp32Vals) val_add<false>(acc.fp32, m, _mm256_castps_si256(m), idx_fp32 + k);
-        if constexpr (Div) div_add<K>(acc.div, l, lb, m, idx_div + k);
+        if constexpr (Div) div_add<K>(acc.div, l, lb, m, idx_div + k, rare + k / 8);
       }
     }
     if constexpr (LpVals) val_count(acc.lp, idx_lp, k);
     if constexpr (Fp32Vals) val_count(acc.fp32, idx_fp32, k);
-    if constexpr (Div) div_count(acc.div, idx_div, k);
+    if constexpr (Div) div_count(acc.div, idx_div, rare, k);
   }
   return stop - begin;
 }
