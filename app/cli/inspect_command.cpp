@@ -20,9 +20,14 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 }
 
 std::string grouped(int64_t n) {
-  std::string s = std::to_string(n < 0 ? -n : n);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
-  return (n < 0 ? "-" : "") + s;
+  const std::string digits = std::to_string(n < 0 ? -n : n);
+  std::string out;
+  if (n < 0) out.push_back('-');
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return out;
 }
 
 void print_text(const Catalog& c, bool layout) {
