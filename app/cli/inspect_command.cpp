@@ -19,17 +19,6 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-std::string grouped(int64_t n) {
-  const std::string digits = std::to_string(n < 0 ? -n : n);
-  std::string out;
-  if (n < 0) out.push_back('-');
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
-    out.push_back(digits[i]);
-  }
-  return out;
-}
-
 void print_text(const Catalog& c, bool layout) {
   std::printf("DeepSpeed checkpoint %s\n", c.tag_dir.c_str());
   std::printf("  tag              %s\n", c.tag.c_str());
