@@ -41,6 +41,11 @@ inline PickleFixtures pickle_fixtures() {
   }
   write_text(tmp + "/stamp", stamp);
   std::error_code ec;
+  // Another test process may have finished first and be reading its copy now: keep it.
+  if (std::filesystem::exists(f.root + "/stamp") && read_text(f.root + "/stamp") == stamp) {
+    std::filesystem::remove_all(tmp, ec);
+    return f;
+  }
   std::filesystem::remove_all(f.root, ec);
   std::filesystem::rename(tmp, f.root, ec);
   if (ec) std::filesystem::remove_all(tmp, ec);  // another process won the race; its copy is identical
