@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "ckptdoc/analysis/diagnose.h"
+#include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/error.h"
 #include "commands.h"
 #include "format_helpers.h"
@@ -85,9 +86,11 @@ int run_diagnose(const DiagnoseOptions& o) {
     Progress progress;
     analysis::Report report;
     {
-      ProgressBar bar(progress);
+      std::optional<ProgressBar> bar;
+      if (mpi_rank() == 0) bar.emplace(progress);
       report = analysis::diagnose(*ckpt, d, &progress);
     }
+    if (mpi_rank() != 0) return report.has_error() ? 1 : 0;  // rank 0 prints the merged report
     if (o.json)
       std::printf("%s\n", analysis::report_json(report, ckpt->catalog()).c_str());
     else

@@ -1,15 +1,36 @@
 // ckptdoc command line: parses arguments and dispatches to one function per subcommand.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "commands.h"
+#include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/fault_injection.h"
 
 namespace cli = ckptdoc::cli;
 
+namespace {
+// Started by mpirun/srun: join MPI so diagnose can split the rank files over the processes.
+bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_SIZE"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+struct MpiSession {
+  MpiSession(int* argc, char*** argv) : active(launched_by_mpi()) {
+    if (active) ckptdoc::mpi_init(argc, argv);
+  }
+  ~MpiSession() {
+    if (active) ckptdoc::mpi_finalize();
+  }
+  bool active;
+};
+}  // namespace
+
 int main(int argc, char** argv) {
+  MpiSession mpi(&argc, &argv);
   if (const std::string note = ckptdoc::install_fault_injection_from_env(); !note.empty())
     std::fprintf(stderr, "ckptdoc: %s\n", note.c_str());
   CLI::App app{"ckptdoc - inspect and repair deep-learning training checkpoints (DeepSpeed ZeRO, torch.save, "

@@ -7,6 +7,7 @@
 #include <optional>
 #include <thread>
 
+#include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/error.h"
 
 namespace ckptdoc::analysis {
@@ -112,6 +113,7 @@ class Scanner {
       if (failed.load()) std::rethrow_exception(error_);
       for (size_t i = start; i < end; ++i) merge(tasks[i], results[i - start], out);
     }
+    if (mpi_size() > 1) merge_across_processes(out);
     out.params = std::move(reports_);
     return out;
   }
@@ -162,10 +164,13 @@ class Scanner {
     }
   }
 
+  // Under MPI each process scans the dp ranks r with r % processes == its rank; results are then summed.
   std::vector<Task> make_tasks() const {
     std::vector<Task> tasks;
+    const int procs = mpi_size(), me = mpi_rank();
     for (const auto& g : ckpt_.catalog().groups) {
       for (const auto& part : g.partitions) {
+        if (part.rank % procs != me) continue;
         for (const auto& f : part.fragments) {
           for (int64_t done = 0; done < f.numel; done += kMaxTaskElements) {
             Task t;
@@ -260,6 +265,49 @@ class Scanner {
       p.lp_vs_fp32->merge(*r.div);
       p.per_rank[t.rank].merge(*r.div);
     }
+  }
+
+  static void allreduce_optional(std::optional<ValueStats>& s) {
+    ValueStats v = s.value_or(ValueStats{});
+    mpi_allreduce_stats(v);
+    s = v.count ? std::optional<ValueStats>(v) : std::nullopt;
+  }
+
+  // Collective: every process walks the same params and ranks in the same order.
+  void merge_across_processes(ScanResult& out) {
+    static const char* kKinds[] = {"lp", "fp32", "exp_avg", "exp_avg_sq"};
+    for (const auto& g : ckpt_.catalog().groups) {
+      for (size_t i = 0; i < g.params.size(); ++i) {
+        ParamReport& p = report_of(g.index, static_cast<int>(i));
+        for (auto* s : {&p.lp, &p.fp32, &p.exp_avg, &p.exp_avg_sq}) allreduce_optional(*s);
+        DivergenceStats d = p.lp_vs_fp32.value_or(DivergenceStats{});
+        mpi_allreduce_divergence(d);
+        p.lp_vs_fp32 = d.count ? std::optional<DivergenceStats>(d) : std::nullopt;
+        std::vector<int> ranks;
+        for (const auto& part : g.partitions)
+          for (const auto& f : part.fragments)
+            if (f.param == static_cast<int>(i)) ranks.push_back(part.rank);
+        std::vector<uint64_t> nonfinite(ranks.size() * 4, 0);
+        for (size_t r = 0; r < ranks.size(); ++r) {
+          DivergenceStats rd = p.per_rank.count(ranks[r]) ? p.per_rank[ranks[r]] : DivergenceStats{};
+          mpi_allreduce_divergence(rd);
+          if (rd.count) p.per_rank[ranks[r]] = rd;
+          for (size_t k = 0; k < 4; ++k) {
+            auto it = p.nonfinite_by_rank.find(kKinds[k]);
+            if (it != p.nonfinite_by_rank.end() && it->second.count(ranks[r])) nonfinite[r * 4 + k] = it->second.at(ranks[r]);
+          }
+        }
+        mpi_allreduce_sum(nonfinite.data(), nonfinite.size());
+        p.nonfinite_by_rank.clear();
+        for (size_t r = 0; r < ranks.size(); ++r)
+          for (size_t k = 0; k < 4; ++k)
+            if (nonfinite[r * 4 + k]) p.nonfinite_by_rank[kKinds[k]][ranks[r]] = nonfinite[r * 4 + k];
+      }
+    }
+    uint64_t bytes = out.bytes_scanned;
+    mpi_allreduce_sum(&bytes, 1);
+    out.bytes_scanned = bytes;
+    out.backend += " x " + std::to_string(mpi_size()) + " MPI processes";
   }
 
   const deepspeed::Checkpoint& ckpt_;

@@ -11,6 +11,7 @@ int mpi_rank() { return 0; }
 int mpi_size() { return 1; }
 void mpi_allreduce_stats(ValueStats&) {}
 void mpi_allreduce_divergence(DivergenceStats&) {}
+void mpi_allreduce_sum(uint64_t*, size_t) {}
 
 }  // namespace ckptdoc
 #endif

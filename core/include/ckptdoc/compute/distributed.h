@@ -1,6 +1,9 @@
 #pragma once
 // Merging statistics across MPI processes (one per node or per GPU). With a build without MPI, or when MPI
 // was not initialised, these describe a single process and the reductions leave their argument unchanged.
+#include <cstddef>
+#include <cstdint>
+
 #include "ckptdoc/compute/statistics.h"
 
 namespace ckptdoc {
@@ -18,5 +21,7 @@ int mpi_size();     // 1 when not active
 // (over processes with finite values). Every process gets the merged result.
 void mpi_allreduce_stats(ValueStats& s);
 void mpi_allreduce_divergence(DivergenceStats& s);
+// Element-wise sum of a uint64 array over all processes (in place).
+void mpi_allreduce_sum(uint64_t* data, size_t n);
 
 }  // namespace ckptdoc

@@ -130,4 +130,9 @@ void mpi_allreduce_divergence(DivergenceStats& s) {
   s.max_abs = mx[0];
 }
 
+void mpi_allreduce_sum(uint64_t* data, size_t n) {
+  if (!mpi_active() || n == 0) return;
+  MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+}
+
 }  // namespace ckptdoc
