@@ -14,3 +14,17 @@ struct LsOptions {
 int run_ls(const LsOptions& o);
 
 }  // namespace ckptdoc::cli
+
+namespace ckptdoc::cli {
+
+struct DiagnoseOptions {
+  std::string path;
+  std::optional<std::string> tag;
+  bool json = false;
+  std::string device = "auto";
+  unsigned threads = 0;
+  int max_params = 30;  // rows of the per-param table in the text report
+};
+int run_diagnose(const DiagnoseOptions& o);
+
+}  // namespace ckptdoc::cli

@@ -23,6 +23,17 @@ int main(int argc, char** argv) {
   ls_cmd->add_option("--max-items", ls.max_items, "Items shown per container (text output)");
   ls_cmd->callback([&] { rc = cli::run_ls(ls); });
 
+  cli::DiagnoseOptions dg;
+  auto* dg_cmd = app.add_subcommand("diagnose", "Find what is wrong with a DeepSpeed checkpoint: fp32 masters vs "
+                                                "fp16/bf16 weights, optimizer moments, NaN/Inf, missing ranks");
+  dg_cmd->add_option("PATH", dg.path, "Save folder (holding `latest`), tag folder, or one rank file")->required();
+  dg_cmd->add_option("--tag", dg.tag, "Tag folder to read (default: the `latest` file)");
+  dg_cmd->add_flag("--json", dg.json, "Machine-readable report");
+  dg_cmd->add_option("--device", dg.device, "Compute device")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  dg_cmd->add_option("--threads", dg.threads, "CPU worker threads (default: all cores)");
+  dg_cmd->add_option("--max-params", dg.max_params, "Rows of the per-param table");
+  dg_cmd->callback([&] { rc = cli::run_diagnose(dg); });
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

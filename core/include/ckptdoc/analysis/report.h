@@ -39,6 +39,8 @@ struct ParamReport {
   std::optional<DivergenceStats> lp_vs_fp32;  // absent when lp or fp32 is unavailable (e.g. ZeRO-3)
   std::optional<ValueStats> lp, fp32, exp_avg, exp_avg_sq;
   std::map<int, DivergenceStats> per_rank;     // dp rank -> divergence of this param's fragment there
+  // tensor ("lp", "fp32", "exp_avg", "exp_avg_sq") -> dp rank -> NaN/Inf count, only where non-zero
+  std::map<std::string, std::map<int, uint64_t>> nonfinite_by_rank;
   // How bad the lp/fp32 disagreement is, for sorting worst-first (0 = identical up to rounding).
   double severity_score() const;
 };

@@ -1,0 +1,102 @@
+// `ckptdoc diagnose PATH`: findings first, then a per-param table worst first. Exit 0 clean, 1 when an
+// error-level finding exists, 2 on unusable input.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "ckptdoc/analysis/diagnose.h"
+#include "ckptdoc/error.h"
+#include "commands.h"
+#include "format_helpers.h"
+#include "progress_bar.h"
+
+namespace ckptdoc::cli {
+namespace {
+
+const char* marker(analysis::Severity s) {
+  switch (s) {
+    case analysis::Severity::Error: return "ERROR  ";
+    case analysis::Severity::Warning: return "WARNING";
+    default: return "info   ";
+  }
+}
+
+std::string fmt_double(double v, const char* f = "%.3g") {
+  if (!std::isfinite(v)) return "-";
+  char b[32];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+void print_report(const analysis::Report& report, const deepspeed::Catalog& cat, int max_params) {
+  std::printf("ckptdoc diagnose: %s (tag %s)\n", cat.tag_dir.c_str(), cat.tag.c_str());
+  std::printf("  ZeRO stage %d, %s weights, dp %d, mp %d, %s; scanned %s in %.2f s on %s\n\n", cat.zero_stage,
+              std::string(dtype_name(cat.lp_dtype)).c_str(), cat.dp_world_size, cat.mp_world_size,
+              std::string(deepspeed::wrapper_name(cat.wrapper)).c_str(), human_bytes(report.bytes_scanned).c_str(),
+              report.seconds, report.backend.c_str());
+  if (report.findings.empty()) std::printf("No problems found.\n");
+  for (const auto& f : report.findings) {
+    std::printf("%s %s\n  %s\n", marker(f.severity), f.code.c_str(), f.message.c_str());
+    if (!f.ranks.empty()) {
+      std::string r;
+      for (int x : f.ranks) r += (r.empty() ? "" : ", ") + std::to_string(x);
+      std::printf("  ranks: %s\n", r.c_str());
+    }
+    if (f.repair != analysis::RepairKind::None)
+      std::printf("  fix: ckptdoc repair %s -o %s-fixed --%s\n", cat.save_dir.c_str(), cat.save_dir.c_str(),
+                  std::string(analysis::repair_name(f.repair)).c_str());
+    std::printf("\n");
+  }
+  std::vector<const analysis::ParamReport*> rows;
+  for (const auto& p : report.params) rows.push_back(&p);
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](auto* a, auto* b) { return a->severity_score() > b->severity_score(); });
+  std::printf("%-40s %12s %9s %10s %10s %8s %12s\n", "param (worst first)", "numel", "exact%", "max|d|", "rel L2",
+              "NaN/Inf", "exp_avg_sq");
+  int shown = 0;
+  for (const auto* p : rows) {
+    if (shown++ >= max_params) {
+      std::printf("… %zu more params (use --json for all)\n", rows.size() - static_cast<size_t>(max_params));
+      break;
+    }
+    uint64_t nonfinite = 0;
+    for (const auto& [k, ranks] : p->nonfinite_by_rank)
+      for (const auto& [r, n] : ranks) nonfinite += n;
+    const auto& d = p->lp_vs_fp32;
+    std::string name = p->name.size() > 40 ? "…" + p->name.substr(p->name.size() - 39) : p->name;
+    std::printf("%-40s %12lld %9s %10s %10s %8llu %12s\n", name.c_str(), static_cast<long long>(p->numel),
+                d ? fmt_double(d->exact_fraction() * 100.0, "%.2f").c_str() : "-",
+                d ? fmt_double(d->max_abs).c_str() : "-", d ? fmt_double(d->rel_l2()).c_str() : "-",
+                static_cast<unsigned long long>(nonfinite),
+                p->exp_avg_sq ? fmt_double(p->exp_avg_sq->mean()).c_str() : "-");
+  }
+}
+
+}  // namespace
+
+int run_diagnose(const DiagnoseOptions& o) {
+  try {
+    deepspeed::OpenOptions open;
+    open.tag = o.tag;
+    const auto ckpt = deepspeed::Checkpoint::open(o.path, open);
+    analysis::DiagnoseOptions d;
+    d.device = parse_device(o.device);
+    d.threads = o.threads;
+    Progress progress;
+    analysis::Report report;
+    {
+      ProgressBar bar(progress);
+      report = analysis::diagnose(*ckpt, d, &progress);
+    }
+    if (o.json)
+      std::printf("%s\n", analysis::report_json(report, ckpt->catalog()).c_str());
+    else
+      print_report(report, ckpt->catalog(), o.max_params);
+    return report.has_error() ? 1 : 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "ckptdoc diagnose: error: %s\n", e.what());
+    return 2;
+  }
+}
+
+}  // namespace ckptdoc::cli

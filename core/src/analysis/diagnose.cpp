@@ -1,0 +1,22 @@
+#include "ckptdoc/analysis/diagnose.h"
+
+#include <chrono>
+
+#include "rules.h"
+#include "scan.h"
+
+namespace ckptdoc::analysis {
+
+Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& options, Progress* progress) {
+  const auto start = std::chrono::steady_clock::now();
+  ScanResult scan = scan_params(ckpt, options, progress);
+  Report report;
+  report.findings = apply_rules(ckpt.catalog(), scan.params, scan.problems);
+  report.params = std::move(scan.params);
+  report.backend = std::move(scan.backend);
+  report.bytes_scanned = scan.bytes_scanned;
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+}  // namespace ckptdoc::analysis

@@ -1,0 +1,42 @@
+#include "ckptdoc/analysis/report.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ckptdoc::analysis {
+
+std::string_view severity_name(Severity s) {
+  switch (s) {
+    case Severity::Error: return "error";
+    case Severity::Warning: return "warning";
+    default: return "info";
+  }
+}
+
+std::string_view repair_name(RepairKind r) {
+  switch (r) {
+    case RepairKind::RefreshFp32: return "refresh-fp32";
+    case RepairKind::ResetOptimizer: return "reset-optimizer";
+    case RepairKind::DropOptimizer: return "drop-optimizer";
+    case RepairKind::Repartition: return "repartition";
+    default: return "";
+  }
+}
+
+double ParamReport::severity_score() const {
+  double score = 0;
+  if (lp_vs_fp32 && lp_vs_fp32->count > 0) {
+    score += (1.0 - lp_vs_fp32->exact_fraction()) * 10.0;
+    const double rel = lp_vs_fp32->rel_l2();
+    score += std::isfinite(rel) ? std::min(rel, 100.0) : 100.0;
+  }
+  for (const auto* s : {&lp, &fp32, &exp_avg, &exp_avg_sq})
+    if (*s && (*s)->finite_count() != (*s)->count) score += 1000.0;
+  return score;
+}
+
+bool Report::has_error() const {
+  return std::any_of(findings.begin(), findings.end(), [](const Finding& f) { return f.severity == Severity::Error; });
+}
+
+}  // namespace ckptdoc::analysis

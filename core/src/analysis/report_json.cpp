@@ -1,0 +1,83 @@
+// The diagnosis as JSON (ckptdoc diagnose --json, the GUI's export, tests).
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "ckptdoc/analysis/diagnose.h"
+
+namespace ckptdoc::analysis {
+namespace {
+using nlohmann::json;
+
+json finite_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+json log_histogram_json(const LogHistogram& h) {
+  // Only the non-empty range, with log10 lower edges of each bin.
+  int lo = LogHistogram::kBins, hi = -1;
+  for (int i = 0; i < LogHistogram::kBins; ++i)
+    if (h.counts[static_cast<size_t>(i)]) {
+      lo = std::min(lo, i);
+      hi = std::max(hi, i);
+    }
+  json edges = json::array(), counts = json::array();
+  for (int i = lo; i <= hi; ++i) {
+    edges.push_back(LogHistogram::log10_lower_edge(i));
+    counts.push_back(h.counts[static_cast<size_t>(i)]);
+  }
+  if (hi >= lo) edges.push_back(LogHistogram::log10_lower_edge(hi + 1));
+  return json{{"log10_edges", edges}, {"counts", counts}, {"zeros", h.zeros}, {"underflow", h.underflow},
+              {"overflow", h.overflow}, {"nonfinite", h.nonfinite}};
+}
+
+json stats_json(const ValueStats& s) {
+  return json{{"count", s.count}, {"min", finite_or_null(s.min)}, {"max", finite_or_null(s.max)},
+              {"mean", finite_or_null(s.mean())}, {"rms", finite_or_null(s.rms())}, {"nan", s.nan},
+              {"pos_inf", s.pos_inf}, {"neg_inf", s.neg_inf}, {"zeros", s.zeros}, {"subnormals", s.subnormals},
+              {"negatives", s.negatives}, {"log10_abs_histogram", log_histogram_json(s.log_abs)},
+              {"log10_abs_negative_histogram", log_histogram_json(s.log_abs_negative)}};
+}
+
+json divergence_json(const DivergenceStats& d) {
+  json ulp = json::array();
+  for (int b = 0; b < UlpHistogram::kBuckets; ++b)
+    ulp.push_back(json{{"bucket", UlpHistogram::bucket_label(b)}, {"count", d.ulp.counts[static_cast<size_t>(b)]}});
+  return json{{"count", d.count}, {"max_abs", d.max_abs}, {"mean_abs", finite_or_null(d.mean_abs())},
+              {"rel_l2", finite_or_null(d.rel_l2())}, {"exact_fraction", finite_or_null(d.exact_fraction())},
+              {"nonfinite", d.nonfinite}, {"ulp_histogram", ulp},
+              {"log10_abs_diff_histogram", log_histogram_json(d.log_abs_diff)}};
+}
+
+}  // namespace
+
+std::string report_json(const Report& report, const deepspeed::Catalog& catalog) {
+  json findings = json::array();
+  for (const auto& f : report.findings) {
+    json ev = json::object();
+    for (const auto& [k, v] : f.evidence) ev[k] = finite_or_null(v);
+    findings.push_back(json{{"code", f.code}, {"severity", std::string(severity_name(f.severity))},
+                            {"message", f.message}, {"params", f.params}, {"ranks", f.ranks}, {"evidence", ev},
+                            {"repair", std::string(repair_name(f.repair))}});
+  }
+  json params = json::array();
+  for (const auto& p : report.params) {
+    json j{{"name", p.name}, {"group", p.group}, {"shape", p.shape}, {"numel", p.numel},
+           {"lp_dtype", std::string(dtype_name(p.lp_dtype))}};
+    j["lp_vs_fp32"] = p.lp_vs_fp32 ? divergence_json(*p.lp_vs_fp32) : json(nullptr);
+    j["lp"] = p.lp ? stats_json(*p.lp) : json(nullptr);
+    j["fp32"] = p.fp32 ? stats_json(*p.fp32) : json(nullptr);
+    j["exp_avg"] = p.exp_avg ? stats_json(*p.exp_avg) : json(nullptr);
+    j["exp_avg_sq"] = p.exp_avg_sq ? stats_json(*p.exp_avg_sq) : json(nullptr);
+    json ranks = json::array();
+    for (const auto& [r, d] : p.per_rank)
+      ranks.push_back(json{{"rank", r}, {"exact_fraction", finite_or_null(d.exact_fraction())},
+                           {"rel_l2", finite_or_null(d.rel_l2())}, {"max_abs", d.max_abs}, {"count", d.count}});
+    j["per_rank"] = ranks;
+    params.push_back(std::move(j));
+  }
+  json out{{"path", catalog.tag_dir}, {"tag", catalog.tag}, {"zero_stage", catalog.zero_stage},
+           {"lp_dtype", std::string(dtype_name(catalog.lp_dtype))}, {"dp_world_size", catalog.dp_world_size},
+           {"backend", report.backend}, {"bytes_scanned", report.bytes_scanned}, {"seconds", report.seconds},
+           {"has_error", report.has_error()}, {"findings", findings}, {"params", params}};
+  return out.dump(1);
+}
+
+}  // namespace ckptdoc::analysis

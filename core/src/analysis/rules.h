@@ -1,0 +1,24 @@
+#pragma once
+// The finding rules: from the catalog's problems and the scanned statistics to named findings.
+#include <vector>
+
+#include "ckptdoc/analysis/report.h"
+#include "ckptdoc/deepspeed/catalog.h"
+
+namespace ckptdoc::analysis {
+
+// Thresholds that separate rounding, drift and a stale master (documented in README's diagnosis section).
+struct MismatchThresholds {
+  double healthy_exact_fraction = 0.999;  // at or above: lp is the rounding of fp32, as DeepSpeed keeps it
+  double stale_far_fraction = 0.01;       // share of elements >= 256 lp ULPs apart that means "unrelated"
+  double stale_rel_l2 = 0.05;             // or a relative L2 distance this large
+};
+
+std::vector<Finding> apply_rules(const deepspeed::Catalog& catalog, const std::vector<ParamReport>& params,
+                                 const std::vector<deepspeed::Problem>& scan_problems,
+                                 const MismatchThresholds& thresholds = {});
+
+// Share of elements whose lp is at least 256 ULPs from round(fp32) (buckets 9 and up).
+double far_fraction(const DivergenceStats& d);
+
+}  // namespace ckptdoc::analysis
