@@ -371,12 +371,16 @@ struct Writer {
 
   void write_zero12() {
     const int dp = o.dp;
-    const PaddingRule rule = padding_rule_for(o.ds_version);
-    std::vector<FlatPartitioning> parts;
-    for (const auto& g : m.groups) {
-      int64_t n = 0;
-      for (int pi : g) n += m.params[static_cast<size_t>(pi)].numel;
-      parts.push_back(partition_flat_group(n, dp, rule, o.bf16_optimizer));
+    const Zero12Rules rules = zero12_rules_for_version(o.ds_version);
+    std::vector<GroupLayout> parts;
+    for (size_t g = 0; g < m.groups.size(); ++g) {
+      std::vector<ParamEntry> entries;
+      for (int pi : m.groups[g]) {
+        const Param& p = m.params[static_cast<size_t>(pi)];
+        entries.push_back(ParamEntry{p.name, p.shape, p.numel, 0});
+      }
+      parts.push_back(o.bf16_optimizer ? layout_bf16_optimizer(static_cast<int>(g), std::move(entries), dp)
+                                       : layout_zero12(static_cast<int>(g), std::move(entries), dp, rules));
     }
     // Model file: lp params are views into one padded flat storage per group, as DeepSpeed saves them.
     Value module = ordered_dict();
@@ -432,14 +436,11 @@ struct Writer {
         st.set("exp_avg_sq", field_tensor(Field::ExpAvgSq, P, P, false, fill));
         state.set_item(Value::integer(static_cast<int64_t>(g)), st);
         pgroups.push_back(adam_group(g == 0 ? 0.01 : 0.0, {Value::integer(static_cast<int64_t>(g))}));
-        fp32s.push_back(field_tensor(Field::Master, parts[g].saved_numel[static_cast<size_t>(r)], P, true, fill));
-        paddings.push_back(Value::integer(parts[g].padding[static_cast<size_t>(r)]));
+        const RankPartition& rp = parts[g].partitions[static_cast<size_t>(r)];
+        fp32s.push_back(field_tensor(Field::Master, rp.saved_numel, P, true, fill));
+        paddings.push_back(Value::integer(rp.recorded_padding));
         counts.push_back(Value::integer(dp));
-        std::vector<ParamSpan> spans;
-        for (int pi : grp)
-          spans.push_back({m.params[static_cast<size_t>(pi)].name, m.params[static_cast<size_t>(pi)].shape,
-                           m.params[static_cast<size_t>(pi)].numel});
-        mappings.push_back(slice_mappings(spans, P, r));
+        mappings.push_back(slice_mappings_value(parts[g], r));
       }
       Value base_state = Value::dict();
       base_state.set("state", state);

@@ -44,24 +44,6 @@ Value new_object(const char* module, const char* name, Value state) {
   return Value::object(std::move(o));
 }
 
-// Parses "0.12.6+c00388a2e" -> {0, 12, 6}.
-std::optional<std::array<int, 3>> parse_version(const std::string& v) {
-  std::array<int, 3> out{0, 0, 0};
-  size_t i = 0;
-  for (int part = 0; part < 3; ++part) {
-    if (i >= v.size() || !std::isdigit(static_cast<unsigned char>(v[i]))) {
-      if (part == 0) return std::nullopt;
-      break;
-    }
-    int n = 0;
-    while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i]))) n = n * 10 + (v[i++] - '0');
-    out[static_cast<size_t>(part)] = n;
-    if (i < v.size() && v[i] == '.') ++i;
-    else break;
-  }
-  return out;
-}
-
 }  // namespace
 
 Value ordered_dict() { return Value::dict(true); }
@@ -204,56 +186,9 @@ Tensor view_of(const std::shared_ptr<Storage>& storage, DType dtype, std::vector
   return t;
 }
 
-PaddingRule padding_rule_for(const std::string& ds_version) {
-  const auto v = parse_version(ds_version);
-  if (!v) return PaddingRule::Exact;
-  const auto [a, b, c] = *v;
-  if (a > 0 || b > 16 || (b == 16 && c >= 4)) return PaddingRule::Exact;
-  return PaddingRule::LastRank;
-}
-
-FlatPartitioning partition_flat_group(int64_t numel, int dp, PaddingRule rule, bool bf16_optimizer) {
-  if (dp < 1) throw Error("", "", "data-parallel size must be at least 1");
-  FlatPartitioning f;
-  f.numel = numel;
-  const int64_t align = 2 * static_cast<int64_t>(dp);
-  f.padded_numel = (numel + align - 1) / align * align;
-  f.partition_numel = f.padded_numel / dp;
-  const int64_t P = f.partition_numel;
-  for (int r = 0; r < dp; ++r) {
-    int64_t pad = 0;
-    if (bf16_optimizer || rule == PaddingRule::LastRank) {
-      pad = (r == dp - 1) ? f.padded_numel - numel : 0;
-    } else {
-      const int64_t left = static_cast<int64_t>(r) * P;
-      if (numel <= left) pad = P;
-      else if (numel < left + P) pad = left + P - numel;
-    }
-    f.padding.push_back(pad);
-    if (bf16_optimizer) {
-      f.saved_numel.push_back(P);
-    } else {
-      // Python's t[:P - pad]: a negative stop counts from the end.
-      int64_t lean = P - pad;
-      if (lean < 0) lean = std::max<int64_t>(0, P + lean);
-      f.saved_numel.push_back(lean);
-    }
-  }
-  return f;
-}
-
-Value slice_mappings(const std::vector<ParamSpan>& params, int64_t partition_numel, int rank) {
+Value slice_mappings_value(const GroupLayout& group, int rank) {
   Value m = ordered_dict();
-  const int64_t lo = static_cast<int64_t>(rank) * partition_numel, hi = lo + partition_numel;
-  int64_t cur = 0;
-  for (const auto& p : params) {
-    const int64_t a = cur, b = cur + p.numel;
-    if (a < hi && b > lo) {
-      const int64_t fs = std::max(a, lo), fe = std::min(b, hi);
-      m.set(p.name, fragment_address_object(fe - fs, fs - lo));
-    }
-    cur = b;
-  }
+  for (const auto& sm : expected_slice_mappings(group, rank)) m.set(sm.name, fragment_address_object(sm.numel, sm.start));
   return m;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ckptdoc/deepspeed/layout.h"
 #include "ckptdoc/dtype.h"
 #include "ckptdoc/format/value.h"
 #include "ckptdoc/io/file_io.h"
@@ -68,26 +69,7 @@ std::shared_ptr<Storage> produced_lp_storage(DType dtype, int64_t numel, FloatFi
 // A view on `storage` with `shape` at element `offset` (contiguous strides).
 Tensor view_of(const std::shared_ptr<Storage>& storage, DType dtype, std::vector<int64_t> shape, int64_t offset);
 
-// ---- Flat partition arithmetic (deepspeed-format.md §5) -----------------------------------------------------
-
-// How `group_paddings` (and so the saved lean fp32 length) is computed per rank.
-enum class PaddingRule : uint8_t {
-  LastRank,  // v0.7.0 - v0.16.3: the last rank records all padding (flat - N), others 0
-  Exact,     // v0.16.4+: each rank records the padding inside its own partition
-};
-// The rule the given `ds_version` used ("0.12.6+c00388a2e" -> LastRank); Exact for unparseable versions.
-PaddingRule padding_rule_for(const std::string& ds_version);
-
-struct FlatPartitioning {
-  int64_t numel = 0;            // N: sum of param numels
-  int64_t padded_numel = 0;     // N rounded up to 2*dp
-  int64_t partition_numel = 0;  // P
-  std::vector<int64_t> padding;      // group_paddings value per rank
-  std::vector<int64_t> saved_numel;  // length of the saved fp32 tensor per rank
-};
-// ZeRO-1/2 (`bf16_optimizer` false: lean saved tensors) or BF16_Optimizer (full P saved, padding recorded
-// on the last rank as flat - N whatever the rule).
-FlatPartitioning partition_flat_group(int64_t numel, int dp, PaddingRule rule, bool bf16_optimizer = false);
+// ---- Partition helpers (layout.h has the flat-group arithmetic of deepspeed-format.md §5) ----------------------
 
 // ZeRO-3: ceil(numel / dp).
 inline int64_t zero3_partition_numel(int64_t numel, int dp) { return (numel + dp - 1) / dp; }
@@ -97,9 +79,9 @@ struct ParamSpan {
   std::vector<int64_t> shape;
   int64_t numel = 0;
 };
-// `param_slice_mappings[g]` of rank r: OrderedDict{name: fragment_address} for params overlapping the rank's
-// partition [r*P, (r+1)*P) of the flat group (params in flat order).
-Value slice_mappings(const std::vector<ParamSpan>& params, int64_t partition_numel, int rank);
+// `param_slice_mappings[g]` of `rank`: OrderedDict{name: fragment_address} for the params overlapping the
+// rank's partition (layout.h's expected_slice_mappings, as Python objects).
+Value slice_mappings_value(const GroupLayout& group, int rank);
 // ZeRO-3 sub-groups of one param group: indices of params per sub-group (deepspeed-format.md §5.3).
 std::vector<std::vector<int>> zero3_sub_groups(const std::vector<ParamSpan>& params, int dp,
                                                int64_t sub_group_size = 1000000000);
