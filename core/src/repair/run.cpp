@@ -549,6 +549,7 @@ RepairResult run_repair(const deepspeed::Checkpoint& ckpt, const std::string& ou
   const std::string out = result.plan.output;
   const std::string partial = out + ".ckptdoc-partial-" + std::to_string(::getpid());
   remove_tree_quietly(partial);
+  bool renamed = false;
   try {
     Runner runner(ckpt, rq, result.plan, progress, io);
     runner.run(partial);
@@ -559,10 +560,12 @@ RepairResult run_repair(const deepspeed::Checkpoint& ckpt, const std::string& ou
       if (ec) throw Error(out, "", "cannot replace the existing output: " + ec.message());
     }
     check_io(io.rename(partial, out), out, "rename");
+    renamed = true;
     fs::path parent = fs::path(out).parent_path();
     check_io(io.fsync_dir(parent.empty() ? std::string(".") : parent.string()), parent.string(), "fsync of directory");
   } catch (...) {
-    remove_tree_quietly(partial);
+    // Nothing half-done stays behind: not the partial folder, nor an output whose durability is unknown.
+    remove_tree_quietly(renamed ? out : partial);
     throw;
   }
   result.output = out;
