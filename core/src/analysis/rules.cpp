@@ -50,7 +50,8 @@ void master_rules(const deepspeed::Catalog& cat, const std::vector<ParamReport>&
     ++compared;
     const auto& d = *p.lp_vs_fp32;
     if (d.exact_fraction() >= th.healthy_exact_fraction) continue;
-    const bool is_stale = far_fraction(d) > th.stale_far_fraction || d.rel_l2() > th.stale_rel_l2;
+    const bool is_stale = far_fraction(d) > th.stale_far_fraction || d.rel_l2() > th.stale_rel_l2 ||
+                          d.exact_fraction() < th.stale_exact_fraction;
     (is_stale ? stale : drift).params.push_back(p.name);
     (is_stale ? stale_total : drift_total).merge(d);
     if (is_stale) worst_rel = std::max(worst_rel, std::isfinite(d.rel_l2()) ? d.rel_l2() : 1e30);

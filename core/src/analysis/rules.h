@@ -12,6 +12,8 @@ struct MismatchThresholds {
   double healthy_exact_fraction = 0.999;  // at or above: lp is the rounding of fp32, as DeepSpeed keeps it
   double stale_far_fraction = 0.01;       // share of elements >= 256 lp ULPs apart that means "unrelated"
   double stale_rel_l2 = 0.05;             // or a relative L2 distance this large
+  double stale_exact_fraction = 0.5;      // or fewer exact matches than this: DeepSpeed copies lp from fp32
+                                          // after every step, so even tiny values (LayerNorm near 1.0) match
 };
 
 std::vector<Finding> apply_rules(const deepspeed::Catalog& catalog, const std::vector<ParamReport>& params,
