@@ -49,7 +49,9 @@ struct Fragment {
 struct RankPartition {
   int rank = 0;
   int64_t saved_numel = 0;  // length of the fp32 tensor saved for this rank (lean for ZeRO-1/2, padded for BF16)
-  int64_t padding = 0;      // padding elements inside this rank's partition
+  int64_t padding = 0;      // padding elements inside this rank's partition (partition_numel - real_numel)
+  int64_t real_numel = 0;   // param elements inside this rank's partition
+  int64_t recorded_padding = 0;  // what DeepSpeed's version writes in `group_paddings` for this rank (§5.1/§5.2)
   std::vector<Fragment> fragments;
 };
 
@@ -71,6 +73,9 @@ struct GroupLayout {
   std::vector<RankPartition> partitions;  // one per dp rank
 };
 
+// Problem codes the catalog emits: "rank-file-missing", "rank-file-truncated", "rank-file-unreadable",
+// "world-size-mismatch", "shape-mismatch", "layout-mismatch", "model-file-missing", "unknown-schema",
+// "legacy-param-shapes", "round-robin-order".
 struct Problem {
   std::string code;      // stable finding code, e.g. "rank-file-missing"
   std::string severity;  // "error" | "warning" | "info"

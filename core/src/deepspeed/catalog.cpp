@@ -1,0 +1,64 @@
+// Names of roles and wrappers, and the Catalog's lookups.
+#include "ckptdoc/deepspeed/catalog.h"
+
+namespace ckptdoc::deepspeed {
+
+std::string_view role_name(FileRole r) {
+  switch (r) {
+    case FileRole::Model: return "model";
+    case FileRole::Optim: return "optim";
+    case FileRole::Layer: return "layer";
+    case FileRole::Expert: return "expert";
+    case FileRole::ExpertOptim: return "expert_optim";
+    case FileRole::Other: return "other";
+  }
+  return "other";
+}
+
+std::string_view wrapper_name(OptimizerWrapper w) {
+  switch (w) {
+    case OptimizerWrapper::None: return "none";
+    case OptimizerWrapper::Zero12: return "DeepSpeedZeroOptimizer";
+    case OptimizerWrapper::Zero3: return "DeepSpeedZeroOptimizer_Stage3";
+    case OptimizerWrapper::BF16Optimizer: return "BF16_Optimizer";
+    case OptimizerWrapper::FP16Optimizer: return "FP16_Optimizer";
+    case OptimizerWrapper::FP16UnfusedOptimizer: return "FP16_UnfusedOptimizer";
+    case OptimizerWrapper::TorchOptimizer: return "torch";
+    case OptimizerWrapper::Unknown: return "unknown";
+  }
+  return "unknown";
+}
+
+const CheckpointFile* Catalog::model_file(int mp_rank, int dp_rank) const {
+  const CheckpointFile* fallback = nullptr;
+  for (const auto& f : files) {
+    if (f.role != FileRole::Model || f.mp_rank != mp_rank) continue;
+    if (f.dp_rank == dp_rank) return &f;
+    if (f.dp_rank < 0 && !fallback) fallback = &f;  // ZeRO <= 2: one model file per mp rank
+  }
+  return fallback;
+}
+
+const CheckpointFile* Catalog::optim_file(int dp_rank, int mp_rank) const {
+  for (const auto& f : files) {
+    if (f.role == FileRole::Optim && f.mp_rank == mp_rank && f.dp_rank == dp_rank) return &f;
+  }
+  return nullptr;
+}
+
+std::optional<std::pair<int, int>> Catalog::find_param(const std::string& name) const {
+  for (const auto& g : groups) {
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      if (g.params[i].name == name) return std::make_pair(g.index, static_cast<int>(i));
+    }
+  }
+  return std::nullopt;
+}
+
+int64_t Catalog::trainable_numel() const {
+  int64_t n = 0;
+  for (const auto& g : groups) n += g.numel;
+  return n;
+}
+
+}  // namespace ckptdoc::deepspeed

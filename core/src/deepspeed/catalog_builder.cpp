@@ -1,0 +1,260 @@
+// Catalog building, part 1: locating the tag folder, file roles, opening files, the model-states file.
+#include "deepspeed/catalog_builder.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "ckptdoc/error.h"
+#include "deepspeed/detect.h"
+#include "deepspeed/file_roles.h"
+#include "deepspeed/value_access.h"
+
+namespace fs = std::filesystem;
+
+namespace ckptdoc::deepspeed {
+
+using namespace detail;
+
+void CatalogBuilder::problem(std::string code, std::string severity, std::string message, std::string file,
+                             std::vector<int> ranks, std::vector<std::string> params) {
+  cat_.problems.push_back(Problem{std::move(code), std::move(severity), std::move(message), std::move(file),
+                                  std::move(ranks), std::move(params)});
+}
+
+void CatalogBuilder::build(const std::string& path, const OpenOptions& options) {
+  const Location loc = locate_checkpoint(path, options.tag);
+  cat_.save_dir = loc.save_dir;
+  cat_.tag = loc.tag;
+  cat_.tag_dir = loc.tag_dir;
+  list_files();
+  const bool any_rank_file = std::any_of(cat_.files.begin(), cat_.files.end(), [](const CheckpointFile& f) {
+    return f.role == FileRole::Model || f.role == FileRole::Optim;
+  });
+  if (!any_rank_file) {
+    throw Error(cat_.tag_dir, "", "no model-states or optimizer-states files in the tag folder");
+  }
+  read_model_file();
+  scan_optim_files();
+  if (!model_ && std::none_of(optim_.begin(), optim_.end(), [](const auto& kv) { return kv.second.file; })) {
+    throw Error(cat_.tag_dir, "", "no readable model-states or optimizer-states file (see the problems above)");
+  }
+  decide_wrapper();
+  check_world_sizes();
+  build_groups();
+  check_partitions();
+  check_module_shapes();
+  read_optimizer_summary();
+}
+
+void CatalogBuilder::list_files() {
+  std::error_code ec;
+  for (fs::directory_iterator it(cat_.tag_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    CheckpointFile f;
+    f.path = it->path().filename().string();
+    f.abs_path = it->path().string();
+    f.bytes = it->file_size(ec);
+    if (auto info = classify_file_name(f.path)) {
+      f.role = info->role;
+      f.dp_rank = info->dp_rank;
+      f.mp_rank = info->mp_rank;
+      f.bf16_prefix = info->bf16_prefix;
+    }
+    cat_.files.push_back(std::move(f));
+  }
+  // Order by role, then mp and dp rank as numbers, then name.
+  std::sort(cat_.files.begin(), cat_.files.end(), [](const CheckpointFile& a, const CheckpointFile& b) {
+    return std::tie(a.role, a.mp_rank, a.dp_rank, a.path) < std::tie(b.role, b.mp_rank, b.dp_rank, b.path);
+  });
+}
+
+namespace {
+// A zip whose end-of-central-directory record is missing was cut short.
+bool looks_truncated(const CheckpointFile& f) {
+  if (f.bytes == 0) return true;
+  std::ifstream in(f.abs_path, std::ios::binary);
+  char head[4] = {};
+  in.read(head, 4);
+  if (std::memcmp(head, "PK\x03\x04", 4) != 0) return false;
+  const uint64_t tail = std::min<uint64_t>(f.bytes, 65557);
+  std::string buf(tail, '\0');
+  in.seekg(static_cast<std::streamoff>(f.bytes - tail));
+  in.read(buf.data(), static_cast<std::streamsize>(tail));
+  return buf.find(std::string("PK\x05\x06", 4)) == std::string::npos;
+}
+}  // namespace
+
+const TorchFile* CatalogBuilder::try_open(const CheckpointFile& f) {
+  std::vector<int> ranks;
+  if (f.dp_rank >= 0) ranks.push_back(f.dp_rank);
+  if (f.bytes == 0) {
+    problem("rank-file-truncated", "error", f.path + " is empty (0 bytes); the save was interrupted or the copy failed",
+            f.path, ranks);
+    return nullptr;
+  }
+  try {
+    return &ck_.open_cached(f.abs_path);
+  } catch (const std::exception& e) {
+    if (looks_truncated(f)) {
+      problem("rank-file-truncated", "error",
+              f.path + " is cut short (" + std::to_string(f.bytes) + " bytes, no zip directory at the end): " +
+                  e.what(),
+              f.path, ranks);
+    } else {
+      problem("rank-file-unreadable", "error", f.path + " cannot be read: " + e.what(), f.path, ranks);
+    }
+    return nullptr;
+  }
+}
+
+void CatalogBuilder::read_model_file() {
+  const CheckpointFile* mf = cat_.model_file(0, 0);
+  if (!mf) {
+    problem("model-file-missing", "error",
+            "no model-states file for mp rank 0 (mp_rank_00_model_states.pt or "
+            "zero_pp_rank_0_mp_rank_00_model_states.pt); buffers, names and steps are unknown");
+    return;
+  }
+  model_ = try_open(*mf);
+  if (!model_) return;
+  const Value* root = &model_->root;
+  if (!root->is_dict()) {
+    problem("unknown-schema", "error", mf->path + " does not hold a dict (found " + root->type_name() + ")",
+            mf->path);
+    model_ = nullptr;
+    return;
+  }
+  if (const Value* module = dict_get(root, "module")) {
+    for (const auto& [k, v] : str_items(module)) cat_.module_keys.push_back(k);
+  }
+  if (const Value* b = dict_get(root, "buffer_names"); b && b->is_sequence()) {
+    for (const auto& item : b->items()) {
+      if (auto s = opt_str(&item)) cat_.buffer_names.push_back(*s);
+    }
+  }
+  for (const auto& [name, shape_v] : str_items(dict_get(root, "frozen_param_shapes"))) {
+    ParamEntry p;
+    p.name = name;
+    p.shape = shape_of(shape_v).value_or(std::vector<int64_t>{});
+    p.numel = shape_numel(p.shape);
+    cat_.frozen_params.push_back(std::move(p));
+  }
+  for (const auto& [alias, owner] : str_items(dict_get(root, "shared_params"))) {
+    if (auto s = opt_str(owner)) cat_.shared_params[alias] = *s;
+  }
+  cat_.global_steps = opt_int(dict_get(root, "global_steps")).value_or(0);
+  cat_.skipped_steps = opt_int(dict_get(root, "skipped_steps")).value_or(0);
+  cat_.global_samples = opt_int(dict_get(root, "global_samples")).value_or(0);
+  cat_.dp_world_size = static_cast<int>(opt_int(dict_get(root, "dp_world_size")).value_or(0));
+  cat_.mp_world_size = static_cast<int>(opt_int(dict_get(root, "mp_world_size")).value_or(0));
+  cat_.ds_version = opt_str(dict_get(root, "ds_version")).value_or("");
+  const Value* config = dict_get(root, "ds_config");
+  if (auto t = opt_str(dict_get(dict_get(config, "optimizer"), "type"))) cat_.optimizer_name_hint = *t;
+  if (const Value* sched = dict_get(root, "lr_scheduler")) cat_.lr_scheduler_summary = sched->repr(160);
+
+  // lp dtype: a trainable param's module tensor, else any non-buffer float tensor, else ds_config.
+  std::set<std::string> buffers(cat_.buffer_names.begin(), cat_.buffer_names.end());
+  std::optional<DType> lp;
+  for (const auto& [k, v] : str_items(dict_get(root, "module"))) {
+    if (!v->is_tensor() || buffers.count(k) || !is_floating(v->as_tensor().dtype)) continue;
+    lp = v->as_tensor().dtype;
+    break;
+  }
+  if (!lp) {
+    if (opt_bool(dict_get(dict_get(config, "bf16"), "enabled")).value_or(false)) {
+      lp = DType::BF16;
+    } else if (opt_bool(dict_get(dict_get(config, "fp16"), "enabled")).value_or(false)) {
+      lp = DType::F16;
+    }
+  }
+  cat_.lp_dtype = lp.value_or(DType::F32);
+
+  // Model-file mp ranks: one file per mp rank (ZeRO-3: per (dp, mp)).
+  if (cat_.mp_world_size > 0) {
+    std::vector<int> missing;
+    for (int m = 0; m < cat_.mp_world_size; ++m) {
+      if (!cat_.model_file(m, 0)) missing.push_back(m);
+    }
+    if (!missing.empty()) {
+      std::string list;
+      for (int m : missing) list += (list.empty() ? "" : ", ") + std::to_string(m);
+      problem("rank-file-missing", "error",
+              "mp_world_size is " + std::to_string(cat_.mp_world_size) + " but the model-states file of mp rank(s) " +
+                  list + " is missing",
+              {}, missing);
+    }
+  }
+}
+
+void CatalogBuilder::check_world_sizes() {
+  // dp used for the layout: partition_count (what the optimizer partitioned over), else the model file's
+  // dp_world_size, else the number of optimizer files.
+  int pc = 0;
+  for (const auto& [r, s] : optim_) {
+    for (auto c : s.partition_count) pc = std::max(pc, static_cast<int>(c));
+    if (pc > 0) break;
+  }
+  if (pc > 0 && cat_.partition_count.empty()) {
+    for (const auto& [r, s] : optim_) {
+      if (!s.partition_count.empty()) {
+        cat_.partition_count.assign(s.partition_count.begin(), s.partition_count.end());
+        break;
+      }
+    }
+  }
+  int optim_ranks = 0;
+  for (const auto& f : cat_.files) {
+    if (f.role == FileRole::Optim && f.mp_rank == 0) ++optim_ranks;
+  }
+  cat_.optim_file_count = optim_ranks;
+  layout_dp_ = pc > 0 ? pc : (cat_.dp_world_size > 0 ? cat_.dp_world_size : optim_ranks);
+  if (cat_.wrapper == OptimizerWrapper::FP16Optimizer || cat_.wrapper == OptimizerWrapper::FP16UnfusedOptimizer ||
+      cat_.wrapper == OptimizerWrapper::TorchOptimizer || cat_.wrapper == OptimizerWrapper::None) {
+    return;  // no partitioned optimizer files expected
+  }
+  if (pc > 0 && cat_.dp_world_size > 0 && pc != cat_.dp_world_size) {
+    problem("world-size-mismatch", "error",
+            "the model file says dp_world_size " + std::to_string(cat_.dp_world_size) +
+                " but the optimizer files were partitioned over " + std::to_string(pc) + " ranks (partition_count)");
+  }
+  const bool stage3 = cat_.wrapper == OptimizerWrapper::Zero3;
+  std::vector<int> missing_optim, missing_model, extra;
+  for (int r = 0; r < layout_dp_; ++r) {
+    if (!cat_.optim_file(r, 0)) missing_optim.push_back(r);
+    if (stage3 && !cat_.model_file(0, r)) missing_model.push_back(r);
+  }
+  for (const auto& f : cat_.files) {
+    if (f.role == FileRole::Optim && f.mp_rank == 0 && f.dp_rank >= layout_dp_) extra.push_back(f.dp_rank);
+  }
+  auto join = [](const std::vector<int>& v) {
+    std::string s;
+    for (int x : v) s += (s.empty() ? "" : ", ") + std::to_string(x);
+    return s;
+  };
+  if (!missing_optim.empty()) {
+    problem("rank-file-missing", "error",
+            "optimizer-states file(s) of dp rank(s) " + join(missing_optim) + " missing (expected " +
+                std::to_string(layout_dp_) + " ranks); their fp32 partitions and optimizer moments are lost",
+            {}, missing_optim);
+  }
+  if (!missing_model.empty()) {
+    problem("rank-file-missing", "error",
+            "ZeRO-3 model-states file(s) of dp rank(s) " + join(missing_model) + " missing (expected " +
+                std::to_string(layout_dp_) + " ranks)",
+            {}, missing_model);
+  }
+  if (!extra.empty()) {
+    problem("world-size-mismatch", "error",
+            "optimizer-states file(s) for dp rank(s) " + join(extra) + " beyond the world size " +
+                std::to_string(layout_dp_) + " (" + std::to_string(optim_ranks) + " files found)",
+            {}, extra);
+  } else if (optim_ranks != layout_dp_ && missing_optim.empty()) {
+    problem("world-size-mismatch", "error",
+            std::to_string(optim_ranks) + " optimizer files but a world size of " + std::to_string(layout_dp_));
+  }
+}
+
+}  // namespace ckptdoc::deepspeed

@@ -1,0 +1,59 @@
+#pragma once
+// Builds a Checkpoint's catalog: finds the tag folder, names every file's role, reads the model and
+// optimizer pickles (no tensor bytes), derives stage/wrapper/world sizes, lays out every flat group and
+// cross-checks the layout against what each rank saved. Damage becomes Problems; only an unusable
+// checkpoint throws.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/layout.h"
+
+namespace ckptdoc::deepspeed {
+
+// What one rank's optimizer file says, collected once.
+struct OptimRankScan {
+  int dp_rank = 0;
+  const TorchFile* file = nullptr;  // null when unreadable
+  const Value* osd = nullptr;       // optimizer_state_dict
+  std::optional<int64_t> zero_stage;
+  bool has_single_partition = false, has_fp32_flat_groups = false, has_legacy_sub_partitions = false;
+  std::vector<int64_t> fp32_numel;  // per flat group
+  std::optional<std::vector<int64_t>> group_paddings;
+  std::vector<int64_t> partition_count;
+  bool has_slice_mappings = false;
+  std::vector<std::vector<SliceMapping>> slice_mappings;  // per group, in saved order
+  std::string ds_version;
+};
+
+class CatalogBuilder {
+ public:
+  explicit CatalogBuilder(Checkpoint& ckpt) : ck_(ckpt), cat_(ckpt.catalog_) {}
+  void build(const std::string& path, const OpenOptions& options);
+
+ private:
+  void list_files();
+  const TorchFile* try_open(const CheckpointFile& f);
+  void read_model_file();
+  void scan_optim_files();
+  void decide_wrapper();
+  void check_world_sizes();
+  void build_groups();
+  void check_partitions();
+  void check_module_shapes();
+  void read_optimizer_summary();
+  void problem(std::string code, std::string severity, std::string message, std::string file = {},
+               std::vector<int> ranks = {}, std::vector<std::string> params = {});
+  std::vector<std::vector<ParamEntry>> param_groups_from_shapes();
+
+  Checkpoint& ck_;
+  Catalog& cat_;
+  const TorchFile* model_ = nullptr;  // primary model file (mp 0, dp 0)
+  std::map<int, OptimRankScan> optim_;  // by dp rank, mp rank 0, readable or not
+  const Value* old_param_shapes_ = nullptr;  // param_shapes from an optim file (< v0.6.0)
+  int layout_dp_ = 0;
+};
+
+}  // namespace ckptdoc::deepspeed

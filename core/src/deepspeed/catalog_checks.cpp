@@ -1,0 +1,222 @@
+// Catalog building, part 3: param groups from param_shapes, their partition layout (§5), and the checks of
+// that layout against what every rank saved (fp32 lengths, group_paddings, partition_count,
+// param_slice_mappings, optimizer-state lengths) and against the module's lp tensors.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "deepspeed/catalog_builder.h"
+#include "deepspeed/value_access.h"
+
+namespace ckptdoc::deepspeed {
+
+using namespace detail;
+
+namespace {
+
+std::vector<ParamEntry> entries_of(const Value* shapes) {
+  std::vector<ParamEntry> out;
+  for (const auto& [name, v] : str_items(shapes)) {
+    ParamEntry p;
+    p.name = name;
+    p.shape = shape_of(v).value_or(std::vector<int64_t>{});
+    p.numel = shape_numel(p.shape);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::string n(int64_t x) { return std::to_string(x); }
+
+// The per-group optimizer state entry (a dict of tensors) of a rank, for the wrappers that partition.
+const Value* state_entry(const Value* osd, OptimizerWrapper w, int group) {
+  if (w == OptimizerWrapper::Zero3) {
+    return int_key(dict_get(dict_get(osd, "optimizer_state_dict"), "state"), group);
+  }
+  const Value* base = dict_get(osd, "base_optimizer_state");
+  if (base && base->is_sequence()) return list_at(base, static_cast<size_t>(group));  // elastic
+  return int_key(dict_get(base, "state"), group);
+}
+
+}  // namespace
+
+std::vector<std::vector<ParamEntry>> CatalogBuilder::param_groups_from_shapes() {
+  std::vector<std::vector<ParamEntry>> groups;
+  const Value* shapes = model_ ? dict_get(&model_->root, "param_shapes") : nullptr;
+  if (!shapes) shapes = old_param_shapes_;
+  if (!shapes) return groups;
+  if (shapes->is_sequence()) {
+    for (const auto& g : shapes->items()) groups.push_back(entries_of(&g));
+    return groups;
+  }
+  // < v0.5.4: one OrderedDict for all params; split it by the saved fp32 totals per group.
+  std::vector<ParamEntry> all = entries_of(shapes);
+  std::vector<int64_t> totals;
+  for (const auto& [r, s] : optim_) {
+    for (size_t g = 0; g < s.fp32_numel.size(); ++g) {
+      if (totals.size() <= g) totals.resize(g + 1, 0);
+      totals[g] += std::max<int64_t>(s.fp32_numel[g], 0);
+    }
+  }
+  if (totals.empty()) totals.push_back(0);
+  size_t i = 0;
+  for (size_t g = 0; g < totals.size(); ++g) {
+    std::vector<ParamEntry> group;
+    int64_t sum = 0;
+    while (i < all.size() && (g + 1 == totals.size() || sum + all[i].numel <= totals[g])) {
+      sum += all[i].numel;
+      group.push_back(all[i++]);
+    }
+    groups.push_back(std::move(group));
+  }
+  problem("legacy-param-shapes", "info",
+          "param_shapes is a single OrderedDict (DeepSpeed < 0.5.4); params were assigned to groups by the saved fp32 "
+          "lengths");
+  return groups;
+}
+
+void CatalogBuilder::build_groups() {
+  const auto w = cat_.wrapper;
+  if (w != OptimizerWrapper::Zero12 && w != OptimizerWrapper::Zero3 && w != OptimizerWrapper::BF16Optimizer) return;
+  auto groups = param_groups_from_shapes();
+  if (groups.empty()) {
+    problem("unknown-schema", "error",
+            "no param_shapes in the model file (or, before DeepSpeed 0.6.0, the optimizer files): the flat partition "
+            "layout cannot be derived");
+    return;
+  }
+  if (layout_dp_ < 1) {
+    problem("world-size-mismatch", "error", "the data-parallel world size is unknown (no partition_count, "
+                                            "dp_world_size or optimizer files)");
+    return;
+  }
+  const Zero12Rules rules = zero12_rules_for_version(cat_.ds_version);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    int dp = layout_dp_;
+    if (w != OptimizerWrapper::Zero3 && g < cat_.partition_count.size() && cat_.partition_count[g] > 0) {
+      dp = cat_.partition_count[g];  // MoE expert groups use the expert-data-parallel size
+    }
+    const int index = static_cast<int>(g);
+    if (w == OptimizerWrapper::Zero3) {
+      cat_.groups.push_back(layout_zero3(index, std::move(groups[g]), dp));
+    } else if (w == OptimizerWrapper::BF16Optimizer) {
+      cat_.groups.push_back(layout_bf16_optimizer(index, std::move(groups[g]), dp));
+    } else {
+      auto params = std::move(groups[g]);
+      if (rules.round_robin) {
+        std::vector<ParamEntry> reordered;
+        for (size_t i : round_robin_order(params.size(), dp)) reordered.push_back(params[i]);
+        params = std::move(reordered);
+      }
+      cat_.groups.push_back(layout_zero12(index, std::move(params), dp, rules));
+    }
+  }
+  if (rules.round_robin && w == OptimizerWrapper::Zero12) {
+    problem("round-robin-order", "info",
+            "DeepSpeed " + cat_.ds_version + " reordered params round-robin over ranks; the flat order was "
+            "reconstructed from param_shapes");
+  }
+}
+
+void CatalogBuilder::check_partitions() {
+  const auto w = cat_.wrapper;
+  if (cat_.groups.empty()) return;
+  const bool round_robin = zero12_rules_for_version(cat_.ds_version).round_robin;
+  for (const auto& [r, s] : optim_) {
+    if (!s.osd || r < 0 || r >= layout_dp_) continue;
+    const CheckpointFile* f = cat_.optim_file(r, 0);
+    const std::string file = f ? f->path : std::string();
+    if (s.fp32_numel.size() != cat_.groups.size()) {
+      problem("shape-mismatch", "error",
+              file + " holds " + n(static_cast<int64_t>(s.fp32_numel.size())) + " fp32 groups but param_shapes lists " +
+                  n(static_cast<int64_t>(cat_.groups.size())),
+              file, {r});
+    }
+    if (!s.partition_count.empty() && s.partition_count != std::vector<int64_t>(cat_.partition_count.begin(),
+                                                                                 cat_.partition_count.end())) {
+      problem("world-size-mismatch", "error", file + " has a partition_count different from the other ranks'", file,
+              {r});
+    }
+    for (size_t g = 0; g < cat_.groups.size(); ++g) {
+      const GroupLayout& G = cat_.groups[g];
+      if (static_cast<size_t>(r) >= G.partitions.size()) continue;
+      const RankPartition& rp = G.partitions[static_cast<size_t>(r)];
+      const std::string where = "group " + n(static_cast<int64_t>(g)) + " on dp rank " + n(r);
+      if (g < s.fp32_numel.size() && s.fp32_numel[g] != rp.saved_numel) {
+        problem("shape-mismatch", "error",
+                "the fp32 partition of " + where + " has " + n(s.fp32_numel[g]) + " elements; the layout for " +
+                    n(static_cast<int64_t>(G.partitions.size())) + " ranks expects " + n(rp.saved_numel),
+                file, {r});
+      }
+      if (s.group_paddings && g < s.group_paddings->size() && (*s.group_paddings)[g] != rp.recorded_padding) {
+        problem("layout-mismatch", "error",
+                "group_paddings of " + where + " is " + n((*s.group_paddings)[g]) + ", the layout expects " +
+                    n(rp.recorded_padding),
+                file, {r});
+      }
+      if (s.has_slice_mappings && !round_robin) {
+        std::map<std::string, std::pair<int64_t, int64_t>> want, got;
+        for (const auto& m : expected_slice_mappings(G, r)) want[m.name] = {m.numel, m.start};
+        if (g < s.slice_mappings.size()) {
+          for (const auto& m : s.slice_mappings[g]) got[m.name] = {m.numel, m.start};
+        }
+        if (want != got) {
+          std::vector<std::string> params;
+          for (const auto& [k, v] : want) {
+            if (!got.count(k) || got[k] != v) params.push_back(k);
+          }
+          for (const auto& [k, v] : got) {
+            if (!want.count(k)) params.push_back(k);
+          }
+          problem("layout-mismatch", "error",
+                  "param_slice_mappings of " + where + " disagree with the layout derived from param_shapes", file,
+                  {r}, params);
+        }
+      }
+      // Optimizer state tensors have the full partition length (rigid) or the lean one (elastic).
+      const Value* entry = state_entry(s.osd, w, static_cast<int>(g));
+      const bool elastic = w != OptimizerWrapper::Zero3 && dict_get(s.osd, "base_optimizer_state") &&
+                           dict_get(s.osd, "base_optimizer_state")->is_sequence();
+      for (const auto& [key, v] : str_items(entry)) {
+        const auto len = tensor_numel(v);
+        if (!len || key == "step" || *len <= 1) continue;
+        const int64_t expect = elastic ? rp.saved_numel : G.partition_numel;
+        if (*len != expect) {
+          problem("shape-mismatch", "error",
+                  "optimizer state '" + key + "' of " + where + " has " + n(*len) + " elements, expected " + n(expect),
+                  file, {r});
+        }
+      }
+    }
+  }
+}
+
+void CatalogBuilder::check_module_shapes() {
+  if (!model_ || cat_.wrapper == OptimizerWrapper::Zero3) return;
+  const Value* module = dict_get(&model_->root, "module");
+  if (!module) return;
+  std::vector<std::string> missing, wrong;
+  for (const auto& G : cat_.groups) {
+    for (const auto& p : G.params) {
+      const Value* t = dict_get(module, p.name);
+      if (!t || !t->is_tensor()) {
+        missing.push_back(p.name);
+      } else if (t->as_tensor().shape != p.shape) {
+        wrong.push_back(p.name);
+      }
+    }
+  }
+  if (!missing.empty()) {
+    problem("shape-mismatch", "warning",
+            n(static_cast<int64_t>(missing.size())) + " trainable param(s) listed in param_shapes are not in the module "
+            "state dict",
+            {}, {}, missing);
+  }
+  if (!wrong.empty()) {
+    problem("shape-mismatch", "error",
+            n(static_cast<int64_t>(wrong.size())) + " module tensor(s) have a shape different from param_shapes", {}, {},
+            wrong);
+  }
+}
+
+}  // namespace ckptdoc::deepspeed
