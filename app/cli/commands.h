@@ -28,3 +28,16 @@ struct DiagnoseOptions {
 int run_diagnose(const DiagnoseOptions& o);
 
 }  // namespace ckptdoc::cli
+
+namespace ckptdoc::cli {
+
+// `ckptdoc gui [PATH]`: the Qt desktop app (only in builds with the GUI).
+struct GuiOptions {
+  std::optional<std::string> path;
+  std::optional<std::string> screenshot;  // save a grab once analysis is done, then exit
+  std::string view = "overview";
+  std::optional<std::string> param;
+};
+int run_gui(const GuiOptions& o, int argc, char** argv);
+
+}  // namespace ckptdoc::cli
