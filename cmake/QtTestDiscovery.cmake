@@ -5,8 +5,10 @@ function(ckptdoc_add_qtest target)
   add_executable(${target} ${ARG_SOURCES})
   target_link_libraries(${target} PRIVATE ${ARG_LIBS} Qt6::Test)
   set_target_properties(${target} PROPERTIES AUTOMOC ON)
+  # The CLI path is spelled out rather than $<TARGET_FILE:ckptdoc>, which would make every test depend on the
+  # CLI; tests that run it (interop) add that dependency themselves.
   set(ctest_file "${CMAKE_CURRENT_BINARY_DIR}/${target}_tests.cmake")
-  set(env "QT_QPA_PLATFORM=offscreen;CKPTDOC_SOURCE_DIR=${PROJECT_SOURCE_DIR};CKPTDOC_BINARY_DIR=${PROJECT_BINARY_DIR};CKPTDOC_CLI=$<TARGET_FILE:ckptdoc>;${ARG_ENV}")
+  set(env "QT_QPA_PLATFORM=offscreen;CKPTDOC_SOURCE_DIR=${PROJECT_SOURCE_DIR};CKPTDOC_BINARY_DIR=${PROJECT_BINARY_DIR};CKPTDOC_CLI=${PROJECT_BINARY_DIR}/app/ckptdoc;${ARG_ENV}")
   add_custom_command(TARGET ${target} POST_BUILD
     COMMAND ${CMAKE_COMMAND} -D EXE=$<TARGET_FILE:${target}> -D TARGET=${target} -D OUT=${ctest_file}
             "-D ENV=${env}" "-D LABELS=${ARG_LABELS}" -P ${PROJECT_SOURCE_DIR}/cmake/QtTestDiscoveryRun.cmake

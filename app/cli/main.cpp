@@ -5,10 +5,13 @@
 
 #include "commands.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/io/fault_injection.h"
 
 namespace cli = ckptdoc::cli;
 
 int main(int argc, char** argv) {
+  if (const std::string note = ckptdoc::install_fault_injection_from_env(); !note.empty())
+    std::fprintf(stderr, "ckptdoc: %s\n", note.c_str());
   CLI::App app{"ckptdoc - inspect and repair deep-learning training checkpoints (DeepSpeed ZeRO, torch.save, "
                "safetensors)"};
   app.set_version_flag("--version", std::string("ckptdoc ") + CKPTDOC_VERSION_STRING);

@@ -216,9 +216,14 @@ bool TorchFile::is_torch_file(std::span<const uint8_t> head) {
 }
 
 TorchFile TorchFile::open(const std::string& path, const UnpickleLimits& limits) {
+  return open(MappedFile::open(path), limits);
+}
+
+TorchFile TorchFile::open(std::shared_ptr<const MappedFile> file, const UnpickleLimits& limits) {
   TorchFile tf;
+  const std::string path = file->path();
   tf.path = path;
-  tf.file = MappedFile::open(path);
+  tf.file = std::move(file);
   tf.file_size = tf.file->size();
   const auto head = tf.file->bytes().first(std::min<size_t>(tf.file->size(), 16));
   try {

@@ -76,7 +76,13 @@ AtomicFile::AtomicFile(std::string path, FileIo& io) : path_(std::move(path)), i
     fd_ = -1;
     throw Error(path_, "", errno_text("open", err));
   }
-  buffer_.reserve(1 << 20);
+  try {
+    buffer_.reserve(1 << 20);
+  } catch (...) {
+    io_.close(fd_);
+    io_.unlink(temp_);
+    throw;
+  }
 }
 
 AtomicFile::~AtomicFile() {
@@ -88,33 +94,45 @@ AtomicFile::~AtomicFile() {
 
 void AtomicFile::write(std::span<const uint8_t> bytes) {
   if (committed_) throw Error(path_, "", "write after commit");
-  position_ += bytes.size();
-  if (buffer_.size() + bytes.size() <= buffer_.capacity()) {
-    buffer_.insert(buffer_.end(), bytes.begin(), bytes.end());
-    return;
-  }
-  flush_buffer();
-  if (bytes.size() >= buffer_.capacity()) {
-    size_t done = 0;
-    while (done < bytes.size()) {
-      size_t n = 0;
-      if (const int err = io_.write(fd_, bytes.data() + done, bytes.size() - done, &n); err != 0)
-        throw Error(path_, at_offset(position_ - bytes.size() + done), errno_text("write", err));
-      if (n == 0) throw Error(path_, at_offset(position_ - bytes.size() + done), "write: wrote 0 bytes");
-      done += n;
+  if (failed_) throw Error(path_, "", "write after an earlier write failed");
+  if (buffer_.size() + bytes.size() > buffer_.capacity()) {
+    flush_buffer();
+    if (bytes.size() >= buffer_.capacity()) {
+      size_t done = 0;
+      while (done < bytes.size()) {
+        size_t n = 0;
+        if (const int err = io_.write(fd_, bytes.data() + done, bytes.size() - done, &n); err != 0) {
+          failed_ = true;
+          throw Error(path_, at_offset(position_ + done), errno_text("write", err));
+        }
+        if (n == 0) {
+          failed_ = true;
+          throw Error(path_, at_offset(position_ + done), "write: wrote 0 bytes");
+        }
+        done += n;
+      }
+      position_ += bytes.size();
+      return;
     }
-  } else {
-    buffer_.insert(buffer_.end(), bytes.begin(), bytes.end());
   }
+  buffer_.insert(buffer_.end(), bytes.begin(), bytes.end());
+  position_ += bytes.size();
 }
 
 void AtomicFile::flush_buffer() {
+  // A retry after a partial write would repeat the bytes already written, so any failure is final.
+  const uint64_t start = position_ - buffer_.size();
   size_t done = 0;
   while (done < buffer_.size()) {
     size_t n = 0;
-    if (const int err = io_.write(fd_, buffer_.data() + done, buffer_.size() - done, &n); err != 0)
-      throw Error(path_, "", errno_text("write", err));
-    if (n == 0) throw Error(path_, "", "write: wrote 0 bytes");
+    if (const int err = io_.write(fd_, buffer_.data() + done, buffer_.size() - done, &n); err != 0) {
+      failed_ = true;
+      throw Error(path_, at_offset(start + done), errno_text("write", err));
+    }
+    if (n == 0) {
+      failed_ = true;
+      throw Error(path_, at_offset(start + done), "write: wrote 0 bytes");
+    }
     done += n;
   }
   buffer_.clear();
@@ -122,8 +140,12 @@ void AtomicFile::flush_buffer() {
 
 void AtomicFile::commit() {
   if (committed_) return;
+  if (failed_) throw Error(path_, "", "cannot commit: an earlier write failed, the temp file is incomplete");
   flush_buffer();
-  if (const int err = io_.fsync(fd_); err != 0) throw Error(path_, "", errno_text("fsync", err));
+  if (const int err = io_.fsync(fd_); err != 0) {
+    failed_ = true;  // the kernel may have dropped the dirty pages: a second fsync would lie
+    throw Error(path_, "", errno_text("fsync", err));
+  }
   const int fd = fd_;
   fd_ = -1;
   if (const int err = io_.close(fd); err != 0) throw Error(path_, "", errno_text("close", err));

@@ -41,8 +41,17 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
   return f;
 }
 
+std::shared_ptr<const MappedFile> MappedFile::from_memory(const std::string& name, std::vector<uint8_t> bytes) {
+  std::shared_ptr<MappedFile> f(new MappedFile());
+  f->path_ = name;
+  f->owned_ = std::move(bytes);
+  f->size_ = f->owned_.size();
+  f->data_ = f->owned_.empty() ? nullptr : f->owned_.data();
+  return f;
+}
+
 MappedFile::~MappedFile() {
-  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_ && owned_.empty()) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 std::span<const uint8_t> MappedFile::slice(uint64_t offset, uint64_t length, const char* what) const {

@@ -30,6 +30,8 @@ struct TorchFile {
   // Reads the pickle and the storage table; storage bytes stay on disk until touched.
   // Throws ckptdoc::Error naming the file, record or offset and what was wrong.
   static TorchFile open(const std::string& path, const UnpickleLimits& limits = {});
+  // Same over an already mapped (or in-memory) file.
+  static TorchFile open(std::shared_ptr<const MappedFile> file, const UnpickleLimits& limits = {});
   static bool is_torch_file(std::span<const uint8_t> head);
 };
 

@@ -4,10 +4,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -69,10 +72,32 @@ struct Tensor {
 
 class Value;
 
+// A lazily built string-key index for Value::get() on large dicts. Copies start empty; Value::dict_mut(),
+// set_item() and erase() drop it, and lookups verify hits, so a stale index is never trusted.
+struct DictIndexCache {
+  struct Index {
+    size_t size = 0;  // items.size() when built
+    std::unordered_map<std::string, size_t> positions;  // first position of each string key
+  };
+  DictIndexCache() = default;
+  DictIndexCache(const DictIndexCache&) {}
+  DictIndexCache& operator=(const DictIndexCache&) {
+    reset();
+    return *this;
+  }
+  void reset() {
+    std::lock_guard<std::mutex> lock(mutex);
+    index.reset();
+  }
+  mutable std::mutex mutex;
+  mutable std::shared_ptr<const Index> index;
+};
+
 struct DictData {
   bool ordered = false;  // collections.OrderedDict rather than dict
   std::vector<std::pair<Value, Value>> items;
   std::shared_ptr<Value> state;  // OrderedDict's BUILD state (e.g. {'_metadata': ...}); null when absent
+  DictIndexCache index_cache;    // internal to Value::get()
 };
 
 // Any class instance or call result ckptdoc does not interpret, kept as a description.
@@ -85,6 +110,9 @@ struct ObjectData {
   std::shared_ptr<Value> state;   // BUILD state, null when none
   std::vector<Value> list_items;  // APPEND(S) applied to the object
   std::vector<std::pair<Value, Value>> dict_items;  // SETITEM(S) applied to the object
+  // When the callable was not a GLOBAL (e.g. the result of another call, such as builtins.getattr(...)):
+  // that value, with module "" and name "<call>". Null for ordinary objects.
+  std::shared_ptr<Value> callable;
   std::string qualified() const { return module + "." + name; }
 };
 
@@ -165,6 +193,16 @@ class Value {
   // Breaks every container reachable from this value without recursion, so hostile deep or cyclic trees
   // can be freed without exhausting the stack.
   void dismantle();
+
+  // The address of this value's container (list/tuple/set items, dict, object, tensor, storage), or
+  // nullptr for scalars: equal for values that alias the same container.
+  const void* identity() const;
+  // Calls f for every Value directly held by this one: items, dict keys and values, dict state, object
+  // args/kwargs/state/list_items/dict_items.
+  void for_each_child(const std::function<void(const Value&)>& f) const;
+  // Dismantles every container reachable from `roots` except those whose identity() is in `keep` (which are
+  // neither cleared nor descended into), then drops the roots. Iterative; safe for cycles and deep nesting.
+  static void dismantle_all(std::vector<Value> roots, const std::unordered_set<const void*>* keep = nullptr);
 
  private:
   Kind kind_ = Kind::None;

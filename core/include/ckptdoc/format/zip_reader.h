@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "ckptdoc/io/mapped_file.h"
@@ -17,6 +18,7 @@ struct ZipEntry {
   std::string name;
   uint64_t data_offset = 0;  // where the record's bytes start in the file
   uint64_t size = 0;         // uncompressed == compressed (stored)
+  uint64_t compressed_size = 0;  // bytes in the file; equals size for stored records
   uint32_t crc32 = 0;
   uint16_t method = 0;       // 0 = stored; anything else is refused when read
   uint64_t header_offset = 0;
@@ -31,6 +33,8 @@ class ZipReader {
   static bool looks_like_zip(std::span<const uint8_t> head);  // "PK\x03\x04"
 
   const std::vector<ZipEntry>& entries() const { return entries_; }
+  // Every central-directory entry is kept, duplicates included (a scanner may want to see them); find()
+  // returns the first entry of a name, as torch does.
   const ZipEntry* find(std::string_view name) const;
   // Bytes of a stored entry; throws for compressed entries or out-of-range data.
   std::span<const uint8_t> data(const ZipEntry& entry) const;
@@ -41,6 +45,7 @@ class ZipReader {
  private:
   std::shared_ptr<const MappedFile> file_;
   std::vector<ZipEntry> entries_;
+  std::unordered_map<std::string, size_t> index_;  // name -> first entry with it
 };
 
 uint32_t crc32_update(uint32_t crc, std::span<const uint8_t> bytes);  // start with 0

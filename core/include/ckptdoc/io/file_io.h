@@ -57,7 +57,8 @@ class VectorSink : public ByteSink {
 
 // Writes a file atomically: bytes go to "<path>.ckptdoc-tmp-<pid>", then commit() fsyncs, renames it over
 // `path` and fsyncs the directory. Destroyed without commit(), it removes the temp file. Errors throw
-// ckptdoc::Error naming the final path and the failing call (e.g. "write: No space left on device").
+// ckptdoc::Error naming the final path and the failing call (e.g. "write: No space left on device"). After a
+// failed write, commit() refuses: the temp file may be missing or repeating bytes.
 class AtomicFile : public ByteSink {
  public:
   explicit AtomicFile(std::string path, FileIo& io = current_io());
@@ -78,6 +79,7 @@ class AtomicFile : public ByteSink {
   uint64_t position_ = 0;
   std::vector<uint8_t> buffer_;
   bool committed_ = false;
+  bool failed_ = false;  // a write failed part way: the temp file is incomplete and must never be committed
 };
 
 }  // namespace ckptdoc

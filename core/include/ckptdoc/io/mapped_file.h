@@ -5,6 +5,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace ckptdoc {
 
@@ -13,6 +14,8 @@ class MappedFile {
   // Throws ckptdoc::Error naming the path when the file cannot be opened or mapped. Empty files map to an
   // empty span.
   static std::shared_ptr<const MappedFile> open(const std::string& path);
+  // An in-memory "file" (fuzzers, tests, data produced on the fly), named for error messages.
+  static std::shared_ptr<const MappedFile> from_memory(const std::string& name, std::vector<uint8_t> bytes);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -31,6 +34,7 @@ class MappedFile {
   std::string path_;
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
+  std::vector<uint8_t> owned_;  // backing store of from_memory(); empty for mapped files
 };
 
 }  // namespace ckptdoc

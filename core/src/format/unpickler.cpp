@@ -1,0 +1,1132 @@
+// An inert pickle VM. It follows CPython's _Unpickler semantics (pickle.py) for the stack, MARKs and memo,
+// but GLOBAL only names things and REDUCE/NEWOBJ/BUILD only describe them, except for the closed set of
+// reconstructors that torch checkpoints need (tensors, OrderedDict, set, bytes, torch.Size/device/dtype).
+#include "ckptdoc/format/unpickler.h"
+
+#include <charconv>
+#include <cstring>
+#include <limits>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ckptdoc/error.h"
+
+namespace ckptdoc {
+namespace {
+
+const char* opcode_name(uint8_t op) {
+  switch (op) {
+    case 0x80: return "PROTO";
+    case '.': return "STOP";
+    case 'c': return "GLOBAL";
+    case 0x93: return "STACK_GLOBAL";
+    case 'R': return "REDUCE";
+    case 0x81: return "NEWOBJ";
+    case 0x92: return "NEWOBJ_EX";
+    case 'i': return "INST";
+    case 'o': return "OBJ";
+    case 'b': return "BUILD";
+    case 'Q': return "BINPERSID";
+    case 'P': return "PERSID";
+    case '(': return "MARK";
+    case '1': return "POP_MARK";
+    case '0': return "POP";
+    case '2': return "DUP";
+    case 'q': return "BINPUT";
+    case 'r': return "LONG_BINPUT";
+    case 'p': return "PUT";
+    case 0x94: return "MEMOIZE";
+    case 'h': return "BINGET";
+    case 'j': return "LONG_BINGET";
+    case 'g': return "GET";
+    case 'N': return "NONE";
+    case 0x88: return "NEWTRUE";
+    case 0x89: return "NEWFALSE";
+    case 'K': return "BININT1";
+    case 'M': return "BININT2";
+    case 'J': return "BININT";
+    case 0x8a: return "LONG1";
+    case 0x8b: return "LONG4";
+    case 'I': return "INT";
+    case 'L': return "LONG";
+    case 'G': return "BINFLOAT";
+    case 'F': return "FLOAT";
+    case 'X': return "BINUNICODE";
+    case 0x8c: return "SHORT_BINUNICODE";
+    case 0x8d: return "BINUNICODE8";
+    case 'V': return "UNICODE";
+    case 'U': return "SHORT_BINSTRING";
+    case 'T': return "BINSTRING";
+    case 'S': return "STRING";
+    case 'C': return "SHORT_BINBYTES";
+    case 'B': return "BINBYTES";
+    case 0x8e: return "BINBYTES8";
+    case 0x96: return "BYTEARRAY8";
+    case 0x97: return "NEXT_BUFFER";
+    case 0x98: return "READONLY_BUFFER";
+    case ']': return "EMPTY_LIST";
+    case 'a': return "APPEND";
+    case 'e': return "APPENDS";
+    case 'l': return "LIST";
+    case ')': return "EMPTY_TUPLE";
+    case 't': return "TUPLE";
+    case 0x85: return "TUPLE1";
+    case 0x86: return "TUPLE2";
+    case 0x87: return "TUPLE3";
+    case '}': return "EMPTY_DICT";
+    case 'd': return "DICT";
+    case 's': return "SETITEM";
+    case 'u': return "SETITEMS";
+    case 0x8f: return "EMPTY_SET";
+    case 0x90: return "ADDITEMS";
+    case 0x91: return "FROZENSET";
+    case 0x95: return "FRAME";
+    case 0x82: return "EXT1";
+    case 0x83: return "EXT2";
+    case 0x84: return "EXT4";
+    default: return nullptr;
+  }
+}
+
+// A failure inside the VM; the driver adds file, record, offset and opcode.
+struct VmError {
+  std::string what;
+};
+[[noreturn]] void vm_fail(std::string what) { throw VmError{std::move(what)}; }
+
+std::string hex_byte(uint8_t b) {
+  static const char* hex = "0123456789abcdef";
+  return std::string("0x") + hex[b >> 4] + hex[b & 15];
+}
+
+// Python 2 names (fix_imports) mapped to Python 3 for interpretation; the tree keeps what the file says.
+std::string py3_module(const std::string& m) {
+  if (m == "__builtin__") return "builtins";
+  if (m == "copy_reg") return "copyreg";
+  return m;
+}
+
+bool is_torch_dtype_name(std::string_view n) {
+  static const std::unordered_set<std::string_view> names{
+      "float32", "float", "float64", "double", "float16", "half", "bfloat16", "int64", "long", "int32", "int",
+      "int16", "short", "int8", "uint8", "bool", "complex32", "chalf", "complex64", "cfloat", "complex128",
+      "cdouble", "qint8", "qint32", "quint8", "quint4x2", "quint2x4", "float8_e5m2", "float8_e4m3fn",
+      "float8_e5m2fnuz", "float8_e4m3fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2", "bits8", "bits1x8", "bits2x4",
+      "bits4x2", "bits16", "uint16", "uint32", "uint64", "uint1", "uint2", "uint3", "uint4", "uint5", "uint6",
+      "uint7", "int1", "int2", "int3", "int4", "int5", "int6", "int7"};
+  return names.count(n) != 0;
+}
+
+// UTF-8 validation that, like Python's 'surrogatepass', accepts encoded surrogates.
+bool valid_utf8(std::string_view s) {
+  size_t i = 0;
+  const size_t n = s.size();
+  while (i < n) {
+    const auto c = static_cast<uint8_t>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len;
+    uint32_t cp;
+    if ((c & 0xe0) == 0xc0) {
+      len = 2;
+      cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      len = 3;
+      cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > n) return false;
+    for (size_t k = 1; k < len; ++k) {
+      const auto cc = static_cast<uint8_t>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+      return false;
+    i += len;
+  }
+  return true;
+}
+
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xc0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xe0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  } else {
+    out += static_cast<char>(0xf0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  }
+}
+
+// Decimal text -> little-endian two's complement bytes (Python's LONG text form, optional trailing 'L').
+Value parse_decimal_int(std::string_view s) {
+  if (!s.empty() && s.back() == 'L') s.remove_suffix(1);
+  bool neg = false;
+  if (!s.empty() && (s[0] == '-' || s[0] == '+')) {
+    neg = s[0] == '-';
+    s.remove_prefix(1);
+  }
+  if (s.empty()) vm_fail("invalid integer literal");
+  if (s.size() > 10000) vm_fail("integer literal of " + std::to_string(s.size()) + " digits is too long");
+  std::vector<uint8_t> mag{0};
+  for (char ch : s) {
+    if (ch < '0' || ch > '9') vm_fail("invalid integer literal");
+    unsigned carry = static_cast<unsigned>(ch - '0');
+    for (auto& b : mag) {
+      const unsigned x = b * 10u + carry;
+      b = static_cast<uint8_t>(x);
+      carry = x >> 8;
+    }
+    if (carry) mag.push_back(static_cast<uint8_t>(carry));
+  }
+  mag.push_back(0);  // sign byte
+  if (neg) {
+    unsigned carry = 1;
+    for (auto& b : mag) {
+      const unsigned x = static_cast<uint8_t>(~b) + carry;
+      b = static_cast<uint8_t>(x);
+      carry = x >> 8;
+    }
+  }
+  return Value::big_integer(std::move(mag));
+}
+
+class Vm {
+ public:
+  Vm(std::span<const uint8_t> data, const UnpickleOptions& opt) : data_(data), opt_(opt), lim_(opt.limits) {}
+
+  UnpickleResult run();
+
+ private:
+  // --- input ---
+  const uint8_t* take(uint64_t n) {
+    if (n > data_.size() - pos_)
+      vm_fail("needs " + std::to_string(n) + " bytes but only " + std::to_string(data_.size() - pos_) +
+              " remain (truncated or corrupt stream)");
+    const uint8_t* p = data_.data() + pos_;
+    pos_ += n;
+    return p;
+  }
+  uint8_t u8() { return *take(1); }
+  uint64_t le(size_t n) {
+    const uint8_t* p = take(n);
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+    return v;
+  }
+  std::string_view line() {
+    const uint8_t* begin = data_.data() + pos_;
+    const void* nl = std::memchr(begin, '\n', data_.size() - pos_);
+    if (!nl) vm_fail("line is not terminated by a newline (truncated stream)");
+    const size_t len = static_cast<size_t>(static_cast<const uint8_t*>(nl) - begin);
+    pos_ += len + 1;
+    std::string_view s(reinterpret_cast<const char*>(begin), len);
+    if (!s.empty() && s.back() == '\r') s.remove_suffix(1);
+    return s;
+  }
+  // Reads a length-prefixed payload, checking the length against what remains before allocating.
+  std::string_view payload(uint64_t n, const char* what) {
+    if (n > data_.size() - pos_)
+      vm_fail(std::string(what) + " claims " + std::to_string(n) + " bytes but only " +
+              std::to_string(data_.size() - pos_) + " remain");
+    charge(n);
+    return {reinterpret_cast<const char*>(take(n)), static_cast<size_t>(n)};
+  }
+  void charge(uint64_t n) {
+    if (n > lim_.max_alloc_bytes - allocated_)
+      vm_fail("the stream creates more than " + std::to_string(lim_.max_alloc_bytes) +
+              " bytes of strings, bytes and integers (limit)");
+    allocated_ += n;
+  }
+  void count_items(uint64_t n) {
+    if (n > lim_.max_container_items - items_)
+      vm_fail("containers hold more than " + std::to_string(lim_.max_container_items) + " items (limit)");
+    items_ += n;
+  }
+
+  // --- stack ---
+  size_t frame() const { return marks_.empty() ? 0 : marks_.back(); }
+  void push(Value v) {
+    if (stack_.size() >= lim_.max_stack) vm_fail("stack holds more than " + std::to_string(lim_.max_stack) + " values (limit)");
+    stack_.push_back(std::move(v));
+  }
+  Value& top(size_t k = 0) {
+    if (stack_.size() < frame() + k + 1) vm_fail("stack underflow");
+    return stack_[stack_.size() - 1 - k];
+  }
+  Value pop() {
+    Value& t = top();
+    Value v = std::move(t);
+    stack_.pop_back();
+    return v;
+  }
+  void drop(size_t n) {  // removes n values already checked to exist; keeps them for the final dismantling
+    for (size_t i = 0; i < n; ++i) {
+      graveyard_.push_back(std::move(stack_.back()));
+      stack_.pop_back();
+    }
+  }
+  size_t mark_pos() const {
+    if (marks_.empty()) vm_fail("no MARK to pop to");
+    return marks_.back();
+  }
+  std::vector<Value> pop_mark() {
+    const size_t m = mark_pos();
+    std::vector<Value> items(std::make_move_iterator(stack_.begin() + static_cast<long>(m)),
+                             std::make_move_iterator(stack_.end()));
+    stack_.resize(m);
+    marks_.pop_back();
+    return items;
+  }
+
+  // --- memo ---
+  void memo_put(uint64_t index) {
+    if (index > std::numeric_limits<uint32_t>::max()) vm_fail("memo index " + std::to_string(index) + " is too large");
+    const Value& v = top();
+    auto it = memo_.find(static_cast<uint32_t>(index));
+    if (it != memo_.end()) {
+      graveyard_.push_back(std::move(it->second));
+      it->second = v;
+      return;
+    }
+    if (memo_.size() >= lim_.max_memo) vm_fail("memo holds more than " + std::to_string(lim_.max_memo) + " entries (limit)");
+    memo_.emplace(static_cast<uint32_t>(index), v);
+  }
+  void memo_get(uint64_t index) {
+    auto it = index <= std::numeric_limits<uint32_t>::max() ? memo_.find(static_cast<uint32_t>(index)) : memo_.end();
+    if (it == memo_.end()) vm_fail("memo index " + std::to_string(index) + " was never stored");
+    push(it->second);
+  }
+
+  void note_global(const std::string& module, const std::string& name) {
+    std::string q = module + "." + name;
+    if (globals_seen_.insert(q).second) globals_.push_back(std::move(q));
+  }
+  Value make_global(std::string module, std::string name) {
+    if (module.empty() || name.empty()) vm_fail("GLOBAL with an empty module or name");
+    if (!valid_utf8(module) || !valid_utf8(name)) vm_fail("GLOBAL name is not valid UTF-8");
+    charge(module.size() + name.size());
+    note_global(module, name);
+    if (module == "torch" && is_torch_dtype_name(name)) return Value::dtype(name);
+    return Value::global(std::move(module), std::move(name));
+  }
+
+  Value text_string(std::string_view quoted);
+  Value py2_string(std::string_view raw);
+  Value call(const Value& callable, const Value& args, ObjectData::How how, const Value* kwargs);
+  Value rebuild_tensor(const std::string& fn, const Value& args);
+  void build(Value& inst, const Value& state);
+  void add_list_items(Value& target, size_t from);
+  void add_dict_items(Value& target, size_t from);
+  void step(uint8_t op);
+  void validate(const Value& root, std::unordered_set<const void*>& reachable);
+
+  std::span<const uint8_t> data_;
+  const UnpickleOptions& opt_;
+  const UnpickleLimits& lim_;
+  size_t pos_ = 0;
+  std::vector<Value> stack_;
+  std::vector<size_t> marks_;
+  std::unordered_map<uint32_t, Value> memo_;
+  std::vector<Value> graveyard_;
+  uint64_t allocated_ = 0;
+  uint64_t items_ = 0;
+  int protocol_ = 0;
+  bool stopped_ = false;
+  Value result_;
+  std::vector<std::string> globals_;
+  std::unordered_set<std::string> globals_seen_;
+};
+
+Value Vm::py2_string(std::string_view raw) {
+  // torch.load decodes Python 2 str with encoding='utf-8'; undecodable ones stay bytes.
+  if (valid_utf8(raw)) return Value::str(std::string(raw));
+  return Value::bytes(std::string(raw));
+}
+
+// STRING: a Python repr of a byte string, quoted with ' or ".
+Value Vm::text_string(std::string_view q) {
+  if (q.size() < 2 || q.front() != q.back() || (q.front() != '\'' && q.front() != '"'))
+    vm_fail("STRING argument is not a quoted string");
+  q = q.substr(1, q.size() - 2);
+  std::string out;
+  out.reserve(q.size());
+  for (size_t i = 0; i < q.size(); ++i) {
+    char c = q[i];
+    if (c != '\\' || i + 1 == q.size()) {
+      out += c;
+      continue;
+    }
+    const char e = q[++i];
+    switch (e) {
+      case 'n': out += '\n'; break;
+      case 't': out += '\t'; break;
+      case 'r': out += '\r'; break;
+      case 'a': out += '\a'; break;
+      case 'b': out += '\b'; break;
+      case 'f': out += '\f'; break;
+      case 'v': out += '\v'; break;
+      case '\\': out += '\\'; break;
+      case '\'': out += '\''; break;
+      case '"': out += '"'; break;
+      case '\n': break;
+      case 'x': {
+        if (i + 2 >= q.size()) vm_fail("bad \\x escape in STRING");
+        unsigned v = 0;
+        auto r = std::from_chars(q.data() + i + 1, q.data() + i + 3, v, 16);
+        if (r.ptr != q.data() + i + 3) vm_fail("bad \\x escape in STRING");
+        out += static_cast<char>(v);
+        i += 2;
+        break;
+      }
+      default:
+        if (e >= '0' && e <= '7') {
+          unsigned v = static_cast<unsigned>(e - '0');
+          for (int k = 0; k < 2 && i + 1 < q.size() && q[i + 1] >= '0' && q[i + 1] <= '7'; ++k)
+            v = v * 8 + static_cast<unsigned>(q[++i] - '0');
+          out += static_cast<char>(v & 0xff);
+        } else {
+          out += '\\';
+          out += e;
+        }
+    }
+  }
+  return py2_string(out);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Reconstructors
+
+int64_t want_int(const Value& v, const char* what) {
+  if (!v.is(Value::Kind::Int)) vm_fail(std::string(what) + ": " + expected_found("int", v.type_name()));
+  return v.as_int();
+}
+
+std::vector<int64_t> want_int_tuple(const Value& v, const char* what) {
+  if (!(v.is(Value::Kind::Tuple) || v.is(Value::Kind::List) || v.is(Value::Kind::Size)))
+    vm_fail(std::string(what) + ": " + expected_found("tuple of ints", v.type_name()));
+  if (v.is(Value::Kind::Size)) return v.as_size();
+  std::vector<int64_t> out;
+  for (const auto& x : v.items()) out.push_back(want_int(x, what));
+  return out;
+}
+
+Value Vm::rebuild_tensor(const std::string& fn, const Value& args) {
+  const auto& a = args.items();
+  const bool v3 = fn == "_rebuild_tensor_v3";
+  const bool v1 = fn == "_rebuild_tensor";
+  if ((v1 && a.size() != 4) || (!v1 && !v3 && a.size() != 6 && a.size() != 7) || (v3 && a.size() != 7 && a.size() != 8))
+    vm_fail("torch._utils." + fn + " with " + std::to_string(a.size()) + " arguments");
+  if (!a[0].is(Value::Kind::Storage))
+    vm_fail("torch._utils." + fn + ": " + expected_found("a storage (persistent id) as argument 1", a[0].type_name()));
+  Tensor t;
+  t.storage = a[0].as_storage();
+  if (!t.storage) vm_fail("torch._utils." + fn + ": null storage");
+  t.storage_offset = want_int(a[1], "tensor storage offset");
+  t.shape = want_int_tuple(a[2], "tensor size");
+  t.strides = want_int_tuple(a[3], "tensor stride");
+  if (!v1) {
+    if (!a[4].is(Value::Kind::Bool)) vm_fail("tensor requires_grad: " + expected_found("bool", a[4].type_name()));
+    t.requires_grad = a[4].as_bool();
+  }
+  t.dtype = t.storage->dtype;
+  if (v3) {
+    if (!a[6].is(Value::Kind::DType)) vm_fail("tensor dtype: " + expected_found("a torch dtype", a[6].type_name()));
+    const auto d = dtype_from_name(a[6].as_str());
+    if (!d) vm_fail("tensor dtype torch." + a[6].as_str() + " is not supported");
+    t.dtype = *d;
+  }
+  const size_t meta_index = v3 ? 7 : 6;
+  if (!v1 && a.size() > meta_index && a[meta_index].is_dict()) {
+    for (const auto& [k, v] : a[meta_index].as_dict().items)
+      if (v.is(Value::Kind::Bool) && v.as_bool())
+        vm_fail("tensor metadata '" + (k.is(Value::Kind::Str) ? k.as_str() : k.repr()) + "' (conj/neg views) is not supported");
+  }
+  if (t.dtype != t.storage->dtype)
+    vm_fail("tensor dtype " + std::string(dtype_name(t.dtype)) + " does not match its storage's dtype " +
+            std::string(dtype_name(t.storage->dtype)));
+  if (t.shape.size() != t.strides.size())
+    vm_fail("tensor has " + std::to_string(t.shape.size()) + " sizes but " + std::to_string(t.strides.size()) + " strides");
+  if (t.storage_offset < 0) vm_fail("tensor storage offset " + std::to_string(t.storage_offset) + " is negative");
+  bool empty = false;
+  for (size_t i = 0; i < t.shape.size(); ++i) {
+    if (t.shape[i] < 0) vm_fail("tensor size " + std::to_string(t.shape[i]) + " is negative");
+    if (t.strides[i] < 0) vm_fail("tensor stride " + std::to_string(t.strides[i]) + " is negative");
+    if (t.shape[i] == 0) empty = true;
+  }
+  uint64_t numel = 1;
+  for (int64_t d : t.shape)
+    if (__builtin_mul_overflow(numel, static_cast<uint64_t>(d), &numel) || numel > static_cast<uint64_t>(INT64_MAX))
+      vm_fail("tensor element count overflows");
+  if (!empty) {
+    uint64_t last = static_cast<uint64_t>(t.storage_offset);
+    for (size_t i = 0; i < t.shape.size(); ++i) {
+      uint64_t span = 0;
+      if (__builtin_mul_overflow(static_cast<uint64_t>(t.shape[i] - 1), static_cast<uint64_t>(t.strides[i]), &span) ||
+          __builtin_add_overflow(last, span, &last))
+        vm_fail("tensor view extent overflows");
+    }
+    if (last >= t.storage->numel)
+      vm_fail("tensor view (offset " + std::to_string(t.storage_offset) + ", size " + Value::size(t.shape).repr() +
+              ", stride " + Value::size(t.strides).repr() + ") reaches element " + std::to_string(last) +
+              " but storage '" + t.storage->key + "' has " + std::to_string(t.storage->numel) + " elements");
+  }
+  return Value::tensor(std::move(t));
+}
+
+Value bytes_from_latin1(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<uint8_t>(s[i]);
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+      ++i;
+    } else if ((c & 0xe0) == 0xc0 && i + 1 < s.size()) {
+      const uint32_t cp = ((c & 0x1fu) << 6) | (static_cast<uint8_t>(s[i + 1]) & 0x3fu);
+      if (cp > 0xff) vm_fail("_codecs.encode(latin1): code point above U+00FF");
+      out += static_cast<char>(cp);
+      i += 2;
+    } else {
+      vm_fail("_codecs.encode(latin1): code point above U+00FF");
+    }
+  }
+  return Value::bytes(std::move(out));
+}
+
+Value Vm::call(const Value& callable, const Value& args, ObjectData::How how, const Value* kwargs) {
+  using K = Value::Kind;
+  if (!args.is(K::Tuple)) vm_fail("call arguments: " + expected_found("tuple", args.type_name()));
+  const auto& a = args.items();
+  if (callable.is(K::Global) && how == ObjectData::How::Reduce) {
+    const std::string module = py3_module(callable.as_global().first);
+    const std::string& name = callable.as_global().second;
+    if (module == "torch._utils") {
+      if (name == "_rebuild_tensor_v2" || name == "_rebuild_tensor" || name == "_rebuild_tensor_v3")
+        return rebuild_tensor(name, args);
+      if (name == "_rebuild_parameter" || name == "_rebuild_parameter_with_state") {
+        if (a.size() < 2 || !a[0].is(K::Tensor) || !a[1].is(K::Bool))
+          vm_fail("torch._utils." + name + ": " + expected_found("(tensor, requires_grad, ...)", args.repr(80)));
+        Tensor t = a[0].as_tensor();
+        t.requires_grad = a[1].as_bool();
+        t.is_parameter = true;
+        return Value::tensor(std::move(t));
+      }
+    } else if (module == "collections" && name == "OrderedDict") {
+      if (a.empty()) return Value::dict(true);
+      if (a.size() == 1 && (a[0].is(K::List) || a[0].is(K::Tuple))) {
+        Value d = Value::dict(true);
+        bool ok = true;
+        for (const auto& p : a[0].items()) ok = ok && p.is(K::Tuple) && p.items().size() == 2;
+        if (ok) {
+          count_items(a[0].items().size());
+          for (const auto& p : a[0].items()) d.set_item(p.items()[0], p.items()[1]);
+          return d;
+        }
+      }
+    } else if (module == "builtins" && (name == "set" || name == "frozenset")) {
+      if (a.empty()) return Value::set({}, name == "frozenset");
+      if (a.size() == 1 && (a[0].is(K::List) || a[0].is(K::Tuple) || a[0].is(K::Set) || a[0].is(K::FrozenSet))) {
+        count_items(a[0].items().size());
+        return Value::set(a[0].items(), name == "frozenset");
+      }
+    } else if (module == "_codecs" && name == "encode") {
+      if (a.size() == 2 && a[0].is(K::Str) && a[1].is(K::Str)) {
+        const std::string& enc = a[1].as_str();
+        charge(a[0].as_str().size());
+        if (enc == "latin1" || enc == "latin-1" || enc == "iso-8859-1") return bytes_from_latin1(a[0].as_str());
+        if (enc == "utf-8" || enc == "utf8") return Value::bytes(a[0].as_str());
+      }
+    } else if (module == "builtins" && (name == "bytes" || name == "bytearray")) {
+      if (a.empty()) return Value::bytes("");
+      if (a.size() == 1 && a[0].is(K::Bytes)) return a[0];
+      if (a.size() == 1 && a[0].is(K::List)) {
+        std::string out;
+        bool ok = true;
+        for (const auto& x : a[0].items()) {
+          ok = ok && x.is(K::Int) && x.as_int() >= 0 && x.as_int() <= 255;
+          if (ok) out += static_cast<char>(x.as_int());
+        }
+        if (ok) return Value::bytes(std::move(out));
+      }
+    } else if (module == "torch" && name == "Size") {
+      if (a.size() == 1 && (a[0].is(K::Tuple) || a[0].is(K::List))) return Value::size(want_int_tuple(a[0], "torch.Size"));
+    } else if (module == "torch" && name == "device") {
+      if (a.size() == 1 && a[0].is(K::Str)) return Value::device(a[0].as_str());
+      if (a.size() == 2 && a[0].is(K::Str) && a[1].is(K::Int))
+        return Value::device(a[0].as_str() + ":" + std::to_string(a[1].as_int()));
+    }
+  }
+  if (callable.is(K::Global) && how == ObjectData::How::NewObj && a.empty() &&
+      py3_module(callable.as_global().first) == "collections" && callable.as_global().second == "OrderedDict")
+    return Value::dict(true);
+  ObjectData o;
+  o.how = how;
+  if (callable.is(K::Global)) {
+    o.module = callable.as_global().first;
+    o.name = callable.as_global().second;
+  } else {
+    o.module = "";
+    o.name = "<call>";
+    o.callable = std::make_shared<Value>(callable);
+  }
+  o.args = std::make_shared<Value>(args);
+  if (kwargs) o.kwargs = std::make_shared<Value>(*kwargs);
+  return Value::object(std::move(o));
+}
+
+void Vm::build(Value& inst, const Value& state) {
+  using K = Value::Kind;
+  if (inst.is_dict()) {
+    if (!inst.as_dict().ordered) vm_fail("BUILD on a plain dict");
+    if (state.is_none()) return;
+    // OrderedDict's __dict__ update; a (dict, slots) pair keeps its dict part.
+    Value s = state;
+    if (state.is(K::Tuple) && state.items().size() == 2 && state.items()[0].is_dict()) s = state.items()[0];
+    if (!s.is_dict()) vm_fail("BUILD state for an OrderedDict: " + expected_found("dict", s.type_name()));
+    auto& d = inst.dict_mut();
+    if (d.state && d.state->is_dict()) {
+      count_items(s.as_dict().items.size());
+      for (const auto& [k, v] : s.as_dict().items) d.state->set_item(k, v);
+    } else {
+      d.state = std::make_shared<Value>(s);
+    }
+    return;
+  }
+  if (inst.is(K::Object)) {
+    auto& o = inst.object_mut();
+    // Old tensors: NEWOBJ(torch.Tensor) + BUILD((storage, offset, size, stride)).
+    if ((py3_module(o.module) == "torch" || o.module == "torch._tensor") && o.name == "Tensor" && state.is(K::Tuple) &&
+        state.items().size() == 4 && state.items()[0].is(K::Storage)) {
+      inst = rebuild_tensor("_rebuild_tensor", state);
+      return;
+    }
+    if (o.state && o.state->is_dict() && state.is_dict()) {
+      count_items(state.as_dict().items.size());
+      for (const auto& [k, v] : state.as_dict().items) o.state->set_item(k, v);
+    } else {
+      o.state = std::make_shared<Value>(state);
+    }
+    return;
+  }
+  if (inst.is(K::Tensor)) {
+    if (state.is_none() || (state.is_dict() && state.as_dict().items.empty())) return;
+    if (state.is(K::Tuple) && state.items().size() == 2) return;  // (dict, slots) of a plain tensor: dropped
+    vm_fail("BUILD on a tensor with state " + state.repr(60));
+  }
+  vm_fail("BUILD on " + inst.type_name());
+}
+
+// Moves stack_[from..] into the target (a list or an inert object) after checking it, then drops them.
+void Vm::add_list_items(Value& target, size_t from) {
+  using K = Value::Kind;
+  if (!target.is(K::List) && !target.is(K::Object))
+    vm_fail("APPEND to " + target.type_name() + ", expected a list or an object");
+  count_items(stack_.size() - from);
+  auto& v = target.is(K::List) ? target.items_mut() : target.object_mut().list_items;
+  for (size_t i = from; i < stack_.size(); ++i) v.push_back(std::move(stack_[i]));
+  stack_.resize(from);
+}
+
+void Vm::add_dict_items(Value& target, size_t from) {
+  using K = Value::Kind;
+  if (!target.is_dict() && !target.is(K::Object))
+    vm_fail("SETITEM on " + target.type_name() + ", expected a dict or an object");
+  if ((stack_.size() - from) % 2) vm_fail("SETITEMS with an odd number of values");
+  count_items(stack_.size() - from);
+  if (target.is_dict()) {
+    for (size_t i = from; i < stack_.size(); i += 2) target.set_item(std::move(stack_[i]), std::move(stack_[i + 1]));
+  } else {
+    auto& v = target.object_mut().dict_items;
+    for (size_t i = from; i < stack_.size(); i += 2) v.emplace_back(std::move(stack_[i]), std::move(stack_[i + 1]));
+  }
+  stack_.resize(from);
+}
+
+void Vm::step(uint8_t op) {
+  using K = Value::Kind;
+  switch (op) {
+    case 0x80: {  // PROTO
+      const int p = u8();
+      if (p > 5) vm_fail("unsupported pickle protocol " + std::to_string(p));
+      protocol_ = std::max(protocol_, p);
+      break;
+    }
+    case 0x95: {  // FRAME
+      const uint64_t n = le(8);
+      if (n > data_.size() - pos_) vm_fail("FRAME of " + std::to_string(n) + " bytes runs past the end of the stream");
+      break;
+    }
+    case '.': {  // STOP
+      result_ = pop();
+      stopped_ = true;
+      break;
+    }
+    // --- constants and numbers ---
+    case 'N': push(Value()); break;
+    case 0x88: push(Value::boolean(true)); break;
+    case 0x89: push(Value::boolean(false)); break;
+    case 'K': push(Value::integer(u8())); break;
+    case 'M': push(Value::integer(static_cast<int64_t>(le(2)))); break;
+    case 'J': push(Value::integer(static_cast<int32_t>(static_cast<uint32_t>(le(4))))); break;
+    case 0x8a:
+    case 0x8b: {  // LONG1, LONG4
+      uint64_t n;
+      if (op == 0x8a) {
+        n = u8();
+      } else {
+        const auto s = static_cast<int32_t>(static_cast<uint32_t>(le(4)));
+        if (s < 0) vm_fail("LONG4 with negative length");
+        n = static_cast<uint64_t>(s);
+      }
+      const auto p = payload(n, "LONG");
+      if (n == 0) {
+        push(Value::integer(0));
+      } else {
+        push(Value::big_integer(std::vector<uint8_t>(p.begin(), p.end())));
+      }
+      break;
+    }
+    case 'I': {  // INT
+      const auto s = line();
+      if (s == "01") push(Value::boolean(true));
+      else if (s == "00") push(Value::boolean(false));
+      else push(parse_decimal_int(s));
+      break;
+    }
+    case 'L': push(parse_decimal_int(line())); break;
+    case 'G': {  // BINFLOAT, big-endian
+      const uint8_t* p = take(8);
+      uint64_t bits = 0;
+      for (int i = 0; i < 8; ++i) bits = (bits << 8) | p[i];
+      double d;
+      std::memcpy(&d, &bits, 8);
+      push(Value::real(d));
+      break;
+    }
+    case 'F': {  // FLOAT text
+      auto s = line();
+      double d = 0;
+      std::string_view t = s;
+      if (!t.empty() && t[0] == '+') t.remove_prefix(1);
+      if (t == "inf" || t == "-inf" || t == "nan" || t == "-nan") {
+        d = t == "inf" ? std::numeric_limits<double>::infinity()
+            : t == "-inf" ? -std::numeric_limits<double>::infinity()
+                          : std::numeric_limits<double>::quiet_NaN();
+      } else {
+        auto r = std::from_chars(t.data(), t.data() + t.size(), d);
+        if (r.ec != std::errc() || r.ptr != t.data() + t.size()) vm_fail("FLOAT argument is not a number");
+      }
+      push(Value::real(d));
+      break;
+    }
+    // --- strings ---
+    case 'X':
+    case 0x8c:
+    case 0x8d: {  // BINUNICODE, SHORT_BINUNICODE, BINUNICODE8
+      const uint64_t n = op == 'X' ? le(4) : op == 0x8c ? u8() : le(8);
+      const auto s = payload(n, opcode_name(op));
+      if (!valid_utf8(s)) vm_fail("string is not valid UTF-8");
+      push(Value::str(std::string(s)));
+      break;
+    }
+    case 'V': {  // UNICODE (raw-unicode-escape)
+      const auto s = line();
+      charge(s.size() * 2);
+      std::string out;
+      for (size_t i = 0; i < s.size(); ++i) {
+        const auto c = static_cast<uint8_t>(s[i]);
+        if (c == '\\' && i + 1 < s.size() && (s[i + 1] == 'u' || s[i + 1] == 'U')) {
+          const size_t digits = s[i + 1] == 'u' ? 4 : 8;
+          if (i + 2 + digits > s.size()) vm_fail("truncated \\u escape in UNICODE");
+          uint32_t cp = 0;
+          auto r = std::from_chars(s.data() + i + 2, s.data() + i + 2 + digits, cp, 16);
+          if (r.ptr != s.data() + i + 2 + digits || cp > 0x10ffff) vm_fail("bad \\u escape in UNICODE");
+          append_utf8(out, cp);
+          i += 1 + digits;
+        } else {
+          append_utf8(out, c);
+        }
+      }
+      push(Value::str(std::move(out)));
+      break;
+    }
+    case 'U':
+    case 'T': {  // SHORT_BINSTRING, BINSTRING
+      uint64_t n;
+      if (op == 'U') {
+        n = u8();
+      } else {
+        const auto s = static_cast<int32_t>(static_cast<uint32_t>(le(4)));
+        if (s < 0) vm_fail("BINSTRING with negative length");
+        n = static_cast<uint64_t>(s);
+      }
+      push(py2_string(payload(n, opcode_name(op))));
+      break;
+    }
+    case 'S': {
+      const auto s = line();
+      charge(s.size());
+      push(text_string(s));
+      break;
+    }
+    case 'C':
+    case 'B':
+    case 0x8e:
+    case 0x96: {  // SHORT_BINBYTES, BINBYTES, BINBYTES8, BYTEARRAY8
+      const uint64_t n = op == 'C' ? u8() : op == 'B' ? le(4) : le(8);
+      push(Value::bytes(std::string(payload(n, opcode_name(op)))));
+      break;
+    }
+    // --- containers ---
+    case ']': push(Value::list()); break;
+    case ')': push(Value::tuple()); break;
+    case '}': push(Value::dict()); break;
+    case 0x8f: push(Value::set()); break;
+    case '(':
+      if (marks_.size() >= lim_.max_marks) vm_fail("more than " + std::to_string(lim_.max_marks) + " open MARKs (limit)");
+      marks_.push_back(stack_.size());
+      break;
+    case 'l':
+    case 't':
+    case 0x91: {  // LIST, TUPLE, FROZENSET
+      count_items(stack_.size() - mark_pos());
+      auto items = pop_mark();
+      push(op == 'l' ? Value::list(std::move(items)) : op == 't' ? Value::tuple(std::move(items))
+                                                                 : Value::set(std::move(items), true));
+      break;
+    }
+    case 0x85:
+    case 0x86:
+    case 0x87: {  // TUPLE1-3
+      const size_t n = static_cast<size_t>(op - 0x84);
+      top(n - 1);
+      count_items(n);
+      std::vector<Value> items(std::make_move_iterator(stack_.end() - static_cast<long>(n)),
+                               std::make_move_iterator(stack_.end()));
+      stack_.resize(stack_.size() - n);
+      push(Value::tuple(std::move(items)));
+      break;
+    }
+    case 'd': {  // DICT
+      const size_t m = mark_pos();
+      if ((stack_.size() - m) % 2) vm_fail("DICT with an odd number of values");
+      count_items(stack_.size() - m);
+      auto kv = pop_mark();
+      Value d = Value::dict();
+      for (size_t i = 0; i < kv.size(); i += 2) d.set_item(std::move(kv[i]), std::move(kv[i + 1]));
+      push(std::move(d));
+      break;
+    }
+    case 'a': {  // APPEND
+      Value& target = top(1);
+      add_list_items(target, stack_.size() - 1);
+      break;
+    }
+    case 'e': {  // APPENDS
+      const size_t m = mark_pos();
+      if (m == 0 || m <= (marks_.size() >= 2 ? marks_[marks_.size() - 2] : 0)) vm_fail("APPENDS without a target");
+      Value& target = stack_[m - 1];
+      add_list_items(target, m);
+      marks_.pop_back();
+      break;
+    }
+    case 's': {  // SETITEM
+      Value& target = top(2);
+      add_dict_items(target, stack_.size() - 2);
+      break;
+    }
+    case 'u': {  // SETITEMS
+      const size_t m = mark_pos();
+      if (m == 0 || m <= (marks_.size() >= 2 ? marks_[marks_.size() - 2] : 0)) vm_fail("SETITEMS without a target");
+      Value& target = stack_[m - 1];
+      add_dict_items(target, m);
+      marks_.pop_back();
+      break;
+    }
+    case 0x90: {  // ADDITEMS
+      const size_t m = mark_pos();
+      if (m == 0 || m <= (marks_.size() >= 2 ? marks_[marks_.size() - 2] : 0)) vm_fail("ADDITEMS without a target");
+      Value& target = stack_[m - 1];
+      if (!target.is(K::Set)) vm_fail("ADDITEMS on " + target.type_name() + ", expected a set");
+      count_items(stack_.size() - m);
+      auto& v = target.items_mut();
+      for (size_t i = m; i < stack_.size(); ++i) v.push_back(std::move(stack_[i]));
+      stack_.resize(m);
+      marks_.pop_back();
+      break;
+    }
+    // --- stack manipulation ---
+    case '0':  // POP
+      if (stack_.size() > frame()) {
+        drop(1);
+      } else if (!marks_.empty()) {
+        marks_.pop_back();
+      } else {
+        vm_fail("stack underflow");
+      }
+      break;
+    case '1': {  // POP_MARK
+      const size_t m = mark_pos();
+      drop(stack_.size() - m);
+      marks_.pop_back();
+      break;
+    }
+    case '2': push(top()); break;  // DUP
+    // --- memo ---
+    case 'q': memo_put(u8()); break;
+    case 'r': memo_put(le(4)); break;
+    case 'p': {
+      const auto s = line();
+      uint64_t idx = 0;
+      auto r = std::from_chars(s.data(), s.data() + s.size(), idx);
+      if (r.ec != std::errc() || r.ptr != s.data() + s.size()) vm_fail("PUT argument is not an index");
+      memo_put(idx);
+      break;
+    }
+    case 0x94: memo_put(memo_.size()); break;
+    case 'h': memo_get(u8()); break;
+    case 'j': memo_get(le(4)); break;
+    case 'g': {
+      const auto s = line();
+      uint64_t idx = 0;
+      auto r = std::from_chars(s.data(), s.data() + s.size(), idx);
+      if (r.ec != std::errc() || r.ptr != s.data() + s.size()) vm_fail("GET argument is not an index");
+      memo_get(idx);
+      break;
+    }
+    // --- globals and calls ---
+    case 'c': {
+      std::string module(line());
+      std::string name(line());
+      push(make_global(std::move(module), std::move(name)));
+      break;
+    }
+    case 0x93: {  // STACK_GLOBAL
+      const Value& name = top();
+      const Value& module = top(1);
+      if (!name.is(K::Str) || !module.is(K::Str)) vm_fail("STACK_GLOBAL needs two strings");
+      Value g = make_global(module.as_str(), name.as_str());
+      drop(2);
+      push(std::move(g));
+      break;
+    }
+    case 'R': {  // REDUCE
+      Value r = call(top(1), top(), ObjectData::How::Reduce, nullptr);
+      drop(2);
+      push(std::move(r));
+      break;
+    }
+    case 0x81: {  // NEWOBJ
+      if (!top(1).is(K::Global)) vm_fail("NEWOBJ on " + top(1).type_name() + ", expected a class");
+      Value r = call(top(1), top(), ObjectData::How::NewObj, nullptr);
+      drop(2);
+      push(std::move(r));
+      break;
+    }
+    case 0x92: {  // NEWOBJ_EX
+      if (!top(2).is(K::Global)) vm_fail("NEWOBJ_EX on " + top(2).type_name() + ", expected a class");
+      if (!top().is_dict()) vm_fail("NEWOBJ_EX keyword arguments: " + expected_found("dict", top().type_name()));
+      Value r = call(top(2), top(1), ObjectData::How::NewObjEx, &top());
+      drop(3);
+      push(std::move(r));
+      break;
+    }
+    case 'i': {  // INST
+      std::string module(line());
+      std::string name(line());
+      Value cls = make_global(std::move(module), std::move(name));
+      const size_t m = mark_pos();
+      count_items(stack_.size() - m);
+      Value args = Value::tuple(std::vector<Value>(stack_.begin() + static_cast<long>(m), stack_.end()));
+      Value r = call(cls, args, ObjectData::How::Reduce, nullptr);
+      drop(stack_.size() - m);
+      marks_.pop_back();
+      graveyard_.push_back(std::move(args));
+      push(std::move(r));
+      break;
+    }
+    case 'o': {  // OBJ
+      const size_t m = mark_pos();
+      if (stack_.size() == m) vm_fail("OBJ without a class");
+      count_items(stack_.size() - m - 1);
+      Value args = Value::tuple(std::vector<Value>(stack_.begin() + static_cast<long>(m) + 1, stack_.end()));
+      Value r = call(stack_[m], args, ObjectData::How::Reduce, nullptr);
+      drop(stack_.size() - m);
+      marks_.pop_back();
+      graveyard_.push_back(std::move(args));
+      push(std::move(r));
+      break;
+    }
+    case 'b': {  // BUILD
+      const Value& state = top();
+      Value& inst = top(1);
+      build(inst, state);
+      drop(1);
+      break;
+    }
+    case 'Q':
+    case 'P': {  // BINPERSID, PERSID
+      if (!opt_.persistent_load) vm_fail("persistent ids are not allowed in this stream");
+      Value pid;
+      if (op == 'P') {
+        const auto s = line();
+        charge(s.size());
+        pid = Value::str(std::string(s));
+      } else {
+        pid = top();
+      }
+      Value r;
+      try {
+        r = opt_.persistent_load(pid);
+      } catch (const Error& e) {
+        vm_fail("persistent id " + pid.repr(120) + ": " + e.detail());
+      }
+      if (op == 'Q') drop(1);
+      push(std::move(r));
+      break;
+    }
+    case 0x82:
+    case 0x83:
+    case 0x84: vm_fail("extension registry codes (EXT1/EXT2/EXT4) are not supported");
+    case 0x97:
+    case 0x98: vm_fail("out-of-band buffers (NEXT_BUFFER/READONLY_BUFFER) are not supported");
+    default: vm_fail("unknown opcode " + hex_byte(op));
+  }
+}
+
+// Rejects cycles and trees nested deeper than max_depth; collects every container of the result.
+void Vm::validate(const Value& root, std::unordered_set<const void*>& reachable) {
+  struct Frame {
+    const Value* v;
+    std::vector<const Value*> children;
+    size_t next = 0;
+    size_t height = 0;
+  };
+  std::unordered_map<const void*, size_t> height_of;  // finished containers
+  std::unordered_set<const void*> on_path;
+  std::vector<Frame> path;
+  auto enter = [&](const Value* v) -> bool {  // false when nothing to descend into
+    const void* id = v->identity();
+    if (!id) return false;
+    if (on_path.count(id)) vm_fail("the result contains a cycle (a container that holds itself)");
+    if (height_of.count(id)) return false;
+    if (path.size() >= lim_.max_depth)
+      vm_fail("the result is nested deeper than " + std::to_string(lim_.max_depth) + " levels (limit)");
+    Frame f{v, {}, 0, 0};
+    v->for_each_child([&](const Value& c) { f.children.push_back(&c); });
+    on_path.insert(id);
+    path.push_back(std::move(f));
+    return true;
+  };
+  enter(&root);
+  while (!path.empty()) {
+    Frame& f = path.back();
+    if (f.next < f.children.size()) {
+      const Value* c = f.children[f.next++];
+      const void* cid = c->identity();
+      if (cid) {
+        auto it = height_of.find(cid);
+        if (it != height_of.end()) {
+          f.height = std::max(f.height, it->second + 1);
+          if (path.size() + it->second > lim_.max_depth)
+            vm_fail("the result is nested deeper than " + std::to_string(lim_.max_depth) + " levels (limit)");
+        } else {
+          enter(c);
+        }
+      }
+      continue;
+    }
+    const void* id = f.v->identity();
+    const size_t h = f.height;
+    on_path.erase(id);
+    height_of.emplace(id, h);
+    reachable.insert(id);
+    path.pop_back();
+    if (!path.empty()) path.back().height = std::max(path.back().height, h + 1);
+  }
+}
+
+UnpickleResult Vm::run() {
+  size_t op_start = 0;
+  uint8_t op = 0;
+  bool at_end = false;
+  auto where = [&] {
+    std::string w;
+    if (!opt_.record_name.empty()) w = "record '" + opt_.record_name + "', ";
+    w += "offset " + std::to_string(op_start);
+    if (const char* n = opcode_name(op)) w += std::string(" (opcode ") + n + ")";
+    else w += " (opcode " + hex_byte(op) + ")";
+    return w;
+  };
+  auto cleanup = [&](const std::unordered_set<const void*>* keep) {
+    std::vector<Value> roots = std::move(stack_);
+    stack_.clear();
+    for (auto& [k, v] : memo_) roots.push_back(std::move(v));
+    memo_.clear();
+    for (auto& v : graveyard_) roots.push_back(std::move(v));
+    graveyard_.clear();
+    if (!keep) roots.push_back(std::move(result_));
+    Value::dismantle_all(std::move(roots), keep);
+  };
+  try {
+    while (!stopped_) {
+      op_start = pos_;
+      if (pos_ >= data_.size()) {
+        at_end = true;
+        vm_fail("the stream ends without STOP (truncated)");
+      }
+      op = data_[pos_++];
+      step(op);
+    }
+    op_start = pos_;
+    op = '.';
+    std::unordered_set<const void*> reachable;
+    validate(result_, reachable);
+    cleanup(&reachable);
+  } catch (const VmError& e) {
+    cleanup(nullptr);
+    if (at_end) {
+      std::string w;
+      if (!opt_.record_name.empty()) w = "record '" + opt_.record_name + "', ";
+      throw Error(opt_.file_name, w + "offset " + std::to_string(op_start), e.what);
+    }
+    throw Error(opt_.file_name, where(), e.what);
+  } catch (const Error& e) {
+    cleanup(nullptr);
+    throw Error(opt_.file_name, where(), e.detail());
+  } catch (...) {
+    cleanup(nullptr);
+    throw;
+  }
+  UnpickleResult r;
+  r.value = std::move(result_);
+  r.end_offset = pos_;
+  r.protocol = protocol_;
+  r.globals = std::move(globals_);
+  return r;
+}
+
+}  // namespace
+
+UnpickleResult unpickle(std::span<const uint8_t> bytes, const UnpickleOptions& options) {
+  Vm vm(bytes, options);
+  return vm.run();
+}
+
+}  // namespace ckptdoc

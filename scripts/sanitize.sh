@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The test suite again under ASan + UBSan (core and interop tests; the GUI and CUDA are left out of this build).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${CKPTDOC_SAN_BUILD:-$root/build-asan}"
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCKPTDOC_SANITIZE=address,undefined \
+    -DCKPTDOC_GUI=OFF -DCKPTDOC_IMGUI=OFF -DENABLE_CUDA=OFF -DCKPTDOC_MPI=OFF
+fi
+cmake --build "$build" -j "${CKPTDOC_JOBS:-$(nproc)}"
+export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --test-dir "$build" --output-on-failure -j "${CKPTDOC_JOBS:-$(nproc)}" -L "core|interop" "$@"

@@ -1,0 +1,372 @@
+// The CPU compute backend against a plain reference on random data with NaN/Inf/subnormal/zero injected,
+// its conversions against dtype.h (all 16-bit patterns, many floats) and against torch, and determinism
+// across thread counts.
+#include <QTest>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <random>
+
+#include "ckptdoc/compute/backend.h"
+#include "ckptdoc/compute/distributed.h"
+#include "ckptdoc/error.h"
+#include "compute_compare.h"
+#include "compute_reference.h"
+#include "test_support.h"
+
+using namespace ckptdoc;
+using namespace ckptdoc::test;
+
+namespace {
+
+constexpr double kRel = 1e-9;
+
+uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float float_of(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Floats that stress rounding: ties and near-ties of both lp formats, format edges, random bit patterns.
+std::vector<float> conversion_inputs() {
+  std::vector<float> v;
+  for (uint32_t h = 0; h < 0x10000; ++h) {  // every half and the midpoints to its neighbour
+    const float a = half_to_float(static_cast<uint16_t>(h));
+    const float b = half_to_float(static_cast<uint16_t>(h + 1));
+    v.push_back(a);
+    if (std::isfinite(a) && std::isfinite(b) && (h & 0x7fff) != 0x7fff) {
+      const float mid = static_cast<float>((static_cast<double>(a) + b) / 2);  // exact: 12 significant bits
+      v.push_back(mid);
+      v.push_back(std::nextafter(mid, 0.0f));
+      v.push_back(std::nextafter(mid, std::numeric_limits<float>::infinity()));
+      v.push_back(-mid);
+    }
+  }
+  for (uint32_t b = 0; b < 0x10000; b += 7) {  // bf16 ties: low half exactly 0x8000, and neighbours
+    const uint32_t x = (b << 16) | 0x8000u;
+    v.push_back(float_of(x));
+    v.push_back(float_of(x - 1));
+    v.push_back(float_of(x + 1));
+  }
+  const float edges[] = {65504.0f, 65519.996f, 65520.0f, 65536.0f, 6.1035156e-05f, 5.9604645e-08f,
+                         2.9802322e-08f, 2.9802326e-08f, 8.940697e-08f, 1e-30f, 1.4e-45f, 3.4028235e38f,
+                         std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                         float_of(0x7f800001u), float_of(0xffc12345u), float_of(0x7fbfffffu), -0.0f, 0.0f};
+  for (float e : edges) {
+    v.push_back(e);
+    v.push_back(-e);
+  }
+  std::mt19937 rng(1234);
+  for (int i = 0; i < 1000000; ++i) v.push_back(float_of(static_cast<uint32_t>(rng())));
+  for (uint64_t x = 0; x < 0x100000000ull; x += 4093) v.push_back(float_of(static_cast<uint32_t>(x)));
+  return v;
+}
+
+}  // namespace
+
+class TestComputeCpu : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void log_histogram_bins() {
+    QCOMPARE(LogHistogram::bin_of(1.0f), (0 - LogHistogram::kLogMinExp) * 4);
+    QCOMPARE(LogHistogram::bin_of(1.25f), (0 - LogHistogram::kLogMinExp) * 4 + 1);
+    QCOMPARE(LogHistogram::bin_of(1.9999f), (0 - LogHistogram::kLogMinExp) * 4 + 3);
+    QCOMPARE(LogHistogram::bin_of(std::ldexp(1.0f, LogHistogram::kLogMinExp)), 0);
+    QCOMPARE(LogHistogram::bin_of(std::nextafter(std::ldexp(1.0f, LogHistogram::kLogMinExp), 0.0f)), -1);
+    QCOMPARE(LogHistogram::bin_of(std::ldexp(1.0f, LogHistogram::kLogMaxExp)), LogHistogram::kBins);
+    QCOMPARE(LogHistogram::bin_of(1e-40f), -1);  // float subnormal
+    for (int i = 0; i < LogHistogram::kBins; ++i) {
+      const double e = LogHistogram::lower_edge(i);
+      QCOMPARE(LogHistogram::bin_of(static_cast<float>(e)), i);
+      QCOMPARE(LogHistogram::bin_of(std::nextafter(static_cast<float>(e), 0.0f)), i - 1);
+      QVERIFY(std::fabs(LogHistogram::log10_lower_edge(i) - std::log10(e)) < 1e-12);
+    }
+    // bin_of agrees with the frexp reference on random magnitudes over the whole float range
+    std::mt19937 rng(7);
+    for (int i = 0; i < 200000; ++i) {
+      const float a = std::fabs(float_of(static_cast<uint32_t>(rng())));
+      if (!std::isfinite(a) || a == 0) continue;
+      QCOMPARE(LogHistogram::bin_of(a), ref_log_bin(a));
+    }
+    LogHistogram h, g;
+    for (float x : {0.0f, -0.0f, 1.0f, -3.0f, 1e-30f, 1e30f, std::numeric_limits<float>::quiet_NaN(),
+                    -std::numeric_limits<float>::infinity()})
+      h.add(x);
+    QCOMPARE(h.zeros, uint64_t{2});
+    QCOMPARE(h.underflow, uint64_t{1});
+    QCOMPARE(h.overflow, uint64_t{1});
+    QCOMPARE(h.nonfinite, uint64_t{2});
+    QCOMPARE(h.total(), uint64_t{8});
+    g.add(1.0f);
+    g.merge(h);
+    QCOMPARE(g.total(), uint64_t{9});
+    QCOMPARE(g.counts[static_cast<size_t>(LogHistogram::bin_of(1.0f))], uint64_t{2});
+  }
+
+  void ulp_histogram_buckets() {
+    QCOMPARE(UlpHistogram::bucket_of(0), 0);
+    QCOMPARE(UlpHistogram::bucket_of(1), 1);
+    QCOMPARE(UlpHistogram::bucket_of(2), 2);
+    QCOMPARE(UlpHistogram::bucket_of(3), 2);
+    QCOMPARE(UlpHistogram::bucket_of(4), 3);
+    QCOMPARE(UlpHistogram::bucket_of(65535), 16);
+    QCOMPARE(UlpHistogram::bucket_of(65536), 17);
+    QCOMPARE(UlpHistogram::bucket_of(0xffffffffu), 17);
+    for (uint32_t d = 0; d < 70000; ++d) QCOMPARE(UlpHistogram::bucket_of(d), ref_bucket(d));
+    QCOMPARE(UlpHistogram::bucket_label(0), std::string("0"));
+    QCOMPARE(UlpHistogram::bucket_label(1), std::string("1"));
+    QCOMPARE(UlpHistogram::bucket_label(2), std::string("2-3"));
+    QCOMPARE(UlpHistogram::bucket_label(3), std::string("4-7"));
+    QCOMPARE(UlpHistogram::bucket_label(16), std::string("32768-65535"));
+    QCOMPARE(UlpHistogram::bucket_label(17), std::string(">=65536"));
+  }
+
+  void derived_statistics() {
+    DivergenceStats d;
+    QCOMPARE(d.rel_l2(), 0.0);
+    QCOMPARE(d.exact_fraction(), 0.0);
+    QCOMPARE(d.mean_abs(), 0.0);
+    d.count = 4;
+    d.exact = 1;
+    d.sum_sq_diff = 1;
+    QVERIFY(std::isinf(d.rel_l2()));
+    d.sum_sq_lp = 4;
+    QCOMPARE(d.rel_l2(), 0.5);
+    QCOMPARE(d.exact_fraction(), 0.25);
+    d.nonfinite = 2;
+    d.sum_abs = 3;
+    QCOMPARE(d.mean_abs(), 1.5);
+
+    ValueStats a, b, empty;
+    a.count = 2;
+    a.sum = 2;
+    a.sum_sq = 8;
+    a.min = -2;
+    a.max = 2;
+    QCOMPARE(a.mean(), 1.0);
+    QCOMPARE(a.rms(), 2.0);
+    b.count = 1;
+    b.nan = 1;
+    b.min = -100;  // meaningless: b has no finite values
+    b.max = 100;
+    ValueStats m = empty;
+    m.merge(b);
+    m.merge(a);
+    QCOMPARE(m.count, uint64_t{3});
+    QCOMPARE(m.min, -2.0);
+    QCOMPARE(m.max, 2.0);
+  }
+
+  void upcast_all_patterns_exact() {
+    auto cpu = make_cpu_backend(2);
+    std::vector<uint16_t> all(0x10000);
+    for (uint32_t i = 0; i < 0x10000; ++i) all[i] = static_cast<uint16_t>(i);
+    std::vector<float> out(all.size());
+    cpu->upcast(all.data(), DType::F16, out.data(), all.size());
+    for (uint32_t i = 0; i < 0x10000; ++i)
+      QVERIFY2(bits_of(out[i]) == bits_of(half_to_float(all[i])), qPrintable(QString("f16 %1").arg(i, 4, 16)));
+    cpu->upcast(all.data(), DType::BF16, out.data(), all.size());
+    for (uint32_t i = 0; i < 0x10000; ++i)
+      QVERIFY2(bits_of(out[i]) == bits_of(bf16_to_float(all[i])), qPrintable(QString("bf16 %1").arg(i, 4, 16)));
+  }
+
+  void downcast_matches_dtype_h() {
+    auto cpu = make_cpu_backend(2);
+    const auto in = conversion_inputs();
+    std::vector<uint16_t> out(in.size());
+    cpu->downcast(in.data(), DType::F16, out.data(), in.size());
+    for (size_t i = 0; i < in.size(); ++i)
+      QVERIFY2(out[i] == float_to_half(in[i]), qPrintable(QString("f16 of %1: %2 vs %3")
+                                                              .arg(bits_of(in[i]), 8, 16)
+                                                              .arg(out[i])
+                                                              .arg(float_to_half(in[i]))));
+    cpu->downcast(in.data(), DType::BF16, out.data(), in.size());
+    for (size_t i = 0; i < in.size(); ++i)
+      QVERIFY2(out[i] == float_to_bf16(in[i]), qPrintable(QString("bf16 of %1").arg(bits_of(in[i]), 8, 16)));
+    std::vector<float> same(in.size());
+    cpu->downcast(in.data(), DType::F32, same.data(), in.size());
+    QVERIFY(std::memcmp(same.data(), in.data(), in.size() * 4) == 0);
+  }
+
+  void downcast_matches_torch() {
+    auto cpu = make_cpu_backend(2);
+    const auto in = conversion_inputs();
+    TempDir dir;
+    {
+      std::ofstream f(dir.file("in.f32"), std::ios::binary);
+      f.write(reinterpret_cast<const char*>(in.data()), static_cast<std::streamsize>(in.size() * 4));
+    }
+    const auto r = run_python(script("fixtures/compute_reference.py"),
+                              {dir.file("in.f32"), dir.file("out.f16"), dir.file("out.bf16")});
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    for (DType t : {DType::F16, DType::BF16}) {
+      std::vector<uint16_t> torch_out(in.size()), mine(in.size());
+      std::ifstream f(dir.file(t == DType::F16 ? "out.f16" : "out.bf16"), std::ios::binary);
+      f.read(reinterpret_cast<char*>(torch_out.data()), static_cast<std::streamsize>(in.size() * 2));
+      QVERIFY(f.gcount() == static_cast<std::streamsize>(in.size() * 2));
+      cpu->downcast(in.data(), t, mine.data(), in.size());
+      size_t nans = 0;
+      for (size_t i = 0; i < in.size(); ++i) {
+        if (std::isnan(in[i])) {  // torch canonicalises NaN payloads, ckptdoc keeps them: NaN-ness must agree
+          const float a = t == DType::F16 ? half_to_float(mine[i]) : bf16_to_float(mine[i]);
+          const float b = t == DType::F16 ? half_to_float(torch_out[i]) : bf16_to_float(torch_out[i]);
+          QVERIFY(std::isnan(a) && std::isnan(b));
+          ++nans;
+          continue;
+        }
+        QVERIFY2(mine[i] == torch_out[i], qPrintable(QString("%1 of %2: ckptdoc %3, torch %4")
+                                                         .arg(t == DType::F16 ? "f16" : "bf16")
+                                                         .arg(bits_of(in[i]), 8, 16)
+                                                         .arg(mine[i], 4, 16)
+                                                         .arg(torch_out[i], 4, 16)));
+      }
+      QVERIFY(nans > 1000);
+    }
+  }
+
+  void value_stats_match_reference_data() {
+    QTest::addColumn<int>("dtype");
+    QTest::newRow("f16") << int(DType::F16);
+    QTest::newRow("bf16") << int(DType::BF16);
+    QTest::newRow("f32") << int(DType::F32);
+    QTest::newRow("f64") << int(DType::F64);
+  }
+  void value_stats_match_reference() {
+    QFETCH(int, dtype);
+    const auto t = static_cast<DType>(dtype);
+    const size_t n = 3'000'017;  // three chunks and a ragged tail
+    const auto masters = make_masters(n, 11 + static_cast<uint32_t>(dtype), 1.0f);
+    std::vector<unsigned char> buf(n * element_size(t));
+    if (t == DType::F16 || t == DType::BF16) {
+      const auto lp = make_lp(masters, t, 5);
+      std::memcpy(buf.data(), lp.data(), buf.size());
+    } else if (t == DType::F32) {
+      std::memcpy(buf.data(), masters.data(), buf.size());
+    } else {
+      std::vector<double> d(masters.begin(), masters.end());
+      d[1] = 1e-310;  // f64 subnormal
+      d[2] = 1e300;   // beyond float
+      d[3] = -1e-320;
+      std::memcpy(buf.data(), d.data(), buf.size());
+    }
+    auto cpu = make_cpu_backend(3);
+    const ValueStats got = cpu->value_stats(buf.data(), t, n);
+    const ValueStats want = ref_value_stats(buf.data(), t, n);
+    CKPTDOC_EXPECT_SAME(diff_values(got, want, kRel));
+    QVERIFY(got.nan > 0 && got.pos_inf > 0 && got.neg_inf > 0 && got.zeros > 0 && got.subnormals > 0);
+    if (t != DType::F16)  // fp16 spans 2^-24..65504: inside the histogram's range
+      QVERIFY(got.log_abs.underflow > 0 && got.log_abs.overflow > 0);
+    QCOMPARE(got.log_abs.total(), got.count);
+  }
+
+  void divergence_matches_reference_data() {
+    QTest::addColumn<int>("dtype");
+    QTest::newRow("f16") << int(DType::F16);
+    QTest::newRow("bf16") << int(DType::BF16);
+    QTest::newRow("f32") << int(DType::F32);
+  }
+  void divergence_matches_reference() {
+    QFETCH(int, dtype);
+    const auto t = static_cast<DType>(dtype);
+    const size_t n = 2'500'003;
+    const auto masters = make_masters(n, 21 + static_cast<uint32_t>(dtype));
+    std::vector<unsigned char> lp;
+    if (t == DType::F32) {
+      std::vector<float> l = masters;
+      std::mt19937 rng(3);
+      for (auto& x : l)
+        if (rng() % 4 == 0) x = std::nextafter(x, rng() % 2 ? 1e30f : -1e30f) * (rng() % 50 == 0 ? 1.5f : 1.0f);
+      lp.resize(n * 4);
+      std::memcpy(lp.data(), l.data(), lp.size());
+    } else {
+      const auto l = make_lp(masters, t, 9);
+      lp.resize(n * 2);
+      std::memcpy(lp.data(), l.data(), lp.size());
+    }
+    auto cpu = make_cpu_backend(3);
+    const DivergenceStats got = cpu->divergence(lp.data(), t, masters.data(), n);
+    const DivergenceStats want = ref_divergence(lp.data(), t, masters.data(), n);
+    CKPTDOC_EXPECT_SAME(diff_divergence(got, want, kRel));
+    QVERIFY(got.exact > n / 2 && got.exact < n);
+    QVERIFY(got.nonfinite > 0);
+    QVERIFY(got.ulp.counts[UlpHistogram::kBuckets - 1] > 0);
+    QCOMPARE(got.log_abs_diff.total(), got.count);
+  }
+
+  void deterministic_across_thread_counts() {
+    const size_t n = 5'300'001;
+    const auto masters = make_masters(n, 99);
+    const auto lp = make_lp(masters, DType::BF16, 98);
+    const auto ref_d = make_cpu_backend(1)->divergence(lp.data(), DType::BF16, masters.data(), n);
+    const auto ref_v = make_cpu_backend(1)->value_stats(masters.data(), DType::F32, n);
+    for (unsigned threads : {2u, 3u, 8u, 0u}) {
+      auto b = make_cpu_backend(threads);
+      // counts identical; sums too, bit for bit, because chunks merge in order whatever the thread count
+      CKPTDOC_EXPECT_SAME(diff_divergence(b->divergence(lp.data(), DType::BF16, masters.data(), n), ref_d, 0.0));
+      CKPTDOC_EXPECT_SAME(diff_values(b->value_stats(masters.data(), DType::F32, n), ref_v, 0.0));
+    }
+  }
+
+  void empty_and_tiny_inputs() {
+    auto cpu = make_cpu_backend(4);
+    const auto v = cpu->value_stats(nullptr, DType::F32, 0);
+    QCOMPARE(v.count, uint64_t{0});
+    QCOMPARE(v.mean(), 0.0);
+    const auto d = cpu->divergence(nullptr, DType::F16, nullptr, 0);
+    QCOMPARE(d.count, uint64_t{0});
+    QCOMPARE(d.rel_l2(), 0.0);
+    const float one = 1.0f;
+    const uint16_t h = float_to_half(1.0f);
+    const auto d1 = cpu->divergence(&h, DType::F16, &one, 1);
+    QCOMPARE(d1.exact, uint64_t{1});
+    QCOMPARE(d1.log_abs_diff.zeros, uint64_t{1});
+    QVERIFY_THROWS_EXCEPTION(Error, cpu->value_stats(&h, DType::I32, 1));
+    QVERIFY_THROWS_EXCEPTION(Error, cpu->divergence(&h, DType::F64, &one, 1));
+    QVERIFY(cpu->description().find("4 threads") != std::string::npos);
+  }
+
+  void backend_selection() {
+    QVERIFY(parse_device("auto") == DeviceKind::Auto);
+    QVERIFY(parse_device("cpu") == DeviceKind::Cpu);
+    QVERIFY(parse_device("cuda") == DeviceKind::Cuda);
+    QVERIFY_THROWS_EXCEPTION(Error, parse_device("gpu"));
+    QCOMPARE(device_name(DeviceKind::Cuda), std::string("cuda"));
+    QVERIFY(make_backend(DeviceKind::Cpu)->kind() == DeviceKind::Cpu);
+    std::string reason;
+    if (!cuda_available(&reason)) {
+      QVERIFY(!reason.empty());
+      std::string note;
+      auto b = make_backend(DeviceKind::Auto, &note);
+      QVERIFY(b->kind() == DeviceKind::Cpu);
+      QCOMPARE(note, "no CUDA device: " + reason + "; using CPU");
+      QVERIFY_THROWS_EXCEPTION(Error, make_backend(DeviceKind::Cuda));
+      qInfo("no CUDA: %s", reason.c_str());
+    } else {
+      QVERIFY(make_backend(DeviceKind::Auto)->kind() == DeviceKind::Cuda);
+    }
+  }
+
+  void single_process_distribution() {
+    if (mpi_active()) QSKIP("MPI initialised by the launcher");
+    QCOMPARE(mpi_rank(), 0);
+    QCOMPARE(mpi_size(), 1);
+    ValueStats v;
+    v.count = 3;
+    mpi_allreduce_stats(v);
+    QCOMPARE(v.count, uint64_t{3});
+    DivergenceStats d;
+    d.exact = 2;
+    mpi_allreduce_divergence(d);
+    QCOMPARE(d.exact, uint64_t{2});
+  }
+};
+
+QTEST_GUILESS_MAIN(TestComputeCpu)
+#include "test_compute_cpu.moc"

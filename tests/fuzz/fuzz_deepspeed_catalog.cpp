@@ -1,0 +1,42 @@
+// libFuzzer harness: the DeepSpeed catalog over a folder whose rank file is the fuzzed bytes (the model file
+// is a real fixture's), then a diagnosis of whatever the catalog accepted.
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "ckptdoc/analysis/diagnose.h"
+#include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/error.h"
+
+namespace fs = std::filesystem;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const std::string dir = [] {
+    const std::string d = "/tmp/ckptdoc-fuzz-ds-" + std::to_string(::getpid());
+    fs::create_directories(d + "/global_step1");
+    if (FILE* f = std::fopen((d + "/latest").c_str(), "wb")) {
+      std::fputs("global_step1", f);
+      std::fclose(f);
+    }
+    const char* model = std::getenv("CKPTDOC_FUZZ_MODEL_FILE");
+    if (model) fs::copy_file(model, d + "/global_step1/mp_rank_00_model_states.pt", fs::copy_options::overwrite_existing);
+    return d;
+  }();
+  if (FILE* f = std::fopen((dir + "/global_step1/zero_pp_rank_0_mp_rank_00_optim_states.pt").c_str(), "wb")) {
+    if (size) std::fwrite(data, 1, size, f);
+    std::fclose(f);
+  }
+  try {
+    auto ckpt = ckptdoc::deepspeed::Checkpoint::open(dir);
+    ckptdoc::analysis::DiagnoseOptions o;
+    o.device = ckptdoc::DeviceKind::Cpu;
+    o.threads = 1;
+    (void)ckptdoc::analysis::diagnose(*ckpt, o);
+  } catch (const ckptdoc::Error&) {
+  }
+  return 0;
+}

@@ -1,0 +1,23 @@
+// libFuzzer harness: the safetensors reader (validation rules) over arbitrary bytes in a temp file.
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "ckptdoc/error.h"
+#include "ckptdoc/format/safetensors.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const std::string path = "/tmp/ckptdoc-fuzz-" + std::to_string(::getpid()) + ".safetensors";
+  if (FILE* f = std::fopen(path.c_str(), "wb")) {
+    if (size) std::fwrite(data, 1, size, f);
+    std::fclose(f);
+  }
+  try {
+    auto sf = ckptdoc::SafetensorsFile::open(path);
+    for (const auto& e : sf.entries) (void)e.tensor.contiguous_bytes();
+  } catch (const ckptdoc::Error&) {
+  }
+  return 0;
+}

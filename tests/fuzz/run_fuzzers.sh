@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer harnesses with clang + ASan + UBSan and runs each for a bounded time on seeds made from
+# real data. Usage: tests/fuzz/run_fuzzers.sh [SECONDS_PER_HARNESS]. Prints executions per harness; exits
+# non-zero when a harness finds a crash (the reproducer is left in $CKPTDOC_FUZZ_DIR/crashes).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+seconds="${1:-30}"
+build="${CKPTDOC_FUZZ_BUILD:-$root/build-fuzz}"
+work="${CKPTDOC_FUZZ_DIR:-$build/fuzz-work}"
+fixtures="${CKPTDOC_FIXTURES:-$root/../shared/fixtures}"
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCKPTDOC_FUZZ=ON \
+    -DCKPTDOC_SANITIZE=address,undefined -DCKPTDOC_GUI=OFF -DCKPTDOC_IMGUI=OFF -DENABLE_CUDA=OFF -DCKPTDOC_MPI=OFF
+fi
+targets=(fuzz_zip fuzz_unpickler fuzz_torch_file fuzz_safetensors fuzz_deepspeed_catalog)
+cmake --build "$build" -j "${CKPTDOC_JOBS:-$(nproc)}" --target "${targets[@]}"
+rm -rf "$work/seeds" && mkdir -p "$work/crashes"
+/usr/bin/python3 "$root/tests/fuzz/make_seeds.py" "$fixtures" "$work/seeds"
+export CKPTDOC_FUZZ_MODEL_FILE="$fixtures/deepspeed/zero2_fp16_ws2/checkpoint/global_step5/mp_rank_00_model_states.pt"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+status=0
+printf "%-26s %12s %10s %s\n" harness executions exec/s result
+for t in "${targets[@]}"; do
+  name=${t#fuzz_}
+  corpus="$work/corpus/$name"
+  mkdir -p "$corpus"
+  log="$work/$t.log"
+  if "$build/tests/fuzz/$t" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=20 -max_len=600000 \
+       -artifact_prefix="$work/crashes/$t-" "$corpus" "$work/seeds/$name" >"$log" 2>&1; then
+    result=ok
+  else
+    result="CRASH (see $log)"
+    status=1
+  fi
+  execs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' || true)
+  [ -n "$execs" ] || execs=$(grep -Eo '#[0-9]+' "$log" | tail -1 | tr -d '#')
+  rate=$(grep -Eo 'exec/s: *[0-9]+' "$log" | tail -1 | grep -Eo '[0-9]+$' || true)
+  printf "%-26s %12s %10s %s\n" "$t" "${execs:-?}" "${rate:-?}" "$result"
+done
+exit $status
