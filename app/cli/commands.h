@@ -13,6 +13,29 @@ struct LsOptions {
 };
 int run_ls(const LsOptions& o);
 
+// `ckptdoc inspect PATH`: what a DeepSpeed checkpoint holds (catalog, layout, problems). Exit 0 when the
+// catalog could be built (problems are listed, not fatal), 2 when nothing usable is there.
+struct InspectOptions {
+  std::string path;
+  std::optional<std::string> tag;
+  bool json = false;
+  bool layout = false;  // text output: list every rank's fragments
+};
+int run_inspect(const InspectOptions& o);
+
+// `ckptdoc export PATH -o FILE`: weights-only consolidation (zero_to_fp32.py's output by default).
+struct ExportCommandOptions {
+  std::string path;
+  std::string output;
+  std::optional<std::string> tag;
+  std::string format;  // empty: from the output's extension, else safetensors
+  std::string dtype;   // empty: float32 for fp32 source, the lp dtype for lp source
+  std::string source = "fp32";
+  bool exclude_frozen = false;
+  bool quiet = false;
+};
+int run_export(const ExportCommandOptions& o);
+
 }  // namespace ckptdoc::cli
 
 namespace ckptdoc::cli {

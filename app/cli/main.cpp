@@ -26,6 +26,32 @@ int main(int argc, char** argv) {
   ls_cmd->add_option("--max-items", ls.max_items, "Items shown per container (text output)");
   ls_cmd->callback([&] { rc = cli::run_ls(ls); });
 
+  cli::InspectOptions inspect;
+  auto* inspect_cmd = app.add_subcommand("inspect", "Summarise a DeepSpeed checkpoint: stage, dtypes, world sizes, "
+                                                    "param groups and their partition layout, files, problems");
+  inspect_cmd->add_option("PATH", inspect.path, "save folder (with `latest`), tag folder, or one rank file")
+      ->required();
+  inspect_cmd->add_option("--tag", inspect.tag, "Tag folder to read instead of the one named in `latest`");
+  inspect_cmd->add_flag("--json", inspect.json, "Machine-readable output");
+  inspect_cmd->add_flag("--layout", inspect.layout, "List every rank's fragments (text output)");
+  inspect_cmd->callback([&] { rc = cli::run_inspect(inspect); });
+
+  cli::ExportCommandOptions exp;
+  auto* export_cmd = app.add_subcommand("export", "Write consolidated weights (what DeepSpeed's zero_to_fp32.py "
+                                                  "produces by default) to one safetensors, torch or HDF5 file");
+  export_cmd->add_option("PATH", exp.path, "save folder (with `latest`), tag folder, or one rank file")->required();
+  export_cmd->add_option("-o,--output", exp.output, "Output file")->required();
+  export_cmd->add_option("--tag", exp.tag, "Tag folder to read instead of the one named in `latest`");
+  export_cmd->add_option("--format", exp.format, "safetensors | torch | hdf5 (default: from the output's extension)")
+      ->check(CLI::IsMember({"safetensors", "torch", "hdf5"}));
+  export_cmd->add_option("--dtype", exp.dtype, "float32 | float16 | bfloat16 (default: float32 for fp32 source)")
+      ->check(CLI::IsMember({"float32", "float16", "bfloat16"}));
+  export_cmd->add_option("--source", exp.source, "fp32 (master weights, default) | lp (module weights)")
+      ->check(CLI::IsMember({"fp32", "lp"}));
+  export_cmd->add_flag("--exclude-frozen", exp.exclude_frozen, "Leave frozen params out");
+  export_cmd->add_flag("-q,--quiet", exp.quiet, "No summary line");
+  export_cmd->callback([&] { rc = cli::run_export(exp); });
+
   cli::DiagnoseOptions dg;
   auto* dg_cmd = app.add_subcommand("diagnose", "Find what is wrong with a DeepSpeed checkpoint: fp32 masters vs "
                                                 "fp16/bf16 weights, optimizer moments, NaN/Inf, missing ranks");

@@ -143,7 +143,10 @@ void CatalogBuilder::read_model_file() {
     cat_.frozen_params.push_back(std::move(p));
   }
   for (const auto& [alias, owner] : str_items(dict_get(root, "shared_params"))) {
-    if (auto s = opt_str(owner)) cat_.shared_params[alias] = *s;
+    if (auto s = opt_str(owner)) {
+      cat_.shared_params[alias] = *s;
+      cat_.shared_params_in_order.emplace_back(alias, *s);
+    }
   }
   cat_.global_steps = opt_int(dict_get(root, "global_steps")).value_or(0);
   cat_.skipped_steps = opt_int(dict_get(root, "skipped_steps")).value_or(0);

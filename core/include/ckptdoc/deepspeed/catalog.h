@@ -111,6 +111,7 @@ struct Catalog {
   std::vector<std::string> buffer_names;
   std::vector<ParamEntry> frozen_params;        // name + shape
   std::map<std::string, std::string> shared_params;  // alias -> owner
+  std::vector<std::pair<std::string, std::string>> shared_params_in_order;  // (alias, owner) as saved
   std::vector<std::string> module_keys;         // module state-dict keys in file order
   int64_t global_steps = 0, skipped_steps = 0, global_samples = 0;
   std::optional<int64_t> optimizer_step;        // Adam step of group 0, rank 0

@@ -3,8 +3,10 @@
 // produces (fp32 masters, buffers, frozen and shared params as that script treats them, module state-dict
 // names), streamed one tensor at a time.
 #include <string>
+#include <vector>
 
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/format/safetensors.h"
 #include "ckptdoc/task/progress.h"
 
 namespace ckptdoc::deepspeed {
@@ -27,6 +29,15 @@ struct ExportResult {
   uint64_t bytes = 0;
 };
 
+// The tensors an export writes, in output order (buffers, frozen params, trainable params in param_shapes
+// order, shared-param aliases), as lazily produced tensors: nothing is read until a writer pulls a tensor's
+// bytes, and each tensor reads only its own slices of the rank files. Throws ckptdoc::Error up front when a
+// needed rank file is missing or unreadable, or the source is not available for this checkpoint.
+std::vector<NamedTensor> export_tensors(const Checkpoint& ckpt, const ExportOptions& options,
+                                        Progress* progress = nullptr);
+
+// Writes export_tensors() as safetensors ({"format": "pt"}), a torch.save file (an OrderedDict that loads
+// with weights_only=True) or HDF5, atomically.
 ExportResult export_weights(const Checkpoint& ckpt, const std::string& out_path, const ExportOptions& options,
                             Progress* progress = nullptr);
 

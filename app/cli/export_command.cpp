@@ -1,0 +1,49 @@
+// `ckptdoc export PATH -o FILE`: consolidated weights, streamed one tensor at a time.
+#include <cstdio>
+#include <string>
+
+#include "ckptdoc/deepspeed/export.h"
+#include "ckptdoc/error.h"
+#include "commands.h"
+#include "format_helpers.h"
+
+namespace ckptdoc::cli {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string format_for(const std::string& output) {
+  if (ends_with(output, ".bin") || ends_with(output, ".pt") || ends_with(output, ".pth")) return "torch";
+  if (ends_with(output, ".h5") || ends_with(output, ".hdf5")) return "hdf5";
+  return "safetensors";
+}
+
+}  // namespace
+
+int run_export(const ExportCommandOptions& o) {
+  using namespace ckptdoc::deepspeed;
+  OpenOptions open;
+  open.tag = o.tag;
+  const auto ckpt = Checkpoint::open(o.path, open);
+  for (const auto& p : ckpt->catalog().problems) {
+    if (p.severity == "error") std::fprintf(stderr, "ckptdoc: %s: %s\n", p.code.c_str(), p.message.c_str());
+  }
+  ExportOptions options;
+  options.format = parse_export_format(o.format.empty() ? format_for(o.output) : o.format);
+  options.source = parse_export_source(o.source);
+  if (!o.dtype.empty()) {
+    const auto d = dtype_from_name(o.dtype);
+    if (!d) throw Error("", "--dtype", "unknown dtype '" + o.dtype + "'");
+    options.dtype = *d;
+  }
+  options.exclude_frozen = o.exclude_frozen;
+  const ExportResult r = export_weights(*ckpt, o.output, options);
+  if (!o.quiet) {
+    std::printf("wrote %zu tensors (%s) to %s\n", r.tensors, human_bytes(r.bytes).c_str(), r.path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace ckptdoc::cli

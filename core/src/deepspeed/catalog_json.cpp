@@ -1,0 +1,105 @@
+#include "ckptdoc/deepspeed/catalog_json.h"
+
+#include <nlohmann/json.hpp>
+
+namespace ckptdoc::deepspeed {
+
+using nlohmann::json;
+
+namespace {
+
+json group_json(const GroupLayout& g) {
+  json params = json::array();
+  for (const auto& p : g.params) {
+    params.push_back({{"name", p.name}, {"shape", p.shape}, {"numel", p.numel}, {"offset", p.offset}});
+  }
+  json parts = json::array();
+  for (const auto& rp : g.partitions) {
+    json frags = json::array();
+    for (const auto& f : rp.fragments) {
+      frags.push_back({{"param", g.params[static_cast<size_t>(f.param)].name},
+                       {"param_index", f.param},
+                       {"param_offset", f.param_offset},
+                       {"partition_offset", f.partition_offset},
+                       {"numel", f.numel}});
+    }
+    parts.push_back({{"rank", rp.rank},
+                     {"saved_numel", rp.saved_numel},
+                     {"padding", rp.padding},
+                     {"real_numel", rp.real_numel},
+                     {"recorded_padding", rp.recorded_padding},
+                     {"fragments", std::move(frags)}});
+  }
+  return {{"index", g.index},
+          {"numel", g.numel},
+          {"padded_numel", g.padded_numel},
+          {"partition_numel", g.partition_numel},
+          {"params", std::move(params)},
+          {"partitions", std::move(parts)}};
+}
+
+}  // namespace
+
+std::string catalog_to_json(const Catalog& c, int indent) {
+  json j;
+  j["kind"] = "deepspeed";
+  j["save_dir"] = c.save_dir;
+  j["tag"] = c.tag;
+  j["tag_dir"] = c.tag_dir;
+  j["zero_stage"] = c.zero_stage;
+  j["lp_dtype"] = std::string(dtype_name(c.lp_dtype));
+  j["optimizer_wrapper"] = std::string(wrapper_name(c.wrapper));
+  j["dp_world_size"] = c.dp_world_size;
+  j["mp_world_size"] = c.mp_world_size;
+  j["optim_file_count"] = c.optim_file_count;
+  j["partition_count"] = c.partition_count;
+  j["ds_version"] = c.ds_version;
+  json files = json::array();
+  for (const auto& f : c.files) {
+    files.push_back({{"path", f.path},
+                     {"role", std::string(role_name(f.role))},
+                     {"dp_rank", f.dp_rank},
+                     {"mp_rank", f.mp_rank},
+                     {"bytes", f.bytes},
+                     {"bf16_prefix", f.bf16_prefix}});
+  }
+  j["files"] = std::move(files);
+  json groups = json::array();
+  for (const auto& g : c.groups) groups.push_back(group_json(g));
+  j["groups"] = std::move(groups);
+  j["buffer_names"] = c.buffer_names;
+  json frozen = json::array();
+  for (const auto& p : c.frozen_params) frozen.push_back({{"name", p.name}, {"shape", p.shape}, {"numel", p.numel}});
+  j["frozen_params"] = std::move(frozen);
+  json shared = json::object();
+  for (const auto& [alias, owner] : c.shared_params_in_order) shared[alias] = owner;
+  j["shared_params"] = std::move(shared);
+  j["module_keys"] = c.module_keys;
+  j["global_steps"] = c.global_steps;
+  j["skipped_steps"] = c.skipped_steps;
+  j["global_samples"] = c.global_samples;
+  j["optimizer_step"] = c.optimizer_step ? json(*c.optimizer_step) : json(nullptr);
+  j["optimizer_state_keys"] = c.optimizer_state_keys;
+  j["optimizer_name_hint"] = c.optimizer_name_hint;
+  j["loss_scaler"] = {{"present", c.loss_scaler.present},
+                      {"dynamic", c.loss_scaler.dynamic},
+                      {"cur_scale", c.loss_scaler.cur_scale},
+                      {"min_scale", c.loss_scaler.min_scale},
+                      {"cur_iter", c.loss_scaler.cur_iter},
+                      {"last_overflow_iter", c.loss_scaler.last_overflow_iter}};
+  j["lr_scheduler"] = c.lr_scheduler_summary;
+  j["trainable_numel"] = c.trainable_numel();
+  json problems = json::array();
+  for (const auto& p : c.problems) {
+    problems.push_back({{"code", p.code},
+                        {"severity", p.severity},
+                        {"message", p.message},
+                        {"file", p.file},
+                        {"ranks", p.ranks},
+                        {"params", p.params}});
+  }
+  j["problems"] = std::move(problems);
+  return j.dump(indent, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace ckptdoc::deepspeed

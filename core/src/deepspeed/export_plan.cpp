@@ -1,0 +1,195 @@
+// The tensor list of a weights-only export, in zero_to_fp32.py's order and with its dtype rules (§5.4):
+// buffers as float32, frozen params in the lp dtype (ZeRO-3: gathered from every rank's fragment),
+// trainable params from the fp32 partitions in param_shapes order, then shared-param aliases.
+#include <map>
+#include <set>
+
+#include "ckptdoc/deepspeed/export.h"
+#include "ckptdoc/error.h"
+#include "deepspeed/tensor_convert.h"
+#include "deepspeed/tensor_slice.h"
+#include "deepspeed/value_access.h"
+
+namespace ckptdoc::deepspeed {
+
+using namespace detail;
+
+namespace {
+
+struct Planner {
+  const Checkpoint& ck;
+  const Catalog& cat;
+  const ExportOptions& opt;
+  Progress* progress;
+
+  // Wraps a tensor so that writing it reports progress and honours cancel.
+  Tensor with_progress(Tensor t) const {
+    if (!progress) return t;
+    Progress* pr = progress;
+    const DType dtype = t.dtype;
+    auto shape = t.shape;
+    const uint64_t nbytes = t.nbytes();
+    return Tensor::produced(dtype, shape, [t = std::move(t), pr, nbytes](ByteSink& sink) {
+      pr->check();
+      t.storage->write_to(sink);
+      pr->add(nbytes);
+    });
+  }
+
+  Tensor as_dtype(const Tensor& t, std::optional<DType> want) const {
+    if (!want || *want == t.dtype) {
+      // Re-emit as its own contiguous tensor so views of a shared flat buffer do not drag the whole buffer.
+      return lazily_converted(t, t.dtype);
+    }
+    return lazily_converted(t, *want);
+  }
+
+  const Value* model_root() const { return &ck.model_file(0, 0).root; }
+
+  // zero_to_fp32 upcasts every buffer with .float(); lp exports keep the module dtype.
+  void buffers(std::vector<NamedTensor>& out) const {
+    const Value* module = dict_get(model_root(), "module");
+    std::optional<DType> want = opt.dtype;
+    if (!want && opt.source == ExportSource::Fp32) want = DType::F32;
+    for (const auto& name : cat.buffer_names) {
+      const Value* v = dict_get(module, name);
+      if (!v || !v->is_tensor()) continue;
+      out.push_back({name, as_dtype(v->as_tensor(), want)});
+    }
+  }
+
+  void frozen(std::vector<NamedTensor>& out) const {
+    if (opt.exclude_frozen || cat.frozen_params.empty()) return;
+    const Value* frags0 = dict_get(model_root(), "frozen_param_fragments");
+    if (cat.wrapper != OptimizerWrapper::Zero3) {
+      for (const auto& p : cat.frozen_params) {
+        const Value* t = dict_get(frags0, p.name);
+        if (!t || !t->is_tensor()) {
+          throw Error(cat.model_file(0, 0)->path, "frozen_param_fragments['" + p.name + "']",
+                      "missing; pass --exclude-frozen to export without frozen params");
+        }
+        out.push_back({p.name, as_dtype(t->as_tensor(), opt.dtype)});
+      }
+      return;
+    }
+    // ZeRO-3: every rank's model file holds a ceil(n/dp) slice of each frozen param.
+    const int dp = cat.groups.empty() ? std::max(cat.dp_world_size, 1)
+                                      : static_cast<int>(cat.groups[0].partitions.size());
+    for (const auto& p : cat.frozen_params) {
+      const int64_t part = (p.numel + dp - 1) / dp;
+      std::vector<Tensor> pieces;
+      DType lp = cat.lp_dtype;
+      for (int r = 0; r < dp; ++r) {
+        const int64_t n = std::clamp<int64_t>(p.numel - r * part, 0, part);
+        if (n == 0) break;
+        const Value* t = dict_get(dict_get(&ck.model_file(0, r).root, "frozen_param_fragments"), p.name);
+        if (!t || !t->is_tensor()) {
+          throw Error(cat.model_file(0, r) ? cat.model_file(0, r)->path : cat.tag_dir,
+                      "frozen_param_fragments['" + p.name + "']", "missing on dp rank " + std::to_string(r));
+        }
+        lp = t->as_tensor().dtype;
+        pieces.push_back(slice_1d(t->as_tensor(), 0, n));
+      }
+      const DType to = opt.dtype.value_or(lp);
+      out.push_back({p.name, Tensor::produced(to, p.shape, [pieces, to](ByteSink& sink) {
+                       for (const auto& piece : pieces) write_as(piece, to, sink);
+                     })});
+    }
+  }
+
+  void trainable_fp32(std::vector<NamedTensor>& out) const {
+    const auto w = cat.wrapper;
+    if (w != OptimizerWrapper::Zero12 && w != OptimizerWrapper::Zero3 && w != OptimizerWrapper::BF16Optimizer) {
+      throw Error(cat.tag_dir, "", "fp32 export needs ZeRO or BF16_Optimizer partitions; this checkpoint's optimizer is " +
+                                       std::string(wrapper_name(w)) + " (use --source lp)");
+    }
+    if (cat.groups.empty()) throw Error(cat.tag_dir, "", "no param groups could be laid out (see the problems)");
+    const DType to = opt.dtype.value_or(DType::F32);
+    for (const auto& g : cat.groups) {
+      // Every rank's partition must be there and long enough before anything is written.
+      std::vector<Tensor> parts;
+      for (const auto& rp : g.partitions) {
+        auto t = ck.fp32_partition(g.index, rp.rank);
+        if (!t) {
+          throw Error(cat.tag_dir, "group " + std::to_string(g.index) + ", dp rank " + std::to_string(rp.rank),
+                      "the fp32 partition is missing (optimizer file absent or unreadable); cannot consolidate");
+        }
+        int64_t need = 0;
+        for (const auto& f : rp.fragments) need = std::max(need, f.partition_offset + f.numel);
+        if (t->numel() < need) {
+          throw Error(cat.tag_dir, "group " + std::to_string(g.index) + ", dp rank " + std::to_string(rp.rank),
+                      expected_found("at least " + std::to_string(need) + " fp32 elements",
+                                     std::to_string(t->numel())));
+        }
+        parts.push_back(*t);
+      }
+      for (size_t i = 0; i < g.params.size(); ++i) {
+        std::vector<Tensor> pieces;  // in param order: rank order is param_offset order
+        for (const auto& rp : g.partitions) {
+          for (const auto& f : rp.fragments) {
+            if (f.param == static_cast<int>(i)) {
+              pieces.push_back(slice_1d(parts[static_cast<size_t>(rp.rank)], f.partition_offset, f.numel));
+            }
+          }
+        }
+        out.push_back({g.params[i].name, Tensor::produced(to, g.params[i].shape, [pieces, to](ByteSink& sink) {
+                         for (const auto& piece : pieces) write_as(piece, to, sink);
+                       })});
+      }
+    }
+  }
+
+  void trainable_lp(std::vector<NamedTensor>& out) const {
+    if (cat.wrapper == OptimizerWrapper::Zero3) {
+      throw Error(cat.tag_dir, "", "ZeRO-3 model files hold only placeholders; lp weights are not saved "
+                                   "(use --source fp32)");
+    }
+    std::vector<std::string> names;
+    if (!cat.groups.empty()) {
+      for (const auto& g : cat.groups)
+        for (const auto& p : g.params) names.push_back(p.name);
+    } else {  // non-ZeRO: every module key that is neither a buffer nor frozen
+      std::set<std::string> skip(cat.buffer_names.begin(), cat.buffer_names.end());
+      for (const auto& f : cat.frozen_params) skip.insert(f.name);
+      for (const auto& k : cat.module_keys)
+        if (!skip.count(k)) names.push_back(k);
+    }
+    for (const auto& name : names) {
+      auto t = ck.lp_param(name);
+      if (!t) throw Error(cat.tag_dir, "module['" + name + "']", "missing from the model-states file");
+      out.push_back({name, as_dtype(*t, opt.dtype)});
+    }
+  }
+};
+
+}  // namespace
+
+std::vector<NamedTensor> export_tensors(const Checkpoint& ckpt, const ExportOptions& options, Progress* progress) {
+  const Catalog& cat = ckpt.catalog();
+  if (!cat.model_file(0, 0)) throw Error(cat.tag_dir, "", "no model-states file: buffers and names are unknown");
+  Planner plan{ckpt, cat, options, progress};
+  std::vector<NamedTensor> out;
+  plan.buffers(out);
+  plan.frozen(out);
+  if (options.source == ExportSource::Fp32) {
+    plan.trainable_fp32(out);
+  } else {
+    plan.trainable_lp(out);
+  }
+  if (progress) {
+    uint64_t total = 0;
+    for (const auto& t : out) total += t.tensor.nbytes();
+    progress->set_stage("export", total);
+    for (auto& t : out) t.tensor = plan.with_progress(std::move(t.tensor));
+  }
+  // Aliases share the owner's tensor (one storage in torch output), as zero_to_fp32 does.
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < out.size(); ++i) index[out[i].name] = i;
+  for (const auto& [alias, owner] : cat.shared_params_in_order) {
+    auto it = index.find(owner);
+    if (it != index.end() && !index.count(alias)) out.push_back({alias, out[it->second].tensor});
+  }
+  return out;
+}
+
+}  // namespace ckptdoc::deepspeed

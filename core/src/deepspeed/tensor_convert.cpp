@@ -1,0 +1,133 @@
+#include "deepspeed/tensor_convert.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "ckptdoc/error.h"
+
+namespace ckptdoc::deepspeed::detail {
+namespace {
+
+constexpr int64_t kChunkElements = 1 << 20;
+
+float load_float(const uint8_t* p, DType t) {
+  switch (t) {
+    case DType::F32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+    case DType::F16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return half_to_float(h);
+    }
+    case DType::BF16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return bf16_to_float(h);
+    }
+    case DType::F64: {
+      double d;
+      std::memcpy(&d, p, 8);
+      return static_cast<float>(d);
+    }
+    case DType::I64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<float>(v);
+    }
+    case DType::I32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return static_cast<float>(v);
+    }
+    case DType::I16: {
+      int16_t v;
+      std::memcpy(&v, p, 2);
+      return static_cast<float>(v);
+    }
+    case DType::I8:
+      return static_cast<float>(static_cast<int8_t>(*p));
+    case DType::U8:
+    case DType::Bool:
+      return static_cast<float>(*p);
+    default:
+      throw Error("", "", "cannot convert " + std::string(dtype_name(t)) + " elements");
+  }
+}
+
+void store_float(float f, DType t, std::vector<uint8_t>& out) {
+  switch (t) {
+    case DType::F32: {
+      uint8_t b[4];
+      std::memcpy(b, &f, 4);
+      out.insert(out.end(), b, b + 4);
+      return;
+    }
+    case DType::F16: {
+      const uint16_t h = float_to_half(f);
+      out.push_back(static_cast<uint8_t>(h & 0xff));
+      out.push_back(static_cast<uint8_t>(h >> 8));
+      return;
+    }
+    case DType::BF16: {
+      const uint16_t h = float_to_bf16(f);
+      out.push_back(static_cast<uint8_t>(h & 0xff));
+      out.push_back(static_cast<uint8_t>(h >> 8));
+      return;
+    }
+    default:
+      throw Error("", "", "cannot export to " + std::string(dtype_name(t)));
+  }
+}
+
+}  // namespace
+
+void convert_elements(std::span<const uint8_t> in, DType from, DType to, std::vector<uint8_t>& out) {
+  if (from == to) {
+    out.insert(out.end(), in.begin(), in.end());
+    return;
+  }
+  const size_t es = element_size(from);
+  out.reserve(out.size() + in.size() / es * element_size(to));
+  for (size_t i = 0; i + es <= in.size(); i += es) store_float(load_float(in.data() + i, from), to, out);
+}
+
+void write_as(const Tensor& src, DType to, ByteSink& sink) {
+  const int64_t n = src.numel();
+  if (n == 0) return;
+  const bool flat = src.is_contiguous() && src.storage && src.storage->has_bytes();
+  if (!flat) {  // strided or producer-backed: materialise this one tensor
+    const auto bytes = src.to_bytes();
+    std::vector<uint8_t> out;
+    convert_elements(bytes, src.dtype, to, out);
+    sink.write(out);
+    return;
+  }
+  const auto all = src.contiguous_bytes();
+  const size_t es = element_size(src.dtype);
+  const auto& file = src.storage->file;
+  std::vector<uint8_t> buf;
+  for (int64_t i = 0; i < n; i += kChunkElements) {
+    const int64_t m = std::min(kChunkElements, n - i);
+    const auto chunk = all.subspan(static_cast<size_t>(i) * es, static_cast<size_t>(m) * es);
+    if (src.dtype == to) {
+      sink.write(chunk);
+    } else {
+      buf.clear();
+      convert_elements(chunk, src.dtype, to, buf);
+      sink.write(buf);
+    }
+    if (file) {  // done with these pages: keep the resident set near one chunk
+      const uint64_t off = static_cast<uint64_t>(chunk.data() - file->bytes().data());
+      file->dont_need(off, chunk.size());
+    }
+  }
+}
+
+Tensor lazily_converted(const Tensor& src, DType to) {
+  return Tensor::produced(to, src.shape, [src, to](ByteSink& sink) { write_as(src, to, sink); });
+}
+
+}  // namespace ckptdoc::deepspeed::detail

@@ -1,0 +1,24 @@
+#pragma once
+// Lazily converted tensors for exports: the result is a produced tensor that streams the source's
+// elements in chunks, converting dtype on the way, so memory stays bounded by the chunk size.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ckptdoc/format/value.h"
+#include "ckptdoc/io/file_io.h"
+
+namespace ckptdoc::deepspeed::detail {
+
+// Converts `count` elements from `in` (dtype `from`) to dtype `to`, appended to `out`. Float dtypes
+// (f32, f16, bf16, f64) and integer/bool sources are supported (ints go through float, as torch's .float()).
+void convert_elements(std::span<const uint8_t> in, DType from, DType to, std::vector<uint8_t>& out);
+
+// Streams a (sub-)tensor's elements in row-major order into `sink` as dtype `to`. Contiguous sources with
+// the same dtype are written straight from the mapped file.
+void write_as(const Tensor& src, DType to, ByteSink& sink);
+
+// A produced tensor with `src`'s shape whose bytes are `src` converted to `to` when written.
+Tensor lazily_converted(const Tensor& src, DType to);
+
+}  // namespace ckptdoc::deepspeed::detail
