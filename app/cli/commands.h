@@ -36,6 +36,52 @@ struct ExportCommandOptions {
 };
 int run_export(const ExportCommandOptions& o);
 
+// `ckptdoc demo [DIR]`: a small DeepSpeed ZeRO-2 fp16 dp2 checkpoint with stale fp32 masters (or healthy).
+struct DemoOptions {
+  std::string dir = "ckptdoc-demo";
+  bool force = false;
+  long long params = 0;  // 0: the small default model
+  bool healthy = false;
+};
+int run_demo(const DemoOptions& o);
+
+// `ckptdoc synth DIR ...`: any synthetic checkpoint, for tests and benchmarks.
+struct SynthCliOptions {
+  std::string dir;
+  int stage = 2;
+  std::string dtype = "fp16";
+  int dp = 2;
+  int layers = 2;
+  long long hidden = 64;
+  long long params = 0;
+  long long steps = 10;
+  std::string breakage = "none";
+  bool bf16_optimizer = false;
+  long long sub_group_size = 1000000000;
+  std::string ds_version = "0.12.6";
+  unsigned long long seed = 1;
+  bool force = false;
+};
+int run_synth(const SynthCliOptions& o);
+
+// `ckptdoc repair PATH -o OUT ...`.
+struct RepairOptions {
+  std::string path, output;
+  bool refresh_fp32 = false;
+  std::string lp_source;
+  bool reset_optimizer = false;
+  bool drop_optimizer = false;
+  bool repartition = false;
+  int world_size = 0;
+  std::string target;
+  bool allow_shape_change = false;
+  bool dry_run = false;
+  std::string device = "auto";
+  bool force = false;
+  bool json = false;
+};
+int run_repair(const RepairOptions& o);
+
 }  // namespace ckptdoc::cli
 
 namespace ckptdoc::cli {

@@ -71,6 +71,59 @@ int main(int argc, char** argv) {
   gui_cmd->add_option("--param", gui.param, "Param to select");
   gui_cmd->callback([&] { rc = cli::run_gui(gui, argc, argv); });
 
+  cli::DemoOptions demo;
+  auto* demo_cmd = app.add_subcommand("demo", "Write a small DeepSpeed ZeRO-2 fp16 checkpoint whose fp32 master "
+                                              "weights are stale (the DeepSpeed #762 bug), to try diagnose/repair on");
+  demo_cmd->add_option("DIR", demo.dir, "Folder to write (default: ckptdoc-demo)");
+  demo_cmd->add_flag("--force", demo.force, "Replace a checkpoint already in DIR");
+  demo_cmd->add_option("--params", demo.params, "About this many parameters (default: a small model)");
+  demo_cmd->add_flag("--healthy", demo.healthy, "Write a healthy checkpoint instead");
+  demo_cmd->callback([&] { rc = cli::run_demo(demo); });
+
+  cli::SynthCliOptions synth;
+  auto* synth_cmd = app.add_subcommand("synth", "Write a synthetic DeepSpeed checkpoint (tests, benchmarks)");
+  synth_cmd->group("");  // hidden from --help
+  synth_cmd->add_option("DIR", synth.dir, "Folder to write")->required();
+  synth_cmd->add_option("--stage", synth.stage, "ZeRO stage 1, 2, 3");
+  synth_cmd->add_option("--dtype", synth.dtype, "fp16 | bf16");
+  synth_cmd->add_option("--dp", synth.dp, "Data-parallel size");
+  synth_cmd->add_option("--layers", synth.layers, "Transformer layers");
+  synth_cmd->add_option("--hidden", synth.hidden, "Hidden size");
+  synth_cmd->add_option("--params", synth.params, "About this many parameters (overrides --hidden)");
+  synth_cmd->add_option("--steps", synth.steps, "global_steps (and Adam step)");
+  synth_cmd->add_option("--break", synth.breakage,
+                        "none | stale_fp32 | zero_moments_with_step | nan_in_exp_avg_sq | truncate_rank | "
+                        "missing_rank | wrong_dp_world_size");
+  synth_cmd->add_flag("--bf16-optimizer", synth.bf16_optimizer, "BF16_Optimizer layout (bf16, stage 1)");
+  synth_cmd->add_option("--sub-group-size", synth.sub_group_size, "ZeRO-3 sub_group_size");
+  synth_cmd->add_option("--ds-version", synth.ds_version, "ds_version to record (decides the padding rule)");
+  synth_cmd->add_option("--seed", synth.seed, "Value seed");
+  synth_cmd->add_flag("--force", synth.force, "Replace a checkpoint already in DIR");
+  synth_cmd->callback([&] { rc = cli::run_synth(synth); });
+
+  cli::RepairOptions repair;
+  auto* repair_cmd = app.add_subcommand(
+      "repair", "Write a repaired copy of a DeepSpeed checkpoint (the input is never modified), then verify it");
+  repair_cmd->add_option("PATH", repair.path, "Checkpoint save folder, tag folder or rank file")->required();
+  repair_cmd->add_option("-o,--output", repair.output, "New save folder to write")->required();
+  repair_cmd->add_flag("--refresh-fp32", repair.refresh_fp32, "fp32 master weights := upcast(fp16/bf16 weights)");
+  repair_cmd->add_option("--lp-source", repair.lp_source,
+                         "ZeRO-3: consolidated 16-bit weights (safetensors or torch file) to refresh from");
+  repair_cmd->add_flag("--reset-optimizer", repair.reset_optimizer, "Empty the Adam state (moments, step)");
+  repair_cmd->add_flag("--drop-optimizer", repair.drop_optimizer,
+                       "Weights-only checkpoint (load with load_optimizer_states=False)");
+  repair_cmd->add_flag("--repartition", repair.repartition, "Re-partition for a new data-parallel size or layout");
+  repair_cmd->add_option("--world-size", repair.world_size, "New data-parallel size (with --repartition)");
+  repair_cmd->add_option("--target", repair.target,
+                         "Template checkpoint whose layout to graft onto (with --repartition)");
+  repair_cmd->add_flag("--allow-shape-change", repair.allow_shape_change,
+                       "With --target: keep the template's values for params whose shape changed");
+  repair_cmd->add_flag("--dry-run", repair.dry_run, "Print the plan only");
+  repair_cmd->add_option("--device", repair.device, "auto | cpu | cuda");
+  repair_cmd->add_flag("--force", repair.force, "Allow a non-empty output folder");
+  repair_cmd->add_flag("--json", repair.json, "Machine-readable output");
+  repair_cmd->callback([&] { rc = cli::run_repair(repair); });
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

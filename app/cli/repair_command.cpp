@@ -1,0 +1,113 @@
+// `ckptdoc repair PATH -o OUT ...`: prints the plan, writes the repaired copy (progress on a TTY), then the
+// verification. Exit 0 verified, 1 verification found errors, 2 unusable input or usage.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "ckptdoc/analysis/diagnose.h"
+#include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/error.h"
+#include "ckptdoc/repair/plan.h"
+#include "commands.h"
+#include "format_helpers.h"
+#include "progress_bar.h"
+
+namespace ckptdoc::cli {
+namespace {
+
+using nlohmann::json;
+
+json plan_json(const repair::Plan& p) {
+  json files = json::array();
+  for (const auto& f : p.files) files.push_back({{"path", f.path}, {"action", f.action}, {"bytes", f.bytes}, {"why", f.why}});
+  return {{"input", p.input},     {"output", p.output},     {"tag", p.tag},
+          {"actions", p.actions}, {"files", files},         {"changed_tensors", p.changed_tensors},
+          {"warnings", p.warnings}, {"bytes_to_write", p.bytes_to_write}};
+}
+
+}  // namespace
+
+int run_repair(const RepairOptions& o) {
+  repair::RepairRequest rq;
+  std::shared_ptr<deepspeed::Checkpoint> ckpt;
+  try {
+    rq.refresh_fp32 = o.refresh_fp32;
+    if (!o.lp_source.empty()) rq.lp_source = o.lp_source;
+    rq.reset_optimizer = o.reset_optimizer;
+    rq.drop_optimizer = o.drop_optimizer;
+    if (o.repartition) {
+      if (o.world_size > 0) rq.world_size = o.world_size;
+      if (!o.target.empty()) rq.target = o.target;
+      if (!rq.world_size && !rq.target) throw Error("", "--repartition", "needs --world-size N or --target DIR");
+    } else if (o.world_size > 0 || !o.target.empty()) {
+      throw Error("", "--world-size/--target", "only used with --repartition");
+    }
+    rq.allow_shape_change = o.allow_shape_change;
+    rq.device = parse_device(o.device);
+    rq.force = o.force;
+    ckpt = deepspeed::Checkpoint::open(o.path);
+    const repair::Plan plan = repair::make_plan(*ckpt, o.output, rq);
+    if (o.dry_run) {
+      if (o.json) std::printf("%s\n", json{{"plan", plan_json(plan)}, {"dry_run", true}}.dump(1).c_str());
+      else std::printf("%s(dry run: nothing written)\n", plan.text().c_str());
+      return 0;
+    }
+    if (!o.json) {
+      std::printf("%s", plan.text().c_str());
+      std::fflush(stdout);
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "ckptdoc repair: %s\n", e.what());
+    return 2;
+  }
+
+  repair::RepairResult result;
+  try {
+    Progress progress;
+    {
+      ProgressBar bar(progress);
+      result = repair::run_repair(*ckpt, o.output, rq, &progress);
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "ckptdoc repair: failed, nothing was written: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ckptdoc repair: failed, nothing was written: %s\n", e.what());
+    return 2;
+  }
+  const bool ok = result.verified_clean && result.invariant_failures.empty();
+  if (o.json) {
+    auto written = deepspeed::Checkpoint::open(result.output);
+    json j{{"plan", plan_json(result.plan)},
+           {"output", result.output},
+           {"verified_clean", result.verified_clean},
+           {"invariant_failures", result.invariant_failures},
+           {"verification", json::parse(analysis::report_json(result.verification, written->catalog()))},
+           {"ok", ok}};
+    std::printf("%s\n", j.dump(1).c_str());
+    return ok ? 0 : 1;
+  }
+  std::printf("\nWrote %s\n\nVerification (re-opened and re-diagnosed):\n", result.output.c_str());
+  int errors = 0, warnings = 0;
+  for (const auto& f : result.verification.findings) {
+    if (f.severity == analysis::Severity::Error) ++errors;
+    if (f.severity == analysis::Severity::Warning) ++warnings;
+    std::printf("  %s %s: %s\n", std::string(analysis::severity_name(f.severity)).c_str(), f.code.c_str(),
+                f.message.c_str());
+  }
+  if (result.verification.findings.empty()) std::printf("  no findings\n");
+  std::printf("  %d error(s), %d warning(s)\n", errors, warnings);
+  if (result.invariant_failures.empty()) {
+    std::printf("  DeepSpeed loader invariants: all hold\n");
+  } else {
+    std::printf("  DeepSpeed loader invariants that fail:\n");
+    for (const auto& m : result.invariant_failures) std::printf("    - %s\n", m.c_str());
+  }
+  std::printf(ok ? "\nRepair verified.\n" : "\nThe repaired checkpoint still has errors (see above).\n");
+  if (ok && rq.drop_optimizer)
+    std::printf("Load it with engine.load_checkpoint(dir, load_optimizer_states=False).\n");
+  if (ok && rq.world_size) std::printf("Load it with %d data-parallel ranks.\n", *rq.world_size);
+  return ok ? 0 : 1;
+}
+
+}  // namespace ckptdoc::cli

@@ -1,0 +1,268 @@
+// make_plan: validates a repair request against the checkpoint and lists what will be written.
+#include "ckptdoc/repair/plan.h"
+
+#include <filesystem>
+#include <sstream>
+
+#include "ckptdoc/deepspeed/writer.h"
+#include "ckptdoc/error.h"
+#include "repair/sources.h"
+
+namespace fs = std::filesystem;
+
+namespace ckptdoc::repair {
+
+using deepspeed::CheckpointFile;
+using deepspeed::FileRole;
+using deepspeed::OptimizerWrapper;
+
+namespace {
+
+std::string norm(const std::string& p) {
+  std::error_code ec;
+  fs::path a = fs::weakly_canonical(fs::absolute(p), ec);
+  if (ec) a = fs::absolute(p).lexically_normal();
+  std::string s = a.string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
+}
+
+bool inside_or_equal(const std::string& child, const std::string& parent) {
+  if (child == parent) return true;
+  return child.size() > parent.size() && child.compare(0, parent.size(), parent) == 0 && child[parent.size()] == '/';
+}
+
+[[noreturn]] void refuse(const std::string& where, const std::string& why) { throw Error("", where, why); }
+
+bool zero12_like(OptimizerWrapper w) { return w == OptimizerWrapper::Zero12 || w == OptimizerWrapper::BF16Optimizer; }
+
+}  // namespace
+
+std::string Plan::text() const {
+  std::ostringstream o;
+  o << "Repair plan\n  input:  " << input << "\n  output: " << output << "\n  tag:    " << tag << "\n";
+  o << "Actions:\n";
+  for (const auto& a : actions) o << "  - " << a << "\n";
+  o << "Files (" << files.size() << "):\n";
+  for (const auto& f : files) {
+    o << "  " << f.action << std::string(f.action.size() < 8 ? 8 - f.action.size() : 1, ' ') << f.path;
+    if (!f.why.empty()) o << "  (" << f.why << ")";
+    o << "\n";
+  }
+  if (!changed_tensors.empty()) {
+    o << "Changed tensors (" << changed_tensors.size() << "):\n";
+    const size_t shown = std::min<size_t>(changed_tensors.size(), 20);
+    for (size_t i = 0; i < shown; ++i) o << "  " << changed_tensors[i] << "\n";
+    if (shown < changed_tensors.size()) o << "  ... and " << changed_tensors.size() - shown << " more\n";
+  }
+  for (const auto& w : warnings) o << "warning: " << w << "\n";
+  o << "About " << bytes_to_write << " bytes to write.\n";
+  return o.str();
+}
+
+Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, const RepairRequest& rq) {
+  const auto& cat = ckpt.catalog();
+  Plan plan;
+  plan.input = norm(cat.save_dir);
+  plan.output = norm(output);
+  plan.tag = cat.tag;
+
+  const bool repartition = rq.world_size.has_value() || rq.target.has_value();
+  const int n_actions = int(rq.refresh_fp32) + int(rq.reset_optimizer) + int(rq.drop_optimizer) + int(repartition);
+  if (n_actions == 0)
+    refuse("request", "no repair asked for: choose --refresh-fp32, --reset-optimizer, --drop-optimizer or --repartition");
+  if (rq.drop_optimizer && n_actions > 1)
+    refuse("request", "--drop-optimizer writes no optimizer files, so it cannot be combined with other repairs");
+  if (repartition && rq.refresh_fp32)
+    refuse("request", "run --refresh-fp32 and --repartition one after the other (refresh first)");
+  if (rq.world_size && rq.target) refuse("request", "--world-size and --target are alternatives; give one");
+  if (rq.world_size && (*rq.world_size < 1 || *rq.world_size > 65536))
+    refuse("--world-size", "must be between 1 and 65536");
+  if (rq.lp_source && !rq.refresh_fp32) refuse("--lp-source", "only used with --refresh-fp32");
+  if (rq.allow_shape_change && !rq.target) refuse("--allow-shape-change", "only used with --repartition --target");
+
+  // Output safety: a new folder beside the input, never inside it and never holding it.
+  if (plan.output.empty()) refuse("--output", "an output folder is required");
+  if (inside_or_equal(plan.output, plan.input) || inside_or_equal(plan.output, norm(cat.tag_dir)))
+    refuse("--output", "the output " + plan.output + " is inside the input checkpoint " + plan.input +
+                           "; choose a new folder elsewhere (the input is never modified)");
+  if (inside_or_equal(plan.input, plan.output))
+    refuse("--output", "the output " + plan.output + " contains the input checkpoint; choose a new folder");
+  std::error_code ec;
+  if (fs::exists(plan.output, ec)) {
+    if (!fs::is_directory(plan.output, ec)) refuse("--output", plan.output + " exists and is not a folder");
+    if (!fs::is_empty(plan.output, ec) && !rq.force)
+      refuse("--output", plan.output + " exists and is not empty (pass --force to replace it)");
+  }
+
+  // The checkpoint must be readable end to end.
+  std::vector<std::string> errors;
+  for (const auto& p : cat.problems)
+    if (p.severity == "error") errors.push_back(p.code + ": " + p.message);
+  if (!errors.empty()) {
+    std::string msg = "the checkpoint has problems a repair cannot work around:";
+    for (const auto& e : errors) msg += "\n  " + e;
+    refuse(cat.tag_dir, msg);
+  }
+
+  const auto w = cat.wrapper;
+  const std::string wname(deepspeed::wrapper_name(w));
+  const int dp = cat.groups.empty() ? cat.dp_world_size : static_cast<int>(cat.groups.front().partitions.size());
+  if (cat.mp_world_size > 1)
+    refuse(cat.tag_dir, "tensor/pipeline-parallel checkpoints (mp_world_size " + std::to_string(cat.mp_world_size) +
+                            ") are not supported by repair yet");
+
+  if (rq.refresh_fp32) {
+    if (w == OptimizerWrapper::Zero3) {
+      if (!rq.lp_source)
+        refuse("--refresh-fp32",
+               "ZeRO-3 model files hold only placeholders, so the fp32 masters cannot be refreshed from the "
+               "checkpoint itself; pass --lp-source FILE with consolidated 16-bit weights (e.g. a "
+               "save_16bit_model export, safetensors or torch file)");
+      detail::LpReader probe(*make_cpu_backend(1));
+      auto keep = detail::add_file_lp(*rq.lp_source, probe);
+      for (const auto& g : cat.groups)
+        for (const auto& p : g.params) {
+          const Tensor* t = probe.find(p.name);
+          if (!t) refuse("--lp-source", *rq.lp_source + " has no weight named '" + p.name + "'");
+          if (t->numel() != p.numel)
+            refuse("--lp-source", "'" + p.name + "' has " + std::to_string(t->numel()) + " elements in " +
+                                      *rq.lp_source + " but " + std::to_string(p.numel) + " in the checkpoint");
+        }
+    } else if (!zero12_like(w)) {
+      refuse("--refresh-fp32", "refreshing fp32 masters of " + wname + " checkpoints is not supported");
+    }
+    plan.actions.push_back("refresh fp32 masters from the " +
+                           std::string(rq.lp_source ? "weights in " + *rq.lp_source : "16-bit module weights") + " (" +
+                           std::to_string(cat.groups.size()) + " groups on " + std::to_string(dp) +
+                           " ranks); optimizer moments unchanged");
+    for (int r = 0; r < dp; ++r)
+      for (size_t g = 0; g < cat.groups.size(); ++g)
+        plan.changed_tensors.push_back("rank " + std::to_string(r) +
+                                       (w == OptimizerWrapper::Zero3 ? " fp32_flat_groups[" : " single_partition_of_fp32_groups[") +
+                                       std::to_string(g) + "]");
+  }
+  if (rq.reset_optimizer) {
+    if (!(zero12_like(w) || w == OptimizerWrapper::Zero3 || w == OptimizerWrapper::FP16Optimizer))
+      refuse("--reset-optimizer", "resetting the optimizer of " + wname + " checkpoints is not supported");
+    plan.actions.push_back("reset the optimizer: empty Adam state (moments re-created at the next step), 'step' "
+                           "removed from param_groups; fp32 masters and weights kept");
+    plan.changed_tensors.push_back("every rank's optimizer state (removed)");
+  }
+  if (rq.drop_optimizer) {
+    if (!zero12_like(w) && w != OptimizerWrapper::FP16Optimizer && w != OptimizerWrapper::FP16UnfusedOptimizer &&
+        w != OptimizerWrapper::TorchOptimizer)
+      refuse("--drop-optimizer",
+             w == OptimizerWrapper::Zero3
+                 ? "ZeRO-3 keeps the trainable weights only in the optimizer files (model files hold placeholders); "
+                   "dropping them would lose the model. Use --reset-optimizer instead"
+                 : "this checkpoint has no optimizer state to drop");
+    plan.actions.push_back("drop the optimizer: model files only; load with load_optimizer_states=False "
+                           "(DeepSpeed >= 0.13 then refreshes fp32 masters from the weights)");
+  }
+  if (rq.world_size) {
+    if (!zero12_like(w) && w != OptimizerWrapper::Zero3)
+      refuse("--repartition", "re-partitioning " + wname + " checkpoints is not supported");
+    if (w == OptimizerWrapper::Zero3) {
+      const Value* frag = ckpt.model_file(0, 0).root.get("frozen_param_fragments");
+      if (frag && frag->is_dict() && !frag->as_dict().items.empty())
+        refuse("--repartition", "ZeRO-3 checkpoints with frozen params are not supported by repartition yet");
+    }
+    plan.actions.push_back("re-partition from data-parallel " + std::to_string(dp) + " to " +
+                           std::to_string(*rq.world_size) + " (fp32 masters, Adam moments, group paddings, "
+                           "param_slice_mappings; group_paddings per ds_version " +
+                           (cat.ds_version.empty() ? std::string("(none)") : cat.ds_version) + ")");
+  }
+  if (rq.target) {
+    if (!zero12_like(w)) refuse("--target", "grafting is supported for ZeRO-1/2 and BF16_Optimizer checkpoints");
+    auto t = deepspeed::Checkpoint::open(*rq.target);
+    const auto& tc = t->catalog();
+    if (!zero12_like(tc.wrapper))
+      refuse("--target", "the template is a " + std::string(deepspeed::wrapper_name(tc.wrapper)) +
+                             " checkpoint; a ZeRO-1/2 or BF16_Optimizer one is needed");
+    if (tc.lp_dtype != cat.lp_dtype) refuse("--target", "the template's 16-bit dtype differs from the checkpoint's");
+    for (const auto& p : tc.problems)
+      if (p.severity == "error") refuse("--target", "the template has a problem: " + p.message);
+    std::vector<std::string> changed, added;
+    for (const auto& g : tc.groups)
+      for (const auto& p : g.params) {
+        const auto gp = cat.find_param(p.name);
+        if (!gp) {
+          added.push_back(p.name);
+          continue;
+        }
+        const auto& sp = cat.groups[static_cast<size_t>(gp->first)].params[static_cast<size_t>(gp->second)];
+        if (sp.shape != p.shape) changed.push_back(p.name);
+      }
+    if (!changed.empty() && !rq.allow_shape_change) {
+      std::string list;
+      for (const auto& n : changed) list += " " + n;
+      refuse("--target", "params changed shape:" + list + " (pass --allow-shape-change to keep the template's values)");
+    }
+    for (const auto& g : cat.groups)
+      for (const auto& p : g.params)
+        if (!tc.find_param(p.name)) plan.warnings.push_back("param '" + p.name + "' is not in the template; dropped");
+    for (const auto& n : changed) plan.warnings.push_back("param '" + n + "' changed shape; the template's values are kept");
+    plan.actions.push_back("graft onto the template " + tc.save_dir + " (data-parallel " +
+                           std::to_string(tc.groups.empty() ? 0 : tc.groups.front().partitions.size()) + ", " +
+                           std::to_string(added.size()) + " new params with the template's values and zero moments)");
+    for (const auto& f : tc.files) {
+      if (f.role != FileRole::Model && f.role != FileRole::Optim) continue;
+      plan.files.push_back({tc.tag + "/" + f.path, "write", f.bytes, "template layout"});
+      plan.bytes_to_write += f.bytes;
+    }
+    plan.tag = tc.tag;
+    plan.files.push_back({"latest", "write", plan.tag.size(), "written last"});
+    return plan;
+  }
+
+  // Files.
+  for (const auto& f : cat.files) {
+    PlannedFile pf;
+    pf.path = cat.tag + "/" + f.path;
+    pf.bytes = f.bytes;
+    if (f.role == FileRole::Optim) {
+      if (rq.drop_optimizer) continue;
+      if (rq.world_size) continue;  // regenerated below
+      pf.action = "rewrite";
+      pf.why = rq.refresh_fp32 && rq.reset_optimizer ? "fp32 refreshed, optimizer reset"
+               : rq.refresh_fp32                     ? "fp32 refreshed"
+                                                     : "optimizer reset";
+    } else if (f.role == FileRole::Model) {
+      if (rq.world_size) {
+        if (w == OptimizerWrapper::Zero3) continue;
+        pf.action = "rewrite";
+        pf.why = "dp_world_size " + std::to_string(*rq.world_size);
+      } else if (w == OptimizerWrapper::FP16Optimizer && (rq.reset_optimizer || rq.drop_optimizer)) {
+        pf.action = "rewrite";
+        pf.why = rq.drop_optimizer ? "optimizer removed" : "optimizer reset";
+      } else {
+        pf.action = "copy";
+      }
+    } else {
+      pf.action = "copy";
+    }
+    plan.bytes_to_write += pf.bytes;
+    plan.files.push_back(pf);
+  }
+  if (rq.world_size) {
+    const int n = *rq.world_size;
+    uint64_t per_rank = 0;
+    if (const CheckpointFile* f0 = cat.optim_file(0)) per_rank = f0->bytes * static_cast<uint64_t>(dp) / n;
+    const bool bf16 = cat.optim_file(0) && cat.optim_file(0)->bf16_prefix;
+    for (int r = 0; r < n; ++r) {
+      if (w == OptimizerWrapper::Zero3) {
+        plan.files.push_back({cat.tag + "/" + deepspeed::model_file_name(3, r), "write", 0, "rank " + std::to_string(r)});
+      }
+      plan.files.push_back({cat.tag + "/" + deepspeed::optim_file_name(bf16, r), "write", per_rank,
+                            "rank " + std::to_string(r) + " of " + std::to_string(n)});
+      plan.bytes_to_write += per_rank;
+    }
+    for (int r = 0; r < n; ++r)
+      plan.changed_tensors.push_back("rank " + std::to_string(r) + ": fp32 partitions and moments (new layout)");
+  }
+  plan.files.push_back({"latest", "write", cat.tag.size(), "written last"});
+  return plan;
+}
+
+}  // namespace ckptdoc::repair
