@@ -19,12 +19,6 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-std::string grouped(int64_t n) {
-  std::string s = std::to_string(n < 0 ? -n : n);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
-  return (n < 0 ? "-" : "") + s;
-}
-
 void print_text(const Catalog& c, bool layout) {
   std::printf("DeepSpeed checkpoint %s\n", c.tag_dir.c_str());
   std::printf("  tag              %s\n", c.tag.c_str());

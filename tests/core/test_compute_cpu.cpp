@@ -256,10 +256,10 @@ class TestComputeCpu : public QObject {
       d[3] = -1e-320;
       std::memcpy(buf.data(), d.data(), buf.size());
     }
-    auto cpu = make_cpu_backend(3);
-    const ValueStats got = cpu->value_stats(buf.data(), t, n);
     const ValueStats want = ref_value_stats(buf.data(), t, n);
+    const ValueStats got = make_cpu_backend(3)->value_stats(buf.data(), t, n);
     CKPTDOC_EXPECT_SAME(diff_values(got, want, kRel));
+    CKPTDOC_EXPECT_SAME(diff_values(make_cpu_backend(3, CpuPath::Scalar)->value_stats(buf.data(), t, n), want, kRel));
     QVERIFY(got.nan > 0 && got.pos_inf > 0 && got.neg_inf > 0 && got.zeros > 0 && got.subnormals > 0);
     if (t != DType::F16)  // fp16 spans 2^-24..65504: inside the histogram's range
       QVERIFY(got.log_abs.underflow > 0 && got.log_abs.overflow > 0);
@@ -290,10 +290,11 @@ class TestComputeCpu : public QObject {
       lp.resize(n * 2);
       std::memcpy(lp.data(), l.data(), lp.size());
     }
-    auto cpu = make_cpu_backend(3);
-    const DivergenceStats got = cpu->divergence(lp.data(), t, masters.data(), n);
     const DivergenceStats want = ref_divergence(lp.data(), t, masters.data(), n);
+    const DivergenceStats got = make_cpu_backend(3)->divergence(lp.data(), t, masters.data(), n);
     CKPTDOC_EXPECT_SAME(diff_divergence(got, want, kRel));
+    CKPTDOC_EXPECT_SAME(
+        diff_divergence(make_cpu_backend(3, CpuPath::Scalar)->divergence(lp.data(), t, masters.data(), n), want, kRel));
     QVERIFY(got.exact > n / 2 && got.exact < n);
     QVERIFY(got.nonfinite > 0);
     QVERIFY(got.ulp.counts[UlpHistogram::kBuckets - 1] > 0);
@@ -304,14 +305,139 @@ class TestComputeCpu : public QObject {
     const size_t n = 5'300'001;
     const auto masters = make_masters(n, 99);
     const auto lp = make_lp(masters, DType::BF16, 98);
-    const auto ref_d = make_cpu_backend(1)->divergence(lp.data(), DType::BF16, masters.data(), n);
-    const auto ref_v = make_cpu_backend(1)->value_stats(masters.data(), DType::F32, n);
-    for (unsigned threads : {2u, 3u, 8u, 0u}) {
-      auto b = make_cpu_backend(threads);
-      // counts identical; sums too, bit for bit, because chunks merge in order whatever the thread count
-      CKPTDOC_EXPECT_SAME(diff_divergence(b->divergence(lp.data(), DType::BF16, masters.data(), n), ref_d, 0.0));
-      CKPTDOC_EXPECT_SAME(diff_values(b->value_stats(masters.data(), DType::F32, n), ref_v, 0.0));
+    for (CpuPath path : {CpuPath::Best, CpuPath::Scalar}) {
+      const auto ref_d = make_cpu_backend(1, path)->divergence(lp.data(), DType::BF16, masters.data(), n);
+      const auto ref_v = make_cpu_backend(1, path)->value_stats(masters.data(), DType::F32, n);
+      for (unsigned threads : {2u, 3u, 8u, 0u}) {
+        auto b = make_cpu_backend(threads, path);
+        for (int again = 0; again < 2; ++again) {  // the second call reuses the backend's worker threads
+          // counts identical; sums too, bit for bit, because chunks merge in order whatever the thread count
+          CKPTDOC_EXPECT_SAME(
+              diff_divergence(b->divergence(lp.data(), DType::BF16, masters.data(), n), ref_d, 0.0));
+          CKPTDOC_EXPECT_SAME(diff_values(b->value_stats(masters.data(), DType::F32, n), ref_v, 0.0));
+        }
+      }
     }
+  }
+
+  // The AVX2 kernels against the portable scalar code on the same data: counts and histograms identical,
+  // min/max bit for bit, sums within rounding. Lengths leave ragged tails for the scalar code to finish.
+  void simd_matches_scalar_data() {
+    QTest::addColumn<int>("dtype");
+    QTest::newRow("f16") << int(DType::F16);
+    QTest::newRow("bf16") << int(DType::BF16);
+    QTest::newRow("f32") << int(DType::F32);
+  }
+  void simd_matches_scalar() {
+    if (!cpu_simd_available()) QSKIP("no AVX2/F16C/FMA on this CPU");
+    QFETCH(int, dtype);
+    const auto t = static_cast<DType>(dtype);
+    auto fast = make_cpu_backend(2), slow = make_cpu_backend(2, CpuPath::Scalar);
+    QVERIFY(fast->description().find("AVX2") != std::string::npos);
+    QVERIFY(slow->description().find("AVX2") == std::string::npos);
+
+    // masters: every float the conversion tests stress (ties, format edges, NaN payloads, random bits)
+    auto masters = conversion_inputs();
+    masters.resize(masters.size() - masters.size() % 8 + 5);  // a ragged tail
+    const size_t n = masters.size();
+    std::vector<unsigned char> lp(n * element_size(t));
+    std::mt19937 rng(17);
+    if (t == DType::F32) {
+      std::vector<float> l = masters;
+      for (auto& x : l) {
+        const uint32_t p = rng() % 16;
+        if (p == 0) x = float_of(bits_of(x) ^ 1u);  // one ULP off (or a NaN payload change)
+        else if (p == 1) x = float_of(static_cast<uint32_t>(rng()));
+        else if (p == 2) x = -x;
+      }
+      std::memcpy(lp.data(), l.data(), lp.size());
+    } else {
+      std::vector<uint16_t> l(n);
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h = t == DType::BF16 ? float_to_bf16(masters[i]) : float_to_half(masters[i]);
+        const uint32_t p = rng() % 16;
+        if (p == 0) h = static_cast<uint16_t>(h + static_cast<int>(rng() % 9) - 4);
+        else if (p == 1) h = static_cast<uint16_t>(rng());
+        else if (p == 2) h = static_cast<uint16_t>(h ^ 0x8000u);
+        l[i] = h;
+      }
+      for (uint32_t h = 0; h < 0x10000 && h < n; ++h) l[h] = static_cast<uint16_t>(h);  // every lp pattern
+      std::memcpy(lp.data(), l.data(), lp.size());
+    }
+    constexpr double kSumRel = kRel;  // different summation orders: fp16's wide range cancels to ~1e-11
+    const auto df = fast->divergence(lp.data(), t, masters.data(), n);
+    const auto ds = slow->divergence(lp.data(), t, masters.data(), n);
+    CKPTDOC_EXPECT_SAME(diff_divergence(df, ds, kSumRel));
+    QCOMPARE(bits_of(static_cast<float>(df.max_abs)), bits_of(static_cast<float>(ds.max_abs)));
+    QVERIFY(df.exact > n / 2 && df.exact < n && df.nonfinite > 0);
+    for (const void* data : {static_cast<const void*>(lp.data()), static_cast<const void*>(masters.data())}) {
+      const DType dt = data == lp.data() ? t : DType::F32;
+      const auto vf = fast->value_stats(data, dt, n), vs = slow->value_stats(data, dt, n);
+      CKPTDOC_EXPECT_SAME(diff_values(vf, vs, kSumRel));
+      QVERIFY(std::signbit(vf.min) == std::signbit(vs.min) && std::signbit(vf.max) == std::signbit(vs.max));
+      QVERIFY(vf.nan > 0 && vf.pos_inf > 0 && vf.neg_inf > 0 && vf.zeros > 0 && vf.subnormals > 0);
+    }
+    // and on every length from 0 to 40 (tails only, kernel and tail, several kernel steps)
+    for (size_t len = 0; len <= 40; ++len) {
+      const size_t off = 65536 + 3 * len;
+      const unsigned char* l = lp.data() + off * element_size(t);
+      CKPTDOC_EXPECT_SAME(diff_divergence(fast->divergence(l, t, masters.data() + off, len),
+                                          slow->divergence(l, t, masters.data() + off, len), kSumRel));
+      CKPTDOC_EXPECT_SAME(diff_values(fast->value_stats(l, t, len), slow->value_stats(l, t, len), kSumRel));
+    }
+  }
+
+  // A zero minimum or maximum keeps the sign of the first zero in the data, as a sequential scan finds it,
+  // however the zeros fall across vector lanes.
+  void simd_zero_extremes_keep_first_sign() {
+    for (CpuPath path : {CpuPath::Best, CpuPath::Scalar}) {
+      auto cpu = make_cpu_backend(1, path);
+      for (size_t first = 0; first < 20; ++first) {
+        for (bool negative_first : {true, false}) {
+          std::vector<float> up(37, 1.5f), down(37, -1.5f);
+          for (size_t i = first; i < up.size(); i += 7) {
+            const float z = ((i == first) == negative_first) ? -0.0f : 0.0f;
+            up[i] = z;
+            down[i] = z;
+          }
+          const auto u = cpu->value_stats(up.data(), DType::F32, up.size());
+          const auto d = cpu->value_stats(down.data(), DType::F32, down.size());
+          QCOMPARE(u.min, 0.0);
+          QCOMPARE(std::signbit(u.min), negative_first);
+          QCOMPARE(d.max, 0.0);
+          QCOMPARE(std::signbit(d.max), negative_first);
+        }
+      }
+    }
+  }
+
+  // fragment_stats gives exactly what the three separate calls give, on both paths.
+  void fragment_stats_matches_three_calls_data() { divergence_matches_reference_data(); }
+  void fragment_stats_matches_three_calls() {
+    QFETCH(int, dtype);
+    const auto t = static_cast<DType>(dtype);
+    const size_t n = 2'100'005;
+    const auto masters = make_masters(n, 31 + static_cast<uint32_t>(dtype));
+    std::vector<unsigned char> lp(n * element_size(t));
+    if (t == DType::F32) {
+      std::memcpy(lp.data(), masters.data(), lp.size());
+    } else {
+      const auto l = make_lp(masters, t, 32);
+      std::memcpy(lp.data(), l.data(), lp.size());
+    }
+    for (CpuPath path : {CpuPath::Best, CpuPath::Scalar}) {
+      for (unsigned threads : {1u, 3u}) {
+        auto cpu = make_cpu_backend(threads, path);
+        const FragmentStats f = cpu->fragment_stats(lp.data(), t, masters.data(), n);
+        CKPTDOC_EXPECT_SAME(diff_divergence(f.divergence, cpu->divergence(lp.data(), t, masters.data(), n), 0.0));
+        CKPTDOC_EXPECT_SAME(diff_values(f.lp, cpu->value_stats(lp.data(), t, n), 0.0));
+        CKPTDOC_EXPECT_SAME(diff_values(f.fp32, cpu->value_stats(masters.data(), DType::F32, n), 0.0));
+        CKPTDOC_EXPECT_SAME(diff_divergence(f.divergence, ref_divergence(lp.data(), t, masters.data(), n), kRel));
+        CKPTDOC_EXPECT_SAME(diff_values(f.lp, ref_value_stats(lp.data(), t, n), kRel));
+      }
+    }
+    auto cpu = make_cpu_backend(2);
+    QVERIFY_THROWS_EXCEPTION(Error, cpu->fragment_stats(lp.data(), DType::F64, masters.data(), 1));
   }
 
   void empty_and_tiny_inputs() {

@@ -205,15 +205,24 @@ class Scanner {
     const uint8_t* fp32 = pv.fp32 ? element_ptr(*pv.fp32, t.partition_offset, t.numel) : nullptr;
     const Tensor* lpt = lp_tensor(t.group, t.param);
     const uint8_t* lp = lpt ? element_ptr(*lpt, t.param_offset, t.numel) : nullptr;
-    if (fp32 && pv.fp32->dtype == DType::F32) {
-      r.fp32 = be.value_stats(fp32, DType::F32, n);
-      r.bytes += n * 4;
-    }
-    if (lp) {
-      r.lp = be.value_stats(lp, lpt->dtype, n);
-      r.bytes += n * element_size(lpt->dtype);
-      if (fp32 && pv.fp32->dtype == DType::F32)
-        r.div = be.divergence(lp, lpt->dtype, reinterpret_cast<const float*>(fp32), n);
+    const bool have_fp32 = fp32 && pv.fp32->dtype == DType::F32;
+    if (have_fp32 && lp && (lpt->dtype == DType::F16 || lpt->dtype == DType::BF16 || lpt->dtype == DType::F32)) {
+      // both sides' statistics and their divergence in one pass over the two arrays
+      FragmentStats f = be.fragment_stats(lp, lpt->dtype, reinterpret_cast<const float*>(fp32), n);
+      r.fp32 = f.fp32;
+      r.lp = f.lp;
+      r.div = f.divergence;
+      r.bytes += n * 4 + n * element_size(lpt->dtype);
+    } else {
+      if (have_fp32) {
+        r.fp32 = be.value_stats(fp32, DType::F32, n);
+        r.bytes += n * 4;
+      }
+      if (lp) {
+        r.lp = be.value_stats(lp, lpt->dtype, n);
+        r.bytes += n * element_size(lpt->dtype);
+        if (have_fp32) r.div = be.divergence(lp, lpt->dtype, reinterpret_cast<const float*>(fp32), n);
+      }
     }
     if (pv.exp_avg)
       if (const uint8_t* m = element_ptr(*pv.exp_avg, t.partition_offset, t.numel)) {

@@ -1,17 +1,23 @@
-// CPU backend: fixed 1M-element chunks handed to std::thread workers, per-chunk results merged in chunk
-// order, so every result is the same for any thread count (sums included: chunk boundaries do not move).
+// CPU backend: fixed 1M-element chunks handed to a persistent pool of worker threads, per-chunk results merged
+// in chunk order, so every result is the same for any thread count (sums included: chunk boundaries do not
+// move). Statistics and divergence run the AVX2 kernels of cpu_simd.cpp where the processor has them (the
+// scalar code below finishes each chunk's ragged tail), else the portable scalar code.
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "ckptdoc/compute/backend.h"
 #include "ckptdoc/error.h"
+#include "compute/cpu_simd.h"
 #include "compute/element_ops.h"
 
 namespace ckptdoc {
@@ -21,9 +27,78 @@ using namespace ckptdoc::compute;
 
 constexpr size_t kChunk = size_t{1} << 20;
 
+// Worker threads kept for the backend's lifetime, started on first use: diagnose calls the backend once per
+// fragment, and spawning threads per call would cost more than a small fragment's work.
+class Pool {
+ public:
+  Pool() = default;
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+  // Runs work() on the caller and on up to `helpers` pool threads, returning when every call has returned.
+  // work() must share its work out itself (the callers here take chunks from an atomic counter), so it is
+  // correct whichever threads join in; a call made while another is in flight runs on the caller alone.
+  void run(unsigned helpers, const std::function<void()>& work) {
+    std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
+    if (!busy.owns_lock() || helpers == 0) {
+      work();
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      while (threads_.size() < helpers) threads_.emplace_back([this] { loop(); });
+      job_ = &work;
+      wanted_ = helpers;
+      ++generation_;
+    }
+    wake_.notify_all();
+    work();
+    std::unique_lock<std::mutex> lock(m_);
+    wanted_ = 0;  // the work is shared out: helpers that have not woken yet need not
+    done_.wait(lock, [&] { return running_ == 0; });
+    job_ = nullptr;
+  }
+
+ private:
+  void loop() {
+    uint64_t seen = 0;
+    std::unique_lock<std::mutex> lock(m_);
+    for (;;) {
+      wake_.wait(lock, [&] { return stop_ || (generation_ != seen && wanted_ > 0); });
+      if (stop_) return;
+      seen = generation_;
+      --wanted_;
+      ++running_;
+      const std::function<void()>* job = job_;
+      lock.unlock();
+      (*job)();
+      lock.lock();
+      if (--running_ == 0) done_.notify_all();
+    }
+  }
+
+  std::mutex busy_;  // one job at a time
+  std::mutex m_;
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> threads_;
+  const std::function<void()>* job_ = nullptr;
+  uint64_t generation_ = 0;
+  unsigned wanted_ = 0;   // helpers still to pick up the current job
+  unsigned running_ = 0;  // helpers inside it
+  bool stop_ = false;
+};
+
 // Runs fn(chunk_index, begin, end) for every chunk of [0, n), on up to `threads` threads.
 template <class Fn>
-void for_each_chunk(size_t n, unsigned threads, Fn&& fn) {
+void for_each_chunk(Pool& pool, size_t n, unsigned threads, Fn&& fn) {
   const size_t chunks = (n + kChunk - 1) / kChunk;
   if (chunks == 0) return;
   auto run = [&](size_t c) { fn(c, c * kChunk, std::min(n, (c + 1) * kChunk)); };
@@ -33,14 +108,9 @@ void for_each_chunk(size_t n, unsigned threads, Fn&& fn) {
     return;
   }
   std::atomic<size_t> next{0};
-  auto work = [&] {
+  pool.run(workers - 1, [&] {
     for (size_t c = next.fetch_add(1); c < chunks; c = next.fetch_add(1)) run(c);
-  };
-  std::vector<std::thread> pool;
-  pool.reserve(workers - 1);
-  for (unsigned i = 1; i < workers; ++i) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
+  });
 }
 
 using Slots = std::array<uint64_t, kLogSlots>;
@@ -179,6 +249,53 @@ DivergenceStats divergence_chunk(const void* lp, DType t, const float* fp32, siz
   return acc.finish(end - begin);
 }
 
+// ---- chunk functions choosing the AVX2 kernels or the scalar code ----
+template <DType T>
+ValueStats value_chunk_best(bool simd, const void* data, size_t begin, size_t end) {
+  if constexpr (T == DType::F16 || T == DType::BF16 || T == DType::F32) {
+    if (simd) {
+      ValueStats s;
+      const size_t done = simd::values(data, T, begin, end, s);
+      if (begin + done < end) s.merge(value_chunk<T>(data, begin + done, end));
+      return s;
+    }
+  }
+  return value_chunk<T>(data, begin, end);
+}
+
+ValueStats value_chunk_lp(bool simd, const void* data, DType t, size_t begin, size_t end) {
+  switch (t) {
+    case DType::F16: return value_chunk_best<DType::F16>(simd, data, begin, end);
+    case DType::BF16: return value_chunk_best<DType::BF16>(simd, data, begin, end);
+    default: return value_chunk_best<DType::F32>(simd, data, begin, end);
+  }
+}
+
+DivergenceStats divergence_chunk_best(bool simd, const void* lp, DType t, const float* fp32, size_t begin,
+                                      size_t end) {
+  if (simd) {
+    DivergenceStats s;
+    const size_t done = simd::divergence(lp, t, fp32, begin, end, s, nullptr, nullptr);
+    if (begin + done < end) s.merge(divergence_chunk(lp, t, fp32, begin + done, end));
+    return s;
+  }
+  return divergence_chunk(lp, t, fp32, begin, end);
+}
+
+// The three results of one chunk, identical to the three chunk functions above: the AVX2 pass computes each
+// with the same operations in the same order as when it computes it alone.
+FragmentStats fragment_chunk(bool simd, const void* lp, DType t, const float* fp32, size_t begin, size_t end) {
+  FragmentStats s;
+  size_t done = 0;
+  if (simd) done = simd::divergence(lp, t, fp32, begin, end, s.divergence, &s.lp, &s.fp32);
+  if (begin + done < end) {
+    s.divergence.merge(divergence_chunk(lp, t, fp32, begin + done, end));
+    s.lp.merge(value_chunk_lp(false, lp, t, begin + done, end));
+    s.fp32.merge(value_chunk<DType::F32>(fp32, begin + done, end));
+  }
+  return s;
+}
+
 // ---- conversions: straight loops over 16/32-bit words that g++ -O2 can vectorise ----
 void upcast_range(const uint16_t* in, DType t, float* out, size_t begin, size_t end) {
   if (t == DType::BF16) {
@@ -201,11 +318,13 @@ Error unsupported(const std::string& op, DType t) {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(unsigned threads) : threads_(threads ? threads : std::max(1u, std::thread::hardware_concurrency())) {}
+  CpuBackend(unsigned threads, CpuPath path)
+      : threads_(threads ? threads : std::max(1u, std::thread::hardware_concurrency())),
+        simd_(path == CpuPath::Best && simd::avx2_usable()) {}
 
   DeviceKind kind() const override { return DeviceKind::Cpu; }
   std::string description() const override {
-    return "CPU (" + std::to_string(threads_) + (threads_ == 1 ? " thread)" : " threads)");
+    return "CPU (" + std::to_string(threads_) + (threads_ == 1 ? " thread" : " threads") + (simd_ ? ", AVX2)" : ")");
   }
 
   ValueStats value_stats(const void* data, DType dtype, size_t n) override {
@@ -224,11 +343,27 @@ class CpuBackend final : public Backend {
     if (lp_dtype != DType::F16 && lp_dtype != DType::BF16 && lp_dtype != DType::F32)
       throw unsupported("divergence", lp_dtype);
     std::vector<DivergenceStats> parts((n + kChunk - 1) / kChunk);
-    for_each_chunk(n, threads_, [&](size_t c, size_t b, size_t e) {
-      parts[c] = divergence_chunk(lp, lp_dtype, fp32, b, e);
+    for_each_chunk(pool_, n, threads_, [&](size_t c, size_t b, size_t e) {
+      parts[c] = divergence_chunk_best(simd_, lp, lp_dtype, fp32, b, e);
     });
     DivergenceStats total;
     for (const auto& p : parts) total.merge(p);
+    return total;
+  }
+
+  FragmentStats fragment_stats(const void* lp, DType lp_dtype, const float* fp32, size_t n) override {
+    if (lp_dtype != DType::F16 && lp_dtype != DType::BF16 && lp_dtype != DType::F32)
+      throw unsupported("divergence", lp_dtype);
+    std::vector<FragmentStats> parts((n + kChunk - 1) / kChunk);
+    for_each_chunk(pool_, n, threads_, [&](size_t c, size_t b, size_t e) {
+      parts[c] = fragment_chunk(simd_, lp, lp_dtype, fp32, b, e);
+    });
+    FragmentStats total;
+    for (const auto& p : parts) {
+      total.divergence.merge(p.divergence);
+      total.lp.merge(p.lp);
+      total.fp32.merge(p.fp32);
+    }
     return total;
   }
 
@@ -239,7 +374,7 @@ class CpuBackend final : public Backend {
     }
     if (lp_dtype != DType::F16 && lp_dtype != DType::BF16) throw unsupported("upcast", lp_dtype);
     const auto* in = static_cast<const uint16_t*>(lp);
-    for_each_chunk(n, threads_, [&](size_t, size_t b, size_t e) { upcast_range(in, lp_dtype, out, b, e); });
+    for_each_chunk(pool_, n, threads_, [&](size_t, size_t b, size_t e) { upcast_range(in, lp_dtype, out, b, e); });
   }
 
   void downcast(const float* in, DType lp_dtype, void* out, size_t n) override {
@@ -249,14 +384,15 @@ class CpuBackend final : public Backend {
     }
     if (lp_dtype != DType::F16 && lp_dtype != DType::BF16) throw unsupported("downcast", lp_dtype);
     auto* o = static_cast<uint16_t*>(out);
-    for_each_chunk(n, threads_, [&](size_t, size_t b, size_t e) { downcast_range(in, lp_dtype, o, b, e); });
+    for_each_chunk(pool_, n, threads_, [&](size_t, size_t b, size_t e) { downcast_range(in, lp_dtype, o, b, e); });
   }
 
  private:
   template <DType T>
   ValueStats values(const void* data, size_t n) {
     std::vector<ValueStats> parts((n + kChunk - 1) / kChunk);
-    for_each_chunk(n, threads_, [&](size_t c, size_t b, size_t e) { parts[c] = value_chunk<T>(data, b, e); });
+    for_each_chunk(pool_, n, threads_,
+                   [&](size_t c, size_t b, size_t e) { parts[c] = value_chunk_best<T>(simd_, data, b, e); });
     ValueStats total;
     for (const auto& p : parts) total.merge(p);
     return total;
@@ -266,10 +402,16 @@ class CpuBackend final : public Backend {
   }
 
   unsigned threads_;
+  bool simd_;
+  Pool pool_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(unsigned threads) { return std::make_unique<CpuBackend>(threads); }
+std::unique_ptr<Backend> make_cpu_backend(unsigned threads, CpuPath path) {
+  return std::make_unique<CpuBackend>(threads, path);
+}
+
+bool cpu_simd_available() { return compute::simd::avx2_usable(); }
 
 }  // namespace ckptdoc

@@ -38,6 +38,18 @@ std::optional<int64_t> zero_stage_value(const Value& v) {
     const auto* a = args_of(v);
     if (a && a->size() == 1 && (*a)[0].is(K::Int)) return (*a)[0].as_int();
   }
+  // Python 3.11+: getattr(ZeroStageEnum, 'gradients'); Value::as_int knows the members.
+  if (v.is(K::Object) && v.as_object().name == "getattr") {
+    const auto* a = args_of(v);
+    if (a && a->size() == 2 && (*a)[0].is(K::Global) &&
+        (*a)[0].as_global() == std::make_pair(std::string("deepspeed.runtime.zero.config"), std::string("ZeroStageEnum"))) {
+      try {
+        return v.as_int();
+      } catch (const std::exception&) {
+        return std::nullopt;
+      }
+    }
+  }
   return std::nullopt;
 }
 

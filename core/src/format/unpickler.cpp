@@ -989,7 +989,7 @@ void Vm::step(uint8_t op) {
         charge(s.size());
         pid = Value::str(std::string(s));
       } else {
-        pid = top();
+        pid = top().clone();  // the callback may keep it; VM containers are dismantled at the end
       }
       Value r;
       try {

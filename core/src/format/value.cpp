@@ -429,6 +429,19 @@ std::string Value::type_name() const {
 // ---------------------------------------------------------------------------------------------------------
 // Accessors
 
+namespace {
+// Members of int enums that Python 3.11+ pickles as getattr(cls, name) rather than cls(value).
+std::optional<int64_t> known_enum_member(const std::string& module, const std::string& name, const std::string& member) {
+  if (module == "deepspeed.runtime.zero.config" && name == "ZeroStageEnum") {
+    if (member == "disabled") return 0;
+    if (member == "optimizer_states") return 1;
+    if (member == "gradients") return 2;
+    if (member == "weights" || member == "max_stage") return 3;
+  }
+  return std::nullopt;
+}
+}  // namespace
+
 bool Value::as_bool() const {
   if (kind_ != Kind::Bool) wrong_kind("bool", *this);
   return b_;
@@ -443,6 +456,14 @@ int64_t Value::as_int() const {
       object_->args->items()[0].is(Kind::Int) && !object_->state && object_->list_items.empty() &&
       object_->dict_items.empty())
     return object_->args->items()[0].i_;
+  // getattr(IntEnumClass, 'member') for enums whose values ckptdoc knows.
+  if (kind_ == Kind::Object && (object_->module == "builtins" || object_->module == "__builtin__") &&
+      object_->name == "getattr" && object_->how == ObjectData::How::Reduce && object_->args &&
+      object_->args->is(Kind::Tuple) && object_->args->items().size() == 2 &&
+      object_->args->items()[0].is(Kind::Global) && object_->args->items()[1].is(Kind::Str)) {
+    const auto& cls = *object_->args->items()[0].global_;
+    if (auto v = known_enum_member(cls.first, cls.second, object_->args->items()[1].as_str())) return *v;
+  }
   wrong_kind("int", *this);
 }
 
@@ -586,7 +607,18 @@ void Value::set_item(Value key, Value value) {
         return;
       }
   }
-  dict_->index_cache.reset();
+  {
+    // Keep a current index current (appends are how unpicklers and builders fill big dicts).
+    std::lock_guard<std::mutex> lock(dict_->index_cache.mutex);
+    auto& idx = dict_->index_cache.index;
+    if (idx && idx.use_count() == 1 && idx->size == dict_->items.size()) {
+      auto* m = const_cast<DictIndexCache::Index*>(idx.get());
+      if (key.is(Kind::Str)) m->positions.emplace(key.as_str(), dict_->items.size());
+      m->size = dict_->items.size() + 1;
+    } else {
+      idx.reset();
+    }
+  }
   dict_->items.emplace_back(std::move(key), std::move(value));
 }
 

@@ -17,6 +17,13 @@ enum class DeviceKind : uint8_t { Auto, Cpu, Cuda };
 DeviceKind parse_device(const std::string& s);  // "auto" | "cpu" | "cuda"; throws ckptdoc::Error otherwise
 std::string device_name(DeviceKind k);
 
+// divergence(lp, fp32) together with value_stats of both sides.
+struct FragmentStats {
+  DivergenceStats divergence;
+  ValueStats lp;
+  ValueStats fp32;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -27,6 +34,16 @@ class Backend {
   virtual ValueStats value_stats(const void* data, DType dtype, size_t n) = 0;
   // lp (F16 or BF16, or F32 when training ran in fp32) vs fp32 master, element-wise, n elements each.
   virtual DivergenceStats divergence(const void* lp, DType lp_dtype, const float* fp32, size_t n) = 0;
+  // divergence(lp, fp32, n), value_stats(lp, lp_dtype, n) and value_stats(fp32, F32, n) in one call, which a
+  // backend may answer in one pass over the data; the results are those of the three calls. lp_dtype as for
+  // divergence().
+  virtual FragmentStats fragment_stats(const void* lp, DType lp_dtype, const float* fp32, size_t n) {
+    FragmentStats s;
+    s.divergence = divergence(lp, lp_dtype, fp32, n);
+    s.lp = value_stats(lp, lp_dtype, n);
+    s.fp32 = value_stats(fp32, DType::F32, n);
+    return s;
+  }
   // out[i] = float(lp[i]) exactly.
   virtual void upcast(const void* lp, DType lp_dtype, float* out, size_t n) = 0;
   // out[i] = round_to_nearest_even(in[i]) in `lp_dtype` (F16/BF16; F32 copies).
@@ -36,7 +53,12 @@ class Backend {
 // Picks a backend. Auto: CUDA when built with CUDA and a device is present, else CPU (and `note` says why).
 // Cuda with no usable device throws ckptdoc::Error with the CUDA runtime's reason.
 std::unique_ptr<Backend> make_backend(DeviceKind kind, std::string* note = nullptr);
-std::unique_ptr<Backend> make_cpu_backend(unsigned threads = 0);  // 0 = hardware concurrency
+// Code path of the CPU backend: Best picks the AVX2/F16C/FMA kernels when the processor has them, Scalar keeps
+// to the portable code (same counts and histograms; sums may differ in the last bits).
+enum class CpuPath : uint8_t { Best, Scalar };
+std::unique_ptr<Backend> make_cpu_backend(unsigned threads = 0,  // 0 = hardware concurrency
+                                          CpuPath path = CpuPath::Best);
+bool cpu_simd_available();  // whether CpuPath::Best runs the AVX2 kernels on this machine
 // True when this build has CUDA support and at least one device is usable; `reason` says why not.
 bool cuda_available(std::string* reason = nullptr);
 

@@ -23,7 +23,9 @@ struct UnpickleLimits {
 struct UnpickleOptions {
   UnpickleLimits limits;
   // Called for BINPERSID/PERSID with the persistent id value; returns what the id stands for (torch:
-  // a Value::storage). When unset, persistent ids are refused.
+  // a Value::storage). When unset, persistent ids are refused. The callback gets its own copy of the id; what it
+  // returns joins the VM's graph (containers the stream then discards are dismantled, so return leaf values
+  // such as storages, or values the callback does not keep).
   std::function<Value(const Value& pid)> persistent_load;
   std::string file_name;  // for error messages
   std::string record_name;  // e.g. "archive/data.pkl"
