@@ -148,7 +148,9 @@ class TestDeepspeedCatalog : public QObject {
     const auto osd = ref["optim_states"].toObject()["0"].toObject();
     const auto inner = osd.contains("base_optimizer_state") ? osd["base_optimizer_state"].toObject()
                                                              : osd["optimizer_state_dict"].toObject();
-    const auto ref_step = inner["state"].toObject()["0"].toObject()["step"].toObject()["tensor"].toArray()[0].toDouble();
+    const QJsonArray step_values = inner["state"].toObject()["0"].toObject()["step"].toObject()["tensor"].toArray();
+    QVERIFY(!step_values.isEmpty());
+    const double ref_step = step_values.at(0).toDouble();
     if (!bf16) {
       QVERIFY(c.loss_scaler.present);
       QVERIFY(c.loss_scaler.dynamic);

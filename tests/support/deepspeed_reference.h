@@ -23,7 +23,10 @@ inline const std::vector<std::string>& deepspeed_fixture_names() {
 inline QJsonObject read_json_file(const std::string& path) {
   QFile f(QString::fromStdString(path));
   if (!f.open(QIODevice::ReadOnly)) return {};
-  return QJsonDocument::fromJson(f.readAll()).object();
+  // Python's json writes NaN/Infinity (e.g. stats of uninitialised ZeRO-3 padding); Qt rejects them.
+  QByteArray text = f.readAll();
+  text.replace("-Infinity", "null").replace("Infinity", "null").replace("NaN", "null");
+  return QJsonDocument::fromJson(text).object();
 }
 
 inline QJsonObject fixture_reference(const std::string& name) {

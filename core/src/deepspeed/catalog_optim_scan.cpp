@@ -2,6 +2,8 @@
 // bookkeeping, loss scaler and optimizer step.
 #include <algorithm>
 
+#include "ckptdoc/format/known_objects.h"
+
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/value_access.h"
 
@@ -60,8 +62,9 @@ void CatalogBuilder::scan_optim_files() {
         for (const auto& g : maps->items()) {
           std::vector<SliceMapping> group;
           for (const auto& [name, fa] : str_items(&g)) {
-            group.push_back(SliceMapping{name, opt_int(attr_or_key(fa, "numel")).value_or(-1),
-                                         opt_int(attr_or_key(fa, "start")).value_or(-1)});
+            const auto addr = fragment_address_of(*fa);
+            group.push_back(SliceMapping{name, addr ? addr->first : opt_int(attr_or_key(fa, "numel")).value_or(-1),
+                                         addr ? addr->second : opt_int(attr_or_key(fa, "start")).value_or(-1)});
           }
           s.slice_mappings.push_back(std::move(group));
         }

@@ -50,7 +50,7 @@ ExportResult export_weights(const Checkpoint& ckpt, const std::string& out_path,
     }
     case ExportFormat::Hdf5:
 #ifdef CKPTDOC_HAVE_HDF5_WRITER
-      write_hdf5_file(out_path, tensors, {});
+      write_hdf5_file(out_path, tensors, {{"source", "ckptdoc export (DeepSpeed)"}, {"tag", ckpt.catalog().tag}});
 #endif
       break;
   }

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "ckptdoc/format/known_objects.h"
+
 namespace ckptdoc::deepspeed::detail {
 
 const Value* dict_get(const Value* d, std::string_view key) {
@@ -26,12 +28,37 @@ const Value* list_at(const Value* v, size_t i) {
   return i < items.size() ? &items[i] : nullptr;
 }
 
+namespace {
+// Python >= 3.12 pickles enum members by name: getattr(ZeroStageEnum, 'gradients'), which is how the
+// DeepSpeed fixtures store zero_stage.
+std::optional<int64_t> enum_by_name(const Value& v) {
+  if (!v.is(Value::Kind::Object)) return std::nullopt;
+  const auto& o = v.as_object();
+  if (o.name != "getattr" || (o.module != "__builtin__" && o.module != "builtins") || !o.args ||
+      !o.args->is(Value::Kind::Tuple) || o.args->items().size() != 2) {
+    return std::nullopt;
+  }
+  const Value& cls = o.args->items()[0];
+  const Value& member = o.args->items()[1];
+  if (!cls.is(Value::Kind::Global) || cls.as_global().second != "ZeroStageEnum" || !member.is(Value::Kind::Str)) {
+    return std::nullopt;
+  }
+  static const std::pair<const char*, int64_t> names[] = {
+      {"disabled", 0}, {"optimizer_states", 1}, {"gradients", 2}, {"weights", 3}, {"max_stage", 3}};
+  for (const auto& [n, value] : names)
+    if (member.as_str() == n) return value;
+  return std::nullopt;
+}
+}  // namespace
+
 std::optional<int64_t> opt_int(const Value* v) {
   if (!v) return std::nullopt;
   switch (v->kind()) {
     case Value::Kind::Int:
     case Value::Kind::Bool:
     case Value::Kind::Object:
+      if (auto z = zero_stage_value(*v)) return z;
+      if (auto z = enum_by_name(*v)) return z;
       try {
         return v->as_int();
       } catch (...) {
@@ -94,7 +121,16 @@ std::vector<std::pair<std::string, const Value*>> str_items(const Value* d) {
 const Value* attr_or_key(const Value* v, std::string_view name) {
   if (!v) return nullptr;
   if (v->is_dict()) return dict_get(v, name);
-  if (v->is(Value::Kind::Object)) return v->attr(name);
+  if (v->is(Value::Kind::Object)) {
+    if (is_loss_scaler(*v)) {
+      if (const Value* st = loss_scaler_state(*v)) return dict_get(st, name);
+    }
+    try {
+      return v->attr(name);
+    } catch (...) {
+      return nullptr;
+    }
+  }
   return nullptr;
 }
 
