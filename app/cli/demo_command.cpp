@@ -11,16 +11,6 @@
 namespace ckptdoc::cli {
 namespace {
 
-std::string grouped(long long n) {
-  const std::string digits = std::to_string(n < 0 ? -n : n);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
-    out.push_back(digits[i]);
-  }
-  return n < 0 ? "-" + out : out;
-}
-
 std::string shell_quote(const std::string& path) {
   if (path.find_first_of(" \t'\"$\\") == std::string::npos) return path;
   std::string q = "'";

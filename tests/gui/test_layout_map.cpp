@@ -21,11 +21,32 @@ deepspeed::GroupLayout workedExample() {
   g.numel = 8;
   g.padded_numel = 12;
   g.partition_numel = 4;
-  g.params = {{"a", {5}, 5, 0}, {"b", {3}, 3, 5}};
-  deepspeed::RankPartition r0{0, 4, 0, {{0, 0, 0, 4}}};
-  deepspeed::RankPartition r1{1, 4, 0, {{0, 4, 0, 1}, {1, 0, 1, 3}}};
-  deepspeed::RankPartition r2{2, 0, 4, {}};
-  g.partitions = {r0, r1, r2};
+  g.params.resize(2);
+  g.params[0].name = "a";
+  g.params[0].shape = {5};
+  g.params[0].numel = 5;
+  g.params[1].name = "b";
+  g.params[1].shape = {3};
+  g.params[1].numel = 3;
+  g.params[1].offset = 5;
+  auto rank = [](int r, int64_t real, std::vector<deepspeed::Fragment> fragments) {
+    deepspeed::RankPartition p;
+    p.rank = r;
+    p.saved_numel = real;
+    p.real_numel = real;
+    p.padding = 4 - real;
+    p.fragments = std::move(fragments);
+    return p;
+  };
+  auto frag = [](int param, int64_t param_offset, int64_t partition_offset, int64_t numel) {
+    deepspeed::Fragment f;
+    f.param = param;
+    f.param_offset = param_offset;
+    f.partition_offset = partition_offset;
+    f.numel = numel;
+    return f;
+  };
+  g.partitions = {rank(0, 4, {frag(0, 0, 0, 4)}), rank(1, 4, {frag(0, 4, 0, 1), frag(1, 0, 1, 3)}), rank(2, 0, {})};
   return g;
 }
 
@@ -51,7 +72,12 @@ deepspeed::GroupLayout bigLayout(int ranks, int params) {
   int64_t n = 0;
   for (int i = 0; i < params; ++i) {
     const int64_t numel = 1000 + (i * 7919) % 50000;
-    g.params.push_back({"layers." + std::to_string(i) + ".weight", {numel}, numel, n});
+    deepspeed::ParamEntry pe;
+    pe.name = "layers." + std::to_string(i) + ".weight";
+    pe.shape = {numel};
+    pe.numel = numel;
+    pe.offset = n;
+    g.params.push_back(std::move(pe));
     n += numel;
   }
   g.numel = n;
@@ -66,7 +92,12 @@ deepspeed::GroupLayout bigLayout(int ranks, int params) {
     int64_t off = 0;
     while (off < g.partition_numel && p < params) {
       const int64_t take = std::min(g.partition_numel - off, g.params[static_cast<size_t>(p)].numel - pOff);
-      part.fragments.push_back({p, pOff, off, take});
+      deepspeed::Fragment f;
+      f.param = p;
+      f.param_offset = pOff;
+      f.partition_offset = off;
+      f.numel = take;
+      part.fragments.push_back(f);
       off += take;
       pOff += take;
       if (pOff == g.params[static_cast<size_t>(p)].numel) {
@@ -76,6 +107,7 @@ deepspeed::GroupLayout bigLayout(int ranks, int params) {
     }
     part.padding = g.partition_numel - off;
     part.saved_numel = off;
+    part.real_numel = off;
     g.partitions.push_back(std::move(part));
   }
   return g;

@@ -2,6 +2,7 @@
 // a checkpoint with random fp32 masters shows fp32-master-mismatch, and Fix → Repair writes an output that
 // diagnose calls clean; selection travels between the layout map and the table; analysis can be cancelled
 // and superseded results are dropped.
+#include <QProgressBar>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -16,6 +17,7 @@
 #include "layout_view.h"
 #include "log_dock.h"
 #include "main_window.h"
+#include "overview_view.h"
 #include "param_table_model.h"
 #include "params_view.h"
 #include "plots_view.h"
