@@ -17,6 +17,8 @@ trap 'rm -rf "$WORK"' EXIT
 
 "$CLI" demo "$WORK/demo" >/dev/null
 "$CLI" repair "$WORK/demo" -o "$WORK/demo-fixed" --refresh-fp32 --device cpu >/dev/null
+# More ranks make the layout picture say more: ZeRO-2 over 8 ranks.
+"$CLI" synth "$WORK/dp8" --stage 2 --dp 8 --layers 3 --hidden 96 --break stale_fp32 >/dev/null
 
 shot() {  # shot NAME ARGS... : one Qt screenshot on a fresh X server
   local name=$1; shift
@@ -24,14 +26,14 @@ shot() {  # shot NAME ARGS... : one Qt screenshot on a fresh X server
     "$CLI" gui "$@" --screenshot "$OUT/$name.png"
 }
 shot overview "$WORK/demo" --view overview
-shot layout "$WORK/demo" --view layout
+shot layout "$WORK/dp8" --view layout
 shot params "$WORK/demo" --view params
 shot fixed-overview "$WORK/demo-fixed" --view overview
 
 # The whole X root window as a user would see it (no window manager: the window sits at 0,0).
 xvfb-run -a -s "-screen 0 ${SIZE}x24" bash -c '
-  env -u QT_QPA_PLATFORM XDG_RUNTIME_DIR="$3" "$1" gui "$2" --screenshot "$3/grab.png" &
-  sleep 4; import -window root "$3/root.png"; wait' _ "$CLI" "$WORK/demo" "$WORK"
+  env -u QT_QPA_PLATFORM XDG_RUNTIME_DIR="$3" "$1" gui "$2" & app=$!
+  sleep 5; import -window root "$3/root.png"; kill $app; wait $app || true' _ "$CLI" "$WORK/demo" "$WORK"
 [ -s "$WORK/root.png" ] && echo "root window captured ($(stat -c %s "$WORK/root.png") bytes)"
 
 if [ -x "$IMGUI" ]; then

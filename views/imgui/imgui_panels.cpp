@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <utility>
 #include <vector>
 
 namespace ckptdoc::imgui_view {
@@ -25,6 +27,16 @@ ImVec4 severity_color(analysis::Severity s) {
     case analysis::Severity::Info: break;
   }
   return ImVec4(0.35f, 0.6f, 0.95f, 1);
+}
+
+// ImGui's built-in font is ASCII only: spell out the few typographic characters core's messages use.
+std::string ascii(std::string s) {
+  for (auto [from, to] : {std::pair<const char*, const char*>{"\xE2\x80\xA6", "..."}, {"\xE2\x80\x94", "-"},
+                          {"\xE2\x80\x93", "-"}, {"\xE2\x89\x88", "~"}, {"\xCE\x94", "d"}}) {
+    for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + std::strlen(to)))
+      s.replace(pos, std::strlen(from), to);
+  }
+  return s;
 }
 
 void number(double v) {
@@ -80,7 +92,7 @@ void draw_findings(ViewState& s) {
       ImGui::TextDisabled("(fix: ckptdoc repair --%s)", std::string(analysis::repair_name(f.repair)).c_str());
     }
     ImGui::Indent();
-    ImGui::TextWrapped("%s", f.message.c_str());
+    ImGui::TextWrapped("%s", ascii(f.message).c_str());
     if (!f.ranks.empty()) {
       std::string r;
       for (int x : f.ranks) r += (r.empty() ? "" : ", ") + std::to_string(x);

@@ -73,6 +73,19 @@ void tooltipOnHover(QAreaSeries* area, const QString& what) {
   });
 }
 
+// Bucket lower bounds, short enough for a category axis: 0, 1, 2, 4, …, 1k, …, ≥64k.
+QString shortUlpLabel(int b) {
+  if (b <= 0) return QStringLiteral("0");
+  const unsigned lo = 1u << (b - 1);
+  QString t = lo >= 1024 ? QStringLiteral("%1k").arg(lo / 1024) : QString::number(lo);
+  return b >= UlpHistogram::kBuckets - 1 ? QStringLiteral("≥") + t : t;
+}
+
+void countAxisFormat(QValueAxis* y, double ymax) {
+  y->setLabelFormat(ymax >= 100000 ? QStringLiteral("%.2g") : QStringLiteral("%.0f"));
+  y->applyNiceNumbers();
+}
+
 }  // namespace
 
 QChart* emptyChart(const QString& title, const QString& why) {
@@ -138,8 +151,8 @@ QChart* logHistogramChart(const QString& title, const QString& xTitle, const Log
   x->setTickAnchor(0);
   x->setTickInterval(std::max(1.0, std::ceil((std::ceil(x1) - std::floor(x0)) / 8.0)));
   x->setLabelFormat(QStringLiteral("%.0f"));
-  auto* y = axis(QObject::tr("elements"), 0, std::max(1.0, ymax * 1.08));
-  y->setLabelFormat(QStringLiteral("%.3g"));
+  auto* y = axis(QObject::tr("elements"), 0, std::max(1.0, ymax * 1.05));
+  countAxisFormat(y, ymax);
   c->addAxis(x, Qt::AlignBottom);
   c->addAxis(y, Qt::AlignLeft);
   area->attachAxis(x);
@@ -161,12 +174,13 @@ QChart* ulpChart(const QString& title, const UlpHistogram& h) {
   auto* c = baseChart(title);
   auto* set = new QBarSet(QObject::tr("elements"));
   set->setColor(QColor(0x6c, 0xa0, 0x6c));
-  QStringList cats;
+  QStringList cats, full;
   double ymax = 0;
   for (int b = 0; b < UlpHistogram::kBuckets; ++b) {
     *set << static_cast<double>(h.counts[static_cast<size_t>(b)]);
     ymax = std::max(ymax, static_cast<double>(h.counts[static_cast<size_t>(b)]));
-    cats << QString::fromStdString(UlpHistogram::bucket_label(b));
+    cats << shortUlpLabel(b);
+    full << QString::fromStdString(UlpHistogram::bucket_label(b));
   }
   auto* series = new QBarSeries;
   series->append(set);
@@ -174,17 +188,17 @@ QChart* ulpChart(const QString& title, const UlpHistogram& h) {
   c->addSeries(series);
   auto* x = new QBarCategoryAxis;
   x->append(cats);
-  x->setTitleText(QObject::tr("ULP distance: weight vs master rounded to the weight dtype"));
-  x->setLabelsAngle(-60);
-  auto* y = axis(QObject::tr("elements"), 0, std::max(1.0, ymax * 1.08));
-  y->setLabelFormat(QStringLiteral("%.3g"));
+  x->setTitleText(QObject::tr("ULPs between weight and rounded master"));
+  x->setLabelsAngle(-90);
+  auto* y = axis(QObject::tr("elements"), 0, std::max(1.0, ymax * 1.05));
+  countAxisFormat(y, ymax);
   c->addAxis(x, Qt::AlignBottom);
   c->addAxis(y, Qt::AlignLeft);
   series->attachAxis(x);
   series->attachAxis(y);
-  QObject::connect(set, &QBarSet::hovered, set, [set, cats](bool state, int i) {
+  QObject::connect(set, &QBarSet::hovered, set, [set, full](bool state, int i) {
     if (!state) return QToolTip::hideText();
-    QToolTip::showText(QCursor::pos(), QObject::tr("%1 ulp: %2 elements").arg(cats.value(i)).arg(set->at(i)));
+    QToolTip::showText(QCursor::pos(), QObject::tr("%1 ulp: %2 elements").arg(full.value(i)).arg(set->at(i)));
   });
   return c;
 }
@@ -203,11 +217,16 @@ QChart* rankExactChart(const QString& title, const std::map<int, DivergenceStats
   set->setColor(allGood ? QColor(0x4e, 0x9b, 0xd8) : QColor(0xc6, 0x28, 0x28));
   auto* series = new QBarSeries;
   series->append(set);
+  series->setLabelsVisible(true);
+  series->setLabelsFormat(QStringLiteral("@value %"));
+  series->setLabelsPrecision(4);
+  series->setLabelsPosition(QAbstractBarSeries::LabelsInsideBase);
+  set->setLabelColor(QColor(0x20, 0x20, 0x20));
   c->addSeries(series);
   auto* x = new QBarCategoryAxis;
   x->append(cats);
   x->setTitleText(QObject::tr("dp rank"));
-  auto* y = axis(QObject::tr("weights equal to rounded master (%)"), 0, 100);
+  auto* y = axis(QObject::tr("exact elements (%)"), 0, 100);
   y->setLabelFormat(QStringLiteral("%.0f"));
   c->addAxis(x, Qt::AlignBottom);
   c->addAxis(y, Qt::AlignLeft);

@@ -42,13 +42,26 @@ void LayoutMap::setSelectedParam(int param) {
 
 void LayoutMap::fitToWidth() {
   geometry_.fit(width());
-  fitted_ = width() > 0;
+  autoFit_ = true;
+  adaptRowHeight();
   update();
 }
 
+// Few ranks get tall rows (easier to hit and to label); many ranks get compact ones and scroll.
+void LayoutMap::adaptRowHeight() {
+  const int ranks = std::max(1, geometry_.rank_count);
+  const int avail = height() - geometry_.header_height - 8;
+  geometry_.row_height = std::clamp(avail / ranks - geometry_.row_gap, 14, 36);
+}
+
 void LayoutMap::resizeEvent(QResizeEvent*) {
-  if (!fitted_) fitToWidth();
+  if (autoFit_) geometry_.fit(width());
+  adaptRowHeight();
   geometry_.clamp(width(), height());
+}
+
+void LayoutMap::showEvent(QShowEvent*) {
+  if (autoFit_) fitToWidth();
 }
 
 QString LayoutMap::describe(const LayoutHit& hit) const {
@@ -187,6 +200,7 @@ void LayoutMap::wheelEvent(QWheelEvent* e) {
     geometry_.scroll_y -= steps * (geometry_.row_height + geometry_.row_gap) * 3;
   } else {
     geometry_.zoomAt(e->position().x(), std::pow(1.25, steps));
+    autoFit_ = false;
   }
   geometry_.clamp(width(), height());
   update();
@@ -206,6 +220,7 @@ void LayoutMap::mouseMoveEvent(QMouseEvent* e) {
     if ((e->position() - *pressPos_).manhattanLength() > 4) dragged_ = true;
     if (dragged_) {
       geometry_.first_element -= d.x() * geometry_.elements_per_pixel;
+      autoFit_ = false;
       geometry_.scroll_y -= d.y();
       geometry_.clamp(width(), height());
       setCursor(Qt::ClosedHandCursor);

@@ -37,6 +37,7 @@ class LayoutMap : public QWidget {
  protected:
   void paintEvent(QPaintEvent*) override;
   void resizeEvent(QResizeEvent*) override;
+  void showEvent(QShowEvent*) override;
   void wheelEvent(QWheelEvent*) override;
   void mousePressEvent(QMouseEvent*) override;
   void mouseMoveEvent(QMouseEvent*) override;
@@ -52,7 +53,8 @@ class LayoutMap : public QWidget {
   const deepspeed::GroupLayout* group_ = nullptr;
   LayoutGeometry geometry_;
   int selected_ = -1;
-  bool fitted_ = false;
+  bool autoFit_ = true;  // refit on resize until the user zooms or pans
+  void adaptRowHeight();
   std::optional<QPointF> pressPos_;
   QPointF lastPos_;
   bool dragged_ = false;

@@ -120,12 +120,12 @@ void OverviewView::rebuildSummary() {
       errors += f.severity == analysis::Severity::Error;
       warnings += f.severity == analysis::Severity::Warning;
     }
-    status_->setText(tr("Analysed %1 in %2 s on %3: %4 errors, %5 warnings.")
+    status_->setText(tr("Analysed %1 in %2 s on %3: %4, %5.")
                          .arg(humanBytes(r->bytes_scanned))
                          .arg(r->seconds, 0, 'f', 2)
                          .arg(QString::fromStdString(r->backend))
-                         .arg(errors)
-                         .arg(warnings));
+                         .arg(errors == 1 ? tr("1 error") : tr("%1 errors").arg(errors))
+                         .arg(warnings == 1 ? tr("1 warning") : tr("%1 warnings").arg(warnings)));
   } else if (!session_->analysing()) {
     status_->setText(tr("Not analysed yet (F5)."));
   }
@@ -174,6 +174,7 @@ void OverviewView::rebuildCards() {
       if (!ranks.isEmpty()) detail += (detail.isEmpty() ? QString() : QStringLiteral("&nbsp;&nbsp;·&nbsp;&nbsp;")) +
                                       tr("ranks: %1").arg(ranks);
       auto* d = new QLabel(detail, card);
+      d->setTextFormat(Qt::RichText);
       d->setStyleSheet(QStringLiteral("color: #555;"));
       d->setWordWrap(true);
       d->setToolTip(findings_->data(findings_->index(row, FindingsModel::Params), Qt::ToolTipRole).toString());
