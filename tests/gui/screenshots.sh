@@ -40,4 +40,6 @@ if [ -x "$IMGUI" ]; then
   xvfb-run -a -s "-screen 0 ${SIZE}x24" "$IMGUI" "$WORK/demo" --screenshot "$OUT/imgui.png" --frames 5 \
     --size "$SIZE"
 fi
+# 256-colour PNGs keep the committed pictures small.
+for f in "$OUT"/*.png; do /usr/bin/convert "$f" -colors 256 PNG8:"$f.tmp" && mv "$f.tmp" "$f"; done
 ls -l "$OUT"

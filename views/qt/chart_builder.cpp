@@ -4,6 +4,7 @@
 #include <QBarCategoryAxis>
 #include <QBarSeries>
 #include <QBarSet>
+#include <QCategoryAxis>
 #include <QCursor>
 #include <QLineSeries>
 #include <QScatterSeries>
@@ -186,10 +187,13 @@ QChart* ulpChart(const QString& title, const UlpHistogram& h) {
   series->append(set);
   series->setBarWidth(0.9);
   c->addSeries(series);
-  auto* x = new QBarCategoryAxis;
-  x->append(cats);
+  // A value axis labelled at every other bucket: category axes elide 18 labels in a small chart.
+  auto* x = new QCategoryAxis;
+  x->setRange(-0.5, UlpHistogram::kBuckets - 0.5);
+  x->setLabelsPosition(QCategoryAxis::AxisLabelsPositionOnValue);
+  for (int b = 0; b < UlpHistogram::kBuckets; b += (b == 0 ? 1 : 2)) x->append(cats.value(b), b);
   x->setTitleText(QObject::tr("ULPs between weight and rounded master"));
-  x->setLabelsAngle(-90);
+  x->setGridLineVisible(false);
   auto* y = axis(QObject::tr("elements"), 0, std::max(1.0, ymax * 1.05));
   countAxisFormat(y, ymax);
   c->addAxis(x, Qt::AlignBottom);

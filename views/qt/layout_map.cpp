@@ -170,9 +170,10 @@ void LayoutMap::drawRow(QPainter& p, int rank) {
     if (fx1 - fx0 < 1) fx1 = fx0 + 1;
     lastPixel = std::floor(fx1);
     QColor c = paramColor(fr.param);
-    if (selected_ >= 0 && fr.param != selected_) {
-      c = c.lighter(135);
-      c.setAlphaF(0.45f);
+    if (selected_ >= 0 && fr.param != selected_) {  // fade the others but keep them opaque over the hatching
+      float h, sat, v;
+      c.getHsvF(&h, &sat, &v);
+      c = QColor::fromHsvF(h, sat * 0.35f, std::min(1.0f, v * 1.05f));
     }
     const QRectF r(fx0, top, fx1 - fx0, h);
     p.fillRect(r, c);
