@@ -13,6 +13,29 @@ struct LsOptions {
 };
 int run_ls(const LsOptions& o);
 
+// `ckptdoc inspect PATH`: what a DeepSpeed checkpoint holds (catalog, layout, problems). Exit 0 when the
+// catalog could be built (problems are listed, not fatal), 2 when nothing usable is there.
+struct InspectOptions {
+  std::string path;
+  std::optional<std::string> tag;
+  bool json = false;
+  bool layout = false;  // text output: list every rank's fragments
+};
+int run_inspect(const InspectOptions& o);
+
+// `ckptdoc export PATH -o FILE`: weights-only consolidation (zero_to_fp32.py's output by default).
+struct ExportCommandOptions {
+  std::string path;
+  std::string output;
+  std::optional<std::string> tag;
+  std::string format;  // empty: from the output's extension, else safetensors
+  std::string dtype;   // empty: float32 for fp32 source, the lp dtype for lp source
+  std::string source = "fp32";
+  bool exclude_frozen = false;
+  bool quiet = false;
+};
+int run_export(const ExportCommandOptions& o);
+
 // `ckptdoc demo [DIR]`: a small DeepSpeed ZeRO-2 fp16 dp2 checkpoint with stale fp32 masters (or healthy).
 struct DemoOptions {
   std::string dir = "ckptdoc-demo";
@@ -59,29 +82,6 @@ struct RepairOptions {
 };
 int run_repair(const RepairOptions& o);
 
-// `ckptdoc inspect PATH`: what a DeepSpeed checkpoint holds (catalog, layout, problems). Exit 0 when the
-// catalog could be built (problems are listed, not fatal), 2 when nothing usable is there.
-struct InspectOptions {
-  std::string path;
-  std::optional<std::string> tag;
-  bool json = false;
-  bool layout = false;  // text output: list every rank's fragments
-};
-int run_inspect(const InspectOptions& o);
-
-// `ckptdoc export PATH -o FILE`: weights-only consolidation (zero_to_fp32.py's output by default).
-struct ExportCommandOptions {
-  std::string path;
-  std::string output;
-  std::optional<std::string> tag;
-  std::string format;  // empty: from the output's extension, else safetensors
-  std::string dtype;   // empty: float32 for fp32 source, the lp dtype for lp source
-  std::string source = "fp32";
-  bool exclude_frozen = false;
-  bool quiet = false;
-};
-int run_export(const ExportCommandOptions& o);
-
 }  // namespace ckptdoc::cli
 
 namespace ckptdoc::cli {
@@ -95,5 +95,18 @@ struct DiagnoseOptions {
   int max_params = 30;  // rows of the per-param table in the text report
 };
 int run_diagnose(const DiagnoseOptions& o);
+
+}  // namespace ckptdoc::cli
+
+namespace ckptdoc::cli {
+
+// `ckptdoc gui [PATH]`: the Qt desktop app (only in builds with the GUI).
+struct GuiOptions {
+  std::optional<std::string> path;
+  std::optional<std::string> screenshot;  // save a grab once analysis is done, then exit
+  std::string view = "overview";
+  std::optional<std::string> param;
+};
+int run_gui(const GuiOptions& o, int argc, char** argv);
 
 }  // namespace ckptdoc::cli

@@ -84,6 +84,14 @@ int main(int argc, char** argv) {
   dg_cmd->add_option("--max-params", dg.max_params, "Rows of the per-param table");
   dg_cmd->callback([&] { rc = cli::run_diagnose(dg); });
 
+  cli::GuiOptions gui;
+  auto* gui_cmd = app.add_subcommand("gui", "Open the desktop app (optionally on a checkpoint)");
+  gui_cmd->add_option("PATH", gui.path, "Save folder, tag folder or rank file to open");
+  gui_cmd->add_option("--screenshot", gui.screenshot, "Save a window grab here once analysis is done, then exit");
+  gui_cmd->add_option("--view", gui.view, "Tab to show")->check(CLI::IsMember({"overview", "layout", "params"}));
+  gui_cmd->add_option("--param", gui.param, "Param to select");
+  gui_cmd->callback([&] { rc = cli::run_gui(gui, argc, argv); });
+
   cli::DemoOptions demo;
   auto* demo_cmd = app.add_subcommand("demo", "Write a small DeepSpeed ZeRO-2 fp16 checkpoint whose fp32 master "
                                               "weights are stale (the DeepSpeed #762 bug), to try diagnose/repair on");

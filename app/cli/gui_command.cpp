@@ -1,0 +1,30 @@
+// `ckptdoc gui [PATH]`: starts the Qt desktop app from the CLI (builds without Qt say so and exit 2).
+#include <cstdio>
+
+#include "commands.h"
+#ifdef CKPTDOC_HAVE_GUI
+#include "app.h"
+#endif
+
+namespace ckptdoc::cli {
+
+int run_gui(const GuiOptions& o, int argc, char** argv) {
+#ifdef CKPTDOC_HAVE_GUI
+  gui::AppOptions app;
+  app.path = o.path;
+  app.screenshot = o.screenshot;
+  app.view = o.view;
+  app.param = o.param;
+  // QApplication sees only the program name: the subcommand's arguments were parsed already.
+  int qt_argc = argc > 0 ? 1 : 0;
+  return gui::run_app(qt_argc, argv, app);
+#else
+  (void)o;
+  (void)argc;
+  (void)argv;
+  std::fprintf(stderr, "ckptdoc: this build has no desktop app (Qt 6 was not found at build time)\n");
+  return 2;
+#endif
+}
+
+}  // namespace ckptdoc::cli

@@ -1,0 +1,220 @@
+// The desktop app end to end on real DeepSpeed checkpoints: healthy fixtures show no error-level finding;
+// a checkpoint with random fp32 masters shows fp32-master-mismatch, and Fix → Repair writes an output that
+// diagnose calls clean; selection travels between the layout map and the table; analysis can be cancelled
+// and superseded results are dropped.
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTableView>
+#include <QtTest>
+
+#include "app_settings.h"
+#include "ckptdoc/analysis/diagnose.h"
+#include "findings_model.h"
+#include "gui_fixtures.h"
+#include "layout_map.h"
+#include "layout_view.h"
+#include "log_dock.h"
+#include "main_window.h"
+#include "overview_view.h"
+#include "param_table_model.h"
+#include "params_view.h"
+#include "plots_view.h"
+#include "repair_dialog.h"
+#include "session.h"
+
+using namespace ckptdoc;
+using namespace ckptdoc::gui;
+
+namespace {
+
+const char* kFixtures[] = {"zero1_fp16_ws2", "zero2_fp16_ws2", "zero2_bf16_ws2", "zero3_fp16_ws2", "bf16opt_zero1_ws2"};
+
+bool openAndWait(MainWindow& w, const std::string& path) {
+  QSignalSpy done(w.session(), &Session::analysisFinished);
+  if (!w.openPath(QString::fromStdString(path), true)) return false;
+  return done.wait(120000);
+}
+
+int findingRow(const FindingsModel& m, const std::string& code) {
+  for (int r = 0; r < m.count(); ++r)
+    if (m.finding(r).code == code) return r;
+  return -1;
+}
+
+QString codes(const FindingsModel& m) {
+  QStringList out;
+  for (int r = 0; r < m.count(); ++r) out << QString::fromStdString(m.finding(r).code);
+  return out.join(", ");
+}
+
+}  // namespace
+
+class TestMainWindow : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() {
+    QStandardPaths::setTestModeEnabled(true);
+    QCoreApplication::setOrganizationName("ckptdoc-test");
+    QCoreApplication::setApplicationName("ckptdoc-test");
+    AppSettings().clearRecentFiles();
+    AppSettings().setDevice(DeviceKind::Cpu);
+  }
+
+  void healthyFixturesShowNoErrors() {
+    for (const char* name : kFixtures) {
+      MainWindow w;
+      w.show();
+      QVERIFY2(openAndWait(w, test::healthy_fixture(name)), name);
+      const auto* m = w.findingsModel();
+      for (int r = 0; r < m->count(); ++r)
+        QVERIFY2(m->finding(r).severity != analysis::Severity::Error,
+                 qPrintable(QString("%1: %2").arg(name, codes(*m))));
+      QCOMPARE(w.paramModel()->rowCount(), 8);
+      QVERIFY(!w.progressBar()->isVisible());
+      QVERIFY(!w.overview()->findChild<QPushButton*>("fixButton_fp32-master-mismatch"));
+    }
+  }
+
+  void openRemembersRecentFileAndLogs() {
+    MainWindow w;
+    const auto path = test::healthy_fixture("zero1_fp16_ws2");
+    QVERIFY(openAndWait(w, path));
+    QCOMPARE(AppSettings().recentFiles().value(0), QFileInfo(QString::fromStdString(path)).absoluteFilePath());
+    QTRY_VERIFY(w.logDock()->text().contains("opened"));
+  }
+
+  void openingGarbageFailsCleanly() {
+    MainWindow w;
+    test::TempDir dir;
+    test::write_text(dir.file("not-a-checkpoint.pt"), "hello");
+    QVERIFY(!w.openPath(QString::fromStdString(dir.file("not-a-checkpoint.pt")), true));
+    QVERIFY(!w.session()->isOpen());
+  }
+
+  void staleMastersShowMismatchAndFixRepairsThem() {
+    test::TempDir dir;
+    const std::string broken = test::make_stale_masters_checkpoint(dir);
+    MainWindow w;
+    w.show();
+    QVERIFY(openAndWait(w, broken));
+    const int row = findingRow(*w.findingsModel(), "fp32-master-mismatch");
+    QVERIFY2(row >= 0, qPrintable(codes(*w.findingsModel())));
+    QCOMPARE(w.findingsModel()->finding(row).severity, analysis::Severity::Error);
+
+    auto* fix = w.overview()->findChild<QPushButton*>("fixButton_fp32-master-mismatch");
+    QVERIFY(fix);
+    QTest::mouseClick(fix, Qt::LeftButton);
+    auto* dialog = w.findChild<RepairDialog*>();
+    QVERIFY(dialog);
+    QVERIFY(dialog->output().endsWith("zero2_fp16_ws2-fixed"));
+    QVERIFY(dialog->request().refresh_fp32);
+    const QString out = QString::fromStdString(dir.file("repaired"));
+    dialog->setOutput(out);
+    QVERIFY2(dialog->planValid(), qPrintable(dialog->planText()));
+    QVERIFY(!dialog->planText().isEmpty());
+    QSignalSpy finished(dialog, &RepairDialog::repairFinished);
+    QTest::mouseClick(dialog->runButton(), Qt::LeftButton);  // the confirm
+    QVERIFY(finished.wait(180000));
+    QVERIFY(dialog->result());
+    QVERIFY(finished.first().first().toBool());
+    QVERIFY(dialog->result()->verified_clean);
+    QVERIFY(dialog->result()->invariant_failures.empty());
+
+    // The output is clean by core's own diagnosis, and the input was not touched.
+    analysis::DiagnoseOptions o;
+    o.device = DeviceKind::Cpu;
+    const auto fixed = analysis::diagnose(*deepspeed::Checkpoint::open(out.toStdString()), o);
+    QVERIFY(!fixed.has_error());
+    const auto still = analysis::diagnose(*deepspeed::Checkpoint::open(broken), o);
+    QVERIFY(still.has_error());
+  }
+
+  void layoutClickSelectsParamInTable() {
+    MainWindow w;
+    w.resize(1200, 800);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY(openAndWait(w, test::healthy_fixture("zero2_fp16_ws2")));
+    w.showTab("layout");
+    auto* map = w.layoutView()->map();
+    QVERIFY(map->group());
+    map->fitToWidth();
+    const auto& g = *map->group();
+    const auto& frag = g.partitions.at(1).fragments.at(0);
+    const auto& geo = map->geometry();
+    const QPointF pixel(geo.xOf(static_cast<double>(frag.partition_offset) + static_cast<double>(frag.numel) / 2.0),
+                        geo.rowTop(1) + geo.row_height / 2.0);
+    const auto hit = hitTest(g, geo, pixel);
+    QVERIFY(hit);
+    QCOMPARE(hit->rank, 1);
+    QCOMPARE(hit->param, frag.param);
+    QTest::mouseClick(map, Qt::LeftButton, {}, pixel.toPoint());
+    const QString name = QString::fromStdString(g.params.at(static_cast<size_t>(frag.param)).name);
+    QCOMPARE(w.paramsView()->plots()->currentParam(), name);
+    const QModelIndex current = w.paramsView()->table()->currentIndex();
+    QCOMPARE(current.data(ParamTableModel::NameRole).toString(), name);
+    // And back: selecting in the table highlights the param on the map.
+    const QString other = w.paramModel()->index(0, 0).data(ParamTableModel::NameRole).toString();
+    w.paramsView()->selectParam(other);
+    QCOMPARE(w.paramsView()->plots()->currentParam(), other);
+  }
+
+  void plotsExportPngAndSvg() {
+    MainWindow w;
+    w.resize(1200, 800);
+    w.show();
+    QVERIFY(openAndWait(w, test::healthy_fixture("zero2_bf16_ws2")));
+    w.showTab("params");
+    auto* plots = w.paramsView()->plots();
+    QSignalSpy scatter(plots, &PlotsView::scatterReady);
+    w.paramsView()->selectParam(w.paramModel()->index(0, 0).data(ParamTableModel::NameRole).toString());
+    QVERIFY(scatter.wait(30000));
+    test::TempDir dir;
+    QCOMPARE(plots->exportAll(QString::fromStdString(dir.path()), "png").size(), 6);
+    const auto svgs = plots->exportAll(QString::fromStdString(dir.path()), "svg");
+    QCOMPARE(svgs.size(), 6);
+    QVERIFY(QString::fromStdString(test::read_text(svgs.first().toStdString())).contains("<svg"));
+  }
+
+  void cancelStopsRunningAnalysis() {
+    MainWindow w;
+    w.show();
+    QSignalSpy started(w.session(), &Session::analysisStarted);
+    QSignalSpy cancelled(w.session(), &Session::analysisCancelled);
+    QSignalSpy finished(w.session(), &Session::analysisFinished);
+    QVERIFY(w.openPath(QString::fromStdString(test::healthy_fixture("zero3_fp16_ws2")), true));
+    QCOMPARE(started.count(), 1);
+    QVERIFY(w.cancelButton()->isVisibleTo(&w));
+    QTest::mouseClick(w.cancelButton(), Qt::LeftButton);
+    QVERIFY(cancelled.wait(60000));
+    QCOMPARE(finished.count(), 0);
+    QVERIFY(!w.session()->report());
+    QVERIFY(!w.session()->analysing());
+    QVERIFY(!w.progressBar()->isVisibleTo(&w));
+    // F5 analyses again.
+    QTest::keyClick(&w, Qt::Key_F5);
+    QVERIFY(finished.wait(120000));
+    QVERIFY(w.session()->report());
+  }
+
+  void supersededAnalysisIsDropped() {
+    Session s;
+    QVERIFY(s.open(QString::fromStdString(test::healthy_fixture("zero1_fp16_ws2"))));
+    QSignalSpy finished(&s, &Session::analysisFinished);
+    QSignalSpy cancelled(&s, &Session::analysisCancelled);
+    const int first = s.analyse();
+    const int second = s.analyse();
+    QVERIFY(second > first);
+    QVERIFY(finished.wait(120000));
+    QTest::qWait(200);
+    QCOMPARE(finished.count(), 1);
+    QCOMPARE(finished.first().first().toInt(), second);
+    QCOMPARE(cancelled.count(), 0);
+    QVERIFY(s.report());
+  }
+};
+
+QTEST_MAIN(TestMainWindow)
+#include "test_main_window.moc"

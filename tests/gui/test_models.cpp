@@ -1,0 +1,121 @@
+// The item models: each passes QAbstractItemModelTester (empty, filled, reset), sorts numerically and
+// filters by substring or regular expression.
+#include <QAbstractItemModelTester>
+#include <QSortFilterProxyModel>
+#include <QtTest>
+
+#include "ckptdoc/analysis/diagnose.h"
+#include "findings_model.h"
+#include "gui_fixtures.h"
+#include "param_table_model.h"
+
+using namespace ckptdoc;
+using namespace ckptdoc::gui;
+
+namespace {
+
+analysis::Report syntheticReport() {
+  analysis::Report r;
+  analysis::Finding e;
+  e.code = "fp32-master-mismatch";
+  e.severity = analysis::Severity::Error;
+  e.message = "fp32 masters do not match the weights";
+  e.params = {"a", "b"};
+  e.ranks = {0, 1};
+  e.repair = analysis::RepairKind::RefreshFp32;
+  analysis::Finding w;
+  w.code = "moments-zero";
+  w.severity = analysis::Severity::Warning;
+  w.message = "moments are zero";
+  r.findings = {e, w};
+  for (int i = 0; i < 5; ++i) {
+    analysis::ParamReport p;
+    p.name = "layers." + std::to_string(i) + (i % 2 ? ".attn.weight" : ".mlp.bias");
+    p.shape = {4, i + 1};
+    p.numel = 4 * (i + 1);
+    p.lp_dtype = DType::F16;
+    DivergenceStats d;
+    d.count = static_cast<uint64_t>(p.numel);
+    d.exact = static_cast<uint64_t>(p.numel - i);
+    d.max_abs = 0.1 * i;
+    p.lp_vs_fp32 = d;
+    ValueStats v;
+    v.count = static_cast<uint64_t>(p.numel);
+    v.nan = static_cast<uint64_t>(i == 3);
+    p.fp32 = v;
+    p.exp_avg_sq = v;
+    r.params.push_back(p);
+  }
+  return r;
+}
+
+}  // namespace
+
+class TestModels : public QObject {
+  Q_OBJECT
+ private slots:
+  void findingsModelPassesTester() {
+    FindingsModel m;
+    QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QCOMPARE(m.rowCount(), 0);
+    const auto r = syntheticReport();
+    m.setReport(&r);
+    QCOMPARE(m.rowCount(), 2);
+    QCOMPARE(m.data(m.index(0, FindingsModel::Code), Qt::DisplayRole).toString(), QString("fp32-master-mismatch"));
+    QCOMPARE(m.data(m.index(0, 0), FindingsModel::RepairRole).toInt(), int(analysis::RepairKind::RefreshFp32));
+    QVERIFY(m.data(m.index(0, 0), Qt::BackgroundRole).isValid());
+    m.clear();
+    QCOMPARE(m.rowCount(), 0);
+  }
+
+  void paramModelPassesTesterAndSortsNumerically() {
+    ParamTableModel m;
+    QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    const auto r = syntheticReport();
+    m.setReport(nullptr, &r);
+    QCOMPARE(m.rowCount(), 5);
+    QSortFilterProxyModel proxy;
+    QAbstractItemModelTester proxyTester(&proxy, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    proxy.setSourceModel(&m);
+    proxy.setSortRole(ParamTableModel::SortRole);
+    proxy.sort(ParamTableModel::MaxAbsDiff, Qt::DescendingOrder);
+    QCOMPARE(proxy.index(0, ParamTableModel::Name).data().toString(), QString("layers.4.mlp.bias"));
+    proxy.sort(ParamTableModel::NaNs, Qt::DescendingOrder);
+    QCOMPARE(proxy.index(0, ParamTableModel::Name).data().toString(), QString("layers.3.attn.weight"));
+    proxy.setFilterKeyColumn(ParamTableModel::Name);
+    proxy.setFilterFixedString("attn");
+    QCOMPARE(proxy.rowCount(), 2);
+    proxy.setFilterRegularExpression(QRegularExpression("^layers\\.[0-2]\\."));
+    QCOMPARE(proxy.rowCount(), 3);
+    QCOMPARE(m.rowOf("layers.2.mlp.bias"), 2);
+    QVERIFY(m.paramReport(2));
+    m.clear();
+    QCOMPARE(proxy.rowCount(), 0);
+  }
+
+  void modelsOnRealFixturePassTester() {
+    const auto ckpt = deepspeed::Checkpoint::open(test::healthy_fixture("zero2_fp16_ws2"));
+    analysis::DiagnoseOptions o;
+    o.device = DeviceKind::Cpu;
+    const auto report = analysis::diagnose(*ckpt, o);
+    ParamTableModel params;
+    QAbstractItemModelTester t1(&params, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    params.setCatalog(&ckpt->catalog());
+    QCOMPARE(params.rowCount(), 8);
+    QVERIFY(!params.data(params.index(0, ParamTableModel::ExactFraction), Qt::DisplayRole).isValid());
+    params.setReport(&ckpt->catalog(), &report);
+    QCOMPARE(params.rowCount(), 8);
+    for (int row = 0; row < params.rowCount(); ++row)
+      for (int col = 0; col < params.columnCount(); ++col)
+        (void)params.data(params.index(row, col), Qt::DisplayRole);
+    FindingsModel findings;
+    QAbstractItemModelTester t2(&findings, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    findings.setCatalogProblems(&ckpt->catalog());
+    findings.setReport(&report);
+    for (int row = 0; row < findings.rowCount(); ++row)
+      QVERIFY(findings.finding(row).severity != analysis::Severity::Error);
+  }
+};
+
+QTEST_MAIN(TestModels)
+#include "test_models.moc"

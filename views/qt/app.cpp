@@ -1,0 +1,141 @@
+#include "app.h"
+
+#include <QApplication>
+#include <QIcon>
+#include <QTimer>
+#include <cstdio>
+#include <memory>
+#include <spdlog/spdlog.h>
+
+#include "layout_map.h"
+#include "layout_view.h"
+#include "main_window.h"
+#include "param_table_model.h"
+#include "params_view.h"
+#include "plots_view.h"
+#include "session.h"
+
+namespace ckptdoc::gui {
+
+namespace {
+
+QString worstParam(const Session& session) {
+  const auto* r = session.report();
+  if (!r || r->params.empty()) return {};
+  const analysis::ParamReport* worst = &r->params.front();
+  for (const auto& p : r->params)
+    if (p.severity_score() > worst->severity_score()) worst = &p;
+  return QString::fromStdString(worst->name);
+}
+
+// Screenshot mode: once the analysis ends, show the requested tab (selecting a param), wait for the
+// scatter to load, grab the window and quit with 0 (1 when the grab could not be saved).
+void armScreenshot(MainWindow& w, const AppOptions& o) {
+  const QString file = QString::fromStdString(*o.screenshot);
+  const QString view = QString::fromStdString(o.view);
+  const QString wanted = o.param ? QString::fromStdString(*o.param) : QString();
+  auto grabAndQuit = [&w, file] {
+    QTimer::singleShot(400, &w, [&w, file] {
+      const bool ok = w.grab().save(file);
+      std::fprintf(stderr, "%s %s\n", ok ? "screenshot saved:" : "cannot save screenshot:", qPrintable(file));
+      QApplication::exit(ok ? 0 : 1);
+    });
+  };
+  auto afterAnalysis = [&w, view, wanted, grabAndQuit] {
+    w.showTab(view);
+    const QString param = wanted.isEmpty() ? worstParam(*w.session()) : wanted;
+    if (param.isEmpty() || view == QStringLiteral("overview")) return grabAndQuit();
+    auto* plots = w.paramsView()->plots();
+    auto fired = std::make_shared<bool>(false);
+    auto once = [fired, grabAndQuit] {
+      if (*fired) return;
+      *fired = true;
+      grabAndQuit();
+    };
+    QObject::connect(plots, &PlotsView::scatterReady, &w, once);
+    QTimer::singleShot(5000, &w, once);
+    w.paramsView()->selectParam(param);
+    w.layoutView()->selectParam(param);
+  };
+  if (!o.path) {
+    grabAndQuit();
+    return;
+  }
+  QObject::connect(w.session(), &Session::analysisFinished, &w, afterAnalysis);
+  QObject::connect(w.session(), &Session::analysisFailed, &w, grabAndQuit);
+  QObject::connect(w.session(), &Session::analysisCancelled, &w, grabAndQuit);
+}
+
+}  // namespace
+
+bool parse_app_arguments(int argc, char** argv, AppOptions& o, std::string& error) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&](std::string& out) {
+      if (i + 1 >= argc) {
+        error = a + " needs a value";
+        return false;
+      }
+      out = argv[++i];
+      return true;
+    };
+    std::string v;
+    if (a == "--screenshot") {
+      if (!next(v)) return false;
+      o.screenshot = v;
+    } else if (a == "--view") {
+      if (!next(o.view)) return false;
+    } else if (a == "--param") {
+      if (!next(v)) return false;
+      o.param = v;
+    } else if (a == "--size") {
+      if (!next(v)) return false;
+      if (std::sscanf(v.c_str(), "%dx%d", &o.width, &o.height) != 2) {
+        error = "--size wants WxH, e.g. 1280x800";
+        return false;
+      }
+    } else if (a == "-h" || a == "--help") {
+      error = "usage: ckptdoc-gui [PATH] [--screenshot FILE] [--view overview|layout|params] [--param NAME] "
+              "[--size WxH]";
+      return false;
+    } else if (!a.empty() && a[0] == '-') {
+      // Qt's own options (-platform, -style, ...) pass through to QApplication.
+    } else if (!o.path) {
+      o.path = a;
+    } else {
+      error = "unexpected argument: " + a;
+      return false;
+    }
+  }
+  return true;
+}
+
+int run_app(int argc, char** argv, std::optional<std::string> path) {
+  AppOptions o;
+  o.path = std::move(path);
+  return run_app(argc, argv, o);
+}
+
+int run_app(int argc, char** argv, const AppOptions& o) {
+  std::unique_ptr<QApplication> owned;
+  if (!QApplication::instance()) owned = std::make_unique<QApplication>(argc, argv);
+  QApplication::setOrganizationName(QStringLiteral("ckptdoc"));
+  QApplication::setApplicationName(QStringLiteral("ckptdoc"));
+  QApplication::setApplicationDisplayName(QStringLiteral("ckptdoc"));
+  QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/ckptdoc.svg")));
+  MainWindow w;
+  if (o.screenshot) {
+    w.resize(o.width, o.height);
+    armScreenshot(w, o);
+  }
+  w.show();
+  if (o.path && !w.openPath(QString::fromStdString(*o.path), o.screenshot.has_value()) && o.screenshot) return 2;
+  if (!o.screenshot && o.param) {
+    const QString p = QString::fromStdString(*o.param);
+    QObject::connect(w.session(), &Session::analysisFinished, &w, [&w, p] { w.paramsView()->selectParam(p); });
+  }
+  if (!o.screenshot && o.view != "overview") w.showTab(QString::fromStdString(o.view));
+  return QApplication::exec();
+}
+
+}  // namespace ckptdoc::gui

@@ -1,0 +1,24 @@
+#pragma once
+// Entry point of the Qt desktop app, shared by ckptdoc-gui and `ckptdoc gui`.
+#include <optional>
+#include <string>
+
+namespace ckptdoc::gui {
+
+struct AppOptions {
+  std::optional<std::string> path;        // checkpoint to open at start
+  std::optional<std::string> screenshot;  // save a grab of the window here once analysis is done, then quit
+  std::string view = "overview";          // tab to show: overview | layout | params
+  std::optional<std::string> param;       // param to select (default for screenshots: the worst one)
+  int width = 1280, height = 800;
+};
+
+// Creates the QApplication (unless one exists), shows the main window and runs the event loop.
+int run_app(int argc, char** argv, const AppOptions& options);
+int run_app(int argc, char** argv, std::optional<std::string> path);
+
+// Parses ckptdoc-gui's own arguments: [PATH] [--screenshot FILE] [--view NAME] [--param NAME] [--size WxH].
+// Returns false (and an error text) on bad usage.
+bool parse_app_arguments(int argc, char** argv, AppOptions& options, std::string& error);
+
+}  // namespace ckptdoc::gui

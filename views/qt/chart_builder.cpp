@@ -1,0 +1,294 @@
+#include "chart_builder.h"
+
+#include <QAreaSeries>
+#include <QBarCategoryAxis>
+#include <QBarSeries>
+#include <QBarSet>
+#include <QCategoryAxis>
+#include <QCursor>
+#include <QLineSeries>
+#include <QScatterSeries>
+#include <QToolTip>
+#include <QValueAxis>
+#include <algorithm>
+#include <cmath>
+
+namespace ckptdoc::gui {
+
+namespace {
+
+QChart* baseChart(const QString& title) {
+  auto* c = new QChart;
+  c->setTitle(title);
+  QFont f = c->titleFont();
+  f.setBold(true);
+  c->setTitleFont(f);
+  c->legend()->setVisible(false);
+  c->setMargins(QMargins(4, 4, 4, 4));
+  c->setBackgroundRoundness(0);
+  return c;
+}
+
+QValueAxis* axis(const QString& title, double lo, double hi) {
+  auto* a = new QValueAxis;
+  a->setTitleText(title);
+  a->setRange(lo, hi);
+  QFont f = a->titleFont();
+  f.setBold(false);
+  a->setTitleFont(f);
+  return a;
+}
+
+// Step outline of the bins [first, last] of a histogram, x = log10 of the edges.
+QLineSeries* stepSeries(const LogHistogram& h, int first, int last, double* ymax) {
+  auto* s = new QLineSeries;
+  for (int i = first; i <= last; ++i) {
+    const double x0 = LogHistogram::log10_lower_edge(i);
+    const double x1 = i + 1 < LogHistogram::kBins ? LogHistogram::log10_lower_edge(i + 1)
+                                                   : x0 + std::log10(2.0) / 4.0;
+    const double y = static_cast<double>(h.counts[static_cast<size_t>(i)]);
+    *ymax = std::max(*ymax, y);
+    s->append(x0, 0 == i - first ? 0 : s->points().back().y());
+    s->append(x0, y);
+    s->append(x1, y);
+  }
+  if (!s->points().isEmpty()) s->append(s->points().back().x(), 0);
+  return s;
+}
+
+std::pair<int, int> nonZeroRange(const LogHistogram& h) {
+  int first = -1, last = -1;
+  for (int i = 0; i < LogHistogram::kBins; ++i)
+    if (h.counts[static_cast<size_t>(i)]) {
+      if (first < 0) first = i;
+      last = i;
+    }
+  return {first, last};
+}
+
+void tooltipOnHover(QAreaSeries* area, const QString& what) {
+  QObject::connect(area, &QAreaSeries::hovered, area, [what](const QPointF& p, bool state) {
+    if (!state) return QToolTip::hideText();
+    QToolTip::showText(QCursor::pos(), QStringLiteral("%1 ≈ 10^%2 (%3)").arg(what).arg(p.x(), 0, 'f', 2).arg(
+                                           QString::number(std::pow(10.0, p.x()), 'g', 3)));
+  });
+}
+
+// Bucket lower bounds, short enough for a category axis: 0, 1, 2, 4, …, 1k, …, ≥64k.
+QString shortUlpLabel(int b) {
+  if (b <= 0) return QStringLiteral("0");
+  const unsigned lo = 1u << (b - 1);
+  QString t = lo >= 1024 ? QStringLiteral("%1k").arg(lo / 1024) : QString::number(lo);
+  return b >= UlpHistogram::kBuckets - 1 ? QStringLiteral("≥") + t : t;
+}
+
+void countAxisFormat(QValueAxis* y, double ymax) {
+  y->setLabelFormat(ymax >= 100000 ? QStringLiteral("%.2g") : QStringLiteral("%.0f"));
+  y->applyNiceNumbers();
+}
+
+}  // namespace
+
+QChart* emptyChart(const QString& title, const QString& why) {
+  auto* c = baseChart(title);
+  auto* s = new QLineSeries;
+  c->addSeries(s);
+  auto* x = axis(QString(), 0, 1);
+  auto* y = axis(QString(), 0, 1);
+  x->setLabelsVisible(false);
+  y->setLabelsVisible(false);
+  x->setGridLineVisible(false);
+  y->setGridLineVisible(false);
+  c->addAxis(x, Qt::AlignBottom);
+  c->addAxis(y, Qt::AlignLeft);
+  s->attachAxis(x);
+  s->attachAxis(y);
+  x->setTitleText(why);
+  return c;
+}
+
+QChart* logHistogramChart(const QString& title, const QString& xTitle, const LogHistogram& h,
+                          const LogHistogram* negative, const QString& label, const QString& negativeLabel) {
+  auto [first, last] = nonZeroRange(h);
+  if (negative) {
+    auto [nf, nl] = nonZeroRange(*negative);
+    if (nf >= 0) {
+      first = first < 0 ? nf : std::min(first, nf);
+      last = std::max(last, nl);
+    }
+  }
+  if (first < 0) {
+    const uint64_t zeros = h.zeros;
+    return emptyChart(title, zeros ? QObject::tr("all %1 values are exactly zero").arg(zeros)
+                                   : QObject::tr("no non-zero values"));
+  }
+  first = std::max(0, first - 2);
+  last = std::min(LogHistogram::kBins - 1, last + 2);
+  auto* c = baseChart(title);
+  double ymax = 0;
+  auto* upper = stepSeries(h, first, last, &ymax);
+  auto* area = new QAreaSeries(upper);
+  area->setName(label);
+  area->setColor(QColor(0x4e, 0x9b, 0xd8, 170));
+  area->setBorderColor(QColor(0x1e, 0x62, 0xa0));
+  c->addSeries(area);
+  tooltipOnHover(area, label);
+  QAreaSeries* negArea = nullptr;
+  if (negative) {
+    auto* nu = stepSeries(*negative, first, last, &ymax);
+    negArea = new QAreaSeries(nu);
+    negArea->setName(negativeLabel);
+    negArea->setColor(QColor(0xe0, 0x8a, 0x00, 120));
+    negArea->setBorderColor(QColor(0xb0, 0x60, 0x00));
+    c->addSeries(negArea);
+    tooltipOnHover(negArea, negativeLabel);
+    c->legend()->setVisible(true);
+    c->legend()->setAlignment(Qt::AlignTop);
+  }
+  const double x0 = LogHistogram::log10_lower_edge(first);
+  const double x1 = last + 1 < LogHistogram::kBins ? LogHistogram::log10_lower_edge(last + 1) : x0 + 1;
+  auto* x = axis(xTitle, std::floor(x0), std::ceil(x1));
+  x->setTickType(QValueAxis::TicksDynamic);
+  x->setTickAnchor(0);
+  x->setTickInterval(std::max(1.0, std::ceil((std::ceil(x1) - std::floor(x0)) / 8.0)));
+  x->setLabelFormat(QStringLiteral("%.0f"));
+  auto* y = axis(QObject::tr("elements"), 0, std::max(1.0, ymax * 1.05));
+  countAxisFormat(y, ymax);
+  c->addAxis(x, Qt::AlignBottom);
+  c->addAxis(y, Qt::AlignLeft);
+  area->attachAxis(x);
+  area->attachAxis(y);
+  if (negArea) {
+    negArea->attachAxis(x);
+    negArea->attachAxis(y);
+  }
+  QStringList notes;
+  if (h.zeros) notes << QObject::tr("%1 zeros").arg(h.zeros);
+  if (h.underflow) notes << QObject::tr("%1 below 2^%2").arg(h.underflow).arg(LogHistogram::kLogMinExp);
+  if (h.overflow) notes << QObject::tr("%1 above 2^%2").arg(h.overflow).arg(LogHistogram::kLogMaxExp);
+  if (h.nonfinite) notes << QObject::tr("%1 NaN/Inf").arg(h.nonfinite);
+  if (!notes.isEmpty()) x->setTitleText(xTitle + QStringLiteral("   (") + notes.join(QStringLiteral(", ")) + ")");
+  return c;
+}
+
+QChart* ulpChart(const QString& title, const UlpHistogram& h) {
+  auto* c = baseChart(title);
+  auto* set = new QBarSet(QObject::tr("elements"));
+  set->setColor(QColor(0x6c, 0xa0, 0x6c));
+  QStringList cats, full;
+  double ymax = 0;
+  for (int b = 0; b < UlpHistogram::kBuckets; ++b) {
+    *set << static_cast<double>(h.counts[static_cast<size_t>(b)]);
+    ymax = std::max(ymax, static_cast<double>(h.counts[static_cast<size_t>(b)]));
+    cats << shortUlpLabel(b);
+    full << QString::fromStdString(UlpHistogram::bucket_label(b));
+  }
+  auto* series = new QBarSeries;
+  series->append(set);
+  series->setBarWidth(0.9);
+  c->addSeries(series);
+  // A value axis labelled at every other bucket: category axes elide 18 labels in a small chart.
+  auto* x = new QCategoryAxis;
+  x->setRange(-0.5, UlpHistogram::kBuckets - 0.5);
+  x->setLabelsPosition(QCategoryAxis::AxisLabelsPositionOnValue);
+  for (int b = 0; b < UlpHistogram::kBuckets; b += (b == 0 ? 1 : 2)) x->append(cats.value(b), b);
+  x->setTitleText(QObject::tr("ULPs between weight and rounded master"));
+  x->setGridLineVisible(false);
+  auto* y = axis(QObject::tr("elements"), 0, std::max(1.0, ymax * 1.05));
+  countAxisFormat(y, ymax);
+  c->addAxis(x, Qt::AlignBottom);
+  c->addAxis(y, Qt::AlignLeft);
+  series->attachAxis(x);
+  series->attachAxis(y);
+  QObject::connect(set, &QBarSet::hovered, set, [set, full](bool state, int i) {
+    if (!state) return QToolTip::hideText();
+    QToolTip::showText(QCursor::pos(), QObject::tr("%1 ulp: %2 elements").arg(full.value(i)).arg(set->at(i)));
+  });
+  return c;
+}
+
+QChart* rankExactChart(const QString& title, const std::map<int, DivergenceStats>& perRank) {
+  if (perRank.empty()) return emptyChart(title, QObject::tr("no per-rank divergence (no lp/fp32 pairs)"));
+  auto* c = baseChart(title);
+  auto* set = new QBarSet(QObject::tr("exact %"));
+  QStringList cats;
+  for (const auto& [rank, d] : perRank) {
+    *set << d.exact_fraction() * 100.0;
+    cats << QString::number(rank);
+  }
+  bool allGood = true;
+  for (const auto& [rank, d] : perRank) allGood = allGood && d.exact_fraction() > 0.99;
+  set->setColor(allGood ? QColor(0x4e, 0x9b, 0xd8) : QColor(0xc6, 0x28, 0x28));
+  auto* series = new QBarSeries;
+  series->append(set);
+  series->setLabelsVisible(true);
+  series->setLabelsFormat(QStringLiteral("@value %"));
+  series->setLabelsPrecision(4);
+  series->setLabelsPosition(QAbstractBarSeries::LabelsInsideBase);
+  set->setLabelColor(QColor(0x20, 0x20, 0x20));
+  c->addSeries(series);
+  auto* x = new QBarCategoryAxis;
+  x->append(cats);
+  x->setTitleText(QObject::tr("dp rank"));
+  auto* y = axis(QObject::tr("exact elements (%)"), 0, 100);
+  y->setLabelFormat(QStringLiteral("%.0f"));
+  c->addAxis(x, Qt::AlignBottom);
+  c->addAxis(y, Qt::AlignLeft);
+  series->attachAxis(x);
+  series->attachAxis(y);
+  QObject::connect(set, &QBarSet::hovered, set, [set, cats](bool state, int i) {
+    if (!state) return QToolTip::hideText();
+    QToolTip::showText(QCursor::pos(), QObject::tr("rank %1: %2 % exact").arg(cats.value(i)).arg(set->at(i), 0, 'f', 3));
+  });
+  return c;
+}
+
+QChart* scatterChart(const QString& title, const std::vector<std::pair<float, float>>& points) {
+  if (points.empty()) return emptyChart(title, QObject::tr("weights or fp32 master not available"));
+  auto* c = baseChart(title);
+  auto* s = new QScatterSeries;
+  s->setMarkerSize(4);
+  s->setColor(QColor(0x1e, 0x62, 0xa0, 140));
+  s->setBorderColor(Qt::transparent);
+  double lo = 0, hi = 0;
+  bool first = true;
+  QList<QPointF> pts;
+  pts.reserve(static_cast<qsizetype>(points.size()));
+  for (const auto& [x, y] : points) {
+    if (!std::isfinite(x) || !std::isfinite(y)) continue;
+    pts.append(QPointF(x, y));
+    if (first) {
+      lo = hi = x;
+      first = false;
+    }
+    lo = std::min({lo, static_cast<double>(x), static_cast<double>(y)});
+    hi = std::max({hi, static_cast<double>(x), static_cast<double>(y)});
+  }
+  s->replace(pts);
+  if (hi <= lo) hi = lo + 1;
+  const double pad = (hi - lo) * 0.05;
+  auto* diag = new QLineSeries;
+  diag->append(lo - pad, lo - pad);
+  diag->append(hi + pad, hi + pad);
+  diag->setPen(QPen(QColor(0xc6, 0x28, 0x28), 1, Qt::DashLine));
+  c->addSeries(diag);
+  c->addSeries(s);
+  auto* x = axis(QObject::tr("weight (upcast to fp32)"), lo - pad, hi + pad);
+  auto* y = axis(QObject::tr("fp32 master"), lo - pad, hi + pad);
+  c->addAxis(x, Qt::AlignBottom);
+  c->addAxis(y, Qt::AlignLeft);
+  for (auto* series : {static_cast<QAbstractSeries*>(s), static_cast<QAbstractSeries*>(diag)}) {
+    series->attachAxis(x);
+    series->attachAxis(y);
+  }
+  QObject::connect(s, &QScatterSeries::hovered, s, [](const QPointF& p, bool state) {
+    if (!state) return QToolTip::hideText();
+    QToolTip::showText(QCursor::pos(), QObject::tr("weight %1\nmaster %2\nΔ %3")
+                                           .arg(p.x(), 0, 'g', 6)
+                                           .arg(p.y(), 0, 'g', 6)
+                                           .arg(p.y() - p.x(), 0, 'g', 3));
+  });
+  return c;
+}
+
+}  // namespace ckptdoc::gui

@@ -1,0 +1,27 @@
+#pragma once
+// Builds Qt Charts from core's histograms and statistics. Each function returns a new chart the caller owns;
+// all have axis titles and hover tooltips.
+#include <QChart>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "ckptdoc/compute/statistics.h"
+
+namespace ckptdoc::gui {
+
+// A log-magnitude histogram as a step area over log10 of the bin edges. `negative` (optional) is drawn
+// as a second series (e.g. the negative values of exp_avg).
+QChart* logHistogramChart(const QString& title, const QString& xTitle, const LogHistogram& h,
+                          const LogHistogram* negative = nullptr, const QString& label = QStringLiteral("|x|"),
+                          const QString& negativeLabel = QStringLiteral("negative"));
+// The ULP-distance buckets of a divergence as bars.
+QChart* ulpChart(const QString& title, const UlpHistogram& h);
+// Exact fraction per dp rank as bars (0–100 %).
+QChart* rankExactChart(const QString& title, const std::map<int, DivergenceStats>& perRank);
+// lp (x) against fp32 master (y), sampled points, with the y = x diagonal.
+QChart* scatterChart(const QString& title, const std::vector<std::pair<float, float>>& points);
+// An empty chart saying why there is nothing to show.
+QChart* emptyChart(const QString& title, const QString& why);
+
+}  // namespace ckptdoc::gui

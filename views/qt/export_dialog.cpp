@@ -1,0 +1,148 @@
+#include "export_dialog.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDialogButtonBox>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QVBoxLayout>
+#include <spdlog/spdlog.h>
+
+#include "ckptdoc/deepspeed/export.h"
+
+namespace ckptdoc::gui {
+
+ExportDialog::ExportDialog(std::shared_ptr<const deepspeed::Checkpoint> checkpoint, QWidget* parent)
+    : QDialog(parent), ckpt_(std::move(checkpoint)) {
+  setWindowTitle(tr("Export weights"));
+  setObjectName(QStringLiteral("exportDialog"));
+  resize(560, 260);
+  auto* v = new QVBoxLayout(this);
+  auto* form = new QFormLayout;
+  format_ = new QComboBox(this);
+  format_->addItem(QStringLiteral("safetensors"), QStringLiteral("safetensors"));
+  format_->addItem(QStringLiteral("torch (.bin)"), QStringLiteral("torch"));
+  format_->addItem(QStringLiteral("HDF5 (.h5)"), QStringLiteral("hdf5"));
+  source_ = new QComboBox(this);
+  source_->addItem(tr("fp32 masters (as zero_to_fp32.py)"), QStringLiteral("fp32"));
+  source_->addItem(tr("lp weights (module state dict)"), QStringLiteral("lp"));
+  dtype_ = new QComboBox(this);
+  dtype_->addItem(tr("default (fp32 for masters, weight dtype for lp)"), QString());
+  dtype_->addItem(QStringLiteral("float32"), QStringLiteral("float32"));
+  dtype_->addItem(QStringLiteral("float16"), QStringLiteral("float16"));
+  dtype_->addItem(QStringLiteral("bfloat16"), QStringLiteral("bfloat16"));
+  excludeFrozen_ = new QCheckBox(tr("Leave out frozen params"), this);
+  auto* pathRow = new QHBoxLayout;
+  path_ = new QLineEdit(this);
+  auto* browse = new QPushButton(tr("Browse…"), this);
+  pathRow->addWidget(path_, 1);
+  pathRow->addWidget(browse);
+  form->addRow(tr("Format:"), format_);
+  form->addRow(tr("Source:"), source_);
+  form->addRow(tr("DType:"), dtype_);
+  form->addRow(QString(), excludeFrozen_);
+  form->addRow(tr("File:"), pathRow);
+  v->addLayout(form);
+  progress_ = new QProgressBar(this);
+  progress_->setRange(0, 1000);
+  progress_->hide();
+  status_ = new QLabel(this);
+  status_->setWordWrap(true);
+  v->addWidget(progress_);
+  v->addWidget(status_);
+  v->addStretch(1);
+  auto* buttons = new QDialogButtonBox(this);
+  run_ = buttons->addButton(tr("Export"), QDialogButtonBox::AcceptRole);
+  close_ = buttons->addButton(tr("Close"), QDialogButtonBox::RejectRole);
+  v->addWidget(buttons);
+
+  connect(format_, &QComboBox::currentIndexChanged, this, &ExportDialog::suggestPath);
+  connect(browse, &QPushButton::clicked, this, [this] {
+    const QString p = QFileDialog::getSaveFileName(this, tr("Export to"), path_->text());
+    if (!p.isEmpty()) path_->setText(p);
+  });
+  connect(run_, &QPushButton::clicked, this, &ExportDialog::start);
+  connect(close_, &QPushButton::clicked, this, [this] {
+    if (jobs_.running())
+      jobs_.cancel();
+    else
+      reject();
+  });
+  connect(&jobs_, &JobRunner::progressed, this, [this](int, const QString& stage, quint64 done, quint64 total) {
+    status_->setText(stage);
+    progress_->setValue(total ? static_cast<int>(1000.0 * static_cast<double>(done) / static_cast<double>(total)) : 0);
+  });
+  auto done = [this](const QString& text) {
+    progress_->hide();
+    run_->setEnabled(true);
+    close_->setText(tr("Close"));
+    status_->setText(text);
+  };
+  connect(&jobs_, &JobRunner::failed, this, [done](int, const QString& m) {
+    done(QObject::tr("<b style='color:#c62828'>Export failed:</b> %1").arg(m.toHtmlEscaped()));
+  });
+  connect(&jobs_, &JobRunner::cancelled, this, [done] { done(QObject::tr("Export cancelled.")); });
+  suggestPath();
+}
+
+void ExportDialog::suggestPath() {
+  const auto& cat = ckpt_->catalog();
+  const QFileInfo in(QString::fromStdString(cat.save_dir.empty() ? cat.tag_dir : cat.save_dir));
+  const QString fmt = format_->currentData().toString();
+  const QString ext = fmt == QStringLiteral("safetensors") ? QStringLiteral("safetensors")
+                      : fmt == QStringLiteral("torch")     ? QStringLiteral("bin")
+                                                           : QStringLiteral("h5");
+  path_->setText(in.absoluteDir().filePath(in.fileName() + QStringLiteral("-weights.") + ext));
+}
+
+deepspeed::ExportOptions ExportDialog::options() const {
+  deepspeed::ExportOptions o;
+  o.format = deepspeed::parse_export_format(format_->currentData().toString().toStdString());
+  o.source = deepspeed::parse_export_source(source_->currentData().toString().toStdString());
+  const QString dt = dtype_->currentData().toString();
+  if (!dt.isEmpty()) o.dtype = dtype_from_name(dt.toStdString());
+  o.exclude_frozen = excludeFrozen_->isChecked();
+  return o;
+}
+
+QString ExportDialog::outputPath() const { return path_->text().trimmed(); }
+void ExportDialog::setOutputPath(const QString& path) { path_->setText(path); }
+
+void ExportDialog::start() {
+  if (jobs_.running()) return;
+  deepspeed::ExportOptions o;
+  try {
+    o = options();
+  } catch (const std::exception& e) {
+    status_->setText(QString::fromStdString(e.what()));
+    return;
+  }
+  const auto ckpt = ckpt_;
+  const std::string out = outputPath().toStdString();
+  run_->setEnabled(false);
+  close_->setText(tr("Cancel"));
+  progress_->setValue(0);
+  progress_->show();
+  spdlog::info("exporting weights to {}", out);
+  jobs_.run<deepspeed::ExportResult>(
+      tr("Exporting"), [ckpt, out, o](Progress& p) { return deepspeed::export_weights(*ckpt, out, o, &p); },
+      [this](deepspeed::ExportResult& r) {
+        progress_->hide();
+        run_->setEnabled(true);
+        close_->setText(tr("Close"));
+        status_->setText(tr("<b style='color:#2e7d32'>Exported</b> %1 tensors (%2 bytes) to <code>%3</code>")
+                             .arg(r.tensors)
+                             .arg(r.bytes)
+                             .arg(QString::fromStdString(r.path).toHtmlEscaped()));
+        spdlog::info("exported {} tensors to {}", r.tensors, r.path);
+        emit exported(QString::fromStdString(r.path));
+      });
+}
+
+}  // namespace ckptdoc::gui

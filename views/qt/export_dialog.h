@@ -1,0 +1,48 @@
+#pragma once
+// Weights export (deepspeed::export_weights): format, dtype and source (fp32 masters as zero_to_fp32.py
+// does, or the lp weights), run in the background with progress and cancel.
+#include <QDialog>
+#include <memory>
+
+#include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/export.h"
+#include "job_runner.h"
+
+class QCheckBox;
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QProgressBar;
+class QPushButton;
+
+namespace ckptdoc::gui {
+
+class ExportDialog : public QDialog {
+  Q_OBJECT
+ public:
+  ExportDialog(std::shared_ptr<const deepspeed::Checkpoint> checkpoint, QWidget* parent = nullptr);
+  deepspeed::ExportOptions options() const;
+  QString outputPath() const;
+  void setOutputPath(const QString& path);
+  QPushButton* runButton() const { return run_; }
+
+ signals:
+  void exported(const QString& path);
+
+ private:
+  void suggestPath();
+  void start();
+  std::shared_ptr<const deepspeed::Checkpoint> ckpt_;
+  QComboBox* format_;
+  QComboBox* source_;
+  QComboBox* dtype_;
+  QCheckBox* excludeFrozen_;
+  QLineEdit* path_;
+  QProgressBar* progress_;
+  QLabel* status_;
+  QPushButton* run_;
+  QPushButton* close_;
+  JobRunner jobs_;
+};
+
+}  // namespace ckptdoc::gui

@@ -1,0 +1,90 @@
+#include "layout_view.h"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPushButton>
+#include <QVBoxLayout>
+
+#include "layout_map.h"
+#include "session.h"
+
+namespace ckptdoc::gui {
+
+LayoutView::LayoutView(Session* session, QWidget* parent) : QWidget(parent), session_(session) {
+  auto* v = new QVBoxLayout(this);
+  v->setContentsMargins(6, 6, 6, 6);
+  auto* bar = new QHBoxLayout;
+  bar->addWidget(new QLabel(tr("Group:"), this));
+  groups_ = new QComboBox(this);
+  groups_->setObjectName(QStringLiteral("groupSelector"));
+  groups_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+  bar->addWidget(groups_);
+  auto* fit = new QPushButton(tr("Fit"), this);
+  fit->setToolTip(tr("Show the whole partition (double-click the map)"));
+  bar->addWidget(fit);
+  info_ = new QLabel(this);
+  info_->setStyleSheet(QStringLiteral("color: #555;"));
+  bar->addWidget(info_, 1);
+  auto* hint = new QLabel(tr("wheel: zoom · drag: pan · shift+wheel: ranks · click: select"), this);
+  hint->setStyleSheet(QStringLiteral("color: #888;"));
+  bar->addWidget(hint);
+  v->addLayout(bar);
+  map_ = new LayoutMap(this);
+  v->addWidget(map_, 1);
+
+  connect(groups_, &QComboBox::currentIndexChanged, this, &LayoutView::showGroup);
+  connect(fit, &QPushButton::clicked, map_, &LayoutMap::fitToWidth);
+  connect(map_, &LayoutMap::paramClicked, this, [this](int param) {
+    const auto* g = map_->group();
+    if (!g || param < 0) return;
+    emit paramSelected(QString::fromStdString(g->params[static_cast<size_t>(param)].name));
+  });
+  connect(session_, &Session::opened, this, &LayoutView::reload);
+  connect(session_, &Session::closed, this, &LayoutView::reload);
+  reload();
+}
+
+void LayoutView::reload() {
+  QSignalBlocker block(groups_);
+  groups_->clear();
+  const auto* cat = session_->catalog();
+  if (cat)
+    for (const auto& g : cat->groups)
+      groups_->addItem(tr("%1 — %2 params, %3 elements").arg(g.index).arg(g.params.size()).arg(g.numel));
+  showGroup(groups_->count() ? 0 : -1);
+}
+
+void LayoutView::setGroupIndex(int group) {
+  if (group >= 0 && group < groups_->count()) groups_->setCurrentIndex(group);
+}
+
+void LayoutView::showGroup(int index) {
+  const auto* cat = session_->catalog();
+  if (!cat || index < 0 || index >= static_cast<int>(cat->groups.size())) {
+    map_->setGroup(nullptr, nullptr);
+    info_->clear();
+    return;
+  }
+  const auto& g = cat->groups[static_cast<size_t>(index)];
+  map_->setGroup(session_->checkpoint(), &g);
+  info_->setText(tr("ZeRO stage %1 · %2 ranks · partition %3 elements · %4 padding elements")
+                     .arg(cat->zero_stage)
+                     .arg(g.partitions.size())
+                     .arg(g.partition_numel)
+                     .arg(g.padded_numel - g.numel));
+}
+
+void LayoutView::selectParam(const QString& name) {
+  const auto* cat = session_->catalog();
+  if (!cat) return;
+  const auto where = cat->find_param(name.toStdString());
+  if (!where) {
+    map_->setSelectedParam(-1);
+    return;
+  }
+  if (groups_->currentIndex() != where->first) groups_->setCurrentIndex(where->first);
+  map_->setSelectedParam(where->second);
+}
+
+}  // namespace ckptdoc::gui

@@ -1,0 +1,273 @@
+#include "main_window.h"
+
+#include <QAction>
+#include <QActionGroup>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <spdlog/spdlog.h>
+
+#include "app_settings.h"
+#include "export_dialog.h"
+#include "findings_model.h"
+#include "layout_map.h"
+#include "layout_view.h"
+#include "log_dock.h"
+#include "overview_view.h"
+#include "param_table_model.h"
+#include "params_view.h"
+#include "repair_dialog.h"
+#include "session.h"
+
+namespace ckptdoc::gui {
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+  setWindowTitle(QStringLiteral("ckptdoc"));
+  setWindowIcon(QIcon(QStringLiteral(":/icons/ckptdoc.svg")));
+  setAcceptDrops(true);
+  resize(1280, 820);
+
+  session_ = new Session(this);
+  session_->setDevice(AppSettings().device());
+  findings_ = new FindingsModel(this);
+  params_ = new ParamTableModel(this);
+
+  tabs_ = new QTabWidget(this);
+  tabs_->setDocumentMode(true);
+  overview_ = new OverviewView(session_, findings_, tabs_);
+  layout_ = new LayoutView(session_, tabs_);
+  paramsView_ = new ParamsView(session_, params_, tabs_);
+  tabs_->addTab(overview_, tr("Overview"));
+  tabs_->addTab(layout_, tr("Partition layout"));
+  tabs_->addTab(paramsView_, tr("Params"));
+  setCentralWidget(tabs_);
+
+  log_ = new LogDock(this);
+  addDockWidget(Qt::BottomDockWidgetArea, log_);
+  log_->hide();
+
+  stage_ = new QLabel(this);
+  progress_ = new QProgressBar(this);
+  progress_->setObjectName(QStringLiteral("analysisProgress"));
+  progress_->setRange(0, 1000);
+  progress_->setMaximumWidth(240);
+  progress_->setTextVisible(false);
+  cancel_ = new QPushButton(tr("Cancel"), this);
+  cancel_->setObjectName(QStringLiteral("cancelAnalysisButton"));
+  cancel_->setFlat(true);
+  statusBar()->addPermanentWidget(stage_);
+  statusBar()->addPermanentWidget(progress_);
+  statusBar()->addPermanentWidget(cancel_);
+  progress_->hide();
+  cancel_->hide();
+  connect(cancel_, &QPushButton::clicked, this, &MainWindow::cancelAnalysis);
+
+  connect(session_, &Session::opened, this, [this] {
+    findings_->setCatalogProblems(session_->catalog());
+    params_->setCatalog(session_->catalog());
+    setWindowTitle(QStringLiteral("%1 — ckptdoc").arg(QFileInfo(session_->path()).fileName()));
+    exportAction_->setEnabled(true);
+    reanalyseAction_->setEnabled(true);
+  });
+  connect(session_, &Session::analysisStarted, this, [this] {
+    progress_->setValue(0);
+    progress_->show();
+    cancel_->show();
+    stage_->setText(tr("Analysing…"));
+  });
+  connect(session_, &Session::analysisProgress, this, [this](const QString& stage, double f) {
+    progress_->setValue(static_cast<int>(f * 1000));
+    if (!stage.isEmpty()) stage_->setText(stage);
+  });
+  connect(session_, &Session::analysisFinished, this, [this] {
+    findings_->setReport(session_->report());
+    params_->setReport(session_->catalog(), session_->report());
+    onAnalysisEnded();
+    stage_->setText(tr("Analysis done"));
+    statusBar()->showMessage(tr("Analysed in %1 s").arg(session_->report()->seconds, 0, 'f', 2), 5000);
+  });
+  connect(session_, &Session::analysisCancelled, this, [this] {
+    onAnalysisEnded();
+    stage_->setText(tr("Cancelled"));
+  });
+  connect(session_, &Session::analysisFailed, this, [this](int, const QString& m) {
+    onAnalysisEnded();
+    stage_->setText(tr("Analysis failed"));
+    statusBar()->showMessage(m, 10000);
+  });
+  connect(overview_, &OverviewView::fixRequested, this, [this](int row) { openRepair(row); });
+  connect(layout_, &LayoutView::paramSelected, this, &MainWindow::selectParamEverywhere);
+  connect(paramsView_, &ParamsView::paramSelected, this, &MainWindow::selectParamEverywhere);
+
+  buildMenus();
+  AppSettings s;
+  restoreGeometry(s.geometry());
+  restoreState(s.windowState());
+  spdlog::info("ckptdoc ready");
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::buildMenus() {
+  auto* file = menuBar()->addMenu(tr("&File"));
+  auto* open = file->addAction(tr("&Open checkpoint…"), this, &MainWindow::openDialog);
+  open->setShortcut(QKeySequence::Open);
+  recentMenu_ = file->addMenu(tr("Open &recent"));
+  rebuildRecentMenu();
+  exportAction_ = file->addAction(tr("&Export weights…"), this, &MainWindow::exportDialog);
+  exportAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
+  exportAction_->setEnabled(false);
+  file->addSeparator();
+  auto* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
+  quit->setShortcut(QKeySequence::Quit);
+
+  auto* analysis = menuBar()->addMenu(tr("&Analysis"));
+  reanalyseAction_ = analysis->addAction(tr("&Re-analyse"), this, &MainWindow::reanalyse);
+  reanalyseAction_->setShortcut(QKeySequence(Qt::Key_F5));
+  reanalyseAction_->setEnabled(false);
+  auto* cancel = analysis->addAction(tr("&Cancel analysis"), this, &MainWindow::cancelAnalysis);
+  cancel->setShortcut(QKeySequence(Qt::Key_Escape));
+  auto* device = analysis->addMenu(tr("Compute &device"));
+  auto* group = new QActionGroup(this);
+  for (auto [label, kind] : {std::pair{tr("Auto (CUDA when available)"), DeviceKind::Auto},
+                             std::pair{tr("CPU"), DeviceKind::Cpu}, std::pair{tr("CUDA"), DeviceKind::Cuda}}) {
+    auto* a = device->addAction(label);
+    a->setCheckable(true);
+    a->setChecked(session_->device() == kind);
+    group->addAction(a);
+    connect(a, &QAction::triggered, this, [this, kind = kind] {
+      session_->setDevice(kind);
+      AppSettings().setDevice(kind);
+      spdlog::info("compute device: {}", device_name(kind));
+    });
+  }
+
+  auto* view = menuBar()->addMenu(tr("&View"));
+  const char* names[] = {"&Overview", "Partition &layout", "&Params"};
+  for (int i = 0; i < 3; ++i) {
+    auto* a = view->addAction(tr(names[i]), this, [this, i] { tabs_->setCurrentIndex(i); });
+    a->setShortcut(QKeySequence(Qt::CTRL | static_cast<Qt::Key>(Qt::Key_1 + i)));
+  }
+  view->addAction(log_->toggleViewAction());
+  log_->toggleViewAction()->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
+
+  auto* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&About ckptdoc"), this, [this] {
+    QMessageBox::about(this, tr("About ckptdoc"),
+                       tr("<b>ckptdoc</b> — checkpoint doctor<br>Inspects and repairs DeepSpeed ZeRO checkpoints: "
+                          "finds fp32 masters that disagree with the weights, broken optimizer state and "
+                          "missing ranks, and writes a verified repaired copy."));
+  });
+}
+
+void MainWindow::rebuildRecentMenu() {
+  recentMenu_->clear();
+  const QStringList files = AppSettings().recentFiles();
+  for (const auto& f : files) recentMenu_->addAction(f, this, [this, f] { openPath(f); });
+  if (files.isEmpty()) recentMenu_->addAction(tr("(none)"))->setEnabled(false);
+  recentMenu_->addSeparator();
+  recentMenu_->addAction(tr("Clear list"), this, [this] {
+    AppSettings().clearRecentFiles();
+    rebuildRecentMenu();
+  });
+}
+
+bool MainWindow::openPath(const QString& path, bool quiet) {
+  QString error;
+  if (!session_->open(path, &error)) {
+    if (!quiet) QMessageBox::warning(this, tr("Cannot open checkpoint"), error);
+    statusBar()->showMessage(tr("Cannot open %1: %2").arg(path, error), 10000);
+    return false;
+  }
+  AppSettings().addRecentFile(QFileInfo(path).absoluteFilePath());
+  rebuildRecentMenu();
+  tabs_->setCurrentWidget(overview_);
+  session_->analyse();
+  return true;
+}
+
+void MainWindow::reanalyse() { session_->analyse(); }
+void MainWindow::cancelAnalysis() { session_->cancelAnalysis(); }
+
+void MainWindow::onAnalysisEnded() {
+  progress_->hide();
+  cancel_->hide();
+}
+
+void MainWindow::openDialog() {
+  QFileDialog dialog(this, tr("Open a DeepSpeed checkpoint (save folder, tag folder or rank file)"));
+  dialog.setFileMode(QFileDialog::Directory);
+  dialog.setOption(QFileDialog::DontUseNativeDialog, true);  // lets the user pick folders and files alike
+  dialog.setOption(QFileDialog::ShowDirsOnly, false);
+  dialog.setNameFilter(tr("Checkpoints (*.pt *.bin latest);;All files (*)"));
+  if (dialog.exec() != QDialog::Accepted || dialog.selectedFiles().isEmpty()) return;
+  openPath(dialog.selectedFiles().first());
+}
+
+void MainWindow::exportDialog() {
+  if (!session_->isOpen()) return;
+  auto* d = new ExportDialog(session_->checkpoint(), this);
+  d->setAttribute(Qt::WA_DeleteOnClose);
+  d->open();
+}
+
+RepairDialog* MainWindow::openRepair(int row) {
+  if (!session_->isOpen() || row < 0 || row >= findings_->count()) return nullptr;
+  const auto kind = findings_->finding(row).repair;
+  if (kind == analysis::RepairKind::None) return nullptr;
+  auto* d = new RepairDialog(session_->checkpoint(), kind, session_->device(), this);
+  d->setAttribute(Qt::WA_DeleteOnClose);
+  connect(d, &RepairDialog::openRequested, this, [this](const QString& p) { openPath(p); });
+  d->open();
+  return d;
+}
+
+void MainWindow::showTab(const QString& name) {
+  if (name == QStringLiteral("layout"))
+    tabs_->setCurrentWidget(layout_);
+  else if (name == QStringLiteral("params"))
+    tabs_->setCurrentWidget(paramsView_);
+  else
+    tabs_->setCurrentWidget(overview_);
+}
+
+void MainWindow::selectParamEverywhere(const QString& name) {
+  if (syncing_) return;
+  syncing_ = true;
+  layout_->selectParam(name);
+  paramsView_->selectParam(name);
+  statusBar()->showMessage(name, 4000);
+  syncing_ = false;
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+  AppSettings().saveWindow(saveGeometry(), saveState());
+  session_->cancelAnalysis();
+  QMainWindow::closeEvent(e);
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* e) {
+  if (e->mimeData()->hasUrls()) e->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* e) {
+  for (const auto& url : e->mimeData()->urls())
+    if (url.isLocalFile()) {
+      openPath(url.toLocalFile());
+      e->acceptProposedAction();
+      return;
+    }
+}
+
+}  // namespace ckptdoc::gui

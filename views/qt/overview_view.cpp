@@ -1,0 +1,196 @@
+#include "overview_view.h"
+
+#include <QFrame>
+#include <QLocale>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QVBoxLayout>
+
+#include "findings_model.h"
+#include "session.h"
+#include "severity_style.h"
+
+namespace ckptdoc::gui {
+
+namespace {
+QString humanBytes(uint64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  return QStringLiteral("%1 %2").arg(v, 0, 'f', u == 0 ? 0 : 1).arg(units[u]);
+}
+}  // namespace
+
+OverviewView::OverviewView(Session* session, FindingsModel* findings, QWidget* parent)
+    : QWidget(parent), session_(session), findings_(findings) {
+  auto* outer = new QVBoxLayout(this);
+  outer->setContentsMargins(0, 0, 0, 0);
+  auto* scroll = new QScrollArea(this);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  outer->addWidget(scroll);
+
+  auto* page = new QWidget;
+  auto* layout = new QVBoxLayout(page);
+  layout->setContentsMargins(18, 14, 18, 14);
+  layout->setSpacing(10);
+  title_ = new QLabel(page);
+  title_->setObjectName(QStringLiteral("overviewTitle"));
+  title_->setStyleSheet(QStringLiteral("font-size: 16pt; font-weight: 600;"));
+  title_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  summary_ = new QLabel(page);
+  summary_->setTextFormat(Qt::RichText);
+  summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  status_ = new QLabel(page);
+  status_->setObjectName(QStringLiteral("overviewStatus"));
+  status_->setStyleSheet(QStringLiteral("color: #555;"));
+  cards_ = new QWidget(page);
+  cardsLayout_ = new QVBoxLayout(cards_);
+  cardsLayout_->setContentsMargins(0, 0, 0, 0);
+  cardsLayout_->setSpacing(8);
+  layout->addWidget(title_);
+  layout->addWidget(summary_);
+  layout->addWidget(status_);
+  layout->addWidget(cards_);
+  layout->addStretch(1);
+  scroll->setWidget(page);
+
+  connect(findings_, &QAbstractItemModel::modelReset, this, &OverviewView::rebuildCards);
+  connect(session_, &Session::opened, this, &OverviewView::rebuildSummary);
+  connect(session_, &Session::closed, this, &OverviewView::rebuildSummary);
+  connect(session_, &Session::analysisStarted, this, [this] { status_->setText(tr("Analysing…")); });
+  connect(session_, &Session::analysisFinished, this, &OverviewView::rebuildSummary);
+  connect(session_, &Session::analysisCancelled, this,
+          [this] { status_->setText(tr("Analysis cancelled. Press F5 to analyse again.")); });
+  connect(session_, &Session::analysisFailed, this,
+          [this](int, const QString& m) { status_->setText(tr("Analysis failed: %1").arg(m)); });
+  rebuildSummary();
+  rebuildCards();
+}
+
+void OverviewView::rebuildSummary() {
+  const auto* cat = session_->catalog();
+  if (!cat) {
+    title_->setText(tr("No checkpoint open"));
+    summary_->setText(tr("Open a DeepSpeed save folder, tag folder or rank file with <b>Ctrl+O</b>, "
+                         "or drop it onto this window."));
+    status_->clear();
+    return;
+  }
+  title_->setText(QString::fromStdString(cat->tag_dir));
+  int params = 0;
+  for (const auto& g : cat->groups) params += static_cast<int>(g.params.size());
+  uint64_t bytes = 0;
+  for (const auto& f : cat->files) bytes += f.bytes;
+  QString rows;
+  auto row = [&rows](const QString& k, const QString& v) {
+    rows += QStringLiteral("<tr><td style='color:#666; padding-right:14px'>%1</td><td>%2</td></tr>").arg(k, v);
+  };
+  row(tr("Tag"), QString::fromStdString(cat->tag));
+  row(tr("Optimizer"), QStringLiteral("%1, ZeRO stage %2%3")
+                           .arg(QString::fromStdString(std::string(deepspeed::wrapper_name(cat->wrapper))))
+                           .arg(cat->zero_stage)
+                           .arg(cat->optimizer_name_hint.empty()
+                                    ? QString()
+                                    : QStringLiteral(" (%1)").arg(QString::fromStdString(cat->optimizer_name_hint))));
+  row(tr("Weights"), QString::fromStdString(std::string(dtype_name(cat->lp_dtype))));
+  row(tr("World"), tr("data parallel %1, model parallel %2").arg(cat->dp_world_size).arg(cat->mp_world_size));
+  row(tr("Params"), tr("%1 trainable in %2 groups (%3 elements), %4 frozen")
+                        .arg(params)
+                        .arg(cat->groups.size())
+                        .arg(QLocale().toString(static_cast<qlonglong>(cat->trainable_numel())))
+                        .arg(cat->frozen_params.size()));
+  row(tr("Steps"), tr("global %1, skipped %2%3")
+                       .arg(cat->global_steps)
+                       .arg(cat->skipped_steps)
+                       .arg(cat->optimizer_step ? tr(", optimizer step %1").arg(*cat->optimizer_step) : QString()));
+  row(tr("Files"), tr("%1 files, %2").arg(cat->files.size()).arg(humanBytes(bytes)));
+  if (!cat->ds_version.empty()) row(tr("DeepSpeed"), QString::fromStdString(cat->ds_version));
+  summary_->setText(QStringLiteral("<table>%1</table>").arg(rows));
+
+  if (const auto* r = session_->report()) {
+    int errors = 0, warnings = 0;
+    for (const auto& f : r->findings) {
+      errors += f.severity == analysis::Severity::Error;
+      warnings += f.severity == analysis::Severity::Warning;
+    }
+    status_->setText(tr("Analysed %1 in %2 s on %3: %4, %5.")
+                         .arg(humanBytes(r->bytes_scanned))
+                         .arg(r->seconds, 0, 'f', 2)
+                         .arg(QString::fromStdString(r->backend))
+                         .arg(errors == 1 ? tr("1 error") : tr("%1 errors").arg(errors))
+                         .arg(warnings == 1 ? tr("1 warning") : tr("%1 warnings").arg(warnings)));
+  } else if (!session_->analysing()) {
+    status_->setText(tr("Not analysed yet (F5)."));
+  }
+}
+
+void OverviewView::rebuildCards() {
+  while (auto* item = cardsLayout_->takeAt(0)) {
+    delete item->widget();
+    delete item;
+  }
+  if (findings_->count() == 0 && session_->report()) {
+    auto* ok = new QLabel(tr("No problems found. The fp32 masters match the weights and the optimizer state "
+                             "looks consistent."),
+                          cards_);
+    ok->setObjectName(QStringLiteral("noProblemsLabel"));
+    ok->setWordWrap(true);
+    ok->setStyleSheet(QStringLiteral("QLabel { background: #e8f5e9; border-left: 5px solid #2e7d32; "
+                                     "padding: 10px; border-radius: 3px; }"));
+    cardsLayout_->addWidget(ok);
+    return;
+  }
+  for (int row = 0; row < findings_->count(); ++row) {
+    const auto& f = findings_->finding(row);
+    auto* card = new QFrame(cards_);
+    card->setObjectName(QStringLiteral("finding_%1").arg(QString::fromStdString(f.code)));
+    card->setStyleSheet(QStringLiteral("QFrame#%1 { background: %2; border-left: 5px solid %3; border-radius: 3px; }")
+                            .arg(card->objectName(), severityBackground(f.severity).name(),
+                                 severityColor(f.severity).name()));
+    auto* h = new QHBoxLayout(card);
+    h->setContentsMargins(12, 8, 10, 8);
+    auto* v = new QVBoxLayout;
+    auto* head = new QLabel(QStringLiteral("<b style='color:%1'>%2</b>&nbsp;&nbsp;<code>%3</code>")
+                                .arg(severityColor(f.severity).name(), severityLabel(f.severity).toUpper(),
+                                     QString::fromStdString(f.code).toHtmlEscaped()),
+                            card);
+    auto* msg = new QLabel(QString::fromStdString(f.message), card);
+    msg->setWordWrap(true);
+    msg->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    v->addWidget(head);
+    v->addWidget(msg);
+    const QString params = findings_->data(findings_->index(row, FindingsModel::Params), Qt::DisplayRole).toString();
+    const QString ranks = findings_->data(findings_->index(row, FindingsModel::Ranks), Qt::DisplayRole).toString();
+    if (!params.isEmpty() || !ranks.isEmpty()) {
+      QString detail;
+      if (!params.isEmpty()) detail += tr("params: %1").arg(params.toHtmlEscaped());
+      if (!ranks.isEmpty()) detail += (detail.isEmpty() ? QString() : QStringLiteral("&nbsp;&nbsp;·&nbsp;&nbsp;")) +
+                                      tr("ranks: %1").arg(ranks);
+      auto* d = new QLabel(detail, card);
+      d->setTextFormat(Qt::RichText);
+      d->setStyleSheet(QStringLiteral("color: #555;"));
+      d->setWordWrap(true);
+      d->setToolTip(findings_->data(findings_->index(row, FindingsModel::Params), Qt::ToolTipRole).toString());
+      v->addWidget(d);
+    }
+    h->addLayout(v, 1);
+    if (f.repair != analysis::RepairKind::None) {
+      auto* fix = new QPushButton(repairLabel(f.repair), card);
+      fix->setObjectName(QStringLiteral("fixButton_%1").arg(QString::fromStdString(f.code)));
+      fix->setToolTip(tr("Preview the repair; nothing is written until you confirm."));
+      fix->setCursor(Qt::PointingHandCursor);
+      connect(fix, &QPushButton::clicked, this, [this, row] { emit fixRequested(row); });
+      h->addWidget(fix, 0, Qt::AlignVCenter);
+    }
+    cardsLayout_->addWidget(card);
+  }
+}
+
+}  // namespace ckptdoc::gui

@@ -1,0 +1,36 @@
+#pragma once
+// The first thing a user sees: what the checkpoint is (stage, dtypes, world sizes, steps) and what is wrong
+// with it, one card per finding coloured by severity, each repairable finding with a Fix button.
+#include <QWidget>
+
+class QLabel;
+class QVBoxLayout;
+
+namespace ckptdoc::gui {
+
+class FindingsModel;
+class Session;
+
+class OverviewView : public QWidget {
+  Q_OBJECT
+ public:
+  OverviewView(Session* session, FindingsModel* findings, QWidget* parent = nullptr);
+
+ signals:
+  void fixRequested(int findingRow);
+  void paramActivated(const QString& name);
+
+ private:
+  void rebuildSummary();
+  void rebuildCards();
+
+  Session* session_;
+  FindingsModel* findings_;
+  QLabel* title_;
+  QLabel* summary_;
+  QLabel* status_;
+  QWidget* cards_;
+  QVBoxLayout* cardsLayout_;
+};
+
+}  // namespace ckptdoc::gui
