@@ -21,33 +21,11 @@ using namespace ckptdoc::test;
 
 namespace {
 
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
 void write_bytes(const std::string& path, std::span<const uint8_t> b) {
   std::ofstream f(path, std::ios::binary);
   f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
 }
-QJsonObject read_json(const std::string& path) {
-  QFile f(QString::fromStdString(path));
-  if (!f.open(QIODevice::ReadOnly)) return {};
-  return QJsonDocument::fromJson(f.readAll()).object();
-}
 
-std::function<Value(const Value&)> storage_loader(const std::string& dir) {
-  auto cache = std::make_shared<std::map<std::string, std::shared_ptr<Storage>>>();
-  return [dir, cache](const Value& pid) -> Value {
-    const auto& t = pid.items();
-    const auto dtype = dtype_from_storage_class(t[1].as_global().second);
-    if (!dtype) throw Error("", "", "unknown storage class");
-    const std::string key = t[2].as_str();
-    if (auto it = cache->find(key); it != cache->end()) return Value::storage(it->second);
-    auto s = Storage::from_bytes(*dtype, read_bytes(dir + "/data/" + key), key);
-    (*cache)[key] = s;
-    return Value::storage(s);
-  };
-}
 
 }  // namespace
 

@@ -111,17 +111,7 @@ void compare_entry(const SafetensorsEntry& e, const QJsonObject& exp) {
 }
 
 Tensor owned_tensor(DType dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes) {
-  auto s = std::make_shared<Storage>();
-  s->dtype = dtype;
-  s->numel = bytes.size() / element_size(dtype);
-  s->owned = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
-  Tensor t;
-  t.dtype = dtype;
-  t.strides.assign(shape.size(), 1);
-  for (size_t i = shape.size(); i-- > 1;) t.strides[i - 1] = t.strides[i] * std::max<int64_t>(shape[i], 1);
-  t.shape = std::move(shape);
-  t.storage = std::move(s);
-  return t;
+  return Tensor::from_bytes(dtype, std::move(shape), std::move(bytes));
 }
 
 template <typename T>

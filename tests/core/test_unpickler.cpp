@@ -20,36 +20,8 @@ using namespace ckptdoc::test;
 
 namespace {
 
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
 
-QJsonObject read_json(const std::string& path) {
-  QFile f(QString::fromStdString(path));
-  if (!f.open(QIODevice::ReadOnly)) return {};
-  return QJsonDocument::fromJson(f.readAll()).object();
-}
 
-// persistent_load for an unpacked torch checkpoint: ('storage', Global(torch, XStorage), key, location, numel).
-std::function<Value(const Value&)> storage_loader(const std::string& dir) {
-  auto cache = std::make_shared<std::map<std::string, std::shared_ptr<Storage>>>();
-  return [dir, cache](const Value& pid) -> Value {
-    const auto& t = pid.items();
-    if (t.size() != 5 || t[0].as_str() != "storage") throw Error("", "", "bad pid " + pid.repr());
-    const auto dtype = dtype_from_storage_class(t[1].as_global().second);
-    if (!dtype) throw Error("", "", "unknown storage class");
-    const std::string key = t[2].as_str();
-    if (auto it = cache->find(key); it != cache->end()) return Value::storage(it->second);
-    auto bytes = read_bytes(dir + "/data/" + key);
-    if (bytes.size() != static_cast<uint64_t>(t[4].as_int()) * element_size(*dtype))
-      throw Error("", "", "record size mismatch");
-    auto s = Storage::from_bytes(*dtype, std::move(bytes), key);
-    s->location = t[3].as_str();
-    (*cache)[key] = s;
-    return Value::storage(s);
-  };
-}
 
 }  // namespace
 

@@ -97,20 +97,8 @@ void AtomicFile::write(std::span<const uint8_t> bytes) {
   if (failed_) throw Error(path_, "", "write after an earlier write failed");
   if (buffer_.size() + bytes.size() > buffer_.capacity()) {
     flush_buffer();
-    if (bytes.size() >= buffer_.capacity()) {
-      size_t done = 0;
-      while (done < bytes.size()) {
-        size_t n = 0;
-        if (const int err = io_.write(fd_, bytes.data() + done, bytes.size() - done, &n); err != 0) {
-          failed_ = true;
-          throw Error(path_, at_offset(position_ + done), errno_text("write", err));
-        }
-        if (n == 0) {
-          failed_ = true;
-          throw Error(path_, at_offset(position_ + done), "write: wrote 0 bytes");
-        }
-        done += n;
-      }
+    if (bytes.size() >= buffer_.capacity()) {  // large spans go straight to the file
+      write_all(bytes, position_);
       position_ += bytes.size();
       return;
     }
@@ -120,22 +108,25 @@ void AtomicFile::write(std::span<const uint8_t> bytes) {
 }
 
 void AtomicFile::flush_buffer() {
+  write_all(buffer_, position_ - buffer_.size());
+  buffer_.clear();
+}
+
+void AtomicFile::write_all(std::span<const uint8_t> bytes, uint64_t file_offset) {
   // A retry after a partial write would repeat the bytes already written, so any failure is final.
-  const uint64_t start = position_ - buffer_.size();
   size_t done = 0;
-  while (done < buffer_.size()) {
+  while (done < bytes.size()) {
     size_t n = 0;
-    if (const int err = io_.write(fd_, buffer_.data() + done, buffer_.size() - done, &n); err != 0) {
+    if (const int err = io_.write(fd_, bytes.data() + done, bytes.size() - done, &n); err != 0) {
       failed_ = true;
-      throw Error(path_, at_offset(start + done), errno_text("write", err));
+      throw Error(path_, at_offset(file_offset + done), errno_text("write", err));
     }
     if (n == 0) {
       failed_ = true;
-      throw Error(path_, at_offset(start + done), "write: wrote 0 bytes");
+      throw Error(path_, at_offset(file_offset + done), "write: wrote 0 bytes");
     }
     done += n;
   }
-  buffer_.clear();
 }
 
 void AtomicFile::commit() {

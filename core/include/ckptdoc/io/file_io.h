@@ -73,6 +73,7 @@ class AtomicFile : public ByteSink {
 
  private:
   void flush_buffer();
+  void write_all(std::span<const uint8_t> bytes, uint64_t file_offset);
   std::string path_, temp_;
   FileIo& io_;
   int fd_ = -1;
