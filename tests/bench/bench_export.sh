@@ -17,7 +17,8 @@ py="${PYTHON:-/usr/bin/python3}"
 ckptdoc="$build/app/ckptdoc"
 [ -x "$ckptdoc" ] || { echo "no ckptdoc binary at $ckptdoc (build first)" >&2; exit 2; }
 
-tmp="$(mktemp -d /tmp/ckptdoc-bench-export-XXXXXX)"
+# BENCH_DIR=/dev/shm measures the tools rather than the disk (both outputs are fsynced; on tmpfs that is free).
+tmp="$(mktemp -d "${BENCH_DIR:-/tmp}/ckptdoc-bench-export-XXXXXX")"
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$tmp"' EXIT
 
 echo "generating a ZeRO-2 fp16 dp2 checkpoint (--layers $layers) in $tmp ..."

@@ -81,6 +81,13 @@ def main():
             sd[alias] = sd[owner]
     del optims, models
     torch.save(sd, out)
+    # Same durability as ckptdoc's writer (fsync of the file and its folder), so both do the same work.
+    fd = os.open(out, os.O_RDONLY)
+    os.fsync(fd)
+    os.close(fd)
+    dfd = os.open(os.path.dirname(os.path.abspath(out)), os.O_RDONLY)
+    os.fsync(dfd)
+    os.close(dfd)
 
 
 if __name__ == "__main__":
