@@ -5,7 +5,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${CKPTDOC_BUILD_DIR:-$root/build}"
 jobs="${CKPTDOC_JOBS:-$(nproc)}"
 if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE="${CKPTDOC_BUILD_TYPE:-RelWithDebInfo}" ${CKPTDOC_CMAKE_ARGS:-} "$@"
 elif [ $# -gt 0 ]; then
   cmake "$build" "$@"
 fi

@@ -5,12 +5,13 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 seconds="${1:-30}"
-build="${CKPTDOC_FUZZ_BUILD:-$root/build-fuzz}"
+build="${CKPTDOC_FUZZ_BUILD:-$root/build-asan}"  # the sanitizer test build (scripts/sanitize.sh) has them
 work="${CKPTDOC_FUZZ_DIR:-$build/fuzz-work}"
 fixtures="${CKPTDOC_FIXTURES:-$root/../shared/fixtures}"
 if [ ! -f "$build/CMakeCache.txt" ]; then
-  CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCKPTDOC_FUZZ=ON \
-    -DCKPTDOC_SANITIZE=address,undefined -DCKPTDOC_GUI=OFF -DCKPTDOC_IMGUI=OFF -DENABLE_CUDA=OFF -DCKPTDOC_MPI=OFF
+  CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCKPTDOC_FUZZ=ON \
+    -DCKPTDOC_SANITIZE=address,undefined -DCKPTDOC_WERROR=OFF -DCKPTDOC_GUI=OFF -DCKPTDOC_IMGUI=OFF \
+    -DENABLE_CUDA=OFF -DCKPTDOC_MPI=OFF
 fi
 targets=(fuzz_zip fuzz_unpickler fuzz_torch_file fuzz_safetensors fuzz_deepspeed_catalog)
 cmake --build "$build" -j "${CKPTDOC_JOBS:-$(nproc)}" --target "${targets[@]}"
