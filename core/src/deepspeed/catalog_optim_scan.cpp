@@ -1,5 +1,6 @@
 // Catalog building, part 2: optimizer-states files (§4) — schema, wrapper, stage, per-rank lengths and
 // bookkeeping, loss scaler and optimizer step.
+#include <optional>
 #include <algorithm>
 
 #include "ckptdoc/format/known_objects.h"
@@ -12,6 +13,13 @@ namespace ckptdoc::deepspeed {
 using namespace detail;
 
 namespace {
+
+// A saved step count as an integer; nullopt for values no step counter can hold (damaged or hostile files:
+// converting them would be undefined behaviour).
+std::optional<int64_t> step_count(double v) {
+  if (!(v >= 0.0 && v <= 9.0e15)) return std::nullopt;  // also rejects NaN
+  return static_cast<int64_t>(v);
+}
 
 std::vector<int64_t> int_list(const Value* v) {
   std::vector<int64_t> out;
@@ -175,7 +183,7 @@ void CatalogBuilder::read_optimizer_summary() {
   if (entry) {
     for (const auto& [k, v] : str_items(entry)) {
       if (k == "step") {
-        if (auto s = scalar_value(v)) cat_.optimizer_step = static_cast<int64_t>(*s);
+        if (auto s = scalar_value(v)) cat_.optimizer_step = step_count(*s);
       } else {
         cat_.optimizer_state_keys.push_back(k);
       }
@@ -183,9 +191,9 @@ void CatalogBuilder::read_optimizer_summary() {
   }
   if (!cat_.optimizer_step) {
     if (auto s = scalar_value(dict_get(list_at(dict_get(inner, "param_groups"), 0), "step"))) {
-      cat_.optimizer_step = static_cast<int64_t>(*s);
+      cat_.optimizer_step = step_count(*s);
     } else if (auto s2 = scalar_value(dict_get(osd, "base_optimizer_state_step"))) {
-      cat_.optimizer_step = static_cast<int64_t>(*s2);
+      cat_.optimizer_step = step_count(*s2);
     }
   }
 }

@@ -294,7 +294,7 @@ class Runner {
       if (const Value* cfg = ckpt_.model_file(0, 0).root.get("ds_config"))
         if (const Value* z = cfg->get("zero_optimization"))
           if (const Value* s = z->get("sub_group_size"); s && (s->is(Value::Kind::Int) || s->is(Value::Kind::Float)))
-            sgs = static_cast<int64_t>(s->as_float());
+            if (const double v = s->as_float(); v >= 1.0 && v <= 9.0e15) sgs = static_cast<int64_t>(v);
       const Value* pgs = osd0->get("optimizer_state_dict") ? osd0->get("optimizer_state_dict")->get("param_groups") : nullptr;
       if (!pgs || !pgs->is_sequence()) throw Error(optim0.path, "optimizer_state_dict.param_groups", "missing");
       for (const auto& pg : pgs->items()) {
