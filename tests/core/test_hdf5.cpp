@@ -71,13 +71,6 @@ std::vector<NamedTensor> reference_tensors() {
 
 const std::map<std::string, std::string> kAttributes{{"format", "pt"}, {"source", "ünïcode ✓"}};
 
-std::vector<std::string> files_in(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 }  // namespace
 
 class TestHdf5 : public QObject {
@@ -90,7 +83,7 @@ class TestHdf5 : public QObject {
     write_hdf5_file(path, reference_tensors(), kAttributes);
     const auto r = test::run_python(test::script("fixtures/check_hdf5.py"), {path});
     CKPTDOC_EXPECT_EXIT(r, 0);
-    QCOMPARE(files_in(dir.path()), std::vector<std::string>{"model.h5"});
+    QCOMPARE(test::files_in(dir.path()), std::vector<std::string>{"model.h5"});
   }
 
   void replacesAnExistingFile() {
@@ -131,7 +124,7 @@ class TestHdf5 : public QObject {
       QCOMPARE(e.file(), path);
     }
     QCOMPARE(test::read_text(path), std::string("previous"));
-    QCOMPARE(files_in(dir.path()), std::vector<std::string>{"out.h5"});
+    QCOMPARE(test::files_in(dir.path()), std::vector<std::string>{"out.h5"});
   }
 
   void failureMidWriteLeavesOldFileAndNoTemp() {
@@ -162,7 +155,7 @@ class TestHdf5 : public QObject {
         QCOMPARE(e.file(), path);
       }
       QCOMPARE(test::read_text(path), std::string("keep me"));
-      QCOMPARE(files_in(dir.path()), std::vector<std::string>{"keep.h5"});
+      QCOMPARE(test::files_in(dir.path()), std::vector<std::string>{"keep.h5"});
     }
   }
 

@@ -132,13 +132,6 @@ void write_raw(const std::string& path, const std::string& header, size_t data_b
   test::write_text(path, out);
 }
 
-std::vector<std::string> files_in(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 }  // namespace
 
 class TestSafetensors : public QObject {
@@ -255,7 +248,7 @@ class TestSafetensors : public QObject {
     const auto r = test::run_python(fixture_script(),
                                     {"check", dir.file("out.safetensors"), fx("ref.expected.json")});
     CKPTDOC_EXPECT_EXIT(r, 0);
-    QCOMPARE(files_in(dir.path()), std::vector<std::string>{"out.safetensors"});
+    QCOMPARE(test::files_in(dir.path()), std::vector<std::string>{"out.safetensors"});
   }
 
   void writesBuiltTensorsCheckedByReference() {
@@ -352,7 +345,7 @@ class TestSafetensors : public QObject {
     }
     // The old file is untouched and no temporary file is left behind.
     QCOMPARE(test::read_text(path), std::string("previous contents"));
-    QCOMPARE(files_in(dir.path()), std::vector<std::string>{"x.safetensors"});
+    QCOMPARE(test::files_in(dir.path()), std::vector<std::string>{"x.safetensors"});
   }
 
   void looksLikeSafetensors() {

@@ -41,6 +41,8 @@ RunResult run_cli(const std::vector<std::string>& args);
 // Copies a directory tree (fixtures are read-only; tests that damage or repair work on copies).
 void copy_tree(const std::string& from, const std::string& to);
 std::string read_text(const std::string& path);
+// Names of the entries of a folder, sorted.
+std::vector<std::string> files_in(const std::string& dir);
 void write_text(const std::string& path, const std::string& text);
 
 }  // namespace ckptdoc::test
