@@ -151,7 +151,7 @@ class TestPickler : public QObject {
     UnpickleOptions uo;
     Value seen;
     uo.persistent_load = [&](const Value& pid) -> Value {
-      seen = pid;
+      seen = pid.clone();  // the unpickler frees its pid copy after the call
       return Value::storage(root.at("w").as_tensor().storage);
     };
     const Value back = unpickle(bytes, uo).value;

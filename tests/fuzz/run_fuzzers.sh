@@ -27,7 +27,7 @@ for t in "${targets[@]}"; do
   mkdir -p "$corpus"
   log="$work/$t.log"
   if "$build/tests/fuzz/$t" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=20 -max_len=600000 \
-       -artifact_prefix="$work/crashes/$t-" "$corpus" "$work/seeds/$name" >"$log" 2>&1; then
+       -artifact_prefix="$work/crashes/$t-" "$corpus" "$work/seeds/$name" "$root/tests/fuzz/regressions" >"$log" 2>&1; then
     result=ok
   else
     result="CRASH (see $log)"

@@ -989,14 +989,19 @@ void Vm::step(uint8_t op) {
         charge(s.size());
         pid = Value::str(std::string(s));
       } else {
-        pid = top().clone();  // the callback may keep it; VM containers are dismantled at the end
+        pid = top().clone();  // the callback gets its own copy; VM containers are dismantled at the end
       }
       Value r;
       try {
         r = opt_.persistent_load(pid);
       } catch (const Error& e) {
-        vm_fail("persistent id " + pid.repr(120) + ": " + e.detail());
+        const std::string text = pid.repr(120);
+        pid.dismantle();
+        vm_fail("persistent id " + text + ": " + e.detail());
       }
+      // The copy may be cyclic (a hostile pid list holding itself): break it so it is freed, not leaked.
+      // Callbacks read the pid and return a leaf value (a storage); they must not keep containers of it.
+      pid.dismantle();
       if (op == 'Q') drop(1);
       push(std::move(r));
       break;

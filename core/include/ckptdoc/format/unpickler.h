@@ -26,6 +26,7 @@ struct UnpickleOptions {
   // a Value::storage). When unset, persistent ids are refused. The callback gets its own copy of the id; what it
   // returns joins the VM's graph (containers the stream then discards are dismantled, so return leaf values
   // such as storages, or values the callback does not keep).
+  // The pid is freed (containers dismantled) after the call: clone() what you keep.
   std::function<Value(const Value& pid)> persistent_load;
   std::string file_name;  // for error messages
   std::string record_name;  // e.g. "archive/data.pkl"
