@@ -35,6 +35,14 @@ void print_report(const analysis::Report& report, const deepspeed::Catalog& cat,
               std::string(dtype_name(cat.lp_dtype)).c_str(), cat.dp_world_size, cat.mp_world_size,
               std::string(deepspeed::wrapper_name(cat.wrapper)).c_str(), human_bytes(report.bytes_scanned).c_str(),
               report.seconds, report.backend.c_str());
+  for (size_t d = 0; d < report.devices.size(); ++d) {
+    const auto& share = report.devices[d];
+    std::string ranks;
+    for (int r : share.ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+    std::printf("  device %zu: %s: dp ranks %s (%s)\n", d, share.backend.c_str(), ranks.empty() ? "-" : ranks.c_str(),
+                human_bytes(share.bytes).c_str());
+  }
+  if (!report.devices.empty()) std::printf("\n");
   if (report.findings.empty()) std::printf("No problems found.\n");
   for (const auto& f : report.findings) {
     std::printf("%s %s\n  %s\n", marker(f.severity), f.code.c_str(), f.message.c_str());

@@ -2,14 +2,19 @@
 // its conversions against dtype.h (all 16-bit patterns, many floats) and against torch, and determinism
 // across thread counts.
 #include <QTest>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <random>
+#include <set>
 
 #include "ckptdoc/compute/backend.h"
 #include "ckptdoc/compute/distributed.h"
+#include "ckptdoc/compute/placement.h"
+#include "ckptdoc/compute/reduction.h"
 #include "ckptdoc/error.h"
 #include "compute_compare.h"
 #include "compute_reference.h"
@@ -483,14 +488,102 @@ class TestComputeCpu : public QObject {
     if (mpi_active()) QSKIP("MPI initialised by the launcher");
     QCOMPARE(mpi_rank(), 0);
     QCOMPARE(mpi_size(), 1);
-    ValueStats v;
-    v.count = 3;
-    mpi_allreduce_stats(v);
-    QCOMPARE(v.count, uint64_t{3});
-    DivergenceStats d;
-    d.exact = 2;
-    mpi_allreduce_divergence(d);
-    QCOMPARE(d.exact, uint64_t{2});
+    QCOMPARE(mpi_local_rank(), 0);
+    QCOMPARE(mpi_local_size(), 1);
+    const auto reducer = make_reducer(DeviceKind::Cuda, 0);  // one process: never NCCL
+    QCOMPARE(reducer->name(), std::string("single process"));
+    ReductionArrays a;
+    a.counts = {3, 4};
+    a.sums = {1.5};
+    reducer->allreduce(a);
+    QCOMPARE(a.counts, (std::vector<uint64_t>{3, 4}));
+    QCOMPARE(a.sums, std::vector<double>{1.5});
+  }
+
+  // What the packed all-reduce relies on: unpack(pack(x)) == x, and element-wise sums/min/max of two packed
+  // parts unpack to what merge() gives.
+  void packed_statistics_merge_like_merge() {
+    const auto m1 = make_masters(100'003, 5), m2 = make_masters(77'777, 6);
+    auto cpu = make_cpu_backend(1);
+    std::vector<float> empty_nan(3, std::numeric_limits<float>::quiet_NaN());
+    const ValueStats parts[] = {cpu->value_stats(m1.data(), DType::F32, m1.size()),
+                                cpu->value_stats(m2.data(), DType::F32, m2.size()),
+                                cpu->value_stats(empty_nan.data(), DType::F32, empty_nan.size()), ValueStats{}};
+    const auto l1 = make_lp(m1, DType::BF16, 3);
+    const DivergenceStats d1 = cpu->divergence(l1.data(), DType::BF16, m1.data(), m1.size());
+    for (const auto& x : parts) {
+      ReductionArrays a;
+      pack(x, a);
+      pack(d1, a);
+      UnpackCursor c;
+      ValueStats back;
+      DivergenceStats dback;
+      unpack(a, c, back);
+      unpack(a, c, dback);
+      CKPTDOC_EXPECT_SAME(diff_values(back, x, 0));
+      CKPTDOC_EXPECT_SAME(diff_divergence(dback, d1, 0));
+      QCOMPARE(c.counts, a.counts.size());
+      QVERIFY_THROWS_EXCEPTION(Error, unpack(a, c, back));  // past the end
+    }
+    for (const auto& x : parts)
+      for (const auto& y : parts) {
+        ReductionArrays a, b;
+        pack(x, a);
+        pack(y, b);
+        for (size_t i = 0; i < a.counts.size(); ++i) a.counts[i] += b.counts[i];
+        for (size_t i = 0; i < a.sums.size(); ++i) a.sums[i] += b.sums[i];
+        for (size_t i = 0; i < a.mins.size(); ++i) a.mins[i] = std::min(a.mins[i], b.mins[i]);
+        for (size_t i = 0; i < a.maxs.size(); ++i) a.maxs[i] = std::max(a.maxs[i], b.maxs[i]);
+        UnpackCursor c;
+        ValueStats reduced;
+        unpack(a, c, reduced);
+        ValueStats merged = x;
+        merged.merge(y);
+        CKPTDOC_EXPECT_SAME(diff_values(reduced, merged, 1e-15));
+      }
+  }
+
+  void devices_for_processes() {
+    QCOMPARE(devices_for_process(0, 1, 0), std::vector<int>{});
+    QCOMPARE(devices_for_process(0, 1, 4), (std::vector<int>{0, 1, 2, 3}));  // one process drives all
+    QCOMPARE(devices_for_process(1, 2, 4), (std::vector<int>{1, 3}));
+    for (int r = 0; r < 8; ++r) QCOMPARE(devices_for_process(r, 8, 8), std::vector<int>{r});  // one per GPU
+    QCOMPARE(devices_for_process(5, 8, 4), std::vector<int>{1});  // oversubscribed: shared
+    // every GPU is driven by someone, and by one process only when there are no more processes than GPUs
+    for (int size = 1; size <= 9; ++size) {
+      std::map<int, int> drivers;
+      for (int r = 0; r < size; ++r)
+        for (int d : devices_for_process(r, size, 6)) ++drivers[d];
+      QCOMPARE(static_cast<int>(drivers.size()), 6);
+      if (size <= 6)
+        for (const auto& [d, n] : drivers) QCOMPARE(n, 1);
+    }
+  }
+
+  void rank_placement_balances_bytes() {
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, place_ranks({{0, 1}}, 0));
+    QCOMPARE(place_ranks({}, 3), (std::map<int, int>{}));
+    // 7 ranks of 10, 9, ..., 4 bytes over 3 devices (total 49, so no device can get less than 17)
+    std::map<int, uint64_t> bytes;
+    for (int r = 0; r < 7; ++r) bytes[r] = static_cast<uint64_t>(10 - r);
+    const auto slot = place_ranks(bytes, 3);
+    QCOMPARE(slot.size(), size_t{7});
+    std::vector<uint64_t> load(3, 0);
+    for (const auto& [r, d] : slot) {
+      QVERIFY(d >= 0 && d < 3);
+      load[static_cast<size_t>(d)] += bytes[r];
+    }
+    // longest-first's bounds: within 4/3 of the best makespan, and no two loads further apart than the
+    // largest rank (else that rank would have gone to the lighter device)
+    const auto [lo, hi] = std::minmax_element(load.begin(), load.end());
+    QVERIFY2(3 * *hi <= 4 * 17, qPrintable(QString::number(*hi)));
+    QVERIFY(*hi - *lo <= 10);
+    QCOMPARE(place_ranks(bytes, 3), slot);  // depends only on the sizes
+    // more devices than ranks: each rank alone
+    const auto wide = place_ranks(bytes, 16);
+    std::set<int> used;
+    for (const auto& [r, d] : wide) used.insert(d);
+    QCOMPARE(used.size(), size_t{7});
   }
 };
 

@@ -1,6 +1,7 @@
 // The diagnosis on real DeepSpeed checkpoints: healthy fixtures are clean, and copies broken the ways users
 // meet them give exactly the right findings, params and ranks.
 #include <QtTest>
+#include <cmath>
 #include <filesystem>
 #include <random>
 #include <set>
@@ -208,6 +209,65 @@ class TestDiagnose : public QObject {
             [](Value& root) { root.set("dp_world_size", Value::integer(4)); });
     const auto report = diagnose_dir(ckpt);
     QVERIFY2(find(report, "world-size-mismatch"), codes(report).c_str());
+  }
+
+  // The multi-GPU schedule, run on CPU backends: each emulated device reads whole rank files, the ranks are
+  // shared out by bytes, and the merged report equals the one-queue CPU scan (counts exact, sums to rounding).
+  void devicesSplitRankFilesAndMergeToTheSameReport() {
+    test::TempDir dir;
+    const std::string ckpt = dir.file("ckpt");
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"synth", ckpt, "--stage", "2", "--dtype", "bf16", "--dp", "5", "--params",
+                                       "300000", "--break", "nan_in_exp_avg_sq"}),
+                        0);
+    const auto c = deepspeed::Checkpoint::open(ckpt);
+    analysis::DiagnoseOptions cpu;
+    cpu.device = DeviceKind::Cpu;
+    const auto ref = analysis::diagnose(*c, cpu);
+    QVERIFY(find(ref, "nonfinite-values"));
+    QVERIFY(ref.devices.empty());
+    for (unsigned devices : {1u, 2u, 3u, 7u}) {
+      analysis::DiagnoseOptions o = cpu;
+      o.emulated_devices = devices;
+      const auto r = analysis::diagnose(*c, o);
+      QCOMPARE(r.devices.size(), size_t{devices});
+      std::multiset<int> ranks;
+      uint64_t bytes = 0;
+      for (const auto& d : r.devices) {
+        ranks.insert(d.ranks.begin(), d.ranks.end());
+        bytes += d.bytes;
+        QVERIFY(devices > 5 || !d.ranks.empty());  // nobody idle while ranks are left
+      }
+      QCOMPARE(ranks, (std::multiset<int>{0, 1, 2, 3, 4}));  // every rank file read by exactly one device
+      QCOMPARE(bytes, ref.bytes_scanned);
+      QCOMPARE(r.bytes_scanned, ref.bytes_scanned);
+      QCOMPARE(codes(r), codes(ref));
+      QCOMPARE(r.params.size(), ref.params.size());
+      for (size_t i = 0; i < r.params.size(); ++i) {
+        const auto& a = r.params[i];
+        const auto& b = ref.params[i];
+        QCOMPARE(a.name, b.name);
+        QCOMPARE(a.nonfinite_by_rank, b.nonfinite_by_rank);
+        QCOMPARE(a.per_rank.size(), b.per_rank.size());
+        for (const auto& [rank, d] : b.per_rank) {
+          QCOMPARE(a.per_rank.at(rank).exact, d.exact);
+          QCOMPARE(a.per_rank.at(rank).ulp.counts, d.ulp.counts);
+        }
+        for (auto m : {&analysis::ParamReport::lp, &analysis::ParamReport::fp32, &analysis::ParamReport::exp_avg,
+                       &analysis::ParamReport::exp_avg_sq}) {
+          QCOMPARE((a.*m).has_value(), (b.*m).has_value());
+          if (!(a.*m)) continue;
+          QCOMPARE((a.*m)->count, (b.*m)->count);
+          QCOMPARE((a.*m)->nan, (b.*m)->nan);
+          QCOMPARE((a.*m)->log_abs.counts, (b.*m)->log_abs.counts);
+          QCOMPARE((a.*m)->min, (b.*m)->min);
+          QCOMPARE((a.*m)->max, (b.*m)->max);
+          QVERIFY(std::fabs((a.*m)->sum - (b.*m)->sum) <= 1e-9 * std::max(1.0, std::fabs((b.*m)->sum)));
+        }
+        QCOMPARE(a.lp_vs_fp32->exact, b.lp_vs_fp32->exact);
+        QCOMPARE(a.lp_vs_fp32->log_abs_diff.counts, b.lp_vs_fp32->log_abs_diff.counts);
+        QCOMPARE(a.lp_vs_fp32->max_abs, b.lp_vs_fp32->max_abs);
+      }
+    }
   }
 
   void cancelStopsTheScan() {

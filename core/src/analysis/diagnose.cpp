@@ -14,6 +14,7 @@ Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& option
   report.findings = apply_rules(ckpt.catalog(), scan.params, scan.problems);
   report.params = std::move(scan.params);
   report.backend = std::move(scan.backend);
+  report.devices = std::move(scan.devices);
   report.bytes_scanned = scan.bytes_scanned;
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;

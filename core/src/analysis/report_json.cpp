@@ -73,9 +73,12 @@ std::string report_json(const Report& report, const deepspeed::Catalog& catalog)
     j["per_rank"] = ranks;
     params.push_back(std::move(j));
   }
+  json devices = json::array();
+  for (const auto& d : report.devices)
+    devices.push_back(json{{"backend", d.backend}, {"ranks", d.ranks}, {"bytes", d.bytes}});
   json out{{"path", catalog.tag_dir}, {"tag", catalog.tag}, {"zero_stage", catalog.zero_stage},
            {"lp_dtype", std::string(dtype_name(catalog.lp_dtype))}, {"dp_world_size", catalog.dp_world_size},
-           {"backend", report.backend}, {"bytes_scanned", report.bytes_scanned}, {"seconds", report.seconds},
+           {"backend", report.backend}, {"devices", devices}, {"bytes_scanned", report.bytes_scanned}, {"seconds", report.seconds},
            {"has_error", report.has_error()}, {"findings", findings}, {"params", params}};
   return out.dump(1);
 }

@@ -8,6 +8,8 @@
 #include <thread>
 
 #include "ckptdoc/compute/distributed.h"
+#include "ckptdoc/compute/placement.h"
+#include "ckptdoc/compute/reduction.h"
 #include "ckptdoc/error.h"
 
 namespace ckptdoc::analysis {
@@ -52,17 +54,7 @@ class Scanner {
   ScanResult run() {
     ScanResult out;
     const auto& cat = ckpt_.catalog();
-    std::string note;
-    std::unique_ptr<Backend> primary = make_backend(options_.device, &note);
-    out.backend = primary->description();
-    const bool on_cpu = primary->kind() == DeviceKind::Cpu;
-    const unsigned workers = on_cpu ? std::max(1u, options_.threads ? options_.threads : std::thread::hardware_concurrency()) : 1u;
-    backends_.clear();
-    if (on_cpu) {
-      for (unsigned i = 0; i < workers; ++i) backends_.push_back(make_cpu_backend(1));
-    } else {
-      backends_.push_back(std::move(primary));
-    }
+    make_backends(out);
 
     // Reports in catalog order; lp views per param; partition views per (group, rank).
     for (const auto& g : cat.groups) {
@@ -84,41 +76,123 @@ class Scanner {
     for (const auto& t : tasks) total += bytes_of(t);
     if (progress_) progress_->set_stage("scanning tensors", total);
 
-    for (size_t start = 0; start < tasks.size(); start += kBatchTasks) {
-      const size_t end = std::min(tasks.size(), start + kBatchTasks);
-      std::vector<TaskResult> results(end - start);
-      std::atomic<size_t> next{start};
-      std::atomic<bool> failed{false};
-      std::string failure;
-      std::mutex failure_mutex;
-      auto work = [&](Backend& be) {
-        for (;;) {
-          const size_t i = next.fetch_add(1);
-          if (i >= end || failed.load()) return;
-          try {
-            if (progress_) progress_->check();
-            results[i - start] = run_task(tasks[i], be);
-            if (progress_) progress_->add(results[i - start].bytes);
-          } catch (...) {
-            std::lock_guard<std::mutex> lock(failure_mutex);
-            if (!failed.exchange(true)) error_ = std::current_exception();
-            return;
-          }
-        }
-      };
-      std::vector<std::thread> threads;
-      for (size_t w = 1; w < backends_.size(); ++w) threads.emplace_back(work, std::ref(*backends_[w]));
-      work(*backends_[0]);
-      for (auto& t : threads) t.join();
-      if (failed.load()) std::rethrow_exception(error_);
-      for (size_t i = start; i < end; ++i) merge(tasks[i], results[i - start], out);
-    }
+    if (spread_)
+      scan_spread(tasks, out);
+    else
+      scan_shared(tasks, out);
     if (mpi_size() > 1) merge_across_processes(out);
     out.params = std::move(reports_);
     return out;
   }
 
  private:
+  // CPU: one single-threaded backend per worker thread, all pulling from one queue. CUDA: one backend per
+  // GPU this process drives, each given whole rank files (spread_).
+  void make_backends(ScanResult& out) {
+    backends_.clear();
+    if (options_.emulated_devices > 0) {
+      for (unsigned i = 0; i < options_.emulated_devices; ++i) backends_.push_back(make_cpu_backend(1));
+      spread_ = true;
+      out.backend = backends_[0]->description() + " x " + std::to_string(backends_.size()) + " emulated devices";
+      return;
+    }
+    std::string note;
+    std::unique_ptr<Backend> primary = make_backend(options_.device, &note);
+    out.backend = primary->description();
+    if (primary->kind() == DeviceKind::Cpu) {
+      const unsigned workers = std::max(1u, options_.threads ? options_.threads : std::thread::hardware_concurrency());
+      for (unsigned i = 0; i < workers; ++i) backends_.push_back(make_cpu_backend(1));
+      spread_ = false;
+      return;
+    }
+    const std::vector<int> devices = devices_for_process(mpi_local_rank(), mpi_local_size(), cuda_device_count());
+    device_ = devices.empty() ? 0 : devices[0];
+    backends_.push_back(std::move(primary));  // made on devices[0]
+    for (size_t i = 1; i < devices.size(); ++i) backends_.push_back(make_cuda_backend(devices[i]));
+    spread_ = backends_.size() > 1;
+    if (spread_) out.backend += " x " + std::to_string(backends_.size()) + " GPUs";
+  }
+
+  // Runs tasks[batch[k]] into results[k]: workers pull positions from one counter (owner empty), or worker w
+  // runs the positions with owner[k] == w. Rethrows the first failure after all workers stopped.
+  void run_batch(const std::vector<Task>& tasks, const std::vector<size_t>& batch, const std::vector<size_t>& owner,
+                 std::vector<TaskResult>& results) {
+    results.assign(batch.size(), TaskResult{});
+    std::atomic<size_t> next{0};
+    std::atomic<bool> failed{false};
+    std::mutex failure_mutex;
+    auto run_one = [&](size_t k, Backend& be) {
+      if (progress_) progress_->check();
+      results[k] = run_task(tasks[batch[k]], be);
+      if (progress_) progress_->add(results[k].bytes);
+    };
+    auto work = [&](size_t w) {
+      Backend& be = *backends_[w];
+      try {
+        if (owner.empty()) {
+          for (size_t k; (k = next.fetch_add(1)) < batch.size() && !failed.load();) run_one(k, be);
+        } else {
+          for (size_t k = 0; k < batch.size() && !failed.load(); ++k)
+            if (owner[k] == w) run_one(k, be);
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failure_mutex);
+        if (!failed.exchange(true)) error_ = std::current_exception();
+      }
+    };
+    std::vector<std::thread> threads;
+    for (size_t w = 1; w < backends_.size(); ++w) threads.emplace_back(work, w);
+    work(0);
+    for (auto& t : threads) t.join();
+    if (failed.load()) std::rethrow_exception(error_);
+  }
+
+  // Batches of consecutive tasks, merged in task order.
+  void scan_shared(const std::vector<Task>& tasks, ScanResult& out) {
+    std::vector<TaskResult> results;
+    for (size_t start = 0; start < tasks.size(); start += kBatchTasks) {
+      std::vector<size_t> batch;
+      for (size_t i = start; i < std::min(tasks.size(), start + kBatchTasks); ++i) batch.push_back(i);
+      run_batch(tasks, batch, {}, results);
+      for (size_t k = 0; k < batch.size(); ++k) merge(tasks[batch[k]], results[k], out);
+    }
+  }
+
+  // Each rank's tasks go to the device place_ranks gives it; every round takes the next tasks of every
+  // device's queue so all devices stay busy, and merges them in task order (deterministic for a given
+  // number of devices).
+  void scan_spread(const std::vector<Task>& tasks, ScanResult& out) {
+    std::map<int, uint64_t> bytes_per_rank;
+    for (const auto& t : tasks) bytes_per_rank[t.rank] += bytes_of(t);
+    const std::map<int, int> slot = place_ranks(bytes_per_rank, static_cast<int>(backends_.size()));
+    std::vector<std::vector<size_t>> queues(backends_.size());
+    for (size_t i = 0; i < tasks.size(); ++i) queues[static_cast<size_t>(slot.at(tasks[i].rank))].push_back(i);
+    out.devices.assign(backends_.size(), DeviceShare{});
+    for (size_t w = 0; w < backends_.size(); ++w) out.devices[w].backend = backends_[w]->description();
+    for (const auto& [rank, w] : slot) {
+      out.devices[static_cast<size_t>(w)].ranks.push_back(rank);
+      out.devices[static_cast<size_t>(w)].bytes += bytes_per_rank.at(rank);
+    }
+
+    const size_t per_round = std::max<size_t>(32, kBatchTasks / backends_.size());
+    std::vector<TaskResult> results;
+    for (size_t round = 0;; ++round) {
+      std::vector<std::pair<size_t, size_t>> picked;  // (task index, worker)
+      for (size_t w = 0; w < queues.size(); ++w)
+        for (size_t j = round * per_round; j < std::min(queues[w].size(), (round + 1) * per_round); ++j)
+          picked.emplace_back(queues[w][j], w);
+      if (picked.empty()) break;
+      std::sort(picked.begin(), picked.end());
+      std::vector<size_t> batch, owner;
+      for (const auto& [i, w] : picked) {
+        batch.push_back(i);
+        owner.push_back(w);
+      }
+      run_batch(tasks, batch, owner, results);
+      for (size_t k = 0; k < batch.size(); ++k) merge(tasks[batch[k]], results[k], out);
+    }
+  }
+
   void build_param_index() {
     size_t n = 0;
     for (const auto& g : ckpt_.catalog().groups) {
@@ -267,53 +341,74 @@ class Scanner {
     }
   }
 
-  static void allreduce_optional(std::optional<ValueStats>& s) {
-    ValueStats v = s.value_or(ValueStats{});
-    mpi_allreduce_stats(v);
-    s = v.count ? std::optional<ValueStats>(v) : std::nullopt;
+  // The ranks holding a fragment of param i of group g, in catalog order (the same on every process).
+  static std::vector<int> ranks_of(const deepspeed::GroupLayout& g, size_t i) {
+    std::vector<int> ranks;
+    for (const auto& part : g.partitions)
+      for (const auto& f : part.fragments)
+        if (f.param == static_cast<int>(i)) ranks.push_back(part.rank);
+    return ranks;
   }
 
-  // Collective: every process walks the same params and ranks in the same order.
+  // Collective: every process packs the same params and ranks in the same order into four flat arrays, one
+  // all-reduce merges them (NCCL between GPUs where it loads, else MPI), and every process unpacks the totals.
   void merge_across_processes(ScanResult& out) {
     static const char* kKinds[] = {"lp", "fp32", "exp_avg", "exp_avg_sq"};
+    ReductionArrays a;
     for (const auto& g : ckpt_.catalog().groups) {
       for (size_t i = 0; i < g.params.size(); ++i) {
         ParamReport& p = report_of(g.index, static_cast<int>(i));
-        for (auto* s : {&p.lp, &p.fp32, &p.exp_avg, &p.exp_avg_sq}) allreduce_optional(*s);
-        DivergenceStats d = p.lp_vs_fp32.value_or(DivergenceStats{});
-        mpi_allreduce_divergence(d);
-        p.lp_vs_fp32 = d.count ? std::optional<DivergenceStats>(d) : std::nullopt;
-        std::vector<int> ranks;
-        for (const auto& part : g.partitions)
-          for (const auto& f : part.fragments)
-            if (f.param == static_cast<int>(i)) ranks.push_back(part.rank);
-        std::vector<uint64_t> nonfinite(ranks.size() * 4, 0);
-        for (size_t r = 0; r < ranks.size(); ++r) {
-          DivergenceStats rd = p.per_rank.count(ranks[r]) ? p.per_rank[ranks[r]] : DivergenceStats{};
-          mpi_allreduce_divergence(rd);
-          if (rd.count) p.per_rank[ranks[r]] = rd;
-          for (size_t k = 0; k < 4; ++k) {
-            auto it = p.nonfinite_by_rank.find(kKinds[k]);
-            if (it != p.nonfinite_by_rank.end() && it->second.count(ranks[r])) nonfinite[r * 4 + k] = it->second.at(ranks[r]);
+        for (auto* s : {&p.lp, &p.fp32, &p.exp_avg, &p.exp_avg_sq}) pack(s->value_or(ValueStats{}), a);
+        pack(p.lp_vs_fp32.value_or(DivergenceStats{}), a);
+        for (int r : ranks_of(g, i)) {
+          pack(p.per_rank.count(r) ? p.per_rank.at(r) : DivergenceStats{}, a);
+          for (const char* k : kKinds) {
+            auto it = p.nonfinite_by_rank.find(k);
+            a.counts.push_back(it != p.nonfinite_by_rank.end() && it->second.count(r) ? it->second.at(r) : 0);
           }
         }
-        mpi_allreduce_sum(nonfinite.data(), nonfinite.size());
-        p.nonfinite_by_rank.clear();
-        for (size_t r = 0; r < ranks.size(); ++r)
-          for (size_t k = 0; k < 4; ++k)
-            if (nonfinite[r * 4 + k]) p.nonfinite_by_rank[kKinds[k]][ranks[r]] = nonfinite[r * 4 + k];
       }
     }
-    uint64_t bytes = out.bytes_scanned;
-    mpi_allreduce_sum(&bytes, 1);
-    out.bytes_scanned = bytes;
-    out.backend += " x " + std::to_string(mpi_size()) + " MPI processes";
+    a.counts.push_back(out.bytes_scanned);
+
+    std::string note;
+    std::unique_ptr<Reducer> reducer = make_reducer(backends_[0]->kind(), device_, &note);
+    reducer->allreduce(a);
+
+    UnpackCursor c;
+    for (const auto& g : ckpt_.catalog().groups) {
+      for (size_t i = 0; i < g.params.size(); ++i) {
+        ParamReport& p = report_of(g.index, static_cast<int>(i));
+        for (auto* s : {&p.lp, &p.fp32, &p.exp_avg, &p.exp_avg_sq}) {
+          ValueStats v;
+          unpack(a, c, v);
+          *s = v.count ? std::optional<ValueStats>(v) : std::nullopt;
+        }
+        DivergenceStats d;
+        unpack(a, c, d);
+        p.lp_vs_fp32 = d.count ? std::optional<DivergenceStats>(d) : std::nullopt;
+        p.per_rank.clear();
+        p.nonfinite_by_rank.clear();
+        for (int r : ranks_of(g, i)) {
+          DivergenceStats rd;
+          unpack(a, c, rd);
+          if (rd.count) p.per_rank[r] = rd;
+          for (const char* k : kKinds)
+            if (const uint64_t n = a.counts.at(c.counts++)) p.nonfinite_by_rank[k][r] = n;
+        }
+      }
+    }
+    out.bytes_scanned = a.counts.at(c.counts++);
+    out.backend += " x " + std::to_string(mpi_size()) + " MPI processes, merged by " + reducer->name();
+    if (!note.empty()) out.backend += " (" + note + ")";
   }
 
   const deepspeed::Checkpoint& ckpt_;
   DiagnoseOptions options_;
   Progress* progress_;
   std::vector<std::unique_ptr<Backend>> backends_;
+  bool spread_ = false;  // whole rank files per backend (several GPUs) instead of one shared queue
+  int device_ = 0;       // this process's first CUDA device (the NCCL communicator's)
   std::vector<ParamReport> reports_;
   std::map<int, size_t> group_first_;
   std::map<std::pair<int, int>, PartitionViews> partitions_;

@@ -11,6 +11,7 @@ namespace ckptdoc::analysis {
 struct ScanResult {
   std::vector<ParamReport> params;  // in catalog order (group, then param)
   std::string backend;
+  std::vector<DeviceShare> devices;
   uint64_t bytes_scanned = 0;
   std::vector<deepspeed::Problem> problems;  // tensors that could not be read
 };

@@ -1,6 +1,7 @@
 #include <stdexcept>
 
 #include "ckptdoc/compute/backend.h"
+#include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/error.h"
 
 #ifdef CKPTDOC_HAVE_CUDA
@@ -37,6 +38,34 @@ bool cuda_available(std::string* reason) {
 #endif
 }
 
+int cuda_device_count() {
+#ifdef CKPTDOC_HAVE_CUDA
+  return cuda::device_count();
+#else
+  return 0;
+#endif
+}
+
+std::unique_ptr<Backend> make_cuda_backend([[maybe_unused]] int device) {
+#ifdef CKPTDOC_HAVE_CUDA
+  try {
+    return cuda::make_backend(device);
+  } catch (const std::runtime_error& e) {
+    throw Error("", "CUDA device " + std::to_string(device), e.what());
+  }
+#else
+  throw Error("", "CUDA device " + std::to_string(device), "built without CUDA");
+#endif
+}
+
+std::vector<int> devices_for_process(int local_rank, int local_size, int count) {
+  std::vector<int> out;
+  if (count <= 0 || local_size <= 0 || local_rank < 0) return out;
+  if (local_size >= count) return {local_rank % count};
+  for (int d = local_rank; d < count; d += local_size) out.push_back(d);
+  return out;
+}
+
 std::unique_ptr<Backend> make_backend(DeviceKind kind, std::string* note) {
   if (kind == DeviceKind::Cpu) return make_cpu_backend();
   std::string why;
@@ -48,7 +77,7 @@ std::unique_ptr<Backend> make_backend(DeviceKind kind, std::string* note) {
   }
 #ifdef CKPTDOC_HAVE_CUDA
   try {
-    return cuda::make_backend(0);
+    return cuda::make_backend(devices_for_process(mpi_local_rank(), mpi_local_size(), cuda_device_count()).at(0));
   } catch (const std::runtime_error& e) {
     if (kind == DeviceKind::Cuda) throw Error("", "device cuda", e.what());
     if (note) *note = std::string("CUDA device unusable: ") + e.what() + "; using CPU";

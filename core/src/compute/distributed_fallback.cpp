@@ -9,9 +9,10 @@ void mpi_finalize() {}
 bool mpi_active() { return false; }
 int mpi_rank() { return 0; }
 int mpi_size() { return 1; }
-void mpi_allreduce_stats(ValueStats&) {}
-void mpi_allreduce_divergence(DivergenceStats&) {}
-void mpi_allreduce_sum(uint64_t*, size_t) {}
+int mpi_local_rank() { return 0; }
+int mpi_local_size() { return 1; }
+void mpi_broadcast(void*, size_t, int) {}
+void mpi_allreduce(ReductionArrays&) {}
 
 }  // namespace ckptdoc
 #endif

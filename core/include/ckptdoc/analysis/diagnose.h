@@ -15,6 +15,9 @@ namespace ckptdoc::analysis {
 struct DiagnoseOptions {
   DeviceKind device = DeviceKind::Auto;
   unsigned threads = 0;  // CPU worker threads (0 = all cores)
+  // For tests of the multi-GPU schedule on machines without GPUs: this many one-thread CPU backends, each
+  // given whole rank files like one GPU of several (0 = off).
+  unsigned emulated_devices = 0;
 };
 
 // Throws Cancelled when progress->cancel() was called.

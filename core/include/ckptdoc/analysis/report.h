@@ -45,10 +45,18 @@ struct ParamReport {
   double severity_score() const;
 };
 
+// What one device of a multi-GPU scan did: the dp ranks whose files it read and the bytes it scanned.
+struct DeviceShare {
+  std::string backend;
+  std::vector<int> ranks;
+  uint64_t bytes = 0;
+};
+
 struct Report {
   std::vector<Finding> findings;  // errors first, then warnings, then info
   std::vector<ParamReport> params;
-  std::string backend;            // which compute backend ran
+  std::string backend;            // which compute backend ran (and how processes merged their results)
+  std::vector<DeviceShare> devices;  // this process's devices when it drove several, else empty
   uint64_t bytes_scanned = 0;
   double seconds = 0;
   bool has_error() const;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "ckptdoc/compute/statistics.h"
 #include "ckptdoc/dtype.h"
@@ -51,6 +52,7 @@ class Backend {
 };
 
 // Picks a backend. Auto: CUDA when built with CUDA and a device is present, else CPU (and `note` says why).
+// The CUDA backend runs on this process's first device (devices_for_process under MPI, else device 0).
 // Cuda with no usable device throws ckptdoc::Error with the CUDA runtime's reason.
 std::unique_ptr<Backend> make_backend(DeviceKind kind, std::string* note = nullptr);
 // Code path of the CPU backend: Best picks the AVX2/F16C/FMA kernels when the processor has them, Scalar keeps
@@ -61,5 +63,12 @@ std::unique_ptr<Backend> make_cpu_backend(unsigned threads = 0,  // 0 = hardware
 bool cpu_simd_available();  // whether CpuPath::Best runs the AVX2 kernels on this machine
 // True when this build has CUDA support and at least one device is usable; `reason` says why not.
 bool cuda_available(std::string* reason = nullptr);
+int cuda_device_count();  // visible CUDA devices; 0 without CUDA or without a usable device
+// A CUDA backend on visible device `device`; throws ckptdoc::Error when that device is unusable.
+std::unique_ptr<Backend> make_cuda_backend(int device);
+// The devices a process drives when `local_size` processes share a node with `count` GPUs: a process per
+// GPU gets its own; fewer processes than GPUs split them round robin (process i gets i, i + local_size,
+// ...); more processes than GPUs share them (process i gets i % count). Empty when count is 0.
+std::vector<int> devices_for_process(int local_rank, int local_size, int count);
 
 }  // namespace ckptdoc

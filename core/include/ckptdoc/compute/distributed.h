@@ -1,10 +1,9 @@
 #pragma once
-// Merging statistics across MPI processes (one per node or per GPU). With a build without MPI, or when MPI
-// was not initialised, these describe a single process and the reductions leave their argument unchanged.
+// Processes under MPI (one per node or per GPU). With a build without MPI, or when MPI was not initialised,
+// these describe a single process and the collectives leave their arguments unchanged.
 #include <cstddef>
-#include <cstdint>
 
-#include "ckptdoc/compute/statistics.h"
+#include "ckptdoc/compute/reduction.h"
 
 namespace ckptdoc {
 
@@ -16,12 +15,12 @@ void mpi_finalize();
 bool mpi_active();  // MPI initialised and not finalised
 int mpi_rank();     // 0 when not active
 int mpi_size();     // 1 when not active
+// This process's place among the processes on the same node (MPI_COMM_TYPE_SHARED): which GPU it takes.
+int mpi_local_rank();  // 0 when not active
+int mpi_local_size();  // 1 when not active
 
-// Collective over MPI_COMM_WORLD: counts and sums add up, max_abs/max take the maximum, min the minimum
-// (over processes with finite values). Every process gets the merged result.
-void mpi_allreduce_stats(ValueStats& s);
-void mpi_allreduce_divergence(DivergenceStats& s);
-// Element-wise sum of a uint64 array over all processes (in place).
-void mpi_allreduce_sum(uint64_t* data, size_t n);
+// Collectives over MPI_COMM_WORLD.
+void mpi_broadcast(void* data, size_t bytes, int root);
+void mpi_allreduce(ReductionArrays& a);
 
 }  // namespace ckptdoc

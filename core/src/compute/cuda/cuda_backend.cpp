@@ -308,6 +308,15 @@ bool probe(std::string* reason) {
   return true;
 }
 
+int device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
 std::unique_ptr<Backend> make_backend(int device) { return std::make_unique<CudaBackend>(device); }
 
 }  // namespace ckptdoc::cuda

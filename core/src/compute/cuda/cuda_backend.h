@@ -10,6 +10,7 @@ namespace ckptdoc::cuda {
 
 // True when at least one device is usable; otherwise `reason` gets the CUDA error's name and text.
 bool probe(std::string* reason);
+int device_count();  // 0 when the runtime reports an error
 // A backend on `device` (index among the visible devices). Throws std::runtime_error when unusable.
 std::unique_ptr<Backend> make_backend(int device = 0);
 

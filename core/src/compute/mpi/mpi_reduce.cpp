@@ -1,42 +1,37 @@
-// MPI versions of distributed.h: counts travel as one uint64 array, sums as one double array, extremes with
-// MPI_MIN / MPI_MAX, all over MPI_COMM_WORLD.
+// MPI versions of distributed.h over MPI_COMM_WORLD.
 // The C API only: Open MPI's mpi.h otherwise drags in its deprecated C++ bindings (MPI::Comm, ...).
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdint>
-#include <limits>
 #include <vector>
 
 #include "ckptdoc/compute/distributed.h"
+#include "ckptdoc/error.h"
 
 namespace ckptdoc {
 namespace {
 
 bool g_we_initialised = false;
+MPI_Comm g_node = MPI_COMM_NULL;  // the processes sharing this node, made on first use
 
-void append(std::vector<uint64_t>& v, const LogHistogram& h) {
-  v.insert(v.end(), h.counts.begin(), h.counts.end());
-  v.push_back(h.zeros);
-  v.push_back(h.underflow);
-  v.push_back(h.overflow);
-  v.push_back(h.nonfinite);
-}
-size_t take(const std::vector<uint64_t>& v, size_t at, LogHistogram& h) {
-  for (auto& c : h.counts) c = v[at++];
-  h.zeros = v[at++];
-  h.underflow = v[at++];
-  h.overflow = v[at++];
-  h.nonfinite = v[at++];
-  return at;
+MPI_Comm node_comm() {
+  if (g_node == MPI_COMM_NULL) MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &g_node);
+  return g_node;
 }
 
-void sum_u64(std::vector<uint64_t>& v) {
-  MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-}
-void reduce_d(std::vector<double>& v, MPI_Op op) {
-  MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, op, MPI_COMM_WORLD);
+// MPI counts are int: long arrays go in chunks.
+template <class T>
+void allreduce_chunks(std::vector<T>& v, MPI_Datatype type, MPI_Op op) {
+  constexpr size_t kChunk = size_t{1} << 28;
+  for (size_t at = 0; at < v.size(); at += kChunk) {
+    const size_t n = std::min(kChunk, v.size() - at);
+    const int rc = MPI_Allreduce(MPI_IN_PLACE, v.data() + at, static_cast<int>(n), type, op, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) throw Error("", "MPI_Allreduce", "failed with MPI error " + std::to_string(rc));
+  }
 }
 
 }  // namespace
@@ -51,7 +46,10 @@ void mpi_init(int* argc, char*** argv) {
 }
 
 void mpi_finalize() {
-  if (g_we_initialised && mpi_active()) MPI_Finalize();
+  if (g_we_initialised && mpi_active()) {
+    if (g_node != MPI_COMM_NULL) MPI_Comm_free(&g_node);
+    MPI_Finalize();
+  }
   g_we_initialised = false;
 }
 
@@ -76,63 +74,33 @@ int mpi_size() {
   return s;
 }
 
-void mpi_allreduce_stats(ValueStats& s) {
-  if (!mpi_active()) return;
-  std::vector<uint64_t> c{s.count, s.nan, s.pos_inf, s.neg_inf, s.zeros, s.subnormals, s.negatives};
-  append(c, s.log_abs);
-  append(c, s.log_abs_negative);
-  const bool finite = s.finite_count() > 0;
-  std::vector<double> sums{s.sum, s.sum_sq};
-  std::vector<double> mx{finite ? s.max : -std::numeric_limits<double>::infinity()};
-  std::vector<double> mn{finite ? s.min : std::numeric_limits<double>::infinity()};
-  sum_u64(c);
-  reduce_d(sums, MPI_SUM);
-  reduce_d(mx, MPI_MAX);
-  reduce_d(mn, MPI_MIN);
-  s.count = c[0];
-  s.nan = c[1];
-  s.pos_inf = c[2];
-  s.neg_inf = c[3];
-  s.zeros = c[4];
-  s.subnormals = c[5];
-  s.negatives = c[6];
-  size_t at = take(c, 7, s.log_abs);
-  take(c, at, s.log_abs_negative);
-  s.sum = sums[0];
-  s.sum_sq = sums[1];
-  if (s.finite_count() > 0) {
-    s.min = mn[0];
-    s.max = mx[0];
-  } else {
-    s.min = s.max = 0;
-  }
+int mpi_local_rank() {
+  if (!mpi_active()) return 0;
+  int r = 0;
+  MPI_Comm_rank(node_comm(), &r);
+  return r;
 }
 
-void mpi_allreduce_divergence(DivergenceStats& s) {
-  if (!mpi_active()) return;
-  std::vector<uint64_t> c{s.count, s.exact, s.nonfinite};
-  append(c, s.log_abs_diff);
-  c.insert(c.end(), s.ulp.counts.begin(), s.ulp.counts.end());
-  std::vector<double> sums{s.sum_abs, s.sum_sq_diff, s.sum_sq_lp, s.sum_sq_fp32};
-  std::vector<double> mx{s.max_abs};
-  sum_u64(c);
-  reduce_d(sums, MPI_SUM);
-  reduce_d(mx, MPI_MAX);
-  s.count = c[0];
-  s.exact = c[1];
-  s.nonfinite = c[2];
-  size_t at = take(c, 3, s.log_abs_diff);
-  for (auto& u : s.ulp.counts) u = c[at++];
-  s.sum_abs = sums[0];
-  s.sum_sq_diff = sums[1];
-  s.sum_sq_lp = sums[2];
-  s.sum_sq_fp32 = sums[3];
-  s.max_abs = mx[0];
+int mpi_local_size() {
+  if (!mpi_active()) return 1;
+  int s = 1;
+  MPI_Comm_size(node_comm(), &s);
+  return s;
 }
 
-void mpi_allreduce_sum(uint64_t* data, size_t n) {
-  if (!mpi_active() || n == 0) return;
-  MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+void mpi_broadcast(void* data, size_t bytes, int root) {
+  if (!mpi_active() || mpi_size() == 1 || bytes == 0) return;
+  if (bytes > static_cast<size_t>(INT_MAX)) throw Error("", "MPI_Bcast", "message of " + std::to_string(bytes) + " bytes");
+  const int rc = MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD);
+  if (rc != MPI_SUCCESS) throw Error("", "MPI_Bcast", "failed with MPI error " + std::to_string(rc));
+}
+
+void mpi_allreduce(ReductionArrays& a) {
+  if (!mpi_active() || mpi_size() == 1) return;
+  allreduce_chunks(a.counts, MPI_UINT64_T, MPI_SUM);
+  allreduce_chunks(a.sums, MPI_DOUBLE, MPI_SUM);
+  allreduce_chunks(a.mins, MPI_DOUBLE, MPI_MIN);
+  allreduce_chunks(a.maxs, MPI_DOUBLE, MPI_MAX);
 }
 
 }  // namespace ckptdoc
