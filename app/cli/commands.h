@@ -93,6 +93,7 @@ struct DiagnoseOptions {
   std::string device = "auto";
   unsigned threads = 0;
   int max_params = 30;  // rows of the per-param table in the text report
+  bool verify_checksums = false;
 };
 int run_diagnose(const DiagnoseOptions& o);
 

@@ -91,6 +91,7 @@ int run_diagnose(const DiagnoseOptions& o) {
     analysis::DiagnoseOptions d;
     d.device = parse_device(o.device);
     d.threads = o.threads;
+    d.verify_checksums = o.verify_checksums;
     Progress progress;
     analysis::Report report;
     {

@@ -3,12 +3,15 @@
 #include <QtTest>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <set>
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/format/torch_file.h"
+#include "ckptdoc/format/zip_reader.h"
+#include "ckptdoc/io/mapped_file.h"
 #include "test_support.h"
 
 using namespace ckptdoc;
@@ -268,6 +271,58 @@ class TestDiagnose : public QObject {
         QCOMPARE(a.lp_vs_fp32->max_abs, b.lp_vs_fp32->max_abs);
       }
     }
+  }
+
+  // One flipped bit inside a tensor record: the values still look plausible, so only the CRC-32 check of
+  // --verify-checksums sees it, and it names the file, the record and the rank.
+  void flippedBitIsFoundByTheChecksumPass() {
+    for (const char* name : kFixtures) {
+      analysis::DiagnoseOptions o;
+      o.device = DeviceKind::Cpu;
+      o.verify_checksums = true;
+      const auto clean = analysis::diagnose(*deepspeed::Checkpoint::open(test::deepspeed_fixture(name) + "/checkpoint"), o);
+      QVERIFY2(!find(clean, "checksum-mismatch"), name);
+    }
+    test::TempDir dir;
+    const std::string ckpt = copy_fixture(dir, "zero2_fp16_ws2");
+    const std::string victim = optim_path(ckpt + "/global_step5", 1);
+    std::string record;
+    uint64_t offset = 0;
+    {
+      ZipReader zip(MappedFile::open(victim));
+      for (const auto& e : zip.entries())
+        if (e.name.find("/data/") != std::string::npos && e.size >= 64) {
+          record = e.name;
+          offset = e.data_offset + e.size / 2;
+          break;
+        }
+    }
+    QVERIFY(!record.empty());
+    {
+      std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekg(static_cast<std::streamoff>(offset));
+      char c = 0;
+      f.read(&c, 1);
+      c = static_cast<char>(c ^ 0x01);  // lowest mantissa bit: the value stays plausible
+      f.seekp(static_cast<std::streamoff>(offset));
+      f.write(&c, 1);
+    }
+    analysis::DiagnoseOptions o;
+    o.device = DeviceKind::Cpu;
+    QVERIFY(!find(analysis::diagnose(*deepspeed::Checkpoint::open(ckpt), o), "checksum-mismatch"));
+    o.verify_checksums = true;
+    const auto report = analysis::diagnose(*deepspeed::Checkpoint::open(ckpt), o);
+    const auto* f = find(report, "checksum-mismatch");
+    QVERIFY2(f, codes(report).c_str());
+    QCOMPARE(f->severity, analysis::Severity::Error);
+    QCOMPARE(f->ranks, std::vector<int>{1});
+    QVERIFY2(f->message.find(fs::path(victim).filename().string()) != std::string::npos, f->message.c_str());
+    QVERIFY2(f->message.find("'" + record + "'") != std::string::npos, f->message.c_str());
+    QVERIFY2(f->message.find("1 of ") != std::string::npos, f->message.c_str());
+
+    auto cli = test::run_cli({"diagnose", "--verify-checksums", ckpt});
+    CKPTDOC_EXPECT_EXIT(cli, 1);
+    QVERIFY2(cli.out.find("checksum-mismatch") != std::string::npos, cli.out.c_str());
   }
 
   void cancelStopsTheScan() {

@@ -1,7 +1,12 @@
 // The CPU-over-MPI path: `mpirun -np 2 ckptdoc diagnose` splits the rank files over two processes and must
 // report exactly what one process reports.
 #include <QtTest>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+
+#include "ckptdoc/format/zip_reader.h"
+#include "ckptdoc/io/mapped_file.h"
 
 #include "test_support.h"
 
@@ -73,6 +78,45 @@ class TestMpi : public QObject {
                           0);
       expect_same_report(ckpt, 3, 1);
     }
+  }
+
+  // --verify-checksums under MPI: each process checks its ranks' files; a bad file found by process 1 is
+  // still named, with its record, in the report process 0 prints.
+  void checksumFindingsCrossProcesses() {
+    test::TempDir dir;
+    const std::string ckpt = dir.file("ckpt");
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"synth", ckpt, "--stage", "2", "--dtype", "bf16", "--dp", "4", "--params",
+                                       "200000"}),
+                        0);
+    std::string victim;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(ckpt))
+      if (e.path().filename().string().find("zero_pp_rank_3_") != std::string::npos) victim = e.path().string();
+    QVERIFY(!victim.empty());
+    uint64_t offset = 0;
+    {
+      ZipReader zip(MappedFile::open(victim));
+      for (const auto& e : zip.entries())
+        if (e.name.find("/data/") != std::string::npos && e.size >= 64 && !offset) offset = e.data_offset + 17;
+    }
+    QVERIFY(offset > 0);
+    {
+      std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekg(static_cast<std::streamoff>(offset));
+      char c = 0;
+      f.read(&c, 1);
+      c = static_cast<char>(c ^ 0x10);
+      f.seekp(static_cast<std::streamoff>(offset));
+      f.write(&c, 1);
+    }
+    const auto single = test::run_cli({"diagnose", "--json", "--device", "cpu", "--verify-checksums", ckpt});
+    CKPTDOC_EXPECT_EXIT(single, 1);
+    const auto multi = test::run(mpirun(), {"-np", "2", test::cli(), "diagnose", "--json", "--device", "cpu",
+                                            "--verify-checksums", ckpt});
+    CKPTDOC_EXPECT_EXIT(multi, 1);
+    const json a = json::parse(single.out), b = json::parse(multi.out);
+    QCOMPARE(a["findings"], b["findings"]);
+    QVERIFY2(multi.out.find("checksum-mismatch") != std::string::npos, multi.out.c_str());
+    QVERIFY2(multi.out.find("zero_pp_rank_3_") != std::string::npos, multi.out.c_str());
   }
 };
 

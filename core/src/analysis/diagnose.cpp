@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "checksums.h"
 #include "rules.h"
 #include "scan.h"
 
@@ -10,6 +11,8 @@ namespace ckptdoc::analysis {
 Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& options, Progress* progress) {
   const auto start = std::chrono::steady_clock::now();
   ScanResult scan = scan_params(ckpt, options, progress);
+  if (options.verify_checksums)
+    for (auto& p : verify_checksums(ckpt.catalog(), options.threads, progress)) scan.problems.push_back(std::move(p));
   Report report;
   report.findings = apply_rules(ckpt.catalog(), scan.params, scan.problems);
   report.params = std::move(scan.params);

@@ -18,6 +18,9 @@ struct DiagnoseOptions {
   // For tests of the multi-GPU schedule on machines without GPUs: this many one-thread CPU backends, each
   // given whole rank files like one GPU of several (0 = off).
   unsigned emulated_devices = 0;
+  // Also check every zip record's CRC-32 (reads every byte of every file once more; finds corruption that
+  // leaves valid-looking values).
+  bool verify_checksums = false;
 };
 
 // Throws Cancelled when progress->cancel() was called.

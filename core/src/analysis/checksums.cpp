@@ -1,0 +1,139 @@
+#include "checksums.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "ckptdoc/compute/distributed.h"
+#include "ckptdoc/error.h"
+#include "ckptdoc/format/zip_reader.h"
+#include "ckptdoc/io/mapped_file.h"
+
+namespace ckptdoc::analysis {
+namespace {
+
+struct Record {
+  size_t file = 0;
+  const ZipEntry* entry = nullptr;
+};
+
+std::string hex32(uint32_t v) {
+  char b[16];
+  std::snprintf(b, sizeof b, "0x%08x", v);
+  return b;
+}
+
+// Checks `records` on `threads` threads, appending "'name' (what)" to bad[file] for each mismatch.
+void check_records(const std::vector<std::unique_ptr<ZipReader>>& zips, const std::vector<Record>& records,
+                   unsigned threads, Progress* progress, std::vector<std::vector<std::string>>& bad) {
+  std::mutex bad_mutex;
+  std::atomic<size_t> next{0};
+  std::exception_ptr cancelled;
+  std::mutex cancel_mutex;
+  auto work = [&] {
+    try {
+      for (size_t i; (i = next.fetch_add(1)) < records.size();) {
+        if (progress) progress->check();
+        const Record& r = records[i];
+        std::string what;
+        try {
+          const uint32_t got = crc32(zips[r.file]->data(*r.entry));
+          if (got != r.entry->crc32)
+            what = "'" + r.entry->name + "' (CRC-32 " + hex32(got) + ", stored " + hex32(r.entry->crc32) + ")";
+        } catch (const Error& e) {
+          what = "'" + r.entry->name + "' (" + e.detail() + ")";
+        }
+        if (!what.empty()) {
+          std::lock_guard<std::mutex> lock(bad_mutex);
+          bad[r.file].push_back(std::move(what));
+        }
+        if (progress) progress->add(r.entry->compressed_size);
+      }
+    } catch (const Cancelled&) {
+      std::lock_guard<std::mutex> lock(cancel_mutex);
+      cancelled = std::current_exception();
+      next.store(records.size());
+    }
+  };
+  const unsigned n = std::max(1u, std::min<unsigned>(threads ? threads : std::thread::hardware_concurrency(),
+                                                      static_cast<unsigned>(std::max<size_t>(1, records.size()))));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < n; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  if (cancelled) std::rethrow_exception(cancelled);
+}
+
+}  // namespace
+
+std::vector<deepspeed::Problem> verify_checksums(const deepspeed::Catalog& catalog, unsigned threads,
+                                                 Progress* progress) {
+  std::vector<std::unique_ptr<ZipReader>> zips(catalog.files.size());
+  std::vector<Record> records;
+  uint64_t total = 0;
+  // Under MPI each process checks the files of its dp ranks (as the scan splits them), then the bad-record
+  // counts are summed and the few bad files are checked again everywhere to name their records.
+  const int procs = mpi_size(), me = mpi_rank();
+  auto mine = [&](size_t f) {
+    const int key = catalog.files[f].dp_rank >= 0 ? catalog.files[f].dp_rank : static_cast<int>(f);
+    return key % procs == me;
+  };
+  for (size_t f = 0; f < catalog.files.size(); ++f) {
+    try {
+      auto mapped = MappedFile::open(catalog.files[f].abs_path);
+      if (!ZipReader::looks_like_zip(mapped->bytes())) continue;
+      zips[f] = std::make_unique<ZipReader>(mapped);
+    } catch (const Error&) {
+      continue;  // the catalog already reports files it cannot read
+    }
+    if (!mine(f)) continue;
+    for (const ZipEntry& e : zips[f]->entries()) {
+      records.push_back({f, &e});
+      total += e.compressed_size;
+    }
+  }
+  // big records first so the threads finish together
+  std::stable_sort(records.begin(), records.end(),
+                   [](const Record& a, const Record& b) { return a.entry->compressed_size > b.entry->compressed_size; });
+  if (progress) progress->set_stage("verifying checksums", total);
+
+  std::vector<std::vector<std::string>> bad(catalog.files.size());  // per file: what is wrong with which record
+  check_records(zips, records, threads, progress, bad);
+  if (procs > 1) {
+    ReductionArrays counts;
+    for (const auto& b : bad) counts.counts.push_back(b.size());
+    mpi_allreduce(counts);
+    std::vector<Record> again;
+    for (size_t f = 0; f < bad.size(); ++f)
+      if (counts.counts[f] > 0 && !mine(f))
+        for (const ZipEntry& e : zips[f]->entries()) again.push_back({f, &e});
+    check_records(zips, again, threads, nullptr, bad);
+  }
+
+  std::vector<deepspeed::Problem> out;
+  for (size_t f = 0; f < bad.size(); ++f) {
+    if (bad[f].empty()) continue;
+    std::sort(bad[f].begin(), bad[f].end());
+    std::string list;
+    for (size_t k = 0; k < bad[f].size() && k < 5; ++k) list += (k ? ", " : "") + bad[f][k];
+    if (bad[f].size() > 5) list += " and " + std::to_string(bad[f].size() - 5) + " more";
+    const auto& file = catalog.files[f];
+    deepspeed::Problem p;
+    p.code = "checksum-mismatch";
+    p.severity = "error";
+    p.file = file.path;
+    if (file.dp_rank >= 0) p.ranks = {file.dp_rank};
+    p.message = file.path + ": " + std::to_string(bad[f].size()) + " of " +
+                std::to_string(zips[f]->entries().size()) + " records no longer match the checksum torch wrote: " +
+                list + ". The bytes changed after the file was saved (disk, copy or transfer corruption); " +
+                "restore this file from another copy. ckptdoc cannot tell which values are wrong.";
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+}  // namespace ckptdoc::analysis
