@@ -1,0 +1,94 @@
+// gpu_check: the CUDA backend against the CPU backend on tests/support/backend_cases.h (the cases the Qt test
+// test_compute_cuda runs), as a plain executable for a bare GPU machine (no Qt). One line per case, PASS or
+// FAIL with what differs; exit 0 when all pass, 1 when any fails, 77 without a usable CUDA device, 2 on usage.
+//   gpu_check [--filter SUBSTRING] [--list] [--self-test]
+// --self-test runs the same cases with the CPU backend's SIMD path standing in for the device and its scalar
+// path as the reference: it proves the cases and this program on a machine without a GPU.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+
+#include "backend_cases.h"
+#include "ckptdoc/compute/backend.h"
+
+using namespace ckptdoc;
+using namespace ckptdoc::test;
+
+int main(int argc, char** argv) {
+  std::string filter;
+  bool list = false, self_test = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--filter" && i + 1 < argc) {
+      filter = argv[++i];
+    } else if (a == "--list") {
+      list = true;
+    } else if (a == "--self-test") {
+      self_test = true;
+    } else {
+      std::fprintf(stderr, "usage: gpu_check [--filter SUBSTRING] [--list] [--self-test]\n");
+      return 2;
+    }
+  }
+  const auto cases = backend_cases();
+  if (list) {
+    for (const auto& c : cases) std::printf("%s/%s\n", c.group.c_str(), c.name.c_str());
+    return 0;
+  }
+
+  std::unique_ptr<Backend> dev, ref;
+  try {
+    if (self_test) {
+      dev = make_cpu_backend(0, CpuPath::Best);
+      ref = make_cpu_backend(0, CpuPath::Scalar);
+    } else {
+      std::string reason;
+      if (!cuda_available(&reason)) {
+        std::printf("gpu_check: SKIP: no CUDA device: %s\n", reason.c_str());
+        std::fflush(stdout);
+        return 77;
+      }
+      dev = make_backend(DeviceKind::Cuda);
+      ref = make_cpu_backend();
+    }
+  } catch (const std::exception& e) {
+    std::printf("gpu_check: SKIP: no usable CUDA device: %s\n", e.what());
+    std::fflush(stdout);
+    return 77;
+  }
+  std::printf("gpu_check: %s%s vs %s\n", self_test ? "self-test: " : "", dev->description().c_str(),
+              ref->description().c_str());
+
+  int passed = 0, failed = 0;
+  const auto t_all = std::chrono::steady_clock::now();
+  for (const auto& c : cases) {
+    const std::string id = c.group + "/" + c.name;
+    if (!filter.empty() && id.find(filter) == std::string::npos) continue;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string diff;
+    try {
+      diff = c.run(*dev, *ref);
+    } catch (const std::exception& e) {
+      diff = std::string("exception: ") + e.what();
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (diff.empty()) {
+      ++passed;
+      std::printf("PASS %-48s %6.2f s\n", id.c_str(), s);
+    } else {
+      ++failed;
+      std::printf("FAIL %-48s %6.2f s  %s\n", id.c_str(), s, diff.c_str());
+    }
+    std::fflush(stdout);
+  }
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_all).count();
+  std::printf("gpu_check: %d passed, %d failed in %.1f s: %s\n", passed, failed, total, failed ? "FAIL" : "PASS");
+  if (passed + failed == 0) {
+    std::printf("gpu_check: no case matches '%s'\n", filter.c_str());
+    return 2;
+  }
+  return failed ? 1 : 0;
+}
