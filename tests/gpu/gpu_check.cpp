@@ -13,9 +13,38 @@
 
 #include "backend_cases.h"
 #include "ckptdoc/compute/backend.h"
+#ifdef CKPTDOC_HAVE_NCCL
+#include "ckptdoc/compute/reduction.h"
+#include "compute/cuda/nccl_loader.h"
+#include "compute/cuda/nccl_reducer.h"
+#endif
 
 using namespace ckptdoc;
 using namespace ckptdoc::test;
+
+namespace {
+
+#ifdef CKPTDOC_HAVE_NCCL
+// The NCCL reducer diagnose uses between MPI processes, as one rank on this GPU: loading libnccl at run time,
+// the bootstrap, and the packed all-reduce of sums/min/max coming back unchanged. Empty when it passes.
+std::string nccl_one_rank_case() {
+  std::string why;
+  if (!cuda::nccl_loadable(&why)) return "NCCL not loadable: " + why;
+  auto r = cuda::make_nccl_reducer(0, 0, 1, [](void*, size_t, int) {});
+  ReductionArrays a;
+  for (uint64_t i = 0; i < 100'000; ++i) a.counts.push_back(i * 2654435761u);
+  for (int i = 0; i < 1000; ++i) a.sums.push_back(i * 0.25 - 7);
+  a.mins = {1e300, -0.0};
+  a.maxs = {-1e300};
+  const ReductionArrays before = a;
+  r->allreduce(a);
+  if (a.counts != before.counts) return "counts changed";
+  if (a.sums != before.sums || a.mins != before.mins || a.maxs != before.maxs) return "doubles changed";
+  return {};
+}
+#endif
+
+}  // namespace
 
 int main(int argc, char** argv) {
   std::string filter;
@@ -84,6 +113,23 @@ int main(int argc, char** argv) {
     }
     std::fflush(stdout);
   }
+#ifdef CKPTDOC_HAVE_NCCL
+  if (!self_test && (filter.empty() || std::string("nccl/one_rank_allreduce").find(filter) != std::string::npos)) {
+    std::string diff;
+    try {
+      diff = nccl_one_rank_case();
+    } catch (const std::exception& e) {
+      diff = std::string("exception: ") + e.what();
+    }
+    if (diff.empty()) {
+      ++passed;
+      std::printf("PASS %-48s (NCCL %s)\n", "nccl/one_rank_allreduce", cuda::nccl_version().c_str());
+    } else {
+      ++failed;
+      std::printf("FAIL %-48s %s\n", "nccl/one_rank_allreduce", diff.c_str());
+    }
+  }
+#endif
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_all).count();
   std::printf("gpu_check: %d passed, %d failed in %.1f s: %s\n", passed, failed, total, failed ? "FAIL" : "PASS");
   if (passed + failed == 0) {

@@ -131,6 +131,38 @@ class TestMainWindow : public QObject {
     QVERIFY(still.has_error());
   }
 
+  // Analysis > Verify checksums: off, a flipped bit in a rank file goes unseen; on, the re-analysis names it;
+  // the choice is remembered for the next window.
+  void verifyChecksumsMenuFindsFlippedBit() {
+    test::TempDir dir;
+    const std::string ckpt = dir.file("ckpt");
+    test::copy_tree(test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint", ckpt);
+    test::flip_bits_in_first_data_record(ckpt + "/global_step5/zero_pp_rank_1_mp_rank_00_optim_states.pt", 64, 0x01);
+    AppSettings().setVerifyChecksums(false);
+    MainWindow w;
+    w.show();
+    QVERIFY(openAndWait(w, ckpt));
+    QCOMPARE(findingRow(*w.findingsModel(), "checksum-mismatch"), -1);
+    QAction* toggle = nullptr;
+    for (QAction* a : w.findChildren<QAction*>())
+      if (a->text() == "Verify &checksums") toggle = a;
+    QVERIFY(toggle);
+    QVERIFY(!toggle->isChecked());
+    toggle->trigger();
+    QVERIFY(w.session()->verifyChecksums());
+    QSignalSpy done(w.session(), &Session::analysisFinished);
+    QTest::keyClick(&w, Qt::Key_F5);
+    QVERIFY(done.wait(120000));
+    const int row = findingRow(*w.findingsModel(), "checksum-mismatch");
+    QVERIFY2(row >= 0, qPrintable(codes(*w.findingsModel())));
+    QCOMPARE(w.findingsModel()->finding(row).ranks, std::vector<int>{1});
+    QVERIFY(AppSettings().verifyChecksums());
+    MainWindow again;
+    QVERIFY(again.session()->verifyChecksums());
+    toggle->trigger();
+    QVERIFY(!AppSettings().verifyChecksums());
+  }
+
   void layoutClickSelectsParamInTable() {
     MainWindow w;
     w.resize(1200, 800);

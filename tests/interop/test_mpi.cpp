@@ -2,11 +2,8 @@
 // report exactly what one process reports.
 #include <QtTest>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "ckptdoc/format/zip_reader.h"
-#include "ckptdoc/io/mapped_file.h"
 
 #include "test_support.h"
 
@@ -92,22 +89,7 @@ class TestMpi : public QObject {
     for (const auto& e : std::filesystem::recursive_directory_iterator(ckpt))
       if (e.path().filename().string().find("zero_pp_rank_3_") != std::string::npos) victim = e.path().string();
     QVERIFY(!victim.empty());
-    uint64_t offset = 0;
-    {
-      ZipReader zip(MappedFile::open(victim));
-      for (const auto& e : zip.entries())
-        if (e.name.find("/data/") != std::string::npos && e.size >= 64 && !offset) offset = e.data_offset + 17;
-    }
-    QVERIFY(offset > 0);
-    {
-      std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
-      f.seekg(static_cast<std::streamoff>(offset));
-      char c = 0;
-      f.read(&c, 1);
-      c = static_cast<char>(c ^ 0x10);
-      f.seekp(static_cast<std::streamoff>(offset));
-      f.write(&c, 1);
-    }
+    test::flip_bits_in_first_data_record(victim, 17, 0x10);
     const auto single = test::run_cli({"diagnose", "--json", "--device", "cpu", "--verify-checksums", ckpt});
     CKPTDOC_EXPECT_EXIT(single, 1);
     const auto multi = test::run(mpirun(), {"-np", "2", test::cli(), "diagnose", "--json", "--device", "cpu",

@@ -1,5 +1,8 @@
 #include "test_support.h"
 
+#include "ckptdoc/format/zip_reader.h"
+#include "ckptdoc/io/mapped_file.h"
+
 #include <QDir>
 #include <QFile>
 #include <QProcess>
@@ -103,6 +106,30 @@ std::string read_text(const std::string& path) {
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
+}
+
+std::string flip_bits_in_first_data_record(const std::string& path, uint64_t at, uint8_t mask) {
+  std::string record;
+  uint64_t offset = 0;
+  {
+    ZipReader zip(MappedFile::open(path));
+    for (const auto& e : zip.entries())
+      if (e.name.find("/data/") != std::string::npos && e.size >= 64 && at < e.size) {
+        record = e.name;
+        offset = e.data_offset + at;
+        break;
+      }
+  }
+  if (record.empty()) throw std::runtime_error(path + ": no tensor-data record of at least 64 bytes");
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(offset));
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(static_cast<uint8_t>(c) ^ mask);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.write(&c, 1);
+  if (!f) throw std::runtime_error(path + ": could not rewrite byte " + std::to_string(offset));
+  return record;
 }
 
 }  // namespace ckptdoc::test

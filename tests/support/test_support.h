@@ -44,6 +44,9 @@ std::string read_text(const std::string& path);
 // Names of the entries of a folder, sorted.
 std::vector<std::string> files_in(const std::string& dir);
 void write_text(const std::string& path, const std::string& text);
+// XORs `mask` into byte `at` of the first tensor-data record ("*/data/*", at least 64 bytes) of the torch zip
+// file at `path`, in place, and returns that record's name: damage that parses and looks plausible.
+std::string flip_bits_in_first_data_record(const std::string& path, uint64_t at, uint8_t mask);
 
 }  // namespace ckptdoc::test
 

@@ -23,6 +23,10 @@ DeviceKind AppSettings::device() const {
 
 void AppSettings::setDevice(DeviceKind d) { QSettings().setValue(QStringLiteral("device"), static_cast<int>(d)); }
 
+bool AppSettings::verifyChecksums() const { return QSettings().value(QStringLiteral("verifyChecksums"), false).toBool(); }
+
+void AppSettings::setVerifyChecksums(bool on) { QSettings().setValue(QStringLiteral("verifyChecksums"), on); }
+
 QByteArray AppSettings::geometry() const { return QSettings().value(QStringLiteral("window/geometry")).toByteArray(); }
 QByteArray AppSettings::windowState() const { return QSettings().value(QStringLiteral("window/state")).toByteArray(); }
 

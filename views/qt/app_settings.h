@@ -16,6 +16,8 @@ class AppSettings {
   void clearRecentFiles();
   DeviceKind device() const;
   void setDevice(DeviceKind d);
+  bool verifyChecksums() const;  // CRC-32 of every record on each analysis (off: it reads everything again)
+  void setVerifyChecksums(bool on);
   QByteArray geometry() const;
   QByteArray windowState() const;
   void saveWindow(const QByteArray& geometry, const QByteArray& state);

@@ -40,6 +40,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
   session_ = new Session(this);
   session_->setDevice(AppSettings().device());
+  session_->setVerifyChecksums(AppSettings().verifyChecksums());
   findings_ = new FindingsModel(this);
   params_ = new ParamTableModel(this);
 
@@ -152,6 +153,17 @@ void MainWindow::buildMenus() {
       spdlog::info("compute device: {}", device_name(kind));
     });
   }
+
+  auto* checksums = analysis->addAction(tr("Verify &checksums"));
+  checksums->setCheckable(true);
+  checksums->setChecked(session_->verifyChecksums());
+  checksums->setToolTip(tr("Also check every record's CRC-32 on each analysis: finds flipped bits that leave "
+                           "plausible values, at the cost of reading every file once more"));
+  connect(checksums, &QAction::toggled, this, [this](bool on) {
+    session_->setVerifyChecksums(on);
+    AppSettings().setVerifyChecksums(on);
+    spdlog::info("verify checksums: {}", on ? "on" : "off");
+  });
 
   auto* view = menuBar()->addMenu(tr("&View"));
   const char* names[] = {"&Overview", "Partition &layout", "&Params"};

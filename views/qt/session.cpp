@@ -55,12 +55,15 @@ int Session::analyse() {
   report_.reset();
   auto ckpt = checkpoint_;
   const DeviceKind device = device_;
-  spdlog::info("analysing {} on {}", ckpt->catalog().tag_dir, device_name(device));
+  const bool checksums = verifyChecksums_;
+  spdlog::info("analysing {} on {}{}", ckpt->catalog().tag_dir, device_name(device),
+               checksums ? ", verifying checksums" : "");
   return runner_.run<analysis::Report>(
       QStringLiteral("Analysing"),
-      [ckpt, device](Progress& p) {
+      [ckpt, device, checksums](Progress& p) {
         analysis::DiagnoseOptions o;
         o.device = device;
+        o.verify_checksums = checksums;
         return analysis::diagnose(*ckpt, o, &p);
       },
       [this](analysis::Report& r) {

@@ -37,6 +37,8 @@ class Session : public QObject {
 
   void setDevice(DeviceKind d) { device_ = d; }
   DeviceKind device() const { return device_; }
+  void setVerifyChecksums(bool on) { verifyChecksums_ = on; }
+  bool verifyChecksums() const { return verifyChecksums_; }
 
  signals:
   void opened();
@@ -53,6 +55,7 @@ class Session : public QObject {
   std::shared_ptr<const deepspeed::Checkpoint> checkpoint_;
   std::optional<analysis::Report> report_;
   DeviceKind device_ = DeviceKind::Auto;
+  bool verifyChecksums_ = false;
 };
 
 }  // namespace ckptdoc::gui
