@@ -92,6 +92,7 @@ struct DiagnoseOptions {
   bool json = false;
   std::string device = "auto";
   unsigned threads = 0;
+  unsigned gpu_workers = 0;
   int max_params = 30;  // rows of the per-param table in the text report
   bool verify_checksums = false;
 };

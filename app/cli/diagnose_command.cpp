@@ -39,7 +39,7 @@ void print_report(const analysis::Report& report, const deepspeed::Catalog& cat,
     const auto& share = report.devices[d];
     std::string ranks;
     for (int r : share.ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
-    std::printf("  device %zu: %s: dp ranks %s (%s)\n", d, share.backend.c_str(), ranks.empty() ? "-" : ranks.c_str(),
+    std::printf("  worker %zu: %s: dp ranks %s (%s)\n", d, share.backend.c_str(), ranks.empty() ? "-" : ranks.c_str(),
                 human_bytes(share.bytes).c_str());
   }
   if (!report.devices.empty()) std::printf("\n");
@@ -91,6 +91,7 @@ int run_diagnose(const DiagnoseOptions& o) {
     analysis::DiagnoseOptions d;
     d.device = parse_device(o.device);
     d.threads = o.threads;
+    d.gpu_workers = o.gpu_workers;
     d.verify_checksums = o.verify_checksums;
     Progress progress;
     analysis::Report report;

@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
   dg_cmd->add_flag("--json", dg.json, "Machine-readable report");
   dg_cmd->add_option("--device", dg.device, "Compute device")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   dg_cmd->add_option("--threads", dg.threads, "CPU worker threads (default: all cores)");
+  dg_cmd->add_option("--gpu-workers", dg.gpu_workers, "Host threads feeding each GPU (default: up to 4)");
   dg_cmd->add_option("--max-params", dg.max_params, "Rows of the per-param table");
   dg_cmd->add_flag("--verify-checksums", dg.verify_checksums,
                    "Also check every record's CRC-32 (reads all bytes once more; finds flipped bits)");

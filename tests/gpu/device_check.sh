@@ -221,10 +221,25 @@ else
   elif [ "${RC[dgpu]}" -ne "${RC[dcpu]}" ]; then
     row "diagnose $E2E_DEVICE vs cpu (json)" FAIL "exit ${RC[dgpu]} vs ${RC[dcpu]}"
   elif python3 tests/gpu/compare_reports.py "$W/diagnose_gpu.json" "$W/diagnose_cpu.json" --rel 1e-9 \
-      --ignore backend --ignore seconds; then
+      --ignore backend --ignore seconds --ignore devices; then
     row "diagnose $E2E_DEVICE vs cpu (json)" PASS "findings, counts same; sums within 1e-9"
   else
     row "diagnose $E2E_DEVICE vs cpu (json)" FAIL "reports differ (above)"
+  fi
+  # one host thread per GPU against the default (up to 4): how much the staging copies limit the GPU path
+  if [ "$E2E_DEVICE" = cuda ] && [ "${RC[dgpu]}" -le 1 ]; then
+    t=$(now)
+    run timeout "$(limit 120)" "$CKPTDOC" diagnose "$W/ckpt" --json --device cuda --gpu-workers 1 \
+      > "$W/diagnose_gpu1.json" 2> /dev/null
+    RC[dgpu1]=$?
+    SECS[dgpu1]=$(since "$t")
+    say "diagnose --device cuda --gpu-workers 1: exit ${RC[dgpu1]} in ${SECS[dgpu1]} s"
+    if python3 tests/gpu/compare_reports.py "$W/diagnose_gpu1.json" "$W/diagnose_cpu.json" --rel 1e-9 \
+        --ignore backend --ignore seconds --ignore devices; then
+      row "diagnose cuda, 1 host thread vs cpu (json)" PASS
+    else
+      row "diagnose cuda, 1 host thread vs cpu (json)" FAIL "reports differ (above)"
+    fi
   fi
   [ "${RC[dcpu]}" -le 1 ] && python3 - "$W/diagnose_cpu.json" <<'EOF'
 import json, sys
@@ -294,6 +309,7 @@ if [ ${#BENCH_ROWS[@]} -gt 0 ]; then
 fi
 printf '%-40s %10s %10s\n' "end to end ($PARAMS params, dp $DP)" "CPU s" "${E2E_DEVICE^^} s"
 printf '%-40s %10s %10s\n' "diagnose --json" "${SECS[dcpu]:--}" "$([ "${RC[dgpu]:-2}" -le 1 ] && echo "${SECS[dgpu]}" || echo -)"
+[ -n "${SECS[dgpu1]:-}" ] && printf '%-40s %10s %10s\n' "diagnose --json --gpu-workers 1" "-" "${SECS[dgpu1]}"
 printf '%-40s %10s %10s\n' "repair --refresh-fp32" "${SECS[rcpu]:--}" "$([ "${RC[rgpu]:-2}" -eq 0 ] && echo "${SECS[rgpu]}" || echo -)"
 echo
 printf '%s\n' "${ROWS[@]}"

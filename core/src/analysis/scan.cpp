@@ -107,10 +107,15 @@ class Scanner {
     }
     const std::vector<int> devices = devices_for_process(mpi_local_rank(), mpi_local_size(), cuda_device_count());
     device_ = devices.empty() ? 0 : devices[0];
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    const auto gpus = static_cast<unsigned>(std::max<size_t>(1, devices.size()));
+    const unsigned per_gpu = options_.gpu_workers ? options_.gpu_workers : std::clamp(cores / gpus, 1u, 4u);
     backends_.push_back(std::move(primary));  // made on devices[0]
-    for (size_t i = 1; i < devices.size(); ++i) backends_.push_back(make_cuda_backend(devices[i]));
+    for (size_t i = 0; i < devices.size(); ++i)
+      for (unsigned k = (i == 0 ? 1 : 0); k < per_gpu; ++k) backends_.push_back(make_cuda_backend(devices[i]));
     spread_ = backends_.size() > 1;
-    if (spread_) out.backend += " x " + std::to_string(backends_.size()) + " GPUs";
+    out.backend += " x " + std::to_string(devices.size()) + (devices.size() == 1 ? " GPU" : " GPUs") + ", " +
+                   std::to_string(per_gpu) + " host " + (per_gpu == 1 ? "thread" : "threads") + " each";
   }
 
   // Runs tasks[batch[k]] into results[k]: workers pull positions from one counter (owner empty), or worker w

@@ -15,6 +15,10 @@ namespace ckptdoc::analysis {
 struct DiagnoseOptions {
   DeviceKind device = DeviceKind::Auto;
   unsigned threads = 0;  // CPU worker threads (0 = all cores)
+  // Host threads feeding each GPU, each with its own streams and pinned buffers: the copy out of the memory
+  // map into pinned memory is host work, so one thread per GPU cannot keep a PCIe 5 link busy. 0 = up to 4,
+  // at most the cores per GPU.
+  unsigned gpu_workers = 0;
   // For tests of the multi-GPU schedule on machines without GPUs: this many one-thread CPU backends, each
   // given whole rank files like one GPU of several (0 = off).
   unsigned emulated_devices = 0;
