@@ -3,13 +3,17 @@
 // diagnose calls clean; selection travels between the layout map and the table; analysis can be cancelled
 // and superseded results are dropped.
 #include <QProgressBar>
+#include <QChart>
 #include <QPushButton>
+#include <QScatterSeries>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTableView>
+#include <QValueAxis>
 #include <QtTest>
 
 #include "app_settings.h"
+#include "chart_panel.h"
 #include "ckptdoc/analysis/diagnose.h"
 #include "findings_model.h"
 #include "gui_fixtures.h"
@@ -200,14 +204,48 @@ class TestMainWindow : public QObject {
     QVERIFY(openAndWait(w, test::healthy_fixture("zero2_bf16_ws2")));
     w.showTab("params");
     auto* plots = w.paramsView()->plots();
-    QSignalSpy scatter(plots, &PlotsView::scatterReady);
+    QSignalSpy density(plots, &PlotsView::densityReady);
     w.paramsView()->selectParam(w.paramModel()->index(0, 0).data(ParamTableModel::NameRole).toString());
-    QVERIFY(scatter.wait(30000));
+    QVERIFY(density.wait(30000));
     test::TempDir dir;
     QCOMPARE(plots->exportAll(QString::fromStdString(dir.path()), "png").size(), 6);
     const auto svgs = plots->exportAll(QString::fromStdString(dir.path()), "svg");
     QCOMPARE(svgs.size(), 6);
     QVERIFY(QString::fromStdString(test::read_text(svgs.first().toStdString())).contains("<svg"));
+  }
+
+  // The weight-vs-master density: a healthy param's bins lie on the diagonal; stale masters spread off it.
+  void densityPlotSeparatesHealthyFromStale() {
+    test::TempDir dir;
+    const std::string stale = test::make_stale_masters_checkpoint(dir);
+    for (const auto& [path, healthy] : {std::pair{test::healthy_fixture("zero2_fp16_ws2"), true}, {stale, false}}) {
+      MainWindow w;
+      w.resize(1200, 800);
+      w.show();
+      QVERIFY(openAndWait(w, path));
+      w.showTab("params");
+      auto* plots = w.paramsView()->plots();
+      QSignalSpy ready(plots, &PlotsView::densityReady);
+      w.paramsView()->selectParam("fc1.weight");
+      QVERIFY(ready.wait(30000));
+      QChart* chart = plots->panels()[2]->chart();
+      QVERIFY(chart);
+      const auto* x = qobject_cast<QValueAxis*>(chart->axes(Qt::Horizontal).first());
+      QVERIFY(x);
+      const double bin = (x->max() - x->min()) / 1.04 / 80;  // the axis pads the bins' range by 2 % each side
+      int bins = 0, off = 0;
+      for (auto* s : chart->series())
+        if (auto* sc = qobject_cast<QScatterSeries*>(s))
+          for (const QPointF& p : sc->points()) {
+            ++bins;
+            if (std::abs(p.x() - p.y()) > 1.5 * bin) ++off;
+          }
+      QVERIFY2(bins > 10, qPrintable(QString::number(bins)));
+      if (healthy)
+        QCOMPARE(off, 0);
+      else
+        QVERIFY2(off > bins / 3, qPrintable(QString("%1 of %2 bins off the diagonal").arg(off).arg(bins)));
+    }
   }
 
   void cancelStopsRunningAnalysis() {

@@ -29,7 +29,7 @@ QString worstParam(const Session& session) {
 }
 
 // Screenshot mode: once the analysis ends, show the requested tab (selecting a param), wait for the
-// scatter to load, grab the window and quit with 0 (1 when the grab could not be saved).
+// density to load, grab the window and quit with 0 (1 when the grab could not be saved).
 void armScreenshot(MainWindow& w, const AppOptions& o) {
   const QString file = QString::fromStdString(*o.screenshot);
   const QString view = QString::fromStdString(o.view);
@@ -52,7 +52,7 @@ void armScreenshot(MainWindow& w, const AppOptions& o) {
       *fired = true;
       grabAndQuit();
     };
-    QObject::connect(plots, &PlotsView::scatterReady, &w, once);
+    QObject::connect(plots, &PlotsView::densityReady, &w, once);
     QTimer::singleShot(5000, &w, once);
     w.paramsView()->selectParam(param);
     w.layoutView()->selectParam(param);

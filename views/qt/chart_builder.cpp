@@ -12,6 +12,8 @@
 #include <QValueAxis>
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <memory>
 
 namespace ckptdoc::gui {
 
@@ -243,51 +245,61 @@ QChart* rankExactChart(const QString& title, const std::map<int, DivergenceStats
   return c;
 }
 
-QChart* scatterChart(const QString& title, const std::vector<std::pair<float, float>>& points) {
-  if (points.empty()) return emptyChart(title, QObject::tr("weights or fp32 master not available"));
+QChart* densityChart(const QString& title, const analysis::Density2D& density) {
+  if (density.pairs == 0) return emptyChart(title, QObject::tr("weights or fp32 master not available"));
   auto* c = baseChart(title);
-  auto* s = new QScatterSeries;
-  s->setMarkerSize(4);
-  s->setColor(QColor(0x1e, 0x62, 0xa0, 140));
-  s->setBorderColor(Qt::transparent);
-  double lo = 0, hi = 0;
-  bool first = true;
-  QList<QPointF> pts;
-  pts.reserve(static_cast<qsizetype>(points.size()));
-  for (const auto& [x, y] : points) {
-    if (!std::isfinite(x) || !std::isfinite(y)) continue;
-    pts.append(QPointF(x, y));
-    if (first) {
-      lo = hi = x;
-      first = false;
-    }
-    lo = std::min({lo, static_cast<double>(x), static_cast<double>(y)});
-    hi = std::max({hi, static_cast<double>(x), static_cast<double>(y)});
-  }
-  s->replace(pts);
-  if (hi <= lo) hi = lo + 1;
-  const double pad = (hi - lo) * 0.05;
-  auto* diag = new QLineSeries;
-  diag->append(lo - pad, lo - pad);
-  diag->append(hi + pad, hi + pad);
-  diag->setPen(QPen(QColor(0xc6, 0x28, 0x28), 1, Qt::DashLine));
-  c->addSeries(diag);
-  c->addSeries(s);
-  auto* x = axis(QObject::tr("weight (upcast to fp32)"), lo - pad, hi + pad);
-  auto* y = axis(QObject::tr("fp32 master"), lo - pad, hi + pad);
+  // Shades light to dark by log(count): level k holds bins with log1p(count) / log1p(max) in [k/L, (k+1)/L).
+  static const QColor kShades[] = {QColor(0xc6, 0xdb, 0xef), QColor(0x9e, 0xca, 0xe1), QColor(0x6b, 0xae, 0xd6),
+                                   QColor(0x42, 0x92, 0xc6), QColor(0x21, 0x71, 0xb5), QColor(0x08, 0x45, 0x94)};
+  constexpr int kLevels = static_cast<int>(std::size(kShades));
+  std::vector<QList<QPointF>> levels(kLevels);
+  const double top = std::log1p(static_cast<double>(density.max_count));
+  for (int iy = 0; iy < density.bins; ++iy)
+    for (int ix = 0; ix < density.bins; ++ix)
+      if (const uint64_t n = density.at(ix, iy)) {
+        const int k = std::min(kLevels - 1, static_cast<int>(std::log1p(static_cast<double>(n)) / top * kLevels));
+        levels[static_cast<size_t>(k)].append(QPointF(density.center(ix), density.center(iy)));
+      }
+  const double pad = (density.hi - density.lo) * 0.02;
+  const double lo = density.lo - pad, hi = density.hi + pad;
+  auto* x = axis(QObject::tr("weight (upcast to fp32)"), lo, hi);
+  auto* y = axis(QObject::tr("fp32 master"), lo, hi);
   c->addAxis(x, Qt::AlignBottom);
   c->addAxis(y, Qt::AlignLeft);
-  for (auto* series : {static_cast<QAbstractSeries*>(s), static_cast<QAbstractSeries*>(diag)}) {
-    series->attachAxis(x);
-    series->attachAxis(y);
+  auto* diag = new QLineSeries;
+  diag->append(lo, lo);
+  diag->append(hi, hi);
+  diag->setPen(QPen(QColor(0xc6, 0x28, 0x28), 1, Qt::DashLine));
+  diag->setName(QObject::tr("y = x"));
+  const auto shared = std::make_shared<analysis::Density2D>(density);
+  for (int k = 0; k < kLevels; ++k) {
+    auto* s = new QScatterSeries;
+    s->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
+    s->setMarkerSize(6);
+    s->setColor(kShades[k]);
+    s->setBorderColor(Qt::transparent);
+    s->replace(levels[static_cast<size_t>(k)]);
+    c->addSeries(s);
+    s->attachAxis(x);
+    s->attachAxis(y);
+    QObject::connect(s, &QScatterSeries::hovered, s, [shared](const QPointF& p, bool state) {
+      if (!state) return QToolTip::hideText();
+      const auto& d = *shared;
+      const double w = (d.hi - d.lo) / d.bins;
+      const int ix = std::clamp(static_cast<int>((p.x() - d.lo) / w), 0, d.bins - 1);
+      const int iy = std::clamp(static_cast<int>((p.y() - d.lo) / w), 0, d.bins - 1);
+      QToolTip::showText(QCursor::pos(), QObject::tr("weight %1 … %2\nmaster %3 … %4\n%5 elements")
+                                             .arg(d.lo + ix * w, 0, 'g', 4)
+                                             .arg(d.lo + (ix + 1) * w, 0, 'g', 4)
+                                             .arg(d.lo + iy * w, 0, 'g', 4)
+                                             .arg(d.lo + (iy + 1) * w, 0, 'g', 4)
+                                             .arg(d.at(ix, iy)));
+    });
   }
-  QObject::connect(s, &QScatterSeries::hovered, s, [](const QPointF& p, bool state) {
-    if (!state) return QToolTip::hideText();
-    QToolTip::showText(QCursor::pos(), QObject::tr("weight %1\nmaster %2\nΔ %3")
-                                           .arg(p.x(), 0, 'g', 6)
-                                           .arg(p.y(), 0, 'g', 6)
-                                           .arg(p.y() - p.x(), 0, 'g', 3));
-  });
+  c->addSeries(diag);  // on top: the line a healthy param's bins sit on
+  diag->attachAxis(x);
+  diag->attachAxis(y);
+  c->legend()->hide();
   return c;
 }
 

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "ckptdoc/analysis/density.h"
 #include "ckptdoc/compute/statistics.h"
 
 namespace ckptdoc::gui {
@@ -19,8 +20,9 @@ QChart* logHistogramChart(const QString& title, const QString& xTitle, const Log
 QChart* ulpChart(const QString& title, const UlpHistogram& h);
 // Exact fraction per dp rank as bars (0–100 %).
 QChart* rankExactChart(const QString& title, const std::map<int, DivergenceStats>& perRank);
-// lp (x) against fp32 master (y), sampled points, with the y = x diagonal.
-QChart* scatterChart(const QString& title, const std::vector<std::pair<float, float>>& points);
+// lp (x) against fp32 master (y) as a density: every element counted in a 2-D histogram, each non-empty bin a
+// square shaded by log(count), with the y = x diagonal; hovering a bin shows its ranges and count.
+QChart* densityChart(const QString& title, const analysis::Density2D& density);
 // An empty chart saying why there is nothing to show.
 QChart* emptyChart(const QString& title, const QString& why);
 

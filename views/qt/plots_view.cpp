@@ -13,7 +13,7 @@
 namespace ckptdoc::gui {
 
 namespace {
-constexpr size_t kScatterPoints = 4000;
+constexpr int kDensityBins = 80;  // per axis: 6-pixel squares fill a ~480-pixel plot
 }
 
 PlotsView::PlotsView(Session* session, QWidget* parent) : QWidget(parent), session_(session) {
@@ -26,13 +26,13 @@ PlotsView::PlotsView(Session* session, QWidget* parent) : QWidget(parent), sessi
   grid->setSpacing(4);
   divergence_ = new ChartPanel(this);
   ulp_ = new ChartPanel(this);
-  scatter_ = new ChartPanel(this);
+  density_ = new ChartPanel(this);
   expAvg_ = new ChartPanel(this);
   expAvgSq_ = new ChartPanel(this);
   ranks_ = new ChartPanel(this);
   grid->addWidget(divergence_, 0, 0);
   grid->addWidget(ulp_, 0, 1);
-  grid->addWidget(scatter_, 0, 2);
+  grid->addWidget(density_, 0, 2);
   grid->addWidget(expAvg_, 1, 0);
   grid->addWidget(expAvgSq_, 1, 1);
   grid->addWidget(ranks_, 1, 2);
@@ -45,15 +45,15 @@ PlotsView::PlotsView(Session* session, QWidget* parent) : QWidget(parent), sessi
     refreshSummary();
     showParam(QString());
   });
-  connect(&scatterJobs_, &JobRunner::failed, this, [this](int, const QString& m) {
-    scatter_->setChartOwned(emptyChart(tr("weight vs fp32 master"), m));
-    emit scatterReady();
+  connect(&densityJobs_, &JobRunner::failed, this, [this](int, const QString& m) {
+    density_->setChartOwned(emptyChart(tr("weight vs fp32 master"), m));
+    emit densityReady();
   });
   refreshSummary();
   showParam(QString());
 }
 
-std::vector<ChartPanel*> PlotsView::panels() const { return {divergence_, ulp_, scatter_, expAvg_, expAvgSq_, ranks_}; }
+std::vector<ChartPanel*> PlotsView::panels() const { return {divergence_, ulp_, density_, expAvg_, expAvgSq_, ranks_}; }
 
 void PlotsView::refreshSummary() {
   std::map<int, DivergenceStats> perRank;
@@ -99,32 +99,28 @@ void PlotsView::showParam(const QString& name) {
       expAvgSq_->setChartOwned(emptyChart(tr("exp_avg_sq"), tr("no exp_avg_sq in the optimizer state")));
   }
 
-  // The scatter reads this one param's slices from every rank, off the UI thread.
+  // The density reads this one param's slices from every rank, off the UI thread.
   const auto ckpt = session_->checkpoint();
   const auto where = ckpt && !name.isEmpty() ? ckpt->catalog().find_param(name.toStdString()) : std::nullopt;
   if (!where) {
-    scatterJobs_.invalidate();
-    scatter_->setChartOwned(emptyChart(tr("weight vs fp32 master"), name.isEmpty() ? why : tr("not a trainable param")));
+    densityJobs_.invalidate();
+    density_->setChartOwned(emptyChart(tr("weight vs fp32 master"), name.isEmpty() ? why : tr("not a trainable param")));
     return;
   }
-  scatter_->setChartOwned(emptyChart(tr("weight vs fp32 master"), tr("loading…")));
+  density_->setChartOwned(emptyChart(tr("weight vs fp32 master"), tr("loading…")));
   const QString title = tr("weight vs fp32 master");
-  scatterJobs_.run<std::vector<std::pair<float, float>>>(
-      tr("Sampling %1").arg(name),
+  densityJobs_.run<analysis::Density2D>(
+      tr("Counting %1").arg(name),
       [ckpt, where](Progress& p) {
         const auto data = ckpt->assemble(where->first, where->second, false);
         p.check();
-        std::vector<std::pair<float, float>> pts;
-        if (!data.lp || data.fp32.empty()) return pts;
+        if (!data.lp || data.fp32.empty()) return analysis::Density2D{};
         const std::vector<float> lp = data.lp->to_float();
-        const size_t n = std::min(lp.size(), data.fp32.size());
-        const size_t stride = std::max<size_t>(1, n / kScatterPoints);
-        for (size_t i = 0; i < n; i += stride) pts.emplace_back(lp[i], data.fp32[i]);
-        return pts;
+        return analysis::density_2d(lp, data.fp32, kDensityBins);
       },
-      [this, title](std::vector<std::pair<float, float>>& pts) {
-        scatter_->setChartOwned(scatterChart(title, pts));
-        emit scatterReady();
+      [this, title](analysis::Density2D& d) {
+        density_->setChartOwned(densityChart(title, d));
+        emit densityReady();
       });
 }
 

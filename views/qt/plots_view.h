@@ -1,6 +1,6 @@
 #pragma once
-// The plots of the selected param: divergence (log10 |Δ| and ULP buckets), weight vs master scatter
-// (assembled in the background for that one param, sampled), exp_avg and exp_avg_sq magnitude histograms,
+// The plots of the selected param: divergence (log10 |Δ| and ULP buckets), weight vs master density
+// (that one param assembled in the background, every element counted), exp_avg and exp_avg_sq magnitude histograms,
 // and the per-rank exact fraction of the whole checkpoint. Each chart exports to PNG/SVG.
 #include <QWidget>
 #include <vector>
@@ -23,23 +23,23 @@ class PlotsView : public QWidget {
   std::vector<ChartPanel*> panels() const;
   // Saves every chart as <dir>/<n>-<title>.{png,svg}; returns the files written.
   QStringList exportAll(const QString& dir, const QString& suffix);
-  bool scatterLoading() const { return scatterJobs_.running(); }
+  bool densityLoading() const { return densityJobs_.running(); }
 
  signals:
-  void scatterReady();
+  void densityReady();
 
  private:
   void refreshSummary();
   ChartPanel* divergence_;
   ChartPanel* ulp_;
-  ChartPanel* scatter_;
+  ChartPanel* density_;
   ChartPanel* expAvg_;
   ChartPanel* expAvgSq_;
   ChartPanel* ranks_;
   QLabel* heading_;
   Session* session_;
   QString param_;
-  JobRunner scatterJobs_;
+  JobRunner densityJobs_;
 };
 
 }  // namespace ckptdoc::gui
