@@ -89,29 +89,41 @@ void unpack(const ReductionArrays& a, UnpackCursor& c, DivergenceStats& s) {
 }
 
 std::unique_ptr<Reducer> make_reducer(DeviceKind backend, [[maybe_unused]] int device, std::string* note) {
+  if (mpi_size() == 1) return std::make_unique<MpiReducer>();
   const char* forced = std::getenv("CKPTDOC_REDUCER");
   const bool host_only = forced && std::string(forced) == "mpi";
-  if (backend != DeviceKind::Cuda || mpi_size() == 1 || host_only) return std::make_unique<MpiReducer>();
-#if defined(CKPTDOC_HAVE_CUDA) && defined(CKPTDOC_HAVE_NCCL)
-  // Collective choice: NCCL only when it loads on every process, else all merge over MPI (a communicator
-  // that some processes never join would hang the others).
+  // Collective choice, made by every process whatever its own backend: NCCL only when every process runs on
+  // CUDA and loads NCCL, else all merge over MPI (a communicator that some processes never join would hang
+  // the others, and one process skipping this vote would pair its next collective with the vote).
   std::string why;
-  ReductionArrays loadable;
-  loadable.mins.push_back(cuda::nccl_loadable(&why) ? 1.0 : 0.0);
-  mpi_allreduce(loadable);
-  if (loadable.mins[0] == 1.0) {
+  bool can = false;
+  if (host_only) {
+    why = "CKPTDOC_REDUCER=mpi";
+  } else if (backend != DeviceKind::Cuda) {
+    why = "not every process runs on CUDA";
+  } else {
+#if defined(CKPTDOC_HAVE_CUDA) && defined(CKPTDOC_HAVE_NCCL)
+    can = cuda::nccl_loadable(&why);
+#else
+    why = "built without NCCL";
+#endif
+  }
+  ReductionArrays vote;
+  vote.mins.push_back(can ? 1.0 : 0.0);
+  mpi_allreduce(vote);
+  if (vote.mins[0] == 1.0) {
+#if defined(CKPTDOC_HAVE_CUDA) && defined(CKPTDOC_HAVE_NCCL)
     try {
       return cuda::make_nccl_reducer(device, mpi_rank(), mpi_size(),
                                      [](void* data, size_t bytes, int root) { mpi_broadcast(data, bytes, root); });
     } catch (const std::runtime_error& e) {
       throw Error("", "NCCL communicator on device " + std::to_string(device), e.what());
     }
-  }
-  if (note) *note = "NCCL not loadable on every process (" + (why.empty() ? std::string("another process") : why) +
-                    "); merging over MPI";
-#else
-  if (note) *note = "built without NCCL; merging over MPI";
 #endif
+  }
+  // Only worth a note where this process could have used NCCL or says why it could not on CUDA.
+  if (note && backend == DeviceKind::Cuda)
+    *note = "NCCL not used: " + (can ? std::string("not loadable on every process") : why) + "; merged over MPI";
   return std::make_unique<MpiReducer>();
 }
 

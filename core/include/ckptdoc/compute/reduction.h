@@ -44,10 +44,10 @@ class Reducer {
 // Bytes from `root` to every process (the NCCL bootstrap's unique id travels this way).
 using BroadcastFn = std::function<void(void* data, size_t bytes, int root)>;
 
-// The reducer for a scan that ran on `backend` (this process's device index `device` for CUDA): NCCL
-// bootstrapped over MPI when the backend is CUDA, several processes run and NCCL loads; otherwise MPI on
-// host memory (identity for a single process). `note` says why NCCL was not used when it could have been.
-// CKPTDOC_REDUCER=mpi forces the host path.
+// The reducer for a scan that ran on `backend` (this process's device index `device` for CUDA). Collective
+// under MPI (every process calls it): NCCL bootstrapped over MPI when every process runs on CUDA and loads
+// NCCL, otherwise MPI on host memory; the identity for a single process. `note` says why a CUDA process did
+// not get NCCL. CKPTDOC_REDUCER=mpi forces the host path.
 std::unique_ptr<Reducer> make_reducer(DeviceKind backend, int device, std::string* note = nullptr);
 
 }  // namespace ckptdoc
