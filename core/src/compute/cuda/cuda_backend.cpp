@@ -37,6 +37,80 @@ constexpr size_t kTile = size_t{1} << 22;  // elements per staged tile (multiple
 constexpr size_t kInBytes = 8;             // largest input bytes per element (fp32 lp + fp32 master, or f64)
 constexpr size_t kOutBytes = 4;
 
+// Host-side totals of the per-block partials, added in tile and block order (deterministic for a grid).
+struct ValueTotals {
+  ValueStats s;
+  std::array<unsigned long long, 6> cls{};
+  double mn = std::numeric_limits<double>::infinity(), mx = -std::numeric_limits<double>::infinity();
+
+  void add(const ValPartial* p, int blocks, size_t m) {
+    for (int i = 0; i < blocks; ++i) {
+      for (int c = 1; c < 6; ++c) cls[static_cast<size_t>(c)] += p[i].cls[c];
+      s.negatives += p[i].negatives;
+      s.sum += p[i].sum;
+      s.sum_sq += p[i].sum_sq;
+      mn = std::min(mn, p[i].min);
+      mx = std::max(mx, p[i].max);
+    }
+    s.count += m;
+  }
+  // `hist`: this statistic's value_hist_size() slots, copied back from the device.
+  ValueStats finish(const unsigned long long* hist) {
+    s.subnormals = cls[compute::kSubnormal];
+    s.zeros = cls[compute::kZero];
+    s.nan = cls[compute::kNan];
+    s.pos_inf = cls[compute::kPosInf];
+    s.neg_inf = cls[compute::kNegInf];
+    if (s.finite_count() > 0) {
+      s.min = mn;
+      s.max = mx;
+    }
+    slots_into(hist, s.log_abs);
+    slots_into(hist + compute::kLogSlots, s.log_abs_negative);
+    return s;
+  }
+  static void slots_into(const unsigned long long* h, LogHistogram& out) {
+    for (int i = 0; i < compute::kLogBins; ++i) out.counts[static_cast<size_t>(i)] = h[i];
+    out.underflow = h[compute::kSlotUnderflow];
+    out.overflow = h[compute::kSlotOverflow];
+    out.zeros = h[compute::kSlotZero];
+    out.nonfinite = h[compute::kSlotNonfinite];
+  }
+};
+
+struct DivergenceTotals {
+  DivergenceStats s;
+
+  void add(const DivPartial* p, int blocks, size_t m) {
+    for (int i = 0; i < blocks; ++i) {
+      s.exact += p[i].exact;
+      s.nonfinite += p[i].nonfinite;
+      s.max_abs = std::max(s.max_abs, p[i].max_abs);
+      s.sum_abs += p[i].sum_abs;
+      s.sum_sq_diff += p[i].sum_sq_diff;
+      s.sum_sq_lp += p[i].sum_sq_lp;
+      s.sum_sq_fp32 += p[i].sum_sq_fp32;
+    }
+    s.count += m;
+  }
+  // `hist`: divergence_hist_size() slots (|diff| log slots, then the ULP buckets).
+  DivergenceStats finish(const unsigned long long* hist) {
+    ValueTotals::slots_into(hist, s.log_abs_diff);
+    for (int i = 0; i < UlpHistogram::kBuckets; ++i)
+      s.ulp.counts[static_cast<size_t>(i)] = hist[static_cast<size_t>(compute::kLogSlots + i)];
+    return s;
+  }
+};
+
+int lp_kind(DType t, const char* what) {
+  switch (t) {
+    case DType::F16: return 0;
+    case DType::BF16: return 1;
+    case DType::F32: return 2;
+    default: throw std::runtime_error(std::string(what) + ": unsupported lp dtype " + std::to_string(static_cast<int>(t)));
+  }
+}
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device) : dev_(device) {
@@ -82,13 +156,8 @@ class CudaBackend final : public Backend {
     }
     prepare();
     const size_t es = k == 3 ? 8 : (k == 2 ? 4 : 2);
-    const int hsize = value_hist_size();
-    check(cudaMemsetAsync(d_hist_, 0, sizeof(unsigned long long) * static_cast<size_t>(hsize), streams_[0]),
-          "cudaMemsetAsync");
-    check(cudaStreamSynchronize(streams_[0]), "cudaStreamSynchronize");
-    ValueStats s;
-    std::array<unsigned long long, 6> cls{};
-    double mn = std::numeric_limits<double>::infinity(), mx = -mn;
+    clear_hist(value_hist_size());
+    ValueTotals t;
     const auto* src = static_cast<const unsigned char*>(data);
     pipeline(
         n,
@@ -101,87 +170,71 @@ class CudaBackend final : public Backend {
                                 cudaMemcpyDeviceToHost, st),
                 "cudaMemcpyAsync");
         },
-        [&](int slot, size_t, size_t m) {
-          const auto* p = static_cast<const ValPartial*>(h_part_[slot]);
-          for (int i = 0; i < blocks_; ++i) {
-            for (int c = 1; c < 6; ++c) cls[static_cast<size_t>(c)] += p[i].cls[c];
-            s.negatives += p[i].negatives;
-            s.sum += p[i].sum;
-            s.sum_sq += p[i].sum_sq;
-            mn = std::min(mn, p[i].min);
-            mx = std::max(mx, p[i].max);
-          }
-          s.count += m;
-        });
-    s.subnormals = cls[compute::kSubnormal];
-    s.zeros = cls[compute::kZero];
-    s.nan = cls[compute::kNan];
-    s.pos_inf = cls[compute::kPosInf];
-    s.neg_inf = cls[compute::kNegInf];
-    if (s.finite_count() > 0) {
-      s.min = mn;
-      s.max = mx;
-    }
-    std::vector<unsigned long long> h(static_cast<size_t>(hsize));
-    check(cudaMemcpy(h.data(), d_hist_, h.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost), "cudaMemcpy");
-    slots_into(h.data(), s.log_abs);
-    slots_into(h.data() + compute::kLogSlots, s.log_abs_negative);
-    return s;
+        [&](int slot, size_t, size_t m) { t.add(static_cast<const ValPartial*>(h_part_[slot]), blocks_, m); });
+    return t.finish(hist(value_hist_size()).data());
   }
 
   DivergenceStats divergence(const void* lp, DType lp_dtype, const float* fp32, size_t n) override {
-    int k;
-    switch (lp_dtype) {
-      case DType::F16: k = 0; break;
-      case DType::BF16: k = 1; break;
-      case DType::F32: k = 2; break;
-      default: throw std::runtime_error("divergence: unsupported lp dtype " + std::to_string(static_cast<int>(lp_dtype)));
-    }
+    const int k = lp_kind(lp_dtype, "divergence");
     prepare();
     const size_t es = k == 2 ? 4 : 2;
-    const size_t master_off = kTile * 4;  // fp32 master after the lp block (16-byte aligned)
-    const int hsize = divergence_hist_size();
-    check(cudaMemsetAsync(d_hist_, 0, sizeof(unsigned long long) * static_cast<size_t>(hsize), streams_[0]),
-          "cudaMemsetAsync");
-    check(cudaStreamSynchronize(streams_[0]), "cudaStreamSynchronize");
-    DivergenceStats s;
-    const auto* src = static_cast<const unsigned char*>(lp);
+    clear_hist(divergence_hist_size());
+    DivergenceTotals t;
     pipeline(
         n,
         [&](int slot, size_t b, size_t m, cudaStream_t st) {
-          auto* hin = static_cast<unsigned char*>(h_in_[slot]);
-          auto* din = static_cast<unsigned char*>(d_in_[slot]);
-          std::memcpy(hin, src + b * es, m * es);
-          std::memcpy(hin + master_off, fp32 + b, m * 4);
-          check(cudaMemcpyAsync(din, hin, m * es, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync");
-          check(cudaMemcpyAsync(din + master_off, hin + master_off, m * 4, cudaMemcpyHostToDevice, st),
-                "cudaMemcpyAsync");
-          check(launch_divergence(din, k, reinterpret_cast<const float*>(din + master_off), m,
-                                  static_cast<DivPartial*>(d_part_[slot]), blocks_, d_hist_, st),
+          const float* master = stage_pair(slot, lp, es, fp32, b, m, st);
+          check(launch_divergence(d_in_[slot], k, master, m, static_cast<DivPartial*>(d_part_[slot]), blocks_, d_hist_,
+                                  st),
                 "divergence kernel launch");
           check(cudaMemcpyAsync(h_part_[slot], d_part_[slot], sizeof(DivPartial) * static_cast<size_t>(blocks_),
                                 cudaMemcpyDeviceToHost, st),
                 "cudaMemcpyAsync");
         },
+        [&](int slot, size_t, size_t m) { t.add(static_cast<const DivPartial*>(h_part_[slot]), blocks_, m); });
+    return t.finish(hist(divergence_hist_size()).data());
+  }
+
+  // Divergence and both sides' statistics from one upload of each tile: three kernels over the same device
+  // buffers, each with its own partials and histogram slots, so PCIe carries every byte once.
+  FragmentStats fragment_stats(const void* lp, DType lp_dtype, const float* fp32, size_t n) override {
+    const int k = lp_kind(lp_dtype, "fragment statistics");
+    prepare();
+    const size_t es = k == 2 ? 4 : 2;
+    const int dh = divergence_hist_size(), vh = value_hist_size();
+    clear_hist(dh + 2 * vh);
+    unsigned long long* hist_lp = d_hist_ + dh;
+    unsigned long long* hist_fp32 = hist_lp + vh;
+    const size_t div_bytes = sizeof(DivPartial) * static_cast<size_t>(blocks_);
+    const size_t val_bytes = sizeof(ValPartial) * static_cast<size_t>(blocks_);
+    DivergenceTotals dt;
+    ValueTotals lt, ft;
+    pipeline(
+        n,
+        [&](int slot, size_t b, size_t m, cudaStream_t st) {
+          const float* master = stage_pair(slot, lp, es, fp32, b, m, st);
+          auto* part = static_cast<unsigned char*>(d_part_[slot]);
+          auto* div_part = reinterpret_cast<DivPartial*>(part);
+          auto* lp_part = reinterpret_cast<ValPartial*>(part + div_bytes);
+          auto* fp32_part = reinterpret_cast<ValPartial*>(part + div_bytes + val_bytes);
+          check(launch_divergence(d_in_[slot], k, master, m, div_part, blocks_, d_hist_, st), "divergence kernel launch");
+          check(launch_values(d_in_[slot], k, m, lp_part, blocks_, hist_lp, st), "value kernel launch");
+          check(launch_values(master, 2, m, fp32_part, blocks_, hist_fp32, st), "value kernel launch");
+          check(cudaMemcpyAsync(h_part_[slot], part, div_bytes + 2 * val_bytes, cudaMemcpyDeviceToHost, st),
+                "cudaMemcpyAsync");
+        },
         [&](int slot, size_t, size_t m) {
-          const auto* p = static_cast<const DivPartial*>(h_part_[slot]);
-          for (int i = 0; i < blocks_; ++i) {
-            s.exact += p[i].exact;
-            s.nonfinite += p[i].nonfinite;
-            s.max_abs = std::max(s.max_abs, p[i].max_abs);
-            s.sum_abs += p[i].sum_abs;
-            s.sum_sq_diff += p[i].sum_sq_diff;
-            s.sum_sq_lp += p[i].sum_sq_lp;
-            s.sum_sq_fp32 += p[i].sum_sq_fp32;
-          }
-          s.count += m;
+          const auto* part = static_cast<const unsigned char*>(h_part_[slot]);
+          dt.add(reinterpret_cast<const DivPartial*>(part), blocks_, m);
+          lt.add(reinterpret_cast<const ValPartial*>(part + div_bytes), blocks_, m);
+          ft.add(reinterpret_cast<const ValPartial*>(part + div_bytes + val_bytes), blocks_, m);
         });
-    std::vector<unsigned long long> h(static_cast<size_t>(hsize));
-    check(cudaMemcpy(h.data(), d_hist_, h.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost), "cudaMemcpy");
-    slots_into(h.data(), s.log_abs_diff);
-    for (int i = 0; i < UlpHistogram::kBuckets; ++i)
-      s.ulp.counts[static_cast<size_t>(i)] = h[static_cast<size_t>(compute::kLogSlots + i)];
-    return s;
+    const std::vector<unsigned long long> h = hist(dh + 2 * vh);
+    FragmentStats out;
+    out.divergence = dt.finish(h.data());
+    out.lp = lt.finish(h.data() + dh);
+    out.fp32 = ft.finish(h.data() + dh + vh);
+    return out;
   }
 
   void upcast(const void* lp, DType lp_dtype, float* out, size_t n) override {
@@ -229,19 +282,35 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  static void slots_into(const unsigned long long* s, LogHistogram& h) {
-    for (int i = 0; i < compute::kLogBins; ++i) h.counts[static_cast<size_t>(i)] = s[i];
-    h.underflow = s[compute::kSlotUnderflow];
-    h.overflow = s[compute::kSlotOverflow];
-    h.zeros = s[compute::kSlotZero];
-    h.nonfinite = s[compute::kSlotNonfinite];
+  // Zeroes the first `slots` histogram slots before a pass.
+  void clear_hist(int slots) {
+    check(cudaMemsetAsync(d_hist_, 0, sizeof(unsigned long long) * static_cast<size_t>(slots), streams_[0]),
+          "cudaMemsetAsync");
+    check(cudaStreamSynchronize(streams_[0]), "cudaStreamSynchronize");
+  }
+  std::vector<unsigned long long> hist(int slots) {
+    std::vector<unsigned long long> h(static_cast<size_t>(slots));
+    check(cudaMemcpy(h.data(), d_hist_, h.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    return h;
+  }
+  // Stages tile [b, b + m) of lp (es bytes each) and its fp32 masters into slot's buffers and uploads both;
+  // returns where the masters are on the device (after the lp block, 16-byte aligned).
+  const float* stage_pair(int slot, const void* lp, size_t es, const float* fp32, size_t b, size_t m, cudaStream_t st) {
+    const size_t master_off = kTile * 4;
+    auto* hin = static_cast<unsigned char*>(h_in_[slot]);
+    auto* din = static_cast<unsigned char*>(d_in_[slot]);
+    std::memcpy(hin, static_cast<const unsigned char*>(lp) + b * es, m * es);
+    std::memcpy(hin + master_off, fp32 + b, m * 4);
+    check(cudaMemcpyAsync(din, hin, m * es, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync");
+    check(cudaMemcpyAsync(din + master_off, hin + master_off, m * 4, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync");
+    return reinterpret_cast<const float*>(din + master_off);
   }
 
   // Allocates the staging and device buffers once.
   void prepare() {
     check(cudaSetDevice(dev_), "cudaSetDevice");
     if (d_hist_) return;
-    const size_t part = std::max(sizeof(DivPartial), sizeof(ValPartial)) * static_cast<size_t>(blocks_);
+    const size_t part = (sizeof(DivPartial) + 2 * sizeof(ValPartial)) * static_cast<size_t>(blocks_);  // fused pass
     for (int i = 0; i < 2; ++i) {
       check(cudaMallocHost(&h_in_[i], kTile * kInBytes), "cudaMallocHost");
       check(cudaMallocHost(&h_out_[i], kTile * kOutBytes), "cudaMallocHost");
@@ -250,7 +319,7 @@ class CudaBackend final : public Backend {
       check(cudaMalloc(&d_out_[i], kTile * kOutBytes), "cudaMalloc");
       check(cudaMalloc(&d_part_[i], part), "cudaMalloc");
     }
-    const size_t hist = static_cast<size_t>(std::max(divergence_hist_size(), value_hist_size()));
+    const size_t hist = static_cast<size_t>(divergence_hist_size() + 2 * value_hist_size());
     check(cudaMalloc(reinterpret_cast<void**>(&d_hist_), hist * sizeof(unsigned long long)), "cudaMalloc");
   }
 
