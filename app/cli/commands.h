@@ -33,6 +33,7 @@ struct ExportCommandOptions {
   std::string source = "fp32";
   bool exclude_frozen = false;
   bool quiet = false;
+  std::string device = "auto";
 };
 int run_export(const ExportCommandOptions& o);
 

@@ -39,6 +39,7 @@ int run_export(const ExportCommandOptions& o) {
     options.dtype = *d;
   }
   options.exclude_frozen = o.exclude_frozen;
+  options.device = parse_device(o.device);
   const ExportResult r = export_weights(*ckpt, o.output, options);
   if (!o.quiet) {
     std::printf("wrote %zu tensors (%s) to %s\n", r.tensors, human_bytes(r.bytes).c_str(), r.path.c_str());

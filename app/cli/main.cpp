@@ -70,6 +70,8 @@ int main(int argc, char** argv) {
   export_cmd->add_option("--source", exp.source, "fp32 (master weights, default) | lp (module weights)")
       ->check(CLI::IsMember({"fp32", "lp"}));
   export_cmd->add_flag("--exclude-frozen", exp.exclude_frozen, "Leave frozen params out");
+  export_cmd->add_option("--device", exp.device, "Where float32 <-> float16/bfloat16 conversions run")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   export_cmd->add_flag("-q,--quiet", exp.quiet, "No summary line");
   export_cmd->callback([&] { rc = cli::run_export(exp); });
 

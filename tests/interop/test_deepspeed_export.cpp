@@ -181,6 +181,25 @@ class TestDeepspeedExport : public QObject {
     }
   }
 
+  // --dtype float16/bfloat16 rounds each fp32 master exactly as torch's .to(dtype) does, through the compute
+  // backend's downcast (--device auto and cpu give the same bytes).
+  void exportDtypeMatchesTorchRounding() {
+    test::TempDir tmp;
+    const std::string ck = tmp.file("ck");
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"synth", ck, "--stage", "2", "--dtype", "bf16", "--dp", "3", "--params", "400000"}), 0);
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"export", ck, "-o", tmp.file("fp32.pt")}), 0);
+    for (const char* dtype : {"bfloat16", "float16"}) {
+      const std::string out = tmp.file(std::string(dtype) + ".safetensors");
+      CKPTDOC_EXPECT_EXIT(test::run_cli({"export", ck, "-o", out, "--dtype", dtype}), 0);
+      const auto r = test::run_python(test::script("fixtures/compare_state_dicts.py"),
+                                      {out, tmp.file("fp32.pt"), "--cast", dtype});
+      CKPTDOC_EXPECT_EXIT(r, 0);
+      const std::string cpu = tmp.file(std::string(dtype) + "-cpu.safetensors");
+      CKPTDOC_EXPECT_EXIT(test::run_cli({"export", ck, "-o", cpu, "--dtype", dtype, "--device", "cpu"}), 0);
+      QCOMPARE(test::read_text(cpu), test::read_text(out));
+    }
+  }
+
   void exportOptions() {
     test::TempDir tmp;
     auto r = test::run_python(test::script("fixtures/make_deepspeed_checkpoint.py"),

@@ -41,8 +41,17 @@ struct Planner {
       // Re-emit as its own contiguous tensor so views of a shared flat buffer do not drag the whole buffer.
       return lazily_converted(t, t.dtype);
     }
-    return lazily_converted(t, *want);
+    return lazily_converted(t, *want, float_converter(t.dtype, *want));
   }
+
+  // The backend for float32 <-> float16/bfloat16, made on first need (a CUDA context costs time to create).
+  std::shared_ptr<Backend> float_converter(DType from, DType to) const {
+    auto lp = [](DType d) { return d == DType::F16 || d == DType::BF16; };
+    if (!((from == DType::F32 && lp(to)) || (lp(from) && to == DType::F32))) return nullptr;
+    if (!backend) backend = std::shared_ptr<Backend>(make_backend(opt.device));
+    return backend;
+  }
+  mutable std::shared_ptr<Backend> backend;
 
   const Value* model_root() const { return &ck.model_file(0, 0).root; }
 
@@ -167,7 +176,7 @@ struct Planner {
 std::vector<NamedTensor> export_tensors(const Checkpoint& ckpt, const ExportOptions& options, Progress* progress) {
   const Catalog& cat = ckpt.catalog();
   if (!cat.model_file(0, 0)) throw Error(cat.tag_dir, "", "no model-states file: buffers and names are unknown");
-  Planner plan{ckpt, cat, options, progress};
+  Planner plan{ckpt, cat, options, progress, nullptr};
   std::vector<NamedTensor> out;
   plan.buffers(out);
   plan.frozen(out);

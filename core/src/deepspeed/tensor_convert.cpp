@@ -94,14 +94,36 @@ void convert_elements(std::span<const uint8_t> in, DType from, DType to, std::ve
   for (size_t i = 0; i + es <= in.size(); i += es) store_float(load_float(in.data() + i, from), to, out);
 }
 
-void write_as(const Tensor& src, DType to, ByteSink& sink) {
+namespace {
+
+bool lp(DType t) { return t == DType::F16 || t == DType::BF16; }
+
+// `in` converted to `to` into `out` (replaced), on the backend where it has the conversion.
+void convert_chunk(std::span<const uint8_t> in, DType from, DType to, std::vector<uint8_t>& out, Backend* backend) {
+  if (backend && from == DType::F32 && lp(to)) {
+    const size_t n = in.size() / 4;
+    out.resize(n * 2);
+    backend->downcast(reinterpret_cast<const float*>(in.data()), to, out.data(), n);
+  } else if (backend && lp(from) && to == DType::F32) {
+    const size_t n = in.size() / 2;
+    out.resize(n * 4);
+    backend->upcast(in.data(), from, reinterpret_cast<float*>(out.data()), n);
+  } else {
+    out.clear();
+    convert_elements(in, from, to, out);
+  }
+}
+
+}  // namespace
+
+void write_as(const Tensor& src, DType to, ByteSink& sink, Backend* backend) {
   const int64_t n = src.numel();
   if (n == 0) return;
   const bool flat = src.is_contiguous() && src.storage && src.storage->has_bytes();
   if (!flat) {  // strided or producer-backed: materialise this one tensor
     const auto bytes = src.to_bytes();
     std::vector<uint8_t> out;
-    convert_elements(bytes, src.dtype, to, out);
+    convert_chunk(bytes, src.dtype, to, out, backend);
     sink.write(out);
     return;
   }
@@ -115,8 +137,7 @@ void write_as(const Tensor& src, DType to, ByteSink& sink) {
     if (src.dtype == to) {
       sink.write(chunk);
     } else {
-      buf.clear();
-      convert_elements(chunk, src.dtype, to, buf);
+      convert_chunk(chunk, src.dtype, to, buf, backend);
       sink.write(buf);
     }
     if (file) {  // done with these pages: keep the resident set near one chunk
@@ -126,8 +147,8 @@ void write_as(const Tensor& src, DType to, ByteSink& sink) {
   }
 }
 
-Tensor lazily_converted(const Tensor& src, DType to) {
-  return Tensor::produced(to, src.shape, [src, to](ByteSink& sink) { write_as(src, to, sink); });
+Tensor lazily_converted(const Tensor& src, DType to, std::shared_ptr<Backend> backend) {
+  return Tensor::produced(to, src.shape, [src, to, backend](ByteSink& sink) { write_as(src, to, sink, backend.get()); });
 }
 
 }  // namespace ckptdoc::deepspeed::detail

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "ckptdoc/compute/backend.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/format/safetensors.h"
 #include "ckptdoc/task/progress.h"
@@ -21,6 +22,8 @@ struct ExportOptions {
   std::optional<DType> dtype;  // default float32 for fp32 source, the lp dtype for lp source
   ExportSource source = ExportSource::Fp32;
   bool exclude_frozen = false;
+  // Where float32 <-> float16/bfloat16 conversions run (the backend's upcast/downcast, bit-exact on both).
+  DeviceKind device = DeviceKind::Auto;
 };
 
 struct ExportResult {
