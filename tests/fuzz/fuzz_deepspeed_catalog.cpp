@@ -35,6 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ckptdoc::analysis::DiagnoseOptions o;
     o.device = ckptdoc::DeviceKind::Cpu;
     o.threads = 1;
+    o.verify_checksums = true;  // every record's CRC-32 too: walks each zip entry's bytes
     (void)ckptdoc::analysis::diagnose(*ckpt, o);
   } catch (const ckptdoc::Error&) {
   }
