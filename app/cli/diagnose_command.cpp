@@ -8,6 +8,7 @@
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/error.h"
 #include "commands.h"
+#include "device_choice.h"
 #include "format_helpers.h"
 #include "progress_bar.h"
 
@@ -89,7 +90,7 @@ int run_diagnose(const DiagnoseOptions& o) {
     open.tag = o.tag;
     const auto ckpt = deepspeed::Checkpoint::open(o.path, open);
     analysis::DiagnoseOptions d;
-    d.device = parse_device(o.device);
+    d.device = choose_device(o.device);
     d.threads = o.threads;
     d.gpu_workers = o.gpu_workers;
     d.verify_checksums = o.verify_checksums;

@@ -5,6 +5,7 @@
 #include "ckptdoc/deepspeed/export.h"
 #include "ckptdoc/error.h"
 #include "commands.h"
+#include "device_choice.h"
 #include "format_helpers.h"
 
 namespace ckptdoc::cli {
@@ -39,7 +40,8 @@ int run_export(const ExportCommandOptions& o) {
     options.dtype = *d;
   }
   options.exclude_frozen = o.exclude_frozen;
-  options.device = parse_device(o.device);
+  // Only a dtype change uses the device: plain exports do not settle (or mention) "auto".
+  options.device = o.dtype.empty() && o.device == "auto" ? DeviceKind::Cpu : choose_device(o.device);
   const ExportResult r = export_weights(*ckpt, o.output, options);
   if (!o.quiet) {
     std::printf("wrote %zu tensors (%s) to %s\n", r.tensors, human_bytes(r.bytes).c_str(), r.path.c_str());

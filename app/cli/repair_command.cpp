@@ -9,6 +9,7 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/plan.h"
 #include "commands.h"
+#include "device_choice.h"
 #include "format_helpers.h"
 #include "progress_bar.h"
 
@@ -43,7 +44,7 @@ int run_repair(const RepairOptions& o) {
       throw Error("", "--world-size/--target", "only used with --repartition");
     }
     rq.allow_shape_change = o.allow_shape_change;
-    rq.device = parse_device(o.device);
+    rq.device = choose_device(o.device);
     rq.force = o.force;
     ckpt = deepspeed::Checkpoint::open(o.path);
     const repair::Plan plan = repair::make_plan(*ckpt, o.output, rq);

@@ -184,6 +184,105 @@ class TestDiagnose : public QObject {
     test::TempDir dir;
     const std::string ckpt = copy_fixture(dir, "zero2_fp16_ws2");
     const std::string victim = optim_path(ckpt + "/global_step5", 1);
+    fs::resize_file(victim, fs::file_size(victim) / 2);
+    const auto report = diagnose_dir(ckpt);
+    QVERIFY2(find(report, "rank-file-truncated") || find(report, "rank-file-unreadable"), codes(report).c_str());
+    QVERIFY(report.has_error());
+    auto cli = test::run_cli({"diagnose", ckpt});
+    CKPTDOC_EXPECT_EXIT(cli, 1);
+  }
+
+  void missingRankIsReported() {
+    test::TempDir dir;
+    const std::string ckpt = copy_fixture(dir, "zero1_fp16_ws2");
+    fs::remove(optim_path(ckpt + "/global_step5", 1));
+    const auto report = diagnose_dir(ckpt);
+    const auto* f = find(report, "rank-file-missing");
+    QVERIFY2(f, codes(report).c_str());
+    QCOMPARE(f->ranks, std::vector<int>{1});
+  }
+
+  void wrongDpWorldSizeIsReported() {
+    test::TempDir dir;
+    const std::string ckpt = copy_fixture(dir, "zero2_fp16_ws2");
+    rewrite(ckpt + "/global_step5/mp_rank_00_model_states.pt",
+            [](Value& root) { root.set("dp_world_size", Value::integer(4)); });
+    const auto report = diagnose_dir(ckpt);
+    QVERIFY2(find(report, "world-size-mismatch"), codes(report).c_str());
+  }
+
+  // The multi-GPU schedule, run on CPU backends: each emulated device reads whole rank files, the ranks are
+  // shared out by bytes, and the merged report equals the one-queue CPU scan (counts exact, sums to rounding).
+  void devicesSplitRankFilesAndMergeToTheSameReport() {
+    test::TempDir dir;
+    const std::string ckpt = dir.file("ckpt");
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"synth", ckpt, "--stage", "2", "--dtype", "bf16", "--dp", "5", "--params",
+                                       "300000", "--break", "nan_in_exp_avg_sq"}),
+                        0);
+    const auto c = deepspeed::Checkpoint::open(ckpt);
+    analysis::DiagnoseOptions cpu;
+    cpu.device = DeviceKind::Cpu;
+    const auto ref = analysis::diagnose(*c, cpu);
+    QVERIFY(find(ref, "nonfinite-values"));
+    QVERIFY(ref.devices.empty());
+    for (unsigned devices : {1u, 2u, 3u, 7u}) {
+      analysis::DiagnoseOptions o = cpu;
+      o.emulated_devices = devices;
+      const auto r = analysis::diagnose(*c, o);
+      QCOMPARE(r.devices.size(), size_t{devices});
+      std::multiset<int> ranks;
+      uint64_t bytes = 0;
+      for (const auto& d : r.devices) {
+        ranks.insert(d.ranks.begin(), d.ranks.end());
+        bytes += d.bytes;
+        QVERIFY(devices > 5 || !d.ranks.empty());  // nobody idle while ranks are left
+      }
+      QCOMPARE(ranks, (std::multiset<int>{0, 1, 2, 3, 4}));  // every rank file read by exactly one device
+      QCOMPARE(bytes, ref.bytes_scanned);
+      QCOMPARE(r.bytes_scanned, ref.bytes_scanned);
+      QCOMPARE(codes(r), codes(ref));
+      QCOMPARE(r.params.size(), ref.params.size());
+      for (size_t i = 0; i < r.params.size(); ++i) {
+        const auto& a = r.params[i];
+        const auto& b = ref.params[i];
+        QCOMPARE(a.name, b.name);
+        QCOMPARE(a.nonfinite_by_rank, b.nonfinite_by_rank);
+        QCOMPARE(a.per_rank.size(), b.per_rank.size());
+        for (const auto& [rank, d] : b.per_rank) {
+          QCOMPARE(a.per_rank.at(rank).exact, d.exact);
+          QCOMPARE(a.per_rank.at(rank).ulp.counts, d.ulp.counts);
+        }
+        for (auto m : {&analysis::ParamReport::lp, &analysis::ParamReport::fp32, &analysis::ParamReport::exp_avg,
+                       &analysis::ParamReport::exp_avg_sq}) {
+          QCOMPARE((a.*m).has_value(), (b.*m).has_value());
+          if (!(a.*m)) continue;
+          QCOMPARE((a.*m)->count, (b.*m)->count);
+          QCOMPARE((a.*m)->nan, (b.*m)->nan);
+          QCOMPARE((a.*m)->log_abs.counts, (b.*m)->log_abs.counts);
+          QCOMPARE((a.*m)->min, (b.*m)->min);
+          QCOMPARE((a.*m)->max, (b.*m)->max);
+          QVERIFY(std::fabs((a.*m)->sum - (b.*m)->sum) <= 1e-9 * std::max(1.0, std::fabs((b.*m)->sum)));
+        }
+        QCOMPARE(a.lp_vs_fp32->exact, b.lp_vs_fp32->exact);
+        QCOMPARE(a.lp_vs_fp32->log_abs_diff.counts, b.lp_vs_fp32->log_abs_diff.counts);
+        QCOMPARE(a.lp_vs_fp32->max_abs, b.lp_vs_fp32->max_abs);
+      }
+    }
+  }
+
+  // One flipped bit inside a tensor record: the values still look plausible, so only the CRC-32 check of
+  // --verify-checksums sees it, and it names the file, the record and the rank.
+  void flippedBitIsFoundByTheChecksumPass() {
+    for (const char* name : kFixtures) {
+      analysis::DiagnoseOptions o;
+      o.device = DeviceKind::Cpu;
+      o.verify_checksums = true;
+      const auto clean = analysis::diagnose(*deepspeed::Checkpoint::open(test::deepspeed_fixture(name) + "/checkpoint"), o);
+      QVERIFY2(!find(clean, "checksum-mismatch"), name);
+    }
+    test::TempDir dir;
+    const std::string ckpt = copy_fixture(dir, "zero2_fp16_ws2");
+    const std::string victim = optim_path(ckpt + "/global_step5", 1);
     const std::string record = test::flip_bits_in_first_data_record(victim, 100, 0x01);  // lowest mantissa bit
     analysis::DiagnoseOptions o;
     o.device = DeviceKind::Cpu;
@@ -201,6 +300,34 @@ class TestDiagnose : public QObject {
     auto cli = test::run_cli({"diagnose", "--verify-checksums", ckpt});
     CKPTDOC_EXPECT_EXIT(cli, 1);
     QVERIFY2(cli.out.find("checksum-mismatch") != std::string::npos, cli.out.c_str());
+  }
+
+  // --device auto on a CUDA build without a usable GPU runs on the CPU and says so once on stderr; --device cpu
+  // says nothing; --device cuda is a clear error.
+  void autoDeviceSaysOnceWhenItFallsBackToTheCpu() {
+    const std::string ckpt = test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint";
+    std::string reason;
+    const bool gpu = cuda_available(&reason);
+    const auto autodev = test::run_cli({"diagnose", ckpt});
+    CKPTDOC_EXPECT_EXIT(autodev, 0);
+    const auto cpu = test::run_cli({"diagnose", "--device", "cpu", ckpt});
+    CKPTDOC_EXPECT_EXIT(cpu, 0);
+    QVERIFY2(cpu.err.find("CUDA") == std::string::npos, cpu.err.c_str());
+    if (gpu) {
+      QVERIFY2(autodev.out.find("CUDA") != std::string::npos, autodev.out.c_str());
+      return;
+    }
+    const std::string line = "no usable CUDA device (" + reason + "); running on the CPU";
+    if (reason == "built without CUDA") {
+      QVERIFY2(autodev.err.find("CUDA") == std::string::npos, autodev.err.c_str());
+    } else {
+      const size_t at = autodev.err.find(line);
+      QVERIFY2(at != std::string::npos, autodev.err.c_str());
+      QVERIFY2(autodev.err.find(line, at + 1) == std::string::npos, autodev.err.c_str());  // once
+    }
+    const auto cuda = test::run_cli({"diagnose", "--device", "cuda", ckpt});
+    CKPTDOC_EXPECT_EXIT(cuda, 2);
+    QVERIFY2(cuda.err.find("no usable CUDA device") != std::string::npos, cuda.err.c_str());
   }
 
   void cancelStopsTheScan() {

@@ -1,0 +1,24 @@
+#include "device_choice.h"
+
+#include <cstdio>
+
+#include "ckptdoc/compute/distributed.h"
+
+namespace ckptdoc::cli {
+
+DeviceKind choose_device(const std::string& flag) {
+  const DeviceKind kind = parse_device(flag);
+  if (kind != DeviceKind::Auto) return kind;
+  std::string reason;
+  if (cuda_available(&reason)) return DeviceKind::Cuda;
+#ifdef CKPTDOC_HAVE_CUDA
+  static bool said = false;
+  if (!said && mpi_rank() == 0) {
+    std::fprintf(stderr, "ckptdoc: no usable CUDA device (%s); running on the CPU\n", reason.c_str());
+    said = true;
+  }
+#endif
+  return DeviceKind::Cpu;
+}
+
+}  // namespace ckptdoc::cli
