@@ -207,6 +207,39 @@ class TestUnpickler : public QObject {
     QVERIFY_THROWS_EXCEPTION(Error, unpickle(make(6, ok)));
   }
 
+  // A persistent id is copied for the callback: a 100,000-deep or cyclic one is refused with a message, not a
+  // stack overflow in the copy (found by fuzz_unpickler under ASan).
+  void deepOrCyclicPersistentIdIsRefused() {
+    UnpickleOptions opt;
+    int calls = 0;
+    opt.persistent_load = [&](const Value&) {
+      ++calls;
+      return Value::storage(Storage::from_bytes(DType::F32, std::vector<uint8_t>(4)));
+    };
+    std::vector<uint8_t> deep{0x80, 2};
+    for (int i = 0; i < 100000; ++i) deep.push_back(']');
+    for (int i = 1; i < 100000; ++i) deep.push_back('a');
+    deep.insert(deep.end(), {'Q', '.'});
+    try {
+      (void)unpickle(deep, opt);
+      QFAIL("a 100000-deep persistent id was accepted");
+    } catch (const Error& e) {
+      QVERIFY2(std::string(e.what()).find("persistent id is nested deeper") != std::string::npos, e.what());
+    }
+    const std::vector<uint8_t> cyclic{0x80, 2, ']', 'q', 0, 'h', 0, 'a', 'Q', '.'};
+    try {
+      (void)unpickle(cyclic, opt);
+      QFAIL("a cyclic persistent id was accepted");
+    } catch (const Error& e) {
+      QVERIFY2(std::string(e.what()).find("persistent id contains a cycle") != std::string::npos, e.what());
+    }
+    QCOMPARE(calls, 0);
+    // A shallow one still reaches the callback.
+    const std::vector<uint8_t> shallow{0x80, 2, ']', 'K', 7, 'a', 'Q', '.'};
+    QVERIFY(unpickle(shallow, opt).value.is(Value::Kind::Storage));
+    QCOMPARE(calls, 1);
+  }
+
   void hostileStreams() {
     const QJsonObject table = read_json(hostile_ + "/hostile.json");
     QVERIFY(table.size() >= 50);

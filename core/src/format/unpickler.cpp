@@ -333,7 +333,7 @@ class Vm {
   void add_list_items(Value& target, size_t from);
   void add_dict_items(Value& target, size_t from);
   void step(uint8_t op);
-  void validate(const Value& root, std::unordered_set<const void*>& reachable);
+  void validate(const Value& root, std::unordered_set<const void*>& reachable, const char* what = "the result");
 
   std::span<const uint8_t> data_;
   const UnpickleOptions& opt_;
@@ -989,7 +989,11 @@ void Vm::step(uint8_t op) {
         charge(s.size());
         pid = Value::str(std::string(s));
       } else {
-        pid = top().clone();  // the callback gets its own copy; VM containers are dismantled at the end
+        // The callback gets its own copy (VM containers are dismantled at the end). Copying recurses, so the
+        // pid is held to the result's depth limit first, and a cyclic one is refused like a cyclic result.
+        std::unordered_set<const void*> seen;
+        validate(top(), seen, "the persistent id");
+        pid = top().clone();
       }
       Value r;
       try {
@@ -1015,8 +1019,9 @@ void Vm::step(uint8_t op) {
   }
 }
 
-// Rejects cycles and trees nested deeper than max_depth; collects every container of the result.
-void Vm::validate(const Value& root, std::unordered_set<const void*>& reachable) {
+// Rejects cycles and trees nested deeper than max_depth; collects every container of the result. `what`
+// names the tree in the message ("the result", "the persistent id").
+void Vm::validate(const Value& root, std::unordered_set<const void*>& reachable, const char* what) {
   struct Frame {
     const Value* v;
     std::vector<const Value*> children;
@@ -1029,10 +1034,10 @@ void Vm::validate(const Value& root, std::unordered_set<const void*>& reachable)
   auto enter = [&](const Value* v) -> bool {  // false when nothing to descend into
     const void* id = v->identity();
     if (!id) return false;
-    if (on_path.count(id)) vm_fail("the result contains a cycle (a container that holds itself)");
+    if (on_path.count(id)) vm_fail(std::string(what) + " contains a cycle (a container that holds itself)");
     if (height_of.count(id)) return false;
     if (path.size() >= lim_.max_depth)
-      vm_fail("the result is nested deeper than " + std::to_string(lim_.max_depth) + " levels (limit)");
+      vm_fail(std::string(what) + " is nested deeper than " + std::to_string(lim_.max_depth) + " levels (limit)");
     Frame f{v, {}, 0, 0};
     v->for_each_child([&](const Value& c) { f.children.push_back(&c); });
     on_path.insert(id);
@@ -1050,7 +1055,7 @@ void Vm::validate(const Value& root, std::unordered_set<const void*>& reachable)
         if (it != height_of.end()) {
           f.height = std::max(f.height, it->second + 1);
           if (path.size() + it->second > lim_.max_depth)
-            vm_fail("the result is nested deeper than " + std::to_string(lim_.max_depth) + " levels (limit)");
+            vm_fail(std::string(what) + " is nested deeper than " + std::to_string(lim_.max_depth) + " levels (limit)");
         } else {
           enter(c);
         }
