@@ -88,12 +88,12 @@ void unpack(const ReductionArrays& a, UnpackCursor& c, DivergenceStats& s) {
   s.max_abs = at(a.maxs, c.maxs);
 }
 
-std::unique_ptr<Reducer> make_reducer(DeviceKind backend, [[maybe_unused]] int device, std::string* note) {
-  if (mpi_size() == 1) return std::make_unique<MpiReducer>();
+bool vote_for_nccl(DeviceKind backend, std::string* note) {
+  if (mpi_size() == 1) return false;
   const char* forced = std::getenv("CKPTDOC_REDUCER");
   const bool host_only = forced && std::string(forced) == "mpi";
   // Collective choice, made by every process whatever its own backend: NCCL only when every process runs on
-  // CUDA and loads NCCL, else all merge over MPI (a communicator that some processes never join would hang
+  // CUDA and loads NCCL, else all go over MPI (a communicator that some processes never join would hang
   // the others, and one process skipping this vote would pair its next collective with the vote).
   std::string why;
   bool can = false;
@@ -111,7 +111,15 @@ std::unique_ptr<Reducer> make_reducer(DeviceKind backend, [[maybe_unused]] int d
   ReductionArrays vote;
   vote.mins.push_back(can ? 1.0 : 0.0);
   mpi_allreduce(vote);
-  if (vote.mins[0] == 1.0) {
+  const bool all = vote.mins[0] == 1.0;
+  // Only worth a note where this process could have used NCCL or says why it could not on CUDA.
+  if (!all && note && backend == DeviceKind::Cuda)
+    *note = "NCCL not used: " + (can ? std::string("not loadable on every process") : why) + "; over MPI instead";
+  return all;
+}
+
+std::unique_ptr<Reducer> make_reducer(DeviceKind backend, [[maybe_unused]] int device, std::string* note) {
+  if (vote_for_nccl(backend, note)) {
 #if defined(CKPTDOC_HAVE_CUDA) && defined(CKPTDOC_HAVE_NCCL)
     try {
       return cuda::make_nccl_reducer(device, mpi_rank(), mpi_size(),
@@ -121,9 +129,6 @@ std::unique_ptr<Reducer> make_reducer(DeviceKind backend, [[maybe_unused]] int d
     }
 #endif
   }
-  // Only worth a note where this process could have used NCCL or says why it could not on CUDA.
-  if (note && backend == DeviceKind::Cuda)
-    *note = "NCCL not used: " + (can ? std::string("not loadable on every process") : why) + "; merged over MPI";
   return std::make_unique<MpiReducer>();
 }
 

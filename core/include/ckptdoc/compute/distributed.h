@@ -22,5 +22,11 @@ int mpi_local_size();  // 1 when not active
 // Collectives over MPI_COMM_WORLD.
 void mpi_broadcast(void* data, size_t bytes, int root);
 void mpi_allreduce(ReductionArrays& a);
+// `bytes` from every process into `all` (process p's at all + p * bytes).
+void mpi_allgather(const void* mine, size_t bytes, void* all);
+void mpi_barrier();
+// Every process sends send_counts[p] floats to process p (back to back in `send`, in process order) and
+// receives recv_counts[p] floats from p into `recv`; the counts must match pairwise.
+void mpi_alltoallv(const float* send, const size_t* send_counts, float* recv, const size_t* recv_counts);
 
 }  // namespace ckptdoc

@@ -50,4 +50,8 @@ using BroadcastFn = std::function<void(void* data, size_t bytes, int root)>;
 // not get NCCL. CKPTDOC_REDUCER=mpi forces the host path.
 std::unique_ptr<Reducer> make_reducer(DeviceKind backend, int device, std::string* note = nullptr);
 
+// The collective vote behind make_reducer and make_exchanger: true on every process when every process runs
+// on CUDA and can load NCCL (and CKPTDOC_REDUCER is not "mpi"); false for a single process. `note` as above.
+bool vote_for_nccl(DeviceKind backend, std::string* note = nullptr);
+
 }  // namespace ckptdoc

@@ -44,6 +44,8 @@ Loaded load() {
          resolve(lib, "ncclCommInitRank", a.CommInitRank, l.reason) &&
          resolve(lib, "ncclCommDestroy", a.CommDestroy, l.reason) &&
          resolve(lib, "ncclAllReduce", a.AllReduce, l.reason) &&
+         resolve(lib, "ncclSend", a.Send, l.reason) &&  // NCCL >= 2.7
+         resolve(lib, "ncclRecv", a.Recv, l.reason) &&
          resolve(lib, "ncclGroupStart", a.GroupStart, l.reason) &&
          resolve(lib, "ncclGroupEnd", a.GroupEnd, l.reason) &&
          resolve(lib, "ncclGetErrorString", a.GetErrorString, l.reason);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <cstdint>
 #include <vector>
 
@@ -101,6 +102,45 @@ void mpi_allreduce(ReductionArrays& a) {
   allreduce_chunks(a.sums, MPI_DOUBLE, MPI_SUM);
   allreduce_chunks(a.mins, MPI_DOUBLE, MPI_MIN);
   allreduce_chunks(a.maxs, MPI_DOUBLE, MPI_MAX);
+}
+
+void mpi_allgather(const void* mine, size_t bytes, void* all) {
+  if (!mpi_active() || mpi_size() == 1) {
+    if (bytes) std::memcpy(all, mine, bytes);
+    return;
+  }
+  if (bytes > static_cast<size_t>(INT_MAX)) throw Error("", "MPI_Allgather", "message of " + std::to_string(bytes) + " bytes");
+  const int rc = MPI_Allgather(mine, static_cast<int>(bytes), MPI_BYTE, all, static_cast<int>(bytes), MPI_BYTE,
+                               MPI_COMM_WORLD);
+  if (rc != MPI_SUCCESS) throw Error("", "MPI_Allgather", "failed with MPI error " + std::to_string(rc));
+}
+
+void mpi_barrier() {
+  if (mpi_active() && mpi_size() > 1) MPI_Barrier(MPI_COMM_WORLD);
+}
+
+void mpi_alltoallv(const float* send, const size_t* send_counts, float* recv, const size_t* recv_counts) {
+  const int procs = mpi_size();
+  if (!mpi_active() || procs == 1) {
+    if (send_counts[0]) std::memcpy(recv, send, send_counts[0] * sizeof(float));
+    return;
+  }
+  // MPI counts and displacements are int: callers keep a round under 2^31 floats in all.
+  std::vector<int> sc(static_cast<size_t>(procs)), sd(sc.size()), rc(sc.size()), rd(sc.size());
+  size_t s_at = 0, r_at = 0;
+  for (size_t p = 0; p < sc.size(); ++p) {
+    if (s_at + send_counts[p] > static_cast<size_t>(INT_MAX) || r_at + recv_counts[p] > static_cast<size_t>(INT_MAX))
+      throw Error("", "MPI_Alltoallv", "a round of more than 2^31 floats");
+    sc[p] = static_cast<int>(send_counts[p]);
+    sd[p] = static_cast<int>(s_at);
+    rc[p] = static_cast<int>(recv_counts[p]);
+    rd[p] = static_cast<int>(r_at);
+    s_at += send_counts[p];
+    r_at += recv_counts[p];
+  }
+  const int err = MPI_Alltoallv(send, sc.data(), sd.data(), MPI_FLOAT, recv, rc.data(), rd.data(), MPI_FLOAT,
+                                MPI_COMM_WORLD);
+  if (err != MPI_SUCCESS) throw Error("", "MPI_Alltoallv", "failed with MPI error " + std::to_string(err));
 }
 
 }  // namespace ckptdoc
