@@ -27,7 +27,7 @@ const Value* int_entry(const Value* d, int64_t key) {
 
 }  // namespace
 
-std::vector<std::string> check_loader_invariants(const deepspeed::Checkpoint& ckpt) {
+std::vector<std::string> check_loader_invariants(const deepspeed::Checkpoint& ckpt, bool only_present_files) {
   std::vector<std::string> fail;
   const auto& cat = ckpt.catalog();
   auto bad = [&](std::string m) { fail.push_back(std::move(m)); };
@@ -43,6 +43,7 @@ std::vector<std::string> check_loader_invariants(const deepspeed::Checkpoint& ck
   for (int m = 0; m < mp; ++m) {
     for (int r = 0; r < (zero3 ? std::max(dp, 1) : 1); ++r) {
       if (!cat.model_file(m, r)) {
+        if (only_present_files && zero3) continue;
         bad("model-states file for mp rank " + s(m) + (zero3 ? ", dp rank " + s(r) : "") + " missing");
         continue;
       }
@@ -64,7 +65,7 @@ std::vector<std::string> check_loader_invariants(const deepspeed::Checkpoint& ck
   if (!partitioned) return fail;  // weights-only (load_optimizer_states=False) or a non-ZeRO wrapper
 
   // 4/5. dp_world_size == number of optimizer files == partition_count; one file per rank, lp-matching prefix.
-  if (cat.optim_file_count != dp)
+  if (cat.optim_file_count != dp && !only_present_files)
     bad("dp_world_size is " + s(dp) + " but there are " + s(cat.optim_file_count) + " optimizer files");
   for (auto pc : cat.partition_count)
     if (pc != dp) bad("partition_count " + s(pc) + " differs from dp_world_size " + s(dp));
@@ -72,7 +73,7 @@ std::vector<std::string> check_loader_invariants(const deepspeed::Checkpoint& ck
   for (int r = 0; r < dp; ++r) {
     const auto* f = cat.optim_file(r);
     if (!f) {
-      bad("optimizer file of dp rank " + s(r) + " missing");
+      if (!only_present_files) bad("optimizer file of dp rank " + s(r) + " missing");
       continue;
     }
     if (f->bf16_prefix != want_bf16)

@@ -76,6 +76,8 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   if (repartition && rq.refresh_fp32)
     refuse("request", "run --refresh-fp32 and --repartition one after the other (refresh first)");
   if (rq.world_size && rq.target) refuse("request", "--world-size and --target are alternatives; give one");
+  if (rq.across_processes && !rq.world_size)
+    refuse("mpirun", "only --repartition --world-size runs across MPI processes; run other repairs in one process");
   if (rq.world_size && (*rq.world_size < 1 || *rq.world_size > 65536))
     refuse("--world-size", "must be between 1 and 65536");
   if (rq.lp_source && !rq.refresh_fp32) refuse("--lp-source", "only used with --refresh-fp32");
@@ -98,7 +100,8 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   // The checkpoint must be readable end to end.
   std::vector<std::string> errors;
   for (const auto& p : cat.problems)
-    if (p.severity == "error") errors.push_back(p.code + ": " + p.message);
+    if (p.severity == "error" && !(rq.across_processes && p.code == "rank-file-missing"))  // maybe on another node
+      errors.push_back(p.code + ": " + p.message);
   if (!errors.empty()) {
     std::string msg = "the checkpoint has problems a repair cannot work around:";
     for (const auto& e : errors) msg += "\n  " + e;

@@ -5,12 +5,16 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "ckptdoc/analysis/diagnose.h"
+#include "ckptdoc/compute/distributed.h"
+#include "ckptdoc/compute/exchange.h"
 #include "ckptdoc/deepspeed/layout.h"
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/plan.h"
+#include "repair/distributed_repartition.h"
 #include "repair/sources.h"
 
 namespace fs = std::filesystem;
@@ -91,6 +95,15 @@ class Runner {
       : ckpt_(ckpt), cat_(ckpt.catalog()), rq_(rq), plan_(plan), progress_(progress), io_(io) {
     backend_ = make_backend(rq.device);
   }
+  // Under MPI: this process's share of a re-partition, and whether it writes the files every storage needs
+  // once (model file, `latest`, extras): the first process on each storage does.
+  void distribute(const Assignment* assignment, Exchanger* exchanger, bool writes_shared_files) {
+    dist_ = assignment;
+    exchanger_ = exchanger;
+    writes_shared_files_ = writes_shared_files;
+  }
+  uint64_t exchange_bytes() const { return exchange_bytes_; }
+  DeviceKind backend_kind() const { return backend_->kind(); }
 
   void run(const std::string& out_dir) {
     out_ = out_dir;
@@ -104,8 +117,10 @@ class Runner {
       repartition();
     else
       rewrite_in_layout();
-    copy_save_dir_extras();
-    deepspeed::write_text_file(out_ + "/latest", plan_.tag, io_);
+    if (writes_shared_files_) {
+      copy_save_dir_extras();
+      deepspeed::write_text_file(out_ + "/latest", plan_.tag, io_);
+    }
     check_io(io_.fsync_dir(tag_out_), tag_out_, "fsync of directory");
     check_io(io_.fsync_dir(out_), out_, "fsync of directory");
   }
@@ -119,6 +134,11 @@ class Runner {
   FileIo& io_;
   std::unique_ptr<Backend> backend_;
   std::string out_, tag_out_;
+  const Assignment* dist_ = nullptr;
+  Exchanger* exchanger_ = nullptr;
+  bool writes_shared_files_ = true;
+  uint64_t exchange_bytes_ = 0;
+  const SourceLayout* src_ = nullptr;  // while repartition() runs
 
   void tick() {
     if (progress_) {
@@ -266,72 +286,189 @@ class Runner {
     return keys;
   }
 
-  void repartition() {
-    const int n = *rq_.world_size;
-    const SourceLayout src = source_layout(ckpt_);
-    const StateReader reader(ckpt_, src);
-    const bool zero3 = cat_.wrapper == OptimizerWrapper::Zero3;
-    const deepspeed::CheckpointFile* of0 = cat_.optim_file(0);
-    const bool bf16_prefix = of0 && of0->bf16_prefix;
-    const TorchFile& optim0 = ckpt_.optim_file(0);
-    const Value* osd0 = optim0.root.get("optimizer_state_dict");
-    if (!osd0) throw Error(optim0.path, "key 'optimizer_state_dict'", "missing");
-
-    // New groups (flat groups or ZeRO-3 sub-groups) with the same params in the same order.
+  // The groups of the new layout (flat groups or ZeRO-3 sub-groups) with the same params in the same order.
+  struct NewLayout {
     std::vector<GroupLayout> groups;
     std::vector<std::vector<Value>> sub_ids;  // ZeRO-3: new sub-group ids per param group
-    std::vector<int> old_first_sub;           // ZeRO-3: an old sub-group of each param group (state template)
-    if (!zero3) {
+    std::vector<int> old_first_sub;           // ZeRO-3: an old sub-group of each new one (state template)
+  };
+  NewLayout new_layout(const SourceLayout& src, const TorchFile& optim_tmpl, int n) const {
+    NewLayout nl;
+    if (cat_.wrapper != OptimizerWrapper::Zero3) {
       const auto rules = deepspeed::zero12_rules_for_version(cat_.ds_version);
       for (const auto& g : src.groups) {
         std::vector<ParamEntry> entries;
         for (const auto& p : g.params) entries.push_back(ParamEntry{p.name, p.shape, p.numel, 0});
-        groups.push_back(src.bf16_optimizer ? deepspeed::layout_bf16_optimizer(g.index, std::move(entries), n)
-                                            : deepspeed::layout_zero12(g.index, std::move(entries), n, rules));
+        nl.groups.push_back(src.bf16_optimizer ? deepspeed::layout_bf16_optimizer(g.index, std::move(entries), n)
+                                               : deepspeed::layout_zero12(g.index, std::move(entries), n, rules));
       }
-    } else {
-      int64_t sgs = 1000000000;
-      if (const Value* cfg = ckpt_.model_file(0, 0).root.get("ds_config"))
-        if (const Value* z = cfg->get("zero_optimization"))
-          if (const Value* s = z->get("sub_group_size"); s && (s->is(Value::Kind::Int) || s->is(Value::Kind::Float)))
-            if (const double v = s->as_float(); v >= 1.0 && v <= 9.0e15) sgs = static_cast<int64_t>(v);
-      const Value* pgs = osd0->get("optimizer_state_dict") ? osd0->get("optimizer_state_dict")->get("param_groups") : nullptr;
-      if (!pgs || !pgs->is_sequence()) throw Error(optim0.path, "optimizer_state_dict.param_groups", "missing");
-      for (const auto& pg : pgs->items()) {
-        const Value* ids = pg.get("params");
-        std::vector<ParamEntry> entries;
-        std::vector<deepspeed::ParamSpan> spans;
-        int first_old = -1;
-        if (ids && ids->is_sequence())
-          for (const auto& id : ids->items()) {
-            const auto k = static_cast<size_t>(id.as_int());
-            if (k >= src.groups.size()) throw Error(optim0.path, "param_groups params", "sub-group id out of range");
-            if (first_old < 0) first_old = static_cast<int>(k);
-            for (const auto& p : src.groups[k].params) {
-              entries.push_back(ParamEntry{p.name, p.shape, p.numel, 0});
-              spans.push_back({p.name, p.shape, p.numel});
-            }
+      return nl;
+    }
+    int64_t sgs = 1000000000;
+    if (const Value* cfg = model_template().root.get("ds_config"))
+      if (const Value* z = cfg->get("zero_optimization"))
+        if (const Value* s = z->get("sub_group_size"); s && (s->is(Value::Kind::Int) || s->is(Value::Kind::Float)))
+          if (const double v = s->as_float(); v >= 1.0 && v <= 9.0e15) sgs = static_cast<int64_t>(v);
+    const Value* osd0 = optim_tmpl.root.get("optimizer_state_dict");
+    const Value* pgs = osd0 && osd0->get("optimizer_state_dict") ? osd0->get("optimizer_state_dict")->get("param_groups") : nullptr;
+    if (!pgs || !pgs->is_sequence()) throw Error(optim_tmpl.path, "optimizer_state_dict.param_groups", "missing");
+    for (const auto& pg : pgs->items()) {
+      const Value* ids = pg.get("params");
+      std::vector<ParamEntry> entries;
+      std::vector<deepspeed::ParamSpan> spans;
+      int first_old = -1;
+      if (ids && ids->is_sequence())
+        for (const auto& id : ids->items()) {
+          const auto k = static_cast<size_t>(id.as_int());
+          if (k >= src.groups.size()) throw Error(optim_tmpl.path, "param_groups params", "sub-group id out of range");
+          if (first_old < 0) first_old = static_cast<int>(k);
+          for (const auto& p : src.groups[k].params) {
+            entries.push_back(ParamEntry{p.name, p.shape, p.numel, 0});
+            spans.push_back({p.name, p.shape, p.numel});
           }
-        sub_ids.emplace_back();
-        for (const auto& sg : deepspeed::zero3_sub_groups(spans, n, sgs)) {
-          std::vector<ParamEntry> sub;
-          for (int i : sg) sub.push_back(entries[static_cast<size_t>(i)]);
-          sub_ids.back().push_back(Value::integer(static_cast<int64_t>(groups.size())));
-          old_first_sub.push_back(first_old);
-          groups.push_back(deepspeed::layout_zero3(static_cast<int>(groups.size()), std::move(sub), n));
         }
+      nl.sub_ids.emplace_back();
+      for (const auto& sg : deepspeed::zero3_sub_groups(spans, n, sgs)) {
+        std::vector<ParamEntry> sub;
+        for (int i : sg) sub.push_back(entries[static_cast<size_t>(i)]);
+        nl.sub_ids.back().push_back(Value::integer(static_cast<int64_t>(nl.groups.size())));
+        nl.old_first_sub.push_back(first_old);
+        nl.groups.push_back(deepspeed::layout_zero3(static_cast<int>(nl.groups.size()), std::move(sub), n));
       }
     }
+    return nl;
+  }
 
-    const ParamRead fp32_read = [&reader](const std::string& name, int64_t first, int64_t cnt, float* out) {
-      reader.read("fp32", name, first, cnt, out);
+  // The old optimizer state entry a new group's state is modelled on (nullptr when there is none).
+  const Value* old_state_entry(const Value& osd, size_t gi, const NewLayout& nl, int64_t* old_len) const {
+    const bool zero3 = cat_.wrapper == OptimizerWrapper::Zero3;
+    const Value* holder = zero3 ? osd.get("optimizer_state_dict") : osd.get("base_optimizer_state");
+    const Value* state = holder && holder->is_dict() ? holder->get("state") : nullptr;
+    const int64_t want = zero3 ? nl.old_first_sub[gi] : static_cast<int64_t>(gi);
+    const SourceLayout& src = *src_;
+    *old_len = src.groups[static_cast<size_t>(want)].partition_numel;
+    if (state && state->is_dict())
+      for (const auto& [k, v] : state->as_dict().items)
+        if (k.is(Value::Kind::Int) && k.as_int() == want) return &v;
+    return nullptr;
+  }
+
+  // The model file the new files copy their metadata from: rank 0's, or under MPI one this process has.
+  const TorchFile& model_template() const { return ckpt_.model_file(0, dist_ ? dist_->template_rank : 0); }
+
+  // Elements of `field` ("fp32" or a state key) of new rank r's partition of new group gi.
+  using RankFill = std::function<FloatFill(size_t gi, int r, const std::string& field)>;
+
+  // The optimizer file of new rank r: `tmpl` (an old rank's file) with every partition-shaped part rebuilt.
+  Value repartitioned_optim_root(int r, int n, const TorchFile& tmpl, const NewLayout& nl, const RankFill& fill) const {
+    const auto& groups = nl.groups;
+    Value root = tmpl.root.clone();
+    Value* osd = need(&root, "optimizer_state_dict", tmpl.path);
+    auto remap = [&](size_t gi, const Value* entry, int64_t old_len) {
+      return remap_state_entry(*entry, old_len, groups[gi].partition_numel,
+                               [&, gi](const std::string& key, int64_t first, int64_t cnt, float* out) {
+                                 fill(gi, r, key)(first, cnt, out);
+                               });
     };
+    if (cat_.wrapper != OptimizerWrapper::Zero3) {
+      std::vector<Value> fp32s, paddings, counts, mappings;
+      Value* bos = need(osd, "base_optimizer_state", tmpl.path);
+      if (!bos->is_dict())
+        throw Error(tmpl.path, "base_optimizer_state", "elastic (list) optimizer state cannot be re-partitioned yet");
+      Value state = Value::dict();
+      for (size_t gi = 0; gi < groups.size(); ++gi) {
+        const GroupLayout& g = groups[gi];
+        const auto& rp = g.partitions[static_cast<size_t>(r)];
+        fp32s.push_back(Value::tensor(deepspeed::produced_f32(rp.saved_numel, guarded(fill(gi, r, "fp32")),
+                                                              g.partition_numel, true)));
+        paddings.push_back(Value::integer(rp.recorded_padding));
+        counts.push_back(Value::integer(n));
+        mappings.push_back(deepspeed::slice_mappings_value(g, r));
+        int64_t old_len = 0;
+        const Value* entry = old_state_entry(*osd, gi, nl, &old_len);
+        if (entry && !rq_.reset_optimizer) state.set_item(Value::integer(static_cast<int64_t>(gi)), remap(gi, entry, old_len));
+      }
+      bos->set("state", state);
+      if (rq_.reset_optimizer) erase_group_steps(bos->get_mut("param_groups"));
+      osd->set("single_partition_of_fp32_groups", Value::list(std::move(fp32s)));
+      if (osd->get("group_paddings")) osd->set("group_paddings", Value::list(std::move(paddings)));
+      if (osd->get("groups_padding")) osd->set("groups_padding", Value::list(std::move(paddings)));
+      if (osd->get("partition_count")) osd->set("partition_count", Value::list(std::move(counts)));
+      if (osd->get("param_slice_mappings")) osd->set("param_slice_mappings", Value::list(std::move(mappings)));
+      return root;
+    }
+    Value* inner = need(osd, "optimizer_state_dict", tmpl.path);
+    Value state = Value::dict();
+    std::vector<Value> fp32s;
+    for (size_t k = 0; k < groups.size(); ++k) {
+      fp32s.push_back(Value::tensor(deepspeed::produced_f32(groups[k].partition_numel, guarded(fill(k, r, "fp32")))));
+      int64_t old_len = 0;
+      const Value* entry = old_state_entry(*osd, k, nl, &old_len);
+      if (entry && !rq_.reset_optimizer) state.set_item(Value::integer(static_cast<int64_t>(k)), remap(k, entry, old_len));
+    }
+    inner->set("state", state);
+    Value* pgs = need(inner, "param_groups", tmpl.path);
+    auto& items = pgs->items_mut();
+    for (size_t gi = 0; gi < items.size() && gi < nl.sub_ids.size(); ++gi) items[gi].set("params", Value::list(nl.sub_ids[gi]));
+    if (rq_.reset_optimizer) erase_group_steps(pgs);
+    osd->set("fp32_flat_groups", Value::list(std::move(fp32s)));
+    osd->set("partition_count", Value::integer(n));
+    return root;
+  }
 
-    // Optimizer files.
-    for (int r = 0; r < n; ++r) {
-      Value root = optim0.root.clone();
-      Value* osd = need(&root, "optimizer_state_dict", optim0.path);
-      auto flat_fill = [&, r](const GroupLayout& g, const std::string& field) {
+  // The fields each new group carries: the fp32 master and, unless the optimizer is reset, the
+  // partition-shaped tensors of its old state entry (exp_avg, exp_avg_sq, ...).
+  std::vector<std::vector<std::string>> group_fields(const TorchFile& tmpl, const NewLayout& nl) const {
+    const Value* osd = tmpl.root.get("optimizer_state_dict");
+    if (!osd) throw Error(tmpl.path, "key 'optimizer_state_dict'", "missing");
+    std::vector<std::vector<std::string>> fields;
+    for (size_t gi = 0; gi < nl.groups.size(); ++gi) {
+      fields.push_back({"fp32"});
+      int64_t old_len = 0;
+      const Value* entry = old_state_entry(*osd, gi, nl, &old_len);
+      if (entry && !rq_.reset_optimizer)
+        for (const auto& k : state_keys(*entry, old_len)) fields.back().push_back(k);
+    }
+    return fields;
+  }
+
+  void repartition() {
+    const int n = *rq_.world_size;
+    const SourceLayout src = source_layout(ckpt_);
+    src_ = &src;
+    const StateReader reader(ckpt_, src);
+    const bool zero3 = cat_.wrapper == OptimizerWrapper::Zero3;
+    const int tmpl_rank = dist_ ? dist_->template_rank : 0;
+    const deepspeed::CheckpointFile* oft = cat_.optim_file(tmpl_rank);
+    const bool bf16_prefix = oft && oft->bf16_prefix;
+    const TorchFile& optim_tmpl = ckpt_.optim_file(tmpl_rank);
+    if (!optim_tmpl.root.get("optimizer_state_dict")) throw Error(optim_tmpl.path, "key 'optimizer_state_dict'", "missing");
+    const NewLayout nl = new_layout(src, optim_tmpl, n);
+
+    // Where new partitions come from: straight from the old files, or assembled by an exchange between
+    // processes that each hold some of them.
+    std::unique_ptr<ExchangedPartitions> exchanged;
+    RankFill fill;
+    if (dist_) {
+      const auto fields = group_fields(optim_tmpl, nl);
+      // Every process must carry the same fields, or their collectives would pair up wrongly.
+      std::string sig;
+      for (const auto& f : fields)
+        for (const auto& k : f) sig += k + ",";
+      std::vector<uint64_t> mine{std::hash<std::string>{}(sig)}, all(static_cast<size_t>(dist_->procs));
+      mpi_allgather(mine.data(), sizeof(uint64_t), all.data());
+      if (std::adjacent_find(all.begin(), all.end(), std::not_equal_to<>()) != all.end())
+        throw Error(optim_tmpl.path, "optimizer state", "the processes' optimizer files carry different state keys");
+      exchanged = exchange_partitions(reader, nl.groups, fields, zero3, *dist_,
+                                      out_ + "/.ckptdoc-scratch-" + std::to_string(dist_->me), *exchanger_, progress_);
+      exchange_bytes_ = exchanged->bytes_received;
+      if (progress_) progress_->set_stage("writing repaired checkpoint", plan_.files.size());
+      fill = [&exchanged](size_t gi, int r, const std::string& field) {
+        return exchanged->fill(r, static_cast<int>(gi), field);
+      };
+    } else {
+      fill = [&nl, &reader, n, zero3](size_t gi, int r, const std::string& field) {
+        const GroupLayout& g = nl.groups[gi];
         const ParamRead read = [&reader, field](const std::string& name, int64_t first, int64_t cnt, float* out) {
           reader.read(field, name, first, cnt, out);
         };
@@ -344,97 +481,40 @@ class Runner {
           fill_zero12_flat(g, base + first, cnt, out, read);
         });
       };
-      if (!zero3) {
-        std::vector<Value> fp32s, paddings, counts, mappings;
-        Value* bos = need(osd, "base_optimizer_state", optim0.path);
-        if (!bos->is_dict())
-          throw Error(optim0.path, "base_optimizer_state", "elastic (list) optimizer state cannot be re-partitioned yet");
-        const Value* old_state = bos->get("state");
-        Value state = Value::dict();
-        for (size_t gi = 0; gi < groups.size(); ++gi) {
-          const GroupLayout& g = groups[gi];
-          const auto& rp = g.partitions[static_cast<size_t>(r)];
-          fp32s.push_back(Value::tensor(deepspeed::produced_f32(rp.saved_numel, guarded(flat_fill(g, "fp32")),
-                                                                g.partition_numel, true)));
-          paddings.push_back(Value::integer(rp.recorded_padding));
-          counts.push_back(Value::integer(n));
-          mappings.push_back(deepspeed::slice_mappings_value(g, r));
-          const Value* entry = nullptr;
-          if (old_state && old_state->is_dict())
-            for (const auto& [k, v] : old_state->as_dict().items)
-              if (k.is(Value::Kind::Int) && k.as_int() == static_cast<int64_t>(gi)) entry = &v;
-          if (entry && !rq_.reset_optimizer) {
-            const int64_t old_len = src.groups[gi].partition_numel;
-            state.set_item(Value::integer(static_cast<int64_t>(gi)),
-                           remap_state_entry(*entry, old_len, g.partition_numel,
-                                             [&](const std::string& key, int64_t first, int64_t cnt, float* out) {
-                                               flat_fill(g, key)(first, cnt, out);
-                                             }));
-          }
-        }
-        bos->set("state", state);
-        if (rq_.reset_optimizer) erase_group_steps(bos->get_mut("param_groups"));
-        osd->set("single_partition_of_fp32_groups", Value::list(std::move(fp32s)));
-        if (osd->get("group_paddings")) osd->set("group_paddings", Value::list(std::move(paddings)));
-        if (osd->get("groups_padding")) osd->set("groups_padding", Value::list(std::move(paddings)));
-        if (osd->get("partition_count")) osd->set("partition_count", Value::list(std::move(counts)));
-        if (osd->get("param_slice_mappings")) osd->set("param_slice_mappings", Value::list(std::move(mappings)));
-      } else {
-        Value* inner = need(osd, "optimizer_state_dict", optim0.path);
-        const Value* old_state = inner->get("state");
-        Value state = Value::dict();
-        std::vector<Value> fp32s;
-        for (size_t k = 0; k < groups.size(); ++k) {
-          const GroupLayout& g = groups[k];
-          fp32s.push_back(Value::tensor(deepspeed::produced_f32(g.partition_numel, guarded(flat_fill(g, "fp32")))));
-          const Value* entry = nullptr;
-          if (old_state && old_state->is_dict())
-            for (const auto& [key, v] : old_state->as_dict().items)
-              if (key.is(Value::Kind::Int) && key.as_int() == old_first_sub[k]) entry = &v;
-          if (entry && !rq_.reset_optimizer) {
-            const int64_t old_len = src.groups[static_cast<size_t>(old_first_sub[k])].partition_numel;
-            state.set_item(Value::integer(static_cast<int64_t>(k)),
-                           remap_state_entry(*entry, old_len, g.partition_numel,
-                                             [&](const std::string& key, int64_t first, int64_t cnt, float* out) {
-                                               flat_fill(g, key)(first, cnt, out);
-                                             }));
-          }
-        }
-        inner->set("state", state);
-        Value* pgs = need(inner, "param_groups", optim0.path);
-        auto& items = pgs->items_mut();
-        for (size_t gi = 0; gi < items.size() && gi < sub_ids.size(); ++gi) items[gi].set("params", Value::list(sub_ids[gi]));
-        if (rq_.reset_optimizer) erase_group_steps(pgs);
-        osd->set("fp32_flat_groups", Value::list(std::move(fp32s)));
-        osd->set("partition_count", Value::integer(n));
-      }
-      write(deepspeed::optim_file_name(bf16_prefix, r), root);
     }
 
-    // Model files.
+    for (int r = 0; r < n; ++r)
+      if (!dist_ || dist_->owns(r))
+        write(deepspeed::optim_file_name(bf16_prefix, r), repartitioned_optim_root(r, n, optim_tmpl, nl, fill));
+
+    // Model files: ZeRO-1/2 has one per mp rank (written once per storage); ZeRO-3 one per dp rank.
     if (!zero3) {
-      for (const auto& f : cat_.files) {
-        if (f.role != FileRole::Model) continue;
-        Value root = ckpt_.model_file(f.mp_rank, 0).root.clone();
-        root.set("dp_world_size", Value::integer(n));
-        write(f.path, root);
-      }
+      if (writes_shared_files_)
+        for (const auto& f : cat_.files) {
+          if (f.role != FileRole::Model) continue;
+          Value root = ckpt_.model_file(f.mp_rank, 0).root.clone();
+          root.set("dp_world_size", Value::integer(n));
+          write(f.path, root);
+        }
     } else {
       std::vector<Value> shapes;
-      for (const auto& g : groups) {
+      for (const auto& g : nl.groups) {
         Value d = deepspeed::ordered_dict();
         for (const auto& p : g.params) d.set(p.name, Value::size(p.shape));
         shapes.push_back(std::move(d));
       }
       for (int r = 0; r < n; ++r) {
-        Value root = ckpt_.model_file(0, 0).root.clone();
+        if (dist_ && !dist_->owns(r)) continue;
+        Value root = model_template().root.clone();
         root.set("dp_world_size", Value::integer(n));
         root.set("param_shapes", Value::list(shapes));
         write(deepspeed::model_file_name(3, r), root);
       }
     }
-    for (const auto& f : cat_.files)
-      if (f.role != FileRole::Model && f.role != FileRole::Optim && fs::is_regular_file(f.abs_path)) copy(f);
+    if (writes_shared_files_)
+      for (const auto& f : cat_.files)
+        if (f.role != FileRole::Model && f.role != FileRole::Optim && fs::is_regular_file(f.abs_path)) copy(f);
+    src_ = nullptr;
   }
 
   // ---- repartition --target: graft onto a template's layout -----------------------------------------------
@@ -540,10 +620,148 @@ void remove_tree_quietly(const std::string& p) {
   fs::remove_all(p, ec);
 }
 
+
+// Storage discovery under MPI: every process drops a marker in the shared partial folder name; the
+// markers a process sees tell which processes write to the same storage as it does.
+struct StorageView {
+  int leader = 0;         // lowest process on this storage: writes the shared files and renames
+  bool sees_all = false;  // every process on this storage (shared file system)
+};
+StorageView discover_storage(const std::string& partial) {
+  const int procs = mpi_size(), me = mpi_rank();
+  const std::string marker = partial + "/.ckptdoc-process-" + std::to_string(me);
+  std::string err;
+  try {
+    std::error_code ec;
+    fs::create_directories(partial, ec);
+    if (ec) throw Error(partial, "", "cannot create the output folder: " + ec.message());
+    std::ofstream(marker).put('\n');
+    if (!fs::exists(marker)) throw Error(marker, "", "cannot write in the output folder");
+  } catch (const std::exception& e) {
+    err = e.what();
+  }
+  if (const std::string e = mpi_first_error(err); !e.empty()) throw Error("", "distributed repair", e);
+  mpi_barrier();
+  StorageView v;
+  v.leader = me;
+  int seen = 0;
+  for (int p = 0; p < procs; ++p)
+    if (fs::exists(partial + "/.ckptdoc-process-" + std::to_string(p))) {
+      v.leader = std::min(v.leader, p);
+      ++seen;
+    }
+  v.sees_all = seen == procs;
+  mpi_barrier();
+  std::error_code ec;
+  fs::remove(marker, ec);
+  mpi_barrier();
+  return v;
+}
+
+std::string rank_ranges(const Assignment& a) {
+  std::vector<int> mine;
+  for (int r = 0; r < static_cast<int>(a.new_owner.size()); ++r)
+    if (a.owns(r)) mine.push_back(r);
+  if (mine.empty()) return "none";
+  return mine.size() == 1 ? std::to_string(mine.front())
+                          : std::to_string(mine.front()) + "-" + std::to_string(mine.back());
+}
+
+// Every process runs this (see RepairRequest::across_processes); each failure is agreed so that all
+// processes stop together and leave nothing behind.
+RepairResult run_repair_across_processes(const deepspeed::Checkpoint& ckpt, const std::string& output,
+                                         const RepairRequest& rq, Progress* progress, FileIo& io) {
+  auto agree = [](const std::string& mine) {
+    if (const std::string e = mpi_first_error(mine); !e.empty()) throw Error("", "distributed repair", e);
+  };
+  RepairResult result;
+  std::string err;
+  try {
+    result.plan = make_plan(ckpt, output, rq);
+  } catch (const std::exception& e) {
+    err = e.what();
+  }
+  agree(err);
+  const std::string out = result.plan.output;
+  int64_t pid0 = ::getpid();
+  mpi_broadcast(&pid0, sizeof pid0, 0);
+  const std::string partial = out + ".ckptdoc-partial-" + std::to_string(pid0);
+  const StorageView storage = discover_storage(partial);
+  const bool leader = storage.leader == mpi_rank();
+  const int old_dp = ckpt.catalog().groups.empty() ? ckpt.catalog().dp_world_size
+                                                   : static_cast<int>(ckpt.catalog().groups.front().partitions.size());
+  bool renamed = false;
+  try {
+    const Assignment assignment = assign_ranks(ckpt.catalog(), old_dp, *rq.world_size);
+    std::string note;
+    Runner runner(ckpt, rq, result.plan, progress, io);
+    const std::vector<int> gpus = devices_for_process(mpi_local_rank(), mpi_local_size(), cuda_device_count());
+    const auto exchanger = make_exchanger(runner.backend_kind(), gpus.empty() ? 0 : gpus.front(), &note);
+    runner.distribute(&assignment, exchanger.get(), leader);
+    try {
+      runner.run(partial);
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+    agree(err);
+    // Totals for the report: bytes that crossed between processes.
+    ReductionArrays sums;
+    sums.counts.push_back(runner.exchange_bytes());
+    mpi_allreduce(sums);
+    result.distribution = std::to_string(assignment.procs) + " processes, slices exchanged over " +
+                          exchanger->name() + " (" + std::to_string(sums.counts[0]) +
+                          " bytes between processes); this process (" + std::to_string(assignment.me) +
+                          ") wrote new rank(s) " + rank_ranges(assignment) +
+                          (storage.sees_all ? " on shared storage" : " on its own storage") +
+                          (note.empty() ? "" : "; " + note);
+    // Each storage's first process publishes it: the same rename as one process does, once per storage.
+    try {
+      if (leader) {
+        std::error_code ec;
+        if (fs::exists(out, ec)) {
+          fs::remove_all(out, ec);
+          if (ec) throw Error(out, "", "cannot replace the existing output: " + ec.message());
+        }
+        check_io(io.rename(partial, out), out, "rename");
+        renamed = true;
+        fs::path parent = fs::path(out).parent_path();
+        check_io(io.fsync_dir(parent.empty() ? std::string(".") : parent.string()), parent.string(),
+                 "fsync of directory");
+      }
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+    agree(err);
+  } catch (...) {
+    remove_tree_quietly(renamed ? out : partial);
+    throw;
+  }
+  result.output = out;
+  // Verification: the whole output when every process sees it all (a collective diagnose, as one process
+  // would run it), else each process re-reads and re-diagnoses only what it can see.
+  std::vector<uint8_t> all(static_cast<size_t>(mpi_size()));
+  const uint8_t mine = storage.sees_all ? 1 : 0;
+  mpi_allgather(&mine, 1, all.data());
+  result.verified_as_whole = std::all_of(all.begin(), all.end(), [](uint8_t v) { return v == 1; });
+  auto written = deepspeed::Checkpoint::open(out);
+  analysis::DiagnoseOptions dopt;
+  dopt.device = rq.device;
+  if (progress) progress->set_stage("verifying", 0);
+  if (result.verified_as_whole) {
+    result.verification = analysis::diagnose(*written, dopt, progress);
+    result.invariant_failures = check_loader_invariants(*written);
+  } else {
+    result.invariant_failures = check_loader_invariants(*written, /*only_present_files=*/true);
+  }
+  result.verified_clean = !result.verification.has_error();
+  return result;
+}
+
 }  // namespace
 
 RepairResult run_repair(const deepspeed::Checkpoint& ckpt, const std::string& output, const RepairRequest& rq,
                         Progress* progress, FileIo& io) {
+  if (rq.across_processes && mpi_size() > 1) return run_repair_across_processes(ckpt, output, rq, progress, io);
   RepairResult result;
   result.plan = make_plan(ckpt, output, rq);
   const std::string out = result.plan.output;

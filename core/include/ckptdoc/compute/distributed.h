@@ -2,6 +2,7 @@
 // Processes under MPI (one per node or per GPU). With a build without MPI, or when MPI was not initialised,
 // these describe a single process and the collectives leave their arguments unchanged.
 #include <cstddef>
+#include <string>
 
 #include "ckptdoc/compute/reduction.h"
 
@@ -28,5 +29,10 @@ void mpi_barrier();
 // Every process sends send_counts[p] floats to process p (back to back in `send`, in process order) and
 // receives recv_counts[p] floats from p into `recv`; the counts must match pairwise.
 void mpi_alltoallv(const float* send, const size_t* send_counts, float* recv, const size_t* recv_counts);
+
+// Collective failure agreement: every process passes its own error ("" when it succeeded) and gets ""
+// when all succeeded, else the lowest failing process's error prefixed with "process N: " (when there are
+// several processes), so that all stop together instead of some waiting in the next collective.
+std::string mpi_first_error(const std::string& mine);
 
 }  // namespace ckptdoc

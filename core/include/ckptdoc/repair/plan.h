@@ -25,6 +25,11 @@ struct RepairRequest {
   bool allow_shape_change = false;
   DeviceKind device = DeviceKind::Auto;
   bool force = false;  // allow a non-empty output folder
+  // Under mpirun with several processes (--world-size only): every process runs the repair; each reads the
+  // old rank files in its own checkpoint folder (shared or node-local storage), slices move between
+  // processes (NCCL or MPI), and each writes the new ranks it owns. Rank files missing from one process's
+  // folder are then expected.
+  bool across_processes = false;
 };
 
 struct PlannedFile {
@@ -51,6 +56,10 @@ struct RepairResult {
   analysis::Report verification;  // diagnosis of the written output
   bool verified_clean = false;    // no error-level finding in the output
   std::vector<std::string> invariant_failures;  // deepspeed-format.md §6.4 checks that failed (empty = all hold)
+  // across_processes: how the work was shared, and whether the output could be re-diagnosed as a whole (only
+  // when every process sees every file: shared storage); otherwise each process re-read what it wrote.
+  std::string distribution;  // e.g. "2 processes over MPI (2 processes); 1.2 MB exchanged; this process wrote ranks 0-1"
+  bool verified_as_whole = true;
 };
 
 // Validates the request against the checkpoint and computes the plan. Throws ckptdoc::Error for
@@ -63,6 +72,8 @@ RepairResult run_repair(const deepspeed::Checkpoint& ckpt, const std::string& ou
                         Progress* progress = nullptr, FileIo& io = current_io());
 
 // The loader invariants of deepspeed-format.md §6.4 checked on a written checkpoint; empty when all hold.
-std::vector<std::string> check_loader_invariants(const deepspeed::Checkpoint& ckpt);
+// only_present_files: a node's share of a checkpoint on node-local storage; rank files that are not there
+// are not counted as missing, and the ones there are checked in full.
+std::vector<std::string> check_loader_invariants(const deepspeed::Checkpoint& ckpt, bool only_present_files = false);
 
 }  // namespace ckptdoc::repair
