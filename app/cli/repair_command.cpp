@@ -1,10 +1,12 @@
 // `ckptdoc repair PATH -o OUT ...`: prints the plan, writes the repaired copy (progress on a TTY), then the
 // verification. Exit 0 verified, 1 verification found errors, 2 unusable input or usage.
 #include <cstdio>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "ckptdoc/analysis/diagnose.h"
+#include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/plan.h"
@@ -24,6 +26,100 @@ json plan_json(const repair::Plan& p) {
   return {{"input", p.input},     {"output", p.output},     {"tag", p.tag},
           {"actions", p.actions}, {"files", files},         {"changed_tensors", p.changed_tensors},
           {"warnings", p.warnings}, {"bytes_to_write", p.bytes_to_write}};
+}
+
+void print_verification(const repair::RepairResult& result) {
+  int errors = 0, warnings = 0;
+  for (const auto& f : result.verification.findings) {
+    if (f.severity == analysis::Severity::Error) ++errors;
+    if (f.severity == analysis::Severity::Warning) ++warnings;
+    std::printf("  %s %s: %s\n", std::string(analysis::severity_name(f.severity)).c_str(), f.code.c_str(),
+                f.message.c_str());
+  }
+  if (result.verification.findings.empty()) std::printf("  no findings\n");
+  std::printf("  %d error(s), %d warning(s)\n", errors, warnings);
+  if (result.invariant_failures.empty()) {
+    std::printf("  DeepSpeed loader invariants: all hold\n");
+  } else {
+    std::printf("  DeepSpeed loader invariants that fail:\n");
+    for (const auto& m : result.invariant_failures) std::printf("    - %s\n", m.c_str());
+  }
+}
+
+// Under mpirun: every process repairs its share; process 0 prints the plan and the outcome, and on
+// node-local storage each process prints the verification of its own files. All return the same exit code.
+int run_across_processes(const RepairOptions& o, const deepspeed::Checkpoint& ckpt, const repair::RepairRequest& rq,
+                         const repair::Plan& plan) {
+  const bool speaker = mpi_rank() == 0;
+  if (o.dry_run) {
+    if (speaker) {
+      if (o.json) std::printf("%s\n", json{{"plan", plan_json(plan)}, {"dry_run", true}}.dump(1).c_str());
+      else std::printf("%s(dry run: nothing written)\n", plan.text().c_str());
+    }
+    return 0;
+  }
+  if (speaker && !o.json) {
+    std::printf("%s", plan.text().c_str());
+    std::fflush(stdout);
+  }
+  repair::RepairResult result;
+  try {
+    Progress progress;
+    std::optional<ProgressBar> bar;
+    if (speaker) bar.emplace(progress);
+    result = repair::run_repair(ckpt, o.output, rq, &progress);
+  } catch (const std::exception& e) {
+    if (speaker) std::fprintf(stderr, "ckptdoc repair: failed, nothing was written: %s\n", e.what());
+    return 2;
+  }
+  const bool mine_ok = result.verified_clean && result.invariant_failures.empty();
+  ReductionArrays all_ok;
+  all_ok.mins.push_back(mine_ok ? 1.0 : 0.0);
+  mpi_allreduce(all_ok);
+  const bool ok = all_ok.mins[0] == 1.0;
+  if (o.json) {
+    // One JSON document from process 0, or one per process when each verified only its own storage.
+    if (speaker || !result.verified_as_whole) {
+      json j{{"plan", plan_json(result.plan)},
+             {"output", result.output},
+             {"process", mpi_rank()},
+             {"distribution", result.distribution},
+             {"verified_as_whole", result.verified_as_whole},
+             {"verified_clean", result.verified_clean},
+             {"invariant_failures", result.invariant_failures},
+             {"ok", ok}};
+      if (result.verified_as_whole) {
+        auto written = deepspeed::Checkpoint::open(result.output);
+        j["verification"] = json::parse(analysis::report_json(result.verification, written->catalog()));
+      }
+      std::printf("%s\n", j.dump(1).c_str());
+    }
+    return ok ? 0 : 1;
+  }
+  if (result.verified_as_whole) {
+    if (speaker) {
+      std::printf("\nWrote %s (%s)\n\nVerification (re-opened and re-diagnosed):\n", result.output.c_str(),
+                  result.distribution.c_str());
+      print_verification(result);
+    }
+  } else {
+    // Node-local storage: a process sees only its share, which diagnose would call missing ranks.
+    std::printf("\n[process %d] Wrote %s (%s)\n[process %d] Verification of the files on this storage "
+                "(diagnose the assembled checkpoint where every rank is visible):\n",
+                mpi_rank(), result.output.c_str(), result.distribution.c_str(), mpi_rank());
+    if (result.invariant_failures.empty()) {
+      std::printf("  DeepSpeed loader invariants: all hold for the files here\n");
+    } else {
+      std::printf("  DeepSpeed loader invariants that fail:\n");
+      for (const auto& m : result.invariant_failures) std::printf("    - %s\n", m.c_str());
+    }
+  }
+  std::fflush(stdout);
+  if (speaker) {
+    std::printf(ok ? "\nRepair verified.\n" : "\nThe repaired checkpoint still has errors (see above).\n");
+    if (ok) std::printf("Load it with %d data-parallel ranks.\n", *rq.world_size);
+  }
+  return ok ? 0 : 1;
 }
 
 }  // namespace
@@ -46,8 +142,17 @@ int run_repair(const RepairOptions& o) {
     rq.allow_shape_change = o.allow_shape_change;
     rq.device = choose_device(o.device);
     rq.force = o.force;
+    rq.across_processes = mpi_size() > 1;
     ckpt = deepspeed::Checkpoint::open(o.path);
     const repair::Plan plan = repair::make_plan(*ckpt, o.output, rq);
+    if (rq.across_processes) {
+      // Every process must get this far before any starts the collective repair.
+      if (const std::string e = mpi_first_error(""); !e.empty()) {
+        if (mpi_rank() == 0) std::fprintf(stderr, "ckptdoc repair: %s\n", e.c_str());
+        return 2;
+      }
+      return run_across_processes(o, *ckpt, rq, plan);
+    }
     if (o.dry_run) {
       if (o.json) std::printf("%s\n", json{{"plan", plan_json(plan)}, {"dry_run", true}}.dump(1).c_str());
       else std::printf("%s(dry run: nothing written)\n", plan.text().c_str());
@@ -58,6 +163,12 @@ int run_repair(const RepairOptions& o) {
       std::fflush(stdout);
     }
   } catch (const Error& e) {
+    if (mpi_size() > 1) {
+      // The others wait to hear whether every process got its plan: tell them, and let process 0 speak.
+      const std::string first = mpi_first_error(e.what());
+      if (mpi_rank() == 0) std::fprintf(stderr, "ckptdoc repair: %s\n", first.c_str());
+      return 2;
+    }
     std::fprintf(stderr, "ckptdoc repair: %s\n", e.what());
     return 2;
   }
@@ -89,21 +200,7 @@ int run_repair(const RepairOptions& o) {
     return ok ? 0 : 1;
   }
   std::printf("\nWrote %s\n\nVerification (re-opened and re-diagnosed):\n", result.output.c_str());
-  int errors = 0, warnings = 0;
-  for (const auto& f : result.verification.findings) {
-    if (f.severity == analysis::Severity::Error) ++errors;
-    if (f.severity == analysis::Severity::Warning) ++warnings;
-    std::printf("  %s %s: %s\n", std::string(analysis::severity_name(f.severity)).c_str(), f.code.c_str(),
-                f.message.c_str());
-  }
-  if (result.verification.findings.empty()) std::printf("  no findings\n");
-  std::printf("  %d error(s), %d warning(s)\n", errors, warnings);
-  if (result.invariant_failures.empty()) {
-    std::printf("  DeepSpeed loader invariants: all hold\n");
-  } else {
-    std::printf("  DeepSpeed loader invariants that fail:\n");
-    for (const auto& m : result.invariant_failures) std::printf("    - %s\n", m.c_str());
-  }
+  print_verification(result);
   std::printf(ok ? "\nRepair verified.\n" : "\nThe repaired checkpoint still has errors (see above).\n");
   if (ok && rq.drop_optimizer)
     std::printf("Load it with engine.load_checkpoint(dir, load_optimizer_states=False).\n");

@@ -10,12 +10,15 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backend_cases.h"
 #include "ckptdoc/compute/backend.h"
 #ifdef CKPTDOC_HAVE_NCCL
 #include "ckptdoc/compute/reduction.h"
 #include "compute/cuda/nccl_loader.h"
+#include "compute/cuda/nccl_exchanger.h"
 #include "compute/cuda/nccl_reducer.h"
 #endif
 
@@ -40,6 +43,24 @@ std::string nccl_one_rank_case() {
   r->allreduce(a);
   if (a.counts != before.counts) return "counts changed";
   if (a.sums != before.sums || a.mins != before.mins || a.maxs != before.maxs) return "doubles changed";
+  return {};
+}
+
+// The NCCL exchanger of a distributed re-partition, as one rank: ncclSend/ncclRecv to itself in one group
+// must bring every float back bit for bit (NaN payloads and -0 included), for a second, larger call too.
+std::string nccl_one_rank_exchange_case() {
+  std::string why;
+  if (!cuda::nccl_loadable(&why)) return "NCCL not loadable: " + why;
+  auto x = cuda::make_nccl_exchanger(0, 0, 1, [](void*, size_t, int) {});
+  for (size_t n : {size_t{1000}, size_t{3'000'001}}) {
+    std::vector<float> send(n), recv(n, 1.0f);
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t bits = static_cast<uint32_t>(i * 2654435761u);
+      std::memcpy(&send[i], &bits, 4);
+    }
+    x->alltoallv(send.data(), {n}, recv.data(), {n});
+    if (std::memcmp(send.data(), recv.data(), n * 4) != 0) return "floats changed in a " + std::to_string(n) + "-float exchange";
+  }
   return {};
 }
 #endif
@@ -114,19 +135,22 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
 #ifdef CKPTDOC_HAVE_NCCL
-  if (!self_test && (filter.empty() || std::string("nccl/one_rank_allreduce").find(filter) != std::string::npos)) {
+  const std::pair<const char*, std::string (*)()> nccl_cases[] = {{"nccl/one_rank_allreduce", nccl_one_rank_case},
+                                                                   {"nccl/one_rank_exchange", nccl_one_rank_exchange_case}};
+  for (const auto& [id, run] : nccl_cases) {
+    if (self_test || !(filter.empty() || std::string(id).find(filter) != std::string::npos)) continue;
     std::string diff;
     try {
-      diff = nccl_one_rank_case();
+      diff = run();
     } catch (const std::exception& e) {
       diff = std::string("exception: ") + e.what();
     }
     if (diff.empty()) {
       ++passed;
-      std::printf("PASS %-48s (NCCL %s)\n", "nccl/one_rank_allreduce", cuda::nccl_version().c_str());
+      std::printf("PASS %-48s (NCCL %s)\n", id, cuda::nccl_version().c_str());
     } else {
       ++failed;
-      std::printf("FAIL %-48s %s\n", "nccl/one_rank_allreduce", diff.c_str());
+      std::printf("FAIL %-48s %s\n", id, diff.c_str());
     }
   }
 #endif

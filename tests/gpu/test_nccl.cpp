@@ -9,6 +9,7 @@
 #include "ckptdoc/compute/backend.h"
 #include "ckptdoc/compute/reduction.h"
 #include "compute/cuda/nccl_loader.h"
+#include "compute/cuda/nccl_exchanger.h"
 #include "compute/cuda/nccl_reducer.h"
 
 using namespace ckptdoc;
@@ -58,6 +59,20 @@ class TestNccl : public QObject {
     ReductionArrays empty;
     r->allreduce(empty);
     QVERIFY(empty.counts.empty());
+  }
+
+  // The re-partition exchanger as one rank: a grouped send to itself returns every float's bits.
+  void oneRankExchangerReturnsEveryFloat() {
+    std::string why;
+    if (!cuda_available(&why)) QSKIP(qPrintable(QString::fromStdString("no CUDA device: " + why)));
+    if (!cuda::nccl_loadable(&why)) QSKIP(qPrintable(QString::fromStdString("NCCL not loadable: " + why)));
+    auto x = cuda::make_nccl_exchanger(0, 0, 1, [](void*, size_t, int) {});
+    QVERIFY(x->name().find("NCCL") == 0);
+    std::vector<float> send(100'003), recv(send.size(), 0.0f);
+    for (size_t i = 0; i < send.size(); ++i) send[i] = static_cast<float>(i) * -0.5f;
+    x->alltoallv(send.data(), {send.size()}, recv.data(), {recv.size()});
+    QVERIFY(send == recv);
+    x->alltoallv(nullptr, {0}, nullptr, {0});  // an empty round is legal
   }
 };
 

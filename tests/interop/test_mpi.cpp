@@ -1,7 +1,10 @@
 // The CPU-over-MPI path: `mpirun -np 2 ckptdoc diagnose` splits the rank files over two processes and must
 // report exactly what one process reports.
 #include <QtTest>
+#include <algorithm>
 #include <filesystem>
+#include <regex>
+#include <set>
 #include <nlohmann/json.hpp>
 
 
@@ -17,6 +20,20 @@ class TestMpi : public QObject {
     for (const char* p : {"/usr/bin/mpirun", "/usr/local/bin/mpirun"})
       if (QFile::exists(p)) return p;
     return "";
+  }
+
+  // Relative paths of the regular files under `dir`, sorted.
+  static std::vector<std::string> tree(const std::string& dir) {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+      if (e.is_regular_file()) out.push_back(std::filesystem::relative(e.path(), dir).string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  static bool same_bytes(const std::string& a, const std::string& b) { return test::read_text(a) == test::read_text(b); }
+
+  static std::vector<std::string> repartition_args(const std::string& in, const std::string& out, int n) {
+    return {test::cli(), "repair", in, "--repartition", "--world-size", std::to_string(n), "-o", out, "--device", "cpu"};
   }
 
  private slots:
@@ -99,6 +116,101 @@ class TestMpi : public QObject {
     QCOMPARE(a["findings"], b["findings"]);
     QVERIFY2(multi.out.find("checksum-mismatch") != std::string::npos, multi.out.c_str());
     QVERIFY2(multi.out.find("zero_pp_rank_3_") != std::string::npos, multi.out.c_str());
+  }
+
+  // Re-partition under mpirun on shared storage: every process reads the old files it is given, slices
+  // move between processes, each writes its new ranks; the result is one process's output, byte for byte,
+  // for ZeRO-2 fp16, ZeRO-3, bf16 and BF16_Optimizer, growing and shrinking dp.
+  void repartitionAcrossProcessesMatchesOneProcess() {
+    struct Case {
+      const char* fixture;
+      int np, world;
+    };
+    for (const Case c : {Case{"zero2_fp16_ws2", 2, 3}, Case{"zero3_fp16_ws2", 3, 4}, Case{"zero2_bf16_ws2", 2, 1},
+                         Case{"bf16opt_zero1_ws2", 3, 5}}) {
+      test::TempDir dir;
+      const std::string in = test::deepspeed_fixture(c.fixture) + "/checkpoint";
+      const std::string one = dir.file("one"), many = dir.file("many");
+      auto single = repartition_args(in, one, c.world);
+      CKPTDOC_EXPECT_EXIT(test::run(single.front(), {single.begin() + 1, single.end()}), 0);
+      std::vector<std::string> args{"-np", std::to_string(c.np)};
+      for (const auto& a : repartition_args(in, many, c.world)) args.push_back(a);
+      const auto r = test::run(mpirun(), args);
+      CKPTDOC_EXPECT_EXIT(r, 0);
+      QVERIFY2(r.out.find(std::to_string(c.np) + " processes, slices exchanged over MPI") != std::string::npos, r.out.c_str());
+      QVERIFY2(r.out.find("on shared storage") != std::string::npos, r.out.c_str());
+      QVERIFY2(r.out.find("Repair verified.") != std::string::npos, r.out.c_str());
+      QCOMPARE(tree(many), tree(one));
+      for (const auto& f : tree(one)) QVERIFY2(same_bytes(one + "/" + f, many + "/" + f), (std::string(c.fixture) + " " + f).c_str());
+    }
+  }
+
+  // Node-local storage (DeepSpeed's use_node_local_storage), played with mpirun's MPMD form: processes 0-1
+  // see only folder A (old ranks 0-1), processes 2-3 only folder B (old ranks 2-3), and each pair writes its
+  // own output folder. Together the two outputs are one process's output of the whole checkpoint.
+  void repartitionOnNodeLocalStorage() {
+    for (const char* stage : {"2", "3"}) {
+      test::TempDir dir;
+      const std::string whole = dir.file("whole");
+      CKPTDOC_EXPECT_EXIT(test::run_cli({"synth", whole, "--stage", stage, "--dtype", "bf16", "--dp", "4", "--params",
+                                         "300000"}),
+                          0);
+      const std::string tag = test::read_text(whole + "/latest");
+      const std::string a = dir.file("node_a"), b = dir.file("node_b");
+      test::copy_tree(whole, a);
+      test::copy_tree(whole, b);
+      // Each node keeps the rank files its processes saved: ranks 0-1 on A, 2-3 on B.
+      for (const auto& [node, gone] : {std::pair{a, std::string("[23]")}, std::pair{b, std::string("[01]")}})
+        for (const auto& f : tree(node + "/" + tag))
+          if (std::regex_search(f, std::regex("zero_pp_rank_" + gone + "_"))) std::filesystem::remove(node + "/" + tag + "/" + f);
+      const std::string one = dir.file("one"), out_a = dir.file("out_a"), out_b = dir.file("out_b");
+      auto single = repartition_args(whole, one, 6);
+      CKPTDOC_EXPECT_EXIT(test::run(single.front(), {single.begin() + 1, single.end()}), 0);
+      std::vector<std::string> args{"-np", "2"};
+      for (const auto& x : repartition_args(a, out_a, 6)) args.push_back(x);
+      args.insert(args.end(), {":", "-np", "2"});
+      for (const auto& x : repartition_args(b, out_b, 6)) args.push_back(x);
+      const auto r = test::run(mpirun(), args);
+      CKPTDOC_EXPECT_EXIT(r, 0);
+      QVERIFY2(r.out.find("on its own storage") != std::string::npos, r.out.c_str());
+      QVERIFY2(r.out.find("DeepSpeed loader invariants: all hold for the files here") != std::string::npos, r.out.c_str());
+      // New ranks 0-2 are written by processes 0-1 (A), 3-5 by processes 2-3 (B).
+      std::set<std::string> seen;
+      for (const auto& [out, mine] : {std::pair{out_a, std::string("[012]")}, std::pair{out_b, std::string("[345]")}}) {
+        for (const auto& f : tree(out)) {
+          QVERIFY2(same_bytes(one + "/" + f, out + "/" + f), (out + "/" + f).c_str());
+          if (f.find("zero_pp_rank_") != std::string::npos)
+            QVERIFY2(std::regex_search(f, std::regex("zero_pp_rank_" + mine + "_")), (out + "/" + f).c_str());
+          seen.insert(f);
+        }
+      }
+      const auto want = tree(one);
+      QCOMPARE(std::vector<std::string>(seen.begin(), seen.end()), want);
+    }
+  }
+
+  // An old rank that no process can read: every process stops with the same error naming it, and no output
+  // or partial folder is left on either storage.
+  void repartitionRefusesARankNoProcessHas() {
+    test::TempDir dir;
+    const std::string a = dir.file("node_a");
+    test::copy_tree(test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint", a);
+    const std::string tag = test::read_text(a + "/latest");
+    std::filesystem::remove(a + "/" + tag + "/zero_pp_rank_1_mp_rank_00_optim_states.pt");
+    std::vector<std::string> args{"-np", "2"};
+    for (const auto& x : repartition_args(a, dir.file("out"), 3)) args.push_back(x);
+    const auto r = test::run(mpirun(), args);
+    CKPTDOC_EXPECT_EXIT(r, 2);
+    QVERIFY2(r.err.find("old dp rank 1 is on no process") != std::string::npos, r.err.c_str());
+    QCOMPARE(test::files_in(dir.path()), std::vector<std::string>{"node_a"});
+    // Other repairs are not split over processes: a clear refusal, not two processes racing on one output.
+    args = {"-np", "2", test::cli(), "repair", test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint",
+            "--refresh-fp32", "-o", dir.file("out"), "--device", "cpu"};
+    const auto refused = test::run(mpirun(), args);
+    CKPTDOC_EXPECT_EXIT(refused, 2);
+    QVERIFY2(refused.err.find("only --repartition --world-size runs across MPI processes") != std::string::npos,
+             refused.err.c_str());
+    QCOMPARE(test::files_in(dir.path()), std::vector<std::string>{"node_a"});
   }
 };
 

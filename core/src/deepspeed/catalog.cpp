@@ -39,6 +39,15 @@ const CheckpointFile* Catalog::model_file(int mp_rank, int dp_rank) const {
   return fallback;
 }
 
+const CheckpointFile* Catalog::metadata_model_file() const {
+  const CheckpointFile* mf = model_file(0, 0);
+  // ZeRO-3 on node-local storage: a node has only its own ranks' model files, which hold the same metadata.
+  if (!mf)
+    for (const auto& f : files)
+      if (f.role == FileRole::Model && f.mp_rank == 0 && f.dp_rank > 0 && (!mf || f.dp_rank < mf->dp_rank)) mf = &f;
+  return mf;
+}
+
 const CheckpointFile* Catalog::optim_file(int dp_rank, int mp_rank) const {
   for (const auto& f : files) {
     if (f.role == FileRole::Optim && f.mp_rank == mp_rank && f.dp_rank == dp_rank) return &f;

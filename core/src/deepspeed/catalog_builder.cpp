@@ -111,7 +111,7 @@ const TorchFile* CatalogBuilder::try_open(const CheckpointFile& f) {
 }
 
 void CatalogBuilder::read_model_file() {
-  const CheckpointFile* mf = cat_.model_file(0, 0);
+  const CheckpointFile* mf = cat_.metadata_model_file();
   if (!mf) {
     problem("model-file-missing", "error",
             "no model-states file for mp rank 0 (mp_rank_00_model_states.pt or "

@@ -1,4 +1,4 @@
-#include "repair/exchange_plan.h"
+#include "ckptdoc/repair/exchange_plan.h"
 
 #include <algorithm>
 #include <map>
@@ -7,7 +7,7 @@
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
 
-namespace ckptdoc::repair::detail {
+namespace ckptdoc::repair {
 
 std::vector<Holding> param_holdings(const deepspeed::GroupLayout& g, const deepspeed::ParamEntry& p, bool zero3) {
   std::vector<Holding> out;
@@ -77,4 +77,4 @@ std::vector<Piece> exchange_pieces(const std::vector<deepspeed::GroupLayout>& ol
   return pieces;
 }
 
-}  // namespace ckptdoc::repair::detail
+}  // namespace ckptdoc::repair

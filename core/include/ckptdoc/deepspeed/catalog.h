@@ -123,6 +123,9 @@ struct Catalog {
 
   const CheckpointFile* model_file(int mp_rank = 0, int dp_rank = 0) const;
   const CheckpointFile* optim_file(int dp_rank, int mp_rank = 0) const;
+  // The model file the catalog reads names, shapes and config from: mp rank 0's (ZeRO-3: dp rank 0's, or the
+  // lowest dp rank present when a node holds only its own ranks' files).
+  const CheckpointFile* metadata_model_file() const;
   // Group and index of a trainable param by name; nullopt when not trainable/unknown.
   std::optional<std::pair<int, int>> find_param(const std::string& name) const;
   int64_t trainable_numel() const;

@@ -8,7 +8,7 @@
 
 #include "ckptdoc/deepspeed/catalog.h"
 
-namespace ckptdoc::repair::detail {
+namespace ckptdoc::repair {
 
 // Elements [first, first + len) of a flattened param, stored in `rank`'s partition at element `offset`.
 struct Holding {
@@ -36,4 +36,4 @@ std::vector<Piece> exchange_pieces(const std::vector<deepspeed::GroupLayout>& ol
                                    const std::vector<deepspeed::GroupLayout>& new_groups, bool zero3,
                                    int64_t max_len);
 
-}  // namespace ckptdoc::repair::detail
+}  // namespace ckptdoc::repair
