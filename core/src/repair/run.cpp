@@ -366,7 +366,8 @@ class Runner {
     Value* osd = need(&root, "optimizer_state_dict", tmpl.path);
     auto remap = [&](size_t gi, const Value* entry, int64_t old_len) {
       return remap_state_entry(*entry, old_len, groups[gi].partition_numel,
-                               [&, gi](const std::string& key, int64_t first, int64_t cnt, float* out) {
+                               // Runs when the file is written, after this function returns: copies only.
+                               [fill, gi, r](const std::string& key, int64_t first, int64_t cnt, float* out) {
                                  fill(gi, r, key)(first, cnt, out);
                                });
     };
