@@ -28,7 +28,11 @@ json plan_json(const repair::Plan& p) {
           {"warnings", p.warnings}, {"bytes_to_write", p.bytes_to_write}};
 }
 
-void print_verification(const repair::RepairResult& result) {
+deepspeed::Catalog written_catalog(const repair::RepairResult& result) {
+  return deepspeed::Checkpoint::open(result.output)->catalog();
+}
+
+void print_verification(const repair::RepairResult& result, bool with_invariants = true) {
   int errors = 0, warnings = 0;
   for (const auto& f : result.verification.findings) {
     if (f.severity == analysis::Severity::Error) ++errors;
@@ -38,6 +42,7 @@ void print_verification(const repair::RepairResult& result) {
   }
   if (result.verification.findings.empty()) std::printf("  no findings\n");
   std::printf("  %d error(s), %d warning(s)\n", errors, warnings);
+  if (!with_invariants) return;
   if (result.invariant_failures.empty()) {
     std::printf("  DeepSpeed loader invariants: all hold\n");
   } else {
@@ -78,7 +83,7 @@ int run_across_processes(const RepairOptions& o, const deepspeed::Checkpoint& ck
   mpi_allreduce(all_ok);
   const bool ok = all_ok.mins[0] == 1.0;
   if (o.json) {
-    // One JSON document from process 0, or one per process when each verified only its own storage.
+    // One JSON document from process 0, and on node-local storage one per process for its own files.
     if (speaker || !result.verified_as_whole) {
       json j{{"plan", plan_json(result.plan)},
              {"output", result.output},
@@ -88,33 +93,30 @@ int run_across_processes(const RepairOptions& o, const deepspeed::Checkpoint& ck
              {"verified_clean", result.verified_clean},
              {"invariant_failures", result.invariant_failures},
              {"ok", ok}};
-      if (result.verified_as_whole) {
-        auto written = deepspeed::Checkpoint::open(result.output);
-        j["verification"] = json::parse(analysis::report_json(result.verification, written->catalog()));
-      }
+      if (speaker) j["verification"] = json::parse(analysis::report_json(result.verification, written_catalog(result)));
       std::printf("%s\n", j.dump(1).c_str());
     }
     return ok ? 0 : 1;
   }
-  if (result.verified_as_whole) {
-    if (speaker) {
-      std::printf("\nWrote %s (%s)\n\nVerification (re-opened and re-diagnosed):\n", result.output.c_str(),
-                  result.distribution.c_str());
-      print_verification(result);
-    }
-  } else {
-    // Node-local storage: a process sees only its share, which diagnose would call missing ranks.
-    std::printf("\n[process %d] Wrote %s (%s)\n[process %d] Verification of the files on this storage "
-                "(diagnose the assembled checkpoint where every rank is visible):\n",
-                mpi_rank(), result.output.c_str(), result.distribution.c_str(), mpi_rank());
-    if (result.invariant_failures.empty()) {
-      std::printf("  DeepSpeed loader invariants: all hold for the files here\n");
-    } else {
-      std::printf("  DeepSpeed loader invariants that fail:\n");
-      for (const auto& m : result.invariant_failures) std::printf("    - %s\n", m.c_str());
-    }
+  if (speaker) {
+    std::printf("\nWrote %s (%s)\n\nVerification (re-opened and re-diagnosed by all %d processes):\n",
+                result.output.c_str(), result.distribution.c_str(), mpi_size());
+    print_verification(result, result.verified_as_whole);
   }
   std::fflush(stdout);
+  if (!result.verified_as_whole) {
+    // Node-local storage: the loader invariants of the files this process's storage holds.
+    mpi_barrier();
+    if (result.invariant_failures.empty()) {
+      std::printf("  [process %d] DeepSpeed loader invariants: all hold for the files on its storage (%s)\n",
+                  mpi_rank(), result.output.c_str());
+    } else {
+      std::printf("  [process %d] DeepSpeed loader invariants that fail on its storage:\n", mpi_rank());
+      for (const auto& m : result.invariant_failures) std::printf("    - %s\n", m.c_str());
+    }
+    std::fflush(stdout);
+    mpi_barrier();
+  }
   if (speaker) {
     std::printf(ok ? "\nRepair verified.\n" : "\nThe repaired checkpoint still has errors (see above).\n");
     if (ok) std::printf("Load it with %d data-parallel ranks.\n", *rq.world_size);

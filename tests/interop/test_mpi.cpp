@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <regex>
 #include <set>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 
@@ -173,7 +174,13 @@ class TestMpi : public QObject {
       const auto r = test::run(mpirun(), args);
       CKPTDOC_EXPECT_EXIT(r, 0);
       QVERIFY2(r.out.find("on its own storage") != std::string::npos, r.out.c_str());
-      QVERIFY2(r.out.find("DeepSpeed loader invariants: all hold for the files here") != std::string::npos, r.out.c_str());
+      // Verified by a diagnosis that all 4 processes share (each reads the new ranks on its storage) and by
+      // the loader invariants of each storage's files.
+      QVERIFY2(r.out.find("re-diagnosed by all 4 processes):\n  no findings") != std::string::npos, r.out.c_str());
+      for (int p = 0; p < 4; ++p)
+        QVERIFY2(r.out.find("[process " + std::to_string(p) + "] DeepSpeed loader invariants: all hold") != std::string::npos,
+                 r.out.c_str());
+      QVERIFY2(r.out.find("Repair verified.") != std::string::npos, r.out.c_str());
       // New ranks 0-2 are written by processes 0-1 (A), 3-5 by processes 2-3 (B).
       std::set<std::string> seen;
       for (const auto& [out, mine] : {std::pair{out_a, std::string("[012]")}, std::pair{out_b, std::string("[345]")}}) {
@@ -186,6 +193,62 @@ class TestMpi : public QObject {
       }
       const auto want = tree(one);
       QCOMPARE(std::vector<std::string>(seen.begin(), seen.end()), want);
+    }
+  }
+
+  // Splits a checkpoint's rank files over two "nodes": A keeps dp ranks `a_keeps`, B `b_keeps` (regex
+  // character classes); every other file is on both, as DeepSpeed's node-local saving leaves them.
+  static void split_over_nodes(const std::string& whole, const std::string& a, const std::string& b,
+                               const std::string& a_keeps, const std::string& b_keeps) {
+    const std::string tag = test::read_text(whole + "/latest");
+    test::copy_tree(whole, a);
+    test::copy_tree(whole, b);
+    for (const auto& [node, keep] : {std::pair{a, a_keeps}, std::pair{b, b_keeps}})
+      for (const auto& f : tree(node + "/" + tag))
+        if (f.find("zero_pp_rank_") != std::string::npos &&
+            !std::regex_search(f, std::regex("zero_pp_rank_" + keep + "_")))
+          std::filesystem::remove(node + "/" + tag + "/" + f);
+  }
+
+  // diagnose under mpirun on node-local storage: each process reads the rank files its node holds, and the
+  // merged report is the one a single process gives for the whole checkpoint (a rank on the other node is
+  // not missing). A rank on neither node is reported missing, naming only that rank.
+  void diagnoseOnNodeLocalStorage() {
+    // ZeRO-3 model files hold no weights to compare masters with: break its moments instead.
+    for (const auto& [stage, breakage, code] : {std::tuple{"2", "stale_fp32", "fp32-master"},
+                                                std::tuple{"3", "nan_in_exp_avg_sq", "nonfinite"}}) {
+      test::TempDir dir;
+      const std::string whole = dir.file("whole"), a = dir.file("node_a"), b = dir.file("node_b");
+      CKPTDOC_EXPECT_EXIT(test::run_cli({"synth", whole, "--stage", stage, "--dtype", "fp16", "--dp", "4", "--params",
+                                         "200000", "--break", breakage}),
+                          0);
+      split_over_nodes(whole, a, b, "[01]", "[23]");
+      const auto single = test::run_cli({"diagnose", "--json", "--device", "cpu", whole});
+      CKPTDOC_EXPECT_EXIT(single, 1);
+      const auto multi = test::run(mpirun(), {"-np", "1", test::cli(), "diagnose", "--json", "--device", "cpu", a, ":",
+                                              "-np", "1", test::cli(), "diagnose", "--json", "--device", "cpu", b});
+      CKPTDOC_EXPECT_EXIT(multi, 1);
+      const json x = json::parse(single.out), y = json::parse(multi.out);
+      QCOMPARE(y["findings"], x["findings"]);
+      QVERIFY2(multi.out.find(code) != std::string::npos, multi.out.c_str());
+      QCOMPARE(y["bytes_scanned"], x["bytes_scanned"]);
+      QCOMPARE(y["params"].size(), x["params"].size());
+      for (size_t i = 0; i < x["params"].size(); ++i) QCOMPARE(y["params"][i]["per_rank"], x["params"][i]["per_rank"]);
+
+      // Rank 3 on neither node (B keeps only rank 2): missing, and only it.
+      const std::string c = dir.file("node_c"), d = dir.file("node_d");
+      split_over_nodes(whole, c, d, "[01]", "[2]");
+      const auto gap = test::run(mpirun(), {"-np", "1", test::cli(), "diagnose", "--json", "--device", "cpu", c, ":",
+                                            "-np", "1", test::cli(), "diagnose", "--json", "--device", "cpu", d});
+      CKPTDOC_EXPECT_EXIT(gap, 1);
+      bool named = false;
+      const json gap_report = json::parse(gap.out);
+      for (const auto& f : gap_report["findings"])
+        if (f["code"] == "rank-file-missing") {
+          QCOMPARE(f["ranks"], json::array({3}));
+          named = true;
+        }
+      QVERIFY2(named, gap.out.c_str());
     }
   }
 

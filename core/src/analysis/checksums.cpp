@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "ckptdoc/compute/distributed.h"
+#include "ckptdoc/deepspeed/rank_owners.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/zip_reader.h"
 #include "ckptdoc/io/mapped_file.h"
@@ -75,14 +76,21 @@ std::vector<deepspeed::Problem> verify_checksums(const deepspeed::Catalog& catal
   std::vector<std::unique_ptr<ZipReader>> zips(catalog.files.size());
   std::vector<Record> records;
   uint64_t total = 0;
-  // Under MPI each process checks the files of its dp ranks (as the scan splits them), then the bad-record
-  // counts are summed and the few bad files are checked again everywhere to name their records.
-  const int procs = mpi_size(), me = mpi_rank();
+  // Under MPI each process checks the files of the dp ranks it owns (deepspeed::rank_owners), and process 0
+  // the files of no rank; diagnose then gathers every process's problems.
+  const int procs = mpi_size();
+  deepspeed::RankOwners owners;
+  if (procs > 1)
+    owners = deepspeed::rank_owners(catalog, catalog.groups.empty()
+                                                 ? catalog.dp_world_size
+                                                 : static_cast<int>(catalog.groups.front().partitions.size()));
   auto mine = [&](size_t f) {
-    const int key = catalog.files[f].dp_rank >= 0 ? catalog.files[f].dp_rank : static_cast<int>(f);
-    return key % procs == me;
+    if (procs == 1) return true;
+    const int r = catalog.files[f].dp_rank;
+    return r >= 0 && r < static_cast<int>(owners.owner.size()) ? owners.mine(r) : owners.me == 0;
   };
   for (size_t f = 0; f < catalog.files.size(); ++f) {
+    if (!mine(f)) continue;
     try {
       auto mapped = MappedFile::open(catalog.files[f].abs_path);
       if (!ZipReader::looks_like_zip(mapped->bytes())) continue;
@@ -90,7 +98,6 @@ std::vector<deepspeed::Problem> verify_checksums(const deepspeed::Catalog& catal
     } catch (const Error&) {
       continue;  // the catalog already reports files it cannot read
     }
-    if (!mine(f)) continue;
     for (const ZipEntry& e : zips[f]->entries()) {
       records.push_back({f, &e});
       total += e.compressed_size;
@@ -103,17 +110,6 @@ std::vector<deepspeed::Problem> verify_checksums(const deepspeed::Catalog& catal
 
   std::vector<std::vector<std::string>> bad(catalog.files.size());  // per file: what is wrong with which record
   check_records(zips, records, threads, progress, bad);
-  if (procs > 1) {
-    ReductionArrays counts;
-    for (const auto& b : bad) counts.counts.push_back(b.size());
-    mpi_allreduce(counts);
-    std::vector<Record> again;
-    for (size_t f = 0; f < bad.size(); ++f)
-      if (counts.counts[f] > 0 && !mine(f))
-        for (const ZipEntry& e : zips[f]->entries()) again.push_back({f, &e});
-    check_records(zips, again, threads, nullptr, bad);
-  }
-
   std::vector<deepspeed::Problem> out;
   for (size_t f = 0; f < bad.size(); ++f) {
     if (bad[f].empty()) continue;

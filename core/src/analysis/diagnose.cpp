@@ -3,6 +3,8 @@
 #include <chrono>
 
 #include "checksums.h"
+#include "ckptdoc/compute/distributed.h"
+#include "problem_merge.h"
 #include "rules.h"
 #include "scan.h"
 
@@ -14,7 +16,14 @@ Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& option
   if (options.verify_checksums)
     for (auto& p : verify_checksums(ckpt.catalog(), options.threads, progress)) scan.problems.push_back(std::move(p));
   Report report;
-  report.findings = apply_rules(ckpt.catalog(), scan.params, scan.problems);
+  if (mpi_size() > 1) {
+    // Each process saw its own files: the problems of all, with ranks on another process not missing.
+    deepspeed::Catalog merged = ckpt.catalog();
+    merge_catalog_across_processes(merged, scan.problems);
+    report.findings = apply_rules(merged, scan.params, {});
+  } else {
+    report.findings = apply_rules(ckpt.catalog(), scan.params, scan.problems);
+  }
   report.params = std::move(scan.params);
   report.backend = std::move(scan.backend);
   report.devices = std::move(scan.devices);

@@ -10,6 +10,7 @@
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/compute/placement.h"
 #include "ckptdoc/compute/reduction.h"
+#include "ckptdoc/deepspeed/rank_owners.h"
 #include "ckptdoc/error.h"
 
 namespace ckptdoc::analysis {
@@ -69,6 +70,11 @@ class Scanner {
       }
     }
     build_param_index();
+    if (mpi_size() > 1) {
+      const auto& groups = cat.groups;
+      owners_ = deepspeed::rank_owners(cat, groups.empty() ? cat.dp_world_size
+                                                           : static_cast<int>(groups.front().partitions.size()));
+    }
     load_views(out);
     std::vector<Task> tasks = make_tasks();
 
@@ -213,6 +219,7 @@ class Scanner {
     for (const auto& g : cat.groups) {
       for (const auto& part : g.partitions) {
         PartitionViews v;
+        if (!owns(part.rank)) continue;  // another process reads it
         try {
           v.fp32 = ckpt_.fp32_partition(g.index, part.rank);
           v.exp_avg = ckpt_.moment_partition(g.index, part.rank, "exp_avg");
@@ -243,13 +250,14 @@ class Scanner {
     }
   }
 
-  // Under MPI each process scans the dp ranks r with r % processes == its rank; results are then summed.
+  // Under MPI each process scans the dp ranks it owns (deepspeed::rank_owners: r % processes on a shared file
+  // system, the ranks on its own storage otherwise); results are then summed.
+  bool owns(int rank) const { return owners_.owner.empty() || owners_.mine(rank); }
   std::vector<Task> make_tasks() const {
     std::vector<Task> tasks;
-    const int procs = mpi_size(), me = mpi_rank();
     for (const auto& g : ckpt_.catalog().groups) {
       for (const auto& part : g.partitions) {
-        if (part.rank % procs != me) continue;
+        if (!owns(part.rank)) continue;
         for (const auto& f : part.fragments) {
           for (int64_t done = 0; done < f.numel; done += kMaxTaskElements) {
             Task t;
@@ -419,6 +427,7 @@ class Scanner {
   std::map<std::pair<int, int>, PartitionViews> partitions_;
   std::map<std::pair<int, int>, LpView> lp_;
   std::exception_ptr error_;
+  deepspeed::RankOwners owners_;  // under MPI only
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <set>
 
+#include "ckptdoc/deepspeed/rank_owners.h"
 #include "ckptdoc/error.h"
 #include "deepspeed/detect.h"
 #include "deepspeed/file_roles.h"
@@ -179,7 +180,10 @@ void CatalogBuilder::read_model_file() {
   if (cat_.mp_world_size > 0) {
     std::vector<int> missing;
     for (int m = 0; m < cat_.mp_world_size; ++m) {
-      if (!cat_.model_file(m, 0)) missing.push_back(m);
+      // ZeRO-3 has one per dp rank: any of them stands for the mp rank (dp ranks missing are reported below).
+      bool any = false;
+      for (const auto& f : cat_.files) any = any || (f.role == FileRole::Model && f.mp_rank == m);
+      if (!any) missing.push_back(m);
     }
     if (!missing.empty()) {
       std::string list;
@@ -238,16 +242,10 @@ void CatalogBuilder::check_world_sizes() {
     return s;
   };
   if (!missing_optim.empty()) {
-    problem("rank-file-missing", "error",
-            "optimizer-states file(s) of dp rank(s) " + join(missing_optim) + " missing (expected " +
-                std::to_string(layout_dp_) + " ranks); their fp32 partitions and optimizer moments are lost",
-            {}, missing_optim);
+    cat_.problems.push_back(missing_optim_files_problem(missing_optim, layout_dp_));
   }
   if (!missing_model.empty()) {
-    problem("rank-file-missing", "error",
-            "ZeRO-3 model-states file(s) of dp rank(s) " + join(missing_model) + " missing (expected " +
-                std::to_string(layout_dp_) + " ranks)",
-            {}, missing_model);
+    cat_.problems.push_back(missing_zero3_model_files_problem(missing_model, layout_dp_));
   }
   if (!extra.empty()) {
     problem("world-size-mismatch", "error",

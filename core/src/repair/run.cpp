@@ -738,8 +738,9 @@ RepairResult run_repair_across_processes(const deepspeed::Checkpoint& ckpt, cons
     throw;
   }
   result.output = out;
-  // Verification: the whole output when every process sees it all (a collective diagnose, as one process
-  // would run it), else each process re-reads and re-diagnoses only what it can see.
+  // Verification: a diagnosis across the processes, each reading the new rank files it sees (as diagnose
+  // under mpirun does), and the loader invariants of the whole output where every process sees it all (a
+  // shared file system), else of the files on each process's own storage.
   std::vector<uint8_t> all(static_cast<size_t>(mpi_size()));
   const uint8_t mine = storage.sees_all ? 1 : 0;
   mpi_allgather(&mine, 1, all.data());
@@ -748,12 +749,8 @@ RepairResult run_repair_across_processes(const deepspeed::Checkpoint& ckpt, cons
   analysis::DiagnoseOptions dopt;
   dopt.device = rq.device;
   if (progress) progress->set_stage("verifying", 0);
-  if (result.verified_as_whole) {
-    result.verification = analysis::diagnose(*written, dopt, progress);
-    result.invariant_failures = check_loader_invariants(*written);
-  } else {
-    result.invariant_failures = check_loader_invariants(*written, /*only_present_files=*/true);
-  }
+  result.verification = analysis::diagnose(*written, dopt, progress);
+  result.invariant_failures = check_loader_invariants(*written, /*only_present_files=*/!result.verified_as_whole);
   result.verified_clean = !result.verification.has_error();
   return result;
 }

@@ -56,8 +56,9 @@ struct RepairResult {
   analysis::Report verification;  // diagnosis of the written output
   bool verified_clean = false;    // no error-level finding in the output
   std::vector<std::string> invariant_failures;  // deepspeed-format.md §6.4 checks that failed (empty = all hold)
-  // across_processes: how the work was shared, and whether the output could be re-diagnosed as a whole (only
-  // when every process sees every file: shared storage); otherwise each process re-read what it wrote.
+  // across_processes: how the work was shared, and whether every process sees every output file (shared
+  // storage). The verification diagnosis always covers all ranks (each process reads those it sees); the
+  // loader invariants cover the whole output only then, else each storage's files.
   std::string distribution;  // e.g. "2 processes over MPI (2 processes); 1.2 MB exchanged; this process wrote ranks 0-1"
   bool verified_as_whole = true;
 };
