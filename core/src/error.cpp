@@ -2,10 +2,11 @@
 
 namespace ckptdoc {
 namespace {
+// "file: where: what"; without a file (a request option, bytes in memory) the message starts at `where`.
 std::string compose(const std::string& file, const std::string& where, const std::string& what) {
-  std::string msg = file.empty() ? std::string("<input>") : file;
-  if (!where.empty()) msg += ": " + where;
-  msg += ": " + what;
+  std::string msg = file;
+  for (const auto* part : {&where, &what})
+    if (!part->empty()) msg += (msg.empty() ? "" : ": ") + *part;
   return msg;
 }
 }  // namespace
