@@ -11,6 +11,8 @@ packages=(
   clang llvm
   xvfb xauth x11-apps imagemagick
   python3-torch python3-numpy python3-h5py
+  # what unmodified DeepSpeed (../shared/deepspeed, the tests' judge) imports on the CPU
+  python3-pydantic python3-cpuinfo python3-msgpack python3-psutil python3-packaging python3-tqdm python3-yaml
 )
 
 missing=()

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <optional>
 #include <set>
 
 namespace ckptdoc::analysis {
@@ -58,6 +60,16 @@ void master_rules(const deepspeed::Catalog& cat, const std::vector<ParamReport>&
     for (const auto& [rank, rd] : p.per_rank)
       if (rd.count > 0 && rd.exact_fraction() < th.healthy_exact_fraction) (is_stale ? stale_ranks : drift_ranks).insert(rank);
   }
+  // Next to stale masters, params that merely look like drift are stale too: values that barely moved from their
+  // initialisation (LayerNorm weights near 1.0) round alike in bf16/fp16 by chance. One cause, one finding.
+  size_t near_init = 0;
+  if (!stale.params.empty() && !drift.params.empty()) {
+    near_init = drift.params.size();
+    stale.params.insert(stale.params.end(), drift.params.begin(), drift.params.end());
+    stale_total.merge(drift_total);
+    stale_ranks.insert(drift_ranks.begin(), drift_ranks.end());
+    drift.params.clear();
+  }
   const std::string lp = lp_name(cat.lp_dtype);
   if (!stale.params.empty()) {
     stale.ranks.assign(stale_ranks.begin(), stale_ranks.end());
@@ -76,7 +88,11 @@ void master_rules(const deepspeed::Catalog& cat, const std::vector<ParamReport>&
                     num(stale_total.rel_l2()) + ". This is the signature of masters left at their initial values "
                     "(e.g. after load_checkpoint(..., load_optimizer_states=False) before v0.13): the next optimizer "
                     "step would overwrite the trained weights with them. Fix: refresh the fp32 masters from the " +
-                    lp + " weights (ckptdoc repair --refresh-fp32). Affected: " + list_names(stale.params) + ".";
+                    lp + " weights (ckptdoc repair --refresh-fp32). Affected: " + list_names(stale.params) + "." +
+                    (near_init ? " (" + std::to_string(near_init) + " of them still match in most elements only because "
+                                 "their values barely moved from the initial ones.)"
+                               : "");
+    if (near_init) stale.evidence["params_matching_by_chance"] = double(near_init);
     out.push_back(std::move(stale));
   }
   if (!drift.params.empty()) {
@@ -127,6 +143,18 @@ void nonfinite_rules(const std::vector<ParamReport>& params, std::vector<Finding
   }
 }
 
+// Adam's first update of a param whose moments are zero, relative to lr, when its group continues at `step` (the
+// next update is step + 1): m̂/sqrt(v̂) = ((1-β1)/(1-β1^t)) / sqrt((1-β2)/(1-β2^t)) for one gradient, where a fresh
+// start (t = 1) gives exactly 1.
+double first_update_factor(int64_t step, double beta1, double beta2) {
+  const double t = static_cast<double>(step + 1);
+  return ((1.0 - beta1) / (1.0 - std::pow(beta1, t))) / std::sqrt((1.0 - beta2) / (1.0 - std::pow(beta2, t)));
+}
+
+bool all_zero(const std::optional<ValueStats>& v) { return !v || v->zeros == v->count; }
+
+// The optimizer rules weigh each flat group's own Adam step against its moments (never global_steps or the
+// scheduler, which a #762 load restores from the trained run while the optimizer starts fresh).
 void optimizer_rules(const deepspeed::Catalog& cat, const std::vector<ParamReport>& params, std::vector<Finding>& out) {
   const bool zero_like = cat.zero_stage > 0 || cat.wrapper == deepspeed::OptimizerWrapper::BF16Optimizer;
   if (zero_like && cat.optim_file_count == 0) {
@@ -140,48 +168,109 @@ void optimizer_rules(const deepspeed::Catalog& cat, const std::vector<ParamRepor
   if (cat.optim_file_count == 0 && cat.wrapper != deepspeed::OptimizerWrapper::FP16Optimizer &&
       cat.wrapper != deepspeed::OptimizerWrapper::TorchOptimizer)
     return;
-  size_t with_state = 0, with_moments = 0;
-  Finding zeroed{"optimizer-step-inconsistent", Severity::Error, "", {}, {}, {}, RepairKind::ResetOptimizer};
+  auto group_state = [&cat](int g) -> deepspeed::OptimizerGroupState {
+    if (g >= 0 && static_cast<size_t>(g) < cat.optimizer_groups.size()) return cat.optimizer_groups[static_cast<size_t>(g)];
+    deepspeed::OptimizerGroupState s;
+    s.step = cat.optimizer_step;
+    return s;
+  };
+  // Per group: which params carry trained moments and which carry none.
+  struct GroupView {
+    std::vector<std::string> zero, trained;
+  };
+  std::map<int, GroupView> groups;
+  size_t with_state = 0;
+  Finding lost{"optimizer-step-inconsistent", Severity::Error, "", {}, {}, {}, RepairKind::ResetOptimizer};
   Finding negative{"optimizer-step-inconsistent", Severity::Error, "", {}, {}, {}, RepairKind::ResetOptimizer};
-  Finding fresh_moments{"optimizer-step-inconsistent", Severity::Warning, "", {}, {}, {}, RepairKind::ResetOptimizer};
-  const int64_t step = cat.optimizer_step.value_or(0);
+  Finding step_zero{"optimizer-step-inconsistent", Severity::Error, "", {}, {}, {}, RepairKind::ResetOptimizer};
   for (const auto& p : params) {
-    if (p.exp_avg || p.exp_avg_sq) ++with_state;
-    if (p.exp_avg_sq && p.exp_avg_sq->count > 0) {
-      ++with_moments;
-      const auto& v = *p.exp_avg_sq;
-      if (v.zeros == v.count && step > 0) zeroed.params.push_back(p.name);
-      if (v.negatives > 0) negative.params.push_back(p.name);
-      if (step == 0 && v.zeros < v.count) fresh_moments.params.push_back(p.name);
-    }
+    if (!p.exp_avg && !p.exp_avg_sq) continue;
+    ++with_state;
+    if (p.exp_avg_sq && p.exp_avg_sq->negatives > 0) negative.params.push_back(p.name);
+    const bool zero = all_zero(p.exp_avg) && all_zero(p.exp_avg_sq);
+    const auto st = group_state(p.group);
+    if (st.step && *st.step == 0 && !zero) step_zero.params.push_back(p.name);
+    auto& gv = groups[p.group];
+    (zero ? gv.zero : gv.trained).push_back(p.name);
+    // exp_avg_sq alone wiped while exp_avg survived: the second moments were lost.
+    if (!zero && all_zero(p.exp_avg_sq) && st.step && *st.step >= 2) lost.params.push_back(p.name);
   }
-  if (with_state == 0 && !cat.optimizer_state_keys.empty()) return;
   if (with_state == 0) {
+    if (!cat.optimizer_state_keys.empty()) return;
     out.push_back({"optimizer-state-empty", Severity::Info,
                    "The optimizer state is empty (no exp_avg/exp_avg_sq): the optimizer starts fresh, as after a "
-                   "reset. Bias correction restarts at step 1.",
+                   "reset or a load without optimizer states in DeepSpeed v0.13+. Bias correction restarts at step 1.",
                    {}, {}, {}, RepairKind::None});
     return;
   }
-  if (!zeroed.params.empty()) {
-    zeroed.evidence = {{"step", double(step)}, {"params_affected", double(zeroed.params.size())}};
-    zeroed.message = "exp_avg_sq is all zeros for " + std::to_string(zeroed.params.size()) +
-                     " params although the optimizer step is " + std::to_string(step) +
-                     ": the second moments were lost while the step counter was kept, so Adam's bias correction "
-                     "will take huge steps. Fix: reset the optimizer state so step and moments restart together "
-                     "(ckptdoc repair --reset-optimizer). Affected: " + list_names(zeroed.params) + ".";
-    out.push_back(std::move(zeroed));
+  // Zero moments: the fresh state ZeRO saves (step <= 1: its init runs one zero-gradient step), params added to a
+  // continuing group (others in the group trained), or moments lost (the whole group zero at step >= 2).
+  Finding fresh{"optimizer-state-fresh", Severity::Info, "", {}, {}, {}, RepairKind::None};
+  Finding grafted{"new-params-zero-moments", Severity::Warning, "", {}, {}, {}, RepairKind::ResetOptimizer};
+  int64_t fresh_step = 0, graft_step = 0;
+  double graft_factor = 0;
+  for (const auto& [g, gv] : groups) {
+    if (gv.zero.empty()) continue;
+    const auto st = group_state(g);
+    const int64_t step = st.step.value_or(0);
+    if (step <= 1) {
+      fresh.params.insert(fresh.params.end(), gv.zero.begin(), gv.zero.end());
+      fresh_step = std::max(fresh_step, step);
+    } else if (!gv.trained.empty()) {
+      grafted.params.insert(grafted.params.end(), gv.zero.begin(), gv.zero.end());
+      graft_step = std::max(graft_step, step);
+      graft_factor = std::max(graft_factor, first_update_factor(step, st.beta1, st.beta2));
+    } else {
+      lost.params.insert(lost.params.end(), gv.zero.begin(), gv.zero.end());
+      lost.evidence["step"] = double(std::max<int64_t>(step, static_cast<int64_t>(lost.evidence["step"])));
+    }
+  }
+  if (!lost.params.empty()) {
+    const auto step = static_cast<int64_t>(lost.evidence["step"]);
+    lost.evidence["params_affected"] = double(lost.params.size());
+    lost.message = "The optimizer's moments are all zero for " + std::to_string(lost.params.size()) +
+                   " params although its step is " + std::to_string(step) +
+                   " (a fresh optimizer is at step 1): the moments were lost while the step counter was kept, so "
+                   "Adam's bias correction will take steps far larger than the learning rate. Fix: reset the "
+                   "optimizer state so step and moments restart together (ckptdoc repair --reset-optimizer). "
+                   "Affected: " + list_names(lost.params) + ".";
+    out.push_back(std::move(lost));
   }
   if (!negative.params.empty()) {
     negative.message = "exp_avg_sq has negative values (impossible for a running mean of squares) in " +
                        list_names(negative.params) + ". Fix: reset the optimizer state (ckptdoc repair --reset-optimizer).";
     out.push_back(std::move(negative));
   }
-  if (!fresh_moments.params.empty()) {
-    fresh_moments.message = "The optimizer step is 0 but " + std::to_string(fresh_moments.params.size()) +
-                            " params have non-zero moments: step and moments disagree. Affected: " +
-                            list_names(fresh_moments.params) + ".";
-    out.push_back(std::move(fresh_moments));
+  if (!step_zero.params.empty()) {
+    step_zero.message = "The optimizer step is 0 but " + std::to_string(step_zero.params.size()) +
+                        " params have non-zero moments: step and moments disagree, and the next step divides by "
+                        "1 - beta^1 as if nothing had been accumulated. Fix: reset the optimizer state "
+                        "(ckptdoc repair --reset-optimizer). Affected: " + list_names(step_zero.params) + ".";
+    out.push_back(std::move(step_zero));
+  }
+  if (!grafted.params.empty()) {
+    grafted.evidence = {{"step", double(graft_step)},
+                        {"params_affected", double(grafted.params.size())},
+                        {"first_update_vs_lr", graft_factor}};
+    grafted.message = std::to_string(grafted.params.size()) +
+                      " params have all-zero Adam moments while the rest of their group trained to step " +
+                      std::to_string(graft_step) +
+                      ": they were added to a running job (a graft) or never got a gradient. ZeRO keeps one step per "
+                      "group, so Adam's bias correction treats their first gradient as if it had been averaged over " +
+                      std::to_string(graft_step + 1) + " steps: their first update will be about " + num(graft_factor) +
+                      "x the learning rate per element, where a fresh start moves by 1x. Usually acceptable; to restart "
+                      "every param's moments together, reset the optimizer (ckptdoc repair --reset-optimizer). "
+                      "Affected: " + list_names(grafted.params) + ".";
+    out.push_back(std::move(grafted));
+  }
+  if (!fresh.params.empty()) {
+    fresh.evidence = {{"step", double(fresh_step)}, {"params_affected", double(fresh.params.size())}};
+    fresh.message = "The optimizer state is fresh: Adam step " + std::to_string(fresh_step) + " with all-zero moments for " +
+                    std::to_string(fresh.params.size()) +
+                    " params, as DeepSpeed saves it right after deepspeed.initialize() (ZeRO runs one zero-gradient "
+                    "step at init) or after load_checkpoint(..., load_optimizer_states=False). Training restarts "
+                    "Adam's moments from here; nothing to fix.";
+    out.push_back(std::move(fresh));
   }
 }
 

@@ -44,6 +44,7 @@ class CatalogBuilder {
   void check_partitions();
   void check_module_shapes();
   void read_optimizer_summary();
+  void read_optimizer_groups(const Value* inner);
   void problem(std::string code, std::string severity, std::string message, std::string file = {},
                std::vector<int> ranks = {}, std::vector<std::string> params = {});
   std::vector<std::vector<ParamEntry>> param_groups_from_shapes();

@@ -80,6 +80,12 @@ std::string catalog_to_json(const Catalog& c, int indent) {
   j["global_samples"] = c.global_samples;
   j["optimizer_step"] = c.optimizer_step ? json(*c.optimizer_step) : json(nullptr);
   j["optimizer_state_keys"] = c.optimizer_state_keys;
+  json ogroups = json::array();
+  for (const auto& g : c.optimizer_groups)
+    ogroups.push_back({{"step", g.step ? json(*g.step) : json(nullptr)},
+                       {"has_state", g.has_state},
+                       {"betas", {g.beta1, g.beta2}}});
+  j["optimizer_groups"] = std::move(ogroups);
   j["optimizer_name_hint"] = c.optimizer_name_hint;
   j["loss_scaler"] = {{"present", c.loss_scaler.present},
                       {"dynamic", c.loss_scaler.dynamic},

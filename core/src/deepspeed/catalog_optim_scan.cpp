@@ -142,6 +142,38 @@ void CatalogBuilder::decide_wrapper() {
   cat_.zero_stage = static_cast<int>(config_stage.value_or(0));
 }
 
+// Per flat group: the Adam step and betas the optimizer rules weigh the moments against. ZeRO-3 keys its state by
+// sub-group and lists the sub-groups of each param group in `params`; the other wrappers key both by group.
+void CatalogBuilder::read_optimizer_groups(const Value* inner) {
+  const Value* state = dict_get(inner, "state");
+  const Value* groups = dict_get(inner, "param_groups");
+  const size_t n = cat_.groups.size();
+  cat_.optimizer_groups.assign(n, OptimizerGroupState{});
+  for (size_t g = 0; g < n; ++g) {
+    auto& out = cat_.optimizer_groups[g];
+    if (const Value* entry = int_key(state, static_cast<int64_t>(g))) {
+      out.has_state = true;
+      if (auto s = scalar_value(dict_get(entry, "step"))) out.step = step_count(*s);
+    }
+    const Value* pg = nullptr;
+    if (cat_.wrapper == OptimizerWrapper::Zero3) {
+      for (size_t i = 0; groups && groups->is_sequence() && i < groups->items().size() && !pg; ++i)
+        for (const auto& id : int_list(dict_get(&groups->items()[i], "params")))
+          if (id == static_cast<int64_t>(g)) pg = &groups->items()[i];
+    } else {
+      pg = list_at(groups, g);
+    }
+    if (!out.step) {
+      if (auto s = scalar_value(dict_get(pg, "step"))) out.step = step_count(*s);  // FusedAdam keeps it there
+    }
+    if (const Value* betas = dict_get(pg, "betas")) {
+      const auto b1 = opt_float(list_at(betas, 0)), b2 = opt_float(list_at(betas, 1));
+      if (b1 && *b1 >= 0.0 && *b1 < 1.0) out.beta1 = *b1;
+      if (b2 && *b2 >= 0.0 && *b2 < 1.0) out.beta2 = *b2;
+    }
+  }
+}
+
 void CatalogBuilder::read_optimizer_summary() {
   const Value* osd = nullptr;
   for (const auto& [r, s] : optim_) {
@@ -189,6 +221,7 @@ void CatalogBuilder::read_optimizer_summary() {
       }
     }
   }
+  read_optimizer_groups(inner);
   if (!cat_.optimizer_step) {
     if (auto s = scalar_value(dict_get(list_at(dict_get(inner, "param_groups"), 0), "step"))) {
       cat_.optimizer_step = step_count(*s);

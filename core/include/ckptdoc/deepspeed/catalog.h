@@ -94,6 +94,14 @@ struct LossScalerInfo {
   int64_t last_overflow_iter = -1;
 };
 
+// The wrapped torch optimizer's state of one flat group (ZeRO-1/2/BF16: a param group; ZeRO-3: a sub-group), as
+// rank 0's optimizer file (or the model file's `optimizer`) saved it.
+struct OptimizerGroupState {
+  std::optional<int64_t> step;  // Adam's own step count; absent when the state holds none
+  double beta1 = 0.9, beta2 = 0.999;  // from the param group's `betas` (torch's defaults when absent)
+  bool has_state = false;       // a state entry exists for the group
+};
+
 struct Catalog {
   std::string save_dir;  // folder holding `latest` (or the tag folder's parent)
   std::string tag;
@@ -115,6 +123,7 @@ struct Catalog {
   std::vector<std::string> module_keys;         // module state-dict keys in file order
   int64_t global_steps = 0, skipped_steps = 0, global_samples = 0;
   std::optional<int64_t> optimizer_step;        // Adam step of group 0, rank 0
+  std::vector<OptimizerGroupState> optimizer_groups;  // per flat group (index = GroupLayout::index)
   std::vector<std::string> optimizer_state_keys;  // e.g. exp_avg, exp_avg_sq
   std::string optimizer_name_hint;              // from ds_config when present, e.g. "AdamW"
   LossScalerInfo loss_scaler;

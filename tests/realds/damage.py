@@ -1,0 +1,111 @@
+#!/usr/bin/python3
+"""Damages a copy of a real DeepSpeed checkpoint the way real failures do, with torch.load / torch.save (run it
+through `realds.py py` so DeepSpeed's own classes unpickle and pickle as they are).
+
+  damage.py SAVE_DIR ACTION [ARG]
+
+Actions (every optimizer file of the tag folder unless a rank is given):
+  zero-moments          exp_avg and exp_avg_sq all zero, step kept (moments lost, step >= 2)
+  zero-exp-avg-sq       exp_avg_sq alone all zero, step kept
+  negative-exp-avg-sq R one element of group 0's exp_avg_sq of rank R made negative
+  nan-exp-avg R         a NaN in group 0's exp_avg of rank R
+  step-zero             every Adam step set to 0, moments kept
+  drift-fp32 R          1 of every 50 elements of rank R's fp32 masters moved by 2 ULPs of the lp dtype
+  stale-fp32 R          rank R's fp32 masters replaced by fresh random values (one rank of #762)
+  loss-scale-floor      the dynamic loss scaler at its minimum scale
+  dp-world-size N       the model file(s) claim dp_world_size N
+"""
+import glob
+import os
+import sys
+
+import torch
+
+
+def optim_files(tag_dir, rank=None):
+    out = []
+    for f in sorted(glob.glob(os.path.join(tag_dir, "*zero_pp_rank_*_optim_states.pt"))):
+        r = int(os.path.basename(f).split("zero_pp_rank_")[1].split("_")[0])
+        if rank is None or r == rank:
+            out.append(f)
+    if not out:
+        sys.exit(f"damage.py: no optimizer file{'' if rank is None else f' for rank {rank}'} in {tag_dir}")
+    return out
+
+
+def inner_state(osd):
+    holder = osd.get("base_optimizer_state", osd.get("optimizer_state_dict"))
+    return holder["state"]
+
+
+def fp32_groups(osd):
+    return osd.get("single_partition_of_fp32_groups", osd.get("fp32_flat_groups"))
+
+
+def lp_dtype(ckpt_root):
+    cfg = ckpt_root.get("ds_config", {})
+    return torch.bfloat16 if cfg.get("bf16", {}).get("enabled") else torch.float16
+
+
+def edit(path, fn):
+    d = torch.load(path, map_location="cpu")
+    with torch.no_grad():  # the fp32 partitions are saved as leaves that require grad
+        fn(d)
+    torch.save(d, path)
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    save_dir, action = sys.argv[1], sys.argv[2]
+    arg = int(sys.argv[3]) if len(sys.argv) > 3 else None
+    tag_dir = os.path.join(save_dir, open(os.path.join(save_dir, "latest")).read().strip())
+
+    if action in ("zero-moments", "zero-exp-avg-sq", "step-zero"):
+        def f(d):
+            for st in inner_state(d["optimizer_state_dict"]).values():
+                if action == "step-zero":
+                    st["step"] = torch.zeros_like(st["step"]) if torch.is_tensor(st["step"]) else 0
+                    continue
+                st["exp_avg_sq"].zero_()
+                if action == "zero-moments":
+                    st["exp_avg"].zero_()
+        for p in optim_files(tag_dir):
+            edit(p, f)
+    elif action in ("negative-exp-avg-sq", "nan-exp-avg"):
+        def f(d):
+            st = inner_state(d["optimizer_state_dict"])[0]
+            if action == "nan-exp-avg":
+                st["exp_avg"][7] = float("nan")
+            else:
+                st["exp_avg_sq"][7] = -abs(float(st["exp_avg_sq"][7])) - 1e-6
+        edit(optim_files(tag_dir, arg)[0], f)
+    elif action in ("drift-fp32", "stale-fp32"):
+        def f(d):
+            g = torch.Generator().manual_seed(11)
+            dt = lp_dtype(d)
+            for t in fp32_groups(d["optimizer_state_dict"]):
+                if action == "stale-fp32":
+                    t.copy_(torch.randn(t.shape, generator=g) * 0.05)
+                    continue
+                idx = torch.arange(0, t.numel(), 50)
+                lp = t[idx].to(dt)
+                ulp = (lp.float().abs().clamp_min(1e-3) * (2.0 ** (-7 if dt == torch.bfloat16 else -10)))
+                t[idx] = (lp.float() + 2 * ulp).to(torch.float32)
+        edit(optim_files(tag_dir, arg)[0], f)
+    elif action == "loss-scale-floor":
+        def f(d):
+            ls = d["optimizer_state_dict"]["loss_scaler"]
+            ls.cur_scale = float(getattr(ls, "min_scale", 1.0))
+        for p in optim_files(tag_dir):
+            edit(p, f)
+    elif action == "dp-world-size":
+        for p in glob.glob(os.path.join(tag_dir, "*model_states.pt")):
+            edit(p, lambda d: d.__setitem__("dp_world_size", arg))
+    else:
+        sys.exit(f"damage.py: unknown action {action!r}\n{__doc__}")
+    print(f"damage.py: {action} applied to {tag_dir}")
+
+
+if __name__ == "__main__":
+    main()

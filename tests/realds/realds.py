@@ -1,0 +1,349 @@
+#!/usr/bin/python3
+"""Real DeepSpeed checkpoints for ckptdoc's tests, written and loaded by unmodified DeepSpeed.
+
+Every checkpoint of the matrix below is written by ../shared/deepspeed's harness (DeepSpeed v0.12.6, or v0.14.5
+where an entry says so, on the CPU over gloo) into a cache folder, once, and reused by every test that names it.
+Reference values come from real DeepSpeed too: `ref` loads a checkpoint with `engine.load_checkpoint` and dumps
+the consolidated fp32 masters and Adam moments (ds_load_check.py --dump-*), or runs DeepSpeed's own
+zero_to_fp32.py, or takes the module weights with torch.load.
+
+  realds.py status                      exit 0 when real DeepSpeed can run here, else 77 and one line saying why
+  realds.py list                        the matrix, one line per entry
+  realds.py path NAME                   write NAME if needed; print its entry (JSON: save_dir, stage, dtype, dp, ...)
+  realds.py all                         write every entry (warm the cache)
+  realds.py ref NAME fp32|moments|lp|zero_to_fp32
+                                        the reference file for NAME (torch .pt / .bin); prints its path
+  realds.py check CKPT --like NAME --json OUT [--world N] [--model M] [--ds V] [-- ds_load_check args]
+                                        real engine.load_checkpoint(CKPT) + one training step, configured like
+                                        NAME (stage, dtype, optimizer, model); exit code of ds_load_check.py
+  realds.py py [--ds V] -- ARGS         python with that DeepSpeed importable (torch.load/save of its own files)
+  realds.py zero-to-fp32 CKPT OUT [--ds V]
+                                        DeepSpeed's zero_to_fp32.py (from the given version) on CKPT
+
+Options: --cache DIR (default $CKPTDOC_REALDS_CACHE, else ~/.cache/ckptdoc/realds), --shared DIR (default
+$CKPTDOC_SHARED, else <repo>/../shared).
+"""
+import argparse
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+PYTHON = "/usr/bin/python3"  # Debian's, with torch 1.13
+GENERATOR_VERSION = 3        # bump when an entry's recipe changes meaning
+
+# The matrix (pairwise, not the full product): every ZeRO stage x dtype, BF16_Optimizer at stage 0 and 1,
+# dp 1-4 (ZeRO-3 at 2-4: dp 1 fails in the CPU harness), fresh (steps 0) and trained, the edge model (tied
+# head, frozen bias), model B, every #762 variant, a ZeRO-3 sub_group_size that splits a group, and v0.14.5.
+# kind "train": ds_driver.py train; kind "seedbug": a fresh engine loads `src` without optimizer states and saves.
+MATRIX = {
+    "z1_fp16_dp2": dict(kind="train", stage=1, dtype="fp16", dp=2, steps=5),
+    "z1_bf16_dp3_fresh": dict(kind="train", stage=1, dtype="bf16", dp=3, steps=0),
+    "z1_fp16_dp4_edge": dict(kind="train", stage=1, dtype="fp16", dp=4, steps=3, model="edge"),
+    "z2_fp16_dp2": dict(kind="train", stage=2, dtype="fp16", dp=2, steps=5),
+    "z2_fp16_dp1_fresh": dict(kind="train", stage=2, dtype="fp16", dp=1, steps=0),
+    "z2_fp16_dp3_edge": dict(kind="train", stage=2, dtype="fp16", dp=3, steps=4, model="edge"),
+    "z2_bf16_dp2": dict(kind="train", stage=2, dtype="bf16", dp=2, steps=5),
+    "z2_bf16_dp4": dict(kind="train", stage=2, dtype="bf16", dp=4, steps=3),
+    "z2_fp16_dp2_modelB_fresh": dict(kind="train", stage=2, dtype="fp16", dp=2, steps=0, model="B"),
+    "z3_fp16_dp2": dict(kind="train", stage=3, dtype="fp16", dp=2, steps=5),
+    "z3_bf16_dp3_fresh": dict(kind="train", stage=3, dtype="bf16", dp=3, steps=0),
+    "z3_fp16_dp4_subgroups": dict(kind="train", stage=3, dtype="fp16", dp=4, steps=3,
+                                  zero_extra={"sub_group_size": 30000}),
+    "bf16opt_s1_dp2": dict(kind="train", stage=1, dtype="bf16", dp=2, steps=5, bf16opt=True),
+    "bf16opt_s0_dp3": dict(kind="train", stage=0, dtype="bf16", dp=3, steps=3, bf16opt=True),
+    "bf16opt_s1_dp1_fresh": dict(kind="train", stage=1, dtype="bf16", dp=1, steps=0, bf16opt=True),
+    # the #762 state, every variant the harness knows
+    "seed_z2_fp16_no_optim": dict(kind="seedbug", src="z2_fp16_dp2", variant="no_optim"),
+    "seed_z2_fp16_module_only": dict(kind="seedbug", src="z2_fp16_dp2", variant="module_only"),
+    "seed_z2_fp16_module_only_no_optim": dict(kind="seedbug", src="z2_fp16_dp2", variant="module_only_no_optim"),
+    "seed_z1_fp16_no_optim_step": dict(kind="seedbug", src="z1_fp16_dp2", variant="no_optim_step"),
+    "seed_z2_bf16_no_optim": dict(kind="seedbug", src="z2_bf16_dp2", variant="no_optim"),
+    "seed_z2_bf16_module_only": dict(kind="seedbug", src="z2_bf16_dp2", variant="module_only"),
+    "seed_z2_bf16_module_only_no_optim": dict(kind="seedbug", src="z2_bf16_dp2", variant="module_only_no_optim"),
+    "seed_bf16opt_no_optim": dict(kind="seedbug", src="bf16opt_s1_dp2", variant="no_optim"),
+    # DeepSpeed v0.14.5 (#762 fixed in 0.13)
+    "v145_z2_fp16_dp2": dict(kind="train", stage=2, dtype="fp16", dp=2, steps=5, ds="0.14.5"),
+    "v145_seed_z2_fp16_no_optim": dict(kind="seedbug", src="v145_z2_fp16_dp2", variant="no_optim", ds="0.14.5"),
+    "v145_z2_bf16_dp3": dict(kind="train", stage=2, dtype="bf16", dp=3, steps=4, ds="0.14.5"),
+}
+
+DEFAULTS = dict(model="A", bf16opt=False, zero_extra=None, ds="0.12.6", steps=5)
+
+
+class Unavailable(Exception):
+    pass
+
+
+def die(msg, code=2):
+    print(f"realds.py: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+def shared_dir(a):
+    return os.path.abspath(a.shared or os.environ.get("CKPTDOC_SHARED") or os.path.join(REPO, "..", "shared"))
+
+
+def cache_dir(a):
+    d = a.cache or os.environ.get("CKPTDOC_REALDS_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "ckptdoc", "realds")
+    os.makedirs(d, exist_ok=True)
+    return os.path.abspath(d)
+
+
+def harness(a):
+    return os.path.join(shared_dir(a), "deepspeed", "harness")
+
+
+def check_available(a):
+    ds = os.path.join(shared_dir(a), "deepspeed")
+    if not os.path.isfile(os.path.join(ds, "setup.sh")) or not os.path.isdir(os.path.join(ds, "harness")):
+        raise Unavailable(f"real DeepSpeed not found: no {ds}/setup.sh and harness/ (clone with ../shared beside it)")
+    if not os.access(PYTHON, os.X_OK):
+        raise Unavailable(f"{PYTHON} not found (Debian's python3-torch)")
+    probe = subprocess.run([PYTHON, "-c", "import torch, pydantic, cpuinfo, psutil, packaging, yaml, msgpack, tqdm"],
+                           capture_output=True, text=True)
+    if probe.returncode:
+        raise Unavailable("python modules DeepSpeed needs are missing (run scripts/setup.sh): "
+                          + probe.stderr.strip().splitlines()[-1])
+
+
+class Lock:
+    """An exclusive flock on a file in the cache: tests running in parallel share one generation of each entry."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __enter__(self):
+        self.f = open(self.path, "a")
+        fcntl.flock(self.f, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.f, fcntl.LOCK_UN)
+        self.f.close()
+
+
+def ds_src(a, version):
+    """Extracts DeepSpeed `version` into the cache with ../shared/deepspeed/setup.sh; returns the folder."""
+    cache = cache_dir(a)
+    target = os.path.join(cache, f"deepspeed-v{version}")
+    with Lock(os.path.join(cache, f".deepspeed-v{version}.lock")):
+        env = dict(os.environ, DS_VERSION=version)
+        p = subprocess.run(["bash", os.path.join(shared_dir(a), "deepspeed", "setup.sh"), target], env=env,
+                           capture_output=True, text=True)
+        if p.returncode:
+            raise RuntimeError(f"setup.sh for DeepSpeed {version} failed:\n{p.stderr[-3000:]}")
+    return target
+
+
+def spec_of(name):
+    if name not in MATRIX:
+        die(f"unknown matrix entry {name!r}; `realds.py list` shows them")
+    s = dict(DEFAULTS)
+    s.update(MATRIX[name])
+    if s["kind"] == "seedbug":
+        src = spec_of(s["src"])
+        for k in ("stage", "dtype", "dp", "model", "bf16opt", "zero_extra"):
+            s[k] = src[k]
+    s["name"] = name
+    return s
+
+
+def file_sha(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()[:16]
+
+
+def stamp_of(a, spec):
+    h = harness(a)
+    parts = [json.dumps(spec, sort_keys=True), str(GENERATOR_VERSION)]
+    parts += [file_sha(os.path.join(h, f)) for f in ("ds_driver.py", "ds_common.py", "launch.py")]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
+
+
+def run_logged(cmd, env, log_path, timeout=900):
+    t0 = time.time()
+    with open(log_path, "w") as log:
+        p = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout)
+    if p.returncode:
+        tail = open(log_path, errors="replace").read()[-4000:]
+        raise RuntimeError(f"{' '.join(cmd[:6])} ... failed ({p.returncode}):\n{tail}")
+    return time.time() - t0
+
+
+def base_args(spec):
+    args = ["--stage", str(spec["stage"]), "--dtype", spec["dtype"]]
+    if spec["bf16opt"]:
+        args.append("--bf16-optimizer")
+    return args
+
+
+def ensure(a, name):
+    """Writes matrix entry `name` unless the cache already holds it (same recipe); returns its entry dict."""
+    spec = spec_of(name)
+    if spec["kind"] == "seedbug":
+        ensure(a, spec["src"])
+    cache = cache_dir(a)
+    folder = os.path.join(cache, name)
+    entry_path = os.path.join(folder, "entry.json")
+    stamp = stamp_of(a, spec)
+    with Lock(os.path.join(cache, f".{name}.lock")):
+        if os.path.isfile(entry_path):
+            entry = json.load(open(entry_path))
+            if entry.get("stamp") == stamp and os.path.isdir(entry["save_dir"]):
+                return entry
+        shutil.rmtree(folder, ignore_errors=True)
+        os.makedirs(folder)
+        src_dir = ds_src(a, spec["ds"])
+        env = dict(os.environ, DS_SRC=src_dir)
+        save_dir = os.path.join(folder, "ckpt")
+        h = harness(a)
+        launch = [PYTHON, os.path.join(h, "launch.py"), "--world", str(spec["dp"]), "--logdir",
+                  os.path.join(folder, "logs"), "--", os.path.join(h, "ds_driver.py")]
+        if spec["kind"] == "train":
+            cmd = launch + ["train", "--name", name, "--out", save_dir, "--steps", str(spec["steps"]), "--model",
+                            spec["model"], "--no-truth"] + base_args(spec)
+            if spec["zero_extra"]:
+                cmd += ["--zero-extra", json.dumps(spec["zero_extra"])]
+        else:
+            src = ensure(a, spec["src"])
+            cmd = launch + ["seedbug", "--name", name, "--src", src["save_dir"], "--variant", spec["variant"],
+                            "--save-out", save_dir, "--json", os.path.join(folder, "seedbug.json")] + base_args(spec)
+        seconds = run_logged(cmd, env, os.path.join(folder, "generate.log"))
+        tag = open(os.path.join(save_dir, "latest")).read().strip()
+        entry = dict(spec, save_dir=save_dir, tag=tag, stamp=stamp, seconds=round(seconds, 1))
+        with open(entry_path + ".tmp", "w") as f:
+            json.dump(entry, f, indent=1)
+        os.replace(entry_path + ".tmp", entry_path)
+        return entry
+
+
+def load_check_cmd(a, entry, ckpt, json_out, world=None, model=None, extra=()):
+    h = harness(a)
+    cmd = [PYTHON, os.path.join(h, "ds_load_check.py"), "--ckpt", ckpt, "--world", str(world or entry["dp"]),
+           "--model", model or entry["model"], "--json", json_out] + base_args(entry) + list(extra)
+    return cmd
+
+
+def make_ref(a, name, kind):
+    entry = ensure(a, name)
+    folder = os.path.join(cache_dir(a), name, "ref")
+    os.makedirs(folder, exist_ok=True)
+    paths = {"fp32": "fp32.pt", "moments": "moments.pt", "lp": "lp.pt", "zero_to_fp32": "zero_to_fp32.bin"}
+    if kind not in paths:
+        die(f"unknown reference kind {kind!r} (fp32, moments, lp, zero_to_fp32)")
+    out = os.path.join(folder, paths[kind])
+    with Lock(os.path.join(folder, ".lock")):
+        if os.path.isfile(out):
+            return out
+        env = dict(os.environ, DS_SRC=ds_src(a, entry["ds"]))
+        if kind in ("fp32", "moments"):
+            # real DeepSpeed consolidates what it loaded (engine.load_checkpoint with optimizer states)
+            tmp_f, tmp_m = os.path.join(folder, "fp32.tmp.pt"), os.path.join(folder, "moments.tmp.pt")
+            cmd = load_check_cmd(a, entry, entry["save_dir"], os.path.join(folder, "input_load.json"),
+                                 extra=["--dump-fp32", tmp_f, "--dump-moments", tmp_m])
+            run_logged(cmd, env, os.path.join(folder, "input_load.log"))
+            os.replace(tmp_m, os.path.join(folder, "moments.pt"))
+            os.replace(tmp_f, os.path.join(folder, "fp32.pt"))
+        elif kind == "lp":
+            env["PYTHONPATH"] = os.pathsep.join([env["DS_SRC"], os.path.join(harness(a), "stubs")])
+            code = ("import sys, torch\n"
+                    "sd = torch.load(sys.argv[1], map_location='cpu')['module']\n"
+                    "torch.save({k: v.float() for k, v in sd.items()}, sys.argv[2])\n")
+            model = os.path.join(entry["save_dir"], entry["tag"], "mp_rank_00_model_states.pt")
+            run_logged([PYTHON, "-c", code, model, out + ".tmp"], env, os.path.join(folder, "lp.log"))
+            os.replace(out + ".tmp", out)
+        else:
+            zero_to_fp32(a, entry["save_dir"], out + ".tmp", entry["ds"], os.path.join(folder, "zero_to_fp32.log"))
+            os.replace(out + ".tmp", out)
+    return out
+
+
+def zero_to_fp32(a, ckpt, out, version, log):
+    """DeepSpeed's own zero_to_fp32.py of `version`, run from its source tree on the save folder `ckpt`."""
+    src = ds_src(a, version)
+    script = os.path.join(src, "deepspeed", "utils", "zero_to_fp32.py")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([src, os.path.join(harness(a), "stubs")]),
+               DS_ACCELERATOR="cpu")
+    run_logged([PYTHON, script, ckpt, out], env, log)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cache")
+    ap.add_argument("--shared")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("status")
+    sub.add_parser("list")
+    p = sub.add_parser("path")
+    p.add_argument("name")
+    sub.add_parser("all")
+    r = sub.add_parser("ref")
+    r.add_argument("name")
+    r.add_argument("kind")
+    c = sub.add_parser("check")
+    c.add_argument("ckpt")
+    c.add_argument("--like", required=True)
+    c.add_argument("--json", required=True)
+    c.add_argument("--world", type=int)
+    c.add_argument("--model")
+    c.add_argument("--ds")
+    y = sub.add_parser("py")
+    y.add_argument("--ds", default="0.12.6")
+    z = sub.add_parser("zero-to-fp32")
+    z.add_argument("ckpt")
+    z.add_argument("out")
+    z.add_argument("--ds", default="0.12.6")
+    argv = sys.argv[1:]
+    rest = argv[argv.index("--") + 1:] if "--" in argv else []
+    a = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+
+    if a.cmd == "list":
+        for n in MATRIX:
+            s = spec_of(n)
+            print(f"{n:36s} {s['kind']:8s} stage {s['stage']} {s['dtype']} dp {s['dp']} model {s['model']}"
+                  f"{' BF16_Optimizer' if s['bf16opt'] else ''} DeepSpeed {s['ds']}"
+                  + (f" from {s['src']} ({s['variant']})" if s["kind"] == "seedbug" else f" steps {s['steps']}"))
+        return 0
+    try:
+        check_available(a)
+    except Unavailable as e:
+        print(f"realds.py: {e}", file=sys.stderr)
+        return 77
+    if a.cmd == "status":
+        print("real DeepSpeed available: " + os.path.join(shared_dir(a), "deepspeed"))
+        return 0
+    try:
+        if a.cmd == "path":
+            print(json.dumps(ensure(a, a.name)))
+        elif a.cmd == "all":
+            for n in MATRIX:
+                e = ensure(a, n)
+                print(f"{n}: {e['save_dir']} ({e.get('seconds', 0)} s)", flush=True)
+        elif a.cmd == "ref":
+            print(make_ref(a, a.name, a.kind))
+        elif a.cmd == "check":
+            entry = ensure(a, a.like)
+            env = dict(os.environ, DS_SRC=ds_src(a, a.ds or entry["ds"]))
+            cmd = load_check_cmd(a, entry, a.ckpt, a.json, world=a.world, model=a.model, extra=rest)
+            return subprocess.run(cmd, env=env).returncode
+        elif a.cmd == "py":
+            src = ds_src(a, a.ds)
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([src, os.path.join(harness(a), "stubs"), HERE]),
+                       DS_ACCELERATOR="cpu")
+            return subprocess.run([PYTHON] + rest, env=env).returncode
+        elif a.cmd == "zero-to-fp32":
+            zero_to_fp32(a, a.ckpt, a.out, a.ds, a.out + ".log")
+    except RuntimeError as e:
+        die(str(e), 1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+#include "realds_support.h"
+
+#include <QJsonDocument>
+#include <cstdlib>
+#include <mutex>
+#include <stdexcept>
+
+namespace ckptdoc::test::realds {
+namespace {
+
+std::string realds_script() { return source_dir() + "/tests/realds/realds.py"; }
+
+std::vector<std::string> common_args() {
+  std::vector<std::string> a{realds_script()};
+  if (const char* c = std::getenv("CKPTDOC_REALDS_CACHE"); c && *c) a.insert(a.end(), {"--cache", c});
+  if (const char* s = std::getenv("CKPTDOC_SHARED"); s && *s) a.insert(a.end(), {"--shared", s});
+  return a;
+}
+
+RunResult realds(const std::vector<std::string>& args, int timeout_ms = 900000) {
+  auto all = common_args();
+  all.insert(all.end(), args.begin(), args.end());
+  return run(python(), all, timeout_ms);
+}
+
+// Python's json writes NaN/Infinity (stats of ZeRO-3 padding, a diverged loss); Qt's parser rejects them.
+QJsonObject parse_json(const std::string& text, const std::string& what) {
+  QByteArray bytes = QByteArray::fromStdString(text);
+  bytes.replace("-Infinity", "null").replace("Infinity", "null").replace("NaN", "null");
+  QJsonParseError err{};
+  const auto doc = QJsonDocument::fromJson(bytes, &err);
+  if (err.error != QJsonParseError::NoError || !doc.isObject())
+    throw std::runtime_error(what + ": not a JSON object (" + err.errorString().toStdString() + ")");
+  return doc.object();
+}
+
+}  // namespace
+
+std::string unavailable_reason() {
+  static std::once_flag once;
+  static std::string reason;
+  std::call_once(once, [] {
+    const RunResult r = realds({"status"}, 60000);
+    if (r.exit_code != 0) reason = r.err.empty() ? "realds.py status exited " + std::to_string(r.exit_code) : r.err;
+    while (!reason.empty() && (reason.back() == '\n' || reason.back() == '\r')) reason.pop_back();
+  });
+  return reason;
+}
+
+bool required() {
+  const char* v = std::getenv("CKPTDOC_REQUIRE_DEEPSPEED");
+  return v && std::string(v) == "1";
+}
+
+Entry checkpoint(const std::string& name) {
+  const RunResult r = realds({"path", name});
+  if (r.exit_code != 0) throw std::runtime_error("realds.py path " + name + " failed:\n" + r.err);
+  const QJsonObject j = parse_json(r.out, "realds.py path " + name);
+  Entry e;
+  e.name = name;
+  e.kind = j["kind"].toString().toStdString();
+  e.save_dir = j["save_dir"].toString().toStdString();
+  e.tag = j["tag"].toString().toStdString();
+  e.dtype = j["dtype"].toString().toStdString();
+  e.model = j["model"].toString().toStdString();
+  e.ds = j["ds"].toString().toStdString();
+  e.stage = j["stage"].toInt();
+  e.dp = j["dp"].toInt();
+  e.steps = j["steps"].toInt();
+  e.bf16opt = j["bf16opt"].toBool();
+  return e;
+}
+
+std::string copy_of(const Entry& e, const TempDir& dir, const std::string& as) {
+  const std::string to = dir.file(as);
+  copy_tree(e.save_dir, to);
+  return to;
+}
+
+std::string reference(const std::string& name, const std::string& kind) {
+  const RunResult r = realds({"ref", name, kind});
+  if (r.exit_code != 0) throw std::runtime_error("realds.py ref " + name + " " + kind + " failed:\n" + r.err);
+  std::string path = r.out;
+  while (!path.empty() && (path.back() == '\n' || path.back() == '\r')) path.pop_back();
+  return path;
+}
+
+std::string LoadCheck::describe() const {
+  std::string s = "ds_load_check exit " + std::to_string(exit_code) + "; verdict " +
+                  QJsonDocument(verdict()).toJson(QJsonDocument::Compact).toStdString();
+  const auto first = report["load"].toObject()["first_exception"].toObject();
+  if (!first.isEmpty()) s += "\nload raised: " + QJsonDocument(first).toJson(QJsonDocument::Compact).toStdString();
+  for (const char* k : {"expect_fp32", "expect_moments"})
+    if (report.contains(k)) {
+      QJsonObject c = report[k].toObject();
+      for (const char* m : {"exp_avg", "exp_avg_sq"})
+        if (c.contains(m)) {
+          QJsonObject inner = c[m].toObject();
+          inner.remove("notes");
+          c[m] = inner;
+        }
+      s += std::string("\n") + k + ": " + QJsonDocument(c).toJson(QJsonDocument::Compact).left(3000).toStdString();
+    }
+  s += "\nlog tail:\n" + (log.size() > 3000 ? log.substr(log.size() - 3000) : log);
+  return s;
+}
+
+LoadCheck load(const std::string& ckpt, const std::string& like, const LoadOptions& o) {
+  TempDir tmp;
+  const std::string out = tmp.file("load.json");
+  std::vector<std::string> args{"check", ckpt, "--like", like, "--json", out};
+  if (o.world > 0) args.insert(args.end(), {"--world", std::to_string(o.world)});
+  if (!o.model.empty()) args.insert(args.end(), {"--model", o.model});
+  if (!o.ds.empty()) args.insert(args.end(), {"--ds", o.ds});
+  if (!o.args.empty()) {
+    args.push_back("--");
+    args.insert(args.end(), o.args.begin(), o.args.end());
+  }
+  const RunResult r = realds(args);
+  LoadCheck c;
+  c.exit_code = r.exit_code;
+  c.log = r.out + r.err;
+  const std::string text = read_text(out);
+  if (text.empty()) throw std::runtime_error("ds_load_check wrote no report for " + ckpt + ":\n" + c.log);
+  c.report = parse_json(text, "ds_load_check report for " + ckpt);
+  return c;
+}
+
+RunResult zero_to_fp32(const std::string& ckpt, const std::string& out, const std::string& ds) {
+  return realds({"zero-to-fp32", ckpt, out, "--ds", ds});
+}
+
+RunResult python_with_deepspeed(const std::vector<std::string>& args, const std::string& ds) {
+  std::vector<std::string> a{"py", "--ds", ds, "--"};
+  a.insert(a.end(), args.begin(), args.end());
+  return realds(a);
+}
+
+std::vector<std::string> codes(const QJsonObject& report, const std::string& severity) {
+  std::vector<std::string> out;
+  for (const auto& f : report["findings"].toArray()) {
+    const auto o = f.toObject();
+    if (o["severity"].toString().toStdString() == severity) out.push_back(o["code"].toString().toStdString());
+  }
+  return out;
+}
+
+}  // namespace ckptdoc::test::realds

@@ -1,0 +1,76 @@
+#pragma once
+// Real DeepSpeed in the tests: checkpoints of tests/realds/realds.py's matrix, written by unmodified DeepSpeed
+// (../shared/deepspeed) once per build and reused, reference values dumped by DeepSpeed itself, and the real
+// engine.load_checkpoint + one training step (ds_load_check.py) as the acceptance oracle of every repair.
+#include <QJsonArray>
+#include <QJsonObject>
+#include <QtTest>
+#include <string>
+#include <vector>
+
+#include "test_support.h"
+
+namespace ckptdoc::test::realds {
+
+// Why real DeepSpeed cannot run here (no ../shared/deepspeed, missing python modules); empty when it can.
+std::string unavailable_reason();
+// CKPTDOC_REQUIRE_DEEPSPEED=1 (CI): a missing DeepSpeed fails the test instead of skipping it.
+bool required();
+
+// A checkpoint of the matrix (see `realds.py list`).
+struct Entry {
+  std::string name, kind, save_dir, tag, dtype, model, ds;
+  int stage = 0, dp = 0, steps = 0;
+  bool bf16opt = false;
+  std::string tag_dir() const { return save_dir + "/" + tag; }
+};
+// Writes the entry with real DeepSpeed unless the build's cache holds it; throws std::runtime_error saying why not.
+Entry checkpoint(const std::string& name);
+// A copy of an entry's save folder under `dir` (tests that damage or repair must not touch the cache).
+std::string copy_of(const Entry& e, const TempDir& dir, const std::string& as = "in");
+// Reference files made by real DeepSpeed or torch: "fp32" / "moments" (what engine.load_checkpoint consolidates
+// from the entry, ds_load_check --dump-*), "lp" (the module's weights as float32), "zero_to_fp32" (DeepSpeed's
+// own script's output).
+std::string reference(const std::string& name, const std::string& kind);
+
+// engine.load_checkpoint(ckpt) in real DeepSpeed, configured like matrix entry `like` (stage, dtype, optimizer,
+// model, version), then one training step. `args` go to ds_load_check.py (--strict, --expect-fp32 F, ...).
+struct LoadCheck {
+  int exit_code = -1;
+  QJsonObject report;  // ds_load_check's JSON report
+  std::string log;     // its stdout/stderr
+  bool strict_ok() const { return report["verdict"].toObject()["strict_ok"].toBool(); }
+  QJsonObject verdict() const { return report["verdict"].toObject(); }
+  std::string describe() const;  // verdict, first exception, comparisons: for failure messages
+};
+struct LoadOptions {
+  int world = 0;          // 0: the entry's dp
+  std::string model;      // "": the entry's model
+  std::string ds;         // "": the entry's DeepSpeed version
+  std::vector<std::string> args;
+};
+LoadCheck load(const std::string& ckpt, const std::string& like, const LoadOptions& options = {});
+
+// DeepSpeed's zero_to_fp32.py of a version on a save folder.
+RunResult zero_to_fp32(const std::string& ckpt, const std::string& out, const std::string& ds = "0.12.6");
+
+// Runs python with real DeepSpeed importable (torch.load/torch.save of DeepSpeed's own files).
+RunResult python_with_deepspeed(const std::vector<std::string>& args, const std::string& ds = "0.12.6");
+
+// Finding codes of `ckptdoc diagnose --json` output, by severity ("error", "warning", "info").
+std::vector<std::string> codes(const QJsonObject& report, const std::string& severity);
+
+}  // namespace ckptdoc::test::realds
+
+// At the top of every real-DeepSpeed test: skip with one line saying what is missing, or fail when CI requires it.
+#define REALDS_REQUIRE()                                                                                  \
+  do {                                                                                                   \
+    const std::string why_ = ckptdoc::test::realds::unavailable_reason();                                \
+    if (!why_.empty()) {                                                                                 \
+      if (ckptdoc::test::realds::required()) QFAIL(("CKPTDOC_REQUIRE_DEEPSPEED=1 but " + why_).c_str()); \
+      QSKIP(why_.c_str());                                                                               \
+    }                                                                                                    \
+  } while (0)
+
+// Fails with ds_load_check's verdict when the real load did not pass strictly.
+#define REALDS_EXPECT_STRICT(check) QVERIFY2((check).strict_ok() && (check).exit_code == 0, (check).describe().c_str())
