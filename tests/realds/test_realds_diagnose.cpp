@@ -170,5 +170,5 @@ class TestRealdsDiagnose : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestRealdsDiagnose)
+CKPTDOC_TEST_MAIN(TestRealdsDiagnose)
 #include "test_realds_diagnose.moc"
