@@ -351,7 +351,10 @@ def main():
             entry = ensure(a, a.like)
             env = load_env(a, entry, a.ds)
             cmd = load_check_cmd(a, entry, a.ckpt, a.json, world=a.world, model=a.model, extra=rest)
-            return subprocess.run(cmd, env=env).returncode
+            rc = subprocess.run(cmd, env=env).returncode
+            with open(os.path.join(cache_dir(a), "loads.log"), "a") as log:  # how many real loads a test run made
+                log.write(f"{time.strftime('%H:%M:%S')} rc={rc} like={a.like} ds={a.ds or entry['ds']} {' '.join(rest)}\n")
+            return rc
         elif a.cmd == "py":
             src = ds_src(a, a.ds)
             env = dict(os.environ, PYTHONPATH=os.pathsep.join([src, os.path.join(harness(a), "stubs"), HERE]),
