@@ -14,12 +14,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-test::RunResult repair(const std::string& in, const std::string& out, std::vector<std::string> action) {
-  std::vector<std::string> args{"repair", in, "-o", out, "--device", "cpu"};
-  args.insert(args.end(), action.begin(), action.end());
-  return test::run_cli(args);
-}
-
 // A small torch step of the test itself (plain tensors only, no DeepSpeed class involved).
 void torch_py(const std::string& code, const std::vector<std::string>& args) {
   std::vector<std::string> all{"-c", code};
@@ -50,7 +44,7 @@ class TestRealdsRepair : public QObject {
     const auto e = realds::checkpoint(name.toStdString());
     test::TempDir dir;
     const auto out = dir.file("fixed");
-    CKPTDOC_EXPECT_EXIT(repair(e.save_dir, out, {"--refresh-fp32"}), 0);
+    CKPTDOC_EXPECT_EXIT(realds::repair(e.save_dir, out, {"--refresh-fp32"}), 0);
     const auto c = realds::load(out, e.name,
                                 {"--strict", "--expect-fp32", realds::reference(e.name, "lp"),
                                           "--expect-moments", realds::reference(e.name, "moments")});
@@ -70,7 +64,7 @@ class TestRealdsRepair : public QObject {
              "sd = torch.load(sys.argv[1])\n"
              "torch.save({k: v.half() for k, v in sd.items()}, sys.argv[2])\n",
              {realds::reference(e.name, "zero_to_fp32"), lp});
-    CKPTDOC_EXPECT_EXIT(repair(e.save_dir, out, {"--refresh-fp32", "--lp-source", lp}), 0);
+    CKPTDOC_EXPECT_EXIT(realds::repair(e.save_dir, out, {"--refresh-fp32", "--lp-source", lp}), 0);
     const auto c = realds::load(out, e.name,
                                 {"--strict", "--expect-fp32", lp, "--expect-moments",
                                           realds::reference(e.name, "moments")});
@@ -89,7 +83,7 @@ class TestRealdsRepair : public QObject {
     const auto e = realds::checkpoint(name.toStdString());
     test::TempDir dir;
     const auto out = dir.file("reset");
-    CKPTDOC_EXPECT_EXIT(repair(e.save_dir, out, {"--reset-optimizer"}), 0);
+    CKPTDOC_EXPECT_EXIT(realds::repair(e.save_dir, out, {"--reset-optimizer"}), 0);
     const auto c = realds::load(out, e.name, {"--strict", "--expect-fp32", realds::reference(e.name, "fp32")});
     REALDS_EXPECT_STRICT(c);
     const auto summary = c.report["after_load_summary"].toObject();
@@ -117,7 +111,7 @@ class TestRealdsRepair : public QObject {
     const auto e = realds::checkpoint(name.toStdString());
     test::TempDir dir;
     const auto out = dir.file("weights");
-    const auto r = repair(e.save_dir, out, {"--drop-optimizer"});
+    const auto r = realds::repair(e.save_dir, out, {"--drop-optimizer"});
     CKPTDOC_EXPECT_EXIT(r, 0);
     // The CLI tells the user the load that works for this dtype, or that none does.
     QVERIFY2(r.out.find(module_only_refreshes ? "load_module_only=True, load_optimizer_states=False"
@@ -135,7 +129,7 @@ class TestRealdsRepair : public QObject {
     // What the CLI recommends for bf16 instead: refreshed masters with an empty optimizer state, loaded with defaults.
     if (!module_only_refreshes) {
       const auto warm = dir.file("warm");
-      CKPTDOC_EXPECT_EXIT(repair(e.save_dir, warm, {"--refresh-fp32", "--reset-optimizer"}), 0);
+      CKPTDOC_EXPECT_EXIT(realds::repair(e.save_dir, warm, {"--refresh-fp32", "--reset-optimizer"}), 0);
       const auto c = realds::load(warm, e.name, {"--strict", "--expect-fp32", realds::reference(e.name, "lp")});
       REALDS_EXPECT_STRICT(c);
     }
@@ -158,7 +152,7 @@ class TestRealdsRepair : public QObject {
     std::string from = e.save_dir;
     for (int n : {3, 1, 4}) {
       const auto out = dir.file("dp" + std::to_string(n));
-      CKPTDOC_EXPECT_EXIT(repair(from, out, {"--repartition", "--world-size", std::to_string(n)}), 0);
+      CKPTDOC_EXPECT_EXIT(realds::repair(from, out, {"--repartition", "--world-size", std::to_string(n)}), 0);
       const auto c = realds::load(out, e.name, expect, n);
       QVERIFY2(c.strict_ok(), ("dp " + std::to_string(n) + ": " + c.describe()).c_str());
       from = out;
@@ -180,7 +174,7 @@ class TestRealdsRepair : public QObject {
     const auto e = realds::checkpoint(name.toStdString());
     test::TempDir dir;
     const auto out = dir.file("out");
-    CKPTDOC_EXPECT_EXIT(repair(e.save_dir, out, {"--repartition", "--world-size", std::to_string(world)}), 0);
+    CKPTDOC_EXPECT_EXIT(realds::repair(e.save_dir, out, {"--repartition", "--world-size", std::to_string(world)}), 0);
     const auto c = realds::load(out, e.name,
                                 {"--strict", "--expect-fp32", realds::reference(e.name, "fp32"),
                                           "--expect-moments", realds::reference(e.name, "moments")}, world);

@@ -10,14 +10,6 @@
 using namespace ckptdoc;
 namespace realds = ckptdoc::test::realds;
 
-namespace {
-test::RunResult repair(const std::string& in, const std::string& out, std::vector<std::string> action) {
-  std::vector<std::string> args{"repair", in, "-o", out, "--device", "cpu"};
-  args.insert(args.end(), action.begin(), action.end());
-  return test::run_cli(args);
-}
-}  // namespace
-
 class TestRealdsV145 : public QObject {
   Q_OBJECT
 
@@ -46,7 +38,7 @@ class TestRealdsV145 : public QObject {
                         0);
     CKPTDOC_EXPECT_EXIT(test::run_cli({"diagnose", in, "--device", "cpu"}), 1);
     const auto out = dir.file("fixed");
-    CKPTDOC_EXPECT_EXIT(repair(in, out, {"--refresh-fp32"}), 0);
+    CKPTDOC_EXPECT_EXIT(realds::repair(in, out, {"--refresh-fp32"}), 0);
     const auto c = realds::load(out, e.name, {"--strict", "--expect-fp32", realds::reference(e.name, "lp"),
                                                        "--expect-moments", realds::reference(e.name, "moments")});
     REALDS_EXPECT_STRICT(c);
@@ -57,7 +49,7 @@ class TestRealdsV145 : public QObject {
     const auto e = realds::checkpoint("v145_z2_fp16_dp2");
     test::TempDir dir;
     const auto out = dir.file("dp3");
-    CKPTDOC_EXPECT_EXIT(repair(e.save_dir, out, {"--repartition", "--world-size", "3"}), 0);
+    CKPTDOC_EXPECT_EXIT(realds::repair(e.save_dir, out, {"--repartition", "--world-size", "3"}), 0);
     const auto c = realds::load(out, e.name, {"--strict", "--expect-fp32", realds::reference(e.name, "fp32"),
                                                        "--expect-moments", realds::reference(e.name, "moments")}, 3);
     REALDS_EXPECT_STRICT(c);
@@ -68,7 +60,7 @@ class TestRealdsV145 : public QObject {
     const auto e = realds::checkpoint("v145_z2_bf16_dp3");
     test::TempDir dir;
     const auto out = dir.file("reset");
-    CKPTDOC_EXPECT_EXIT(repair(e.save_dir, out, {"--reset-optimizer"}), 0);
+    CKPTDOC_EXPECT_EXIT(realds::repair(e.save_dir, out, {"--reset-optimizer"}), 0);
     const auto c = realds::load(out, e.name, {"--strict", "--expect-fp32", realds::reference(e.name, "fp32")});
     REALDS_EXPECT_STRICT(c);
     QVERIFY(!c.report["after_load_summary"].toObject()["adam_state_present"].toBool());
@@ -80,7 +72,7 @@ class TestRealdsV145 : public QObject {
     const auto e = realds::checkpoint("seed_z2_fp16_no_optim");
     test::TempDir dir;
     const auto out = dir.file("fixed");
-    CKPTDOC_EXPECT_EXIT(repair(e.save_dir, out, {"--refresh-fp32"}), 0);
+    CKPTDOC_EXPECT_EXIT(realds::repair(e.save_dir, out, {"--refresh-fp32"}), 0);
     const auto c = realds::load(out, e.name, {"--strict", "--expect-fp32", realds::reference(e.name, "lp")}, 0, "0.14.5");
     REALDS_EXPECT_STRICT(c);
     QVERIFY(c.report["versions"].toObject()["deepspeed"].toString().startsWith("0.14.5"));

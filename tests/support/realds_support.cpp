@@ -126,6 +126,12 @@ LoadCheck load(const std::string& ckpt, const std::string& like, const std::vect
   return c;
 }
 
+RunResult repair(const std::string& in, const std::string& out, const std::vector<std::string>& action) {
+  std::vector<std::string> args{"repair", in, "-o", out, "--device", "cpu"};
+  args.insert(args.end(), action.begin(), action.end());
+  return run_cli(args);
+}
+
 RunResult zero_to_fp32(const std::string& ckpt, const std::string& out, const std::string& ds) {
   return realds({"zero-to-fp32", ckpt, out, "--ds", ds});
 }

@@ -47,6 +47,9 @@ struct LoadCheck {
 LoadCheck load(const std::string& ckpt, const std::string& like, const std::vector<std::string>& args = {},
                int world = 0, const std::string& ds = "");
 
+// `ckptdoc repair IN -o OUT --device cpu ACTION...`, as a user runs it.
+RunResult repair(const std::string& in, const std::string& out, const std::vector<std::string>& action);
+
 // DeepSpeed's zero_to_fp32.py of a version on a save folder.
 RunResult zero_to_fp32(const std::string& ckpt, const std::string& out, const std::string& ds = "0.12.6");
 
