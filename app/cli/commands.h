@@ -34,6 +34,8 @@ struct ExportCommandOptions {
   bool exclude_frozen = false;
   bool quiet = false;
   std::string device = "auto";
+  std::string max_shard_size;  // empty: one file; else -o names a folder of Hugging Face-style shards
+  bool force = false;
 };
 int run_export(const ExportCommandOptions& o);
 
