@@ -115,3 +115,17 @@ struct GuiOptions {
 int run_gui(const GuiOptions& o, int argc, char** argv);
 
 }  // namespace ckptdoc::cli
+
+namespace ckptdoc::cli {
+
+// `ckptdoc diff A B`: tensors added, removed, changed; exit 0 equal, 1 different, 2 unusable input.
+struct DiffCommandOptions {
+  std::string a, b;
+  std::string what = "fp32";
+  double atol = 0, rtol = 0;
+  bool json = false;
+  int max_rows = 40;
+};
+int run_diff(const DiffCommandOptions& o);
+
+}  // namespace ckptdoc::cli

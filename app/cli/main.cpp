@@ -93,6 +93,19 @@ int main(int argc, char** argv) {
                    "Also check every record's CRC-32 (reads all bytes once more; finds flipped bits)");
   dg_cmd->callback([&] { rc = cli::run_diagnose(dg); });
 
+  cli::DiffCommandOptions df;
+  auto* diff_cmd = app.add_subcommand("diff", "Compare two checkpoints, Hugging Face folders or weights files tensor by "
+                                              "tensor; exit 0 equal, 1 different, 2 unusable input");
+  diff_cmd->add_option("A", df.a, "DeepSpeed checkpoint, Hugging Face folder or weights file")->required();
+  diff_cmd->add_option("B", df.b, "DeepSpeed checkpoint, Hugging Face folder or weights file")->required();
+  diff_cmd->add_option("--what", df.what, "DeepSpeed side: fp32 (default) | lp | exp_avg | exp_avg_sq")
+      ->check(CLI::IsMember({"fp32", "lp", "exp_avg", "exp_avg_sq"}));
+  diff_cmd->add_option("--atol", df.atol, "Equal when |A-B| <= atol + rtol*|B| (default 0: exact)");
+  diff_cmd->add_option("--rtol", df.rtol, "Relative tolerance (default 0)");
+  diff_cmd->add_flag("--json", df.json, "Machine-readable output");
+  diff_cmd->add_option("--max-rows", df.max_rows, "Differing tensors listed (text output)");
+  diff_cmd->callback([&] { rc = cli::run_diff(df); });
+
   cli::GuiOptions gui;
   auto* gui_cmd = app.add_subcommand("gui", "Open the desktop app (optionally on a checkpoint)");
   gui_cmd->add_option("PATH", gui.path, "Save folder, tag folder or rank file to open");

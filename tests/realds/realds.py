@@ -271,7 +271,8 @@ def zero_to_fp32(a, ckpt, out, version, log):
     script = os.path.join(src, "deepspeed", "utils", "zero_to_fp32.py")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([src, os.path.join(harness(a), "stubs")]),
                DS_ACCELERATOR="cpu")
-    run_logged([PYTHON, script, ckpt, out], env, log)
+    # -P: the script's own folder (deepspeed/utils, whose types.py shadows the standard library's) stays off sys.path
+    run_logged([PYTHON, "-P", script, ckpt, out], env, log)
 
 
 def main():

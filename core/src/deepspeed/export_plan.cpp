@@ -163,7 +163,7 @@ struct Planner {
   }
 
   void trainable_lp(std::vector<NamedTensor>& out) const {
-    if (cat.wrapper == OptimizerWrapper::Zero3) {
+    if (cat.wrapper == OptimizerWrapper::Zero3 && !ck.weights()) {  // a Trainer folder keeps them beside
       throw Error(cat.tag_dir, "", "ZeRO-3 model files hold only placeholders; lp weights are not saved "
                                    "(use --source fp32)");
     }

@@ -1,0 +1,181 @@
+// The weights that leave training, judged on checkpoints real DeepSpeed wrote: sharded exports read back by
+// torch 1.13 (.bin shards + index) and by ckptdoc's safetensors reader, equal tensor by tensor to the
+// single-file export and to DeepSpeed's own zero_to_fp32.py; and `ckptdoc diff` of a checkpoint against its
+// refresh-fp32 repair lists exactly the fp32 masters that DeepSpeed's zero_to_fp32.py sees change.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QtTest>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "ckptdoc/format/safetensors.h"
+#include "realds_support.h"
+
+using namespace ckptdoc;
+namespace realds = ckptdoc::test::realds;
+namespace fs = std::filesystem;
+
+namespace {
+
+QJsonObject json_of(const std::string& text) { return QJsonDocument::fromJson(QByteArray::fromStdString(text)).object(); }
+
+test::RunResult compare(const std::vector<std::string>& args) {
+  return test::run_python(test::script("fixtures/compare_state_dicts.py"), args);
+}
+
+// name -> the tensor's bytes, read with ckptdoc's own safetensors reader.
+std::map<std::string, std::vector<uint8_t>> safetensors_bytes(const std::vector<std::string>& files) {
+  std::map<std::string, std::vector<uint8_t>> out;
+  for (const auto& f : files)
+    for (const auto& e : SafetensorsFile::open(f).entries)
+      if (!out.emplace(e.name, e.tensor.to_bytes()).second) throw std::runtime_error(e.name + " in two shards");
+  return out;
+}
+
+}  // namespace
+
+class TestRealdsWeights : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void shardedExport_data() {
+    QTest::addColumn<QString>("name");
+    QTest::addColumn<bool>("zero_to_fp32");  // DeepSpeed's script reads it (it rejects BF16_Optimizer files)
+    QTest::newRow("z2_fp16_dp3_edge (tied head, frozen bias)") << "z2_fp16_dp3_edge" << true;
+    QTest::newRow("z3_fp16_dp4_subgroups") << "z3_fp16_dp4_subgroups" << true;
+    QTest::newRow("z1_fp16_dp4_edge") << "z1_fp16_dp4_edge" << true;
+    QTest::newRow("v145_z2_bf16_dp3") << "v145_z2_bf16_dp3" << true;
+    QTest::newRow("bf16opt_s1_dp2") << "bf16opt_s1_dp2" << false;
+  }
+  void shardedExport() {
+    REALDS_REQUIRE();
+    QFETCH(QString, name);
+    QFETCH(bool, zero_to_fp32);
+    const auto e = realds::checkpoint(name.toStdString());
+    test::TempDir tmp;
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"export", e.save_dir, "-o", tmp.file("one.bin")}), 0);
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"export", e.save_dir, "-o", tmp.file("one.safetensors")}), 0);
+    if (zero_to_fp32) CKPTDOC_EXPECT_EXIT(compare({tmp.file("one.bin"), realds::reference(e.name, "zero_to_fp32")}), 0);
+
+    // torch shards: 60 kB each (the model has ~84k params: several shards, the 301x96 and 173x301 matrices
+    // over the limit on their own), read back by torch with the index.
+    auto r = test::run_cli({"export", e.save_dir, "-o", tmp.file("pt"), "--format", "torch", "--max-shard-size", "60KB"});
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    const auto files = test::files_in(tmp.file("pt"));
+    QVERIFY2(files.size() >= 4 && files.back() == "pytorch_model.bin.index.json", r.out.c_str());
+    CKPTDOC_EXPECT_EXIT(compare({tmp.file("pt"), tmp.file("one.bin"), "--ignore-order"}), 0);
+    if (zero_to_fp32) CKPTDOC_EXPECT_EXIT(compare({tmp.file("pt"), realds::reference(e.name, "zero_to_fp32"), "--ignore-order"}), 0);
+    if (e.model == "edge") {
+      // zero_to_fp32's tied head shares its owner's storage: in the owner's shard, one storage for both names.
+      const auto tied = test::run_python(
+          test::script("realds/shards_share_storage.py"), {tmp.file("pt")});
+      CKPTDOC_EXPECT_EXIT(tied, 0);
+    }
+
+    // safetensors shards, read with ckptdoc's reader: the same bytes as the single-file export, tensor by tensor.
+    r = test::run_cli({"export", e.save_dir, "-o", tmp.file("st"), "--max-shard-size", "60KB"});
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    std::vector<std::string> shards;
+    for (const auto& f : test::files_in(tmp.file("st")))
+      if (f.size() > 12 && f.substr(f.size() - 12) == ".safetensors") shards.push_back(tmp.file("st/" + f));
+    QVERIFY(shards.size() >= 3);
+    QCOMPARE(safetensors_bytes(shards), safetensors_bytes({tmp.file("one.safetensors")}));
+    CKPTDOC_EXPECT_EXIT(compare({tmp.file("st"), tmp.file("one.bin"), "--ignore-order"}), 0);
+    // One shard when everything fits: the plain name and no index, as zero_to_fp32.py writes it.
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"export", e.save_dir, "-o", tmp.file("big"), "--max-shard-size", "5GB"}), 0);
+    QCOMPARE(test::files_in(tmp.file("big")), std::vector<std::string>{"model.safetensors"});
+    // And a diagnosis of the folder it wrote is clean, its tensors equal to the checkpoint's.
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"diagnose", tmp.file("st")}), 0);
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"diff", e.save_dir, tmp.file("pt")}), 0);
+  }
+
+  // `diff` of a checkpoint against its refresh-fp32 repair lists exactly the masters that changed, with the
+  // largest change torch measures between DeepSpeed's own consolidations of the two.
+  void diffAgainstRefreshFp32_data() {
+    QTest::addColumn<QString>("name");
+    QTest::addColumn<QString>("damage");  // damage.py action applied to the copy first, or ""
+    QTest::newRow("seed_z2_fp16_no_optim (#762, every master stale)") << "seed_z2_fp16_no_optim" << "";
+    QTest::newRow("z2_fp16_dp2 (healthy: masters differ from float(lp) by rounding)") << "z2_fp16_dp2" << "";
+    QTest::newRow("z2_bf16_dp4, rank 2 stale") << "z2_bf16_dp4" << "stale-fp32 2";
+    QTest::newRow("z1_fp16_dp4_edge, rank 0 drifted") << "z1_fp16_dp4_edge" << "drift-fp32 0";
+  }
+  void diffAgainstRefreshFp32() {
+    REALDS_REQUIRE();
+    QFETCH(QString, name);
+    QFETCH(QString, damage);
+    const auto e = realds::checkpoint(name.toStdString());
+    test::TempDir tmp;
+    const std::string in = realds::copy_of(e, tmp);
+    if (!damage.isEmpty()) {
+      std::vector<std::string> args{test::source_dir() + "/tests/realds/damage.py", in};
+      for (const auto& a : damage.split(' ')) args.push_back(a.toStdString());
+      CKPTDOC_EXPECT_EXIT(realds::python_with_deepspeed(args, e.ds), 0);
+    }
+    const std::string fixed = tmp.file("fixed");
+    auto r = test::run_cli({"repair", in, "-o", fixed, "--refresh-fp32", "--device", "cpu"});
+    CKPTDOC_EXPECT_EXIT(r, 0);
+
+    // The oracle: DeepSpeed's zero_to_fp32.py on both, compared in torch.
+    CKPTDOC_EXPECT_EXIT(realds::zero_to_fp32(in, tmp.file("in.bin"), e.ds), 0);
+    CKPTDOC_EXPECT_EXIT(realds::zero_to_fp32(fixed, tmp.file("fixed.bin"), e.ds), 0);
+    const auto o = test::run_python(test::script("realds/state_dict_diff.py"), {tmp.file("in.bin"), tmp.file("fixed.bin")});
+    CKPTDOC_EXPECT_EXIT(o, 0);
+    const auto oracle = json_of(o.out)["differ"].toObject();
+    QVERIFY2(!oracle.isEmpty(), o.out.c_str());
+
+    r = test::run_cli({"diff", in, fixed, "--json"});
+    CKPTDOC_EXPECT_EXIT(r, 1);
+    const auto j = json_of(r.out);
+    QVERIFY(j["added"].toArray().isEmpty() && j["removed"].toArray().isEmpty() && j["shape_changed"].toArray().isEmpty());
+    std::map<std::string, double> listed;
+    for (const auto& t : j["tensors"].toArray()) {
+      const auto x = t.toObject();
+      if (!x["equal"].toBool()) listed[x["name"].toString().toStdString()] = x["max_abs_diff"].toDouble();
+    }
+    std::set<std::string> want, got;
+    for (auto it = oracle.begin(); it != oracle.end(); ++it) want.insert(it.key().toStdString());
+    for (const auto& [n, v] : listed) got.insert(n);
+    QCOMPARE(got, want);
+    for (auto it = oracle.begin(); it != oracle.end(); ++it)
+      QCOMPARE(listed.at(it.key().toStdString()), it.value().toDouble());
+    // Worst first, and the text names them too.
+    const auto tensors = j["tensors"].toArray();
+    for (int i = 1; i < tensors.size(); ++i)
+      if (!tensors[i].toObject()["equal"].toBool())
+        QVERIFY(tensors[i - 1].toObject()["rel_l2"].toDouble() >= tensors[i].toObject()["rel_l2"].toDouble());
+    r = test::run_cli({"diff", in, fixed});
+    QVERIFY2(r.out.find(listed.begin()->first) != std::string::npos, r.out.c_str());
+    // The 16-bit weights a refresh reads are unchanged; a checkpoint equals itself; moments are kept.
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"diff", in, fixed, "--what", "lp"}), 0);
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"diff", in, in}), 0);
+    if (e.steps > 0 && e.kind == "train") CKPTDOC_EXPECT_EXIT(test::run_cli({"diff", in, fixed, "--what", "exp_avg_sq"}), 0);
+    // A tolerance as wide as the largest change makes them equal.
+    double worst = 0;
+    for (const auto& [n, v] : listed) worst = std::max(worst, v);
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"diff", in, fixed, "--atol", std::to_string(worst * 1.01)}), 0);
+  }
+
+  // Checkpoints against weights files: names match after `module.`, a moment diff of a weights file is unusable.
+  void diffAcrossKinds() {
+    REALDS_REQUIRE();
+    const auto e = realds::checkpoint("z2_fp16_dp2");
+    test::TempDir tmp;
+    const auto lp = realds::reference(e.name, "lp");  // the module's weights as float32, saved by torch
+    auto r = test::run_cli({"diff", e.save_dir, lp, "--what", "lp", "--json"});
+    CKPTDOC_EXPECT_EXIT(r, 1);  // float16 vs float32: dtype changed, values equal
+    for (const auto& t : json_of(r.out)["tensors"].toArray()) {
+      const auto x = t.toObject();
+      QCOMPARE(x["exact_fraction"].toDouble(), 1.0);
+      QCOMPARE(x["dtype_b"].toString(), QString("float32"));
+    }
+    r = test::run_cli({"diff", lp, e.save_dir, "--what", "exp_avg"});
+    CKPTDOC_EXPECT_EXIT(r, 2);
+    QVERIFY2(r.err.find("no optimizer moments") != std::string::npos, r.err.c_str());
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"diff", e.save_dir, tmp.file("missing")}), 2);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestRealdsWeights)
+#include "test_realds_weights.moc"
