@@ -34,6 +34,16 @@ std::map<std::string, std::vector<uint8_t>> safetensors_bytes(const std::vector<
   return out;
 }
 
+// A Trainer checkpoint-N/ folder (ZeRO-3, dp 2) written by real DeepSpeed with tests/realds/trainer_driver.py.
+std::string trainer_checkpoint(const test::TempDir& tmp, const std::string& weights) {
+  const std::string harness = test::source_dir() + "/../shared/deepspeed/harness";
+  const auto r = realds::python_with_deepspeed({harness + "/launch.py", "--world", "2", "--logdir", tmp.file("logs"), "--",
+                                                test::source_dir() + "/tests/realds/trainer_driver.py", "--out",
+                                                tmp.file("run"), "--steps", "3", "--weights", weights});
+  if (r.exit_code != 0) throw std::runtime_error("trainer_driver.py failed:\n" + r.out + r.err);
+  return tmp.file("run/checkpoint-3");
+}
+
 }  // namespace
 
 class TestRealdsWeights : public QObject {
@@ -174,6 +184,62 @@ class TestRealdsWeights : public QObject {
     CKPTDOC_EXPECT_EXIT(r, 2);
     QVERIFY2(r.err.find("no optimizer moments") != std::string::npos, r.err.c_str());
     CKPTDOC_EXPECT_EXIT(test::run_cli({"diff", e.save_dir, tmp.file("missing")}), 2);
+  }
+
+  // A Trainer checkpoint-N/ folder opens as one checkpoint; for ZeRO-3 its model.safetensors (gathered by
+  // DeepSpeed) is the 16-bit side: diagnose compares it with the fp32 masters, export --source lp and
+  // repair --refresh-fp32 use it without --lp-source, and real DeepSpeed loads the repaired checkpoint.
+  void trainerCheckpointZero3() {
+    REALDS_REQUIRE();
+    test::TempDir tmp;
+    const std::string ck = trainer_checkpoint(tmp, "gathered");
+    auto r = test::run_cli({"inspect", ck, "--json"});
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    auto j = json_of(r.out);
+    QCOMPARE(j["kind"].toString(), QString("deepspeed"));
+    QCOMPARE(j["zero_stage"].toInt(), 3);
+    QCOMPARE(j["tag"].toString(), QString("global_step3"));
+    std::set<std::string> saved;
+    for (const auto& t : j["trainer_weights"].toObject()["tensors"].toArray())
+      saved.insert(t.toObject()["name"].toString().toStdString());
+    for (const auto& g : j["groups"].toArray())
+      for (const auto& p : g.toObject()["params"].toArray()) QVERIFY(saved.count(p.toObject()["name"].toString().toStdString()));
+    r = test::run_cli({"diagnose", ck, "--json", "--device", "cpu"});
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    j = json_of(r.out);
+    QVERIFY2(realds::codes(j, "error").empty() && realds::codes(j, "warning").empty(), r.out.substr(0, 3000).c_str());
+    for (const auto& p : j["params"].toArray()) {  // every param: its 16-bit weight is the rounding of its master
+      const auto d = p.toObject()["lp_vs_fp32"].toObject();
+      QVERIFY2(!d.isEmpty(), r.out.substr(0, 2000).c_str());
+      QVERIFY2(d["exact_fraction"].toDouble() > 0.999, r.out.substr(0, 2000).c_str());
+    }
+    r = test::run_cli({"export", ck, "-o", tmp.file("lp.safetensors"), "--source", "lp"});
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"diff", tmp.file("lp.safetensors"), ck + "/model.safetensors"}), 0);
+    r = test::run_cli({"repair", ck, "-o", tmp.file("fixed"), "--refresh-fp32", "--device", "cpu"});
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    QVERIFY2(r.out.find("model.safetensors") != std::string::npos, r.out.c_str());  // the plan names its source
+    const auto load = realds::load(tmp.file("fixed"), "z3_fp16_dp2", {0, "", "", {"--strict"}});
+    REALDS_EXPECT_STRICT(load);
+  }
+
+  // The same folder whose model.safetensors holds ZeRO-3 placeholders: named as such, and not used as weights.
+  void trainerCheckpointPlaceholders() {
+    REALDS_REQUIRE();
+    test::TempDir tmp;
+    const std::string ck = trainer_checkpoint(tmp, "placeholder");
+    auto r = test::run_cli({"diagnose", ck, "--json", "--device", "cpu"});
+    CKPTDOC_EXPECT_EXIT(r, 1);
+    const auto j = json_of(r.out);
+    QCOMPARE(realds::codes(j, "error"), std::vector<std::string>{"placeholder-tensor"});
+    r = test::run_cli({"diagnose", ck + "/model.safetensors"});  // the file alone, config.json beside it
+    CKPTDOC_EXPECT_EXIT(r, 1);
+    QVERIFY2(r.out.find("placeholder-tensor") != std::string::npos && r.out.find("hidden_size 301") != std::string::npos,
+             r.out.c_str());
+    r = test::run_cli({"repair", ck, "-o", tmp.file("fixed"), "--refresh-fp32"});
+    CKPTDOC_EXPECT_EXIT(r, 2);
+    QVERIFY2(r.err.find("0 elements") != std::string::npos, r.err.c_str());
+    QVERIFY(!fs::exists(tmp.file("fixed")));
   }
 };
 

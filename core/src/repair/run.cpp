@@ -757,8 +757,9 @@ RepairResult run_repair_across_processes(const deepspeed::Checkpoint& ckpt, cons
 
 }  // namespace
 
-RepairResult run_repair(const deepspeed::Checkpoint& ckpt, const std::string& output, const RepairRequest& rq,
+RepairResult run_repair(const deepspeed::Checkpoint& ckpt, const std::string& output, const RepairRequest& request,
                         Progress* progress, FileIo& io) {
+  const RepairRequest rq = with_default_lp_source(ckpt, request);
   if (rq.across_processes && mpi_size() > 1) return run_repair_across_processes(ckpt, output, rq, progress, io);
   RepairResult result;
   result.plan = make_plan(ckpt, output, rq);
