@@ -52,7 +52,7 @@ measure() {
   cat "$tmp/$label.one" >>"$tmp/$label.runs"
 }
 stats() {  # label -> "best median rss_mib"
-  sort -n "$tmp/$1.runs" | awk '{ w[NR] = $1; if ($2 > r) r = $2 } END { printf "%.3f %.3f %.1f", w[1], w[int((NR + 1) / 2)], r / 1024 }'
+  sort -n "$tmp/$1.runs" | awk '{ w[NR] = $1; if ($2 > r) r = $2 } END { printf "%.3f %.3f %.1f\n", w[1], w[int((NR + 1) / 2)], r / 1024 }'
 }
 
 drop_caches
