@@ -70,6 +70,9 @@ RepairRequest with_default_lp_source(const deepspeed::Checkpoint& ckpt, RepairRe
 Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, const RepairRequest& request) {
   const RepairRequest rq = with_default_lp_source(ckpt, request);
   const auto& cat = ckpt.catalog();
+  if (ckpt.weights_only())
+    refuse(cat.tag_dir, "is a " + std::string(cat.kind == "hf-folder" ? "Hugging Face folder" : "weights file") +
+                            ": repairs work on DeepSpeed checkpoints (export or diff it instead)");
   Plan plan;
   plan.input = norm(cat.save_dir);
   plan.output = norm(output);

@@ -48,7 +48,15 @@ std::string some(const std::vector<std::string>& names, size_t max = 5) {
   return s;
 }
 
+// Index and config files are small; a huge one is refused rather than read into memory.
+constexpr uint64_t kMaxJsonBytes = 100'000'000;
+
 std::string read_file_text(const std::string& path) {
+  std::error_code ec;
+  const uint64_t size = fs::file_size(path, ec);
+  if (!ec && size > kMaxJsonBytes)
+    throw Error(path, "", expected_found("a JSON file of at most " + std::to_string(kMaxJsonBytes) + " bytes",
+                                         std::to_string(size) + " bytes"));
   std::ifstream in(path, std::ios::binary);
   std::ostringstream ss;
   ss << in.rdbuf();
@@ -140,7 +148,11 @@ void WeightsSource::read_config() {
   const fs::path p = fs::path(root_) / "config.json";
   std::error_code ec;
   if (!fs::is_regular_file(p, ec)) return;
-  const auto j = nlohmann::json::parse(read_file_text(p.string()), nullptr, /*allow_exceptions=*/false);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file_text(p.string()), nullptr, /*allow_exceptions=*/false);
+  } catch (const Error&) {
+  }
   if (!j.is_object()) {
     problem("config-unreadable", "warning", "config.json is not a JSON object; sizes it would imply are not checked",
             "config.json");
