@@ -1,0 +1,51 @@
+// Storage: the bytes behind tensors (mapped, owned or produced on demand).
+#include "ckptdoc/format/value.h"
+
+#include "format/value_fail.h"
+
+namespace ckptdoc {
+
+using value_detail::fail;
+using value_detail::mul_overflow;
+
+std::span<const uint8_t> Storage::bytes() const {
+  uint64_t n = 0;
+  if (mul_overflow(numel, element_size(dtype), &n)) fail("storage '" + key + "': size overflows");
+  if (file) return file->slice(file_offset, n, "storage bytes");
+  if (owned) {
+    if (owned->size() < n)
+      fail("storage '" + key + "': " + expected_found(std::to_string(n) + " bytes",
+                                                      std::to_string(owned->size()) + " bytes"));
+    return {owned->data(), static_cast<size_t>(n)};
+  }
+  fail("storage '" + key + "': bytes are produced on demand, not held in memory");
+}
+
+void Storage::write_to(ByteSink& sink) const {
+  if (has_bytes()) {
+    sink.write(bytes());
+    return;
+  }
+  if (!producer) fail("storage '" + key + "' has no bytes");
+  const uint64_t start = sink.position();
+  producer(sink);
+  const uint64_t wrote = sink.position() - start;
+  if (wrote != nbytes())
+    fail("storage '" + key + "': producer " +
+         expected_found(std::to_string(nbytes()) + " bytes", std::to_string(wrote) + " bytes"));
+}
+
+std::shared_ptr<Storage> Storage::from_bytes(DType dtype, std::vector<uint8_t> bytes, std::string key) {
+  const size_t es = element_size(dtype);
+  if (bytes.size() % es != 0)
+    fail("storage of " + std::string(dtype_name(dtype)) + ": " + std::to_string(bytes.size()) +
+         " bytes is not a multiple of the element size " + std::to_string(es));
+  auto s = std::make_shared<Storage>();
+  s->key = std::move(key);
+  s->dtype = dtype;
+  s->numel = bytes.size() / es;
+  s->owned = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+  return s;
+}
+
+}  // namespace ckptdoc

@@ -1,0 +1,102 @@
+// Repair actions that keep the layout and the file set: --refresh-fp32, --reset-optimizer, --drop-optimizer.
+#include <algorithm>
+
+#include "ckptdoc/error.h"
+#include "repair/runner.h"
+
+namespace fs = std::filesystem;
+
+namespace ckptdoc::repair::detail {
+
+using deepspeed::FileRole;
+using deepspeed::FloatFill;
+using deepspeed::GroupLayout;
+using deepspeed::OptimizerWrapper;
+using deepspeed::ParamEntry;
+
+void Runner::rewrite_in_layout() {
+  const OptimizerWrapper w = cat_.wrapper;
+  SourceLayout layout = source_layout(ckpt_);
+  LpReader lp(*backend_);
+  std::shared_ptr<void> keep;
+  if (rq_.refresh_fp32) {
+    if (w == OptimizerWrapper::Zero3)
+      keep = add_file_lp(*rq_.lp_source, lp);
+    else
+      add_module_lp(ckpt_, layout, lp);
+  }
+  const ParamRead lp_read = [&lp](const std::string& name, int64_t first, int64_t n, float* out) {
+    lp.read(name, first, n, out);
+  };
+  for (const auto& f : cat_.files) {
+    if (f.role == FileRole::Model) {
+      if (w == OptimizerWrapper::FP16Optimizer && (rq_.reset_optimizer || rq_.drop_optimizer)) {
+        Value root = ckpt_.model_file(f.mp_rank, std::max(f.dp_rank, 0)).root.clone();
+        if (rq_.drop_optimizer) {
+          root.set("optimizer", Value::none());
+        } else {
+          Value* osd = need(need(&root, "optimizer", f.path), "optimizer_state_dict", f.path);
+          osd->set("state", Value::dict());
+          erase_group_steps(osd->get_mut("param_groups"));
+        }
+        write(f.path, root);
+      } else {
+        copy(f);
+      }
+      continue;
+    }
+    if (f.role != FileRole::Optim) continue;
+    if (rq_.drop_optimizer) continue;
+    const int r = f.dp_rank;
+    Value root = ckpt_.optim_file(r, f.mp_rank).root.clone();
+    Value* osd = need(&root, "optimizer_state_dict", f.path);
+    if (rq_.refresh_fp32) {
+      if (w == OptimizerWrapper::Zero3) {
+        Value* flat = need(osd, "fp32_flat_groups", f.path);
+        auto& items = flat->items_mut();
+        for (size_t k = 0; k < items.size() && k < layout.groups.size(); ++k) {
+          const GroupLayout& g = layout.groups[k];
+          const int dp = layout.dp;
+          const int64_t len = items[k].as_tensor().numel();
+          items[k] = Value::tensor(deepspeed::produced_f32(
+              len, guarded([&g, r, dp, lp_read](int64_t first, int64_t n, float* out) {
+                fill_zero3_part(g, r, dp, first, n, out, lp_read);
+              })));
+        }
+      } else {
+        Value* parts = need(osd, "single_partition_of_fp32_groups", f.path);
+        auto& items = parts->items_mut();
+        for (size_t gi = 0; gi < items.size() && gi < layout.groups.size(); ++gi) {
+          const GroupLayout& g = layout.groups[gi];
+          const Tensor& old = items[gi].as_tensor();
+          const int64_t P = g.partition_numel;
+          const int64_t L = old.numel();
+          if (L > P)
+            throw Error(f.abs_path, "single_partition_of_fp32_groups[" + std::to_string(gi) + "]",
+                        expected_found("at most " + std::to_string(P) + " elements", std::to_string(L)));
+          const int64_t base = static_cast<int64_t>(r) * P;
+          items[gi] = Value::tensor(deepspeed::produced_f32(
+              L, guarded([&g, base, lp_read](int64_t first, int64_t n, float* out) {
+                fill_zero12_flat(g, base + first, n, out, lp_read);
+              }),
+              P, old.requires_grad));
+        }
+      }
+    }
+    if (rq_.reset_optimizer) {
+      Value* inner = w == OptimizerWrapper::Zero3 ? need(osd, "optimizer_state_dict", f.path)
+                                                  : need(osd, "base_optimizer_state", f.path);
+      if (inner->is_dict()) {
+        inner->set("state", Value::dict());
+        erase_group_steps(inner->get_mut("param_groups"));
+      } else if (inner->is_sequence()) {  // elastic list: one dict of state per group
+        for (auto& e : inner->items_mut()) e = Value::dict();
+      }
+      osd->erase("base_optimizer_state_step");
+    }
+    write(f.path, root);
+  }
+  copy_other_files();
+}
+
+}  // namespace ckptdoc::repair::detail

@@ -1,0 +1,23 @@
+#pragma once
+// The step every repair ends with: the partial folder renamed into place as the output (replacing an
+// existing one the plan allowed), its parent fsynced, then the output re-opened and verified.
+#include <string>
+
+#include "ckptdoc/io/file_io.h"
+#include "ckptdoc/repair/plan.h"
+#include "ckptdoc/task/progress.h"
+
+namespace ckptdoc::repair::detail {
+
+// Removes a folder tree, ignoring errors (cleanup after a failure).
+void remove_tree_quietly(const std::string& p);
+
+// Replaces `out` (when it exists: the plan allowed it, empty or --force) by `partial`, then fsyncs the parent
+// folder so the rename is durable. `renamed` turns true once `out` is the new folder.
+void publish_folder(const std::string& partial, const std::string& out, FileIo& io, bool& renamed);
+
+// Re-opens result.output, re-diagnoses it and checks DeepSpeed's loader invariants (only the files present
+// when `only_present_files`: a node's share on node-local storage).
+void verify_output(RepairResult& result, const RepairRequest& rq, Progress* progress, bool only_present_files);
+
+}  // namespace ckptdoc::repair::detail

@@ -1,0 +1,140 @@
+// A repair run by every process under mpirun (--repartition --world-size only): storage discovery, the
+// shared work, and one publish per storage.
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "ckptdoc/compute/distributed.h"
+#include "ckptdoc/compute/exchange.h"
+#include "ckptdoc/error.h"
+#include "repair/publish.h"
+#include "repair/run_distributed.h"
+#include "repair/runner.h"
+
+namespace fs = std::filesystem;
+
+namespace ckptdoc::repair::detail {
+
+namespace {
+
+// Storage discovery under MPI: every process drops a marker in the shared partial folder name; the
+// markers a process sees tell which processes write to the same storage as it does.
+struct StorageView {
+  int leader = 0;         // lowest process on this storage: writes the shared files and renames
+  bool sees_all = false;  // every process on this storage (shared file system)
+};
+StorageView discover_storage(const std::string& partial) {
+  const int procs = mpi_size(), me = mpi_rank();
+  const std::string marker = partial + "/.ckptdoc-process-" + std::to_string(me);
+  std::string err;
+  try {
+    std::error_code ec;
+    fs::create_directories(partial, ec);
+    if (ec) throw Error(partial, "", "cannot create the output folder: " + ec.message());
+    std::ofstream(marker).put('\n');
+    if (!fs::exists(marker)) throw Error(marker, "", "cannot write in the output folder");
+  } catch (const std::exception& e) {
+    err = e.what();
+  }
+  if (const std::string e = mpi_first_error(err); !e.empty()) throw Error("", "distributed repair", e);
+  mpi_barrier();
+  StorageView v;
+  v.leader = me;
+  int seen = 0;
+  for (int p = 0; p < procs; ++p)
+    if (fs::exists(partial + "/.ckptdoc-process-" + std::to_string(p))) {
+      v.leader = std::min(v.leader, p);
+      ++seen;
+    }
+  v.sees_all = seen == procs;
+  mpi_barrier();
+  std::error_code ec;
+  fs::remove(marker, ec);
+  mpi_barrier();
+  return v;
+}
+
+std::string rank_ranges(const Assignment& a) {
+  std::vector<int> mine;
+  for (int r = 0; r < static_cast<int>(a.new_owner.size()); ++r)
+    if (a.owns(r)) mine.push_back(r);
+  if (mine.empty()) return "none";
+  return mine.size() == 1 ? std::to_string(mine.front())
+                          : std::to_string(mine.front()) + "-" + std::to_string(mine.back());
+}
+
+}  // namespace
+
+// Every process runs this (see RepairRequest::across_processes); each failure is agreed so that all
+// processes stop together and leave nothing behind.
+RepairResult run_repair_across_processes(const deepspeed::Checkpoint& ckpt, const std::string& output,
+                                         const RepairRequest& rq, Progress* progress, FileIo& io) {
+  auto agree = [](const std::string& mine) {
+    if (const std::string e = mpi_first_error(mine); !e.empty()) throw Error("", "distributed repair", e);
+  };
+  RepairResult result;
+  std::string err;
+  try {
+    result.plan = make_plan(ckpt, output, rq);
+  } catch (const std::exception& e) {
+    err = e.what();
+  }
+  agree(err);
+  const std::string out = result.plan.output;
+  int64_t pid0 = ::getpid();
+  mpi_broadcast(&pid0, sizeof pid0, 0);
+  const std::string partial = out + ".ckptdoc-partial-" + std::to_string(pid0);
+  const StorageView storage = discover_storage(partial);
+  const bool leader = storage.leader == mpi_rank();
+  const int old_dp = ckpt.catalog().groups.empty() ? ckpt.catalog().dp_world_size
+                                                   : static_cast<int>(ckpt.catalog().groups.front().partitions.size());
+  bool renamed = false;
+  try {
+    const Assignment assignment = assign_ranks(ckpt.catalog(), old_dp, *rq.world_size);
+    std::string note;
+    Runner runner(ckpt, rq, result.plan, progress, io);
+    const std::vector<int> gpus = devices_for_process(mpi_local_rank(), mpi_local_size(), cuda_device_count());
+    const auto exchanger = make_exchanger(runner.backend_kind(), gpus.empty() ? 0 : gpus.front(), &note);
+    runner.distribute(&assignment, exchanger.get(), leader);
+    try {
+      runner.run(partial);
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+    agree(err);
+    // Totals for the report: bytes that crossed between processes.
+    ReductionArrays sums;
+    sums.counts.push_back(runner.exchange_bytes());
+    mpi_allreduce(sums);
+    result.distribution = std::to_string(assignment.procs) + " processes, slices exchanged over " +
+                          exchanger->name() + " (" + std::to_string(sums.counts[0]) +
+                          " bytes between processes); this process (" + std::to_string(assignment.me) +
+                          ") wrote new rank(s) " + rank_ranges(assignment) +
+                          (storage.sees_all ? " on shared storage" : " on its own storage") +
+                          (note.empty() ? "" : "; " + note);
+    // Each storage's first process publishes it: the same rename as one process does, once per storage.
+    try {
+      if (leader) publish_folder(partial, out, io, renamed);
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+    agree(err);
+  } catch (...) {
+    remove_tree_quietly(renamed ? out : partial);
+    throw;
+  }
+  result.output = out;
+  // Verification: a diagnosis across the processes, each reading the new rank files it sees (as diagnose
+  // under mpirun does), and the loader invariants of the whole output where every process sees it all (a
+  // shared file system), else of the files on each process's own storage.
+  std::vector<uint8_t> all(static_cast<size_t>(mpi_size()));
+  const uint8_t mine = storage.sees_all ? 1 : 0;
+  mpi_allgather(&mine, 1, all.data());
+  result.verified_as_whole = std::all_of(all.begin(), all.end(), [](uint8_t v) { return v == 1; });
+  verify_output(result, rq, progress, /*only_present_files=*/!result.verified_as_whole);
+  return result;
+}
+
+}  // namespace ckptdoc::repair::detail
