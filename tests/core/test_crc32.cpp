@@ -4,6 +4,7 @@
 #include <random>
 
 #include "ckptdoc/format/zip_reader.h"
+#include "test_support.h"
 
 using namespace ckptdoc;
 
@@ -60,5 +61,5 @@ class TestCrc32 : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestCrc32)
+CKPTDOC_TEST_MAIN(TestCrc32)
 #include "test_crc32.moc"

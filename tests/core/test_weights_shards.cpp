@@ -198,5 +198,5 @@ class TestWeightsShards : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestWeightsShards)
+CKPTDOC_TEST_MAIN(TestWeightsShards)
 #include "test_weights_shards.moc"

@@ -10,7 +10,7 @@
 #include "main_window.h"
 #include "param_table_model.h"
 #include "session.h"
-#include "test_support.h"
+#include "gui_test_main.h"
 
 using namespace ckptdoc;
 using namespace ckptdoc::gui;
@@ -66,5 +66,5 @@ class TestWeightsWindow : public QObject {
   }
 };
 
-QTEST_MAIN(TestWeightsWindow)
+CKPTDOC_TEST_MAIN_WIDGETS(TestWeightsWindow)
 #include "test_weights_window.moc"

@@ -172,5 +172,5 @@ class TestWeightsFolders : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestWeightsFolders)
+CKPTDOC_TEST_MAIN(TestWeightsFolders)
 #include "test_weights_folders.moc"

@@ -219,7 +219,7 @@ class TestRealdsWeights : public QObject {
     r = test::run_cli({"repair", ck, "-o", tmp.file("fixed"), "--refresh-fp32", "--device", "cpu"});
     CKPTDOC_EXPECT_EXIT(r, 0);
     QVERIFY2(r.out.find("model.safetensors") != std::string::npos, r.out.c_str());  // the plan names its source
-    const auto load = realds::load(tmp.file("fixed"), "z3_fp16_dp2", {0, "", "", {"--strict"}});
+    const auto load = realds::load(tmp.file("fixed"), "z3_fp16_dp2", {"--strict"});
     REALDS_EXPECT_STRICT(load);
   }
 
@@ -243,5 +243,5 @@ class TestRealdsWeights : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestRealdsWeights)
+CKPTDOC_TEST_MAIN(TestRealdsWeights)
 #include "test_realds_weights.moc"
