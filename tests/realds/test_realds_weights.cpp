@@ -55,7 +55,6 @@ class TestRealdsWeights : public QObject {
     QTest::addColumn<bool>("zero_to_fp32");  // DeepSpeed's script reads it (it rejects BF16_Optimizer files)
     QTest::newRow("z2_fp16_dp3_edge (tied head, frozen bias)") << "z2_fp16_dp3_edge" << true;
     QTest::newRow("z3_fp16_dp4_subgroups") << "z3_fp16_dp4_subgroups" << true;
-    QTest::newRow("z1_fp16_dp4_edge") << "z1_fp16_dp4_edge" << true;
     QTest::newRow("v145_z2_bf16_dp3") << "v145_z2_bf16_dp3" << true;
     QTest::newRow("bf16opt_s1_dp2") << "bf16opt_s1_dp2" << false;
   }
@@ -109,7 +108,7 @@ class TestRealdsWeights : public QObject {
     QTest::newRow("seed_z2_fp16_no_optim (#762, every master stale)") << "seed_z2_fp16_no_optim" << "";
     QTest::newRow("z2_fp16_dp2 (healthy: masters differ from float(lp) by rounding)") << "z2_fp16_dp2" << "";
     QTest::newRow("z2_bf16_dp4, rank 2 stale") << "z2_bf16_dp4" << "stale-fp32 2";
-    QTest::newRow("z1_fp16_dp4_edge, rank 0 drifted") << "z1_fp16_dp4_edge" << "drift-fp32 0";
+    QTest::newRow("z1_fp16_dp2, rank 0 drifted") << "z1_fp16_dp2" << "drift-fp32 0";
   }
   void diffAgainstRefreshFp32() {
     REALDS_REQUIRE();
