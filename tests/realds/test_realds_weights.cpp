@@ -107,7 +107,7 @@ class TestRealdsWeights : public QObject {
     QTest::addColumn<QString>("damage");  // damage.py action applied to the copy first, or ""
     QTest::newRow("seed_z2_fp16_no_optim (#762, every master stale)") << "seed_z2_fp16_no_optim" << "";
     QTest::newRow("z2_fp16_dp2 (healthy: masters differ from float(lp) by rounding)") << "z2_fp16_dp2" << "";
-    QTest::newRow("z2_bf16_dp4, rank 2 stale") << "z2_bf16_dp4" << "stale-fp32 2";
+    QTest::newRow("z2_bf16_dp2, rank 1 stale") << "z2_bf16_dp2" << "stale-fp32 1";
     QTest::newRow("z1_fp16_dp2, rank 0 drifted") << "z1_fp16_dp2" << "drift-fp32 0";
   }
   void diffAgainstRefreshFp32() {
