@@ -34,6 +34,8 @@ struct ExportCommandOptions {
   bool exclude_frozen = false;
   bool quiet = false;
   std::string device = "auto";
+  std::string max_shard_size;  // empty: one file; else -o names a folder of Hugging Face-style shards
+  bool force = false;
 };
 int run_export(const ExportCommandOptions& o);
 
@@ -111,5 +113,19 @@ struct GuiOptions {
   std::optional<std::string> param;
 };
 int run_gui(const GuiOptions& o, int argc, char** argv);
+
+}  // namespace ckptdoc::cli
+
+namespace ckptdoc::cli {
+
+// `ckptdoc diff A B`: tensors added, removed, changed; exit 0 equal, 1 different, 2 unusable input.
+struct DiffCommandOptions {
+  std::string a, b;
+  std::string what = "fp32";
+  double atol = 0, rtol = 0;
+  bool json = false;
+  int max_rows = 40;
+};
+int run_diff(const DiffCommandOptions& o);
 
 }  // namespace ckptdoc::cli

@@ -30,7 +30,38 @@ std::string fmt_double(double v, const char* f = "%.3g") {
   return b;
 }
 
+// A weights-only source: findings, then every tensor's values (worst first: NaN/Inf, all zeros).
+void print_weights_report(const analysis::Report& report, const deepspeed::Catalog& cat, int max_params) {
+  std::printf("ckptdoc diagnose: %s (%s, %zu tensors)\n", cat.tag_dir.c_str(), cat.kind.c_str(), report.params.size());
+  std::printf("  scanned %s in %.2f s on %s\n\n", human_bytes(report.bytes_scanned).c_str(), report.seconds,
+              report.backend.c_str());
+  if (report.findings.empty()) std::printf("No problems found.\n");
+  for (const auto& f : report.findings) std::printf("%s %s\n  %s\n\n", marker(f.severity), f.code.c_str(), f.message.c_str());
+  std::vector<const analysis::ParamReport*> rows;
+  for (const auto& p : report.params) rows.push_back(&p);
+  auto badness = [](const analysis::ParamReport* p) {
+    if (!p->lp) return 0;
+    if (p->lp->finite_count() != p->lp->count) return 2;
+    return p->lp->count > 0 && p->lp->zeros == p->lp->count ? 1 : 0;
+  };
+  std::stable_sort(rows.begin(), rows.end(), [&](auto* a, auto* b) { return badness(a) > badness(b); });
+  std::printf("%-44s %-9s %12s %11s %11s %11s %8s\n", "tensor (worst first)", "dtype", "numel", "min", "max", "rms", "NaN/Inf");
+  int shown = 0;
+  for (const auto* p : rows) {
+    if (shown++ >= max_params) {
+      std::printf("… %zu more tensors (use --json for all)\n", rows.size() - static_cast<size_t>(max_params));
+      break;
+    }
+    const std::string name = p->name.size() > 44 ? "…" + p->name.substr(p->name.size() - 43) : p->name;
+    std::printf("%-44s %-9s %12lld %11s %11s %11s %8s\n", name.c_str(), std::string(dtype_name(p->lp_dtype)).c_str(),
+                static_cast<long long>(p->numel), p->lp ? fmt_double(p->lp->min).c_str() : "-",
+                p->lp ? fmt_double(p->lp->max).c_str() : "-", p->lp ? fmt_double(p->lp->rms()).c_str() : "-",
+                p->lp ? std::to_string(p->lp->count - p->lp->finite_count()).c_str() : "-");
+  }
+}
+
 void print_report(const analysis::Report& report, const deepspeed::Catalog& cat, int max_params) {
+  if (cat.kind != "deepspeed") return print_weights_report(report, cat, max_params);
   std::printf("ckptdoc diagnose: %s (tag %s)\n", cat.tag_dir.c_str(), cat.tag.c_str());
   std::printf("  ZeRO stage %d, %s weights, dp %d, mp %d, %s; scanned %s in %.2f s on %s\n\n", cat.zero_stage,
               std::string(dtype_name(cat.lp_dtype)).c_str(), cat.dp_world_size, cat.mp_world_size,

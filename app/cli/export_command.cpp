@@ -4,6 +4,7 @@
 
 #include "ckptdoc/deepspeed/export.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/weights/shards.h"
 #include "commands.h"
 #include "device_choice.h"
 #include "format_helpers.h"
@@ -32,7 +33,11 @@ int run_export(const ExportCommandOptions& o) {
     if (p.severity == "error") std::fprintf(stderr, "ckptdoc: %s: %s\n", p.code.c_str(), p.message.c_str());
   }
   ExportOptions options;
-  options.format = parse_export_format(o.format.empty() ? format_for(o.output) : o.format);
+  // A folder has no extension to go by: shards are safetensors unless --format says otherwise.
+  options.format =
+      parse_export_format(!o.format.empty() ? o.format : !o.max_shard_size.empty() ? "safetensors" : format_for(o.output));
+  if (!o.max_shard_size.empty()) options.max_shard_size = weights::parse_shard_size(o.max_shard_size);
+  options.force = o.force;
   options.source = parse_export_source(o.source);
   if (!o.dtype.empty()) {
     const auto d = dtype_from_name(o.dtype);
@@ -44,7 +49,13 @@ int run_export(const ExportCommandOptions& o) {
   options.device = o.dtype.empty() && o.device == "auto" ? DeviceKind::Cpu : choose_device(o.device);
   const ExportResult r = export_weights(*ckpt, o.output, options);
   if (!o.quiet) {
-    std::printf("wrote %zu tensors (%s) to %s\n", r.tensors, human_bytes(r.bytes).c_str(), r.path.c_str());
+    if (r.files.empty()) {
+      std::printf("wrote %zu tensors (%s) to %s\n", r.tensors, human_bytes(r.bytes).c_str(), r.path.c_str());
+    } else {
+      std::printf("wrote %zu tensors (%s) to %s:", r.tensors, human_bytes(r.bytes).c_str(), r.path.c_str());
+      for (const auto& f : r.files) std::printf(" %s", f.c_str());
+      std::printf("\n");
+    }
   }
   return 0;
 }

@@ -5,6 +5,8 @@
 
 #include "ckptdoc/deepspeed/catalog_json.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/weights/weights_json.h"
+#include <nlohmann/json.hpp>
 #include "commands.h"
 #include "format_helpers.h"
 
@@ -86,16 +88,61 @@ void print_text(const Catalog& c, bool layout) {
   }
 }
 
+// A Hugging Face folder or weights file: index, files, tensors, problems.
+void print_weights(const weights::WeightsSource& w, const char* title) {
+  std::printf("%s %s\n", title, w.path().c_str());
+  uint64_t numel = 0, bytes = 0;
+  for (const auto& t : w.tensors()) {
+    numel += static_cast<uint64_t>(t.tensor.numel());
+    bytes += t.tensor.nbytes();
+  }
+  std::printf("  tensors          %zu (%s elements, %s), mostly %s\n", w.tensors().size(), grouped(static_cast<int64_t>(numel)).c_str(),
+              human_bytes(bytes).c_str(), std::string(dtype_name(w.main_dtype())).c_str());
+  if (w.index()) {
+    std::printf("  index            %s: %zu tensors, total_size %s\n", w.index()->path.c_str(), w.index()->weight_map.size(),
+                w.index()->total_size ? std::to_string(*w.index()->total_size).c_str() : "(none)");
+  }
+  std::string config;
+  for (const auto& [k, v] : w.config_sizes()) config += (config.empty() ? "" : ", ") + k + " " + std::to_string(v);
+  if (!config.empty()) std::printf("  config.json      %s\n", config.c_str());
+  std::printf("\nFiles\n");
+  for (const auto& f : w.files())
+    std::printf("  %-50s %-11s %5zu tensors %s%s\n", f.path.c_str(), f.format.empty() ? "?" : f.format.c_str(),
+                f.tensors.size(), human_bytes(f.bytes).c_str(), f.readable ? "" : "  UNREADABLE");
+  std::printf("\nTensors\n");
+  for (size_t i = 0; i < w.tensors().size(); ++i) {
+    const auto& t = w.tensors()[i];
+    std::printf("  %-50s %-9s %-20s %s\n", t.name.c_str(), std::string(dtype_name(t.tensor.dtype)).c_str(),
+                shape_text(t.tensor.shape).c_str(), w.file_of(i).c_str());
+  }
+  std::printf("\nProblems\n");
+  if (w.problems().empty()) std::printf("  none\n");
+  for (const auto& p : w.problems()) std::printf("  %-7s %-22s %s\n", p.severity.c_str(), p.code.c_str(), p.message.c_str());
+}
+
 }  // namespace
 
 int run_inspect(const InspectOptions& o) {
   OpenOptions options;
   options.tag = o.tag;
   const auto ckpt = Checkpoint::open(o.path, options);
+  const auto& weights = ckpt->weights();
   if (o.json) {
-    std::printf("%s\n", catalog_to_json(ckpt->catalog()).c_str());
+    if (ckpt->weights_only() && weights) {
+      std::printf("%s\n", weights::weights_to_json(*weights).c_str());
+      return 0;
+    }
+    auto j = nlohmann::json::parse(catalog_to_json(ckpt->catalog()));
+    if (weights) j["trainer_weights"] = nlohmann::json::parse(weights::weights_to_json(*weights));
+    std::printf("%s\n", j.dump(2).c_str());
+  } else if (ckpt->weights_only() && weights) {
+    print_weights(*weights, weights->kind() == weights::SourceKind::HfFolder ? "Hugging Face model folder" : "Weights file");
   } else {
     print_text(ckpt->catalog(), o.layout);
+    if (weights) {
+      std::printf("\n");
+      print_weights(*weights, "Model weights beside the checkpoint (Trainer checkpoint folder):");
+    }
   }
   return 0;
 }

@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   auto* export_cmd = app.add_subcommand("export", "Write consolidated weights (what DeepSpeed's zero_to_fp32.py "
                                                   "produces by default) to one safetensors, torch or HDF5 file");
   export_cmd->add_option("PATH", exp.path, "save folder (with `latest`), tag folder, or one rank file")->required();
-  export_cmd->add_option("-o,--output", exp.output, "Output file")->required();
+  export_cmd->add_option("-o,--output", exp.output, "Output file (a folder with --max-shard-size)")->required();
   export_cmd->add_option("--tag", exp.tag, "Tag folder to read instead of the one named in `latest`");
   export_cmd->add_option("--format", exp.format, "safetensors | torch | hdf5 (default: from the output's extension)")
       ->check(CLI::IsMember({"safetensors", "torch", "hdf5"}));
@@ -72,6 +72,10 @@ int main(int argc, char** argv) {
   export_cmd->add_flag("--exclude-frozen", exp.exclude_frozen, "Leave frozen params out");
   export_cmd->add_option("--device", exp.device, "Where float32 <-> float16/bfloat16 conversions run")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  export_cmd->add_option("--max-shard-size", exp.max_shard_size,
+                         "Write Hugging Face-style shards of at most SIZE (5GB = 5e9 bytes, 5GiB = 5*2^30) into the "
+                         "folder -o names, with an index when there are several");
+  export_cmd->add_flag("--force", exp.force, "With --max-shard-size: replace weights files already in the folder");
   export_cmd->add_flag("-q,--quiet", exp.quiet, "No summary line");
   export_cmd->callback([&] { rc = cli::run_export(exp); });
 
@@ -88,6 +92,19 @@ int main(int argc, char** argv) {
   dg_cmd->add_flag("--verify-checksums", dg.verify_checksums,
                    "Also check every record's CRC-32 (reads all bytes once more; finds flipped bits)");
   dg_cmd->callback([&] { rc = cli::run_diagnose(dg); });
+
+  cli::DiffCommandOptions df;
+  auto* diff_cmd = app.add_subcommand("diff", "Compare two checkpoints, Hugging Face folders or weights files tensor by "
+                                              "tensor; exit 0 equal, 1 different, 2 unusable input");
+  diff_cmd->add_option("A", df.a, "DeepSpeed checkpoint, Hugging Face folder or weights file")->required();
+  diff_cmd->add_option("B", df.b, "DeepSpeed checkpoint, Hugging Face folder or weights file")->required();
+  diff_cmd->add_option("--what", df.what, "DeepSpeed side: fp32 (default) | lp | exp_avg | exp_avg_sq")
+      ->check(CLI::IsMember({"fp32", "lp", "exp_avg", "exp_avg_sq"}));
+  diff_cmd->add_option("--atol", df.atol, "Equal when |A-B| <= atol + rtol*|B| (default 0: exact)");
+  diff_cmd->add_option("--rtol", df.rtol, "Relative tolerance (default 0)");
+  diff_cmd->add_flag("--json", df.json, "Machine-readable output");
+  diff_cmd->add_option("--max-rows", df.max_rows, "Differing tensors listed (text output)");
+  diff_cmd->callback([&] { rc = cli::run_diff(df); });
 
   cli::GuiOptions gui;
   auto* gui_cmd = app.add_subcommand("gui", "Open the desktop app (optionally on a checkpoint)");

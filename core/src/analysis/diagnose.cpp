@@ -1,9 +1,11 @@
 #include "ckptdoc/analysis/diagnose.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "checksums.h"
 #include "ckptdoc/compute/distributed.h"
+#include "ckptdoc/weights/weights_diagnose.h"
 #include "problem_merge.h"
 #include "rules.h"
 #include "scan.h"
@@ -11,6 +13,7 @@
 namespace ckptdoc::analysis {
 
 Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& options, Progress* progress) {
+  if (ckpt.weights_only() && ckpt.weights()) return weights::diagnose_weights(*ckpt.weights(), options, progress);
   const auto start = std::chrono::steady_clock::now();
   ScanResult scan = scan_params(ckpt, options, progress);
   if (options.verify_checksums)
@@ -23,6 +26,18 @@ Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& option
     report.findings = apply_rules(merged, scan.params, {});
   } else {
     report.findings = apply_rules(ckpt.catalog(), scan.params, scan.problems);
+  }
+  if (ckpt.weights()) {
+    // A Trainer checkpoint-N/ folder: the model weights saved beside the DeepSpeed files are checked too.
+    Report beside = weights::diagnose_weights(*ckpt.weights(), options, progress);
+    for (auto& f : beside.findings) {
+      f.message = "model weights beside the checkpoint: " + f.message;
+      report.findings.push_back(std::move(f));
+    }
+    std::stable_sort(report.findings.begin(), report.findings.end(), [](const Finding& a, const Finding& b) {
+      return static_cast<int>(a.severity) > static_cast<int>(b.severity);
+    });
+    scan.bytes_scanned += beside.bytes_scanned;
   }
   report.params = std::move(scan.params);
   report.backend = std::move(scan.backend);

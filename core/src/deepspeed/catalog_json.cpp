@@ -42,7 +42,7 @@ json group_json(const GroupLayout& g) {
 
 std::string catalog_to_json(const Catalog& c, int indent) {
   json j;
-  j["kind"] = "deepspeed";
+  j["kind"] = c.kind;
   j["save_dir"] = c.save_dir;
   j["tag"] = c.tag;
   j["tag_dir"] = c.tag_dir;

@@ -2,6 +2,7 @@
 #include "ckptdoc/deepspeed/checkpoint.h"
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/weights/weights_source.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/value_access.h"
 
@@ -11,7 +12,22 @@ using namespace detail;
 
 std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& path, const OpenOptions& options) {
   std::shared_ptr<Checkpoint> ck(new Checkpoint());
+  if (!options.tag && weights::WeightsSource::is_weights_path(path)) {
+    ck->weights_ = weights::WeightsSource::open(path);
+    ck->catalog_ = weights::catalog_of(*ck->weights_);
+    return ck;
+  }
   CatalogBuilder(*ck).build(path, options);
+  // A Trainer / Accelerate checkpoint-N/ folder: the model's weights beside `latest` and the tag folder.
+  if (const auto w = weights::WeightsSource::weights_in_folder(ck->catalog_.save_dir)) {
+    try {
+      ck->weights_ = weights::WeightsSource::open(*w);
+    } catch (const Error& e) {
+      ck->catalog_.problems.push_back({"shard-unreadable", "warning",
+                                       "the model weights beside the checkpoint cannot be read: " + std::string(e.what()),
+                                       *w, {}, {}});
+    }
+  }
   return ck;
 }
 
@@ -107,6 +123,19 @@ std::optional<Tensor> Checkpoint::moment_partition(int group, int dp_rank, const
 }
 
 std::optional<Tensor> Checkpoint::lp_param(const std::string& name) const {
+  if (weights_only()) {
+    const NamedTensor* t = weights_ ? weights_->find(name) : nullptr;
+    return t ? std::optional<Tensor>(t->tensor) : std::nullopt;
+  }
+  if (catalog_.wrapper == OptimizerWrapper::Zero3 && weights_) {
+    // ZeRO-3 module entries are placeholders; the Trainer saved the gathered 16-bit weights beside them.
+    const auto gp = catalog_.find_param(name);
+    const NamedTensor* t = weights_->find(name);
+    if (gp && t) {
+      const auto& p = catalog_.groups[static_cast<size_t>(gp->first)].params[static_cast<size_t>(gp->second)];
+      if (t->tensor.shape == p.shape) return t->tensor;
+    }
+  }
   try {
     const TorchFile& m = model_file(0, 0);
     const Value* t = dict_get(dict_get(&m.root, "module"), name);

@@ -5,6 +5,7 @@
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/torch_file.h"
+#include "ckptdoc/weights/shards.h"
 
 #if __has_include("ckptdoc/format/hdf5_writer.h")
 #include "ckptdoc/format/hdf5_writer.h"
@@ -37,7 +38,20 @@ ExportResult export_weights(const Checkpoint& ckpt, const std::string& out_path,
                                            "use safetensors or torch");
   }
 #endif
+  if (options.max_shard_size && options.format == ExportFormat::Hdf5)
+    throw Error(out_path, "--max-shard-size", "HDF5 export is always one file; shard safetensors or torch output");
   const std::vector<NamedTensor> tensors = export_tensors(ckpt, options, progress);
+  if (options.max_shard_size) {
+    const auto format = options.format == ExportFormat::Torch ? weights::ShardFormat::Torch : weights::ShardFormat::Safetensors;
+    const weights::ShardPlan plan = weights::plan_shards(tensors, *options.max_shard_size, format);
+    const weights::ShardedOutput w = weights::write_shards(tensors, plan, out_path, format, options.force);
+    ExportResult r;
+    r.path = w.folder;
+    r.tensors = tensors.size();
+    r.bytes = w.bytes;
+    r.files = w.files;
+    return r;
+  }
   switch (options.format) {
     case ExportFormat::Safetensors:
       write_safetensors_file(out_path, tensors, {{"format", "pt"}});

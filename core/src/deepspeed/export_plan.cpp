@@ -6,6 +6,7 @@
 
 #include "ckptdoc/deepspeed/export.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/weights/weights_source.h"
 #include "deepspeed/tensor_convert.h"
 #include "deepspeed/tensor_slice.h"
 #include "deepspeed/value_access.h"
@@ -148,8 +149,21 @@ struct Planner {
     }
   }
 
+  // A weights-only source: every tensor in load order, converted when asked. Tensors that are one view of one
+  // storage (tied weights in a torch file) stay one tensor, so torch output shares them as the input did.
+  void weights(std::vector<NamedTensor>& out) const {
+    std::map<std::tuple<const Storage*, int64_t, std::vector<int64_t>, std::vector<int64_t>, DType>, Tensor> made;
+    for (const auto& t : ck.weights()->tensors()) {
+      const Tensor& in = t.tensor;
+      const auto key = std::make_tuple(in.storage.get(), in.storage_offset, in.shape, in.strides, in.dtype);
+      auto it = made.find(key);
+      if (it == made.end() || in.numel() == 0) it = made.insert_or_assign(key, as_dtype(in, opt.dtype)).first;
+      out.push_back({t.name, it->second});
+    }
+  }
+
   void trainable_lp(std::vector<NamedTensor>& out) const {
-    if (cat.wrapper == OptimizerWrapper::Zero3) {
+    if (cat.wrapper == OptimizerWrapper::Zero3 && !ck.weights()) {  // a Trainer folder keeps them beside
       throw Error(cat.tag_dir, "", "ZeRO-3 model files hold only placeholders; lp weights are not saved "
                                    "(use --source fp32)");
     }
@@ -175,21 +189,34 @@ struct Planner {
 
 std::vector<NamedTensor> export_tensors(const Checkpoint& ckpt, const ExportOptions& options, Progress* progress) {
   const Catalog& cat = ckpt.catalog();
-  if (!cat.model_file(0, 0)) throw Error(cat.tag_dir, "", "no model-states file: buffers and names are unknown");
+  const bool weights_only = ckpt.weights_only() && ckpt.weights();
+  if (!weights_only && !cat.model_file(0, 0))
+    throw Error(cat.tag_dir, "", "no model-states file: buffers and names are unknown");
   Planner plan{ckpt, cat, options, progress, nullptr};
   std::vector<NamedTensor> out;
-  plan.buffers(out);
-  plan.frozen(out);
-  if (options.source == ExportSource::Fp32) {
-    plan.trainable_fp32(out);
+  if (weights_only) {  // weights files hold one set of weights: --source has nothing to choose
+    plan.weights(out);
   } else {
-    plan.trainable_lp(out);
+    plan.buffers(out);
+    plan.frozen(out);
+    if (options.source == ExportSource::Fp32) {
+      plan.trainable_fp32(out);
+    } else {
+      plan.trainable_lp(out);
+    }
   }
   if (progress) {
     uint64_t total = 0;
-    for (const auto& t : out) total += t.tensor.nbytes();
+    std::map<const Storage*, Tensor> wrapped;  // a tensor listed under two names stays one tensor
+    std::set<const Storage*> counted;
+    for (const auto& t : out)
+      if (counted.insert(t.tensor.storage.get()).second) total += t.tensor.nbytes();
     progress->set_stage("export", total);
-    for (auto& t : out) t.tensor = plan.with_progress(std::move(t.tensor));
+    for (auto& t : out) {
+      auto it = wrapped.find(t.tensor.storage.get());
+      if (it == wrapped.end()) it = wrapped.emplace(t.tensor.storage.get(), plan.with_progress(t.tensor)).first;
+      t.tensor = it->second;
+    }
   }
   // Aliases share the owner's tensor (one storage in torch output), as zero_to_fp32 does.
   std::map<std::string, size_t> index;

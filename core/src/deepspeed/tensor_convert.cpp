@@ -130,6 +130,10 @@ void write_as(const Tensor& src, DType to, ByteSink& sink, Backend* backend) {
   const auto all = src.contiguous_bytes();
   const size_t es = element_size(src.dtype);
   const auto& file = src.storage->file;
+  if (file && src.dtype == to) {  // unchanged bytes: the sink may copy them inside the kernel
+    sink.write_file_range(*file, static_cast<uint64_t>(all.data() - file->bytes().data()), all.size());
+    return;
+  }
   std::vector<uint8_t> buf;
   for (int64_t i = 0; i < n; i += kChunkElements) {
     const int64_t m = std::min(kChunkElements, n - i);

@@ -21,6 +21,10 @@ class CountingSink : public ByteSink {
     count_ += bytes.size();
   }
   uint64_t position() const override { return count_; }
+  void write_file_range(const MappedFile& file, uint64_t offset, uint64_t length) override {
+    inner_.write_file_range(file, offset, length);
+    count_ += length;
+  }
 
  private:
   ByteSink& inner_;

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <filesystem>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/io/mapped_file.h"
 
 namespace ckptdoc {
 namespace {
@@ -44,7 +46,24 @@ class PosixIo : public FileIo {
     ::close(fd);
     return rc;
   }
+  int copy_range(int in_fd, uint64_t in_offset, int out_fd, size_t length, size_t* copied) override {
+    loff_t in = static_cast<loff_t>(in_offset);
+    const ssize_t n = ::copy_file_range(in_fd, &in, out_fd, nullptr, length, 0);
+    if (n < 0) {
+      *copied = 0;
+      return errno;
+    }
+    *copied = static_cast<size_t>(n);
+    return 0;
+  }
+  void start_writeback(int fd, uint64_t offset, uint64_t length) override {
+    ::sync_file_range(fd, static_cast<off64_t>(offset), static_cast<off64_t>(length), SYNC_FILE_RANGE_WRITE);
+  }
 };
+
+constexpr uint64_t kKernelCopyMin = 1 << 20;      // smaller ranges go through the buffer
+constexpr uint64_t kWritebackEvery = 64ull << 20;  // start writing back every 64 MiB
+constexpr size_t kSourceFds = 8;
 
 std::atomic<FileIo*> g_current{nullptr};
 
@@ -86,10 +105,70 @@ AtomicFile::AtomicFile(std::string path, FileIo& io) : path_(std::move(path)), i
 }
 
 AtomicFile::~AtomicFile() {
+  for (const auto& s : sources_) ::close(s.fd);
   if (!committed_) {
     if (fd_ >= 0) io_.close(fd_);
     io_.unlink(temp_);
   }
+}
+
+void ByteSink::write_file_range(const MappedFile& file, uint64_t offset, uint64_t length) {
+  write(file.slice(offset, length, "tensor bytes"));
+}
+
+int AtomicFile::source_fd(const MappedFile& file) {
+  for (size_t i = 0; i < sources_.size(); ++i) {
+    if (sources_[i].device == file.device() && sources_[i].inode == file.inode()) {
+      std::rotate(sources_.begin() + static_cast<std::ptrdiff_t>(i), sources_.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                  sources_.end());
+      return sources_.back().fd;
+    }
+  }
+  const int fd = file.reopen();
+  if (fd < 0) return -1;
+  if (sources_.size() == kSourceFds) {
+    ::close(sources_.front().fd);
+    sources_.erase(sources_.begin());
+  }
+  sources_.push_back({file.device(), file.inode(), fd});
+  return fd;
+}
+
+void AtomicFile::write_file_range(const MappedFile& file, uint64_t offset, uint64_t length) {
+  const auto bytes = file.slice(offset, length, "tensor bytes");  // bounds check against the mapping
+  if (length < kKernelCopyMin || !kernel_copy_ || committed_ || failed_) return write(bytes);
+  const int in = source_fd(file);
+  if (in < 0) return write(bytes);
+  flush_buffer();
+  ::posix_fadvise(in, static_cast<off_t>(offset), static_cast<off_t>(length), POSIX_FADV_SEQUENTIAL);
+  uint64_t done = 0;
+  while (done < length) {
+    size_t n = 0;
+    const int err = io_.copy_range(in, offset + done, fd_, static_cast<size_t>(length - done), &n);
+    if (err != 0 && done == 0 && (err == ENOSYS || err == EXDEV || err == EINVAL || err == EOPNOTSUPP || err == EBADF)) {
+      kernel_copy_ = false;  // this file system or kernel cannot: write the bytes from now on
+      return write(bytes);
+    }
+    if (err != 0) {
+      failed_ = true;
+      throw Error(path_, at_offset(position_ + done), errno_text("copy_file_range", err));
+    }
+    if (n == 0) {
+      failed_ = true;
+      throw Error(path_, at_offset(position_ + done),
+                  "copy_file_range: " + file.path() + " ended before byte " + std::to_string(offset + length));
+    }
+    done += n;
+  }
+  position_ += length;
+  maybe_start_writeback();
+}
+
+void AtomicFile::maybe_start_writeback() {
+  const uint64_t on_disk = position_ - buffer_.size();
+  if (on_disk - writeback_from_ < kWritebackEvery) return;
+  io_.start_writeback(fd_, writeback_from_, on_disk - writeback_from_);
+  writeback_from_ = on_disk;
 }
 
 void AtomicFile::write(std::span<const uint8_t> bytes) {
@@ -100,6 +179,7 @@ void AtomicFile::write(std::span<const uint8_t> bytes) {
     if (bytes.size() >= buffer_.capacity()) {  // large spans go straight to the file
       write_all(bytes, position_);
       position_ += bytes.size();
+      maybe_start_writeback();
       return;
     }
   }
@@ -110,6 +190,7 @@ void AtomicFile::write(std::span<const uint8_t> bytes) {
 void AtomicFile::flush_buffer() {
   write_all(buffer_, position_ - buffer_.size());
   buffer_.clear();
+  maybe_start_writeback();
 }
 
 void AtomicFile::write_all(std::span<const uint8_t> bytes, uint64_t file_offset) {

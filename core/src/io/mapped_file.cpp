@@ -28,6 +28,9 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
   std::shared_ptr<MappedFile> f(new MappedFile());
   f->path_ = path;
   f->size_ = static_cast<uint64_t>(st.st_size);
+  f->mapped_ = true;
+  f->device_ = static_cast<uint64_t>(st.st_dev);
+  f->inode_ = static_cast<uint64_t>(st.st_ino);
   if (f->size_ > 0) {
     void* p = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
@@ -78,6 +81,19 @@ void MappedFile::will_need(uint64_t offset, uint64_t length) const {
 }
 void MappedFile::dont_need(uint64_t offset, uint64_t length) const {
   advise(data_, size_, offset, length, MADV_DONTNEED);
+}
+
+int MappedFile::reopen() const {
+  if (!mapped_) return -1;
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_dev) != device_ || static_cast<uint64_t>(st.st_ino) != inode_ ||
+      static_cast<uint64_t>(st.st_size) < size_) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 }  // namespace ckptdoc

@@ -6,6 +6,7 @@
 
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/weights/weights_source.h"
 #include "repair/sources.h"
 
 namespace fs = std::filesystem;
@@ -60,8 +61,18 @@ std::string Plan::text() const {
   return o.str();
 }
 
-Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, const RepairRequest& rq) {
+RepairRequest with_default_lp_source(const deepspeed::Checkpoint& ckpt, RepairRequest rq) {
+  if (rq.refresh_fp32 && !rq.lp_source && ckpt.catalog().wrapper == OptimizerWrapper::Zero3 && ckpt.weights())
+    rq.lp_source = ckpt.weights()->path();
+  return rq;
+}
+
+Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, const RepairRequest& request) {
+  const RepairRequest rq = with_default_lp_source(ckpt, request);
   const auto& cat = ckpt.catalog();
+  if (ckpt.weights_only())
+    refuse(cat.tag_dir, "is a " + std::string(cat.kind == "hf-folder" ? "Hugging Face folder" : "weights file") +
+                            ": repairs work on DeepSpeed checkpoints (export or diff it instead)");
   Plan plan;
   plan.input = norm(cat.save_dir);
   plan.output = norm(output);

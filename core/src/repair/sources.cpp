@@ -10,6 +10,7 @@
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/io/mapped_file.h"
+#include "ckptdoc/weights/weights_source.h"
 
 namespace ckptdoc::repair::detail {
 
@@ -142,6 +143,16 @@ std::string strip_module_prefix(const std::string& n) { return n.rfind("module."
 }  // namespace
 
 std::shared_ptr<void> add_file_lp(const std::string& path, LpReader& lp) {
+  const bool folder = std::filesystem::is_directory(path);
+  if (folder || (path.size() > 11 && path.compare(path.size() - 11, 11, ".index.json") == 0)) {
+    // A Hugging Face folder or index: every shard's tensors.
+    auto source = weights::WeightsSource::open(path);
+    for (const auto& t : source->tensors()) {
+      lp.add(t.name, t.tensor);
+      lp.add(strip_module_prefix(t.name), t.tensor);
+    }
+    return std::const_pointer_cast<weights::WeightsSource>(source);
+  }
   if (!std::filesystem::is_regular_file(path)) throw Error(path, "", "no such file (--lp-source)");
   auto head = MappedFile::open(path);
   if (SafetensorsFile::looks_like_safetensors(head->bytes().subspan(0, std::min<size_t>(head->bytes().size(), 64)),

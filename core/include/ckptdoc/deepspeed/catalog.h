@@ -103,6 +103,8 @@ struct OptimizerGroupState {
 };
 
 struct Catalog {
+  // "deepspeed", or for a weights-only source (weights/weights_source.h): "hf-folder" | "weights-file".
+  std::string kind = "deepspeed";
   std::string save_dir;  // folder holding `latest` (or the tag folder's parent)
   std::string tag;
   std::string tag_dir;   // absolute

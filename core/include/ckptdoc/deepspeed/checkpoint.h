@@ -11,6 +11,10 @@
 #include "ckptdoc/deepspeed/catalog.h"
 #include "ckptdoc/format/torch_file.h"
 
+namespace ckptdoc::weights {
+class WeightsSource;
+}
+
 namespace ckptdoc::deepspeed {
 
 struct OpenOptions {
@@ -29,11 +33,16 @@ struct ParamData {
 
 class Checkpoint {
  public:
-  // `path`: a save folder (holding `latest`), a tag folder, or a single rank file (its folder is used).
+  // `path`: a save folder (holding `latest`), a tag folder, or a single rank file (its folder is used); or a
+  // weights-only source (a Hugging Face folder or a safetensors / torch weights file: catalog().kind says which).
   // Throws ckptdoc::Error only when nothing usable is there; damaged files become catalog problems.
   static std::shared_ptr<Checkpoint> open(const std::string& path, const OpenOptions& options = {});
 
   const Catalog& catalog() const { return catalog_; }
+  // The weights of a weights-only source, or those a Trainer checkpoint-N/ folder keeps beside `latest` and
+  // global_stepN/ (model.safetensors or an index with shards); null when there are none.
+  const std::shared_ptr<const weights::WeightsSource>& weights() const { return weights_; }
+  bool weights_only() const { return catalog_.kind != "deepspeed"; }
 
   // Parsed files, opened once and cached (thread-safe). Throw ckptdoc::Error when unreadable.
   const TorchFile& model_file(int mp_rank = 0, int dp_rank = 0) const;
@@ -45,7 +54,9 @@ class Checkpoint {
   // ("exp_avg", "exp_avg_sq"), nullopt when absent.
   std::optional<Tensor> fp32_partition(int group, int dp_rank) const;
   std::optional<Tensor> moment_partition(int group, int dp_rank, const std::string& key) const;
-  // The lp weight of a param from the module state dict (nullopt for ZeRO-3 placeholders / missing).
+  // The lp weight of a param from the module state dict (weights-only sources: the tensor of that name). For
+  // ZeRO-3, whose module entries are placeholders, the Trainer's weights beside the checkpoint when present and
+  // of the param's shape; nullopt otherwise.
   std::optional<Tensor> lp_param(const std::string& name) const;
 
   // Assembles one trainable param (reads only its slices).
@@ -54,6 +65,7 @@ class Checkpoint {
  private:
   Checkpoint() = default;
   Catalog catalog_;
+  std::shared_ptr<const weights::WeightsSource> weights_;
   mutable std::mutex mutex_;
   mutable std::map<std::string, std::shared_ptr<TorchFile>> open_files_;
   const TorchFile& open_cached(const std::string& abs_path) const;

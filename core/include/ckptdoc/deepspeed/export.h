@@ -24,12 +24,16 @@ struct ExportOptions {
   bool exclude_frozen = false;
   // Where float32 <-> float16/bfloat16 conversions run (the backend's upcast/downcast, bit-exact on both).
   DeviceKind device = DeviceKind::Auto;
+  // Hugging Face-style shards of at most this many bytes each in a folder (weights/shards.h); unset: one file.
+  std::optional<uint64_t> max_shard_size;
+  bool force = false;  // sharded output: replace weights files already in the folder
 };
 
 struct ExportResult {
   std::string path;
   size_t tensors = 0;
   uint64_t bytes = 0;
+  std::vector<std::string> files;  // sharded output: the files written in the folder (the index last)
 };
 
 // The tensors an export writes, in output order (buffers, frozen params, trainable params in param_shapes
@@ -40,7 +44,7 @@ std::vector<NamedTensor> export_tensors(const Checkpoint& ckpt, const ExportOpti
                                         Progress* progress = nullptr);
 
 // Writes export_tensors() as safetensors ({"format": "pt"}), a torch.save file (an OrderedDict that loads
-// with weights_only=True) or HDF5, atomically.
+// with weights_only=True) or HDF5, atomically; with max_shard_size, as Hugging Face shards in a folder.
 ExportResult export_weights(const Checkpoint& ckpt, const std::string& out_path, const ExportOptions& options,
                             Progress* progress = nullptr);
 

@@ -22,6 +22,17 @@ class FileIo {
   virtual int unlink(const std::string& path) = 0;
   virtual int mkdir(const std::string& path) = 0;  // EEXIST is reported, callers decide
   virtual int fsync_dir(const std::string& path) = 0;
+  // Copies `length` bytes from `in_fd` at `in_offset` to `out_fd` at its file position inside the kernel
+  // (copy_file_range), setting *copied to the bytes done. ENOSYS (the default), EXDEV, EINVAL or EOPNOTSUPP
+  // before any byte was copied mean "not here": callers then write the bytes themselves.
+  virtual int copy_range(int in_fd, uint64_t in_offset, int out_fd, size_t length, size_t* copied) {
+    (void)in_fd, (void)in_offset, (void)out_fd, (void)length;
+    *copied = 0;
+    return 38;  // ENOSYS
+  }
+  // Starts writing [offset, offset + length) of `fd` back to disk without waiting (sync_file_range), so the
+  // final fsync of a large file has little left to do. Advisory: the default does nothing.
+  virtual void start_writeback(int fd, uint64_t offset, uint64_t length) { (void)fd, (void)offset, (void)length; }
 };
 
 // The real POSIX implementation.
@@ -40,12 +51,18 @@ class ScopedFileIo {
   FileIo* previous_;
 };
 
+class MappedFile;
+
 // Where bytes go: a file being written, a buffer in memory, or a checksum.
 class ByteSink {
  public:
   virtual ~ByteSink() = default;
   virtual void write(std::span<const uint8_t> bytes) = 0;
   virtual uint64_t position() const = 0;
+  // Writes bytes [offset, offset + length) of a mapped file unchanged. A file sink copies them inside the kernel
+  // (they never pass through this process); sinks that pass bytes on forward the call. The default writes the
+  // mapped bytes. Throws ckptdoc::Error when the range is outside the file.
+  virtual void write_file_range(const MappedFile& file, uint64_t offset, uint64_t length);
 };
 
 class VectorSink : public ByteSink {
@@ -68,12 +85,17 @@ class AtomicFile : public ByteSink {
 
   void write(std::span<const uint8_t> bytes) override;
   uint64_t position() const override { return position_; }
+  // Large ranges go through FileIo::copy_range (copy_file_range) from the mapped file's own inode; small ones,
+  // or where the kernel cannot copy, through the buffer.
+  void write_file_range(const MappedFile& file, uint64_t offset, uint64_t length) override;
   void commit();
   const std::string& path() const { return path_; }
 
  private:
   void flush_buffer();
   void write_all(std::span<const uint8_t> bytes, uint64_t file_offset);
+  void maybe_start_writeback();
+  int source_fd(const MappedFile& file);  // an fd on the mapped file's inode, or -1
   std::string path_, temp_;
   FileIo& io_;
   int fd_ = -1;
@@ -81,6 +103,13 @@ class AtomicFile : public ByteSink {
   std::vector<uint8_t> buffer_;
   bool committed_ = false;
   bool failed_ = false;  // a write failed part way: the temp file is incomplete and must never be committed
+  bool kernel_copy_ = true;  // false once copy_range said it cannot copy here
+  uint64_t writeback_from_ = 0;  // bytes before this were handed to start_writeback
+  struct Source {
+    uint64_t device, inode;
+    int fd;
+  };
+  std::vector<Source> sources_;  // a few source fds, most recent last
 };
 
 }  // namespace ckptdoc

@@ -28,6 +28,11 @@ class MappedFile {
   // Advises the kernel that [offset, offset+length) will be read soon / is no longer needed.
   void will_need(uint64_t offset, uint64_t length) const;
   void dont_need(uint64_t offset, uint64_t length) const;
+  // Opens the mapped file again for reading (kernel copies) and checks it is still the inode that was mapped,
+  // at least as long; -1 for in-memory files or when the path now names another file.
+  int reopen() const;
+  uint64_t device() const { return device_; }  // st_dev and st_ino of the mapped file (0 in memory)
+  uint64_t inode() const { return inode_; }
 
  private:
   MappedFile() = default;
@@ -35,6 +40,8 @@ class MappedFile {
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
   std::vector<uint8_t> owned_;  // backing store of from_memory(); empty for mapped files
+  bool mapped_ = false;         // a real file (not from_memory)
+  uint64_t device_ = 0, inode_ = 0;
 };
 
 }  // namespace ckptdoc

@@ -32,6 +32,10 @@ struct RepairRequest {
   bool across_processes = false;
 };
 
+// The request with its lp source settled: --lp-source when given; else, for a ZeRO-3 refresh of a Hugging Face
+// Trainer / Accelerate checkpoint-N/ folder, the model weights the Trainer saved beside `latest` and global_stepN/.
+RepairRequest with_default_lp_source(const deepspeed::Checkpoint& ckpt, RepairRequest rq);
+
 struct PlannedFile {
   std::string path;    // relative to the output save folder, e.g. "global_step5/mp_rank_00_model_states.pt"
   std::string action;  // "copy" | "rewrite" | "write" | "link"

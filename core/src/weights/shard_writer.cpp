@@ -1,0 +1,132 @@
+// Writes a planned set of shards (and their index) into a folder, atomically (see weights/shards.h).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <regex>
+#include <set>
+
+#include "ckptdoc/error.h"
+#include "ckptdoc/format/torch_file.h"
+#include "ckptdoc/weights/shards.h"
+
+namespace fs = std::filesystem;
+
+namespace ckptdoc::weights {
+namespace {
+
+// The files a loader would take for weights of this family: the single file, its index, numbered shards.
+bool in_family(const std::string& name, ShardFormat f) {
+  static const std::regex st(R"(model(-\d{5,}-of-\d{5,})?\.safetensors(\.index\.json)?)");
+  static const std::regex pt(R"(pytorch_model(-\d{5,}-of-\d{5,})?\.bin(\.index\.json)?)");
+  return std::regex_match(name, f == ShardFormat::Safetensors ? st : pt);
+}
+
+void write_one(const std::string& path, const std::vector<NamedTensor>& tensors, const ShardPlan::Shard& shard,
+               ShardFormat format) {
+  if (format == ShardFormat::Safetensors) {
+    std::vector<NamedTensor> part;
+    part.reserve(shard.tensors.size());
+    for (size_t i : shard.tensors) part.push_back(tensors[i]);
+    write_safetensors_file(path, part, {{"format", "pt"}});
+    return;
+  }
+  Value root = Value::dict();  // zero_to_fp32.py saves each shard as a plain dict
+  for (size_t i : shard.tensors) root.set(tensors[i].name, Value::tensor(tensors[i].tensor));
+  TorchWriteOptions o;
+  o.archive_name = fs::path(path).stem().string();  // as torch.save names the archive folder
+  write_torch_file(path, root, o);
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  AtomicFile out(path);
+  out.write(std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  out.commit();
+}
+
+// Removes a partial folder on every exit path but success.
+struct PartialFolder {
+  std::string path;
+  bool keep = false;
+  ~PartialFolder() {
+    if (keep || path.empty()) return;
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+}  // namespace
+
+ShardedOutput write_shards(const std::vector<NamedTensor>& tensors, const ShardPlan& plan, const std::string& folder,
+                           ShardFormat format, bool force) {
+  if (plan.shards.empty()) throw Error(folder, "", "nothing to write: the export holds no tensors");
+  std::error_code ec;
+  const fs::path dir = fs::path(folder).lexically_normal();
+  const bool exists = fs::exists(dir, ec);
+  if (exists && !fs::is_directory(dir, ec))
+    throw Error(folder, "", "is a file; with --max-shard-size the output (-o) names a folder");
+  bool empty = !exists || fs::is_empty(dir, ec);
+  std::vector<std::string> family;
+  if (!empty) {
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      if (in_family(e.path().filename().string(), format)) family.push_back(e.path().filename().string());
+    std::sort(family.begin(), family.end());
+    if (!family.empty() && !force) {
+      std::string list;
+      for (const auto& f : family) list += (list.empty() ? "" : ", ") + f;
+      throw Error(folder, "", "already holds weights files (" + list + "); pass --force to replace them");
+    }
+  }
+
+  ShardedOutput out;
+  out.folder = dir.string();
+  if (empty) {
+    // Build beside the target, then rename it into place: the folder appears complete or not at all.
+    PartialFolder partial{dir.string() + ".ckptdoc-partial-" + std::to_string(::getpid())};
+    fs::remove_all(partial.path, ec);
+    if (!fs::create_directories(partial.path, ec) || ec)
+      throw Error(partial.path, "", "cannot create the output folder: " + ec.message());
+    for (const auto& s : plan.shards) {
+      write_one(partial.path + "/" + s.file, tensors, s, format);
+      out.files.push_back(s.file);
+      out.bytes += fs::file_size(partial.path + "/" + s.file, ec);
+    }
+    if (plan.sharded()) {
+      write_text_file(partial.path + "/" + index_name(format), index_json(tensors, plan));
+      out.files.push_back(index_name(format));
+    }
+    if (exists) fs::remove(dir, ec);  // an empty folder the user made for us
+    if (const int rc = current_io().rename(partial.path, dir.string()); rc != 0)
+      throw Error(folder, "", std::string("rename of the finished folder failed: ") + std::strerror(rc));
+    partial.keep = true;
+    const std::string parent = dir.has_parent_path() ? dir.parent_path().string() : ".";
+    current_io().fsync_dir(parent.empty() ? "." : parent);
+    return out;
+  }
+
+  // An existing folder with other files: each weights file is replaced atomically, the index after every shard
+  // it names, and stale files of the family (an old index, shards of another count) go last.
+  std::set<std::string> written;
+  for (const auto& s : plan.shards) {
+    write_one((dir / s.file).string(), tensors, s, format);
+    out.files.push_back(s.file);
+    written.insert(s.file);
+    out.bytes += fs::file_size(dir / s.file, ec);
+  }
+  if (plan.sharded()) {
+    write_text_file((dir / index_name(format)).string(), index_json(tensors, plan));
+    out.files.push_back(index_name(format));
+    written.insert(index_name(format));
+  }
+  for (const auto& f : family) {
+    if (written.count(f)) continue;
+    if (const int rc = current_io().unlink((dir / f).string()); rc != 0)
+      throw Error((dir / f).string(), "", std::string("cannot remove the stale weights file: ") + std::strerror(rc));
+    out.removed.push_back(f);
+  }
+  current_io().fsync_dir(dir.string());
+  return out;
+}
+
+}  // namespace ckptdoc::weights

@@ -1,0 +1,159 @@
+// Diagnosis of a weights-only source: structural problems plus a value pass over every floating tensor.
+#include "ckptdoc/weights/weights_diagnose.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "ckptdoc/error.h"
+
+namespace ckptdoc::weights {
+namespace {
+
+constexpr int64_t kChunk = int64_t{1} << 22;  // elements per task: keeps every worker busy on big tensors
+
+bool scannable(DType d) { return d == DType::F16 || d == DType::BF16 || d == DType::F32 || d == DType::F64; }
+
+analysis::Severity severity_of(const std::string& s) {
+  if (s == "error") return analysis::Severity::Error;
+  if (s == "warning") return analysis::Severity::Warning;
+  return analysis::Severity::Info;
+}
+
+std::string some(const std::vector<std::string>& names, size_t max = 5) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < max; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > max) s += " and " + std::to_string(names.size() - max) + " more";
+  return s;
+}
+
+struct Task {
+  size_t tensor = 0;
+  int64_t first = 0, n = 0;
+};
+
+}  // namespace
+
+analysis::Report diagnose_weights(const WeightsSource& source, const analysis::DiagnoseOptions& options,
+                                  Progress* progress) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto& tensors = source.tensors();
+  analysis::Report report;
+
+  // Bytes to scan: contiguous views on the mapped files, or a copy for the rare strided torch view.
+  std::vector<std::optional<Tensor>> views(tensors.size());
+  std::vector<Task> tasks;
+  uint64_t total = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i].tensor;
+    analysis::ParamReport p;
+    p.name = tensors[i].name;
+    p.shape = t.shape;
+    p.numel = t.numel();
+    p.lp_dtype = t.dtype;
+    report.params.push_back(std::move(p));
+    if (!scannable(t.dtype) || t.numel() == 0) continue;
+    try {
+      views[i] = t.is_contiguous() && t.storage && t.storage->has_bytes()
+                     ? t
+                     : Tensor::from_bytes(t.dtype, t.shape, t.to_bytes());
+      (void)views[i]->contiguous_bytes();  // bounds-checked against the storage now, not in a worker
+    } catch (const Error& e) {
+      throw e.with_file(source.file_of(i));
+    }
+    for (int64_t f = 0; f < t.numel(); f += kChunk) tasks.push_back({i, f, std::min(kChunk, t.numel() - f)});
+    total += t.nbytes();
+  }
+  if (progress) progress->set_stage("scanning tensors", total);
+
+  // Workers pull chunks; results land in per-task slots and are merged in task order (deterministic sums).
+  std::vector<ValueStats> results(tasks.size());
+  const unsigned workers =
+      std::max(1u, std::min<unsigned>(options.threads ? options.threads : std::thread::hardware_concurrency(),
+                                      static_cast<unsigned>(std::max<size_t>(tasks.size(), 1))));
+  std::unique_ptr<Backend> probe = make_cpu_backend(1);
+  report.backend = probe->description() + " x " + std::to_string(workers) + (workers == 1 ? " thread" : " threads");
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto work = [&] {
+    std::unique_ptr<Backend> be = make_cpu_backend(1);
+    try {
+      for (size_t k; !failed.load() && (k = next.fetch_add(1)) < tasks.size();) {
+        if (progress) progress->check();
+        const Task& t = tasks[k];
+        const Tensor& v = *views[t.tensor];
+        const size_t es = element_size(v.dtype);
+        const uint8_t* p = v.contiguous_bytes().data() + static_cast<size_t>(t.first) * es;
+        results[k] = be->value_stats(p, v.dtype, static_cast<size_t>(t.n));
+        if (progress) progress->add(static_cast<uint64_t>(t.n) * es);
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!failed.exchange(true)) error = std::current_exception();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned w = 1; w < workers; ++w) threads.emplace_back(work);
+  work();
+  for (auto& t : threads) t.join();
+  if (failed.load()) std::rethrow_exception(error);
+  for (size_t k = 0; k < tasks.size(); ++k) {
+    auto& p = report.params[tasks[k].tensor];
+    if (!p.lp) p.lp = ValueStats{};
+    p.lp->merge(results[k]);
+    report.bytes_scanned += static_cast<uint64_t>(tasks[k].n) * element_size(p.lp_dtype);
+  }
+
+  for (const auto& pr : source.problems()) {
+    report.findings.push_back({pr.code, severity_of(pr.severity), pr.message, pr.params, {}, {}, analysis::RepairKind::None});
+  }
+  // NaN/Inf and all-zero weight matrices, each finding naming every tensor and the files holding them.
+  std::vector<std::string> nonfinite, nonfinite_files, zero, zero_files;
+  uint64_t nonfinite_count = 0;
+  for (size_t i = 0; i < report.params.size(); ++i) {
+    auto& p = report.params[i];
+    if (!p.lp) continue;
+    const uint64_t bad = p.lp->count - p.lp->finite_count();
+    if (bad) {
+      p.nonfinite_by_rank["lp"][0] = bad;
+      nonfinite.push_back(p.name + " (" + std::to_string(bad) + ")");
+      nonfinite_count += bad;
+      if (std::find(nonfinite_files.begin(), nonfinite_files.end(), source.file_of(i)) == nonfinite_files.end())
+        nonfinite_files.push_back(source.file_of(i));
+    }
+    if (p.shape.size() >= 2 && p.lp->count > 0 && p.lp->zeros == p.lp->count) {
+      zero.push_back(p.name);
+      if (std::find(zero_files.begin(), zero_files.end(), source.file_of(i)) == zero_files.end())
+        zero_files.push_back(source.file_of(i));
+    }
+  }
+  if (!nonfinite.empty()) {
+    std::vector<std::string> names;
+    for (const auto& p : report.params)
+      if (p.nonfinite_by_rank.count("lp")) names.push_back(p.name);
+    report.findings.push_back({"nonfinite-values", analysis::Severity::Error,
+                               std::to_string(nonfinite_count) + " NaN/Inf values in " + std::to_string(nonfinite.size()) +
+                                   " tensors: " + some(nonfinite) + " (in " + some(nonfinite_files) +
+                                   "). A model with them produces NaN outputs; take the weights from an earlier save",
+                               names, {}, {{"nonfinite", double(nonfinite_count)}}, analysis::RepairKind::None});
+  }
+  if (!zero.empty()) {
+    report.findings.push_back({"all-zero-weights", analysis::Severity::Warning,
+                               std::to_string(zero.size()) + " weight matrices are all zeros: " + some(zero) + " (in " +
+                                   some(zero_files) +
+                                   "). Trained layers are never exactly zero: a lost or never-gathered partition, "
+                                   "unless the layer is zero-initialised on purpose (e.g. a LoRA B matrix)",
+                               zero, {}, {{"tensors", double(zero.size())}}, analysis::RepairKind::None});
+  }
+  std::stable_sort(report.findings.begin(), report.findings.end(), [](const auto& a, const auto& b) {
+    return static_cast<int>(a.severity) > static_cast<int>(b.severity);
+  });
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+}  // namespace ckptdoc::weights

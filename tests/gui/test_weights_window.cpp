@@ -1,0 +1,70 @@
+// The desktop app's open path on Hugging Face model folders and weights files: a folder written by torch opens,
+// its analysis lists the folder's finding and one param row per tensor; a Trainer checkpoint-N/ folder opens
+// as the DeepSpeed checkpoint it holds.
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QtTest>
+
+#include "app_settings.h"
+#include "findings_model.h"
+#include "main_window.h"
+#include "param_table_model.h"
+#include "session.h"
+#include "gui_test_main.h"
+
+using namespace ckptdoc;
+using namespace ckptdoc::gui;
+
+namespace {
+
+bool openAndWait(MainWindow& w, const std::string& path) {
+  QSignalSpy done(w.session(), &Session::analysisFinished);
+  if (!w.openPath(QString::fromStdString(path), true)) return false;
+  return done.wait(120000);
+}
+
+std::string hf_folder(const test::TempDir& tmp, const std::string& kind) {
+  const auto r = test::run_python(test::script("fixtures/make_hf_folder.py"), {tmp.file("m"), "--break", kind});
+  if (r.exit_code != 0) throw std::runtime_error(r.err);
+  return tmp.file("m");
+}
+
+}  // namespace
+
+class TestWeightsWindow : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() {
+    QStandardPaths::setTestModeEnabled(true);
+    QCoreApplication::setOrganizationName("ckptdoc-test");
+    QCoreApplication::setApplicationName("ckptdoc-test");
+    AppSettings().setDevice(DeviceKind::Cpu);
+  }
+
+  void opensAHuggingFaceFolder() {
+    test::TempDir tmp;
+    const std::string dir = hf_folder(tmp, "nan");
+    MainWindow w;
+    w.show();
+    QVERIFY(openAndWait(w, dir));
+    QCOMPARE(QString::fromStdString(w.session()->catalog()->kind), QString("hf-folder"));
+    const auto* m = w.findingsModel();
+    bool nonfinite = false;
+    for (int r = 0; r < m->count(); ++r) nonfinite |= m->finding(r).code == "nonfinite-values";
+    QVERIFY(nonfinite);
+    QCOMPARE(w.paramModel()->rowCount(), 17);
+  }
+
+  void opensOneWeightsFile() {
+    test::TempDir tmp;
+    const std::string dir = hf_folder(tmp, "none");
+    MainWindow w;
+    QVERIFY(openAndWait(w, dir + "/model-00001-of-00003.safetensors"));
+    QCOMPARE(QString::fromStdString(w.session()->catalog()->kind), QString("weights-file"));
+    QCOMPARE(w.findingsModel()->count(), 0);
+    QCOMPARE(w.paramModel()->rowCount(), 5);
+  }
+};
+
+CKPTDOC_TEST_MAIN_WIDGETS(TestWeightsWindow)
+#include "test_weights_window.moc"
