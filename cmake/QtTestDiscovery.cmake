@@ -1,9 +1,12 @@
-# ckptdoc_add_qtest(target SOURCES ... LIBS ... LABELS ... ENV ... [SKIP_REGEX re]): a Qt Test executable whose
+# ckptdoc_add_qtest(target SOURCES ... LIBS ... LABELS ... ENV ... [SKIP_REGEX re] [TIMEOUT s]): a Qt Test executable whose
 # every test function becomes its own ctest entry ("target.function"), discovered after each build by running
 # "target -functions". SKIP_REGEX: output that makes ctest report the entry as skipped (a QSKIP for a reason
 # outside the code, such as a missing reference implementation).
 function(ckptdoc_add_qtest target)
-  cmake_parse_arguments(ARG "" "SKIP_REGEX" "SOURCES;LIBS;LABELS;ENV" ${ARGN})
+  cmake_parse_arguments(ARG "" "SKIP_REGEX;TIMEOUT" "SOURCES;LIBS;LABELS;ENV" ${ARGN})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 600)
+  endif()
   add_executable(${target} ${ARG_SOURCES})
   target_link_libraries(${target} PRIVATE ${ARG_LIBS} Qt6::Test)
   set_target_properties(${target} PROPERTIES AUTOMOC ON)
@@ -13,7 +16,7 @@ function(ckptdoc_add_qtest target)
   set(env "QT_QPA_PLATFORM=offscreen;CKPTDOC_SOURCE_DIR=${PROJECT_SOURCE_DIR};CKPTDOC_BINARY_DIR=${PROJECT_BINARY_DIR};CKPTDOC_CLI=${PROJECT_BINARY_DIR}/app/ckptdoc;${ARG_ENV}")
   add_custom_command(TARGET ${target} POST_BUILD
     COMMAND ${CMAKE_COMMAND} -D EXE=$<TARGET_FILE:${target}> -D TARGET=${target} -D OUT=${ctest_file}
-            "-D ENV=${env}" "-D LABELS=${ARG_LABELS}" "-D SKIP_REGEX=${ARG_SKIP_REGEX}" -P ${PROJECT_SOURCE_DIR}/cmake/QtTestDiscoveryRun.cmake
+            "-D ENV=${env}" "-D LABELS=${ARG_LABELS}" "-D SKIP_REGEX=${ARG_SKIP_REGEX}" "-D TIMEOUT=${ARG_TIMEOUT}" -P ${PROJECT_SOURCE_DIR}/cmake/QtTestDiscoveryRun.cmake
     VERBATIM)
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${ctest_file})
 endfunction()

@@ -238,7 +238,7 @@ def ensure(a, name):
 def load_check_cmd(a, entry, ckpt, json_out, world=None, model=None, extra=()):
     h = harness(a)
     cmd = [PYTHON, os.path.join(h, "ds_load_check.py"), "--ckpt", ckpt, "--world", str(world or entry["dp"]),
-           "--model", model or entry["model"], "--json", json_out] + base_args(entry) + list(extra)
+           "--model", model or entry["model"], "--json", json_out, "--timeout", "1200"] + base_args(entry) + list(extra)
     return cmd
 
 
