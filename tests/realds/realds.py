@@ -77,6 +77,9 @@ MATRIX = {
     # alignment padding at dp 1, 2 and 4, which ds_to_universal.py of v0.12.6 needs with torch's Adam.
     "uci_z2_fp16_dp2": dict(kind="client", stage=2, dtype="fp16", dp=2, steps=5, dims="96,304,176,16",
                             client=["--universal-info", "--iteration", "global_steps"]),
+    # the same client state on model A, whose groups need padding: v0.12.6's converter fails on it
+    "uci_z2_bf16_dp2_padded": dict(kind="client", stage=2, dtype="bf16", dp=2, steps=3,
+                                   client=["--universal-info", "--iteration", "global_steps"]),
     "uci_bf16opt_s1_dp2": dict(kind="client", stage=1, dtype="bf16", dp=2, steps=4, bf16opt=True,
                                dims="96,304,176,16", client=["--universal-info"]),
     "v145_uci_z1_bf16_dp2": dict(kind="client", stage=1, dtype="bf16", dp=2, steps=4, ds="0.14.5",

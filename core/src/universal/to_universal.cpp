@@ -16,6 +16,7 @@
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/universal/convert.h"
 #include "deepspeed/value_access.h"
+#include "universal/mapped_pages.h"
 #include "universal/output_folder.h"
 #include "universal/tp_patterns.h"
 #include "universal/universal_folder.h"
@@ -76,6 +77,7 @@ void fill_param(const Partitions& parts, const SourceParam& p, size_t state, int
     const int64_t take = std::min(n - done, r.numel - in);
     const float* src = parts.data[static_cast<size_t>(p.group)][static_cast<size_t>(r.rank)][state];
     std::memcpy(out + done, src + r.partition_offset + in, static_cast<size_t>(take) * sizeof(float));
+    detail::release(parts.keep[static_cast<size_t>(p.group)][static_cast<size_t>(r.rank)][state], r.partition_offset + in, take);
     done += take;
   }
   if (done != n) throw Error("", "param '" + p.name + "'", "its fragments do not cover it (layout error)");
@@ -458,6 +460,7 @@ class ToUniversal {
             fail.push_back(rel + " differs from the source near element " + num(first));
             break;
           }
+          detail::release(v->as_tensor(), first, n);
         }
       }
       const int64_t want = group_adam_step_[static_cast<size_t>(p.group)];

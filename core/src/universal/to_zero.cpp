@@ -15,6 +15,7 @@
 #include "ckptdoc/repair/plan.h"
 #include "ckptdoc/universal/convert.h"
 #include "deepspeed/value_access.h"
+#include "universal/mapped_pages.h"
 #include "universal/output_folder.h"
 
 namespace fs = std::filesystem;
@@ -82,7 +83,7 @@ class ToZero {
   std::vector<GroupLayout> groups_;             // the new layout, one per optimizer group
   std::map<std::string, int> universal_index_;  // param -> the universal catalog's flat group (= param)
   std::vector<std::array<std::vector<const float*>, 3>> data_;  // [group][state][param in group]
-  std::vector<Tensor> keep_;
+  std::vector<std::array<std::vector<Tensor>, 3>> keep_;        // the mapped tensors behind data_
   std::vector<Value> group_step_;               // the `step` value each group's state entry gets
   std::vector<int64_t> group_step_count_;
 
@@ -148,6 +149,7 @@ class ToZero {
     }
     const auto rules = deepspeed::zero12_rules_for_version(cat_.ds_version);
     data_.resize(by_group.size());
+    keep_.resize(by_group.size());
     for (size_t g = 0; g < by_group.size(); ++g) {
       for (size_t s = 0; s < kStates.size(); ++s) {
         for (const auto& p : by_group[g]) {
@@ -156,8 +158,8 @@ class ToZero {
           if (!t || t->numel() != p.numel || t->dtype != DType::F32 || !t->is_contiguous())
             throw Error(cat_.tag_dir, "zero/" + p.name + "/" + kStates[s] + ".pt",
                         "missing, unreadable, or not a float32 tensor of the param's size");
-          keep_.push_back(*t);
-          data_[g][s].push_back(reinterpret_cast<const float*>(keep_.back().contiguous_bytes().data()));
+          keep_[g][s].push_back(*t);
+          data_[g][s].push_back(reinterpret_cast<const float*>(keep_[g][s].back().contiguous_bytes().data()));
         }
       }
       groups_.push_back(bf16_optimizer() ? deepspeed::layout_bf16_optimizer(static_cast<int>(g), by_group[g], dp_)
@@ -224,6 +226,7 @@ class ToZero {
       const int64_t in = base + done - p.offset;
       const int64_t take = std::min(n - done, p.numel - in);
       std::memcpy(out + done, data_[g][s][i] + in, static_cast<size_t>(take) * sizeof(float));
+      detail::release(keep_[g][s][i], in, take);
       done += take;
     }
     std::fill(out + done, out + n, 0.0f);
