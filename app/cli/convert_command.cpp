@@ -99,6 +99,8 @@ int run_convert(const ConvertOptions& o) {
            {"params", result.params},
            {"files", result.files},
            {"bytes_written", result.bytes_written},
+           {"write_seconds", result.write_seconds},
+           {"verify_seconds", result.verify_seconds},
            {"assumptions", result.assumptions},
            {"notes", result.notes},
            {"verify_failures", result.verify_failures},
@@ -108,9 +110,10 @@ int run_convert(const ConvertOptions& o) {
     return ok ? 0 : 1;
   }
   if (!o.quiet) {
-    std::printf("Wrote %s/%s (%s): %zu params, %zu files, %s\n", result.output.c_str(), result.tag.c_str(),
-                result.target == "universal" ? "named by latest_universal" : "named by latest", result.params,
-                result.files, human_bytes(result.bytes_written).c_str());
+    std::printf("Wrote %s/%s (%s): %zu params, %zu files, %s in %.2f s; verified in %.2f s\n", result.output.c_str(),
+                result.tag.c_str(), result.target == "universal" ? "named by latest_universal" : "named by latest",
+                result.params, result.files, human_bytes(result.bytes_written).c_str(), result.write_seconds,
+                result.verify_seconds);
     print_list("Assumed:", result.assumptions);
     print_list("Notes:", result.notes);
   }
@@ -123,7 +126,7 @@ int run_convert(const ConvertOptions& o) {
   }
   for (const auto& f : result.verify_failures) std::printf("  verification failed: %s\n", f.c_str());
   if (ok)
-    std::printf("Verified: every tensor read back equal to its source; re-diagnosed with no errors.\n");
+    std::printf("Verified: re-opened, every tensor equal to its source bit for bit, no error findings.\n");
   else
     std::printf("The written checkpoint failed verification (%d error finding(s), %zu failed check(s)); see above.\n",
                 errors, result.verify_failures.size());

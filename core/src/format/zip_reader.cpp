@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "ckptdoc/error.h"
+#include "format/crc32_clmul.h"
 #include "zip_constants.h"
 
 namespace ckptdoc {
@@ -186,10 +187,8 @@ Directory find_directory(const MappedFile& file) {
 
 }  // namespace
 
-uint32_t crc32_update(uint32_t crc, std::span<const uint8_t> bytes) {
-  uint32_t c = ~crc;
-  const uint8_t* p = bytes.data();
-  size_t n = bytes.size();
+namespace {
+uint32_t crc32_table(uint32_t c, const uint8_t* p, size_t n) {
   const auto& t = kCrc.t;
   while (n >= 8) {
     const uint32_t lo = c ^ load_le32(p);
@@ -200,7 +199,22 @@ uint32_t crc32_update(uint32_t crc, std::span<const uint8_t> bytes) {
     n -= 8;
   }
   while (n-- > 0) c = t[0][(c ^ *p++) & 0xFFu] ^ (c >> 8);
-  return ~c;
+  return c;
+}
+}  // namespace
+
+uint32_t crc32_update(uint32_t crc, std::span<const uint8_t> bytes) {
+  uint32_t c = ~crc;
+  const uint8_t* p = bytes.data();
+  size_t n = bytes.size();
+  if (n >= 256 && detail::crc32_clmul_available()) {  // large records: carry-less multiplication
+    uint8_t residue[16];
+    const size_t used = detail::crc32_fold_clmul(c, p, n, residue);
+    c = crc32_table(0, residue, sizeof residue);
+    p += used;
+    n -= used;
+  }
+  return ~crc32_table(c, p, n);
 }
 
 uint32_t crc32(std::span<const uint8_t> bytes) { return crc32_update(0, bytes); }

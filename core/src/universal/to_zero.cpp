@@ -4,6 +4,7 @@
 // folder keeps no Adam hyper-parameters before DeepSpeed 0.14.1: they come from its param_groups or a template.
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -66,8 +67,12 @@ class ToZero {
     read_steps();
     result_.notes.push_back("load it with engine.load_checkpoint(\"" + result_.output + "\") on " + num(dp_) +
                             " data-parallel ranks (without load_universal)");
+    const auto t0 = std::chrono::steady_clock::now();
     detail::publish_folder(result_.output, io_, [this](const std::string& dir) { write_all(dir); });
+    const auto t1 = std::chrono::steady_clock::now();
     verify();
+    result_.write_seconds = std::chrono::duration<double>(t1 - t0).count();
+    result_.verify_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
     return result_;
   }
 
