@@ -219,19 +219,33 @@ class TestRealdsUniversal : public QObject {
     REALDS_REQUIRE();
     loads_at_every_world_size("v145_z2_bf16_dp3", {1, 4});
   }
-  // A 0.12.6 checkpoint written for 0.14.5's loader.
-  void loadsForAnotherDeepSpeedVersion() {
+  // A plain 0.12.6 checkpoint's output carries what both loader generations read: 0.14.5 loads it too.
+  void plainOutputLoadsWithV145Too() {
     REALDS_REQUIRE();
-    loads_at_every_world_size("z2_bf16_dp2", {3}, "0.14.5", {"--for-deepspeed", "0.14.5"});
+    loads_at_every_world_size("z2_bf16_dp2", {3}, "0.14.5");
+  }
+  // With universal_checkpoint_info the layout follows --for-deepspeed: 0.14.5's (step.pt, param_groups) from a
+  // 0.12.6 checkpoint, loaded by 0.14.5.
+  void forDeepSpeedPicksTheLayout() {
+    REALDS_REQUIRE();
+    const auto e = realds::checkpoint("uci_z2_fp16_dp2");
+    test::TempDir dir;
+    convert(e.save_dir, dir.file("own"), {"--to", "universal"});
+    const auto r = test::run_cli({"inspect", dir.file("own"), "--json"});
+    QVERIFY(!parse(r.out)["universal"].toObject()["has_step_files"].toBool());  // 0.12.6's layout, as its converter
+    loads_at_every_world_size(e.name, {3}, "0.14.5", {"--for-deepspeed", "0.14.5"});
   }
 
   // Back to rigid files: tensors equal `repair --repartition`'s from the original, and DeepSpeed loads them.
   void backToZeroEqualsRepartition_data() {
     QTest::addColumn<QString>("name");
     QTest::addColumn<bool>("template_needed");
-    QTest::newRow("0.12.6 ZeRO-2 fp16 (hyper-parameters from --target)") << "z2_fp16_dp2" << true;
-    QTest::newRow("0.12.6 BF16_Optimizer (hyper-parameters from --target)") << "bf16opt_s1_dp2" << true;
-    QTest::newRow("0.14.5 ZeRO-2 fp16 (param_groups in the universal folder)") << "v145_z2_fp16_dp2" << false;
+    // 0.12.6's layout (with universal_checkpoint_info) keeps no hyper-parameters: they come from --target.
+    QTest::newRow("0.12.6 ZeRO-2 fp16, Megatron-style (--target)") << "uci_z2_fp16_dp2" << true;
+    QTest::newRow("0.12.6 BF16_Optimizer (--target)") << "uci_bf16opt_s1_dp2" << true;
+    // Plain checkpoints' outputs carry param_groups.
+    QTest::newRow("0.12.6 ZeRO-2 fp16, plain") << "z2_fp16_dp2" << false;
+    QTest::newRow("0.14.5 ZeRO-2 fp16, plain") << "v145_z2_fp16_dp2" << false;
   }
   void backToZeroEqualsRepartition() {
     REALDS_REQUIRE();

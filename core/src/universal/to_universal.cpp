@@ -108,6 +108,7 @@ class ToUniversal {
       throw Error("", "--tag", "a folder name, not a path: '" + result_.tag + "'");
     map_partitions();
     collect_params();
+    step_files_ = !uci_ || target_.loader == LoaderKind::StepFiles;
     read_steps();
     decide_model_file();
     for (const auto& c : target_.caveats) result_.notes.push_back(c);
@@ -137,6 +138,9 @@ class ToUniversal {
   std::vector<int64_t> group_adam_step_;
   const Value* uci_ = nullptr;
   std::optional<int64_t> add_iteration_;  // the model file gets `iteration` = this
+  // step.pt files and optimizer_state.pt['param_groups'] (what 0.14.1+ read): for a 0.14.1+ target, and for every
+  // plain checkpoint, whose output then loads with both loader generations (0.12.3-0.14.0 ignore them).
+  bool step_files_ = true;
   std::atomic<uint64_t> bytes_{0};
   std::atomic<size_t> files_{0};
 
@@ -247,7 +251,8 @@ class ToUniversal {
     if (!uci_)
       result_.assumptions.push_back(
           "the checkpoint has no universal_checkpoint_info (a plain DeepSpeed job's): assumed a data-parallel model "
-          "without tensor-parallel patterns or vocabulary padding, so every param is stored whole with cat_dim 0");
+          "without tensor-parallel patterns or vocabulary padding, so every param is stored whole with cat_dim 0; "
+          "written with what every universal loader since DeepSpeed 0.12.3 reads (iteration, step.pt, param_groups)");
   }
 
   void read_steps() {
@@ -313,7 +318,7 @@ class ToUniversal {
   void write_param(const std::string& zero_dir, const SourceParam& p) {
     const std::string folder = zero_dir + "/" + p.name;
     detail::make_dir(io_, folder);
-    if (target_.loader == LoaderKind::StepFiles && group_step_[static_cast<size_t>(p.group)]) {
+    if (step_files_ && group_step_[static_cast<size_t>(p.group)]) {
       // ds_to_universal 0.14.1+ saves the step value of the lowest dp rank holding the param, as saved.
       const Value* s = dict_get(state_entry(ckpt_, p.runs.front().rank, p.group), "step");
       if (!s) s = group_step_[static_cast<size_t>(p.group)];
@@ -396,7 +401,7 @@ class ToUniversal {
       out.set("partition_count",
               Value::list(std::vector<Value>(pc->items().size(),
                                              Value::integer(static_cast<int64_t>(cat_.groups.front().partitions.size())))));
-    if (target_.loader == LoaderKind::StepFiles) {
+    if (step_files_) {
       const Value* pg = dict_get(dict_get(&osd, "base_optimizer_state"), "param_groups");
       if (!pg) refuse(cat_, "rank 0's base_optimizer_state has no param_groups");
       out.set("param_groups", pg->clone());
@@ -466,9 +471,9 @@ class ToUniversal {
       fail.push_back("the output is not read back as a universal checkpoint");
       return;
     }
-    if (target_.loader == LoaderKind::Iteration && !wc.universal->loads_with_iteration())
+    if ((target_.loader == LoaderKind::Iteration || add_iteration_) && !wc.universal->loads_with_iteration())
       fail.push_back("the model file has no `iteration`, which DeepSpeed " + target_.version + " needs");
-    if (target_.loader == LoaderKind::StepFiles && !wc.universal->loads_with_step_files())
+    if (step_files_ && !wc.universal->loads_with_step_files())
       fail.push_back("step.pt files or optimizer_state.pt['param_groups'] are missing, which DeepSpeed " +
                      target_.version + " needs");
     // Every written tensor equals what was read, element for element (bitwise), and the step resumes right.
@@ -502,7 +507,7 @@ class ToUniversal {
       }
       const int64_t want = group_adam_step_[static_cast<size_t>(p.group)];
       const auto& up = wc.universal->params[static_cast<size_t>(at->first)];
-      if (target_.loader == LoaderKind::StepFiles && group_step_[static_cast<size_t>(p.group)] && up.step != want)
+      if (step_files_ && group_step_[static_cast<size_t>(p.group)] && up.step != want)
         fail.push_back("zero/" + p.name + "/step.pt does not hold the saved Adam step " + num(want));
       if (add_iteration_ && p.group == 0 && (!wc.universal->iteration || *wc.universal->iteration + 1 != want))
         fail.push_back("iteration + 1 is not the saved Adam step " + num(want));
