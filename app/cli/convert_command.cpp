@@ -1,6 +1,6 @@
 // `ckptdoc convert PATH -o OUT --to universal|zero`: writes a DeepSpeed universal checkpoint from rigid ZeRO
-// files, or rigid ZeRO files from a universal checkpoint, then verifies the result. Exit 0 verified, 1 written
-// but the verification failed, 2 refused or unusable input (nothing written).
+// files, or rigid ZeRO files from a universal checkpoint, then verifies the result. Exit 0 verified, 1
+// written but the verification failed, 2 refused or unusable input (nothing written).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -21,15 +21,18 @@ using nlohmann::json;
 
 constexpr const char* kTargets =
     "choose a target with --to:\n"
-    "  universal  a DeepSpeed universal checkpoint (one folder per param; loads at any data-parallel size with\n"
+    "  universal  a DeepSpeed universal checkpoint (one folder per param; loads at any data-parallel size "
+    "with\n"
     "             \"checkpoint\": {\"load_universal\": true}); from ZeRO-1/2 or BF16_Optimizer files.\n"
-    "             --for-deepspeed VERSION picks the layout that version's loader reads (default: the checkpoint's)\n"
+    "             --for-deepspeed VERSION picks the layout that version's loader reads (default: the "
+    "checkpoint's)\n"
     "  zero       rigid ZeRO-1/2 (or BF16_Optimizer) files for --world-size N, from a universal checkpoint;\n"
     "             --target DIR gives the optimizer hyper-parameters where the universal folder has none";
 
 std::string describe(const deepspeed::Catalog& c) {
   std::string s = c.universal ? "universal checkpoint of a " : "";
-  s += c.wrapper == deepspeed::OptimizerWrapper::BF16Optimizer ? "BF16_Optimizer" : "ZeRO-" + std::to_string(c.zero_stage);
+  s += c.wrapper == deepspeed::OptimizerWrapper::BF16Optimizer ? "BF16_Optimizer"
+                                                               : "ZeRO-" + std::to_string(c.zero_stage);
   s += std::string(", ") + (c.lp_dtype == DType::BF16 ? "bf16" : c.lp_dtype == DType::F16 ? "fp16" : "fp32");
   const int dp = c.universal ? c.universal->source_dp_world_size : c.dp_world_size;
   s += (c.universal ? " run saved at dp " : ", dp ") + std::to_string(dp);
@@ -55,13 +58,15 @@ int run_convert(const ConvertOptions& o) {
   try {
     if (o.to == "universal" && (o.world_size > 0 || !o.target.empty()))
       throw Error("", "--world-size/--target", "only used with --to zero");
-    if (o.to == "zero" && !o.for_deepspeed.empty()) throw Error("", "--for-deepspeed", "only used with --to universal");
+    if (o.to == "zero" && !o.for_deepspeed.empty())
+      throw Error("", "--for-deepspeed", "only used with --to universal");
     deepspeed::OpenOptions open;
     open.tag = o.tag;
     ckpt = deepspeed::Checkpoint::open(o.path, open);
     const DeviceKind device = choose_device(o.device);
     if (!o.json && !o.quiet) {
-      std::printf("Converting %s (%s) to %s\n", ckpt->catalog().tag_dir.c_str(), describe(ckpt->catalog()).c_str(),
+      std::printf("Converting %s (%s) to %s\n", ckpt->catalog().tag_dir.c_str(),
+                  describe(ckpt->catalog()).c_str(),
                   o.to == "universal" ? "a universal checkpoint" : "rigid ZeRO files");
       std::fflush(stdout);
     }
@@ -110,9 +115,10 @@ int run_convert(const ConvertOptions& o) {
     return ok ? 0 : 1;
   }
   if (!o.quiet) {
-    std::printf("Wrote %s/%s (%s): %zu params, %zu files, %s in %.2f s; verified in %.2f s\n", result.output.c_str(),
-                result.tag.c_str(), result.target == "universal" ? "named by latest_universal" : "named by latest",
-                result.params, result.files, human_bytes(result.bytes_written).c_str(), result.write_seconds,
+    std::printf("Wrote %s/%s (%s): %zu params, %zu files, %s in %.2f s; verified in %.2f s\n",
+                result.output.c_str(), result.tag.c_str(),
+                result.target == "universal" ? "named by latest_universal" : "named by latest", result.params,
+                result.files, human_bytes(result.bytes_written).c_str(), result.write_seconds,
                 result.verify_seconds);
     print_list("Assumed:", result.assumptions);
     print_list("Notes:", result.notes);
@@ -128,8 +134,9 @@ int run_convert(const ConvertOptions& o) {
   if (ok)
     std::printf("Verified: re-opened, every tensor equal to its source bit for bit, no error findings.\n");
   else
-    std::printf("The written checkpoint failed verification (%d error finding(s), %zu failed check(s)); see above.\n",
-                errors, result.verify_failures.size());
+    std::printf(
+        "The written checkpoint failed verification (%d error finding(s), %zu failed check(s)); see above.\n",
+        errors, result.verify_failures.size());
   return ok ? 0 : 1;
 }
 

@@ -1,6 +1,6 @@
-// Which universal layout convert writes for each DeepSpeed version: the boundaries come from DeepSpeed's history
-// (PR #4588 in 0.12.3: step := iteration + 1; PR #5104 in 0.13.2: no init step, moments not restored until
-// PR #5263 in 0.14.1; PR #5289 in 0.14.1: step.pt and param_groups, mpu optional).
+// Which universal layout convert writes for each DeepSpeed version: the boundaries come from DeepSpeed's
+// history (PR #4588 in 0.12.3: step := iteration + 1; PR #5104 in 0.13.2: no init step, moments not restored
+// until PR #5263 in 0.14.1; PR #5289 in 0.14.1: step.pt and param_groups, mpu optional).
 #include <QtTest>
 
 #include "ckptdoc/error.h"

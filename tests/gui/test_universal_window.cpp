@@ -1,6 +1,6 @@
-// The desktop app opens a universal checkpoint (made by convert from a real DeepSpeed 0.12.6 checkpoint) through
-// the same core open path: every param listed and compared with its 16-bit weight, no error finding, and the
-// universal-specific findings shown.
+// The desktop app opens a universal checkpoint (made by convert from a real DeepSpeed 0.12.6 checkpoint)
+// through the same core open path: every param listed and compared with its 16-bit weight, no error finding,
+// and the universal-specific findings shown.
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QtTest>

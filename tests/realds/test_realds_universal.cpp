@@ -1,8 +1,8 @@
-// Universal checkpoints judged by real DeepSpeed (v0.12.6 and v0.14.5): `ckptdoc convert --to universal` writes
-// the files DeepSpeed's own ds_to_universal.py writes where that script runs, every output loads with
-// "load_universal" at dp 1-4 and trains a step with the source's fp32 masters, moments and Adam step (as DeepSpeed
-// consolidates them from the source), `--to zero` writes what `repair --repartition` writes, and inspect,
-// diagnose and export read universal folders, naming damage.
+// Universal checkpoints judged by real DeepSpeed (v0.12.6 and v0.14.5): `ckptdoc convert --to universal`
+// writes the files DeepSpeed's own ds_to_universal.py writes where that script runs, every output loads with
+// "load_universal" at dp 1-4 and trains a step with the source's fp32 masters, moments and Adam step (as
+// DeepSpeed consolidates them from the source), `--to zero` writes what `repair --repartition` writes, and
+// inspect, diagnose and export read universal folders, naming damage.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QtTest>
@@ -17,9 +17,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-QJsonObject parse(const std::string& text) { return QJsonDocument::fromJson(QByteArray::fromStdString(text)).object(); }
+QJsonObject parse(const std::string& text) {
+  return QJsonDocument::fromJson(QByteArray::fromStdString(text)).object();
+}
 
-std::string describe(const test::RunResult& r) { return "exit " + std::to_string(r.exit_code) + "\n" + r.out.substr(0, 4000) + r.err.substr(0, 4000); }
+std::string describe(const test::RunResult& r) {
+  return "exit " + std::to_string(r.exit_code) + "\n" + r.out.substr(0, 4000) + r.err.substr(0, 4000);
+}
 
 // `ckptdoc convert SRC -o OUT --to ... --json`; the JSON report (exit 0 required).
 QJsonObject convert(const std::string& src, const std::string& out, std::vector<std::string> extra) {
@@ -33,8 +37,16 @@ QJsonObject convert(const std::string& src, const std::string& out, std::vector<
 // DeepSpeed's ds_to_universal.py of version `ds` on a matrix entry's tag folder, into `out_tag_dir`.
 test::RunResult ds_to_universal(const realds::Entry& e, const std::string& out_tag_dir, const std::string& ds,
                                 bool inject = false) {
-  std::vector<std::string> args{"-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder", e.tag_dir(),
-                                "--output_folder", out_tag_dir, "--num_extract_workers", "1", "--num_merge_workers", "1"};
+  std::vector<std::string> args{"-m",
+                                "deepspeed.checkpoint.ds_to_universal",
+                                "--input_folder",
+                                e.tag_dir(),
+                                "--output_folder",
+                                out_tag_dir,
+                                "--num_extract_workers",
+                                "1",
+                                "--num_merge_workers",
+                                "1"};
   if (inject) args.push_back("--inject_missing_state");
   return realds::python_with_deepspeed(args, ds);
 }
@@ -43,7 +55,8 @@ test::RunResult ds_to_universal(const realds::Entry& e, const std::string& out_t
 QJsonObject compare_folders(const std::string& theirs, const std::string& ours, const std::string& ds,
                             const std::vector<std::string>& allowed_extra, const test::TempDir& dir) {
   const std::string out = dir.file("compare.json");
-  std::vector<std::string> args{test::source_dir() + "/tests/realds/compare_universal.py", theirs, ours, "--json", out};
+  std::vector<std::string> args{test::source_dir() + "/tests/realds/compare_universal.py", theirs, ours,
+                                "--json", out};
   for (const auto& a : allowed_extra) args.insert(args.end(), {"--allowed-extra", a});
   const auto r = realds::python_with_deepspeed(args, ds);
   if (r.exit_code == 2) throw std::runtime_error("compare_universal.py failed: " + describe(r));
@@ -70,10 +83,11 @@ std::set<double> loaded_steps(const realds::LoadCheck& c) {
   return s;
 }
 
-// Real engine.load_checkpoint of `save_dir`, configured like `like`, at `world` ranks with DeepSpeed `ds`: fp32
-// masters and moments equal to what DeepSpeed consolidates from the source, the Adam step the source had.
-realds::LoadCheck load_universal(const std::string& save_dir, const std::string& like, int world, const std::string& ds = "",
-                                 bool universal = true) {
+// Real engine.load_checkpoint of `save_dir`, configured like `like`, at `world` ranks with DeepSpeed `ds`:
+// fp32 masters and moments equal to what DeepSpeed consolidates from the source, the Adam step the source
+// had.
+realds::LoadCheck load_universal(const std::string& save_dir, const std::string& like, int world,
+                                 const std::string& ds = "", bool universal = true) {
   realds::LoadOptions o;
   o.world = world;
   o.ds = ds;
@@ -86,7 +100,8 @@ realds::LoadCheck load_universal(const std::string& save_dir, const std::string&
 std::vector<std::string> finding_codes(const QJsonObject& report, const char* severity) {
   std::vector<std::string> out;
   for (const auto& f : report["findings"].toArray())
-    if (f.toObject()["severity"].toString() == severity) out.push_back(f.toObject()["code"].toString().toStdString());
+    if (f.toObject()["severity"].toString() == severity)
+      out.push_back(f.toObject()["code"].toString().toStdString());
   return out;
 }
 
@@ -111,8 +126,9 @@ class TestRealdsUniversal : public QObject {
       const auto c = load_universal(out, name, world, ds);
       REALDS_EXPECT_STRICT(c);
       QVERIFY2(loaded_steps(c) == std::set<double>{step},
-               ("dp " + std::to_string(world) + ": Adam step after load is not the source's " + std::to_string(step) +
-                "\n" + c.describe()).c_str());
+               ("dp " + std::to_string(world) + ": Adam step after load is not the source's " +
+                std::to_string(step) + "\n" + c.describe())
+                   .c_str());
     }
   }
 
@@ -126,7 +142,8 @@ class TestRealdsUniversal : public QObject {
     QTest::newRow("0.12.6 ZeRO-2 fp16, Megatron-style client state") << "uci_z2_fp16_dp2" << false << false;
     // universal_checkpoint_info without iteration: 0.12.6's loader needs one, ckptdoc adds it.
     QTest::newRow("0.12.6 BF16_Optimizer, no iteration") << "uci_bf16opt_s1_dp2" << false << true;
-    QTest::newRow("0.14.5 ZeRO-1 bf16, universal_checkpoint_info") << "v145_uci_z1_bf16_dp2" << false << false;
+    QTest::newRow("0.14.5 ZeRO-1 bf16, universal_checkpoint_info")
+        << "v145_uci_z1_bf16_dp2" << false << false;
     // A plain checkpoint: 0.14.5's --inject_missing_state.
     QTest::newRow("0.14.5 ZeRO-2 fp16, plain") << "v145_z2_fp16_dp2" << true << true;
   }
@@ -163,7 +180,8 @@ class TestRealdsUniversal : public QObject {
     const auto plain = realds::checkpoint("z2_fp16_dp2");
     test::TempDir dir;
     const auto refused = ds_to_universal(plain, dir.file("refused/out"), "0.12.6");
-    QVERIFY2(refused.exit_code != 0 && (refused.out + refused.err).find("universal_checkpoint_info") != std::string::npos,
+    QVERIFY2(refused.exit_code != 0 &&
+                 (refused.out + refused.err).find("universal_checkpoint_info") != std::string::npos,
              describe(refused).c_str());
     const auto e = realds::checkpoint("uci_bf16opt_s1_dp2");
     const std::string theirs = dir.file("theirs/" + e.tag + "_universal");
@@ -171,21 +189,25 @@ class TestRealdsUniversal : public QObject {
     QVERIFY(ds_to_universal(e, theirs, "0.12.6").exit_code == 0);
     const auto failed = load_universal(dir.file("theirs"), e.name, 2);
     QVERIFY2(!failed.verdict()["load_ok"].toBool(), failed.describe().c_str());
-    QVERIFY2(failed.report["load"].toObject()["first_exception"].toObject()["exception_text"].toString().contains("iteration"),
-             failed.describe().c_str());
+    QVERIFY2(
+        failed.report["load"].toObject()["first_exception"].toObject()["exception_text"].toString().contains(
+            "iteration"),
+        failed.describe().c_str());
     convert(e.save_dir, dir.file("ours"), {"--to", "universal"});
     const auto c = load_universal(dir.file("ours"), e.name, 2);
     REALDS_EXPECT_STRICT(c);
   }
 
-  // v0.12.6's converter also fails on checkpoints that do carry universal_checkpoint_info, when torch's Adam meets
-  // a group with alignment padding (it narrows every state tensor, the 0-dim step too); ckptdoc converts them.
+  // v0.12.6's converter also fails on checkpoints that do carry universal_checkpoint_info, when torch's Adam
+  // meets a group with alignment padding (it narrows every state tensor, the 0-dim step too); ckptdoc
+  // converts them.
   void dsToUniversalFailsOnPaddedGroups() {
     REALDS_REQUIRE();
     const auto e = realds::checkpoint("uci_z2_bf16_dp2_padded");
     test::TempDir dir;
     const auto d = ds_to_universal(e, dir.file("theirs/" + e.tag + "_universal"), "0.12.6");
-    QVERIFY2(d.exit_code != 0 && (d.out + d.err).find("narrow() cannot be applied to a 0-dim tensor") != std::string::npos,
+    QVERIFY2(d.exit_code != 0 &&
+                 (d.out + d.err).find("narrow() cannot be applied to a 0-dim tensor") != std::string::npos,
              describe(d).c_str());
     loads_at_every_world_size(e.name, {3});
   }
@@ -224,15 +246,17 @@ class TestRealdsUniversal : public QObject {
     REALDS_REQUIRE();
     loads_at_every_world_size("z2_bf16_dp2", {3}, "0.14.5");
   }
-  // With universal_checkpoint_info the layout follows --for-deepspeed: 0.14.5's (step.pt, param_groups) from a
-  // 0.12.6 checkpoint, loaded by 0.14.5.
+  // With universal_checkpoint_info the layout follows --for-deepspeed: 0.14.5's (step.pt, param_groups) from
+  // a 0.12.6 checkpoint, loaded by 0.14.5.
   void forDeepSpeedPicksTheLayout() {
     REALDS_REQUIRE();
     const auto e = realds::checkpoint("uci_z2_fp16_dp2");
     test::TempDir dir;
     convert(e.save_dir, dir.file("own"), {"--to", "universal"});
     const auto r = test::run_cli({"inspect", dir.file("own"), "--json"});
-    QVERIFY(!parse(r.out)["universal"].toObject()["has_step_files"].toBool());  // 0.12.6's layout, as its converter
+    QVERIFY(!parse(r.out)["universal"]
+                 .toObject()["has_step_files"]
+                 .toBool());  // 0.12.6's layout, as its converter
     loads_at_every_world_size(e.name, {3}, "0.14.5", {"--for-deepspeed", "0.14.5"});
   }
 
@@ -255,9 +279,11 @@ class TestRealdsUniversal : public QObject {
     test::TempDir dir;
     convert(e.save_dir, dir.file("universal"), {"--to", "universal"});
     // Without a template, a universal folder that keeps no hyper-parameters is refused, nothing written.
-    const auto bare = test::run_cli({"convert", dir.file("universal"), "-o", dir.file("bare"), "--to", "zero", "--world-size", "3"});
+    const auto bare = test::run_cli(
+        {"convert", dir.file("universal"), "-o", dir.file("bare"), "--to", "zero", "--world-size", "3"});
     if (template_needed) {
-      QVERIFY2(bare.exit_code == 2 && bare.err.find("hyper-parameters") != std::string::npos, describe(bare).c_str());
+      QVERIFY2(bare.exit_code == 2 && bare.err.find("hyper-parameters") != std::string::npos,
+               describe(bare).c_str());
       QVERIFY(!fs::exists(dir.file("bare")));
     } else {
       QVERIFY2(bare.exit_code == 0, describe(bare).c_str());
@@ -266,7 +292,8 @@ class TestRealdsUniversal : public QObject {
     if (template_needed) args.insert(args.end(), {"--target", e.save_dir});
     const auto report = convert(dir.file("universal"), dir.file("zero"), args);
     QVERIFY2(report["ok"].toBool(), unequal(report).c_str());
-    const auto rep = test::run_cli({"repair", e.save_dir, "-o", dir.file("repartitioned"), "--repartition", "--world-size", "3"});
+    const auto rep = test::run_cli(
+        {"repair", e.save_dir, "-o", dir.file("repartitioned"), "--repartition", "--world-size", "3"});
     QVERIFY2(rep.exit_code == 0, describe(rep).c_str());
     const auto c = compare_folders(dir.file("repartitioned/" + e.tag), dir.file("zero/" + e.tag), e.ds,
                                    {"mp_rank_00_model_states.pt:iteration"}, dir);
@@ -285,10 +312,11 @@ class TestRealdsUniversal : public QObject {
     fs::create_directories(fs::path(theirs).parent_path());
     QVERIFY(ds_to_universal(e, theirs, e.ds).exit_code == 0);
     convert(e.save_dir, dir.file("ours"), {"--to", "universal"});
-    // DeepSpeed's zero_to_fp32.py (the copy save_checkpoint put beside the tag) on the source; -P keeps its own
-    // folder, whose logging.py/types.py shadow the standard library's, off sys.path.
+    // DeepSpeed's zero_to_fp32.py (the copy save_checkpoint put beside the tag) on the source; -P keeps its
+    // own folder, whose logging.py/types.py shadow the standard library's, off sys.path.
     const std::string zero_to_fp32 = dir.file("zero_to_fp32.bin");
-    const auto z = realds::python_with_deepspeed({"-P", e.save_dir + "/zero_to_fp32.py", e.save_dir, zero_to_fp32}, e.ds);
+    const auto z = realds::python_with_deepspeed(
+        {"-P", e.save_dir + "/zero_to_fp32.py", e.save_dir, zero_to_fp32}, e.ds);
     QVERIFY2(z.exit_code == 0, describe(z).c_str());
     for (const std::string& path : {dir.file("theirs"), theirs, dir.file("ours")}) {
       const auto ins = test::run_cli({"inspect", path, "--json"});
@@ -302,9 +330,11 @@ class TestRealdsUniversal : public QObject {
       const auto dg = test::run_cli({"diagnose", path, "--json", "--device", "cpu"});
       QVERIFY2(dg.exit_code == 0, describe(dg).c_str());
       const auto report = parse(dg.out);
-      QVERIFY2(finding_codes(report, "error").empty() && finding_codes(report, "warning").empty(), dg.out.substr(0, 3000).c_str());
+      QVERIFY2(finding_codes(report, "error").empty() && finding_codes(report, "warning").empty(),
+               dg.out.substr(0, 3000).c_str());
       int compared = 0;
-      for (const auto& p : report["params"].toArray()) compared += p.toObject()["lp_vs_fp32"].isObject() ? 1 : 0;
+      for (const auto& p : report["params"].toArray())
+        compared += p.toObject()["lp_vs_fp32"].isObject() ? 1 : 0;
       QCOMPARE(compared, 8);  // every fp32 master against its 16-bit weight
       // export: what zero_to_fp32.py makes of the source, bit for bit.
       const std::string out = dir.file("export.bin");
@@ -321,11 +351,21 @@ class TestRealdsUniversal : public QObject {
     QTest::addColumn<QString>("action");
     QTest::addColumn<QString>("param");
     QTest::addColumn<QString>("error");
-    QTest::newRow("missing param folder") << "remove-folder" << "fc2.weight" << "universal-param-missing";
-    QTest::newRow("NaN in exp_avg_sq") << "nan" << "fc1.weight" << "nonfinite-values";
-    QTest::newRow("wrong shape") << "shape" << "fc3.weight" << "shape-mismatch";
-    QTest::newRow("stale fp32 masters") << "stale-fp32" << "fc2.weight" << "fp32-master-mismatch";
-    QTest::newRow("no step for any loader") << "drop-step" << "" << "universal-step-missing";
+    QTest::newRow("missing param folder") << "remove-folder"
+                                          << "fc2.weight"
+                                          << "universal-param-missing";
+    QTest::newRow("NaN in exp_avg_sq") << "nan"
+                                       << "fc1.weight"
+                                       << "nonfinite-values";
+    QTest::newRow("wrong shape") << "shape"
+                                 << "fc3.weight"
+                                 << "shape-mismatch";
+    QTest::newRow("stale fp32 masters") << "stale-fp32"
+                                        << "fc2.weight"
+                                        << "fp32-master-mismatch";
+    QTest::newRow("no step for any loader") << "drop-step"
+                                            << ""
+                                            << "universal-step-missing";
   }
   void damageIsNamed() {
     REALDS_REQUIRE();
@@ -336,7 +376,8 @@ class TestRealdsUniversal : public QObject {
     test::TempDir dir;
     convert(e.save_dir, dir.file("u"), {"--to", "universal"});
     const std::string tag = dir.file("u/" + e.tag + "_universal");
-    std::vector<std::string> args{test::source_dir() + "/tests/realds/damage_universal.py", tag, action.toStdString()};
+    std::vector<std::string> args{test::source_dir() + "/tests/realds/damage_universal.py", tag,
+                                  action.toStdString()};
     if (!param.isEmpty()) args.push_back(param.toStdString());
     const auto d = realds::python_with_deepspeed(args, e.ds);
     QVERIFY2(d.exit_code == 0, describe(d).c_str());
@@ -347,12 +388,14 @@ class TestRealdsUniversal : public QObject {
     if (!param.isEmpty()) {
       bool named = false;
       for (const auto& f : parse(dg.out)["findings"].toArray())
-        if (f.toObject()["code"].toString() == error) named = f.toObject()["params"].toArray().contains(param);
+        if (f.toObject()["code"].toString() == error)
+          named = f.toObject()["params"].toArray().contains(param);
       QVERIFY2(named, dg.out.substr(0, 3000).c_str());
     }
     // A conversion refuses damaged input rather than carrying it on.
     if (action == "remove-folder" || action == "shape") {
-      const auto r = test::run_cli({"convert", dir.file("u"), "-o", dir.file("z"), "--to", "zero", "--world-size", "2"});
+      const auto r =
+          test::run_cli({"convert", dir.file("u"), "-o", dir.file("z"), "--to", "zero", "--world-size", "2"});
       QVERIFY2(r.exit_code == 2 && !fs::exists(dir.file("z")), describe(r).c_str());
     }
     // DeepSpeed agrees that a missing folder is fatal.
@@ -375,9 +418,11 @@ class TestRealdsUniversal : public QObject {
     const std::vector<Case> cases = {
         {{"convert", z2.save_dir, "-o", dir.file("a")}, "--to"},
         {{"convert", z3.save_dir, "-o", dir.file("a"), "--to", "universal"}, "ZeRO-3"},
-        {{"convert", z2.save_dir, "-o", dir.file("a"), "--to", "universal", "--for-deepspeed", "0.11.0"}, "0.12.3"},
+        {{"convert", z2.save_dir, "-o", dir.file("a"), "--to", "universal", "--for-deepspeed", "0.11.0"},
+         "0.12.3"},
         {{"convert", z2.save_dir, "-o", z2.tag_dir() + "/inside", "--to", "universal"}, "inside the input"},
-        {{"convert", z2.save_dir, "-o", dir.file("a"), "--to", "zero", "--world-size", "2"}, "not a universal"},
+        {{"convert", z2.save_dir, "-o", dir.file("a"), "--to", "zero", "--world-size", "2"},
+         "not a universal"},
     };
     for (const auto& c : cases) {
       const auto r = test::run_cli(c.args);
@@ -388,7 +433,8 @@ class TestRealdsUniversal : public QObject {
     // A universal folder is not converted to universal again.
     convert(z2.save_dir, dir.file("u"), {"--to", "universal"});
     const auto again = test::run_cli({"convert", dir.file("u"), "-o", dir.file("a"), "--to", "universal"});
-    QVERIFY2(again.exit_code == 2 && again.err.find("already a universal") != std::string::npos, describe(again).c_str());
+    QVERIFY2(again.exit_code == 2 && again.err.find("already a universal") != std::string::npos,
+             describe(again).c_str());
   }
 };
 

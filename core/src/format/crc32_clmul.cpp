@@ -15,16 +15,18 @@ bool crc32_clmul_available() {
 
 namespace {
 
-// x * x^d mod P for a 128-bit block: its low half times k_lo plus its high half times k_hi (reflected domain).
+// x * x^d mod P for a 128-bit block: its low half times k_lo plus its high half times k_hi (reflected
+// domain).
 __attribute__((target("pclmul,sse4.1"))) inline __m128i fold(__m128i x, __m128i k) {
   return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
 }
 
 }  // namespace
 
-__attribute__((target("pclmul,sse4.1"))) size_t crc32_fold_clmul(uint32_t state, const uint8_t* data, size_t n,
-                                                               uint8_t residue[16]) {
-  // Constants for 0xEDB88320: x^(512+64) and x^512 (fold across 64 bytes), x^(128+64) and x^128 (16 bytes), mod P.
+__attribute__((target("pclmul,sse4.1"))) size_t crc32_fold_clmul(uint32_t state, const uint8_t* data,
+                                                                 size_t n, uint8_t residue[16]) {
+  // Constants for 0xEDB88320: x^(512+64) and x^512 (fold across 64 bytes), x^(128+64) and x^128 (16 bytes),
+  // mod P.
   const __m128i k4 = _mm_set_epi64x(0x1c6e41596LL, 0x154442bd4LL);
   const __m128i k1 = _mm_set_epi64x(0x0ccaa009eLL, 0x1751997d0LL);
   const uint8_t* p = data;
@@ -55,8 +57,12 @@ __attribute__((target("pclmul,sse4.1"))) size_t crc32_fold_clmul(uint32_t state,
 
 #else
 
-bool crc32_clmul_available() { return false; }
-size_t crc32_fold_clmul(uint32_t, const uint8_t*, size_t, uint8_t*) { return 0; }
+bool crc32_clmul_available() {
+  return false;
+}
+size_t crc32_fold_clmul(uint32_t, const uint8_t*, size_t, uint8_t*) {
+  return 0;
+}
 
 #endif
 

@@ -1,7 +1,7 @@
 #pragma once
-// CRC-32 (zip's reflected 0xEDB88320) folded 64 bytes at a time with carry-less multiplication (PCLMULQDQ), the
-// method of Intel's "Fast CRC Computation for Generic Polynomials Using PCLMULQDQ": about ten times the table
-// method's speed, so writing or checking a large torch file is not bound by its CRC.
+// CRC-32 (zip's reflected 0xEDB88320) folded 64 bytes at a time with carry-less multiplication (PCLMULQDQ),
+// the method of Intel's "Fast CRC Computation for Generic Polynomials Using PCLMULQDQ": about ten times the
+// table method's speed, so writing or checking a large torch file is not bound by its CRC.
 #include <cstddef>
 #include <cstdint>
 

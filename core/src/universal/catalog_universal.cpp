@@ -1,7 +1,7 @@
-// Catalog of a universal checkpoint folder (deepspeed-format.md §7): the model-states file the converter copied,
-// zero/optimizer_state.pt and one folder of whole tensors per trainable param. Each param becomes its own flat
-// group with one unpartitioned rank 0, so diagnose, export, the views and convert read it like any checkpoint.
-// Reads pickles and zip directories only (each param file's pickle is tiny), no tensor bytes.
+// Catalog of a universal checkpoint folder (deepspeed-format.md §7): the model-states file the converter
+// copied, zero/optimizer_state.pt and one folder of whole tensors per trainable param. Each param becomes its
+// own flat group with one unpartitioned rank 0, so diagnose, export, the views and convert read it like any
+// checkpoint. Reads pickles and zip directories only (each param file's pickle is tiny), no tensor bytes.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -21,7 +21,9 @@ using namespace detail;
 
 namespace {
 
-std::string num(int64_t x) { return std::to_string(x); }
+std::string num(int64_t x) {
+  return std::to_string(x);
+}
 
 std::string shape_text(const std::vector<int64_t>& s) {
   std::string t = "[";
@@ -80,14 +82,17 @@ void CatalogBuilder::build_universal() {
       if (const TorchFile* tf = try_open(cat_.files.back())) {
         osd = &tf->root;
         if (!osd->is_dict()) {
-          problem("unknown-schema", "error", f.path + " does not hold a dict (found " + osd->type_name() + ")", f.path);
+          problem("unknown-schema", "error",
+                  f.path + " does not hold a dict (found " + osd->type_name() + ")", f.path);
           osd = nullptr;
         }
       }
     } else {
       problem("universal-param-missing", "error",
-              "zero/optimizer_state.pt is missing: DeepSpeed's universal loader reads the optimizer's global state "
-              "(ds_version, loss scaler, param_groups) from it and stops without it. Convert the checkpoint again.",
+              "zero/optimizer_state.pt is missing: DeepSpeed's universal loader reads the optimizer's global "
+              "state "
+              "(ds_version, loss scaler, param_groups) from it and stops without it. Convert the checkpoint "
+              "again.",
               f.path);
     }
   }
@@ -104,21 +109,23 @@ void CatalogBuilder::build_universal() {
     cat_.zero_stage = 3;
   } else if (stage || !osd) {
     cat_.wrapper = OptimizerWrapper::Zero12;
-    cat_.zero_stage = config_stage && (*config_stage == 1 || *config_stage == 2) ? static_cast<int>(*config_stage)
-                                                                                   : stage.value_or(2);
+    cat_.zero_stage = config_stage && (*config_stage == 1 || *config_stage == 2)
+                          ? static_cast<int>(*config_stage)
+                          : stage.value_or(2);
   } else {
     cat_.wrapper = OptimizerWrapper::BF16Optimizer;  // its state dict has no zero_stage (§4.3)
     cat_.zero_stage = static_cast<int>(config_stage.value_or(0));
   }
   if (cat_.ds_version.empty()) cat_.ds_version = opt_str(dict_get(osd, "ds_version")).value_or("");
   const bool zero3 = cat_.wrapper == OptimizerWrapper::Zero3;
-  // Hyper-parameters: ds_to_universal 0.14.1+ adds the torch param_groups; ZeRO-3's whole state dict has its own.
+  // Hyper-parameters: ds_to_universal 0.14.1+ adds the torch param_groups; ZeRO-3's whole state dict has its
+  // own.
   const Value* pgroups = dict_get(osd, "param_groups");
   u.has_param_groups = pgroups && pgroups->is_sequence();
   if (!u.has_param_groups) pgroups = dict_get(dict_get(osd, "optimizer_state_dict"), "param_groups");
 
-  // The trainable params, in flat order, from the model file's param_shapes (one OrderedDict per group, or per
-  // ZeRO-3 sub-group); without a model file, from the folders.
+  // The trainable params, in flat order, from the model file's param_shapes (one OrderedDict per group, or
+  // per ZeRO-3 sub-group); without a model file, from the folders.
   std::vector<UniversalParam> params;
   const Value* shapes = dict_get(mroot, "param_shapes");
   auto sub_group_owner = [&](int sub) {
@@ -134,23 +141,26 @@ void CatalogBuilder::build_universal() {
         params.push_back({name, shape_of(v).value_or(std::vector<int64_t>{}),
                           zero3 ? sub_group_owner(static_cast<int>(g)) : static_cast<int>(g)});
   } else if (shapes && shapes->is_dict()) {
-    for (const auto& [name, v] : str_items(shapes)) params.push_back({name, shape_of(v).value_or(std::vector<int64_t>{}), 0});
+    for (const auto& [name, v] : str_items(shapes))
+      params.push_back({name, shape_of(v).value_or(std::vector<int64_t>{}), 0});
   }
   std::set<std::string> folders;
   for (fs::directory_iterator it(u.zero_dir, ec), end; !ec && it != end; it.increment(ec))
     if (it->is_directory(ec)) folders.insert(it->path().filename().string());
   if (params.empty() && !folders.empty()) {
     problem("universal-param-missing", "error",
-            "the model-states file lists no trainable params (param_shapes); the param folders under zero/ are read "
+            "the model-states file lists no trainable params (param_shapes); the param folders under zero/ "
+            "are read "
             "without knowing their model shapes or groups");
     for (const auto& f : folders) params.push_back({f, {}, 0});
   }
   const bool tensor_parallel = cat_.mp_world_size > 1;
   if (tensor_parallel)
-    problem("universal-tensor-parallel", "info",
-            "the checkpoint was tensor-parallel (mp_world_size " + num(cat_.mp_world_size) +
-                "): the universal tensors hold merged params, so their shapes are not checked against this model "
-                "file's slices and the 16-bit weights are not compared");
+    problem(
+        "universal-tensor-parallel", "info",
+        "the checkpoint was tensor-parallel (mp_world_size " + num(cat_.mp_world_size) +
+            "): the universal tensors hold merged params, so their shapes are not checked against this model "
+            "file's slices and the 16-bit weights are not compared");
 
   // Each param's folder: which states it holds, their shapes, its step.
   std::vector<std::string> missing_folder, shape_wrong;
@@ -169,7 +179,8 @@ void CatalogBuilder::build_universal() {
     }
     for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
       const std::string file = it->path().filename().string();
-      if (!it->is_regular_file(ec) || file.size() <= 3 || file.compare(file.size() - 3, 3, ".pt") != 0) continue;
+      if (!it->is_regular_file(ec) || file.size() <= 3 || file.compare(file.size() - 3, 3, ".pt") != 0)
+        continue;
       pf.states.push_back(file.substr(0, file.size() - 3));
     }
     std::sort(pf.states.begin(), pf.states.end());
@@ -183,14 +194,18 @@ void CatalogBuilder::build_universal() {
       if (!tf) continue;
       if (state == "step") {
         pf.step = step_count(scalar_value(&tf->root));
-        if (!pf.step) problem("unknown-schema", "error", f.path + " holds no step count (found " + tf->root.repr(60) + ")", f.path, {}, {p.name});
+        if (!pf.step)
+          problem("unknown-schema", "error",
+                  f.path + " holds no step count (found " + tf->root.repr(60) + ")", f.path, {}, {p.name});
         continue;
       }
       if (state != "fp32") moment_keys.insert(state);
       const Value* t = state_tensor(tf->root);
       if (!t) {
-        problem("unknown-schema", "error", f.path + " holds neither a tensor nor a {'param': tensor} dict (found " +
-                    tf->root.type_name() + ")", f.path, {}, {p.name});
+        problem("unknown-schema", "error",
+                f.path + " holds neither a tensor nor a {'param': tensor} dict (found " +
+                    tf->root.type_name() + ")",
+                f.path, {}, {p.name});
         continue;
       }
       if (state == "fp32") pf.cat_dim = opt_int(dict_get(&tf->root, "cat_dim"));
@@ -202,8 +217,10 @@ void CatalogBuilder::build_universal() {
       if (!ok && !tensor_parallel) {
         const bool vocab = opt_bool(dict_get(&tf->root, "vocab_tensor")).value_or(false);
         problem("shape-mismatch", vocab ? "info" : "error",
-                f.path + " holds a tensor of shape " + shape_text(got) + " but param_shapes says " + shape_text(p.shape) +
-                    (vocab ? " (a vocabulary tensor stored without its padding; DeepSpeed pads it again on load; not "
+                f.path + " holds a tensor of shape " + shape_text(got) + " but param_shapes says " +
+                    shape_text(p.shape) +
+                    (vocab ? " (a vocabulary tensor stored without its padding; DeepSpeed pads it again on "
+                             "load; not "
                              "compared)"
                            : ": DeepSpeed's loader would fail or scramble it"),
                 f.path, {}, {p.name});
@@ -214,7 +231,9 @@ void CatalogBuilder::build_universal() {
   }
   for (auto& pf : u.params) {
     if (!fs::is_directory(u.zero_dir + "/" + pf.name, ec)) continue;
-    auto has = [&pf](const std::string& s) { return std::find(pf.states.begin(), pf.states.end(), s) != pf.states.end(); };
+    auto has = [&pf](const std::string& s) {
+      return std::find(pf.states.begin(), pf.states.end(), s) != pf.states.end();
+    };
     if (!has("fp32")) missing_state["fp32.pt"].push_back(pf.name);
     for (const auto& m : moment_keys)
       if (!has(m)) missing_state[m + ".pt"].push_back(pf.name);
@@ -227,18 +246,23 @@ void CatalogBuilder::build_universal() {
     problem("universal-param-missing", "error",
             num(static_cast<int64_t>(missing_folder.size())) +
                 " trainable param(s) have no folder under zero/ (" + list_text(missing_folder) +
-                "): DeepSpeed's universal loader opens zero/<param>/ for every trainable param of the job's model and "
-                "stops at the first one missing. Convert the checkpoint again, or from a checkpoint that has them.",
+                "): DeepSpeed's universal loader opens zero/<param>/ for every trainable param of the job's "
+                "model and "
+                "stops at the first one missing. Convert the checkpoint again, or from a checkpoint that has "
+                "them.",
             "zero/", {}, missing_folder);
   for (const auto& [file, names] : missing_state)
-    problem("universal-param-missing", "error",
-            num(static_cast<int64_t>(names.size())) + " param folder(s) lack " + file + " (" + list_text(names) +
-                "), which the other params have: DeepSpeed's loader needs the same state files in every folder.",
-            "zero/", {}, names);
+    problem(
+        "universal-param-missing", "error",
+        num(static_cast<int64_t>(names.size())) + " param folder(s) lack " + file + " (" + list_text(names) +
+            "), which the other params have: DeepSpeed's loader needs the same state files in every folder.",
+        "zero/", {}, names);
   if (!u.unexpected_folders.empty())
     problem("universal-extra-params", "info",
-            num(static_cast<int64_t>(u.unexpected_folders.size())) + " folder(s) under zero/ name no trainable param of "
-                "the model file (" + list_text(u.unexpected_folders) + "); DeepSpeed's loader ignores them.",
+            num(static_cast<int64_t>(u.unexpected_folders.size())) +
+                " folder(s) under zero/ name no trainable param of "
+                "the model file (" +
+                list_text(u.unexpected_folders) + "); DeepSpeed's loader ignores them.",
             "zero/", {}, u.unexpected_folders);
 
   // One flat group per param, one unpartitioned rank.
@@ -273,11 +297,13 @@ void CatalogBuilder::build_universal() {
   for (size_t k = 0; k < u.params.size(); ++k) {
     const auto& pf = u.params[k];
     auto& og = cat_.optimizer_groups[k];
-    og.has_state = std::any_of(pf.states.begin(), pf.states.end(), [](const std::string& s) { return s != "fp32" && s != "step"; });
+    og.has_state = std::any_of(pf.states.begin(), pf.states.end(),
+                               [](const std::string& s) { return s != "fp32" && s != "step"; });
     u.has_step_files = u.has_step_files && pf.step.has_value();
     og.step = pf.step ? pf.step : (u.iteration ? std::optional<int64_t>(*u.iteration + 1) : std::nullopt);
     if (pf.step) group_steps[pf.optimizer_group].insert(*pf.step);
-    const Value* betas = dict_get(list_at(pgroups, static_cast<size_t>(std::max(pf.optimizer_group, 0))), "betas");
+    const Value* betas =
+        dict_get(list_at(pgroups, static_cast<size_t>(std::max(pf.optimizer_group, 0))), "betas");
     if (!betas) betas = cfg_betas;
     const auto b1 = opt_float(list_at(betas, 0)), b2 = opt_float(list_at(betas, 1));
     if (b1 && *b1 >= 0.0 && *b1 < 1.0) og.beta1 = *b1;
@@ -290,34 +316,43 @@ void CatalogBuilder::build_universal() {
       problem("optimizer-step-inconsistent", "error",
               "the params of optimizer group " + num(g) + " hold different steps in their step.pt (" +
                   num(*steps.begin()) + " … " + num(*steps.rbegin()) +
-                  "): DeepSpeed's universal loader requires one step per group and stops. Convert the checkpoint again.");
+                  "): DeepSpeed's universal loader requires one step per group and stops. Convert the "
+                  "checkpoint again.");
 
   // Which universal loaders accept the folder: 0.12.3-0.14.0 need `iteration`, 0.14.1+ need step.pt files and
   // param_groups.
   const bool old_ok = u.loads_with_iteration(), new_ok = u.loads_with_step_files();
   if (!old_ok && !new_ok) {
-    problem("universal-step-missing", "error",
-            std::string("no DeepSpeed universal loader can restore the optimizer step: the model file has no `iteration` "
-                        "(DeepSpeed 0.12.3-0.14.0 set the step to client_state['iteration'] + 1 and raise KeyError "
-                        "without it) and ") +
-                (u.has_step_files ? "zero/optimizer_state.pt has no param_groups" : "the param folders hold no step.pt") +
-                " (what 0.14.1+ read). Convert again with ckptdoc convert --to universal, which writes both.");
+    problem(
+        "universal-step-missing", "error",
+        std::string(
+            "no DeepSpeed universal loader can restore the optimizer step: the model file has no `iteration` "
+            "(DeepSpeed 0.12.3-0.14.0 set the step to client_state['iteration'] + 1 and raise KeyError "
+            "without it) and ") +
+            (u.has_step_files ? "zero/optimizer_state.pt has no param_groups"
+                              : "the param folders hold no step.pt") +
+            " (what 0.14.1+ read). Convert again with ckptdoc convert --to universal, which writes both.");
   } else if (!old_ok || !new_ok) {
-    problem("universal-loader-versions", "info",
-            old_ok ? "loads with DeepSpeed 0.12.3-0.14.0 only (step := iteration + 1); 0.14.1+ need step.pt in every "
-                     "param folder and param_groups in zero/optimizer_state.pt"
-                   : "loads with DeepSpeed 0.14.1+ only; 0.12.3-0.14.0 set the step from client_state['iteration'], "
-                     "which the model file does not hold");
+    problem(
+        "universal-loader-versions", "info",
+        old_ok
+            ? "loads with DeepSpeed 0.12.3-0.14.0 only (step := iteration + 1); 0.14.1+ need step.pt in "
+              "every "
+              "param folder and param_groups in zero/optimizer_state.pt"
+            : "loads with DeepSpeed 0.14.1+ only; 0.12.3-0.14.0 set the step from client_state['iteration'], "
+              "which the model file does not hold");
   }
   if (old_ok && u.has_step_files && !u.params.empty() && u.params.front().step &&
       *u.iteration + 1 != *u.params.front().step)
     problem("universal-iteration-mismatch", "warning",
             "iteration + 1 = " + num(*u.iteration + 1) + " but step.pt holds " + num(*u.params.front().step) +
-                ": DeepSpeed 0.12.3-0.14.0 would resume Adam at the wrong step (bias correction off); 0.14.1+ use "
+                ": DeepSpeed 0.12.3-0.14.0 would resume Adam at the wrong step (bias correction off); "
+                "0.14.1+ use "
                 "step.pt");
   if (!cat_.buffer_names.empty() || !cat_.frozen_params.empty())
     problem("universal-module-not-loaded", "info",
-            "DeepSpeed's universal loader skips the module state dict: trainable params come from zero/*/fp32.pt, but " +
+            "DeepSpeed's universal loader skips the module state dict: trainable params come from "
+            "zero/*/fp32.pt, but " +
                 num(static_cast<int64_t>(cat_.buffer_names.size())) + " buffer(s) and " +
                 num(static_cast<int64_t>(cat_.frozen_params.size())) +
                 " frozen param(s) keep the values of the model the job builds");
@@ -334,7 +369,8 @@ void CatalogBuilder::note_universal_beside() {
   if (t.empty() || t == cat_.tag || !fs::is_directory(fs::path(cat_.save_dir) / t, ec)) return;
   problem("universal-checkpoint-beside", "info",
           "this save folder also holds a universal checkpoint: latest_universal names " + t +
-              " (read it with --tag " + t + "; DeepSpeed loads it with \"checkpoint\": {\"load_universal\": true})");
+              " (read it with --tag " + t +
+              "; DeepSpeed loads it with \"checkpoint\": {\"load_universal\": true})");
 }
 
 }  // namespace ckptdoc::deepspeed

@@ -1,6 +1,6 @@
 #pragma once
-// Handing pages of a memory-mapped tensor back to the kernel once they are read: they stay in the page cache, but
-// a pass over a checkpoint larger than memory keeps a small resident set.
+// Handing pages of a memory-mapped tensor back to the kernel once they are read: they stay in the page cache,
+// but a pass over a checkpoint larger than memory keeps a small resident set.
 #include <cstdint>
 
 #include "ckptdoc/format/value.h"

@@ -24,7 +24,8 @@ std::string norm(const std::string& p) {
 
 bool inside_or_equal(const std::string& child, const std::string& parent) {
   if (child == parent) return true;
-  return child.size() > parent.size() && child.compare(0, parent.size(), parent) == 0 && child[parent.size()] == '/';
+  return child.size() > parent.size() && child.compare(0, parent.size(), parent) == 0 &&
+         child[parent.size()] == '/';
 }
 
 void check(int err, const std::string& path, const char* call) {
@@ -38,8 +39,9 @@ std::string checked_output(const std::string& output, const std::string& input_s
   if (output.empty()) throw Error("", "--output", "an output folder is required");
   const std::string out = norm(output), save = norm(input_save_dir), tag = norm(input_tag_dir);
   if (inside_or_equal(out, save) || inside_or_equal(out, tag))
-    throw Error("", "--output", "the output " + out + " is inside the input checkpoint " + save +
-                                    "; choose a new folder elsewhere (the input is never modified)");
+    throw Error("", "--output",
+                "the output " + out + " is inside the input checkpoint " + save +
+                    "; choose a new folder elsewhere (the input is never modified)");
   if (inside_or_equal(save, out) || inside_or_equal(tag, out))
     throw Error("", "--output", "the output " + out + " contains the input checkpoint; choose a new folder");
   std::error_code ec;
@@ -56,7 +58,8 @@ void make_dir(FileIo& io, const std::string& path) {
   if (err != 0 && err != EEXIST) check(err, path, "mkdir");
 }
 
-void publish_folder(const std::string& out, FileIo& io, const std::function<void(const std::string& dir)>& write) {
+void publish_folder(const std::string& out, FileIo& io,
+                    const std::function<void(const std::string& dir)>& write) {
   const std::string partial = out + ".ckptdoc-partial-" + std::to_string(::getpid());
   std::error_code ec;
   fs::remove_all(partial, ec);
@@ -72,7 +75,8 @@ void publish_folder(const std::string& out, FileIo& io, const std::function<void
     check(io.rename(partial, out), out, "rename");
     renamed = true;
     const fs::path parent = fs::path(out).parent_path();
-    check(io.fsync_dir(parent.empty() ? std::string(".") : parent.string()), parent.string(), "fsync of directory");
+    check(io.fsync_dir(parent.empty() ? std::string(".") : parent.string()), parent.string(),
+          "fsync of directory");
   } catch (...) {
     fs::remove_all(renamed ? out : partial, ec);  // nothing half-done stays behind
     throw;

@@ -1,6 +1,6 @@
 #pragma once
-// Where a conversion writes: a new folder beside the input, filled under a temporary name and renamed into place
-// (as repair does), so the output either holds a complete checkpoint or does not exist.
+// Where a conversion writes: a new folder beside the input, filled under a temporary name and renamed into
+// place (as repair does), so the output either holds a complete checkpoint or does not exist.
 #include <functional>
 #include <string>
 
@@ -13,9 +13,10 @@ namespace ckptdoc::universal::detail {
 std::string checked_output(const std::string& output, const std::string& input_save_dir,
                            const std::string& input_tag_dir, bool force);
 
-// Runs write(partial) on "<out>.ckptdoc-partial-<pid>", fsyncs it, replaces `out` with it and fsyncs the parent.
-// Any failure removes the partial folder (or the renamed output) and rethrows.
-void publish_folder(const std::string& out, FileIo& io, const std::function<void(const std::string& dir)>& write);
+// Runs write(partial) on "<out>.ckptdoc-partial-<pid>", fsyncs it, replaces `out` with it and fsyncs the
+// parent. Any failure removes the partial folder (or the renamed output) and rethrows.
+void publish_folder(const std::string& out, FileIo& io,
+                    const std::function<void(const std::string& dir)>& write);
 
 // mkdir through `io`; an existing folder is fine, other errors throw naming the path.
 void make_dir(FileIo& io, const std::string& path);

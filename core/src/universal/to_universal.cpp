@@ -1,10 +1,11 @@
 // convert_to_universal: a rigid ZeRO-1/2 or BF16_Optimizer checkpoint into the folder DeepSpeed's
-// ds_to_universal.py writes (§7.1, §7.2), streamed param by param from the mapped rank files: each state file's
-// tensor is produced in chunks from the fragments every rank holds, so memory stays at a few chunk buffers.
+// ds_to_universal.py writes (§7.1, §7.2), streamed param by param from the mapped rank files: each state
+// file's tensor is produced in chunks from the fragments every rank holds, so memory stays at a few chunk
+// buffers.
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -37,7 +38,9 @@ namespace {
 constexpr int64_t kChunk = int64_t{1} << 20;
 constexpr std::array<const char*, 3> kStates = {"fp32", "exp_avg", "exp_avg_sq"};  // ds_to_universal's order
 
-std::string num(int64_t v) { return std::to_string(v); }
+std::string num(int64_t v) {
+  return std::to_string(v);
+}
 
 // One contiguous run of a param's elements in one rank's flat partition.
 struct Run {
@@ -56,19 +59,22 @@ struct SourceParam {
   int64_t out_numel = 0;
 };
 
-// The mapped partitions of every (group, rank): fp32 master and moments, checked to be float32, contiguous and
-// long enough before anything is written.
+// The mapped partitions of every (group, rank): fp32 master and moments, checked to be float32, contiguous
+// and long enough before anything is written.
 struct Partitions {
   std::vector<std::vector<std::array<const float*, 3>>> data;  // [group][rank][state]
   std::vector<std::vector<std::array<int64_t, 3>>> length;
-  std::vector<std::vector<std::array<Tensor, 3>>> keep;        // the views (keep the mappings alive)
+  std::vector<std::vector<std::array<Tensor, 3>>> keep;  // the views (keep the mappings alive)
 };
 
-[[noreturn]] void refuse(const deepspeed::Catalog& cat, const std::string& why) { throw Error(cat.tag_dir, "", why); }
+[[noreturn]] void refuse(const deepspeed::Catalog& cat, const std::string& why) {
+  throw Error(cat.tag_dir, "", why);
+}
 
-// Elements [first, first + n) of `state` of param p, from the runs of every rank. Average-merged params become
-// Python's sum([t]) / 1, which turns -0.0 into +0.0.
-void fill_param(const Partitions& parts, const SourceParam& p, size_t state, int64_t first, int64_t n, float* out) {
+// Elements [first, first + n) of `state` of param p, from the runs of every rank. Average-merged params
+// become Python's sum([t]) / 1, which turns -0.0 into +0.0.
+void fill_param(const Partitions& parts, const SourceParam& p, size_t state, int64_t first, int64_t n,
+                float* out) {
   int64_t done = 0;
   for (const Run& r : p.runs) {
     if (done >= n) break;
@@ -78,7 +84,8 @@ void fill_param(const Partitions& parts, const SourceParam& p, size_t state, int
     const int64_t take = std::min(n - done, r.numel - in);
     const float* src = parts.data[static_cast<size_t>(p.group)][static_cast<size_t>(r.rank)][state];
     std::memcpy(out + done, src + r.partition_offset + in, static_cast<size_t>(take) * sizeof(float));
-    detail::release(parts.keep[static_cast<size_t>(p.group)][static_cast<size_t>(r.rank)][state], r.partition_offset + in, take);
+    detail::release(parts.keep[static_cast<size_t>(p.group)][static_cast<size_t>(r.rank)][state],
+                    r.partition_offset + in, take);
     done += take;
   }
   if (done != n) throw Error("", "param '" + p.name + "'", "its fragments do not cover it (layout error)");
@@ -112,9 +119,9 @@ class ToUniversal {
     read_steps();
     decide_model_file();
     for (const auto& c : target_.caveats) result_.notes.push_back(c);
-    result_.notes.push_back(
-        std::string("load it with engine.load_checkpoint(\"") + result_.output +
-        "\") and \"checkpoint\": {\"load_universal\": true} in the DeepSpeed config, at any data-parallel size");
+    result_.notes.push_back(std::string("load it with engine.load_checkpoint(\"") + result_.output +
+                            "\") and \"checkpoint\": {\"load_universal\": true} in the DeepSpeed config, at "
+                            "any data-parallel size");
     const auto t0 = std::chrono::steady_clock::now();
     detail::publish_folder(result_.output, io_, [this](const std::string& dir) { write_all(dir); });
     const auto t1 = std::chrono::steady_clock::now();
@@ -138,27 +145,33 @@ class ToUniversal {
   std::vector<int64_t> group_adam_step_;
   const Value* uci_ = nullptr;
   std::optional<int64_t> add_iteration_;  // the model file gets `iteration` = this
-  // step.pt files and optimizer_state.pt['param_groups'] (what 0.14.1+ read): for a 0.14.1+ target, and for every
-  // plain checkpoint, whose output then loads with both loader generations (0.12.3-0.14.0 ignore them).
+  // step.pt files and optimizer_state.pt['param_groups'] (what 0.14.1+ read): for a 0.14.1+ target, and for
+  // every plain checkpoint, whose output then loads with both loader generations (0.12.3-0.14.0 ignore them).
   bool step_files_ = true;
   std::atomic<uint64_t> bytes_{0};
   std::atomic<size_t> files_{0};
 
   void check_input() {
-    if (cat_.universal) refuse(cat_, "this is already a universal checkpoint (convert it --to zero for rigid ZeRO files)");
+    if (cat_.universal)
+      refuse(cat_, "this is already a universal checkpoint (convert it --to zero for rigid ZeRO files)");
     if (cat_.wrapper == OptimizerWrapper::Zero3)
-      refuse(cat_, "ZeRO-3 checkpoints are not converted to universal by ckptdoc yet (DeepSpeed 0.14.5+'s "
-                   "ds_to_universal.py converts them)");
+      refuse(cat_,
+             "ZeRO-3 checkpoints are not converted to universal by ckptdoc yet (DeepSpeed 0.14.5+'s "
+             "ds_to_universal.py converts them)");
     if (cat_.wrapper != OptimizerWrapper::Zero12 && cat_.wrapper != OptimizerWrapper::BF16Optimizer)
-      refuse(cat_, "a universal checkpoint is made from partitioned ZeRO-1/2 or BF16_Optimizer optimizer files; this "
-                   "checkpoint's optimizer is " + std::string(deepspeed::wrapper_name(cat_.wrapper)));
+      refuse(
+          cat_,
+          "a universal checkpoint is made from partitioned ZeRO-1/2 or BF16_Optimizer optimizer files; this "
+          "checkpoint's optimizer is " +
+              std::string(deepspeed::wrapper_name(cat_.wrapper)));
     if (cat_.mp_world_size > 1)
       refuse(cat_, "tensor/pipeline-parallel checkpoints (mp_world_size " + num(cat_.mp_world_size) +
                        ") are not converted by ckptdoc yet");
     std::string errors;
     for (const auto& p : cat_.problems)
       if (p.severity == "error") errors += "\n  " + p.code + ": " + p.message;
-    if (!errors.empty()) refuse(cat_, "the checkpoint has problems a conversion cannot work around:" + errors);
+    if (!errors.empty())
+      refuse(cat_, "the checkpoint has problems a conversion cannot work around:" + errors);
     if (cat_.groups.empty()) refuse(cat_, "no param groups could be laid out");
     const Value* bos = dict_get(&ckpt_.optimizer_state(0), "base_optimizer_state");
     if (bos && bos->is_sequence())
@@ -187,7 +200,8 @@ class ToUniversal {
           any_moment = any_moment || s > 0;
           if (t->dtype != DType::F32 || !t->is_contiguous())
             refuse(cat_, where + ": " + kStates[s] + " is " + std::string(dtype_name(t->dtype)) +
-                             (t->is_contiguous() ? "" : " and not contiguous") + "; only float32 state is converted");
+                             (t->is_contiguous() ? "" : " and not contiguous") +
+                             "; only float32 state is converted");
           if (t->numel() < need)
             refuse(cat_, where + ": " + kStates[s] + " " +
                              expected_found("at least " + num(need) + " elements", num(t->numel())));
@@ -200,15 +214,19 @@ class ToUniversal {
       }
     }
     if (!any_moment)
-      refuse(cat_, "the optimizer state is empty (no exp_avg/exp_avg_sq: a fresh or reset optimizer). A universal "
-                   "checkpoint carries Adam's moments, which DeepSpeed's loader requires; load this checkpoint as it is "
-                   "(load_optimizer_states=False) at the new world size instead");
+      refuse(cat_,
+             "the optimizer state is empty (no exp_avg/exp_avg_sq: a fresh or reset optimizer). A universal "
+             "checkpoint carries Adam's moments, which DeepSpeed's loader requires; load this checkpoint as "
+             "it is "
+             "(load_optimizer_states=False) at the new world size instead");
     if (!all_moments)
-      refuse(cat_, "exp_avg/exp_avg_sq are missing on some ranks or groups; only Adam-style optimizer state (both "
-                   "moments everywhere) can be converted");
+      refuse(cat_,
+             "exp_avg/exp_avg_sq are missing on some ranks or groups; only Adam-style optimizer state (both "
+             "moments everywhere) can be converted");
     for (const auto& k : cat_.optimizer_state_keys)
       if (k != "exp_avg" && k != "exp_avg_sq")
-        result_.notes.push_back("optimizer state '" + k + "' is not carried over: DeepSpeed's converter writes only "
+        result_.notes.push_back("optimizer state '" + k +
+                                "' is not carried over: DeepSpeed's converter writes only "
                                 "fp32, exp_avg, exp_avg_sq (and step)");
   }
 
@@ -226,8 +244,10 @@ class ToUniversal {
         p.group = g.index;
         for (const auto& rp : g.partitions)
           for (const auto& f : rp.fragments)
-            if (f.param == static_cast<int>(i)) p.runs.push_back({rp.rank, f.param_offset, f.partition_offset, f.numel});
-        std::sort(p.runs.begin(), p.runs.end(), [](const Run& a, const Run& b) { return a.param_offset < b.param_offset; });
+            if (f.param == static_cast<int>(i))
+              p.runs.push_back({rp.rank, f.param_offset, f.partition_offset, f.numel});
+        std::sort(p.runs.begin(), p.runs.end(),
+                  [](const Run& a, const Run& b) { return a.param_offset < b.param_offset; });
         int64_t covered = 0;
         for (const auto& r : p.runs) {
           if (r.param_offset != covered) refuse(cat_, "param '" + p.name + "': its fragments leave a gap");
@@ -246,23 +266,29 @@ class ToUniversal {
       }
     }
     for (const auto& u : patterns.unmatched())
-      result_.notes.push_back("universal_checkpoint_info pattern '" + u + "' matches no param (DeepSpeed's "
+      result_.notes.push_back("universal_checkpoint_info pattern '" + u +
+                              "' matches no param (DeepSpeed's "
                               "ds_to_universal.py refuses that unless --no_strict)");
     if (!uci_)
       result_.assumptions.push_back(
-          "the checkpoint has no universal_checkpoint_info (a plain DeepSpeed job's): assumed a data-parallel model "
-          "without tensor-parallel patterns or vocabulary padding, so every param is stored whole with cat_dim 0; "
-          "written with what every universal loader since DeepSpeed 0.12.3 reads (iteration, step.pt, param_groups)");
+          "the checkpoint has no universal_checkpoint_info (a plain DeepSpeed job's): assumed a "
+          "data-parallel model "
+          "without tensor-parallel patterns or vocabulary padding, so every param is stored whole with "
+          "cat_dim 0; "
+          "written with what every universal loader since DeepSpeed 0.12.3 reads (iteration, step.pt, "
+          "param_groups)");
   }
 
   void read_steps() {
     for (const auto& g : cat_.groups) {
       const Value* e = state_entry(ckpt_, 0, g.index);
       const Value* s = dict_get(e, "step");
-      if (!s) s = dict_get(deepspeed::detail::list_at(dict_get(dict_get(&ckpt_.optimizer_state(0), "base_optimizer_state"),
-                                                                   "param_groups"),
-                                                     static_cast<size_t>(g.index)),
-                           "step");  // FusedAdam keeps it in the param group
+      if (!s)
+        s = dict_get(
+            deepspeed::detail::list_at(
+                dict_get(dict_get(&ckpt_.optimizer_state(0), "base_optimizer_state"), "param_groups"),
+                static_cast<size_t>(g.index)),
+            "step");  // FusedAdam keeps it in the param group
       const auto v = s ? deepspeed::step_of(*s) : std::nullopt;
       if (!v || !(*v >= 1 && *v <= 9.0e15))
         refuse(cat_, "group " + num(g.index) + ": no usable Adam step in rank 0's optimizer state");
@@ -271,42 +297,46 @@ class ToUniversal {
     }
     for (size_t g = 1; g < group_adam_step_.size(); ++g)
       if (group_adam_step_[g] != group_adam_step_[0])
-        result_.notes.push_back("optimizer groups are at different Adam steps (" + num(group_adam_step_[0]) + ", " +
-                                num(group_adam_step_[g]) + ")" +
+        result_.notes.push_back("optimizer groups are at different Adam steps (" + num(group_adam_step_[0]) +
+                                ", " + num(group_adam_step_[g]) + ")" +
                                 (target_.loader == LoaderKind::Iteration
                                      ? ": DeepSpeed " + target_.version + " gives every group iteration + 1"
                                      : ""));
   }
 
   // `iteration` (Megatron's key) is what DeepSpeed 0.12.3-0.14.0 turn into the step. A model file without it
-  // gets iteration = Adam step - 1, unless it carries universal_checkpoint_info for a 0.14.1+ target (then it is
-  // copied as ds_to_universal.py copies it).
+  // gets iteration = Adam step - 1, unless it carries universal_checkpoint_info for a 0.14.1+ target (then it
+  // is copied as ds_to_universal.py copies it).
   void decide_model_file() {
     const Value& root = ckpt_.model_file(0, 0).root;
     const auto it = opt_int(dict_get(&root, "iteration"));
     const int64_t step = group_adam_step_.front();
     if (it) {
       if (*it + 1 != step)
-        result_.notes.push_back("the model file's iteration is " + num(*it) + " but the saved Adam step is " + num(step) +
-                                (target_.loader == LoaderKind::Iteration
-                                     ? ": DeepSpeed " + target_.version + " will resume Adam at step " + num(*it + 1) +
-                                           " (the iteration is kept: the training loop may rely on it)"
-                                     : " (DeepSpeed 0.14.1+ take the step from step.pt)"));
+        result_.notes.push_back(
+            "the model file's iteration is " + num(*it) + " but the saved Adam step is " + num(step) +
+            (target_.loader == LoaderKind::Iteration
+                 ? ": DeepSpeed " + target_.version + " will resume Adam at step " + num(*it + 1) +
+                       " (the iteration is kept: the training loop may rely on it)"
+                 : " (DeepSpeed 0.14.1+ take the step from step.pt)"));
       return;
     }
     if (uci_ && target_.loader == LoaderKind::StepFiles) {
-      result_.notes.push_back("no `iteration` in the model file: DeepSpeed 0.12.3-0.14.0 could not load this "
-                              "output (0.14.1+ take the step from step.pt)");
+      result_.notes.push_back(
+          "no `iteration` in the model file: DeepSpeed 0.12.3-0.14.0 could not load this "
+          "output (0.14.1+ take the step from step.pt)");
       return;
     }
     add_iteration_ = step - 1;
-    result_.assumptions.push_back("the model file has no `iteration` (Megatron's key, which DeepSpeed 0.12.3-0.14.0 "
-                                  "turn into Adam's step as iteration + 1): wrote iteration = " + num(step - 1) +
-                                  " so that the step resumes at the saved Adam step " + num(step) +
-                                  " (global_steps " + num(cat_.global_steps) + " also counts skipped fp16 steps)");
+    result_.assumptions.push_back(
+        "the model file has no `iteration` (Megatron's key, which DeepSpeed 0.12.3-0.14.0 "
+        "turn into Adam's step as iteration + 1): wrote iteration = " +
+        num(step - 1) + " so that the step resumes at the saved Adam step " + num(step) + " (global_steps " +
+        num(cat_.global_steps) + " also counts skipped fp16 steps)");
   }
 
-  // ---- writing ------------------------------------------------------------------------------------------------
+  // ---- writing
+  // ------------------------------------------------------------------------------------------------
 
   void write_file(const std::string& path, const Value& root, uint64_t bytes) {
     deepspeed::write_checkpoint_file(path, root, io_);
@@ -327,16 +357,21 @@ class ToUniversal {
     for (size_t s = 0; s < kStates.size(); ++s) {
       Value d = Value::dict();
       switch (p.merge.kind) {
-        case detail::MergeKind::CatDim: d.set("cat_dim", Value::integer(p.merge.cat_dim)); break;
+        case detail::MergeKind::CatDim:
+          d.set("cat_dim", Value::integer(p.merge.cat_dim));
+          break;
         case detail::MergeKind::TwoSubParams:
           d.set("cat_dim", Value::integer(0));
           d.set("param_n_sub_params", Value::integer(2));
           break;
         case detail::MergeKind::Replicated:
-        case detail::MergeKind::Average: break;
+        case detail::MergeKind::Average:
+          break;
       }
       if (p.merge.vocab) d.set("vocab_tensor", Value::boolean(true));
-      const bool requires_grad = parts_.keep[static_cast<size_t>(p.group)][static_cast<size_t>(p.runs.front().rank)][s].requires_grad;
+      const bool requires_grad =
+          parts_.keep[static_cast<size_t>(p.group)][static_cast<size_t>(p.runs.front().rank)][s]
+              .requires_grad;
       Tensor t = state_tensor(p, s, requires_grad);
       t.shape = p.out_shape;
       t.strides = Tensor::contiguous_strides(p.out_shape);
@@ -345,8 +380,9 @@ class ToUniversal {
     }
   }
 
-  // The float32 tensor of `state` of param p, produced when written: straight from the mapped partitions (each
-  // run written as it lies, pages handed back after), or through a buffer where values change (averaged params).
+  // The float32 tensor of `state` of param p, produced when written: straight from the mapped partitions
+  // (each run written as it lies, pages handed back after), or through a buffer where values change (averaged
+  // params).
   Tensor state_tensor(const SourceParam& p, size_t s, bool requires_grad) const {
     const Partitions* parts = &parts_;
     Progress* progress = progress_;
@@ -389,8 +425,9 @@ class ToUniversal {
     const Value& osd = ckpt_.optimizer_state(0);
     Value out = Value::dict();
     for (const auto& [k, v] : osd.as_dict().items) {
-      if (k.is(Value::Kind::Str) && (k.as_str() == "base_optimizer_state" || k.as_str() == "param_slice_mappings" ||
-                                     k.as_str() == "single_partition_of_fp32_groups"))
+      if (k.is(Value::Kind::Str) &&
+          (k.as_str() == "base_optimizer_state" || k.as_str() == "param_slice_mappings" ||
+           k.as_str() == "single_partition_of_fp32_groups"))
         continue;
       out.set_item(k.clone(), v.clone());
     }
@@ -399,8 +436,9 @@ class ToUniversal {
       out.set("group_paddings", Value::list(std::vector<Value>(pads->items().size(), Value::integer(0))));
     if (const Value* pc = out.get("partition_count"); pc && pc->is_sequence() && !pc->items().empty())
       out.set("partition_count",
-              Value::list(std::vector<Value>(pc->items().size(),
-                                             Value::integer(static_cast<int64_t>(cat_.groups.front().partitions.size())))));
+              Value::list(std::vector<Value>(
+                  pc->items().size(),
+                  Value::integer(static_cast<int64_t>(cat_.groups.front().partitions.size())))));
     if (step_files_) {
       const Value* pg = dict_get(dict_get(&osd, "base_optimizer_state"), "param_groups");
       if (!pg) refuse(cat_, "rank 0's base_optimizer_state has no param_groups");
@@ -419,14 +457,16 @@ class ToUniversal {
     if (progress_) progress_->set_stage("writing universal checkpoint", total);
 
     // Params in parallel: each thread writes whole params, one chunk buffer per file being written.
-    const unsigned threads = std::clamp<unsigned>(opt_.threads ? opt_.threads : std::thread::hardware_concurrency(), 1, 4);
+    const unsigned threads =
+        std::clamp<unsigned>(opt_.threads ? opt_.threads : std::thread::hardware_concurrency(), 1, 4);
     std::atomic<size_t> next{0};
     std::atomic<bool> failed{false};
     std::exception_ptr error;
     std::mutex error_mutex;
     auto work = [&] {
       try {
-        for (size_t i; !failed.load() && (i = next.fetch_add(1)) < params_.size();) write_param(zero_dir, params_[i]);
+        for (size_t i; !failed.load() && (i = next.fetch_add(1)) < params_.size();)
+          write_param(zero_dir, params_[i]);
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mutex);
         if (!failed.exchange(true)) error = std::current_exception();
@@ -460,7 +500,8 @@ class ToUniversal {
     result_.files = files_ + 1;
   }
 
-  // ---- verification -------------------------------------------------------------------------------------------
+  // ---- verification
+  // -------------------------------------------------------------------------------------------
 
   void verify() {
     auto& fail = result_.verify_failures;
@@ -489,8 +530,8 @@ class ToUniversal {
         const std::string rel = "zero/" + p.name + "/" + kStates[s] + ".pt";
         const TorchFile f = TorchFile::open(state_file(zero_dir, p.name, kStates[s]));
         const Value* v = dict_get(&f.root, "param");
-        if (!v || !v->is_tensor() || v->as_tensor().shape != p.out_shape || v->as_tensor().dtype != DType::F32 ||
-            !v->as_tensor().is_contiguous()) {
+        if (!v || !v->is_tensor() || v->as_tensor().shape != p.out_shape ||
+            v->as_tensor().dtype != DType::F32 || !v->as_tensor().is_contiguous()) {
           fail.push_back(rel + " does not hold a float32 tensor of the expected shape");
           continue;
         }
@@ -509,15 +550,16 @@ class ToUniversal {
       const auto& up = wc.universal->params[static_cast<size_t>(at->first)];
       if (step_files_ && group_step_[static_cast<size_t>(p.group)] && up.step != want)
         fail.push_back("zero/" + p.name + "/step.pt does not hold the saved Adam step " + num(want));
-      if (add_iteration_ && p.group == 0 && (!wc.universal->iteration || *wc.universal->iteration + 1 != want))
+      if (add_iteration_ && p.group == 0 &&
+          (!wc.universal->iteration || *wc.universal->iteration + 1 != want))
         fail.push_back("iteration + 1 is not the saved Adam step " + num(want));
     }
-    // The values are the source's bit for bit, so a statistics pass would only repeat the source's diagnosis (and
-    // map the whole output): the verification report holds what re-opening the output found.
+    // The values are the source's bit for bit, so a statistics pass would only repeat the source's diagnosis
+    // (and map the whole output): the verification report holds what re-opening the output found.
     for (const auto& p : wc.problems) {
       analysis::Finding f;
       f.code = p.code;
-      f.severity = p.severity == "error" ? analysis::Severity::Error
+      f.severity = p.severity == "error"     ? analysis::Severity::Error
                    : p.severity == "warning" ? analysis::Severity::Warning
                                              : analysis::Severity::Info;
       f.message = p.message;
@@ -525,16 +567,17 @@ class ToUniversal {
       f.ranks = p.ranks;
       result_.verification.findings.push_back(std::move(f));
     }
-    std::stable_sort(result_.verification.findings.begin(), result_.verification.findings.end(),
-                     [](const analysis::Finding& a, const analysis::Finding& b) { return a.severity > b.severity; });
+    std::stable_sort(
+        result_.verification.findings.begin(), result_.verification.findings.end(),
+        [](const analysis::Finding& a, const analysis::Finding& b) { return a.severity > b.severity; });
     result_.verification.backend = "re-read and compared bit for bit with the source";
   }
 };
 
 }  // namespace
 
-ConvertResult convert_to_universal(const Checkpoint& ckpt, const std::string& output, const ToUniversalOptions& options,
-                                   Progress* progress, FileIo& io) {
+ConvertResult convert_to_universal(const Checkpoint& ckpt, const std::string& output,
+                                   const ToUniversalOptions& options, Progress* progress, FileIo& io) {
   return ToUniversal(ckpt, options, progress, io).run(output);
 }
 

@@ -1,7 +1,8 @@
 // convert_to_zero: a universal checkpoint back into rigid ZeRO-1/2 (or BF16_Optimizer) files for a chosen
-// data-parallel size, laid out with DeepSpeed's own flattening (§5.1, §5.2) and the padding bookkeeping of the
-// checkpoint's ds_version, written as `repair --repartition` writes a re-partitioned checkpoint. The universal
-// folder keeps no Adam hyper-parameters before DeepSpeed 0.14.1: they come from its param_groups or a template.
+// data-parallel size, laid out with DeepSpeed's own flattening (§5.1, §5.2) and the padding bookkeeping of
+// the checkpoint's ds_version, written as `repair --repartition` writes a re-partitioned checkpoint. The
+// universal folder keeps no Adam hyper-parameters before DeepSpeed 0.14.1: they come from its param_groups or
+// a template.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -34,7 +35,9 @@ using deepspeed::detail::list_at;
 namespace {
 
 constexpr std::array<const char*, 3> kStates = {"fp32", "exp_avg", "exp_avg_sq"};
-std::string num(int64_t v) { return std::to_string(v); }
+std::string num(int64_t v) {
+  return std::to_string(v);
+}
 
 class ToZero {
  public:
@@ -52,7 +55,8 @@ class ToZero {
       if (tag.size() > suffix.size() && tag.compare(tag.size() - suffix.size(), suffix.size(), suffix) == 0)
         tag.resize(tag.size() - suffix.size());
     }
-    if (tag.find('/') != std::string::npos || tag == "." || tag == "..") throw Error("", "--tag", "a folder name, not a path");
+    if (tag.find('/') != std::string::npos || tag == "." || tag == "..")
+      throw Error("", "--tag", "a folder name, not a path");
     result_.tag = tag;
     open_template();
     if (opt_.world_size) {
@@ -60,7 +64,8 @@ class ToZero {
     } else if (tmpl_) {
       dp_ = static_cast<int>(tmpl_->catalog().groups.front().partitions.size());
     } else {
-      throw Error("", "--world-size", "required: the data-parallel size the job will load the checkpoint with");
+      throw Error("", "--world-size",
+                  "required: the data-parallel size the job will load the checkpoint with");
     }
     if (dp_ < 1 || dp_ > 65536) throw Error("", "--world-size", "must be between 1 and 65536");
     lay_out();
@@ -89,7 +94,7 @@ class ToZero {
   std::map<std::string, int> universal_index_;  // param -> the universal catalog's flat group (= param)
   std::vector<std::array<std::vector<const float*>, 3>> data_;  // [group][state][param in group]
   std::vector<std::array<std::vector<Tensor>, 3>> keep_;        // the mapped tensors behind data_
-  std::vector<Value> group_step_;               // the `step` value each group's state entry gets
+  std::vector<Value> group_step_;  // the `step` value each group's state entry gets
   std::vector<int64_t> group_step_count_;
 
   bool bf16_optimizer() const { return cat_.wrapper == OptimizerWrapper::BF16Optimizer; }
@@ -98,36 +103,46 @@ class ToZero {
   void check_input() {
     if (!cat_.universal) throw Error(cat_.tag_dir, "", "not a universal checkpoint (it has no zero/ folder)");
     if (cat_.wrapper != OptimizerWrapper::Zero12 && cat_.wrapper != OptimizerWrapper::BF16Optimizer)
-      throw Error(cat_.tag_dir, "", "only universal checkpoints of ZeRO-1/2 or BF16_Optimizer runs are converted to "
-                                    "rigid files; this one is " + std::string(deepspeed::wrapper_name(cat_.wrapper)));
+      throw Error(cat_.tag_dir, "",
+                  "only universal checkpoints of ZeRO-1/2 or BF16_Optimizer runs are converted to "
+                  "rigid files; this one is " +
+                      std::string(deepspeed::wrapper_name(cat_.wrapper)));
     if (cat_.mp_world_size > 1)
-      throw Error(cat_.tag_dir, "", "tensor/pipeline-parallel universal checkpoints are not converted back yet");
+      throw Error(cat_.tag_dir, "",
+                  "tensor/pipeline-parallel universal checkpoints are not converted back yet");
     std::string errors;
     for (const auto& p : cat_.problems)
       if (p.severity == "error") errors += "\n  " + p.code + ": " + p.message;
-    if (!errors.empty()) throw Error(cat_.tag_dir, "", "the universal checkpoint has problems a conversion cannot work around:" + errors);
+    if (!errors.empty())
+      throw Error(cat_.tag_dir, "",
+                  "the universal checkpoint has problems a conversion cannot work around:" + errors);
   }
 
   // The template: optional where zero/optimizer_state.pt holds the param_groups, required otherwise.
   void open_template() {
     if (!opt_.target) {
       if (!cat_.universal->has_param_groups)
-        throw Error(cat_.tag_dir + "/zero/optimizer_state.pt", "",
-                    "this universal checkpoint keeps no optimizer hyper-parameters (lr, betas, eps, weight decay: "
-                    "DeepSpeed's converter adds param_groups only from 0.14.1 on), and ckptdoc does not invent them. "
-                    "Pass --target DIR: a rigid checkpoint of the same model and optimizer (e.g. the one it was "
-                    "converted from) whose optimizer files hold them");
+        throw Error(
+            cat_.tag_dir + "/zero/optimizer_state.pt", "",
+            "this universal checkpoint keeps no optimizer hyper-parameters (lr, betas, eps, weight decay: "
+            "DeepSpeed's converter adds param_groups only from 0.14.1 on), and ckptdoc does not invent them. "
+            "Pass --target DIR: a rigid checkpoint of the same model and optimizer (e.g. the one it was "
+            "converted from) whose optimizer files hold them");
       return;
     }
     tmpl_ = Checkpoint::open(*opt_.target);
     const auto& tc = tmpl_->catalog();
-    if (tc.universal) throw Error(*opt_.target, "--target", "a rigid checkpoint is needed, not a universal one");
+    if (tc.universal)
+      throw Error(*opt_.target, "--target", "a rigid checkpoint is needed, not a universal one");
     if (tc.wrapper != cat_.wrapper)
-      throw Error(*opt_.target, "--target", expected_found(std::string(deepspeed::wrapper_name(cat_.wrapper)) + " optimizer files",
-                                                           std::string(deepspeed::wrapper_name(tc.wrapper))));
+      throw Error(*opt_.target, "--target",
+                  expected_found(std::string(deepspeed::wrapper_name(cat_.wrapper)) + " optimizer files",
+                                 std::string(deepspeed::wrapper_name(tc.wrapper))));
     for (const auto& p : tc.problems)
-      if (p.severity == "error") throw Error(*opt_.target, "--target", "the template has problems: " + p.code + ": " + p.message);
-    if (tc.groups.empty() || !tc.optim_file(0)) throw Error(*opt_.target, "--target", "no optimizer files to take hyper-parameters from");
+      if (p.severity == "error")
+        throw Error(*opt_.target, "--target", "the template has problems: " + p.code + ": " + p.message);
+    if (tc.groups.empty() || !tc.optim_file(0))
+      throw Error(*opt_.target, "--target", "no optimizer files to take hyper-parameters from");
   }
 
   void lay_out() {
@@ -149,8 +164,9 @@ class ToZero {
           same = tg[g].params[i].name == by_group[g][i].name && tg[g].params[i].shape == by_group[g][i].shape;
       }
       if (!same)
-        throw Error(*opt_.target, "--target", "its param groups (names, shapes, order) differ from the universal "
-                                              "checkpoint's param_shapes: a template of the same model is needed");
+        throw Error(*opt_.target, "--target",
+                    "its param groups (names, shapes, order) differ from the universal "
+                    "checkpoint's param_shapes: a template of the same model is needed");
     }
     const auto rules = deepspeed::zero12_rules_for_version(cat_.ds_version);
     data_.resize(by_group.size());
@@ -167,8 +183,9 @@ class ToZero {
           data_[g][s].push_back(reinterpret_cast<const float*>(keep_[g][s].back().contiguous_bytes().data()));
         }
       }
-      groups_.push_back(bf16_optimizer() ? deepspeed::layout_bf16_optimizer(static_cast<int>(g), by_group[g], dp_)
-                                         : deepspeed::layout_zero12(static_cast<int>(g), by_group[g], dp_, rules));
+      groups_.push_back(bf16_optimizer()
+                            ? deepspeed::layout_bf16_optimizer(static_cast<int>(g), by_group[g], dp_)
+                            : deepspeed::layout_zero12(static_cast<int>(g), by_group[g], dp_, rules));
     }
     result_.params = cat_.universal->params.size();
   }
@@ -182,26 +199,35 @@ class ToZero {
       Value value;
       for (size_t k = 0; k < u.params.size(); ++k) {
         if (u.params[k].optimizer_group != static_cast<int>(g)) continue;
-        const auto s = u.params[k].step ? u.params[k].step
-                                        : (u.iteration ? std::optional<int64_t>(*u.iteration + 1) : std::nullopt);
-        if (!s) throw Error(cat_.tag_dir, "zero/" + u.params[k].name, "no step.pt and no iteration: the Adam step is unknown");
-        if (step && *step != *s) throw Error(cat_.tag_dir, "optimizer group " + num(static_cast<int64_t>(g)), "its params hold different steps");
+        const auto s = u.params[k].step
+                           ? u.params[k].step
+                           : (u.iteration ? std::optional<int64_t>(*u.iteration + 1) : std::nullopt);
+        if (!s)
+          throw Error(cat_.tag_dir, "zero/" + u.params[k].name,
+                      "no step.pt and no iteration: the Adam step is unknown");
+        if (step && *step != *s)
+          throw Error(cat_.tag_dir, "optimizer group " + num(static_cast<int64_t>(g)),
+                      "its params hold different steps");
         if (value.is_none() && u.params[k].step) value = step_file_value(u.params[k].name);
         step = s;
       }
-      if (!step) throw Error(cat_.tag_dir, "optimizer group " + num(static_cast<int64_t>(g)), "holds no params");
+      if (!step)
+        throw Error(cat_.tag_dir, "optimizer group " + num(static_cast<int64_t>(g)), "holds no params");
       if (value.is_none()) {
-        const Value* te = tmpl_ ? int_key(dict_get(dict_get(&tmpl_->optimizer_state(0), "base_optimizer_state"), "state"),
-                                          static_cast<int64_t>(g))
-                                : nullptr;
+        const Value* te =
+            tmpl_ ? int_key(dict_get(dict_get(&tmpl_->optimizer_state(0), "base_optimizer_state"), "state"),
+                            static_cast<int64_t>(g))
+                  : nullptr;
         const Value* ts = dict_get(te, "step");
         if (!ts)
-          throw Error(opt_.target.value_or(cat_.tag_dir), "optimizer group " + num(static_cast<int64_t>(g)),
-                      "the step's type is unknown (no step.pt, and the template's optimizer state has no step)");
+          throw Error(
+              opt_.target.value_or(cat_.tag_dir), "optimizer group " + num(static_cast<int64_t>(g)),
+              "the step's type is unknown (no step.pt, and the template's optimizer state has no step)");
         value = ts->is_tensor() ? deepspeed::step_tensor(static_cast<float>(*step)) : Value::integer(*step);
-        result_.assumptions.push_back("group " + num(static_cast<int64_t>(g)) + ": Adam step " + num(*step) +
-                                      " = iteration + 1 (what DeepSpeed 0.12.3-0.14.0's universal loader gives it), "
-                                      "stored as the template stores it");
+        result_.assumptions.push_back(
+            "group " + num(static_cast<int64_t>(g)) + ": Adam step " + num(*step) +
+            " = iteration + 1 (what DeepSpeed 0.12.3-0.14.0's universal loader gives it), "
+            "stored as the template stores it");
       }
       group_step_.push_back(std::move(value));
       group_step_count_.push_back(*step);
@@ -249,9 +275,10 @@ class ToZero {
   Value state_entry(size_t g, int r) const {
     const GroupLayout& G = groups_[g];
     Value e = Value::dict();
-    const Value* te = tmpl_ ? int_key(dict_get(dict_get(&tmpl_->optimizer_state(0), "base_optimizer_state"), "state"),
-                                      static_cast<int64_t>(g))
-                            : nullptr;
+    const Value* te =
+        tmpl_ ? int_key(dict_get(dict_get(&tmpl_->optimizer_state(0), "base_optimizer_state"), "state"),
+                        static_cast<int64_t>(g))
+              : nullptr;
     if (te && te->is_dict()) {
       for (const auto& [k, v] : te->as_dict().items) {
         const std::string key = k.is(Value::Kind::Str) ? k.as_str() : "";
@@ -273,9 +300,10 @@ class ToZero {
     const Value* pg = dict_get(&universal_osd(), "param_groups");
     if (!pg) pg = dict_get(dict_get(&tmpl_->optimizer_state(0), "base_optimizer_state"), "param_groups");
     if (!pg || !pg->is_sequence() || pg->items().size() != groups_.size())
-      throw Error(opt_.target.value_or(cat_.tag_dir), "param_groups",
-                  expected_found(num(static_cast<int64_t>(groups_.size())) + " param groups",
-                                 pg && pg->is_sequence() ? num(static_cast<int64_t>(pg->items().size())) : "none"));
+      throw Error(
+          opt_.target.value_or(cat_.tag_dir), "param_groups",
+          expected_found(num(static_cast<int64_t>(groups_.size())) + " param groups",
+                         pg && pg->is_sequence() ? num(static_cast<int64_t>(pg->items().size())) : "none"));
     Value out = pg->clone();
     for (size_t g = 0; g < out.items().size(); ++g) {
       Value& grp = out.items_mut()[g];
@@ -292,7 +320,8 @@ class ToZero {
     for (size_t g = 0; g < groups_.size(); ++g) {
       const GroupLayout& G = groups_[g];
       const auto& rp = G.partitions[static_cast<size_t>(r)];
-      fp32s.push_back(Value::tensor(deepspeed::produced_f32(rp.saved_numel, filler(g, 0, r), G.partition_numel, true)));
+      fp32s.push_back(
+          Value::tensor(deepspeed::produced_f32(rp.saved_numel, filler(g, 0, r), G.partition_numel, true)));
       paddings.push_back(Value::integer(rp.recorded_padding));
       counts.push_back(Value::integer(dp_));
       mappings.push_back(deepspeed::slice_mappings_value(G, r));
@@ -307,14 +336,21 @@ class ToZero {
     computed["group_paddings"] = Value::list(std::move(paddings));
     computed["partition_count"] = Value::list(std::move(counts));
     computed["param_slice_mappings"] = Value::list(std::move(mappings));
-    // Key order of DeepSpeed's state_dict() (§4.1, §4.3); the optimizer globals come from the universal folder.
+    // Key order of DeepSpeed's state_dict() (§4.1, §4.3); the optimizer globals come from the universal
+    // folder.
     const std::vector<std::string> order =
-        bf16_optimizer()
-            ? std::vector<std::string>{"clip_grad", "base_optimizer_state", "single_partition_of_fp32_groups",
-                                       "group_paddings", "partition_count", "ds_version", "param_slice_mappings"}
-            : std::vector<std::string>{"loss_scaler", "dynamic_loss_scale", "overflow", "clip_grad",
-                                       "base_optimizer_state", "single_partition_of_fp32_groups", "zero_stage",
-                                       "group_paddings", "partition_count", "ds_version", "param_slice_mappings"};
+        bf16_optimizer() ? std::vector<std::string>{"clip_grad",
+                                                    "base_optimizer_state",
+                                                    "single_partition_of_fp32_groups",
+                                                    "group_paddings",
+                                                    "partition_count",
+                                                    "ds_version",
+                                                    "param_slice_mappings"}
+                         : std::vector<std::string>{
+                               "loss_scaler", "dynamic_loss_scale",   "overflow",
+                               "clip_grad",   "base_optimizer_state", "single_partition_of_fp32_groups",
+                               "zero_stage",  "group_paddings",       "partition_count",
+                               "ds_version",  "param_slice_mappings"};
     const Value* tosd = tmpl_ ? &tmpl_->optimizer_state(0) : nullptr;
     Value osd = Value::dict();
     for (const auto& key : order) {
@@ -325,18 +361,23 @@ class ToZero {
       } else if (const Value* tv = tosd ? tosd->get(key) : nullptr) {
         osd.set(key, tv->clone());
       } else if (key == "ds_version") {
-        throw Error(cat_.tag_dir + "/zero/optimizer_state.pt", "key 'ds_version'", "missing (DeepSpeed's loader requires it)");
+        throw Error(cat_.tag_dir + "/zero/optimizer_state.pt", "key 'ds_version'",
+                    "missing (DeepSpeed's loader requires it)");
       }
     }
-    for (const auto& [k, v] : uosd.as_dict().items)  // anything else rank 0 saved (but not the converter's additions)
-      if (k.is(Value::Kind::Str) && k.as_str() != "param_groups" && !osd.get(k.as_str())) osd.set_item(k.clone(), v.clone());
+    for (const auto& [k, v] :
+         uosd.as_dict().items)  // anything else rank 0 saved (but not the converter's additions)
+      if (k.is(Value::Kind::Str) && k.as_str() != "param_groups" && !osd.get(k.as_str()))
+        osd.set_item(k.clone(), v.clone());
     const Value& model = u_.model_file(0, 0).root;
     Value root = Value::dict();
     root.set("optimizer_state_dict", std::move(osd));
     const Value* touter = tmpl_ ? &tmpl_->optim_file(0).root : nullptr;
     for (const char* key : {"ds_config", "ds_version"}) {
-      if (const Value* v = model.get(key)) root.set(key, v->clone());
-      else if (const Value* tv = touter ? touter->get(key) : nullptr) root.set(key, tv->clone());
+      if (const Value* v = model.get(key))
+        root.set(key, v->clone());
+      else if (const Value* tv = touter ? touter->get(key) : nullptr)
+        root.set(key, tv->clone());
     }
     return root;
   }
@@ -349,7 +390,8 @@ class ToZero {
     if (progress_) progress_->set_stage("writing ZeRO checkpoint", total);
     const bool bf16_prefix = cat_.lp_dtype == DType::BF16;
     for (int r = 0; r < dp_; ++r) {
-      deepspeed::write_checkpoint_file(tag_dir + "/" + deepspeed::optim_file_name(bf16_prefix, r), optim_root(r), io_);
+      deepspeed::write_checkpoint_file(tag_dir + "/" + deepspeed::optim_file_name(bf16_prefix, r),
+                                       optim_root(r), io_);
       ++result_.files;
       uint64_t bytes = 0;
       for (const auto& G : groups_) bytes += static_cast<uint64_t>(G.partition_numel) * 12;
@@ -386,9 +428,11 @@ class ToZero {
       const GroupLayout& G = wc.groups[g];
       for (const auto& rp : G.partitions) {
         for (size_t s = 0; s < kStates.size(); ++s) {
-          const auto t = s == 0 ? written->fp32_partition(G.index, rp.rank) : written->moment_partition(G.index, rp.rank, kStates[s]);
+          const auto t = s == 0 ? written->fp32_partition(G.index, rp.rank)
+                                : written->moment_partition(G.index, rp.rank, kStates[s]);
           if (!t || t->dtype != DType::F32 || !t->is_contiguous()) {
-            fail.push_back("rank " + num(rp.rank) + " group " + num(G.index) + ": " + kStates[s] + " not read back");
+            fail.push_back("rank " + num(rp.rank) + " group " + num(G.index) + ": " + kStates[s] +
+                           " not read back");
             continue;
           }
           const float* w = reinterpret_cast<const float*>(t->contiguous_bytes().data());
@@ -396,7 +440,8 @@ class ToZero {
             const float* src = data_[g][s][static_cast<size_t>(f.param)] + f.param_offset;
             if (f.partition_offset + f.numel > t->numel() ||
                 std::memcmp(w + f.partition_offset, src, static_cast<size_t>(f.numel) * 4) != 0) {
-              fail.push_back("rank " + num(rp.rank) + ": " + kStates[s] + " of " + G.params[static_cast<size_t>(f.param)].name +
+              fail.push_back("rank " + num(rp.rank) + ": " + kStates[s] + " of " +
+                             G.params[static_cast<size_t>(f.param)].name +
                              " differs from the universal checkpoint");
               break;
             }
@@ -412,8 +457,8 @@ class ToZero {
 
 }  // namespace
 
-ConvertResult convert_to_zero(const Checkpoint& universal, const std::string& output, const ToZeroOptions& options,
-                              Progress* progress, FileIo& io) {
+ConvertResult convert_to_zero(const Checkpoint& universal, const std::string& output,
+                              const ToZeroOptions& options, Progress* progress, FileIo& io) {
   return ToZero(universal, options, progress, io).run(output);
 }
 

@@ -15,9 +15,11 @@ std::vector<std::string> patterns(const Value* info, const char* key) {
   std::vector<std::string> out;
   const Value* list = dict_get(info, key);
   if (!list) return out;
-  if (!list->is_sequence()) throw Error("", std::string("universal_checkpoint_info['") + key + "']", "not a list");
+  if (!list->is_sequence())
+    throw Error("", std::string("universal_checkpoint_info['") + key + "']", "not a list");
   for (const auto& p : list->items()) {
-    if (!p.is(Value::Kind::Str)) throw Error("", std::string("universal_checkpoint_info['") + key + "']", "a pattern is not a string");
+    if (!p.is(Value::Kind::Str))
+      throw Error("", std::string("universal_checkpoint_info['") + key + "']", "a pattern is not a string");
     out.push_back(p.as_str());
   }
   return out;
@@ -28,7 +30,8 @@ bool re_match(const std::string& pattern, const std::string& name) {
   try {
     return std::regex_search(name, std::regex(pattern), std::regex_constants::match_continuous);
   } catch (const std::regex_error& e) {
-    throw Error("", "universal_checkpoint_info pattern '" + pattern + "'", std::string("not a usable regex: ") + e.what());
+    throw Error("", "universal_checkpoint_info pattern '" + pattern + "'",
+                std::string("not a usable regex: ") + e.what());
   }
 }
 
@@ -43,7 +46,8 @@ constexpr const char* kTwoSub = "parameter_with_2_sub_params_cat_dim_0";
 TpPatterns::TpPatterns(const Value* info) : info_(info) {
   if (dict_get(info, "parameter_with_sub_params"))
     throw Error("", "universal_checkpoint_info['parameter_with_sub_params']",
-                "sub-param shapes (SubparamShape) are not written by ckptdoc yet; use DeepSpeed's ds_to_universal.py");
+                "sub-param shapes (SubparamShape) are not written by ckptdoc yet; use DeepSpeed's "
+                "ds_to_universal.py");
   for (const char* k : {kReplicated, kAverage, kRow, kVocab, kTwoSub})
     for (const auto& p : patterns(info, k)) all_.insert(p);
   unmatched_ = all_;
@@ -72,7 +76,8 @@ ParamMerge TpPatterns::merge_for(const std::string& name) {
   }
   if (matched(kVocab)) {
     const auto rows = deepspeed::detail::opt_int(dict_get(info_, "original_vocab_size"));
-    if (!rows || *rows < 0) throw Error("", "universal_checkpoint_info['original_vocab_size']", "missing or not a count");
+    if (!rows || *rows < 0)
+      throw Error("", "universal_checkpoint_info['original_vocab_size']", "missing or not a count");
     m.vocab = true;
     m.vocab_rows = *rows;
   }

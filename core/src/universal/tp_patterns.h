@@ -20,7 +20,7 @@ enum class MergeKind : uint8_t {
 struct ParamMerge {
   MergeKind kind = MergeKind::CatDim;
   int cat_dim = 0;
-  bool vocab = false;      // vocabulary_parameter_patterns: rows cut to original_vocab_size, 'vocab_tensor': True
+  bool vocab = false;  // vocabulary_parameter_patterns: rows cut to original_vocab_size, 'vocab_tensor': True
   int64_t vocab_rows = 0;
 };
 

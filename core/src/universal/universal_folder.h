@@ -4,8 +4,9 @@
 
 namespace ckptdoc::universal {
 
-// True when `dir` is a universal checkpoint folder: it holds zero/optimizer_state.pt, or a zero/<param>/ folder
-// with an fp32.pt (a damaged folder that lost its optimizer_state.pt is still read as universal, to say so).
+// True when `dir` is a universal checkpoint folder: it holds zero/optimizer_state.pt, or a zero/<param>/
+// folder with an fp32.pt (a damaged folder that lost its optimizer_state.pt is still read as universal, to
+// say so).
 bool is_universal_folder(const std::string& dir);
 
 // zero/<param>/<state>.pt under the tag folder `tag_dir` (param names are dotted, never nested folders).

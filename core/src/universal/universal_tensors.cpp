@@ -1,5 +1,5 @@
-// Checkpoint::universal_tensor: a universal checkpoint's per-param state files as the flat 1-D tensors the rest of
-// ckptdoc reads (group k = param k, rank 0), views on the mapped files.
+// Checkpoint::universal_tensor: a universal checkpoint's per-param state files as the flat 1-D tensors the
+// rest of ckptdoc reads (group k = param k, rank 0), views on the mapped files.
 #include <algorithm>
 
 #include "ckptdoc/deepspeed/checkpoint.h"

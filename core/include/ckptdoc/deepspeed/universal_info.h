@@ -11,20 +11,22 @@
 namespace ckptdoc::deepspeed {
 
 struct UniversalParamFiles {
-  std::string name;                 // the trainable param, also its folder name under zero/
-  int optimizer_group = -1;         // its optimizer param group (param_shapes index; ZeRO-3: the group of its sub-group)
-  std::vector<std::string> states;  // the *.pt files in its folder, without ".pt", sorted ("exp_avg", "fp32", "step")
-  std::optional<int64_t> step;      // step.pt's value
-  std::optional<int64_t> cat_dim;   // fp32.pt's 'cat_dim' (absent for raw ZeRO-3 tensors)
+  std::string name;  // the trainable param, also its folder name under zero/
+  int optimizer_group =
+      -1;  // its optimizer param group (param_shapes index; ZeRO-3: the group of its sub-group)
+  std::vector<std::string>
+      states;  // the *.pt files in its folder, without ".pt", sorted ("exp_avg", "fp32", "step")
+  std::optional<int64_t> step;     // step.pt's value
+  std::optional<int64_t> cat_dim;  // fp32.pt's 'cat_dim' (absent for raw ZeRO-3 tensors)
 };
 
 struct UniversalInfo {
-  std::string zero_dir;                 // absolute path of the tag folder's zero/
-  int source_dp_world_size = 0;         // dp_world_size of the checkpoint it was converted from (model file)
-  std::optional<int64_t> iteration;     // the model file's client key `iteration` (Megatron's)
+  std::string zero_dir;              // absolute path of the tag folder's zero/
+  int source_dp_world_size = 0;      // dp_world_size of the checkpoint it was converted from (model file)
+  std::optional<int64_t> iteration;  // the model file's client key `iteration` (Megatron's)
   bool has_universal_checkpoint_info = false;  // the model file carries universal_checkpoint_info
-  bool has_param_groups = false;        // zero/optimizer_state.pt holds 'param_groups' (ds_to_universal 0.14.1+)
-  bool has_step_files = false;          // every param folder holds step.pt (ds_to_universal 0.14.1+)
+  bool has_param_groups = false;  // zero/optimizer_state.pt holds 'param_groups' (ds_to_universal 0.14.1+)
+  bool has_step_files = false;    // every param folder holds step.pt (ds_to_universal 0.14.1+)
   std::vector<UniversalParamFiles> params;      // in flat-group order: catalog group k is params[k]
   std::vector<std::string> unexpected_folders;  // zero/<x>/ naming no trainable param (loaders ignore them)
 

@@ -2,11 +2,11 @@
 // Converting between rigid ZeRO checkpoints and DeepSpeed universal checkpoints (deepspeed-format.md §7).
 //
 // convert_to_universal writes, one param at a time from the memory-mapped rank files, the folder DeepSpeed's
-// ds_to_universal.py writes for the target DeepSpeed version, inside a new save folder whose `latest_universal`
-// names it, so `engine.load_checkpoint(OUT)` with "checkpoint": {"load_universal": true} loads it as it is.
-// convert_to_zero writes ordinary rigid ZeRO-1/2 (or BF16_Optimizer) files for a chosen data-parallel size from
-// a universal folder. Both write into a temporary folder beside the output, rename it into place, and verify the
-// result by re-opening it; the input is never modified.
+// ds_to_universal.py writes for the target DeepSpeed version, inside a new save folder whose
+// `latest_universal` names it, so `engine.load_checkpoint(OUT)` with "checkpoint": {"load_universal": true}
+// loads it as it is. convert_to_zero writes ordinary rigid ZeRO-1/2 (or BF16_Optimizer) files for a chosen
+// data-parallel size from a universal folder. Both write into a temporary folder beside the output, rename it
+// into place, and verify the result by re-opening it; the input is never modified.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -36,28 +36,28 @@ struct TargetVersion {
 TargetVersion target_version(const std::string& ds_version);
 
 struct ConvertResult {
-  std::string output;  // the save folder written
-  std::string tag;     // the tag folder inside it
-  std::string target;  // "universal" or "zero"
+  std::string output;                    // the save folder written
+  std::string tag;                       // the tag folder inside it
+  std::string target;                    // "universal" or "zero"
   std::vector<std::string> assumptions;  // what had to be assumed, in words (printed by the CLI)
   std::vector<std::string> notes;        // what the user should know to load it
   size_t params = 0;
   size_t files = 0;
   uint64_t bytes_written = 0;
   double write_seconds = 0, verify_seconds = 0;
-  // What re-opening the output found: to universal, the catalog's findings (its values equal the source's bit for
-  // bit, checked); to zero, a full diagnosis.
+  // What re-opening the output found: to universal, the catalog's findings (its values equal the source's bit
+  // for bit, checked); to zero, a full diagnosis.
   analysis::Report verification;
-  std::vector<std::string> verify_failures;   // checks of the written output that failed (empty = verified)
+  std::vector<std::string> verify_failures;  // checks of the written output that failed (empty = verified)
   bool verified() const { return verify_failures.empty() && !verification.has_error(); }
 };
 
 struct ToUniversalOptions {
-  std::string for_deepspeed;  // target DeepSpeed version; empty: the checkpoint's own ds_version
-  std::string tag;            // tag folder name inside the output; empty: "<input tag>_universal"
-  bool force = false;         // replace a non-empty output folder
+  std::string for_deepspeed;             // target DeepSpeed version; empty: the checkpoint's own ds_version
+  std::string tag;                       // tag folder name inside the output; empty: "<input tag>_universal"
+  bool force = false;                    // replace a non-empty output folder
   DeviceKind device = DeviceKind::Auto;  // for the verification's diagnosis
-  unsigned threads = 0;       // params written in parallel (0: up to 4)
+  unsigned threads = 0;                  // params written in parallel (0: up to 4)
 };
 
 // From a ZeRO-1/2 (fp16/bf16) or BF16_Optimizer checkpoint. Where the model file carries
