@@ -345,39 +345,36 @@ class ToUniversal {
     if (progress_) progress_->add(bytes);
   }
 
-  void write_param(const std::string& zero_dir, const SourceParam& p) {
+  // One file of param p: its state s (with step.pt beside the fp32 master). Its folder exists.
+  void write_state(const std::string& zero_dir, const SourceParam& p, size_t s) {
     const std::string folder = zero_dir + "/" + p.name;
-    detail::make_dir(io_, folder);
-    if (step_files_ && group_step_[static_cast<size_t>(p.group)]) {
+    if (s == 0 && step_files_ && group_step_[static_cast<size_t>(p.group)]) {
       // ds_to_universal 0.14.1+ saves the step value of the lowest dp rank holding the param, as saved.
-      const Value* s = dict_get(state_entry(ckpt_, p.runs.front().rank, p.group), "step");
-      if (!s) s = group_step_[static_cast<size_t>(p.group)];
-      write_file(folder + "/step.pt", s->clone(), 4);
+      const Value* st = dict_get(state_entry(ckpt_, p.runs.front().rank, p.group), "step");
+      if (!st) st = group_step_[static_cast<size_t>(p.group)];
+      write_file(folder + "/step.pt", st->clone(), 4);
     }
-    for (size_t s = 0; s < kStates.size(); ++s) {
-      Value d = Value::dict();
-      switch (p.merge.kind) {
-        case detail::MergeKind::CatDim:
-          d.set("cat_dim", Value::integer(p.merge.cat_dim));
-          break;
-        case detail::MergeKind::TwoSubParams:
-          d.set("cat_dim", Value::integer(0));
-          d.set("param_n_sub_params", Value::integer(2));
-          break;
-        case detail::MergeKind::Replicated:
-        case detail::MergeKind::Average:
-          break;
-      }
-      if (p.merge.vocab) d.set("vocab_tensor", Value::boolean(true));
-      const bool requires_grad =
-          parts_.keep[static_cast<size_t>(p.group)][static_cast<size_t>(p.runs.front().rank)][s]
-              .requires_grad;
-      Tensor t = state_tensor(p, s, requires_grad);
-      t.shape = p.out_shape;
-      t.strides = Tensor::contiguous_strides(p.out_shape);
-      d.set("param", Value::tensor(std::move(t)));
-      write_file(folder + "/" + kStates[s] + ".pt", d, static_cast<uint64_t>(p.out_numel) * 4);
+    Value d = Value::dict();
+    switch (p.merge.kind) {
+      case detail::MergeKind::CatDim:
+        d.set("cat_dim", Value::integer(p.merge.cat_dim));
+        break;
+      case detail::MergeKind::TwoSubParams:
+        d.set("cat_dim", Value::integer(0));
+        d.set("param_n_sub_params", Value::integer(2));
+        break;
+      case detail::MergeKind::Replicated:
+      case detail::MergeKind::Average:
+        break;
     }
+    if (p.merge.vocab) d.set("vocab_tensor", Value::boolean(true));
+    const bool requires_grad =
+        parts_.keep[static_cast<size_t>(p.group)][static_cast<size_t>(p.runs.front().rank)][s].requires_grad;
+    Tensor t = state_tensor(p, s, requires_grad);
+    t.shape = p.out_shape;
+    t.strides = Tensor::contiguous_strides(p.out_shape);
+    d.set("param", Value::tensor(std::move(t)));
+    write_file(folder + "/" + kStates[s] + ".pt", d, static_cast<uint64_t>(p.out_numel) * 4);
   }
 
   // The float32 tensor of `state` of param p, produced when written: straight from the mapped partitions
@@ -456,24 +453,31 @@ class ToUniversal {
     for (const auto& p : params_) total += static_cast<uint64_t>(p.out_numel) * 12;
     if (progress_) progress_->set_stage("writing universal checkpoint", total);
 
-    // Params in parallel: each thread writes whole params, one chunk buffer per file being written.
-    const unsigned threads =
-        std::clamp<unsigned>(opt_.threads ? opt_.threads : std::thread::hardware_concurrency(), 1, 4);
+    // Files in parallel, largest first: each thread writes one state file at a time straight from the mapped
+    // partitions, and several files in flight overlap their writes and fsyncs.
+    for (const auto& p : params_) detail::make_dir(io_, zero_dir + "/" + p.name);
+    std::vector<std::pair<size_t, size_t>> tasks;  // (param, state)
+    for (size_t i = 0; i < params_.size(); ++i)
+      for (size_t st = 0; st < kStates.size(); ++st) tasks.emplace_back(i, st);
+    std::stable_sort(tasks.begin(), tasks.end(), [this](const auto& a, const auto& b) {
+      return params_[a.first].out_numel > params_[b.first].out_numel;
+    });
+    const unsigned threads = std::clamp<unsigned>(opt_.threads ? opt_.threads : 4, 1, 16);
     std::atomic<size_t> next{0};
     std::atomic<bool> failed{false};
     std::exception_ptr error;
     std::mutex error_mutex;
     auto work = [&] {
       try {
-        for (size_t i; !failed.load() && (i = next.fetch_add(1)) < params_.size();)
-          write_param(zero_dir, params_[i]);
+        for (size_t i; !failed.load() && (i = next.fetch_add(1)) < tasks.size();)
+          write_state(zero_dir, params_[tasks[i].first], tasks[i].second);
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mutex);
         if (!failed.exchange(true)) error = std::current_exception();
       }
     };
     std::vector<std::thread> pool;
-    for (unsigned t = 1; t < std::min<size_t>(threads, params_.size()); ++t) pool.emplace_back(work);
+    for (unsigned t = 1; t < std::min<size_t>(threads, tasks.size()); ++t) pool.emplace_back(work);
     work();
     for (auto& t : pool) t.join();
     if (error) std::rethrow_exception(error);

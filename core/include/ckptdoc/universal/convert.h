@@ -57,7 +57,7 @@ struct ToUniversalOptions {
   std::string tag;                       // tag folder name inside the output; empty: "<input tag>_universal"
   bool force = false;                    // replace a non-empty output folder
   DeviceKind device = DeviceKind::Auto;  // for the verification's diagnosis
-  unsigned threads = 0;                  // params written in parallel (0: up to 4)
+  unsigned threads = 0;                  // files written at once (0: 4: the work is mostly waiting on writes)
 };
 
 // From a ZeRO-1/2 (fp16/bf16) or BF16_Optimizer checkpoint. Where the model file carries
