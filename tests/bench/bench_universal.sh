@@ -3,8 +3,9 @@
 # unmodified, default workers) on the same real checkpoint, written by real DeepSpeed through the harness
 # (tests/realds/client_state_driver.py: the toy MLP with --dims, ZeRO-2 fp16, dp 2, one step, with the
 # universal_checkpoint_info and iteration client state Megatron-DeepSpeed saves, which ds_to_universal.py needs).
-# Each side runs under tests/bench/tree_memory.py: wall time and peak memory summed over the whole process tree
-# (ds_to_universal.py forks workers), resident and anonymous. Then both outputs are compared file by file
+# Each side runs under tests/bench/tree_memory.py: wall time, CPU time, and peak memory summed over the whole
+# process tree (ds_to_universal.py forks workers), resident and anonymous. On a busy machine the wall times
+# swing with the load (ds_to_universal.py's several processes get a larger share of it); CPU time does not. Then both outputs are compared file by file
 # (tests/realds/compare_universal.py). Not a ctest test.
 #
 # Usage: tests/bench/bench_universal.sh [BUILD_DIR] [DIMS]
@@ -59,13 +60,17 @@ field() { "$py" -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])
 [ "$(field "$theirs" exit)" = 0 ] || { echo "ds_to_universal.py failed: $theirs" >&2; exit 1; }
 
 echo
-printf '%-30s %10s %16s %16s\n' "" "wall (s)" "peak RSS (MiB)" "peak anon (MiB)"
-row() { printf '%-30s %10.2f %16.1f %16.1f\n' "$1" "$(field "$2" wall_s)" "$(field "$2" peak_rss_mib)" "$(field "$2" peak_anon_mib)"; }
+printf '%-30s %10s %9s %16s %16s\n' "" "wall (s)" "CPU (s)" "peak RSS (MiB)" "peak anon (MiB)"
+row() {
+  printf '%-30s %10.2f %9.2f %16.1f %16.1f\n' "$1" "$(field "$2" wall_s)" "$(field "$2" cpu_s)" \
+    "$(field "$2" peak_rss_mib)" "$(field "$2" peak_anon_mib)"
+}
 row "ds_to_universal.py (0.12.6)" "$theirs"
 printf '%-30s %10.2f\n' "  then sync of its output" "$sync_s"
 row "ckptdoc convert --to universal" "$ours"
 ratio() { "$py" -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.1f}x')" "$1" "$2"; }
-printf '%-30s %10s %16s %16s\n' "ds_to_universal / ckptdoc" "$(ratio "$(field "$theirs" wall_s)" "$(field "$ours" wall_s)")" \
+printf '%-30s %10s %9s %16s %16s\n' "ds_to_universal / ckptdoc" "$(ratio "$(field "$theirs" wall_s)" "$(field "$ours" wall_s)")" \
+  "$(ratio "$(field "$theirs" cpu_s)" "$(field "$ours" cpu_s)")" \
   "$(ratio "$(field "$theirs" peak_rss_mib)" "$(field "$ours" peak_rss_mib)")" \
   "$(ratio "$(field "$theirs" peak_anon_mib)" "$(field "$ours" peak_anon_mib)")"
 durable=$("$py" -c "import sys; print(float(sys.argv[1]) + float(sys.argv[2]))" "$(field "$theirs" wall_s)" "$sync_s")

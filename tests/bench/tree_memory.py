@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Runs a command and measures, over its whole process tree (multiprocessing workers included), the wall time,
-the peak of the summed resident memory (VmRSS) and the peak of the summed anonymous memory (RssAnon: what is
+the CPU time (user + system, children included), the peak of the summed resident memory (VmRSS) and the peak of the summed anonymous memory (RssAnon: what is
 not a clean file page the kernel can drop), sampling /proc every 20 ms. Prints one JSON line.
 
   tree_memory.py -- COMMAND [ARGS...]
@@ -60,8 +60,10 @@ def main():
         peak_rss, peak_anon = max(peak_rss, rss), max(peak_anon, anon)
         time.sleep(0.02)
     wall = time.time() - t0
-    largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    print(json.dumps({"exit": p.returncode, "wall_s": round(wall, 3), "peak_rss_mib": round(peak_rss / 1024, 1),
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    largest = ru.ru_maxrss
+    print(json.dumps({"exit": p.returncode, "wall_s": round(wall, 3), "cpu_s": round(ru.ru_utime + ru.ru_stime, 3),
+                      "peak_rss_mib": round(peak_rss / 1024, 1),
                       "peak_anon_mib": round(peak_anon / 1024, 1), "largest_process_rss_mib": round(largest / 1024, 1)}))
     return p.returncode
 
