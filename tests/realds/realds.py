@@ -269,7 +269,7 @@ def make_ref(a, name, kind):
             # real DeepSpeed consolidates what it loaded (engine.load_checkpoint with optimizer states)
             tmp_f, tmp_m = os.path.join(folder, "fp32.tmp.pt"), os.path.join(folder, "moments.tmp.pt")
             cmd = load_check_cmd(a, entry, entry["save_dir"], os.path.join(folder, "input_load.json"),
-                                 extra=["--dump-fp32", tmp_f, "--dump-moments", tmp_m])
+                                 extra=["--dump-fp32", tmp_f, "--dump-moments", tmp_m, "--timeout", "900"])
             run_logged(cmd, env, os.path.join(folder, "input_load.log"))
             os.replace(tmp_m, os.path.join(folder, "moments.pt"))
             os.replace(tmp_f, os.path.join(folder, "fp32.pt"))
