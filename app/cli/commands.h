@@ -85,6 +85,22 @@ struct RepairOptions {
 };
 int run_repair(const RepairOptions& o);
 
+// `ckptdoc convert PATH -o OUT --to universal|zero ...` (convert_command.cpp); without --to it lists the targets.
+struct ConvertOptions {
+  std::string path, output;
+  std::string to;             // "universal" | "zero"; empty: error listing the targets
+  std::optional<std::string> tag;  // input tag
+  std::string output_tag;     // tag folder name to write
+  std::string for_deepspeed;  // --to universal
+  int world_size = 0;         // --to zero
+  std::string target;         // --to zero: template checkpoint for hyper-parameters
+  bool force = false;
+  bool json = false;
+  bool quiet = false;
+  std::string device = "auto";
+};
+int run_convert(const ConvertOptions& o);
+
 }  // namespace ckptdoc::cli
 
 namespace ckptdoc::cli {

@@ -63,8 +63,9 @@ void print_weights_report(const analysis::Report& report, const deepspeed::Catal
 void print_report(const analysis::Report& report, const deepspeed::Catalog& cat, int max_params) {
   if (cat.kind != "deepspeed") return print_weights_report(report, cat, max_params);
   std::printf("ckptdoc diagnose: %s (tag %s)\n", cat.tag_dir.c_str(), cat.tag.c_str());
-  std::printf("  ZeRO stage %d, %s weights, dp %d, mp %d, %s; scanned %s in %.2f s on %s\n\n", cat.zero_stage,
-              std::string(dtype_name(cat.lp_dtype)).c_str(), cat.dp_world_size, cat.mp_world_size,
+  const std::string dp = cat.universal ? "universal (any dp)" : "dp " + std::to_string(cat.dp_world_size);
+  std::printf("  ZeRO stage %d, %s weights, %s, mp %d, %s; scanned %s in %.2f s on %s\n\n", cat.zero_stage,
+              std::string(dtype_name(cat.lp_dtype)).c_str(), dp.c_str(), cat.mp_world_size,
               std::string(deepspeed::wrapper_name(cat.wrapper)).c_str(), human_bytes(report.bytes_scanned).c_str(),
               report.seconds, report.backend.c_str());
   for (size_t d = 0; d < report.devices.size(); ++d) {

@@ -21,7 +21,41 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+void print_files_and_problems(const Catalog& c);
+
+// A universal checkpoint: one folder of whole tensors per param instead of partitions.
+void print_universal(const Catalog& c) {
+  const auto& u = *c.universal;
+  std::printf("DeepSpeed universal checkpoint %s\n", c.tag_dir.c_str());
+  std::printf("  tag              %s\n", c.tag.c_str());
+  std::printf("  made from        %s%s, ZeRO stage %d, %s, dp %d (loads at any dp)\n",
+              std::string(wrapper_name(c.wrapper)).c_str(),
+              c.optimizer_name_hint.empty() ? "" : (" wrapping " + c.optimizer_name_hint).c_str(), c.zero_stage,
+              std::string(dtype_name(c.lp_dtype)).c_str(), u.source_dp_world_size);
+  std::printf("  ds_version       %s\n", c.ds_version.empty() ? "(none)" : c.ds_version.c_str());
+  std::printf("  steps            global %lld, iteration %s, optimizer step %s\n", static_cast<long long>(c.global_steps),
+              u.iteration ? std::to_string(*u.iteration).c_str() : "-",
+              c.optimizer_step ? std::to_string(*c.optimizer_step).c_str() : "-");
+  std::printf("  loaders          DeepSpeed 0.12.3-0.14.0 (step := iteration + 1, mpu required): %s; "
+              "0.14.1+ (step.pt, param_groups): %s\n",
+              u.loads_with_iteration() ? "yes" : "no (no iteration)", u.loads_with_step_files() ? "yes" : "no");
+  std::printf("  universal_checkpoint_info  %s\n", u.has_universal_checkpoint_info ? "present" : "absent");
+  std::printf("  params           %zu trainable (%s elements); %zu frozen; %zu buffers\n", c.groups.size(),
+              grouped(c.trainable_numel()).c_str(), c.frozen_params.size(), c.buffer_names.size());
+  std::printf("\nParams (zero/<param>/)\n");
+  for (size_t k = 0; k < c.groups.size() && k < u.params.size(); ++k) {
+    const auto& p = c.groups[k].params.front();
+    std::string states;
+    for (const auto& s : u.params[k].states) states += (states.empty() ? "" : " ") + s;
+    std::printf("  %-40s %-14s group %d  %s%s\n", p.name.c_str(), shape_text(p.shape).c_str(), u.params[k].optimizer_group,
+                states.empty() ? "(no folder)" : states.c_str(),
+                u.params[k].step ? (" step " + std::to_string(*u.params[k].step)).c_str() : "");
+  }
+  print_files_and_problems(c);
+}
+
 void print_text(const Catalog& c, bool layout) {
+  if (c.universal) return print_universal(c);
   std::printf("DeepSpeed checkpoint %s\n", c.tag_dir.c_str());
   std::printf("  tag              %s\n", c.tag.c_str());
   std::printf("  ZeRO stage       %d\n", c.zero_stage);
@@ -73,6 +107,10 @@ void print_text(const Catalog& c, bool layout) {
       std::printf("\n");
     }
   }
+  print_files_and_problems(c);
+}
+
+void print_files_and_problems(const Catalog& c) {
   std::printf("\nFiles\n");
   for (const auto& f : c.files) {
     std::string ranks;

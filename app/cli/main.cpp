@@ -167,6 +167,28 @@ int main(int argc, char** argv) {
   repair_cmd->add_flag("--json", repair.json, "Machine-readable output");
   repair_cmd->callback([&] { rc = cli::run_repair(repair); });
 
+  cli::ConvertOptions convert;
+  auto* convert_cmd = app.add_subcommand(
+      "convert", "Write a DeepSpeed universal checkpoint from ZeRO files (--to universal), or ZeRO files for a chosen "
+                 "data-parallel size from a universal one (--to zero); verified after writing");
+  convert_cmd->add_option("PATH", convert.path, "Save folder, tag folder or rank file (a universal folder for --to zero)")
+      ->required();
+  convert_cmd->add_option("-o,--output", convert.output, "New save folder to write")->required();
+  convert_cmd->add_option("--to", convert.to, "universal | zero")->check(CLI::IsMember({"universal", "zero"}));
+  convert_cmd->add_option("--for-deepspeed", convert.for_deepspeed,
+                          "--to universal: DeepSpeed version whose loader will read it (default: the checkpoint's)");
+  convert_cmd->add_option("--world-size", convert.world_size, "--to zero: data-parallel size to write");
+  convert_cmd->add_option("--target", convert.target,
+                          "--to zero: rigid checkpoint of the same model giving the optimizer hyper-parameters");
+  convert_cmd->add_option("--tag", convert.tag, "Tag folder to read instead of the one `latest` names");
+  convert_cmd->add_option("--output-tag", convert.output_tag, "Tag folder name to write");
+  convert_cmd->add_option("--device", convert.device, "Compute device for the verification")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  convert_cmd->add_flag("--force", convert.force, "Allow a non-empty output folder");
+  convert_cmd->add_flag("--json", convert.json, "Machine-readable output");
+  convert_cmd->add_flag("-q,--quiet", convert.quiet, "Only findings and the outcome");
+  convert_cmd->callback([&] { rc = cli::run_convert(convert); });
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -79,9 +79,21 @@ MATRIX = {
     "v145_z2_fp16_dp2": dict(kind="train", stage=2, dtype="fp16", dp=2, steps=5, ds="0.14.5"),
     "v145_seed_z2_fp16_no_optim": dict(kind="seedbug", src="v145_z2_fp16_dp2", variant="no_optim", ds="0.14.5"),
     "v145_z2_bf16_dp3": dict(kind="train", stage=2, dtype="bf16", dp=3, steps=4, ds="0.14.5"),
+    # kind "client": our client_state_driver.py, saving the client state Megatron-DeepSpeed saves
+    # (universal_checkpoint_info, iteration). dims 96,304,176,16 give groups of 85,504 and 1,104 elements: no
+    # alignment padding at dp 1, 2 and 4, which ds_to_universal.py of v0.12.6 needs with torch's Adam.
+    "uci_z2_fp16_dp2": dict(kind="client", stage=2, dtype="fp16", dp=2, steps=5, dims="96,304,176,16",
+                            client=["--universal-info", "--iteration", "global_steps"]),
+    # the same client state on model A, whose groups need padding: v0.12.6's converter fails on it
+    "uci_z2_bf16_dp2_padded": dict(kind="client", stage=2, dtype="bf16", dp=2, steps=3,
+                                   client=["--universal-info", "--iteration", "global_steps"]),
+    "uci_bf16opt_s1_dp2": dict(kind="client", stage=1, dtype="bf16", dp=2, steps=4, bf16opt=True,
+                               dims="96,304,176,16", client=["--universal-info"]),
+    "v145_uci_z1_bf16_dp2": dict(kind="client", stage=1, dtype="bf16", dp=2, steps=4, ds="0.14.5",
+                                 client=["--universal-info"]),
 }
 
-DEFAULTS = dict(model="A", bf16opt=False, zero_extra=None, ds="0.12.6", steps=5)
+DEFAULTS = dict(model="A", bf16opt=False, zero_extra=None, ds="0.12.6", steps=5, dims=None, client=())
 
 
 class Unavailable(Exception):
@@ -173,8 +185,11 @@ def file_sha(path):
 
 def stamp_of(a, spec):
     h = harness(a)
-    parts = [json.dumps(spec, sort_keys=True), str(GENERATOR_VERSION)]
+    recipe = {k: v for k, v in spec.items() if not (k in ("dims", "client") and not v)}  # older entries' stamps
+    parts = [json.dumps(recipe, sort_keys=True), str(GENERATOR_VERSION)]
     parts += [file_sha(os.path.join(h, f)) for f in ("ds_driver.py", "ds_common.py", "launch.py")]
+    if spec["kind"] == "client":
+        parts.append(file_sha(os.path.join(HERE, "client_state_driver.py")))
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
 
 
@@ -217,7 +232,12 @@ def ensure(a, name):
         h = harness(a)
         launch = [PYTHON, os.path.join(h, "launch.py"), "--world", str(spec["dp"]), "--logdir",
                   os.path.join(folder, "logs"), "--", os.path.join(h, "ds_driver.py")]
-        if spec["kind"] == "train":
+        if spec["kind"] == "client":
+            cmd = launch[:-1] + [os.path.join(HERE, "client_state_driver.py"), "--out", save_dir, "--steps",
+                                 str(spec["steps"])] + base_args(spec) + list(spec["client"])
+            if spec["dims"]:
+                cmd += ["--dims", spec["dims"]]
+        elif spec["kind"] == "train":
             cmd = launch + ["train", "--name", name, "--out", save_dir, "--steps", str(spec["steps"]), "--model",
                             spec["model"], "--no-truth"] + base_args(spec)
             if spec["zero_extra"]:
@@ -239,6 +259,8 @@ def load_check_cmd(a, entry, ckpt, json_out, world=None, model=None, extra=()):
     h = harness(a)
     cmd = [PYTHON, os.path.join(h, "ds_load_check.py"), "--ckpt", ckpt, "--world", str(world or entry["dp"]),
            "--model", model or entry["model"], "--json", json_out, "--timeout", "1200"] + base_args(entry) + list(extra)
+    if entry.get("dims"):
+        cmd += ["--dims", entry["dims"]]
     return cmd
 
 

@@ -12,6 +12,7 @@
 #include "deepspeed/detect.h"
 #include "deepspeed/file_roles.h"
 #include "deepspeed/value_access.h"
+#include "universal/universal_folder.h"
 
 namespace fs = std::filesystem;
 
@@ -30,6 +31,10 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
   cat_.save_dir = loc.save_dir;
   cat_.tag = loc.tag;
   cat_.tag_dir = loc.tag_dir;
+  if (universal::is_universal_folder(cat_.tag_dir)) {
+    build_universal();
+    return;
+  }
   list_files();
   const bool any_rank_file = std::any_of(cat_.files.begin(), cat_.files.end(), [](const CheckpointFile& f) {
     return f.role == FileRole::Model || f.role == FileRole::Optim;
@@ -48,6 +53,7 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
   check_partitions();
   check_module_shapes();
   read_optimizer_summary();
+  if (loc.from_latest) note_universal_beside();
 }
 
 void CatalogBuilder::list_files() {

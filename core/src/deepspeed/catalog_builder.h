@@ -43,7 +43,10 @@ class CatalogBuilder {
   void build_groups();
   void check_partitions();
   void check_module_shapes();
-  void read_optimizer_summary();
+  void read_optimizer_summary(const Value* osd = nullptr);  // default: the first readable optimizer file's
+  // Universal checkpoints (universal/catalog_universal.cpp): the whole catalog of a folder holding zero/.
+  void build_universal();
+  void note_universal_beside();  // a save folder whose `latest_universal` names another tag
   void read_optimizer_groups(const Value* inner);
   void problem(std::string code, std::string severity, std::string message, std::string file = {},
                std::vector<int> ranks = {}, std::vector<std::string> params = {});

@@ -105,6 +105,24 @@ std::string catalog_to_json(const Catalog& c, int indent) {
                         {"params", p.params}});
   }
   j["problems"] = std::move(problems);
+  if (c.universal) {
+    const auto& u = *c.universal;
+    json params = json::array();
+    for (const auto& p : u.params)
+      params.push_back({{"name", p.name}, {"optimizer_group", p.optimizer_group}, {"states", p.states},
+                        {"step", p.step ? json(*p.step) : json(nullptr)},
+                        {"cat_dim", p.cat_dim ? json(*p.cat_dim) : json(nullptr)}});
+    j["kind"] = "deepspeed-universal";
+    j["universal"] = {{"source_dp_world_size", u.source_dp_world_size},
+                      {"iteration", u.iteration ? json(*u.iteration) : json(nullptr)},
+                      {"has_universal_checkpoint_info", u.has_universal_checkpoint_info},
+                      {"has_param_groups", u.has_param_groups},
+                      {"has_step_files", u.has_step_files},
+                      {"loads_with_iteration", u.loads_with_iteration()},
+                      {"loads_with_step_files", u.loads_with_step_files()},
+                      {"unexpected_folders", u.unexpected_folders},
+                      {"params", std::move(params)}};
+  }
   return j.dump(indent, ' ', false, json::error_handler_t::replace);
 }
 

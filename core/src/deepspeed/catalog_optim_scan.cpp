@@ -174,9 +174,9 @@ void CatalogBuilder::read_optimizer_groups(const Value* inner) {
   }
 }
 
-void CatalogBuilder::read_optimizer_summary() {
-  const Value* osd = nullptr;
+void CatalogBuilder::read_optimizer_summary(const Value* osd) {
   for (const auto& [r, s] : optim_) {
+    if (osd) break;
     if (s.osd) {
       osd = s.osd;
       break;

@@ -67,6 +67,7 @@ const TorchFile& Checkpoint::optim_file(int dp_rank, int mp_rank) const {
 }
 
 const Value& Checkpoint::optimizer_state(int dp_rank, int mp_rank) const {
+  if (catalog_.universal) return open_cached(catalog_.universal->zero_dir + "/optimizer_state.pt").root;
   if (catalog_.optim_file(dp_rank, mp_rank)) {
     const TorchFile& f = optim_file(dp_rank, mp_rank);
     if (const Value* osd = dict_get(&f.root, "optimizer_state_dict")) return *osd;
@@ -103,6 +104,7 @@ const Value* moment_entry(const Value& osd, OptimizerWrapper w, int group) {
 }  // namespace
 
 std::optional<Tensor> Checkpoint::fp32_partition(int group, int dp_rank) const {
+  if (catalog_.universal) return dp_rank == 0 ? universal_tensor(group, "fp32") : std::nullopt;
   try {
     const Value& osd = optimizer_state(dp_rank);
     const Value* t = list_at(partition_list(osd, catalog_.wrapper), static_cast<size_t>(group));
@@ -113,6 +115,7 @@ std::optional<Tensor> Checkpoint::fp32_partition(int group, int dp_rank) const {
 }
 
 std::optional<Tensor> Checkpoint::moment_partition(int group, int dp_rank, const std::string& key) const {
+  if (catalog_.universal) return dp_rank == 0 ? universal_tensor(group, key) : std::nullopt;
   try {
     const Value& osd = optimizer_state(dp_rank);
     const Value* t = dict_get(moment_entry(osd, catalog_.wrapper, group), key);

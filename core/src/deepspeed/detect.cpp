@@ -84,6 +84,18 @@ Location locate_checkpoint(const std::string& path, const std::optional<std::str
                       "; pass --tag to choose another tag");
     }
   }
+  // A save folder holding only a universal checkpoint: `latest_universal` names its tag (§7.1).
+  if (!fs::exists(p / "latest", ec) && fs::is_regular_file(p / "latest_universal", ec)) {
+    const std::string t = read_latest(p / "latest_universal");
+    if (!t.empty() && fs::is_directory(p / t, ec)) {
+      Location loc = in_tag_dir(p / t);
+      loc.tag = t;
+      loc.from_latest = true;
+      return loc;
+    }
+    throw Error((p / "latest_universal").string(), "",
+                expected_found("the name of a universal checkpoint folder next to it", "'" + t + "', which does not exist"));
+  }
   if (has_rank_files(path)) return in_tag_dir(p);
 
   std::vector<std::string> tags;

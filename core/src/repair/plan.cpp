@@ -77,6 +77,9 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   plan.input = norm(cat.save_dir);
   plan.output = norm(output);
   plan.tag = cat.tag;
+  if (cat.universal)
+    refuse(cat.tag_dir, "a universal checkpoint is repaired by converting it: ckptdoc convert --to zero writes rigid "
+                        "files for any world size, which repair then works on");
 
   const bool repartition = rq.world_size.has_value() || rq.target.has_value();
   const int n_actions = int(rq.refresh_fp32) + int(rq.reset_optimizer) + int(rq.drop_optimizer) + int(repartition);

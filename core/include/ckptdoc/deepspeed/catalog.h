@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ckptdoc/deepspeed/universal_info.h"
 #include "ckptdoc/dtype.h"
 
 namespace ckptdoc::deepspeed {
@@ -131,6 +132,9 @@ struct Catalog {
   LossScalerInfo loss_scaler;
   std::string lr_scheduler_summary;
   std::vector<Problem> problems;  // what is missing or odd, found while cataloguing
+  // Set when the folder is a universal checkpoint: then every trainable param is its own flat group with one
+  // unpartitioned "rank" 0 (the tensors of zero/<param>/), dp_world_size is 0 and optim_file_count 1.
+  std::optional<UniversalInfo> universal;
 
   const CheckpointFile* model_file(int mp_rank = 0, int dp_rank = 0) const;
   const CheckpointFile* optim_file(int dp_rank, int mp_rank = 0) const;

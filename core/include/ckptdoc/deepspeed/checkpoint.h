@@ -51,7 +51,8 @@ class Checkpoint {
   const Value& optimizer_state(int dp_rank, int mp_rank = 0) const;
 
   // Per-rank flat tensors of group g (views on mapped files): the saved fp32 partition and a moment
-  // ("exp_avg", "exp_avg_sq"), nullopt when absent.
+  // ("exp_avg", "exp_avg_sq"), nullopt when absent. Universal checkpoints: group g is one param, rank 0 only,
+  // and the tensors are zero/<param>/fp32.pt, exp_avg.pt, ... flattened.
   std::optional<Tensor> fp32_partition(int group, int dp_rank) const;
   std::optional<Tensor> moment_partition(int group, int dp_rank, const std::string& key) const;
   // The lp weight of a param from the module state dict (weights-only sources: the tensor of that name). For
@@ -69,6 +70,7 @@ class Checkpoint {
   mutable std::mutex mutex_;
   mutable std::map<std::string, std::shared_ptr<TorchFile>> open_files_;
   const TorchFile& open_cached(const std::string& abs_path) const;
+  std::optional<Tensor> universal_tensor(int group, const std::string& state) const;  // universal/universal_tensors.cpp
   friend class CatalogBuilder;
 };
 

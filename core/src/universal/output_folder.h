@@ -1,0 +1,24 @@
+#pragma once
+// Where a conversion writes: a new folder beside the input, filled under a temporary name and renamed into
+// place (as repair does), so the output either holds a complete checkpoint or does not exist.
+#include <functional>
+#include <string>
+
+#include "ckptdoc/io/file_io.h"
+
+namespace ckptdoc::universal::detail {
+
+// The normalised output folder after checking it is neither inside the input (save or tag folder) nor holding
+// it, and is absent or empty (or `force`). Throws ckptdoc::Error naming --output otherwise.
+std::string checked_output(const std::string& output, const std::string& input_save_dir,
+                           const std::string& input_tag_dir, bool force);
+
+// Runs write(partial) on "<out>.ckptdoc-partial-<pid>", fsyncs it, replaces `out` with it and fsyncs the
+// parent. Any failure removes the partial folder (or the renamed output) and rethrows.
+void publish_folder(const std::string& out, FileIo& io,
+                    const std::function<void(const std::string& dir)>& write);
+
+// mkdir through `io`; an existing folder is fine, other errors throw naming the path.
+void make_dir(FileIo& io, const std::string& path);
+
+}  // namespace ckptdoc::universal::detail

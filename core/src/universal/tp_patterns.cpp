@@ -1,0 +1,87 @@
+#include "universal/tp_patterns.h"
+
+#include <regex>
+#include <vector>
+
+#include "ckptdoc/error.h"
+#include "deepspeed/value_access.h"
+
+namespace ckptdoc::universal::detail {
+namespace {
+
+using deepspeed::detail::dict_get;
+
+std::vector<std::string> patterns(const Value* info, const char* key) {
+  std::vector<std::string> out;
+  const Value* list = dict_get(info, key);
+  if (!list) return out;
+  if (!list->is_sequence())
+    throw Error("", std::string("universal_checkpoint_info['") + key + "']", "not a list");
+  for (const auto& p : list->items()) {
+    if (!p.is(Value::Kind::Str))
+      throw Error("", std::string("universal_checkpoint_info['") + key + "']", "a pattern is not a string");
+    out.push_back(p.as_str());
+  }
+  return out;
+}
+
+// Python's re.match: the pattern must match at the start of the name (not necessarily to its end).
+bool re_match(const std::string& pattern, const std::string& name) {
+  try {
+    return std::regex_search(name, std::regex(pattern), std::regex_constants::match_continuous);
+  } catch (const std::regex_error& e) {
+    throw Error("", "universal_checkpoint_info pattern '" + pattern + "'",
+                std::string("not a usable regex: ") + e.what());
+  }
+}
+
+constexpr const char* kReplicated = "tp_replicated_parameter_patterns";
+constexpr const char* kAverage = "parameter_to_average_patterns";
+constexpr const char* kRow = "parameter_with_row_parallelism_patterns";
+constexpr const char* kVocab = "vocabulary_parameter_patterns";
+constexpr const char* kTwoSub = "parameter_with_2_sub_params_cat_dim_0";
+
+}  // namespace
+
+TpPatterns::TpPatterns(const Value* info) : info_(info) {
+  if (dict_get(info, "parameter_with_sub_params"))
+    throw Error("", "universal_checkpoint_info['parameter_with_sub_params']",
+                "sub-param shapes (SubparamShape) are not written by ckptdoc yet; use DeepSpeed's "
+                "ds_to_universal.py");
+  for (const char* k : {kReplicated, kAverage, kRow, kVocab, kTwoSub})
+    for (const auto& p : patterns(info, k)) all_.insert(p);
+  unmatched_ = all_;
+}
+
+ParamMerge TpPatterns::merge_for(const std::string& name) {
+  auto matched = [&](const char* key) {
+    std::vector<std::string> hits;
+    for (const auto& p : patterns(info_, key))
+      if (re_match(p, name)) hits.push_back(p);
+    if (hits.size() > 1)
+      throw Error("", std::string("universal_checkpoint_info['") + key + "']",
+                  "several patterns match '" + name + "' (" + hits[0] + ", " + hits[1] + ")");
+    if (!hits.empty()) unmatched_.erase(hits[0]);
+    return !hits.empty();
+  };
+  ParamMerge m;
+  if (matched(kReplicated)) {
+    m.kind = MergeKind::Replicated;
+  } else if (matched(kAverage)) {
+    m.kind = MergeKind::Average;
+  } else if (matched(kTwoSub)) {
+    m.kind = MergeKind::TwoSubParams;
+  } else {
+    m.cat_dim = matched(kRow) ? 1 : 0;
+  }
+  if (matched(kVocab)) {
+    const auto rows = deepspeed::detail::opt_int(dict_get(info_, "original_vocab_size"));
+    if (!rows || *rows < 0)
+      throw Error("", "universal_checkpoint_info['original_vocab_size']", "missing or not a count");
+    m.vocab = true;
+    m.vocab_rows = *rows;
+  }
+  return m;
+}
+
+}  // namespace ckptdoc::universal::detail

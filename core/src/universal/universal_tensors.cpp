@@ -1,0 +1,38 @@
+// Checkpoint::universal_tensor: a universal checkpoint's per-param state files as the flat 1-D tensors the
+// rest of ckptdoc reads (group k = param k, rank 0), views on the mapped files.
+#include <algorithm>
+
+#include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/error.h"
+#include "deepspeed/value_access.h"
+#include "universal/universal_folder.h"
+
+namespace ckptdoc::deepspeed {
+
+std::optional<Tensor> Checkpoint::universal_tensor(int group, const std::string& state) const {
+  const auto& u = *catalog_.universal;
+  if (group < 0 || static_cast<size_t>(group) >= u.params.size() ||
+      static_cast<size_t>(group) >= catalog_.groups.size())
+    return std::nullopt;
+  const auto& pf = u.params[static_cast<size_t>(group)];
+  if (std::find(pf.states.begin(), pf.states.end(), state) == pf.states.end()) return std::nullopt;
+  const int64_t numel = catalog_.groups[static_cast<size_t>(group)].numel;
+  try {
+    const TorchFile& f = open_cached(universal::state_file(u.zero_dir, pf.name, state));
+    const Value* v = f.root.is_tensor() ? &f.root : detail::dict_get(&f.root, "param");
+    if (!v || !v->is_tensor()) return std::nullopt;
+    const Tensor& t = v->as_tensor();
+    if (t.numel() != numel) return std::nullopt;  // reported by the catalog (shape-mismatch)
+    if (t.is_contiguous()) {
+      Tensor flat = t;
+      flat.shape = {numel};
+      flat.strides = {1};
+      return flat;
+    }
+    return Tensor::from_bytes(t.dtype, {numel}, t.to_bytes());  // rare: one param's worth, in memory
+  } catch (const Error&) {
+    return std::nullopt;  // unreadable: reported by the catalog
+  }
+}
+
+}  // namespace ckptdoc::deepspeed
