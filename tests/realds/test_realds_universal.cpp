@@ -88,14 +88,11 @@ std::set<double> loaded_steps(const realds::LoadCheck& c) {
 // had.
 realds::LoadCheck load_universal(const std::string& save_dir, const std::string& like, int world,
                                  const std::string& ds = "", bool universal = true) {
-  realds::LoadOptions o;
-  o.world = world;
-  o.ds = ds;
   // --timeout: DeepSpeed's ranks share the CPU with whatever else runs (ctest -j, other builds)
-  o.args = {"--strict", "--timeout", "900", "--expect-fp32", realds::reference(like, "fp32"), "--expect-moments",
-            realds::reference(like, "moments")};
-  if (universal) o.args.push_back("--universal");
-  return realds::load(save_dir, like, o);
+  std::vector<std::string> args = {"--strict", "--timeout", "900", "--expect-fp32", realds::reference(like, "fp32"),
+                                   "--expect-moments", realds::reference(like, "moments")};
+  if (universal) args.push_back("--universal");
+  return realds::load(save_dir, like, args, world, ds);
 }
 
 std::vector<std::string> finding_codes(const QJsonObject& report, const char* severity) {
