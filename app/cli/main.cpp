@@ -146,7 +146,10 @@ int main(int argc, char** argv) {
                        "With --target: keep the template's values for params whose shape changed");
   repair_cmd->add_flag("--dry-run", repair.dry_run, "Print the plan only");
   repair_cmd->add_option("--device", repair.device, "auto | cpu | cuda");
-  repair_cmd->add_flag("--force", repair.force, "Allow a non-empty output folder");
+  repair_cmd->add_flag("--force", repair.force,
+                       "Replace an output folder that holds a DeepSpeed checkpoint (anything else is refused)");
+  repair_cmd->add_flag("--allow-unsafe-pickle", repair.allow_unsafe_pickle,
+                       "Write the output even though input files carry pickles that would run code in torch.load");
   repair_cmd->add_flag("--json", repair.json, "Machine-readable output");
   repair_cmd->callback([&] { rc = cli::run_repair(repair); });
 

@@ -144,6 +144,7 @@ int run_repair(const RepairOptions& o) {
     rq.allow_shape_change = o.allow_shape_change;
     rq.device = choose_device(o.device);
     rq.force = o.force;
+    rq.allow_unsafe_pickle = o.allow_unsafe_pickle;
     rq.across_processes = mpi_size() > 1;
     ckpt = deepspeed::Checkpoint::open(o.path);
     const repair::Plan plan = repair::make_plan(*ckpt, o.output, rq);

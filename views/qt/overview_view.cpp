@@ -6,6 +6,7 @@
 #include <QLabel>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QStringList>
 #include <QVBoxLayout>
 
 #include "findings_model.h"
@@ -178,6 +179,19 @@ void OverviewView::rebuildCards() {
       d->setStyleSheet(QStringLiteral("color: #555;"));
       d->setWordWrap(true);
       d->setToolTip(findings_->data(findings_->index(row, FindingsModel::Params), Qt::ToolTipRole).toString());
+      v->addWidget(d);
+    }
+    if (!f.details.empty()) {  // e.g. unsafe-pickle: file, record, callable, how it is reached
+      QStringList facts;
+      for (const char* k : {"file", "record", "callable", "how"})
+        if (auto it = f.details.find(k); it != f.details.end())
+          facts << QStringLiteral("%1: <code>%2</code>").arg(QString::fromLatin1(k),
+                                                            QString::fromStdString(it->second).toHtmlEscaped());
+      auto* d = new QLabel(facts.join(QStringLiteral("&nbsp;&nbsp;·&nbsp;&nbsp;")), card);
+      d->setObjectName(QStringLiteral("findingDetails"));
+      d->setTextFormat(Qt::RichText);
+      d->setStyleSheet(QStringLiteral("color: #555;"));
+      d->setWordWrap(true);
       v->addWidget(d);
     }
     h->addLayout(v, 1);

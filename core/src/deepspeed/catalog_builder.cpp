@@ -1,6 +1,8 @@
 // Catalog building, part 1: locating the tag folder, file roles, opening files, the model-states file.
 #include "deepspeed/catalog_builder.h"
 
+#include "deepspeed/catalog_bounds.h"
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -48,6 +50,7 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
   check_partitions();
   check_module_shapes();
   read_optimizer_summary();
+  check_pickle_safety();
 }
 
 void CatalogBuilder::list_files() {
@@ -140,7 +143,7 @@ void CatalogBuilder::read_model_file() {
     ParamEntry p;
     p.name = name;
     p.shape = shape_of(shape_v).value_or(std::vector<int64_t>{});
-    p.numel = shape_numel(p.shape);
+    p.numel = checked_numel(p.shape, mf->abs_path, "frozen_param_shapes['" + name + "']");
     cat_.frozen_params.push_back(std::move(p));
   }
   for (const auto& [alias, owner] : str_items(dict_get(root, "shared_params"))) {
@@ -152,8 +155,10 @@ void CatalogBuilder::read_model_file() {
   cat_.global_steps = opt_int(dict_get(root, "global_steps")).value_or(0);
   cat_.skipped_steps = opt_int(dict_get(root, "skipped_steps")).value_or(0);
   cat_.global_samples = opt_int(dict_get(root, "global_samples")).value_or(0);
-  cat_.dp_world_size = static_cast<int>(opt_int(dict_get(root, "dp_world_size")).value_or(0));
-  cat_.mp_world_size = static_cast<int>(opt_int(dict_get(root, "mp_world_size")).value_or(0));
+  cat_.dp_world_size = checked_count(opt_int(dict_get(root, "dp_world_size")), 0, kMaxWorldSize, mf->abs_path,
+                                     "key 'dp_world_size'");
+  cat_.mp_world_size = checked_count(opt_int(dict_get(root, "mp_world_size")), 0, kMaxWorldSize, mf->abs_path,
+                                     "key 'mp_world_size'");
   cat_.ds_version = opt_str(dict_get(root, "ds_version")).value_or("");
   const Value* config = dict_get(root, "ds_config");
   if (auto t = opt_str(dict_get(dict_get(config, "optimizer"), "type"))) cat_.optimizer_name_hint = *t;

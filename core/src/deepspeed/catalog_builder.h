@@ -45,6 +45,7 @@ class CatalogBuilder {
   void check_module_shapes();
   void read_optimizer_summary();
   void read_optimizer_groups(const Value* inner);
+  void check_pickle_safety();
   void problem(std::string code, std::string severity, std::string message, std::string file = {},
                std::vector<int> ranks = {}, std::vector<std::string> params = {});
   std::vector<std::vector<ParamEntry>> param_groups_from_shapes();
@@ -54,6 +55,7 @@ class CatalogBuilder {
   const TorchFile* model_ = nullptr;  // primary model file (mp 0, dp 0)
   std::map<int, OptimRankScan> optim_;  // by dp rank, mp rank 0, readable or not
   const Value* old_param_shapes_ = nullptr;  // param_shapes from an optim file (< v0.6.0)
+  std::string old_param_shapes_file_;
   int layout_dp_ = 0;
 };
 

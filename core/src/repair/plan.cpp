@@ -99,12 +99,19 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
 
   // The checkpoint must be readable end to end.
   std::vector<std::string> errors;
-  for (const auto& p : cat.problems)
-    if (p.severity == "error" && !(rq.across_processes && p.code == "rank-file-missing"))  // maybe on another node
-      errors.push_back(p.code + ": " + p.message);
+  bool unsafe = false;
+  for (const auto& p : cat.problems) {
+    if (p.severity != "error") continue;
+    if (rq.across_processes && p.code == "rank-file-missing") continue;  // maybe on another node
+    if (p.code == "unsafe-pickle" && rq.allow_unsafe_pickle) continue;
+    unsafe = unsafe || p.code == "unsafe-pickle";
+    errors.push_back(p.code + ": " + p.message);
+  }
   if (!errors.empty()) {
     std::string msg = "the checkpoint has problems a repair cannot work around:";
     for (const auto& e : errors) msg += "\n  " + e;
+    if (unsafe)
+      msg += "\n(the output would carry the same pickle; pass --allow-unsafe-pickle to write it anyway)";
     refuse(cat.tag_dir, msg);
   }
 
@@ -186,7 +193,9 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
                              " checkpoint; a ZeRO-1/2 or BF16_Optimizer one is needed");
     if (tc.lp_dtype != cat.lp_dtype) refuse("--target", "the template's 16-bit dtype differs from the checkpoint's");
     for (const auto& p : tc.problems)
-      if (p.severity == "error") refuse("--target", "the template has a problem: " + p.message);
+      if (p.severity == "error" && !(p.code == "unsafe-pickle" && rq.allow_unsafe_pickle))
+        refuse("--target", "the template has a problem: " + p.code + ": " + p.message +
+                               (p.code == "unsafe-pickle" ? " (pass --allow-unsafe-pickle to write it anyway)" : ""));
     std::vector<std::string> changed, added;
     for (const auto& g : tc.groups)
       for (const auto& p : g.params) {

@@ -12,6 +12,10 @@
 
 namespace ckptdoc::deepspeed {
 
+// The largest data-parallel, model-parallel or partition count ckptdoc lays out (also the largest
+// repair --world-size). A file claiming more is refused as damaged, before anything is sized by it.
+inline constexpr int kMaxWorldSize = 65536;
+
 enum class FileRole : uint8_t { Model, Optim, Layer, Expert, ExpertOptim, Other };
 std::string_view role_name(FileRole r);  // "model", "optim", "layer", "expert", "expert_optim", "other"
 
@@ -75,7 +79,7 @@ struct GroupLayout {
 
 // Problem codes the catalog emits: "rank-file-missing", "rank-file-truncated", "rank-file-unreadable",
 // "world-size-mismatch", "shape-mismatch", "layout-mismatch", "model-file-missing", "unknown-schema",
-// "legacy-param-shapes", "round-robin-order".
+// "legacy-param-shapes", "round-robin-order", "unsafe-pickle", "rank-file-renamed".
 struct Problem {
   std::string code;      // stable finding code, e.g. "rank-file-missing"
   std::string severity;  // "error" | "warning" | "info"
@@ -83,6 +87,8 @@ struct Problem {
   std::string file;      // relative path, when one file is concerned
   std::vector<int> ranks;
   std::vector<std::string> params;
+  // Named facts behind the problem, for JSON and tools: unsafe-pickle has file, record, callable, how.
+  std::map<std::string, std::string> details = {};
 };
 
 struct LossScalerInfo {

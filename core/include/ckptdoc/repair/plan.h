@@ -24,7 +24,9 @@ struct RepairRequest {
   std::optional<std::string> target;  // repartition onto a template checkpoint's layout
   bool allow_shape_change = false;
   DeviceKind device = DeviceKind::Auto;
-  bool force = false;  // allow a non-empty output folder
+  bool force = false;  // replace an output folder that holds a DeepSpeed checkpoint
+  // Copy or rewrite files whose pickles would run code under torch.load (unsafe-pickle errors); refused otherwise.
+  bool allow_unsafe_pickle = false;
   // Under mpirun with several processes (--world-size only): every process runs the repair; each reads the
   // old rank files in its own checkpoint folder (shared or node-local storage), slices move between
   // processes (NCCL or MPI), and each writes the new ranks it owns. Rank files missing from one process's
