@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 
+#include "ckptdoc/error.h"
+#include "deepspeed/catalog_bounds.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/value_access.h"
 
@@ -14,13 +16,17 @@ using namespace detail;
 
 namespace {
 
-std::vector<ParamEntry> entries_of(const Value* shapes) {
+std::vector<ParamEntry> entries_of(const Value* shapes, const std::string& file) {
   std::vector<ParamEntry> out;
+  int64_t total = 0;
   for (const auto& [name, v] : str_items(shapes)) {
     ParamEntry p;
     p.name = name;
     p.shape = shape_of(v).value_or(std::vector<int64_t>{});
-    p.numel = shape_numel(p.shape);
+    p.numel = checked_numel(p.shape, file, "param_shapes['" + name + "']");
+    total += p.numel;
+    if (total > kMaxGroupNumel)
+      throw Error(file, "param_shapes", "a group claims more than " + std::to_string(kMaxGroupNumel) + " elements");
     out.push_back(std::move(p));
   }
   return out;
@@ -43,14 +49,15 @@ const Value* state_entry(const Value* osd, OptimizerWrapper w, int group) {
 std::vector<std::vector<ParamEntry>> CatalogBuilder::param_groups_from_shapes() {
   std::vector<std::vector<ParamEntry>> groups;
   const Value* shapes = model_ ? dict_get(&model_->root, "param_shapes") : nullptr;
+  std::string file = shapes ? model_->path : old_param_shapes_file_;
   if (!shapes) shapes = old_param_shapes_;
   if (!shapes) return groups;
   if (shapes->is_sequence()) {
-    for (const auto& g : shapes->items()) groups.push_back(entries_of(&g));
+    for (const auto& g : shapes->items()) groups.push_back(entries_of(&g, file));
     return groups;
   }
   // < v0.5.4: one OrderedDict for all params; split it by the saved fp32 totals per group.
-  std::vector<ParamEntry> all = entries_of(shapes);
+  std::vector<ParamEntry> all = entries_of(shapes, file);
   std::vector<int64_t> totals;
   for (const auto& [r, s] : optim_) {
     for (size_t g = 0; g < s.fp32_numel.size(); ++g) {
