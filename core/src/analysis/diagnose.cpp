@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "checksums.h"
+#include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/compute/distributed.h"
 #include "problem_merge.h"
 #include "rules.h"
@@ -12,9 +13,13 @@ namespace ckptdoc::analysis {
 
 Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& options, Progress* progress) {
   const auto start = std::chrono::steady_clock::now();
+  const uint64_t changes = MappedFile::change_count();
   ScanResult scan = scan_params(ckpt, options, progress);
   if (options.verify_checksums)
     for (auto& p : verify_checksums(ckpt.catalog(), options.threads, progress)) scan.problems.push_back(std::move(p));
+  // A rank file that shrank while it was scanned read as zeros past its new end: no report from that.
+  ckpt.check_unchanged();
+  if (MappedFile::change_count() != changes) MappedFile::throw_changed("diagnose");
   Report report;
   if (mpi_size() > 1) {
     // Each process saw its own files: the problems of all, with ranks on another process not missing.

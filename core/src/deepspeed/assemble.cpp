@@ -55,6 +55,7 @@ ParamData Checkpoint::assemble(int group, int param_index, bool with_moments) co
     gather(g, param_index, p.numel, d.exp_avg, [&](int r) { return moment_partition(group, r, "exp_avg"); });
     gather(g, param_index, p.numel, d.exp_avg_sq, [&](int r) { return moment_partition(group, r, "exp_avg_sq"); });
   }
+  check_unchanged();
   return d;
 }
 

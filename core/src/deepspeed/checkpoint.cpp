@@ -32,6 +32,12 @@ const TorchFile& Checkpoint::open_cached(const std::string& abs_path) const {
   }
 }
 
+void Checkpoint::check_unchanged() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [path, f] : open_files_)
+    if (f && f->file) f->file->check_unchanged();
+}
+
 const TorchFile& Checkpoint::model_file(int mp_rank, int dp_rank) const {
   const CheckpointFile* f = catalog_.model_file(mp_rank, dp_rank);
   if (!f) {

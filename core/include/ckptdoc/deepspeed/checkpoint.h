@@ -51,6 +51,10 @@ class Checkpoint {
   // Assembles one trainable param (reads only its slices).
   ParamData assemble(int group, int param_index, bool with_moments = true) const;
 
+  // Throws ckptdoc::Error "changed while being read" naming the first file opened so far that shrank under
+  // its memory map (MappedFile): call it when done reading, before trusting what was read.
+  void check_unchanged() const;
+
  private:
   Checkpoint() = default;
   Catalog catalog_;

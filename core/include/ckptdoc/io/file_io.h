@@ -81,6 +81,7 @@ class AtomicFile : public ByteSink {
   std::vector<uint8_t> buffer_;
   bool committed_ = false;
   bool failed_ = false;  // a write failed part way: the temp file is incomplete and must never be committed
+  uint64_t mapped_changes_ = 0;  // MappedFile::change_count() when opened: commit() refuses if it moved
 };
 
 }  // namespace ckptdoc
