@@ -33,6 +33,7 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
   cat_.tag = loc.tag;
   cat_.tag_dir = loc.tag_dir;
   list_files();
+  recognise_by_content();
   const bool any_rank_file = std::any_of(cat_.files.begin(), cat_.files.end(), [](const CheckpointFile& f) {
     return f.role == FileRole::Model || f.role == FileRole::Optim;
   });
@@ -47,9 +48,11 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
   decide_wrapper();
   check_world_sizes();
   build_groups();
+  identify_renamed_ranks();
   check_partitions();
   check_module_shapes();
   read_optimizer_summary();
+  report_renamed();
   check_pickle_safety();
 }
 

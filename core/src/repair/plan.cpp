@@ -6,6 +6,7 @@
 
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
+#include "deepspeed/detect.h"
 #include "repair/sources.h"
 
 namespace fs = std::filesystem;
@@ -93,8 +94,15 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   std::error_code ec;
   if (fs::exists(plan.output, ec)) {
     if (!fs::is_directory(plan.output, ec)) refuse("--output", plan.output + " exists and is not a folder");
-    if (!fs::is_empty(plan.output, ec) && !rq.force)
-      refuse("--output", plan.output + " exists and is not empty (pass --force to replace it)");
+    if (!fs::is_empty(plan.output, ec)) {
+      if (!rq.force) refuse("--output", plan.output + " exists and is not empty (pass --force to replace a checkpoint there)");
+      // --force replaces what an earlier run (or DeepSpeed) wrote there, recognised by its content, nothing else.
+      std::string foreign;
+      if (!deepspeed::detail::holds_only_a_deepspeed_checkpoint(plan.output, &foreign))
+        refuse("--force", plan.output + " holds " + foreign + ", which is not part of a DeepSpeed checkpoint; --force "
+                          "replaces only a folder that holds a DeepSpeed checkpoint and nothing else. Choose another "
+                          "output folder, or move those files away yourself");
+    }
   }
 
   // The checkpoint must be readable end to end.
