@@ -8,6 +8,11 @@ Actions:
   payload-model   the model-states file gains an entry whose unpickling calls os.system('true') (the classic
                   __reduce__ payload; Python pickles it as posix.system)
   huge-counts     every file claims dp_world_size and partition_count 2147483647
+  drop-moment R K rank R's optimizer state loses key K in every group (other ranks keep it)
+  shrink-moment R K  rank R's key K of group 0 becomes a 1-element tensor
+  fp32-half R     rank R's fp32 master partitions saved as float16
+  strided-fp32 R  rank R's fp32 master partitions saved as strided (non-contiguous) views, same values
+  drop-weight N   the model file's module loses the weight N
 """
 import glob
 import os
@@ -33,7 +38,7 @@ def edit(path, fn):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) < 3:
         sys.exit(__doc__)
     save_dir, action = sys.argv[1], sys.argv[2]
     tag = tag_dir(save_dir)
@@ -51,6 +56,43 @@ def main():
                 pc = osd["partition_count"]
                 osd["partition_count"] = [huge] * len(pc) if isinstance(pc, (list, tuple)) else huge
             edit(o, claim)
+    elif action in ("drop-moment", "shrink-moment"):
+        rank, key = int(sys.argv[3]), sys.argv[4]
+        victim = [o for o in optims if f"zero_pp_rank_{rank}_" in os.path.basename(o)]
+        if len(victim) != 1:
+            sys.exit(f"hostile_edit.py: no optimizer file of rank {rank}")
+
+        def state_of(d):
+            osd = d["optimizer_state_dict"]
+            inner = osd.get("base_optimizer_state", osd.get("optimizer_state_dict"))
+            return inner["state"]
+
+        def drop(d):
+            for entry in state_of(d).values():
+                entry.pop(key)
+
+        def shrink(d):
+            st = state_of(d)
+            g0 = sorted(st.keys())[0]
+            st[g0][key] = st[g0][key].flatten()[:1].clone()
+        edit(victim[0], drop if action == "drop-moment" else shrink)
+    elif action in ("fp32-half", "strided-fp32"):
+        rank = int(sys.argv[3])
+        victim = [o for o in optims if f"zero_pp_rank_{rank}_" in os.path.basename(o)]
+
+        def convert(t):
+            if action == "fp32-half":
+                return t.detach().half()
+            wide = torch.stack([t.detach(), torch.zeros_like(t)], dim=1)  # every other element of a bigger storage
+            return wide[:, 0]
+
+        def masters(d):
+            osd = d["optimizer_state_dict"]
+            key = "single_partition_of_fp32_groups" if "single_partition_of_fp32_groups" in osd else "fp32_flat_groups"
+            osd[key] = [convert(t) for t in osd[key]]
+        edit(victim[0], masters)
+    elif action == "drop-weight":
+        edit(models[0], lambda d: d["module"].pop(sys.argv[3]))
     else:
         sys.exit(f"hostile_edit.py: unknown action {action}")
 

@@ -137,7 +137,11 @@ void OverviewView::rebuildCards() {
     delete item->widget();
     delete item;
   }
-  if (findings_->count() == 0 && session_->report()) {
+  // Clean means no error or warning; info cards (what holds nothing to compare, a fresh optimizer) follow it.
+  bool problems = false;
+  for (int row = 0; row < findings_->count(); ++row)
+    problems = problems || findings_->finding(row).severity != analysis::Severity::Info;
+  if (!problems && session_->report()) {
     auto* ok = new QLabel(tr("No problems found. The fp32 masters match the weights and the optimizer state "
                              "looks consistent."),
                           cards_);
@@ -146,7 +150,6 @@ void OverviewView::rebuildCards() {
     ok->setStyleSheet(QStringLiteral("QLabel { background: #e8f5e9; border-left: 5px solid #2e7d32; "
                                      "padding: 10px; border-radius: 3px; }"));
     cardsLayout_->addWidget(ok);
-    return;
   }
   for (int row = 0; row < findings_->count(); ++row) {
     const auto& f = findings_->finding(row);

@@ -1,10 +1,12 @@
 #include "ckptdoc/analysis/diagnose.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "checksums.h"
 #include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/compute/distributed.h"
+#include "not_analysed.h"
 #include "problem_merge.h"
 #include "rules.h"
 #include "scan.h"
@@ -29,6 +31,11 @@ Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& option
   } else {
     report.findings = apply_rules(ckpt.catalog(), scan.params, scan.problems);
   }
+  // Every element not analysed is counted (a warning where data was skipped, info where there is nothing to compare).
+  for (auto& f : not_analysed_findings(scan.not_analysed)) report.findings.push_back(std::move(f));
+  std::stable_sort(report.findings.begin(), report.findings.end(), [](const Finding& a, const Finding& b) {
+    return static_cast<int>(a.severity) > static_cast<int>(b.severity);
+  });
   report.params = std::move(scan.params);
   report.backend = std::move(scan.backend);
   report.devices = std::move(scan.devices);

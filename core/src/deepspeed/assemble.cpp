@@ -21,7 +21,11 @@ bool gather(const GroupLayout& g, int index, int64_t numel, std::vector<float>& 
     for (const auto& f : rp.fragments) {
       if (f.param != index) continue;
       if (!part) {
-        part = fetch(rp.rank);
+        try {
+          part = fetch(rp.rank);
+        } catch (const Error&) {
+          part.reset();  // a rank missing or unreadable (the catalog names it): the param has no complete value
+        }
         if (!part) {
           out.clear();
           return false;

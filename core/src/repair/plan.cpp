@@ -228,7 +228,7 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
       plan.warnings.push_back(std::to_string(added.size()) +
                               " new params start with zero Adam moments while their group's step continues, so their "
                               "first updates are larger than lr (bias correction); diagnose reports this as "
-                              "optimizer-step-inconsistent. Add --reset-optimizer to restart all moments together");
+                              "new-params-zero-moments (a warning). Add --reset-optimizer to restart all moments together");
     plan.actions.push_back("graft onto the template " + tc.save_dir + " (data-parallel " +
                            std::to_string(tc.groups.empty() ? 0 : tc.groups.front().partitions.size()) + ", " +
                            std::to_string(added.size()) + " new params with the template's values and zero moments)");

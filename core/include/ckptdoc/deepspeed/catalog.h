@@ -79,7 +79,7 @@ struct GroupLayout {
 
 // Problem codes the catalog emits: "rank-file-missing", "rank-file-truncated", "rank-file-unreadable",
 // "world-size-mismatch", "shape-mismatch", "layout-mismatch", "model-file-missing", "unknown-schema",
-// "legacy-param-shapes", "round-robin-order", "unsafe-pickle", "rank-file-renamed".
+// "legacy-param-shapes", "round-robin-order", "unsafe-pickle", "rank-file-renamed", "optimizer-state-incomplete".
 struct Problem {
   std::string code;      // stable finding code, e.g. "rank-file-missing"
   std::string severity;  // "error" | "warning" | "info"
@@ -131,6 +131,8 @@ struct Catalog {
   std::optional<int64_t> optimizer_step;        // Adam step of group 0, rank 0
   std::vector<OptimizerGroupState> optimizer_groups;  // per flat group (index = GroupLayout::index)
   std::vector<std::string> optimizer_state_keys;  // e.g. exp_avg, exp_avg_sq
+  // Per flat group: the tensor state keys (exp_avg, ...) any rank holds; every rank must hold them all.
+  std::vector<std::vector<std::string>> group_state_keys;
   std::string optimizer_name_hint;              // from ds_config when present, e.g. "AdamW"
   LossScalerInfo loss_scaler;
   std::string lr_scheduler_summary;

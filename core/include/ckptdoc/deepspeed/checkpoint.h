@@ -42,7 +42,9 @@ class Checkpoint {
   const Value& optimizer_state(int dp_rank, int mp_rank = 0) const;
 
   // Per-rank flat tensors of group g (views on mapped files): the saved fp32 partition and a moment
-  // ("exp_avg", "exp_avg_sq"), nullopt when absent.
+  // ("exp_avg", "exp_avg_sq"). nullopt only where the checkpoint has none by design (a wrapper without fp32
+  // partitions; a state key no rank holds, as in a fresh optimizer). A rank file that is missing or unreadable,
+  // or that lacks what the other ranks hold, throws ckptdoc::Error naming the file, the key and the rank.
   std::optional<Tensor> fp32_partition(int group, int dp_rank) const;
   std::optional<Tensor> moment_partition(int group, int dp_rank, const std::string& key) const;
   // The lp weight of a param from the module state dict (nullopt for ZeRO-3 placeholders / missing).
@@ -61,6 +63,7 @@ class Checkpoint {
   mutable std::mutex mutex_;
   mutable std::map<std::string, std::shared_ptr<TorchFile>> open_files_;
   const TorchFile& open_cached(const std::string& abs_path) const;
+  std::string state_file_path(int dp_rank) const;  // the file a rank's optimizer state is read from
   friend class CatalogBuilder;
 };
 
