@@ -76,6 +76,18 @@ void print_verification(const repair::RepairResult& result, bool with_invariants
   }
 }
 
+// How to load a weights-only output, as real DeepSpeed v0.12.6 and v0.14.5 were seen to behave (tests/realds):
+// before v0.13 only fp16 has a load option that sets the masters from the weights.
+std::string weights_only_load_advice(DType lp) {
+  if (lp == DType::F16)
+    return "Load it with engine.load_checkpoint(dir, load_module_only=True, load_optimizer_states=False): DeepSpeed "
+           "then sets the fp32 masters from the fp16 weights (v0.12.6 and v0.14.5). With load_optimizer_states=False "
+           "alone, versions before 0.13 keep stale masters (#762).\n";
+  return "DeepSpeed v0.13+ loads it with engine.load_checkpoint(dir, load_optimizer_states=False) and sets the fp32 "
+         "masters from the weights. Before v0.13 no load option does that for bf16 (the masters stay stale, #762): "
+         "for those versions repair with --refresh-fp32 --reset-optimizer instead, which loads with the defaults.\n";
+}
+
 // Under mpirun: every process repairs its share; process 0 prints the plan and the outcome, and on
 // node-local storage each process prints the verification of its own files. All return the same exit code.
 int run_across_processes(const RepairOptions& o, const deepspeed::Checkpoint& ckpt, const repair::RepairRequest& rq,
@@ -226,8 +238,7 @@ int run_repair(const RepairOptions& o) {
   std::printf("\nWrote %s\n\nVerification (re-opened and re-diagnosed):\n", result.output.c_str());
   print_verification(result);
   std::printf(ok ? "\nRepair verified.\n" : "\nThe repaired checkpoint still has errors (see above).\n");
-  if (ok && rq.drop_optimizer)
-    std::printf("Load it with engine.load_checkpoint(dir, load_optimizer_states=False).\n");
+  if (ok && rq.drop_optimizer) std::printf("%s", weights_only_load_advice(ckpt->catalog().lp_dtype).c_str());
   if (ok && rq.world_size) std::printf("Load it with %d data-parallel ranks.\n", *rq.world_size);
   return ok ? 0 : 1;
 }

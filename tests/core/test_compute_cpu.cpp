@@ -587,5 +587,5 @@ class TestComputeCpu : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestComputeCpu)
+CKPTDOC_TEST_MAIN(TestComputeCpu)
 #include "test_compute_cpu.moc"

@@ -131,5 +131,5 @@ class TestDamagedCheckpoint : public QObject {
   }
 };
 
-QTEST_APPLESS_MAIN(TestDamagedCheckpoint)
+CKPTDOC_TEST_MAIN_APPLESS(TestDamagedCheckpoint)
 #include "test_damaged_checkpoint.moc"

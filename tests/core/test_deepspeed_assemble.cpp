@@ -106,5 +106,5 @@ class TestDeepspeedAssemble : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestDeepspeedAssemble)
+CKPTDOC_TEST_MAIN(TestDeepspeedAssemble)
 #include "test_deepspeed_assemble.moc"

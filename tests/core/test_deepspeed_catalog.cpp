@@ -310,5 +310,5 @@ class TestDeepspeedCatalog : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestDeepspeedCatalog)
+CKPTDOC_TEST_MAIN(TestDeepspeedCatalog)
 #include "test_deepspeed_catalog.moc"

@@ -180,5 +180,5 @@ class TestDeepspeedDamage : public QObject {
 
 };
 
-QTEST_GUILESS_MAIN(TestDeepspeedDamage)
+CKPTDOC_TEST_MAIN(TestDeepspeedDamage)
 #include "test_deepspeed_damage.moc"

@@ -338,5 +338,5 @@ class TestDiagnose : public QObject {
   }
 };
 
-QTEST_APPLESS_MAIN(TestDiagnose)
+CKPTDOC_TEST_MAIN_APPLESS(TestDiagnose)
 #include "test_diagnose.moc"

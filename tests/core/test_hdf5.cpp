@@ -170,5 +170,5 @@ class TestHdf5 : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestHdf5)
+CKPTDOC_TEST_MAIN(TestHdf5)
 #include "test_hdf5.moc"

@@ -190,5 +190,5 @@ class TestPickler : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestPickler)
+CKPTDOC_TEST_MAIN(TestPickler)
 #include "test_pickler.moc"

@@ -464,5 +464,5 @@ class TestRepair : public QObject {
   }
 };
 
-QTEST_APPLESS_MAIN(TestRepair)
+CKPTDOC_TEST_MAIN_APPLESS(TestRepair)
 #include "test_repair.moc"

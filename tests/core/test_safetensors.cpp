@@ -502,5 +502,5 @@ class TestSafetensors : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestSafetensors)
+CKPTDOC_TEST_MAIN(TestSafetensors)
 #include "test_safetensors.moc"

@@ -459,5 +459,5 @@ class TestUnpickler : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestUnpickler)
+CKPTDOC_TEST_MAIN(TestUnpickler)
 #include "test_unpickler.moc"

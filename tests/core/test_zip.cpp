@@ -740,5 +740,5 @@ void TestZip::atomic_short_write_then_failure_blocks_commit() {
   QVERIFY(dir_names(dir.path()).empty());
 }
 
-QTEST_APPLESS_MAIN(TestZip)
+CKPTDOC_TEST_MAIN_APPLESS(TestZip)
 #include "test_zip.moc"

@@ -7,7 +7,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 seconds="${1:-30}"
 build="${CKPTDOC_FUZZ_BUILD:-$root/build-asan}"  # the sanitizer test build (scripts/sanitize.sh) has them
 work="${CKPTDOC_FUZZ_DIR:-$build/fuzz-work}"
-fixtures="${CKPTDOC_FIXTURES:-$root/../shared/fixtures}"
+fixtures="${CKPTDOC_FIXTURES:-$root/tests/fixtures}"
 if [ ! -f "$build/CMakeCache.txt" ]; then
   CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCKPTDOC_FUZZ=ON \
     -DCKPTDOC_SANITIZE=address,undefined -DCKPTDOC_WERROR=OFF -DCKPTDOC_GUI=OFF -DCKPTDOC_IMGUI=OFF \

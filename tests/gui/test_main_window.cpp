@@ -17,6 +17,7 @@
 #include "ckptdoc/analysis/diagnose.h"
 #include "findings_model.h"
 #include "gui_fixtures.h"
+#include "gui_test_main.h"
 #include "layout_map.h"
 #include "layout_view.h"
 #include "log_dock.h"
@@ -286,5 +287,5 @@ class TestMainWindow : public QObject {
   }
 };
 
-QTEST_MAIN(TestMainWindow)
+CKPTDOC_TEST_MAIN_WIDGETS(TestMainWindow)
 #include "test_main_window.moc"

@@ -7,6 +7,7 @@
 #include "ckptdoc/analysis/diagnose.h"
 #include "findings_model.h"
 #include "gui_fixtures.h"
+#include "gui_test_main.h"
 #include "param_table_model.h"
 
 using namespace ckptdoc;
@@ -117,5 +118,5 @@ class TestModels : public QObject {
   }
 };
 
-QTEST_MAIN(TestModels)
+CKPTDOC_TEST_MAIN_WIDGETS(TestModels)
 #include "test_models.moc"

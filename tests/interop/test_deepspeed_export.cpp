@@ -276,5 +276,5 @@ class TestDeepspeedExport : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestDeepspeedExport)
+CKPTDOC_TEST_MAIN(TestDeepspeedExport)
 #include "test_deepspeed_export.moc"

@@ -100,5 +100,5 @@ class TestFaultKill : public QObject {
   }
 };
 
-QTEST_APPLESS_MAIN(TestFaultKill)
+CKPTDOC_TEST_MAIN_APPLESS(TestFaultKill)
 #include "test_fault_kill.moc"

@@ -277,5 +277,5 @@ class TestMpi : public QObject {
   }
 };
 
-QTEST_APPLESS_MAIN(TestMpi)
+CKPTDOC_TEST_MAIN_APPLESS(TestMpi)
 #include "test_mpi.moc"

@@ -230,5 +230,5 @@ class TestTorchInterop : public QObject {
   }
 };
 
-QTEST_APPLESS_MAIN(TestTorchInterop)
+CKPTDOC_TEST_MAIN_APPLESS(TestTorchInterop)
 #include "test_torch_interop.moc"

@@ -14,6 +14,9 @@ Actions (every optimizer file of the tag folder unless a rank is given):
   stale-fp32 R          rank R's fp32 masters replaced by fresh random values (one rank of #762)
   loss-scale-floor      the dynamic loss scaler at its minimum scale
   dp-world-size N       the model file(s) claim dp_world_size N
+  module-shape          the module's fc1.bias saved one element short (model file and param_shapes disagree)
+  short-fp32 R          rank R's first fp32 partition saved 5 elements short
+  group-paddings R      rank R's group_paddings[0] off by 3
 """
 import glob
 import os
@@ -102,6 +105,18 @@ def main():
     elif action == "dp-world-size":
         for p in glob.glob(os.path.join(tag_dir, "*model_states.pt")):
             edit(p, lambda d: d.__setitem__("dp_world_size", arg))
+    elif action == "short-fp32":
+        def f(d):
+            groups = fp32_groups(d["optimizer_state_dict"])
+            groups[0] = groups[0][:-5].clone()
+        edit(optim_files(tag_dir, arg)[0], f)
+    elif action == "group-paddings":
+        def f(d):
+            d["optimizer_state_dict"]["group_paddings"][0] += 3
+        edit(optim_files(tag_dir, arg)[0], f)
+    elif action == "module-shape":
+        for p in glob.glob(os.path.join(tag_dir, "*model_states.pt")):
+            edit(p, lambda d: d["module"].__setitem__("fc1.bias", d["module"]["fc1.bias"][:-1].clone()))
     else:
         sys.exit(f"damage.py: unknown action {action!r}\n{__doc__}")
     print(f"damage.py: {action} applied to {tag_dir}")

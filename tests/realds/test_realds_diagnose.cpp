@@ -118,6 +118,9 @@ class TestRealdsDiagnose : public QObject {
     QTest::newRow("drifted masters") << "z2_fp16_dp2" << "drift-fp32" << "1" << "" << "fp32-master-drift";
     QTest::newRow("loss scale at floor") << "z2_fp16_dp2" << "loss-scale-floor" << "" << "" << "loss-scale-collapsed";
     QTest::newRow("dp_world_size") << "z1_fp16_dp2" << "dp-world-size" << "4" << "world-size-mismatch" << "";
+    QTest::newRow("module shape") << "z2_fp16_dp3_edge" << "module-shape" << "" << "shape-mismatch" << "";
+    QTest::newRow("short fp32 partition") << "bf16opt_s1_dp2" << "short-fp32" << "1" << "shape-mismatch" << "";
+    QTest::newRow("group_paddings") << "z2_bf16_dp4" << "group-paddings" << "3" << "layout-mismatch" << "";
   }
   void damageIsNamed() {
     REALDS_REQUIRE();
@@ -145,6 +148,22 @@ class TestRealdsDiagnose : public QObject {
     }
   }
 
+  // What ckptdoc's own repairs leave: a weights-only checkpoint is named (warning), an emptied optimizer state is
+  // named (info), and both still diagnose with exit 0.
+  void repairedStatesAreNamed() {
+    REALDS_REQUIRE();
+    const auto e = realds::checkpoint("z2_bf16_dp2");
+    test::TempDir dir;
+    const auto drop = dir.file("drop"), reset = dir.file("reset");
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", e.save_dir, "-o", drop, "--drop-optimizer"}), 0);
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", e.save_dir, "-o", reset, "--reset-optimizer"}), 0);
+    auto report = diagnose_json(drop, 0);
+    QCOMPARE(realds::codes(report, "warning"), std::vector<std::string>{"optimizer-state-missing"});
+    report = diagnose_json(reset, 0);
+    QVERIFY(realds::codes(report, "warning").empty());
+    QCOMPARE(realds::codes(report, "info"), std::vector<std::string>{"optimizer-state-empty"});
+  }
+
   // Damage to the files themselves: each is named with the rank it hits; the rest stays usable.
   void damagedFilesAreNamed() {
     REALDS_REQUIRE();
@@ -170,5 +189,5 @@ class TestRealdsDiagnose : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestRealdsDiagnose)
+CKPTDOC_TEST_MAIN(TestRealdsDiagnose)
 #include "test_realds_diagnose.moc"

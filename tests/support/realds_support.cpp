@@ -105,16 +105,16 @@ std::string LoadCheck::describe() const {
   return s;
 }
 
-LoadCheck load(const std::string& ckpt, const std::string& like, const LoadOptions& o) {
+LoadCheck load(const std::string& ckpt, const std::string& like, const std::vector<std::string>& extra, int world,
+               const std::string& ds) {
   TempDir tmp;
   const std::string out = tmp.file("load.json");
   std::vector<std::string> args{"check", ckpt, "--like", like, "--json", out};
-  if (o.world > 0) args.insert(args.end(), {"--world", std::to_string(o.world)});
-  if (!o.model.empty()) args.insert(args.end(), {"--model", o.model});
-  if (!o.ds.empty()) args.insert(args.end(), {"--ds", o.ds});
-  if (!o.args.empty()) {
+  if (world > 0) args.insert(args.end(), {"--world", std::to_string(world)});
+  if (!ds.empty()) args.insert(args.end(), {"--ds", ds});
+  if (!extra.empty()) {
     args.push_back("--");
-    args.insert(args.end(), o.args.begin(), o.args.end());
+    args.insert(args.end(), extra.begin(), extra.end());
   }
   const RunResult r = realds(args);
   LoadCheck c;
@@ -124,6 +124,12 @@ LoadCheck load(const std::string& ckpt, const std::string& like, const LoadOptio
   if (text.empty()) throw std::runtime_error("ds_load_check wrote no report for " + ckpt + ":\n" + c.log);
   c.report = parse_json(text, "ds_load_check report for " + ckpt);
   return c;
+}
+
+RunResult repair(const std::string& in, const std::string& out, const std::vector<std::string>& action) {
+  std::vector<std::string> args{"repair", in, "-o", out, "--device", "cpu"};
+  args.insert(args.end(), action.begin(), action.end());
+  return run_cli(args);
 }
 
 RunResult zero_to_fp32(const std::string& ckpt, const std::string& out, const std::string& ds) {

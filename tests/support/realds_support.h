@@ -43,13 +43,12 @@ struct LoadCheck {
   QJsonObject verdict() const { return report["verdict"].toObject(); }
   std::string describe() const;  // verdict, first exception, comparisons: for failure messages
 };
-struct LoadOptions {
-  int world = 0;          // 0: the entry's dp
-  std::string model;      // "": the entry's model
-  std::string ds;         // "": the entry's DeepSpeed version
-  std::vector<std::string> args;
-};
-LoadCheck load(const std::string& ckpt, const std::string& like, const LoadOptions& options = {});
+// world 0: the entry's dp; ds "": the entry's DeepSpeed version.
+LoadCheck load(const std::string& ckpt, const std::string& like, const std::vector<std::string>& args = {},
+               int world = 0, const std::string& ds = "");
+
+// `ckptdoc repair IN -o OUT --device cpu ACTION...`, as a user runs it.
+RunResult repair(const std::string& in, const std::string& out, const std::vector<std::string>& action);
 
 // DeepSpeed's zero_to_fp32.py of a version on a save folder.
 RunResult zero_to_fp32(const std::string& ckpt, const std::string& out, const std::string& ds = "0.12.6");

@@ -23,7 +23,7 @@ std::string env_or(const char* name, const std::string& fallback) {
 }  // namespace
 
 std::string source_dir() { return env_or("CKPTDOC_SOURCE_DIR", "."); }
-std::string fixtures_dir() { return env_or("CKPTDOC_FIXTURES", source_dir() + "/../shared/fixtures"); }
+std::string fixtures_dir() { return env_or("CKPTDOC_FIXTURES", source_dir() + "/tests/fixtures"); }
 std::string deepspeed_fixture(const std::string& name) { return fixtures_dir() + "/deepspeed/" + name; }
 std::string python() { return env_or("CKPTDOC_PYTHON", "/usr/bin/python3"); }
 std::string cli() { return env_or("CKPTDOC_CLI", "ckptdoc"); }

@@ -1,15 +1,19 @@
 #pragma once
 // Shared helpers for ckptdoc's Qt Test suites: where things are, scratch folders, and running the
 // reference Python (Debian's torch) or the ckptdoc CLI as a user would.
+#include <QCoreApplication>
 #include <QString>
 #include <QStringList>
+#include <QTest>
+#include <cstdio>
+#include <exception>
 #include <string>
 #include <vector>
 
 namespace ckptdoc::test {
 
 std::string source_dir();     // repository root
-std::string fixtures_dir();   // ../shared/fixtures (read-only in CI)
+std::string fixtures_dir();   // tests/fixtures (the committed real DeepSpeed checkpoints are in deepspeed/)
 std::string deepspeed_fixture(const std::string& name);  // .../deepspeed/<name>
 std::string python();         // /usr/bin/python3 (has torch)
 std::string cli();            // path of the built ckptdoc executable
@@ -48,7 +52,31 @@ void write_text(const std::string& path, const std::string& text);
 // file at `path`, in place, and returns that record's name: damage that parses and looks plausible.
 std::string flip_bits_in_first_data_record(const std::string& path, uint64_t at, uint8_t mask);
 
+// Runs a Qt Test object. An exception that escapes a test function (a missing fixture, a helper that failed)
+// ends the run as a failure that prints its message, instead of aborting it.
+template <class TestObject>
+int exec_tests(int argc, char** argv) {
+  TestObject tc;
+  try {
+    return QTest::qExec(&tc, argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "FAIL!  : uncaught exception: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "FAIL!  : uncaught exception of unknown type\n");
+  }
+  return 1;
+}
+
 }  // namespace ckptdoc::test
+
+// main() of a test executable, instead of QTEST_GUILESS_MAIN / QTEST_APPLESS_MAIN (see exec_tests).
+#define CKPTDOC_TEST_MAIN(TestObject)                                 \
+  int main(int argc, char** argv) {                                   \
+    QCoreApplication app(argc, argv);                                 \
+    return ckptdoc::test::exec_tests<TestObject>(argc, argv);         \
+  }
+#define CKPTDOC_TEST_MAIN_APPLESS(TestObject) \
+  int main(int argc, char** argv) { return ckptdoc::test::exec_tests<TestObject>(argc, argv); }
 
 // Fails the current test with the run's output when it did not exit with `code`.
 #define CKPTDOC_EXPECT_EXIT(result, code)                                                              \

@@ -226,7 +226,7 @@ void CatalogBuilder::check_module_shapes() {
   if (!model_ || cat_.wrapper == OptimizerWrapper::Zero3) return;
   const Value* module = dict_get(&model_->root, "module");
   if (!module) return;
-  std::vector<std::string> missing, wrong;
+  std::vector<std::string> missing, wrong, wrong_frozen;
   for (const auto& G : cat_.groups) {
     for (const auto& p : G.params) {
       const Value* t = dict_get(module, p.name);
@@ -236,6 +236,18 @@ void CatalogBuilder::check_module_shapes() {
         wrong.push_back(p.name);
       }
     }
+  }
+  // Frozen params: the module must hold them at the shape frozen_param_shapes records (load_state_dict would
+  // refuse another one).
+  for (const auto& p : cat_.frozen_params) {
+    const Value* t = dict_get(module, p.name);
+    if (t && t->is_tensor() && t->as_tensor().shape != p.shape) wrong_frozen.push_back(p.name);
+  }
+  if (!wrong_frozen.empty()) {
+    problem("shape-mismatch", "error",
+            n(static_cast<int64_t>(wrong_frozen.size())) + " frozen module tensor(s) have a shape different from "
+            "frozen_param_shapes",
+            {}, {}, wrong_frozen);
   }
   if (!missing.empty()) {
     problem("shape-mismatch", "warning",
