@@ -7,7 +7,7 @@
 #include "commands.h"
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/error.h"
-#include "ckptdoc/io/fault_injection.h"
+#include "test_hooks.h"
 
 namespace cli = ckptdoc::cli;
 
@@ -31,8 +31,7 @@ struct MpiSession {
 
 int main(int argc, char** argv) {
   MpiSession mpi(&argc, &argv);
-  if (const std::string note = ckptdoc::install_fault_injection_from_env(); !note.empty())
-    std::fprintf(stderr, "ckptdoc: %s\n", note.c_str());
+  cli::install_test_hooks();  // test scaffolding only (CKPTDOC_TEST_HOOKS builds); see test_hooks.h
   CLI::App app{"ckptdoc - inspect and repair deep-learning training checkpoints (DeepSpeed ZeRO, torch.save, "
                "safetensors)"};
   app.set_version_flag("--version", std::string("ckptdoc ") + CKPTDOC_VERSION_STRING);

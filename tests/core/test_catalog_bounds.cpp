@@ -5,7 +5,10 @@
 #include <chrono>
 #include <filesystem>
 
+#include "ckptdoc/analysis/density.h"
+#include "ckptdoc/compute/placement.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/layout.h"
 #include "ckptdoc/deepspeed/synthesize.h"
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
@@ -123,6 +126,14 @@ class TestCatalogBounds : public QObject {
     expect_refused(ck2.save_dir, model2, "negative");
   }
 
+  // One error type leaves the core: what used to be std::invalid_argument is a ckptdoc::Error.
+  void coreThrowsOnlyErrors() {
+    QVERIFY_THROWS_EXCEPTION(Error, deepspeed::layout_zero12(0, {}, 0, deepspeed::zero12_rules_for_version("0.12.6")));
+    QVERIFY_THROWS_EXCEPTION(Error, deepspeed::layout_zero3(0, {}, 0));
+    QVERIFY_THROWS_EXCEPTION(Error, place_ranks({{0, 1}}, 0));
+    QVERIFY_THROWS_EXCEPTION(Error, analysis::density_2d({}, {}, 0));
+  }
+
   // In range is still fine: the largest accepted world size lays out (and reports the missing files).
   void largestAcceptedWorldSizeIsUsable() {
     test::TempDir dir;
@@ -136,5 +147,5 @@ class TestCatalogBounds : public QObject {
   }
 };
 
-QTEST_APPLESS_MAIN(TestCatalogBounds)
+CKPTDOC_TEST_MAIN_APPLESS(TestCatalogBounds)
 #include "test_catalog_bounds.moc"

@@ -111,5 +111,5 @@ class TestChangedFiles : public QObject {
   }
 };
 
-QTEST_APPLESS_MAIN(TestChangedFiles)
+CKPTDOC_TEST_MAIN_APPLESS(TestChangedFiles)
 #include "test_changed_files.moc"

@@ -148,5 +148,5 @@ class TestPickleSafety : public QObject {
   }
 };
 
-QTEST_APPLESS_MAIN(TestPickleSafety)
+CKPTDOC_TEST_MAIN_APPLESS(TestPickleSafety)
 #include "test_pickle_safety.moc"

@@ -140,5 +140,5 @@ class TestRepairStates : public QObject {
   }
 };
 
-QTEST_APPLESS_MAIN(TestRepairStates)
+CKPTDOC_TEST_MAIN_APPLESS(TestRepairStates)
 #include "test_repair_states.moc"

@@ -12,6 +12,7 @@
 #include "app_settings.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
 #include "gui_fixtures.h"
+#include "gui_test_main.h"
 #include "repair_dialog.h"
 
 using namespace ckptdoc;
@@ -93,5 +94,5 @@ class TestRepairDialog : public QObject {
   }
 };
 
-QTEST_MAIN(TestRepairDialog)
+CKPTDOC_TEST_MAIN_WIDGETS(TestRepairDialog)
 #include "test_repair_dialog.moc"

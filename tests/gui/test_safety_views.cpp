@@ -12,6 +12,7 @@
 #include "ckptdoc/format/torch_file.h"
 #include "findings_model.h"
 #include "gui_fixtures.h"
+#include "gui_test_main.h"
 #include "main_window.h"
 #include "overview_view.h"
 #include "session.h"
@@ -101,5 +102,5 @@ class TestSafetyViews : public QObject {
   }
 };
 
-QTEST_MAIN(TestSafetyViews)
+CKPTDOC_TEST_MAIN_WIDGETS(TestSafetyViews)
 #include "test_safety_views.moc"

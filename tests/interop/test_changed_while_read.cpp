@@ -72,5 +72,5 @@ class TestChangedWhileRead : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestChangedWhileRead)
+CKPTDOC_TEST_MAIN(TestChangedWhileRead)
 #include "test_changed_while_read.moc"

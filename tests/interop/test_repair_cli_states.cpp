@@ -137,5 +137,5 @@ class TestRepairCliStates : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestRepairCliStates)
+CKPTDOC_TEST_MAIN(TestRepairCliStates)
 #include "test_repair_cli_states.moc"

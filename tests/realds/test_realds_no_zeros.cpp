@@ -93,5 +93,5 @@ class TestRealdsNoZeros : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestRealdsNoZeros)
+CKPTDOC_TEST_MAIN(TestRealdsNoZeros)
 #include "test_realds_no_zeros.moc"

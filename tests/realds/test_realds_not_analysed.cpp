@@ -147,5 +147,5 @@ class TestRealdsNotAnalysed : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestRealdsNotAnalysed)
+CKPTDOC_TEST_MAIN(TestRealdsNotAnalysed)
 #include "test_realds_not_analysed.moc"

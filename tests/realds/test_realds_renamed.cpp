@@ -112,5 +112,5 @@ class TestRealdsRenamed : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestRealdsRenamed)
+CKPTDOC_TEST_MAIN(TestRealdsRenamed)
 #include "test_realds_renamed.moc"

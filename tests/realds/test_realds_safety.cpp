@@ -139,5 +139,5 @@ class TestRealdsSafety : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestRealdsSafety)
+CKPTDOC_TEST_MAIN(TestRealdsSafety)
 #include "test_realds_safety.moc"
