@@ -5,4 +5,5 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/setup.sh"
 "$root/scripts/build.sh"
 build="${CKPTDOC_BUILD_DIR:-$root/build}"
-ctest --test-dir "$build" --output-on-failure -j "${CKPTDOC_JOBS:-$(nproc)}" "$@"
+# --no-tests=error: a filter or a build that selects no test fails instead of passing with nothing checked.
+ctest --test-dir "$build" --output-on-failure --no-tests=error -j "${CKPTDOC_JOBS:-$(nproc)}" "$@"

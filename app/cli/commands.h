@@ -81,6 +81,7 @@ struct RepairOptions {
   bool dry_run = false;
   std::string device = "auto";
   bool force = false;
+  bool allow_unsafe_pickle = false;
   bool json = false;
 };
 int run_repair(const RepairOptions& o);

@@ -76,7 +76,10 @@ void print_report(const analysis::Report& report, const deepspeed::Catalog& cat,
                 human_bytes(share.bytes).c_str());
   }
   if (!report.devices.empty()) std::printf("\n");
-  if (report.findings.empty()) std::printf("No problems found.\n");
+  if (!report.has_error() && std::none_of(report.findings.begin(), report.findings.end(), [](const analysis::Finding& f) {
+        return f.severity == analysis::Severity::Warning;
+      }))
+    std::printf("No problems found.\n\n");
   for (const auto& f : report.findings) {
     std::printf("%s %s\n  %s\n", marker(f.severity), f.code.c_str(), f.message.c_str());
     if (!f.ranks.empty()) {

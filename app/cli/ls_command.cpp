@@ -2,8 +2,10 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <unordered_set>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/format/pickle_safety.h"
 #include "ckptdoc/format/safetensors.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/io/mapped_file.h"
@@ -60,13 +62,22 @@ bool is_container(const Value& v) {
   }
 }
 
+// Containers already printed (a pickle may reference one container many times: each is shown once, so a
+// "billion laughs" stream prints in time linear in its size).
+using Seen = std::unordered_set<const void*>;
+
 void print_tree(const Value& v, const std::string& label, const std::string& indent, bool last, int depth,
-                const LsOptions& o, bool root) {
+                const LsOptions& o, bool root, Seen& seen) {
   const std::string branch = root ? "" : (last ? "└─ " : "├─ ");
   const std::string child_indent = root ? "" : indent + (last ? "   " : "│  ");
   std::string head = label.empty() ? "" : label + ": ";
   if (!is_container(v)) {
     std::printf("%s%s%s%s\n", indent.c_str(), branch.c_str(), head.c_str(), leaf_text(v).c_str());
+    return;
+  }
+  if (!seen.insert(v.identity()).second) {
+    std::printf("%s%s%s(the same %s as shown above)\n", indent.c_str(), branch.c_str(), head.c_str(),
+                v.type_name().c_str());
     return;
   }
   std::vector<std::pair<std::string, const Value*>> children;
@@ -94,7 +105,8 @@ void print_tree(const Value& v, const std::string& label, const std::string& ind
   if (depth > 64) return;
   const size_t shown = std::min(children.size(), static_cast<size_t>(std::max(o.max_items, 1)));
   for (size_t i = 0; i < shown; ++i)
-    print_tree(*children[i].second, children[i].first, child_indent, i + 1 == children.size(), depth + 1, o, false);
+    print_tree(*children[i].second, children[i].first, child_indent, i + 1 == children.size(), depth + 1, o, false,
+               seen);
   if (shown < children.size())
     std::printf("%s└─ … %zu more\n", child_indent.c_str(), children.size() - shown);
 }
@@ -115,8 +127,10 @@ json tensor_json(const Tensor& t) {
   return j;
 }
 
-json value_json(const Value& v, int depth) {
+json value_json(const Value& v, int depth, Seen& seen) {
   if (depth > 200) return json{{"type", "…"}};
+  if (const void* id = v.identity(); id && !v.is_tensor() && !seen.insert(id).second)
+    return json{{"type", v.type_name()}, {"same_as_shown_above", true}};
   switch (v.kind()) {
     case Value::Kind::None: return nullptr;
     case Value::Kind::Bool: return v.as_bool();
@@ -127,8 +141,8 @@ json value_json(const Value& v, int depth) {
     case Value::Kind::Dict: {
       json items = json::array();
       for (const auto& [k, val] : v.as_dict().items)
-        items.push_back(json{{"key", k.is(Value::Kind::Str) ? json(k.as_str()) : value_json(k, depth + 1)},
-                             {"value", value_json(val, depth + 1)}});
+        items.push_back(json{{"key", k.is(Value::Kind::Str) ? json(k.as_str()) : value_json(k, depth + 1, seen)},
+                             {"value", value_json(val, depth + 1, seen)}});
       return json{{"type", v.type_name()}, {"items", items}};
     }
     case Value::Kind::List:
@@ -136,15 +150,15 @@ json value_json(const Value& v, int depth) {
     case Value::Kind::Set:
     case Value::Kind::FrozenSet: {
       json items = json::array();
-      for (const auto& it : v.items()) items.push_back(value_json(it, depth + 1));
+      for (const auto& it : v.items()) items.push_back(value_json(it, depth + 1, seen));
       return json{{"type", v.type_name()}, {"items", items}};
     }
     case Value::Kind::Size: return json{{"type", "torch.Size"}, {"value", v.as_size()}};
     case Value::Kind::Object: {
       const auto& o = v.as_object();
       json j{{"type", "object"}, {"class", o.qualified()}};
-      if (o.args) j["args"] = value_json(*o.args, depth + 1);
-      if (o.state) j["state"] = value_json(*o.state, depth + 1);
+      if (o.args) j["args"] = value_json(*o.args, depth + 1, seen);
+      if (o.state) j["state"] = value_json(*o.state, depth + 1, seen);
       return j;
     }
     default:
@@ -152,8 +166,36 @@ json value_json(const Value& v, int depth) {
   }
 }
 
+json hazards_json(const std::vector<PickleHazard>& hazards) {
+  json out = json::array();
+  for (const auto& h : hazards)
+    out.push_back({{"code", "unsafe-pickle"}, {"severity", h.severity}, {"message", h.message()}, {"file", h.file},
+                   {"record", h.record},    {"callable", h.callable}, {"how", h.how},          {"rule", h.why},
+                   {"offset", h.offset},    {"count", h.count}});
+  return out;
+}
+
+void print_hazards(const std::vector<PickleHazard>& hazards) {
+  if (hazards.empty()) return;
+  std::printf("\nPickle safety (what torch.load(weights_only=False) would import and call; ckptdoc ran none of it):\n");
+  for (const auto& h : hazards)
+    std::printf("  %-7s unsafe-pickle: %s\n", h.severity.c_str(), h.message().c_str());
+  std::printf("  %s\n", pickle_advice(worst_severity(hazards)).c_str());
+}
+
 int ls_torch(const LsOptions& o) {
-  const TorchFile tf = TorchFile::open(o.path);
+  TorchFile tf;
+  try {
+    tf = TorchFile::open(o.path);
+  } catch (const Error&) {
+    // A stream ckptdoc refuses may still run in torch.load: say what it reaches before the error.
+    const auto hazards = assess_pickle_uses(TorchFile::pickle_uses_of(o.path), o.path);
+    if (o.json && !hazards.empty()) std::printf("%s\n", json{{"path", o.path}, {"findings", hazards_json(hazards)}}.dump(1).c_str());
+    else print_hazards(hazards);
+    throw;
+  }
+  const auto hazards = assess_pickle_uses(tf.pickle_uses, o.path);
+  Seen seen;
   if (o.json) {
     json j{{"path", o.path},
            {"format", tf.format == TorchFormat::Zip ? "torch-zip" : "torch-legacy"},
@@ -162,7 +204,8 @@ int ls_torch(const LsOptions& o) {
            {"storages", tf.storages.size()},
            {"globals", tf.globals},
            {"bytes", tf.file_size},
-           {"root", value_json(tf.root, 0)}};
+           {"findings", hazards_json(hazards)},
+           {"root", value_json(tf.root, 0, seen)}};
     std::printf("%s\n", j.dump(1).c_str());
     return 0;
   }
@@ -170,7 +213,8 @@ int ls_torch(const LsOptions& o) {
               tf.format == TorchFormat::Zip ? "zip archive '" : "legacy stream",
               tf.format == TorchFormat::Zip ? (tf.archive_name + "'").c_str() : "", tf.pickle_protocol,
               tf.storages.size(), human_bytes(tf.file_size).c_str());
-  print_tree(tf.root, "", "", true, 0, o, true);
+  print_tree(tf.root, "", "", true, 0, o, true, seen);
+  print_hazards(hazards);
   return 0;
 }
 

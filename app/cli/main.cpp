@@ -7,7 +7,7 @@
 #include "commands.h"
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/error.h"
-#include "ckptdoc/io/fault_injection.h"
+#include "test_hooks.h"
 
 namespace cli = ckptdoc::cli;
 
@@ -31,8 +31,7 @@ struct MpiSession {
 
 int main(int argc, char** argv) {
   MpiSession mpi(&argc, &argv);
-  if (const std::string note = ckptdoc::install_fault_injection_from_env(); !note.empty())
-    std::fprintf(stderr, "ckptdoc: %s\n", note.c_str());
+  cli::install_test_hooks();  // test scaffolding only (CKPTDOC_TEST_HOOKS builds); see test_hooks.h
   CLI::App app{"ckptdoc - inspect and repair deep-learning training checkpoints (DeepSpeed ZeRO, torch.save, "
                "safetensors)"};
   app.set_version_flag("--version", std::string("ckptdoc ") + CKPTDOC_VERSION_STRING);
@@ -163,7 +162,10 @@ int main(int argc, char** argv) {
                        "With --target: keep the template's values for params whose shape changed");
   repair_cmd->add_flag("--dry-run", repair.dry_run, "Print the plan only");
   repair_cmd->add_option("--device", repair.device, "auto | cpu | cuda");
-  repair_cmd->add_flag("--force", repair.force, "Allow a non-empty output folder");
+  repair_cmd->add_flag("--force", repair.force,
+                       "Replace an output folder that holds a DeepSpeed checkpoint (anything else is refused)");
+  repair_cmd->add_flag("--allow-unsafe-pickle", repair.allow_unsafe_pickle,
+                       "Write the output even though input files carry pickles that would run code in torch.load");
   repair_cmd->add_flag("--json", repair.json, "Machine-readable output");
   repair_cmd->callback([&] { rc = cli::run_repair(repair); });
 

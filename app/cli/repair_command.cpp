@@ -1,5 +1,7 @@
 // `ckptdoc repair PATH -o OUT ...`: prints the plan, writes the repaired copy (progress on a TTY), then the
-// verification. Exit 0 verified, 1 verification found errors, 2 unusable input or usage.
+// verification. Exit 0 written and verified; 1 written, but the verification found errors or did not finish
+// (the output stays, and the message says which); 2 nothing written (unusable input, usage, or a failure
+// before the output was in place).
 #include <cstdio>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -28,8 +30,31 @@ json plan_json(const repair::Plan& p) {
           {"warnings", p.warnings}, {"bytes_to_write", p.bytes_to_write}};
 }
 
-deepspeed::Catalog written_catalog(const repair::RepairResult& result) {
-  return deepspeed::Checkpoint::open(result.output)->catalog();
+std::string state_name(const repair::RepairResult& r) {
+  if (r.state == repair::OutputState::VerificationIncomplete) return "written-unverified";
+  return r.ok() ? "written-verified" : "written-verification-failed";
+}
+
+// The JSON of a finished repair: what was written and how it was verified (or why it was not).
+json result_json(const repair::RepairResult& r) {
+  json j{{"plan", plan_json(r.plan)},
+         {"output", r.output},
+         {"state", state_name(r)},
+         {"verified_clean", r.verified_clean},
+         {"invariant_failures", r.invariant_failures},
+         {"ok", r.ok()}};
+  if (r.state == repair::OutputState::Verified)
+    j["verification"] = json::parse(analysis::report_json(r.verification, r.output_catalog));
+  else
+    j["verification_error"] = r.verification_error;
+  return j;
+}
+
+void print_unverified(const repair::RepairResult& r) {
+  std::printf("\nWrote %s, but its verification did not finish: %s.\n", r.output.c_str(), r.verification_error.c_str());
+  std::printf("The output is complete and in place, but it has NOT been verified. Check it with\n"
+              "  ckptdoc diagnose %s\nbefore you use it (or delete it).\n",
+              r.output.c_str());
 }
 
 void print_verification(const repair::RepairResult& result, bool with_invariants = true) {
@@ -89,7 +114,7 @@ int run_across_processes(const RepairOptions& o, const deepspeed::Checkpoint& ck
     if (speaker) std::fprintf(stderr, "ckptdoc repair: failed, nothing was written: %s\n", e.what());
     return 2;
   }
-  const bool mine_ok = result.verified_clean && result.invariant_failures.empty();
+  const bool mine_ok = result.ok();
   ReductionArrays all_ok;
   all_ok.mins.push_back(mine_ok ? 1.0 : 0.0);
   mpi_allreduce(all_ok);
@@ -97,18 +122,19 @@ int run_across_processes(const RepairOptions& o, const deepspeed::Checkpoint& ck
   if (o.json) {
     // One JSON document from process 0, and on node-local storage one per process for its own files.
     if (speaker || !result.verified_as_whole) {
-      json j{{"plan", plan_json(result.plan)},
-             {"output", result.output},
-             {"process", mpi_rank()},
-             {"distribution", result.distribution},
-             {"verified_as_whole", result.verified_as_whole},
-             {"verified_clean", result.verified_clean},
-             {"invariant_failures", result.invariant_failures},
-             {"ok", ok}};
-      if (speaker) j["verification"] = json::parse(analysis::report_json(result.verification, written_catalog(result)));
+      json j = result_json(result);
+      j["process"] = mpi_rank();
+      j["distribution"] = result.distribution;
+      j["verified_as_whole"] = result.verified_as_whole;
+      j["ok"] = ok;
+      if (!speaker) j.erase("verification");
       std::printf("%s\n", j.dump(1).c_str());
     }
     return ok ? 0 : 1;
+  }
+  if (result.state == repair::OutputState::VerificationIncomplete) {
+    if (speaker || !result.verified_as_whole) print_unverified(result);
+    return 1;
   }
   if (speaker) {
     std::printf("\nWrote %s (%s)\n\nVerification (re-opened and re-diagnosed by all %d processes):\n",
@@ -156,6 +182,7 @@ int run_repair(const RepairOptions& o) {
     rq.allow_shape_change = o.allow_shape_change;
     rq.device = choose_device(o.device);
     rq.force = o.force;
+    rq.allow_unsafe_pickle = o.allow_unsafe_pickle;
     rq.across_processes = mpi_size() > 1;
     ckpt = deepspeed::Checkpoint::open(o.path);
     const repair::Plan plan = repair::make_plan(*ckpt, o.output, rq);
@@ -194,24 +221,19 @@ int run_repair(const RepairOptions& o) {
       ProgressBar bar(progress);
       result = repair::run_repair(*ckpt, o.output, rq, &progress);
     }
-  } catch (const Error& e) {
-    std::fprintf(stderr, "ckptdoc repair: failed, nothing was written: %s\n", e.what());
-    return 2;
   } catch (const std::exception& e) {
+    // run_repair throws only while the output is not in place: it is as it was.
     std::fprintf(stderr, "ckptdoc repair: failed, nothing was written: %s\n", e.what());
     return 2;
   }
-  const bool ok = result.verified_clean && result.invariant_failures.empty();
+  const bool ok = result.ok();
   if (o.json) {
-    auto written = deepspeed::Checkpoint::open(result.output);
-    json j{{"plan", plan_json(result.plan)},
-           {"output", result.output},
-           {"verified_clean", result.verified_clean},
-           {"invariant_failures", result.invariant_failures},
-           {"verification", json::parse(analysis::report_json(result.verification, written->catalog()))},
-           {"ok", ok}};
-    std::printf("%s\n", j.dump(1).c_str());
+    std::printf("%s\n", result_json(result).dump(1).c_str());
     return ok ? 0 : 1;
+  }
+  if (result.state == repair::OutputState::VerificationIncomplete) {
+    print_unverified(result);
+    return 1;
   }
   std::printf("\nWrote %s\n\nVerification (re-opened and re-diagnosed):\n", result.output.c_str());
   print_verification(result);

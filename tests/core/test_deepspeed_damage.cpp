@@ -53,7 +53,12 @@ class TestDeepspeedDamage : public QObject {
     QCOMPARE(p->ranks, std::vector<int>{1});
     QCOMPARE(c.groups.size(), size_t(2));  // the layout is still known from the model file
     QVERIFY(ck->fp32_partition(0, 0).has_value());
-    QVERIFY(!ck->fp32_partition(0, 1).has_value());
+    try {  // the missing rank's partition is an error naming it, never an empty (or zero) value
+      (void)ck->fp32_partition(0, 1);
+      QFAIL("no error for the missing rank");
+    } catch (const Error& e) {
+      QVERIFY2(std::string(e.what()).find("dp rank 1") != std::string::npos, e.what());
+    }
     const ParamData d = ck->assemble(0, 1);  // fc2.weight spans the missing rank
     QVERIFY(d.fp32.empty());
     QVERIFY(d.lp.has_value());
@@ -97,7 +102,7 @@ class TestDeepspeedDamage : public QObject {
     const Problem* p = find_problem(ck->catalog(), "rank-file-truncated");
     QVERIFY2(p, all_problems(ck->catalog()).c_str());
     QCOMPARE(p->ranks, std::vector<int>{1});
-    QVERIFY(!ck->fp32_partition(0, 1).has_value());
+    QVERIFY_THROWS_EXCEPTION(Error, ck->fp32_partition(0, 1));  // unreadable: an error, not an empty value
   }
 
   void garbageRankFile() {

@@ -370,8 +370,10 @@ class TestRepair : public QObject {
     fs::create_directories(dir.file("busy"));
     test::write_text(dir.file("busy/x"), "x");
     QVERIFY_THROWS_EXCEPTION(Error, repair::make_plan(*ck, dir.file("busy"), rq));
-    rq.force = true;
-    repair::make_plan(*ck, dir.file("busy"), rq);
+    rq.force = true;  // --force replaces a checkpoint folder only, never other files
+    QVERIFY_THROWS_EXCEPTION(Error, repair::make_plan(*ck, dir.file("busy"), rq));
+    test::copy_tree(in, dir.file("old-ckpt"));
+    repair::make_plan(*ck, dir.file("old-ckpt"), rq);
     repair::RepairRequest none;
     QVERIFY_THROWS_EXCEPTION(Error, repair::make_plan(*ck, dir.file("o"), none));
     repair::RepairRequest both;
@@ -388,13 +390,18 @@ class TestRepair : public QObject {
   void forceReplacesExistingOutput() {
     test::TempDir dir;
     const auto in = synth(dir, "in", 2, DType::F16, 2, deepspeed::SynthBreak::StaleFp32);
-    fs::create_directories(dir.file("out"));
-    test::write_text(dir.file("out/old"), "old");
+    // An earlier output (a DeepSpeed checkpoint folder) is replaced...
+    test::copy_tree(in, dir.file("out"));
+    const std::string stale = dir.file("out/global_step7/zero_pp_rank_1_mp_rank_00_optim_states.pt");
+    QVERIFY(fs::exists(stale));
     repair::RepairRequest rq;
     rq.refresh_fp32 = true;
     rq.force = true;
     VERIFY_REPAIRED(run(in, dir.file("out"), rq));
-    QVERIFY(!fs::exists(dir.file("out/old")));
+    // ...but a folder with anything else in it is refused and left alone.
+    test::write_text(dir.file("out/old"), "old");
+    QVERIFY_THROWS_EXCEPTION(Error, run(in, dir.file("out"), rq));
+    QCOMPARE(test::read_text(dir.file("out/old")), std::string("old"));
   }
 
   void failedWritesLeaveNothing() {

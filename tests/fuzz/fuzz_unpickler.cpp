@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/format/pickle_safety.h"
 #include "ckptdoc/format/unpickler.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -16,11 +17,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     s->owned = std::make_shared<const std::vector<uint8_t>>(s->numel * 4, 0);
     return ckptdoc::Value::storage(s);
   };
+  ckptdoc::PickleUseLog uses;  // what the stream reaches, judged as for unsafe-pickle, also when it is refused
+  o.uses = &uses;
   try {
     auto r = ckptdoc::unpickle({data, size}, o);
     (void)r.value.repr(1000);
     r.value.dismantle();
   } catch (const ckptdoc::Error&) {
   }
+  for (const auto& h : ckptdoc::assess_pickle_uses(uses.uses(), "fuzz")) (void)h.message();
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -20,13 +21,20 @@ inline const std::vector<std::string>& deepspeed_fixture_names() {
   return names;
 }
 
+// Throws (the test then fails) when the file is missing, unreadable or not a JSON object: an empty object
+// would let a test compare nothing and pass.
 inline QJsonObject read_json_file(const std::string& path) {
   QFile f(QString::fromStdString(path));
-  if (!f.open(QIODevice::ReadOnly)) return {};
+  if (!f.open(QIODevice::ReadOnly)) throw std::runtime_error(path + ": cannot be read");
   // Python's json writes NaN/Infinity (e.g. stats of uninitialised ZeRO-3 padding); Qt rejects them.
   QByteArray text = f.readAll();
   text.replace("-Infinity", "null").replace("Infinity", "null").replace("NaN", "null");
-  return QJsonDocument::fromJson(text).object();
+  QJsonParseError err{};
+  const QJsonDocument doc = QJsonDocument::fromJson(text, &err);
+  if (err.error != QJsonParseError::NoError || !doc.isObject())
+    throw std::runtime_error(path + ": not a JSON object (" + err.errorString().toStdString() + ")");
+  if (doc.object().isEmpty()) throw std::runtime_error(path + ": an empty JSON object");
+  return doc.object();
 }
 
 inline QJsonObject fixture_reference(const std::string& name) {

@@ -78,10 +78,10 @@ void draw_findings(ViewState& s) {
     ImGui::TextDisabled(s.done.load() ? "No report." : "Analysing...");
     return;
   }
-  if (s.report->findings.empty()) {
+  // Clean: no error or warning (info findings, e.g. padding not analysed by design, are listed after it).
+  if (std::none_of(s.report->findings.begin(), s.report->findings.end(),
+                   [](const analysis::Finding& f) { return f.severity != analysis::Severity::Info; }))
     ImGui::TextColored(ImVec4(0.3f, 0.75f, 0.35f, 1), "No problems found.");
-    return;
-  }
   for (const auto& f : s.report->findings) {
     ImGui::PushID(&f);
     ImGui::TextColored(severity_color(f.severity), "%-7s", std::string(analysis::severity_name(f.severity)).c_str());

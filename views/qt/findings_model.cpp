@@ -29,6 +29,7 @@ void FindingsModel::setCatalogProblems(const deepspeed::Catalog* catalog) {
       f.message = p.message;
       f.params = p.params;
       f.ranks = p.ranks;
+      f.details = p.details;
       findings_.push_back(std::move(f));
     }
   }

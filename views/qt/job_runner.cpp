@@ -23,7 +23,7 @@ void JobRunner::waitForIdle() {
   futures_.clear();
 }
 
-int JobRunner::start(const QString& title, Work work) {
+int JobRunner::start(const QString& title, Work work, bool keep_result_on_cancel) {
   if (progress_) progress_->cancel();  // the old job becomes stale: its result is dropped
   const int job = ++current_;
   progress_ = std::make_shared<Progress>();
@@ -34,13 +34,13 @@ int JobRunner::start(const QString& title, Work work) {
   // Drop futures of jobs that already ended so the list stays short.
   futures_.erase(std::remove_if(futures_.begin(), futures_.end(), [](const QFuture<void>& f) { return f.isFinished(); }),
                  futures_.end());
-  futures_.append(QtConcurrent::run([self, job, progress, work = std::move(work)] {
+  futures_.append(QtConcurrent::run([self, job, progress, work = std::move(work), keep = keep_result_on_cancel] {
     std::function<void()> deliver;
     QString error;
     bool was_cancelled = false;
     try {
       deliver = work(*progress);
-      if (progress->cancelled()) was_cancelled = true;
+      if (progress->cancelled() && !keep) was_cancelled = true;
     } catch (const Cancelled&) {
       was_cancelled = true;
     } catch (const std::exception& e) {
@@ -52,8 +52,8 @@ int JobRunner::start(const QString& title, Work work) {
     if (!self) return;
     QMetaObject::invokeMethod(
         self.data(),
-        [self, job, deliver = std::move(deliver), error, was_cancelled] {
-          if (self) self->complete(job, deliver, error, was_cancelled);
+        [self, job, deliver = std::move(deliver), error, was_cancelled, keep] {
+          if (self) self->complete(job, deliver, error, was_cancelled, keep);
         },
         Qt::QueuedConnection);
   }));
@@ -82,11 +82,12 @@ void JobRunner::poll() {
   emit progressed(current_, QString::fromStdString(progress_->stage()), progress_->done(), progress_->total());
 }
 
-void JobRunner::complete(int job, std::function<void()> deliver, const QString& error, bool was_cancelled) {
+void JobRunner::complete(int job, std::function<void()> deliver, const QString& error, bool was_cancelled,
+                         bool keep) {
   if (job != current_) return;  // stale: a newer job replaced this one
   running_ = false;
   timer_.stop();
-  const bool cancelled_now = was_cancelled || (progress_ && progress_->cancelled());
+  const bool cancelled_now = was_cancelled || (progress_ && progress_->cancelled() && !(keep && deliver));
   if (cancelled_now) {
     emit cancelled(job);
     return;

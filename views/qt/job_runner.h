@@ -22,14 +22,20 @@ class JobRunner : public QObject {
   explicit JobRunner(QObject* parent = nullptr);
   ~JobRunner() override;
 
-  int start(const QString& title, Work work);
+  // keep_result_on_cancel: work that returns after a cancel reached a state worth telling (a repair whose output
+  // is already in place) is delivered, not dropped; only work that threw Cancelled ends as cancelled().
+  int start(const QString& title, Work work, bool keep_result_on_cancel = false);
   // Typed convenience: `work` computes a T on the worker, `done` consumes it on the UI thread.
   template <typename T>
-  int run(const QString& title, std::function<T(Progress&)> work, std::function<void(T&)> done) {
-    return start(title, [work = std::move(work), done = std::move(done)](Progress& p) {
-      auto result = std::make_shared<T>(work(p));
-      return std::function<void()>([result, done] { done(*result); });
-    });
+  int run(const QString& title, std::function<T(Progress&)> work, std::function<void(T&)> done,
+          bool keep_result_on_cancel = false) {
+    return start(
+        title,
+        [work = std::move(work), done = std::move(done)](Progress& p) {
+          auto result = std::make_shared<T>(work(p));
+          return std::function<void()>([result, done] { done(*result); });
+        },
+        keep_result_on_cancel);
   }
 
   void cancel();      // asks the running job to stop; its result (if any) is dropped, cancelled() follows
@@ -48,7 +54,7 @@ class JobRunner : public QObject {
 
  private:
   void poll();
-  void complete(int job, std::function<void()> deliver, const QString& error, bool was_cancelled);
+  void complete(int job, std::function<void()> deliver, const QString& error, bool was_cancelled, bool keep);
 
   int current_ = 0;
   bool running_ = false;

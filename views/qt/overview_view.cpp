@@ -6,6 +6,7 @@
 #include <QLabel>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QStringList>
 #include <QVBoxLayout>
 
 #include "findings_model.h"
@@ -136,7 +137,11 @@ void OverviewView::rebuildCards() {
     delete item->widget();
     delete item;
   }
-  if (findings_->count() == 0 && session_->report()) {
+  // Clean means no error or warning; info cards (what holds nothing to compare, a fresh optimizer) follow it.
+  bool problems = false;
+  for (int row = 0; row < findings_->count(); ++row)
+    problems = problems || findings_->finding(row).severity != analysis::Severity::Info;
+  if (!problems && session_->report()) {
     auto* ok = new QLabel(tr("No problems found. The fp32 masters match the weights and the optimizer state "
                              "looks consistent."),
                           cards_);
@@ -145,7 +150,6 @@ void OverviewView::rebuildCards() {
     ok->setStyleSheet(QStringLiteral("QLabel { background: #e8f5e9; border-left: 5px solid #2e7d32; "
                                      "padding: 10px; border-radius: 3px; }"));
     cardsLayout_->addWidget(ok);
-    return;
   }
   for (int row = 0; row < findings_->count(); ++row) {
     const auto& f = findings_->finding(row);
@@ -178,6 +182,19 @@ void OverviewView::rebuildCards() {
       d->setStyleSheet(QStringLiteral("color: #555;"));
       d->setWordWrap(true);
       d->setToolTip(findings_->data(findings_->index(row, FindingsModel::Params), Qt::ToolTipRole).toString());
+      v->addWidget(d);
+    }
+    if (!f.details.empty()) {  // e.g. unsafe-pickle: file, record, callable, how it is reached
+      QStringList facts;
+      for (const char* k : {"file", "record", "callable", "how"})
+        if (auto it = f.details.find(k); it != f.details.end())
+          facts << QStringLiteral("%1: <code>%2</code>").arg(QString::fromLatin1(k),
+                                                            QString::fromStdString(it->second).toHtmlEscaped());
+      auto* d = new QLabel(facts.join(QStringLiteral("&nbsp;&nbsp;·&nbsp;&nbsp;")), card);
+      d->setObjectName(QStringLiteral("findingDetails"));
+      d->setTextFormat(Qt::RichText);
+      d->setStyleSheet(QStringLiteral("color: #555;"));
+      d->setWordWrap(true);
       v->addWidget(d);
     }
     h->addLayout(v, 1);

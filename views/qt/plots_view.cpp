@@ -116,6 +116,7 @@ void PlotsView::showParam(const QString& name) {
         p.check();
         if (!data.lp || data.fp32.empty()) return analysis::Density2D{};
         const std::vector<float> lp = data.lp->to_float();
+        ckpt->check_unchanged();  // a rank file cut while mapped reads as zeros: no plot from those
         return analysis::density_2d(lp, data.fp32, kDensityBins);
       },
       [this, title](analysis::Density2D& d) {

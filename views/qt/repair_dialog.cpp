@@ -128,6 +128,7 @@ RepairDialog::RepairDialog(std::shared_ptr<const deepspeed::Checkpoint> checkpoi
   connect(&jobs_, &JobRunner::failed, this, [this](int, const QString& m) {
     progress_->hide();
     stage_->clear();
+    // run_repair fails only while the output is not in place: the output folder is as it was.
     resultLabel_->setText(tr("<b style='color:#c62828'>Repair failed.</b> %1<br>Nothing was written.").arg(m.toHtmlEscaped()));
     resultLabel_->show();
     run_->setEnabled(true);
@@ -136,6 +137,8 @@ RepairDialog::RepairDialog(std::shared_ptr<const deepspeed::Checkpoint> checkpoi
     emit repairFinished(false);
   });
   connect(&jobs_, &JobRunner::cancelled, this, [this] {
+    // Only a cancel while writing ends here (run_repair threw Cancelled and removed its partial folder); a cancel
+    // during the verification returns a result that says the output is written but unverified.
     progress_->hide();
     stage_->setText(tr("Cancelled; nothing was written."));
     run_->setEnabled(true);
@@ -196,7 +199,8 @@ void RepairDialog::startRepair() {
       [this](repair::RepairResult& r) {
         result_ = std::move(r);
         showResult();
-      });
+      },
+      /*keep_result_on_cancel=*/true);
 }
 
 void RepairDialog::showResult() {
@@ -205,7 +209,22 @@ void RepairDialog::showResult() {
   cancel_->setText(tr("Close"));
   const auto& r = *result_;
   QString html;
-  if (r.verified_clean && r.invariant_failures.empty())
+  if (r.state == repair::OutputState::VerificationIncomplete) {
+    html = tr("<b style='color:#e65100'>⚠ Written, but not verified.</b> %1. The repaired checkpoint is complete and in "
+              "place, but it has not been checked: open it to diagnose it before you use it, or delete it.<br><code>%2</code>")
+               .arg(QString::fromStdString(r.verification_cancelled ? std::string("The verification was cancelled")
+                                                                     : "The verification did not finish: " +
+                                                                           r.verification_error)
+                        .toHtmlEscaped(),
+                    QString::fromStdString(r.output).toHtmlEscaped());
+    resultLabel_->setText(html);
+    resultLabel_->show();
+    openOutput_->show();
+    spdlog::warn("repair written to {} but not verified: {}", r.output, r.verification_error);
+    emit repairFinished(false);
+    return;
+  }
+  if (r.ok())
     html = tr("<b style='color:#2e7d32'>✔ Repaired and verified.</b> The output diagnoses clean and DeepSpeed's "
               "loader invariants hold.<br><code>%1</code>")
                .arg(QString::fromStdString(r.output).toHtmlEscaped());
@@ -223,7 +242,7 @@ void RepairDialog::showResult() {
   openOutput_->show();
   spdlog::info("repair written to {}: verified_clean={}, {} invariant failures", r.output, r.verified_clean,
                r.invariant_failures.size());
-  emit repairFinished(r.verified_clean && r.invariant_failures.empty());
+  emit repairFinished(r.ok());
 }
 
 }  // namespace ckptdoc::gui

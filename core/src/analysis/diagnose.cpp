@@ -4,8 +4,10 @@
 #include <chrono>
 
 #include "checksums.h"
+#include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/weights/weights_diagnose.h"
+#include "not_analysed.h"
 #include "problem_merge.h"
 #include "rules.h"
 #include "scan.h"
@@ -15,9 +17,13 @@ namespace ckptdoc::analysis {
 Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& options, Progress* progress) {
   if (ckpt.weights_only() && ckpt.weights()) return weights::diagnose_weights(*ckpt.weights(), options, progress);
   const auto start = std::chrono::steady_clock::now();
+  const uint64_t changes = MappedFile::change_count();
   ScanResult scan = scan_params(ckpt, options, progress);
   if (options.verify_checksums)
     for (auto& p : verify_checksums(ckpt.catalog(), options.threads, progress)) scan.problems.push_back(std::move(p));
+  // A rank file that shrank while it was scanned read as zeros past its new end: no report from that.
+  ckpt.check_unchanged();
+  if (MappedFile::change_count() != changes) MappedFile::throw_changed("diagnose");
   Report report;
   if (mpi_size() > 1) {
     // Each process saw its own files: the problems of all, with ranks on another process not missing.
@@ -34,11 +40,13 @@ Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& option
       f.message = "model weights beside the checkpoint: " + f.message;
       report.findings.push_back(std::move(f));
     }
-    std::stable_sort(report.findings.begin(), report.findings.end(), [](const Finding& a, const Finding& b) {
-      return static_cast<int>(a.severity) > static_cast<int>(b.severity);
-    });
     scan.bytes_scanned += beside.bytes_scanned;
   }
+  // Every element not analysed is counted (a warning where data was skipped, info where there is nothing to compare).
+  for (auto& f : not_analysed_findings(scan.not_analysed)) report.findings.push_back(std::move(f));
+  std::stable_sort(report.findings.begin(), report.findings.end(), [](const Finding& a, const Finding& b) {
+    return static_cast<int>(a.severity) > static_cast<int>(b.severity);
+  });
   report.params = std::move(scan.params);
   report.backend = std::move(scan.backend);
   report.devices = std::move(scan.devices);

@@ -29,6 +29,11 @@ std::string serialize(const std::vector<Problem>& ps) {
     for (int r : p.ranks) put_u64(b, static_cast<uint64_t>(static_cast<int64_t>(r)));
     put_u64(b, p.params.size());
     for (const auto& s : p.params) put_str(b, s);
+    put_u64(b, p.details.size());
+    for (const auto& [k, v] : p.details) {
+      put_str(b, k);
+      put_str(b, v);
+    }
   }
   return b;
 }
@@ -61,6 +66,10 @@ std::vector<Problem> deserialize(const std::string& b) {
     for (int& x : p.ranks) x = static_cast<int>(static_cast<int64_t>(r.u64()));
     p.params.resize(r.u64());
     for (auto& s : p.params) s = r.str();
+    for (uint64_t n = r.u64(), i = 0; i < n; ++i) {
+      std::string k = r.str();
+      p.details[k] = r.str();
+    }
   }
   return ps;
 }

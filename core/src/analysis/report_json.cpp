@@ -56,6 +56,7 @@ std::string report_json(const Report& report, const deepspeed::Catalog& catalog)
     findings.push_back(json{{"code", f.code}, {"severity", std::string(severity_name(f.severity))},
                             {"message", f.message}, {"params", f.params}, {"ranks", f.ranks}, {"evidence", ev},
                             {"repair", std::string(repair_name(f.repair))}});
+    if (!f.details.empty()) findings.back()["details"] = f.details;
   }
   json params = json::array();
   for (const auto& p : report.params) {

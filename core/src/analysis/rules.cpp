@@ -325,7 +325,7 @@ std::vector<Finding> apply_rules(const deepspeed::Catalog& catalog, const std::v
   std::vector<Finding> out;
   for (const auto* list : {&catalog.problems, &scan_problems})
     for (const auto& p : *list) {
-      Finding f{p.code, severity_of(p.severity), p.message, p.params, p.ranks, {}, RepairKind::None};
+      Finding f{p.code, severity_of(p.severity), p.message, p.params, p.ranks, {}, RepairKind::None, p.details};
       if (p.code == "world-size-mismatch") f.repair = RepairKind::Repartition;
       out.push_back(std::move(f));
     }

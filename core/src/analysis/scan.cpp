@@ -12,6 +12,7 @@
 #include "ckptdoc/compute/reduction.h"
 #include "ckptdoc/deepspeed/rank_owners.h"
 #include "ckptdoc/error.h"
+#include "not_analysed.h"
 
 namespace ckptdoc::analysis {
 namespace {
@@ -29,12 +30,25 @@ struct TaskResult {
   std::optional<DivergenceStats> div;
   std::optional<ValueStats> lp, fp32, exp_avg, exp_avg_sq;
   uint64_t bytes = 0;
+  uint64_t short_elements = 0;  // elements past the end of a saved tensor (fp32 or a moment): not analysed
 };
 
-// The mapped flat tensors of one (group, rank).
+// The mapped flat tensors of one (group, rank) (contiguous copies of the rare strided ones).
 struct PartitionViews {
   std::optional<Tensor> fp32, exp_avg, exp_avg_sq;
 };
+
+Tensor contiguous(const Tensor& t) { return Tensor::from_bytes(t.dtype, {t.numel()}, t.to_bytes()); }
+
+// Whether the catalog already names a problem with this rank's files (missing, truncated, unreadable, a lost
+// moment): the scan then counts what it cannot read, without a second finding for the same cause.
+bool catalog_names_rank(const deepspeed::Catalog& cat, int rank) {
+  for (const auto& p : cat.problems)
+    if (p.severity == "error" && std::find(p.ranks.begin(), p.ranks.end(), rank) != p.ranks.end() &&
+        (p.code.rfind("rank-file-", 0) == 0 || p.code == "optimizer-state-incomplete"))
+      return true;
+  return false;
+}
 
 const uint8_t* element_ptr(const Tensor& t, int64_t offset, int64_t numel) {
   if (offset < 0 || numel < 0 || offset + numel > t.numel()) return nullptr;
@@ -216,38 +230,61 @@ class Scanner {
 
   void load_views(ScanResult& out) {
     const auto& cat = ckpt_.catalog();
+    const bool zero3 = cat.wrapper == deepspeed::OptimizerWrapper::Zero3;
+    const bool counts_params = mpi_rank() == 0;  // per-param counts once, not once per process
     for (const auto& g : cat.groups) {
       for (const auto& part : g.partitions) {
-        PartitionViews v;
         if (!owns(part.rank)) continue;  // another process reads it
-        try {
-          v.fp32 = ckpt_.fp32_partition(g.index, part.rank);
-          v.exp_avg = ckpt_.moment_partition(g.index, part.rank, "exp_avg");
-          v.exp_avg_sq = ckpt_.moment_partition(g.index, part.rank, "exp_avg_sq");
-        } catch (const Error& e) {
-          out.problems.push_back({"rank-file-unreadable", "error",
-                                  "rank " + std::to_string(part.rank) + " of group " + std::to_string(g.index) +
-                                      " could not be read: " + e.what(),
-                                  "", {part.rank}, {}});
-          v = {};
+        out.not_analysed["padding"] += static_cast<uint64_t>(std::max<int64_t>(part.padding, 0));
+        PartitionViews v;
+        // Each tensor on its own: a rank missing one moment still has its masters analysed.
+        const std::pair<std::optional<Tensor>*, const char*> wanted[] = {
+            {&v.fp32, "fp32"}, {&v.exp_avg, "exp_avg"}, {&v.exp_avg_sq, "exp_avg_sq"}};
+        for (const auto& [slot, key] : wanted) {
+          try {
+            *slot = std::string(key) == "fp32" ? ckpt_.fp32_partition(g.index, part.rank)
+                                                : ckpt_.moment_partition(g.index, part.rank, key);
+          } catch (const Error& e) {
+            slot->reset();
+            const bool file_level = std::string(key) == "fp32" || !v.fp32;
+            out.not_analysed[file_level ? "rank_unreadable" : "moment_missing"] += static_cast<uint64_t>(part.real_numel);
+            if (!catalog_names_rank(cat, part.rank) && file_level)
+              out.problems.push_back({"rank-file-unreadable", "error",
+                                      "rank " + std::to_string(part.rank) + " of group " + std::to_string(g.index) +
+                                          " could not be read: " + e.what(),
+                                      "", {part.rank}, {}});
+            if (file_level) break;  // the file itself: its moments cannot be read either
+          }
         }
         for (auto* t : {&v.fp32, &v.exp_avg, &v.exp_avg_sq})
-          if (*t && !(*t)->is_contiguous()) *t = std::nullopt;
+          if (*t && !(*t)->is_contiguous()) *t = contiguous(**t);  // rare; analysed all the same
+        if (v.fp32 && v.fp32->dtype != DType::F32)
+          out.not_analysed["fp32_not_float32"] += static_cast<uint64_t>(part.real_numel);
         partitions_[{g.index, part.rank}] = std::move(v);
       }
       for (size_t i = 0; i < g.params.size(); ++i) {
+        const auto& p = g.params[i];
         LpView lv;
         try {
-          lv.tensor = ckpt_.lp_param(g.params[i].name);
+          lv.tensor = ckpt_.lp_param(p.name);
         } catch (const Error&) {
           lv.tensor = std::nullopt;
         }
-        if (lv.tensor && lv.tensor->numel() != g.params[i].numel) lv.tensor = std::nullopt;  // placeholder/shape issue
+        if (lv.tensor && lv.tensor->numel() != p.numel) lv.tensor = std::nullopt;  // placeholder/shape issue
         if (lv.tensor && !lv.tensor->is_contiguous())
           lv.contiguous = Tensor::from_bytes(lv.tensor->dtype, lv.tensor->shape, lv.tensor->to_bytes());
+        if (counts_params) {
+          const auto n = static_cast<uint64_t>(p.numel);
+          if (!lv.tensor)
+            out.not_analysed[zero3 ? "zero3_placeholders" : "lp_missing"] += n;
+          else if (lv.tensor->dtype != DType::F16 && lv.tensor->dtype != DType::BF16 && lv.tensor->dtype != DType::F32)
+            out.not_analysed["lp_dtype_unsupported"] += n;
+        }
         lp_[{g.index, static_cast<int>(i)}] = std::move(lv);
       }
     }
+    if (counts_params)
+      for (const auto& f : cat.frozen_params) out.not_analysed["frozen"] += static_cast<uint64_t>(std::max<int64_t>(f.numel, 0));
   }
 
   // Under MPI each process scans the dp ranks it owns (deepspeed::rank_owners: r % processes on a shared file
@@ -295,6 +332,7 @@ class Scanner {
     const auto& pv = partitions_.at({t.group, t.rank});
     const auto n = static_cast<size_t>(t.numel);
     const uint8_t* fp32 = pv.fp32 ? element_ptr(*pv.fp32, t.partition_offset, t.numel) : nullptr;
+    if (pv.fp32 && !fp32) r.short_elements += n;  // the saved partition ends before this fragment
     const Tensor* lpt = lp_tensor(t.group, t.param);
     const uint8_t* lp = lpt ? element_ptr(*lpt, t.param_offset, t.numel) : nullptr;
     const bool have_fp32 = fp32 && pv.fp32->dtype == DType::F32;
@@ -316,16 +354,22 @@ class Scanner {
         if (have_fp32) r.div = be.divergence(lp, lpt->dtype, reinterpret_cast<const float*>(fp32), n);
       }
     }
-    if (pv.exp_avg)
+    if (pv.exp_avg) {
       if (const uint8_t* m = element_ptr(*pv.exp_avg, t.partition_offset, t.numel)) {
         r.exp_avg = be.value_stats(m, pv.exp_avg->dtype, n);
         r.bytes += n * element_size(pv.exp_avg->dtype);
+      } else {
+        r.short_elements += n;
       }
-    if (pv.exp_avg_sq)
+    }
+    if (pv.exp_avg_sq) {
       if (const uint8_t* v = element_ptr(*pv.exp_avg_sq, t.partition_offset, t.numel)) {
         r.exp_avg_sq = be.value_stats(v, pv.exp_avg_sq->dtype, n);
         r.bytes += n * element_size(pv.exp_avg_sq->dtype);
+      } else {
+        r.short_elements += n;
       }
+    }
     return r;
   }
 
@@ -343,6 +387,7 @@ class Scanner {
       if (*stats && (*stats)->finite_count() != (*stats)->count)
         p.nonfinite_by_rank[name][t.rank] += (*stats)->count - (*stats)->finite_count();
     out.bytes_scanned += r.bytes;
+    if (r.short_elements) out.not_analysed["partition_short"] += r.short_elements;
     merge_into(p.lp, r.lp);
     merge_into(p.fp32, r.fp32);
     merge_into(p.exp_avg, r.exp_avg);
@@ -383,6 +428,7 @@ class Scanner {
       }
     }
     a.counts.push_back(out.bytes_scanned);
+    for_each_not_analysed_reason([&](const char* k) { a.counts.push_back(out.not_analysed[k]); });
 
     std::string note;
     std::unique_ptr<Reducer> reducer = make_reducer(backends_[0]->kind(), device_, &note);
@@ -412,6 +458,7 @@ class Scanner {
       }
     }
     out.bytes_scanned = a.counts.at(c.counts++);
+    for_each_not_analysed_reason([&](const char* k) { out.not_analysed[k] = a.counts.at(c.counts++); });
     out.backend += " x " + std::to_string(mpi_size()) + " MPI processes, merged by " + reducer->name();
     if (!note.empty()) out.backend += " (" + note + ")";
   }

@@ -5,10 +5,12 @@
 #include <utility>
 #include <vector>
 
+#include "ckptdoc/error.h"
+
 namespace ckptdoc {
 
 std::map<int, int> place_ranks(const std::map<int, uint64_t>& bytes_per_rank, int devices) {
-  if (devices < 1) throw std::invalid_argument("place_ranks: no devices");
+  if (devices < 1) throw Error("", "place_ranks", "no devices to place ranks on");
   std::vector<std::pair<uint64_t, int>> order;  // (bytes, rank)
   for (const auto& [rank, bytes] : bytes_per_rank) order.emplace_back(bytes, rank);
   std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });

@@ -21,7 +21,11 @@ bool gather(const GroupLayout& g, int index, int64_t numel, std::vector<float>& 
     for (const auto& f : rp.fragments) {
       if (f.param != index) continue;
       if (!part) {
-        part = fetch(rp.rank);
+        try {
+          part = fetch(rp.rank);
+        } catch (const Error&) {
+          part.reset();  // a rank missing or unreadable (the catalog names it): the param has no complete value
+        }
         if (!part) {
           out.clear();
           return false;
@@ -55,6 +59,7 @@ ParamData Checkpoint::assemble(int group, int param_index, bool with_moments) co
     gather(g, param_index, p.numel, d.exp_avg, [&](int r) { return moment_partition(group, r, "exp_avg"); });
     gather(g, param_index, p.numel, d.exp_avg_sq, [&](int r) { return moment_partition(group, r, "exp_avg_sq"); });
   }
+  check_unchanged();
   return d;
 }
 

@@ -1,6 +1,8 @@
 // Catalog building, part 1: locating the tag folder, file roles, opening files, the model-states file.
 #include "deepspeed/catalog_builder.h"
 
+#include "deepspeed/catalog_bounds.h"
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -36,6 +38,7 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
     return;
   }
   list_files();
+  recognise_by_content();
   const bool any_rank_file = std::any_of(cat_.files.begin(), cat_.files.end(), [](const CheckpointFile& f) {
     return f.role == FileRole::Model || f.role == FileRole::Optim;
   });
@@ -50,10 +53,13 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
   decide_wrapper();
   check_world_sizes();
   build_groups();
+  identify_renamed_ranks();
   check_partitions();
   check_module_shapes();
   read_optimizer_summary();
   if (loc.from_latest) note_universal_beside();
+  report_renamed();
+  check_pickle_safety();
 }
 
 void CatalogBuilder::list_files() {
@@ -146,7 +152,7 @@ void CatalogBuilder::read_model_file() {
     ParamEntry p;
     p.name = name;
     p.shape = shape_of(shape_v).value_or(std::vector<int64_t>{});
-    p.numel = shape_numel(p.shape);
+    p.numel = checked_numel(p.shape, mf->abs_path, "frozen_param_shapes['" + name + "']");
     cat_.frozen_params.push_back(std::move(p));
   }
   for (const auto& [alias, owner] : str_items(dict_get(root, "shared_params"))) {
@@ -158,8 +164,10 @@ void CatalogBuilder::read_model_file() {
   cat_.global_steps = opt_int(dict_get(root, "global_steps")).value_or(0);
   cat_.skipped_steps = opt_int(dict_get(root, "skipped_steps")).value_or(0);
   cat_.global_samples = opt_int(dict_get(root, "global_samples")).value_or(0);
-  cat_.dp_world_size = static_cast<int>(opt_int(dict_get(root, "dp_world_size")).value_or(0));
-  cat_.mp_world_size = static_cast<int>(opt_int(dict_get(root, "mp_world_size")).value_or(0));
+  cat_.dp_world_size = checked_count(opt_int(dict_get(root, "dp_world_size")), 0, kMaxWorldSize, mf->abs_path,
+                                     "key 'dp_world_size'");
+  cat_.mp_world_size = checked_count(opt_int(dict_get(root, "mp_world_size")), 0, kMaxWorldSize, mf->abs_path,
+                                     "key 'mp_world_size'");
   cat_.ds_version = opt_str(dict_get(root, "ds_version")).value_or("");
   const Value* config = dict_get(root, "ds_config");
   if (auto t = opt_str(dict_get(dict_get(config, "optimizer"), "type"))) cat_.optimizer_name_hint = *t;

@@ -35,6 +35,9 @@ class CatalogBuilder {
 
  private:
   void list_files();
+  void recognise_by_content();
+  void identify_renamed_ranks();
+  void report_renamed();
   const TorchFile* try_open(const CheckpointFile& f);
   void read_model_file();
   void scan_optim_files();
@@ -48,6 +51,7 @@ class CatalogBuilder {
   void build_universal();
   void note_universal_beside();  // a save folder whose `latest_universal` names another tag
   void read_optimizer_groups(const Value* inner);
+  void check_pickle_safety();
   void problem(std::string code, std::string severity, std::string message, std::string file = {},
                std::vector<int> ranks = {}, std::vector<std::string> params = {});
   std::vector<std::vector<ParamEntry>> param_groups_from_shapes();
@@ -56,7 +60,10 @@ class CatalogBuilder {
   Catalog& cat_;
   const TorchFile* model_ = nullptr;  // primary model file (mp 0, dp 0)
   std::map<int, OptimRankScan> optim_;  // by dp rank, mp rank 0, readable or not
+  // Files whose names do not say what they are, recognised by content: path -> how their rank was told.
+  std::map<std::string, std::string> renamed_;
   const Value* old_param_shapes_ = nullptr;  // param_shapes from an optim file (< v0.6.0)
+  std::string old_param_shapes_file_;
   int layout_dp_ = 0;
 };
 

@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 
+#include "ckptdoc/error.h"
+#include "deepspeed/catalog_bounds.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/value_access.h"
 
@@ -14,13 +16,17 @@ using namespace detail;
 
 namespace {
 
-std::vector<ParamEntry> entries_of(const Value* shapes) {
+std::vector<ParamEntry> entries_of(const Value* shapes, const std::string& file) {
   std::vector<ParamEntry> out;
+  int64_t total = 0;
   for (const auto& [name, v] : str_items(shapes)) {
     ParamEntry p;
     p.name = name;
     p.shape = shape_of(v).value_or(std::vector<int64_t>{});
-    p.numel = shape_numel(p.shape);
+    p.numel = checked_numel(p.shape, file, "param_shapes['" + name + "']");
+    total += p.numel;
+    if (total > kMaxGroupNumel)
+      throw Error(file, "param_shapes", "a group claims more than " + std::to_string(kMaxGroupNumel) + " elements");
     out.push_back(std::move(p));
   }
   return out;
@@ -43,14 +49,15 @@ const Value* state_entry(const Value* osd, OptimizerWrapper w, int group) {
 std::vector<std::vector<ParamEntry>> CatalogBuilder::param_groups_from_shapes() {
   std::vector<std::vector<ParamEntry>> groups;
   const Value* shapes = model_ ? dict_get(&model_->root, "param_shapes") : nullptr;
+  std::string file = shapes ? model_->path : old_param_shapes_file_;
   if (!shapes) shapes = old_param_shapes_;
   if (!shapes) return groups;
   if (shapes->is_sequence()) {
-    for (const auto& g : shapes->items()) groups.push_back(entries_of(&g));
+    for (const auto& g : shapes->items()) groups.push_back(entries_of(&g, file));
     return groups;
   }
   // < v0.5.4: one OrderedDict for all params; split it by the saved fp32 totals per group.
-  std::vector<ParamEntry> all = entries_of(shapes);
+  std::vector<ParamEntry> all = entries_of(shapes, file);
   std::vector<int64_t> totals;
   for (const auto& [r, s] : optim_) {
     for (size_t g = 0; g < s.fp32_numel.size(); ++g) {
@@ -122,6 +129,19 @@ void CatalogBuilder::check_partitions() {
   const auto w = cat_.wrapper;
   if (cat_.groups.empty()) return;
   const bool round_robin = zero12_rules_for_version(cat_.ds_version).round_robin;
+  // The tensor state keys of each group, over all ranks: every rank must hold them all (a rank without them
+  // would read as zeros in a re-partition, and its moments would be lost).
+  cat_.group_state_keys.assign(cat_.groups.size(), {});
+  for (const auto& [r, s] : optim_) {
+    if (!s.osd || r < 0 || r >= layout_dp_) continue;
+    for (size_t g = 0; g < cat_.groups.size(); ++g)
+      for (const auto& [key, v] : str_items(state_entry(s.osd, w, static_cast<int>(g)))) {
+        auto& keys = cat_.group_state_keys[g];
+        if (key != "step" && v->is_tensor() && !v->as_tensor().shape.empty() &&
+            std::find(keys.begin(), keys.end(), key) == keys.end())
+          keys.push_back(key);
+      }
+  }
   for (const auto& [r, s] : optim_) {
     if (!s.osd || r < 0 || r >= layout_dp_) continue;
     const CheckpointFile* f = cat_.optim_file(r, 0);
@@ -173,13 +193,24 @@ void CatalogBuilder::check_partitions() {
                   {r}, params);
         }
       }
-      // Optimizer state tensors have the full partition length (rigid) or the lean one (elastic).
+      // Optimizer state tensors have the full partition length (rigid) or the lean one (elastic). Only `step`
+      // and 0-dim scalars are not partitioned: a 1-element tensor is a (tiny) ZeRO-3 partition and is checked.
       const Value* entry = state_entry(s.osd, w, static_cast<int>(g));
       const bool elastic = w != OptimizerWrapper::Zero3 && dict_get(s.osd, "base_optimizer_state") &&
                            dict_get(s.osd, "base_optimizer_state")->is_sequence();
+      for (const auto& key : cat_.group_state_keys[g]) {
+        const Value* v = dict_get(entry, key);
+        if (!v || !v->is_tensor()) {
+          problem("optimizer-state-incomplete", "error",
+                  file + ": optimizer state '" + key + "' of " + where + " is missing while other ranks hold it: "
+                      "that rank's " + key + " is lost (a repair would not invent it; --reset-optimizer restarts "
+                      "every rank's state together)",
+                  file, {r});
+        }
+      }
       for (const auto& [key, v] : str_items(entry)) {
         const auto len = tensor_numel(v);
-        if (!len || key == "step" || *len <= 1) continue;
+        if (!len || key == "step" || !v->is_tensor() || v->as_tensor().shape.empty()) continue;
         const int64_t expect = elastic ? rp.saved_numel : G.partition_numel;
         if (*len != expect) {
           problem("shape-mismatch", "error",

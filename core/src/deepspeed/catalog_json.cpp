@@ -103,6 +103,7 @@ std::string catalog_to_json(const Catalog& c, int indent) {
                         {"file", p.file},
                         {"ranks", p.ranks},
                         {"params", p.params}});
+    if (!p.details.empty()) problems.back()["details"] = p.details;
   }
   j["problems"] = std::move(problems);
   if (c.universal) {

@@ -5,6 +5,7 @@
 
 #include "ckptdoc/format/known_objects.h"
 
+#include "deepspeed/catalog_bounds.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/value_access.h"
 
@@ -50,7 +51,8 @@ void CatalogBuilder::scan_optim_files() {
     }
     if (s.osd) {
       const Value* osd = s.osd;
-      s.zero_stage = opt_int(dict_get(osd, "zero_stage"));
+      if (const auto z = opt_int(dict_get(osd, "zero_stage")))
+        s.zero_stage = checked_count(z, 0, 3, f.abs_path, "key 'optimizer_state_dict.zero_stage'");
       const Value* fp32 = dict_get(osd, "single_partition_of_fp32_groups");
       s.has_single_partition = fp32 != nullptr;
       if (const Value* z3 = dict_get(osd, "fp32_flat_groups")) {
@@ -65,6 +67,10 @@ void CatalogBuilder::scan_optim_files() {
       if (!pads) pads = dict_get(osd, "groups_padding");  // v0.6.2-v0.6.7 BF16_Optimizer
       if (pads) s.group_paddings = int_list(pads);
       s.partition_count = int_list(dict_get(osd, "partition_count"));
+      for (size_t g = 0; g < s.partition_count.size(); ++g)
+        checked_count(s.partition_count[g], 0, kMaxWorldSize, f.abs_path,
+                      "key 'optimizer_state_dict.partition_count'" +
+                          (s.partition_count.size() > 1 ? "[" + std::to_string(g) + "]" : std::string()));
       if (const Value* maps = dict_get(osd, "param_slice_mappings"); maps && maps->is_sequence()) {
         s.has_slice_mappings = true;
         for (const auto& g : maps->items()) {
@@ -78,7 +84,10 @@ void CatalogBuilder::scan_optim_files() {
         }
       }
       s.ds_version = opt_str(dict_get(osd, "ds_version")).value_or(opt_str(dict_get(&s.file->root, "ds_version")).value_or(""));
-      if (!old_param_shapes_) old_param_shapes_ = dict_get(&s.file->root, "param_shapes");
+      if (!old_param_shapes_) {
+        old_param_shapes_ = dict_get(&s.file->root, "param_shapes");
+        if (old_param_shapes_) old_param_shapes_file_ = f.abs_path;
+      }
     }
     optim_[f.dp_rank] = std::move(s);
   }
@@ -94,7 +103,10 @@ void CatalogBuilder::decide_wrapper() {
   }
   const Value* config = model_ ? dict_get(&model_->root, "ds_config") : nullptr;
   if (!config && first) config = dict_get(&first->file->root, "ds_config");
-  const auto config_stage = opt_int(dict_get(dict_get(config, "zero_optimization"), "stage"));
+  std::optional<int64_t> config_stage = opt_int(dict_get(dict_get(config, "zero_optimization"), "stage"));
+  if (config_stage)
+    config_stage = checked_count(config_stage, 0, 3, model_ ? model_->path : first ? first->file->path : cat_.tag_dir,
+                                 "key 'ds_config.zero_optimization.stage'");
   if (cat_.ds_version.empty() && first) cat_.ds_version = first->ds_version;
 
   if (first) {

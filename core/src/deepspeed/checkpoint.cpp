@@ -1,6 +1,8 @@
 // Checkpoint: opening (via CatalogBuilder), the cache of parsed files, and per-rank tensor access.
 #include "ckptdoc/deepspeed/checkpoint.h"
 
+#include <algorithm>
+
 #include "ckptdoc/error.h"
 #include "ckptdoc/weights/weights_source.h"
 #include "deepspeed/catalog_builder.h"
@@ -48,6 +50,12 @@ const TorchFile& Checkpoint::open_cached(const std::string& abs_path) const {
   }
 }
 
+void Checkpoint::check_unchanged() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [path, f] : open_files_)
+    if (f && f->file) f->file->check_unchanged();
+}
+
 const TorchFile& Checkpoint::model_file(int mp_rank, int dp_rank) const {
   const CheckpointFile* f = catalog_.model_file(mp_rank, dp_rank);
   if (!f) {
@@ -73,55 +81,74 @@ const Value& Checkpoint::optimizer_state(int dp_rank, int mp_rank) const {
     if (const Value* osd = dict_get(&f.root, "optimizer_state_dict")) return *osd;
     throw Error(f.path, "key 'optimizer_state_dict'", "missing");
   }
+  const auto w = catalog_.wrapper;
+  if (w == OptimizerWrapper::Zero12 || w == OptimizerWrapper::Zero3 || w == OptimizerWrapper::BF16Optimizer)
+    throw Error(catalog_.tag_dir, "dp rank " + std::to_string(dp_rank) + ", mp rank " + std::to_string(mp_rank),
+                "the optimizer-states file is missing");
   const TorchFile& m = model_file(mp_rank, dp_rank);
   if (const Value* opt = dict_get(&m.root, "optimizer")) return *opt;
   throw Error(m.path, "key 'optimizer'", "no optimizer state in this checkpoint");
 }
 
 namespace {
-const Value* partition_list(const Value& osd, OptimizerWrapper w) {
+// The key of the list of fp32 partitions, by wrapper; nullptr for wrappers that keep none.
+const char* partition_list_key(OptimizerWrapper w) {
   switch (w) {
     case OptimizerWrapper::Zero12:
-    case OptimizerWrapper::BF16Optimizer:
-      return dict_get(&osd, "single_partition_of_fp32_groups");
-    case OptimizerWrapper::Zero3:
-      return dict_get(&osd, "fp32_flat_groups");
-    case OptimizerWrapper::FP16Optimizer:
-      return dict_get(&osd, "fp32_groups_flat");
-    default:
-      return nullptr;
+    case OptimizerWrapper::BF16Optimizer: return "single_partition_of_fp32_groups";
+    case OptimizerWrapper::Zero3: return "fp32_flat_groups";
+    case OptimizerWrapper::FP16Optimizer: return "fp32_groups_flat";
+    default: return nullptr;
   }
 }
 
-const Value* moment_entry(const Value& osd, OptimizerWrapper w, int group) {
+const Value* moment_entry(const Value& osd, OptimizerWrapper w, int group, std::string* where) {
   if (w == OptimizerWrapper::Zero3 || w == OptimizerWrapper::FP16Optimizer) {
+    *where = "optimizer_state_dict.optimizer_state_dict.state[" + std::to_string(group) + "]";
     return int_key(dict_get(dict_get(&osd, "optimizer_state_dict"), "state"), group);
   }
   const Value* base = dict_get(&osd, "base_optimizer_state");
-  if (base && base->is_sequence()) return list_at(base, static_cast<size_t>(group));
+  if (base && base->is_sequence()) {
+    *where = "optimizer_state_dict.base_optimizer_state[" + std::to_string(group) + "]";
+    return list_at(base, static_cast<size_t>(group));
+  }
+  *where = "optimizer_state_dict.base_optimizer_state.state[" + std::to_string(group) + "]";
   return int_key(dict_get(base, "state"), group);
 }
 }  // namespace
 
+std::string Checkpoint::state_file_path(int dp_rank) const {
+  if (const CheckpointFile* f = catalog_.optim_file(dp_rank)) return f->abs_path;
+  if (const CheckpointFile* m = catalog_.model_file(0, dp_rank)) return m->abs_path;
+  return catalog_.tag_dir;
+}
+
 std::optional<Tensor> Checkpoint::fp32_partition(int group, int dp_rank) const {
   if (catalog_.universal) return dp_rank == 0 ? universal_tensor(group, "fp32") : std::nullopt;
-  try {
-    const Value& osd = optimizer_state(dp_rank);
-    const Value* t = list_at(partition_list(osd, catalog_.wrapper), static_cast<size_t>(group));
-    if (t && t->is_tensor()) return t->as_tensor();
-  } catch (const Error&) {
-  }
-  return std::nullopt;
+  const char* key = partition_list_key(catalog_.wrapper);
+  if (!key) return std::nullopt;  // a wrapper without fp32 partitions
+  const Value& osd = optimizer_state(dp_rank);  // throws naming a missing or unreadable file
+  const Value* t = list_at(dict_get(&osd, key), static_cast<size_t>(group));
+  if (!t || !t->is_tensor())
+    throw Error(state_file_path(dp_rank), "key '" + std::string(key) + "[" + std::to_string(group) + "]'",
+                "the fp32 partition of dp rank " + std::to_string(dp_rank) + " is missing");
+  return t->as_tensor();
 }
 
 std::optional<Tensor> Checkpoint::moment_partition(int group, int dp_rank, const std::string& key) const {
   if (catalog_.universal) return dp_rank == 0 ? universal_tensor(group, key) : std::nullopt;
-  try {
-    const Value& osd = optimizer_state(dp_rank);
-    const Value* t = dict_get(moment_entry(osd, catalog_.wrapper, group), key);
-    if (t && t->is_tensor() && t->as_tensor().numel() > 1) return t->as_tensor();
-  } catch (const Error&) {
-  }
+  const Value& osd = optimizer_state(dp_rank);  // throws naming a missing or unreadable file
+  std::string where;
+  const Value* t = dict_get(moment_entry(osd, catalog_.wrapper, group, &where), key);
+  if (t && t->is_tensor() && !t->as_tensor().shape.empty()) return t->as_tensor();  // 0-dim: a scalar such as step
+  // Absent here: fine when no rank holds it (a fresh optimizer), lost when another rank does.
+  const auto& keys = catalog_.group_state_keys;
+  const bool expected = static_cast<size_t>(group) < keys.size() &&
+                        std::find(keys[static_cast<size_t>(group)].begin(), keys[static_cast<size_t>(group)].end(),
+                                  key) != keys[static_cast<size_t>(group)].end();
+  if (expected)
+    throw Error(state_file_path(dp_rank), where + "['" + key + "']",
+                "missing on dp rank " + std::to_string(dp_rank) + " while other ranks hold it");
   return std::nullopt;
 }
 

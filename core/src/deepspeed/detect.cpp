@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ckptdoc/error.h"
+#include "deepspeed/content_roles.h"
 #include "deepspeed/file_roles.h"
 
 namespace fs = std::filesystem;
@@ -44,10 +45,47 @@ Location in_tag_dir(const fs::path& dir) {
 
 bool has_rank_files(const std::string& dir) {
   std::error_code ec;
+  std::vector<fs::path> others;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     if (classify_file_name(it->path().filename().string())) return true;
+    if (it->is_regular_file(ec)) others.push_back(it->path());
   }
+  // Renamed rank files: recognised by what they hold (only when no name says so; reads pickles only).
+  for (const auto& p : others)
+    if (classify_file_by_content(p.string())) return true;
   return false;
+}
+
+bool holds_only_a_deepspeed_checkpoint(const std::string& dir, std::string* foreign) {
+  std::error_code ec;
+  int tags = 0;
+  std::vector<fs::path> entries;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(it->path());
+  if (ec) {
+    *foreign = "an unreadable folder (" + ec.message() + ")";
+    return false;
+  }
+  std::sort(entries.begin(), entries.end());
+  for (const auto& p : entries) {
+    const std::string name = p.filename().string();
+    if (fs::is_symlink(p, ec)) {
+      *foreign = "'" + name + "' (a symbolic link)";
+      return false;
+    }
+    if (fs::is_regular_file(p, ec) && (name == "latest" || name == "latest_universal" || name == "zero_to_fp32.py"))
+      continue;
+    if (fs::is_directory(p, ec) && has_rank_files(p.string())) {
+      ++tags;
+      continue;
+    }
+    *foreign = "'" + name + "' (" + (fs::is_directory(p, ec) ? "a folder without DeepSpeed rank files" : "a file") + ")";
+    return false;
+  }
+  if (tags == 0) {
+    *foreign = "no tag folder with DeepSpeed rank files";
+    return false;
+  }
+  return true;
 }
 
 Location locate_checkpoint(const std::string& path, const std::optional<std::string>& tag) {

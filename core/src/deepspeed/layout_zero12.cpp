@@ -1,8 +1,8 @@
 // Flat partition layout of ZeRO-1/2 (DeepSpeedZeroOptimizer, §5.1) and BF16_Optimizer (§5.2) groups.
 #include <algorithm>
-#include <stdexcept>
 
 #include "ckptdoc/deepspeed/layout.h"
+#include "ckptdoc/error.h"
 
 namespace ckptdoc::deepspeed {
 namespace {
@@ -17,7 +17,7 @@ int64_t python_slice_len(int64_t p, int64_t length) {
 
 // Offsets, numels and the equal split shared by both wrappers; saved lengths/records are filled by callers.
 GroupLayout flat_layout(int index, std::vector<ParamEntry> params, int dp, int64_t alignment) {
-  if (dp < 1) throw std::invalid_argument("dp must be >= 1");
+  if (dp < 1) throw Error("", "layout", "a data-parallel size of " + std::to_string(dp) + " (at least 1 is needed)");
   GroupLayout g;
   g.index = index;
   int64_t off = 0;

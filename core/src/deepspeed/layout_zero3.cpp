@@ -1,13 +1,13 @@
 // ZeRO-3 sub-group layout (§5.3): every param is padded to a multiple of dp and rank r holds slice r of each.
 #include <algorithm>
-#include <stdexcept>
 
 #include "ckptdoc/deepspeed/layout.h"
+#include "ckptdoc/error.h"
 
 namespace ckptdoc::deepspeed {
 
 GroupLayout layout_zero3(int index, std::vector<ParamEntry> params, int dp) {
-  if (dp < 1) throw std::invalid_argument("dp must be >= 1");
+  if (dp < 1) throw Error("", "layout", "a data-parallel size of " + std::to_string(dp) + " (at least 1 is needed)");
   GroupLayout g;
   g.index = index;
   int64_t off = 0;

@@ -15,9 +15,16 @@ bool present(const CheckpointFile* f) {
   return f && fs::is_regular_file(f->abs_path, ec);
 }
 
+// "0, 2-5, 9": runs of three or more consecutive ranks as ranges, so 60000 missing ranks stay one short line.
 std::string join(const std::vector<int>& v) {
   std::string s;
-  for (int x : v) s += (s.empty() ? "" : ", ") + std::to_string(x);
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i;
+    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
+    const auto part = j >= i + 2 ? std::to_string(v[i]) + "-" + std::to_string(v[j]) : std::to_string(v[i]);
+    s += (s.empty() ? "" : ", ") + part;
+    i = j >= i + 2 ? j + 1 : i + 1;
+  }
   return s;
 }
 

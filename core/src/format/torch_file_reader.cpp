@@ -81,7 +81,7 @@ class StorageTable {
   std::string file_, record_;
 };
 
-void open_zip(TorchFile& tf, const UnpickleLimits& limits) {
+void open_zip(TorchFile& tf, const UnpickleLimits& limits, PickleUseLog& uses) {
   ZipReader zip(tf.file);
   if (zip.entries().empty()) throw Error(tf.path, "zip directory", "the archive has no records");
   const std::string& first = zip.entries().front().name;
@@ -101,6 +101,7 @@ void open_zip(TorchFile& tf, const UnpickleLimits& limits) {
   opts.limits = limits;
   opts.file_name = tf.path;
   opts.record_name = pkl->name;
+  opts.uses = &uses;
   opts.persistent_load = [&](const Value& pid) { return table.load(pid, false); };
   UnpickleResult r = unpickle(zip.data(*pkl), opts);
 
@@ -148,7 +149,7 @@ size_t expect_fixed_pickle(const TorchFile& tf, std::span<const uint8_t> bytes, 
   return p + body.size();
 }
 
-void open_legacy(TorchFile& tf, const UnpickleLimits& limits) {
+void open_legacy(TorchFile& tf, const UnpickleLimits& limits, PickleUseLog& uses) {
   const auto bytes = tf.file->bytes();
   size_t pos = expect_fixed_pickle(tf, bytes, 0, kLegacyMagic, "magic number");
   pos = expect_fixed_pickle(tf, bytes, pos, kLegacyProtocolVersion, "protocol version 1001");
@@ -157,6 +158,7 @@ void open_legacy(TorchFile& tf, const UnpickleLimits& limits) {
   plain.limits = limits;
   plain.file_name = tf.path;
   plain.record_name = "sys_info pickle";
+  plain.uses = &uses;
   const UnpickleResult sys_info = unpickle(bytes.subspan(pos), plain);
   pos += sys_info.end_offset;
 
@@ -219,29 +221,70 @@ TorchFile TorchFile::open(const std::string& path, const UnpickleLimits& limits)
   return open(MappedFile::open(path), limits);
 }
 
+namespace {
+
+// Reads the zip or legacy stream into tf, recording what its pickles reach into `uses` as it goes.
+void read_torch(TorchFile& tf, const UnpickleLimits& limits, PickleUseLog& uses) {
+  const std::string& path = tf.path;
+  const auto head = tf.file->bytes().first(std::min<size_t>(tf.file->size(), 16));
+  if (ZipReader::looks_like_zip(head)) {
+    tf.format = TorchFormat::Zip;
+    open_zip(tf, limits, uses);
+  } else if (is_legacy_head(head)) {
+    tf.format = TorchFormat::Legacy;
+    open_legacy(tf, limits, uses);
+  } else if (tf.file_size == 0) {
+    throw Error(path, "", "the file is empty (expected a torch.save zip or legacy stream)");
+  } else {
+    throw Error(path, at_offset(0),
+                expected_found("a torch.save file (zip 'PK\\x03\\x04' or legacy pickle magic)", "other bytes"));
+  }
+}
+
+std::vector<PickleUse> finished_uses(const PickleUseLog& log) {
+  std::vector<PickleUse> uses = log.uses();
+  if (log.truncated()) {
+    PickleUse u;
+    u.callable = "<more than 4096 distinct imports and calls>";
+    u.computed = true;
+    u.how = PickleUseKind::Reduce;
+    u.count = 1;
+    uses.push_back(std::move(u));
+  }
+  return uses;
+}
+
+}  // namespace
+
+std::vector<PickleUse> TorchFile::pickle_uses_of(const std::string& path) {
+  PickleUseLog log;
+  try {
+    TorchFile tf;
+    tf.path = path;
+    tf.file = MappedFile::open(path);
+    tf.file_size = tf.file->size();
+    read_torch(tf, {}, log);
+  } catch (const Error&) {
+    // Whatever was reached before the failure is in the log.
+  }
+  return finished_uses(log);
+}
+
 TorchFile TorchFile::open(std::shared_ptr<const MappedFile> file, const UnpickleLimits& limits) {
   TorchFile tf;
   const std::string path = file->path();
   tf.path = path;
   tf.file = std::move(file);
   tf.file_size = tf.file->size();
-  const auto head = tf.file->bytes().first(std::min<size_t>(tf.file->size(), 16));
+  PickleUseLog uses;
   try {
-    if (ZipReader::looks_like_zip(head)) {
-      tf.format = TorchFormat::Zip;
-      open_zip(tf, limits);
-    } else if (is_legacy_head(head)) {
-      tf.format = TorchFormat::Legacy;
-      open_legacy(tf, limits);
-    } else if (tf.file_size == 0) {
-      throw Error(path, "", "the file is empty (expected a torch.save zip or legacy stream)");
-    } else {
-      throw Error(path, at_offset(0),
-                  expected_found("a torch.save file (zip 'PK\\x03\\x04' or legacy pickle magic)", "other bytes"));
-    }
+    read_torch(tf, limits, uses);
   } catch (const Error& e) {
+    tf.file->check_unchanged();  // a parse error from a file that shrank under its map says the wrong thing
     throw e.with_file(path);
   }
+  tf.file->check_unchanged();
+  tf.pickle_uses = finished_uses(uses);
   return tf;
 }
 

@@ -208,6 +208,11 @@ Value parse_decimal_int(std::string_view s) {
 class Vm {
  public:
   Vm(std::span<const uint8_t> data, const UnpickleOptions& opt) : data_(data), opt_(opt), lim_(opt.limits) {}
+  // A VM over pickled bytes that a call of `loader` would unpickle: it only records what they reach.
+  void nest(std::string loader, int depth) {
+    nested_in_ = std::move(loader);
+    nesting_ = depth;
+  }
 
   UnpickleResult run();
 
@@ -314,8 +319,29 @@ class Vm {
 
   void note_global(const std::string& module, const std::string& name) {
     std::string q = module + "." + name;
+    record_use(q, false, PickleUseKind::Global);
     if (globals_seen_.insert(q).second) globals_.push_back(std::move(q));
   }
+  // --- what the stream reaches (UnpickleOptions::uses) ---
+  void record_use(std::string callable, bool computed, PickleUseKind how, std::string via = {},
+                  std::string attribute_of = {}, std::string attribute = {}) {
+    if (!opt_.uses) return;
+    PickleUse u;
+    u.record = opt_.record_name;
+    u.callable = std::move(callable);
+    u.computed = computed;
+    u.how = how;
+    u.via = std::move(via);
+    u.nested_in = nested_in_;
+    u.attribute_of = std::move(attribute_of);
+    u.attribute = std::move(attribute);
+    u.offset = op_start_;
+    u.count = 1;
+    opt_.uses->add(std::move(u));
+  }
+  void record_call(const Value& callable, const Value& args, PickleUseKind how);
+  void record_globals_in(const Value& v, PickleUseKind how);
+  void scan_nested_pickle(const std::string& loader, const std::string& bytes);
   Value make_global(std::string module, std::string name) {
     if (module.empty() || name.empty()) vm_fail("GLOBAL with an empty module or name");
     if (!valid_utf8(module) || !valid_utf8(name)) vm_fail("GLOBAL name is not valid UTF-8");
@@ -327,7 +353,7 @@ class Vm {
 
   Value text_string(std::string_view quoted);
   Value py2_string(std::string_view raw);
-  Value call(const Value& callable, const Value& args, ObjectData::How how, const Value* kwargs);
+  Value call(const Value& callable, const Value& args, ObjectData::How how, const Value* kwargs, PickleUseKind kind);
   Value rebuild_tensor(const std::string& fn, const Value& args);
   void build(Value& inst, const Value& state);
   void add_list_items(Value& target, size_t from);
@@ -350,7 +376,98 @@ class Vm {
   Value result_;
   std::vector<std::string> globals_;
   std::unordered_set<std::string> globals_seen_;
+  size_t op_start_ = 0;
+  std::string nested_in_;  // set on VMs over nested pickled bytes
+  int nesting_ = 0;
 };
+
+// Pickle loaders a stream may hand bytes to: those bytes are a pickle torch.load would then run too.
+bool is_pickle_loader(const std::string& q) {
+  static const std::unordered_set<std::string> names{
+      "pickle.loads", "pickle._loads", "_pickle.loads", "cPickle.loads", "dill.loads", "dill._dill.loads",
+      "torch.storage._load_from_bytes", "torch.serialization._load_from_bytes", "joblib.numpy_pickle.loads"};
+  return names.count(q) != 0;
+}
+
+// "module.name" of a GLOBAL; "<result of module.name>" for what a call returned (calls of calls are followed
+// a few levels, iteratively: a hostile stream may nest them deeply).
+std::string describe_callable(const Value& c) {
+  if (c.is(Value::Kind::Global)) return c.as_global().first + "." + c.as_global().second;
+  if (!c.is(Value::Kind::Object)) return "<" + c.type_name() + ">";
+  const Value* v = &c;
+  int levels = 0;
+  while (v->is(Value::Kind::Object) && v->as_object().callable && levels < 8) {
+    v = v->as_object().callable.get();
+    ++levels;
+  }
+  std::string inner = v->is(Value::Kind::Object) ? v->as_object().qualified()
+                      : v->is(Value::Kind::Global) ? v->as_global().first + "." + v->as_global().second
+                                                   : "<" + v->type_name() + ">";
+  std::string out = "<result of " + inner + ">";
+  for (int i = 1; i < levels; ++i) out = "<result of " + out + ">";
+  return out;
+}
+
+void Vm::record_call(const Value& callable, const Value& args, PickleUseKind how) {
+  using K = Value::Kind;
+  if (!opt_.uses) return;
+  if (!callable.is(K::Global)) {
+    record_use(describe_callable(callable), true, how);
+    return;
+  }
+  const std::string q = describe_callable(callable);
+  const std::string q3 = py3_module(callable.as_global().first) + "." + callable.as_global().second;
+  const auto& a = args.is(K::Tuple) ? args.items() : std::vector<Value>{};
+  if (q3 == "builtins.getattr" && a.size() == 2 && a[0].is(K::Global) && a[1].is(K::Str)) {
+    record_use(q, false, how, {}, describe_callable(a[0]), a[1].as_str());
+    return;
+  }
+  record_use(q, false, how);
+  // copyreg's helpers construct the class they are given.
+  if ((q3 == "copyreg._reconstructor" || q3 == "copyreg.__newobj__" || q3 == "copyreg.__newobj_ex__") && !a.empty() &&
+      a[0].is(K::Global))
+    record_use(describe_callable(a[0]), false, PickleUseKind::NewObj, q);
+  if (is_pickle_loader(q3) && !a.empty() && a[0].is(K::Bytes)) scan_nested_pickle(q, a[0].as_str());
+}
+
+// GLOBALs inside a value (a persistent id): torch.load's persistent_load imports them.
+void Vm::record_globals_in(const Value& v, PickleUseKind how) {
+  if (!opt_.uses) return;
+  std::vector<const Value*> work{&v};
+  std::unordered_set<const void*> seen;
+  while (!work.empty()) {
+    const Value* x = work.back();
+    work.pop_back();
+    if (x->is(Value::Kind::Global)) {
+      record_use(describe_callable(*x), false, how);
+      continue;
+    }
+    const void* id = x->identity();
+    if (!id || !seen.insert(id).second) continue;
+    x->for_each_child([&](const Value& c) { work.push_back(&c); });
+  }
+}
+
+// Records what pickled bytes passed to a loader would reach, without keeping anything they build.
+void Vm::scan_nested_pickle(const std::string& loader, const std::string& bytes) {
+  if (nesting_ >= 4) {
+    record_use("<pickle nested more than 4 levels deep>", true, PickleUseKind::Reduce);
+    return;
+  }
+  UnpickleOptions o;
+  o.limits = lim_;
+  o.file_name = opt_.file_name;
+  o.record_name = opt_.record_name;
+  o.uses = opt_.uses;
+  o.persistent_load = [](const Value&) { return Value::none(); };
+  Vm inner(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), o);
+  inner.nest(nested_in_.empty() ? loader : nested_in_ + " > " + loader, nesting_ + 1);
+  try {
+    (void)inner.run();
+  } catch (const Error&) {
+    // What it reached before failing is recorded; the bytes themselves stay inert.
+  }
+}
 
 Value Vm::py2_string(std::string_view raw) {
   // torch.load decodes Python 2 str with encoding='utf-8'; undecodable ones stay bytes.
@@ -509,8 +626,9 @@ Value bytes_from_latin1(const std::string& s) {
   return Value::bytes(std::move(out));
 }
 
-Value Vm::call(const Value& callable, const Value& args, ObjectData::How how, const Value* kwargs) {
+Value Vm::call(const Value& callable, const Value& args, ObjectData::How how, const Value* kwargs, PickleUseKind kind) {
   using K = Value::Kind;
+  record_call(callable, args, kind);
   if (!args.is(K::Tuple)) vm_fail("call arguments: " + expected_found("tuple", args.type_name()));
   const auto& a = args.items();
   if (callable.is(K::Global) && how == ObjectData::How::Reduce) {
@@ -610,6 +728,8 @@ void Vm::build(Value& inst, const Value& state) {
   }
   if (inst.is(K::Object)) {
     auto& o = inst.object_mut();
+    // BUILD calls the instance's __setstate__ when its class has one.
+    record_use(o.callable ? describe_callable(inst) : o.qualified(), o.callable != nullptr, PickleUseKind::Build);
     // Old tensors: NEWOBJ(torch.Tensor) + BUILD((storage, offset, size, stride)).
     if ((py3_module(o.module) == "torch" || o.module == "torch._tensor") && o.name == "Tensor" && state.is(K::Tuple) &&
         state.items().size() == 4 && state.items()[0].is(K::Storage)) {
@@ -927,14 +1047,17 @@ void Vm::step(uint8_t op) {
       break;
     }
     case 'R': {  // REDUCE
-      Value r = call(top(1), top(), ObjectData::How::Reduce, nullptr);
+      Value r = call(top(1), top(), ObjectData::How::Reduce, nullptr, PickleUseKind::Reduce);
       drop(2);
       push(std::move(r));
       break;
     }
     case 0x81: {  // NEWOBJ
-      if (!top(1).is(K::Global)) vm_fail("NEWOBJ on " + top(1).type_name() + ", expected a class");
-      Value r = call(top(1), top(), ObjectData::How::NewObj, nullptr);
+      if (!top(1).is(K::Global)) {
+        record_use(describe_callable(top(1)), true, PickleUseKind::NewObj);
+        vm_fail("NEWOBJ on " + top(1).type_name() + ", expected a class");
+      }
+      Value r = call(top(1), top(), ObjectData::How::NewObj, nullptr, PickleUseKind::NewObj);
       drop(2);
       push(std::move(r));
       break;
@@ -942,7 +1065,7 @@ void Vm::step(uint8_t op) {
     case 0x92: {  // NEWOBJ_EX
       if (!top(2).is(K::Global)) vm_fail("NEWOBJ_EX on " + top(2).type_name() + ", expected a class");
       if (!top().is_dict()) vm_fail("NEWOBJ_EX keyword arguments: " + expected_found("dict", top().type_name()));
-      Value r = call(top(2), top(1), ObjectData::How::NewObjEx, &top());
+      Value r = call(top(2), top(1), ObjectData::How::NewObjEx, &top(), PickleUseKind::NewObjEx);
       drop(3);
       push(std::move(r));
       break;
@@ -954,7 +1077,7 @@ void Vm::step(uint8_t op) {
       const size_t m = mark_pos();
       count_items(stack_.size() - m);
       Value args = Value::tuple(std::vector<Value>(stack_.begin() + static_cast<long>(m), stack_.end()));
-      Value r = call(cls, args, ObjectData::How::Reduce, nullptr);
+      Value r = call(cls, args, ObjectData::How::Reduce, nullptr, PickleUseKind::Inst);
       drop(stack_.size() - m);
       marks_.pop_back();
       graveyard_.push_back(std::move(args));
@@ -966,7 +1089,7 @@ void Vm::step(uint8_t op) {
       if (stack_.size() == m) vm_fail("OBJ without a class");
       count_items(stack_.size() - m - 1);
       Value args = Value::tuple(std::vector<Value>(stack_.begin() + static_cast<long>(m) + 1, stack_.end()));
-      Value r = call(stack_[m], args, ObjectData::How::Reduce, nullptr);
+      Value r = call(stack_[m], args, ObjectData::How::Reduce, nullptr, PickleUseKind::Obj);
       drop(stack_.size() - m);
       marks_.pop_back();
       graveyard_.push_back(std::move(args));
@@ -995,6 +1118,7 @@ void Vm::step(uint8_t op) {
         validate(top(), seen, "the persistent id");
         pid = top().clone();
       }
+      record_globals_in(pid, PickleUseKind::PersistentId);
       Value r;
       try {
         r = opt_.persistent_load(pid);
@@ -1097,6 +1221,7 @@ UnpickleResult Vm::run() {
   try {
     while (!stopped_) {
       op_start = pos_;
+      op_start_ = op_start;
       if (pos_ >= data_.size()) {
         at_end = true;
         vm_fail("the stream ends without STOP (truncated)");
@@ -1133,6 +1258,22 @@ UnpickleResult Vm::run() {
 }
 
 }  // namespace
+
+void PickleUseLog::add(PickleUse u) {
+  const auto key = std::make_tuple(u.record, u.callable, static_cast<int>(u.how), u.via, u.nested_in,
+                                   u.attribute_of + "." + u.attribute);
+  auto it = index_.find(key);
+  if (it != index_.end()) {
+    ++uses_[it->second].count;
+    return;
+  }
+  if (uses_.size() >= kMaxDistinct) {
+    truncated_ = true;
+    return;
+  }
+  index_.emplace(key, uses_.size());
+  uses_.push_back(std::move(u));
+}
 
 UnpickleResult unpickle(std::span<const uint8_t> bytes, const UnpickleOptions& options) {
   Vm vm(bytes, options);

@@ -89,7 +89,8 @@ FileIo& current_io() {
 ScopedFileIo::ScopedFileIo(FileIo& io) : previous_(g_current.exchange(&io)) {}
 ScopedFileIo::~ScopedFileIo() { g_current.store(previous_); }
 
-AtomicFile::AtomicFile(std::string path, FileIo& io) : path_(std::move(path)), io_(io) {
+AtomicFile::AtomicFile(std::string path, FileIo& io)
+    : path_(std::move(path)), io_(io), mapped_changes_(MappedFile::change_count()) {
   temp_ = path_ + ".ckptdoc-tmp-" + std::to_string(::getpid());
   if (const int err = io_.open_write(temp_, &fd_); err != 0) {
     fd_ = -1;
@@ -213,6 +214,11 @@ void AtomicFile::write_all(std::span<const uint8_t> bytes, uint64_t file_offset)
 void AtomicFile::commit() {
   if (committed_) return;
   if (failed_) throw Error(path_, "", "cannot commit: an earlier write failed, the temp file is incomplete");
+  // A file this output was read from shrank while it was read: the bytes written from it may be zeros.
+  if (MappedFile::change_count() != mapped_changes_) {
+    failed_ = true;
+    MappedFile::throw_changed("writing " + path_);
+  }
   flush_buffer();
   if (const int err = io_.fsync(fd_); err != 0) {
     failed_ = true;  // the kernel may have dropped the dirty pages: a second fsync would lie

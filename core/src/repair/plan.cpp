@@ -7,6 +7,7 @@
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/weights/weights_source.h"
+#include "deepspeed/detect.h"
 #include "repair/sources.h"
 
 namespace fs = std::filesystem;
@@ -107,18 +108,32 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   std::error_code ec;
   if (fs::exists(plan.output, ec)) {
     if (!fs::is_directory(plan.output, ec)) refuse("--output", plan.output + " exists and is not a folder");
-    if (!fs::is_empty(plan.output, ec) && !rq.force)
-      refuse("--output", plan.output + " exists and is not empty (pass --force to replace it)");
+    if (!fs::is_empty(plan.output, ec)) {
+      if (!rq.force) refuse("--output", plan.output + " exists and is not empty (pass --force to replace a checkpoint there)");
+      // --force replaces what an earlier run (or DeepSpeed) wrote there, recognised by its content, nothing else.
+      std::string foreign;
+      if (!deepspeed::detail::holds_only_a_deepspeed_checkpoint(plan.output, &foreign))
+        refuse("--force", plan.output + " holds " + foreign + ", which is not part of a DeepSpeed checkpoint; --force "
+                          "replaces only a folder that holds a DeepSpeed checkpoint and nothing else. Choose another "
+                          "output folder, or move those files away yourself");
+    }
   }
 
   // The checkpoint must be readable end to end.
   std::vector<std::string> errors;
-  for (const auto& p : cat.problems)
-    if (p.severity == "error" && !(rq.across_processes && p.code == "rank-file-missing"))  // maybe on another node
-      errors.push_back(p.code + ": " + p.message);
+  bool unsafe = false;
+  for (const auto& p : cat.problems) {
+    if (p.severity != "error") continue;
+    if (rq.across_processes && p.code == "rank-file-missing") continue;  // maybe on another node
+    if (p.code == "unsafe-pickle" && rq.allow_unsafe_pickle) continue;
+    unsafe = unsafe || p.code == "unsafe-pickle";
+    errors.push_back(p.code + ": " + p.message);
+  }
   if (!errors.empty()) {
     std::string msg = "the checkpoint has problems a repair cannot work around:";
     for (const auto& e : errors) msg += "\n  " + e;
+    if (unsafe)
+      msg += "\n(the output would carry the same pickle; pass --allow-unsafe-pickle to write it anyway)";
     refuse(cat.tag_dir, msg);
   }
 
@@ -200,7 +215,9 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
                              " checkpoint; a ZeRO-1/2 or BF16_Optimizer one is needed");
     if (tc.lp_dtype != cat.lp_dtype) refuse("--target", "the template's 16-bit dtype differs from the checkpoint's");
     for (const auto& p : tc.problems)
-      if (p.severity == "error") refuse("--target", "the template has a problem: " + p.message);
+      if (p.severity == "error" && !(p.code == "unsafe-pickle" && rq.allow_unsafe_pickle))
+        refuse("--target", "the template has a problem: " + p.code + ": " + p.message +
+                               (p.code == "unsafe-pickle" ? " (pass --allow-unsafe-pickle to write it anyway)" : ""));
     std::vector<std::string> changed, added;
     for (const auto& g : tc.groups)
       for (const auto& p : g.params) {
@@ -225,7 +242,7 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
       plan.warnings.push_back(std::to_string(added.size()) +
                               " new params start with zero Adam moments while their group's step continues, so their "
                               "first updates are larger than lr (bias correction); diagnose reports this as "
-                              "optimizer-step-inconsistent. Add --reset-optimizer to restart all moments together");
+                              "new-params-zero-moments (a warning). Add --reset-optimizer to restart all moments together");
     plan.actions.push_back("graft onto the template " + tc.save_dir + " (data-parallel " +
                            std::to_string(tc.groups.empty() ? 0 : tc.groups.front().partitions.size()) + ", " +
                            std::to_string(added.size()) + " new params with the template's values and zero moments)");

@@ -1,6 +1,9 @@
 // publish_folder and verify_output (see publish.h): shared by the single-process and the MPI repair.
 #include "repair/publish.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
 
 #include "ckptdoc/analysis/diagnose.h"
@@ -17,26 +20,55 @@ void remove_tree_quietly(const std::string& p) {
 }
 
 void publish_folder(const std::string& partial, const std::string& out, FileIo& io, bool& renamed) {
+  // make_plan allowed an existing output (empty, or a checkpoint under --force). It is moved aside first and
+  // removed only once the new one is in place, so a failure here leaves it whole.
   std::error_code ec;
+  std::string aside;
   if (fs::exists(out, ec)) {
-    // make_plan allowed it: empty, or --force.
-    fs::remove_all(out, ec);
-    if (ec) throw Error(out, "", "cannot replace the existing output: " + ec.message());
+    aside = out + ".ckptdoc-replaced-" + std::to_string(::getpid());
+    remove_tree_quietly(aside);
+    check_io(io.rename(out, aside), out, "rename (moving the output being replaced aside)");
   }
-  check_io(io.rename(partial, out), out, "rename");
-  renamed = true;
+  if (const int err = io.rename(partial, out); err != 0) {
+    if (!aside.empty()) io.rename(aside, out);
+    check_io(err, out, "rename");
+  }
   fs::path parent = fs::path(out).parent_path();
-  check_io(io.fsync_dir(parent.empty() ? std::string(".") : parent.string()), parent.string(), "fsync of directory");
+  if (const int err = io.fsync_dir(parent.empty() ? std::string(".") : parent.string()); err != 0) {
+    // Whether the rename is durable is unknown: no output of unknown durability stays, the old one comes back.
+    remove_tree_quietly(out);
+    if (!aside.empty()) io.rename(aside, out);
+    check_io(err, parent.string(), "fsync of directory");
+  }
+  renamed = true;
+  if (!aside.empty()) remove_tree_quietly(aside);
 }
 
 void verify_output(RepairResult& result, const RepairRequest& rq, Progress* progress, bool only_present_files) {
-  auto written = deepspeed::Checkpoint::open(result.output);
-  analysis::DiagnoseOptions dopt;
-  dopt.device = rq.device;
-  if (progress) progress->set_stage("verifying", 0);
-  result.verification = analysis::diagnose(*written, dopt, progress);
-  result.verified_clean = !result.verification.has_error();
-  result.invariant_failures = check_loader_invariants(*written, only_present_files);
+  try {
+    auto written = deepspeed::Checkpoint::open(result.output);
+    analysis::DiagnoseOptions dopt;
+    dopt.device = rq.device;
+    if (progress) progress->set_stage("verifying", 0);
+    result.verification = analysis::diagnose(*written, dopt, progress);
+    result.invariant_failures = check_loader_invariants(*written, only_present_files);
+    result.output_catalog = written->catalog();
+  } catch (const Cancelled&) {
+    result.state = OutputState::VerificationIncomplete;
+    result.verification_cancelled = true;
+    result.verification_error = "the verification was cancelled";
+    return;
+  } catch (const std::exception& e) {
+    result.state = OutputState::VerificationIncomplete;
+    result.verification_error = e.what();
+    return;
+  }
+  result.state = OutputState::Verified;
+  // With --allow-unsafe-pickle the output carries the input's pickles on purpose: still listed, not a failure.
+  result.verified_clean = std::none_of(
+      result.verification.findings.begin(), result.verification.findings.end(), [&](const analysis::Finding& f) {
+        return f.severity == analysis::Severity::Error && !(rq.allow_unsafe_pickle && f.code == "unsafe-pickle");
+      });
 }
 
 }  // namespace ckptdoc::repair::detail

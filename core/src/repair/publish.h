@@ -13,11 +13,13 @@ namespace ckptdoc::repair::detail {
 void remove_tree_quietly(const std::string& p);
 
 // Replaces `out` (when it exists: the plan allowed it, empty or --force) by `partial`, then fsyncs the parent
-// folder so the rename is durable. `renamed` turns true once `out` is the new folder.
+// folder so the rename is durable. `renamed` turns true once `out` is the new folder, durably. On failure it
+// throws with `out` as it was before (the replaced folder is moved aside first and moved back).
 void publish_folder(const std::string& partial, const std::string& out, FileIo& io, bool& renamed);
 
 // Re-opens result.output, re-diagnoses it and checks DeepSpeed's loader invariants (only the files present
-// when `only_present_files`: a node's share on node-local storage).
+// when `only_present_files`: a node's share on node-local storage). Never throws: a cancel or an error leaves
+// result.state VerificationIncomplete with the reason, since the output is already in place.
 void verify_output(RepairResult& result, const RepairRequest& rq, Progress* progress, bool only_present_files);
 
 }  // namespace ckptdoc::repair::detail

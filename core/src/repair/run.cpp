@@ -24,12 +24,12 @@ RepairResult run_repair(const deepspeed::Checkpoint& ckpt, const std::string& ou
   try {
     Runner runner(ckpt, rq, result.plan, progress, io);
     runner.run(partial);
-    publish_folder(partial, out, io, renamed);
+    publish_folder(partial, out, io, renamed);  // on failure, `out` is as it was
   } catch (...) {
-    // Nothing half-done stays behind: not the partial folder, nor an output whose durability is unknown.
-    remove_tree_quietly(renamed ? out : partial);
+    remove_tree_quietly(partial);  // nothing half-done stays behind
     throw;
   }
+  // From here on the output is in place: whatever happens to the verification, this returns and says so.
   result.output = out;
   verify_output(result, rq, progress, /*only_present_files=*/false);
   return result;

@@ -40,29 +40,34 @@ std::span<const float> StateReader::span(const std::string& field, int rank, int
   const auto key = std::make_tuple(field, rank, group);
   auto it = cache_.find(key);
   if (it == cache_.end()) {
-    std::optional<Tensor> t;
-    try {
-      t = field == "fp32" ? ckpt_.fp32_partition(group, rank) : ckpt_.moment_partition(group, rank, field);
-    } catch (const Error&) {
-      t.reset();
-    }
-    if (t && (t->dtype != DType::F32 || !t->is_contiguous())) {
+    // A missing or unreadable rank, or a field it lacks while others hold it, throws here naming file, key and
+    // rank: a repair never writes zeros in place of data.
+    std::optional<Tensor> t =
+        field == "fp32" ? ckpt_.fp32_partition(group, rank) : ckpt_.moment_partition(group, rank, field);
+    if (!t) throw Error(where(rank), "'" + field + "' of group " + std::to_string(group), "the checkpoint holds none");
+    if (t->dtype != DType::F32 || !t->is_contiguous()) {
       // Rare (a non-fp32 master, e.g. fp32_optimizer_states off): keep a float copy.
       auto f = t->to_float();
       std::vector<uint8_t> bytes(f.size() * 4);
       if (!f.empty()) std::memcpy(bytes.data(), f.data(), bytes.size());
       t = Tensor::from_bytes(DType::F32, {static_cast<int64_t>(f.size())}, std::move(bytes));
     }
-    it = cache_.emplace(key, std::move(t)).first;
+    it = cache_.emplace(key, std::move(*t)).first;
   }
-  if (!it->second) return {};
-  const auto b = it->second->contiguous_bytes();
+  const auto b = it->second.contiguous_bytes();
   return {reinterpret_cast<const float*>(b.data()), b.size() / 4};
+}
+
+std::string StateReader::where(int rank) const {
+  const auto* f = ckpt_.catalog().optim_file(rank);
+  return f ? f->abs_path : ckpt_.catalog().tag_dir + " (dp rank " + std::to_string(rank) + ")";
 }
 
 bool StateReader::has_field(const std::string& field) const {
   if (layout_.groups.empty()) return false;
-  return !span(field, 0, 0).empty();
+  if (field == "fp32") return true;
+  const auto& keys = ckpt_.catalog().group_state_keys;
+  return !keys.empty() && std::find(keys[0].begin(), keys[0].end(), field) != keys[0].end();
 }
 
 void StateReader::read(const std::string& field, const std::string& param, int64_t first, int64_t n,
@@ -89,11 +94,15 @@ void StateReader::read(const std::string& field, const std::string& param, int64
       pos = idx % P;
       run = std::min(n - done, P - pos);
     }
-    const auto s = (q < dp) ? span(field, q, p.group) : std::span<const float>{};
-    for (int64_t i = 0; i < run; ++i) {
-      const int64_t at = pos + i;
-      out[done + i] = at < static_cast<int64_t>(s.size()) ? s[static_cast<size_t>(at)] : 0.0f;
-    }
+    if (q >= dp)
+      throw Error("", "param '" + param + "'", "element " + std::to_string(e) + " lies beyond the " + std::to_string(dp) +
+                                                   " ranks' partitions");
+    const auto s = span(field, q, p.group);
+    if (pos + run > static_cast<int64_t>(s.size()))
+      throw Error(where(q), "'" + field + "' of group " + std::to_string(p.group),
+                  "dp rank " + std::to_string(q) + " holds " + std::to_string(s.size()) + " elements; param '" + param +
+                      "' needs elements up to " + std::to_string(pos + run) + " (a short partition: data is missing)");
+    std::copy(s.begin() + pos, s.begin() + pos + run, out + done);
     done += run;
   }
 }

@@ -34,7 +34,8 @@ struct SourceLayout {
 SourceLayout source_layout(const deepspeed::Checkpoint& ckpt);
 
 // Reads `field` ("fp32" for the master, or an optimizer state key such as "exp_avg") of one param from
-// whichever ranks hold it. Missing ranks/state read as zeros only when `zeros_when_missing`.
+// whichever ranks hold it. A rank that is missing, lacks the field or holds too few elements is an Error naming
+// the file, the field and the rank: nothing is read as zeros.
 class StateReader {
  public:
   StateReader(const deepspeed::Checkpoint& ckpt, const SourceLayout& layout);
@@ -44,9 +45,10 @@ class StateReader {
 
  private:
   std::span<const float> span(const std::string& field, int rank, int group) const;
+  std::string where(int rank) const;  // the file rank `rank`'s state is read from
   const deepspeed::Checkpoint& ckpt_;
   const SourceLayout& layout_;
-  mutable std::map<std::tuple<std::string, int, int>, std::optional<Tensor>> cache_;
+  mutable std::map<std::tuple<std::string, int, int>, Tensor> cache_;
 };
 
 // Reads lp weights (module entries or an external consolidated file) upcast to fp32.

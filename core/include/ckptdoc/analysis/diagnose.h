@@ -19,8 +19,8 @@ struct DiagnoseOptions {
   // map into pinned memory is host work, so one thread per GPU cannot keep a PCIe 5 link busy. 0 = up to 4,
   // at most the cores per GPU.
   unsigned gpu_workers = 0;
-  // For tests of the multi-GPU schedule on machines without GPUs: this many one-thread CPU backends, each
-  // given whole rank files like one GPU of several (0 = off).
+  // TEST SCAFFOLDING, no CLI or GUI option sets it: for tests of the multi-GPU schedule on machines without
+  // GPUs, this many one-thread CPU backends, each given whole rank files like one GPU of several (0 = off).
   unsigned emulated_devices = 0;
   // Also check every zip record's CRC-32 (reads every byte of every file once more; finds corruption that
   // leaves valid-looking values).

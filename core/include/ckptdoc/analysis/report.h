@@ -27,6 +27,7 @@ struct Finding {
   std::vector<int> ranks;
   std::map<std::string, double> evidence;  // named numbers backing the finding
   RepairKind repair = RepairKind::None;
+  std::map<std::string, std::string> details = {};  // named facts (unsafe-pickle: file, record, callable, how)
 };
 
 // Statistics of one trainable param (all ranks merged) plus per-rank divergence.

@@ -13,6 +13,10 @@
 
 namespace ckptdoc::deepspeed {
 
+// The largest data-parallel, model-parallel or partition count ckptdoc lays out (also the largest
+// repair --world-size). A file claiming more is refused as damaged, before anything is sized by it.
+inline constexpr int kMaxWorldSize = 65536;
+
 enum class FileRole : uint8_t { Model, Optim, Layer, Expert, ExpertOptim, Other };
 std::string_view role_name(FileRole r);  // "model", "optim", "layer", "expert", "expert_optim", "other"
 
@@ -76,7 +80,7 @@ struct GroupLayout {
 
 // Problem codes the catalog emits: "rank-file-missing", "rank-file-truncated", "rank-file-unreadable",
 // "world-size-mismatch", "shape-mismatch", "layout-mismatch", "model-file-missing", "unknown-schema",
-// "legacy-param-shapes", "round-robin-order".
+// "legacy-param-shapes", "round-robin-order", "unsafe-pickle", "rank-file-renamed", "optimizer-state-incomplete".
 struct Problem {
   std::string code;      // stable finding code, e.g. "rank-file-missing"
   std::string severity;  // "error" | "warning" | "info"
@@ -84,6 +88,8 @@ struct Problem {
   std::string file;      // relative path, when one file is concerned
   std::vector<int> ranks;
   std::vector<std::string> params;
+  // Named facts behind the problem, for JSON and tools: unsafe-pickle has file, record, callable, how.
+  std::map<std::string, std::string> details = {};
 };
 
 struct LossScalerInfo {
@@ -128,6 +134,8 @@ struct Catalog {
   std::optional<int64_t> optimizer_step;        // Adam step of group 0, rank 0
   std::vector<OptimizerGroupState> optimizer_groups;  // per flat group (index = GroupLayout::index)
   std::vector<std::string> optimizer_state_keys;  // e.g. exp_avg, exp_avg_sq
+  // Per flat group: the tensor state keys (exp_avg, ...) any rank holds; every rank must hold them all.
+  std::vector<std::vector<std::string>> group_state_keys;
   std::string optimizer_name_hint;              // from ds_config when present, e.g. "AdamW"
   LossScalerInfo loss_scaler;
   std::string lr_scheduler_summary;

@@ -51,8 +51,11 @@ class Checkpoint {
   const Value& optimizer_state(int dp_rank, int mp_rank = 0) const;
 
   // Per-rank flat tensors of group g (views on mapped files): the saved fp32 partition and a moment
-  // ("exp_avg", "exp_avg_sq"), nullopt when absent. Universal checkpoints: group g is one param, rank 0 only,
-  // and the tensors are zero/<param>/fp32.pt, exp_avg.pt, ... flattened.
+  // ("exp_avg", "exp_avg_sq"). nullopt only where the checkpoint has none by design (a wrapper without fp32
+  // partitions; a state key no rank holds, as in a fresh optimizer). A rank file that is missing or unreadable,
+  // or that lacks what the other ranks hold, throws ckptdoc::Error naming the file, the key and the rank.
+  // Universal checkpoints: group g is one param, rank 0 only, and the tensors are zero/<param>/fp32.pt,
+  // exp_avg.pt, ... flattened.
   std::optional<Tensor> fp32_partition(int group, int dp_rank) const;
   std::optional<Tensor> moment_partition(int group, int dp_rank, const std::string& key) const;
   // The lp weight of a param from the module state dict (weights-only sources: the tensor of that name). For
@@ -63,6 +66,10 @@ class Checkpoint {
   // Assembles one trainable param (reads only its slices).
   ParamData assemble(int group, int param_index, bool with_moments = true) const;
 
+  // Throws ckptdoc::Error "changed while being read" naming the first file opened so far that shrank under
+  // its memory map (MappedFile): call it when done reading, before trusting what was read.
+  void check_unchanged() const;
+
  private:
   Checkpoint() = default;
   Catalog catalog_;
@@ -71,6 +78,7 @@ class Checkpoint {
   mutable std::map<std::string, std::shared_ptr<TorchFile>> open_files_;
   const TorchFile& open_cached(const std::string& abs_path) const;
   std::optional<Tensor> universal_tensor(int group, const std::string& state) const;  // universal/universal_tensors.cpp
+  std::string state_file_path(int dp_rank) const;  // the file a rank's optimizer state is read from
   friend class CatalogBuilder;
 };
 

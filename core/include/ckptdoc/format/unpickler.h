@@ -4,8 +4,11 @@
 // GLOBAL becomes a described Object. Hostile streams hit limits, not the stack or the heap.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <span>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "ckptdoc/format/value.h"
 
@@ -20,6 +23,33 @@ struct UnpickleLimits {
   size_t max_container_items = 1u << 26;  // items in all containers together
 };
 
+// What a stream imports and calls, recorded as the VM meets it (ckptdoc calls none of it; pickle_safety.h judges
+// what a plain torch.load would do with it). Each distinct (record, callable, how) is kept once with a count.
+enum class PickleUseKind : uint8_t { Global, Reduce, NewObj, NewObjEx, Inst, Obj, Build, PersistentId };
+struct PickleUse {
+  std::string record;    // UnpickleOptions::record_name
+  std::string callable;  // "module.name" as the stream spells it, or "<result of module.name>" when computed
+  bool computed = false; // the callable is the result of another call, not a GLOBAL
+  PickleUseKind how = PickleUseKind::Global;
+  std::string via;        // "copyreg._reconstructor" when a class is constructed through it
+  std::string nested_in;  // "pickle.loads" when the use sits in pickled bytes handed to a loader
+  std::string attribute_of, attribute;  // builtins.getattr(GLOBAL, 'name'): that GLOBAL and name
+  uint64_t offset = 0;  // first occurrence (offset in the record, or in the nested bytes)
+  uint64_t count = 0;
+};
+class PickleUseLog {
+ public:
+  void add(PickleUse u);
+  const std::vector<PickleUse>& uses() const { return uses_; }
+  bool truncated() const { return truncated_; }  // more distinct uses than kept (max_distinct)
+
+ private:
+  static constexpr size_t kMaxDistinct = 4096;
+  std::vector<PickleUse> uses_;
+  std::map<std::tuple<std::string, std::string, int, std::string, std::string, std::string>, size_t> index_;
+  bool truncated_ = false;
+};
+
 struct UnpickleOptions {
   UnpickleLimits limits;
   // Called for BINPERSID/PERSID with the persistent id value; returns what the id stands for (torch:
@@ -30,6 +60,9 @@ struct UnpickleOptions {
   std::function<Value(const Value& pid)> persistent_load;
   std::string file_name;  // for error messages
   std::string record_name;  // e.g. "archive/data.pkl"
+  // When set, every import and call the stream makes is recorded here as it is met, so a stream that is
+  // refused half-way still tells what it reached.
+  PickleUseLog* uses = nullptr;
 };
 
 struct UnpickleResult {

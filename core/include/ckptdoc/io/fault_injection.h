@@ -1,6 +1,7 @@
 #pragma once
-// A FileIo that fails on purpose: the N-th call (of the kinds selected) returns an errno or kills the
-// process, so tests can prove that writers lose nothing and leave no partial output.
+// TEST SCAFFOLDING, not a feature. A FileIo that fails on purpose: the N-th call (of the kinds selected)
+// returns an errno or kills the process, so tests can prove that writers lose nothing and leave no partial
+// output. Only tests construct it; the CLI installs it from CKPTDOC_FAULT only in CKPTDOC_TEST_HOOKS builds.
 #include <atomic>
 #include <cstdint>
 #include <optional>
@@ -43,8 +44,8 @@ class FaultyIo : public FileIo {
   std::atomic<bool> fired_{false};
 };
 
-// When the environment variable CKPTDOC_FAULT is set (tests only), installs a FaultyIo as the current FileIo
-// for the life of the process. Returns a description, or "" when not set.
+// Test scaffolding: when the environment variable CKPTDOC_FAULT is set, installs a FaultyIo as the current
+// FileIo for the life of the process. Returns a description, or "" when not set.
 std::string install_fault_injection_from_env();
 
 }  // namespace ckptdoc

@@ -110,6 +110,7 @@ class AtomicFile : public ByteSink {
     int fd;
   };
   std::vector<Source> sources_;  // a few source fds, most recent last
+  uint64_t mapped_changes_ = 0;  // MappedFile::change_count() when opened: commit() refuses if it moved
 };
 
 }  // namespace ckptdoc

@@ -1,6 +1,12 @@
 #pragma once
 // A read-only memory map of a whole file. Views into it (spans) stay valid while any shared_ptr to the
 // MappedFile lives, so tensors read from a checkpoint keep their file mapped, never copied.
+//
+// A file that shrinks while it is mapped (a save still running, another host on NFS truncating it) would
+// kill the process with SIGBUS at the first read past its new end. Every mapping is registered with a SIGBUS
+// handler that instead puts zero pages over the part that is gone and marks the file changed; readers call
+// check_unchanged() when they are done with a file, which throws ckptdoc::Error "changed while being read", so
+// those zeros never reach a result.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -33,6 +39,15 @@ class MappedFile {
   int reopen() const;
   uint64_t device() const { return device_; }  // st_dev and st_ino of the mapped file (0 in memory)
   uint64_t inode() const { return inode_; }
+  // Whether a read hit a part of the file that no longer exists (see above); stays true once set.
+  bool changed() const;
+  // Throws ckptdoc::Error naming the file when changed(): what was read from it cannot be trusted.
+  void check_unchanged() const;
+  // Process-wide: how many times any mapped file was found changed so far. Writers compare it before and
+  // after (AtomicFile::commit refuses when it moved), so no output is built from zeros.
+  static uint64_t change_count();
+  // Throws the check_unchanged() error of some changed mapped file still open, or a generic one.
+  [[noreturn]] static void throw_changed(const std::string& while_doing);
 
  private:
   MappedFile() = default;
@@ -42,6 +57,7 @@ class MappedFile {
   std::vector<uint8_t> owned_;  // backing store of from_memory(); empty for mapped files
   bool mapped_ = false;         // a real file (not from_memory)
   uint64_t device_ = 0, inode_ = 0;
+  int guard_slot_ = -1;         // slot in the SIGBUS guard's registry; -1 when not registered
 };
 
 }  // namespace ckptdoc

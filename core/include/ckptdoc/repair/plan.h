@@ -24,7 +24,9 @@ struct RepairRequest {
   std::optional<std::string> target;  // repartition onto a template checkpoint's layout
   bool allow_shape_change = false;
   DeviceKind device = DeviceKind::Auto;
-  bool force = false;  // allow a non-empty output folder
+  bool force = false;  // replace an output folder that holds a DeepSpeed checkpoint
+  // Copy or rewrite files whose pickles would run code under torch.load (unsafe-pickle errors); refused otherwise.
+  bool allow_unsafe_pickle = false;
   // Under mpirun with several processes (--world-size only): every process runs the repair; each reads the
   // old rank files in its own checkpoint folder (shared or node-local storage), slices move between
   // processes (NCCL or MPI), and each writes the new ranks it owns. Rank files missing from one process's
@@ -54,10 +56,21 @@ struct Plan {
   std::string text() const;  // printable summary
 };
 
+// What a repair did to the output, as every front end must tell it. (Not written at all: run_repair threw, and
+// the output is as it was before.)
+enum class OutputState : uint8_t {
+  Verified,                // written, then re-opened, re-diagnosed and checked against DeepSpeed's loader invariants
+  VerificationIncomplete,  // written and complete in place, but its verification did not finish: unverified
+};
+
 struct RepairResult {
   Plan plan;
   std::string output;
-  analysis::Report verification;  // diagnosis of the written output
+  OutputState state = OutputState::Verified;
+  std::string verification_error;      // VerificationIncomplete: why ("cancelled", an error message)
+  bool verification_cancelled = false;  // VerificationIncomplete because the user cancelled it
+  analysis::Report verification;  // diagnosis of the written output (Verified only)
+  deepspeed::Catalog output_catalog;  // the output as re-opened (Verified only)
   bool verified_clean = false;    // no error-level finding in the output
   std::vector<std::string> invariant_failures;  // deepspeed-format.md §6.4 checks that failed (empty = all hold)
   // across_processes: how the work was shared, and whether every process sees every output file (shared
@@ -65,6 +78,8 @@ struct RepairResult {
   // loader invariants cover the whole output only then, else each storage's files.
   std::string distribution;  // e.g. "2 processes over MPI (2 processes); 1.2 MB exchanged; this process wrote ranks 0-1"
   bool verified_as_whole = true;
+  // Written, verified, no error finding, every loader invariant holds.
+  bool ok() const { return state == OutputState::Verified && verified_clean && invariant_failures.empty(); }
 };
 
 // Validates the request against the checkpoint and computes the plan. Throws ckptdoc::Error for
@@ -72,7 +87,9 @@ struct RepairResult {
 Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, const RepairRequest& request);
 
 // Executes a plan: writes into a temporary folder beside `output`, fsyncs, renames it into place (`latest`
-// written last), then re-opens and re-diagnoses it. A failed or cancelled repair leaves no output behind.
+// written last), then re-opens and re-diagnoses it. Throws (Error, Cancelled) only when nothing was written:
+// the output is then as it was. Once the output is in place it returns, whatever happens to the verification
+// (a cancel or an error there gives OutputState::VerificationIncomplete, and the output stays).
 RepairResult run_repair(const deepspeed::Checkpoint& ckpt, const std::string& output, const RepairRequest& request,
                         Progress* progress = nullptr, FileIo& io = current_io());
 

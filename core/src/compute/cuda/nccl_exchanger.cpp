@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "ckptdoc/error.h"
 #include "compute/cuda/nccl_comm.h"
 
 namespace ckptdoc::cuda {
@@ -22,7 +23,7 @@ class NcclExchanger final : public Exchanger {
                  const std::vector<size_t>& recv_counts) override {
     const size_t procs = static_cast<size_t>(nccl_.size());
     if (send_counts.size() != procs || recv_counts.size() != procs)
-      throw std::runtime_error("alltoallv: one count per process is needed");
+      throw Error("", "alltoallv", "one count per process is needed");
     size_t ns = 0, nr = 0;
     for (size_t p = 0; p < procs; ++p) {
       ns += send_counts[p];

@@ -1,0 +1,38 @@
+// Catalog building, part 4: pickle safety of every file in the tag folder (pickle_safety.h), as unsafe-pickle
+// problems naming file, record, callable and how it is reached.
+#include "ckptdoc/format/pickle_safety.h"
+#include "deepspeed/catalog_builder.h"
+
+namespace ckptdoc::deepspeed {
+
+namespace {
+constexpr size_t kHazardsPerFile = 20;  // one folder of hostile files must not flood the report
+}  // namespace
+
+void CatalogBuilder::check_pickle_safety() {
+  for (const auto& f : cat_.files) {
+    std::vector<PickleHazard> hazards;
+    auto it = ck_.open_files_.find(f.abs_path);
+    if (it != ck_.open_files_.end() && it->second)
+      hazards = assess_pickle_uses(it->second->pickle_uses, f.path);
+    else
+      hazards = pickle_hazards_of_file(f.abs_path, f.path);
+    std::vector<int> ranks;
+    if (f.dp_rank >= 0) ranks.push_back(f.dp_rank);
+    for (size_t i = 0; i < hazards.size() && i < kHazardsPerFile; ++i) {
+      const auto& h = hazards[i];
+      Problem p{"unsafe-pickle", h.severity, h.message() + ". " + pickle_advice(h.severity), f.path, ranks, {}, {}};
+      p.details = {{"file", f.path},     {"record", h.record},     {"callable", h.callable},
+                   {"how", h.how},       {"rule", h.why},          {"offset", std::to_string(h.offset)},
+                   {"count", std::to_string(h.count)}};
+      cat_.problems.push_back(std::move(p));
+    }
+    if (hazards.size() > kHazardsPerFile)
+      problem("unsafe-pickle", worst_severity({hazards.begin() + kHazardsPerFile, hazards.end()}),
+              f.path + ": " + std::to_string(hazards.size() - kHazardsPerFile) +
+                  " more imports and calls of the same kind (see `ckptdoc ls " + f.path + "`)",
+              f.path, ranks);
+  }
+}
+
+}  // namespace ckptdoc::deepspeed

@@ -1,0 +1,223 @@
+// The pickle safety rule (pickle_safety.h): which recorded imports and calls of a pickle stream would run
+// code, or construct something ckptdoc does not know, under a plain torch.load(weights_only=False).
+#include "ckptdoc/format/pickle_safety.h"
+
+#include "ckptdoc/format/torch_file.h"
+#include "ckptdoc/io/mapped_file.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string_view>
+
+namespace ckptdoc {
+namespace {
+
+std::string py3(std::string q) {
+  if (q.rfind("__builtin__.", 0) == 0) return "builtins." + q.substr(12);
+  if (q.rfind("copy_reg.", 0) == 0) return "copyreg." + q.substr(9);
+  return q;
+}
+
+std::string module_of(const std::string& q) {
+  const auto dot = q.rfind('.');
+  return dot == std::string::npos ? std::string() : q.substr(0, dot);
+}
+
+bool starts_with_module(const std::string& q, std::string_view module) {
+  return q.size() > module.size() && q.compare(0, module.size(), module) == 0 && q[module.size()] == '.';
+}
+
+// Callables that run code, read or write files, spawn processes, import modules or unpickle more data: an error
+// wherever they appear.
+bool runs_code(const std::string& q, std::string* why) {
+  static const std::set<std::string_view> modules{
+      "os",       "posix",     "nt",          "subprocess", "sys",       "shutil",   "socket",    "importlib",
+      "runpy",    "pty",       "webbrowser",  "ctypes",     "pickle",    "_pickle",  "cPickle",   "dill",
+      "marshal",  "code",      "codeop",      "multiprocessing",         "signal",   "platform",  "commands",
+      "popen2",   "asyncio",   "http",        "urllib",     "urllib2",   "requests", "ftplib",    "smtplib",
+      "telnetlib", "tempfile", "pathlib",     "io",         "_io",       "fileinput", "zipimport", "pdb",
+      "bdb",      "timeit",    "cProfile",    "profile",    "trace",     "threading", "_thread",  "joblib",
+      "numpy.testing", "torch.hub", "torch.package", "torch.utils.cpp_extension", "torch.jit", "torch._dynamo",
+      "torch.ops", "torch._ops"};
+  static const std::set<std::string_view> builtins{
+      "eval", "exec", "compile", "open", "getattr", "setattr", "delattr", "__import__", "globals", "locals",
+      "vars", "input", "breakpoint", "apply", "execfile", "file", "reload", "help", "exit", "quit"};
+  static const std::set<std::string_view> names{
+      "operator.attrgetter",  "operator.methodcaller", "operator.itemgetter", "functools.partial",
+      "functools.reduce",     "types.FunctionType",    "types.CodeType",      "types.LambdaType",
+      "types.MethodType",     "types.ModuleType",      "torch.load",          "torch.serialization.load",
+      "torch.serialization._load", "numpy.load",       "numpy.lib.npyio.load", "numpy.fromfile",
+      "torch.storage._load_from_bytes", "torch._weights_only_unpickler._Unpickler", "copyreg._reconstructor_unsafe",
+      "torch._C._import_ir_module", "torch.Tensor._make_subclass"};
+  const std::string m = module_of(q);
+  if (m == "builtins") {
+    const std::string n = q.substr(m.size() + 1);
+    if (builtins.count(n)) {
+      *why = "builtins." + n + " runs code, touches files or reaches any attribute";
+      return true;
+    }
+    return false;
+  }
+  for (const auto& mod : modules)
+    if (m == mod || starts_with_module(m + ".", mod)) {
+      *why = "module " + m + " runs commands, code or I/O";
+      return true;
+    }
+  if (names.count(q)) {
+    *why = q + " calls other code or loads more data";
+    return true;
+  }
+  return false;
+}
+
+// Reconstructors torch checkpoints use, by exact name: nothing to report.
+bool known(const std::string& q) {
+  static const std::set<std::string_view> exact{
+      // torch
+      "torch._utils._rebuild_tensor", "torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_tensor_v3",
+      "torch._utils._rebuild_parameter", "torch._utils._rebuild_parameter_with_state",
+      "torch._utils._rebuild_meta_tensor_no_storage", "torch._utils._rebuild_sparse_tensor",
+      "torch._utils._rebuild_qtensor", "torch._utils._rebuild_device_tensor_from_numpy",
+      "torch._tensor._rebuild_from_type_v2", "torch._utils._rebuild_wrapper_subclass",
+      "torch.Size", "torch.device", "torch.Tensor", "torch._tensor.Tensor", "torch.nn.parameter.Parameter",
+      "torch.strided", "torch.sparse_coo", "torch.per_tensor_affine", "torch.storage.TypedStorage",
+      "torch.storage.UntypedStorage", "torch.UntypedStorage", "torch.TypedStorage",
+      "torch.serialization._get_layout", "torch.nn.modules.container.ParameterDict",
+      // collections, builtins, copyreg, codecs
+      "collections.OrderedDict", "builtins.set", "builtins.frozenset", "builtins.bytes", "builtins.bytearray",
+      "builtins.complex", "builtins.slice", "builtins.range", "builtins.list", "builtins.dict", "builtins.tuple",
+      "builtins.int", "builtins.float", "builtins.str", "builtins.bool", "_codecs.encode",
+      "copyreg._reconstructor", "copyreg.__newobj__", "copyreg.__newobj_ex__",
+      // numpy
+      "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct", "numpy.ndarray", "numpy.dtype",
+      "numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar", "numpy.core.numeric._frombuffer",
+      "numpy._core.numeric._frombuffer",
+      // Megatron's args and DeepSpeed's checkpoint objects
+      "argparse.Namespace", "deepspeed.runtime.zero.config.ZeroStageEnum",
+      "deepspeed.utils.tensor_fragment.fragment_address", "deepspeed.runtime.bf16_optimizer.fragment_address",
+      "deepspeed.runtime.fp16.loss_scaler.LossScaler", "deepspeed.runtime.fp16.loss_scaler.DynamicLossScaler",
+      "deepspeed.runtime.fp16.loss_scaler.LossScalerBase", "deepspeed.checkpoint.constants"};
+  if (exact.count(q)) return true;
+  // Storage classes (torch.FloatStorage, torch.cuda.HalfStorage, ...) and dtypes named as GLOBALs.
+  const std::string m = module_of(q);
+  const std::string n = q.substr(m.empty() ? 0 : m.size() + 1);
+  if ((m == "torch" || m == "torch.cuda") && n.size() > 7 && n.compare(n.size() - 7, 7, "Storage") == 0) return true;
+  return false;
+}
+
+// Packages whose classes are allowed but that ckptdoc does not know one by one: info.
+bool allowed_package(const std::string& q, std::string* package) {
+  for (const char* p : {"deepspeed", "torch", "numpy", "collections", "megatron", "transformers", "apex"})
+    if (starts_with_module(q, p)) {
+      *package = p;
+      return true;
+    }
+  return false;
+}
+
+std::string how_text(const PickleUse& u) {
+  std::string s;
+  switch (u.how) {
+    case PickleUseKind::Global: s = "GLOBAL (named, not called)"; break;
+    case PickleUseKind::Reduce: s = "REDUCE"; break;
+    case PickleUseKind::NewObj: s = "NEWOBJ"; break;
+    case PickleUseKind::NewObjEx: s = "NEWOBJ_EX"; break;
+    case PickleUseKind::Inst: s = "INST"; break;
+    case PickleUseKind::Obj: s = "OBJ"; break;
+    case PickleUseKind::Build: s = "BUILD"; break;
+    case PickleUseKind::PersistentId: s = "persistent id"; break;
+  }
+  if (!u.via.empty()) s += " via " + u.via;
+  if (!u.nested_in.empty()) s += " in a nested pickle (via " + u.nested_in + ")";
+  return s;
+}
+
+bool invokes(PickleUseKind k) { return k != PickleUseKind::Global && k != PickleUseKind::PersistentId; }
+
+int rank_of(const std::string& severity) { return severity == "error" ? 2 : severity == "warning" ? 1 : 0; }
+
+}  // namespace
+
+std::string PickleHazard::message() const {
+  std::string m = file + ": record '" + record + "': " + callable + " reached by " + how + " (offset " +
+                  std::to_string(offset) + (count > 1 ? ", " + std::to_string(count) + " times" : "") + "): " + why;
+  return m;
+}
+
+std::vector<PickleHazard> assess_pickle_uses(const std::vector<PickleUse>& uses, const std::string& file) {
+  // Names that some use invokes: their bare GLOBAL uses say nothing more.
+  std::set<std::pair<std::string, std::string>> invoked;
+  for (const auto& u : uses)
+    if (invokes(u.how)) invoked.insert({u.record + "\n" + u.nested_in, py3(u.callable)});
+  std::vector<PickleHazard> out;
+  for (const auto& u : uses) {
+    const std::string q = py3(u.callable);
+    if (u.how == PickleUseKind::Global && invoked.count({u.record + "\n" + u.nested_in, q})) continue;
+    PickleHazard h;
+    h.file = file;
+    h.record = u.record;
+    h.callable = u.callable;
+    h.how = how_text(u);
+    h.offset = u.offset;
+    h.count = u.count;
+    std::string why, package;
+    if (u.computed && q.rfind("<more than", 0) == 0) {
+      h.severity = "error";
+      h.why = "too many distinct imports and calls to judge them all; treat the file as unsafe";
+    } else if (u.computed) {
+      h.severity = "error";
+      h.why = "a computed value (" + u.callable + ") is called: torch.load would run whatever it evaluates to";
+    } else if (q == "builtins.getattr" && !u.attribute_of.empty() && !u.attribute.empty() &&
+               u.attribute.front() != '_' && known(py3(u.attribute_of))) {
+      continue;  // an enum member looked up on a known class (Python 3.11+ pickles enums this way)
+    } else if (runs_code(q, &why)) {
+      h.severity = "error";
+      h.why = why + "; a plain torch.load(weights_only=False) would run it";
+    } else if (known(q)) {
+      continue;
+    } else if (allowed_package(q, &package)) {
+      if (!invokes(u.how)) continue;  // a reference into an allowed package: imported, nothing called
+      h.severity = "info";
+      h.why = "a " + package + " class ckptdoc does not know by name; torch.load would construct it";
+    } else if (invokes(u.how)) {
+      h.severity = "error";
+      h.why = "not on the allow list of known reconstructors; a plain torch.load(weights_only=False) would call it";
+    } else {
+      h.severity = "warning";
+      h.why = "not on the allow list; torch.load would import module " + module_of(q) +
+              " (running its top-level code) although nothing calls it";
+    }
+    out.push_back(std::move(h));
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const PickleHazard& a, const PickleHazard& b) { return rank_of(a.severity) > rank_of(b.severity); });
+  return out;
+}
+
+std::vector<PickleHazard> pickle_hazards_of_file(const std::string& path, const std::string& display) {
+  try {
+    const auto f = MappedFile::open(path);
+    if (!TorchFile::is_torch_file(f->bytes().first(std::min<size_t>(f->size(), 16)))) return {};
+  } catch (const std::exception&) {
+    return {};  // unreadable: the caller reports that on its own
+  }
+  return assess_pickle_uses(TorchFile::pickle_uses_of(path), display);
+}
+
+std::string pickle_advice(const std::string& severity) {
+  if (severity == "error")
+    return "ckptdoc never runs it, but do not torch.load this file without weights_only=True unless you trust where "
+           "it came from.";
+  if (severity == "warning") return "Check where the file came from before loading it with torch.load.";
+  return "Usually harmless.";
+}
+
+std::string worst_severity(const std::vector<PickleHazard>& hazards) {
+  std::string w;
+  for (const auto& h : hazards)
+    if (w.empty() || rank_of(h.severity) > rank_of(w)) w = h.severity;
+  return w;
+}
+
+}  // namespace ckptdoc

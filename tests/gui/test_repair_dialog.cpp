@@ -1,0 +1,98 @@
+// The repair dialog tells the truth about its output: Cancel pressed while the written output is being
+// verified ends with "written, but not verified" and the output kept (it used to say "Cancelled; nothing was
+// written" with a complete output on disk); Cancel while writing still means nothing was written.
+#include <QLabel>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QtTest>
+#include <atomic>
+#include <filesystem>
+
+#include "app_settings.h"
+#include "ckptdoc/deepspeed/checkpoint.h"
+#include "gui_fixtures.h"
+#include "gui_test_main.h"
+#include "repair_dialog.h"
+
+using namespace ckptdoc;
+using namespace ckptdoc::gui;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The real file system, except that the rename publishing the output waits until the test lets it go on.
+class PausingIo : public FileIo {
+ public:
+  int open_write(const std::string& p, int* fd) override { return real_.open_write(p, fd); }
+  int write(int fd, const uint8_t* d, size_t n, size_t* w) override { return real_.write(fd, d, n, w); }
+  int fsync(int fd) override { return real_.fsync(fd); }
+  int close(int fd) override { return real_.close(fd); }
+  int rename(const std::string& from, const std::string& to) override {
+    const int err = real_.rename(from, to);
+    // The partial folder renamed into place (not a file renamed inside it).
+    if (err == 0 && from.find(".ckptdoc-partial-") != std::string::npos &&
+        to.find(".ckptdoc-partial-") == std::string::npos) {
+      published = true;
+      while (!go_on) QThread::msleep(5);
+    }
+    return err;
+  }
+  int unlink(const std::string& p) override { return real_.unlink(p); }
+  int mkdir(const std::string& p) override { return real_.mkdir(p); }
+  int fsync_dir(const std::string& p) override { return real_.fsync_dir(p); }
+  std::atomic<bool> published{false}, go_on{false};
+
+ private:
+  FileIo& real_ = posix_io();
+};
+
+QPushButton* button(RepairDialog& d, const QString& text) {
+  for (auto* b : d.findChildren<QPushButton*>())
+    if (b->text() == text) return b;
+  return nullptr;
+}
+
+}  // namespace
+
+class TestRepairDialog : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() {
+    QStandardPaths::setTestModeEnabled(true);
+    QCoreApplication::setOrganizationName("ckptdoc-test");
+    QCoreApplication::setApplicationName("ckptdoc-test");
+  }
+
+  void cancelDuringVerificationSaysWrittenButUnverified() {
+    test::TempDir dir;
+    const auto ckpt = deepspeed::Checkpoint::open(test::make_stale_masters_checkpoint(dir));
+    PausingIo io;
+    ScopedFileIo scoped(io);
+    RepairDialog d(ckpt, analysis::RepairKind::RefreshFp32, DeviceKind::Cpu);
+    d.show();
+    const std::string out = dir.file("repaired");
+    d.setOutput(QString::fromStdString(out));
+    QVERIFY(d.planValid());
+    QSignalSpy finished(&d, &RepairDialog::repairFinished);
+    QTest::mouseClick(d.runButton(), Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(io.published.load(), 120000);
+    QPushButton* cancel = button(d, "Cancel");
+    QVERIFY(cancel);
+    QTest::mouseClick(cancel, Qt::LeftButton);  // the output is in place; its verification has not started
+    io.go_on = true;
+    QVERIFY(finished.wait(120000));
+    QCOMPARE(finished.first().first().toBool(), false);
+    QVERIFY(d.result());
+    QVERIFY(d.result()->state == repair::OutputState::VerificationIncomplete);
+    QVERIFY(d.result()->verification_cancelled);
+    auto* label = d.findChild<QLabel*>("repairResult");
+    QVERIFY(label && label->isVisible());
+    QVERIFY2(label->text().contains("not verified") && !label->text().contains("nothing was written"),
+             qPrintable(label->text()));
+    QVERIFY(fs::exists(out + "/latest"));
+  }
+};
+
+CKPTDOC_TEST_MAIN_WIDGETS(TestRepairDialog)
+#include "test_repair_dialog.moc"
