@@ -19,14 +19,7 @@ namespace ckptdoc::gui {
 
 namespace {
 
-QString worstParam(const Session& session) {
-  const auto* r = session.report();
-  if (!r || r->params.empty()) return {};
-  const analysis::ParamReport* worst = &r->params.front();
-  for (const auto& p : r->params)
-    if (p.severity_score() > worst->severity_score()) worst = &p;
-  return QString::fromStdString(worst->name);
-}
+QString worstParam(const Session& session) { return QString::fromStdString(session.core().worst_param()); }
 
 // Screenshot mode: once the analysis ends, show the requested tab (selecting a param), wait for the
 // density to load, grab the window and quit with 0 (1 when the grab could not be saved).
@@ -129,7 +122,10 @@ int run_app(int argc, char** argv, const AppOptions& o) {
     armScreenshot(w, o);
   }
   w.show();
-  if (o.path && !w.openPath(QString::fromStdString(*o.path), o.screenshot.has_value()) && o.screenshot) return 2;
+  if (o.path) {
+    if (o.screenshot) QObject::connect(w.session(), &Session::openFailed, &w, [] { QApplication::exit(2); });
+    w.openPath(QString::fromStdString(*o.path), o.screenshot.has_value());
+  }
   if (!o.screenshot && o.param) {
     const QString p = QString::fromStdString(*o.param);
     QObject::connect(w.session(), &Session::analysisFinished, &w, [&w, p] { w.paramsView()->selectParam(p); });
