@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "ckptdoc/analysis/param_density.h"
+#include "ckptdoc/deepspeed/synthesize.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/session/session.h"
 #include "damage_support.h"
@@ -391,6 +392,28 @@ class TestSession : public QObject {
     const int x = static_cast<int>(rq.geometry.x_of(static_cast<double>(g.partition_numel) / 3));
     QCOMPARE(img.pixel(x, y0), shade_rgba(Shade::ExactFraction, 0, false));
     QVERIFY(reddish(img.pixel(x, y1)));
+  }
+
+  // The synthetic break the pictures' benchmarks and screenshots use: one stale rank (dp / 2) among many.
+  void synthStaleOneRankNamesThatRank() {
+    test::TempDir dir;
+    deepspeed::SynthOptions o;
+    o.dp = 8;
+    o.layers = 2;
+    o.hidden = 32;
+    o.breakage = deepspeed::parse_synth_break("stale-fp32-one-rank");
+    QCOMPARE(o.breakage, deepspeed::SynthBreak::StaleFp32OneRank);
+    deepspeed::write_synthetic_checkpoint(dir.file("ckpt"), o);
+    Session s;
+    s.settings().device = DeviceKind::Cpu;
+    s.open(dir.file("ckpt"));
+    QVERIFY(pump(s, [&] { return s.report() && !s.analysing(); }));
+    bool named = false;
+    for (const auto& f : s.findings())
+      if (f.code == "fp32-master-mismatch") named = f.ranks == std::vector<int>{4};
+    QVERIFY(named);
+    for (const auto& [rank, d] : s.per_rank_divergence())
+      QVERIFY2((rank == 4) == (d.exact_fraction() < 0.99), qPrintable(QString::number(rank)));
   }
 
   // 1024 ranks in 300 pixels: several ranks share a pixel row, and the one stale rank still shows.

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <functional>
 
+#include "no_blend.h"
 #include "view.h"
 
 namespace ckptdoc::imgui_view {
@@ -143,23 +144,57 @@ void draw_layout(View& v) {
   if (hovered && ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) L.auto_fit = true;
   geo.clamp(w, h);
 
+  // The picture is computed by a session job (the newest request supersedes one in flight); until it lands the
+  // previous one is drawn where its pixels now belong, so panning never waits for it.
   const uint64_t key = raster_key(v, geo, w, h);
-  if (key != L.raster_key) {
+  if (key != L.raster_key && key != L.pending_key) {
     session::LayoutRasterRequest rq;
     rq.group = L.group;
     rq.shade = L.shade;
     rq.selected_param = -1;
-    if (const auto ref = s.find_param(v.selected); ref && ref->group == L.group)
-      rq.selected_param = ref->param;
+    if (const auto ref = s.find_param(v.selected); ref && ref->group == L.group) rq.selected_param = ref->param;
     rq.geometry = geo;
     rq.width = w;
     rq.height = h;
-    const session::Raster r = s.layout_raster(rq);
-    L.map.upload(r.width, r.height, r.rgba.data());
-    L.raster_key = key;
+    const ImVec4 bg = ImGui::GetStyleColorVec4(ImGuiCol_WindowBg);
+    rq.background = (static_cast<uint32_t>(bg.x * 255) << 24) | (static_cast<uint32_t>(bg.y * 255) << 16) |
+                    (static_cast<uint32_t>(bg.z * 255) << 8) | 0xFFu;
+    L.pending_key = key;
+    auto ckpt = s.checkpoint();  // keeps the group alive for the worker
+    auto health = s.health_ptr();
+    const auto* group = &g;
+    s.queue().submit<session::Raster>(
+        session::JobKind::Other, "layout-raster", "Drawing the layout",
+        [ckpt, health, group, rq](session::JobQueue::Context&) {
+          return session::layout_raster(*group, health.get(), rq);
+        },
+        [&v, key, rq](session::Outcome<session::Raster>& o) {
+          LayoutState& st = v.layout;
+          if (!o.ok() || st.pending_key != key) return;
+          st.map.upload(o.value->width, o.value->height, o.value->rgba.data());
+          st.raster_key = key;
+          st.pending_key = 0;
+          st.drawn = rq.geometry;
+        });
   }
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  dl->AddImage(L.map.id(), origin, ImVec2(origin.x + w, origin.y + h));
+  if (!L.map.empty()) {  // opaque (composed over the window colour in core), so drawn without blending
+    // Where the drawn picture's corners are now: element and rank positions map linearly between geometries.
+    const auto& d = L.drawn;
+    auto to_x = [&](double x) { return geo.x_of(d.element_at(x)); };
+    auto to_y = [&](double y) {
+      return geo.header_height + (y - d.header_height + d.scroll_y) / d.pitch() * geo.pitch() - geo.scroll_y;
+    };
+    const double lw = geo.label_width, hh = geo.header_height;
+    const ImVec2 p0(origin.x + static_cast<float>(to_x(lw)), origin.y + static_cast<float>(to_y(hh)));
+    const ImVec2 p1(origin.x + static_cast<float>(to_x(L.map.width())), origin.y + static_cast<float>(to_y(L.map.height())));
+    const ImVec2 uv0(static_cast<float>(lw / L.map.width()), static_cast<float>(hh / L.map.height()));
+    dl->PushClipRect(ImVec2(origin.x + static_cast<float>(lw), origin.y + static_cast<float>(hh)),
+                     ImVec2(origin.x + w, origin.y + h), true);
+    NoBlend opaque(dl);
+    dl->AddImage(L.map.id(), p0, p1, uv0, ImVec2(1, 1));
+    dl->PopClipRect();
+  }
   dl->PushClipRect(origin, ImVec2(origin.x + w, origin.y + h), true);
 
   // Rank labels: all of them when rows are tall enough, else every k-th.

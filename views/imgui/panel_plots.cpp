@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "no_blend.h"
 #include "view.h"
 
 namespace ckptdoc::imgui_view {
@@ -26,7 +27,7 @@ struct Box {
   double data_x(float px) const { return xlo + (px - p0.x) / (p1.x - p0.x) * (xhi - xlo); }
 };
 
-Box begin_box(const char* id, const char* title, const char* xlabel, ImVec2 size) {
+Box begin_box(const char* id, const char* title, const char* xlabel, ImVec2 size, bool frame = true) {
   ImGui::BeginGroup();
   ImGui::TextUnformatted(title);
   const ImVec2 o = ImGui::GetCursorScreenPos();
@@ -36,8 +37,7 @@ Box begin_box(const char* id, const char* title, const char* xlabel, ImVec2 size
   b.p0 = ImVec2(o.x + 44, o.y + 4);
   b.p1 = ImVec2(o.x + size.x - 8, o.y + size.y - ImGui::GetTextLineHeightWithSpacing() * 2 - 4);
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  dl->AddRectFilled(ImVec2(o.x, o.y), ImVec2(o.x + size.x - 4, b.p1.y + 2), IM_COL32(30, 30, 36, 255));
-  dl->AddRect(b.p0, b.p1, kAxis);
+  if (frame) dl->AddRect(b.p0, b.p1, kAxis);
   ImGui::TextDisabled("%s", xlabel);
   ImGui::EndGroup();
   return b;
@@ -106,8 +106,11 @@ void log_histogram(const char* id, const char* title, const char* xlabel, const 
       dl->AddRectFilled(ImVec2(b.x(e0), b.y(c)), ImVec2(std::max(b.x(e1), b.x(e0) + 1), b.p1.y), fill);
     }
   };
-  draw(h, IM_COL32(78, 155, 216, 200));
-  if (negative) draw(*negative, IM_COL32(224, 138, 0, 160));
+  {
+    NoBlend opaque(dl);
+    draw(h, IM_COL32(78, 155, 216, 255));
+    if (negative) draw(*negative, IM_COL32(224, 138, 0, 255));  // a subset of the values: drawn over them
+  }
   y_labels(b, ymax);
   x_ticks(b, b.xlo, b.xhi, std::max(1.0, std::ceil((b.xhi - b.xlo) / 8)), "%.0f");
   if (b.hovered) {
@@ -136,11 +139,14 @@ void ulp_bars(const char* id, const UlpHistogram& h, ImVec2 size) {
   b.xhi = UlpHistogram::kBuckets - 0.5;
   b.yhi = ymax * 1.05;
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  for (int k = 0; k < UlpHistogram::kBuckets; ++k) {
-    const double c = static_cast<double>(h.counts[static_cast<size_t>(k)]);
-    if (c > 0)
-      dl->AddRectFilled(ImVec2(b.x(k - 0.45), b.y(c)), ImVec2(b.x(k + 0.45), b.p1.y),
-                        k == 0 ? IM_COL32(108, 160, 108, 255) : IM_COL32(214, 96, 77, 255));
+  {
+    NoBlend opaque(dl);
+    for (int k = 0; k < UlpHistogram::kBuckets; ++k) {
+      const double c = static_cast<double>(h.counts[static_cast<size_t>(k)]);
+      if (c > 0)
+        dl->AddRectFilled(ImVec2(b.x(k - 0.45), b.y(c)), ImVec2(b.x(k + 0.45), b.p1.y),
+                          k == 0 ? IM_COL32(108, 160, 108, 255) : IM_COL32(214, 96, 77, 255));
+    }
   }
   y_labels(b, ymax);
   x_ticks(b, 0, UlpHistogram::kBuckets - 1, 2, "%.0f");
@@ -160,12 +166,18 @@ void density_plot(View& v, ImVec2 size) {
   if (!d.density) return empty_box("density", title, d.job ? "loading..." : "select a param", size);
   const auto& den = *d.density;
   if (den.pairs == 0) return empty_box("density", title, "weights or fp32 master not available", size);
-  Box b = begin_box("density", title, "x: weight (upcast), y: fp32 master; dashed: y = x", size);
-  // Square, left-aligned.
+  Box b = begin_box("density", title, "x: weight (upcast), y: fp32 master; dashed: y = x", size, false);
+  // Square (both axes share one range, so the diagonal stays the diagonal), centred in the box.
   const float side = std::min(b.p1.x - b.p0.x, b.p1.y - b.p0.y);
+  b.p0.x = (b.p0.x + b.p1.x - side) * 0.5f;
   b.p1 = ImVec2(b.p0.x + side, b.p0.y + side);
-  if (d.image.empty()) {
-    std::vector<uint8_t> rgba(static_cast<size_t>(den.bins) * static_cast<size_t>(den.bins) * 4, 0);
+  if (d.image.empty()) {  // opaque: empty bins take the window's colour, so it is drawn without blending
+    const ImVec4 bg = ImGui::GetStyleColorVec4(ImGuiCol_WindowBg);
+    std::vector<uint8_t> rgba(static_cast<size_t>(den.bins) * static_cast<size_t>(den.bins) * 4, 255);
+    for (size_t i = 0; i < rgba.size(); i += 4) {
+      rgba[i] = static_cast<uint8_t>(bg.x * 255), rgba[i + 1] = static_cast<uint8_t>(bg.y * 255);
+      rgba[i + 2] = static_cast<uint8_t>(bg.z * 255);
+    }
     const double top = std::log1p(static_cast<double>(den.max_count));
     for (int iy = 0; iy < den.bins; ++iy)
       for (int ix = 0; ix < den.bins; ++ix)
@@ -180,7 +192,10 @@ void density_plot(View& v, ImVec2 size) {
     d.image.upload(den.bins, den.bins, rgba.data());
   }
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  dl->AddImage(d.image.id(), b.p0, b.p1);
+  {
+    NoBlend opaque(dl);
+    dl->AddImage(d.image.id(), b.p0, b.p1);
+  }
   dl->AddRect(b.p0, b.p1, kAxis);
   for (int k = 0; k < 40; k += 2) {  // dashed diagonal
     const float t0 = k / 40.0f, t1 = (k + 1) / 40.0f;
@@ -203,24 +218,30 @@ void density_plot(View& v, ImVec2 size) {
   }
 }
 
+// Per rank, the share of elements whose weight is not its master rounded, hanging from a green line: a healthy
+// checkpoint draws nothing but the line, one stale rank among 1024 a red bar.
 void rank_bars(View& v, ImVec2 size) {
+  const char* title = "Elements off per rank (all params)";
   const auto& per = v.session.per_rank_divergence();
-  if (per.empty())
-    return empty_box("ranks", "Exact fraction per rank (all params)", "no weight/master pairs", size);
-  Box b = begin_box("ranks", "Exact fraction per rank (all params)", "dp rank", size);
+  if (per.empty()) return empty_box("ranks", title, "no weight/master pairs", size);
+  Box b = begin_box("ranks", title, "dp rank; bar: 1 - exact fraction", size);
   b.xlo = -0.5;
   b.xhi = static_cast<double>(per.rbegin()->first) + 0.5;
-  b.yhi = 1.0;
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  for (const auto& [rank, d] : per) {
-    const double f = d.exact_fraction();
-    const float x0 = b.x(rank - 0.45), x1 = std::max(b.x(rank + 0.45), x0 + 1);
-    dl->AddRectFilled(ImVec2(x0, b.y(f)), ImVec2(x1, b.p1.y),
-                      f > 0.99 ? IM_COL32(78, 155, 216, 255) : IM_COL32(211, 47, 47, 255));
+  dl->AddLine(ImVec2(b.p0.x, b.p0.y + 1), ImVec2(b.p1.x, b.p0.y + 1), IM_COL32(76, 175, 80, 255), 2);
+  {
+    NoBlend opaque(dl);
+    for (const auto& [rank, d] : per) {
+      const double off = 1.0 - d.exact_fraction();
+      if (off <= 0) continue;
+      const float x0 = b.x(rank - 0.45), x1 = std::max(b.x(rank + 0.45), x0 + 1);
+      dl->AddRectFilled(ImVec2(x0, b.p0.y), ImVec2(x1, b.p0.y + std::max(2.0f, static_cast<float>(off) * (b.p1.y - b.p0.y))),
+                        IM_COL32(211, 47, 47, 255));
+    }
   }
-  ImGui::GetWindowDrawList()->AddText(ImVec2(b.p0.x - 40, b.p0.y - 2), kAxis, "100%");
-  x_ticks(b, 0, b.xhi, std::max(1.0, std::pow(10.0, std::floor(std::log10(std::max(1.0, b.xhi / 2))))),
-          "%.0f");
+  dl->AddText(ImVec2(b.p0.x - 40, b.p0.y - 2), kAxis, "0%");
+  dl->AddText(ImVec2(b.p0.x - 40, b.p1.y - 14), kAxis, "100%");
+  x_ticks(b, 0, b.xhi, std::max(1.0, std::pow(10.0, std::floor(std::log10(std::max(1.0, b.xhi / 2))))), "%.0f");
   if (b.hovered) {
     const int rank = static_cast<int>(std::lround(b.data_x(ImGui::GetIO().MousePos.x)));
     if (auto it = per.find(rank); it != per.end())

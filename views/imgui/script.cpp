@@ -118,6 +118,9 @@ bool Script::condition(View& v, const std::string& what) const {
 }
 
 void Script::before_frame(View& v, ImGuiIO& io, double now) {
+  // No pointer but the script's: whatever the X server's pointer hovers would change what is drawn.
+  io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
+  for (bool& down : io.MouseDown) down = false;
   while (!finished_ && pc_ < steps_.size()) {
     const Step& st = steps_[pc_];
     if (step_started_ < 0) step_started_ = now;

@@ -65,7 +65,9 @@ struct LayoutState {
   session::Shade shade = session::Shade::Param;
   session::LayoutGeometry geometry;
   bool auto_fit = true;
-  uint64_t raster_key = 0;  // hash of what the cached texture shows
+  uint64_t raster_key = 0;   // hash of what the texture shows
+  uint64_t pending_key = 0;  // hash of the picture being computed
+  session::LayoutGeometry drawn;  // the geometry the texture was drawn with
   Texture map;
   uint64_t strip_key = 0;
   Texture strip;
@@ -73,7 +75,7 @@ struct LayoutState {
     group = 0;
     geometry = {};
     auto_fit = true;
-    raster_key = strip_key = 0;
+    raster_key = pending_key = strip_key = 0;
   }
 };
 

@@ -1,6 +1,7 @@
 #include "app.h"
 
 #include <QApplication>
+#include <QComboBox>
 #include <QIcon>
 #include <QTimer>
 #include <cstdio>
@@ -81,6 +82,13 @@ bool parse_app_arguments(int argc, char** argv, AppOptions& o, std::string& erro
     } else if (a == "--param") {
       if (!next(v)) return false;
       o.param = v;
+    } else if (a == "--shade") {
+      if (!next(v)) return false;
+      if (!session::parse_shade(v)) {
+        error = "--shade wants param, exact, nonfinite or moments";
+        return false;
+      }
+      o.shade = v;
     } else if (a == "--size") {
       if (!next(v)) return false;
       if (std::sscanf(v.c_str(), "%dx%d", &o.width, &o.height) != 2) {
@@ -89,7 +97,7 @@ bool parse_app_arguments(int argc, char** argv, AppOptions& o, std::string& erro
       }
     } else if (a == "-h" || a == "--help") {
       error = "usage: ckptdoc-gui [PATH] [--screenshot FILE] [--view overview|layout|params] [--param NAME] "
-              "[--size WxH]";
+              "[--shade param|exact|nonfinite|moments] [--size WxH]";
       return false;
     } else if (!a.empty() && a[0] == '-') {
       // Qt's own options (-platform, -style, ...) pass through to QApplication.
@@ -131,6 +139,10 @@ int run_app(int argc, char** argv, const AppOptions& o) {
     QObject::connect(w.session(), &Session::analysisFinished, &w, [&w, p] { w.paramsView()->selectParam(p); });
   }
   if (!o.screenshot && o.view != "overview") w.showTab(QString::fromStdString(o.view));
+  if (o.shade) {
+    auto* shade = w.layoutView()->shadeSelector();
+    shade->setCurrentIndex(shade->findData(static_cast<int>(*session::parse_shade(*o.shade))));
+  }
   return QApplication::exec();
 }
 

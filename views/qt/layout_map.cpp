@@ -90,17 +90,35 @@ void LayoutMap::paintEvent(QPaintEvent*) {
     p.drawText(rect(), Qt::AlignCenter, tr("No partition layout (open a ZeRO checkpoint)"));
     return;
   }
-  session::LayoutRasterRequest rq;
-  rq.group = group_->index;
-  rq.shade = shade_;
-  rq.selected_param = selected_;
-  rq.geometry = geometry_;
-  rq.width = width();
-  rq.height = height();
-  const session::Raster raster = session::layout_raster(*group_, health_.get(), rq);
-  const QImage image(raster.rgba.data(), raster.width, raster.height, raster.width * 4,
-                     QImage::Format_RGBA8888);
-  p.drawImage(0, 0, image);
+  const auto& g = geometry_;
+  const QString key = QStringLiteral("%1|%2|%3|%4|%5 %6 %7 %8 %9")
+                          .arg(reinterpret_cast<quintptr>(group_))
+                          .arg(reinterpret_cast<quintptr>(health_.get()))
+                          .arg(static_cast<int>(shade_))
+                          .arg(selected_)
+                          .arg(g.first_element, 0, 'g', 17)
+                          .arg(g.elements_per_pixel, 0, 'g', 17)
+                          .arg(g.scroll_y, 0, 'g', 17)
+                          .arg(g.row_height, 0, 'g', 17)
+                          .arg(QStringLiteral("%1 %2 %3 %4").arg(g.row_gap).arg(width()).arg(height()).arg(
+                              palette().base().color().rgba()));
+  if (key != rasterKey_) {  // hover, tooltips and other repaints reuse the picture
+    session::LayoutRasterRequest rq;
+    rq.group = group_->index;
+    rq.shade = shade_;
+    rq.selected_param = selected_;
+    rq.geometry = geometry_;
+    rq.width = width();
+    rq.height = height();
+    const QColor bg = palette().base().color();  // opaque picture, composed over the view's background
+    rq.background = (static_cast<uint32_t>(bg.red()) << 24) | (static_cast<uint32_t>(bg.green()) << 16) |
+                    (static_cast<uint32_t>(bg.blue()) << 8) | 0xFFu;
+    const session::Raster raster = session::layout_raster(*group_, health_.get(), rq);
+    raster_ = QImage(raster.rgba.data(), raster.width, raster.height, raster.width * 4, QImage::Format_RGBA8888)
+                  .copy();
+    rasterKey_ = key;
+  }
+  p.drawImage(0, 0, raster_);
   p.save();
   p.setClipRect(QRect(0, static_cast<int>(geometry_.header_height), width(),
                       height() - static_cast<int>(geometry_.header_height)));
@@ -161,8 +179,8 @@ void LayoutMap::drawLabels(QPainter& p) {
       p.drawText(QRectF(6, top, g.label_width - 10, g.row_height), Qt::AlignVCenter | Qt::AlignLeft,
                  tr("rank %1").arg(group_->partitions[static_cast<size_t>(r)].rank));
     } else {
-      p.drawLine(QPointF(g.label_width - 5, top), QPointF(g.label_width - 1, top));
-      p.drawText(QRectF(6, top - textH / 2.0, g.label_width - 12, textH), Qt::AlignVCenter | Qt::AlignLeft,
+      p.drawLine(QPointF(g.label_width - 8, top), QPointF(g.label_width - 1, top));
+      p.drawText(QRectF(6, top, g.label_width - 16, textH), Qt::AlignTop | Qt::AlignLeft,
                  QString::number(group_->partitions[static_cast<size_t>(r)].rank));
     }
   }

@@ -66,6 +66,8 @@ class LayoutMap : public QWidget {
   LayoutGeometry geometry_;
   int selected_ = -1;
   bool autoFit_ = true;  // refit on resize until the user zooms or pans
+  QImage raster_;      // the last picture, re-made only when what it shows changed
+  QString rasterKey_;
   std::optional<QPointF> pressPos_;
   QPointF lastPos_;
   bool dragged_ = false;

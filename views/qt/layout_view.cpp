@@ -47,14 +47,16 @@ LayoutView::LayoutView(Session* session, QWidget* parent) : QWidget(parent), ses
   legend_->setTextFormat(Qt::RichText);
   bar->addWidget(legend_);
   bar->addStretch(1);
+  v->addLayout(bar);
+  auto* infoRow = new QHBoxLayout;
+  info_ = new QLabel(this);
+  info_->setStyleSheet(QStringLiteral("color: #555;"));
+  infoRow->addWidget(info_, 1);
   auto* hint = new QLabel(
       tr("wheel: zoom · drag: pan · shift+wheel: ranks · ctrl+wheel: row height · click: select"), this);
   hint->setStyleSheet(QStringLiteral("color: #888;"));
-  bar->addWidget(hint);
-  v->addLayout(bar);
-  info_ = new QLabel(this);
-  info_->setStyleSheet(QStringLiteral("color: #555;"));
-  v->addWidget(info_);
+  infoRow->addWidget(hint);
+  v->addLayout(infoRow);
   map_ = new LayoutMap(this);
   v->addWidget(map_, 1);
 

@@ -81,15 +81,6 @@ void put(Raster& r, int x, int y, uint32_t c) {
   p[3] = static_cast<uint8_t>(c);
 }
 
-// What one pixel column of one rank shows.
-struct Cell {
-  enum Kind : uint8_t { None, Padding, Fragment } kind = None;
-  bool selected = false;
-  bool edge = false;  // first pixel of a fragment 4+ pixels wide: a darker line separates neighbours
-  int fragment = -1;
-  float salience = -1;
-};
-
 }  // namespace
 
 std::string_view shade_name(Shade s) {
@@ -202,7 +193,57 @@ std::shared_ptr<const HealthMap> HealthMap::build(const deepspeed::Catalog& cata
     map->log_moment_lo_[i] = lo[i];
     map->log_moment_hi_[i] = hi[i];
   }
+  // The levels once, quantised, now that the ranges are known.
+  auto encode = [&](Measures& m, bool whole) {
+    const Shade shades[] = {Shade::ExactFraction, Shade::NonFinite, Shade::MomentMagnitude};
+    for (int k = 0; k < 3; ++k) {
+      const float l = map->level(shades[k], m, whole);
+      m.code[k] = std::isnan(l) ? Measures::kNoData
+                  : shades[k] == Shade::MomentMagnitude && m.moment <= 0
+                      ? Measures::kZero
+                      : static_cast<uint8_t>(std::lround(l * (Measures::kLevels - 1)));
+    }
+  };
+  for (auto& ranks : map->fragments_)
+    for (auto& frags : ranks)
+      for (auto& m : frags) encode(m, false);
+  for (auto& params : map->params_)
+    for (auto& m : params) encode(m, true);
   return map;
+}
+
+namespace {
+
+int shade_slot(Shade s) { return s == Shade::ExactFraction ? 0 : s == Shade::NonFinite ? 1 : 2; }
+
+struct ShadeTables {
+  uint32_t colour[3][256];
+  float salience[3][256];
+  ShadeTables() {
+    const Shade shades[] = {Shade::ExactFraction, Shade::NonFinite, Shade::MomentMagnitude};
+    for (int k = 0; k < 3; ++k)
+      for (int c = 0; c < 256; ++c) {
+        const float l = static_cast<float>(c) / (Measures::kLevels - 1);
+        const bool nodata = c == Measures::kNoData || (c >= Measures::kLevels && c != Measures::kZero);
+        const bool zero = c == Measures::kZero;
+        colour[k][c] = shade_rgba(shades[k], nodata ? kNaN : zero ? 0.0f : l, zero);
+        salience[k][c] = nodata ? 0.0f : shades[k] == Shade::MomentMagnitude ? (zero ? 3.0f : 2.0f - l) : 1.0f + l;
+      }
+  }
+};
+const ShadeTables& tables() {
+  static const ShadeTables t;
+  return t;
+}
+
+}  // namespace
+
+const uint32_t* HealthMap::colour_table(Shade shade) {
+  return shade == Shade::Param ? nullptr : tables().colour[shade_slot(shade)];
+}
+
+const float* HealthMap::salience_table(Shade shade) {
+  return shade == Shade::Param ? nullptr : tables().salience[shade_slot(shade)];
 }
 
 const Measures* HealthMap::fragment(int group, int rank_index, size_t fragment) const {
@@ -291,8 +332,7 @@ uint32_t shade_rgba(Shade shade, float level, bool zero_moment) {
   return ramp(kHealth, 5, level);
 }
 
-Raster layout_raster(const deepspeed::GroupLayout& group, const HealthMap* health,
-                     const LayoutRasterRequest& rq) {
+Raster layout_raster(const deepspeed::GroupLayout& group, const HealthMap* health, const LayoutRasterRequest& rq) {
   Raster r;
   r.width = std::max(0, rq.width);
   r.height = std::max(0, rq.height);
@@ -300,6 +340,12 @@ Raster layout_raster(const deepspeed::GroupLayout& group, const HealthMap* healt
   const LayoutGeometry& g = rq.geometry;
   const int x_begin = std::clamp(static_cast<int>(std::ceil(g.label_width)), 0, r.width);
   const int y_begin = std::clamp(static_cast<int>(std::ceil(g.header_height)), 0, r.height);
+  auto fill_background = [&](int y0, int y1, int x0) {
+    if (!rq.background) return;
+    for (int y = y0; y < y1; ++y)
+      for (int x = x0; x < r.width; ++x) put(r, x, y, rq.background);
+  };
+  fill_background(0, r.height, 0);
   if (x_begin >= r.width || y_begin >= r.height || group.partitions.empty() || g.pitch() <= 0) return r;
   const Shade shade = health ? rq.shade : Shade::Param;
   const int gi = group.index;
@@ -307,66 +353,78 @@ Raster layout_raster(const deepspeed::GroupLayout& group, const HealthMap* healt
   const double px_part_begin = g.x_of(0), px_part_end = g.x_of(static_cast<double>(group.partition_numel));
   const double e_first = std::max(0.0, g.element_at(x_begin));
   const double e_last = g.element_at(r.width);
+  // Fading the other params helps find one param's fragments among many hues; a health shade keeps its colours
+  // (they are the point) and the view outlines the selected param instead.
+  const bool fading = rq.selected_param >= 0 && shade == Shade::Param;
+  std::vector<uint32_t> param_colours;  // once per param, not per fragment
+  if (shade == Shade::Param) {
+    param_colours.resize(group.params.size());
+    for (size_t p = 0; p < param_colours.size(); ++p) param_colours[p] = param_rgba(static_cast<int>(p));
+  }
+  const uint32_t* colour_lut = HealthMap::colour_table(shade);
+  const float* salience_lut = HealthMap::salience_table(shade);
+  const int slot = shade == Shade::Param ? 0 : shade_slot(shade);
+  // Colours travel as 0xRRGGBBAA; 0 is "nothing here", 1 "padding" (hatched when written out).
+  constexpr uint32_t kNothing = 0, kPadding = 1;
+  auto finish = [&](uint32_t c, int x, int y) -> uint32_t {
+    if (c == kPadding) c = ((x + y) % 6) < 2 ? kPaddingDark : kPaddingLight;
+    if (!rq.background || (c & 0xFF) == 0xFF) return c;
+    return lerp_rgba(rq.background, c | 0xFF, static_cast<float>(c & 0xFF) / 255.0f);  // opaque over the background
+  };
 
-  // One rank's pixel columns: padding over the whole partition, then the fragments on top.
-  std::vector<Cell> cells(static_cast<size_t>(w));
-  std::vector<uint32_t> colours(static_cast<size_t>(w));
-  auto rank_cells = [&](int ri) {
-    std::fill(cells.begin(), cells.end(), Cell{});
-    const int c0 = std::clamp(static_cast<int>(std::floor(px_part_begin)), x_begin, r.width) - x_begin;
-    const int c1 = std::clamp(static_cast<int>(std::ceil(px_part_end)), x_begin, r.width) - x_begin;
-    for (int c = c0; c < c1; ++c) cells[static_cast<size_t>(c)].kind = Cell::Padding;
+  // Paints rank ri's fragments into a row of pixel columns (colour and salience): a fragment's colour is
+  // computed once, not per pixel, and where several fragments (of one or more ranks) share a pixel the most
+  // salient, or the selected one, wins.
+  auto paint_rank = [&](int ri, uint32_t* colours, float* salience) {
     const auto& part = group.partitions[static_cast<size_t>(ri)];
-    size_t i = first_fragment_ending_after(part, static_cast<int64_t>(std::floor(e_first)));
-    for (; i < part.fragments.size(); ++i) {
+    for (size_t i = first_fragment_ending_after(part, static_cast<int64_t>(std::floor(e_first)));
+         i < part.fragments.size(); ++i) {
       const auto& f = part.fragments[i];
       if (static_cast<double>(f.partition_offset) > e_last) break;
-      const double fx0 = g.x_of(static_cast<double>(f.partition_offset));
-      const double fx1 = g.x_of(static_cast<double>(f.partition_offset + f.numel));
-      int a = static_cast<int>(std::floor(fx0)), b = static_cast<int>(std::ceil(fx1));
+      int a = static_cast<int>(std::floor(g.x_of(static_cast<double>(f.partition_offset))));
+      int b = static_cast<int>(std::ceil(g.x_of(static_cast<double>(f.partition_offset + f.numel))));
       if (b <= a) b = a + 1;  // a sub-pixel fragment still owns (part of) a pixel
       a = std::max(a, x_begin) - x_begin;
       b = std::min(b, r.width) - x_begin;
-      float sal = 1.0f;
-      if (shade != Shade::Param)
-        if (const Measures* m = health->fragment(gi, ri, i)) sal = health->salience(shade, *m);
+      if (a >= b) continue;
       const bool selected = f.param == rq.selected_param;
-      for (int c = a; c < b; ++c) {
-        Cell& cell = cells[static_cast<size_t>(c)];
-        // A whole-pixel fragment owns its pixel; where several share one, the most salient (or the selected)
-        // wins.
-        if (cell.kind != Cell::Fragment || sal > cell.salience ||
-            (shade == Shade::Param && selected && !cell.selected)) {
-          cell.kind = Cell::Fragment;
-          cell.fragment = static_cast<int>(i);
-          cell.salience = sal;
-        }
-        cell.selected = cell.selected || selected;
+      uint32_t colour;
+      float sal = 1.0f;
+      if (shade == Shade::Param) {
+        colour = static_cast<size_t>(f.param) < param_colours.size() ? param_colours[static_cast<size_t>(f.param)]
+                                                                      : kNoData;
+      } else if (const Measures* m = health->fragment(gi, ri, i)) {
+        colour = colour_lut[m->code[slot]];
+        sal = salience_lut[m->code[slot]];
+      } else {
+        colour = kNoData;
+        sal = 0;
       }
-      if (b - a >= 4 && cells[static_cast<size_t>(a)].fragment == static_cast<int>(i))
-        cells[static_cast<size_t>(a)].edge = true;
+      if (selected) sal += 10.0f;
+      if (fading && !selected) colour = (colour & 0xFFFFFF00u) | 0x50u;  // faded, drawn over the background
+      for (int c = a; c < b; ++c)
+        if (colours[c] <= kPadding || sal > salience[c]) {
+          colours[c] = colour;
+          salience[c] = sal;
+        }
+      // A darker first pixel separates fragments four pixels wide and more.
+      if (b - a >= 4 && colours[a] == colour)
+        colours[a] = (lerp_rgba(colour, 0x202020FFu, 0.3f) & 0xFFFFFF00u) | (colour & 0xFFu);
     }
   };
-  auto cell_colour = [&](int ri, const Cell& cell) -> uint32_t {
-    const auto& f = group.partitions[static_cast<size_t>(ri)].fragments[static_cast<size_t>(cell.fragment)];
-    uint32_t c;
-    if (shade == Shade::Param) {
-      c = param_rgba(f.param);
-    } else {
-      const Measures* m = health->fragment(gi, ri, static_cast<size_t>(cell.fragment));
-      c = m ? shade_rgba(shade, health->level(shade, *m), !std::isnan(m->moment) && m->moment <= 0) : kNoData;
-    }
-    if (cell.edge) c = (lerp_rgba(c, 0x202020FFu, 0.3f) & 0xFFFFFF00u) | (c & 0xFFu);
-    if (rq.selected_param >= 0 && !cell.selected)
-      c = (c & 0xFFFFFF00u) | 0x50u;  // faded, drawn over the background
-    return c;
+  const int pad0 = std::clamp(static_cast<int>(std::floor(px_part_begin)), x_begin, r.width) - x_begin;
+  const int pad1 = std::clamp(static_cast<int>(std::ceil(px_part_end)), x_begin, r.width) - x_begin;
+  std::vector<uint32_t> row(static_cast<size_t>(w));
+  std::vector<float> row_salience(static_cast<size_t>(w));
+  auto start_row = [&] {
+    std::fill(row.begin(), row.end(), kNothing);
+    std::fill(row.begin() + pad0, row.begin() + std::max(pad0, pad1), kPadding);
+    std::fill(row_salience.begin(), row_salience.end(), -1.0f);
   };
 
   const auto [first, last] = g.visible_ranks(r.height);
   const bool thin = g.pitch() < 1.0;
-  int computed = -1;
-  std::vector<uint32_t> merged(static_cast<size_t>(w));
-  std::vector<float> merged_sal(static_cast<size_t>(w));
+  int painted = -1;  // roomy rows: the rank `row` holds, reused for each of its pixel rows
   for (int y = y_begin; y < r.height; ++y) {
     // The ranks drawn in this pixel row: one (or none, in a gap) for roomy rows, several for thin ones.
     const double top = y - g.header_height + g.scroll_y;
@@ -376,43 +434,18 @@ Raster layout_raster(const deepspeed::GroupLayout& group, const HealthMap* healt
     r1 = std::min(r1, last);
     if (r0 >= r1) continue;
     if (!thin && top + 0.5 - r0 * g.pitch() >= g.row_height) continue;  // the gap below a row
-    if (!thin || r1 - r0 == 1) {
-      if (computed != r0) {
-        rank_cells(r0);
-        for (int c = 0; c < w; ++c) {
-          const Cell& cell = cells[static_cast<size_t>(c)];
-          colours[static_cast<size_t>(c)] = cell.kind == Cell::Fragment ? cell_colour(r0, cell) : 0;
-          if (cell.kind == Cell::Padding) colours[static_cast<size_t>(c)] = 1;  // hatched below
-        }
-        computed = r0;
-      }
-      for (int c = 0; c < w; ++c) {
-        uint32_t col = colours[static_cast<size_t>(c)];
-        if (col == 1) col = ((c + x_begin + y) % 6) < 2 ? kPaddingDark : kPaddingLight;
-        if (col) put(r, c + x_begin, y, col);
-      }
-      continue;
+    if (thin || painted != r0) {
+      start_row();
+      for (int ri = r0; ri < r1; ++ri) paint_rank(ri, row.data(), row_salience.data());
+      painted = thin ? -1 : r0;
     }
-    // Several ranks in one pixel row: per column, the most salient fragment among them.
-    std::fill(merged.begin(), merged.end(), 0u);
-    std::fill(merged_sal.begin(), merged_sal.end(), -2.0f);
-    for (int ri = r0; ri < r1; ++ri) {
-      rank_cells(ri);
-      computed = -1;
-      for (int c = 0; c < w; ++c) {
-        const Cell& cell = cells[static_cast<size_t>(c)];
-        if (cell.kind == Cell::None) continue;
-        const float sal = cell.kind == Cell::Padding ? -1.0f : cell.salience + (cell.selected ? 10.0f : 0.0f);
-        if (sal > merged_sal[static_cast<size_t>(c)]) {
-          merged_sal[static_cast<size_t>(c)] = sal;
-          merged[static_cast<size_t>(c)] = cell.kind == Cell::Padding ? 1u : cell_colour(ri, cell);
-        }
-      }
-    }
-    for (int c = 0; c < w; ++c) {
-      uint32_t col = merged[static_cast<size_t>(c)];
-      if (col == 1) col = ((c + x_begin + y) % 6) < 2 ? kPaddingDark : kPaddingLight;
-      if (col) put(r, c + x_begin, y, col);
+    uint8_t* out = &r.rgba[(static_cast<size_t>(y) * static_cast<size_t>(r.width) + static_cast<size_t>(x_begin)) * 4];
+    for (int c = 0; c < w; ++c, out += 4) {
+      const uint32_t col = row[static_cast<size_t>(c)];
+      if (col == kNothing) continue;
+      const uint32_t v = finish(col, c + x_begin, y);
+      out[0] = static_cast<uint8_t>(v >> 24), out[1] = static_cast<uint8_t>(v >> 16), out[2] = static_cast<uint8_t>(v >> 8),
+      out[3] = static_cast<uint8_t>(v);
     }
   }
   return r;

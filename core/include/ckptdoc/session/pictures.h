@@ -30,10 +30,13 @@ std::string_view shade_label(Shade s);  // menu text, e.g. "Exact fraction"
 
 // What one fragment (one param's slice on one rank), or one whole param, measured.
 struct Measures {
-  float exact = std::numeric_limits<float>::quiet_NaN();  // exact fraction; NaN without a weight/master pair
-  float moment =
-      std::numeric_limits<float>::quiet_NaN();  // sqrt(mean exp_avg_sq) (else exp_avg rms); NaN: none
-  uint32_t nonfinite = 0;                       // NaN/Inf elements over all its tensors (saturating)
+  float exact = std::numeric_limits<float>::quiet_NaN();   // exact fraction; NaN without a weight/master pair
+  float moment = std::numeric_limits<float>::quiet_NaN();  // sqrt(mean exp_avg_sq) (else exp_avg rms); NaN: none
+  uint32_t nonfinite = 0;  // NaN/Inf elements over all its tensors (saturating)
+  // Each health shade's level quantised when the map is built (0..kLevels-1; kNoData, kZero), so a picture of
+  // two million fragments costs a table lookup per fragment.
+  uint8_t code[3] = {255, 255, 255};  // ExactFraction, NonFinite, MomentMagnitude
+  static constexpr uint8_t kLevels = 251, kZero = 254, kNoData = 255;
 };
 
 // Measures of every fragment of every group (aligned with RankPartition::fragments) and of every param, built
@@ -50,6 +53,9 @@ class HealthMap {
   float level(Shade shade, const Measures& m, bool whole_param = false) const;
   // How strongly a cell should win when several fragments share a pixel: the one a user must see.
   float salience(Shade shade, const Measures& m, bool whole_param = false) const;
+  // A shade's colour and salience for each Measures::code (256 entries each); Param has none.
+  static const uint32_t* colour_table(Shade shade);
+  static const float* salience_table(Shade shade);
   uint32_t max_nonfinite() const { return max_nonfinite_; }
 
  private:
@@ -75,9 +81,12 @@ constexpr uint32_t kZeroMomentRgba = 0xE5322BFFu;
 struct LayoutRasterRequest {
   int group = 0;
   Shade shade = Shade::Param;
-  int selected_param = -1;  // others are faded (alpha) when >= 0
+  int selected_param = -1;  // wins shared pixels; under Shade::Param the others are faded (alpha)
   LayoutGeometry geometry;
   int width = 0, height = 0;  // the whole map widget; only x >= label_width, y >= header_height is drawn
+  // 0: transparent where nothing is drawn, faded fragments translucent. Else this colour is there and every
+  // pixel comes out opaque (a view can then draw the picture without blending).
+  uint32_t background = 0;
 };
 // The map's rows area, each pixel the fragment under it; where several fragments (or ranks) share a pixel the
 // most salient one shows, so one stale rank among 1024 or one NaN fragment among thousands stays visible.
