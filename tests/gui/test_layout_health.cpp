@@ -58,6 +58,13 @@ void expectStaleRankStandsOut(const std::map<int, std::set<QRgb>>& colours) {
   QCOMPARE(others.size(), size_t{1});  // every healthy rank is the same "exact" green
 }
 
+// The map's picture once the job making it has landed (the first grab asks for it).
+QImage settledGrab(LayoutMap* map) {
+  map->grab();
+  for (int i = 0; i < 600 && !map->pictureCurrent(); ++i) QTest::qWait(50);
+  return map->grab().toImage();
+}
+
 }  // namespace
 
 class TestLayoutHealth : public QObject {
@@ -101,11 +108,13 @@ class TestLayoutHealth : public QObject {
     QCOMPARE(map->shade(), session::Shade::ExactFraction);
     map->fitToWidth();
     QVERIFY(map->geometry().row_height >= 2);
-    expectStaleRankStandsOut(fragmentColours(*map, map->grab().toImage()));
+    QVERIFY(!map->pictureCurrent());  // made by a job: not yet
+    expectStaleRankStandsOut(fragmentColours(*map, settledGrab(map)));
+    QVERIFY(map->pictureCurrent());
 
     // Shaded by param instead, the stale rank is no different: the colour above came from its health.
     shade->setCurrentIndex(shade->findData(static_cast<int>(session::Shade::Param)));
-    const auto byParam = fragmentColours(*map, map->grab().toImage());
+    const auto byParam = fragmentColours(*map, settledGrab(map));
     std::set<QRgb> all;
     for (const auto& [rank, set] : byParam) all.insert(set.begin(), set.end());
     QVERIFY(all.size() > 2);

@@ -71,6 +71,9 @@ class TestModels : public QObject {
     QVERIFY(m.data(m.index(0, 0), Qt::BackgroundRole).isValid());
     m.clear();
     QCOMPARE(m.rowCount(), 0);
+    m.setFindings(r.findings);  // what the session hands over
+    QCOMPARE(m.rowCount(), 2);
+    QCOMPARE(m.finding(1).code, std::string("moments-zero"));
   }
 
   void paramModelPassesTesterAndSortsNumerically() {

@@ -26,6 +26,8 @@ void open_path(View& v, const std::string& path) {
       v.selected.clear();
       v.layout.reset();
       v.density.reset();
+      v.repair.visible = false;  // a repair preview belongs to the checkpoint it was opened on
+      v.exporting.path[0] = 0;   // suggested again beside the new input
       v.table_key = 0;
       v.tab = Tab::Overview;
       v.tab_requested = true;

@@ -6,6 +6,7 @@
 #include <QTimer>
 #include <cstdio>
 #include <memory>
+#include <utility>
 #include <spdlog/spdlog.h>
 
 #include "layout_map.h"
@@ -30,9 +31,20 @@ void armScreenshot(MainWindow& w, const AppOptions& o) {
   const QString wanted = o.param ? QString::fromStdString(*o.param) : QString();
   auto grabAndQuit = [&w, file] {
     QTimer::singleShot(400, &w, [&w, file] {
-      const bool ok = w.grab().save(file);
-      std::fprintf(stderr, "%s %s\n", ok ? "screenshot saved:" : "cannot save screenshot:", qPrintable(file));
-      QApplication::exit(ok ? 0 : 1);
+      auto saved = std::make_shared<bool>(false);
+      auto save = [&w, file, saved] {
+        if (std::exchange(*saved, true)) return;
+        const bool ok = w.grab().save(file);
+        std::fprintf(stderr, "%s %s\n", ok ? "screenshot saved:" : "cannot save screenshot:", qPrintable(file));
+        QApplication::exit(ok ? 0 : 1);
+      };
+      // The layout map's picture is made by a job: wait (up to 10 s) until it shows the view as it is.
+      auto* map = w.layoutView()->map();
+      if (!map->isVisible() || map->pictureCurrent()) return save();
+      QObject::connect(map, &LayoutMap::pictureReady, &w, [map, save] {
+        if (map->pictureCurrent()) QTimer::singleShot(50, map, save);
+      });
+      QTimer::singleShot(10000, &w, save);
     });
   };
   auto afterAnalysis = [&w, view, wanted, grabAndQuit] {

@@ -4,6 +4,7 @@
 #include <QLocale>
 #include <QMouseEvent>
 #include <QPainter>
+#include <QPointer>
 #include <QToolTip>
 #include <QWheelEvent>
 #include <algorithm>
@@ -90,35 +91,48 @@ void LayoutMap::paintEvent(QPaintEvent*) {
     p.drawText(rect(), Qt::AlignCenter, tr("No partition layout (open a ZeRO checkpoint)"));
     return;
   }
-  const auto& g = geometry_;
-  const QString key = QStringLiteral("%1|%2|%3|%4|%5 %6 %7 %8 %9")
-                          .arg(reinterpret_cast<quintptr>(group_))
-                          .arg(reinterpret_cast<quintptr>(health_.get()))
-                          .arg(static_cast<int>(shade_))
-                          .arg(selected_)
-                          .arg(g.first_element, 0, 'g', 17)
-                          .arg(g.elements_per_pixel, 0, 'g', 17)
-                          .arg(g.scroll_y, 0, 'g', 17)
-                          .arg(g.row_height, 0, 'g', 17)
-                          .arg(QStringLiteral("%1 %2 %3 %4").arg(g.row_gap).arg(width()).arg(height()).arg(
-                              palette().base().color().rgba()));
-  if (key != rasterKey_) {  // hover, tooltips and other repaints reuse the picture
-    session::LayoutRasterRequest rq;
-    rq.group = group_->index;
-    rq.shade = shade_;
-    rq.selected_param = selected_;
-    rq.geometry = geometry_;
-    rq.width = width();
-    rq.height = height();
-    const QColor bg = palette().base().color();  // opaque picture, composed over the view's background
-    rq.background = (static_cast<uint32_t>(bg.red()) << 24) | (static_cast<uint32_t>(bg.green()) << 16) |
-                    (static_cast<uint32_t>(bg.blue()) << 8) | 0xFFu;
-    const session::Raster raster = session::layout_raster(*group_, health_.get(), rq);
-    raster_ = QImage(raster.rgba.data(), raster.width, raster.height, raster.width * 4, QImage::Format_RGBA8888)
-                  .copy();
-    rasterKey_ = key;
+  const QString key = currentKey();
+  if (key != rasterKey_ && key != pendingKey_) {  // hover, tooltips and other repaints reuse the picture
+    const session::LayoutRasterRequest rq = request();
+    auto toImage = [](const session::Raster& r) {
+      return QImage(r.rgba.data(), r.width, r.height, r.width * 4, QImage::Format_RGBA8888).copy();
+    };
+    if (!queue_) {
+      raster_ = toImage(session::layout_raster(*group_, health_.get(), rq));
+      rasterKey_ = key;
+      rasterGeometry_ = rq.geometry;
+    } else {
+      pendingKey_ = key;
+      QPointer<LayoutMap> self(this);
+      queue_->submit<session::Raster>(
+          session::JobKind::Other, "layout-raster", "Drawing the layout",
+          [owner = owner_, group = group_, health = health_, rq](session::JobQueue::Context&) {
+            return session::layout_raster(*group, health.get(), rq);
+          },
+          [self, key, rq, toImage](session::Outcome<session::Raster>& o) {
+            if (!self || !o.ok() || self->pendingKey_ != key) return;
+            self->raster_ = toImage(*o.value);
+            self->rasterKey_ = key;
+            self->rasterGeometry_ = rq.geometry;
+            self->pendingKey_.clear();
+            self->update();
+            emit self->pictureReady();
+          });
+    }
   }
-  p.drawImage(0, 0, raster_);
+  if (!raster_.isNull()) {
+    // Where the drawn picture's pixels belong now: elements and ranks map linearly between the geometries.
+    const auto& d = rasterGeometry_;
+    const auto& g = geometry_;
+    auto toX = [&](double x) { return g.x_of(d.element_at(x)); };
+    auto toY = [&](double y) { return g.header_height + (y - d.header_height + d.scroll_y) / d.pitch() * g.pitch() - g.scroll_y; };
+    const QRectF source(d.label_width, d.header_height, raster_.width() - d.label_width, raster_.height() - d.header_height);
+    const QRectF target(QPointF(toX(source.left()), toY(source.top())), QPointF(toX(source.right()), toY(source.bottom())));
+    p.save();
+    p.setClipRect(QRectF(g.label_width, g.header_height, width() - g.label_width, height() - g.header_height));
+    p.drawImage(target, raster_, source);
+    p.restore();
+  }
   p.save();
   p.setClipRect(QRect(0, static_cast<int>(geometry_.header_height), width(),
                       height() - static_cast<int>(geometry_.header_height)));
@@ -127,6 +141,34 @@ void LayoutMap::paintEvent(QPaintEvent*) {
   drawNames(p);
   p.restore();
   drawRuler(p);
+}
+
+session::LayoutRasterRequest LayoutMap::request() const {
+  session::LayoutRasterRequest rq;
+  rq.group = group_ ? group_->index : 0;
+  rq.shade = shade_;
+  rq.selected_param = selected_;
+  rq.geometry = geometry_;
+  rq.width = width();
+  rq.height = height();
+  const QColor bg = palette().base().color();  // an opaque picture, composed over the view's background
+  rq.background = (static_cast<uint32_t>(bg.red()) << 24) | (static_cast<uint32_t>(bg.green()) << 16) |
+                  (static_cast<uint32_t>(bg.blue()) << 8) | 0xFFu;
+  return rq;
+}
+
+QString LayoutMap::currentKey() const {
+  const auto& g = geometry_;
+  return QStringLiteral("%1|%2|%3|%4|%5 %6 %7 %8 %9")
+      .arg(reinterpret_cast<quintptr>(group_))
+      .arg(reinterpret_cast<quintptr>(health_.get()))
+      .arg(static_cast<int>(shade_))
+      .arg(selected_)
+      .arg(g.first_element, 0, 'g', 17)
+      .arg(g.elements_per_pixel, 0, 'g', 17)
+      .arg(g.scroll_y, 0, 'g', 17)
+      .arg(g.row_height, 0, 'g', 17)
+      .arg(QStringLiteral("%1 %2 %3 %4").arg(g.row_gap).arg(width()).arg(height()).arg(palette().base().color().rgba()));
 }
 
 void LayoutMap::drawRuler(QPainter& p) {

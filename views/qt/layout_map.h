@@ -2,14 +2,16 @@
 // The partition layout map: one row per dp rank, each rank's flat partition drawn to scale, every fragment
 // (param slice) shaded by its param or by its health (exact fraction, NaN/Inf count, moment magnitude: core's
 // session::layout_raster, the same pixels the ImGui view draws), padding hatched. Rows shrink below a pixel
-// so 1024 ranks fit and one stale rank still shows. Wheel zooms, drag pans, Shift+wheel scrolls ranks,
-// Ctrl+wheel zooms rows, double-click fits; a click selects a param everywhere.
+// so 1024 ranks fit and one stale rank still shows. With a job queue (the session's) the picture is made on a
+// worker, and until it lands the last one is drawn where its pixels now belong, so panning never waits. Wheel
+// zooms, drag pans, Shift+wheel scrolls ranks, Ctrl+wheel zooms rows, double-click fits; a click selects a param.
 #include <QImage>
 #include <QWidget>
 #include <memory>
 #include <optional>
 
 #include "ckptdoc/deepspeed/catalog.h"
+#include "ckptdoc/session/job_queue.h"
 #include "ckptdoc/session/pictures.h"
 #include "layout_geometry.h"
 
@@ -29,6 +31,10 @@ class LayoutMap : public QWidget {
   // Measures for the health shades (null before an analysis: fragments then show their param colour).
   void setHealth(std::shared_ptr<const session::HealthMap> health);
   void setShade(session::Shade shade);
+  // Make pictures as jobs on `queue` (lane "layout-raster"); null: in paintEvent (tests, small layouts).
+  void setJobQueue(session::JobQueue* queue) { queue_ = queue; }
+  // Whether the drawn picture shows the view as it is now (no picture job pending).
+  bool pictureCurrent() const { return !rasterKey_.isEmpty() && rasterKey_ == currentKey(); }
   session::Shade shade() const { return shade_; }
   void setSelectedParam(int param);  // -1 clears
   int selectedParam() const { return selected_; }
@@ -41,6 +47,7 @@ class LayoutMap : public QWidget {
 
  signals:
   void paramClicked(int param);
+  void pictureReady();
 
  protected:
   void paintEvent(QPaintEvent*) override;
@@ -66,8 +73,12 @@ class LayoutMap : public QWidget {
   LayoutGeometry geometry_;
   int selected_ = -1;
   bool autoFit_ = true;  // refit on resize until the user zooms or pans
-  QImage raster_;      // the last picture, re-made only when what it shows changed
-  QString rasterKey_;
+  QString currentKey() const;
+  session::LayoutRasterRequest request() const;
+  QImage raster_;  // the last picture, re-made only when what it shows changed
+  QString rasterKey_, pendingKey_;
+  LayoutGeometry rasterGeometry_;  // the geometry raster_ was made with
+  session::JobQueue* queue_ = nullptr;
   std::optional<QPointF> pressPos_;
   QPointF lastPos_;
   bool dragged_ = false;

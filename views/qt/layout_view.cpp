@@ -58,6 +58,7 @@ LayoutView::LayoutView(Session* session, QWidget* parent) : QWidget(parent), ses
   infoRow->addWidget(hint);
   v->addLayout(infoRow);
   map_ = new LayoutMap(this);
+  map_->setJobQueue(&session_->core().queue());  // pictures are made on a worker
   v->addWidget(map_, 1);
 
   connect(groups_, &QComboBox::currentIndexChanged, this, &LayoutView::showGroup);
