@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Renders screenshots of the desktop app's main views (and of the ImGui view) under Xvfb into
-# docs/screenshots/. Uses `ckptdoc demo` for a checkpoint with stale fp32 masters (the DeepSpeed #762 state)
-# and `ckptdoc repair` for its fixed copy. Run from the repository root after building:
+# Renders the README's screenshots of both views under Xvfb into docs/screenshots/: the desktop app (Qt) and the
+# ImGui view on `ckptdoc demo` (a checkpoint with stale fp32 masters, the DeepSpeed #762 state), its repaired copy,
+# and synthetic checkpoints with one stale rank among 64 and among 1024 (the layout map shaded by exact fraction
+# answers "which rank"). Run from the repository root after building:
 #   tests/gui/screenshots.sh [BUILD_DIR]
 set -euo pipefail
 BUILD=${1:-build}
 OUT=${OUT_DIR:-docs/screenshots}
 CLI=$BUILD/app/ckptdoc
+QT=$BUILD/app/ckptdoc-gui
 IMGUI=$BUILD/app/ckptdoc-imgui
 SIZE=${SIZE:-1280x800}
 command -v xvfb-run >/dev/null || { echo "xvfb-run not found (apt-get install xvfb xauth)"; exit 2; }
@@ -14,32 +16,37 @@ command -v xvfb-run >/dev/null || { echo "xvfb-run not found (apt-get install xv
 mkdir -p "$OUT"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
+export XDG_CONFIG_HOME="$WORK/config" XDG_RUNTIME_DIR="$WORK"
 
 "$CLI" demo "$WORK/demo" >/dev/null
 "$CLI" repair "$WORK/demo" -o "$WORK/demo-fixed" --refresh-fp32 --device cpu >/dev/null
-# More ranks make the layout picture say more: ZeRO-2 over 8 ranks.
-"$CLI" synth "$WORK/dp8" --stage 2 --dp 8 --layers 3 --hidden 96 --break stale_fp32 >/dev/null
+# One rank's masters stale (rank dp/2) among 64 ranks (rows tall enough to label) and among 1024.
+"$CLI" synth "$WORK/dp64" --stage 2 --dp 64 --layers 6 --hidden 48 --break stale_fp32_one_rank >/dev/null
+"$CLI" synth "$WORK/dp1024" --stage 2 --dp 1024 --layers 167 --hidden 16 --break stale_fp32_one_rank >/dev/null
 
-shot() {  # shot NAME ARGS... : one Qt screenshot on a fresh X server
-  local name=$1; shift
-  xvfb-run -a -s "-screen 0 ${SIZE}x24" env -u QT_QPA_PLATFORM XDG_RUNTIME_DIR="$WORK" \
-    "$CLI" gui "$@" --screenshot "$OUT/$name.png"
-}
-shot overview "$WORK/demo" --view overview
-shot layout "$WORK/dp8" --view layout
-shot params "$WORK/demo" --view params
-shot fixed-overview "$WORK/demo-fixed" --view overview
-
-# The whole X root window as a user would see it (no window manager: the window sits at 0,0).
-xvfb-run -a -s "-screen 0 ${SIZE}x24" bash -c '
-  env -u QT_QPA_PLATFORM XDG_RUNTIME_DIR="$3" "$1" gui "$2" & app=$!
-  sleep 5; import -window root "$3/root.png"; kill $app; wait $app || true' _ "$CLI" "$WORK/demo" "$WORK"
-[ -s "$WORK/root.png" ] && echo "root window captured ($(stat -c %s "$WORK/root.png") bytes)"
+if [ -x "$QT" ]; then
+  qt() {  # qt NAME ARGS... : one screenshot of the desktop app on a fresh X server
+    local name=$1; shift
+    xvfb-run -a -s "-screen 0 ${SIZE}x24" env -u QT_QPA_PLATFORM "$QT" "$@" --screenshot "$OUT/$name.png" \
+      --size "$SIZE"
+  }
+  qt overview "$WORK/demo" --view overview
+  qt params "$WORK/demo" --view params
+  qt layout "$WORK/dp64" --view layout --shade exact
+  qt layout-1024 "$WORK/dp1024" --view layout --shade exact
+  qt fixed-overview "$WORK/demo-fixed" --view overview
+fi
 
 if [ -x "$IMGUI" ]; then
-  xvfb-run -a -s "-screen 0 ${SIZE}x24" "$IMGUI" "$WORK/demo" --screenshot "$OUT/imgui.png" --frames 5 \
-    --size "$SIZE"
+  im() {  # im NAME ARGS... : one screenshot of the ImGui view
+    local name=$1; shift
+    xvfb-run -a -s "-screen 0 ${SIZE}x24" "$IMGUI" "$@" --screenshot "$OUT/$name.png" --size "$SIZE"
+  }
+  im imgui-overview "$WORK/demo" --tab overview
+  im imgui-params "$WORK/demo" --tab params
+  im imgui-layout "$WORK/dp1024" --tab layout --shade exact
 fi
+rm -f "$OUT/imgui.png"  # the single ImGui picture of earlier versions
 # 256-colour PNGs keep the committed pictures small.
 for f in "$OUT"/*.png; do /usr/bin/convert "$f" -colors 256 PNG8:"$f.tmp" && mv "$f.tmp" "$f"; done
 ls -l "$OUT"

@@ -64,7 +64,7 @@ LayoutGeometry geometryFor(const deepspeed::GroupLayout& g) {
 
 // Centre pixel of element e on rank r.
 QPointF at(const LayoutGeometry& geo, int rank, double element) {
-  return {geo.xOf(element + 0.5), geo.rowTop(rank) + geo.row_height / 2.0};
+  return {geo.x_of(element + 0.5), geo.row_top(rank) + geo.row_height / 2.0};
 }
 
 deepspeed::GroupLayout bigLayout(int ranks, int params) {
@@ -144,26 +144,26 @@ class TestLayoutMap : public QObject {
   void pixelsOutsideRowsMapToNothing() {
     const auto g = workedExample();
     const auto geo = geometryFor(g);
-    QVERIFY(!hitTest(g, geo, {10, geo.rowTop(0) + 2}));              // label column
-    QVERIFY(!hitTest(g, geo, {geo.xOf(1), 5}));                      // ruler
-    QVERIFY(!hitTest(g, geo, {geo.xOf(1), geo.rowTop(0) + 11}));     // gap between rows
+    QVERIFY(!hitTest(g, geo, {10, geo.row_top(0) + 2}));              // label column
+    QVERIFY(!hitTest(g, geo, {geo.x_of(1), 5}));                      // ruler
+    QVERIFY(!hitTest(g, geo, {geo.x_of(1), geo.row_top(0) + 11}));     // gap between rows
     QVERIFY(!hitTest(g, geo, at(geo, 0, 4)));                        // past the partition
-    QVERIFY(!hitTest(g, geo, {geo.xOf(1), geo.rowTop(3) + 1}));      // below the last rank
+    QVERIFY(!hitTest(g, geo, {geo.x_of(1), geo.row_top(3) + 1}));      // below the last rank
   }
 
   void zoomAndPanKeepMappingRight() {
     const auto g = workedExample();
     auto geo = geometryFor(g);
-    const double x = geo.xOf(3.5);
-    geo.zoomAt(x, 4.0);  // the element under x stays put
-    QCOMPARE(geo.elementAt(x), 3.5);
+    const double x = geo.x_of(3.5);
+    geo.zoom_at(x, 4.0);  // the element under x stays put
+    QCOMPARE(geo.element_at(x), 3.5);
     geo.first_element = 3;  // pan so element 3 is at the left edge
-    const auto hit = hitTest(g, geo, {geo.label_width + 1.0, geo.rowTop(1) + 5});
+    const auto hit = hitTest(g, geo, {geo.label_width + 1.0, geo.row_top(1) + 5});
     QVERIFY(hit);
     QCOMPARE(hit->element, int64_t{3});
     QCOMPARE(hit->param, 1);
     geo.scroll_y = geo.row_height + geo.row_gap;  // rank 1 now at the top
-    QCOMPARE(geo.rankAt(geo.header_height + 1).value_or(-1), 1);
+    QCOMPARE(geo.rank_at(geo.header_height + 1).value_or(-1), 1);
   }
 
   void widgetClickSelectsParam() {
@@ -195,7 +195,7 @@ class TestLayoutMap : public QObject {
     QVERIFY2(ms < 2500, qPrintable(QString("5 paints took %1 ms").arg(ms)));
     // Hit-testing every rank's middle is a binary search each.
     const auto& geo = map.geometry();
-    const auto hit = hitTest(g, geo, {geo.xOf(static_cast<double>(g.partition_numel) / 2), geo.rowTop(10) + 4});
+    const auto hit = hitTest(g, geo, {geo.x_of(static_cast<double>(g.partition_numel) / 2), geo.row_top(10) + geo.pitch() / 2});
     QVERIFY(hit);
     QCOMPARE(hit->rank, 10);
     QVERIFY(hit->param >= 0);

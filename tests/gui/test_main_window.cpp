@@ -38,7 +38,7 @@ const char* kFixtures[] = {"zero1_fp16_ws2", "zero2_fp16_ws2", "zero2_bf16_ws2",
 
 bool openAndWait(MainWindow& w, const std::string& path) {
   QSignalSpy done(w.session(), &Session::analysisFinished);
-  if (!w.openPath(QString::fromStdString(path), true)) return false;
+  w.openPath(QString::fromStdString(path), true);
   return done.wait(120000);
 }
 
@@ -94,8 +94,12 @@ class TestMainWindow : public QObject {
     MainWindow w;
     test::TempDir dir;
     test::write_text(dir.file("not-a-checkpoint.pt"), "hello");
-    QVERIFY(!w.openPath(QString::fromStdString(dir.file("not-a-checkpoint.pt")), true));
+    QSignalSpy failed(w.session(), &Session::openFailed);
+    w.openPath(QString::fromStdString(dir.file("not-a-checkpoint.pt")), true);
+    QVERIFY(failed.wait(30000));
+    QVERIFY(!failed.first().at(1).toString().isEmpty());
     QVERIFY(!w.session()->isOpen());
+    QVERIFY(!w.progressBar()->isVisible());
   }
 
   void staleMastersShowMismatchAndFixRepairsThem() {
@@ -116,7 +120,10 @@ class TestMainWindow : public QObject {
     QVERIFY(dialog->output().endsWith("zero2_fp16_ws2-fixed"));
     QVERIFY(dialog->request().refresh_fp32);
     const QString out = QString::fromStdString(dir.file("repaired"));
+    QSignalSpy planned(dialog, &RepairDialog::planReady);
     dialog->setOutput(out);
+    QVERIFY(planned.wait(30000));
+    QTRY_VERIFY(!dialog->planning());
     QVERIFY2(dialog->planValid(), qPrintable(dialog->planText()));
     QVERIFY(!dialog->planText().isEmpty());
     QSignalSpy finished(dialog, &RepairDialog::repairFinished);
@@ -181,8 +188,8 @@ class TestMainWindow : public QObject {
     const auto& g = *map->group();
     const auto& frag = g.partitions.at(1).fragments.at(0);
     const auto& geo = map->geometry();
-    const QPointF pixel(geo.xOf(static_cast<double>(frag.partition_offset) + static_cast<double>(frag.numel) / 2.0),
-                        geo.rowTop(1) + geo.row_height / 2.0);
+    const QPointF pixel(geo.x_of(static_cast<double>(frag.partition_offset) + static_cast<double>(frag.numel) / 2.0),
+                        geo.row_top(1) + geo.row_height / 2.0);
     const auto hit = hitTest(g, geo, pixel);
     QVERIFY(hit);
     QCOMPARE(hit->rank, 1);
@@ -255,11 +262,18 @@ class TestMainWindow : public QObject {
     QSignalSpy started(w.session(), &Session::analysisStarted);
     QSignalSpy cancelled(w.session(), &Session::analysisCancelled);
     QSignalSpy finished(w.session(), &Session::analysisFinished);
-    QVERIFY(w.openPath(QString::fromStdString(test::healthy_fixture("zero3_fp16_ws2")), true));
-    QCOMPARE(started.count(), 1);
-    QVERIFY(w.cancelButton()->isVisibleTo(&w));
-    QTest::mouseClick(w.cancelButton(), Qt::LeftButton);
+    // Click Cancel as soon as the analysis starts (its result can only land in a later turn of the event loop).
+    bool clicked = false;
+    auto click = connect(w.session(), &Session::analysisStarted, &w, [&] {
+      QVERIFY(w.cancelButton()->isVisibleTo(&w));
+      QTest::mouseClick(w.cancelButton(), Qt::LeftButton);
+      clicked = true;
+    });
+    w.openPath(QString::fromStdString(test::healthy_fixture("zero3_fp16_ws2")), true);
     QVERIFY(cancelled.wait(60000));
+    disconnect(click);
+    QVERIFY(clicked);
+    QCOMPARE(started.count(), 1);
     QCOMPARE(finished.count(), 0);
     QVERIFY(!w.session()->report());
     QVERIFY(!w.session()->analysing());
@@ -272,7 +286,10 @@ class TestMainWindow : public QObject {
 
   void supersededAnalysisIsDropped() {
     Session s;
-    QVERIFY(s.open(QString::fromStdString(test::healthy_fixture("zero1_fp16_ws2"))));
+    s.core().settings().analyse_on_open = false;
+    QSignalSpy opened(&s, &Session::opened);
+    s.open(QString::fromStdString(test::healthy_fixture("zero1_fp16_ws2")));
+    QVERIFY(opened.wait(30000));
     QSignalSpy finished(&s, &Session::analysisFinished);
     QSignalSpy cancelled(&s, &Session::analysisCancelled);
     const int first = s.analyse();

@@ -3,9 +3,13 @@
 #include <QAbstractItemModelTester>
 #include <QSortFilterProxyModel>
 #include <QtTest>
+#include <atomic>
+#include <thread>
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "findings_model.h"
+#include "jobs_model.h"
+#include "session.h"
 #include "gui_fixtures.h"
 #include "gui_test_main.h"
 #include "param_table_model.h"
@@ -67,6 +71,9 @@ class TestModels : public QObject {
     QVERIFY(m.data(m.index(0, 0), Qt::BackgroundRole).isValid());
     m.clear();
     QCOMPARE(m.rowCount(), 0);
+    m.setFindings(r.findings);  // what the session hands over
+    QCOMPARE(m.rowCount(), 2);
+    QCOMPARE(m.finding(1).code, std::string("moments-zero"));
   }
 
   void paramModelPassesTesterAndSortsNumerically() {
@@ -92,6 +99,45 @@ class TestModels : public QObject {
     QVERIFY(m.paramReport(2));
     m.clear();
     QCOMPARE(proxy.rowCount(), 0);
+  }
+
+  // The jobs table follows the session's jobs: rows appear with them (one running, one waiting behind it in
+  // the same lane), progress cells change in place, and the rows go once the endings are delivered.
+  void jobsModelPassesTesterAndFollowsTheJobs() {
+    Session session;
+    JobsModel m(&session);
+    QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QCOMPARE(m.rowCount(), 0);
+    std::atomic<bool> release{false}, running{false};
+    auto work = [&](session::JobQueue::Context& c) {
+      c.progress().set_stage("counting", 10);
+      running = true;
+      while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      c.progress().add(5);
+      return 1;
+    };
+    auto& q = session.core().queue();
+    auto first = q.submit<int>(session::JobKind::Other, "lane", "first", work);
+    while (!running) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    auto second = q.submit<int>(session::JobKind::Other, "other", "second", [](session::JobQueue::Context&) { return 2; });
+    auto third = q.submit<int>(session::JobKind::Export, "lane", "third", [](session::JobQueue::Context&) { return 3; });
+    m.refresh();
+    QCOMPARE(m.rowCount(), 3);
+    QCOMPARE(m.index(0, JobsModel::Title).data().toString(), QString("first"));
+    QCOMPARE(m.index(0, JobsModel::State).data().toString(), QString("running"));
+    QCOMPARE(m.index(0, JobsModel::Stage).data().toString(), QString("counting"));
+    QCOMPARE(m.index(2, JobsModel::Kind).data().toString(), QString("export"));
+    m.refresh();  // same jobs: cells change in place
+    QCOMPARE(m.rowCount(), 3);
+    QCOMPARE(m.job(0), first);
+    release = true;
+    session.core().queue().wait_idle();
+    session.pollNow();
+    m.refresh();
+    QCOMPARE(m.rowCount(), 0);
+    QCOMPARE(first->state(), session::JobState::Superseded);  // `third` was submitted to its lane after it
+    QCOMPARE(second->state(), session::JobState::Succeeded);
+    QCOMPARE(third->state(), session::JobState::Succeeded);
   }
 
   void modelsOnRealFixturePassTester() {

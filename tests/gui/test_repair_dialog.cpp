@@ -14,6 +14,7 @@
 #include "gui_fixtures.h"
 #include "gui_test_main.h"
 #include "repair_dialog.h"
+#include "session.h"
 
 using namespace ckptdoc;
 using namespace ckptdoc::gui;
@@ -66,13 +67,18 @@ class TestRepairDialog : public QObject {
 
   void cancelDuringVerificationSaysWrittenButUnverified() {
     test::TempDir dir;
-    const auto ckpt = deepspeed::Checkpoint::open(test::make_stale_masters_checkpoint(dir));
+    Session session;
+    session.setDevice(DeviceKind::Cpu);
+    QSignalSpy analysed(&session, &Session::analysisFinished);
+    session.open(QString::fromStdString(test::make_stale_masters_checkpoint(dir)));
+    QVERIFY(analysed.wait(120000));
     PausingIo io;
     ScopedFileIo scoped(io);
-    RepairDialog d(ckpt, analysis::RepairKind::RefreshFp32, DeviceKind::Cpu);
+    RepairDialog d(&session, analysis::RepairKind::RefreshFp32);
     d.show();
     const std::string out = dir.file("repaired");
     d.setOutput(QString::fromStdString(out));
+    QTRY_VERIFY_WITH_TIMEOUT(!d.planning(), 60000);
     QVERIFY(d.planValid());
     QSignalSpy finished(&d, &RepairDialog::repairFinished);
     QTest::mouseClick(d.runButton(), Qt::LeftButton);

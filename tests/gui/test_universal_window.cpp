@@ -9,6 +9,7 @@
 #include "ckptdoc/universal/convert.h"
 #include "findings_model.h"
 #include "gui_fixtures.h"
+#include "gui_test_main.h"
 #include "main_window.h"
 #include "param_table_model.h"
 #include "session.h"
@@ -34,7 +35,7 @@ class TestUniversalWindow : public QObject {
     MainWindow w;
     w.show();
     QSignalSpy done(w.session(), &Session::analysisFinished);
-    QVERIFY(w.openPath(QString::fromStdString(dir.file("universal")), true));
+    w.openPath(QString::fromStdString(dir.file("universal")), true);
     QVERIFY(done.wait(120000));
     QCOMPARE(w.paramModel()->rowCount(), 8);
     const auto* m = w.findingsModel();
@@ -47,5 +48,5 @@ class TestUniversalWindow : public QObject {
   }
 };
 
-QTEST_MAIN(TestUniversalWindow)
+CKPTDOC_TEST_MAIN_WIDGETS(TestUniversalWindow)
 #include "test_universal_window.moc"

@@ -4,44 +4,54 @@
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui.h>
-#include <stb_image_write.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
-#include "ckptdoc/analysis/diagnose.h"
-#include "imgui_panels.h"
+#include "script.h"
+#include "view.h"
 
 namespace ckptdoc::imgui_view {
 
 namespace {
 
 struct Args {
-  std::string path;
-  std::string screenshot;
-  int frames = 3;
+  std::string path, script, screenshot, tab = "overview", shade, param;
+  int frames = 5;
   int width = 1280, height = 800;
+  int bench = 0;
 };
 
 bool parse(int argc, char** argv, Args& a) {
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    if (s == "--screenshot") {
-      const char* v = value();
-      if (!v) return false;
+    const char* v = nullptr;
+    if (s == "--script" || s == "--screenshot" || s == "--tab" || s == "--shade" || s == "--param" ||
+        s == "--frames" || s == "--size" || s == "--bench") {
+      if (!(v = value())) return false;
+    }
+    if (s == "--script")
+      a.script = v;
+    else if (s == "--screenshot")
       a.screenshot = v;
-    } else if (s == "--frames") {
-      const char* v = value();
-      if (!v) return false;
+    else if (s == "--tab")
+      a.tab = v;
+    else if (s == "--shade")
+      a.shade = v;
+    else if (s == "--param")
+      a.param = v;
+    else if (s == "--frames")
       a.frames = std::max(1, std::atoi(v));
-    } else if (s == "--size") {
-      const char* v = value();
-      if (!v || std::sscanf(v, "%dx%d", &a.width, &a.height) != 2) return false;
+    else if (s == "--bench")
+      a.bench = std::max(1, std::atoi(v));
+    else if (s == "--size") {
+      if (std::sscanf(v, "%dx%d", &a.width, &a.height) != 2) return false;
     } else if (s.rfind("--", 0) == 0 || !a.path.empty()) {
       return false;
     } else {
@@ -51,85 +61,151 @@ bool parse(int argc, char** argv, Args& a) {
   return true;
 }
 
-bool save_framebuffer(const std::string& file, int w, int h) {
-  std::vector<unsigned char> pixels(static_cast<size_t>(w) * static_cast<size_t>(h) * 4);
-  glPixelStorei(GL_PACK_ALIGNMENT, 1);
-  glReadPixels(0, 0, w, h, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
-  std::vector<unsigned char> flipped(pixels.size());
-  const size_t row = static_cast<size_t>(w) * 4;
-  for (int y = 0; y < h; ++y)
-    std::memcpy(flipped.data() + static_cast<size_t>(y) * row, pixels.data() + static_cast<size_t>(h - 1 - y) * row, row);
-  return stbi_write_png(file.c_str(), w, h, 4, flipped.data(), static_cast<int>(row)) != 0;
+// --screenshot as a script: wait for the analysis, show the worst param, let the pictures settle, save.
+std::string screenshot_script(const Args& a) {
+  std::string s;
+  if (!a.path.empty())
+    s += "wait analysed 600\nselect " + (a.param.empty() ? std::string("@worst") : a.param) + "\n";
+  s += "tab " + a.tab + "\n";
+  if (!a.shade.empty()) s += "shade " + a.shade + "\n";
+  if (!a.path.empty() && a.tab == "params") s += "wait density 120\n";
+  s += "frames 2\nwait idle 120\nframes " + std::to_string(a.frames) + "\nscreenshot " + a.screenshot + "\nquit\n";
+  return s;
 }
 
-void start_analysis(ViewState& s) {
-  auto ckpt = s.checkpoint;
-  s.worker = std::thread([&s, ckpt] {
-    try {
-      analysis::DiagnoseOptions o;
-      s.report = analysis::diagnose(*ckpt, o, &s.progress);
-    } catch (const std::exception& e) {
-      s.analysis_error = e.what();
-    }
-    s.done.store(true);
-  });
+View* g_view = nullptr;  // for GLFW's drop callback, which carries no user data we own
+
+void on_drop(GLFWwindow*, int count, const char** paths) {
+  if (g_view && count > 0) open_path(*g_view, paths[0]);
 }
 
-void draw_frame(ViewState& s, int w, int h) {
+// DejaVu Sans when the system has it (core's messages use "…", "—", "Δ", "≈"), else ImGui's ASCII font.
+bool load_fonts() {
+  const char* path = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+  if (!std::filesystem::exists(path)) return false;
+  static const ImWchar ranges[] = {0x0020, 0x00FF, 0x0370, 0x03FF, 0x2010, 0x205E, 0x2190, 0x21FF,
+                                   0x2200, 0x22FF, 0x25A0, 0x25FF, 0x2713, 0x2718, 0};
+  return ImGui::GetIO().Fonts->AddFontFromFileTTF(path, 15.0f, nullptr, ranges) != nullptr;
+}
+
+void draw_frame(View& v, int w, int h) {
   ImGui::SetNextWindowPos(ImVec2(0, 0));
   ImGui::SetNextWindowSize(ImVec2(static_cast<float>(w), static_cast<float>(h)));
   ImGui::Begin("ckptdoc", nullptr,
-               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoBringToFrontOnFocus);
-  draw_header(s);
-  ImGui::Separator();
-  if (s.checkpoint) {
-    const float avail = ImGui::GetContentRegionAvail().y;
-    ImGui::BeginChild("findings", ImVec2(0, avail * 0.28f), true);
-    ImGui::TextDisabled("FINDINGS");
-    draw_findings(s);
-    ImGui::EndChild();
-    ImGui::BeginChild("params", ImVec2(0, avail * 0.38f), true);
-    ImGui::TextDisabled("PARAMS");
-    ImGui::SameLine();
-    draw_param_table(s);
-    ImGui::EndChild();
-    ImGui::BeginChild("layout", ImVec2(0, 0), true);
-    ImGui::TextDisabled("PARTITION LAYOUT");
-    ImGui::SameLine();
-    draw_layout(s);
-    ImGui::EndChild();
+               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
+                   ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_MenuBar |
+                   ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoBackground);  // glClear paints it
+  draw_header(v);
+  if (ImGui::BeginTabBar("tabs")) {
+    const Tab tabs[] = {Tab::Overview, Tab::Layout, Tab::Params};
+    const char* names[] = {"Overview", "Partition layout", "Params"};
+    for (int i = 0; i < 3; ++i) {
+      ImGuiTabItemFlags flags = 0;
+      if (v.tab_requested && v.tab == tabs[i]) flags |= ImGuiTabItemFlags_SetSelected;
+      if (ImGui::BeginTabItem(names[i], nullptr, flags)) {
+        if (!v.tab_requested) v.tab = tabs[i];
+        if (tabs[i] == Tab::Overview) draw_overview(v);
+        if (tabs[i] == Tab::Layout) draw_layout(v);
+        if (tabs[i] == Tab::Params) draw_params(v);
+        ImGui::EndTabItem();
+      }
+    }
+    v.tab_requested = false;
+    ImGui::EndTabBar();
   }
   ImGui::End();
+  draw_repair_window(v);
+  draw_export_window(v);
+  draw_open_window(v);
+  draw_jobs(v);
 }
+
+struct Stats {
+  double median = 0, p95 = 0, max = 0;
+};
+Stats stats_of(std::vector<double> ms) {
+  Stats s;
+  if (ms.empty()) return s;
+  std::sort(ms.begin(), ms.end());
+  s.median = ms[ms.size() / 2];
+  s.p95 = ms[std::min(ms.size() - 1, ms.size() * 95 / 100)];
+  s.max = ms.back();
+  return s;
+}
+
+// --bench: after the analysis, N frames of each scenario, each timed to the end of its rendering (glFinish).
+struct Bench {
+  int frames = 0;
+  int scenario = -1;  // -1 waiting for the analysis
+  int done = 0;
+  std::vector<double> times, cpu;
+  static constexpr const char* kNames[] = {"overview", "layout", "layout-panning", "params",
+                                           "params-scrolling"};
+  bool finished = false;
+
+  void before(View& v) {
+    if (scenario < 0) {
+      if (v.session.is_open() && (!v.session.report() || v.session.analysing())) return;
+      if (!v.session.is_open() && v.session.opening()) return;
+      scenario = 0;
+      v.tab = Tab::Overview;
+      v.tab_requested = true;
+      if (v.session.report()) select_param(v, v.session.worst_param());
+    }
+    if (scenario == 2) {  // pan the map every frame: the raster is recomputed each time
+      v.layout.auto_fit = false;
+      v.layout.geometry.first_element +=
+          v.layout.geometry.elements_per_pixel * 3 * ((done / 20) % 2 ? -1 : 1);
+    }
+    v.scroll_table = scenario == 4;  // the params table scrolls by a few rows each frame
+  }
+  // ms: the whole frame (to the end of llvmpipe's rendering); cpu_ms: building it (ImGui, pictures, uploads).
+  void after(View& v, double ms, double cpu_ms) {
+    if (scenario < 0 || finished) return;
+    times.push_back(ms);
+    cpu.push_back(cpu_ms);
+    if (++done < frames) return;
+    const Stats s = stats_of(times), c = stats_of(cpu);
+    std::printf("frames %-16s n=%d median=%6.2f ms p95=%6.2f ms max=%6.2f ms | building: median=%6.2f ms p95=%6.2f ms\n",
+                kNames[scenario], frames, s.median, s.p95, s.max, c.median, c.p95);
+    std::fflush(stdout);
+    times.clear();
+    cpu.clear();
+    done = 0;
+    ++scenario;
+    if (!v.session.is_open() || scenario == 5) {
+      finished = true;
+      return;
+    }
+    v.tab = scenario <= 2 ? (scenario == 0 ? Tab::Overview : Tab::Layout) : Tab::Params;
+    v.tab_requested = true;
+  }
+};
 
 }  // namespace
 
 int run(int argc, char** argv) {
   Args args;
   if (!parse(argc, argv, args)) {
-    std::fprintf(stderr, "usage: ckptdoc-imgui PATH [--screenshot FILE] [--frames N] [--size WxH]\n");
+    std::fprintf(
+        stderr,
+        "usage: ckptdoc-imgui [PATH] [--script FILE] [--screenshot FILE [--tab overview|layout|params] "
+        "[--shade param|exact|nonfinite|moments] [--param NAME] [--frames N]] [--size WxH] [--bench N]\n");
     return 2;
   }
-  ViewState s;
-  s.path = args.path;
-  if (!args.path.empty()) {
-    try {
-      s.checkpoint = deepspeed::Checkpoint::open(args.path);
-    } catch (const std::exception& e) {
-      s.open_error = e.what();
-    }
-  } else {
-    s.open_error = "no checkpoint given";
+  std::optional<Script> script;
+  std::string error;
+  if (!args.script.empty())
+    script = Script::load(args.script, &error);
+  else if (!args.screenshot.empty())
+    script = Script::parse(screenshot_script(args), "--screenshot", &error);
+  if ((!args.script.empty() || !args.screenshot.empty()) && !script) {
+    std::fprintf(stderr, "ckptdoc-imgui: %s\n", error.c_str());
+    return 2;
   }
-  if (s.checkpoint)
-    start_analysis(s);
-  else
-    s.done.store(true);
 
   if (!glfwInit()) {
     std::fprintf(stderr, "ckptdoc-imgui: cannot initialise GLFW (no display?)\n");
-    s.progress.cancel();
-    if (s.worker.joinable()) s.worker.join();
     return 2;
   }
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
@@ -139,60 +215,72 @@ int run(int argc, char** argv) {
   if (!window) {
     std::fprintf(stderr, "ckptdoc-imgui: cannot create an OpenGL 3.3 window\n");
     glfwTerminate();
-    s.progress.cancel();
-    if (s.worker.joinable()) s.worker.join();
     return 2;
   }
   glfwMakeContextCurrent(window);
-  glfwSwapInterval(1);
+  glfwSwapInterval(args.bench || script ? 0 : 1);
   ImGui::CreateContext();
   ImGui::GetIO().IniFilename = nullptr;
   ImGui::StyleColorsDark();
+  ImGui::GetStyle().FrameRounding = 3;
+  ImGui::GetStyle().Colors[ImGuiCol_WindowBg].w = 1.0f;  // opaque: the clear colour is the background
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330");
 
   int rc = 0;
-  int frames_after_done = 0;
-  for (int frame = 0; !glfwWindowShouldClose(window); ++frame) {
-    glfwPollEvents();
-    ImGui_ImplOpenGL3_NewFrame();
-    ImGui_ImplGlfw_NewFrame();
-    ImGui::NewFrame();
-    int w = 0, h = 0;
-    glfwGetFramebufferSize(window, &w, &h);
-    draw_frame(s, w, h);
-    ImGui::Render();
-    glViewport(0, 0, w, h);
-    glClearColor(0.1f, 0.1f, 0.12f, 1);
-    glClear(GL_COLOR_BUFFER_BIT);
-    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-    if (!args.screenshot.empty() && s.done.load()) {
-      if (s.report && s.selected_param < 0 && !s.report->params.empty()) {
-        // Select the worst param so the layout shows a highlight.
-        const analysis::ParamReport* worst = &s.report->params.front();
-        for (const auto& p : s.report->params)
-          if (p.severity_score() > worst->severity_score()) worst = &p;
-        if (auto where = s.checkpoint->catalog().find_param(worst->name)) {
-          s.group = where->first;
-          s.selected_param = where->second;
-          s.selected_name = worst->name;
-        }
+  {
+    auto view = std::make_unique<View>();
+    View& v = *view;
+    v.fonts_unicode = load_fonts();
+    v.recent.load();
+    v.session.set_wake([] { glfwPostEmptyEvent(); });  // thread-safe: wakes glfwWaitEvents*
+    g_view = &v;
+    glfwSetDropCallback(window, on_drop);
+    if (!args.path.empty()) open_path(v, args.path);
+
+    Bench bench;
+    bench.frames = args.bench;
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
+    while (!glfwWindowShouldClose(window) && !v.quit) {
+      const bool busy = !v.session.jobs().empty() || script || args.bench;
+      if (busy)
+        glfwPollEvents();
+      else
+        glfwWaitEventsTimeout(0.25);  // idle: no frames, no CPU (a remote node's X connection stays quiet)
+      const auto frame_start = clock::now();
+      v.session.poll();
+      ImGui_ImplOpenGL3_NewFrame();
+      ImGui_ImplGlfw_NewFrame();
+      ImGuiIO& io = ImGui::GetIO();
+      if (script) script->before_frame(v, io, std::chrono::duration<double>(frame_start - t0).count());
+      if (args.bench) bench.before(v);
+      ImGui::NewFrame();
+      int w = 0, h = 0;
+      glfwGetFramebufferSize(window, &w, &h);
+      draw_frame(v, w, h);
+      ImGui::Render();
+      const auto built = clock::now();
+      glViewport(0, 0, w, h);
+      const ImVec4 bg = ImGui::GetStyleColorVec4(ImGuiCol_WindowBg);
+      glClearColor(bg.x, bg.y, bg.z, 1);
+      glClear(GL_COLOR_BUFFER_BIT);
+      ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+      if (script) script->after_render(w, h);
+      glfwSwapBuffers(window);
+      if (args.bench) {
+        glFinish();
+        bench.after(v, std::chrono::duration<double, std::milli>(clock::now() - frame_start).count(),
+                    std::chrono::duration<double, std::milli>(built - frame_start).count());
+        if (bench.finished) break;
       }
-      if (++frames_after_done >= args.frames) {
-        rc = save_framebuffer(args.screenshot, w, h) ? 0 : 1;
-        std::fprintf(stderr, "%s %s\n", rc == 0 ? "screenshot saved:" : "cannot save screenshot:",
-                     args.screenshot.c_str());
-        glfwSetWindowShouldClose(window, 1);
+      if (script && script->finished()) {
+        rc = script->exit_code();
+        break;
       }
     }
-    glfwSwapBuffers(window);
-    if (!args.screenshot.empty() && frame > 20000) {  // analysis never ended: give up
-      rc = 1;
-      break;
-    }
-  }
-  s.progress.cancel();
-  if (s.worker.joinable()) s.worker.join();
+    g_view = nullptr;
+  }  // the session (and its workers) end before the GL context
   ImGui_ImplOpenGL3_Shutdown();
   ImGui_ImplGlfw_Shutdown();
   ImGui::DestroyContext();

@@ -1,8 +1,13 @@
 #pragma once
-// The ImGui view's entry point: `ckptdoc-imgui [PATH] [--screenshot FILE --frames N] [--size WxH]`.
-// Opens the checkpoint through core, analyses it on a worker thread and draws findings, the param table and
-// the partition layout. With --screenshot it renders N frames after the analysis ends, saves the framebuffer
-// as PNG and exits (for headless checks under Xvfb).
+// The ImGui view's entry point:
+//   ckptdoc-imgui [PATH] [--script FILE] [--screenshot FILE [--tab T] [--shade S] [--param NAME] [--frames
+//   N]]
+//                 [--size WxH] [--bench N]
+// A lean window for a remote GPU node (X forwarding, VNC) over the same core session as the Qt app: open
+// (path field, file dialog, drag and drop, recent), findings with Fix, layout map, param table, plots,
+// export.
+// --script drives it from a file (tests/gui/imgui_*.script); --screenshot waits for the analysis, shows the
+// worst param and saves the framebuffer; --bench N prints frame-time statistics over N frames per tab.
 namespace ckptdoc::imgui_view {
 
 int run(int argc, char** argv);

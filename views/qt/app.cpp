@@ -1,10 +1,12 @@
 #include "app.h"
 
 #include <QApplication>
+#include <QComboBox>
 #include <QIcon>
 #include <QTimer>
 #include <cstdio>
 #include <memory>
+#include <utility>
 #include <spdlog/spdlog.h>
 
 #include "layout_map.h"
@@ -19,14 +21,7 @@ namespace ckptdoc::gui {
 
 namespace {
 
-QString worstParam(const Session& session) {
-  const auto* r = session.report();
-  if (!r || r->params.empty()) return {};
-  const analysis::ParamReport* worst = &r->params.front();
-  for (const auto& p : r->params)
-    if (p.severity_score() > worst->severity_score()) worst = &p;
-  return QString::fromStdString(worst->name);
-}
+QString worstParam(const Session& session) { return QString::fromStdString(session.core().worst_param()); }
 
 // Screenshot mode: once the analysis ends, show the requested tab (selecting a param), wait for the
 // density to load, grab the window and quit with 0 (1 when the grab could not be saved).
@@ -36,9 +31,20 @@ void armScreenshot(MainWindow& w, const AppOptions& o) {
   const QString wanted = o.param ? QString::fromStdString(*o.param) : QString();
   auto grabAndQuit = [&w, file] {
     QTimer::singleShot(400, &w, [&w, file] {
-      const bool ok = w.grab().save(file);
-      std::fprintf(stderr, "%s %s\n", ok ? "screenshot saved:" : "cannot save screenshot:", qPrintable(file));
-      QApplication::exit(ok ? 0 : 1);
+      auto saved = std::make_shared<bool>(false);
+      auto save = [&w, file, saved] {
+        if (std::exchange(*saved, true)) return;
+        const bool ok = w.grab().save(file);
+        std::fprintf(stderr, "%s %s\n", ok ? "screenshot saved:" : "cannot save screenshot:", qPrintable(file));
+        QApplication::exit(ok ? 0 : 1);
+      };
+      // The layout map's picture is made by a job: wait (up to 10 s) until it shows the view as it is.
+      auto* map = w.layoutView()->map();
+      if (!map->isVisible() || map->pictureCurrent()) return save();
+      QObject::connect(map, &LayoutMap::pictureReady, &w, [map, save] {
+        if (map->pictureCurrent()) QTimer::singleShot(50, map, save);
+      });
+      QTimer::singleShot(10000, &w, save);
     });
   };
   auto afterAnalysis = [&w, view, wanted, grabAndQuit] {
@@ -88,6 +94,13 @@ bool parse_app_arguments(int argc, char** argv, AppOptions& o, std::string& erro
     } else if (a == "--param") {
       if (!next(v)) return false;
       o.param = v;
+    } else if (a == "--shade") {
+      if (!next(v)) return false;
+      if (!session::parse_shade(v)) {
+        error = "--shade wants param, exact, nonfinite or moments";
+        return false;
+      }
+      o.shade = v;
     } else if (a == "--size") {
       if (!next(v)) return false;
       if (std::sscanf(v.c_str(), "%dx%d", &o.width, &o.height) != 2) {
@@ -96,7 +109,7 @@ bool parse_app_arguments(int argc, char** argv, AppOptions& o, std::string& erro
       }
     } else if (a == "-h" || a == "--help") {
       error = "usage: ckptdoc-gui [PATH] [--screenshot FILE] [--view overview|layout|params] [--param NAME] "
-              "[--size WxH]";
+              "[--shade param|exact|nonfinite|moments] [--size WxH]";
       return false;
     } else if (!a.empty() && a[0] == '-') {
       // Qt's own options (-platform, -style, ...) pass through to QApplication.
@@ -129,12 +142,19 @@ int run_app(int argc, char** argv, const AppOptions& o) {
     armScreenshot(w, o);
   }
   w.show();
-  if (o.path && !w.openPath(QString::fromStdString(*o.path), o.screenshot.has_value()) && o.screenshot) return 2;
+  if (o.path) {
+    if (o.screenshot) QObject::connect(w.session(), &Session::openFailed, &w, [] { QApplication::exit(2); });
+    w.openPath(QString::fromStdString(*o.path), o.screenshot.has_value());
+  }
   if (!o.screenshot && o.param) {
     const QString p = QString::fromStdString(*o.param);
     QObject::connect(w.session(), &Session::analysisFinished, &w, [&w, p] { w.paramsView()->selectParam(p); });
   }
   if (!o.screenshot && o.view != "overview") w.showTab(QString::fromStdString(o.view));
+  if (o.shade) {
+    auto* shade = w.layoutView()->shadeSelector();
+    shade->setCurrentIndex(shade->findData(static_cast<int>(*session::parse_shade(*o.shade))));
+  }
   return QApplication::exec();
 }
 

@@ -10,6 +10,7 @@ struct AppOptions {
   std::optional<std::string> screenshot;  // save a grab of the window here once analysis is done, then quit
   std::string view = "overview";          // tab to show: overview | layout | params
   std::optional<std::string> param;       // param to select (default for screenshots: the worst one)
+  std::optional<std::string> shade;       // layout map shading: param | exact | nonfinite | moments
   int width = 1280, height = 800;
 };
 
@@ -17,7 +18,8 @@ struct AppOptions {
 int run_app(int argc, char** argv, const AppOptions& options);
 int run_app(int argc, char** argv, std::optional<std::string> path);
 
-// Parses ckptdoc-gui's own arguments: [PATH] [--screenshot FILE] [--view NAME] [--param NAME] [--size WxH].
+// Parses ckptdoc-gui's own arguments: [PATH] [--screenshot FILE] [--view NAME] [--param NAME] [--shade NAME]
+// [--size WxH].
 // Returns false (and an error text) on bad usage.
 bool parse_app_arguments(int argc, char** argv, AppOptions& options, std::string& error);
 

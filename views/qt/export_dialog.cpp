@@ -9,17 +9,18 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QVBoxLayout>
 #include <spdlog/spdlog.h>
 
 #include "ckptdoc/deepspeed/export.h"
+#include "session.h"
 
 namespace ckptdoc::gui {
 
-ExportDialog::ExportDialog(std::shared_ptr<const deepspeed::Checkpoint> checkpoint, QWidget* parent)
-    : QDialog(parent), ckpt_(std::move(checkpoint)) {
+ExportDialog::ExportDialog(Session* session, QWidget* parent) : QDialog(parent), session_(session) {
   setWindowTitle(tr("Export weights"));
   setObjectName(QStringLiteral("exportDialog"));
   resize(560, 260);
@@ -69,36 +70,24 @@ ExportDialog::ExportDialog(std::shared_ptr<const deepspeed::Checkpoint> checkpoi
   });
   connect(run_, &QPushButton::clicked, this, &ExportDialog::start);
   connect(close_, &QPushButton::clicked, this, [this] {
-    if (jobs_.running())
-      jobs_.cancel();
+    if (job_ && !job_->finished())
+      job_->cancel();
     else
       reject();
   });
-  connect(&jobs_, &JobRunner::progressed, this, [this](int, const QString& stage, quint64 done, quint64 total) {
-    status_->setText(stage);
-    progress_->setValue(total ? static_cast<int>(1000.0 * static_cast<double>(done) / static_cast<double>(total)) : 0);
-  });
-  auto done = [this](const QString& text) {
-    progress_->hide();
-    run_->setEnabled(true);
-    close_->setText(tr("Close"));
-    status_->setText(text);
-  };
-  connect(&jobs_, &JobRunner::failed, this, [done](int, const QString& m) {
-    done(QObject::tr("<b style='color:#c62828'>Export failed:</b> %1").arg(m.toHtmlEscaped()));
-  });
-  connect(&jobs_, &JobRunner::cancelled, this, [done] { done(QObject::tr("Export cancelled.")); });
+  connect(session_, &Session::jobsProgressed, this, &ExportDialog::showProgress);
   suggestPath();
 }
 
 void ExportDialog::suggestPath() {
-  const auto& cat = ckpt_->catalog();
-  const QFileInfo in(QString::fromStdString(cat.save_dir.empty() ? cat.tag_dir : cat.save_dir));
-  const QString fmt = format_->currentData().toString();
-  const QString ext = fmt == QStringLiteral("safetensors") ? QStringLiteral("safetensors")
-                      : fmt == QStringLiteral("torch")     ? QStringLiteral("bin")
-                                                           : QStringLiteral("h5");
-  path_->setText(in.absoluteDir().filePath(in.fileName() + QStringLiteral("-weights.") + ext));
+  const auto format = deepspeed::parse_export_format(format_->currentData().toString().toStdString());
+  path_->setText(QString::fromStdString(session::Session::default_export_path(*session_->catalog(), format)));
+}
+
+void ExportDialog::showProgress() {
+  if (!job_ || job_->finished()) return;
+  status_->setText(QString::fromStdString(job_->stage()));
+  progress_->setValue(static_cast<int>(1000.0 * job_->fraction()));
 }
 
 deepspeed::ExportOptions ExportDialog::options() const {
@@ -115,7 +104,7 @@ QString ExportDialog::outputPath() const { return path_->text().trimmed(); }
 void ExportDialog::setOutputPath(const QString& path) { path_->setText(path); }
 
 void ExportDialog::start() {
-  if (jobs_.running()) return;
+  if (job_ && !job_->finished()) return;
   deepspeed::ExportOptions o;
   try {
     o = options();
@@ -123,26 +112,34 @@ void ExportDialog::start() {
     status_->setText(QString::fromStdString(e.what()));
     return;
   }
-  const auto ckpt = ckpt_;
+  o.device = session_->device();
   const std::string out = outputPath().toStdString();
   run_->setEnabled(false);
   close_->setText(tr("Cancel"));
   progress_->setValue(0);
   progress_->show();
   spdlog::info("exporting weights to {}", out);
-  jobs_.run<deepspeed::ExportResult>(
-      tr("Exporting"), [ckpt, out, o](Progress& p) { return deepspeed::export_weights(*ckpt, out, o, &p); },
-      [this](deepspeed::ExportResult& r) {
-        progress_->hide();
-        run_->setEnabled(true);
-        close_->setText(tr("Close"));
-        status_->setText(tr("<b style='color:#2e7d32'>Exported</b> %1 tensors (%2 bytes) to <code>%3</code>")
-                             .arg(r.tensors)
-                             .arg(r.bytes)
-                             .arg(QString::fromStdString(r.path).toHtmlEscaped()));
-        spdlog::info("exported {} tensors to {}", r.tensors, r.path);
-        emit exported(QString::fromStdString(r.path));
-      });
+  QPointer<ExportDialog> self(this);
+  job_ = session_->core().export_weights(out, o, [self](session::Outcome<deepspeed::ExportResult>& r) {
+    if (!self) return;
+    self->progress_->hide();
+    self->run_->setEnabled(true);
+    self->close_->setText(tr("Close"));
+    if (!r.ok()) {
+      self->status_->setText(r.error->kind == session::ErrorKind::Cancelled
+                                 ? tr("Export cancelled.")
+                                 : tr("<b style='color:#c62828'>Export failed:</b> %1")
+                                       .arg(errorText(*r.error).toHtmlEscaped()));
+      return;
+    }
+    self->status_->setText(
+        tr("<b style='color:#2e7d32'>Exported</b> %1 tensors (%2 bytes) to <code>%3</code>")
+            .arg(r.value->tensors)
+            .arg(r.value->bytes)
+            .arg(QString::fromStdString(r.value->path).toHtmlEscaped()));
+    spdlog::info("exported {} tensors to {}", r.value->tensors, r.value->path);
+    emit self->exported(QString::fromStdString(r.value->path));
+  });
 }
 
 }  // namespace ckptdoc::gui

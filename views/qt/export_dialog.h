@@ -1,12 +1,11 @@
 #pragma once
 // Weights export (deepspeed::export_weights): format, dtype and source (fp32 masters as zero_to_fp32.py
-// does, or the lp weights), run in the background with progress and cancel.
+// does, or the lp weights), run as a session job with progress and cancel.
 #include <QDialog>
 #include <memory>
 
-#include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/deepspeed/export.h"
-#include "job_runner.h"
+#include "ckptdoc/session/job.h"
 
 class QCheckBox;
 class QComboBox;
@@ -17,10 +16,12 @@ class QPushButton;
 
 namespace ckptdoc::gui {
 
+class Session;
+
 class ExportDialog : public QDialog {
   Q_OBJECT
  public:
-  ExportDialog(std::shared_ptr<const deepspeed::Checkpoint> checkpoint, QWidget* parent = nullptr);
+  ExportDialog(Session* session, QWidget* parent = nullptr);
   deepspeed::ExportOptions options() const;
   QString outputPath() const;
   void setOutputPath(const QString& path);
@@ -32,7 +33,8 @@ class ExportDialog : public QDialog {
  private:
   void suggestPath();
   void start();
-  std::shared_ptr<const deepspeed::Checkpoint> ckpt_;
+  void showProgress();
+  Session* session_;
   QComboBox* format_;
   QComboBox* source_;
   QComboBox* dtype_;
@@ -42,7 +44,7 @@ class ExportDialog : public QDialog {
   QLabel* status_;
   QPushButton* run_;
   QPushButton* close_;
-  JobRunner jobs_;
+  session::JobPtr job_;
 };
 
 }  // namespace ckptdoc::gui

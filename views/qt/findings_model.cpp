@@ -9,6 +9,12 @@ namespace ckptdoc::gui {
 
 FindingsModel::FindingsModel(QObject* parent) : QAbstractTableModel(parent) {}
 
+void FindingsModel::setFindings(std::vector<analysis::Finding> findings) {
+  beginResetModel();
+  findings_ = std::move(findings);
+  endResetModel();
+}
+
 void FindingsModel::setReport(const analysis::Report* report) {
   beginResetModel();
   findings_.clear();

@@ -17,6 +17,7 @@ class FindingsModel : public QAbstractTableModel {
 
   explicit FindingsModel(QObject* parent = nullptr);
 
+  void setFindings(std::vector<analysis::Finding> findings);  // e.g. session::Session::findings()
   void setReport(const analysis::Report* report);
   void setCatalogProblems(const deepspeed::Catalog* catalog);  // shown until an analysis replaces them
   void clear();

@@ -4,6 +4,7 @@
 #include <QLocale>
 #include <QMouseEvent>
 #include <QPainter>
+#include <QPointer>
 #include <QToolTip>
 #include <QWheelEvent>
 #include <algorithm>
@@ -11,10 +12,13 @@
 
 namespace ckptdoc::gui {
 
+QColor rgbaColor(uint32_t c) {
+  return QColor(static_cast<int>(c >> 24), static_cast<int>((c >> 16) & 0xFF),
+                static_cast<int>((c >> 8) & 0xFF), static_cast<int>(c & 0xFF));
+}
+
 QColor paramColor(int param) {
-  // Golden-ratio hues: neighbours differ clearly, and the colour depends only on the param index.
-  const double hue = std::fmod(0.13 + param * 0.6180339887, 1.0);
-  return QColor::fromHsvF(static_cast<float>(hue), 0.50f, 0.90f);
+  return rgbaColor(session::param_rgba(param));
 }
 
 LayoutMap::LayoutMap(QWidget* parent) : QWidget(parent) {
@@ -34,6 +38,16 @@ void LayoutMap::setGroup(std::shared_ptr<const void> owner, const deepspeed::Gro
   fitToWidth();
 }
 
+void LayoutMap::setHealth(std::shared_ptr<const session::HealthMap> health) {
+  health_ = std::move(health);
+  update();
+}
+
+void LayoutMap::setShade(session::Shade shade) {
+  shade_ = shade;
+  update();
+}
+
 void LayoutMap::setSelectedParam(int param) {
   if (selected_ == param) return;
   selected_ = param;
@@ -42,21 +56,16 @@ void LayoutMap::setSelectedParam(int param) {
 
 void LayoutMap::fitToWidth() {
   geometry_.fit(width());
+  geometry_.fit_rows(height());
   autoFit_ = true;
-  adaptRowHeight();
   update();
 }
 
-// Few ranks get tall rows (easier to hit and to label); many ranks get compact ones and scroll.
-void LayoutMap::adaptRowHeight() {
-  const int ranks = std::max(1, geometry_.rank_count);
-  const int avail = height() - geometry_.header_height - 8;
-  geometry_.row_height = std::clamp(avail / ranks - geometry_.row_gap, 14, 36);
-}
-
 void LayoutMap::resizeEvent(QResizeEvent*) {
-  if (autoFit_) geometry_.fit(width());
-  adaptRowHeight();
+  if (autoFit_) {
+    geometry_.fit(width());
+    geometry_.fit_rows(height());
+  }
   geometry_.clamp(width(), height());
 }
 
@@ -66,26 +75,12 @@ void LayoutMap::showEvent(QShowEvent*) {
 
 QString LayoutMap::describe(const LayoutHit& hit) const {
   if (!group_) return {};
-  const auto& part = group_->partitions[static_cast<size_t>(hit.rank)];
-  if (hit.fragment < 0)
-    return tr("<b>padding</b><br>rank %1, element %2 of %3<br>%4 padding elements on this rank")
-        .arg(hit.rank)
-        .arg(hit.element)
-        .arg(group_->partition_numel)
-        .arg(part.padding);
-  const auto& fr = part.fragments[static_cast<size_t>(hit.fragment)];
-  const auto& pe = group_->params[static_cast<size_t>(fr.param)];
-  QStringList dims;
-  for (auto d : pe.shape) dims << QString::number(d);
-  return tr("<b>%1</b> [%2]<br>rank %3, group %4<br>partition offset %5, numel %6<br>param elements %7 – %8 of %9")
-      .arg(QString::fromStdString(pe.name).toHtmlEscaped(), dims.join(QStringLiteral("×")))
-      .arg(hit.rank)
-      .arg(group_->index)
-      .arg(fr.partition_offset)
-      .arg(fr.numel)
-      .arg(fr.param_offset)
-      .arg(fr.param_offset + fr.numel)
-      .arg(pe.numel);
+  const QStringList lines =
+      QString::fromStdString(session::describe_fragment(*group_, health_.get(), hit)).split('\n');
+  if (lines.isEmpty()) return {};
+  QString html = QStringLiteral("<b>%1</b>").arg(lines.first().toHtmlEscaped());
+  for (int i = 1; i < lines.size(); ++i) html += QStringLiteral("<br>") + lines[i].toHtmlEscaped();
+  return html;
 }
 
 void LayoutMap::paintEvent(QPaintEvent*) {
@@ -96,19 +91,92 @@ void LayoutMap::paintEvent(QPaintEvent*) {
     p.drawText(rect(), Qt::AlignCenter, tr("No partition layout (open a ZeRO checkpoint)"));
     return;
   }
-  const auto [first, last] = geometry_.visibleRanks(height());
+  const QString key = currentKey();
+  if (key != rasterKey_ && key != pendingKey_) {  // hover, tooltips and other repaints reuse the picture
+    const session::LayoutRasterRequest rq = request();
+    auto toImage = [](const session::Raster& r) {
+      return QImage(r.rgba.data(), r.width, r.height, r.width * 4, QImage::Format_RGBA8888).copy();
+    };
+    if (!queue_) {
+      raster_ = toImage(session::layout_raster(*group_, health_.get(), rq));
+      rasterKey_ = key;
+      rasterGeometry_ = rq.geometry;
+    } else {
+      pendingKey_ = key;
+      QPointer<LayoutMap> self(this);
+      queue_->submit<session::Raster>(
+          session::JobKind::Other, "layout-raster", "Drawing the layout",
+          [owner = owner_, group = group_, health = health_, rq](session::JobQueue::Context&) {
+            return session::layout_raster(*group, health.get(), rq);
+          },
+          [self, key, rq, toImage](session::Outcome<session::Raster>& o) {
+            if (!self || !o.ok() || self->pendingKey_ != key) return;
+            self->raster_ = toImage(*o.value);
+            self->rasterKey_ = key;
+            self->rasterGeometry_ = rq.geometry;
+            self->pendingKey_.clear();
+            self->update();
+            emit self->pictureReady();
+          });
+    }
+  }
+  if (!raster_.isNull()) {
+    // Where the drawn picture's pixels belong now: elements and ranks map linearly between the geometries.
+    const auto& d = rasterGeometry_;
+    const auto& g = geometry_;
+    auto toX = [&](double x) { return g.x_of(d.element_at(x)); };
+    auto toY = [&](double y) { return g.header_height + (y - d.header_height + d.scroll_y) / d.pitch() * g.pitch() - g.scroll_y; };
+    const QRectF source(d.label_width, d.header_height, raster_.width() - d.label_width, raster_.height() - d.header_height);
+    const QRectF target(QPointF(toX(source.left()), toY(source.top())), QPointF(toX(source.right()), toY(source.bottom())));
+    p.save();
+    p.setClipRect(QRectF(g.label_width, g.header_height, width() - g.label_width, height() - g.header_height));
+    p.drawImage(target, raster_, source);
+    p.restore();
+  }
   p.save();
-  p.setClipRect(QRect(0, geometry_.header_height, width(), height() - geometry_.header_height));
-  for (int r = first; r < last; ++r) drawRow(p, r);
+  p.setClipRect(QRect(0, static_cast<int>(geometry_.header_height), width(),
+                      height() - static_cast<int>(geometry_.header_height)));
+  drawLabels(p);
+  drawSelection(p);
+  drawNames(p);
   p.restore();
   drawRuler(p);
 }
 
+session::LayoutRasterRequest LayoutMap::request() const {
+  session::LayoutRasterRequest rq;
+  rq.group = group_ ? group_->index : 0;
+  rq.shade = shade_;
+  rq.selected_param = selected_;
+  rq.geometry = geometry_;
+  rq.width = width();
+  rq.height = height();
+  const QColor bg = palette().base().color();  // an opaque picture, composed over the view's background
+  rq.background = (static_cast<uint32_t>(bg.red()) << 24) | (static_cast<uint32_t>(bg.green()) << 16) |
+                  (static_cast<uint32_t>(bg.blue()) << 8) | 0xFFu;
+  return rq;
+}
+
+QString LayoutMap::currentKey() const {
+  const auto& g = geometry_;
+  return QStringLiteral("%1|%2|%3|%4|%5 %6 %7 %8 %9")
+      .arg(reinterpret_cast<quintptr>(group_))
+      .arg(reinterpret_cast<quintptr>(health_.get()))
+      .arg(static_cast<int>(shade_))
+      .arg(selected_)
+      .arg(g.first_element, 0, 'g', 17)
+      .arg(g.elements_per_pixel, 0, 'g', 17)
+      .arg(g.scroll_y, 0, 'g', 17)
+      .arg(g.row_height, 0, 'g', 17)
+      .arg(QStringLiteral("%1 %2 %3 %4").arg(g.row_gap).arg(width()).arg(height()).arg(palette().base().color().rgba()));
+}
+
 void LayoutMap::drawRuler(QPainter& p) {
   const auto& g = geometry_;
-  p.fillRect(QRect(0, 0, width(), g.header_height), palette().window());
+  const int hh = static_cast<int>(g.header_height);
+  p.fillRect(QRect(0, 0, width(), hh), palette().window());
   p.setPen(palette().color(QPalette::Mid));
-  p.drawLine(0, g.header_height - 1, width(), g.header_height - 1);
+  p.drawLine(0, hh - 1, width(), hh - 1);
   // Tick every 1, 2 or 5 × 10^k elements so labels sit ~100 px apart.
   const double target = 100 * g.elements_per_pixel;
   const double mag = std::pow(10.0, std::floor(std::log10(std::max(target, 1e-9))));
@@ -119,77 +187,92 @@ void LayoutMap::drawRuler(QPainter& p) {
       break;
     }
   step = std::max(step, 1.0);
-  const double e0 = std::max(0.0, std::floor(g.elementAt(g.label_width) / step) * step);
-  const double eEnd = std::min<double>(static_cast<double>(g.partition_numel), g.elementAt(width()));
+  const double e0 = std::max(0.0, std::floor(g.element_at(g.label_width) / step) * step);
+  const double eEnd = std::min<double>(static_cast<double>(g.partition_numel), g.element_at(width()));
   p.setPen(palette().color(QPalette::Text));
   QFont f = font();
   f.setPointSizeF(f.pointSizeF() * 0.85);
   p.setFont(f);
   for (double e = e0; e <= eEnd + 0.5; e += step) {
-    const double x = g.xOf(e);
+    const double x = g.x_of(e);
     if (x < g.label_width) continue;
-    p.drawLine(QPointF(x, g.header_height - 6), QPointF(x, g.header_height - 1));
-    p.drawText(QPointF(x + 3, g.header_height - 8), QLocale().toString(static_cast<qlonglong>(e)));
+    p.drawLine(QPointF(x, hh - 6), QPointF(x, hh - 1));
+    p.drawText(QPointF(x + 3, hh - 8), QLocale().toString(static_cast<qlonglong>(e)));
   }
-  p.drawText(QRect(4, 0, g.label_width - 8, g.header_height), Qt::AlignVCenter | Qt::AlignLeft, tr("element"));
+  p.drawText(QRect(4, 0, static_cast<int>(g.label_width) - 8, hh), Qt::AlignVCenter | Qt::AlignLeft,
+             tr("element"));
+  p.setFont(font());
 }
 
-void LayoutMap::drawRow(QPainter& p, int rank) {
+// Rank labels: every rank when rows are tall enough to read, else every k-th rank with a tick.
+void LayoutMap::drawLabels(QPainter& p) {
   const auto& g = geometry_;
-  const auto& part = group_->partitions[static_cast<size_t>(rank)];
-  const double top = g.rowTop(rank);
-  const double h = g.row_height;
-  const int w = width();
-  // Label.
+  const auto [first, last] = g.visible_ranks(height());
+  QFont f = font();
+  if (g.row_height < 14) f.setPointSizeF(f.pointSizeF() * 0.8);
+  p.setFont(f);
+  const int textH = QFontMetrics(f).height();
+  const int every = g.pitch() >= textH ? 1 : static_cast<int>(std::ceil((textH + 2) / g.pitch()));
   p.setPen(palette().color(QPalette::Text));
-  p.drawText(QRectF(6, top, g.label_width - 10, h), Qt::AlignVCenter | Qt::AlignLeft,
-             tr("rank %1").arg(part.rank));
-  // The whole partition as padding (hatched); fragments paint over it.
-  const double x0 = std::max<double>(g.label_width, g.xOf(0));
-  const double x1 = std::min<double>(w, g.xOf(static_cast<double>(group_->partition_numel)));
-  if (x1 <= x0) return;
-  p.fillRect(QRectF(x0, top, x1 - x0, h), QColor(0xf2, 0xf2, 0xf2));
-  p.fillRect(QRectF(x0, top, x1 - x0, h), QBrush(QColor(0xb0, 0xb0, 0xb0), Qt::BDiagPattern));
+  for (int r = first; r < last; ++r) {
+    if (r % every) continue;
+    const double top = g.row_top(r);
+    if (every == 1) {
+      p.drawText(QRectF(6, top, g.label_width - 10, g.row_height), Qt::AlignVCenter | Qt::AlignLeft,
+                 tr("rank %1").arg(group_->partitions[static_cast<size_t>(r)].rank));
+    } else {
+      p.drawLine(QPointF(g.label_width - 8, top), QPointF(g.label_width - 1, top));
+      p.drawText(QRectF(6, top, g.label_width - 16, textH), Qt::AlignTop | Qt::AlignLeft,
+                 QString::number(group_->partitions[static_cast<size_t>(r)].rank));
+    }
+  }
+  p.setFont(font());
+}
 
-  const double eFirst = g.elementAt(g.label_width);
-  const double eLast = g.elementAt(w);
-  size_t i = firstFragmentEndingAfter(part, static_cast<int64_t>(std::max(0.0, std::floor(eFirst))));
-  double lastPixel = -1;  // right edge of the last drawn block, whole pixels
+// An outline around the selected param's fragments on every visible rank (rows of 4 px and more).
+void LayoutMap::drawSelection(QPainter& p) {
+  const auto& g = geometry_;
+  if (selected_ < 0 || g.row_height < 4) return;
+  const auto [first, last] = g.visible_ranks(height());
+  p.setPen(QPen(palette().color(QPalette::Text), g.row_height >= 10 ? 2 : 1));
+  p.setBrush(Qt::NoBrush);
+  for (int r = first; r < last; ++r)
+    for (const auto& fr : group_->partitions[static_cast<size_t>(r)].fragments) {
+      if (fr.param != selected_) continue;
+      const double x0 = std::max(g.label_width, g.x_of(static_cast<double>(fr.partition_offset)));
+      const double x1 =
+          std::min<double>(width(), g.x_of(static_cast<double>(fr.partition_offset + fr.numel)));
+      if (x1 < g.label_width || x0 > width()) continue;
+      p.drawRect(
+          QRectF(x0, g.row_top(r), std::max(1.0, x1 - x0), g.row_height).adjusted(0.5, 0.5, -0.5, -0.5));
+    }
+}
+
+// Param names inside fragments wide and tall enough to hold them.
+void LayoutMap::drawNames(QPainter& p) {
+  const auto& g = geometry_;
+  if (g.row_height < 12) return;
+  const auto [first, last] = g.visible_ranks(height());
   QFont small = font();
   small.setPointSizeF(small.pointSizeF() * 0.85);
   p.setFont(small);
   const QFontMetrics fm(small);
-  for (; i < part.fragments.size(); ++i) {
-    const auto& fr = part.fragments[i];
-    if (static_cast<double>(fr.partition_offset) > eLast) break;
-    double fx0 = std::max<double>(g.label_width, g.xOf(static_cast<double>(fr.partition_offset)));
-    double fx1 = std::min<double>(w, g.xOf(static_cast<double>(fr.partition_offset + fr.numel)));
-    // Merge sub-pixel fragments: at most one block per pixel column.
-    if (std::floor(fx1) <= lastPixel) continue;
-    fx0 = std::max(fx0, lastPixel);
-    if (fx1 - fx0 < 1) fx1 = fx0 + 1;
-    lastPixel = std::floor(fx1);
-    QColor c = paramColor(fr.param);
-    if (selected_ >= 0 && fr.param != selected_) {  // fade the others but keep them opaque over the hatching
-      float h, sat, v;
-      c.getHsvF(&h, &sat, &v);
-      c = QColor::fromHsvF(h, sat * 0.35f, std::min(1.0f, v * 1.05f));
-    }
-    const QRectF r(fx0, top, fx1 - fx0, h);
-    p.fillRect(r, c);
-    if (r.width() >= 3) {
-      p.setPen(QColor(255, 255, 255, 200));
-      p.drawLine(r.topRight(), r.bottomRight());
-    }
-    if (fr.param == selected_) {
-      p.setPen(QPen(QColor(0x20, 0x20, 0x20), 2));
-      p.drawRect(r.adjusted(1, 1, -1, -1));
-    }
-    if (r.width() > 48) {
+  p.setPen(QColor(0x10, 0x10, 0x10));
+  const double eFirst = std::max(0.0, g.element_at(g.label_width));
+  const double eLast = g.element_at(width());
+  for (int r = first; r < last; ++r) {
+    const auto& part = group_->partitions[static_cast<size_t>(r)];
+    for (size_t i = session::first_fragment_ending_after(part, static_cast<int64_t>(eFirst));
+         i < part.fragments.size(); ++i) {
+      const auto& fr = part.fragments[i];
+      if (static_cast<double>(fr.partition_offset) > eLast) break;
+      const double x0 = std::max(g.label_width, g.x_of(static_cast<double>(fr.partition_offset)));
+      const double x1 =
+          std::min<double>(width(), g.x_of(static_cast<double>(fr.partition_offset + fr.numel)));
+      if (x1 - x0 <= 48) continue;
       const auto& name = group_->params[static_cast<size_t>(fr.param)].name;
-      p.setPen(QColor(0x10, 0x10, 0x10));
-      p.drawText(r.adjusted(4, 0, -3, 0), Qt::AlignVCenter | Qt::AlignLeft,
-                 fm.elidedText(QString::fromStdString(name), Qt::ElideMiddle, static_cast<int>(r.width() - 7)));
+      p.drawText(QRectF(x0 + 4, g.row_top(r), x1 - x0 - 7, g.row_height), Qt::AlignVCenter | Qt::AlignLeft,
+                 fm.elidedText(QString::fromStdString(name), Qt::ElideMiddle, static_cast<int>(x1 - x0 - 7)));
     }
   }
   p.setFont(font());
@@ -198,9 +281,12 @@ void LayoutMap::drawRow(QPainter& p, int rank) {
 void LayoutMap::wheelEvent(QWheelEvent* e) {
   const double steps = e->angleDelta().y() / 120.0;
   if (e->modifiers() & Qt::ShiftModifier) {
-    geometry_.scroll_y -= steps * (geometry_.row_height + geometry_.row_gap) * 3;
+    geometry_.scroll_y -= steps * std::max(1.0, geometry_.pitch()) * 3;
+  } else if (e->modifiers() & Qt::ControlModifier) {
+    geometry_.zoom_rows_at(e->position().y(), std::pow(1.25, steps));
+    autoFit_ = false;
   } else {
-    geometry_.zoomAt(e->position().x(), std::pow(1.25, steps));
+    geometry_.zoom_at(e->position().x(), std::pow(1.25, steps));
     autoFit_ = false;
   }
   geometry_.clamp(width(), height());
@@ -244,7 +330,9 @@ void LayoutMap::mouseReleaseEvent(QMouseEvent* e) {
   unsetCursor();
 }
 
-void LayoutMap::mouseDoubleClickEvent(QMouseEvent*) { fitToWidth(); }
+void LayoutMap::mouseDoubleClickEvent(QMouseEvent*) {
+  fitToWidth();
+}
 
 bool LayoutMap::event(QEvent* e) {
   if (e->type() == QEvent::ToolTip && group_) {

@@ -7,42 +7,81 @@
 #include <QVBoxLayout>
 
 #include "layout_map.h"
+#include "param_strip.h"
 #include "session.h"
 
 namespace ckptdoc::gui {
 
+namespace {
+
+QString swatch(uint32_t rgba, const QString& text) {
+  return QStringLiteral("<span style='background:%1'>&nbsp;&nbsp;&nbsp;</span>&nbsp;%2&nbsp;&nbsp;")
+      .arg(rgbaColor(rgba).name(), text);
+}
+
+}  // namespace
+
 LayoutView::LayoutView(Session* session, QWidget* parent) : QWidget(parent), session_(session) {
   auto* v = new QVBoxLayout(this);
   v->setContentsMargins(6, 6, 6, 6);
+  strip_ = new ParamStrip(session_, this);
+  strip_->setToolTip(tr("Every param in layout order; click one to select it"));
+  v->addWidget(strip_);
   auto* bar = new QHBoxLayout;
   bar->addWidget(new QLabel(tr("Group:"), this));
   groups_ = new QComboBox(this);
   groups_->setObjectName(QStringLiteral("groupSelector"));
   groups_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
   bar->addWidget(groups_);
+  bar->addWidget(new QLabel(tr("Shade by:"), this));
+  shade_ = new QComboBox(this);
+  shade_->setObjectName(QStringLiteral("shadeSelector"));
+  for (auto s : {session::Shade::Param, session::Shade::ExactFraction, session::Shade::NonFinite,
+                 session::Shade::MomentMagnitude})
+    shade_->addItem(QString::fromUtf8(session::shade_label(s).data()), static_cast<int>(s));
+  bar->addWidget(shade_);
   auto* fit = new QPushButton(tr("Fit"), this);
-  fit->setToolTip(tr("Show the whole partition (double-click the map)"));
+  fit->setToolTip(tr("Show the whole partition and every rank (double-click the map)"));
   bar->addWidget(fit);
+  legend_ = new QLabel(this);
+  legend_->setTextFormat(Qt::RichText);
+  bar->addWidget(legend_);
+  bar->addStretch(1);
+  v->addLayout(bar);
+  auto* infoRow = new QHBoxLayout;
   info_ = new QLabel(this);
   info_->setStyleSheet(QStringLiteral("color: #555;"));
-  bar->addWidget(info_, 1);
-  auto* hint = new QLabel(tr("wheel: zoom · drag: pan · shift+wheel: ranks · click: select"), this);
+  infoRow->addWidget(info_, 1);
+  auto* hint = new QLabel(
+      tr("wheel: zoom · drag: pan · shift+wheel: ranks · ctrl+wheel: row height · click: select"), this);
   hint->setStyleSheet(QStringLiteral("color: #888;"));
-  bar->addWidget(hint);
-  v->addLayout(bar);
+  infoRow->addWidget(hint);
+  v->addLayout(infoRow);
   map_ = new LayoutMap(this);
+  map_->setJobQueue(&session_->core().queue());  // pictures are made on a worker
   v->addWidget(map_, 1);
 
   connect(groups_, &QComboBox::currentIndexChanged, this, &LayoutView::showGroup);
+  connect(shade_, &QComboBox::currentIndexChanged, this, [this] {
+    map_->setShade(static_cast<session::Shade>(shade_->currentData().toInt()));
+    updateLegend();
+  });
   connect(fit, &QPushButton::clicked, map_, &LayoutMap::fitToWidth);
   connect(map_, &LayoutMap::paramClicked, this, [this](int param) {
     const auto* g = map_->group();
     if (!g || param < 0) return;
     emit paramSelected(QString::fromStdString(g->params[static_cast<size_t>(param)].name));
   });
+  connect(strip_, &ParamStrip::paramClicked, this, &LayoutView::paramSelected);
   connect(session_, &Session::opened, this, &LayoutView::reload);
   connect(session_, &Session::closed, this, &LayoutView::reload);
+  connect(session_, &Session::analysisStarted, this, [this] { map_->setHealth(nullptr); });
+  connect(session_, &Session::analysisFinished, this, [this] {
+    map_->setHealth(session_->core().health_ptr());
+    updateLegend();
+  });
   reload();
+  updateLegend();
 }
 
 void LayoutView::reload() {
@@ -52,6 +91,7 @@ void LayoutView::reload() {
   if (cat)
     for (const auto& g : cat->groups)
       groups_->addItem(tr("%1 — %2 params, %3 elements").arg(g.index).arg(g.params.size()).arg(g.numel));
+  map_->setHealth(session_->core().health_ptr());
   showGroup(groups_->count() ? 0 : -1);
 }
 
@@ -75,7 +115,31 @@ void LayoutView::showGroup(int index) {
                      .arg(g.padded_numel - g.numel));
 }
 
+void LayoutView::updateLegend() {
+  using session::Shade;
+  const auto shade = map_->shade();
+  QString html;
+  if (shade != Shade::Param && !session_->core().health()) {
+    html = tr("<i>analyse first</i>");
+  } else if (shade == Shade::ExactFraction) {
+    html = swatch(session::shade_rgba(shade, 0, false), tr("exact")) +
+           swatch(session::shade_rgba(shade, 0.5f, false), tr("0.1 % off")) +
+           swatch(session::shade_rgba(shade, 1, false), tr("all off")) +
+           swatch(session::shade_rgba(shade, std::nanf(""), false), tr("no weight/master pair"));
+  } else if (shade == Shade::NonFinite) {
+    html = swatch(session::shade_rgba(shade, 0, false), tr("none")) +
+           swatch(session::shade_rgba(shade, 1, false), tr("NaN/Inf (more is redder)"));
+  } else if (shade == Shade::MomentMagnitude) {
+    html = swatch(session::shade_rgba(shade, 0.01f, false), tr("small")) +
+           swatch(session::shade_rgba(shade, 1, false), tr("large")) +
+           swatch(session::kZeroMomentRgba, tr("zero")) +
+           swatch(session::shade_rgba(shade, std::nanf(""), false), tr("no moments"));
+  }
+  legend_->setText(html);
+}
+
 void LayoutView::selectParam(const QString& name) {
+  strip_->setSelectedParam(name);
   const auto* cat = session_->catalog();
   if (!cat) return;
   const auto where = cat->find_param(name.toStdString());

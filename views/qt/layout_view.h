@@ -1,5 +1,7 @@
 #pragma once
-// The partition layout tab: a group selector, a fit button and a one-line description above the LayoutMap.
+// The partition layout tab: the overview strip of every param, then a group selector, the shading menu
+// (param, exact fraction, NaN/Inf count, moment magnitude) with its legend and a fit button above the
+// LayoutMap.
 #include <QWidget>
 
 class QComboBox;
@@ -8,6 +10,7 @@ class QLabel;
 namespace ckptdoc::gui {
 
 class LayoutMap;
+class ParamStrip;
 class Session;
 
 class LayoutView : public QWidget {
@@ -15,6 +18,8 @@ class LayoutView : public QWidget {
  public:
   LayoutView(Session* session, QWidget* parent = nullptr);
   LayoutMap* map() const { return map_; }
+  ParamStrip* strip() const { return strip_; }
+  QComboBox* shadeSelector() const { return shade_; }
   // Selects a param by name: switches to its group and highlights it on every rank.
   void selectParam(const QString& name);
   void setGroupIndex(int group);
@@ -25,9 +30,13 @@ class LayoutView : public QWidget {
  private:
   void reload();
   void showGroup(int index);
+  void updateLegend();
 
   Session* session_;
+  ParamStrip* strip_;
   QComboBox* groups_;
+  QComboBox* shade_;
+  QLabel* legend_;
   QLabel* info_;
   LayoutMap* map_;
 };

@@ -16,15 +16,20 @@
 #include <QPushButton>
 #include <QStatusBar>
 #include <QTabWidget>
+#include <QTableView>
+#include <QHeaderView>
+#include <QDockWidget>
 #include <spdlog/spdlog.h>
 
 #include "app_settings.h"
 #include "export_dialog.h"
 #include "findings_model.h"
+#include "jobs_model.h"
 #include "layout_map.h"
 #include "layout_view.h"
 #include "log_dock.h"
 #include "overview_view.h"
+#include "param_strip.h"
 #include "param_table_model.h"
 #include "params_view.h"
 #include "repair_dialog.h"
@@ -43,6 +48,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   session_->setVerifyChecksums(AppSettings().verifyChecksums());
   findings_ = new FindingsModel(this);
   params_ = new ParamTableModel(this);
+  jobs_ = new JobsModel(session_, this);
 
   tabs_ = new QTabWidget(this);
   tabs_->setDocumentMode(true);
@@ -57,6 +63,23 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   log_ = new LogDock(this);
   addDockWidget(Qt::BottomDockWidgetArea, log_);
   log_->hide();
+  jobsDock_ = new QDockWidget(tr("Jobs"), this);
+  jobsDock_->setObjectName(QStringLiteral("jobsDock"));
+  auto* jobsView = new QTableView(jobsDock_);
+  jobsView->setObjectName(QStringLiteral("jobsView"));
+  jobsView->setModel(jobs_);
+  jobsView->setSelectionBehavior(QAbstractItemView::SelectRows);
+  jobsView->verticalHeader()->setVisible(false);
+  jobsView->horizontalHeader()->setStretchLastSection(true);
+  jobsView->setContextMenuPolicy(Qt::ActionsContextMenu);
+  auto* cancelJob = new QAction(tr("Cancel job"), jobsView);
+  connect(cancelJob, &QAction::triggered, this, [this, jobsView] {
+    if (auto j = jobs_->job(jobsView->currentIndex().row())) j->cancel();
+  });
+  jobsView->addAction(cancelJob);
+  jobsDock_->setWidget(jobsView);
+  addDockWidget(Qt::BottomDockWidgetArea, jobsDock_);
+  jobsDock_->hide();
 
   stage_ = new QLabel(this);
   progress_ = new QProgressBar(this);
@@ -74,14 +97,34 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   cancel_->hide();
   connect(cancel_, &QPushButton::clicked, this, &MainWindow::cancelAnalysis);
 
+  connect(session_, &Session::opening, this, [this](const QString& path) {
+    progress_->setRange(0, 0);  // busy: reading pickles and zip directories
+    progress_->show();
+    cancel_->show();
+    stage_->setText(tr("Opening %1…").arg(QFileInfo(path).fileName()));
+  });
+  connect(session_, &Session::openFailed, this, [this](const QString& path, const QString& error) {
+    onAnalysisEnded();
+    stage_->setText(tr("Cannot open"));
+    statusBar()->showMessage(tr("Cannot open %1: %2").arg(path, error), 10000);
+    if (!quietOpen_) QMessageBox::warning(this, tr("Cannot open checkpoint"), error);
+  });
   connect(session_, &Session::opened, this, [this] {
-    findings_->setCatalogProblems(session_->catalog());
+    progress_->setRange(0, 1000);
+    findings_->setFindings(session_->core().findings());
     params_->setCatalog(session_->catalog());
     setWindowTitle(QStringLiteral("%1 — ckptdoc").arg(QFileInfo(session_->path()).fileName()));
     exportAction_->setEnabled(true);
     reanalyseAction_->setEnabled(true);
+    AppSettings().addRecentFile(QFileInfo(session_->path()).absoluteFilePath());
+    rebuildRecentMenu();
+    tabs_->setCurrentWidget(overview_);
+    if (!session_->analysing()) onAnalysisEnded();
   });
   connect(session_, &Session::analysisStarted, this, [this] {
+    params_->setCatalog(session_->catalog());  // the previous report's rows go with it
+    findings_->setFindings(session_->core().findings());
+    progress_->setRange(0, 1000);
     progress_->setValue(0);
     progress_->show();
     cancel_->show();
@@ -92,8 +135,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     if (!stage.isEmpty()) stage_->setText(stage);
   });
   connect(session_, &Session::analysisFinished, this, [this] {
-    findings_->setReport(session_->report());
-    params_->setReport(session_->catalog(), session_->report());
+    findings_->setFindings(session_->core().findings());
+    params_->setReport(session_->catalog(), session_->core().report_ptr());
     onAnalysisEnded();
     stage_->setText(tr("Analysis done"));
     statusBar()->showMessage(tr("Analysed in %1 s").arg(session_->report()->seconds, 0, 'f', 2), 5000);
@@ -108,6 +151,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     statusBar()->showMessage(m, 10000);
   });
   connect(overview_, &OverviewView::fixRequested, this, [this](int row) { openRepair(row); });
+  connect(overview_, &OverviewView::paramActivated, this, &MainWindow::selectParamEverywhere);
   connect(layout_, &LayoutView::paramSelected, this, &MainWindow::selectParamEverywhere);
   connect(paramsView_, &ParamsView::paramSelected, this, &MainWindow::selectParamEverywhere);
 
@@ -173,6 +217,8 @@ void MainWindow::buildMenus() {
   }
   view->addAction(log_->toggleViewAction());
   log_->toggleViewAction()->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
+  view->addAction(jobsDock_->toggleViewAction());
+  jobsDock_->toggleViewAction()->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_J));
 
   auto* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&About ckptdoc"), this, [this] {
@@ -195,22 +241,17 @@ void MainWindow::rebuildRecentMenu() {
   });
 }
 
-bool MainWindow::openPath(const QString& path, bool quiet) {
-  QString error;
-  if (!session_->open(path, &error)) {
-    if (!quiet) QMessageBox::warning(this, tr("Cannot open checkpoint"), error);
-    statusBar()->showMessage(tr("Cannot open %1: %2").arg(path, error), 10000);
-    return false;
-  }
-  AppSettings().addRecentFile(QFileInfo(path).absoluteFilePath());
-  rebuildRecentMenu();
-  tabs_->setCurrentWidget(overview_);
-  session_->analyse();
-  return true;
+void MainWindow::openPath(const QString& path, bool quiet) {
+  quietOpen_ = quiet;
+  session_->open(path);
 }
 
 void MainWindow::reanalyse() { session_->analyse(); }
-void MainWindow::cancelAnalysis() { session_->cancelAnalysis(); }
+
+void MainWindow::cancelAnalysis() {
+  if (auto j = session_->core().opening()) j->cancel();
+  session_->cancelAnalysis();
+}
 
 void MainWindow::onAnalysisEnded() {
   progress_->hide();
@@ -229,7 +270,7 @@ void MainWindow::openDialog() {
 
 void MainWindow::exportDialog() {
   if (!session_->isOpen()) return;
-  auto* d = new ExportDialog(session_->checkpoint(), this);
+  auto* d = new ExportDialog(session_, this);
   d->setAttribute(Qt::WA_DeleteOnClose);
   d->open();
 }
@@ -238,7 +279,7 @@ RepairDialog* MainWindow::openRepair(int row) {
   if (!session_->isOpen() || row < 0 || row >= findings_->count()) return nullptr;
   const auto kind = findings_->finding(row).repair;
   if (kind == analysis::RepairKind::None) return nullptr;
-  auto* d = new RepairDialog(session_->checkpoint(), kind, session_->device(), this);
+  auto* d = new RepairDialog(session_, kind, this);
   d->setAttribute(Qt::WA_DeleteOnClose);
   connect(d, &RepairDialog::openRequested, this, [this](const QString& p) { openPath(p); });
   d->open();
@@ -259,6 +300,7 @@ void MainWindow::selectParamEverywhere(const QString& name) {
   syncing_ = true;
   layout_->selectParam(name);
   paramsView_->selectParam(name);
+  overview_->strip()->setSelectedParam(name);
   statusBar()->showMessage(name, 4000);
   syncing_ = false;
 }

@@ -1,9 +1,10 @@
 #pragma once
 // The main window: overview, partition layout and params tabs over one Session, a progress bar with a
-// cancel button in the status bar, a log dock, recent files, drag and drop, and the repair and export
-// dialogs. Ctrl+O open, Ctrl+E export, F5 re-analyse, Esc cancel.
+// cancel button in the status bar, a log dock and a jobs dock (every background job, with cancel), recent
+// files, drag and drop, and the repair and export dialogs. Ctrl+O open, Ctrl+E export, F5 re-analyse, Esc cancel.
 #include <QMainWindow>
 
+class QDockWidget;
 class QLabel;
 class QMenu;
 class QProgressBar;
@@ -13,6 +14,7 @@ class QTabWidget;
 namespace ckptdoc::gui {
 
 class FindingsModel;
+class JobsModel;
 class LayoutView;
 class LogDock;
 class OverviewView;
@@ -27,8 +29,9 @@ class MainWindow : public QMainWindow {
   explicit MainWindow(QWidget* parent = nullptr);
   ~MainWindow() override;
 
-  // Opens a checkpoint (catalog only) and starts its analysis. False (with a message box unless quiet) on error.
-  bool openPath(const QString& path, bool quiet = false);
+  // Starts opening a checkpoint (catalog only, on a worker) and then its analysis; a failure shows a message
+  // box unless quiet (and always the status bar). The UI stays live while a slow file opens.
+  void openPath(const QString& path, bool quiet = false);
   void reanalyse();
   void cancelAnalysis();
   // Opens the repair preview for finding `row` of the findings model (non-modal; returns the dialog).
@@ -37,6 +40,7 @@ class MainWindow : public QMainWindow {
 
   Session* session() const { return session_; }
   FindingsModel* findingsModel() const { return findings_; }
+  JobsModel* jobsModel() const { return jobs_; }
   ParamTableModel* paramModel() const { return params_; }
   OverviewView* overview() const { return overview_; }
   LayoutView* layoutView() const { return layout_; }
@@ -60,12 +64,14 @@ class MainWindow : public QMainWindow {
 
   Session* session_;
   FindingsModel* findings_;
+  JobsModel* jobs_;
   ParamTableModel* params_;
   QTabWidget* tabs_;
   OverviewView* overview_;
   LayoutView* layout_;
   ParamsView* paramsView_;
   LogDock* log_;
+  QDockWidget* jobsDock_;
   QProgressBar* progress_;
   QLabel* stage_;
   QPushButton* cancel_;
@@ -73,6 +79,7 @@ class MainWindow : public QMainWindow {
   QAction* exportAction_ = nullptr;
   QAction* reanalyseAction_ = nullptr;
   bool syncing_ = false;
+  bool quietOpen_ = false;
 };
 
 }  // namespace ckptdoc::gui

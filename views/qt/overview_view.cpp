@@ -10,6 +10,7 @@
 #include <QVBoxLayout>
 
 #include "findings_model.h"
+#include "param_strip.h"
 #include "session.h"
 #include "severity_style.h"
 
@@ -51,6 +52,8 @@ OverviewView::OverviewView(Session* session, FindingsModel* findings, QWidget* p
   status_ = new QLabel(page);
   status_->setObjectName(QStringLiteral("overviewStatus"));
   status_->setStyleSheet(QStringLiteral("color: #555;"));
+  strip_ = new ParamStrip(session_, page);
+  strip_->setToolTip(tr("Every param in layout order: divergence, moment magnitude and NaN/Inf; click to select"));
   cards_ = new QWidget(page);
   cardsLayout_ = new QVBoxLayout(cards_);
   cardsLayout_->setContentsMargins(0, 0, 0, 0);
@@ -58,6 +61,7 @@ OverviewView::OverviewView(Session* session, FindingsModel* findings, QWidget* p
   layout->addWidget(title_);
   layout->addWidget(summary_);
   layout->addWidget(status_);
+  layout->addWidget(strip_);
   layout->addWidget(cards_);
   layout->addStretch(1);
   scroll->setWidget(page);
@@ -66,6 +70,11 @@ OverviewView::OverviewView(Session* session, FindingsModel* findings, QWidget* p
   connect(session_, &Session::opened, this, &OverviewView::rebuildSummary);
   connect(session_, &Session::closed, this, &OverviewView::rebuildSummary);
   connect(session_, &Session::analysisStarted, this, [this] { status_->setText(tr("Analysing…")); });
+  connect(session_, &Session::opening, this, [this](const QString& path) { status_->setText(tr("Opening %1…").arg(path)); });
+  connect(session_, &Session::openFailed, this, [this](const QString& path, const QString& m) {
+    status_->setText(tr("Cannot open %1: %2").arg(path, m));
+  });
+  connect(strip_, &ParamStrip::paramClicked, this, &OverviewView::paramActivated);
   connect(session_, &Session::analysisFinished, this, &OverviewView::rebuildSummary);
   connect(session_, &Session::analysisCancelled, this,
           [this] { status_->setText(tr("Analysis cancelled. Press F5 to analyse again.")); });

@@ -1,6 +1,7 @@
 #pragma once
 // The first thing a user sees: what the checkpoint is (stage, dtypes, world sizes, steps) and what is wrong
-// with it, one card per finding coloured by severity, each repairable finding with a Fix button.
+// with it: the strip of every param (divergence, moments, NaN/Inf; click to select), then one card per finding
+// coloured by severity, each repairable finding with a Fix button.
 #include <QWidget>
 
 class QLabel;
@@ -9,12 +10,14 @@ class QVBoxLayout;
 namespace ckptdoc::gui {
 
 class FindingsModel;
+class ParamStrip;
 class Session;
 
 class OverviewView : public QWidget {
   Q_OBJECT
  public:
   OverviewView(Session* session, FindingsModel* findings, QWidget* parent = nullptr);
+  ParamStrip* strip() const { return strip_; }
 
  signals:
   void fixRequested(int findingRow);
@@ -29,6 +32,7 @@ class OverviewView : public QWidget {
   QLabel* title_;
   QLabel* summary_;
   QLabel* status_;
+  ParamStrip* strip_;
   QWidget* cards_;
   QVBoxLayout* cardsLayout_;
 };

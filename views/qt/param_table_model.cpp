@@ -13,13 +13,22 @@ ParamTableModel::ParamTableModel(QObject* parent) : QAbstractTableModel(parent) 
 void ParamTableModel::clear() {
   beginResetModel();
   rows_.clear();
+  kept_.reset();
   endResetModel();
 }
 
 void ParamTableModel::setCatalog(const deepspeed::Catalog* catalog) { setReport(catalog, nullptr); }
 
+void ParamTableModel::setReport(const deepspeed::Catalog* catalog, std::shared_ptr<const analysis::Report> report) {
+  const analysis::Report* raw = report.get();
+  auto keep = std::move(report);
+  setReport(catalog, raw);
+  kept_ = std::move(keep);
+}
+
 void ParamTableModel::setReport(const deepspeed::Catalog* catalog, const analysis::Report* report) {
   beginResetModel();
+  kept_.reset();
   rows_.clear();
   if (report) {
     for (const auto& p : report->params) {

@@ -3,6 +3,7 @@
 // rel L2, exact fraction), moment statistics and NaN/Inf counts. Before analysis only the catalog columns
 // are filled. SortRole gives numbers so a QSortFilterProxyModel sorts numerically.
 #include <QAbstractTableModel>
+#include <memory>
 #include <vector>
 
 #include "ckptdoc/analysis/report.h"
@@ -23,7 +24,8 @@ class ParamTableModel : public QAbstractTableModel {
   explicit ParamTableModel(QObject* parent = nullptr);
 
   void setCatalog(const deepspeed::Catalog* catalog);  // rows without statistics
-  void setReport(const deepspeed::Catalog* catalog, const analysis::Report* report);
+  void setReport(const deepspeed::Catalog* catalog, const analysis::Report* report);  // the caller keeps it alive
+  void setReport(const deepspeed::Catalog* catalog, std::shared_ptr<const analysis::Report> report);  // kept here
   void clear();
   // Row of the param named `name`, -1 when absent.
   int rowOf(const QString& name) const;
@@ -46,6 +48,7 @@ class ParamTableModel : public QAbstractTableModel {
   };
   QVariant cell(const Row& r, int column, bool forSort) const;
   std::vector<Row> rows_;
+  std::shared_ptr<const analysis::Report> kept_;
 };
 
 }  // namespace ckptdoc::gui

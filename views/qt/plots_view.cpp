@@ -3,6 +3,7 @@
 #include <QDir>
 #include <QGridLayout>
 #include <QLabel>
+#include <QPointer>
 #include <QRegularExpression>
 #include <QVBoxLayout>
 
@@ -45,10 +46,6 @@ PlotsView::PlotsView(Session* session, QWidget* parent) : QWidget(parent), sessi
     refreshSummary();
     showParam(QString());
   });
-  connect(&densityJobs_, &JobRunner::failed, this, [this](int, const QString& m) {
-    density_->setChartOwned(emptyChart(tr("weight vs fp32 master"), m));
-    emit densityReady();
-  });
   refreshSummary();
   showParam(QString());
 }
@@ -56,19 +53,13 @@ PlotsView::PlotsView(Session* session, QWidget* parent) : QWidget(parent), sessi
 std::vector<ChartPanel*> PlotsView::panels() const { return {divergence_, ulp_, density_, expAvg_, expAvgSq_, ranks_}; }
 
 void PlotsView::refreshSummary() {
-  std::map<int, DivergenceStats> perRank;
-  if (const auto* r = session_->report())
-    for (const auto& p : r->params)
-      for (const auto& [rank, d] : p.per_rank) perRank[rank].merge(d);
+  const auto& perRank = session_->core().per_rank_divergence();  // merged on the analysis' worker
   ranks_->setChartOwned(rankExactChart(tr("Exact fraction per rank (all params)"), perRank));
 }
 
 void PlotsView::showParam(const QString& name) {
   param_ = name;
-  const analysis::ParamReport* pr = nullptr;
-  if (const auto* r = session_->report())
-    for (const auto& p : r->params)
-      if (QString::fromStdString(p.name) == name) pr = &p;
+  const analysis::ParamReport* pr = session_->core().param_report(name.toStdString());
   const QString why = session_->report() ? tr("select a param in the table") : tr("analyse first (F5)");
   heading_->setText(name.isEmpty() ? tr("No param selected") : tr("Param %1").arg(name));
   if (!pr) {
@@ -99,30 +90,23 @@ void PlotsView::showParam(const QString& name) {
       expAvgSq_->setChartOwned(emptyChart(tr("exp_avg_sq"), tr("no exp_avg_sq in the optimizer state")));
   }
 
-  // The density reads this one param's slices from every rank, off the UI thread.
-  const auto ckpt = session_->checkpoint();
-  const auto where = ckpt && !name.isEmpty() ? ckpt->catalog().find_param(name.toStdString()) : std::nullopt;
+  // The density streams this one param's slices from every rank's memory map, on a worker; selecting another
+  // param supersedes it.
+  const auto where = session_->isOpen() && !name.isEmpty() ? session_->core().find_param(name.toStdString()) : std::nullopt;
   if (!where) {
-    densityJobs_.invalidate();
+    if (densityJob_) densityJob_->cancel();
+    densityJob_.reset();
     density_->setChartOwned(emptyChart(tr("weight vs fp32 master"), name.isEmpty() ? why : tr("not a trainable param")));
     return;
   }
   density_->setChartOwned(emptyChart(tr("weight vs fp32 master"), tr("loading…")));
   const QString title = tr("weight vs fp32 master");
-  densityJobs_.run<analysis::Density2D>(
-      tr("Counting %1").arg(name),
-      [ckpt, where](Progress& p) {
-        const auto data = ckpt->assemble(where->first, where->second, false);
-        p.check();
-        if (!data.lp || data.fp32.empty()) return analysis::Density2D{};
-        const std::vector<float> lp = data.lp->to_float();
-        ckpt->check_unchanged();  // a rank file cut while mapped reads as zeros: no plot from those
-        return analysis::density_2d(lp, data.fp32, kDensityBins);
-      },
-      [this, title](analysis::Density2D& d) {
-        density_->setChartOwned(densityChart(title, d));
-        emit densityReady();
-      });
+  QPointer<PlotsView> self(this);
+  densityJob_ = session_->core().density(name.toStdString(), kDensityBins, [self, title](session::Outcome<analysis::Density2D>& o) {
+    if (!self || o.superseded() || o.job != self->densityJob_) return;
+    self->density_->setChartOwned(o.ok() ? densityChart(title, *o.value) : emptyChart(title, errorText(*o.error)));
+    emit self->densityReady();
+  });
 }
 
 QStringList PlotsView::exportAll(const QString& dir, const QString& suffix) {

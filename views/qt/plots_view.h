@@ -1,11 +1,11 @@
 #pragma once
 // The plots of the selected param: divergence (log10 |Δ| and ULP buckets), weight vs master density
-// (that one param assembled in the background, every element counted), exp_avg and exp_avg_sq magnitude histograms,
-// and the per-rank exact fraction of the whole checkpoint. Each chart exports to PNG/SVG.
+// (every element counted, streamed from the memory map by a session job), exp_avg and exp_avg_sq magnitude
+// histograms, and the per-rank exact fraction of the whole checkpoint. Each chart exports to PNG/SVG.
 #include <QWidget>
 #include <vector>
 
-#include "job_runner.h"
+#include "ckptdoc/session/job.h"
 
 class QLabel;
 
@@ -23,7 +23,7 @@ class PlotsView : public QWidget {
   std::vector<ChartPanel*> panels() const;
   // Saves every chart as <dir>/<n>-<title>.{png,svg}; returns the files written.
   QStringList exportAll(const QString& dir, const QString& suffix);
-  bool densityLoading() const { return densityJobs_.running(); }
+  bool densityLoading() const { return densityJob_ && !densityJob_->finished(); }
 
  signals:
   void densityReady();
@@ -39,7 +39,7 @@ class PlotsView : public QWidget {
   QLabel* heading_;
   Session* session_;
   QString param_;
-  JobRunner densityJobs_;
+  session::JobPtr densityJob_;
 };
 
 }  // namespace ckptdoc::gui

@@ -10,30 +10,28 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QPlainTextEdit>
+#include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QVBoxLayout>
 #include <spdlog/spdlog.h>
 
+#include "session.h"
 #include "severity_style.h"
 
 namespace ckptdoc::gui {
 
 QString RepairDialog::defaultOutput(const deepspeed::Catalog& catalog) {
-  const QFileInfo in(QString::fromStdString(catalog.save_dir.empty() ? catalog.tag_dir : catalog.save_dir));
-  const QString base = in.absoluteDir().filePath(in.fileName() + QStringLiteral("-fixed"));
-  QString candidate = base;
-  for (int n = 2; QFileInfo::exists(candidate) && n < 1000; ++n) candidate = base + QStringLiteral("-%1").arg(n);
-  return candidate;
+  return QString::fromStdString(session::Session::default_repair_output(catalog));
 }
 
-RepairDialog::RepairDialog(std::shared_ptr<const deepspeed::Checkpoint> checkpoint, analysis::RepairKind kind,
-                           DeviceKind device, QWidget* parent)
-    : QDialog(parent), ckpt_(std::move(checkpoint)), kind_(kind) {
+RepairDialog::RepairDialog(Session* session, analysis::RepairKind kind, QWidget* parent)
+    : QDialog(parent), session_(session), kind_(kind) {
   setWindowTitle(tr("Repair preview — %1").arg(repairLabel(kind).mid(5)));
   setObjectName(QStringLiteral("repairDialog"));
   resize(720, 560);
+  const deepspeed::Catalog& catalog = *session_->catalog();
   auto* v = new QVBoxLayout(this);
   auto* intro = new QLabel(tr("Nothing is written until you press <b>Repair</b>. The input stays untouched; the "
                               "repaired checkpoint goes into a new folder and is verified by diagnosing it again."),
@@ -43,7 +41,7 @@ RepairDialog::RepairDialog(std::shared_ptr<const deepspeed::Checkpoint> checkpoi
 
   auto* form = new QFormLayout;
   auto* outRow = new QHBoxLayout;
-  output_ = new QLineEdit(defaultOutput(ckpt_->catalog()), this);
+  output_ = new QLineEdit(defaultOutput(catalog), this);
   output_->setObjectName(QStringLiteral("repairOutput"));
   auto* browse = new QPushButton(tr("Browse…"), this);
   outRow->addWidget(output_, 1);
@@ -53,14 +51,22 @@ RepairDialog::RepairDialog(std::shared_ptr<const deepspeed::Checkpoint> checkpoi
   device_->addItem(tr("Auto (CUDA when available)"), static_cast<int>(DeviceKind::Auto));
   device_->addItem(tr("CPU"), static_cast<int>(DeviceKind::Cpu));
   device_->addItem(tr("CUDA"), static_cast<int>(DeviceKind::Cuda));
-  device_->setCurrentIndex(device_->findData(static_cast<int>(device)));
+  device_->setCurrentIndex(device_->findData(static_cast<int>(session_->device())));
   form->addRow(tr("Device:"), device_);
   if (kind_ == analysis::RepairKind::Repartition) {
     worldSize_ = new QSpinBox(this);
     worldSize_->setRange(1, 65536);
-    worldSize_->setValue(std::max(1, ckpt_->catalog().dp_world_size));
+    worldSize_->setValue(std::max(1, catalog.dp_world_size));
     form->addRow(tr("New data-parallel size:"), worldSize_);
     connect(worldSize_, &QSpinBox::valueChanged, this, &RepairDialog::updatePlan);
+    template_ = new QLineEdit(this);
+    template_->setObjectName(QStringLiteral("repairTemplate"));
+    template_->setPlaceholderText(tr("or: a checkpoint whose layout to take (--target)"));
+    form->addRow(tr("Template checkpoint:"), template_);
+    connect(template_, &QLineEdit::textChanged, this, [this](const QString& t) {
+      worldSize_->setEnabled(t.trimmed().isEmpty());
+      updatePlan();
+    });
   }
   v->addLayout(form);
 
@@ -110,8 +116,8 @@ RepairDialog::RepairDialog(std::shared_ptr<const deepspeed::Checkpoint> checkpoi
   connect(device_, &QComboBox::currentIndexChanged, this, &RepairDialog::updatePlan);
   connect(run_, &QPushButton::clicked, this, &RepairDialog::startRepair);
   connect(cancel_, &QPushButton::clicked, this, [this] {
-    if (jobs_.running()) {
-      jobs_.cancel();
+    if (runJob_ && !runJob_->finished()) {
+      runJob_->cancel();
       stage_->setText(tr("Cancelling…"));
     } else {
       reject();
@@ -121,86 +127,100 @@ RepairDialog::RepairDialog(std::shared_ptr<const deepspeed::Checkpoint> checkpoi
     emit openRequested(output());
     accept();
   });
-  connect(&jobs_, &JobRunner::progressed, this, [this](int, const QString& stage, quint64 done, quint64 total) {
-    stage_->setText(stage);
-    progress_->setValue(total ? static_cast<int>(1000.0 * static_cast<double>(done) / static_cast<double>(total)) : 0);
-  });
-  connect(&jobs_, &JobRunner::failed, this, [this](int, const QString& m) {
-    progress_->hide();
-    stage_->clear();
-    // run_repair fails only while the output is not in place: the output folder is as it was.
-    resultLabel_->setText(tr("<b style='color:#c62828'>Repair failed.</b> %1<br>Nothing was written.").arg(m.toHtmlEscaped()));
-    resultLabel_->show();
-    run_->setEnabled(true);
-    cancel_->setText(tr("Close"));
-    spdlog::error("repair failed: {}", m.toStdString());
-    emit repairFinished(false);
-  });
-  connect(&jobs_, &JobRunner::cancelled, this, [this] {
-    // Only a cancel while writing ends here (run_repair threw Cancelled and removed its partial folder); a cancel
-    // during the verification returns a result that says the output is written but unverified.
-    progress_->hide();
-    stage_->setText(tr("Cancelled; nothing was written."));
-    run_->setEnabled(true);
-    cancel_->setText(tr("Close"));
-    spdlog::info("repair cancelled");
-  });
+  connect(session_, &Session::jobsProgressed, this, &RepairDialog::showProgress);
   updatePlan();
 }
 
 repair::RepairRequest RepairDialog::request() const {
-  repair::RepairRequest r;
-  switch (kind_) {
-    case analysis::RepairKind::RefreshFp32: r.refresh_fp32 = true; break;
-    case analysis::RepairKind::ResetOptimizer: r.reset_optimizer = true; break;
-    case analysis::RepairKind::DropOptimizer: r.drop_optimizer = true; break;
-    case analysis::RepairKind::Repartition:
-      r.world_size = worldSize_ ? worldSize_->value() : ckpt_->catalog().dp_world_size;
-      break;
-    case analysis::RepairKind::None: break;
+  repair::RepairRequest r = session::Session::repair_request_for(
+      kind_, *session_->catalog(), static_cast<DeviceKind>(device_->currentData().toInt()));
+  if (kind_ == analysis::RepairKind::Repartition) {
+    const QString t = template_ ? template_->text().trimmed() : QString();
+    if (!t.isEmpty()) {
+      r.world_size.reset();
+      r.target = t.toStdString();
+    } else if (worldSize_) {
+      r.world_size = worldSize_->value();
+    }
   }
-  r.device = static_cast<DeviceKind>(device_->currentData().toInt());
   return r;
 }
 
-QString RepairDialog::output() const { return output_->text().trimmed(); }
-void RepairDialog::setOutput(const QString& path) { output_->setText(path); }
+QString RepairDialog::output() const {
+  return output_->text().trimmed();
+}
+void RepairDialog::setOutput(const QString& path) {
+  output_->setText(path);
+}
 QString RepairDialog::planText() const { return plan_->toPlainText(); }
 
+void RepairDialog::setTemplate(const QString& path) {
+  if (template_) template_->setText(path);
+}
+
+// The plan is computed on a worker; a newer request supersedes the one in flight, whose answer never arrives.
 void RepairDialog::updatePlan() {
-  try {
-    const auto plan = repair::make_plan(*ckpt_, output().toStdString(), request());
-    plan_->setPlainText(QString::fromStdString(plan.text()));
-    planError_->hide();
-    planValid_ = true;
-  } catch (const std::exception& e) {
-    plan_->clear();
-    planError_->setText(tr("This repair cannot run: %1").arg(QString::fromStdString(e.what())));
-    planError_->show();
-    planValid_ = false;
-  }
-  run_->setEnabled(planValid_ && !jobs_.running());
+  planValid_ = false;
+  run_->setEnabled(false);
+  plan_->setPlainText(tr("Planning…"));
+  planError_->hide();
+  QPointer<RepairDialog> self(this);
+  planJob_ = session_->core().plan_repair(
+      output().toStdString(), request(), [self](session::Outcome<repair::Plan>& o) {
+        if (!self || o.superseded() || o.job != self->planJob_) return;
+        if (o.ok()) {
+          self->plan_->setPlainText(QString::fromStdString(o.value->text()));
+          self->planValid_ = true;
+        } else {
+          self->plan_->clear();
+          self->planError_->setText(tr("This repair cannot run: %1").arg(errorText(*o.error)));
+          self->planError_->show();
+        }
+        self->run_->setEnabled(self->planValid_ && !(self->runJob_ && !self->runJob_->finished()));
+        emit self->planReady(self->planValid_);
+      });
 }
 
 void RepairDialog::startRepair() {
-  if (!planValid_ || jobs_.running()) return;
+  if (!planValid_ || (runJob_ && !runJob_->finished())) return;
   run_->setEnabled(false);
   cancel_->setText(tr("Cancel"));
   progress_->setValue(0);
   progress_->show();
   resultLabel_->hide();
   result_.reset();
-  const auto ckpt = ckpt_;
   const std::string out = output().toStdString();
-  const auto req = request();
-  spdlog::info("repairing {} into {}", ckpt->catalog().tag_dir, out);
-  jobs_.run<repair::RepairResult>(
-      tr("Repairing"), [ckpt, out, req](Progress& p) { return repair::run_repair(*ckpt, out, req, &p); },
-      [this](repair::RepairResult& r) {
-        result_ = std::move(r);
-        showResult();
-      },
-      /*keep_result_on_cancel=*/true);
+  spdlog::info("repairing {} into {}", session_->catalog()->tag_dir, out);
+  QPointer<RepairDialog> self(this);
+  runJob_ = session_->core().run_repair(out, request(), [self](session::Outcome<repair::RepairResult>& o) {
+    if (!self) return;
+    self->progress_->hide();
+    self->cancel_->setText(tr("Close"));
+    if (o.ok()) {
+      self->result_ = std::move(*o.value);
+      self->showResult();
+      return;
+    }
+    self->run_->setEnabled(self->planValid_);
+    if (o.error->kind == session::ErrorKind::Cancelled) {
+      self->stage_->setText(tr("Cancelled; nothing was written."));
+      spdlog::info("repair cancelled");
+      return;
+    }
+    const QString m = errorText(*o.error);
+    self->stage_->clear();
+    self->resultLabel_->setText(
+        tr("<b style='color:#c62828'>Repair failed.</b> %1<br>Nothing was written.").arg(m.toHtmlEscaped()));
+    self->resultLabel_->show();
+    spdlog::error("repair failed: {}", m.toStdString());
+    emit self->repairFinished(false);
+  });
+}
+
+void RepairDialog::showProgress() {
+  if (!runJob_ || runJob_->finished()) return;
+  stage_->setText(QString::fromStdString(runJob_->stage()));
+  progress_->setValue(static_cast<int>(1000.0 * runJob_->fraction()));
 }
 
 void RepairDialog::showResult() {

@@ -1,14 +1,15 @@
 #pragma once
-// Repair preview and run: shows the plan core computes (repair::make_plan) for the finding's repair, the
-// output folder (default `<name>-fixed` beside the input; the input is never modified) and the device;
-// Repair runs it in the background with progress and cancel, then shows core's verification.
+// Repair preview and run: shows the plan core computes for the finding's repair (session::plan_repair, on a
+// worker; typing in a field supersedes the plan being computed), the output folder (default `<name>-fixed`
+// beside the input; the input is never modified) and the device; Repair runs it as a session job with
+// progress and cancel, then shows core's verification.
 #include <QDialog>
 #include <memory>
+#include <optional>
 
 #include "ckptdoc/analysis/report.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/repair/plan.h"
-#include "job_runner.h"
+#include "ckptdoc/session/job.h"
 
 class QComboBox;
 class QLabel;
@@ -20,22 +21,27 @@ class QSpinBox;
 
 namespace ckptdoc::gui {
 
+class Session;
+
 class RepairDialog : public QDialog {
   Q_OBJECT
  public:
-  RepairDialog(std::shared_ptr<const deepspeed::Checkpoint> checkpoint, analysis::RepairKind kind,
-               DeviceKind device, QWidget* parent = nullptr);
+  RepairDialog(Session* session, analysis::RepairKind kind, QWidget* parent = nullptr);
 
   static QString defaultOutput(const deepspeed::Catalog& catalog);
   repair::RepairRequest request() const;
   QString output() const;
   void setOutput(const QString& path);
+  // Repartition onto the layout of another checkpoint (--target) instead of a new world size; empty clears.
+  void setTemplate(const QString& path);
   bool planValid() const { return planValid_; }
+  bool planning() const { return planJob_ && !planJob_->finished(); }
   QString planText() const;
   const repair::RepairResult* result() const { return result_ ? &*result_ : nullptr; }
   QPushButton* runButton() const { return run_; }
 
  signals:
+  void planReady(bool valid);  // the plan for the current fields arrived (or was refused)
   void repairFinished(bool clean);
   void openRequested(const QString& path);
 
@@ -43,12 +49,14 @@ class RepairDialog : public QDialog {
   void updatePlan();
   void startRepair();
   void showResult();
+  void showProgress();
 
-  std::shared_ptr<const deepspeed::Checkpoint> ckpt_;
+  Session* session_;
   analysis::RepairKind kind_;
   QLineEdit* output_;
   QComboBox* device_;
   QSpinBox* worldSize_ = nullptr;
+  QLineEdit* template_ = nullptr;
   QPlainTextEdit* plan_;
   QLabel* planError_;
   QProgressBar* progress_;
@@ -57,7 +65,7 @@ class RepairDialog : public QDialog {
   QPushButton* run_;
   QPushButton* cancel_;
   QPushButton* openOutput_;
-  JobRunner jobs_;
+  session::JobPtr planJob_, runJob_;
   bool planValid_ = false;
   std::optional<repair::RepairResult> result_;
 };

@@ -2,77 +2,112 @@
 
 #include <spdlog/spdlog.h>
 
-#include "ckptdoc/analysis/diagnose.h"
+#include <QMetaObject>
 
 namespace ckptdoc::gui {
 
-Session::Session(QObject* parent) : QObject(parent) {
-  connect(&runner_, &JobRunner::started, this, [this](int job, const QString&) { emit analysisStarted(job); });
-  connect(&runner_, &JobRunner::progressed, this, [this](int, const QString& stage, quint64 done, quint64 total) {
-    emit analysisProgress(stage, total ? static_cast<double>(done) / static_cast<double>(total) : 0.0);
-  });
-  connect(&runner_, &JobRunner::finished, this, [this](int job) { emit analysisFinished(job); });
-  connect(&runner_, &JobRunner::failed, this, [this](int job, const QString& message) {
-    spdlog::error("analysis failed: {}", message.toStdString());
-    emit analysisFailed(job, message);
-  });
-  connect(&runner_, &JobRunner::cancelled, this, [this](int job) {
-    spdlog::info("analysis cancelled");
-    emit analysisCancelled(job);
-  });
+QString errorText(const session::JobError& e) {
+  const QString m = QString::fromStdString(e.message);
+  switch (e.kind) {
+    case session::ErrorKind::Input:
+    case session::ErrorKind::Cancelled:
+    case session::ErrorKind::Superseded:
+      return m;
+    case session::ErrorKind::System:
+      return QObject::tr("system error: %1").arg(m);
+    case session::ErrorKind::Internal:
+      break;
+  }
+  return QObject::tr("internal error: %1").arg(m);
 }
 
-bool Session::open(const QString& path, QString* error) {
-  std::shared_ptr<const deepspeed::Checkpoint> ckpt;
-  try {
-    ckpt = deepspeed::Checkpoint::open(path.toStdString());
-  } catch (const std::exception& e) {
-    if (error) *error = QString::fromStdString(e.what());
-    spdlog::error("cannot open {}: {}", path.toStdString(), e.what());
-    return false;
-  }
-  runner_.invalidate();  // a running analysis of the previous checkpoint is dropped
-  checkpoint_ = std::move(ckpt);
-  path_ = path;
-  report_.reset();
-  const auto& c = checkpoint_->catalog();
-  spdlog::info("opened {} (tag {}, ZeRO stage {}, dp {}, {} groups)", c.tag_dir, c.tag, c.zero_stage, c.dp_world_size,
-               c.groups.size());
-  emit opened();
-  return true;
+Session::Session(QObject* parent) : QObject(parent) {
+  // Workers only post; poll() runs here, on the UI thread.
+  core_.set_wake([this] {
+    QMetaObject::invokeMethod(
+        this, [this] { core_.poll(); }, Qt::QueuedConnection);
+  });
+  core_.listen([this](session::Event e, const session::JobPtr& job, const session::JobError* error) {
+    onEvent(e, job, error);
+  });
+  timer_.setInterval(50);
+  connect(&timer_, &QTimer::timeout, this, &Session::tick);
+}
+
+Session::~Session() {
+  timer_.stop();
+  core_.queue().shutdown();  // before QObject teardown: no wake-up may reach a half-destroyed object
+}
+
+session::JobPtr Session::open(const QString& path) {
+  openingPath_ = path;
+  auto job = core_.open(path.toStdString());
+  timer_.start();
+  return job;
 }
 
 void Session::close() {
-  runner_.invalidate();
-  checkpoint_.reset();
-  report_.reset();
-  path_.clear();
-  emit closed();
+  core_.close();
 }
 
 int Session::analyse() {
-  if (!checkpoint_) return 0;
-  report_.reset();
-  auto ckpt = checkpoint_;
-  const DeviceKind device = device_;
-  const bool checksums = verifyChecksums_;
-  spdlog::info("analysing {} on {}{}", ckpt->catalog().tag_dir, device_name(device),
-               checksums ? ", verifying checksums" : "");
-  return runner_.run<analysis::Report>(
-      QStringLiteral("Analysing"),
-      [ckpt, device, checksums](Progress& p) {
-        analysis::DiagnoseOptions o;
-        o.device = device;
-        o.verify_checksums = checksums;
-        return analysis::diagnose(*ckpt, o, &p);
-      },
-      [this](analysis::Report& r) {
-        spdlog::info("analysis done: {} findings, {} params, {:.2f} s on {}", r.findings.size(), r.params.size(),
-                     r.seconds, r.backend);
-        report_ = std::move(r);
-      });
+  auto job = core_.analyse();
+  if (job) timer_.start();
+  return job ? static_cast<int>(job->id()) : 0;
 }
 
-void Session::cancelAnalysis() { runner_.cancel(); }
+void Session::onEvent(session::Event e, const session::JobPtr& job, const session::JobError* error) {
+  const int id = job ? static_cast<int>(job->id()) : 0;
+  switch (e) {
+    case session::Event::Opening:
+      emit opening(openingPath_);
+      break;
+    case session::Event::Opened: {
+      const auto& c = *core_.catalog();
+      spdlog::info("opened {} (tag {}, ZeRO stage {}, dp {}, {} groups)", c.tag_dir, c.tag, c.zero_stage,
+                   c.dp_world_size, c.groups.size());
+      emit opened();
+      break;
+    }
+    case session::Event::OpenFailed:
+      spdlog::error("cannot open {}: {}", openingPath_.toStdString(), error ? error->message : "?");
+      emit openFailed(openingPath_, error ? errorText(*error) : QString());
+      break;
+    case session::Event::Closed:
+      emit closed();
+      break;
+    case session::Event::AnalysisStarted:
+      spdlog::info("analysing {} on {}{}", core_.catalog() ? core_.catalog()->tag_dir : "",
+                   device_name(device()), verifyChecksums() ? ", verifying checksums" : "");
+      timer_.start();
+      emit analysisStarted(id);
+      break;
+    case session::Event::AnalysisFinished: {
+      const auto* r = core_.report();
+      spdlog::info("analysis done: {} findings, {} params, {:.2f} s on {}", r->findings.size(),
+                   r->params.size(), r->seconds, r->backend);
+      emit analysisFinished(id);
+      break;
+    }
+    case session::Event::AnalysisFailed:
+      spdlog::error("analysis failed: {}", error ? error->message : "?");
+      emit analysisFailed(id, error ? errorText(*error) : QString());
+      break;
+    case session::Event::AnalysisCancelled:
+      spdlog::info("analysis cancelled");
+      emit analysisCancelled(id);
+      break;
+    case session::Event::WatchSample:
+      emit watchSampled();
+      break;
+  }
+}
+
+void Session::tick() {
+  if (auto a = core_.analysis_job(); a && !a->finished())
+    emit analysisProgress(QString::fromStdString(a->stage()), a->fraction());
+  emit jobsProgressed();
+  if (core_.queue().jobs().empty()) timer_.stop();
+}
 
 }  // namespace ckptdoc::gui

@@ -1,16 +1,13 @@
 #pragma once
-// The attached checkpoint and its latest analysis. Opening builds the catalog only (no tensor bytes), so it
-// is instant; analysis runs on a JobRunner, and a re-analysis or a newly opened checkpoint makes any running
-// one stale. Views read from here and never open files themselves.
+// The Qt face of core's session::Session: the same source, analysis and jobs, with Qt signals for the
+// widgets. Workers wake the UI thread with a queued call to poll(), so every result lands on the UI thread; a
+// timer reads running jobs' progress while any runs. Views read from here and never open files themselves.
 #include <QObject>
 #include <QString>
+#include <QTimer>
 #include <memory>
-#include <optional>
 
-#include "ckptdoc/analysis/report.h"
-#include "ckptdoc/compute/backend.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "job_runner.h"
+#include "ckptdoc/session/session.h"
 
 namespace ckptdoc::gui {
 
@@ -18,44 +15,59 @@ class Session : public QObject {
   Q_OBJECT
  public:
   explicit Session(QObject* parent = nullptr);
+  ~Session() override;
 
-  // Opens a save folder, tag folder or rank file; on failure returns false and sets *error.
-  bool open(const QString& path, QString* error = nullptr);
+  session::Session& core() { return core_; }
+  const session::Session& core() const { return core_; }
+
+  // Starts opening a save folder, tag folder or rank file on a worker; opened() or openFailed() follows (and,
+  // after opened(), the analysis). Returns the open job.
+  session::JobPtr open(const QString& path);
   void close();
-  bool isOpen() const { return checkpoint_ != nullptr; }
-  QString path() const { return path_; }
+  bool isOpen() const { return core_.is_open(); }
+  bool isOpening() const { return core_.opening() != nullptr; }
+  QString path() const { return QString::fromStdString(core_.path()); }
 
-  std::shared_ptr<const deepspeed::Checkpoint> checkpoint() const { return checkpoint_; }
-  const deepspeed::Catalog* catalog() const { return checkpoint_ ? &checkpoint_->catalog() : nullptr; }
-  const analysis::Report* report() const { return report_ ? &*report_ : nullptr; }
+  std::shared_ptr<const deepspeed::Checkpoint> checkpoint() const { return core_.checkpoint(); }
+  const deepspeed::Catalog* catalog() const { return core_.catalog(); }
+  const analysis::Report* report() const { return core_.report(); }
 
   // Starts (or restarts) the background analysis; returns its job id, 0 when nothing is open.
   int analyse();
-  void cancelAnalysis();
-  bool analysing() const { return runner_.running(); }
-  JobRunner& runner() { return runner_; }
+  void cancelAnalysis() { core_.cancel_analysis(); }
+  bool analysing() const { return core_.analysing(); }
 
-  void setDevice(DeviceKind d) { device_ = d; }
-  DeviceKind device() const { return device_; }
-  void setVerifyChecksums(bool on) { verifyChecksums_ = on; }
-  bool verifyChecksums() const { return verifyChecksums_; }
+  void setDevice(DeviceKind d) { core_.settings().device = d; }
+  DeviceKind device() const { return core_.settings().device; }
+  void setVerifyChecksums(bool on) { core_.settings().verify_checksums = on; }
+  bool verifyChecksums() const { return core_.settings().verify_checksums; }
+
+  // Tests: delivers whatever is ready now (normally the event loop does it).
+  void pollNow() { core_.poll(); }
 
  signals:
+  void opening(const QString& path);
   void opened();
+  void openFailed(const QString& path, const QString& message);
   void closed();
   void analysisStarted(int job);
   void analysisProgress(const QString& stage, double fraction);
   void analysisFinished(int job);
   void analysisFailed(int job, const QString& message);
   void analysisCancelled(int job);
+  void watchSampled();
+  void jobsProgressed();  // every 50 ms while any job runs, and once when they all ended
 
  private:
-  JobRunner runner_;
-  QString path_;
-  std::shared_ptr<const deepspeed::Checkpoint> checkpoint_;
-  std::optional<analysis::Report> report_;
-  DeviceKind device_ = DeviceKind::Auto;
-  bool verifyChecksums_ = false;
+  void onEvent(session::Event e, const session::JobPtr& job, const session::JobError* error);
+  void tick();
+
+  session::Session core_;
+  QTimer timer_;
+  QString openingPath_;
 };
+
+// One line for a job error, e.g. "cannot open: No such file" (the message; kinds other than input prefixed).
+QString errorText(const session::JobError& e);
 
 }  // namespace ckptdoc::gui

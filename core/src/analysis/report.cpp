@@ -23,6 +23,14 @@ std::string_view repair_name(RepairKind r) {
   }
 }
 
+double RankMoments::exp_avg_rms() const {
+  return exp_avg_count ? std::sqrt(exp_avg_sum_sq / static_cast<double>(exp_avg_count)) : std::nan("");
+}
+
+double RankMoments::exp_avg_sq_mean() const {
+  return exp_avg_sq_count ? exp_avg_sq_sum / static_cast<double>(exp_avg_sq_count) : std::nan("");
+}
+
 double ParamReport::severity_score() const {
   double score = 0;
   if (lp_vs_fp32 && lp_vs_fp32->count > 0) {

@@ -392,6 +392,17 @@ class Scanner {
     merge_into(p.fp32, r.fp32);
     merge_into(p.exp_avg, r.exp_avg);
     merge_into(p.exp_avg_sq, r.exp_avg_sq);
+    if (r.exp_avg || r.exp_avg_sq) {
+      analysis::RankMoments& m = p.moments_by_rank[t.rank];
+      if (r.exp_avg) {
+        m.exp_avg_count += r.exp_avg->finite_count();
+        m.exp_avg_sum_sq += r.exp_avg->sum_sq;
+      }
+      if (r.exp_avg_sq) {
+        m.exp_avg_sq_count += r.exp_avg_sq->finite_count();
+        m.exp_avg_sq_sum += r.exp_avg_sq->sum;
+      }
+    }
     if (r.div) {
       if (!p.lp_vs_fp32) p.lp_vs_fp32 = DivergenceStats{};
       p.lp_vs_fp32->merge(*r.div);
@@ -424,6 +435,9 @@ class Scanner {
             auto it = p.nonfinite_by_rank.find(k);
             a.counts.push_back(it != p.nonfinite_by_rank.end() && it->second.count(r) ? it->second.at(r) : 0);
           }
+          const auto m = p.moments_by_rank.count(r) ? p.moments_by_rank.at(r) : analysis::RankMoments{};
+          a.counts.insert(a.counts.end(), {m.exp_avg_count, m.exp_avg_sq_count});
+          a.sums.insert(a.sums.end(), {m.exp_avg_sum_sq, m.exp_avg_sq_sum});
         }
       }
     }
@@ -448,12 +462,19 @@ class Scanner {
         p.lp_vs_fp32 = d.count ? std::optional<DivergenceStats>(d) : std::nullopt;
         p.per_rank.clear();
         p.nonfinite_by_rank.clear();
+        p.moments_by_rank.clear();
         for (int r : ranks_of(g, i)) {
           DivergenceStats rd;
           unpack(a, c, rd);
           if (rd.count) p.per_rank[r] = rd;
           for (const char* k : kKinds)
             if (const uint64_t n = a.counts.at(c.counts++)) p.nonfinite_by_rank[k][r] = n;
+          analysis::RankMoments m;
+          m.exp_avg_count = a.counts.at(c.counts++);
+          m.exp_avg_sq_count = a.counts.at(c.counts++);
+          m.exp_avg_sum_sq = a.sums.at(c.sums++);
+          m.exp_avg_sq_sum = a.sums.at(c.sums++);
+          if (m.exp_avg_count || m.exp_avg_sq_count) p.moments_by_rank[r] = m;
         }
       }
     }

@@ -74,6 +74,11 @@ struct Values {
     return 0;
   }
   float master(int p, int64_t i) const { return brk == SynthBreak::StaleFp32 ? init(p, i) : trained(p, i); }
+  Values stale() const {  // the values of the one stale rank of StaleFp32OneRank
+    Values s = *this;
+    s.brk = SynthBreak::StaleFp32;
+    return s;
+  }
   float exp_avg(int p, int64_t i) const {
     if (brk == SynthBreak::ZeroMomentsWithStep) return 0;
     return 1e-3f * noise(seed, Stream::ExpAvg, p, i);
@@ -421,7 +426,7 @@ struct Writer {
         const auto& grp = m.groups[g];
         const int64_t P = parts[g].partition_numel;
         const int64_t base = static_cast<int64_t>(r) * P;
-        const Values v = vals;
+        const Values v = o.breakage == SynthBreak::StaleFp32OneRank && r == dp / 2 ? vals.stale() : vals;
         const Model* mp = &m;
         const bool nan_rank = o.breakage == SynthBreak::NanInExpAvgSq && r == 0;
         auto fill = [v, mp, grp, base, nan_rank](Field f, int64_t first, int64_t n, float* out) {
@@ -499,7 +504,7 @@ struct Writer {
       for (size_t k = 0; k < subs.size(); ++k) {
         int64_t len = 0;
         for (int pi : subs[k]) len += zero3_partition_numel(m.params[static_cast<size_t>(pi)].numel, dp);
-        const Values v = vals;
+        const Values v = o.breakage == SynthBreak::StaleFp32OneRank && r == dp / 2 ? vals.stale() : vals;
         const Model* mp = &m;
         const auto sub = subs[k];
         const bool nan_rank = o.breakage == SynthBreak::NanInExpAvgSq && r == 0;
@@ -542,12 +547,14 @@ bool dir_is_empty(const std::string& d) {
 SynthBreak parse_synth_break(const std::string& s0) {
   std::string s = s0;
   std::replace(s.begin(), s.end(), '-', '_');
-  for (SynthBreak b : {SynthBreak::None, SynthBreak::StaleFp32, SynthBreak::ZeroMomentsWithStep,
+  for (SynthBreak b : {SynthBreak::None, SynthBreak::StaleFp32, SynthBreak::StaleFp32OneRank,
+                       SynthBreak::ZeroMomentsWithStep,
                        SynthBreak::NanInExpAvgSq, SynthBreak::TruncateRank, SynthBreak::MissingRank,
                        SynthBreak::WrongDpWorldSize})
     if (s == synth_break_name(b)) return b;
   throw Error("", "", "unknown break mode '" + s0 +
-                          "' (none, stale_fp32, zero_moments_with_step, nan_in_exp_avg_sq, truncate_rank, "
+                          "' (none, stale_fp32, stale_fp32_one_rank, zero_moments_with_step, nan_in_exp_avg_sq, "
+                          "truncate_rank, "
                           "missing_rank, wrong_dp_world_size)");
 }
 
@@ -555,6 +562,7 @@ std::string_view synth_break_name(SynthBreak b) {
   switch (b) {
     case SynthBreak::None: return "none";
     case SynthBreak::StaleFp32: return "stale_fp32";
+    case SynthBreak::StaleFp32OneRank: return "stale_fp32_one_rank";
     case SynthBreak::ZeroMomentsWithStep: return "zero_moments_with_step";
     case SynthBreak::NanInExpAvgSq: return "nan_in_exp_avg_sq";
     case SynthBreak::TruncateRank: return "truncate_rank";

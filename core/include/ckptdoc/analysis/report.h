@@ -30,6 +30,15 @@ struct Finding {
   std::map<std::string, std::string> details = {};  // named facts (unsafe-pickle: file, record, callable, how)
 };
 
+// Sums over one rank's fragment of a param's Adam moments (finite elements only), so a picture can shade each
+// fragment by its moment magnitude: a rank whose moments were lost reads as zero among its neighbours.
+struct RankMoments {
+  uint64_t exp_avg_count = 0, exp_avg_sq_count = 0;
+  double exp_avg_sum_sq = 0, exp_avg_sq_sum = 0;
+  double exp_avg_rms() const;      // NaN when there is no exp_avg
+  double exp_avg_sq_mean() const;  // NaN when there is no exp_avg_sq
+};
+
 // Statistics of one trainable param (all ranks merged) plus per-rank divergence.
 struct ParamReport {
   std::string name;
@@ -42,6 +51,7 @@ struct ParamReport {
   std::map<int, DivergenceStats> per_rank;     // dp rank -> divergence of this param's fragment there
   // tensor ("lp", "fp32", "exp_avg", "exp_avg_sq") -> dp rank -> NaN/Inf count, only where non-zero
   std::map<std::string, std::map<int, uint64_t>> nonfinite_by_rank;
+  std::map<int, RankMoments> moments_by_rank;  // dp rank -> its fragment's moment sums (when moments exist)
   // How bad the lp/fp32 disagreement is, for sorting worst-first (0 = identical up to rounding).
   double severity_score() const;
 };

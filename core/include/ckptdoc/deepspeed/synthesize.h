@@ -18,13 +18,14 @@ namespace ckptdoc::deepspeed {
 enum class SynthBreak : uint8_t {
   None,
   StaleFp32,            // fp32 masters at a fresh random init while lp holds trained weights (#762)
+  StaleFp32OneRank,     // the same on rank dp / 2 only (one stale rank among many)
   ZeroMomentsWithStep,  // exp_avg = exp_avg_sq = 0 but step = global_steps
   NanInExpAvgSq,        // NaNs in rank 0's exp_avg_sq
   TruncateRank,         // the last rank's optimizer file cut in half
   MissingRank,          // the last rank's optimizer file absent
   WrongDpWorldSize,     // model file says dp + 1
 };
-// "none", "stale_fp32", "zero_moments_with_step", "nan_in_exp_avg_sq", "truncate_rank", "missing_rank",
+// "none", "stale_fp32", "stale_fp32_one_rank", "zero_moments_with_step", "nan_in_exp_avg_sq", "truncate_rank", "missing_rank",
 // "wrong_dp_world_size" (dashes accepted); throws ckptdoc::Error for anything else.
 SynthBreak parse_synth_break(const std::string& s);
 std::string_view synth_break_name(SynthBreak b);

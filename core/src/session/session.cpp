@@ -1,0 +1,310 @@
+// Session: the state a view draws from (source, analysis, findings, series) and the jobs that change it.
+#include "ckptdoc/session/session.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "ckptdoc/analysis/diagnose.h"
+#include "ckptdoc/error.h"
+
+namespace fs = std::filesystem;
+
+namespace ckptdoc::session {
+
+namespace {
+
+// Jobs that read the open source: superseded when another source replaces it.
+const std::vector<std::string> kSourceLanes = {"open", "analyse", "plan", "density", "watch"};
+
+analysis::Severity severity_of(const std::string& s) {
+  return s == "error"     ? analysis::Severity::Error
+         : s == "warning" ? analysis::Severity::Warning
+                          : analysis::Severity::Info;
+}
+
+std::vector<analysis::Finding> catalog_findings(const deepspeed::Catalog& catalog) {
+  std::vector<analysis::Finding> out;
+  for (const auto& p : catalog.problems) {
+    analysis::Finding f;
+    f.code = p.code;
+    f.severity = severity_of(p.severity);
+    f.message = p.message;
+    f.params = p.params;
+    f.ranks = p.ranks;
+    out.push_back(std::move(f));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const analysis::Finding& a, const analysis::Finding& b) {
+    return static_cast<int>(a.severity) > static_cast<int>(b.severity);
+  });
+  return out;
+}
+
+// Everything the views need from a report, computed where the report was made (a worker).
+Analysis prepare(std::shared_ptr<const analysis::Report> report, const deepspeed::Catalog& catalog) {
+  Analysis a;
+  a.health = HealthMap::build(catalog, *report);
+  a.by_severity.resize(report->params.size());
+  std::vector<double> score(report->params.size());
+  for (size_t i = 0; i < report->params.size(); ++i) {
+    a.by_severity[i] = static_cast<int>(i);
+    score[i] = report->params[i].severity_score();
+  }
+  std::stable_sort(a.by_severity.begin(), a.by_severity.end(), [&](int x, int y) {
+    return score[static_cast<size_t>(x)] > score[static_cast<size_t>(y)];
+  });
+  for (const auto& p : report->params)
+    for (const auto& [rank, d] : p.per_rank) a.per_rank[rank].merge(d);
+  a.report = std::move(report);
+  return a;
+}
+
+}  // namespace
+
+std::string_view event_name(Event e) {
+  switch (e) {
+    case Event::Opening:
+      return "opening";
+    case Event::Opened:
+      return "opened";
+    case Event::OpenFailed:
+      return "open-failed";
+    case Event::Closed:
+      return "closed";
+    case Event::AnalysisStarted:
+      return "analysis-started";
+    case Event::AnalysisFinished:
+      return "analysis-finished";
+    case Event::AnalysisFailed:
+      return "analysis-failed";
+    case Event::AnalysisCancelled:
+      return "analysis-cancelled";
+    case Event::WatchSample:
+      return "watch-sample";
+  }
+  return "?";
+}
+
+Session::Session(Settings settings) : settings_(settings) {}
+
+Session::~Session() {
+  queue_.shutdown();
+}
+
+int Session::listen(Listener listener) {
+  listeners_[++next_listener_] = std::move(listener);
+  return next_listener_;
+}
+
+void Session::unlisten(int id) {
+  listeners_.erase(id);
+}
+
+void Session::notify(Event e, const JobPtr& job, const JobError* error) {
+  const auto copy = listeners_;  // a listener may unlisten, or start jobs that emit
+  for (const auto& [id, l] : copy)
+    if (l) l(e, job, error);
+}
+
+JobPtr Session::open(const std::string& path, const deepspeed::OpenOptions& options,
+                     Done<std::shared_ptr<const deepspeed::Checkpoint>> done) {
+  using Result = std::shared_ptr<const deepspeed::Checkpoint>;
+  auto job = queue_.submit<Result>(
+      JobKind::Open, "open", "Opening " + path,
+      [path, options](JobQueue::Context& c) -> Result {
+        c.progress().set_stage("reading the catalog", 0);
+        return deepspeed::Checkpoint::open(path, options);
+      },
+      [this, path, done](Outcome<Result>& o) {
+        if (o.job == open_job_) open_job_.reset();
+        if (o.ok()) {
+          apply_source(path, *o.value);
+          notify(Event::Opened, o.job, nullptr);
+          if (settings_.analyse_on_open) analyse();
+        } else if (!o.superseded()) {
+          notify(Event::OpenFailed, o.job, &*o.error);
+        }
+        if (done) done(o);
+      });
+  open_job_ = job;
+  notify(Event::Opening, job, nullptr);
+  return job;
+}
+
+void Session::apply_source(const std::string& path, std::shared_ptr<const deepspeed::Checkpoint> ckpt) {
+  queue_.supersede({"analyse", "plan", "density", "watch"});
+  checkpoint_ = std::move(ckpt);
+  path_ = path;
+  reset_analysis();
+  analysis_job_.reset();
+  series_.clear();
+  samples_.clear();
+  params_by_name_.clear();
+  const auto& cat = checkpoint_->catalog();
+  for (size_t g = 0; g < cat.groups.size(); ++g)
+    for (size_t p = 0; p < cat.groups[g].params.size(); ++p)
+      params_by_name_.emplace(cat.groups[g].params[p].name,
+                              ParamRef{static_cast<int>(g), static_cast<int>(p), -1});
+  findings_ = catalog_findings(cat);
+  ++generation_;
+}
+
+void Session::reset_analysis() {
+  analysis_ = Analysis{};
+  analysis_error_.reset();
+  for (auto& [name, ref] : params_by_name_) ref.report_index = -1;
+  findings_ = checkpoint_ ? catalog_findings(checkpoint_->catalog()) : std::vector<analysis::Finding>{};
+  ++generation_;
+}
+
+void Session::close() {
+  queue_.supersede(kSourceLanes);
+  open_job_.reset();
+  analysis_job_.reset();
+  checkpoint_.reset();
+  path_.clear();
+  params_by_name_.clear();
+  reset_analysis();
+  series_.clear();
+  samples_.clear();
+  notify(Event::Closed, nullptr, nullptr);
+}
+
+JobPtr Session::analyse(Done<Analysis> done) {
+  if (!checkpoint_) return nullptr;
+  auto ckpt = checkpoint_;
+  analysis::DiagnoseOptions o;
+  o.device = settings_.device;
+  o.threads = settings_.threads;
+  o.verify_checksums = settings_.verify_checksums;
+  reset_analysis();
+  auto job = queue_.submit<Analysis>(
+      JobKind::Analyse, "analyse", "Analysing " + ckpt->catalog().tag,
+      [ckpt, o](JobQueue::Context& c) {
+        auto report = std::make_shared<const analysis::Report>(analysis::diagnose(*ckpt, o, &c.progress()));
+        c.check();
+        c.progress().set_stage("preparing the pictures", 0);
+        return prepare(std::move(report), ckpt->catalog());
+      },
+      [this, ckpt, done](Outcome<Analysis>& o) {
+        const bool current = ckpt == checkpoint_ && o.job == analysis_job_;
+        if (current && o.ok()) {
+          analysis_ = *o.value;
+          findings_ = analysis_.report->findings;
+          for (size_t i = 0; i < analysis_.report->params.size(); ++i)
+            if (auto it = params_by_name_.find(analysis_.report->params[i].name); it != params_by_name_.end())
+              it->second.report_index = static_cast<int>(i);
+          ++generation_;
+          notify(Event::AnalysisFinished, o.job, nullptr);
+        } else if (current && !o.superseded()) {
+          if (o.error->kind == ErrorKind::Cancelled) {
+            notify(Event::AnalysisCancelled, o.job, &*o.error);
+          } else {
+            analysis_error_ = *o.error;
+            notify(Event::AnalysisFailed, o.job, &*o.error);
+          }
+        }
+        if (done) done(o);
+      });
+  analysis_job_ = job;
+  notify(Event::AnalysisStarted, job, nullptr);
+  return job;
+}
+
+void Session::cancel_analysis() {
+  if (analysis_job_ && !analysis_job_->finished()) analysis_job_->cancel();
+}
+
+std::optional<ParamRef> Session::find_param(const std::string& name) const {
+  auto it = params_by_name_.find(name);
+  if (it == params_by_name_.end()) return std::nullopt;
+  return it->second;
+}
+
+const analysis::ParamReport* Session::param_report(const std::string& name) const {
+  const auto ref = find_param(name);
+  if (!ref || ref->report_index < 0 || !analysis_.report) return nullptr;
+  return &analysis_.report->params[static_cast<size_t>(ref->report_index)];
+}
+
+std::string Session::worst_param() const {
+  if (!analysis_.report || analysis_.by_severity.empty()) return {};
+  return analysis_.report->params[static_cast<size_t>(analysis_.by_severity.front())].name;
+}
+
+Raster Session::layout_raster(const LayoutRasterRequest& request) const {
+  const auto* cat = catalog();
+  if (!cat || request.group < 0 || static_cast<size_t>(request.group) >= cat->groups.size()) {
+    Raster r;
+    r.width = std::max(0, request.width);
+    r.height = std::max(0, request.height);
+    r.rgba.assign(static_cast<size_t>(r.width) * static_cast<size_t>(r.height) * 4, 0);
+    return r;
+  }
+  return session::layout_raster(cat->groups[static_cast<size_t>(request.group)], health(), request);
+}
+
+std::vector<StripColumn> Session::param_strip(StripLane lane, int width) const {
+  if (!catalog()) return std::vector<StripColumn>(static_cast<size_t>(std::max(0, width)));
+  return session::param_strip(*catalog(), health(), lane, width);
+}
+
+std::string Session::describe_fragment(int group, const LayoutHit& hit) const {
+  const auto* cat = catalog();
+  if (!cat || group < 0 || static_cast<size_t>(group) >= cat->groups.size()) return {};
+  return session::describe_fragment(cat->groups[static_cast<size_t>(group)], health(), hit);
+}
+
+std::string Session::describe_param(int group, int param) const {
+  return catalog() ? session::describe_param(*catalog(), health(), group, param) : std::string();
+}
+
+repair::RepairRequest Session::repair_request_for(analysis::RepairKind kind,
+                                                  const deepspeed::Catalog& catalog, DeviceKind device) {
+  repair::RepairRequest r;
+  switch (kind) {
+    case analysis::RepairKind::RefreshFp32:
+      r.refresh_fp32 = true;
+      break;
+    case analysis::RepairKind::ResetOptimizer:
+      r.reset_optimizer = true;
+      break;
+    case analysis::RepairKind::DropOptimizer:
+      r.drop_optimizer = true;
+      break;
+    case analysis::RepairKind::Repartition:
+      r.world_size = std::max(1, catalog.dp_world_size);
+      break;
+    case analysis::RepairKind::None:
+      break;
+  }
+  r.device = device;
+  return r;
+}
+
+namespace {
+fs::path input_folder(const deepspeed::Catalog& catalog) {
+  fs::path in =
+      fs::absolute(catalog.save_dir.empty() ? catalog.tag_dir : catalog.save_dir).lexically_normal();
+  if (!in.has_filename()) in = in.parent_path();
+  return in;
+}
+}  // namespace
+
+std::string Session::default_repair_output(const deepspeed::Catalog& catalog) {
+  const fs::path in = input_folder(catalog);
+  const std::string base = (in.parent_path() / (in.filename().string() + "-fixed")).string();
+  std::string candidate = base;
+  std::error_code ec;
+  for (int n = 2; fs::exists(candidate, ec) && n < 1000; ++n) candidate = base + "-" + std::to_string(n);
+  return candidate;
+}
+
+std::string Session::default_export_path(const deepspeed::Catalog& catalog, deepspeed::ExportFormat format) {
+  const fs::path in = input_folder(catalog);
+  const char* ext = format == deepspeed::ExportFormat::Safetensors ? "safetensors"
+                    : format == deepspeed::ExportFormat::Torch     ? "bin"
+                                                                   : "h5";
+  return (in.parent_path() / (in.filename().string() + "-weights." + ext)).string();
+}
+
+}  // namespace ckptdoc::session

@@ -1,0 +1,114 @@
+// Session jobs that produce something for the user rather than change the session's state: repair plans and
+// runs, verification, export, a param's density, and watching a run.
+#include "ckptdoc/analysis/diagnose.h"
+#include "ckptdoc/analysis/param_density.h"
+#include "ckptdoc/error.h"
+#include "ckptdoc/session/session.h"
+
+namespace ckptdoc::session {
+
+namespace {
+
+std::shared_ptr<const deepspeed::Checkpoint> require(
+    const std::shared_ptr<const deepspeed::Checkpoint>& ckpt) {
+  if (!ckpt) throw Error("", "session", "no checkpoint is open");
+  return ckpt;
+}
+
+}  // namespace
+
+JobPtr Session::plan_repair(const std::string& output, const repair::RepairRequest& request,
+                            Done<repair::Plan> done) {
+  auto ckpt = checkpoint_;
+  return queue_.submit<repair::Plan>(
+      JobKind::Plan, "plan", "Planning the repair",
+      [ckpt, output, request](JobQueue::Context& c) {
+        c.progress().set_stage("planning", 0);
+        return repair::make_plan(*require(ckpt), output, request);
+      },
+      std::move(done));
+}
+
+JobPtr Session::run_repair(const std::string& output, const repair::RepairRequest& request,
+                           Done<repair::RepairResult> done) {
+  auto ckpt = checkpoint_;
+  return queue_.submit<repair::RepairResult>(
+      JobKind::Repair, "", "Repairing into " + output,
+      [ckpt, output, request](JobQueue::Context& c) {
+        return repair::run_repair(*require(ckpt), output, request, &c.progress());
+      },
+      std::move(done));
+}
+
+JobPtr Session::verify(const std::string& path, Done<Verification> done) {
+  analysis::DiagnoseOptions o;
+  o.device = settings_.device;
+  o.threads = settings_.threads;
+  return queue_.submit<Verification>(
+      JobKind::Verify, "", "Verifying " + path,
+      [path, o](JobQueue::Context& c) {
+        c.progress().set_stage("opening " + path, 0);
+        auto ckpt = deepspeed::Checkpoint::open(path);
+        Verification v;
+        v.path = path;
+        v.report = analysis::diagnose(*ckpt, o, &c.progress());
+        v.invariant_failures = repair::check_loader_invariants(*ckpt);
+        return v;
+      },
+      std::move(done));
+}
+
+JobPtr Session::export_weights(const std::string& out, const deepspeed::ExportOptions& options,
+                               Done<deepspeed::ExportResult> done) {
+  auto ckpt = checkpoint_;
+  return queue_.submit<deepspeed::ExportResult>(
+      JobKind::Export, "", "Exporting to " + out,
+      [ckpt, out, options](JobQueue::Context& c) {
+        return deepspeed::export_weights(*require(ckpt), out, options, &c.progress());
+      },
+      std::move(done));
+}
+
+JobPtr Session::density(const std::string& param, int bins, Done<analysis::Density2D> done) {
+  auto ckpt = checkpoint_;
+  const auto ref = find_param(param);
+  return queue_.submit<analysis::Density2D>(
+      JobKind::Density, "density", "Density of " + param,
+      [ckpt, ref, param, bins](JobQueue::Context& c) {
+        if (!ref) throw Error(require(ckpt)->catalog().tag_dir, "param " + param, "not a trainable param");
+        return analysis::param_density(*require(ckpt), ref->group, ref->param, bins, &c.progress());
+      },
+      std::move(done));
+}
+
+JobPtr Session::watch(std::shared_ptr<SnapshotFeed> feed, Done<size_t> done) {
+  analysis::DiagnoseOptions o;
+  o.device = settings_.device;
+  o.threads = settings_.threads;
+  return queue_.submit<size_t>(
+      JobKind::Watch, "watch", "Watching",
+      [this, feed, o](JobQueue::Context& c) {
+        size_t n = 0;
+        while (auto snap = feed->next(c.progress())) {
+          auto ckpt = deepspeed::Checkpoint::open(snap->path, snap->options);
+          auto report = std::make_shared<const analysis::Report>(analysis::diagnose(*ckpt, o, &c.progress()));
+          WatchSample s;
+          s.step = snap->step.value_or(ckpt->catalog().global_steps);
+          s.snapshot = std::move(*snap);
+          s.metrics = snapshot_metrics(*report);
+          s.report = std::move(report);
+          // The state changes on the UI thread only: the sample travels there.
+          c.post([this, s = std::move(s)]() mutable {
+            for (const auto& [name, value] : s.metrics) series_.append(name, s.step, value);
+            if (!samples_.empty()) samples_.back().report.reset();  // keep the newest report only
+            samples_.push_back(std::move(s));
+            notify(Event::WatchSample, nullptr, nullptr);
+          });
+          ++n;
+        }
+        return n;
+      },
+      std::move(done));
+}
+
+}  // namespace ckptdoc::session

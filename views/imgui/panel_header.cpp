@@ -1,0 +1,122 @@
+// The menu bar and the tool row: open (path field, file dialog, recent), export, re-analyse, device, the
+// running jobs' progress with cancel, and the last notice.
+#include <GLFW/glfw3.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "view.h"
+
+namespace ckptdoc::imgui_view {
+
+namespace {
+
+void progress_row(View& v) {
+  const auto jobs = v.session.jobs();
+  if (jobs.empty()) {
+    if (const auto* r = v.session.report())
+      ImGui::TextDisabled("analysed %.1f MiB in %.2f s on %s",
+                          static_cast<double>(r->bytes_scanned) / 1048576.0, r->seconds, r->backend.c_str());
+    else if (const auto& e = v.session.analysis_error())
+      ImGui::TextColored(ImVec4(0.95f, 0.45f, 0.4f, 1), "analysis: %s", display(v, e->message).c_str());
+    return;
+  }
+  // The oldest job leads (open, then analysis); the rest are counted.
+  const auto& j = jobs.front();
+  const std::string label = j->stage().empty() ? j->title() : j->title() + ": " + j->stage();
+  ImGui::ProgressBar(
+      j->total() ? static_cast<float>(j->fraction()) : -1.0f * static_cast<float>(ImGui::GetTime()),
+      ImVec2(320, 0), display(v, label).c_str());
+  ImGui::SameLine();
+  if (ImGui::SmallButton("Cancel")) j->cancel();
+  v.widgets.record("job.cancel");
+  if (jobs.size() > 1) {
+    ImGui::SameLine();
+    ImGui::TextDisabled("+%zu more jobs", jobs.size() - 1);
+    if (ImGui::IsItemHovered()) {
+      ImGui::BeginTooltip();
+      for (size_t i = 1; i < jobs.size(); ++i)
+        ImGui::Text("%s  %.0f %%", display(v, jobs[i]->title()).c_str(), 100.0 * jobs[i]->fraction());
+      ImGui::EndTooltip();
+    }
+  }
+}
+
+}  // namespace
+
+void draw_header(View& v) {
+  auto& s = v.session;
+  if (ImGui::BeginMenuBar()) {
+    if (ImGui::BeginMenu("File")) {
+      if (ImGui::MenuItem("Open...", "Ctrl+O")) v.open_window.visible = true;
+      if (ImGui::BeginMenu("Open recent", !v.recent.paths().empty())) {
+        for (const auto& p : v.recent.paths())
+          if (ImGui::MenuItem(p.c_str())) open_path(v, p);
+        ImGui::Separator();
+        if (ImGui::MenuItem("Clear list")) v.recent.clear();
+        ImGui::EndMenu();
+      }
+      if (ImGui::MenuItem("Export weights...", "Ctrl+E", false, s.is_open())) v.exporting.visible = true;
+      ImGui::Separator();
+      if (ImGui::MenuItem("Quit", "Ctrl+Q")) v.quit = true;
+      ImGui::EndMenu();
+    }
+    if (ImGui::BeginMenu("Analysis")) {
+      if (ImGui::MenuItem("Re-analyse", "F5", false, s.is_open())) s.analyse();
+      if (ImGui::MenuItem("Cancel analysis", "Esc", false, s.analysing())) s.cancel_analysis();
+      if (ImGui::BeginMenu("Compute device")) {
+        const char* names[] = {"Auto (CUDA when available)", "CPU", "CUDA"};
+        for (int i = 0; i < 3; ++i)
+          if (ImGui::MenuItem(names[i], nullptr, static_cast<int>(s.settings().device) == i))
+            s.settings().device = static_cast<DeviceKind>(i);
+        ImGui::EndMenu();
+      }
+      ImGui::MenuItem("Verify checksums", nullptr, &s.settings().verify_checksums);
+      ImGui::EndMenu();
+    }
+    if (ImGui::BeginMenu("View")) {
+      const char* names[] = {"Overview", "Partition layout", "Params"};
+      for (int i = 0; i < 3; ++i)
+        if (ImGui::MenuItem(names[i], nullptr, static_cast<int>(v.tab) == i)) {
+          v.tab = static_cast<Tab>(i);
+          v.tab_requested = true;
+        }
+      ImGui::Separator();
+      ImGui::MenuItem("Jobs", nullptr, &v.show_jobs);
+      ImGui::EndMenu();
+    }
+    ImGui::EndMenuBar();
+  }
+  // Shortcuts.
+  const ImGuiIO& io = ImGui::GetIO();
+  if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_O, false)) v.open_window.visible = true;
+  if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_E, false) && s.is_open()) v.exporting.visible = true;
+  if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_Q, false)) v.quit = true;
+  if (ImGui::IsKeyPressed(GLFW_KEY_F5, false) && s.is_open()) s.analyse();
+  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape), false) && s.analysing()) s.cancel_analysis();
+
+  // The path field: type or paste a save folder, tag folder or rank file; Enter opens it.
+  ImGui::SetNextItemWidth(std::max(200.0f, ImGui::GetContentRegionAvail().x - 520));
+  const bool enter = ImGui::InputTextWithHint(
+      "##path", "checkpoint: save folder, tag folder or rank file (or drop one here)", v.path, sizeof v.path,
+      ImGuiInputTextFlags_EnterReturnsTrue);
+  v.widgets.record("path");
+  ImGui::SameLine();
+  if (ImGui::Button("Open") || enter) open_path(v, v.path);
+  v.widgets.record("open");
+  ImGui::SameLine();
+  if (ImGui::Button("Browse...")) v.open_window.visible = true;
+  ImGui::SameLine();
+  if (ImGui::Button("Export...") && s.is_open()) v.exporting.visible = true;
+  v.widgets.record("export");
+  ImGui::SameLine();
+  progress_row(v);
+  if (!v.status.empty()) {
+    if (v.status_error)
+      ImGui::TextColored(ImVec4(0.95f, 0.45f, 0.4f, 1), "%s", display(v, v.status).c_str());
+    else
+      ImGui::TextDisabled("%s", display(v, v.status).c_str());
+  }
+}
+
+}  // namespace ckptdoc::imgui_view

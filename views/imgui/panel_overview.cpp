@@ -1,0 +1,144 @@
+// The overview tab: what the checkpoint is, the strip of every param, and one card per finding coloured by
+// severity, each repairable one with a Fix button that opens the repair preview.
+#include <algorithm>
+#include <string>
+
+#include "view.h"
+
+namespace ckptdoc::imgui_view {
+
+namespace {
+
+ImVec4 severity_colour(analysis::Severity s) {
+  switch (s) {
+    case analysis::Severity::Error:
+      return ImVec4(0.90f, 0.30f, 0.28f, 1);
+    case analysis::Severity::Warning:
+      return ImVec4(0.96f, 0.65f, 0.15f, 1);
+    case analysis::Severity::Info:
+      break;
+  }
+  return ImVec4(0.40f, 0.65f, 0.98f, 1);
+}
+
+const char* repair_label(analysis::RepairKind k) {
+  switch (k) {
+    case analysis::RepairKind::RefreshFp32:
+      return "Fix: refresh fp32 masters";
+    case analysis::RepairKind::ResetOptimizer:
+      return "Fix: reset optimizer state";
+    case analysis::RepairKind::DropOptimizer:
+      return "Fix: drop optimizer state";
+    case analysis::RepairKind::Repartition:
+      return "Fix: re-partition";
+    case analysis::RepairKind::None:
+      break;
+  }
+  return "";
+}
+
+void summary(View& v, const deepspeed::Catalog& c) {
+  int params = 0;
+  for (const auto& g : c.groups) params += static_cast<int>(g.params.size());
+  uint64_t bytes = 0;
+  for (const auto& f : c.files) bytes += f.bytes;
+  ImGui::TextUnformatted(c.tag_dir.c_str());
+  if (ImGui::BeginTable("summary", 2, ImGuiTableFlags_SizingFixedFit)) {
+    auto row = [](const char* k, const std::string& val) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextDisabled("%s", k);
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(val.c_str());
+    };
+    row("Tag", c.tag);
+    row("Optimizer", std::string(deepspeed::wrapper_name(c.wrapper)) + ", ZeRO stage " +
+                         std::to_string(c.zero_stage) +
+                         (c.optimizer_name_hint.empty() ? "" : " (" + c.optimizer_name_hint + ")"));
+    row("Weights", std::string(dtype_name(c.lp_dtype)));
+    row("World", "data parallel " + std::to_string(c.dp_world_size) + ", model parallel " +
+                     std::to_string(c.mp_world_size));
+    row("Params", std::to_string(params) + " trainable in " + std::to_string(c.groups.size()) + " groups (" +
+                      std::to_string(c.trainable_numel()) + " elements), " +
+                      std::to_string(c.frozen_params.size()) + " frozen");
+    row("Steps", "global " + std::to_string(c.global_steps) + ", skipped " + std::to_string(c.skipped_steps) +
+                     (c.optimizer_step ? ", optimizer step " + std::to_string(*c.optimizer_step) : ""));
+    char b[64];
+    std::snprintf(b, sizeof b, "%zu files, %.1f MiB", c.files.size(), static_cast<double>(bytes) / 1048576.0);
+    row("Files", b);
+    if (!c.ds_version.empty()) row("DeepSpeed", c.ds_version);
+    ImGui::EndTable();
+  }
+  (void)v;
+}
+
+}  // namespace
+
+void draw_overview(View& v) {
+  auto& s = v.session;
+  const auto* cat = s.catalog();
+  ImGui::BeginChild("overview", ImVec2(0, 0), false);
+  if (!cat) {
+    ImGui::Spacing();
+    ImGui::TextUnformatted("No checkpoint open.");
+    ImGui::TextDisabled(
+        "Type a DeepSpeed save folder, tag folder or rank file above, use File > Open (Ctrl+O),");
+    ImGui::TextDisabled("pick a recent one, or drop it onto this window.");
+    ImGui::EndChild();
+    return;
+  }
+  summary(v, *cat);
+  ImGui::Spacing();
+  draw_strip(v, "overview-strip", 14);
+  ImGui::Spacing();
+  if (s.analysing()) ImGui::TextDisabled("Analysing... (the findings below are the catalog's until it ends)");
+  const auto& findings = s.findings();
+  // Clean: no error or warning (info findings, e.g. padding not analysed by design, are listed after it).
+  const bool clean = std::none_of(findings.begin(), findings.end(),
+                                  [](const analysis::Finding& f) { return f.severity != analysis::Severity::Info; });
+  if (clean && s.report()) {
+    ImGui::TextColored(
+        ImVec4(0.35f, 0.8f, 0.4f, 1),
+        "No problems found. The fp32 masters match the weights and the optimizer state looks consistent.");
+  }
+  for (size_t i = 0; i < findings.size(); ++i) {
+    const auto& f = findings[i];
+    ImGui::PushID(static_cast<int>(i));
+    const ImVec4 c = severity_colour(f.severity);
+    const ImVec2 top = ImGui::GetCursorScreenPos();
+    ImGui::Indent(10);
+    ImGui::TextColored(c, "%s", std::string(analysis::severity_name(f.severity)).c_str());
+    ImGui::SameLine();
+    ImGui::TextUnformatted(f.code.c_str());
+    if (f.repair != analysis::RepairKind::None) {
+      ImGui::SameLine();
+      ImGui::SetCursorPosX(std::max(ImGui::GetCursorPosX() + 12, ImGui::GetWindowContentRegionMax().x - 230));
+      if (ImGui::Button(repair_label(f.repair))) open_repair(v, f.repair);
+      v.widgets.record("fix:" + f.code);
+    }
+    ImGui::PushTextWrapPos(ImGui::GetContentRegionAvail().x - 10);
+    ImGui::TextWrapped("%s", display(v, f.message).c_str());
+    if (!f.params.empty()) {
+      std::string p;
+      for (size_t k = 0; k < f.params.size() && k < 6; ++k) p += (k ? ", " : "") + f.params[k];
+      if (f.params.size() > 6) p += ", ... " + std::to_string(f.params.size() - 6) + " more";
+      ImGui::TextDisabled("params: %s", p.c_str());
+      if (ImGui::IsItemClicked()) select_param(v, f.params.front());
+    }
+    if (!f.ranks.empty()) {
+      std::string r;
+      for (size_t k = 0; k < f.ranks.size() && k < 32; ++k) r += (k ? ", " : "") + std::to_string(f.ranks[k]);
+      if (f.ranks.size() > 32) r += ", ...";
+      ImGui::TextDisabled("ranks: %s", r.c_str());
+    }
+    ImGui::PopTextWrapPos();
+    ImGui::Unindent(10);
+    const ImVec2 bottom = ImGui::GetCursorScreenPos();
+    ImGui::GetWindowDrawList()->AddRectFilled(top, ImVec2(top.x + 4, bottom.y - 2), ImGui::GetColorU32(c));
+    ImGui::Spacing();
+    ImGui::PopID();
+  }
+  ImGui::EndChild();
+}
+
+}  // namespace ckptdoc::imgui_view

@@ -1,0 +1,252 @@
+#include "script.h"
+
+#include <GL/gl.h>
+#include <stb_image_write.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "view.h"
+
+namespace ckptdoc::imgui_view {
+
+namespace {
+
+const char* kCommands[] = {"wait",  "open",   "drop",   "click",      "set",  "tab", "select",
+                           "shade", "expect", "frames", "screenshot", "echo", "quit"};
+
+char* text_field(View& v, const std::string& id, size_t* size) {
+  struct Field {
+    const char* id;
+    char* buf;
+    size_t size;
+  };
+  const Field fields[] = {{"path", v.path, sizeof v.path},
+                          {"filter", v.filter, sizeof v.filter},
+                          {"repair.output", v.repair.output, sizeof v.repair.output},
+                          {"repair.target", v.repair.target, sizeof v.repair.target},
+                          {"export.path", v.exporting.path, sizeof v.exporting.path}};
+  for (const auto& f : fields)
+    if (id == f.id) {
+      *size = f.size;
+      return f.buf;
+    }
+  return nullptr;
+}
+
+bool has_finding(const View& v, const std::string& code) {
+  for (const auto& f : v.session.findings())
+    if (f.code == code) return true;
+  return false;
+}
+
+}  // namespace
+
+bool save_framebuffer(const std::string& file, int w, int h) {
+  std::vector<unsigned char> pixels(static_cast<size_t>(w) * static_cast<size_t>(h) * 4);
+  glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  glReadPixels(0, 0, w, h, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
+  std::vector<unsigned char> flipped(pixels.size());
+  const size_t row = static_cast<size_t>(w) * 4;
+  for (int y = 0; y < h; ++y)
+    std::memcpy(flipped.data() + static_cast<size_t>(y) * row,
+                pixels.data() + static_cast<size_t>(h - 1 - y) * row, row);
+  return stbi_write_png(file.c_str(), w, h, 4, flipped.data(), static_cast<int>(row)) != 0;
+}
+
+std::optional<Script> Script::load(const std::string& file, std::string* error) {
+  std::ifstream in(file);
+  if (!in) {
+    *error = file + ": cannot read the script";
+    return std::nullopt;
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse(text.str(), file, error);
+}
+
+std::optional<Script> Script::parse(const std::string& script, const std::string& file, std::string* error) {
+  std::istringstream in(script);
+  Script s;
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++n;
+    const auto start = line.find_first_not_of(" \t");
+    if (start == std::string::npos || line[start] == '#') continue;
+    Step st;
+    st.line = n;
+    std::istringstream words(line.substr(start));
+    words >> st.command;
+    for (std::string w; words >> w;) st.args.push_back(w);
+    const auto after = line.find(st.command, start) + st.command.size();
+    const auto text_start = line.find_first_not_of(" \t", after);
+    st.text = text_start == std::string::npos ? "" : line.substr(text_start);
+    bool known = false;
+    for (const char* c : kCommands) known = known || st.command == c;
+    if (!known) {
+      *error = file + ":" + std::to_string(n) + ": unknown command '" + st.command + "'";
+      return std::nullopt;
+    }
+    s.steps_.push_back(std::move(st));
+  }
+  return s;
+}
+
+void Script::fail(const Step& s, const std::string& why) {
+  std::fprintf(stderr, "script line %d (%s): %s\n", s.line, s.command.c_str(), why.c_str());
+  finished_ = true;
+  exit_code_ = 3;
+}
+
+bool Script::condition(View& v, const std::string& what) const {
+  auto& s = v.session;
+  if (what == "opened") return s.is_open() && !s.opening();
+  if (what == "analysed") return s.report() && !s.analysing();
+  if (what == "plan")
+    return v.repair.plan_job && v.repair.plan_job->finished() &&
+           (v.repair.plan || !v.repair.plan_error.empty());
+  if (what == "repaired") return v.repair.run_job && v.repair.run_job->finished();
+  if (what == "exported") return v.exporting.job && v.exporting.job->finished();
+  if (what == "idle") return s.jobs().empty();
+  if (what == "density") return v.density.param == v.selected && v.density.job && v.density.job->finished();
+  return false;
+}
+
+void Script::before_frame(View& v, ImGuiIO& io, double now) {
+  // No pointer but the script's: whatever the X server's pointer hovers would change what is drawn.
+  io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
+  for (bool& down : io.MouseDown) down = false;
+  while (!finished_ && pc_ < steps_.size()) {
+    const Step& st = steps_[pc_];
+    if (step_started_ < 0) step_started_ = now;
+    auto next = [&] {
+      ++pc_;
+      phase_ = 0;
+      step_started_ = -1;
+    };
+    const std::string a0 = st.args.empty() ? "" : st.args[0];
+    if (st.command == "wait") {
+      const double limit = st.args.size() > 1 ? std::atof(st.args[1].c_str()) : 120.0;
+      if (a0 != "opened" && a0 != "analysed" && a0 != "plan" && a0 != "repaired" && a0 != "exported" &&
+          a0 != "idle" && a0 != "density")
+        return fail(st, "unknown condition '" + a0 + "'");
+      if (condition(v, a0)) {
+        next();
+        continue;
+      }
+      if (a0 == "opened" && !v.session.is_open() && !v.session.opening() && v.status_error)
+        return fail(st, "the open failed: " + v.status);
+      if (now - step_started_ > limit) return fail(st, "timed out after " + std::to_string(limit) + " s");
+      return;  // check again next frame
+    }
+    if (st.command == "open" || st.command == "drop") {
+      open_path(v, st.text);
+      next();
+      continue;
+    }
+    if (st.command == "click") {
+      auto it = v.widgets.rects.find(a0);
+      if (it == v.widgets.rects.end()) {
+        if (now - step_started_ > 30) return fail(st, "no widget '" + a0 + "' was drawn");
+        return;
+      }
+      const ImVec4 r = it->second;
+      io.MousePos = ImVec2((r.x + r.z) * 0.5f, (r.y + r.w) * 0.5f);
+      // Three frames: hover, press, release (an ImGui button fires on release over it).
+      io.MouseDown[0] = phase_ == 1;
+      if (++phase_ == 3) next();
+      return;
+    }
+    if (st.command == "set") {
+      size_t size = 0;
+      char* buf = text_field(v, a0, &size);
+      if (!buf) return fail(st, "no text field '" + a0 + "'");
+      const size_t at = st.text.find_first_not_of(" \t", a0.size());
+      const std::string value = at == std::string::npos ? "" : st.text.substr(at);
+      std::snprintf(buf, size, "%s", value.c_str());
+      next();
+      continue;
+    }
+    if (st.command == "tab") {
+      v.tab = a0 == "layout" ? Tab::Layout : a0 == "params" ? Tab::Params : Tab::Overview;
+      v.tab_requested = true;
+      next();
+      return;  // let a frame draw it
+    }
+    if (st.command == "frames") {
+      if (++frames_ >= std::max(1, std::atoi(a0.c_str()))) {
+        frames_ = 0;
+        next();
+      }
+      return;
+    }
+    if (st.command == "select") {
+      select_param(v, st.text == "@worst" ? v.session.worst_param() : st.text);
+      next();
+      continue;
+    }
+    if (st.command == "shade") {
+      const auto s = session::parse_shade(a0);
+      if (!s) return fail(st, "unknown shade '" + a0 + "'");
+      v.layout.shade = *s;
+      next();
+      continue;
+    }
+    if (st.command == "expect") {
+      bool ok = false;
+      std::string got;
+      if (a0 == "repaired-clean") {
+        const auto& r = v.repair.result;
+        ok = r && r->verified_clean && r->invariant_failures.empty();
+        got = r ? (r->verified_clean ? "verified clean but invariants failed" : "verification found errors")
+                : "no result: " + v.repair.run_error;
+      } else if (a0 == "open-failed") {
+        ok = v.status_error;
+        got = "no open failure";
+      } else if (a0 == "finding" || a0 == "no-finding") {
+        const std::string code = st.args.size() > 1 ? st.args[1] : "";
+        ok = has_finding(v, code) == (a0 == "finding");
+        got = a0 == "finding" ? "no finding " + code : "finding " + code + " is there";
+      } else {
+        return fail(st, "unknown expectation '" + a0 + "'");
+      }
+      if (!ok) return fail(st, got);
+      std::fprintf(stderr, "script: expect %s: ok\n", st.text.c_str());
+      next();
+      continue;
+    }
+    if (st.command == "screenshot") {
+      screenshot_ = st.text;
+      next();
+      return;  // taken after this frame renders
+    }
+    if (st.command == "echo") {
+      std::fprintf(stderr, "script: %s\n", st.text.c_str());
+      next();
+      continue;
+    }
+    if (st.command == "quit") {
+      finished_ = true;
+      return;
+    }
+  }
+  if (pc_ >= steps_.size()) finished_ = true;
+}
+
+void Script::after_render(int width, int height) {
+  if (screenshot_.empty()) return;
+  const bool ok = save_framebuffer(screenshot_, width, height);
+  std::fprintf(stderr, "%s %s\n", ok ? "screenshot saved:" : "cannot save screenshot:", screenshot_.c_str());
+  if (!ok) {
+    finished_ = true;
+    exit_code_ = 1;
+  }
+  screenshot_.clear();
+}
+
+}  // namespace ckptdoc::imgui_view

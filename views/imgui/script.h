@@ -1,0 +1,58 @@
+#pragma once
+// Scripted input for tests and screenshots: a text file of commands that drive the view the way a user does.
+// Clicks go through ImGui's input (the pointer moves over the widget recorded under that name, presses and
+// releases), waits poll the session's state, and the script ends the program with its own exit code.
+//
+//   wait opened|analysed|plan|repaired|exported|idle [SECONDS]   (default 120 s; a timeout fails the script)
+//   open PATH | drop PATH             start opening PATH (drop: as if dropped onto the window)
+//   click ID                          e.g. "fix:fp32-master-mismatch", "repair.run", "export.run"
+//   set ID TEXT                       fill a text field: path, filter, repair.output, repair.target,
+//   export.path tab overview|layout|params        select PARAM   shade param|exact|nonfinite|moments expect
+//   repaired-clean | open-failed | finding CODE | no-finding CODE frames N                          render N
+//   frames (pictures settle) screenshot FILE                   echo TEXT      quit
+// `select @worst` selects the param with the worst divergence; `wait density` waits for its density plot.
+#include <imgui.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ckptdoc::imgui_view {
+
+struct View;
+
+class Script {
+ public:
+  // Parses `file`; nullopt (and *error) when it cannot be read or a command is unknown.
+  static std::optional<Script> load(const std::string& file, std::string* error);
+  static std::optional<Script> parse(const std::string& text, const std::string& name, std::string* error);
+  // Before ImGui::NewFrame(): runs commands that are ready and sets the pointer for a click in progress.
+  void before_frame(View& v, ImGuiIO& io, double now);
+  // After rendering: takes a pending screenshot of the framebuffer (w x h).
+  void after_render(int width, int height);
+  bool finished() const { return finished_; }
+  int exit_code() const { return exit_code_; }
+
+ private:
+  struct Step {
+    std::string command;
+    std::vector<std::string> args;
+    std::string text;  // everything after the command (paths may hold spaces)
+    int line = 0;
+  };
+  void fail(const Step& s, const std::string& why);
+  bool condition(View& v, const std::string& what) const;
+
+  std::vector<Step> steps_;
+  size_t pc_ = 0;
+  int phase_ = 0;
+  int frames_ = 0;
+  double step_started_ = -1;
+  std::string screenshot_;
+  bool finished_ = false;
+  int exit_code_ = 0;
+};
+
+bool save_framebuffer(const std::string& file, int width, int height);
+
+}  // namespace ckptdoc::imgui_view

@@ -1,0 +1,73 @@
+// What several panels share: opening a path, selecting a param, starting a repair, text for the font.
+#include "view.h"
+
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+namespace ckptdoc::imgui_view {
+
+void WidgetRects::record(const std::string& id) {
+  const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+  rects[id] = ImVec4(a.x, a.y, b.x, b.y);
+}
+
+void open_path(View& v, const std::string& path) {
+  if (path.empty()) return;
+  std::snprintf(v.path, sizeof v.path, "%s", path.c_str());
+  v.status = "Opening " + path + "...";
+  v.status_error = false;
+  v.session.open(path, {}, [&v, path](session::Outcome<std::shared_ptr<const deepspeed::Checkpoint>>& o) {
+    if (o.superseded()) return;
+    if (o.ok()) {
+      std::error_code ec;
+      v.recent.add(std::filesystem::absolute(path, ec).lexically_normal().string());
+      v.status.clear();
+      v.selected.clear();
+      v.layout.reset();
+      v.density.reset();
+      v.repair.visible = false;  // a repair preview belongs to the checkpoint it was opened on
+      v.exporting.path[0] = 0;   // suggested again beside the new input
+      v.table_key = 0;
+      v.tab = Tab::Overview;
+      v.tab_requested = true;
+    } else {
+      v.status = "Cannot open " + path + ": " + o.error->message;
+      v.status_error = true;
+    }
+  });
+}
+
+void select_param(View& v, const std::string& name) {
+  v.selected = name;
+  if (const auto ref = v.session.find_param(name)) v.layout.group = ref->group;
+}
+
+void open_repair(View& v, analysis::RepairKind kind) {
+  const auto* cat = v.session.catalog();
+  if (!cat || kind == analysis::RepairKind::None) return;
+  RepairWindow& r = v.repair;
+  r = RepairWindow{};
+  r.visible = true;
+  r.kind = kind;
+  std::snprintf(r.output, sizeof r.output, "%s", session::Session::default_repair_output(*cat).c_str());
+  r.world_size = std::max(1, cat->dp_world_size);
+  r.device = static_cast<int>(v.session.settings().device);
+}
+
+std::string display(const View& v, std::string s) {
+  if (v.fonts_unicode) return s;
+  // ImGui's built-in font is ASCII only: spell out the typographic characters core's messages use.
+  for (auto [from, to] : {std::pair<const char*, const char*>{"\xE2\x80\xA6", "..."},
+                          {"\xE2\x80\x94", "-"},
+                          {"\xE2\x80\x93", "-"},
+                          {"\xE2\x89\x88", "~"},
+                          {"\xCE\x94", "d"},
+                          {"\xC3\x97", "x"}}) {
+    for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + std::strlen(to)))
+      s.replace(pos, std::strlen(from), to);
+  }
+  return s;
+}
+
+}  // namespace ckptdoc::imgui_view

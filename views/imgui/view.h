@@ -1,0 +1,151 @@
+#pragma once
+// The ImGui view's state: one core session plus what the panels remember between frames (selection, tab,
+// layout zoom, the repair/export/open windows, cached pictures). Panels draw from session queries only; every
+// file access and computation runs as a session job (one file per feature, Tracy-style: panel_*.cpp).
+#include <imgui.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ckptdoc/session/session.h"
+#include "recent_files.h"
+#include "texture.h"
+
+namespace ckptdoc::imgui_view {
+
+class Script;
+
+enum class Tab : int { Overview, Layout, Params };
+
+struct RepairWindow {
+  bool visible = false;
+  analysis::RepairKind kind = analysis::RepairKind::None;
+  char output[1024] = {};
+  char target[1024] = {};  // repartition: a template checkpoint
+  int world_size = 1;
+  int device = 0;         // 0 auto, 1 cpu, 2 cuda
+  std::string requested;  // the inputs of the plan last asked for
+  session::JobPtr plan_job, run_job;
+  std::optional<repair::Plan> plan;
+  std::string plan_error;
+  std::optional<repair::RepairResult> result;
+  std::string run_error;
+  bool cancelled = false;
+};
+
+struct ExportWindow {
+  bool visible = false;
+  int format = 0;  // safetensors, torch, hdf5
+  int source = 0;  // fp32, lp
+  int dtype = 0;   // default, float32, float16, bfloat16
+  bool exclude_frozen = false;
+  char path[1024] = {};
+  session::JobPtr job;
+  std::string message;
+  bool ok = false;
+};
+
+struct OpenWindow {
+  bool visible = false;
+  std::string dir;
+  struct Entry {
+    std::string name;
+    bool is_dir = false;
+  };
+  std::vector<Entry> entries;
+  std::string selected, error;
+  session::JobPtr listing;
+};
+
+struct LayoutState {
+  int group = 0;
+  session::Shade shade = session::Shade::Param;
+  session::LayoutGeometry geometry;
+  bool auto_fit = true;
+  uint64_t raster_key = 0;   // hash of what the texture shows
+  uint64_t pending_key = 0;  // hash of the picture being computed
+  session::LayoutGeometry drawn;  // the geometry the texture was drawn with
+  Texture map;
+  uint64_t strip_key = 0;
+  Texture strip;
+  void reset() {  // a new source: fit again, nothing cached (the textures are reused)
+    group = 0;
+    geometry = {};
+    auto_fit = true;
+    raster_key = pending_key = strip_key = 0;
+  }
+};
+
+struct DensityState {
+  std::string param;
+  session::JobPtr job;
+  std::optional<analysis::Density2D> density;
+  std::string error;
+  uint64_t generation = 0;
+  Texture image;
+  void reset() {
+    param.clear();
+    if (job) job->cancel();
+    job.reset();
+    density.reset();
+    error.clear();
+    generation = 0;
+  }
+};
+
+// Screen rectangles of named widgets, recorded while drawing: the script clicks them like a user would.
+struct WidgetRects {
+  std::map<std::string, ImVec4> rects;  // x0, y0, x1, y1
+  void record(const std::string& id);   // the last item's rectangle
+};
+
+struct View {
+  session::Session session;
+  Tab tab = Tab::Overview;
+  bool tab_requested = false;  // switch the tab bar to `tab` on the next frame
+  std::string selected;        // param name
+  char path[1024] = {};        // the path field
+  char filter[128] = {};
+  std::string status;  // last notice (open failures), shown in the header
+  bool status_error = false;
+  RecentFiles recent;
+  RepairWindow repair;
+  ExportWindow exporting;
+  OpenWindow open_window;
+  LayoutState layout;
+  DensityState density;
+  // The params table: rows sorted once per analysis / sort / filter change, not every frame.
+  std::vector<int> table_rows;
+  uint64_t table_key = 0;
+  bool show_jobs = false;
+  bool scroll_table = false;  // --bench: scroll the params table every frame
+  WidgetRects widgets;
+  bool fonts_unicode = false;  // DejaVu loaded: core's messages render as they are
+  bool quit = false;
+};
+
+// Starts opening `path` (the path field, a recent entry, a drop, the file dialog).
+void open_path(View& v, const std::string& path);
+// Selects a param everywhere (table, layout map, strip, plots).
+void select_param(View& v, const std::string& name);
+// Opens the repair window for a finding's repair.
+void open_repair(View& v, analysis::RepairKind kind);
+// Text as the loaded font can draw it (ASCII stand-ins without DejaVu).
+std::string display(const View& v, std::string text);
+
+// Panels, one file each.
+void draw_header(View& v);
+void draw_overview(View& v);
+void draw_layout(View& v);
+void draw_params(View& v);
+void draw_plots(View& v);
+void draw_strip(View& v, const char* id, float height);
+void draw_repair_window(View& v);
+void draw_export_window(View& v);
+void draw_open_window(View& v);
+void draw_jobs(View& v);
+
+}  // namespace ckptdoc::imgui_view

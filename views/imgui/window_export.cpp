@@ -1,0 +1,83 @@
+// The export window: format, source (fp32 masters as zero_to_fp32.py, or the lp weights), dtype, frozen
+// params, file; runs deepspeed::export_weights as a session job with progress and cancel.
+#include <cstdio>
+
+#include "view.h"
+
+namespace ckptdoc::imgui_view {
+
+namespace {
+const deepspeed::ExportFormat kFormats[] = {deepspeed::ExportFormat::Safetensors,
+                                            deepspeed::ExportFormat::Torch, deepspeed::ExportFormat::Hdf5};
+}
+
+void draw_export_window(View& v) {
+  ExportWindow& e = v.exporting;
+  if (!e.visible) return;
+  const auto* cat = v.session.catalog();
+  if (!cat) {
+    e.visible = false;
+    return;
+  }
+  if (!e.path[0])
+    std::snprintf(e.path, sizeof e.path, "%s",
+                  session::Session::default_export_path(*cat, kFormats[e.format]).c_str());
+  ImGui::SetNextWindowSize(ImVec2(640, 300), ImGuiCond_FirstUseEver);
+  if (!ImGui::Begin("Export weights", &e.visible)) {
+    ImGui::End();
+    return;
+  }
+  const bool running = e.job && !e.job->finished();
+  ImGui::BeginDisabled(running);
+  const char* formats[] = {"safetensors", "torch (.bin)", "HDF5 (.h5)"};
+  ImGui::SetNextItemWidth(220);
+  if (ImGui::Combo("format", &e.format, formats, 3))
+    std::snprintf(e.path, sizeof e.path, "%s",
+                  session::Session::default_export_path(*cat, kFormats[e.format]).c_str());
+  const char* sources[] = {"fp32 masters (as zero_to_fp32.py)", "lp weights (module state dict)"};
+  ImGui::SetNextItemWidth(300);
+  ImGui::Combo("source", &e.source, sources, 2);
+  const char* dtypes[] = {"default", "float32", "float16", "bfloat16"};
+  ImGui::SetNextItemWidth(160);
+  ImGui::Combo("dtype", &e.dtype, dtypes, 4);
+  ImGui::Checkbox("leave out frozen params", &e.exclude_frozen);
+  ImGui::SetNextItemWidth(-60);
+  ImGui::InputText("file", e.path, sizeof e.path);
+  v.widgets.record("export.path");
+  ImGui::EndDisabled();
+  if (running) {
+    ImGui::ProgressBar(static_cast<float>(e.job->fraction()), ImVec2(-120, 0),
+                       display(v, e.job->stage()).c_str());
+    ImGui::SameLine();
+    if (ImGui::Button("Cancel")) e.job->cancel();
+  } else {
+    if (ImGui::Button("Export")) {
+      deepspeed::ExportOptions o;
+      o.format = kFormats[e.format];
+      o.source = e.source ? deepspeed::ExportSource::Lp : deepspeed::ExportSource::Fp32;
+      if (e.dtype) o.dtype = dtype_from_name(dtypes[e.dtype]);
+      o.exclude_frozen = e.exclude_frozen;
+      o.device = v.session.settings().device;
+      e.message.clear();
+      e.job = v.session.export_weights(e.path, o, [&v](session::Outcome<deepspeed::ExportResult>& r) {
+        v.exporting.ok = r.ok();
+        if (r.ok())
+          v.exporting.message = "Exported " + std::to_string(r.value->tensors) + " tensors (" +
+                                std::to_string(r.value->bytes) + " bytes) to " + r.value->path;
+        else
+          v.exporting.message = r.error->kind == session::ErrorKind::Cancelled
+                                    ? "Export cancelled."
+                                    : "Export failed: " + r.error->message;
+      });
+    }
+    v.widgets.record("export.run");
+    ImGui::SameLine();
+    if (ImGui::Button("Close")) e.visible = false;
+  }
+  if (!e.message.empty())
+    ImGui::TextColored(e.ok ? ImVec4(0.35f, 0.8f, 0.4f, 1) : ImVec4(0.95f, 0.4f, 0.35f, 1), "%s",
+                       display(v, e.message).c_str());
+  ImGui::End();
+}
+
+}  // namespace ckptdoc::imgui_view

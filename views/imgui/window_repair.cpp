@@ -1,0 +1,185 @@
+// The repair preview window: output folder, device (and for a re-partition the new world size or a template
+// checkpoint), the plan core computes (a session job, asked again whenever a field changes: the newest
+// request supersedes the one in flight), Repair with progress and cancel, and core's verification of the
+// output.
+#include <cstdio>
+#include <string>
+
+#include "view.h"
+
+namespace ckptdoc::imgui_view {
+
+namespace {
+
+const char* title_of(analysis::RepairKind k) {
+  switch (k) {
+    case analysis::RepairKind::RefreshFp32:
+      return "refresh fp32 masters";
+    case analysis::RepairKind::ResetOptimizer:
+      return "reset optimizer state";
+    case analysis::RepairKind::DropOptimizer:
+      return "drop optimizer state";
+    case analysis::RepairKind::Repartition:
+      return "re-partition";
+    case analysis::RepairKind::None:
+      break;
+  }
+  return "";
+}
+
+repair::RepairRequest request_of(const View& v) {
+  const RepairWindow& r = v.repair;
+  auto rq =
+      session::Session::repair_request_for(r.kind, *v.session.catalog(), static_cast<DeviceKind>(r.device));
+  if (r.kind == analysis::RepairKind::Repartition) {
+    if (r.target[0]) {
+      rq.world_size.reset();
+      rq.target = r.target;
+    } else {
+      rq.world_size = r.world_size;
+    }
+  }
+  return rq;
+}
+
+std::string inputs_of(const RepairWindow& r) {
+  return std::string(r.output) + "|" + r.target + "|" + std::to_string(r.world_size) + "|" +
+         std::to_string(r.device);
+}
+
+void request_plan(View& v) {
+  RepairWindow& r = v.repair;
+  r.requested = inputs_of(r);
+  r.plan.reset();
+  r.plan_error.clear();
+  const std::string asked = r.requested;
+  r.plan_job = v.session.plan_repair(r.output, request_of(v), [&v, asked](session::Outcome<repair::Plan>& o) {
+    if (o.superseded() || v.repair.requested != asked) return;
+    if (o.ok())
+      v.repair.plan = std::move(*o.value);
+    else
+      v.repair.plan_error = o.error->message;
+  });
+}
+
+void start_repair(View& v) {
+  RepairWindow& r = v.repair;
+  r.result.reset();
+  r.run_error.clear();
+  r.cancelled = false;
+  r.run_job = v.session.run_repair(r.output, request_of(v), [&v](session::Outcome<repair::RepairResult>& o) {
+    if (o.ok())
+      v.repair.result = std::move(*o.value);
+    else if (o.error->kind == session::ErrorKind::Cancelled)
+      v.repair.cancelled = true;
+    else
+      v.repair.run_error = o.error->message;
+  });
+}
+
+void result_text(View& v) {
+  const RepairWindow& r = v.repair;
+  if (r.cancelled) {
+    ImGui::TextDisabled("Cancelled; nothing was written.");
+    return;
+  }
+  if (!r.run_error.empty()) {
+    ImGui::TextColored(ImVec4(0.95f, 0.4f, 0.35f, 1), "Repair failed. Nothing was written.");
+    ImGui::TextWrapped("%s", display(v, r.run_error).c_str());
+    return;
+  }
+  if (!r.result) return;
+  const auto& res = *r.result;
+  const bool clean = res.verified_clean && res.invariant_failures.empty();
+  if (clean)
+    ImGui::TextColored(
+        ImVec4(0.35f, 0.8f, 0.4f, 1),
+        "Repaired and verified: the output diagnoses clean and DeepSpeed's loader invariants hold.");
+  else
+    ImGui::TextColored(ImVec4(0.95f, 0.4f, 0.35f, 1), "Written, but verification found problems.");
+  v.widgets.record(clean ? "repair.clean" : "repair.problems");
+  ImGui::TextUnformatted(res.output.c_str());
+  for (const auto& f : res.verification.findings)
+    ImGui::TextWrapped("%s %s: %s", std::string(analysis::severity_name(f.severity)).c_str(), f.code.c_str(),
+                       display(v, f.message).c_str());
+  for (const auto& inv : res.invariant_failures) ImGui::TextWrapped("invariant: %s", inv.c_str());
+  if (ImGui::Button("Open repaired checkpoint")) {
+    const std::string out = res.output;
+    v.repair.visible = false;
+    open_path(v, out);
+  }
+  v.widgets.record("repair.open");
+}
+
+}  // namespace
+
+void draw_repair_window(View& v) {
+  RepairWindow& r = v.repair;
+  if (!r.visible) return;
+  if (!v.session.is_open()) {
+    r.visible = false;
+    return;
+  }
+  ImGui::SetNextWindowSize(ImVec2(760, 560), ImGuiCond_FirstUseEver);
+  const std::string title = std::string("Repair preview: ") + title_of(r.kind) + "###repair";
+  if (!ImGui::Begin(title.c_str(), &r.visible)) {
+    ImGui::End();
+    return;
+  }
+  const bool running = r.run_job && !r.run_job->finished();
+  ImGui::TextWrapped(
+      "Nothing is written until you press Repair. The input stays untouched; the repaired checkpoint "
+      "goes into a new folder and is verified by diagnosing it again.");
+  ImGui::BeginDisabled(running);
+  ImGui::SetNextItemWidth(-120);
+  ImGui::InputText("output folder", r.output, sizeof r.output);
+  v.widgets.record("repair.output");
+  const char* devices[] = {"Auto (CUDA when available)", "CPU", "CUDA"};
+  ImGui::SetNextItemWidth(260);
+  ImGui::Combo("device", &r.device, devices, 3);
+  if (r.kind == analysis::RepairKind::Repartition) {
+    ImGui::SetNextItemWidth(140);
+    ImGui::BeginDisabled(r.target[0] != 0);
+    ImGui::InputInt("new data-parallel size", &r.world_size);
+    ImGui::EndDisabled();
+    r.world_size = std::max(1, r.world_size);
+    ImGui::SetNextItemWidth(-220);
+    ImGui::InputTextWithHint("template checkpoint", "or: a checkpoint whose layout to take (--target)",
+                             r.target, sizeof r.target);
+    v.widgets.record("repair.target");
+  }
+  ImGui::EndDisabled();
+  if (inputs_of(r) != r.requested && !running) request_plan(v);
+
+  ImGui::Separator();
+  ImGui::TextUnformatted("Plan");
+  const float plan_h = ImGui::GetContentRegionAvail().y - ImGui::GetTextLineHeightWithSpacing() * 7;
+  ImGui::BeginChild("plan", ImVec2(0, std::max(80.0f, plan_h)), true, ImGuiWindowFlags_HorizontalScrollbar);
+  if (r.plan)
+    ImGui::TextUnformatted(r.plan->text().c_str());
+  else if (!r.plan_error.empty())
+    ImGui::TextColored(ImVec4(0.95f, 0.4f, 0.35f, 1), "This repair cannot run: %s",
+                       display(v, r.plan_error).c_str());
+  else
+    ImGui::TextDisabled("Planning...");
+  ImGui::EndChild();
+
+  if (running) {
+    const auto& j = *r.run_job;
+    ImGui::ProgressBar(static_cast<float>(j.fraction()), ImVec2(-120, 0), display(v, j.stage()).c_str());
+    ImGui::SameLine();
+    if (ImGui::Button(j.cancel_requested() ? "Cancelling..." : "Cancel")) r.run_job->cancel();
+    v.widgets.record("repair.cancel");
+  } else {
+    ImGui::BeginDisabled(!r.plan);
+    if (ImGui::Button("Repair")) start_repair(v);
+    v.widgets.record("repair.run");
+    ImGui::EndDisabled();
+    ImGui::SameLine();
+    if (ImGui::Button("Close")) r.visible = false;
+  }
+  result_text(v);
+  ImGui::End();
+}
+
+}  // namespace ckptdoc::imgui_view
