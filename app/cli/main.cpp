@@ -150,6 +150,35 @@ int main(int argc, char** argv) {
   repair_cmd->add_flag("--json", repair.json, "Machine-readable output");
   repair_cmd->callback([&] { rc = cli::run_repair(repair); });
 
+  cli::WatchOptions watch;
+  auto* watch_cmd = app.add_subcommand(
+      "watch", "Follow a folder of live-engine snapshots (ckptdoc_hook): one line per snapshot as it is committed");
+  watch_cmd->add_option("DIR", watch.dir, "Folder the snapshots are written into")->required();
+  watch_cmd->add_flag("--json", watch.json, "One JSON object per line (snapshot, pending, removed, unreadable)");
+  watch_cmd->add_option("--fail-on", watch.fail_on, "Exit 1 at the first snapshot with a finding this bad or worse")
+      ->check(CLI::IsMember({"error", "warning", "info", "never"}));
+  watch_cmd->add_flag("--once", watch.once, "Stop after the first snapshot (existing or new)");
+  watch_cmd->add_option("--count", watch.count, "Stop after this many snapshots");
+  watch_cmd->add_option("--timeout", watch.timeout, "Give up after this many seconds (exit 3 with --once/--count)");
+  watch_cmd->add_option("--device", watch.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  watch_cmd->add_option("--threads", watch.threads, "CPU threads per diagnosis (0: all cores)");
+  watch_cmd->callback([&] { rc = cli::run_watch(watch); });
+
+  cli::ConvertSnapshotOptions convert;
+  auto* convert_cmd = app.add_subcommand(
+      "convert", "Write a live-engine snapshot back as the DeepSpeed checkpoint folder engine.save_checkpoint "
+                 "would have written (--to checkpoint), verified bit for bit");
+  convert_cmd->add_option("PATH", convert.path, "Snapshot folder, or a folder of snapshots (the newest, or --tag)")
+      ->required();
+  convert_cmd->add_option("-o,--output", convert.output, "New save folder to write")->required();
+  convert_cmd->add_option("--to", convert.to, "checkpoint")->check(CLI::IsMember({"checkpoint"}));
+  convert_cmd->add_option("--tag", convert.tag, "Snapshot to read from a folder of snapshots");
+  convert_cmd->add_option("--output-tag", convert.output_tag, "Tag folder to write (default global_step<N>)");
+  convert_cmd->add_flag("--force", convert.force, "Allow a non-empty output folder");
+  convert_cmd->add_flag("--json", convert.json, "Machine-readable output");
+  convert_cmd->add_flag("-q,--quiet", convert.quiet, "Only the outcome");
+  convert_cmd->callback([&] { rc = cli::run_convert_snapshot(convert); });
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

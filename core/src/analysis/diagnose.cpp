@@ -2,8 +2,11 @@
 
 #include <chrono>
 
+#include <algorithm>
+
 #include "checksums.h"
 #include "ckptdoc/compute/distributed.h"
+#include "ckptdoc/snapshot/live.h"
 #include "problem_merge.h"
 #include "rules.h"
 #include "scan.h"
@@ -23,6 +26,12 @@ Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& option
     report.findings = apply_rules(merged, scan.params, {});
   } else {
     report.findings = apply_rules(ckpt.catalog(), scan.params, scan.problems);
+  }
+  if (ckpt.snapshot()) {  // a live engine's snapshot: its gradients, grad norm and loss scale
+    report.live = snapshot::live_report(ckpt);
+    for (auto& f : snapshot::live_findings(*report.live)) report.findings.push_back(std::move(f));
+    std::stable_sort(report.findings.begin(), report.findings.end(),
+                     [](const Finding& a, const Finding& b) { return a.severity > b.severity; });
   }
   report.params = std::move(scan.params);
   report.backend = std::move(scan.backend);

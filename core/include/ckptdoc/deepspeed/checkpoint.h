@@ -11,6 +11,10 @@
 #include "ckptdoc/deepspeed/catalog.h"
 #include "ckptdoc/format/torch_file.h"
 
+namespace ckptdoc::snapshot {
+class Snapshot;
+}
+
 namespace ckptdoc::deepspeed {
 
 struct OpenOptions {
@@ -29,11 +33,14 @@ struct ParamData {
 
 class Checkpoint {
  public:
-  // `path`: a save folder (holding `latest`), a tag folder, or a single rank file (its folder is used).
+  // `path`: a save folder (holding `latest`), a tag folder, a single rank file (its folder is used), or a
+  // live-engine snapshot (or a folder of them: the newest, or --tag), whose DeepSpeed files are read from it.
   // Throws ckptdoc::Error only when nothing usable is there; damaged files become catalog problems.
   static std::shared_ptr<Checkpoint> open(const std::string& path, const OpenOptions& options = {});
 
   const Catalog& catalog() const { return catalog_; }
+  // The live-engine snapshot (ckptdoc_hook) this checkpoint is read from; null for files on disk.
+  const snapshot::Snapshot* snapshot() const { return snapshot_.get(); }
 
   // Parsed files, opened once and cached (thread-safe). Throw ckptdoc::Error when unreadable.
   const TorchFile& model_file(int mp_rank = 0, int dp_rank = 0) const;
@@ -54,6 +61,7 @@ class Checkpoint {
  private:
   Checkpoint() = default;
   Catalog catalog_;
+  std::shared_ptr<const snapshot::Snapshot> snapshot_;
   mutable std::mutex mutex_;
   mutable std::map<std::string, std::shared_ptr<TorchFile>> open_files_;
   const TorchFile& open_cached(const std::string& abs_path) const;
