@@ -120,6 +120,7 @@ def _capture(engine, save_dir, tag, client_state):
     original = engine.checkpoint_engine
     engine.checkpoint_engine = cap
     prologue = engine._optimizer_has_ckpt_event_prologue()
+    gathered = _gathered_zero3_params(engine) if prologue else []
     try:
         with _quiet_deepspeed_logger():
             if prologue:  # ZeRO-3: partitions every param (a collective), as save_checkpoint does
@@ -131,7 +132,21 @@ def _capture(engine, save_dir, tag, client_state):
                 engine.optimizer.checkpoint_event_epilogue()  # gathers ZeRO-3's persistent params again
     finally:
         engine.checkpoint_engine = original
+    # ZeRO-3 between backward() and step() still holds some params gathered (the first layers); the prologue
+    # released them and the epilogue gathers only the persistent ones: gather the others back, as they were.
+    released = [p for p in gathered if not _is_available(p)]
+    if released:
+        released[0].all_gather(param_list=released)
     return cap.saved
+
+
+def _is_available(p):
+    from deepspeed.runtime.zero.partition_parameters import ZeroParamStatus
+    return p.ds_status == ZeroParamStatus.AVAILABLE
+
+
+def _gathered_zero3_params(engine):
+    return [p for p in engine.module.parameters() if hasattr(p, "ds_status") and _is_available(p)]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -271,6 +286,9 @@ def _partition_grads(engine):
     return out
 
 
+_PARTITIONED = ("DeepSpeedZeroOptimizer", "DeepSpeedZeroOptimizer_Stage3", "BF16_Optimizer")
+
+
 def _lp_grads(engine):
     names = getattr(engine, "param_names", {}) or {}
     return [(names.get(p, n), p.grad) for n, p in engine.module.named_parameters() if p.grad is not None]
@@ -328,7 +346,10 @@ def _write_rank_file(folder, rank, world, tag, captured, live, grads_wanted, eng
                     grads_info["partition"][str(i)] = {"dtype": str(t.dtype).replace("torch.", ""),
                                                        "numel": int(t.numel()), "scale": scale}
                 lpg = lg.create_group("grads/lp")
-                for pname, t in _lp_grads(engine):
+                # 16-bit grads beside partition grads (BF16_Optimizer keeps zeroed ones after the step: those
+                # are not gradients); alone only where the optimizer has no partitions (torch, FP16_Optimizer)
+                partitioned = type(engine.optimizer).__name__ in _PARTITIONED
+                for pname, t in (_lp_grads(engine) if grads_info["partition"] or not partitioned else []):
                     _write_tensor(lpg, pname, t)
                     grads_info["lp"][pname] = {"dtype": str(t.dtype).replace("torch.", ""),
                                                "shape": list(t.shape), "scale": scale}

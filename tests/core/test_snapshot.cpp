@@ -169,6 +169,14 @@ class TestSnapshot : public QObject {
     o.tag = "c";
     QCOMPARE(deepspeed::Checkpoint::open(dir.path(), o)->catalog().tag, std::string("c"));
     QCOMPARE(snapshot::list_snapshots(dir.path()).size(), size_t(3));
+    // A DeepSpeed save folder that also holds snapshots stays the checkpoint its `latest` names.
+    test::TempDir both;
+    test::copy_tree(test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint", both.file("save"));
+    make_snapshot("zero2_fp16_ws2", both.file("save/step9"), {"--step", "9"});
+    const auto ck = deepspeed::Checkpoint::open(both.file("save"));
+    QVERIFY(ck->snapshot() == nullptr);
+    QCOMPARE(ck->catalog().tag, std::string("global_step5"));
+    QVERIFY(deepspeed::Checkpoint::open(both.file("save/step9"))->snapshot() != nullptr);
   }
 
   void halfWrittenSnapshotIsRefused() {

@@ -128,6 +128,19 @@ class TestSnapshotCli : public QObject {
     QVERIFY2(text.out.find("live engine at step 5") != std::string::npos, text.out.c_str());
   }
 
+  // Repairs read a snapshot like a checkpoint: re-partition to dp 3 and refresh the masters, both verified.
+  void repairReadsASnapshot() {
+    test::TempDir dir;
+    make_snapshot("zero2_fp16_ws2", dir.file("s"));
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", dir.file("s"), "--repartition", "--world-size", "3", "-o",
+                                       dir.file("dp3"), "--device", "cpu"}),
+                        0);
+    QVERIFY(fs::exists(dir.file("dp3/s/zero_pp_rank_2_mp_rank_00_optim_states.pt")));
+    CKPTDOC_EXPECT_EXIT(
+        test::run_cli({"repair", dir.file("s"), "--refresh-fp32", "-o", dir.file("fresh"), "--device", "cpu"}), 0);
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"diagnose", dir.file("fresh"), "--device", "cpu"}), 0);
+  }
+
   // convert: the output is an ordinary checkpoint; torch reads every file (DeepSpeed loads it in the realds test).
   void convertWritesACheckpointTorchReads() {
     test::TempDir dir;

@@ -103,11 +103,18 @@ def checked_dump(engine, out, facts, name, **kw):
 
 
 def partition_grad_norm(engine):
-    """L2 norm of the recorded gradient partitions over all ranks, divided by the loss scale: what DeepSpeed's
-    step will compute as the global grad norm (before clipping)."""
-    parts = ckptdoc_hook._partition_grads(engine)
+    """L2 norm, over all ranks, of the gradient partitions each rank's optimizer step will consume, divided by
+    the loss scale; read here straight from DeepSpeed's own attributes (not through the hook). For ZeRO this is
+    DeepSpeed's global grad norm of the step. v0.12.6's BF16_Optimizer on a non-pipeline engine copies each rank's
+    local gradients into its fp32 gradients before the engine all-reduces the bf16 ones, so there the ranks step
+    with different, unreduced gradients and DeepSpeed's norm is each rank's own."""
+    opt = engine.optimizer
+    if type(opt).__name__ == "BF16_Optimizer":
+        parts = [p for i, p in enumerate(opt.fp32_groups_gradient_flat_partition) if any(opt.fp32_groups_has_gradients[i])]
+    else:
+        parts = [g for lst in opt.averaged_gradients.values() if lst for g in lst]
     sq = torch.zeros(1, dtype=torch.float64)
-    for t in parts.values():
+    for t in parts:
         sq += t.double().pow(2).sum()
     torch.distributed.all_reduce(sq)
     scale = float(engine.optimizer.cur_scale) if engine.fp16_enabled() else 1.0

@@ -6,6 +6,7 @@
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/unpickler.h"
+#include "deepspeed/detect.h"
 #include "deepspeed/file_roles.h"
 #include "snapshot/rank_file.h"
 
@@ -45,6 +46,8 @@ std::shared_ptr<const Snapshot> Snapshot::open_if_snapshot(const std::string& pa
   }
   if (!fs::is_directory(p, ec)) return nullptr;
   if (is_snapshot_dir(p.string())) return open(p.string(), tag);
+  // A DeepSpeed save folder that also holds snapshot folders stays a checkpoint (its `latest` wins).
+  if (fs::exists(p / "latest", ec) || deepspeed::detail::has_rank_files(p.string())) return nullptr;
   if (holds_snapshots(p.string())) return open(p.string(), tag);
   if (looks_like_unfinished_snapshot(p))
     throw Error(p.string(), "", "a snapshot folder without manifest.json: it is still being written, or its writer "
