@@ -1,7 +1,8 @@
 """Per-rank driver of bench_hook.sh (start it through tests/realds/realds.py launch): builds a ZeRO engine of the
 harness's model with the given dims on real DeepSpeed, trains a step, then measures on each rank, side by side:
 engine.save_checkpoint (the baseline: what a user does today), ckptdoc_hook.dump, and dump(grads=True) between
-backward and step. Time is wall time of the call on the rank (including its barriers); extra host memory is the
+backward and step. Time is wall time of the call on the rank (including its barriers) and the process's CPU time
+(less sensitive to a busy machine); extra host memory is the
 peak resident set size during the call minus the one just before it, sampled every 2 ms by a thread (the page
 cache the written files occupy is not counted). Rank 0 prints one JSON object.
 """
@@ -37,6 +38,7 @@ class PeakRss:
         self.stop = False
         self.t = threading.Thread(target=self.run, daemon=True)
         self.t0 = time.perf_counter()
+        self.c0 = time.process_time()
         self.t.start()
         return self
 
@@ -47,6 +49,7 @@ class PeakRss:
 
     def __exit__(self, *exc):
         self.seconds = time.perf_counter() - self.t0
+        self.cpu_seconds = time.process_time() - self.c0
         self.stop = True
         self.t.join()
         self.peak = max(self.peak, rss())
@@ -57,7 +60,7 @@ def measure(fn):
     dist.barrier()
     with PeakRss() as m:
         fn()
-    return {"seconds": m.seconds, "extra_rss_bytes": m.extra}
+    return {"seconds": m.seconds, "cpu_seconds": m.cpu_seconds, "extra_rss_bytes": m.extra}
 
 
 def main():

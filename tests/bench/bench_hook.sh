@@ -23,14 +23,16 @@ r = json.loads(sys.argv[1])
 mb = lambda b: b / 2**20
 print(f"ZeRO-{r['stage']} {r['dtype']}, {r['params']:,} params, 2 ranks; checkpoint {mb(r['bytes_on_disk']['ckpt']):.0f} MiB, "
       f"snapshot {mb(r['bytes_on_disk']['snap']):.0f} MiB on disk")
-print(f"{'rank':>4} {'call':<16} {'seconds (each try)':<24} {'extra RSS MiB (each try)':<26}")
+print(f"{'rank':>4} {'call':<16} {'wall s (each try)':<20} {'CPU s (each try)':<20} {'extra RSS MiB (each try)':<26}")
 for rk in r["ranks"]:
     for k, label in (("save_checkpoint", "save_checkpoint"), ("dump", "hook.dump"), ("dump_grads", "dump(grads=True)")):
         s = " ".join(f"{m['seconds']:.2f}" for m in rk[k])
+        c = " ".join(f"{m['cpu_seconds']:.2f}" for m in rk[k])
         x = " ".join(f"{mb(m['extra_rss_bytes']):.1f}" for m in rk[k])
-        print(f"{rk['rank']:>4} {label:<16} {s:<24} {x:<26}")
+        print(f"{rk['rank']:>4} {label:<16} {s:<20} {c:<20} {x:<26}")
     print(f"{rk['rank']:>4} resident set size of the training process: {mb(rk['rss_bytes']):.0f} MiB")
 EOF
 start=$(date +%s.%N)
 "$build/app/ckptdoc" diagnose "$tmp/snap/t0" --device cpu >/dev/null || true
+echo "machine load average while it ran: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores)"
 echo "ckptdoc diagnose of the snapshot: $(echo "$(date +%s.%N) - $start" | bc) s"
