@@ -5,6 +5,7 @@
 
 #include "ckptdoc/deepspeed/catalog_json.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/snapshot/snapshot.h"
 #include "commands.h"
 #include "format_helpers.h"
 
@@ -96,6 +97,11 @@ int run_inspect(const InspectOptions& o) {
     std::printf("%s\n", catalog_to_json(ckpt->catalog()).c_str());
   } else {
     print_text(ckpt->catalog(), o.layout);
+    if (const auto* snap = ckpt->snapshot()) {  // a live-engine snapshot (ckptdoc_hook)
+      const auto& m = snap->manifest();
+      std::printf("\nLive-engine snapshot (ckptdoc_hook): %d rank files, %s gradients recorded; DeepSpeed %s, torch %s\n",
+                  m.world_size, m.live.has_grads ? "with" : "no", m.ds_version.c_str(), m.torch_version.c_str());
+    }
   }
   return 0;
 }
