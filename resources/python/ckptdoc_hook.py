@@ -309,9 +309,16 @@ def _fsync_path(path, directory=False):
         os.close(fd)
 
 
-def _write_rank_file(folder, rank, world, tag, captured, live, grads_wanted, engine):
+def _create_h5(path):
+    """A new HDF5 file whose objects start on 64-byte boundaries (h5py's low-level API: the File keywords for it
+    are recent)."""
     import h5py
+    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    fapl.set_alignment(1, _ALIGN)
+    return h5py.File(h5py.h5f.create(os.fsencode(path), h5py.h5f.ACC_TRUNC, fapl=fapl))
 
+
+def _write_rank_file(folder, rank, world, tag, captured, live, grads_wanted, engine):
     name = _rank_file_name(rank)
     final = os.path.join(folder, name)
     tmp = os.path.join(folder, f".{name}.tmp-{os.getpid()}")
@@ -319,7 +326,7 @@ def _write_rank_file(folder, rank, world, tag, captured, live, grads_wanted, eng
     nbytes = 0
     grads_info = {"requested": bool(grads_wanted), "partition": {}, "lp": {}}
     try:
-        with h5py.File(tmp, "w", alignment_threshold=1, alignment_interval=_ALIGN) as f:
+        with _create_h5(tmp) as f:
             f.attrs["format"] = FORMAT + "-rank"
             f.attrs["format_version"] = FORMAT_VERSION
             f.attrs["rank"] = rank

@@ -127,8 +127,8 @@ std::vector<deepspeed::CheckpointFile> Snapshot::checkpoint_files() const {
 
 TorchFile Snapshot::open_file(const std::string& abs_path) const {
   const std::string prefix = manifest_.dir + "/";
-  const auto sep = abs_path.find(":/files/");
-  if (abs_path.rfind(prefix, 0) != 0 || sep == std::string::npos || sep < prefix.size())
+  const auto sep = abs_path.find(":/files/", prefix.size());
+  if (abs_path.rfind(prefix, 0) != 0 || sep == std::string::npos)
     throw Error(abs_path, "", "not a file of the snapshot " + manifest_.dir);
   const std::string owner = abs_path.substr(prefix.size(), sep - prefix.size());
   const std::string name = abs_path.substr(sep + 8);
