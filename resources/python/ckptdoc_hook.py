@@ -468,7 +468,7 @@ def _transfer_group():
     return _GLOO_GROUP[0]
 
 
-def _send_file_to_rank0(path, dest_folder, file_name, chunk=64 << 20):
+def _send_file_to_rank0(path, dest_folder, chunk=64 << 20):
     """Rank r's part, written in its own scratch folder, copied into rank 0's folder over torch.distributed
     (for jobs whose nodes share no file system). Collective over all ranks; ranks take turns."""
     d = _dist()
@@ -529,7 +529,7 @@ def dump(engine, out_dir, tag=None, grads=False, client_state=None, _local_scrat
     part = _write_rank_file(mine, rank, world, tag, captured, live, grads, engine)
     part["grads_requested"] = bool(grads)
     if _local_scratch and world > 1:
-        _send_file_to_rank0(os.path.join(mine, part["file"]), folder, part["file"])
+        _send_file_to_rank0(os.path.join(mine, part["file"]), folder)
         if rank != 0:
             shutil.rmtree(mine, ignore_errors=True)
     parts = _all_gather(part)
@@ -570,10 +570,6 @@ def _diagnose(folder, device):
         return json.loads(r.stdout)
     except ValueError:
         return {"error": f"ckptdoc diagnose printed no JSON (exit {r.returncode}): {r.stderr.strip()[-2000:]}"}
-
-
-def _worst(report):
-    return max((_SEVERITY.get(f.get("severity"), 0) for f in report.get("findings", [])), default=-1)
 
 
 def guard(engine, fail_on="error", work_dir=None, keep=False, device="cpu"):
