@@ -144,5 +144,29 @@ struct DiffCommandOptions {
   int max_rows = 40;
 };
 int run_diff(const DiffCommandOptions& o);
+// `ckptdoc watch DIR` (watch_command.cpp): a line per snapshot committed into DIR.
+struct WatchOptions {
+  std::string dir;
+  bool json = false;
+  std::string fail_on = "never";  // error | warning | info | never
+  bool once = false;              // stop after the first snapshot line
+  int count = 0;                  // stop after this many (0: never)
+  double timeout = 0;             // seconds; 0: no limit
+  std::string device = "auto";
+  unsigned threads = 0;
+};
+int run_watch(const WatchOptions& o);
+
+// `ckptdoc convert SNAPSHOT -o CKPT [--to checkpoint]` (convert_snapshot_command.cpp).
+struct ConvertSnapshotOptions {
+  std::string path, output;
+  std::string to;                  // "checkpoint" or empty
+  std::optional<std::string> tag;  // which snapshot of a folder of snapshots
+  std::string output_tag;          // tag folder to write (default global_step<N>)
+  bool force = false;
+  bool json = false;
+  bool quiet = false;
+};
+int run_convert_snapshot(const ConvertSnapshotOptions& o);
 
 }  // namespace ckptdoc::cli

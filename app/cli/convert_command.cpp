@@ -27,7 +27,9 @@ constexpr const char* kTargets =
     "             --for-deepspeed VERSION picks the layout that version's loader reads (default: the "
     "checkpoint's)\n"
     "  zero       rigid ZeRO-1/2 (or BF16_Optimizer) files for --world-size N, from a universal checkpoint;\n"
-    "             --target DIR gives the optimizer hyper-parameters where the universal folder has none";
+    "             --target DIR gives the optimizer hyper-parameters where the universal folder has none\n"
+    "  checkpoint the DeepSpeed checkpoint a live-engine snapshot (ckptdoc_hook) holds (the default for a "
+    "snapshot)";
 
 std::string describe(const deepspeed::Catalog& c) {
   std::string s = c.universal ? "universal checkpoint of a " : "";

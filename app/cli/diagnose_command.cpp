@@ -60,6 +60,21 @@ void print_weights_report(const analysis::Report& report, const deepspeed::Catal
   }
 }
 
+// A live-engine snapshot's own numbers (ckptdoc_hook): what no checkpoint on disk records.
+void print_live(const analysis::LiveReport& l) {
+  auto opt = [](const std::optional<double>& v) { return v ? fmt_double(*v, "%.4g") : std::string("-"); };
+  std::printf("  live engine at step %lld (%lld skipped): grad norm %s (clip %s), loss scale %s, lr %s\n",
+              static_cast<long long>(l.global_steps), static_cast<long long>(l.skipped_steps),
+              opt(l.grad_norm).c_str(), opt(l.gradient_clipping).c_str(), opt(l.loss_scale).c_str(),
+              l.lr.empty() ? "-" : opt(l.lr.front()).c_str());
+  if (l.grads_present)
+    std::printf("  gradients recorded: %llu elements, norm %s, %llu NaN/Inf\n",
+                static_cast<unsigned long long>(l.grad_numel), opt(l.recorded_grad_norm).c_str(),
+                static_cast<unsigned long long>(l.grad_nonfinite));
+  else if (l.grads_requested)
+    std::printf("  gradients: none (the dump ran outside backward()..step())\n");
+}
+
 void print_report(const analysis::Report& report, const deepspeed::Catalog& cat, int max_params) {
   if (cat.kind != "deepspeed") return print_weights_report(report, cat, max_params);
   std::printf("ckptdoc diagnose: %s (tag %s)\n", cat.tag_dir.c_str(), cat.tag.c_str());
@@ -68,6 +83,7 @@ void print_report(const analysis::Report& report, const deepspeed::Catalog& cat,
               std::string(dtype_name(cat.lp_dtype)).c_str(), dp.c_str(), cat.mp_world_size,
               std::string(deepspeed::wrapper_name(cat.wrapper)).c_str(), human_bytes(report.bytes_scanned).c_str(),
               report.seconds, report.backend.c_str());
+  if (report.live) print_live(*report.live);
   for (size_t d = 0; d < report.devices.size(); ++d) {
     const auto& share = report.devices[d];
     std::string ranks;

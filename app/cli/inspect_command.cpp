@@ -7,6 +7,7 @@
 #include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/weights/weights_json.h"
 #include <nlohmann/json.hpp>
+#include "ckptdoc/snapshot/snapshot.h"
 #include "commands.h"
 #include "format_helpers.h"
 
@@ -180,6 +181,11 @@ int run_inspect(const InspectOptions& o) {
     if (weights) {
       std::printf("\n");
       print_weights(*weights, "Model weights beside the checkpoint (Trainer checkpoint folder):");
+    }
+    if (const auto* snap = ckpt->snapshot()) {  // a live-engine snapshot (ckptdoc_hook)
+      const auto& m = snap->manifest();
+      std::printf("\nLive-engine snapshot (ckptdoc_hook): %d rank files, %s gradients recorded; DeepSpeed %s, torch %s\n",
+                  m.world_size, m.live.has_grads ? "with" : "no", m.ds_version.c_str(), m.torch_version.c_str());
     }
   }
   return 0;

@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/snapshot/snapshot.h"
 #include "test_hooks.h"
 
 namespace cli = ckptdoc::cli;
@@ -169,27 +170,65 @@ int main(int argc, char** argv) {
   repair_cmd->add_flag("--json", repair.json, "Machine-readable output");
   repair_cmd->callback([&] { rc = cli::run_repair(repair); });
 
+  cli::WatchOptions watch;
+  auto* watch_cmd = app.add_subcommand(
+      "watch", "Follow a folder of live-engine snapshots (ckptdoc_hook): one line per snapshot as it is committed");
+  watch_cmd->add_option("DIR", watch.dir, "Folder the snapshots are written into")->required();
+  watch_cmd->add_flag("--json", watch.json, "One JSON object per line (snapshot, pending, removed, unreadable)");
+  watch_cmd->add_option("--fail-on", watch.fail_on, "Exit 1 at the first snapshot with a finding this bad or worse")
+      ->check(CLI::IsMember({"error", "warning", "info", "never"}));
+  watch_cmd->add_flag("--once", watch.once, "Stop after the first snapshot (existing or new)");
+  watch_cmd->add_option("--count", watch.count, "Stop after this many snapshots");
+  watch_cmd->add_option("--timeout", watch.timeout, "Give up after this many seconds (exit 3 with --once/--count)");
+  watch_cmd->add_option("--device", watch.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  watch_cmd->add_option("--threads", watch.threads, "CPU threads per diagnosis (0: all cores)");
+  watch_cmd->callback([&] { rc = cli::run_watch(watch); });
+
   cli::ConvertOptions convert;
   auto* convert_cmd = app.add_subcommand(
-      "convert", "Write a DeepSpeed universal checkpoint from ZeRO files (--to universal), or ZeRO files for a chosen "
-                 "data-parallel size from a universal one (--to zero); verified after writing");
-  convert_cmd->add_option("PATH", convert.path, "Save folder, tag folder or rank file (a universal folder for --to zero)")
+      "convert", "Write a DeepSpeed universal checkpoint from ZeRO files (--to universal), ZeRO files for a chosen "
+                 "data-parallel size from a universal one (--to zero), or the checkpoint a live-engine snapshot "
+                 "holds (--to checkpoint); verified after writing");
+  convert_cmd->add_option("PATH", convert.path,
+                          "Save folder, tag folder or rank file (a universal folder for --to zero; a snapshot or a "
+                          "folder of snapshots for --to checkpoint)")
       ->required();
   convert_cmd->add_option("-o,--output", convert.output, "New save folder to write")->required();
-  convert_cmd->add_option("--to", convert.to, "universal | zero")->check(CLI::IsMember({"universal", "zero"}));
+  convert_cmd->add_option("--to", convert.to, "universal | zero | checkpoint")
+      ->check(CLI::IsMember({"universal", "zero", "checkpoint"}));
   convert_cmd->add_option("--for-deepspeed", convert.for_deepspeed,
                           "--to universal: DeepSpeed version whose loader will read it (default: the checkpoint's)");
   convert_cmd->add_option("--world-size", convert.world_size, "--to zero: data-parallel size to write");
   convert_cmd->add_option("--target", convert.target,
                           "--to zero: rigid checkpoint of the same model giving the optimizer hyper-parameters");
-  convert_cmd->add_option("--tag", convert.tag, "Tag folder to read instead of the one `latest` names");
+  convert_cmd->add_option("--tag", convert.tag,
+                          "Tag folder (or, for --to checkpoint, snapshot) to read instead of the newest");
   convert_cmd->add_option("--output-tag", convert.output_tag, "Tag folder name to write");
   convert_cmd->add_option("--device", convert.device, "Compute device for the verification")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   convert_cmd->add_flag("--force", convert.force, "Allow a non-empty output folder");
   convert_cmd->add_flag("--json", convert.json, "Machine-readable output");
   convert_cmd->add_flag("-q,--quiet", convert.quiet, "Only findings and the outcome");
-  convert_cmd->callback([&] { rc = cli::run_convert(convert); });
+  convert_cmd->callback([&] {
+    // A snapshot (or a folder of them) converts to a checkpoint, the one target it has: --to may be left out.
+    const bool snapshot = convert.to == "checkpoint" ||
+                          (convert.to.empty() && (ckptdoc::snapshot::is_snapshot_dir(convert.path) ||
+                                                  ckptdoc::snapshot::holds_snapshots(convert.path)));
+    if (!snapshot) {
+      rc = cli::run_convert(convert);
+      return;
+    }
+    cli::ConvertSnapshotOptions snap;  // a live-engine snapshot written back as a checkpoint
+    snap.path = convert.path;
+    snap.output = convert.output;
+    snap.to = convert.to;
+    snap.tag = convert.tag;
+    snap.output_tag = convert.output_tag;
+    snap.force = convert.force;
+    snap.json = convert.json;
+    snap.quiet = convert.quiet;
+    rc = cli::run_convert_snapshot(snap);
+  });
 
   try {
     app.parse(argc, argv);

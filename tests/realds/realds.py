@@ -19,6 +19,9 @@ zero_to_fp32.py, or takes the module weights with torch.load.
   realds.py py [--ds V] -- ARGS         python with that DeepSpeed importable (torch.load/save of its own files)
   realds.py zero-to-fp32 CKPT OUT [--ds V]
                                         DeepSpeed's zero_to_fp32.py (from the given version) on CKPT
+  realds.py launch [--world N] [--ds V] [--logdir D] -- SCRIPT ARGS
+                                        SCRIPT on N local ranks through the harness's launch.py (ds_common
+                                        importable), with that DeepSpeed version
 
 Options: --cache DIR (default $CKPTDOC_REALDS_CACHE, else ~/.cache/ckptdoc/realds), --shared DIR (default
 $CKPTDOC_SHARED, else <repo>/../shared).
@@ -345,6 +348,10 @@ def main():
     z.add_argument("ckpt")
     z.add_argument("out")
     z.add_argument("--ds", default="0.12.6")
+    n = sub.add_parser("launch")
+    n.add_argument("--world", type=int, default=2)
+    n.add_argument("--ds", default="0.12.6")
+    n.add_argument("--logdir", default=None)
     argv = sys.argv[1:]
     rest = argv[argv.index("--") + 1:] if "--" in argv else []
     a = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
@@ -388,6 +395,11 @@ def main():
             return subprocess.run([PYTHON] + rest, env=env).returncode
         elif a.cmd == "zero-to-fp32":
             zero_to_fp32(a, a.ckpt, a.out, a.ds, a.out + ".log")
+        elif a.cmd == "launch":
+            env = dict(os.environ, DS_SRC=ds_src(a, a.ds))
+            cmd = [PYTHON, os.path.join(harness(a), "launch.py"), "--world", str(a.world)]
+            cmd += (["--logdir", a.logdir] if a.logdir else []) + ["--"] + rest
+            return subprocess.run(cmd, env=env).returncode
     except RuntimeError as e:
         die(str(e), 1)
     return 0

@@ -53,6 +53,11 @@ RunResult repair(const std::string& in, const std::string& out, const std::vecto
 // DeepSpeed's zero_to_fp32.py of a version on a save folder.
 RunResult zero_to_fp32(const std::string& ckpt, const std::string& out, const std::string& ds = "0.12.6");
 
+// Runs a training script of ours on `world` local ranks through the harness's launch.py (ds_common importable),
+// with DeepSpeed `ds`; per-rank logs go to `logdir` (launch.py prints them on failure).
+RunResult launch(const std::vector<std::string>& script_and_args, int world = 2, const std::string& ds = "0.12.6",
+                 const std::string& logdir = {});
+
 // Runs python with real DeepSpeed importable (torch.load/torch.save of DeepSpeed's own files).
 RunResult python_with_deepspeed(const std::vector<std::string>& args, const std::string& ds = "0.12.6");
 

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <chrono>
 
+#include <algorithm>
+
 #include "checksums.h"
 #include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/weights/weights_diagnose.h"
 #include "not_analysed.h"
+#include "ckptdoc/snapshot/live.h"
 #include "problem_merge.h"
 #include "rules.h"
 #include "scan.h"
@@ -41,6 +44,10 @@ Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& option
       report.findings.push_back(std::move(f));
     }
     scan.bytes_scanned += beside.bytes_scanned;
+  }
+  if (ckpt.snapshot()) {  // a live engine's snapshot: its gradients, grad norm and loss scale
+    report.live = snapshot::live_report(ckpt);
+    for (auto& f : snapshot::live_findings(*report.live)) report.findings.push_back(std::move(f));
   }
   // Every element not analysed is counted (a warning where data was skipped, info where there is nothing to compare).
   for (auto& f : not_analysed_findings(scan.not_analysed)) report.findings.push_back(std::move(f));

@@ -36,6 +36,21 @@ json stats_json(const ValueStats& s) {
               {"log10_abs_negative_histogram", log_histogram_json(s.log_abs_negative)}};
 }
 
+json optional_json(const std::optional<double>& v) { return v ? finite_or_null(*v) : json(nullptr); }
+
+json live_json(const LiveReport& l) {
+  json lr = json::array();
+  for (const auto& v : l.lr) lr.push_back(optional_json(v));
+  return json{{"snapshot_id", l.snapshot_id}, {"created_unix", l.created_unix}, {"global_steps", l.global_steps},
+              {"global_samples", l.global_samples}, {"skipped_steps", l.skipped_steps},
+              {"grad_norm", optional_json(l.grad_norm)}, {"gradient_clipping", optional_json(l.gradient_clipping)},
+              {"loss_scale", optional_json(l.loss_scale)}, {"min_loss_scale", optional_json(l.min_loss_scale)},
+              {"overflow", l.overflow ? json(*l.overflow) : json(nullptr)}, {"lr", lr},
+              {"grads_requested", l.grads_requested}, {"grads_present", l.grads_present},
+              {"recorded_grad_norm", optional_json(l.recorded_grad_norm)}, {"grad_numel", l.grad_numel},
+              {"grad_nonfinite", l.grad_nonfinite}, {"grad_nonfinite_by_param", l.grad_nonfinite_by_param}};
+}
+
 json divergence_json(const DivergenceStats& d) {
   json ulp = json::array();
   for (int b = 0; b < UlpHistogram::kBuckets; ++b)
@@ -81,6 +96,7 @@ std::string report_json(const Report& report, const deepspeed::Catalog& catalog)
            {"lp_dtype", std::string(dtype_name(catalog.lp_dtype))}, {"dp_world_size", catalog.dp_world_size},
            {"backend", report.backend}, {"devices", devices}, {"bytes_scanned", report.bytes_scanned}, {"seconds", report.seconds},
            {"has_error", report.has_error()}, {"findings", findings}, {"params", params}};
+  if (report.live) out["live"] = live_json(*report.live);  // snapshots of a live engine
   return out.dump(1);
 }
 

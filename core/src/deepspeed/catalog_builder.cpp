@@ -11,6 +11,7 @@
 
 #include "ckptdoc/deepspeed/rank_owners.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/snapshot/snapshot.h"
 #include "deepspeed/detect.h"
 #include "deepspeed/file_roles.h"
 #include "deepspeed/value_access.h"
@@ -29,7 +30,10 @@ void CatalogBuilder::problem(std::string code, std::string severity, std::string
 }
 
 void CatalogBuilder::build(const std::string& path, const OpenOptions& options) {
-  const Location loc = locate_checkpoint(path, options.tag);
+  ck_.snapshot_ = snapshot::Snapshot::open_if_snapshot(path, options.tag);  // a live-engine snapshot's files
+  const Location loc = ck_.snapshot_ ? Location{ck_.snapshot_->dir(), ck_.snapshot_->manifest().tag,
+                                                ck_.snapshot_->dir(), false}
+                                     : locate_checkpoint(path, options.tag);
   cat_.save_dir = loc.save_dir;
   cat_.tag = loc.tag;
   cat_.tag_dir = loc.tag_dir;
@@ -63,20 +67,24 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
 }
 
 void CatalogBuilder::list_files() {
-  std::error_code ec;
-  for (fs::directory_iterator it(cat_.tag_dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (!it->is_regular_file(ec)) continue;
-    CheckpointFile f;
-    f.path = it->path().filename().string();
-    f.abs_path = it->path().string();
-    f.bytes = it->file_size(ec);
-    if (auto info = classify_file_name(f.path)) {
-      f.role = info->role;
-      f.dp_rank = info->dp_rank;
-      f.mp_rank = info->mp_rank;
-      f.bf16_prefix = info->bf16_prefix;
+  if (ck_.snapshot_) {
+    cat_.files = ck_.snapshot_->checkpoint_files();  // the DeepSpeed files a snapshot's rank files hold
+  } else {
+    std::error_code ec;
+    for (fs::directory_iterator it(cat_.tag_dir, ec), end; !ec && it != end; it.increment(ec)) {
+      if (!it->is_regular_file(ec)) continue;
+      CheckpointFile f;
+      f.path = it->path().filename().string();
+      f.abs_path = it->path().string();
+      f.bytes = it->file_size(ec);
+      if (auto info = classify_file_name(f.path)) {
+        f.role = info->role;
+        f.dp_rank = info->dp_rank;
+        f.mp_rank = info->mp_rank;
+        f.bf16_prefix = info->bf16_prefix;
+      }
+      cat_.files.push_back(std::move(f));
     }
-    cat_.files.push_back(std::move(f));
   }
   // Order by role, then mp and dp rank as numbers, then name.
   std::sort(cat_.files.begin(), cat_.files.end(), [](const CheckpointFile& a, const CheckpointFile& b) {

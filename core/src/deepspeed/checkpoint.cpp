@@ -5,6 +5,7 @@
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/weights/weights_source.h"
+#include "ckptdoc/snapshot/snapshot.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/value_access.h"
 
@@ -41,7 +42,7 @@ const TorchFile& Checkpoint::open_cached(const std::string& abs_path) const {
     return *it->second;
   }
   try {
-    auto f = std::make_shared<TorchFile>(TorchFile::open(abs_path));
+    auto f = std::make_shared<TorchFile>(snapshot_ ? snapshot_->open_file(abs_path) : TorchFile::open(abs_path));
     open_files_[abs_path] = f;
     return *f;
   } catch (...) {

@@ -11,6 +11,7 @@
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/file_io.h"
+#include "format/hdf5_lock.h"
 #include "format/tensor_stream.h"
 
 namespace ckptdoc {
@@ -256,6 +257,7 @@ std::string parent_dir(const std::string& path) {
 void write_hdf5_file(const std::string& path, const std::vector<NamedTensor>& tensors,
                      const std::map<std::string, std::string>& attributes) {
   const auto paths = dataset_paths(path, tensors);
+  std::lock_guard<std::mutex> lock(hdf5_mutex());
   Writer w{path};
   QuietErrors quiet;
   FileIo& io = current_io();

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/snapshot/snapshot.h"
 
 namespace fs = std::filesystem;
 
@@ -117,6 +118,10 @@ void Runner::write(const std::string& name, const Value& root) {
   tick();
 }
 void Runner::copy(const deepspeed::CheckpointFile& f) {
+  if (const auto* snap = ckpt_.snapshot()) {  // a live-engine snapshot's file: written as the torch file it stands for
+    write(f.path, snap->open_file(f.abs_path).root);
+    return;
+  }
   deepspeed::copy_file(f.abs_path, tag_out_ + "/" + f.path, io_);
   tick();
 }

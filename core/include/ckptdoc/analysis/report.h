@@ -63,6 +63,22 @@ struct DeviceShare {
   uint64_t bytes = 0;
 };
 
+// What a live-engine snapshot adds to a diagnosis (snapshot/live.cpp); absent for checkpoints on disk.
+struct LiveReport {
+  std::string snapshot_id;
+  double created_unix = 0;
+  int64_t global_steps = 0, global_samples = 0, skipped_steps = 0;
+  std::optional<double> grad_norm;          // DeepSpeed's last global grad norm
+  std::optional<double> gradient_clipping;  // the clip value (0: off)
+  std::optional<double> loss_scale, min_loss_scale;  // fp16
+  std::optional<bool> overflow;
+  std::vector<std::optional<double>> lr;    // per param group
+  bool grads_requested = false, grads_present = false;
+  std::optional<double> recorded_grad_norm;  // L2 of the recorded gradient partitions of all ranks, unscaled
+  uint64_t grad_numel = 0, grad_nonfinite = 0;
+  std::map<std::string, uint64_t> grad_nonfinite_by_param;
+};
+
 struct Report {
   std::vector<Finding> findings;  // errors first, then warnings, then info
   std::vector<ParamReport> params;
@@ -70,6 +86,7 @@ struct Report {
   std::vector<DeviceShare> devices;  // this process's devices when it drove several, else empty
   uint64_t bytes_scanned = 0;
   double seconds = 0;
+  std::optional<LiveReport> live;  // snapshots of a live engine only
   bool has_error() const;
 };
 

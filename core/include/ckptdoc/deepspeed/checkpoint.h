@@ -14,6 +14,9 @@
 namespace ckptdoc::weights {
 class WeightsSource;
 }
+namespace ckptdoc::snapshot {
+class Snapshot;
+}
 
 namespace ckptdoc::deepspeed {
 
@@ -33,8 +36,10 @@ struct ParamData {
 
 class Checkpoint {
  public:
-  // `path`: a save folder (holding `latest`), a tag folder, or a single rank file (its folder is used); or a
-  // weights-only source (a Hugging Face folder or a safetensors / torch weights file: catalog().kind says which).
+  // `path`: a save folder (holding `latest`), a tag folder, a single rank file (its folder is used), a
+  // live-engine snapshot (or a folder of them: the newest, or --tag), whose DeepSpeed files are read from it,
+  // or a weights-only source (a Hugging Face folder or a safetensors / torch weights file: catalog().kind says
+  // which).
   // Throws ckptdoc::Error only when nothing usable is there; damaged files become catalog problems.
   static std::shared_ptr<Checkpoint> open(const std::string& path, const OpenOptions& options = {});
 
@@ -43,6 +48,8 @@ class Checkpoint {
   // global_stepN/ (model.safetensors or an index with shards); null when there are none.
   const std::shared_ptr<const weights::WeightsSource>& weights() const { return weights_; }
   bool weights_only() const { return catalog_.kind != "deepspeed"; }
+  // The live-engine snapshot (ckptdoc_hook) this checkpoint is read from; null for files on disk.
+  const snapshot::Snapshot* snapshot() const { return snapshot_.get(); }
 
   // Parsed files, opened once and cached (thread-safe). Throw ckptdoc::Error when unreadable.
   const TorchFile& model_file(int mp_rank = 0, int dp_rank = 0) const;
@@ -74,6 +81,7 @@ class Checkpoint {
   Checkpoint() = default;
   Catalog catalog_;
   std::shared_ptr<const weights::WeightsSource> weights_;
+  std::shared_ptr<const snapshot::Snapshot> snapshot_;
   mutable std::mutex mutex_;
   mutable std::map<std::string, std::shared_ptr<TorchFile>> open_files_;
   const TorchFile& open_cached(const std::string& abs_path) const;

@@ -19,7 +19,7 @@
 //
 // The file is written to "<path>.ckptdoc-tmp-<pid>" and renamed over `path` only when complete, so a
 // failed export leaves an existing file untouched. Errors throw ckptdoc::Error naming the path and the
-// tensor. The HDF5 library in use is not thread-safe: do not call this from two threads at once.
+// tensor. Calls into the (not thread-safe) HDF5 library are serialised by a process-wide lock.
 #include <map>
 #include <string>
 #include <vector>
