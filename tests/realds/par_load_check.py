@@ -4,7 +4,8 @@ The counterpart of the shared harness's ds_load_check.py (data-parallel jobs onl
 
 usage:
   par_load_check.py --ckpt DIR --kind pipe3d|tp|moe --world N [--load-optimizer-states 0|1] [--load-module-only]
-                    [--expect-fp32 FILE] [--expect-moments FILE] [--dump-fp32 FILE] [--dump-moments FILE]
+                    [--expect-fp32 FILE] [--expect-lp FILE] [--expect-moments FILE] [--dump-fp32 FILE]
+                    [--dump-moments FILE]
                     [--json OUT] [--strict]
 
 Starts N local gloo ranks of itself through the harness's launch.py, each building the job of --kind at world N
@@ -17,10 +18,10 @@ the Adam state (present, step), consolidates the whole model's fp32 masters and 
 holds them (par_models.gather_full: DeepSpeed's safe_get_full_* over data parallel, then tensor / pipeline /
 expert merge) and compares them bit for bit with --expect-* files ({name: tensor} and {"exp_avg": {...},
 "exp_avg_sq": {...}}, torch files), and runs ONE more training step (loss must be finite; no lp weight may move by
-more than --max-step-delta).
+more than --max-step-delta). --expect-lp compares the 16-bit weights DeepSpeed loaded (as float32).
 
 The JSON report has the verdict keys ds_load_check.py has: load_ok, step_ok, fp32_lp_consistent,
-lp_stable_after_step, expect_fp32_match, expect_moments_match, ok, strict_ok, exit_code. Exit 0 = loaded and
+lp_stable_after_step, expect_fp32_match, expect_moments_match (and expect_lp_match), ok, strict_ok, exit_code. Exit 0 = loaded and
 stepped on every rank (with --strict: and every check held), 1 = not, 2 = bad arguments / internal error.
 """
 import argparse
@@ -49,6 +50,7 @@ def parser():
     ap.add_argument("--load-module-only", action="store_true")
     ap.add_argument("--seed", type=int, default=777)
     ap.add_argument("--expect-fp32")
+    ap.add_argument("--expect-lp")
     ap.add_argument("--expect-moments")
     ap.add_argument("--dump-fp32")
     ap.add_argument("--dump-moments")
@@ -142,7 +144,7 @@ def rank_main(a):
     # before the collective gathers start.
     has = torch.tensor([1.0 if all(g["adam_state"] for g in rep["after_load"]) else 0.0])
     dist.all_reduce(has, op=dist.ReduceOp.MIN)
-    full = {"fp32": M.gather_full(job, "fp32")}
+    full = {"fp32": M.gather_full(job, "fp32"), "lp": M.gather_full(job, "lp")}
     if has.item() > 0:
         for k in ("exp_avg", "exp_avg_sq"):
             full[k] = M.gather_full(job, k)
@@ -228,6 +230,10 @@ def parent_main(a, argv):
                 c = compare(full["fp32"], torch.load(a.expect_fp32))
                 report["expect_fp32"] = c
                 verdict["expect_fp32_match"] = c["match"]
+            if a.expect_lp:
+                c = compare(full["lp"], torch.load(a.expect_lp))
+                report["expect_lp"] = c
+                verdict["expect_lp_match"] = c["match"]
             if a.expect_moments:
                 want = torch.load(a.expect_moments)
                 ok = "exp_avg" in full
@@ -237,11 +243,14 @@ def parent_main(a, argv):
                     report["expect_moments"][k] = c
                     ok = ok and c["match"]
                 verdict["expect_moments_match"] = ok
-        elif a.expect_fp32 or a.expect_moments:
-            verdict["expect_fp32_match" if a.expect_fp32 else "expect_moments_match"] = False
+        else:  # nothing was consolidated: every expectation fails
+            for flag, key in ((a.expect_fp32, "expect_fp32_match"), (a.expect_lp, "expect_lp_match"),
+                              (a.expect_moments, "expect_moments_match")):
+                if flag:
+                    verdict[key] = False
         ok = load_ok and step_ok
         strict_ok = ok and consistent and lp_stable and verdict.get("expect_fp32_match", True) and \
-            verdict.get("expect_moments_match", True)
+            verdict.get("expect_moments_match", True) and verdict.get("expect_lp_match", True)
         verdict.update(ok=ok, strict_ok=strict_ok, exit_code=0 if (strict_ok if a.strict else ok) else 1)
         report["verdict"] = verdict
         if verdict["exit_code"]:

@@ -447,29 +447,63 @@ def _local_named_params(job):
         yield (global_expert_name(n, ep) if job.kind == "moe" else n), p
 
 
+def _flat_groups(opt):
+    """Per flat group of a ZeRO-1/2 or BF16_Optimizer: (params in flat order, this rank's fp32 partition with its
+    padding, the group's data-parallel process group)."""
+    cls = type(opt).__name__
+    if cls == "DeepSpeedZeroOptimizer":
+        return [(opt.round_robin_bit16_groups[i], opt.single_partition_of_fp32_groups[i], opt.real_dp_process_group[i])
+                for i in range(len(opt.single_partition_of_fp32_groups))]
+    if cls == "BF16_Optimizer":
+        return [(opt.bf16_groups[i], opt.fp32_groups_flat_partition[i], opt.real_dp_process_group[i])
+                for i in range(len(opt.fp32_groups_flat_partition))]
+    raise TypeError(cls)
+
+
+def _full_from_partitions(job, what):
+    """{id(param): full tensor} of this rank's params: every rank of a group's dp group contributes its fp32
+    partition (or the Adam state on it), in partition order. Read from the optimizer's own flat partitions
+    rather than DeepSpeed's safe_get_full_* helpers: before v0.14.5 those map MoE expert params with the global
+    data-parallel size (DeepSpeed PR #5681) and return zeros or another expert's values."""
+    opt = job.engine.optimizer
+    out = {}
+    for params, part, group in _flat_groups(opt):
+        src = part if what == "fp32" else opt.optimizer.state.get(part, {}).get(what)
+        if src is None:
+            return None  # no Adam state (a reset or never-stepped optimizer)
+        pieces = [torch.empty_like(src) for _ in range(tdist.get_world_size(group))]
+        tdist.all_gather(pieces, src.detach().contiguous(), group=group)
+        flat, off = torch.cat(pieces).float(), 0
+        for p in params:
+            out[id(p)] = flat[off:off + p.numel()].view(p.shape).clone()
+            off += p.numel()
+    return out
+
+
 def gather_full(job, what):
     """The whole model's `what` ("fp32", "lp", "exp_avg", "exp_avg_sq") as DeepSpeed holds it in this engine,
-    merged over data-parallel ranks (DeepSpeed's safe_get_full_* all-reduce over each param's own dp group),
+    merged over data-parallel ranks (the optimizer's flat partitions, gathered over each group's own dp group),
     tensor-parallel ranks (by each param's split) and pipeline stages / expert-parallel ranks (by name).
-    Collective; returns {name: float32 tensor} on every rank."""
-    from deepspeed.utils import safe_get_full_fp32_param, safe_get_full_optimizer_state
+    Collective; returns {name: float32 tensor} on every rank, or None when the optimizer holds no such state."""
+    full = None if what == "lp" else _full_from_partitions(job, what)
+    if what != "lp" and full is None:
+        return None
     mine = {}
     for name, p in _local_named_params(job):
-        if what == "lp":
-            t = p.detach().float().clone()
-        elif what == "fp32":
-            t = safe_get_full_fp32_param(p)
-        else:
-            t = safe_get_full_optimizer_state(p, what)
-        if t is None:
-            raise RuntimeError(f"DeepSpeed holds no {what} for {name}")
-        mine[name] = (t.detach().float().cpu().clone(), getattr(p, "ckpt_merge", ("replicated",)))
+        t = p.detach().float().clone() if what == "lp" else full[id(p)]
+        mine[name] = (t.cpu(), getattr(p, "ckpt_merge", ("replicated",)))
+    # One copy of each value: data-parallel rank 0 (MoE: every expert-parallel rank of expert-data-parallel rank 0)
+    if job.kind == "moe":
+        from deepspeed.utils import groups
+        first = groups._get_expert_data_parallel_rank(f"ep_size_{MOE_EP}") == 0
+    else:
+        first = job.dp_rank == 0
     pieces = [None] * tdist.get_world_size()
-    tdist.all_gather_object(pieces, (job.stage, job.tp_rank, job.dp_rank, mine))
+    tdist.all_gather_object(pieces, (job.stage, job.tp_rank, first, mine))
     by_name = {}
-    for stage, tp_rank, dp_rank, d in pieces:
-        if dp_rank != 0:
-            continue  # every data-parallel rank holds the same (merged) values
+    for stage, tp_rank, first, d in pieces:
+        if not first:
+            continue  # the other data-parallel ranks hold the same (merged) values
         for name, (t, rule) in d.items():
             by_name.setdefault(name, {})[tp_rank] = (t, rule)
     full = {}
