@@ -34,6 +34,8 @@ struct ExportCommandOptions {
   bool exclude_frozen = false;
   bool quiet = false;
   std::string device = "auto";
+  int tp_rank = -1;                     // tensor-parallel jobs: this rank's slices, unmerged
+  std::optional<std::string> tp_rules;  // tensor-parallel rule file (default: universal_checkpoint_info)
 };
 int run_export(const ExportCommandOptions& o);
 
@@ -96,6 +98,7 @@ struct DiagnoseOptions {
   unsigned gpu_workers = 0;
   int max_params = 30;  // rows of the per-param table in the text report
   bool verify_checksums = false;
+  std::optional<std::string> tp_rules;  // tensor-parallel rule file (default: universal_checkpoint_info)
 };
 int run_diagnose(const DiagnoseOptions& o);
 

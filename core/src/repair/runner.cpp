@@ -91,7 +91,7 @@ void Runner::run(const std::string& out_dir) {
     repartition();
   else
     rewrite_in_layout();
-  if (writes_shared_files_) {
+  if (writes_shared_files_ && cat_.mp_rank == 0) {  // a job's other model-parallel ranks are written before
     copy_save_dir_extras();
     deepspeed::write_text_file(out_ + "/latest", plan_.tag, io_);
   }
@@ -126,9 +126,12 @@ void Runner::copy_save_dir_extras() {
   const fs::path script = fs::path(cat_.save_dir) / "zero_to_fp32.py";
   if (fs::is_regular_file(script, ec)) deepspeed::copy_file(script.string(), out_ + "/zero_to_fp32.py", io_);
 }
+bool Runner::owns(const deepspeed::CheckpointFile& f) const {
+  return f.mp_rank >= 0 ? f.mp_rank == cat_.mp_rank : cat_.mp_rank == 0;
+}
 void Runner::copy_other_files() {
   for (const auto& f : cat_.files)
-    if (f.role != FileRole::Model && f.role != FileRole::Optim && fs::is_regular_file(f.abs_path)) copy(f);
+    if (f.role != FileRole::Model && f.role != FileRole::Optim && owns(f) && fs::is_regular_file(f.abs_path)) copy(f);
 }
 
 Value Runner::remap_state_entry(const Value& tmpl, int64_t old_len, int64_t len,

@@ -88,7 +88,9 @@ void StateReader::read(const std::string& field, const std::string& param, int64
       pos = idx % P;
       run = std::min(n - done, P - pos);
     }
-    const auto s = (q < dp) ? span(field, q, p.group) : std::span<const float>{};
+    // Partition q's file: dp rank q, or for an expert group the dp rank holding that expert-parallel instance.
+    const bool have = q >= 0 && static_cast<size_t>(q) < g.partitions.size();
+    const auto s = have ? span(field, g.partitions[static_cast<size_t>(q)].rank, p.group) : std::span<const float>{};
     for (int64_t i = 0; i < run; ++i) {
       const int64_t at = pos + i;
       out[done + i] = at < static_cast<int64_t>(s.size()) ? s[static_cast<size_t>(at)] : 0.0f;

@@ -27,12 +27,16 @@ struct Finding {
   std::vector<int> ranks;
   std::map<std::string, double> evidence;  // named numbers backing the finding
   RepairKind repair = RepairKind::None;
+  // Tensor/pipeline-parallel jobs: the model-parallel rank it concerns (ranks are that rank's dp ranks);
+  // -1: the whole job or a data-parallel one.
+  int pp = -1, tp = -1;
 };
 
 // Statistics of one trainable param (all ranks merged) plus per-rank divergence.
 struct ParamReport {
   std::string name;
   int group = 0;
+  int pp = -1, tp = -1;  // its model-parallel rank in a tensor/pipeline-parallel job (names repeat across tp ranks)
   std::vector<int64_t> shape;
   int64_t numel = 0;
   DType lp_dtype = DType::F32;
