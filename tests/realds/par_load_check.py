@@ -3,7 +3,7 @@
 The counterpart of the shared harness's ds_load_check.py (data-parallel jobs only) for par_models.py's jobs.
 
 usage:
-  par_load_check.py --ckpt DIR --kind pipe3d|tp|moe --world N [--load-optimizer-states 0|1] [--load-module-only]
+  par_load_check.py --ckpt DIR --kind pipe3d|tp|moe|tp_z3 --world N [--load-optimizer-states 0|1] [--load-module-only]
                     [--expect-fp32 FILE] [--expect-lp FILE] [--expect-moments FILE] [--dump-fp32 FILE]
                     [--dump-moments FILE]
                     [--json OUT] [--strict]
@@ -41,7 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def parser():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ckpt", required=True)
-    ap.add_argument("--kind", required=True, choices=["pipe3d", "tp", "moe"])
+    ap.add_argument("--kind", required=True, choices=["pipe3d", "tp", "moe", "tp_z3"])
     ap.add_argument("--world", type=int, required=True)
     ap.add_argument("--harness", default=os.environ.get("CKPTDOC_HARNESS",
                                                         os.path.join(HERE, "..", "..", "..", "shared", "deepspeed",
@@ -81,8 +81,7 @@ def rank_main(a):
         os.replace(out + ".tmp", out)
 
     flush()
-    C.cpu_gloo_patch()
-    C.cpu_grad_bucketing_patch()
+    M.cpu_patches()
     deepspeed.init_distributed(dist_backend="gloo", timeout=datetime.timedelta(seconds=max(60, int(a.timeout))))
     job = M.build(a.kind, a.seed)
     opt = job.engine.optimizer
@@ -90,28 +89,22 @@ def rank_main(a):
     half_ulp = 2.0 ** -11 if M.KINDS[a.kind]["dtype"] == "fp16" else 2.0 ** -8
     rep.update(optimizer_class=cls, coords={"stage": job.stage, "tp": job.tp_rank, "dp": job.dp_rank})
 
-    def flat_groups():
-        """(fp32 partition, lp partition, real element count) per flat group of this rank."""
-        res = []
+    def optimizer_params():
+        """The fp32 tensors the wrapped optimizer steps (its state is keyed by these objects), per flat group."""
         if cls == "DeepSpeedZeroOptimizer":
-            for i, fp32 in enumerate(opt.single_partition_of_fp32_groups):
-                pid = dist.get_rank(group=opt.real_dp_process_group[i])
-                res.append((fp32, opt.parallel_partitioned_bit16_groups[i][pid], fp32.numel() - opt.groups_padding[i]))
-        elif cls == "BF16_Optimizer":
-            for i, fp32 in enumerate(opt.fp32_groups_flat_partition):
-                pid = dist.get_rank(group=opt.real_dp_process_group[i])
-                res.append((fp32, opt.bf16_partitioned_groups[i][pid], fp32.numel() - opt.group_paddings[i]))
-        else:
-            raise TypeError(cls)
-        return res
+            return list(opt.single_partition_of_fp32_groups)
+        if cls == "BF16_Optimizer":
+            return list(opt.fp32_groups_flat_partition)
+        return list(opt.fp32_partitioned_groups_flat)
 
     def measure():
         groups = []
-        for i, (fp32, lp, n) in enumerate(flat_groups()):
-            n = max(0, min(n, fp32.numel()))
-            f, l = fp32.data[:n].double(), lp.data[:n].double()
+        # (fp32 partition, lp partition, real element ranges) per flat group: the harness's own reading
+        for i, ((fp32, lp, ranges), owner) in enumerate(zip(C.master_partitions(opt), optimizer_params())):
+            f, l = C.real_part(fp32, ranges).double(), C.real_part(lp, ranges).double()
+            n = f.numel()
             d = (f - l).abs()
-            st = opt.optimizer.state.get(fp32, {})
+            st = opt.optimizer.state.get(owner, {})
             step = st.get("step")
             groups.append({"group": i, "real_numel": n, "fp32_vs_lp_max_abs": float(d.max()) if n else 0.0,
                            "within_half_ulp": bool((d <= l.abs() * half_ulp + 1e-7).all()),

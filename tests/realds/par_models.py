@@ -10,6 +10,7 @@ Three kinds, each a few thousand parameters so that a run on 2 CPU cores takes s
           are the same tensor-parallel blocks, plus a function layer (no state, no layer file). World = pp x tp x dp.
   moe     deepspeed.moe.layer.MoE (4 experts over expert-parallel 2) between two dense Linears; the optimizer's
           param groups are split into dense and expert groups with DeepSpeed's own helper. World = dp.
+  tp_z3   the tp model under ZeRO-3.
 
 Every weight is drawn whole from a generator seeded by (seed, name) and each rank keeps its slice, so the slices of
 one run fit together and the merged model is defined (what `gather_full` assembles from a live engine).
@@ -55,7 +56,22 @@ KINDS = {
     "pipe3d": dict(pp=2, tp=2, ep=1, dtype="bf16", stage=1, bf16opt=True),
     "tp": dict(pp=1, tp=2, ep=1, dtype="fp16", stage=2, bf16opt=False),
     "moe": dict(pp=1, tp=1, ep=MOE_EP, dtype="fp16", stage=2, bf16opt=False),
+    "tp_z3": dict(pp=1, tp=2, ep=1, dtype="fp16", stage=3, bf16opt=False),
 }
+UNIVERSAL_INFO["tp_z3"] = UNIVERSAL_INFO["tp"]
+
+
+def cpu_patches():
+    """The harness's CPU adjustments (ds_common.py). Its gradient-bucketing replacement has v0.12.6's signature;
+    v0.14.5 already buckets by dtype and returns (sparse, dense) buckets, which its pipeline engine unpacks: there
+    the original stays."""
+    import inspect
+    import deepspeed.runtime.engine as eng
+    original = eng.split_half_float_double_sparse
+    C.cpu_gloo_patch()
+    C.cpu_grad_bucketing_patch()
+    if "dense_tensor_buckets" in inspect.getsource(original):
+        eng.split_half_float_double_sparse = original
 
 
 def full_init(shape, seed, name, scale=0.2):
@@ -393,7 +409,7 @@ def build(kind, seed):
     torch.manual_seed(seed)
     cfg = config_for(kind)
     lp = C.torch_dtype(k["dtype"])
-    if kind == "tp":
+    if kind in ("tp", "tp_z3"):
         mpu = TPMpu(k["tp"])
         model = TPNet(TPGroup(mpu.tp_group, mpu.tp_rank, mpu.tp_size), seed, lp)
         engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=C.param_groups(model), config=cfg, mpu=mpu)
@@ -467,6 +483,16 @@ def _full_from_partitions(job, what):
     data-parallel size (DeepSpeed PR #5681) and return zeros or another expert's values."""
     opt = job.engine.optimizer
     out = {}
+    if type(opt).__name__ == "DeepSpeedZeroOptimizer_Stage3":
+        # ZeRO-3 partitions each param on its own; DeepSpeed's helpers gather it (no MoE here).
+        from deepspeed.utils import safe_get_full_fp32_param, safe_get_full_optimizer_state
+        params = [p for _, p in job.engine.module.named_parameters()]
+        if what != "fp32" and not opt.optimizer.state:
+            return None
+        for p in params:
+            t = safe_get_full_fp32_param(p) if what == "fp32" else safe_get_full_optimizer_state(p, what)
+            out[id(p)] = t.detach().float().cpu().clone()
+        return out
     for params, part, group in _flat_groups(opt):
         src = part if what == "fp32" else opt.optimizer.state.get(part, {}).get(what)
         if src is None:
@@ -488,9 +514,14 @@ def gather_full(job, what):
     full = None if what == "lp" else _full_from_partitions(job, what)
     if what != "lp" and full is None:
         return None
+    if what == "lp" and zero_stage(job) == 3:  # ZeRO-3 keeps 1/dp of each weight: gather them
+        import deepspeed
+        params = [p for _, p in job.engine.module.named_parameters()]
+        with deepspeed.zero.GatheredParameters(params):
+            full = {id(p): p.detach().float().cpu().clone() for p in params}
     mine = {}
     for name, p in _local_named_params(job):
-        t = p.detach().float().clone() if what == "lp" else full[id(p)]
+        t = p.detach().float().clone() if full is None else full[id(p)]
         mine[name] = (t.cpu(), getattr(p, "ckpt_merge", ("replicated",)))
     # One copy of each value: data-parallel rank 0 (MoE: every expert-parallel rank of expert-data-parallel rank 0)
     if job.kind == "moe":
@@ -520,6 +551,10 @@ def gather_full(job, what):
             if rule[0] == "vocab":
                 full[name] = full[name][:VOCAB]
     return full
+
+
+def zero_stage(job):
+    return KINDS[job.kind]["stage"]
 
 
 def client_state(kind):

@@ -8,7 +8,7 @@ what DeepSpeed itself holds for the whole model right before the save (the engin
   REF/moments.pt   {"exp_avg": {...}, "exp_avg_sq": {...}}
   REF/run.json     losses, coordinates, world
 
-usage: launch.py --world N -- par_train.py --kind pipe3d|tp|moe --out SAVE_DIR --ref REF [--steps 3] [--seed 1]
+usage: launch.py --world N -- par_train.py --kind pipe3d|tp|moe|tp_z3 --out SAVE_DIR --ref REF [--steps 3] [--seed 1]
 """
 import argparse
 import json
@@ -30,8 +30,7 @@ def main():
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
-    C.cpu_gloo_patch()
-    C.cpu_grad_bucketing_patch()
+    M.cpu_patches()
     deepspeed.init_distributed(dist_backend="gloo")
     job = M.build(a.kind, a.seed)
     losses = []

@@ -86,6 +86,7 @@ MATRIX = {
                        steps=3),
     "par_tp": dict(kind="par", model="tp", stage=2, dtype="fp16", pp=1, tp=2, dp=2, world=4, steps=3),
     "par_moe": dict(kind="par", model="moe", stage=2, dtype="fp16", pp=1, tp=1, ep=2, dp=4, world=4, steps=3),
+    "par_tp_z3": dict(kind="par", model="tp_z3", stage=3, dtype="fp16", pp=1, tp=2, dp=2, world=4, steps=3),
 }
 
 DEFAULTS = dict(model="A", bf16opt=False, zero_extra=None, ds="0.12.6", steps=5, pp=1, tp=1, ep=1)

@@ -41,17 +41,23 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 std::vector<Finding> tp_consistency_findings(const deepspeed::Checkpoint& job,
-                                             const std::optional<deepspeed::TpRules>& rules, Progress* progress) {
+                                             const std::optional<deepspeed::TpRules>& rules,
+                                             Progress* progress) {
   std::vector<Finding> out;
   const auto& t = job.catalog().topology;
   if (t.tp <= 1) return out;
   if (!rules) {
-    out.push_back({"tp-rules-unknown", Severity::Info,
-                   "This tensor-parallel checkpoint carries no universal_checkpoint_info (Megatron-DeepSpeed saves "
-                   "one) and no --tp-rules file was given: params replicated across tensor ranks (layer norms, "
-                   "row-parallel biases) could not be told apart from split ones, so they were not compared. "
-                   "Export can still write each tensor rank's slices (--tp-rank)",
-                   {}, {}, {}, RepairKind::None});
+    out.push_back(
+        {"tp-rules-unknown",
+         Severity::Info,
+         "This tensor-parallel checkpoint carries no universal_checkpoint_info (Megatron-DeepSpeed saves "
+         "one) and no --tp-rules file was given: params replicated across tensor ranks (layer norms, "
+         "row-parallel biases) could not be told apart from split ones, so they were not compared. "
+         "Export can still write each tensor rank's slices (--tp-rank)",
+         {},
+         {},
+         {},
+         RepairKind::None});
     return out;
   }
   if (progress) progress->set_stage("comparing replicated params across tensor ranks", 0);
@@ -122,14 +128,19 @@ std::vector<Finding> tp_consistency_findings(const deepspeed::Checkpoint& job,
                 {"params_compared", double(compared)},
                 {"max_abs_diff_lp", worst_lp},
                 {"max_abs_diff_fp32", worst_fp32}};
-  f.message = std::to_string(f.params.size()) + " of " + std::to_string(compared) +
-              " params that " + rules->source + " calls replicated across tensor ranks differ between tensor rank 0 "
-              "and tensor rank(s) " + rank_list + " (" +
-              (worst_lp > 0 ? "16-bit weights up to " + num(worst_lp) + " apart" : std::string("16-bit weights equal")) +
-              (worst_fp32 > 0 ? ", fp32 masters up to " + num(worst_fp32) + " apart" : std::string(", fp32 masters equal")) +
-              "): " + list + ". Each tensor rank then computes with its own copy; "
-              "DeepSpeed's ds_to_universal.py refuses such a checkpoint, and a merged export takes tensor rank 0's. "
-              "Find which rank trained apart (its data, a missed all-reduce) before resuming";
+  f.message =
+      std::to_string(f.params.size()) + " of " + std::to_string(compared) + " params that " + rules->source +
+      " calls replicated across tensor ranks differ between tensor rank 0 "
+      "and tensor rank(s) " +
+      rank_list + " (" +
+      (worst_lp > 0 ? "16-bit weights up to " + num(worst_lp) + " apart"
+                    : std::string("16-bit weights equal")) +
+      (worst_fp32 > 0 ? ", fp32 masters up to " + num(worst_fp32) + " apart"
+                      : std::string(", fp32 masters equal")) +
+      "): " + list +
+      ". Each tensor rank then computes with its own copy; "
+      "DeepSpeed's ds_to_universal.py refuses such a checkpoint, and a merged export takes tensor rank 0's. "
+      "Find which rank trained apart (its data, a missed all-reduce) before resuming";
   out.push_back(std::move(f));
   return out;
 }

@@ -51,6 +51,7 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
   check_world_sizes();
   build_groups();
   expand_expert_groups();
+  if (cat_.topology.moe()) check_experts();
   check_partitions();
   locate_lp_weights();
   check_module_shapes();
@@ -248,12 +249,21 @@ void CatalogBuilder::read_model_file() {
       if (!any) missing.push_back(m);
     }
     if (!missing.empty()) {
+      // ZeRO-3 names model files per dp rank too.
+      const bool zero3 = std::any_of(cat_.files.begin(), cat_.files.end(), [](const CheckpointFile& f) {
+        return f.role == FileRole::Model && f.dp_rank >= 0;
+      });
       std::string list;
-      for (int m : missing) list += (list.empty() ? "" : ", ") + std::to_string(m);
+      for (int m : missing) {
+        char name[96];
+        std::snprintf(name, sizeof name, zero3 ? "zero_pp_rank_0_mp_rank_%02d_model_states.pt" : "mp_rank_%02d_model_states.pt", m);
+        list += (list.empty() ? "" : ", ") + std::string(name) + " (mp rank " + std::to_string(m) + ")";
+      }
       job_problems_.push_back({"rank-file-missing", "error",
-                               "mp_world_size is " + std::to_string(cat_.mp_world_size) +
-                                   " but the model-states file of mp rank(s) " + list +
-                                   " is missing (a tensor or pipeline rank was not saved or copied)",
+                               "mp_world_size is " + std::to_string(cat_.mp_world_size) + " but " + list +
+                                   (missing.size() > 1 ? " are" : " is") +
+                                   " missing: a tensor or pipeline rank was not saved or copied, and DeepSpeed's "
+                                   "load_checkpoint fails",
                                {}, {}, {}});  // mp ranks, named in the message (`ranks` holds dp ranks)
     }
   }

@@ -48,8 +48,9 @@ class CatalogBuilder {
   void expand_expert_groups();
   void check_experts();
   std::optional<std::vector<int64_t>> entry_shape(const std::string& name);
+  // per_rank > 0: that many experts per expert-parallel rank instead of num_experts / ep_size.
   std::vector<std::string> expert_group_order(const std::set<int>& layers, int ep_size,
-                                              const std::set<std::string>& suffixes);
+                                              const std::set<std::string>& suffixes, int per_rank);
   // Where each param's 16-bit weight is (model file `module`, pipeline layer file, expert file) and its shape
   // there (catalog_lp.cpp).
   void locate_lp_weights();

@@ -1,9 +1,10 @@
-// Catalog building, MoE part (deepspeed-format.md §8.3). DeepSpeed's MoE model file (_save_moe_checkpoint) has no
-// param_shapes: the groups are rebuilt from every rank's param_slice_mappings, with shapes from the module and the
-// expert files. An expert group is partitioned over the expert-data-parallel ranks and each expert-parallel rank
-// holds other experts: it becomes one GroupLayout per expert-parallel rank, params named by global expert id, and
-// partition k of expert-parallel rank e sits in dp rank e + k * ep (DeepSpeed's default groups,
-// utils/groups.py::_create_expert_and_data_parallel). Then the expert files are checked against num_experts.
+// Catalog building, MoE part (deepspeed-format.md §8.3). DeepSpeed's MoE model file (_save_moe_checkpoint)
+// has no param_shapes: the groups are rebuilt from every rank's param_slice_mappings, with shapes from the
+// module and the expert files. An expert group is partitioned over the expert-data-parallel ranks and each
+// expert-parallel rank holds other experts: it becomes one GroupLayout per expert-parallel rank, params named
+// by global expert id, and partition k of expert-parallel rank e sits in dp rank e + k * ep (DeepSpeed's
+// default groups, utils/groups.py::_create_expert_and_data_parallel). Then the expert files are checked
+// against num_experts.
 #include <algorithm>
 #include <map>
 #include <regex>
@@ -20,7 +21,9 @@ using namespace detail;
 
 namespace {
 
-std::string n(int64_t x) { return std::to_string(x); }
+std::string n(int64_t x) {
+  return std::to_string(x);
+}
 
 std::optional<int> ep_size_from_name(const std::string& group_name) {
   static const std::regex re(R"(^ep_size_(\d{1,6})$)");
@@ -47,20 +50,23 @@ std::optional<std::vector<int64_t>> CatalogBuilder::entry_shape(const std::strin
 }
 
 // The expert params an expert group holds, in model order (MoE layer by layer, local expert by expert, each
-// expert's params in its state-dict order), keeping the params whose name after the expert id is in `suffixes`
-// (empty: all). Read from expert-parallel rank 0's expert files.
+// expert's params in its state-dict order), keeping the params whose name after the expert id is in
+// `suffixes` (empty: all). Read from expert-parallel rank 0's expert files.
 std::vector<std::string> CatalogBuilder::expert_group_order(const std::set<int>& layers, int ep_size,
-                                                            const std::set<std::string>& suffixes) {
+                                                            const std::set<std::string>& suffixes,
+                                                            int per_rank) {
   std::vector<std::string> out;
   for (const auto& L : cat_.topology.moe_layers) {
-    if (!layers.count(L.id) || ep_size < 1 || L.num_experts < ep_size) continue;
-    for (int e = 0; e < L.num_experts / ep_size; ++e) {
+    if (!layers.count(L.id) || ep_size < 1) continue;
+    const int local = per_rank > 0 ? per_rank : L.num_experts / ep_size;
+    for (int e = 0; e < local; ++e) {
       const auto loc = locate_module_entry(cat_, L.prefix + std::to_string(e) + ".x");
       const TorchFile* f = loc && loc->file ? try_open(*loc->file) : nullptr;
       if (!f) return {};
       const std::string head = L.prefix + std::to_string(e) + ".";
       for (const auto& [key, v] : str_items(&f->root))
-        if (key.rfind(head, 0) == 0 && (suffixes.empty() || suffixes.count(key.substr(head.size())))) out.push_back(key);
+        if (key.rfind(head, 0) == 0 && (suffixes.empty() || suffixes.count(key.substr(head.size()))))
+          out.push_back(key);
     }
   }
   return out;
@@ -76,13 +82,16 @@ std::vector<std::vector<ParamEntry>> CatalogBuilder::param_groups_from_slice_map
   const int D = layout_dp_ > 0 ? layout_dp_ : static_cast<int>(optim_.size());
   const bool global_dp = zero12_rules_for_version(cat_.ds_version).expert_mappings_use_global_dp;
   for (size_t g = 0; g < first->slice_mappings.size(); ++g) {
-    const int pc = g < cat_.partition_count.size() && cat_.partition_count[g] > 0 ? cat_.partition_count[g] : D;
+    const int pc =
+        g < cat_.partition_count.size() && cat_.partition_count[g] > 0 ? cat_.partition_count[g] : D;
     const int E = std::max(1, D / std::max(pc, 1));
     // Partition length: the rigid Adam state has it in full; else rank 0's fp32 (lean only on tail ranks).
     int64_t P = g < first->fp32_numel.size() ? first->fp32_numel[g] : 0;
-    if (const Value* st = int_key(dict_get(dict_get(first->osd, "base_optimizer_state"), "state"), static_cast<int64_t>(g)))
+    if (const Value* st =
+            int_key(dict_get(dict_get(first->osd, "base_optimizer_state"), "state"), static_cast<int64_t>(g)))
       if (auto len = tensor_numel(dict_get(st, "exp_avg"))) P = *len;
-    // The window each partition's mappings describe (DeepSpeed < 0.14.5: padded / whole dp for expert groups).
+    // The window each partition's mappings describe (DeepSpeed < 0.14.5: padded / whole dp for expert
+    // groups).
     const int64_t window = E > 1 && global_dp ? P * pc / D : P;
     int64_t N = 0;  // elements of the group: the lean fp32 partitions of expert-parallel rank 0
     std::map<std::string, std::pair<int64_t, int64_t>> at;  // name -> (first flat offset, numel)
@@ -108,8 +117,8 @@ std::vector<std::vector<ParamEntry>> CatalogBuilder::param_groups_from_slice_map
     int64_t covered = 0;
     for (const auto& name : names) covered += std::max<int64_t>(numel_of(name), 0);
     if (E > 1 && covered != N) {
-      // The mappings cover only part of the group (the DeepSpeed bug above): the rest is the following experts'
-      // params, in model order.
+      // The mappings cover only part of the group (the DeepSpeed bug above): the rest is the following
+      // experts' params, in model order.
       std::set<int> layers;
       std::map<int, std::set<std::string>> suffixes;
       for (const auto& name : names)
@@ -120,28 +129,37 @@ std::vector<std::vector<ParamEntry>> CatalogBuilder::param_groups_from_slice_map
         }
       std::set<std::string> seen;
       for (const auto& [layer, sfx] : suffixes) seen.insert(sfx.begin(), sfx.end());
+      // num_experts says how many experts each expert-parallel rank holds; if that does not fit the
+      // optimizer's elements, the optimizer (what was trained) decides, and check_experts names the
+      // disagreement.
       bool rebuilt = false;
-      for (const auto& keep : {seen, std::set<std::string>{}}) {
-        auto order = expert_group_order(layers, E, keep);
-        int64_t total = 0;
-        for (const auto& name : order) total += std::max<int64_t>(numel_of(name), 0);
-        if (total == N && order.size() >= names.size() && std::equal(names.begin(), names.end(), order.begin())) {
-          names = std::move(order);
-          rebuilt = true;
-          break;
+      for (int per_rank : {-1, 1, 2, 3, 4, 6, 8, 12, 16, 32, 64})
+        for (const auto& keep : {seen, std::set<std::string>{}}) {
+          if (rebuilt) break;
+          auto order = expert_group_order(layers, E, keep, per_rank);
+          int64_t total = 0;
+          for (const auto& name : order) total += std::max<int64_t>(numel_of(name), 0);
+          if (total == N && order.size() >= names.size() &&
+              std::equal(names.begin(), names.end(), order.begin())) {
+            names = std::move(order);
+            rebuilt = true;
+          }
         }
-      }
       if (!rebuilt) {
         problem("unknown-schema", "error",
-                "expert group " + n(static_cast<int64_t>(g)) + ": param_slice_mappings and the expert files do not "
-                "determine its params (" + n(covered) + " of " + n(N) + " elements accounted for)");
+                "expert group " + n(static_cast<int64_t>(g)) +
+                    ": param_slice_mappings and the expert files do not "
+                    "determine its params (" +
+                    n(covered) + " of " + n(N) + " elements accounted for)");
         return {};
       }
       if (global_dp)
         problem("expert-slice-mappings", "info",
                 "DeepSpeed " + cat_.ds_version + " recorded the param_slice_mappings of expert group " +
-                    n(static_cast<int64_t>(g)) + " with the whole data-parallel size (fixed in 0.14.5, PR #5681): "
-                    "DeepSpeed's own loader never reads them, but ds_to_universal.py and safe_get_full_fp32_param "
+                    n(static_cast<int64_t>(g)) +
+                    " with the whole data-parallel size (fixed in 0.14.5, PR #5681): "
+                    "DeepSpeed's own loader never reads them, but ds_to_universal.py and "
+                    "safe_get_full_fp32_param "
                     "misplace expert weights. The catalog lays the group out from the expert files instead");
     }
     groups.emplace_back();
@@ -179,16 +197,19 @@ void CatalogBuilder::expand_expert_groups() {
       if (auto named = ep_size_from_name(first->group_names[g])) {
         if (*named * parts != D)
           problem("expert-count-mismatch", "error",
-                  "expert group " + n(static_cast<int64_t>(g)) + " is named " + first->group_names[g] + " but is "
-                  "partitioned over " + n(parts) + " of " + n(D) + " data-parallel ranks (expected " + n(D / *named) +
-                  ")");
+                  "expert group " + n(static_cast<int64_t>(g)) + " is named " + first->group_names[g] +
+                      " but is "
+                      "partitioned over " +
+                      n(parts) + " of " + n(D) + " data-parallel ranks (expected " + n(D / *named) + ")");
         else
           E = *named;
       }
     if (E < 1 || E * parts != D) {
       problem("expert-count-mismatch", "error",
-              "expert group " + n(static_cast<int64_t>(g)) + " is partitioned over " + n(parts) + " ranks, which does "
-              "not divide the data-parallel size " + n(D));
+              "expert group " + n(static_cast<int64_t>(g)) + " is partitioned over " + n(parts) +
+                  " ranks, which does "
+                  "not divide the data-parallel size " +
+                  n(D));
       out.push_back(std::move(G));
       continue;
     }
@@ -209,7 +230,6 @@ void CatalogBuilder::expand_expert_groups() {
   for (size_t i = 0; i < out.size(); ++i) out[i].index = static_cast<int>(i);
   cat_.groups = std::move(out);
   assign_file_coordinates(cat_.files, t);  // expert files' ep ranks need the ep sizes
-  check_experts();
 }
 
 void CatalogBuilder::check_experts() {
@@ -217,7 +237,8 @@ void CatalogBuilder::check_experts() {
   // Expert files of this model-parallel rank, per MoE layer.
   std::map<int, std::map<int, std::vector<const CheckpointFile*>>> files;  // layer -> expert -> files
   for (const auto& f : cat_.files)
-    if (f.role == FileRole::Expert && f.mp_rank == cat_.mp_rank) files[std::max(f.layer, 0)][f.expert].push_back(&f);
+    if (f.role == FileRole::Expert && f.mp_rank == cat_.mp_rank)
+      files[std::max(f.layer, 0)][f.expert].push_back(&f);
   // Local experts per MoE layer in the optimizer's expert groups (expert-parallel rank 0's instance).
   std::map<int, std::set<int>> local;
   for (const auto& G : cat_.groups)
@@ -229,15 +250,19 @@ void CatalogBuilder::check_experts() {
     const auto& mine = files[L.id];
     if (L.num_experts <= 0) {
       problem("expert-count-mismatch", "error",
-              "MoE layer " + n(L.id) + " has " + n(static_cast<int64_t>(mine.size())) + " expert file(s) but the model "
-              "file's num_experts does not list it");
+              "MoE layer " + n(L.id) + " has " + n(static_cast<int64_t>(mine.size())) +
+                  " expert file(s) but the model "
+                  "file's num_experts does not list it");
       continue;
     }
     if (L.ep_size > 0 && L.num_experts % L.ep_size != 0)
       problem("expert-count-mismatch", "error",
-              "MoE layer " + n(L.id) + ": num_experts " + n(L.num_experts) + " is not a multiple of its expert-parallel "
-              "size " + n(L.ep_size));
-    if (auto it = local.find(L.id); it != local.end() && static_cast<int>(it->second.size()) * L.ep_size != L.num_experts)
+              "MoE layer " + n(L.id) + ": num_experts " + n(L.num_experts) +
+                  " is not a multiple of its expert-parallel "
+                  "size " +
+                  n(L.ep_size));
+    if (auto it = local.find(L.id);
+        it != local.end() && static_cast<int>(it->second.size()) * L.ep_size != L.num_experts)
       problem("expert-count-mismatch", "error",
               "MoE layer " + n(L.id) + ": the optimizer holds " + n(static_cast<int64_t>(it->second.size())) +
                   " experts per expert-parallel rank over " + n(L.ep_size) + " ranks, but num_experts is " +
@@ -245,10 +270,10 @@ void CatalogBuilder::check_experts() {
     std::vector<std::string> missing, beyond;
     for (int e = 0; e < L.num_experts; ++e)
       if (!mine.count(e))
-        missing.push_back(t.legacy_expert_files ? expected_entry_file(cat_, L.prefix + n(e) + ".x")
-                                                : "layer_" + n(L.id) + "_expert_" + n(e) + "_mp_rank_" +
-                                                      (cat_.mp_rank < 10 ? "0" : "") + n(cat_.mp_rank) +
-                                                      "_model_states.pt");
+        missing.push_back(t.legacy_expert_files
+                              ? expected_entry_file(cat_, L.prefix + n(e) + ".x")
+                              : "layer_" + n(L.id) + "_expert_" + n(e) + "_mp_rank_" +
+                                    (cat_.mp_rank < 10 ? "0" : "") + n(cat_.mp_rank) + "_model_states.pt");
     for (const auto& [e, fs] : mine)
       if (e >= L.num_experts) beyond.push_back(fs.front()->path);
     if (!missing.empty()) {
@@ -257,7 +282,8 @@ void CatalogBuilder::check_experts() {
       problem("expert-file-missing", "error",
               "MoE layer " + n(L.id) + " has " + n(L.num_experts) + " experts but " +
                   n(static_cast<int64_t>(missing.size())) + " expert file(s) are missing: " + list +
-                  ". Their weights are not in the checkpoint; DeepSpeed's load_checkpoint fails on the ranks that "
+                  ". Their weights are not in the checkpoint; DeepSpeed's load_checkpoint fails on the ranks "
+                  "that "
                   "hold them. Copy the files from the training job's storage if they survived there",
               missing.size() == 1 ? missing.front() : std::string());
     }
@@ -265,7 +291,8 @@ void CatalogBuilder::check_experts() {
       std::string list;
       for (const auto& b : beyond) list += (list.empty() ? "" : ", ") + b;
       problem("expert-count-mismatch", "error",
-              "MoE layer " + n(L.id) + " has num_experts " + n(L.num_experts) + " but expert file(s) beyond it: " + list);
+              "MoE layer " + n(L.id) + " has num_experts " + n(L.num_experts) +
+                  " but expert file(s) beyond it: " + list);
     }
     // Each expert's weights in exactly one file, the one its name says.
     for (const auto& [e, fs] : mine) {
@@ -273,8 +300,9 @@ void CatalogBuilder::check_experts() {
         std::string list;
         for (const auto* f : fs) list += (list.empty() ? "" : ", ") + f->path;
         problem("expert-file-duplicated", "error",
-                "expert " + n(e) + " of MoE layer " + n(L.id) + " is saved in " + n(static_cast<int64_t>(fs.size())) +
-                    " files (" + list + "); DeepSpeed reads only one of them");
+                "expert " + n(e) + " of MoE layer " + n(L.id) + " is saved in " +
+                    n(static_cast<int64_t>(fs.size())) + " files (" + list +
+                    "); DeepSpeed reads only one of them");
       }
       for (const auto* f : fs) {
         const TorchFile* tf = try_open(*f);
@@ -283,7 +311,8 @@ void CatalogBuilder::check_experts() {
           const auto [layer, id] = expert_of(t, key);
           if (layer == L.id && id != e)
             problem("expert-file-duplicated", "error",
-                    f->path + " holds '" + key + "', a weight of expert " + n(id) + ", not of expert " + n(e), f->path);
+                    f->path + " holds '" + key + "', a weight of expert " + n(id) + ", not of expert " + n(e),
+                    f->path);
           if (auto [it, fresh] = holder.emplace(key, f->path); !fresh && it->second != f->path)
             problem("expert-file-duplicated", "error",
                     "'" + key + "' is saved in both " + it->second + " and " + f->path, f->path);

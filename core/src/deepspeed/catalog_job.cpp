@@ -7,7 +7,9 @@ namespace ckptdoc::deepspeed {
 
 namespace {
 
-std::string n(int64_t x) { return std::to_string(x); }
+std::string n(int64_t x) {
+  return std::to_string(x);
+}
 
 std::string shape_text(const std::vector<int64_t>& s) {
   std::string t = "[";
@@ -40,7 +42,8 @@ std::map<std::string, ParamView> params_of(const Checkpoint& s) {
 
 }  // namespace
 
-void add_job_problems(const std::vector<std::shared_ptr<const Checkpoint>>& slices, std::vector<Problem>& out) {
+void add_job_problems(const std::vector<std::shared_ptr<const Checkpoint>>& slices,
+                      std::vector<Problem>& out) {
   if (slices.empty()) return;
   const Catalog& c0 = slices.front()->catalog();
   const Topology& t = c0.topology;
@@ -51,15 +54,23 @@ void add_job_problems(const std::vector<std::shared_ptr<const Checkpoint>>& slic
     if (!c.metadata_model_file()) continue;
     std::string why;
     if (c.wrapper != c0.wrapper)
-      why = "its optimizer is " + std::string(wrapper_name(c.wrapper)) + ", mp rank 0's " + std::string(wrapper_name(c0.wrapper));
+      why = "its optimizer is " + std::string(wrapper_name(c.wrapper)) + ", mp rank 0's " +
+            std::string(wrapper_name(c0.wrapper));
     else if (c.lp_dtype != c0.lp_dtype)
-      why = "its weights are " + std::string(dtype_name(c.lp_dtype)) + ", mp rank 0's " + std::string(dtype_name(c0.lp_dtype));
+      why = "its weights are " + std::string(dtype_name(c.lp_dtype)) + ", mp rank 0's " +
+            std::string(dtype_name(c0.lp_dtype));
     else if (c.dp_world_size != c0.dp_world_size)
       why = "its dp_world_size is " + n(c.dp_world_size) + ", mp rank 0's " + n(c0.dp_world_size);
     if (!why.empty())
-      out.push_back({c.lp_dtype != c0.lp_dtype && c.wrapper == c0.wrapper ? "tp-dtype-mismatch" : "topology-mismatch",
-                     "error", c.slice_label() + ": " + why + "; all model-parallel ranks of one job train alike",
-                     {}, {}, {}, c.pp_stage, c.tp_rank});
+      out.push_back(
+          {c.lp_dtype != c0.lp_dtype && c.wrapper == c0.wrapper ? "tp-dtype-mismatch" : "topology-mismatch",
+           "error",
+           c.slice_label() + ": " + why + "; all model-parallel ranks of one job train alike",
+           {},
+           {},
+           {},
+           c.pp_stage,
+           c.tp_rank});
   }
 
   // Tensor ranks of one stage: the same params with the same shapes and dtypes.
@@ -84,8 +95,8 @@ void add_job_problems(const std::vector<std::shared_ptr<const Checkpoint>>& slic
             shapes.push_back(name + " is " + shape_text(v.shape) + " on tp " + n(tp0) + " but " +
                              shape_text(it->second.shape) + " on tp " + n(tp));
           } else if (v.dtype && it->second.dtype && *v.dtype != *it->second.dtype) {
-            dtypes.push_back(name + " is " + std::string(dtype_name(*v.dtype)) + " on tp " + n(tp0) + " but " +
-                             std::string(dtype_name(*it->second.dtype)) + " on tp " + n(tp));
+            dtypes.push_back(name + " is " + std::string(dtype_name(*v.dtype)) + " on tp " + n(tp0) +
+                             " but " + std::string(dtype_name(*it->second.dtype)) + " on tp " + n(tp));
             params_dtype.push_back(name);
             ranks_dtype.insert(tp);
             continue;
@@ -104,16 +115,27 @@ void add_job_problems(const std::vector<std::shared_ptr<const Checkpoint>>& slic
       }
       const std::string where = t.pp > 1 ? "pipeline stage " + n(stage) + ": " : "";
       if (!shapes.empty())
-        out.push_back({"tp-shape-mismatch", "error",
-                       where + "the tensor-parallel slices of " + n(static_cast<int64_t>(params_shape.size())) +
-                           " param(s) do not fit together: " + join(shapes) +
-                           ". Megatron-style tensor parallelism splits a param into equal slices on every rank; "
-                           "these files come from different runs or a damaged save",
-                       {}, {ranks_shape.begin(), ranks_shape.end()}, params_shape, t.pp > 1 ? stage : -1, -1});
+        out.push_back(
+            {"tp-shape-mismatch",
+             "error",
+             where + "the tensor-parallel slices of " + n(static_cast<int64_t>(params_shape.size())) +
+                 " param(s) do not fit together: " + join(shapes) +
+                 ". Megatron-style tensor parallelism splits a param into equal slices on every rank; "
+                 "these files come from different runs or a damaged save",
+             {},
+             {ranks_shape.begin(), ranks_shape.end()},
+             params_shape,
+             t.pp > 1 ? stage : -1,
+             -1});
       if (!dtypes.empty())
-        out.push_back({"tp-dtype-mismatch", "error",
+        out.push_back({"tp-dtype-mismatch",
+                       "error",
                        where + "tensor-parallel slices of one param have different dtypes: " + join(dtypes),
-                       {}, {ranks_dtype.begin(), ranks_dtype.end()}, params_dtype, t.pp > 1 ? stage : -1, -1});
+                       {},
+                       {ranks_dtype.begin(), ranks_dtype.end()},
+                       params_dtype,
+                       t.pp > 1 ? stage : -1,
+                       -1});
     }
   }
 
@@ -130,10 +152,15 @@ void add_job_problems(const std::vector<std::shared_ptr<const Checkpoint>>& slic
           const auto st = t.layer_stage.find(layer);
           // Layers with params are named by their own mp rank's check (catalog_lp.cpp); here the others.
           if (st != t.layer_stage.end()) continue;
-          out.push_back({"layer-file-missing", "error",
-                         std::string(name) + " is missing while the other tensor ranks have layer " + n(layer) +
-                             "'s file: DeepSpeed's load_checkpoint of that tensor rank fails",
-                         name, {}, {}, -1, tp});
+          out.push_back({"layer-file-missing",
+                         "error",
+                         std::string(name) + " is missing while the other tensor ranks have layer " +
+                             n(layer) + "'s file: DeepSpeed's load_checkpoint of that tensor rank fails",
+                         name,
+                         {},
+                         {},
+                         -1,
+                         tp});
         }
   }
 }

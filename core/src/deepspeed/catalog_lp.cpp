@@ -1,6 +1,6 @@
-// Catalog building, part 4: where every trainable param's 16-bit weight is (the model file's `module`, a pipeline
-// layer file, an MoE expert file), and whether it is there at the shape param_shapes (or the optimizer's
-// layout) gives it. A missing layer or expert file is named here.
+// Catalog building, part 4: where every trainable param's 16-bit weight is (the model file's `module`, a
+// pipeline layer file, an MoE expert file), and whether it is there at the shape param_shapes (or the
+// optimizer's layout) gives it. A missing layer or expert file is named here.
 #include <algorithm>
 #include <map>
 
@@ -15,7 +15,9 @@ using namespace detail;
 
 namespace {
 
-std::string n(int64_t x) { return std::to_string(x); }
+std::string n(int64_t x) {
+  return std::to_string(x);
+}
 
 std::string join(const std::vector<std::string>& v, size_t max = 8) {
   std::string s;
@@ -33,6 +35,8 @@ const Value* entry_dict(const TorchFile* f, const EntryLocation& loc) {
 }  // namespace
 
 void CatalogBuilder::locate_lp_weights() {
+  if (cat_.wrapper == OptimizerWrapper::Zero3)
+    return;  // its model files hold placeholders, no 16-bit weights
   const Topology& t = cat_.topology;
   for (const auto& G : cat_.groups) {
     for (const auto& p : G.params) {
@@ -41,11 +45,12 @@ void CatalogBuilder::locate_lp_weights() {
         continue;
       }
       if (!t.pipeline || p.name.rfind("tied_modules.", 0) != 0) continue;
-      // A tied module is saved in the layer file of the (first) layer of this stage that uses it: find the layer
-      // file of this tensor rank, not owned by a numbered layer of another stage, that holds the key.
+      // A tied module is saved in the layer file of the (first) layer of this stage that uses it: find the
+      // layer file of this tensor rank, not owned by a numbered layer of another stage, that holds the key.
       const std::string rest = p.name.substr(p.name.find('.', 13) + 1);
       for (const auto& f : cat_.files) {
-        if (f.role != FileRole::Layer || std::max(f.tp, 0) != cat_.tp_rank || (f.pp >= 0 && f.pp != cat_.pp_stage))
+        if (f.role != FileRole::Layer || std::max(f.tp, 0) != cat_.tp_rank ||
+            (f.pp >= 0 && f.pp != cat_.pp_stage))
           continue;
         const TorchFile* tf = try_open(f);
         const Value* v = tf ? dict_get(&tf->root, rest) : nullptr;
@@ -101,27 +106,31 @@ void CatalogBuilder::check_module_shapes() {
   }
   for (const auto& [file, params] : absent_files) {
     problem("layer-file-missing", "error",
-            file + " is missing: the 16-bit weights of " + n(static_cast<int64_t>(params.size())) + " param(s) (" +
-                join(params) + ") are not in the checkpoint, so DeepSpeed cannot load it. Copy the file from the "
+            file + " is missing: the 16-bit weights of " + n(static_cast<int64_t>(params.size())) +
+                " param(s) (" + join(params) +
+                ") are not in the checkpoint, so DeepSpeed cannot load it. Copy the file from the "
                 "training job's storage if it survived there",
             file, {}, params);
   }
   if (!wrong_frozen.empty()) {
     problem("shape-mismatch", "error",
-            n(static_cast<int64_t>(wrong_frozen.size())) + " frozen module tensor(s) have a shape different from "
-            "frozen_param_shapes",
+            n(static_cast<int64_t>(wrong_frozen.size())) +
+                " frozen module tensor(s) have a shape different from "
+                "frozen_param_shapes",
             {}, {}, wrong_frozen);
   }
   if (!missing.empty()) {
     problem("shape-mismatch", "warning",
-            n(static_cast<int64_t>(missing.size())) + " trainable param(s) listed in param_shapes are not in the module "
-            "state dict",
+            n(static_cast<int64_t>(missing.size())) +
+                " trainable param(s) listed in param_shapes are not in the module "
+                "state dict",
             {}, {}, missing);
   }
   if (!wrong.empty()) {
-    problem("shape-mismatch", "error",
-            n(static_cast<int64_t>(wrong.size())) + " module tensor(s) have a shape different from param_shapes", {}, {},
-            wrong);
+    problem(
+        "shape-mismatch", "error",
+        n(static_cast<int64_t>(wrong.size())) + " module tensor(s) have a shape different from param_shapes",
+        {}, {}, wrong);
   }
 }
 

@@ -13,10 +13,12 @@ namespace ckptdoc::deepspeed::detail {
 
 namespace {
 
-std::string n(int64_t v) { return std::to_string(v); }
+std::string n(int64_t v) {
+  return std::to_string(v);
+}
 
-// The pipeline layers a stage's model file names: param_shapes (list of OrderedDicts, or one), frozen params and
-// buffers.
+// The pipeline layers a stage's model file names: param_shapes (list of OrderedDicts, or one), frozen params
+// and buffers.
 std::optional<std::set<int>> layers_named(const Value* root) {
   if (!root) return std::nullopt;
   std::set<int> out;
@@ -38,8 +40,9 @@ std::optional<std::set<int>> layers_named(const Value* root) {
   return out;
 }
 
-// The smallest tensor size t (a divisor of mp) under which the mp ranks of each stage name the same layers and
-// neighbouring stages name different ones; nullopt when some stage's model file is unreadable or none fits.
+// The smallest tensor size t (a divisor of mp) under which the mp ranks of each stage name the same layers
+// and neighbouring stages name different ones; nullopt when some stage's model file is unreadable or none
+// fits.
 std::optional<int> tp_from_stage_layers(const std::vector<std::optional<std::set<int>>>& sets) {
   const int mp = static_cast<int>(sets.size());
   for (const auto& s : sets)
@@ -47,7 +50,8 @@ std::optional<int> tp_from_stage_layers(const std::vector<std::optional<std::set
   for (int t = 1; t <= mp; ++t) {
     if (mp % t) continue;
     bool ok = true;
-    for (int m = 0; m < mp && ok; ++m) ok = *sets[static_cast<size_t>(m)] == *sets[static_cast<size_t>(m / t * t)];
+    for (int m = 0; m < mp && ok; ++m)
+      ok = *sets[static_cast<size_t>(m)] == *sets[static_cast<size_t>(m / t * t)];
     for (int s = 1; s < mp / t && ok; ++s)
       ok = *sets[static_cast<size_t>(s * t)] != *sets[static_cast<size_t>((s - 1) * t)];
     if (ok) return t;
@@ -72,7 +76,8 @@ void moe_layers(const std::vector<CheckpointFile>& files, const Value* root0, co
     if (f.layer < 0) t.legacy_expert_files = true;
     if (!first_file.count(id)) first_file[id] = &f;
   }
-  const int layers = std::max(static_cast<int>(counts.size()), first_file.empty() ? 0 : first_file.rbegin()->first + 1);
+  const int layers =
+      std::max(static_cast<int>(counts.size()), first_file.empty() ? 0 : first_file.rbegin()->first + 1);
   for (int id = 0; id < layers; ++id) {
     MoeLayer L;
     L.id = id;
@@ -151,7 +156,7 @@ Topology derive_topology(const std::vector<CheckpointFile>& files, const ModelRo
   const Value* root0 = model_root(0);
   const auto declared = opt_int(dict_get(root0, "mp_world_size"));
   t.mp_world_size = declared && *declared > 0 && *declared < (1 << 20) ? static_cast<int>(*declared)
-                                                                        : std::max(max_mp + 1, 1);
+                                                                       : std::max(max_mp + 1, 1);
   const Value* module0 = root0 ? root0->get("module") : nullptr;
   t.pipeline = any_layer || (root0 && module0 && module0->is(Value::Kind::None));
   t.layer_files_named_by_tp = named;
@@ -163,18 +168,25 @@ Topology derive_topology(const std::vector<CheckpointFile>& files, const ModelRo
     const auto by_layers = tp_from_stage_layers(sets);
     t.tp = by_names;
     if (by_layers && *by_layers != by_names) {
-      problems.push_back({"topology-mismatch", "error",
-                          "the pipeline layer files name " + n(by_names) + " tensor-parallel rank(s), but the " +
-                              n(mp) + " model-parallel ranks' params form stages of " + n(*by_layers) +
-                              " ranks each; the catalog follows the params (layer files of some tensor ranks are "
-                              "probably missing)",
-                          {}, {}, {}});
+      problems.push_back(
+          {"topology-mismatch",
+           "error",
+           "the pipeline layer files name " + n(by_names) + " tensor-parallel rank(s), but the " + n(mp) +
+               " model-parallel ranks' params form stages of " + n(*by_layers) +
+               " ranks each; the catalog follows the params (layer files of some tensor ranks are "
+               "probably missing)",
+           {},
+           {},
+           {}});
       t.tp = *by_layers;
     } else if (mp % by_names != 0) {
-      problems.push_back({"topology-mismatch", "error",
+      problems.push_back({"topology-mismatch",
+                          "error",
                           "mp_world_size " + n(mp) + " is not a multiple of the " + n(by_names) +
                               " tensor-parallel ranks the layer files name",
-                          {}, {}, {}});
+                          {},
+                          {},
+                          {}});
       t.tp = 1;
     }
     t.pp = mp / t.tp;
@@ -217,7 +229,8 @@ void assign_file_coordinates(std::vector<CheckpointFile>& files, const Topology&
           }
         }
         break;
-      case FileRole::Other: break;
+      case FileRole::Other:
+        break;
     }
   }
 }

@@ -1,5 +1,6 @@
 // Exporting a tensor/pipeline-parallel job: the stages one after the other (a tied module saved by several
-// stages once), each tensor-parallel param merged from its slices as ds_to_universal.py::merge_tp_slices would.
+// stages once), each tensor-parallel param merged from its slices as ds_to_universal.py::merge_tp_slices
+// would.
 #include "deepspeed/export_parallel.h"
 
 #include <cstring>
@@ -28,8 +29,8 @@ int64_t prod(const std::vector<int64_t>& s, size_t from, size_t to) {
 }
 
 // The slices concatenated along `dim` (equal shapes but for that dim).
-std::vector<uint8_t> concat(const std::vector<std::vector<uint8_t>>& parts, const std::vector<std::vector<int64_t>>& shapes,
-                            size_t dim, size_t elem) {
+std::vector<uint8_t> concat(const std::vector<std::vector<uint8_t>>& parts,
+                            const std::vector<std::vector<int64_t>>& shapes, size_t dim, size_t elem) {
   const int64_t outer = prod(shapes[0], 0, dim);
   size_t total = 0;
   for (const auto& p : parts) total += p.size();
@@ -59,31 +60,36 @@ NamedTensor merged(const std::string& name, const std::vector<Tensor>& slices, c
   const auto dim = static_cast<size_t>(rule.cat_dim);
   if (rule.kind == TpMerge::Concat || rule.kind == TpMerge::SubParams2) {
     if (shape.size() <= dim)
-      throw Error(rules.source, name, "rule '" + rule.pattern + "' concatenates on dim " + std::to_string(dim) +
-                                          " but the slices are " + shape_text(shape));
+      throw Error(rules.source, name,
+                  "rule '" + rule.pattern + "' concatenates on dim " + std::to_string(dim) +
+                      " but the slices are " + shape_text(shape));
     for (const auto& s : shapes) {
       std::vector<int64_t> a = s, b = first.shape;
       a[dim] = b[dim] = 0;
       if (a != b)
-        throw Error(rules.source, name, "tensor-parallel slices " + shape_text(first.shape) + " and " + shape_text(s) +
-                                            " do not concatenate on dim " + std::to_string(dim));
+        throw Error(rules.source, name,
+                    "tensor-parallel slices " + shape_text(first.shape) + " and " + shape_text(s) +
+                        " do not concatenate on dim " + std::to_string(dim));
     }
     shape[dim] = 0;
     for (const auto& s : shapes) shape[dim] += s[dim];
     if (rule.kind == TpMerge::SubParams2 && first.shape[0] % 2 != 0)
-      throw Error(rules.source, name, "two sub-params per slice need an even dim 0, found " + shape_text(first.shape));
+      throw Error(rules.source, name,
+                  "two sub-params per slice need an even dim 0, found " + shape_text(first.shape));
   } else {
     for (const auto& s : shapes)
       if (s != first.shape)
-        throw Error(rules.source, name, "replicated/averaged slices " + shape_text(first.shape) + " and " +
-                                            shape_text(s) + " differ in shape");
+        throw Error(rules.source, name,
+                    "replicated/averaged slices " + shape_text(first.shape) + " and " + shape_text(s) +
+                        " differ in shape");
   }
   if (rule.vocabulary) {
     if (!rules.original_vocab_size)
       throw Error(rules.source, name, "a vocabulary param, but original_vocab_size is not given");
     if (shape.empty() || *rules.original_vocab_size > shape[0])
-      throw Error(rules.source, name, "original_vocab_size " + std::to_string(*rules.original_vocab_size) +
-                                          " exceeds the merged rows " + shape_text(shape));
+      throw Error(rules.source, name,
+                  "original_vocab_size " + std::to_string(*rules.original_vocab_size) +
+                      " exceeds the merged rows " + shape_text(shape));
     shape[0] = *rules.original_vocab_size;
   }
   const auto kind = rule.kind;
@@ -93,7 +99,9 @@ NamedTensor merged(const std::string& name, const std::vector<Tensor>& slices, c
             for (const auto& t : slices) parts.push_back(t.to_bytes());
             std::vector<uint8_t> out;
             switch (kind) {
-              case TpMerge::Replicated: out = std::move(parts[0]); break;
+              case TpMerge::Replicated:
+                out = std::move(parts[0]);
+                break;
               case TpMerge::Average: {
                 // ds_to_universal: sum(slices) / len(slices), in float32
                 std::vector<float> acc = slices[0].to_float();
@@ -102,8 +110,10 @@ NamedTensor merged(const std::string& name, const std::vector<Tensor>& slices, c
                   for (size_t i = 0; i < acc.size(); ++i) acc[i] += f[i];
                 }
                 for (auto& v : acc) v /= static_cast<float>(slices.size());
-                Tensor avg = Tensor::from_bytes(DType::F32, shapes[0], std::vector<uint8_t>(
-                    reinterpret_cast<const uint8_t*>(acc.data()), reinterpret_cast<const uint8_t*>(acc.data() + acc.size())));
+                Tensor avg = Tensor::from_bytes(
+                    DType::F32, shapes[0],
+                    std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(acc.data()),
+                                         reinterpret_cast<const uint8_t*>(acc.data() + acc.size())));
                 if (dtype == DType::F32) {
                   out = avg.to_bytes();
                 } else {
@@ -113,9 +123,12 @@ NamedTensor merged(const std::string& name, const std::vector<Tensor>& slices, c
                 }
                 break;
               }
-              case TpMerge::Concat: out = concat(parts, shapes, dim, elem); break;
+              case TpMerge::Concat:
+                out = concat(parts, shapes, dim, elem);
+                break;
               case TpMerge::SubParams2: {
-                // each slice is [first sub-param rows; second sub-param rows]: all first halves, then all second
+                // each slice is [first sub-param rows; second sub-param rows]: all first halves, then all
+                // second
                 std::vector<std::vector<uint8_t>> halves;
                 std::vector<std::vector<int64_t>> hshapes;
                 for (int h = 0; h < 2; ++h)
@@ -161,12 +174,14 @@ std::vector<NamedTensor> job_export_tensors(const Checkpoint& job, const ExportO
       for (auto& n : slice_export_tensors(*job.slice(s * t.tp + k), options)) add(std::move(n));
     return out;
   }
-  std::optional<TpRules> rules = options.tp_rules ? std::optional<TpRules>(read_tp_rules(*options.tp_rules))
-                                                  : tp_rules_of(job);
+  std::optional<TpRules> rules =
+      options.tp_rules ? std::optional<TpRules>(read_tp_rules(*options.tp_rules)) : tp_rules_of(job);
   if (!rules)
     throw Error(job.catalog().tag_dir, "",
-                "a tensor-parallel checkpoint (tp " + std::to_string(t.tp) + ") without universal_checkpoint_info: "
-                "pass --tp-rules FILE saying how its slices merge, or --tp-rank K to write one tensor rank's slices");
+                "a tensor-parallel checkpoint (tp " + std::to_string(t.tp) +
+                    ") without universal_checkpoint_info: "
+                    "pass --tp-rules FILE saying how its slices merge, or --tp-rank K to write one tensor "
+                    "rank's slices");
   std::vector<std::string> no_rule;
   std::vector<std::pair<std::string, std::vector<Tensor>>> todo;
   std::vector<std::pair<std::string, TpRule>> decided;
@@ -184,7 +199,8 @@ std::vector<NamedTensor> job_export_tensors(const Checkpoint& job, const ExportO
       for (int k = 0; k < t.tp; ++k) {
         auto it = by_rank[static_cast<size_t>(k)].find(name);
         if (it == by_rank[static_cast<size_t>(k)].end())
-          throw Error(job.catalog().tag_dir, name, "on tensor rank 0 but not on tensor rank " + std::to_string(k));
+          throw Error(job.catalog().tag_dir, name,
+                      "on tensor rank 0 but not on tensor rank " + std::to_string(k));
         slices.push_back(it->second);
       }
       auto rule = rules->rule_for(name);
@@ -207,10 +223,12 @@ std::vector<NamedTensor> job_export_tensors(const Checkpoint& job, const ExportO
   if (!no_rule.empty()) {
     std::string list;
     for (const auto& n : no_rule) list += (list.empty() ? "" : ", ") + n;
-    throw Error(rules->source, "",
-                "no tensor-parallel merge rule for " + std::to_string(no_rule.size()) + " param(s) whose slices differ: " +
-                    list + ". Give a --tp-rules file that covers them (tp_replicated_parameter_patterns, "
-                    "parameter_with_row_parallelism_patterns, cat_dim, default_cat_dim, ...), or --tp-rank K");
+    throw Error(
+        rules->source, "",
+        "no tensor-parallel merge rule for " + std::to_string(no_rule.size()) +
+            " param(s) whose slices differ: " + list +
+            ". Give a --tp-rules file that covers them (tp_replicated_parameter_patterns, "
+            "parameter_with_row_parallelism_patterns, cat_dim, default_cat_dim, ...), or --tp-rank K");
   }
   return out;
 }

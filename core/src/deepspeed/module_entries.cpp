@@ -45,7 +45,8 @@ std::optional<EntryLocation> locate_module_entry(const Catalog& cat, const std::
       if (!f) return std::nullopt;
       return EntryLocation{f, name.substr(name.find('.') + 1), false};
     }
-    if (const auto it = cat.lp_locations.find(name); it != cat.lp_locations.end())  // tied modules: where found
+    if (const auto it = cat.lp_locations.find(name);
+        it != cat.lp_locations.end())  // tied modules: where found
       for (const auto& f : cat.files)
         if (f.path == it->second.file) return EntryLocation{&f, it->second.key, f.role == FileRole::Model};
     return std::nullopt;
@@ -59,14 +60,14 @@ std::string expected_entry_file(const Catalog& cat, const std::string& name) {
   const Topology& t = cat.topology;
   if (t.moe())
     if (const auto [layer, expert] = expert_of(t, name); layer >= 0)
-      return t.legacy_expert_files ? "expert_" + std::to_string(expert) + "_mp_rank_" + two_digits(cat.mp_rank) +
-                                         "_model_states.pt"
+      return t.legacy_expert_files ? "expert_" + std::to_string(expert) + "_mp_rank_" +
+                                         two_digits(cat.mp_rank) + "_model_states.pt"
                                    : "layer_" + std::to_string(layer) + "_expert_" + std::to_string(expert) +
                                          "_mp_rank_" + two_digits(cat.mp_rank) + "_model_states.pt";
   if (t.pipeline)
     if (const int layer = pipeline_layer_of(name); layer >= 0)
-      return "layer_" + two_digits(layer) + (t.layer_files_named_by_tp ? "-model_" + two_digits(cat.tp_rank) : "") +
-             "-model_states.pt";
+      return "layer_" + two_digits(layer) +
+             (t.layer_files_named_by_tp ? "-model_" + two_digits(cat.tp_rank) : "") + "-model_states.pt";
   return "";
 }
 

@@ -1,5 +1,5 @@
-// Tensor-parallel merge rules (tp_rules.h): from a checkpoint's universal_checkpoint_info or a JSON rule file,
-// applied in the order ds_to_universal.py::merge_tp_slices applies them.
+// Tensor-parallel merge rules (tp_rules.h): from a checkpoint's universal_checkpoint_info or a JSON rule
+// file, applied in the order ds_to_universal.py::merge_tp_slices applies them.
 #include "ckptdoc/deepspeed/tp_rules.h"
 
 #include <algorithm>
@@ -30,7 +30,8 @@ bool matches(const std::string& pattern, const std::string& name, const std::str
     const std::regex re(pattern, std::regex::ECMAScript);
     return std::regex_search(name, re, std::regex_constants::match_continuous);
   } catch (const std::regex_error& e) {
-    throw Error(source, "pattern '" + pattern + "'", std::string("not a regular expression ckptdoc can use: ") + e.what());
+    throw Error(source, "pattern '" + pattern + "'",
+                std::string("not a regular expression ckptdoc can use: ") + e.what());
   }
 }
 
@@ -40,8 +41,7 @@ std::optional<std::string> matched(const std::vector<std::string>& patterns, con
   std::optional<std::string> hit;
   for (const auto& p : patterns) {
     if (!matches(p, name, source)) continue;
-    if (hit)
-      throw Error(source, list, "'" + name + "' matches both '" + *hit + "' and '" + p + "'");
+    if (hit) throw Error(source, list, "'" + name + "' matches both '" + *hit + "' and '" + p + "'");
     hit = p;
   }
   return hit;
@@ -75,7 +75,8 @@ std::optional<TpRule> TpRules::rule_for(const std::string& name) const {
     std::optional<std::pair<std::string, int>> hit;
     for (const auto& [p, dim] : cat_dims)
       if (matches(p, name, source)) {
-        if (hit) throw Error(source, "cat_dim", "'" + name + "' matches both '" + hit->first + "' and '" + p + "'");
+        if (hit)
+          throw Error(source, "cat_dim", "'" + name + "' matches both '" + hit->first + "' and '" + p + "'");
         hit = std::make_pair(p, dim);
       }
     if (hit) {
@@ -100,7 +101,8 @@ std::optional<TpRules> tp_rules_of(const Checkpoint& ckpt) {
   if (!mf) return std::nullopt;
   const Value* info = nullptr;
   try {
-    info = dict_get(&ckpt.model_file(mf->mp_rank, std::max(mf->dp_rank, 0)).root, "universal_checkpoint_info");
+    info =
+        dict_get(&ckpt.model_file(mf->mp_rank, std::max(mf->dp_rank, 0)).root, "universal_checkpoint_info");
   } catch (const Error&) {
     return std::nullopt;
   }
@@ -166,12 +168,22 @@ TpRules read_tp_rules(const std::string& path) {
     r.original_vocab_size = j["original_vocab_size"].get<int64_t>();
   }
   for (const auto& [k, v] : j.items()) {
-    static const std::vector<std::string> known{kReplicated, kAverage, kRow, kVocab, kSub2, "cat_dim",
-                                                "default_cat_dim", "original_vocab_size", "padded_vocab_size",
-                                                "universal_checkpoint_version", "pipeline_replicated_parameter_patterns"};
+    static const std::vector<std::string> known{kReplicated,
+                                                kAverage,
+                                                kRow,
+                                                kVocab,
+                                                kSub2,
+                                                "cat_dim",
+                                                "default_cat_dim",
+                                                "original_vocab_size",
+                                                "padded_vocab_size",
+                                                "universal_checkpoint_version",
+                                                "pipeline_replicated_parameter_patterns"};
     if (std::find(known.begin(), known.end(), k) == known.end())
-      throw Error(path, k, "unknown key (expected the universal_checkpoint_info pattern lists, cat_dim, default_cat_dim, "
-                           "original_vocab_size)");
+      throw Error(
+          path, k,
+          "unknown key (expected the universal_checkpoint_info pattern lists, cat_dim, default_cat_dim, "
+          "original_vocab_size)");
   }
   return r;
 }

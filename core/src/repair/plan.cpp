@@ -195,7 +195,7 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
       refuse("--repartition", "re-partitioning " + wname + " checkpoints is not supported");
     if (w == OptimizerWrapper::Zero3) {
       const auto* mf = cat.metadata_model_file();
-      const Value* frag = mf ? ckpt.model_file(0, std::max(mf->dp_rank, 0)).root.get("frozen_param_fragments") : nullptr;
+      const Value* frag = mf ? ckpt.model_file(mf->mp_rank, std::max(mf->dp_rank, 0)).root.get("frozen_param_fragments") : nullptr;
       if (frag && frag->is_dict() && !frag->as_dict().items.empty())
         refuse("--repartition", "ZeRO-3 checkpoints with frozen params are not supported by repartition yet");
     }

@@ -84,7 +84,9 @@ void Runner::run(const std::string& out_dir) {
   tag_out_ = out_ + "/" + plan_.tag;
   check_io(io_.mkdir(out_), out_, "mkdir");
   check_io(io_.mkdir(tag_out_), tag_out_, "mkdir");
-  if (progress_) progress_->set_stage("writing repaired checkpoint", plan_.files.size());
+  // A job's model-parallel ranks are written one after the other (the last first) under one stage.
+  if (progress_ && cat_.mp_rank + 1 >= std::max(cat_.topology.mp_world_size, 1))
+    progress_->set_stage("writing repaired checkpoint", plan_.files.size());
   if (rq_.target)
     graft();
   else if (rq_.world_size)

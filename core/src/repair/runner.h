@@ -95,7 +95,7 @@ class Runner {
   // The old optimizer state entry a new group's state is modelled on (nullptr when there is none).
   const Value* old_state_entry(const Value& osd, size_t gi, const NewLayout& nl, int64_t* old_len) const;
   // The model file the new files copy their metadata from: rank 0's, or under MPI one this process has.
-  const TorchFile& model_template() const { return ckpt_.model_file(0, dist_ ? dist_->template_rank : 0); }
+  const TorchFile& model_template() const { return ckpt_.model_file(-1, dist_ ? dist_->template_rank : 0); }
 
   // Elements of `field` ("fp32" or a state key) of new rank r's partition of new group gi.
   using RankFill = std::function<FloatFill(size_t gi, int r, const std::string& field)>;
