@@ -146,7 +146,7 @@ def rank_main(a):
 
     rep["phase"] = "step"
     flush()
-    before = {n: p.detach().float().clone() for n, p in job.engine.module.named_parameters()}
+    before = full["lp"]  # the whole model's 16-bit weights (ZeRO-3 holds only slices of them on a rank)
     try:
         loss = M.train_step(job, M.batches(job, 4, 99))
         rep["step"] = {"ok": math.isfinite(loss), "loss": loss}
@@ -157,7 +157,8 @@ def rank_main(a):
         flush()
         sys.stdout.flush()
         os._exit(4)
-    delta = {n: float((p.detach().float() - before[n]).abs().max()) for n, p in job.engine.module.named_parameters()}
+    after = M.gather_full(job, "lp")
+    delta = {n: float((t - before[n]).abs().max()) if t.numel() else 0.0 for n, t in after.items()}
     rep["lp_step_delta_max"] = max(delta.values()) if delta else 0.0
     rep["phase"] = "done"
     flush()

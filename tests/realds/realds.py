@@ -87,6 +87,9 @@ MATRIX = {
     "par_tp": dict(kind="par", model="tp", stage=2, dtype="fp16", pp=1, tp=2, dp=2, world=4, steps=3),
     "par_moe": dict(kind="par", model="moe", stage=2, dtype="fp16", pp=1, tp=1, ep=2, dp=4, world=4, steps=3),
     "par_tp_z3": dict(kind="par", model="tp_z3", stage=3, dtype="fp16", pp=1, tp=2, dp=2, world=4, steps=3),
+    # v0.14.5 records the expert groups' param_slice_mappings with the expert-data-parallel size (PR #5681)
+    "par_moe_v145": dict(kind="par", model="moe", stage=2, dtype="fp16", pp=1, tp=1, ep=2, dp=4, world=4, steps=3,
+                         ds="0.14.5"),
 }
 
 DEFAULTS = dict(model="A", bf16opt=False, zero_extra=None, ds="0.12.6", steps=5, pp=1, tp=1, ep=1)

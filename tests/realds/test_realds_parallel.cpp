@@ -7,6 +7,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QtTest>
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -165,6 +166,12 @@ void diagnose_clean(const std::string& name) {
     seen.insert(std::to_string(p["tp"].toInt(-1)) + "/" + p["name"].toString().toStdString());
   }
   QCOMPARE(seen.size(), per_rank * static_cast<size_t>(e.tp));
+  // MoE: DeepSpeed before 0.14.5 records the expert groups' param_slice_mappings with the whole dp size (info).
+  if (e.ep > 1) {
+    const auto info = realds::codes(report, "info");
+    const bool said = std::find(info.begin(), info.end(), "expert-slice-mappings") != info.end();
+    QCOMPARE(said, e.ds == "0.12.6");
+  }
 }
 
 // The merged export equals the model DeepSpeed's engine assembled in the training run, bit for bit (fp32
@@ -203,6 +210,9 @@ class TestRealdsParallel : public QObject {
   void mergedExportTensorParallel() { merged_export("par_tp"); }
   void mergedExportMoe() { merged_export("par_moe"); }
   void mergedExportTensorParallelZero3() { merged_export("par_tp_z3"); }
+  // DeepSpeed v0.14.5: the expert groups' param_slice_mappings are right, and read as they are.
+  void diagnoseCleanMoeV145() { diagnose_clean("par_moe_v145"); }
+  void mergedExportMoeV145() { merged_export("par_moe_v145"); }
 
   // A file of one tensor rank, pipeline layer or expert removed: named, as an error.
   void diagnoseNamesMissingFiles_data() {

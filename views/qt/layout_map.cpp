@@ -68,8 +68,8 @@ QString LayoutMap::describe(const LayoutHit& hit) const {
   if (!group_) return {};
   const auto& part = group_->partitions[static_cast<size_t>(hit.rank)];
   if (hit.fragment < 0)
-    return tr("<b>padding</b><br>rank %1, element %2 of %3<br>%4 padding elements on this rank")
-        .arg(hit.rank)
+    return tr("<b>padding</b><br>dp rank %1, element %2 of %3<br>%4 padding elements on this rank")
+        .arg(part.rank)
         .arg(hit.element)
         .arg(group_->partition_numel)
         .arg(part.padding);
@@ -77,9 +77,10 @@ QString LayoutMap::describe(const LayoutHit& hit) const {
   const auto& pe = group_->params[static_cast<size_t>(fr.param)];
   QStringList dims;
   for (auto d : pe.shape) dims << QString::number(d);
-  return tr("<b>%1</b> [%2]<br>rank %3, group %4<br>partition offset %5, numel %6<br>param elements %7 – %8 of %9")
+  // Rows are partitions; an MoE expert group's partitions sit in every ep-th dp rank.
+  return tr("<b>%1</b> [%2]<br>dp rank %3, group %4<br>partition offset %5, numel %6<br>param elements %7 – %8 of %9")
       .arg(QString::fromStdString(pe.name).toHtmlEscaped(), dims.join(QStringLiteral("×")))
-      .arg(hit.rank)
+      .arg(part.rank)
       .arg(group_->index)
       .arg(fr.partition_offset)
       .arg(fr.numel)
