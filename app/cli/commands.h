@@ -36,6 +36,8 @@ struct ExportCommandOptions {
   std::string device = "auto";
   std::string max_shard_size;  // empty: one file; else -o names a folder of Hugging Face-style shards
   bool force = false;
+  int tp_rank = -1;                     // tensor-parallel jobs: this rank's slices, unmerged
+  std::optional<std::string> tp_rules;  // tensor-parallel rule file (default: universal_checkpoint_info)
 };
 int run_export(const ExportCommandOptions& o);
 
@@ -115,6 +117,7 @@ struct DiagnoseOptions {
   unsigned gpu_workers = 0;
   int max_params = 30;  // rows of the per-param table in the text report
   bool verify_checksums = false;
+  std::optional<std::string> tp_rules;  // tensor-parallel rule file (default: universal_checkpoint_info)
 };
 int run_diagnose(const DiagnoseOptions& o);
 

@@ -78,9 +78,12 @@ void print_live(const analysis::LiveReport& l) {
 void print_report(const analysis::Report& report, const deepspeed::Catalog& cat, int max_params) {
   if (cat.kind != "deepspeed") return print_weights_report(report, cat, max_params);
   std::printf("ckptdoc diagnose: %s (tag %s)\n", cat.tag_dir.c_str(), cat.tag.c_str());
-  const std::string dp = cat.universal ? "universal (any dp)" : "dp " + std::to_string(cat.dp_world_size);
-  std::printf("  ZeRO stage %d, %s weights, %s, mp %d, %s; scanned %s in %.2f s on %s\n\n", cat.zero_stage,
-              std::string(dtype_name(cat.lp_dtype)).c_str(), dp.c_str(), cat.mp_world_size,
+  const auto& t = cat.topology;
+  std::string par = cat.universal ? "universal (any dp)" : "dp " + std::to_string(cat.dp_world_size);
+  if (t.model_parallel()) par = "pp " + std::to_string(t.pp) + " x tp " + std::to_string(t.tp) + " x " + par;
+  if (t.moe()) par += ", ep " + std::to_string(t.ep);
+  std::printf("  ZeRO stage %d, %s weights, %s, %s; scanned %s in %.2f s on %s\n\n", cat.zero_stage,
+              std::string(dtype_name(cat.lp_dtype)).c_str(), par.c_str(),
               std::string(deepspeed::wrapper_name(cat.wrapper)).c_str(), human_bytes(report.bytes_scanned).c_str(),
               report.seconds, report.backend.c_str());
   if (report.live) print_live(*report.live);
@@ -101,7 +104,8 @@ void print_report(const analysis::Report& report, const deepspeed::Catalog& cat,
     if (!f.ranks.empty()) {
       std::string r;
       for (int x : f.ranks) r += (r.empty() ? "" : ", ") + std::to_string(x);
-      std::printf("  ranks: %s\n", r.c_str());
+      std::printf("  %s: %s\n", f.code.rfind("tp-", 0) == 0 ? "tensor ranks" : t.model_parallel() ? "dp ranks" : "ranks",
+                  r.c_str());
     }
     if (f.repair != analysis::RepairKind::None)
       std::printf("  fix: ckptdoc repair %s -o %s-fixed --%s\n", cat.save_dir.c_str(), cat.save_dir.c_str(),
@@ -124,7 +128,9 @@ void print_report(const analysis::Report& report, const deepspeed::Catalog& cat,
     for (const auto& [k, ranks] : p->nonfinite_by_rank)
       for (const auto& [r, n] : ranks) nonfinite += n;
     const auto& d = p->lp_vs_fp32;
-    std::string name = p->name.size() > 40 ? "…" + p->name.substr(p->name.size() - 39) : p->name;
+    std::string full = p->name;
+    if (p->pp >= 0 || p->tp >= 0) full = "[" + deepspeed::slice_label(t, p->pp, p->tp) + "] " + full;
+    std::string name = full.size() > 40 ? "…" + full.substr(full.size() - 39) : full;
     std::printf("%-40s %12lld %9s %10s %10s %8llu %12s\n", name.c_str(), static_cast<long long>(p->numel),
                 d ? fmt_double(d->exact_fraction() * 100.0, "%.2f").c_str() : "-",
                 d ? fmt_double(d->max_abs).c_str() : "-", d ? fmt_double(d->rel_l2()).c_str() : "-",
@@ -145,6 +151,7 @@ int run_diagnose(const DiagnoseOptions& o) {
     d.threads = o.threads;
     d.gpu_workers = o.gpu_workers;
     d.verify_checksums = o.verify_checksums;
+    d.tp_rules = o.tp_rules;
     Progress progress;
     analysis::Report report;
     {

@@ -45,6 +45,8 @@ int run_export(const ExportCommandOptions& o) {
     options.dtype = *d;
   }
   options.exclude_frozen = o.exclude_frozen;
+  options.tp_rank = o.tp_rank;
+  options.tp_rules = o.tp_rules;
   // Only a dtype change uses the device: plain exports do not settle (or mention) "auto".
   options.device = o.dtype.empty() && o.device == "auto" ? DeviceKind::Cpu : choose_device(o.device);
   const ExportResult r = export_weights(*ckpt, o.output, options);

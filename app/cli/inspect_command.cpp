@@ -1,6 +1,7 @@
 // `ckptdoc inspect PATH`: a DeepSpeed checkpoint's catalog as text or JSON. Reads pickles and zip
 // directories only.
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "ckptdoc/deepspeed/catalog_json.h"
@@ -55,48 +56,53 @@ void print_universal(const Catalog& c) {
   print_files_and_problems(c);
 }
 
-void print_text(const Catalog& c, bool layout) {
-  if (c.universal) return print_universal(c);
-  std::printf("DeepSpeed checkpoint %s\n", c.tag_dir.c_str());
-  std::printf("  tag              %s\n", c.tag.c_str());
-  std::printf("  ZeRO stage       %d\n", c.zero_stage);
-  std::printf("  optimizer        %s%s\n", std::string(wrapper_name(c.wrapper)).c_str(),
-              c.optimizer_name_hint.empty() ? "" : (" wrapping " + c.optimizer_name_hint).c_str());
-  std::printf("  lp dtype         %s\n", std::string(dtype_name(c.lp_dtype)).c_str());
-  std::string pc;
-  for (int x : c.partition_count) pc += (pc.empty() ? "" : ",") + std::to_string(x);
-  std::printf("  world sizes      dp %d, mp %d (partition_count %s, %d optimizer files)\n", c.dp_world_size,
-              c.mp_world_size, pc.empty() ? "-" : pc.c_str(), c.optim_file_count);
-  std::printf("  ds_version       %s\n", c.ds_version.empty() ? "(none)" : c.ds_version.c_str());
-  std::printf("  steps            global %lld, skipped %lld, samples %lld, optimizer step %s\n",
-              static_cast<long long>(c.global_steps), static_cast<long long>(c.skipped_steps),
-              static_cast<long long>(c.global_samples),
-              c.optimizer_step ? std::to_string(*c.optimizer_step).c_str() : "-");
-  if (c.loss_scaler.present) {
-    std::printf("  loss scaler      %s, scale %g, min %g, iter %lld, last overflow %lld\n",
-                c.loss_scaler.dynamic ? "dynamic" : "static", c.loss_scaler.cur_scale, c.loss_scaler.min_scale,
-                static_cast<long long>(c.loss_scaler.cur_iter), static_cast<long long>(c.loss_scaler.last_overflow_iter));
+std::string coordinates(const CheckpointFile& f, const Topology& t) {
+  std::string s;
+  auto add = [&s](const char* k, int v) {
+    if (v >= 0) s += (s.empty() ? "" : " ") + std::string(k) + " " + std::to_string(v);
+  };
+  if (f.role == FileRole::Layer) add("layer", f.layer);
+  if (f.role == FileRole::Expert) {
+    add("moe layer", t.legacy_expert_files ? -1 : f.layer);
+    add("expert", f.expert);
   }
-  size_t nparams = 0;
-  for (const auto& g : c.groups) nparams += g.params.size();
-  std::printf("  params           %zu trainable (%s elements) in %zu groups; %zu frozen; %zu buffers; %zu shared\n",
-              nparams, grouped(c.trainable_numel()).c_str(), c.groups.size(), c.frozen_params.size(),
-              c.buffer_names.size(), c.shared_params.size());
-  if (!c.optimizer_state_keys.empty()) {
-    std::string k;
-    for (const auto& s : c.optimizer_state_keys) k += (k.empty() ? "" : ", ") + s;
-    std::printf("  optimizer state  %s\n", k.c_str());
+  if (t.pp > 1) add("pp", f.pp);
+  if (t.tp > 1) add("tp", f.tp);
+  if (t.ep > 1) add("ep", f.ep);
+  add("dp", f.dp_rank);
+  if (f.role != FileRole::Layer || f.mp_rank >= 0) add("mp", f.mp_rank);
+  return s;
+}
+
+void print_parallel(const Catalog& c) {
+  const Topology& t = c.topology;
+  if (t.model_parallel()) {
+    std::printf("  parallel         pipeline %d x tensor %d x data %d (mp_world_size %d)%s\n", t.pp, t.tp,
+                c.dp_world_size, t.mp_world_size,
+                t.pipeline ? "; weights in pipeline layer files" : "");
   }
-  std::printf("\nGroups\n");
+  for (const auto& L : t.moe_layers) {
+    const int per = L.ep_size > 0 ? L.num_experts / L.ep_size : 0;
+    std::printf("  MoE layer %-6d %d experts (%s) over expert-parallel %d, %d per rank, expert-data-parallel %d\n",
+                L.id, L.num_experts, L.prefix.c_str(), L.ep_size, per,
+                L.ep_size > 0 ? c.dp_world_size / L.ep_size : 0);
+  }
+}
+
+void print_groups(const Catalog& c, bool layout) {
   for (const auto& g : c.groups) {
-    std::printf("  #%d  %s elements in %zu params, padded to %s, %s per rank\n", g.index, grouped(g.numel).c_str(),
-                g.params.size(), grouped(g.padded_numel).c_str(), grouped(g.partition_numel).c_str());
+    std::string what;
+    if (g.expert) what = " (experts of ep rank " + std::to_string(g.ep_rank) + ", file group " + std::to_string(g.file_group) + ")";
+    std::printf("  #%d%s  %s elements in %zu params, padded to %s, %s per rank\n", g.index, what.c_str(),
+                grouped(g.numel).c_str(), g.params.size(), grouped(g.padded_numel).c_str(),
+                grouped(g.partition_numel).c_str());
     for (const auto& p : g.params) {
-      std::printf("      %-40s %-14s offset %s\n", p.name.c_str(), shape_text(p.shape).c_str(),
-                  grouped(p.offset).c_str());
+      const auto it = c.lp_locations.find(p.name);
+      std::printf("      %-40s %-14s offset %-10s %s\n", p.name.c_str(), shape_text(p.shape).c_str(),
+                  grouped(p.offset).c_str(), it == c.lp_locations.end() ? "(no 16-bit weight)" : it->second.file.c_str());
     }
     for (const auto& rp : g.partitions) {
-      std::printf("      rank %d: saved %s, padding %s", rp.rank, grouped(rp.saved_numel).c_str(),
+      std::printf("      dp rank %d: saved %s, padding %s", rp.rank, grouped(rp.saved_numel).c_str(),
                   grouped(rp.padding).c_str());
       if (layout) {
         for (const auto& f : rp.fragments) {
@@ -108,17 +114,68 @@ void print_text(const Catalog& c, bool layout) {
       std::printf("\n");
     }
   }
+}
+
+void print_text(const Checkpoint& ck, bool layout) {
+  const Catalog& c = ck.catalog();
+  if (c.universal) return print_universal(c);
+  std::printf("DeepSpeed checkpoint %s\n", c.tag_dir.c_str());
+  std::printf("  tag              %s\n", c.tag.c_str());
+  std::printf("  ZeRO stage       %d\n", c.zero_stage);
+  std::printf("  optimizer        %s%s\n", std::string(wrapper_name(c.wrapper)).c_str(),
+              c.optimizer_name_hint.empty() ? "" : (" wrapping " + c.optimizer_name_hint).c_str());
+  std::printf("  lp dtype         %s\n", std::string(dtype_name(c.lp_dtype)).c_str());
+  std::string pc;
+  for (int x : c.partition_count) pc += (pc.empty() ? "" : ",") + std::to_string(x);
+  std::printf("  world sizes      dp %d, mp %d (partition_count %s, %d optimizer files)\n", c.dp_world_size,
+              c.mp_world_size, pc.empty() ? "-" : pc.c_str(), c.optim_file_count);
+  print_parallel(c);
+  std::printf("  ds_version       %s\n", c.ds_version.empty() ? "(none)" : c.ds_version.c_str());
+  std::printf("  steps            global %lld, skipped %lld, samples %lld, optimizer step %s\n",
+              static_cast<long long>(c.global_steps), static_cast<long long>(c.skipped_steps),
+              static_cast<long long>(c.global_samples),
+              c.optimizer_step ? std::to_string(*c.optimizer_step).c_str() : "-");
+  if (c.loss_scaler.present) {
+    std::printf("  loss scaler      %s, scale %g, min %g, iter %lld, last overflow %lld\n",
+                c.loss_scaler.dynamic ? "dynamic" : "static", c.loss_scaler.cur_scale, c.loss_scaler.min_scale,
+                static_cast<long long>(c.loss_scaler.cur_iter), static_cast<long long>(c.loss_scaler.last_overflow_iter));
+  }
+  size_t nparams = 0;
+  int64_t numel = 0;
+  std::vector<std::shared_ptr<const Checkpoint>> slices;
+  for (int m = 0; m < ck.slice_count(); ++m) {
+    try {
+      slices.push_back(ck.slice(m));
+    } catch (const std::exception&) {
+      continue;  // its problems are listed below
+    }
+    for (const auto& g : slices.back()->catalog().groups) nparams += g.params.size();
+    numel += slices.back()->catalog().trainable_numel();
+  }
+  std::printf("  params           %zu trainable (%s elements) in %zu groups%s; %zu frozen; %zu buffers; %zu shared\n",
+              nparams, grouped(numel).c_str(), c.groups.size(),
+              slices.size() > 1 ? (" per model-parallel rank, " + std::to_string(slices.size()) + " ranks").c_str() : "",
+              c.frozen_params.size(), c.buffer_names.size(), c.shared_params.size());
+  if (!c.optimizer_state_keys.empty()) {
+    std::string k;
+    for (const auto& s : c.optimizer_state_keys) k += (k.empty() ? "" : ", ") + s;
+    std::printf("  optimizer state  %s\n", k.c_str());
+  }
+  std::printf("\nGroups\n");
+  for (const auto& sl : slices) {
+    const Catalog& sc = sl->catalog();
+    if (slices.size() > 1)
+      std::printf(" model-parallel rank %d (%s)\n", sc.mp_rank, sc.slice_label().c_str());
+    print_groups(sc, layout);
+  }
   print_files_and_problems(c);
 }
 
 void print_files_and_problems(const Catalog& c) {
   std::printf("\nFiles\n");
   for (const auto& f : c.files) {
-    std::string ranks;
-    if (f.dp_rank >= 0) ranks += "dp " + std::to_string(f.dp_rank) + " ";
-    if (f.mp_rank >= 0) ranks += "mp " + std::to_string(f.mp_rank);
-    std::printf("  %-50s %-6s %-12s %s\n", f.path.c_str(), std::string(role_name(f.role)).c_str(), ranks.c_str(),
-                human_bytes(f.bytes).c_str());
+    std::printf("  %-50s %-12s %-28s %s\n", f.path.c_str(), std::string(role_name(f.role)).c_str(),
+                coordinates(f, c.topology).c_str(), human_bytes(f.bytes).c_str());
   }
   std::printf("\nProblems\n");
   if (c.problems.empty()) std::printf("  none\n");
@@ -171,13 +228,13 @@ int run_inspect(const InspectOptions& o) {
       std::printf("%s\n", weights::weights_to_json(*weights).c_str());
       return 0;
     }
-    auto j = nlohmann::json::parse(catalog_to_json(ckpt->catalog()));
+    auto j = nlohmann::json::parse(checkpoint_to_json(*ckpt));
     if (weights) j["trainer_weights"] = nlohmann::json::parse(weights::weights_to_json(*weights));
     std::printf("%s\n", j.dump(2).c_str());
   } else if (ckpt->weights_only() && weights) {
     print_weights(*weights, weights->kind() == weights::SourceKind::HfFolder ? "Hugging Face model folder" : "Weights file");
   } else {
-    print_text(ckpt->catalog(), o.layout);
+    print_text(*ckpt, o.layout);
     if (weights) {
       std::printf("\n");
       print_weights(*weights, "Model weights beside the checkpoint (Trainer checkpoint folder):");

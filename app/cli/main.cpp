@@ -76,6 +76,11 @@ int main(int argc, char** argv) {
                          "Write Hugging Face-style shards of at most SIZE (5GB = 5e9 bytes, 5GiB = 5*2^30) into the "
                          "folder -o names, with an index when there are several");
   export_cmd->add_flag("--force", exp.force, "With --max-shard-size: replace weights files already in the folder");
+  export_cmd->add_option("--tp-rank", exp.tp_rank,
+                         "Tensor-parallel checkpoints: write this tensor rank's slices of every stage, unmerged "
+                         "(default: merge the ranks by the checkpoint's universal_checkpoint_info or --tp-rules)");
+  export_cmd->add_option("--tp-rules", exp.tp_rules,
+                         "JSON rule file saying how tensor-parallel slices merge (universal_checkpoint_info's keys)");
   export_cmd->add_flag("-q,--quiet", exp.quiet, "No summary line");
   export_cmd->callback([&] { rc = cli::run_export(exp); });
 
@@ -91,6 +96,9 @@ int main(int argc, char** argv) {
   dg_cmd->add_option("--max-params", dg.max_params, "Rows of the per-param table");
   dg_cmd->add_flag("--verify-checksums", dg.verify_checksums,
                    "Also check every record's CRC-32 (reads all bytes once more; finds flipped bits)");
+  dg_cmd->add_option("--tp-rules", dg.tp_rules,
+                     "Tensor-parallel checkpoints: JSON rule file naming the replicated params to compare across "
+                     "tensor ranks (default: the checkpoint's universal_checkpoint_info)");
   dg_cmd->callback([&] { rc = cli::run_diagnose(dg); });
 
   cli::DiffCommandOptions df;

@@ -44,7 +44,8 @@ GENERATOR_VERSION = 3        # bump when an entry's recipe changes meaning
 # The matrix (pairwise, not the full product): every ZeRO stage x dtype, BF16_Optimizer at stage 0 and 1,
 # dp 1-4 (ZeRO-3 at 2-4: dp 1 fails in the CPU harness), fresh (steps 0) and trained, the edge model (tied
 # head, frozen bias), model B, every #762 variant, a ZeRO-3 sub_group_size that splits a group, and v0.14.5.
-# kind "train": ds_driver.py train; kind "seedbug": a fresh engine loads `src` without optimizer states and saves.
+# kind "train": ds_driver.py train; kind "seedbug": a fresh engine loads `src` without optimizer states and saves;
+# kind "par": par_train.py trains a tensor/pipeline/expert-parallel job (its references are assembled by the engine).
 MATRIX = {
     "z1_fp16_dp2": dict(kind="train", stage=1, dtype="fp16", dp=2, steps=5),
     "z1_bf16_dp3_fresh": dict(kind="train", stage=1, dtype="bf16", dp=3, steps=0),
@@ -94,9 +95,19 @@ MATRIX = {
                                dims="96,304,176,16", client=["--universal-info"]),
     "v145_uci_z1_bf16_dp2": dict(kind="client", stage=1, dtype="bf16", dp=2, steps=4, ds="0.14.5",
                                  client=["--universal-info"]),
+    # tensor-, pipeline- and expert-parallel jobs (par_models.py, written by par_train.py, loaded by par_load_check.py);
+    # `model` names the par_models kind, `dp` is the data-parallel size, `world` the number of ranks
+    "par_pipe3d": dict(kind="par", model="pipe3d", stage=1, dtype="bf16", bf16opt=True, pp=2, tp=2, dp=2, world=8,
+                       steps=3),
+    "par_tp": dict(kind="par", model="tp", stage=2, dtype="fp16", pp=1, tp=2, dp=2, world=4, steps=3),
+    "par_moe": dict(kind="par", model="moe", stage=2, dtype="fp16", pp=1, tp=1, ep=2, dp=4, world=4, steps=3),
+    "par_tp_z3": dict(kind="par", model="tp_z3", stage=3, dtype="fp16", pp=1, tp=2, dp=2, world=4, steps=3),
+    # v0.14.5 records the expert groups' param_slice_mappings with the expert-data-parallel size (PR #5681)
+    "par_moe_v145": dict(kind="par", model="moe", stage=2, dtype="fp16", pp=1, tp=1, ep=2, dp=4, world=4, steps=3,
+                         ds="0.14.5"),
 }
 
-DEFAULTS = dict(model="A", bf16opt=False, zero_extra=None, ds="0.12.6", steps=5, dims=None, client=())
+DEFAULTS = dict(model="A", bf16opt=False, zero_extra=None, ds="0.12.6", steps=5, dims=None, client=(), pp=1, tp=1, ep=1)
 
 
 class Unavailable(Exception):
@@ -188,11 +199,15 @@ def file_sha(path):
 
 def stamp_of(a, spec):
     h = harness(a)
-    recipe = {k: v for k, v in spec.items() if not (k in ("dims", "client") and not v)}  # older entries' stamps
+    # keys at their defaults that older entries did not have leave those entries' stamps (and caches) as they were
+    recipe = {k: v for k, v in spec.items()
+              if not ((k in ("dims", "client") and not v) or (k in ("pp", "tp", "ep") and v == 1))}
     parts = [json.dumps(recipe, sort_keys=True), str(GENERATOR_VERSION)]
     parts += [file_sha(os.path.join(h, f)) for f in ("ds_driver.py", "ds_common.py", "launch.py")]
     if spec["kind"] == "client":
         parts.append(file_sha(os.path.join(HERE, "client_state_driver.py")))
+    if spec["kind"] == "par":
+        parts += [file_sha(os.path.join(HERE, f)) for f in ("par_models.py", "par_train.py")]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
 
 
@@ -233,13 +248,16 @@ def ensure(a, name):
         env = dict(os.environ, DS_SRC=src_dir)
         save_dir = os.path.join(folder, "ckpt")
         h = harness(a)
-        launch = [PYTHON, os.path.join(h, "launch.py"), "--world", str(spec["dp"]), "--logdir",
+        launch = [PYTHON, os.path.join(h, "launch.py"), "--world", str(spec.get("world", spec["dp"])), "--logdir",
                   os.path.join(folder, "logs"), "--", os.path.join(h, "ds_driver.py")]
         if spec["kind"] == "client":
             cmd = launch[:-1] + [os.path.join(HERE, "client_state_driver.py"), "--out", save_dir, "--steps",
                                  str(spec["steps"])] + base_args(spec) + list(spec["client"])
             if spec["dims"]:
                 cmd += ["--dims", spec["dims"]]
+        elif spec["kind"] == "par":
+            cmd = launch[:-1] + [os.path.join(HERE, "par_train.py"), "--kind", spec["model"], "--out", save_dir,
+                                 "--ref", os.path.join(folder, "ref"), "--steps", str(spec["steps"])]
         elif spec["kind"] == "train":
             cmd = launch + ["train", "--name", name, "--out", save_dir, "--steps", str(spec["steps"]), "--model",
                             spec["model"], "--no-truth"] + base_args(spec)
@@ -260,6 +278,9 @@ def ensure(a, name):
 
 def load_check_cmd(a, entry, ckpt, json_out, world=None, model=None, extra=()):
     h = harness(a)
+    if entry["kind"] == "par":
+        return [PYTHON, os.path.join(HERE, "par_load_check.py"), "--ckpt", ckpt, "--kind", entry["model"], "--world",
+                str(world or entry["world"]), "--harness", h, "--json", json_out] + list(extra)
     cmd = [PYTHON, os.path.join(h, "ds_load_check.py"), "--ckpt", ckpt, "--world", str(world or entry["dp"]),
            "--model", model or entry["model"], "--json", json_out, "--timeout", "1200"] + base_args(entry) + list(extra)
     if entry.get("dims"):
@@ -289,6 +310,10 @@ def make_ref(a, name, kind):
     with Lock(os.path.join(folder, ".lock")):
         if os.path.isfile(out):
             return out
+        if entry["kind"] == "par":  # assembled by DeepSpeed in the training run itself (par_train.py)
+            if kind == "zero_to_fp32":
+                die(f"{name}: zero_to_fp32.py reads data-parallel checkpoints only")
+            die(f"{name}: the training run wrote no {out}")
         env = load_env(a, entry)
         if kind in ("fp32", "moments"):
             # real DeepSpeed consolidates what it loaded (engine.load_checkpoint with optimizer states)
@@ -360,7 +385,8 @@ def main():
         for n in MATRIX:
             s = spec_of(n)
             print(f"{n:36s} {s['kind']:8s} stage {s['stage']} {s['dtype']} dp {s['dp']} model {s['model']}"
-                  f"{' BF16_Optimizer' if s['bf16opt'] else ''} DeepSpeed {s['ds']}"
+                  + (f" pp {s['pp']} tp {s['tp']} ep {s['ep']} world {s['world']}" if s["kind"] == "par" else "")
+                  + f"{' BF16_Optimizer' if s['bf16opt'] else ''} DeepSpeed {s['ds']}"
                   + (f" from {s['src']} ({s['variant']})" if s["kind"] == "seedbug" else f" steps {s['steps']}"))
         return 0
     try:

@@ -68,6 +68,10 @@ Entry checkpoint(const std::string& name) {
   e.dp = j["dp"].toInt();
   e.steps = j["steps"].toInt();
   e.bf16opt = j["bf16opt"].toBool();
+  e.pp = j["pp"].toInt(1);
+  e.tp = j["tp"].toInt(1);
+  e.ep = j["ep"].toInt(1);
+  e.world = j["world"].toInt(e.dp);
   return e;
 }
 

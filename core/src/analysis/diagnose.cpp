@@ -11,15 +11,96 @@
 #include "ckptdoc/weights/weights_diagnose.h"
 #include "not_analysed.h"
 #include "ckptdoc/snapshot/live.h"
+#include "ckptdoc/error.h"
 #include "problem_merge.h"
 #include "rules.h"
 #include "scan.h"
+#include "tp_consistency.h"
 
 namespace ckptdoc::analysis {
+
+namespace {
+
+Severity severity_of(const std::string& s) {
+  if (s == "error") return Severity::Error;
+  if (s == "warning") return Severity::Warning;
+  return Severity::Info;
+}
+
+void sort_findings(std::vector<Finding>& f) {
+  std::stable_sort(f.begin(), f.end(), [](const Finding& a, const Finding& b) {
+    return static_cast<int>(a.severity) > static_cast<int>(b.severity);
+  });
+}
+
+// A tensor/pipeline-parallel job: every model-parallel rank scanned and judged on its own (its findings carry its
+// coordinates), the job's catalog problems once, and the comparison of replicated params across tensor ranks.
+Report diagnose_job(const deepspeed::Checkpoint& job, const DiagnoseOptions& options, Progress* progress) {
+  if (mpi_size() > 1)
+    throw Error(job.catalog().tag_dir, "mpirun",
+                "diagnosing a tensor/pipeline-parallel checkpoint across MPI processes is not supported; run "
+                "ckptdoc diagnose in one process");
+  Report report;
+  std::vector<deepspeed::Problem> scan_problems;
+  NotAnalysed not_analysed;  // over every slice
+  for (int m = 0; m < job.slice_count(); ++m) {
+    std::shared_ptr<const deepspeed::Checkpoint> slice;
+    try {
+      slice = job.slice(m);
+    } catch (const Error&) {
+      continue;  // unreadable: the job's catalog problems say so
+    }
+    const deepspeed::Catalog& c = slice->catalog();
+    ScanResult scan = scan_params(*slice, options, progress);
+    slice->check_unchanged();  // a rank file that shrank while scanned read as zeros: no report from that
+    for (const auto& [reason, n] : scan.not_analysed) not_analysed[reason] += n;
+    // The slice's catalog problems are in the job's list already; the rules here judge its numbers.
+    deepspeed::Catalog judged = c;
+    judged.problems.clear();
+    const std::string label = c.slice_label() + ": ";
+    for (auto& f : apply_rules(judged, scan.params, scan.problems)) {
+      f.pp = c.pp_stage;
+      f.tp = c.tp_rank;
+      f.message = label + f.message;
+      report.findings.push_back(std::move(f));
+    }
+    for (auto& p : scan.params) {
+      p.pp = c.pp_stage;
+      p.tp = c.tp_rank;
+      report.params.push_back(std::move(p));
+    }
+    report.bytes_scanned += scan.bytes_scanned;
+    if (report.backend.empty()) report.backend = scan.backend;
+  }
+  for (const auto& p : job.catalog().problems) {
+    Finding f{p.code, severity_of(p.severity), p.message, p.params, p.ranks, {}, RepairKind::None};
+    if (p.code == "world-size-mismatch") f.repair = RepairKind::Repartition;
+    f.pp = p.pp;
+    f.tp = p.tp;
+    report.findings.push_back(std::move(f));
+  }
+  if (options.verify_checksums)
+    for (auto& p : verify_checksums(job.catalog(), options.threads, progress))
+      report.findings.push_back({p.code, severity_of(p.severity), p.message, p.params, p.ranks, {}, RepairKind::None});
+  const std::optional<deepspeed::TpRules> rules =
+      options.tp_rules ? std::optional<deepspeed::TpRules>(deepspeed::read_tp_rules(*options.tp_rules))
+                       : deepspeed::tp_rules_of(job);
+  for (auto& f : tp_consistency_findings(job, rules, progress)) report.findings.push_back(std::move(f));
+  for (auto& f : not_analysed_findings(not_analysed)) report.findings.push_back(std::move(f));
+  sort_findings(report.findings);
+  return report;
+}
+
+}  // namespace
 
 Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& options, Progress* progress) {
   if (ckpt.weights_only() && ckpt.weights()) return weights::diagnose_weights(*ckpt.weights(), options, progress);
   const auto start = std::chrono::steady_clock::now();
+  if (ckpt.slice_count() > 1 && ckpt.catalog().mp_rank == 0) {
+    Report report = diagnose_job(ckpt, options, progress);
+    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return report;
+  }
   const uint64_t changes = MappedFile::change_count();
   ScanResult scan = scan_params(ckpt, options, progress);
   if (options.verify_checksums)

@@ -70,13 +70,15 @@ std::string report_json(const Report& report, const deepspeed::Catalog& catalog)
     for (const auto& [k, v] : f.evidence) ev[k] = finite_or_null(v);
     findings.push_back(json{{"code", f.code}, {"severity", std::string(severity_name(f.severity))},
                             {"message", f.message}, {"params", f.params}, {"ranks", f.ranks}, {"evidence", ev},
-                            {"repair", std::string(repair_name(f.repair))}});
+                            {"repair", std::string(repair_name(f.repair))},
+                            {"pp", f.pp >= 0 ? json(f.pp) : json(nullptr)}, {"tp", f.tp >= 0 ? json(f.tp) : json(nullptr)}});
     if (!f.details.empty()) findings.back()["details"] = f.details;
   }
   json params = json::array();
   for (const auto& p : report.params) {
     json j{{"name", p.name}, {"group", p.group}, {"shape", p.shape}, {"numel", p.numel},
-           {"lp_dtype", std::string(dtype_name(p.lp_dtype))}};
+           {"lp_dtype", std::string(dtype_name(p.lp_dtype))}, {"pp", p.pp >= 0 ? json(p.pp) : json(nullptr)},
+           {"tp", p.tp >= 0 ? json(p.tp) : json(nullptr)}};
     j["lp_vs_fp32"] = p.lp_vs_fp32 ? divergence_json(*p.lp_vs_fp32) : json(nullptr);
     j["lp"] = p.lp ? stats_json(*p.lp) : json(nullptr);
     j["fp32"] = p.fp32 ? stats_json(*p.fp32) : json(nullptr);
@@ -95,7 +97,10 @@ std::string report_json(const Report& report, const deepspeed::Catalog& catalog)
   json out{{"path", catalog.tag_dir}, {"tag", catalog.tag}, {"zero_stage", catalog.zero_stage},
            {"lp_dtype", std::string(dtype_name(catalog.lp_dtype))}, {"dp_world_size", catalog.dp_world_size},
            {"backend", report.backend}, {"devices", devices}, {"bytes_scanned", report.bytes_scanned}, {"seconds", report.seconds},
-           {"has_error", report.has_error()}, {"findings", findings}, {"params", params}};
+           {"has_error", report.has_error()}, {"findings", findings}, {"params", params},
+           {"parallel", {{"mp_world_size", catalog.topology.mp_world_size}, {"pp", catalog.topology.pp},
+                         {"tp", catalog.topology.tp}, {"ep", catalog.topology.ep},
+                         {"pipeline", catalog.topology.pipeline}}}};
   if (report.live) out["live"] = live_json(*report.live);  // snapshots of a live engine
   return out.dump(1);
 }

@@ -281,10 +281,17 @@ void world_size_rules(const deepspeed::Catalog& cat, std::vector<Finding>& out) 
   if (cat.dp_world_size != cat.optim_file_count)
     why = "the model file says dp_world_size " + std::to_string(cat.dp_world_size) + " but there are " +
           std::to_string(cat.optim_file_count) + " optimizer files";
-  for (size_t g = 0; g < cat.partition_count.size() && why.empty(); ++g)
-    if (cat.partition_count[g] != cat.optim_file_count)
+  for (size_t g = 0; g < cat.partition_count.size() && why.empty(); ++g) {
+    // An MoE expert group is partitioned over the expert-data-parallel ranks only: dp / ep of them.
+    int want = cat.optim_file_count;
+    for (const auto& G : cat.groups)
+      if (G.file_group == static_cast<int>(g) && G.expert && G.partitions.size() > 0)
+        want = cat.optim_file_count * static_cast<int>(G.partitions.size()) / std::max(cat.dp_world_size, 1);
+    if (cat.partition_count[g] != want)
       why = "group " + std::to_string(g) + " has partition_count " + std::to_string(cat.partition_count[g]) +
-            " but there are " + std::to_string(cat.optim_file_count) + " optimizer files";
+            " but there are " + std::to_string(cat.optim_file_count) + " optimizer files" +
+            (want != cat.optim_file_count ? " (an expert group: " + std::to_string(want) + " expected)" : "");
+  }
   if (why.empty()) return;
   out.push_back({"world-size-mismatch", Severity::Error,
                  "World sizes disagree: " + why + ". DeepSpeed refuses to load optimizer states at another world size. "

@@ -1,6 +1,8 @@
 // Names of roles and wrappers, and the Catalog's lookups.
 #include "ckptdoc/deepspeed/catalog.h"
 
+#include <algorithm>
+
 namespace ckptdoc::deepspeed {
 
 std::string_view role_name(FileRole r) {
@@ -29,7 +31,19 @@ std::string_view wrapper_name(OptimizerWrapper w) {
   return "unknown";
 }
 
+const RankPartition* GroupLayout::partition_of(int dp_rank) const {
+  const int k = partition_index(dp_rank);
+  return k < 0 ? nullptr : &partitions[static_cast<size_t>(k)];
+}
+
+int GroupLayout::partition_index(int dp_rank) const {
+  for (size_t k = 0; k < partitions.size(); ++k)
+    if (partitions[k].rank == dp_rank) return static_cast<int>(k);
+  return -1;
+}
+
 const CheckpointFile* Catalog::model_file(int mp_rank, int dp_rank) const {
+  if (mp_rank < 0) mp_rank = this->mp_rank;
   const CheckpointFile* fallback = nullptr;
   for (const auto& f : files) {
     if (f.role != FileRole::Model || f.mp_rank != mp_rank) continue;
@@ -40,15 +54,17 @@ const CheckpointFile* Catalog::model_file(int mp_rank, int dp_rank) const {
 }
 
 const CheckpointFile* Catalog::metadata_model_file() const {
-  const CheckpointFile* mf = model_file(0, 0);
+  const CheckpointFile* mf = model_file(mp_rank, 0);
   // ZeRO-3 on node-local storage: a node has only its own ranks' model files, which hold the same metadata.
   if (!mf)
     for (const auto& f : files)
-      if (f.role == FileRole::Model && f.mp_rank == 0 && f.dp_rank > 0 && (!mf || f.dp_rank < mf->dp_rank)) mf = &f;
+      if (f.role == FileRole::Model && f.mp_rank == mp_rank && f.dp_rank > 0 && (!mf || f.dp_rank < mf->dp_rank))
+        mf = &f;
   return mf;
 }
 
 const CheckpointFile* Catalog::optim_file(int dp_rank, int mp_rank) const {
+  if (mp_rank < 0) mp_rank = this->mp_rank;
   for (const auto& f : files) {
     if (f.role == FileRole::Optim && f.mp_rank == mp_rank && f.dp_rank == dp_rank) return &f;
   }
@@ -68,6 +84,29 @@ int64_t Catalog::trainable_numel() const {
   int64_t n = 0;
   for (const auto& g : groups) n += g.numel;
   return n;
+}
+
+int Catalog::file_group_count() const {
+  int n = 0;
+  for (const auto& g : groups) n = std::max(n, g.file_group + 1);
+  return n;
+}
+
+const GroupLayout* Catalog::group_in_file(int file_group, int dp_rank) const {
+  for (const auto& g : groups)
+    if (g.file_group == file_group && g.partition_of(dp_rank)) return &g;
+  return nullptr;
+}
+
+std::string slice_label(const Topology& t, int pp, int tp) {
+  std::string s;
+  if (t.pp > 1) s = "pp " + std::to_string(pp);
+  if (t.tp > 1) s += (s.empty() ? "" : ", ") + std::string("tp ") + std::to_string(tp);
+  return s;
+}
+
+std::string Catalog::slice_label() const {
+  return topology.model_parallel() ? deepspeed::slice_label(topology, pp_stage, tp_rank) : std::string();
 }
 
 }  // namespace ckptdoc::deepspeed

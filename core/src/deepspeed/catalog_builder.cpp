@@ -2,6 +2,7 @@
 #include "deepspeed/catalog_builder.h"
 
 #include "deepspeed/catalog_bounds.h"
+#include <cstdio>
 
 #include <algorithm>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include "ckptdoc/deepspeed/rank_owners.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/snapshot/snapshot.h"
+#include "deepspeed/catalog_topology.h"
 #include "deepspeed/detect.h"
 #include "deepspeed/file_roles.h"
 #include "deepspeed/value_access.h"
@@ -37,6 +39,7 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
   cat_.save_dir = loc.save_dir;
   cat_.tag = loc.tag;
   cat_.tag_dir = loc.tag_dir;
+  cat_.mp_rank = std::max(options.mp_rank, 0);
   if (universal::is_universal_folder(cat_.tag_dir)) {
     build_universal();
     return;
@@ -50,6 +53,7 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
     throw Error(cat_.tag_dir, "", "no model-states or optimizer-states files in the tag folder");
   }
   read_model_file();
+  read_topology();
   scan_optim_files();
   if (!model_ && std::none_of(optim_.begin(), optim_.end(), [](const auto& kv) { return kv.second.file; })) {
     throw Error(cat_.tag_dir, "", "no readable model-states or optimizer-states file (see the problems above)");
@@ -58,12 +62,60 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
   check_world_sizes();
   build_groups();
   identify_renamed_ranks();
+  expand_expert_groups();
+  if (cat_.topology.moe()) check_experts();
   check_partitions();
+  locate_lp_weights();
   check_module_shapes();
   read_optimizer_summary();
   if (loc.from_latest) note_universal_beside();
   report_renamed();
   check_pickle_safety();
+  label_problems();
+}
+
+void CatalogBuilder::read_topology() {
+  const auto model_root = [this](int m) -> const Value* {
+    const CheckpointFile* f = cat_.model_file(m, 0);
+    if (!f)
+      for (const auto& g : cat_.files)
+        if (g.role == FileRole::Model && g.mp_rank == m && (!f || g.dp_rank < f->dp_rank)) f = &g;
+    if (!f) return nullptr;
+    try {
+      return &ck_.open_cached(f->abs_path).root;
+    } catch (const std::exception&) {
+      return nullptr;  // reported by the slice that owns it
+    }
+  };
+  const auto file_root = [this](const CheckpointFile& f) -> const Value* {
+    try {
+      return &ck_.open_cached(f.abs_path).root;
+    } catch (const std::exception&) {
+      return nullptr;
+    }
+  };
+  std::vector<Problem> found;
+  cat_.topology = derive_topology(cat_.files, model_root, file_root, found);
+  if (cat_.mp_rank == 0)  // job-wide: reported once
+    for (auto& p : found) job_problems_.push_back(std::move(p));
+  const Topology& t = cat_.topology;
+  if (cat_.mp_rank >= t.mp_world_size)
+    throw Error(cat_.tag_dir, "mp rank " + std::to_string(cat_.mp_rank),
+                "beyond the job's " + std::to_string(t.mp_world_size) + " model-parallel ranks");
+  cat_.pp_stage = t.stage_of(cat_.mp_rank);
+  cat_.tp_rank = t.tp_of(cat_.mp_rank);
+  assign_file_coordinates(cat_.files, t);
+}
+
+void CatalogBuilder::label_problems() {
+  const std::string label = cat_.slice_label();
+  if (!label.empty())
+    for (auto& p : cat_.problems) {
+      p.pp = cat_.pp_stage;
+      p.tp = cat_.tp_rank;
+      p.message = label + ": " + p.message;
+    }
+  for (auto& p : job_problems_) cat_.problems.push_back(std::move(p));
 }
 
 void CatalogBuilder::list_files() {
@@ -82,6 +134,13 @@ void CatalogBuilder::list_files() {
         f.dp_rank = info->dp_rank;
         f.mp_rank = info->mp_rank;
         f.bf16_prefix = info->bf16_prefix;
+        f.layer = info->layer;
+        f.expert = info->expert;
+        f.ep = info->ep_rank;
+        if (f.role == FileRole::Layer) {  // the name gives the tensor rank; the stage comes from the topology
+          f.tp = info->tp_named ? info->mp_rank : -1;
+          f.mp_rank = -1;
+        }
       }
       cat_.files.push_back(std::move(f));
     }
@@ -134,9 +193,12 @@ const TorchFile* CatalogBuilder::try_open(const CheckpointFile& f) {
 void CatalogBuilder::read_model_file() {
   const CheckpointFile* mf = cat_.metadata_model_file();
   if (!mf) {
+    char mp[16];
+    std::snprintf(mp, sizeof mp, "%02d", cat_.mp_rank);
     problem("model-file-missing", "error",
-            "no model-states file for mp rank 0 (mp_rank_00_model_states.pt or "
-            "zero_pp_rank_0_mp_rank_00_model_states.pt); buffers, names and steps are unknown");
+            "no model-states file for mp rank " + std::to_string(cat_.mp_rank) + " (mp_rank_" + mp +
+                "_model_states.pt or zero_pp_rank_0_mp_rank_" + mp + "_model_states.pt); buffers, names and steps "
+                "are unknown");
     return;
   }
   model_ = try_open(*mf);
@@ -198,8 +260,8 @@ void CatalogBuilder::read_model_file() {
   }
   cat_.lp_dtype = lp.value_or(DType::F32);
 
-  // Model-file mp ranks: one file per mp rank (ZeRO-3: per (dp, mp)).
-  if (cat_.mp_world_size > 0) {
+  // Model-file mp ranks: one file per mp rank (ZeRO-3: per (dp, mp)); job-wide, so checked once (mp rank 0).
+  if (cat_.mp_world_size > 0 && cat_.mp_rank == 0) {
     std::vector<int> missing;
     for (int m = 0; m < cat_.mp_world_size; ++m) {
       // ZeRO-3 has one per dp rank: any of them stands for the mp rank (dp ranks missing are reported below).
@@ -208,12 +270,22 @@ void CatalogBuilder::read_model_file() {
       if (!any) missing.push_back(m);
     }
     if (!missing.empty()) {
+      // ZeRO-3 names model files per dp rank too.
+      const bool zero3 = std::any_of(cat_.files.begin(), cat_.files.end(), [](const CheckpointFile& f) {
+        return f.role == FileRole::Model && f.dp_rank >= 0;
+      });
       std::string list;
-      for (int m : missing) list += (list.empty() ? "" : ", ") + std::to_string(m);
-      problem("rank-file-missing", "error",
-              "mp_world_size is " + std::to_string(cat_.mp_world_size) + " but the model-states file of mp rank(s) " +
-                  list + " is missing",
-              {}, missing);
+      for (int m : missing) {
+        char name[96];
+        std::snprintf(name, sizeof name, zero3 ? "zero_pp_rank_0_mp_rank_%02d_model_states.pt" : "mp_rank_%02d_model_states.pt", m);
+        list += (list.empty() ? "" : ", ") + std::string(name) + " (mp rank " + std::to_string(m) + ")";
+      }
+      job_problems_.push_back({"rank-file-missing", "error",
+                               "mp_world_size is " + std::to_string(cat_.mp_world_size) + " but " + list +
+                                   (missing.size() > 1 ? " are" : " is") +
+                                   " missing: a tensor or pipeline rank was not saved or copied, and DeepSpeed's "
+                                   "load_checkpoint fails",
+                               {}, {}, {}});  // mp ranks, named in the message (`ranks` holds dp ranks)
     }
   }
 }
@@ -236,7 +308,7 @@ void CatalogBuilder::check_world_sizes() {
   }
   int optim_ranks = 0;
   for (const auto& f : cat_.files) {
-    if (f.role == FileRole::Optim && f.mp_rank == 0) ++optim_ranks;
+    if (f.role == FileRole::Optim && f.mp_rank == cat_.mp_rank) ++optim_ranks;
   }
   cat_.optim_file_count = optim_ranks;
   layout_dp_ = pc > 0 ? pc : (cat_.dp_world_size > 0 ? cat_.dp_world_size : optim_ranks);
@@ -252,11 +324,11 @@ void CatalogBuilder::check_world_sizes() {
   const bool stage3 = cat_.wrapper == OptimizerWrapper::Zero3;
   std::vector<int> missing_optim, missing_model, extra;
   for (int r = 0; r < layout_dp_; ++r) {
-    if (!cat_.optim_file(r, 0)) missing_optim.push_back(r);
-    if (stage3 && !cat_.model_file(0, r)) missing_model.push_back(r);
+    if (!cat_.optim_file(r)) missing_optim.push_back(r);
+    if (stage3 && !cat_.model_file(-1, r)) missing_model.push_back(r);
   }
   for (const auto& f : cat_.files) {
-    if (f.role == FileRole::Optim && f.mp_rank == 0 && f.dp_rank >= layout_dp_) extra.push_back(f.dp_rank);
+    if (f.role == FileRole::Optim && f.mp_rank == cat_.mp_rank && f.dp_rank >= layout_dp_) extra.push_back(f.dp_rank);
   }
   auto join = [](const std::vector<int>& v) {
     std::string s;

@@ -5,6 +5,7 @@
 // checkpoint throws.
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,8 @@ struct OptimRankScan {
   std::vector<int64_t> fp32_numel;  // per flat group
   std::optional<std::vector<int64_t>> group_paddings;
   std::vector<int64_t> partition_count;
+  std::vector<std::string> group_names;  // base optimizer param_groups[g]['name'] ("ep_size_2" for MoE groups)
+  std::vector<bool> group_moe;           // param_groups[g]['moe']
   bool has_slice_mappings = false;
   std::vector<std::vector<SliceMapping>> slice_mappings;  // per group, in saved order
   std::string ds_version;
@@ -40,6 +43,20 @@ class CatalogBuilder {
   void report_renamed();
   const TorchFile* try_open(const CheckpointFile& f);
   void read_model_file();
+  void read_topology();
+  void label_problems();
+  // MoE (catalog_experts.cpp): groups rebuilt from param_slice_mappings when the model file has no
+  // param_shapes (DeepSpeed's MoE model files), expert groups listed once per expert-parallel rank.
+  std::vector<std::vector<ParamEntry>> param_groups_from_slice_mappings();
+  void expand_expert_groups();
+  void check_experts();
+  std::optional<std::vector<int64_t>> entry_shape(const std::string& name);
+  // per_rank > 0: that many experts per expert-parallel rank instead of num_experts / ep_size.
+  std::vector<std::string> expert_group_order(const std::set<int>& layers, int ep_size,
+                                              const std::set<std::string>& suffixes, int per_rank);
+  // Where each param's 16-bit weight is (model file `module`, pipeline layer file, expert file) and its shape
+  // there (catalog_lp.cpp).
+  void locate_lp_weights();
   void scan_optim_files();
   void decide_wrapper();
   void check_world_sizes();
@@ -65,6 +82,7 @@ class CatalogBuilder {
   const Value* old_param_shapes_ = nullptr;  // param_shapes from an optim file (< v0.6.0)
   std::string old_param_shapes_file_;
   int layout_dp_ = 0;
+  std::vector<Problem> job_problems_;  // about the whole job, not this model-parallel rank (not labelled)
 };
 
 }  // namespace ckptdoc::deepspeed

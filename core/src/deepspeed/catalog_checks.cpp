@@ -1,6 +1,6 @@
 // Catalog building, part 3: param groups from param_shapes, their partition layout (§5), and the checks of
 // that layout against what every rank saved (fp32 lengths, group_paddings, partition_count,
-// param_slice_mappings, optimizer-state lengths) and against the module's lp tensors.
+// param_slice_mappings, optimizer-state lengths). The lp tensors are checked in catalog_lp.cpp.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -8,6 +8,7 @@
 #include "ckptdoc/error.h"
 #include "deepspeed/catalog_bounds.h"
 #include "deepspeed/catalog_builder.h"
+#include "deepspeed/catalog_topology.h"
 #include "deepspeed/value_access.h"
 
 namespace ckptdoc::deepspeed {
@@ -51,7 +52,7 @@ std::vector<std::vector<ParamEntry>> CatalogBuilder::param_groups_from_shapes() 
   const Value* shapes = model_ ? dict_get(&model_->root, "param_shapes") : nullptr;
   std::string file = shapes ? model_->path : old_param_shapes_file_;
   if (!shapes) shapes = old_param_shapes_;
-  if (!shapes) return groups;
+  if (!shapes) return param_groups_from_slice_mappings();
   if (shapes->is_sequence()) {
     for (const auto& g : shapes->items()) groups.push_back(entries_of(&g, file));
     return groups;
@@ -117,6 +118,7 @@ void CatalogBuilder::build_groups() {
       }
       cat_.groups.push_back(layout_zero12(index, std::move(params), dp, rules));
     }
+    cat_.groups.back().file_group = index;
   }
   if (rules.round_robin && w == OptimizerWrapper::Zero12) {
     problem("round-robin-order", "info",
@@ -128,15 +130,16 @@ void CatalogBuilder::build_groups() {
 void CatalogBuilder::check_partitions() {
   const auto w = cat_.wrapper;
   if (cat_.groups.empty()) return;
-  const bool round_robin = zero12_rules_for_version(cat_.ds_version).round_robin;
-  // The tensor state keys of each group, over all ranks: every rank must hold them all (a rank without them
-  // would read as zeros in a re-partition, and its moments would be lost).
-  cat_.group_state_keys.assign(cat_.groups.size(), {});
+  const Zero12Rules rules = zero12_rules_for_version(cat_.ds_version);
+  const bool round_robin = rules.round_robin;
+  // The tensor state keys of each file group (a position in the rank files' lists), over all ranks: every rank
+  // must hold them all (a rank without them would read as zeros in a re-partition, and its moments would be lost).
+  cat_.group_state_keys.assign(static_cast<size_t>(cat_.file_group_count()), {});
   for (const auto& [r, s] : optim_) {
     if (!s.osd || r < 0 || r >= layout_dp_) continue;
-    for (size_t g = 0; g < cat_.groups.size(); ++g)
-      for (const auto& [key, v] : str_items(state_entry(s.osd, w, static_cast<int>(g)))) {
-        auto& keys = cat_.group_state_keys[g];
+    for (int fg = 0; fg < cat_.file_group_count(); ++fg)
+      for (const auto& [key, v] : str_items(state_entry(s.osd, w, fg))) {
+        auto& keys = cat_.group_state_keys[static_cast<size_t>(fg)];
         if (key != "step" && v->is_tensor() && !v->as_tensor().shape.empty() &&
             std::find(keys.begin(), keys.end(), key) == keys.end())
           keys.push_back(key);
@@ -146,10 +149,10 @@ void CatalogBuilder::check_partitions() {
     if (!s.osd || r < 0 || r >= layout_dp_) continue;
     const CheckpointFile* f = cat_.optim_file(r, 0);
     const std::string file = f ? f->path : std::string();
-    if (s.fp32_numel.size() != cat_.groups.size()) {
+    if (s.fp32_numel.size() != static_cast<size_t>(cat_.file_group_count())) {
       problem("shape-mismatch", "error",
               file + " holds " + n(static_cast<int64_t>(s.fp32_numel.size())) + " fp32 groups but param_shapes lists " +
-                  n(static_cast<int64_t>(cat_.groups.size())),
+                  n(cat_.file_group_count()),
               file, {r});
     }
     if (!s.partition_count.empty() && s.partition_count != std::vector<int64_t>(cat_.partition_count.begin(),
@@ -157,10 +160,13 @@ void CatalogBuilder::check_partitions() {
       problem("world-size-mismatch", "error", file + " has a partition_count different from the other ranks'", file,
               {r});
     }
-    for (size_t g = 0; g < cat_.groups.size(); ++g) {
-      const GroupLayout& G = cat_.groups[g];
-      if (static_cast<size_t>(r) >= G.partitions.size()) continue;
-      const RankPartition& rp = G.partitions[static_cast<size_t>(r)];
+    for (int fg = 0; fg < cat_.file_group_count(); ++fg) {
+      const GroupLayout* Gp = cat_.group_in_file(fg, r);  // expert groups: the instance of this rank's ep rank
+      if (!Gp) continue;
+      const GroupLayout& G = *Gp;
+      const auto g = static_cast<size_t>(fg);
+      const int part = G.partition_index(r);
+      const RankPartition& rp = G.partitions[static_cast<size_t>(part)];
       const std::string where = "group " + n(static_cast<int64_t>(g)) + " on dp rank " + n(r);
       if (g < s.fp32_numel.size() && s.fp32_numel[g] != rp.saved_numel) {
         problem("shape-mismatch", "error",
@@ -176,9 +182,15 @@ void CatalogBuilder::check_partitions() {
       }
       if (s.has_slice_mappings && !round_robin) {
         std::map<std::string, std::pair<int64_t, int64_t>> want, got;
-        for (const auto& m : expected_slice_mappings(G, r)) want[m.name] = {m.numel, m.start};
+        // Expert groups before v0.14.5: DeepSpeed's window is padded numel / the whole dp size (PR #5681).
+        const bool global_dp = G.expert && rules.expert_mappings_use_global_dp && layout_dp_ > 0;
+        const int64_t window = global_dp ? G.padded_numel / layout_dp_ : G.partition_numel;
+        for (const auto& m : global_dp ? slice_mappings_in(G, part * window, window) : expected_slice_mappings(G, part))
+          want[m.name] = {m.numel, m.start};
         if (g < s.slice_mappings.size()) {
-          for (const auto& m : s.slice_mappings[g]) got[m.name] = {m.numel, m.start};
+          // The files name experts by their local id; the catalog by their global one.
+          for (const auto& m : s.slice_mappings[g])
+            got[G.expert ? global_expert_name(cat_.topology, m.name, G.ep_rank) : m.name] = {m.numel, m.start};
         }
         if (want != got) {
           std::vector<std::string> params;
@@ -195,7 +207,7 @@ void CatalogBuilder::check_partitions() {
       }
       // Optimizer state tensors have the full partition length (rigid) or the lean one (elastic). Only `step`
       // and 0-dim scalars are not partitioned: a 1-element tensor is a (tiny) ZeRO-3 partition and is checked.
-      const Value* entry = state_entry(s.osd, w, static_cast<int>(g));
+      const Value* entry = state_entry(s.osd, w, fg);
       const bool elastic = w != OptimizerWrapper::Zero3 && dict_get(s.osd, "base_optimizer_state") &&
                            dict_get(s.osd, "base_optimizer_state")->is_sequence();
       for (const auto& key : cat_.group_state_keys[g]) {
@@ -219,46 +231,6 @@ void CatalogBuilder::check_partitions() {
         }
       }
     }
-  }
-}
-
-void CatalogBuilder::check_module_shapes() {
-  if (!model_ || cat_.wrapper == OptimizerWrapper::Zero3) return;
-  const Value* module = dict_get(&model_->root, "module");
-  if (!module) return;
-  std::vector<std::string> missing, wrong, wrong_frozen;
-  for (const auto& G : cat_.groups) {
-    for (const auto& p : G.params) {
-      const Value* t = dict_get(module, p.name);
-      if (!t || !t->is_tensor()) {
-        missing.push_back(p.name);
-      } else if (t->as_tensor().shape != p.shape) {
-        wrong.push_back(p.name);
-      }
-    }
-  }
-  // Frozen params: the module must hold them at the shape frozen_param_shapes records (load_state_dict would
-  // refuse another one).
-  for (const auto& p : cat_.frozen_params) {
-    const Value* t = dict_get(module, p.name);
-    if (t && t->is_tensor() && t->as_tensor().shape != p.shape) wrong_frozen.push_back(p.name);
-  }
-  if (!wrong_frozen.empty()) {
-    problem("shape-mismatch", "error",
-            n(static_cast<int64_t>(wrong_frozen.size())) + " frozen module tensor(s) have a shape different from "
-            "frozen_param_shapes",
-            {}, {}, wrong_frozen);
-  }
-  if (!missing.empty()) {
-    problem("shape-mismatch", "warning",
-            n(static_cast<int64_t>(missing.size())) + " trainable param(s) listed in param_shapes are not in the module "
-            "state dict",
-            {}, {}, missing);
-  }
-  if (!wrong.empty()) {
-    problem("shape-mismatch", "error",
-            n(static_cast<int64_t>(wrong.size())) + " module tensor(s) have a shape different from param_shapes", {}, {},
-            wrong);
   }
 }
 

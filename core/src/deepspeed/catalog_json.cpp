@@ -1,5 +1,7 @@
 #include "ckptdoc/deepspeed/catalog_json.h"
 
+#include <memory>
+
 #include <nlohmann/json.hpp>
 
 namespace ckptdoc::deepspeed {
@@ -8,10 +10,20 @@ using nlohmann::json;
 
 namespace {
 
-json group_json(const GroupLayout& g) {
+json coord(int v) { return v >= 0 ? json(v) : json(nullptr); }
+
+json group_json(const Catalog& c, const GroupLayout& g) {
   json params = json::array();
   for (const auto& p : g.params) {
-    params.push_back({{"name", p.name}, {"shape", p.shape}, {"numel", p.numel}, {"offset", p.offset}});
+    json e{{"name", p.name}, {"shape", p.shape}, {"numel", p.numel}, {"offset", p.offset}};
+    if (const auto it = c.lp_locations.find(p.name); it != c.lp_locations.end()) {
+      e["lp_file"] = it->second.file;
+      e["lp_key"] = it->second.key;
+    } else {
+      e["lp_file"] = nullptr;
+      e["lp_key"] = nullptr;
+    }
+    params.push_back(std::move(e));
   }
   json parts = json::array();
   for (const auto& rp : g.partitions) {
@@ -31,6 +43,12 @@ json group_json(const GroupLayout& g) {
                      {"fragments", std::move(frags)}});
   }
   return {{"index", g.index},
+          {"file_group", g.file_group},
+          {"mp_rank", c.mp_rank},
+          {"pp", c.pp_stage},
+          {"tp", c.tp_rank},
+          {"ep", coord(g.ep_rank)},
+          {"expert", g.expert},
           {"numel", g.numel},
           {"padded_numel", g.padded_numel},
           {"partition_numel", g.partition_numel},
@@ -38,9 +56,45 @@ json group_json(const GroupLayout& g) {
           {"partitions", std::move(parts)}};
 }
 
+json topology_json(const Topology& t) {
+  json moe = json::array();
+  for (const auto& L : t.moe_layers)
+    moe.push_back({{"id", L.id}, {"prefix", L.prefix}, {"num_experts", L.num_experts}, {"ep_size", L.ep_size}});
+  json stages = json::object();
+  for (const auto& [layer, stage] : t.layer_stage) stages[std::to_string(layer)] = stage;
+  return {{"mp_world_size", t.mp_world_size}, {"pp", t.pp},          {"tp", t.tp},
+          {"ep", t.ep},                       {"pipeline", t.pipeline}, {"layer_stage", stages},
+          {"moe_layers", moe},                {"legacy_expert_files", t.legacy_expert_files}};
+}
+
+json catalog_object(const Catalog& c, bool whole_job);
+
 }  // namespace
 
 std::string catalog_to_json(const Catalog& c, int indent) {
+  return catalog_object(c, true).dump(indent, ' ', false, json::error_handler_t::replace);
+}
+
+std::string checkpoint_to_json(const Checkpoint& ck, int indent) {
+  json j = catalog_object(ck.catalog(), true);
+  json slices = json::array();
+  for (int m = 0; m < ck.slice_count(); ++m) {
+    std::shared_ptr<const Checkpoint> s;
+    try {
+      s = ck.slice(m);
+    } catch (const std::exception&) {
+      slices.push_back(nullptr);  // unreadable: its problems are in the top-level list
+      continue;
+    }
+    slices.push_back(catalog_object(s->catalog(), false));
+  }
+  j["slices"] = std::move(slices);
+  return j.dump(indent, ' ', false, json::error_handler_t::replace);
+}
+
+namespace {
+
+json catalog_object(const Catalog& c, bool whole_job) {
   json j;
   j["kind"] = c.kind;
   j["save_dir"] = c.save_dir;
@@ -54,18 +108,29 @@ std::string catalog_to_json(const Catalog& c, int indent) {
   j["optim_file_count"] = c.optim_file_count;
   j["partition_count"] = c.partition_count;
   j["ds_version"] = c.ds_version;
-  json files = json::array();
-  for (const auto& f : c.files) {
-    files.push_back({{"path", f.path},
-                     {"role", std::string(role_name(f.role))},
-                     {"dp_rank", f.dp_rank},
-                     {"mp_rank", f.mp_rank},
-                     {"bytes", f.bytes},
-                     {"bf16_prefix", f.bf16_prefix}});
+  j["mp_rank"] = c.mp_rank;
+  j["pp"] = c.pp_stage;
+  j["tp"] = c.tp_rank;
+  if (whole_job) {
+    j["parallel"] = topology_json(c.topology);
+    json files = json::array();
+    for (const auto& f : c.files) {
+      files.push_back({{"path", f.path},
+                       {"role", std::string(role_name(f.role))},
+                       {"dp_rank", f.dp_rank},
+                       {"mp_rank", f.mp_rank},
+                       {"bytes", f.bytes},
+                       {"bf16_prefix", f.bf16_prefix},
+                       {"pp", coord(f.pp)},
+                       {"tp", coord(f.tp)},
+                       {"ep", coord(f.ep)},
+                       {"layer", coord(f.layer)},
+                       {"expert", coord(f.expert)}});
+    }
+    j["files"] = std::move(files);
   }
-  j["files"] = std::move(files);
   json groups = json::array();
-  for (const auto& g : c.groups) groups.push_back(group_json(g));
+  for (const auto& g : c.groups) groups.push_back(group_json(c, g));
   j["groups"] = std::move(groups);
   j["buffer_names"] = c.buffer_names;
   json frozen = json::array();
@@ -95,17 +160,21 @@ std::string catalog_to_json(const Catalog& c, int indent) {
                       {"last_overflow_iter", c.loss_scaler.last_overflow_iter}};
   j["lr_scheduler"] = c.lr_scheduler_summary;
   j["trainable_numel"] = c.trainable_numel();
-  json problems = json::array();
-  for (const auto& p : c.problems) {
-    problems.push_back({{"code", p.code},
-                        {"severity", p.severity},
-                        {"message", p.message},
-                        {"file", p.file},
-                        {"ranks", p.ranks},
-                        {"params", p.params}});
-    if (!p.details.empty()) problems.back()["details"] = p.details;
+  if (whole_job) {  // a slice's own problems are in the job's list (labelled)
+    json problems = json::array();
+    for (const auto& p : c.problems) {
+      problems.push_back({{"code", p.code},
+                          {"severity", p.severity},
+                          {"message", p.message},
+                          {"file", p.file},
+                          {"ranks", p.ranks},
+                          {"params", p.params},
+                          {"pp", coord(p.pp)},
+                          {"tp", coord(p.tp)}});
+      if (!p.details.empty()) problems.back()["details"] = p.details;
+    }
+    j["problems"] = std::move(problems);
   }
-  j["problems"] = std::move(problems);
   if (c.universal) {
     const auto& u = *c.universal;
     json params = json::array();
@@ -124,7 +193,9 @@ std::string catalog_to_json(const Catalog& c, int indent) {
                       {"unexpected_folders", u.unexpected_folders},
                       {"params", std::move(params)}};
   }
-  return j.dump(indent, ' ', false, json::error_handler_t::replace);
+  return j;
 }
+
+}  // namespace
 
 }  // namespace ckptdoc::deepspeed

@@ -36,7 +36,7 @@ std::vector<int64_t> int_list(const Value* v) {
 
 void CatalogBuilder::scan_optim_files() {
   for (const auto& f : cat_.files) {
-    if (f.role != FileRole::Optim || f.mp_rank != 0) continue;
+    if (f.role != FileRole::Optim || f.mp_rank != cat_.mp_rank) continue;
     OptimRankScan s;
     s.dp_rank = f.dp_rank;
     s.file = try_open(f);
@@ -71,6 +71,13 @@ void CatalogBuilder::scan_optim_files() {
         checked_count(s.partition_count[g], 0, kMaxWorldSize, f.abs_path,
                       "key 'optimizer_state_dict.partition_count'" +
                           (s.partition_count.size() > 1 ? "[" + std::to_string(g) + "]" : std::string()));
+      const Value* inner = dict_get(osd, "base_optimizer_state");
+      if (!inner || !inner->is_dict()) inner = dict_get(osd, "optimizer_state_dict");
+      if (const Value* pgs = dict_get(inner, "param_groups"); pgs && pgs->is_sequence())
+        for (const auto& pg : pgs->items()) {
+          s.group_names.push_back(opt_str(dict_get(&pg, "name")).value_or(""));
+          s.group_moe.push_back(opt_bool(dict_get(&pg, "moe")).value_or(false));
+        }
       if (const Value* maps = dict_get(osd, "param_slice_mappings"); maps && maps->is_sequence()) {
         s.has_slice_mappings = true;
         for (const auto& g : maps->items()) {
@@ -161,8 +168,10 @@ void CatalogBuilder::read_optimizer_groups(const Value* inner) {
   const Value* groups = dict_get(inner, "param_groups");
   const size_t n = cat_.groups.size();
   cat_.optimizer_groups.assign(n, OptimizerGroupState{});
-  for (size_t g = 0; g < n; ++g) {
-    auto& out = cat_.optimizer_groups[g];
+  for (size_t gi = 0; gi < n; ++gi) {
+    auto& out = cat_.optimizer_groups[gi];
+    // The first readable rank's file: an expert group's other expert-parallel instances step alike.
+    const auto g = static_cast<size_t>(cat_.groups[gi].file_group);
     if (const Value* entry = int_key(state, static_cast<int64_t>(g))) {
       out.has_state = true;
       if (auto s = scalar_value(dict_get(entry, "step"))) out.step = step_count(*s);

@@ -10,11 +10,17 @@ constexpr size_t kHazardsPerFile = 20;  // one folder of hostile files must not 
 }  // namespace
 
 void CatalogBuilder::check_pickle_safety() {
+  // Every model-parallel rank lists the whole tag folder: rank 0's catalog (the job's) reports each file once.
+  if (cat_.mp_rank > 0) return;
   for (const auto& f : cat_.files) {
     std::vector<PickleHazard> hazards;
-    auto it = ck_.open_files_.find(f.abs_path);
-    if (it != ck_.open_files_.end() && it->second)
-      hazards = assess_pickle_uses(it->second->pickle_uses, f.path);
+    std::shared_ptr<TorchFile> parsed;  // already parsed for the catalog: its pickle's uses are known
+    {
+      std::lock_guard<std::mutex> lock(ck_.cache_->mutex);
+      if (auto it = ck_.cache_->files.find(f.abs_path); it != ck_.cache_->files.end()) parsed = it->second;
+    }
+    if (parsed)
+      hazards = assess_pickle_uses(parsed->pickle_uses, f.path);
     else
       hazards = pickle_hazards_of_file(f.abs_path, f.path);
     std::vector<int> ranks;

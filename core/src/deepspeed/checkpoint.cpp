@@ -7,14 +7,20 @@
 #include "ckptdoc/weights/weights_source.h"
 #include "ckptdoc/snapshot/snapshot.h"
 #include "deepspeed/catalog_builder.h"
+#include "deepspeed/catalog_job.h"
+#include "deepspeed/module_entries.h"
 #include "deepspeed/value_access.h"
 
 namespace ckptdoc::deepspeed {
 
 using namespace detail;
 
-std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& path, const OpenOptions& options) {
+std::shared_ptr<Checkpoint> Checkpoint::open_slice(const std::string& path, const OpenOptions& options,
+                                                   std::shared_ptr<FileCache> cache) {
   std::shared_ptr<Checkpoint> ck(new Checkpoint());
+  ck->options_ = options;
+  ck->path_ = path;
+  if (cache) ck->cache_ = std::move(cache);
   if (!options.tag && weights::WeightsSource::is_weights_path(path)) {
     ck->weights_ = weights::WeightsSource::open(path);
     ck->catalog_ = weights::catalog_of(*ck->weights_);
@@ -34,30 +40,81 @@ std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& path, const Open
   return ck;
 }
 
+std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& path, const OpenOptions& options) {
+  std::shared_ptr<Checkpoint> ck = open_slice(path, options, nullptr);
+  if (options.mp_rank != 0 || !ck->catalog_.topology.model_parallel()) return ck;
+  // The whole job: every mp rank's catalog, its problems (labelled with its coordinates) and what only the
+  // slices side by side show.
+  std::vector<std::shared_ptr<const Checkpoint>> slices{ck};
+  for (int m = 1; m < ck->slice_count(); ++m) {
+    OpenOptions o = options;
+    o.mp_rank = m;
+    std::shared_ptr<const Checkpoint> s;
+    try {
+      s = open_slice(path, o, ck->cache_);
+    } catch (const Error& e) {
+      const Topology& t = ck->catalog_.topology;
+      ck->catalog_.problems.push_back({"model-file-missing", "error",
+                                       slice_label(t, t.stage_of(m), t.tp_of(m)) + ": mp rank " + std::to_string(m) +
+                                           " cannot be read at all: " + e.what(),
+                                       {}, {}, {}, {}, t.stage_of(m), t.tp_of(m)});
+      continue;
+    }
+    for (const auto& p : s->catalog_.problems) ck->catalog_.problems.push_back(p);
+    ck->slices_[m] = s;
+    slices.push_back(s);
+  }
+  add_job_problems(slices, ck->catalog_.problems);
+  return ck;
+}
+
+std::shared_ptr<const Checkpoint> Checkpoint::slice(int mp_rank) const {
+  if (mp_rank == catalog_.mp_rank) return shared_from_this();
+  if (mp_rank < 0 || mp_rank >= slice_count())
+    throw Error(catalog_.tag_dir, "mp rank " + std::to_string(mp_rank),
+                "no such model-parallel rank (the job has " + std::to_string(slice_count()) + ")");
+  std::lock_guard<std::mutex> lock(slices_mutex_);
+  auto it = slices_.find(mp_rank);
+  if (it != slices_.end()) return it->second;
+  OpenOptions o = options_;
+  o.mp_rank = mp_rank;
+  auto s = open_slice(path_, o, cache_);
+  slices_[mp_rank] = s;
+  return s;
+}
+
 const TorchFile& Checkpoint::open_cached(const std::string& abs_path) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = open_files_.find(abs_path);
-  if (it != open_files_.end()) {
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  auto& files = cache_->files;
+  auto it = files.find(abs_path);
+  if (it != files.end()) {
     if (!it->second) throw Error(abs_path, "", "could not be read (see the catalog problems)");
     return *it->second;
   }
   try {
     auto f = std::make_shared<TorchFile>(snapshot_ ? snapshot_->open_file(abs_path) : TorchFile::open(abs_path));
-    open_files_[abs_path] = f;
+    files[abs_path] = f;
     return *f;
   } catch (...) {
-    open_files_[abs_path] = nullptr;  // remember the failure; do not parse a broken file twice
+    files[abs_path] = nullptr;  // remember the failure; do not parse a broken file twice
     throw;
   }
 }
 
 void Checkpoint::check_unchanged() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (const auto& [path, f] : open_files_)
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  for (const auto& [path, f] : cache_->files)
     if (f && f->file) f->file->check_unchanged();
 }
 
+const TorchFile& Checkpoint::file(const std::string& relative_path) const {
+  for (const auto& f : catalog_.files)
+    if (f.path == relative_path) return open_cached(f.abs_path);
+  throw Error(catalog_.tag_dir, relative_path, "no such file in the tag folder");
+}
+
 const TorchFile& Checkpoint::model_file(int mp_rank, int dp_rank) const {
+  if (mp_rank < 0) mp_rank = catalog_.mp_rank;
   const CheckpointFile* f = catalog_.model_file(mp_rank, dp_rank);
   if (!f) {
     throw Error(catalog_.tag_dir, "mp rank " + std::to_string(mp_rank) + ", dp rank " + std::to_string(dp_rank),
@@ -67,6 +124,7 @@ const TorchFile& Checkpoint::model_file(int mp_rank, int dp_rank) const {
 }
 
 const TorchFile& Checkpoint::optim_file(int dp_rank, int mp_rank) const {
+  if (mp_rank < 0) mp_rank = catalog_.mp_rank;
   const CheckpointFile* f = catalog_.optim_file(dp_rank, mp_rank);
   if (!f) {
     throw Error(catalog_.tag_dir, "dp rank " + std::to_string(dp_rank) + ", mp rank " + std::to_string(mp_rank),
@@ -118,9 +176,18 @@ const Value* moment_entry(const Value& osd, OptimizerWrapper w, int group, std::
 }
 }  // namespace
 
+namespace {
+// The group's position in the rank files' lists (expert groups: one list entry for all ep ranks).
+size_t file_index(const Catalog& c, int group) {
+  return group >= 0 && static_cast<size_t>(group) < c.groups.size()
+             ? static_cast<size_t>(c.groups[static_cast<size_t>(group)].file_group)
+             : static_cast<size_t>(group);
+}
+}  // namespace
+
 std::string Checkpoint::state_file_path(int dp_rank) const {
-  if (const CheckpointFile* f = catalog_.optim_file(dp_rank)) return f->abs_path;
-  if (const CheckpointFile* m = catalog_.model_file(0, dp_rank)) return m->abs_path;
+  if (const CheckpointFile* f = catalog_.optim_file(dp_rank, catalog_.mp_rank)) return f->abs_path;
+  if (const CheckpointFile* m = catalog_.model_file(catalog_.mp_rank, dp_rank)) return m->abs_path;
   return catalog_.tag_dir;
 }
 
@@ -129,9 +196,10 @@ std::optional<Tensor> Checkpoint::fp32_partition(int group, int dp_rank) const {
   const char* key = partition_list_key(catalog_.wrapper);
   if (!key) return std::nullopt;  // a wrapper without fp32 partitions
   const Value& osd = optimizer_state(dp_rank);  // throws naming a missing or unreadable file
-  const Value* t = list_at(dict_get(&osd, key), static_cast<size_t>(group));
+  const size_t fg = file_index(catalog_, group);
+  const Value* t = list_at(dict_get(&osd, key), fg);
   if (!t || !t->is_tensor())
-    throw Error(state_file_path(dp_rank), "key '" + std::string(key) + "[" + std::to_string(group) + "]'",
+    throw Error(state_file_path(dp_rank), "key '" + std::string(key) + "[" + std::to_string(fg) + "]'",
                 "the fp32 partition of dp rank " + std::to_string(dp_rank) + " is missing");
   return t->as_tensor();
 }
@@ -140,17 +208,30 @@ std::optional<Tensor> Checkpoint::moment_partition(int group, int dp_rank, const
   if (catalog_.universal) return dp_rank == 0 ? universal_tensor(group, key) : std::nullopt;
   const Value& osd = optimizer_state(dp_rank);  // throws naming a missing or unreadable file
   std::string where;
-  const Value* t = dict_get(moment_entry(osd, catalog_.wrapper, group, &where), key);
+  const size_t fg = file_index(catalog_, group);
+  const Value* t = dict_get(moment_entry(osd, catalog_.wrapper, static_cast<int>(fg), &where), key);
   if (t && t->is_tensor() && !t->as_tensor().shape.empty()) return t->as_tensor();  // 0-dim: a scalar such as step
   // Absent here: fine when no rank holds it (a fresh optimizer), lost when another rank does.
-  const auto& keys = catalog_.group_state_keys;
-  const bool expected = static_cast<size_t>(group) < keys.size() &&
-                        std::find(keys[static_cast<size_t>(group)].begin(), keys[static_cast<size_t>(group)].end(),
-                                  key) != keys[static_cast<size_t>(group)].end();
+  const auto& keys = catalog_.group_state_keys;  // per file group
+  const bool expected = fg < keys.size() && std::find(keys[fg].begin(), keys[fg].end(), key) != keys[fg].end();
   if (expected)
     throw Error(state_file_path(dp_rank), where + "['" + key + "']",
                 "missing on dp rank " + std::to_string(dp_rank) + " while other ranks hold it");
   return std::nullopt;
+}
+
+std::optional<Tensor> Checkpoint::module_tensor(const std::string& name) const {
+  try {
+    const auto loc = locate_module_entry(catalog_, name);
+    if (!loc || !loc->file) return std::nullopt;
+    const TorchFile& f = open_cached(loc->file->abs_path);
+    const Value* d = loc->in_module ? dict_get(&f.root, "module") : &f.root;
+    const Value* t = dict_get(d, loc->key);
+    if (!t || !t->is_tensor()) return std::nullopt;
+    return t->as_tensor();
+  } catch (const Error&) {
+    return std::nullopt;
+  }
 }
 
 std::optional<Tensor> Checkpoint::lp_param(const std::string& name) const {
@@ -168,10 +249,9 @@ std::optional<Tensor> Checkpoint::lp_param(const std::string& name) const {
     }
   }
   try {
-    const TorchFile& m = model_file(0, 0);
-    const Value* t = dict_get(dict_get(&m.root, "module"), name);
-    if (!t || !t->is_tensor()) return std::nullopt;
-    const Tensor& tensor = t->as_tensor();
+    const auto found = module_tensor(name);
+    if (!found) return std::nullopt;
+    const Tensor& tensor = *found;
     if (catalog_.wrapper == OptimizerWrapper::Zero3) {
       // ZeRO-3 module entries are placeholders (Size([0]), or Size([1]) before v0.6.0) unless the param is tiny.
       if (auto gp = catalog_.find_param(name)) {

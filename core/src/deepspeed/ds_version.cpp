@@ -43,6 +43,7 @@ Zero12Rules zero12_rules_for_version(const std::string& ds_version) {
     r.padding = PaddingRule::LastRankModDp;
   }
   r.round_robin = *v >= DsVersion{0, 4, 0} && *v < DsVersion{0, 4, 4};
+  r.expert_mappings_use_global_dp = *v < DsVersion{0, 14, 5};
   return r;
 }
 

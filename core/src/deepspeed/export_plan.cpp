@@ -9,6 +9,7 @@
 #include "ckptdoc/weights/weights_source.h"
 #include "deepspeed/tensor_convert.h"
 #include "deepspeed/tensor_slice.h"
+#include "deepspeed/export_parallel.h"
 #include "deepspeed/value_access.h"
 
 namespace ckptdoc::deepspeed {
@@ -54,17 +55,27 @@ struct Planner {
   }
   mutable std::shared_ptr<Backend> backend;
 
-  const Value* model_root() const { return &ck.model_file(0, 0).root; }
+  const Value* model_root() const { return &ck.model_file().root; }
 
-  // zero_to_fp32 upcasts every buffer with .float(); lp exports keep the module dtype.
+  // zero_to_fp32 upcasts every buffer with .float(); lp exports keep the module dtype. Buffers live in the module,
+  // or in pipeline layer files.
   void buffers(std::vector<NamedTensor>& out) const {
-    const Value* module = dict_get(model_root(), "module");
     std::optional<DType> want = opt.dtype;
     if (!want && opt.source == ExportSource::Fp32) want = DType::F32;
-    for (const auto& name : cat.buffer_names) {
-      const Value* v = dict_get(module, name);
-      if (!v || !v->is_tensor()) continue;
-      out.push_back({name, as_dtype(v->as_tensor(), want)});
+    std::vector<std::string> names = cat.buffer_names;
+    if (!model_root()->get("buffer_names")) {
+      // DeepSpeed's MoE model files have no buffer_names: the module's tensors that are not trainable params
+      // (buffers and frozen params alike) are exported as zero_to_fp32 treats buffers.
+      std::set<std::string> trainable;
+      for (const auto& g : cat.groups)
+        for (const auto& p : g.params) trainable.insert(p.name);
+      for (const auto& k : cat.module_keys)
+        if (!trainable.count(k)) names.push_back(k);
+    }
+    for (const auto& name : names) {
+      const auto t = ck.module_tensor(name);
+      if (!t) continue;
+      out.push_back({name, as_dtype(*t, want)});
     }
   }
 
@@ -75,7 +86,7 @@ struct Planner {
       for (const auto& p : cat.frozen_params) {
         const Value* t = dict_get(frags0, p.name);
         if (!t || !t->is_tensor()) {
-          throw Error(cat.model_file(0, 0)->path, "frozen_param_fragments['" + p.name + "']",
+          throw Error(cat.metadata_model_file()->path, "frozen_param_fragments['" + p.name + "']",
                       "missing; pass --exclude-frozen to export without frozen params");
         }
         out.push_back({p.name, as_dtype(t->as_tensor(), opt.dtype)});
@@ -92,9 +103,9 @@ struct Planner {
       for (int r = 0; r < dp; ++r) {
         const int64_t n = std::clamp<int64_t>(p.numel - r * part, 0, part);
         if (n == 0) break;
-        const Value* t = dict_get(dict_get(&ck.model_file(0, r).root, "frozen_param_fragments"), p.name);
+        const Value* t = dict_get(dict_get(&ck.model_file(-1, r).root, "frozen_param_fragments"), p.name);
         if (!t || !t->is_tensor()) {
-          throw Error(cat.model_file(0, r) ? cat.model_file(0, r)->path : cat.tag_dir,
+          throw Error(cat.model_file(-1, r) ? cat.model_file(-1, r)->path : cat.tag_dir,
                       "frozen_param_fragments['" + p.name + "']", "missing on dp rank " + std::to_string(r));
         }
         lp = t->as_tensor().dtype;
@@ -134,12 +145,10 @@ struct Planner {
         parts.push_back(*t);
       }
       for (size_t i = 0; i < g.params.size(); ++i) {
-        std::vector<Tensor> pieces;  // in param order: rank order is param_offset order
-        for (const auto& rp : g.partitions) {
-          for (const auto& f : rp.fragments) {
-            if (f.param == static_cast<int>(i)) {
-              pieces.push_back(slice_1d(parts[static_cast<size_t>(rp.rank)], f.partition_offset, f.numel));
-            }
+        std::vector<Tensor> pieces;  // in param order: partition order is param_offset order
+        for (size_t k = 0; k < g.partitions.size(); ++k) {
+          for (const auto& f : g.partitions[k].fragments) {
+            if (f.param == static_cast<int>(i)) pieces.push_back(slice_1d(parts[k], f.partition_offset, f.numel));
           }
         }
         out.push_back({g.params[i].name, Tensor::produced(to, g.params[i].shape, [pieces, to](ByteSink& sink) {
@@ -187,12 +196,14 @@ struct Planner {
 
 }  // namespace
 
-std::vector<NamedTensor> export_tensors(const Checkpoint& ckpt, const ExportOptions& options, Progress* progress) {
+namespace detail {
+
+std::vector<NamedTensor> slice_export_tensors(const Checkpoint& ckpt, const ExportOptions& options) {
   const Catalog& cat = ckpt.catalog();
   const bool weights_only = ckpt.weights_only() && ckpt.weights();
-  if (!weights_only && !cat.model_file(0, 0))
+  if (!weights_only && !cat.metadata_model_file())
     throw Error(cat.tag_dir, "", "no model-states file: buffers and names are unknown");
-  Planner plan{ckpt, cat, options, progress, nullptr};
+  Planner plan{ckpt, cat, options, nullptr, nullptr};
   std::vector<NamedTensor> out;
   if (weights_only) {  // weights files hold one set of weights: --source has nothing to choose
     plan.weights(out);
@@ -205,9 +216,27 @@ std::vector<NamedTensor> export_tensors(const Checkpoint& ckpt, const ExportOpti
       plan.trainable_lp(out);
     }
   }
+  // Aliases share the owner's tensor (one storage in torch output), as zero_to_fp32 does.
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < out.size(); ++i) index[out[i].name] = i;
+  for (const auto& [alias, owner] : cat.shared_params_in_order) {
+    auto it = index.find(owner);
+    if (it != index.end() && !index.count(alias)) out.push_back({alias, out[it->second].tensor});
+  }
+  return out;
+}
+
+}  // namespace detail
+
+std::vector<NamedTensor> export_tensors(const Checkpoint& ckpt, const ExportOptions& options, Progress* progress) {
+  const Catalog& cat = ckpt.catalog();
+  std::vector<NamedTensor> out = ckpt.slice_count() > 1 && cat.mp_rank == 0
+                                     ? detail::job_export_tensors(ckpt, options)
+                                     : detail::slice_export_tensors(ckpt, options);
   if (progress) {
+    Planner plan{ckpt, cat, options, progress, nullptr};
     uint64_t total = 0;
-    std::map<const Storage*, Tensor> wrapped;  // a tensor listed under two names stays one tensor
+    std::map<const Storage*, Tensor> wrapped;  // a tensor listed under two names (an alias) stays one tensor
     std::set<const Storage*> counted;
     for (const auto& t : out)
       if (counted.insert(t.tensor.storage.get()).second) total += t.tensor.nbytes();
@@ -217,13 +246,6 @@ std::vector<NamedTensor> export_tensors(const Checkpoint& ckpt, const ExportOpti
       if (it == wrapped.end()) it = wrapped.emplace(t.tensor.storage.get(), plan.with_progress(t.tensor)).first;
       t.tensor = it->second;
     }
-  }
-  // Aliases share the owner's tensor (one storage in torch output), as zero_to_fp32 does.
-  std::map<std::string, size_t> index;
-  for (size_t i = 0; i < out.size(); ++i) index[out[i].name] = i;
-  for (const auto& [alias, owner] : cat.shared_params_in_order) {
-    auto it = index.find(owner);
-    if (it != index.end() && !index.count(alias)) out.push_back({alias, out[it->second].tensor});
   }
   return out;
 }

@@ -47,6 +47,7 @@ std::optional<FileNameInfo> classify_file_name(std::string_view file_name) {
     info.role = FileRole::Layer;
     info.layer = to_int(m[1]);
     info.mp_rank = m[3].matched ? to_int(m[3]) : 0;
+    info.tp_named = m[3].matched;
   } else if (std::regex_match(name, m, expert)) {
     info.role = FileRole::Expert;
     info.layer = to_int(m[1]);
@@ -58,12 +59,16 @@ std::optional<FileNameInfo> classify_file_name(std::string_view file_name) {
     info.mp_rank = to_int(m[2]);
   } else if (std::regex_match(name, m, expert_optim)) {
     info.role = FileRole::ExpertOptim;
-    info.dp_rank = to_int(m[1]);
+    info.ep_rank = to_int(m[1]);
     info.mp_rank = to_int(m[2]);
   } else {
     return std::nullopt;
   }
-  if (info.mp_rank < 0 && info.role != FileRole::Layer) return std::nullopt;  // number overflowed int
+  // a number that overflowed int
+  if (info.mp_rank < 0 && info.role != FileRole::Layer) return std::nullopt;
+  if ((info.role == FileRole::Layer && (info.layer < 0 || info.mp_rank < 0)) ||
+      (info.role == FileRole::ExpertOptim && info.ep_rank < 0) || (info.role == FileRole::Expert && info.expert < 0))
+    return std::nullopt;
   return info;
 }
 

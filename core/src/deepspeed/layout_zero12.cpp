@@ -92,11 +92,24 @@ GroupLayout layout_bf16_optimizer(int index, std::vector<ParamEntry> params, int
   return g;
 }
 
-std::vector<SliceMapping> expected_slice_mappings(const GroupLayout& group, int rank) {
+std::vector<SliceMapping> expected_slice_mappings(const GroupLayout& group, int part) {
   std::vector<SliceMapping> out;
-  if (rank < 0 || static_cast<size_t>(rank) >= group.partitions.size()) return out;
-  for (const auto& f : group.partitions[static_cast<size_t>(rank)].fragments) {
+  if (part < 0 || static_cast<size_t>(part) >= group.partitions.size()) return out;
+  for (const auto& f : group.partitions[static_cast<size_t>(part)].fragments) {
     out.push_back(SliceMapping{group.params[static_cast<size_t>(f.param)].name, f.numel, f.partition_offset});
+  }
+  return out;
+}
+
+std::vector<SliceMapping> slice_mappings_in(const GroupLayout& group, int64_t lo, int64_t size) {
+  std::vector<SliceMapping> out;
+  const int64_t hi = lo + size;
+  for (const auto& p : group.params) {
+    const int64_t plo = p.offset, phi = p.offset + p.numel;
+    if (p.numel > 0 && plo < hi && phi > lo) {
+      const int64_t fs = std::max(plo, lo), fe = std::min(phi, hi);
+      out.push_back(SliceMapping{p.name, fe - fs, fs - lo});
+    }
   }
   return out;
 }

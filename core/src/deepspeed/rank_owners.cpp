@@ -42,7 +42,7 @@ RankOwners rank_owners(const Catalog& cat, int dp) {
   std::vector<uint8_t> mine(static_cast<size_t>(std::max(dp, 0)), 0);
   for (int r = 0; r < dp; ++r)
     mine[static_cast<size_t>(r)] = static_cast<uint8_t>((present(cat.optim_file(r)) ? 1 : 0) |
-                                                        (zero3 && present(cat.model_file(0, r)) ? 2 : 0));
+                                                        (zero3 && present(cat.model_file(-1, r)) ? 2 : 0));
   std::vector<uint8_t> all(mine.size() * static_cast<size_t>(o.procs));
   mpi_allgather(mine.data(), mine.size(), all.data());
   std::vector<int> load(static_cast<size_t>(o.procs), 0);

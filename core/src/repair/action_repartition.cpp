@@ -6,6 +6,7 @@
 
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/error.h"
+#include "deepspeed/catalog_topology.h"
 #include "repair/runner.h"
 
 namespace fs = std::filesystem;
@@ -34,8 +35,18 @@ Runner::NewLayout Runner::new_layout(const SourceLayout& src, const TorchFile& o
     for (const auto& g : src.groups) {
       std::vector<ParamEntry> entries;
       for (const auto& p : g.params) entries.push_back(ParamEntry{p.name, p.shape, p.numel, 0});
-      nl.groups.push_back(src.bf16_optimizer ? deepspeed::layout_bf16_optimizer(g.index, std::move(entries), n)
-                                             : deepspeed::layout_zero12(g.index, std::move(entries), n, rules));
+      // An expert group keeps its expert-parallel size E: n / E partitions, partition k of ep rank e in dp rank
+      // e + k * E.
+      const int E = g.expert ? expert_parallel_size(g) : 1;
+      const int parts = n / E;
+      GroupLayout ng = src.bf16_optimizer ? deepspeed::layout_bf16_optimizer(g.index, std::move(entries), parts)
+                                          : deepspeed::layout_zero12(g.index, std::move(entries), parts, rules);
+      ng.file_group = g.file_group;
+      ng.expert = g.expert;
+      ng.ep_rank = g.ep_rank;
+      if (g.expert)
+        for (size_t k = 0; k < ng.partitions.size(); ++k) ng.partitions[k].rank = g.ep_rank + static_cast<int>(k) * E;
+      nl.groups.push_back(std::move(ng));
     }
     return nl;
   }
@@ -69,18 +80,41 @@ Runner::NewLayout Runner::new_layout(const SourceLayout& src, const TorchFile& o
       nl.sub_ids.back().push_back(Value::integer(static_cast<int64_t>(nl.groups.size())));
       nl.old_first_sub.push_back(first_old);
       nl.groups.push_back(deepspeed::layout_zero3(static_cast<int>(nl.groups.size()), std::move(sub), n));
+      nl.groups.back().file_group = nl.groups.back().index;
     }
   }
   return nl;
+}
+
+int Runner::expert_parallel_size(const GroupLayout& g) const {
+  int e = 0;
+  for (const auto& h : cat_.groups) e += h.file_group == g.file_group ? 1 : 0;
+  return std::max(e, 1);
+}
+
+Value Runner::file_slice_mappings(const GroupLayout& g, int part) const {
+  if (!g.expert) return deepspeed::slice_mappings_value(g, part);
+  // As the checkpoint's DeepSpeed version records them: before v0.14.5 over a window of padded numel / the whole
+  // data-parallel size (layout.h); and the files name experts by their local id.
+  const int dp = static_cast<int>(g.partitions.size()) * expert_parallel_size(g);
+  const int64_t window = g.padded_numel / std::max(dp, 1);
+  const bool global_dp = deepspeed::zero12_rules_for_version(cat_.ds_version).expert_mappings_use_global_dp;
+  Value m = deepspeed::ordered_dict();
+  for (const auto& sm : global_dp ? deepspeed::slice_mappings_in(g, part * window, window)
+                                  : deepspeed::expected_slice_mappings(g, part))
+    m.set(deepspeed::detail::local_expert_name(cat_.topology, sm.name, g.ep_rank),
+          deepspeed::fragment_address_object(sm.numel, sm.start));
+  return m;
 }
 
 const Value* Runner::old_state_entry(const Value& osd, size_t gi, const NewLayout& nl, int64_t* old_len) const {
   const bool zero3 = cat_.wrapper == OptimizerWrapper::Zero3;
   const Value* holder = zero3 ? osd.get("optimizer_state_dict") : osd.get("base_optimizer_state");
   const Value* state = holder && holder->is_dict() ? holder->get("state") : nullptr;
-  const int64_t want = zero3 ? nl.old_first_sub[gi] : static_cast<int64_t>(gi);
+  const int64_t want = zero3 ? nl.old_first_sub[gi] : static_cast<int64_t>(nl.groups[gi].file_group);
   const SourceLayout& src = *src_;
-  *old_len = src.groups[static_cast<size_t>(want)].partition_numel;
+  for (const auto& g : src.groups)  // expert groups: every expert-parallel instance has the same length
+    if (g.file_group == want) *old_len = g.partition_numel;
   if (state && state->is_dict())
     for (const auto& [k, v] : state->as_dict().items)
       if (k.is(Value::Kind::Int) && k.as_int() == want) return &v;
@@ -104,17 +138,25 @@ Value Runner::repartitioned_optim_root(int r, int n, const TorchFile& tmpl, cons
     if (!bos->is_dict())
       throw Error(tmpl.path, "base_optimizer_state", "elastic (list) optimizer state cannot be re-partitioned yet");
     Value state = Value::dict();
-    for (size_t gi = 0; gi < groups.size(); ++gi) {
+    // One entry per group of the file; an expert group's entry is this rank's expert-parallel instance.
+    int file_groups = 0;
+    for (const auto& g : groups) file_groups = std::max(file_groups, g.file_group + 1);
+    for (int fg = 0; fg < file_groups; ++fg) {
+      size_t gi = groups.size();
+      for (size_t i = 0; i < groups.size() && gi == groups.size(); ++i)
+        if (groups[i].file_group == fg && groups[i].partition_of(r)) gi = i;
+      if (gi == groups.size()) throw Error(tmpl.path, "group " + std::to_string(fg), "no partition for new dp rank " + std::to_string(r));
       const GroupLayout& g = groups[gi];
-      const auto& rp = g.partitions[static_cast<size_t>(r)];
+      const int k = g.partition_index(r);
+      const auto& rp = g.partitions[static_cast<size_t>(k)];
       fp32s.push_back(Value::tensor(deepspeed::produced_f32(rp.saved_numel, guarded(fill(gi, r, "fp32")),
                                                             g.partition_numel, true)));
       paddings.push_back(Value::integer(rp.recorded_padding));
-      counts.push_back(Value::integer(n));
-      mappings.push_back(deepspeed::slice_mappings_value(g, r));
+      counts.push_back(Value::integer(static_cast<int64_t>(g.partitions.size())));
+      mappings.push_back(file_slice_mappings(g, k));
       int64_t old_len = 0;
       const Value* entry = old_state_entry(*osd, gi, nl, &old_len);
-      if (entry && !rq_.reset_optimizer) state.set_item(Value::integer(static_cast<int64_t>(gi)), remap(gi, entry, old_len));
+      if (entry && !rq_.reset_optimizer) state.set_item(Value::integer(static_cast<int64_t>(fg)), remap(gi, entry, old_len));
     }
     bos->set("state", state);
     if (rq_.reset_optimizer) erase_group_steps(bos->get_mut("param_groups"));
@@ -166,7 +208,7 @@ void Runner::repartition() {
   const StateReader reader(ckpt_, src);
   const bool zero3 = cat_.wrapper == OptimizerWrapper::Zero3;
   const int tmpl_rank = dist_ ? dist_->template_rank : 0;
-  const deepspeed::CheckpointFile* oft = cat_.optim_file(tmpl_rank);
+  const deepspeed::CheckpointFile* oft = cat_.optim_file(tmpl_rank);  // this model-parallel rank's
   const bool bf16_prefix = oft && oft->bf16_prefix;
   const TorchFile& optim_tmpl = ckpt_.optim_file(tmpl_rank);
   if (!optim_tmpl.root.get("optimizer_state_dict")) throw Error(optim_tmpl.path, "key 'optimizer_state_dict'", "missing");
@@ -203,7 +245,7 @@ void Runner::repartition() {
         return FloatFill([&g, r, n, read](int64_t first, int64_t cnt, float* out) {
           fill_zero3_part(g, r, n, first, cnt, out, read);
         });
-      const int64_t base = static_cast<int64_t>(r) * g.partition_numel;
+      const int64_t base = static_cast<int64_t>(g.partition_index(r)) * g.partition_numel;
       return FloatFill([&g, base, read](int64_t first, int64_t cnt, float* out) {
         fill_zero12_flat(g, base + first, cnt, out, read);
       });
@@ -212,13 +254,13 @@ void Runner::repartition() {
 
   for (int r = 0; r < n; ++r)
     if (!dist_ || dist_->owns(r))
-      write(deepspeed::optim_file_name(bf16_prefix, r), repartitioned_optim_root(r, n, optim_tmpl, nl, fill));
+      write(deepspeed::optim_file_name(bf16_prefix, r, cat_.mp_rank), repartitioned_optim_root(r, n, optim_tmpl, nl, fill));
 
   // Model files: ZeRO-1/2 has one per mp rank (written once per storage); ZeRO-3 one per dp rank.
   if (!zero3) {
     if (writes_shared_files_)
       for (const auto& f : cat_.files) {
-        if (f.role != FileRole::Model) continue;
+        if (f.role != FileRole::Model || !owns(f)) continue;
         Value root = ckpt_.model_file(f.mp_rank, 0).root.clone();
         root.set("dp_world_size", Value::integer(n));
         write(f.path, root);
@@ -235,12 +277,10 @@ void Runner::repartition() {
       Value root = model_template().root.clone();
       root.set("dp_world_size", Value::integer(n));
       root.set("param_shapes", Value::list(shapes));
-      write(deepspeed::model_file_name(3, r), root);
+      write(deepspeed::model_file_name(3, r, cat_.mp_rank), root);
     }
   }
-  if (writes_shared_files_)
-    for (const auto& f : cat_.files)
-      if (f.role != FileRole::Model && f.role != FileRole::Optim && fs::is_regular_file(f.abs_path)) copy(f);
+  if (writes_shared_files_) copy_other_files();
   src_ = nullptr;
 }
 

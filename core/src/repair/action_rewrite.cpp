@@ -29,6 +29,7 @@ void Runner::rewrite_in_layout() {
     lp.read(name, first, n, out);
   };
   for (const auto& f : cat_.files) {
+    if ((f.role == FileRole::Model || f.role == FileRole::Optim) && !owns(f)) continue;  // another mp rank's
     if (f.role == FileRole::Model) {
       if (w == OptimizerWrapper::FP16Optimizer && (rq_.reset_optimizer || rq_.drop_optimizer)) {
         Value root = ckpt_.model_file(f.mp_rank, std::max(f.dp_rank, 0)).root.clone();
@@ -54,8 +55,10 @@ void Runner::rewrite_in_layout() {
       if (w == OptimizerWrapper::Zero3) {
         Value* flat = need(osd, "fp32_flat_groups", f.path);
         auto& items = flat->items_mut();
-        for (size_t k = 0; k < items.size() && k < layout.groups.size(); ++k) {
-          const GroupLayout& g = layout.groups[k];
+        for (size_t k = 0; k < items.size(); ++k) {
+          const GroupLayout* gp = cat_.group_in_file(static_cast<int>(k), r);
+          if (!gp) continue;
+          const GroupLayout& g = *gp;
           const int dp = layout.dp;
           const int64_t len = items[k].as_tensor().numel();
           items[k] = Value::tensor(deepspeed::produced_f32(
@@ -66,15 +69,18 @@ void Runner::rewrite_in_layout() {
       } else {
         Value* parts = need(osd, "single_partition_of_fp32_groups", f.path);
         auto& items = parts->items_mut();
-        for (size_t gi = 0; gi < items.size() && gi < layout.groups.size(); ++gi) {
-          const GroupLayout& g = layout.groups[gi];
+        for (size_t gi = 0; gi < items.size(); ++gi) {
+          // An expert group: the instance of this rank's expert-parallel rank, at its partition index.
+          const GroupLayout* gp = cat_.group_in_file(static_cast<int>(gi), r);
+          if (!gp) continue;
+          const GroupLayout& g = *gp;
           const Tensor& old = items[gi].as_tensor();
           const int64_t P = g.partition_numel;
           const int64_t L = old.numel();
           if (L > P)
             throw Error(f.abs_path, "single_partition_of_fp32_groups[" + std::to_string(gi) + "]",
                         expected_found("at most " + std::to_string(P) + " elements", std::to_string(L)));
-          const int64_t base = static_cast<int64_t>(r) * P;
+          const int64_t base = static_cast<int64_t>(g.partition_index(r)) * P;
           items[gi] = Value::tensor(deepspeed::produced_f32(
               L, guarded([&g, base, lp_read](int64_t first, int64_t n, float* out) {
                 fill_zero12_flat(g, base + first, n, out, lp_read);

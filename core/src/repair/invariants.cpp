@@ -1,6 +1,7 @@
 // check_loader_invariants: what DeepSpeed's load_checkpoint needs from a checkpoint (deepspeed-format.md
 // §6.1, §6.4), checked on the files themselves.
 #include <filesystem>
+#include <memory>
 
 #include "ckptdoc/deepspeed/layout.h"
 #include "ckptdoc/deepspeed/writer.h"
@@ -27,48 +28,85 @@ const Value* int_entry(const Value* d, int64_t key) {
 
 }  // namespace
 
+namespace {
+void check_slice(const deepspeed::Checkpoint& ckpt, bool only_present_files, std::vector<std::string>& fail);
+}  // namespace
+
 std::vector<std::string> check_loader_invariants(const deepspeed::Checkpoint& ckpt, bool only_present_files) {
   std::vector<std::string> fail;
+  // A tensor/pipeline-parallel job: every model-parallel rank's files, each against its own layout.
+  for (int m = 0; m < ckpt.slice_count(); ++m) {
+    std::shared_ptr<const deepspeed::Checkpoint> slice;
+    try {
+      slice = ckpt.slice(m);
+    } catch (const Error& e) {
+      fail.push_back(std::string("model-parallel rank ") + std::to_string(m) + " cannot be opened: " + e.what());
+      continue;
+    }
+    check_slice(*slice, only_present_files, fail);
+  }
+  return fail;
+}
+
+namespace {
+
+void check_slice(const deepspeed::Checkpoint& ckpt, bool only_present_files, std::vector<std::string>& fail) {
   const auto& cat = ckpt.catalog();
-  auto bad = [&](std::string m) { fail.push_back(std::move(m)); };
+  auto bad = [&](std::string m) {
+    fail.push_back(cat.slice_label().empty() ? std::move(m) : cat.slice_label() + ": " + m);
+  };
+  const bool first = cat.mp_rank == 0;  // job-wide checks run once, unlabelled
+  auto bad_job = [&](std::string m) { fail.push_back(std::move(m)); };
 
   // 1. latest -> tag folder; model files for every mp rank with the required keys.
   const fs::path latest = fs::path(cat.save_dir) / "latest";
   std::error_code ec;
-  if (!fs::is_regular_file(latest, ec)) bad("no `latest` file in " + cat.save_dir);
-  if (!fs::is_directory(cat.tag_dir, ec)) bad("tag folder " + cat.tag_dir + " missing");
+  if (first && !fs::is_regular_file(latest, ec)) bad_job("no `latest` file in " + cat.save_dir);
+  if (first && !fs::is_directory(cat.tag_dir, ec)) bad_job("tag folder " + cat.tag_dir + " missing");
   const bool zero3 = cat.wrapper == OptimizerWrapper::Zero3;
   const int mp = std::max(cat.mp_world_size, 1);
   const int dp = cat.dp_world_size;
-  for (int m = 0; m < mp; ++m) {
+  for (int m = 0; m < (first ? mp : 0); ++m) {
     for (int r = 0; r < (zero3 ? std::max(dp, 1) : 1); ++r) {
       if (!cat.model_file(m, r)) {
         if (only_present_files && zero3) continue;
-        bad("model-states file for mp rank " + s(m) + (zero3 ? ", dp rank " + s(r) : "") + " missing");
+        bad_job("model-states file for mp rank " + s(m) + (zero3 ? ", dp rank " + s(r) : "") + " missing");
         continue;
       }
       try {
         const Value& root = ckpt.model_file(m, r).root;
         for (const char* key : {"module", "dp_world_size", "mp_world_size", "global_steps", "skipped_steps"})
-          if (!root.get(key)) bad(cat.model_file(m, r)->path + ": key '" + key + "' missing");
+          if (!root.get(key)) bad_job(cat.model_file(m, r)->path + ": key '" + key + "' missing");
         const Value* mws = root.get("mp_world_size");
         if (mws && mws->is(Value::Kind::Int) && mws->as_int() != mp)
-          bad(cat.model_file(m, r)->path + ": mp_world_size " + s(mws->as_int()) + " but " + s(mp) + " model files");
+          bad_job(cat.model_file(m, r)->path + ": mp_world_size " + s(mws->as_int()) + " but " + s(mp) + " model files");
       } catch (const Error& e) {
-        bad(std::string("unreadable model file: ") + e.what());
+        bad_job(std::string("unreadable model file: ") + e.what());
       }
     }
   }
 
+  // 1b. The lp weights DeepSpeed loads from pipeline layer files and MoE expert files: every param's is there.
+  for (const auto& g : cat.groups)
+    for (const auto& p : g.params)
+      if ((cat.topology.pipeline || g.expert) && !cat.lp_locations.count(p.name))
+        bad("no layer or expert file holds the 16-bit weight of " + p.name);
+
   const bool partitioned = cat.wrapper == OptimizerWrapper::Zero12 || cat.wrapper == OptimizerWrapper::BF16Optimizer ||
                            zero3;
-  if (!partitioned) return fail;  // weights-only (load_optimizer_states=False) or a non-ZeRO wrapper
+  if (!partitioned) return;  // weights-only (load_optimizer_states=False) or a non-ZeRO wrapper
 
   // 4/5. dp_world_size == number of optimizer files == partition_count; one file per rank, lp-matching prefix.
   if (cat.optim_file_count != dp && !only_present_files)
     bad("dp_world_size is " + s(dp) + " but there are " + s(cat.optim_file_count) + " optimizer files");
-  for (auto pc : cat.partition_count)
-    if (pc != dp) bad("partition_count " + s(pc) + " differs from dp_world_size " + s(dp));
+  for (size_t g = 0; g < cat.partition_count.size(); ++g) {
+    // MoE expert groups are partitioned over the expert-data-parallel ranks: dp / ep of them.
+    const auto* G = cat.group_in_file(static_cast<int>(g), 0);
+    const int64_t want = G ? static_cast<int64_t>(G->partitions.size()) : dp;
+    if (cat.partition_count[g] != want)
+      bad("partition_count " + s(cat.partition_count[g]) + " of group " + s(static_cast<int64_t>(g)) + " differs from " +
+          s(want) + (want != dp ? " (its expert-data-parallel size)" : " (dp_world_size)"));
+  }
   const bool want_bf16 = cat.lp_dtype == DType::BF16;
   for (int r = 0; r < dp; ++r) {
     const auto* f = cat.optim_file(r);
@@ -101,7 +139,7 @@ std::vector<std::string> check_loader_invariants(const deepspeed::Checkpoint& ck
           continue;
         }
         const Value* pgs = bos->get("param_groups");
-        const size_t G = cat.groups.size();
+        const auto G = static_cast<size_t>(cat.file_group_count());
         if (!pgs || !pgs->is_sequence() || pgs->items().size() != G) {
           bad(where + "base_optimizer_state has " + s(pgs && pgs->is_sequence() ? static_cast<int64_t>(pgs->items().size()) : -1) +
               " param groups, expected " + s(static_cast<int64_t>(G)));
@@ -111,7 +149,12 @@ std::vector<std::string> check_loader_invariants(const deepspeed::Checkpoint& ck
           const Value* ps = pgs->items()[g].get("params");
           if (!ps || !ps->is_sequence() || ps->items().size() != 1 || ps->items()[0].as_int() != static_cast<int64_t>(g))
             bad(where + "param_groups[" + s(static_cast<int64_t>(g)) + "]['params'] is not [" + s(static_cast<int64_t>(g)) + "]");
-          const int64_t P = cat.groups[g].partition_numel;
+          const auto* layout = cat.group_in_file(static_cast<int>(g), r);
+          if (!layout) {
+            bad(where + "group " + s(static_cast<int64_t>(g)) + " has no partition on this rank in the layout");
+            continue;
+          }
+          const int64_t P = layout->partition_numel;
           if (const Value* e = int_entry(bos->get("state"), static_cast<int64_t>(g))) {
             for (const auto& [k, v] : e->as_dict().items)
               if (v.is_tensor() && !v.as_tensor().shape.empty() && v.as_tensor().numel() != P)
@@ -164,7 +207,8 @@ std::vector<std::string> check_loader_invariants(const deepspeed::Checkpoint& ck
       bad(std::string("unreadable optimizer file: ") + e.what());
     }
   }
-  return fail;
 }
+
+}  // namespace
 
 }  // namespace ckptdoc::repair

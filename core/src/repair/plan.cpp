@@ -2,6 +2,7 @@
 #include "ckptdoc/repair/plan.h"
 
 #include <filesystem>
+#include <memory>
 #include <sstream>
 
 #include "ckptdoc/deepspeed/writer.h"
@@ -140,9 +141,27 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   const auto w = cat.wrapper;
   const std::string wname(deepspeed::wrapper_name(w));
   const int dp = cat.groups.empty() ? cat.dp_world_size : static_cast<int>(cat.groups.front().partitions.size());
-  if (cat.mp_world_size > 1)
-    refuse(cat.tag_dir, "tensor/pipeline-parallel checkpoints (mp_world_size " + std::to_string(cat.mp_world_size) +
-                            ") are not supported by repair yet");
+  // A tensor/pipeline-parallel job is repaired model-parallel rank by model-parallel rank, each in its own layout.
+  const auto& topo = cat.topology;
+  std::vector<std::shared_ptr<const deepspeed::Checkpoint>> slices;
+  for (int m = 0; m < ckpt.slice_count(); ++m) slices.push_back(ckpt.slice(m));
+  const bool parallel = topo.model_parallel() || topo.moe();
+  if (parallel && (rq.target || rq.across_processes))
+    refuse(rq.target ? "--target" : "mpirun",
+           "tensor/pipeline/expert-parallel checkpoints are repaired in one process and without --target (graft)");
+  if (parallel && w == OptimizerWrapper::Zero3 && rq.refresh_fp32)
+    refuse("--refresh-fp32", "ZeRO-3 with tensor/pipeline/expert parallelism: --lp-source holds consolidated weights, "
+                             "not each model-parallel rank's slices; not supported");
+  if (rq.world_size && topo.moe()) {
+    for (const auto& g : cat.groups) {
+      if (!g.expert) continue;
+      int ep = 0;
+      for (const auto& h : cat.groups) ep += h.file_group == g.file_group ? 1 : 0;
+      if (*rq.world_size % ep != 0)
+        refuse("--world-size", "an MoE expert group is spread over expert-parallel " + std::to_string(ep) +
+                                   " ranks: the data-parallel size must be a multiple of it");
+    }
+  }
 
   if (rq.refresh_fp32) {
     if (w == OptimizerWrapper::Zero3) {
@@ -164,15 +183,23 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
     } else if (!zero12_like(w)) {
       refuse("--refresh-fp32", "refreshing fp32 masters of " + wname + " checkpoints is not supported");
     }
+    std::string where = "16-bit module weights";
+    if (topo.pipeline) where = "16-bit weights in the pipeline layer files";
+    if (topo.moe()) where += " and expert files";
     plan.actions.push_back("refresh fp32 masters from the " +
-                           std::string(rq.lp_source ? "weights in " + *rq.lp_source : "16-bit module weights") + " (" +
-                           std::to_string(cat.groups.size()) + " groups on " + std::to_string(dp) +
-                           " ranks); optimizer moments unchanged");
-    for (int r = 0; r < dp; ++r)
-      for (size_t g = 0; g < cat.groups.size(); ++g)
-        plan.changed_tensors.push_back("rank " + std::to_string(r) +
-                                       (w == OptimizerWrapper::Zero3 ? " fp32_flat_groups[" : " single_partition_of_fp32_groups[") +
-                                       std::to_string(g) + "]");
+                           std::string(rq.lp_source ? "weights in " + *rq.lp_source : where) + " (" +
+                           std::to_string(cat.file_group_count()) + " groups on " + std::to_string(dp) + " ranks" +
+                           (slices.size() > 1 ? " of each of " + std::to_string(slices.size()) + " model-parallel ranks" : "") +
+                           "); optimizer moments unchanged");
+    for (const auto& sl : slices) {
+      const auto& sc = sl->catalog();
+      const std::string label = sc.slice_label().empty() ? "" : sc.slice_label() + ", ";
+      for (int r = 0; r < dp; ++r)
+        for (int g = 0; g < sc.file_group_count(); ++g)
+          plan.changed_tensors.push_back(label + "rank " + std::to_string(r) +
+                                         (w == OptimizerWrapper::Zero3 ? " fp32_flat_groups[" : " single_partition_of_fp32_groups[") +
+                                         std::to_string(g) + "]");
+    }
   }
   if (rq.reset_optimizer) {
     if (!(zero12_like(w) || w == OptimizerWrapper::Zero3 || w == OptimizerWrapper::FP16Optimizer))
@@ -197,14 +224,18 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
       refuse("--repartition", "re-partitioning " + wname + " checkpoints is not supported");
     if (w == OptimizerWrapper::Zero3) {
       const auto* mf = cat.metadata_model_file();
-      const Value* frag = mf ? ckpt.model_file(0, std::max(mf->dp_rank, 0)).root.get("frozen_param_fragments") : nullptr;
+      const Value* frag = mf ? ckpt.model_file(mf->mp_rank, std::max(mf->dp_rank, 0)).root.get("frozen_param_fragments") : nullptr;
       if (frag && frag->is_dict() && !frag->as_dict().items.empty())
         refuse("--repartition", "ZeRO-3 checkpoints with frozen params are not supported by repartition yet");
     }
     plan.actions.push_back("re-partition from data-parallel " + std::to_string(dp) + " to " +
-                           std::to_string(*rq.world_size) + " (fp32 masters, Adam moments, group paddings, "
-                           "param_slice_mappings; group_paddings per ds_version " +
-                           (cat.ds_version.empty() ? std::string("(none)") : cat.ds_version) + ")");
+                           std::to_string(*rq.world_size) +
+                           (slices.size() > 1 ? " within each of " + std::to_string(slices.size()) +
+                                                    " model-parallel ranks (tensor and pipeline layout kept)"
+                                              : std::string()) +
+                           (topo.moe() ? "; expert groups keep expert-parallel " + std::to_string(topo.ep) : std::string()) +
+                           " (fp32 masters, Adam moments, group paddings, param_slice_mappings; group_paddings per "
+                           "ds_version " + (cat.ds_version.empty() ? std::string("(none)") : cat.ds_version) + ")");
   }
   if (rq.target) {
     if (!zero12_like(w)) refuse("--target", "grafting is supported for ZeRO-1/2 and BF16_Optimizer checkpoints");
@@ -287,19 +318,23 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   }
   if (rq.world_size) {
     const int n = *rq.world_size;
-    uint64_t per_rank = 0;
-    if (const CheckpointFile* f0 = cat.optim_file(0)) per_rank = f0->bytes * static_cast<uint64_t>(dp) / n;
-    const bool bf16 = cat.optim_file(0) && cat.optim_file(0)->bf16_prefix;
-    for (int r = 0; r < n; ++r) {
-      if (w == OptimizerWrapper::Zero3) {
-        plan.files.push_back({cat.tag + "/" + deepspeed::model_file_name(3, r), "write", 0, "rank " + std::to_string(r)});
+    for (const auto& sl : slices) {
+      const auto& sc = sl->catalog();
+      const int m = sc.mp_rank;
+      uint64_t per_rank = 0;
+      if (const CheckpointFile* f0 = sc.optim_file(0)) per_rank = f0->bytes * static_cast<uint64_t>(dp) / n;
+      const bool bf16 = sc.optim_file(0) && sc.optim_file(0)->bf16_prefix;
+      const std::string label = sc.slice_label().empty() ? "" : sc.slice_label() + ", ";
+      for (int r = 0; r < n; ++r) {
+        if (w == OptimizerWrapper::Zero3) {
+          plan.files.push_back({cat.tag + "/" + deepspeed::model_file_name(3, r, m), "write", 0, label + "rank " + std::to_string(r)});
+        }
+        plan.files.push_back({cat.tag + "/" + deepspeed::optim_file_name(bf16, r, m), "write", per_rank,
+                              label + "rank " + std::to_string(r) + " of " + std::to_string(n)});
+        plan.bytes_to_write += per_rank;
+        plan.changed_tensors.push_back(label + "rank " + std::to_string(r) + ": fp32 partitions and moments (new layout)");
       }
-      plan.files.push_back({cat.tag + "/" + deepspeed::optim_file_name(bf16, r), "write", per_rank,
-                            "rank " + std::to_string(r) + " of " + std::to_string(n)});
-      plan.bytes_to_write += per_rank;
     }
-    for (int r = 0; r < n; ++r)
-      plan.changed_tensors.push_back("rank " + std::to_string(r) + ": fp32 partitions and moments (new layout)");
   }
   plan.files.push_back({"latest", "write", cat.tag.size(), "written last"});
   return plan;

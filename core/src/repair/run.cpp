@@ -22,8 +22,12 @@ RepairResult run_repair(const deepspeed::Checkpoint& ckpt, const std::string& ou
   remove_tree_quietly(partial);
   bool renamed = false;
   try {
-    Runner runner(ckpt, rq, result.plan, progress, io);
-    runner.run(partial);
+    // A tensor/pipeline-parallel job: every model-parallel rank writes its own files; mp rank 0 last (`latest`).
+    for (int m = ckpt.slice_count() - 1; m >= 0; --m) {
+      const auto slice = ckpt.slice(m);
+      Runner runner(*slice, rq, result.plan, progress, io);
+      runner.run(partial);
+    }
     publish_folder(partial, out, io, renamed);  // on failure, `out` is as it was
   } catch (...) {
     remove_tree_quietly(partial);  // nothing half-done stays behind

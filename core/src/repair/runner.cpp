@@ -85,14 +85,16 @@ void Runner::run(const std::string& out_dir) {
   tag_out_ = out_ + "/" + plan_.tag;
   check_io(io_.mkdir(out_), out_, "mkdir");
   check_io(io_.mkdir(tag_out_), tag_out_, "mkdir");
-  if (progress_) progress_->set_stage("writing repaired checkpoint", plan_.files.size());
+  // A job's model-parallel ranks are written one after the other (the last first) under one stage.
+  if (progress_ && cat_.mp_rank + 1 >= std::max(cat_.topology.mp_world_size, 1))
+    progress_->set_stage("writing repaired checkpoint", plan_.files.size());
   if (rq_.target)
     graft();
   else if (rq_.world_size)
     repartition();
   else
     rewrite_in_layout();
-  if (writes_shared_files_) {
+  if (writes_shared_files_ && cat_.mp_rank == 0) {  // a job's other model-parallel ranks are written before
     copy_save_dir_extras();
     deepspeed::write_text_file(out_ + "/latest", plan_.tag, io_);
   }
@@ -131,9 +133,12 @@ void Runner::copy_save_dir_extras() {
   const fs::path script = fs::path(cat_.save_dir) / "zero_to_fp32.py";
   if (fs::is_regular_file(script, ec)) deepspeed::copy_file(script.string(), out_ + "/zero_to_fp32.py", io_);
 }
+bool Runner::owns(const deepspeed::CheckpointFile& f) const {
+  return f.mp_rank >= 0 ? f.mp_rank == cat_.mp_rank : cat_.mp_rank == 0;
+}
 void Runner::copy_other_files() {
   for (const auto& f : cat_.files)
-    if (f.role != FileRole::Model && f.role != FileRole::Optim && fs::is_regular_file(f.abs_path)) copy(f);
+    if (f.role != FileRole::Model && f.role != FileRole::Optim && owns(f) && fs::is_regular_file(f.abs_path)) copy(f);
 }
 
 Value Runner::remap_state_entry(const Value& tmpl, int64_t old_len, int64_t len,

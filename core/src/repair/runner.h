@@ -34,8 +34,9 @@ void fill_zero3_part(const deepspeed::GroupLayout& g, int rank, int dp, int64_t 
 class Runner {
  public:
   Runner(const deepspeed::Checkpoint& ckpt, const RepairRequest& rq, Plan& plan, Progress* progress, FileIo& io);
-  // Under MPI: this process's share of a re-partition, and whether it writes the files every storage needs
-  // once (model file, `latest`, extras): the first process on each storage does.
+  // One Runner per model-parallel rank of a job (each writes its rank's files into the same folder; mp rank 0's,
+  // run last, also `latest`). Under MPI: this process's share of a re-partition, and whether it writes the files
+  // every storage needs once (model file, `latest`, extras): the first process on each storage does.
   void distribute(const Assignment* assignment, Exchanger* exchanger, bool writes_shared_files) {
     dist_ = assignment;
     exchanger_ = exchanger;
@@ -66,6 +67,9 @@ class Runner {
   void write(const std::string& name, const Value& root);
   void copy(const deepspeed::CheckpointFile& f);
   void copy_save_dir_extras();
+  // The files this runner writes: its model-parallel rank's; files of no rank (and layers no stage owns) go
+  // with mp rank 0.
+  bool owns(const deepspeed::CheckpointFile& f) const;
   void copy_other_files();
   // Rebuilds a state entry (clone of `tmpl`) whose 1-D tensors of length `old_len` become `len`-long
   // tensors filled from `fill(key, ...)`.
@@ -84,10 +88,14 @@ class Runner {
     std::vector<int> old_first_sub;           // ZeRO-3: an old sub-group of each new one (state template)
   };
   NewLayout new_layout(const SourceLayout& src, const TorchFile& optim_tmpl, int n) const;
+  // MoE: how many expert-parallel instances the catalog lists for this group's file group.
+  int expert_parallel_size(const GroupLayout& g) const;
+  // param_slice_mappings of partition `part` of a new group, with experts under the local names files use.
+  Value file_slice_mappings(const GroupLayout& g, int part) const;
   // The old optimizer state entry a new group's state is modelled on (nullptr when there is none).
   const Value* old_state_entry(const Value& osd, size_t gi, const NewLayout& nl, int64_t* old_len) const;
   // The model file the new files copy their metadata from: rank 0's, or under MPI one this process has.
-  const TorchFile& model_template() const { return ckpt_.model_file(0, dist_ ? dist_->template_rank : 0); }
+  const TorchFile& model_template() const { return ckpt_.model_file(-1, dist_ ? dist_->template_rank : 0); }
 
   // Elements of `field` ("fp32" or a state key) of new rank r's partition of new group gi.
   using RankFill = std::function<FloatFill(size_t gi, int r, const std::string& field)>;

@@ -76,7 +76,7 @@ void StateReader::read(const std::string& field, const std::string& param, int64
   if (it == layout_.params.end()) throw Error("", "param '" + param + "'", "not a trainable param of the checkpoint");
   const ParamPlace& p = it->second;
   const auto& g = layout_.groups[static_cast<size_t>(p.group)];
-  const int dp = layout_.dp;
+  const int dp = layout_.dp;  // ZeRO-3: every param is split over all dp ranks
   int64_t done = 0;
   while (done < n) {
     const int64_t e = first + done;
@@ -94,14 +94,17 @@ void StateReader::read(const std::string& field, const std::string& param, int64
       pos = idx % P;
       run = std::min(n - done, P - pos);
     }
-    if (q >= dp)
-      throw Error("", "param '" + param + "'", "element " + std::to_string(e) + " lies beyond the " + std::to_string(dp) +
-                                                   " ranks' partitions");
-    const auto s = span(field, q, p.group);
+    // Partition q's file: dp rank q, or for an expert group the dp rank holding that expert-parallel instance.
+    if (q < 0 || static_cast<size_t>(q) >= g.partitions.size())
+      throw Error("", "param '" + param + "'", "element " + std::to_string(e) + " lies beyond the " +
+                                                   std::to_string(g.partitions.size()) + " ranks' partitions");
+    const int rank = g.partitions[static_cast<size_t>(q)].rank;
+    const auto s = span(field, rank, p.group);
     if (pos + run > static_cast<int64_t>(s.size()))
-      throw Error(where(q), "'" + field + "' of group " + std::to_string(p.group),
-                  "dp rank " + std::to_string(q) + " holds " + std::to_string(s.size()) + " elements; param '" + param +
-                      "' needs elements up to " + std::to_string(pos + run) + " (a short partition: data is missing)");
+      throw Error(where(rank), "'" + field + "' of group " + std::to_string(p.group),
+                  "dp rank " + std::to_string(rank) + " holds " + std::to_string(s.size()) + " elements; param '" +
+                      param + "' needs elements up to " + std::to_string(pos + run) +
+                      " (a short partition: data is missing)");
     std::copy(s.begin() + pos, s.begin() + pos + run, out + done);
     done += run;
   }

@@ -3,6 +3,7 @@
 // lp-vs-fp32 divergence and value/moment statistics on a compute backend, then the finding rules turn the
 // numbers and the catalog's problems into named findings.
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "ckptdoc/analysis/report.h"
@@ -25,9 +26,14 @@ struct DiagnoseOptions {
   // Also check every zip record's CRC-32 (reads every byte of every file once more; finds corruption that
   // leaves valid-looking values).
   bool verify_checksums = false;
+  // Tensor-parallel jobs: a rule file (deepspeed/tp_rules.h) saying which params are replicated across tensor
+  // ranks; default: the checkpoint's universal_checkpoint_info.
+  std::optional<std::string> tp_rules;
 };
 
-// Throws Cancelled when progress->cancel() was called.
+// Throws Cancelled when progress->cancel() was called. A tensor/pipeline-parallel job (ckpt opened as the job)
+// is diagnosed model-parallel rank by model-parallel rank, every finding carrying its coordinates, plus what
+// only the ranks side by side show (tp-replicated-mismatch and the catalog's job problems).
 Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& options = {},
                 Progress* progress = nullptr);
 

@@ -28,6 +28,9 @@ struct Finding {
   std::map<std::string, double> evidence;  // named numbers backing the finding
   RepairKind repair = RepairKind::None;
   std::map<std::string, std::string> details = {};  // named facts (unsafe-pickle: file, record, callable, how)
+  // Tensor/pipeline-parallel jobs: the model-parallel rank it concerns (ranks are that rank's dp ranks);
+  // -1: the whole job or a data-parallel one.
+  int pp = -1, tp = -1;
 };
 
 // Sums over one rank's fragment of a param's Adam moments (finite elements only), so a picture can shade each
@@ -43,6 +46,7 @@ struct RankMoments {
 struct ParamReport {
   std::string name;
   int group = 0;
+  int pp = -1, tp = -1;  // its model-parallel rank in a tensor/pipeline-parallel job (names repeat across tp ranks)
   std::vector<int64_t> shape;
   int64_t numel = 0;
   DType lp_dtype = DType::F32;

@@ -20,14 +20,19 @@ inline constexpr int kMaxWorldSize = 65536;
 enum class FileRole : uint8_t { Model, Optim, Layer, Expert, ExpertOptim, Other };
 std::string_view role_name(FileRole r);  // "model", "optim", "layer", "expert", "expert_optim", "other"
 
+// A rank file and its coordinates in the job (-1 where a coordinate does not apply or is unknown).
 struct CheckpointFile {
   std::string path;      // relative to the tag folder
   std::string abs_path;
   FileRole role = FileRole::Other;
   int dp_rank = -1;      // -1 when the name carries none
-  int mp_rank = -1;
+  int mp_rank = -1;      // model-parallel rank = pipeline stage * tp + tensor rank (layer files: derived)
   uint64_t bytes = 0;
   bool bf16_prefix = false;  // "bf16_zero_pp_rank_..."
+  int pp = -1, tp = -1;  // pipeline stage and tensor-parallel rank (from mp_rank and the topology)
+  int layer = -1;        // pipeline layer index (layer files) or MoE layer id (expert files)
+  int expert = -1;       // global expert id (expert files)
+  int ep = -1;           // expert-parallel rank (expert files, expp_rank optimizer files)
 };
 
 enum class OptimizerWrapper : uint8_t {
@@ -68,19 +73,38 @@ struct ParamEntry {
                        // sub-group partition (sum of ceil(numel/dp) of the params before it)
 };
 
-// A flat group: an optimizer param group (ZeRO-1/2, BF16) or a ZeRO-3 sub-group.
+// Where a trainable param's 16-bit weight is stored: the model file's `module`, a pipeline layer file or an MoE
+// expert file, under `key` in that file's state dict.
+struct WeightLocation {
+  std::string file;  // relative to the tag folder
+  std::string key;
+};
+
+// A flat group: an optimizer param group (ZeRO-1/2, BF16) or a ZeRO-3 sub-group. An MoE expert group is
+// partitioned over the expert-data-parallel ranks and holds other experts on each expert-parallel rank: the
+// catalog lists one GroupLayout per expert-parallel rank, with its params under their global expert names.
 struct GroupLayout {
-  int index = 0;
+  int index = 0;                // position in Catalog::groups
+  int file_group = 0;           // position of the group in the rank files' lists (== index without MoE)
+  int ep_rank = -1;             // expert groups: the expert-parallel rank whose experts these are
+  bool expert = false;          // an MoE expert group ('moe': True in its param group)
   int64_t numel = 0;            // sum of param numels
   int64_t padded_numel = 0;     // dp * partition_numel
   int64_t partition_numel = 0;  // P: per-rank partition length
   std::vector<ParamEntry> params;
-  std::vector<RankPartition> partitions;  // one per dp rank
+  // One per partition, in partition order; RankPartition::rank is the dp rank whose optimizer file holds it
+  // (partition k of expert-parallel rank e: dp rank e + k * ep, DeepSpeed's default expert grouping).
+  std::vector<RankPartition> partitions;
+  // The partition a dp rank's file holds (nullptr when that rank holds none of this group).
+  const RankPartition* partition_of(int dp_rank) const;
+  int partition_index(int dp_rank) const;  // -1 when none
 };
 
 // Problem codes the catalog emits: "rank-file-missing", "rank-file-truncated", "rank-file-unreadable",
 // "world-size-mismatch", "shape-mismatch", "layout-mismatch", "model-file-missing", "unknown-schema",
-// "legacy-param-shapes", "round-robin-order", "unsafe-pickle", "rank-file-renamed", "optimizer-state-incomplete".
+// "legacy-param-shapes", "round-robin-order", "unsafe-pickle", "rank-file-renamed", "optimizer-state-incomplete";
+// for tensor/pipeline/expert-parallel jobs also "layer-file-missing", "tp-shape-mismatch", "tp-dtype-mismatch",
+// "expert-file-missing", "expert-file-duplicated", "expert-count-mismatch", "topology-mismatch".
 struct Problem {
   std::string code;      // stable finding code, e.g. "rank-file-missing"
   std::string severity;  // "error" | "warning" | "info"
@@ -90,6 +114,31 @@ struct Problem {
   std::vector<std::string> params;
   // Named facts behind the problem, for JSON and tools: unsafe-pickle has file, record, callable, how.
   std::map<std::string, std::string> details = {};
+  int pp = -1, tp = -1;  // the model-parallel rank concerned in a tensor/pipeline-parallel job (-1: the whole job)
+};
+
+// One MoE layer (deepspeed.moe.layer.MoE) as its expert files and the model file's num_experts say.
+struct MoeLayer {
+  int id = 0;               // the layer id in expert file names (index among the model's MoE modules)
+  std::string prefix;       // module path of its experts, e.g. "moe.deepspeed_moe.experts.deepspeed_experts."
+  int num_experts = 0;      // from the model file's num_experts
+  int ep_size = 1;          // expert-parallel size of its expert group
+};
+
+// How the job was parallelised (deepspeed-format.md §8). mp rank = pipeline stage * tp + tensor rank.
+struct Topology {
+  int mp_world_size = 1;
+  int pp = 1, tp = 1;       // pipeline stages, tensor-parallel ranks
+  bool pipeline = false;    // PipelineModule: `module` is None, weights live in layer_XX[-model_YY] files
+  bool layer_files_named_by_tp = false;  // layer_XX-model_YY-model_states.pt (else layer_XX-model_states.pt)
+  std::vector<MoeLayer> moe_layers;
+  int ep = 1;               // largest expert-parallel size (1 without MoE)
+  bool legacy_expert_files = false;  // expert_E_mp_rank_XX_model_states.pt (before 2021-10)
+  std::map<int, int> layer_stage;    // pipeline layer index -> stage that owns it (from each stage's param names)
+  int stage_of(int mp_rank) const { return tp > 0 ? mp_rank / tp : 0; }
+  int tp_of(int mp_rank) const { return tp > 0 ? mp_rank % tp : 0; }
+  bool model_parallel() const { return mp_world_size > 1; }
+  bool moe() const { return !moe_layers.empty(); }
 };
 
 struct LossScalerInfo {
@@ -109,12 +158,18 @@ struct OptimizerGroupState {
   bool has_state = false;       // a state entry exists for the group
 };
 
+// What one model-parallel rank (pipeline stage x tensor rank) of a checkpoint holds: a data-parallel job has one;
+// a tensor/pipeline-parallel job has one per mp rank (Checkpoint::slice), each with its own groups, params and
+// layout, and the files and topology of the whole job.
 struct Catalog {
   // "deepspeed", or for a weights-only source (weights/weights_source.h): "hf-folder" | "weights-file".
   std::string kind = "deepspeed";
   std::string save_dir;  // folder holding `latest` (or the tag folder's parent)
   std::string tag;
   std::string tag_dir;   // absolute
+  int mp_rank = 0;       // the model-parallel rank these groups, params and layout belong to
+  int pp_stage = 0, tp_rank = 0;
+  Topology topology;
   int zero_stage = 0;
   DType lp_dtype = DType::F32;
   OptimizerWrapper wrapper = OptimizerWrapper::Unknown;
@@ -130,6 +185,7 @@ struct Catalog {
   std::map<std::string, std::string> shared_params;  // alias -> owner
   std::vector<std::pair<std::string, std::string>> shared_params_in_order;  // (alias, owner) as saved
   std::vector<std::string> module_keys;         // module state-dict keys in file order
+  std::map<std::string, WeightLocation> lp_locations;  // trainable param -> where its 16-bit weight is
   int64_t global_steps = 0, skipped_steps = 0, global_samples = 0;
   std::optional<int64_t> optimizer_step;        // Adam step of group 0, rank 0
   std::vector<OptimizerGroupState> optimizer_groups;  // per flat group (index = GroupLayout::index)
@@ -144,14 +200,24 @@ struct Catalog {
   // unpartitioned "rank" 0 (the tensors of zero/<param>/), dp_world_size is 0 and optim_file_count 1.
   std::optional<UniversalInfo> universal;
 
-  const CheckpointFile* model_file(int mp_rank = 0, int dp_rank = 0) const;
-  const CheckpointFile* optim_file(int dp_rank, int mp_rank = 0) const;
-  // The model file the catalog reads names, shapes and config from: mp rank 0's (ZeRO-3: dp rank 0's, or the
+  // mp_rank -1: this catalog's own model-parallel rank.
+  const CheckpointFile* model_file(int mp_rank = -1, int dp_rank = 0) const;
+  const CheckpointFile* optim_file(int dp_rank, int mp_rank = -1) const;
+  // The model file the catalog reads names, shapes and config from: its mp rank's (ZeRO-3: dp rank 0's, or the
   // lowest dp rank present when a node holds only its own ranks' files).
   const CheckpointFile* metadata_model_file() const;
   // Group and index of a trainable param by name; nullopt when not trainable/unknown.
   std::optional<std::pair<int, int>> find_param(const std::string& name) const;
   int64_t trainable_numel() const;
+  // Number of flat groups in each rank file (expert groups count once however many ep ranks there are).
+  int file_group_count() const;
+  // The group a dp rank's file holds at position `file_group` (the expert-parallel instance for expert groups).
+  const GroupLayout* group_in_file(int file_group, int dp_rank) const;
+  // "pp 1, tp 0" for a tensor/pipeline-parallel job, "" for a data-parallel one.
+  std::string slice_label() const;
 };
+
+// "pp S, tp T" (only the parts that are parallel: "tp 1" without pipeline, "pp 2" without tensor parallelism).
+std::string slice_label(const Topology& t, int pp, int tp);
 
 }  // namespace ckptdoc::deepspeed

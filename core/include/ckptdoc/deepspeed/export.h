@@ -2,6 +2,7 @@
 // Weights-only export of a DeepSpeed checkpoint: by default exactly what DeepSpeed's zero_to_fp32.py
 // produces (fp32 masters, buffers, frozen and shared params as that script treats them, module state-dict
 // names), streamed one tensor at a time.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,12 @@ struct ExportOptions {
   // Hugging Face-style shards of at most this many bytes each in a folder (weights/shards.h); unset: one file.
   std::optional<uint64_t> max_shard_size;
   bool force = false;  // sharded output: replace weights files already in the folder
+  // Tensor/pipeline-parallel jobs: every pipeline stage is exported (names are unique across stages; a tied
+  // module saved by several stages once). With tensor parallelism, tp_rank >= 0 writes that rank's slices as they
+  // are; else the ranks are merged by the rules of `tp_rules` (a rule file) or the checkpoint's
+  // universal_checkpoint_info (tp_rules.h), and a param without a rule is refused by name.
+  int tp_rank = -1;
+  std::optional<std::string> tp_rules;
 };
 
 struct ExportResult {
@@ -37,9 +44,11 @@ struct ExportResult {
 };
 
 // The tensors an export writes, in output order (buffers, frozen params, trainable params in param_shapes
-// order, shared-param aliases), as lazily produced tensors: nothing is read until a writer pulls a tensor's
-// bytes, and each tensor reads only its own slices of the rank files. Throws ckptdoc::Error up front when a
-// needed rank file is missing or unreadable, or the source is not available for this checkpoint.
+// order, shared-param aliases; stage by stage for a pipeline), as lazily produced tensors: nothing is read until
+// a writer pulls a tensor's bytes, and each tensor reads only its own slices of the rank files (a tensor-parallel
+// merge holds one param's slices in memory while it is written). Throws ckptdoc::Error up front when a needed
+// rank file is missing or unreadable, the source is not available for this checkpoint, or tensor-parallel
+// slices cannot be merged (no rule for a param, slices that do not fit).
 std::vector<NamedTensor> export_tensors(const Checkpoint& ckpt, const ExportOptions& options,
                                         Progress* progress = nullptr);
 

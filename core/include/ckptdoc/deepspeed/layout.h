@@ -29,6 +29,9 @@ struct Zero12Rules {
   int alignment_factor = 2;  // A = alignment_factor * dp (1 before v0.5.2)
   PaddingRule padding = PaddingRule::Exact;
   bool round_robin = false;  // v0.4.0-v0.4.3 always reordered params round-robin
+  // Before v0.14.5 (PR #5681) param_slice_mappings of an MoE expert group were computed with the partition size of
+  // the whole data-parallel group (flat numel / dp) instead of the expert-data-parallel one.
+  bool expert_mappings_use_global_dp = false;
 };
 // Rules for a ds_version string; an empty string means "older than v0.4.0"; an unparsable one the newest.
 Zero12Rules zero12_rules_for_version(const std::string& ds_version);
@@ -42,11 +45,16 @@ GroupLayout layout_bf16_optimizer(int index, std::vector<ParamEntry> params, int
 GroupLayout layout_zero3(int index, std::vector<ParamEntry> params, int dp);
 
 // The fragment_address (numel, start) DeepSpeed's param_slice_mappings records for each param overlapping
-// `rank`'s partition, in param order (§5.1 _create_param_mapping; valid when there is no round-robin).
+// partition `part` (the index in group.partitions), in param order (§5.1 _create_param_mapping; valid when there
+// is no round-robin).
 struct SliceMapping {
   std::string name;
   int64_t numel = 0, start = 0;
 };
-std::vector<SliceMapping> expected_slice_mappings(const GroupLayout& group, int rank);
+std::vector<SliceMapping> expected_slice_mappings(const GroupLayout& group, int part);
+// The same for an arbitrary window [lo, lo + size) of the flat group (start relative to lo): what DeepSpeed
+// records for expert groups when Zero12Rules::expert_mappings_use_global_dp holds (lo = part * size, size =
+// padded numel / the whole data-parallel size).
+std::vector<SliceMapping> slice_mappings_in(const GroupLayout& group, int64_t lo, int64_t size);
 
 }  // namespace ckptdoc::deepspeed

@@ -1,0 +1,372 @@
+// Tensor-, pipeline- and expert-parallel checkpoints real DeepSpeed wrote (par_models.py: pp 2 x tp 2 x dp 2
+// bf16 with BF16_Optimizer and DeepSpeed's PipelineModule; tp 2 x dp 2 ZeRO-2 fp16 with Megatron-style
+// layers; an MoE model with 4 experts over ep 2, ZeRO-2 fp16; tp 2 x dp 2 under ZeRO-3), run through ckptdoc
+// as a user would: inspect shows every coordinate and every param of every stage, diagnose is clean on each
+// and names a removed tensor-rank, layer or expert file and a perturbed replicated param, and the merged
+// export equals the model DeepSpeed's engine held.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QtTest>
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "realds_support.h"
+
+using namespace ckptdoc;
+namespace realds = ckptdoc::test::realds;
+namespace fs = std::filesystem;
+
+namespace {
+
+QJsonObject json_of(const test::RunResult& r) {
+  return QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
+}
+
+QJsonObject cli_json(const std::vector<std::string>& args, int want_exit) {
+  const auto r = test::run_cli(args);
+  if (r.exit_code != want_exit)
+    throw std::runtime_error(args[0] + " exited " + std::to_string(r.exit_code) + " (wanted " +
+                             std::to_string(want_exit) + ")\n" + r.out.substr(0, 6000) + r.err);
+  return json_of(r);
+}
+
+// par_edit.py through `realds.py py` (DeepSpeed importable: its files pickle DeepSpeed objects).
+test::RunResult edit(const std::vector<std::string>& args) {
+  std::vector<std::string> all{test::source_dir() + "/tests/realds/par_edit.py"};
+  all.insert(all.end(), args.begin(), args.end());
+  return realds::python_with_deepspeed(all);
+}
+
+std::string tag_file(const std::string& save_dir, const realds::Entry& e, const std::string& name) {
+  return save_dir + "/" + e.tag + "/" + name;
+}
+
+const QJsonObject* finding(const QJsonObject& report, const std::string& code, QJsonObject& out) {
+  for (const auto& f : report["findings"].toArray())
+    if (f.toObject()["code"].toString().toStdString() == code) {
+      out = f.toObject();
+      return &out;
+    }
+  return nullptr;
+}
+
+std::string all_findings(const QJsonObject& report) {
+  return QJsonDocument(report["findings"].toArray()).toJson(QJsonDocument::Compact).left(4000).toStdString();
+}
+
+// The names of the model DeepSpeed's engine assembled in the training run (par_train.py's reference).
+std::set<std::string> reference_names(const std::string& name) {
+  const auto r =
+      realds::python_with_deepspeed({"-c", "import sys, torch\nfor k in torch.load(sys.argv[1]): print(k)\n",
+                                     realds::reference(name, "fp32")});
+  if (r.exit_code != 0) throw std::runtime_error("reading the reference failed: " + r.err);
+  std::set<std::string> out;
+  size_t at = 0;
+  while (at < r.out.size()) {
+    const size_t nl = r.out.find('\n', at);
+    const std::string line = r.out.substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+    if (!line.empty()) out.insert(line);
+    if (nl == std::string::npos) break;
+    at = nl + 1;
+  }
+  return out;
+}
+
+// inspect --json: the job's sizes, every file's coordinates, one catalog per model-parallel rank whose params
+// together are exactly the engine's model (each with the file its 16-bit weight is read from).
+void inspect_job(const std::string& name) {
+  REALDS_REQUIRE();
+  const auto e = realds::checkpoint(name);
+  const auto j = cli_json({"inspect", e.save_dir, "--json"}, 0);
+  const auto par = j["parallel"].toObject();
+  QCOMPARE(par["pp"].toInt(), e.pp);
+  QCOMPARE(par["tp"].toInt(), e.tp);
+  QCOMPARE(par["ep"].toInt(), e.ep);
+  QCOMPARE(par["mp_world_size"].toInt(), e.pp * e.tp);
+  QCOMPARE(j["dp_world_size"].toInt(), e.dp);
+  QCOMPARE(par["pipeline"].toBool(), e.pp > 1);
+  std::set<std::string> files;
+  for (const auto& fv : j["files"].toArray()) {
+    const auto f = fv.toObject();
+    const std::string role = f["role"].toString().toStdString(), path = f["path"].toString().toStdString();
+    files.insert(path);
+    if (role == "model" || role == "optim" || role == "layer" || role == "expert") {
+      QVERIFY2(f["pp"].isDouble() && f["tp"].isDouble(), path.c_str());
+      QVERIFY2(f["pp"].toInt() < e.pp && f["tp"].toInt() < e.tp, path.c_str());
+      QVERIFY2(f["mp_rank"].toInt() == f["pp"].toInt() * e.tp + f["tp"].toInt(), path.c_str());
+    }
+    if (role == "optim") QVERIFY2(f["dp_rank"].toInt() >= 0 && f["dp_rank"].toInt() < e.dp, path.c_str());
+    if (role == "layer") QVERIFY2(f["layer"].isDouble(), path.c_str());
+    if (role == "expert") {
+      QVERIFY2(f["expert"].isDouble() && f["ep"].isDouble(), path.c_str());
+      QCOMPARE(f["ep"].toInt(), f["expert"].toInt() / (4 / e.ep));  // 4 experts over ep ranks
+    }
+    if (role == "expert_optim") QVERIFY2(f["ep"].isDouble(), path.c_str());
+  }
+  const auto slices = j["slices"].toArray();
+  QCOMPARE(slices.size(), qsizetype(e.pp * e.tp));
+  std::map<int, std::set<std::string>> by_tp;  // tensor rank -> params of every stage
+  std::set<int> eps;
+  for (const auto& sv : slices) {
+    const auto s = sv.toObject();
+    QCOMPARE(s["mp_rank"].toInt(), s["pp"].toInt() * e.tp + s["tp"].toInt());
+    for (const auto& gv : s["groups"].toArray()) {
+      const auto g = gv.toObject();
+      QCOMPARE(g["pp"].toInt(), s["pp"].toInt());
+      QCOMPARE(g["tp"].toInt(), s["tp"].toInt());
+      if (g["expert"].toBool()) eps.insert(g["ep"].toInt());
+      for (const auto& pv : g["params"].toArray()) {
+        const auto p = pv.toObject();
+        const std::string pname = p["name"].toString().toStdString();
+        QVERIFY2(by_tp[s["tp"].toInt()].insert(pname).second, ("listed twice: " + pname).c_str());
+        if (e.stage < 3)
+          QVERIFY2(files.count(p["lp_file"].toString().toStdString()), ("no lp file for " + pname).c_str());
+        else  // ZeRO-3 model files hold placeholders: no 16-bit weight is saved
+          QVERIFY2(p["lp_file"].isNull(), pname.c_str());
+      }
+      for (const auto& rv : g["partitions"].toArray())
+        QVERIFY(rv.toObject()["rank"].toInt() >= 0 && rv.toObject()["rank"].toInt() < e.dp);
+    }
+  }
+  const auto want = reference_names(e.name);
+  for (const auto& [tp, names] : by_tp)
+    QVERIFY2(names == want,
+             ("tensor rank " + std::to_string(tp) + " does not list the engine's params").c_str());
+  QCOMPARE(static_cast<int>(eps.size()), e.ep > 1 ? e.ep : 0);
+  // The text view says the same.
+  const auto text = test::run_cli({"inspect", e.save_dir});
+  CKPTDOC_EXPECT_EXIT(text, 0);
+  if (e.pp * e.tp > 1)
+    QVERIFY2(text.out.find("pipeline " + std::to_string(e.pp) + " x tensor " + std::to_string(e.tp) +
+                           " x data " + std::to_string(e.dp)) != std::string::npos,
+             text.out.c_str());
+  if (e.ep > 1) QVERIFY2(text.out.find("over expert-parallel 2") != std::string::npos, text.out.c_str());
+}
+
+// Healthy: exit 0, no error or warning; every param of every model-parallel rank compared lp with fp32 (the
+// pipeline's weights come from its layer files, the experts' from the expert files).
+void diagnose_clean(const std::string& name) {
+  REALDS_REQUIRE();
+  const auto e = realds::checkpoint(name);
+  const auto report = cli_json({"diagnose", e.save_dir, "--json", "--device", "cpu"}, 0);
+  QVERIFY2(realds::codes(report, "error").empty() && realds::codes(report, "warning").empty(),
+           all_findings(report).c_str());
+  const auto params = report["params"].toArray();
+  const size_t per_rank = reference_names(e.name).size();
+  std::set<std::string> seen;
+  for (const auto& pv : params) {
+    const auto p = pv.toObject();
+    if (e.stage < 3) {  // ZeRO-3 saves no 16-bit weights to compare with
+      QVERIFY2(p["lp_vs_fp32"].isObject(), p["name"].toString().toUtf8().constData());
+      QVERIFY(p["lp_vs_fp32"].toObject()["exact_fraction"].toDouble() > 0.999);
+    }
+    QVERIFY2(p["fp32"].isObject(), p["name"].toString().toUtf8().constData());
+    seen.insert(std::to_string(p["tp"].toInt(-1)) + "/" + p["name"].toString().toStdString());
+  }
+  QCOMPARE(seen.size(), per_rank * static_cast<size_t>(e.tp));
+  // MoE: DeepSpeed before 0.14.5 records the expert groups' param_slice_mappings with the whole dp size (info).
+  if (e.ep > 1) {
+    const auto info = realds::codes(report, "info");
+    const bool said = std::find(info.begin(), info.end(), "expert-slice-mappings") != info.end();
+    QCOMPARE(said, e.ds == "0.12.6");
+  }
+}
+
+// The merged export equals the model DeepSpeed's engine assembled in the training run, bit for bit (fp32
+// masters and 16-bit weights): every stage, tensor ranks merged by universal_checkpoint_info, every expert.
+void merged_export(const std::string& name) {
+  REALDS_REQUIRE();
+  const auto e = realds::checkpoint(name);
+  test::TempDir dir;
+  for (const char* source : {"fp32", "lp"}) {
+    if (e.stage == 3 && std::string(source) == "lp") continue;  // ZeRO-3 saves no 16-bit weights
+    const auto out = dir.file(std::string(source) + ".pt");
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"export", e.save_dir, "-o", out, "--source", source, "--dtype",
+                                       "float32", "--device", "cpu"}),
+                        0);
+    const auto r = edit({"equal", out, realds::reference(e.name, source)});
+    QVERIFY2(r.exit_code == 0, (r.out + r.err).c_str());
+  }
+}
+
+}  // namespace
+
+class TestRealdsParallel : public QObject {
+  Q_OBJECT
+
+ private slots:
+  // One function per job: each may have to write its fixture first (up to 8 DeepSpeed ranks).
+  void inspectPipe3d() { inspect_job("par_pipe3d"); }
+  void inspectTensorParallel() { inspect_job("par_tp"); }
+  void inspectMoe() { inspect_job("par_moe"); }
+  void inspectTensorParallelZero3() { inspect_job("par_tp_z3"); }
+  void diagnoseCleanPipe3d() { diagnose_clean("par_pipe3d"); }
+  void diagnoseCleanTensorParallel() { diagnose_clean("par_tp"); }
+  void diagnoseCleanMoe() { diagnose_clean("par_moe"); }
+  void diagnoseCleanTensorParallelZero3() { diagnose_clean("par_tp_z3"); }
+  void mergedExportPipe3d() { merged_export("par_pipe3d"); }
+  void mergedExportTensorParallel() { merged_export("par_tp"); }
+  void mergedExportMoe() { merged_export("par_moe"); }
+  void mergedExportTensorParallelZero3() { merged_export("par_tp_z3"); }
+  // DeepSpeed v0.14.5: the expert groups' param_slice_mappings are right, and read as they are.
+  void diagnoseCleanMoeV145() { diagnose_clean("par_moe_v145"); }
+  void mergedExportMoeV145() { merged_export("par_moe_v145"); }
+
+  // A file of one tensor rank, pipeline layer or expert removed: named, as an error.
+  void diagnoseNamesMissingFiles_data() {
+    QTest::addColumn<QString>("name");
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<QString>("code");
+    QTest::newRow("tp model file") << "par_tp"
+                                   << "mp_rank_01_model_states.pt"
+                                   << "rank-file-missing";
+    QTest::newRow("tp optim file") << "par_tp"
+                                   << "zero_pp_rank_1_mp_rank_01_optim_states.pt"
+                                   << "rank-file-missing";
+    QTest::newRow("pipeline layer") << "par_pipe3d"
+                                    << "layer_03-model_01-model_states.pt"
+                                    << "layer-file-missing";
+    QTest::newRow("pipeline stage") << "par_pipe3d"
+                                    << "mp_rank_02_model_states.pt"
+                                    << "rank-file-missing";
+    QTest::newRow("expert") << "par_moe"
+                            << "layer_0_expert_2_mp_rank_00_model_states.pt"
+                            << "expert-file-missing";
+  }
+  void diagnoseNamesMissingFiles() {
+    REALDS_REQUIRE();
+    QFETCH(QString, name);
+    QFETCH(QString, file);
+    QFETCH(QString, code);
+    const auto e = realds::checkpoint(name.toStdString());
+    test::TempDir dir;
+    const auto in = realds::copy_of(e, dir);
+    fs::remove(tag_file(in, e, file.toStdString()));
+    const auto report = cli_json({"diagnose", in, "--json", "--device", "cpu"}, 1);
+    QJsonObject f;
+    QVERIFY2(finding(report, code.toStdString(), f), all_findings(report).c_str());
+    QCOMPARE(f["severity"].toString(), QString("error"));
+    // The message names the file (an optimizer file: its dp rank, with the tensor rank as the finding's
+    // label).
+    const std::string msg = f["message"].toString().toStdString();
+    if (file.startsWith("zero_pp_rank_"))
+      QVERIFY2(msg.find("tp 1: optimizer-states file(s) of dp rank(s) 1 missing") != std::string::npos,
+               msg.c_str());
+    else
+      QVERIFY2(msg.find(file.toStdString()) != std::string::npos, msg.c_str());
+  }
+
+  // A replicated param (row-parallel bias, layer norm) changed on one tensor rank: tp-replicated-mismatch
+  // names it, by the checkpoint's universal_checkpoint_info, or without it by a user's rule file (no rules:
+  // info only).
+  void diagnoseNamesPerturbedReplicatedParam() {
+    REALDS_REQUIRE();
+    for (const char* nm : {"par_tp", "par_pipe3d"}) {
+      const auto e = realds::checkpoint(nm);
+      test::TempDir dir;
+      const auto in = realds::copy_of(e, dir);
+      const bool pipe = e.pp > 1;
+      const std::string param = pipe ? "3.fc2.bias" : "fc2.bias";
+      const auto r =
+          pipe ? edit({"perturb", tag_file(in, e, "layer_03-model_01-model_states.pt"), "fc2.bias", "0.0625"})
+               : edit({"perturb", tag_file(in, e, "mp_rank_01_model_states.pt"), "fc2.bias", "0.0625",
+                       "--module"});
+      QVERIFY2(r.exit_code == 0, r.err.c_str());
+      const auto report = cli_json({"diagnose", in, "--json", "--device", "cpu"}, 1);
+      QJsonObject f;
+      QVERIFY2(finding(report, "tp-replicated-mismatch", f), all_findings(report).c_str());
+      QCOMPARE(f["params"].toArray().size(), qsizetype(1));
+      QCOMPARE(f["params"].toArray()[0].toString().toStdString(), param);
+      QCOMPARE(f["ranks"].toArray()[0].toInt(), 1);
+      QVERIFY(f["evidence"].toObject()["max_abs_diff_lp"].toDouble() > 0.05);
+      if (pipe) continue;
+      // Without universal_checkpoint_info the replicated params are unknown (info), a rule file names them.
+      const auto s =
+          edit({"drop-key", tag_file(in, e, "mp_rank_00_model_states.pt"),
+                tag_file(in, e, "mp_rank_01_model_states.pt"), "--key", "universal_checkpoint_info"});
+      QVERIFY2(s.exit_code == 0, s.err.c_str());
+      const auto bare = cli_json({"diagnose", in, "--json", "--device", "cpu"}, 1);
+      QVERIFY2(finding(bare, "tp-rules-unknown", f), all_findings(bare).c_str());
+      QVERIFY(!finding(bare, "tp-replicated-mismatch", f));
+      const std::string rules = dir.file("rules.json");
+      test::write_text(
+          rules, R"({"tp_replicated_parameter_patterns": ["ln\\d\\.weight", "ln\\d\\.bias", "fc2\\.bias"]})");
+      const auto ruled = cli_json({"diagnose", in, "--json", "--device", "cpu", "--tp-rules", rules}, 1);
+      QVERIFY2(finding(ruled, "tp-replicated-mismatch", f), all_findings(ruled).c_str());
+      QCOMPARE(f["params"].toArray()[0].toString().toStdString(), param);
+    }
+  }
+
+  // Expert files that disagree with each other or with num_experts.
+  void diagnoseNamesExpertCountsAndDuplicates() {
+    REALDS_REQUIRE();
+    const auto e = realds::checkpoint("par_moe");
+    {
+      test::TempDir dir;
+      const auto in = realds::copy_of(e, dir);
+      fs::copy_file(tag_file(in, e, "layer_0_expert_1_mp_rank_00_model_states.pt"),
+                    tag_file(in, e, "layer_0_expert_3_mp_rank_00_model_states.pt"),
+                    fs::copy_options::overwrite_existing);
+      const auto report = cli_json({"diagnose", in, "--json", "--device", "cpu"}, 1);
+      QJsonObject f;
+      QVERIFY2(finding(report, "expert-file-duplicated", f), all_findings(report).c_str());
+    }
+    {
+      test::TempDir dir;
+      const auto in = realds::copy_of(e, dir);
+      const auto r = edit({"set", tag_file(in, e, "mp_rank_00_model_states.pt"), "num_experts", "[6]"});
+      QVERIFY2(r.exit_code == 0, r.err.c_str());
+      const auto report = cli_json({"diagnose", in, "--json", "--device", "cpu"}, 1);
+      QJsonObject f;
+      QVERIFY2(finding(report, "expert-count-mismatch", f), all_findings(report).c_str());
+    }
+  }
+
+  // One tensor rank's slices, unmerged; no rules: a refusal naming the params; a rule file merges (and
+  // averages).
+  void exportPerTensorRankAndByRuleFile() {
+    REALDS_REQUIRE();
+    const auto e = realds::checkpoint("par_tp");
+    test::TempDir dir;
+    const auto ref = realds::reference(e.name, "fp32");
+    for (int rank : {0, 1}) {
+      const auto out = dir.file("tp" + std::to_string(rank) + ".pt");
+      CKPTDOC_EXPECT_EXIT(test::run_cli({"export", e.save_dir, "-o", out, "--tp-rank", std::to_string(rank)}),
+                          0);
+      const auto r = edit({"slice-of", out, ref, "2", std::to_string(rank)});
+      QVERIFY2(r.exit_code == 0, (r.out + r.err).c_str());
+    }
+    const auto in = realds::copy_of(e, dir);
+    const auto s =
+        edit({"drop-key", tag_file(in, e, "mp_rank_00_model_states.pt"),
+              tag_file(in, e, "mp_rank_01_model_states.pt"), "--key", "universal_checkpoint_info"});
+    QVERIFY2(s.exit_code == 0, s.err.c_str());
+    const auto refused = test::run_cli({"export", in, "-o", dir.file("x.pt")});
+    CKPTDOC_EXPECT_EXIT(refused, 2);
+    QVERIFY2(refused.err.find("--tp-rules") != std::string::npos, refused.err.c_str());
+    // A partial rule file: the params it leaves out are named.
+    const std::string partial = dir.file("partial.json");
+    test::write_text(partial, R"({"tp_replicated_parameter_patterns": ["ln\\d\\.", "fc2\\.bias"]})");
+    const auto named = test::run_cli({"export", in, "-o", dir.file("y.pt"), "--tp-rules", partial});
+    CKPTDOC_EXPECT_EXIT(named, 2);
+    for (const char* p : {"embed.weight", "fc1.weight", "fc1.bias", "fc2.weight", "head.weight"})
+      QVERIFY2(named.err.find(p) != std::string::npos, named.err.c_str());
+    QVERIFY2(named.err.find("ln1.weight") == std::string::npos, named.err.c_str());
+    // The full rules as a file (Megatron's keys; fc1.bias averaged instead of concatenated).
+    const std::string full = dir.file("full.json");
+    test::write_text(full, R"({"original_vocab_size": 50,
+      "vocabulary_parameter_patterns": ["embed\\.weight", "head\\.weight"],
+      "tp_replicated_parameter_patterns": ["ln\\d\\.", "fc2\\.bias"],
+      "parameter_with_row_parallelism_patterns": ["fc2\\.weight"],
+      "parameter_to_average_patterns": ["fc1\\.bias"], "default_cat_dim": 0})");
+    const auto out = dir.file("merged.pt");
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"export", in, "-o", out, "--tp-rules", full}), 0);
+    const auto avg = edit({"mean-of", out, ref, "fc1.bias", "2"});
+    QVERIFY2(avg.exit_code == 0, (avg.out + avg.err).c_str());
+  }
+};
+
+CKPTDOC_TEST_MAIN(TestRealdsParallel)
+#include "test_realds_parallel.moc"
