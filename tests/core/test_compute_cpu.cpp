@@ -561,7 +561,7 @@ class TestComputeCpu : public QObject {
   }
 
   void rank_placement_balances_bytes() {
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, place_ranks({{0, 1}}, 0));
+    QVERIFY_THROWS_EXCEPTION(ckptdoc::Error, place_ranks({{0, 1}}, 0));
     QCOMPARE(place_ranks({}, 3), (std::map<int, int>{}));
     // 7 ranks of 10, 9, ..., 4 bytes over 3 devices (total 49, so no device can get less than 17)
     std::map<int, uint64_t> bytes;

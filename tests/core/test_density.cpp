@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "ckptdoc/analysis/density.h"
+#include "ckptdoc/error.h"
 
 using namespace ckptdoc;
 using analysis::density_2d;
@@ -58,7 +59,7 @@ class TestDensity : public QObject {
     const auto e = density_2d({}, {}, 5);
     QCOMPARE(e.pairs, uint64_t{0});
     QCOMPARE(e.counts.size(), size_t{25});
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, density_2d(same, same, 0));
+    QVERIFY_THROWS_EXCEPTION(ckptdoc::Error, density_2d(same, same, 0));
   }
 
   // bf16 weights rounded from their masters sit on the diagonal bins; unrelated masters spread off it.

@@ -69,7 +69,8 @@ class TestSnapshotCli : public QObject {
     QVERIFY2(!snap.isEmpty(), watch.seen().c_str());
     QCOMPARE(snap["tag"].toString(), QString("step5"));
     QCOMPARE(snap["global_steps"].toInt(), 5);
-    QVERIFY2(snap["worst"].isNull(), watch.seen().c_str());  // healthy: nothing half-read
+    // healthy: nothing half-read (no error or warning; the padding count is info)
+    QVERIFY2(snap["worst"].isNull() || snap["worst"].toString() == "info", watch.seen().c_str());
     QCOMPARE(snap["exact_fraction"].toDouble(), 1.0);
     QCOMPARE(snap["loss_scale"].toDouble(), 256.0);
     QVERIFY(writer.finish());
