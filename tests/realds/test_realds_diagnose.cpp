@@ -119,7 +119,9 @@ class TestRealdsDiagnose : public QObject {
     QTest::newRow("loss scale at floor") << "z2_fp16_dp2" << "loss-scale-floor" << "" << "" << "loss-scale-collapsed";
     QTest::newRow("dp_world_size") << "z1_fp16_dp2" << "dp-world-size" << "4" << "world-size-mismatch" << "";
     QTest::newRow("module shape") << "z2_fp16_dp3_edge" << "module-shape" << "" << "shape-mismatch" << "";
-    QTest::newRow("short fp32 partition") << "bf16opt_s1_dp2" << "short-fp32" << "1" << "shape-mismatch" << "";
+    // the elements past the short partition's end are counted as not analysed (a warning: data is missing)
+    QTest::newRow("short fp32 partition") << "bf16opt_s1_dp2" << "short-fp32" << "1" << "shape-mismatch"
+                                          << "not-analysed";
     QTest::newRow("group_paddings") << "z2_bf16_dp4" << "group-paddings" << "3" << "layout-mismatch" << "";
   }
   void damageIsNamed() {
@@ -161,7 +163,8 @@ class TestRealdsDiagnose : public QObject {
     QCOMPARE(realds::codes(report, "warning"), std::vector<std::string>{"optimizer-state-missing"});
     report = diagnose_json(reset, 0);
     QVERIFY(realds::codes(report, "warning").empty());
-    QCOMPARE(realds::codes(report, "info"), std::vector<std::string>{"optimizer-state-empty"});
+    // beside it, the alignment padding counted as not analysed (info: nothing to compare there)
+    QCOMPARE(as_set(realds::codes(report, "info")), (std::set<std::string>{"optimizer-state-empty", "not-analysed"}));
   }
 
   // Damage to the files themselves: each is named with the rank it hits; the rest stays usable.

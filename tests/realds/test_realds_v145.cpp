@@ -4,6 +4,7 @@
 // test_realds_export.
 #include <QJsonDocument>
 #include <QtTest>
+#include <set>
 
 #include "realds_support.h"
 
@@ -23,7 +24,10 @@ class TestRealdsV145 : public QObject {
     const auto report = QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
     QVERIFY(realds::codes(report, "error").empty());
     QVERIFY(realds::codes(report, "warning").empty());
-    QCOMPARE(realds::codes(report, "info"), std::vector<std::string>{"optimizer-state-empty"});
+    // beside it, the alignment padding counted as not analysed (info: nothing to compare there)
+    const auto info = realds::codes(report, "info");
+    QCOMPARE(std::set<std::string>(info.begin(), info.end()),
+             (std::set<std::string>{"optimizer-state-empty", "not-analysed"}));
   }
 
   // Stale masters on one rank of a v0.14.5 bf16 checkpoint (damaged with torch): found, refreshed, and v0.14.5

@@ -12,6 +12,7 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/io/mapped_file.h"
+#include "deepspeed/content_roles.h"
 #include "deepspeed/detect.h"
 #include "deepspeed/file_roles.h"
 
@@ -99,7 +100,10 @@ bool WeightsSource::is_weights_path(const std::string& path) {
   const fs::path p(path);
   if (fs::is_regular_file(p, ec)) {
     const std::string name = p.filename().string();
-    return name != "latest" && !deepspeed::detail::classify_file_name(name);
+    if (name == "latest" || deepspeed::detail::classify_file_name(name)) return false;
+    // A DeepSpeed rank file under another name (renamed, copied out of its folder) is read as what it is.
+    return !(deepspeed::detail::classify_file_by_content_head(path) &&
+             deepspeed::detail::classify_file_by_content(path));
   }
   if (!fs::is_directory(p, ec)) return false;
   if (fs::exists(p / "latest", ec) || deepspeed::detail::has_rank_files(path)) return false;
