@@ -1,8 +1,8 @@
 // The Diff tab on real DeepSpeed checkpoints: a copy of zero2_fp16_ws2 with one fp32 master element moved by a
 // known amount lists exactly that param as changed, with max |A−B| equal to the move and to what
 // `ckptdoc diff --json` reports; a copy repaired with --refresh-fp32 lists exactly the fp32 masters as changed,
-// with the CLI's numbers; the `what` selector and tolerance re-run the comparison; the model passes
-// QAbstractItemModelTester and sorts numerically.
+// with the CLI's numbers; the `what` selector, the tolerance and opening another checkpoint re-run the
+// comparison; the model passes QAbstractItemModelTester and sorts numerically.
 #include <QAbstractItemModelTester>
 #include <QComboBox>
 #include <QJsonArray>
@@ -220,6 +220,25 @@ class TestDiffView : public QObject {
               proxy->index(r, DiffModel::MaxAbsDiff).data(DiffModel::SortRole).toDouble());
     w.diffView()->model()->clear();
     QCOMPARE(proxy->rowCount(), 0);
+  }
+
+  void openingAnotherAComparesItWithTheSameB() {
+    test::TempDir dir;
+    const std::string healthy = test::healthy_fixture("zero2_fp16_ws2");
+    const std::string moved = dir.file("moved");
+    test::copy_tree(healthy, moved);
+    moveFirstMaster(moved, 0.25f);
+    MainWindow w;
+    w.show();
+    QVERIFY(openAndWait(w, healthy));
+    QVERIFY(compareAndWait(w, moved));
+    QCOMPARE(appChanged(*w.diffView()->model()).size(), size_t{1});
+    QSignalSpy again(w.diffView(), &DiffView::diffFinished);
+    w.openPath(QString::fromStdString(moved), true);  // A is now B itself
+    QVERIFY(again.wait(120000));
+    QVERIFY(appChanged(*w.diffView()->model()).empty());
+    QVERIFY(w.diffView()->summaryText().startsWith("equal"));
+    QVERIFY(QString::fromStdString(w.diffView()->model()->result()->a).contains(QString::fromStdString(moved)));
   }
 
   void badSecondSourceSaysWhy() {
