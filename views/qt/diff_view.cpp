@@ -107,7 +107,7 @@ DiffView::DiffView(Session* session, QWidget* parent) : QWidget(parent), session
   details_ = new QLabel(this);
   details_->setObjectName(QStringLiteral("diffDetails"));
   details_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  details_->setWordWrap(true);
+  details_->setWordWrap(false);  // explicit line breaks: a wrapped label in a layout may keep a stale height
   details_->setAlignment(Qt::AlignTop | Qt::AlignLeft);
   chart_ = new ChartPanel(this);
   chart_->setObjectName(QStringLiteral("diffChart"));
@@ -240,6 +240,7 @@ void DiffView::onResult(const std::shared_ptr<const analysis::DiffResult>& r) {
                         .arg(r->added.size())
                         .arg(r->shape_changed.size()));
   spdlog::info("diff: {} tensors compared, {} different", r->compared.size(), different);
+  table_->resizeColumnsToContents();
   if (model_->rowCount() > 0) table_->selectRow(0);
   emit diffFinished();
 }
@@ -274,7 +275,7 @@ void DiffView::onRowSelected() {
     chart_->setChartOwned(emptyChart(name, tr("the shape changed: nothing to compare")));
     return;
   }
-  details_->setText(tr("<b>%1</b> — %2<br>elements %3, exactly equal %4 (%5 %), within tolerance %6, non-finite "
+  details_->setText(tr("<b>%1</b> — %2<br>elements %3, exactly equal %4 (%5 %), within tolerance %6<br>non-finite "
                        "mismatches %7<br>max |A−B| %8, ||A−B|| / ||B|| %9")
                         .arg(name.toHtmlEscaped(), DiffModel::statusName(status))
                         .arg(t->numel)
@@ -286,7 +287,7 @@ void DiffView::onRowSelected() {
   if (t->histogram)
     chart_->setChartOwned(logHistogramChart(tr("|A − B| of %1").arg(name), tr("log10 |A − B|"),
                                             t->histogram->above, &t->histogram->below, tr("A > B"),
-                                            tr("A < B")));
+                                            tr("B > A")));  // legends read '<' as markup
   else
     chart_->setChartOwned(emptyChart(name, tr("no histogram")));
 }

@@ -2,7 +2,7 @@
 // The Diff tab: the open checkpoint (A) against another source (B) tensor by tensor, as `ckptdoc diff` does.
 // The comparison runs as a session job (progress and cancel here; a new request — another B, `what` or
 // tolerance — supersedes the running one); the table lists the rows worst first and sorts by any column;
-// selecting a row shows its numbers and the histogram of log10 |A−B| (A > B and A < B apart).
+// selecting a row shows its numbers and the histogram of log10 |A−B| (A > B and B > A apart).
 #include <QPointer>
 #include <QWidget>
 #include <memory>
