@@ -198,6 +198,15 @@ class TestDiffView : public QObject {
       for (const auto& p : g.params) trainable.insert(QString::fromStdString(stripModule(p.name)));
     for (const auto& [name, _] : app) QVERIFY2(trainable.count(name), qPrintable(name));
     QCOMPARE(app.size(), trainable.size());  // every master was refreshed from its (rounded) 16-bit weight
+    // Each tensor's histogram counts every element once: equal ones as zeros, the rest on their side.
+    const auto* m = w.diffView()->model();
+    for (int r = 0; r < m->rowCount(); ++r) {
+      const auto* t = m->tensor(r);
+      QVERIFY(t && t->histogram);
+      QCOMPARE(t->histogram->above.total() + t->histogram->below.total(), t->numel);
+      QCOMPARE(t->histogram->above.zeros, t->exact);
+      QCOMPARE(t->histogram->below.zeros, uint64_t{0});
+    }
   }
 
   void modelPassesTheTesterAndSortsNumerically() {
