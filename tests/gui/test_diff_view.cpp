@@ -8,6 +8,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QLineEdit>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QStandardPaths>
@@ -171,6 +172,19 @@ class TestDiffView : public QObject {
     QVERIFY(row >= 0);
     QCOMPARE(m->tensor(row)->exact, m->tensor(row)->numel - 1);
     QCOMPARE(m->tensor(row)->close, m->tensor(row)->numel);
+    // Typing a tolerance below the move in the field (and Enter) compares again; leaving a field unchanged
+    // does not.
+    auto* atol = w.diffView()->atolEdit();
+    atol->selectAll();
+    QTest::keyClicks(atol, "0.1");
+    QTest::keyClick(atol, Qt::Key_Return);
+    QVERIFY(w.diffView()->running());
+    QVERIFY(again.wait(120000));
+    QCOMPARE(appChanged(*m).size(), size_t{1});
+    const auto last = w.diffView()->job();
+    atol->setFocus();
+    QTest::keyClick(atol, Qt::Key_Return);
+    QCOMPARE(w.diffView()->job(), last);
   }
 
   void refreshFp32RepairMatchesTheCli() {

@@ -57,7 +57,10 @@ DiffView::DiffView(Session* session, QWidget* parent) : QWidget(parent), session
     e->setValidator(validator);
     e->setMaximumWidth(90);
     e->setToolTip(tr("Equal when |a − b| ≤ atol + rtol·|b| (torch.allclose); 0 and 0 = exact"));
-    connect(e, &QLineEdit::editingFinished, this, [this] { rerun(); });
+    connect(e, &QLineEdit::editingFinished, this, [this] {
+      const auto o = options();
+      if (o.atol != last_.atol || o.rtol != last_.rtol) rerun();  // leaving the field unchanged asks nothing
+    });
   }
   connect(what_, &QComboBox::currentIndexChanged, this, [this] { rerun(); });
   progress_ = new QProgressBar(this);
@@ -162,6 +165,7 @@ void DiffView::setTolerance(double atol, double rtol) {
 bool DiffView::rerun() {
   if (other_.isEmpty() || !session_->isOpen()) return false;
   const auto o = options();
+  last_ = o;
   error_.clear();
   model_->clear();
   details_->clear();

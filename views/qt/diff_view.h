@@ -86,6 +86,7 @@ class DiffView : public QWidget {
   QPushButton* cancel_;
   QString other_;
   QString error_;
+  analysis::DiffOptions last_;  // of the latest request
   session::JobPtr job_;
 };
 
