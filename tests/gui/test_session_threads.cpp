@@ -1,11 +1,13 @@
 // Nothing heavy on the UI thread: a slow fake file system (this executable's own open(), which sleeps for
 // files under a "/slow-fs/" folder and records the calling thread) makes opening a checkpoint and planning a
 // repair take seconds; the window keeps handling events meanwhile, every slow open happens off the UI thread,
-// and plan requests typed while one is computing are coalesced (the ones in between never run).
+// and plan requests typed while one is computing are coalesced (the ones in between never run). The same for a
+// diff against a slow second source: off the UI thread, a newer request supersedes it, and it can be cancelled.
 #include <dlfcn.h>
 #include <fcntl.h>
 
 #include <QElapsedTimer>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QTimer>
 #include <QtTest>
@@ -19,6 +21,8 @@
 
 #include "gui_fixtures.h"
 #include "gui_test_main.h"
+#include "diff_model.h"
+#include "diff_view.h"
 #include "main_window.h"
 #include "repair_dialog.h"
 #include "session.h"
@@ -177,6 +181,56 @@ class TestSessionThreads : public QObject {
     }
     QVERIFY(planned_on ==
             (std::set<std::string>{templates.front().toStdString(), templates.back().toStdString()}));
+  }
+
+  void slowDiffRunsOffTheUiThreadSupersedesAndCancels() {
+    test::TempDir dir;
+    std::filesystem::create_directories(dir.file("slow-fs"));
+    const std::string slow = dir.file("slow-fs/other");
+    test::copy_tree(test::healthy_fixture("zero2_fp16_ws2"), slow);
+    MainWindow w;
+    w.show();
+    QSignalSpy opened(w.session(), &Session::opened);
+    w.openPath(QString::fromStdString(test::healthy_fixture("zero2_fp16_ws2")), true);
+    QVERIFY(opened.wait(60000));
+    auto* view = w.diffView();
+    QSignalSpy finished(view, &DiffView::diffFinished);
+    takeOpens();
+    g_delay_ms = 300;  // per file: B's catalog maps three of them
+    int ticksWhileDiffing = 0;
+    QTimer ticker;
+    ticker.setInterval(10);
+    connect(&ticker, &QTimer::timeout, view, [&] { ticksWhileDiffing += view->running(); });
+    ticker.start();
+    w.compareWith(QString::fromStdString(slow));
+    QVERIFY(view->running());  // the call came back while B is still being opened
+    const auto first = view->job();
+    // Another `what` while the fp32 diff runs: the fp32 one is superseded, only the exp_avg result arrives.
+    view->setWhat(analysis::DiffWhat::ExpAvg);
+    QVERIFY(view->job() != first);
+    QVERIFY(finished.wait(60000));
+    QTRY_VERIFY(!view->running());
+    QTest::qWait(200);
+    QCOMPARE(finished.count(), 1);
+    QCOMPARE(first->state(), session::JobState::Superseded);
+    QVERIFY(QString::fromStdString(view->model()->result()->a).contains("exp_avg"));
+    QVERIFY(view->summaryText().startsWith("equal"));  // a copy
+    QVERIFY2(ticksWhileDiffing >= 10, qPrintable(QString::number(ticksWhileDiffing)));
+    const auto opens = takeOpens();
+    QVERIFY(opens.size() >= 3);
+    for (const auto& [path, thread] : opens)
+      QVERIFY2(thread != std::this_thread::get_id(), ("diffed on the UI thread: " + path).c_str());
+
+    // Cancel from the tab's button: the job ends cancelled and the table stays empty.
+    QSignalSpy cancelled(view, &DiffView::diffCancelled);
+    view->setWhat(analysis::DiffWhat::Fp32);
+    QVERIFY(view->running());
+    QVERIFY(view->cancelButton()->isVisibleTo(view));
+    view->cancelButton()->click();
+    QVERIFY(cancelled.wait(60000));
+    QCOMPARE(view->job()->state(), session::JobState::Cancelled);
+    QCOMPARE(view->model()->rowCount(), 0);
+    QVERIFY(!view->cancelButton()->isVisibleTo(view));
   }
 };
 

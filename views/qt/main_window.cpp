@@ -22,6 +22,7 @@
 #include <spdlog/spdlog.h>
 
 #include "app_settings.h"
+#include "diff_view.h"
 #include "export_dialog.h"
 #include "findings_model.h"
 #include "jobs_model.h"
@@ -57,7 +58,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   paramsView_ = new ParamsView(session_, params_, tabs_);
   tabs_->addTab(overview_, tr("Overview"));
   tabs_->addTab(layout_, tr("Partition layout"));
+  diff_ = new DiffView(session_, tabs_);
   tabs_->addTab(paramsView_, tr("Params"));
+  tabs_->addTab(diff_, tr("Diff"));
   setCentralWidget(tabs_);
 
   log_ = new LogDock(this);
@@ -115,6 +118,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     params_->setCatalog(session_->catalog());
     setWindowTitle(QStringLiteral("%1 — ckptdoc").arg(QFileInfo(session_->path()).fileName()));
     exportAction_->setEnabled(true);
+    compareAction_->setEnabled(true);
     reanalyseAction_->setEnabled(true);
     AppSettings().addRecentFile(QFileInfo(session_->path()).absoluteFilePath());
     rebuildRecentMenu();
@@ -150,6 +154,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     stage_->setText(tr("Analysis failed"));
     statusBar()->showMessage(m, 10000);
   });
+  connect(diff_, &DiffView::compareRequested, this, &MainWindow::compareDialog);
   connect(overview_, &OverviewView::fixRequested, this, [this](int row) { openRepair(row); });
   connect(overview_, &OverviewView::paramActivated, this, &MainWindow::selectParamEverywhere);
   connect(layout_, &LayoutView::paramSelected, this, &MainWindow::selectParamEverywhere);
@@ -173,6 +178,11 @@ void MainWindow::buildMenus() {
   exportAction_ = file->addAction(tr("&Export weights…"), this, &MainWindow::exportDialog);
   exportAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
   exportAction_->setEnabled(false);
+  compareAction_ = file->addAction(tr("&Compare with…"), this, &MainWindow::compareDialog);
+  compareAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_D));
+  compareAction_->setToolTip(tr("Compare the open checkpoint tensor by tensor with another checkpoint, Hugging "
+                                "Face folder or weights file"));
+  compareAction_->setEnabled(false);
   file->addSeparator();
   auto* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
   quit->setShortcut(QKeySequence::Quit);
@@ -210,8 +220,8 @@ void MainWindow::buildMenus() {
   });
 
   auto* view = menuBar()->addMenu(tr("&View"));
-  const char* names[] = {"&Overview", "Partition &layout", "&Params"};
-  for (int i = 0; i < 3; ++i) {
+  const char* names[] = {"&Overview", "Partition &layout", "&Params", "&Diff"};
+  for (int i = 0; i < 4; ++i) {
     auto* a = view->addAction(tr(names[i]), this, [this, i] { tabs_->setCurrentIndex(i); });
     a->setShortcut(QKeySequence(Qt::CTRL | static_cast<Qt::Key>(Qt::Key_1 + i)));
   }
@@ -268,6 +278,22 @@ void MainWindow::openDialog() {
   openPath(dialog.selectedFiles().first());
 }
 
+void MainWindow::compareDialog() {
+  if (!session_->isOpen()) return;
+  QFileDialog dialog(this, tr("Compare with (a checkpoint, Hugging Face folder or weights file)"));
+  dialog.setFileMode(QFileDialog::Directory);
+  dialog.setOption(QFileDialog::DontUseNativeDialog, true);  // folders and files alike, as in Open
+  dialog.setOption(QFileDialog::ShowDirsOnly, false);
+  dialog.setNameFilter(tr("Checkpoints and weights (*.pt *.bin *.safetensors latest);;All files (*)"));
+  if (dialog.exec() != QDialog::Accepted || dialog.selectedFiles().isEmpty()) return;
+  compareWith(dialog.selectedFiles().first());
+}
+
+void MainWindow::compareWith(const QString& other) {
+  tabs_->setCurrentWidget(diff_);
+  diff_->compareWith(other);
+}
+
 void MainWindow::exportDialog() {
   if (!session_->isOpen()) return;
   auto* d = new ExportDialog(session_, this);
@@ -291,6 +317,8 @@ void MainWindow::showTab(const QString& name) {
     tabs_->setCurrentWidget(layout_);
   else if (name == QStringLiteral("params"))
     tabs_->setCurrentWidget(paramsView_);
+  else if (name == QStringLiteral("diff"))
+    tabs_->setCurrentWidget(diff_);
   else
     tabs_->setCurrentWidget(overview_);
 }

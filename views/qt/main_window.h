@@ -1,5 +1,5 @@
 #pragma once
-// The main window: overview, partition layout and params tabs over one Session, a progress bar with a
+// The main window: overview, partition layout, params and diff tabs over one Session, a progress bar with a
 // cancel button in the status bar, a log dock and a jobs dock (every background job, with cancel), recent
 // files, drag and drop, and the repair and export dialogs. Ctrl+O open, Ctrl+E export, F5 re-analyse, Esc cancel.
 #include <QMainWindow>
@@ -20,6 +20,7 @@ class LogDock;
 class OverviewView;
 class ParamTableModel;
 class ParamsView;
+class DiffView;
 class RepairDialog;
 class Session;
 
@@ -36,7 +37,9 @@ class MainWindow : public QMainWindow {
   void cancelAnalysis();
   // Opens the repair preview for finding `row` of the findings model (non-modal; returns the dialog).
   RepairDialog* openRepair(int findingRow);
-  void showTab(const QString& name);  // "overview" | "layout" | "params"
+  // Opens the Diff tab comparing the open checkpoint (A) with `other` (B), as a job.
+  void compareWith(const QString& other);
+  void showTab(const QString& name);  // "overview" | "layout" | "params" | "diff"
 
   Session* session() const { return session_; }
   FindingsModel* findingsModel() const { return findings_; }
@@ -45,6 +48,7 @@ class MainWindow : public QMainWindow {
   OverviewView* overview() const { return overview_; }
   LayoutView* layoutView() const { return layout_; }
   ParamsView* paramsView() const { return paramsView_; }
+  DiffView* diffView() const { return diff_; }
   LogDock* logDock() const { return log_; }
   QProgressBar* progressBar() const { return progress_; }
   QPushButton* cancelButton() const { return cancel_; }
@@ -59,6 +63,7 @@ class MainWindow : public QMainWindow {
   void rebuildRecentMenu();
   void openDialog();
   void exportDialog();
+  void compareDialog();
   void selectParamEverywhere(const QString& name);
   void onAnalysisEnded();
 
@@ -70,6 +75,7 @@ class MainWindow : public QMainWindow {
   OverviewView* overview_;
   LayoutView* layout_;
   ParamsView* paramsView_;
+  DiffView* diff_;
   LogDock* log_;
   QDockWidget* jobsDock_;
   QProgressBar* progress_;
@@ -77,6 +83,7 @@ class MainWindow : public QMainWindow {
   QPushButton* cancel_;
   QMenu* recentMenu_ = nullptr;
   QAction* exportAction_ = nullptr;
+  QAction* compareAction_ = nullptr;
   QAction* reanalyseAction_ = nullptr;
   bool syncing_ = false;
   bool quietOpen_ = false;

@@ -56,6 +56,13 @@ int Session::analyse() {
   return job ? static_cast<int>(job->id()) : 0;
 }
 
+session::JobPtr Session::diff(const QString& other, const analysis::DiffOptions& options,
+                              session::Done<analysis::DiffResult> done) {
+  auto job = core_.diff(other.toStdString(), options, std::move(done));
+  timer_.start();
+  return job;
+}
+
 void Session::onEvent(session::Event e, const session::JobPtr& job, const session::JobError* error) {
   const int id = job ? static_cast<int>(job->id()) : 0;
   switch (e) {

@@ -37,6 +37,10 @@ class Session : public QObject {
   void cancelAnalysis() { core_.cancel_analysis(); }
   bool analysing() const { return core_.analysing(); }
 
+  // Compares the open source (A) with `other` (B) on a worker; a new request supersedes the running one.
+  session::JobPtr diff(const QString& other, const analysis::DiffOptions& options,
+                       session::Done<analysis::DiffResult> done);
+
   void setDevice(DeviceKind d) { core_.settings().device = d; }
   DeviceKind device() const { return core_.settings().device; }
   void setVerifyChecksums(bool on) { core_.settings().verify_checksums = on; }

@@ -175,7 +175,7 @@ void to_double(const uint8_t* p, DType d, size_t n, double* out) {
 // A's bytes arrive through write(); B's are pulled from its pipe in step, element for element.
 class CompareSink : public ByteSink {
  public:
-  CompareSink(TensorDiff& d, Pipe& b, const DiffOptions& o) : d_(d), b_(b), o_(o) {}
+  CompareSink(TensorDiff& d, Pipe& b, const DiffOptions& o, DiffHistogram* h) : d_(d), b_(b), o_(o), h_(h) {}
   void write(std::span<const uint8_t> bytes) override {
     const size_t ea = element_size(d_.dtype_a), eb = element_size(d_.dtype_b);
     written_ += bytes.size();
@@ -211,14 +211,17 @@ class CompareSink : public ByteSink {
         ++d_.exact;
         ++d_.close;
         if (std::isfinite(y)) d_.sum_sq_b += y * y;
+        if (h_) ++h_->above.zeros;
         continue;
       }
       if (!std::isfinite(x) || !std::isfinite(y)) {
         ++d_.nonfinite;
         d_.max_abs = INFINITY;
+        if (h_) ++h_->above.nonfinite;
         continue;
       }
       const double diff = std::fabs(x - y);
+      if (h_) (x > y ? h_->above : h_->below).add(static_cast<float>(diff));
       if (diff > d_.max_abs) d_.max_abs = diff;
       d_.sum_sq_diff += diff * diff;
       d_.sum_sq_b += y * y;
@@ -228,6 +231,7 @@ class CompareSink : public ByteSink {
   TensorDiff& d_;
   Pipe& b_;
   const DiffOptions& o_;
+  DiffHistogram* h_;
   std::vector<uint8_t> carry_, bbuf_;
   std::vector<double> va_, vb_;
   uint64_t written_ = 0;
@@ -243,8 +247,9 @@ void compare_values(const NamedTensor& a, const NamedTensor& b, TensorDiff& d, c
       pipe.close(std::current_exception());
     }
   });
+  auto histogram = o.histograms ? std::make_shared<DiffHistogram>() : nullptr;
   try {
-    CompareSink sink(d, pipe, o);
+    CompareSink sink(d, pipe, o, histogram.get());
     detail::stream_row_major("A", a.name, a.tensor, sink);
   } catch (...) {
     pipe.abandon();
@@ -253,6 +258,7 @@ void compare_values(const NamedTensor& a, const NamedTensor& b, TensorDiff& d, c
   }
   pipe.abandon();  // B wrote everything A had, or more (caught as a size error below, never here)
   producer.join();
+  d.histogram = std::move(histogram);
 }
 
 }  // namespace

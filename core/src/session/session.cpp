@@ -14,7 +14,7 @@ namespace ckptdoc::session {
 namespace {
 
 // Jobs that read the open source: superseded when another source replaces it.
-const std::vector<std::string> kSourceLanes = {"open", "analyse", "plan", "density", "watch"};
+const std::vector<std::string> kSourceLanes = {"open", "analyse", "plan", "density", "diff", "watch"};
 
 analysis::Severity severity_of(const std::string& s) {
   return s == "error"     ? analysis::Severity::Error
@@ -131,7 +131,7 @@ JobPtr Session::open(const std::string& path, const deepspeed::OpenOptions& opti
 }
 
 void Session::apply_source(const std::string& path, std::shared_ptr<const deepspeed::Checkpoint> ckpt) {
-  queue_.supersede({"analyse", "plan", "density", "watch"});
+  queue_.supersede({"analyse", "plan", "density", "diff", "watch"});
   checkpoint_ = std::move(ckpt);
   path_ = path;
   reset_analysis();

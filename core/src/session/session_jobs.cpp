@@ -1,5 +1,5 @@
 // Session jobs that produce something for the user rather than change the session's state: repair plans and
-// runs, verification, export, a param's density, and watching a run.
+// runs, verification, export, a param's density, a diff against another source, and watching a run.
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/analysis/param_density.h"
 #include "ckptdoc/error.h"
@@ -77,6 +77,21 @@ JobPtr Session::density(const std::string& param, int bins, Done<analysis::Densi
       [ckpt, ref, param, bins](JobQueue::Context& c) {
         if (!ref) throw Error(require(ckpt)->catalog().tag_dir, "param " + param, "not a trainable param");
         return analysis::param_density(*require(ckpt), ref->group, ref->param, bins, &c.progress());
+      },
+      std::move(done));
+}
+
+JobPtr Session::diff(const std::string& other, const analysis::DiffOptions& options,
+                     Done<analysis::DiffResult> done) {
+  auto ckpt = checkpoint_;
+  return queue_.submit<analysis::DiffResult>(
+      JobKind::Diff, "diff", "Comparing with " + other,
+      [ckpt, other, options](JobQueue::Context& c) {
+        const auto& a = *require(ckpt);
+        c.progress().set_stage("opening " + other, 0);
+        const auto b = deepspeed::Checkpoint::open(other);
+        c.check();
+        return analysis::diff(a, *b, options, &c.progress());
       },
       std::move(done));
 }

@@ -5,9 +5,11 @@
 // `module.` prefixes. NaN equals NaN at the same place. Tensors stream through in bounded memory, each read
 // once: a DeepSpeed side is consolidated on the fly, as export does.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "ckptdoc/compute/statistics.h"  // LogHistogram
 #include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/format/safetensors.h"  // NamedTensor
 #include "ckptdoc/task/progress.h"
@@ -23,6 +25,13 @@ std::string_view diff_what_name(DiffWhat w);
 struct DiffOptions {
   DiffWhat what = DiffWhat::Fp32;
   double atol = 0, rtol = 0;  // equal when |a - b| <= atol + rtol * |b| (torch.allclose(A, B)); default exact
+  bool histograms = false;    // also count log|A-B| per tensor (the app plots them; the CLI does not need them)
+};
+
+// Where a tensor's differences lie: log|A-B| of the elements where A > B (`above`, which also counts the
+// value-equal elements as zeros and the non-finite mismatches) and where A < B (`below`).
+struct DiffHistogram {
+  LogHistogram above, below;
 };
 
 struct TensorDiff {
@@ -35,6 +44,7 @@ struct TensorDiff {
   uint64_t nonfinite = 0;  // elements where one side is NaN/Inf and the other is not the same
   double max_abs = 0;      // max |a - b| over finite pairs; +inf when nonfinite > 0
   double sum_sq_diff = 0, sum_sq_b = 0;
+  std::shared_ptr<const DiffHistogram> histogram;  // only with DiffOptions::histograms
   double rel_l2() const;          // ||A - B|| / ||B|| over finite pairs (inf when B is 0 and A is not)
   double exact_fraction() const;  // 1 for empty tensors
   bool values_equal() const { return close == numel; }

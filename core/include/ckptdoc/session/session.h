@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ckptdoc/analysis/density.h"
+#include "ckptdoc/analysis/diff.h"
 #include "ckptdoc/analysis/report.h"
 #include "ckptdoc/compute/backend.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
@@ -146,6 +147,10 @@ class Session {
 
   // --- The weight-vs-master density of one param, streamed from the map (coalesced)
   JobPtr density(const std::string& param, int bins, Done<analysis::Density2D> done);
+
+  // --- Diff: the open source (A) against another source (B, opened on the worker), tensor by tensor
+  // (coalesced: a new request supersedes the running one; opening another source supersedes it too).
+  JobPtr diff(const std::string& other, const analysis::DiffOptions& options, Done<analysis::DiffResult> done);
 
   // --- Watch: analyses every snapshot of a feed, appending its numbers to series() (coalesced)
   JobPtr watch(std::shared_ptr<SnapshotFeed> feed, Done<size_t> done = {});
