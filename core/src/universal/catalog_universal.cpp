@@ -286,7 +286,10 @@ void CatalogBuilder::build_universal() {
   }
   cat_.dp_world_size = 0;  // any: a universal checkpoint is not partitioned
   cat_.optim_file_count = osd ? 1 : 0;
-  if (!tensor_parallel) check_module_shapes();
+  if (!tensor_parallel) {
+    locate_lp_weights();  // the module file beside zero/ holds the 16-bit weights
+    check_module_shapes();
+  }
   if (osd) read_optimizer_summary(osd);  // loss scaler (and, for ZeRO-3, rank 0's own state)
 
   // Per flat group (= param): the step DeepSpeed's loader will give it and its group's betas.
