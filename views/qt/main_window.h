@@ -1,7 +1,8 @@
 #pragma once
 // The main window: overview, partition layout and params tabs over one Session, a progress bar with a
 // cancel button in the status bar, a log dock and a jobs dock (every background job, with cancel), recent
-// files, drag and drop, and the repair and export dialogs. Ctrl+O open, Ctrl+E export, F5 re-analyse, Esc cancel.
+// files, drag and drop, the repair and export dialogs, and attach mode (a live run's snapshots, with a Timeline
+// tab). Ctrl+O open, Ctrl+Shift+O attach, Ctrl+E export, F5 re-analyse, Esc cancel.
 #include <QMainWindow>
 
 class QDockWidget;
@@ -22,6 +23,7 @@ class ParamTableModel;
 class ParamsView;
 class RepairDialog;
 class Session;
+class TimelineView;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -36,7 +38,12 @@ class MainWindow : public QMainWindow {
   void cancelAnalysis();
   // Opens the repair preview for finding `row` of the findings model (non-modal; returns the dialog).
   RepairDialog* openRepair(int findingRow);
-  void showTab(const QString& name);  // "overview" | "layout" | "params"
+  void showTab(const QString& name);  // "overview" | "layout" | "params" | "timeline"
+  // Attach mode: follows a folder of live-run snapshots; the newest one is shown like an opened checkpoint
+  // and the Timeline tab plots them all.
+  void attach(const QString& dir);
+  void detach();
+  void selectParam(const QString& name) { selectParamEverywhere(name); }
 
   Session* session() const { return session_; }
   FindingsModel* findingsModel() const { return findings_; }
@@ -45,6 +52,7 @@ class MainWindow : public QMainWindow {
   OverviewView* overview() const { return overview_; }
   LayoutView* layoutView() const { return layout_; }
   ParamsView* paramsView() const { return paramsView_; }
+  TimelineView* timelineView() const { return timeline_; }
   LogDock* logDock() const { return log_; }
   QProgressBar* progressBar() const { return progress_; }
   QPushButton* cancelButton() const { return cancel_; }
@@ -58,6 +66,8 @@ class MainWindow : public QMainWindow {
   void buildMenus();
   void rebuildRecentMenu();
   void openDialog();
+  void attachDialog();
+  void showAttachState();
   void exportDialog();
   void selectParamEverywhere(const QString& name);
   void onAnalysisEnded();
@@ -70,6 +80,7 @@ class MainWindow : public QMainWindow {
   OverviewView* overview_;
   LayoutView* layout_;
   ParamsView* paramsView_;
+  TimelineView* timeline_;
   LogDock* log_;
   QDockWidget* jobsDock_;
   QProgressBar* progress_;
@@ -78,6 +89,7 @@ class MainWindow : public QMainWindow {
   QMenu* recentMenu_ = nullptr;
   QAction* exportAction_ = nullptr;
   QAction* reanalyseAction_ = nullptr;
+  QAction* detachAction_ = nullptr;
   bool syncing_ = false;
   bool quietOpen_ = false;
 };
