@@ -530,7 +530,7 @@ class TestSession : public QObject {
     const auto sample = std::find(events.begin(), events.end(), Event::WatchSample);
     QVERIFY(opened < analysed && analysed < sample);
     QCOMPARE(notes.size(), size_t{1});
-    QCOMPARE(fs::path(notes[0].file).filename().string(), std::string("bad"));
+    QVERIFY2(notes[0].file.find("/run/bad") != std::string::npos, notes[0].file.c_str());  // names the file
     QVERIFY(!end.has_value());  // the watch goes on
 
     fs::remove_all(run + "/step5");

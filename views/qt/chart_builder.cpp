@@ -156,6 +156,7 @@ QChart* logHistogramChart(const QString& title, const QString& xTitle, const Log
   x->setTickType(QValueAxis::TicksDynamic);
   x->setTickAnchor(0);
   x->setTickInterval(std::max(1.0, std::ceil((std::ceil(x1) - std::floor(x0)) / 8.0)));
+  x->applyNiceNumbers();
   x->setLabelFormat(QStringLiteral("%.0f"));
   auto* y = axis(QObject::tr("elements"), 0, std::max(1.0, ymax * 1.05));
   countAxisFormat(y, ymax);
@@ -328,6 +329,7 @@ QChart* stepChart(const QString& title, const QString& yTitle, const std::vector
   auto* c = baseChart(title);
   const double xpad = x1 > x0 ? (x1 - x0) * 0.05 : 1;
   auto* x = axis(QObject::tr("step"), x0 - xpad, x1 + xpad);
+  x->applyNiceNumbers();
   x->setLabelFormat(QStringLiteral("%.0f"));
   c->addAxis(x, Qt::AlignBottom);
   QAbstractAxis* left = nullptr;
@@ -340,13 +342,16 @@ QChart* stepChart(const QString& title, const QString& yTitle, const std::vector
     left = a;
   } else {
     const double pad = l1 > l0 ? (l1 - l0) * 0.08 : std::max(1e-12, std::abs(l0) * 0.1 + (l0 == 0 ? 1 : 0));
-    left = axis(yTitle, anyL ? l0 - pad : 0, anyL ? l1 + pad : 1);
+    auto* a = axis(yTitle, anyL ? (l0 >= 0 ? std::max(0.0, l0 - pad) : l0 - pad) : 0, anyL ? l1 + pad : 1);
+    a->applyNiceNumbers();
+    left = a;
   }
   c->addAxis(left, Qt::AlignLeft);
   QValueAxis* right = nullptr;
   if (anyR) {
     const double pad = r1 > r0 ? (r1 - r0) * 0.08 : std::max(1e-12, std::abs(r0) * 0.1 + (r0 == 0 ? 1 : 0));
-    right = axis(rightTitle, r0 - pad, r1 + pad);
+    right = axis(rightTitle, r0 >= 0 ? std::max(0.0, r0 - pad) : r0 - pad, r1 + pad);
+    right->applyNiceNumbers();
     c->addAxis(right, Qt::AlignRight);
   }
   static const QColor kColors[] = {QColor(0x15, 0x65, 0xc0), QColor(0xc6, 0x28, 0x28), QColor(0x2e, 0x7d, 0x32)};
