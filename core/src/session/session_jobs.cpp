@@ -91,6 +91,7 @@ JobPtr Session::watch(std::shared_ptr<SnapshotFeed> feed, Done<size_t> done, boo
       JobKind::Watch, "watch", "Watching",
       [this, feed, o, follow](JobQueue::Context& c) {
         size_t n = 0;
+        snapshot::Timeline timeline;  // the findings only the series shows (loss scale collapsing, ...)
         while (auto snap = feed->next(c.progress())) {
           if (snap->removed) {
             JobError gone{ErrorKind::Input, snap->label + ": the snapshot was deleted", snap->path, {}};
@@ -118,6 +119,9 @@ JobPtr Session::watch(std::shared_ptr<SnapshotFeed> feed, Done<size_t> done, boo
           }
           WatchSample s;
           s.summary = snapshot::summarize(*ckpt, *report);
+          timeline.add(s.summary);
+          for (const auto& p : timeline.points())
+            if (p.dir == s.summary.dir) s.summary = p;  // with its series-only findings
           // A live snapshot's step is the engine's at the dump (the summary has it); a checkpoint's, its own.
           s.step = snap->step.value_or(s.summary.global_steps);
           s.snapshot = std::move(*snap);

@@ -74,8 +74,8 @@ struct WatchSample {
   int64_t step = 0;
   std::vector<std::pair<std::string, double>> metrics;
   std::shared_ptr<const analysis::Report> report;
-  // Its summary (worst finding, exact fraction, grad norm, loss scale, NaN/Inf, per-param agreement), made on
-  // the worker: what the app's timeline plots.
+  // Its summary (worst finding, exact fraction, grad norm, loss scale, NaN/Inf, per-param agreement, and the
+  // findings only the series shows, as in `ckptdoc watch`), made on the worker: what the app's timeline plots.
   snapshot::SnapshotSummary summary;
   bool removed = false;  // its folder went away after it was read
 };
