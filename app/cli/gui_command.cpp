@@ -1,4 +1,5 @@
-// `ckptdoc gui [PATH] [--watch DIR]`: starts the Qt desktop app from the CLI (builds without Qt say so and exit 2).
+// `ckptdoc gui [PATH] [--watch DIR]`: starts the Qt desktop app from the CLI (builds without Qt say so and
+// exit 2).
 #include <cstdio>
 
 #include "commands.h"

@@ -497,7 +497,8 @@ class TestSession : public QObject {
     const std::string run = dir.file("run");
     fs::create_directories(run);
     auto make = [&](const std::string& name, std::vector<std::string> args) {
-      args.insert(args.begin(), {test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint/global_step5", run + "/" + name});
+      args.insert(args.begin(),
+                  {test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint/global_step5", run + "/" + name});
       const auto r = test::run_python(test::script("fixtures/make_snapshot.py"), args);
       QVERIFY2(r.exit_code == 0, r.err.c_str());
     };
@@ -513,7 +514,8 @@ class TestSession : public QObject {
       if (err && (e == Event::WatchSkipped || e == Event::WatchRemoved)) notes.push_back(*err);
     });
     std::optional<Outcome<size_t>> end;
-    auto job = s.watch(folder_feed(run), [&](Outcome<size_t>& o) { end = o; }, true);
+    auto job = s.watch(
+        folder_feed(run), [&](Outcome<size_t>& o) { end = o; }, true);
     auto seen = [&](Event e) { return std::count(events.begin(), events.end(), e); };
     QVERIFY(pump(s, [&] { return seen(Event::WatchSample) >= 1 && seen(Event::WatchSkipped) >= 1; }));
     QVERIFY(s.is_open());

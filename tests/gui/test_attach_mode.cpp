@@ -91,7 +91,8 @@ class TestAttachMode : public QObject {
 
     // a second snapshot, committed while attached (its manifest last), with other live numbers
     makeSnapshot(run + "/step9", {"--step", "9", "--live", R"({"grad_norm": 2.5, "loss_scale": 128.0})"});
-    while (w.session()->samples().size() < 2) QVERIFY2(sampled.wait(kWaitMs), "the second snapshot never arrived");
+    while (w.session()->samples().size() < 2)
+      QVERIFY2(sampled.wait(kWaitMs), "the second snapshot never arrived");
     QCOMPARE(model->rowCount(), 2);
     QCOMPARE(cell(*model, 0, TimelineModel::Step).toLongLong(), 5LL);
     QCOMPARE(cell(*model, 1, TimelineModel::Step).toLongLong(), 9LL);
@@ -105,7 +106,8 @@ class TestAttachMode : public QObject {
     QCOMPARE(seriesPoints(w.timelineView()->lossScaleChart(), QStringLiteral("loss scale")), 2);
 
     // the selected param's divergence over time: one point per snapshot, from the samples' per-param numbers
-    const QString param = w.paramModel()->data(w.paramModel()->index(0, ParamTableModel::Name), Qt::DisplayRole).toString();
+    const QString param =
+        w.paramModel()->data(w.paramModel()->index(0, ParamTableModel::Name), Qt::DisplayRole).toString();
     w.selectParam(param);
     QCOMPARE(w.timelineView()->selectedParam(), param);
     QCOMPARE(seriesPoints(w.timelineView()->paramChart(), QStringLiteral("exact fraction (%)")), 2);
@@ -120,13 +122,15 @@ class TestAttachMode : public QObject {
     fs::remove_all(run + "/step9");
     QVERIFY(removed.wait(kWaitMs));
     QCOMPARE(removed.last().at(1).toBool(), true);  // the one shown
-    QVERIFY2(w.timelineView()->notice().contains(QStringLiteral("deleted")), qPrintable(w.timelineView()->notice()));
+    QVERIFY2(w.timelineView()->notice().contains(QStringLiteral("deleted")),
+             qPrintable(w.timelineView()->notice()));
     QVERIFY(w.session()->isOpen());
     QVERIFY(w.session()->report() != nullptr);
     QCOMPARE(w.paramModel()->rowCount(), rowsBefore);
     QCOMPARE(static_cast<size_t>(w.findingsModel()->count()), findingsBefore);
     QCOMPARE(model->rowCount(), 2);  // its point stays, marked
-    QCOMPARE(model->data(model->index(1, TimelineModel::State), Qt::DisplayRole).toString(), QStringLiteral("deleted"));
+    QCOMPARE(model->data(model->index(1, TimelineModel::State), Qt::DisplayRole).toString(),
+             QStringLiteral("deleted"));
     for (const char* tab : {"overview", "layout", "params", "timeline"}) {
       w.showTab(QString::fromLatin1(tab));
       QCoreApplication::processEvents();
@@ -135,7 +139,8 @@ class TestAttachMode : public QObject {
 
     // still following: a third snapshot arrives and is shown
     makeSnapshot(run + "/step12", {"--step", "12"});
-    while (w.session()->samples().size() < 3) QVERIFY2(sampled.wait(kWaitMs), "the third snapshot never arrived");
+    while (w.session()->samples().size() < 3)
+      QVERIFY2(sampled.wait(kWaitMs), "the third snapshot never arrived");
     QCOMPARE(model->rowCount(), 3);
     QCOMPARE(cell(*model, 2, TimelineModel::Step).toLongLong(), 12LL);
     QCOMPARE(fs::path(w.session()->path().toStdString()).filename().string(), std::string("step12"));

@@ -1,5 +1,7 @@
 #include "app.h"
 
+#include <spdlog/spdlog.h>
+
 #include <QApplication>
 #include <QComboBox>
 #include <QIcon>
@@ -8,7 +10,6 @@
 #include <filesystem>
 #include <memory>
 #include <utility>
-#include <spdlog/spdlog.h>
 
 #include "layout_map.h"
 #include "layout_view.h"
@@ -132,9 +133,11 @@ bool parse_app_arguments(int argc, char** argv, AppOptions& o, std::string& erro
         return false;
       }
     } else if (a == "-h" || a == "--help") {
-      error = "usage: ckptdoc-gui [PATH] [--watch DIR] [--screenshot FILE] [--view overview|layout|params|timeline] "
-              "[--param NAME] "
-              "[--shade param|exact|nonfinite|moments] [--size WxH]";
+      error =
+          "usage: ckptdoc-gui [PATH] [--watch DIR] [--screenshot FILE] [--view "
+          "overview|layout|params|timeline] "
+          "[--param NAME] "
+          "[--shade param|exact|nonfinite|moments] [--size WxH]";
       return false;
     } else if (!a.empty() && a[0] == '-') {
       // Qt's own options (-platform, -style, ...) pass through to QApplication.

@@ -6,9 +6,9 @@
 #include <QBarSet>
 #include <QCategoryAxis>
 #include <QCursor>
-#include <QLineSeries>
 #include <QLegend>
 #include <QLegendMarker>
+#include <QLineSeries>
 #include <QLogValueAxis>
 #include <QScatterSeries>
 #include <QToolTip>
@@ -307,8 +307,8 @@ QChart* densityChart(const QString& title, const analysis::Density2D& density) {
   return c;
 }
 
-QChart* stepChart(const QString& title, const QString& yTitle, const std::vector<StepSeries>& series, bool logY,
-                  const QString& rightTitle) {
+QChart* stepChart(const QString& title, const QString& yTitle, const std::vector<StepSeries>& series,
+                  bool logY, const QString& rightTitle) {
   double x0 = 0, x1 = 0, l0 = 0, l1 = 0, r0 = 0, r1 = 0;
   bool anyX = false, anyL = false, anyR = false;
   auto widen = [](double v, double& lo, double& hi, bool& any) {
@@ -354,7 +354,8 @@ QChart* stepChart(const QString& title, const QString& yTitle, const std::vector
     right->applyNiceNumbers();
     c->addAxis(right, Qt::AlignRight);
   }
-  static const QColor kColors[] = {QColor(0x15, 0x65, 0xc0), QColor(0xc6, 0x28, 0x28), QColor(0x2e, 0x7d, 0x32)};
+  static const QColor kColors[] = {QColor(0x15, 0x65, 0xc0), QColor(0xc6, 0x28, 0x28),
+                                   QColor(0x2e, 0x7d, 0x32)};
   int k = 0;
   for (const auto& s : series) {
     auto* line = new QLineSeries;

@@ -1,13 +1,17 @@
 #include "main_window.h"
 
+#include <spdlog/spdlog.h>
+
 #include <QAction>
 #include <QActionGroup>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDockWidget>
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QHeaderView>
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
@@ -17,9 +21,6 @@
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
-#include <QHeaderView>
-#include <QDockWidget>
-#include <spdlog/spdlog.h>
 
 #include "app_settings.h"
 #include "export_dialog.h"
@@ -119,8 +120,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     exportAction_->setEnabled(true);
     reanalyseAction_->setEnabled(true);
     if (session_->isAttached()) {  // the run's newest snapshot: the user stays on the tab they look at
-      setWindowTitle(QStringLiteral("%1 (%2) — ckptdoc").arg(QFileInfo(session_->attachedDir()).fileName(),
-                                                           QFileInfo(session_->path()).fileName()));
+      setWindowTitle(
+          QStringLiteral("%1 (%2) — ckptdoc")
+              .arg(QFileInfo(session_->attachedDir()).fileName(), QFileInfo(session_->path()).fileName()));
     } else {
       setWindowTitle(QStringLiteral("%1 — ckptdoc").arg(QFileInfo(session_->path()).fileName()));
       AppSettings().addRecentFile(QFileInfo(session_->path()).absoluteFilePath());
@@ -176,10 +178,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   });
   connect(session_, &Session::snapshotRemoved, this, [this](const QString& path, bool shown) {
     const QString tag = QFileInfo(path).fileName();
-    const QString text = shown ? tr("Snapshot %1, the one shown, was deleted: its last analysis stays on screen "
-                                    "until the next snapshot arrives.")
-                                     .arg(tag)
-                               : tr("Snapshot %1 was deleted; its point stays on the timeline.").arg(tag);
+    const QString text =
+        shown ? tr("Snapshot %1, the one shown, was deleted: its last analysis stays on screen "
+                   "until the next snapshot arrives.")
+                    .arg(tag)
+              : tr("Snapshot %1 was deleted; its point stays on the timeline.").arg(tag);
     timeline_->setNotice(text, shown);
     statusBar()->showMessage(text, 10000);
   });
@@ -204,8 +207,9 @@ void MainWindow::buildMenus() {
   open->setShortcut(QKeySequence::Open);
   auto* attachAction = file->addAction(tr("&Attach to run…"), this, &MainWindow::attachDialog);
   attachAction->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O));
-  attachAction->setToolTip(tr("Follow a folder of live-run snapshots (ckptdoc_hook's out_dir): the newest one is "
-                              "shown and the Timeline tab plots them all"));
+  attachAction->setToolTip(
+      tr("Follow a folder of live-run snapshots (ckptdoc_hook's out_dir): the newest one is "
+         "shown and the Timeline tab plots them all"));
   detachAction_ = file->addAction(tr("&Detach from run"), this, &MainWindow::detach);
   detachAction_->setEnabled(false);
   recentMenu_ = file->addMenu(tr("Open &recent"));
@@ -323,7 +327,9 @@ void MainWindow::attach(const QString& dir) {
   tabs_->setCurrentWidget(timeline_);
 }
 
-void MainWindow::detach() { session_->detach(); }
+void MainWindow::detach() {
+  session_->detach();
+}
 
 void MainWindow::showAttachState() {
   if (!session_->isAttached()) return;
@@ -337,10 +343,11 @@ void MainWindow::showAttachState() {
     return;
   }
   const auto& last = samples.back();
-  timeline_->setNotice(tr("Attached to %1: %n snapshot(s); showing %2 (step %3).", "", static_cast<int>(samples.size()))
-                           .arg(dir, QString::fromStdString(last.snapshot.label))
-                           .arg(last.step),
-                       false);
+  timeline_->setNotice(
+      tr("Attached to %1: %n snapshot(s); showing %2 (step %3).", "", static_cast<int>(samples.size()))
+          .arg(dir, QString::fromStdString(last.snapshot.label))
+          .arg(last.step),
+      false);
 }
 
 void MainWindow::exportDialog() {

@@ -1,8 +1,8 @@
 #pragma once
 // The main window: overview, partition layout and params tabs over one Session, a progress bar with a
 // cancel button in the status bar, a log dock and a jobs dock (every background job, with cancel), recent
-// files, drag and drop, the repair and export dialogs, and attach mode (a live run's snapshots, with a Timeline
-// tab). Ctrl+O open, Ctrl+Shift+O attach, Ctrl+E export, F5 re-analyse, Esc cancel.
+// files, drag and drop, the repair and export dialogs, and attach mode (a live run's snapshots, with a
+// Timeline tab). Ctrl+O open, Ctrl+Shift+O attach, Ctrl+E export, F5 re-analyse, Esc cancel.
 #include <QMainWindow>
 
 class QDockWidget;

@@ -60,7 +60,8 @@ void Session::attach(const QString& dir) {
       [this, dir](session::Outcome<size_t>& o) {
         if (o.job == watchJob_) watchJob_.reset();
         QString why;
-        if (!o.ok() && !o.superseded() && o.error->kind != session::ErrorKind::Cancelled) why = errorText(*o.error);
+        if (!o.ok() && !o.superseded() && o.error->kind != session::ErrorKind::Cancelled)
+          why = errorText(*o.error);
         if (!why.isEmpty()) spdlog::error("attach to {} ended: {}", dir.toStdString(), why.toStdString());
         emit attachEnded(dir, why);
       },
@@ -145,7 +146,8 @@ void Session::tick() {
   emit jobsProgressed();
   // A watch waits for the run's next snapshot indefinitely: it does not keep this timer going.
   const auto jobs = core_.queue().jobs();
-  if (std::all_of(jobs.begin(), jobs.end(), [](const session::JobPtr& j) { return j->kind() == session::JobKind::Watch; }))
+  if (std::all_of(jobs.begin(), jobs.end(),
+                  [](const session::JobPtr& j) { return j->kind() == session::JobKind::Watch; }))
     timer_.stop();
 }
 

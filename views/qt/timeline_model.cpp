@@ -31,7 +31,9 @@ int TimelineModel::rowCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : static_cast<int>(order_.size());
 }
 
-int TimelineModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+int TimelineModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : ColumnCount;
+}
 
 QVariant TimelineModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= rowCount() || index.column() >= ColumnCount) return {};
@@ -61,15 +63,18 @@ QVariant TimelineModel::data(const QModelIndex& index, int role) const {
                                       : QString::fromStdString(s.worst_severity + " " + s.worst_code);
     case ExactFraction:
       if (std::isnan(s.exact_fraction)) return sort ? QVariant(-1.0) : QVariant(QStringLiteral("—"));
-      return sort ? QVariant(s.exact_fraction) : QVariant(QStringLiteral("%1 %").arg(s.exact_fraction * 100, 0, 'f', 2));
+      return sort ? QVariant(s.exact_fraction)
+                  : QVariant(QStringLiteral("%1 %").arg(s.exact_fraction * 100, 0, 'f', 2));
     case GradNorm:
       return optional(s.grad_norm, 'g', 4);
     case LossScale:
       return optional(s.loss_scale, 'g', 6);
     case NonFiniteValues:
-      return sort ? QVariant(static_cast<qulonglong>(s.nonfinite_values)) : QVariant(QString::number(s.nonfinite_values));
+      return sort ? QVariant(static_cast<qulonglong>(s.nonfinite_values))
+                  : QVariant(QString::number(s.nonfinite_values));
     case NonFiniteGrads:
-      return sort ? QVariant(static_cast<qulonglong>(s.nonfinite_grads)) : QVariant(QString::number(s.nonfinite_grads));
+      return sort ? QVariant(static_cast<qulonglong>(s.nonfinite_grads))
+                  : QVariant(QString::number(s.nonfinite_grads));
     case State:
       return w.removed ? tr("deleted") : QString();
     default:
@@ -80,16 +85,26 @@ QVariant TimelineModel::data(const QModelIndex& index, int role) const {
 QVariant TimelineModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
   switch (section) {
-    case Step: return tr("Step");
-    case Tag: return tr("Snapshot");
-    case Worst: return tr("Worst finding");
-    case ExactFraction: return tr("Exact");
-    case GradNorm: return tr("Grad norm");
-    case LossScale: return tr("Loss scale");
-    case NonFiniteValues: return tr("NaN/Inf values");
-    case NonFiniteGrads: return tr("NaN/Inf grads");
-    case State: return tr("Folder");
-    default: return {};
+    case Step:
+      return tr("Step");
+    case Tag:
+      return tr("Snapshot");
+    case Worst:
+      return tr("Worst finding");
+    case ExactFraction:
+      return tr("Exact");
+    case GradNorm:
+      return tr("Grad norm");
+    case LossScale:
+      return tr("Loss scale");
+    case NonFiniteValues:
+      return tr("NaN/Inf values");
+    case NonFiniteGrads:
+      return tr("NaN/Inf grads");
+    case State:
+      return tr("Folder");
+    default:
+      return {};
   }
 }
 

@@ -12,7 +12,18 @@ class Session;
 class TimelineModel : public QAbstractTableModel {
   Q_OBJECT
  public:
-  enum Column { Step, Tag, Worst, ExactFraction, GradNorm, LossScale, NonFiniteValues, NonFiniteGrads, State, ColumnCount };
+  enum Column {
+    Step,
+    Tag,
+    Worst,
+    ExactFraction,
+    GradNorm,
+    LossScale,
+    NonFiniteValues,
+    NonFiniteGrads,
+    State,
+    ColumnCount
+  };
   static constexpr int SortRole = Qt::UserRole + 1;
 
   explicit TimelineModel(const Session* session, QObject* parent = nullptr);

@@ -20,8 +20,8 @@ namespace {
 
 // (step, value) of every sample, in step order, for the values that exist.
 template <class Fn>
-std::vector<std::pair<double, double>> points(const TimelineModel& m, const std::vector<session::WatchSample>& samples,
-                                              Fn value) {
+std::vector<std::pair<double, double>> points(const TimelineModel& m,
+                                              const std::vector<session::WatchSample>& samples, Fn value) {
   std::vector<std::pair<double, double>> out;
   for (int r = 0; r < m.rowCount(); ++r) {
     const auto& s = samples[static_cast<size_t>(m.sampleIndex(r))];
@@ -89,10 +89,13 @@ TimelineView::TimelineView(Session* session, QWidget* parent) : QWidget(parent),
 
 void TimelineView::setNotice(const QString& text, bool warning) {
   notice_->setText(text);
-  notice_->setStyleSheet(warning ? QStringLiteral("QLabel { color: #b71c1c; font-weight: bold; }") : QString());
+  notice_->setStyleSheet(warning ? QStringLiteral("QLabel { color: #b71c1c; font-weight: bold; }")
+                                 : QString());
 }
 
-QString TimelineView::notice() const { return notice_->text(); }
+QString TimelineView::notice() const {
+  return notice_->text();
+}
 
 void TimelineView::selectParam(const QString& name) {
   if (name == param_) return;
@@ -105,22 +108,28 @@ void TimelineView::refresh() {
   const auto& samples = session_->samples();
   const auto& m = *model_;
   using S = session::WatchSample;
-  exact_->setChartOwned(stepChart(
-      tr("Exact fraction (lp = round(fp32))"), tr("% of elements"),
-      {{tr("exact"), points(m, samples, [](const S& s) -> std::optional<double> {
-          return std::isnan(s.summary.exact_fraction) ? std::nullopt : std::optional<double>(s.summary.exact_fraction * 100);
-        })}}));
-  gradNorm_->setChartOwned(stepChart(tr("Gradient norm"), tr("global L2 norm"),
-                                     {{tr("grad norm"), points(m, samples, [](const S& s) { return s.summary.grad_norm; })}}));
-  lossScale_->setChartOwned(stepChart(tr("Loss scale (fp16)"), tr("scale"),
-                                      {{tr("loss scale"), points(m, samples, [](const S& s) { return s.summary.loss_scale; })}},
-                                      true));
+  exact_->setChartOwned(stepChart(tr("Exact fraction (lp = round(fp32))"), tr("% of elements"),
+                                  {{tr("exact"), points(m, samples, [](const S& s) -> std::optional<double> {
+                                      return std::isnan(s.summary.exact_fraction)
+                                                 ? std::nullopt
+                                                 : std::optional<double>(s.summary.exact_fraction * 100);
+                                    })}}));
+  gradNorm_->setChartOwned(
+      stepChart(tr("Gradient norm"), tr("global L2 norm"),
+                {{tr("grad norm"), points(m, samples, [](const S& s) { return s.summary.grad_norm; })}}));
+  lossScale_->setChartOwned(stepChart(
+      tr("Loss scale (fp16)"), tr("scale"),
+      {{tr("loss scale"), points(m, samples, [](const S& s) { return s.summary.loss_scale; })}}, true));
   nonFinite_->setChartOwned(stepChart(
       tr("NaN/Inf counts"), tr("elements"),
-      {{tr("in weights, masters, moments"),
-        points(m, samples, [](const S& s) { return std::optional<double>(static_cast<double>(s.summary.nonfinite_values)); })},
-       {tr("in recorded gradients"),
-        points(m, samples, [](const S& s) { return std::optional<double>(static_cast<double>(s.summary.nonfinite_grads)); })}}));
+      {{tr("in weights, masters, moments"), points(m, samples,
+                                                   [](const S& s) {
+                                                     return std::optional<double>(
+                                                         static_cast<double>(s.summary.nonfinite_values));
+                                                   })},
+       {tr("in recorded gradients"), points(m, samples, [](const S& s) {
+          return std::optional<double>(static_cast<double>(s.summary.nonfinite_grads));
+        })}}));
   if (param_.isEmpty() && session_->isOpen()) param_ = QString::fromStdString(session_->core().worst_param());
   redrawParam();
 }
@@ -137,9 +146,10 @@ void TimelineView::redrawParam() {
   };
   const QString title = param_.isEmpty() ? tr("Divergence of the selected param")
                                          : tr("Divergence of %1 (lp vs fp32 master)").arg(param_);
-  StepSeries exact{tr("exact fraction (%)"), metric([](const snapshot::ParamPoint& p) { return p.exact_fraction * 100; }),
-                   false};
-  StepSeries maxAbs{tr("max |fp32 − lp|"), metric([](const snapshot::ParamPoint& p) { return p.max_abs; }), true};
+  StepSeries exact{tr("exact fraction (%)"),
+                   metric([](const snapshot::ParamPoint& p) { return p.exact_fraction * 100; }), false};
+  StepSeries maxAbs{tr("max |fp32 − lp|"), metric([](const snapshot::ParamPoint& p) { return p.max_abs; }),
+                    true};
   param_chart_->setChartOwned(stepChart(title, tr("exact %"), {exact, maxAbs}, false, tr("max |fp32 − lp|")));
 }
 

@@ -21,7 +21,7 @@ namespace ckptdoc::session {
 struct Snapshot {
   std::string path;
   deepspeed::OpenOptions options;
-  std::optional<int64_t> step;  // the x of its points; default: the engine's step (a live snapshot), else global_steps
+  std::optional<int64_t> step;  // the x of its points; default: the live engine's step, else global_steps
   std::string label;            // e.g. the tag, shown in the timeline
   bool removed = false;         // the feed saw this snapshot go away: nothing to open, only the notice
 };
@@ -75,7 +75,8 @@ struct WatchSample {
   std::vector<std::pair<std::string, double>> metrics;
   std::shared_ptr<const analysis::Report> report;
   // Its summary (worst finding, exact fraction, grad norm, loss scale, NaN/Inf, per-param agreement, and the
-  // findings only the series shows, as in `ckptdoc watch`), made on the worker: what the app's timeline plots.
+  // findings only the series shows, as in `ckptdoc watch`), made on the worker: what the app's timeline
+  // plots.
   snapshot::SnapshotSummary summary;
   bool removed = false;  // its folder went away after it was read
 };
