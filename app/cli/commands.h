@@ -128,6 +128,7 @@ namespace ckptdoc::cli {
 // `ckptdoc gui [PATH]`: the Qt desktop app (only in builds with the GUI).
 struct GuiOptions {
   std::optional<std::string> path;
+  std::optional<std::string> watch;       // attach to this folder of live-run snapshots
   std::optional<std::string> screenshot;  // save a grab once analysis is done, then exit
   std::string view = "overview";
   std::optional<std::string> param;

@@ -1,4 +1,5 @@
-// `ckptdoc gui [PATH]`: starts the Qt desktop app from the CLI (builds without Qt say so and exit 2).
+// `ckptdoc gui [PATH] [--watch DIR]`: starts the Qt desktop app from the CLI (builds without Qt say so and
+// exit 2).
 #include <cstdio>
 
 #include "commands.h"
@@ -12,6 +13,7 @@ int run_gui(const GuiOptions& o, int argc, char** argv) {
 #ifdef CKPTDOC_HAVE_GUI
   gui::AppOptions app;
   app.path = o.path;
+  app.watch = o.watch;
   app.screenshot = o.screenshot;
   app.view = o.view;
   app.param = o.param;

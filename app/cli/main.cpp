@@ -118,7 +118,12 @@ int main(int argc, char** argv) {
   auto* gui_cmd = app.add_subcommand("gui", "Open the desktop app (optionally on a checkpoint)");
   gui_cmd->add_option("PATH", gui.path, "Save folder, tag folder or rank file to open");
   gui_cmd->add_option("--screenshot", gui.screenshot, "Save a window grab here once analysis is done, then exit");
-  gui_cmd->add_option("--view", gui.view, "Tab to show")->check(CLI::IsMember({"overview", "layout", "params"}));
+  gui_cmd->add_option(
+      "--watch", gui.watch,
+      "Attach to a live run: follow this folder of snapshots (ckptdoc_hook's out_dir), showing the "
+      "newest and a timeline of all");
+  gui_cmd->add_option("--view", gui.view, "Tab to show")
+      ->check(CLI::IsMember({"overview", "layout", "params", "timeline"}));
   gui_cmd->add_option("--param", gui.param, "Param to select");
   gui_cmd->callback([&] { rc = cli::run_gui(gui, argc, argv); });
 

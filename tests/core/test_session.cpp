@@ -3,6 +3,7 @@
 // errors arrive typed; opening, analysing, the pictures' measures, the streamed density, watch series,
 // verification and export, all on the real DeepSpeed fixtures.
 #include <QTest>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -18,6 +19,7 @@
 
 using namespace ckptdoc;
 using namespace ckptdoc::session;
+namespace fs = std::filesystem;
 using Context = JobQueue::Context;
 
 namespace {
@@ -486,6 +488,62 @@ class TestSession : public QObject {
     QCOMPARE(s.samples().size(), size_t{2});
     QVERIFY(!s.samples()[0].report);  // only the newest report is kept
     QVERIFY(s.samples()[1].report);
+  }
+
+  // Attach mode's core: a folder feed followed with `follow` shows each committed snapshot as the open source
+  // with its analysis, reports an unreadable one and goes on, and notes a snapshot going away.
+  void followAFolderOfSnapshots() {
+    test::TempDir dir;
+    const std::string run = dir.file("run");
+    fs::create_directories(run);
+    auto make = [&](const std::string& name, std::vector<std::string> args) {
+      args.insert(args.begin(),
+                  {test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint/global_step5", run + "/" + name});
+      const auto r = test::run_python(test::script("fixtures/make_snapshot.py"), args);
+      QVERIFY2(r.exit_code == 0, r.err.c_str());
+    };
+    make("step5", {"--step", "5"});
+    fs::create_directories(run + "/bad");  // committed (its manifest is there) but unreadable
+    test::write_text(run + "/bad/manifest.json", R"({"format": "ckptdoc-snapshot",)");
+    Session s;
+    s.settings().device = DeviceKind::Cpu;
+    std::vector<Event> events;
+    std::vector<JobError> notes;
+    s.listen([&](Event e, const JobPtr&, const JobError* err) {
+      events.push_back(e);
+      if (err && (e == Event::WatchSkipped || e == Event::WatchRemoved)) notes.push_back(*err);
+    });
+    std::optional<Outcome<size_t>> end;
+    auto job = s.watch(
+        folder_feed(run), [&](Outcome<size_t>& o) { end = o; }, true);
+    auto seen = [&](Event e) { return std::count(events.begin(), events.end(), e); };
+    QVERIFY(pump(s, [&] { return seen(Event::WatchSample) >= 1 && seen(Event::WatchSkipped) >= 1; }));
+    QVERIFY(s.is_open());
+    QCOMPARE(fs::path(s.path()).filename().string(), std::string("step5"));
+    QVERIFY(s.report());
+    QVERIFY(!s.analysing());
+    QCOMPARE(s.samples().size(), size_t{1});
+    QCOMPARE(s.samples()[0].step, int64_t{5});
+    QCOMPARE(s.samples()[0].summary.global_steps, int64_t{5});
+    QVERIFY(!s.samples()[0].summary.params.empty());
+    // shown as opened then analysed, before the sample's own event
+    const auto opened = std::find(events.begin(), events.end(), Event::Opened);
+    const auto analysed = std::find(events.begin(), events.end(), Event::AnalysisFinished);
+    const auto sample = std::find(events.begin(), events.end(), Event::WatchSample);
+    QVERIFY(opened < analysed && analysed < sample);
+    QCOMPARE(notes.size(), size_t{1});
+    QVERIFY2(notes[0].file.find("/run/bad") != std::string::npos, notes[0].file.c_str());  // names the file
+    QVERIFY(!end.has_value());  // the watch goes on
+
+    fs::remove_all(run + "/step5");
+    QVERIFY(pump(s, [&] { return seen(Event::WatchRemoved) >= 1; }));
+    QCOMPARE(fs::path(notes.back().file).filename().string(), std::string("step5"));
+    QVERIFY(s.samples()[0].removed);
+    QVERIFY(s.is_open() && s.report());  // what was read stays
+
+    job->cancel();
+    QVERIFY(pump(s, [&] { return end.has_value(); }));
+    QCOMPARE(end->error->kind, ErrorKind::Cancelled);
   }
 
   void planVerifyAndExportJobs() {

@@ -35,6 +35,24 @@ if [ -x "$QT" ]; then
   qt layout "$WORK/dp64" --view layout --shade exact
   qt layout-1024 "$WORK/dp1024" --view layout --shade exact
   qt fixed-overview "$WORK/demo-fixed" --view overview
+  # Attach mode's Timeline: a folder of snapshots (tests/fixtures/make_snapshot.py, manifest last) made from the
+  # repaired and the demo checkpoints with live numbers of a run going wrong: the masters stop matching the
+  # weights at step 400, the loss scale falls, the gradient norm jumps and the last gradients hold NaN.
+  snap() {  # snap SOURCE_TAG_DIR STEP LIVE_JSON [ARGS...]
+    local src=$1 step=$2 live=$3; shift 3
+    /usr/bin/python3 tests/fixtures/make_snapshot.py "$src" "$WORK/run/step$step" --step "$step" --live "$live" "$@" \
+      >/dev/null
+  }
+  FIXED_TAG=$(find "$WORK/demo-fixed" -mindepth 1 -maxdepth 1 -type d -name 'global_step*' | head -1)
+  DEMO_TAG=$(find "$WORK/demo" -mindepth 1 -maxdepth 1 -type d -name 'global_step*' | head -1)
+  mkdir -p "$WORK/run"
+  snap "$FIXED_TAG" 100 '{"grad_norm": 0.92, "loss_scale": 65536}'
+  snap "$FIXED_TAG" 200 '{"grad_norm": 0.81, "loss_scale": 65536}'
+  snap "$FIXED_TAG" 300 '{"grad_norm": 0.77, "loss_scale": 32768}'
+  snap "$DEMO_TAG" 400 '{"grad_norm": 3.9, "loss_scale": 4096}'
+  snap "$DEMO_TAG" 500 '{"grad_norm": 11.4, "loss_scale": 512}'
+  snap "$DEMO_TAG" 600 '{"loss_scale": 64}' --grads nan
+  qt timeline --watch "$WORK/run" --view timeline
 fi
 
 if [ -x "$IMGUI" ]; then

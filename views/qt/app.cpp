@@ -1,13 +1,15 @@
 #include "app.h"
 
+#include <spdlog/spdlog.h>
+
 #include <QApplication>
 #include <QComboBox>
 #include <QIcon>
 #include <QTimer>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <utility>
-#include <spdlog/spdlog.h>
 
 #include "layout_map.h"
 #include "layout_view.h"
@@ -51,6 +53,10 @@ void armScreenshot(MainWindow& w, const AppOptions& o) {
     w.showTab(view);
     const QString param = wanted.isEmpty() ? worstParam(*w.session()) : wanted;
     if (param.isEmpty() || view == QStringLiteral("overview")) return grabAndQuit();
+    if (view == QStringLiteral("timeline")) {  // its charts are drawn from the samples at once
+      w.selectParam(param);
+      return grabAndQuit();
+    }
     auto* plots = w.paramsView()->plots();
     auto fired = std::make_shared<bool>(false);
     auto once = [fired, grabAndQuit] {
@@ -60,9 +66,25 @@ void armScreenshot(MainWindow& w, const AppOptions& o) {
     };
     QObject::connect(plots, &PlotsView::densityReady, &w, once);
     QTimer::singleShot(5000, &w, once);
-    w.paramsView()->selectParam(param);
-    w.layoutView()->selectParam(param);
+    w.selectParam(param);
   };
+  if (o.watch) {
+    // Attached: once every snapshot committed in the folder at start has been read (60 s at most).
+    namespace fs = std::filesystem;
+    size_t committed = 0;
+    std::error_code ec;
+    for (fs::directory_iterator it(*o.watch, ec), end; !ec && it != end; it.increment(ec))
+      committed += fs::exists(it->path() / "manifest.json");
+    auto fired = std::make_shared<bool>(false);
+    auto once = [fired, afterAnalysis] {
+      if (!std::exchange(*fired, true)) afterAnalysis();
+    };
+    QObject::connect(w.session(), &Session::watchSampled, &w, [&w, committed, once] {
+      if (w.session()->samples().size() >= committed) once();
+    });
+    QTimer::singleShot(60000, &w, once);
+    return;
+  }
   if (!o.path) {
     grabAndQuit();
     return;
@@ -89,6 +111,9 @@ bool parse_app_arguments(int argc, char** argv, AppOptions& o, std::string& erro
     if (a == "--screenshot") {
       if (!next(v)) return false;
       o.screenshot = v;
+    } else if (a == "--watch") {
+      if (!next(v)) return false;
+      o.watch = v;
     } else if (a == "--view") {
       if (!next(o.view)) return false;
     } else if (a == "--param") {
@@ -108,8 +133,11 @@ bool parse_app_arguments(int argc, char** argv, AppOptions& o, std::string& erro
         return false;
       }
     } else if (a == "-h" || a == "--help") {
-      error = "usage: ckptdoc-gui [PATH] [--screenshot FILE] [--view overview|layout|params] [--param NAME] "
-              "[--shade param|exact|nonfinite|moments] [--size WxH]";
+      error =
+          "usage: ckptdoc-gui [PATH] [--watch DIR] [--screenshot FILE] [--view "
+          "overview|layout|params|timeline] "
+          "[--param NAME] "
+          "[--shade param|exact|nonfinite|moments] [--size WxH]";
       return false;
     } else if (!a.empty() && a[0] == '-') {
       // Qt's own options (-platform, -style, ...) pass through to QApplication.
@@ -146,6 +174,7 @@ int run_app(int argc, char** argv, const AppOptions& o) {
     if (o.screenshot) QObject::connect(w.session(), &Session::openFailed, &w, [] { QApplication::exit(2); });
     w.openPath(QString::fromStdString(*o.path), o.screenshot.has_value());
   }
+  if (o.watch) w.attach(QString::fromStdString(*o.watch));
   if (!o.screenshot && o.param) {
     const QString p = QString::fromStdString(*o.param);
     QObject::connect(w.session(), &Session::analysisFinished, &w, [&w, p] { w.paramsView()->selectParam(p); });

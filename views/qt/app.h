@@ -7,8 +7,9 @@ namespace ckptdoc::gui {
 
 struct AppOptions {
   std::optional<std::string> path;        // checkpoint to open at start
+  std::optional<std::string> watch;       // attach to this folder of live-run snapshots at start
   std::optional<std::string> screenshot;  // save a grab of the window here once analysis is done, then quit
-  std::string view = "overview";          // tab to show: overview | layout | params
+  std::string view = "overview";          // tab to show: overview | layout | params | timeline
   std::optional<std::string> param;       // param to select (default for screenshots: the worst one)
   std::optional<std::string> shade;       // layout map shading: param | exact | nonfinite | moments
   int width = 1280, height = 800;
@@ -18,8 +19,8 @@ struct AppOptions {
 int run_app(int argc, char** argv, const AppOptions& options);
 int run_app(int argc, char** argv, std::optional<std::string> path);
 
-// Parses ckptdoc-gui's own arguments: [PATH] [--screenshot FILE] [--view NAME] [--param NAME] [--shade NAME]
-// [--size WxH].
+// Parses ckptdoc-gui's own arguments: [PATH] [--watch DIR] [--screenshot FILE] [--view NAME] [--param NAME]
+// [--shade NAME] [--size WxH].
 // Returns false (and an error text) on bad usage.
 bool parse_app_arguments(int argc, char** argv, AppOptions& options, std::string& error);
 

@@ -6,7 +6,10 @@
 #include <QBarSet>
 #include <QCategoryAxis>
 #include <QCursor>
+#include <QLegend>
+#include <QLegendMarker>
 #include <QLineSeries>
+#include <QLogValueAxis>
 #include <QScatterSeries>
 #include <QToolTip>
 #include <QValueAxis>
@@ -153,6 +156,7 @@ QChart* logHistogramChart(const QString& title, const QString& xTitle, const Log
   x->setTickType(QValueAxis::TicksDynamic);
   x->setTickAnchor(0);
   x->setTickInterval(std::max(1.0, std::ceil((std::ceil(x1) - std::floor(x0)) / 8.0)));
+  x->applyNiceNumbers();
   x->setLabelFormat(QStringLiteral("%.0f"));
   auto* y = axis(QObject::tr("elements"), 0, std::max(1.0, ymax * 1.05));
   countAxisFormat(y, ymax);
@@ -300,6 +304,94 @@ QChart* densityChart(const QString& title, const analysis::Density2D& density) {
   diag->attachAxis(x);
   diag->attachAxis(y);
   c->legend()->hide();
+  return c;
+}
+
+QChart* stepChart(const QString& title, const QString& yTitle, const std::vector<StepSeries>& series,
+                  bool logY, const QString& rightTitle) {
+  double x0 = 0, x1 = 0, l0 = 0, l1 = 0, r0 = 0, r1 = 0;
+  bool anyX = false, anyL = false, anyR = false;
+  auto widen = [](double v, double& lo, double& hi, bool& any) {
+    lo = any ? std::min(lo, v) : v;
+    hi = any ? std::max(hi, v) : v;
+    any = true;
+  };
+  for (const auto& s : series)
+    for (const auto& [x, y] : s.points) {
+      if (!std::isfinite(y) || (logY && !s.right && y <= 0)) continue;
+      widen(x, x0, x1, anyX);
+      if (s.right)
+        widen(y, r0, r1, anyR);
+      else
+        widen(y, l0, l1, anyL);
+    }
+  if (!anyX) return emptyChart(title, QObject::tr("no snapshot has these numbers yet"));
+  auto* c = baseChart(title);
+  const double xpad = x1 > x0 ? (x1 - x0) * 0.05 : 1;
+  auto* x = axis(QObject::tr("step"), x0 - xpad, x1 + xpad);
+  x->applyNiceNumbers();
+  x->setLabelFormat(QStringLiteral("%.0f"));
+  c->addAxis(x, Qt::AlignBottom);
+  QAbstractAxis* left = nullptr;
+  if (logY) {
+    auto* a = new QLogValueAxis;
+    a->setTitleText(yTitle);
+    a->setBase(10);
+    a->setLabelFormat(QStringLiteral("%g"));
+    a->setRange(anyL ? l0 / 2 : 1, anyL ? l1 * 2 : 10);
+    left = a;
+  } else {
+    const double pad = l1 > l0 ? (l1 - l0) * 0.08 : std::max(1e-12, std::abs(l0) * 0.1 + (l0 == 0 ? 1 : 0));
+    auto* a = axis(yTitle, anyL ? (l0 >= 0 ? std::max(0.0, l0 - pad) : l0 - pad) : 0, anyL ? l1 + pad : 1);
+    a->applyNiceNumbers();
+    left = a;
+  }
+  c->addAxis(left, Qt::AlignLeft);
+  QValueAxis* right = nullptr;
+  if (anyR) {
+    const double pad = r1 > r0 ? (r1 - r0) * 0.08 : std::max(1e-12, std::abs(r0) * 0.1 + (r0 == 0 ? 1 : 0));
+    right = axis(rightTitle, r0 >= 0 ? std::max(0.0, r0 - pad) : r0 - pad, r1 + pad);
+    right->applyNiceNumbers();
+    c->addAxis(right, Qt::AlignRight);
+  }
+  static const QColor kColors[] = {QColor(0x15, 0x65, 0xc0), QColor(0xc6, 0x28, 0x28),
+                                   QColor(0x2e, 0x7d, 0x32)};
+  int k = 0;
+  for (const auto& s : series) {
+    auto* line = new QLineSeries;
+    auto* dots = new QScatterSeries;
+    line->setName(s.name);
+    const QColor colour = kColors[k++ % static_cast<int>(std::size(kColors))];
+    line->setPen(QPen(colour, 2));
+    dots->setColor(colour);
+    dots->setBorderColor(colour);
+    dots->setMarkerSize(7);
+    for (const auto& [px, py] : s.points) {
+      if (!std::isfinite(py) || (logY && !s.right && py <= 0)) continue;
+      line->append(px, py);
+      dots->append(px, py);
+    }
+    c->addSeries(line);
+    c->addSeries(dots);
+    for (auto* ser : {static_cast<QXYSeries*>(line), static_cast<QXYSeries*>(dots)}) {
+      ser->attachAxis(x);
+      ser->attachAxis(s.right && right ? static_cast<QAbstractAxis*>(right) : left);
+    }
+    const QString name = s.name;
+    QObject::connect(dots, &QScatterSeries::hovered, dots, [name](const QPointF& p, bool state) {
+      if (!state) return QToolTip::hideText();
+      QToolTip::showText(QCursor::pos(), QStringLiteral("%1 at step %2: %3")
+                                             .arg(name)
+                                             .arg(static_cast<qint64>(std::llround(p.x())))
+                                             .arg(QString::number(p.y(), 'g', 6)));
+    });
+  }
+  if (series.size() > 1) {
+    c->legend()->setVisible(true);
+    c->legend()->setAlignment(Qt::AlignBottom);
+    for (auto* m : c->legend()->markers())
+      if (qobject_cast<QScatterSeries*>(m->series())) m->setVisible(false);
+  }
   return c;
 }
 

@@ -23,6 +23,16 @@ QChart* rankExactChart(const QString& title, const std::map<int, DivergenceStats
 // lp (x) against fp32 master (y) as a density: every element counted in a 2-D histogram, each non-empty bin a
 // square shaded by log(count), with the y = x diagonal; hovering a bin shows its ranges and count.
 QChart* densityChart(const QString& title, const analysis::Density2D& density);
+// Values against the training step (a timeline): one line with markers per series; a second axis on the
+// right for the series with `right` set; `logY`: a log10 left axis (for values spanning decades, e.g. the
+// loss scale; non-positive values are left out). Hovering a marker shows step and value.
+struct StepSeries {
+  QString name;
+  std::vector<std::pair<double, double>> points;  // (step, value)
+  bool right = false;
+};
+QChart* stepChart(const QString& title, const QString& yTitle, const std::vector<StepSeries>& series,
+                  bool logY = false, const QString& rightTitle = {});
 // An empty chart saying why there is nothing to show.
 QChart* emptyChart(const QString& title, const QString& why);
 

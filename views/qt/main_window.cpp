@@ -1,13 +1,18 @@
 #include "main_window.h"
 
+#include <spdlog/spdlog.h>
+
+#include <iterator>
 #include <QAction>
 #include <QActionGroup>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDockWidget>
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QHeaderView>
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
@@ -17,9 +22,6 @@
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
-#include <QHeaderView>
-#include <QDockWidget>
-#include <spdlog/spdlog.h>
 
 #include "app_settings.h"
 #include "diff_view.h"
@@ -35,6 +37,7 @@
 #include "params_view.h"
 #include "repair_dialog.h"
 #include "session.h"
+#include "timeline_view.h"
 
 namespace ckptdoc::gui {
 
@@ -61,6 +64,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   diff_ = new DiffView(session_, tabs_);
   tabs_->addTab(paramsView_, tr("Params"));
   tabs_->addTab(diff_, tr("Diff"));
+  timeline_ = new TimelineView(session_, tabs_);
+  tabs_->addTab(timeline_, tr("Timeline"));
   setCentralWidget(tabs_);
 
   log_ = new LogDock(this);
@@ -116,13 +121,19 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     progress_->setRange(0, 1000);
     findings_->setFindings(session_->core().findings());
     params_->setCatalog(session_->catalog());
-    setWindowTitle(QStringLiteral("%1 — ckptdoc").arg(QFileInfo(session_->path()).fileName()));
     exportAction_->setEnabled(true);
     compareAction_->setEnabled(true);
     reanalyseAction_->setEnabled(true);
-    AppSettings().addRecentFile(QFileInfo(session_->path()).absoluteFilePath());
-    rebuildRecentMenu();
-    tabs_->setCurrentWidget(overview_);
+    if (session_->isAttached()) {  // the run's newest snapshot: the user stays on the tab they look at
+      setWindowTitle(
+          QStringLiteral("%1 (%2) — ckptdoc")
+              .arg(QFileInfo(session_->attachedDir()).fileName(), QFileInfo(session_->path()).fileName()));
+    } else {
+      setWindowTitle(QStringLiteral("%1 — ckptdoc").arg(QFileInfo(session_->path()).fileName()));
+      AppSettings().addRecentFile(QFileInfo(session_->path()).absoluteFilePath());
+      rebuildRecentMenu();
+      tabs_->setCurrentWidget(overview_);
+    }
     if (!session_->analysing()) onAnalysisEnded();
   });
   connect(session_, &Session::analysisStarted, this, [this] {
@@ -159,6 +170,33 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(overview_, &OverviewView::paramActivated, this, &MainWindow::selectParamEverywhere);
   connect(layout_, &LayoutView::paramSelected, this, &MainWindow::selectParamEverywhere);
   connect(paramsView_, &ParamsView::paramSelected, this, &MainWindow::selectParamEverywhere);
+  connect(session_, &Session::attached, this, [this] { showAttachState(); });
+  connect(session_, &Session::watchSampled, this, [this] { showAttachState(); });
+  connect(session_, &Session::attachEnded, this, [this](const QString& dir, const QString& why) {
+    if (session_->isAttached()) return;  // an earlier attach, replaced by the current one
+    detachAction_->setEnabled(false);
+    if (!why.isEmpty()) {
+      timeline_->setNotice(tr("Stopped following %1: %2").arg(dir, why), true);
+      statusBar()->showMessage(tr("Stopped following %1: %2").arg(dir, why), 10000);
+    } else {
+      timeline_->setNotice(tr("Detached from %1.").arg(dir), false);
+    }
+  });
+  connect(session_, &Session::snapshotRemoved, this, [this](const QString& path, bool shown) {
+    const QString tag = QFileInfo(path).fileName();
+    const QString text =
+        shown ? tr("Snapshot %1, the one shown, was deleted: its last analysis stays on screen "
+                   "until the next snapshot arrives.")
+                    .arg(tag)
+              : tr("Snapshot %1 was deleted; its point stays on the timeline.").arg(tag);
+    timeline_->setNotice(text, shown);
+    statusBar()->showMessage(text, 10000);
+  });
+  connect(session_, &Session::snapshotUnreadable, this, [this](const QString&, const QString& why) {
+    const QString text = tr("A snapshot could not be read (still following the run): %1").arg(why);
+    timeline_->setNotice(text, true);
+    statusBar()->showMessage(text, 10000);
+  });
 
   buildMenus();
   AppSettings s;
@@ -173,6 +211,13 @@ void MainWindow::buildMenus() {
   auto* file = menuBar()->addMenu(tr("&File"));
   auto* open = file->addAction(tr("&Open checkpoint…"), this, &MainWindow::openDialog);
   open->setShortcut(QKeySequence::Open);
+  auto* attachAction = file->addAction(tr("&Attach to run…"), this, &MainWindow::attachDialog);
+  attachAction->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O));
+  attachAction->setToolTip(
+      tr("Follow a folder of live-run snapshots (ckptdoc_hook's out_dir): the newest one is "
+         "shown and the Timeline tab plots them all"));
+  detachAction_ = file->addAction(tr("&Detach from run"), this, &MainWindow::detach);
+  detachAction_->setEnabled(false);
   recentMenu_ = file->addMenu(tr("Open &recent"));
   rebuildRecentMenu();
   exportAction_ = file->addAction(tr("&Export weights…"), this, &MainWindow::exportDialog);
@@ -220,8 +265,8 @@ void MainWindow::buildMenus() {
   });
 
   auto* view = menuBar()->addMenu(tr("&View"));
-  const char* names[] = {"&Overview", "Partition &layout", "&Params", "&Diff"};
-  for (int i = 0; i < 4; ++i) {
+  const char* names[] = {"&Overview", "Partition &layout", "&Params", "&Diff", "&Timeline"};
+  for (int i = 0; i < static_cast<int>(std::size(names)); ++i) {
     auto* a = view->addAction(tr(names[i]), this, [this, i] { tabs_->setCurrentIndex(i); });
     a->setShortcut(QKeySequence(Qt::CTRL | static_cast<Qt::Key>(Qt::Key_1 + i)));
   }
@@ -294,6 +339,44 @@ void MainWindow::compareWith(const QString& other) {
   diff_->compareWith(other);
 }
 
+void MainWindow::attachDialog() {
+  QFileDialog dialog(this, tr("Attach to a run: the folder its snapshots are written into"));
+  dialog.setFileMode(QFileDialog::Directory);
+  dialog.setOption(QFileDialog::ShowDirsOnly, true);
+  dialog.setOption(QFileDialog::DontUseNativeDialog, true);
+  if (dialog.exec() != QDialog::Accepted || dialog.selectedFiles().isEmpty()) return;
+  attach(dialog.selectedFiles().first());
+}
+
+void MainWindow::attach(const QString& dir) {
+  session_->attach(dir);
+  detachAction_->setEnabled(true);
+  tabs_->setCurrentWidget(timeline_);
+}
+
+void MainWindow::detach() {
+  session_->detach();
+}
+
+void MainWindow::showAttachState() {
+  if (!session_->isAttached()) return;
+  const auto& samples = session_->samples();
+  const QString dir = session_->attachedDir();
+  if (samples.empty()) {
+    timeline_->setNotice(tr("Attached to %1: waiting for a snapshot (one is read once its manifest.json is "
+                            "written).")
+                             .arg(dir),
+                         false);
+    return;
+  }
+  const auto& last = samples.back();
+  timeline_->setNotice(
+      tr("Attached to %1: %n snapshot(s); showing %2 (step %3).", "", static_cast<int>(samples.size()))
+          .arg(dir, QString::fromStdString(last.snapshot.label))
+          .arg(last.step),
+      false);
+}
+
 void MainWindow::exportDialog() {
   if (!session_->isOpen()) return;
   auto* d = new ExportDialog(session_, this);
@@ -319,6 +402,8 @@ void MainWindow::showTab(const QString& name) {
     tabs_->setCurrentWidget(paramsView_);
   else if (name == QStringLiteral("diff"))
     tabs_->setCurrentWidget(diff_);
+  else if (name == QStringLiteral("timeline"))
+    tabs_->setCurrentWidget(timeline_);
   else
     tabs_->setCurrentWidget(overview_);
 }
@@ -329,6 +414,7 @@ void MainWindow::selectParamEverywhere(const QString& name) {
   layout_->selectParam(name);
   paramsView_->selectParam(name);
   overview_->strip()->setSelectedParam(name);
+  timeline_->selectParam(name);
   statusBar()->showMessage(name, 4000);
   syncing_ = false;
 }

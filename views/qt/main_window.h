@@ -1,7 +1,8 @@
 #pragma once
 // The main window: overview, partition layout, params and diff tabs over one Session, a progress bar with a
 // cancel button in the status bar, a log dock and a jobs dock (every background job, with cancel), recent
-// files, drag and drop, and the repair and export dialogs. Ctrl+O open, Ctrl+E export, F5 re-analyse, Esc cancel.
+// files, drag and drop, the repair and export dialogs, and attach mode (a live run's snapshots, with a
+// Timeline tab). Ctrl+O open, Ctrl+Shift+O attach, Ctrl+E export, F5 re-analyse, Esc cancel.
 #include <QMainWindow>
 
 class QDockWidget;
@@ -23,6 +24,7 @@ class ParamsView;
 class DiffView;
 class RepairDialog;
 class Session;
+class TimelineView;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -39,7 +41,12 @@ class MainWindow : public QMainWindow {
   RepairDialog* openRepair(int findingRow);
   // Opens the Diff tab comparing the open checkpoint (A) with `other` (B), as a job.
   void compareWith(const QString& other);
-  void showTab(const QString& name);  // "overview" | "layout" | "params" | "diff"
+  void showTab(const QString& name);  // "overview" | "layout" | "params" | "diff" | "timeline"
+  // Attach mode: follows a folder of live-run snapshots; the newest one is shown like an opened checkpoint
+  // and the Timeline tab plots them all.
+  void attach(const QString& dir);
+  void detach();
+  void selectParam(const QString& name) { selectParamEverywhere(name); }
 
   Session* session() const { return session_; }
   FindingsModel* findingsModel() const { return findings_; }
@@ -49,6 +56,7 @@ class MainWindow : public QMainWindow {
   LayoutView* layoutView() const { return layout_; }
   ParamsView* paramsView() const { return paramsView_; }
   DiffView* diffView() const { return diff_; }
+  TimelineView* timelineView() const { return timeline_; }
   LogDock* logDock() const { return log_; }
   QProgressBar* progressBar() const { return progress_; }
   QPushButton* cancelButton() const { return cancel_; }
@@ -62,6 +70,8 @@ class MainWindow : public QMainWindow {
   void buildMenus();
   void rebuildRecentMenu();
   void openDialog();
+  void attachDialog();
+  void showAttachState();
   void exportDialog();
   void compareDialog();
   void selectParamEverywhere(const QString& name);
@@ -76,6 +86,7 @@ class MainWindow : public QMainWindow {
   LayoutView* layout_;
   ParamsView* paramsView_;
   DiffView* diff_;
+  TimelineView* timeline_;
   LogDock* log_;
   QDockWidget* jobsDock_;
   QProgressBar* progress_;
@@ -85,6 +96,7 @@ class MainWindow : public QMainWindow {
   QAction* exportAction_ = nullptr;
   QAction* compareAction_ = nullptr;
   QAction* reanalyseAction_ = nullptr;
+  QAction* detachAction_ = nullptr;
   bool syncing_ = false;
   bool quietOpen_ = false;
 };

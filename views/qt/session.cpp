@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <QMetaObject>
+#include <algorithm>
 
 namespace ckptdoc::gui {
 
@@ -48,6 +49,29 @@ session::JobPtr Session::open(const QString& path) {
 
 void Session::close() {
   core_.close();
+}
+
+void Session::attach(const QString& dir) {
+  attachedDir_ = dir;
+  spdlog::info("attaching to {}", dir.toStdString());
+  session::JobPtr job;
+  job = core_.watch(
+      session::folder_feed(dir.toStdString()),
+      [this, dir](session::Outcome<size_t>& o) {
+        if (o.job == watchJob_) watchJob_.reset();
+        QString why;
+        if (!o.ok() && !o.superseded() && o.error->kind != session::ErrorKind::Cancelled)
+          why = errorText(*o.error);
+        if (!why.isEmpty()) spdlog::error("attach to {} ended: {}", dir.toStdString(), why.toStdString());
+        emit attachEnded(dir, why);
+      },
+      true);
+  watchJob_ = job;
+  emit attached(dir);
+}
+
+void Session::detach() {
+  if (watchJob_) watchJob_->cancel();
 }
 
 int Session::analyse() {
@@ -107,6 +131,19 @@ void Session::onEvent(session::Event e, const session::JobPtr& job, const sessio
     case session::Event::WatchSample:
       emit watchSampled();
       break;
+    case session::Event::WatchRemoved: {
+      const QString p = error ? QString::fromStdString(error->file) : QString();
+      const bool shown = !p.isEmpty() && p == path();
+      spdlog::warn("{}{}", error ? error->message : "a snapshot was deleted",
+                   shown ? " (the one shown: its last analysis stays on screen)" : "");
+      emit snapshotRemoved(p, shown);
+      break;
+    }
+    case session::Event::WatchSkipped:
+      spdlog::warn("cannot read a snapshot: {}", error ? error->message : "?");
+      emit snapshotUnreadable(error ? QString::fromStdString(error->file) : QString(),
+                              error ? errorText(*error) : QString());
+      break;
   }
 }
 
@@ -114,7 +151,11 @@ void Session::tick() {
   if (auto a = core_.analysis_job(); a && !a->finished())
     emit analysisProgress(QString::fromStdString(a->stage()), a->fraction());
   emit jobsProgressed();
-  if (core_.queue().jobs().empty()) timer_.stop();
+  // A watch waits for the run's next snapshot indefinitely: it does not keep this timer going.
+  const auto jobs = core_.queue().jobs();
+  if (std::all_of(jobs.begin(), jobs.end(),
+                  [](const session::JobPtr& j) { return j->kind() == session::JobKind::Watch; }))
+    timer_.stop();
 }
 
 }  // namespace ckptdoc::gui

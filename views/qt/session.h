@@ -46,6 +46,15 @@ class Session : public QObject {
   void setVerifyChecksums(bool on) { core_.settings().verify_checksums = on; }
   bool verifyChecksums() const { return core_.settings().verify_checksums; }
 
+  // Attach mode: follows a folder of live-run snapshots (core's watch with follow): every snapshot committed
+  // there becomes the open source with its analysis, and its numbers join samples(). Replaces the open source
+  // at the first snapshot; opening anything else, or detach(), ends it (attachEnded()).
+  void attach(const QString& dir);
+  void detach();
+  bool isAttached() const { return watchJob_ && !watchJob_->finished(); }
+  QString attachedDir() const { return attachedDir_; }
+  const std::vector<session::WatchSample>& samples() const { return core_.samples(); }
+
   // Tests: delivers whatever is ready now (normally the event loop does it).
   void pollNow() { core_.poll(); }
 
@@ -60,6 +69,11 @@ class Session : public QObject {
   void analysisFailed(int job, const QString& message);
   void analysisCancelled(int job);
   void watchSampled();
+  void attached(const QString& dir);
+  void attachEnded(const QString& dir, const QString& message);  // message empty when detached on purpose
+  // A watched snapshot's folder went away; `shown`: it is the one on screen (its last analysis stays).
+  void snapshotRemoved(const QString& path, bool shown);
+  void snapshotUnreadable(const QString& path, const QString& message);
   void jobsProgressed();  // every 50 ms while any job runs, and once when they all ended
 
  private:
@@ -69,6 +83,8 @@ class Session : public QObject {
   session::Session core_;
   QTimer timer_;
   QString openingPath_;
+  QString attachedDir_;
+  session::JobPtr watchJob_;
 };
 
 // One line for a job error, e.g. "cannot open: No such file" (the message; kinds other than input prefixed).

@@ -39,8 +39,10 @@ std::vector<analysis::Finding> catalog_findings(const deepspeed::Catalog& catalo
   return out;
 }
 
+}  // namespace
+
 // Everything the views need from a report, computed where the report was made (a worker).
-Analysis prepare(std::shared_ptr<const analysis::Report> report, const deepspeed::Catalog& catalog) {
+Analysis prepare_analysis(std::shared_ptr<const analysis::Report> report, const deepspeed::Catalog& catalog) {
   Analysis a;
   a.health = HealthMap::build(catalog, *report);
   a.by_severity.resize(report->params.size());
@@ -57,8 +59,6 @@ Analysis prepare(std::shared_ptr<const analysis::Report> report, const deepspeed
   a.report = std::move(report);
   return a;
 }
-
-}  // namespace
 
 std::string_view event_name(Event e) {
   switch (e) {
@@ -80,6 +80,10 @@ std::string_view event_name(Event e) {
       return "analysis-cancelled";
     case Event::WatchSample:
       return "watch-sample";
+    case Event::WatchRemoved:
+      return "watch-removed";
+    case Event::WatchSkipped:
+      return "watch-skipped";
   }
   return "?";
 }
@@ -132,12 +136,26 @@ JobPtr Session::open(const std::string& path, const deepspeed::OpenOptions& opti
 
 void Session::apply_source(const std::string& path, std::shared_ptr<const deepspeed::Checkpoint> ckpt) {
   queue_.supersede({"analyse", "plan", "density", "diff", "watch"});
+  series_.clear();
+  samples_.clear();
+  set_source(path, std::move(ckpt));
+}
+
+// The watch goes on: only the jobs on the previous source end.
+void Session::adopt_watched(const std::string& path, std::shared_ptr<const deepspeed::Checkpoint> ckpt,
+                            Analysis analysis) {
+  queue_.supersede({"analyse", "plan", "density", "diff"});
+  set_source(path, std::move(ckpt));
+  notify(Event::Opened, nullptr, nullptr);
+  apply_analysis(std::move(analysis));
+  notify(Event::AnalysisFinished, nullptr, nullptr);
+}
+
+void Session::set_source(const std::string& path, std::shared_ptr<const deepspeed::Checkpoint> ckpt) {
   checkpoint_ = std::move(ckpt);
   path_ = path;
   reset_analysis();
   analysis_job_.reset();
-  series_.clear();
-  samples_.clear();
   params_by_name_.clear();
   const auto& cat = checkpoint_->catalog();
   for (size_t g = 0; g < cat.groups.size(); ++g)
@@ -183,17 +201,12 @@ JobPtr Session::analyse(Done<Analysis> done) {
         auto report = std::make_shared<const analysis::Report>(analysis::diagnose(*ckpt, o, &c.progress()));
         c.check();
         c.progress().set_stage("preparing the pictures", 0);
-        return prepare(std::move(report), ckpt->catalog());
+        return prepare_analysis(std::move(report), ckpt->catalog());
       },
       [this, ckpt, done](Outcome<Analysis>& o) {
         const bool current = ckpt == checkpoint_ && o.job == analysis_job_;
         if (current && o.ok()) {
-          analysis_ = *o.value;
-          findings_ = analysis_.report->findings;
-          for (size_t i = 0; i < analysis_.report->params.size(); ++i)
-            if (auto it = params_by_name_.find(analysis_.report->params[i].name); it != params_by_name_.end())
-              it->second.report_index = static_cast<int>(i);
-          ++generation_;
+          apply_analysis(*o.value);
           notify(Event::AnalysisFinished, o.job, nullptr);
         } else if (current && !o.superseded()) {
           if (o.error->kind == ErrorKind::Cancelled) {
@@ -208,6 +221,15 @@ JobPtr Session::analyse(Done<Analysis> done) {
   analysis_job_ = job;
   notify(Event::AnalysisStarted, job, nullptr);
   return job;
+}
+
+void Session::apply_analysis(Analysis analysis) {
+  analysis_ = std::move(analysis);
+  findings_ = analysis_.report->findings;
+  for (size_t i = 0; i < analysis_.report->params.size(); ++i)
+    if (auto it = params_by_name_.find(analysis_.report->params[i].name); it != params_by_name_.end())
+      it->second.report_index = static_cast<int>(i);
+  ++generation_;
 }
 
 void Session::cancel_analysis() {

@@ -4,6 +4,7 @@
 #include "ckptdoc/analysis/param_density.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/session/session.h"
+#include "ckptdoc/snapshot/timeline.h"
 
 namespace ckptdoc::session {
 
@@ -96,27 +97,60 @@ JobPtr Session::diff(const std::string& other, const analysis::DiffOptions& opti
       std::move(done));
 }
 
-JobPtr Session::watch(std::shared_ptr<SnapshotFeed> feed, Done<size_t> done) {
+JobPtr Session::watch(std::shared_ptr<SnapshotFeed> feed, Done<size_t> done, bool follow) {
   analysis::DiagnoseOptions o;
   o.device = settings_.device;
   o.threads = settings_.threads;
+  if (follow) o.verify_checksums = settings_.verify_checksums;  // it stands in for the analysis on open
   return queue_.submit<size_t>(
       JobKind::Watch, "watch", "Watching",
-      [this, feed, o](JobQueue::Context& c) {
+      [this, feed, o, follow](JobQueue::Context& c) {
         size_t n = 0;
+        snapshot::Timeline timeline;  // the findings only the series shows (loss scale collapsing, ...)
         while (auto snap = feed->next(c.progress())) {
-          auto ckpt = deepspeed::Checkpoint::open(snap->path, snap->options);
-          auto report = std::make_shared<const analysis::Report>(analysis::diagnose(*ckpt, o, &c.progress()));
+          if (snap->removed) {
+            JobError gone{ErrorKind::Input, snap->label + ": the snapshot was deleted", snap->path, {}};
+            c.post([this, gone] {
+              for (auto& s : samples_)
+                if (s.snapshot.path == gone.file) s.removed = true;
+              notify(Event::WatchRemoved, nullptr, &gone);
+            });
+            continue;
+          }
+          std::shared_ptr<const deepspeed::Checkpoint> ckpt;
+          std::shared_ptr<const analysis::Report> report;
+          try {
+            c.progress().set_stage("reading " + snap->label, 0);
+            ckpt = deepspeed::Checkpoint::open(snap->path, snap->options);
+            report = std::make_shared<const analysis::Report>(analysis::diagnose(*ckpt, o, &c.progress()));
+          } catch (const Cancelled&) {
+            throw;
+          } catch (const std::exception&) {  // deleted meanwhile (rotation), or damaged: the watch goes on
+            JobError e = current_exception_error();
+            if (e.file.empty()) e.file = snap->path;
+            e.message = snap->label + ": " + e.message;
+            c.post([this, e] { notify(Event::WatchSkipped, nullptr, &e); });
+            continue;
+          }
           WatchSample s;
-          s.step = snap->step.value_or(ckpt->catalog().global_steps);
+          s.summary = snapshot::summarize(*ckpt, *report);
+          timeline.add(s.summary);
+          for (const auto& p : timeline.points())
+            if (p.dir == s.summary.dir) s.summary = p;  // with its series-only findings
+          // A live snapshot's step is the engine's at the dump (the summary has it); a checkpoint's, its own.
+          s.step = snap->step.value_or(s.summary.global_steps);
           s.snapshot = std::move(*snap);
           s.metrics = snapshot_metrics(*report);
+          std::optional<Analysis> shown;
+          if (follow) shown = prepare_analysis(report, ckpt->catalog());
           s.report = std::move(report);
           // The state changes on the UI thread only: the sample travels there.
-          c.post([this, s = std::move(s)]() mutable {
+          c.post([this, s = std::move(s), ckpt, shown = std::move(shown)]() mutable {
             for (const auto& [name, value] : s.metrics) series_.append(name, s.step, value);
             if (!samples_.empty()) samples_.back().report.reset();  // keep the newest report only
+            const std::string path = s.snapshot.path;
             samples_.push_back(std::move(s));
+            if (shown) adopt_watched(path, ckpt, std::move(*shown));
             notify(Event::WatchSample, nullptr, nullptr);
           });
           ++n;

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
+
+#include "ckptdoc/snapshot/watcher.h"
 
 namespace ckptdoc::session {
 
@@ -21,7 +24,41 @@ class ListFeed final : public SnapshotFeed {
   size_t next_ = 0;
 };
 
+class FolderFeed final : public SnapshotFeed {
+ public:
+  explicit FolderFeed(std::string dir) : dir_(std::move(dir)) {}
+  std::optional<Snapshot> next(Progress& progress) override {
+    // Made here, on the worker: the first scan reads the folder.
+    if (!watcher_) watcher_ = std::make_unique<snapshot::SnapshotWatcher>(dir_);
+    for (;;) {
+      progress.check();
+      while (!events_.empty()) {
+        snapshot::WatchEvent e = std::move(events_.front());
+        events_.pop_front();
+        if (e.kind == snapshot::WatchEvent::Kind::Pending) continue;  // no manifest yet: never read
+        Snapshot s;
+        s.path = e.dir;
+        s.label = e.tag;
+        s.removed = e.kind == snapshot::WatchEvent::Kind::Removed;
+        return s;
+      }
+      progress.set_stage("waiting for snapshots in " + dir_, 0);
+      // Woken by the file system; the timeout only bounds how long a cancel waits.
+      for (auto& e : watcher_->wait(250)) events_.push_back(std::move(e));
+    }
+  }
+
+ private:
+  std::string dir_;
+  std::unique_ptr<snapshot::SnapshotWatcher> watcher_;
+  std::deque<snapshot::WatchEvent> events_;
+};
+
 }  // namespace
+
+std::unique_ptr<SnapshotFeed> folder_feed(std::string dir) {
+  return std::make_unique<FolderFeed>(std::move(dir));
+}
 
 std::unique_ptr<SnapshotFeed> list_feed(std::vector<Snapshot> snapshots) {
   return std::make_unique<ListFeed>(std::move(snapshots));

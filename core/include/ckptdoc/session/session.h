@@ -48,7 +48,9 @@ enum class Event : uint8_t {
   AnalysisFinished,
   AnalysisFailed,
   AnalysisCancelled,
-  WatchSample,  // a watched snapshot's numbers were appended to series()
+  WatchSample,   // a watched snapshot's numbers were appended to series()
+  WatchRemoved,  // a watched snapshot went away (error->file: its folder); what was read from it stays
+  WatchSkipped,  // a watched snapshot could not be read (deleted meanwhile, damaged): error says why
 };
 std::string_view event_name(Event e);
 
@@ -59,6 +61,8 @@ struct Analysis {
   std::vector<int> by_severity;             // indices into report->params, worst first
   std::map<int, DivergenceStats> per_rank;  // lp-vs-fp32 divergence per dp rank over every param
 };
+// Builds the rest of an Analysis from a report (on a worker: it walks every param).
+Analysis prepare_analysis(std::shared_ptr<const analysis::Report> report, const deepspeed::Catalog& catalog);
 
 // A folder diagnosed again after a repair, or any time: the report and DeepSpeed's loader invariants.
 struct Verification {
@@ -152,8 +156,11 @@ class Session {
   // (coalesced: a new request supersedes the running one; opening another source supersedes it too).
   JobPtr diff(const std::string& other, const analysis::DiffOptions& options, Done<analysis::DiffResult> done);
 
-  // --- Watch: analyses every snapshot of a feed, appending its numbers to series() (coalesced)
-  JobPtr watch(std::shared_ptr<SnapshotFeed> feed, Done<size_t> done = {});
+  // --- Watch: analyses every snapshot of a feed, appending its numbers to series() (coalesced). A snapshot
+  // that cannot be read is reported (Event::WatchSkipped) and the watch goes on. With `follow` (the app's
+  // attach mode) each snapshot also becomes the open source with its analysis, as if opened and analysed
+  // (Event::Opened then AnalysisFinished), without ending the watch; opening another source ends it.
+  JobPtr watch(std::shared_ptr<SnapshotFeed> feed, Done<size_t> done = {}, bool follow = false);
   const TimeSeriesSet& series() const { return series_; }
   const std::vector<WatchSample>& samples() const { return samples_; }  // reports kept for the last one only
 
@@ -173,6 +180,10 @@ class Session {
  private:
   void notify(Event e, const JobPtr& job, const JobError* error);
   void apply_source(const std::string& path, std::shared_ptr<const deepspeed::Checkpoint> ckpt);
+  void set_source(const std::string& path, std::shared_ptr<const deepspeed::Checkpoint> ckpt);
+  void apply_analysis(Analysis analysis);
+  void adopt_watched(const std::string& path, std::shared_ptr<const deepspeed::Checkpoint> ckpt,
+                     Analysis analysis);
   void reset_analysis();
 
   Settings settings_;

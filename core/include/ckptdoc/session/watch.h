@@ -12,6 +12,7 @@
 
 #include "ckptdoc/analysis/report.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/snapshot/timeline.h"
 #include "ckptdoc/task/progress.h"
 
 namespace ckptdoc::session {
@@ -20,8 +21,9 @@ namespace ckptdoc::session {
 struct Snapshot {
   std::string path;
   deepspeed::OpenOptions options;
-  std::optional<int64_t> step;  // the x of its points; default: the checkpoint's global_steps
+  std::optional<int64_t> step;  // the x of its points; default: the live engine's step, else global_steps
   std::string label;            // e.g. the tag, shown in the timeline
+  bool removed = false;         // the feed saw this snapshot go away: nothing to open, only the notice
 };
 
 // Where a watch gets its snapshots. next() blocks until the next one is ready (checking progress.check()
@@ -33,6 +35,11 @@ class SnapshotFeed {
 };
 // A fixed list, in order.
 std::unique_ptr<SnapshotFeed> list_feed(std::vector<Snapshot> snapshots);
+// A folder of live-run snapshots (ckptdoc_hook's out_dir), followed by snapshot::SnapshotWatcher (inotify):
+// first the committed snapshots already there, oldest first, then each one as its manifest appears, and a
+// `removed` snapshot when one goes away. Never ends by itself (cancel the watch); next() throws
+// ckptdoc::Error when `dir` is not a folder.
+std::unique_ptr<SnapshotFeed> folder_feed(std::string dir);
 
 struct SeriesPoint {
   int64_t step = 0;
@@ -67,6 +74,11 @@ struct WatchSample {
   int64_t step = 0;
   std::vector<std::pair<std::string, double>> metrics;
   std::shared_ptr<const analysis::Report> report;
+  // Its summary (worst finding, exact fraction, grad norm, loss scale, NaN/Inf, per-param agreement, and the
+  // findings only the series shows, as in `ckptdoc watch`), made on the worker: what the app's timeline
+  // plots.
+  snapshot::SnapshotSummary summary;
+  bool removed = false;  // its folder went away after it was read
 };
 
 }  // namespace ckptdoc::session
