@@ -10,6 +10,7 @@
 #include "ckptdoc/weights/weights_source.h"
 #include "deepspeed/detect.h"
 #include "repair/sources.h"
+#include "io/path_relation.h"
 
 namespace fs = std::filesystem;
 
@@ -20,20 +21,6 @@ using deepspeed::FileRole;
 using deepspeed::OptimizerWrapper;
 
 namespace {
-
-std::string norm(const std::string& p) {
-  std::error_code ec;
-  fs::path a = fs::weakly_canonical(fs::absolute(p), ec);
-  if (ec) a = fs::absolute(p).lexically_normal();
-  std::string s = a.string();
-  while (s.size() > 1 && s.back() == '/') s.pop_back();
-  return s;
-}
-
-bool inside_or_equal(const std::string& child, const std::string& parent) {
-  if (child == parent) return true;
-  return child.size() > parent.size() && child.compare(0, parent.size(), parent) == 0 && child[parent.size()] == '/';
-}
 
 [[noreturn]] void refuse(const std::string& where, const std::string& why) { throw Error("", where, why); }
 
@@ -76,8 +63,8 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
     refuse(cat.tag_dir, "is a " + std::string(cat.kind == "hf-folder" ? "Hugging Face folder" : "weights file") +
                             ": repairs work on DeepSpeed checkpoints (export or diff it instead)");
   Plan plan;
-  plan.input = norm(cat.save_dir);
-  plan.output = norm(output);
+  plan.input = io::normalised_path(cat.save_dir);
+  plan.output = io::normalised_path(output);
   plan.tag = cat.tag;
   if (cat.universal)
     refuse(cat.tag_dir, "a universal checkpoint is repaired by converting it: ckptdoc convert --to zero writes rigid "
@@ -101,10 +88,10 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
 
   // Output safety: a new folder beside the input, never inside it and never holding it.
   if (plan.output.empty()) refuse("--output", "an output folder is required");
-  if (inside_or_equal(plan.output, plan.input) || inside_or_equal(plan.output, norm(cat.tag_dir)))
+  if (io::inside_or_equal(plan.output, plan.input) || io::inside_or_equal(plan.output, io::normalised_path(cat.tag_dir)))
     refuse("--output", "the output " + plan.output + " is inside the input checkpoint " + plan.input +
                            "; choose a new folder elsewhere (the input is never modified)");
-  if (inside_or_equal(plan.input, plan.output))
+  if (io::inside_or_equal(plan.input, plan.output))
     refuse("--output", "the output " + plan.output + " contains the input checkpoint; choose a new folder");
   std::error_code ec;
   if (fs::exists(plan.output, ec)) {

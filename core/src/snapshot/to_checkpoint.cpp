@@ -10,6 +10,7 @@
 #include "ckptdoc/repair/plan.h"
 #include "ckptdoc/snapshot/convert.h"
 #include "ckptdoc/snapshot/snapshot.h"
+#include "io/path_relation.h"
 #include "repair/publish.h"
 #include "repair/runner.h"
 
@@ -18,26 +19,13 @@ namespace fs = std::filesystem;
 namespace ckptdoc::snapshot {
 namespace {
 
-std::string normalised(const std::string& p) {
-  std::error_code ec;
-  fs::path a = fs::weakly_canonical(fs::absolute(p), ec);
-  if (ec) a = fs::absolute(p).lexically_normal();
-  std::string s = a.string();
-  while (s.size() > 1 && s.back() == '/') s.pop_back();
-  return s;
-}
-
-bool inside_or_equal(const std::string& child, const std::string& parent) {
-  return child == parent ||
-         (child.size() > parent.size() && child.compare(0, parent.size(), parent) == 0 && child[parent.size()] == '/');
-}
-
 std::string checked_output(const std::string& output, const std::string& snapshot_dir, bool force) {
   if (output.empty()) throw Error("", "--output", "an output folder is required");
-  const std::string out = normalised(output), in = normalised(snapshot_dir);
-  if (inside_or_equal(out, in) || inside_or_equal(in, out))
-    throw Error("", "--output", "the output " + out + " and the snapshot " + in +
-                                    " overlap; choose a new folder elsewhere (the input is never modified)");
+  const std::string out = io::normalised_path(output), in = io::normalised_path(snapshot_dir);
+  if (io::inside_or_equal(out, in) || io::inside_or_equal(in, out))
+    throw Error("", "--output",
+                "the output " + out + " and the snapshot " + in +
+                    " overlap; choose a new folder elsewhere (the input is never modified)");
   std::error_code ec;
   if (fs::exists(out, ec)) {
     if (!fs::is_directory(out, ec)) throw Error("", "--output", out + " exists and is not a folder");
@@ -49,7 +37,8 @@ std::string checked_output(const std::string& output, const std::string& snapsho
 
 // Compares a written file with the snapshot's version: same tree, and every storage (whole, padding included)
 // byte for byte in the same order.
-void compare(const TorchFile& want, const TorchFile& got, const std::string& name, std::vector<std::string>& bad) {
+void compare(const TorchFile& want, const TorchFile& got, const std::string& name,
+             std::vector<std::string>& bad) {
   if (!want.root.equals(got.root)) {
     bad.push_back(name + ": the written pickle tree differs from the snapshot's");
     return;
@@ -74,7 +63,9 @@ ToCheckpointResult convert_to_checkpoint(const deepspeed::Checkpoint& ck, const 
                                          const ToCheckpointOptions& options, Progress* progress) {
   const auto start = std::chrono::steady_clock::now();
   const Snapshot* snap = ck.snapshot();
-  if (!snap) throw Error(ck.catalog().tag_dir, "", "not a ckptdoc snapshot (convert writes checkpoints from snapshots)");
+  if (!snap)
+    throw Error(ck.catalog().tag_dir, "",
+                "not a ckptdoc snapshot (convert writes checkpoints from snapshots)");
   const Manifest& m = snap->manifest();
   ToCheckpointResult result;
   result.save_dir = checked_output(out_dir, snap->dir(), options.force);
@@ -133,7 +124,8 @@ ToCheckpointResult convert_to_checkpoint(const deepspeed::Checkpoint& ck, const 
     if (progress) progress->add(f.bytes);
   }
   try {
-    result.invariant_failures = repair::check_loader_invariants(*deepspeed::Checkpoint::open(result.save_dir));
+    result.invariant_failures =
+        repair::check_loader_invariants(*deepspeed::Checkpoint::open(result.save_dir));
   } catch (const Error& e) {
     result.invariant_failures.push_back(std::string("the written checkpoint cannot be opened: ") + e.what());
   }

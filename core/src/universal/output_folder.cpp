@@ -7,26 +7,12 @@
 #include <filesystem>
 
 #include "ckptdoc/error.h"
+#include "io/path_relation.h"
 
 namespace fs = std::filesystem;
 
 namespace ckptdoc::universal::detail {
 namespace {
-
-std::string norm(const std::string& p) {
-  std::error_code ec;
-  fs::path a = fs::weakly_canonical(fs::absolute(p), ec);
-  if (ec) a = fs::absolute(p).lexically_normal();
-  std::string s = a.string();
-  while (s.size() > 1 && s.back() == '/') s.pop_back();
-  return s;
-}
-
-bool inside_or_equal(const std::string& child, const std::string& parent) {
-  if (child == parent) return true;
-  return child.size() > parent.size() && child.compare(0, parent.size(), parent) == 0 &&
-         child[parent.size()] == '/';
-}
 
 void check(int err, const std::string& path, const char* call) {
   if (err != 0) throw Error(path, "", std::string(call) + ": " + std::strerror(err));
@@ -37,12 +23,13 @@ void check(int err, const std::string& path, const char* call) {
 std::string checked_output(const std::string& output, const std::string& input_save_dir,
                            const std::string& input_tag_dir, bool force) {
   if (output.empty()) throw Error("", "--output", "an output folder is required");
-  const std::string out = norm(output), save = norm(input_save_dir), tag = norm(input_tag_dir);
-  if (inside_or_equal(out, save) || inside_or_equal(out, tag))
+  const std::string out = io::normalised_path(output), save = io::normalised_path(input_save_dir),
+                    tag = io::normalised_path(input_tag_dir);
+  if (io::inside_or_equal(out, save) || io::inside_or_equal(out, tag))
     throw Error("", "--output",
                 "the output " + out + " is inside the input checkpoint " + save +
                     "; choose a new folder elsewhere (the input is never modified)");
-  if (inside_or_equal(save, out) || inside_or_equal(tag, out))
+  if (io::inside_or_equal(save, out) || io::inside_or_equal(tag, out))
     throw Error("", "--output", "the output " + out + " contains the input checkpoint; choose a new folder");
   std::error_code ec;
   if (fs::exists(out, ec)) {
