@@ -545,7 +545,8 @@ def dump(engine, out_dir, tag=None, grads=False, client_state=None, _local_scrat
 
 
 def find_ckptdoc():
-    """$CKPTDOC, else `ckptdoc` on PATH, else the build tree's build/app/ckptdoc next to this module."""
+    """$CKPTDOC, else `ckptdoc` on PATH, else the build tree's app/ckptdoc ($CKPTDOC_BUILD_DIR, as
+    scripts/build.sh takes it, or build/ next to this module's checkout)."""
     env = os.environ.get("CKPTDOC")
     if env:
         return env
@@ -553,7 +554,8 @@ def find_ckptdoc():
     if found:
         return found
     here = os.path.dirname(os.path.abspath(__file__))
-    built = os.path.normpath(os.path.join(here, "..", "..", "build", "app", "ckptdoc"))
+    build_dir = os.environ.get("CKPTDOC_BUILD_DIR") or os.path.join(here, "..", "..", "build")
+    built = os.path.normpath(os.path.join(build_dir, "app", "ckptdoc"))
     if os.access(built, os.X_OK):
         return built
     raise FileNotFoundError("ckptdoc_hook: no ckptdoc executable: set $CKPTDOC, put ckptdoc on PATH, or build it "
