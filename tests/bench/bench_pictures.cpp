@@ -113,8 +113,10 @@ int main(int argc, char** argv) {
   const int ranks = argc > 1 ? std::atoi(argv[1]) : 1024, params = argc > 2 ? std::atoi(argv[2]) : 2000;
   const int w = 1280, h = 654;
   std::printf("layout_raster, %d ranks x %d params, %d x %d pixels (median of 20):\n", ranks, params, w, h);
-  for (auto [name, group] :
+  for (const auto& named :
        {std::pair{"ZeRO-1/2", zero12(ranks, params)}, std::pair{"ZeRO-3  ", zero3(ranks, params)}}) {
+    const char* name = named.first;
+    const auto& group = named.second;  // a plain reference: clang before C++20 P1091 cannot capture a binding
     size_t fragments = 0;
     for (const auto& p : group.partitions) fragments += p.fragments.size();
     const auto hm = health(group, ranks / 2);
