@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/io/deferred_sync.h"
 #include "io/path_relation.h"
 
 namespace fs = std::filesystem;
@@ -46,14 +47,18 @@ void make_dir(FileIo& io, const std::string& path) {
 }
 
 void publish_folder(const std::string& out, FileIo& io,
-                    const std::function<void(const std::string& dir)>& write) {
+                    const std::function<void(const std::string& dir, FileIo& io)>& write) {
   const std::string partial = out + ".ckptdoc-partial-" + std::to_string(::getpid());
   std::error_code ec;
   fs::remove_all(partial, ec);
   bool renamed = false;
   try {
     make_dir(io, partial);
-    write(partial);
+    {
+      io::DeferredSyncIo deferred(io);
+      write(partial, deferred);
+      deferred.flush();
+    }
     check(io.fsync_dir(partial), partial, "fsync of directory");
     if (fs::exists(out, ec)) {  // checked_output allowed it: empty, or --force
       fs::remove_all(out, ec);

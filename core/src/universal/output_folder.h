@@ -13,10 +13,11 @@ namespace ckptdoc::universal::detail {
 std::string checked_output(const std::string& output, const std::string& input_save_dir,
                            const std::string& input_tag_dir, bool force);
 
-// Runs write(partial) on "<out>.ckptdoc-partial-<pid>", fsyncs it, replaces `out` with it and fsyncs the
-// parent. Any failure removes the partial folder (or the renamed output) and rethrows.
+// Runs write(partial, io) on "<out>.ckptdoc-partial-<pid>", makes all of it durable, replaces `out` with it
+// and fsyncs the parent. `write` gets a FileIo over `io` whose fsyncs are made together before the rename
+// (io/deferred_sync.h). Any failure removes the partial folder (or the renamed output) and rethrows.
 void publish_folder(const std::string& out, FileIo& io,
-                    const std::function<void(const std::string& dir)>& write);
+                    const std::function<void(const std::string& dir, FileIo& io)>& write);
 
 // mkdir through `io`; an existing folder is fine, other errors throw naming the path.
 void make_dir(FileIo& io, const std::string& path);

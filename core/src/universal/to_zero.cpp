@@ -42,7 +42,7 @@ std::string num(int64_t v) {
 class ToZero {
  public:
   ToZero(const Checkpoint& u, const ToZeroOptions& o, Progress* progress, FileIo& io)
-      : u_(u), cat_(u.catalog()), opt_(o), progress_(progress), io_(io) {}
+      : u_(u), cat_(u.catalog()), opt_(o), progress_(progress), caller_io_(io) {}
 
   ConvertResult run(const std::string& output) {
     check_input();
@@ -73,7 +73,10 @@ class ToZero {
     result_.notes.push_back("load it with engine.load_checkpoint(\"" + result_.output + "\") on " + num(dp_) +
                             " data-parallel ranks (without load_universal)");
     const auto t0 = std::chrono::steady_clock::now();
-    detail::publish_folder(result_.output, io_, [this](const std::string& dir) { write_all(dir); });
+    detail::publish_folder(result_.output, caller_io_, [this](const std::string& dir, FileIo& io) {
+      io_ = &io;
+      write_all(dir);
+    });
     const auto t1 = std::chrono::steady_clock::now();
     verify();
     result_.write_seconds = std::chrono::duration<double>(t1 - t0).count();
@@ -86,7 +89,8 @@ class ToZero {
   const deepspeed::Catalog& cat_;
   const ToZeroOptions& opt_;
   Progress* progress_;
-  FileIo& io_;
+  FileIo& caller_io_;
+  FileIo* io_ = nullptr;  // while writing: the output folder's (its fsyncs are made at publishing)
   ConvertResult result_;
   std::shared_ptr<Checkpoint> tmpl_;
   int dp_ = 0;
@@ -384,14 +388,14 @@ class ToZero {
 
   void write_all(const std::string& out_dir) {
     const std::string tag_dir = out_dir + "/" + result_.tag;
-    detail::make_dir(io_, tag_dir);
+    detail::make_dir(*io_, tag_dir);
     uint64_t total = 0;
     for (const auto& G : groups_) total += static_cast<uint64_t>(G.padded_numel) * 12;
     if (progress_) progress_->set_stage("writing ZeRO checkpoint", total);
     const bool bf16_prefix = cat_.lp_dtype == DType::BF16;
     for (int r = 0; r < dp_; ++r) {
       deepspeed::write_checkpoint_file(tag_dir + "/" + deepspeed::optim_file_name(bf16_prefix, r),
-                                       optim_root(r), io_);
+                                       optim_root(r), *io_);
       ++result_.files;
       uint64_t bytes = 0;
       for (const auto& G : groups_) bytes += static_cast<uint64_t>(G.partition_numel) * 12;
@@ -402,12 +406,12 @@ class ToZero {
       if (f.role != deepspeed::FileRole::Model) continue;
       Value root = u_.model_file(f.mp_rank, 0).root.clone();
       root.set("dp_world_size", Value::integer(dp_));
-      deepspeed::write_checkpoint_file(tag_dir + "/" + f.path, root, io_);
+      deepspeed::write_checkpoint_file(tag_dir + "/" + f.path, root, *io_);
       ++result_.files;
       result_.bytes_written += f.bytes;
     }
-    if (const int e = io_.fsync_dir(tag_dir); e != 0) throw Error(tag_dir, "", "fsync of directory failed");
-    deepspeed::write_text_file(out_dir + "/latest", result_.tag, io_);
+    if (const int e = io_->fsync_dir(tag_dir); e != 0) throw Error(tag_dir, "", "fsync of directory failed");
+    deepspeed::write_text_file(out_dir + "/latest", result_.tag, *io_);
     ++result_.files;
   }
 
