@@ -10,15 +10,23 @@
 #
 # Usage: tests/bench/bench_universal.sh [BUILD_DIR] [DIMS]
 #   BUILD_DIR  where the ckptdoc binary is (default: build)
-#   DIMS       the MLP's layer widths (default 4096,8192,8192,4096: 134.3M params, no alignment padding at dp 2,
-#              which ds_to_universal.py of v0.12.6 needs with torch's Adam)
+#   DIMS       the MLP's layer widths. Without it, two models run one after the other (no alignment padding at
+#              dp 2, which ds_to_universal.py of v0.12.6 needs with torch's Adam):
+#                4096,8192,8192,4096    134.3M params in 8 tensors (the fewest files: ds_to_universal's best case)
+#                1024 x 101             105.0M params in 200 tensors (a transformer-like count of params)
 # Environment: BENCH_DIR (default /tmp; /dev/shm measures the tools rather than the disk), KEEP=1 keeps the
 # outputs, REGEN=1 rewrites the cached checkpoint ($BUILD_DIR/bench-universal-<dims>).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 build="$(cd "${1:-$root/build}" && pwd)"
-dims="${2:-4096,8192,8192,4096}"
+if [ $# -lt 2 ]; then
+  "$0" "$build" 4096,8192,8192,4096
+  echo
+  "$0" "$build" "$(printf '1024,%.0s' {1..100})1024"
+  exit
+fi
+dims="$2"
 py=/usr/bin/python3
 ckptdoc="$build/app/ckptdoc"
 [ -x "$ckptdoc" ] || { echo "no ckptdoc binary at $ckptdoc (build first)" >&2; exit 2; }
@@ -29,6 +37,7 @@ harness="$shared/deepspeed/harness"
 ds_path="$DS_SRC:$harness/stubs"
 
 ckpt="$build/bench-universal-${dims//,/x}"
+[ ${#ckpt} -lt 200 ] || ckpt="$build/bench-universal-$(printf '%s' "$dims" | md5sum | cut -c1-12)"  # long dims lists
 if [ "${REGEN:-0}" = 1 ] || [ ! -f "$ckpt/latest" ]; then
   rm -rf "$ckpt"
   echo "writing the checkpoint with real DeepSpeed $(cat "$DS_SRC/version.txt" 2>/dev/null || true) (dims $dims, dp 2) ..."

@@ -4,6 +4,9 @@
 
   par_edit.py perturb FILE KEY DELTA [--module]   add DELTA to tensor KEY (of root['module'] with --module)
   par_edit.py drop-key FILE... --key KEY          delete a top-level key of each file
+  par_edit.py perturb-master FILE... --param NAME DELTA
+                                                  add DELTA to NAME's fp32 master fragment in each ZeRO-1/2
+                                                  optimizer file holding one (param_slice_mappings)
   par_edit.py set FILE KEY JSON                   set a top-level key to a JSON value
   par_edit.py equal GOT REF                       every tensor of REF in GOT, bit for bit as float32, nothing more
   par_edit.py slice-of GOT REF TP RANK            GOT holds tensor rank RANK's slices of REF's merged tensors
@@ -36,6 +39,22 @@ def main():
             root.pop(key, None)
             torch.save(root, path)
         return 0
+    if cmd == "perturb-master":
+        i = args.index("--param")
+        name, delta, hits = args[i + 1], float(args[i + 2]), 0
+        for path in args[:i]:
+            root = load(path)
+            osd = root["optimizer_state_dict"]
+            for g, mapping in enumerate(osd["param_slice_mappings"]):
+                if name in mapping:
+                    frag = mapping[name]
+                    with torch.no_grad():  # the saved partition is a leaf that requires grad
+                        osd["single_partition_of_fp32_groups"][g].narrow(0, frag.start, frag.numel).add_(delta)
+                    hits += 1
+            torch.save(root, path)
+        if not hits:
+            print(f"{name} is in no param_slice_mappings of {args[:i]}")
+        return 0 if hits else 1
     if cmd == "set":
         path, key, value = args
         root = load(path)

@@ -5,7 +5,7 @@ The counterpart of the shared harness's ds_load_check.py (data-parallel jobs onl
 usage:
   par_load_check.py --ckpt DIR --kind pipe3d|tp|moe|tp_z3 --world N [--load-optimizer-states 0|1] [--load-module-only]
                     [--expect-fp32 FILE] [--expect-lp FILE] [--expect-moments FILE] [--dump-fp32 FILE]
-                    [--dump-moments FILE]
+                    [--dump-moments FILE] [--universal] [--tp N]
                     [--json OUT] [--strict]
 
 Starts N local gloo ranks of itself through the harness's launch.py, each building the job of --kind at world N
@@ -48,6 +48,9 @@ def parser():
                                                                      "harness")))
     ap.add_argument("--load-optimizer-states", type=int, choices=[0, 1], default=1)
     ap.add_argument("--load-module-only", action="store_true")
+    ap.add_argument("--universal", action="store_true",
+                    help='load latest_universal with "checkpoint": {"load_universal": true}')
+    ap.add_argument("--tp", type=int, help="tensor-parallel size to build the job at (default: the kind's)")
     ap.add_argument("--seed", type=int, default=777)
     ap.add_argument("--expect-fp32")
     ap.add_argument("--expect-lp")
@@ -83,7 +86,7 @@ def rank_main(a):
     flush()
     M.cpu_patches()
     deepspeed.init_distributed(dist_backend="gloo", timeout=datetime.timedelta(seconds=max(60, int(a.timeout))))
-    job = M.build(a.kind, a.seed)
+    job = M.build(a.kind, a.seed, tp=a.tp, universal=a.universal)
     opt = job.engine.optimizer
     cls = type(opt).__name__
     half_ulp = 2.0 ** -11 if M.KINDS[a.kind]["dtype"] == "fp16" else 2.0 ** -8

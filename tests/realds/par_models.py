@@ -392,10 +392,12 @@ def micro_batch(kind):
     return 8 if kind == "moe" else 2  # MoE's gate needs more tokens than its min_capacity
 
 
-def config_for(kind):
-    k = KINDS[kind]
+def config_for(kind, tp=None, universal=False):
+    k = dict(KINDS[kind], **({"tp": tp} if tp else {}))
     micro_bs = micro_batch(kind)
     cfg = C.make_config(k["stage"], k["dtype"], micro_bs=micro_bs, bf16_fp32_accum=k["bf16opt"])
+    if universal:  # load a universal checkpoint (latest_universal) at this job's own parallel sizes
+        cfg["checkpoint"] = {"load_universal": True}
     if kind == "pipe3d":
         cfg["gradient_accumulation_steps"] = 2
         world = tdist.get_world_size()
@@ -403,11 +405,12 @@ def config_for(kind):
     return cfg
 
 
-def build(kind, seed):
-    """The engine of `kind` at this world size, model weights from `seed`."""
-    k = KINDS[kind]
+def build(kind, seed, tp=None, universal=False):
+    """The engine of `kind` at this world size, model weights from `seed`; `tp` overrides the kind's
+    tensor-parallel size (a universal checkpoint loads at any), `universal` sets load_universal."""
+    k = dict(KINDS[kind], **({"tp": tp} if tp else {}))
     torch.manual_seed(seed)
-    cfg = config_for(kind)
+    cfg = config_for(kind, tp, universal)
     lp = C.torch_dtype(k["dtype"])
     if kind in ("tp", "tp_z3"):
         mpu = TPMpu(k["tp"])

@@ -144,6 +144,23 @@ void CatalogBuilder::build_universal() {
     for (const auto& [name, v] : str_items(shapes))
       params.push_back({name, shape_of(v).value_or(std::vector<int64_t>{}), 0});
   }
+  // A pipeline-parallel job's other stages (each mp rank's model file lists its own stage's params; tensor
+  // ranks repeat the names of their stage).
+  if (shapes && shapes->is_sequence() && cat_.mp_world_size > 1) {
+    std::set<std::string> known;
+    for (const auto& p : params) known.insert(p.name);
+    const CheckpointFile* own = cat_.metadata_model_file();
+    for (const auto& f : cat_.files) {
+      if (f.role != FileRole::Model || &f == own || f.path.find('/') != std::string::npos) continue;
+      const TorchFile* tf = try_open(f);
+      const Value* more = tf ? dict_get(&tf->root, "param_shapes") : nullptr;
+      if (!more || !more->is_sequence()) continue;
+      for (size_t g = 0; g < more->items().size(); ++g)
+        for (const auto& [name, v] : str_items(&more->items()[g]))
+          if (known.insert(name).second)
+            params.push_back({name, shape_of(v).value_or(std::vector<int64_t>{}), static_cast<int>(g)});
+    }
+  }
   std::set<std::string> folders;
   for (fs::directory_iterator it(u.zero_dir, ec), end; !ec && it != end; it.increment(ec))
     if (it->is_directory(ec)) folders.insert(it->path().filename().string());

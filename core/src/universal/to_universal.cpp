@@ -1,7 +1,7 @@
-// convert_to_universal: a rigid ZeRO-1/2 or BF16_Optimizer checkpoint into the folder DeepSpeed's
-// ds_to_universal.py writes (§7.1, §7.2), streamed param by param from the mapped rank files: each state
-// file's tensor is produced in chunks from the fragments every rank holds, so memory stays at a few chunk
-// buffers.
+// convert_to_universal: a rigid ZeRO-1/2 or BF16_Optimizer checkpoint, data-, tensor- or pipeline-parallel,
+// into the folder DeepSpeed's ds_to_universal.py writes (§7.1, §7.2), streamed param by param from the mapped
+// rank files: each state file's tensor is produced from the fragments every rank holds, its tensor-parallel
+// slices merged on the way (universal/merged_param.h), so memory stays at a few chunk buffers.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "ckptdoc/analysis/report.h"
@@ -19,6 +20,7 @@
 #include "ckptdoc/universal/convert.h"
 #include "deepspeed/value_access.h"
 #include "universal/mapped_pages.h"
+#include "universal/merged_param.h"
 #include "universal/output_folder.h"
 #include "universal/tp_patterns.h"
 #include "universal/universal_folder.h"
@@ -36,62 +38,35 @@ using deepspeed::detail::opt_int;
 namespace {
 
 constexpr int64_t kChunk = int64_t{1} << 20;
-constexpr std::array<const char*, 3> kStates = {"fp32", "exp_avg", "exp_avg_sq"};  // ds_to_universal's order
+constexpr std::array<const char*, detail::kStateCount> kStates = {"fp32", "exp_avg", "exp_avg_sq"};
 
 std::string num(int64_t v) {
   return std::to_string(v);
 }
 
-// One contiguous run of a param's elements in one rank's flat partition.
-struct Run {
-  int rank = 0;
-  int64_t param_offset = 0, partition_offset = 0, numel = 0;
+using detail::MergedParam;
+using detail::MergeKind;
+using detail::Run;
+using detail::SlicePart;
+
+// One model-parallel rank of the job (pipeline stage x tensor rank; the whole job when data-parallel).
+struct Slice {
+  std::shared_ptr<const Checkpoint> ckpt;
+  detail::SlicePartitions parts;
+  std::vector<const Value*> group_step;  // dp rank 0's state['step'] of each group (nullptr: none)
+  std::vector<int64_t> group_adam_step;
 };
 
+// A param of the output: its merged tensor, and the slice its step and flags come from (tensor rank 0's).
 struct SourceParam {
-  std::string name;
-  std::vector<int64_t> shape;
-  int64_t numel = 0;
-  int group = 0;
-  std::vector<Run> runs;  // by param_offset, covering [0, numel)
-  detail::ParamMerge merge;
-  std::vector<int64_t> out_shape;  // shape written (vocabulary params lose their padded rows)
-  int64_t out_numel = 0;
-};
-
-// The mapped partitions of every (group, rank): fp32 master and moments, checked to be float32, contiguous
-// and long enough before anything is written.
-struct Partitions {
-  std::vector<std::vector<std::array<const float*, 3>>> data;  // [group][rank][state]
-  std::vector<std::vector<std::array<int64_t, 3>>> length;
-  std::vector<std::vector<std::array<Tensor, 3>>> keep;  // the views (keep the mappings alive)
+  MergedParam merged;
+  size_t slice = 0;
+  int group = 0;  // in that slice
+  int first_rank = 0;  // lowest dp rank holding it there
 };
 
 [[noreturn]] void refuse(const deepspeed::Catalog& cat, const std::string& why) {
   throw Error(cat.tag_dir, "", why);
-}
-
-// Elements [first, first + n) of `state` of param p, from the runs of every rank. Average-merged params
-// become Python's sum([t]) / 1, which turns -0.0 into +0.0.
-void fill_param(const Partitions& parts, const SourceParam& p, size_t state, int64_t first, int64_t n,
-                float* out) {
-  int64_t done = 0;
-  for (const Run& r : p.runs) {
-    if (done >= n) break;
-    const int64_t at = first + done;
-    if (r.param_offset + r.numel <= at) continue;
-    const int64_t in = at - r.param_offset;
-    const int64_t take = std::min(n - done, r.numel - in);
-    const float* src = parts.data[static_cast<size_t>(p.group)][static_cast<size_t>(r.rank)][state];
-    std::memcpy(out + done, src + r.partition_offset + in, static_cast<size_t>(take) * sizeof(float));
-    detail::release(parts.keep[static_cast<size_t>(p.group)][static_cast<size_t>(r.rank)][state],
-                    r.partition_offset + in, take);
-    done += take;
-  }
-  if (done != n) throw Error("", "param '" + p.name + "'", "its fragments do not cover it (layout error)");
-  if (p.merge.kind == detail::MergeKind::Average)
-    for (int64_t i = 0; i < n; ++i)
-      if (out[i] == 0.0f) out[i] = 0.0f;
 }
 
 // The optimizer state entry of group g on a rank (rigid base_optimizer_state), or nullptr.
@@ -103,7 +78,7 @@ const Value* state_entry(const Checkpoint& ckpt, int rank, int group) {
 class ToUniversal {
  public:
   ToUniversal(const Checkpoint& ckpt, const ToUniversalOptions& o, Progress* progress, FileIo& io)
-      : ckpt_(ckpt), cat_(ckpt.catalog()), opt_(o), progress_(progress), io_(io) {}
+      : ckpt_(ckpt), cat_(ckpt.catalog()), opt_(o), progress_(progress), caller_io_(io) {}
 
   ConvertResult run(const std::string& output) {
     check_input();
@@ -113,6 +88,7 @@ class ToUniversal {
     result_.tag = opt_.tag.empty() ? cat_.tag + "_universal" : opt_.tag;
     if (result_.tag.find('/') != std::string::npos || result_.tag == "." || result_.tag == "..")
       throw Error("", "--tag", "a folder name, not a path: '" + result_.tag + "'");
+    open_slices();
     map_partitions();
     collect_params();
     step_files_ = !uci_ || target_.loader == LoaderKind::StepFiles;
@@ -121,9 +97,14 @@ class ToUniversal {
     for (const auto& c : target_.caveats) result_.notes.push_back(c);
     result_.notes.push_back(std::string("load it with engine.load_checkpoint(\"") + result_.output +
                             "\") and \"checkpoint\": {\"load_universal\": true} in the DeepSpeed config, at "
-                            "any data-parallel size");
+                            "any data-parallel size" +
+                            std::string(cat_.topology.tp > 1 ? " and any tensor-parallel size whose slices "
+                                                               "divide the merged params" : ""));
     const auto t0 = std::chrono::steady_clock::now();
-    detail::publish_folder(result_.output, io_, [this](const std::string& dir) { write_all(dir); });
+    detail::publish_folder(result_.output, caller_io_, [this](const std::string& dir, FileIo& io) {
+      io_ = &io;
+      write_all(dir);
+    });
     const auto t1 = std::chrono::steady_clock::now();
     verify();
     result_.write_seconds = std::chrono::duration<double>(t1 - t0).count();
@@ -136,13 +117,12 @@ class ToUniversal {
   const deepspeed::Catalog& cat_;
   const ToUniversalOptions& opt_;
   Progress* progress_;
-  FileIo& io_;
+  FileIo& caller_io_;
+  FileIo* io_ = nullptr;  // while writing: the output folder's (its fsyncs are made at publishing)
   TargetVersion target_;
   ConvertResult result_;
-  Partitions parts_;
+  std::vector<Slice> slices_;  // by mp rank
   std::vector<SourceParam> params_;
-  std::vector<const Value*> group_step_;  // rank 0's state['step'] of each group (nullptr: none)
-  std::vector<int64_t> group_adam_step_;
   const Value* uci_ = nullptr;
   std::optional<int64_t> add_iteration_;  // the model file gets `iteration` = this
   // step.pt files and optimizer_state.pt['param_groups'] (what 0.14.1+ read): for a 0.14.1+ target, and for
@@ -164,9 +144,10 @@ class ToUniversal {
           "a universal checkpoint is made from partitioned ZeRO-1/2 or BF16_Optimizer optimizer files; this "
           "checkpoint's optimizer is " +
               std::string(deepspeed::wrapper_name(cat_.wrapper)));
-    if (cat_.mp_world_size > 1)
-      refuse(cat_, "tensor/pipeline-parallel checkpoints (mp_world_size " + num(cat_.mp_world_size) +
-                       ") are not converted by ckptdoc yet");
+    if (cat_.topology.moe())
+      refuse(cat_,
+             "mixture-of-experts checkpoints are not converted to universal (DeepSpeed's ds_to_universal.py "
+             "and universal loader do not handle expert groups either)");
     std::string errors;
     for (const auto& p : cat_.problems)
       if (p.severity == "error") errors += "\n  " + p.code + ": " + p.message;
@@ -178,38 +159,50 @@ class ToUniversal {
       refuse(cat_, "elastic (list) optimizer state (elastic_checkpoint: true) is not converted yet");
   }
 
+  void open_slices() {
+    for (int m = 0; m < ckpt_.slice_count(); ++m) {
+      Slice sl;
+      sl.ckpt = ckpt_.slice(m);
+      if (sl.ckpt->catalog().groups.empty())
+        refuse(cat_, sl.ckpt->catalog().slice_label() + ": no param groups could be laid out");
+      slices_.push_back(std::move(sl));
+    }
+  }
+
   void map_partitions() {
-    const size_t dp = cat_.groups.front().partitions.size();
-    parts_.data.assign(cat_.groups.size(), std::vector<std::array<const float*, 3>>(dp));
-    parts_.length.assign(cat_.groups.size(), std::vector<std::array<int64_t, 3>>(dp));
-    parts_.keep.assign(cat_.groups.size(), std::vector<std::array<Tensor, 3>>(dp));
     bool any_moment = false, all_moments = true;
-    for (const auto& g : cat_.groups) {
-      for (const auto& rp : g.partitions) {
-        int64_t need = 0;
-        for (const auto& f : rp.fragments) need = std::max(need, f.partition_offset + f.numel);
-        for (size_t s = 0; s < kStates.size(); ++s) {
-          const std::string where = "group " + num(g.index) + ", dp rank " + num(rp.rank);
-          std::optional<Tensor> t = s == 0 ? ckpt_.fp32_partition(g.index, rp.rank)
-                                           : ckpt_.moment_partition(g.index, rp.rank, kStates[s]);
-          if (!t) {
-            if (s == 0) refuse(cat_, where + ": the fp32 master partition is missing or unreadable");
-            all_moments = false;
-            continue;
+    for (auto& sl : slices_) {
+      const auto& cat = sl.ckpt->catalog();
+      const size_t dp = cat.groups.front().partitions.size();
+      sl.parts.data.assign(cat.groups.size(), std::vector<std::array<const float*, kStates.size()>>(dp));
+      sl.parts.keep.assign(cat.groups.size(), std::vector<std::array<Tensor, kStates.size()>>(dp));
+      const std::string label = cat.slice_label().empty() ? "" : cat.slice_label() + ", ";
+      for (const auto& g : cat.groups) {
+        for (const auto& rp : g.partitions) {
+          int64_t need = 0;
+          for (const auto& f : rp.fragments) need = std::max(need, f.partition_offset + f.numel);
+          for (size_t s = 0; s < kStates.size(); ++s) {
+            const std::string where = label + "group " + num(g.index) + ", dp rank " + num(rp.rank);
+            std::optional<Tensor> t = s == 0 ? sl.ckpt->fp32_partition(g.index, rp.rank)
+                                             : sl.ckpt->moment_partition(g.index, rp.rank, kStates[s]);
+            if (!t) {
+              if (s == 0) refuse(cat_, where + ": the fp32 master partition is missing or unreadable");
+              all_moments = false;
+              continue;
+            }
+            any_moment = any_moment || s > 0;
+            if (t->dtype != DType::F32 || !t->is_contiguous())
+              refuse(cat_, where + ": " + kStates[s] + " is " + std::string(dtype_name(t->dtype)) +
+                               (t->is_contiguous() ? "" : " and not contiguous") +
+                               "; only float32 state is converted");
+            if (t->numel() < need)
+              refuse(cat_, where + ": " + kStates[s] + " " +
+                               expected_found("at least " + num(need) + " elements", num(t->numel())));
+            auto& slot = sl.parts.keep[static_cast<size_t>(g.index)][static_cast<size_t>(rp.rank)][s];
+            slot = *t;
+            sl.parts.data[static_cast<size_t>(g.index)][static_cast<size_t>(rp.rank)][s] =
+                reinterpret_cast<const float*>(slot.contiguous_bytes().data());
           }
-          any_moment = any_moment || s > 0;
-          if (t->dtype != DType::F32 || !t->is_contiguous())
-            refuse(cat_, where + ": " + kStates[s] + " is " + std::string(dtype_name(t->dtype)) +
-                             (t->is_contiguous() ? "" : " and not contiguous") +
-                             "; only float32 state is converted");
-          if (t->numel() < need)
-            refuse(cat_, where + ": " + kStates[s] + " " +
-                             expected_found("at least " + num(need) + " elements", num(t->numel())));
-          auto& slot = parts_.keep[static_cast<size_t>(g.index)][static_cast<size_t>(rp.rank)][s];
-          slot = *t;
-          parts_.data[static_cast<size_t>(g.index)][static_cast<size_t>(rp.rank)][s] =
-              reinterpret_cast<const float*>(slot.contiguous_bytes().data());
-          parts_.length[static_cast<size_t>(g.index)][static_cast<size_t>(rp.rank)][s] = t->numel();
         }
       }
     }
@@ -230,41 +223,81 @@ class ToUniversal {
                                 "fp32, exp_avg, exp_avg_sq (and step)");
   }
 
+  // Param `index` of group `group` in slice m, with its runs over the dp ranks.
+  SlicePart slice_part(size_t m, const deepspeed::GroupLayout& g, size_t index, const std::string& name) const {
+    SlicePart part;
+    part.partitions = &slices_[m].parts;
+    part.group = g.index;
+    part.shape = g.params[index].shape;
+    part.numel = g.params[index].numel;
+    for (const auto& rp : g.partitions)
+      for (const auto& f : rp.fragments)
+        if (f.param == static_cast<int>(index))
+          part.runs.push_back({rp.rank, f.param_offset, f.partition_offset, f.numel});
+    std::sort(part.runs.begin(), part.runs.end(),
+              [](const Run& a, const Run& b) { return a.param_offset < b.param_offset; });
+    int64_t covered = 0;
+    const std::string where = slices_[m].ckpt->catalog().slice_label();
+    for (const auto& r : part.runs) {
+      if (r.param_offset != covered)
+        refuse(cat_, "param '" + name + "'" + (where.empty() ? "" : " (" + where + ")") +
+                         ": its fragments leave a gap");
+      covered += r.numel;
+    }
+    if (covered != part.numel)
+      refuse(cat_, "param '" + name + "'" + (where.empty() ? "" : " (" + where + ")") +
+                       ": its fragments do not cover it");
+    return part;
+  }
+
+  // Every pipeline stage's params (a stage's tensor rank 0 names them), each with its slice on every tensor rank.
   void collect_params() {
     uci_ = dict_get(&ckpt_.model_file(0, 0).root, "universal_checkpoint_info");
+    const auto& topo = cat_.topology;
+    if (topo.tp > 1 && !uci_)
+      refuse(cat_, "a tensor-parallel checkpoint (tp " + num(topo.tp) +
+                       ") without universal_checkpoint_info: how its slices merge (replicated, row- or "
+                       "column-parallel, vocabulary padding) is not recorded, so it cannot be written as whole "
+                       "params. Megatron-DeepSpeed saves it as client state; DeepSpeed's ds_to_universal.py "
+                       "refuses such a checkpoint too");
     detail::TpPatterns patterns(uci_);
-    for (const auto& g : cat_.groups) {
-      for (size_t i = 0; i < g.params.size(); ++i) {
-        SourceParam p;
-        p.name = g.params[i].name;
-        if (p.name.empty() || p.name.find('/') != std::string::npos || p.name == "." || p.name == "..")
-          refuse(cat_, "param name '" + p.name + "' cannot be a folder name");
-        p.shape = g.params[i].shape;
-        p.numel = g.params[i].numel;
-        p.group = g.index;
-        for (const auto& rp : g.partitions)
-          for (const auto& f : rp.fragments)
-            if (f.param == static_cast<int>(i))
-              p.runs.push_back({rp.rank, f.param_offset, f.partition_offset, f.numel});
-        std::sort(p.runs.begin(), p.runs.end(),
-                  [](const Run& a, const Run& b) { return a.param_offset < b.param_offset; });
-        int64_t covered = 0;
-        for (const auto& r : p.runs) {
-          if (r.param_offset != covered) refuse(cat_, "param '" + p.name + "': its fragments leave a gap");
-          covered += r.numel;
+    std::set<std::string> seen;
+    for (int stage = 0; stage < std::max(topo.pp, 1); ++stage) {
+      const size_t first = static_cast<size_t>(stage * std::max(topo.tp, 1));
+      const auto& cat0 = slices_[first].ckpt->catalog();
+      for (const auto& g : cat0.groups) {
+        for (size_t i = 0; i < g.params.size(); ++i) {
+          SourceParam p;
+          MergedParam& mp = p.merged;
+          mp.name = g.params[i].name;
+          if (mp.name.empty() || mp.name.find('/') != std::string::npos || mp.name == "." || mp.name == "..")
+            refuse(cat_, "param name '" + mp.name + "' cannot be a folder name");
+          if (!seen.insert(mp.name).second) {
+            if (uci_ && patterns.pipeline_replicated(mp.name)) continue;  // ds_to_universal: the first stage's
+            refuse(cat_, "param '" + mp.name + "' is saved by more than one pipeline stage, and "
+                         "universal_checkpoint_info's pipeline_replicated_parameter_patterns does not name it");
+          }
+          p.slice = first;
+          p.group = g.index;
+          mp.parts.push_back(slice_part(first, g, i, mp.name));
+          for (int k = 1; k < topo.tp; ++k) {
+            const size_t m = first + static_cast<size_t>(k);
+            const auto& cat = slices_[m].ckpt->catalog();
+            const auto at = cat.find_param(mp.name);
+            if (!at)
+              refuse(cat_, "param '" + mp.name + "' is on tensor rank 0 of stage " + num(stage) +
+                               " but not on tensor rank " + num(k));
+            mp.parts.push_back(slice_part(m, cat.groups[static_cast<size_t>(at->first)],
+                                          static_cast<size_t>(at->second), mp.name));
+          }
+          p.first_rank = mp.parts.front().runs.front().rank;
+          mp.merge = patterns.merge_for(mp.name);
+          if (const std::string why = mp.plan(); !why.empty()) refuse(cat_, "param '" + mp.name + "': " + why);
+          params_.push_back(std::move(p));
         }
-        if (covered != p.numel) refuse(cat_, "param '" + p.name + "': its fragments do not cover it");
-        p.merge = patterns.merge_for(p.name);
-        p.out_shape = p.shape;
-        if (p.merge.vocab) {
-          if (p.shape.size() != 2) refuse(cat_, "vocabulary param '" + p.name + "' is not 2-D");
-          p.out_shape[0] = std::min(p.shape[0], p.merge.vocab_rows);
-        }
-        p.out_numel = 1;
-        for (auto d : p.out_shape) p.out_numel *= d;
-        params_.push_back(std::move(p));
       }
     }
+    check_replicated();
     for (const auto& u : patterns.unmatched())
       result_.notes.push_back("universal_checkpoint_info pattern '" + u +
                               "' matches no param (DeepSpeed's "
@@ -280,28 +313,59 @@ class ToUniversal {
   }
 
   void read_steps() {
-    for (const auto& g : cat_.groups) {
-      const Value* e = state_entry(ckpt_, 0, g.index);
-      const Value* s = dict_get(e, "step");
-      if (!s)
-        s = dict_get(
-            deepspeed::detail::list_at(
-                dict_get(dict_get(&ckpt_.optimizer_state(0), "base_optimizer_state"), "param_groups"),
-                static_cast<size_t>(g.index)),
-            "step");  // FusedAdam keeps it in the param group
-      const auto v = s ? deepspeed::step_of(*s) : std::nullopt;
-      if (!v || !(*v >= 1 && *v <= 9.0e15))
-        refuse(cat_, "group " + num(g.index) + ": no usable Adam step in rank 0's optimizer state");
-      group_step_.push_back(dict_get(e, "step"));
-      group_adam_step_.push_back(static_cast<int64_t>(*v));
+    for (auto& sl : slices_) {
+      const Checkpoint& c = *sl.ckpt;
+      const std::string label = c.catalog().slice_label().empty() ? "" : c.catalog().slice_label() + ", ";
+      for (const auto& g : c.catalog().groups) {
+        const Value* e = state_entry(c, 0, g.index);
+        const Value* s = dict_get(e, "step");
+        if (!s)
+          s = dict_get(
+              deepspeed::detail::list_at(
+                  dict_get(dict_get(&c.optimizer_state(0), "base_optimizer_state"), "param_groups"),
+                  static_cast<size_t>(g.index)),
+              "step");  // FusedAdam keeps it in the param group
+        const auto v = s ? deepspeed::step_of(*s) : std::nullopt;
+        if (!v || !(*v >= 1 && *v <= 9.0e15))
+          refuse(cat_, label + "group " + num(g.index) + ": no usable Adam step in dp rank 0's optimizer state");
+        sl.group_step.push_back(dict_get(e, "step"));
+        sl.group_adam_step.push_back(static_cast<int64_t>(*v));
+      }
     }
-    for (size_t g = 1; g < group_adam_step_.size(); ++g)
-      if (group_adam_step_[g] != group_adam_step_[0])
-        result_.notes.push_back("optimizer groups are at different Adam steps (" + num(group_adam_step_[0]) +
-                                ", " + num(group_adam_step_[g]) + ")" +
-                                (target_.loader == LoaderKind::Iteration
-                                     ? ": DeepSpeed " + target_.version + " gives every group iteration + 1"
-                                     : ""));
+    const int64_t first = slices_.front().group_adam_step.front();
+    for (const auto& sl : slices_)
+      for (const int64_t step : sl.group_adam_step)
+        if (step != first) {
+          result_.notes.push_back("optimizer groups are at different Adam steps (" + num(first) + ", " +
+                                  num(step) + ")" +
+                                  (target_.loader == LoaderKind::Iteration
+                                       ? ": DeepSpeed " + target_.version + " gives every group iteration + 1"
+                                       : ""));
+          return;
+        }
+  }
+
+  // ds_to_universal.py asserts that a tensor-parallel replicated param is equal on every tensor rank.
+  void check_replicated() const {
+    std::vector<float> a(static_cast<size_t>(kChunk)), b(static_cast<size_t>(kChunk));
+    for (const auto& p : params_) {
+      const MergedParam& mp = p.merged;
+      if (mp.merge.kind != MergeKind::Replicated || mp.parts.size() < 2) continue;
+      for (size_t s = 0; s < kStates.size(); ++s)
+        for (int64_t first = 0; first < mp.parts[0].numel; first += kChunk) {
+          const int64_t n = std::min(kChunk, mp.parts[0].numel - first);
+          mp.fill_part(0, s, first, n, a.data());
+          for (size_t k = 1; k < mp.parts.size(); ++k) {
+            mp.fill_part(k, s, first, n, b.data());
+            if (std::memcmp(a.data(), b.data(), static_cast<size_t>(n) * sizeof(float)) != 0)
+              refuse(cat_, "param '" + mp.name + "' is tensor-parallel replicated (" +
+                               "tp_replicated_parameter_patterns) but its " + kStates[s] +
+                               " differs between tensor ranks 0 and " + num(static_cast<int64_t>(k)) +
+                               " near element " + num(first) +
+                               " (DeepSpeed's ds_to_universal.py refuses it too): run ckptdoc diagnose");
+          }
+        }
+    }
   }
 
   // `iteration` (Megatron's key) is what DeepSpeed 0.12.3-0.14.0 turn into the step. A model file without it
@@ -310,7 +374,7 @@ class ToUniversal {
   void decide_model_file() {
     const Value& root = ckpt_.model_file(0, 0).root;
     const auto it = opt_int(dict_get(&root, "iteration"));
-    const int64_t step = group_adam_step_.front();
+    const int64_t step = slices_.front().group_adam_step.front();
     if (it) {
       if (*it + 1 != step)
         result_.notes.push_back(
@@ -339,7 +403,7 @@ class ToUniversal {
   // ------------------------------------------------------------------------------------------------
 
   void write_file(const std::string& path, const Value& root, uint64_t bytes) {
-    deepspeed::write_checkpoint_file(path, root, io_);
+    deepspeed::write_checkpoint_file(path, root, *io_);
     bytes_ += bytes;
     ++files_;
     if (progress_) progress_->add(bytes);
@@ -347,75 +411,47 @@ class ToUniversal {
 
   // One file of param p: its state s (with step.pt beside the fp32 master). Its folder exists.
   void write_state(const std::string& zero_dir, const SourceParam& p, size_t s) {
-    const std::string folder = zero_dir + "/" + p.name;
-    if (s == 0 && step_files_ && group_step_[static_cast<size_t>(p.group)]) {
+    const MergedParam& mp = p.merged;
+    const Slice& sl = slices_[p.slice];
+    const std::string folder = zero_dir + "/" + mp.name;
+    if (s == 0 && step_files_ && sl.group_step[static_cast<size_t>(p.group)]) {
       // ds_to_universal 0.14.1+ saves the step value of the lowest dp rank holding the param, as saved.
-      const Value* st = dict_get(state_entry(ckpt_, p.runs.front().rank, p.group), "step");
-      if (!st) st = group_step_[static_cast<size_t>(p.group)];
+      const Value* st = dict_get(state_entry(*sl.ckpt, p.first_rank, p.group), "step");
+      if (!st) st = sl.group_step[static_cast<size_t>(p.group)];
       write_file(folder + "/step.pt", st->clone(), 4);
     }
     Value d = Value::dict();
-    switch (p.merge.kind) {
-      case detail::MergeKind::CatDim:
-        d.set("cat_dim", Value::integer(p.merge.cat_dim));
+    switch (mp.merge.kind) {
+      case MergeKind::CatDim:
+        d.set("cat_dim", Value::integer(mp.merge.cat_dim));
         break;
-      case detail::MergeKind::TwoSubParams:
+      case MergeKind::TwoSubParams:
         d.set("cat_dim", Value::integer(0));
         d.set("param_n_sub_params", Value::integer(2));
         break;
-      case detail::MergeKind::Replicated:
-      case detail::MergeKind::Average:
+      case MergeKind::Replicated:
+      case MergeKind::Average:
         break;
     }
-    if (p.merge.vocab) d.set("vocab_tensor", Value::boolean(true));
-    const bool requires_grad =
-        parts_.keep[static_cast<size_t>(p.group)][static_cast<size_t>(p.runs.front().rank)][s].requires_grad;
-    Tensor t = state_tensor(p, s, requires_grad);
-    t.shape = p.out_shape;
-    t.strides = Tensor::contiguous_strides(p.out_shape);
-    d.set("param", Value::tensor(std::move(t)));
-    write_file(folder + "/" + kStates[s] + ".pt", d, static_cast<uint64_t>(p.out_numel) * 4);
-  }
-
-  // The float32 tensor of `state` of param p, produced when written: straight from the mapped partitions
-  // (each run written as it lies, pages handed back after), or through a buffer where values change (averaged
-  // params).
-  Tensor state_tensor(const SourceParam& p, size_t s, bool requires_grad) const {
-    const Partitions* parts = &parts_;
-    Progress* progress = progress_;
-    if (p.merge.kind == detail::MergeKind::Average)
-      return deepspeed::produced_f32(
-          p.out_numel,
-          [parts, &p, s, progress](int64_t first, int64_t n, float* out) {
-            if (progress) progress->check();
-            fill_param(*parts, p, s, first, n, out);
-          },
-          -1, requires_grad);
+    if (mp.merge.vocab) d.set("vocab_tensor", Value::boolean(true));
     auto st = std::make_shared<Storage>();
     st->dtype = DType::F32;
-    st->numel = static_cast<uint64_t>(p.out_numel);
-    st->producer = [parts, &p, s, progress](ByteSink& sink) {
-      int64_t left = p.out_numel;  // a vocabulary param keeps only its first rows: a prefix of the flat param
-      for (const Run& r : p.runs) {
-        const auto g = static_cast<size_t>(p.group), rank = static_cast<size_t>(r.rank);
-        const float* src = parts->data[g][rank][s] + r.partition_offset;
-        for (int64_t done = 0; done < r.numel && left > 0;) {
-          if (progress) progress->check();
-          const int64_t n = std::min({kChunk, r.numel - done, left});
-          sink.write({reinterpret_cast<const uint8_t*>(src + done), static_cast<size_t>(n) * sizeof(float)});
-          detail::release(parts->keep[g][rank][s], r.partition_offset + done, n);
-          done += n;
-          left -= n;
-        }
-      }
+    st->numel = static_cast<uint64_t>(mp.out_numel);
+    Progress* progress = progress_;
+    st->producer = [&mp, s, progress](ByteSink& sink) {
+      mp.write(s, sink, [progress] {
+        if (progress) progress->check();
+      });
     };
     Tensor t;
     t.dtype = DType::F32;
-    t.shape = {p.out_numel};
-    t.strides = {1};
+    t.shape = mp.out_shape;
+    t.strides = Tensor::contiguous_strides(mp.out_shape);
     t.storage = std::move(st);
-    t.requires_grad = requires_grad;
-    return t;
+    t.requires_grad =
+        sl.parts.keep[static_cast<size_t>(p.group)][static_cast<size_t>(p.first_rank)][s].requires_grad;
+    d.set("param", Value::tensor(std::move(t)));
+    write_file(folder + "/" + kStates[s] + ".pt", d, static_cast<uint64_t>(mp.out_numel) * 4);
   }
 
   Value optimizer_state_root() const {
@@ -435,7 +471,8 @@ class ToUniversal {
       out.set("partition_count",
               Value::list(std::vector<Value>(
                   pc->items().size(),
-                  Value::integer(static_cast<int64_t>(cat_.groups.front().partitions.size())))));
+                  Value::integer(static_cast<int64_t>(
+                      slices_.front().ckpt->catalog().groups.front().partitions.size())))));
     if (step_files_) {
       const Value* pg = dict_get(dict_get(&osd, "base_optimizer_state"), "param_groups");
       if (!pg) refuse(cat_, "rank 0's base_optimizer_state has no param_groups");
@@ -447,20 +484,20 @@ class ToUniversal {
   void write_all(const std::string& out_dir) {
     const std::string tag_dir = out_dir + "/" + result_.tag;
     const std::string zero_dir = tag_dir + "/zero";
-    detail::make_dir(io_, tag_dir);
-    detail::make_dir(io_, zero_dir);
+    detail::make_dir(*io_, tag_dir);
+    detail::make_dir(*io_, zero_dir);
     uint64_t total = 0;
-    for (const auto& p : params_) total += static_cast<uint64_t>(p.out_numel) * 12;
+    for (const auto& p : params_) total += static_cast<uint64_t>(p.merged.out_numel) * 12;
     if (progress_) progress_->set_stage("writing universal checkpoint", total);
 
     // Files in parallel, largest first: each thread writes one state file at a time straight from the mapped
     // partitions, and several files in flight overlap their writes and fsyncs.
-    for (const auto& p : params_) detail::make_dir(io_, zero_dir + "/" + p.name);
+    for (const auto& p : params_) detail::make_dir(*io_, zero_dir + "/" + p.merged.name);
     std::vector<std::pair<size_t, size_t>> tasks;  // (param, state)
     for (size_t i = 0; i < params_.size(); ++i)
       for (size_t st = 0; st < kStates.size(); ++st) tasks.emplace_back(i, st);
     std::stable_sort(tasks.begin(), tasks.end(), [this](const auto& a, const auto& b) {
-      return params_[a.first].out_numel > params_[b.first].out_numel;
+      return params_[a.first].merged.out_numel > params_[b.first].merged.out_numel;
     });
     const unsigned threads = std::clamp<unsigned>(opt_.threads ? opt_.threads : 4, 1, 16);
     std::atomic<size_t> next{0};
@@ -492,14 +529,14 @@ class ToUniversal {
         root.set("iteration", Value::integer(*add_iteration_));
         write_file(tag_dir + "/" + f.path, root, f.bytes);
       } else {
-        deepspeed::copy_file(f.abs_path, tag_dir + "/" + f.path, io_);
+        deepspeed::copy_file(f.abs_path, tag_dir + "/" + f.path, *io_);
         bytes_ += f.bytes;
         ++files_;
       }
     }
-    if (const int e = io_.fsync_dir(zero_dir); e != 0) throw Error(zero_dir, "", "fsync of directory failed");
-    if (const int e = io_.fsync_dir(tag_dir); e != 0) throw Error(tag_dir, "", "fsync of directory failed");
-    deepspeed::write_text_file(out_dir + "/latest_universal", result_.tag, io_);
+    if (const int e = io_->fsync_dir(zero_dir); e != 0) throw Error(zero_dir, "", "fsync of directory failed");
+    if (const int e = io_->fsync_dir(tag_dir); e != 0) throw Error(tag_dir, "", "fsync of directory failed");
+    deepspeed::write_text_file(out_dir + "/latest_universal", result_.tag, *io_);
     result_.bytes_written = bytes_;
     result_.files = files_ + 1;
   }
@@ -525,24 +562,25 @@ class ToUniversal {
     std::vector<float> a(static_cast<size_t>(kChunk));
     const std::string zero_dir = result_.output + "/" + result_.tag + "/zero";
     for (const auto& p : params_) {
-      const auto at = wc.find_param(p.name);
+      const MergedParam& mp = p.merged;
+      const auto at = wc.find_param(mp.name);
       if (!at) {
-        fail.push_back("zero/" + p.name + "/ is not read back");
+        fail.push_back("zero/" + mp.name + "/ is not read back");
         continue;
       }
       for (size_t s = 0; s < kStates.size(); ++s) {
-        const std::string rel = "zero/" + p.name + "/" + kStates[s] + ".pt";
-        const TorchFile f = TorchFile::open(state_file(zero_dir, p.name, kStates[s]));
+        const std::string rel = "zero/" + mp.name + "/" + kStates[s] + ".pt";
+        const TorchFile f = TorchFile::open(state_file(zero_dir, mp.name, kStates[s]));
         const Value* v = dict_get(&f.root, "param");
-        if (!v || !v->is_tensor() || v->as_tensor().shape != p.out_shape ||
+        if (!v || !v->is_tensor() || v->as_tensor().shape != mp.out_shape ||
             v->as_tensor().dtype != DType::F32 || !v->as_tensor().is_contiguous()) {
           fail.push_back(rel + " does not hold a float32 tensor of the expected shape");
           continue;
         }
         const float* w = reinterpret_cast<const float*>(v->as_tensor().contiguous_bytes().data());
-        for (int64_t first = 0; first < p.out_numel; first += kChunk) {
-          const int64_t n = std::min(kChunk, p.out_numel - first);
-          fill_param(parts_, p, s, first, n, a.data());
+        for (int64_t first = 0; first < mp.out_numel; first += kChunk) {
+          const int64_t n = std::min(kChunk, mp.out_numel - first);
+          mp.fill(s, first, n, a.data());
           if (std::memcmp(a.data(), w + first, static_cast<size_t>(n) * 4) != 0) {
             fail.push_back(rel + " differs from the source near element " + num(first));
             break;
@@ -550,11 +588,12 @@ class ToUniversal {
           detail::release(v->as_tensor(), first, n);
         }
       }
-      const int64_t want = group_adam_step_[static_cast<size_t>(p.group)];
+      const Slice& sl = slices_[p.slice];
+      const int64_t want = sl.group_adam_step[static_cast<size_t>(p.group)];
       const auto& up = wc.universal->params[static_cast<size_t>(at->first)];
-      if (step_files_ && group_step_[static_cast<size_t>(p.group)] && up.step != want)
-        fail.push_back("zero/" + p.name + "/step.pt does not hold the saved Adam step " + num(want));
-      if (add_iteration_ && p.group == 0 &&
+      if (step_files_ && sl.group_step[static_cast<size_t>(p.group)] && up.step != want)
+        fail.push_back("zero/" + mp.name + "/step.pt does not hold the saved Adam step " + num(want));
+      if (add_iteration_ && p.slice == 0 && p.group == 0 &&
           (!wc.universal->iteration || *wc.universal->iteration + 1 != want))
         fail.push_back("iteration + 1 is not the saved Adam step " + num(want));
     }

@@ -84,4 +84,10 @@ ParamMerge TpPatterns::merge_for(const std::string& name) {
   return m;
 }
 
+bool TpPatterns::pipeline_replicated(const std::string& name) const {
+  for (const auto& p : patterns(info_, "pipeline_replicated_parameter_patterns"))
+    if (re_match(p, name)) return true;
+  return false;
+}
+
 }  // namespace ckptdoc::universal::detail
