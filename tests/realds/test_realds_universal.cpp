@@ -17,13 +17,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-QJsonObject parse(const std::string& text) {
-  return QJsonDocument::fromJson(QByteArray::fromStdString(text)).object();
-}
-
-std::string describe(const test::RunResult& r) {
-  return "exit " + std::to_string(r.exit_code) + "\n" + r.out.substr(0, 4000) + r.err.substr(0, 4000);
-}
+using realds::describe;
+using realds::parse;
 
 // `ckptdoc convert SRC -o OUT --to ... --json`; the JSON report (exit 0 required).
 QJsonObject convert(const std::string& src, const std::string& out, std::vector<std::string> extra) {

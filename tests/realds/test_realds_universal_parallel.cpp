@@ -17,13 +17,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-QJsonObject parse(const std::string& text) {
-  return QJsonDocument::fromJson(QByteArray::fromStdString(text)).object();
-}
-
-std::string describe(const test::RunResult& r) {
-  return "exit " + std::to_string(r.exit_code) + "\n" + r.out.substr(0, 4000) + r.err.substr(0, 4000);
-}
+using realds::describe;
+using realds::parse;
 
 std::string compact(const QJsonObject& o) {
   return QJsonDocument(o).toJson(QJsonDocument::Compact).left(4000).toStdString();

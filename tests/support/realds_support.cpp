@@ -164,4 +164,12 @@ std::vector<std::string> codes(const QJsonObject& report, const std::string& sev
   return out;
 }
 
+QJsonObject parse(const std::string& text) {
+  return QJsonDocument::fromJson(QByteArray::fromStdString(text)).object();
+}
+
+std::string describe(const RunResult& r) {
+  return "exit " + std::to_string(r.exit_code) + "\n" + r.out.substr(0, 4000) + r.err.substr(0, 4000);
+}
+
 }  // namespace ckptdoc::test::realds

@@ -65,6 +65,10 @@ RunResult python_with_deepspeed(const std::vector<std::string>& args, const std:
 // Finding codes of `ckptdoc diagnose --json` output, by severity ("error", "warning", "info").
 std::vector<std::string> codes(const QJsonObject& report, const std::string& severity);
 
+// The JSON object `text` holds (empty when it holds none), and a process result for failure messages.
+QJsonObject parse(const std::string& text);
+std::string describe(const RunResult& r);
+
 }  // namespace ckptdoc::test::realds
 
 // At the top of every real-DeepSpeed test: skip with one line saying what is missing, or fail when CI requires it.
