@@ -128,6 +128,8 @@ class ToUniversal {
   // step.pt files and optimizer_state.pt['param_groups'] (what 0.14.1+ read): for a 0.14.1+ target, and for
   // every plain checkpoint, whose output then loads with both loader generations (0.12.3-0.14.0 ignore them).
   bool step_files_ = true;
+  std::mutex compare_mutex_;
+  std::vector<std::string> compare_failures_;  // from reading each state file back (write_state)
   std::atomic<uint64_t> bytes_{0};
   std::atomic<size_t> files_{0};
 
@@ -452,6 +454,32 @@ class ToUniversal {
         sl.parts.keep[static_cast<size_t>(p.group)][static_cast<size_t>(p.first_rank)][s].requires_grad;
     d.set("param", Value::tensor(std::move(t)));
     write_file(folder + "/" + kStates[s] + ".pt", d, static_cast<uint64_t>(mp.out_numel) * 4);
+    // Read back at once, while other threads write: the comparison overlaps their I/O.
+    if (auto why = compare_written(zero_dir, mp, s)) {
+      std::lock_guard<std::mutex> lock(compare_mutex_);
+      compare_failures_.push_back(std::move(*why));
+    }
+  }
+
+  // The written state file of mp re-opened: a float32 tensor of the merged shape, equal bit for bit to the
+  // merged source values. nullopt when it is; else what is wrong.
+  std::optional<std::string> compare_written(const std::string& zero_dir, const MergedParam& mp, size_t s) const {
+    const std::string rel = "zero/" + mp.name + "/" + kStates[s] + ".pt";
+    const TorchFile f = TorchFile::open(state_file(zero_dir, mp.name, kStates[s]));
+    const Value* v = dict_get(&f.root, "param");
+    if (!v || !v->is_tensor() || v->as_tensor().shape != mp.out_shape || v->as_tensor().dtype != DType::F32 ||
+        !v->as_tensor().is_contiguous())
+      return rel + " does not hold a float32 tensor of the expected shape";
+    std::vector<float> a(static_cast<size_t>(std::min(kChunk, mp.out_numel)));
+    const float* w = reinterpret_cast<const float*>(v->as_tensor().contiguous_bytes().data());
+    for (int64_t first = 0; first < mp.out_numel; first += kChunk) {
+      const int64_t n = std::min(kChunk, mp.out_numel - first);
+      mp.fill(s, first, n, a.data());
+      if (std::memcmp(a.data(), w + first, static_cast<size_t>(n) * 4) != 0)
+        return rel + " differs from the source near element " + num(first);
+      detail::release(v->as_tensor(), first, n);
+    }
+    return std::nullopt;
   }
 
   Value optimizer_state_root() const {
@@ -559,34 +587,14 @@ class ToUniversal {
       fail.push_back("step.pt files or optimizer_state.pt['param_groups'] are missing, which DeepSpeed " +
                      target_.version + " needs");
     // Every written tensor equals what was read, element for element (bitwise), and the step resumes right.
-    std::vector<float> a(static_cast<size_t>(kChunk));
-    const std::string zero_dir = result_.output + "/" + result_.tag + "/zero";
+    // Every state file was read back and compared with its source right after it was written (write_state).
+    fail.insert(fail.end(), compare_failures_.begin(), compare_failures_.end());
     for (const auto& p : params_) {
       const MergedParam& mp = p.merged;
       const auto at = wc.find_param(mp.name);
       if (!at) {
         fail.push_back("zero/" + mp.name + "/ is not read back");
         continue;
-      }
-      for (size_t s = 0; s < kStates.size(); ++s) {
-        const std::string rel = "zero/" + mp.name + "/" + kStates[s] + ".pt";
-        const TorchFile f = TorchFile::open(state_file(zero_dir, mp.name, kStates[s]));
-        const Value* v = dict_get(&f.root, "param");
-        if (!v || !v->is_tensor() || v->as_tensor().shape != mp.out_shape ||
-            v->as_tensor().dtype != DType::F32 || !v->as_tensor().is_contiguous()) {
-          fail.push_back(rel + " does not hold a float32 tensor of the expected shape");
-          continue;
-        }
-        const float* w = reinterpret_cast<const float*>(v->as_tensor().contiguous_bytes().data());
-        for (int64_t first = 0; first < mp.out_numel; first += kChunk) {
-          const int64_t n = std::min(kChunk, mp.out_numel - first);
-          mp.fill(s, first, n, a.data());
-          if (std::memcmp(a.data(), w + first, static_cast<size_t>(n) * 4) != 0) {
-            fail.push_back(rel + " differs from the source near element " + num(first));
-            break;
-          }
-          detail::release(v->as_tensor(), first, n);
-        }
       }
       const Slice& sl = slices_[p.slice];
       const int64_t want = sl.group_adam_step[static_cast<size_t>(p.group)];
