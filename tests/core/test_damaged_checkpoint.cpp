@@ -129,6 +129,41 @@ class TestDamagedCheckpoint : public QObject {
     QCOMPARE(data_flips_unreported, 0);
     QVERIFY(data_flips > 400);
   }
+
+  // A finding about one file names it in the JSON report (`files`, relative to the tag folder), so tools can
+  // act on the file without parsing the message.
+  void aFindingNamesItsFile() {
+    test::TempDir dir;
+    const std::string ckpt = dir.file("ckpt");
+    test::copy_tree(test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint", ckpt);
+    const std::string rel = "zero_pp_rank_1_mp_rank_00_optim_states.pt";
+    const std::string victim = ckpt + "/global_step5/" + rel;
+    uint64_t at = 0;
+    {
+      ZipReader zip(MappedFile::open(victim));
+      for (const auto& e : zip.entries())
+        if (e.compressed_size > 64) at = e.data_offset + e.compressed_size / 2;  // inside a tensor's bytes
+    }
+    QVERIFY(at > 0);
+    std::string bytes = test::read_text(victim);
+    bytes[at] = static_cast<char>(bytes[at] ^ 0x40);
+    test::write_text(victim, bytes);
+    const auto c = deepspeed::Checkpoint::open(ckpt);
+    analysis::DiagnoseOptions opt;
+    opt.device = DeviceKind::Cpu;
+    opt.verify_checksums = true;
+    const auto j = QJsonDocument::fromJson(QByteArray::fromStdString(
+                                               analysis::report_json(analysis::diagnose(*c, opt), c->catalog())))
+                       .object();
+    bool named = false;
+    for (const auto& f : j["findings"].toArray()) {
+      const auto o = f.toObject();
+      QVERIFY(o["files"].isArray());  // every finding has the field
+      if (o["code"].toString() == "checksum-mismatch")
+        named = o["files"].toArray() == QJsonArray{QString::fromStdString(rel)};
+    }
+    QVERIFY2(named, QJsonDocument(j["findings"].toArray()).toJson().left(3000).constData());
+  }
 };
 
 CKPTDOC_TEST_MAIN_APPLESS(TestDamagedCheckpoint)

@@ -21,12 +21,6 @@ namespace ckptdoc::analysis {
 
 namespace {
 
-Severity severity_of(const std::string& s) {
-  if (s == "error") return Severity::Error;
-  if (s == "warning") return Severity::Warning;
-  return Severity::Info;
-}
-
 void sort_findings(std::vector<Finding>& f) {
   std::stable_sort(f.begin(), f.end(), [](const Finding& a, const Finding& b) {
     return static_cast<int>(a.severity) > static_cast<int>(b.severity);
@@ -72,16 +66,10 @@ Report diagnose_job(const deepspeed::Checkpoint& job, const DiagnoseOptions& opt
     report.bytes_scanned += scan.bytes_scanned;
     if (report.backend.empty()) report.backend = scan.backend;
   }
-  for (const auto& p : job.catalog().problems) {
-    Finding f{p.code, severity_of(p.severity), p.message, p.params, p.ranks, {}, RepairKind::None};
-    if (p.code == "world-size-mismatch") f.repair = RepairKind::Repartition;
-    f.pp = p.pp;
-    f.tp = p.tp;
-    report.findings.push_back(std::move(f));
-  }
+  for (const auto& p : job.catalog().problems) report.findings.push_back(finding_from(p));
   if (options.verify_checksums)
     for (auto& p : verify_checksums(job.catalog(), options.threads, progress))
-      report.findings.push_back({p.code, severity_of(p.severity), p.message, p.params, p.ranks, {}, RepairKind::None});
+      report.findings.push_back(finding_from(p));
   const std::optional<deepspeed::TpRules> rules =
       options.tp_rules ? std::optional<deepspeed::TpRules>(deepspeed::read_tp_rules(*options.tp_rules))
                        : deepspeed::tp_rules_of(job);

@@ -13,6 +13,27 @@ std::string_view severity_name(Severity s) {
   }
 }
 
+Severity severity_of(const std::string& name) {
+  if (name == "error") return Severity::Error;
+  if (name == "warning") return Severity::Warning;
+  return Severity::Info;
+}
+
+Finding finding_from(const deepspeed::Problem& p) {
+  Finding f;
+  f.code = p.code;
+  f.severity = severity_of(p.severity);
+  f.message = p.message;
+  f.params = p.params;
+  f.ranks = p.ranks;
+  f.details = p.details;
+  f.pp = p.pp;
+  f.tp = p.tp;
+  if (!p.file.empty()) f.files.push_back(p.file);
+  if (p.code == "world-size-mismatch") f.repair = RepairKind::Repartition;
+  return f;
+}
+
 std::string_view repair_name(RepairKind r) {
   switch (r) {
     case RepairKind::RefreshFp32: return "refresh-fp32";

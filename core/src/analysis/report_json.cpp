@@ -71,7 +71,8 @@ std::string report_json(const Report& report, const deepspeed::Catalog& catalog)
     findings.push_back(json{{"code", f.code}, {"severity", std::string(severity_name(f.severity))},
                             {"message", f.message}, {"params", f.params}, {"ranks", f.ranks}, {"evidence", ev},
                             {"repair", std::string(repair_name(f.repair))},
-                            {"pp", f.pp >= 0 ? json(f.pp) : json(nullptr)}, {"tp", f.tp >= 0 ? json(f.tp) : json(nullptr)}});
+                            {"pp", f.pp >= 0 ? json(f.pp) : json(nullptr)}, {"tp", f.tp >= 0 ? json(f.tp) : json(nullptr)},
+                            {"files", f.files}});
     if (!f.details.empty()) findings.back()["details"] = f.details;
   }
   json params = json::array();

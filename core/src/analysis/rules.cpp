@@ -21,12 +21,6 @@ std::string num(double v) {
   return b;
 }
 
-Severity severity_of(const std::string& s) {
-  if (s == "error") return Severity::Error;
-  if (s == "warning") return Severity::Warning;
-  return Severity::Info;
-}
-
 std::string lp_name(DType t) { return t == DType::BF16 ? "bf16" : t == DType::F16 ? "fp16" : std::string(dtype_name(t)); }
 
 std::string list_names(const std::vector<std::string>& names, size_t max = 6) {
@@ -332,9 +326,7 @@ std::vector<Finding> apply_rules(const deepspeed::Catalog& catalog, const std::v
   std::vector<Finding> out;
   for (const auto* list : {&catalog.problems, &scan_problems})
     for (const auto& p : *list) {
-      Finding f{p.code, severity_of(p.severity), p.message, p.params, p.ranks, {}, RepairKind::None, p.details};
-      if (p.code == "world-size-mismatch") f.repair = RepairKind::Repartition;
-      out.push_back(std::move(f));
+      out.push_back(finding_from(p));
     }
   master_rules(catalog, params, th, out);
   nonfinite_rules(params, out);

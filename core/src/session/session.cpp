@@ -16,21 +16,11 @@ namespace {
 // Jobs that read the open source: superseded when another source replaces it.
 const std::vector<std::string> kSourceLanes = {"open", "analyse", "plan", "density", "diff", "watch"};
 
-analysis::Severity severity_of(const std::string& s) {
-  return s == "error"     ? analysis::Severity::Error
-         : s == "warning" ? analysis::Severity::Warning
-                          : analysis::Severity::Info;
-}
-
 std::vector<analysis::Finding> catalog_findings(const deepspeed::Catalog& catalog) {
   std::vector<analysis::Finding> out;
   for (const auto& p : catalog.problems) {
-    analysis::Finding f;
-    f.code = p.code;
-    f.severity = severity_of(p.severity);
-    f.message = p.message;
-    f.params = p.params;
-    f.ranks = p.ranks;
+    analysis::Finding f = analysis::finding_from(p);
+    f.repair = analysis::RepairKind::None;  // Fix is offered once the analysis has run
     out.push_back(std::move(f));
   }
   std::stable_sort(out.begin(), out.end(), [](const analysis::Finding& a, const analysis::Finding& b) {

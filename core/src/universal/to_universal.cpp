@@ -19,7 +19,7 @@
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/universal/convert.h"
 #include "deepspeed/value_access.h"
-#include "universal/mapped_pages.h"
+#include "io/mapped_pages.h"
 #include "universal/merged_param.h"
 #include "universal/output_folder.h"
 #include "universal/tp_patterns.h"
@@ -477,7 +477,7 @@ class ToUniversal {
       mp.fill(s, first, n, a.data());
       if (std::memcmp(a.data(), w + first, static_cast<size_t>(n) * 4) != 0)
         return rel + " differs from the source near element " + num(first);
-      detail::release(v->as_tensor(), first, n);
+      io::release(v->as_tensor(), first, n);
     }
     return std::nullopt;
   }
@@ -607,17 +607,7 @@ class ToUniversal {
     }
     // The values are the source's bit for bit, so a statistics pass would only repeat the source's diagnosis
     // (and map the whole output): the verification report holds what re-opening the output found.
-    for (const auto& p : wc.problems) {
-      analysis::Finding f;
-      f.code = p.code;
-      f.severity = p.severity == "error"     ? analysis::Severity::Error
-                   : p.severity == "warning" ? analysis::Severity::Warning
-                                             : analysis::Severity::Info;
-      f.message = p.message;
-      f.params = p.params;
-      f.ranks = p.ranks;
-      result_.verification.findings.push_back(std::move(f));
-    }
+    for (const auto& p : wc.problems) result_.verification.findings.push_back(analysis::finding_from(p));
     std::stable_sort(
         result_.verification.findings.begin(), result_.verification.findings.end(),
         [](const analysis::Finding& a, const analysis::Finding& b) { return a.severity > b.severity; });

@@ -16,12 +16,6 @@ constexpr int64_t kChunk = int64_t{1} << 22;  // elements per task: keeps every 
 
 bool scannable(DType d) { return d == DType::F16 || d == DType::BF16 || d == DType::F32 || d == DType::F64; }
 
-analysis::Severity severity_of(const std::string& s) {
-  if (s == "error") return analysis::Severity::Error;
-  if (s == "warning") return analysis::Severity::Warning;
-  return analysis::Severity::Info;
-}
-
 std::string some(const std::vector<std::string>& names, size_t max = 5) {
   std::string s;
   for (size_t i = 0; i < names.size() && i < max; ++i) s += (i ? ", " : "") + names[i];
@@ -109,7 +103,7 @@ analysis::Report diagnose_weights(const WeightsSource& source, const analysis::D
   }
 
   for (const auto& pr : source.problems()) {
-    report.findings.push_back({pr.code, severity_of(pr.severity), pr.message, pr.params, {}, {}, analysis::RepairKind::None});
+    report.findings.push_back(analysis::finding_from(pr));
   }
   // NaN/Inf and all-zero weight matrices, each finding naming every tensor and the files holding them.
   std::vector<std::string> nonfinite, nonfinite_files, zero, zero_files;

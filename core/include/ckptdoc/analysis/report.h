@@ -31,7 +31,13 @@ struct Finding {
   // Tensor/pipeline-parallel jobs: the model-parallel rank it concerns (ranks are that rank's dp ranks);
   // -1: the whole job or a data-parallel one.
   int pp = -1, tp = -1;
+  std::vector<std::string> files = {};  // the files concerned, relative to the tag folder (when one is named)
 };
+
+// "error" | "warning" | anything else (info).
+Severity severity_of(const std::string& name);
+// The finding a catalog or scan problem reports: every field it has, and the repair that fixes it.
+Finding finding_from(const deepspeed::Problem& p);
 
 // Sums over one rank's fragment of a param's Adam moments (finite elements only), so a picture can shade each
 // fragment by its moment magnitude: a rank whose moments were lost reads as zero among its neighbours.
