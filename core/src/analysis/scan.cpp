@@ -13,6 +13,7 @@
 #include "ckptdoc/deepspeed/rank_owners.h"
 #include "ckptdoc/error.h"
 #include "not_analysed.h"
+#include "io/mapped_pages.h"
 
 namespace ckptdoc::analysis {
 namespace {
@@ -370,6 +371,11 @@ class Scanner {
         r.short_elements += n;
       }
     }
+    // Read once: hand the mapped pages back (they stay in the page cache), so a pass over a checkpoint keeps a
+    // small resident set instead of growing by everything it read.
+    for (const auto* x : {&pv.fp32, &pv.exp_avg, &pv.exp_avg_sq})
+      if (*x) io::release(**x, t.partition_offset, t.numel);
+    if (lpt) io::release(*lpt, t.param_offset, t.numel);
     return r;
   }
 

@@ -6,7 +6,7 @@
 #include "ckptdoc/format/value.h"
 #include "ckptdoc/io/mapped_file.h"
 
-namespace ckptdoc::universal::detail {
+namespace ckptdoc::io {
 
 // Elements [first, first + n) of `t` (any dtype); a no-op for tensors not mapped from a file.
 inline void release(const Tensor& t, int64_t first, int64_t n) {
@@ -16,4 +16,4 @@ inline void release(const Tensor& t, int64_t first, int64_t n) {
                              static_cast<uint64_t>(n) * es);
 }
 
-}  // namespace ckptdoc::universal::detail
+}  // namespace ckptdoc::io

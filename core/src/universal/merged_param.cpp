@@ -6,7 +6,7 @@
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/mapped_file.h"
-#include "universal/mapped_pages.h"
+#include "io/mapped_pages.h"
 
 namespace ckptdoc::universal::detail {
 namespace {
@@ -120,7 +120,7 @@ void MergedParam::fill_part(size_t k, size_t state, int64_t first, int64_t n, fl
     const auto g = static_cast<size_t>(s.group), rank = static_cast<size_t>(r.rank);
     std::memcpy(out, s.partitions->data[g][rank][state] + r.partition_offset + in,
                 static_cast<size_t>(take) * sizeof(float));
-    release(s.partitions->keep[g][rank][state], r.partition_offset + in, take);
+    io::release(s.partitions->keep[g][rank][state], r.partition_offset + in, take);
     out += take;
   });
 }
@@ -176,7 +176,7 @@ void MergedParam::write(size_t state, ByteSink& sink, const std::function<void()
           sink.write_file_range(*file, static_cast<uint64_t>(bytes - file->bytes().data()), len);
         else
           sink.write({bytes, static_cast<size_t>(len)});
-        release(whole, r.partition_offset + in + done, m);
+        io::release(whole, r.partition_offset + in + done, m);
       }
     });
   });

@@ -17,7 +17,7 @@
 #include "ckptdoc/repair/plan.h"
 #include "ckptdoc/universal/convert.h"
 #include "deepspeed/value_access.h"
-#include "universal/mapped_pages.h"
+#include "io/mapped_pages.h"
 #include "universal/output_folder.h"
 
 namespace fs = std::filesystem;
@@ -261,7 +261,7 @@ class ToZero {
       const int64_t in = base + done - p.offset;
       const int64_t take = std::min(n - done, p.numel - in);
       std::memcpy(out + done, data_[g][s][i] + in, static_cast<size_t>(take) * sizeof(float));
-      detail::release(keep_[g][s][i], in, take);
+      io::release(keep_[g][s][i], in, take);
       done += take;
     }
     std::fill(out + done, out + n, 0.0f);
