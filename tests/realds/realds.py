@@ -16,7 +16,7 @@ zero_to_fp32.py, or takes the module weights with torch.load.
   realds.py check CKPT --like NAME --json OUT [--world N] [--model M] [--ds V] [-- ds_load_check args]
                                         real engine.load_checkpoint(CKPT) + one training step, configured like
                                         NAME (stage, dtype, optimizer, model); exit code of ds_load_check.py
-  realds.py py [--ds V] -- ARGS         python with that DeepSpeed importable (torch.load/save of its own files)
+  realds.py py [--ds V] [--] ARGS      python with that DeepSpeed importable (torch.load/save of its own files)
   realds.py zero-to-fp32 CKPT OUT [--ds V]
                                         DeepSpeed's zero_to_fp32.py (from the given version) on CKPT
   realds.py launch [--world N] [--ds V] [--logdir D] -- SCRIPT ARGS
@@ -379,7 +379,11 @@ def main():
     n.add_argument("--logdir", default=None)
     argv = sys.argv[1:]
     rest = argv[argv.index("--") + 1:] if "--" in argv else []
-    a = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    a, unknown = ap.parse_known_args(argv[:argv.index("--")] if "--" in argv else argv)
+    if unknown:  # `py script.py ARGS` and `launch script.py ARGS` without "--": the script and its own arguments
+        if a.cmd not in ("py", "launch") or "--" in argv:
+            ap.error("unrecognized arguments: " + " ".join(unknown))
+        rest = unknown
 
     if a.cmd == "list":
         for n in MATRIX:
