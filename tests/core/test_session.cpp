@@ -593,10 +593,9 @@ class TestSession : public QObject {
     const std::string run = dir.file("run");
     fs::create_directories(run);
     for (const char* step : {"5", "9", "12"}) {
-      const auto r = test::run_python(
-          test::script("fixtures/make_snapshot.py"),
-          {test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint/global_step5", run + "/step" + step, "--step",
-           step});
+      const auto r = test::run_python(test::script("fixtures/make_snapshot.py"),
+                                      {test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint/global_step5",
+                                       run + "/step" + step, "--step", step});
       QVERIFY2(r.exit_code == 0, r.err.c_str());
     }
     Session s;

@@ -156,8 +156,8 @@ class TestAttachMode : public QObject {
     QCOMPARE(model->rowCount(), 0);
   }
 
-  // The hook re-dumping a tag (manifest removed first, then the folder rewritten and a new manifest renamed in):
-  // the Timeline keeps one row for that snapshot, with the newest numbers and no "deleted" mark.
+  // The hook re-dumping a tag (manifest removed first, then the folder rewritten and a new manifest renamed
+  // in): the Timeline keeps one row for that snapshot, with the newest numbers and no "deleted" mark.
   void aRedumpedSnapshotReplacesItsRow() {
     test::TempDir dir;
     const std::string run = dir.file("run");

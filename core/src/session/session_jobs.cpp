@@ -120,7 +120,8 @@ JobPtr Session::watch(std::shared_ptr<SnapshotFeed> feed, Done<size_t> done, boo
         // What the feed had at hand together (a folder's first scan, one burst of events) is read here and
         // delivered as one update: the views refresh once per batch, not once per snapshot.
         std::vector<WatchItem> batch;
-        std::shared_ptr<const deepspeed::Checkpoint> newest;  // the batch's last sample's, shown with `follow`
+        // The checkpoint of the batch's last sample: with `follow`, the one shown.
+        std::shared_ptr<const deepspeed::Checkpoint> newest;
         auto flush = [&] {
           if (batch.empty()) return;
           std::optional<Analysis> shown;
@@ -131,16 +132,18 @@ JobPtr Session::watch(std::shared_ptr<SnapshotFeed> feed, Done<size_t> done, boo
                 break;
               }
           // The state changes on the UI thread only: the batch travels there.
-          c.post([this, batch = std::move(batch), ckpt = std::move(newest), shown = std::move(shown)]() mutable {
-            apply_watch_batch(std::move(batch), std::move(ckpt), std::move(shown));
-          });
+          c.post(
+              [this, batch = std::move(batch), ckpt = std::move(newest), shown = std::move(shown)]() mutable {
+                apply_watch_batch(std::move(batch), std::move(ckpt), std::move(shown));
+              });
           batch.clear();
           newest.reset();
         };
         while (auto snap = feed->next(c.progress())) {
           if (snap->removed) {
-            WatchItem gone{WatchItem::Kind::Removed, {}, {ErrorKind::Input, snap->label + ": the snapshot was deleted",
-                                                         snap->path, {}}};
+            WatchItem gone{WatchItem::Kind::Removed,
+                           {},
+                           {ErrorKind::Input, snap->label + ": the snapshot was deleted", snap->path, {}}};
             batch.push_back(std::move(gone));
             if (!feed->ready()) flush();
             continue;
@@ -185,7 +188,8 @@ JobPtr Session::watch(std::shared_ptr<SnapshotFeed> feed, Done<size_t> done, boo
 
 // UI thread. Notices first (they concern samples already shown), then the samples, then the newest shown, and
 // one WatchSample for the lot.
-void Session::apply_watch_batch(std::vector<WatchItem>&& batch, std::shared_ptr<const deepspeed::Checkpoint> ckpt,
+void Session::apply_watch_batch(std::vector<WatchItem>&& batch,
+                                std::shared_ptr<const deepspeed::Checkpoint> ckpt,
                                 std::optional<Analysis> shown) {
   for (const auto& item : batch) {
     if (item.kind == WatchItem::Kind::Removed) {

@@ -48,7 +48,8 @@ class FolderFeed final : public SnapshotFeed {
     }
   }
   bool ready() override {
-    while (!events_.empty() && events_.front().kind == snapshot::WatchEvent::Kind::Pending) events_.pop_front();
+    while (!events_.empty() && events_.front().kind == snapshot::WatchEvent::Kind::Pending)
+      events_.pop_front();
     return !events_.empty();
   }
 

@@ -157,9 +157,9 @@ class Session {
   // (coalesced: a new request supersedes the running one; opening another source supersedes it too).
   JobPtr diff(const std::string& other, const analysis::DiffOptions& options, Done<analysis::DiffResult> done);
 
-  // --- Watch: analyses every snapshot of a feed, appending its numbers to series() (coalesced). What the feed
-  // holds together (SnapshotFeed::ready()) arrives as one update. A snapshot read again from the same folder
-  // (a re-dumped tag) replaces its older sample. A snapshot that cannot be read is reported
+  // --- Watch: analyses every snapshot of a feed, appending its numbers to series() (coalesced). What the
+  // feed holds together (SnapshotFeed::ready()) arrives as one update. A snapshot read again from the same
+  // folder (a re-dumped tag) replaces its older sample. A snapshot that cannot be read is reported
   // (Event::WatchSkipped) and the watch goes on. With `follow` (the app's
   // attach mode) each snapshot also becomes the open source with its analysis, as if opened and analysed
   // (Event::Opened then AnalysisFinished), without ending the watch; opening another source ends it.
