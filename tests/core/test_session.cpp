@@ -546,6 +546,81 @@ class TestSession : public QObject {
     QCOMPARE(end->error->kind, ErrorKind::Cancelled);
   }
 
+  // A re-dumped tag (its rank files and then its manifest replaced in the same folder, with a new id) is the
+  // same snapshot: its new sample replaces the old one, in samples() and in the series.
+  void followReplacesARedumpedSnapshot() {
+    test::TempDir dir;
+    const std::string run = dir.file("run");
+    fs::create_directories(run);
+    auto make = [&](const std::string& name, std::vector<std::string> args) {
+      args.insert(args.begin(),
+                  {test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint/global_step5", run + "/" + name});
+      const auto r = test::run_python(test::script("fixtures/make_snapshot.py"), args);
+      QVERIFY2(r.exit_code == 0, r.err.c_str());
+    };
+    make("step5", {"--step", "5"});
+    Session s;
+    s.settings().device = DeviceKind::Cpu;
+    int samples = 0;
+    s.listen([&](Event e, const JobPtr&, const JobError*) { samples += e == Event::WatchSample; });
+    std::optional<Outcome<size_t>> end;
+    auto job = s.watch(
+        folder_feed(run), [&](Outcome<size_t>& o) { end = o; }, true);
+    QVERIFY(pump(s, [&] { return samples >= 1; }));
+    QCOMPARE(s.samples().size(), size_t{1});
+    const std::string first_id = s.samples()[0].summary.id;
+
+    make("step5", {"--step", "5", "--live", R"({"grad_norm": 2.5})"});
+    QVERIFY(pump(s, [&] { return samples >= 2; }));
+    QCOMPARE(s.samples().size(), size_t{1});
+    const auto& w = s.samples()[0];
+    QVERIFY(w.summary.id != first_id);
+    QVERIFY(w.summary.grad_norm.has_value());
+    QCOMPARE(*w.summary.grad_norm, 2.5);
+    QVERIFY(!w.removed);
+    QVERIFY(w.report);  // the newest report is kept
+    QCOMPARE(s.series().find("errors")->points.size(), size_t{1});
+    QCOMPARE(fs::path(s.path()).filename().string(), std::string("step5"));
+
+    job->cancel();
+    QVERIFY(pump(s, [&] { return end.has_value(); }));
+  }
+
+  // Attaching to a folder that already holds several snapshots delivers them together: one WatchSample, and
+  // the newest shown once (one Opened, one AnalysisFinished), not one round per snapshot.
+  void followDeliversTheSnapshotsAlreadyThereAtOnce() {
+    test::TempDir dir;
+    const std::string run = dir.file("run");
+    fs::create_directories(run);
+    for (const char* step : {"5", "9", "12"}) {
+      const auto r = test::run_python(test::script("fixtures/make_snapshot.py"),
+                                      {test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint/global_step5",
+                                       run + "/step" + step, "--step", step});
+      QVERIFY2(r.exit_code == 0, r.err.c_str());
+    }
+    Session s;
+    s.settings().device = DeviceKind::Cpu;
+    std::vector<Event> events;
+    s.listen([&](Event e, const JobPtr&, const JobError*) { events.push_back(e); });
+    std::optional<Outcome<size_t>> end;
+    auto job = s.watch(
+        folder_feed(run), [&](Outcome<size_t>& o) { end = o; }, true);
+    QVERIFY(pump(s, [&] { return s.samples().size() >= 3; }));
+    auto seen = [&](Event e) { return std::count(events.begin(), events.end(), e); };
+    QCOMPARE(seen(Event::WatchSample), 1);
+    QCOMPARE(seen(Event::Opened), 1);
+    QCOMPARE(seen(Event::AnalysisFinished), 1);
+    QCOMPARE(s.samples().size(), size_t{3});
+    QCOMPARE(s.samples()[0].step, int64_t{5});
+    QCOMPARE(s.samples()[2].step, int64_t{12});
+    QVERIFY(!s.samples()[0].report && s.samples()[2].report);  // only the newest report is kept
+    QCOMPARE(fs::path(s.path()).filename().string(), std::string("step12"));  // the newest is shown
+    QCOMPARE(s.series().find("errors")->points.size(), size_t{3});
+
+    job->cancel();
+    QVERIFY(pump(s, [&] { return end.has_value(); }));
+  }
+
   void planVerifyAndExportJobs() {
     Session s;
     s.settings().device = DeviceKind::Cpu;

@@ -3,7 +3,8 @@
 // checkpoint with one point on the Timeline tab; a snapshot committed later is picked up from the file-system
 // event (we wait on the signal, never on a clock) and becomes the shown source, with its live numbers on the
 // timeline; deleting the shown snapshot leaves the last analysis on screen with a message; a folder that is
-// not one ends the attach with a message.
+// not one ends the attach with a message; a re-dumped tag keeps one row; a folder that already holds several
+// snapshots is delivered (and the views refreshed) once.
 #include <QAbstractItemModelTester>
 #include <QChart>
 #include <QSignalSpy>
@@ -153,6 +154,67 @@ class TestAttachMode : public QObject {
     QVERIFY(!w.session()->isAttached());
     QVERIFY(analysed.count() > 0 || analysed.wait(kWaitMs));
     QCOMPARE(model->rowCount(), 0);
+  }
+
+  // The hook re-dumping a tag (manifest removed first, then the folder rewritten and a new manifest renamed
+  // in): the Timeline keeps one row for that snapshot, with the newest numbers and no "deleted" mark.
+  void aRedumpedSnapshotReplacesItsRow() {
+    test::TempDir dir;
+    const std::string run = dir.file("run");
+    fs::create_directories(run);
+    makeSnapshot(run + "/step5", {"--step", "5"});
+
+    MainWindow w;
+    w.session()->core().settings().device = DeviceKind::Cpu;
+    auto* model = w.timelineView()->model();
+    QAbstractItemModelTester tester(model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QSignalSpy sampled(w.session(), &Session::watchSampled);
+    QSignalSpy removed(w.session(), &Session::snapshotRemoved);
+    w.attach(QString::fromStdString(run));
+    QVERIFY(sampled.wait(kWaitMs));
+    QCOMPARE(model->rowCount(), 1);
+
+    fs::remove(run + "/step5/manifest.json");  // what dump() does first to an existing tag
+    QVERIFY(removed.wait(kWaitMs));
+    makeSnapshot(run + "/step5", {"--step", "5", "--live", R"({"grad_norm": 2.5, "loss_scale": 128.0})"});
+    while (sampled.count() < 2) QVERIFY2(sampled.wait(kWaitMs), "the re-dumped snapshot never arrived");
+    QCOMPARE(model->rowCount(), 1);
+    QCOMPARE(cell(*model, 0, TimelineModel::Step).toLongLong(), 5LL);
+    QCOMPARE(cell(*model, 0, TimelineModel::GradNorm).toDouble(), 2.5);
+    QCOMPARE(cell(*model, 0, TimelineModel::LossScale).toDouble(), 128.0);
+    QCOMPARE(model->data(model->index(0, TimelineModel::State), Qt::DisplayRole).toString(), QString());
+    QCOMPARE(seriesPoints(w.timelineView()->gradNormChart(), QStringLiteral("grad norm")), 1);
+    QCOMPARE(w.session()->samples().size(), size_t{1});
+    QCOMPARE(fs::path(w.session()->path().toStdString()).filename().string(), std::string("step5"));
+    QVERIFY(w.session()->isAttached());
+  }
+
+  // Attaching to a folder that already holds several snapshots refreshes the views once, not once per
+  // snapshot: one watchSampled, one timeline model reset, the newest shown once.
+  void attachingToAFolderOfSnapshotsRefreshesOnce() {
+    test::TempDir dir;
+    const std::string run = dir.file("run");
+    fs::create_directories(run);
+    for (const char* step : {"5", "9", "12"}) makeSnapshot(run + "/step" + step, {"--step", step});
+
+    MainWindow w;
+    w.session()->core().settings().device = DeviceKind::Cpu;
+    auto* model = w.timelineView()->model();
+    QSignalSpy resets(model, &QAbstractItemModel::modelReset);
+    QSignalSpy sampled(w.session(), &Session::watchSampled);
+    QSignalSpy opened(w.session(), &Session::opened);
+    QSignalSpy analysed(w.session(), &Session::analysisFinished);
+    w.attach(QString::fromStdString(run));
+    while (w.session()->samples().size() < 3)
+      QVERIFY2(sampled.wait(kWaitMs), "the snapshots already there never all arrived");
+    QCOMPARE(sampled.count(), 1);
+    QCOMPARE(resets.count(), 1);
+    QCOMPARE(opened.count(), 1);
+    QCOMPARE(analysed.count(), 1);
+    QCOMPARE(model->rowCount(), 3);
+    QCOMPARE(cell(*model, 2, TimelineModel::Step).toLongLong(), 12LL);
+    QCOMPARE(fs::path(w.session()->path().toStdString()).filename().string(), std::string("step12"));
+    QCOMPARE(seriesPoints(w.timelineView()->exactChart(), QStringLiteral("exact")), 3);
   }
 
   void attachToAMissingFolderSaysSo() {

@@ -23,6 +23,10 @@ void TimelineModel::refresh() {
   endResetModel();
 }
 
+void TimelineModel::refreshStates() {
+  if (!order_.empty()) emit dataChanged(index(0, State), index(rowCount() - 1, State), {Qt::DisplayRole});
+}
+
 int TimelineModel::sampleIndex(int row) const {
   return row >= 0 && row < static_cast<int>(order_.size()) ? order_[static_cast<size_t>(row)] : -1;
 }

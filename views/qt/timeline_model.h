@@ -28,6 +28,9 @@ class TimelineModel : public QAbstractTableModel {
 
   explicit TimelineModel(const Session* session, QObject* parent = nullptr);
   void refresh();
+  // A sample was marked deleted: only the Folder column changes (no reset, so a burst that deletes one
+  // snapshot and commits another still resets the model once).
+  void refreshStates();
   // Index into session->samples() of row `row` (rows are in step order).
   int sampleIndex(int row) const;
 

@@ -78,7 +78,7 @@ TimelineView::TimelineView(Session* session, QWidget* parent) : QWidget(parent),
   layout->addWidget(split, 1);
 
   connect(session_, &Session::watchSampled, this, &TimelineView::refresh);
-  connect(session_, &Session::snapshotRemoved, this, &TimelineView::refresh);
+  connect(session_, &Session::snapshotRemoved, model_, &TimelineModel::refreshStates);  // the charts stay
   connect(session_, &Session::closed, this, &TimelineView::refresh);
   connect(session_, &Session::attachEnded, this, &TimelineView::refresh);
   connect(session_, &Session::opened, this, [this] {

@@ -1,5 +1,7 @@
 // Session jobs that produce something for the user rather than change the session's state: repair plans and
 // runs, verification, export, a param's density, a diff against another source, and watching a run.
+#include <algorithm>
+
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/analysis/param_density.h"
 #include "ckptdoc/error.h"
@@ -97,6 +99,14 @@ JobPtr Session::diff(const std::string& other, const analysis::DiffOptions& opti
       std::move(done));
 }
 
+// One thing a watch read from its feed, waiting on the worker to travel to the UI thread with the rest of
+// its batch.
+struct Session::WatchItem {
+  enum class Kind { Sample, Removed, Skipped } kind = Kind::Sample;
+  WatchSample sample;  // Sample
+  JobError error;      // Removed, Skipped: what the notice says (error.file: the folder)
+};
+
 JobPtr Session::watch(std::shared_ptr<SnapshotFeed> feed, Done<size_t> done, bool follow) {
   analysis::DiagnoseOptions o;
   o.device = settings_.device;
@@ -107,14 +117,35 @@ JobPtr Session::watch(std::shared_ptr<SnapshotFeed> feed, Done<size_t> done, boo
       [this, feed, o, follow](JobQueue::Context& c) {
         size_t n = 0;
         snapshot::Timeline timeline;  // the findings only the series shows (loss scale collapsing, ...)
+        // What the feed had at hand together (a folder's first scan, one burst of events) is read here and
+        // delivered as one update: the views refresh once per batch, not once per snapshot.
+        std::vector<WatchItem> batch;
+        // The checkpoint of the batch's last sample: with `follow`, the one shown.
+        std::shared_ptr<const deepspeed::Checkpoint> newest;
+        auto flush = [&] {
+          if (batch.empty()) return;
+          std::optional<Analysis> shown;
+          if (follow && newest)
+            for (auto it = batch.rbegin(); it != batch.rend(); ++it)
+              if (it->kind == WatchItem::Kind::Sample) {
+                shown = prepare_analysis(it->sample.report, newest->catalog());
+                break;
+              }
+          // The state changes on the UI thread only: the batch travels there.
+          c.post(
+              [this, batch = std::move(batch), ckpt = std::move(newest), shown = std::move(shown)]() mutable {
+                apply_watch_batch(std::move(batch), std::move(ckpt), std::move(shown));
+              });
+          batch.clear();
+          newest.reset();
+        };
         while (auto snap = feed->next(c.progress())) {
           if (snap->removed) {
-            JobError gone{ErrorKind::Input, snap->label + ": the snapshot was deleted", snap->path, {}};
-            c.post([this, gone] {
-              for (auto& s : samples_)
-                if (s.snapshot.path == gone.file) s.removed = true;
-              notify(Event::WatchRemoved, nullptr, &gone);
-            });
+            WatchItem gone{WatchItem::Kind::Removed,
+                           {},
+                           {ErrorKind::Input, snap->label + ": the snapshot was deleted", snap->path, {}}};
+            batch.push_back(std::move(gone));
+            if (!feed->ready()) flush();
             continue;
           }
           std::shared_ptr<const deepspeed::Checkpoint> ckpt;
@@ -129,7 +160,8 @@ JobPtr Session::watch(std::shared_ptr<SnapshotFeed> feed, Done<size_t> done, boo
             JobError e = current_exception_error();
             if (e.file.empty()) e.file = snap->path;
             e.message = snap->label + ": " + e.message;
-            c.post([this, e] { notify(Event::WatchSkipped, nullptr, &e); });
+            batch.push_back({WatchItem::Kind::Skipped, {}, std::move(e)});
+            if (!feed->ready()) flush();
             continue;
           }
           WatchSample s;
@@ -141,23 +173,59 @@ JobPtr Session::watch(std::shared_ptr<SnapshotFeed> feed, Done<size_t> done, boo
           s.step = snap->step.value_or(s.summary.global_steps);
           s.snapshot = std::move(*snap);
           s.metrics = snapshot_metrics(*report);
-          std::optional<Analysis> shown;
-          if (follow) shown = prepare_analysis(report, ckpt->catalog());
           s.report = std::move(report);
-          // The state changes on the UI thread only: the sample travels there.
-          c.post([this, s = std::move(s), ckpt, shown = std::move(shown)]() mutable {
-            for (const auto& [name, value] : s.metrics) series_.append(name, s.step, value);
-            if (!samples_.empty()) samples_.back().report.reset();  // keep the newest report only
-            const std::string path = s.snapshot.path;
-            samples_.push_back(std::move(s));
-            if (shown) adopt_watched(path, ckpt, std::move(*shown));
-            notify(Event::WatchSample, nullptr, nullptr);
-          });
+          for (auto& b : batch) b.sample.report.reset();  // only the newest report is kept
+          batch.push_back({WatchItem::Kind::Sample, std::move(s), {}});
+          newest = std::move(ckpt);
           ++n;
+          if (!feed->ready()) flush();
         }
+        flush();
         return n;
       },
       std::move(done));
+}
+
+// UI thread. Notices first (they concern samples already shown), then the samples, then the newest shown, and
+// one WatchSample for the lot.
+void Session::apply_watch_batch(std::vector<WatchItem>&& batch,
+                                std::shared_ptr<const deepspeed::Checkpoint> ckpt,
+                                std::optional<Analysis> shown) {
+  for (const auto& item : batch) {
+    if (item.kind == WatchItem::Kind::Removed) {
+      for (auto& s : samples_)
+        if (s.snapshot.path == item.error.file) s.removed = true;
+      notify(Event::WatchRemoved, nullptr, &item.error);
+    } else if (item.kind == WatchItem::Kind::Skipped) {
+      notify(Event::WatchSkipped, nullptr, &item.error);
+    }
+  }
+  std::string path;
+  bool any = false;
+  for (auto& item : batch)
+    if (item.kind == WatchItem::Kind::Sample) {
+      path = item.sample.snapshot.path;
+      add_watch_sample(std::move(item.sample));
+      any = true;
+    }
+  if (shown && ckpt) adopt_watched(path, std::move(ckpt), std::move(*shown));
+  if (any) notify(Event::WatchSample, nullptr, nullptr);
+}
+
+// A re-dumped snapshot (a new version in the same folder, as snapshot::Timeline keys its points) replaces its
+// older sample, whose points leave the series with it.
+void Session::add_watch_sample(WatchSample s) {
+  const auto same = std::find_if(samples_.begin(), samples_.end(),
+                                 [&](const WatchSample& w) { return w.summary.dir == s.summary.dir; });
+  if (same != samples_.end()) {
+    samples_.erase(same);
+    series_.clear();
+    for (const auto& w : samples_)
+      for (const auto& [name, value] : w.metrics) series_.append(name, w.step, value);
+  }
+  for (const auto& [name, value] : s.metrics) series_.append(name, s.step, value);
+  if (!samples_.empty()) samples_.back().report.reset();  // keep the newest report only
+  samples_.push_back(std::move(s));
 }
 
 }  // namespace ckptdoc::session

@@ -47,6 +47,11 @@ class FolderFeed final : public SnapshotFeed {
       for (auto& e : watcher_->wait(250)) events_.push_back(std::move(e));
     }
   }
+  bool ready() override {
+    while (!events_.empty() && events_.front().kind == snapshot::WatchEvent::Kind::Pending)
+      events_.pop_front();
+    return !events_.empty();
+  }
 
  private:
   std::string dir_;

@@ -48,7 +48,8 @@ enum class Event : uint8_t {
   AnalysisFinished,
   AnalysisFailed,
   AnalysisCancelled,
-  WatchSample,   // a watched snapshot's numbers were appended to series()
+  WatchSample,   // watched snapshots' numbers were added to samples() and series(): once per batch (all the
+                 // snapshots a folder held when attached, one burst of file-system events)
   WatchRemoved,  // a watched snapshot went away (error->file: its folder); what was read from it stays
   WatchSkipped,  // a watched snapshot could not be read (deleted meanwhile, damaged): error says why
 };
@@ -156,8 +157,10 @@ class Session {
   // (coalesced: a new request supersedes the running one; opening another source supersedes it too).
   JobPtr diff(const std::string& other, const analysis::DiffOptions& options, Done<analysis::DiffResult> done);
 
-  // --- Watch: analyses every snapshot of a feed, appending its numbers to series() (coalesced). A snapshot
-  // that cannot be read is reported (Event::WatchSkipped) and the watch goes on. With `follow` (the app's
+  // --- Watch: analyses every snapshot of a feed, appending its numbers to series() (coalesced). What the
+  // feed holds together (SnapshotFeed::ready()) arrives as one update. A snapshot read again from the same
+  // folder (a re-dumped tag) replaces its older sample. A snapshot that cannot be read is reported
+  // (Event::WatchSkipped) and the watch goes on. With `follow` (the app's
   // attach mode) each snapshot also becomes the open source with its analysis, as if opened and analysed
   // (Event::Opened then AnalysisFinished), without ending the watch; opening another source ends it.
   JobPtr watch(std::shared_ptr<SnapshotFeed> feed, Done<size_t> done = {}, bool follow = false);
@@ -185,6 +188,10 @@ class Session {
   void adopt_watched(const std::string& path, std::shared_ptr<const deepspeed::Checkpoint> ckpt,
                      Analysis analysis);
   void reset_analysis();
+  struct WatchItem;
+  void apply_watch_batch(std::vector<WatchItem>&& batch, std::shared_ptr<const deepspeed::Checkpoint> ckpt,
+                         std::optional<Analysis> shown);
+  void add_watch_sample(WatchSample s);
 
   Settings settings_;
   std::string path_;

@@ -32,12 +32,17 @@ class SnapshotFeed {
  public:
   virtual ~SnapshotFeed() = default;
   virtual std::optional<Snapshot> next(Progress& progress) = 0;
+  // True when next() would return at once with something the feed already holds (the rest of one folder scan,
+  // or of one burst of file-system events): the watch then delivers what it read as one update, so a view
+  // refreshes once per scan rather than once per snapshot. A fixed list says false (one update per item).
+  virtual bool ready() { return false; }
 };
 // A fixed list, in order.
 std::unique_ptr<SnapshotFeed> list_feed(std::vector<Snapshot> snapshots);
 // A folder of live-run snapshots (ckptdoc_hook's out_dir), followed by snapshot::SnapshotWatcher (inotify):
 // first the committed snapshots already there, oldest first, then each one as its manifest appears, and a
-// `removed` snapshot when one goes away. Never ends by itself (cancel the watch); next() throws
+// `removed` snapshot when one goes away. A re-dumped tag (same folder, new manifest id) comes again. ready()
+// holds while the current rescan's events last. Never ends by itself (cancel the watch); next() throws
 // ckptdoc::Error when `dir` is not a folder.
 std::unique_ptr<SnapshotFeed> folder_feed(std::string dir);
 
