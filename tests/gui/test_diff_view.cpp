@@ -112,8 +112,7 @@ class TestDiffView : public QObject {
  private slots:
   void initTestCase() {
     QStandardPaths::setTestModeEnabled(true);
-    QCoreApplication::setOrganizationName("ckptdoc-test");
-    QCoreApplication::setApplicationName("ckptdoc-test-diff");  // its own settings file: tests run in parallel
+    test::use_private_settings();
     AppSettings().setDevice(DeviceKind::Cpu);
   }
 

@@ -72,8 +72,7 @@ class TestLayoutHealth : public QObject {
  private slots:
   void initTestCase() {
     QStandardPaths::setTestModeEnabled(true);
-    QCoreApplication::setOrganizationName("ckptdoc-test");
-    QCoreApplication::setApplicationName("ckptdoc-test-health");  // its own settings file: tests run in parallel
+    test::use_private_settings();
     ckpt_ = dir_.file("dp64");
     const auto r =
         test::run_cli({"repair", test::healthy_fixture("zero2_fp16_ws2"), "-o", ckpt_, "--repartition",

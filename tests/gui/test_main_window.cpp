@@ -61,8 +61,7 @@ class TestMainWindow : public QObject {
  private slots:
   void initTestCase() {
     QStandardPaths::setTestModeEnabled(true);
-    QCoreApplication::setOrganizationName("ckptdoc-test");
-    QCoreApplication::setApplicationName("ckptdoc-test");
+    test::use_private_settings();
     AppSettings().clearRecentFiles();
     AppSettings().setDevice(DeviceKind::Cpu);
   }

@@ -61,8 +61,7 @@ class TestRepairDialog : public QObject {
  private slots:
   void initTestCase() {
     QStandardPaths::setTestModeEnabled(true);
-    QCoreApplication::setOrganizationName("ckptdoc-test");
-    QCoreApplication::setApplicationName("ckptdoc-test");
+    test::use_private_settings();
   }
 
   void cancelDuringVerificationSaysWrittenButUnverified() {

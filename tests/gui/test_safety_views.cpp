@@ -57,8 +57,7 @@ class TestSafetyViews : public QObject {
  private slots:
   void initTestCase() {
     QStandardPaths::setTestModeEnabled(true);
-    QCoreApplication::setOrganizationName("ckptdoc-test");
-    QCoreApplication::setApplicationName("ckptdoc-test");
+    test::use_private_settings();
     AppSettings().setDevice(DeviceKind::Cpu);
   }
 

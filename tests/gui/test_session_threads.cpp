@@ -89,8 +89,7 @@ class TestSessionThreads : public QObject {
  private slots:
   void initTestCase() {
     QStandardPaths::setTestModeEnabled(true);
-    QCoreApplication::setOrganizationName("ckptdoc-test");
-    QCoreApplication::setApplicationName("ckptdoc-test-threads");  // its own settings file: tests run in parallel
+    test::use_private_settings();
   }
 
   void cleanup() {

@@ -36,8 +36,7 @@ class TestWeightsWindow : public QObject {
  private slots:
   void initTestCase() {
     QStandardPaths::setTestModeEnabled(true);
-    QCoreApplication::setOrganizationName("ckptdoc-test");
-    QCoreApplication::setApplicationName("ckptdoc-test");
+    test::use_private_settings();
     AppSettings().setDevice(DeviceKind::Cpu);
   }
 

@@ -6,6 +6,8 @@
 #include <QDir>
 #include <QFile>
 #include <QProcess>
+#include <QSettings>
+#include <QCoreApplication>
 #include <QTemporaryDir>
 #include <algorithm>
 #include <cstdlib>
@@ -130,6 +132,14 @@ std::string flip_bits_in_first_data_record(const std::string& path, uint64_t at,
   f.write(&c, 1);
   if (!f) throw std::runtime_error(path + ": could not rewrite byte " + std::to_string(offset));
   return record;
+}
+
+void use_private_settings() {
+  static QTemporaryDir dir;  // removed when the process exits
+  QCoreApplication::setOrganizationName("ckptdoc-test");
+  QCoreApplication::setApplicationName("ckptdoc-test");
+  for (auto format : {QSettings::NativeFormat, QSettings::IniFormat})
+    QSettings::setPath(format, QSettings::UserScope, dir.path());
 }
 
 }  // namespace ckptdoc::test

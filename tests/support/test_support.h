@@ -19,6 +19,10 @@ std::string python();         // /usr/bin/python3 (has torch)
 std::string cli();            // path of the built ckptdoc executable
 std::string script(const std::string& relative);  // tests/<relative>
 
+// Application settings (QSettings: recent files, device, ...) of this test process only, in a folder removed at
+// exit: ctest runs every test function as its own process, in parallel, and a shared settings file races.
+void use_private_settings();
+
 // A fresh directory under the system temp folder, removed by the destructor.
 class TempDir {
  public:
