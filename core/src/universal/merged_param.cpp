@@ -44,22 +44,23 @@ void for_each_segment(const MergedParam& p, const std::function<void(size_t, int
     return left > 0;
   };
   const auto& parts = p.parts;
-  if (p.merge.kind == MergeKind::Replicated || parts.size() == 1) {
-    add(0, 0, parts[0].numel);
-  } else if (p.merge.kind == MergeKind::TwoSubParams) {
-    for (int64_t h = 0; h < 2; ++h)
-      for (size_t k = 0; k < parts.size(); ++k)
-        if (!add(k, h * parts[k].numel / 2, parts[k].numel / 2)) goto done;
-  } else {  // CatDim
-    const auto d = static_cast<size_t>(p.merge.cat_dim);
-    const int64_t outer = product(parts[0].shape, 0, d);
-    for (int64_t o = 0; o < outer; ++o)
-      for (size_t k = 0; k < parts.size(); ++k) {
-        const int64_t block = product(parts[k].shape, d, parts[k].shape.size());
-        if (!add(k, o * block, block)) goto done;
-      }
-  }
-done:
+  [&] {  // returns once out_numel elements are placed
+    if (p.merge.kind == MergeKind::Replicated || parts.size() == 1) {
+      add(0, 0, parts[0].numel);
+    } else if (p.merge.kind == MergeKind::TwoSubParams) {
+      for (int64_t h = 0; h < 2; ++h)
+        for (size_t k = 0; k < parts.size(); ++k)
+          if (!add(k, h * parts[k].numel / 2, parts[k].numel / 2)) return;
+    } else {  // CatDim
+      const auto d = static_cast<size_t>(p.merge.cat_dim);
+      const int64_t outer = product(parts[0].shape, 0, d);
+      for (int64_t o = 0; o < outer; ++o)
+        for (size_t k = 0; k < parts.size(); ++k) {
+          const int64_t block = product(parts[k].shape, d, parts[k].shape.size());
+          if (!add(k, o * block, block)) return;
+        }
+    }
+  }();
   if (pn > 0) emit(pk, poff, pn);
 }
 
