@@ -260,7 +260,7 @@ void draw_diff(View& v) {
   if (d.result)
     ImGui::Text("A: %s\nB: %s", d.result->a.c_str(), d.result->b.c_str());
   else
-    ImGui::Text("A: %s\nB: %s", v.path, d.other.c_str());
+    ImGui::Text("A: %s\nB: %s", s.path().c_str(), d.other.c_str());
   if (!d.error.empty()) ImGui::TextColored(ImVec4(0.95f, 0.45f, 0.4f, 1), "%s", display(v, d.error).c_str());
   if (!d.summary.empty()) ImGui::TextUnformatted(d.summary.c_str());
   if (!d.result) return;
