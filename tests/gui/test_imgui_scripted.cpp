@@ -1,14 +1,14 @@
-// The ImGui view driven like a user on a private Xvfb (Mesa llvmpipe): its --script clicks through ImGui's own
-// input. A broken real checkpoint opens, Fix is clicked, the plan appears, Repair is clicked; the view
+// The ImGui view driven like a user on a private Xvfb (Mesa llvmpipe): its --script clicks through ImGui's
+// own input. A broken real checkpoint opens, Fix is clicked, the plan appears, Repair is clicked; the view
 // reports the output verified, and `ckptdoc diagnose` (another process) calls it clean. A checkpoint compared
 // with a copy whose fp32 masters were overwritten shows in the Diff tab the rows and numbers of
-// `ckptdoc diff --json` on the same pair. Also: a failed open is reported, a dropped folder opens and lands in
-// the recent list.
+// `ckptdoc diff --json` on the same pair. Also: a failed open is reported, a dropped folder opens and lands
+// in the recent list.
 #include <QFile>
-#include <QProcess>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QProcess>
 #include <QStandardPaths>
 #include <QtTest>
 #include <cmath>
@@ -201,14 +201,22 @@ class TestImguiScripted : public QObject {
 
     const auto r = runScript(*x_, dir, a,
                              "wait opened 300\n"
-                             "compare " + b + "\n"
-                             "wait diffed 300\n"
-                             "tab diff\n"
-                             "frames 3\n"
-                             "expect diff-rows " + std::to_string(tensors.size()) + "\n"
-                             "save-diff " + rows_file + "\n"
-                             "screenshot " + dir.file("diff.png") + "\n"
-                             "quit\n");
+                             "compare " +
+                                 b +
+                                 "\n"
+                                 "wait diffed 300\n"
+                                 "tab diff\n"
+                                 "frames 3\n"
+                                 "expect diff-rows " +
+                                 std::to_string(tensors.size()) +
+                                 "\n"
+                                 "save-diff " +
+                                 rows_file +
+                                 "\n"
+                                 "screenshot " +
+                                 dir.file("diff.png") +
+                                 "\n"
+                                 "quit\n");
     CKPTDOC_EXPECT_EXIT(r, 0);
     const auto rows = diffRows(test::read_text(rows_file));
     QCOMPARE(rows.size(), static_cast<size_t>(tensors.size()));
@@ -220,7 +228,8 @@ class TestImguiScripted : public QObject {
       QCOMPARE(row.at("name"), name);
       QCOMPARE(row.at("status"), std::string(t["equal"].toBool() ? "equal" : "changed"));
       QCOMPARE(row.at("numel"), std::to_string(t["numel"].toInteger()));
-      QVERIFY2(sameNumber(row.at("max_abs"), t["max_abs_diff"].toDouble()), (name + " " + row.at("max_abs")).c_str());
+      QVERIFY2(sameNumber(row.at("max_abs"), t["max_abs_diff"].toDouble()),
+               (name + " " + row.at("max_abs")).c_str());
       QVERIFY2(sameNumber(row.at("rel_l2"), t["rel_l2"].toDouble()), (name + " " + row.at("rel_l2")).c_str());
       changed += t["equal"].toBool() ? 0 : 1;
     }

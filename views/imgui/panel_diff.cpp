@@ -1,7 +1,7 @@
 // The Diff tab: the open source (A) against another (B) tensor by tensor, as `ckptdoc diff` and the Qt app's
 // Diff tab show it. The comparison is a session job (progress and cancel here; a new request supersedes the
-// running one); the table lists the rows worst first, as core ordered them; the selected row shows its numbers
-// and the histogram of log10 |A-B| (A > B and B > A apart).
+// running one); the table lists the rows worst first, as core ordered them; the selected row shows its
+// numbers and the histogram of log10 |A-B| (A > B and B > A apart).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -48,7 +48,8 @@ DiffRow row_of(const analysis::TensorDiff& d, DiffRow::Status status) {
   r.status = status;
   r.name = d.name;
   r.tensor = &d;
-  r.shape = d.shape_a == d.shape_b ? shape_text(d.shape_a) : shape_text(d.shape_a) + " -> " + shape_text(d.shape_b);
+  r.shape =
+      d.shape_a == d.shape_b ? shape_text(d.shape_a) : shape_text(d.shape_a) + " -> " + shape_text(d.shape_b);
   r.dtype = std::string(dtype_name(d.dtype_a));
   if (d.dtype_a != d.dtype_b) r.dtype += " -> " + std::string(dtype_name(d.dtype_b));
   if (status == DiffRow::Status::ShapeChanged) return r;  // not compared
@@ -63,11 +64,14 @@ DiffRow row_of(const analysis::TensorDiff& d, DiffRow::Status status) {
 // Removed, added, shape-changed, then the compared tensors in core's order (worst first).
 std::vector<DiffRow> rows_of(const analysis::DiffResult& r) {
   std::vector<DiffRow> rows;
-  for (const auto& n : r.removed) rows.push_back({DiffRow::Status::Removed, n, {}, {}, {}, {}, {}, {}, {}, nullptr});
-  for (const auto& n : r.added) rows.push_back({DiffRow::Status::Added, n, {}, {}, {}, {}, {}, {}, {}, nullptr});
+  for (const auto& n : r.removed)
+    rows.push_back({DiffRow::Status::Removed, n, {}, {}, {}, {}, {}, {}, {}, nullptr});
+  for (const auto& n : r.added)
+    rows.push_back({DiffRow::Status::Added, n, {}, {}, {}, {}, {}, {}, {}, nullptr});
   for (const auto& d : r.shape_changed) rows.push_back(row_of(d, DiffRow::Status::ShapeChanged));
-  for (const auto& d : r.compared)  // values first: moved values are "changed" even when the dtype changed too
-    rows.push_back(row_of(d, !d.values_equal()         ? DiffRow::Status::Changed
+  for (const auto& d :
+       r.compared)  // values first: moved values are "changed" even when the dtype changed too
+    rows.push_back(row_of(d, !d.values_equal()        ? DiffRow::Status::Changed
                              : d.dtype_a != d.dtype_b ? DiffRow::Status::DTypeChanged
                                                       : DiffRow::Status::Equal));
   return rows;
@@ -99,11 +103,12 @@ void details(View& v, const DiffRow& row, ImVec2 size) {
               static_cast<unsigned long long>(t.numel), static_cast<unsigned long long>(t.exact),
               percent(t.exact_fraction()).c_str(), static_cast<unsigned long long>(t.close));
   ImGui::Text("non-finite mismatches %llu", static_cast<unsigned long long>(t.nonfinite));
-  ImGui::Text("max |A-B| %s, ||A-B|| / ||B|| %s", number(t.max_abs, 6).c_str(), number(t.rel_l2(), 6).c_str());
+  ImGui::Text("max |A-B| %s, ||A-B|| / ||B|| %s", number(t.max_abs, 6).c_str(),
+              number(t.rel_l2(), 6).c_str());
   if (t.histogram) {
     const std::string title = display(v, "|A - B| of " + row.name);
-    log_histogram("diff.hist", title.c_str(), "log10 |A - B|   (blue: A > B, orange: B > A)", t.histogram->above,
-                  &t.histogram->below, size, "with B > A");
+    log_histogram("diff.hist", title.c_str(), "log10 |A - B|   (blue: A > B, orange: B > A)",
+                  t.histogram->above, &t.histogram->below, size, "with B > A");
   } else {
     ImGui::TextDisabled("no histogram");
   }
@@ -112,11 +117,12 @@ void details(View& v, const DiffRow& row, ImVec2 size) {
 void table(View& v, ImVec2 size) {
   DiffState& d = v.diff;
   const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_ScrollY |
-                                ImGuiTableFlags_ScrollX | ImGuiTableFlags_Resizable | ImGuiTableFlags_SizingFixedFit;
+                                ImGuiTableFlags_ScrollX | ImGuiTableFlags_Resizable |
+                                ImGuiTableFlags_SizingFixedFit;
   if (!ImGui::BeginTable("diff.table", 9, flags, size)) return;
   ImGui::TableSetupScrollFreeze(1, 1);
-  for (const char* h : {"Tensor", "Status", "Shape", "Dtype", "Numel", "max |A-B|", "rel L2", "Exact equal",
-                        "Within tol."})
+  for (const char* h :
+       {"Tensor", "Status", "Shape", "Dtype", "Numel", "max |A-B|", "rel L2", "Exact equal", "Within tol."})
     ImGui::TableSetupColumn(h);
   ImGui::TableHeadersRow();
   ImGuiListClipper clip;
@@ -127,7 +133,8 @@ void table(View& v, ImVec2 size) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       ImGui::PushID(i);
-      if (ImGui::Selectable(r.name.c_str(), d.selected == i, ImGuiSelectableFlags_SpanAllColumns)) d.selected = i;
+      if (ImGui::Selectable(r.name.c_str(), d.selected == i, ImGuiSelectableFlags_SpanAllColumns))
+        d.selected = i;
       ImGui::PopID();
       ImGui::TableNextColumn();
       const bool bad = r.status != DiffRow::Status::Equal;
@@ -135,7 +142,8 @@ void table(View& v, ImVec2 size) {
         ImGui::TextColored(ImVec4(0.95f, 0.6f, 0.3f, 1), "%s", diff_status_name(r.status));
       else
         ImGui::TextUnformatted(diff_status_name(r.status));
-      for (const std::string* cell : {&r.shape, &r.dtype, &r.numel, &r.max_abs, &r.rel_l2, &r.exact, &r.close}) {
+      for (const std::string* cell :
+           {&r.shape, &r.dtype, &r.numel, &r.max_abs, &r.rel_l2, &r.exact, &r.close}) {
         ImGui::TableNextColumn();
         ImGui::TextUnformatted(cell->c_str());
       }
@@ -147,12 +155,18 @@ void table(View& v, ImVec2 size) {
 
 const char* diff_status_name(DiffRow::Status s) {
   switch (s) {
-    case DiffRow::Status::Removed: return "removed";
-    case DiffRow::Status::Added: return "added";
-    case DiffRow::Status::ShapeChanged: return "shape";
-    case DiffRow::Status::DTypeChanged: return "dtype";
-    case DiffRow::Status::Changed: return "changed";
-    case DiffRow::Status::Equal: return "equal";
+    case DiffRow::Status::Removed:
+      return "removed";
+    case DiffRow::Status::Added:
+      return "added";
+    case DiffRow::Status::ShapeChanged:
+      return "shape";
+    case DiffRow::Status::DTypeChanged:
+      return "dtype";
+    case DiffRow::Status::Changed:
+      return "changed";
+    case DiffRow::Status::Equal:
+      return "equal";
   }
   return "";
 }
@@ -212,8 +226,8 @@ bool save_diff_rows(const View& v, const std::string& file) {
   std::ofstream out(file);
   out << "name\tstatus\tshape\tdtype\tnumel\tmax_abs\trel_l2\texact\tclose\n";
   for (const auto& r : v.diff.rows)
-    out << r.name << '\t' << diff_status_name(r.status) << '\t' << r.shape << '\t' << r.dtype << '\t' << r.numel
-        << '\t' << r.max_abs << '\t' << r.rel_l2 << '\t' << r.exact << '\t' << r.close << '\n';
+    out << r.name << '\t' << diff_status_name(r.status) << '\t' << r.shape << '\t' << r.dtype << '\t'
+        << r.numel << '\t' << r.max_abs << '\t' << r.rel_l2 << '\t' << r.exact << '\t' << r.close << '\n';
   return static_cast<bool>(out.flush());
 }
 
@@ -231,7 +245,8 @@ void draw_diff(View& v) {
   if (ImGui::BeginCombo("What", std::string(analysis::diff_what_name(kWhats[d.what])).c_str())) {
     for (int i = 0; i < 4; ++i) {
       const std::string name(analysis::diff_what_name(kWhats[i]));
-      if (ImGui::Selectable(name.c_str(), d.what == i, weights_only && i > 0 ? ImGuiSelectableFlags_Disabled : 0) &&
+      if (ImGui::Selectable(name.c_str(), d.what == i,
+                            weights_only && i > 0 ? ImGuiSelectableFlags_Disabled : 0) &&
           d.what != i) {
         d.what = i;
         rerun_diff(v);
@@ -243,18 +258,21 @@ void draw_diff(View& v) {
     ImGui::SameLine();
     ImGui::SetNextItemWidth(80);
     ImGui::InputText(label, buf, sizeof d.atol);
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("equal when |a - b| <= atol + rtol * |b| (torch.allclose); 0 and 0: exact");
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("equal when |a - b| <= atol + rtol * |b| (torch.allclose); 0 and 0: exact");
     if (ImGui::IsItemDeactivatedAfterEdit()) rerun_diff(v);
   }
   if (d.job && !d.job->finished()) {
     ImGui::SameLine();
-    ImGui::ProgressBar(static_cast<float>(d.job->fraction()), ImVec2(180, 0), display(v, d.job->stage()).c_str());
+    ImGui::ProgressBar(static_cast<float>(d.job->fraction()), ImVec2(180, 0),
+                       display(v, d.job->stage()).c_str());
     ImGui::SameLine();
     if (ImGui::Button("Cancel")) d.job->cancel();
     v.widgets.record("diff.cancel");
   }
   if (d.other.empty()) {
-    ImGui::TextDisabled("Open a checkpoint, then File > Compare with... (Ctrl+D) to compare it with another.");
+    ImGui::TextDisabled(
+        "Open a checkpoint, then File > Compare with... (Ctrl+D) to compare it with another.");
     return;
   }
   if (d.result)
@@ -269,8 +287,9 @@ void draw_diff(View& v) {
   ImGui::SameLine();
   ImGui::BeginChild("diff.details", ImVec2(0, avail.y));
   if (d.selected >= 0 && d.selected < static_cast<int>(d.rows.size()))
-    details(v, d.rows[static_cast<size_t>(d.selected)],
-            ImVec2(ImGui::GetContentRegionAvail().x, std::min(320.0f, ImGui::GetContentRegionAvail().y - 90)));
+    details(
+        v, d.rows[static_cast<size_t>(d.selected)],
+        ImVec2(ImGui::GetContentRegionAvail().x, std::min(320.0f, ImGui::GetContentRegionAvail().y - 90)));
   else
     ImGui::TextDisabled("Select a tensor.");
   ImGui::EndChild();

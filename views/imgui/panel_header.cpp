@@ -1,5 +1,5 @@
-// The menu bar and the tool row: open (path field, file dialog, recent), compare with, export, re-analyse, device, the
-// running jobs' progress with cancel, and the last notice.
+// The menu bar and the tool row: open (path field, file dialog, recent), compare with, export, re-analyse,
+// device, the running jobs' progress with cancel, and the last notice.
 #include <GLFW/glfw3.h>
 
 #include <algorithm>

@@ -92,7 +92,8 @@ void log_histogram(const char* id, const char* title, const char* xlabel, const 
   double ymax = 1;
   for (const LogHistogram* x : {&h, negative})
     if (x)
-      for (int i = first; i <= last; ++i) ymax = std::max(ymax, static_cast<double>(x->counts[static_cast<size_t>(i)]));
+      for (int i = first; i <= last; ++i)
+        ymax = std::max(ymax, static_cast<double>(x->counts[static_cast<size_t>(i)]));
   std::string label = xlabel;
   if (h.zeros) label += "   (" + std::to_string(h.zeros) + " zeros)";
   if (h.nonfinite) label += "   (" + std::to_string(h.nonfinite) + " NaN/Inf)";
@@ -110,7 +111,8 @@ void log_histogram(const char* id, const char* title, const char* xlabel, const 
       const double c1 = static_cast<double>(h.counts[static_cast<size_t>(i)]);
       const double c2 = negative ? static_cast<double>(negative->counts[static_cast<size_t>(i)]) : 0;
       auto bar = [&](double c, ImU32 fill) {
-        if (c > 0) dl->AddRectFilled(ImVec2(b.x(e0), b.y(c)), ImVec2(std::max(b.x(e1), b.x(e0) + 1), b.p1.y), fill);
+        if (c > 0)
+          dl->AddRectFilled(ImVec2(b.x(e0), b.y(c)), ImVec2(std::max(b.x(e1), b.x(e0) + 1), b.p1.y), fill);
       };
       if (c1 >= c2) {
         bar(c1, first_fill);
@@ -129,12 +131,12 @@ void log_histogram(const char* id, const char* title, const char* xlabel, const 
       const double e0 = LogHistogram::log10_lower_edge(i);
       const double e1 = i + 1 < LogHistogram::kBins ? LogHistogram::log10_lower_edge(i + 1) : e0 + 0.075;
       if (lx >= e0 && lx < e1) {
-        ImGui::SetTooltip(
-            "10^%.2f .. 10^%.2f\n%llu elements%s", e0, e1,
-            static_cast<unsigned long long>(h.counts[static_cast<size_t>(i)]),
-            negative ? (" (" + std::to_string(negative->counts[static_cast<size_t>(i)]) + " " + second_name + ")")
-                           .c_str()
-                     : "");
+        ImGui::SetTooltip("10^%.2f .. 10^%.2f\n%llu elements%s", e0, e1,
+                          static_cast<unsigned long long>(h.counts[static_cast<size_t>(i)]),
+                          negative ? (" (" + std::to_string(negative->counts[static_cast<size_t>(i)]) + " " +
+                                      second_name + ")")
+                                         .c_str()
+                                   : "");
         break;
       }
     }

@@ -17,9 +17,8 @@ namespace ckptdoc::imgui_view {
 
 namespace {
 
-const char* kCommands[] = {"wait",   "open",   "drop",       "compare", "click",     "set",
-                           "tab",    "select", "shade",      "expect",  "frames",    "screenshot",
-                           "echo",   "quit",   "save-diff"};
+const char* kCommands[] = {"wait",  "open",   "drop",   "compare",    "click", "set",  "tab",      "select",
+                           "shade", "expect", "frames", "screenshot", "echo",  "quit", "save-diff"};
 
 char* text_field(View& v, const std::string& id, size_t* size) {
   struct Field {
@@ -117,7 +116,8 @@ bool Script::condition(View& v, const std::string& what) const {
   if (what == "exported") return v.exporting.job && v.exporting.job->finished();
   if (what == "idle") return s.jobs().empty();
   if (what == "diffed")  // finished, and its outcome applied
-    return v.diff.job && v.diff.job->finished() && (v.diff.result || v.diff.cancelled || !v.diff.error.empty());
+    return v.diff.job && v.diff.job->finished() &&
+           (v.diff.result || v.diff.cancelled || !v.diff.error.empty());
   if (what == "density") return v.density.param == v.selected && v.density.job && v.density.job->finished();
   return false;
 }
@@ -188,7 +188,10 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
       continue;
     }
     if (st.command == "tab") {
-      v.tab = a0 == "layout" ? Tab::Layout : a0 == "params" ? Tab::Params : a0 == "diff" ? Tab::Diff : Tab::Overview;
+      v.tab = a0 == "layout"   ? Tab::Layout
+              : a0 == "params" ? Tab::Params
+              : a0 == "diff"   ? Tab::Diff
+                               : Tab::Overview;
       v.tab_requested = true;
       next();
       return;  // let a frame draw it
@@ -223,7 +226,8 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
       } else if (a0 == "diff-rows") {  // the Diff tab's table has N rows
         const std::string n = st.args.size() > 1 ? st.args[1] : "";
         ok = std::to_string(v.diff.rows.size()) == n;
-        got = std::to_string(v.diff.rows.size()) + " diff rows" + (v.diff.error.empty() ? "" : ": " + v.diff.error);
+        got = std::to_string(v.diff.rows.size()) + " diff rows" +
+              (v.diff.error.empty() ? "" : ": " + v.diff.error);
       } else if (a0 == "open-failed") {
         ok = v.status_error;
         got = "no open failure";

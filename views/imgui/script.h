@@ -7,7 +7,7 @@
 //                                     fails the script)
 //   open PATH | drop PATH             start opening PATH (drop: as if dropped onto the window)
 //   compare PATH                      compare the open checkpoint with PATH (as File > Compare with... does)
-//   click ID                          e.g. "fix:fp32-master-mismatch", "repair.run", "export.run", "diff.cancel"
+//   click ID                          e.g. "fix:fp32-master-mismatch", "repair.run", "diff.cancel"
 //   set ID TEXT                       fill a text field: path, filter, repair.output, repair.target,
 //                                     export.path, diff.atol, diff.rtol
 //   tab overview|layout|params|diff   select PARAM   shade param|exact|nonfinite|moments

@@ -1,7 +1,8 @@
 #pragma once
 // The ImGui view's state: one core session plus what the panels remember between frames (selection, tab,
-// layout zoom, the repair/export/open windows, the diff, cached pictures). Panels draw from session queries only; every
-// file access and computation runs as a session job (one file per feature, Tracy-style: panel_*.cpp).
+// layout zoom, the repair/export/open windows, the diff, cached pictures). Panels draw from session queries
+// only; every file access and computation runs as a session job (one file per feature, Tracy-style:
+// panel_*.cpp).
 #include <imgui.h>
 
 #include <map>
