@@ -1,15 +1,19 @@
-// The ImGui view driven like a user on a private Xvfb (Mesa llvmpipe): its --script clicks through ImGui's own
-// input. A broken real checkpoint opens, Fix is clicked, the plan appears, Repair is clicked; the view
-// reports the output verified, and `ckptdoc diagnose` (another process) calls it clean. Also: a failed open
-// is reported, a dropped folder opens and lands in the recent list.
+// The ImGui view driven like a user on a private Xvfb (Mesa llvmpipe): its --script clicks through ImGui's
+// own input. A broken real checkpoint opens, Fix is clicked, the plan appears, Repair is clicked; the view
+// reports the output verified, and `ckptdoc diagnose` (another process) calls it clean. A checkpoint compared
+// with a copy whose fp32 masters were overwritten shows in the Diff tab the rows and numbers of
+// `ckptdoc diff --json` on the same pair. Also: a failed open is reported, a dropped folder opens and lands
+// in the recent list.
 #include <QFile>
-#include <QProcess>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QProcess>
 #include <QStandardPaths>
 #include <QtTest>
+#include <cmath>
 #include <filesystem>
+#include <map>
 #include <memory>
 
 #include "gui_fixtures.h"
@@ -71,6 +75,39 @@ std::vector<std::string> errorCodes(const std::string& json) {
     if (f.toObject()["severity"].toString() == "error")
       out.push_back(f.toObject()["code"].toString().toStdString());
   return out;
+}
+
+std::vector<std::string> split(const std::string& line, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t at; (at = line.find(sep, start)) != std::string::npos; start = at + 1)
+    out.push_back(line.substr(start, at - start));
+  out.push_back(line.substr(start));
+  return out;
+}
+
+// The Diff tab's rows as the script saved them: each a map of column -> cell text.
+std::vector<std::map<std::string, std::string>> diffRows(const std::string& tsv) {
+  std::vector<std::map<std::string, std::string>> rows;
+  std::vector<std::string> header;
+  for (const auto& line : split(tsv, '\n')) {
+    if (line.empty()) continue;
+    const auto cells = split(line, '\t');
+    if (header.empty()) {
+      header = cells;
+      continue;
+    }
+    std::map<std::string, std::string> row;
+    for (size_t i = 0; i < header.size() && i < cells.size(); ++i) row[header[i]] = cells[i];
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// The panel prints 4 significant digits: agree with the CLI's full number to that.
+bool sameNumber(const std::string& shown, double cli) {
+  const double x = std::stod(shown);
+  return std::fabs(x - cli) <= 5.001e-4 * std::fabs(cli) + 1e-300;
 }
 
 }  // namespace
@@ -147,6 +184,57 @@ class TestImguiScripted : public QObject {
     const std::string recent = test::read_text(dir.file("config/ckptdoc/imgui-recent"));
     QVERIFY2(recent.rfind(std::filesystem::path(healthy).lexically_normal().string() + "\n", 0) == 0,
              recent.c_str());
+  }
+
+  void diffTabShowsWhatTheCliDiffReports() {
+    test::TempDir dir;
+    const std::string a = test::healthy_fixture("zero2_fp16_ws2");
+    const std::string b = test::make_stale_masters_checkpoint(dir);  // every fp32 master overwritten
+    const std::string rows_file = dir.file("diff.tsv");
+    const auto cli = test::run_cli({"diff", a, b, "--what", "fp32", "--json"});
+    QCOMPARE(cli.exit_code, 1);  // different
+    const auto doc = QJsonDocument::fromJson(QByteArray::fromStdString(cli.out)).object();
+    QVERIFY(doc["removed"].toArray().isEmpty() && doc["added"].toArray().isEmpty() &&
+            doc["shape_changed"].toArray().isEmpty());
+    const auto tensors = doc["tensors"].toArray();
+    QVERIFY(tensors.size() > 1);
+
+    const auto r = runScript(*x_, dir, a,
+                             "wait opened 300\n"
+                             "compare " +
+                                 b +
+                                 "\n"
+                                 "wait diffed 300\n"
+                                 "tab diff\n"
+                                 "frames 3\n"
+                                 "expect diff-rows " +
+                                 std::to_string(tensors.size()) +
+                                 "\n"
+                                 "save-diff " +
+                                 rows_file +
+                                 "\n"
+                                 "screenshot " +
+                                 dir.file("diff.png") +
+                                 "\n"
+                                 "quit\n");
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    const auto rows = diffRows(test::read_text(rows_file));
+    QCOMPARE(rows.size(), static_cast<size_t>(tensors.size()));
+    int changed = 0;
+    for (qsizetype i = 0; i < tensors.size(); ++i) {  // same order: worst first, as core ordered them
+      const auto t = tensors[i].toObject();
+      const auto& row = rows[static_cast<size_t>(i)];
+      const std::string name = t["name"].toString().toStdString();
+      QCOMPARE(row.at("name"), name);
+      QCOMPARE(row.at("status"), std::string(t["equal"].toBool() ? "equal" : "changed"));
+      QCOMPARE(row.at("numel"), std::to_string(t["numel"].toInteger()));
+      QVERIFY2(sameNumber(row.at("max_abs"), t["max_abs_diff"].toDouble()),
+               (name + " " + row.at("max_abs")).c_str());
+      QVERIFY2(sameNumber(row.at("rel_l2"), t["rel_l2"].toDouble()), (name + " " + row.at("rel_l2")).c_str());
+      changed += t["equal"].toBool() ? 0 : 1;
+    }
+    QVERIFY(changed > 0);  // the overwritten masters
+    QVERIFY(std::filesystem::file_size(dir.file("diff.png")) > 1000);
   }
 
   void aScriptThatCannotFinishFails() {

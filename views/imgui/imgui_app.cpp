@@ -97,9 +97,9 @@ void draw_frame(View& v, int w, int h) {
                    ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoBackground);  // glClear paints it
   draw_header(v);
   if (ImGui::BeginTabBar("tabs")) {
-    const Tab tabs[] = {Tab::Overview, Tab::Layout, Tab::Params};
-    const char* names[] = {"Overview", "Partition layout", "Params"};
-    for (int i = 0; i < 3; ++i) {
+    const Tab tabs[] = {Tab::Overview, Tab::Layout, Tab::Params, Tab::Diff};
+    const char* names[] = {"Overview", "Partition layout", "Params", "Diff"};
+    for (int i = 0; i < 4; ++i) {
       ImGuiTabItemFlags flags = 0;
       if (v.tab_requested && v.tab == tabs[i]) flags |= ImGuiTabItemFlags_SetSelected;
       if (ImGui::BeginTabItem(names[i], nullptr, flags)) {
@@ -107,6 +107,7 @@ void draw_frame(View& v, int w, int h) {
         if (tabs[i] == Tab::Overview) draw_overview(v);
         if (tabs[i] == Tab::Layout) draw_layout(v);
         if (tabs[i] == Tab::Params) draw_params(v);
+        if (tabs[i] == Tab::Diff) draw_diff(v);
         ImGui::EndTabItem();
       }
     }
@@ -189,7 +190,7 @@ int run(int argc, char** argv) {
   if (!parse(argc, argv, args)) {
     std::fprintf(
         stderr,
-        "usage: ckptdoc-imgui [PATH] [--script FILE] [--screenshot FILE [--tab overview|layout|params] "
+        "usage: ckptdoc-imgui [PATH] [--script FILE] [--screenshot FILE [--tab overview|layout|params|diff] "
         "[--shade param|exact|nonfinite|moments] [--param NAME] [--frames N]] [--size WxH] [--bench N]\n");
     return 2;
   }

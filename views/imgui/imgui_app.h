@@ -5,7 +5,7 @@
 //                 [--size WxH] [--bench N]
 // A lean window for a remote GPU node (X forwarding, VNC) over the same core session as the Qt app: open
 // (path field, file dialog, drag and drop, recent), findings with Fix, layout map, param table, plots,
-// export.
+// export, diff with another checkpoint.
 // --script drives it from a file (tests/gui/imgui_*.script); --screenshot waits for the analysis, shows the
 // worst param and saves the framebuffer; --bench N prints frame-time statistics over N frames per tab.
 namespace ckptdoc::imgui_view {

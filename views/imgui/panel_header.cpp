@@ -1,5 +1,5 @@
-// The menu bar and the tool row: open (path field, file dialog, recent), export, re-analyse, device, the
-// running jobs' progress with cancel, and the last notice.
+// The menu bar and the tool row: open (path field, file dialog, recent), compare with, export, re-analyse,
+// device, the running jobs' progress with cancel, and the last notice.
 #include <GLFW/glfw3.h>
 
 #include <algorithm>
@@ -48,13 +48,20 @@ void draw_header(View& v) {
   auto& s = v.session;
   if (ImGui::BeginMenuBar()) {
     if (ImGui::BeginMenu("File")) {
-      if (ImGui::MenuItem("Open...", "Ctrl+O")) v.open_window.visible = true;
+      if (ImGui::MenuItem("Open...", "Ctrl+O")) {
+        v.open_window.visible = true;
+        v.open_window.compare = false;
+      }
       if (ImGui::BeginMenu("Open recent", !v.recent.paths().empty())) {
         for (const auto& p : v.recent.paths())
           if (ImGui::MenuItem(p.c_str())) open_path(v, p);
         ImGui::Separator();
         if (ImGui::MenuItem("Clear list")) v.recent.clear();
         ImGui::EndMenu();
+      }
+      if (ImGui::MenuItem("Compare with...", "Ctrl+D", false, s.is_open())) {
+        v.open_window.visible = true;
+        v.open_window.compare = true;
       }
       if (ImGui::MenuItem("Export weights...", "Ctrl+E", false, s.is_open())) v.exporting.visible = true;
       ImGui::Separator();
@@ -75,8 +82,8 @@ void draw_header(View& v) {
       ImGui::EndMenu();
     }
     if (ImGui::BeginMenu("View")) {
-      const char* names[] = {"Overview", "Partition layout", "Params"};
-      for (int i = 0; i < 3; ++i)
+      const char* names[] = {"Overview", "Partition layout", "Params", "Diff"};
+      for (int i = 0; i < 4; ++i)
         if (ImGui::MenuItem(names[i], nullptr, static_cast<int>(v.tab) == i)) {
           v.tab = static_cast<Tab>(i);
           v.tab_requested = true;
@@ -89,7 +96,14 @@ void draw_header(View& v) {
   }
   // Shortcuts.
   const ImGuiIO& io = ImGui::GetIO();
-  if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_O, false)) v.open_window.visible = true;
+  if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_O, false)) {
+    v.open_window.visible = true;
+    v.open_window.compare = false;
+  }
+  if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_D, false) && s.is_open()) {
+    v.open_window.visible = true;
+    v.open_window.compare = true;
+  }
   if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_E, false) && s.is_open()) v.exporting.visible = true;
   if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_Q, false)) v.quit = true;
   if (ImGui::IsKeyPressed(GLFW_KEY_F5, false) && s.is_open()) s.analyse();
@@ -105,7 +119,10 @@ void draw_header(View& v) {
   if (ImGui::Button("Open") || enter) open_path(v, v.path);
   v.widgets.record("open");
   ImGui::SameLine();
-  if (ImGui::Button("Browse...")) v.open_window.visible = true;
+  if (ImGui::Button("Browse...")) {
+    v.open_window.visible = true;
+    v.open_window.compare = false;
+  }
   ImGui::SameLine();
   if (ImGui::Button("Export...") && s.is_open()) v.exporting.visible = true;
   v.widgets.record("export");

@@ -69,9 +69,12 @@ void x_ticks(const Box& b, double lo, double hi, double step, const char* fmt) {
   }
 }
 
-// A log-magnitude histogram as a filled step outline over log10 of the bin edges; `negative` on top.
+}  // namespace
+
+// A log-magnitude histogram as filled bars over log10 of the bin edges; in each bin the lower of the two
+// layers is drawn over the higher (`negative` is a subset of `h` for moments, disjoint from it for a diff).
 void log_histogram(const char* id, const char* title, const char* xlabel, const LogHistogram& h,
-                   const LogHistogram* negative, ImVec2 size) {
+                   const LogHistogram* negative, ImVec2 size, const char* second_name) {
   int first = -1, last = -1;
   for (const LogHistogram* x : {&h, negative})
     if (x)
@@ -87,8 +90,10 @@ void log_histogram(const char* id, const char* title, const char* xlabel, const 
   first = std::max(0, first - 2);
   last = std::min(LogHistogram::kBins - 1, last + 2);
   double ymax = 1;
-  for (int i = first; i <= last; ++i)
-    ymax = std::max(ymax, static_cast<double>(h.counts[static_cast<size_t>(i)]));
+  for (const LogHistogram* x : {&h, negative})
+    if (x)
+      for (int i = first; i <= last; ++i)
+        ymax = std::max(ymax, static_cast<double>(x->counts[static_cast<size_t>(i)]));
   std::string label = xlabel;
   if (h.zeros) label += "   (" + std::to_string(h.zeros) + " zeros)";
   if (h.nonfinite) label += "   (" + std::to_string(h.nonfinite) + " NaN/Inf)";
@@ -97,19 +102,26 @@ void log_histogram(const char* id, const char* title, const char* xlabel, const 
   b.xhi = std::ceil(last + 1 < LogHistogram::kBins ? LogHistogram::log10_lower_edge(last + 1) : b.xlo + 1);
   b.yhi = ymax * 1.05;
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  auto draw = [&](const LogHistogram& x, ImU32 fill) {
-    for (int i = first; i <= last; ++i) {
-      const double c = static_cast<double>(x.counts[static_cast<size_t>(i)]);
-      if (c <= 0) continue;
-      const double e0 = LogHistogram::log10_lower_edge(i);
-      const double e1 = i + 1 < LogHistogram::kBins ? LogHistogram::log10_lower_edge(i + 1) : e0 + 0.075;
-      dl->AddRectFilled(ImVec2(b.x(e0), b.y(c)), ImVec2(std::max(b.x(e1), b.x(e0) + 1), b.p1.y), fill);
-    }
-  };
   {
     NoBlend opaque(dl);
-    draw(h, IM_COL32(78, 155, 216, 255));
-    if (negative) draw(*negative, IM_COL32(224, 138, 0, 255));  // a subset of the values: drawn over them
+    const ImU32 first_fill = IM_COL32(78, 155, 216, 255), second_fill = IM_COL32(224, 138, 0, 255);
+    for (int i = first; i <= last; ++i) {
+      const double e0 = LogHistogram::log10_lower_edge(i);
+      const double e1 = i + 1 < LogHistogram::kBins ? LogHistogram::log10_lower_edge(i + 1) : e0 + 0.075;
+      const double c1 = static_cast<double>(h.counts[static_cast<size_t>(i)]);
+      const double c2 = negative ? static_cast<double>(negative->counts[static_cast<size_t>(i)]) : 0;
+      auto bar = [&](double c, ImU32 fill) {
+        if (c > 0)
+          dl->AddRectFilled(ImVec2(b.x(e0), b.y(c)), ImVec2(std::max(b.x(e1), b.x(e0) + 1), b.p1.y), fill);
+      };
+      if (c1 >= c2) {
+        bar(c1, first_fill);
+        bar(c2, second_fill);
+      } else {
+        bar(c2, second_fill);
+        bar(c1, first_fill);
+      }
+    }
   }
   y_labels(b, ymax);
   x_ticks(b, b.xlo, b.xhi, std::max(1.0, std::ceil((b.xhi - b.xlo) / 8)), "%.0f");
@@ -119,17 +131,19 @@ void log_histogram(const char* id, const char* title, const char* xlabel, const 
       const double e0 = LogHistogram::log10_lower_edge(i);
       const double e1 = i + 1 < LogHistogram::kBins ? LogHistogram::log10_lower_edge(i + 1) : e0 + 0.075;
       if (lx >= e0 && lx < e1) {
-        ImGui::SetTooltip(
-            "10^%.2f .. 10^%.2f\n%llu elements%s", e0, e1,
-            static_cast<unsigned long long>(h.counts[static_cast<size_t>(i)]),
-            negative
-                ? (" (" + std::to_string(negative->counts[static_cast<size_t>(i)]) + " negative)").c_str()
-                : "");
+        ImGui::SetTooltip("10^%.2f .. 10^%.2f\n%llu elements%s", e0, e1,
+                          static_cast<unsigned long long>(h.counts[static_cast<size_t>(i)]),
+                          negative ? (" (" + std::to_string(negative->counts[static_cast<size_t>(i)]) + " " +
+                                      second_name + ")")
+                                         .c_str()
+                                   : "");
         break;
       }
     }
   }
 }
+
+namespace {
 
 void ulp_bars(const char* id, const UlpHistogram& h, ImVec2 size) {
   Box b = begin_box(id, "ULP distance", "ULPs between weight and rounded master", size);

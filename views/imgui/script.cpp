@@ -17,8 +17,8 @@ namespace ckptdoc::imgui_view {
 
 namespace {
 
-const char* kCommands[] = {"wait",  "open",   "drop",   "click",      "set",  "tab", "select",
-                           "shade", "expect", "frames", "screenshot", "echo", "quit"};
+const char* kCommands[] = {"wait",  "open",   "drop",   "compare",    "click", "set",  "tab",      "select",
+                           "shade", "expect", "frames", "screenshot", "echo",  "quit", "save-diff"};
 
 char* text_field(View& v, const std::string& id, size_t* size) {
   struct Field {
@@ -30,7 +30,9 @@ char* text_field(View& v, const std::string& id, size_t* size) {
                           {"filter", v.filter, sizeof v.filter},
                           {"repair.output", v.repair.output, sizeof v.repair.output},
                           {"repair.target", v.repair.target, sizeof v.repair.target},
-                          {"export.path", v.exporting.path, sizeof v.exporting.path}};
+                          {"export.path", v.exporting.path, sizeof v.exporting.path},
+                          {"diff.atol", v.diff.atol, sizeof v.diff.atol},
+                          {"diff.rtol", v.diff.rtol, sizeof v.diff.rtol}};
   for (const auto& f : fields)
     if (id == f.id) {
       *size = f.size;
@@ -113,6 +115,9 @@ bool Script::condition(View& v, const std::string& what) const {
   if (what == "repaired") return v.repair.run_job && v.repair.run_job->finished();
   if (what == "exported") return v.exporting.job && v.exporting.job->finished();
   if (what == "idle") return s.jobs().empty();
+  if (what == "diffed")  // finished, and its outcome applied
+    return v.diff.job && v.diff.job->finished() &&
+           (v.diff.result || v.diff.cancelled || !v.diff.error.empty());
   if (what == "density") return v.density.param == v.selected && v.density.job && v.density.job->finished();
   return false;
 }
@@ -133,7 +138,7 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
     if (st.command == "wait") {
       const double limit = st.args.size() > 1 ? std::atof(st.args[1].c_str()) : 120.0;
       if (a0 != "opened" && a0 != "analysed" && a0 != "plan" && a0 != "repaired" && a0 != "exported" &&
-          a0 != "idle" && a0 != "density")
+          a0 != "idle" && a0 != "density" && a0 != "diffed")
         return fail(st, "unknown condition '" + a0 + "'");
       if (condition(v, a0)) {
         next();
@@ -146,6 +151,16 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
     }
     if (st.command == "open" || st.command == "drop") {
       open_path(v, st.text);
+      next();
+      continue;
+    }
+    if (st.command == "compare") {  // as File > Compare with... does with the picked path
+      compare_with(v, st.text);
+      next();
+      continue;
+    }
+    if (st.command == "save-diff") {
+      if (!save_diff_rows(v, st.text)) return fail(st, "cannot write " + st.text);
       next();
       continue;
     }
@@ -173,7 +188,10 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
       continue;
     }
     if (st.command == "tab") {
-      v.tab = a0 == "layout" ? Tab::Layout : a0 == "params" ? Tab::Params : Tab::Overview;
+      v.tab = a0 == "layout"   ? Tab::Layout
+              : a0 == "params" ? Tab::Params
+              : a0 == "diff"   ? Tab::Diff
+                               : Tab::Overview;
       v.tab_requested = true;
       next();
       return;  // let a frame draw it
@@ -205,6 +223,11 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
         ok = r && r->verified_clean && r->invariant_failures.empty();
         got = r ? (r->verified_clean ? "verified clean but invariants failed" : "verification found errors")
                 : "no result: " + v.repair.run_error;
+      } else if (a0 == "diff-rows") {  // the Diff tab's table has N rows
+        const std::string n = st.args.size() > 1 ? st.args[1] : "";
+        ok = std::to_string(v.diff.rows.size()) == n;
+        got = std::to_string(v.diff.rows.size()) + " diff rows" +
+              (v.diff.error.empty() ? "" : ": " + v.diff.error);
       } else if (a0 == "open-failed") {
         ok = v.status_error;
         got = "no open failure";

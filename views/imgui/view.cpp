@@ -29,6 +29,11 @@ void open_path(View& v, const std::string& path) {
       v.repair.visible = false;  // a repair preview belongs to the checkpoint it was opened on
       v.exporting.path[0] = 0;   // suggested again beside the new input
       v.table_key = 0;
+      // A of a finished diff is gone (a running one was superseded by the session): compare the new A with B.
+      v.diff.result.reset();
+      v.diff.rows.clear();
+      v.diff.selected = -1;
+      rerun_diff(v);
       v.tab = Tab::Overview;
       v.tab_requested = true;
     } else {

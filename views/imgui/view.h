@@ -1,7 +1,8 @@
 #pragma once
 // The ImGui view's state: one core session plus what the panels remember between frames (selection, tab,
-// layout zoom, the repair/export/open windows, cached pictures). Panels draw from session queries only; every
-// file access and computation runs as a session job (one file per feature, Tracy-style: panel_*.cpp).
+// layout zoom, the repair/export/open windows, the diff, cached pictures). Panels draw from session queries
+// only; every file access and computation runs as a session job (one file per feature, Tracy-style:
+// panel_*.cpp).
 #include <imgui.h>
 
 #include <map>
@@ -18,7 +19,7 @@ namespace ckptdoc::imgui_view {
 
 class Script;
 
-enum class Tab : int { Overview, Layout, Params };
+enum class Tab : int { Overview, Layout, Params, Diff };
 
 struct RepairWindow {
   bool visible = false;
@@ -50,6 +51,7 @@ struct ExportWindow {
 
 struct OpenWindow {
   bool visible = false;
+  bool compare = false;  // picks B for the diff instead of opening
   std::string dir;
   struct Entry {
     std::string name;
@@ -96,6 +98,28 @@ struct DensityState {
   }
 };
 
+// One row of the Diff tab's table, as drawn: the cells are formatted once per result, not every frame.
+struct DiffRow {
+  enum class Status { Removed, Added, ShapeChanged, DTypeChanged, Changed, Equal };
+  Status status = Status::Equal;
+  std::string name, shape, dtype, numel, max_abs, rel_l2, exact, close;  // empty where not compared
+  const analysis::TensorDiff* tensor = nullptr;  // in DiffState::result; null for added/removed
+};
+const char* diff_status_name(DiffRow::Status s);  // "removed", "added", "shape", "dtype", "changed", "equal"
+
+// The Diff tab: the open source (A) against `other` (B), compared by a session job.
+struct DiffState {
+  std::string other;
+  int what = 0;  // fp32, lp, exp_avg, exp_avg_sq
+  char atol[32] = "0", rtol[32] = "0";
+  session::JobPtr job;
+  std::shared_ptr<const analysis::DiffResult> result;
+  std::vector<DiffRow> rows;
+  std::string summary, error;
+  bool cancelled = false;
+  int selected = -1;  // row
+};
+
 // Screen rectangles of named widgets, recorded while drawing: the script clicks them like a user would.
 struct WidgetRects {
   std::map<std::string, ImVec4> rects;  // x0, y0, x1, y1
@@ -117,6 +141,7 @@ struct View {
   OpenWindow open_window;
   LayoutState layout;
   DensityState density;
+  DiffState diff;
   // The params table: rows sorted once per analysis / sort / filter change, not every frame.
   std::vector<int> table_rows;
   uint64_t table_key = 0;
@@ -133,6 +158,13 @@ void open_path(View& v, const std::string& path);
 void select_param(View& v, const std::string& name);
 // Opens the repair window for a finding's repair.
 void open_repair(View& v, analysis::RepairKind kind);
+// Compares the open source with `other` (sets B, shows the Diff tab, starts the diff job).
+void compare_with(View& v, const std::string& other);
+// Starts the comparison again with the Diff tab's settings (superseding a running one); false when there is
+// nothing to compare or the tolerance is not a number >= 0.
+bool rerun_diff(View& v);
+// Writes the Diff tab's rows as drawn (tab-separated, a header line first); false when it cannot.
+bool save_diff_rows(const View& v, const std::string& file);
 // Text as the loaded font can draw it (ASCII stand-ins without DejaVu).
 std::string display(const View& v, std::string text);
 
@@ -142,10 +174,15 @@ void draw_overview(View& v);
 void draw_layout(View& v);
 void draw_params(View& v);
 void draw_plots(View& v);
+void draw_diff(View& v);
 void draw_strip(View& v, const char* id, float height);
 void draw_repair_window(View& v);
 void draw_export_window(View& v);
 void draw_open_window(View& v);
 void draw_jobs(View& v);
+
+// A log-magnitude histogram (panel_plots.cpp): `second`, when given, in another colour, named in the tooltip.
+void log_histogram(const char* id, const char* title, const char* xlabel, const LogHistogram& first,
+                   const LogHistogram* second, ImVec2 size, const char* second_name = "negative");
 
 }  // namespace ckptdoc::imgui_view

@@ -1,5 +1,6 @@
 // The file dialog (ImGui has none): a folder's entries, listed by a session job so a slow file system never
 // stalls a frame; double-click a folder to enter it, pick a save folder, tag folder or rank file and Open.
+// The same dialog picks B for the diff (File > Compare with...): then its choice is compared, not opened.
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -43,6 +44,14 @@ void list(View& v, const std::string& dir) {
       });
 }
 
+// Opens the pick, or compares the open source with it.
+void choose(View& v, const std::string& path) {
+  if (v.open_window.compare)
+    compare_with(v, path);
+  else
+    open_path(v, path);
+}
+
 }  // namespace
 
 void draw_open_window(View& v) {
@@ -54,7 +63,7 @@ void draw_open_window(View& v) {
     list(v, (fs::is_directory(start, ec) ? start : start.parent_path()).string());
   }
   ImGui::SetNextWindowSize(ImVec2(620, 460), ImGuiCond_FirstUseEver);
-  if (!ImGui::Begin("Open checkpoint", &w.visible)) {
+  if (!ImGui::Begin(w.compare ? "Compare with###pick" : "Open checkpoint###pick", &w.visible)) {
     ImGui::End();
     return;
   }
@@ -73,7 +82,7 @@ void draw_open_window(View& v) {
         if (e.is_dir)
           enter = e.name;
         else {
-          open_path(v, (fs::path(w.dir) / e.name).string());
+          choose(v, (fs::path(w.dir) / e.name).string());
           w.visible = false;
         }
       }
@@ -83,8 +92,8 @@ void draw_open_window(View& v) {
   if (!enter.empty()) list(v, (fs::path(w.dir) / enter).string());
   ImGui::TextDisabled("a save folder (holding `latest`), a tag folder or a rank file");
   ImGui::SameLine();
-  if (ImGui::Button("Open")) {
-    open_path(v, w.selected.empty() ? w.dir : (fs::path(w.dir) / w.selected).string());
+  if (ImGui::Button(w.compare ? "Compare" : "Open")) {
+    choose(v, w.selected.empty() ? w.dir : (fs::path(w.dir) / w.selected).string());
     w.visible = false;
   }
   ImGui::SameLine();

@@ -1,0 +1,298 @@
+// The Diff tab: the open source (A) against another (B) tensor by tensor, as `ckptdoc diff` and the Qt app's
+// Diff tab show it. The comparison is a session job (progress and cancel here; a new request supersedes the
+// running one); the table lists the rows worst first, as core ordered them; the selected row shows its
+// numbers and the histogram of log10 |A-B| (A > B and B > A apart).
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "view.h"
+
+namespace ckptdoc::imgui_view {
+
+namespace {
+
+constexpr analysis::DiffWhat kWhats[] = {analysis::DiffWhat::Fp32, analysis::DiffWhat::Lp,
+                                         analysis::DiffWhat::ExpAvg, analysis::DiffWhat::ExpAvgSq};
+
+std::string number(double x, int digits) {
+  if (std::isinf(x)) return "inf";
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, x);
+  return buf;
+}
+
+std::string percent(double f) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.3f %%", f * 100.0);
+  return buf;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Parses a tolerance field: a number >= 0, else nullopt.
+std::optional<double> tolerance(const char* text) {
+  char* end = nullptr;
+  const double x = std::strtod(text, &end);
+  if (end == text || *end != 0 || !(x >= 0)) return std::nullopt;
+  return x;
+}
+
+DiffRow row_of(const analysis::TensorDiff& d, DiffRow::Status status) {
+  DiffRow r;
+  r.status = status;
+  r.name = d.name;
+  r.tensor = &d;
+  r.shape =
+      d.shape_a == d.shape_b ? shape_text(d.shape_a) : shape_text(d.shape_a) + " -> " + shape_text(d.shape_b);
+  r.dtype = std::string(dtype_name(d.dtype_a));
+  if (d.dtype_a != d.dtype_b) r.dtype += " -> " + std::string(dtype_name(d.dtype_b));
+  if (status == DiffRow::Status::ShapeChanged) return r;  // not compared
+  r.numel = std::to_string(d.numel);
+  r.max_abs = number(d.max_abs, 4);
+  r.rel_l2 = number(d.rel_l2(), 4);
+  r.exact = percent(d.exact_fraction());
+  r.close = percent(d.numel ? static_cast<double>(d.close) / static_cast<double>(d.numel) : 1.0);
+  return r;
+}
+
+// Removed, added, shape-changed, then the compared tensors in core's order (worst first).
+std::vector<DiffRow> rows_of(const analysis::DiffResult& r) {
+  std::vector<DiffRow> rows;
+  for (const auto& n : r.removed)
+    rows.push_back({DiffRow::Status::Removed, n, {}, {}, {}, {}, {}, {}, {}, nullptr});
+  for (const auto& n : r.added)
+    rows.push_back({DiffRow::Status::Added, n, {}, {}, {}, {}, {}, {}, {}, nullptr});
+  for (const auto& d : r.shape_changed) rows.push_back(row_of(d, DiffRow::Status::ShapeChanged));
+  for (const auto& d :
+       r.compared)  // values first: moved values are "changed" even when the dtype changed too
+    rows.push_back(row_of(d, !d.values_equal()        ? DiffRow::Status::Changed
+                             : d.dtype_a != d.dtype_b ? DiffRow::Status::DTypeChanged
+                                                      : DiffRow::Status::Equal));
+  return rows;
+}
+
+std::string summary_of(const analysis::DiffResult& r) {
+  size_t different = 0;
+  for (const auto& d : r.compared) different += d.same() ? 0 : 1;
+  return std::string(r.equal() ? "equal" : "different") + " - " + std::to_string(r.compared.size()) +
+         " tensors compared: " + std::to_string(r.compared.size() - different) + " equal, " +
+         std::to_string(different) + " different; " + std::to_string(r.removed.size()) + " only in A, " +
+         std::to_string(r.added.size()) + " only in B, " + std::to_string(r.shape_changed.size()) +
+         " changed shape";
+}
+
+void details(View& v, const DiffRow& row, ImVec2 size) {
+  const char* side = row.status == DiffRow::Status::Removed ? "A" : "B";
+  if (!row.tensor) {
+    ImGui::Text("%s: only in %s", row.name.c_str(), side);
+    return;
+  }
+  if (row.status == DiffRow::Status::ShapeChanged) {
+    ImGui::Text("%s: the shape changed (%s), values not compared", row.name.c_str(), row.shape.c_str());
+    return;
+  }
+  const auto& t = *row.tensor;
+  ImGui::Text("%s - %s", row.name.c_str(), diff_status_name(row.status));
+  ImGui::Text("elements %llu, exactly equal %llu (%s), within tolerance %llu",
+              static_cast<unsigned long long>(t.numel), static_cast<unsigned long long>(t.exact),
+              percent(t.exact_fraction()).c_str(), static_cast<unsigned long long>(t.close));
+  ImGui::Text("non-finite mismatches %llu", static_cast<unsigned long long>(t.nonfinite));
+  ImGui::Text("max |A-B| %s, ||A-B|| / ||B|| %s", number(t.max_abs, 6).c_str(),
+              number(t.rel_l2(), 6).c_str());
+  if (t.histogram) {
+    const std::string title = display(v, "|A - B| of " + row.name);
+    log_histogram("diff.hist", title.c_str(), "log10 |A - B|   (blue: A > B, orange: B > A)",
+                  t.histogram->above, &t.histogram->below, size, "with B > A");
+  } else {
+    ImGui::TextDisabled("no histogram");
+  }
+}
+
+void table(View& v, ImVec2 size) {
+  DiffState& d = v.diff;
+  const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_ScrollY |
+                                ImGuiTableFlags_ScrollX | ImGuiTableFlags_Resizable |
+                                ImGuiTableFlags_SizingFixedFit;
+  if (!ImGui::BeginTable("diff.table", 9, flags, size)) return;
+  ImGui::TableSetupScrollFreeze(1, 1);
+  for (const char* h :
+       {"Tensor", "Status", "Shape", "Dtype", "Numel", "max |A-B|", "rel L2", "Exact equal", "Within tol."})
+    ImGui::TableSetupColumn(h);
+  ImGui::TableHeadersRow();
+  ImGuiListClipper clip;
+  clip.Begin(static_cast<int>(d.rows.size()));
+  while (clip.Step())
+    for (int i = clip.DisplayStart; i < clip.DisplayEnd; ++i) {
+      const DiffRow& r = d.rows[static_cast<size_t>(i)];
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::PushID(i);
+      if (ImGui::Selectable(r.name.c_str(), d.selected == i, ImGuiSelectableFlags_SpanAllColumns))
+        d.selected = i;
+      ImGui::PopID();
+      ImGui::TableNextColumn();
+      const bool bad = r.status != DiffRow::Status::Equal;
+      if (bad)
+        ImGui::TextColored(ImVec4(0.95f, 0.6f, 0.3f, 1), "%s", diff_status_name(r.status));
+      else
+        ImGui::TextUnformatted(diff_status_name(r.status));
+      for (const std::string* cell :
+           {&r.shape, &r.dtype, &r.numel, &r.max_abs, &r.rel_l2, &r.exact, &r.close}) {
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(cell->c_str());
+      }
+    }
+  ImGui::EndTable();
+}
+
+}  // namespace
+
+const char* diff_status_name(DiffRow::Status s) {
+  switch (s) {
+    case DiffRow::Status::Removed:
+      return "removed";
+    case DiffRow::Status::Added:
+      return "added";
+    case DiffRow::Status::ShapeChanged:
+      return "shape";
+    case DiffRow::Status::DTypeChanged:
+      return "dtype";
+    case DiffRow::Status::Changed:
+      return "changed";
+    case DiffRow::Status::Equal:
+      return "equal";
+  }
+  return "";
+}
+
+void compare_with(View& v, const std::string& other) {
+  if (other.empty()) return;
+  v.diff.other = other;
+  v.tab = Tab::Diff;
+  v.tab_requested = true;
+  rerun_diff(v);
+}
+
+bool rerun_diff(View& v) {
+  DiffState& d = v.diff;
+  auto& s = v.session;
+  if (d.other.empty() || !s.is_open()) return false;
+  if (const auto ckpt = s.checkpoint(); ckpt && ckpt->weights_only()) d.what = 0;  // weights only: no masters
+  d.result.reset();
+  d.rows.clear();
+  d.selected = -1;
+  d.error.clear();
+  d.cancelled = false;
+  const auto atol = tolerance(d.atol), rtol = tolerance(d.rtol);
+  if (!atol || !rtol) {
+    if (d.job) d.job->cancel();
+    d.job.reset();
+    d.error = "atol and rtol must be numbers >= 0";
+    d.summary.clear();
+    return false;
+  }
+  analysis::DiffOptions o;
+  o.what = kWhats[d.what];
+  o.atol = *atol;
+  o.rtol = *rtol;
+  o.histograms = true;
+  d.summary = "Comparing (" + std::string(analysis::diff_what_name(o.what)) + ")...";
+  d.job = s.diff(d.other, o, [&v](session::Outcome<analysis::DiffResult>& out) {
+    if (out.superseded()) return;  // a newer request's result is on its way
+    DiffState& d = v.diff;
+    if (out.ok()) {
+      d.result = std::make_shared<const analysis::DiffResult>(std::move(*out.value));
+      d.rows = rows_of(*d.result);
+      d.summary = summary_of(*d.result);
+      d.selected = d.rows.empty() ? -1 : 0;
+    } else if (out.error->kind == session::ErrorKind::Cancelled) {
+      d.cancelled = true;
+      d.summary = "Comparison cancelled";
+    } else {
+      d.error = "Cannot compare: " + out.error->message;
+      d.summary.clear();
+    }
+  });
+  return true;
+}
+
+bool save_diff_rows(const View& v, const std::string& file) {
+  std::ofstream out(file);
+  out << "name\tstatus\tshape\tdtype\tnumel\tmax_abs\trel_l2\texact\tclose\n";
+  for (const auto& r : v.diff.rows)
+    out << r.name << '\t' << diff_status_name(r.status) << '\t' << r.shape << '\t' << r.dtype << '\t'
+        << r.numel << '\t' << r.max_abs << '\t' << r.rel_l2 << '\t' << r.exact << '\t' << r.close << '\n';
+  return static_cast<bool>(out.flush());
+}
+
+void draw_diff(View& v) {
+  DiffState& d = v.diff;
+  auto& s = v.session;
+  if (ImGui::Button("Compare with...") && s.is_open()) {
+    v.open_window.visible = true;
+    v.open_window.compare = true;
+  }
+  v.widgets.record("diff.compare");
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(110);
+  const bool weights_only = s.checkpoint() && s.checkpoint()->weights_only();
+  if (ImGui::BeginCombo("What", std::string(analysis::diff_what_name(kWhats[d.what])).c_str())) {
+    for (int i = 0; i < 4; ++i) {
+      const std::string name(analysis::diff_what_name(kWhats[i]));
+      if (ImGui::Selectable(name.c_str(), d.what == i,
+                            weights_only && i > 0 ? ImGuiSelectableFlags_Disabled : 0) &&
+          d.what != i) {
+        d.what = i;
+        rerun_diff(v);
+      }
+    }
+    ImGui::EndCombo();
+  }
+  for (auto [label, buf] : {std::pair<const char*, char*>{"atol", d.atol}, {"rtol", d.rtol}}) {
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(80);
+    ImGui::InputText(label, buf, sizeof d.atol);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("equal when |a - b| <= atol + rtol * |b| (torch.allclose); 0 and 0: exact");
+    if (ImGui::IsItemDeactivatedAfterEdit()) rerun_diff(v);
+  }
+  if (d.job && !d.job->finished()) {
+    ImGui::SameLine();
+    ImGui::ProgressBar(static_cast<float>(d.job->fraction()), ImVec2(180, 0),
+                       display(v, d.job->stage()).c_str());
+    ImGui::SameLine();
+    if (ImGui::Button("Cancel")) d.job->cancel();
+    v.widgets.record("diff.cancel");
+  }
+  if (d.other.empty()) {
+    ImGui::TextDisabled(
+        "Open a checkpoint, then File > Compare with... (Ctrl+D) to compare it with another.");
+    return;
+  }
+  if (d.result)
+    ImGui::Text("A: %s\nB: %s", d.result->a.c_str(), d.result->b.c_str());
+  else
+    ImGui::Text("A: %s\nB: %s", s.path().c_str(), d.other.c_str());
+  if (!d.error.empty()) ImGui::TextColored(ImVec4(0.95f, 0.45f, 0.4f, 1), "%s", display(v, d.error).c_str());
+  if (!d.summary.empty()) ImGui::TextUnformatted(d.summary.c_str());
+  if (!d.result) return;
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  table(v, ImVec2(avail.x * 0.6f, avail.y));
+  ImGui::SameLine();
+  ImGui::BeginChild("diff.details", ImVec2(0, avail.y));
+  if (d.selected >= 0 && d.selected < static_cast<int>(d.rows.size()))
+    details(
+        v, d.rows[static_cast<size_t>(d.selected)],
+        ImVec2(ImGui::GetContentRegionAvail().x, std::min(320.0f, ImGui::GetContentRegionAvail().y - 90)));
+  else
+    ImGui::TextDisabled("Select a tensor.");
+  ImGui::EndChild();
+}
+
+}  // namespace ckptdoc::imgui_view
