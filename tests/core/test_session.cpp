@@ -496,11 +496,8 @@ class TestSession : public QObject {
     test::TempDir dir;
     const std::string run = dir.file("run");
     fs::create_directories(run);
-    auto make = [&](const std::string& name, std::vector<std::string> args) {
-      args.insert(args.begin(),
-                  {test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint/global_step5", run + "/" + name});
-      const auto r = test::run_python(test::script("fixtures/make_snapshot.py"), args);
-      QVERIFY2(r.exit_code == 0, r.err.c_str());
+    auto make = [&](const std::string& name, const std::vector<std::string>& args) {
+      QVERIFY2(test::make_snapshot(run + "/" + name, args), "make_snapshot.py failed");
     };
     make("step5", {"--step", "5"});
     fs::create_directories(run + "/bad");  // committed (its manifest is there) but unreadable
@@ -552,11 +549,8 @@ class TestSession : public QObject {
     test::TempDir dir;
     const std::string run = dir.file("run");
     fs::create_directories(run);
-    auto make = [&](const std::string& name, std::vector<std::string> args) {
-      args.insert(args.begin(),
-                  {test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint/global_step5", run + "/" + name});
-      const auto r = test::run_python(test::script("fixtures/make_snapshot.py"), args);
-      QVERIFY2(r.exit_code == 0, r.err.c_str());
+    auto make = [&](const std::string& name, const std::vector<std::string>& args) {
+      QVERIFY2(test::make_snapshot(run + "/" + name, args), "make_snapshot.py failed");
     };
     make("step5", {"--step", "5"});
     Session s;

@@ -33,11 +33,8 @@ namespace {
 
 constexpr int kWaitMs = 180000;  // generous: a slow CI machine; never a timed assertion
 
-// make_snapshot.py TAG_DIR OUT args... (writes rank files first, the manifest last, renamed into place).
-void makeSnapshot(const std::string& out, std::vector<std::string> args) {
-  args.insert(args.begin(), {test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint/global_step5", out});
-  const auto r = test::run_python(test::script("fixtures/make_snapshot.py"), args);
-  if (r.exit_code != 0) QFAIL(("make_snapshot.py failed: " + r.err).c_str());
+void makeSnapshot(const std::string& out, const std::vector<std::string>& args) {
+  if (!test::make_snapshot(out, args)) QFAIL("make_snapshot.py failed");
 }
 
 QVariant cell(const TimelineModel& m, int row, int column) {

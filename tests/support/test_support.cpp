@@ -134,6 +134,13 @@ std::string flip_bits_in_first_data_record(const std::string& path, uint64_t at,
   return record;
 }
 
+bool make_snapshot(const std::string& out, std::vector<std::string> args) {
+  args.insert(args.begin(), {deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint/global_step5", out});
+  const auto r = run_python(script("fixtures/make_snapshot.py"), args);
+  if (r.exit_code != 0) qWarning("make_snapshot.py failed: %s", r.err.c_str());
+  return r.exit_code == 0;
+}
+
 void use_private_settings() {
   static QTemporaryDir dir;  // removed when the process exits
   QCoreApplication::setOrganizationName("ckptdoc-test");

@@ -23,6 +23,10 @@ std::string script(const std::string& relative);  // tests/<relative>
 // exit: ctest runs every test function as its own process, in parallel, and a shared settings file races.
 void use_private_settings();
 
+// A live-run snapshot of the committed ZeRO-2 fixture at `out` (fixtures/make_snapshot.py: rank files first, the
+// manifest last, renamed into place), with make_snapshot.py's ARGS; false (and a warning) on failure.
+bool make_snapshot(const std::string& out, std::vector<std::string> args);
+
 // A fresh directory under the system temp folder, removed by the destructor.
 class TempDir {
  public:
