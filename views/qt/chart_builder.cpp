@@ -87,9 +87,18 @@ QString shortUlpLabel(int b) {
   return b >= UlpHistogram::kBuckets - 1 ? QStringLiteral("≥") + t : t;
 }
 
+// Counts are whole numbers: ticks every 1, 2 or 5 × 10^k elements from 0, labelled so that no two read the same
+// (Qt's nice numbers put ticks at 0.2, 0.4, … for a count of 1, which "%.0f" prints as 0, 0, 0, 1, 1).
 void countAxisFormat(QValueAxis* y, double ymax) {
-  y->setLabelFormat(ymax >= 100000 ? QStringLiteral("%.2g") : QStringLiteral("%.0f"));
-  y->applyNiceNumbers();
+  const double raw = std::max(1.0, ymax / 5.0);
+  const double decade = std::pow(10.0, std::floor(std::log10(raw)));
+  const double m = raw / decade;
+  const double step = (m <= 1.0 ? 1.0 : m <= 2.0 ? 2.0 : m <= 5.0 ? 5.0 : 10.0) * decade;
+  y->setRange(0, std::max(step, std::ceil(ymax * 1.05 / step) * step));
+  y->setTickType(QValueAxis::TicksDynamic);
+  y->setTickAnchor(0);
+  y->setTickInterval(step);
+  y->setLabelFormat(step >= 100000 ? QStringLiteral("%.3g") : QStringLiteral("%.0f"));
 }
 
 }  // namespace

@@ -1,0 +1,79 @@
+// The element-count axes of the histogram charts: for any count, from one differing element (the usual case in
+// the Diff view) to millions, the ticks are whole numbers, the top tick is at or above the tallest bar, and no two
+// tick labels read the same.
+#include <QValueAxis>
+#include <QtTest>
+#include <set>
+
+#include "chart_builder.h"
+#include "gui_test_main.h"
+
+using namespace ckptdoc;
+using namespace ckptdoc::gui;
+
+namespace {
+
+// The tick values of a value axis, as Qt places them for either tick type.
+std::vector<double> ticks(const QValueAxis& a) {
+  std::vector<double> t;
+  if (a.tickType() == QValueAxis::TicksDynamic) {
+    const double step = a.tickInterval();
+    for (double v = a.tickAnchor() + std::ceil((a.min() - a.tickAnchor()) / step) * step; v <= a.max() + step * 1e-9;
+         v += step)
+      t.push_back(v);
+  } else {
+    for (int i = 0; i < a.tickCount(); ++i) t.push_back(a.min() + (a.max() - a.min()) * i / (a.tickCount() - 1));
+  }
+  return t;
+}
+
+QString label(const QValueAxis& a, double v) {
+  return QString::asprintf(a.labelFormat().toUtf8().constData(), v);
+}
+
+// Checks the count axis of a chart whose tallest bar holds `tallest` elements.
+void checkCountAxis(QChart* chart, double tallest) {
+  std::unique_ptr<QChart> owned(chart);
+  const auto vertical = chart->axes(Qt::Vertical);
+  QCOMPARE(vertical.size(), 1);
+  const auto* y = qobject_cast<QValueAxis*>(vertical.front());
+  QVERIFY(y);
+  QVERIFY2(y->max() >= tallest, qPrintable(QStringLiteral("axis ends at %1 below %2").arg(y->max()).arg(tallest)));
+  const auto t = ticks(*y);
+  QVERIFY2(t.size() >= 2 && t.size() <= 12, qPrintable(QStringLiteral("%1 ticks").arg(t.size())));
+  std::set<QString> seen;
+  for (double v : t) {
+    QVERIFY2(v == std::floor(v), qPrintable(QStringLiteral("tick at %1 is not a whole count").arg(v)));
+    const QString text = label(*y, v);
+    QVERIFY2(seen.insert(text).second,
+             qPrintable(QStringLiteral("label '%1' repeats (count %2)").arg(text).arg(tallest)));
+  }
+}
+
+}  // namespace
+
+class TestChartAxes : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void countAxis_data() {
+    QTest::addColumn<double>("count");
+    for (double n : {1.0, 2.0, 3.0, 7.0, 12.0, 99.0, 120.0, 1001.0, 99999.0, 123456.0, 4.2e6, 9.9e9})
+      QTest::newRow(QByteArray::number(n, 'g', 12).constData()) << n;
+  }
+
+  void countAxis() {
+    QFETCH(double, count);
+    LogHistogram h;
+    h.counts[100] = static_cast<uint64_t>(count);
+    h.counts[101] = static_cast<uint64_t>(count / 2);
+    checkCountAxis(logHistogramChart(QStringLiteral("|A − B|"), QStringLiteral("log10 |A − B|"), h), count);
+    UlpHistogram u;
+    u.counts[0] = static_cast<uint64_t>(count);
+    u.counts[3] = 1;
+    checkCountAxis(ulpChart(QStringLiteral("ulp"), u), count);
+  }
+};
+
+CKPTDOC_TEST_MAIN_WIDGETS(TestChartAxes)
+#include "test_chart_axes.moc"
