@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
+#include <tuple>
 
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/compute/placement.h"
@@ -25,6 +28,7 @@ constexpr size_t kBatchTasks = 512;                      // results merged in or
 struct Task {
   int group = 0, param = 0, rank = 0;
   int64_t param_offset = 0, partition_offset = 0, numel = 0;
+  uint64_t bytes = 0;  // what it reads (progress, device placement)
 };
 
 struct TaskResult {
@@ -90,11 +94,11 @@ class Scanner {
       owners_ = deepspeed::rank_owners(cat, groups.empty() ? cat.dp_world_size
                                                            : static_cast<int>(groups.front().partitions.size()));
     }
-    load_views(out);
     std::vector<Task> tasks = make_tasks();
+    measure_tasks(tasks, out);
 
     uint64_t total = 0;
-    for (const auto& t : tasks) total += bytes_of(t);
+    for (const auto& t : tasks) total += t.bytes;
     if (progress_) progress_->set_stage("scanning tensors", total);
 
     if (spread_)
@@ -179,8 +183,10 @@ class Scanner {
     for (size_t start = 0; start < tasks.size(); start += kBatchTasks) {
       std::vector<size_t> batch;
       for (size_t i = start; i < std::min(tasks.size(), start + kBatchTasks); ++i) batch.push_back(i);
+      open_views(tasks, batch, out);
       run_batch(tasks, batch, {}, results);
       for (size_t k = 0; k < batch.size(); ++k) merge(tasks[batch[k]], results[k], out);
+      close_views(tasks, batch);
     }
   }
 
@@ -189,7 +195,7 @@ class Scanner {
   // number of devices).
   void scan_spread(const std::vector<Task>& tasks, ScanResult& out) {
     std::map<int, uint64_t> bytes_per_rank;
-    for (const auto& t : tasks) bytes_per_rank[t.rank] += bytes_of(t);
+    for (const auto& t : tasks) bytes_per_rank[t.rank] += t.bytes;
     const std::map<int, int> slot = place_ranks(bytes_per_rank, static_cast<int>(backends_.size()));
     std::vector<std::vector<size_t>> queues(backends_.size());
     for (size_t i = 0; i < tasks.size(); ++i) queues[static_cast<size_t>(slot.at(tasks[i].rank))].push_back(i);
@@ -214,8 +220,10 @@ class Scanner {
         batch.push_back(i);
         owner.push_back(w);
       }
+      open_views(tasks, batch, out);
       run_batch(tasks, batch, owner, results);
       for (size_t k = 0; k < batch.size(); ++k) merge(tasks[batch[k]], results[k], out);
+      close_views(tasks, batch);
     }
   }
 
@@ -229,63 +237,109 @@ class Scanner {
 
   ParamReport& report_of(int group, int param) { return reports_[group_first_.at(group) + static_cast<size_t>(param)]; }
 
-  void load_views(ScanResult& out) {
+  // The views of a group are opened before the first batch reading it and dropped after its last: a checkpoint
+  // may have more files than a process can keep mapped (a universal folder: 3-4 per param).
+  void measure_tasks(std::vector<Task>& tasks, ScanResult& out) {
+    const auto& cat = ckpt_.catalog();
+    size_t t = 0;
+    for (const auto& g : cat.groups) {
+      load_group(g, out, true);
+      for (; t < tasks.size() && tasks[t].group == g.index; ++t) tasks[t].bytes = bytes_of(tasks[t]);
+      release_group(g.index);
+    }
+    for (const auto& task : tasks) ++tasks_left_[task.group];
+    if (mpi_rank() == 0)
+      for (const auto& f : cat.frozen_params) out.not_analysed["frozen"] += static_cast<uint64_t>(std::max<int64_t>(f.numel, 0));
+  }
+
+  void open_views(const std::vector<Task>& tasks, const std::vector<size_t>& batch, ScanResult& out) {
+    for (size_t i : batch) {
+      const int g = tasks[i].group;
+      if (loaded_.insert(g).second) load_group(group_layout(g), out, false);
+    }
+  }
+
+  void close_views(const std::vector<Task>& tasks, const std::vector<size_t>& batch) {
+    for (size_t i : batch)
+      if (--tasks_left_[tasks[i].group] == 0) release_group(tasks[i].group);
+  }
+
+  const deepspeed::GroupLayout& group_layout(int index) const {
+    for (const auto& g : ckpt_.catalog().groups)
+      if (g.index == index) return g;
+    throw Error("", "group " + std::to_string(index), "not in the catalog");
+  }
+
+  void release_group(int group) {
+    loaded_.erase(group);
+    for (auto it = partitions_.lower_bound({group, std::numeric_limits<int>::min()});
+         it != partitions_.end() && it->first.first == group;)
+      it = partitions_.erase(it);
+    for (auto it = lp_.lower_bound({group, std::numeric_limits<int>::min()}); it != lp_.end() && it->first.first == group;)
+      it = lp_.erase(it);
+  }
+
+  // Views on one group's partitions and lp weights, counting what cannot be analysed: all of it the first time
+  // (measure_tasks), later only a tensor that could be read then and cannot now (its file changed meanwhile).
+  void load_group(const deepspeed::GroupLayout& g, ScanResult& acc, bool first) {
     const auto& cat = ckpt_.catalog();
     const bool zero3 = cat.wrapper == deepspeed::OptimizerWrapper::Zero3;
-    const bool counts_params = mpi_rank() == 0;  // per-param counts once, not once per process
-    for (const auto& g : cat.groups) {
-      for (const auto& part : g.partitions) {
-        if (!owns(part.rank)) continue;  // another process reads it
-        out.not_analysed["padding"] += static_cast<uint64_t>(std::max<int64_t>(part.padding, 0));
-        PartitionViews v;
-        // Each tensor on its own: a rank missing one moment still has its masters analysed.
-        const std::pair<std::optional<Tensor>*, const char*> wanted[] = {
-            {&v.fp32, "fp32"}, {&v.exp_avg, "exp_avg"}, {&v.exp_avg_sq, "exp_avg_sq"}};
-        for (const auto& [slot, key] : wanted) {
-          try {
-            *slot = std::string(key) == "fp32" ? ckpt_.fp32_partition(g.index, part.rank)
-                                                : ckpt_.moment_partition(g.index, part.rank, key);
-          } catch (const Error& e) {
-            slot->reset();
-            const bool file_level = std::string(key) == "fp32" || !v.fp32;
-            out.not_analysed[file_level ? "rank_unreadable" : "moment_missing"] += static_cast<uint64_t>(part.real_numel);
-            if (!catalog_names_rank(cat, part.rank) && file_level)
-              out.problems.push_back({"rank-file-unreadable", "error",
-                                      "rank " + std::to_string(part.rank) + " of group " + std::to_string(g.index) +
-                                          " could not be read: " + e.what(),
-                                      "", {part.rank}, {}});
-            if (file_level) break;  // the file itself: its moments cannot be read either
-          }
-        }
-        for (auto* t : {&v.fp32, &v.exp_avg, &v.exp_avg_sq})
-          if (*t && !(*t)->is_contiguous()) *t = contiguous(**t);  // rare; analysed all the same
-        if (v.fp32 && v.fp32->dtype != DType::F32)
-          out.not_analysed["fp32_not_float32"] += static_cast<uint64_t>(part.real_numel);
-        partitions_[{g.index, part.rank}] = std::move(v);
-      }
-      for (size_t i = 0; i < g.params.size(); ++i) {
-        const auto& p = g.params[i];
-        LpView lv;
+    const bool counts_params = first && mpi_rank() == 0;  // per-param counts once, not once per process
+    for (const auto& part : g.partitions) {
+      if (!owns(part.rank)) continue;  // another process reads it
+      if (first) acc.not_analysed["padding"] += static_cast<uint64_t>(std::max<int64_t>(part.padding, 0));
+      PartitionViews v;
+      // Each tensor on its own: a rank missing one moment still has its masters analysed.
+      const std::pair<std::optional<Tensor>*, const char*> wanted[] = {
+          {&v.fp32, "fp32"}, {&v.exp_avg, "exp_avg"}, {&v.exp_avg_sq, "exp_avg_sq"}};
+      for (const auto& [slot, key] : wanted) {
         try {
-          lv.tensor = ckpt_.lp_param(p.name);
-        } catch (const Error&) {
-          lv.tensor = std::nullopt;
+          *slot = std::string(key) == "fp32" ? ckpt_.fp32_partition(g.index, part.rank)
+                                              : ckpt_.moment_partition(g.index, part.rank, key);
+        } catch (const Error& e) {
+          slot->reset();
+          const bool file_level = std::string(key) == "fp32" || !v.fp32;
+          const bool counted = !failed_.insert({g.index, part.rank, key}).second;
+          if (counted) {
+            if (file_level) break;
+            continue;
+          }
+          acc.not_analysed[file_level ? "rank_unreadable" : "moment_missing"] += static_cast<uint64_t>(part.real_numel);
+          // Later failures are files that changed after they were read once: always named.
+          if (!first || (file_level && !catalog_names_rank(cat, part.rank)))
+            acc.problems.push_back({"rank-file-unreadable", "error",
+                                    "rank " + std::to_string(part.rank) + " of group " + std::to_string(g.index) +
+                                        " (" + key + ") could not be read: " + e.what(),
+                                    "", {part.rank}, {}});
+          if (file_level) break;  // the file itself: its moments cannot be read either
         }
-        if (lv.tensor && lv.tensor->numel() != p.numel) lv.tensor = std::nullopt;  // placeholder/shape issue
-        if (lv.tensor && !lv.tensor->is_contiguous())
-          lv.contiguous = Tensor::from_bytes(lv.tensor->dtype, lv.tensor->shape, lv.tensor->to_bytes());
-        if (counts_params) {
-          const auto n = static_cast<uint64_t>(p.numel);
-          if (!lv.tensor)
-            out.not_analysed[zero3 ? "zero3_placeholders" : "lp_missing"] += n;
-          else if (lv.tensor->dtype != DType::F16 && lv.tensor->dtype != DType::BF16 && lv.tensor->dtype != DType::F32)
-            out.not_analysed["lp_dtype_unsupported"] += n;
-        }
-        lp_[{g.index, static_cast<int>(i)}] = std::move(lv);
       }
+      for (auto* t : {&v.fp32, &v.exp_avg, &v.exp_avg_sq})
+        if (*t && !(*t)->is_contiguous()) *t = contiguous(**t);  // rare; analysed all the same
+      if (first && v.fp32 && v.fp32->dtype != DType::F32)
+        acc.not_analysed["fp32_not_float32"] += static_cast<uint64_t>(part.real_numel);
+      partitions_[{g.index, part.rank}] = std::move(v);
     }
-    if (counts_params)
-      for (const auto& f : cat.frozen_params) out.not_analysed["frozen"] += static_cast<uint64_t>(std::max<int64_t>(f.numel, 0));
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      const auto& p = g.params[i];
+      LpView lv;
+      try {
+        lv.tensor = ckpt_.lp_param(p.name);
+      } catch (const Error&) {
+        lv.tensor = std::nullopt;
+      }
+      if (lv.tensor && lv.tensor->numel() != p.numel) lv.tensor = std::nullopt;  // placeholder/shape issue
+      if (lv.tensor && !lv.tensor->is_contiguous())
+        lv.contiguous = Tensor::from_bytes(lv.tensor->dtype, lv.tensor->shape, lv.tensor->to_bytes());
+      if (counts_params) {
+        const auto n = static_cast<uint64_t>(p.numel);
+        if (!lv.tensor)
+          acc.not_analysed[zero3 ? "zero3_placeholders" : "lp_missing"] += n;
+        else if (lv.tensor->dtype != DType::F16 && lv.tensor->dtype != DType::BF16 && lv.tensor->dtype != DType::F32)
+          acc.not_analysed["lp_dtype_unsupported"] += n;
+      }
+      lp_[{g.index, static_cast<int>(i)}] = std::move(lv);
+    }
   }
 
   // Under MPI each process scans the dp ranks it owns (deepspeed::rank_owners: r % processes on a shared file
@@ -319,7 +373,7 @@ class Scanner {
     return lv.tensor ? &*lv.tensor : nullptr;
   }
 
-  uint64_t bytes_of(const Task& t) const {
+  uint64_t bytes_of(const Task& t) const {  // its group's views open
     uint64_t b = 0;
     const auto& pv = partitions_.at({t.group, t.rank});
     for (const auto* x : {&pv.fp32, &pv.exp_avg, &pv.exp_avg_sq})
@@ -500,6 +554,9 @@ class Scanner {
   std::map<int, size_t> group_first_;
   std::map<std::pair<int, int>, PartitionViews> partitions_;
   std::map<std::pair<int, int>, LpView> lp_;
+  std::set<int> loaded_;            // groups whose views are open
+  std::set<std::tuple<int, int, std::string>> failed_;  // (group, rank, tensor) that could not be read: counted
+  std::map<int, size_t> tasks_left_;  // per group: tasks not yet merged
   std::exception_ptr error_;
   deepspeed::RankOwners owners_;  // under MPI only
 };

@@ -168,26 +168,43 @@ bool looks_truncated(const CheckpointFile& f) {
 }  // namespace
 
 const TorchFile* CatalogBuilder::try_open(const CheckpointFile& f) {
-  std::vector<int> ranks;
-  if (f.dp_rank >= 0) ranks.push_back(f.dp_rank);
-  if (f.bytes == 0) {
-    problem("rank-file-truncated", "error", f.path + " is empty (0 bytes); the save was interrupted or the copy failed",
-            f.path, ranks);
-    return nullptr;
-  }
+  if (reported_empty(f)) return nullptr;
   try {
     return &ck_.open_cached(f.abs_path);
   } catch (const std::exception& e) {
-    if (looks_truncated(f)) {
-      problem("rank-file-truncated", "error",
-              f.path + " is cut short (" + std::to_string(f.bytes) + " bytes, no zip directory at the end): " +
-                  e.what(),
-              f.path, ranks);
-    } else {
-      problem("rank-file-unreadable", "error", f.path + " cannot be read: " + e.what(), f.path, ranks);
-    }
+    report_unreadable(f, e);
     return nullptr;
   }
+}
+
+std::shared_ptr<const TorchFile> CatalogBuilder::try_open_transient(const CheckpointFile& f) {
+  if (reported_empty(f)) return nullptr;
+  try {
+    return ck_.open_transient(f.abs_path);
+  } catch (const std::exception& e) {
+    report_unreadable(f, e);
+    return nullptr;
+  }
+}
+
+std::vector<int> CatalogBuilder::ranks_of(const CheckpointFile& f) {
+  return f.dp_rank >= 0 ? std::vector<int>{f.dp_rank} : std::vector<int>{};
+}
+
+bool CatalogBuilder::reported_empty(const CheckpointFile& f) {
+  if (f.bytes != 0) return false;
+  problem("rank-file-truncated", "error", f.path + " is empty (0 bytes); the save was interrupted or the copy failed",
+          f.path, ranks_of(f));
+  return true;
+}
+
+void CatalogBuilder::report_unreadable(const CheckpointFile& f, const std::exception& e) {
+  if (looks_truncated(f))
+    problem("rank-file-truncated", "error",
+            f.path + " is cut short (" + std::to_string(f.bytes) + " bytes, no zip directory at the end): " + e.what(),
+            f.path, ranks_of(f));
+  else
+    problem("rank-file-unreadable", "error", f.path + " cannot be read: " + e.what(), f.path, ranks_of(f));
 }
 
 void CatalogBuilder::read_model_file() {

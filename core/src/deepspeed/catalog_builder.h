@@ -42,6 +42,11 @@ class CatalogBuilder {
   void identify_renamed_ranks();
   void report_renamed();
   const TorchFile* try_open(const CheckpointFile& f);
+  // The same, not cached (Checkpoint::open_transient): for files too many to keep mapped.
+  std::shared_ptr<const TorchFile> try_open_transient(const CheckpointFile& f);
+  bool reported_empty(const CheckpointFile& f);  // a 0-byte file: reported as truncated
+  void report_unreadable(const CheckpointFile& f, const std::exception& e);
+  static std::vector<int> ranks_of(const CheckpointFile& f);
   void read_model_file();
   void read_topology();
   void label_problems();

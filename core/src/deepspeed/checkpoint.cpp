@@ -101,6 +101,10 @@ const TorchFile& Checkpoint::open_cached(const std::string& abs_path) const {
   }
 }
 
+std::shared_ptr<const TorchFile> Checkpoint::open_transient(const std::string& abs_path) const {
+  return std::make_shared<const TorchFile>(snapshot_ ? snapshot_->open_file(abs_path) : TorchFile::open(abs_path));
+}
+
 void Checkpoint::check_unchanged() const {
   std::lock_guard<std::mutex> lock(cache_->mutex);
   for (const auto& [path, f] : cache_->files)

@@ -207,8 +207,11 @@ void CatalogBuilder::build_universal() {
       f.abs_path = universal::state_file(u.zero_dir, p.name, state);
       f.bytes = fs::file_size(f.abs_path, ec);
       cat_.files.push_back(f);
-      const TorchFile* tf = try_open(cat_.files.back());
+      pf.ids.emplace_back();
+      // Not cached: a large model's folders hold more files than a process can keep mapped.
+      const auto tf = try_open_transient(cat_.files.back());
       if (!tf) continue;
+      pf.ids.back() = {tf->file->size(), tf->file->device(), tf->file->inode()};
       if (state == "step") {
         pf.step = step_count(scalar_value(&tf->root));
         if (!pf.step)

@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/deepspeed/layout.h"
@@ -96,8 +98,12 @@ class ToZero {
   int dp_ = 0;
   std::vector<GroupLayout> groups_;             // the new layout, one per optimizer group
   std::map<std::string, int> universal_index_;  // param -> the universal catalog's flat group (= param)
-  std::vector<std::array<std::vector<const float*>, 3>> data_;  // [group][state][param in group]
-  std::vector<std::array<std::vector<Tensor>, 3>> keep_;        // the mapped tensors behind data_
+  std::vector<std::vector<int>> source_;  // [group][param in group]: the universal catalog's flat group (= param)
+  // The last source tensor a filler read: consecutive chunks of a large param map its file once.
+  struct SourceCache {
+    size_t param = SIZE_MAX;
+    std::optional<Tensor> tensor;
+  };
   std::vector<Value> group_step_;  // the `step` value each group's state entry gets
   std::vector<int64_t> group_step_count_;
 
@@ -173,20 +179,13 @@ class ToZero {
                     "checkpoint's param_shapes: a template of the same model is needed");
     }
     const auto rules = deepspeed::zero12_rules_for_version(cat_.ds_version);
-    data_.resize(by_group.size());
-    keep_.resize(by_group.size());
+    source_.resize(by_group.size());
     for (size_t g = 0; g < by_group.size(); ++g) {
-      for (size_t s = 0; s < kStates.size(); ++s) {
-        for (const auto& p : by_group[g]) {
-          const int k = universal_index_.at(p.name);
-          auto t = s == 0 ? u_.fp32_partition(k, 0) : u_.moment_partition(k, 0, kStates[s]);
-          if (!t || t->numel() != p.numel || t->dtype != DType::F32 || !t->is_contiguous())
-            throw Error(cat_.tag_dir, "zero/" + p.name + "/" + kStates[s] + ".pt",
-                        "missing, unreadable, or not a float32 tensor of the param's size");
-          keep_[g][s].push_back(*t);
-          data_[g][s].push_back(reinterpret_cast<const float*>(keep_[g][s].back().contiguous_bytes().data()));
-        }
-      }
+      for (const auto& p : by_group[g]) source_[g].push_back(universal_index_.at(p.name));
+      // Every state file checked now, so nothing is written from a missing one; each is mapped again only
+      // while its bytes are copied (a large model has more files than a process can keep mapped).
+      for (size_t s = 0; s < kStates.size(); ++s)
+        for (size_t i = 0; i < by_group[g].size(); ++i) source(g, s, i, static_cast<int64_t>(by_group[g][i].numel));
       groups_.push_back(bf16_optimizer()
                             ? deepspeed::layout_bf16_optimizer(static_cast<int>(g), by_group[g], dp_)
                             : deepspeed::layout_zero12(static_cast<int>(g), by_group[g], dp_, rules));
@@ -243,8 +242,27 @@ class ToZero {
     return f.root.clone();
   }
 
+  // State s of param i of group g: a float32 tensor of `numel` elements, mapped; throws naming the file.
+  Tensor source(size_t g, size_t s, size_t i, int64_t numel) const {
+    const int k = source_[g][i];
+    auto t = s == 0 ? u_.fp32_partition(k, 0) : u_.moment_partition(k, 0, kStates[s]);
+    if (!t || t->numel() != numel || t->dtype != DType::F32 || !t->is_contiguous())
+      throw Error(cat_.tag_dir, "zero/" + cat_.groups[static_cast<size_t>(k)].params.front().name + "/" + kStates[s] + ".pt",
+                  "missing, unreadable, or not a float32 tensor of the param's size");
+    return *t;
+  }
+
+  const float* source_data(size_t g, size_t s, size_t i, SourceCache& cache) const {
+    if (cache.param != i) {
+      cache.tensor.reset();  // unmapped before the next is mapped
+      cache.tensor = source(g, s, i, groups_[g].params[i].numel);
+      cache.param = i;
+    }
+    return reinterpret_cast<const float*>(cache.tensor->contiguous_bytes().data());
+  }
+
   // Elements [first, first + n) of new rank r's partition of group g: params in flat order, zero padding.
-  void fill(size_t g, size_t s, int r, int64_t first, int64_t n, float* out) const {
+  void fill(size_t g, size_t s, int r, int64_t first, int64_t n, float* out, SourceCache& cache) const {
     const GroupLayout& G = groups_[g];
     const int64_t base = static_cast<int64_t>(r) * G.partition_numel + first;
     int64_t done = 0;
@@ -260,8 +278,8 @@ class ToZero {
       }
       const int64_t in = base + done - p.offset;
       const int64_t take = std::min(n - done, p.numel - in);
-      std::memcpy(out + done, data_[g][s][i] + in, static_cast<size_t>(take) * sizeof(float));
-      io::release(keep_[g][s][i], in, take);
+      std::memcpy(out + done, source_data(g, s, i, cache) + in, static_cast<size_t>(take) * sizeof(float));
+      io::release(*cache.tensor, in, take);
       done += take;
     }
     std::fill(out + done, out + n, 0.0f);
@@ -269,9 +287,10 @@ class ToZero {
 
   deepspeed::FloatFill filler(size_t g, size_t s, int r) const {
     Progress* progress = progress_;
-    return [this, g, s, r, progress](int64_t first, int64_t n, float* out) {
+    auto cache = std::make_shared<SourceCache>();
+    return [this, g, s, r, progress, cache](int64_t first, int64_t n, float* out) {
       if (progress) progress->check();
-      fill(g, s, r, first, n, out);
+      fill(g, s, r, first, n, out, *cache);
     };
   }
 
@@ -440,8 +459,9 @@ class ToZero {
             continue;
           }
           const float* w = reinterpret_cast<const float*>(t->contiguous_bytes().data());
+          SourceCache cache;
           for (const auto& f : rp.fragments) {
-            const float* src = data_[g][s][static_cast<size_t>(f.param)] + f.param_offset;
+            const float* src = source_data(g, s, static_cast<size_t>(f.param), cache) + f.param_offset;
             if (f.partition_offset + f.numel > t->numel() ||
                 std::memcmp(w + f.partition_offset, src, static_cast<size_t>(f.numel) * 4) != 0) {
               fail.push_back("rank " + num(rp.rank) + ": " + kStates[s] + " of " +

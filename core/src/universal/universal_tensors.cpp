@@ -15,11 +15,26 @@ std::optional<Tensor> Checkpoint::universal_tensor(int group, const std::string&
       static_cast<size_t>(group) >= catalog_.groups.size())
     return std::nullopt;
   const auto& pf = u.params[static_cast<size_t>(group)];
-  if (std::find(pf.states.begin(), pf.states.end(), state) == pf.states.end()) return std::nullopt;
+  const auto at = std::find(pf.states.begin(), pf.states.end(), state);
+  if (at == pf.states.end()) return std::nullopt;
+  const UniversalStateFileId& id = pf.ids[static_cast<size_t>(at - pf.states.begin())];
+  if (id.inode == 0 && id.bytes == 0) return std::nullopt;  // unreadable: reported by the catalog
   const int64_t numel = catalog_.groups[static_cast<size_t>(group)].numel;
+  const std::string path = universal::state_file(u.zero_dir, pf.name, state);
+  std::shared_ptr<const TorchFile> f;
   try {
-    const TorchFile& f = open_cached(universal::state_file(u.zero_dir, pf.name, state));
-    const Value* v = f.root.is_tensor() ? &f.root : detail::dict_get(&f.root, "param");
+    // Opened for each read and unmapped with the last tensor viewing it: a folder can hold more files than the
+    // process could keep mapped.
+    f = open_transient(path);
+  } catch (const Error& e) {
+    throw Error(path, "", std::string("could not be read again after it was catalogued: ") + e.what());
+  }
+  if (f->file->size() != id.bytes || f->file->inode() != id.inode || f->file->device() != id.device)
+    throw Error(path, "",
+                "changed while being read: it was replaced or rewritten after the checkpoint was opened (" +
+                    std::to_string(id.bytes) + " bytes then, " + std::to_string(f->file->size()) + " now)");
+  try {
+    const Value* v = f->root.is_tensor() ? &f->root : detail::dict_get(&f->root, "param");
     if (!v || !v->is_tensor()) return std::nullopt;
     const Tensor& t = v->as_tensor();
     if (t.numel() != numel) return std::nullopt;  // reported by the catalog (shape-mismatch)

@@ -110,6 +110,9 @@ class Checkpoint : public std::enable_shared_from_this<Checkpoint> {
   mutable std::mutex slices_mutex_;
   mutable std::map<int, std::shared_ptr<const Checkpoint>> slices_;
   const TorchFile& open_cached(const std::string& abs_path) const;
+  // Parsed and not cached: mapped while the result (or a tensor read from it) lives. For files of which there
+  // may be more than the process can keep mapped (a universal folder's 3-4 per param; vm.max_map_count is 65530).
+  std::shared_ptr<const TorchFile> open_transient(const std::string& abs_path) const;
   static std::shared_ptr<Checkpoint> open_slice(const std::string& path, const OpenOptions& options,
                                                 std::shared_ptr<FileCache> cache);
   std::optional<Tensor> universal_tensor(int group, const std::string& state) const;  // universal/universal_tensors.cpp

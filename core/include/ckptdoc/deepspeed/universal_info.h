@@ -10,12 +10,18 @@
 
 namespace ckptdoc::deepspeed {
 
+// A state file as the catalog saw it: a later open that finds another inode or size was changed meanwhile.
+struct UniversalStateFileId {
+  uint64_t bytes = 0, device = 0, inode = 0;
+};
+
 struct UniversalParamFiles {
   std::string name;  // the trainable param, also its folder name under zero/
   int optimizer_group =
       -1;  // its optimizer param group (param_shapes index; ZeRO-3: the group of its sub-group)
   std::vector<std::string>
       states;  // the *.pt files in its folder, without ".pt", sorted ("exp_avg", "fp32", "step")
+  std::vector<UniversalStateFileId> ids;  // per state; all zeros where the file could not be read
   std::optional<int64_t> step;     // step.pt's value
   std::optional<int64_t> cat_dim;  // fp32.pt's 'cat_dim' (absent for raw ZeRO-3 tensors)
 };
