@@ -2,10 +2,14 @@
 // Diff tab show it. The comparison is a session job (progress and cancel here; a new request supersedes the
 // running one); the table lists the rows worst first, as core ordered them; the selected row shows its
 // numbers and the histogram of log10 |A-B| (A > B and B > A apart).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
+#include <limits>
+#include <optional>
 
 #include "view.h"
 
@@ -74,7 +78,67 @@ std::vector<DiffRow> rows_of(const analysis::DiffResult& r) {
     rows.push_back(row_of(d, !d.values_equal()        ? DiffRow::Status::Changed
                              : d.dtype_a != d.dtype_b ? DiffRow::Status::DTypeChanged
                                                       : DiffRow::Status::Equal));
+  for (size_t i = 0; i < rows.size(); ++i) rows[i].order = i;
   return rows;
+}
+
+// The table's columns: header, script id (a header is clicked as "diff.col.<id>"), whether the first click sorts
+// it largest first.
+struct Column {
+  const char* header;
+  const char* id;
+  bool descending_first;
+};
+constexpr Column kColumns[] = {{"Tensor", "tensor", false},   {"Status", "status", false},
+                               {"Shape", "shape", false},     {"Dtype", "dtype", false},
+                               {"Numel", "numel", true},      {"max |A-B|", "max_abs", true},
+                               {"rel L2", "rel_l2", true},    {"Exact equal", "exact", false},
+                               {"Within tol.", "close", false}};
+constexpr int kColumnCount = static_cast<int>(std::size(kColumns));
+
+// The number a numeric column sorts by; none for rows whose values were not compared (they sort last). NaN
+// sorts as the largest difference.
+std::optional<double> sort_number(const DiffRow& r, int column) {
+  if (!r.tensor || r.status == DiffRow::Status::ShapeChanged) return std::nullopt;
+  const auto& t = *r.tensor;
+  double x = 0;
+  switch (column) {
+    case 4: x = static_cast<double>(t.numel); break;
+    case 5: x = t.max_abs; break;
+    case 6: x = t.rel_l2(); break;
+    case 7: x = t.exact_fraction(); break;
+    case 8: x = t.numel ? static_cast<double>(t.close) / static_cast<double>(t.numel) : 1.0; break;
+    default: return std::nullopt;
+  }
+  return std::isnan(x) ? std::numeric_limits<double>::infinity() : x;
+}
+
+// Sorts the rows by the table's sort spec (none: core's order), keeping the selected tensor selected.
+void sort_rows(DiffState& d, const ImGuiTableSortSpecs* specs) {
+  const std::string selected =
+      d.selected >= 0 && d.selected < static_cast<int>(d.rows.size()) ? d.rows[static_cast<size_t>(d.selected)].name : "";
+  const ImGuiTableColumnSortSpecs* s = specs && specs->SpecsCount > 0 ? &specs->Specs[0] : nullptr;
+  std::stable_sort(d.rows.begin(), d.rows.end(), [s](const DiffRow& a, const DiffRow& b) {
+    if (!s) return a.order < b.order;
+    const bool desc = s->SortDirection == ImGuiSortDirection_Descending;
+    const int c = s->ColumnIndex;
+    if (c >= 4) {
+      const auto x = sort_number(a, c), y = sort_number(b, c);
+      if (x.has_value() != y.has_value()) return x.has_value();  // not compared: last either way
+      if (x && *x != *y) return desc ? *x > *y : *x < *y;
+      return a.order < b.order;
+    }
+    const int cmp = c == 0   ? a.name.compare(b.name)
+                    : c == 1 ? static_cast<int>(a.status) - static_cast<int>(b.status)
+                    : c == 2 ? a.shape.compare(b.shape)
+                             : a.dtype.compare(b.dtype);
+    if (cmp != 0) return desc ? cmp > 0 : cmp < 0;
+    return a.order < b.order;
+  });
+  d.selected = -1;
+  for (size_t i = 0; i < d.rows.size(); ++i)
+    if (!selected.empty() && d.rows[i].name == selected) d.selected = static_cast<int>(i);
+  d.rows_sorted = true;
 }
 
 std::string summary_of(const analysis::DiffResult& r) {
@@ -116,15 +180,25 @@ void details(View& v, const DiffRow& row, ImVec2 size) {
 
 void table(View& v, ImVec2 size) {
   DiffState& d = v.diff;
+  // Tristate: a third click on a header returns to core's order (worst first).
   const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_ScrollY |
                                 ImGuiTableFlags_ScrollX | ImGuiTableFlags_Resizable |
-                                ImGuiTableFlags_SizingFixedFit;
-  if (!ImGui::BeginTable("diff.table", 9, flags, size)) return;
+                                ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_Sortable |
+                                ImGuiTableFlags_SortTristate;
+  if (!ImGui::BeginTable("diff.table", kColumnCount, flags, size)) return;
   ImGui::TableSetupScrollFreeze(1, 1);
-  for (const char* h :
-       {"Tensor", "Status", "Shape", "Dtype", "Numel", "max |A-B|", "rel L2", "Exact equal", "Within tol."})
-    ImGui::TableSetupColumn(h);
-  ImGui::TableHeadersRow();
+  for (const auto& c : kColumns)
+    ImGui::TableSetupColumn(c.header, c.descending_first ? ImGuiTableColumnFlags_PreferSortDescending : 0);
+  ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
+  for (int c = 0; c < kColumnCount; ++c) {
+    ImGui::TableSetColumnIndex(c);
+    ImGui::TableHeader(kColumns[c].header);
+    v.widgets.record(std::string("diff.col.") + kColumns[c].id);
+  }
+  if (ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && (specs->SpecsDirty || !d.rows_sorted)) {
+    sort_rows(d, specs);
+    specs->SpecsDirty = false;
+  }
   ImGuiListClipper clip;
   clip.Begin(static_cast<int>(d.rows.size()));
   while (clip.Step())
@@ -209,6 +283,7 @@ bool rerun_diff(View& v) {
     if (out.ok()) {
       d.result = std::make_shared<const analysis::DiffResult>(std::move(*out.value));
       d.rows = rows_of(*d.result);
+      d.rows_sorted = false;
       d.summary = summary_of(*d.result);
       d.selected = d.rows.empty() ? -1 : 0;
     } else if (out.error->kind == session::ErrorKind::Cancelled) {

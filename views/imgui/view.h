@@ -104,6 +104,7 @@ struct DiffRow {
   Status status = Status::Equal;
   std::string name, shape, dtype, numel, max_abs, rel_l2, exact, close;  // empty where not compared
   const analysis::TensorDiff* tensor = nullptr;  // in DiffState::result; null for added/removed
+  size_t order = 0;  // position in core's order (worst first): the table's unsorted order
 };
 const char* diff_status_name(DiffRow::Status s);  // "removed", "added", "shape", "dtype", "changed", "equal"
 
@@ -114,7 +115,8 @@ struct DiffState {
   char atol[32] = "0", rtol[32] = "0";
   session::JobPtr job;
   std::shared_ptr<const analysis::DiffResult> result;
-  std::vector<DiffRow> rows;
+  std::vector<DiffRow> rows;  // in the table's order: sorted by the clicked column, else core's
+  bool rows_sorted = false;   // false when rows were rebuilt: sorted again by the table's sort specs
   std::string summary, error;
   bool cancelled = false;
   int selected = -1;  // row
