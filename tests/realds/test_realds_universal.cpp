@@ -7,6 +7,7 @@
 #include <QJsonDocument>
 #include <QtTest>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "realds_support.h"
@@ -337,6 +338,41 @@ class TestRealdsUniversal : public QObject {
       const auto cmp = test::run_python(test::script("fixtures/compare_state_dicts.py"), {out, zero_to_fp32});
       QVERIFY2(cmp.exit_code == 0, describe(cmp).c_str());
     }
+  }
+
+  // A layer grafted into a trained job has zero moments while the rest of its optimizer group trained. In a
+  // universal folder every param is its own flat group, so the diagnosis must weigh it against its optimizer
+  // group, as on the source: the graft warning, not "moments lost". The folder loads as model B at dp 3 with the
+  // grafted masters.
+  void graftedLayerDiagnosesAsOnItsSource() {
+    REALDS_REQUIRE();
+    const auto a = realds::checkpoint("z2_fp16_dp2");
+    const auto b = realds::checkpoint("z2_fp16_dp2_modelB_fresh");
+    test::TempDir dir;
+    const auto grafted = dir.file("grafted"), universal = dir.file("universal");
+    CKPTDOC_EXPECT_EXIT(realds::repair(a.save_dir, grafted, {"--repartition", "--target", b.save_dir}), 0);
+    QVERIFY(convert(grafted, universal, {"--to", "universal"})["ok"].toBool());
+    std::map<std::string, std::vector<std::string>> codes;  // folder -> its warnings
+    for (const auto& [path, tag] : {std::pair{grafted, "source"}, std::pair{universal, "universal"}}) {
+      const auto dg = test::run_cli({"diagnose", path, "--json", "--device", "cpu"});
+      QVERIFY2(dg.exit_code == 0, describe(dg).c_str());  // 0: warnings at most
+      const auto report = parse(dg.out);
+      QVERIFY2(finding_codes(report, "error").empty(), (std::string(tag) + ": " + dg.out.substr(0, 3000)).c_str());
+      codes[tag] = finding_codes(report, "warning");
+    }
+    QCOMPARE(codes["source"], std::vector<std::string>{"new-params-zero-moments"});
+    QCOMPARE(codes["universal"], codes["source"]);
+    // A's masters for every param A has, B's initial masters for the new layer (what the graft wrote).
+    const auto fp32 = dir.file("grafted_fp32.pt");
+    const auto merged = test::run(test::python(),
+                                  {"-c",
+                                   "import sys, torch\n"
+                                   "a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])\n"
+                                   "torch.save({k: (a[k] if k in a else v) for k, v in b.items()}, sys.argv[3])\n",
+                                   realds::reference(a.name, "fp32"), realds::reference(b.name, "fp32"), fp32});
+    QVERIFY2(merged.exit_code == 0, describe(merged).c_str());
+    const auto c = realds::load(universal, b.name, {"--strict", "--universal", "--expect-fp32", fp32}, 3);
+    REALDS_EXPECT_STRICT(c);
   }
 
   // Damage in a universal folder is named, and what DeepSpeed would make of it agrees.

@@ -168,9 +168,17 @@ void optimizer_rules(const deepspeed::Catalog& cat, const std::vector<ParamRepor
     s.step = cat.optimizer_step;
     return s;
   };
-  // Per group: which params carry trained moments and which carry none.
+  // Per optimizer group (the params that share one Adam step): which params carry trained moments and which
+  // carry none. A universal folder's flat groups are single params: they are grouped by the optimizer group they
+  // came from, or a param that never got a gradient would look like a whole group whose moments were lost.
   struct GroupView {
     std::vector<std::string> zero, trained;
+    int flat = -1;  // one of its flat groups (they hold the same step)
+  };
+  auto optimizer_group = [&cat](int flat) {
+    if (cat.universal && flat >= 0 && static_cast<size_t>(flat) < cat.universal->params.size())
+      return cat.universal->params[static_cast<size_t>(flat)].optimizer_group;
+    return flat;
   };
   std::map<int, GroupView> groups;
   size_t with_state = 0;
@@ -184,7 +192,8 @@ void optimizer_rules(const deepspeed::Catalog& cat, const std::vector<ParamRepor
     const bool zero = all_zero(p.exp_avg) && all_zero(p.exp_avg_sq);
     const auto st = group_state(p.group);
     if (st.step && *st.step == 0 && !zero) step_zero.params.push_back(p.name);
-    auto& gv = groups[p.group];
+    auto& gv = groups[optimizer_group(p.group)];
+    if (gv.flat < 0) gv.flat = p.group;
     (zero ? gv.zero : gv.trained).push_back(p.name);
     // exp_avg_sq alone wiped while exp_avg survived: the second moments were lost.
     if (!zero && all_zero(p.exp_avg_sq) && st.step && *st.step >= 2) lost.params.push_back(p.name);
@@ -205,7 +214,7 @@ void optimizer_rules(const deepspeed::Catalog& cat, const std::vector<ParamRepor
   double graft_factor = 0;
   for (const auto& [g, gv] : groups) {
     if (gv.zero.empty()) continue;
-    const auto st = group_state(g);
+    const auto st = group_state(gv.flat);
     const int64_t step = st.step.value_or(0);
     if (step <= 1) {
       fresh.params.insert(fresh.params.end(), gv.zero.begin(), gv.zero.end());
