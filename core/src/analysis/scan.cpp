@@ -264,10 +264,12 @@ class Scanner {
       if (--tasks_left_[tasks[i].group] == 0) release_group(tasks[i].group);
   }
 
-  const deepspeed::GroupLayout& group_layout(int index) const {
-    for (const auto& g : ckpt_.catalog().groups)
-      if (g.index == index) return g;
-    throw Error("", "group " + std::to_string(index), "not in the catalog");
+  const deepspeed::GroupLayout& group_layout(int index) {
+    if (layouts_.empty())
+      for (const auto& g : ckpt_.catalog().groups) layouts_[g.index] = &g;
+    const auto it = layouts_.find(index);
+    if (it == layouts_.end()) throw Error("", "group " + std::to_string(index), "not in the catalog");
+    return *it->second;
   }
 
   void release_group(int group) {
@@ -554,6 +556,7 @@ class Scanner {
   std::map<int, size_t> group_first_;
   std::map<std::pair<int, int>, PartitionViews> partitions_;
   std::map<std::pair<int, int>, LpView> lp_;
+  std::map<int, const deepspeed::GroupLayout*> layouts_;  // by group index
   std::set<int> loaded_;            // groups whose views are open
   std::set<std::tuple<int, int, std::string>> failed_;  // (group, rank, tensor) that could not be read: counted
   std::map<int, size_t> tasks_left_;  // per group: tasks not yet merged

@@ -54,6 +54,10 @@ const CheckpointFile* Catalog::model_file(int mp_rank, int dp_rank) const {
 }
 
 const CheckpointFile* Catalog::metadata_model_file() const {
+  if (metadata_model_index >= 0 && static_cast<size_t>(metadata_model_index) < files.size()) {
+    const CheckpointFile& f = files[static_cast<size_t>(metadata_model_index)];
+    if (f.role == FileRole::Model && f.mp_rank == mp_rank) return &f;
+  }
   const CheckpointFile* mf = model_file(mp_rank, 0);
   // ZeRO-3 on node-local storage: a node has only its own ranks' model files, which hold the same metadata.
   if (!mf)

@@ -65,6 +65,7 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
   expand_expert_groups();
   if (cat_.topology.moe()) check_experts();
   check_partitions();
+  index_metadata_model_file();
   locate_lp_weights();
   check_module_shapes();
   read_optimizer_summary();
@@ -72,6 +73,12 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
   report_renamed();
   check_pickle_safety();
   label_problems();
+}
+
+void CatalogBuilder::index_metadata_model_file() {
+  cat_.metadata_model_index = -1;
+  if (const CheckpointFile* mf = cat_.metadata_model_file())
+    cat_.metadata_model_index = static_cast<int>(mf - cat_.files.data());
 }
 
 void CatalogBuilder::read_topology() {

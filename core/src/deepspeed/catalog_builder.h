@@ -48,6 +48,7 @@ class CatalogBuilder {
   void report_unreadable(const CheckpointFile& f, const std::exception& e);
   static std::vector<int> ranks_of(const CheckpointFile& f);
   void read_model_file();
+  void index_metadata_model_file();  // once the files and their roles are final
   void read_topology();
   void label_problems();
   // MoE (catalog_experts.cpp): groups rebuilt from param_slice_mappings when the model file has no

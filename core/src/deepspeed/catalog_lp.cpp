@@ -69,6 +69,8 @@ void CatalogBuilder::check_module_shapes() {
   if (!cat_.topology.pipeline && (!model_ || !dict_get(&model_->root, "module"))) return;
   std::vector<std::string> missing, wrong, wrong_frozen;
   std::map<std::string, std::vector<std::string>> absent_files;  // file that should hold them -> params
+  std::map<std::string, const CheckpointFile*> by_path;
+  for (const auto& c : cat_.files) by_path.emplace(c.path, &c);
   for (const auto& G : cat_.groups) {
     for (const auto& p : G.params) {
       const auto at = cat_.lp_locations.find(p.name);
@@ -81,9 +83,8 @@ void CatalogBuilder::check_module_shapes() {
           missing.push_back(p.name);
         continue;
       }
-      const CheckpointFile* f = nullptr;
-      for (const auto& c : cat_.files)
-        if (c.path == at->second.file) f = &c;
+      const auto found = by_path.find(at->second.file);
+      const CheckpointFile* f = found == by_path.end() ? nullptr : found->second;
       const TorchFile* tf = f ? try_open(*f) : nullptr;
       if (!tf) continue;  // unreadable: reported by try_open
       const Value* d = f->role == FileRole::Model ? dict_get(&tf->root, "module") : &tf->root;

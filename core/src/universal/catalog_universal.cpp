@@ -306,6 +306,7 @@ void CatalogBuilder::build_universal() {
   }
   cat_.dp_world_size = 0;  // any: a universal checkpoint is not partitioned
   cat_.optim_file_count = osd ? 1 : 0;
+  index_metadata_model_file();
   if (!tensor_parallel) {
     locate_lp_weights();  // the module file beside zero/ holds the 16-bit weights
     check_module_shapes();

@@ -199,6 +199,9 @@ struct Catalog {
   // Set when the folder is a universal checkpoint: then every trainable param is its own flat group with one
   // unpartitioned "rank" 0 (the tensors of zero/<param>/), dp_world_size is 0 and optim_file_count 1.
   std::optional<UniversalInfo> universal;
+  // Index in `files` of metadata_model_file(), set by the builder once the files' roles are final: it is asked
+  // for once per param, and a universal folder lists 3-4 files per param. -1: found by searching the files.
+  int metadata_model_index = -1;
 
   // mp_rank -1: this catalog's own model-parallel rank.
   const CheckpointFile* model_file(int mp_rank = -1, int dp_rank = 0) const;
