@@ -80,6 +80,22 @@ class TestUniversalMappings : public QObject {
     }
     QVERIFY(ckpt->fp32_partition(1, 0));  // the others still read
   }
+
+  // Cut in place (same inode) after opening, as an interrupted copy over it would: diagnose names the file.
+  void aParamFileCutAfterOpeningIsNamedByDiagnose() {
+    test::TempDir tmp;
+    const std::string zero = universal_of_fixture(tmp);
+    auto ckpt = deepspeed::Checkpoint::open(tmp.file("u"));
+    const std::string victim = zero + "/" + ckpt->catalog().universal->params[0].name + "/exp_avg.pt";
+    std::filesystem::resize_file(victim, std::filesystem::file_size(victim) / 2);
+    const auto report = analysis::diagnose(*ckpt);
+    QVERIFY(report.has_error());
+    bool named = false;
+    for (const auto& f : report.findings)
+      named = named || (f.message.find(victim) != std::string::npos &&
+                        f.message.find("changed while being read") != std::string::npos);
+    QVERIFY2(named, report.findings.front().message.c_str());
+  }
 };
 
 CKPTDOC_TEST_MAIN(TestUniversalMappings)

@@ -1,6 +1,7 @@
 // `ckptdoc diagnose` while a rank file is cut under it (a save still running, NFS): the CLI is stopped right
 // after it mapped the file, the file is truncated, and the CLI continues. It must end with exit 2 and
-// "changed while being read" naming the file (before the SIGBUS guard it died of SIGBUS, exit 135).
+// "changed while being read" naming the file (before the SIGBUS guard it died of SIGBUS, exit 135). The same
+// for a universal folder's param file, which is mapped only while the scan reads it.
 #include <QProcess>
 #include <QtTest>
 #include <csignal>
@@ -29,14 +30,31 @@ class TestChangedWhileRead : public QObject {
   Q_OBJECT
 
  private slots:
+  void diagnoseOfAFileCutWhileMapped_data() {
+    QTest::addColumn<bool>("universal");
+    QTest::addColumn<QString>("victimName");  // relative to the tag folder
+    QTest::newRow("rank file") << false << "zero_pp_rank_1_mp_rank_00_optim_states.pt";
+    QTest::newRow("universal param file") << true << "zero/embed.weight/exp_avg.pt";
+  }
+
   void diagnoseOfAFileCutWhileMapped() {
+    QFETCH(bool, universal);
+    QFETCH(QString, victimName);
+    const std::string victim_name = victimName.toStdString();
     test::TempDir dir;
-    const std::string victim_name = "zero_pp_rank_1_mp_rank_00_optim_states.pt";
     int caught = 0;
     for (int attempt = 0; attempt < 5 && caught == 0; ++attempt) {
-      const std::string ck = dir.file("ck" + std::to_string(attempt));
+      std::string ck = dir.file("ck" + std::to_string(attempt));
       CKPTDOC_EXPECT_EXIT(test::run_cli({"synth", ck, "--stage", "2", "--dp", "2", "--params", "8000000"}), 0);
-      const std::string victim = ck + "/global_step10/" + victim_name;
+      std::string tag = "global_step10";
+      if (universal) {
+        CKPTDOC_EXPECT_EXIT(test::run_cli({"convert", ck, "-o", ck + "-u", "--to", "universal", "-q"}), 0);
+        fs::remove_all(ck);
+        ck += "-u";
+        tag += "_universal";
+      }
+      const std::string victim = ck + "/" + tag + "/" + victim_name;
+      QVERIFY2(fs::exists(victim), victim.c_str());
       QProcess p;
       p.start(QString::fromStdString(test::cli()),
               {"diagnose", QString::fromStdString(ck), "--device", "cpu", "--threads", "1"});

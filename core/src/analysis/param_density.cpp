@@ -22,6 +22,13 @@ struct Run {
   int64_t param_offset = 0, partition_offset = 0, numel = 0;
 };
 
+// The checkpoint's files, and the masters' files opened for this read alone (a universal param's): a file cut
+// while mapped reads as zeros, so no plot from those.
+void check_unchanged(const deepspeed::Checkpoint& ckpt, const std::vector<Run>& runs) {
+  ckpt.check_unchanged();
+  for (const auto& r : runs) r.fp32.check_unchanged();
+}
+
 // The lp weight as a flat 1-D view of its elements (no copy).
 std::optional<Tensor> flat_view(const Tensor& t) {
   if (!t.is_contiguous()) return std::nullopt;
@@ -98,7 +105,7 @@ Density2D param_density(const deepspeed::Checkpoint& ckpt, int group, int param,
     }
   });
   if (lo > hi) {
-    ckpt.check_unchanged();
+    check_unchanged(ckpt, runs);
     return d;
   }
   if (hi == lo) {
@@ -118,7 +125,7 @@ Density2D param_density(const deepspeed::Checkpoint& ckpt, int group, int param,
     }
   });
   d.max_count = *std::max_element(d.counts.begin(), d.counts.end());
-  ckpt.check_unchanged();  // a rank file cut while mapped reads as zeros: no plot from those
+  check_unchanged(ckpt, runs);  // a rank file cut while mapped reads as zeros: no plot from those
   return d;
 }
 

@@ -272,11 +272,16 @@ class Scanner {
     return *it->second;
   }
 
+  // Checks, then drops a group's views: a file opened for them alone (a universal param's) that shrank while
+  // mapped is named here, before its zeros count in a report.
   void release_group(int group) {
     loaded_.erase(group);
     for (auto it = partitions_.lower_bound({group, std::numeric_limits<int>::min()});
-         it != partitions_.end() && it->first.first == group;)
+         it != partitions_.end() && it->first.first == group;) {
+      for (const auto* t : {&it->second.fp32, &it->second.exp_avg, &it->second.exp_avg_sq})
+        if (*t) (*t)->check_unchanged();
       it = partitions_.erase(it);
+    }
     for (auto it = lp_.lower_bound({group, std::numeric_limits<int>::min()}); it != lp_.end() && it->first.first == group;)
       it = lp_.erase(it);
   }
@@ -307,8 +312,9 @@ class Scanner {
             continue;
           }
           acc.not_analysed[file_level ? "rank_unreadable" : "moment_missing"] += static_cast<uint64_t>(part.real_numel);
-          // Later failures are files that changed after they were read once: always named.
-          if (!first || (file_level && !catalog_names_rank(cat, part.rank)))
+          // Later failures are files that changed after they were read once, and so is any failure in a universal
+          // folder (its catalogued problems read as absent, not as errors): always named.
+          if (!first || cat.universal || (file_level && !catalog_names_rank(cat, part.rank)))
             acc.problems.push_back({"rank-file-unreadable", "error",
                                     "rank " + std::to_string(part.rank) + " of group " + std::to_string(g.index) +
                                         " (" + key + ") could not be read: " + e.what(),

@@ -34,6 +34,7 @@ bool gather(const GroupLayout& g, int index, int64_t numel, std::vector<float>& 
       const auto vals = slice_1d(*part, f.partition_offset, f.numel).to_float();
       std::memcpy(out.data() + f.param_offset, vals.data(), vals.size() * sizeof(float));
     }
+    if (part) part->check_unchanged();  // a file opened for this read alone (a universal param's)
   }
   return true;
 }

@@ -133,6 +133,10 @@ std::vector<uint8_t> Tensor::to_bytes() const {
   return out;
 }
 
+void Tensor::check_unchanged() const {
+  if (storage && storage->file) storage->file->check_unchanged();
+}
+
 std::vector<float> Tensor::to_float() const {
   const auto b = to_bytes();
   const size_t n = static_cast<size_t>(numel());

@@ -254,6 +254,7 @@ class ToZero {
 
   const float* source_data(size_t g, size_t s, size_t i, SourceCache& cache) const {
     if (cache.param != i) {
+      if (cache.tensor) cache.tensor->check_unchanged();  // commit() would refuse too; this names the file
       cache.tensor.reset();  // unmapped before the next is mapped
       cache.tensor = source(g, s, i, groups_[g].params[i].numel);
       cache.param = i;

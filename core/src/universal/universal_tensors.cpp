@@ -27,7 +27,8 @@ std::optional<Tensor> Checkpoint::universal_tensor(int group, const std::string&
     // process could keep mapped.
     f = open_transient(path);
   } catch (const Error& e) {
-    throw Error(path, "", std::string("could not be read again after it was catalogued: ") + e.what());
+    throw Error(path, "", std::string("changed while being read: it could be read when the checkpoint was opened, "
+                                      "not now (") + e.what() + ")");
   }
   if (f->file->size() != id.bytes || f->file->inode() != id.inode || f->file->device() != id.device)
     throw Error(path, "",

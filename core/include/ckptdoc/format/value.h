@@ -62,6 +62,10 @@ struct Tensor {
   std::vector<uint8_t> to_bytes() const;
   // Elements converted to float32 (floating and integer dtypes).
   std::vector<float> to_float() const;
+  // Throws ckptdoc::Error "changed while being read" when the file it maps shrank under the map (its reads gave
+  // zeros); call before trusting what was read. Readers of files opened one at a time (not kept by a
+  // Checkpoint, whose check_unchanged() covers its own) call it before dropping the tensor.
+  void check_unchanged() const;
 
   static std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape);
   // A new contiguous tensor owning `bytes`.
