@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -106,6 +107,7 @@ class Scanner {
     else
       scan_shared(tasks, out);
     if (mpi_size() > 1) merge_across_processes(out);
+    if (changed_) std::rethrow_exception(changed_);
     out.params = std::move(reports_);
     return out;
   }
@@ -273,13 +275,19 @@ class Scanner {
   }
 
   // Checks, then drops a group's views: a file opened for them alone (a universal param's) that shrank while
-  // mapped is named here, before its zeros count in a report.
+  // mapped is remembered here and thrown once the scan is over (under MPI, after every process merged), so its
+  // zeros never reach a report.
   void release_group(int group) {
     loaded_.erase(group);
     for (auto it = partitions_.lower_bound({group, std::numeric_limits<int>::min()});
          it != partitions_.end() && it->first.first == group;) {
-      for (const auto* t : {&it->second.fp32, &it->second.exp_avg, &it->second.exp_avg_sq})
-        if (*t) (*t)->check_unchanged();
+      for (const auto* t : {&it->second.fp32, &it->second.exp_avg, &it->second.exp_avg_sq}) {
+        try {
+          if (*t) (*t)->check_unchanged();
+        } catch (const Error&) {
+          if (!changed_) changed_ = std::current_exception();
+        }
+      }
       it = partitions_.erase(it);
     }
     for (auto it = lp_.lower_bound({group, std::numeric_limits<int>::min()}); it != lp_.end() && it->first.first == group;)
@@ -567,6 +575,7 @@ class Scanner {
   std::set<std::tuple<int, int, std::string>> failed_;  // (group, rank, tensor) that could not be read: counted
   std::map<int, size_t> tasks_left_;  // per group: tasks not yet merged
   std::exception_ptr error_;
+  std::exception_ptr changed_;  // the first file found changed while its views were open
   deepspeed::RankOwners owners_;  // under MPI only
 };
 
