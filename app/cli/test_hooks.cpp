@@ -12,6 +12,8 @@ void install_test_hooks() {
 #ifdef CKPTDOC_TEST_HOOKS
   if (const std::string note = install_fault_injection_from_env(); !note.empty())
     std::fprintf(stderr, "ckptdoc: %s\n", note.c_str());
+  if (const std::string note = install_file_cut_from_env(); !note.empty())
+    std::fprintf(stderr, "ckptdoc: %s\n", note.c_str());
 #endif
 }
 

@@ -74,12 +74,20 @@ int DeferredSyncIo::close(int fd) {
 
 int DeferredSyncIo::rename(const std::string& from, const std::string& to) {
   const int err = inner_.rename(from, to);
-  if (err == 0) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& k : kept_)
-      if (k.path == from) k.path = to;
-  }
+  if (err == 0) follow_rename(from, to);
   return err;
+}
+
+int DeferredSyncIo::rename_noreplace(const std::string& from, const std::string& to) {
+  const int err = inner_.rename_noreplace(from, to);
+  if (err == 0) follow_rename(from, to);
+  return err;
+}
+
+void DeferredSyncIo::follow_rename(const std::string& from, const std::string& to) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& k : kept_)
+    if (k.path == from) k.path = to;
 }
 
 int DeferredSyncIo::unlink(const std::string& path) { return inner_.unlink(path); }

@@ -2,9 +2,12 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 
@@ -85,6 +88,10 @@ int FaultyIo::rename(const std::string& from, const std::string& to) {
   if (const int e = inject("rename")) return e;
   return inner_.rename(from, to);
 }
+int FaultyIo::rename_noreplace(const std::string& from, const std::string& to) {
+  if (const int e = inject("rename")) return e;
+  return inner_.rename_noreplace(from, to);
+}
 int FaultyIo::unlink(const std::string& path) {
   if (const int e = inject("unlink")) return e;
   return inner_.unlink(path);
@@ -108,6 +115,31 @@ std::string install_fault_injection_from_env() {
   io = std::make_unique<FaultyIo>(posix_io(), *plan);
   scope = std::make_unique<ScopedFileIo>(*io);
   return std::string("fault injection active: ") + spec;
+}
+
+std::string install_file_cut_from_env() {
+  const char* spec = std::getenv("CKPTDOC_CUT_FILE");
+  if (!spec || !*spec) return "";
+  const std::string text = spec;
+  const auto last = text.rfind(':');
+  const auto mid = last == std::string::npos || last == 0 ? std::string::npos : text.rfind(':', last - 1);
+  if (mid == std::string::npos || mid == 0)
+    return "ignored malformed CKPTDOC_CUT_FILE=" + text + " (NAME:BYTES:N)";
+  const std::string name = text.substr(0, mid);
+  char* end = nullptr;
+  const uint64_t bytes = std::strtoull(text.c_str() + mid + 1, &end, 10);
+  const uint64_t nth = std::strtoull(text.c_str() + last + 1, nullptr, 10);
+  if (end != text.c_str() + last || nth == 0)
+    return "ignored malformed CKPTDOC_CUT_FILE=" + text + " (NAME:BYTES:N, N >= 1)";
+  auto seen = std::make_shared<std::atomic<uint64_t>>(0);
+  set_file_touch_hook([name, bytes, nth, seen](const std::string& path) {
+    if (path.size() < name.size() || path.compare(path.size() - name.size(), name.size(), name) != 0) return;
+    if (seen->fetch_add(1) + 1 != nth) return;
+    std::filesystem::resize_file(path, bytes);
+    std::fprintf(stderr, "ckptdoc: test hook: cut %s to %llu bytes at its touch %llu\n", path.c_str(),
+                 static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(nth));
+  });
+  return "file cut active: " + text;
 }
 
 }  // namespace ckptdoc

@@ -76,6 +76,21 @@ std::string parent_dir(const std::string& path) {
 
 }  // namespace
 
+int FileIo::rename_noreplace(const std::string& from, const std::string& to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return 0;
+  const int err = errno;
+  if (err != EINVAL && err != ENOSYS) return err;
+  // A file system without RENAME_NOREPLACE: a file is linked (which fails if `to` exists) and its old name
+  // dropped; a folder falls back to a check right before the rename.
+  std::error_code ec;
+  if (!std::filesystem::is_directory(from, ec)) {
+    if (::link(from.c_str(), to.c_str()) != 0) return errno;
+    return ::unlink(from.c_str()) == 0 ? 0 : errno;
+  }
+  if (std::filesystem::exists(to, ec)) return EEXIST;
+  return ::rename(from.c_str(), to.c_str()) == 0 ? 0 : errno;
+}
+
 FileIo& posix_io() {
   static PosixIo io;
   return io;
@@ -92,6 +107,9 @@ ScopedFileIo::~ScopedFileIo() { g_current.store(previous_); }
 AtomicFile::AtomicFile(std::string path, FileIo& io)
     : path_(std::move(path)), io_(io), mapped_changes_(MappedFile::change_count()) {
   temp_ = path_ + ".ckptdoc-tmp-" + std::to_string(::getpid());
+  // Absent now: commit() will not replace a file another writer creates at `path` meanwhile.
+  std::error_code ec;
+  replaces_ = std::filesystem::exists(std::filesystem::symlink_status(path_, ec));
   if (const int err = io_.open_write(temp_, &fd_); err != 0) {
     fd_ = -1;
     throw Error(path_, "", errno_text("open", err));
@@ -227,7 +245,14 @@ void AtomicFile::commit() {
   const int fd = fd_;
   fd_ = -1;
   if (const int err = io_.close(fd); err != 0) throw Error(path_, "", errno_text("close", err));
-  if (const int err = io_.rename(temp_, path_); err != 0) throw Error(path_, "", errno_text("rename", err));
+  if (const int err = replaces_ ? io_.rename(temp_, path_) : io_.rename_noreplace(temp_, path_); err != 0) {
+    failed_ = true;
+    if (err == EEXIST)
+      throw Error(path_, "",
+                  "another process created this file while ckptdoc wrote it; its file is kept and this "
+                  "output was not published");
+    throw Error(path_, "", errno_text("rename", err));
+  }
   committed_ = true;
   if (const int err = io_.fsync_dir(parent_dir(path_)); err != 0)
     throw Error(path_, "", errno_text("fsync of directory", err));

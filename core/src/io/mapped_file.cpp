@@ -9,9 +9,13 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/io/fault_injection.h"
 
 namespace ckptdoc {
 
@@ -31,6 +35,14 @@ std::atomic<uint64_t> g_changes{0};  // lock-free, so the handler may bump it
 GuardSlot g_slots[kGuardSlots];
 std::atomic<int> g_high_water{0};  // slots [0, high_water) may be in use
 std::mutex g_registry_mutex;       // registration only; the handler never locks
+// Files found changed whose mapping is already gone (a universal param file is mapped only while read): the
+// error raised after the scan must still name them. Guarded by g_registry_mutex.
+struct DroppedChange {
+  std::string path;
+  uint64_t size_when_opened = 0;
+};
+std::vector<DroppedChange> g_dropped_changes;
+std::function<void(const std::string&)> g_touch_hook;  // test scaffolding, see set_file_touch_hook
 struct sigaction g_previous {};
 std::once_flag g_install_once;
 
@@ -101,12 +113,29 @@ int register_map(const MappedFile* owner, const uint8_t* data, uint64_t size) {
   return slot;
 }
 
-void unregister_map(int slot) {
+void unregister_map(int slot, const std::string& path, uint64_t size) {
   if (slot < 0) return;
   std::lock_guard<std::mutex> lock(g_registry_mutex);
+  if (g_slots[slot].changed.load(std::memory_order_acquire)) {
+    if (g_dropped_changes.size() >= 64)
+      g_dropped_changes.erase(g_dropped_changes.begin());  // the newest count
+    g_dropped_changes.push_back({path, size});
+  }
   g_slots[slot].begin.store(0, std::memory_order_release);
   g_slots[slot].end.store(0, std::memory_order_release);
   g_slots[slot].owner = nullptr;
+}
+
+[[noreturn]] void throw_file_changed(const std::string& path, uint64_t size_when_opened) {
+  struct stat st {};
+  const std::string now =
+      ::stat(path.c_str(), &st) == 0 ? std::to_string(st.st_size) + " bytes now" : "gone now";
+  throw Error(
+      path, "",
+      "changed while being read: it had " + std::to_string(size_when_opened) + " bytes when opened and is " +
+          now +
+          " (a save still running, or another machine writing it?); nothing read from it is used. Read it "
+          "again once it is complete");
 }
 
 }  // namespace
@@ -145,6 +174,7 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
     f->guard_slot_ = register_map(f.get(), f->data_, f->size_);
   }
   ::close(fd);
+  if (g_touch_hook) g_touch_hook(path);
   return f;
 }
 
@@ -158,22 +188,26 @@ std::shared_ptr<const MappedFile> MappedFile::from_memory(const std::string& nam
 }
 
 MappedFile::~MappedFile() {
-  unregister_map(guard_slot_);
+  unregister_map(guard_slot_, path_, size_);
   if (data_ && owned_.empty()) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 uint64_t MappedFile::change_count() { return g_changes.load(std::memory_order_acquire); }
 
 void MappedFile::throw_changed(const std::string& while_doing) {
-  {
-    std::unique_lock<std::mutex> lock(g_registry_mutex);
-    for (int i = 0, n = g_high_water.load(); i < n; ++i)
-      if (g_slots[i].begin.load() && g_slots[i].changed.load() && g_slots[i].owner) {
-        const MappedFile* f = g_slots[i].owner;
-        lock.unlock();  // f stays alive: the caller still holds the file it was reading
-        f->check_unchanged();
-        break;
-      }
+  std::unique_lock<std::mutex> lock(g_registry_mutex);
+  for (int i = 0, n = g_high_water.load(); i < n; ++i)
+    if (g_slots[i].begin.load() && g_slots[i].changed.load() && g_slots[i].owner) {
+      const MappedFile* f = g_slots[i].owner;
+      lock.unlock();  // f stays alive: the caller still holds the file it was reading
+      f->check_unchanged();
+      lock.lock();
+      break;
+    }
+  if (!g_dropped_changes.empty()) {
+    const DroppedChange d = g_dropped_changes.back();
+    lock.unlock();
+    throw_file_changed(d.path, d.size_when_opened);
   }
   throw Error("", while_doing, "a file changed while being read (it shrank under its memory map); nothing was written");
 }
@@ -183,13 +217,12 @@ bool MappedFile::changed() const {
 }
 
 void MappedFile::check_unchanged() const {
-  if (!changed()) return;
-  struct stat st {};
-  const std::string now = ::stat(path_.c_str(), &st) == 0 ? std::to_string(st.st_size) + " bytes now" : "gone now";
-  throw Error(path_, "",
-              "changed while being read: it had " + std::to_string(size_) + " bytes when opened and is " + now +
-                  " (a save still running, or another machine writing it?); nothing read from it is used. Read it "
-                  "again once it is complete");
+  if (changed()) throw_file_changed(path_, size_);
+}
+
+void set_file_touch_hook(std::function<void(const std::string& path)> hook) {
+  std::lock_guard<std::mutex> lock(g_registry_mutex);
+  g_touch_hook = std::move(hook);
 }
 
 std::span<const uint8_t> MappedFile::slice(uint64_t offset, uint64_t length, const char* what) const {
@@ -198,6 +231,7 @@ std::span<const uint8_t> MappedFile::slice(uint64_t offset, uint64_t length, con
                 std::string(what) + " of " + std::to_string(length) + " bytes runs past the end of the file (" +
                     std::to_string(size_) + " bytes)");
   }
+  if (g_touch_hook && mapped_) g_touch_hook(path_);
   return {data_ + offset, static_cast<size_t>(length)};
 }
 

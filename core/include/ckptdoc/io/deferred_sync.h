@@ -24,6 +24,7 @@ class DeferredSyncIo : public FileIo {
   int fsync(int fd) override;  // writeback started, the file kept open for flush()
   int close(int fd) override;  // a file kept for flush() is closed there
   int rename(const std::string& from, const std::string& to) override;
+  int rename_noreplace(const std::string& from, const std::string& to) override;
   int unlink(const std::string& path) override;
   int mkdir(const std::string& path) override;
   int fsync_dir(const std::string& path) override;  // recorded; made durable by flush()
@@ -35,6 +36,7 @@ class DeferredSyncIo : public FileIo {
   void flush();
 
  private:
+  void follow_rename(const std::string& from, const std::string& to);  // kept files keep their new name
   struct Kept {
     int fd;
     std::string path;  // its name now (renames are followed)

@@ -4,6 +4,7 @@
 // output. Only tests construct it; the CLI installs it from CKPTDOC_FAULT only in CKPTDOC_TEST_HOOKS builds.
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -29,6 +30,7 @@ class FaultyIo : public FileIo {
   int fsync(int fd) override;
   int close(int fd) override;
   int rename(const std::string& from, const std::string& to) override;
+  int rename_noreplace(const std::string& from, const std::string& to) override;
   int unlink(const std::string& path) override;
   int mkdir(const std::string& path) override;
   int fsync_dir(const std::string& path) override;
@@ -43,6 +45,16 @@ class FaultyIo : public FileIo {
   std::atomic<uint64_t> count_{0};
   std::atomic<bool> fired_{false};
 };
+
+// Test scaffolding: called with a mapped file's path each time it is touched (MappedFile::open has just
+// mapped it, or a reader takes a range of it with slice()), from any thread, so a test can change the file at
+// a chosen moment instead of racing the reader. Empty = none (the default).
+void set_file_touch_hook(std::function<void(const std::string& path)> hook);
+
+// Test scaffolding: when CKPTDOC_CUT_FILE is "NAME:BYTES:N", the N-th touch (see above) of a file whose path
+// ends in NAME truncates it to BYTES (a save still running, as seen by the reader). Returns a description (or
+// why a malformed value was ignored), or "" when not set.
+std::string install_file_cut_from_env();
 
 // Test scaffolding: when the environment variable CKPTDOC_FAULT is set, installs a FaultyIo as the current
 // FileIo for the life of the process. Returns a description, or "" when not set.

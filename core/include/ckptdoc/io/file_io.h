@@ -19,6 +19,9 @@ class FileIo {
   virtual int fsync(int fd) = 0;
   virtual int close(int fd) = 0;
   virtual int rename(const std::string& from, const std::string& to) = 0;
+  // rename() that fails with EEXIST instead of replacing `to` (renameat2 RENAME_NOREPLACE), so an output
+  // never replaces what another writer published meanwhile. The default is the real call.
+  virtual int rename_noreplace(const std::string& from, const std::string& to);
   virtual int unlink(const std::string& path) = 0;
   virtual int mkdir(const std::string& path) = 0;  // EEXIST is reported, callers decide
   virtual int fsync_dir(const std::string& path) = 0;
@@ -73,9 +76,11 @@ class VectorSink : public ByteSink {
 };
 
 // Writes a file atomically: bytes go to "<path>.ckptdoc-tmp-<pid>", then commit() fsyncs, renames it over
-// `path` and fsyncs the directory. Destroyed without commit(), it removes the temp file. Errors throw
-// ckptdoc::Error naming the final path and the failing call (e.g. "write: No space left on device"). After a
-// failed write, commit() refuses: the temp file may be missing or repeating bytes.
+// `path` and fsyncs the directory. A `path` absent when the AtomicFile was made is never replaced: when
+// another process created it meanwhile, commit() throws and keeps that file. Destroyed without commit(), it
+// removes the temp file. Errors throw ckptdoc::Error naming the final path and the failing call (e.g. "write:
+// No space left on device"). After a failed write, commit() refuses: the temp file may be missing or
+// repeating bytes.
 class AtomicFile : public ByteSink {
  public:
   explicit AtomicFile(std::string path, FileIo& io = current_io());
@@ -102,6 +107,8 @@ class AtomicFile : public ByteSink {
   uint64_t position_ = 0;
   std::vector<uint8_t> buffer_;
   bool committed_ = false;
+  bool replaces_ =
+      false;  // `path` existed when this was opened (the caller checked it may go); else no-replace
   bool failed_ = false;  // a write failed part way: the temp file is incomplete and must never be committed
   bool kernel_copy_ = true;  // false once copy_range said it cannot copy here
   uint64_t writeback_from_ = 0;  // bytes before this were handed to start_writeback
