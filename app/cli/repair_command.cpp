@@ -185,7 +185,14 @@ int run_repair(const RepairOptions& o) {
     rq.allow_unsafe_pickle = o.allow_unsafe_pickle;
     rq.across_processes = mpi_size() > 1;
     ckpt = deepspeed::Checkpoint::open(o.path);
-    const repair::Plan plan = repair::make_plan(*ckpt, o.output, rq);
+    repair::Plan plan = repair::make_plan(*ckpt, o.output, rq);
+    if (!rq.across_processes) {
+      // Said before anything is written: errors this repair leaves in its output, and what clears them.
+      analysis::DiagnoseOptions d;
+      d.device = DeviceKind::Cpu;
+      for (auto& line : repair::errors_left_by(analysis::diagnose(*ckpt, d), rq))
+        plan.warnings.push_back(line);
+    }
     if (rq.across_processes) {
       // Every process must get this far before any starts the collective repair.
       if (const std::string e = mpi_first_error(""); !e.empty()) {

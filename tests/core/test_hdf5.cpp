@@ -1,5 +1,8 @@
 // HDF5 export, read back by h5py (tests/fixtures/check_hdf5.py) and compared exactly.
+#include <sys/resource.h>
+
 #include <QTest>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <numbers>
@@ -165,8 +168,39 @@ class TestHdf5 : public QObject {
       QFAIL("no error");
     } catch (const Error& e) {
       QCOMPARE(e.file(), std::string("/nonexistent-dir-ckptdoc/out.h5"));
-      QVERIFY2(std::string(e.what()).find("H5Fcreate failed") != std::string::npos, e.what());
+      QVERIFY2(std::string(e.what()).find("H5Fcreate: No such file or directory") != std::string::npos,
+               e.what());
     }
+  }
+
+  // A write the system refuses (disk full; here a file-size limit, which fails the same way with EFBIG) is
+  // one line naming the file and the system's words, as the other writers say it, not HDF5's stack of
+  // messages.
+  void aRefusedWriteIsOneLine() {
+    test::TempDir dir;
+    const std::string path = dir.file("big.h5");
+    std::vector<float> values(1 << 20, 1.5f);
+    const std::vector<NamedTensor> ts{{"w", owned_tensor(DType::F32, {1 << 20}, le_bytes(values))}};
+    struct rlimit old {};
+    ::getrlimit(RLIMIT_FSIZE, &old);
+    const auto previous = std::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit small = old;
+    small.rlim_cur = 256 * 1024;
+    ::setrlimit(RLIMIT_FSIZE, &small);
+    std::string message;
+    try {
+      write_hdf5_file(path, ts);
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    ::setrlimit(RLIMIT_FSIZE, &old);
+    std::signal(SIGXFSZ, previous);
+    QVERIFY2(message.find(path) != std::string::npos, message.c_str());
+    QVERIFY2(message.find(std::strerror(EFBIG)) != std::string::npos, message.c_str());
+    QVERIFY2(message.find('\n') == std::string::npos && message.find("H5FD") == std::string::npos &&
+                 message.size() < 300,
+             message.c_str());
+    QCOMPARE(test::files_in(dir.path()), std::vector<std::string>{});  // no temp file left
   }
 };
 

@@ -3,6 +3,7 @@
 // stays, the result says it is unverified). A FileIo hook acts right after the output is renamed into place.
 #include <QtTest>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 
 #include "ckptdoc/analysis/diagnose.h"
@@ -27,7 +28,12 @@ class HookIo : public FileIo {
   int fsync(int fd) override { return real_.fsync(fd); }
   int close(int fd) override { return real_.close(fd); }
   int rename(const std::string& from, const std::string& to) override {
-    const int err = real_.rename(from, to);
+    return hooked(from, to, real_.rename(from, to));
+  }
+  int rename_noreplace(const std::string& from, const std::string& to) override {
+    return hooked(from, to, real_.rename_noreplace(from, to));
+  }
+  int hooked(const std::string& from, const std::string& to, int err) {
     if (err == 0 && to == out_ && from.find(".ckptdoc-partial-") != std::string::npos) after_();
     return err;
   }
@@ -39,6 +45,36 @@ class HookIo : public FileIo {
   FileIo& real_ = posix_io();
   std::string out_;
   std::function<void()> after_;
+};
+
+// Passes every call to the real file system; the first file written makes `out` appear, as another writer
+// publishing there meanwhile would.
+class InterloperIo : public FileIo {
+ public:
+  explicit InterloperIo(std::string out) : out_(std::move(out)) {}
+  int open_write(const std::string& p, int* fd) override {
+    if (!done_) {
+      done_ = true;
+      fs::create_directories(out_);
+      std::ofstream(out_ + "/theirs.txt") << "another writer's output";
+    }
+    return real_.open_write(p, fd);
+  }
+  int write(int fd, const uint8_t* d, size_t n, size_t* w) override { return real_.write(fd, d, n, w); }
+  int fsync(int fd) override { return real_.fsync(fd); }
+  int close(int fd) override { return real_.close(fd); }
+  int rename(const std::string& from, const std::string& to) override { return real_.rename(from, to); }
+  int rename_noreplace(const std::string& from, const std::string& to) override {
+    return real_.rename_noreplace(from, to);
+  }
+  int unlink(const std::string& p) override { return real_.unlink(p); }
+  int mkdir(const std::string& p) override { return real_.mkdir(p); }
+  int fsync_dir(const std::string& p) override { return real_.fsync_dir(p); }
+
+ private:
+  FileIo& real_ = posix_io();
+  std::string out_;
+  bool done_ = false;
 };
 
 std::string synth(const test::TempDir& dir) {
@@ -120,6 +156,45 @@ class TestRepairStates : public QObject {
     QVERIFY2(r.verification_error.find("no model-states or optimizer-states files") != std::string::npos,
              r.verification_error.c_str());
     QVERIFY(fs::exists(out + "/latest"));
+  }
+
+  // The output appears while the repair writes (another writer published there): the repair throws saying so,
+  // and the other output is whole; none of this repair's files remain. Before, the later rename replaced it.
+  void anOutputPublishedMeanwhileIsNeverReplaced() {
+    test::TempDir dir;
+    const auto ckpt = deepspeed::Checkpoint::open(synth(dir));
+    const std::string out = fs::absolute(dir.file("out")).lexically_normal().string();
+    InterloperIo io(out);
+    try {
+      repair::run_repair(*ckpt, out, refresh(), nullptr, io);
+      QFAIL("the repair replaced an output another process published meanwhile");
+    } catch (const Error& e) {
+      QVERIFY2(std::string(e.what()).find("another process published") != std::string::npos, e.what());
+    }
+    QCOMPARE(test::files_in(out), std::vector<std::string>{"theirs.txt"});
+    for (const auto& e : fs::directory_iterator(dir.path()))
+      QVERIFY2(e.path().filename().string().find(".ckptdoc-") == std::string::npos, e.path().c_str());
+  }
+
+  // The same for one file: an AtomicFile made while its path was free never replaces a file created
+  // meanwhile.
+  void anAtomicFileNeverReplacesAFileCreatedMeanwhile() {
+    test::TempDir dir;
+    const std::string path = dir.file("w.safetensors");
+    {
+      AtomicFile f(path);
+      f.write(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>("ours"), 4));
+      std::ofstream(path) << "theirs";
+      QVERIFY_THROWS_EXCEPTION(Error, f.commit());
+    }
+    QCOMPARE(test::read_text(path), std::string("theirs"));
+    QCOMPARE(test::files_in(dir.path()), std::vector<std::string>{"w.safetensors"});
+    {
+      AtomicFile f(path);  // existing when made: the caller decided it may be replaced
+      f.write(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>("ours"), 4));
+      f.commit();
+    }
+    QCOMPARE(test::read_text(path), std::string("ours"));
   }
 
   // A cancel while writing: nothing written, the existing (--force) output untouched.

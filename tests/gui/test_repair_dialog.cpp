@@ -30,8 +30,13 @@ class PausingIo : public FileIo {
   int fsync(int fd) override { return real_.fsync(fd); }
   int close(int fd) override { return real_.close(fd); }
   int rename(const std::string& from, const std::string& to) override {
-    const int err = real_.rename(from, to);
-    // The partial folder renamed into place (not a file renamed inside it).
+    return paused(from, to, real_.rename(from, to));
+  }
+  int rename_noreplace(const std::string& from, const std::string& to) override {
+    return paused(from, to, real_.rename_noreplace(from, to));
+  }
+  // The partial folder renamed into place (not a file renamed inside it).
+  int paused(const std::string& from, const std::string& to, int err) {
     if (err == 0 && from.find(".ckptdoc-partial-") != std::string::npos &&
         to.find(".ckptdoc-partial-") == std::string::npos) {
       published = true;

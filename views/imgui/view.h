@@ -43,6 +43,7 @@ struct ExportWindow {
   int source = 0;  // fp32, lp
   int dtype = 0;   // default, float32, float16, bfloat16
   bool exclude_frozen = false;
+  bool force = false;  // replace an existing output file (--force)
   char path[1024] = {};
   session::JobPtr job;
   std::string message;

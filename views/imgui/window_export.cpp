@@ -44,6 +44,7 @@ void draw_export_window(View& v) {
   ImGui::SetNextItemWidth(-60);
   ImGui::InputText("file", e.path, sizeof e.path);
   v.widgets.record("export.path");
+  ImGui::Checkbox("replace an existing file", &e.force);
   ImGui::EndDisabled();
   if (running) {
     ImGui::ProgressBar(static_cast<float>(e.job->fraction()), ImVec2(-120, 0),
@@ -57,6 +58,7 @@ void draw_export_window(View& v) {
       o.source = e.source ? deepspeed::ExportSource::Lp : deepspeed::ExportSource::Fp32;
       if (e.dtype) o.dtype = dtype_from_name(dtypes[e.dtype]);
       o.exclude_frozen = e.exclude_frozen;
+      o.force = e.force;
       o.device = v.session.settings().device;
       e.message.clear();
       e.job = v.session.export_weights(e.path, o, [&v](session::Outcome<deepspeed::ExportResult>& r) {

@@ -1,5 +1,7 @@
 #include "export_dialog.h"
 
+#include <spdlog/spdlog.h>
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDialogButtonBox>
@@ -9,11 +11,11 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMessageBox>
 #include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QVBoxLayout>
-#include <spdlog/spdlog.h>
 
 #include "ckptdoc/deepspeed/export.h"
 #include "session.h"
@@ -114,6 +116,13 @@ void ExportDialog::start() {
   }
   o.device = session_->device();
   const std::string out = outputPath().toStdString();
+  if (QFileInfo fi(outputPath()); fi.exists() && !fi.isDir()) {
+    // The core never replaces a file unasked: the user's yes here is --force.
+    if (QMessageBox::question(this, tr("Replace file?"), tr("%1 exists. Replace it?").arg(outputPath())) !=
+        QMessageBox::Yes)
+      return;
+    o.force = true;
+  }
   run_->setEnabled(false);
   close_->setText(tr("Cancel"));
   progress_->setValue(0);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <vector>
 
@@ -41,6 +42,48 @@ Location in_tag_dir(const fs::path& dir) {
   return loc;
 }
 
+// A tag names one folder inside the save folder: DeepSpeed writes `latest` as a bare folder name. Anything
+// else
+// (`../other/global_step5`, an absolute path, a link that leads out) is never followed, so no command reads
+// or writes outside the folder it was given.
+bool is_tag_name(const std::string& t) {
+  return !t.empty() && t != "." && t != ".." && t.find('/') == std::string::npos &&
+         t.find('\0') == std::string::npos;
+}
+
+bool stays_inside(const fs::path& save_dir, const std::string& tag) {
+  std::error_code ec;
+  if (!fs::is_symlink(save_dir / tag, ec)) return true;
+  const fs::path target = fs::canonical(save_dir / tag, ec);
+  if (ec) return false;
+  const fs::path parent = fs::canonical(save_dir, ec);
+  return !ec && target.parent_path() == parent;
+}
+
+std::string tag_folders_listed(const fs::path& save_dir) {
+  std::error_code ec;
+  std::vector<std::string> tags;
+  for (fs::directory_iterator it(save_dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_directory(ec) && has_rank_files(it->path().string()))
+      tags.push_back(it->path().filename().string());
+  std::sort(tags.begin(), tags.end());
+  if (tags.empty()) return "no tag folder with DeepSpeed rank files is here";
+  std::string list;
+  for (const auto& t : tags) list += (list.empty() ? "" : ", ") + t;
+  return "tag folders here: " + list;
+}
+
+// The tag a `latest`-style file names, checked; throws naming the file and its content otherwise.
+std::string checked_tag_from(const fs::path& file, const std::string& t) {
+  if (is_tag_name(t) && stays_inside(file.parent_path(), t)) return t;
+  throw Error(file.string(), "",
+              expected_found(
+                  "the name of a tag folder inside " + file.parent_path().string(),
+                  "'" + t + "', which " + (is_tag_name(t) ? "is a link that leads out of it" : "is a path")) +
+                  ". ckptdoc follows no path out of the save folder; pass --tag to choose one (" +
+                  tag_folders_listed(file.parent_path()) + ")");
+}
+
 }  // namespace
 
 bool has_rank_files(const std::string& dir) {
@@ -56,16 +99,116 @@ bool has_rank_files(const std::string& dir) {
   return false;
 }
 
+namespace {
+
+// Sorted entries of a folder; false (and `foreign` set) when it cannot be read.
+bool entries_of(const fs::path& dir, std::vector<fs::path>& entries, std::string* foreign) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(it->path());
+  if (ec) {
+    *foreign = "an unreadable folder " + dir.string() + " (" + ec.message() + ")";
+    return false;
+  }
+  std::sort(entries.begin(), entries.end());
+  return true;
+}
+
+bool ends_with_pt(const std::string& name) {
+  return name.size() > 3 && name.compare(name.size() - 3, 3, ".pt") == 0;
+}
+
+// A universal tag folder's zero/: optimizer_state.pt and one folder of .pt files per param.
+bool only_universal_param_files(const fs::path& zero, const std::string& rel, std::string* foreign) {
+  std::vector<fs::path> entries;
+  if (!entries_of(zero, entries, foreign)) return false;
+  std::error_code ec;
+  for (const auto& p : entries) {
+    const std::string name = p.filename().string();
+    if (fs::is_symlink(p, ec)) return *foreign = "'" + rel + "/" + name + "' (a symbolic link)", false;
+    if (fs::is_regular_file(p, ec) && name == "optimizer_state.pt") continue;
+    if (!fs::is_directory(p, ec)) return *foreign = "'" + rel + "/" + name + "' (a file)", false;
+    std::vector<fs::path> states;
+    if (!entries_of(p, states, foreign)) return false;
+    for (const auto& f : states)
+      if (fs::is_symlink(f, ec) || !fs::is_regular_file(f, ec) || !ends_with_pt(f.filename().string()))
+        return *foreign = "'" + rel + "/" + name + "/" + f.filename().string() + "'", false;
+  }
+  return true;
+}
+
+// A tag folder: rank files (by name, or by content for a .pt file) and a universal zero/ folder, nothing
+// else.
+bool only_rank_files(const fs::path& tag, std::string* foreign) {
+  std::vector<fs::path> entries;
+  if (!entries_of(tag, entries, foreign)) return false;
+  const std::string rel = tag.filename().string();
+  std::error_code ec;
+  for (const auto& p : entries) {
+    const std::string name = p.filename().string();
+    if (fs::is_symlink(p, ec)) return *foreign = "'" + rel + "/" + name + "' (a symbolic link)", false;
+    if (fs::is_directory(p, ec) && name == "zero") {
+      if (!only_universal_param_files(p, rel + "/zero", foreign)) return false;
+      continue;
+    }
+    if (fs::is_regular_file(p, ec) &&
+        (classify_file_name(name) || (ends_with_pt(name) && classify_file_by_content(p.string()))))
+      continue;
+    *foreign = "'" + rel + "/" + name + "' (" + (fs::is_directory(p, ec) ? "a folder" : "a file") +
+               " DeepSpeed does not write)";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool hugging_face_weights_name(const std::string& name) {
+  static const std::regex names(
+      R"((model|pytorch_model|adapter_model|diffusion_pytorch_model|tf_model|flax_model)(-\d+-of-\d+)?\.(safetensors|bin|h5|msgpack)(\.index\.json)?)");
+  if (std::regex_match(name, names)) return true;
+  return name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0;
+}
+
+std::vector<std::string> checkpoints_below(const std::string& dir) {
+  constexpr int kDepth = 3;
+  constexpr size_t kMaxFolders = 4000;
+  std::vector<std::string> found;
+  std::vector<std::pair<fs::path, int>> queue{{fs::path(dir), 0}};
+  size_t visited = 0;
+  std::error_code ec;
+  for (size_t i = 0; i < queue.size() && visited < kMaxFolders; ++i) {
+    const auto [folder, depth] = queue[i];
+    ++visited;
+    std::vector<fs::path> children;
+    bool rank_files = false;
+    for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+      if (it->is_symlink(ec)) continue;
+      if (it->is_directory(ec))
+        children.push_back(it->path());
+      else if (classify_file_name(it->path().filename().string()))
+        rank_files = true;
+    }
+    ec.clear();
+    if (depth > 0) {
+      const bool save_folder =
+          fs::is_regular_file(folder / "latest", ec) || fs::is_regular_file(folder / "latest_universal", ec);
+      if (save_folder || rank_files) {
+        found.push_back(folder.string());
+        continue;  // a checkpoint's own folders are not searched
+      }
+    }
+    if (depth < kDepth)
+      for (auto& c : children) queue.emplace_back(std::move(c), depth + 1);
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
 bool holds_only_a_deepspeed_checkpoint(const std::string& dir, std::string* foreign) {
   std::error_code ec;
   int tags = 0;
   std::vector<fs::path> entries;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(it->path());
-  if (ec) {
-    *foreign = "an unreadable folder (" + ec.message() + ")";
-    return false;
-  }
-  std::sort(entries.begin(), entries.end());
+  if (!entries_of(dir, entries, foreign)) return false;
   for (const auto& p : entries) {
     const std::string name = p.filename().string();
     if (fs::is_symlink(p, ec)) {
@@ -75,6 +218,7 @@ bool holds_only_a_deepspeed_checkpoint(const std::string& dir, std::string* fore
     if (fs::is_regular_file(p, ec) && (name == "latest" || name == "latest_universal" || name == "zero_to_fp32.py"))
       continue;
     if (fs::is_directory(p, ec) && has_rank_files(p.string())) {
+      if (!only_rank_files(p, foreign)) return false;
       ++tags;
       continue;
     }
@@ -99,6 +243,10 @@ Location locate_checkpoint(const std::string& path, const std::optional<std::str
   if (!fs::is_directory(p, ec)) throw Error(path, "", "not a file or folder");
 
   if (tag) {
+    if (!is_tag_name(*tag) || !stays_inside(p, *tag))
+      throw Error(path, "tag '" + *tag + "'",
+                  "a tag is the name of one folder inside the save folder, not a path (" +
+                      tag_folders_listed(p) + ")");
     const fs::path t = p / *tag;
     if (fs::is_directory(t, ec)) {
       Location loc = in_tag_dir(t);
@@ -106,10 +254,11 @@ Location locate_checkpoint(const std::string& path, const std::optional<std::str
       return loc;
     }
     if (fs::absolute(p).lexically_normal().filename() == *tag && has_rank_files(path)) return in_tag_dir(p);
-    throw Error(path, "tag '" + *tag + "'", "no tag folder of that name");
+    throw Error(path, "tag '" + *tag + "'", "no tag folder of that name (" + tag_folders_listed(p) + ")");
   }
   if (fs::is_regular_file(p / "latest", ec)) {
     const std::string t = read_latest(p / "latest");
+    if (!t.empty()) checked_tag_from(p / "latest", t);
     if (!t.empty() && fs::is_directory(p / t, ec)) {
       Location loc = in_tag_dir(p / t);
       loc.tag = t;
@@ -119,12 +268,13 @@ Location locate_checkpoint(const std::string& path, const std::optional<std::str
     if (!has_rank_files(path)) {
       throw Error((p / "latest").string(), "",
                   expected_found("the name of a tag folder next to it", "'" + t + "', which does not exist") +
-                      "; pass --tag to choose another tag");
+                      "; pass --tag to choose another tag (" + tag_folders_listed(p) + ")");
     }
   }
   // A save folder holding only a universal checkpoint: `latest_universal` names its tag (§7.1).
   if (!fs::exists(p / "latest", ec) && fs::is_regular_file(p / "latest_universal", ec)) {
     const std::string t = read_latest(p / "latest_universal");
+    if (!t.empty()) checked_tag_from(p / "latest_universal", t);
     if (!t.empty() && fs::is_directory(p / t, ec)) {
       Location loc = in_tag_dir(p / t);
       loc.tag = t;
@@ -143,6 +293,27 @@ Location locate_checkpoint(const std::string& path, const std::optional<std::str
   std::sort(tags.begin(), tags.end());
   if (tags.size() == 1) return in_tag_dir(p / tags[0]);
   if (tags.empty()) {
+    // One folder too high (`run/` holding `checkpoint/`): the checkpoint below is opened and the report says
+    // which; several, or one beside Hugging Face weights, are listed for the user to choose.
+    const auto below = checkpoints_below(path);
+    std::vector<std::string> weights;
+    for (fs::directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec))
+      if (it->is_regular_file(ec) && hugging_face_weights_name(it->path().filename().string()))
+        weights.push_back(it->path().filename().string());
+    std::sort(weights.begin(), weights.end());
+    if (below.size() == 1 && weights.empty()) {
+      Location loc = locate_checkpoint(below.front(), std::nullopt);
+      loc.opened_below = fs::absolute(p).lexically_normal().string();
+      return loc;
+    }
+    if (!below.empty()) {
+      std::string list;
+      for (const auto& b : below) list += (list.empty() ? "" : ", ") + b;
+      for (const auto& w : weights) list += ", " + (p / w).string() + " (Hugging Face weights)";
+      throw Error(path, "",
+                  "holds no checkpoint itself but " + std::to_string(below.size() + weights.size()) +
+                      " things below it that are: " + list + "; pass the one to open");
+    }
     throw Error(path, "", "not a DeepSpeed checkpoint: no `latest` file, no tag folder and no "
                           "*_model_states.pt / *_optim_states.pt files");
   }

@@ -6,6 +6,9 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/weights/shards.h"
+#include "ckptdoc/weights/weights_source.h"
+#include "deepspeed/output_folder_check.h"
+#include "io/path_relation.h"
 
 #if __has_include("ckptdoc/format/hdf5_writer.h")
 #include "ckptdoc/format/hdf5_writer.h"
@@ -27,8 +30,60 @@ ExportSource parse_export_source(const std::string& s) {
   throw Error("", "--source", expected_found("fp32 or lp", "'" + s + "'"));
 }
 
+namespace {
+
+// Every file the export reads: DeepSpeed rank files, or a weights source's files.
+std::vector<std::string> input_files(const Checkpoint& ckpt) {
+  std::vector<std::string> files;
+  for (const auto& f : ckpt.catalog().files) files.push_back(f.abs_path);
+  if (ckpt.weights())
+    for (const auto& f : ckpt.weights()->files()) files.push_back(f.abs_path);
+  return files;
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  return io::normalised_path(a) == io::normalised_path(b) || std::filesystem::equivalent(a, b, ec);
+}
+
+// Where an export may write: never over or into its input (a file it reads, the tag folder), never over an
+// existing file without --force, and a folder only when sharding. Throws naming --output.
+void check_export_output(const Checkpoint& ckpt, const std::string& out_path, const ExportOptions& options) {
+  namespace fs = std::filesystem;
+  if (out_path.empty()) throw Error("", "--output", "an output file is required");
+  const std::string out = io::normalised_path(out_path);
+  const std::string tag = io::normalised_path(ckpt.catalog().tag_dir);
+  const auto files = input_files(ckpt);
+  for (const auto& f : files)
+    if (same_file(out, f))
+      throw Error(out, "--output",
+                  "is a file this export reads; choose a new path (the input is never modified)");
+  if (!ckpt.weights_only() && io::inside_or_equal(out, tag))
+    throw Error(out, "--output", "is inside the input's tag folder " + tag + "; choose a path outside it");
+  std::error_code ec;
+  const bool exists = fs::exists(fs::symlink_status(out, ec));
+  if (options.max_shard_size) {
+    // The shard writer writes and replaces weights files directly in the folder: none of them may be an
+    // input.
+    for (const auto& f : files)
+      if (io::normalised_path(fs::path(f).parent_path().string()) == out)
+        throw Error(out, "--output",
+                    "holds the files this export reads (" + fs::path(f).filename().string() +
+                        "); choose another folder (the input is never modified)");
+    return;
+  }
+  if (exists && fs::is_directory(out, ec))
+    throw Error(out, "--output",
+                "is a folder: name a file, or pass --max-shard-size to write a sharded folder into it");
+  if (exists && !options.force) throw Error(out, "--output", "exists (pass --force to replace it)");
+}
+
+}  // namespace
+
 ExportResult export_weights(const Checkpoint& ckpt, const std::string& out_path, const ExportOptions& options,
                             Progress* progress) {
+  check_export_output(ckpt, out_path, options);
+  detail::remove_dead_leftovers(out_path);
   if (options.dtype && *options.dtype != DType::F32 && *options.dtype != DType::F16 && *options.dtype != DType::BF16) {
     throw Error(out_path, "--dtype", expected_found("float32, float16 or bfloat16", std::string(dtype_name(*options.dtype))));
   }

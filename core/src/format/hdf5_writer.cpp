@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <regex>
 #include <set>
 
 #include "ckptdoc/error.h"
@@ -75,7 +76,13 @@ struct Writer {
   std::string path;  // the final path, for messages
 
   [[noreturn]] void fail(const std::string& where, const std::string& call) const {
-    throw Error(path, where, call + " failed: " + hdf5_error_text());
+    const std::string text = hdf5_error_text();
+    // An I/O failure (disk full, file too large) comes as a stack of library messages with the errno inside
+    // one of them: said as the other writers say it, one line with the system's words.
+    static const std::regex errno_field(R"(errno = (\d+))");
+    if (std::smatch m; std::regex_search(text, m, errno_field) && std::stoi(m[1]) > 0)
+      throw Error(path, where, call + ": " + std::strerror(std::stoi(m[1])));
+    throw Error(path, where, call + " failed: " + text);
   }
   hid_t check(hid_t id, const std::string& where, const std::string& call) const {
     if (id < 0) fail(where, call);
@@ -262,6 +269,8 @@ void write_hdf5_file(const std::string& path, const std::vector<NamedTensor>& te
   QuietErrors quiet;
   FileIo& io = current_io();
   const std::string temp = path + ".ckptdoc-tmp-" + std::to_string(::getpid());
+  std::error_code ec;
+  const bool replaces = std::filesystem::exists(std::filesystem::symlink_status(path, ec));  // see AtomicFile
   bool done = false;
   try {
     Handle file(w.check(H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), "", "H5Fcreate"),
@@ -269,8 +278,11 @@ void write_hdf5_file(const std::string& path, const std::vector<NamedTensor>& te
     write_contents(w, file.get(), tensors, paths, attributes);
     w.check_status(H5Fclose(file.release()), "", "H5Fclose");
     fsync_file(path, temp);
-    if (const int err = io.rename(temp, path); err != 0)
-      throw Error(path, "", std::string("rename: ") + std::strerror(err));
+    if (const int err = replaces ? io.rename(temp, path) : io.rename_noreplace(temp, path); err != 0)
+      throw Error(path, "",
+                  err == EEXIST ? std::string("another process created this file while ckptdoc wrote it; "
+                                              "its file is kept and this output was not published")
+                                : std::string("rename: ") + std::strerror(err));
     done = true;
     if (const int err = io.fsync_dir(parent_dir(path)); err != 0)
       throw Error(path, "", std::string("fsync of directory: ") + std::strerror(err));

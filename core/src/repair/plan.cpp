@@ -9,8 +9,9 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/weights/weights_source.h"
 #include "deepspeed/detect.h"
-#include "repair/sources.h"
+#include "deepspeed/output_folder_check.h"
 #include "io/path_relation.h"
+#include "repair/sources.h"
 
 namespace fs = std::filesystem;
 
@@ -21,6 +22,8 @@ using deepspeed::FileRole;
 using deepspeed::OptimizerWrapper;
 
 namespace {
+
+constexpr const char* kNotReadByDeepSpeed = "not read by DeepSpeed; copied as it is";
 
 [[noreturn]] void refuse(const std::string& where, const std::string& why) { throw Error("", where, why); }
 
@@ -34,11 +37,22 @@ std::string Plan::text() const {
   o << "Actions:\n";
   for (const auto& a : actions) o << "  - " << a << "\n";
   o << "Files (" << files.size() << "):\n";
+  // Files DeepSpeed does not read are copied as they are: a handful listed, many summed up in one line.
+  size_t others = 0;
+  uint64_t other_bytes = 0;
+  for (const auto& f : files)
+    if (f.why == kNotReadByDeepSpeed) ++others, other_bytes += f.bytes;
+  const bool sum_up_others = others > 10;
   for (const auto& f : files) {
+    if (sum_up_others && f.why == kNotReadByDeepSpeed) continue;
     o << "  " << f.action << std::string(f.action.size() < 8 ? 8 - f.action.size() : 1, ' ') << f.path;
     if (!f.why.empty()) o << "  (" << f.why << ")";
     o << "\n";
   }
+  if (sum_up_others)
+    o << "  copy    " << others << " other files of the tag folder, " << other_bytes << " bytes ("
+      << kNotReadByDeepSpeed
+      << "; their writes are made durable together before the output is renamed into place)\n";
   if (!changed_tensors.empty()) {
     o << "Changed tensors (" << changed_tensors.size() << "):\n";
     const size_t shown = std::min<size_t>(changed_tensors.size(), 20);
@@ -86,26 +100,11 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   if (rq.lp_source && !rq.refresh_fp32) refuse("--lp-source", "only used with --refresh-fp32");
   if (rq.allow_shape_change && !rq.target) refuse("--allow-shape-change", "only used with --repartition --target");
 
-  // Output safety: a new folder beside the input, never inside it and never holding it.
-  if (plan.output.empty()) refuse("--output", "an output folder is required");
-  if (io::inside_or_equal(plan.output, plan.input) || io::inside_or_equal(plan.output, io::normalised_path(cat.tag_dir)))
-    refuse("--output", "the output " + plan.output + " is inside the input checkpoint " + plan.input +
-                           "; choose a new folder elsewhere (the input is never modified)");
-  if (io::inside_or_equal(plan.input, plan.output))
-    refuse("--output", "the output " + plan.output + " contains the input checkpoint; choose a new folder");
-  std::error_code ec;
-  if (fs::exists(plan.output, ec)) {
-    if (!fs::is_directory(plan.output, ec)) refuse("--output", plan.output + " exists and is not a folder");
-    if (!fs::is_empty(plan.output, ec)) {
-      if (!rq.force) refuse("--output", plan.output + " exists and is not empty (pass --force to replace a checkpoint there)");
-      // --force replaces what an earlier run (or DeepSpeed) wrote there, recognised by its content, nothing else.
-      std::string foreign;
-      if (!deepspeed::detail::holds_only_a_deepspeed_checkpoint(plan.output, &foreign))
-        refuse("--force", plan.output + " holds " + foreign + ", which is not part of a DeepSpeed checkpoint; --force "
-                          "replaces only a folder that holds a DeepSpeed checkpoint and nothing else. Choose another "
-                          "output folder, or move those files away yourself");
-    }
-  }
+  // Output safety: a new folder beside the input, never inside it and never holding it; --force replaces only
+  // a checkpoint.
+  const auto checked = deepspeed::detail::check_output_folder(output, {cat.save_dir, cat.tag_dir}, rq.force);
+  plan.output = checked.path;
+  plan.output_existed = checked.existed;
 
   // The checkpoint must be readable end to end.
   std::vector<std::string> errors;
@@ -299,6 +298,7 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
       }
     } else {
       pf.action = "copy";
+      pf.why = kNotReadByDeepSpeed;
     }
     plan.bytes_to_write += pf.bytes;
     plan.files.push_back(pf);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 
 #include "ckptdoc/analysis/diagnose.h"
@@ -19,18 +20,24 @@ void remove_tree_quietly(const std::string& p) {
   fs::remove_all(p, ec);
 }
 
-void publish_folder(const std::string& partial, const std::string& out, FileIo& io, bool& renamed) {
+void publish_folder(const std::string& partial, const std::string& out, FileIo& io, bool& renamed,
+                    bool replace_existing) {
   // make_plan allowed an existing output (empty, or a checkpoint under --force). It is moved aside first and
   // removed only once the new one is in place, so a failure here leaves it whole.
   std::error_code ec;
   std::string aside;
-  if (fs::exists(out, ec)) {
+  if (replace_existing && fs::exists(out, ec)) {
     aside = out + ".ckptdoc-replaced-" + std::to_string(::getpid());
     remove_tree_quietly(aside);
     check_io(io.rename(out, aside), out, "rename (moving the output being replaced aside)");
   }
-  if (const int err = io.rename(partial, out); err != 0) {
+  if (const int err = io.rename_noreplace(partial, out); err != 0) {
     if (!aside.empty()) io.rename(aside, out);
+    if (err == EEXIST || err == ENOTEMPTY)
+      throw Error(
+          out, "",
+          "another process published an output here while ckptdoc wrote this one; that output is kept and "
+          "this one was not published (run again with another output folder)");
     check_io(err, out, "rename");
   }
   fs::path parent = fs::path(out).parent_path();

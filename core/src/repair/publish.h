@@ -12,10 +12,13 @@ namespace ckptdoc::repair::detail {
 // Removes a folder tree, ignoring errors (cleanup after a failure).
 void remove_tree_quietly(const std::string& p);
 
-// Replaces `out` (when it exists: the plan allowed it, empty or --force) by `partial`, then fsyncs the parent
-// folder so the rename is durable. `renamed` turns true once `out` is the new folder, durably. On failure it
-// throws with `out` as it was before (the replaced folder is moved aside first and moved back).
-void publish_folder(const std::string& partial, const std::string& out, FileIo& io, bool& renamed);
+// Renames `partial` to `out`, then fsyncs the parent folder so the rename is durable. With `replace_existing`
+// (a folder was at `out` when the plan was made: empty, or a checkpoint under --force) that folder is moved
+// aside first and removed last; otherwise nothing at `out` is ever replaced: when another process published
+// there meanwhile, this throws and keeps its folder. `renamed` turns true once `out` is the new folder,
+// durably. On failure it throws with `out` as it was before.
+void publish_folder(const std::string& partial, const std::string& out, FileIo& io, bool& renamed,
+                    bool replace_existing);
 
 // Re-opens result.output, re-diagnoses it and checks DeepSpeed's loader invariants (only the files present
 // when `only_present_files`: a node's share on node-local storage). Never throws: a cancel or an error leaves

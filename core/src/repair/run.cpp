@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include "ckptdoc/compute/distributed.h"
+#include "ckptdoc/io/deferred_sync.h"
 #include "ckptdoc/repair/plan.h"
+#include "deepspeed/output_folder_check.h"
 #include "repair/publish.h"
 #include "repair/run_distributed.h"
 #include "repair/runner.h"
@@ -19,16 +21,23 @@ RepairResult run_repair(const deepspeed::Checkpoint& ckpt, const std::string& ou
   result.plan = make_plan(ckpt, output, rq);
   const std::string out = result.plan.output;
   const std::string partial = out + ".ckptdoc-partial-" + std::to_string(::getpid());
+  deepspeed::detail::remove_dead_leftovers(out);  // an earlier run killed part way
   remove_tree_quietly(partial);
   bool renamed = false;
   try {
     // A tensor/pipeline-parallel job: every model-parallel rank writes its own files; mp rank 0 last (`latest`).
-    for (int m = ckpt.slice_count() - 1; m >= 0; --m) {
-      const auto slice = ckpt.slice(m);
-      Runner runner(*slice, rq, result.plan, progress, io);
-      runner.run(partial);
+    {
+      // Nothing in the partial folder needs to be durable before all of it is: the fsyncs are made together
+      // before the rename (a tag folder of many small files was copied at ~135 files/s, one fsync each).
+      ckptdoc::io::DeferredSyncIo deferred(io);
+      for (int m = ckpt.slice_count() - 1; m >= 0; --m) {
+        const auto slice = ckpt.slice(m);
+        Runner runner(*slice, rq, result.plan, progress, deferred);
+        runner.run(partial);
+      }
+      deferred.flush();
     }
-    publish_folder(partial, out, io, renamed);  // on failure, `out` is as it was
+    publish_folder(partial, out, io, renamed, result.plan.output_existed);  // on failure, `out` is as it was
   } catch (...) {
     remove_tree_quietly(partial);  // nothing half-done stays behind
     throw;

@@ -116,7 +116,7 @@ RepairResult run_repair_across_processes(const deepspeed::Checkpoint& ckpt, cons
                           (note.empty() ? "" : "; " + note);
     // Each storage's first process publishes it: the same rename as one process does, once per storage.
     try {
-      if (leader) publish_folder(partial, out, io, renamed);
+      if (leader) publish_folder(partial, out, io, renamed, result.plan.output_existed);
     } catch (const std::exception& e) {
       err = e.what();
     }

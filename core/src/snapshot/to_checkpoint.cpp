@@ -10,7 +10,7 @@
 #include "ckptdoc/repair/plan.h"
 #include "ckptdoc/snapshot/convert.h"
 #include "ckptdoc/snapshot/snapshot.h"
-#include "io/path_relation.h"
+#include "deepspeed/output_folder_check.h"
 #include "repair/publish.h"
 #include "repair/runner.h"
 
@@ -18,22 +18,6 @@ namespace fs = std::filesystem;
 
 namespace ckptdoc::snapshot {
 namespace {
-
-std::string checked_output(const std::string& output, const std::string& snapshot_dir, bool force) {
-  if (output.empty()) throw Error("", "--output", "an output folder is required");
-  const std::string out = io::normalised_path(output), in = io::normalised_path(snapshot_dir);
-  if (io::inside_or_equal(out, in) || io::inside_or_equal(in, out))
-    throw Error("", "--output",
-                "the output " + out + " and the snapshot " + in +
-                    " overlap; choose a new folder elsewhere (the input is never modified)");
-  std::error_code ec;
-  if (fs::exists(out, ec)) {
-    if (!fs::is_directory(out, ec)) throw Error("", "--output", out + " exists and is not a folder");
-    if (!fs::is_empty(out, ec) && !force)
-      throw Error("", "--output", out + " exists and is not empty (pass --force to replace it)");
-  }
-  return out;
-}
 
 // Compares a written file with the snapshot's version: same tree, and every storage (whole, padding included)
 // byte for byte in the same order.
@@ -68,7 +52,9 @@ ToCheckpointResult convert_to_checkpoint(const deepspeed::Checkpoint& ck, const 
                 "not a ckptdoc snapshot (convert writes checkpoints from snapshots)");
   const Manifest& m = snap->manifest();
   ToCheckpointResult result;
-  result.save_dir = checked_output(out_dir, snap->dir(), options.force);
+  const auto checked = deepspeed::detail::check_output_folder(out_dir, {snap->dir()}, options.force);
+  result.save_dir = checked.path;
+  deepspeed::detail::remove_dead_leftovers(result.save_dir);
   result.tag = options.tag.empty() ? "global_step" + std::to_string(m.live.global_steps) : options.tag;
   if (result.tag == "." || result.tag == ".." || result.tag.find('/') != std::string::npos)
     throw Error("", "--output-tag", "'" + result.tag + "' cannot name a tag folder");
@@ -106,7 +92,7 @@ ToCheckpointResult convert_to_checkpoint(const deepspeed::Checkpoint& ck, const 
     result.files.push_back("latest");
     repair::detail::check_io(io.fsync_dir(tag_dir), tag_dir, "fsync of directory");
     repair::detail::check_io(io.fsync_dir(partial), partial, "fsync of directory");
-    repair::detail::publish_folder(partial, result.save_dir, io, renamed);
+    repair::detail::publish_folder(partial, result.save_dir, io, renamed, checked.existed);
   } catch (...) {
     repair::detail::remove_tree_quietly(renamed ? result.save_dir : partial);
     throw;

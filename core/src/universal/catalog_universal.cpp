@@ -390,7 +390,9 @@ void CatalogBuilder::note_universal_beside() {
   std::string t;
   if (auto f = std::ifstream(lu); f) std::getline(f, t);
   while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
-  if (t.empty() || t == cat_.tag || !fs::is_directory(fs::path(cat_.save_dir) / t, ec)) return;
+  if (t.empty() || t == cat_.tag || t.find('/') != std::string::npos || t == ".." ||
+      !fs::is_directory(fs::path(cat_.save_dir) / t, ec))
+    return;
   problem("universal-checkpoint-beside", "info",
           "this save folder also holds a universal checkpoint: latest_universal names " + t +
               " (read it with --tag " + t +

@@ -8,7 +8,7 @@
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/deferred_sync.h"
-#include "io/path_relation.h"
+#include "deepspeed/output_folder_check.h"
 
 namespace fs = std::filesystem;
 
@@ -21,24 +21,11 @@ void check(int err, const std::string& path, const char* call) {
 
 }  // namespace
 
-std::string checked_output(const std::string& output, const std::string& input_save_dir,
-                           const std::string& input_tag_dir, bool force) {
-  if (output.empty()) throw Error("", "--output", "an output folder is required");
-  const std::string out = io::normalised_path(output), save = io::normalised_path(input_save_dir),
-                    tag = io::normalised_path(input_tag_dir);
-  if (io::inside_or_equal(out, save) || io::inside_or_equal(out, tag))
-    throw Error("", "--output",
-                "the output " + out + " is inside the input checkpoint " + save +
-                    "; choose a new folder elsewhere (the input is never modified)");
-  if (io::inside_or_equal(save, out) || io::inside_or_equal(tag, out))
-    throw Error("", "--output", "the output " + out + " contains the input checkpoint; choose a new folder");
-  std::error_code ec;
-  if (fs::exists(out, ec)) {
-    if (!fs::is_directory(out, ec)) throw Error("", "--output", out + " exists and is not a folder");
-    if (!fs::is_empty(out, ec) && !force)
-      throw Error("", "--output", out + " exists and is not empty (pass --force to replace it)");
-  }
-  return out;
+CheckedOutputFolder checked_output(const std::string& output, const std::string& input_save_dir,
+                                   const std::string& input_tag_dir, bool force) {
+  auto checked = deepspeed::detail::check_output_folder(output, {input_save_dir, input_tag_dir}, force);
+  deepspeed::detail::remove_dead_leftovers(checked.path);
+  return checked;
 }
 
 void make_dir(FileIo& io, const std::string& path) {
@@ -46,8 +33,9 @@ void make_dir(FileIo& io, const std::string& path) {
   if (err != 0 && err != EEXIST) check(err, path, "mkdir");
 }
 
-void publish_folder(const std::string& out, FileIo& io,
+void publish_folder(const CheckedOutputFolder& output, FileIo& io,
                     const std::function<void(const std::string& dir, FileIo& io)>& write) {
+  const std::string& out = output.path;
   const std::string partial = out + ".ckptdoc-partial-" + std::to_string(::getpid());
   std::error_code ec;
   fs::remove_all(partial, ec);
@@ -60,11 +48,17 @@ void publish_folder(const std::string& out, FileIo& io,
       deferred.flush();
     }
     check(io.fsync_dir(partial), partial, "fsync of directory");
-    if (fs::exists(out, ec)) {  // checked_output allowed it: empty, or --force
+    if (output.existed && fs::exists(out, ec)) {  // checked_output allowed it: empty, or --force
       fs::remove_all(out, ec);
       if (ec) throw Error(out, "", "cannot replace the existing output: " + ec.message());
     }
-    check(io.rename(partial, out), out, "rename");
+    if (const int err = io.rename_noreplace(partial, out); err == EEXIST || err == ENOTEMPTY)
+      throw Error(
+          out, "",
+          "another process published an output here while ckptdoc wrote this one; that output is kept and "
+          "this one was not published (run again with another output folder)");
+    else
+      check(err, out, "rename");
     renamed = true;
     const fs::path parent = fs::path(out).parent_path();
     check(io.fsync_dir(parent.empty() ? std::string(".") : parent.string()), parent.string(),

@@ -5,18 +5,23 @@
 #include <string>
 
 #include "ckptdoc/io/file_io.h"
+#include "deepspeed/output_folder_check.h"
 
 namespace ckptdoc::universal::detail {
 
-// The normalised output folder after checking it is neither inside the input (save or tag folder) nor holding
-// it, and is absent or empty (or `force`). Throws ckptdoc::Error naming --output otherwise.
-std::string checked_output(const std::string& output, const std::string& input_save_dir,
-                           const std::string& input_tag_dir, bool force);
+using deepspeed::detail::CheckedOutputFolder;
 
-// Runs write(partial, io) on "<out>.ckptdoc-partial-<pid>", makes all of it durable, replaces `out` with it
-// and fsyncs the parent. `write` gets a FileIo over `io` whose fsyncs are made together before the rename
+// The normalised output folder after checking it is neither inside the input (save or tag folder) nor holding
+// it, and is absent, empty, or (with `force`) a DeepSpeed checkpoint and nothing else. Throws ckptdoc::Error
+// naming --output or --force otherwise. Removes what killed writers left beside it.
+CheckedOutputFolder checked_output(const std::string& output, const std::string& input_save_dir,
+                                   const std::string& input_tag_dir, bool force);
+
+// Runs write(partial, io) on "<out>.ckptdoc-partial-<pid>", makes all of it durable, renames it to `out`
+// (replacing only a folder that was there when checked; never one another process published meanwhile) and
+// fsyncs the parent. `write` gets a FileIo over `io` whose fsyncs are made together before the rename
 // (io/deferred_sync.h). Any failure removes the partial folder (or the renamed output) and rethrows.
-void publish_folder(const std::string& out, FileIo& io,
+void publish_folder(const CheckedOutputFolder& out, FileIo& io,
                     const std::function<void(const std::string& dir, FileIo& io)>& write);
 
 // mkdir through `io`; an existing folder is fine, other errors throw naming the path.

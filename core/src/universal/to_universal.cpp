@@ -84,7 +84,8 @@ class ToUniversal {
     check_input();
     target_ = target_version(opt_.for_deepspeed.empty() ? cat_.ds_version : opt_.for_deepspeed);
     result_.target = "universal";
-    result_.output = detail::checked_output(output, cat_.save_dir, cat_.tag_dir, opt_.force);
+    const auto checked = detail::checked_output(output, cat_.save_dir, cat_.tag_dir, opt_.force);
+    result_.output = checked.path;
     result_.tag = opt_.tag.empty() ? cat_.tag + "_universal" : opt_.tag;
     if (result_.tag.find('/') != std::string::npos || result_.tag == "." || result_.tag == "..")
       throw Error("", "--tag", "a folder name, not a path: '" + result_.tag + "'");
@@ -101,7 +102,7 @@ class ToUniversal {
                             std::string(cat_.topology.tp > 1 ? " and any tensor-parallel size whose slices "
                                                                "divide the merged params" : ""));
     const auto t0 = std::chrono::steady_clock::now();
-    detail::publish_folder(result_.output, caller_io_, [this](const std::string& dir, FileIo& io) {
+    detail::publish_folder(checked, caller_io_, [this](const std::string& dir, FileIo& io) {
       io_ = &io;
       write_all(dir);
     });

@@ -49,7 +49,8 @@ class ToZero {
   ConvertResult run(const std::string& output) {
     check_input();
     result_.target = "zero";
-    result_.output = detail::checked_output(output, cat_.save_dir, cat_.tag_dir, opt_.force);
+    const auto checked = detail::checked_output(output, cat_.save_dir, cat_.tag_dir, opt_.force);
+    result_.output = checked.path;
     std::string tag = opt_.tag;
     if (tag.empty()) {
       tag = cat_.tag;
@@ -75,7 +76,7 @@ class ToZero {
     result_.notes.push_back("load it with engine.load_checkpoint(\"" + result_.output + "\") on " + num(dp_) +
                             " data-parallel ranks (without load_universal)");
     const auto t0 = std::chrono::steady_clock::now();
-    detail::publish_folder(result_.output, caller_io_, [this](const std::string& dir, FileIo& io) {
+    detail::publish_folder(checked, caller_io_, [this](const std::string& dir, FileIo& io) {
       io_ = &io;
       write_all(dir);
     });

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <regex>
@@ -97,7 +98,13 @@ ShardedOutput write_shards(const std::vector<NamedTensor>& tensors, const ShardP
       out.files.push_back(index_name(format));
     }
     if (exists) fs::remove(dir, ec);  // an empty folder the user made for us
-    if (const int rc = current_io().rename(partial.path, dir.string()); rc != 0)
+    if (const int rc = current_io().rename_noreplace(partial.path, dir.string());
+        rc == EEXIST || rc == ENOTEMPTY)
+      throw Error(
+          folder, "",
+          "another process published an output here while ckptdoc wrote this one; that output is kept and "
+          "this one was not published");
+    else if (rc != 0)
       throw Error(folder, "", std::string("rename of the finished folder failed: ") + std::strerror(rc));
     partial.keep = true;
     const std::string parent = dir.has_parent_path() ? dir.parent_path().string() : ".";

@@ -27,7 +27,7 @@ struct ExportOptions {
   DeviceKind device = DeviceKind::Auto;
   // Hugging Face-style shards of at most this many bytes each in a folder (weights/shards.h); unset: one file.
   std::optional<uint64_t> max_shard_size;
-  bool force = false;  // sharded output: replace weights files already in the folder
+  bool force = false;  // replace an existing output file, or weights files already in the sharded folder
   // Tensor/pipeline-parallel jobs: every pipeline stage is exported (names are unique across stages; a tied
   // module saved by several stages once). With tensor parallelism, tp_rank >= 0 writes that rank's slices as they
   // are; else the ranks are merged by the rules of `tp_rules` (a rule file) or the checkpoint's

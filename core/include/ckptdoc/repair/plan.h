@@ -47,6 +47,8 @@ struct PlannedFile {
 
 struct Plan {
   std::string input, output;
+  bool output_existed =
+      false;  // a folder was at `output` when planned: only then does publishing replace one
   std::string tag;
   std::vector<std::string> actions;      // human lines: "refresh fp32 masters of 2 groups on 2 ranks", ...
   std::vector<PlannedFile> files;
@@ -55,6 +57,12 @@ struct Plan {
   uint64_t bytes_to_write = 0;
   std::string text() const;  // printable summary
 };
+
+// The error findings of `input` (the diagnosis of the checkpoint to repair) that the requested actions leave
+// in place, each as a line naming the finding and the action that clears it ("fp32-master-mismatch stays:
+// ...; run
+// --refresh-fp32 first"), so a plan says before anything is written that its output will still have errors.
+std::vector<std::string> errors_left_by(const analysis::Report& input, const RepairRequest& request);
 
 // What a repair did to the output, as every front end must tell it. (Not written at all: run_repair threw, and
 // the output is as it was before.)

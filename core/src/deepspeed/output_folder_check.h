@@ -1,0 +1,26 @@
+#pragma once
+// The one check every writer of a checkpoint folder (repair, convert, snapshot conversion) makes before it
+// writes: where the output may go, and what it may replace there.
+#include <string>
+#include <vector>
+
+namespace ckptdoc::deepspeed::detail {
+
+struct CheckedOutputFolder {
+  std::string path;      // normalised
+  bool existed = false;  // a folder was there (empty, or a checkpoint under --force): publishing replaces it;
+                         // otherwise publishing never replaces what another process put there meanwhile
+};
+
+// Throws ckptdoc::Error (where "--output" or "--force") when `output` is empty, lies inside or holds one of
+// `inputs` (folders, normalised here), is not a folder, or is a non-empty folder and `force` is false or it
+// holds anything but a DeepSpeed checkpoint (detect.h: holds_only_a_deepspeed_checkpoint), naming that entry.
+CheckedOutputFolder check_output_folder(const std::string& output, const std::vector<std::string>& inputs,
+                                        bool force);
+
+// Removes what a killed writer left beside `output` ("<name>.ckptdoc-partial-<pid>", "-replaced-<pid>",
+// "-tmp-<pid>") when no process of that id runs here and it was last changed over a minute ago. Returns the
+// paths removed, for the caller to report.
+std::vector<std::string> remove_dead_leftovers(const std::string& output);
+
+}  // namespace ckptdoc::deepspeed::detail
