@@ -118,6 +118,7 @@ struct DiagnoseOptions {
   int max_params = 30;  // rows of the per-param table in the text report
   bool verify_checksums = false;
   std::optional<std::string> tp_rules;  // tensor-parallel rule file (default: universal_checkpoint_info)
+  std::optional<std::string> lp_source;  // ZeRO-3: 16-bit weights saved elsewhere to compare the masters with
 };
 int run_diagnose(const DiagnoseOptions& o);
 

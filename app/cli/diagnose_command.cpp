@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "ckptdoc/analysis/diagnose.h"
+#include "ckptdoc/analysis/verdict.h"
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/error.h"
 #include "commands.h"
@@ -30,12 +31,20 @@ std::string fmt_double(double v, const char* f = "%.3g") {
   return b;
 }
 
+// The verdict and what it rests on, before the findings: "No problems found" only after comparing something.
+void print_verdict(const analysis::Report& report, const deepspeed::Catalog& cat) {
+  const analysis::Verdict v = analysis::verdict_of(report, cat);
+  std::printf("%s Checked: %s.\n", v.headline.c_str(), v.basis.c_str());
+  for (const auto& n : v.not_checked) std::printf("Not checked: %s.\n", n.c_str());
+  std::printf("\n");
+}
+
 // A weights-only source: findings, then every tensor's values (worst first: NaN/Inf, all zeros).
 void print_weights_report(const analysis::Report& report, const deepspeed::Catalog& cat, int max_params) {
   std::printf("ckptdoc diagnose: %s (%s, %zu tensors)\n", cat.tag_dir.c_str(), cat.kind.c_str(), report.params.size());
   std::printf("  scanned %s in %.2f s on %s\n\n", human_bytes(report.bytes_scanned).c_str(), report.seconds,
               report.backend.c_str());
-  if (report.findings.empty()) std::printf("No problems found.\n");
+  print_verdict(report, cat);
   for (const auto& f : report.findings) std::printf("%s %s\n  %s\n\n", marker(f.severity), f.code.c_str(), f.message.c_str());
   std::vector<const analysis::ParamReport*> rows;
   for (const auto& p : report.params) rows.push_back(&p);
@@ -95,10 +104,7 @@ void print_report(const analysis::Report& report, const deepspeed::Catalog& cat,
                 human_bytes(share.bytes).c_str());
   }
   if (!report.devices.empty()) std::printf("\n");
-  if (!report.has_error() && std::none_of(report.findings.begin(), report.findings.end(), [](const analysis::Finding& f) {
-        return f.severity == analysis::Severity::Warning;
-      }))
-    std::printf("No problems found.\n\n");
+  print_verdict(report, cat);
   for (const auto& f : report.findings) {
     std::printf("%s %s\n  %s\n", marker(f.severity), f.code.c_str(), f.message.c_str());
     if (!f.ranks.empty()) {
@@ -152,6 +158,7 @@ int run_diagnose(const DiagnoseOptions& o) {
     d.gpu_workers = o.gpu_workers;
     d.verify_checksums = o.verify_checksums;
     d.tp_rules = o.tp_rules;
+    d.lp_source = o.lp_source;
     Progress progress;
     analysis::Report report;
     {

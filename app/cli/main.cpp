@@ -99,6 +99,10 @@ int main(int argc, char** argv) {
   dg_cmd->add_option("--tp-rules", dg.tp_rules,
                      "Tensor-parallel checkpoints: JSON rule file naming the replicated params to compare across "
                      "tensor ranks (default: the checkpoint's universal_checkpoint_info)");
+  dg_cmd->add_option(
+      "--lp-source", dg.lp_source,
+      "ZeRO-3: a file of 16-bit weights saved elsewhere (stage3_gather_16bit_weights_on_model_save, "
+      "an export) to compare the fp32 partitions with (default: weights saved beside the checkpoint)");
   dg_cmd->callback([&] { rc = cli::run_diagnose(dg); });
 
   cli::DiffCommandOptions df;

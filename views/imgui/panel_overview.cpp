@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "ckptdoc/analysis/verdict.h"
 #include "view.h"
 
 namespace ckptdoc::imgui_view {
@@ -93,13 +94,18 @@ void draw_overview(View& v) {
   ImGui::Spacing();
   if (s.analysing()) ImGui::TextDisabled("Analysing... (the findings below are the catalog's until it ends)");
   const auto& findings = s.findings();
-  // Clean: no error or warning (info findings, e.g. padding not analysed by design, are listed after it).
-  const bool clean = std::none_of(findings.begin(), findings.end(),
-                                  [](const analysis::Finding& f) { return f.severity != analysis::Severity::Info; });
-  if (clean && s.report()) {
-    ImGui::TextColored(
-        ImVec4(0.35f, 0.8f, 0.4f, 1),
-        "No problems found. The fp32 masters match the weights and the optimizer state looks consistent.");
+  // The verdict and what it rests on: "No problems found" only after comparing something
+  // (analysis/verdict.h).
+  if (s.report()) {
+    const analysis::Verdict verdict = analysis::verdict_of(*s.report(), *cat);
+    if (verdict.kind != analysis::VerdictKind::Problems) {
+      const ImVec4 colour = verdict.kind == analysis::VerdictKind::Clean ? ImVec4(0.35f, 0.8f, 0.4f, 1)
+                                                                         : ImVec4(0.95f, 0.7f, 0.2f, 1);
+      ImGui::PushStyleColor(ImGuiCol_Text, colour);
+      ImGui::TextWrapped("%s Checked: %s.", verdict.headline.c_str(), verdict.basis.c_str());
+      for (const auto& n : verdict.not_checked) ImGui::TextWrapped("Not checked: %s.", n.c_str());
+      ImGui::PopStyleColor();
+    }
   }
   for (size_t i = 0; i < findings.size(); ++i) {
     const auto& f = findings[i];

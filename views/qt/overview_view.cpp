@@ -1,14 +1,15 @@
 #include "overview_view.h"
 
 #include <QFrame>
-#include <QLocale>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QLocale>
 #include <QPushButton>
 #include <QScrollArea>
 #include <QStringList>
 #include <QVBoxLayout>
 
+#include "ckptdoc/analysis/verdict.h"
 #include "findings_model.h"
 #include "param_strip.h"
 #include "session.h"
@@ -146,19 +147,25 @@ void OverviewView::rebuildCards() {
     delete item->widget();
     delete item;
   }
-  // Clean means no error or warning; info cards (what holds nothing to compare, a fresh optimizer) follow it.
-  bool problems = false;
-  for (int row = 0; row < findings_->count(); ++row)
-    problems = problems || findings_->finding(row).severity != analysis::Severity::Info;
-  if (!problems && session_->report()) {
-    auto* ok = new QLabel(tr("No problems found. The fp32 masters match the weights and the optimizer state "
-                             "looks consistent."),
-                          cards_);
-    ok->setObjectName(QStringLiteral("noProblemsLabel"));
-    ok->setWordWrap(true);
-    ok->setStyleSheet(QStringLiteral("QLabel { background: #e8f5e9; border-left: 5px solid #2e7d32; "
-                                     "padding: 10px; border-radius: 3px; }"));
-    cardsLayout_->addWidget(ok);
+  // The verdict and what it rests on: "No problems found" only after comparing something
+  // (analysis/verdict.h).
+  if (const auto* report = session_->report(); report && session_->catalog()) {
+    const analysis::Verdict v = analysis::verdict_of(*report, *session_->catalog());
+    if (v.kind != analysis::VerdictKind::Problems) {
+      QString text = QString::fromStdString(v.headline + " Checked: " + v.basis + ".");
+      for (const auto& n : v.not_checked)
+        text += QStringLiteral("\n") + tr("Not checked: ") + QString::fromStdString(n) + ".";
+      auto* ok = new QLabel(text, cards_);
+      ok->setObjectName(QStringLiteral("noProblemsLabel"));
+      ok->setWordWrap(true);
+      const bool clean = v.kind == analysis::VerdictKind::Clean;
+      ok->setStyleSheet(clean
+                            ? QStringLiteral("QLabel { background: #e8f5e9; border-left: 5px solid #2e7d32; "
+                                             "padding: 10px; border-radius: 3px; }")
+                            : QStringLiteral("QLabel { background: #fff8e1; border-left: 5px solid #f9a825; "
+                                             "padding: 10px; border-radius: 3px; }"));
+      cardsLayout_->addWidget(ok);
+    }
   }
   for (int row = 0; row < findings_->count(); ++row) {
     const auto& f = findings_->finding(row);

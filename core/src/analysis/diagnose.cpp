@@ -3,15 +3,15 @@
 #include <algorithm>
 #include <chrono>
 
-#include <algorithm>
-
+#include "analysis/lp_source_compare.h"
 #include "checksums.h"
-#include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/compute/distributed.h"
-#include "ckptdoc/weights/weights_diagnose.h"
-#include "not_analysed.h"
-#include "ckptdoc/snapshot/live.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/io/mapped_file.h"
+#include "ckptdoc/snapshot/live.h"
+#include "ckptdoc/weights/weights_diagnose.h"
+#include "ckptdoc/weights/weights_source.h"
+#include "not_analysed.h"
 #include "problem_merge.h"
 #include "rules.h"
 #include "scan.h"
@@ -79,6 +79,38 @@ Report diagnose_job(const deepspeed::Checkpoint& job, const DiagnoseOptions& opt
   return report;
 }
 
+// ZeRO-3: the fp32 partitions against 16-bit weights saved elsewhere (--lp-source), or beside the checkpoint.
+void compare_zero3_with_lp_weights(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& options,
+                                   Report& report) {
+  if (ckpt.catalog().wrapper != deepspeed::OptimizerWrapper::Zero3) {
+    if (options.lp_source)
+      throw Error(
+          *options.lp_source, "--lp-source",
+          "only ZeRO-3 checkpoints are compared with 16-bit weights saved elsewhere; this one keeps its own");
+    return;
+  }
+  const bool beside = !options.lp_source && ckpt.weights();
+  if (!options.lp_source && !beside) return;
+  const std::string source = beside ? ckpt.weights()->path() : *options.lp_source;
+  try {
+    detail::compare_with_lp_source(ckpt, source, beside, report);
+  } catch (const Error& e) {
+    if (!beside) throw;
+    Finding f;  // weights found beside that cannot be compared: said, not fatal
+    f.code = "lp-source-incomplete";
+    f.severity = Severity::Warning;
+    f.message = "the 16-bit weights beside the checkpoint (" + source +
+                ") could not be compared with the fp32 "
+                "partitions: " +
+                e.what();
+    f.files = {source};
+    report.findings.push_back(std::move(f));
+  }
+  std::stable_sort(report.findings.begin(), report.findings.end(), [](const Finding& a, const Finding& b) {
+    return static_cast<int>(a.severity) > static_cast<int>(b.severity);
+  });
+}
+
 }  // namespace
 
 Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& options, Progress* progress) {
@@ -124,6 +156,7 @@ Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& option
     return static_cast<int>(a.severity) > static_cast<int>(b.severity);
   });
   report.params = std::move(scan.params);
+  compare_zero3_with_lp_weights(ckpt, options, report);
   report.backend = std::move(scan.backend);
   report.devices = std::move(scan.devices);
   report.bytes_scanned = scan.bytes_scanned;

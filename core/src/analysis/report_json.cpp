@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckptdoc/analysis/diagnose.h"
+#include "ckptdoc/analysis/verdict.h"
 
 namespace ckptdoc::analysis {
 namespace {
@@ -102,6 +103,16 @@ std::string report_json(const Report& report, const deepspeed::Catalog& catalog)
            {"parallel", {{"mp_world_size", catalog.topology.mp_world_size}, {"pp", catalog.topology.pp},
                          {"tp", catalog.topology.tp}, {"ep", catalog.topology.ep},
                          {"pipeline", catalog.topology.pipeline}}}};
+  const Verdict v = verdict_of(report, catalog);
+  out["verdict"] = {{"kind", v.kind == VerdictKind::Problems ? "problems"
+                             : v.kind == VerdictKind::Clean  ? "clean"
+                                                             : "nothing-compared"},
+                    {"headline", v.headline},
+                    {"basis", v.basis},
+                    {"not_checked", v.not_checked},
+                    {"masters_compared", v.masters_compared},
+                    {"moments_checked", v.moments_checked},
+                    {"tensors_scanned", v.tensors_scanned}};
   if (report.live) out["live"] = live_json(*report.live);  // snapshots of a live engine
   return out.dump(1);
 }

@@ -33,13 +33,18 @@ void CatalogBuilder::problem(std::string code, std::string severity, std::string
 
 void CatalogBuilder::build(const std::string& path, const OpenOptions& options) {
   ck_.snapshot_ = snapshot::Snapshot::open_if_snapshot(path, options.tag);  // a live-engine snapshot's files
-  const Location loc = ck_.snapshot_ ? Location{ck_.snapshot_->dir(), ck_.snapshot_->manifest().tag,
-                                                ck_.snapshot_->dir(), false}
-                                     : locate_checkpoint(path, options.tag);
+  const Location loc =
+      ck_.snapshot_
+          ? Location{ck_.snapshot_->dir(), ck_.snapshot_->manifest().tag, ck_.snapshot_->dir(), false, {}}
+          : locate_checkpoint(path, options.tag);
   cat_.save_dir = loc.save_dir;
   cat_.tag = loc.tag;
   cat_.tag_dir = loc.tag_dir;
   cat_.mp_rank = std::max(options.mp_rank, 0);
+  if (!loc.opened_below.empty())
+    problem("opened-checkpoint-below", "info",
+            loc.opened_below + " holds no checkpoint itself: opened " + cat_.save_dir +
+                ", the only DeepSpeed checkpoint below it");
   if (universal::is_universal_folder(cat_.tag_dir)) {
     build_universal();
     return;

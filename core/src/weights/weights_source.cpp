@@ -111,10 +111,14 @@ bool WeightsSource::is_weights_path(const std::string& path) {
   for (fs::directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (it->is_directory(ec) && deepspeed::detail::has_rank_files(it->path().string())) return false;
-    if (it->is_regular_file(ec) && (weights_extension(name) || ends_with(name, ".index.json")) && !not_weights(name))
+    // Hugging Face's names (or any safetensors file): a lone *.bin beside a checkpoint is not a weights
+    // folder.
+    if (it->is_regular_file(ec) && deepspeed::detail::hugging_face_weights_name(name) && !not_weights(name))
       weights = true;
   }
-  return weights;
+  // A DeepSpeed checkpoint further down (`run/checkpoint/`): the checkpoint decides (detect.cpp opens it, or
+  // asks which to open when weights sit beside it).
+  return weights && deepspeed::detail::checkpoints_below(path).empty();
 }
 
 std::shared_ptr<const WeightsSource> WeightsSource::open(const std::string& path) {

@@ -29,6 +29,9 @@ struct DiagnoseOptions {
   // Tensor-parallel jobs: a rule file (deepspeed/tp_rules.h) saying which params are replicated across tensor
   // ranks; default: the checkpoint's universal_checkpoint_info.
   std::optional<std::string> tp_rules;
+  // ZeRO-3: 16-bit weights saved elsewhere (a file) to compare the fp32 partitions with; default: weights
+  // saved beside the checkpoint, if any.
+  std::optional<std::string> lp_source;
 };
 
 // Throws Cancelled when progress->cancel() was called. A tensor/pipeline-parallel job (ckpt opened as the job)

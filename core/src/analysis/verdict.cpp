@@ -1,0 +1,92 @@
+#include "ckptdoc/analysis/verdict.h"
+
+#include <algorithm>
+
+namespace ckptdoc::analysis {
+namespace {
+
+std::string count_of(size_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+std::string lp_name(DType d) {
+  switch (d) {
+    case DType::F16:
+      return "fp16";
+    case DType::BF16:
+      return "bf16";
+    default:
+      return "16-bit";
+  }
+}
+
+}  // namespace
+
+Verdict verdict_of(const Report& report, const deepspeed::Catalog& catalog) {
+  Verdict v;
+  uint64_t compared_elements = 0;
+  for (const auto& p : report.params) {
+    if (p.lp_vs_fp32 && p.lp_vs_fp32->count > 0)
+      ++v.masters_compared, compared_elements += p.lp_vs_fp32->count;
+    if (p.exp_avg || p.exp_avg_sq) ++v.moments_checked;
+    if (p.lp || p.fp32) ++v.tensors_scanned;
+  }
+  size_t errors = 0, warnings = 0;
+  for (const auto& f : report.findings) {
+    errors += f.severity == Severity::Error;
+    warnings += f.severity == Severity::Warning;
+  }
+
+  const bool weights_only = catalog.kind != "deepspeed";
+  if (weights_only) {
+    v.basis = v.tensors_scanned == 0 ? "no tensor was read"
+                                     : "the values of " + count_of(v.tensors_scanned, "tensor", "tensors") +
+                                           " were read (NaN/Inf, all-zero tensors)";
+    v.not_checked.push_back(
+        "a weights " + std::string(catalog.kind == "hf-folder" ? "folder" : "file") +
+        " holds no fp32 masters and no optimizer state: nothing to compare the weights with");
+  } else {
+    if (v.masters_compared > 0)
+      v.basis = "the fp32 masters of " + count_of(v.masters_compared, "param", "params") + " (" +
+                std::to_string(compared_elements) + " elements) were compared with their " +
+                lp_name(catalog.lp_dtype) + " weights";
+    else if (v.tensors_scanned > 0)
+      v.basis = "the fp32 values of " + count_of(v.tensors_scanned, "param", "params") +
+                " were read (NaN/Inf), but no master was compared with a 16-bit weight";
+    else
+      v.basis = "no param's values were read";
+    if (v.moments_checked > 0)
+      v.basis += "; the Adam moments of " + count_of(v.moments_checked, "param", "params") + " were checked";
+    else if (catalog.wrapper != deepspeed::OptimizerWrapper::None)
+      v.not_checked.push_back("no optimizer moments were found to check");
+    if (v.masters_compared == 0 && v.tensors_scanned > 0) {
+      if (catalog.zero_stage == 3)
+        v.not_checked.push_back(
+            "ZeRO-3: the fp32 partitions are the only copy of the weights in this checkpoint (its model "
+            "files hold "
+            "none), so nothing was compared with them; pass 16-bit weights saved elsewhere (--lp-source) to "
+            "compare");
+      else
+        v.not_checked.push_back("no 16-bit weight was found to compare the fp32 masters with");
+    }
+  }
+
+  if (errors + warnings > 0) {
+    v.kind = VerdictKind::Problems;
+    std::string h;
+    if (errors) h = count_of(errors, "error", "errors");
+    if (warnings) h += (h.empty() ? "" : ", ") + count_of(warnings, "warning", "warnings");
+    v.headline = h + ".";
+  } else if ((weights_only && v.tensors_scanned > 0) || v.masters_compared > 0) {
+    v.kind = VerdictKind::Clean;
+    v.headline = "No problems found.";
+  } else {
+    v.kind = VerdictKind::NothingCompared;
+    v.headline = v.tensors_scanned > 0
+                     ? "No NaN/Inf or damage found, but the fp32 masters were compared with nothing."
+                     : "Nothing was checked.";
+  }
+  return v;
+}
+
+}  // namespace ckptdoc::analysis
