@@ -12,6 +12,7 @@ Actions (every optimizer file of the tag folder unless a rank is given):
   step-zero             every Adam step set to 0, moments kept
   drift-fp32 R          1 of every 50 elements of rank R's fp32 masters moved by 2 ULPs of the lp dtype
   stale-fp32 R          rank R's fp32 masters replaced by fresh random values (one rank of #762)
+  nan-fp32 R            rank R's fp32 masters all NaN (a diverged run saved)
   loss-scale-floor      the dynamic loss scaler at its minimum scale
   dp-world-size N       the model file(s) claim dp_world_size N
   module-shape          the module's fc1.bias saved one element short (model file and param_shapes disagree)
@@ -83,11 +84,14 @@ def main():
             else:
                 st["exp_avg_sq"][7] = -abs(float(st["exp_avg_sq"][7])) - 1e-6
         edit(optim_files(tag_dir, arg)[0], f)
-    elif action in ("drift-fp32", "stale-fp32"):
+    elif action in ("drift-fp32", "stale-fp32", "nan-fp32"):
         def f(d):
             g = torch.Generator().manual_seed(11)
             dt = lp_dtype(d)
             for t in fp32_groups(d["optimizer_state_dict"]):
+                if action == "nan-fp32":
+                    t.fill_(float("nan"))
+                    continue
                 if action == "stale-fp32":
                     t.copy_(torch.randn(t.shape, generator=g) * 0.05)
                     continue

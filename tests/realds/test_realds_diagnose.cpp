@@ -150,6 +150,28 @@ class TestRealdsDiagnose : public QObject {
     }
   }
 
+  // One rank's masters saved all NaN (a diverged run): the mismatch finding said "relative L2 distance 0 ...
+  // masters left at their initial values". It names the NaN, gives the distance over the finite elements
+  // only, and does not call it the #762 state.
+  void nanMastersAreNotCalledStale() {
+    REALDS_REQUIRE();
+    const auto e = realds::checkpoint("z2_fp16_dp2");
+    test::TempDir dir;
+    const std::string ckpt = realds::copy_of(e, dir);
+    const auto d = realds::python_with_deepspeed(
+        {test::source_dir() + "/tests/realds/damage.py", ckpt, "nan-fp32", "1"}, e.ds);
+    CKPTDOC_EXPECT_EXIT(d, 0);
+    const auto report = diagnose_json(ckpt, 1);
+    QCOMPARE(as_set(realds::codes(report, "error")),
+             (std::set<std::string>{"fp32-master-mismatch", "nonfinite-values"}));
+    for (const auto& f : report["findings"].toArray()) {
+      if (f.toObject()["code"].toString() != "fp32-master-mismatch") continue;
+      const std::string m = f.toObject()["message"].toString().toStdString();
+      QVERIFY2(m.find("NaN or Inf") != std::string::npos, m.c_str());
+      QVERIFY2(m.find("initial values") == std::string::npos, m.c_str());
+    }
+  }
+
   // What ckptdoc's own repairs leave: a weights-only checkpoint is named (warning), an emptied optimizer state is
   // named (info), and both still diagnose with exit 0.
   void repairedStatesAreNamed() {

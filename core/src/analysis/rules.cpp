@@ -75,16 +75,41 @@ void master_rules(const deepspeed::Catalog& cat, const std::vector<ParamReport>&
                       {"worst_rel_l2", worst_rel},
                       {"max_abs", stale_total.max_abs},
                       {"mean_abs", stale_total.mean_abs()}};
+    // NaN/Inf elements are left out of the distance: with many of them it says little, and they are not the
+    // #762 signature (that is finite random values) but a diverged run or damage.
+    const uint64_t finite = stale_total.count - stale_total.nonfinite;
+    // Every finite element exact: the NaN/Inf alone make the mismatch.
+    const bool nonfinite_only =
+        stale_total.nonfinite > 0 &&
+        (finite == 0 ||
+         static_cast<double>(stale_total.exact) / static_cast<double>(finite) >= th.healthy_exact_fraction);
+    const std::string distance =
+        finite == 0 ? "every compared element is NaN or Inf on one side, so no distance can be given"
+        : stale_total.nonfinite > 0
+            ? "relative L2 distance " + num(stale_total.rel_l2()) + " over the " + std::to_string(finite) +
+                  " finite elements (" + std::to_string(stale_total.nonfinite) +
+                  " are NaN or Inf on one side and left out: see nonfinite-values)"
+            : "relative L2 distance " + num(stale_total.rel_l2());
+    const std::string cause =
+        nonfinite_only
+            ? "The elements that differ are NaN or Inf (every finite one is exact): masters that are NaN or "
+              "Inf come from a diverged run or damage, not from a missed load: the next "
+              "optimizer step would write them into the weights. "
+            : "This is the signature of masters left at their initial values (e.g. after "
+              "load_checkpoint(..., "
+              "load_optimizer_states=False) before v0.13): the next optimizer step would overwrite the "
+              "trained "
+              "weights with them. ";
+    stale.evidence["nonfinite_elements"] = double(stale_total.nonfinite);
     stale.message = "The fp32 master weights of " + std::to_string(stale.params.size()) + " of " +
                     std::to_string(compared) + " trainable params do not match their " + lp +
                     " weights: only " + pct(stale_total.exact_fraction()) + " of elements equal the " + lp +
-                    " rounding of the master (a healthy checkpoint is ~100%), relative L2 distance " +
-                    num(stale_total.rel_l2()) + ". This is the signature of masters left at their initial values "
-                    "(e.g. after load_checkpoint(..., load_optimizer_states=False) before v0.13): the next optimizer "
-                    "step would overwrite the trained weights with them. Fix: refresh the fp32 masters from the " +
-                    lp + " weights (ckptdoc repair --refresh-fp32). Affected: " + list_names(stale.params) + "." +
-                    (near_init ? " (" + std::to_string(near_init) + " of them still match in most elements only because "
-                                 "their values barely moved from the initial ones.)"
+                    " rounding of the master (a healthy checkpoint is ~100%), " + distance + ". " + cause +
+                    "Fix: refresh the fp32 masters from the " + lp +
+                    " weights (ckptdoc repair --refresh-fp32). Affected: " + list_names(stale.params) + "." +
+                    (near_init ? " (" + std::to_string(near_init) +
+                                     " of them still match in most elements only because "
+                                     "their values barely moved from the initial ones.)"
                                : "");
     if (near_init) stale.evidence["params_matching_by_chance"] = double(near_init);
     out.push_back(std::move(stale));

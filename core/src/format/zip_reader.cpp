@@ -1,12 +1,12 @@
 #include "ckptdoc/format/zip_reader.h"
 
-#include "format/crc32_clmul.h"
-
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <unordered_map>
 
 #include "ckptdoc/error.h"
+#include "format/crc32_clmul.h"
 #include "zip_constants.h"
 
 namespace ckptdoc {
@@ -226,6 +226,7 @@ ZipReader::ZipReader(std::shared_ptr<const MappedFile> file) : file_(std::move(f
 
   entries_.reserve(static_cast<size_t>(dir.entries));
   index_.reserve(static_cast<size_t>(dir.entries));
+  std::unordered_map<uint64_t, size_t> headers;  // local header offset -> entry
   uint64_t pos = dir.cd_offset;
   const uint64_t cd_end = dir.cd_offset + dir.cd_size;
   for (uint64_t i = 0; i < dir.entries; ++i) {
@@ -306,7 +307,17 @@ ZipReader::ZipReader(std::shared_ptr<const MappedFile> file) : file_(std::move(f
     entry.crc32 = crc;
     entry.method = method;
     entry.header_offset = lho;
-    index_.emplace(entry.name, entries_.size());  // duplicates: the first one stays findable
+    // Two records with one name, or sharing one local header, read differently in different readers (torch
+    // takes one of them): such a file is refused, naming both, rather than trusted either way.
+    if (const auto [it, fresh] = index_.emplace(entry.name, entries_.size()); !fresh)
+      throw Error(path, rec,
+                  "appears twice in the central directory (entries " + std::to_string(it->second) + " and " +
+                      std::to_string(entries_.size()) + "): which one a reader takes is undefined");
+    if (const auto [it, fresh] = headers.emplace(lho, entries_.size()); !fresh)
+      throw Error(path, rec,
+                  "shares its local header at " + at_offset(lho) + " with " +
+                      record(entries_[it->second].name) +
+                      ": two names for one record, which readers resolve differently");
     entries_.push_back(std::move(entry));
     pos += zip::kCdhSize + var_len;
   }

@@ -45,7 +45,7 @@ class ZipReader {
  private:
   std::shared_ptr<const MappedFile> file_;
   std::vector<ZipEntry> entries_;
-  std::unordered_map<std::string, size_t> index_;  // name -> first entry with it
+  std::unordered_map<std::string, size_t> index_;  // name -> its entry (names are unique)
 };
 
 uint32_t crc32_update(uint32_t crc, std::span<const uint8_t> bytes);  // start with 0
