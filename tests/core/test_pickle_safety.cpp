@@ -335,6 +335,28 @@ class TestPickleSafety : public QObject {
     QVERIFY(!std::filesystem::exists(out));
   }
 
+  // With --allow-unsafe-pickle the repair rewrites the rank file at protocol 2, and the rewritten file still
+  // reaches what the input reached: torch.load of it gives the same value (a harmless os.path.basename call),
+  // and ckptdoc still reports it.
+  void repairedRankFileReachesWhatTheInputReached() {
+    TempDir dir;
+    const std::string rank = "zero_pp_rank_0_mp_rank_00_optim_states.pt";
+    const std::string ckpt =
+        checkpoint_carrying(dir, rank, call1(global("torch", "os.path.basename"), "/tmp/evil.txt"));
+    const std::string out = dir.file("out");
+    auto r = run_cli({"repair", ckpt, "-o", out, "--reset-optimizer", "--device", "cpu"});
+    CKPTDOC_EXPECT_EXIT(r, 2);
+    r = run_cli({"repair", ckpt, "-o", out, "--reset-optimizer", "--device", "cpu", "--allow-unsafe-pickle"});
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    const std::string repaired = out + "/global_step5/" + rank;
+    QCOMPARE(worst_severity(pickle_hazards_of_file(repaired, rank)), std::string("error"));
+    for (const std::string& f : {ckpt + "/global_step5/" + rank, repaired}) {
+      const auto p = run_python(script("fixtures/ds_check.py"), {"value", f, "evil"});
+      QVERIFY2(p.exit_code == 0, (f + ": " + p.out + p.err).c_str());
+      QCOMPARE(p.out, std::string("'evil.txt'\n"));
+    }
+  }
+
   // Every file real DeepSpeed wrote (the shared fixtures): no hazard of any severity.
   void realCheckpointFilesCarryNoHazard() {
     int files = 0;
