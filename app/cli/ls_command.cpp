@@ -168,10 +168,12 @@ json value_json(const Value& v, int depth, Seen& seen) {
 
 json hazards_json(const std::vector<PickleHazard>& hazards) {
   json out = json::array();
-  for (const auto& h : hazards)
+  for (const auto& h : hazards) {
     out.push_back({{"code", "unsafe-pickle"}, {"severity", h.severity}, {"message", h.message()}, {"file", h.file},
                    {"record", h.record},    {"callable", h.callable}, {"how", h.how},          {"rule", h.why},
                    {"offset", h.offset},    {"count", h.count}});
+    if (!h.reaches.empty()) out.back()["reaches"] = h.reaches;
+  }
   return out;
 }
 

@@ -2,14 +2,18 @@
 // fixture generator proves it in a child process) is reported as an unsafe-pickle error naming its callable,
 // inside a torch.save zip as a checkpoint would carry it; files DeepSpeed really wrote carry no hazard at all.
 #include <QJsonArray>
+#include <QJsonDocument>
 #include <QJsonObject>
 #include <QtTest>
 #include <algorithm>
 #include <filesystem>
+#include <stdexcept>
 
 #include "ckptdoc/format/pickle_safety.h"
 #include "ckptdoc/format/torch_file.h"
+#include "ckptdoc/format/zip_reader.h"
 #include "ckptdoc/format/zip_writer.h"
+#include "ckptdoc/io/mapped_file.h"
 #include "pickle_fixtures.h"
 #include "test_support.h"
 
@@ -39,6 +43,89 @@ bool has_error_for(const std::vector<PickleHazard>& hs, const std::string& calla
   return std::any_of(hs.begin(), hs.end(), [&](const PickleHazard& h) {
     return h.severity == "error" && h.callable == callable && h.how.find(how_part) != std::string::npos;
   });
+}
+
+// Pickle opcodes for hand-built payloads.
+std::string binunicode(const std::string& s) {  // X: 4-byte length
+  std::string out = "X";
+  for (int i = 0; i < 4; ++i) out += static_cast<char>((s.size() >> (8 * i)) & 0xff);
+  return out + s;
+}
+std::string short_binunicode(const std::string& s) {
+  return "\x8c" + std::string(1, static_cast<char>(s.size())) + s;
+}
+std::string global(const std::string& module, const std::string& name) {
+  return "c" + module + "\n" + name + "\n";
+}
+std::string stack_global(const std::string& module, const std::string& name) {
+  return short_binunicode(module) + short_binunicode(name) + "\x93";
+}
+std::string call1(const std::string& callable, const std::string& arg) {  // callable(arg): TUPLE1, REDUCE
+  return callable + binunicode(arg) + "\x85R";
+}
+std::vector<uint8_t> bytes_of(const std::string& s) {
+  return {s.begin(), s.end()};
+}
+
+// The payloads of issue 24: names that read as torch but reach os.system or torch.fx's exec. Built here, byte
+// by byte; the command is an echo, and nothing here loads them.
+std::string torch_os_system() {
+  return call1(global("torch", "os.system"), "echo pwned");
+}
+std::string serialization_os_system() {
+  return call1(stack_global("torch.serialization", "os.system"), "echo pwned");
+}
+std::string fx_exec_with_source() {
+  return global("torch.fx.graph_module", "_exec_with_source") + "(" + binunicode("print('pwned')") + "}tR";
+}
+
+// A copy of the committed zero2_fp16_ws2 checkpoint (real DeepSpeed files) whose tag-folder file `file`
+// carries `payload` as the value of a new top-level key "evil": spliced into the real data.pkl after its
+// EMPTY_DICT, between PROTO 4 and PROTO 2 (the rest keeps the Python 2 names protocol 2 maps), as a crafted
+// file would carry it. torch 1.13's torch.load(weights_only=False) of such a file runs the payload (checked
+// by hand, not here).
+std::string checkpoint_carrying(const TempDir& dir, const std::string& file, const std::string& payload) {
+  const std::string ckpt = dir.file("ckpt");
+  copy_tree(deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint", ckpt);
+  const std::string path = ckpt + "/global_step5/" + file;
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> records;
+  {
+    ZipReader zip(MappedFile::open(path));
+    for (const auto& e : zip.entries()) {
+      const auto d = zip.data(e);
+      records.push_back({e.name, {d.begin(), d.end()}});
+    }
+  }
+  VectorSink sink;
+  ZipWriter zip(sink);
+  bool spliced = false;
+  for (auto& [name, data] : records) {
+    if (name.size() > 9 && name.compare(name.size() - 9, 9, "/data.pkl") == 0) {
+      const std::string head("\x80\x02}q\x00", 5);  // PROTO 2, EMPTY_DICT, BINPUT 0
+      if (std::string(data.begin(), data.begin() + 5) != head)
+        throw std::runtime_error(path + ": unexpected data.pkl");
+      const std::string add = std::string("\x80\x04}q\x00", 5) + binunicode("evil") + payload + "s\x80\x02";
+      data.erase(data.begin(), data.begin() + 5);
+      data.insert(data.begin(), add.begin(), add.end());
+      spliced = true;
+    }
+    zip.add(name, data);
+  }
+  zip.finish();
+  if (!spliced) throw std::runtime_error(path + ": no data.pkl");
+  write_text(path, std::string(sink.data.begin(), sink.data.end()));
+  return ckpt;
+}
+
+QJsonObject json_of(const RunResult& r) {
+  return QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
+}
+
+std::vector<QJsonObject> unsafe_findings(const RunResult& r) {
+  std::vector<QJsonObject> out;
+  for (const auto& v : json_of(r)["findings"].toArray())
+    if (v.toObject()["code"].toString() == "unsafe-pickle") out.push_back(v.toObject());
+  return out;
 }
 
 }  // namespace
@@ -111,8 +198,14 @@ class TestPickleSafety : public QObject {
     u.callable = "mypackage.Model";
     u.how = PickleUseKind::NewObj;
     QCOMPARE(worst_severity(judge({u})), std::string("error"));
+    // An allow-listed package is not an allow-listed function: an unknown callable in one is called by
+    // torch.load.
     u.callable = "deepspeed.runtime.some_future_module.NewState";
-    QCOMPARE(worst_severity(judge({u})), std::string("info"));
+    QCOMPARE(worst_severity(judge({u})), std::string("warning"));
+    u.callable = "torch.nn.functional.relu";
+    u.how = PickleUseKind::Reduce;
+    QCOMPARE(worst_severity(judge({u})), std::string("warning"));
+    u.how = PickleUseKind::NewObj;
     u.callable = "collections.OrderedDict";
     QVERIFY(judge({u}).empty());
     u.callable = "mypackage.helpers";
@@ -131,6 +224,137 @@ class TestPickleSafety : public QObject {
     g.attribute = "system";
     g.attribute_of = "os";
     QCOMPARE(worst_severity(judge({g})), std::string("error"));
+  }
+
+  // Issue 24: a GLOBAL is judged by what Python's find_class reaches, not by how it reads. A dotted name is
+  // walked attribute by attribute (protocol 4), through the modules a package imports (torch's os), so torch
+  // / os.system is os.system; torch.fx and numpy's _datasource hold exec and open although torch and numpy
+  // are allow-listed.
+  void dottedNamesAreJudgedByWhatTheyReach() {
+    TempDir dir;
+    struct Case {
+      const char* name;
+      std::string pickle;
+      const char* callable;
+      const char* reaches;  // "" when it reaches what it reads as
+    };
+    const std::vector<Case> cases{
+        {"torch / os.system", "\x80\x04" + torch_os_system() + ".", "torch.os.system", "os.system"},
+        {"STACK_GLOBAL torch.serialization / os.system", "\x80\x04" + serialization_os_system() + ".",
+         "torch.serialization.os.system", "os.system"},
+        {"torch / os.path.basename", "\x80\x04" + call1(global("torch", "os.path.basename"), "/a") + ".",
+         "torch.os.path.basename", "os.path.basename"},
+        {"torch.fx.graph_module._exec_with_source", "\x80\x02" + fx_exec_with_source() + ".",
+         "torch.fx.graph_module._exec_with_source", ""},
+        {"torch / fx.graph_module._exec_with_source",
+         "\x80\x04" + global("torch", "fx.graph_module._exec_with_source") + "(" + binunicode("print(1)") +
+             "}tR.",
+         "torch.fx.graph_module._exec_with_source", ""},
+        {"numpy / lib._datasource._open (builtins.open)",
+         "\x80\x04" + call1(global("numpy", "lib._datasource._open"), "/etc/hostname") + ".",
+         "numpy.lib._datasource._open", ""},
+        {"torch / _C.__builtins__.eval (walk through a dunder)",
+         "\x80\x04" + call1(global("torch", "_C.__builtins__.eval"), "1") + ".", "torch._C.__builtins__.eval",
+         "builtins.eval"},
+        {"torch / load.__globals__, only named", "\x80\x04" + global("torch", "load.__globals__") + ".",
+         "torch.load.__globals__", ""},
+        {"torch / os, the module itself", "\x80\x02" + global("torch", "os") + ".", "torch.os", "os"},
+        // The same flattened name, once harmless (no module torch.os) and once walked: both are judged.
+        {"torch.os / system, then torch / os.system",
+         "\x80\x04" + global("torch.os", "system") + "0" + torch_os_system() + ".", "torch.os.system",
+         "os.system"},
+    };
+    int i = 0;
+    for (const auto& c : cases) {
+      const std::string pt = dir.file(std::to_string(i++) + ".pt");
+      wrap_as_torch_file(bytes_of(c.pickle), pt);
+      const auto hazards = pickle_hazards_of_file(pt, "f.pt");
+      const auto it = std::find_if(hazards.begin(), hazards.end(), [&](const PickleHazard& h) {
+        return h.severity == "error" && h.callable == c.callable && h.reaches == c.reaches;
+      });
+      QVERIFY2(it != hazards.end(), (std::string(c.name) + listing(hazards)).c_str());
+      if (*c.reaches) QVERIFY2(it->message().find(c.reaches) != std::string::npos, it->message().c_str());
+    }
+    // Reconstructors reached by a walk are still the reconstructors; a walk to an unknown torch function is
+    // not.
+    wrap_as_torch_file(bytes_of("\x80\x04" + global("torch", "_utils._rebuild_tensor_v2") +
+                                call1(global("torch.serialization", "_get_layout"), "torch.strided") + "0."),
+                       dir.file("k.pt"));
+    QVERIFY2(pickle_hazards_of_file(dir.file("k.pt"), "k.pt").empty(),
+             listing(pickle_hazards_of_file(dir.file("k.pt"), "k.pt")).c_str());
+    wrap_as_torch_file(bytes_of("\x80\x04" + call1(global("torch", "nn.functional.gelu"), "x") + "."),
+                       dir.file("u.pt"));
+    QCOMPARE(worst_severity(pickle_hazards_of_file(dir.file("u.pt"), "u.pt")), std::string("warning"));
+  }
+
+  // The same payloads inside a real DeepSpeed checkpoint: diagnose exits 1 on an unsafe-pickle error that
+  // names what the name reaches, and repair refuses to copy or rewrite the file without
+  // --allow-unsafe-pickle.
+  void dottedPayloadsInACheckpointAreErrors_data() {
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<QByteArray>("payload");
+    QTest::addColumn<QString>("callable");
+    QTest::addColumn<QString>("reaches");
+    const QString model = "mp_rank_00_model_states.pt", rank = "zero_pp_rank_0_mp_rank_00_optim_states.pt";
+    auto bytes = [](const std::string& s) { return QByteArray(s.data(), static_cast<qsizetype>(s.size())); };
+    QTest::newRow("torch / os.system, model file")
+        << model << bytes(torch_os_system()) << QString("torch.os.system") << QString("os.system");
+    QTest::newRow("torch.serialization / os.system, rank file")
+        << rank << bytes(serialization_os_system()) << QString("torch.serialization.os.system")
+        << QString("os.system");
+    QTest::newRow("torch.fx _exec_with_source, rank file")
+        << rank << bytes(fx_exec_with_source()) << QString("torch.fx.graph_module._exec_with_source")
+        << QString();
+  }
+  void dottedPayloadsInACheckpointAreErrors() {
+    QFETCH(QString, file);
+    QFETCH(QByteArray, payload);
+    QFETCH(QString, callable);
+    QFETCH(QString, reaches);
+    TempDir dir;
+    const std::string ckpt = checkpoint_carrying(dir, file.toStdString(), payload.toStdString());
+
+    auto r = run_cli({"diagnose", ckpt, "--json", "--device", "cpu"});
+    CKPTDOC_EXPECT_EXIT(r, 1);
+    const auto found = unsafe_findings(r);
+    QVERIFY2(!found.empty(), r.out.c_str());
+    const auto d = found[0]["details"].toObject();
+    QCOMPARE(found[0]["severity"].toString(), QString("error"));
+    QCOMPARE(d["file"].toString(), file);
+    QCOMPARE(d["callable"].toString(), callable);
+    QCOMPARE(d["reaches"].toString(), reaches);
+    QCOMPARE(d["how"].toString(), QString("REDUCE"));
+
+    const std::string out = dir.file("out");
+    r = run_cli({"repair", ckpt, "-o", out, "--reset-optimizer", "--device", "cpu"});
+    CKPTDOC_EXPECT_EXIT(r, 2);
+    QVERIFY2(r.err.find("unsafe-pickle") != std::string::npos &&
+                 r.err.find(file.toStdString()) != std::string::npos &&
+                 r.err.find("--allow-unsafe-pickle") != std::string::npos,
+             r.err.c_str());
+    QVERIFY(!std::filesystem::exists(out));
+  }
+
+  // With --allow-unsafe-pickle the repair rewrites the rank file at protocol 2, and the rewritten file still
+  // reaches what the input reached: torch.load of it gives the same value (a harmless os.path.basename call),
+  // and ckptdoc still reports it.
+  void repairedRankFileReachesWhatTheInputReached() {
+    TempDir dir;
+    const std::string rank = "zero_pp_rank_0_mp_rank_00_optim_states.pt";
+    const std::string ckpt =
+        checkpoint_carrying(dir, rank, call1(global("torch", "os.path.basename"), "/tmp/evil.txt"));
+    const std::string out = dir.file("out");
+    auto r = run_cli({"repair", ckpt, "-o", out, "--reset-optimizer", "--device", "cpu"});
+    CKPTDOC_EXPECT_EXIT(r, 2);
+    r = run_cli({"repair", ckpt, "-o", out, "--reset-optimizer", "--device", "cpu", "--allow-unsafe-pickle"});
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    const std::string repaired = out + "/global_step5/" + rank;
+    QCOMPARE(worst_severity(pickle_hazards_of_file(repaired, rank)), std::string("error"));
+    for (const std::string& f : {ckpt + "/global_step5/" + rank, repaired}) {
+      const auto p = run_python(script("fixtures/ds_check.py"), {"value", f, "evil"});
+      QVERIFY2(p.exit_code == 0, (f + ": " + p.out + p.err).c_str());
+      QCOMPARE(p.out, std::string("'evil.txt'\n"));
+    }
   }
 
   // Every file real DeepSpeed wrote (the shared fixtures): no hazard of any severity.

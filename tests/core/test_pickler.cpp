@@ -177,6 +177,31 @@ class TestPickler : public QObject {
     self.dismantle();
   }
 
+  // A dotted name (read from a protocol 4 stream, where find_class walks it attribute by attribute) is
+  // written as getattr calls on its first part, as CPython writes one below protocol 4: a protocol-2 GLOBAL
+  // torch / os.path... would look the whole string up as one attribute and load as an AttributeError instead
+  // (issue 24).
+  void dottedNamesKeepWhatTheyReach() {
+    auto x = [](const std::string& s) {
+      return "X" + std::string(1, static_cast<char>(s.size())) + std::string(3, '\0') + s;
+    };
+    const std::string want = std::string("\x80\x02", 2) +
+                             "cbuiltins\ngetattr\ncbuiltins\ngetattr\nctorch\nos\n" + x("path") + "\x86R" +
+                             x("basename") + "\x86R.";
+    const auto got = pickle(Value::global("torch", "os.path.basename"));
+    QCOMPARE(std::string(got.begin(), got.end()), want);
+    QVERIFY_THROWS_EXCEPTION(Error, pickle(Value::global("torch", "os..system")));
+    // CPython reaches the same function (named, not called).
+    const std::string file = dir_->file("dotted.pkl");
+    write_bytes(file, got);
+    const auto r =
+        run(python(),
+            {"-c", "import os, pickle, sys; print(pickle.load(open(sys.argv[1], 'rb')) is os.path.basename)",
+             file});
+    QVERIFY2(r.exit_code == 0, r.err.c_str());
+    QCOMPARE(r.out, std::string("True\n"));
+  }
+
   void exactBytesOfSmallValues() {
     // PROTO 2, EMPTY_DICT, BINPUT 0, BINUNICODE 'a', BININT1 1, SETITEMS-free single SETITEM, STOP
     Value d = Value::dict();

@@ -31,6 +31,7 @@ void CatalogBuilder::check_pickle_safety() {
       p.details = {{"file", f.path},     {"record", h.record},     {"callable", h.callable},
                    {"how", h.how},       {"rule", h.why},          {"offset", std::to_string(h.offset)},
                    {"count", std::to_string(h.count)}};
+      if (!h.reaches.empty()) p.details["reaches"] = h.reaches;
       cat_.problems.push_back(std::move(p));
     }
     if (hazards.size() > kHazardsPerFile)

@@ -40,6 +40,47 @@ bool runs_code(const std::string& q, std::string* why) {
       "bdb",      "timeit",    "cProfile",    "profile",    "trace",     "threading", "_thread",  "joblib",
       "numpy.testing", "torch.hub", "torch.package", "torch.utils.cpp_extension", "torch.jit", "torch._dynamo",
       "torch.ops", "torch._ops"};
+  // Parts of allow-listed packages with exec, eval, import, process or file paths (an allow-listed package is
+  // not an allow-listed function): torch.fx.graph_module._exec_with_source and reduce_graph_module exec
+  // source text, torch.serialization loads more pickles and imports dotted names, numpy's ctypeslib loads
+  // libraries and its _datasource binds builtins.open as _open.
+  static const std::set<std::string_view> package_modules{"torch.fx",
+                                                          "torch.serialization",
+                                                          "torch._inductor",
+                                                          "torch.export",
+                                                          "torch._export",
+                                                          "torch.compiler",
+                                                          "torch.utils.benchmark",
+                                                          "torch.testing",
+                                                          "torch.library",
+                                                          "torch._library",
+                                                          "torch.utils._config_module",
+                                                          "torch.utils.collect_env",
+                                                          "torch.utils.hipify",
+                                                          "torch.utils.model_dump",
+                                                          "torch.utils.tensorboard",
+                                                          "torch.multiprocessing",
+                                                          "torch.distributed.rpc",
+                                                          "torch.distributed.elastic",
+                                                          "torch.distributed.run",
+                                                          "torch.distributed.launch",
+                                                          "torch.classes",
+                                                          "torch._classes",
+                                                          "torch.onnx",
+                                                          "numpy.f2py",
+                                                          "numpy.distutils",
+                                                          "numpy.ctypeslib",
+                                                          "numpy.lib.npyio",
+                                                          "numpy.lib.format",
+                                                          "numpy.lib._datasource",
+                                                          "numpy.lib.utils",
+                                                          "numpy.core._internal",
+                                                          "numpy._core._internal",
+                                                          "deepspeed.launcher",
+                                                          "deepspeed.ops.op_builder",
+                                                          "deepspeed.autotuning",
+                                                          "deepspeed.env_report",
+                                                          "transformers.dynamic_module_utils"};
   static const std::set<std::string_view> builtins{
       "eval", "exec", "compile", "open", "getattr", "setattr", "delattr", "__import__", "globals", "locals",
       "vars", "input", "breakpoint", "apply", "execfile", "file", "reload", "help", "exit", "quit"};
@@ -50,6 +91,11 @@ bool runs_code(const std::string& q, std::string* why) {
       "torch.serialization._load", "numpy.load",       "numpy.lib.npyio.load", "numpy.fromfile",
       "torch.storage._load_from_bytes", "torch._weights_only_unpickler._Unpickler", "copyreg._reconstructor_unsafe",
       "torch._C._import_ir_module", "torch.Tensor._make_subclass"};
+  static const std::set<std::string_view> package_names{
+      "torch.compile", "numpy.save",        "numpy.savez",        "numpy.savez_compressed",
+      "numpy.savetxt", "numpy.loadtxt",     "numpy.genfromtxt",   "numpy.fromregex",
+      "numpy.memmap",  "numpy.core.memmap", "numpy._core.memmap", "numpy.DataSource",
+      "numpy.lookfor", "numpy.source",      "numpy.info"};
   const std::string m = module_of(q);
   if (m == "builtins") {
     const std::string n = q.substr(m.size() + 1);
@@ -59,12 +105,16 @@ bool runs_code(const std::string& q, std::string* why) {
     }
     return false;
   }
-  for (const auto& mod : modules)
-    if (m == mod || starts_with_module(m + ".", mod)) {
-      *why = "module " + m + " runs commands, code or I/O";
-      return true;
-    }
-  if (names.count(q)) {
+  for (const auto* list : {&modules, &package_modules})
+    for (const auto& mod : *list)
+      if (q == mod) {  // the module object itself (an attribute walk can reach one)
+        *why = "module " + q + " runs commands, code or I/O";
+        return true;
+      } else if (m == mod || starts_with_module(m + ".", mod)) {
+        *why = "module " + m + " runs commands, code or I/O";
+        return true;
+      }
+  if (names.count(q) || package_names.count(q)) {
     *why = q + " calls other code or loads more data";
     return true;
   }
@@ -116,6 +166,113 @@ bool allowed_package(const std::string& q, std::string* package) {
   return false;
 }
 
+// Modules that packages bind under these attribute names (`import os`, `import builtins as _builtins`,
+// torch's `from os import path as _osp`): an attribute walk through one continues in that module. Only names
+// of modules that run code, touch files or reach other code are listed (the rest stay inside the package they
+// are read from, which is judged no less strictly); names that are also real submodules of an allow-listed
+// package (torch.types, torch.signal, deepspeed.io) are left out, but for torch.multiprocessing, an error
+// either way.
+const char* module_bound_as(std::string_view attribute) {
+  static const std::set<std::string_view> same{"os",
+                                               "posix",
+                                               "nt",
+                                               "posixpath",
+                                               "ntpath",
+                                               "sys",
+                                               "subprocess",
+                                               "builtins",
+                                               "importlib",
+                                               "runpy",
+                                               "pty",
+                                               "ctypes",
+                                               "pickle",
+                                               "_pickle",
+                                               "cPickle",
+                                               "dill",
+                                               "marshal",
+                                               "shutil",
+                                               "socket",
+                                               "tempfile",
+                                               "pathlib",
+                                               "_io",
+                                               "multiprocessing",
+                                               "threading",
+                                               "_thread",
+                                               "webbrowser",
+                                               "platform",
+                                               "asyncio",
+                                               "urllib",
+                                               "http",
+                                               "requests",
+                                               "codeop",
+                                               "timeit",
+                                               "pdb",
+                                               "fileinput",
+                                               "zipimport",
+                                               "joblib",
+                                               "inspect",
+                                               "operator",
+                                               "functools",
+                                               "copyreg"};
+  static const std::map<std::string_view, const char*> renamed{{"_osp", "posixpath"},
+                                                               {"__builtins__", "builtins"},
+                                                               {"_builtins", "builtins"},
+                                                               {"__builtin__", "builtins"},
+                                                               {"python_multiprocessing", "multiprocessing"},
+                                                               {"reducer", "multiprocessing.reduction"},
+                                                               {"_functools", "functools"},
+                                                               {"copy_reg", "copyreg"}};
+  if (const auto it = same.find(attribute); it != same.end()) return it->data();
+  const auto it = renamed.find(attribute);
+  return it == renamed.end() ? nullptr : it->second;
+}
+
+bool is_dunder(std::string_view s) {
+  return s.size() > 4 && s.substr(0, 2) == "__" && s.substr(s.size() - 2) == "__";
+}
+
+// What a GLOBAL reaches, as Python's find_class would: it imports `module`, then looks `name` up on it, a
+// dotted name part by part (protocol 4 and later; ckptdoc judges every protocol alike). Each part is an
+// attribute of what the previous one reached: a module a package imports (torch's `os`) continues the walk
+// there, so torch / os.system is the os module's system; and a walk through a dunder (__globals__,
+// __builtins__, __class__, __subclasses__) can reach anything.
+struct Reached {
+  std::string name;     // the dotted path judged, Python 3 spelling: "os.system", "torch.fx.graph_module.x"
+  bool walked = false;  // the name had dots
+  std::string dunder;   // the dunder the walk passed through or ended on
+  std::string bound_as, bound_module;  // the first part that is an imported module ("os"), and that module
+};
+
+Reached resolve(const PickleUse& u) {
+  Reached r;
+  if (u.computed || u.module.empty() || u.name.empty()) {
+    r.name = py3(u.callable);
+    return r;
+  }
+  std::string path = u.module == "__builtin__" ? "builtins" : u.module == "copy_reg" ? "copyreg" : u.module;
+  r.walked = u.name.find('.') != std::string::npos;
+  size_t at = 0;
+  while (true) {
+    const size_t dot = u.name.find('.', at);
+    const std::string_view part =
+        std::string_view(u.name).substr(at, dot == std::string::npos ? dot : dot - at);
+    if (r.walked && is_dunder(part) && r.dunder.empty()) r.dunder = std::string(part);
+    if (const char* m = module_bound_as(part)) {
+      if (r.bound_as.empty()) {
+        r.bound_as = std::string(part);
+        r.bound_module = m;
+      }
+      path = m;
+    } else {
+      path += "." + std::string(part);
+    }
+    if (dot == std::string::npos) break;
+    at = dot + 1;
+  }
+  r.name = path;
+  return r;
+}
+
 std::string how_text(const PickleUse& u) {
   std::string s;
   switch (u.how) {
@@ -140,8 +297,10 @@ int rank_of(const std::string& severity) { return severity == "error" ? 2 : seve
 }  // namespace
 
 std::string PickleHazard::message() const {
-  std::string m = file + ": record '" + record + "': " + callable + " reached by " + how + " (offset " +
-                  std::to_string(offset) + (count > 1 ? ", " + std::to_string(count) + " times" : "") + "): " + why;
+  std::string m = file + ": record '" + record + "': " + callable +
+                  (reaches.empty() ? "" : " (reaches " + reaches + ")") + " reached by " + how + " (offset " +
+                  std::to_string(offset) + (count > 1 ? ", " + std::to_string(count) + " times" : "") +
+                  "): " + why;
   return m;
 }
 
@@ -149,18 +308,32 @@ std::vector<PickleHazard> assess_pickle_uses(const std::vector<PickleUse>& uses,
   // Names that some use invokes: their bare GLOBAL uses say nothing more.
   std::set<std::pair<std::string, std::string>> invoked;
   for (const auto& u : uses)
-    if (invokes(u.how)) invoked.insert({u.record + "\n" + u.nested_in, py3(u.callable)});
+    if (invokes(u.how)) invoked.insert({u.record + "\n" + u.nested_in, u.module + "\n" + py3(u.callable)});
   std::vector<PickleHazard> out;
   for (const auto& u : uses) {
-    const std::string q = py3(u.callable);
-    if (u.how == PickleUseKind::Global && invoked.count({u.record + "\n" + u.nested_in, q})) continue;
+    if (u.how == PickleUseKind::Global &&
+        invoked.count({u.record + "\n" + u.nested_in, u.module + "\n" + py3(u.callable)}))
+      continue;
+    const Reached r = resolve(u);
+    const std::string& q = r.name;  // what find_class returns, not how the stream spells it
     PickleHazard h;
     h.file = file;
     h.record = u.record;
     h.callable = u.callable;
+    if (q != py3(u.callable)) h.reaches = q;
     h.how = how_text(u);
     h.offset = u.offset;
     h.count = u.count;
+    // How the name gets there, when it is not what it reads as.
+    std::string walk;
+    if (r.walked || !r.bound_as.empty()) {
+      walk = "GLOBAL " + u.module + " / " + u.name + ": ";
+      if (r.walked) walk += "find_class looks a dotted name up attribute by attribute (protocol 4 and later)";
+      if (!r.bound_as.empty())
+        walk += std::string(r.walked ? ", and " : "") + "attribute " + r.bound_as + " is the module " +
+                r.bound_module + " that " + u.module + " imports";
+      walk += ", so it reaches " + q + "; ";
+    }
     std::string why, package;
     if (u.computed && q.rfind("<more than", 0) == 0) {
       h.severity = "error";
@@ -171,21 +344,31 @@ std::vector<PickleHazard> assess_pickle_uses(const std::vector<PickleUse>& uses,
     } else if (q == "builtins.getattr" && !u.attribute_of.empty() && !u.attribute.empty() &&
                u.attribute.front() != '_' && known(py3(u.attribute_of))) {
       continue;  // an enum member looked up on a known class (Python 3.11+ pickles enums this way)
+    } else if (!r.dunder.empty()) {
+      h.severity = "error";
+      h.why = walk + "a walk through " + r.dunder +
+              " reaches Python's internals (any module, function or builtin); a plain "
+              "torch.load(weights_only=False) would use it";
+    } else if (known(q)) {
+      continue;  // by exact name, even in a module that is otherwise an error (torch.serialization)
     } else if (runs_code(q, &why)) {
       h.severity = "error";
-      h.why = why + "; a plain torch.load(weights_only=False) would run it";
-    } else if (known(q)) {
-      continue;
+      h.why = walk + why + "; a plain torch.load(weights_only=False) would run it";
     } else if (allowed_package(q, &package)) {
       if (!invokes(u.how)) continue;  // a reference into an allowed package: imported, nothing called
-      h.severity = "info";
-      h.why = "a " + package + " class ckptdoc does not know by name; torch.load would construct it";
+      // Not harmless by package: only the reconstructors checkpoints really use are known to be.
+      h.severity = "warning";
+      h.why = walk + "a " + package +
+              " callable ckptdoc does not know by name (not one of the reconstructors torch and DeepSpeed "
+              "checkpoints use); a plain torch.load(weights_only=False) would call it";
     } else if (invokes(u.how)) {
       h.severity = "error";
-      h.why = "not on the allow list of known reconstructors; a plain torch.load(weights_only=False) would call it";
+      h.why = walk + "not on the allow list of known reconstructors; a plain " +
+              "torch.load(weights_only=False) would call it";
     } else {
       h.severity = "warning";
-      h.why = "not on the allow list; torch.load would import module " + module_of(q) +
+      h.why = walk + "not on the allow list; torch.load would import module " +
+              (u.module.empty() ? module_of(q) : u.module) +
               " (running its top-level code) although nothing calls it";
     }
     out.push_back(std::move(h));

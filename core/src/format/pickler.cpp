@@ -29,6 +29,28 @@ class Writer {
   void global(std::string_view module, std::string_view name) {
     if (module.find('\n') != std::string_view::npos || name.find('\n') != std::string_view::npos)
       throw Error("", "", "cannot pickle a global whose name contains a newline");
+    // A dotted name (read from a protocol 4 stream) is an attribute walk there, but a protocol-2 GLOBAL looks
+    // the whole string up as one attribute: written as it is, torch / os.system would load as an
+    // AttributeError instead of os.system. Like CPython at protocols below 4, write it as getattr calls on
+    // its first part, so the output reaches what the input reached.
+    std::vector<std::string_view> parts;
+    for (size_t at = 0;;) {
+      const size_t dot = name.find('.', at);
+      parts.push_back(name.substr(at, dot == std::string_view::npos ? dot : dot - at));
+      if (dot == std::string_view::npos) break;
+      at = dot + 1;
+    }
+    for (const auto& p : parts)
+      if (p.empty()) throw Error("", "", "cannot pickle a global whose dotted name has an empty part");
+    for (size_t i = 1; i < parts.size(); ++i) plain_global("builtins", "getattr");
+    plain_global(module, parts[0]);
+    for (size_t i = 1; i < parts.size(); ++i) {
+      str(parts[i]);
+      op(0x86);
+      op('R');
+    }
+  }
+  void plain_global(std::string_view module, std::string_view name) {
     op('c');
     raw(module.data(), module.size());
     op('\n');

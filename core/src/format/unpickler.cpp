@@ -319,16 +319,19 @@ class Vm {
 
   void note_global(const std::string& module, const std::string& name) {
     std::string q = module + "." + name;
-    record_use(q, false, PickleUseKind::Global);
+    record_use(q, false, PickleUseKind::Global, {}, {}, {}, module, name);
     if (globals_seen_.insert(q).second) globals_.push_back(std::move(q));
   }
   // --- what the stream reaches (UnpickleOptions::uses) ---
   void record_use(std::string callable, bool computed, PickleUseKind how, std::string via = {},
-                  std::string attribute_of = {}, std::string attribute = {}) {
+                  std::string attribute_of = {}, std::string attribute = {}, std::string module = {},
+                  std::string name = {}) {
     if (!opt_.uses) return;
     PickleUse u;
     u.record = opt_.record_name;
     u.callable = std::move(callable);
+    u.module = std::move(module);
+    u.name = std::move(name);
     u.computed = computed;
     u.how = how;
     u.via = std::move(via);
@@ -339,6 +342,9 @@ class Vm {
     u.count = 1;
     opt_.uses->add(std::move(u));
   }
+  // A use of a GLOBAL, its module and name kept apart (a dotted name is an attribute walk).
+  void record_global_use(const Value& g, PickleUseKind how, std::string via = {},
+                         std::string attribute_of = {}, std::string attribute = {});
   void record_call(const Value& callable, const Value& args, PickleUseKind how);
   void record_globals_in(const Value& v, PickleUseKind how);
   void scan_nested_pickle(const std::string& loader, const std::string& bytes);
@@ -408,6 +414,12 @@ std::string describe_callable(const Value& c) {
   return out;
 }
 
+void Vm::record_global_use(const Value& g, PickleUseKind how, std::string via, std::string attribute_of,
+                           std::string attribute) {
+  record_use(describe_callable(g), false, how, std::move(via), std::move(attribute_of), std::move(attribute),
+             g.as_global().first, g.as_global().second);
+}
+
 void Vm::record_call(const Value& callable, const Value& args, PickleUseKind how) {
   using K = Value::Kind;
   if (!opt_.uses) return;
@@ -419,14 +431,14 @@ void Vm::record_call(const Value& callable, const Value& args, PickleUseKind how
   const std::string q3 = py3_module(callable.as_global().first) + "." + callable.as_global().second;
   const auto& a = args.is(K::Tuple) ? args.items() : std::vector<Value>{};
   if (q3 == "builtins.getattr" && a.size() == 2 && a[0].is(K::Global) && a[1].is(K::Str)) {
-    record_use(q, false, how, {}, describe_callable(a[0]), a[1].as_str());
+    record_global_use(callable, how, {}, describe_callable(a[0]), a[1].as_str());
     return;
   }
-  record_use(q, false, how);
+  record_global_use(callable, how);
   // copyreg's helpers construct the class they are given.
   if ((q3 == "copyreg._reconstructor" || q3 == "copyreg.__newobj__" || q3 == "copyreg.__newobj_ex__") && !a.empty() &&
       a[0].is(K::Global))
-    record_use(describe_callable(a[0]), false, PickleUseKind::NewObj, q);
+    record_global_use(a[0], PickleUseKind::NewObj, q);
   if (is_pickle_loader(q3) && !a.empty() && a[0].is(K::Bytes)) scan_nested_pickle(q, a[0].as_str());
 }
 
@@ -439,7 +451,7 @@ void Vm::record_globals_in(const Value& v, PickleUseKind how) {
     const Value* x = work.back();
     work.pop_back();
     if (x->is(Value::Kind::Global)) {
-      record_use(describe_callable(*x), false, how);
+      record_global_use(*x, how);
       continue;
     }
     const void* id = x->identity();
@@ -729,7 +741,10 @@ void Vm::build(Value& inst, const Value& state) {
   if (inst.is(K::Object)) {
     auto& o = inst.object_mut();
     // BUILD calls the instance's __setstate__ when its class has one.
-    record_use(o.callable ? describe_callable(inst) : o.qualified(), o.callable != nullptr, PickleUseKind::Build);
+    if (o.callable)
+      record_use(describe_callable(inst), true, PickleUseKind::Build);
+    else
+      record_use(o.qualified(), false, PickleUseKind::Build, {}, {}, {}, o.module, o.name);
     // Old tensors: NEWOBJ(torch.Tensor) + BUILD((storage, offset, size, stride)).
     if ((py3_module(o.module) == "torch" || o.module == "torch._tensor") && o.name == "Tensor" && state.is(K::Tuple) &&
         state.items().size() == 4 && state.items()[0].is(K::Storage)) {
@@ -1260,8 +1275,10 @@ UnpickleResult Vm::run() {
 }  // namespace
 
 void PickleUseLog::add(PickleUse u) {
-  const auto key = std::make_tuple(u.record, u.callable, static_cast<int>(u.how), u.via, u.nested_in,
-                                   u.attribute_of + "." + u.attribute);
+  // The module is part of the key: torch / os.system and torch.os / system read alike but reach different
+  // things.
+  const auto key = std::make_tuple(u.record, u.module + "\n" + u.callable, static_cast<int>(u.how), u.via,
+                                   u.nested_in, u.attribute_of + "." + u.attribute);
   auto it = index_.find(key);
   if (it != index_.end()) {
     ++uses_[it->second].count;

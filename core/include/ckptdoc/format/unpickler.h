@@ -23,13 +23,18 @@ struct UnpickleLimits {
   size_t max_container_items = 1u << 26;  // items in all containers together
 };
 
-// What a stream imports and calls, recorded as the VM meets it (ckptdoc calls none of it; pickle_safety.h judges
-// what a plain torch.load would do with it). Each distinct (record, callable, how) is kept once with a count.
+// What a stream imports and calls, recorded as the VM meets it (ckptdoc calls none of it; pickle_safety.h
+// judges what a plain torch.load would do with it). Each distinct (record, module, callable, how) is kept
+// once with a count.
 enum class PickleUseKind : uint8_t { Global, Reduce, NewObj, NewObjEx, Inst, Obj, Build, PersistentId };
 struct PickleUse {
   std::string record;    // UnpickleOptions::record_name
   std::string callable;  // "module.name" as the stream spells it, or "<result of module.name>" when computed
   bool computed = false; // the callable is the result of another call, not a GLOBAL
+  // The GLOBAL's module and name as the stream spells them (empty when computed). find_class imports the
+  // module and looks the name up on it; a dotted name is an attribute walk (protocol 4 and later), so "torch"
+  // / "os.system" reaches the os module's system although `callable` reads "torch.os.system".
+  std::string module, name;
   PickleUseKind how = PickleUseKind::Global;
   std::string via;        // "copyreg._reconstructor" when a class is constructed through it
   std::string nested_in;  // "pickle.loads" when the use sits in pickled bytes handed to a loader
