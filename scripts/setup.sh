@@ -13,6 +13,8 @@ packages=(
   python3-torch python3-numpy python3-h5py
   # what unmodified DeepSpeed (../shared/deepspeed, the tests' judge) imports on the CPU
   python3-pydantic python3-cpuinfo python3-msgpack python3-psutil python3-packaging python3-tqdm python3-yaml
+  # the judges' venv (today's DeepSpeed on torch 2 from PyPI: scripts/setup-judges.sh)
+  python3-venv
 )
 
 missing=()

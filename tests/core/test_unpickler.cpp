@@ -206,6 +206,57 @@ class TestUnpickler : public QObject {
     QVERIFY_THROWS_EXCEPTION(Error, unpickle(make(6, ok)));
   }
 
+  // torch 2 pickles a tensor that carries Python attributes as _rebuild_from_type_v2(func, type, args, state):
+  // DeepSpeed 0.19's ZeRO-3 fp32_flat_groups (attribute ds_id). A plain Tensor or Parameter reads as the tensor
+  // func(*args) (attributes dropped); a subclass stays an inert object.
+  void tensorWithAttributes() {
+    auto make = [](const std::string& type_module, const std::string& type_name) {
+      std::vector<uint8_t> p{0x80, 2};
+      auto global = [&](const std::string& m, const std::string& n) {
+        p.push_back('c');
+        p.insert(p.end(), m.begin(), m.end());
+        p.push_back('\n');
+        p.insert(p.end(), n.begin(), n.end());
+        p.push_back('\n');
+      };
+      auto ustr = [&](const std::string& s) {
+        p.push_back('X');
+        for (int i = 0; i < 4; ++i) p.push_back(static_cast<uint8_t>(s.size() >> (8 * i)));
+        p.insert(p.end(), s.begin(), s.end());
+      };
+      global("torch._tensor", "_rebuild_from_type_v2");
+      p.push_back('(');
+      global("torch._utils", "_rebuild_tensor_v2");
+      global(type_module, type_name);
+      p.push_back('(');
+      p.push_back('(');
+      ustr("storage");
+      global("torch", "FloatStorage");
+      ustr("6");
+      ustr("cpu");
+      p.insert(p.end(), {'K', 5, 't', 'Q'});
+      p.insert(p.end(), {'K', 0, 'K', 5, 0x85, 'K', 1, 0x85, 0x88});  // offset 0, size (5,), stride (1,), grad
+      global("collections", "OrderedDict");
+      p.insert(p.end(), {')', 'R', 't', '}'});
+      ustr("ds_id");
+      ustr("0_6");
+      p.insert(p.end(), {'s', 't', 'R', '.'});
+      return p;
+    };
+    UnpickleOptions opt;
+    opt.persistent_load = [](const Value& pid) {
+      return Value::storage(Storage::from_bytes(DType::F32, std::vector<uint8_t>(static_cast<size_t>(pid.items()[4].as_int()) * 4)));
+    };
+    const Value plain = unpickle(make("torch", "Tensor"), opt).value;
+    QVERIFY(plain.is_tensor());
+    QCOMPARE(plain.as_tensor().numel(), int64_t{5});
+    QVERIFY(plain.as_tensor().requires_grad);
+    QVERIFY(!plain.as_tensor().is_parameter);
+    const Value param = unpickle(make("torch.nn.parameter", "Parameter"), opt).value;
+    QVERIFY(param.is_tensor() && param.as_tensor().is_parameter);
+    QVERIFY(!unpickle(make("some.module", "MyTensor"), opt).value.is_tensor());
+  }
+
   // A persistent id is copied for the callback: a 100,000-deep or cyclic one is refused with a message, not a
   // stack overflow in the copy (found by fuzz_unpickler under ASan).
   void deepOrCyclicPersistentIdIsRefused() {

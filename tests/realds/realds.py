@@ -3,11 +3,14 @@
 
 Every checkpoint of the matrix below is written by ../shared/deepspeed's harness (DeepSpeed v0.12.6, or v0.14.5
 where an entry says so, on the CPU over gloo) into a cache folder, once, and reused by every test that names it.
+Entries with "ds": "0.19" are written and loaded by today's DeepSpeed on torch 2 instead: the judge venv that
+scripts/setup-judges.sh makes from PyPI (its python runs the same harness scripts through judge/launch.py).
 Reference values come from real DeepSpeed too: `ref` loads a checkpoint with `engine.load_checkpoint` and dumps
 the consolidated fp32 masters and Adam moments (ds_load_check.py --dump-*), or runs DeepSpeed's own
 zero_to_fp32.py, or takes the module weights with torch.load.
 
-  realds.py status                      exit 0 when real DeepSpeed can run here, else 77 and one line saying why
+  realds.py status [--ds V]             exit 0 when real DeepSpeed (version V: its judge venv too) can run here,
+                                        else 77 and one line saying why
   realds.py list                        the matrix, one line per entry
   realds.py path NAME                   write NAME if needed; print its entry (JSON: save_dir, stage, dtype, dp, ...)
   realds.py all                         write every entry (warm the cache)
@@ -23,8 +26,13 @@ zero_to_fp32.py, or takes the module weights with torch.load.
                                         SCRIPT on N local ranks through the harness's launch.py (ds_common
                                         importable), with that DeepSpeed version
 
+--ds V: 0.12.6 (default), 0.14.5 (../shared/deepspeed on Debian's torch 1.13) or 0.19 (the judge venv: the
+DeepSpeed 0.19.x and torch 2 that scripts/judges-requirements.txt pins; its python runs `py`, with torch.load
+defaulting to weights_only=False as torch 1.13's did).
+
 Options: --cache DIR (default $CKPTDOC_REALDS_CACHE, else ~/.cache/ckptdoc/realds), --shared DIR (default
-$CKPTDOC_SHARED, else <repo>/../shared).
+$CKPTDOC_SHARED, else <repo>/../shared), --judges-venv DIR (default $CKPTDOC_JUDGES_VENV, else what
+scripts/setup-judges.sh --path prints).
 """
 import argparse
 import fcntl
@@ -40,6 +48,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 PYTHON = "/usr/bin/python3"  # Debian's, with torch 1.13
 GENERATOR_VERSION = 3        # bump when an entry's recipe changes meaning
+JUDGE = os.path.join(HERE, "judge")  # the judge venv's launcher, load check and rank hooks
+PINS = os.path.join(REPO, "scripts", "judges-requirements.txt")
+JUDGE_VERSIONS = ("0.19",)   # run by the judge venv's python (scripts/setup-judges.sh), not from ../shared
 
 # The matrix (pairwise, not the full product): every ZeRO stage x dtype, BF16_Optimizer at stage 0 and 1,
 # dp 1-4 (ZeRO-3 at 2-4: dp 1 fails in the CPU harness), fresh (steps 0) and trained, the edge model (tied
@@ -83,6 +94,22 @@ MATRIX = {
     "v145_z2_fp16_dp2": dict(kind="train", stage=2, dtype="fp16", dp=2, steps=5, ds="0.14.5"),
     "v145_seed_z2_fp16_no_optim": dict(kind="seedbug", src="v145_z2_fp16_dp2", variant="no_optim", ds="0.14.5"),
     "v145_z2_bf16_dp3": dict(kind="train", stage=2, dtype="bf16", dp=3, steps=4, ds="0.14.5"),
+    # today's DeepSpeed: 0.19.x on torch 2 (the judge venv, scripts/setup-judges.sh). #762 is fixed, and ZeRO's
+    # initialize() no longer runs a step: a fresh engine, or a load without optimizer states, saves no Adam state.
+    "v019_z1_fp16_dp2": dict(kind="train", stage=1, dtype="fp16", dp=2, steps=5, ds="0.19"),
+    "v019_z1_bf16_dp2": dict(kind="train", stage=1, dtype="bf16", dp=2, steps=5, ds="0.19"),
+    "v019_z2_fp16_dp2": dict(kind="train", stage=2, dtype="fp16", dp=2, steps=5, ds="0.19"),
+    "v019_z2_bf16_dp2": dict(kind="train", stage=2, dtype="bf16", dp=2, steps=5, ds="0.19"),
+    "v019_z3_fp16_dp2": dict(kind="train", stage=3, dtype="fp16", dp=2, steps=5, ds="0.19"),
+    "v019_z3_bf16_dp2": dict(kind="train", stage=3, dtype="bf16", dp=2, steps=5, ds="0.19"),
+    # bf16 at ZeRO stage 0: FP16_UnfusedOptimizer in bf16 mode (torch's AdamW is not a fused Adam; FusedAdam, on a
+    # GPU, gives FP16_Optimizer), its whole state in the model file. ds_load_check.py does not know that wrapper.
+    "v019_bf16_z0_dp2": dict(kind="train", stage=0, dtype="bf16", dp=2, steps=5, ds="0.19"),
+    # BF16_Optimizer: only ZeRO-1 with grad_accum_dtype fp32 in 0.19 (stage 0 raises "unsupported mix of
+    # model_dtype=torch.bfloat16 and grad_accum_dtype=torch.float32")
+    "v019_bf16opt_s1_dp2": dict(kind="train", stage=1, dtype="bf16", dp=2, steps=5, bf16opt=True, ds="0.19"),
+    # the #762 recipe on 0.19: masters refreshed by the load, no optimizer state saved
+    "v019_seed_z2_fp16_no_optim": dict(kind="seedbug", src="v019_z2_fp16_dp2", variant="no_optim", ds="0.19"),
     # kind "client": our client_state_driver.py, saving the client state Megatron-DeepSpeed saves
     # (universal_checkpoint_info, iteration). dims 96,304,176,16 give groups of 85,504 and 1,104 elements: no
     # alignment padding at dp 1, 2 and 4, which ds_to_universal.py of v0.12.6 needs with torch's Adam.
@@ -167,6 +194,36 @@ class Lock:
         self.f.close()
 
 
+def is_judge(version):
+    return version in JUDGE_VERSIONS
+
+
+def judges_venv(a):
+    """The judge venv's folder: as scripts/setup-judges.sh names it (a hash of the pins file)."""
+    if a.judges_venv or os.environ.get("CKPTDOC_JUDGES_VENV"):
+        return os.path.abspath(a.judges_venv or os.environ["CKPTDOC_JUDGES_VENV"])
+    h = hashlib.sha256(open(PINS, "rb").read()).hexdigest()[:12]
+    return os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "ckptdoc", f"judges-{h}")
+
+
+def judge_python(a):
+    venv = judges_venv(a)
+    py = os.path.join(venv, "bin", "python")
+    if not os.path.isfile(os.path.join(venv, ".ckptdoc-judges-ready")) or not os.access(py, os.X_OK):
+        raise Unavailable(f"DeepSpeed 0.19 on torch 2 (the judge venv) is not made: {venv} is not ready "
+                          "(run scripts/setup-judges.sh)")
+    return py
+
+
+def judge_env(a, base=None):
+    """Environment of the judge venv's python: the harness (ds_common, ds_driver, ds_load_check) found through
+    CKPTDOC_HARNESS, DeepSpeed from the venv (no DS_SRC), the CPU accelerator."""
+    env = dict(base if base is not None else os.environ)
+    env.pop("DS_SRC", None)
+    env.update(CKPTDOC_HARNESS=harness(a), DS_ACCELERATOR="cpu")
+    return env
+
+
 def ds_src(a, version):
     """Extracts DeepSpeed `version` into the cache with ../shared/deepspeed/setup.sh; returns the folder."""
     cache = cache_dir(a)
@@ -204,6 +261,9 @@ def stamp_of(a, spec):
               if not ((k in ("dims", "client") and not v) or (k in ("pp", "tp", "ep") and v == 1))}
     parts = [json.dumps(recipe, sort_keys=True), str(GENERATOR_VERSION)]
     parts += [file_sha(os.path.join(h, f)) for f in ("ds_driver.py", "ds_common.py", "launch.py")]
+    if is_judge(spec["ds"]):  # the judge's own launcher and rank hooks, and the pinned versions
+        parts += [file_sha(os.path.join(JUDGE, f)) for f in ("launch.py", os.path.join("hooks", "sitecustomize.py"))]
+        parts.append(file_sha(PINS))
     if spec["kind"] == "client":
         parts.append(file_sha(os.path.join(HERE, "client_state_driver.py")))
     if spec["kind"] == "par":
@@ -242,13 +302,19 @@ def ensure(a, name):
             entry = json.load(open(entry_path))
             if entry.get("stamp") == stamp and os.path.isdir(entry["save_dir"]):
                 return entry
+        h = harness(a)
+        if is_judge(spec["ds"]):
+            py, launcher = judge_python(a), os.path.join(JUDGE, "launch.py")
+            env = judge_env(a)
+            if spec["kind"] == "seedbug":  # ds_driver.py's own torch.load of DeepSpeed's files (torch >= 2.6)
+                env["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
+        else:
+            py, launcher = PYTHON, os.path.join(h, "launch.py")
+            env = dict(os.environ, DS_SRC=ds_src(a, spec["ds"]))
         shutil.rmtree(folder, ignore_errors=True)
         os.makedirs(folder)
-        src_dir = ds_src(a, spec["ds"])
-        env = dict(os.environ, DS_SRC=src_dir)
         save_dir = os.path.join(folder, "ckpt")
-        h = harness(a)
-        launch = [PYTHON, os.path.join(h, "launch.py"), "--world", str(spec.get("world", spec["dp"])), "--logdir",
+        launch = [py, launcher, "--world", str(spec.get("world", spec["dp"])), "--logdir",
                   os.path.join(folder, "logs"), "--", os.path.join(h, "ds_driver.py")]
         if spec["kind"] == "client":
             cmd = launch[:-1] + [os.path.join(HERE, "client_state_driver.py"), "--out", save_dir, "--steps",
@@ -276,12 +342,16 @@ def ensure(a, name):
         return entry
 
 
-def load_check_cmd(a, entry, ckpt, json_out, world=None, model=None, extra=()):
+def load_check_cmd(a, entry, ckpt, json_out, world=None, model=None, extra=(), version=None):
     h = harness(a)
     if entry["kind"] == "par":
         return [PYTHON, os.path.join(HERE, "par_load_check.py"), "--ckpt", ckpt, "--kind", entry["model"], "--world",
                 str(world or entry["world"]), "--harness", h, "--json", json_out] + list(extra)
-    cmd = [PYTHON, os.path.join(h, "ds_load_check.py"), "--ckpt", ckpt, "--world", str(world or entry["dp"]),
+    if is_judge(version or entry["ds"]):  # the same ds_load_check.py, its ranks started by judge/launch.py
+        start = [judge_python(a), os.path.join(JUDGE, "load_check.py")]
+    else:
+        start = [PYTHON, os.path.join(h, "ds_load_check.py")]
+    cmd = start + ["--ckpt", ckpt, "--world", str(world or entry["dp"]),
            "--model", model or entry["model"], "--json", json_out, "--timeout", "1200"] + base_args(entry) + list(extra)
     if entry.get("dims"):
         cmd += ["--dims", entry["dims"]]
@@ -291,7 +361,8 @@ def load_check_cmd(a, entry, ckpt, json_out, world=None, model=None, extra=()):
 def load_env(a, entry, version=None):
     """Environment for ds_load_check.py loading a checkpoint like `entry`: its DeepSpeed version, and its extra ZeRO
     settings (engine_hook/sitecustomize.py builds the loading engine with them)."""
-    env = dict(os.environ, DS_SRC=ds_src(a, version or entry["ds"]))
+    version = version or entry["ds"]
+    env = judge_env(a) if is_judge(version) else dict(os.environ, DS_SRC=ds_src(a, version))
     if entry.get("zero_extra"):
         env["CKPTDOC_DS_ZERO_EXTRA"] = json.dumps(entry["zero_extra"])
         env["PYTHONPATH"] = os.pathsep.join([os.path.join(HERE, "engine_hook")] +
@@ -324,12 +395,17 @@ def make_ref(a, name, kind):
             os.replace(tmp_m, os.path.join(folder, "moments.pt"))
             os.replace(tmp_f, os.path.join(folder, "fp32.pt"))
         elif kind == "lp":
-            env["PYTHONPATH"] = os.pathsep.join([env["DS_SRC"], os.path.join(harness(a), "stubs")])
+            if is_judge(entry["ds"]):
+                py = judge_python(a)
+                env["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"  # DeepSpeed's loss scaler and enums (torch >= 2.6)
+            else:
+                py = PYTHON
+                env["PYTHONPATH"] = os.pathsep.join([env["DS_SRC"], os.path.join(harness(a), "stubs")])
             code = ("import sys, torch\n"
                     "sd = torch.load(sys.argv[1], map_location='cpu')['module']\n"
                     "torch.save({k: v.float() for k, v in sd.items()}, sys.argv[2])\n")
             model = os.path.join(entry["save_dir"], entry["tag"], "mp_rank_00_model_states.pt")
-            run_logged([PYTHON, "-c", code, model, out + ".tmp"], env, os.path.join(folder, "lp.log"))
+            run_logged([py, "-c", code, model, out + ".tmp"], env, os.path.join(folder, "lp.log"))
             os.replace(out + ".tmp", out)
         else:
             zero_to_fp32(a, entry["save_dir"], out + ".tmp", entry["ds"], os.path.join(folder, "zero_to_fp32.log"))
@@ -339,6 +415,18 @@ def make_ref(a, name, kind):
 
 def zero_to_fp32(a, ckpt, out, version, log):
     """DeepSpeed's own zero_to_fp32.py of `version`, run from its source tree on the save folder `ckpt`."""
+    if is_judge(version):
+        # the venv's copy; since 0.15.3 its second argument is an output folder (pytorch_model.bin, or shards and
+        # an index above 5 GB, which the toy models never reach)
+        py = judge_python(a)
+        script = subprocess.run([py, "-c", "import deepspeed.utils.zero_to_fp32 as z; print(z.__file__)"],
+                                env=judge_env(a), capture_output=True, text=True, check=True).stdout.strip()
+        tmp = out + ".dir"
+        shutil.rmtree(tmp, ignore_errors=True)
+        run_logged([py, "-P", script, ckpt, tmp], judge_env(a), log)
+        os.replace(os.path.join(tmp, "pytorch_model.bin"), out)
+        shutil.rmtree(tmp)
+        return
     src = ds_src(a, version)
     script = os.path.join(src, "deepspeed", "utils", "zero_to_fp32.py")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([src, os.path.join(harness(a), "stubs")]),
@@ -351,8 +439,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cache")
     ap.add_argument("--shared")
+    ap.add_argument("--judges-venv")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("status")
+    st = sub.add_parser("status")
+    st.add_argument("--ds", default=None)
     sub.add_parser("list")
     p = sub.add_parser("path")
     p.add_argument("name")
@@ -395,6 +485,9 @@ def main():
         return 0
     try:
         check_available(a)
+        if a.cmd == "status" and a.ds and is_judge(a.ds):
+            print(f"DeepSpeed {a.ds} available: {judge_python(a)}")
+            return 0
     except Unavailable as e:
         print(f"realds.py: {e}", file=sys.stderr)
         return 77
@@ -413,11 +506,17 @@ def main():
         elif a.cmd == "check":
             entry = ensure(a, a.like)
             env = load_env(a, entry, a.ds)
-            cmd = load_check_cmd(a, entry, a.ckpt, a.json, world=a.world, model=a.model, extra=rest)
+            cmd = load_check_cmd(a, entry, a.ckpt, a.json, world=a.world, model=a.model, extra=rest, version=a.ds)
             rc = subprocess.run(cmd, env=env).returncode
             with open(os.path.join(cache_dir(a), "loads.log"), "a") as log:  # how many real loads a test run made
                 log.write(f"{time.strftime('%H:%M:%S')} rc={rc} like={a.like} ds={a.ds or entry['ds']} {' '.join(rest)}\n")
             return rc
+        elif a.cmd == "py" and is_judge(a.ds):
+            # the judge venv's python; torch.load defaults to weights_only=False there, as torch 1.13's did, so our
+            # scripts read DeepSpeed's files (loss scaler, enums) the way they do with the other versions
+            env = judge_env(a)
+            env.update(PYTHONPATH=HERE, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+            return subprocess.run([judge_python(a)] + rest, env=env).returncode
         elif a.cmd == "py":
             src = ds_src(a, a.ds)
             env = dict(os.environ, PYTHONPATH=os.pathsep.join([src, os.path.join(harness(a), "stubs"), HERE]),
@@ -426,12 +525,19 @@ def main():
         elif a.cmd == "zero-to-fp32":
             zero_to_fp32(a, a.ckpt, a.out, a.ds, a.out + ".log")
         elif a.cmd == "launch":
-            env = dict(os.environ, DS_SRC=ds_src(a, a.ds))
-            cmd = [PYTHON, os.path.join(harness(a), "launch.py"), "--world", str(a.world)]
+            if is_judge(a.ds):
+                env = judge_env(a)
+                cmd = [judge_python(a), os.path.join(JUDGE, "launch.py"), "--world", str(a.world)]
+            else:
+                env = dict(os.environ, DS_SRC=ds_src(a, a.ds))
+                cmd = [PYTHON, os.path.join(harness(a), "launch.py"), "--world", str(a.world)]
             cmd += (["--logdir", a.logdir] if a.logdir else []) + ["--"] + rest
             return subprocess.run(cmd, env=env).returncode
     except RuntimeError as e:
         die(str(e), 1)
+    except Unavailable as e:  # a judge venv that is not made
+        print(f"realds.py: {e}", file=sys.stderr)
+        return 77
     return 0
 
 

@@ -47,6 +47,15 @@ std::string unavailable_reason() {
   return reason;
 }
 
+std::string unavailable_reason(const std::string& ds) {
+  if (std::string r = unavailable_reason(); !r.empty()) return r;
+  const RunResult r = realds({"status", "--ds", ds}, 60000);
+  std::string reason;
+  if (r.exit_code != 0) reason = r.err.empty() ? "realds.py status --ds " + ds + " exited " + std::to_string(r.exit_code) : r.err;
+  while (!reason.empty() && (reason.back() == '\n' || reason.back() == '\r')) reason.pop_back();
+  return reason;
+}
+
 bool required() {
   const char* v = std::getenv("CKPTDOC_REQUIRE_DEEPSPEED");
   return v && std::string(v) == "1";

@@ -14,6 +14,8 @@ namespace ckptdoc::test::realds {
 
 // Why real DeepSpeed cannot run here (no ../shared/deepspeed, missing python modules); empty when it can.
 std::string unavailable_reason();
+// The same for one DeepSpeed version: "0.19" also needs the judge venv (scripts/setup-judges.sh).
+std::string unavailable_reason(const std::string& ds);
 // CKPTDOC_REQUIRE_DEEPSPEED=1 (CI): a missing DeepSpeed fails the test instead of skipping it.
 bool required();
 
@@ -75,6 +77,16 @@ std::string describe(const RunResult& r);
 #define REALDS_REQUIRE()                                                                                  \
   do {                                                                                                   \
     const std::string why_ = ckptdoc::test::realds::unavailable_reason();                                \
+    if (!why_.empty()) {                                                                                 \
+      if (ckptdoc::test::realds::required()) QFAIL(("CKPTDOC_REQUIRE_DEEPSPEED=1 but " + why_).c_str()); \
+      QSKIP(why_.c_str());                                                                               \
+    }                                                                                                    \
+  } while (0)
+
+// The same for tests that need one DeepSpeed version ("0.19": the judge venv).
+#define REALDS_REQUIRE_DS(ds)                                                                             \
+  do {                                                                                                   \
+    const std::string why_ = ckptdoc::test::realds::unavailable_reason(ds);                              \
     if (!why_.empty()) {                                                                                 \
       if (ckptdoc::test::realds::required()) QFAIL(("CKPTDOC_REQUIRE_DEEPSPEED=1 but " + why_).c_str()); \
       QSKIP(why_.c_str());                                                                               \

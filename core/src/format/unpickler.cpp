@@ -657,6 +657,26 @@ Value Vm::call(const Value& callable, const Value& args, ObjectData::How how, co
         t.is_parameter = true;
         return Value::tensor(std::move(t));
       }
+    } else if (module == "torch._tensor" && name == "_rebuild_from_type_v2") {
+      // (func, new_type, args, state): how torch 2 pickles a plain tensor or Parameter that carries Python
+      // attributes (DeepSpeed 0.19's ZeRO-3 fp32_flat_groups carry `ds_id`). The tensor is func(*args); the
+      // attributes are dropped, as for a BUILD on a tensor. Subclasses and other rebuild functions stay objects.
+      if (a.size() == 4 && a[0].is(K::Global) && a[1].is(K::Global) && a[2].is(K::Tuple) &&
+          py3_module(a[0].as_global().first) == "torch._utils") {
+        const std::string& fn = a[0].as_global().second;
+        const std::string type = py3_module(a[1].as_global().first) + "." + a[1].as_global().second;
+        const bool plain = type == "torch.Tensor" || type == "torch._tensor.Tensor";
+        const bool param = type == "torch.nn.parameter.Parameter";
+        if ((plain || param) && (fn == "_rebuild_tensor_v2" || fn == "_rebuild_tensor" || fn == "_rebuild_tensor_v3")) {
+          Value v = rebuild_tensor(fn, a[2]);
+          if (param) {
+            Tensor t = v.as_tensor();
+            t.is_parameter = true;
+            return Value::tensor(std::move(t));
+          }
+          return v;
+        }
+      }
     } else if (module == "collections" && name == "OrderedDict") {
       if (a.empty()) return Value::dict(true);
       if (a.size() == 1 && (a[0].is(K::List) || a[0].is(K::Tuple))) {

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Makes the judges' virtual environment: today's DeepSpeed (0.19) on torch 2, from PyPI, pinned in
+# scripts/judges-requirements.txt. The real-DeepSpeed tests run it (tests/realds/realds.py, entries with
+# "ds": "0.19") to write checkpoints and to load ckptdoc's outputs, next to ../shared/deepspeed's v0.12.6 / v0.14.5
+# on Debian's torch 1.13.
+#
+#   scripts/setup-judges.sh          make it if needed, print where it is (idempotent: a second run only checks)
+#   scripts/setup-judges.sh --path   print where it is (or would be) and exit
+#
+# Where: ${XDG_CACHE_HOME:-~/.cache}/ckptdoc/judges-<first 12 hex of sha256(judges-requirements.txt)>/, made with
+# Debian's /usr/bin/python3 -m venv (python3-venv, listed in scripts/setup.sh). Any edit of the pins file makes
+# a new folder; old ones are left alone (delete them by hand).
+#
+# Downloads: about 4 GB the first time (torch's CUDA wheels and the nvidia-* wheels they depend on: see the pins
+# file). This network's PyPI proxy sends no caching headers, so pip's own cache keeps nothing; the wheels are
+# kept in ~/.cache/ckptdoc/judges-wheels/ instead (pip download), and a venv made again (new pins, a deleted
+# folder) downloads only what that folder lacks. The venv takes 7.2 GB, the wheels 3.9 GB.
+# Measured here (2 cores shared with a build, 2026-12-03): the first run 337 s and 4.0 GiB downloaded (most of
+# the time is unpacking 4 GB of wheels); a second run 6 s (it imports torch and DeepSpeed to check them).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+pins="$root/scripts/judges-requirements.txt"
+hash="$(sha256sum "$pins" | cut -c1-12)"
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/ckptdoc"
+venv="$cache/judges-$hash"
+wheels="$cache/judges-wheels"
+ready="$venv/.ckptdoc-judges-ready"   # written last: a venv without it is incomplete and made again
+pin_of() { sed -n "s/^$1==//p" "$pins"; }
+ds_version="$(pin_of deepspeed)"
+torch_version="$(pin_of torch)"
+
+if [ "${1:-}" = "--path" ]; then
+  echo "$venv"
+  exit 0
+fi
+
+check() {
+  # the versions the pins name, importable with the CPU accelerator (what the tests run)
+  DS_ACCELERATOR=cpu "$venv/bin/python" - "$ds_version" "$torch_version" <<'EOF'
+import sys
+import deepspeed, torch, transformers, accelerate, safetensors, huggingface_hub  # noqa: F401
+from deepspeed.accelerator import get_accelerator
+want_ds, want_torch = sys.argv[1], sys.argv[2]
+assert deepspeed.__version__ == want_ds, f"deepspeed {deepspeed.__version__}, pinned {want_ds}"
+assert torch.__version__.split("+")[0] == want_torch, f"torch {torch.__version__}, pinned {want_torch}"
+assert get_accelerator().device_name() == "cpu", get_accelerator().device_name()
+EOF
+}
+
+mkdir -p "$cache"
+exec 9>"$cache/.judges.lock"
+flock 9   # one maker at a time (parallel test runs, a second checkout)
+
+if [ -f "$ready" ]; then
+  if check; then
+    echo "setup-judges: $venv (DeepSpeed $ds_version, torch $torch_version) ready"
+    exit 0
+  fi
+  echo "setup-judges: $venv fails its check; making it again" >&2
+fi
+
+if [ ! -x /usr/bin/python3 ] || ! /usr/bin/python3 -c "import ensurepip" 2>/dev/null; then
+  echo "setup-judges: /usr/bin/python3 with venv support is needed (scripts/setup.sh installs python3-venv)" >&2
+  exit 1
+fi
+
+start=$(date +%s)
+echo "setup-judges: making $venv (DeepSpeed $ds_version, torch $torch_version; ~4 GB of wheels the first time)"
+rm -rf "$venv"
+/usr/bin/python3 -m venv "$venv"
+pip=("$venv/bin/python" -m pip --disable-pip-version-check)
+rest="$(mktemp)"
+trap 'rm -f "$rest"' EXIT
+grep -v -E '^(deepspeed==|#|$)' "$pins" > "$rest"
+mkdir -p "$wheels"
+# Binary wheels only (every pin but deepspeed has one): nothing is compiled here.
+"${pip[@]}" download -q --only-binary :all: --no-deps -d "$wheels" -r "$rest"
+"${pip[@]}" install -q --no-index --find-links "$wheels" --no-deps -r "$rest"
+# DeepSpeed's sdist imports torch in setup.py: after torch, without build isolation, no ops compiled.
+DS_BUILD_OPS=0 "${pip[@]}" install -q --no-build-isolation --no-deps "deepspeed==$ds_version"
+"${pip[@]}" check
+check
+touch "$ready"
+echo "setup-judges: $venv ready in $(( $(date +%s) - start )) s ($(du -sh "$venv" | cut -f1))"

@@ -1,0 +1,27 @@
+"""Start-up hook of the judge ranks (judge/launch.py puts this folder on their PYTHONPATH).
+
+The shared harness's ds_common.cpu_grad_bucketing_patch() replaces two gradient-bucketing helpers of DeepSpeed
+v0.12.6 that bucket by `t.type()` strings no CPU tensor reports. DeepSpeed 0.19 buckets by dtype itself, and
+its engine.split_half_float_double_sparse returns (sparse, dense) buckets where the replacement returns one
+list ("ValueError: not enough values to unpack (expected 2, got 1)" at the first ZeRO-0 / BF16_Optimizer
+backward). So in the judge ranks the patch is a no-op and DeepSpeed's own helpers run. cpu_gloo_patch() stays:
+exact equivalents of collectives, the gloo backend name and the fp16 capability flag of the CPU accelerator.
+
+Other sitecustomize.py files later on sys.path (tests/realds/engine_hook) would be shadowed by this one:
+they are run after it.
+"""
+import os
+import sys
+
+if os.environ.get("RANK") is not None:
+    import ds_common
+
+    ds_common.cpu_grad_bucketing_patch = lambda: None
+
+_here = os.path.dirname(os.path.abspath(__file__))
+for _d in list(sys.path):
+    _f = os.path.join(_d or os.getcwd(), "sitecustomize.py")
+    if os.path.abspath(_d or os.getcwd()) != _here and os.path.isfile(_f):
+        with open(_f) as _src:
+            exec(compile(_src.read(), _f, "exec"), {"__name__": "sitecustomize_chained", "__file__": _f})
+        break

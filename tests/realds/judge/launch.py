@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Starts N local ranks of a script with the python running this file (a judge venv's python: torch 2 and
+DeepSpeed from PyPI installed in it), torch.distributed env:// style over loopback.
+
+usage: launch.py --world N [--timeout S] [--logdir DIR] -- script.py [args...]
+
+The ranks get RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT (free port),
+DS_ACCELERATOR=cpu, DS_BUILD_OPS=0, OMP_NUM_THREADS=1 (unless set), and a PYTHONPATH of $CKPTDOC_HARNESS (the
+shared harness folder: ds_common.py), this folder's hooks/ and the caller's PYTHONPATH. Unlike the shared
+harness's launch.py (Debian's /usr/bin/python3, DeepSpeed from $DS_SRC and import stubs) DeepSpeed comes from
+the venv and nothing is stubbed. Named launch.py because ds_load_check.py starts its ranks through the
+launch.py beside it (judge/ds_load_check.py points it here). Exit 0 only if every rank exits 0; per-rank
+output in <logdir>/rank<r>.log, printed when a rank fails.
+"""
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop(procs, sig_kill=False):
+    for p in procs:
+        if p.poll() is None:
+            p.kill() if sig_kill else p.terminate()
+    return [p.wait() for p in procs]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--world", type=int, required=True)
+    ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--logdir", default=None)
+    ap.add_argument("cmd", nargs=argparse.REMAINDER)
+    a = ap.parse_args()
+    cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
+    if not cmd:
+        ap.error("no script given")
+    if os.path.exists(cmd[0]):
+        cmd[0] = os.path.abspath(cmd[0])  # the ranks run in the temp folder
+    logdir = a.logdir or tempfile.mkdtemp(prefix="judge-ranks.")
+    os.makedirs(logdir, exist_ok=True)
+    harness = os.environ.get("CKPTDOC_HARNESS")
+    if not harness or not os.path.isfile(os.path.join(harness, "ds_common.py")):
+        sys.exit(f"launch.py: CKPTDOC_HARNESS={harness!r} does not hold ds_common.py")
+    path = [harness, os.path.join(HERE, "hooks")] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
+    port = free_port()
+    procs, logs = [], []
+    for r in range(a.world):
+        env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(a.world), LOCAL_SIZE=str(a.world),
+                   LOCAL_WORLD_SIZE=str(a.world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                   DS_ACCELERATOR="cpu", DS_BUILD_OPS="0", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
+                   PYTHONPATH=os.pathsep.join(path), PYTHONHASHSEED="0")
+        env.pop("DS_SRC", None)
+        logs.append(open(os.path.join(logdir, f"rank{r}.log"), "w"))
+        procs.append(subprocess.Popen([sys.executable] + cmd, env=env, stdout=logs[-1], stderr=subprocess.STDOUT,
+                                      cwd=tempfile.gettempdir()))
+    t0 = time.time()
+    rcs = [None] * a.world
+    timed_out = False
+    while any(rc is None for rc in rcs):
+        rcs = [p.poll() for p in procs]
+        if any(rc not in (None, 0) for rc in rcs):
+            time.sleep(3)  # let the peers report, then stop them (they may wait in a collective)
+            rcs = stop(procs)
+            break
+        if time.time() - t0 > a.timeout:
+            rcs = stop(procs, sig_kill=True)
+            timed_out = True
+            break
+        time.sleep(0.2)
+    for f in logs:
+        f.close()
+    if timed_out:
+        print(f"launch.py: timeout after {a.timeout:.0f}s", file=sys.stderr)
+    if timed_out or any(rc != 0 for rc in rcs):
+        for r in range(a.world):
+            with open(os.path.join(logdir, f"rank{r}.log"), errors="replace") as f:
+                print(f"===== rank {r} rc={rcs[r]} (last 6000 chars) =====\n{f.read()[-6000:]}", file=sys.stderr)
+        sys.exit(1)
+    print(f"launch.py: {a.world} ranks OK in {time.time() - t0:.1f}s (logs in {logdir})")
+
+
+if __name__ == "__main__":
+    main()
