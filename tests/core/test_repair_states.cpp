@@ -18,48 +18,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Passes every call to the real file system; after the rename that publishes `out`, runs `after_publish`.
-class HookIo : public FileIo {
+// Passes every call to the real file system; the hooks below change one call each.
+class RealIo : public FileIo {
  public:
-  HookIo(std::string out, std::function<void()> after_publish)
-      : out_(std::move(out)), after_(std::move(after_publish)) {}
   int open_write(const std::string& p, int* fd) override { return real_.open_write(p, fd); }
-  int write(int fd, const uint8_t* d, size_t n, size_t* w) override { return real_.write(fd, d, n, w); }
-  int fsync(int fd) override { return real_.fsync(fd); }
-  int close(int fd) override { return real_.close(fd); }
-  int rename(const std::string& from, const std::string& to) override {
-    return hooked(from, to, real_.rename(from, to));
-  }
-  int rename_noreplace(const std::string& from, const std::string& to) override {
-    return hooked(from, to, real_.rename_noreplace(from, to));
-  }
-  int hooked(const std::string& from, const std::string& to, int err) {
-    if (err == 0 && to == out_ && from.find(".ckptdoc-partial-") != std::string::npos) after_();
-    return err;
-  }
-  int unlink(const std::string& p) override { return real_.unlink(p); }
-  int mkdir(const std::string& p) override { return real_.mkdir(p); }
-  int fsync_dir(const std::string& p) override { return real_.fsync_dir(p); }
-
- private:
-  FileIo& real_ = posix_io();
-  std::string out_;
-  std::function<void()> after_;
-};
-
-// Passes every call to the real file system; the first file written makes `out` appear, as another writer
-// publishing there meanwhile would.
-class InterloperIo : public FileIo {
- public:
-  explicit InterloperIo(std::string out) : out_(std::move(out)) {}
-  int open_write(const std::string& p, int* fd) override {
-    if (!done_) {
-      done_ = true;
-      fs::create_directories(out_);
-      std::ofstream(out_ + "/theirs.txt") << "another writer's output";
-    }
-    return real_.open_write(p, fd);
-  }
   int write(int fd, const uint8_t* d, size_t n, size_t* w) override { return real_.write(fd, d, n, w); }
   int fsync(int fd) override { return real_.fsync(fd); }
   int close(int fd) override { return real_.close(fd); }
@@ -71,8 +33,45 @@ class InterloperIo : public FileIo {
   int mkdir(const std::string& p) override { return real_.mkdir(p); }
   int fsync_dir(const std::string& p) override { return real_.fsync_dir(p); }
 
- private:
+ protected:
   FileIo& real_ = posix_io();
+};
+
+// After the rename that publishes `out`, runs `after_publish`.
+class HookIo : public RealIo {
+ public:
+  HookIo(std::string out, std::function<void()> after_publish)
+      : out_(std::move(out)), after_(std::move(after_publish)) {}
+  int rename(const std::string& from, const std::string& to) override {
+    return hooked(from, to, real_.rename(from, to));
+  }
+  int rename_noreplace(const std::string& from, const std::string& to) override {
+    return hooked(from, to, real_.rename_noreplace(from, to));
+  }
+
+ private:
+  int hooked(const std::string& from, const std::string& to, int err) {
+    if (err == 0 && to == out_ && from.find(".ckptdoc-partial-") != std::string::npos) after_();
+    return err;
+  }
+  std::string out_;
+  std::function<void()> after_;
+};
+
+// The first file written makes `out` appear, as another writer publishing there meanwhile would.
+class InterloperIo : public RealIo {
+ public:
+  explicit InterloperIo(std::string out) : out_(std::move(out)) {}
+  int open_write(const std::string& p, int* fd) override {
+    if (!done_) {
+      done_ = true;
+      fs::create_directories(out_);
+      std::ofstream(out_ + "/theirs.txt") << "another writer's output";
+    }
+    return real_.open_write(p, fd);
+  }
+
+ private:
   std::string out_;
   bool done_ = false;
 };

@@ -89,6 +89,19 @@ class TestRealdsV019 : public QObject {
                                               "--expect-moments", realds::reference(e.name, "moments")});
     REALDS_EXPECT_STRICT(c);
   }
+
+  // bf16 at ZeRO stage 0 on 0.19 saves FP16_UnfusedOptimizer with its fp32 state in the model file, a layout
+  // ckptdoc does not read: it said "No problems found" after scanning 0 bytes. Now a warning names the layout
+  // and the verdict says nothing was compared.
+  void bf16ZeroStage0IsNotCalledHealthy() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("v019_bf16_z0_dp2");
+    const auto report = diagnose_json(e.save_dir, 0);
+    QCOMPARE(realds::codes(report, "warning"), std::vector<std::string>{"layout-not-analysed"});
+    QVERIFY(report["verdict"].toObject()["kind"].toString() != "clean");
+    const auto text = test::run_cli({"diagnose", e.save_dir, "--device", "cpu"});
+    QVERIFY2(text.out.find("No problems found") == std::string::npos, text.out.c_str());
+  }
 };
 
 CKPTDOC_TEST_MAIN(TestRealdsV019)

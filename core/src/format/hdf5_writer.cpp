@@ -254,6 +254,28 @@ void fsync_file(const std::string& file, const std::string& temp) {
   if (rc != 0) throw Error(file, "", std::string("fsync: ") + std::strerror(rc));
 }
 
+// The bytes a file of these tensors takes: their data as stored (bf16 upcast to float32) and a margin for
+// HDF5's headers, groups and attributes.
+uint64_t hdf5_bytes_needed(const std::vector<NamedTensor>& tensors) {
+  uint64_t bytes = 1 << 20;
+  for (const auto& t : tensors) {
+    const uint64_t n = static_cast<uint64_t>(std::max<int64_t>(t.tensor.numel(), 0));
+    bytes += n * (t.tensor.dtype == DType::BF16 ? 4 : element_size(t.tensor.dtype)) + 16 * 1024;
+  }
+  return bytes;
+}
+
+void reserve_space(const std::string& file, const std::string& temp, uint64_t bytes) {
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(file, "", std::string("open to reserve space: ") + std::strerror(errno));
+  // fallocate, not posix_fallocate: where the file system cannot reserve, glibc's fallback writes every
+  // block.
+  const int rc = ::fallocate(fd, 0, 0, static_cast<off_t>(bytes)) == 0 ? 0 : errno;
+  ::close(fd);
+  if (rc != 0 && rc != EOPNOTSUPP && rc != ENOSYS)
+    throw Error(file, "", "reserving " + std::to_string(bytes) + " bytes: " + std::strerror(rc));
+}
+
 std::string parent_dir(const std::string& path) {
   auto p = std::filesystem::path(path).parent_path();
   return p.empty() ? std::string(".") : p.string();
@@ -275,6 +297,11 @@ void write_hdf5_file(const std::string& path, const std::vector<NamedTensor>& te
   try {
     Handle file(w.check(H5Fcreate(temp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), "", "H5Fcreate"),
                 H5Fclose);
+    // HDF5 1.10 cannot recover from a write the system refuses: the file's close fails and the library
+    // crashes at exit closing it again. So the space is claimed before HDF5 writes (disk full or a size limit
+    // is then an error of ours, with nothing half-written); file systems that cannot reserve space are
+    // written as is.
+    reserve_space(path, temp, hdf5_bytes_needed(tensors));
     write_contents(w, file.get(), tensors, paths, attributes);
     w.check_status(H5Fclose(file.release()), "", "H5Fclose");
     fsync_file(path, temp);

@@ -128,10 +128,13 @@ void Runner::copy(const deepspeed::CheckpointFile& f) {
   tick();
 }
 void Runner::copy_save_dir_extras() {
-  // zero_to_fp32.py and similar helpers next to the tag folder are copied; other tags are not.
+  // The scripts DeepSpeed saves next to the tag folder (zero_to_fp32.py; zero_to_torch.py from 0.19) are
+  // copied; other tags are not.
   std::error_code ec;
-  const fs::path script = fs::path(cat_.save_dir) / "zero_to_fp32.py";
-  if (fs::is_regular_file(script, ec)) deepspeed::copy_file(script.string(), out_ + "/zero_to_fp32.py", io_);
+  for (const char* name : {"zero_to_fp32.py", "zero_to_torch.py"}) {
+    const fs::path script = fs::path(cat_.save_dir) / name;
+    if (fs::is_regular_file(script, ec)) deepspeed::copy_file(script.string(), out_ + "/" + name, io_);
+  }
 }
 bool Runner::owns(const deepspeed::CheckpointFile& f) const {
   return f.mp_rank >= 0 ? f.mp_rank == cat_.mp_rank : cat_.mp_rank == 0;
