@@ -75,15 +75,15 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
   check_module_shapes();
   read_optimizer_summary();
   if (cat_.groups.empty() && cat_.wrapper != OptimizerWrapper::None && !cat_.optimizer_state_keys.empty())
-    problem("layout-not-analysed", "warning",
-            "the optimizer (" + std::string(wrapper_name(cat_.wrapper)) +
-                (cat_.wrapper == OptimizerWrapper::FP16UnfusedOptimizer
-                     ? ", which DeepSpeed 0.17.6+ saves for bf16 at ZeRO stage 0"
-                     : "") +
-                ") keeps fp32 params and moments (" +
-                std::to_string(cat_.optimizer_state_keys.size()) +
-                " state keys) in a layout ckptdoc does not read yet: no fp32 master or moment was compared with "
-                "anything. The 16-bit weights are readable (export --source lp)");
+    problem(
+        "layout-not-analysed", "warning",
+        "the optimizer (" + std::string(wrapper_name(cat_.wrapper)) +
+            (cat_.wrapper == OptimizerWrapper::FP16UnfusedOptimizer
+                 ? ", which DeepSpeed 0.17.6+ saves for bf16 at ZeRO stage 0"
+                 : "") +
+            ") keeps fp32 params and moments (" + std::to_string(cat_.optimizer_state_keys.size()) +
+            " state keys) in a layout ckptdoc does not read yet: no fp32 master or moment was compared with "
+            "anything. The 16-bit weights are readable (export --source lp)");
   if (loc.from_latest) note_universal_beside();
   report_renamed();
   check_pickle_safety();

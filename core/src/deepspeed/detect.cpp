@@ -215,8 +215,8 @@ bool holds_only_a_deepspeed_checkpoint(const std::string& dir, std::string* fore
       *foreign = "'" + name + "' (a symbolic link)";
       return false;
     }
-    if (fs::is_regular_file(p, ec) && (name == "latest" || name == "latest_universal" || name == "zero_to_fp32.py" ||
-                                    name == "zero_to_torch.py"))
+    if (fs::is_regular_file(p, ec) && (name == "latest" || name == "latest_universal" ||
+                                       name == "zero_to_fp32.py" || name == "zero_to_torch.py"))
       continue;
     if (fs::is_directory(p, ec) && has_rank_files(p.string())) {
       if (!only_rank_files(p, foreign)) return false;

@@ -33,9 +33,10 @@ Location locate_checkpoint(const std::string& path, const std::optional<std::str
 bool has_rank_files(const std::string& dir);
 
 // Whether `dir` holds a DeepSpeed save folder and nothing else: `latest`, `latest_universal`,
-// `zero_to_fp32.py`, `zero_to_torch.py` and tag folders holding only rank files (a universal tag folder: its zero/ param files
-// too), at every depth. When not, `foreign` names the first entry that is not part of one, relative to `dir`
-// (or says that no tag folder is there), so --force never removes a file DeepSpeed or ckptdoc did not write.
+// `zero_to_fp32.py`, `zero_to_torch.py` and tag folders holding only rank files (a universal tag folder: its
+// zero/ param files too), at every depth. When not, `foreign` names the first entry that is not part of one,
+// relative to `dir` (or says that no tag folder is there), so --force never removes a file DeepSpeed or
+// ckptdoc did not write.
 bool holds_only_a_deepspeed_checkpoint(const std::string& dir, std::string* foreign);
 
 }  // namespace ckptdoc::deepspeed::detail
