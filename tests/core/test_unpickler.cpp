@@ -20,8 +20,22 @@ using namespace ckptdoc::test;
 
 namespace {
 
-
-
+// Protocol-2 pickle bytes written by hand, for streams torch would not write (or not on this machine).
+struct PickleBytes {
+  std::vector<uint8_t> p{0x80, 2};
+  void global(const std::string& m, const std::string& n) {
+    p.push_back('c');
+    p.insert(p.end(), m.begin(), m.end());
+    p.push_back('\n');
+    p.insert(p.end(), n.begin(), n.end());
+    p.push_back('\n');
+  }
+  void ustr(const std::string& s) {
+    p.push_back('X');
+    for (int i = 0; i < 4; ++i) p.push_back(static_cast<uint8_t>(s.size() >> (8 * i)));
+    p.insert(p.end(), s.begin(), s.end());
+  }
+};
 
 }  // namespace
 
@@ -151,19 +165,10 @@ class TestUnpickler : public QObject {
   void tensorViewValidation() {
     // A hand-written _rebuild_tensor_v2 whose view runs past the storage must be refused.
     auto make = [](int64_t numel, std::vector<uint8_t> view) {
-      std::vector<uint8_t> p{0x80, 2};
-      auto global = [&](const std::string& m, const std::string& n) {
-        p.push_back('c');
-        p.insert(p.end(), m.begin(), m.end());
-        p.push_back('\n');
-        p.insert(p.end(), n.begin(), n.end());
-        p.push_back('\n');
-      };
-      auto ustr = [&](const std::string& s) {
-        p.push_back('X');
-        for (int i = 0; i < 4; ++i) p.push_back(static_cast<uint8_t>(s.size() >> (8 * i)));
-        p.insert(p.end(), s.begin(), s.end());
-      };
+      PickleBytes b;
+      auto& p = b.p;
+      auto global = [&](const std::string& m, const std::string& n) { b.global(m, n); };
+      auto ustr = [&](const std::string& s) { b.ustr(s); };
       global("torch._utils", "_rebuild_tensor_v2");
       p.push_back('(');
       p.push_back('(');
@@ -211,19 +216,10 @@ class TestUnpickler : public QObject {
   // func(*args) (attributes dropped); a subclass stays an inert object.
   void tensorWithAttributes() {
     auto make = [](const std::string& type_module, const std::string& type_name) {
-      std::vector<uint8_t> p{0x80, 2};
-      auto global = [&](const std::string& m, const std::string& n) {
-        p.push_back('c');
-        p.insert(p.end(), m.begin(), m.end());
-        p.push_back('\n');
-        p.insert(p.end(), n.begin(), n.end());
-        p.push_back('\n');
-      };
-      auto ustr = [&](const std::string& s) {
-        p.push_back('X');
-        for (int i = 0; i < 4; ++i) p.push_back(static_cast<uint8_t>(s.size() >> (8 * i)));
-        p.insert(p.end(), s.begin(), s.end());
-      };
+      PickleBytes b;
+      auto& p = b.p;
+      auto global = [&](const std::string& m, const std::string& n) { b.global(m, n); };
+      auto ustr = [&](const std::string& s) { b.ustr(s); };
       global("torch._tensor", "_rebuild_from_type_v2");
       p.push_back('(');
       global("torch._utils", "_rebuild_tensor_v2");
