@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "analysis/rules.h"
 #include "ckptdoc/compute/backend.h"
 #include "ckptdoc/error.h"
 #include "repair/sources.h"
@@ -12,9 +13,10 @@ namespace {
 
 constexpr int64_t kChunk = 1 << 22;  // elements of one param read and compared at a time
 
-// A weight agrees with its master when it is the master rounded (bit for bit) almost everywhere.
+// A weight agrees with its master when it is the master rounded (bit for bit) almost everywhere: the share
+// the fp32-master rules call healthy.
 bool agrees(const DivergenceStats& d) {
-  return d.nonfinite == 0 && d.exact_fraction() >= 0.999;
+  return d.nonfinite == 0 && d.exact_fraction() >= MismatchThresholds{}.healthy_exact_fraction;
 }
 
 std::string list_of(const std::vector<std::string>& names, size_t most = 5) {

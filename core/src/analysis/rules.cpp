@@ -21,8 +21,6 @@ std::string num(double v) {
   return b;
 }
 
-std::string lp_name(DType t) { return t == DType::BF16 ? "bf16" : t == DType::F16 ? "fp16" : std::string(dtype_name(t)); }
-
 std::string list_names(const std::vector<std::string>& names, size_t max = 6) {
   std::string s;
   for (size_t i = 0; i < names.size() && i < max; ++i) s += (i ? ", " : "") + names[i];
@@ -347,6 +345,10 @@ void loss_scale_rules(const deepspeed::Catalog& cat, std::vector<Finding>& out) 
 }
 
 }  // namespace
+
+std::string lp_name(DType t) {
+  return t == DType::BF16 ? "bf16" : t == DType::F16 ? "fp16" : std::string(dtype_name(t));
+}
 
 double far_fraction(const DivergenceStats& d) {
   if (d.count == 0) return 0;

@@ -20,6 +20,9 @@ std::vector<Finding> apply_rules(const deepspeed::Catalog& catalog, const std::v
                                  const std::vector<deepspeed::Problem>& scan_problems,
                                  const MismatchThresholds& thresholds = {});
 
+// The lp dtype as findings name it: "fp16", "bf16" (else the dtype's own name).
+std::string lp_name(DType t);
+
 // Share of elements whose lp is at least 256 ULPs from round(fp32) (buckets 9 and up).
 double far_fraction(const DivergenceStats& d);
 

@@ -2,22 +2,13 @@
 
 #include <algorithm>
 
+#include "analysis/rules.h"
+
 namespace ckptdoc::analysis {
 namespace {
 
 std::string count_of(size_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
-}
-
-std::string lp_name(DType d) {
-  switch (d) {
-    case DType::F16:
-      return "fp16";
-    case DType::BF16:
-      return "bf16";
-    default:
-      return "16-bit";
-  }
 }
 
 }  // namespace
