@@ -22,7 +22,12 @@ std::span<const uint8_t> Storage::bytes() const {
 }
 
 void Storage::write_to(ByteSink& sink) const {
-  if (has_bytes()) {
+  if (file) {  // file sinks copy in the kernel; others read the mapping a step at a time and drop what they
+               // read
+    sink.write_file_range(*file, file_offset, bytes().size());
+    return;
+  }
+  if (owned) {
     sink.write(bytes());
     return;
   }

@@ -103,7 +103,13 @@ void stream_row_major(const std::string& file, const std::string& name, const Te
   const uint64_t nbytes = numel * esize;
   if (nbytes == 0) return;
   if (const auto view = row_major_view(file, name, t)) {
-    sink.write(*view);
+    if (t.storage
+            ->file) {  // a file sink copies mapped bytes in the kernel; pages read here are dropped after
+      const uint64_t offset = t.storage->file_offset + static_cast<uint64_t>(t.storage_offset) * esize;
+      sink.write_file_range(*t.storage->file, offset, nbytes);
+    } else {
+      sink.write(*view);
+    }
     return;
   }
   const auto span = storage_span(*t.storage);

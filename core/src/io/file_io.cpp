@@ -132,7 +132,19 @@ AtomicFile::~AtomicFile() {
 }
 
 void ByteSink::write_file_range(const MappedFile& file, uint64_t offset, uint64_t length) {
-  write(file.slice(offset, length, "tensor bytes"));
+  write_mapped_in_steps(*this, file, offset, length);
+}
+
+void write_mapped_in_steps(ByteSink& sink, const MappedFile& file, uint64_t offset, uint64_t length) {
+  // Pages read through a mapping stay resident until dropped: a copy of a whole checkpoint would hold all of
+  // it.
+  constexpr uint64_t kStep = 8 << 20;
+  const auto all = file.slice(offset, length, "tensor bytes");
+  for (uint64_t done = 0; done < length; done += kStep) {
+    const uint64_t n = std::min(kStep, length - done);
+    sink.write(all.subspan(done, n));
+    file.dont_need(offset + done, n);
+  }
 }
 
 int AtomicFile::source_fd(const MappedFile& file) {
@@ -154,10 +166,11 @@ int AtomicFile::source_fd(const MappedFile& file) {
 }
 
 void AtomicFile::write_file_range(const MappedFile& file, uint64_t offset, uint64_t length) {
-  const auto bytes = file.slice(offset, length, "tensor bytes");  // bounds check against the mapping
-  if (length < kKernelCopyMin || !kernel_copy_ || committed_ || failed_) return write(bytes);
+  (void)file.slice(offset, length, "tensor bytes");  // bounds check against the mapping
+  if (length < kKernelCopyMin || !kernel_copy_ || committed_ || failed_)
+    return write_mapped_in_steps(*this, file, offset, length);
   const int in = source_fd(file);
-  if (in < 0) return write(bytes);
+  if (in < 0) return write_mapped_in_steps(*this, file, offset, length);
   flush_buffer();
   ::posix_fadvise(in, static_cast<off_t>(offset), static_cast<off_t>(length), POSIX_FADV_SEQUENTIAL);
   uint64_t done = 0;
@@ -166,7 +179,7 @@ void AtomicFile::write_file_range(const MappedFile& file, uint64_t offset, uint6
     const int err = io_.copy_range(in, offset + done, fd_, static_cast<size_t>(length - done), &n);
     if (err != 0 && done == 0 && (err == ENOSYS || err == EXDEV || err == EINVAL || err == EOPNOTSUPP || err == EBADF)) {
       kernel_copy_ = false;  // this file system or kernel cannot: write the bytes from now on
-      return write(bytes);
+      return write_mapped_in_steps(*this, file, offset, length);
     }
     if (err != 0) {
       failed_ = true;

@@ -245,11 +245,12 @@ void advise(const uint8_t* base, uint64_t size, uint64_t offset, uint64_t length
 }
 }  // namespace
 
+// Only for real mappings: MADV_DONTNEED on the heap bytes of from_memory() would zero them.
 void MappedFile::will_need(uint64_t offset, uint64_t length) const {
-  advise(data_, size_, offset, length, MADV_WILLNEED);
+  if (mapped_) advise(data_, size_, offset, length, MADV_WILLNEED);
 }
 void MappedFile::dont_need(uint64_t offset, uint64_t length) const {
-  advise(data_, size_, offset, length, MADV_DONTNEED);
+  if (mapped_) advise(data_, size_, offset, length, MADV_DONTNEED);
 }
 
 int MappedFile::reopen() const {

@@ -5,12 +5,13 @@
 #include <cstring>
 #include <filesystem>
 
+#include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/safetensors.h"
-#include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/weights/weights_source.h"
+#include "io/mapped_pages.h"
 
 namespace ckptdoc::repair::detail {
 
@@ -140,6 +141,8 @@ void LpReader::read(const std::string& name, int64_t first, int64_t n, float* ou
       std::copy(f.begin(), f.end(), out);
     }
   }
+  // A repair reads each weight once: the pages of a mapped one need not stay resident.
+  if (bytes.data() != nullptr && copies_.count(name) == 0) io::release(*t, first, n);
 }
 
 void add_module_lp(const deepspeed::Checkpoint& ckpt, const SourceLayout& layout, LpReader& lp) {

@@ -68,6 +68,10 @@ class ByteSink {
   virtual void write_file_range(const MappedFile& file, uint64_t offset, uint64_t length);
 };
 
+// Writes the mapped range to `sink` in steps of a few MiB, dropping each step's pages from this process's
+// resident set after writing it (they stay in the page cache).
+void write_mapped_in_steps(ByteSink& sink, const MappedFile& file, uint64_t offset, uint64_t length);
+
 class VectorSink : public ByteSink {
  public:
   void write(std::span<const uint8_t> bytes) override { data.insert(data.end(), bytes.begin(), bytes.end()); }
