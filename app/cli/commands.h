@@ -36,6 +36,8 @@ struct ExportCommandOptions {
   std::string device = "auto";
   std::string max_shard_size;  // empty: one file; else -o names a folder of Hugging Face-style shards
   bool force = false;
+  bool strict = false;  // NaN/Inf values fail the export instead of a warning
+  bool json = false;
   int tp_rank = -1;                     // tensor-parallel jobs: this rank's slices, unmerged
   std::optional<std::string> tp_rules;  // tensor-parallel rule file (default: universal_checkpoint_info)
 };

@@ -1,5 +1,6 @@
 // `ckptdoc export PATH -o FILE`: consolidated weights, streamed one tensor at a time.
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "ckptdoc/deepspeed/export.h"
@@ -20,6 +21,24 @@ std::string format_for(const std::string& output) {
   if (ends_with(output, ".bin") || ends_with(output, ".pt") || ends_with(output, ".pth")) return "torch";
   if (ends_with(output, ".h5") || ends_with(output, ".hdf5")) return "hdf5";
   return "safetensors";
+}
+
+// The written file holds weights no model can use: said on stderr whatever --quiet or --json say.
+void warn_non_finite(const deepspeed::ExportResult& r) {
+  if (r.non_finite.empty()) return;
+  std::fprintf(stderr,
+               "ckptdoc: warning: %s holds NaN or Inf values in %zu of %zu tensors (--strict refuses to "
+               "write them):\n",
+               r.path.c_str(), r.non_finite.size(), r.tensors);
+  constexpr size_t kShown = 10;
+  for (size_t i = 0; i < r.non_finite.size() && i < kShown; ++i) {
+    const auto& t = r.non_finite[i];
+    std::fprintf(stderr, "  %s: %llu NaN, %llu Inf of %llu values\n", t.name.c_str(),
+                 static_cast<unsigned long long>(t.nan), static_cast<unsigned long long>(t.inf),
+                 static_cast<unsigned long long>(t.numel));
+  }
+  if (r.non_finite.size() > kShown)
+    std::fprintf(stderr, "  … %zu more (--json lists all)\n", r.non_finite.size() - kShown);
 }
 
 }  // namespace
@@ -49,8 +68,17 @@ int run_export(const ExportCommandOptions& o) {
   options.tp_rules = o.tp_rules;
   // Only a dtype change uses the device: plain exports do not settle (or mention) "auto".
   options.device = o.dtype.empty() && o.device == "auto" ? DeviceKind::Cpu : choose_device(o.device);
+  options.strict = o.strict;
   const ExportResult r = export_weights(*ckpt, o.output, options);
-  if (!o.quiet) {
+  warn_non_finite(r);
+  if (o.json) {
+    nlohmann::json nf = nlohmann::json::array();
+    for (const auto& t : r.non_finite)
+      nf.push_back({{"name", t.name}, {"nan", t.nan}, {"inf", t.inf}, {"numel", t.numel}});
+    nlohmann::json j{
+        {"path", r.path}, {"tensors", r.tensors}, {"bytes", r.bytes}, {"files", r.files}, {"non_finite", nf}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else if (!o.quiet) {
     if (r.files.empty()) {
       std::printf("wrote %zu tensors (%s) to %s\n", r.tensors, human_bytes(r.bytes).c_str(), r.path.c_str());
     } else {

@@ -75,7 +75,12 @@ int main(int argc, char** argv) {
   export_cmd->add_option("--max-shard-size", exp.max_shard_size,
                          "Write Hugging Face-style shards of at most SIZE (5GB = 5e9 bytes, 5GiB = 5*2^30) into the "
                          "folder -o names, with an index when there are several");
-  export_cmd->add_flag("--force", exp.force, "With --max-shard-size: replace weights files already in the folder");
+  export_cmd->add_flag(
+      "--force", exp.force,
+      "Replace an existing output file (with --max-shard-size: weights files already in the folder)");
+  export_cmd->add_flag("--strict", exp.strict,
+                       "Refuse to write NaN or Inf values (default: write them and warn)");
+  export_cmd->add_flag("--json", exp.json, "Machine-readable summary (with the tensors holding NaN or Inf)");
   export_cmd->add_option("--tp-rank", exp.tp_rank,
                          "Tensor-parallel checkpoints: write this tensor rank's slices of every stage, unmerged "
                          "(default: merge the ranks by the checkpoint's universal_checkpoint_info or --tp-rules)");

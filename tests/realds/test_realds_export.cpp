@@ -1,7 +1,11 @@
 // `ckptdoc export` equals DeepSpeed's own zero_to_fp32.py, run from the DeepSpeed version that wrote the
 // checkpoint, tensor for tensor and bit for bit (same names and order, dtypes, shapes, bytes), on real
 // checkpoints of every layout: ZeRO-1/2/3, fp16/bf16, tied and frozen params, ZeRO-3 sub-groups, v0.14.5.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QtTest>
+#include <map>
 
 #include "realds_support.h"
 
@@ -14,8 +18,9 @@ class TestRealdsExport : public QObject {
  private slots:
   void exportEqualsZeroToFp32_data() {
     QTest::addColumn<QString>("name");
-    for (const char* n : {"z1_fp16_dp4_edge", "z2_fp16_dp3_edge", "z2_bf16_dp4", "z2_fp16_dp1_fresh",
-                          "z3_fp16_dp4_subgroups", "z3_bf16_dp3_fresh", "v145_z2_fp16_dp2", "v145_z2_bf16_dp3"})
+    for (const char* n :
+         {"z1_fp16_dp4_edge", "z2_fp16_dp3_edge", "z2_bf16_dp4", "z2_fp16_dp1_fresh", "z3_fp16_dp4_subgroups",
+          "z3_bf16_dp3_fresh", "v145_z2_fp16_dp2", "v145_z2_bf16_dp3"})
       QTest::newRow(n) << QString(n);
   }
   void exportEqualsZeroToFp32() {
@@ -31,6 +36,61 @@ class TestRealdsExport : public QObject {
     const auto st = dir.file("model.safetensors");
     CKPTDOC_EXPECT_EXIT(test::run_cli({"export", e.save_dir, "-o", st, "--format", "safetensors"}), 0);
     CKPTDOC_EXPECT_EXIT(test::run_python(test::script("fixtures/compare_state_dicts.py"), {st, ref}), 0);
+  }
+
+  // A run that diverged and was saved (fp32 masters of rank 1 all NaN): the export still writes what is
+  // there, but says which tensors hold NaN/Inf and how many (stderr and --json, counts equal to torch's own
+  // count of the file written), and --strict refuses and leaves nothing behind. The lp weights, finite,
+  // export quietly.
+  void nonFiniteValuesAreNamedAndStrictRefuses() {
+    REALDS_REQUIRE();
+    const auto e = realds::checkpoint("z2_fp16_dp2");
+    test::TempDir dir;
+    const std::string ckpt = realds::copy_of(e, dir);
+    CKPTDOC_EXPECT_EXIT(realds::python_with_deepspeed(
+                            {test::source_dir() + "/tests/realds/damage.py", ckpt, "nan-fp32", "1"}, e.ds),
+                        0);
+
+    const auto out = dir.file("model.pt");
+    const auto r = test::run_cli({"export", ckpt, "-o", out, "--json"});
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    QVERIFY2(r.err.find("holds NaN or Inf values") != std::string::npos, r.err.c_str());
+    const auto counted =
+        realds::python_with_deepspeed({test::source_dir() + "/tests/realds/count_nonfinite.py", out}, e.ds);
+    CKPTDOC_EXPECT_EXIT(counted, 0);
+    const QJsonObject torch_counts = QJsonDocument::fromJson(QByteArray::fromStdString(counted.out)).object();
+    std::map<std::string, std::pair<qint64, qint64>> expected, reported;
+    for (auto it = torch_counts.begin(); it != torch_counts.end(); ++it) {
+      const auto o = it.value().toObject();
+      if (o["nan"].toInteger() + o["inf"].toInteger() > 0)
+        expected[it.key().toStdString()] = {o["nan"].toInteger(), o["inf"].toInteger()};
+    }
+    QVERIFY2(!expected.empty(), "the damaged masters exported no NaN: the damage did not take");
+    const auto j = QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
+    for (const auto& v : j["non_finite"].toArray()) {
+      const auto o = v.toObject();
+      reported[o["name"].toString().toStdString()] = {o["nan"].toInteger(), o["inf"].toInteger()};
+      QVERIFY2(r.err.find(o["name"].toString().toStdString() + ":") != std::string::npos, r.err.c_str());
+    }
+    QVERIFY(reported == expected);
+
+    for (const std::vector<std::string>& where :
+         {std::vector<std::string>{"-o", dir.file("strict.safetensors")},
+          std::vector<std::string>{"-o", dir.file("shards"), "--max-shard-size", "100KB"}}) {
+      std::vector<std::string> args{"export", ckpt, "--strict"};
+      args.insert(args.end(), where.begin(), where.end());
+      const auto s = test::run_cli(args);
+      CKPTDOC_EXPECT_EXIT(s, 2);
+      QVERIFY2(s.err.find("--strict") != std::string::npos && s.err.find("NaN") != std::string::npos,
+               s.err.c_str());
+      QCOMPARE(test::files_in(dir.path()),
+               (std::vector<std::string>{"in", "model.pt"}));  // nothing new, no leftovers
+    }
+
+    const auto lp =
+        test::run_cli({"export", ckpt, "-o", dir.file("lp.safetensors"), "--source", "lp", "--strict"});
+    CKPTDOC_EXPECT_EXIT(lp, 0);
+    QVERIFY2(lp.err.find("NaN") == std::string::npos, lp.err.c_str());
   }
 };
 

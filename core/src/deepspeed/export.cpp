@@ -7,6 +7,7 @@
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/weights/shards.h"
 #include "ckptdoc/weights/weights_source.h"
+#include "deepspeed/non_finite_watch.h"
 #include "deepspeed/output_folder_check.h"
 #include "io/path_relation.h"
 
@@ -95,7 +96,14 @@ ExportResult export_weights(const Checkpoint& ckpt, const std::string& out_path,
 #endif
   if (options.max_shard_size && options.format == ExportFormat::Hdf5)
     throw Error(out_path, "--max-shard-size", "HDF5 export is always one file; shard safetensors or torch output");
-  const std::vector<NamedTensor> tensors = export_tensors(ckpt, options, progress);
+  auto tally = std::make_shared<detail::NonFiniteTally>();
+  const std::vector<NamedTensor> tensors =
+      detail::watch_non_finite(export_tensors(ckpt, options, progress), tally, options.strict);
+  const auto with_non_finite = [&tally](ExportResult r) {
+    for (const auto& t : tally->tensors)
+      if (t.nan + t.inf > 0) r.non_finite.push_back(t);
+    return r;
+  };
   if (options.max_shard_size) {
     const auto format = options.format == ExportFormat::Torch ? weights::ShardFormat::Torch : weights::ShardFormat::Safetensors;
     const weights::ShardPlan plan = weights::plan_shards(tensors, *options.max_shard_size, format);
@@ -105,7 +113,7 @@ ExportResult export_weights(const Checkpoint& ckpt, const std::string& out_path,
     r.tensors = tensors.size();
     r.bytes = w.bytes;
     r.files = w.files;
-    return r;
+    return with_non_finite(std::move(r));
   }
   switch (options.format) {
     case ExportFormat::Safetensors:
@@ -128,7 +136,7 @@ ExportResult export_weights(const Checkpoint& ckpt, const std::string& out_path,
   r.tensors = tensors.size();
   std::error_code ec;
   r.bytes = std::filesystem::file_size(out_path, ec);
-  return r;
+  return with_non_finite(std::move(r));
 }
 
 }  // namespace ckptdoc::deepspeed

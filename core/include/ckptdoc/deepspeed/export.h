@@ -34,6 +34,17 @@ struct ExportOptions {
   // universal_checkpoint_info (tp_rules.h), and a param without a rule is refused by name.
   int tp_rank = -1;
   std::optional<std::string> tp_rules;
+  // Refuse to write NaN or Inf: the first one found fails the export (nothing is published) naming the
+  // tensor.
+  bool strict = false;
+};
+
+// A written tensor that holds NaN or Inf values (counted while its bytes were written).
+struct NonFiniteTensor {
+  std::string name;
+  uint64_t nan = 0;
+  uint64_t inf = 0;
+  uint64_t numel = 0;
 };
 
 struct ExportResult {
@@ -41,6 +52,7 @@ struct ExportResult {
   size_t tensors = 0;
   uint64_t bytes = 0;
   std::vector<std::string> files;  // sharded output: the files written in the folder (the index last)
+  std::vector<NonFiniteTensor> non_finite;  // in output order; empty when every value written is finite
 };
 
 // The tensors an export writes, in output order (buffers, frozen params, trainable params in param_shapes
