@@ -7,7 +7,7 @@ build="${CKPTDOC_SAN_BUILD:-$root/build-asan}"
 if [ ! -f "$build/CMakeCache.txt" ]; then
   CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCKPTDOC_SANITIZE=address,undefined -DCKPTDOC_FUZZ=ON -DCKPTDOC_WERROR=OFF \
-    -DCKPTDOC_GUI=OFF -DCKPTDOC_IMGUI=OFF -DENABLE_CUDA=OFF -DCKPTDOC_MPI=OFF
+    -DCKPTDOC_GUI=OFF -DCKPTDOC_IMGUI=OFF -DENABLE_CUDA=OFF -DCKPTDOC_MPI=OFF -DCKPTDOC_REALDS_TESTS=OFF
 fi
 cmake --build "$build" -j "${CKPTDOC_JOBS:-$(nproc)}"
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

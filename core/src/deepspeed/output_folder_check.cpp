@@ -9,6 +9,7 @@
 #include "ckptdoc/error.h"
 #include "deepspeed/detect.h"
 #include "io/path_relation.h"
+#include "io/writer_lock.h"
 
 namespace fs = std::filesystem;
 
@@ -70,7 +71,10 @@ std::vector<std::string> remove_dead_leftovers(const std::string& output) {
     if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // its writer may still run
     std::error_code tec;
     const auto changed = fs::last_write_time(it->path(), tec);
-    if (tec || now - changed < std::chrono::minutes(1)) continue;  // another host's writer (shared storage)?
+    // A recent leftover may be a live writer's on another host (shared storage) or in another pid namespace,
+    // unless the file system proves its writer gone (no one holds the claim every ckptdoc writer takes).
+    if (tec || (now - changed < std::chrono::minutes(1) && !io::provably_abandoned(it->path().string())))
+      continue;
     std::error_code rec;
     fs::remove_all(it->path(), rec);
     if (!rec) removed.push_back(it->path().string());

@@ -14,6 +14,7 @@
 #include "ckptdoc/io/file_io.h"
 #include "format/hdf5_lock.h"
 #include "format/tensor_stream.h"
+#include "io/writer_lock.h"
 
 namespace ckptdoc {
 namespace {
@@ -301,6 +302,7 @@ void write_hdf5_file(const std::string& path, const std::vector<NamedTensor>& te
     // crashes at exit closing it again. So the space is claimed before HDF5 writes (disk full or a size limit
     // is then an error of ours, with nothing half-written); file systems that cannot reserve space are
     // written as is.
+    const io::WriterLock claim(temp);  // killed, this file is removed by the next run at once
     reserve_space(path, temp, hdf5_bytes_needed(tensors));
     write_contents(w, file.get(), tensors, paths, attributes);
     w.check_status(H5Fclose(file.release()), "", "H5Fclose");

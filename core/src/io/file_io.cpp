@@ -13,6 +13,7 @@
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/mapped_file.h"
+#include "io/writer_lock.h"
 
 namespace ckptdoc {
 namespace {
@@ -114,6 +115,7 @@ AtomicFile::AtomicFile(std::string path, FileIo& io)
     fd_ = -1;
     throw Error(path_, "", errno_text("open", err));
   }
+  io::claim_open_file(fd_);  // a later run removes this temp file at once if this process is killed
   try {
     buffer_.reserve(1 << 20);
   } catch (...) {

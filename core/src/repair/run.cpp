@@ -6,6 +6,7 @@
 #include "ckptdoc/io/deferred_sync.h"
 #include "ckptdoc/repair/plan.h"
 #include "deepspeed/output_folder_check.h"
+#include "io/writer_lock.h"
 #include "repair/publish.h"
 #include "repair/run_distributed.h"
 #include "repair/runner.h"
@@ -25,7 +26,10 @@ RepairResult run_repair(const deepspeed::Checkpoint& ckpt, const std::string& ou
   remove_tree_quietly(partial);
   bool renamed = false;
   try {
-    // A tensor/pipeline-parallel job: every model-parallel rank writes its own files; mp rank 0 last (`latest`).
+    check_io(io.mkdir(partial), partial, "mkdir");
+    const io::WriterLock claim(partial);  // killed, this folder is removed by the next run at once
+    // A tensor/pipeline-parallel job: every model-parallel rank writes its own files; mp rank 0 last
+    // (`latest`).
     {
       // Nothing in the partial folder needs to be durable before all of it is: the fsyncs are made together
       // before the rename (a tag folder of many small files was copied at ~135 files/s, one fsync each).

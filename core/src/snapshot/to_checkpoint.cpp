@@ -11,6 +11,7 @@
 #include "ckptdoc/snapshot/convert.h"
 #include "ckptdoc/snapshot/snapshot.h"
 #include "deepspeed/output_folder_check.h"
+#include "io/writer_lock.h"
 #include "repair/publish.h"
 #include "repair/runner.h"
 
@@ -70,6 +71,7 @@ ToCheckpointResult convert_to_checkpoint(const deepspeed::Checkpoint& ck, const 
   bool renamed = false;
   try {
     repair::detail::check_io(io.mkdir(partial), partial, "mkdir");
+    const io::WriterLock claim(partial);  // killed, this folder is removed by the next run at once
     const std::string tag_dir = partial + "/" + result.tag;
     repair::detail::check_io(io.mkdir(tag_dir), tag_dir, "mkdir");
     for (const auto& f : files) {

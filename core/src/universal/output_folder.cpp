@@ -9,6 +9,7 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/deferred_sync.h"
 #include "deepspeed/output_folder_check.h"
+#include "io/writer_lock.h"
 
 namespace fs = std::filesystem;
 
@@ -42,6 +43,7 @@ void publish_folder(const CheckedOutputFolder& output, FileIo& io,
   bool renamed = false;
   try {
     make_dir(io, partial);
+    const io::WriterLock claim(partial);  // killed, this folder is removed by the next run at once
     {
       io::DeferredSyncIo deferred(io);
       write(partial, deferred);

@@ -11,6 +11,7 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/weights/shards.h"
+#include "io/writer_lock.h"
 
 namespace fs = std::filesystem;
 
@@ -88,6 +89,7 @@ ShardedOutput write_shards(const std::vector<NamedTensor>& tensors, const ShardP
     fs::remove_all(partial.path, ec);
     if (!fs::create_directories(partial.path, ec) || ec)
       throw Error(partial.path, "", "cannot create the output folder: " + ec.message());
+    const io::WriterLock claim(partial.path);  // killed, this folder is removed by the next run at once
     for (const auto& s : plan.shards) {
       write_one(partial.path + "/" + s.file, tensors, s, format);
       out.files.push_back(s.file);
