@@ -15,15 +15,15 @@
 # Prints a table; exits 1 on any partial OUT, changed input, leftover after the next run, failed rerun or
 # surviving process, with the command, the kill time and what was wrong.
 #
-# ckptdoc removes a dead writer's "<OUT>.ckptdoc-{partial,tmp,replaced}-<pid>" only when it was last changed
-# over a minute ago (it might be another host's writer on shared storage), so a rerun within the minute keeps
-# it. To stand for "the next run" without waiting a minute per kill, leftovers are backdated two minutes
-# before the rerun (AGE_LEFTOVERS=0 reruns at once instead: then they are expected to stay, and are reported).
+# Every ckptdoc writer holds a lock (flock) on its partial folder or temp file, so on a local file system the next
+# run removes a killed writer's "<OUT>.ckptdoc-{partial,tmp}-<pid>" at once; the reruns here start right after the
+# kill. On a network file system the lock proves nothing (the writer may run on another host) and leftovers go only
+# once a minute old: AGE_LEFTOVERS=1 backdates them two minutes before each rerun to stand for that.
 #
 # Usage: tests/bench/kill9_faults.sh [CKPTDOC]   (default BUILD_DIR/app/ckptdoc)
 # Environment: BUILD_DIR (default <repo>/build: the checkpoint cache and CKPTDOC_REALDS_CACHE), KILLS (default
 # 60, spread over the 6 commands), SEED (for $RANDOM, default the pid; printed), DIMS (harness --dims, default
-# 4096 x 4), BENCH_DIR (default /tmp), KEEP=1 keeps the work folder, AGE_LEFTOVERS (default 1), PYTHON.
+# 4096 x 4), BENCH_DIR (default /tmp), KEEP=1 keeps the work folder, AGE_LEFTOVERS (default 0), PYTHON.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -161,7 +161,7 @@ for i in "${!ops[@]}"; do
     if [ -n "$left" ]; then
       left_kill=$((left_kill + 1))
       echo "$left" | sed "s/-$pid\$/-<pid>/" >>"$allleft"
-      [ "${AGE_LEFTOVERS:-1}" = 0 ] || (cd "$(dirname "$out")" && echo "$left" | grep -v '^TMPDIR/' | xargs -r -d '\n' touch -h -d '2 minutes ago')
+      [ "${AGE_LEFTOVERS:-0}" = 0 ] || (cd "$(dirname "$out")" && echo "$left" | grep -v '^TMPDIR/' | xargs -r -d '\n' touch -h -d '2 minutes ago')
     fi
     # (d) the next run
     rerun

@@ -119,8 +119,9 @@ class TestFaultKill : public QObject {
           again.push_back("--force");  // published before the kill
         CKPTDOC_EXPECT_EXIT(test::run_cli(again), 0);
         const auto left = leftovers();
-        QVERIFY2(left.empty(), qPrintable(QString::fromStdString(cmd[0] + " kill@" + std::to_string(n) +
-                                                                 " left " + left.front())));
+        QVERIFY2(left.empty(),
+                 qPrintable(QString::fromStdString(cmd[0] + " kill@" + std::to_string(n) + " left " +
+                                                   (left.empty() ? std::string() : left.front()))));
       }
       QVERIFY2(left_by_kills > 0,
                qPrintable(QString::fromStdString(cmd[0] + ": no kill left anything to remove")));
