@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "ckptdoc/analysis/diagnose.h"
+#include "ckptdoc/analysis/export_gate.h"
 #include "ckptdoc/deepspeed/export.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/weights/shards.h"
@@ -41,6 +43,25 @@ void warn_non_finite(const deepspeed::ExportResult& r) {
     std::fprintf(stderr, "  … %zu more (--json lists all)\n", r.non_finite.size() - kShown);
 }
 
+// An export of stale masters (DeepSpeed #762) writes random initial values as "the weights" with exit 0: the
+// diagnosis is asked first (one read of the masters and weights), and the user chooses what to export.
+void refuse_stale_masters(const deepspeed::Checkpoint& ckpt, const std::string& path) {
+  if (ckpt.weights_only()) return;
+  analysis::DiagnoseOptions d;
+  d.device = DeviceKind::Cpu;
+  analysis::Report report;
+  try {
+    report = analysis::diagnose(ckpt, d);
+  } catch (const Error&) {
+    return;  // what keeps the diagnosis from finishing stops the export too, with its own error
+  }
+  if (const auto reason = analysis::stale_masters_reason(report))
+    throw Error(
+        path, "--source fp32",
+        *reason + ". Export the 16-bit weights with --source lp, repair the masters first (ckptdoc repair " +
+            path + " -o OUT --refresh-fp32), or pass --force to export the masters as they are");
+}
+
 }  // namespace
 
 int run_export(const ExportCommandOptions& o) {
@@ -69,6 +90,7 @@ int run_export(const ExportCommandOptions& o) {
   // Only a dtype change uses the device: plain exports do not settle (or mention) "auto".
   options.device = o.dtype.empty() && o.device == "auto" ? DeviceKind::Cpu : choose_device(o.device);
   options.strict = o.strict;
+  if (options.source == ExportSource::Fp32 && !o.force) refuse_stale_masters(*ckpt, o.path);
   const ExportResult r = export_weights(*ckpt, o.output, options);
   warn_non_finite(r);
   if (o.json) {

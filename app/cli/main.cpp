@@ -77,7 +77,8 @@ int main(int argc, char** argv) {
                          "folder -o names, with an index when there are several");
   export_cmd->add_flag(
       "--force", exp.force,
-      "Replace an existing output file (with --max-shard-size: weights files already in the folder)");
+      "Replace an existing output file (with --max-shard-size: weights files already in the folder); export "
+      "fp32 masters the diagnosis finds stale");
   export_cmd->add_flag("--strict", exp.strict,
                        "Refuse to write NaN or Inf values (default: write them and warn)");
   export_cmd->add_flag("--json", exp.json, "Machine-readable summary (with the tensors holding NaN or Inf)");

@@ -5,6 +5,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QtTest>
+#include <filesystem>
 #include <map>
 
 #include "realds_support.h"
@@ -38,10 +39,10 @@ class TestRealdsExport : public QObject {
     CKPTDOC_EXPECT_EXIT(test::run_python(test::script("fixtures/compare_state_dicts.py"), {st, ref}), 0);
   }
 
-  // A run that diverged and was saved (fp32 masters of rank 1 all NaN): the export still writes what is
-  // there, but says which tensors hold NaN/Inf and how many (stderr and --json, counts equal to torch's own
-  // count of the file written), and --strict refuses and leaves nothing behind. The lp weights, finite,
-  // export quietly.
+  // A run that diverged and was saved (fp32 masters of rank 1 all NaN): asked for with --force (the diagnosis
+  // calls such masters wrong), the export writes what is there, but says which tensors hold NaN/Inf and how
+  // many (stderr and --json, counts equal to torch's own count of the file written), and --strict refuses and
+  // leaves nothing behind. The lp weights, finite, export quietly.
   void nonFiniteValuesAreNamedAndStrictRefuses() {
     REALDS_REQUIRE();
     const auto e = realds::checkpoint("z2_fp16_dp2");
@@ -52,7 +53,11 @@ class TestRealdsExport : public QObject {
                         0);
 
     const auto out = dir.file("model.pt");
-    const auto r = test::run_cli({"export", ckpt, "-o", out, "--json"});
+    // The diagnosis calls such masters wrong (fp32-master-mismatch): exported only when asked for with
+    // --force.
+    const auto refused = test::run_cli({"export", ckpt, "-o", out});
+    CKPTDOC_EXPECT_EXIT(refused, 2);
+    const auto r = test::run_cli({"export", ckpt, "-o", out, "--json", "--force"});
     CKPTDOC_EXPECT_EXIT(r, 0);
     QVERIFY2(r.err.find("holds NaN or Inf values") != std::string::npos, r.err.c_str());
     const auto counted =
@@ -77,7 +82,7 @@ class TestRealdsExport : public QObject {
     for (const std::vector<std::string>& where :
          {std::vector<std::string>{"-o", dir.file("strict.safetensors")},
           std::vector<std::string>{"-o", dir.file("shards"), "--max-shard-size", "100KB"}}) {
-      std::vector<std::string> args{"export", ckpt, "--strict"};
+      std::vector<std::string> args{"export", ckpt, "--strict", "--force"};
       args.insert(args.end(), where.begin(), where.end());
       const auto s = test::run_cli(args);
       CKPTDOC_EXPECT_EXIT(s, 2);
@@ -91,6 +96,36 @@ class TestRealdsExport : public QObject {
         test::run_cli({"export", ckpt, "-o", dir.file("lp.safetensors"), "--source", "lp", "--strict"});
     CKPTDOC_EXPECT_EXIT(lp, 0);
     QVERIFY2(lp.err.find("NaN") == std::string::npos, lp.err.c_str());
+  }
+
+  // DeepSpeed #762 as v0.12.6 writes it (a fresh engine loaded the weights without optimizer states, then
+  // saved): the fp32 masters are random initial values, and an export of them wrote those as "the weights"
+  // with exit 0. Now it is refused naming the finding and the ways on; --source lp writes the weights
+  // DeepSpeed saved (equal, in torch, to torch.load of the model file's module), and --force still writes the
+  // masters.
+  void staleMastersAreNotExportedUnasked() {
+    REALDS_REQUIRE();
+    const auto e = realds::checkpoint("seed_z2_fp16_no_optim");
+    test::TempDir dir;
+    const auto out = dir.file("model.pt");
+    const auto r = test::run_cli({"export", e.save_dir, "-o", out});
+    CKPTDOC_EXPECT_EXIT(r, 2);
+    for (const char* words : {"fp32-master-mismatch", "--source lp", "--refresh-fp32", "--force"})
+      QVERIFY2(r.err.find(words) != std::string::npos, r.err.c_str());
+    QVERIFY(!std::filesystem::exists(out));
+
+    const auto lp = dir.file("lp.pt");
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"export", e.save_dir, "-o", lp, "--source", "lp"}), 0);
+    const auto d = realds::python_with_deepspeed(
+        {test::source_dir() + "/tests/realds/state_dict_diff.py", lp, realds::reference(e.name, "lp")}, e.ds);
+    CKPTDOC_EXPECT_EXIT(d, 0);
+    const auto j = QJsonDocument::fromJson(QByteArray::fromStdString(d.out)).object();
+    QVERIFY2(j["differ"].toObject().isEmpty() && j["only_a"].toArray().isEmpty() &&
+                 j["only_b"].toArray().isEmpty(),
+             d.out.c_str());
+
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"export", e.save_dir, "-o", out, "--force"}), 0);
+    QVERIFY(std::filesystem::exists(out));
   }
 };
 

@@ -2,6 +2,7 @@
 // params, file; runs deepspeed::export_weights as a session job with progress and cancel.
 #include <cstdio>
 
+#include "ckptdoc/analysis/export_gate.h"
 #include "view.h"
 
 namespace ckptdoc::imgui_view {
@@ -35,8 +36,21 @@ void draw_export_window(View& v) {
     std::snprintf(e.path, sizeof e.path, "%s",
                   session::Session::default_export_path(*cat, kFormats[e.format]).c_str());
   const char* sources[] = {"fp32 masters (as zero_to_fp32.py)", "lp weights (module state dict)"};
+  // Stale masters (the diagnosis says so) are not what a user wants exported: the lp weights are chosen, once
+  // per diagnosis, and the choice is explained; choosing the masters back is allowed and said in red.
+  const analysis::Report* report = v.session.report();
+  const auto stale = report ? analysis::stale_masters_reason(*report) : std::nullopt;
+  if (report != e.source_chosen_for) {
+    e.source_chosen_for = report;
+    if (stale) e.source = 1;
+  }
   ImGui::SetNextItemWidth(300);
   ImGui::Combo("source", &e.source, sources, 2);
+  if (stale)
+    ImGui::TextColored(e.source ? ImVec4(0.95f, 0.75f, 0.3f, 1) : ImVec4(0.95f, 0.4f, 0.35f, 1), "%s",
+                       (e.source ? "lp weights chosen: " + *stale + "."
+                                 : "Exports the stale masters: " + *stale + ". Fix the finding first.")
+                           .c_str());
   const char* dtypes[] = {"default", "float32", "float16", "bfloat16"};
   ImGui::SetNextItemWidth(160);
   ImGui::Combo("dtype", &e.dtype, dtypes, 4);

@@ -17,6 +17,7 @@
 #include <QPushButton>
 #include <QVBoxLayout>
 
+#include "ckptdoc/analysis/export_gate.h"
 #include "ckptdoc/deepspeed/export.h"
 #include "session.h"
 
@@ -48,6 +49,17 @@ ExportDialog::ExportDialog(Session* session, QWidget* parent) : QDialog(parent),
   pathRow->addWidget(browse);
   form->addRow(tr("Format:"), format_);
   form->addRow(tr("Source:"), source_);
+  // Stale masters (the diagnosis says so) are not what a user wants exported: the lp weights are chosen and
+  // the reason shown; choosing the masters back asks once more before exporting.
+  if (const analysis::Report* report = session_->report()) stale_ = analysis::stale_masters_reason(*report);
+  if (stale_) {
+    source_->setCurrentIndex(1);
+    auto* why = new QLabel(tr("lp weights chosen: %1.").arg(QString::fromStdString(*stale_)), this);
+    why->setObjectName(QStringLiteral("staleMastersNote"));
+    why->setWordWrap(true);
+    why->setStyleSheet(QStringLiteral("color: #b26a00"));
+    form->addRow(QString(), why);
+  }
   form->addRow(tr("DType:"), dtype_);
   form->addRow(QString(), excludeFrozen_);
   form->addRow(tr("File:"), pathRow);
@@ -115,6 +127,12 @@ void ExportDialog::start() {
     return;
   }
   o.device = session_->device();
+  if (stale_ && o.source == deepspeed::ExportSource::Fp32 &&
+      QMessageBox::question(
+          this, tr("Export stale masters?"),
+          tr("%1.\n\nExport the fp32 masters anyway?").arg(QString::fromStdString(*stale_))) !=
+          QMessageBox::Yes)
+    return;
   const std::string out = outputPath().toStdString();
   if (QFileInfo fi(outputPath()); fi.exists() && !fi.isDir()) {
     // The core never replaces a file unasked: the user's yes here is --force.

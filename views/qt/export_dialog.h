@@ -3,6 +3,8 @@
 // does, or the lp weights), run as a session job with progress and cancel.
 #include <QDialog>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "ckptdoc/deepspeed/export.h"
 #include "ckptdoc/session/job.h"
@@ -45,6 +47,8 @@ class ExportDialog : public QDialog {
   QPushButton* run_;
   QPushButton* close_;
   session::JobPtr job_;
+  std::optional<std::string>
+      stale_;  // why the fp32 masters should not be exported (the diagnosis found them stale)
 };
 
 }  // namespace ckptdoc::gui
