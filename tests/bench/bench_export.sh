@@ -22,21 +22,8 @@ ckptdoc="$build/app/ckptdoc"
 [ -x "$ckptdoc" ] || { echo "no ckptdoc binary at $ckptdoc (build first)" >&2; exit 2; }
 export CKPTDOC_REALDS_CACHE="${CKPTDOC_REALDS_CACHE:-$build/realds}"
 realds="$root/tests/realds/realds.py"
-"$py" "$realds" status >/dev/null || { echo "real DeepSpeed is needed (see tests/realds/realds.py status)" >&2; exit 2; }
-
-# The checkpoint, written by real DeepSpeed once per DIMS.
-cache="$build/bench-cache/ds-z2-fp16-dp2-$(echo "$dims" | tr ',' 'x')"
-if [ ! -f "$cache/done" ]; then
-  echo "writing a ZeRO-2 fp16 dp2 checkpoint with real DeepSpeed (--dims $dims) into $cache ..."
-  rm -rf "$cache" && mkdir -p "$cache"
-  harness="$root/../shared/deepspeed/harness"
-  ds_src="$("$py" "$realds" py -- -c 'import deepspeed, os; print(os.path.dirname(os.path.dirname(deepspeed.__file__)))' | tail -1)"
-  DS_SRC="$ds_src" "$py" "$harness/launch.py" --world 2 --logdir "$cache/logs" -- "$harness/ds_driver.py" train \
-    --name bench --out "$cache/ckpt" --stage 2 --dtype fp16 --steps 1 --dims "$dims" --no-truth >"$cache/generate.log" 2>&1 ||
-    { tail -20 "$cache/generate.log" >&2; exit 1; }
-  touch "$cache/done"
-fi
-ck="$cache/ckpt"
+. "$here/ds_bench_checkpoint.sh"
+ck="$(bench_checkpoint "$build" "$dims")"  # written by real DeepSpeed once per DIMS
 params=$("$ckptdoc" inspect "$ck" --json | "$py" -c "import json,sys; j=json.load(sys.stdin); print(sum(p['numel'] for g in j['groups'] for p in g['params']))")
 echo "checkpoint: $ck, $params trainable params, $(du -sb "$ck" | cut -f1) bytes"
 

@@ -36,23 +36,9 @@ seed="${SEED:-$$}"
 RANDOM=$seed
 py="${PYTHON:-/usr/bin/python3}"
 dims="${DIMS:-4096,4096,4096,4096}"
-export CKPTDOC_REALDS_CACHE="${CKPTDOC_REALDS_CACHE:-$build/realds}"
-realds="$root/tests/realds/realds.py"
-"$py" "$realds" status >/dev/null || { echo "real DeepSpeed is needed (see tests/realds/realds.py status)" >&2; exit 2; }
-
-# The checkpoint, written by real DeepSpeed once per DIMS (the same block as bench_export.sh).
-cache="$build/bench-cache/ds-z2-fp16-dp2-$(echo "$dims" | tr ',' 'x')"
-if [ ! -f "$cache/done" ]; then
-  echo "writing a ZeRO-2 fp16 dp2 checkpoint with real DeepSpeed (--dims $dims) into $cache ..."
-  rm -rf "$cache" && mkdir -p "$cache"
-  harness="$root/../shared/deepspeed/harness"
-  ds_src="$("$py" "$realds" py -- -c 'import deepspeed, os; print(os.path.dirname(os.path.dirname(deepspeed.__file__)))' | tail -1)"
-  DS_SRC="$ds_src" "$py" "$harness/launch.py" --world 2 --logdir "$cache/logs" -- "$harness/ds_driver.py" train \
-    --name bench --out "$cache/ckpt" --stage 2 --dtype fp16 --steps 1 --dims "$dims" --no-truth >"$cache/generate.log" 2>&1 ||
-    { tail -20 "$cache/generate.log" >&2; exit 1; }
-  touch "$cache/done"
-fi
-bytes=$(du -sb "$cache/ckpt" | cut -f1)
+. "$here/ds_bench_checkpoint.sh"
+ckpt_dir="$(bench_checkpoint "$build" "$dims")"  # written by real DeepSpeed once per DIMS
+bytes=$(du -sb "$ckpt_dir" | cut -f1)
 [ "$bytes" -ge 500000000 ] || { echo "the checkpoint is $bytes bytes, under the 500 MB asked for (raise DIMS)" >&2; exit 2; }
 
 tmp="$(mktemp -d "${BENCH_DIR:-/tmp}/ckptdoc-kill9-XXXXXX")"
@@ -60,10 +46,10 @@ tmp="$(mktemp -d "${BENCH_DIR:-/tmp}/ckptdoc-kill9-XXXXXX")"
 # The input in a folder of its own (a copy: a defect must not spoil the cache), the outputs in another, a
 # TMPDIR of their own: whatever a killed run leaves is easy to find.
 mkdir -p "$tmp/in" "$tmp/out" "$tmp/ref" "$tmp/tmpdir"
-cp -a "$cache/ckpt" "$tmp/in/ck"
+cp -a "$ckpt_dir" "$tmp/in/ck"
 in="$tmp/in/ck"
 export TMPDIR="$tmp/tmpdir"
-echo "checkpoint: $cache/ckpt, $bytes bytes; ckptdoc: $cli; $kills kills, SEED=$seed; work folder $tmp"
+echo "checkpoint: $ckpt_dir, $bytes bytes; ckptdoc: $cli; $kills kills, SEED=$seed; work folder $tmp"
 
 # One line per entry under a file or folder: type, mode, size and content hash; no times (outputs of different
 # runs are compared). BLAKE2 is 3x faster than sha256 here and as complete.
