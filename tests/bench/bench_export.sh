@@ -20,10 +20,8 @@ py="${PYTHON:-/usr/bin/python3}"
 dims="${DIMS:-4096,4096,4096,4096,4096,4096,4096}"
 ckptdoc="$build/app/ckptdoc"
 [ -x "$ckptdoc" ] || { echo "no ckptdoc binary at $ckptdoc (build first)" >&2; exit 2; }
-export CKPTDOC_REALDS_CACHE="${CKPTDOC_REALDS_CACHE:-$build/realds}"
-realds="$root/tests/realds/realds.py"
 . "$here/ds_bench_checkpoint.sh"
-ck="$(bench_checkpoint "$build" "$dims")"  # written by real DeepSpeed once per DIMS
+ck="$(bench_checkpoint "$dims")"  # written by real DeepSpeed once per DIMS
 params=$("$ckptdoc" inspect "$ck" --json | "$py" -c "import json,sys; j=json.load(sys.stdin); print(sum(p['numel'] for g in j['groups'] for p in g['params']))")
 echo "checkpoint: $ck, $params trainable params, $(du -sb "$ck" | cut -f1) bytes"
 

@@ -20,10 +20,8 @@ py=/usr/bin/python3
 dims="${DIMS:-4096,4096,4096,4096}"
 ckptdoc="$build/app/ckptdoc"
 [ -x "$ckptdoc" ] || { echo "no ckptdoc binary at $ckptdoc (build first)" >&2; exit 2; }
-export CKPTDOC_REALDS_CACHE="${CKPTDOC_REALDS_CACHE:-$build/realds}"
-realds="$root/tests/realds/realds.py"
 . "$here/ds_bench_checkpoint.sh"
-ck="$(bench_checkpoint "$build" "$dims")"  # written by real DeepSpeed once per DIMS
+ck="$(bench_checkpoint "$dims")"  # written by real DeepSpeed once per DIMS
 bytes=$(du -sb "$ck" | cut -f1)
 goal_mib=$("$py" -c "import sys; print(max(int(sys.argv[1]) / 4, 256 * 2**20) / 2**20)" "$bytes")
 

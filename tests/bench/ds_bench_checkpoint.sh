@@ -1,11 +1,12 @@
-# Sourced by the benchmarks: bench_checkpoint BUILD_DIR DIMS prints the save folder of a ZeRO-2 fp16 dp2
-# checkpoint written by real DeepSpeed (../shared/deepspeed's harness, the toy MLP with --dims DIMS, one step),
-# writing it the first time into BUILD_DIR/bench-cache. Needs $py (python3) and exits the benchmark on failure.
+# Sourced by the benchmarks after they set $build (the build folder) and $py (python3). Sets $realds (the realds.py
+# driver) and CKPTDOC_REALDS_CACHE. bench_checkpoint DIMS prints the save folder of a ZeRO-2 fp16 dp2 checkpoint
+# written by real DeepSpeed (../shared/deepspeed's harness, the toy MLP with --dims DIMS, one step), writing it the
+# first time into $build/bench-cache; it exits the benchmark on failure.
+export CKPTDOC_REALDS_CACHE="${CKPTDOC_REALDS_CACHE:-$build/realds}"
+realds="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/tests/realds/realds.py"
 bench_checkpoint() {
-  local build="$1" dims="$2" root realds cache harness ds_src
+  local dims="$1" root cache harness ds_src
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-  realds="$root/tests/realds/realds.py"
-  export CKPTDOC_REALDS_CACHE="${CKPTDOC_REALDS_CACHE:-$build/realds}"
   "$py" "$realds" status >/dev/null || { echo "real DeepSpeed is needed (see tests/realds/realds.py status)" >&2; exit 2; }
   cache="$build/bench-cache/ds-z2-fp16-dp2-$(echo "$dims" | tr ',' 'x')"
   if [ ! -f "$cache/done" ]; then

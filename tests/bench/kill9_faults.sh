@@ -37,7 +37,7 @@ RANDOM=$seed
 py="${PYTHON:-/usr/bin/python3}"
 dims="${DIMS:-4096,4096,4096,4096}"
 . "$here/ds_bench_checkpoint.sh"
-ckpt_dir="$(bench_checkpoint "$build" "$dims")"  # written by real DeepSpeed once per DIMS
+ckpt_dir="$(bench_checkpoint "$dims")"  # written by real DeepSpeed once per DIMS
 bytes=$(du -sb "$ckpt_dir" | cut -f1)
 [ "$bytes" -ge 500000000 ] || { echo "the checkpoint is $bytes bytes, under the 500 MB asked for (raise DIMS)" >&2; exit 2; }
 
