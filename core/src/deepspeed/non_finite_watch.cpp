@@ -7,6 +7,7 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/mapped_file.h"
 #include "format/tensor_stream.h"
+#include "io/mapped_pages.h"
 
 namespace ckptdoc::deepspeed::detail {
 namespace {
@@ -28,14 +29,8 @@ class NonFiniteSink : public ByteSink {
   }
   uint64_t position() const override { return position_; }
   void write_file_range(const MappedFile& file, uint64_t offset, uint64_t length) override {
-    // Read through the mapping a step at a time (its pages dropped after), then let the inner sink copy.
-    constexpr uint64_t kStep = 8 << 20;
-    const auto all = file.slice(offset, length, "tensor bytes");
-    for (uint64_t done = 0; done < length; done += kStep) {
-      const uint64_t n = std::min(kStep, length - done);
-      scan(all.subspan(done, n));
-      file.dont_need(offset + done, n);
-    }
+    // Scanned through the mapping a step at a time (pages dropped after), then the inner sink copies.
+    io::for_each_mapped_step(file, offset, length, [this](std::span<const uint8_t> step) { scan(step); });
     if (inner_) inner_->write_file_range(file, offset, length);
     position_ += length;
   }

@@ -13,6 +13,7 @@
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/mapped_file.h"
+#include "io/mapped_pages.h"
 #include "io/writer_lock.h"
 
 namespace ckptdoc {
@@ -62,13 +63,15 @@ class PosixIo : public FileIo {
   }
 };
 
-constexpr uint64_t kKernelCopyMin = 1 << 20;      // smaller ranges go through the buffer
+constexpr uint64_t kKernelCopyMin = 1 << 20;       // smaller ranges go through the buffer
 constexpr uint64_t kWritebackEvery = 64ull << 20;  // start writing back every 64 MiB
 constexpr size_t kSourceFds = 8;
 
 std::atomic<FileIo*> g_current{nullptr};
 
-std::string errno_text(const char* call, int err) { return std::string(call) + ": " + std::strerror(err); }
+std::string errno_text(const char* call, int err) {
+  return std::string(call) + ": " + std::strerror(err);
+}
 
 std::string parent_dir(const std::string& path) {
   auto p = std::filesystem::path(path).parent_path();
@@ -103,7 +106,9 @@ FileIo& current_io() {
 }
 
 ScopedFileIo::ScopedFileIo(FileIo& io) : previous_(g_current.exchange(&io)) {}
-ScopedFileIo::~ScopedFileIo() { g_current.store(previous_); }
+ScopedFileIo::~ScopedFileIo() {
+  g_current.store(previous_);
+}
 
 AtomicFile::AtomicFile(std::string path, FileIo& io)
     : path_(std::move(path)), io_(io), mapped_changes_(MappedFile::change_count()) {
@@ -138,22 +143,15 @@ void ByteSink::write_file_range(const MappedFile& file, uint64_t offset, uint64_
 }
 
 void write_mapped_in_steps(ByteSink& sink, const MappedFile& file, uint64_t offset, uint64_t length) {
-  // Pages read through a mapping stay resident until dropped: a copy of a whole checkpoint would hold all of
-  // it.
-  constexpr uint64_t kStep = 8 << 20;
-  const auto all = file.slice(offset, length, "tensor bytes");
-  for (uint64_t done = 0; done < length; done += kStep) {
-    const uint64_t n = std::min(kStep, length - done);
-    sink.write(all.subspan(done, n));
-    file.dont_need(offset + done, n);
-  }
+  io::for_each_mapped_step(file, offset, length,
+                           [&sink](std::span<const uint8_t> step) { sink.write(step); });
 }
 
 int AtomicFile::source_fd(const MappedFile& file) {
   for (size_t i = 0; i < sources_.size(); ++i) {
     if (sources_[i].device == file.device() && sources_[i].inode == file.inode()) {
-      std::rotate(sources_.begin() + static_cast<std::ptrdiff_t>(i), sources_.begin() + static_cast<std::ptrdiff_t>(i) + 1,
-                  sources_.end());
+      std::rotate(sources_.begin() + static_cast<std::ptrdiff_t>(i),
+                  sources_.begin() + static_cast<std::ptrdiff_t>(i) + 1, sources_.end());
       return sources_.back().fd;
     }
   }
@@ -179,7 +177,8 @@ void AtomicFile::write_file_range(const MappedFile& file, uint64_t offset, uint6
   while (done < length) {
     size_t n = 0;
     const int err = io_.copy_range(in, offset + done, fd_, static_cast<size_t>(length - done), &n);
-    if (err != 0 && done == 0 && (err == ENOSYS || err == EXDEV || err == EINVAL || err == EOPNOTSUPP || err == EBADF)) {
+    if (err != 0 && done == 0 &&
+        (err == ENOSYS || err == EXDEV || err == EINVAL || err == EOPNOTSUPP || err == EBADF)) {
       kernel_copy_ = false;  // this file system or kernel cannot: write the bytes from now on
       return write_mapped_in_steps(*this, file, offset, length);
     }
@@ -189,8 +188,9 @@ void AtomicFile::write_file_range(const MappedFile& file, uint64_t offset, uint6
     }
     if (n == 0) {
       failed_ = true;
-      throw Error(path_, at_offset(position_ + done),
-                  "copy_file_range: " + file.path() + " ended before byte " + std::to_string(offset + length));
+      throw Error(
+          path_, at_offset(position_ + done),
+          "copy_file_range: " + file.path() + " ended before byte " + std::to_string(offset + length));
     }
     done += n;
   }
