@@ -8,6 +8,7 @@
 #include "ckptdoc/analysis/verdict.h"
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/repair/fix_offer.h"
 #include "commands.h"
 #include "device_choice.h"
 #include "format_helpers.h"
@@ -113,9 +114,15 @@ void print_report(const analysis::Report& report, const deepspeed::Catalog& cat,
       std::printf("  %s: %s\n", f.code.rfind("tp-", 0) == 0 ? "tensor ranks" : t.model_parallel() ? "dp ranks" : "ranks",
                   r.c_str());
     }
-    if (f.repair != analysis::RepairKind::None)
-      std::printf("  fix: ckptdoc repair %s -o %s-fixed --%s\n", cat.save_dir.c_str(), cat.save_dir.c_str(),
-                  std::string(analysis::repair_name(f.repair)).c_str());
+    // The flags the planner accepted (repair::settle_fixes); a finding without them has no fix that runs.
+    const auto fix = f.details.find("fix");
+    const std::string flags = fix != f.details.end() ? fix->second
+                              : f.repair != analysis::RepairKind::None
+                                  ? "--" + std::string(analysis::repair_name(f.repair))
+                                  : std::string();
+    if (!flags.empty())
+      std::printf("  fix: ckptdoc repair %s -o %s-fixed %s\n", cat.save_dir.c_str(), cat.save_dir.c_str(),
+                  flags.c_str());
     std::printf("\n");
   }
   std::vector<const analysis::ParamReport*> rows;
@@ -167,6 +174,7 @@ int run_diagnose(const DiagnoseOptions& o) {
       report = analysis::diagnose(*ckpt, d, &progress);
     }
     if (mpi_rank() != 0) return report.has_error() ? 1 : 0;  // rank 0 prints the merged report
+    repair::settle_fixes(*ckpt, report.findings);            // offer only the fixes the planner would run
     if (o.json)
       std::printf("%s\n", analysis::report_json(report, ckpt->catalog()).c_str());
     else

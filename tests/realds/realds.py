@@ -83,6 +83,8 @@ MATRIX = {
     "seed_z2_bf16_module_only": dict(kind="seedbug", src="z2_bf16_dp2", variant="module_only"),
     "seed_z2_bf16_module_only_no_optim": dict(kind="seedbug", src="z2_bf16_dp2", variant="module_only_no_optim"),
     "seed_bf16opt_no_optim": dict(kind="seedbug", src="bf16opt_s1_dp2", variant="no_optim"),
+    # model B (A + one Linear) loads A's trained checkpoint with load_module_strict=False and saves: moments of A
+    "addlayer_z2_fp16_strict_false": dict(kind="addlayer", src="z2_fp16_dp2", variant="strict_false", model="B"),
     # the checkpoints committed under tests/fixtures/deepspeed (the tests that need no DeepSpeed read them there);
     # the harness is deterministic, so these rewrite them bit for bit
     "zero1_fp16_ws2": dict(kind="train", stage=1, dtype="fp16", dp=2, steps=5),
@@ -242,10 +244,11 @@ def spec_of(name):
         die(f"unknown matrix entry {name!r}; `realds.py list` shows them")
     s = dict(DEFAULTS)
     s.update(MATRIX[name])
-    if s["kind"] == "seedbug":
+    if s["kind"] in ("seedbug", "addlayer"):
         src = spec_of(s["src"])
         for k in ("stage", "dtype", "dp", "model", "bf16opt", "zero_extra"):
-            s[k] = src[k]
+            if not (k == "model" and s["kind"] == "addlayer"):  # the saving engine's model is B
+                s[k] = src[k]
     s["name"] = name
     return s
 
@@ -291,7 +294,7 @@ def base_args(spec):
 def ensure(a, name):
     """Writes matrix entry `name` unless the cache already holds it (same recipe); returns its entry dict."""
     spec = spec_of(name)
-    if spec["kind"] == "seedbug":
+    if spec["kind"] in ("seedbug", "addlayer"):
         ensure(a, spec["src"])
     cache = cache_dir(a)
     folder = os.path.join(cache, name)
@@ -306,7 +309,7 @@ def ensure(a, name):
         if is_judge(spec["ds"]):
             py, launcher = judge_python(a), os.path.join(JUDGE, "launch.py")
             env = judge_env(a)
-            if spec["kind"] == "seedbug":  # ds_driver.py's own torch.load of DeepSpeed's files (torch >= 2.6)
+            if spec["kind"] in ("seedbug", "addlayer"):  # ds_driver.py's own torch.load of DeepSpeed's files (torch >= 2.6)
                 env["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
         else:
             py, launcher = PYTHON, os.path.join(h, "launch.py")
@@ -329,6 +332,12 @@ def ensure(a, name):
                             spec["model"], "--no-truth"] + base_args(spec)
             if spec["zero_extra"]:
                 cmd += ["--zero-extra", json.dumps(spec["zero_extra"])]
+        elif spec["kind"] == "addlayer":  # ds_driver.py saves the attempt's engine in <save-out>/<variant>
+            src = ensure(a, spec["src"])
+            save_dir = os.path.join(folder, "saved", spec["variant"])
+            cmd = launch + ["addlayer", "--name", name, "--src", src["save_dir"], "--only", spec["variant"],
+                            "--save-attempts", spec["variant"], "--save-out", os.path.join(folder, "saved"),
+                            "--json", os.path.join(folder, "addlayer.json")]
         else:
             src = ensure(a, spec["src"])
             cmd = launch + ["seedbug", "--name", name, "--src", src["save_dir"], "--variant", spec["variant"],
@@ -481,7 +490,8 @@ def main():
             print(f"{n:36s} {s['kind']:8s} stage {s['stage']} {s['dtype']} dp {s['dp']} model {s['model']}"
                   + (f" pp {s['pp']} tp {s['tp']} ep {s['ep']} world {s['world']}" if s["kind"] == "par" else "")
                   + f"{' BF16_Optimizer' if s['bf16opt'] else ''} DeepSpeed {s['ds']}"
-                  + (f" from {s['src']} ({s['variant']})" if s["kind"] == "seedbug" else f" steps {s['steps']}"))
+                  + (f" from {s['src']} ({s['variant']})" if s["kind"] in ("seedbug", "addlayer")
+                     else f" steps {s['steps']}"))
         return 0
     try:
         check_available(a)

@@ -84,7 +84,7 @@ class TestRealdsNoZeros : public QObject {
     test::TempDir dir;
     const std::string ckpt = edited_copy(e, dir, {"shrink-moment", "1", "exp_avg"});
     bool named = false;
-    for (const auto& p : problems(ckpt, "shape-mismatch"))
+    for (const auto& p : problems(ckpt, "optimizer-state-shape-mismatch"))
       named = named || (p["message"].toString().contains("'exp_avg'") && p["ranks"].toArray() == QJsonArray{1} &&
                         p["message"].toString().contains("has 1 elements"));
     QVERIFY(named);

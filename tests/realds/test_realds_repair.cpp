@@ -5,6 +5,7 @@
 #include <QJsonDocument>
 #include <QtTest>
 #include <filesystem>
+#include <map>
 
 #include "realds_support.h"
 
@@ -206,6 +207,55 @@ class TestRealdsRepair : public QObject {
              {realds::reference(a.name, "fp32"), realds::reference(b.name, "fp32"), expect});
     const auto c = realds::load(out, b.name, {"--strict", "--expect-fp32", expect});
     REALDS_EXPECT_STRICT(c);
+  }
+
+  // Model B (A + one Linear) loaded A's checkpoint with load_module_strict=False and saved: DeepSpeed loads
+  // it, but its next step fails (A's moments against B's partitions). Diagnose named it in 8 near-identical
+  // shape errors and offered --refresh-fp32, which every action refused by repeating them. Now: one finding
+  // with the cause, and only fixes the planner runs; the offered one gives DeepSpeed B's weights as masters
+  // and a step.
+  void momentsOfASmallerModelGetOneFindingAndAFixThatRuns() {
+    REALDS_REQUIRE();
+    const auto e = realds::checkpoint("addlayer_z2_fp16_strict_false");
+    const auto before = realds::load(e.save_dir, e.name, {"--strict"});
+    QVERIFY2(!before.verdict()["step_ok"].toBool(), "DeepSpeed trained on from the input: nothing to fix");
+
+    const auto d = test::run_cli({"diagnose", e.save_dir, "--json", "--device", "cpu"});
+    CKPTDOC_EXPECT_EXIT(d, 1);
+    std::map<QString, QJsonObject> by_code;
+    int errors = 0;
+    for (const auto& v : json_of(d.out)["findings"].toArray()) {
+      const auto f = v.toObject();
+      errors += f["severity"].toString() == "error";
+      by_code[f["code"].toString()] = f;
+    }
+    QCOMPARE(errors, 2);
+    QVERIFY(!by_code.count("shape-mismatch"));
+    const auto moments = by_code["optimizer-state-shape-mismatch"];
+    QVERIFY2(moments["message"].toString().contains("load_module_strict=False"), qPrintable(d.out.c_str()));
+    QCOMPARE(moments["ranks"].toArray(), (QJsonArray{0, 1}));
+    QCOMPARE(moments["repair"].toString(), QString("reset-optimizer"));
+    // The masters' refresh runs only with the reset: no one-action Fix, the flags that run instead.
+    const auto masters = by_code["fp32-master-mismatch"];
+    QCOMPARE(masters["repair"].toString(), QString());
+    const QString flags = masters["details"].toObject()["fix"].toString();
+    QCOMPARE(flags, QString("--refresh-fp32 --reset-optimizer"));
+
+    // The refresh alone is still refused, in one line about the moments.
+    test::TempDir dir;
+    const auto alone = realds::repair(e.save_dir, dir.file("alone"), {"--refresh-fp32"});
+    CKPTDOC_EXPECT_EXIT(alone, 2);
+    QVERIFY2(alone.err.find("optimizer-state-shape-mismatch") != std::string::npos, alone.err.c_str());
+    QVERIFY(!fs::exists(dir.file("alone")));
+
+    const auto out = dir.file("fixed");
+    std::vector<std::string> args;
+    for (const auto& f : flags.split(' ')) args.push_back(f.toStdString());
+    CKPTDOC_EXPECT_EXIT(realds::repair(e.save_dir, out, args), 0);
+    const auto c = realds::load(out, e.name, {"--strict", "--expect-fp32", realds::reference(e.name, "lp")});
+    REALDS_EXPECT_STRICT(c);
+    QVERIFY(c.verdict()["expect_fp32_match"].toBool());
+    QVERIFY2(!c.report["after_load_summary"].toObject()["adam_state_present"].toBool(), "moments came back");
   }
 };
 

@@ -9,6 +9,7 @@
 #include "deepspeed/catalog_bounds.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/catalog_topology.h"
+#include "deepspeed/moment_lengths.h"
 #include "deepspeed/value_access.h"
 
 namespace ckptdoc::deepspeed {
@@ -132,6 +133,7 @@ void CatalogBuilder::check_partitions() {
   if (cat_.groups.empty()) return;
   const Zero12Rules rules = zero12_rules_for_version(cat_.ds_version);
   const bool round_robin = rules.round_robin;
+  std::vector<MomentLengthMismatch> moments_off;  // reported together below: one cause, one finding
   // The tensor state keys of each file group (a position in the rank files' lists), over all ranks: every rank
   // must hold them all (a rank without them would read as zeros in a re-partition, and its moments would be lost).
   cat_.group_state_keys.assign(static_cast<size_t>(cat_.file_group_count()), {});
@@ -224,14 +226,13 @@ void CatalogBuilder::check_partitions() {
         const auto len = tensor_numel(v);
         if (!len || key == "step" || !v->is_tensor() || v->as_tensor().shape.empty()) continue;
         const int64_t expect = elastic ? rp.saved_numel : G.partition_numel;
-        if (*len != expect) {
-          problem("shape-mismatch", "error",
-                  "optimizer state '" + key + "' of " + where + " has " + n(*len) + " elements, expected " + n(expect),
-                  file, {r});
-        }
+        if (*len != expect) moments_off.push_back({r, fg, key, file, *len, expect});
       }
     }
   }
+  for (auto& p : moment_length_problems(moments_off))
+    problem(std::move(p.code), std::move(p.severity), std::move(p.message), std::move(p.file),
+            std::move(p.ranks));
 }
 
 }  // namespace ckptdoc::deepspeed

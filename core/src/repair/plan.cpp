@@ -109,10 +109,16 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   // The checkpoint must be readable end to end.
   std::vector<std::string> errors;
   bool unsafe = false;
+  const bool moments_replaced = (rq.reset_optimizer || rq.drop_optimizer) && !repartition;
   for (const auto& p : cat.problems) {
     if (p.severity != "error") continue;
     if (rq.across_processes && p.code == "rank-file-missing") continue;  // maybe on another node
     if (p.code == "unsafe-pickle" && rq.allow_unsafe_pickle) continue;
+    // Moments of the wrong shape, or lost on a rank, are not read by a repair that replaces or removes them
+    // all.
+    if (moments_replaced &&
+        (p.code == "optimizer-state-shape-mismatch" || p.code == "optimizer-state-incomplete"))
+      continue;
     unsafe = unsafe || p.code == "unsafe-pickle";
     errors.push_back(p.code + ": " + p.message);
   }
@@ -172,11 +178,11 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
     std::string where = "16-bit module weights";
     if (topo.pipeline) where = "16-bit weights in the pipeline layer files";
     if (topo.moe()) where += " and expert files";
-    plan.actions.push_back("refresh fp32 masters from the " +
-                           std::string(rq.lp_source ? "weights in " + *rq.lp_source : where) + " (" +
-                           std::to_string(cat.file_group_count()) + " groups on " + std::to_string(dp) + " ranks" +
-                           (slices.size() > 1 ? " of each of " + std::to_string(slices.size()) + " model-parallel ranks" : "") +
-                           "); optimizer moments unchanged");
+    plan.actions.push_back(
+        "refresh fp32 masters from the " + std::string(rq.lp_source ? "weights in " + *rq.lp_source : where) +
+        " (" + std::to_string(cat.file_group_count()) + " groups on " + std::to_string(dp) + " ranks" +
+        (slices.size() > 1 ? " of each of " + std::to_string(slices.size()) + " model-parallel ranks" : "") +
+        ")" + (rq.reset_optimizer ? "" : "; optimizer moments unchanged"));
     for (const auto& sl : slices) {
       const auto& sc = sl->catalog();
       const std::string label = sc.slice_label().empty() ? "" : sc.slice_label() + ", ";

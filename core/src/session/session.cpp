@@ -6,6 +6,7 @@
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/repair/fix_offer.h"
 
 namespace fs = std::filesystem;
 
@@ -188,7 +189,9 @@ JobPtr Session::analyse(Done<Analysis> done) {
   auto job = queue_.submit<Analysis>(
       JobKind::Analyse, "analyse", "Analysing " + ckpt->catalog().tag,
       [ckpt, o](JobQueue::Context& c) {
-        auto report = std::make_shared<const analysis::Report>(analysis::diagnose(*ckpt, o, &c.progress()));
+        analysis::Report r = analysis::diagnose(*ckpt, o, &c.progress());
+        repair::settle_fixes(*ckpt, r.findings);  // Fix only where the planner would run it
+        auto report = std::make_shared<const analysis::Report>(std::move(r));
         c.check();
         c.progress().set_stage("preparing the pictures", 0);
         return prepare_analysis(std::move(report), ckpt->catalog());
@@ -272,23 +275,7 @@ std::string Session::describe_param(int group, int param) const {
 
 repair::RepairRequest Session::repair_request_for(analysis::RepairKind kind,
                                                   const deepspeed::Catalog& catalog, DeviceKind device) {
-  repair::RepairRequest r;
-  switch (kind) {
-    case analysis::RepairKind::RefreshFp32:
-      r.refresh_fp32 = true;
-      break;
-    case analysis::RepairKind::ResetOptimizer:
-      r.reset_optimizer = true;
-      break;
-    case analysis::RepairKind::DropOptimizer:
-      r.drop_optimizer = true;
-      break;
-    case analysis::RepairKind::Repartition:
-      r.world_size = std::max(1, catalog.dp_world_size);
-      break;
-    case analysis::RepairKind::None:
-      break;
-  }
+  repair::RepairRequest r = repair::request_for(kind, catalog);
   r.device = device;
   return r;
 }
