@@ -135,6 +135,8 @@ struct GuiOptions {
   std::optional<std::string> screenshot;  // save a grab once analysis is done, then exit
   std::string view = "overview";
   std::optional<std::string> param;
+  std::optional<std::string> shade;  // layout map shading: param | exact | nonfinite | moments
+  std::optional<std::string> size;   // window size WxH
 };
 int run_gui(const GuiOptions& o, int argc, char** argv);
 

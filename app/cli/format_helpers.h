@@ -4,23 +4,11 @@
 #include <cstdio>
 #include <string>
 
+#include "ckptdoc/human_bytes.h"
+
 namespace ckptdoc::cli {
 
-inline std::string human_bytes(uint64_t n) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(n);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  if (u == 0)
-    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
-  else
-    std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
-  return buf;
-}
+using ckptdoc::human_bytes;
 
 // 1234567 -> "1,234,567" (built front to back: gcc 12 warns falsely about std::string::insert here).
 inline std::string grouped(int64_t n) {

@@ -17,6 +17,11 @@ int run_gui(const GuiOptions& o, int argc, char** argv) {
   app.screenshot = o.screenshot;
   app.view = o.view;
   app.param = o.param;
+  app.shade = o.shade;
+  if (o.size && std::sscanf(o.size->c_str(), "%dx%d", &app.width, &app.height) != 2) {
+    std::fprintf(stderr, "ckptdoc gui: --size wants WxH, e.g. 1280x800\n");
+    return 2;
+  }
   // QApplication sees only the program name: the subcommand's arguments were parsed already.
   int qt_argc = argc > 0 ? 1 : 0;
   return gui::run_app(qt_argc, argv, app);

@@ -1,6 +1,7 @@
 // `ckptdoc ls FILE`: the tree of a torch.save or safetensors file, read without running anything.
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <unordered_set>
 
@@ -23,6 +24,24 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+// An Enum member as pickle writes it: getattr(Cls, "NAME") (Python >= 3.12 and torch's own enums) or
+// Cls(value). Shown as what it is, "deepspeed.runtime.zero.config.ZeroStageEnum.gradients", not as the
+// getattr call.
+std::optional<std::string> enum_member(const ObjectData& o) {
+  if (o.how != ObjectData::How::Reduce || !o.args || !o.args->is(Value::Kind::Tuple) || o.state)
+    return std::nullopt;
+  const auto& args = o.args->items();
+  const bool getattr = (o.module == "builtins" || o.module == "__builtin__") && o.name == "getattr";
+  if (getattr && args.size() == 2 && args[0].is(Value::Kind::Global) && args[1].is(Value::Kind::Str)) {
+    const auto& [module, name] = args[0].as_global();
+    return module + "." + name + "." + args[1].as_str();
+  }
+  const bool enum_class = o.name.size() > 4 && o.name.compare(o.name.size() - 4, 4, "Enum") == 0;
+  if (enum_class && args.size() == 1 && (args[0].is(Value::Kind::Int) || args[0].is(Value::Kind::Str)))
+    return o.qualified() + "(" + args[0].repr(40) + ")";
+  return std::nullopt;
+}
+
 std::string leaf_text(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::Tensor: {
@@ -37,6 +56,7 @@ std::string leaf_text(const Value& v) {
     }
     case Value::Kind::Object: {
       const auto& o = v.as_object();
+      if (auto member = enum_member(o)) return "enum " + *member;
       return "object " + o.qualified();
     }
     default:
@@ -237,12 +257,14 @@ int ls_safetensors(const LsOptions& o) {
   std::printf("%s: safetensors, %zu tensors, header %llu bytes\n", o.path.c_str(), sf.entries.size(),
               static_cast<unsigned long long>(sf.header_size));
   for (const auto& [k, v] : sf.metadata) std::printf("  metadata %s = %s\n", k.c_str(), v.c_str());
-  for (size_t i = 0; i < sf.entries.size(); ++i) {
+  const size_t shown = std::min(sf.entries.size(), static_cast<size_t>(std::max(o.max_items, 1)));
+  for (size_t i = 0; i < shown; ++i) {
     const auto& e = sf.entries[i];
     std::printf("%s %s: %s %s %s\n", i + 1 == sf.entries.size() ? "└─" : "├─", e.name.c_str(),
                 std::string(dtype_name(e.tensor.dtype)).c_str(), shape_text(e.tensor.shape).c_str(),
                 human_bytes(e.tensor.nbytes()).c_str());
   }
+  if (shown < sf.entries.size()) std::printf("└─ … %zu more (--max-items)\n", sf.entries.size() - shown);
   return 0;
 }
 

@@ -4,10 +4,11 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "commands.h"
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/snapshot/snapshot.h"
+#include "commands.h"
+#include "suggest.h"
 #include "test_hooks.h"
 
 namespace cli = ckptdoc::cli;
@@ -45,22 +46,34 @@ int main(int argc, char** argv) {
   ls_cmd->add_option("FILE", ls.path, "torch.save (.pt/.bin/.pth) or .safetensors file")->required();
   ls_cmd->add_flag("--json", ls.json, "Machine-readable output");
   ls_cmd->add_option("--max-items", ls.max_items, "Items shown per container (text output)");
+  ls_cmd->footer("Exit status: 0 printed, 2 unusable input (the file named, and what is wrong).");
   ls_cmd->callback([&] { rc = cli::run_ls(ls); });
 
   cli::InspectOptions inspect;
   auto* inspect_cmd = app.add_subcommand("inspect", "Summarise a DeepSpeed checkpoint: stage, dtypes, world sizes, "
                                                     "param groups and their partition layout, files, problems");
-  inspect_cmd->add_option("PATH", inspect.path, "save folder (with `latest`), tag folder, or one rank file")
+  inspect_cmd
+      ->add_option("PATH", inspect.path,
+                   "DeepSpeed save folder (with `latest`), tag folder or rank file; a universal checkpoint; "
+                   "a live-engine snapshot; a Hugging Face folder, safetensors or torch weights file")
       ->required();
   inspect_cmd->add_option("--tag", inspect.tag, "Tag folder to read instead of the one named in `latest`");
   inspect_cmd->add_flag("--json", inspect.json, "Machine-readable output");
   inspect_cmd->add_flag("--layout", inspect.layout, "List every rank's fragments (text output)");
+  inspect_cmd->footer("Exit status: 0 summarised (problems are listed, not an error), 2 unusable input.");
   inspect_cmd->callback([&] { rc = cli::run_inspect(inspect); });
 
   cli::ExportCommandOptions exp;
-  auto* export_cmd = app.add_subcommand("export", "Write consolidated weights (what DeepSpeed's zero_to_fp32.py "
-                                                  "produces by default) to one safetensors, torch or HDF5 file");
-  export_cmd->add_option("PATH", exp.path, "save folder (with `latest`), tag folder, or one rank file")->required();
+  auto* export_cmd = app.add_subcommand(
+      "export",
+      "Write consolidated weights (what DeepSpeed's zero_to_fp32.py "
+      "produces by default) to one safetensors, torch or HDF5 file, or to a folder of Hugging Face "
+      "safetensors shards with an index (--max-shard-size)");
+  export_cmd
+      ->add_option("PATH", exp.path,
+                   "DeepSpeed save folder (with `latest`), tag folder or rank file; a universal checkpoint; "
+                   "a live-engine snapshot; a Hugging Face folder, safetensors or torch weights file")
+      ->required();
   export_cmd->add_option("-o,--output", exp.output, "Output file (a folder with --max-shard-size)")->required();
   export_cmd->add_option("--tag", exp.tag, "Tag folder to read instead of the one named in `latest`");
   export_cmd->add_option("--format", exp.format, "safetensors | torch | hdf5 (default: from the output's extension)")
@@ -88,12 +101,19 @@ int main(int argc, char** argv) {
   export_cmd->add_option("--tp-rules", exp.tp_rules,
                          "JSON rule file saying how tensor-parallel slices merge (universal_checkpoint_info's keys)");
   export_cmd->add_flag("-q,--quiet", exp.quiet, "No summary line");
+  export_cmd->footer(
+      "Exit status: 0 written, 2 refused or unusable input (nothing is published then: stale fp32 masters "
+      "without --source lp or --force, NaN/Inf with --strict, an output that exists).");
   export_cmd->callback([&] { rc = cli::run_export(exp); });
 
   cli::DiagnoseOptions dg;
   auto* dg_cmd = app.add_subcommand("diagnose", "Find what is wrong with a DeepSpeed checkpoint: fp32 masters vs "
                                                 "fp16/bf16 weights, optimizer moments, NaN/Inf, missing ranks");
-  dg_cmd->add_option("PATH", dg.path, "Save folder (holding `latest`), tag folder, or one rank file")->required();
+  dg_cmd
+      ->add_option("PATH", dg.path,
+                   "DeepSpeed save folder (with `latest`), tag folder or rank file; a universal checkpoint; "
+                   "a live-engine snapshot; a Hugging Face folder, safetensors or torch weights file")
+      ->required();
   dg_cmd->add_option("--tag", dg.tag, "Tag folder to read (default: the `latest` file)");
   dg_cmd->add_flag("--json", dg.json, "Machine-readable report");
   dg_cmd->add_option("--device", dg.device, "Compute device")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
@@ -109,6 +129,7 @@ int main(int argc, char** argv) {
       "--lp-source", dg.lp_source,
       "ZeRO-3: a file of 16-bit weights saved elsewhere (stage3_gather_16bit_weights_on_model_save, "
       "an export) to compare the fp32 partitions with (default: weights saved beside the checkpoint)");
+  dg_cmd->footer("Exit status: 0 no error-level finding, 1 an error-level finding, 2 unusable input.");
   dg_cmd->callback([&] { rc = cli::run_diagnose(dg); });
 
   cli::DiffCommandOptions df;
@@ -122,6 +143,7 @@ int main(int argc, char** argv) {
   diff_cmd->add_option("--rtol", df.rtol, "Relative tolerance (default 0)");
   diff_cmd->add_flag("--json", df.json, "Machine-readable output");
   diff_cmd->add_option("--max-rows", df.max_rows, "Differing tensors listed (text output)");
+  diff_cmd->footer("Exit status: 0 equal, 1 different, 2 unusable input.");
   diff_cmd->callback([&] { rc = cli::run_diff(df); });
 
   cli::GuiOptions gui;
@@ -133,8 +155,12 @@ int main(int argc, char** argv) {
       "Attach to a live run: follow this folder of snapshots (ckptdoc_hook's out_dir), showing the "
       "newest and a timeline of all");
   gui_cmd->add_option("--view", gui.view, "Tab to show")
-      ->check(CLI::IsMember({"overview", "layout", "params", "timeline"}));
+      ->check(CLI::IsMember({"overview", "layout", "params", "timeline", "diff"}));
   gui_cmd->add_option("--param", gui.param, "Param to select");
+  gui_cmd->add_option("--shade", gui.shade, "Layout map shading (default: the metric of the worst finding)")
+      ->check(CLI::IsMember({"param", "exact", "nonfinite", "moments"}));
+  gui_cmd->add_option("--size", gui.size, "Window size WxH, e.g. 1280x800");
+  gui_cmd->footer("Exit status: 0 closed, 2 no desktop app in this build or bad arguments.");
   gui_cmd->callback([&] { rc = cli::run_gui(gui, argc, argv); });
 
   cli::DemoOptions demo;
@@ -144,6 +170,8 @@ int main(int argc, char** argv) {
   demo_cmd->add_flag("--force", demo.force, "Replace a checkpoint already in DIR");
   demo_cmd->add_option("--params", demo.params, "About this many parameters (default: a small model)");
   demo_cmd->add_flag("--healthy", demo.healthy, "Write a healthy checkpoint instead");
+  demo_cmd->footer(
+      "Exit status: 0 written, 2 refused (DIR holds something else; --force replaces only a checkpoint).");
   demo_cmd->callback([&] { rc = cli::run_demo(demo); });
 
   cli::SynthCliOptions synth;
@@ -191,6 +219,9 @@ int main(int argc, char** argv) {
   repair_cmd->add_flag("--allow-unsafe-pickle", repair.allow_unsafe_pickle,
                        "Write the output even though input files carry pickles that would run code in torch.load");
   repair_cmd->add_flag("--json", repair.json, "Machine-readable output");
+  repair_cmd->footer(
+      "Exit status: 0 written and verified, 1 written but the output still has error findings (the plan says "
+      "which before writing), 2 refused or unusable input (nothing written).");
   repair_cmd->callback([&] { rc = cli::run_repair(repair); });
 
   cli::WatchOptions watch;
@@ -205,6 +236,9 @@ int main(int argc, char** argv) {
   watch_cmd->add_option("--timeout", watch.timeout, "Give up after this many seconds (exit 3 with --once/--count)");
   watch_cmd->add_option("--device", watch.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   watch_cmd->add_option("--threads", watch.threads, "CPU threads per diagnosis (0: all cores)");
+  watch_cmd->footer(
+      "Exit status: 0 stopped after --once/--count, 1 a finding at --fail-on, 2 DIR unusable (or a "
+      "checkpoint, not a snapshot folder), 3 --timeout ran out first.");
   watch_cmd->callback([&] { rc = cli::run_watch(watch); });
 
   cli::ConvertOptions convert;
@@ -232,6 +266,9 @@ int main(int argc, char** argv) {
   convert_cmd->add_flag("--force", convert.force, "Allow a non-empty output folder");
   convert_cmd->add_flag("--json", convert.json, "Machine-readable output");
   convert_cmd->add_flag("-q,--quiet", convert.quiet, "Only findings and the outcome");
+  convert_cmd->footer(
+      "Exit status: 0 written and verified, 1 written but the verification found errors, 2 refused or "
+      "unusable input (nothing written).");
   convert_cmd->callback([&] {
     // A snapshot (or a folder of them) converts to a checkpoint, the one target it has: --to may be left out.
     const bool snapshot = convert.to == "checkpoint" ||
@@ -257,6 +294,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
+    if (code != 0) std::fputs(cli::suggestions(app, argc, argv).c_str(), stderr);
     return code == 0 ? 0 : 2;
   } catch (const ckptdoc::Error& e) {
     std::fprintf(stderr, "ckptdoc: error: %s\n", e.what());

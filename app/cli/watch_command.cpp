@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/snapshot/snapshot.h"
 #include "ckptdoc/snapshot/timeline.h"
 #include "ckptdoc/snapshot/watcher.h"
 #include "commands.h"
@@ -77,12 +79,34 @@ void print_event(const WatchEvent& e, const char* what, const std::string& error
   std::fflush(stdout);
 }
 
+// A checkpoint folder is not where snapshots appear: watching it would wait forever in silence. An empty
+// folder, or one the hook has written into, is watched.
+std::optional<std::string> not_a_snapshot_folder(const std::string& dir) {
+  if (snapshot::is_snapshot_dir(dir) || snapshot::holds_snapshots(dir)) return std::nullopt;
+  std::string kind;
+  try {
+    kind = deepspeed::Checkpoint::open(dir)->catalog().kind;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  return dir + " holds a " +
+         (kind == "deepspeed" ? std::string("DeepSpeed checkpoint") : "weights (" + kind + ")") +
+         ", not live-engine snapshots: watch follows the folder ckptdoc_hook writes snapshots into (its "
+         "out_dir). "
+         "For a checkpoint run: ckptdoc diagnose " +
+         dir;
+}
+
 }  // namespace
 
 int run_watch(const WatchOptions& o) {
   const int fail_rank = o.fail_on == "never" ? 99 : severity_rank(o.fail_on);
   if (fail_rank == 0) {
     std::fprintf(stderr, "ckptdoc watch: --fail-on must be error, warning, info or never\n");
+    return 2;
+  }
+  if (const auto why = not_a_snapshot_folder(o.dir)) {
+    std::fprintf(stderr, "ckptdoc watch: %s\n", why->c_str());
     return 2;
   }
   std::unique_ptr<snapshot::SnapshotWatcher> watcher;

@@ -7,6 +7,7 @@
 
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/human_bytes.h"
 #include "ckptdoc/weights/weights_source.h"
 #include "deepspeed/detect.h"
 #include "deepspeed/output_folder_check.h"
@@ -50,7 +51,7 @@ std::string Plan::text() const {
     o << "\n";
   }
   if (sum_up_others)
-    o << "  copy    " << others << " other files of the tag folder, " << other_bytes << " bytes ("
+    o << "  copy    " << others << " other files of the tag folder, " << human_bytes(other_bytes) << " ("
       << kNotReadByDeepSpeed
       << "; their writes are made durable together before the output is renamed into place)\n";
   if (!changed_tensors.empty()) {
@@ -60,7 +61,7 @@ std::string Plan::text() const {
     if (shown < changed_tensors.size()) o << "  ... and " << changed_tensors.size() - shown << " more\n";
   }
   for (const auto& w : warnings) o << "warning: " << w << "\n";
-  o << "About " << bytes_to_write << " bytes to write.\n";
+  o << "About " << human_bytes(bytes_to_write) << " (" << bytes_to_write << " bytes) to write.\n";
   return o.str();
 }
 
