@@ -185,9 +185,10 @@ int main(int argc, char** argv) {
   synth_cmd->add_option("--hidden", synth.hidden, "Hidden size");
   synth_cmd->add_option("--params", synth.params, "About this many parameters (overrides --hidden)");
   synth_cmd->add_option("--steps", synth.steps, "global_steps (and Adam step)");
-  synth_cmd->add_option("--break", synth.breakage,
-                        "none | stale_fp32 | zero_moments_with_step | nan_in_exp_avg_sq | truncate_rank | "
-                        "missing_rank | wrong_dp_world_size");
+  synth_cmd->add_option(
+      "--break", synth.breakage,
+      "none | stale_fp32 | stale_fp32_one_rank | zero_moments_with_step | nan_in_exp_avg_sq | "
+      "truncate_rank | missing_rank | wrong_dp_world_size");
   synth_cmd->add_flag("--bf16-optimizer", synth.bf16_optimizer, "BF16_Optimizer layout (bf16, stage 1)");
   synth_cmd->add_option("--sub-group-size", synth.sub_group_size, "ZeRO-3 sub_group_size");
   synth_cmd->add_option("--ds-version", synth.ds_version, "ds_version to record (decides the padding rule)");

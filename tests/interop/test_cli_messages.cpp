@@ -2,6 +2,9 @@
 // checkpoint says what it is instead of waiting in silence, `ls` shows pickled enums as enums, sizes are in
 // units, and every command's help gives its exit codes. Real DeepSpeed files (the committed fixtures) where a
 // file is read.
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QtTest>
 #include <string>
 #include <vector>
@@ -121,6 +124,35 @@ class TestCliMessages : public QObject {
     CKPTDOC_EXPECT_EXIT(r, 0);
     QVERIFY2(mentions(r.out, "Exit status: 0 "), r.out.c_str());
     QVERIFY2(mentions(r.out, "2 "), r.out.c_str());
+  }
+
+  // The demo claims to be a DeepSpeed 0.12.6 checkpoint: its Adam step is global_steps + 1 as 0.12.6 writes
+  // it (one optimizer step at initialisation), so converting it to universal warns of nothing; its stale
+  // masters' finding names the files that hold them.
+  void theDemoIsWhatDeepSpeedWrites() {
+    test::TempDir dir;
+    const std::string demo = dir.file("demo");
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"demo", demo}), 0);
+    const auto c = test::run_cli({"convert", demo, "-o", dir.file("u"), "--to", "universal"});
+    CKPTDOC_EXPECT_EXIT(c, 0);
+    QVERIFY2(!mentions(c.out + c.err, "warning"), (c.out + c.err).c_str());
+    const auto d = test::run_cli({"diagnose", demo, "--json"});
+    CKPTDOC_EXPECT_EXIT(d, 1);
+    const auto findings =
+        QJsonDocument::fromJson(QByteArray::fromStdString(d.out)).object()["findings"].toArray();
+    QVERIFY(!findings.isEmpty());
+    const auto f = findings.first().toObject();
+    QCOMPARE(f["code"].toString(), QString("fp32-master-mismatch"));
+    QCOMPARE(f["files"].toArray(), (QJsonArray{"zero_pp_rank_0_mp_rank_00_optim_states.pt",
+                                               "zero_pp_rank_1_mp_rank_00_optim_states.pt"}));
+  }
+
+  void synthHelpListsEveryBreak() {
+    const auto r = test::run_cli({"synth", "--help"});
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    for (const char* b : {"none", "stale_fp32", "stale_fp32_one_rank", "zero_moments_with_step",
+                          "nan_in_exp_avg_sq", "truncate_rank", "missing_rank", "wrong_dp_world_size"})
+      QVERIFY2(mentions(r.out, b), b);
   }
 
   // `gui` takes what ckptdoc-gui takes.

@@ -63,8 +63,16 @@ void master_rules(const deepspeed::Catalog& cat, const std::vector<ParamReport>&
     drift.params.clear();
   }
   const std::string lp = lp_name(cat.lp_dtype);
+  // The files holding the masters concerned: the optimizer files of those ranks.
+  auto files_of = [&cat](const std::set<int>& ranks) {
+    std::vector<std::string> files;
+    for (int r : ranks)
+      if (const auto* f = cat.optim_file(r)) files.push_back(f->path);
+    return files;
+  };
   if (!stale.params.empty()) {
     stale.ranks.assign(stale_ranks.begin(), stale_ranks.end());
+    stale.files = files_of(stale_ranks);
     stale.evidence = {{"params_affected", double(stale.params.size())},
                       {"params_compared", double(compared)},
                       {"exact_fraction", stale_total.exact_fraction()},
@@ -114,6 +122,7 @@ void master_rules(const deepspeed::Catalog& cat, const std::vector<ParamReport>&
   }
   if (!drift.params.empty()) {
     drift.ranks.assign(drift_ranks.begin(), drift_ranks.end());
+    drift.files = files_of(drift_ranks);
     drift.evidence = {{"params_affected", double(drift.params.size())},
                       {"exact_fraction", drift_total.exact_fraction()},
                       {"rel_l2", drift_total.rel_l2()},

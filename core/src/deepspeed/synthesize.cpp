@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "ckptdoc/deepspeed/layout.h"
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/value.h"
@@ -372,7 +373,13 @@ struct Writer {
         requires_grad));
   }
 
-  float step() const { return static_cast<float>(o.global_steps); }
+  // Adam's step as DeepSpeed saves it: before 0.13.2 the engine ran one zero-gradient optimizer step at
+  // initialisation, so step = global_steps + 1 (read from real 0.12.6 files: 6 after 5 steps; 0.14.5: 5).
+  float step() const {
+    const auto v = parse_ds_version(o.ds_version);
+    const bool init_step = v && *v < DsVersion{0, 13, 2};
+    return static_cast<float>(o.global_steps + (init_step ? 1 : 0));
+  }
 
   void write_zero12() {
     const int dp = o.dp;
