@@ -7,6 +7,8 @@
 #include <optional>
 #include <set>
 
+#include "ckptdoc/deepspeed/writer.h"
+
 namespace ckptdoc::analysis {
 namespace {
 
@@ -63,11 +65,20 @@ void master_rules(const deepspeed::Catalog& cat, const std::vector<ParamReport>&
     drift.params.clear();
   }
   const std::string lp = lp_name(cat.lp_dtype);
-  // The files holding the masters concerned: the optimizer files of those ranks.
+  // The files holding the masters concerned: the optimizer files of those ranks. Under mpirun on node-local
+  // storage a rank's file is on another node: named as DeepSpeed names it, so every node's report agrees.
   auto files_of = [&cat](const std::set<int>& ranks) {
+    bool bf16_prefix = false;
+    for (int r = 0; r < cat.dp_world_size; ++r)
+      if (const auto* f = cat.optim_file(r)) {
+        bf16_prefix = f->bf16_prefix;
+        break;
+      }
     std::vector<std::string> files;
-    for (int r : ranks)
-      if (const auto* f = cat.optim_file(r)) files.push_back(f->path);
+    for (int r : ranks) {
+      const auto* f = cat.optim_file(r);
+      files.push_back(f ? f->path : deepspeed::optim_file_name(bf16_prefix, r, cat.mp_rank));
+    }
     return files;
   };
   if (!stale.params.empty()) {

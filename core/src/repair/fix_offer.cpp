@@ -60,11 +60,21 @@ RepairRequest request_for(analysis::RepairKind kind, const deepspeed::Catalog& c
 }
 
 void settle_fixes(const deepspeed::Checkpoint& ckpt, std::vector<analysis::Finding>& findings) {
+  // A diagnosis merged over node-local storage (mpirun) names no rank file missing although this node lacks
+  // some.
+  const bool none_missing = std::none_of(findings.begin(), findings.end(), [](const analysis::Finding& f) {
+    return f.code == "rank-file-missing";
+  });
+  auto probe_request = [&](analysis::RepairKind k) {
+    RepairRequest rq = request_for(k, ckpt.catalog());
+    rq.rank_files_elsewhere = none_missing;
+    return rq;
+  };
   // Several findings share a kind: ask the planner once per kind.
   std::map<analysis::RepairKind, std::optional<std::string>> judged;
   auto judge = [&](analysis::RepairKind k) -> const std::optional<std::string>& {
     auto it = judged.find(k);
-    if (it == judged.end()) it = judged.emplace(k, refusal(ckpt, request_for(k, ckpt.catalog()))).first;
+    if (it == judged.end()) it = judged.emplace(k, refusal(ckpt, probe_request(k))).first;
     return it->second;
   };
   for (auto& f : findings) {
@@ -74,7 +84,7 @@ void settle_fixes(const deepspeed::Checkpoint& ckpt, std::vector<analysis::Findi
     if (f.repair == analysis::RepairKind::RefreshFp32 &&
         ckpt.catalog().wrapper == deepspeed::OptimizerWrapper::Zero3)
       continue;
-    const RepairRequest alone = request_for(f.repair, ckpt.catalog());
+    const RepairRequest alone = probe_request(f.repair);
     const auto& why = judge(f.repair);
     if (!why) {
       f.details["fix"] = flags_of(alone);

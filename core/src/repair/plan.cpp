@@ -113,7 +113,8 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   const bool moments_replaced = (rq.reset_optimizer || rq.drop_optimizer) && !repartition;
   for (const auto& p : cat.problems) {
     if (p.severity != "error") continue;
-    if (rq.across_processes && p.code == "rank-file-missing") continue;  // maybe on another node
+    if ((rq.across_processes || rq.rank_files_elsewhere) && p.code == "rank-file-missing")
+      continue;  // maybe on another node
     if (p.code == "unsafe-pickle" && rq.allow_unsafe_pickle) continue;
     // Moments of the wrong shape, or lost on a rank, are not read by a repair that replaces or removes them
     // all.

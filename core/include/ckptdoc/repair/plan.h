@@ -32,6 +32,9 @@ struct RepairRequest {
   // processes (NCCL or MPI), and each writes the new ranks it owns. Rank files missing from one process's
   // folder are then expected.
   bool across_processes = false;
+  // Only judging whether a fix could run (repair::settle_fixes under mpirun): the merged diagnosis found
+  // every rank file, so those missing from this node's folder are on another one.
+  bool rank_files_elsewhere = false;
 };
 
 // The request with its lp source settled: --lp-source when given; else, for a ZeRO-3 refresh of a Hugging Face
