@@ -48,6 +48,14 @@ void select_param(View& v, const std::string& name) {
   if (const auto ref = v.session.find_param(name)) v.layout.group = ref->group;
 }
 
+void follow_analysis(View& v) {
+  auto report = v.session.report_ptr();
+  if (!report || report == v.followed || v.session.analysing()) return;
+  v.followed = report;
+  if (!v.layout.shade_chosen) v.layout.shade = session::shade_for(v.session.findings());
+  if (v.selected.empty()) select_param(v, v.session.worst_param());
+}
+
 void open_repair(View& v, analysis::RepairKind kind) {
   const auto* cat = v.session.catalog();
   if (!cat || kind == analysis::RepairKind::None) return;

@@ -279,6 +279,11 @@ float HealthMap::level(Shade shade, const Measures& m, bool whole_param) const {
   return kNaN;
 }
 
+std::pair<float, float> HealthMap::moment_range(bool whole_param) const {
+  const int w = whole_param ? 1 : 0;
+  return {std::pow(10.0f, log_moment_lo_[w]), std::pow(10.0f, log_moment_hi_[w])};
+}
+
 float HealthMap::salience(Shade shade, const Measures& m, bool whole_param) const {
   const float l = level(shade, m, whole_param);
   if (std::isnan(l)) return 0;
