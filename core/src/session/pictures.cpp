@@ -65,11 +65,14 @@ float moment_of(const analysis::RankMoments& m) {
   return static_cast<float>(m.exp_avg_rms());
 }
 
+// At least two decades around the middle: moments of healthy params differ by a few percent, and stretched
+// over the whole ramp they looked like a rainbow of problems; a rank 100x lower still reaches the dark end.
 void widen(float& lo, float& hi) {
   if (lo > hi) lo = hi = 0;
-  if (hi - lo < 1e-3f) {
-    lo -= 0.5f;
-    hi += 0.5f;
+  if (hi - lo < 2.0f) {
+    const float mid = (lo + hi) * 0.5f;
+    lo = mid - 1.0f;
+    hi = mid + 1.0f;
   }
 }
 

@@ -47,14 +47,14 @@ Legend health_legend(Shade shade, const HealthMap* health, bool whole_param) {
       break;
     case Shade::NonFinite:
       l.title = "NaN/Inf: non-finite elements in weight, master or moments";
-      l.entries = {{shade_rgba(shade, 0, false), "none"},
-                   {shade_rgba(shade, 0.75f, false), "one"},
-                   {shade_rgba(shade, 1, false),
-                    health ? "most (" + std::to_string(health->max_nonfinite()) + ")" : std::string("most")}};
+      l.entries = {{shade_rgba(shade, 0, false), "none"}, {shade_rgba(shade, 0.75f, false), "one"}};
+      if (!health || health->max_nonfinite() > 1)  // the red end stands for the most any fragment has
+        l.entries.push_back({shade_rgba(shade, 1, false),
+                             health ? "most (" + std::to_string(health->max_nonfinite()) + ")" : "most"});
       break;
     case Shade::MomentMagnitude: {
-      // Relative to this checkpoint's own range: a healthy one spans the whole ramp, so many colours are
-      // normal; what stands out is red (exactly zero) or a fragment far darker than its param's other ranks.
+      // Relative to this checkpoint's own range (at least two decades, HealthMap::build): what stands out is
+      // red (exactly zero) or a fragment far darker than its param's other ranks.
       l.title = "Moment magnitude: sqrt(mean exp_avg_sq), log scale over this checkpoint";
       std::string lo = "smallest", hi = "largest";
       if (health) {
