@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "ckptdoc/session/off_scale.h"
 #include "no_blend.h"
 #include "view.h"
 
@@ -232,34 +233,41 @@ void density_plot(View& v, ImVec2 size) {
   }
 }
 
-// Per rank, the share of elements whose weight is not its master rounded, hanging from a green line: a healthy
-// checkpoint draws nothing but the line, one stale rank among 1024 a red bar.
+// Per rank, the share of elements whose weight is not its master rounded, as bars on core's log scale
+// (session::OffScale, as the Qt view draws it): a healthy checkpoint draws no bar, 0.013 % off a visible one.
 void rank_bars(View& v, ImVec2 size) {
   const char* title = "Elements off per rank (all params)";
   const auto& per = v.session.per_rank_divergence();
   if (per.empty()) return empty_box("ranks", title, "no weight/master pairs", size);
-  Box b = begin_box("ranks", title, "dp rank; bar: 1 - exact fraction", size);
+  Box b = begin_box("ranks", title, "dp rank; bar: elements off (log)", size);
+  const auto scale = session::OffScale::fit(per);
   b.xlo = -0.5;
   b.xhi = static_cast<double>(per.rbegin()->first) + 0.5;
+  b.yhi = scale.top();
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  dl->AddLine(ImVec2(b.p0.x, b.p0.y + 1), ImVec2(b.p1.x, b.p0.y + 1), IM_COL32(76, 175, 80, 255), 2);
   {
     NoBlend opaque(dl);
     for (const auto& [rank, d] : per) {
-      const double off = 1.0 - d.exact_fraction();
-      if (off <= 0) continue;
+      const double h = scale.height(session::off_fraction(d));
+      if (h <= 0) continue;
       const float x0 = b.x(rank - 0.45), x1 = std::max(b.x(rank + 0.45), x0 + 1);
-      dl->AddRectFilled(ImVec2(x0, b.p0.y), ImVec2(x1, b.p0.y + std::max(2.0f, static_cast<float>(off) * (b.p1.y - b.p0.y))),
-                        IM_COL32(211, 47, 47, 255));
+      dl->AddRectFilled(ImVec2(x0, b.y(h)), ImVec2(x1, b.p1.y), IM_COL32(211, 47, 47, 255));
     }
   }
-  dl->AddText(ImVec2(b.p0.x - 40, b.p0.y - 2), kAxis, "0%");
-  dl->AddText(ImVec2(b.p0.x - 40, b.p1.y - 14), kAxis, "100%");
+  for (const auto& [at, text] : scale.ticks()) {  // labels right-aligned left of the axis
+    const float y = b.y(at);
+    dl->AddLine(ImVec2(b.p0.x - 3, y), ImVec2(b.p0.x, y), kAxis);
+    const ImVec2 t = ImGui::CalcTextSize(text.c_str());
+    dl->AddText(ImVec2(b.p0.x - 4 - t.x, y - t.y * 0.5f), kAxis, text.c_str());
+  }
   x_ticks(b, 0, b.xhi, std::max(1.0, std::pow(10.0, std::floor(std::log10(std::max(1.0, b.xhi / 2))))), "%.0f");
   if (b.hovered) {
     const int rank = static_cast<int>(std::lround(b.data_x(ImGui::GetIO().MousePos.x)));
     if (auto it = per.find(rank); it != per.end())
-      ImGui::SetTooltip("rank %d: %.4f %% exact", rank, 100.0 * it->second.exact_fraction());
+      ImGui::SetTooltip("rank %d: %llu of %llu elements off (%.4g %%)", rank,
+                        static_cast<unsigned long long>(it->second.count - it->second.exact),
+                        static_cast<unsigned long long>(it->second.count),
+                        100.0 * session::off_fraction(it->second));
   }
 }
 
