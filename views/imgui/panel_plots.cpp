@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ckptdoc/session/off_scale.h"
+#include "ckptdoc/session/ulp_label.h"
 #include "no_blend.h"
 #include "view.h"
 
@@ -146,7 +147,7 @@ void log_histogram(const char* id, const char* title, const char* xlabel, const 
 
 namespace {
 
-void ulp_bars(const char* id, const UlpHistogram& h, ImVec2 size) {
+void ulp_bars(const View& v, const char* id, const UlpHistogram& h, ImVec2 size) {
   Box b = begin_box(id, "ULP distance", "ULPs between weight and rounded master", size);
   double ymax = 1;
   for (auto c : h.counts) ymax = std::max(ymax, static_cast<double>(c));
@@ -164,7 +165,14 @@ void ulp_bars(const char* id, const UlpHistogram& h, ImVec2 size) {
     }
   }
   y_labels(b, ymax);
-  x_ticks(b, 0, UlpHistogram::kBuckets - 1, 2, "%.0f");
+  // Labelled by ULPs, as the Qt chart is (0, 1, 4, … 16k), at the same buckets: never by bucket index.
+  ImDrawList* tl = ImGui::GetWindowDrawList();
+  for (int k = 0; k < UlpHistogram::kBuckets; k += (k == 0 ? 1 : 2)) {
+    const std::string text = display(v, session::ulp_axis_label(k));
+    const float x = b.x(k), w = ImGui::CalcTextSize(text.c_str()).x;
+    tl->AddLine(ImVec2(x, b.p1.y), ImVec2(x, b.p1.y + 3), kAxis);
+    tl->AddText(ImVec2(x - w * 0.5f, b.p1.y + 2), kAxis, text.c_str());
+  }
   if (b.hovered) {
     const int k = static_cast<int>(std::lround(b.data_x(ImGui::GetIO().MousePos.x)));
     if (k >= 0 && k < UlpHistogram::kBuckets)
@@ -304,7 +312,7 @@ void draw_plots(View& v) {
   if (p && p->lp_vs_fp32) {
     log_histogram("div", "|fp32 - weight|", "log10 |d|", p->lp_vs_fp32->log_abs_diff, nullptr, size);
     ImGui::SameLine();
-    ulp_bars("ulp", p->lp_vs_fp32->ulp, size);
+    ulp_bars(v, "ulp", p->lp_vs_fp32->ulp, size);
   } else {
     empty_box("div", "|fp32 - weight|", p ? "no weight/master pair" : why, size);
     ImGui::SameLine();

@@ -75,6 +75,7 @@ std::string display(const View& v, std::string s) {
                           {"\xE2\x80\x94", "-"},
                           {"\xE2\x80\x93", "-"},
                           {"\xE2\x89\x88", "~"},
+                          {"\xE2\x89\xA5", ">="},
                           {"\xCE\x94", "d"},
                           {"\xC3\x97", "x"}}) {
     for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + std::strlen(to)))

@@ -19,6 +19,7 @@
 #include <memory>
 
 #include "ckptdoc/session/off_scale.h"
+#include "ckptdoc/session/ulp_label.h"
 
 namespace ckptdoc::gui {
 
@@ -82,15 +83,8 @@ void tooltipOnHover(QAreaSeries* area, const QString& what) {
 }
 
 // Bucket lower bounds, short enough for a category axis: 0, 1, 2, 4, …, 1k, …, ≥64k.
-QString shortUlpLabel(int b) {
-  if (b <= 0) return QStringLiteral("0");
-  const unsigned lo = 1u << (b - 1);
-  QString t = lo >= 1024 ? QStringLiteral("%1k").arg(lo / 1024) : QString::number(lo);
-  return b >= UlpHistogram::kBuckets - 1 ? QStringLiteral("≥") + t : t;
-}
-
-// Counts are whole numbers: ticks every 1, 2 or 5 × 10^k elements from 0, labelled so that no two read the same
-// (Qt's nice numbers put ticks at 0.2, 0.4, … for a count of 1, which "%.0f" prints as 0, 0, 0, 1, 1).
+// Counts are whole numbers: ticks every 1, 2 or 5 × 10^k elements from 0, labelled so that no two read the
+// same (Qt's nice numbers put ticks at 0.2, 0.4, … for a count of 1, which "%.0f" prints as 0, 0, 0, 1, 1).
 void countAxisFormat(QValueAxis* y, double ymax) {
   const double raw = std::max(1.0, ymax / 5.0);
   const double decade = std::pow(10.0, std::floor(std::log10(raw)));
@@ -197,7 +191,7 @@ QChart* ulpChart(const QString& title, const UlpHistogram& h) {
   for (int b = 0; b < UlpHistogram::kBuckets; ++b) {
     *set << static_cast<double>(h.counts[static_cast<size_t>(b)]);
     ymax = std::max(ymax, static_cast<double>(h.counts[static_cast<size_t>(b)]));
-    cats << shortUlpLabel(b);
+    cats << QString::fromStdString(session::ulp_axis_label(b));
     full << QString::fromStdString(UlpHistogram::bucket_label(b));
   }
   auto* series = new QBarSeries;
