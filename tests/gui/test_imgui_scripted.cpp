@@ -290,6 +290,28 @@ class TestImguiScripted : public QObject {
     QVERIFY2(QString::fromStdString(r.err).contains("expect legend Param: ok"), r.err.c_str());
   }
 
+  // Weights holding NaN (written by torch) exported from the window: the success line comes with the warning.
+  void exportOfNaNWeightsWarns() {
+    test::TempDir dir;
+    const auto made =
+        test::run_python(test::script("fixtures/make_hf_folder.py"), {dir.file("m"), "--break", "nan"});
+    CKPTDOC_EXPECT_EXIT(made, 0);
+    const auto r = runScript(*x_, dir, dir.file("m"),
+                             "wait analysed 300\n"
+                             "click export\n"
+                             "frames 2\n"
+                             "set export.path " +
+                                 dir.file("out.safetensors") +
+                                 "\n"
+                                 "click export.run\n"
+                                 "wait exported 300\n"
+                                 "frames 2\n"
+                                 "expect export-warning holds NaN or Inf values\n"
+                                 "quit\n");
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    QVERIFY(std::filesystem::exists(dir.file("out.safetensors")));
+  }
+
   void aScriptThatCannotFinishFails() {
     test::TempDir dir;
     const auto r = runScript(*x_, dir, test::healthy_fixture("zero1_fp16_ws2"),

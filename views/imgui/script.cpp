@@ -242,6 +242,12 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
         const std::string name = st.args.size() > 1 ? st.args[1] : "";
         ok = name.empty() ? !v.selected.empty() : v.selected == name;
         got = v.selected.empty() ? "nothing selected" : "selected " + v.selected;
+      } else if (a0 == "export-warning") {  // the export window warns, its text containing TEXT
+        const size_t at = st.text.find_first_not_of(" \t", a0.size());
+        const std::string want = at == std::string::npos ? "" : st.text.substr(at);
+        ok = !want.empty() && v.exporting.warning.find(want) != std::string::npos;
+        got = v.exporting.warning.empty() ? "no export warning (" + v.exporting.message + ")"
+                                          : "warning '" + v.exporting.warning + "'";
       } else if (a0 == "open-failed") {
         ok = v.status_error;
         got = "no open failure";

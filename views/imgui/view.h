@@ -49,6 +49,7 @@ struct ExportWindow {
   char path[1024] = {};
   session::JobPtr job;
   std::string message;
+  std::string warning;  // NaN/Inf written (deepspeed::non_finite_warning)
   bool ok = false;
 };
 
