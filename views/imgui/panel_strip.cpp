@@ -27,8 +27,12 @@ void draw_strip(View& v, const char* id, float lane_h) {
   if (cat)  // what each lane's colours mean: the metric's name, then its swatches
     for (auto lane : kLanes) {
       const auto legend = session::strip_lane_legend(lane, s.health());
-      ImGui::TextDisabled("%s (%s):", session::strip_lane_label(lane).data(),
-                          legend.title.substr(0, legend.title.find(':')).c_str());
+      const std::string label(session::strip_lane_label(lane)),
+          metric = legend.title.substr(0, legend.title.find(':'));
+      if (metric == label)
+        ImGui::TextDisabled("%s:", label.c_str());
+      else
+        ImGui::TextDisabled("%s (%s):", label.c_str(), metric.c_str());
       ImGui::SameLine();
       draw_legend(legend, false);
     }
