@@ -71,7 +71,7 @@ LayoutView::LayoutView(Session* session, QWidget* parent) : QWidget(parent), ses
   });
   connect(strip_, &ParamStrip::paramClicked, this, &LayoutView::paramSelected);
   connect(session_, &Session::opened, this, [this] {
-    shadeChosen_ = false;
+    if (!session_->isAttached()) shadeChosen_ = false;  // each snapshot of a followed run is "opened"
     reload();
   });
   connect(session_, &Session::closed, this, &LayoutView::reload);

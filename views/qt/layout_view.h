@@ -47,7 +47,7 @@ class LayoutView : public QWidget {
   QLabel* info_;
   LayoutMap* map_;
   bool shadePinned_ = false;  // pinShade: for every source
-  bool shadeChosen_ = false;  // picked in the menu: for this source
+  bool shadeChosen_ = false;  // picked in the menu: for this source (or this followed run)
 };
 
 }  // namespace ckptdoc::gui
