@@ -37,7 +37,7 @@ Box begin_box(const char* id, const char* title, const char* xlabel, ImVec2 size
   Box b;
   b.hovered = ImGui::IsItemHovered();
   b.p0 = ImVec2(o.x + 44, o.y + 4);
-  // Below the inner area: a row of tick labels, then the axis title (it overlapped the ticks when it had no row).
+  // Below the inner area a row of tick labels, then the axis title (it was drawn over the ticks).
   b.p1 = ImVec2(o.x + size.x - 8, o.y + size.y - ImGui::GetTextLineHeightWithSpacing() * 3 - 2);
   ImDrawList* dl = ImGui::GetWindowDrawList();
   if (frame) dl->AddRect(b.p0, b.p1, kAxis);
