@@ -18,8 +18,10 @@ int severity_rank(analysis::Severity s) {
 Shade shade_of(const std::string& code) {
   if (code == "fp32-master-mismatch" || code == "fp32-master-drift") return Shade::ExactFraction;
   if (code == "nonfinite-values") return Shade::NonFinite;
+  // Lost, zeroed or mis-sized moments: a rank without them shows "no moments", zeros show red.
   if (code == "optimizer-step-inconsistent" || code == "new-params-zero-moments" ||
-      code == "optimizer-state-missing")
+      code == "optimizer-state-missing" || code == "optimizer-state-incomplete" ||
+      code == "optimizer-state-shape-mismatch")
     return Shade::MomentMagnitude;
   return Shade::Param;
 }
