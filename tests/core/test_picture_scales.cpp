@@ -44,6 +44,8 @@ class TestPictureScales : public QObject {
     QCOMPARE(session::shade_for({finding("fp32-master-mismatch", Severity::Error)}), Shade::ExactFraction);
     QCOMPARE(session::shade_for({finding("new-params-zero-moments", Severity::Warning)}),
              Shade::MomentMagnitude);
+    QCOMPARE(session::shade_for({finding("optimizer-state-incomplete", Severity::Error)}),
+             Shade::MomentMagnitude);
     // An error outranks a warning listed before it; among errors the first listed wins.
     QCOMPARE(session::shade_for({finding("fp32-master-drift", Severity::Warning),
                                  finding("nonfinite-values", Severity::Error)}),
