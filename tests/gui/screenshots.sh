@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Renders the README's screenshots of both views under Xvfb into docs/screenshots/: the desktop app (Qt) and the
 # ImGui view on `ckptdoc demo` (a checkpoint with stale fp32 masters, the DeepSpeed #762 state), its repaired copy,
-# and synthetic checkpoints with one stale rank among 64 and among 1024 (the layout map shaded by exact fraction
-# answers "which rank"). Run from the repository root after building:
+# and synthetic checkpoints with one stale rank among 64 and among 1024 (the layout map, which opens shaded by
+# exact fraction there, answers "which rank"). Run from the repository root after building:
 #   tests/gui/screenshots.sh [BUILD_DIR]
 set -euo pipefail
 BUILD=${1:-build}
@@ -32,8 +32,9 @@ if [ -x "$QT" ]; then
   }
   qt overview "$WORK/demo" --view overview
   qt params "$WORK/demo" --view params
-  qt layout "$WORK/dp64" --view layout --shade exact
-  qt layout-1024 "$WORK/dp1024" --view layout --shade exact
+  # No --shade: the layout opens shaded by the worst finding's metric (exact fraction here), as a user sees it.
+  qt layout "$WORK/dp64" --view layout
+  qt layout-1024 "$WORK/dp1024" --view layout
   qt fixed-overview "$WORK/demo-fixed" --view overview
   # Attach mode's Timeline: a folder of snapshots (tests/fixtures/make_snapshot.py, manifest last) made from the
   # repaired and the demo checkpoints with live numbers of a run going wrong: the masters stop matching the
@@ -62,7 +63,7 @@ if [ -x "$IMGUI" ]; then
   }
   im imgui-overview "$WORK/demo" --tab overview
   im imgui-params "$WORK/demo" --tab params
-  im imgui-layout "$WORK/dp1024" --tab layout --shade exact
+  im imgui-layout "$WORK/dp1024" --tab layout
 fi
 rm -f "$OUT/imgui.png"  # the single ImGui picture of earlier versions
 # 256-colour PNGs keep the committed pictures small.

@@ -7,6 +7,7 @@
 // snapshots is delivered (and the views refreshed) once.
 #include <QAbstractItemModelTester>
 #include <QChart>
+#include <QComboBox>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTableView>
@@ -19,6 +20,8 @@
 #include "findings_model.h"
 #include "gui_fixtures.h"
 #include "gui_test_main.h"
+#include "layout_map.h"
+#include "layout_view.h"
 #include "main_window.h"
 #include "param_table_model.h"
 #include "session.h"
@@ -184,6 +187,28 @@ class TestAttachMode : public QObject {
     QCOMPARE(w.session()->samples().size(), size_t{1});
     QCOMPARE(fs::path(w.session()->path().toStdString()).filename().string(), std::string("step5"));
     QVERIFY(w.session()->isAttached());
+  }
+
+  // A shade picked while following a run stays when the next snapshot arrives (each one is opened anew).
+  void aChosenShadeSurvivesTheNextSnapshot() {
+    test::TempDir dir;
+    const std::string run = dir.file("run");
+    fs::create_directories(run);
+    makeSnapshot(run + "/step5", {"--step", "5"});
+    MainWindow w;
+    w.session()->core().settings().device = DeviceKind::Cpu;
+    QSignalSpy sampled(w.session(), &Session::watchSampled);
+    w.attach(QString::fromStdString(run));
+    QVERIFY(sampled.wait(kWaitMs));
+    auto* shade = w.layoutView()->shadeSelector();
+    const int moments = shade->findData(static_cast<int>(session::Shade::MomentMagnitude));
+    shade->setCurrentIndex(moments);
+    emit shade->activated(moments);  // as a user's pick
+    makeSnapshot(run + "/step9", {"--step", "9"});
+    while (w.session()->samples().size() < 2)
+      QVERIFY2(sampled.wait(kWaitMs), "the second snapshot never arrived");
+    QCOMPARE(fs::path(w.session()->path().toStdString()).filename().string(), std::string("step9"));
+    QCOMPARE(w.layoutView()->map()->shade(), session::Shade::MomentMagnitude);
   }
 
   // Attaching to a folder that already holds several snapshots refreshes the views once, not once per

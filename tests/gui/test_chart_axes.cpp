@@ -1,8 +1,14 @@
-// The element-count axes of the histogram charts: for any count, from one differing element (the usual case in
-// the Diff view) to millions, the ticks are whole numbers, the top tick is at or above the tallest bar, and no two
-// tick labels read the same.
+// The element-count axes of the histogram charts: for any count, from one differing element (the usual case
+// in the Diff view) to millions, the ticks are whole numbers, the top tick is at or above the tallest bar,
+// and no two tick labels read the same. The elements-off-per-rank bars: a rank 0.013 % off and one 0.013 %
+// exact are both bars a user can see, a healthy rank none.
+#include <QBarSeries>
+#include <QBarSet>
+#include <QCategoryAxis>
 #include <QValueAxis>
 #include <QtTest>
+#include <map>
+#include <memory>
 #include <set>
 
 #include "chart_builder.h"
@@ -72,6 +78,30 @@ class TestChartAxes : public QObject {
     u.counts[0] = static_cast<uint64_t>(count);
     u.counts[3] = 1;
     checkCountAxis(ulpChart(QStringLiteral("ulp"), u), count);
+  }
+
+  void rankOffBarsShowSmallShares() {
+    std::map<int, DivergenceStats> per;
+    auto rank = [&](int r, uint64_t count, uint64_t exact) {
+      per[r].count = count;
+      per[r].exact = exact;
+    };
+    rank(0, 100000, 100000);  // healthy
+    rank(1, 100000, 99987);   // 0.013 % off
+    rank(2, 100000, 13);      // 0.013 % exact: the demo's stale masters
+    std::unique_ptr<QChart> chart(rankOffChart(QStringLiteral("ranks"), per));
+    auto* y = qobject_cast<QCategoryAxis*>(chart->axes(Qt::Vertical).value(0));
+    QVERIFY(y);
+    QVERIFY2(y->categoriesLabels().contains(QStringLiteral("0.01%")),
+             qPrintable(y->categoriesLabels().join(' ')));
+    QCOMPARE(y->categoriesLabels().last(), QStringLiteral("100%"));
+    auto* bars = qobject_cast<QBarSeries*>(chart->series().value(0));
+    QVERIFY(bars && bars->count() == 1);
+    const QBarSet* set = bars->barSets().front();
+    const double range = y->max() - y->min();
+    QCOMPARE(set->at(0), 0.0);
+    QVERIFY2(set->at(1) / range > 0.1, qPrintable(QString::number(set->at(1) / range)));
+    QVERIFY2(set->at(2) / range > 0.95, qPrintable(QString::number(set->at(2) / range)));
   }
 };
 

@@ -116,6 +116,17 @@ class TestDiffView : public QObject {
     AppSettings().setDevice(DeviceKind::Cpu);
   }
 
+  // Before a comparison the tab says what is missing: B when a source is open, not "Open a checkpoint".
+  void promptNamesWhatIsMissing() {
+    MainWindow w;
+    QVERIFY(w.diffView()->sidesText().startsWith("Open a checkpoint"));
+    const std::string healthy = test::healthy_fixture("zero2_fp16_ws2");
+    QVERIFY(openAndWait(w, healthy));
+    const QString text = w.diffView()->sidesText();
+    QVERIFY2(!text.contains("Open a checkpoint") && text.contains("Compare with"), qPrintable(text));
+    QVERIFY2(text.contains(w.session()->path()), qPrintable(text));
+  }
+
   void oneMovedMasterIsTheOnlyChangedTensor() {
     test::TempDir dir;
     const std::string healthy = test::healthy_fixture("zero2_fp16_ws2");

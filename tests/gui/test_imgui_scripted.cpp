@@ -3,7 +3,9 @@
 // reports the output verified, and `ckptdoc diagnose` (another process) calls it clean. A checkpoint compared
 // with a copy whose fp32 masters were overwritten shows in the Diff tab the rows and numbers of
 // `ckptdoc diff --json` on the same pair. Also: a failed open is reported, a dropped folder opens and lands
-// in the recent list.
+// in the recent list. Without a click, `ckptdoc demo` opens with the layout shaded by its worst finding's
+// metric under a legend naming it, and the worst param selected; a healthy checkpoint keeps the param
+// colours.
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -255,6 +257,59 @@ class TestImguiScripted : public QObject {
     }
     QVERIFY(changed > 0);  // the overwritten masters
     QVERIFY(std::filesystem::file_size(dir.file("diff.png")) > 1000);
+  }
+
+  void demoOpensShadedByItsWorstFinding() {
+    test::TempDir dir;
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"demo", dir.file("demo")}), 0);
+    const auto r = runScript(*x_, dir, dir.file("demo"),
+                             "wait analysed 300\n"
+                             "expect finding fp32-master-mismatch\n"
+                             "frames 2\n"
+                             "expect selected\n"
+                             "tab layout\n"
+                             "frames 3\n"
+                             "expect shade exact\n"
+                             "expect legend Exact fraction\n"
+                             "quit\n");
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    QVERIFY2(QString::fromStdString(r.err).contains("expect legend Exact fraction: ok"), r.err.c_str());
+  }
+
+  void healthyCheckpointKeepsParamShading() {
+    test::TempDir dir;
+    const auto r = runScript(*x_, dir, test::healthy_fixture("zero1_fp16_ws2"),
+                             "wait analysed 300\n"
+                             "expect no-finding fp32-master-mismatch\n"
+                             "tab layout\n"
+                             "frames 3\n"
+                             "expect shade param\n"
+                             "expect legend Param\n"
+                             "quit\n");
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    QVERIFY2(QString::fromStdString(r.err).contains("expect legend Param: ok"), r.err.c_str());
+  }
+
+  // Weights holding NaN (written by torch) exported from the window: the success line comes with the warning.
+  void exportOfNaNWeightsWarns() {
+    test::TempDir dir;
+    const auto made =
+        test::run_python(test::script("fixtures/make_hf_folder.py"), {dir.file("m"), "--break", "nan"});
+    CKPTDOC_EXPECT_EXIT(made, 0);
+    const auto r = runScript(*x_, dir, dir.file("m"),
+                             "wait analysed 300\n"
+                             "click export\n"
+                             "frames 2\n"
+                             "set export.path " +
+                                 dir.file("out.safetensors") +
+                                 "\n"
+                                 "click export.run\n"
+                                 "wait exported 300\n"
+                                 "frames 2\n"
+                                 "expect export-warning holds NaN or Inf values\n"
+                                 "quit\n");
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    QVERIFY(std::filesystem::exists(dir.file("out.safetensors")));
   }
 
   void aScriptThatCannotFinishFails() {

@@ -1,9 +1,12 @@
 // "Which rank?" at a glance: a real fixture re-partitioned to 64 ranks by `ckptdoc repair --repartition`,
 // then one rank's fp32 masters replaced with random values. Shaded by exact fraction, the layout map paints
 // that rank's fragments in a colour no other rank has (also when 64 ranks share 70 pixel rows), the diagnosis
-// names that rank alone, and the overview strip's divergence lane marks the params it holds.
+// names that rank alone, and the overview strip's divergence lane marks the params it holds. Without a click,
+// `ckptdoc demo` (stale fp32 masters) opens shaded by exact fraction with a legend naming it; a healthy
+// checkpoint keeps the param colours.
 #include <QComboBox>
 #include <QImage>
+#include <QLabel>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QtTest>
@@ -99,6 +102,7 @@ class TestLayoutHealth : public QObject {
 
     w.showTab("layout");
     auto* view = w.layoutView();
+    view->setGroupIndex(0);  // the worst param, selected on open, may have switched to its group
     auto* map = view->map();
     QVERIFY(map->group());
     QCOMPARE(static_cast<int>(map->group()->partitions.size()), kRanks);
@@ -137,6 +141,95 @@ class TestLayoutHealth : public QObject {
       QVERIFY2(off == (onStale.count(p.toStdString()) > 0), qPrintable(p));
     }
     QVERIFY(flagged == onStale);
+  }
+
+  // The demo's worst finding is fp32-master-mismatch: the map opens shaded by its metric, and says so.
+  void demoOpensShadedByItsWorstFinding() {
+    test::TempDir dir;
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"demo", dir.file("demo")}), 0);
+    MainWindow w;
+    w.resize(1200, 900);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QSignalSpy done(w.session(), &Session::analysisFinished);
+    w.openPath(QString::fromStdString(dir.file("demo")), true);
+    QVERIFY(done.wait(120000));
+    QCOMPARE(w.session()->core().findings().front().code, std::string("fp32-master-mismatch"));
+    w.showTab("layout");
+    auto* view = w.layoutView();
+    QCOMPARE(view->map()->shade(), session::Shade::ExactFraction);
+    QCOMPARE(view->shadeSelector()->currentData().toInt(), static_cast<int>(session::Shade::ExactFraction));
+    QVERIFY(view->legend()->isVisible());
+    QVERIFY2(view->legend()->text().contains("Exact fraction"), qPrintable(view->legend()->text()));
+    // Every fragment of the demo is stale: the map is the legend's "all off" red, nowhere "all exact" green
+    // (shaded by param, neither colour would be there).
+    const QRgb allOff = rgbaColor(session::shade_rgba(session::Shade::ExactFraction, 1, false)).rgb();
+    const QRgb exact = rgbaColor(session::shade_rgba(session::Shade::ExactFraction, 0, false)).rgb();
+    auto count = [&](QRgb colour) {
+      const QImage img = settledGrab(view->map());
+      const auto& geo = view->map()->geometry();
+      int n = 0;
+      for (int y = static_cast<int>(geo.header_height); y < img.height(); ++y)
+        for (int x = static_cast<int>(geo.label_width) + 1; x < img.width(); ++x)
+          n += (img.pixel(x, y) | 0xFF000000u) == colour;
+      return n;
+    };
+    QVERIFY2(count(allOff) > 10000, qPrintable(QString::number(count(allOff))));
+    QCOMPARE(count(exact), 0);
+    auto* shade = view->shadeSelector();
+    shade->setCurrentIndex(shade->findData(static_cast<int>(session::Shade::Param)));
+    QCOMPARE(count(allOff), 0);  // the red came from the shading
+    // The overview strip says what its lanes' colours mean.
+    auto* strip = w.overview()->findChild<QLabel*>(QStringLiteral("stripLegend"));
+    QVERIFY(strip);
+    QVERIFY2(strip->text().contains("Moment magnitude"), qPrintable(strip->text()));
+    // Its moments lane: the demo's moments are healthy (within a few percent of each other), so one colour
+    // near the middle of the ramp, not a rainbow.
+    w.showTab("overview");
+    const QColor mid = rgbaColor(session::shade_rgba(session::Shade::MomentMagnitude, 0.5f, false));
+    auto* lane = w.overview()->strip();
+    for (int x = lane->stripLeft(); x < lane->width() - 4; ++x) {
+      const QColor c = lane->colourAt(1, x);
+      QVERIFY2(std::abs(c.red() - mid.red()) + std::abs(c.green() - mid.green()) +
+                       std::abs(c.blue() - mid.blue()) <
+                   60,
+               qPrintable(c.name() + " at " + QString::number(x)));
+    }
+  }
+
+  // Nothing wrong: the param colours stay, and the legend says that is what they are.
+  void healthyCheckpointKeepsParamShading() {
+    MainWindow w;
+    w.resize(1200, 900);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QSignalSpy done(w.session(), &Session::analysisFinished);
+    w.openPath(QString::fromStdString(test::healthy_fixture("zero2_fp16_ws2")), true);
+    QVERIFY(done.wait(120000));
+    QVERIFY(!w.session()->report()->has_error());
+    w.showTab("layout");
+    auto* view = w.layoutView();
+    QCOMPARE(view->map()->shade(), session::Shade::Param);
+    QVERIFY2(view->legend()->text().contains("Param"), qPrintable(view->legend()->text()));
+  }
+
+  // A shade picked in the menu stays when the analysis runs again.
+  void chosenShadeSurvivesReanalysis() {
+    test::TempDir dir;
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"demo", dir.file("demo")}), 0);
+    MainWindow w;
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QSignalSpy done(w.session(), &Session::analysisFinished);
+    w.openPath(QString::fromStdString(dir.file("demo")), true);
+    QVERIFY(done.wait(120000));
+    auto* shade = w.layoutView()->shadeSelector();
+    const int moments = shade->findData(static_cast<int>(session::Shade::MomentMagnitude));
+    shade->setCurrentIndex(moments);
+    emit shade->activated(moments);  // as a user's pick
+    w.session()->analyse();
+    QVERIFY(done.wait(120000));
+    QCOMPARE(w.layoutView()->map()->shade(), session::Shade::MomentMagnitude);
   }
 
   // 64 ranks in 70 pixel rows of a small map: ranks share rows, the stale one still shows.

@@ -2,14 +2,15 @@
 // a checkpoint with random fp32 masters shows fp32-master-mismatch, and Fix → Repair writes an output that
 // diagnose calls clean; selection travels between the layout map and the table; analysis can be cancelled
 // and superseded results are dropped.
-#include <QProgressBar>
 #include <QChart>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QScatterSeries>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTableView>
 #include <QValueAxis>
+#include <QXYSeries>
 #include <QtTest>
 
 #include "app_settings.h"
@@ -202,6 +203,33 @@ class TestMainWindow : public QObject {
     const QString other = w.paramModel()->index(0, 0).data(ParamTableModel::NameRole).toString();
     w.paramsView()->selectParam(other);
     QCOMPARE(w.paramsView()->plots()->currentParam(), other);
+  }
+
+  // Without a click the Params tab shows the worst param's plots, not five empty ones.
+  void paramsOpenOnTheWorstParam() {
+    test::TempDir dir;
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"demo", dir.file("demo")}), 0);
+    MainWindow w;
+    w.resize(1200, 800);
+    w.show();
+    auto* plots = w.paramsView()->plots();
+    QSignalSpy density(plots, &PlotsView::densityReady);
+    QVERIFY(openAndWait(w, dir.file("demo")));
+    const QString worst = QString::fromStdString(w.session()->core().worst_param());
+    QVERIFY(!worst.isEmpty());
+    QCOMPARE(plots->currentParam(), worst);
+    QCOMPARE(w.paramsView()->table()->currentIndex().data(ParamTableModel::NameRole).toString(), worst);
+    QVERIFY(density.wait(30000));
+    for (auto* panel : plots->panels()) {  // each has data: more than emptyChart's one empty series
+      QVERIFY(panel->chart());
+      int points = 0;
+      for (auto* s : panel->chart()->series())
+        if (auto* xy = qobject_cast<QXYSeries*>(s))
+          points += static_cast<int>(xy->count());
+        else
+          points += 1;  // bars
+      QVERIFY2(points > 0, qPrintable(panel->chart()->title()));
+    }
   }
 
   void plotsExportPngAndSvg() {

@@ -1,16 +1,19 @@
-// The desktop app's open path on Hugging Face model folders and weights files: a folder written by torch opens,
-// its analysis lists the folder's finding and one param row per tensor; a Trainer checkpoint-N/ folder opens
-// as the DeepSpeed checkpoint it holds.
+// The desktop app's open path on Hugging Face model folders and weights files: a folder written by torch
+// opens, its analysis lists the folder's finding and one param row per tensor; a Trainer checkpoint-N/ folder
+// opens as the DeepSpeed checkpoint it holds. Exporting its NaN weights warns beside "Exported".
+#include <QLabel>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QtTest>
 
 #include "app_settings.h"
+#include "export_dialog.h"
 #include "findings_model.h"
+#include "gui_test_main.h"
 #include "main_window.h"
 #include "param_table_model.h"
 #include "session.h"
-#include "gui_test_main.h"
 
 using namespace ckptdoc;
 using namespace ckptdoc::gui;
@@ -52,6 +55,21 @@ class TestWeightsWindow : public QObject {
     for (int r = 0; r < m->count(); ++r) nonfinite |= m->finding(r).code == "nonfinite-values";
     QVERIFY(nonfinite);
     QCOMPARE(w.paramModel()->rowCount(), 17);
+  }
+
+  // Exporting weights that hold NaN (written by torch): the dialog says so beside "Exported".
+  void exportOfNaNWeightsWarns() {
+    test::TempDir tmp;
+    const std::string dir = hf_folder(tmp, "nan");
+    MainWindow w;
+    QVERIFY(openAndWait(w, dir));
+    ExportDialog d(w.session());
+    d.setOutputPath(QString::fromStdString(tmp.file("out.safetensors")));
+    QSignalSpy exported(&d, &ExportDialog::exported);
+    d.runButton()->click();
+    QVERIFY(exported.wait(120000));
+    const QString text = d.status()->text();
+    QVERIFY2(text.contains("Exported") && text.contains("holds NaN or Inf values"), qPrintable(text));
   }
 
   void opensOneWeightsFile() {

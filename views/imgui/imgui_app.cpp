@@ -89,6 +89,8 @@ bool load_fonts() {
 }
 
 void draw_frame(View& v, int w, int h) {
+  follow_analysis(v);
+  v.layout.legend_drawn.clear();
   ImGui::SetNextWindowPos(ImVec2(0, 0));
   ImGui::SetNextWindowSize(ImVec2(static_cast<float>(w), static_cast<float>(h)));
   ImGui::Begin("ckptdoc", nullptr,

@@ -345,9 +345,13 @@ void draw_diff(View& v) {
     if (ImGui::Button("Cancel")) d.job->cancel();
     v.widgets.record("diff.cancel");
   }
-  if (d.other.empty()) {
-    ImGui::TextDisabled(
-        "Open a checkpoint, then File > Compare with... (Ctrl+D) to compare it with another.");
+  if (d.other.empty()) {  // with a source open only B is missing: do not send the user to open A again
+    if (s.is_open())
+      ImGui::TextDisabled("A: %s\nB: none yet. Pick it with File > Compare with... (Ctrl+D).",
+                          s.path().c_str());
+    else
+      ImGui::TextDisabled(
+          "Open a checkpoint, then File > Compare with... (Ctrl+D) to compare it with another.");
     return;
   }
   if (d.result)

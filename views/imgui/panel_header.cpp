@@ -3,6 +3,7 @@
 #include <GLFW/glfw3.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "view.h"
@@ -14,10 +15,17 @@ namespace {
 void progress_row(View& v) {
   const auto jobs = v.session.jobs();
   if (jobs.empty()) {
-    if (const auto* r = v.session.report())
-      ImGui::TextDisabled("analysed %.1f MiB in %.2f s on %s",
-                          static_cast<double>(r->bytes_scanned) / 1048576.0, r->seconds, r->backend.c_str());
-    else if (const auto& e = v.session.analysis_error())
+    if (const auto* r = v.session.report()) {
+      // The row ends at the window's edge: what does not fit moves to the tooltip rather than being cut off.
+      char full[256], brief[96];
+      std::snprintf(full, sizeof full, "analysed %.1f MiB in %.2f s on %s",
+                    static_cast<double>(r->bytes_scanned) / 1048576.0, r->seconds, r->backend.c_str());
+      std::snprintf(brief, sizeof brief, "analysed %.1f MiB in %.2f s",
+                    static_cast<double>(r->bytes_scanned) / 1048576.0, r->seconds);
+      const bool fits = ImGui::CalcTextSize(full).x <= ImGui::GetContentRegionAvail().x;
+      ImGui::TextDisabled("%s", fits ? full : brief);
+      if (!fits && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", full);
+    } else if (const auto& e = v.session.analysis_error())
       ImGui::TextColored(ImVec4(0.95f, 0.45f, 0.4f, 1), "analysis: %s", display(v, e->message).c_str());
     return;
   }

@@ -15,44 +15,6 @@ namespace ckptdoc::imgui_view {
 
 namespace {
 
-ImU32 im_colour(uint32_t rgba) {
-  return IM_COL32(rgba >> 24, (rgba >> 16) & 0xFF, (rgba >> 8) & 0xFF, rgba & 0xFF);
-}
-
-void swatch(uint32_t rgba, const char* text) {
-  const ImVec2 p = ImGui::GetCursorScreenPos();
-  const float h = ImGui::GetTextLineHeight();
-  ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + h, p.y + h), im_colour(rgba));
-  ImGui::Dummy(ImVec2(h, h));
-  ImGui::SameLine();
-  ImGui::TextUnformatted(text);
-  ImGui::SameLine();
-}
-
-void legend(View& v) {
-  using session::Shade;
-  const Shade s = v.layout.shade;
-  if (s != Shade::Param && !v.session.health()) {
-    ImGui::TextDisabled("(analyse first)");
-    return;
-  }
-  if (s == Shade::ExactFraction) {
-    swatch(session::shade_rgba(s, 0, false), "exact");
-    swatch(session::shade_rgba(s, 0.5f, false), "0.1% off");
-    swatch(session::shade_rgba(s, 1, false), "all off");
-    swatch(session::shade_rgba(s, std::nanf(""), false), "no pair");
-  } else if (s == Shade::NonFinite) {
-    swatch(session::shade_rgba(s, 0, false), "none");
-    swatch(session::shade_rgba(s, 1, false), "NaN/Inf");
-  } else if (s == Shade::MomentMagnitude) {
-    swatch(session::shade_rgba(s, 0.01f, false), "small");
-    swatch(session::shade_rgba(s, 1, false), "large");
-    swatch(session::kZeroMomentRgba, "zero");
-    swatch(session::shade_rgba(s, std::nanf(""), false), "none");
-  }
-  ImGui::NewLine();
-}
-
 uint64_t raster_key(const View& v, const session::LayoutGeometry& g, int w, int h) {
   char buf[256];
   std::snprintf(buf, sizeof buf, "%llu|%d|%d|%s|%.9g|%.9g|%.9g|%.9g|%.9g|%d|%d",
@@ -95,14 +57,18 @@ void draw_layout(View& v) {
   if (ImGui::BeginCombo("shade by", session::shade_label(L.shade).data())) {
     for (auto sh : {session::Shade::Param, session::Shade::ExactFraction, session::Shade::NonFinite,
                     session::Shade::MomentMagnitude})
-      if (ImGui::Selectable(session::shade_label(sh).data(), sh == L.shade)) L.shade = sh;
+      if (ImGui::Selectable(session::shade_label(sh).data(), sh == L.shade)) {
+        L.shade = sh;
+        L.shade_chosen = true;
+      }
     ImGui::EndCombo();
   }
   v.widgets.record("layout.shade");
   ImGui::SameLine();
   if (ImGui::Button("Fit")) L.auto_fit = true;
-  ImGui::SameLine();
-  legend(v);
+  const auto legend = session::shade_legend(L.shade, s.health());
+  draw_legend(legend);
+  L.legend_drawn = legend.title;
   ImGui::TextDisabled(
       "ZeRO stage %d, %zu ranks, partition %lld elements, %lld padding  (wheel: zoom, drag: pan, "
       "shift+wheel: ranks, ctrl+wheel: rows, double-click: fit)",

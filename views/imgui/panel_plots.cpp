@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <string>
 
+#include "ckptdoc/session/off_scale.h"
+#include "ckptdoc/session/ulp_label.h"
 #include "no_blend.h"
 #include "view.h"
 
@@ -35,7 +37,8 @@ Box begin_box(const char* id, const char* title, const char* xlabel, ImVec2 size
   Box b;
   b.hovered = ImGui::IsItemHovered();
   b.p0 = ImVec2(o.x + 44, o.y + 4);
-  b.p1 = ImVec2(o.x + size.x - 8, o.y + size.y - ImGui::GetTextLineHeightWithSpacing() * 2 - 4);
+  // Below the inner area a row of tick labels, then the axis title (it was drawn over the ticks).
+  b.p1 = ImVec2(o.x + size.x - 8, o.y + size.y - ImGui::GetTextLineHeightWithSpacing() * 3 - 2);
   ImDrawList* dl = ImGui::GetWindowDrawList();
   if (frame) dl->AddRect(b.p0, b.p1, kAxis);
   ImGui::TextDisabled("%s", xlabel);
@@ -145,7 +148,7 @@ void log_histogram(const char* id, const char* title, const char* xlabel, const 
 
 namespace {
 
-void ulp_bars(const char* id, const UlpHistogram& h, ImVec2 size) {
+void ulp_bars(const View& v, const char* id, const UlpHistogram& h, ImVec2 size) {
   Box b = begin_box(id, "ULP distance", "ULPs between weight and rounded master", size);
   double ymax = 1;
   for (auto c : h.counts) ymax = std::max(ymax, static_cast<double>(c));
@@ -163,7 +166,14 @@ void ulp_bars(const char* id, const UlpHistogram& h, ImVec2 size) {
     }
   }
   y_labels(b, ymax);
-  x_ticks(b, 0, UlpHistogram::kBuckets - 1, 2, "%.0f");
+  // Labelled by ULPs, as the Qt chart is (0, 1, 4, … 16k), at the same buckets: never by bucket index.
+  ImDrawList* tl = ImGui::GetWindowDrawList();
+  for (int k = 0; k < UlpHistogram::kBuckets; k += (k == 0 ? 1 : 2)) {
+    const std::string text = display(v, session::ulp_axis_label(k));
+    const float x = b.x(k), w = ImGui::CalcTextSize(text.c_str()).x;
+    tl->AddLine(ImVec2(x, b.p1.y), ImVec2(x, b.p1.y + 3), kAxis);
+    tl->AddText(ImVec2(x - w * 0.5f, b.p1.y + 2), kAxis, text.c_str());
+  }
   if (b.hovered) {
     const int k = static_cast<int>(std::lround(b.data_x(ImGui::GetIO().MousePos.x)));
     if (k >= 0 && k < UlpHistogram::kBuckets)
@@ -232,34 +242,41 @@ void density_plot(View& v, ImVec2 size) {
   }
 }
 
-// Per rank, the share of elements whose weight is not its master rounded, hanging from a green line: a healthy
-// checkpoint draws nothing but the line, one stale rank among 1024 a red bar.
+// Per rank, the share of elements whose weight is not its master rounded, as bars on core's log scale
+// (session::OffScale, as the Qt view draws it): a healthy checkpoint draws no bar, 0.013 % off a visible one.
 void rank_bars(View& v, ImVec2 size) {
   const char* title = "Elements off per rank (all params)";
   const auto& per = v.session.per_rank_divergence();
   if (per.empty()) return empty_box("ranks", title, "no weight/master pairs", size);
-  Box b = begin_box("ranks", title, "dp rank; bar: 1 - exact fraction", size);
+  Box b = begin_box("ranks", title, "dp rank; bar: elements off (log)", size);
+  const auto scale = session::OffScale::fit(per);
   b.xlo = -0.5;
   b.xhi = static_cast<double>(per.rbegin()->first) + 0.5;
+  b.yhi = scale.top();
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  dl->AddLine(ImVec2(b.p0.x, b.p0.y + 1), ImVec2(b.p1.x, b.p0.y + 1), IM_COL32(76, 175, 80, 255), 2);
   {
     NoBlend opaque(dl);
     for (const auto& [rank, d] : per) {
-      const double off = 1.0 - d.exact_fraction();
-      if (off <= 0) continue;
+      const double h = scale.height(session::off_fraction(d));
+      if (h <= 0) continue;
       const float x0 = b.x(rank - 0.45), x1 = std::max(b.x(rank + 0.45), x0 + 1);
-      dl->AddRectFilled(ImVec2(x0, b.p0.y), ImVec2(x1, b.p0.y + std::max(2.0f, static_cast<float>(off) * (b.p1.y - b.p0.y))),
-                        IM_COL32(211, 47, 47, 255));
+      dl->AddRectFilled(ImVec2(x0, b.y(h)), ImVec2(x1, b.p1.y), IM_COL32(211, 47, 47, 255));
     }
   }
-  dl->AddText(ImVec2(b.p0.x - 40, b.p0.y - 2), kAxis, "0%");
-  dl->AddText(ImVec2(b.p0.x - 40, b.p1.y - 14), kAxis, "100%");
+  for (const auto& [at, text] : scale.ticks()) {  // labels right-aligned left of the axis
+    const float y = b.y(at);
+    dl->AddLine(ImVec2(b.p0.x - 3, y), ImVec2(b.p0.x, y), kAxis);
+    const ImVec2 t = ImGui::CalcTextSize(text.c_str());
+    dl->AddText(ImVec2(b.p0.x - 4 - t.x, y - t.y * 0.5f), kAxis, text.c_str());
+  }
   x_ticks(b, 0, b.xhi, std::max(1.0, std::pow(10.0, std::floor(std::log10(std::max(1.0, b.xhi / 2))))), "%.0f");
   if (b.hovered) {
     const int rank = static_cast<int>(std::lround(b.data_x(ImGui::GetIO().MousePos.x)));
     if (auto it = per.find(rank); it != per.end())
-      ImGui::SetTooltip("rank %d: %.4f %% exact", rank, 100.0 * it->second.exact_fraction());
+      ImGui::SetTooltip("rank %d: %llu of %llu elements off (%.4g %%)", rank,
+                        static_cast<unsigned long long>(it->second.count - it->second.exact),
+                        static_cast<unsigned long long>(it->second.count),
+                        100.0 * session::off_fraction(it->second));
   }
 }
 
@@ -296,7 +313,7 @@ void draw_plots(View& v) {
   if (p && p->lp_vs_fp32) {
     log_histogram("div", "|fp32 - weight|", "log10 |d|", p->lp_vs_fp32->log_abs_diff, nullptr, size);
     ImGui::SameLine();
-    ulp_bars("ulp", p->lp_vs_fp32->ulp, size);
+    ulp_bars(v, "ulp", p->lp_vs_fp32->ulp, size);
   } else {
     empty_box("div", "|fp32 - weight|", p ? "no weight/master pair" : why, size);
     ImGui::SameLine();

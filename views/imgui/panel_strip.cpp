@@ -1,5 +1,6 @@
 // The overview strip: every param in layout order in three lanes (divergence, moment magnitude, NaN/Inf),
-// core's session::param_strip pixels in a texture; hover names a param, a click selects it.
+// core's session::param_strip pixels in a texture with a legend line per lane; hover names a param, a click
+// selects it.
 #include <algorithm>
 #include <functional>
 
@@ -23,6 +24,18 @@ void draw_strip(View& v, const char* id, float lane_h) {
   ImGui::InvisibleButton(id, ImVec2(kLabel + width, height));
   const bool hovered = ImGui::IsItemHovered();
   const bool clicked = ImGui::IsItemClicked();
+  if (cat)  // what each lane's colours mean: the metric's name, then its swatches
+    for (auto lane : kLanes) {
+      const auto legend = session::strip_lane_legend(lane, s.health());
+      const std::string label(session::strip_lane_label(lane)),
+          metric = legend.title.substr(0, legend.title.find(':'));
+      if (metric == label)
+        ImGui::TextDisabled("%s:", label.c_str());
+      else
+        ImGui::TextDisabled("%s (%s):", label.c_str(), metric.c_str());
+      ImGui::SameLine();
+      draw_legend(legend, false);
+    }
   ImDrawList* dl = ImGui::GetWindowDrawList();
   for (int i = 0; i < 3; ++i)
     dl->AddText(ImVec2(origin.x, origin.y + i * (lane_h + kGap) + (lane_h - ImGui::GetFontSize()) * 0.5f),

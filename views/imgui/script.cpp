@@ -212,6 +212,7 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
       const auto s = session::parse_shade(a0);
       if (!s) return fail(st, "unknown shade '" + a0 + "'");
       v.layout.shade = *s;
+      v.layout.shade_chosen = true;
       next();
       continue;
     }
@@ -228,6 +229,25 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
         ok = std::to_string(v.diff.rows.size()) == n;
         got = std::to_string(v.diff.rows.size()) + " diff rows" +
               (v.diff.error.empty() ? "" : ": " + v.diff.error);
+      } else if (a0 == "shade") {  // the layout is shaded by NAME (param, exact, nonfinite, moments)
+        const std::string name = st.args.size() > 1 ? st.args[1] : "";
+        ok = session::shade_name(v.layout.shade) == name;
+        got = "shaded by " + std::string(session::shade_name(v.layout.shade));
+      } else if (a0 == "legend") {  // the last frame drew the layout's legend, its title containing TEXT
+        const size_t at = st.text.find_first_not_of(" \t", a0.size());
+        const std::string want = at == std::string::npos ? "" : st.text.substr(at);
+        ok = !want.empty() && v.layout.legend_drawn.find(want) != std::string::npos;
+        got = v.layout.legend_drawn.empty() ? "no legend drawn" : "legend '" + v.layout.legend_drawn + "'";
+      } else if (a0 == "selected") {  // a param is selected (with no name) or that one is
+        const std::string name = st.args.size() > 1 ? st.args[1] : "";
+        ok = name.empty() ? !v.selected.empty() : v.selected == name;
+        got = v.selected.empty() ? "nothing selected" : "selected " + v.selected;
+      } else if (a0 == "export-warning") {  // the export window warns, its text containing TEXT
+        const size_t at = st.text.find_first_not_of(" \t", a0.size());
+        const std::string want = at == std::string::npos ? "" : st.text.substr(at);
+        ok = !want.empty() && v.exporting.warning.find(want) != std::string::npos;
+        got = v.exporting.warning.empty() ? "no export warning (" + v.exporting.message + ")"
+                                          : "warning '" + v.exporting.warning + "'";
       } else if (a0 == "open-failed") {
         ok = v.status_error;
         got = "no open failure";

@@ -48,6 +48,14 @@ void select_param(View& v, const std::string& name) {
   if (const auto ref = v.session.find_param(name)) v.layout.group = ref->group;
 }
 
+void follow_analysis(View& v) {
+  auto report = v.session.report_ptr();
+  if (!report || report == v.followed || v.session.analysing()) return;
+  v.followed = report;
+  if (!v.layout.shade_chosen) v.layout.shade = session::shade_for(v.session.findings());
+  if (v.selected.empty()) select_param(v, v.session.worst_param());
+}
+
 void open_repair(View& v, analysis::RepairKind kind) {
   const auto* cat = v.session.catalog();
   if (!cat || kind == analysis::RepairKind::None) return;
@@ -67,6 +75,7 @@ std::string display(const View& v, std::string s) {
                           {"\xE2\x80\x94", "-"},
                           {"\xE2\x80\x93", "-"},
                           {"\xE2\x89\x88", "~"},
+                          {"\xE2\x89\xA5", ">="},
                           {"\xCE\x94", "d"},
                           {"\xC3\x97", "x"}}) {
     for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos + std::strlen(to)))

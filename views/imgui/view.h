@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ckptdoc/session/session.h"
+#include "ckptdoc/session/shade_legend.h"
 #include "recent_files.h"
 #include "texture.h"
 
@@ -48,6 +49,7 @@ struct ExportWindow {
   char path[1024] = {};
   session::JobPtr job;
   std::string message;
+  std::string warning;  // NaN/Inf written (deepspeed::non_finite_warning)
   bool ok = false;
 };
 
@@ -66,7 +68,9 @@ struct OpenWindow {
 
 struct LayoutState {
   int group = 0;
-  session::Shade shade = session::Shade::Param;
+  session::Shade shade = session::Shade::Param;  // each analysis sets its worst finding's (follow_analysis)
+  bool shade_chosen = false;                     // picked in the menu or by the script: kept for this source
+  std::string legend_drawn;  // the map's legend title as the last frame drew it (for the script)
   session::LayoutGeometry geometry;
   bool auto_fit = true;
   uint64_t raster_key = 0;   // hash of what the texture shows
@@ -75,8 +79,9 @@ struct LayoutState {
   Texture map;
   uint64_t strip_key = 0;
   Texture strip;
-  void reset() {  // a new source: fit again, nothing cached (the textures are reused)
+  void reset() {  // a new source: fit again, shade by its findings, nothing cached (the textures are reused)
     group = 0;
+    shade_chosen = false;
     geometry = {};
     auto_fit = true;
     raster_key = pending_key = strip_key = 0;
@@ -154,12 +159,16 @@ struct View {
   WidgetRects widgets;
   bool fonts_unicode = false;  // DejaVu loaded: core's messages render as they are
   bool quit = false;
+  std::shared_ptr<const analysis::Report> followed;  // the analysis follow_analysis last acted on
 };
 
 // Starts opening `path` (the path field, a recent entry, a drop, the file dialog).
 void open_path(View& v, const std::string& path);
 // Selects a param everywhere (table, layout map, strip, plots).
 void select_param(View& v, const std::string& name);
+// Once per new analysis: shades the layout by its worst finding (unless a shade was chosen) and selects the
+// worst param when none is, so no picture opens on a neutral or empty view.
+void follow_analysis(View& v);
 // Opens the repair window for a finding's repair.
 void open_repair(View& v, analysis::RepairKind kind);
 // Compares the open source with `other` (sets B, shows the Diff tab, starts the diff job).
@@ -180,6 +189,8 @@ void draw_params(View& v);
 void draw_plots(View& v);
 void draw_diff(View& v);
 void draw_strip(View& v, const char* id, float height);
+// A legend line: its title, then a swatch and a word for each colour.
+void draw_legend(const session::Legend& legend, bool title = true);
 void draw_repair_window(View& v);
 void draw_export_window(View& v);
 void draw_open_window(View& v);

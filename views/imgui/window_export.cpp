@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "ckptdoc/analysis/export_gate.h"
+#include "ckptdoc/deepspeed/export_warning.h"
 #include "view.h"
 
 namespace ckptdoc::imgui_view {
@@ -77,10 +78,12 @@ void draw_export_window(View& v) {
       e.message.clear();
       e.job = v.session.export_weights(e.path, o, [&v](session::Outcome<deepspeed::ExportResult>& r) {
         v.exporting.ok = r.ok();
-        if (r.ok())
+        v.exporting.warning.clear();
+        if (r.ok()) {
           v.exporting.message = "Exported " + std::to_string(r.value->tensors) + " tensors (" +
                                 std::to_string(r.value->bytes) + " bytes) to " + r.value->path;
-        else
+          v.exporting.warning = deepspeed::non_finite_warning(*r.value);
+        } else
           v.exporting.message = r.error->kind == session::ErrorKind::Cancelled
                                     ? "Export cancelled."
                                     : "Export failed: " + r.error->message;
@@ -93,6 +96,8 @@ void draw_export_window(View& v) {
   if (!e.message.empty())
     ImGui::TextColored(e.ok ? ImVec4(0.35f, 0.8f, 0.4f, 1) : ImVec4(0.95f, 0.4f, 0.35f, 1), "%s",
                        display(v, e.message).c_str());
+  if (!e.warning.empty())  // written, but not weights a model can use
+    ImGui::TextColored(ImVec4(1.0f, 0.6f, 0.2f, 1), "Warning: %s", display(v, e.warning).c_str());
   ImGui::End();
 }
 

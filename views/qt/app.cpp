@@ -180,10 +180,7 @@ int run_app(int argc, char** argv, const AppOptions& o) {
     QObject::connect(w.session(), &Session::analysisFinished, &w, [&w, p] { w.paramsView()->selectParam(p); });
   }
   if (!o.screenshot && o.view != "overview") w.showTab(QString::fromStdString(o.view));
-  if (o.shade) {
-    auto* shade = w.layoutView()->shadeSelector();
-    shade->setCurrentIndex(shade->findData(static_cast<int>(*session::parse_shade(*o.shade))));
-  }
+  if (o.shade) w.layoutView()->pinShade(*session::parse_shade(*o.shade));
   return QApplication::exec();
 }
 

@@ -18,6 +18,9 @@
 #include <iterator>
 #include <memory>
 
+#include "ckptdoc/session/off_scale.h"
+#include "ckptdoc/session/ulp_label.h"
+
 namespace ckptdoc::gui {
 
 namespace {
@@ -80,15 +83,8 @@ void tooltipOnHover(QAreaSeries* area, const QString& what) {
 }
 
 // Bucket lower bounds, short enough for a category axis: 0, 1, 2, 4, …, 1k, …, ≥64k.
-QString shortUlpLabel(int b) {
-  if (b <= 0) return QStringLiteral("0");
-  const unsigned lo = 1u << (b - 1);
-  QString t = lo >= 1024 ? QStringLiteral("%1k").arg(lo / 1024) : QString::number(lo);
-  return b >= UlpHistogram::kBuckets - 1 ? QStringLiteral("≥") + t : t;
-}
-
-// Counts are whole numbers: ticks every 1, 2 or 5 × 10^k elements from 0, labelled so that no two read the same
-// (Qt's nice numbers put ticks at 0.2, 0.4, … for a count of 1, which "%.0f" prints as 0, 0, 0, 1, 1).
+// Counts are whole numbers: ticks every 1, 2 or 5 × 10^k elements from 0, labelled so that no two read the
+// same (Qt's nice numbers put ticks at 0.2, 0.4, … for a count of 1, which "%.0f" prints as 0, 0, 0, 1, 1).
 void countAxisFormat(QValueAxis* y, double ymax) {
   const double raw = std::max(1.0, ymax / 5.0);
   const double decade = std::pow(10.0, std::floor(std::log10(raw)));
@@ -195,7 +191,7 @@ QChart* ulpChart(const QString& title, const UlpHistogram& h) {
   for (int b = 0; b < UlpHistogram::kBuckets; ++b) {
     *set << static_cast<double>(h.counts[static_cast<size_t>(b)]);
     ymax = std::max(ymax, static_cast<double>(h.counts[static_cast<size_t>(b)]));
-    cats << shortUlpLabel(b);
+    cats << QString::fromStdString(session::ulp_axis_label(b));
     full << QString::fromStdString(UlpHistogram::bucket_label(b));
   }
   auto* series = new QBarSeries;
@@ -222,38 +218,45 @@ QChart* ulpChart(const QString& title, const UlpHistogram& h) {
   return c;
 }
 
-QChart* rankExactChart(const QString& title, const std::map<int, DivergenceStats>& perRank) {
+QChart* rankOffChart(const QString& title, const std::map<int, DivergenceStats>& perRank) {
   if (perRank.empty()) return emptyChart(title, QObject::tr("no per-rank divergence (no lp/fp32 pairs)"));
   auto* c = baseChart(title);
-  auto* set = new QBarSet(QObject::tr("exact %"));
-  QStringList cats;
+  const auto scale = session::OffScale::fit(perRank);
+  auto* set = new QBarSet(QObject::tr("elements off"));
+  QStringList cats, tips;
   for (const auto& [rank, d] : perRank) {
-    *set << d.exact_fraction() * 100.0;
+    const double off = session::off_fraction(d);
+    *set << scale.height(off);
     cats << QString::number(rank);
+    tips << QObject::tr("rank %1: %2 of %3 elements off (%4 %)")
+                .arg(rank)
+                .arg(d.count - d.exact)
+                .arg(d.count)
+                .arg(100.0 * off, 0, 'g', 4);
   }
-  bool allGood = true;
-  for (const auto& [rank, d] : perRank) allGood = allGood && d.exact_fraction() > 0.99;
-  set->setColor(allGood ? QColor(0x4e, 0x9b, 0xd8) : QColor(0xc6, 0x28, 0x28));
+  set->setColor(QColor(0xd3, 0x2f, 0x2f));
   auto* series = new QBarSeries;
   series->append(set);
-  series->setLabelsVisible(true);
-  series->setLabelsFormat(QStringLiteral("@value %"));
-  series->setLabelsPrecision(4);
-  series->setLabelsPosition(QAbstractBarSeries::LabelsInsideBase);
-  set->setLabelColor(QColor(0x20, 0x20, 0x20));
   c->addSeries(series);
   auto* x = new QBarCategoryAxis;
   x->append(cats);
   x->setTitleText(QObject::tr("dp rank"));
-  auto* y = axis(QObject::tr("exact elements (%)"), 0, 100);
-  y->setLabelFormat(QStringLiteral("%.0f"));
+  // Log scale: one label per decade of the share off, so 0.013 % is a bar and 100 % the top.
+  auto* y = new QCategoryAxis;
+  y->setTitleText(QObject::tr("elements off (log)"));
+  y->setRange(0, scale.top());
+  y->setLabelsPosition(QCategoryAxis::AxisLabelsPositionOnValue);
+  for (const auto& [at, text] : scale.ticks()) y->append(QString::fromStdString(text), at);
+  QFont f = y->titleFont();
+  f.setBold(false);
+  y->setTitleFont(f);
   c->addAxis(x, Qt::AlignBottom);
   c->addAxis(y, Qt::AlignLeft);
   series->attachAxis(x);
   series->attachAxis(y);
-  QObject::connect(set, &QBarSet::hovered, set, [set, cats](bool state, int i) {
+  QObject::connect(set, &QBarSet::hovered, set, [tips](bool state, int i) {
     if (!state) return QToolTip::hideText();
-    QToolTip::showText(QCursor::pos(), QObject::tr("rank %1: %2 % exact").arg(cats.value(i)).arg(set->at(i), 0, 'f', 3));
+    QToolTip::showText(QCursor::pos(), tips.value(i));
   });
   return c;
 }

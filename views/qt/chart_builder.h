@@ -18,8 +18,8 @@ QChart* logHistogramChart(const QString& title, const QString& xTitle, const Log
                           const QString& negativeLabel = QStringLiteral("negative"));
 // The ULP-distance buckets of a divergence as bars.
 QChart* ulpChart(const QString& title, const UlpHistogram& h);
-// Exact fraction per dp rank as bars (0–100 %).
-QChart* rankExactChart(const QString& title, const std::map<int, DivergenceStats>& perRank);
+// Elements off per dp rank (weight != master rounded) as bars on session::OffScale's log scale.
+QChart* rankOffChart(const QString& title, const std::map<int, DivergenceStats>& perRank);
 // lp (x) against fp32 master (y) as a density: every element counted in a 2-D histogram, each non-empty bin a
 // square shaded by log(count), with the y = x diagonal; hovering a bin shows its ranges and count.
 QChart* densityChart(const QString& title, const analysis::Density2D& density);

@@ -87,7 +87,7 @@ DiffView::DiffView(Session* session, QWidget* parent) : QWidget(parent), session
   bar->addWidget(progress_);
   bar->addWidget(cancel_);
 
-  sides_ = new QLabel(tr("Open a checkpoint, then File → Compare with… to compare it with another."), this);
+  sides_ = new QLabel(this);
   sides_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   sides_->setWordWrap(true);
   summary_ = new QLabel(this);
@@ -132,6 +132,7 @@ DiffView::DiffView(Session* session, QWidget* parent) : QWidget(parent), session
   layout->addWidget(summary_);
   layout->addWidget(split, 1);
 
+  showPrompt();
   connect(session_, &Session::opened, this, &DiffView::onSourceChanged);
   connect(session_, &Session::closed, this, &DiffView::onSourceChanged);
   connect(session_, &Session::jobsProgressed, this, &DiffView::updateProgress);
@@ -224,9 +225,20 @@ void DiffView::onSourceChanged() {
     what_->setItemData(i, weightsOnly ? QVariant(0) : QVariant(), Qt::UserRole - 1);  // disables the item
   if (weightsOnly && what_->currentIndex() != 0) what_->setCurrentIndex(0);  // reruns
   else if (!rerun()) summary_->clear();
+  if (other_.isEmpty()) showPrompt();
+}
+
+void DiffView::showPrompt() {
+  // With a source open, only B is missing: "Open a checkpoint" would send the user to open it again.
+  sides_->setText(session_->isOpen()
+                      ? tr("A: %1\nB: none yet. Pick it with File → Compare with…").arg(session_->path())
+                      : tr("Open a checkpoint, then File → Compare with… to compare it with another."));
 }
 
 QString DiffView::summaryText() const { return summary_->text(); }
+QString DiffView::sidesText() const {
+  return sides_->text();
+}
 QString DiffView::detailsText() const { return details_->text(); }
 
 void DiffView::onResult(const std::shared_ptr<const analysis::DiffResult>& r) {

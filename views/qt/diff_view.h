@@ -46,6 +46,7 @@ class DiffView : public QWidget {
   analysis::DiffOptions options() const;
   QString errorText() const { return error_; }
   QString summaryText() const;
+  QString sidesText() const;  // "A: … B: …", or what to do to get there
   QString detailsText() const;
 
   DiffModel* model() const { return model_; }
@@ -69,6 +70,7 @@ class DiffView : public QWidget {
   void onResult(const std::shared_ptr<const analysis::DiffResult>& result);
   void onRowSelected();
   void onSourceChanged();
+  void showPrompt();
   void updateProgress();
 
   Session* session_;

@@ -19,6 +19,7 @@
 
 #include "ckptdoc/analysis/export_gate.h"
 #include "ckptdoc/deepspeed/export.h"
+#include "ckptdoc/deepspeed/export_warning.h"
 #include "session.h"
 
 namespace ckptdoc::gui {
@@ -159,11 +160,15 @@ void ExportDialog::start() {
                                        .arg(errorText(*r.error).toHtmlEscaped()));
       return;
     }
-    self->status_->setText(
-        tr("<b style='color:#2e7d32'>Exported</b> %1 tensors (%2 bytes) to <code>%3</code>")
-            .arg(r.value->tensors)
-            .arg(r.value->bytes)
-            .arg(QString::fromStdString(r.value->path).toHtmlEscaped()));
+    QString text = tr("<b style='color:#2e7d32'>Exported</b> %1 tensors (%2 bytes) to <code>%3</code>")
+                       .arg(r.value->tensors)
+                       .arg(r.value->bytes)
+                       .arg(QString::fromStdString(r.value->path).toHtmlEscaped());
+    // Written, but not weights a model can use: said as loudly as the success.
+    if (const auto warning = deepspeed::non_finite_warning(*r.value); !warning.empty())
+      text += tr("<br><b style='color:#e65100'>Warning:</b> %1")
+                  .arg(QString::fromStdString(warning).toHtmlEscaped().replace('\n', QStringLiteral("<br>")));
+    self->status_->setText(text);
     spdlog::info("exported {} tensors to {}", r.value->tensors, r.value->path);
     emit self->exported(QString::fromStdString(r.value->path));
   });

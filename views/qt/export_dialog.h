@@ -28,6 +28,7 @@ class ExportDialog : public QDialog {
   QString outputPath() const;
   void setOutputPath(const QString& path);
   QPushButton* runButton() const { return run_; }
+  QLabel* status() const { return status_; }  // what the last export said
 
  signals:
   void exported(const QString& path);

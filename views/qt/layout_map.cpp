@@ -197,7 +197,10 @@ void LayoutMap::drawRuler(QPainter& p) {
     const double x = g.x_of(e);
     if (x < g.label_width) continue;
     p.drawLine(QPointF(x, hh - 6), QPointF(x, hh - 1));
-    p.drawText(QPointF(x + 3, hh - 8), QLocale().toString(static_cast<qlonglong>(e)));
+    // Right of its tick, unless that runs past the edge ("9" for 90,000): then it ends at its tick.
+    const QString label = QLocale().toString(static_cast<qlonglong>(e));
+    const double w = p.fontMetrics().horizontalAdvance(label);
+    p.drawText(QPointF(x + 3 + w > width() ? x - 3 - w : x + 3, hh - 8), label);
   }
   p.drawText(QRect(4, 0, static_cast<int>(g.label_width) - 8, hh), Qt::AlignVCenter | Qt::AlignLeft,
              tr("element"));

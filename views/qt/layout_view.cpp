@@ -7,19 +7,11 @@
 #include <QVBoxLayout>
 
 #include "layout_map.h"
+#include "legend_label.h"
 #include "param_strip.h"
 #include "session.h"
 
 namespace ckptdoc::gui {
-
-namespace {
-
-QString swatch(uint32_t rgba, const QString& text) {
-  return QStringLiteral("<span style='background:%1'>&nbsp;&nbsp;&nbsp;</span>&nbsp;%2&nbsp;&nbsp;")
-      .arg(rgbaColor(rgba).name(), text);
-}
-
-}  // namespace
 
 LayoutView::LayoutView(Session* session, QWidget* parent) : QWidget(parent), session_(session) {
   auto* v = new QVBoxLayout(this);
@@ -27,6 +19,7 @@ LayoutView::LayoutView(Session* session, QWidget* parent) : QWidget(parent), ses
   strip_ = new ParamStrip(session_, this);
   strip_->setToolTip(tr("Every param in layout order; click one to select it"));
   v->addWidget(strip_);
+  v->addWidget(new StripLegend(session_, this));
   auto* bar = new QHBoxLayout;
   bar->addWidget(new QLabel(tr("Group:"), this));
   groups_ = new QComboBox(this);
@@ -43,11 +36,13 @@ LayoutView::LayoutView(Session* session, QWidget* parent) : QWidget(parent), ses
   auto* fit = new QPushButton(tr("Fit"), this);
   fit->setToolTip(tr("Show the whole partition and every rank (double-click the map)"));
   bar->addWidget(fit);
-  legend_ = new QLabel(this);
-  legend_->setTextFormat(Qt::RichText);
-  bar->addWidget(legend_);
   bar->addStretch(1);
   v->addLayout(bar);
+  legend_ = new QLabel(this);
+  legend_->setObjectName(QStringLiteral("shadeLegend"));
+  legend_->setTextFormat(Qt::RichText);
+  legend_->setWordWrap(true);
+  v->addWidget(legend_);
   auto* infoRow = new QHBoxLayout;
   info_ = new QLabel(this);
   info_->setStyleSheet(QStringLiteral("color: #555;"));
@@ -66,6 +61,8 @@ LayoutView::LayoutView(Session* session, QWidget* parent) : QWidget(parent), ses
     map_->setShade(static_cast<session::Shade>(shade_->currentData().toInt()));
     updateLegend();
   });
+  // A shade the user picked stays for this source; otherwise each analysis shades by its worst finding.
+  connect(shade_, &QComboBox::activated, this, [this] { shadeChosen_ = true; });
   connect(fit, &QPushButton::clicked, map_, &LayoutMap::fitToWidth);
   connect(map_, &LayoutMap::paramClicked, this, [this](int param) {
     const auto* g = map_->group();
@@ -73,11 +70,15 @@ LayoutView::LayoutView(Session* session, QWidget* parent) : QWidget(parent), ses
     emit paramSelected(QString::fromStdString(g->params[static_cast<size_t>(param)].name));
   });
   connect(strip_, &ParamStrip::paramClicked, this, &LayoutView::paramSelected);
-  connect(session_, &Session::opened, this, &LayoutView::reload);
+  connect(session_, &Session::opened, this, [this] {
+    if (!session_->isAttached()) shadeChosen_ = false;  // each snapshot of a followed run is "opened"
+    reload();
+  });
   connect(session_, &Session::closed, this, &LayoutView::reload);
   connect(session_, &Session::analysisStarted, this, [this] { map_->setHealth(nullptr); });
   connect(session_, &Session::analysisFinished, this, [this] {
     map_->setHealth(session_->core().health_ptr());
+    if (!shadeChosen_ && !shadePinned_) showShade(session::shade_for(session_->core().findings()));
     updateLegend();
   });
   reload();
@@ -130,26 +131,16 @@ void LayoutView::showGroup(int index) {
 }
 
 void LayoutView::updateLegend() {
-  using session::Shade;
-  const auto shade = map_->shade();
-  QString html;
-  if (shade != Shade::Param && !session_->core().health()) {
-    html = tr("<i>analyse first</i>");
-  } else if (shade == Shade::ExactFraction) {
-    html = swatch(session::shade_rgba(shade, 0, false), tr("exact")) +
-           swatch(session::shade_rgba(shade, 0.5f, false), tr("0.1 % off")) +
-           swatch(session::shade_rgba(shade, 1, false), tr("all off")) +
-           swatch(session::shade_rgba(shade, std::nanf(""), false), tr("no weight/master pair"));
-  } else if (shade == Shade::NonFinite) {
-    html = swatch(session::shade_rgba(shade, 0, false), tr("none")) +
-           swatch(session::shade_rgba(shade, 1, false), tr("NaN/Inf (more is redder)"));
-  } else if (shade == Shade::MomentMagnitude) {
-    html = swatch(session::shade_rgba(shade, 0.01f, false), tr("small")) +
-           swatch(session::shade_rgba(shade, 1, false), tr("large")) +
-           swatch(session::kZeroMomentRgba, tr("zero")) +
-           swatch(session::shade_rgba(shade, std::nanf(""), false), tr("no moments"));
-  }
-  legend_->setText(html);
+  legend_->setText(legendHtml(session::shade_legend(map_->shade(), session_->core().health())));
+}
+
+void LayoutView::showShade(session::Shade shade) {
+  shade_->setCurrentIndex(shade_->findData(static_cast<int>(shade)));
+}
+
+void LayoutView::pinShade(session::Shade shade) {
+  shadePinned_ = true;
+  showShade(shade);
 }
 
 void LayoutView::selectParam(const QString& name) {

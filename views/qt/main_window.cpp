@@ -35,6 +35,7 @@
 #include "param_strip.h"
 #include "param_table_model.h"
 #include "params_view.h"
+#include "plots_view.h"
 #include "repair_dialog.h"
 #include "session.h"
 #include "timeline_view.h"
@@ -152,6 +153,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(session_, &Session::analysisFinished, this, [this] {
     findings_->setFindings(session_->core().findings());
     params_->setReport(session_->catalog(), session_->core().report_ptr());
+    // The Params tab's plots are empty until a param is selected: open on the worst one.
+    if (paramsView_->plots()->currentParam().isEmpty())
+      selectParamEverywhere(QString::fromStdString(session_->core().worst_param()));
     onAnalysisEnded();
     stage_->setText(tr("Analysis done"));
     statusBar()->showMessage(tr("Analysed in %1 s").arg(session_->report()->seconds, 0, 'f', 2), 5000);

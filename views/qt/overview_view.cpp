@@ -11,6 +11,7 @@
 
 #include "ckptdoc/analysis/verdict.h"
 #include "findings_model.h"
+#include "legend_label.h"
 #include "param_strip.h"
 #include "session.h"
 #include "severity_style.h"
@@ -63,6 +64,7 @@ OverviewView::OverviewView(Session* session, FindingsModel* findings, QWidget* p
   layout->addWidget(summary_);
   layout->addWidget(status_);
   layout->addWidget(strip_);
+  layout->addWidget(new StripLegend(session_, page));
   layout->addWidget(cards_);
   layout->addStretch(1);
   scroll->setWidget(page);

@@ -54,7 +54,7 @@ std::vector<ChartPanel*> PlotsView::panels() const { return {divergence_, ulp_, 
 
 void PlotsView::refreshSummary() {
   const auto& perRank = session_->core().per_rank_divergence();  // merged on the analysis' worker
-  ranks_->setChartOwned(rankExactChart(tr("Exact fraction per rank (all params)"), perRank));
+  ranks_->setChartOwned(rankOffChart(tr("Elements off per rank (all params)"), perRank));
 }
 
 void PlotsView::showParam(const QString& name) {

@@ -65,11 +65,14 @@ float moment_of(const analysis::RankMoments& m) {
   return static_cast<float>(m.exp_avg_rms());
 }
 
+// At least two decades around the middle: moments of healthy params differ by a few percent, and stretched
+// over the whole ramp they looked like a rainbow of problems; a rank 100x lower still reaches the dark end.
 void widen(float& lo, float& hi) {
   if (lo > hi) lo = hi = 0;
-  if (hi - lo < 1e-3f) {
-    lo -= 0.5f;
-    hi += 0.5f;
+  if (hi - lo < 2.0f) {
+    const float mid = (lo + hi) * 0.5f;
+    lo = mid - 1.0f;
+    hi = mid + 1.0f;
   }
 }
 
@@ -277,6 +280,11 @@ float HealthMap::level(Shade shade, const Measures& m, bool whole_param) const {
     }
   }
   return kNaN;
+}
+
+std::pair<float, float> HealthMap::moment_range(bool whole_param) const {
+  const int w = whole_param ? 1 : 0;
+  return {std::pow(10.0f, log_moment_lo_[w]), std::pow(10.0f, log_moment_hi_[w])};
 }
 
 float HealthMap::salience(Shade shade, const Measures& m, bool whole_param) const {

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ckptdoc/analysis/report.h"
@@ -57,6 +58,9 @@ class HealthMap {
   static const uint32_t* colour_table(Shade shade);
   static const float* salience_table(Shade shade);
   uint32_t max_nonfinite() const { return max_nonfinite_; }
+  // The moment magnitudes that MomentMagnitude's darkest and brightest colours stand for (a colour bar's
+  // ends).
+  std::pair<float, float> moment_range(bool whole_param) const;
 
  private:
   std::vector<std::vector<std::vector<Measures>>> fragments_;    // [group][rank index][fragment]
