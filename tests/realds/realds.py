@@ -112,6 +112,9 @@ MATRIX = {
     "v019_bf16opt_s1_dp2": dict(kind="train", stage=1, dtype="bf16", dp=2, steps=5, bf16opt=True, ds="0.19"),
     # the #762 recipe on 0.19: masters refreshed by the load, no optimizer state saved
     "v019_seed_z2_fp16_no_optim": dict(kind="seedbug", src="v019_z2_fp16_dp2", variant="no_optim", ds="0.19"),
+    # checkpoint.checkpoint_serialization false: torch's legacy (non-zip) file format
+    "v019_z2_fp16_dp2_legacy": dict(kind="train", stage=2, dtype="fp16", dp=2, steps=5, ds="0.19",
+                                    config_extra={"checkpoint": {"checkpoint_serialization": False}}),
     # kind "client": our client_state_driver.py, saving the client state Megatron-DeepSpeed saves
     # (universal_checkpoint_info, iteration). dims 96,304,176,16 give groups of 85,504 and 1,104 elements: no
     # alignment padding at dp 1, 2 and 4, which ds_to_universal.py of v0.12.6 needs with torch's Adam.
@@ -136,7 +139,8 @@ MATRIX = {
                          ds="0.14.5"),
 }
 
-DEFAULTS = dict(model="A", bf16opt=False, zero_extra=None, ds="0.12.6", steps=5, dims=None, client=(), pp=1, tp=1, ep=1)
+DEFAULTS = dict(model="A", bf16opt=False, zero_extra=None, ds="0.12.6", steps=5, dims=None, client=(), pp=1, tp=1, ep=1,
+                config_extra=None)
 
 
 class Unavailable(Exception):
@@ -246,7 +250,7 @@ def spec_of(name):
     s.update(MATRIX[name])
     if s["kind"] in ("seedbug", "addlayer"):
         src = spec_of(s["src"])
-        for k in ("stage", "dtype", "dp", "model", "bf16opt", "zero_extra"):
+        for k in ("stage", "dtype", "dp", "model", "bf16opt", "zero_extra", "config_extra"):
             if not (k == "model" and s["kind"] == "addlayer"):  # the saving engine's model is B
                 s[k] = src[k]
     s["name"] = name
@@ -261,7 +265,7 @@ def stamp_of(a, spec):
     h = harness(a)
     # keys at their defaults that older entries did not have leave those entries' stamps (and caches) as they were
     recipe = {k: v for k, v in spec.items()
-              if not ((k in ("dims", "client") and not v) or (k in ("pp", "tp", "ep") and v == 1))}
+              if not ((k in ("dims", "client", "config_extra") and not v) or (k in ("pp", "tp", "ep") and v == 1))}
     parts = [json.dumps(recipe, sort_keys=True), str(GENERATOR_VERSION)]
     parts += [file_sha(os.path.join(h, f)) for f in ("ds_driver.py", "ds_common.py", "launch.py")]
     if is_judge(spec["ds"]):  # the judge's own launcher and rank hooks, and the pinned versions
@@ -314,6 +318,8 @@ def ensure(a, name):
         else:
             py, launcher = PYTHON, os.path.join(h, "launch.py")
             env = dict(os.environ, DS_SRC=ds_src(a, spec["ds"]))
+        if spec.get("config_extra"):  # ds_driver.py train has no option for top-level keys
+            env = with_engine_hook(env, {"config_extra": spec["config_extra"]})
         shutil.rmtree(folder, ignore_errors=True)
         os.makedirs(folder)
         save_dir = os.path.join(folder, "ckpt")
@@ -372,8 +378,17 @@ def load_env(a, entry, version=None):
     settings (engine_hook/sitecustomize.py builds the loading engine with them)."""
     version = version or entry["ds"]
     env = judge_env(a) if is_judge(version) else dict(os.environ, DS_SRC=ds_src(a, version))
-    if entry.get("zero_extra"):
-        env["CKPTDOC_DS_ZERO_EXTRA"] = json.dumps(entry["zero_extra"])
+    return with_engine_hook(env, entry)
+
+
+def with_engine_hook(env, spec):
+    """`env` with engine_hook/ on PYTHONPATH and its settings when `spec` has extra ZeRO or config settings: the
+    engines that write and load such a checkpoint are built with them."""
+    if spec.get("zero_extra"):
+        env["CKPTDOC_DS_ZERO_EXTRA"] = json.dumps(spec["zero_extra"])
+    if spec.get("config_extra"):
+        env["CKPTDOC_DS_CONFIG_EXTRA"] = json.dumps(spec["config_extra"])
+    if spec.get("zero_extra") or spec.get("config_extra"):
         env["PYTHONPATH"] = os.pathsep.join([os.path.join(HERE, "engine_hook")] +
                                             ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     return env

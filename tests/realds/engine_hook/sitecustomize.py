@@ -1,19 +1,25 @@
 """Start-up hook for the ranks of ds_load_check.py, put on PYTHONPATH by realds.py only when a checkpoint was
-written with extra ZeRO settings (CKPTDOC_DS_ZERO_EXTRA, a JSON object such as {"sub_group_size": 10000}):
-the engine that loads it must be built with the same settings, as the user's resumed job would be, and
-ds_load_check.py has no option for them. Patches the harness's config builder (our code path, not DeepSpeed's)."""
+written with extra ZeRO settings (CKPTDOC_DS_ZERO_EXTRA, a JSON object such as {"sub_group_size": 10000}) or extra
+top-level config keys (CKPTDOC_DS_CONFIG_EXTRA, e.g. {"checkpoint": {"checkpoint_serialization": false}}; also for
+the ranks of ds_driver.py train, which has no option for them): the engine that loads it must be built with the
+same settings, as the user's resumed job would be, and ds_load_check.py has no option for them. Patches the
+harness's config builder (our code path, not DeepSpeed's)."""
 import json
 import os
 
 _extra = os.environ.get("CKPTDOC_DS_ZERO_EXTRA")
-if _extra and os.environ.get("RANK") is not None:
+_config_extra = os.environ.get("CKPTDOC_DS_CONFIG_EXTRA")
+if (_extra or _config_extra) and os.environ.get("RANK") is not None:
     import ds_common
 
     _make_config = ds_common.make_config
 
     def _make_config_with_extra(*args, **kwargs):
         cfg = _make_config(*args, **kwargs)
-        cfg["zero_optimization"].update(json.loads(_extra))
+        if _extra:
+            cfg["zero_optimization"].update(json.loads(_extra))
+        if _config_extra:
+            cfg.update(json.loads(_config_extra))
         return cfg
 
     ds_common.make_config = _make_config_with_extra
