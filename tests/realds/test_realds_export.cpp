@@ -88,6 +88,11 @@ class TestRealdsExport : public QObject {
       CKPTDOC_EXPECT_EXIT(s, 2);
       QVERIFY2(s.err.find("--strict") != std::string::npos && s.err.find("NaN") != std::string::npos,
                s.err.c_str());
+      // Named by the path asked for (-o, or a shard in it), never by a temporary one that is gone.
+      QVERIFY2(s.err.find(where[1]) != std::string::npos, s.err.c_str());
+      QVERIFY2(s.err.find("ckptdoc-partial") == std::string::npos &&
+                   s.err.find("ckptdoc-tmp") == std::string::npos,
+               s.err.c_str());
       QCOMPARE(test::files_in(dir.path()),
                (std::vector<std::string>{"in", "model.pt"}));  // nothing new, no leftovers
     }

@@ -91,7 +91,12 @@ ShardedOutput write_shards(const std::vector<NamedTensor>& tensors, const ShardP
       throw Error(partial.path, "", "cannot create the output folder: " + ec.message());
     const io::WriterLock claim(partial.path);  // killed, this folder is removed by the next run at once
     for (const auto& s : plan.shards) {
-      write_one(partial.path + "/" + s.file, tensors, s, format);
+      try {
+        write_one(partial.path + "/" + s.file, tensors, s, format);
+      } catch (const Error& e) {
+        // Named as the user asked for it: the partial folder is gone when they read this.
+        throw Error((dir / s.file).string(), e.where(), e.detail() + " (nothing was published)");
+      }
       out.files.push_back(s.file);
       out.bytes += fs::file_size(partial.path + "/" + s.file, ec);
     }
