@@ -112,6 +112,9 @@ MATRIX = {
     "v019_bf16opt_s1_dp2": dict(kind="train", stage=1, dtype="bf16", dp=2, steps=5, bf16opt=True, ds="0.19"),
     # the #762 recipe on 0.19: masters refreshed by the load, no optimizer state saved
     "v019_seed_z2_fp16_no_optim": dict(kind="seedbug", src="v019_z2_fp16_dp2", variant="no_optim", ds="0.19"),
+    # a tiny model at dp 8: since 0.16.4 alignment padding sits on several trailing ranks, and ranks can hold
+    # no element of a group at all (0-length partitions)
+    "v019_z2_fp16_dp8_tiny": dict(kind="train", stage=2, dtype="fp16", dp=8, steps=3, dims="6,5,3,2", ds="0.19"),
     # checkpoint.checkpoint_serialization false: torch's legacy (non-zip) file format
     "v019_z2_fp16_dp2_legacy": dict(kind="train", stage=2, dtype="fp16", dp=2, steps=5, ds="0.19",
                                     config_extra={"checkpoint": {"checkpoint_serialization": False}}),
@@ -338,6 +341,8 @@ def ensure(a, name):
                             spec["model"], "--no-truth"] + base_args(spec)
             if spec["zero_extra"]:
                 cmd += ["--zero-extra", json.dumps(spec["zero_extra"])]
+            if spec["dims"]:
+                cmd += ["--dims", spec["dims"]]
         elif spec["kind"] == "addlayer":  # ds_driver.py saves the attempt's engine in <save-out>/<variant>
             src = ensure(a, spec["src"])
             save_dir = os.path.join(folder, "saved", spec["variant"])
