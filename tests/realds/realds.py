@@ -115,6 +115,10 @@ MATRIX = {
     # a tiny model at dp 8: since 0.16.4 alignment padding sits on several trailing ranks, and ranks can hold
     # no element of a group at all (0-length partitions)
     "v019_z2_fp16_dp8_tiny": dict(kind="train", stage=2, dtype="fp16", dp=8, steps=3, dims="6,5,3,2", ds="0.19"),
+    # bf16 masters and bf16 Adam moments (0.18.3+): no fp32 anywhere in the optimizer files
+    "v019_z2_bf16_dp2_bf16_states": dict(kind="train", stage=2, dtype="bf16", dp=2, steps=5, ds="0.19",
+                                         config_extra={"bf16": {"enabled": True, "bf16_master_weights_and_grads": True,
+                                                                "bf16_optimizer_states": True}}),
     # checkpoint.checkpoint_serialization false: torch's legacy (non-zip) file format
     "v019_z2_fp16_dp2_legacy": dict(kind="train", stage=2, dtype="fp16", dp=2, steps=5, ds="0.19",
                                     config_extra={"checkpoint": {"checkpoint_serialization": False}}),

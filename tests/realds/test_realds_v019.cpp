@@ -106,6 +106,43 @@ class TestRealdsV019 : public QObject {
     }
   }
 
+  // bf16_master_weights_and_grads + bf16_optimizer_states (0.18.3+): masters and moments saved in bf16.
+  // ckptdoc skipped every master as "saved in another dtype" (a warning, nothing compared). Now they are
+  // compared as stored (a healthy bf16 master equals its bf16 weight), exported as 0.19's zero_to_fp32.py
+  // does, a stale rank is found, and its refresh is written in bf16 and loaded by 0.19 with the weights as
+  // masters.
+  void bf16MastersAreComparedAsStored() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("v019_z2_bf16_dp2_bf16_states");
+    const auto report = diagnose_json(e.save_dir, 0);
+    QVERIFY(realds::codes(report, "warning").empty());
+    QCOMPARE(as_set(realds::codes(report, "info")),
+             (std::set<std::string>{"masters-in-16-bit", "not-analysed"}));
+    QCOMPARE(report["verdict"].toObject()["masters_compared"].toInt(), 8);
+
+    test::TempDir dir;
+    const auto st = dir.file("model.safetensors");
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"export", e.save_dir, "-o", st}), 0);
+    CKPTDOC_EXPECT_EXIT(test::run_python(test::script("fixtures/compare_state_dicts.py"),
+                                         {st, realds::reference(e.name, "zero_to_fp32")}),
+                        0);
+
+    const auto in = realds::copy_of(e, dir);
+    CKPTDOC_EXPECT_EXIT(realds::python_with_deepspeed(
+                            {test::source_dir() + "/tests/realds/damage.py", in, "stale-fp32", "1"}, e.ds),
+                        0);
+    QVERIFY(as_set(realds::codes(diagnose_json(in, 1), "error")).count("fp32-master-mismatch"));
+    const auto out = dir.file("fixed");
+    CKPTDOC_EXPECT_EXIT(realds::repair(in, out, {"--refresh-fp32"}), 0);
+    const auto ls =
+        test::run_cli({"ls", out + "/" + e.tag + "/bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt"});
+    QVERIFY2(ls.out.find("[0]: Tensor bfloat16") != std::string::npos, ls.out.c_str());  // kept in bf16
+    const auto c = realds::load(out, e.name,
+                                {"--strict", "--expect-fp32", realds::reference(e.name, "lp"),
+                                 "--expect-moments", realds::reference(e.name, "moments")});
+    REALDS_EXPECT_STRICT(c);
+  }
+
   // Stale masters on one rank of a 0.19 bf16 ZeRO-2 checkpoint (damaged with torch 2): found; the refreshed copy
   // loads in 0.19 holding its weights as masters and its moments unchanged, and trains a step.
   void staleMastersRefreshLoads() {

@@ -332,8 +332,27 @@ class Scanner {
       }
       for (auto* t : {&v.fp32, &v.exp_avg, &v.exp_avg_sq})
         if (*t && !(*t)->is_contiguous()) *t = contiguous(**t);  // rare; analysed all the same
-      if (first && v.fp32 && v.fp32->dtype != DType::F32)
+      if (first && v.fp32 && v.fp32->dtype != DType::F32 && v.fp32->dtype != DType::BF16 &&
+          v.fp32->dtype != DType::F16)
         acc.not_analysed["fp32_not_float32"] += static_cast<uint64_t>(part.real_numel);
+      if (first && v.fp32 && (v.fp32->dtype == DType::BF16 || v.fp32->dtype == DType::F16) &&
+          !said_16bit_masters_) {
+        said_16bit_masters_ = true;
+        const std::string dt = v.fp32->dtype == DType::BF16 ? "bfloat16" : "float16";
+        acc.problems.push_back(
+            {"masters-in-16-bit",
+             "info",
+             "The master weights are saved in " + dt + ", not float32 (" +
+                 (v.fp32->dtype == DType::BF16 ? "bf16_master_weights_and_grads, DeepSpeed 0.18.3+"
+                                               : "fp16_master_weights_and_grads") +
+                 "): they are compared as they are, so a healthy "
+                 "master equals its 16-bit weight exactly. An export of the masters writes these values "
+                 "widened to float32; a refresh writes them back in " +
+                 dt + ".",
+             "",
+             {},
+             {}});
+      }
       partitions_[{g.index, part.rank}] = std::move(v);
     }
     for (size_t i = 0; i < g.params.size(); ++i) {
@@ -406,23 +425,35 @@ class Scanner {
     if (pv.fp32 && !fp32) r.short_elements += n;  // the saved partition ends before this fragment
     const Tensor* lpt = lp_tensor(t.group, t.param);
     const uint8_t* lp = lpt ? element_ptr(*lpt, t.param_offset, t.numel) : nullptr;
-    const bool have_fp32 = fp32 && pv.fp32->dtype == DType::F32;
-    if (have_fp32 && lp && (lpt->dtype == DType::F16 || lpt->dtype == DType::BF16 || lpt->dtype == DType::F32)) {
+    // Masters saved in 16 bits (DeepSpeed 0.18.3+ bf16_master_weights_and_grads,
+    // fp16_master_weights_and_grads) are compared as their exact float values: a bf16 master of a bf16 weight
+    // rounds to itself, so "exact" means equal there, as it should.
+    std::vector<float> widened;
+    const float* master = nullptr;
+    if (fp32 && pv.fp32->dtype == DType::F32) {
+      master = reinterpret_cast<const float*>(fp32);
+    } else if (fp32 && (pv.fp32->dtype == DType::BF16 || pv.fp32->dtype == DType::F16)) {
+      widened.resize(n);
+      be.upcast(fp32, pv.fp32->dtype, widened.data(), n);
+      master = widened.data();
+    }
+    const size_t master_bytes = master ? n * element_size(pv.fp32->dtype) : 0;
+    if (master && lp && (lpt->dtype == DType::F16 || lpt->dtype == DType::BF16 || lpt->dtype == DType::F32)) {
       // both sides' statistics and their divergence in one pass over the two arrays
-      FragmentStats f = be.fragment_stats(lp, lpt->dtype, reinterpret_cast<const float*>(fp32), n);
+      FragmentStats f = be.fragment_stats(lp, lpt->dtype, master, n);
       r.fp32 = f.fp32;
       r.lp = f.lp;
       r.div = f.divergence;
-      r.bytes += n * 4 + n * element_size(lpt->dtype);
+      r.bytes += master_bytes + n * element_size(lpt->dtype);
     } else {
-      if (have_fp32) {
-        r.fp32 = be.value_stats(fp32, DType::F32, n);
-        r.bytes += n * 4;
+      if (master) {
+        r.fp32 = be.value_stats(master, DType::F32, n);
+        r.bytes += master_bytes;
       }
       if (lp) {
         r.lp = be.value_stats(lp, lpt->dtype, n);
         r.bytes += n * element_size(lpt->dtype);
-        if (have_fp32) r.div = be.divergence(lp, lpt->dtype, reinterpret_cast<const float*>(fp32), n);
+        if (master) r.div = be.divergence(lp, lpt->dtype, master, n);
       }
     }
     if (pv.exp_avg) {
@@ -572,6 +603,7 @@ class Scanner {
   std::map<std::pair<int, int>, LpView> lp_;
   std::map<int, const deepspeed::GroupLayout*> layouts_;  // by group index
   std::set<int> loaded_;            // groups whose views are open
+  bool said_16bit_masters_ = false;                     // the masters-in-16-bit note, once
   std::set<std::tuple<int, int, std::string>> failed_;  // (group, rank, tensor) that could not be read: counted
   std::map<int, size_t> tasks_left_;  // per group: tasks not yet merged
   std::exception_ptr error_;

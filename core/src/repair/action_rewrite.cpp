@@ -81,11 +81,19 @@ void Runner::rewrite_in_layout() {
             throw Error(f.abs_path, "single_partition_of_fp32_groups[" + std::to_string(gi) + "]",
                         expected_found("at most " + std::to_string(P) + " elements", std::to_string(L)));
           const int64_t base = static_cast<int64_t>(g.partition_index(r)) * P;
-          items[gi] = Value::tensor(deepspeed::produced_f32(
-              L, guarded([&g, base, lp_read](int64_t first, int64_t n, float* out) {
-                fill_zero12_flat(g, base + first, n, out, lp_read);
-              }),
-              P, old.requires_grad));
+          auto fill = guarded([&g, base, lp_read](int64_t first, int64_t n, float* out) {
+            fill_zero12_flat(g, base + first, n, out, lp_read);
+          });
+          if (old.dtype == DType::BF16 || old.dtype == DType::F16) {
+            // Masters kept in 16 bits (bf16_master_weights_and_grads): written in their own dtype, where the
+            // 16-bit weights they are refreshed from fit exactly.
+            Tensor t =
+                deepspeed::view_of(deepspeed::produced_lp_storage(old.dtype, P, fill), old.dtype, {L}, 0);
+            t.requires_grad = old.requires_grad;
+            items[gi] = Value::tensor(std::move(t));
+          } else {
+            items[gi] = Value::tensor(deepspeed::produced_f32(L, fill, P, old.requires_grad));
+          }
         }
       }
     }
