@@ -46,6 +46,8 @@ def parser():
     ap.add_argument("--harness", default=os.environ.get("CKPTDOC_HARNESS",
                                                         os.path.join(HERE, "..", "..", "..", "shared", "deepspeed",
                                                                      "harness")))
+    ap.add_argument("--launcher", default=None,
+                    help="script that starts the ranks (default: the harness's launch.py; the judges' venv has its own)")
     ap.add_argument("--load-optimizer-states", type=int, choices=[0, 1], default=1)
     ap.add_argument("--load-module-only", action="store_true")
     ap.add_argument("--universal", action="store_true",
@@ -90,7 +92,7 @@ def rank_main(a):
     opt = job.engine.optimizer
     cls = type(opt).__name__
     half_ulp = 2.0 ** -11 if M.KINDS[a.kind]["dtype"] == "fp16" else 2.0 ** -8
-    rep.update(optimizer_class=cls, coords={"stage": job.stage, "tp": job.tp_rank, "dp": job.dp_rank})
+    rep.update(deepspeed=deepspeed.__version__, optimizer_class=cls, coords={"stage": job.stage, "tp": job.tp_rank, "dp": job.dp_rank})
 
     def optimizer_params():
         """The fp32 tensors the wrapped optimizer steps (its state is keyed by these objects), per flat group."""
@@ -191,7 +193,9 @@ def parent_main(a, argv):
     workdir = tempfile.mkdtemp(prefix="par-load-check.")
     report = {"tool": "par_load_check", "args": {k: v for k, v in vars(a).items() if k != "rank_workdir"}}
     try:
-        cmd = ["/usr/bin/python3", os.path.join(os.path.abspath(a.harness), "launch.py"), "--world", str(a.world),
+        launcher = a.launcher or os.path.join(os.path.abspath(a.harness), "launch.py")
+        python = sys.executable if a.launcher else "/usr/bin/python3"
+        cmd = [python, launcher, "--world", str(a.world),
                "--timeout", str(a.timeout), "--logdir", os.path.join(workdir, "logs"), "--",
                os.path.abspath(__file__)] + list(argv) + ["--_rank-workdir", workdir, "--ckpt", os.path.abspath(a.ckpt)]
         env = dict(os.environ)

@@ -142,6 +142,9 @@ MATRIX = {
     "par_moe": dict(kind="par", model="moe", stage=2, dtype="fp16", pp=1, tp=1, ep=2, dp=4, world=4, steps=3),
     "par_tp_z3": dict(kind="par", model="tp_z3", stage=3, dtype="fp16", pp=1, tp=2, dp=2, world=4, steps=3),
     # v0.14.5 records the expert groups' param_slice_mappings with the expert-data-parallel size (PR #5681)
+    "v019_par_tp": dict(kind="par", model="tp", stage=2, dtype="fp16", pp=1, tp=2, dp=2, world=4, steps=3, ds="0.19"),
+    "v019_par_moe": dict(kind="par", model="moe", stage=2, dtype="fp16", pp=1, tp=1, ep=2, dp=4, world=4, steps=3,
+                         ds="0.19"),
     "par_moe_v145": dict(kind="par", model="moe", stage=2, dtype="fp16", pp=1, tp=1, ep=2, dp=4, world=4, steps=3,
                          ds="0.14.5"),
 }
@@ -369,8 +372,10 @@ def ensure(a, name):
 def load_check_cmd(a, entry, ckpt, json_out, world=None, model=None, extra=(), version=None):
     h = harness(a)
     if entry["kind"] == "par":
-        return [PYTHON, os.path.join(HERE, "par_load_check.py"), "--ckpt", ckpt, "--kind", entry["model"], "--world",
-                str(world or entry["world"]), "--harness", h, "--json", json_out] + list(extra)
+        judge = is_judge(version or entry["ds"])  # ranks started by the judges' launcher with the venv's python
+        return ([judge_python(a) if judge else PYTHON, os.path.join(HERE, "par_load_check.py"), "--ckpt", ckpt,
+                 "--kind", entry["model"], "--world", str(world or entry["world"]), "--harness", h, "--json",
+                 json_out] + (["--launcher", os.path.join(JUDGE, "launch.py")] if judge else []) + list(extra))
     if is_judge(version or entry["ds"]):  # the same ds_load_check.py, its ranks started by judge/launch.py
         start = [judge_python(a), os.path.join(JUDGE, "load_check.py")]
     else:

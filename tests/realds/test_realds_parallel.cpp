@@ -33,10 +33,10 @@ QJsonObject cli_json(const std::vector<std::string>& args, int want_exit) {
 }
 
 // par_edit.py through `realds.py py` (DeepSpeed importable: its files pickle DeepSpeed objects).
-test::RunResult edit(const std::vector<std::string>& args) {
+test::RunResult edit(const std::vector<std::string>& args, const std::string& ds = "0.12.6") {
   std::vector<std::string> all{test::source_dir() + "/tests/realds/par_edit.py"};
   all.insert(all.end(), args.begin(), args.end());
-  return realds::python_with_deepspeed(all);
+  return realds::python_with_deepspeed(all, ds);
 }
 
 std::string tag_file(const std::string& save_dir, const realds::Entry& e, const std::string& name) {
@@ -77,7 +77,7 @@ std::set<std::string> reference_names(const std::string& name) {
 // inspect --json: the job's sizes, every file's coordinates, one catalog per model-parallel rank whose params
 // together are exactly the engine's model (each with the file its 16-bit weight is read from).
 void inspect_job(const std::string& name) {
-  REALDS_REQUIRE();
+  REALDS_REQUIRE_DS(realds::version_of(name));
   const auto e = realds::checkpoint(name);
   const auto j = cli_json({"inspect", e.save_dir, "--json"}, 0);
   const auto par = j["parallel"].toObject();
@@ -148,7 +148,7 @@ void inspect_job(const std::string& name) {
 // Healthy: exit 0, no error or warning; every param of every model-parallel rank compared lp with fp32 (the
 // pipeline's weights come from its layer files, the experts' from the expert files).
 void diagnose_clean(const std::string& name) {
-  REALDS_REQUIRE();
+  REALDS_REQUIRE_DS(realds::version_of(name));
   const auto e = realds::checkpoint(name);
   const auto report = cli_json({"diagnose", e.save_dir, "--json", "--device", "cpu"}, 0);
   QVERIFY2(realds::codes(report, "error").empty() && realds::codes(report, "warning").empty(),
@@ -177,7 +177,7 @@ void diagnose_clean(const std::string& name) {
 // The merged export equals the model DeepSpeed's engine assembled in the training run, bit for bit (fp32
 // masters and 16-bit weights): every stage, tensor ranks merged by universal_checkpoint_info, every expert.
 void merged_export(const std::string& name) {
-  REALDS_REQUIRE();
+  REALDS_REQUIRE_DS(realds::version_of(name));
   const auto e = realds::checkpoint(name);
   test::TempDir dir;
   for (const char* source : {"fp32", "lp"}) {
@@ -186,7 +186,7 @@ void merged_export(const std::string& name) {
     CKPTDOC_EXPECT_EXIT(test::run_cli({"export", e.save_dir, "-o", out, "--source", source, "--dtype",
                                        "float32", "--device", "cpu"}),
                         0);
-    const auto r = edit({"equal", out, realds::reference(e.name, source)});
+    const auto r = edit({"equal", out, realds::reference(e.name, source)}, e.ds);
     QVERIFY2(r.exit_code == 0, (r.out + r.err).c_str());
   }
 }
@@ -201,6 +201,13 @@ class TestRealdsParallel : public QObject {
   void inspectPipe3d() { inspect_job("par_pipe3d"); }
   void inspectTensorParallel() { inspect_job("par_tp"); }
   void inspectMoe() { inspect_job("par_moe"); }
+  // DeepSpeed 0.19: no expp_rank optimizer files with ZeRO; expert groups' mappings use the expert dp size.
+  void inspectMoe019() { inspect_job("v019_par_moe"); }
+  void inspectTensorParallel019() { inspect_job("v019_par_tp"); }
+  void diagnoseCleanTensorParallel019() { diagnose_clean("v019_par_tp"); }
+  void mergedExportTensorParallel019() { merged_export("v019_par_tp"); }
+  void diagnoseCleanMoe019() { diagnose_clean("v019_par_moe"); }
+  void mergedExportMoe019() { merged_export("v019_par_moe"); }
   void inspectTensorParallelZero3() { inspect_job("par_tp_z3"); }
   void diagnoseCleanPipe3d() { diagnose_clean("par_pipe3d"); }
   void diagnoseCleanTensorParallel() { diagnose_clean("par_tp"); }

@@ -16,7 +16,7 @@ namespace {
 // fp32 masters := float(16-bit weights) of every stage, tensor rank and expert (the pipeline's from its layer
 // files, the experts' from the expert files); the moments stay the input's.
 void refresh(const std::string& name) {
-  REALDS_REQUIRE();
+  REALDS_REQUIRE_DS(realds::version_of(name));
   const auto e = realds::checkpoint(name);
   test::TempDir dir;
   const auto out = dir.file("fixed");
@@ -26,11 +26,15 @@ void refresh(const std::string& name) {
                                "--expect-moments", realds::reference(e.name, "moments")});
   REALDS_EXPECT_STRICT(c);
   QVERIFY(c.verdict()["expect_fp32_match"].toBool() && c.verdict()["expect_moments_match"].toBool());
+  const auto ranks = c.report["ranks"].toArray();
+  QVERIFY(!ranks.isEmpty());
+  const QString loaded_by = ranks.first().toObject()["deepspeed"].toString();
+  QVERIFY2(loaded_by.startsWith(QString::fromStdString(realds::version_of(name))), qPrintable(loaded_by));
 }
 
 // Empty Adam state: DeepSpeed keeps the masters and weights and starts the moments anew at the next step.
 void reset(const std::string& name) {
-  REALDS_REQUIRE();
+  REALDS_REQUIRE_DS(realds::version_of(name));
   const auto e = realds::checkpoint(name);
   test::TempDir dir;
   const auto out = dir.file("fixed");
@@ -98,6 +102,9 @@ class TestRealdsParallelRepair : public QObject {
   void refreshPipe3d() { refresh("par_pipe3d"); }
   void refreshTensorParallel() { refresh("par_tp"); }
   void refreshMoe() { refresh("par_moe"); }
+  // DeepSpeed 0.19 loads them (par_load_check.py run by the judges' venv).
+  void refreshTensorParallel019() { refresh("v019_par_tp"); }
+  void refreshMoe019() { refresh("v019_par_moe"); }
   void resetPipe3d() { reset("par_pipe3d"); }
   void resetTensorParallel() { reset("par_tp"); }
   void resetMoe() { reset("par_moe"); }

@@ -29,6 +29,9 @@ struct Entry {
 };
 // Writes the entry with real DeepSpeed unless the build's cache holds it; throws std::runtime_error saying why not.
 Entry checkpoint(const std::string& name);
+// The DeepSpeed that writes a matrix entry, from its name (v019_*: today's, in the judges' venv; v145_* or
+// *_v145: 0.14.5), for REALDS_REQUIRE_DS before the entry is written.
+std::string version_of(const std::string& name);
 // A copy of an entry's save folder under `dir` (tests that damage or repair must not touch the cache).
 std::string copy_of(const Entry& e, const TempDir& dir, const std::string& as = "in");
 // Reference files made by real DeepSpeed or torch: "fp32" / "moments" (what engine.load_checkpoint consolidates
