@@ -10,6 +10,8 @@
 #include <QVBoxLayout>
 
 #include "ckptdoc/analysis/verdict.h"
+#include "ckptdoc/human_bytes.h"
+#include "ckptdoc/human_bytes.h"
 #include "findings_model.h"
 #include "legend_label.h"
 #include "param_strip.h"
@@ -20,14 +22,7 @@ namespace ckptdoc::gui {
 
 namespace {
 QString humanBytes(uint64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1024.0 && u < 4) {
-    v /= 1024.0;
-    ++u;
-  }
-  return QStringLiteral("%1 %2").arg(v, 0, 'f', u == 0 ? 0 : 1).arg(units[u]);
+  return QString::fromStdString(ckptdoc::human_bytes(b));
 }
 }  // namespace
 
