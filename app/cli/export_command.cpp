@@ -7,6 +7,7 @@
 #include "ckptdoc/analysis/export_gate.h"
 #include "ckptdoc/deepspeed/export.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/repair/fix_offer.h"
 #include "ckptdoc/weights/shards.h"
 #include "commands.h"
 #include "device_choice.h"
@@ -55,11 +56,17 @@ void refuse_stale_masters(const deepspeed::Checkpoint& ckpt, const std::string& 
   } catch (const Error&) {
     return;  // what keeps the diagnosis from finishing stops the export too, with its own error
   }
-  if (const auto reason = analysis::stale_masters_reason(report))
-    throw Error(
-        path, "--source fp32",
-        *reason + ". Export the 16-bit weights with --source lp, repair the masters first (ckptdoc repair " +
-            path + " -o OUT --refresh-fp32), or pass --force to export the masters as they are");
+  const auto reason = analysis::stale_masters_reason(report);
+  if (!reason) return;
+  // The repair named is one the planner runs here (with --reset-optimizer when the moments do not fit).
+  repair::settle_fixes(ckpt, report.findings);
+  std::string flags = "--refresh-fp32";
+  for (const auto& f : report.findings)
+    if (f.code == "fp32-master-mismatch" && f.details.count("fix")) flags = f.details.at("fix");
+  throw Error(path, "--source fp32",
+              *reason +
+                  ". Export the 16-bit weights with --source lp, repair the masters first (ckptdoc repair " +
+                  path + " -o OUT " + flags + "), or pass --force to export the masters as they are");
 }
 
 }  // namespace

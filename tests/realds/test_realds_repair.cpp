@@ -243,6 +243,9 @@ class TestRealdsRepair : public QObject {
 
     // The refresh alone is still refused, in one line about the moments.
     test::TempDir dir;
+    const auto exp = test::run_cli({"export", e.save_dir, "-o", dir.file("w.safetensors")});
+    CKPTDOC_EXPECT_EXIT(exp, 2);  // stale masters: the repair it names is one that runs
+    QVERIFY2(exp.err.find("-o OUT --refresh-fp32 --reset-optimizer)") != std::string::npos, exp.err.c_str());
     const auto alone = realds::repair(e.save_dir, dir.file("alone"), {"--refresh-fp32"});
     CKPTDOC_EXPECT_EXIT(alone, 2);
     QVERIFY2(alone.err.find("optimizer-state-shape-mismatch") != std::string::npos, alone.err.c_str());
