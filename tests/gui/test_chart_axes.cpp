@@ -80,6 +80,24 @@ class TestChartAxes : public QObject {
     checkCountAxis(ulpChart(QStringLiteral("ulp"), u), count);
   }
 
+  // The timeline's NaN/Inf counts were labelled 1.0, 2.0 … and its exact-fraction axis ran to 150 %.
+  void timelineCountsAreWholeAndSharesEndAt100() {
+    for (double n : {0.0, 1.0, 2.0, 7.0, 1001.0}) {
+      StepSeries s{QStringLiteral("nan"), {{5, n}, {10, n / 2}, {15, 0}}};
+      checkCountAxis(stepChart(QStringLiteral("NaN/Inf"), QStringLiteral("elements"), {s}, StepScale::Count),
+                     n);
+    }
+    for (double share : {100.0, 99.987, 42.0}) {
+      std::unique_ptr<QChart> c(stepChart(QStringLiteral("exact"), QStringLiteral("% of elements"),
+                                          {StepSeries{QStringLiteral("exact"), {{5, share}, {10, 100.0}}}},
+                                          StepScale::Percent));
+      const auto* y = qobject_cast<QValueAxis*>(c->axes(Qt::Vertical).front());
+      QVERIFY(y);
+      QCOMPARE(y->max(), 100.0);
+      QVERIFY2(y->min() >= 0 && y->min() < share, qPrintable(QStringLiteral("axis from %1").arg(y->min())));
+    }
+  }
+
   void rankOffBarsShowSmallShares() {
     std::map<int, DivergenceStats> per;
     auto rank = [&](int r, uint64_t count, uint64_t exact) {

@@ -320,7 +320,8 @@ QChart* densityChart(const QString& title, const analysis::Density2D& density) {
 }
 
 QChart* stepChart(const QString& title, const QString& yTitle, const std::vector<StepSeries>& series,
-                  bool logY, const QString& rightTitle) {
+                  StepScale scale, const QString& rightTitle) {
+  const bool logY = scale == StepScale::Log;
   double x0 = 0, x1 = 0, l0 = 0, l1 = 0, r0 = 0, r1 = 0;
   bool anyX = false, anyL = false, anyR = false;
   auto widen = [](double v, double& lo, double& hi, bool& any) {
@@ -352,10 +353,22 @@ QChart* stepChart(const QString& title, const QString& yTitle, const std::vector
     a->setLabelFormat(QStringLiteral("%g"));
     a->setRange(anyL ? l0 / 2 : 1, anyL ? l1 * 2 : 10);
     left = a;
+  } else if (scale == StepScale::Percent) {
+    // A share: 100% at the top edge, not a nice number above it ("150 %" of elements).
+    auto* a = axis(yTitle, anyL ? std::max(0.0, std::floor(l0 / 10) * 10 - (l0 >= 10 ? 10 : 0)) : 0, 100);
+    a->setLabelFormat(QStringLiteral("%.4g"));
+    left = a;
   } else {
     const double pad = l1 > l0 ? (l1 - l0) * 0.08 : std::max(1e-12, std::abs(l0) * 0.1 + (l0 == 0 ? 1 : 0));
-    auto* a = axis(yTitle, anyL ? (l0 >= 0 ? std::max(0.0, l0 - pad) : l0 - pad) : 0, anyL ? l1 + pad : 1);
-    a->applyNiceNumbers();
+    const double lo = anyL ? (l0 >= 0 ? std::max(0.0, l0 - pad) : l0 - pad) : 0, hi = anyL ? l1 + pad : 1;
+    QValueAxis* a = nullptr;
+    if (scale == StepScale::Count) {  // whole numbers on whole ticks from 0, as the histograms count
+      a = axis(yTitle, 0, 1);
+      countAxisFormat(a, anyL ? l1 : 1);
+    } else {
+      a = axis(yTitle, lo, hi);
+      a->applyNiceNumbers();
+    }
     left = a;
   }
   c->addAxis(left, Qt::AlignLeft);

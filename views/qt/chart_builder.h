@@ -31,8 +31,11 @@ struct StepSeries {
   std::vector<std::pair<double, double>> points;  // (step, value)
   bool right = false;
 };
+// The left axis of a step chart: a plain value, a log scale (loss scale), a share in percent (0-100, never
+// padded past 100), or a count (whole numbers from 0).
+enum class StepScale { Linear, Log, Percent, Count };
 QChart* stepChart(const QString& title, const QString& yTitle, const std::vector<StepSeries>& series,
-                  bool logY = false, const QString& rightTitle = {});
+                  StepScale scale = StepScale::Linear, const QString& rightTitle = {});
 // An empty chart saying why there is nothing to show.
 QChart* emptyChart(const QString& title, const QString& why);
 

@@ -109,17 +109,21 @@ void TimelineView::refresh() {
   const auto& m = *model_;
   using S = session::WatchSample;
   exact_->setChartOwned(stepChart(tr("Exact fraction (lp = round(fp32))"), tr("% of elements"),
-                                  {{tr("exact"), points(m, samples, [](const S& s) -> std::optional<double> {
-                                      return std::isnan(s.summary.exact_fraction)
-                                                 ? std::nullopt
-                                                 : std::optional<double>(s.summary.exact_fraction * 100);
-                                    })}}));
+                                  {{tr("exact"), points(m, samples,
+                                                        [](const S& s) -> std::optional<double> {
+                                                          return std::isnan(s.summary.exact_fraction)
+                                                                     ? std::nullopt
+                                                                     : std::optional<double>(
+                                                                           s.summary.exact_fraction * 100);
+                                                        })}},
+                                  StepScale::Percent));
   gradNorm_->setChartOwned(
       stepChart(tr("Gradient norm"), tr("global L2 norm"),
                 {{tr("grad norm"), points(m, samples, [](const S& s) { return s.summary.grad_norm; })}}));
-  lossScale_->setChartOwned(stepChart(
-      tr("Loss scale (fp16)"), tr("scale"),
-      {{tr("loss scale"), points(m, samples, [](const S& s) { return s.summary.loss_scale; })}}, true));
+  lossScale_->setChartOwned(
+      stepChart(tr("Loss scale (fp16)"), tr("scale"),
+                {{tr("loss scale"), points(m, samples, [](const S& s) { return s.summary.loss_scale; })}},
+                StepScale::Log));
   nonFinite_->setChartOwned(stepChart(
       tr("NaN/Inf counts"), tr("elements"),
       {{tr("in weights, masters, moments"), points(m, samples,
@@ -127,9 +131,12 @@ void TimelineView::refresh() {
                                                      return std::optional<double>(
                                                          static_cast<double>(s.summary.nonfinite_values));
                                                    })},
-       {tr("in recorded gradients"), points(m, samples, [](const S& s) {
-          return std::optional<double>(static_cast<double>(s.summary.nonfinite_grads));
-        })}}));
+       {tr("in recorded gradients"), points(m, samples,
+                                            [](const S& s) {
+                                              return std::optional<double>(
+                                                  static_cast<double>(s.summary.nonfinite_grads));
+                                            })}},
+      StepScale::Count));
   if (param_.isEmpty() && session_->isOpen()) param_ = QString::fromStdString(session_->core().worst_param());
   redrawParam();
 }
@@ -150,7 +157,8 @@ void TimelineView::redrawParam() {
                    metric([](const snapshot::ParamPoint& p) { return p.exact_fraction * 100; }), false};
   StepSeries maxAbs{tr("max |fp32 − lp|"), metric([](const snapshot::ParamPoint& p) { return p.max_abs; }),
                     true};
-  param_chart_->setChartOwned(stepChart(title, tr("exact %"), {exact, maxAbs}, false, tr("max |fp32 − lp|")));
+  param_chart_->setChartOwned(
+      stepChart(title, tr("exact %"), {exact, maxAbs}, StepScale::Percent, tr("max |fp32 − lp|")));
 }
 
 }  // namespace ckptdoc::gui
