@@ -76,6 +76,25 @@ class TestModels : public QObject {
     QCOMPARE(m.finding(1).code, std::string("moments-zero"));
   }
 
+  // "score" was never explained. Its tooltip gives the formula, and the formula is what every row shows.
+  void scoreIsExplainedAndTheExplanationHolds() {
+    ParamTableModel m;
+    const auto r = syntheticReport();
+    m.setReport(nullptr, &r);
+    const QString tip = m.headerData(ParamTableModel::Score, Qt::Horizontal, Qt::ToolTipRole).toString();
+    QVERIFY2(tip.contains("10 ×") && tip.contains("at most 100") && tip.contains("1000"), qPrintable(tip));
+    for (int row = 0; row < m.rowCount(); ++row) {
+      const auto* p = m.paramReport(row);
+      QVERIFY(p);
+      double want = 0;
+      if (p->lp_vs_fp32 && p->lp_vs_fp32->count > 0)
+        want = 10 * (1 - p->lp_vs_fp32->exact_fraction()) + std::min(p->lp_vs_fp32->rel_l2(), 100.0);
+      for (const auto* s : {&p->lp, &p->fp32, &p->exp_avg, &p->exp_avg_sq})
+        if (*s && (*s)->finite_count() != (*s)->count) want += 1000;
+      QCOMPARE(p->severity_score(), want);
+    }
+  }
+
   void paramModelPassesTesterAndSortsNumerically() {
     ParamTableModel m;
     QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::QtTest);

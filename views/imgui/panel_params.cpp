@@ -125,6 +125,12 @@ void draw_params(View& v) {
     ImGui::TableSetupColumn("score", ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_DefaultSort |
                                          ImGuiTableColumnFlags_PreferSortDescending);
     ImGui::TableHeadersRow();
+    if (ImGui::TableGetColumnFlags(static_cast<int>(Score)) & ImGuiTableColumnFlags_IsHovered)
+      ImGui::SetTooltip(
+          "Worst-first sorting key: 10 x the share of elements whose weight is not the master's rounding,\n"
+          "+ the relative L2 distance (at most 100), + 1000 when the weight, master or moments hold "
+          "NaN/Inf.\n"
+          "0: the master rounds to the weight everywhere.");
     if (r) {
       refresh_rows(v, *r, ImGui::TableGetSortSpecs());
       if (v.scroll_table)

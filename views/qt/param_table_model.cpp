@@ -143,20 +143,24 @@ QVariant ParamTableModel::headerData(int section, Qt::Orientation orientation, i
   if (orientation != Qt::Horizontal) return {};
   static const char* names[] = {"Param", "Group", "Shape", "DType", "Numel", "max |Δ|", "rel L2", "exact",
                                 "fp32 rms", "exp_avg rms", "exp_avg_sq mean", "NaN", "Inf", "score"};
-  static const char* tips[] = {"Parameter name (module state-dict key)",
-                               "Optimizer param group (ZeRO-3: sub-group)",
-                               "Full shape",
-                               "Stored weight dtype",
-                               "Number of elements",
-                               "Largest |fp32 master − upcast(weight)|",
-                               "‖fp32 − weight‖ / ‖weight‖",
-                               "Fraction of elements where the weight equals the master rounded to the weight dtype",
-                               "RMS of the fp32 master",
-                               "RMS of Adam's first moment",
-                               "Mean of Adam's second moment",
-                               "NaN count over weights, master and moments",
-                               "±Inf count over weights, master and moments",
-                               "How bad the weight/master disagreement is (sorting key)"};
+  static const char* tips[] = {
+      "Parameter name (module state-dict key)",
+      "Optimizer param group (ZeRO-3: sub-group)",
+      "Full shape",
+      "Stored weight dtype",
+      "Number of elements",
+      "Largest |fp32 master − upcast(weight)|",
+      "‖fp32 − weight‖ / ‖weight‖",
+      "Fraction of elements where the weight equals the master rounded to the weight dtype",
+      "RMS of the fp32 master",
+      "RMS of Adam's first moment",
+      "Mean of Adam's second moment",
+      "NaN count over weights, master and moments",
+      "±Inf count over weights, master and moments",
+      "Worst-first sorting key: 10 × the share of elements whose weight is not the "
+      "master's rounding, + the relative L2 distance (at most 100), + 1000 when the "
+      "weight, master or moments hold NaN/Inf. 0: the master rounds to the weight "
+      "everywhere"};
   if (section < 0 || section >= ColumnCount) return {};
   if (role == Qt::DisplayRole) return QString::fromUtf8(names[section]);
   if (role == Qt::ToolTipRole) return QString::fromUtf8(tips[section]);
