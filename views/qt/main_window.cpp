@@ -124,6 +124,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     params_->setCatalog(session_->catalog());
     exportAction_->setEnabled(true);
     compareAction_->setEnabled(true);
+    const auto ckpt = session_->checkpoint();
+    repairAction_->setEnabled(ckpt && !ckpt->weights_only());
     reanalyseAction_->setEnabled(true);
     if (session_->isAttached()) {  // the run's newest snapshot: the user stays on the tab they look at
       setWindowTitle(
@@ -235,6 +237,14 @@ void MainWindow::buildMenus() {
   file->addSeparator();
   auto* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
   quit->setShortcut(QKeySequence::Quit);
+
+  auto* checkpoint = menuBar()->addMenu(tr("&Checkpoint"));
+  repairAction_ = checkpoint->addAction(tr("&Repair…"), this, [this] { repairDialog(); });
+  repairAction_->setObjectName(QStringLiteral("repairAction"));
+  repairAction_->setToolTip(
+      tr("Choose repair actions (refresh fp32, reset or drop the optimizer, re-partition) "
+         "and preview the plan before anything is written"));
+  repairAction_->setEnabled(false);
 
   auto* analysis = menuBar()->addMenu(tr("&Analysis"));
   reanalyseAction_ = analysis->addAction(tr("&Re-analyse"), this, &MainWindow::reanalyse);
@@ -392,6 +402,11 @@ RepairDialog* MainWindow::openRepair(int row) {
   if (!session_->isOpen() || row < 0 || row >= findings_->count()) return nullptr;
   const auto kind = findings_->finding(row).repair;
   if (kind == analysis::RepairKind::None) return nullptr;
+  return repairDialog(kind);
+}
+
+RepairDialog* MainWindow::repairDialog(analysis::RepairKind kind) {
+  if (!session_->isOpen()) return nullptr;
   auto* d = new RepairDialog(session_, kind, this);
   d->setAttribute(Qt::WA_DeleteOnClose);
   connect(d, &RepairDialog::openRequested, this, [this](const QString& p) { openPath(p); });

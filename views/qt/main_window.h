@@ -5,6 +5,8 @@
 // Timeline tab). Ctrl+O open, Ctrl+Shift+O attach, Ctrl+E export, F5 re-analyse, Esc cancel.
 #include <QMainWindow>
 
+#include "ckptdoc/analysis/report.h"
+
 class QDockWidget;
 class QLabel;
 class QMenu;
@@ -39,6 +41,8 @@ class MainWindow : public QMainWindow {
   void cancelAnalysis();
   // Opens the repair preview for finding `row` of the findings model (non-modal; returns the dialog).
   RepairDialog* openRepair(int findingRow);
+  // Checkpoint > Repair…: the same dialog with `kind` preselected (None: the user picks the actions).
+  RepairDialog* repairDialog(analysis::RepairKind kind = analysis::RepairKind::None);
   // Opens the Diff tab comparing the open checkpoint (A) with `other` (B), as a job.
   void compareWith(const QString& other);
   void showTab(const QString& name);  // "overview" | "layout" | "params" | "diff" | "timeline"
@@ -95,6 +99,7 @@ class MainWindow : public QMainWindow {
   QMenu* recentMenu_ = nullptr;
   QAction* exportAction_ = nullptr;
   QAction* compareAction_ = nullptr;
+  QAction* repairAction_ = nullptr;
   QAction* reanalyseAction_ = nullptr;
   QAction* detachAction_ = nullptr;
   bool syncing_ = false;
