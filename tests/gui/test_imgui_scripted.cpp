@@ -161,6 +161,38 @@ class TestImguiScripted : public QObject {
     QCOMPARE(errorCodes(still.out), std::vector<std::string>{"fp32-master-mismatch"});
   }
 
+  // Checkpoint > Repair... with no finding: the actions are ticked by hand, the plan names both, and the
+  // output diagnoses clean in another process.
+  void repairMenuRunsTheTickedActions() {
+    test::TempDir dir;
+    const std::string broken = test::make_stale_masters_checkpoint(dir);
+    const std::string out = dir.file("fixed");
+    const auto r = runScript(*x_, dir, broken,
+                             "wait analysed 300\n"
+                             "click menu.checkpoint\n"
+                             "click menu.repair\n"
+                             "set repair.output " +
+                                 out +
+                                 "\n"
+                                 "click repair.reset-optimizer\n"
+                                 "frames 2\n"
+                                 "wait plan 120\n"
+                                 "expect plan fp32-master-mismatch\n"
+                                 "click repair.refresh-fp32\n"
+                                 "frames 2\n"
+                                 "wait plan 120\n"
+                                 "expect plan refresh fp32 masters\n"
+                                 "expect plan reset the optimizer\n"
+                                 "click repair.run\n"
+                                 "wait repaired 600\n"
+                                 "expect repaired-clean\n"
+                                 "quit\n");
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    const auto fixed = test::run_cli({"diagnose", out, "--json", "--device", "cpu"});
+    CKPTDOC_EXPECT_EXIT(fixed, 0);
+    QVERIFY(errorCodes(fixed.out).empty());
+  }
+
   void failedOpenIsReportedAndADroppedFolderOpens() {
     test::TempDir dir;
     const std::string healthy = test::healthy_fixture("zero1_fp16_ws2");

@@ -76,6 +76,15 @@ void draw_header(View& v) {
       if (ImGui::MenuItem("Quit", "Ctrl+Q")) v.quit = true;
       ImGui::EndMenu();
     }
+    const bool deepspeed_open = s.is_open() && s.checkpoint() && !s.checkpoint()->weights_only();
+    if (ImGui::BeginMenu("Checkpoint")) {
+      if (ImGui::MenuItem("Repair...", nullptr, false, deepspeed_open))
+        open_repair(v, analysis::RepairKind::None);
+      v.widgets.record("menu.repair");
+      ImGui::EndMenu();
+    } else {
+      v.widgets.record("menu.checkpoint");  // the label, while it is the last item (closed)
+    }
     if (ImGui::BeginMenu("Analysis")) {
       if (ImGui::MenuItem("Re-analyse", "F5", false, s.is_open())) s.analyse();
       if (ImGui::MenuItem("Cancel analysis", "Esc", false, s.analysing())) s.cancel_analysis();

@@ -248,6 +248,12 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
         ok = !want.empty() && v.exporting.warning.find(want) != std::string::npos;
         got = v.exporting.warning.empty() ? "no export warning (" + v.exporting.message + ")"
                                           : "warning '" + v.exporting.warning + "'";
+      } else if (a0 == "plan") {  // the repair window shows a plan whose text contains TEXT
+        const size_t at = st.text.find_first_not_of(" \t", a0.size());
+        const std::string want = at == std::string::npos ? "" : st.text.substr(at);
+        const std::string text = v.repair.plan ? v.repair.plan->text() : "";
+        ok = !want.empty() && text.find(want) != std::string::npos;
+        got = v.repair.plan ? "plan:\n" + text : "no plan: " + v.repair.plan_error;
       } else if (a0 == "open-failed") {
         ok = v.status_error;
         got = "no open failure";

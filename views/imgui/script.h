@@ -7,11 +7,12 @@
 //                                     fails the script)
 //   open PATH | drop PATH             start opening PATH (drop: as if dropped onto the window)
 //   compare PATH                      compare the open checkpoint with PATH (as File > Compare with... does)
-//   click ID                          e.g. "fix:fp32-master-mismatch", "repair.run", "diff.cancel"
+//   click ID                          e.g. "fix:fp32-master-mismatch", "repair.run", "diff.cancel",
+//                                     "menu.checkpoint" then "menu.repair", "repair.reset-optimizer"
 //   set ID TEXT                       fill a text field: path, filter, repair.output, repair.target,
 //                                     export.path, diff.atol, diff.rtol
 //   tab overview|layout|params|diff   select PARAM   shade param|exact|nonfinite|moments
-//   expect repaired-clean | open-failed | finding CODE | no-finding CODE | diff-rows N
+//   expect repaired-clean | open-failed | finding CODE | no-finding CODE | diff-rows N | plan TEXT
 //   frames N                          render N frames (pictures settle)
 //   save-diff FILE                    write the Diff tab's rows as drawn (tab-separated)
 //   screenshot FILE   echo TEXT   quit

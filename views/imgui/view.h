@@ -24,7 +24,10 @@ enum class Tab : int { Overview, Layout, Params, Diff };
 
 struct RepairWindow {
   bool visible = false;
-  analysis::RepairKind kind = analysis::RepairKind::None;
+  analysis::RepairKind kind =
+      analysis::RepairKind::None;  // a finding's Fix: preselected; None: user's choice
+  // The actions chosen; the planner judges every combination.
+  bool refresh_fp32 = false, reset_optimizer = false, drop_optimizer = false, repartition = false;
   char output[1024] = {};
   char target[1024] = {};  // repartition: a template checkpoint
   int world_size = 1;
@@ -169,7 +172,7 @@ void select_param(View& v, const std::string& name);
 // Once per new analysis: shades the layout by its worst finding (unless a shade was chosen) and selects the
 // worst param when none is, so no picture opens on a neutral or empty view.
 void follow_analysis(View& v);
-// Opens the repair window for a finding's repair.
+// Opens the repair window with a finding's repair preselected (None: Checkpoint > Repair..., nothing chosen).
 void open_repair(View& v, analysis::RepairKind kind);
 // Compares the open source with `other` (sets B, shows the Diff tab, starts the diff job).
 void compare_with(View& v, const std::string& other);
