@@ -289,13 +289,25 @@ fs::path input_folder(const deepspeed::Catalog& catalog) {
 }
 }  // namespace
 
-std::string Session::default_repair_output(const deepspeed::Catalog& catalog) {
+namespace {
+// "<input><suffix>" beside the input, then -2, -3, ... when taken: an output never lands on an existing
+// folder.
+std::string free_beside(const deepspeed::Catalog& catalog, const char* suffix) {
   const fs::path in = input_folder(catalog);
-  const std::string base = (in.parent_path() / (in.filename().string() + "-fixed")).string();
+  const std::string base = (in.parent_path() / (in.filename().string() + suffix)).string();
   std::string candidate = base;
   std::error_code ec;
   for (int n = 2; fs::exists(candidate, ec) && n < 1000; ++n) candidate = base + "-" + std::to_string(n);
   return candidate;
+}
+}  // namespace
+
+std::string Session::default_repair_output(const deepspeed::Catalog& catalog) {
+  return free_beside(catalog, "-fixed");
+}
+
+std::string Session::default_universal_output(const deepspeed::Catalog& catalog) {
+  return free_beside(catalog, "-universal");
 }
 
 std::string Session::default_export_path(const deepspeed::Catalog& catalog, deepspeed::ExportFormat format) {

@@ -8,7 +8,7 @@
 //
 // Sources: open() takes exactly what deepspeed::Checkpoint::open takes, so every kind of source core can open
 // (save folders, universal checkpoints, Hugging Face folders, live-run snapshots) opens here the same way.
-// Convert and diff jobs go through queue().submit() with JobKind::Convert / JobKind::Diff in the same manner.
+// Diff jobs go through queue().submit() with JobKind::Diff in the same manner.
 #include <functional>
 #include <map>
 #include <memory>
@@ -27,6 +27,7 @@
 #include "ckptdoc/session/job_queue.h"
 #include "ckptdoc/session/pictures.h"
 #include "ckptdoc/session/watch.h"
+#include "ckptdoc/universal/convert.h"
 
 namespace ckptdoc::session {
 
@@ -144,6 +145,14 @@ class Session {
                                                   const deepspeed::Catalog& catalog, DeviceKind device);
   // "<input>-fixed" beside the input (then -2, -3, ... when taken).
   static std::string default_repair_output(const deepspeed::Catalog& catalog);
+
+  // --- Convert (never superseded)
+  // Writes the open ZeRO-1/2 or BF16_Optimizer checkpoint as a universal checkpoint into `output`
+  // (universal::convert_to_universal) and verifies it by re-opening it.
+  JobPtr convert_to_universal(const std::string& output, const universal::ToUniversalOptions& options,
+                              Done<universal::ConvertResult> done);
+  // "<input>-universal" beside the input (then -2, -3, ... when taken).
+  static std::string default_universal_output(const deepspeed::Catalog& catalog);
 
   // --- Export (never superseded)
   JobPtr export_weights(const std::string& out, const deepspeed::ExportOptions& options,
