@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <iterator>
 #include <QAction>
 #include <QActionGroup>
 #include <QApplication>
@@ -22,8 +21,10 @@
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
+#include <iterator>
 
 #include "app_settings.h"
+#include "convert_dialog.h"
 #include "diff_view.h"
 #include "export_dialog.h"
 #include "findings_model.h"
@@ -126,6 +127,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     compareAction_->setEnabled(true);
     const auto ckpt = session_->checkpoint();
     repairAction_->setEnabled(ckpt && !ckpt->weights_only());
+    convertAction_->setEnabled(ckpt && !ckpt->weights_only() && !ckpt->catalog().universal);
     reanalyseAction_->setEnabled(true);
     if (session_->isAttached()) {  // the run's newest snapshot: the user stays on the tab they look at
       setWindowTitle(
@@ -245,6 +247,12 @@ void MainWindow::buildMenus() {
       tr("Choose repair actions (refresh fp32, reset or drop the optimizer, re-partition) "
          "and preview the plan before anything is written"));
   repairAction_->setEnabled(false);
+  convertAction_ = checkpoint->addAction(tr("Con&vert to universal…"), this, [this] { convertDialog(); });
+  convertAction_->setObjectName(QStringLiteral("convertAction"));
+  convertAction_->setToolTip(
+      tr("Write a DeepSpeed universal checkpoint (load_universal), loadable on any "
+         "data-parallel size"));
+  convertAction_->setEnabled(false);
 
   auto* analysis = menuBar()->addMenu(tr("&Analysis"));
   reanalyseAction_ = analysis->addAction(tr("&Re-analyse"), this, &MainWindow::reanalyse);
@@ -403,6 +411,15 @@ RepairDialog* MainWindow::openRepair(int row) {
   const auto kind = findings_->finding(row).repair;
   if (kind == analysis::RepairKind::None) return nullptr;
   return repairDialog(kind);
+}
+
+ConvertDialog* MainWindow::convertDialog() {
+  if (!session_->isOpen()) return nullptr;
+  auto* d = new ConvertDialog(session_, this);
+  d->setAttribute(Qt::WA_DeleteOnClose);
+  connect(d, &ConvertDialog::openRequested, this, [this](const QString& p) { openPath(p); });
+  d->open();
+  return d;
 }
 
 RepairDialog* MainWindow::repairDialog(analysis::RepairKind kind) {

@@ -23,6 +23,7 @@ class LogDock;
 class OverviewView;
 class ParamTableModel;
 class ParamsView;
+class ConvertDialog;
 class DiffView;
 class RepairDialog;
 class Session;
@@ -43,6 +44,8 @@ class MainWindow : public QMainWindow {
   RepairDialog* openRepair(int findingRow);
   // Checkpoint > Repair…: the same dialog with `kind` preselected (None: the user picks the actions).
   RepairDialog* repairDialog(analysis::RepairKind kind = analysis::RepairKind::None);
+  // Checkpoint > Convert to universal…
+  ConvertDialog* convertDialog();
   // Opens the Diff tab comparing the open checkpoint (A) with `other` (B), as a job.
   void compareWith(const QString& other);
   void showTab(const QString& name);  // "overview" | "layout" | "params" | "diff" | "timeline"
@@ -100,6 +103,7 @@ class MainWindow : public QMainWindow {
   QAction* exportAction_ = nullptr;
   QAction* compareAction_ = nullptr;
   QAction* repairAction_ = nullptr;
+  QAction* convertAction_ = nullptr;
   QAction* reanalyseAction_ = nullptr;
   QAction* detachAction_ = nullptr;
   bool syncing_ = false;
