@@ -193,6 +193,29 @@ class TestImguiScripted : public QObject {
     QVERIFY(errorCodes(fixed.out).empty());
   }
 
+  // Checkpoint > Convert to universal... writes a folder another process reads as a universal checkpoint.
+  void convertMenuWritesAUniversalFolder() {
+    test::TempDir dir;
+    const std::string out = dir.file("converted");
+    const auto r = runScript(*x_, dir, test::healthy_fixture("zero2_fp16_ws2"),
+                             "wait analysed 300\n"
+                             "click menu.checkpoint\n"
+                             "click menu.convert\n"
+                             "set convert.output " +
+                                 out +
+                                 "\n"
+                                 "frames 2\n"
+                                 "click convert.run\n"
+                                 "wait converted 600\n"
+                                 "expect converted-verified\n"
+                                 "quit\n");
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    const auto inspect = test::run_cli({"inspect", out, "--json"});
+    CKPTDOC_EXPECT_EXIT(inspect, 0);
+    QCOMPARE(QJsonDocument::fromJson(QByteArray::fromStdString(inspect.out)).object()["kind"].toString(),
+             QStringLiteral("deepspeed-universal"));
+  }
+
   void failedOpenIsReportedAndADroppedFolderOpens() {
     test::TempDir dir;
     const std::string healthy = test::healthy_fixture("zero1_fp16_ws2");

@@ -81,6 +81,10 @@ void draw_header(View& v) {
       if (ImGui::MenuItem("Repair...", nullptr, false, deepspeed_open))
         open_repair(v, analysis::RepairKind::None);
       v.widgets.record("menu.repair");
+      const bool universal = s.is_open() && s.catalog() && s.catalog()->universal.has_value();
+      if (ImGui::MenuItem("Convert to universal...", nullptr, false, deepspeed_open && !universal))
+        open_convert(v);
+      v.widgets.record("menu.convert");
       ImGui::EndMenu();
     } else {
       v.widgets.record("menu.checkpoint");  // the label, while it is the last item (closed)

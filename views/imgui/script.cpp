@@ -31,6 +31,7 @@ char* text_field(View& v, const std::string& id, size_t* size) {
                           {"repair.output", v.repair.output, sizeof v.repair.output},
                           {"repair.target", v.repair.target, sizeof v.repair.target},
                           {"export.path", v.exporting.path, sizeof v.exporting.path},
+                          {"convert.output", v.convert.output, sizeof v.convert.output},
                           {"diff.atol", v.diff.atol, sizeof v.diff.atol},
                           {"diff.rtol", v.diff.rtol, sizeof v.diff.rtol}};
   for (const auto& f : fields)
@@ -114,6 +115,7 @@ bool Script::condition(View& v, const std::string& what) const {
            (v.repair.plan || !v.repair.plan_error.empty());
   if (what == "repaired") return v.repair.run_job && v.repair.run_job->finished();
   if (what == "exported") return v.exporting.job && v.exporting.job->finished();
+  if (what == "converted") return v.convert.job && v.convert.job->finished();
   if (what == "idle") return s.jobs().empty();
   if (what == "diffed")  // finished, and its outcome applied
     return v.diff.job && v.diff.job->finished() &&
@@ -138,7 +140,7 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
     if (st.command == "wait") {
       const double limit = st.args.size() > 1 ? std::atof(st.args[1].c_str()) : 120.0;
       if (a0 != "opened" && a0 != "analysed" && a0 != "plan" && a0 != "repaired" && a0 != "exported" &&
-          a0 != "idle" && a0 != "density" && a0 != "diffed")
+          a0 != "converted" && a0 != "idle" && a0 != "density" && a0 != "diffed")
         return fail(st, "unknown condition '" + a0 + "'");
       if (condition(v, a0)) {
         next();
@@ -254,6 +256,10 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
         const std::string text = v.repair.plan ? v.repair.plan->text() : "";
         ok = !want.empty() && text.find(want) != std::string::npos;
         got = v.repair.plan ? "plan:\n" + text : "no plan: " + v.repair.plan_error;
+      } else if (a0 == "converted-verified") {
+        const auto& r = v.convert.result;
+        ok = r && r->verified();
+        got = r ? "verification failed" : "no result: " + v.convert.error;
       } else if (a0 == "open-failed") {
         ok = v.status_error;
         got = "no open failure";

@@ -75,6 +75,15 @@ void open_repair(View& v, analysis::RepairKind kind) {
   r.device = static_cast<int>(v.session.settings().device);
 }
 
+void open_convert(View& v) {
+  const auto* cat = v.session.catalog();
+  if (!cat) return;
+  v.convert = ConvertWindow{};
+  v.convert.visible = true;
+  std::snprintf(v.convert.output, sizeof v.convert.output, "%s",
+                session::Session::default_universal_output(*cat).c_str());
+}
+
 std::string display(const View& v, std::string s) {
   if (v.fonts_unicode) return s;
   // ImGui's built-in font is ASCII only: spell out the typographic characters core's messages use.

@@ -56,6 +56,15 @@ struct ExportWindow {
   bool ok = false;
 };
 
+struct ConvertWindow {  // Checkpoint > Convert to universal...
+  bool visible = false;
+  char output[1024] = {};
+  char for_deepspeed[64] = {};  // empty: the checkpoint's own version
+  session::JobPtr job;
+  std::optional<universal::ConvertResult> result;
+  std::string error;  // core's refusal or failure: nothing was written
+};
+
 struct OpenWindow {
   bool visible = false;
   bool compare = false;  // picks B for the diff instead of opening
@@ -150,6 +159,7 @@ struct View {
   RecentFiles recent;
   RepairWindow repair;
   ExportWindow exporting;
+  ConvertWindow convert;
   OpenWindow open_window;
   LayoutState layout;
   DensityState density;
@@ -174,6 +184,8 @@ void select_param(View& v, const std::string& name);
 void follow_analysis(View& v);
 // Opens the repair window with a finding's repair preselected (None: Checkpoint > Repair..., nothing chosen).
 void open_repair(View& v, analysis::RepairKind kind);
+// Opens the convert window with the default output (<input>-universal).
+void open_convert(View& v);
 // Compares the open source with `other` (sets B, shows the Diff tab, starts the diff job).
 void compare_with(View& v, const std::string& other);
 // Starts the comparison again with the Diff tab's settings (superseding a running one); false when there is
@@ -196,6 +208,7 @@ void draw_strip(View& v, const char* id, float height);
 void draw_legend(const session::Legend& legend, bool title = true);
 void draw_repair_window(View& v);
 void draw_export_window(View& v);
+void draw_convert_window(View& v);
 void draw_open_window(View& v);
 void draw_jobs(View& v);
 
