@@ -129,6 +129,7 @@ void Session::apply_source(const std::string& path, std::shared_ptr<const deepsp
   queue_.supersede({"analyse", "plan", "density", "diff", "watch"});
   series_.clear();
   samples_.clear();
+  lp_source_.reset();  // picked for the previous checkpoint
   set_source(path, std::move(ckpt));
 }
 
@@ -171,6 +172,7 @@ void Session::close() {
   analysis_job_.reset();
   checkpoint_.reset();
   path_.clear();
+  lp_source_.reset();
   params_by_name_.clear();
   reset_analysis();
   series_.clear();
@@ -185,6 +187,7 @@ JobPtr Session::analyse(Done<Analysis> done) {
   o.device = settings_.device;
   o.threads = settings_.threads;
   o.verify_checksums = settings_.verify_checksums;
+  o.lp_source = lp_source_;
   reset_analysis();
   auto job = queue_.submit<Analysis>(
       JobKind::Analyse, "analyse", "Analysing " + ckpt->catalog().tag,

@@ -131,6 +131,12 @@ class Session {
   std::shared_ptr<const HealthMap> health_ptr() const { return analysis_.health; }
   const std::optional<JobError>& analysis_error() const { return analysis_error_; }
 
+  // ZeRO-3: 16-bit weights saved elsewhere (a file or folder) that the next analyses compare the fp32
+  // partitions with (diagnose --lp-source); nullopt: only weights saved beside the checkpoint. Opening
+  // another source clears it; call analyse() to apply it.
+  void set_lp_source(std::optional<std::string> path) { lp_source_ = std::move(path); }
+  const std::optional<std::string>& lp_source() const { return lp_source_; }
+
   // --- Repairs
   // The plan of a repair of the open source (coalesced: only the newest request's plan arrives).
   JobPtr plan_repair(const std::string& output, const repair::RepairRequest& request,
@@ -204,6 +210,7 @@ class Session {
 
   Settings settings_;
   std::string path_;
+  std::optional<std::string> lp_source_;
   std::shared_ptr<const deepspeed::Checkpoint> checkpoint_;
   Analysis analysis_;
   std::optional<JobError> analysis_error_;
