@@ -196,6 +196,46 @@ class TestMainWindow : public QObject {
     QVERIFY(!w.session()->report()->has_error());
   }
 
+  // Analysis > Compare with 16-bit weights… (diagnose --lp-source): offered for ZeRO-3 only; a save with one
+  // tensor scaled is named by lp-source-mismatch, DeepSpeed's own consolidated weights compare clean.
+  void zero3ComparedWithSixteenBitWeightsSavedElsewhere() {
+    test::TempDir dir;
+    const std::string fixture = test::deepspeed_fixture("zero3_fp16_ws2");
+    const std::string good = dir.file("good.bin"), stale = dir.file("stale.bin");
+    auto recast = [&](const std::string& out, std::vector<std::string> extra) {
+      std::vector<std::string> args{fixture + "/checkpoint.zero_to_fp32.bin", out, "--dtype", "float16"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      const auto r = test::run_python(test::script("fixtures/recast_state_dict.py"), args);
+      return r.exit_code == 0 ? std::string() : r.err;
+    };
+    const std::string e1 = recast(good, {}), e2 = recast(stale, {"--scale", "fc2.weight=1.01"});
+    QVERIFY2(e1.empty() && e2.empty(), (e1 + e2).c_str());
+
+    MainWindow w;
+    w.show();
+    auto* lp = w.findChild<QAction*>("lpSourceAction");
+    QVERIFY(lp);
+    QVERIFY(openAndWait(w, test::healthy_fixture("zero2_fp16_ws2")));
+    QVERIFY(!lp->isEnabled());  // ZeRO-1/2 keep their own 16-bit weights
+    QVERIFY(openAndWait(w, fixture + "/checkpoint"));
+    QVERIFY(lp->isEnabled());
+    QCOMPARE(findingRow(*w.findingsModel(), "lp-source-mismatch"), -1);
+
+    QSignalSpy analysed(w.session(), &Session::analysisFinished);
+    w.compareWithLpWeights(QString::fromStdString(stale));
+    QVERIFY(analysed.wait(120000));
+    const int row = findingRow(*w.findingsModel(), "lp-source-mismatch");
+    QVERIFY2(row >= 0, qPrintable(codes(*w.findingsModel())));
+    QCOMPARE(w.findingsModel()->finding(row).params, std::vector<std::string>{"fc2.weight"});
+
+    analysed.clear();
+    w.compareWithLpWeights(QString::fromStdString(good));
+    QVERIFY(analysed.wait(120000));
+    QVERIFY2(findingRow(*w.findingsModel(), "lp-source-compared") >= 0,
+             qPrintable(codes(*w.findingsModel())));
+    QCOMPARE(findingRow(*w.findingsModel(), "lp-source-mismatch"), -1);
+  }
+
   // Analysis > Verify checksums: off, a flipped bit in a rank file goes unseen; on, the re-analysis names it;
   // the choice is remembered for the next window.
   void verifyChecksumsMenuFindsFlippedBit() {

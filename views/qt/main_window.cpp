@@ -128,6 +128,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     const auto ckpt = session_->checkpoint();
     repairAction_->setEnabled(ckpt && !ckpt->weights_only());
     convertAction_->setEnabled(ckpt && !ckpt->weights_only() && !ckpt->catalog().universal);
+    lpSourceAction_->setEnabled(ckpt && ckpt->catalog().wrapper == deepspeed::OptimizerWrapper::Zero3);
     reanalyseAction_->setEnabled(true);
     if (session_->isAttached()) {  // the run's newest snapshot: the user stays on the tab they look at
       setWindowTitle(
@@ -258,6 +259,17 @@ void MainWindow::buildMenus() {
   reanalyseAction_ = analysis->addAction(tr("&Re-analyse"), this, &MainWindow::reanalyse);
   reanalyseAction_->setShortcut(QKeySequence(Qt::Key_F5));
   reanalyseAction_->setEnabled(false);
+  lpSourceAction_ = analysis->addAction(tr("Compare with &16-bit weights…"), this, [this] {
+    const QString f = QFileDialog::getOpenFileName(
+        this, tr("16-bit weights saved elsewhere"), QFileInfo(session_->path()).absolutePath(),
+        tr("Weights (*.bin *.pt *.pth *.safetensors);;All files (*)"));
+    if (!f.isEmpty()) compareWithLpWeights(f);
+  });
+  lpSourceAction_->setObjectName(QStringLiteral("lpSourceAction"));
+  lpSourceAction_->setToolTip(
+      tr("ZeRO-3: compare the fp32 partitions with 16-bit weights saved elsewhere "
+         "(diagnose --lp-source), e.g. stage3_gather_16bit_weights_on_model_save's file"));
+  lpSourceAction_->setEnabled(false);
   auto* cancel = analysis->addAction(tr("&Cancel analysis"), this, &MainWindow::cancelAnalysis);
   cancel->setShortcut(QKeySequence(Qt::Key_Escape));
   auto* device = analysis->addMenu(tr("Compute &device"));
@@ -324,6 +336,15 @@ void MainWindow::openPath(const QString& path, bool quiet) {
 }
 
 void MainWindow::reanalyse() { session_->analyse(); }
+
+void MainWindow::compareWithLpWeights(const QString& path) {
+  if (!session_->isOpen()) return;
+  session_->core().set_lp_source(path.isEmpty() ? std::nullopt
+                                                : std::optional<std::string>(path.toStdString()));
+  statusBar()->showMessage(tr("Comparing the fp32 partitions with %1").arg(QFileInfo(path).fileName()),
+                           10000);
+  session_->analyse();
+}
 
 void MainWindow::cancelAnalysis() {
   if (auto j = session_->core().opening()) j->cancel();

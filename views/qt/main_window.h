@@ -39,6 +39,9 @@ class MainWindow : public QMainWindow {
   // box unless quiet (and always the status bar). The UI stays live while a slow file opens.
   void openPath(const QString& path, bool quiet = false);
   void reanalyse();
+  // Analysis > Compare with 16-bit weights…: ZeRO-3's fp32 partitions against `path` (diagnose --lp-source),
+  // then re-analyses; empty goes back to weights saved beside the checkpoint.
+  void compareWithLpWeights(const QString& path);
   void cancelAnalysis();
   // Opens the repair preview for finding `row` of the findings model (non-modal; returns the dialog).
   RepairDialog* openRepair(int findingRow);
@@ -104,6 +107,7 @@ class MainWindow : public QMainWindow {
   QAction* compareAction_ = nullptr;
   QAction* repairAction_ = nullptr;
   QAction* convertAction_ = nullptr;
+  QAction* lpSourceAction_ = nullptr;
   QAction* reanalyseAction_ = nullptr;
   QAction* detachAction_ = nullptr;
   bool syncing_ = false;
