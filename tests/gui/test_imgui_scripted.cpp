@@ -216,6 +216,28 @@ class TestImguiScripted : public QObject {
              QStringLiteral("deepspeed-universal"));
   }
 
+  // ZeRO-3 against 16-bit weights saved elsewhere (the app's diagnose --lp-source): a save with one tensor
+  // scaled is named by lp-source-mismatch, which the analysis without it does not show.
+  void zero3ComparedWithSixteenBitWeightsSavedElsewhere() {
+    test::TempDir dir;
+    const std::string fixture = test::deepspeed_fixture("zero3_fp16_ws2");
+    const std::string stale = dir.file("stale.bin");
+    const auto py = test::run_python(test::script("fixtures/recast_state_dict.py"),
+                                     {fixture + "/checkpoint.zero_to_fp32.bin", stale, "--dtype", "float16",
+                                      "--scale", "fc2.weight=1.01"});
+    QVERIFY2(py.exit_code == 0, py.err.c_str());
+    const auto r = runScript(*x_, dir, fixture + "/checkpoint",
+                             "wait analysed 300\n"
+                             "expect no-finding lp-source-mismatch\n"
+                             "lp-source " +
+                                 stale +
+                                 "\n"
+                                 "wait analysed 300\n"
+                                 "expect finding lp-source-mismatch\n"
+                                 "quit\n");
+    CKPTDOC_EXPECT_EXIT(r, 0);
+  }
+
   void failedOpenIsReportedAndADroppedFolderOpens() {
     test::TempDir dir;
     const std::string healthy = test::healthy_fixture("zero1_fp16_ws2");

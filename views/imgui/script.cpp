@@ -17,8 +17,9 @@ namespace ckptdoc::imgui_view {
 
 namespace {
 
-const char* kCommands[] = {"wait",  "open",   "drop",   "compare",    "click", "set",  "tab",      "select",
-                           "shade", "expect", "frames", "screenshot", "echo",  "quit", "save-diff"};
+const char* kCommands[] = {"wait", "open",   "drop",      "compare",  "click",  "set",
+                           "tab",  "select", "shade",     "expect",   "frames", "screenshot",
+                           "echo", "quit",   "save-diff", "lp-source"};
 
 char* text_field(View& v, const std::string& id, size_t* size) {
   struct Field {
@@ -158,6 +159,12 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
     }
     if (st.command == "compare") {  // as File > Compare with... does with the picked path
       compare_with(v, st.text);
+      next();
+      continue;
+    }
+    if (st.command ==
+        "lp-source") {  // as Analysis > Compare with 16-bit weights... does with the picked file
+      compare_with_lp_weights(v, st.text);
       next();
       continue;
     }

@@ -8,6 +8,9 @@
 //                                     fails the script)
 //   open PATH | drop PATH             start opening PATH (drop: as if dropped onto the window)
 //   compare PATH                      compare the open checkpoint with PATH (as File > Compare with... does)
+//   lp-source PATH                    ZeRO-3: re-analyse against 16-bit weights at PATH (as Analysis >
+//   Compare
+//                                     with 16-bit weights... does)
 //   click ID                          e.g. "fix:fp32-master-mismatch", "repair.run", "diff.cancel",
 //                                     "menu.checkpoint" then "menu.repair", "repair.reset-optimizer"
 //   set ID TEXT                       fill a text field: path, filter, repair.output, repair.target,

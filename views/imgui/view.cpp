@@ -75,6 +75,14 @@ void open_repair(View& v, analysis::RepairKind kind) {
   r.device = static_cast<int>(v.session.settings().device);
 }
 
+void compare_with_lp_weights(View& v, const std::string& path) {
+  if (!v.session.is_open()) return;
+  v.session.set_lp_source(path);
+  v.status = "comparing the fp32 partitions with " + path;
+  v.status_error = false;
+  v.session.analyse();
+}
+
 void open_convert(View& v) {
   const auto* cat = v.session.catalog();
   if (!cat) return;

@@ -65,9 +65,12 @@ struct ConvertWindow {  // Checkpoint > Convert to universal...
   std::string error;  // core's refusal or failure: nothing was written
 };
 
+// What the file picker's choice is for: opening it, the diff's B, or ZeRO-3's 16-bit weights (--lp-source).
+enum class PickFor : int { Open, Diff, LpWeights };
+
 struct OpenWindow {
   bool visible = false;
-  bool compare = false;  // picks B for the diff instead of opening
+  PickFor pick = PickFor::Open;  // what the chosen path is for
   std::string dir;
   struct Entry {
     std::string name;
@@ -186,6 +189,9 @@ void follow_analysis(View& v);
 void open_repair(View& v, analysis::RepairKind kind);
 // Opens the convert window with the default output (<input>-universal).
 void open_convert(View& v);
+// ZeRO-3: re-analyses comparing the fp32 partitions with 16-bit weights saved at `path` (diagnose
+// --lp-source).
+void compare_with_lp_weights(View& v, const std::string& path);
 // Compares the open source with `other` (sets B, shows the Diff tab, starts the diff job).
 void compare_with(View& v, const std::string& other);
 // Starts the comparison again with the Diff tab's settings (superseding a running one); false when there is
