@@ -315,6 +315,30 @@ class TestSession : public QObject {
     QCOMPARE(finished.front(), s.analysis_job()->id());
   }
 
+  // 16-bit weights picked for a ZeRO-3 checkpoint (the app's --lp-source) are compared on its analyses, and
+  // are forgotten when another source opens: a ZeRO-2 checkpoint opened next analyses as itself instead of
+  // failing on an lp source that only ZeRO-3 takes.
+  void lpSourceAppliesToItsCheckpointOnly() {
+    Session s;
+    s.settings().device = DeviceKind::Cpu;
+    s.open(fixture("zero3_fp16_ws2"));
+    QVERIFY(pump(s, [&] { return s.report() && !s.analysing(); }));
+    s.set_lp_source(test::deepspeed_fixture("zero3_fp16_ws2") + "/checkpoint.zero_to_fp32.bin");
+    s.analyse();
+    QVERIFY(pump(s, [&] { return (s.report() || s.analysis_error()) && !s.analysing(); }));
+    QVERIFY2(s.report(), s.analysis_error() ? s.analysis_error()->message.c_str() : "");
+    const auto has = [&](const char* code) {
+      return std::any_of(s.findings().begin(), s.findings().end(),
+                         [&](const auto& f) { return f.code == code; });
+    };
+    QVERIFY(has("lp-source-compared") || has("lp-source-mismatch"));
+    s.open(fixture("zero2_fp16_ws2"));
+    QVERIFY(
+        pump(s, [&] { return (s.report() || s.analysis_error()) && !s.analysing() && s.jobs().empty(); }));
+    QVERIFY(!s.lp_source());
+    QVERIFY2(s.report(), s.analysis_error() ? s.analysis_error()->message.c_str() : "");
+  }
+
   // The density streamed through the map in small chunks counts exactly what density_2d of the assembled
   // param counts, for every param of every layout; ZeRO-3 placeholders have no weight to pair.
   void streamedDensityEqualsTheAssembledOne() {

@@ -161,6 +161,83 @@ class TestImguiScripted : public QObject {
     QCOMPARE(errorCodes(still.out), std::vector<std::string>{"fp32-master-mismatch"});
   }
 
+  // Checkpoint > Repair... with no finding: the actions are ticked by hand, the plan names both, and the
+  // output diagnoses clean in another process.
+  void repairMenuRunsTheTickedActions() {
+    test::TempDir dir;
+    const std::string broken = test::make_stale_masters_checkpoint(dir);
+    const std::string out = dir.file("fixed");
+    const auto r = runScript(*x_, dir, broken,
+                             "wait analysed 300\n"
+                             "click menu.checkpoint\n"
+                             "click menu.repair\n"
+                             "set repair.output " +
+                                 out +
+                                 "\n"
+                                 "click repair.reset-optimizer\n"
+                                 "frames 2\n"
+                                 "wait plan 120\n"
+                                 "expect plan fp32-master-mismatch\n"
+                                 "click repair.refresh-fp32\n"
+                                 "frames 2\n"
+                                 "wait plan 120\n"
+                                 "expect plan refresh fp32 masters\n"
+                                 "expect plan reset the optimizer\n"
+                                 "click repair.run\n"
+                                 "wait repaired 600\n"
+                                 "expect repaired-clean\n"
+                                 "quit\n");
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    const auto fixed = test::run_cli({"diagnose", out, "--json", "--device", "cpu"});
+    CKPTDOC_EXPECT_EXIT(fixed, 0);
+    QVERIFY(errorCodes(fixed.out).empty());
+  }
+
+  // Checkpoint > Convert to universal... writes a folder another process reads as a universal checkpoint.
+  void convertMenuWritesAUniversalFolder() {
+    test::TempDir dir;
+    const std::string out = dir.file("converted");
+    const auto r = runScript(*x_, dir, test::healthy_fixture("zero2_fp16_ws2"),
+                             "wait analysed 300\n"
+                             "click menu.checkpoint\n"
+                             "click menu.convert\n"
+                             "set convert.output " +
+                                 out +
+                                 "\n"
+                                 "frames 2\n"
+                                 "click convert.run\n"
+                                 "wait converted 600\n"
+                                 "expect converted-verified\n"
+                                 "quit\n");
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    const auto inspect = test::run_cli({"inspect", out, "--json"});
+    CKPTDOC_EXPECT_EXIT(inspect, 0);
+    QCOMPARE(QJsonDocument::fromJson(QByteArray::fromStdString(inspect.out)).object()["kind"].toString(),
+             QStringLiteral("deepspeed-universal"));
+  }
+
+  // ZeRO-3 against 16-bit weights saved elsewhere (the app's diagnose --lp-source): a save with one tensor
+  // scaled is named by lp-source-mismatch, which the analysis without it does not show.
+  void zero3ComparedWithSixteenBitWeightsSavedElsewhere() {
+    test::TempDir dir;
+    const std::string fixture = test::deepspeed_fixture("zero3_fp16_ws2");
+    const std::string stale = dir.file("stale.bin");
+    const auto py = test::run_python(test::script("fixtures/recast_state_dict.py"),
+                                     {fixture + "/checkpoint.zero_to_fp32.bin", stale, "--dtype", "float16",
+                                      "--scale", "fc2.weight=1.01"});
+    QVERIFY2(py.exit_code == 0, py.err.c_str());
+    const auto r = runScript(*x_, dir, fixture + "/checkpoint",
+                             "wait analysed 300\n"
+                             "expect no-finding lp-source-mismatch\n"
+                             "lp-source " +
+                                 stale +
+                                 "\n"
+                                 "wait analysed 300\n"
+                                 "expect finding lp-source-mismatch\n"
+                                 "quit\n");
+    CKPTDOC_EXPECT_EXIT(r, 0);
+  }
+
   void failedOpenIsReportedAndADroppedFolderOpens() {
     test::TempDir dir;
     const std::string healthy = test::healthy_fixture("zero1_fp16_ws2");

@@ -2,7 +2,9 @@
 // a checkpoint with random fp32 masters shows fp32-master-mismatch, and Fix → Repair writes an output that
 // diagnose calls clean; selection travels between the layout map and the table; analysis can be cancelled
 // and superseded results are dropped.
+#include <QAction>
 #include <QChart>
+#include <QCheckBox>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QScatterSeries>
@@ -141,6 +143,97 @@ class TestMainWindow : public QObject {
     QVERIFY(!fixed.has_error());
     const auto still = analysis::diagnose(*deepspeed::Checkpoint::open(broken), o);
     QVERIFY(still.has_error());
+  }
+
+  // Checkpoint > Repair… without a finding: the user picks reset-optimizer + refresh-fp32, the plan names
+  // both, and the output diagnoses clean.
+  void repairMenuRunsTheChosenActions() {
+    test::TempDir dir;
+    const std::string broken = test::make_stale_masters_checkpoint(dir);
+    MainWindow w;
+    w.show();
+    auto* repair = w.findChild<QAction*>("repairAction");
+    QVERIFY(repair);
+    QVERIFY(!repair->isEnabled());  // nothing open
+    QVERIFY(openAndWait(w, broken));
+    QVERIFY(repair->isEnabled());
+    repair->trigger();
+    auto* dialog = w.findChild<RepairDialog*>();
+    QVERIFY(dialog);
+    QTRY_VERIFY_WITH_TIMEOUT(!dialog->planning(), 30000);
+    QVERIFY(!dialog->planValid());  // nothing chosen yet: the planner's refusal, not a plan
+    const QString out = QString::fromStdString(dir.file("repaired"));
+    dialog->setOutput(out);
+    auto* reset = dialog->findChild<QCheckBox*>("repairResetOptimizer");
+    QVERIFY(reset);
+    QTest::mouseClick(reset, Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(!dialog->planning(), 30000);
+    QVERIFY2(dialog->planValid(), qPrintable(dialog->planText()));
+    // Reset alone leaves the stale masters, and the plan says so before anything is written.
+    QVERIFY2(dialog->planText().contains("fp32-master-mismatch"), qPrintable(dialog->planText()));
+    auto* refresh = dialog->findChild<QCheckBox*>("repairRefreshFp32");
+    QVERIFY(refresh);
+    QTest::mouseClick(refresh, Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(!dialog->planning(), 30000);
+    QVERIFY2(dialog->planValid(), qPrintable(dialog->planText()));
+    QVERIFY(dialog->request().refresh_fp32 && dialog->request().reset_optimizer);
+    QVERIFY2(dialog->planText().contains("refresh fp32 masters") &&
+                 dialog->planText().contains("reset the optimizer") &&
+                 !dialog->planText().contains("fp32-master-mismatch"),
+             qPrintable(dialog->planText()));
+    QSignalSpy finished(dialog, &RepairDialog::repairFinished);
+    QTest::mouseClick(dialog->runButton(), Qt::LeftButton);
+    QVERIFY(finished.wait(180000));
+    QVERIFY(finished.first().first().toBool());
+
+    // The output re-opens clean in the window, with its optimizer reset.
+    auto* reopen = dialog->findChild<QPushButton*>("openRepairedButton");
+    QVERIFY(reopen && reopen->isVisible());
+    QSignalSpy analysed(w.session(), &Session::analysisFinished);
+    QTest::mouseClick(reopen, Qt::LeftButton);
+    QVERIFY(analysed.wait(120000));
+    QVERIFY(w.session()->path().startsWith(out));
+    QVERIFY(!w.session()->report()->has_error());
+  }
+
+  // Analysis > Compare with 16-bit weights… (diagnose --lp-source): offered for ZeRO-3 only; a save with one
+  // tensor scaled is named by lp-source-mismatch, DeepSpeed's own consolidated weights compare clean.
+  void zero3ComparedWithSixteenBitWeightsSavedElsewhere() {
+    test::TempDir dir;
+    const std::string fixture = test::deepspeed_fixture("zero3_fp16_ws2");
+    const std::string good = dir.file("good.bin"), stale = dir.file("stale.bin");
+    auto recast = [&](const std::string& out, std::vector<std::string> extra) {
+      std::vector<std::string> args{fixture + "/checkpoint.zero_to_fp32.bin", out, "--dtype", "float16"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      const auto r = test::run_python(test::script("fixtures/recast_state_dict.py"), args);
+      return r.exit_code == 0 ? std::string() : r.err;
+    };
+    const std::string e1 = recast(good, {}), e2 = recast(stale, {"--scale", "fc2.weight=1.01"});
+    QVERIFY2(e1.empty() && e2.empty(), (e1 + e2).c_str());
+
+    MainWindow w;
+    w.show();
+    auto* lp = w.findChild<QAction*>("lpSourceAction");
+    QVERIFY(lp);
+    QVERIFY(openAndWait(w, test::healthy_fixture("zero2_fp16_ws2")));
+    QVERIFY(!lp->isEnabled());  // ZeRO-1/2 keep their own 16-bit weights
+    QVERIFY(openAndWait(w, fixture + "/checkpoint"));
+    QVERIFY(lp->isEnabled());
+    QCOMPARE(findingRow(*w.findingsModel(), "lp-source-mismatch"), -1);
+
+    QSignalSpy analysed(w.session(), &Session::analysisFinished);
+    w.compareWithLpWeights(QString::fromStdString(stale));
+    QVERIFY(analysed.wait(120000));
+    const int row = findingRow(*w.findingsModel(), "lp-source-mismatch");
+    QVERIFY2(row >= 0, qPrintable(codes(*w.findingsModel())));
+    QCOMPARE(w.findingsModel()->finding(row).params, std::vector<std::string>{"fc2.weight"});
+
+    analysed.clear();
+    w.compareWithLpWeights(QString::fromStdString(good));
+    QVERIFY(analysed.wait(120000));
+    QVERIFY2(findingRow(*w.findingsModel(), "lp-source-compared") >= 0,
+             qPrintable(codes(*w.findingsModel())));
+    QCOMPARE(findingRow(*w.findingsModel(), "lp-source-mismatch"), -1);
   }
 
   // Analysis > Verify checksums: off, a flipped bit in a rank file goes unseen; on, the re-analysis names it;

@@ -1,6 +1,8 @@
 // The repair dialog tells the truth about its output: Cancel pressed while the written output is being
 // verified ends with "written, but not verified" and the output kept (it used to say "Cancelled; nothing was
-// written" with a complete output on disk); Cancel while writing still means nothing was written.
+// written" with a complete output on disk); Cancel while writing still means nothing was written. The actions
+// are the user's to choose, and a combination the planner refuses says why.
+#include <QCheckBox>
 #include <QLabel>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -67,6 +69,35 @@ class TestRepairDialog : public QObject {
   void initTestCase() {
     QStandardPaths::setTestModeEnabled(true);
     test::use_private_settings();
+  }
+
+  // A combination the planner refuses shows its reason and cannot run; undoing it brings the plan back.
+  void refusedCombinationShowsThePlannersReason() {
+    test::TempDir dir;
+    Session session;
+    session.setDevice(DeviceKind::Cpu);
+    QSignalSpy analysed(&session, &Session::analysisFinished);
+    session.open(QString::fromStdString(test::make_stale_masters_checkpoint(dir)));
+    QVERIFY(analysed.wait(120000));
+    RepairDialog d(&session, analysis::RepairKind::DropOptimizer);
+    d.show();
+    d.setOutput(QString::fromStdString(dir.file("out")));
+    QTRY_VERIFY_WITH_TIMEOUT(!d.planning(), 60000);
+    QVERIFY2(d.planValid(), qPrintable(d.planText()));
+    auto* reset = d.findChild<QCheckBox*>("repairResetOptimizer");
+    QVERIFY(reset && !reset->isChecked());
+    QTest::mouseClick(reset, Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(!d.planning(), 60000);
+    QVERIFY(!d.planValid());
+    QVERIFY(!d.runButton()->isEnabled());
+    QLabel* why = nullptr;
+    for (auto* l : d.findChildren<QLabel*>())
+      if (l->isVisible() && l->text().contains("cannot be combined")) why = l;
+    QVERIFY(why);
+    QTest::mouseClick(reset, Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(!d.planning(), 60000);
+    QVERIFY(d.planValid());
+    QVERIFY(d.runButton()->isEnabled());
   }
 
   void cancelDuringVerificationSaysWrittenButUnverified() {

@@ -119,6 +119,7 @@ void draw_frame(View& v, int w, int h) {
   ImGui::End();
   draw_repair_window(v);
   draw_export_window(v);
+  draw_convert_window(v);
   draw_open_window(v);
   draw_jobs(v);
 }

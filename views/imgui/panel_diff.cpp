@@ -311,7 +311,7 @@ void draw_diff(View& v) {
   auto& s = v.session;
   if (ImGui::Button("Compare with...") && s.is_open()) {
     v.open_window.visible = true;
-    v.open_window.compare = true;
+    v.open_window.pick = PickFor::Diff;
   }
   v.widgets.record("diff.compare");
   ImGui::SameLine();

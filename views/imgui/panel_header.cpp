@@ -58,7 +58,7 @@ void draw_header(View& v) {
     if (ImGui::BeginMenu("File")) {
       if (ImGui::MenuItem("Open...", "Ctrl+O")) {
         v.open_window.visible = true;
-        v.open_window.compare = false;
+        v.open_window.pick = PickFor::Open;
       }
       if (ImGui::BeginMenu("Open recent", !v.recent.paths().empty())) {
         for (const auto& p : v.recent.paths())
@@ -69,15 +69,33 @@ void draw_header(View& v) {
       }
       if (ImGui::MenuItem("Compare with...", "Ctrl+D", false, s.is_open())) {
         v.open_window.visible = true;
-        v.open_window.compare = true;
+        v.open_window.pick = PickFor::Diff;
       }
       if (ImGui::MenuItem("Export weights...", "Ctrl+E", false, s.is_open())) v.exporting.visible = true;
       ImGui::Separator();
       if (ImGui::MenuItem("Quit", "Ctrl+Q")) v.quit = true;
       ImGui::EndMenu();
     }
+    const bool deepspeed_open = s.is_open() && s.checkpoint() && !s.checkpoint()->weights_only();
+    if (ImGui::BeginMenu("Checkpoint")) {
+      if (ImGui::MenuItem("Repair...", nullptr, false, deepspeed_open))
+        open_repair(v, analysis::RepairKind::None);
+      v.widgets.record("menu.repair");
+      const bool universal = s.is_open() && s.catalog() && s.catalog()->universal.has_value();
+      if (ImGui::MenuItem("Convert to universal...", nullptr, false, deepspeed_open && !universal))
+        open_convert(v);
+      v.widgets.record("menu.convert");
+      ImGui::EndMenu();
+    } else {
+      v.widgets.record("menu.checkpoint");  // the label, while it is the last item (closed)
+    }
     if (ImGui::BeginMenu("Analysis")) {
       if (ImGui::MenuItem("Re-analyse", "F5", false, s.is_open())) s.analyse();
+      const bool zero3 = s.catalog() && s.catalog()->wrapper == deepspeed::OptimizerWrapper::Zero3;
+      if (ImGui::MenuItem("Compare with 16-bit weights...", nullptr, false, s.is_open() && zero3)) {
+        v.open_window.visible = true;
+        v.open_window.pick = PickFor::LpWeights;
+      }
       if (ImGui::MenuItem("Cancel analysis", "Esc", false, s.analysing())) s.cancel_analysis();
       if (ImGui::BeginMenu("Compute device")) {
         const char* names[] = {"Auto (CUDA when available)", "CPU", "CUDA"};
@@ -106,11 +124,11 @@ void draw_header(View& v) {
   const ImGuiIO& io = ImGui::GetIO();
   if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_O, false)) {
     v.open_window.visible = true;
-    v.open_window.compare = false;
+    v.open_window.pick = PickFor::Open;
   }
   if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_D, false) && s.is_open()) {
     v.open_window.visible = true;
-    v.open_window.compare = true;
+    v.open_window.pick = PickFor::Diff;
   }
   if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_E, false) && s.is_open()) v.exporting.visible = true;
   if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_Q, false)) v.quit = true;
@@ -129,7 +147,7 @@ void draw_header(View& v) {
   ImGui::SameLine();
   if (ImGui::Button("Browse...")) {
     v.open_window.visible = true;
-    v.open_window.compare = false;
+    v.open_window.pick = PickFor::Open;
   }
   ImGui::SameLine();
   if (ImGui::Button("Export...") && s.is_open()) v.exporting.visible = true;

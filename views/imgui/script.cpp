@@ -17,8 +17,9 @@ namespace ckptdoc::imgui_view {
 
 namespace {
 
-const char* kCommands[] = {"wait",  "open",   "drop",   "compare",    "click", "set",  "tab",      "select",
-                           "shade", "expect", "frames", "screenshot", "echo",  "quit", "save-diff"};
+const char* kCommands[] = {"wait", "open",   "drop",      "compare",  "click",  "set",
+                           "tab",  "select", "shade",     "expect",   "frames", "screenshot",
+                           "echo", "quit",   "save-diff", "lp-source"};
 
 char* text_field(View& v, const std::string& id, size_t* size) {
   struct Field {
@@ -31,6 +32,7 @@ char* text_field(View& v, const std::string& id, size_t* size) {
                           {"repair.output", v.repair.output, sizeof v.repair.output},
                           {"repair.target", v.repair.target, sizeof v.repair.target},
                           {"export.path", v.exporting.path, sizeof v.exporting.path},
+                          {"convert.output", v.convert.output, sizeof v.convert.output},
                           {"diff.atol", v.diff.atol, sizeof v.diff.atol},
                           {"diff.rtol", v.diff.rtol, sizeof v.diff.rtol}};
   for (const auto& f : fields)
@@ -114,6 +116,7 @@ bool Script::condition(View& v, const std::string& what) const {
            (v.repair.plan || !v.repair.plan_error.empty());
   if (what == "repaired") return v.repair.run_job && v.repair.run_job->finished();
   if (what == "exported") return v.exporting.job && v.exporting.job->finished();
+  if (what == "converted") return v.convert.job && v.convert.job->finished();
   if (what == "idle") return s.jobs().empty();
   if (what == "diffed")  // finished, and its outcome applied
     return v.diff.job && v.diff.job->finished() &&
@@ -138,7 +141,7 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
     if (st.command == "wait") {
       const double limit = st.args.size() > 1 ? std::atof(st.args[1].c_str()) : 120.0;
       if (a0 != "opened" && a0 != "analysed" && a0 != "plan" && a0 != "repaired" && a0 != "exported" &&
-          a0 != "idle" && a0 != "density" && a0 != "diffed")
+          a0 != "converted" && a0 != "idle" && a0 != "density" && a0 != "diffed")
         return fail(st, "unknown condition '" + a0 + "'");
       if (condition(v, a0)) {
         next();
@@ -156,6 +159,12 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
     }
     if (st.command == "compare") {  // as File > Compare with... does with the picked path
       compare_with(v, st.text);
+      next();
+      continue;
+    }
+    if (st.command ==
+        "lp-source") {  // as Analysis > Compare with 16-bit weights... does with the picked file
+      compare_with_lp_weights(v, st.text);
       next();
       continue;
     }
@@ -248,6 +257,16 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
         ok = !want.empty() && v.exporting.warning.find(want) != std::string::npos;
         got = v.exporting.warning.empty() ? "no export warning (" + v.exporting.message + ")"
                                           : "warning '" + v.exporting.warning + "'";
+      } else if (a0 == "plan") {  // the repair window shows a plan whose text contains TEXT
+        const size_t at = st.text.find_first_not_of(" \t", a0.size());
+        const std::string want = at == std::string::npos ? "" : st.text.substr(at);
+        const std::string text = v.repair.plan ? v.repair.plan->text() : "";
+        ok = !want.empty() && text.find(want) != std::string::npos;
+        got = v.repair.plan ? "plan:\n" + text : "no plan: " + v.repair.plan_error;
+      } else if (a0 == "converted-verified") {
+        const auto& r = v.convert.result;
+        ok = r && r->verified();
+        got = r ? "verification failed" : "no result: " + v.convert.error;
       } else if (a0 == "open-failed") {
         ok = v.status_error;
         got = "no open failure";

@@ -3,15 +3,21 @@
 // Clicks go through ImGui's input (the pointer moves over the widget recorded under that name, presses and
 // releases), waits poll the session's state, and the script ends the program with its own exit code.
 //
-//   wait opened|analysed|plan|repaired|exported|idle|density|diffed [SECONDS]   (default 120 s; a timeout
+//   wait opened|analysed|plan|repaired|exported|converted|idle|density|diffed [SECONDS]   (default 120 s; a
+//   timeout
 //                                     fails the script)
 //   open PATH | drop PATH             start opening PATH (drop: as if dropped onto the window)
 //   compare PATH                      compare the open checkpoint with PATH (as File > Compare with... does)
-//   click ID                          e.g. "fix:fp32-master-mismatch", "repair.run", "diff.cancel"
+//   lp-source PATH                    ZeRO-3: re-analyse against 16-bit weights at PATH (as Analysis >
+//   Compare
+//                                     with 16-bit weights... does)
+//   click ID                          e.g. "fix:fp32-master-mismatch", "repair.run", "diff.cancel",
+//                                     "menu.checkpoint" then "menu.repair", "repair.reset-optimizer"
 //   set ID TEXT                       fill a text field: path, filter, repair.output, repair.target,
-//                                     export.path, diff.atol, diff.rtol
+//                                     export.path, convert.output, diff.atol, diff.rtol
 //   tab overview|layout|params|diff   select PARAM   shade param|exact|nonfinite|moments
-//   expect repaired-clean | open-failed | finding CODE | no-finding CODE | diff-rows N
+//   expect repaired-clean | open-failed | finding CODE | no-finding CODE | diff-rows N | plan TEXT |
+//                                     converted-verified
 //   frames N                          render N frames (pictures settle)
 //   save-diff FILE                    write the Diff tab's rows as drawn (tab-separated)
 //   screenshot FILE   echo TEXT   quit

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <utility>
 
+#include "ckptdoc/repair/fix_offer.h"
+
 namespace ckptdoc::imgui_view {
 
 void WidgetRects::record(const std::string& id) {
@@ -58,14 +60,36 @@ void follow_analysis(View& v) {
 
 void open_repair(View& v, analysis::RepairKind kind) {
   const auto* cat = v.session.catalog();
-  if (!cat || kind == analysis::RepairKind::None) return;
+  if (!cat) return;
   RepairWindow& r = v.repair;
   r = RepairWindow{};
   r.visible = true;
   r.kind = kind;
   std::snprintf(r.output, sizeof r.output, "%s", session::Session::default_repair_output(*cat).c_str());
+  const repair::RepairRequest pre = repair::request_for(kind, *cat);
+  r.refresh_fp32 = pre.refresh_fp32;
+  r.reset_optimizer = pre.reset_optimizer;
+  r.drop_optimizer = pre.drop_optimizer;
+  r.repartition = pre.world_size.has_value();
   r.world_size = std::max(1, cat->dp_world_size);
   r.device = static_cast<int>(v.session.settings().device);
+}
+
+void compare_with_lp_weights(View& v, const std::string& path) {
+  if (!v.session.is_open()) return;
+  v.session.set_lp_source(path);
+  v.status = "comparing the fp32 partitions with " + path;
+  v.status_error = false;
+  v.session.analyse();
+}
+
+void open_convert(View& v) {
+  const auto* cat = v.session.catalog();
+  if (!cat) return;
+  v.convert = ConvertWindow{};
+  v.convert.visible = true;
+  std::snprintf(v.convert.output, sizeof v.convert.output, "%s",
+                session::Session::default_universal_output(*cat).c_str());
 }
 
 std::string display(const View& v, std::string s) {

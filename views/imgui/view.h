@@ -24,7 +24,10 @@ enum class Tab : int { Overview, Layout, Params, Diff };
 
 struct RepairWindow {
   bool visible = false;
-  analysis::RepairKind kind = analysis::RepairKind::None;
+  analysis::RepairKind kind =
+      analysis::RepairKind::None;  // a finding's Fix: preselected; None: user's choice
+  // The actions chosen; the planner judges every combination.
+  bool refresh_fp32 = false, reset_optimizer = false, drop_optimizer = false, repartition = false;
   char output[1024] = {};
   char target[1024] = {};  // repartition: a template checkpoint
   int world_size = 1;
@@ -53,9 +56,21 @@ struct ExportWindow {
   bool ok = false;
 };
 
+struct ConvertWindow {  // Checkpoint > Convert to universal...
+  bool visible = false;
+  char output[1024] = {};
+  char for_deepspeed[64] = {};  // empty: the checkpoint's own version
+  session::JobPtr job;
+  std::optional<universal::ConvertResult> result;
+  std::string error;  // core's refusal or failure: nothing was written
+};
+
+// What the file picker's choice is for: opening it, the diff's B, or ZeRO-3's 16-bit weights (--lp-source).
+enum class PickFor : int { Open, Diff, LpWeights };
+
 struct OpenWindow {
   bool visible = false;
-  bool compare = false;  // picks B for the diff instead of opening
+  PickFor pick = PickFor::Open;  // what the chosen path is for
   std::string dir;
   struct Entry {
     std::string name;
@@ -147,6 +162,7 @@ struct View {
   RecentFiles recent;
   RepairWindow repair;
   ExportWindow exporting;
+  ConvertWindow convert;
   OpenWindow open_window;
   LayoutState layout;
   DensityState density;
@@ -169,8 +185,13 @@ void select_param(View& v, const std::string& name);
 // Once per new analysis: shades the layout by its worst finding (unless a shade was chosen) and selects the
 // worst param when none is, so no picture opens on a neutral or empty view.
 void follow_analysis(View& v);
-// Opens the repair window for a finding's repair.
+// Opens the repair window with a finding's repair preselected (None: Checkpoint > Repair..., nothing chosen).
 void open_repair(View& v, analysis::RepairKind kind);
+// Opens the convert window with the default output (<input>-universal).
+void open_convert(View& v);
+// ZeRO-3: re-analyses comparing the fp32 partitions with 16-bit weights saved at `path` (diagnose
+// --lp-source).
+void compare_with_lp_weights(View& v, const std::string& path);
 // Compares the open source with `other` (sets B, shows the Diff tab, starts the diff job).
 void compare_with(View& v, const std::string& other);
 // Starts the comparison again with the Diff tab's settings (superseding a running one); false when there is
@@ -193,6 +214,7 @@ void draw_strip(View& v, const char* id, float height);
 void draw_legend(const session::Legend& legend, bool title = true);
 void draw_repair_window(View& v);
 void draw_export_window(View& v);
+void draw_convert_window(View& v);
 void draw_open_window(View& v);
 void draw_jobs(View& v);
 

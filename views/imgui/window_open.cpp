@@ -1,6 +1,7 @@
 // The file dialog (ImGui has none): a folder's entries, listed by a session job so a slow file system never
 // stalls a frame; double-click a folder to enter it, pick a save folder, tag folder or rank file and Open.
-// The same dialog picks B for the diff (File > Compare with...): then its choice is compared, not opened.
+// The same dialog picks B for the diff (File > Compare with...): then its choice is compared, not opened; and
+// the 16-bit weights a ZeRO-3 analysis compares with (Analysis > Compare with 16-bit weights...).
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -44,10 +45,15 @@ void list(View& v, const std::string& dir) {
       });
 }
 
-// Opens the pick, or compares the open source with it.
+const char* kPickTitles[] = {"Open checkpoint###pick", "Compare with###pick",
+                             "16-bit weights to compare with###pick"};
+
+// Opens the pick, compares the open source with it, or compares ZeRO-3's fp32 partitions with it.
 void choose(View& v, const std::string& path) {
-  if (v.open_window.compare)
+  if (v.open_window.pick == PickFor::Diff)
     compare_with(v, path);
+  else if (v.open_window.pick == PickFor::LpWeights)
+    compare_with_lp_weights(v, path);
   else
     open_path(v, path);
 }
@@ -63,7 +69,7 @@ void draw_open_window(View& v) {
     list(v, (fs::is_directory(start, ec) ? start : start.parent_path()).string());
   }
   ImGui::SetNextWindowSize(ImVec2(620, 460), ImGuiCond_FirstUseEver);
-  if (!ImGui::Begin(w.compare ? "Compare with###pick" : "Open checkpoint###pick", &w.visible)) {
+  if (!ImGui::Begin(kPickTitles[static_cast<int>(w.pick)], &w.visible)) {
     ImGui::End();
     return;
   }
@@ -92,7 +98,7 @@ void draw_open_window(View& v) {
   if (!enter.empty()) list(v, (fs::path(w.dir) / enter).string());
   ImGui::TextDisabled("a save folder (holding `latest`), a tag folder or a rank file");
   ImGui::SameLine();
-  if (ImGui::Button(w.compare ? "Compare" : "Open")) {
+  if (ImGui::Button(w.pick == PickFor::Open ? "Open" : "Compare")) {
     choose(v, w.selected.empty() ? w.dir : (fs::path(w.dir) / w.selected).string());
     w.visible = false;
   }

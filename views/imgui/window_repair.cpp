@@ -1,10 +1,11 @@
-// The repair preview window: output folder, device (and for a re-partition the new world size or a template
-// checkpoint), the plan core computes (a session job, asked again whenever a field changes: the newest
-// request supersedes the one in flight), Repair with progress and cancel, and core's verification of the
-// output.
+// The repair preview window: output folder, device, the actions as check boxes (a finding's Fix preselects
+// its kind; a re-partition takes a new world size or a template checkpoint), the plan core computes (a
+// session job, asked again whenever a field changes: the newest request supersedes the one in flight), Repair
+// with progress and cancel, and core's verification of the output.
 #include <cstdio>
 #include <string>
 
+#include "ckptdoc/repair/plan.h"
 #include "view.h"
 
 namespace ckptdoc::imgui_view {
@@ -14,37 +15,39 @@ namespace {
 const char* title_of(analysis::RepairKind k) {
   switch (k) {
     case analysis::RepairKind::RefreshFp32:
-      return "refresh fp32 masters";
+      return "Repair preview: refresh fp32 masters";
     case analysis::RepairKind::ResetOptimizer:
-      return "reset optimizer state";
+      return "Repair preview: reset optimizer state";
     case analysis::RepairKind::DropOptimizer:
-      return "drop optimizer state";
+      return "Repair preview: drop optimizer state";
     case analysis::RepairKind::Repartition:
-      return "re-partition";
+      return "Repair preview: re-partition";
     case analysis::RepairKind::None:
       break;
   }
-  return "";
+  return "Repair";
 }
 
 repair::RepairRequest request_of(const View& v) {
   const RepairWindow& r = v.repair;
-  auto rq =
-      session::Session::repair_request_for(r.kind, *v.session.catalog(), static_cast<DeviceKind>(r.device));
-  if (r.kind == analysis::RepairKind::Repartition) {
-    if (r.target[0]) {
-      rq.world_size.reset();
+  repair::RepairRequest rq;
+  rq.device = static_cast<DeviceKind>(r.device);
+  rq.refresh_fp32 = r.refresh_fp32;
+  rq.reset_optimizer = r.reset_optimizer;
+  rq.drop_optimizer = r.drop_optimizer;
+  if (r.repartition) {
+    if (r.target[0])
       rq.target = r.target;
-    } else {
+    else
       rq.world_size = r.world_size;
-    }
   }
   return rq;
 }
 
 std::string inputs_of(const RepairWindow& r) {
   return std::string(r.output) + "|" + r.target + "|" + std::to_string(r.world_size) + "|" +
-         std::to_string(r.device);
+         std::to_string(r.device) + "|" + char('0' + r.refresh_fp32) + char('0' + r.reset_optimizer) +
+         char('0' + r.drop_optimizer) + char('0' + r.repartition);
 }
 
 void request_plan(View& v) {
@@ -55,10 +58,15 @@ void request_plan(View& v) {
   const std::string asked = r.requested;
   r.plan_job = v.session.plan_repair(r.output, request_of(v), [&v, asked](session::Outcome<repair::Plan>& o) {
     if (o.superseded() || v.repair.requested != asked) return;
-    if (o.ok())
+    if (o.ok()) {
+      // Said before anything is written, as the CLI's plan does: errors this choice leaves, and what clears
+      // them.
+      if (const analysis::Report* in = v.session.report())
+        for (auto& line : repair::errors_left_by(*in, request_of(v))) o.value->warnings.push_back(line);
       v.repair.plan = std::move(*o.value);
-    else
+    } else {
       v.repair.plan_error = o.error->message;
+    }
   });
 }
 
@@ -121,7 +129,7 @@ void draw_repair_window(View& v) {
     return;
   }
   ImGui::SetNextWindowSize(ImVec2(760, 560), ImGuiCond_FirstUseEver);
-  const std::string title = std::string("Repair preview: ") + title_of(r.kind) + "###repair";
+  const std::string title = std::string(title_of(r.kind)) + "###repair";
   if (!ImGui::Begin(title.c_str(), &r.visible)) {
     ImGui::End();
     return;
@@ -137,7 +145,19 @@ void draw_repair_window(View& v) {
   const char* devices[] = {"Auto (CUDA when available)", "CPU", "CUDA"};
   ImGui::SetNextItemWidth(260);
   ImGui::Combo("device", &r.device, devices, 3);
-  if (r.kind == analysis::RepairKind::Repartition) {
+  auto action = [&](const char* label, bool* on, const char* id) {
+    ImGui::Checkbox(label, on);
+    v.widgets.record(id);
+  };
+  action("Refresh fp32 masters from the 16-bit weights (--refresh-fp32)", &r.refresh_fp32,
+         "repair.refresh-fp32");
+  action("Reset optimizer state: empty moments, step 0 (--reset-optimizer)", &r.reset_optimizer,
+         "repair.reset-optimizer");
+  action("Drop optimizer state: a weights-only checkpoint (--drop-optimizer)", &r.drop_optimizer,
+         "repair.drop-optimizer");
+  action("Re-partition (--repartition)", &r.repartition, "repair.repartition");
+  if (r.repartition) {
+    ImGui::Indent();
     ImGui::SetNextItemWidth(140);
     ImGui::BeginDisabled(r.target[0] != 0);
     ImGui::InputInt("new data-parallel size", &r.world_size);
@@ -147,6 +167,7 @@ void draw_repair_window(View& v) {
     ImGui::InputTextWithHint("template checkpoint", "or: a checkpoint whose layout to take (--target)",
                              r.target, sizeof r.target);
     v.widgets.record("repair.target");
+    ImGui::Unindent();
   }
   ImGui::EndDisabled();
   if (inputs_of(r) != r.requested && !running) request_plan(v);

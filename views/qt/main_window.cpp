@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <iterator>
 #include <QAction>
 #include <QActionGroup>
 #include <QApplication>
@@ -22,8 +21,10 @@
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
+#include <iterator>
 
 #include "app_settings.h"
+#include "convert_dialog.h"
 #include "diff_view.h"
 #include "export_dialog.h"
 #include "findings_model.h"
@@ -124,6 +125,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     params_->setCatalog(session_->catalog());
     exportAction_->setEnabled(true);
     compareAction_->setEnabled(true);
+    const auto ckpt = session_->checkpoint();
+    repairAction_->setEnabled(ckpt && !ckpt->weights_only());
+    convertAction_->setEnabled(ckpt && !ckpt->weights_only() && !ckpt->catalog().universal);
+    lpSourceAction_->setEnabled(ckpt && ckpt->catalog().wrapper == deepspeed::OptimizerWrapper::Zero3);
     reanalyseAction_->setEnabled(true);
     if (session_->isAttached()) {  // the run's newest snapshot: the user stays on the tab they look at
       setWindowTitle(
@@ -236,10 +241,35 @@ void MainWindow::buildMenus() {
   auto* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
   quit->setShortcut(QKeySequence::Quit);
 
+  auto* checkpoint = menuBar()->addMenu(tr("&Checkpoint"));
+  repairAction_ = checkpoint->addAction(tr("&Repair…"), this, [this] { repairDialog(); });
+  repairAction_->setObjectName(QStringLiteral("repairAction"));
+  repairAction_->setToolTip(
+      tr("Choose repair actions (refresh fp32, reset or drop the optimizer, re-partition) "
+         "and preview the plan before anything is written"));
+  repairAction_->setEnabled(false);
+  convertAction_ = checkpoint->addAction(tr("Con&vert to universal…"), this, [this] { convertDialog(); });
+  convertAction_->setObjectName(QStringLiteral("convertAction"));
+  convertAction_->setToolTip(
+      tr("Write a DeepSpeed universal checkpoint (load_universal), loadable on any "
+         "data-parallel size"));
+  convertAction_->setEnabled(false);
+
   auto* analysis = menuBar()->addMenu(tr("&Analysis"));
   reanalyseAction_ = analysis->addAction(tr("&Re-analyse"), this, &MainWindow::reanalyse);
   reanalyseAction_->setShortcut(QKeySequence(Qt::Key_F5));
   reanalyseAction_->setEnabled(false);
+  lpSourceAction_ = analysis->addAction(tr("Compare with &16-bit weights…"), this, [this] {
+    const QString f = QFileDialog::getOpenFileName(
+        this, tr("16-bit weights saved elsewhere"), QFileInfo(session_->path()).absolutePath(),
+        tr("Weights (*.bin *.pt *.pth *.safetensors);;All files (*)"));
+    if (!f.isEmpty()) compareWithLpWeights(f);
+  });
+  lpSourceAction_->setObjectName(QStringLiteral("lpSourceAction"));
+  lpSourceAction_->setToolTip(
+      tr("ZeRO-3: compare the fp32 partitions with 16-bit weights saved elsewhere "
+         "(diagnose --lp-source), e.g. stage3_gather_16bit_weights_on_model_save's file"));
+  lpSourceAction_->setEnabled(false);
   auto* cancel = analysis->addAction(tr("&Cancel analysis"), this, &MainWindow::cancelAnalysis);
   cancel->setShortcut(QKeySequence(Qt::Key_Escape));
   auto* device = analysis->addMenu(tr("Compute &device"));
@@ -306,6 +336,15 @@ void MainWindow::openPath(const QString& path, bool quiet) {
 }
 
 void MainWindow::reanalyse() { session_->analyse(); }
+
+void MainWindow::compareWithLpWeights(const QString& path) {
+  if (!session_->isOpen()) return;
+  session_->core().set_lp_source(path.isEmpty() ? std::nullopt
+                                                : std::optional<std::string>(path.toStdString()));
+  statusBar()->showMessage(tr("Comparing the fp32 partitions with %1").arg(QFileInfo(path).fileName()),
+                           10000);
+  session_->analyse();
+}
 
 void MainWindow::cancelAnalysis() {
   if (auto j = session_->core().opening()) j->cancel();
@@ -392,6 +431,20 @@ RepairDialog* MainWindow::openRepair(int row) {
   if (!session_->isOpen() || row < 0 || row >= findings_->count()) return nullptr;
   const auto kind = findings_->finding(row).repair;
   if (kind == analysis::RepairKind::None) return nullptr;
+  return repairDialog(kind);
+}
+
+ConvertDialog* MainWindow::convertDialog() {
+  if (!session_->isOpen()) return nullptr;
+  auto* d = new ConvertDialog(session_, this);
+  d->setAttribute(Qt::WA_DeleteOnClose);
+  connect(d, &ConvertDialog::openRequested, this, [this](const QString& p) { openPath(p); });
+  d->open();
+  return d;
+}
+
+RepairDialog* MainWindow::repairDialog(analysis::RepairKind kind) {
+  if (!session_->isOpen()) return nullptr;
   auto* d = new RepairDialog(session_, kind, this);
   d->setAttribute(Qt::WA_DeleteOnClose);
   connect(d, &RepairDialog::openRequested, this, [this](const QString& p) { openPath(p); });

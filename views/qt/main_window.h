@@ -1,9 +1,12 @@
 #pragma once
 // The main window: overview, partition layout, params and diff tabs over one Session, a progress bar with a
 // cancel button in the status bar, a log dock and a jobs dock (every background job, with cancel), recent
-// files, drag and drop, the repair and export dialogs, and attach mode (a live run's snapshots, with a
+// files, drag and drop, the repair, convert and export dialogs (Checkpoint ▸ Repair… / Convert to universal…),
+// ZeRO-3's comparison with 16-bit weights saved elsewhere, and attach mode (a live run's snapshots, with a
 // Timeline tab). Ctrl+O open, Ctrl+Shift+O attach, Ctrl+E export, F5 re-analyse, Esc cancel.
 #include <QMainWindow>
+
+#include "ckptdoc/analysis/report.h"
 
 class QDockWidget;
 class QLabel;
@@ -21,6 +24,7 @@ class LogDock;
 class OverviewView;
 class ParamTableModel;
 class ParamsView;
+class ConvertDialog;
 class DiffView;
 class RepairDialog;
 class Session;
@@ -36,9 +40,16 @@ class MainWindow : public QMainWindow {
   // box unless quiet (and always the status bar). The UI stays live while a slow file opens.
   void openPath(const QString& path, bool quiet = false);
   void reanalyse();
+  // Analysis > Compare with 16-bit weights…: ZeRO-3's fp32 partitions against `path` (diagnose --lp-source),
+  // then re-analyses; empty goes back to weights saved beside the checkpoint.
+  void compareWithLpWeights(const QString& path);
   void cancelAnalysis();
   // Opens the repair preview for finding `row` of the findings model (non-modal; returns the dialog).
   RepairDialog* openRepair(int findingRow);
+  // Checkpoint > Repair…: the same dialog with `kind` preselected (None: the user picks the actions).
+  RepairDialog* repairDialog(analysis::RepairKind kind = analysis::RepairKind::None);
+  // Checkpoint > Convert to universal…
+  ConvertDialog* convertDialog();
   // Opens the Diff tab comparing the open checkpoint (A) with `other` (B), as a job.
   void compareWith(const QString& other);
   void showTab(const QString& name);  // "overview" | "layout" | "params" | "diff" | "timeline"
@@ -95,6 +106,9 @@ class MainWindow : public QMainWindow {
   QMenu* recentMenu_ = nullptr;
   QAction* exportAction_ = nullptr;
   QAction* compareAction_ = nullptr;
+  QAction* repairAction_ = nullptr;
+  QAction* convertAction_ = nullptr;
+  QAction* lpSourceAction_ = nullptr;
   QAction* reanalyseAction_ = nullptr;
   QAction* detachAction_ = nullptr;
   bool syncing_ = false;

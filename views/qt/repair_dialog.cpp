@@ -1,5 +1,7 @@
 #include "repair_dialog.h"
 
+#include <spdlog/spdlog.h>
+
 #include <QComboBox>
 #include <QDialogButtonBox>
 #include <QFileDialog>
@@ -13,10 +15,10 @@
 #include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
-#include <QSpinBox>
 #include <QVBoxLayout>
-#include <spdlog/spdlog.h>
 
+#include "ckptdoc/repair/fix_offer.h"
+#include "repair_actions.h"
 #include "session.h"
 #include "severity_style.h"
 
@@ -27,8 +29,10 @@ QString RepairDialog::defaultOutput(const deepspeed::Catalog& catalog) {
 }
 
 RepairDialog::RepairDialog(Session* session, analysis::RepairKind kind, QWidget* parent)
-    : QDialog(parent), session_(session), kind_(kind) {
-  setWindowTitle(tr("Repair preview — %1").arg(repairLabel(kind).mid(5)));
+    : QDialog(parent), session_(session) {
+  setWindowTitle(kind == analysis::RepairKind::None
+                     ? tr("Repair")
+                     : tr("Repair preview — %1").arg(repairLabel(kind).mid(5)));
   setObjectName(QStringLiteral("repairDialog"));
   resize(720, 560);
   const deepspeed::Catalog& catalog = *session_->catalog();
@@ -53,22 +57,11 @@ RepairDialog::RepairDialog(Session* session, analysis::RepairKind kind, QWidget*
   device_->addItem(tr("CUDA"), static_cast<int>(DeviceKind::Cuda));
   device_->setCurrentIndex(device_->findData(static_cast<int>(session_->device())));
   form->addRow(tr("Device:"), device_);
-  if (kind_ == analysis::RepairKind::Repartition) {
-    worldSize_ = new QSpinBox(this);
-    worldSize_->setRange(1, 65536);
-    worldSize_->setValue(std::max(1, catalog.dp_world_size));
-    form->addRow(tr("New data-parallel size:"), worldSize_);
-    connect(worldSize_, &QSpinBox::valueChanged, this, &RepairDialog::updatePlan);
-    template_ = new QLineEdit(this);
-    template_->setObjectName(QStringLiteral("repairTemplate"));
-    template_->setPlaceholderText(tr("or: a checkpoint whose layout to take (--target)"));
-    form->addRow(tr("Template checkpoint:"), template_);
-    connect(template_, &QLineEdit::textChanged, this, [this](const QString& t) {
-      worldSize_->setEnabled(t.trimmed().isEmpty());
-      updatePlan();
-    });
-  }
   v->addLayout(form);
+  actions_ = new RepairActions(catalog.dp_world_size, this);
+  if (kind != analysis::RepairKind::None) actions_->preset(repair::request_for(kind, catalog));
+  connect(actions_, &RepairActions::changed, this, &RepairDialog::updatePlan);
+  v->addWidget(actions_);
 
   v->addWidget(new QLabel(tr("<b>Plan</b>"), this));
   plan_ = new QPlainTextEdit(this);
@@ -132,17 +125,9 @@ RepairDialog::RepairDialog(Session* session, analysis::RepairKind kind, QWidget*
 }
 
 repair::RepairRequest RepairDialog::request() const {
-  repair::RepairRequest r = session::Session::repair_request_for(
-      kind_, *session_->catalog(), static_cast<DeviceKind>(device_->currentData().toInt()));
-  if (kind_ == analysis::RepairKind::Repartition) {
-    const QString t = template_ ? template_->text().trimmed() : QString();
-    if (!t.isEmpty()) {
-      r.world_size.reset();
-      r.target = t.toStdString();
-    } else if (worldSize_) {
-      r.world_size = worldSize_->value();
-    }
-  }
+  repair::RepairRequest r;
+  r.device = static_cast<DeviceKind>(device_->currentData().toInt());
+  actions_->fill(r);
   return r;
 }
 
@@ -155,7 +140,7 @@ void RepairDialog::setOutput(const QString& path) {
 QString RepairDialog::planText() const { return plan_->toPlainText(); }
 
 void RepairDialog::setTemplate(const QString& path) {
-  if (template_) template_->setText(path);
+  actions_->setTemplate(path);
 }
 
 // The plan is computed on a worker; a newer request supersedes the one in flight, whose answer never arrives.
@@ -169,6 +154,10 @@ void RepairDialog::updatePlan() {
       output().toStdString(), request(), [self](session::Outcome<repair::Plan>& o) {
         if (!self || o.superseded() || o.job != self->planJob_) return;
         if (o.ok()) {
+          // Said before anything is written, as the CLI's plan does: errors this choice leaves, and what
+          // clears them.
+          if (const analysis::Report* in = self->session_->report())
+            for (auto& line : repair::errors_left_by(*in, self->request())) o.value->warnings.push_back(line);
           self->plan_->setPlainText(QString::fromStdString(o.value->text()));
           self->planValid_ = true;
         } else {

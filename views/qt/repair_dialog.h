@@ -1,8 +1,9 @@
 #pragma once
-// Repair preview and run: shows the plan core computes for the finding's repair (session::plan_repair, on a
-// worker; typing in a field supersedes the plan being computed), the output folder (default `<name>-fixed`
-// beside the input; the input is never modified) and the device; Repair runs it as a session job with
-// progress and cancel, then shows core's verification.
+// Repair preview and run: the user picks the actions (a finding's Fix preselects its kind; Checkpoint >
+// Repair… preselects none) and sees the plan core computes for them (session::plan_repair, on a worker; each
+// change supersedes the plan being computed), or the planner's refusal in its words; the output folder
+// (default `<name>-fixed` beside the input; the input is never modified) and the device; Repair runs it as a
+// session job with progress and cancel, then shows core's verification.
 #include <QDialog>
 #include <memory>
 #include <optional>
@@ -17,16 +18,18 @@ class QLineEdit;
 class QPlainTextEdit;
 class QProgressBar;
 class QPushButton;
-class QSpinBox;
 
 namespace ckptdoc::gui {
 
+class RepairActions;
 class Session;
 
 class RepairDialog : public QDialog {
   Q_OBJECT
  public:
-  RepairDialog(Session* session, analysis::RepairKind kind, QWidget* parent = nullptr);
+  // kind: the action preselected (a finding's Fix); None preselects nothing.
+  RepairDialog(Session* session, analysis::RepairKind kind = analysis::RepairKind::None,
+               QWidget* parent = nullptr);
 
   static QString defaultOutput(const deepspeed::Catalog& catalog);
   repair::RepairRequest request() const;
@@ -39,6 +42,7 @@ class RepairDialog : public QDialog {
   QString planText() const;
   const repair::RepairResult* result() const { return result_ ? &*result_ : nullptr; }
   QPushButton* runButton() const { return run_; }
+  RepairActions* actions() const { return actions_; }
 
  signals:
   void planReady(bool valid);  // the plan for the current fields arrived (or was refused)
@@ -52,11 +56,9 @@ class RepairDialog : public QDialog {
   void showProgress();
 
   Session* session_;
-  analysis::RepairKind kind_;
   QLineEdit* output_;
   QComboBox* device_;
-  QSpinBox* worldSize_ = nullptr;
-  QLineEdit* template_ = nullptr;
+  RepairActions* actions_;
   QPlainTextEdit* plan_;
   QLabel* planError_;
   QProgressBar* progress_;

@@ -129,6 +129,7 @@ void Session::apply_source(const std::string& path, std::shared_ptr<const deepsp
   queue_.supersede({"analyse", "plan", "density", "diff", "watch"});
   series_.clear();
   samples_.clear();
+  lp_source_.reset();  // picked for the previous checkpoint
   set_source(path, std::move(ckpt));
 }
 
@@ -171,6 +172,7 @@ void Session::close() {
   analysis_job_.reset();
   checkpoint_.reset();
   path_.clear();
+  lp_source_.reset();
   params_by_name_.clear();
   reset_analysis();
   series_.clear();
@@ -185,6 +187,7 @@ JobPtr Session::analyse(Done<Analysis> done) {
   o.device = settings_.device;
   o.threads = settings_.threads;
   o.verify_checksums = settings_.verify_checksums;
+  o.lp_source = lp_source_;
   reset_analysis();
   auto job = queue_.submit<Analysis>(
       JobKind::Analyse, "analyse", "Analysing " + ckpt->catalog().tag,
@@ -289,13 +292,25 @@ fs::path input_folder(const deepspeed::Catalog& catalog) {
 }
 }  // namespace
 
-std::string Session::default_repair_output(const deepspeed::Catalog& catalog) {
+namespace {
+// "<input><suffix>" beside the input, then -2, -3, ... when taken: an output never lands on an existing
+// folder.
+std::string free_beside(const deepspeed::Catalog& catalog, const char* suffix) {
   const fs::path in = input_folder(catalog);
-  const std::string base = (in.parent_path() / (in.filename().string() + "-fixed")).string();
+  const std::string base = (in.parent_path() / (in.filename().string() + suffix)).string();
   std::string candidate = base;
   std::error_code ec;
   for (int n = 2; fs::exists(candidate, ec) && n < 1000; ++n) candidate = base + "-" + std::to_string(n);
   return candidate;
+}
+}  // namespace
+
+std::string Session::default_repair_output(const deepspeed::Catalog& catalog) {
+  return free_beside(catalog, "-fixed");
+}
+
+std::string Session::default_universal_output(const deepspeed::Catalog& catalog) {
+  return free_beside(catalog, "-universal");
 }
 
 std::string Session::default_export_path(const deepspeed::Catalog& catalog, deepspeed::ExportFormat format) {

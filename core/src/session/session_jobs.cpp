@@ -1,5 +1,6 @@
 // Session jobs that produce something for the user rather than change the session's state: repair plans and
-// runs, verification, export, a param's density, a diff against another source, and watching a run.
+// runs, verification, universal conversion, export, a param's density, a diff against another source, and
+// watching a run.
 #include <algorithm>
 
 #include "ckptdoc/analysis/diagnose.h"
@@ -39,6 +40,17 @@ JobPtr Session::run_repair(const std::string& output, const repair::RepairReques
       JobKind::Repair, "", "Repairing into " + output,
       [ckpt, output, request](JobQueue::Context& c) {
         return repair::run_repair(*require(ckpt), output, request, &c.progress());
+      },
+      std::move(done));
+}
+
+JobPtr Session::convert_to_universal(const std::string& output, const universal::ToUniversalOptions& options,
+                                     Done<universal::ConvertResult> done) {
+  auto ckpt = checkpoint_;
+  return queue_.submit<universal::ConvertResult>(
+      JobKind::Convert, "", "Converting to universal into " + output,
+      [ckpt, output, options](JobQueue::Context& c) {
+        return universal::convert_to_universal(*require(ckpt), output, options, &c.progress());
       },
       std::move(done));
 }

@@ -8,7 +8,7 @@
 //
 // Sources: open() takes exactly what deepspeed::Checkpoint::open takes, so every kind of source core can open
 // (save folders, universal checkpoints, Hugging Face folders, live-run snapshots) opens here the same way.
-// Convert and diff jobs go through queue().submit() with JobKind::Convert / JobKind::Diff in the same manner.
+// Diff jobs go through queue().submit() with JobKind::Diff in the same manner.
 #include <functional>
 #include <map>
 #include <memory>
@@ -27,6 +27,7 @@
 #include "ckptdoc/session/job_queue.h"
 #include "ckptdoc/session/pictures.h"
 #include "ckptdoc/session/watch.h"
+#include "ckptdoc/universal/convert.h"
 
 namespace ckptdoc::session {
 
@@ -130,6 +131,12 @@ class Session {
   std::shared_ptr<const HealthMap> health_ptr() const { return analysis_.health; }
   const std::optional<JobError>& analysis_error() const { return analysis_error_; }
 
+  // ZeRO-3: 16-bit weights saved elsewhere (a file or folder) that the next analyses compare the fp32
+  // partitions with (diagnose --lp-source); nullopt: only weights saved beside the checkpoint. Opening
+  // another source clears it; call analyse() to apply it.
+  void set_lp_source(std::optional<std::string> path) { lp_source_ = std::move(path); }
+  const std::optional<std::string>& lp_source() const { return lp_source_; }
+
   // --- Repairs
   // The plan of a repair of the open source (coalesced: only the newest request's plan arrives).
   JobPtr plan_repair(const std::string& output, const repair::RepairRequest& request,
@@ -144,6 +151,14 @@ class Session {
                                                   const deepspeed::Catalog& catalog, DeviceKind device);
   // "<input>-fixed" beside the input (then -2, -3, ... when taken).
   static std::string default_repair_output(const deepspeed::Catalog& catalog);
+
+  // --- Convert (never superseded)
+  // Writes the open ZeRO-1/2 or BF16_Optimizer checkpoint as a universal checkpoint into `output`
+  // (universal::convert_to_universal) and verifies it by re-opening it.
+  JobPtr convert_to_universal(const std::string& output, const universal::ToUniversalOptions& options,
+                              Done<universal::ConvertResult> done);
+  // "<input>-universal" beside the input (then -2, -3, ... when taken).
+  static std::string default_universal_output(const deepspeed::Catalog& catalog);
 
   // --- Export (never superseded)
   JobPtr export_weights(const std::string& out, const deepspeed::ExportOptions& options,
@@ -195,6 +210,7 @@ class Session {
 
   Settings settings_;
   std::string path_;
+  std::optional<std::string> lp_source_;
   std::shared_ptr<const deepspeed::Checkpoint> checkpoint_;
   Analysis analysis_;
   std::optional<JobError> analysis_error_;
