@@ -119,7 +119,7 @@ void draw_overview(View& v) {
     if (f.repair != analysis::RepairKind::None) {
       ImGui::SameLine();
       ImGui::SetCursorPosX(std::max(ImGui::GetCursorPosX() + 12, ImGui::GetWindowContentRegionMax().x - 230));
-      if (ImGui::Button(repair_label(f.repair))) open_repair(v, f.repair);
+      if (ImGui::Button(repair_label(f.repair))) open_repair(v, f);
       v.widgets.record("fix:" + f.code);
     }
     ImGui::PushTextWrapPos(ImGui::GetContentRegionAvail().x - 10);

@@ -59,14 +59,21 @@ void follow_analysis(View& v) {
 }
 
 void open_repair(View& v, analysis::RepairKind kind) {
+  analysis::Finding f;
+  f.repair = kind;
+  open_repair(v, f);
+}
+
+void open_repair(View& v, const analysis::Finding& finding) {
   const auto* cat = v.session.catalog();
   if (!cat) return;
   RepairWindow& r = v.repair;
   r = RepairWindow{};
   r.visible = true;
-  r.kind = kind;
+  r.kind = finding.repair;
   std::snprintf(r.output, sizeof r.output, "%s", session::Session::default_repair_output(*cat).c_str());
-  const repair::RepairRequest pre = repair::request_for(kind, *cat);
+  // A fix of several actions (a refresh that runs only with a reset of the optimizer) ticks them all.
+  const repair::RepairRequest pre = repair::request_for(finding, *cat);
   r.refresh_fp32 = pre.refresh_fp32;
   r.reset_optimizer = pre.reset_optimizer;
   r.drop_optimizer = pre.drop_optimizer;

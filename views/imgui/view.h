@@ -187,6 +187,7 @@ void select_param(View& v, const std::string& name);
 void follow_analysis(View& v);
 // Opens the repair window with a finding's repair preselected (None: Checkpoint > Repair..., nothing chosen).
 void open_repair(View& v, analysis::RepairKind kind);
+void open_repair(View& v, const analysis::Finding& finding);  // its Fix: every action the fix runs
 // Opens the convert window with the default output (<input>-universal).
 void open_convert(View& v);
 // ZeRO-3: re-analyses comparing the fp32 partitions with 16-bit weights saved at `path` (diagnose

@@ -24,6 +24,7 @@
 #include <iterator>
 
 #include "app_settings.h"
+#include "ckptdoc/repair/fix_offer.h"
 #include "convert_dialog.h"
 #include "diff_view.h"
 #include "export_dialog.h"
@@ -429,9 +430,12 @@ void MainWindow::exportDialog() {
 
 RepairDialog* MainWindow::openRepair(int row) {
   if (!session_->isOpen() || row < 0 || row >= findings_->count()) return nullptr;
-  const auto kind = findings_->finding(row).repair;
-  if (kind == analysis::RepairKind::None) return nullptr;
-  return repairDialog(kind);
+  const auto& finding = findings_->finding(row);
+  if (finding.repair == analysis::RepairKind::None) return nullptr;
+  RepairDialog* d = repairDialog(finding.repair);
+  // A fix of several actions (a refresh that runs only with a reset of the optimizer) ticks them all.
+  if (d) d->presetActions(repair::request_for(finding, *session_->catalog()));
+  return d;
 }
 
 ConvertDialog* MainWindow::convertDialog() {

@@ -144,6 +144,11 @@ void RepairDialog::setTemplate(const QString& path) {
 }
 
 // The plan is computed on a worker; a newer request supersedes the one in flight, whose answer never arrives.
+void RepairDialog::presetActions(const repair::RepairRequest& r) {
+  actions_->preset(r);
+  updatePlan();
+}
+
 void RepairDialog::updatePlan() {
   planValid_ = false;
   run_->setEnabled(false);

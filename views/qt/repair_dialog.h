@@ -32,6 +32,8 @@ class RepairDialog : public QDialog {
                QWidget* parent = nullptr);
 
   static QString defaultOutput(const deepspeed::Catalog& catalog);
+  // Ticks the actions `r` asks for and plans them (a finding's Fix of several actions).
+  void presetActions(const repair::RepairRequest& r);
   repair::RepairRequest request() const;
   QString output() const;
   void setOutput(const QString& path);

@@ -59,6 +59,14 @@ RepairRequest request_for(analysis::RepairKind kind, const deepspeed::Catalog& c
   return r;
 }
 
+RepairRequest request_for(const analysis::Finding& finding, const deepspeed::Catalog& catalog) {
+  RepairRequest r = request_for(finding.repair, catalog);
+  const auto fix = finding.details.find("fix");
+  if (fix != finding.details.end() && fix->second.find("--reset-optimizer") != std::string::npos)
+    r.reset_optimizer = true;
+  return r;
+}
+
 void settle_fixes(const deepspeed::Checkpoint& ckpt, std::vector<analysis::Finding>& findings) {
   // A diagnosis merged over node-local storage (mpirun) names no rank file missing although this node lacks
   // some.
@@ -90,11 +98,10 @@ void settle_fixes(const deepspeed::Checkpoint& ckpt, std::vector<analysis::Findi
       f.details["fix"] = flags_of(alone);
       continue;
     }
-    f.repair = analysis::RepairKind::None;
     if (alone.refresh_fp32) {
       RepairRequest both = alone;
       both.reset_optimizer = true;
-      if (!refusal(ckpt, both)) {
+      if (!refusal(ckpt, both)) {  // the Fix stays and runs both (request_for(finding))
         f.details["fix"] = flags_of(both);
         f.message +=
             " The refresh runs only together with a reset of the optimizer here (the moments do not fit "
@@ -103,6 +110,7 @@ void settle_fixes(const deepspeed::Checkpoint& ckpt, std::vector<analysis::Findi
         continue;
       }
     }
+    f.repair = analysis::RepairKind::None;
     f.message += " No repair runs on this checkpoint as it is: " + *why;
   }
 }

@@ -14,11 +14,13 @@ namespace ckptdoc::repair {
 // The request that performs one repair kind on this checkpoint (repartition: to its own data-parallel size).
 RepairRequest request_for(analysis::RepairKind kind, const deepspeed::Catalog& catalog);
 
+// The request a finding's Fix runs: its repair kind's, with every action details["fix"] adds (settle_fixes).
+RepairRequest request_for(const analysis::Finding& finding, const deepspeed::Catalog& catalog);
+
 // Settles each finding's Fix against the planner. A repair that runs stays, with details["fix"] holding its
-// flags. One that runs only together with --reset-optimizer (the moments do not fit the layout) is withdrawn
-// from the finding (views offer Fix for one action), details["fix"] = "--refresh-fp32 --reset-optimizer" and
-// the message says so. One that cannot run at all is withdrawn and the message says why, in the planner's
-// words.
+// flags. One that runs only together with --reset-optimizer (the moments do not fit the layout) stays too,
+// with details["fix"] = "--refresh-fp32 --reset-optimizer" and the message saying so. One that cannot run at
+// all is withdrawn and the message says why, in the planner's words.
 void settle_fixes(const deepspeed::Checkpoint& ckpt, std::vector<analysis::Finding>& findings);
 
 }  // namespace ckptdoc::repair
