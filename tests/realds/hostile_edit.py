@@ -11,6 +11,7 @@ Actions:
   drop-moment R K rank R's optimizer state loses key K in every group (other ranks keep it)
   shrink-moment R K  rank R's key K of group 0 becomes a 1-element tensor
   fp32-half R     rank R's fp32 master partitions saved as float16
+  fp32-double R   rank R's fp32 master partitions saved as float64
   strided-fp32 R  rank R's fp32 master partitions saved as strided (non-contiguous) views, same values
   drop-weight N   the model file's module loses the weight N
 """
@@ -76,13 +77,15 @@ def main():
             g0 = sorted(st.keys())[0]
             st[g0][key] = st[g0][key].flatten()[:1].clone()
         edit(victim[0], drop if action == "drop-moment" else shrink)
-    elif action in ("fp32-half", "strided-fp32"):
+    elif action in ("fp32-half", "fp32-double", "strided-fp32"):
         rank = int(sys.argv[3])
         victim = [o for o in optims if f"zero_pp_rank_{rank}_" in os.path.basename(o)]
 
         def convert(t):
             if action == "fp32-half":
                 return t.detach().half()
+            if action == "fp32-double":
+                return t.detach().double()
             wide = torch.stack([t.detach(), torch.zeros_like(t)], dim=1)  # every other element of a bigger storage
             return wide[:, 0]
 

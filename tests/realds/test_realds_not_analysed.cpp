@@ -6,6 +6,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QtTest>
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -102,7 +103,8 @@ class TestRealdsNotAnalysed : public QObject {
     QTest::newRow("moment lost") << "z2_fp16_dp2" << QStringList{"drop-moment", "1", "exp_avg"} << "moment_missing";
     QTest::newRow("1-element moment") << "z3_fp16_dp4_subgroups" << QStringList{"shrink-moment", "1", "exp_avg"}
                                       << "partition_short";
-    QTest::newRow("masters in fp16") << "z2_fp16_dp2" << QStringList{"fp32-half", "0"} << "fp32_not_float32";
+    QTest::newRow("masters in float64")
+        << "z2_fp16_dp2" << QStringList{"fp32-double", "0"} << "fp32_not_float32";
     QTest::newRow("weight missing") << "z2_fp16_dp2" << QStringList{"drop-weight", "fc1.weight"} << "lp_missing";
     QTest::newRow("rank missing") << "z2_bf16_dp4" << QStringList{} << "rank_unreadable";
   }
@@ -133,6 +135,22 @@ class TestRealdsNotAnalysed : public QObject {
       for (const auto& f : report["findings"].toArray()) QVERIFY(f.toObject()["code"].toString() != "rank-file-unreadable");
     }
     if (reason == "lp_missing") QCOMPARE(warning[reason].toDouble(), 96.0 * 301.0);
+  }
+
+  // Masters saved in fp16 (as fp16_master_weights_and_grads keeps them) are compared as stored, not skipped:
+  // rank 0's fp16 masters are the rounding of its fp32 ones, so they equal their fp16 weights exactly.
+  void halfMastersAreComparedAsStored() {
+    REALDS_REQUIRE();
+    const auto e = realds::checkpoint("z2_fp16_dp2");
+    test::TempDir dir;
+    const std::string ckpt = edited(e, dir, {"fp32-half", "0"});
+    const auto report = diagnose(ckpt);
+    QVERIFY(not_analysed(report, "warning").isEmpty());
+    QVERIFY(realds::codes(report, "warning").empty() && realds::codes(report, "error").empty());
+    const auto info = realds::codes(report, "info");
+    QVERIFY(std::find(info.begin(), info.end(), "masters-in-16-bit") != info.end());
+    for (const auto& p : report["params"].toArray())
+      QCOMPARE(p.toObject()["lp_vs_fp32"].toObject()["exact_fraction"].toDouble(), 1.0);
   }
 
   // Strided (non-contiguous) master partitions are analysed, not skipped: the same numbers as the original.
