@@ -251,7 +251,7 @@ int main(int argc, char** argv) {
                           "Save folder, tag folder or rank file (a universal folder for --to zero; a snapshot or a "
                           "folder of snapshots for --to checkpoint)")
       ->required();
-  convert_cmd->add_option("-o,--output", convert.output, "New save folder to write")->required();
+  convert_cmd->add_option("-o,--output", convert.output, "New save folder to write (required)");
   convert_cmd->add_option("--to", convert.to, "universal | zero | checkpoint")
       ->check(CLI::IsMember({"universal", "zero", "checkpoint"}));
   convert_cmd->add_option("--for-deepspeed", convert.for_deepspeed,
@@ -271,6 +271,17 @@ int main(int argc, char** argv) {
       "Exit status: 0 written and verified, 1 written but the verification found errors, 2 refused or "
       "unusable input (nothing written).");
   convert_cmd->callback([&] {
+    if (convert.output.empty()) {  // say what convert can write, not only that -o is missing
+      std::fputs(
+          "ckptdoc convert: -o OUT is required: the new folder to write. Targets:\n"
+          "  --to universal             a DeepSpeed universal checkpoint from ZeRO files\n"
+          "  --to zero --world-size N   ZeRO files for N data-parallel ranks from a universal checkpoint\n"
+          "  --to checkpoint            a live-engine snapshot back to a checkpoint (the default for "
+          "snapshots)\n",
+          stderr);
+      rc = 2;
+      return;
+    }
     // A snapshot (or a folder of them) converts to a checkpoint, the one target it has: --to may be left out.
     const bool snapshot = convert.to == "checkpoint" ||
                           (convert.to.empty() && (ckptdoc::snapshot::is_snapshot_dir(convert.path) ||

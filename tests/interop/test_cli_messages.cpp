@@ -147,6 +147,15 @@ class TestCliMessages : public QObject {
                                                "zero_pp_rank_1_mp_rank_00_optim_states.pt"}));
   }
 
+  // `convert PATH` without -o said only "--output is required"; it also lists what convert writes.
+  void convertWithoutOutputListsTheTargets() {
+    const auto r = test::run_cli({"convert", test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint"});
+    CKPTDOC_EXPECT_EXIT(r, 2);
+    for (const char* t :
+         {"-o OUT is required", "--to universal", "--to zero --world-size N", "--to checkpoint"})
+      QVERIFY2(mentions(r.err, t), r.err.c_str());
+  }
+
   void synthHelpListsEveryBreak() {
     const auto r = test::run_cli({"synth", "--help"});
     CKPTDOC_EXPECT_EXIT(r, 0);
