@@ -98,6 +98,38 @@ class TestChartAxes : public QObject {
     }
   }
 
+  // The density plot had ticks at -0.001, 0.044 and no colour bar: round ticks, the same on both axes, and a
+  // legend naming the elements per bin of every shade, up to the fullest bin.
+  void densityHasRoundTicksAndAColourBar() {
+    analysis::Density2D d;
+    d.bins = 4;
+    d.lo = -0.0013;
+    d.hi = 0.0431;
+    d.counts.assign(16, 0);
+    d.counts[0] = 1;
+    d.counts[5] = 40;
+    d.counts[10] = 1000;
+    d.max_count = 1000;
+    d.pairs = 1041;
+    std::unique_ptr<QChart> c(densityChart(QStringLiteral("density"), d));
+    const auto* x = qobject_cast<QValueAxis*>(c->axes(Qt::Horizontal).front());
+    const auto* y = qobject_cast<QValueAxis*>(c->axes(Qt::Vertical).front());
+    QVERIFY(x && y);
+    QCOMPARE(y->min(), x->min());
+    QCOMPARE(y->max(), x->max());
+    for (double v : ticks(*x)) {
+      const double step = (x->max() - x->min()) / (x->tickCount() - 1);
+      QVERIFY2(std::abs(v / step - std::round(v / step)) < 1e-6, qPrintable(QString::number(v)));
+    }
+    QVERIFY(c->legend()->isVisible());
+    QStringList names;
+    for (auto* s : c->series()) names << s->name();
+    QVERIFY2(names.contains(QStringLiteral("y = x")), qPrintable(names.join(", ")));
+    QVERIFY2(names.contains(QStringLiteral("≤1000")),
+             qPrintable(names.join(", ")));  // the fullest bin's shade
+    QVERIFY2(c->title().contains(QStringLiteral("elements per bin")), qPrintable(c->title()));
+  }
+
   void rankOffBarsShowSmallShares() {
     std::map<int, DivergenceStats> per;
     auto rank = [&](int r, uint64_t count, uint64_t exact) {

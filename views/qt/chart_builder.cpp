@@ -278,8 +278,12 @@ QChart* densityChart(const QString& title, const analysis::Density2D& density) {
       }
   const double pad = (density.hi - density.lo) * 0.02;
   const double lo = density.lo - pad, hi = density.hi + pad;
+  c->setTitle(title + QObject::tr(" (shade: elements per bin)"));
   auto* x = axis(QObject::tr("weight (upcast to fp32)"), lo, hi);
   auto* y = axis(QObject::tr("fp32 master"), lo, hi);
+  x->applyNiceNumbers();  // ticks at round values (not -0.001, 0.044), the same on both axes
+  y->setRange(x->min(), x->max());
+  y->setTickCount(x->tickCount());
   c->addAxis(x, Qt::AlignBottom);
   c->addAxis(y, Qt::AlignLeft);
   auto* diag = new QLineSeries;
@@ -294,6 +298,12 @@ QChart* densityChart(const QString& title, const analysis::Density2D& density) {
     s->setMarkerSize(6);
     s->setColor(kShades[k]);
     s->setBorderColor(Qt::transparent);
+    // The legend is the colour bar: the elements per bin each shade stands for.
+    const auto bound = [top](int level) {
+      return static_cast<uint64_t>(std::llround(std::expm1(top * level / kLevels)));
+    };
+    s->setName(
+        QStringLiteral("≤%1").arg(std::max<uint64_t>(1, bound(k + 1))));  // short: the legend is narrow
     s->replace(levels[static_cast<size_t>(k)]);
     c->addSeries(s);
     s->attachAxis(x);
@@ -315,7 +325,8 @@ QChart* densityChart(const QString& title, const analysis::Density2D& density) {
   c->addSeries(diag);  // on top: the line a healthy param's bins sit on
   diag->attachAxis(x);
   diag->attachAxis(y);
-  c->legend()->hide();
+  c->legend()->setVisible(true);
+  c->legend()->setAlignment(Qt::AlignBottom);
   return c;
 }
 
