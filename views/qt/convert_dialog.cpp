@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <QDialogButtonBox>
 #include <QFileDialog>
 #include <QFontDatabase>
 #include <QFormLayout>
@@ -11,12 +10,12 @@
 #include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QPointer>
-#include <QProgressBar>
 #include <QPushButton>
 #include <QVBoxLayout>
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/session/session.h"
+#include "job_footer.h"
 #include "session.h"
 #include "severity_style.h"
 
@@ -60,31 +59,12 @@ ConvertDialog::ConvertDialog(Session* session, QWidget* parent) : QDialog(parent
   summary_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
   v->addWidget(summary_, 1);
 
-  auto* prow = new QHBoxLayout;
-  progress_ = new QProgressBar(this);
-  progress_->setRange(0, 1000);
-  progress_->setTextVisible(false);
-  stage_ = new QLabel(this);
-  prow->addWidget(stage_);
-  prow->addWidget(progress_, 1);
-  v->addLayout(prow);
-  progress_->hide();
-  resultLabel_ = new QLabel(this);
-  resultLabel_->setObjectName(QStringLiteral("convertResult"));
-  resultLabel_->setWordWrap(true);
-  resultLabel_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  resultLabel_->hide();
-  v->addWidget(resultLabel_);
-
-  auto* buttons = new QDialogButtonBox(this);
-  run_ = buttons->addButton(tr("Convert"), QDialogButtonBox::AcceptRole);
-  run_->setObjectName(QStringLiteral("runConvertButton"));
-  run_->setDefault(true);
-  openOutput_ = buttons->addButton(tr("Open converted checkpoint"), QDialogButtonBox::ActionRole);
-  openOutput_->setObjectName(QStringLiteral("openConvertedButton"));
-  openOutput_->hide();
-  cancel_ = buttons->addButton(tr("Close"), QDialogButtonBox::RejectRole);
-  v->addWidget(buttons);
+  footer_ = new JobFooter(tr("Convert"), tr("Open converted checkpoint"),
+                          {QStringLiteral("runConvertButton"), QStringLiteral("openConvertedButton"),
+                           QStringLiteral("convertResult")},
+                          this);
+  v->addWidget(footer_);
+  run_ = footer_->runButton();
 
   connect(browse, &QPushButton::clicked, this, [this] {
     const QString dir =
@@ -94,15 +74,15 @@ ConvertDialog::ConvertDialog(Session* session, QWidget* parent) : QDialog(parent
   connect(output_, &QLineEdit::textChanged, this, &ConvertDialog::updateSummary);
   connect(version_, &QLineEdit::textChanged, this, &ConvertDialog::updateSummary);
   connect(run_, &QPushButton::clicked, this, &ConvertDialog::startConvert);
-  connect(cancel_, &QPushButton::clicked, this, [this] {
+  connect(footer_->closeButton(), &QPushButton::clicked, this, [this] {
     if (job_ && !job_->finished()) {
       job_->cancel();
-      stage_->setText(tr("Cancelling…"));
+      footer_->setStage(tr("Cancelling…"));
     } else {
       reject();
     }
   });
-  connect(openOutput_, &QPushButton::clicked, this, [this] {
+  connect(footer_->openButton(), &QPushButton::clicked, this, [this] {
     emit openRequested(QString::fromStdString(result_->output));
     accept();
   });
@@ -148,12 +128,7 @@ void ConvertDialog::updateSummary() {
 
 void ConvertDialog::startConvert() {
   if (!canRun_ || (job_ && !job_->finished())) return;
-  run_->setEnabled(false);
-  cancel_->setText(tr("Cancel"));
-  progress_->setValue(0);
-  progress_->show();
-  resultLabel_->hide();
-  openOutput_->hide();
+  footer_->started();
   result_.reset();
   universal::ToUniversalOptions o;
   o.for_deepspeed = version_->text().trimmed().toStdString();
@@ -163,19 +138,17 @@ void ConvertDialog::startConvert() {
   QPointer<ConvertDialog> self(this);
   job_ = session_->core().convert_to_universal(out, o, [self](session::Outcome<universal::ConvertResult>& r) {
     if (!self) return;
-    self->progress_->hide();
-    self->cancel_->setText(tr("Close"));
+    self->footer_->ended();
     if (r.ok()) {
       self->result_ = std::move(*r.value);
       self->showResult();
       return;
     }
     self->run_->setEnabled(self->canRun_);
-    self->stage_->clear();
     const QString m = r.error->kind == session::ErrorKind::Cancelled ? tr("Cancelled.") : errorText(*r.error);
-    self->resultLabel_->setText(
-        tr("<b style='color:#c62828'>Not converted.</b> %1<br>Nothing was written.").arg(m.toHtmlEscaped()));
-    self->resultLabel_->show();
+    self->footer_->showResult(
+        tr("<b style='color:#c62828'>Not converted.</b> %1<br>Nothing was written.").arg(m.toHtmlEscaped()),
+        false);
     spdlog::warn("convert to universal: {}", m.toStdString());
     emit self->convertFinished(false);
   });
@@ -183,12 +156,10 @@ void ConvertDialog::startConvert() {
 
 void ConvertDialog::showProgress() {
   if (!job_ || job_->finished()) return;
-  stage_->setText(QString::fromStdString(job_->stage()));
-  progress_->setValue(static_cast<int>(1000.0 * job_->fraction()));
+  footer_->progressed(job_->stage(), job_->fraction());
 }
 
 void ConvertDialog::showResult() {
-  stage_->clear();
   const auto& r = *result_;
   const QString where = QString::fromStdString(r.output + "/" + r.tag).toHtmlEscaped();
   QString html =
@@ -210,9 +181,7 @@ void ConvertDialog::showResult() {
       html += QStringLiteral("<br><span style='color:%1'>%2</span> %3: %4")
                   .arg(severityColor(f.severity).name(), severityLabel(f.severity),
                        QString::fromStdString(f.code), QString::fromStdString(f.message).toHtmlEscaped());
-  resultLabel_->setText(html);
-  resultLabel_->show();
-  openOutput_->show();
+  footer_->showResult(html, true);
   spdlog::info("converted to universal into {}: verified={}", r.output, r.verified());
   emit convertFinished(r.verified());
 }

@@ -12,10 +12,11 @@
 class QLabel;
 class QLineEdit;
 class QPlainTextEdit;
-class QProgressBar;
 class QPushButton;
 
 namespace ckptdoc::gui {
+
+class JobFooter;
 
 class Session;
 
@@ -45,12 +46,8 @@ class ConvertDialog : public QDialog {
   QLineEdit* output_;
   QLineEdit* version_;
   QPlainTextEdit* summary_;
-  QProgressBar* progress_;
-  QLabel* stage_;
-  QLabel* resultLabel_;
-  QPushButton* run_;
-  QPushButton* cancel_;
-  QPushButton* openOutput_;
+  JobFooter* footer_;
+  QPushButton* run_;  // footer_'s
   session::JobPtr job_;
   bool canRun_ = false;
   std::optional<universal::ConvertResult> result_;

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <QComboBox>
-#include <QDialogButtonBox>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFontDatabase>
@@ -13,11 +12,11 @@
 #include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QPointer>
-#include <QProgressBar>
 #include <QPushButton>
 #include <QVBoxLayout>
 
 #include "ckptdoc/repair/fix_offer.h"
+#include "job_footer.h"
 #include "repair_actions.h"
 #include "session.h"
 #include "severity_style.h"
@@ -75,31 +74,12 @@ RepairDialog::RepairDialog(Session* session, analysis::RepairKind kind, QWidget*
   planError_->hide();
   v->addWidget(planError_);
 
-  auto* prow = new QHBoxLayout;
-  progress_ = new QProgressBar(this);
-  progress_->setRange(0, 1000);
-  progress_->setTextVisible(false);
-  stage_ = new QLabel(this);
-  prow->addWidget(stage_);
-  prow->addWidget(progress_, 1);
-  v->addLayout(prow);
-  progress_->hide();
-  resultLabel_ = new QLabel(this);
-  resultLabel_->setObjectName(QStringLiteral("repairResult"));
-  resultLabel_->setWordWrap(true);
-  resultLabel_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  resultLabel_->hide();
-  v->addWidget(resultLabel_);
-
-  auto* buttons = new QDialogButtonBox(this);
-  run_ = buttons->addButton(tr("Repair"), QDialogButtonBox::AcceptRole);
-  run_->setObjectName(QStringLiteral("runRepairButton"));
-  run_->setDefault(true);
-  openOutput_ = buttons->addButton(tr("Open repaired checkpoint"), QDialogButtonBox::ActionRole);
-  openOutput_->setObjectName(QStringLiteral("openRepairedButton"));
-  openOutput_->hide();
-  cancel_ = buttons->addButton(tr("Close"), QDialogButtonBox::RejectRole);
-  v->addWidget(buttons);
+  footer_ = new JobFooter(tr("Repair"), tr("Open repaired checkpoint"),
+                          {QStringLiteral("runRepairButton"), QStringLiteral("openRepairedButton"),
+                           QStringLiteral("repairResult")},
+                          this);
+  v->addWidget(footer_);
+  run_ = footer_->runButton();
 
   connect(browse, &QPushButton::clicked, this, [this] {
     const QString dir = QFileDialog::getSaveFileName(this, tr("Output folder (must not exist)"), output_->text());
@@ -108,15 +88,15 @@ RepairDialog::RepairDialog(Session* session, analysis::RepairKind kind, QWidget*
   connect(output_, &QLineEdit::textChanged, this, &RepairDialog::updatePlan);
   connect(device_, &QComboBox::currentIndexChanged, this, &RepairDialog::updatePlan);
   connect(run_, &QPushButton::clicked, this, &RepairDialog::startRepair);
-  connect(cancel_, &QPushButton::clicked, this, [this] {
+  connect(footer_->closeButton(), &QPushButton::clicked, this, [this] {
     if (runJob_ && !runJob_->finished()) {
       runJob_->cancel();
-      stage_->setText(tr("Cancelling…"));
+      footer_->setStage(tr("Cancelling…"));
     } else {
       reject();
     }
   });
-  connect(openOutput_, &QPushButton::clicked, this, [this] {
+  connect(footer_->openButton(), &QPushButton::clicked, this, [this] {
     emit openRequested(output());
     accept();
   });
@@ -177,19 +157,14 @@ void RepairDialog::updatePlan() {
 
 void RepairDialog::startRepair() {
   if (!planValid_ || (runJob_ && !runJob_->finished())) return;
-  run_->setEnabled(false);
-  cancel_->setText(tr("Cancel"));
-  progress_->setValue(0);
-  progress_->show();
-  resultLabel_->hide();
+  footer_->started();
   result_.reset();
   const std::string out = output().toStdString();
   spdlog::info("repairing {} into {}", session_->catalog()->tag_dir, out);
   QPointer<RepairDialog> self(this);
   runJob_ = session_->core().run_repair(out, request(), [self](session::Outcome<repair::RepairResult>& o) {
     if (!self) return;
-    self->progress_->hide();
-    self->cancel_->setText(tr("Close"));
+    self->footer_->ended();
     if (o.ok()) {
       self->result_ = std::move(*o.value);
       self->showResult();
@@ -197,15 +172,14 @@ void RepairDialog::startRepair() {
     }
     self->run_->setEnabled(self->planValid_);
     if (o.error->kind == session::ErrorKind::Cancelled) {
-      self->stage_->setText(tr("Cancelled; nothing was written."));
+      self->footer_->setStage(tr("Cancelled; nothing was written."));
       spdlog::info("repair cancelled");
       return;
     }
     const QString m = errorText(*o.error);
-    self->stage_->clear();
-    self->resultLabel_->setText(
-        tr("<b style='color:#c62828'>Repair failed.</b> %1<br>Nothing was written.").arg(m.toHtmlEscaped()));
-    self->resultLabel_->show();
+    self->footer_->showResult(
+        tr("<b style='color:#c62828'>Repair failed.</b> %1<br>Nothing was written.").arg(m.toHtmlEscaped()),
+        false);
     spdlog::error("repair failed: {}", m.toStdString());
     emit self->repairFinished(false);
   });
@@ -213,14 +187,11 @@ void RepairDialog::startRepair() {
 
 void RepairDialog::showProgress() {
   if (!runJob_ || runJob_->finished()) return;
-  stage_->setText(QString::fromStdString(runJob_->stage()));
-  progress_->setValue(static_cast<int>(1000.0 * runJob_->fraction()));
+  footer_->progressed(runJob_->stage(), runJob_->fraction());
 }
 
 void RepairDialog::showResult() {
-  progress_->hide();
-  stage_->clear();
-  cancel_->setText(tr("Close"));
+  footer_->ended();
   const auto& r = *result_;
   QString html;
   if (r.state == repair::OutputState::VerificationIncomplete) {
@@ -231,9 +202,7 @@ void RepairDialog::showResult() {
                                                                            r.verification_error)
                         .toHtmlEscaped(),
                     QString::fromStdString(r.output).toHtmlEscaped());
-    resultLabel_->setText(html);
-    resultLabel_->show();
-    openOutput_->show();
+    footer_->showResult(html, true);
     spdlog::warn("repair written to {} but not verified: {}", r.output, r.verification_error);
     emit repairFinished(false);
     return;
@@ -251,9 +220,7 @@ void RepairDialog::showResult() {
                      QString::fromStdString(f.message).toHtmlEscaped());
   for (const auto& inv : r.invariant_failures)
     html += QStringLiteral("<br><span style='color:#c62828'>invariant</span> %1").arg(QString::fromStdString(inv).toHtmlEscaped());
-  resultLabel_->setText(html);
-  resultLabel_->show();
-  openOutput_->show();
+  footer_->showResult(html, true);
   spdlog::info("repair written to {}: verified_clean={}, {} invariant failures", r.output, r.verified_clean,
                r.invariant_failures.size());
   emit repairFinished(r.ok());

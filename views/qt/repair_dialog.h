@@ -16,10 +16,11 @@ class QComboBox;
 class QLabel;
 class QLineEdit;
 class QPlainTextEdit;
-class QProgressBar;
 class QPushButton;
 
 namespace ckptdoc::gui {
+
+class JobFooter;
 
 class RepairActions;
 class Session;
@@ -63,12 +64,8 @@ class RepairDialog : public QDialog {
   RepairActions* actions_;
   QPlainTextEdit* plan_;
   QLabel* planError_;
-  QProgressBar* progress_;
-  QLabel* stage_;
-  QLabel* resultLabel_;
-  QPushButton* run_;
-  QPushButton* cancel_;
-  QPushButton* openOutput_;
+  JobFooter* footer_;
+  QPushButton* run_;  // footer_'s
   session::JobPtr planJob_, runJob_;
   bool planValid_ = false;
   std::optional<repair::RepairResult> result_;
