@@ -5,6 +5,7 @@
 // comparison; the model passes QAbstractItemModelTester and sorts numerically.
 #include <QAbstractItemModelTester>
 #include <QComboBox>
+#include <QHeaderView>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -21,6 +22,7 @@
 
 #include "app_settings.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/format/safetensors.h"
 #include "ckptdoc/format/torch_file.h"
 #include "damage_support.h"
 #include "diff_model.h"
@@ -272,6 +274,42 @@ class TestDiffView : public QObject {
     QVERIFY(appChanged(*w.diffView()->model()).empty());
     QVERIFY(w.diffView()->summaryText().startsWith("equal"));
     QVERIFY(QString::fromStdString(w.diffView()->model()->result()->a).contains(QString::fromStdString(moved)));
+  }
+
+  // At the size the app opens at, every column of the table is on screen: the name column takes what the
+  // numbers leave and elides (its tooltip has the whole name). Sized to its contents, a long name pushed
+  // "Within tol." out of the view.
+  void everyColumnFitsTheDefaultWindow() {
+    // Names as long as Hugging Face's (BART's decoder cross-attention).
+    test::TempDir dir;
+    std::vector<NamedTensor> tensors;
+    for (int layer = 10; layer < 12; ++layer)
+      for (const char* proj : {"k_proj", "q_proj", "v_proj"})
+        tensors.push_back(
+            {"model.decoder.layers." + std::to_string(layer) + ".encoder_attn." + proj + ".weight",
+             Tensor::from_bytes(DType::F32, {2, 2}, std::vector<uint8_t>(16, 0))});
+    const std::string file = dir.file("model.safetensors");
+    write_safetensors_file(file, tensors);
+    MainWindow w;
+    w.resize(1280, 800);
+    w.show();
+    QVERIFY(openAndWait(w, file));
+    QVERIFY(compareAndWait(w, file));
+    w.showTab("diff");
+    QCoreApplication::processEvents();
+    const QTableView* t = w.diffView()->table();
+    const auto* header = t->horizontalHeader();
+    const int last = DiffModel::CloseFraction;
+    const int right = header->sectionViewportPosition(last) + header->sectionSize(last);
+    qInfo("table viewport %d px; 'Within tol.' ends at %d px; name column %d px", t->viewport()->width(),
+          right, header->sectionSize(DiffModel::Name));
+    QVERIFY2(right <= t->viewport()->width(),
+             qPrintable(QString("'Within tol.' ends at %1 px of %2").arg(right).arg(t->viewport()->width())));
+    // The name column is never squeezed to nothing, and a cut name is whole in its tooltip.
+    QVERIFY(header->sectionSize(DiffModel::Name) >= header->minimumSectionSize());
+    const auto* m = w.diffView()->model();
+    QVERIFY(m->rowCount() > 0);
+    QCOMPARE(m->data(m->index(0, DiffModel::Name), Qt::ToolTipRole).toString(), m->name(0));
   }
 
   void badSecondSourceSaysWhy() {

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 
+#include "ckptdoc/format/safetensors.h"
 #include "gui_fixtures.h"
 #include "gui_test_main.h"
 
@@ -263,6 +264,33 @@ class TestImguiScripted : public QObject {
     const std::string recent = test::read_text(dir.file("config/ckptdoc/imgui-recent"));
     QVERIFY2(recent.rfind(std::filesystem::path(healthy).lexically_normal().string() + "\n", 0) == 0,
              recent.c_str());
+  }
+
+  // With names as long as Hugging Face's (BART's cross-attention), the last column still sits inside the
+  // table at the size the app opens at: the names are cut in the middle, not the numbers pushed out.
+  void diffTableKeepsTheLastColumnInView() {
+    test::TempDir dir;
+    std::vector<NamedTensor> tensors;
+    for (int layer = 10; layer < 12; ++layer)
+      for (const char* proj : {"k_proj", "q_proj", "v_proj"})
+        tensors.push_back(
+            {"model.decoder.layers." + std::to_string(layer) + ".encoder_attn." + proj + ".weight",
+             Tensor::from_bytes(DType::F32, {2, 2}, std::vector<uint8_t>(16, 0))});
+    const std::string file = dir.file("model.safetensors");
+    write_safetensors_file(file, tensors);
+    const auto r = runScript(*x_, dir, file,
+                             "wait opened 300\n"
+                             "compare " +
+                                 file +
+                                 "\n"
+                                 "wait diffed 300\n"
+                                 "tab diff\n"
+                                 "frames 3\n"
+                                 "expect diff-rows 6\n"
+                                 "expect inside diff.col.close diff.table\n"
+                                 "expect inside diff.col.tensor diff.table\n"
+                                 "quit\n");
+    CKPTDOC_EXPECT_EXIT(r, 0);
   }
 
   void diffTabShowsWhatTheCliDiffReports() {

@@ -178,8 +178,51 @@ void details(View& v, const DiffRow& row, ImVec2 size) {
   }
 }
 
+// The width the columns after the name need to show their widest cell or header.
+float numbers_width(const DiffState& d) {
+  const ImGuiStyle& style = ImGui::GetStyle();
+  float total = 0;
+  for (int c = 1; c < kColumnCount; ++c) {
+    float widest = ImGui::CalcTextSize(kColumns[c].header).x + ImGui::GetFontSize();  // the sort arrow
+    for (const DiffRow& r : d.rows) {
+      const std::string* cells[] = {nullptr,    nullptr,   &r.shape, &r.dtype, &r.numel,
+                                    &r.max_abs, &r.rel_l2, &r.exact, &r.close};
+      const char* text = c == 1 ? diff_status_name(r.status) : cells[c]->c_str();
+      widest = std::max(widest, ImGui::CalcTextSize(text).x);
+    }
+    total += widest + 2 * style.CellPadding.x + 1;  // + the border
+  }
+  return total;
+}
+
+// `name` cut in the middle to fit `width` pixels ("model.decoder...q_proj.weight"): both ends of a param name
+// matter. Sized to its contents, a long name pushed the last columns out of the table.
+std::string elide_middle(const std::string& name, float width) {
+  if (ImGui::CalcTextSize(name.c_str()).x <= width) return name;
+  size_t lo = 0, hi = name.size();  // the most characters kept that still fit
+  while (lo < hi) {
+    const size_t keep = (lo + hi + 1) / 2;
+    const std::string s = name.substr(0, keep / 2) + "..." + name.substr(name.size() - (keep - keep / 2));
+    if (ImGui::CalcTextSize(s.c_str()).x <= width)
+      lo = keep;
+    else
+      hi = keep - 1;
+  }
+  return name.substr(0, lo / 2) + "..." + name.substr(name.size() - (lo - lo / 2));
+}
+
 void table(View& v, ImVec2 size) {
   DiffState& d = v.diff;
+  if (d.measured != d.result.get()) {
+    d.numbers_width = numbers_width(d);
+    d.measured = d.result.get();
+  }
+  const float name_width =
+      std::max(8 * ImGui::GetFontSize(), size.x - d.numbers_width - 2 * ImGui::GetStyle().CellPadding.x -
+                                             ImGui::GetStyle().ScrollbarSize - 2);
+  v.widgets.rects["diff.table"] =
+      ImVec4(ImGui::GetCursorScreenPos().x, ImGui::GetCursorScreenPos().y,
+             ImGui::GetCursorScreenPos().x + size.x, ImGui::GetCursorScreenPos().y + size.y);
   // Tristate: a third click on a header returns to core's order (worst first).
   const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_ScrollY |
                                 ImGuiTableFlags_ScrollX | ImGuiTableFlags_Resizable |
@@ -207,8 +250,10 @@ void table(View& v, ImVec2 size) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       ImGui::PushID(i);
-      if (ImGui::Selectable(r.name.c_str(), d.selected == i, ImGuiSelectableFlags_SpanAllColumns))
+      const std::string shown = elide_middle(r.name, name_width);
+      if (ImGui::Selectable(shown.c_str(), d.selected == i, ImGuiSelectableFlags_SpanAllColumns))
         d.selected = i;
+      if (shown.size() != r.name.size() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", r.name.c_str());
       ImGui::PopID();
       ImGui::TableNextColumn();
       const bool bad = r.status != DiffRow::Status::Equal;

@@ -238,6 +238,16 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
         ok = std::to_string(v.diff.rows.size()) == n;
         got = std::to_string(v.diff.rows.size()) + " diff rows" +
               (v.diff.error.empty() ? "" : ": " + v.diff.error);
+      } else if (a0 ==
+                 "inside") {  // widget A's rectangle lies within widget B's (e.g. a column in its table)
+        const std::string a = st.args.size() > 1 ? st.args[1] : "", b = st.args.size() > 2 ? st.args[2] : "";
+        const auto ia = v.widgets.rects.find(a), ib = v.widgets.rects.find(b);
+        if (ia == v.widgets.rects.end() || ib == v.widgets.rects.end())
+          return fail(st, "no widget '" + (ia == v.widgets.rects.end() ? a : b) + "' was drawn");
+        const ImVec4 x = ia->second, y = ib->second;
+        ok = x.x >= y.x - 1 && x.y >= y.y - 1 && x.z <= y.z + 1 && x.w <= y.w + 1;  // a cell's padding
+        got = a + " spans x " + std::to_string(x.x) + ".." + std::to_string(x.z) + ", " + b + " x " +
+              std::to_string(y.x) + ".." + std::to_string(y.z);
       } else if (a0 == "shade") {  // the layout is shaded by NAME (param, exact, nonfinite, moments)
         const std::string name = st.args.size() > 1 ? st.args[1] : "";
         ok = session::shade_name(v.layout.shade) == name;

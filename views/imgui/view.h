@@ -139,6 +139,9 @@ struct DiffState {
   std::shared_ptr<const analysis::DiffResult> result;
   std::vector<DiffRow> rows;  // in the table's order: sorted by the clicked column, else core's
   bool rows_sorted = false;   // false when rows were rebuilt: sorted again by the table's sort specs
+  // Width of every column but the name's, measured once per result: the name gets what is left.
+  const analysis::DiffResult* measured = nullptr;
+  float numbers_width = 0;
   std::string summary, error;
   bool cancelled = false;
   int selected = -1;  // row

@@ -121,6 +121,8 @@ QVariant DiffModel::data(const QModelIndex& index, int role) const {
     case Qt::DisplayRole: return cell(r, index.column(), false);
     case SortRole: return cell(r, index.column(), true);
     case NameRole: return r.name;
+    case Qt::ToolTipRole:
+      return index.column() == Name ? QVariant(r.name) : QVariant();  // names elide
     case Qt::TextAlignmentRole:
       if (index.column() >= Numel) return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
       return {};

@@ -104,7 +104,12 @@ DiffView::DiffView(Session* session, QWidget* parent) : QWidget(parent), session
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setSelectionMode(QAbstractItemView::SingleSelection);
   table_->verticalHeader()->setVisible(false);
-  table_->horizontalHeader()->setStretchLastSection(true);
+  // The numbers always fit and the name takes what is left, elided in the middle (both ends of a param name
+  // matter): with the name sized to its contents, a long name pushed "Within tol." off a narrow window.
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table_->horizontalHeader()->setSectionResizeMode(DiffModel::Name, QHeaderView::Stretch);
+  table_->horizontalHeader()->setMinimumSectionSize(60);
+  table_->setTextElideMode(Qt::ElideMiddle);
   connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this, &DiffView::onRowSelected);
 
   details_ = new QLabel(this);
@@ -256,7 +261,6 @@ void DiffView::onResult(const std::shared_ptr<const analysis::DiffResult>& r) {
                         .arg(r->added.size())
                         .arg(r->shape_changed.size()));
   spdlog::info("diff: {} tensors compared, {} different", r->compared.size(), different);
-  table_->resizeColumnsToContents();
   if (model_->rowCount() > 0) table_->selectRow(0);
   emit diffFinished();
 }
