@@ -201,6 +201,11 @@ QChart* ulpChart(const QString& title, const UlpHistogram& h) {
   // A value axis labelled at every other bucket: category axes elide 18 labels in a small chart.
   auto* x = new QCategoryAxis;
   x->setRange(-0.5, UlpHistogram::kBuckets - 0.5);
+  // Qt gives a label the width of its category (two bars): at the app's default size "≥64k" was elided to
+  // "≥6…" in the standard font.
+  QFont small = x->labelsFont();
+  small.setPointSizeF(small.pointSizeF() * 0.78);
+  x->setLabelsFont(small);
   x->setLabelsPosition(QCategoryAxis::AxisLabelsPositionOnValue);
   for (int b = 0; b < UlpHistogram::kBuckets; b += (b == 0 ? 1 : 2)) x->append(cats.value(b), b);
   x->setTitleText(QObject::tr("ULPs between weight and rounded master"));
