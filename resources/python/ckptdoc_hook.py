@@ -1,6 +1,7 @@
 """ckptdoc_hook: look at a live DeepSpeed engine with ckptdoc, between checkpoints.
 
-Add `resources/python` to PYTHONPATH and, on every rank of a training script:
+Add `resources/python` (installed: /usr/share/ckptdoc/python) to PYTHONPATH and, on every rank of a training
+script:
 
     import ckptdoc_hook
     engine.load_checkpoint(...)
