@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Renders the README's screenshots of both views under Xvfb into docs/screenshots/: the desktop app (Qt) and the
-# ImGui view on `ckptdoc demo` (a checkpoint with stale fp32 masters, the DeepSpeed #762 state), its repaired copy,
+# Renders the README's screenshots of both views under Xvfb into docs/screenshots/ (or $OUT_DIR; CI keeps them as
+# artefacts), every tab of each: the desktop app (Qt) and the ImGui view on `ckptdoc demo` (a checkpoint with stale fp32 masters, the DeepSpeed #762 state), its repaired copy,
 # and synthetic checkpoints with one stale rank among 64 and among 1024 (the layout map, which opens shaded by
 # exact fraction there, answers "which rank"). Run from the repository root after building:
 #   tests/gui/screenshots.sh [BUILD_DIR]
@@ -36,6 +36,8 @@ if [ -x "$QT" ]; then
   qt layout "$WORK/dp64" --view layout
   qt layout-1024 "$WORK/dp1024" --view layout
   qt fixed-overview "$WORK/demo-fixed" --view overview
+  # Diff: the demo against its repaired copy: every fp32 master changed, by the random values' size.
+  qt diff "$WORK/demo" --view diff --compare "$WORK/demo-fixed"
   # Attach mode's Timeline: a folder of snapshots (tests/fixtures/make_snapshot.py, manifest last) made from the
   # repaired and the demo checkpoints with live numbers of a run going wrong: the masters stop matching the
   # weights at step 400, the loss scale falls, the gradient norm jumps and the last gradients hold NaN.
@@ -64,6 +66,9 @@ if [ -x "$IMGUI" ]; then
   im imgui-overview "$WORK/demo" --tab overview
   im imgui-params "$WORK/demo" --tab params
   im imgui-layout "$WORK/dp1024" --tab layout
+  printf 'wait opened 300\ncompare %s\nwait diffed 300\ntab diff\nframes 3\nscreenshot %s\nquit\n' \
+    "$WORK/demo-fixed" "$OUT/imgui-diff.png" >"$WORK/diff.script"
+  xvfb-run -a -s "-screen 0 ${SIZE}x24" "$IMGUI" "$WORK/demo" --script "$WORK/diff.script" --size "$SIZE" >/dev/null
 fi
 rm -f "$OUT/imgui.png"  # the single ImGui picture of earlier versions
 # 256-colour PNGs keep the committed pictures small.

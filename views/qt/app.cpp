@@ -11,6 +11,7 @@
 #include <memory>
 #include <utility>
 
+#include "diff_view.h"
 #include "layout_map.h"
 #include "layout_view.h"
 #include "main_window.h"
@@ -49,8 +50,15 @@ void armScreenshot(MainWindow& w, const AppOptions& o) {
       QTimer::singleShot(10000, &w, save);
     });
   };
-  auto afterAnalysis = [&w, view, wanted, grabAndQuit] {
+  const QString compare = o.compare ? QString::fromStdString(*o.compare) : QString();
+  auto afterAnalysis = [&w, view, wanted, compare, grabAndQuit] {
     w.showTab(view);
+    if (view == QStringLiteral("diff") && !compare.isEmpty()) {  // once B is compared (or failed to be)
+      QObject::connect(w.diffView(), &DiffView::diffFinished, &w, grabAndQuit);
+      QObject::connect(w.diffView(), &DiffView::diffFailed, &w, grabAndQuit);
+      w.compareWith(compare);
+      return;
+    }
     const QString param = wanted.isEmpty() ? worstParam(*w.session()) : wanted;
     if (param.isEmpty() || view == QStringLiteral("overview")) return grabAndQuit();
     if (view == QStringLiteral("timeline")) {  // its charts are drawn from the samples at once
@@ -116,6 +124,9 @@ bool parse_app_arguments(int argc, char** argv, AppOptions& o, std::string& erro
       o.watch = v;
     } else if (a == "--view") {
       if (!next(o.view)) return false;
+    } else if (a == "--compare") {
+      if (!next(v)) return false;
+      o.compare = v;
     } else if (a == "--param") {
       if (!next(v)) return false;
       o.param = v;
@@ -134,8 +145,8 @@ bool parse_app_arguments(int argc, char** argv, AppOptions& o, std::string& erro
       }
     } else if (a == "-h" || a == "--help") {
       error =
-          "usage: ckptdoc-gui [PATH] [--watch DIR] [--screenshot FILE] [--view "
-          "overview|layout|params|timeline] "
+          "usage: ckptdoc-gui [PATH] [--watch DIR] [--compare B] [--screenshot FILE] [--view "
+          "overview|layout|params|diff|timeline] "
           "[--param NAME] "
           "[--shade param|exact|nonfinite|moments] [--size WxH]";
       return false;
@@ -175,6 +186,14 @@ int run_app(int argc, char** argv, const AppOptions& o) {
     w.openPath(QString::fromStdString(*o.path), o.screenshot.has_value());
   }
   if (o.watch) w.attach(QString::fromStdString(*o.watch));
+  if (!o.screenshot &&
+      o.compare) {  // B is compared with the source once it is analysed, as Diff's button does
+    const QString b = QString::fromStdString(*o.compare);
+    auto done = std::make_shared<bool>(false);
+    QObject::connect(w.session(), &Session::analysisFinished, &w, [&w, b, done] {
+      if (!std::exchange(*done, true)) w.compareWith(b);
+    });
+  }
   if (!o.screenshot && o.param) {
     const QString p = QString::fromStdString(*o.param);
     QObject::connect(w.session(), &Session::analysisFinished, &w, [&w, p] { w.paramsView()->selectParam(p); });

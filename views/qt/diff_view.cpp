@@ -110,6 +110,7 @@ DiffView::DiffView(Session* session, QWidget* parent) : QWidget(parent), session
   table_->horizontalHeader()->setSectionResizeMode(DiffModel::Name, QHeaderView::Stretch);
   table_->horizontalHeader()->setMinimumSectionSize(60);
   table_->setTextElideMode(Qt::ElideMiddle);
+  table_->setWordWrap(false);  // a wrapped name ("layers.\n0.mlp.up.weight") doubled every row's height
   connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this, &DiffView::onRowSelected);
 
   details_ = new QLabel(this);
@@ -128,8 +129,8 @@ DiffView::DiffView(Session* session, QWidget* parent) : QWidget(parent), session
   auto* split = new QSplitter(Qt::Horizontal, this);
   split->addWidget(table_);
   split->addWidget(right);
-  split->setStretchFactor(0, 3);
-  split->setStretchFactor(1, 2);
+  split->setStretchFactor(0, 2);  // the table's nine columns need the room more than the histogram
+  split->setStretchFactor(1, 1);
 
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(bar);
