@@ -73,6 +73,9 @@ class TestRealdsV019 : public QObject {
       CKPTDOC_EXPECT_EXIT(test::run_python(test::script("fixtures/compare_state_dicts.py"),
                                            {st, realds::reference(twin, "zero_to_fp32")}),
                           0);
+    // Loading at dp 8 costs CI ~2 minutes on 2 cores; repartitionOverZeroLengthPartitions loads this run's
+    // masters and moments at dp 8 (and 3) from files ckptdoc wrote over its 0-length partitions.
+    if (e.dp == 8) return;
     std::vector<std::string> action{"--refresh-fp32"};
     if (e.stage == 3) {  // ZeRO-3 model files hold no weights: the 16-bit weights come from an export
       const auto lp = dir.file("weights.safetensors");
