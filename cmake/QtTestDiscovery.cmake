@@ -18,5 +18,9 @@ function(ckptdoc_add_qtest target)
     COMMAND ${CMAKE_COMMAND} -D EXE=$<TARGET_FILE:${target}> -D TARGET=${target} -D OUT=${ctest_file}
             "-D ENV=${env}" "-D LABELS=${ARG_LABELS}" "-D SKIP_REGEX=${ARG_SKIP_REGEX}" "-D TIMEOUT=${ARG_TIMEOUT}" -P ${PROJECT_SOURCE_DIR}/cmake/QtTestDiscoveryRun.cmake
     VERBATIM)
-  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${ctest_file})
+  # Included only once the target is built: ctest then runs what was built (`ctest -R test_crc32` after building
+  # test_crc32 alone) instead of stopping at the first test list not yet written.
+  set(guard_file "${CMAKE_CURRENT_BINARY_DIR}/${target}_tests_if_built.cmake")
+  file(WRITE ${guard_file} "if(EXISTS \"${ctest_file}\")\n  include(\"${ctest_file}\")\nendif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${guard_file})
 endfunction()
