@@ -1,18 +1,16 @@
 #include "checksums.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
-#include <exception>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/deepspeed/rank_owners.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/zip_reader.h"
 #include "ckptdoc/io/mapped_file.h"
+#include "ckptdoc/parallel.h"
 
 namespace ckptdoc::analysis {
 namespace {
@@ -32,41 +30,25 @@ std::string hex32(uint32_t v) {
 void check_records(const std::vector<std::unique_ptr<ZipReader>>& zips, const std::vector<Record>& records,
                    unsigned threads, Progress* progress, std::vector<std::vector<std::string>>& bad) {
   std::mutex bad_mutex;
-  std::atomic<size_t> next{0};
-  std::exception_ptr cancelled;
-  std::mutex cancel_mutex;
-  auto work = [&] {
+  const unsigned workers = threads ? threads : default_workers();
+  // A cancel (progress->check) stops handing out records and is rethrown once every worker stopped.
+  parallel_for(records.size(), workers, [&](size_t i, unsigned) {
+    if (progress) progress->check();
+    const Record& r = records[i];
+    std::string what;
     try {
-      for (size_t i; (i = next.fetch_add(1)) < records.size();) {
-        if (progress) progress->check();
-        const Record& r = records[i];
-        std::string what;
-        try {
-          const uint32_t got = crc32(zips[r.file]->data(*r.entry));
-          if (got != r.entry->crc32)
-            what = "'" + r.entry->name + "' (CRC-32 " + hex32(got) + ", stored " + hex32(r.entry->crc32) + ")";
-        } catch (const Error& e) {
-          what = "'" + r.entry->name + "' (" + e.detail() + ")";
-        }
-        if (!what.empty()) {
-          std::lock_guard<std::mutex> lock(bad_mutex);
-          bad[r.file].push_back(std::move(what));
-        }
-        if (progress) progress->add(r.entry->compressed_size);
-      }
-    } catch (const Cancelled&) {
-      std::lock_guard<std::mutex> lock(cancel_mutex);
-      cancelled = std::current_exception();
-      next.store(records.size());
+      const uint32_t got = crc32(zips[r.file]->data(*r.entry));
+      if (got != r.entry->crc32)
+        what = "'" + r.entry->name + "' (CRC-32 " + hex32(got) + ", stored " + hex32(r.entry->crc32) + ")";
+    } catch (const Error& e) {
+      what = "'" + r.entry->name + "' (" + e.detail() + ")";
     }
-  };
-  const unsigned n = std::max(1u, std::min<unsigned>(threads ? threads : std::thread::hardware_concurrency(),
-                                                      static_cast<unsigned>(std::max<size_t>(1, records.size()))));
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < n; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
-  if (cancelled) std::rethrow_exception(cancelled);
+    if (!what.empty()) {
+      std::lock_guard<std::mutex> lock(bad_mutex);
+      bad[r.file].push_back(std::move(what));
+    }
+    if (progress) progress->add(r.entry->compressed_size);
+  });
 }
 
 }  // namespace

@@ -5,10 +5,8 @@
 #include <exception>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
-#include <thread>
 #include <tuple>
 
 #include "ckptdoc/compute/distributed.h"
@@ -16,8 +14,9 @@
 #include "ckptdoc/compute/reduction.h"
 #include "ckptdoc/deepspeed/rank_owners.h"
 #include "ckptdoc/error.h"
-#include "not_analysed.h"
+#include "ckptdoc/parallel.h"
 #include "io/mapped_pages.h"
+#include "not_analysed.h"
 
 namespace ckptdoc::analysis {
 namespace {
@@ -127,14 +126,14 @@ class Scanner {
     std::unique_ptr<Backend> primary = make_backend(options_.device, &note);
     out.backend = primary->description();
     if (primary->kind() == DeviceKind::Cpu) {
-      const unsigned workers = std::max(1u, options_.threads ? options_.threads : std::thread::hardware_concurrency());
+      const unsigned workers = options_.threads ? options_.threads : default_workers();
       for (unsigned i = 0; i < workers; ++i) backends_.push_back(make_cpu_backend(1));
       spread_ = false;
       return;
     }
     const std::vector<int> devices = devices_for_process(mpi_local_rank(), mpi_local_size(), cuda_device_count());
     device_ = devices.empty() ? 0 : devices[0];
-    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    const unsigned cores = default_workers();
     const auto gpus = static_cast<unsigned>(std::max<size_t>(1, devices.size()));
     const unsigned per_gpu = options_.gpu_workers ? options_.gpu_workers : std::clamp(cores / gpus, 1u, 4u);
     backends_.push_back(std::move(primary));  // made on devices[0]
@@ -150,33 +149,26 @@ class Scanner {
   void run_batch(const std::vector<Task>& tasks, const std::vector<size_t>& batch, const std::vector<size_t>& owner,
                  std::vector<TaskResult>& results) {
     results.assign(batch.size(), TaskResult{});
-    std::atomic<size_t> next{0};
-    std::atomic<bool> failed{false};
-    std::mutex failure_mutex;
     auto run_one = [&](size_t k, Backend& be) {
       if (progress_) progress_->check();
       results[k] = run_task(tasks[batch[k]], be);
       if (progress_) progress_->add(results[k].bytes);
     };
-    auto work = [&](size_t w) {
-      Backend& be = *backends_[w];
+    if (owner.empty()) {  // any worker, each with its own backend
+      parallel_for(batch.size(), static_cast<unsigned>(backends_.size()),
+                   [&](size_t k, unsigned w) { run_one(k, *backends_[w]); });
+      return;
+    }
+    std::atomic<bool> failed{false};
+    run_on_workers(static_cast<unsigned>(backends_.size()), [&](unsigned w) {
       try {
-        if (owner.empty()) {
-          for (size_t k; (k = next.fetch_add(1)) < batch.size() && !failed.load();) run_one(k, be);
-        } else {
-          for (size_t k = 0; k < batch.size() && !failed.load(); ++k)
-            if (owner[k] == w) run_one(k, be);
-        }
+        for (size_t k = 0; k < batch.size() && !failed.load(); ++k)
+          if (owner[k] == w) run_one(k, *backends_[w]);
       } catch (...) {
-        std::lock_guard<std::mutex> lock(failure_mutex);
-        if (!failed.exchange(true)) error_ = std::current_exception();
+        failed.store(true);
+        throw;
       }
-    };
-    std::vector<std::thread> threads;
-    for (size_t w = 1; w < backends_.size(); ++w) threads.emplace_back(work, w);
-    work(0);
-    for (auto& t : threads) t.join();
-    if (failed.load()) std::rethrow_exception(error_);
+    });
   }
 
   // Batches of consecutive tasks, merged in task order.
@@ -605,8 +597,7 @@ class Scanner {
   std::set<int> loaded_;            // groups whose views are open
   bool said_16bit_masters_ = false;                     // the masters-in-16-bit note, once
   std::set<std::tuple<int, int, std::string>> failed_;  // (group, rank, tensor) that could not be read: counted
-  std::map<int, size_t> tasks_left_;  // per group: tasks not yet merged
-  std::exception_ptr error_;
+  std::map<int, size_t> tasks_left_;                    // per group: tasks not yet merged
   std::exception_ptr changed_;  // the first file found changed while its views were open
   deepspeed::RankOwners owners_;  // under MPI only
 };

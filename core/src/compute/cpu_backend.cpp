@@ -1,22 +1,19 @@
-// CPU backend: fixed 1M-element chunks handed to a persistent pool of worker threads, per-chunk results merged
+// CPU backend: fixed 1M-element chunks handed to the process's shared worker pool, per-chunk results merged
 // in chunk order, so every result is the same for any thread count (sums included: chunk boundaries do not
 // move). Statistics and divergence run the AVX2 kernels of cpu_simd.cpp where the processor has them (the
 // scalar code below finishes each chunk's ragged tail), else the portable scalar code.
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cmath>
-#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <limits>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "ckptdoc/compute/backend.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/parallel.h"
 #include "compute/cpu_simd.h"
 #include "compute/element_ops.h"
 
@@ -27,90 +24,18 @@ using namespace ckptdoc::compute;
 
 constexpr size_t kChunk = size_t{1} << 20;
 
-// Worker threads kept for the backend's lifetime, started on first use: diagnose calls the backend once per
-// fragment, and spawning threads per call would cost more than a small fragment's work.
-class Pool {
- public:
-  Pool() = default;
-  Pool(const Pool&) = delete;
-  Pool& operator=(const Pool&) = delete;
-  ~Pool() {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    for (auto& t : threads_) t.join();
-  }
-
-  // Runs work() on the caller and on up to `helpers` pool threads, returning when every call has returned.
-  // work() must share its work out itself (the callers here take chunks from an atomic counter), so it is
-  // correct whichever threads join in; a call made while another is in flight runs on the caller alone.
-  void run(unsigned helpers, const std::function<void()>& work) {
-    std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
-    if (!busy.owns_lock() || helpers == 0) {
-      work();
-      return;
-    }
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      while (threads_.size() < helpers) threads_.emplace_back([this] { loop(); });
-      job_ = &work;
-      wanted_ = helpers;
-      ++generation_;
-    }
-    wake_.notify_all();
-    work();
-    std::unique_lock<std::mutex> lock(m_);
-    wanted_ = 0;  // the work is shared out: helpers that have not woken yet need not
-    done_.wait(lock, [&] { return running_ == 0; });
-    job_ = nullptr;
-  }
-
- private:
-  void loop() {
-    uint64_t seen = 0;
-    std::unique_lock<std::mutex> lock(m_);
-    for (;;) {
-      wake_.wait(lock, [&] { return stop_ || (generation_ != seen && wanted_ > 0); });
-      if (stop_) return;
-      seen = generation_;
-      --wanted_;
-      ++running_;
-      const std::function<void()>* job = job_;
-      lock.unlock();
-      (*job)();
-      lock.lock();
-      if (--running_ == 0) done_.notify_all();
-    }
-  }
-
-  std::mutex busy_;  // one job at a time
-  std::mutex m_;
-  std::condition_variable wake_, done_;
-  std::vector<std::thread> threads_;
-  const std::function<void()>* job_ = nullptr;
-  uint64_t generation_ = 0;
-  unsigned wanted_ = 0;   // helpers still to pick up the current job
-  unsigned running_ = 0;  // helpers inside it
-  bool stop_ = false;
-};
-
-// Runs fn(chunk_index, begin, end) for every chunk of [0, n), on up to `threads` threads.
+// Runs fn(chunk_index, begin, end) for every chunk of [0, n) on up to `threads` threads of the process's
+// shared pool (parallel.h): diagnose calls the backend once per fragment, and threads started per call would
+// cost more than a small fragment's work.
 template <class Fn>
-void for_each_chunk(Pool& pool, size_t n, unsigned threads, Fn&& fn) {
+void for_each_chunk(size_t n, unsigned threads, Fn&& fn) {
   const size_t chunks = (n + kChunk - 1) / kChunk;
-  if (chunks == 0) return;
-  auto run = [&](size_t c) { fn(c, c * kChunk, std::min(n, (c + 1) * kChunk)); };
-  const unsigned workers = static_cast<unsigned>(std::min<size_t>(threads, chunks));
-  if (workers <= 1) {
-    for (size_t c = 0; c < chunks; ++c) run(c);
+  if (chunks <= 1 || threads <= 1) {
+    for (size_t c = 0; c < chunks; ++c) fn(c, c * kChunk, std::min(n, (c + 1) * kChunk));
     return;
   }
-  std::atomic<size_t> next{0};
-  pool.run(workers - 1, [&] {
-    for (size_t c = next.fetch_add(1); c < chunks; c = next.fetch_add(1)) run(c);
-  });
+  parallel_for(chunks, threads,
+               [&](size_t c, unsigned) { fn(c, c * kChunk, std::min(n, (c + 1) * kChunk)); });
 }
 
 using Slots = std::array<uint64_t, kLogSlots>;
@@ -319,7 +244,7 @@ Error unsupported(const std::string& op, DType t) {
 class CpuBackend final : public Backend {
  public:
   CpuBackend(unsigned threads, CpuPath path)
-      : threads_(threads ? threads : std::max(1u, std::thread::hardware_concurrency())),
+      : threads_(threads ? threads : default_workers()),
         simd_(path == CpuPath::Best && simd::avx2_usable()) {}
 
   DeviceKind kind() const override { return DeviceKind::Cpu; }
@@ -343,7 +268,7 @@ class CpuBackend final : public Backend {
     if (lp_dtype != DType::F16 && lp_dtype != DType::BF16 && lp_dtype != DType::F32)
       throw unsupported("divergence", lp_dtype);
     std::vector<DivergenceStats> parts((n + kChunk - 1) / kChunk);
-    for_each_chunk(pool_, n, threads_, [&](size_t c, size_t b, size_t e) {
+    for_each_chunk(n, threads_, [&](size_t c, size_t b, size_t e) {
       parts[c] = divergence_chunk_best(simd_, lp, lp_dtype, fp32, b, e);
     });
     DivergenceStats total;
@@ -355,7 +280,7 @@ class CpuBackend final : public Backend {
     if (lp_dtype != DType::F16 && lp_dtype != DType::BF16 && lp_dtype != DType::F32)
       throw unsupported("divergence", lp_dtype);
     std::vector<FragmentStats> parts((n + kChunk - 1) / kChunk);
-    for_each_chunk(pool_, n, threads_, [&](size_t c, size_t b, size_t e) {
+    for_each_chunk(n, threads_, [&](size_t c, size_t b, size_t e) {
       parts[c] = fragment_chunk(simd_, lp, lp_dtype, fp32, b, e);
     });
     FragmentStats total;
@@ -374,7 +299,7 @@ class CpuBackend final : public Backend {
     }
     if (lp_dtype != DType::F16 && lp_dtype != DType::BF16) throw unsupported("upcast", lp_dtype);
     const auto* in = static_cast<const uint16_t*>(lp);
-    for_each_chunk(pool_, n, threads_, [&](size_t, size_t b, size_t e) { upcast_range(in, lp_dtype, out, b, e); });
+    for_each_chunk(n, threads_, [&](size_t, size_t b, size_t e) { upcast_range(in, lp_dtype, out, b, e); });
   }
 
   void downcast(const float* in, DType lp_dtype, void* out, size_t n) override {
@@ -384,14 +309,14 @@ class CpuBackend final : public Backend {
     }
     if (lp_dtype != DType::F16 && lp_dtype != DType::BF16) throw unsupported("downcast", lp_dtype);
     auto* o = static_cast<uint16_t*>(out);
-    for_each_chunk(pool_, n, threads_, [&](size_t, size_t b, size_t e) { downcast_range(in, lp_dtype, o, b, e); });
+    for_each_chunk(n, threads_, [&](size_t, size_t b, size_t e) { downcast_range(in, lp_dtype, o, b, e); });
   }
 
  private:
   template <DType T>
   ValueStats values(const void* data, size_t n) {
     std::vector<ValueStats> parts((n + kChunk - 1) / kChunk);
-    for_each_chunk(pool_, n, threads_,
+    for_each_chunk(n, threads_,
                    [&](size_t c, size_t b, size_t e) { parts[c] = value_chunk_best<T>(simd_, data, b, e); });
     ValueStats total;
     for (const auto& p : parts) total.merge(p);
@@ -403,7 +328,6 @@ class CpuBackend final : public Backend {
 
   unsigned threads_;
   bool simd_;
-  Pool pool_;
 };
 
 }  // namespace

@@ -1,11 +1,11 @@
 #include "ckptdoc/format/zip_writer.h"
 
 #include <algorithm>
-#include <thread>
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/zip_reader.h"
 #include "ckptdoc/io/mapped_file.h"
+#include "ckptdoc/parallel.h"
 #include "zip_constants.h"
 
 namespace ckptdoc {
@@ -80,14 +80,13 @@ class RecordSink : public ByteSink {
       checksum();
       inner_.write_file_range(file, offset, length);
     } else {
-      std::thread reader(checksum);
-      try {
-        inner_.write_file_range(file, offset, length);
-      } catch (...) {
-        reader.join();
-        throw;
-      }
-      reader.join();
+      // The CRC beside the copy, on a pool thread when one is free (either order is correct).
+      run_on_workers(2, [&](unsigned w) {
+        if (w == 0)
+          inner_.write_file_range(file, offset, length);
+        else
+          checksum();
+      });
     }
     crc_ = crc;
     count_ += length;

@@ -1,29 +1,22 @@
 #include "ckptdoc/io/deferred_sync.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <limits>
-#include <thread>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/parallel.h"
 
 namespace ckptdoc::io {
 namespace {
 
 constexpr size_t kBatch = 128;  // kept files (and fds) before a batch is made durable
 
-// Runs work(i) for i in [0, n) on up to `threads` threads.
+// Runs work(i) for i in [0, n) on up to `threads` threads of the shared pool: fsyncs wait on the disk, not
+// the CPU, so the caller asks for more threads than cores.
 template <class Work>
 void run_parallel(size_t n, unsigned threads, Work work) {
-  std::atomic<size_t> next{0};
-  auto loop = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < n;) work(i);
-  };
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < std::min<size_t>(std::max(threads, 1u), n); ++t) pool.emplace_back(loop);
-  loop();
-  for (auto& t : pool) t.join();
+  parallel_for(n, std::max(threads, 1u), [&](size_t i, unsigned) { work(i); });
 }
 
 }  // namespace

@@ -11,12 +11,12 @@
 #include <filesystem>
 #include <mutex>
 #include <set>
-#include <thread>
 
 #include "ckptdoc/analysis/report.h"
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/torch_file.h"
+#include "ckptdoc/parallel.h"
 #include "ckptdoc/universal/convert.h"
 #include "deepspeed/value_access.h"
 #include "io/mapped_pages.h"
@@ -529,24 +529,9 @@ class ToUniversal {
       return params_[a.first].merged.out_numel > params_[b.first].merged.out_numel;
     });
     const unsigned threads = std::clamp<unsigned>(opt_.threads ? opt_.threads : 4, 1, 16);
-    std::atomic<size_t> next{0};
-    std::atomic<bool> failed{false};
-    std::exception_ptr error;
-    std::mutex error_mutex;
-    auto work = [&] {
-      try {
-        for (size_t i; !failed.load() && (i = next.fetch_add(1)) < tasks.size();)
-          write_state(zero_dir, params_[tasks[i].first], tasks[i].second);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!failed.exchange(true)) error = std::current_exception();
-      }
-    };
-    std::vector<std::thread> pool;
-    for (unsigned t = 1; t < std::min<size_t>(threads, tasks.size()); ++t) pool.emplace_back(work);
-    work();
-    for (auto& t : pool) t.join();
-    if (error) std::rethrow_exception(error);
+    parallel_for(tasks.size(), threads, [&](size_t i, unsigned) {
+      write_state(zero_dir, params_[tasks[i].first], tasks[i].second);
+    });
     result_.params = params_.size();
 
     write_file(zero_dir + "/optimizer_state.pt", optimizer_state_root(), 0);

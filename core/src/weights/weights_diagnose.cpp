@@ -2,12 +2,10 @@
 #include "ckptdoc/weights/weights_diagnose.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <mutex>
-#include <thread>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/parallel.h"
 
 namespace ckptdoc::weights {
 namespace {
@@ -64,37 +62,21 @@ analysis::Report diagnose_weights(const WeightsSource& source, const analysis::D
 
   // Workers pull chunks; results land in per-task slots and are merged in task order (deterministic sums).
   std::vector<ValueStats> results(tasks.size());
-  const unsigned workers =
-      std::max(1u, std::min<unsigned>(options.threads ? options.threads : std::thread::hardware_concurrency(),
-                                      static_cast<unsigned>(std::max<size_t>(tasks.size(), 1))));
+  const unsigned workers = static_cast<unsigned>(std::min<size_t>(
+      options.threads ? options.threads : default_workers(), std::max<size_t>(tasks.size(), 1)));
   std::unique_ptr<Backend> probe = make_cpu_backend(1);
   report.backend = probe->description() + " x " + std::to_string(workers) + (workers == 1 ? " thread" : " threads");
-  std::atomic<size_t> next{0};
-  std::atomic<bool> failed{false};
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  auto work = [&] {
-    std::unique_ptr<Backend> be = make_cpu_backend(1);
-    try {
-      for (size_t k; !failed.load() && (k = next.fetch_add(1)) < tasks.size();) {
-        if (progress) progress->check();
-        const Task& t = tasks[k];
-        const Tensor& v = *views[t.tensor];
-        const size_t es = element_size(v.dtype);
-        const uint8_t* p = v.contiguous_bytes().data() + static_cast<size_t>(t.first) * es;
-        results[k] = be->value_stats(p, v.dtype, static_cast<size_t>(t.n));
-        if (progress) progress->add(static_cast<uint64_t>(t.n) * es);
-      }
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(error_mutex);
-      if (!failed.exchange(true)) error = std::current_exception();
-    }
-  };
-  std::vector<std::thread> threads;
-  for (unsigned w = 1; w < workers; ++w) threads.emplace_back(work);
-  work();
-  for (auto& t : threads) t.join();
-  if (failed.load()) std::rethrow_exception(error);
+  std::vector<std::unique_ptr<Backend>> backends(workers);  // one per worker, made by the worker that uses it
+  parallel_for(tasks.size(), workers, [&](size_t k, unsigned w) {
+    if (!backends[w]) backends[w] = make_cpu_backend(1);
+    if (progress) progress->check();
+    const Task& t = tasks[k];
+    const Tensor& v = *views[t.tensor];
+    const size_t es = element_size(v.dtype);
+    const uint8_t* p = v.contiguous_bytes().data() + static_cast<size_t>(t.first) * es;
+    results[k] = backends[w]->value_stats(p, v.dtype, static_cast<size_t>(t.n));
+    if (progress) progress->add(static_cast<uint64_t>(t.n) * es);
+  });
   for (size_t k = 0; k < tasks.size(); ++k) {
     auto& p = report.params[tasks[k].tensor];
     if (!p.lp) p.lp = ValueStats{};
