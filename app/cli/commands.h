@@ -128,7 +128,7 @@ int run_diagnose(const DiagnoseOptions& o);
 
 namespace ckptdoc::cli {
 
-// `ckptdoc gui [PATH]`: the Qt desktop app (only in builds with the GUI).
+// `ckptdoc gui [PATH]`: runs the Qt desktop app, ckptdoc-gui (beside ckptdoc or on PATH), with these options.
 struct GuiOptions {
   std::optional<std::string> path;
   std::optional<std::string> watch;       // attach to this folder of live-run snapshots
@@ -138,7 +138,7 @@ struct GuiOptions {
   std::optional<std::string> shade;  // layout map shading: param | exact | nonfinite | moments
   std::optional<std::string> size;   // window size WxH
 };
-int run_gui(const GuiOptions& o, int argc, char** argv);
+int run_gui(const GuiOptions& o);
 
 }  // namespace ckptdoc::cli
 

@@ -160,8 +160,10 @@ int main(int argc, char** argv) {
   gui_cmd->add_option("--shade", gui.shade, "Layout map shading (default: the metric of the worst finding)")
       ->check(CLI::IsMember({"param", "exact", "nonfinite", "moments"}));
   gui_cmd->add_option("--size", gui.size, "Window size WxH, e.g. 1280x800");
-  gui_cmd->footer("Exit status: 0 closed, 2 no desktop app in this build or bad arguments.");
-  gui_cmd->callback([&] { rc = cli::run_gui(gui, argc, argv); });
+  gui_cmd->footer(
+      "Exit status: 0 closed, 2 ckptdoc-gui not found (it is looked for beside ckptdoc, then on PATH) or bad "
+      "arguments.");
+  gui_cmd->callback([&] { rc = cli::run_gui(gui); });
 
   cli::DemoOptions demo;
   auto* demo_cmd = app.add_subcommand("demo", "Write a small DeepSpeed ZeRO-2 fp16 checkpoint whose fp32 master "
