@@ -14,25 +14,27 @@
 namespace cli = ckptdoc::cli;
 
 namespace {
-// Started by mpirun/srun: join MPI so diagnose can split the rank files over the processes.
-bool launched_by_mpi() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_SIZE"})
-    if (std::getenv(v)) return true;
-  return false;
-}
+// Started by mpirun/srun: join MPI (through its plug-in) so diagnose can split the rank files over the
+// processes.
 struct MpiSession {
-  MpiSession(int* argc, char*** argv) : active(launched_by_mpi()) {
-    if (active) ckptdoc::mpi_init(argc, argv);
+  MpiSession(int* argc, char*** argv) {
+    try {
+      ckptdoc::mpi_init(argc, argv);
+    } catch (const ckptdoc::Error& e) {
+      error = e.what();
+    }
   }
-  ~MpiSession() {
-    if (active) ckptdoc::mpi_finalize();
-  }
-  bool active;
+  ~MpiSession() { ckptdoc::mpi_finalize(); }
+  std::string error;
 };
 }  // namespace
 
 int main(int argc, char** argv) {
   MpiSession mpi(&argc, &argv);
+  if (!mpi.error.empty()) {
+    std::fprintf(stderr, "ckptdoc: %s\n", mpi.error.c_str());
+    return 2;
+  }
   cli::install_test_hooks();  // test scaffolding only (CKPTDOC_TEST_HOOKS builds); see test_hooks.h
   CLI::App app{"ckptdoc - inspect and repair deep-learning training checkpoints (DeepSpeed ZeRO, torch.save, "
                "safetensors)"};
