@@ -112,6 +112,19 @@ class TestHeadlessCli : public QObject {
     QVERIFY2(r.out.empty(), r.out.c_str());
   }
 
+  // A file in the plug-in's place that is not one: dlerror()'s reason, not a single process.
+  void underALauncherABrokenPluginRefuses() {
+    test::TempDir dir;
+    const std::string cli = lone_cli(dir);
+    test::write_text(dir.file("libckptdoc_mpi.so"), "not a shared library\n");
+    ScopedEnv launcher("PMI_SIZE", "2");
+    const auto r = test::run(cli, {"diagnose", "--device", "cpu", tag_dir()}, 60000);
+    CKPTDOC_EXPECT_EXIT(r, 2);
+    QVERIFY2(mentions(r.err, dir.file("libckptdoc_mpi.so") + ": "), r.err.c_str());
+    QVERIFY2(mentions(r.err, "PMI_SIZE"), r.err.c_str());
+    QVERIFY2(r.out.empty(), r.out.c_str());
+  }
+
   // Without a launcher the plug-in is not needed: the lone copy diagnoses as one process.
   void withoutALauncherOneProcessRuns() {
     test::TempDir dir;
