@@ -134,6 +134,7 @@ struct GuiOptions {
   std::optional<std::string> watch;       // attach to this folder of live-run snapshots
   std::optional<std::string> screenshot;  // save a grab once analysis is done, then exit
   std::string view = "overview";
+  std::optional<std::string> compare;  // B of the Diff tab, compared with PATH once it is analysed
   std::optional<std::string> param;
   std::optional<std::string> shade;  // layout map shading: param | exact | nonfinite | moments
   std::optional<std::string> size;   // window size WxH

@@ -25,6 +25,7 @@ std::vector<std::string> gui_arguments(const GuiOptions& o) {
   add("--watch", o.watch);
   add("--screenshot", o.screenshot);
   args.insert(args.end(), {"--view", o.view});
+  add("--compare", o.compare);
   add("--param", o.param);
   add("--shade", o.shade);
   add("--size", o.size);

@@ -158,6 +158,8 @@ int main(int argc, char** argv) {
       "newest and a timeline of all");
   gui_cmd->add_option("--view", gui.view, "Tab to show")
       ->check(CLI::IsMember({"overview", "layout", "params", "timeline", "diff"}));
+  gui_cmd->add_option("--compare", gui.compare,
+                      "Checkpoint B for the Diff tab, compared with PATH once it is analysed");
   gui_cmd->add_option("--param", gui.param, "Param to select");
   gui_cmd->add_option("--shade", gui.shade, "Layout map shading (default: the metric of the worst finding)")
       ->check(CLI::IsMember({"param", "exact", "nonfinite", "moments"}));
