@@ -128,17 +128,18 @@ int run_diagnose(const DiagnoseOptions& o);
 
 namespace ckptdoc::cli {
 
-// `ckptdoc gui [PATH]`: the Qt desktop app (only in builds with the GUI).
+// `ckptdoc gui [PATH]`: runs the Qt desktop app, ckptdoc-gui (beside ckptdoc or on PATH), with these options.
 struct GuiOptions {
   std::optional<std::string> path;
   std::optional<std::string> watch;       // attach to this folder of live-run snapshots
   std::optional<std::string> screenshot;  // save a grab once analysis is done, then exit
   std::string view = "overview";
+  std::optional<std::string> compare;  // B of the Diff tab, compared with PATH once it is analysed
   std::optional<std::string> param;
   std::optional<std::string> shade;  // layout map shading: param | exact | nonfinite | moments
   std::optional<std::string> size;   // window size WxH
 };
-int run_gui(const GuiOptions& o, int argc, char** argv);
+int run_gui(const GuiOptions& o);
 
 }  // namespace ckptdoc::cli
 

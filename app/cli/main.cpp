@@ -14,25 +14,27 @@
 namespace cli = ckptdoc::cli;
 
 namespace {
-// Started by mpirun/srun: join MPI so diagnose can split the rank files over the processes.
-bool launched_by_mpi() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_SIZE"})
-    if (std::getenv(v)) return true;
-  return false;
-}
+// Started by mpirun/srun: join MPI (through its plug-in) so diagnose can split the rank files over the
+// processes.
 struct MpiSession {
-  MpiSession(int* argc, char*** argv) : active(launched_by_mpi()) {
-    if (active) ckptdoc::mpi_init(argc, argv);
+  MpiSession(int* argc, char*** argv) {
+    try {
+      ckptdoc::mpi_init(argc, argv);
+    } catch (const ckptdoc::Error& e) {
+      error = e.what();
+    }
   }
-  ~MpiSession() {
-    if (active) ckptdoc::mpi_finalize();
-  }
-  bool active;
+  ~MpiSession() { ckptdoc::mpi_finalize(); }
+  std::string error;
 };
 }  // namespace
 
 int main(int argc, char** argv) {
   MpiSession mpi(&argc, &argv);
+  if (!mpi.error.empty()) {
+    std::fprintf(stderr, "ckptdoc: %s\n", mpi.error.c_str());
+    return 2;
+  }
   cli::install_test_hooks();  // test scaffolding only (CKPTDOC_TEST_HOOKS builds); see test_hooks.h
   CLI::App app{"ckptdoc - inspect and repair deep-learning training checkpoints (DeepSpeed ZeRO, torch.save, "
                "safetensors)"};
@@ -156,12 +158,16 @@ int main(int argc, char** argv) {
       "newest and a timeline of all");
   gui_cmd->add_option("--view", gui.view, "Tab to show")
       ->check(CLI::IsMember({"overview", "layout", "params", "timeline", "diff"}));
+  gui_cmd->add_option("--compare", gui.compare,
+                      "Checkpoint B for the Diff tab, compared with PATH once it is analysed");
   gui_cmd->add_option("--param", gui.param, "Param to select");
   gui_cmd->add_option("--shade", gui.shade, "Layout map shading (default: the metric of the worst finding)")
       ->check(CLI::IsMember({"param", "exact", "nonfinite", "moments"}));
   gui_cmd->add_option("--size", gui.size, "Window size WxH, e.g. 1280x800");
-  gui_cmd->footer("Exit status: 0 closed, 2 no desktop app in this build or bad arguments.");
-  gui_cmd->callback([&] { rc = cli::run_gui(gui, argc, argv); });
+  gui_cmd->footer(
+      "Exit status: 0 closed, 2 ckptdoc-gui not found (it is looked for beside ckptdoc, then on PATH) or bad "
+      "arguments.");
+  gui_cmd->callback([&] { rc = cli::run_gui(gui); });
 
   cli::DemoOptions demo;
   auto* demo_cmd = app.add_subcommand("demo", "Write a small DeepSpeed ZeRO-2 fp16 checkpoint whose fp32 master "

@@ -168,7 +168,7 @@ class TestCliMessages : public QObject {
   void guiTakesTheAppsOptions() {
     const auto r = test::run_cli({"gui", "--help"});
     CKPTDOC_EXPECT_EXIT(r, 0);
-    for (const char* o : {"--shade", "--size", "--view", "--param", "--watch", "--screenshot"})
+    for (const char* o : {"--shade", "--size", "--view", "--param", "--watch", "--screenshot", "--compare"})
       QVERIFY2(mentions(r.out, o), (std::string(o) + " missing: " + r.out).c_str());
     QVERIFY2(mentions(r.out, "diff"), r.out.c_str());
   }

@@ -1,6 +1,7 @@
 #pragma once
-// Processes under MPI (one per node or per GPU). With a build without MPI, or when MPI was not initialised,
-// these describe a single process and the collectives leave their arguments unchanged.
+// Processes under MPI (one per node or per GPU). MPI lives in a plug-in, libckptdoc_mpi.so, that mpi_init()
+// loads under an MPI launcher; until then (and without a launcher) these describe a single process and the
+// collectives leave their arguments unchanged.
 #include <cstddef>
 #include <string>
 
@@ -8,8 +9,11 @@
 
 namespace ckptdoc {
 
-// Initialises MPI when this build has it and it is not yet initialised (no-op otherwise); mpi_finalize()
-// finalises it only if mpi_init() initialised it.
+// Under an MPI launcher (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK or MV2_COMM_WORLD_SIZE set): loads the
+// plug-in from beside the executable or ../lib/ckptdoc and initialises MPI unless it is already; throws
+// ckptdoc::Error, naming the paths tried and why, when the plug-in does not load (processes that each ran
+// alone would each do the whole job). Without a launcher, a no-op. mpi_finalize() finalises MPI only if
+// mpi_init() initialised it.
 void mpi_init(int* argc, char*** argv);
 void mpi_finalize();
 
