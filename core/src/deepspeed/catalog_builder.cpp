@@ -66,6 +66,7 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
   decide_wrapper();
   check_world_sizes();
   build_groups();
+  if (cat_.wrapper == OptimizerWrapper::FP16UnfusedOptimizer) build_unfused_groups();
   identify_renamed_ranks();
   expand_expert_groups();
   if (cat_.topology.moe()) check_experts();
@@ -79,7 +80,7 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
         "layout-not-analysed", "warning",
         "the optimizer (" + std::string(wrapper_name(cat_.wrapper)) +
             (cat_.wrapper == OptimizerWrapper::FP16UnfusedOptimizer
-                 ? ", which DeepSpeed 0.17.6+ saves for bf16 at ZeRO stage 0"
+                 ? ", whose fp32 masters could not be matched to the module's params"
                  : "") +
             ") keeps fp32 params and moments (" + std::to_string(cat_.optimizer_state_keys.size()) +
             " state keys) in a layout ckptdoc does not read yet: no fp32 master or moment was compared with "
