@@ -164,17 +164,37 @@ class TestRealdsV019 : public QObject {
     REALDS_EXPECT_STRICT(c);
   }
 
-  // bf16 at ZeRO stage 0 on 0.19 saves FP16_UnfusedOptimizer with its fp32 state in the model file, a layout
-  // ckptdoc does not read: it said "No problems found" after scanning 0 bytes. Now a warning names the layout
-  // and the verdict says nothing was compared.
-  void bf16ZeroStage0IsNotCalledHealthy() {
+  // bf16 at ZeRO stage 0 on 0.19 saves FP16_UnfusedOptimizer with its fp32 state in the model file: one
+  // unnamed master per param, in param-group order (model A's decay group holds the three weights, the other
+  // the biases and the norm, three of them [301]). ckptdoc matches them to the module's params and compares
+  // them all: every master rounds to its bf16 weight, which a wrong match of the [301] params would not.
+  void bf16ZeroStage0Diagnoses() {
     REALDS_REQUIRE_DS("0.19");
     const auto e = realds::checkpoint("v019_bf16_z0_dp2");
     const auto report = diagnose_json(e.save_dir, 0);
-    QCOMPARE(realds::codes(report, "warning"), std::vector<std::string>{"layout-not-analysed"});
-    QVERIFY(report["verdict"].toObject()["kind"].toString() != "clean");
+    QVERIFY(realds::codes(report, "error").empty());
+    QVERIFY(realds::codes(report, "warning").empty());
+    const auto verdict = report["verdict"].toObject();
+    QCOMPARE(verdict["kind"].toString(), QString("clean"));
+    QCOMPARE(verdict["masters_compared"].toInt(), 8);
+    QCOMPARE(verdict["moments_checked"].toInt(), 8);
     const auto text = test::run_cli({"diagnose", e.save_dir, "--device", "cpu"});
-    QVERIFY2(text.out.find("No problems found") == std::string::npos, text.out.c_str());
+    QVERIFY2(text.out.find("the fp32 masters of 8 params") != std::string::npos, text.out.c_str());
+  }
+
+  // The same checkpoint with every master replaced by noise (one torch.save by DeepSpeed 0.19's torch) is
+  // #762's signature, named as such for all 8 params.
+  void bf16ZeroStage0StaleMastersNamed() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("v019_bf16_z0_dp2");
+    test::TempDir dir;
+    const auto in = realds::copy_of(e, dir);
+    CKPTDOC_EXPECT_EXIT(realds::python_with_deepspeed(
+                            {test::source_dir() + "/tests/realds/damage.py", in, "stale-unfused-fp32"}, e.ds),
+                        0);
+    const auto report = diagnose_json(in, 1);
+    QCOMPARE(realds::codes(report, "error"), std::vector<std::string>{"fp32-master-mismatch"});
+    QCOMPARE(report["verdict"].toObject()["masters_compared"].toInt(), 8);
   }
 };
 
