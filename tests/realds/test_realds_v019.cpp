@@ -199,8 +199,10 @@ class TestRealdsV019 : public QObject {
   }
 
   // The same checkpoint with every master replaced by noise (one torch.save by DeepSpeed 0.19's torch) is
-  // #762's signature, named as such for all 8 params.
-  void bf16ZeroStage0StaleMastersNamed() {
+  // #762's signature, named as such for all 8 params. --refresh-fp32 fixes it: 0.19's engine.load_checkpoint
+  // (at dp 2, optimizer states included) then holds masters equal to the bf16 weights and the original
+  // moments, and trains.
+  void bf16ZeroStage0StaleMastersRefreshed() {
     REALDS_REQUIRE_DS("0.19");
     const auto e = realds::checkpoint("v019_bf16_z0_dp2");
     test::TempDir dir;
@@ -211,6 +213,13 @@ class TestRealdsV019 : public QObject {
     const auto report = diagnose_json(in, 1);
     QCOMPARE(realds::codes(report, "error"), std::vector<std::string>{"fp32-master-mismatch"});
     QCOMPARE(report["verdict"].toObject()["masters_compared"].toInt(), 8);
+    const auto out = dir.file("fixed");
+    CKPTDOC_EXPECT_EXIT(realds::repair(in, out, {"--refresh-fp32"}), 0);
+    QCOMPARE(diagnose_json(out, 0)["verdict"].toObject()["kind"].toString(), QString("clean"));
+    CKPTDOC_EXPECT_EXIT(realds::launch({test::source_dir() + "/tests/realds/unfused_load_check.py", out,
+                                        e.save_dir + "/" + e.tag + "/mp_rank_00_model_states.pt"},
+                                       2, e.ds),
+                        0);
   }
 
   // A client's own grouping can put params of one shape in two groups so that several assignments fit (here
