@@ -13,6 +13,11 @@ Actions (every optimizer file of the tag folder unless a rank is given):
   drift-fp32 R          1 of every 50 elements of rank R's fp32 masters moved by 2 ULPs of the lp dtype
   stale-fp32 R          rank R's fp32 masters replaced by fresh random values (one rank of #762)
   nan-fp32 R            rank R's fp32 masters all NaN (a diverged run saved)
+  stale-unfused-fp32    FP16_UnfusedOptimizer (ZeRO stage 0): every fp32 master in the model file's optimizer
+                        replaced by fresh random values
+  unfused-split-groups  FP16_UnfusedOptimizer: group 1's first master (a [301] bias) moved to group 0 behind
+                        fc1.weight, its state with it, as a client's own grouping could: three [301] params now
+                        fit either group
   loss-scale-floor      the dynamic loss scaler at its minimum scale
   dp-world-size N       the model file(s) claim dp_world_size N
   module-shape          the module's fc1.bias saved one element short (model file and param_shapes disagree)
@@ -100,6 +105,26 @@ def main():
                 ulp = (lp.float().abs().clamp_min(1e-3) * (2.0 ** (-7 if dt == torch.bfloat16 else -10)))
                 t[idx] = (lp.float() + 2 * ulp).to(torch.float32)
         edit(optim_files(tag_dir, arg)[0], f)
+    elif action == "stale-unfused-fp32":
+        def f(d):
+            g = torch.Generator().manual_seed(11)
+            for group in d["optimizer"]["fp32_groups"]:
+                for t in group:
+                    t.copy_(torch.randn(t.shape, generator=g) * 0.05)
+        edit(os.path.join(tag_dir, "mp_rank_00_model_states.pt"), f)
+    elif action == "unfused-split-groups":
+        def f(d):
+            opt = d["optimizer"]
+            g0, g1 = opt["fp32_groups"]
+            g0.insert(1, g1.pop(0))
+            inner = opt["optimizer_state_dict"]
+            n0 = len(g0) - 1
+            order = [0, n0] + list(range(1, n0)) + list(range(n0 + 1, n0 + 1 + len(g1)))  # new index -> old
+            inner["state"] = {new: inner["state"][old] for new, old in enumerate(order) if old in inner["state"]}
+            pg0, pg1 = inner["param_groups"]
+            pg0["params"] = list(range(len(g0)))
+            pg1["params"] = list(range(len(g0), len(g0) + len(g1)))
+        edit(os.path.join(tag_dir, "mp_rank_00_model_states.pt"), f)
     elif action == "loss-scale-floor":
         def f(d):
             ls = d["optimizer_state_dict"]["loss_scaler"]

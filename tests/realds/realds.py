@@ -105,7 +105,8 @@ MATRIX = {
     "v019_z3_fp16_dp2": dict(kind="train", stage=3, dtype="fp16", dp=2, steps=5, ds="0.19"),
     "v019_z3_bf16_dp2": dict(kind="train", stage=3, dtype="bf16", dp=2, steps=5, ds="0.19"),
     # bf16 at ZeRO stage 0: FP16_UnfusedOptimizer in bf16 mode (torch's AdamW is not a fused Adam; FusedAdam, on a
-    # GPU, gives FP16_Optimizer), its whole state in the model file. ds_load_check.py does not know that wrapper.
+    # GPU, gives FP16_Optimizer), its whole state in the model file (ckptdoc reads it; ds_load_check.py does not
+    # know that wrapper).
     "v019_bf16_z0_dp2": dict(kind="train", stage=0, dtype="bf16", dp=2, steps=5, ds="0.19"),
     # BF16_Optimizer: only ZeRO-1 with grad_accum_dtype fp32 in 0.19 (stage 0 raises "unsupported mix of
     # model_dtype=torch.bfloat16 and grad_accum_dtype=torch.float32")

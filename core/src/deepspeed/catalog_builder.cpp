@@ -66,6 +66,7 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
   decide_wrapper();
   check_world_sizes();
   build_groups();
+  if (cat_.wrapper == OptimizerWrapper::FP16UnfusedOptimizer) build_unfused_groups();
   identify_renamed_ranks();
   expand_expert_groups();
   if (cat_.topology.moe()) check_experts();
@@ -74,16 +75,19 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
   locate_lp_weights();
   check_module_shapes();
   read_optimizer_summary();
-  if (cat_.groups.empty() && cat_.wrapper != OptimizerWrapper::None && !cat_.optimizer_state_keys.empty())
+  if (cat_.groups.empty() && cat_.wrapper != OptimizerWrapper::None && !cat_.optimizer_state_keys.empty()) {
+    const std::string keys = " (" + std::to_string(cat_.optimizer_state_keys.size()) + " state keys)";
     problem(
         "layout-not-analysed", "warning",
-        "the optimizer (" + std::string(wrapper_name(cat_.wrapper)) +
-            (cat_.wrapper == OptimizerWrapper::FP16UnfusedOptimizer
-                 ? ", which DeepSpeed 0.17.6+ saves for bf16 at ZeRO stage 0"
-                 : "") +
-            ") keeps fp32 params and moments (" + std::to_string(cat_.optimizer_state_keys.size()) +
-            " state keys) in a layout ckptdoc does not read yet: no fp32 master or moment was compared with "
-            "anything. The 16-bit weights are readable (export --source lp)");
+        (cat_.wrapper == OptimizerWrapper::FP16UnfusedOptimizer
+             ? "the optimizer (FP16_UnfusedOptimizer) keeps fp32 params and moments" + keys +
+                   " in the model file, but they could not be matched to the module's params (see "
+                   "param-mapping-unknown)"
+             : "the optimizer (" + std::string(wrapper_name(cat_.wrapper)) +
+                   ") keeps fp32 params and moments" + keys + " in a layout ckptdoc does not read yet") +
+            ": no fp32 master or moment was compared with anything. The 16-bit weights are readable (export "
+            "--source lp)");
+  }
   if (loc.from_latest) note_universal_beside();
   report_renamed();
   check_pickle_safety();

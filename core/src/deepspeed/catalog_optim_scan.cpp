@@ -177,7 +177,8 @@ void CatalogBuilder::read_optimizer_groups(const Value* inner) {
       if (auto s = scalar_value(dict_get(entry, "step"))) out.step = step_count(*s);
     }
     const Value* pg = nullptr;
-    if (cat_.wrapper == OptimizerWrapper::Zero3) {
+    // ZeRO-3 and FP16_UnfusedOptimizer: flat groups are entries of the torch optimizer's groups' `params`.
+    if (cat_.wrapper == OptimizerWrapper::Zero3 || cat_.wrapper == OptimizerWrapper::FP16UnfusedOptimizer) {
       for (size_t i = 0; groups && groups->is_sequence() && i < groups->items().size() && !pg; ++i)
         for (const auto& id : int_list(dict_get(&groups->items()[i], "params")))
           if (id == static_cast<int64_t>(g)) pg = &groups->items()[i];

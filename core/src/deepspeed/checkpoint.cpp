@@ -4,11 +4,12 @@
 #include <algorithm>
 
 #include "ckptdoc/error.h"
-#include "ckptdoc/weights/weights_source.h"
 #include "ckptdoc/snapshot/snapshot.h"
+#include "ckptdoc/weights/weights_source.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/catalog_job.h"
 #include "deepspeed/module_entries.h"
+#include "deepspeed/tensor_slice.h"
 #include "deepspeed/value_access.h"
 
 namespace ckptdoc::deepspeed {
@@ -166,7 +167,8 @@ const char* partition_list_key(OptimizerWrapper w) {
 }
 
 const Value* moment_entry(const Value& osd, OptimizerWrapper w, int group, std::string* where) {
-  if (w == OptimizerWrapper::Zero3 || w == OptimizerWrapper::FP16Optimizer) {
+  if (w == OptimizerWrapper::Zero3 || w == OptimizerWrapper::FP16Optimizer ||
+      w == OptimizerWrapper::FP16UnfusedOptimizer) {
     *where = "optimizer_state_dict.optimizer_state_dict.state[" + std::to_string(group) + "]";
     return int_key(dict_get(dict_get(&osd, "optimizer_state_dict"), "state"), group);
   }
@@ -197,6 +199,7 @@ std::string Checkpoint::state_file_path(int dp_rank) const {
 
 std::optional<Tensor> Checkpoint::fp32_partition(int group, int dp_rank) const {
   if (catalog_.universal) return dp_rank == 0 ? universal_tensor(group, "fp32") : std::nullopt;
+  if (catalog_.wrapper == OptimizerWrapper::FP16UnfusedOptimizer) return unfused_master(group, dp_rank);
   const char* key = partition_list_key(catalog_.wrapper);
   if (!key) return std::nullopt;  // a wrapper without fp32 partitions
   const Value& osd = optimizer_state(dp_rank);  // throws naming a missing or unreadable file
@@ -214,7 +217,9 @@ std::optional<Tensor> Checkpoint::moment_partition(int group, int dp_rank, const
   std::string where;
   const size_t fg = file_index(catalog_, group);
   const Value* t = dict_get(moment_entry(osd, catalog_.wrapper, static_cast<int>(fg), &where), key);
-  if (t && t->is_tensor() && !t->as_tensor().shape.empty()) return t->as_tensor();  // 0-dim: a scalar such as step
+  if (t && t->is_tensor() && !t->as_tensor().shape.empty())  // 0-dim: a scalar such as step
+    return catalog_.wrapper == OptimizerWrapper::FP16UnfusedOptimizer ? detail::flat_view(t->as_tensor())
+                                                                      : t->as_tensor();
   // Absent here: fine when no rank holds it (a fresh optimizer), lost when another rank does.
   const auto& keys = catalog_.group_state_keys;  // per file group
   const bool expected = fg < keys.size() && std::find(keys[fg].begin(), keys[fg].end(), key) != keys[fg].end();

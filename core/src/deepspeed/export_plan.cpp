@@ -120,9 +120,14 @@ struct Planner {
 
   void trainable_fp32(std::vector<NamedTensor>& out) const {
     const auto w = cat.wrapper;
-    if (w != OptimizerWrapper::Zero12 && w != OptimizerWrapper::Zero3 && w != OptimizerWrapper::BF16Optimizer) {
-      throw Error(cat.tag_dir, "", "fp32 export needs ZeRO or BF16_Optimizer partitions; this checkpoint's optimizer is " +
-                                       std::string(wrapper_name(w)) + " (use --source lp)");
+    // FP16_UnfusedOptimizer: one master per param, laid out as flat groups when they matched the module's
+    // params.
+    if (w != OptimizerWrapper::Zero12 && w != OptimizerWrapper::Zero3 &&
+        w != OptimizerWrapper::BF16Optimizer && w != OptimizerWrapper::FP16UnfusedOptimizer) {
+      throw Error(cat.tag_dir, "",
+                  "fp32 export needs ZeRO, BF16_Optimizer or FP16_UnfusedOptimizer masters; this "
+                  "checkpoint's optimizer is " +
+                      std::string(wrapper_name(w)) + " (use --source lp)");
     }
     if (cat.groups.empty()) throw Error(cat.tag_dir, "", "no param groups could be laid out (see the problems)");
     const DType to = opt.dtype.value_or(DType::F32);

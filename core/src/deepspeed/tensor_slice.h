@@ -21,4 +21,15 @@ inline Tensor slice_1d(const Tensor& t, int64_t start, int64_t numel) {
   return s;
 }
 
+// A whole tensor as 1-D (a copy in memory when it is not contiguous): per-param state saved in the param's
+// shape.
+inline Tensor flat_view(const Tensor& t) {
+  const int64_t numel = t.numel();
+  if (!t.is_contiguous()) return Tensor::from_bytes(t.dtype, {numel}, t.to_bytes());
+  Tensor flat = t;
+  flat.shape = {numel};
+  flat.strides = {1};
+  return flat;
+}
+
 }  // namespace ckptdoc::deepspeed::detail

@@ -41,6 +41,10 @@ void Runner::rewrite_in_layout() {
           erase_group_steps(osd->get_mut("param_groups"));
         }
         write(f.path, root);
+      } else if (w == OptimizerWrapper::FP16UnfusedOptimizer && rq_.refresh_fp32) {
+        Value root = ckpt_.model_file(f.mp_rank, std::max(f.dp_rank, 0)).root.clone();
+        refresh_unfused_masters(root, f.path, lp_read);
+        write(f.path, root);
       } else {
         copy(f);
       }
@@ -111,6 +115,34 @@ void Runner::rewrite_in_layout() {
     write(f.path, root);
   }
   copy_other_files();
+}
+
+// FP16_UnfusedOptimizer: each master of optimizer.fp32_groups (flat group k, group by group) rewritten from
+// its param's 16-bit weight, in its own shape and dtype.
+void Runner::refresh_unfused_masters(Value& root, const std::string& path, const ParamRead& lp_read) {
+  Value* groups = need(need(&root, "optimizer", path), "fp32_groups", path);
+  size_t k = 0;
+  for (auto& list : groups->items_mut())
+    for (auto& item : list.items_mut()) {
+      if (k >= cat_.groups.size())
+        throw Error(path, "optimizer.fp32_groups", "more masters than the catalog matched to params");
+      const ParamEntry& p = cat_.groups[k++].params.front();
+      const Tensor& old = item.as_tensor();
+      if (old.numel() != p.numel)
+        throw Error(path, "optimizer.fp32_groups: " + p.name,
+                    expected_found(std::to_string(p.numel) + " elements", std::to_string(old.numel())));
+      const std::string name = p.name;
+      FloatFill fill =
+          guarded([name, lp_read](int64_t first, int64_t n, float* out) { lp_read(name, first, n, out); });
+      Tensor t = old.dtype == DType::BF16 || old.dtype == DType::F16
+                     ? deepspeed::view_of(deepspeed::produced_lp_storage(old.dtype, p.numel, fill), old.dtype,
+                                          p.shape, 0)
+                     : deepspeed::produced_f32(p.numel, fill, p.numel, old.requires_grad);
+      t.shape = p.shape;
+      t.strides = Tensor::contiguous_strides(p.shape);
+      t.requires_grad = old.requires_grad;
+      item = Value::tensor(std::move(t));
+    }
 }
 
 }  // namespace ckptdoc::repair::detail

@@ -174,6 +174,11 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
             refuse("--lp-source", "'" + p.name + "' has " + std::to_string(t->numel()) + " elements in " +
                                       *rq.lp_source + " but " + std::to_string(p.numel) + " in the checkpoint");
         }
+    } else if (w == OptimizerWrapper::FP16UnfusedOptimizer) {
+      if (cat.groups.empty())
+        refuse("--refresh-fp32",
+               "the fp32 masters of this FP16_UnfusedOptimizer could not be matched to the "
+               "module's params (param-mapping-unknown), so none can be refreshed");
     } else if (!zero12_like(w)) {
       refuse("--refresh-fp32", "refreshing fp32 masters of " + wname + " checkpoints is not supported");
     }
@@ -188,6 +193,12 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
     for (const auto& sl : slices) {
       const auto& sc = sl->catalog();
       const std::string label = sc.slice_label().empty() ? "" : sc.slice_label() + ", ";
+      if (w ==
+          OptimizerWrapper::FP16UnfusedOptimizer) {  // one unpartitioned master per param, in the model file
+        for (const auto& g : sc.groups)
+          plan.changed_tensors.push_back(label + "optimizer.fp32_groups: " + g.params.front().name);
+        continue;
+      }
       for (int r = 0; r < dp; ++r)
         for (int g = 0; g < sc.file_group_count(); ++g)
           plan.changed_tensors.push_back(label + "rank " + std::to_string(r) +
@@ -301,6 +312,9 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
       } else if (w == OptimizerWrapper::FP16Optimizer && (rq.reset_optimizer || rq.drop_optimizer)) {
         pf.action = "rewrite";
         pf.why = rq.drop_optimizer ? "optimizer removed" : "optimizer reset";
+      } else if (w == OptimizerWrapper::FP16UnfusedOptimizer && rq.refresh_fp32) {
+        pf.action = "rewrite";
+        pf.why = "fp32 refreshed";
       } else {
         pf.action = "copy";
       }

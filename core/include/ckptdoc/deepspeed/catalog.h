@@ -102,7 +102,8 @@ struct GroupLayout {
 
 // Problem codes the catalog emits: "rank-file-missing", "rank-file-truncated", "rank-file-unreadable",
 // "world-size-mismatch", "shape-mismatch", "layout-mismatch", "model-file-missing", "unknown-schema",
-// "legacy-param-shapes", "round-robin-order", "unsafe-pickle", "rank-file-renamed", "optimizer-state-incomplete";
+// "legacy-param-shapes", "round-robin-order", "unsafe-pickle", "rank-file-renamed", "optimizer-state-incomplete",
+// "layout-not-analysed", "param-mapping-unknown" (FP16_UnfusedOptimizer masters that cannot be named);
 // for tensor/pipeline/expert-parallel jobs also "layer-file-missing", "tp-shape-mismatch", "tp-dtype-mismatch",
 // "expert-file-missing", "expert-file-duplicated", "expert-count-mismatch", "topology-mismatch".
 struct Problem {

@@ -117,6 +117,9 @@ class Checkpoint : public std::enable_shared_from_this<Checkpoint> {
                                                 std::shared_ptr<FileCache> cache);
   std::optional<Tensor> universal_tensor(int group, const std::string& state) const;  // universal/universal_tensors.cpp
   std::string state_file_path(int dp_rank) const;  // the file a rank's optimizer state is read from
+  // FP16_UnfusedOptimizer: the fp32 master of flat group `group` (one param), flattened
+  // (catalog_unfused.cpp).
+  std::optional<Tensor> unfused_master(int group, int dp_rank) const;
   friend class CatalogBuilder;
 };
 
