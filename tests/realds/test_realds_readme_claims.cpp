@@ -1,6 +1,7 @@
-// README claims that had no test, judged by real DeepSpeed: the group_paddings rule per ds_version against what
-// DeepSpeed itself saved at the new world size, and `repair --repartition --target --allow-shape-change`
-// through the CLI, checked with DeepSpeed's zero_to_fp32 consolidation and torch.load.
+// Documented claims that had no test, judged by real DeepSpeed: the group_paddings rule per ds_version
+// (the "Padding rule" in docs/reference.md) against what DeepSpeed itself saved at the new world size, and
+// `repair --repartition --target --allow-shape-change` through the CLI, checked with DeepSpeed's zero_to_fp32
+// consolidation and torch.load.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QtTest>
