@@ -1,5 +1,8 @@
 #include "gui_fixtures.h"
 
+#include <vector>
+
+#include "ckptdoc/format/safetensors.h"
 #include "damage_support.h"
 
 namespace ckptdoc::test {
@@ -12,6 +15,18 @@ std::string make_stale_masters_checkpoint(const TempDir& dir) {
   for (int rank = 0; rank < 2; ++rank)
     replace_fp32_masters_with_noise(optim_file_of(dst + "/global_step5", rank), static_cast<uint32_t>(100 + rank * 10));
   return dst;
+}
+
+std::string make_long_names_weights(const TempDir& dir) {
+  std::vector<NamedTensor> tensors;
+  for (int layer = 10; layer < 12; ++layer)
+    for (const char* proj : {"k_proj", "q_proj", "v_proj"})
+      tensors.push_back(
+          {"model.decoder.layers." + std::to_string(layer) + ".encoder_attn." + proj + ".weight",
+           Tensor::from_bytes(DType::F32, {2, 2}, std::vector<uint8_t>(16, 0))});
+  const std::string file = dir.file("model.safetensors");
+  write_safetensors_file(file, tensors);
+  return file;
 }
 
 }  // namespace ckptdoc::test

@@ -22,7 +22,6 @@
 
 #include "app_settings.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/format/safetensors.h"
 #include "ckptdoc/format/torch_file.h"
 #include "damage_support.h"
 #include "diff_model.h"
@@ -280,16 +279,8 @@ class TestDiffView : public QObject {
   // numbers leave and elides (its tooltip has the whole name). Sized to its contents, a long name pushed
   // "Within tol." out of the view.
   void everyColumnFitsTheDefaultWindow() {
-    // Names as long as Hugging Face's (BART's decoder cross-attention).
     test::TempDir dir;
-    std::vector<NamedTensor> tensors;
-    for (int layer = 10; layer < 12; ++layer)
-      for (const char* proj : {"k_proj", "q_proj", "v_proj"})
-        tensors.push_back(
-            {"model.decoder.layers." + std::to_string(layer) + ".encoder_attn." + proj + ".weight",
-             Tensor::from_bytes(DType::F32, {2, 2}, std::vector<uint8_t>(16, 0))});
-    const std::string file = dir.file("model.safetensors");
-    write_safetensors_file(file, tensors);
+    const std::string file = test::make_long_names_weights(dir);
     MainWindow w;
     w.resize(1280, 800);
     w.show();

@@ -18,7 +18,6 @@
 #include <map>
 #include <memory>
 
-#include "ckptdoc/format/safetensors.h"
 #include "gui_fixtures.h"
 #include "gui_test_main.h"
 
@@ -270,14 +269,7 @@ class TestImguiScripted : public QObject {
   // table at the size the app opens at: the names are cut in the middle, not the numbers pushed out.
   void diffTableKeepsTheLastColumnInView() {
     test::TempDir dir;
-    std::vector<NamedTensor> tensors;
-    for (int layer = 10; layer < 12; ++layer)
-      for (const char* proj : {"k_proj", "q_proj", "v_proj"})
-        tensors.push_back(
-            {"model.decoder.layers." + std::to_string(layer) + ".encoder_attn." + proj + ".weight",
-             Tensor::from_bytes(DType::F32, {2, 2}, std::vector<uint8_t>(16, 0))});
-    const std::string file = dir.file("model.safetensors");
-    write_safetensors_file(file, tensors);
+    const std::string file = test::make_long_names_weights(dir);
     const auto r = runScript(*x_, dir, file,
                              "wait opened 300\n"
                              "compare " +
