@@ -122,6 +122,9 @@ class TestRealdsV019 : public QObject {
     QCOMPARE(as_set(realds::codes(report, "info")),
              (std::set<std::string>{"masters-in-16-bit", "not-analysed"}));
     QCOMPARE(report["verdict"].toObject()["masters_compared"].toInt(), 8);
+    // The verdict names what it compared: these masters are bf16, not fp32.
+    const auto basis = report["verdict"].toObject()["basis"].toString();
+    QVERIFY2(basis.startsWith("the 16-bit masters of 8 params"), qPrintable(basis));
 
     test::TempDir dir;
     const auto st = dir.file("model.safetensors");

@@ -29,6 +29,10 @@ Verdict verdict_of(const Report& report, const deepspeed::Catalog& catalog) {
   }
 
   const bool weights_only = catalog.kind != "deepspeed";
+  // DeepSpeed 0.18.3+ may keep the masters in bf16 (or fp16): the verdict names what it compared.
+  const bool masters_16bit = std::any_of(report.findings.begin(), report.findings.end(),
+                                         [](const Finding& f) { return f.code == "masters-in-16-bit"; });
+  const std::string masters = masters_16bit ? "16-bit masters" : "fp32 masters";
   if (weights_only) {
     v.basis = v.tensors_scanned == 0 ? "no tensor was read"
                                      : "the values of " + count_of(v.tensors_scanned, "tensor", "tensors") +
@@ -38,11 +42,12 @@ Verdict verdict_of(const Report& report, const deepspeed::Catalog& catalog) {
         " holds no fp32 masters and no optimizer state: nothing to compare the weights with");
   } else {
     if (v.masters_compared > 0)
-      v.basis = "the fp32 masters of " + count_of(v.masters_compared, "param", "params") + " (" +
+      v.basis = "the " + masters + " of " + count_of(v.masters_compared, "param", "params") + " (" +
                 std::to_string(compared_elements) + " elements) were compared with their " +
                 lp_name(catalog.lp_dtype) + " weights";
     else if (v.tensors_scanned > 0)
-      v.basis = "the fp32 values of " + count_of(v.tensors_scanned, "param", "params") +
+      v.basis = "the " + std::string(masters_16bit ? "master" : "fp32") + " values of " +
+                count_of(v.tensors_scanned, "param", "params") +
                 " were read (NaN/Inf), but no master was compared with a 16-bit weight";
     else
       v.basis = "no param's values were read";
@@ -58,7 +63,7 @@ Verdict verdict_of(const Report& report, const deepspeed::Catalog& catalog) {
             "none), so nothing was compared with them; pass 16-bit weights saved elsewhere (--lp-source) to "
             "compare");
       else
-        v.not_checked.push_back("no 16-bit weight was found to compare the fp32 masters with");
+        v.not_checked.push_back("no 16-bit weight was found to compare the " + masters + " with");
     }
   }
 
@@ -74,7 +79,7 @@ Verdict verdict_of(const Report& report, const deepspeed::Catalog& catalog) {
   } else {
     v.kind = VerdictKind::NothingCompared;
     v.headline = v.tensors_scanned > 0
-                     ? "No NaN/Inf or damage found, but the fp32 masters were compared with nothing."
+                     ? "No NaN/Inf or damage found, but the " + masters + " were compared with nothing."
                      : "Nothing was checked.";
   }
   return v;
