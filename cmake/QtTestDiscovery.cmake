@@ -1,15 +1,22 @@
-# ckptdoc_add_qtest(target SOURCES ... LIBS ... LABELS ... ENV ... [SKIP_REGEX re] [TIMEOUT s]): a Qt Test executable whose
-# every test function becomes its own ctest entry ("target.function"), discovered after each build by running
-# "target -functions". SKIP_REGEX: output that makes ctest report the entry as skipped (a QSKIP for a reason
-# outside the code, such as a missing reference implementation).
+# ckptdoc_add_qtest(target SOURCES ... LIBS ... LABELS ... ENV ... [SKIP_REGEX re] [TIMEOUT s] [PCH_FROM t]): a Qt Test
+# executable whose every test function becomes its own ctest entry ("target.function"), discovered after each build
+# by running "target -functions". SKIP_REGEX: output that makes ctest report the entry as skipped (a QSKIP for a
+# reason outside the code, such as a missing reference implementation). PCH_FROM: a target with the same compile
+# flags whose precompiled header this one reuses.
 function(ckptdoc_add_qtest target)
-  cmake_parse_arguments(ARG "" "SKIP_REGEX;TIMEOUT" "SOURCES;LIBS;LABELS;ENV" ${ARGN})
+  cmake_parse_arguments(ARG "" "SKIP_REGEX;TIMEOUT;PCH_FROM" "SOURCES;LIBS;LABELS;ENV" ${ARGN})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 600)
   endif()
   add_executable(${target} ${ARG_SOURCES})
   target_link_libraries(${target} PRIVATE ${ARG_LIBS} Qt6::Test)
   set_target_properties(${target} PROPERTIES AUTOMOC ON)
+  if(ARG_PCH_FROM)  # a target compiled with the same flags whose precompiled header this one reuses
+    target_precompile_headers(${target} REUSE_FROM ${ARG_PCH_FROM})
+    # AUTOMOC's file is nearly empty: loading the header would cost more than it saves.
+    set_source_files_properties(${CMAKE_CURRENT_BINARY_DIR}/${target}_autogen/mocs_compilation.cpp
+                                TARGET_DIRECTORY ${target} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
+  endif()
   # The CLI path is spelled out rather than $<TARGET_FILE:ckptdoc>, which would make every test depend on the
   # CLI; tests that run it (interop) add that dependency themselves.
   set(ctest_file "${CMAKE_CURRENT_BINARY_DIR}/${target}_tests.cmake")

@@ -47,7 +47,10 @@ std::vector<std::string> model_args(const QString& cfg) {
   const auto parts = cfg.split(',');
   std::vector<std::string> a{"--stage", parts[0].toStdString(), "--dtype", parts[1].toStdString()};
   if (parts.contains("bf16opt")) a.push_back("--bf16-optimizer");
-  if (parts.contains("edge")) a.insert(a.end(), {"--model", "edge"});
+  if (parts.contains("edge")) {
+    a.push_back("--model");  // (not insert of a list: GCC 12 warns falsely on it, -Warray-bounds)
+    a.push_back("edge");
+  }
   return a;
 }
 
