@@ -176,6 +176,27 @@ class TestTruthfulVerdicts : public QObject {
     CKPTDOC_EXPECT_EXIT(r, 0);
     QVERIFY2(!mentions(r.out, "stays"), r.out.c_str());
   }
+
+  // DeepSpeed 0.18.4 (bf16, ZeRO stage 0) saved no optimizer state (`optimizer: None`, no optimizer file)
+  // although the run trained with AdamW: "Nothing was checked", exit 0, and no word on why. The warning names
+  // the version's bug and the resume that keeps the weights. Older checkpoints with optimizer state never get
+  // it.
+  void anOptimizerStateNeverSavedIsNamed() {
+    auto d = diagnose({test::deepspeed_fixture("v0184_bf16_z0_ws2") + "/checkpoint"});
+    CKPTDOC_EXPECT_EXIT(d.run, 0);
+    QCOMPARE(d.codes(), QStringList{"optimizer-state-not-saved"});
+    const auto f = d.json["findings"].toArray()[0].toObject();
+    QCOMPARE(f["severity"].toString(), QString("warning"));
+    const std::string message = f["message"].toString().toStdString();
+    for (const char* want : {"AdamW", "DeepSpeed 0.18.4", "#7571", "load_module_only=True"})
+      QVERIFY2(mentions(message, want), message.c_str());
+    QCOMPARE(d.verdict()["kind"].toString(), QString("problems"));
+    QCOMPARE(d.verdict()["masters_compared"].toInt(), 0);
+    for (const char* older : {"zero2_bf16_ws2", "bf16opt_zero1_ws2"})
+      QVERIFY(!diagnose({test::deepspeed_fixture(older) + "/checkpoint"})
+                   .codes()
+                   .contains("optimizer-state-not-saved"));
+  }
 };
 
 CKPTDOC_TEST_MAIN(TestTruthfulVerdicts)

@@ -71,6 +71,7 @@ class CatalogBuilder {
   void check_partitions();
   void check_module_shapes();
   void read_optimizer_summary(const Value* osd = nullptr);  // default: the first readable optimizer file's
+  void note_optimizer_not_saved();  // trained with an optimizer, saved none (catalog_optimizer_not_saved.cpp)
   // Universal checkpoints (universal/catalog_universal.cpp): the whole catalog of a folder holding zero/.
   void build_universal();
   void note_universal_beside();  // a save folder whose `latest_universal` names another tag
