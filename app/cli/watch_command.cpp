@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string_view>
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/error.h"
@@ -66,10 +67,13 @@ void print_line(const SnapshotSummary& s, double seconds, bool as_json) {
   std::fflush(stdout);
 }
 
-void print_event(const WatchEvent& e, const char* what, const std::string& error, bool as_json) {
+// `kind`: the error's kind (kind_name), in the JSON only.
+void print_event(const WatchEvent& e, const char* what, const std::string& error, bool as_json,
+                 std::string_view kind = {}) {
   if (as_json) {
     json j{{"event", what}, {"tag", e.tag}, {"dir", e.dir}};
     if (!error.empty()) j["error"] = error;
+    if (!kind.empty()) j["kind"] = kind;
     std::printf("%s\n", j.dump().c_str());
   } else if (!error.empty()) {
     std::printf("%-16s %s: %s\n", e.tag.c_str(), what, error.c_str());
@@ -149,8 +153,11 @@ int run_watch(const WatchOptions& o) {
         const auto ckpt = deepspeed::Checkpoint::open(e.dir);
         const auto report = analysis::diagnose(*ckpt, dopt);
         summary = snapshot::summarize(*ckpt, report);
-      } catch (const std::exception& ex) {  // deleted meanwhile (rotation), or damaged
-        print_event(e, "unreadable", ex.what(), o.json);
+      } catch (const Error& ex) {  // deleted meanwhile (rotation), or damaged
+        print_event(e, "unreadable", ex.what(), o.json, kind_name(ex.kind()));
+        continue;
+      } catch (const std::exception& ex) {
+        print_event(e, "unreadable", ex.what(), o.json, kind_name(ErrorKind::Other));
         continue;
       }
       timeline.add(summary);

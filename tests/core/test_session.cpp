@@ -177,13 +177,13 @@ class TestSession : public QObject {
     q.wait_idle();
     q.poll();
     QCOMPARE(out.size(), size_t{3});
-    QCOMPARE(out["input"].error->kind, ErrorKind::Input);
+    QCOMPARE(out["input"].error->kind, session::ErrorKind::Input);
     QCOMPARE(out["input"].error->file, std::string("rank3.pt"));
     QCOMPARE(out["input"].error->where, std::string("offset 12"));
     QVERIFY(out["input"].error->message.find("truncated") != std::string::npos);
     QCOMPARE(out["input"].job->state(), JobState::Failed);
-    QCOMPARE(out["internal"].error->kind, ErrorKind::Internal);
-    QCOMPARE(out["system"].error->kind, ErrorKind::System);
+    QCOMPARE(out["internal"].error->kind, session::ErrorKind::Internal);
+    QCOMPARE(out["system"].error->kind, session::ErrorKind::System);
     QCOMPARE(out["system"].error->file, std::string("/nope"));
   }
 
@@ -292,7 +292,7 @@ class TestSession : public QObject {
       if (!o.ok()) err = o.error;
     });
     QVERIFY(pump(s, [&] { return err.has_value(); }));
-    QCOMPARE(err->kind, ErrorKind::Input);
+    QCOMPARE(err->kind, session::ErrorKind::Input);
     QVERIFY(!err->message.empty());
     QVERIFY(s.is_open());
     QCOMPARE(s.path(), fixture("zero1_fp16_ws2"));
@@ -378,7 +378,7 @@ class TestSession : public QObject {
     QVERIFY(got->value->pairs > 0);
     s.density("no.such.param", 32, [&](Outcome<analysis::Density2D>& o) { bad = o; });
     QVERIFY(pump(s, [&] { return bad.has_value(); }));
-    QCOMPARE(bad->error->kind, ErrorKind::Input);
+    QCOMPARE(bad->error->kind, session::ErrorKind::Input);
   }
 
   // One rank of a real checkpoint gets random masters: its fragments measure stale, the other rank's exact,
@@ -564,7 +564,7 @@ class TestSession : public QObject {
 
     job->cancel();
     QVERIFY(pump(s, [&] { return end.has_value(); }));
-    QCOMPARE(end->error->kind, ErrorKind::Cancelled);
+    QCOMPARE(end->error->kind, session::ErrorKind::Cancelled);
   }
 
   // A re-dumped tag (its rank files and then its manifest replaced in the same folder, with a new id) is the
@@ -649,7 +649,7 @@ class TestSession : public QObject {
     std::optional<Outcome<repair::Plan>> refused, plan;
     s.plan_repair(dir.file("out"), repair::RepairRequest{}, [&](Outcome<repair::Plan>& o) { refused = o; });
     QVERIFY(pump(s, [&] { return refused.has_value(); }));
-    QCOMPARE(refused->error->kind, ErrorKind::Input);
+    QCOMPARE(refused->error->kind, session::ErrorKind::Input);
     QVERIFY(refused->error->message.find("no repair asked for") != std::string::npos);
     auto rq =
         Session::repair_request_for(analysis::RepairKind::ResetOptimizer, *s.catalog(), DeviceKind::Cpu);

@@ -348,6 +348,7 @@ class TestUnpickler : public QObject {
       unpickle(data, opt);
       QFAIL("accepted");
     } catch (const Error& e) {
+      QCOMPARE(e.kind(), ErrorKind::Corrupt);
       QCOMPARE(e.file(), std::string("model.pt"));
       QCOMPARE(e.where(), std::string("record 'archive/data.pkl', offset 2 (opcode BINGET)"));
       QVERIFY2(e.detail().find("memo index 5") != std::string::npos, e.what());

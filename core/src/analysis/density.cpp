@@ -10,7 +10,7 @@
 namespace ckptdoc::analysis {
 
 Density2D density_2d(std::span<const float> x, std::span<const float> y, int bins) {
-  if (bins < 1) throw Error("", "density_2d", "bins must be at least 1");
+  if (bins < 1) throw Error(ErrorKind::InvalidRequest, "", "density_2d", "bins must be at least 1");
   Density2D d;
   d.bins = bins;
   d.counts.assign(static_cast<size_t>(bins) * static_cast<size_t>(bins), 0);

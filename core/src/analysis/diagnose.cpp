@@ -31,7 +31,7 @@ void sort_findings(std::vector<Finding>& f) {
 // coordinates), the job's catalog problems once, and the comparison of replicated params across tensor ranks.
 Report diagnose_job(const deepspeed::Checkpoint& job, const DiagnoseOptions& options, Progress* progress) {
   if (mpi_size() > 1)
-    throw Error(job.catalog().tag_dir, "mpirun",
+    throw Error(ErrorKind::Unsupported, job.catalog().tag_dir, "mpirun",
                 "diagnosing a tensor/pipeline-parallel checkpoint across MPI processes is not supported; run "
                 "ckptdoc diagnose in one process");
   Report report;
@@ -85,7 +85,7 @@ void compare_zero3_with_lp_weights(const deepspeed::Checkpoint& ckpt, const Diag
   if (ckpt.catalog().wrapper != deepspeed::OptimizerWrapper::Zero3) {
     if (options.lp_source)
       throw Error(
-          *options.lp_source, "--lp-source",
+          ErrorKind::InvalidRequest, *options.lp_source, "--lp-source",
           "only ZeRO-3 checkpoints are compared with 16-bit weights saved elsewhere; this one keeps its own");
     return;
   }

@@ -37,14 +37,17 @@ std::string describe(const deepspeed::Checkpoint& c, DiffWhat what) {
 std::vector<NamedTensor> moment_tensors(const deepspeed::Checkpoint& ck, const std::string& key) {
   using namespace deepspeed::detail;
   const auto& cat = ck.catalog();
-  if (cat.groups.empty()) throw Error(cat.tag_dir, "", "no ZeRO or BF16_Optimizer partitions to take " + key + " from");
+  if (cat.groups.empty())
+    throw Error(ErrorKind::Unsupported, cat.tag_dir, "",
+                "no ZeRO or BF16_Optimizer partitions to take " + key + " from");
   std::vector<NamedTensor> out;
   for (const auto& g : cat.groups) {
     std::vector<Tensor> parts;
     for (const auto& rp : g.partitions) {
       auto t = ck.moment_partition(g.index, rp.rank, key);
       if (!t)
-        throw Error(cat.tag_dir, "group " + std::to_string(g.index) + ", dp rank " + std::to_string(rp.rank),
+        throw Error(ErrorKind::NotFound, cat.tag_dir,
+                    "group " + std::to_string(g.index) + ", dp rank " + std::to_string(rp.rank),
                     "no " + key + " saved (an empty or missing optimizer state)");
       parts.push_back(*t);
     }
@@ -97,7 +100,7 @@ class Pipe : public ByteSink {
       ready_.wait(lock, [&] { return !chunks_.empty() || closed_; });
       if (chunks_.empty()) {
         if (error_) std::rethrow_exception(error_);
-        throw Error("", "", "a tensor's producer wrote fewer bytes than its size");
+        throw Error(ErrorKind::Corrupt, "", "", "a tensor's producer wrote fewer bytes than its size");
       }
       auto& front = chunks_.front();
       const size_t take = std::min(n, front.size() - offset_);
@@ -167,7 +170,9 @@ void to_double(const uint8_t* p, DType d, size_t n, double* out) {
       case DType::I8: out[i] = static_cast<int8_t>(p[i]); break;
       case DType::U8:
       case DType::Bool: out[i] = p[i]; break;
-      default: throw Error("", "", "cannot compare values of dtype " + std::string(dtype_name(d)));
+      default:
+        throw Error(ErrorKind::Unsupported, "", "",
+                    "cannot compare values of dtype " + std::string(dtype_name(d)));
     }
   }
 }
@@ -268,7 +273,8 @@ DiffWhat parse_diff_what(const std::string& s) {
   if (s == "lp") return DiffWhat::Lp;
   if (s == "exp_avg") return DiffWhat::ExpAvg;
   if (s == "exp_avg_sq") return DiffWhat::ExpAvgSq;
-  throw Error("", "--what", expected_found("fp32, lp, exp_avg or exp_avg_sq", "'" + s + "'"));
+  throw Error(ErrorKind::InvalidRequest, "", "--what",
+              expected_found("fp32, lp, exp_avg or exp_avg_sq", "'" + s + "'"));
 }
 
 std::string_view diff_what_name(DiffWhat w) {
@@ -296,7 +302,8 @@ bool DiffResult::equal() const {
 std::vector<NamedTensor> diff_tensors(const deepspeed::Checkpoint& ckpt, DiffWhat what) {
   if (ckpt.weights_only()) {
     if (what == DiffWhat::ExpAvg || what == DiffWhat::ExpAvgSq)
-      throw Error(ckpt.catalog().tag_dir, "--what " + std::string(diff_what_name(what)),
+      throw Error(ErrorKind::InvalidRequest, ckpt.catalog().tag_dir,
+                  "--what " + std::string(diff_what_name(what)),
                   "this is a weights-only source: it holds no optimizer moments");
     deepspeed::ExportOptions o;
     o.device = DeviceKind::Cpu;
@@ -357,7 +364,9 @@ DiffResult diff(const deepspeed::Checkpoint& a, const deepspeed::Checkpoint& b, 
     try {
       compare_values(ta[i], tb[j], r.compared[k], options);
     } catch (const Error& e) {
-      throw Error(e.file(), "tensor '" + r.compared[k].name + "'" + (e.where().empty() ? "" : ", " + e.where()), e.detail());
+      throw Error(e.kind(), e.file(),
+                  "tensor '" + r.compared[k].name + "'" + (e.where().empty() ? "" : ", " + e.where()),
+                  e.detail());
     }
     if (progress) progress->add(ta[i].tensor.nbytes() + tb[j].tensor.nbytes());
   }

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <limits>
 #include <optional>
-#include <stdexcept>
 #include <vector>
 
 #include "ckptdoc/error.h"
@@ -58,14 +57,15 @@ void for_each_chunk(const Tensor& lp, const std::vector<Run>& runs, int64_t chun
 
 Density2D param_density(const deepspeed::Checkpoint& ckpt, int group, int param, int bins, Progress* progress,
                         int64_t chunk_elements) {
-  if (bins < 1) throw std::invalid_argument("param_density: bins must be at least 1");
+  if (bins < 1) throw Error(ErrorKind::InvalidRequest, "", "param_density", "bins must be at least 1");
   const auto& cat = ckpt.catalog();
   if (group < 0 || static_cast<size_t>(group) >= cat.groups.size())
-    throw Error(cat.tag_dir, "group " + std::to_string(group), "no such param group");
+    throw Error(ErrorKind::InvalidRequest, cat.tag_dir, "group " + std::to_string(group),
+                "no such param group");
   const auto& g = cat.groups[static_cast<size_t>(group)];
   if (param < 0 || static_cast<size_t>(param) >= g.params.size())
-    throw Error(cat.tag_dir, "group " + std::to_string(group) + " param " + std::to_string(param),
-                "no such param");
+    throw Error(ErrorKind::InvalidRequest, cat.tag_dir,
+                "group " + std::to_string(group) + " param " + std::to_string(param), "no such param");
   const auto& pe = g.params[static_cast<size_t>(param)];
   const int64_t chunk = std::max<int64_t>(1, chunk_elements);
 
@@ -80,7 +80,7 @@ Density2D param_density(const deepspeed::Checkpoint& ckpt, int group, int param,
     lp = c;
   }
   if (lp->numel() != pe.numel)
-    throw Error(cat.tag_dir, "param " + pe.name,
+    throw Error(ErrorKind::Inconsistent, cat.tag_dir, "param " + pe.name,
                 expected_found(std::to_string(pe.numel) + " weight elements", std::to_string(lp->numel())));
   std::vector<Run> runs;
   for (const auto& part : g.partitions)

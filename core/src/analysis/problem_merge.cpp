@@ -42,7 +42,7 @@ struct Reader {
   const std::string& b;
   size_t at = 0;
   uint64_t u64() {
-    if (at + 8 > b.size()) throw Error("", "problems from another process", "truncated");
+    if (at + 8 > b.size()) throw Error(ErrorKind::Corrupt, "", "problems from another process", "truncated");
     uint64_t v = 0;
     std::memcpy(&v, b.data() + at, 8);
     at += 8;
@@ -50,7 +50,7 @@ struct Reader {
   }
   std::string str() {
     const uint64_t n = u64();
-    if (n > b.size() - at) throw Error("", "problems from another process", "truncated");
+    if (n > b.size() - at) throw Error(ErrorKind::Corrupt, "", "problems from another process", "truncated");
     std::string s = b.substr(at, n);
     at += n;
     return s;

@@ -262,7 +262,8 @@ class Scanner {
     if (layouts_.empty())
       for (const auto& g : ckpt_.catalog().groups) layouts_[g.index] = &g;
     const auto it = layouts_.find(index);
-    if (it == layouts_.end()) throw Error("", "group " + std::to_string(index), "not in the catalog");
+    if (it == layouts_.end())
+      throw Error(ErrorKind::InvalidRequest, "", "group " + std::to_string(index), "not in the catalog");
     return *it->second;
   }
 

@@ -14,7 +14,7 @@ DeviceKind parse_device(const std::string& s) {
   if (s == "auto") return DeviceKind::Auto;
   if (s == "cpu") return DeviceKind::Cpu;
   if (s == "cuda") return DeviceKind::Cuda;
-  throw Error("", "device", expected_found("auto, cpu or cuda", "'" + s + "'"));
+  throw Error(ErrorKind::InvalidRequest, "", "device", expected_found("auto, cpu or cuda", "'" + s + "'"));
 }
 
 std::string device_name(DeviceKind k) {
@@ -51,10 +51,10 @@ std::unique_ptr<Backend> make_cuda_backend([[maybe_unused]] int device) {
   try {
     return cuda::make_backend(device);
   } catch (const std::runtime_error& e) {
-    throw Error("", "CUDA device " + std::to_string(device), e.what());
+    throw Error(ErrorKind::Device, "", "CUDA device " + std::to_string(device), e.what());
   }
 #else
-  throw Error("", "CUDA device " + std::to_string(device), "built without CUDA");
+  throw Error(ErrorKind::Device, "", "CUDA device " + std::to_string(device), "built without CUDA");
 #endif
 }
 
@@ -71,7 +71,8 @@ std::unique_ptr<Backend> make_backend(DeviceKind kind, std::string* note) {
   std::string why;
   const bool have = cuda_available(&why);
   if (!have) {
-    if (kind == DeviceKind::Cuda) throw Error("", "device cuda", "no usable CUDA device: " + why);
+    if (kind == DeviceKind::Cuda)
+      throw Error(ErrorKind::Device, "", "device cuda", "no usable CUDA device: " + why);
     if (note) *note = "no CUDA device: " + why + "; using CPU";
     return make_cpu_backend();
   }
@@ -79,7 +80,7 @@ std::unique_ptr<Backend> make_backend(DeviceKind kind, std::string* note) {
   try {
     return cuda::make_backend(devices_for_process(mpi_local_rank(), mpi_local_size(), cuda_device_count()).at(0));
   } catch (const std::runtime_error& e) {
-    if (kind == DeviceKind::Cuda) throw Error("", "device cuda", e.what());
+    if (kind == DeviceKind::Cuda) throw Error(ErrorKind::Device, "", "device cuda", e.what());
     if (note) *note = std::string("CUDA device unusable: ") + e.what() + "; using CPU";
     return make_cpu_backend();
   }

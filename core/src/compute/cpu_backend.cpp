@@ -259,7 +259,7 @@ class CpuBackend final : public Backend {
       case DType::BF16: return values<DType::BF16>(data, n);
       case DType::F64: return values<DType::F64>(data, n);
       default:
-        throw Error("", "value statistics",
+        throw Error(ErrorKind::Unsupported, "", "value statistics",
                     expected_found("float32, float16, bfloat16 or float64", std::string(dtype_name(dtype))));
     }
   }

@@ -18,11 +18,11 @@ const ckptdoc_mpi_table& table() {
 }
 
 void check(int rc, const char* call) {
-  if (rc != 0) throw Error("", call, "failed with MPI error " + std::to_string(rc));
+  if (rc != 0) throw Error(ErrorKind::Device, "", call, "failed with MPI error " + std::to_string(rc));
 }
 void check_int_count(size_t bytes, const char* call) {
   if (bytes > static_cast<size_t>(INT_MAX))
-    throw Error("", call, "message of " + std::to_string(bytes) + " bytes");
+    throw Error(ErrorKind::Device, "", call, "message of " + std::to_string(bytes) + " bytes");
 }
 // The collectives go to MPI only when there is another process to talk to.
 const ckptdoc_mpi_table& collectives() {
@@ -48,7 +48,7 @@ void mpi_init(int* argc, char*** argv) {
   std::string why;
   const ckptdoc_mpi_table* plugin = load_mpi_plugin(why);
   if (!plugin)
-    throw Error("", "MPI",
+    throw Error(ErrorKind::Device, "", "MPI",
                 std::string("started by an MPI launcher (") + launcher + " is set) but the MPI plug-in " +
                     kMpiPluginName + " could not be loaded: " + why + ". " + kNoPluginHint +
                     "; without the launcher ckptdoc runs as one process");
@@ -111,7 +111,7 @@ void mpi_alltoallv(const float* send, const size_t* send_counts, float* recv, co
       received += recv_counts[p];
     }
     if (sent > static_cast<size_t>(INT_MAX) || received > static_cast<size_t>(INT_MAX))
-      throw Error("", "MPI_Alltoallv", "a round of more than 2^31 floats");
+      throw Error(ErrorKind::Unsupported, "", "MPI_Alltoallv", "a round of more than 2^31 floats");
   }
   check(t.alltoallv(send, send_counts, recv, recv_counts), "MPI_Alltoallv");
 }

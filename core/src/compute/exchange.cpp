@@ -36,7 +36,7 @@ std::unique_ptr<Exchanger> make_exchanger(DeviceKind backend, [[maybe_unused]] i
       return cuda::make_nccl_exchanger(device, mpi_rank(), mpi_size(),
                                        [](void* data, size_t bytes, int root) { mpi_broadcast(data, bytes, root); });
     } catch (const std::runtime_error& e) {
-      throw Error("", "NCCL communicator on device " + std::to_string(device), e.what());
+      throw Error(ErrorKind::Device, "", "NCCL communicator on device " + std::to_string(device), e.what());
     }
 #endif
   }

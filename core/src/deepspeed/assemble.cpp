@@ -43,12 +43,13 @@ bool gather(const GroupLayout& g, int index, int64_t numel, std::vector<float>& 
 
 ParamData Checkpoint::assemble(int group, int param_index, bool with_moments) const {
   if (group < 0 || static_cast<size_t>(group) >= catalog_.groups.size()) {
-    throw Error(catalog_.tag_dir, "group " + std::to_string(group), "no such param group");
+    throw Error(ErrorKind::InvalidRequest, catalog_.tag_dir, "group " + std::to_string(group),
+                "no such param group");
   }
   const GroupLayout& g = catalog_.groups[static_cast<size_t>(group)];
   if (param_index < 0 || static_cast<size_t>(param_index) >= g.params.size()) {
-    throw Error(catalog_.tag_dir, "group " + std::to_string(group) + " param " + std::to_string(param_index),
-                "no such param");
+    throw Error(ErrorKind::InvalidRequest, catalog_.tag_dir,
+                "group " + std::to_string(group) + " param " + std::to_string(param_index), "no such param");
   }
   const ParamEntry& p = g.params[static_cast<size_t>(param_index)];
   ParamData d;

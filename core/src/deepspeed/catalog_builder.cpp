@@ -55,13 +55,15 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
     return f.role == FileRole::Model || f.role == FileRole::Optim;
   });
   if (!any_rank_file) {
-    throw Error(cat_.tag_dir, "", "no model-states or optimizer-states files in the tag folder");
+    throw Error(ErrorKind::NotFound, cat_.tag_dir, "",
+                "no model-states or optimizer-states files in the tag folder");
   }
   read_model_file();
   read_topology();
   scan_optim_files();
   if (!model_ && std::none_of(optim_.begin(), optim_.end(), [](const auto& kv) { return kv.second.file; })) {
-    throw Error(cat_.tag_dir, "", "no readable model-states or optimizer-states file (see the problems above)");
+    throw Error(ErrorKind::Corrupt, cat_.tag_dir, "",
+                "no readable model-states or optimizer-states file (see the problems above)");
   }
   decide_wrapper();
   check_world_sizes();
@@ -127,7 +129,7 @@ void CatalogBuilder::read_topology() {
     for (auto& p : found) job_problems_.push_back(std::move(p));
   const Topology& t = cat_.topology;
   if (cat_.mp_rank >= t.mp_world_size)
-    throw Error(cat_.tag_dir, "mp rank " + std::to_string(cat_.mp_rank),
+    throw Error(ErrorKind::Inconsistent, cat_.tag_dir, "mp rank " + std::to_string(cat_.mp_rank),
                 "beyond the job's " + std::to_string(t.mp_world_size) + " model-parallel ranks");
   cat_.pp_stage = t.stage_of(cat_.mp_rank);
   cat_.tp_rank = t.tp_of(cat_.mp_rank);

@@ -28,7 +28,8 @@ std::vector<ParamEntry> entries_of(const Value* shapes, const std::string& file)
     p.numel = checked_numel(p.shape, file, "param_shapes['" + name + "']");
     total += p.numel;
     if (total > kMaxGroupNumel)
-      throw Error(file, "param_shapes", "a group claims more than " + std::to_string(kMaxGroupNumel) + " elements");
+      throw Error(ErrorKind::Corrupt, file, "param_shapes",
+                  "a group claims more than " + std::to_string(kMaxGroupNumel) + " elements");
     out.push_back(std::move(p));
   }
   return out;

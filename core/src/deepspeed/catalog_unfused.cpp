@@ -208,7 +208,7 @@ std::optional<Tensor> Checkpoint::unfused_master(int group, int dp_rank) const {
     }
     k -= n;
   }
-  throw Error(state_file_path(0), "key 'optimizer.fp32_groups'",
+  throw Error(ErrorKind::Corrupt, state_file_path(0), "key 'optimizer.fp32_groups'",
               "the fp32 master of param group " + std::to_string(group) + " is missing");
 }
 

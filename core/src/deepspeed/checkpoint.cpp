@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/io/fs_error.h"
 #include "ckptdoc/snapshot/snapshot.h"
 #include "ckptdoc/weights/weights_source.h"
 #include "deepspeed/catalog_builder.h"
@@ -41,7 +42,8 @@ std::shared_ptr<Checkpoint> Checkpoint::open_slice(const std::string& path, cons
   return ck;
 }
 
-std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& path, const OpenOptions& options) {
+// A function-try-block: a std::filesystem error from anywhere in opening leaves as an Error (io/fs_error.h).
+std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& path, const OpenOptions& options) try {
   std::shared_ptr<Checkpoint> ck = open_slice(path, options, nullptr);
   if (options.mp_rank != 0 || !ck->catalog_.topology.model_parallel()) return ck;
   // The whole job: every mp rank's catalog, its problems (labelled with its coordinates) and what only the
@@ -67,12 +69,14 @@ std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& path, const Open
   }
   add_job_problems(slices, ck->catalog_.problems);
   return ck;
+} catch (const std::filesystem::filesystem_error& e) {
+  throw io::error_from(e);
 }
 
 std::shared_ptr<const Checkpoint> Checkpoint::slice(int mp_rank) const {
   if (mp_rank == catalog_.mp_rank) return shared_from_this();
   if (mp_rank < 0 || mp_rank >= slice_count())
-    throw Error(catalog_.tag_dir, "mp rank " + std::to_string(mp_rank),
+    throw Error(ErrorKind::InvalidRequest, catalog_.tag_dir, "mp rank " + std::to_string(mp_rank),
                 "no such model-parallel rank (the job has " + std::to_string(slice_count()) + ")");
   std::lock_guard<std::mutex> lock(slices_mutex_);
   auto it = slices_.find(mp_rank);
@@ -115,14 +119,15 @@ void Checkpoint::check_unchanged() const {
 const TorchFile& Checkpoint::file(const std::string& relative_path) const {
   for (const auto& f : catalog_.files)
     if (f.path == relative_path) return open_cached(f.abs_path);
-  throw Error(catalog_.tag_dir, relative_path, "no such file in the tag folder");
+  throw Error(ErrorKind::NotFound, catalog_.tag_dir, relative_path, "no such file in the tag folder");
 }
 
 const TorchFile& Checkpoint::model_file(int mp_rank, int dp_rank) const {
   if (mp_rank < 0) mp_rank = catalog_.mp_rank;
   const CheckpointFile* f = catalog_.model_file(mp_rank, dp_rank);
   if (!f) {
-    throw Error(catalog_.tag_dir, "mp rank " + std::to_string(mp_rank) + ", dp rank " + std::to_string(dp_rank),
+    throw Error(ErrorKind::NotFound, catalog_.tag_dir,
+                "mp rank " + std::to_string(mp_rank) + ", dp rank " + std::to_string(dp_rank),
                 "no model-states file");
   }
   return open_cached(f->abs_path);
@@ -132,7 +137,8 @@ const TorchFile& Checkpoint::optim_file(int dp_rank, int mp_rank) const {
   if (mp_rank < 0) mp_rank = catalog_.mp_rank;
   const CheckpointFile* f = catalog_.optim_file(dp_rank, mp_rank);
   if (!f) {
-    throw Error(catalog_.tag_dir, "dp rank " + std::to_string(dp_rank) + ", mp rank " + std::to_string(mp_rank),
+    throw Error(ErrorKind::NotFound, catalog_.tag_dir,
+                "dp rank " + std::to_string(dp_rank) + ", mp rank " + std::to_string(mp_rank),
                 "no optimizer-states file");
   }
   return open_cached(f->abs_path);
@@ -143,15 +149,16 @@ const Value& Checkpoint::optimizer_state(int dp_rank, int mp_rank) const {
   if (catalog_.optim_file(dp_rank, mp_rank)) {
     const TorchFile& f = optim_file(dp_rank, mp_rank);
     if (const Value* osd = dict_get(&f.root, "optimizer_state_dict")) return *osd;
-    throw Error(f.path, "key 'optimizer_state_dict'", "missing");
+    throw Error(ErrorKind::Corrupt, f.path, "key 'optimizer_state_dict'", "missing");
   }
   const auto w = catalog_.wrapper;
   if (w == OptimizerWrapper::Zero12 || w == OptimizerWrapper::Zero3 || w == OptimizerWrapper::BF16Optimizer)
-    throw Error(catalog_.tag_dir, "dp rank " + std::to_string(dp_rank) + ", mp rank " + std::to_string(mp_rank),
+    throw Error(ErrorKind::NotFound, catalog_.tag_dir,
+                "dp rank " + std::to_string(dp_rank) + ", mp rank " + std::to_string(mp_rank),
                 "the optimizer-states file is missing");
   const TorchFile& m = model_file(mp_rank, dp_rank);
   if (const Value* opt = dict_get(&m.root, "optimizer")) return *opt;
-  throw Error(m.path, "key 'optimizer'", "no optimizer state in this checkpoint");
+  throw Error(ErrorKind::NotFound, m.path, "key 'optimizer'", "no optimizer state in this checkpoint");
 }
 
 namespace {
@@ -206,7 +213,8 @@ std::optional<Tensor> Checkpoint::fp32_partition(int group, int dp_rank) const {
   const size_t fg = file_index(catalog_, group);
   const Value* t = list_at(dict_get(&osd, key), fg);
   if (!t || !t->is_tensor())
-    throw Error(state_file_path(dp_rank), "key '" + std::string(key) + "[" + std::to_string(fg) + "]'",
+    throw Error(ErrorKind::Inconsistent, state_file_path(dp_rank),
+                "key '" + std::string(key) + "[" + std::to_string(fg) + "]'",
                 "the fp32 partition of dp rank " + std::to_string(dp_rank) + " is missing");
   return t->as_tensor();
 }
@@ -224,7 +232,7 @@ std::optional<Tensor> Checkpoint::moment_partition(int group, int dp_rank, const
   const auto& keys = catalog_.group_state_keys;  // per file group
   const bool expected = fg < keys.size() && std::find(keys[fg].begin(), keys[fg].end(), key) != keys[fg].end();
   if (expected)
-    throw Error(state_file_path(dp_rank), where + "['" + key + "']",
+    throw Error(ErrorKind::Inconsistent, state_file_path(dp_rank), where + "['" + key + "']",
                 "missing on dp rank " + std::to_string(dp_rank) + " while other ranks hold it");
   return std::nullopt;
 }

@@ -76,7 +76,7 @@ std::string tag_folders_listed(const fs::path& save_dir) {
 // The tag a `latest`-style file names, checked; throws naming the file and its content otherwise.
 std::string checked_tag_from(const fs::path& file, const std::string& t) {
   if (is_tag_name(t) && stays_inside(file.parent_path(), t)) return t;
-  throw Error(file.string(), "",
+  throw Error(ErrorKind::PathEscape, file.string(), "",
               expected_found(
                   "the name of a tag folder inside " + file.parent_path().string(),
                   "'" + t + "', which " + (is_tag_name(t) ? "is a link that leads out of it" : "is a path")) +
@@ -236,16 +236,16 @@ bool holds_only_a_deepspeed_checkpoint(const std::string& dir, std::string* fore
 Location locate_checkpoint(const std::string& path, const std::optional<std::string>& tag) {
   std::error_code ec;
   const fs::path p(path);
-  if (!fs::exists(p, ec)) throw Error(path, "", "no such file or folder");
+  if (!fs::exists(p, ec)) throw Error(ErrorKind::NotFound, path, "", "no such file or folder");
   if (fs::is_regular_file(p, ec)) {
     if (p.filename() == "latest") return locate_checkpoint(p.parent_path().string(), tag);
     return in_tag_dir(fs::absolute(p).parent_path());
   }
-  if (!fs::is_directory(p, ec)) throw Error(path, "", "not a file or folder");
+  if (!fs::is_directory(p, ec)) throw Error(ErrorKind::Unsupported, path, "", "not a file or folder");
 
   if (tag) {
     if (!is_tag_name(*tag) || !stays_inside(p, *tag))
-      throw Error(path, "tag '" + *tag + "'",
+      throw Error(ErrorKind::PathEscape, path, "tag '" + *tag + "'",
                   "a tag is the name of one folder inside the save folder, not a path (" +
                       tag_folders_listed(p) + ")");
     const fs::path t = p / *tag;
@@ -255,7 +255,8 @@ Location locate_checkpoint(const std::string& path, const std::optional<std::str
       return loc;
     }
     if (fs::absolute(p).lexically_normal().filename() == *tag && has_rank_files(path)) return in_tag_dir(p);
-    throw Error(path, "tag '" + *tag + "'", "no tag folder of that name (" + tag_folders_listed(p) + ")");
+    throw Error(ErrorKind::NotFound, path, "tag '" + *tag + "'",
+                "no tag folder of that name (" + tag_folders_listed(p) + ")");
   }
   if (fs::is_regular_file(p / "latest", ec)) {
     const std::string t = read_latest(p / "latest");
@@ -267,7 +268,7 @@ Location locate_checkpoint(const std::string& path, const std::optional<std::str
       return loc;
     }
     if (!has_rank_files(path)) {
-      throw Error((p / "latest").string(), "",
+      throw Error(ErrorKind::NotFound, (p / "latest").string(), "",
                   expected_found("the name of a tag folder next to it", "'" + t + "', which does not exist") +
                       "; pass --tag to choose another tag (" + tag_folders_listed(p) + ")");
     }
@@ -282,8 +283,9 @@ Location locate_checkpoint(const std::string& path, const std::optional<std::str
       loc.from_latest = true;
       return loc;
     }
-    throw Error((p / "latest_universal").string(), "",
-                expected_found("the name of a universal checkpoint folder next to it", "'" + t + "', which does not exist"));
+    throw Error(ErrorKind::NotFound, (p / "latest_universal").string(), "",
+                expected_found("the name of a universal checkpoint folder next to it",
+                               "'" + t + "', which does not exist"));
   }
   if (has_rank_files(path)) return in_tag_dir(p);
 
@@ -311,16 +313,18 @@ Location locate_checkpoint(const std::string& path, const std::optional<std::str
       std::string list;
       for (const auto& b : below) list += (list.empty() ? "" : ", ") + b;
       for (const auto& w : weights) list += ", " + (p / w).string() + " (Hugging Face weights)";
-      throw Error(path, "",
+      throw Error(ErrorKind::InvalidRequest, path, "",
                   "holds no checkpoint itself but " + std::to_string(below.size() + weights.size()) +
                       " things below it that are: " + list + "; pass the one to open");
     }
-    throw Error(path, "", "not a DeepSpeed checkpoint: no `latest` file, no tag folder and no "
-                          "*_model_states.pt / *_optim_states.pt files");
+    throw Error(ErrorKind::NotFound, path, "",
+                "not a DeepSpeed checkpoint: no `latest` file, no tag folder and no "
+                "*_model_states.pt / *_optim_states.pt files");
   }
   std::string list;
   for (const auto& t : tags) list += (list.empty() ? "" : ", ") + t;
-  throw Error(path, "", "several tag folders (" + list + ") and no `latest` file; pass --tag to choose one");
+  throw Error(ErrorKind::InvalidRequest, path, "",
+              "several tag folders (" + list + ") and no `latest` file; pass --tag to choose one");
 }
 
 }  // namespace ckptdoc::deepspeed::detail

@@ -22,13 +22,14 @@ ExportFormat parse_export_format(const std::string& s) {
   if (s == "safetensors") return ExportFormat::Safetensors;
   if (s == "torch" || s == "pt" || s == "bin") return ExportFormat::Torch;
   if (s == "hdf5" || s == "h5") return ExportFormat::Hdf5;
-  throw Error("", "--format", expected_found("safetensors, torch or hdf5", "'" + s + "'"));
+  throw Error(ErrorKind::InvalidRequest, "", "--format",
+              expected_found("safetensors, torch or hdf5", "'" + s + "'"));
 }
 
 ExportSource parse_export_source(const std::string& s) {
   if (s == "fp32") return ExportSource::Fp32;
   if (s == "lp") return ExportSource::Lp;
-  throw Error("", "--source", expected_found("fp32 or lp", "'" + s + "'"));
+  throw Error(ErrorKind::InvalidRequest, "", "--source", expected_found("fp32 or lp", "'" + s + "'"));
 }
 
 namespace {
@@ -51,16 +52,17 @@ bool same_file(const std::string& a, const std::string& b) {
 // existing file without --force, and a folder only when sharding. Throws naming --output.
 void check_export_output(const Checkpoint& ckpt, const std::string& out_path, const ExportOptions& options) {
   namespace fs = std::filesystem;
-  if (out_path.empty()) throw Error("", "--output", "an output file is required");
+  if (out_path.empty()) throw Error(ErrorKind::InvalidRequest, "", "--output", "an output file is required");
   const std::string out = io::normalised_path(out_path);
   const std::string tag = io::normalised_path(ckpt.catalog().tag_dir);
   const auto files = input_files(ckpt);
   for (const auto& f : files)
     if (same_file(out, f))
-      throw Error(out, "--output",
+      throw Error(ErrorKind::InvalidRequest, out, "--output",
                   "is a file this export reads; choose a new path (the input is never modified)");
   if (!ckpt.weights_only() && io::inside_or_equal(out, tag))
-    throw Error(out, "--output", "is inside the input's tag folder " + tag + "; choose a path outside it");
+    throw Error(ErrorKind::InvalidRequest, out, "--output",
+                "is inside the input's tag folder " + tag + "; choose a path outside it");
   std::error_code ec;
   const bool exists = fs::exists(fs::symlink_status(out, ec));
   if (options.max_shard_size) {
@@ -68,15 +70,16 @@ void check_export_output(const Checkpoint& ckpt, const std::string& out_path, co
     // input.
     for (const auto& f : files)
       if (io::normalised_path(fs::path(f).parent_path().string()) == out)
-        throw Error(out, "--output",
+        throw Error(ErrorKind::InvalidRequest, out, "--output",
                     "holds the files this export reads (" + fs::path(f).filename().string() +
                         "); choose another folder (the input is never modified)");
     return;
   }
   if (exists && fs::is_directory(out, ec))
-    throw Error(out, "--output",
+    throw Error(ErrorKind::InvalidRequest, out, "--output",
                 "is a folder: name a file, or pass --max-shard-size to write a sharded folder into it");
-  if (exists && !options.force) throw Error(out, "--output", "exists (pass --force to replace it)");
+  if (exists && !options.force)
+    throw Error(ErrorKind::OutputExists, out, "--output", "exists (pass --force to replace it)");
 }
 
 }  // namespace
@@ -86,16 +89,19 @@ ExportResult export_weights(const Checkpoint& ckpt, const std::string& out_path,
   check_export_output(ckpt, out_path, options);
   detail::remove_dead_leftovers(out_path);
   if (options.dtype && *options.dtype != DType::F32 && *options.dtype != DType::F16 && *options.dtype != DType::BF16) {
-    throw Error(out_path, "--dtype", expected_found("float32, float16 or bfloat16", std::string(dtype_name(*options.dtype))));
+    throw Error(ErrorKind::InvalidRequest, out_path, "--dtype",
+                expected_found("float32, float16 or bfloat16", std::string(dtype_name(*options.dtype))));
   }
 #ifndef CKPTDOC_HAVE_HDF5_WRITER
   if (options.format == ExportFormat::Hdf5) {
-    throw Error(out_path, "--format hdf5", "HDF5 export is not available in this build (no HDF5 writer yet); "
-                                           "use safetensors or torch");
+    throw Error(ErrorKind::Unsupported, out_path, "--format hdf5",
+                "HDF5 export is not available in this build (no HDF5 writer yet); "
+                "use safetensors or torch");
   }
 #endif
   if (options.max_shard_size && options.format == ExportFormat::Hdf5)
-    throw Error(out_path, "--max-shard-size", "HDF5 export is always one file; shard safetensors or torch output");
+    throw Error(ErrorKind::InvalidRequest, out_path, "--max-shard-size",
+                "HDF5 export is always one file; shard safetensors or torch output");
   auto tally = std::make_shared<detail::NonFiniteTally>();
   const std::vector<NamedTensor> tensors =
       detail::watch_non_finite(export_tensors(ckpt, options, progress), tally, options.strict);

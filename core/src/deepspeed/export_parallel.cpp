@@ -53,41 +53,43 @@ NamedTensor merged(const std::string& name, const std::vector<Tensor>& slices, c
   std::vector<std::vector<int64_t>> shapes;
   for (const auto& t : slices) {
     if (t.dtype != dtype)
-      throw Error(rules.source, name, "its tensor-parallel slices have different dtypes; cannot merge");
+      throw Error(ErrorKind::Inconsistent, rules.source, name,
+                  "its tensor-parallel slices have different dtypes; cannot merge");
     shapes.push_back(t.shape);
   }
   std::vector<int64_t> shape = first.shape;
   const auto dim = static_cast<size_t>(rule.cat_dim);
   if (rule.kind == TpMerge::Concat || rule.kind == TpMerge::SubParams2) {
     if (shape.size() <= dim)
-      throw Error(rules.source, name,
+      throw Error(ErrorKind::Inconsistent, rules.source, name,
                   "rule '" + rule.pattern + "' concatenates on dim " + std::to_string(dim) +
                       " but the slices are " + shape_text(shape));
     for (const auto& s : shapes) {
       std::vector<int64_t> a = s, b = first.shape;
       a[dim] = b[dim] = 0;
       if (a != b)
-        throw Error(rules.source, name,
+        throw Error(ErrorKind::Inconsistent, rules.source, name,
                     "tensor-parallel slices " + shape_text(first.shape) + " and " + shape_text(s) +
                         " do not concatenate on dim " + std::to_string(dim));
     }
     shape[dim] = 0;
     for (const auto& s : shapes) shape[dim] += s[dim];
     if (rule.kind == TpMerge::SubParams2 && first.shape[0] % 2 != 0)
-      throw Error(rules.source, name,
+      throw Error(ErrorKind::Inconsistent, rules.source, name,
                   "two sub-params per slice need an even dim 0, found " + shape_text(first.shape));
   } else {
     for (const auto& s : shapes)
       if (s != first.shape)
-        throw Error(rules.source, name,
+        throw Error(ErrorKind::Inconsistent, rules.source, name,
                     "replicated/averaged slices " + shape_text(first.shape) + " and " + shape_text(s) +
                         " differ in shape");
   }
   if (rule.vocabulary) {
     if (!rules.original_vocab_size)
-      throw Error(rules.source, name, "a vocabulary param, but original_vocab_size is not given");
+      throw Error(ErrorKind::InvalidRequest, rules.source, name,
+                  "a vocabulary param, but original_vocab_size is not given");
     if (shape.empty() || *rules.original_vocab_size > shape[0])
-      throw Error(rules.source, name,
+      throw Error(ErrorKind::InvalidRequest, rules.source, name,
                   "original_vocab_size " + std::to_string(*rules.original_vocab_size) +
                       " exceeds the merged rows " + shape_text(shape));
     shape[0] = *rules.original_vocab_size;
@@ -166,7 +168,8 @@ std::vector<NamedTensor> job_export_tensors(const Checkpoint& job, const ExportO
     if (seen.insert(n.name).second) out.push_back(std::move(n));
   };
   if (options.tp_rank >= t.tp)
-    throw Error(job.catalog().tag_dir, "--tp-rank " + std::to_string(options.tp_rank),
+    throw Error(ErrorKind::InvalidRequest, job.catalog().tag_dir,
+                "--tp-rank " + std::to_string(options.tp_rank),
                 "the job has " + std::to_string(t.tp) + " tensor-parallel ranks");
   if (t.tp == 1 || options.tp_rank >= 0) {
     const int k = std::max(options.tp_rank, 0);
@@ -177,7 +180,7 @@ std::vector<NamedTensor> job_export_tensors(const Checkpoint& job, const ExportO
   std::optional<TpRules> rules =
       options.tp_rules ? std::optional<TpRules>(read_tp_rules(*options.tp_rules)) : tp_rules_of(job);
   if (!rules)
-    throw Error(job.catalog().tag_dir, "",
+    throw Error(ErrorKind::Unsupported, job.catalog().tag_dir, "",
                 "a tensor-parallel checkpoint (tp " + std::to_string(t.tp) +
                     ") without universal_checkpoint_info: "
                     "pass --tp-rules FILE saying how its slices merge, or --tp-rank K to write one tensor "
@@ -199,7 +202,7 @@ std::vector<NamedTensor> job_export_tensors(const Checkpoint& job, const ExportO
       for (int k = 0; k < t.tp; ++k) {
         auto it = by_rank[static_cast<size_t>(k)].find(name);
         if (it == by_rank[static_cast<size_t>(k)].end())
-          throw Error(job.catalog().tag_dir, name,
+          throw Error(ErrorKind::Inconsistent, job.catalog().tag_dir, name,
                       "on tensor rank 0 but not on tensor rank " + std::to_string(k));
         slices.push_back(it->second);
       }
@@ -224,7 +227,7 @@ std::vector<NamedTensor> job_export_tensors(const Checkpoint& job, const ExportO
     std::string list;
     for (const auto& n : no_rule) list += (list.empty() ? "" : ", ") + n;
     throw Error(
-        rules->source, "",
+        ErrorKind::Unsupported, rules->source, "",
         "no tensor-parallel merge rule for " + std::to_string(no_rule.size()) +
             " param(s) whose slices differ: " + list +
             ". Give a --tp-rules file that covers them (tp_replicated_parameter_patterns, "

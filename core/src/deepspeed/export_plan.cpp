@@ -86,7 +86,8 @@ struct Planner {
       for (const auto& p : cat.frozen_params) {
         const Value* t = dict_get(frags0, p.name);
         if (!t || !t->is_tensor()) {
-          throw Error(cat.metadata_model_file()->path, "frozen_param_fragments['" + p.name + "']",
+          throw Error(ErrorKind::NotFound, cat.metadata_model_file()->path,
+                      "frozen_param_fragments['" + p.name + "']",
                       "missing; pass --exclude-frozen to export without frozen params");
         }
         out.push_back({p.name, as_dtype(t->as_tensor(), opt.dtype)});
@@ -105,7 +106,8 @@ struct Planner {
         if (n == 0) break;
         const Value* t = dict_get(dict_get(&ck.model_file(-1, r).root, "frozen_param_fragments"), p.name);
         if (!t || !t->is_tensor()) {
-          throw Error(cat.model_file(-1, r) ? cat.model_file(-1, r)->path : cat.tag_dir,
+          throw Error(ErrorKind::Inconsistent,
+                      cat.model_file(-1, r) ? cat.model_file(-1, r)->path : cat.tag_dir,
                       "frozen_param_fragments['" + p.name + "']", "missing on dp rank " + std::to_string(r));
         }
         lp = t->as_tensor().dtype;
@@ -124,12 +126,14 @@ struct Planner {
     // params.
     if (w != OptimizerWrapper::Zero12 && w != OptimizerWrapper::Zero3 &&
         w != OptimizerWrapper::BF16Optimizer && w != OptimizerWrapper::FP16UnfusedOptimizer) {
-      throw Error(cat.tag_dir, "",
+      throw Error(ErrorKind::Unsupported, cat.tag_dir, "",
                   "fp32 export needs ZeRO, BF16_Optimizer or FP16_UnfusedOptimizer masters; this "
                   "checkpoint's optimizer is " +
                       std::string(wrapper_name(w)) + " (use --source lp)");
     }
-    if (cat.groups.empty()) throw Error(cat.tag_dir, "", "no param groups could be laid out (see the problems)");
+    if (cat.groups.empty())
+      throw Error(ErrorKind::Unsupported, cat.tag_dir, "",
+                  "no param groups could be laid out (see the problems)");
     const DType to = opt.dtype.value_or(DType::F32);
     for (const auto& g : cat.groups) {
       // Every rank's partition must be there and long enough before anything is written.
@@ -137,13 +141,16 @@ struct Planner {
       for (const auto& rp : g.partitions) {
         auto t = ck.fp32_partition(g.index, rp.rank);
         if (!t) {
-          throw Error(cat.tag_dir, "group " + std::to_string(g.index) + ", dp rank " + std::to_string(rp.rank),
-                      "the fp32 partition is missing (optimizer file absent or unreadable); cannot consolidate");
+          throw Error(
+              ErrorKind::NotFound, cat.tag_dir,
+              "group " + std::to_string(g.index) + ", dp rank " + std::to_string(rp.rank),
+              "the fp32 partition is missing (optimizer file absent or unreadable); cannot consolidate");
         }
         int64_t need = 0;
         for (const auto& f : rp.fragments) need = std::max(need, f.partition_offset + f.numel);
         if (t->numel() < need) {
-          throw Error(cat.tag_dir, "group " + std::to_string(g.index) + ", dp rank " + std::to_string(rp.rank),
+          throw Error(ErrorKind::Inconsistent, cat.tag_dir,
+                      "group " + std::to_string(g.index) + ", dp rank " + std::to_string(rp.rank),
                       expected_found("at least " + std::to_string(need) + " fp32 elements",
                                      std::to_string(t->numel())));
         }
@@ -178,8 +185,9 @@ struct Planner {
 
   void trainable_lp(std::vector<NamedTensor>& out) const {
     if (cat.wrapper == OptimizerWrapper::Zero3 && !ck.weights()) {  // a Trainer folder keeps them beside
-      throw Error(cat.tag_dir, "", "ZeRO-3 model files hold only placeholders; lp weights are not saved "
-                                   "(use --source fp32)");
+      throw Error(ErrorKind::Unsupported, cat.tag_dir, "",
+                  "ZeRO-3 model files hold only placeholders; lp weights are not saved "
+                  "(use --source fp32)");
     }
     std::vector<std::string> names;
     if (!cat.groups.empty()) {
@@ -193,7 +201,9 @@ struct Planner {
     }
     for (const auto& name : names) {
       auto t = ck.lp_param(name);
-      if (!t) throw Error(cat.tag_dir, "module['" + name + "']", "missing from the model-states file");
+      if (!t)
+        throw Error(ErrorKind::NotFound, cat.tag_dir, "module['" + name + "']",
+                    "missing from the model-states file");
       out.push_back({name, as_dtype(*t, opt.dtype)});
     }
   }
@@ -207,7 +217,7 @@ std::vector<NamedTensor> slice_export_tensors(const Checkpoint& ckpt, const Expo
   const Catalog& cat = ckpt.catalog();
   const bool weights_only = ckpt.weights_only() && ckpt.weights();
   if (!weights_only && !cat.metadata_model_file())
-    throw Error(cat.tag_dir, "", "no model-states file: buffers and names are unknown");
+    throw Error(ErrorKind::NotFound, cat.tag_dir, "", "no model-states file: buffers and names are unknown");
   Planner plan{ckpt, cat, options, nullptr, nullptr};
   std::vector<NamedTensor> out;
   if (weights_only) {  // weights files hold one set of weights: --source has nothing to choose

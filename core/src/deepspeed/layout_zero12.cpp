@@ -17,7 +17,9 @@ int64_t python_slice_len(int64_t p, int64_t length) {
 
 // Offsets, numels and the equal split shared by both wrappers; saved lengths/records are filled by callers.
 GroupLayout flat_layout(int index, std::vector<ParamEntry> params, int dp, int64_t alignment) {
-  if (dp < 1) throw Error("", "layout", "a data-parallel size of " + std::to_string(dp) + " (at least 1 is needed)");
+  if (dp < 1)
+    throw Error(ErrorKind::InvalidRequest, "", "layout",
+                "a data-parallel size of " + std::to_string(dp) + " (at least 1 is needed)");
   GroupLayout g;
   g.index = index;
   int64_t off = 0;

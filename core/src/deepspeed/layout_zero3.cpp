@@ -7,7 +7,9 @@
 namespace ckptdoc::deepspeed {
 
 GroupLayout layout_zero3(int index, std::vector<ParamEntry> params, int dp) {
-  if (dp < 1) throw Error("", "layout", "a data-parallel size of " + std::to_string(dp) + " (at least 1 is needed)");
+  if (dp < 1)
+    throw Error(ErrorKind::InvalidRequest, "", "layout",
+                "a data-parallel size of " + std::to_string(dp) + " (at least 1 is needed)");
   GroupLayout g;
   g.index = index;
   int64_t off = 0;

@@ -79,7 +79,7 @@ class NonFiniteSink : public ByteSink {
       return;
     }
     if (strict_)
-      throw Error("", "tensor '" + count_.name + "'",
+      throw Error(ErrorKind::Corrupt, "", "tensor '" + count_.name + "'",
                   std::string("element ") + std::to_string(index_) + " is " + (nan ? "NaN" : "Inf") +
                       "; --strict refuses to write non-finite weights (nothing was written)");
     ++(nan ? count_.nan : count_.inf);

@@ -17,33 +17,34 @@ namespace ckptdoc::deepspeed::detail {
 
 CheckedOutputFolder check_output_folder(const std::string& output, const std::vector<std::string>& inputs,
                                         bool force) {
-  if (output.empty()) throw Error("", "--output", "an output folder is required");
+  if (output.empty()) throw Error(ErrorKind::InvalidRequest, "", "--output", "an output folder is required");
   CheckedOutputFolder result;
   result.path = io::normalised_path(output);
   const std::string& out = result.path;
   for (const auto& input : inputs) {
     const std::string in = io::normalised_path(input);
     if (io::inside_or_equal(out, in))
-      throw Error("", "--output",
+      throw Error(ErrorKind::InvalidRequest, "", "--output",
                   "the output " + out + " is inside the input checkpoint " + in +
                       "; choose a new folder elsewhere (the input is never modified)");
     if (io::inside_or_equal(in, out))
-      throw Error("", "--output",
+      throw Error(ErrorKind::InvalidRequest, "", "--output",
                   "the output " + out + " contains the input checkpoint; choose a new folder");
   }
   std::error_code ec;
   if (!fs::exists(fs::symlink_status(out, ec))) return result;
-  if (!fs::is_directory(out, ec)) throw Error("", "--output", out + " exists and is not a folder");
+  if (!fs::is_directory(out, ec))
+    throw Error(ErrorKind::OutputExists, "", "--output", out + " exists and is not a folder");
   result.existed = true;
   if (fs::is_empty(out, ec)) return result;
   if (!force)
-    throw Error("", "--output",
+    throw Error(ErrorKind::OutputExists, "", "--output",
                 out + " exists and is not empty (pass --force to replace a checkpoint there)");
   // --force replaces what an earlier run (or DeepSpeed) wrote there, recognised by its content, nothing else.
   std::string foreign;
   if (!holds_only_a_deepspeed_checkpoint(out, &foreign))
     throw Error(
-        "", "--force",
+        ErrorKind::OutputExists, "", "--force",
         out + " holds " + foreign +
             ", which is not part of a DeepSpeed checkpoint; --force replaces only a folder that holds a "
             "DeepSpeed checkpoint and nothing else. Choose another output folder, or move those files away "

@@ -292,7 +292,9 @@ struct Writer {
     if (progress) progress->check();
     const std::string path = tag_dir + "/" + name;
     write_checkpoint_file(path, root, io);
-    const uint64_t bytes = fs::file_size(path);
+    std::error_code ec;
+    const uint64_t bytes = fs::file_size(path, ec);
+    if (ec) throw Error(ErrorKind::Io, path, "", "cannot be read back: " + ec.message());
     result.bytes += bytes;
     result.files.push_back(tag + "/" + name);
     if (progress) progress->add(1);
@@ -559,10 +561,11 @@ SynthBreak parse_synth_break(const std::string& s0) {
                        SynthBreak::NanInExpAvgSq, SynthBreak::TruncateRank, SynthBreak::MissingRank,
                        SynthBreak::WrongDpWorldSize})
     if (s == synth_break_name(b)) return b;
-  throw Error("", "", "unknown break mode '" + s0 +
-                          "' (none, stale_fp32, stale_fp32_one_rank, zero_moments_with_step, nan_in_exp_avg_sq, "
-                          "truncate_rank, "
-                          "missing_rank, wrong_dp_world_size)");
+  throw Error(ErrorKind::InvalidRequest, "", "",
+              "unknown break mode '" + s0 +
+                  "' (none, stale_fp32, stale_fp32_one_rank, zero_moments_with_step, nan_in_exp_avg_sq, "
+                  "truncate_rank, "
+                  "missing_rank, wrong_dp_world_size)");
 }
 
 std::string_view synth_break_name(SynthBreak b) {
@@ -581,12 +584,15 @@ std::string_view synth_break_name(SynthBreak b) {
 
 SynthResult write_synthetic_checkpoint(const std::string& dir, const SynthOptions& o, Progress* progress,
                                        FileIo& io) {
-  if (o.stage < 1 || o.stage > 3) throw Error(dir, "", "ZeRO stage must be 1, 2 or 3");
-  if (o.dtype != DType::F16 && o.dtype != DType::BF16) throw Error(dir, "", "dtype must be fp16 or bf16");
+  if (o.stage < 1 || o.stage > 3)
+    throw Error(ErrorKind::InvalidRequest, dir, "", "ZeRO stage must be 1, 2 or 3");
+  if (o.dtype != DType::F16 && o.dtype != DType::BF16)
+    throw Error(ErrorKind::InvalidRequest, dir, "", "dtype must be fp16 or bf16");
   if (o.bf16_optimizer && (o.dtype != DType::BF16 || o.stage != 1))
-    throw Error(dir, "", "the BF16_Optimizer layout needs bf16 and stage 1");
-  if (o.dp < 1 || o.dp > 4096) throw Error(dir, "", "dp must be between 1 and 4096");
-  if (o.layers < 0) throw Error(dir, "", "layers must not be negative");
+    throw Error(ErrorKind::InvalidRequest, dir, "", "the BF16_Optimizer layout needs bf16 and stage 1");
+  if (o.dp < 1 || o.dp > 4096)
+    throw Error(ErrorKind::InvalidRequest, dir, "", "dp must be between 1 and 4096");
+  if (o.layers < 0) throw Error(ErrorKind::InvalidRequest, dir, "", "layers must not be negative");
 
   SynthResult result;
   const int64_t hidden = choose_hidden(o);
@@ -595,14 +601,15 @@ SynthResult write_synthetic_checkpoint(const std::string& dir, const SynthOption
   result.tag = "global_step" + std::to_string(o.global_steps);
 
   std::error_code ec;
-  if (fs::exists(dir) && !dir_is_empty(dir)) {
+  if (fs::exists(dir, ec) && !dir_is_empty(dir)) {
     if (!o.force)
-      throw Error(dir, "", "the folder exists and is not empty (pass --force to replace a checkpoint there)");
+      throw Error(ErrorKind::OutputExists, dir, "",
+                  "the folder exists and is not empty (pass --force to replace a checkpoint there)");
     fs::remove(fs::path(dir) / "latest", ec);
     fs::remove_all(fs::path(dir) / result.tag, ec);
   }
   fs::create_directories(fs::path(dir) / result.tag, ec);
-  if (ec) throw Error(dir, "", "cannot create the folder: " + ec.message());
+  if (ec) throw Error(ErrorKind::Io, dir, "", "cannot create the folder: " + ec.message());
   result.save_dir = fs::absolute(dir).lexically_normal().string();
   if (!result.save_dir.empty() && result.save_dir.back() == '/') result.save_dir.pop_back();
 
@@ -617,7 +624,7 @@ SynthResult write_synthetic_checkpoint(const std::string& dir, const SynthOption
   if (o.breakage == SynthBreak::TruncateRank) {
     const std::string path = w.tag_dir + "/" + optim_file_name(o.dtype == DType::BF16, o.dp - 1);
     fs::resize_file(path, fs::file_size(path) / 2, ec);
-    if (ec) throw Error(path, "", "cannot truncate: " + ec.message());
+    if (ec) throw Error(ErrorKind::Io, path, "", "cannot truncate: " + ec.message());
   }
   write_text_file(result.save_dir + "/latest", result.tag, io);
   result.files.push_back("latest");

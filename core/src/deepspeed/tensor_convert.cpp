@@ -53,7 +53,8 @@ float load_float(const uint8_t* p, DType t) {
     case DType::Bool:
       return static_cast<float>(*p);
     default:
-      throw Error("", "", "cannot convert " + std::string(dtype_name(t)) + " elements");
+      throw Error(ErrorKind::Unsupported, "", "",
+                  "cannot convert " + std::string(dtype_name(t)) + " elements");
   }
 }
 
@@ -78,7 +79,7 @@ void store_float(float f, DType t, std::vector<uint8_t>& out) {
       return;
     }
     default:
-      throw Error("", "", "cannot export to " + std::string(dtype_name(t)));
+      throw Error(ErrorKind::Unsupported, "", "", "cannot export to " + std::string(dtype_name(t)));
   }
 }
 

@@ -10,7 +10,8 @@ namespace ckptdoc::deepspeed::detail {
 inline Tensor slice_1d(const Tensor& t, int64_t start, int64_t numel) {
   const int64_t stride = t.strides.empty() ? 1 : t.strides[0];
   if (start < 0 || numel < 0 || start + numel > t.numel()) {
-    throw Error(t.storage ? (t.storage->file ? t.storage->file->path() : std::string()) : std::string(),
+    throw Error(ErrorKind::Inconsistent,
+                t.storage ? (t.storage->file ? t.storage->file->path() : std::string()) : std::string(),
                 "elements [" + std::to_string(start) + ", " + std::to_string(start + numel) + ")",
                 expected_found("a range inside the flat partition", std::to_string(t.numel()) + " elements"));
   }

@@ -30,7 +30,7 @@ bool matches(const std::string& pattern, const std::string& name, const std::str
     const std::regex re(pattern, std::regex::ECMAScript);
     return std::regex_search(name, re, std::regex_constants::match_continuous);
   } catch (const std::regex_error& e) {
-    throw Error(source, "pattern '" + pattern + "'",
+    throw Error(ErrorKind::InvalidRequest, source, "pattern '" + pattern + "'",
                 std::string("not a regular expression ckptdoc can use: ") + e.what());
   }
 }
@@ -41,7 +41,9 @@ std::optional<std::string> matched(const std::vector<std::string>& patterns, con
   std::optional<std::string> hit;
   for (const auto& p : patterns) {
     if (!matches(p, name, source)) continue;
-    if (hit) throw Error(source, list, "'" + name + "' matches both '" + *hit + "' and '" + p + "'");
+    if (hit)
+      throw Error(ErrorKind::InvalidRequest, source, list,
+                  "'" + name + "' matches both '" + *hit + "' and '" + p + "'");
     hit = p;
   }
   return hit;
@@ -76,7 +78,8 @@ std::optional<TpRule> TpRules::rule_for(const std::string& name) const {
     for (const auto& [p, dim] : cat_dims)
       if (matches(p, name, source)) {
         if (hit)
-          throw Error(source, "cat_dim", "'" + name + "' matches both '" + hit->first + "' and '" + p + "'");
+          throw Error(ErrorKind::InvalidRequest, source, "cat_dim",
+                      "'" + name + "' matches both '" + hit->first + "' and '" + p + "'");
         hit = std::make_pair(p, dim);
       }
     if (hit) {
@@ -121,23 +124,25 @@ std::optional<TpRules> tp_rules_of(const Checkpoint& ckpt) {
 
 TpRules read_tp_rules(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path, "", "cannot be opened (--tp-rules)");
+  if (!in) throw Error(ErrorKind::Io, path, "", "cannot be opened (--tp-rules)");
   std::stringstream ss;
   ss << in.rdbuf();
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(ss.str());
   } catch (const nlohmann::json::exception& e) {
-    throw Error(path, "", std::string("not JSON: ") + e.what());
+    throw Error(ErrorKind::InvalidRequest, path, "", std::string("not JSON: ") + e.what());
   }
-  if (!j.is_object()) throw Error(path, "", "expected a JSON object of pattern lists");
+  if (!j.is_object())
+    throw Error(ErrorKind::InvalidRequest, path, "", "expected a JSON object of pattern lists");
   TpRules r;
   r.source = path;
   auto list = [&](const char* key, std::vector<std::string>& out) {
     if (!j.contains(key)) return;
-    if (!j[key].is_array()) throw Error(path, key, "expected a list of patterns");
+    if (!j[key].is_array()) throw Error(ErrorKind::InvalidRequest, path, key, "expected a list of patterns");
     for (const auto& p : j[key]) {
-      if (!p.is_string()) throw Error(path, key, "expected a list of patterns (strings)");
+      if (!p.is_string())
+        throw Error(ErrorKind::InvalidRequest, path, key, "expected a list of patterns (strings)");
       out.push_back(p.get<std::string>());
     }
   };
@@ -147,10 +152,11 @@ TpRules read_tp_rules(const std::string& path) {
   list(kVocab, r.vocabulary);
   list(kSub2, r.sub_params_cat_dim_0);
   if (j.contains("cat_dim")) {
-    if (!j["cat_dim"].is_object()) throw Error(path, "cat_dim", "expected {pattern: dim}");
+    if (!j["cat_dim"].is_object())
+      throw Error(ErrorKind::InvalidRequest, path, "cat_dim", "expected {pattern: dim}");
     for (const auto& [p, d] : j["cat_dim"].items()) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > 7)
-        throw Error(path, "cat_dim['" + p + "']", "expected a dimension 0-7");
+        throw Error(ErrorKind::InvalidRequest, path, "cat_dim['" + p + "']", "expected a dimension 0-7");
       r.cat_dims.emplace_back(p, d.get<int>());
     }
   }
@@ -158,13 +164,13 @@ TpRules read_tp_rules(const std::string& path) {
     const auto& d = j["default_cat_dim"];
     if (!d.is_null()) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > 7)
-        throw Error(path, "default_cat_dim", "expected a dimension 0-7 or null");
+        throw Error(ErrorKind::InvalidRequest, path, "default_cat_dim", "expected a dimension 0-7 or null");
       r.default_cat_dim = d.get<int>();
     }
   }
   if (j.contains("original_vocab_size")) {
     if (!j["original_vocab_size"].is_number_integer() || j["original_vocab_size"].get<int64_t>() < 1)
-      throw Error(path, "original_vocab_size", "expected a positive integer");
+      throw Error(ErrorKind::InvalidRequest, path, "original_vocab_size", "expected a positive integer");
     r.original_vocab_size = j["original_vocab_size"].get<int64_t>();
   }
   for (const auto& [k, v] : j.items()) {
@@ -181,7 +187,7 @@ TpRules read_tp_rules(const std::string& path) {
                                                 "pipeline_replicated_parameter_patterns"};
     if (std::find(known.begin(), known.end(), k) == known.end())
       throw Error(
-          path, k,
+          ErrorKind::InvalidRequest, path, k,
           "unknown key (expected the universal_checkpoint_info pattern lists, cat_dim, default_cat_dim, "
           "original_vocab_size)");
   }

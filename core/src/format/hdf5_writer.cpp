@@ -82,8 +82,8 @@ struct Writer {
     // one of them: said as the other writers say it, one line with the system's words.
     static const std::regex errno_field(R"(errno = (\d+))");
     if (std::smatch m; std::regex_search(text, m, errno_field) && std::stoi(m[1]) > 0)
-      throw Error(path, where, call + ": " + std::strerror(std::stoi(m[1])));
-    throw Error(path, where, call + " failed: " + text);
+      throw Error(ErrorKind::Io, path, where, call + ": " + std::strerror(std::stoi(m[1])));
+    throw Error(ErrorKind::Io, path, where, call + " failed: " + text);
   }
   hid_t check(hid_t id, const std::string& where, const std::string& call) const {
     if (id < 0) fail(where, call);
@@ -97,7 +97,8 @@ struct Writer {
   void string_attribute(hid_t object, const std::string& name, const std::string& value,
                         const std::string& where) const {
     if (value.find('\0') != std::string::npos || name.find('\0') != std::string::npos)
-      throw Error(path, where, "attribute " + name + " contains a NUL byte, which HDF5 strings cannot hold");
+      throw Error(ErrorKind::Unsupported, path, where,
+                  "attribute " + name + " contains a NUL byte, which HDF5 strings cannot hold");
     Handle type(check(H5Tcopy(H5T_C_S1), where, "H5Tcopy"), H5Tclose);
     check_status(H5Tset_size(type.get(), H5T_VARIABLE), where, "H5Tset_size");
     check_status(H5Tset_cset(type.get(), H5T_CSET_UTF8), where, "H5Tset_cset");
@@ -149,23 +150,27 @@ struct Writer {
         return t.release();
       }
     }
-    throw Error(path, where, "unsupported dtype " + std::string(dtype_name(dtype)));
+    throw Error(ErrorKind::Unsupported, path, where, "unsupported dtype " + std::string(dtype_name(dtype)));
   }
 };
 
 std::vector<std::string> split_name(const std::string& file, const std::string& name) {
   const std::string where = "tensor '" + name + "'";
-  if (name.empty()) throw Error(file, where, "an empty name cannot be an HDF5 dataset");
+  if (name.empty())
+    throw Error(ErrorKind::Unsupported, file, where, "an empty name cannot be an HDF5 dataset");
   if (name.find('/') != std::string::npos)
-    throw Error(file, where, "names containing '/' are not exported (HDF5 uses '/' between groups)");
-  if (name.find('\0') != std::string::npos) throw Error(file, where, "the name contains a NUL byte");
+    throw Error(ErrorKind::Unsupported, file, where,
+                "names containing '/' are not exported (HDF5 uses '/' between groups)");
+  if (name.find('\0') != std::string::npos)
+    throw Error(ErrorKind::Unsupported, file, where, "the name contains a NUL byte");
   std::vector<std::string> parts;
   size_t start = 0;
   while (true) {
     const size_t dot = name.find('.', start);
     parts.push_back(name.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
     if (parts.back().empty())
-      throw Error(file, where, "the name has an empty part between dots, so it has no HDF5 group path");
+      throw Error(ErrorKind::Unsupported, file, where,
+                  "the name has an empty part between dots, so it has no HDF5 group path");
     if (dot == std::string::npos) break;
     start = dot + 1;
   }
@@ -184,14 +189,16 @@ std::vector<std::string> dataset_paths(const std::string& file, const std::vecto
     for (size_t i = 0; i + 1 < parts.size(); ++i) {
       p += "/" + parts[i];
       if (const auto it = datasets.find(p); it != datasets.end())
-        throw Error(file, where, "needs " + p + " to be a group, but tensor '" + it->second + "' is stored there");
+        throw Error(ErrorKind::Unsupported, file, where,
+                    "needs " + p + " to be a group, but tensor '" + it->second + "' is stored there");
       groups.emplace(p, nt.name);
     }
     p += "/" + parts.back();
     if (const auto it = groups.find(p); it != groups.end())
-      throw Error(file, where, "would be stored at " + p + ", which is the group of tensor '" + it->second + "'");
+      throw Error(ErrorKind::Unsupported, file, where,
+                  "would be stored at " + p + ", which is the group of tensor '" + it->second + "'");
     if (const auto [it, inserted] = datasets.emplace(p, nt.name); !inserted)
-      throw Error(file, where, "the name is given more than once");
+      throw Error(ErrorKind::Unsupported, file, where, "the name is given more than once");
     out.push_back(p);
   }
   return out;
@@ -249,10 +256,10 @@ void write_contents(const Writer& w, hid_t h5file, const std::vector<NamedTensor
 
 void fsync_file(const std::string& file, const std::string& temp) {
   const int fd = ::open(temp.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(file, "", std::string("open for fsync: ") + std::strerror(errno));
+  if (fd < 0) throw Error(ErrorKind::Io, file, "", std::string("open for fsync: ") + std::strerror(errno));
   const int rc = ::fsync(fd) == 0 ? 0 : errno;
   ::close(fd);
-  if (rc != 0) throw Error(file, "", std::string("fsync: ") + std::strerror(rc));
+  if (rc != 0) throw Error(ErrorKind::Io, file, "", std::string("fsync: ") + std::strerror(rc));
 }
 
 // The bytes a file of these tensors takes: their data as stored (bf16 upcast to float32) and a margin for
@@ -268,13 +275,15 @@ uint64_t hdf5_bytes_needed(const std::vector<NamedTensor>& tensors) {
 
 void reserve_space(const std::string& file, const std::string& temp, uint64_t bytes) {
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(file, "", std::string("open to reserve space: ") + std::strerror(errno));
+  if (fd < 0)
+    throw Error(ErrorKind::Io, file, "", std::string("open to reserve space: ") + std::strerror(errno));
   // fallocate, not posix_fallocate: where the file system cannot reserve, glibc's fallback writes every
   // block.
   const int rc = ::fallocate(fd, 0, 0, static_cast<off_t>(bytes)) == 0 ? 0 : errno;
   ::close(fd);
   if (rc != 0 && rc != EOPNOTSUPP && rc != ENOSYS)
-    throw Error(file, "", "reserving " + std::to_string(bytes) + " bytes: " + std::strerror(rc));
+    throw Error(ErrorKind::Io, file, "",
+                "reserving " + std::to_string(bytes) + " bytes: " + std::strerror(rc));
 }
 
 std::string parent_dir(const std::string& path) {
@@ -308,13 +317,13 @@ void write_hdf5_file(const std::string& path, const std::vector<NamedTensor>& te
     w.check_status(H5Fclose(file.release()), "", "H5Fclose");
     fsync_file(path, temp);
     if (const int err = replaces ? io.rename(temp, path) : io.rename_noreplace(temp, path); err != 0)
-      throw Error(path, "",
+      throw Error(err == EEXIST ? ErrorKind::OutputExists : ErrorKind::Io, path, "",
                   err == EEXIST ? std::string("another process created this file while ckptdoc wrote it; "
                                               "its file is kept and this output was not published")
                                 : std::string("rename: ") + std::strerror(err));
     done = true;
     if (const int err = io.fsync_dir(parent_dir(path)); err != 0)
-      throw Error(path, "", std::string("fsync of directory: ") + std::strerror(err));
+      throw Error(ErrorKind::Io, path, "", std::string("fsync of directory: ") + std::strerror(err));
   } catch (...) {
     if (!done) io.unlink(temp);
     throw;

@@ -28,7 +28,7 @@ class Writer {
   }
   void global(std::string_view module, std::string_view name) {
     if (module.find('\n') != std::string_view::npos || name.find('\n') != std::string_view::npos)
-      throw Error("", "", "cannot pickle a global whose name contains a newline");
+      throw Error(ErrorKind::InvalidRequest, "", "", "cannot pickle a global whose name contains a newline");
     // A dotted name (read from a protocol 4 stream) is an attribute walk there, but a protocol-2 GLOBAL looks
     // the whole string up as one attribute: written as it is, torch / os.system would load as an
     // AttributeError instead of os.system. Like CPython at protocols below 4, write it as getattr calls on
@@ -41,7 +41,9 @@ class Writer {
       at = dot + 1;
     }
     for (const auto& p : parts)
-      if (p.empty()) throw Error("", "", "cannot pickle a global whose dotted name has an empty part");
+      if (p.empty())
+        throw Error(ErrorKind::InvalidRequest, "", "",
+                    "cannot pickle a global whose dotted name has an empty part");
     for (size_t i = 1; i < parts.size(); ++i) plain_global("builtins", "getattr");
     plain_global(module, parts[0]);
     for (size_t i = 1; i < parts.size(); ++i) {
@@ -58,7 +60,7 @@ class Writer {
     op('\n');
   }
   void str(std::string_view s) {
-    if (s.size() > UINT32_MAX) throw Error("", "", "string too long for protocol 2");
+    if (s.size() > UINT32_MAX) throw Error(ErrorKind::Unsupported, "", "", "string too long for protocol 2");
     op('X');
     le(s.size(), 4);
     raw(s.data(), s.size());
@@ -189,11 +191,15 @@ class Writer {
 
   void save(const Value& v, size_t depth) {
     using K = Value::Kind;
-    if (++depth > kMaxDepth) throw Error("", "", "value nested deeper than " + std::to_string(kMaxDepth) + " levels");
+    if (++depth > kMaxDepth)
+      throw Error(ErrorKind::Unsupported, "", "",
+                  "value nested deeper than " + std::to_string(kMaxDepth) + " levels");
     const void* id = v.identity();
     if (id && v.kind() != K::Storage && memo_get(id)) return;
     if (id && !in_progress_.insert(id).second)
-      throw Error("", "", "cannot pickle a " + v.type_name() + " that contains itself through a tuple or object arguments");
+      throw Error(
+          ErrorKind::Unsupported, "", "",
+          "cannot pickle a " + v.type_name() + " that contains itself through a tuple or object arguments");
     switch (v.kind()) {
       case K::None: op('N'); break;
       case K::Bool: op(v.as_bool() ? 0x88 : 0x89); break;

@@ -112,10 +112,11 @@ nlohmann::json parse_header(const std::string& path, std::string_view text) {
   try {
     header = nlohmann::json::parse(text.begin(), text.end(), callback, /*allow_exceptions=*/true);
   } catch (const nlohmann::json::exception& e) {
-    throw Error(path, "header", std::string("not valid JSON: ") + e.what());
+    throw Error(ErrorKind::Corrupt, path, "header", std::string("not valid JSON: ") + e.what());
   }
   if (!duplicate.empty())
-    throw Error(path, "header key " + duplicate, "key appears more than once (duplicates are not allowed)");
+    throw Error(ErrorKind::Corrupt, path, "header key " + duplicate,
+                "key appears more than once (duplicates are not allowed)");
   return header;
 }
 
@@ -123,12 +124,15 @@ nlohmann::json parse_header(const std::string& path, std::string_view text) {
 uint64_t non_negative_int(const std::string& path, const std::string& where, const nlohmann::json& j,
                           const char* what, uint64_t max) {
   if (!j.is_number_integer())
-    throw Error(path, where, std::string(what) + ": " + expected_found("a non-negative integer", json_type(j)));
+    throw Error(ErrorKind::Corrupt, path, where,
+                std::string(what) + ": " + expected_found("a non-negative integer", json_type(j)));
   if (!j.is_number_unsigned() && j.get<int64_t>() < 0)
-    throw Error(path, where, std::string(what) + ": " + expected_found("a non-negative integer", json_type(j)));
+    throw Error(ErrorKind::Corrupt, path, where,
+                std::string(what) + ": " + expected_found("a non-negative integer", json_type(j)));
   const uint64_t v = j.get<uint64_t>();
   if (v > max)
-    throw Error(path, where, std::string(what) + ": " + expected_found("at most " + std::to_string(max), j.dump()));
+    throw Error(ErrorKind::Corrupt, path, where,
+                std::string(what) + ": " + expected_found("at most " + std::to_string(max), j.dump()));
   return v;
 }
 
@@ -152,29 +156,36 @@ struct Parsed {
 
 Parsed parse_entry(const std::string& path, const std::string& name, const nlohmann::json& j) {
   const std::string where = "tensor " + in_quotes(name);
-  if (!j.is_object()) throw Error(path, where, expected_found("an object with dtype, shape and data_offsets", json_type(j)));
+  if (!j.is_object())
+    throw Error(ErrorKind::Corrupt, path, where,
+                expected_found("an object with dtype, shape and data_offsets", json_type(j)));
   for (const auto& [key, _] : j.items()) {
     if (key != "dtype" && key != "shape" && key != "data_offsets")
-      throw Error(path, where, "unknown field " + in_quotes(key) + " (expected only dtype, shape, data_offsets)");
+      throw Error(ErrorKind::Corrupt, path, where,
+                  "unknown field " + in_quotes(key) + " (expected only dtype, shape, data_offsets)");
   }
   for (const char* field : {"dtype", "shape", "data_offsets"})
-    if (!j.contains(field)) throw Error(path, where, std::string("missing field '") + field + "'");
+    if (!j.contains(field))
+      throw Error(ErrorKind::Corrupt, path, where, std::string("missing field '") + field + "'");
 
   Parsed p;
   p.name = name;
   const auto& dt = j.at("dtype");
-  if (!dt.is_string()) throw Error(path, where, "dtype: " + expected_found("a string", json_type(dt)));
+  if (!dt.is_string())
+    throw Error(ErrorKind::Corrupt, path, where, "dtype: " + expected_found("a string", json_type(dt)));
   const auto& dts = dt.get_ref<const std::string&>();
   const auto dtype = dtype_from_safetensors(dts);
   // C128 is in ckptdoc's table but not in the safetensors format.
   if (!dtype || *dtype == DType::C128)
-    throw Error(path, where,
+    throw Error(ErrorKind::Unsupported, path, where,
                 "dtype: " + expected_found("one of BOOL, U8, I8, I16, I32, I64, F16, BF16, F32, F64, C64",
                                            in_quotes(dts) + " (unknown or unsupported)"));
   p.dtype = *dtype;
 
   const auto& shape = j.at("shape");
-  if (!shape.is_array()) throw Error(path, where, "shape: " + expected_found("an array of integers", json_type(shape)));
+  if (!shape.is_array())
+    throw Error(ErrorKind::Corrupt, path, where,
+                "shape: " + expected_found("an array of integers", json_type(shape)));
   // Checked product of the dimensions; an overflow is an error even when a later dimension is 0, as in
   // the reference's checked multiplication.
   uint64_t numel = 1;
@@ -188,22 +199,25 @@ Parsed parse_entry(const std::string& path, const std::string& name, const nlohm
   }
   const uint64_t esize = element_size(p.dtype);
   if (overflow || numel > std::numeric_limits<uint64_t>::max() / esize)
-    throw Error(path, where, "shape " + shape.dump() + ": the number of bytes overflows 64 bits");
+    throw Error(ErrorKind::Corrupt, path, where,
+                "shape " + shape.dump() + ": the number of bytes overflows 64 bits");
   p.nbytes = numel * esize;
 
   const auto& off = j.at("data_offsets");
   if (!off.is_array() || off.size() != 2)
-    throw Error(path, where, "data_offsets: " + expected_found("[begin, end]", json_type(off)));
+    throw Error(ErrorKind::Corrupt, path, where,
+                "data_offsets: " + expected_found("[begin, end]", json_type(off)));
   p.begin = non_negative_int(path, where, off[0], "data_offsets begin", std::numeric_limits<uint64_t>::max());
   p.end = non_negative_int(path, where, off[1], "data_offsets end", std::numeric_limits<uint64_t>::max());
   if (p.end < p.begin)
-    throw Error(path, where,
-                "data_offsets [" + std::to_string(p.begin) + ", " + std::to_string(p.end) + "]: end is before begin");
+    throw Error(
+        ErrorKind::Corrupt, path, where,
+        "data_offsets [" + std::to_string(p.begin) + ", " + std::to_string(p.end) + "]: end is before begin");
   if (p.end - p.begin != p.nbytes)
-    throw Error(path, where,
+    throw Error(ErrorKind::Corrupt, path, where,
                 "data_offsets [" + std::to_string(p.begin) + ", " + std::to_string(p.end) + "] hold " +
-                    std::to_string(p.end - p.begin) + " bytes, but dtype " + dts + " and shape " + shape.dump() +
-                    " need " + std::to_string(p.nbytes));
+                    std::to_string(p.end - p.begin) + " bytes, but dtype " + dts + " and shape " +
+                    shape.dump() + " need " + std::to_string(p.nbytes));
   return p;
 }
 
@@ -214,21 +228,23 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   const auto bytes = file->bytes();
   const uint64_t size = file->size();
   if (size < 8)
-    throw Error(path, "offset 0", expected_found("at least 8 bytes (the header length)", std::to_string(size) + " bytes"));
+    throw Error(ErrorKind::Truncated, path, "offset 0",
+                expected_found("at least 8 bytes (the header length)", std::to_string(size) + " bytes"));
   const uint64_t n = read_le64(bytes.data());
   if (n > kMaxHeaderSize)
-    throw Error(path, "header length",
+    throw Error(ErrorKind::Corrupt, path, "header length",
                 expected_found("at most " + std::to_string(kMaxHeaderSize) + " bytes", std::to_string(n)));
   if (n > size - 8)
-    throw Error(path, "header length",
+    throw Error(ErrorKind::Truncated, path, "header length",
                 expected_found("a header within the file (at most " + std::to_string(size - 8) + " bytes)",
                                std::to_string(n) + " bytes"));
 
   const std::string_view text(reinterpret_cast<const char*>(bytes.data()) + 8, static_cast<size_t>(n));
   if (const size_t bad = first_invalid_utf8(text); bad != std::string_view::npos)
-    throw Error(path, at_offset(8 + bad), "header is not valid UTF-8");
+    throw Error(ErrorKind::Corrupt, path, at_offset(8 + bad), "header is not valid UTF-8");
   const nlohmann::json header = parse_header(path, text);
-  if (!header.is_object()) throw Error(path, "header", expected_found("a JSON object", json_type(header)));
+  if (!header.is_object())
+    throw Error(ErrorKind::Corrupt, path, "header", expected_found("a JSON object", json_type(header)));
 
   SafetensorsFile out;
   out.path = path;
@@ -239,10 +255,12 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   for (const auto& [key, value] : header.items()) {
     if (key == "__metadata__") {
       if (!value.is_object())
-        throw Error(path, "__metadata__", expected_found("an object of string values", json_type(value)));
+        throw Error(ErrorKind::Corrupt, path, "__metadata__",
+                    expected_found("an object of string values", json_type(value)));
       for (const auto& [mk, mv] : value.items()) {
         if (!mv.is_string())
-          throw Error(path, "__metadata__ key " + in_quotes(mk), expected_found("a string value", json_type(mv)));
+          throw Error(ErrorKind::Corrupt, path, "__metadata__ key " + in_quotes(mk),
+                      expected_found("a string value", json_type(mv)));
         out.metadata[mk] = mv.get<std::string>();
       }
       continue;
@@ -259,17 +277,20 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     const std::string where = "tensor " + in_quotes(p.name);
     const std::string range = "data_offsets [" + std::to_string(p.begin) + ", " + std::to_string(p.end) + "]";
     if (p.begin < start)
-      throw Error(path, where, range + " overlap the previous tensor, which ends at " + std::to_string(start));
+      throw Error(ErrorKind::Corrupt, path, where,
+                  range + " overlap the previous tensor, which ends at " + std::to_string(start));
     if (p.begin > start)
-      throw Error(path, where,
-                  range + " leave a gap: " + expected_found("begin " + std::to_string(start), std::to_string(p.begin)));
+      throw Error(ErrorKind::Corrupt, path, where,
+                  range + " leave a gap: " +
+                      expected_found("begin " + std::to_string(start), std::to_string(p.begin)));
     if (p.end > buffer_size)
-      throw Error(path, where,
-                  range + " run past the end of the data (" + std::to_string(buffer_size) + " bytes after the header)");
+      throw Error(ErrorKind::Truncated, path, where,
+                  range + " run past the end of the data (" + std::to_string(buffer_size) +
+                      " bytes after the header)");
     start = p.end;
   }
   if (start != buffer_size)
-    throw Error(path, "data",
+    throw Error(ErrorKind::Corrupt, path, "data",
                 expected_found("the tensors to cover all " + std::to_string(buffer_size) + " data bytes",
                                std::to_string(buffer_size - start) + " bytes after the last tensor"));
 
@@ -324,10 +345,13 @@ void write_safetensors_file(const std::string& path, const std::vector<NamedTens
   uint64_t offset = 0;
   for (const auto& nt : tensors) {
     const std::string where = "tensor " + in_quotes(nt.name);
-    if (nt.name == "__metadata__") throw Error(path, where, "the name is reserved for the metadata");
-    if (!names.insert(nt.name).second) throw Error(path, where, "the name is given more than once");
+    if (nt.name == "__metadata__")
+      throw Error(ErrorKind::InvalidRequest, path, where, "the name is reserved for the metadata");
+    if (!names.insert(nt.name).second)
+      throw Error(ErrorKind::InvalidRequest, path, where, "the name is given more than once");
     if (nt.tensor.dtype == DType::C128)
-      throw Error(path, where, "dtype complex128 cannot be stored in safetensors (it has no C128)");
+      throw Error(ErrorKind::Unsupported, path, where,
+                  "dtype complex128 cannot be stored in safetensors (it has no C128)");
     const uint64_t nbytes = detail::checked_numel(path, nt.name, nt.tensor) * element_size(nt.tensor.dtype);
     auto& entry = header[nt.name];
     entry["dtype"] = std::string(safetensors_name(nt.tensor.dtype));
@@ -339,11 +363,12 @@ void write_safetensors_file(const std::string& path, const std::vector<NamedTens
   try {
     text = header.dump();
   } catch (const nlohmann::json::exception& e) {
-    throw Error(path, "header", std::string("a tensor name or metadata string is not valid UTF-8: ") + e.what());
+    throw Error(ErrorKind::InvalidRequest, path, "header",
+                std::string("a tensor name or metadata string is not valid UTF-8: ") + e.what());
   }
   text.append((kHeaderAlignment - text.size() % kHeaderAlignment) % kHeaderAlignment, ' ');
   if (text.size() > kMaxHeaderSize)
-    throw Error(path, "header",
+    throw Error(ErrorKind::Unsupported, path, "header",
                 "the header would be " + std::to_string(text.size()) + " bytes, over the limit of " +
                     std::to_string(kMaxHeaderSize));
 

@@ -62,10 +62,12 @@ bool is_row_major(const Tensor& t) {
 
 uint64_t checked_numel(const std::string& file, const std::string& name, const Tensor& t) {
   if (!t.strides.empty() && t.strides.size() != t.shape.size())
-    throw Error(file, tensor_where(name),
-                expected_found(std::to_string(t.shape.size()) + " strides", std::to_string(t.strides.size())));
+    throw Error(
+        ErrorKind::Corrupt, file, tensor_where(name),
+        expected_found(std::to_string(t.shape.size()) + " strides", std::to_string(t.strides.size())));
   for (const int64_t d : t.shape) {
-    if (d < 0) throw Error(file, tensor_where(name), "negative dimension " + std::to_string(d));
+    if (d < 0)
+      throw Error(ErrorKind::Corrupt, file, tensor_where(name), "negative dimension " + std::to_string(d));
   }
   for (const int64_t d : t.shape)
     if (d == 0) return 0;
@@ -73,11 +75,11 @@ uint64_t checked_numel(const std::string& file, const std::string& name, const T
   for (const int64_t d : t.shape) {
     const auto u = static_cast<uint64_t>(d);
     if (numel > static_cast<uint64_t>(INT64_MAX) / u)
-      throw Error(file, tensor_where(name), "the number of elements overflows");
+      throw Error(ErrorKind::Corrupt, file, tensor_where(name), "the number of elements overflows");
     numel *= u;
   }
   if (numel > std::numeric_limits<uint64_t>::max() / element_size(t.dtype))
-    throw Error(file, tensor_where(name), "the number of bytes overflows");
+    throw Error(ErrorKind::Corrupt, file, tensor_where(name), "the number of bytes overflows");
   return numel;
 }
 
@@ -85,13 +87,14 @@ std::optional<std::span<const uint8_t>> row_major_view(const std::string& file, 
                                                        const Tensor& t) {
   const uint64_t nbytes = checked_numel(file, name, t) * element_size(t.dtype);
   if (nbytes == 0) return std::span<const uint8_t>{};
-  if (!t.storage) throw Error(file, tensor_where(name), "has no storage");
-  if (t.storage_offset < 0) throw Error(file, tensor_where(name), "negative storage offset");
+  if (!t.storage) throw Error(ErrorKind::Corrupt, file, tensor_where(name), "has no storage");
+  if (t.storage_offset < 0)
+    throw Error(ErrorKind::Corrupt, file, tensor_where(name), "negative storage offset");
   const auto span = storage_span(*t.storage);
   if (!span || !is_row_major(t)) return std::nullopt;
   const uint64_t base = static_cast<uint64_t>(t.storage_offset) * element_size(t.dtype);
   if (base > span->size() || nbytes > span->size() - base)
-    throw Error(file, tensor_where(name),
+    throw Error(ErrorKind::Corrupt, file, tensor_where(name),
                 "needs bytes [" + std::to_string(base) + ", " + std::to_string(base + nbytes) +
                     ") of a storage holding " + std::to_string(span->size()));
   return span->subspan(static_cast<size_t>(base), static_cast<size_t>(nbytes));
@@ -142,7 +145,7 @@ void stream_row_major(const std::string& file, const std::string& name, const Te
     }
   }
   if (min_off < 0 || static_cast<uint64_t>(max_off + 1) * esize > span->size())
-    throw Error(file, tensor_where(name),
+    throw Error(ErrorKind::Corrupt, file, tensor_where(name),
                 "strides reach outside a storage of " + std::to_string(span->size()) + " bytes");
   std::vector<uint8_t> buffer(static_cast<size_t>(nbytes));
   std::vector<int64_t> index(rank, 0);

@@ -20,9 +20,10 @@ DType storage_dtype(const Value& cls, const std::string& file, const std::string
     const auto& [module, name] = cls.as_global();
     if (auto d = dtype_from_storage_class(name)) return *d;
     if (name == "UntypedStorage" || name == "TypedStorage") return DType::U8;
-    throw Error(file, where, expected_found("a storage class", module + "." + name));
+    throw Error(ErrorKind::Unsupported, file, where, expected_found("a storage class", module + "." + name));
   }
-  throw Error(file, where, expected_found("a storage class GLOBAL", std::string(cls.kind_name())));
+  throw Error(ErrorKind::Corrupt, file, where,
+              expected_found("a storage class GLOBAL", std::string(cls.kind_name())));
 }
 
 // Validates a persistent id tuple ('storage', cls, key, location, numel[, view_metadata]) and returns the
@@ -33,32 +34,38 @@ class StorageTable {
 
   Value load(const Value& pid, bool legacy) {
     const std::string where = "record '" + record_ + "'";
-    if (!pid.is(Value::Kind::Tuple)) throw Error(file_, where, expected_found("a persistent id tuple", pid.type_name()));
+    if (!pid.is(Value::Kind::Tuple))
+      throw Error(ErrorKind::Corrupt, file_, where, expected_found("a persistent id tuple", pid.type_name()));
     const auto& t = pid.items();
     const size_t want = legacy ? 6 : 5;
     if (t.size() != want && !(legacy && t.size() == 5))
-      throw Error(file_, where,
-                  expected_found("a persistent id of " + std::to_string(want) + " items", std::to_string(t.size())));
+      throw Error(
+          ErrorKind::Corrupt, file_, where,
+          expected_found("a persistent id of " + std::to_string(want) + " items", std::to_string(t.size())));
     if (!t[0].is(Value::Kind::Str) || t[0].as_str() != "storage")
-      throw Error(file_, where, expected_found("persistent id type 'storage'", t[0].repr(40)));
+      throw Error(ErrorKind::Corrupt, file_, where,
+                  expected_found("persistent id type 'storage'", t[0].repr(40)));
     const DType dtype = storage_dtype(t[1], file_, where);
     if (!t[2].is(Value::Kind::Str) && !t[2].is(Value::Kind::Int))
-      throw Error(file_, where, expected_found("a storage key string", t[2].type_name()));
+      throw Error(ErrorKind::Corrupt, file_, where, expected_found("a storage key string", t[2].type_name()));
     const std::string key = t[2].is(Value::Kind::Str) ? t[2].as_str() : std::to_string(t[2].as_int());
     const std::string location = t[3].is(Value::Kind::Str) ? t[3].as_str() : std::string("cpu");
     if (!t[4].is(Value::Kind::Int) || t[4].as_int() < 0)
-      throw Error(file_, where, expected_found("a non-negative storage size", t[4].repr(40)));
+      throw Error(ErrorKind::Corrupt, file_, where,
+                  expected_found("a non-negative storage size", t[4].repr(40)));
     const auto numel = static_cast<uint64_t>(t[4].as_int());
     if (numel > (uint64_t{1} << 62) / element_size(dtype))
-      throw Error(file_, where, "storage '" + key + "' claims " + std::to_string(numel) + " elements, which is absurd");
+      throw Error(ErrorKind::Corrupt, file_, where,
+                  "storage '" + key + "' claims " + std::to_string(numel) + " elements, which is absurd");
     if (legacy && t.size() == 6 && !t[5].is_none())
-      throw Error(file_, where, "storage views (legacy view_metadata) are not supported");
+      throw Error(ErrorKind::Unsupported, file_, where,
+                  "storage views (legacy view_metadata) are not supported");
 
     auto it = by_key_.find(key);
     if (it != by_key_.end()) {
       const auto& s = it->second;
       if (s->dtype != dtype || s->numel != numel)
-        throw Error(file_, where,
+        throw Error(ErrorKind::Corrupt, file_, where,
                     "storage '" + key + "' is referenced twice with different types or sizes (" +
                         std::string(dtype_name(s->dtype)) + "[" + std::to_string(s->numel) + "] vs " +
                         std::string(dtype_name(dtype)) + "[" + std::to_string(numel) + "])");
@@ -83,18 +90,22 @@ class StorageTable {
 
 void open_zip(TorchFile& tf, const UnpickleLimits& limits, PickleUseLog& uses) {
   ZipReader zip(tf.file);
-  if (zip.entries().empty()) throw Error(tf.path, "zip directory", "the archive has no records");
+  if (zip.entries().empty())
+    throw Error(ErrorKind::Corrupt, tf.path, "zip directory", "the archive has no records");
   const std::string& first = zip.entries().front().name;
   const auto slash = first.find('/');
   if (slash == std::string::npos)
-    throw Error(tf.path, "record '" + first + "'", "record is not inside a top-level folder, as torch.save writes");
+    throw Error(ErrorKind::Unsupported, tf.path, "record '" + first + "'",
+                "record is not inside a top-level folder, as torch.save writes");
   tf.archive_name = first.substr(0, slash);
   const std::string prefix = tf.archive_name + "/";
   if (zip.find(prefix + "constants.pkl"))
-    throw Error(tf.path, "record '" + prefix + "constants.pkl'",
+    throw Error(ErrorKind::Unsupported, tf.path, "record '" + prefix + "constants.pkl'",
                 "this is a TorchScript archive (torch.jit.save), not a torch.save file");
   const ZipEntry* pkl = zip.find(prefix + "data.pkl");
-  if (!pkl) throw Error(tf.path, "zip directory", expected_found("a record '" + prefix + "data.pkl'", "none"));
+  if (!pkl)
+    throw Error(ErrorKind::Corrupt, tf.path, "zip directory",
+                expected_found("a record '" + prefix + "data.pkl'", "none"));
 
   StorageTable table(tf.path, pkl->name);
   UnpickleOptions opts;
@@ -108,9 +119,11 @@ void open_zip(TorchFile& tf, const UnpickleLimits& limits, PickleUseLog& uses) {
   for (const auto& s : table.order_) {
     const std::string rec = prefix + "data/" + s->key;
     const ZipEntry* e = zip.find(rec);
-    if (!e) throw Error(tf.path, "record '" + rec + "'", "storage record is missing from the archive");
+    if (!e)
+      throw Error(ErrorKind::Corrupt, tf.path, "record '" + rec + "'",
+                  "storage record is missing from the archive");
     if (e->size != s->nbytes())
-      throw Error(tf.path, "record '" + rec + "'",
+      throw Error(ErrorKind::Corrupt, tf.path, "record '" + rec + "'",
                   expected_found(std::to_string(s->nbytes()) + " bytes (" + std::to_string(s->numel) + " x " +
                                      std::string(dtype_name(s->dtype)) + ")",
                                  std::to_string(e->size) + " bytes"));
@@ -134,7 +147,8 @@ uint64_t read_u64le(std::span<const uint8_t> b) {
 size_t expect_fixed_pickle(const TorchFile& tf, std::span<const uint8_t> bytes, size_t at,
                            std::span<const uint8_t> body, const char* what) {
   const auto fail = [&] {
-    throw Error(tf.path, at_offset(at), std::string("legacy torch stream: ") + what + " is not the expected constant");
+    throw Error(ErrorKind::Corrupt, tf.path, at_offset(at),
+                std::string("legacy torch stream: ") + what + " is not the expected constant");
   };
   if (bytes.size() < at + 2 || bytes[at] != 0x80) fail();
   const uint8_t proto = bytes[at + 1];
@@ -174,23 +188,28 @@ void open_legacy(TorchFile& tf, const UnpickleLimits& limits, PickleUseLog& uses
   UnpickleResult keys = unpickle(bytes.subspan(pos), keys_opts);
   pos += keys.end_offset;
   if (!keys.value.is(Value::Kind::List))
-    throw Error(tf.path, at_offset(pos), expected_found("a list of storage keys", keys.value.type_name()));
+    throw Error(ErrorKind::Corrupt, tf.path, at_offset(pos),
+                expected_found("a list of storage keys", keys.value.type_name()));
 
   for (const auto& k : keys.value.items()) {
     const std::string key = k.is(Value::Kind::Str) ? k.as_str() : k.repr(40);
     auto it = table.by_key_.find(key);
     if (it == table.by_key_.end())
-      throw Error(tf.path, at_offset(pos), "storage key '" + key + "' is listed but no tensor uses it");
+      throw Error(ErrorKind::Corrupt, tf.path, at_offset(pos),
+                  "storage key '" + key + "' is listed but no tensor uses it");
     auto& s = it->second;
-    if (bytes.size() < pos + 8) throw Error(tf.path, at_offset(pos), "file ends before the size of storage '" + key + "'");
+    if (bytes.size() < pos + 8)
+      throw Error(ErrorKind::Truncated, tf.path, at_offset(pos),
+                  "file ends before the size of storage '" + key + "'");
     const uint64_t numel = read_u64le(bytes.subspan(pos, 8));
     if (numel != s->numel)
-      throw Error(tf.path, at_offset(pos),
-                  "storage '" + key + "': " + expected_found(std::to_string(s->numel) + " elements", std::to_string(numel)));
+      throw Error(ErrorKind::Corrupt, tf.path, at_offset(pos),
+                  "storage '" + key +
+                      "': " + expected_found(std::to_string(s->numel) + " elements", std::to_string(numel)));
     pos += 8;
     const uint64_t n = s->nbytes();
     if (n > bytes.size() - pos)
-      throw Error(tf.path, at_offset(pos),
+      throw Error(ErrorKind::Truncated, tf.path, at_offset(pos),
                   "storage '" + key + "' needs " + std::to_string(n) + " bytes but the file has " +
                       std::to_string(bytes.size() - pos) + " left");
     s->file = tf.file;
@@ -198,7 +217,9 @@ void open_legacy(TorchFile& tf, const UnpickleLimits& limits, PickleUseLog& uses
     pos += n;
   }
   for (const auto& s : table.order_)
-    if (!s->file) throw Error(tf.path, "storage key list", "storage '" + s->key + "' has no data in the file");
+    if (!s->file)
+      throw Error(ErrorKind::Corrupt, tf.path, "storage key list",
+                  "storage '" + s->key + "' has no data in the file");
   tf.root = std::move(r.value);
   tf.pickle_protocol = r.protocol;
   tf.globals = std::move(r.globals);
@@ -234,10 +255,12 @@ void read_torch(TorchFile& tf, const UnpickleLimits& limits, PickleUseLog& uses)
     tf.format = TorchFormat::Legacy;
     open_legacy(tf, limits, uses);
   } else if (tf.file_size == 0) {
-    throw Error(path, "", "the file is empty (expected a torch.save zip or legacy stream)");
+    throw Error(ErrorKind::Truncated, path, "",
+                "the file is empty (expected a torch.save zip or legacy stream)");
   } else {
-    throw Error(path, at_offset(0),
-                expected_found("a torch.save file (zip 'PK\\x03\\x04' or legacy pickle magic)", "other bytes"));
+    throw Error(
+        ErrorKind::Unsupported, path, at_offset(0),
+        expected_found("a torch.save file (zip 'PK\\x03\\x04' or legacy pickle magic)", "other bytes"));
   }
 }
 

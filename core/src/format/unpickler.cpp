@@ -91,8 +91,11 @@ const char* opcode_name(uint8_t op) {
 // A failure inside the VM; the driver adds file, record, offset and opcode.
 struct VmError {
   std::string what;
+  ErrorKind kind;
 };
-[[noreturn]] void vm_fail(std::string what) { throw VmError{std::move(what)}; }
+[[noreturn]] void vm_fail(std::string what, ErrorKind kind = ErrorKind::Corrupt) {
+  throw VmError{std::move(what), kind};
+}
 
 std::string hex_byte(uint8_t b) {
   static const char* hex = "0123456789abcdef";
@@ -221,7 +224,8 @@ class Vm {
   const uint8_t* take(uint64_t n) {
     if (n > data_.size() - pos_)
       vm_fail("needs " + std::to_string(n) + " bytes but only " + std::to_string(data_.size() - pos_) +
-              " remain (truncated or corrupt stream)");
+                  " remain (truncated or corrupt stream)",
+              ErrorKind::Truncated);
     const uint8_t* p = data_.data() + pos_;
     pos_ += n;
     return p;
@@ -236,7 +240,7 @@ class Vm {
   std::string_view line() {
     const uint8_t* begin = data_.data() + pos_;
     const void* nl = std::memchr(begin, '\n', data_.size() - pos_);
-    if (!nl) vm_fail("line is not terminated by a newline (truncated stream)");
+    if (!nl) vm_fail("line is not terminated by a newline (truncated stream)", ErrorKind::Truncated);
     const size_t len = static_cast<size_t>(static_cast<const uint8_t*>(nl) - begin);
     pos_ += len + 1;
     std::string_view s(reinterpret_cast<const char*>(begin), len);
@@ -247,7 +251,8 @@ class Vm {
   std::string_view payload(uint64_t n, const char* what) {
     if (n > data_.size() - pos_)
       vm_fail(std::string(what) + " claims " + std::to_string(n) + " bytes but only " +
-              std::to_string(data_.size() - pos_) + " remain");
+                  std::to_string(data_.size() - pos_) + " remain",
+              ErrorKind::Truncated);
     charge(n);
     return {reinterpret_cast<const char*>(take(n)), static_cast<size_t>(n)};
   }
@@ -576,14 +581,16 @@ Value Vm::rebuild_tensor(const std::string& fn, const Value& args) {
   if (v3) {
     if (!a[6].is(Value::Kind::DType)) vm_fail("tensor dtype: " + expected_found("a torch dtype", a[6].type_name()));
     const auto d = dtype_from_name(a[6].as_str());
-    if (!d) vm_fail("tensor dtype torch." + a[6].as_str() + " is not supported");
+    if (!d) vm_fail("tensor dtype torch." + a[6].as_str() + " is not supported", ErrorKind::Unsupported);
     t.dtype = *d;
   }
   const size_t meta_index = v3 ? 7 : 6;
   if (!v1 && a.size() > meta_index && a[meta_index].is_dict()) {
     for (const auto& [k, v] : a[meta_index].as_dict().items)
       if (v.is(Value::Kind::Bool) && v.as_bool())
-        vm_fail("tensor metadata '" + (k.is(Value::Kind::Str) ? k.as_str() : k.repr()) + "' (conj/neg views) is not supported");
+        vm_fail("tensor metadata '" + (k.is(Value::Kind::Str) ? k.as_str() : k.repr()) +
+                    "' (conj/neg views) is not supported",
+                ErrorKind::Unsupported);
   }
   if (t.dtype != t.storage->dtype)
     vm_fail("tensor dtype " + std::string(dtype_name(t.dtype)) + " does not match its storage's dtype " +
@@ -818,7 +825,7 @@ void Vm::step(uint8_t op) {
   switch (op) {
     case 0x80: {  // PROTO
       const int p = u8();
-      if (p > 5) vm_fail("unsupported pickle protocol " + std::to_string(p));
+      if (p > 5) vm_fail("unsupported pickle protocol " + std::to_string(p), ErrorKind::Unsupported);
       protocol_ = std::max(protocol_, p);
       break;
     }
@@ -1160,7 +1167,7 @@ void Vm::step(uint8_t op) {
       } catch (const Error& e) {
         const std::string text = pid.repr(120);
         pid.dismantle();
-        vm_fail("persistent id " + text + ": " + e.detail());
+        vm_fail("persistent id " + text + ": " + e.detail(), e.kind());
       }
       // The copy may be cyclic (a hostile pid list holding itself): break it so it is freed, not leaked.
       // Callbacks read the pid and return a leaf value (a storage); they must not keep containers of it.
@@ -1171,9 +1178,11 @@ void Vm::step(uint8_t op) {
     }
     case 0x82:
     case 0x83:
-    case 0x84: vm_fail("extension registry codes (EXT1/EXT2/EXT4) are not supported");
+    case 0x84:
+      vm_fail("extension registry codes (EXT1/EXT2/EXT4) are not supported", ErrorKind::Unsupported);
     case 0x97:
-    case 0x98: vm_fail("out-of-band buffers (NEXT_BUFFER/READONLY_BUFFER) are not supported");
+    case 0x98:
+      vm_fail("out-of-band buffers (NEXT_BUFFER/READONLY_BUFFER) are not supported", ErrorKind::Unsupported);
     default: vm_fail("unknown opcode " + hex_byte(op));
   }
 }
@@ -1259,7 +1268,7 @@ UnpickleResult Vm::run() {
       op_start_ = op_start;
       if (pos_ >= data_.size()) {
         at_end = true;
-        vm_fail("the stream ends without STOP (truncated)");
+        vm_fail("the stream ends without STOP (truncated)", ErrorKind::Truncated);
       }
       op = data_[pos_++];
       step(op);
@@ -1274,12 +1283,12 @@ UnpickleResult Vm::run() {
     if (at_end) {
       std::string w;
       if (!opt_.record_name.empty()) w = "record '" + opt_.record_name + "', ";
-      throw Error(opt_.file_name, w + "offset " + std::to_string(op_start), e.what);
+      throw Error(e.kind, opt_.file_name, w + "offset " + std::to_string(op_start), e.what);
     }
-    throw Error(opt_.file_name, where(), e.what);
+    throw Error(e.kind, opt_.file_name, where(), e.what);
   } catch (const Error& e) {
     cleanup(nullptr);
-    throw Error(opt_.file_name, where(), e.detail());
+    throw Error(e.kind(), opt_.file_name, where(), e.detail());
   } catch (...) {
     cleanup(nullptr);
     throw;

@@ -9,7 +9,9 @@
 
 namespace ckptdoc::value_detail {
 
-[[noreturn]] inline void fail(const std::string& what) { throw Error("", "", what); }
+[[noreturn]] inline void fail(const std::string& what) {
+  throw Error(ErrorKind::Corrupt, "", "", what);
+}
 
 [[noreturn]] inline void wrong_kind(const std::string& expected, const Value& v) {
   fail(expected_found(expected, v.type_name()));

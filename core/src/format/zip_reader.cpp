@@ -165,7 +165,7 @@ std::string try_eocd(const MappedFile& file, uint64_t pos, Directory& dir) {
 Directory find_directory(const MappedFile& file) {
   const uint64_t size = file.size();
   if (size < zip::kEocdSize)
-    throw Error(file.path(), "",
+    throw Error(ErrorKind::Truncated, file.path(), "",
                 expected_found("a zip archive of at least 22 bytes (the end of central directory record)",
                                std::to_string(size) + " bytes"));
   const uint8_t* base = file.bytes().data();
@@ -180,8 +180,10 @@ Directory find_directory(const MappedFile& file) {
     if (why.empty()) return dir;
     if (reason.empty()) reason = std::move(why);
   }
-  if (!reason.empty()) throw Error(file.path(), "", reason);
-  throw Error(file.path(), "",
+  if (!reason.empty()) throw Error(ErrorKind::Corrupt, file.path(), "", reason);
+  // A zip's directory is at its end: one that starts like a zip and has none was cut short.
+  const bool starts_as_zip = u32(base) == zip::kSigLocal;
+  throw Error(starts_as_zip ? ErrorKind::Truncated : ErrorKind::Corrupt, file.path(), "",
               "no end of central directory record (\"PK\\x05\\x06\") in the last " +
                   std::to_string(size - first) + " bytes: the file is truncated or is not a zip archive");
 }
@@ -232,10 +234,12 @@ ZipReader::ZipReader(std::shared_ptr<const MappedFile> file) : file_(std::move(f
   for (uint64_t i = 0; i < dir.entries; ++i) {
     const std::string where = "central directory entry " + std::to_string(i) + " at " + at_offset(pos);
     if (!fits(pos, zip::kCdhSize, cd_end))
-      throw Error(path, where, "runs past the end of the central directory at " + at_offset(cd_end));
+      throw Error(ErrorKind::Corrupt, path, where,
+                  "runs past the end of the central directory at " + at_offset(cd_end));
     const uint8_t* h = base + pos;
     if (u32(h) != zip::kSigCentral)
-      throw Error(path, where, expected_found("signature \"PK\\x01\\x02\"", signature_text(u32(h))));
+      throw Error(ErrorKind::Corrupt, path, where,
+                  expected_found("signature \"PK\\x01\\x02\"", signature_text(u32(h))));
     const uint16_t flags = u16(h + 8);
     const uint16_t method = u16(h + 10);
     const uint32_t crc = u32(h + 16);
@@ -244,13 +248,15 @@ ZipReader::ZipReader(std::shared_ptr<const MappedFile> file) : file_(std::move(f
     uint64_t lho = u32(h + 42);
     const uint64_t var_len = uint64_t{name_len} + extra_len + comment_len;
     if (!fits(pos + zip::kCdhSize, var_len, cd_end))
-      throw Error(path, where,
+      throw Error(ErrorKind::Corrupt, path, where,
                   "name, extra field and comment (" + std::to_string(var_len) +
                       " bytes) run past the end of the central directory at " + at_offset(cd_end));
     ZipEntry entry;
     entry.name.assign(reinterpret_cast<const char*>(h + zip::kCdhSize), name_len);
     const std::string rec = record(entry.name);
-    if (flags & 1u) throw Error(path, rec, "is encrypted (flag bit 0 set); encrypted records are not supported");
+    if (flags & 1u)
+      throw Error(ErrorKind::Unsupported, path, rec,
+                  "is encrypted (flag bit 0 set); encrypted records are not supported");
 
     // ZIP64 extended information: 64-bit values for the fields saturated at 0xFFFFFFFF, in fixed order.
     const uint8_t* x = h + zip::kCdhSize + name_len;
@@ -258,7 +264,7 @@ ZipReader::ZipReader(std::shared_ptr<const MappedFile> file) : file_(std::move(f
     while (x_end - x >= 4) {
       const uint16_t id = u16(x), len = u16(x + 2);
       if (len > x_end - x - 4)
-        throw Error(path, rec,
+        throw Error(ErrorKind::Corrupt, path, rec,
                     "extra field 0x" + hex32(id).substr(6) + " of " + std::to_string(len) +
                         " bytes runs past the end of the entry's extra data");
       if (id == zip::kZip64ExtraId) {
@@ -266,7 +272,7 @@ ZipReader::ZipReader(std::shared_ptr<const MappedFile> file) : file_(std::move(f
         uint16_t left = len;
         const auto take = [&](uint64_t& field, const char* what) {
           if (left < 8)
-            throw Error(path, rec,
+            throw Error(ErrorKind::Corrupt, path, rec,
                         std::string("ZIP64 extra field has no room for the 64-bit ") + what + ": " +
                             expected_found("at least 8 more bytes", std::to_string(left)));
           field = u64(v);
@@ -281,23 +287,23 @@ ZipReader::ZipReader(std::shared_ptr<const MappedFile> file) : file_(std::move(f
     }
 
     if (method == 0 && csize != usize)
-      throw Error(path, rec,
+      throw Error(ErrorKind::Corrupt, path, rec,
                   "is stored (not compressed) but its compressed size " + std::to_string(csize) +
                       " differs from its uncompressed size " + std::to_string(usize));
 
     // Local header: its own sizes are ignored (torch writes zeros), only its name and extra lengths matter.
     if (!fits(lho, zip::kLocalSize, size))
-      throw Error(path, rec,
-                  "local header at " + at_offset(lho) + " runs past the end of the file (" + std::to_string(size) +
-                      " bytes)");
+      throw Error(ErrorKind::Truncated, path, rec,
+                  "local header at " + at_offset(lho) + " runs past the end of the file (" +
+                      std::to_string(size) + " bytes)");
     const uint8_t* l = base + lho;
     if (u32(l) != zip::kSigLocal)
-      throw Error(path, rec,
+      throw Error(ErrorKind::Corrupt, path, rec,
                   "local header at " + at_offset(lho) + ": " +
                       expected_found("signature \"PK\\x03\\x04\"", signature_text(u32(l))));
     const uint64_t data_offset = lho + zip::kLocalSize + u16(l + 26) + u16(l + 28);
     if (!fits(data_offset, csize, dir.cd_offset))
-      throw Error(path, rec,
+      throw Error(ErrorKind::Corrupt, path, rec,
                   "data of " + std::to_string(csize) + " bytes at " + at_offset(data_offset) +
                       " runs past the start of the central directory at " + at_offset(dir.cd_offset));
 
@@ -310,11 +316,11 @@ ZipReader::ZipReader(std::shared_ptr<const MappedFile> file) : file_(std::move(f
     // Two records with one name, or sharing one local header, read differently in different readers (torch
     // takes one of them): such a file is refused, naming both, rather than trusted either way.
     if (const auto [it, fresh] = index_.emplace(entry.name, entries_.size()); !fresh)
-      throw Error(path, rec,
+      throw Error(ErrorKind::Corrupt, path, rec,
                   "appears twice in the central directory (entries " + std::to_string(it->second) + " and " +
                       std::to_string(entries_.size()) + "): which one a reader takes is undefined");
     if (const auto [it, fresh] = headers.emplace(lho, entries_.size()); !fresh)
-      throw Error(path, rec,
+      throw Error(ErrorKind::Corrupt, path, rec,
                   "shares its local header at " + at_offset(lho) + " with " +
                       record(entries_[it->second].name) +
                       ": two names for one record, which readers resolve differently");
@@ -330,9 +336,9 @@ const ZipEntry* ZipReader::find(std::string_view name) const {
 
 std::span<const uint8_t> ZipReader::data(const ZipEntry& entry) const {
   if (entry.method != 0)
-    throw Error(file_->path(), record(entry.name),
-                "is compressed with method " + std::to_string(entry.method) + " (" + method_name(entry.method) +
-                    "); only stored (method 0) records can be read");
+    throw Error(ErrorKind::Unsupported, file_->path(), record(entry.name),
+                "is compressed with method " + std::to_string(entry.method) + " (" +
+                    method_name(entry.method) + "); only stored (method 0) records can be read");
   return file_->slice(entry.data_offset, entry.size, ("data of " + record(entry.name)).c_str());
 }
 

@@ -106,15 +106,18 @@ class RecordSink : public ByteSink {
 ZipWriter::ZipWriter(ByteSink& sink, uint64_t alignment) : sink_(sink), alignment_(alignment) {
   // The padding lives in a 16-bit extra field next to a ZIP64 field of up to 28 bytes.
   if (alignment_ == 0 || alignment_ > 0x8000)
-    throw Error("", "", expected_found("a zip alignment between 1 and 32768", std::to_string(alignment_)));
+    throw Error(ErrorKind::InvalidRequest, "", "",
+                expected_found("a zip alignment between 1 and 32768", std::to_string(alignment_)));
 }
 
 void ZipWriter::check_usable(const std::string& name) {
   if (failed_) throw Error("", record(name), "cannot add: an earlier record failed, the archive is incomplete");
   if (finished_) throw Error("", record(name), "cannot add: the archive is already finished");
   if (name.empty() || name.size() > zip::kMax16)
-    throw Error("", record(name), expected_found("a name of 1 to 65535 bytes", std::to_string(name.size())));
-  if (names_.count(name)) throw Error("", record(name), "is already in the archive");
+    throw Error(ErrorKind::InvalidRequest, "", record(name),
+                expected_found("a name of 1 to 65535 bytes", std::to_string(name.size())));
+  if (names_.count(name))
+    throw Error(ErrorKind::InvalidRequest, "", record(name), "is already in the archive");
 }
 
 void ZipWriter::write_local_header(const std::string& name, uint64_t size) {

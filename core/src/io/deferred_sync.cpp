@@ -130,7 +130,7 @@ void DeferredSyncIo::flush() {
       record_failure(dirs[i], std::string("fsync of directory: ") + std::strerror(err));
   });
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!failure_.empty()) throw Error(failed_path_, "", failure_);
+  if (!failure_.empty()) throw Error(ErrorKind::Io, failed_path_, "", failure_);
 }
 
 }  // namespace ckptdoc::io

@@ -118,7 +118,7 @@ AtomicFile::AtomicFile(std::string path, FileIo& io)
   replaces_ = std::filesystem::exists(std::filesystem::symlink_status(path_, ec));
   if (const int err = io_.open_write(temp_, &fd_); err != 0) {
     fd_ = -1;
-    throw Error(path_, "", errno_text("open", err));
+    throw Error(ErrorKind::Io, path_, "", errno_text("open", err));
   }
   io::claim_open_file(fd_);  // a later run removes this temp file at once if this process is killed
   try {
@@ -184,12 +184,12 @@ void AtomicFile::write_file_range(const MappedFile& file, uint64_t offset, uint6
     }
     if (err != 0) {
       failed_ = true;
-      throw Error(path_, at_offset(position_ + done), errno_text("copy_file_range", err));
+      throw Error(ErrorKind::Io, path_, at_offset(position_ + done), errno_text("copy_file_range", err));
     }
     if (n == 0) {
       failed_ = true;
       throw Error(
-          path_, at_offset(position_ + done),
+          ErrorKind::Truncated, path_, at_offset(position_ + done),
           "copy_file_range: " + file.path() + " ended before byte " + std::to_string(offset + length));
     }
     done += n;
@@ -234,11 +234,11 @@ void AtomicFile::write_all(std::span<const uint8_t> bytes, uint64_t file_offset)
     size_t n = 0;
     if (const int err = io_.write(fd_, bytes.data() + done, bytes.size() - done, &n); err != 0) {
       failed_ = true;
-      throw Error(path_, at_offset(file_offset + done), errno_text("write", err));
+      throw Error(ErrorKind::Io, path_, at_offset(file_offset + done), errno_text("write", err));
     }
     if (n == 0) {
       failed_ = true;
-      throw Error(path_, at_offset(file_offset + done), "write: wrote 0 bytes");
+      throw Error(ErrorKind::Io, path_, at_offset(file_offset + done), "write: wrote 0 bytes");
     }
     done += n;
   }
@@ -246,7 +246,9 @@ void AtomicFile::write_all(std::span<const uint8_t> bytes, uint64_t file_offset)
 
 void AtomicFile::commit() {
   if (committed_) return;
-  if (failed_) throw Error(path_, "", "cannot commit: an earlier write failed, the temp file is incomplete");
+  if (failed_)
+    throw Error(ErrorKind::Io, path_, "",
+                "cannot commit: an earlier write failed, the temp file is incomplete");
   // A file this output was read from shrank while it was read: the bytes written from it may be zeros.
   if (MappedFile::change_count() != mapped_changes_) {
     failed_ = true;
@@ -255,22 +257,23 @@ void AtomicFile::commit() {
   flush_buffer();
   if (const int err = io_.fsync(fd_); err != 0) {
     failed_ = true;  // the kernel may have dropped the dirty pages: a second fsync would lie
-    throw Error(path_, "", errno_text("fsync", err));
+    throw Error(ErrorKind::Io, path_, "", errno_text("fsync", err));
   }
   const int fd = fd_;
   fd_ = -1;
-  if (const int err = io_.close(fd); err != 0) throw Error(path_, "", errno_text("close", err));
+  if (const int err = io_.close(fd); err != 0)
+    throw Error(ErrorKind::Io, path_, "", errno_text("close", err));
   if (const int err = replaces_ ? io_.rename(temp_, path_) : io_.rename_noreplace(temp_, path_); err != 0) {
     failed_ = true;
     if (err == EEXIST)
-      throw Error(path_, "",
+      throw Error(ErrorKind::OutputExists, path_, "",
                   "another process created this file while ckptdoc wrote it; its file is kept and this "
                   "output was not published");
-    throw Error(path_, "", errno_text("rename", err));
+    throw Error(ErrorKind::Io, path_, "", errno_text("rename", err));
   }
   committed_ = true;
   if (const int err = io_.fsync_dir(parent_dir(path_)); err != 0)
-    throw Error(path_, "", errno_text("fsync of directory", err));
+    throw Error(ErrorKind::Io, path_, "", errno_text("fsync of directory", err));
 }
 
 }  // namespace ckptdoc

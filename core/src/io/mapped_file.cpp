@@ -131,7 +131,7 @@ void unregister_map(int slot, const std::string& path, uint64_t size) {
   const std::string now =
       ::stat(path.c_str(), &st) == 0 ? std::to_string(st.st_size) + " bytes now" : "gone now";
   throw Error(
-      path, "",
+      ErrorKind::Io, path, "",
       "changed while being read: it had " + std::to_string(size_when_opened) + " bytes when opened and is " +
           now +
           " (a save still running, or another machine writing it?); nothing read from it is used. Read it "
@@ -146,16 +146,20 @@ void unregister_map(int slot, const std::string& path, uint64_t size) {
 
 std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(path, "", std::string("cannot open: ") + std::strerror(errno));
+  if (fd < 0) {
+    const int e = errno;
+    throw Error(e == ENOENT || e == ENOTDIR ? ErrorKind::NotFound : ErrorKind::Io, path, "",
+                std::string("cannot open: ") + std::strerror(e));
+  }
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int e = errno;
     ::close(fd);
-    throw Error(path, "", std::string("cannot stat: ") + std::strerror(e));
+    throw Error(ErrorKind::Io, path, "", std::string("cannot stat: ") + std::strerror(e));
   }
   if (S_ISDIR(st.st_mode)) {
     ::close(fd);
-    throw Error(path, "", "is a directory, expected a file");
+    throw Error(ErrorKind::Unsupported, path, "", "is a directory, expected a file");
   }
   std::shared_ptr<MappedFile> f(new MappedFile());
   f->path_ = path;
@@ -168,7 +172,7 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
     if (p == MAP_FAILED) {
       const int e = errno;
       ::close(fd);
-      throw Error(path, "", std::string("cannot map: ") + std::strerror(e));
+      throw Error(ErrorKind::Io, path, "", std::string("cannot map: ") + std::strerror(e));
     }
     f->data_ = static_cast<const uint8_t*>(p);
     f->guard_slot_ = register_map(f.get(), f->data_, f->size_);
@@ -209,7 +213,8 @@ void MappedFile::throw_changed(const std::string& while_doing) {
     lock.unlock();
     throw_file_changed(d.path, d.size_when_opened);
   }
-  throw Error("", while_doing, "a file changed while being read (it shrank under its memory map); nothing was written");
+  throw Error(ErrorKind::Io, "", while_doing,
+              "a file changed while being read (it shrank under its memory map); nothing was written");
 }
 
 bool MappedFile::changed() const {
@@ -227,9 +232,9 @@ void set_file_touch_hook(std::function<void(const std::string& path)> hook) {
 
 std::span<const uint8_t> MappedFile::slice(uint64_t offset, uint64_t length, const char* what) const {
   if (offset > size_ || length > size_ - offset) {
-    throw Error(path_, at_offset(offset),
-                std::string(what) + " of " + std::to_string(length) + " bytes runs past the end of the file (" +
-                    std::to_string(size_) + " bytes)");
+    throw Error(ErrorKind::Truncated, path_, at_offset(offset),
+                std::string(what) + " of " + std::to_string(length) +
+                    " bytes runs past the end of the file (" + std::to_string(size_) + " bytes)");
   }
   if (g_touch_hook && mapped_) g_touch_hook(path_);
   return {data_ + offset, static_cast<size_t>(length)};

@@ -106,7 +106,7 @@ void Runner::graft() {
         if (const Value* v = sroot.get(key)) root.set(key, v->clone());
       root.set("dp_world_size", Value::integer(tdp));
       write(f.path, root);
-    } else if (fs::is_regular_file(f.abs_path)) {
+    } else if (std::error_code ec; fs::is_regular_file(f.abs_path, ec)) {
       deepspeed::copy_file(f.abs_path, tag_out_ + "/" + f.path, io_);
     }
   }

@@ -57,7 +57,8 @@ Runner::NewLayout Runner::new_layout(const SourceLayout& src, const TorchFile& o
         if (const double v = s->as_float(); v >= 1.0 && v <= 9.0e15) sgs = static_cast<int64_t>(v);
   const Value* osd0 = optim_tmpl.root.get("optimizer_state_dict");
   const Value* pgs = osd0 && osd0->get("optimizer_state_dict") ? osd0->get("optimizer_state_dict")->get("param_groups") : nullptr;
-  if (!pgs || !pgs->is_sequence()) throw Error(optim_tmpl.path, "optimizer_state_dict.param_groups", "missing");
+  if (!pgs || !pgs->is_sequence())
+    throw Error(ErrorKind::Corrupt, optim_tmpl.path, "optimizer_state_dict.param_groups", "missing");
   for (const auto& pg : pgs->items()) {
     const Value* ids = pg.get("params");
     std::vector<ParamEntry> entries;
@@ -66,7 +67,9 @@ Runner::NewLayout Runner::new_layout(const SourceLayout& src, const TorchFile& o
     if (ids && ids->is_sequence())
       for (const auto& id : ids->items()) {
         const auto k = static_cast<size_t>(id.as_int());
-        if (k >= src.groups.size()) throw Error(optim_tmpl.path, "param_groups params", "sub-group id out of range");
+        if (k >= src.groups.size())
+          throw Error(ErrorKind::Corrupt, optim_tmpl.path, "param_groups params",
+                      "sub-group id out of range");
         if (first_old < 0) first_old = static_cast<int>(k);
         for (const auto& p : src.groups[k].params) {
           entries.push_back(ParamEntry{p.name, p.shape, p.numel, 0});
@@ -136,7 +139,8 @@ Value Runner::repartitioned_optim_root(int r, int n, const TorchFile& tmpl, cons
     std::vector<Value> fp32s, paddings, counts, mappings;
     Value* bos = need(osd, "base_optimizer_state", tmpl.path);
     if (!bos->is_dict())
-      throw Error(tmpl.path, "base_optimizer_state", "elastic (list) optimizer state cannot be re-partitioned yet");
+      throw Error(ErrorKind::Unsupported, tmpl.path, "base_optimizer_state",
+                  "elastic (list) optimizer state cannot be re-partitioned yet");
     Value state = Value::dict();
     // One entry per group of the file; an expert group's entry is this rank's expert-parallel instance.
     int file_groups = 0;
@@ -145,7 +149,9 @@ Value Runner::repartitioned_optim_root(int r, int n, const TorchFile& tmpl, cons
       size_t gi = groups.size();
       for (size_t i = 0; i < groups.size() && gi == groups.size(); ++i)
         if (groups[i].file_group == fg && groups[i].partition_of(r)) gi = i;
-      if (gi == groups.size()) throw Error(tmpl.path, "group " + std::to_string(fg), "no partition for new dp rank " + std::to_string(r));
+      if (gi == groups.size())
+        throw Error(ErrorKind::Inconsistent, tmpl.path, "group " + std::to_string(fg),
+                    "no partition for new dp rank " + std::to_string(r));
       const GroupLayout& g = groups[gi];
       const int k = g.partition_index(r);
       const auto& rp = g.partitions[static_cast<size_t>(k)];
@@ -189,7 +195,7 @@ Value Runner::repartitioned_optim_root(int r, int n, const TorchFile& tmpl, cons
 
 std::vector<std::vector<std::string>> Runner::group_fields(const TorchFile& tmpl, const NewLayout& nl) const {
   const Value* osd = tmpl.root.get("optimizer_state_dict");
-  if (!osd) throw Error(tmpl.path, "key 'optimizer_state_dict'", "missing");
+  if (!osd) throw Error(ErrorKind::Corrupt, tmpl.path, "key 'optimizer_state_dict'", "missing");
   std::vector<std::vector<std::string>> fields;
   for (size_t gi = 0; gi < nl.groups.size(); ++gi) {
     fields.push_back({"fp32"});
@@ -211,7 +217,8 @@ void Runner::repartition() {
   const deepspeed::CheckpointFile* oft = cat_.optim_file(tmpl_rank);  // this model-parallel rank's
   const bool bf16_prefix = oft && oft->bf16_prefix;
   const TorchFile& optim_tmpl = ckpt_.optim_file(tmpl_rank);
-  if (!optim_tmpl.root.get("optimizer_state_dict")) throw Error(optim_tmpl.path, "key 'optimizer_state_dict'", "missing");
+  if (!optim_tmpl.root.get("optimizer_state_dict"))
+    throw Error(ErrorKind::Corrupt, optim_tmpl.path, "key 'optimizer_state_dict'", "missing");
   const NewLayout nl = new_layout(src, optim_tmpl, n);
 
   // Where new partitions come from: straight from the old files, or assembled by an exchange between
@@ -227,7 +234,8 @@ void Runner::repartition() {
     std::vector<uint64_t> mine{std::hash<std::string>{}(sig)}, all(static_cast<size_t>(dist_->procs));
     mpi_allgather(mine.data(), sizeof(uint64_t), all.data());
     if (std::adjacent_find(all.begin(), all.end(), std::not_equal_to<>()) != all.end())
-      throw Error(optim_tmpl.path, "optimizer state", "the processes' optimizer files carry different state keys");
+      throw Error(ErrorKind::Inconsistent, optim_tmpl.path, "optimizer state",
+                  "the processes' optimizer files carry different state keys");
     exchanged = exchange_partitions(reader, nl.groups, fields, zero3, *dist_,
                                     out_ + "/.ckptdoc-scratch-" + std::to_string(dist_->me), *exchanger_, progress_);
     exchange_bytes_ = exchanged->bytes_received;

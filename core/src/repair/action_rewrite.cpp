@@ -82,7 +82,8 @@ void Runner::rewrite_in_layout() {
           const int64_t P = g.partition_numel;
           const int64_t L = old.numel();
           if (L > P)
-            throw Error(f.abs_path, "single_partition_of_fp32_groups[" + std::to_string(gi) + "]",
+            throw Error(ErrorKind::Inconsistent, f.abs_path,
+                        "single_partition_of_fp32_groups[" + std::to_string(gi) + "]",
                         expected_found("at most " + std::to_string(P) + " elements", std::to_string(L)));
           const int64_t base = static_cast<int64_t>(g.partition_index(r)) * P;
           auto fill = guarded([&g, base, lp_read](int64_t first, int64_t n, float* out) {
@@ -125,11 +126,12 @@ void Runner::refresh_unfused_masters(Value& root, const std::string& path, const
   for (auto& list : groups->items_mut())
     for (auto& item : list.items_mut()) {
       if (k >= cat_.groups.size())
-        throw Error(path, "optimizer.fp32_groups", "more masters than the catalog matched to params");
+        throw Error(ErrorKind::Inconsistent, path, "optimizer.fp32_groups",
+                    "more masters than the catalog matched to params");
       const ParamEntry& p = cat_.groups[k++].params.front();
       const Tensor& old = item.as_tensor();
       if (old.numel() != p.numel)
-        throw Error(path, "optimizer.fp32_groups: " + p.name,
+        throw Error(ErrorKind::Inconsistent, path, "optimizer.fp32_groups: " + p.name,
                     expected_found(std::to_string(p.numel) + " elements", std::to_string(old.numel())));
       const std::string name = p.name;
       FloatFill fill =

@@ -31,9 +31,11 @@ class ScratchFile {
  public:
   ScratchFile(std::string path, int64_t numel) : path_(std::move(path)) {
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd_ < 0) throw Error(path_, "", std::string("cannot create scratch file: ") + std::strerror(errno));
+    if (fd_ < 0)
+      throw Error(ErrorKind::Io, path_, "",
+                  std::string("cannot create scratch file: ") + std::strerror(errno));
     if (::ftruncate(fd_, static_cast<off_t>(numel) * 4) != 0)
-      throw Error(path_, "", std::string("cannot size scratch file: ") + std::strerror(errno));
+      throw Error(ErrorKind::Io, path_, "", std::string("cannot size scratch file: ") + std::strerror(errno));
   }
   ~ScratchFile() {
     if (fd_ >= 0) ::close(fd_);
@@ -48,7 +50,9 @@ class ScratchFile {
     while (left > 0) {
       const ssize_t w = ::pwrite(fd_, p, left, at);
       if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) throw Error(path_, "", std::string("cannot write scratch file: ") + std::strerror(w < 0 ? errno : ENOSPC));
+      if (w <= 0)
+        throw Error(ErrorKind::Io, path_, "",
+                    std::string("cannot write scratch file: ") + std::strerror(w < 0 ? errno : ENOSPC));
       p += w;
       at += w;
       left -= static_cast<size_t>(w);
@@ -135,7 +139,10 @@ class PartitionAssembler {
     std::vector<Piece> pieces;
     std::string err;
     try {
-      fs::create_directories(scratch_dir);
+      std::error_code ec;
+      fs::create_directories(scratch_dir, ec);
+      if (ec)
+        throw Error(ErrorKind::Io, scratch_dir, "", "cannot create the scratch folder: " + ec.message());
       pieces = exchange_pieces(reader.layout().groups, new_groups, zero3, kMaxPiece);
     } catch (const std::exception& e) {
       err = e.what();

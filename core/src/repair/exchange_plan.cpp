@@ -23,7 +23,7 @@ std::vector<Holding> param_holdings(const deepspeed::GroupLayout& g, const deeps
     return out;
   }
   const int64_t P = g.partition_numel;
-  if (P <= 0) throw Error("", "group " + std::to_string(g.index), "partition length 0");
+  if (P <= 0) throw Error(ErrorKind::Corrupt, "", "group " + std::to_string(g.index), "partition length 0");
   for (int64_t at = p.offset; at < p.offset + p.numel;) {
     const int64_t r = at / P;
     const int64_t stop = std::min(p.offset + p.numel, (r + 1) * P);
@@ -46,7 +46,8 @@ std::vector<Piece> exchange_pieces(const std::vector<deepspeed::GroupLayout>& ol
     for (const auto& np : ng.params) {
       const auto it = old_place.find(np.name);
       if (it == old_place.end() || it->second.second->numel != np.numel)
-        throw Error("", "param '" + np.name + "'", "not in the old layout with the same number of elements");
+        throw Error(ErrorKind::Inconsistent, "", "param '" + np.name + "'",
+                    "not in the old layout with the same number of elements");
       const auto olds = param_holdings(*it->second.first, *it->second.second, zero3);
       const auto news = param_holdings(ng, np, zero3);
       // Both lists cover [0, numel) in order: walk them together.

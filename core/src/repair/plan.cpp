@@ -26,7 +26,11 @@ namespace {
 
 constexpr const char* kNotReadByDeepSpeed = "not read by DeepSpeed; copied as it is";
 
-[[noreturn]] void refuse(const std::string& where, const std::string& why) { throw Error("", where, why); }
+// A request the planner turns down; most are bad options (InvalidRequest), the others say their kind.
+[[noreturn]] void refuse(const std::string& where, const std::string& why,
+                         ErrorKind kind = ErrorKind::InvalidRequest) {
+  throw Error(kind, "", where, why);
+}
 
 bool zero12_like(OptimizerWrapper w) { return w == OptimizerWrapper::Zero12 || w == OptimizerWrapper::BF16Optimizer; }
 
@@ -75,15 +79,19 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   const RepairRequest rq = with_default_lp_source(ckpt, request);
   const auto& cat = ckpt.catalog();
   if (ckpt.weights_only())
-    refuse(cat.tag_dir, "is a " + std::string(cat.kind == "hf-folder" ? "Hugging Face folder" : "weights file") +
-                            ": repairs work on DeepSpeed checkpoints (export or diff it instead)");
+    refuse(cat.tag_dir,
+           "is a " + std::string(cat.kind == "hf-folder" ? "Hugging Face folder" : "weights file") +
+               ": repairs work on DeepSpeed checkpoints (export or diff it instead)",
+           ErrorKind::Unsupported);
   Plan plan;
   plan.input = io::normalised_path(cat.save_dir);
   plan.output = io::normalised_path(output);
   plan.tag = cat.tag;
   if (cat.universal)
-    refuse(cat.tag_dir, "a universal checkpoint is repaired by converting it: ckptdoc convert --to zero writes rigid "
-                        "files for any world size, which repair then works on");
+    refuse(cat.tag_dir,
+           "a universal checkpoint is repaired by converting it: ckptdoc convert --to zero writes rigid "
+           "files for any world size, which repair then works on",
+           ErrorKind::Unsupported);
 
   const bool repartition = rq.world_size.has_value() || rq.target.has_value();
   const int n_actions = int(rq.refresh_fp32) + int(rq.reset_optimizer) + int(rq.drop_optimizer) + int(repartition);
@@ -110,6 +118,7 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   // The checkpoint must be readable end to end.
   std::vector<std::string> errors;
   bool unsafe = false;
+  size_t n_unsafe = 0;
   const bool moments_replaced = (rq.reset_optimizer || rq.drop_optimizer) && !repartition;
   for (const auto& p : cat.problems) {
     if (p.severity != "error") continue;
@@ -122,6 +131,7 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
         (p.code == "optimizer-state-shape-mismatch" || p.code == "optimizer-state-incomplete"))
       continue;
     unsafe = unsafe || p.code == "unsafe-pickle";
+    n_unsafe += p.code == "unsafe-pickle" ? 1 : 0;
     errors.push_back(p.code + ": " + p.message);
   }
   if (!errors.empty()) {
@@ -129,7 +139,8 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
     for (const auto& e : errors) msg += "\n  " + e;
     if (unsafe)
       msg += "\n(the output would carry the same pickle; pass --allow-unsafe-pickle to write it anyway)";
-    refuse(cat.tag_dir, msg);
+    refuse(cat.tag_dir, msg,
+           unsafe && errors.size() == n_unsafe ? ErrorKind::UnsafePickle : ErrorKind::Inconsistent);
   }
 
   const auto w = cat.wrapper;
@@ -142,10 +153,14 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   const bool parallel = topo.model_parallel() || topo.moe();
   if (parallel && (rq.target || rq.across_processes))
     refuse(rq.target ? "--target" : "mpirun",
-           "tensor/pipeline/expert-parallel checkpoints are repaired in one process and without --target (graft)");
+           "tensor/pipeline/expert-parallel checkpoints are repaired in one process and without --target "
+           "(graft)",
+           ErrorKind::Unsupported);
   if (parallel && w == OptimizerWrapper::Zero3 && rq.refresh_fp32)
-    refuse("--refresh-fp32", "ZeRO-3 with tensor/pipeline/expert parallelism: --lp-source holds consolidated weights, "
-                             "not each model-parallel rank's slices; not supported");
+    refuse("--refresh-fp32",
+           "ZeRO-3 with tensor/pipeline/expert parallelism: --lp-source holds consolidated weights, "
+           "not each model-parallel rank's slices; not supported",
+           ErrorKind::Unsupported);
   if (rq.world_size && topo.moe()) {
     for (const auto& g : cat.groups) {
       if (!g.expert) continue;
@@ -169,18 +184,24 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
       for (const auto& g : cat.groups)
         for (const auto& p : g.params) {
           const Tensor* t = probe.find(p.name);
-          if (!t) refuse("--lp-source", *rq.lp_source + " has no weight named '" + p.name + "'");
+          if (!t)
+            refuse("--lp-source", *rq.lp_source + " has no weight named '" + p.name + "'",
+                   ErrorKind::NotFound);
           if (t->numel() != p.numel)
-            refuse("--lp-source", "'" + p.name + "' has " + std::to_string(t->numel()) + " elements in " +
-                                      *rq.lp_source + " but " + std::to_string(p.numel) + " in the checkpoint");
+            refuse("--lp-source",
+                   "'" + p.name + "' has " + std::to_string(t->numel()) + " elements in " + *rq.lp_source +
+                       " but " + std::to_string(p.numel) + " in the checkpoint",
+                   ErrorKind::Inconsistent);
         }
     } else if (w == OptimizerWrapper::FP16UnfusedOptimizer) {
       if (cat.groups.empty())
         refuse("--refresh-fp32",
                "the fp32 masters of this FP16_UnfusedOptimizer could not be matched to the "
-               "module's params (param-mapping-unknown), so none can be refreshed");
+               "module's params (param-mapping-unknown), so none can be refreshed",
+               ErrorKind::Unsupported);
     } else if (!zero12_like(w)) {
-      refuse("--refresh-fp32", "refreshing fp32 masters of " + wname + " checkpoints is not supported");
+      refuse("--refresh-fp32", "refreshing fp32 masters of " + wname + " checkpoints is not supported",
+             ErrorKind::Unsupported);
     }
     std::string where = "16-bit module weights";
     if (topo.pipeline) where = "16-bit weights in the pipeline layer files";
@@ -208,7 +229,8 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   }
   if (rq.reset_optimizer) {
     if (!(zero12_like(w) || w == OptimizerWrapper::Zero3 || w == OptimizerWrapper::FP16Optimizer))
-      refuse("--reset-optimizer", "resetting the optimizer of " + wname + " checkpoints is not supported");
+      refuse("--reset-optimizer", "resetting the optimizer of " + wname + " checkpoints is not supported",
+             ErrorKind::Unsupported);
     plan.actions.push_back("reset the optimizer: empty Adam state (moments re-created at the next step), 'step' "
                            "removed from param_groups; fp32 masters and weights kept");
     plan.changed_tensors.push_back("every rank's optimizer state (removed)");
@@ -226,12 +248,14 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   }
   if (rq.world_size) {
     if (!zero12_like(w) && w != OptimizerWrapper::Zero3)
-      refuse("--repartition", "re-partitioning " + wname + " checkpoints is not supported");
+      refuse("--repartition", "re-partitioning " + wname + " checkpoints is not supported",
+             ErrorKind::Unsupported);
     if (w == OptimizerWrapper::Zero3) {
       const auto* mf = cat.metadata_model_file();
       const Value* frag = mf ? ckpt.model_file(mf->mp_rank, std::max(mf->dp_rank, 0)).root.get("frozen_param_fragments") : nullptr;
       if (frag && frag->is_dict() && !frag->as_dict().items.empty())
-        refuse("--repartition", "ZeRO-3 checkpoints with frozen params are not supported by repartition yet");
+        refuse("--repartition", "ZeRO-3 checkpoints with frozen params are not supported by repartition yet",
+               ErrorKind::Unsupported);
     }
     plan.actions.push_back("re-partition from data-parallel " + std::to_string(dp) + " to " +
                            std::to_string(*rq.world_size) +
@@ -243,17 +267,25 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
                            "ds_version " + (cat.ds_version.empty() ? std::string("(none)") : cat.ds_version) + ")");
   }
   if (rq.target) {
-    if (!zero12_like(w)) refuse("--target", "grafting is supported for ZeRO-1/2 and BF16_Optimizer checkpoints");
+    if (!zero12_like(w))
+      refuse("--target", "grafting is supported for ZeRO-1/2 and BF16_Optimizer checkpoints",
+             ErrorKind::Unsupported);
     auto t = deepspeed::Checkpoint::open(*rq.target);
     const auto& tc = t->catalog();
     if (!zero12_like(tc.wrapper))
-      refuse("--target", "the template is a " + std::string(deepspeed::wrapper_name(tc.wrapper)) +
-                             " checkpoint; a ZeRO-1/2 or BF16_Optimizer one is needed");
-    if (tc.lp_dtype != cat.lp_dtype) refuse("--target", "the template's 16-bit dtype differs from the checkpoint's");
+      refuse("--target",
+             "the template is a " + std::string(deepspeed::wrapper_name(tc.wrapper)) +
+                 " checkpoint; a ZeRO-1/2 or BF16_Optimizer one is needed",
+             ErrorKind::Unsupported);
+    if (tc.lp_dtype != cat.lp_dtype)
+      refuse("--target", "the template's 16-bit dtype differs from the checkpoint's",
+             ErrorKind::Inconsistent);
     for (const auto& p : tc.problems)
       if (p.severity == "error" && !(p.code == "unsafe-pickle" && rq.allow_unsafe_pickle))
-        refuse("--target", "the template has a problem: " + p.code + ": " + p.message +
-                               (p.code == "unsafe-pickle" ? " (pass --allow-unsafe-pickle to write it anyway)" : ""));
+        refuse("--target",
+               "the template has a problem: " + p.code + ": " + p.message +
+                   (p.code == "unsafe-pickle" ? " (pass --allow-unsafe-pickle to write it anyway)" : ""),
+               p.code == "unsafe-pickle" ? ErrorKind::UnsafePickle : ErrorKind::Inconsistent);
     std::vector<std::string> changed, added;
     for (const auto& g : tc.groups)
       for (const auto& p : g.params) {
@@ -268,7 +300,9 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
     if (!changed.empty() && !rq.allow_shape_change) {
       std::string list;
       for (const auto& n : changed) list += " " + n;
-      refuse("--target", "params changed shape:" + list + " (pass --allow-shape-change to keep the template's values)");
+      refuse("--target",
+             "params changed shape:" + list + " (pass --allow-shape-change to keep the template's values)",
+             ErrorKind::Inconsistent);
     }
     for (const auto& g : cat.groups)
       for (const auto& p : g.params)

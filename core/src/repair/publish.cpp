@@ -35,7 +35,7 @@ void publish_folder(const std::string& partial, const std::string& out, FileIo& 
     if (!aside.empty()) io.rename(aside, out);
     if (err == EEXIST || err == ENOTEMPTY)
       throw Error(
-          out, "",
+          ErrorKind::OutputExists, out, "",
           "another process published an output here while ckptdoc wrote this one; that output is kept and "
           "this one was not published (run again with another output folder)");
     check_io(err, out, "rename");

@@ -32,9 +32,10 @@ StorageView discover_storage(const std::string& partial) {
   try {
     std::error_code ec;
     fs::create_directories(partial, ec);
-    if (ec) throw Error(partial, "", "cannot create the output folder: " + ec.message());
+    if (ec) throw Error(ErrorKind::Io, partial, "", "cannot create the output folder: " + ec.message());
     std::ofstream(marker).put('\n');
-    if (!fs::exists(marker)) throw Error(marker, "", "cannot write in the output folder");
+    if (std::error_code mec; !fs::exists(marker, mec))
+      throw Error(ErrorKind::Io, marker, "", "cannot write in the output folder");
   } catch (const std::exception& e) {
     err = e.what();
   }
@@ -44,7 +45,7 @@ StorageView discover_storage(const std::string& partial) {
   v.leader = me;
   int seen = 0;
   for (int p = 0; p < procs; ++p)
-    if (fs::exists(partial + "/.ckptdoc-process-" + std::to_string(p))) {
+    if (std::error_code ec; fs::exists(partial + "/.ckptdoc-process-" + std::to_string(p), ec)) {
       v.leader = std::min(v.leader, p);
       ++seen;
     }

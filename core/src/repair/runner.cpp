@@ -21,12 +21,12 @@ using deepspeed::ParamEntry;
 
 void check_io(int err, const std::string& path, const char* call) {
   if (err != 0 && !(err == EEXIST && std::string(call) == "mkdir"))
-    throw Error(path, "", std::string(call) + ": " + std::strerror(err));
+    throw Error(ErrorKind::Io, path, "", std::string(call) + ": " + std::strerror(err));
 }
 
 Value* need(Value* v, const char* key, const std::string& file) {
   Value* c = v ? v->get_mut(key) : nullptr;
-  if (!c) throw Error(file, std::string("key '") + key + "'", "missing");
+  if (!c) throw Error(ErrorKind::Corrupt, file, std::string("key '") + key + "'", "missing");
   return c;
 }
 
@@ -140,8 +140,11 @@ bool Runner::owns(const deepspeed::CheckpointFile& f) const {
   return f.mp_rank >= 0 ? f.mp_rank == cat_.mp_rank : cat_.mp_rank == 0;
 }
 void Runner::copy_other_files() {
+  std::error_code ec;
   for (const auto& f : cat_.files)
-    if (f.role != FileRole::Model && f.role != FileRole::Optim && owns(f) && fs::is_regular_file(f.abs_path)) copy(f);
+    if (f.role != FileRole::Model && f.role != FileRole::Optim && owns(f) &&
+        fs::is_regular_file(f.abs_path, ec))
+      copy(f);
 }
 
 Value Runner::remap_state_entry(const Value& tmpl, int64_t old_len, int64_t len,

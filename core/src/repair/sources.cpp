@@ -45,7 +45,9 @@ std::span<const float> StateReader::span(const std::string& field, int rank, int
     // rank: a repair never writes zeros in place of data.
     std::optional<Tensor> t =
         field == "fp32" ? ckpt_.fp32_partition(group, rank) : ckpt_.moment_partition(group, rank, field);
-    if (!t) throw Error(where(rank), "'" + field + "' of group " + std::to_string(group), "the checkpoint holds none");
+    if (!t)
+      throw Error(ErrorKind::NotFound, where(rank), "'" + field + "' of group " + std::to_string(group),
+                  "the checkpoint holds none");
     if (t->dtype != DType::F32 || !t->is_contiguous()) {
       // Rare (a non-fp32 master, e.g. fp32_optimizer_states off): keep a float copy.
       auto f = t->to_float();
@@ -74,7 +76,9 @@ bool StateReader::has_field(const std::string& field) const {
 void StateReader::read(const std::string& field, const std::string& param, int64_t first, int64_t n,
                        float* out) const {
   const auto it = layout_.params.find(param);
-  if (it == layout_.params.end()) throw Error("", "param '" + param + "'", "not a trainable param of the checkpoint");
+  if (it == layout_.params.end())
+    throw Error(ErrorKind::InvalidRequest, "", "param '" + param + "'",
+                "not a trainable param of the checkpoint");
   const ParamPlace& p = it->second;
   const auto& g = layout_.groups[static_cast<size_t>(p.group)];
   const int dp = layout_.dp;  // ZeRO-3: every param is split over all dp ranks
@@ -97,14 +101,15 @@ void StateReader::read(const std::string& field, const std::string& param, int64
     }
     // Partition q's file: dp rank q, or for an expert group the dp rank holding that expert-parallel instance.
     if (q < 0 || static_cast<size_t>(q) >= g.partitions.size())
-      throw Error("", "param '" + param + "'", "element " + std::to_string(e) + " lies beyond the " +
-                                                   std::to_string(g.partitions.size()) + " ranks' partitions");
+      throw Error(ErrorKind::Inconsistent, "", "param '" + param + "'",
+                  "element " + std::to_string(e) + " lies beyond the " + std::to_string(g.partitions.size()) +
+                      " ranks' partitions");
     const int rank = g.partitions[static_cast<size_t>(q)].rank;
     const auto s = span(field, rank, p.group);
     if (pos + run > static_cast<int64_t>(s.size()))
-      throw Error(where(rank), "'" + field + "' of group " + std::to_string(p.group),
-                  "dp rank " + std::to_string(rank) + " holds " + std::to_string(s.size()) + " elements; param '" +
-                      param + "' needs elements up to " + std::to_string(pos + run) +
+      throw Error(ErrorKind::Inconsistent, where(rank), "'" + field + "' of group " + std::to_string(p.group),
+                  "dp rank " + std::to_string(rank) + " holds " + std::to_string(s.size()) +
+                      " elements; param '" + param + "' needs elements up to " + std::to_string(pos + run) +
                       " (a short partition: data is missing)");
     std::copy(s.begin() + pos, s.begin() + pos + run, out + done);
     done += run;
@@ -118,7 +123,7 @@ const Tensor* LpReader::find(const std::string& name) const {
 
 void LpReader::read(const std::string& name, int64_t first, int64_t n, float* out) const {
   const Tensor* t = find(name);
-  if (!t) throw Error("", "param '" + name + "'", "no 16-bit weight for it");
+  if (!t) throw Error(ErrorKind::NotFound, "", "param '" + name + "'", "no 16-bit weight for it");
   std::span<const uint8_t> bytes;
   if (t->is_contiguous() && t->storage && t->storage->has_bytes()) {
     bytes = t->contiguous_bytes();
@@ -129,7 +134,7 @@ void LpReader::read(const std::string& name, int64_t first, int64_t n, float* ou
   }
   const size_t es = element_size(t->dtype);
   if (static_cast<uint64_t>(first + n) * es > bytes.size())
-    throw Error("", "param '" + name + "'", "16-bit weight shorter than the param");
+    throw Error(ErrorKind::Inconsistent, "", "param '" + name + "'", "16-bit weight shorter than the param");
   const uint8_t* p = bytes.data() + static_cast<size_t>(first) * es;
   switch (t->dtype) {
     case DType::F16:
@@ -158,7 +163,8 @@ std::string strip_module_prefix(const std::string& n) { return n.rfind("module."
 }  // namespace
 
 std::shared_ptr<void> add_file_lp(const std::string& path, LpReader& lp) {
-  const bool folder = std::filesystem::is_directory(path);
+  std::error_code ec;
+  const bool folder = std::filesystem::is_directory(path, ec);
   if (folder || (path.size() > 11 && path.compare(path.size() - 11, 11, ".index.json") == 0)) {
     // A Hugging Face folder or index: every shard's tensors.
     auto source = weights::WeightsSource::open(path);
@@ -168,7 +174,8 @@ std::shared_ptr<void> add_file_lp(const std::string& path, LpReader& lp) {
     }
     return std::const_pointer_cast<weights::WeightsSource>(source);
   }
-  if (!std::filesystem::is_regular_file(path)) throw Error(path, "", "no such file (--lp-source)");
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw Error(ErrorKind::NotFound, path, "", "no such file (--lp-source)");
   auto head = MappedFile::open(path);
   if (SafetensorsFile::looks_like_safetensors(head->bytes().subspan(0, std::min<size_t>(head->bytes().size(), 64)),
                                               head->size())) {
@@ -188,7 +195,7 @@ std::shared_ptr<void> add_file_lp(const std::string& path, LpReader& lp) {
       break;
     }
   }
-  if (!sd->is_dict()) throw Error(path, "", "expected a state dict (name -> tensor)");
+  if (!sd->is_dict()) throw Error(ErrorKind::Unsupported, path, "", "expected a state dict (name -> tensor)");
   for (const auto& [k, v] : sd->as_dict().items) {
     if (!k.is(Value::Kind::Str) || !v.is_tensor()) continue;
     lp.add(k.as_str(), v.as_tensor());

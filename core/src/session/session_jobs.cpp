@@ -15,7 +15,7 @@ namespace {
 
 std::shared_ptr<const deepspeed::Checkpoint> require(
     const std::shared_ptr<const deepspeed::Checkpoint>& ckpt) {
-  if (!ckpt) throw Error("", "session", "no checkpoint is open");
+  if (!ckpt) throw Error(ckptdoc::ErrorKind::InvalidRequest, "", "session", "no checkpoint is open");
   return ckpt;
 }
 
@@ -90,7 +90,9 @@ JobPtr Session::density(const std::string& param, int bins, Done<analysis::Densi
   return queue_.submit<analysis::Density2D>(
       JobKind::Density, "density", "Density of " + param,
       [ckpt, ref, param, bins](JobQueue::Context& c) {
-        if (!ref) throw Error(require(ckpt)->catalog().tag_dir, "param " + param, "not a trainable param");
+        if (!ref)
+          throw Error(ckptdoc::ErrorKind::NotFound, require(ckpt)->catalog().tag_dir, "param " + param,
+                      "not a trainable param");
         return analysis::param_density(*require(ckpt), ref->group, ref->param, bins, &c.progress());
       },
       std::move(done));

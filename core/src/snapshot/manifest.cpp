@@ -20,11 +20,14 @@ constexpr uint64_t kMaxManifestBytes = 64ull << 20;  // a 100k-rank job's manife
 std::string read_small_file(const fs::path& p) {
   std::error_code ec;
   const auto size = fs::file_size(p, ec);
-  if (ec) throw Error(p.string(), "", "cannot be read: " + ec.message());
+  if (ec)
+    throw Error(ec == std::errc::no_such_file_or_directory ? ErrorKind::NotFound : ErrorKind::Io, p.string(),
+                "", "cannot be read: " + ec.message());
   if (size > kMaxManifestBytes)
-    throw Error(p.string(), "", expected_found("a manifest of at most 64 MiB", std::to_string(size) + " bytes"));
+    throw Error(ErrorKind::Unsupported, p.string(), "",
+                expected_found("a manifest of at most 64 MiB", std::to_string(size) + " bytes"));
   std::ifstream in(p, std::ios::binary);
-  if (!in) throw Error(p.string(), "", "cannot be opened");
+  if (!in) throw Error(ErrorKind::Io, p.string(), "", "cannot be opened");
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -35,16 +38,20 @@ struct Reader {
 
   const json& need(const json& obj, const char* key, json::value_t type, const char* what) const {
     auto it = obj.find(key);
-    if (it == obj.end()) throw Error(file, std::string("key '") + key + "'", "missing");
+    if (it == obj.end()) throw Error(ErrorKind::Corrupt, file, std::string("key '") + key + "'", "missing");
     const bool ok = it->type() == type || (type == json::value_t::number_float && it->is_number()) ||
                     (type == json::value_t::number_integer && it->is_number_integer());
-    if (!ok) throw Error(file, std::string("key '") + key + "'", expected_found(what, it->type_name()));
+    if (!ok)
+      throw Error(ErrorKind::Corrupt, file, std::string("key '") + key + "'",
+                  expected_found(what, it->type_name()));
     return *it;
   }
   std::optional<double> opt_number(const json& obj, const char* key) const {
     auto it = obj.find(key);
     if (it == obj.end() || it->is_null()) return std::nullopt;
-    if (!it->is_number()) throw Error(file, std::string("key '") + key + "'", expected_found("a number", it->type_name()));
+    if (!it->is_number())
+      throw Error(ErrorKind::Corrupt, file, std::string("key '") + key + "'",
+                  expected_found("a number", it->type_name()));
     return it->get<double>();
   }
   int64_t integer(const json& obj, const char* key) const {
@@ -58,7 +65,9 @@ struct Reader {
   bool boolean(const json& obj, const char* key) const {
     auto it = obj.find(key);
     if (it == obj.end() || it->is_null()) return false;
-    if (!it->is_boolean()) throw Error(file, std::string("key '") + key + "'", expected_found("true or false", it->type_name()));
+    if (!it->is_boolean())
+      throw Error(ErrorKind::Corrupt, file, std::string("key '") + key + "'",
+                  expected_found("true or false", it->type_name()));
     return it->get<bool>();
   }
 };
@@ -97,15 +106,18 @@ Manifest Manifest::read(const std::string& dir) {
   try {
     j = json::parse(read_small_file(path));
   } catch (const json::exception& e) {
-    throw Error(r.file, "", std::string("not valid JSON: ") + e.what());
+    throw Error(ErrorKind::Corrupt, r.file, "", std::string("not valid JSON: ") + e.what());
   }
-  if (!j.is_object()) throw Error(r.file, "", expected_found("a JSON object", j.type_name()));
+  if (!j.is_object())
+    throw Error(ErrorKind::Corrupt, r.file, "", expected_found("a JSON object", j.type_name()));
   const std::string format = r.string(j, "format");
-  if (format != kFormatName) throw Error(r.file, "key 'format'", expected_found(std::string("'") + kFormatName + "'", "'" + format + "'"));
+  if (format != kFormatName)
+    throw Error(ErrorKind::Unsupported, r.file, "key 'format'",
+                expected_found(std::string("'") + kFormatName + "'", "'" + format + "'"));
   Manifest m;
   m.format_version = static_cast<int>(r.integer(j, "format_version"));
   if (m.format_version != kFormatVersion)
-    throw Error(r.file, "key 'format_version'",
+    throw Error(ErrorKind::Unsupported, r.file, "key 'format_version'",
                 "version " + std::to_string(m.format_version) + " is not one this ckptdoc reads (it reads " +
                     std::to_string(kFormatVersion) + ")");
   m.dir = fs::absolute(fs::path(dir)).lexically_normal().string();
@@ -121,30 +133,41 @@ Manifest Manifest::read(const std::string& dir) {
   m.zero_stage = j.contains("zero_stage") ? static_cast<int>(r.integer(j, "zero_stage")) : 0;
   m.live = read_live(r, r.need(j, "live", json::value_t::object, "an object"));
   for (const auto& e : r.need(j, "ranks", json::value_t::array, "an array")) {
-    if (!e.is_object()) throw Error(r.file, "key 'ranks'", expected_found("objects", e.type_name()));
+    if (!e.is_object())
+      throw Error(ErrorKind::Corrupt, r.file, "key 'ranks'", expected_found("objects", e.type_name()));
     RankEntry re;
     re.rank = static_cast<int>(r.integer(e, "rank"));
     re.file = r.string(e, "file");
-    if (!plain_name(re.file)) throw Error(r.file, "key 'ranks'", "rank file '" + re.file + "' is not a plain file name");
+    if (!plain_name(re.file))
+      throw Error(ErrorKind::PathEscape, r.file, "key 'ranks'",
+                  "rank file '" + re.file + "' is not a plain file name");
     re.bytes = static_cast<uint64_t>(std::max<int64_t>(0, r.integer(e, "bytes")));
     re.host = r.string(e, "host", false);
     re.has_grads = r.boolean(e, "has_grads");
     m.ranks.push_back(std::move(re));
   }
   if (m.world_size < 1 || static_cast<size_t>(m.world_size) != m.ranks.size())
-    throw Error(r.file, "key 'ranks'",
-                expected_found(std::to_string(m.world_size) + " ranks (world_size)", std::to_string(m.ranks.size())));
+    throw Error(
+        ErrorKind::Inconsistent, r.file, "key 'ranks'",
+        expected_found(std::to_string(m.world_size) + " ranks (world_size)", std::to_string(m.ranks.size())));
   std::sort(m.ranks.begin(), m.ranks.end(), [](const RankEntry& a, const RankEntry& b) { return a.rank < b.rank; });
   for (size_t i = 0; i < m.ranks.size(); ++i)
     if (m.ranks[i].rank != static_cast<int>(i))
-      throw Error(r.file, "key 'ranks'", "ranks are not 0.." + std::to_string(m.ranks.size() - 1) + " exactly once");
+      throw Error(ErrorKind::Corrupt, r.file, "key 'ranks'",
+                  "ranks are not 0.." + std::to_string(m.ranks.size() - 1) + " exactly once");
   const json& files = r.need(j, "files", json::value_t::object, "an object");
   for (auto it = files.begin(); it != files.end(); ++it) {
-    if (!it.value().is_string()) throw Error(r.file, "key 'files'", expected_found("rank file names", it.value().type_name()));
+    if (!it.value().is_string())
+      throw Error(ErrorKind::Corrupt, r.file, "key 'files'",
+                  expected_found("rank file names", it.value().type_name()));
     const std::string owner = it.value().get<std::string>();
-    if (!plain_name(it.key())) throw Error(r.file, "key 'files'", "'" + it.key() + "' is not a plain file name");
+    if (!plain_name(it.key()))
+      throw Error(ErrorKind::PathEscape, r.file, "key 'files'",
+                  "'" + it.key() + "' is not a plain file name");
     const bool known = std::any_of(m.ranks.begin(), m.ranks.end(), [&](const RankEntry& e) { return e.file == owner; });
-    if (!known) throw Error(r.file, "key 'files'", "'" + it.key() + "' is said to be in '" + owner + "', which no rank wrote");
+    if (!known)
+      throw Error(ErrorKind::Inconsistent, r.file, "key 'files'",
+                  "'" + it.key() + "' is said to be in '" + owner + "', which no rank wrote");
     m.files[it.key()] = owner;
   }
   if (auto it = j.find("extra_files"); it != j.end() && it->is_array())

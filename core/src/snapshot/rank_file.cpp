@@ -118,14 +118,17 @@ struct Reader {
 
   DatasetInfo dataset(const std::string& path) const {
     Handle ds(H5Dopen2(h5, path.c_str(), H5P_DEFAULT), H5Dclose);
-    if (!ds) throw Error(file, "dataset " + path, "missing or not a dataset");
+    if (!ds) throw Error(ErrorKind::Corrupt, file, "dataset " + path, "missing or not a dataset");
     DatasetInfo d;
     d.path = path;
     Handle space(H5Dget_space(ds.get()), H5Sclose);
     Handle type(H5Dget_type(ds.get()), H5Tclose);
-    if (!space || !type) throw Error(file, "dataset " + path, "its dataspace or type cannot be read");
+    if (!space || !type)
+      throw Error(ErrorKind::Corrupt, file, "dataset " + path, "its dataspace or type cannot be read");
     const int ndims = H5Sget_simple_extent_ndims(space.get());
-    if (ndims != 1) throw Error(file, "dataset " + path, expected_found("a 1-D dataset", std::to_string(ndims) + " dimensions"));
+    if (ndims != 1)
+      throw Error(ErrorKind::Corrupt, file, "dataset " + path,
+                  expected_found("a 1-D dataset", std::to_string(ndims) + " dimensions"));
     hsize_t dim = 0;
     H5Sget_simple_extent_dims(space.get(), &dim, nullptr);
     d.numel = dim;
@@ -134,7 +137,8 @@ struct Reader {
     if (d.stored == Stored::Other) return d;  // the caller says what it expected
     const uint64_t nbytes = d.numel * stored_size(d.stored);
     if (d.numel > (uint64_t{1} << 56))
-      throw Error(file, "dataset " + path, "claims " + std::to_string(d.numel) + " elements, which is absurd");
+      throw Error(ErrorKind::Corrupt, file, "dataset " + path,
+                  "claims " + std::to_string(d.numel) + " elements, which is absurd");
     Handle plist(H5Dget_create_plist(ds.get()), H5Pclose);
     const bool plain = plist && H5Pget_layout(plist.get()) == H5D_CONTIGUOUS && H5Pget_nfilters(plist.get()) == 0 &&
                        H5Pget_external_count(plist.get()) == 0;
@@ -142,16 +146,18 @@ struct Reader {
       const haddr_t off = H5Dget_offset(ds.get());
       if (off != HADDR_UNDEF) {
         if (off > file_size || nbytes > file_size - off)
-          throw Error(file, "dataset " + path,
+          throw Error(ErrorKind::Truncated, file, "dataset " + path,
                       "its " + std::to_string(nbytes) + " bytes at offset " + std::to_string(off) +
-                          " run past the end of the file (" + std::to_string(file_size) + " bytes): the file is cut short");
+                          " run past the end of the file (" + std::to_string(file_size) +
+                          " bytes): the file is cut short");
         d.offset = off;
       }
     }
     if (!d.offset && nbytes > kMaxUnmappedBytes)
-      throw Error(file, "dataset " + path,
-                  "is chunked or compressed and " + std::to_string(nbytes) +
-                      " bytes long; ckptdoc maps contiguous datasets and reads others into memory up to 16 GiB");
+      throw Error(
+          ErrorKind::Unsupported, file, "dataset " + path,
+          "is chunked or compressed and " + std::to_string(nbytes) +
+              " bytes long; ckptdoc maps contiguous datasets and reads others into memory up to 16 GiB");
     return d;
   }
 
@@ -165,7 +171,7 @@ struct Reader {
       return 0;
     };
     if (H5Literate(g.get(), H5_INDEX_NAME, H5_ITER_INC, &idx, collect, &names) < 0)
-      throw Error(file, "group " + group, "its members cannot be listed");
+      throw Error(ErrorKind::Corrupt, file, "group " + group, "its members cannot be listed");
     return names;
   }
 
@@ -183,7 +189,7 @@ struct Reader {
     Handle ds(H5Dopen2(h5, d.path.c_str(), H5P_DEFAULT), H5Dclose);
     Handle type(ds ? H5Dget_type(ds.get()) : H5I_INVALID_HID, H5Tclose);
     if (!ds || !type || H5Dread(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
-      throw Error(file, "dataset " + d.path, "cannot be read (HDF5 read failed)");
+      throw Error(ErrorKind::Io, file, "dataset " + d.path, "cannot be read (HDF5 read failed)");
     return out;
   }
 };
@@ -196,10 +202,11 @@ GradDataset grad_dataset(const Reader& r, const std::string& path, const nlohman
   const auto dt = meta.contains("dtype") && meta["dtype"].is_string()
                       ? dtype_from_name(meta["dtype"].get<std::string>())
                       : std::nullopt;
-  if (!dt) throw Error(r.file, info_where, "the gradient " + path + " has no known dtype");
+  if (!dt)
+    throw Error(ErrorKind::Corrupt, r.file, info_where, "the gradient " + path + " has no known dtype");
   g.dtype = *dt;
   if (!stored_matches(g.ds.stored, g.dtype))
-    throw Error(r.file, "dataset " + path,
+    throw Error(ErrorKind::Corrupt, r.file, "dataset " + path,
                 expected_found("elements stored as " + std::string(dtype_name(g.dtype)), g.ds.type_text));
   if (meta.contains("scale") && meta["scale"].is_number()) g.scale = meta["scale"].get<double>();
   if (meta.contains("shape") && meta["shape"].is_array()) {
@@ -211,7 +218,8 @@ GradDataset grad_dataset(const Reader& r, const std::string& path, const nlohman
   int64_t n = 1;
   for (auto s : g.shape) n *= s;
   if (n < 0 || static_cast<uint64_t>(n) != g.ds.numel)
-    throw Error(r.file, "dataset " + path, "its length " + std::to_string(g.ds.numel) + " does not match its shape");
+    throw Error(ErrorKind::Corrupt, r.file, "dataset " + path,
+                "its length " + std::to_string(g.ds.numel) + " does not match its shape");
   return g;
 }
 
@@ -242,38 +250,43 @@ std::shared_ptr<const Snapshot::RankFile> Snapshot::RankFile::open(const std::st
   rf->map = MappedFile::open(path);
   std::lock_guard<std::mutex> lock(hdf5_mutex());
   QuietErrors quiet;
-  if (H5Fis_hdf5(path.c_str()) <= 0) throw Error(path, "", "not an HDF5 file (a snapshot rank file is one)");
+  if (H5Fis_hdf5(path.c_str()) <= 0)
+    throw Error(ErrorKind::Corrupt, path, "", "not an HDF5 file (a snapshot rank file is one)");
   Handle h5(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  if (!h5) throw Error(path, "", "the HDF5 library cannot open it");
+  if (!h5) throw Error(ErrorKind::Corrupt, path, "", "the HDF5 library cannot open it");
   Reader r{path, h5.get(), rf->map->size()};
 
   // /live/info: the rank's identity and what gradients it recorded
-  if (!r.exists("/live/info")) throw Error(path, "dataset /live/info", "missing: not a snapshot rank file");
+  if (!r.exists("/live/info"))
+    throw Error(ErrorKind::Corrupt, path, "dataset /live/info", "missing: not a snapshot rank file");
   const DatasetInfo info_ds = r.dataset("/live/info");
   if (info_ds.stored != Stored::U8 || info_ds.numel > kMaxLiveInfoBytes)
-    throw Error(path, "dataset /live/info", expected_found("JSON text as uint8", info_ds.type_text));
+    throw Error(ErrorKind::Corrupt, path, "dataset /live/info",
+                expected_found("JSON text as uint8", info_ds.type_text));
   const auto info_bytes = r.read_all(info_ds);
   nlohmann::json info;
   try {
     info = nlohmann::json::parse(info_bytes.begin(), info_bytes.end());
   } catch (const nlohmann::json::exception& e) {
-    throw Error(path, "dataset /live/info", std::string("not valid JSON: ") + e.what());
+    throw Error(ErrorKind::Corrupt, path, "dataset /live/info", std::string("not valid JSON: ") + e.what());
   }
   if (!info.is_object() || !info.contains("rank") || !info["rank"].is_number_integer())
-    throw Error(path, "dataset /live/info", "has no integer 'rank'");
+    throw Error(ErrorKind::Corrupt, path, "dataset /live/info", "has no integer 'rank'");
   if (info["rank"].get<int64_t>() != rank)
-    throw Error(path, "dataset /live/info",
-                "holds rank " + std::to_string(info["rank"].get<int64_t>()) + " but the manifest lists it as rank " +
-                    std::to_string(rank));
+    throw Error(ErrorKind::Inconsistent, path, "dataset /live/info",
+                "holds rank " + std::to_string(info["rank"].get<int64_t>()) +
+                    " but the manifest lists it as rank " + std::to_string(rank));
 
   for (const auto& fname : r.members("/files")) {
     const std::string base = "/files/" + fname;
     VirtualFile vf;
     vf.pickle = r.dataset(base + "/pickle");
     if (vf.pickle.stored != Stored::U8)
-      throw Error(path, "dataset " + base + "/pickle", expected_found("pickle bytes as uint8", vf.pickle.type_text));
+      throw Error(ErrorKind::Corrupt, path, "dataset " + base + "/pickle",
+                  expected_found("pickle bytes as uint8", vf.pickle.type_text));
     if (vf.pickle.numel > kMaxPickleBytes)
-      throw Error(path, "dataset " + base + "/pickle", "a pickle of " + std::to_string(vf.pickle.numel) + " bytes is absurd");
+      throw Error(ErrorKind::Corrupt, path, "dataset " + base + "/pickle",
+                  "a pickle of " + std::to_string(vf.pickle.numel) + " bytes is absurd");
     for (const auto& key : r.members(base + "/storages")) vf.storages[key] = r.dataset(base + "/storages/" + key);
     rf->files.emplace(fname, std::move(vf));
   }
@@ -287,7 +300,8 @@ std::shared_ptr<const Snapshot::RankFile> Snapshot::RankFile::open(const std::st
       } catch (...) {
       }
       if (group < 0 || std::to_string(group) != it.key())
-        throw Error(path, "dataset /live/info", "gradient group " + quote(it.key()) + " is not a group number");
+        throw Error(ErrorKind::Corrupt, path, "dataset /live/info",
+                    "gradient group " + quote(it.key()) + " is not a group number");
       rf->partition_grads[group] = grad_dataset(r, "/live/grads/partition/" + it.key(), it.value(), "dataset /live/info");
     }
   }
@@ -306,7 +320,7 @@ std::span<const uint8_t> Snapshot::RankFile::bytes(const DatasetInfo& d, uint64_
   std::lock_guard<std::mutex> lock(hdf5_mutex());
   QuietErrors quiet;
   Handle h5(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  if (!h5) throw Error(path, "", "the HDF5 library cannot open it");
+  if (!h5) throw Error(ErrorKind::Corrupt, path, "", "the HDF5 library cannot open it");
   Reader r{path, h5.get(), map->size()};
   auto data = std::make_shared<const std::vector<uint8_t>>(r.read_all(d));
   *owned = data;

@@ -6,6 +6,7 @@
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/unpickler.h"
+#include "ckptdoc/io/fs_error.h"
 #include "deepspeed/detect.h"
 #include "deepspeed/file_roles.h"
 #include "snapshot/rank_file.h"
@@ -41,8 +42,8 @@ std::shared_ptr<const Snapshot> Snapshot::open_if_snapshot(const std::string& pa
   if (fs::is_regular_file(p, ec)) {
     const std::string n = p.filename().string();
     const bool ours = n == kManifestName || (n.rfind("rank_", 0) == 0 && p.extension() == ".h5");
-    if (!ours || !is_snapshot_dir(fs::absolute(p).parent_path().string())) return nullptr;
-    p = fs::absolute(p).parent_path();
+    p = fs::absolute(p, ec).parent_path();
+    if (!ours || ec || !is_snapshot_dir(p.string())) return nullptr;
   }
   if (!fs::is_directory(p, ec)) return nullptr;
   if (is_snapshot_dir(p.string())) return open(p.string(), tag);
@@ -50,23 +51,27 @@ std::shared_ptr<const Snapshot> Snapshot::open_if_snapshot(const std::string& pa
   if (fs::exists(p / "latest", ec) || deepspeed::detail::has_rank_files(p.string())) return nullptr;
   if (holds_snapshots(p.string())) return open(p.string(), tag);
   if (looks_like_unfinished_snapshot(p))
-    throw Error(p.string(), "", "a snapshot folder without manifest.json: it is still being written, or its writer "
-                                "stopped; ckptdoc reads only snapshots whose manifest was written (the commit point)");
+    throw Error(ErrorKind::NotFound, p.string(), "",
+                "a snapshot folder without manifest.json: it is still being written, or its writer "
+                "stopped; ckptdoc reads only snapshots whose manifest was written (the commit point)");
   return nullptr;
 }
 
-std::shared_ptr<const Snapshot> Snapshot::open(const std::string& path, const std::optional<std::string>& tag) {
+std::shared_ptr<const Snapshot> Snapshot::open(const std::string& path,
+                                               const std::optional<std::string>& tag) try {
   std::string dir = path;
   const bool direct = is_snapshot_dir(dir);
   if (!direct) {
     const auto all = list_snapshots(dir);
-    if (all.empty()) throw Error(path, "", "no snapshot (no folder with a ckptdoc manifest.json) here");
+    if (all.empty())
+      throw Error(ErrorKind::NotFound, path, "", "no snapshot (no folder with a ckptdoc manifest.json) here");
     if (tag) {
       const fs::path named = fs::path(dir) / *tag;
       if (!is_snapshot_dir(named.string())) {
         std::string tags;
         for (const auto& m : all) tags += (tags.empty() ? "" : ", ") + m.tag;
-        throw Error(path, "tag '" + *tag + "'", "no complete snapshot of that name (there are: " + tags + ")");
+        throw Error(ErrorKind::NotFound, path, "tag '" + *tag + "'",
+                    "no complete snapshot of that name (there are: " + tags + ")");
       }
       dir = named.string();
     } else {
@@ -76,26 +81,33 @@ std::shared_ptr<const Snapshot> Snapshot::open(const std::string& path, const st
   std::shared_ptr<Snapshot> s(new Snapshot());
   s->manifest_ = Manifest::read(dir);
   if (direct && tag && s->manifest_.tag != *tag)
-    throw Error(dir, "tag '" + *tag + "'", "this snapshot's tag is '" + s->manifest_.tag + "'");
+    throw Error(ErrorKind::InvalidRequest, dir, "tag '" + *tag + "'",
+                "this snapshot's tag is '" + s->manifest_.tag + "'");
   // A rank file that cannot be read does not fail the snapshot: each DeepSpeed file it holds reports the error
   // when opened, so the catalog lists them as unreadable and the other ranks stay usable.
   for (const auto& r : s->manifest_.ranks) {
     const std::string file = s->manifest_.dir + "/" + r.file;
     try {
       s->rank_files_.push_back(RankFile::open(file, r.file, r.rank));
+    } catch (const Error& e) {
+      s->unreadable_[r.file] = {e.kind(), e.what()};
+      s->rank_files_.push_back(nullptr);
     } catch (const std::exception& e) {
-      s->unreadable_[r.file] = e.what();
+      s->unreadable_[r.file] = {ErrorKind::Other, e.what()};
       s->rank_files_.push_back(nullptr);
     }
   }
   return s;
+} catch (const std::filesystem::filesystem_error& e) {
+  throw io::error_from(e);
 }
 
 const Snapshot::RankFile& Snapshot::rank_file(const std::string& file_name) const {
   for (const auto& rf : rank_files_)
     if (rf && rf->name == file_name) return *rf;
-  if (auto it = unreadable_.find(file_name); it != unreadable_.end()) throw Error(manifest_.dir + "/" + file_name, "", it->second);
-  throw Error(manifest_.dir, "", "no rank file '" + file_name + "' in the manifest");
+  if (auto it = unreadable_.find(file_name); it != unreadable_.end())
+    throw Error(it->second.first, manifest_.dir + "/" + file_name, "", it->second.second);
+  throw Error(ErrorKind::NotFound, manifest_.dir, "", "no rank file '" + file_name + "' in the manifest");
 }
 
 std::vector<deepspeed::CheckpointFile> Snapshot::checkpoint_files() const {
@@ -129,13 +141,14 @@ TorchFile Snapshot::open_file(const std::string& abs_path) const {
   const std::string prefix = manifest_.dir + "/";
   const auto sep = abs_path.find(":/files/", prefix.size());
   if (abs_path.rfind(prefix, 0) != 0 || sep == std::string::npos)
-    throw Error(abs_path, "", "not a file of the snapshot " + manifest_.dir);
+    throw Error(ErrorKind::InvalidRequest, abs_path, "", "not a file of the snapshot " + manifest_.dir);
   const std::string owner = abs_path.substr(prefix.size(), sep - prefix.size());
   const std::string name = abs_path.substr(sep + 8);
   const RankFile& rf = rank_file(owner);
   auto it = rf.files.find(name);
   if (it == rf.files.end())
-    throw Error(rf.path, "group /files/" + name, "missing: the manifest says this rank file holds " + name);
+    throw Error(ErrorKind::Inconsistent, rf.path, "group /files/" + name,
+                "missing: the manifest says this rank file holds " + name);
   const RankFile::VirtualFile& vf = it->second;
 
   TorchFile tf;
@@ -155,33 +168,43 @@ TorchFile Snapshot::open_file(const std::string& abs_path) const {
   opts.record_name = "pickle";
   opts.persistent_load = [&](const Value& pid) -> Value {
     if (!pid.is(Value::Kind::Tuple) || pid.items().size() != 5)
-      throw Error(abs_path, where, expected_found("a persistent id ('storage', class, key, location, numel)", pid.repr(60)));
+      throw Error(ErrorKind::Corrupt, abs_path, where,
+                  expected_found("a persistent id ('storage', class, key, location, numel)", pid.repr(60)));
     const auto& t = pid.items();
     if (!t[0].is(Value::Kind::Str) || t[0].as_str() != "storage")
-      throw Error(abs_path, where, expected_found("persistent id type 'storage'", t[0].repr(40)));
-    if (!t[1].is(Value::Kind::Global)) throw Error(abs_path, where, expected_found("a storage class", t[1].repr(40)));
+      throw Error(ErrorKind::Corrupt, abs_path, where,
+                  expected_found("persistent id type 'storage'", t[0].repr(40)));
+    if (!t[1].is(Value::Kind::Global))
+      throw Error(ErrorKind::Corrupt, abs_path, where, expected_found("a storage class", t[1].repr(40)));
     const auto dtype = dtype_from_storage_class(t[1].as_global().second);
-    if (!dtype) throw Error(abs_path, where, expected_found("a typed storage class", t[1].repr(40)));
-    if (!t[2].is(Value::Kind::Str)) throw Error(abs_path, where, expected_found("a storage key string", t[2].type_name()));
+    if (!dtype)
+      throw Error(ErrorKind::Unsupported, abs_path, where,
+                  expected_found("a typed storage class", t[1].repr(40)));
+    if (!t[2].is(Value::Kind::Str))
+      throw Error(ErrorKind::Corrupt, abs_path, where,
+                  expected_found("a storage key string", t[2].type_name()));
     const std::string key = t[2].as_str();
     if (!t[4].is(Value::Kind::Int) || t[4].as_int() < 0)
-      throw Error(abs_path, where, expected_found("a non-negative storage size", t[4].repr(40)));
+      throw Error(ErrorKind::Corrupt, abs_path, where,
+                  expected_found("a non-negative storage size", t[4].repr(40)));
     const auto numel = static_cast<uint64_t>(t[4].as_int());
     if (auto known = by_key.find(key); known != by_key.end()) {
       if (known->second->dtype != *dtype || known->second->numel != numel)
-        throw Error(abs_path, where, "storage '" + key + "' is referenced twice with different types or sizes");
+        throw Error(ErrorKind::Corrupt, abs_path, where,
+                    "storage '" + key + "' is referenced twice with different types or sizes");
       return Value::storage(known->second);
     }
     auto ds = vf.storages.find(key);
     if (ds == vf.storages.end())
-      throw Error(rf.path, "group /files/" + name + "/storages",
+      throw Error(ErrorKind::Corrupt, rf.path, "group /files/" + name + "/storages",
                   "the pickle refers to storage '" + key + "' but there is no dataset of that name");
     if (!stored_matches(ds->second.stored, *dtype))
-      throw Error(rf.path, "dataset " + ds->second.path,
+      throw Error(ErrorKind::Corrupt, rf.path, "dataset " + ds->second.path,
                   expected_found("elements of " + std::string(dtype_name(*dtype)), ds->second.type_text));
     if (ds->second.numel != numel)
-      throw Error(rf.path, "dataset " + ds->second.path,
-                  expected_found(std::to_string(numel) + " elements (the pickle's size)", std::to_string(ds->second.numel)));
+      throw Error(ErrorKind::Corrupt, rf.path, "dataset " + ds->second.path,
+                  expected_found(std::to_string(numel) + " elements (the pickle's size)",
+                                 std::to_string(ds->second.numel)));
     auto s = std::make_shared<Storage>();
     s->key = key;
     s->dtype = *dtype;

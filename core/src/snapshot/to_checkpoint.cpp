@@ -49,7 +49,7 @@ ToCheckpointResult convert_to_checkpoint(const deepspeed::Checkpoint& ck, const 
   const auto start = std::chrono::steady_clock::now();
   const Snapshot* snap = ck.snapshot();
   if (!snap)
-    throw Error(ck.catalog().tag_dir, "",
+    throw Error(ErrorKind::Unsupported, ck.catalog().tag_dir, "",
                 "not a ckptdoc snapshot (convert writes checkpoints from snapshots)");
   const Manifest& m = snap->manifest();
   ToCheckpointResult result;
@@ -58,7 +58,8 @@ ToCheckpointResult convert_to_checkpoint(const deepspeed::Checkpoint& ck, const 
   deepspeed::detail::remove_dead_leftovers(result.save_dir);
   result.tag = options.tag.empty() ? "global_step" + std::to_string(m.live.global_steps) : options.tag;
   if (result.tag == "." || result.tag == ".." || result.tag.find('/') != std::string::npos)
-    throw Error("", "--output-tag", "'" + result.tag + "' cannot name a tag folder");
+    throw Error(ErrorKind::InvalidRequest, "", "--output-tag",
+                "'" + result.tag + "' cannot name a tag folder");
 
   const auto& files = ck.catalog().files;
   uint64_t total = 0;

@@ -39,8 +39,10 @@ bool has_snapshot_files(const fs::path& dir) {
 SnapshotWatcher::SnapshotWatcher(std::string dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
-    throw Error(dir, "", "not a folder (watch expects the folder that snapshots are written into)");
-  dir_ = fs::absolute(dir).lexically_normal().string();
+    throw Error(ErrorKind::NotFound, dir, "",
+                "not a folder (watch expects the folder that snapshots are written into)");
+  dir_ = fs::absolute(dir, ec).lexically_normal().string();
+  if (ec) throw Error(ErrorKind::Io, dir, "", ec.message());
   while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
   inotify_fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -140,7 +142,8 @@ std::vector<WatchEvent> SnapshotWatcher::wait(int timeout_ms) {
     pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {inotify_fd_, POLLIN, 0}};
     const int rc = ::poll(fds, inotify_fd_ >= 0 ? 2 : 1, wait_ms);
     if (stopped_.load()) return {};
-    if (rc < 0 && errno != EINTR) throw Error(dir_, "", std::string("poll: ") + std::strerror(errno));
+    if (rc < 0 && errno != EINTR)
+      throw Error(ErrorKind::Io, dir_, "", std::string("poll: ") + std::strerror(errno));
     if (inotify_fd_ >= 0 && rc > 0 && (fds[1].revents & POLLIN)) {
       alignas(inotify_event) char buf[16384];
       for (;;) {  // drain; forget folders the kernel stopped watching

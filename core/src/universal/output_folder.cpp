@@ -17,7 +17,7 @@ namespace ckptdoc::universal::detail {
 namespace {
 
 void check(int err, const std::string& path, const char* call) {
-  if (err != 0) throw Error(path, "", std::string(call) + ": " + std::strerror(err));
+  if (err != 0) throw Error(ErrorKind::Io, path, "", std::string(call) + ": " + std::strerror(err));
 }
 
 }  // namespace
@@ -52,11 +52,11 @@ void publish_folder(const CheckedOutputFolder& output, FileIo& io,
     check(io.fsync_dir(partial), partial, "fsync of directory");
     if (output.existed && fs::exists(out, ec)) {  // checked_output allowed it: empty, or --force
       fs::remove_all(out, ec);
-      if (ec) throw Error(out, "", "cannot replace the existing output: " + ec.message());
+      if (ec) throw Error(ErrorKind::Io, out, "", "cannot replace the existing output: " + ec.message());
     }
     if (const int err = io.rename_noreplace(partial, out); err == EEXIST || err == ENOTEMPTY)
       throw Error(
-          out, "",
+          ErrorKind::OutputExists, out, "",
           "another process published an output here while ckptdoc wrote this one; that output is kept and "
           "this one was not published (run again with another output folder)");
     else

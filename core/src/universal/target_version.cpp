@@ -13,11 +13,12 @@ TargetVersion target_version(const std::string& ds_version) {
   using deepspeed::DsVersion;
   const auto v = deepspeed::parse_ds_version(ds_version);
   if (!v)
-    throw Error("", "DeepSpeed version", expected_found("a version such as 0.14.5", "'" + ds_version + "'"));
+    throw Error(ErrorKind::InvalidRequest, "", "DeepSpeed version",
+                expected_found("a version such as 0.14.5", "'" + ds_version + "'"));
   TargetVersion t;
   t.version = std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
   if (*v < DsVersion{0, 12, 3})
-    throw Error("", "DeepSpeed " + t.version,
+    throw Error(ErrorKind::Unsupported, "", "DeepSpeed " + t.version,
                 "its universal loader does not restore the optimizer step (that came in 0.12.3); pass "
                 "--for-deepspeed with the version the job will load with (0.12.3 or later)");
   t.loader = *v < DsVersion{0, 14, 1} ? LoaderKind::Iteration : LoaderKind::StepFiles;

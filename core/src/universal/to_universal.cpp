@@ -65,8 +65,8 @@ struct SourceParam {
   int first_rank = 0;  // lowest dp rank holding it there
 };
 
-[[noreturn]] void refuse(const deepspeed::Catalog& cat, const std::string& why) {
-  throw Error(cat.tag_dir, "", why);
+[[noreturn]] void refuse(ErrorKind kind, const deepspeed::Catalog& cat, const std::string& why) {
+  throw Error(kind, cat.tag_dir, "", why);
 }
 
 // The optimizer state entry of group g on a rank (rigid base_optimizer_state), or nullptr.
@@ -88,7 +88,7 @@ class ToUniversal {
     result_.output = checked.path;
     result_.tag = opt_.tag.empty() ? cat_.tag + "_universal" : opt_.tag;
     if (result_.tag.find('/') != std::string::npos || result_.tag == "." || result_.tag == "..")
-      throw Error("", "--tag", "a folder name, not a path: '" + result_.tag + "'");
+      throw Error(ErrorKind::PathEscape, "", "--tag", "a folder name, not a path: '" + result_.tag + "'");
     open_slices();
     map_partitions();
     collect_params();
@@ -136,30 +136,33 @@ class ToUniversal {
 
   void check_input() {
     if (cat_.universal)
-      refuse(cat_, "this is already a universal checkpoint (convert it --to zero for rigid ZeRO files)");
+      refuse(ErrorKind::InvalidRequest, cat_,
+             "this is already a universal checkpoint (convert it --to zero for rigid ZeRO files)");
     if (cat_.wrapper == OptimizerWrapper::Zero3)
-      refuse(cat_,
+      refuse(ErrorKind::Unsupported, cat_,
              "ZeRO-3 checkpoints are not converted to universal by ckptdoc yet (DeepSpeed 0.14.5+'s "
              "ds_to_universal.py converts them)");
     if (cat_.wrapper != OptimizerWrapper::Zero12 && cat_.wrapper != OptimizerWrapper::BF16Optimizer)
       refuse(
-          cat_,
+          ErrorKind::Unsupported, cat_,
           "a universal checkpoint is made from partitioned ZeRO-1/2 or BF16_Optimizer optimizer files; this "
           "checkpoint's optimizer is " +
               std::string(deepspeed::wrapper_name(cat_.wrapper)));
     if (cat_.topology.moe())
-      refuse(cat_,
+      refuse(ErrorKind::Unsupported, cat_,
              "mixture-of-experts checkpoints are not converted to universal (DeepSpeed's ds_to_universal.py "
              "and universal loader do not handle expert groups either)");
     std::string errors;
     for (const auto& p : cat_.problems)
       if (p.severity == "error") errors += "\n  " + p.code + ": " + p.message;
     if (!errors.empty())
-      refuse(cat_, "the checkpoint has problems a conversion cannot work around:" + errors);
-    if (cat_.groups.empty()) refuse(cat_, "no param groups could be laid out");
+      refuse(ErrorKind::Inconsistent, cat_,
+             "the checkpoint has problems a conversion cannot work around:" + errors);
+    if (cat_.groups.empty()) refuse(ErrorKind::Unsupported, cat_, "no param groups could be laid out");
     const Value* bos = dict_get(&ckpt_.optimizer_state(0), "base_optimizer_state");
     if (bos && bos->is_sequence())
-      refuse(cat_, "elastic (list) optimizer state (elastic_checkpoint: true) is not converted yet");
+      refuse(ErrorKind::Unsupported, cat_,
+             "elastic (list) optimizer state (elastic_checkpoint: true) is not converted yet");
   }
 
   void open_slices() {
@@ -167,7 +170,8 @@ class ToUniversal {
       Slice sl;
       sl.ckpt = ckpt_.slice(m);
       if (sl.ckpt->catalog().groups.empty())
-        refuse(cat_, sl.ckpt->catalog().slice_label() + ": no param groups could be laid out");
+        refuse(ErrorKind::Unsupported, cat_,
+               sl.ckpt->catalog().slice_label() + ": no param groups could be laid out");
       slices_.push_back(std::move(sl));
     }
   }
@@ -189,18 +193,22 @@ class ToUniversal {
             std::optional<Tensor> t = s == 0 ? sl.ckpt->fp32_partition(g.index, rp.rank)
                                              : sl.ckpt->moment_partition(g.index, rp.rank, kStates[s]);
             if (!t) {
-              if (s == 0) refuse(cat_, where + ": the fp32 master partition is missing or unreadable");
+              if (s == 0)
+                refuse(ErrorKind::NotFound, cat_,
+                       where + ": the fp32 master partition is missing or unreadable");
               all_moments = false;
               continue;
             }
             any_moment = any_moment || s > 0;
             if (t->dtype != DType::F32 || !t->is_contiguous())
-              refuse(cat_, where + ": " + kStates[s] + " is " + std::string(dtype_name(t->dtype)) +
-                               (t->is_contiguous() ? "" : " and not contiguous") +
-                               "; only float32 state is converted");
+              refuse(ErrorKind::Unsupported, cat_,
+                     where + ": " + kStates[s] + " is " + std::string(dtype_name(t->dtype)) +
+                         (t->is_contiguous() ? "" : " and not contiguous") +
+                         "; only float32 state is converted");
             if (t->numel() < need)
-              refuse(cat_, where + ": " + kStates[s] + " " +
-                               expected_found("at least " + num(need) + " elements", num(t->numel())));
+              refuse(ErrorKind::Inconsistent, cat_,
+                     where + ": " + kStates[s] + " " +
+                         expected_found("at least " + num(need) + " elements", num(t->numel())));
             auto& slot = sl.parts.keep[static_cast<size_t>(g.index)][static_cast<size_t>(rp.rank)][s];
             slot = *t;
             sl.parts.data[static_cast<size_t>(g.index)][static_cast<size_t>(rp.rank)][s] =
@@ -210,13 +218,13 @@ class ToUniversal {
       }
     }
     if (!any_moment)
-      refuse(cat_,
+      refuse(ErrorKind::Unsupported, cat_,
              "the optimizer state is empty (no exp_avg/exp_avg_sq: a fresh or reset optimizer). A universal "
              "checkpoint carries Adam's moments, which DeepSpeed's loader requires; load this checkpoint as "
              "it is "
              "(load_optimizer_states=False) at the new world size instead");
     if (!all_moments)
-      refuse(cat_,
+      refuse(ErrorKind::Inconsistent, cat_,
              "exp_avg/exp_avg_sq are missing on some ranks or groups; only Adam-style optimizer state (both "
              "moments everywhere) can be converted");
     for (const auto& k : cat_.optimizer_state_keys)
@@ -243,13 +251,15 @@ class ToUniversal {
     const std::string where = slices_[m].ckpt->catalog().slice_label();
     for (const auto& r : part.runs) {
       if (r.param_offset != covered)
-        refuse(cat_, "param '" + name + "'" + (where.empty() ? "" : " (" + where + ")") +
-                         ": its fragments leave a gap");
+        refuse(ErrorKind::Corrupt, cat_,
+               "param '" + name + "'" + (where.empty() ? "" : " (" + where + ")") +
+                   ": its fragments leave a gap");
       covered += r.numel;
     }
     if (covered != part.numel)
-      refuse(cat_, "param '" + name + "'" + (where.empty() ? "" : " (" + where + ")") +
-                       ": its fragments do not cover it");
+      refuse(ErrorKind::Corrupt, cat_,
+             "param '" + name + "'" + (where.empty() ? "" : " (" + where + ")") +
+                 ": its fragments do not cover it");
     return part;
   }
 
@@ -258,11 +268,12 @@ class ToUniversal {
     uci_ = dict_get(&ckpt_.model_file(0, 0).root, "universal_checkpoint_info");
     const auto& topo = cat_.topology;
     if (topo.tp > 1 && !uci_)
-      refuse(cat_, "a tensor-parallel checkpoint (tp " + num(topo.tp) +
-                       ") without universal_checkpoint_info: how its slices merge (replicated, row- or "
-                       "column-parallel, vocabulary padding) is not recorded, so it cannot be written as whole "
-                       "params. Megatron-DeepSpeed saves it as client state; DeepSpeed's ds_to_universal.py "
-                       "refuses such a checkpoint too");
+      refuse(ErrorKind::Unsupported, cat_,
+             "a tensor-parallel checkpoint (tp " + num(topo.tp) +
+                 ") without universal_checkpoint_info: how its slices merge (replicated, row- or "
+                 "column-parallel, vocabulary padding) is not recorded, so it cannot be written as whole "
+                 "params. Megatron-DeepSpeed saves it as client state; DeepSpeed's ds_to_universal.py "
+                 "refuses such a checkpoint too");
     detail::TpPatterns patterns(uci_);
     std::set<std::string> seen;
     for (int stage = 0; stage < std::max(topo.pp, 1); ++stage) {
@@ -274,11 +285,13 @@ class ToUniversal {
           MergedParam& mp = p.merged;
           mp.name = g.params[i].name;
           if (mp.name.empty() || mp.name.find('/') != std::string::npos || mp.name == "." || mp.name == "..")
-            refuse(cat_, "param name '" + mp.name + "' cannot be a folder name");
+            refuse(ErrorKind::Unsupported, cat_, "param name '" + mp.name + "' cannot be a folder name");
           if (!seen.insert(mp.name).second) {
             if (uci_ && patterns.pipeline_replicated(mp.name)) continue;  // ds_to_universal: the first stage's
-            refuse(cat_, "param '" + mp.name + "' is saved by more than one pipeline stage, and "
-                         "universal_checkpoint_info's pipeline_replicated_parameter_patterns does not name it");
+            refuse(ErrorKind::Unsupported, cat_,
+                   "param '" + mp.name +
+                       "' is saved by more than one pipeline stage, and "
+                       "universal_checkpoint_info's pipeline_replicated_parameter_patterns does not name it");
           }
           p.slice = first;
           p.group = g.index;
@@ -288,14 +301,16 @@ class ToUniversal {
             const auto& cat = slices_[m].ckpt->catalog();
             const auto at = cat.find_param(mp.name);
             if (!at)
-              refuse(cat_, "param '" + mp.name + "' is on tensor rank 0 of stage " + num(stage) +
-                               " but not on tensor rank " + num(k));
+              refuse(ErrorKind::Inconsistent, cat_,
+                     "param '" + mp.name + "' is on tensor rank 0 of stage " + num(stage) +
+                         " but not on tensor rank " + num(k));
             mp.parts.push_back(slice_part(m, cat.groups[static_cast<size_t>(at->first)],
                                           static_cast<size_t>(at->second), mp.name));
           }
           p.first_rank = mp.parts.front().runs.front().rank;
           mp.merge = patterns.merge_for(mp.name);
-          if (const std::string why = mp.plan(); !why.empty()) refuse(cat_, "param '" + mp.name + "': " + why);
+          if (const std::string why = mp.plan(); !why.empty())
+            refuse(ErrorKind::Unsupported, cat_, "param '" + mp.name + "': " + why);
           params_.push_back(std::move(p));
         }
       }
@@ -330,7 +345,8 @@ class ToUniversal {
               "step");  // FusedAdam keeps it in the param group
         const auto v = s ? deepspeed::step_of(*s) : std::nullopt;
         if (!v || !(*v >= 1 && *v <= 9.0e15))
-          refuse(cat_, label + "group " + num(g.index) + ": no usable Adam step in dp rank 0's optimizer state");
+          refuse(ErrorKind::Corrupt, cat_,
+                 label + "group " + num(g.index) + ": no usable Adam step in dp rank 0's optimizer state");
         sl.group_step.push_back(dict_get(e, "step"));
         sl.group_adam_step.push_back(static_cast<int64_t>(*v));
       }
@@ -361,11 +377,12 @@ class ToUniversal {
           for (size_t k = 1; k < mp.parts.size(); ++k) {
             mp.fill_part(k, s, first, n, b.data());
             if (std::memcmp(a.data(), b.data(), static_cast<size_t>(n) * sizeof(float)) != 0)
-              refuse(cat_, "param '" + mp.name + "' is tensor-parallel replicated (" +
-                               "tp_replicated_parameter_patterns) but its " + kStates[s] +
-                               " differs between tensor ranks 0 and " + num(static_cast<int64_t>(k)) +
-                               " near element " + num(first) +
-                               " (DeepSpeed's ds_to_universal.py refuses it too): run ckptdoc diagnose");
+              refuse(ErrorKind::Inconsistent, cat_,
+                     "param '" + mp.name + "' is tensor-parallel replicated (" +
+                         "tp_replicated_parameter_patterns) but its " + kStates[s] +
+                         " differs between tensor ranks 0 and " + num(static_cast<int64_t>(k)) +
+                         " near element " + num(first) +
+                         " (DeepSpeed's ds_to_universal.py refuses it too): run ckptdoc diagnose");
           }
         }
     }
@@ -504,7 +521,7 @@ class ToUniversal {
                       slices_.front().ckpt->catalog().groups.front().partitions.size())))));
     if (step_files_) {
       const Value* pg = dict_get(dict_get(&osd, "base_optimizer_state"), "param_groups");
-      if (!pg) refuse(cat_, "rank 0's base_optimizer_state has no param_groups");
+      if (!pg) refuse(ErrorKind::Corrupt, cat_, "rank 0's base_optimizer_state has no param_groups");
       out.set("param_groups", pg->clone());
     }
     return out;
@@ -548,8 +565,10 @@ class ToUniversal {
         ++files_;
       }
     }
-    if (const int e = io_->fsync_dir(zero_dir); e != 0) throw Error(zero_dir, "", "fsync of directory failed");
-    if (const int e = io_->fsync_dir(tag_dir); e != 0) throw Error(tag_dir, "", "fsync of directory failed");
+    if (const int e = io_->fsync_dir(zero_dir); e != 0)
+      throw Error(ErrorKind::Io, zero_dir, "", "fsync of directory failed");
+    if (const int e = io_->fsync_dir(tag_dir); e != 0)
+      throw Error(ErrorKind::Io, tag_dir, "", "fsync of directory failed");
     deepspeed::write_text_file(out_dir + "/latest_universal", result_.tag, *io_);
     result_.bytes_written = bytes_;
     result_.files = files_ + 1;

@@ -59,7 +59,7 @@ class ToZero {
         tag.resize(tag.size() - suffix.size());
     }
     if (tag.find('/') != std::string::npos || tag == "." || tag == "..")
-      throw Error("", "--tag", "a folder name, not a path");
+      throw Error(ErrorKind::PathEscape, "", "--tag", "a folder name, not a path");
     result_.tag = tag;
     open_template();
     if (opt_.world_size) {
@@ -67,10 +67,11 @@ class ToZero {
     } else if (tmpl_) {
       dp_ = static_cast<int>(tmpl_->catalog().groups.front().partitions.size());
     } else {
-      throw Error("", "--world-size",
+      throw Error(ErrorKind::InvalidRequest, "", "--world-size",
                   "required: the data-parallel size the job will load the checkpoint with");
     }
-    if (dp_ < 1 || dp_ > 65536) throw Error("", "--world-size", "must be between 1 and 65536");
+    if (dp_ < 1 || dp_ > 65536)
+      throw Error(ErrorKind::InvalidRequest, "", "--world-size", "must be between 1 and 65536");
     lay_out();
     read_steps();
     result_.notes.push_back("load it with engine.load_checkpoint(\"" + result_.output + "\") on " + num(dp_) +
@@ -112,20 +113,22 @@ class ToZero {
   const Value& universal_osd() const { return u_.optimizer_state(0); }
 
   void check_input() {
-    if (!cat_.universal) throw Error(cat_.tag_dir, "", "not a universal checkpoint (it has no zero/ folder)");
+    if (!cat_.universal)
+      throw Error(ErrorKind::InvalidRequest, cat_.tag_dir, "",
+                  "not a universal checkpoint (it has no zero/ folder)");
     if (cat_.wrapper != OptimizerWrapper::Zero12 && cat_.wrapper != OptimizerWrapper::BF16Optimizer)
-      throw Error(cat_.tag_dir, "",
+      throw Error(ErrorKind::Unsupported, cat_.tag_dir, "",
                   "only universal checkpoints of ZeRO-1/2 or BF16_Optimizer runs are converted to "
                   "rigid files; this one is " +
                       std::string(deepspeed::wrapper_name(cat_.wrapper)));
     if (cat_.mp_world_size > 1)
-      throw Error(cat_.tag_dir, "",
+      throw Error(ErrorKind::Unsupported, cat_.tag_dir, "",
                   "tensor/pipeline-parallel universal checkpoints are not converted back yet");
     std::string errors;
     for (const auto& p : cat_.problems)
       if (p.severity == "error") errors += "\n  " + p.code + ": " + p.message;
     if (!errors.empty())
-      throw Error(cat_.tag_dir, "",
+      throw Error(ErrorKind::Inconsistent, cat_.tag_dir, "",
                   "the universal checkpoint has problems a conversion cannot work around:" + errors);
   }
 
@@ -134,7 +137,7 @@ class ToZero {
     if (!opt_.target) {
       if (!cat_.universal->has_param_groups)
         throw Error(
-            cat_.tag_dir + "/zero/optimizer_state.pt", "",
+            ErrorKind::NotFound, cat_.tag_dir + "/zero/optimizer_state.pt", "",
             "this universal checkpoint keeps no optimizer hyper-parameters (lr, betas, eps, weight decay: "
             "DeepSpeed's converter adds param_groups only from 0.14.1 on), and ckptdoc does not invent them. "
             "Pass --target DIR: a rigid checkpoint of the same model and optimizer (e.g. the one it was "
@@ -144,16 +147,19 @@ class ToZero {
     tmpl_ = Checkpoint::open(*opt_.target);
     const auto& tc = tmpl_->catalog();
     if (tc.universal)
-      throw Error(*opt_.target, "--target", "a rigid checkpoint is needed, not a universal one");
+      throw Error(ErrorKind::InvalidRequest, *opt_.target, "--target",
+                  "a rigid checkpoint is needed, not a universal one");
     if (tc.wrapper != cat_.wrapper)
-      throw Error(*opt_.target, "--target",
+      throw Error(ErrorKind::Inconsistent, *opt_.target, "--target",
                   expected_found(std::string(deepspeed::wrapper_name(cat_.wrapper)) + " optimizer files",
                                  std::string(deepspeed::wrapper_name(tc.wrapper))));
     for (const auto& p : tc.problems)
       if (p.severity == "error")
-        throw Error(*opt_.target, "--target", "the template has problems: " + p.code + ": " + p.message);
+        throw Error(ErrorKind::Inconsistent, *opt_.target, "--target",
+                    "the template has problems: " + p.code + ": " + p.message);
     if (tc.groups.empty() || !tc.optim_file(0))
-      throw Error(*opt_.target, "--target", "no optimizer files to take hyper-parameters from");
+      throw Error(ErrorKind::NotFound, *opt_.target, "--target",
+                  "no optimizer files to take hyper-parameters from");
   }
 
   void lay_out() {
@@ -175,7 +181,7 @@ class ToZero {
           same = tg[g].params[i].name == by_group[g][i].name && tg[g].params[i].shape == by_group[g][i].shape;
       }
       if (!same)
-        throw Error(*opt_.target, "--target",
+        throw Error(ErrorKind::Inconsistent, *opt_.target, "--target",
                     "its param groups (names, shapes, order) differ from the universal "
                     "checkpoint's param_shapes: a template of the same model is needed");
     }
@@ -207,16 +213,17 @@ class ToZero {
                            ? u.params[k].step
                            : (u.iteration ? std::optional<int64_t>(*u.iteration + 1) : std::nullopt);
         if (!s)
-          throw Error(cat_.tag_dir, "zero/" + u.params[k].name,
+          throw Error(ErrorKind::NotFound, cat_.tag_dir, "zero/" + u.params[k].name,
                       "no step.pt and no iteration: the Adam step is unknown");
         if (step && *step != *s)
-          throw Error(cat_.tag_dir, "optimizer group " + num(static_cast<int64_t>(g)),
-                      "its params hold different steps");
+          throw Error(ErrorKind::Inconsistent, cat_.tag_dir,
+                      "optimizer group " + num(static_cast<int64_t>(g)), "its params hold different steps");
         if (value.is_none() && u.params[k].step) value = step_file_value(u.params[k].name);
         step = s;
       }
       if (!step)
-        throw Error(cat_.tag_dir, "optimizer group " + num(static_cast<int64_t>(g)), "holds no params");
+        throw Error(ErrorKind::Corrupt, cat_.tag_dir, "optimizer group " + num(static_cast<int64_t>(g)),
+                    "holds no params");
       if (value.is_none()) {
         const Value* te =
             tmpl_ ? int_key(dict_get(dict_get(&tmpl_->optimizer_state(0), "base_optimizer_state"), "state"),
@@ -225,7 +232,8 @@ class ToZero {
         const Value* ts = dict_get(te, "step");
         if (!ts)
           throw Error(
-              opt_.target.value_or(cat_.tag_dir), "optimizer group " + num(static_cast<int64_t>(g)),
+              ErrorKind::NotFound, opt_.target.value_or(cat_.tag_dir),
+              "optimizer group " + num(static_cast<int64_t>(g)),
               "the step's type is unknown (no step.pt, and the template's optimizer state has no step)");
         value = ts->is_tensor() ? deepspeed::step_tensor(static_cast<float>(*step)) : Value::integer(*step);
         result_.assumptions.push_back(
@@ -248,8 +256,10 @@ class ToZero {
     const int k = source_[g][i];
     auto t = s == 0 ? u_.fp32_partition(k, 0) : u_.moment_partition(k, 0, kStates[s]);
     if (!t || t->numel() != numel || t->dtype != DType::F32 || !t->is_contiguous())
-      throw Error(cat_.tag_dir, "zero/" + cat_.groups[static_cast<size_t>(k)].params.front().name + "/" + kStates[s] + ".pt",
-                  "missing, unreadable, or not a float32 tensor of the param's size");
+      throw Error(
+          ErrorKind::Corrupt, cat_.tag_dir,
+          "zero/" + cat_.groups[static_cast<size_t>(k)].params.front().name + "/" + kStates[s] + ".pt",
+          "missing, unreadable, or not a float32 tensor of the param's size");
     return *t;
   }
 
@@ -310,7 +320,7 @@ class ToZero {
         if (key == "step" || key == "exp_avg" || key == "exp_avg_sq") {
           e.set_item(k.clone(), Value::none());  // placeholder keeps the template's order
         } else {
-          throw Error(*opt_.target, "optimizer state key '" + key + "'",
+          throw Error(ErrorKind::Unsupported, *opt_.target, "optimizer state key '" + key + "'",
                       "the universal checkpoint does not hold it (only fp32, exp_avg, exp_avg_sq and step)");
         }
       }
@@ -326,7 +336,7 @@ class ToZero {
     if (!pg) pg = dict_get(dict_get(&tmpl_->optimizer_state(0), "base_optimizer_state"), "param_groups");
     if (!pg || !pg->is_sequence() || pg->items().size() != groups_.size())
       throw Error(
-          opt_.target.value_or(cat_.tag_dir), "param_groups",
+          ErrorKind::Inconsistent, opt_.target.value_or(cat_.tag_dir), "param_groups",
           expected_found(num(static_cast<int64_t>(groups_.size())) + " param groups",
                          pg && pg->is_sequence() ? num(static_cast<int64_t>(pg->items().size())) : "none"));
     Value out = pg->clone();
@@ -386,7 +396,7 @@ class ToZero {
       } else if (const Value* tv = tosd ? tosd->get(key) : nullptr) {
         osd.set(key, tv->clone());
       } else if (key == "ds_version") {
-        throw Error(cat_.tag_dir + "/zero/optimizer_state.pt", "key 'ds_version'",
+        throw Error(ErrorKind::Corrupt, cat_.tag_dir + "/zero/optimizer_state.pt", "key 'ds_version'",
                     "missing (DeepSpeed's loader requires it)");
       }
     }
@@ -431,7 +441,8 @@ class ToZero {
       ++result_.files;
       result_.bytes_written += f.bytes;
     }
-    if (const int e = io_->fsync_dir(tag_dir); e != 0) throw Error(tag_dir, "", "fsync of directory failed");
+    if (const int e = io_->fsync_dir(tag_dir); e != 0)
+      throw Error(ErrorKind::Io, tag_dir, "", "fsync of directory failed");
     deepspeed::write_text_file(out_dir + "/latest", result_.tag, *io_);
     ++result_.files;
   }

@@ -16,10 +16,12 @@ std::vector<std::string> patterns(const Value* info, const char* key) {
   const Value* list = dict_get(info, key);
   if (!list) return out;
   if (!list->is_sequence())
-    throw Error("", std::string("universal_checkpoint_info['") + key + "']", "not a list");
+    throw Error(ErrorKind::Corrupt, "", std::string("universal_checkpoint_info['") + key + "']",
+                "not a list");
   for (const auto& p : list->items()) {
     if (!p.is(Value::Kind::Str))
-      throw Error("", std::string("universal_checkpoint_info['") + key + "']", "a pattern is not a string");
+      throw Error(ErrorKind::Corrupt, "", std::string("universal_checkpoint_info['") + key + "']",
+                  "a pattern is not a string");
     out.push_back(p.as_str());
   }
   return out;
@@ -30,7 +32,7 @@ bool re_match(const std::string& pattern, const std::string& name) {
   try {
     return std::regex_search(name, std::regex(pattern), std::regex_constants::match_continuous);
   } catch (const std::regex_error& e) {
-    throw Error("", "universal_checkpoint_info pattern '" + pattern + "'",
+    throw Error(ErrorKind::Corrupt, "", "universal_checkpoint_info pattern '" + pattern + "'",
                 std::string("not a usable regex: ") + e.what());
   }
 }
@@ -45,7 +47,7 @@ constexpr const char* kTwoSub = "parameter_with_2_sub_params_cat_dim_0";
 
 TpPatterns::TpPatterns(const Value* info) : info_(info) {
   if (dict_get(info, "parameter_with_sub_params"))
-    throw Error("", "universal_checkpoint_info['parameter_with_sub_params']",
+    throw Error(ErrorKind::Unsupported, "", "universal_checkpoint_info['parameter_with_sub_params']",
                 "sub-param shapes (SubparamShape) are not written by ckptdoc yet; use DeepSpeed's "
                 "ds_to_universal.py");
   for (const char* k : {kReplicated, kAverage, kRow, kVocab, kTwoSub})
@@ -59,7 +61,7 @@ ParamMerge TpPatterns::merge_for(const std::string& name) {
     for (const auto& p : patterns(info_, key))
       if (re_match(p, name)) hits.push_back(p);
     if (hits.size() > 1)
-      throw Error("", std::string("universal_checkpoint_info['") + key + "']",
+      throw Error(ErrorKind::Inconsistent, "", std::string("universal_checkpoint_info['") + key + "']",
                   "several patterns match '" + name + "' (" + hits[0] + ", " + hits[1] + ")");
     if (!hits.empty()) unmatched_.erase(hits[0]);
     return !hits.empty();
@@ -77,7 +79,8 @@ ParamMerge TpPatterns::merge_for(const std::string& name) {
   if (matched(kVocab)) {
     const auto rows = deepspeed::detail::opt_int(dict_get(info_, "original_vocab_size"));
     if (!rows || *rows < 0)
-      throw Error("", "universal_checkpoint_info['original_vocab_size']", "missing or not a count");
+      throw Error(ErrorKind::Corrupt, "", "universal_checkpoint_info['original_vocab_size']",
+                  "missing or not a count");
     m.vocab = true;
     m.vocab_rows = *rows;
   }

@@ -27,11 +27,13 @@ std::optional<Tensor> Checkpoint::universal_tensor(int group, const std::string&
     // process could keep mapped.
     f = open_transient(path);
   } catch (const Error& e) {
-    throw Error(path, "", std::string("changed while being read: it could be read when the checkpoint was opened, "
-                                      "not now (") + e.what() + ")");
+    throw Error(ErrorKind::Io, path, "",
+                std::string("changed while being read: it could be read when the checkpoint was opened, "
+                            "not now (") +
+                    e.what() + ")");
   }
   if (f->file->size() != id.bytes || f->file->inode() != id.inode || f->file->device() != id.device)
-    throw Error(path, "",
+    throw Error(ErrorKind::Io, path, "",
                 "changed while being read: it was replaced or rewritten after the checkpoint was opened (" +
                     std::to_string(id.bytes) + " bytes then, " + std::to_string(f->file->size()) + " now)");
   try {

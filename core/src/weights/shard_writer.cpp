@@ -62,12 +62,14 @@ struct PartialFolder {
 
 ShardedOutput write_shards(const std::vector<NamedTensor>& tensors, const ShardPlan& plan, const std::string& folder,
                            ShardFormat format, bool force) {
-  if (plan.shards.empty()) throw Error(folder, "", "nothing to write: the export holds no tensors");
+  if (plan.shards.empty())
+    throw Error(ErrorKind::InvalidRequest, folder, "", "nothing to write: the export holds no tensors");
   std::error_code ec;
   const fs::path dir = fs::path(folder).lexically_normal();
   const bool exists = fs::exists(dir, ec);
   if (exists && !fs::is_directory(dir, ec))
-    throw Error(folder, "", "is a file; with --max-shard-size the output (-o) names a folder");
+    throw Error(ErrorKind::InvalidRequest, folder, "",
+                "is a file; with --max-shard-size the output (-o) names a folder");
   bool empty = !exists || fs::is_empty(dir, ec);
   std::vector<std::string> family;
   if (!empty) {
@@ -77,7 +79,8 @@ ShardedOutput write_shards(const std::vector<NamedTensor>& tensors, const ShardP
     if (!family.empty() && !force) {
       std::string list;
       for (const auto& f : family) list += (list.empty() ? "" : ", ") + f;
-      throw Error(folder, "", "already holds weights files (" + list + "); pass --force to replace them");
+      throw Error(ErrorKind::OutputExists, folder, "",
+                  "already holds weights files (" + list + "); pass --force to replace them");
     }
   }
 
@@ -88,14 +91,14 @@ ShardedOutput write_shards(const std::vector<NamedTensor>& tensors, const ShardP
     PartialFolder partial{dir.string() + ".ckptdoc-partial-" + std::to_string(::getpid())};
     fs::remove_all(partial.path, ec);
     if (!fs::create_directories(partial.path, ec) || ec)
-      throw Error(partial.path, "", "cannot create the output folder: " + ec.message());
+      throw Error(ErrorKind::Io, partial.path, "", "cannot create the output folder: " + ec.message());
     const io::WriterLock claim(partial.path);  // killed, this folder is removed by the next run at once
     for (const auto& s : plan.shards) {
       try {
         write_one(partial.path + "/" + s.file, tensors, s, format);
       } catch (const Error& e) {
         // Named as the user asked for it: the partial folder is gone when they read this.
-        throw Error((dir / s.file).string(), e.where(), e.detail() + " (nothing was published)");
+        throw Error(e.kind(), (dir / s.file).string(), e.where(), e.detail() + " (nothing was published)");
       }
       out.files.push_back(s.file);
       out.bytes += fs::file_size(partial.path + "/" + s.file, ec);
@@ -108,11 +111,12 @@ ShardedOutput write_shards(const std::vector<NamedTensor>& tensors, const ShardP
     if (const int rc = current_io().rename_noreplace(partial.path, dir.string());
         rc == EEXIST || rc == ENOTEMPTY)
       throw Error(
-          folder, "",
+          ErrorKind::OutputExists, folder, "",
           "another process published an output here while ckptdoc wrote this one; that output is kept and "
           "this one was not published");
     else if (rc != 0)
-      throw Error(folder, "", std::string("rename of the finished folder failed: ") + std::strerror(rc));
+      throw Error(ErrorKind::Io, folder, "",
+                  std::string("rename of the finished folder failed: ") + std::strerror(rc));
     partial.keep = true;
     const std::string parent = dir.has_parent_path() ? dir.parent_path().string() : ".";
     current_io().fsync_dir(parent.empty() ? "." : parent);
@@ -136,7 +140,8 @@ ShardedOutput write_shards(const std::vector<NamedTensor>& tensors, const ShardP
   for (const auto& f : family) {
     if (written.count(f)) continue;
     if (const int rc = current_io().unlink((dir / f).string()); rc != 0)
-      throw Error((dir / f).string(), "", std::string("cannot remove the stale weights file: ") + std::strerror(rc));
+      throw Error(ErrorKind::Io, (dir / f).string(), "",
+                  std::string("cannot remove the stale weights file: ") + std::strerror(rc));
     out.removed.push_back(f);
   }
   current_io().fsync_dir(dir.string());

@@ -56,8 +56,9 @@ std::string read_file_text(const std::string& path) {
   std::error_code ec;
   const uint64_t size = fs::file_size(path, ec);
   if (!ec && size > kMaxJsonBytes)
-    throw Error(path, "", expected_found("a JSON file of at most " + std::to_string(kMaxJsonBytes) + " bytes",
-                                         std::to_string(size) + " bytes"));
+    throw Error(ErrorKind::Unsupported, path, "",
+                expected_found("a JSON file of at most " + std::to_string(kMaxJsonBytes) + " bytes",
+                               std::to_string(size) + " bytes"));
   std::ifstream in(path, std::ios::binary);
   std::ostringstream ss;
   ss << in.rdbuf();
@@ -125,7 +126,7 @@ std::shared_ptr<const WeightsSource> WeightsSource::open(const std::string& path
   std::shared_ptr<WeightsSource> s(new WeightsSource());
   std::error_code ec;
   const fs::path abs = fs::absolute(fs::path(path), ec).lexically_normal();
-  if (!fs::exists(abs, ec)) throw Error(path, "", "no such file or folder");
+  if (!fs::exists(abs, ec)) throw Error(ErrorKind::NotFound, path, "", "no such file or folder");
   s->path_ = abs.string();
   if (fs::is_directory(abs, ec)) {
     s->kind_ = SourceKind::HfFolder;
@@ -199,8 +200,9 @@ void WeightsSource::open_folder(const std::string& dir) {
   for (const auto& n : names)
     if (weights_extension(n) && !not_weights(n)) candidates.push_back(n);
   if (candidates.empty())
-    throw Error(dir, "", "no weights here: no *.safetensors.index.json, model.safetensors, pytorch_model.bin or other "
-                         ".safetensors / .bin / .pt file (and no DeepSpeed `latest` or rank files)");
+    throw Error(ErrorKind::NotFound, dir, "",
+                "no weights here: no *.safetensors.index.json, model.safetensors, pytorch_model.bin or other "
+                ".safetensors / .bin / .pt file (and no DeepSpeed `latest` or rank files)");
   if (candidates.size() > 1) {
     problem("index-missing", "error",
             "the folder holds " + std::to_string(candidates.size()) + " weights files (" + some(candidates) +
@@ -215,7 +217,7 @@ void WeightsSource::open_single(const std::string& file) {
   add_file(file, "");
   if (!files_.front().readable) {
     const auto p = problems_.back();
-    throw Error(file, "", p.message);
+    throw Error(files_.front().error_kind, file, "", p.message);
   }
   check_index();
 }
@@ -229,7 +231,7 @@ void WeightsSource::read_index(const std::string& index_path) {
   try {
     const auto j = nlohmann::json::parse(read_file_text(index_path));
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
-      throw Error(index_path, "weight_map", "missing or not an object");
+      throw Error(ErrorKind::Corrupt, index_path, "weight_map", "missing or not an object");
     if (j.contains("metadata") && j["metadata"].is_object()) {
       const auto& m = j["metadata"];
       if (m.contains("total_size") && m["total_size"].is_number_integer()) index.total_size = m["total_size"].get<uint64_t>();
@@ -237,7 +239,9 @@ void WeightsSource::read_index(const std::string& index_path) {
         index.total_parameters = m["total_parameters"].get<uint64_t>();
     }
     for (const auto& [name, file] : j["weight_map"].items()) {
-      if (!file.is_string()) throw Error(index_path, "weight_map['" + name + "']", expected_found("a file name", file.dump()));
+      if (!file.is_string())
+        throw Error(ErrorKind::Corrupt, index_path, "weight_map['" + name + "']",
+                    expected_found("a file name", file.dump()));
       index.weight_map.emplace_back(name, file.get<std::string>());
     }
     usable = true;
@@ -311,7 +315,9 @@ void WeightsSource::add_file(const std::string& abs_path, const std::string& /*p
       wf.format = "torch";
       auto tf = std::make_shared<TorchFile>(TorchFile::open(mapped));
       const Value* sd = state_dict_of(tf->root);
-      if (!sd) throw Error(abs_path, "", expected_found("a state dict (a dict of name -> tensor)", tf->root.type_name()));
+      if (!sd)
+        throw Error(ErrorKind::Unsupported, abs_path, "",
+                    expected_found("a state dict (a dict of name -> tensor)", tf->root.type_name()));
       size_t skipped = 0;
       std::set<const Storage*> storages;
       for (const auto& [k, v] : sd->as_dict().items) {
@@ -331,11 +337,13 @@ void WeightsSource::add_file(const std::string& abs_path, const std::string& /*p
                 wf.path);
       keep_.push_back(tf);
     } else {
-      throw Error(abs_path, "offset 0", "neither a safetensors file nor a torch.save file");
+      throw Error(ErrorKind::Unsupported, abs_path, "offset 0",
+                  "neither a safetensors file nor a torch.save file");
     }
     wf.readable = true;
   } catch (const std::exception& e) {
     problem("shard-unreadable", "error", wf.path + " cannot be read: " + e.what(), wf.path);
+    if (const auto* err = dynamic_cast<const Error*>(&e)) wf.error_kind = err->kind();
   }
   for (const auto& t : parsed) {
     wf.tensors.push_back(t.name);

@@ -9,9 +9,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ckptdoc/deepspeed/catalog.h"
+#include "ckptdoc/error.h"
 #include "ckptdoc/format/torch_file.h"
 
 namespace ckptdoc::snapshot {
@@ -106,7 +108,7 @@ class Snapshot {
   Snapshot() = default;
   Manifest manifest_;
   std::vector<std::shared_ptr<const RankFile>> rank_files_;  // by rank; null when unreadable
-  std::map<std::string, std::string> unreadable_;             // rank file name -> why
+  std::map<std::string, std::pair<ErrorKind, std::string>> unreadable_;  // rank file name -> why
   const RankFile& rank_file(const std::string& file_name) const;
 };
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ckptdoc/deepspeed/catalog.h"  // Problem
+#include "ckptdoc/error.h"
 #include "ckptdoc/format/safetensors.h"  // NamedTensor
 
 namespace ckptdoc::weights {
@@ -27,6 +28,7 @@ struct WeightsFile {
   uint64_t bytes = 0;
   std::string format;    // "safetensors" | "torch"
   bool readable = false;
+  ErrorKind error_kind = ErrorKind::Other;  // why it is not readable (when readable is false)
   std::vector<std::string> tensors;  // in the file's order
   uint64_t stored_bytes = 0;         // tensor bytes the file stores (torch: each storage once)
   uint64_t stored_numel = 0;         // elements of the tensors it stores (torch: each storage's tensors once)

@@ -29,7 +29,7 @@ std::string error_text(cudaError_t e) {
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) {
     (void)cudaGetLastError();  // clear a non-sticky error so later calls start clean
-    throw Error("", std::string("CUDA ") + what, "failed: " + error_text(e));
+    throw Error(ErrorKind::Device, "", std::string("CUDA ") + what, "failed: " + error_text(e));
   }
 }
 
@@ -108,7 +108,9 @@ int lp_kind(DType t, const char* what) {
     case DType::F16: return 0;
     case DType::BF16: return 1;
     case DType::F32: return 2;
-    default: throw Error("", what, "unsupported lp dtype " + std::to_string(static_cast<int>(t)));
+    default:
+      throw Error(ErrorKind::Unsupported, "", what,
+                  "unsupported lp dtype " + std::to_string(static_cast<int>(t)));
   }
 }
 
@@ -153,7 +155,9 @@ class CudaBackend final : public Backend {
       case DType::BF16: k = 1; break;
       case DType::F32: k = 2; break;
       case DType::F64: k = 3; break;
-      default: throw Error("", "value statistics", "unsupported dtype " + std::to_string(static_cast<int>(dtype)));
+      default:
+        throw Error(ErrorKind::Unsupported, "", "value statistics",
+                    "unsupported dtype " + std::to_string(static_cast<int>(dtype)));
     }
     prepare();
     const size_t es = k == 3 ? 8 : (k == 2 ? 4 : 2);
@@ -244,7 +248,8 @@ class CudaBackend final : public Backend {
       return;
     }
     if (lp_dtype != DType::F16 && lp_dtype != DType::BF16)
-      throw Error("", "upcast", "unsupported lp dtype " + std::to_string(static_cast<int>(lp_dtype)));
+      throw Error(ErrorKind::Unsupported, "", "upcast",
+                  "unsupported lp dtype " + std::to_string(static_cast<int>(lp_dtype)));
     const bool bf = lp_dtype == DType::BF16;
     const auto* src = static_cast<const uint16_t*>(lp);
     prepare();
@@ -266,7 +271,8 @@ class CudaBackend final : public Backend {
       return;
     }
     if (lp_dtype != DType::F16 && lp_dtype != DType::BF16)
-      throw Error("", "downcast", "unsupported lp dtype " + std::to_string(static_cast<int>(lp_dtype)));
+      throw Error(ErrorKind::Unsupported, "", "downcast",
+                  "unsupported lp dtype " + std::to_string(static_cast<int>(lp_dtype)));
     const bool bf = lp_dtype == DType::BF16;
     auto* dst = static_cast<uint16_t*>(out);
     prepare();

@@ -19,7 +19,7 @@ struct Bootstrap {
 void check_cuda_call(cudaError_t e, const char* what) {
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    throw Error("", what, std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e));
+    throw Error(ErrorKind::Device, "", what, std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e));
   }
 }
 
@@ -29,8 +29,8 @@ NcclComm::NcclComm(int device, int rank, int size, const BroadcastFn& broadcast)
   Bootstrap b;
   if (rank == 0 && api_) b.ok = api_->GetUniqueId(&b.id) == ncclSuccess ? 1 : 0;
   broadcast(&b, sizeof b, 0);
-  if (!api_) throw Error("", "NCCL", "not loadable: " + why);
-  if (!b.ok) throw Error("", "NCCL", "rank 0 could not make a unique id");
+  if (!api_) throw Error(ErrorKind::Device, "", "NCCL", "not loadable: " + why);
+  if (!b.ok) throw Error(ErrorKind::Device, "", "NCCL", "rank 0 could not make a unique id");
   check_cuda_call(cudaSetDevice(dev_), "cudaSetDevice");
   check(api_->CommInitRank(&comm_, size, b.id, rank), "ncclCommInitRank");
   check_cuda_call(cudaStreamCreate(&stream_), "cudaStreamCreate");
@@ -44,7 +44,7 @@ NcclComm::~NcclComm() {
 }
 
 void NcclComm::check(ncclResult_t r, const char* what) const {
-  if (r != ncclSuccess) throw Error("", what, api_->GetErrorString(r));
+  if (r != ncclSuccess) throw Error(ErrorKind::Device, "", what, api_->GetErrorString(r));
 }
 
 std::string NcclComm::describe() const {
