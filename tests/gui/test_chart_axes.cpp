@@ -71,12 +71,12 @@ class TestChartAxes : public QObject {
   void countAxis() {
     QFETCH(double, count);
     LogHistogram h;
-    h.counts[100] = static_cast<uint64_t>(count);
-    h.counts[101] = static_cast<uint64_t>(count / 2);
+    h.counts.set(100, static_cast<uint64_t>(count));
+    h.counts.set(101, static_cast<uint64_t>(count / 2));
     checkCountAxis(logHistogramChart(QStringLiteral("|A − B|"), QStringLiteral("log10 |A − B|"), h), count);
     UlpHistogram u;
-    u.counts[0] = static_cast<uint64_t>(count);
-    u.counts[3] = 1;
+    u.counts.set(0, static_cast<uint64_t>(count));
+    u.counts.set(3, 1);
     checkCountAxis(ulpChart(QStringLiteral("ulp"), u), count);
   }
 

@@ -36,7 +36,7 @@ inline void ref_log_add(LogHistogram& h, double v) {
     else if (b >= LogHistogram::kBins)
       ++h.overflow;
     else
-      ++h.counts[static_cast<size_t>(b)];
+      h.counts.add(static_cast<size_t>(b));
   }
 }
 
@@ -135,7 +135,7 @@ inline DivergenceStats ref_divergence(const void* lp, DType t, const float* fp32
         bucket = ref_bucket(static_cast<unsigned long long>(std::labs(ref_pos16(h) - ref_pos16(r))));
     }
     s.exact += exact ? 1 : 0;
-    ++s.ulp.counts[static_cast<size_t>(bucket)];
+    s.ulp.counts.add(static_cast<size_t>(bucket));
     if (!std::isfinite(l) || !std::isfinite(m)) {
       ++s.nonfinite;
       ++s.log_abs_diff.nonfinite;

@@ -23,12 +23,17 @@ namespace {
 
 constexpr int64_t kMaxTaskElements = int64_t{1} << 22;  // split big fragments so all workers stay busy
 constexpr size_t kBatchTasks = 512;                      // results merged in order, batch by batch
+// A task reading fewer elements hands its pages back with the rest of its batch, in a few coalesced ranges
+// per file instead of one madvise (and one TLB shoot-down on every core) per tensor per task: with thousands
+// of small params that was a tenth of the scan. Bounds what a batch keeps resident to kBatchTasks x this x 4
+// bytes per tensor.
+constexpr int64_t kReleaseNowElements = int64_t{1} << 16;
 
 // One contiguous run of one param on one rank.
 struct Task {
   int group = 0, param = 0, rank = 0;
   int64_t param_offset = 0, partition_offset = 0, numel = 0;
-  uint64_t bytes = 0;  // what it reads (progress, device placement)
+  uint64_t bytes = 0;  // what it is expected to read, from the catalog (progress, device placement)
 };
 
 struct TaskResult {
@@ -95,7 +100,7 @@ class Scanner {
                                                            : static_cast<int>(groups.front().partitions.size()));
     }
     std::vector<Task> tasks = make_tasks();
-    measure_tasks(tasks, out);
+    estimate_tasks(tasks, out);
 
     uint64_t total = 0;
     for (const auto& t : tasks) total += t.bytes;
@@ -105,6 +110,12 @@ class Scanner {
       scan_spread(tasks, out);
     else
       scan_shared(tasks, out);
+    // Groups no task read (no fragment on this process's ranks) still count what cannot be analysed.
+    for (const auto& g : cat.groups)
+      if (!visited_.count(g.index)) {
+        load_group(g, out);
+        release_group(g.index);
+      }
     if (mpi_size() > 1) merge_across_processes(out);
     if (changed_) std::rethrow_exception(changed_);
     out.params = std::move(reports_);
@@ -152,7 +163,7 @@ class Scanner {
     auto run_one = [&](size_t k, Backend& be) {
       if (progress_) progress_->check();
       results[k] = run_task(tasks[batch[k]], be);
-      if (progress_) progress_->add(results[k].bytes);
+      if (progress_) progress_->add(tasks[batch[k]].bytes);  // the estimate, so the stage ends at its total
     };
     if (owner.empty()) {  // any worker, each with its own backend
       parallel_for(batch.size(), static_cast<unsigned>(backends_.size()),
@@ -180,6 +191,7 @@ class Scanner {
       open_views(tasks, batch, out);
       run_batch(tasks, batch, {}, results);
       for (size_t k = 0; k < batch.size(); ++k) merge(tasks[batch[k]], results[k], out);
+      release_small_tasks(tasks, batch);
       close_views(tasks, batch);
     }
   }
@@ -195,10 +207,7 @@ class Scanner {
     for (size_t i = 0; i < tasks.size(); ++i) queues[static_cast<size_t>(slot.at(tasks[i].rank))].push_back(i);
     out.devices.assign(backends_.size(), DeviceShare{});
     for (size_t w = 0; w < backends_.size(); ++w) out.devices[w].backend = backends_[w]->description();
-    for (const auto& [rank, w] : slot) {
-      out.devices[static_cast<size_t>(w)].ranks.push_back(rank);
-      out.devices[static_cast<size_t>(w)].bytes += bytes_per_rank.at(rank);
-    }
+    for (const auto& [rank, w] : slot) out.devices[static_cast<size_t>(w)].ranks.push_back(rank);
 
     const size_t per_round = std::max<size_t>(32, kBatchTasks / backends_.size());
     std::vector<TaskResult> results;
@@ -216,7 +225,11 @@ class Scanner {
       }
       open_views(tasks, batch, out);
       run_batch(tasks, batch, owner, results);
-      for (size_t k = 0; k < batch.size(); ++k) merge(tasks[batch[k]], results[k], out);
+      for (size_t k = 0; k < batch.size(); ++k) {
+        merge(tasks[batch[k]], results[k], out);
+        out.devices[owner[k]].bytes += results[k].bytes;  // what it read, not the estimate
+      }
+      release_small_tasks(tasks, batch);
       close_views(tasks, batch);
     }
   }
@@ -231,17 +244,18 @@ class Scanner {
 
   ParamReport& report_of(int group, int param) { return reports_[group_first_.at(group) + static_cast<size_t>(param)]; }
 
-  // The views of a group are opened before the first batch reading it and dropped after its last: a checkpoint
-  // may have more files than a process can keep mapped (a universal folder: 3-4 per param).
-  void measure_tasks(std::vector<Task>& tasks, ScanResult& out) {
+  // What each task will read, from the catalog alone: the progress total and the spreading of ranks over
+  // devices need only that, so every file is opened once, by the scan (a universal folder has 3-4 per param).
+  // The views of a group are opened before the first batch reading it and dropped after its last: a
+  // checkpoint may have more files than a process can keep mapped.
+  void estimate_tasks(std::vector<Task>& tasks, ScanResult& out) {
     const auto& cat = ckpt_.catalog();
-    size_t t = 0;
-    for (const auto& g : cat.groups) {
-      load_group(g, out, true);
-      for (; t < tasks.size() && tasks[t].group == g.index; ++t) tasks[t].bytes = bytes_of(tasks[t]);
-      release_group(g.index);
+    const uint64_t per_element =
+        element_size(cat.lp_dtype) + 3 * element_size(DType::F32);  // lp, fp32, moments
+    for (auto& task : tasks) {
+      task.bytes = static_cast<uint64_t>(task.numel) * per_element;
+      ++tasks_left_[task.group];
     }
-    for (const auto& task : tasks) ++tasks_left_[task.group];
     if (mpi_rank() == 0)
       for (const auto& f : cat.frozen_params) out.not_analysed["frozen"] += static_cast<uint64_t>(std::max<int64_t>(f.numel, 0));
   }
@@ -249,7 +263,7 @@ class Scanner {
   void open_views(const std::vector<Task>& tasks, const std::vector<size_t>& batch, ScanResult& out) {
     for (size_t i : batch) {
       const int g = tasks[i].group;
-      if (loaded_.insert(g).second) load_group(group_layout(g), out, false);
+      if (loaded_.insert(g).second) load_group(group_layout(g), out);
     }
   }
 
@@ -287,15 +301,15 @@ class Scanner {
       it = lp_.erase(it);
   }
 
-  // Views on one group's partitions and lp weights, counting what cannot be analysed: all of it the first time
-  // (measure_tasks), later only a tensor that could be read then and cannot now (its file changed meanwhile).
-  void load_group(const deepspeed::GroupLayout& g, ScanResult& acc, bool first) {
+  // Views on one group's partitions and lp weights (opened once per scan), counting what cannot be analysed.
+  void load_group(const deepspeed::GroupLayout& g, ScanResult& acc) {
+    visited_.insert(g.index);
     const auto& cat = ckpt_.catalog();
     const bool zero3 = cat.wrapper == deepspeed::OptimizerWrapper::Zero3;
-    const bool counts_params = first && mpi_rank() == 0;  // per-param counts once, not once per process
+    const bool counts_params = mpi_rank() == 0;  // per-param counts once, not once per process
     for (const auto& part : g.partitions) {
       if (!owns(part.rank)) continue;  // another process reads it
-      if (first) acc.not_analysed["padding"] += static_cast<uint64_t>(std::max<int64_t>(part.padding, 0));
+      acc.not_analysed["padding"] += static_cast<uint64_t>(std::max<int64_t>(part.padding, 0));
       PartitionViews v;
       // Each tensor on its own: a rank missing one moment still has its masters analysed.
       const std::pair<std::optional<Tensor>*, const char*> wanted[] = {
@@ -313,9 +327,9 @@ class Scanner {
             continue;
           }
           acc.not_analysed[file_level ? "rank_unreadable" : "moment_missing"] += static_cast<uint64_t>(part.real_numel);
-          // Later failures are files that changed after they were read once, and so is any failure in a universal
-          // folder (its catalogued problems read as absent, not as errors): always named.
-          if (!first || cat.universal || (file_level && !catalog_names_rank(cat, part.rank)))
+          // Any failure in a universal folder is named (its catalogued problems read as absent, not as
+          // errors).
+          if (cat.universal || (file_level && !catalog_names_rank(cat, part.rank)))
             acc.problems.push_back({"rank-file-unreadable", "error",
                                     "rank " + std::to_string(part.rank) + " of group " + std::to_string(g.index) +
                                         " (" + key + ") could not be read: " + e.what(),
@@ -325,11 +339,10 @@ class Scanner {
       }
       for (auto* t : {&v.fp32, &v.exp_avg, &v.exp_avg_sq})
         if (*t && !(*t)->is_contiguous()) *t = contiguous(**t);  // rare; analysed all the same
-      if (first && v.fp32 && v.fp32->dtype != DType::F32 && v.fp32->dtype != DType::BF16 &&
+      if (v.fp32 && v.fp32->dtype != DType::F32 && v.fp32->dtype != DType::BF16 &&
           v.fp32->dtype != DType::F16)
         acc.not_analysed["fp32_not_float32"] += static_cast<uint64_t>(part.real_numel);
-      if (first && v.fp32 && (v.fp32->dtype == DType::BF16 || v.fp32->dtype == DType::F16) &&
-          !said_16bit_masters_) {
+      if (v.fp32 && (v.fp32->dtype == DType::BF16 || v.fp32->dtype == DType::F16) && !said_16bit_masters_) {
         said_16bit_masters_ = true;
         const std::string dt = v.fp32->dtype == DType::BF16 ? "bfloat16" : "float16";
         acc.problems.push_back(
@@ -401,15 +414,6 @@ class Scanner {
     return lv.tensor ? &*lv.tensor : nullptr;
   }
 
-  uint64_t bytes_of(const Task& t) const {  // its group's views open
-    uint64_t b = 0;
-    const auto& pv = partitions_.at({t.group, t.rank});
-    for (const auto* x : {&pv.fp32, &pv.exp_avg, &pv.exp_avg_sq})
-      if (*x) b += static_cast<uint64_t>(t.numel) * element_size((*x)->dtype);
-    if (const Tensor* lp = lp_tensor(t.group, t.param)) b += static_cast<uint64_t>(t.numel) * element_size(lp->dtype);
-    return b;
-  }
-
   TaskResult run_task(const Task& t, Backend& be) const {
     TaskResult r;
     const auto& pv = partitions_.at({t.group, t.rank});
@@ -465,12 +469,48 @@ class Scanner {
         r.short_elements += n;
       }
     }
-    // Read once: hand the mapped pages back (they stay in the page cache), so a pass over a checkpoint keeps a
-    // small resident set instead of growing by everything it read.
-    for (const auto* x : {&pv.fp32, &pv.exp_avg, &pv.exp_avg_sq})
-      if (*x) io::release(**x, t.partition_offset, t.numel);
-    if (lpt) io::release(*lpt, t.param_offset, t.numel);
+    // Read once: hand the mapped pages back (they stay in the page cache), so a pass over a checkpoint keeps
+    // a small resident set instead of growing by everything it read. Small tasks: with their batch.
+    if (t.numel >= kReleaseNowElements) {
+      for (const auto* x : {&pv.fp32, &pv.exp_avg, &pv.exp_avg_sq})
+        if (*x) io::release(**x, t.partition_offset, t.numel);
+      if (lpt) io::release(*lpt, t.param_offset, t.numel);
+    }
     return r;
+  }
+
+  // The pages the batch's small tasks read, handed back in ranges coalesced per file (neighbouring tensors of
+  // a rank partition, and the records of a model file, lie side by side).
+  void release_small_tasks(const std::vector<Task>& tasks, const std::vector<size_t>& batch) const {
+    struct Range {
+      const MappedFile* file;
+      uint64_t begin, end;
+      bool operator<(const Range& o) const { return std::tie(file, begin) < std::tie(o.file, o.begin); }
+    };
+    std::vector<Range> ranges;
+    auto add = [&](const Tensor* t, int64_t first, int64_t n) {
+      if (!t || !t->storage || !t->storage->file || n <= 0) return;
+      const uint64_t es = element_size(t->dtype);
+      const uint64_t at = t->storage->file_offset + static_cast<uint64_t>(t->storage_offset + first) * es;
+      ranges.push_back({t->storage->file.get(), at, at + static_cast<uint64_t>(n) * es});
+    };
+    for (size_t i : batch) {
+      const Task& t = tasks[i];
+      if (t.numel >= kReleaseNowElements) continue;  // released by run_task
+      const auto& pv = partitions_.at({t.group, t.rank});
+      for (const auto* x : {&pv.fp32, &pv.exp_avg, &pv.exp_avg_sq})
+        if (*x) add(&**x, t.partition_offset, t.numel);
+      add(lp_tensor(t.group, t.param), t.param_offset, t.numel);
+    }
+    std::sort(ranges.begin(), ranges.end());
+    constexpr uint64_t kGap =
+        64 << 10;  // record headers and padding between tensors: dropped too, harmlessly
+    for (size_t i = 0; i < ranges.size();) {
+      Range r = ranges[i];
+      for (++i; i < ranges.size() && ranges[i].file == r.file && ranges[i].begin <= r.end + kGap; ++i)
+        r.end = std::max(r.end, ranges[i].end);
+      r.file->dont_need(r.begin, r.end - r.begin);
+    }
   }
 
   static void merge_into(std::optional<ValueStats>& into, const std::optional<ValueStats>& from) {
@@ -596,6 +636,7 @@ class Scanner {
   std::map<std::pair<int, int>, LpView> lp_;
   std::map<int, const deepspeed::GroupLayout*> layouts_;  // by group index
   std::set<int> loaded_;            // groups whose views are open
+  std::set<int> visited_;           // groups whose views were opened (each once)
   bool said_16bit_masters_ = false;                     // the masters-in-16-bit note, once
   std::set<std::tuple<int, int, std::string>> failed_;  // (group, rank, tensor) that could not be read: counted
   std::map<int, size_t> tasks_left_;                    // per group: tasks not yet merged

@@ -41,7 +41,9 @@ void for_each_chunk(size_t n, unsigned threads, Fn&& fn) {
 using Slots = std::array<uint64_t, kLogSlots>;
 
 void slots_into(const Slots& s, LogHistogram& h) {
-  for (int i = 0; i < kLogBins; ++i) h.counts[static_cast<size_t>(i)] += s[static_cast<size_t>(i)];
+  auto bins = h.counts.dense();
+  for (int i = 0; i < kLogBins; ++i) bins[static_cast<size_t>(i)] += s[static_cast<size_t>(i)];
+  h.counts.assign(bins);
   h.underflow += s[kSlotUnderflow];
   h.overflow += s[kSlotOverflow];
   h.zeros += s[kSlotZero];
@@ -152,7 +154,7 @@ struct DivAcc {
     s.sum_sq_lp = sum_sq_lp;
     s.sum_sq_fp32 = sum_sq_fp32;
     slots_into(slots, s.log_abs_diff);
-    for (size_t i = 0; i < ulp.size(); ++i) s.ulp.counts[i] = ulp[i];
+    s.ulp.counts.assign(ulp);
     return s;
   }
 };

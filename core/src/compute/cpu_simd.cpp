@@ -176,6 +176,7 @@ CKPTDOC_AVX2_INLINE void val_finish(const ValAcc& a, size_t n, ValueStats& s) {
     s.min = lo == 0.0f ? first_zero : lo;
     s.max = hi == 0.0f ? first_zero : hi;
   }
+  std::array<uint64_t, kLogBins> all_bins{}, neg_bins{};
   for (int i = 0; i < kLogSlots; ++i) {
     const uint64_t neg = h[static_cast<size_t>(kLogSlots + i)];
     const uint64_t all = h[static_cast<size_t>(i)] + neg + (i == kSlotNonfinite ? h[kValNan] : 0);
@@ -185,11 +186,13 @@ CKPTDOC_AVX2_INLINE void val_finish(const ValAcc& a, size_t n, ValueStats& s) {
       case kSlotZero: s.log_abs.zeros = all, s.log_abs_negative.zeros = neg; break;
       case kSlotNonfinite: s.log_abs.nonfinite = all, s.log_abs_negative.nonfinite = neg; break;
       default:
-        s.log_abs.counts[static_cast<size_t>(i)] = all;
-        s.log_abs_negative.counts[static_cast<size_t>(i)] = neg;
+        all_bins[static_cast<size_t>(i)] = all;
+        neg_bins[static_cast<size_t>(i)] = neg;
         break;
     }
   }
+  s.log_abs.counts.assign(all_bins);
+  s.log_abs_negative.counts.assign(neg_bins);
 }
 
 // ---- divergence ----
@@ -300,6 +303,7 @@ CKPTDOC_AVX2_INLINE void div_finish(const DivAcc& a, size_t n, DivergenceStats& 
   alignas(32) double mx[4];
   _mm256_store_pd(mx, _mm256_max_pd(a.max_abs[0], a.max_abs[1]));
   s.max_abs = std::max(std::max(mx[0], mx[1]), std::max(mx[2], mx[3]));
+  std::array<uint64_t, kLogBins> bins{};
   for (int i = 0; i < kLogSlots; ++i) {
     uint64_t c = 0;
     for (int k = 0; k < kSubLog; ++k) c += a.log[k][i];
@@ -308,12 +312,17 @@ CKPTDOC_AVX2_INLINE void div_finish(const DivAcc& a, size_t n, DivergenceStats& 
       case kSlotOverflow: s.log_abs_diff.overflow = c; break;
       case kSlotZero: s.log_abs_diff.zeros = c; break;
       case kSlotNonfinite: s.log_abs_diff.nonfinite = c; break;
-      default: s.log_abs_diff.counts[static_cast<size_t>(i)] = c; break;
+      default:
+        bins[static_cast<size_t>(i)] = c;
+        break;
     }
   }
-  for (int b = 2; b < UlpHistogram::kBuckets; ++b) s.ulp.counts[static_cast<size_t>(b)] = a.ulp[b];
-  s.ulp.counts[0] = lane_total(a.ulp0);
-  s.ulp.counts[1] = lane_total(a.ulp1);
+  s.log_abs_diff.counts.assign(bins);
+  std::array<uint64_t, UlpHistogram::kBuckets> ulp{};
+  for (int b = 2; b < UlpHistogram::kBuckets; ++b) ulp[static_cast<size_t>(b)] = a.ulp[b];
+  ulp[0] = lane_total(a.ulp0);
+  ulp[1] = lane_total(a.ulp1);
+  s.ulp.counts.assign(ulp);
 }
 
 // ---- the pass: loads, then whichever of the three results are wanted ----

@@ -30,7 +30,9 @@ const T& at(const std::vector<T>& v, size_t& i) {
 }
 
 void unpack_hist(const ReductionArrays& a, UnpackCursor& c, LogHistogram& h) {
-  for (auto& x : h.counts) x = at(a.counts, c.counts);
+  std::array<uint64_t, LogHistogram::kBins> bins{};
+  for (auto& x : bins) x = at(a.counts, c.counts);
+  h.counts.assign(bins);
   h.zeros = at(a.counts, c.counts);
   h.underflow = at(a.counts, c.counts);
   h.overflow = at(a.counts, c.counts);
@@ -83,7 +85,9 @@ void unpack(const ReductionArrays& a, UnpackCursor& c, DivergenceStats& s) {
   s.exact = at(a.counts, c.counts);
   s.nonfinite = at(a.counts, c.counts);
   unpack_hist(a, c, s.log_abs_diff);
-  for (auto& u : s.ulp.counts) u = at(a.counts, c.counts);
+  std::array<uint64_t, UlpHistogram::kBuckets> ulp{};
+  for (auto& u : ulp) u = at(a.counts, c.counts);
+  s.ulp.counts.assign(ulp);
   for (double* f : {&s.sum_abs, &s.sum_sq_diff, &s.sum_sq_lp, &s.sum_sq_fp32}) *f = at(a.sums, c.sums);
   s.max_abs = at(a.maxs, c.maxs);
 }

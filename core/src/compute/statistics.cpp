@@ -25,12 +25,14 @@ void LogHistogram::add(float value) {
     case compute::kSlotOverflow: ++overflow; break;
     case compute::kSlotZero: ++zeros; break;
     case compute::kSlotNonfinite: ++nonfinite; break;
-    default: ++counts[static_cast<size_t>(s)]; break;
+    default:
+      counts.add(static_cast<size_t>(s));
+      break;
   }
 }
 
 void LogHistogram::merge(const LogHistogram& o) {
-  for (size_t i = 0; i < counts.size(); ++i) counts[i] += o.counts[i];
+  counts.merge(o.counts);
   zeros += o.zeros;
   underflow += o.underflow;
   overflow += o.overflow;
@@ -39,7 +41,7 @@ void LogHistogram::merge(const LogHistogram& o) {
 
 uint64_t LogHistogram::total() const {
   uint64_t t = zeros + underflow + overflow + nonfinite;
-  for (auto c : counts) t += c;
+  for (size_t i = counts.first(); i < counts.first() + counts.stored(); ++i) t += counts[i];
   return t;
 }
 
@@ -54,7 +56,7 @@ std::string UlpHistogram::bucket_label(int b) {
 }
 
 void UlpHistogram::merge(const UlpHistogram& o) {
-  for (size_t i = 0; i < counts.size(); ++i) counts[i] += o.counts[i];
+  counts.merge(o.counts);
 }
 
 // ---- ValueStats ----

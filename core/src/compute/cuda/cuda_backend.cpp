@@ -71,7 +71,9 @@ struct ValueTotals {
     return s;
   }
   static void slots_into(const unsigned long long* h, LogHistogram& out) {
-    for (int i = 0; i < compute::kLogBins; ++i) out.counts[static_cast<size_t>(i)] = h[i];
+    std::array<uint64_t, compute::kLogBins> bins{};
+    for (int i = 0; i < compute::kLogBins; ++i) bins[static_cast<size_t>(i)] = h[i];
+    out.counts.assign(bins);
     out.underflow = h[compute::kSlotUnderflow];
     out.overflow = h[compute::kSlotOverflow];
     out.zeros = h[compute::kSlotZero];
@@ -97,8 +99,10 @@ struct DivergenceTotals {
   // `hist`: divergence_hist_size() slots (|diff| log slots, then the ULP buckets).
   DivergenceStats finish(const unsigned long long* hist) {
     ValueTotals::slots_into(hist, s.log_abs_diff);
+    std::array<uint64_t, UlpHistogram::kBuckets> ulp{};
     for (int i = 0; i < UlpHistogram::kBuckets; ++i)
-      s.ulp.counts[static_cast<size_t>(i)] = hist[static_cast<size_t>(compute::kLogSlots + i)];
+      ulp[static_cast<size_t>(i)] = hist[static_cast<size_t>(compute::kLogSlots + i)];
+    s.ulp.counts.assign(ulp);
     return s;
   }
 };
