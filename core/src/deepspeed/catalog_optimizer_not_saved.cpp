@@ -9,12 +9,15 @@ namespace ckptdoc::deepspeed {
 // such a checkpoint in those versions keeps the fresh engine's fp32 masters, and the first step writes them
 // over the weights: measured with 0.18.4 at dp 2 (docs/reference.md), the #762 state again.
 void CatalogBuilder::note_optimizer_not_saved() {
-  if (cat_.wrapper != OptimizerWrapper::None || !model_ || cat_.optimizer_name_hint.empty()) return;
+  // ZeRO 1-3 without optimizer files is optimizer-state-missing (analysis/rules.cpp): a weights-only save.
+  if (cat_.wrapper != OptimizerWrapper::None || cat_.zero_stage != 0 || !model_ ||
+      cat_.optimizer_name_hint.empty())
+    return;
   const Value* opt = model_->root.is_dict() ? model_->root.get("optimizer") : nullptr;
   if (!opt || !opt->is_none()) return;  // the key is there, and None
   const auto v = parse_ds_version(cat_.ds_version);
-  const bool known_bug = v && *v >= DsVersion{0, 17, 6} && *v <= DsVersion{0, 18, 4} &&
-                         cat_.lp_dtype == DType::BF16 && cat_.zero_stage == 0;
+  const bool known_bug =
+      v && *v >= DsVersion{0, 17, 6} && *v <= DsVersion{0, 18, 4} && cat_.lp_dtype == DType::BF16;
   std::string msg =
       "the run trained with " + cat_.optimizer_name_hint +
       " (ds_config), but this checkpoint holds no optimizer state: the model file's `optimizer` is "
