@@ -122,8 +122,13 @@ void print_text(const Checkpoint& ck, bool layout) {
   std::printf("DeepSpeed checkpoint %s\n", c.tag_dir.c_str());
   std::printf("  tag              %s\n", c.tag.c_str());
   std::printf("  ZeRO stage       %d\n", c.zero_stage);
-  std::printf("  optimizer        %s%s\n", std::string(wrapper_name(c.wrapper)).c_str(),
-              c.optimizer_name_hint.empty() ? "" : (" wrapping " + c.optimizer_name_hint).c_str());
+  if (c.wrapper == OptimizerWrapper::None)  // nothing saved; ds_config may still say what the run used
+    std::printf(
+        "  optimizer        none saved%s\n",
+        c.optimizer_name_hint.empty() ? "" : (" (ds_config names " + c.optimizer_name_hint + ")").c_str());
+  else
+    std::printf("  optimizer        %s%s\n", std::string(wrapper_name(c.wrapper)).c_str(),
+                c.optimizer_name_hint.empty() ? "" : (" wrapping " + c.optimizer_name_hint).c_str());
   std::printf("  lp dtype         %s\n", std::string(dtype_name(c.lp_dtype)).c_str());
   std::string pc;
   for (int x : c.partition_count) pc += (pc.empty() ? "" : ",") + std::to_string(x);
@@ -152,10 +157,25 @@ void print_text(const Checkpoint& ck, bool layout) {
     for (const auto& g : slices.back()->catalog().groups) nparams += g.params.size();
     numel += slices.back()->catalog().trainable_numel();
   }
-  std::printf("  params           %zu trainable (%s elements) in %zu groups%s; %zu frozen; %zu buffers; %zu shared\n",
-              nparams, grouped(numel).c_str(), c.groups.size(),
-              slices.size() > 1 ? (" per model-parallel rank, " + std::to_string(slices.size()) + " ranks").c_str() : "",
-              c.frozen_params.size(), c.buffer_names.size(), c.shared_params.size());
+  if (c.groups.empty() && !c.module_keys.empty() && slices.size() <= 1) {
+    // No optimizer state, so nothing lists the trainable params: say what the module holds instead of "0".
+    size_t tensors = 0;
+    int64_t elements = 0;
+    for (const auto& k : c.module_keys)
+      if (const auto t = ck.module_tensor(k)) ++tensors, elements += t->numel();
+    std::printf(
+        "  params           not listed (no optimizer state); the module holds %zu tensors (%s elements); "
+        "%zu buffers\n",
+        tensors, grouped(elements).c_str(), c.buffer_names.size());
+  } else {
+    std::printf(
+        "  params           %zu trainable (%s elements) in %zu groups%s; %zu frozen; %zu buffers; %zu "
+        "shared\n",
+        nparams, grouped(numel).c_str(), c.groups.size(),
+        slices.size() > 1 ? (" per model-parallel rank, " + std::to_string(slices.size()) + " ranks").c_str()
+                          : "",
+        c.frozen_params.size(), c.buffer_names.size(), c.shared_params.size());
+  }
   if (!c.optimizer_state_keys.empty()) {
     std::string k;
     for (const auto& s : c.optimizer_state_keys) k += (k.empty() ? "" : ", ") + s;

@@ -7,7 +7,9 @@
 #include <QJsonObject>
 #include <QtTest>
 #include <filesystem>
+#include <fstream>
 
+#include "ckptdoc/format/torch_file.h"
 #include "test_support.h"
 
 using namespace ckptdoc;
@@ -196,6 +198,72 @@ class TestTruthfulVerdicts : public QObject {
       QVERIFY(!diagnose({test::deepspeed_fixture(older) + "/checkpoint"})
                    .codes()
                    .contains("optimizer-state-not-saved"));
+  }
+
+  // The same checkpoint without optimizer state: `inspect` said "0 trainable (0 elements) in 0 groups" and
+  // `diagnose` read none of the bf16 weights its model file holds, so a NaN there went unseen. Now the
+  // module's tensors are read: the same names and shapes as torch listed for the harness's model A
+  // (zero2_bf16_ws2's reference, written by DeepSpeed 0.12.6), and a NaN written into a copy is an error
+  // naming tensor and file.
+  void theWeightsOfACheckpointWithoutOptimizerStateAreRead() {
+    QFile ref(
+        QString::fromStdString(test::deepspeed_fixture("zero2_bf16_ws2") + "/checkpoint.reference.json"));
+    QVERIFY(ref.open(QIODevice::ReadOnly));
+    const QJsonObject module =
+        QJsonDocument::fromJson(ref.readAll()).object()["model_states"].toObject()["module"].toObject();
+    QVERIFY(module.size() > 1);
+    const std::string fixture = test::deepspeed_fixture("v0184_bf16_z0_ws2") + "/checkpoint";
+
+    auto d = diagnose({fixture});
+    CKPTDOC_EXPECT_EXIT(d.run, 0);
+    QMap<QString, QJsonArray> shapes;
+    for (const auto& p : d.json["params"].toArray()) {
+      const auto o = p.toObject();
+      shapes[o["name"].toString()] = o["shape"].toArray();
+      QCOMPARE(o["lp_dtype"].toString(), QString("bfloat16"));
+    }
+    QCOMPARE(QStringList(shapes.keys()), QStringList(module.keys()));
+    for (auto it = module.begin(); it != module.end(); ++it)
+      QCOMPARE(shapes[it.key()], it.value().toObject()["shape"].toArray());
+    QCOMPARE(d.verdict()["tensors_scanned"].toInt(), int(module.size()));
+    const std::string basis = d.verdict()["basis"].toString().toStdString();
+    QVERIFY2(mentions(basis, "bf16 weights of " + std::to_string(module.size()) + " module tensors"),
+             basis.c_str());
+    const auto inspected = test::run_cli({"inspect", fixture});
+    CKPTDOC_EXPECT_EXIT(inspected, 0);
+    QVERIFY2(mentions(inspected.out, "the module holds " + std::to_string(module.size()) + " tensors") &&
+                 !mentions(inspected.out, "0 trainable"),
+             inspected.out.c_str());
+
+    // One bf16 NaN (0x7fc0) in the middle of fc1.weight, in a copy of the model file.
+    test::TempDir dir;
+    const std::string ck = dir.file("checkpoint");
+    test::copy_tree(fixture, ck);
+    const std::string model = ck + "/global_step5/mp_rank_00_model_states.pt";
+    uint64_t at = 0;
+    {
+      const TorchFile f = TorchFile::open(model);
+      const Value* w = f.root.get("module")->get("fc1.weight");
+      QVERIFY(w && w->is_tensor());
+      const Tensor& t = w->as_tensor();
+      at = t.storage->file_offset + static_cast<uint64_t>(t.storage_offset + t.numel() / 2) * 2;
+    }
+    {
+      std::fstream out(model, std::ios::in | std::ios::out | std::ios::binary);
+      out.seekp(static_cast<std::streamoff>(at));
+      out.write("\xc0\x7f", 2);
+      QVERIFY(out.good());
+    }
+    d = diagnose({ck});
+    CKPTDOC_EXPECT_EXIT(d.run, 1);
+    QVERIFY2(d.codes().contains("nonfinite-values"), d.run.out.c_str());
+    for (const auto& f : d.json["findings"].toArray()) {
+      const auto o = f.toObject();
+      if (o["code"].toString() != "nonfinite-values") continue;
+      QCOMPARE(o["params"].toArray(), QJsonArray{"fc1.weight"});
+      QVERIFY2(mentions(o["message"].toString().toStdString(), "(in mp_rank_00_model_states.pt)"),
+               qPrintable(o["message"].toString()));
+    }
   }
 };
 

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "analysis/lp_source_compare.h"
+#include "analysis/module_weights_scan.h"
 #include "checksums.h"
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/error.h"
@@ -123,6 +124,13 @@ Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& option
   }
   const uint64_t changes = MappedFile::change_count();
   ScanResult scan = scan_params(ckpt, options, progress);
+  // No optimizer state, so no group: the module's weights in the model file are what there is to read.
+  std::optional<Report> module_only;
+  if (has_only_module_weights(ckpt) && mpi_size() <= 1) {  // one process reads the one model file
+    module_only = scan_module_weights(ckpt, options, progress);
+    scan.bytes_scanned += module_only->bytes_scanned;
+    if (scan.backend.empty()) scan.backend = module_only->backend;
+  }
   if (options.verify_checksums)
     for (auto& p : verify_checksums(ckpt.catalog(), options.threads, progress)) scan.problems.push_back(std::move(p));
   // A rank file that shrank while it was scanned read as zeros past its new end: no report from that.
@@ -145,6 +153,10 @@ Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& option
       report.findings.push_back(std::move(f));
     }
     scan.bytes_scanned += beside.bytes_scanned;
+  }
+  if (module_only) {
+    for (auto& f : module_only->findings) report.findings.push_back(std::move(f));
+    for (auto& p : module_only->params) scan.params.push_back(std::move(p));
   }
   if (ckpt.snapshot()) {  // a live engine's snapshot: its gradients, grad norm and loss scale
     report.live = snapshot::live_report(ckpt);

@@ -33,7 +33,20 @@ Verdict verdict_of(const Report& report, const deepspeed::Catalog& catalog) {
   const bool masters_16bit = std::any_of(report.findings.begin(), report.findings.end(),
                                          [](const Finding& f) { return f.code == "masters-in-16-bit"; });
   const std::string masters = masters_16bit ? "16-bit masters" : "fp32 masters";
-  if (weights_only) {
+  // DeepSpeed files without optimizer state: no group, so what was read is the model file's module weights.
+  const bool module_only = !weights_only && !catalog.universal && catalog.groups.empty();
+  if (module_only) {
+    v.basis = v.tensors_scanned == 0 ? "no tensor was read"
+                                     : "the " + lp_name(catalog.lp_dtype) + " weights of " +
+                                           count_of(v.tensors_scanned, "module tensor", "module tensors") +
+                                           " were read (NaN/Inf, all-zero tensors)";
+    v.not_checked.push_back(
+        catalog.wrapper == deepspeed::OptimizerWrapper::None
+            ? "this checkpoint holds no optimizer state: no master and no moment to compare the weights with"
+            : "the optimizer's masters and moments were not matched to the params (see the warnings): none "
+              "was "
+              "compared with the weights");
+  } else if (weights_only) {
     v.basis = v.tensors_scanned == 0 ? "no tensor was read"
                                      : "the values of " + count_of(v.tensors_scanned, "tensor", "tensors") +
                                            " were read (NaN/Inf, all-zero tensors)";
@@ -76,6 +89,8 @@ Verdict verdict_of(const Report& report, const deepspeed::Catalog& catalog) {
   } else if ((weights_only && v.tensors_scanned > 0) || v.masters_compared > 0) {
     v.kind = VerdictKind::Clean;
     v.headline = "No problems found.";
+  } else if (module_only && v.tensors_scanned > 0) {
+    v.headline = "No NaN/Inf or damage found in the weights, but there are no masters to compare them with.";
   } else {
     v.kind = VerdictKind::NothingCompared;
     v.headline = v.tensors_scanned > 0

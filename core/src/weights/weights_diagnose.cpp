@@ -28,10 +28,9 @@ struct Task {
 
 }  // namespace
 
-analysis::Report diagnose_weights(const WeightsSource& source, const analysis::DiagnoseOptions& options,
-                                  Progress* progress) {
+analysis::Report diagnose_tensors(const std::vector<TensorToScan>& tensors,
+                                  const analysis::DiagnoseOptions& options, Progress* progress) {
   const auto start = std::chrono::steady_clock::now();
-  const auto& tensors = source.tensors();
   analysis::Report report;
 
   // Bytes to scan: contiguous views on the mapped files, or a copy for the rare strided torch view.
@@ -53,7 +52,7 @@ analysis::Report diagnose_weights(const WeightsSource& source, const analysis::D
                      : Tensor::from_bytes(t.dtype, t.shape, t.to_bytes());
       (void)views[i]->contiguous_bytes();  // bounds-checked against the storage now, not in a worker
     } catch (const Error& e) {
-      throw e.with_file(source.file_of(i));
+      throw e.with_file(tensors[i].file);
     }
     for (int64_t f = 0; f < t.numel(); f += kChunk) tasks.push_back({i, f, std::min(kChunk, t.numel() - f)});
     total += t.nbytes();
@@ -84,9 +83,6 @@ analysis::Report diagnose_weights(const WeightsSource& source, const analysis::D
     report.bytes_scanned += static_cast<uint64_t>(tasks[k].n) * element_size(p.lp_dtype);
   }
 
-  for (const auto& pr : source.problems()) {
-    report.findings.push_back(analysis::finding_from(pr));
-  }
   // NaN/Inf and all-zero weight matrices, each finding naming every tensor and the files holding them.
   std::vector<std::string> nonfinite, nonfinite_files, zero, zero_files;
   uint64_t nonfinite_count = 0;
@@ -98,13 +94,13 @@ analysis::Report diagnose_weights(const WeightsSource& source, const analysis::D
       p.nonfinite_by_rank["lp"][0] = bad;
       nonfinite.push_back(p.name + " (" + std::to_string(bad) + ")");
       nonfinite_count += bad;
-      if (std::find(nonfinite_files.begin(), nonfinite_files.end(), source.file_of(i)) == nonfinite_files.end())
-        nonfinite_files.push_back(source.file_of(i));
+      if (std::find(nonfinite_files.begin(), nonfinite_files.end(), tensors[i].file) == nonfinite_files.end())
+        nonfinite_files.push_back(tensors[i].file);
     }
     if (p.shape.size() >= 2 && p.lp->count > 0 && p.lp->zeros == p.lp->count) {
       zero.push_back(p.name);
-      if (std::find(zero_files.begin(), zero_files.end(), source.file_of(i)) == zero_files.end())
-        zero_files.push_back(source.file_of(i));
+      if (std::find(zero_files.begin(), zero_files.end(), tensors[i].file) == zero_files.end())
+        zero_files.push_back(tensors[i].file);
     }
   }
   if (!nonfinite.empty()) {
@@ -129,6 +125,24 @@ analysis::Report diagnose_weights(const WeightsSource& source, const analysis::D
     return static_cast<int>(a.severity) > static_cast<int>(b.severity);
   });
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+analysis::Report diagnose_weights(const WeightsSource& source, const analysis::DiagnoseOptions& options,
+                                  Progress* progress) {
+  std::vector<TensorToScan> tensors;
+  tensors.reserve(source.tensors().size());
+  for (size_t i = 0; i < source.tensors().size(); ++i)
+    tensors.push_back({source.tensors()[i].name, source.tensors()[i].tensor, source.file_of(i)});
+  analysis::Report report = diagnose_tensors(tensors, options, progress);
+  // The source's structural problems first, then the value findings; the most severe first.
+  std::vector<analysis::Finding> findings;
+  for (const auto& pr : source.problems()) findings.push_back(analysis::finding_from(pr));
+  for (auto& f : report.findings) findings.push_back(std::move(f));
+  std::stable_sort(findings.begin(), findings.end(), [](const auto& a, const auto& b) {
+    return static_cast<int>(a.severity) > static_cast<int>(b.severity);
+  });
+  report.findings = std::move(findings);
   return report;
 }
 

@@ -8,6 +8,19 @@
 
 namespace ckptdoc::weights {
 
+// One named tensor to scan, and the file (relative to the source's folder) that holds it.
+struct TensorToScan {
+  std::string name;
+  Tensor tensor;
+  std::string file;
+};
+
+// The value pass and its findings (nonfinite-values, all-zero-weights) over any list of named tensors: a
+// weights source's, or a DeepSpeed model file's module when no optimizer state lists the trainable params.
+// Throws Cancelled when progress->cancel() was called.
+analysis::Report diagnose_tensors(const std::vector<TensorToScan>& tensors,
+                                  const analysis::DiagnoseOptions& options, Progress* progress);
+
 // Throws Cancelled when progress->cancel() was called.
 analysis::Report diagnose_weights(const WeightsSource& source, const analysis::DiagnoseOptions& options = {},
                                   Progress* progress = nullptr);
