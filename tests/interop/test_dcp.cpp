@@ -285,6 +285,41 @@ class TestDcp : public QObject {
                p.toObject()["file"].toString() == "__1_0.distcp";
     QVERIFY2(named, r.out.c_str());
   }
+
+  // A save killed before its last step: the .distcp files are there, .metadata (written last) is not.
+  void missingMetadataIsNamed() {
+    test::TempDir dir;
+    const std::string ck = copy_of(dir);
+    fs::remove(ck + "/.metadata");
+    const auto r = test::run_cli({"diagnose", ck});
+    CKPTDOC_EXPECT_EXIT(r, 2);
+    QVERIFY2(r.err.find("[not-found]") != std::string::npos &&
+                 r.err.find(ck + "/.metadata: missing") != std::string::npos,
+             r.err.c_str());
+  }
+
+  // A .metadata cut short (copied while written): an error naming it, not a crash or a partial reading.
+  void truncatedMetadataIsAnError() {
+    test::TempDir dir;
+    const std::string ck = copy_of(dir);
+    fs::resize_file(ck + "/.metadata", 9000);
+    try {
+      (void)dcp::Checkpoint::open(ck);
+      QFAIL("a cut .metadata was read");
+    } catch (const Error& e) {
+      QVERIFY2(e.kind() == ErrorKind::Truncated || e.kind() == ErrorKind::Corrupt, e.what());
+      QVERIFY2(e.file() == ck + "/.metadata", e.what());
+    }
+  }
+
+  // Commands that do not read DCP yet say what the folder is instead of "not a DeepSpeed checkpoint".
+  void exportSaysDcpIsNotReadYet() {
+    test::TempDir dir;
+    const auto r = test::run_cli({"export", fixture(), "-o", dir.file("model.safetensors")});
+    CKPTDOC_EXPECT_EXIT(r, 2);
+    QVERIFY2(r.err.find("a PyTorch Distributed Checkpoint") != std::string::npos, r.err.c_str());
+    QVERIFY(!fs::exists(dir.file("model.safetensors")));
+  }
 };
 
 CKPTDOC_TEST_MAIN(TestDcp)

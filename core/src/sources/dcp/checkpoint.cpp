@@ -18,7 +18,15 @@ std::string item_name(const StorageItem& item) {
 std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& dir) {
   auto c = std::make_shared<Checkpoint>();
   c->dir_ = dir;
-  c->metadata_ = read_metadata((std::filesystem::path(dir) / ".metadata").string());
+  const std::string metadata = (std::filesystem::path(dir) / ".metadata").string();
+  std::error_code ec;
+  if (!std::filesystem::exists(metadata, ec))
+    throw Error(
+        ErrorKind::NotFound, metadata, "",
+        "missing: the folder holds .distcp files but no .metadata. torch writes .metadata last, after "
+        "every rank's files, so this save did not finish (or the file was lost); without it no item can "
+        "be located");
+  c->metadata_ = read_metadata(metadata);
   return c;
 }
 
@@ -82,6 +90,10 @@ Tensor Checkpoint::chunk_tensor(const Entry& entry, const Chunk& chunk, const To
 
 std::vector<double> Checkpoint::read_global(const Entry& entry) const {
   const int64_t n = entry.numel();
+  constexpr int64_t kMaxElements = int64_t{1} << 28;  // 2 GiB of doubles: this is for small tensors
+  if (n > kMaxElements)
+    throw Error(ErrorKind::InvalidRequest, metadata_.path, "key '" + entry.key + "'",
+                std::to_string(n) + " elements are too many to assemble in memory");
   std::vector<double> out(static_cast<size_t>(n));
   const auto global_strides = Tensor::contiguous_strides(entry.size);
   for (const auto& chunk : entry.chunks) {

@@ -97,7 +97,11 @@ class Reader {
     e.kind = EntryKind::Tensor;
     e.dtype = dtype_of(field(f, "properties", where), where);
     e.size = dims(field(f, "size", where), where + ", size");
-    (void)e.numel();  // refuses sizes whose product overflows
+    try {
+      (void)e.numel();
+    } catch (const Error&) {
+      fail(where, "a size whose element count overflows");
+    }
     const Value& chunks = field(f, "chunks", where);
     if (!chunks.is_sequence()) fail(where, "chunks are not a list");
     for (const auto& c : chunks.items()) {
@@ -262,7 +266,14 @@ bool is_dcp_folder(const std::string& path) {
   std::error_code ec;
   namespace fs = std::filesystem;
   if (!fs::is_directory(path, ec)) return false;
-  return fs::is_regular_file(fs::path(path) / ".metadata", ec);
+  if (fs::is_regular_file(fs::path(path) / ".metadata", ec)) return true;
+  // A save killed before its last step leaves the .distcp files without .metadata: still DCP, to be named so.
+  constexpr int kMaxLooked = 4096;
+  int looked = 0;
+  for (fs::directory_iterator it(path, ec), end; !ec && it != end && looked < kMaxLooked;
+       it.increment(ec), ++looked)
+    if (it->path().extension() == ".distcp") return true;
+  return false;
 }
 
 }  // namespace ckptdoc::dcp

@@ -56,8 +56,8 @@ struct Metadata {
 // would run code (the hazard and why), Corrupt when it is not a DCP Metadata, NotFound/Io when unreadable.
 Metadata read_metadata(const std::string& path);
 
-// A DCP folder: a directory holding `.metadata` and at least one `*.distcp` file (or only `.metadata`, whose
-// files are then all missing: still DCP, so that diagnose can say so).
+// A DCP folder: a directory holding `.metadata` or a `*.distcp` file (a save that never wrote its `.metadata`
+// is still DCP, so that ckptdoc can say what is missing).
 bool is_dcp_folder(const std::string& path);
 
 }  // namespace ckptdoc::dcp
