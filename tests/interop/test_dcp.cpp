@@ -144,6 +144,21 @@ class TestDcp : public QObject {
     QCOMPARE(tensors, 20);
   }
 
+  // Bytes items are torch.save zips too: the train state reads back as torch wrote it.
+  void bytesItemsEqualTorchs() {
+    const auto ckpt = dcp::Checkpoint::open(fixture());
+    const QJsonObject ref = reference_keys();
+    const auto* step = ckpt->metadata().find("train_state.step");
+    const auto* tag = ckpt->metadata().find("train_state.tag");
+    QVERIFY(step && step->bytes_item && tag && tag->bytes_item);
+    QCOMPARE(ref["train_state.step"].toObject()["repr"].toString(), QString("3"));
+    QCOMPARE(ckpt->open_item(*step->bytes_item).root.as_int(), int64_t{3});
+    QCOMPARE(ref["train_state.tag"].toObject()["repr"].toString(), QString("b'fsdp2-ws2'"));
+    const Value t = ckpt->open_item(*tag->bytes_item).root;
+    QVERIFY(t.is(Value::Kind::Bytes));
+    QCOMPARE(t.as_str(), std::string("fsdp2-ws2"));
+  }
+
   // The healthy checkpoint: no problem, every element read, and a verdict that says so and what it rests on.
   void healthyCheckpointIsClean() {
     const auto ckpt = dcp::Checkpoint::open(fixture());
