@@ -30,9 +30,9 @@ std::string damaged(const std::string& name) {
   return test::fixtures_dir() + "/dcp/damaged/" + name;
 }
 
-QJsonObject reference_keys() {
+QJsonObject reference_keys(const std::string& checkpoint = fixture()) {
   const auto doc =
-      QJsonDocument::fromJson(QByteArray::fromStdString(test::read_text(fixture() + ".reference.json")));
+      QJsonDocument::fromJson(QByteArray::fromStdString(test::read_text(checkpoint + ".reference.json")));
   return doc.object()["keys"].toObject();
 }
 
@@ -176,6 +176,35 @@ class TestDcp : public QObject {
       const double torch_sum = ref[QString::fromStdString(t.key)].toObject()["sum"].toDouble();
       QVERIFY2(std::fabs(t.sum - torch_sum) <= 1e-6 * (1 + std::fabs(torch_sum)), t.key.c_str());
     }
+  }
+
+  // The same run with a NaN and an Inf saved and head left out of the last step (torch wrote it): the counts
+  // and the steps are torch's, and both are named.
+  void divergedRunIsNamed() {
+    const std::string diverged = fixture() + "_diverged";
+    const dcp::Report r = dcp::diagnose(*dcp::Checkpoint::open(diverged));
+    const QJsonObject ref = reference_keys(diverged);
+    int non_finite_keys = 0;
+    for (const auto& t : r.tensors) {
+      const QJsonObject k = ref[QString::fromStdString(t.key)].toObject();
+      QCOMPARE(t.nan, static_cast<int64_t>(k["nan"].toInt()));
+      QCOMPARE(t.inf, static_cast<int64_t>(k["inf"].toInt()));
+      if (t.nan || t.inf) {
+        ++non_finite_keys;
+        bool named = false;
+        for (const auto& p : r.problems) named |= p.code == "dcp-non-finite" && p.key == t.key;
+        QVERIFY2(named, problems_text(r).c_str());
+      }
+    }
+    QCOMPARE(non_finite_keys, 2);
+    for (const auto& [param, step] : r.adam_steps)
+      QCOMPARE(
+          step,
+          ref[QString::fromStdString("optimizer.state." + param + ".step")].toObject()["sum"].toDouble());
+    QCOMPARE(r.adam_steps.at("head.weight"), 2.0);
+    const auto* steps = find_problem(r, "dcp-adam-step-mismatch");
+    QVERIFY2(steps && steps->severity == "warning", problems_text(r).c_str());
+    QVERIFY(!r.clean && r.has_error());
   }
 
   void truncatedDistcpIsNamed() {
