@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/format/zip_reader.h"
 #include "ckptdoc/sources/dcp/checkpoint.h"
 #include "ckptdoc/sources/dcp/diagnose.h"
 #include "test_support.h"
@@ -216,6 +217,32 @@ class TestDcp : public QObject {
     QVERIFY2(p && p->file == "__1_0.distcp" && p->severity == "error", problems_text(r).c_str());
     QVERIFY(!r.clean && r.has_error());
     QVERIFY2(r.verdict.rfind("Problems:", 0) == 0, r.verdict.c_str());
+  }
+
+  // One bit of a tensor's bytes flipped on disk (bit rot, a bad copy): the record's CRC-32 names it.
+  void flippedBitIsNamed() {
+    test::TempDir dir;
+    const std::string ck = copy_of(dir);
+    const auto ckpt = dcp::Checkpoint::open(fixture());
+    const auto& item = *ckpt->metadata().find("proj.weight")->chunks[0].item;
+    uint64_t data_at = 0;  // where the tensor's record starts in the .distcp file
+    {
+      const ZipReader zip(ckpt->open_item(item).file);
+      for (const auto& z : zip.entries())
+        if (z.name.find("/data/") != std::string::npos) data_at = item.offset + z.data_offset;
+    }
+    QVERIFY(data_at > item.offset);
+    {
+      std::fstream f(ck + "/" + item.file, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekg(static_cast<std::streamoff>(data_at + 100));
+      const char c = static_cast<char>(f.get() ^ 0x10);
+      f.seekp(static_cast<std::streamoff>(data_at + 100));
+      f.put(c);
+    }
+    const dcp::Report r = dcp::diagnose(*dcp::Checkpoint::open(ck));
+    const auto* p = find_problem(r, "dcp-item-crc-mismatch");
+    QVERIFY2(p && p->key == "proj.weight" && p->file == item.file, problems_text(r).c_str());
+    QCOMPARE(r.problems.size(), static_cast<size_t>(1));
   }
 
   void missingDistcpIsNamed() {

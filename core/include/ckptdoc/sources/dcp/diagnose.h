@@ -6,8 +6,9 @@
 // Problem codes (stable): "unsafe-pickle" (an item's pickle would run code in torch.load), "dcp-chunk-gap",
 // "dcp-chunk-overlap", "dcp-chunk-outside" (a chunk's box leaves the global shape), "dcp-item-missing" (a
 // chunk or bytes key with no storage item), "dcp-item-unreferenced" (a storage item no key names),
-// "dcp-file-missing", "dcp-file-truncated", "dcp-item-unreadable", "dcp-item-mismatch" (the stored tensor's
-// dtype or shape is not the metadata's), "dcp-non-finite" (NaN/Inf values), "dcp-adam-step-mismatch"
+// "dcp-file-missing", "dcp-file-truncated", "dcp-item-unreadable", "dcp-item-crc-mismatch" (a record of an
+// item's torch.save zip fails its CRC-32), "dcp-item-mismatch" (the stored tensor's dtype or shape is not the
+// metadata's), "dcp-non-finite" (NaN/Inf values), "dcp-adam-step-mismatch"
 // (optimizer steps differ per param).
 #include <cstdint>
 #include <map>
