@@ -166,6 +166,8 @@ class Diagnosis {
           }
           t.check_unchanged();
           s.elements_read += t.numel();
+          // Each item is read once: hand its pages back, so memory stays at one chunk, not the checkpoint.
+          ckpt_.file(c.item->file)->dont_need(c.item->offset, c.item->length);
         } catch (const Error& err) {
           add(err.kind() == ErrorKind::Inconsistent ? "dcp-item-mismatch" : "dcp-item-unreadable", "error",
               "'" + e.key + "': " + err.what(), c.item->file, e.key);
