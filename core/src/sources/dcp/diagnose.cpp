@@ -216,7 +216,10 @@ class Diagnosis {
       ++tensors;
       complete += t.elements_read == t.numel;
     }
+    int64_t elements = 0;
+    for (const auto& t : r_.tensors) elements += t.numel;
     std::string basis = plural(tensors, "tensor") + ", " + std::to_string(r_.elements_read) +
+                        (r_.elements_read == elements ? "" : " of " + std::to_string(elements)) +
                         " elements read from " + plural(r_.files_read.size(), "file") + " (" +
                         std::to_string(r_.bytes_items_read) + " of " + std::to_string(r_.bytes_items) +
                         " bytes items)";
@@ -242,7 +245,13 @@ class Diagnosis {
         "Adam moments not judged (fresh or lost moments)",
         "no checksum of whole files: DCP records none (each item's zip CRC-32 was checked)",
     };
-    if (r_.adam_steps.empty()) r_.not_checked.push_back("no Adam step: no optimizer.state.<param>.step keys");
+    size_t step_keys = 0;
+    for (const auto& t : r_.tensors) step_keys += !adam_step_param(t.key).empty() && t.numel == 1;
+    if (step_keys == 0)
+      r_.not_checked.push_back("no Adam step: no optimizer.state.<param>.step keys");
+    else if (r_.adam_steps.size() < step_keys)
+      r_.not_checked.push_back("the Adam steps of " + plural(step_keys - r_.adam_steps.size(), "param") +
+                               ": their items could not be read");
   }
 
   struct Truncated {
