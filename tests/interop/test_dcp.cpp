@@ -15,6 +15,7 @@
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/zip_reader.h"
+#include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/sources/dcp/checkpoint.h"
 #include "ckptdoc/sources/dcp/diagnose.h"
 #include "test_support.h"
@@ -301,6 +302,22 @@ class TestDcp : public QObject {
     const auto overlap = dcp::tiling_problems(e);
     QVERIFY(overlap.size() == 1 && overlap[0].code == "dcp-chunk-overlap");
     QVERIFY(dcp::tiling_problems(*ckpt->metadata().find("embed.weight")).empty());
+  }
+
+  // An item's range that runs past its file (MappedFile::view) is an error naming the range, never a read
+  // past the map.
+  void viewPastTheEndIsTruncated() {
+    const auto whole = MappedFile::open(fixture() + "/__0_0.distcp");
+    const auto inside = MappedFile::view(whole, 100, 200, "item");
+    QCOMPARE(inside->size(), uint64_t{200});
+    QCOMPARE(inside->bytes().data(), whole->bytes().data() + 100);
+    try {
+      (void)MappedFile::view(whole, whole->size() - 10, 20, "item");
+      QFAIL("a view past the end was made");
+    } catch (const Error& e) {
+      QCOMPARE(e.kind(), ErrorKind::Truncated);
+      QVERIFY2(std::string(e.what()).find("__0_0.distcp") != std::string::npos, e.what());
+    }
   }
 
   // A .metadata whose pickle calls os.system: refused as unsafe, and nothing ran.
