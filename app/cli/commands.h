@@ -124,6 +124,11 @@ struct DiagnoseOptions {
 };
 int run_diagnose(const DiagnoseOptions& o);
 
+// A PyTorch Distributed Checkpoint folder (dcp::is_dcp_folder): what `inspect` / `diagnose` print for it
+// (dcp_command.cpp). Same exit codes as their DeepSpeed forms.
+int run_dcp_inspect(const std::string& path, bool json);
+int run_dcp_diagnose(const std::string& path, bool json);
+
 }  // namespace ckptdoc::cli
 
 namespace ckptdoc::cli {

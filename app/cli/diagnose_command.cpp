@@ -9,6 +9,7 @@
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/fix_offer.h"
+#include "ckptdoc/sources/dcp/metadata.h"
 #include "commands.h"
 #include "device_choice.h"
 #include "format_helpers.h"
@@ -155,6 +156,7 @@ void print_report(const analysis::Report& report, const deepspeed::Catalog& cat,
 }  // namespace
 
 int run_diagnose(const DiagnoseOptions& o) {
+  if (dcp::is_dcp_folder(o.path)) return run_dcp_diagnose(o.path, o.json);
   try {
     deepspeed::OpenOptions open;
     open.tag = o.tag;

@@ -2,13 +2,14 @@
 // directories only.
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "ckptdoc/deepspeed/catalog_json.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/weights/weights_json.h"
-#include <nlohmann/json.hpp>
 #include "ckptdoc/snapshot/snapshot.h"
+#include "ckptdoc/sources/dcp/metadata.h"
+#include "ckptdoc/weights/weights_json.h"
 #include "commands.h"
 #include "format_helpers.h"
 
@@ -239,6 +240,7 @@ void print_weights(const weights::WeightsSource& w, const char* title) {
 }  // namespace
 
 int run_inspect(const InspectOptions& o) {
+  if (dcp::is_dcp_folder(o.path)) return run_dcp_inspect(o.path, o.json);
   OpenOptions options;
   options.tag = o.tag;
   const auto ckpt = Checkpoint::open(o.path, options);

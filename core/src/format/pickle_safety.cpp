@@ -147,7 +147,18 @@ bool known(const std::string& q) {
       "argparse.Namespace", "deepspeed.runtime.zero.config.ZeroStageEnum",
       "deepspeed.utils.tensor_fragment.fragment_address", "deepspeed.runtime.bf16_optimizer.fragment_address",
       "deepspeed.runtime.fp16.loss_scaler.LossScaler", "deepspeed.runtime.fp16.loss_scaler.DynamicLossScaler",
-      "deepspeed.runtime.fp16.loss_scaler.LossScalerBase", "deepspeed.checkpoint.constants"};
+      "deepspeed.runtime.fp16.loss_scaler.LossScalerBase", "deepspeed.checkpoint.constants",
+      // PyTorch Distributed Checkpoint .metadata (torch 2.x): its dataclasses, the memory-format enum looked up
+      // with getattr, and StorageMeta.checkpoint_id, a pathlib path (built from its parts, no I/O)
+      "torch.distributed.checkpoint.metadata.Metadata",
+      "torch.distributed.checkpoint.metadata.TensorStorageMetadata",
+      "torch.distributed.checkpoint.metadata.BytesStorageMetadata",
+      "torch.distributed.checkpoint.metadata.ChunkStorageMetadata",
+      "torch.distributed.checkpoint.metadata.TensorProperties",
+      "torch.distributed.checkpoint.metadata.MetadataIndex",
+      "torch.distributed.checkpoint.metadata.StorageMeta",
+      "torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING",
+      "torch.distributed.checkpoint.filesystem._StorageInfo", "pathlib.PosixPath"};
   if (exact.count(q)) return true;
   // Storage classes (torch.FloatStorage, torch.cuda.HalfStorage, ...) and dtypes named as GLOBALs.
   const std::string m = module_of(q);

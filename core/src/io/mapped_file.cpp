@@ -191,9 +191,20 @@ std::shared_ptr<const MappedFile> MappedFile::from_memory(const std::string& nam
   return f;
 }
 
+std::shared_ptr<const MappedFile> MappedFile::view(std::shared_ptr<const MappedFile> whole, uint64_t offset,
+                                                   uint64_t length, const std::string& name) {
+  const std::span<const uint8_t> bytes = whole->slice(offset, length, name.c_str());
+  std::shared_ptr<MappedFile> f(new MappedFile());
+  f->path_ = name;
+  f->size_ = length;
+  f->data_ = bytes.empty() ? nullptr : bytes.data();
+  f->whole_ = std::move(whole);
+  return f;
+}
+
 MappedFile::~MappedFile() {
   unregister_map(guard_slot_, path_, size_);
-  if (data_ && owned_.empty()) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_ && owned_.empty() && !whole_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 uint64_t MappedFile::change_count() { return g_changes.load(std::memory_order_acquire); }
@@ -218,6 +229,7 @@ void MappedFile::throw_changed(const std::string& while_doing) {
 }
 
 bool MappedFile::changed() const {
+  if (whole_) return whole_->changed();
   return guard_slot_ >= 0 && g_slots[guard_slot_].changed.load(std::memory_order_acquire) != 0;
 }
 

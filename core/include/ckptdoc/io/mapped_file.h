@@ -22,6 +22,11 @@ class MappedFile {
   static std::shared_ptr<const MappedFile> open(const std::string& path);
   // An in-memory "file" (fuzzers, tests, data produced on the fly), named for error messages.
   static std::shared_ptr<const MappedFile> from_memory(const std::string& name, std::vector<uint8_t> bytes);
+  // Bytes [offset, offset+length) of `whole` as a file of their own, named `name` in errors, without a copy
+  // (a torch.save zip stored inside a bigger file, as DCP does). Keeps `whole` mapped and is changed() when
+  // it is. Throws ckptdoc::Error (truncated) when the range runs past the end of `whole`.
+  static std::shared_ptr<const MappedFile> view(std::shared_ptr<const MappedFile> whole, uint64_t offset,
+                                                uint64_t length, const std::string& name);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -58,6 +63,7 @@ class MappedFile {
   bool mapped_ = false;         // a real file (not from_memory)
   uint64_t device_ = 0, inode_ = 0;
   int guard_slot_ = -1;         // slot in the SIGBUS guard's registry; -1 when not registered
+  std::shared_ptr<const MappedFile> whole_;  // the file a view() lies in; null otherwise
 };
 
 }  // namespace ckptdoc

@@ -1,0 +1,63 @@
+#pragma once
+// PyTorch Distributed Checkpoint (DCP, torch.distributed.checkpoint) metadata: what the `.metadata` pickle of
+// a DCP folder says every key holds and where its bytes are. Read with the inert unpickler: nothing in the
+// file is imported or called (see ../shared/design/formats-2026.md, "PyTorch Distributed Checkpoint").
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ckptdoc/format/pickle_safety.h"
+
+namespace ckptdoc::dcp {
+
+// One storage item: a complete torch.save zip at [offset, offset + length) of a `__<rank>_<n>.distcp` file.
+struct StorageItem {
+  std::string file;  // relative to the checkpoint folder, as `_StorageInfo.relative_path` says
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+// One n-D box of a tensor (`ChunkStorageMetadata`): the part one rank saved.
+struct Chunk {
+  std::vector<int64_t> offsets, sizes;
+  std::optional<StorageItem> item;  // from `storage_data`; nullopt when the metadata names none
+  int64_t numel() const;
+};
+
+enum class EntryKind : uint8_t { Tensor, Bytes };
+
+// One flattened state-dict key (`state_dict_metadata`).
+struct Entry {
+  std::string key;
+  EntryKind kind = EntryKind::Tensor;
+  std::string dtype;                      // tensors: torch's spelling ("float32", "bfloat16")
+  std::vector<int64_t> size;              // tensors: the global shape ([] for a 0-d tensor)
+  std::vector<Chunk> chunks;              // tensors
+  std::optional<StorageItem> bytes_item;  // bytes items (a torch.save of any object)
+  int64_t numel() const;                  // tensors: product of size
+};
+
+struct Metadata {
+  std::string path;            // the .metadata file
+  std::string version;         // `Metadata.version` ("1.0.0"); empty when the writer had none
+  std::vector<Entry> entries;  // sorted by key
+  // `storage_data` items no entry's chunk names (a chunk removed from `state_dict_metadata`): "key @
+  // offsets".
+  std::vector<std::string> unreferenced_items;
+  // What a plain pickle.load of the file would import and call beyond DCP's own classes (warnings only:
+  // errors make read_metadata throw).
+  std::vector<PickleHazard> hazards;
+
+  const Entry* find(const std::string& key) const;
+};
+
+// Reads a `.metadata` file. Throws ckptdoc::Error naming the file: UnsafePickle when loading it in Python
+// would run code (the hazard and why), Corrupt when it is not a DCP Metadata, NotFound/Io when unreadable.
+Metadata read_metadata(const std::string& path);
+
+// A DCP folder: a directory holding `.metadata` or a `*.distcp` file (a save that never wrote its `.metadata`
+// is still DCP, so that ckptdoc can say what is missing).
+bool is_dcp_folder(const std::string& path);
+
+}  // namespace ckptdoc::dcp

@@ -1,0 +1,118 @@
+// dcp::Checkpoint: storage items read in place. Each item is a whole torch.save zip inside a `.distcp` file,
+// so TorchFile reads it over a MappedFile::view of that range: tensors stay views on the one map of the file.
+#include "ckptdoc/sources/dcp/checkpoint.h"
+
+#include <filesystem>
+#include <set>
+
+#include "ckptdoc/dtype.h"
+#include "ckptdoc/error.h"
+
+namespace ckptdoc::dcp {
+
+std::string item_name(const StorageItem& item) {
+  return item.file + " [offset " + std::to_string(item.offset) + ", " + std::to_string(item.length) +
+         " bytes]";
+}
+
+std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& dir) {
+  auto c = std::make_shared<Checkpoint>();
+  c->dir_ = dir;
+  const std::string metadata = (std::filesystem::path(dir) / ".metadata").string();
+  std::error_code ec;
+  if (!std::filesystem::exists(metadata, ec))
+    throw Error(
+        ErrorKind::NotFound, metadata, "",
+        "missing: the folder holds .distcp files but no .metadata. torch writes .metadata last, after "
+        "every rank's files, so this save did not finish (or the file was lost); without it no item can "
+        "be located");
+  c->metadata_ = read_metadata(metadata);
+  return c;
+}
+
+std::vector<std::string> Checkpoint::storage_files() const {
+  std::set<std::string> names;
+  for (const auto& e : metadata_.entries) {
+    if (e.bytes_item) names.insert(e.bytes_item->file);
+    for (const auto& c : e.chunks)
+      if (c.item) names.insert(c.item->file);
+  }
+  return {names.begin(), names.end()};
+}
+
+std::shared_ptr<const MappedFile> Checkpoint::file(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = files_.find(name);
+  if (it != files_.end()) return it->second;
+  auto f = MappedFile::open((std::filesystem::path(dir_) / name).string());
+  files_.emplace(name, f);
+  return f;
+}
+
+TorchFile Checkpoint::open_item(const StorageItem& item) const {
+  const auto whole = file(item.file);
+  const std::string path = (std::filesystem::path(dir_) / item.file).string();
+  if (item.offset > whole->size() || item.length > whole->size() - item.offset)
+    throw Error(ErrorKind::Truncated, path, "item at offset " + std::to_string(item.offset),
+                std::to_string(item.length) + " bytes run past the end of the file (" +
+                    std::to_string(whole->size()) + " bytes): the file was cut short");
+  return TorchFile::open(MappedFile::view(whole, item.offset, item.length,
+                                          path + " [item at offset " + std::to_string(item.offset) + "]"));
+}
+
+Tensor Checkpoint::read_chunk(const Entry& entry, const Chunk& chunk) const {
+  if (!chunk.item)
+    throw Error(ErrorKind::NotFound, metadata_.path, "key '" + entry.key + "'",
+                "a chunk without a storage item");
+  return chunk_tensor(entry, chunk, open_item(*chunk.item));
+}
+
+Tensor Checkpoint::chunk_tensor(const Entry& entry, const Chunk& chunk, const TorchFile& tf) {
+  const std::string where =
+      "key '" + entry.key + "'" + (chunk.item ? ", item " + item_name(*chunk.item) : "");
+  if (!tf.root.is_tensor())
+    throw Error(ErrorKind::Inconsistent, tf.path, where, "holds " + tf.root.type_name() + ", not a tensor");
+  const Tensor& t = tf.root.as_tensor();
+  if (dtype_name(t.dtype) != entry.dtype)
+    throw Error(ErrorKind::Inconsistent, tf.path, where,
+                "holds " + std::string(dtype_name(t.dtype)) + " where .metadata says " + entry.dtype);
+  if (t.shape != chunk.sizes) {
+    auto text = [](const std::vector<int64_t>& s) {
+      std::string r = "[";
+      for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+      return r + "]";
+    };
+    throw Error(ErrorKind::Inconsistent, tf.path, where,
+                "holds a tensor of shape " + text(t.shape) + " where .metadata says " + text(chunk.sizes));
+  }
+  return t;
+}
+
+std::vector<double> Checkpoint::read_global(const Entry& entry) const {
+  const int64_t n = entry.numel();
+  constexpr int64_t kMaxElements = int64_t{1} << 28;  // 2 GiB of doubles: this is for small tensors
+  if (n > kMaxElements)
+    throw Error(ErrorKind::InvalidRequest, metadata_.path, "key '" + entry.key + "'",
+                std::to_string(n) + " elements are too many to assemble in memory");
+  std::vector<double> out(static_cast<size_t>(n));
+  const auto global_strides = Tensor::contiguous_strides(entry.size);
+  for (const auto& chunk : entry.chunks) {
+    const std::vector<float> values = read_chunk(entry, chunk).to_float();
+    const auto local_strides = Tensor::contiguous_strides(chunk.sizes);
+    for (size_t i = 0; i < values.size(); ++i) {
+      int64_t at = 0, rest = static_cast<int64_t>(i);
+      for (size_t d = 0; d < chunk.sizes.size(); ++d) {
+        const int64_t index = rest / local_strides[d];
+        rest %= local_strides[d];
+        at += (chunk.offsets[d] + index) * global_strides[d];
+      }
+      if (at < 0 || at >= n)
+        throw Error(ErrorKind::Corrupt, metadata_.path, "key '" + entry.key + "'",
+                    "a chunk outside the tensor");
+      out[static_cast<size_t>(at)] = values[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace ckptdoc::dcp

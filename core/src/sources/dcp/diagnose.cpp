@@ -1,0 +1,280 @@
+// dcp::diagnose: the metadata's own consistency (tiling, storage items), then every item read once from its
+// file: missing and cut files, items that are not what the metadata says, NaN/Inf, Adam steps.
+#include "ckptdoc/sources/dcp/diagnose.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "ckptdoc/error.h"
+#include "ckptdoc/format/pickle_safety.h"
+#include "ckptdoc/format/zip_reader.h"
+
+namespace ckptdoc::dcp {
+namespace {
+
+int severity_rank(const std::string& s) {
+  return s == "error" ? 2 : s == "warning" ? 1 : 0;
+}
+
+std::string plural(size_t n, const std::string& word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
+// The param a torchtitan-style (`optimizer.state.<fqn>.step`) or plain (`state.<fqn>.step`) step key belongs
+// to.
+std::string adam_step_param(const std::string& key) {
+  static const std::string suffix = ".step";
+  if (key.size() <= suffix.size() || key.compare(key.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return {};
+  for (const std::string prefix : {"optimizer.state.", "state."})
+    if (key.rfind(prefix, 0) == 0 && key.size() > prefix.size() + suffix.size())
+      return key.substr(prefix.size(), key.size() - prefix.size() - suffix.size());
+  return {};
+}
+
+class Diagnosis {
+ public:
+  explicit Diagnosis(const Checkpoint& ckpt) : ckpt_(ckpt), md_(ckpt.metadata()) {}
+
+  Report run() {
+    check_metadata();
+    check_files();
+    read_items();
+    check_steps();
+    std::stable_sort(r_.problems.begin(), r_.problems.end(), [](const Problem& a, const Problem& b) {
+      return severity_rank(a.severity) > severity_rank(b.severity);
+    });
+    r_.files_read.assign(files_read_.begin(), files_read_.end());
+    write_verdict();
+    return std::move(r_);
+  }
+
+ private:
+  void add(std::string code, std::string severity, std::string message, std::string file = {},
+           std::string key = {}) {
+    r_.problems.push_back(
+        {std::move(code), std::move(severity), std::move(message), std::move(file), std::move(key)});
+  }
+
+  void check_metadata() {
+    for (const auto& h : md_.hazards)
+      add("unsafe-pickle", h.severity, ".metadata: " + h.callable + " reached by " + h.how + ": " + h.why,
+          ".metadata");
+    for (const auto& e : md_.entries) {
+      for (auto& p : tiling_problems(e)) r_.problems.push_back(std::move(p));
+      size_t without = 0;
+      for (const auto& c : e.chunks) without += c.item ? 0 : 1;
+      if (e.kind == EntryKind::Bytes && !e.bytes_item) without = 1;
+      if (without)
+        add("dcp-item-missing", "error",
+            "'" + e.key + "': " + plural(without, "chunk") +
+                " with no storage item in .metadata's storage_data",
+            ".metadata", e.key);
+    }
+    for (const auto& u : md_.unreferenced_items)
+      add("dcp-item-unreferenced", "warning",
+          "storage item " + u + " belongs to no chunk of .metadata's state_dict_metadata (a chunk removed?)",
+          ".metadata");
+  }
+
+  // Storage files that are absent: one problem per file, with what it held.
+  void check_files() {
+    for (const auto& name : ckpt_.storage_files()) {
+      try {
+        (void)ckpt_.file(name);
+      } catch (const Error& e) {
+        std::set<std::string> keys;
+        for (const auto& en : md_.entries) {
+          if (en.bytes_item && en.bytes_item->file == name) keys.insert(en.key);
+          for (const auto& c : en.chunks)
+            if (c.item && c.item->file == name) keys.insert(en.key);
+        }
+        const bool missing = e.kind() == ErrorKind::NotFound;
+        add(missing ? "dcp-file-missing" : "dcp-item-unreadable", "error",
+            name + (missing ? " is missing" : std::string(" cannot be read: ") + e.what()) +
+                ": it holds items of " + plural(keys.size(), "key") + " (" + *keys.begin() +
+                (keys.size() > 1 ? ", ..." : "") + ")",
+            name);
+        bad_files_.insert(name);
+      }
+    }
+  }
+
+  // Opens one item; problems for what fails. nullopt when it could not be read.
+  std::optional<TorchFile> open(const StorageItem& item, const std::string& key) {
+    if (bad_files_.count(item.file)) return std::nullopt;
+    const auto whole = ckpt_.file(item.file);
+    if (item.offset > whole->size() || item.length > whole->size() - item.offset) {
+      auto& t = truncated_[item.file];
+      t.size = whole->size();
+      t.end = std::max(t.end, item.offset + item.length);
+      t.keys.insert(key);
+      return std::nullopt;
+    }
+    try {
+      TorchFile tf = ckpt_.open_item(item);
+      files_read_.insert(item.file);
+      // torch.save writes a CRC-32 per record: the only checksum a DCP checkpoint carries.
+      if (tf.format == TorchFormat::Zip) {
+        const ZipReader zip(tf.file);
+        for (const auto& z : zip.entries())
+          if (!zip.verify_crc(z)) {
+            add("dcp-item-crc-mismatch", "error",
+                "'" + key + "', " + item_name(item) + ": record '" + z.name +
+                    "' fails its CRC-32: its bytes changed after torch wrote them",
+                item.file, key);
+            break;
+          }
+        ++crc_checked_;
+      }
+      for (const auto& h : assess_pickle_uses(tf.pickle_uses, item_name(item)))
+        if (h.severity == "error")
+          add("unsafe-pickle", "error", "'" + key + "', " + h.message(), item.file, key);
+      return tf;
+    } catch (const Error& e) {
+      add("dcp-item-unreadable", "error", "'" + key + "', " + item_name(item) + ": " + e.what(), item.file,
+          key);
+      return std::nullopt;
+    }
+  }
+
+  void read_items() {
+    for (const auto& e : md_.entries) {
+      if (e.kind == EntryKind::Bytes) {
+        ++r_.bytes_items;
+        if (e.bytes_item && open(*e.bytes_item, e.key)) ++r_.bytes_items_read;
+        continue;
+      }
+      TensorSummary s;
+      s.key = e.key;
+      s.numel = e.numel();
+      for (const auto& c : e.chunks) {
+        if (!c.item) continue;
+        const auto tf = open(*c.item, e.key);
+        if (!tf) continue;
+        try {
+          const Tensor t = Checkpoint::chunk_tensor(e, c, *tf);
+          for (float v : t.to_float()) {
+            if (std::isnan(v))
+              ++s.nan;
+            else if (std::isinf(v))
+              ++s.inf;
+            else
+              s.sum += v;
+          }
+          t.check_unchanged();
+          s.elements_read += t.numel();
+          // Each item is read once: hand its pages back, so memory stays at one chunk, not the checkpoint.
+          ckpt_.file(c.item->file)->dont_need(c.item->offset, c.item->length);
+        } catch (const Error& err) {
+          add(err.kind() == ErrorKind::Inconsistent ? "dcp-item-mismatch" : "dcp-item-unreadable", "error",
+              "'" + e.key + "': " + err.what(), c.item->file, e.key);
+        }
+      }
+      if (s.nan || s.inf)
+        add("dcp-non-finite", "error",
+            "'" + e.key + "': " + std::to_string(s.nan) + " NaN and " + std::to_string(s.inf) + " Inf of " +
+                std::to_string(s.elements_read) + " elements read",
+            "", e.key);
+      r_.elements_read += s.elements_read;
+      if (const std::string p = adam_step_param(e.key); !p.empty() && s.numel == 1 && s.elements_read == 1)
+        r_.adam_steps[p] = s.sum;
+      r_.tensors.push_back(std::move(s));
+    }
+    for (const auto& [file, t] : truncated_)
+      add("dcp-file-truncated", "error",
+          file + " is " + std::to_string(t.size) + " bytes but .metadata places items up to byte " +
+              std::to_string(t.end) + ": items of " + plural(t.keys.size(), "key") + " (" + *t.keys.begin() +
+              (t.keys.size() > 1 ? ", ..." : "") + ") are cut off",
+          file);
+  }
+
+  void check_steps() {
+    std::map<double, std::vector<std::string>> by_step;
+    for (const auto& [param, step] : r_.adam_steps) by_step[step].push_back(param);
+    if (by_step.size() <= 1) return;
+    std::string text;
+    for (const auto& [step, params] : by_step)
+      text += (text.empty() ? "" : "; ") + std::string("step ") +
+              std::to_string(static_cast<long long>(step)) + ": " + plural(params.size(), "param") + " (" +
+              params.front() + (params.size() > 1 ? ", ..." : "") + ")";
+    add("dcp-adam-step-mismatch", "warning",
+        "optimizer steps differ between params (" + text +
+            "): state from different steps was mixed, or some params "
+            "were frozen or skipped");
+  }
+
+  void write_verdict() {
+    size_t errors = 0, warnings = 0, tensors = 0, complete = 0;
+    for (const auto& p : r_.problems) {
+      errors += p.severity == "error";
+      warnings += p.severity == "warning";
+    }
+    for (const auto& t : r_.tensors) {
+      ++tensors;
+      complete += t.elements_read == t.numel;
+    }
+    int64_t elements = 0;
+    for (const auto& t : r_.tensors) elements += t.numel;
+    std::string basis = plural(tensors, "tensor") + ", " + std::to_string(r_.elements_read) +
+                        (r_.elements_read == elements ? "" : " of " + std::to_string(elements)) +
+                        " elements read from " + plural(r_.files_read.size(), "file") + " (" +
+                        std::to_string(r_.bytes_items_read) + " of " + std::to_string(r_.bytes_items) +
+                        " bytes items)";
+    r_.clean = errors == 0 && tensors > 0 && complete == tensors;
+    if (errors)
+      r_.verdict = "Problems: " + plural(errors, "error") +
+                   (warnings ? ", " + plural(warnings, "warning") : "") + ". " + basis + ".";
+    else if (tensors == 0)
+      r_.verdict = "Nothing compared: the checkpoint holds no tensors.";
+    else {
+      r_.verdict = (warnings ? "No errors (" + plural(warnings, "warning") + "): " : "Healthy: ") + basis +
+                   "; chunks tile every tensor; the CRC-32s of " + plural(crc_checked_, "item") +
+                   " match; no NaN/Inf";
+      std::set<double> steps;
+      for (const auto& [p, s] : r_.adam_steps) steps.insert(s);
+      if (steps.size() == 1)
+        r_.verdict += "; Adam step " + std::to_string(static_cast<long long>(*steps.begin())) + " for all " +
+                      plural(r_.adam_steps.size(), "param");
+      r_.verdict += ".";
+    }
+    r_.not_checked = {
+        "no fp32-master comparison: a DCP checkpoint from FSDP2 keeps one copy of each weight",
+        "Adam moments not judged (fresh or lost moments)",
+        "no checksum of whole files: DCP records none (each item's zip CRC-32 was checked)",
+    };
+    size_t step_keys = 0;
+    for (const auto& t : r_.tensors) step_keys += !adam_step_param(t.key).empty() && t.numel == 1;
+    if (step_keys == 0)
+      r_.not_checked.push_back("no Adam step: no optimizer.state.<param>.step keys");
+    else if (r_.adam_steps.size() < step_keys)
+      r_.not_checked.push_back("the Adam steps of " + plural(step_keys - r_.adam_steps.size(), "param") +
+                               ": their items could not be read");
+  }
+
+  struct Truncated {
+    uint64_t size = 0, end = 0;
+    std::set<std::string> keys;
+  };
+  const Checkpoint& ckpt_;
+  const Metadata& md_;
+  Report r_;
+  std::set<std::string> bad_files_, files_read_;
+  std::map<std::string, Truncated> truncated_;
+  size_t crc_checked_ = 0;  // items whose zip records were all checked against their CRC-32
+};
+
+}  // namespace
+
+bool Report::has_error() const {
+  return std::any_of(problems.begin(), problems.end(),
+                     [](const Problem& p) { return p.severity == "error"; });
+}
+
+Report diagnose(const Checkpoint& ckpt) {
+  return Diagnosis(ckpt).run();
+}
+
+}  // namespace ckptdoc::dcp
