@@ -217,7 +217,7 @@ class TestDcp : public QObject {
     const auto* p = find_problem(r, "dcp-file-truncated");
     QVERIFY2(p && p->file == "__1_0.distcp" && p->severity == "error", problems_text(r).c_str());
     QVERIFY(!r.clean && r.has_error());
-    QVERIFY2(r.verdict.rfind("Problems:", 0) == 0, r.verdict.c_str());
+    QVERIFY2(r.verdict.rfind("1 error. Checked:", 0) == 0, r.verdict.c_str());
   }
 
   // One bit of a tensor's bytes flipped on disk (bit rot, a bad copy): the record's CRC-32 names it.
@@ -358,7 +358,7 @@ class TestDcp : public QObject {
   void cliDiagnoseSaysWhatItRestsOn() {
     auto r = test::run_cli({"diagnose", fixture()});
     CKPTDOC_EXPECT_EXIT(r, 0);
-    QVERIFY2(r.out.find("Healthy: 20 tensors") != std::string::npos, r.out.c_str());
+    QVERIFY2(r.out.find("No problems found. Checked: 20 tensors") != std::string::npos, r.out.c_str());
     QVERIFY2(r.out.find("no fp32-master comparison") != std::string::npos, r.out.c_str());
     test::TempDir dir;
     const std::string ck = copy_of(dir);

@@ -225,13 +225,13 @@ class Diagnosis {
                         " bytes items)";
     r_.clean = errors == 0 && tensors > 0 && complete == tensors;
     if (errors)
-      r_.verdict = "Problems: " + plural(errors, "error") +
-                   (warnings ? ", " + plural(warnings, "warning") : "") + ". " + basis + ".";
+      r_.verdict = plural(errors, "error") + (warnings ? ", " + plural(warnings, "warning") : "") +
+                   ". Checked: " + basis + ".";
     else if (tensors == 0)
       r_.verdict = "Nothing compared: the checkpoint holds no tensors.";
     else {
-      r_.verdict = (warnings ? "No errors (" + plural(warnings, "warning") + "): " : "Healthy: ") + basis +
-                   "; chunks tile every tensor; the CRC-32s of " + plural(crc_checked_, "item") +
+      r_.verdict = (warnings ? plural(warnings, "warning") + ". Checked: " : "No problems found. Checked: ") +
+                   basis + "; chunks tile every tensor; the CRC-32s of " + plural(crc_checked_, "item") +
                    " match; no NaN/Inf";
       std::set<double> steps;
       for (const auto& [p, s] : r_.adam_steps) steps.insert(s);
