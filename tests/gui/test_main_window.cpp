@@ -3,8 +3,10 @@
 // diagnose calls clean; selection travels between the layout map and the table; analysis can be cancelled
 // and superseded results are dropped.
 #include <QAction>
+#include <QAreaSeries>
 #include <QChart>
 #include <QCheckBox>
+#include <QLineSeries>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QScatterSeries>
@@ -323,6 +325,25 @@ class TestMainWindow : public QObject {
           points += 1;  // bars
       QVERIFY2(points > 0, qPrintable(panel->chart()->title()));
     }
+  }
+
+  // A checkpoint without optimizer state (DeepSpeed 0.18.4, bf16, ZeRO stage 0): its weights are read but
+  // have no master, and the Params tab showed six empty plots. The first shows the weight's own values.
+  void weightsWithoutMastersShowTheirValues() {
+    MainWindow w;
+    w.resize(1200, 800);
+    w.show();
+    QVERIFY(openAndWait(w, test::deepspeed_fixture("v0184_bf16_z0_ws2") + "/checkpoint"));
+    auto* plots = w.paramsView()->plots();
+    w.paramsView()->selectParam(QStringLiteral("fc1.weight"));
+    QChart* values = plots->panels()[0]->chart();
+    QVERIFY(values);
+    QCOMPARE(values->title(), QStringLiteral("weight values"));
+    qreal tallest = 0;  // the histogram of fc1.weight's values has bars
+    for (auto* s : values->series())
+      if (auto* area = qobject_cast<QAreaSeries*>(s); area && s->name() == QStringLiteral("all"))
+        for (const QPointF& p : area->upperSeries()->points()) tallest = std::max(tallest, p.y());
+    QVERIFY2(tallest > 0, "the histogram has no bar");
   }
 
   void plotsExportPngAndSvg() {

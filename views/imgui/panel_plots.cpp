@@ -314,6 +314,11 @@ void draw_plots(View& v) {
     log_histogram("div", "|fp32 - weight|", "log10 |d|", p->lp_vs_fp32->log_abs_diff, nullptr, size);
     ImGui::SameLine();
     ulp_bars(v, "ulp", p->lp_vs_fp32->ulp, size);
+  } else if (p && p->lp) {  // weights with nothing to compare them with: their own values
+    log_histogram("div", "weight values", "log10 |weight|  (orange: negative)", p->lp->log_abs,
+                  &p->lp->log_abs_negative, size);
+    ImGui::SameLine();
+    empty_box("ulp", "ULP distance", "no fp32 master to compare the weight with", size);
   } else {
     empty_box("div", "|fp32 - weight|", p ? "no weight/master pair" : why, size);
     ImGui::SameLine();

@@ -72,6 +72,13 @@ void PlotsView::showParam(const QString& name) {
       divergence_->setChartOwned(logHistogramChart(tr("|fp32 − weight|"), tr("log10 |Δ|"), pr->lp_vs_fp32->log_abs_diff,
                                                    nullptr, QStringLiteral("|Δ|")));
       ulp_->setChartOwned(ulpChart(tr("ULP distance"), pr->lp_vs_fp32->ulp));
+    } else if (pr->lp) {
+      // Weights read with nothing to compare them with (a weights folder, a checkpoint without optimizer
+      // state): their own values are what there is to see.
+      divergence_->setChartOwned(logHistogramChart(tr("weight values"), tr("log10 |weight|"), pr->lp->log_abs,
+                                                   &pr->lp->log_abs_negative, QStringLiteral("all"),
+                                                   QStringLiteral("negative")));
+      ulp_->setChartOwned(emptyChart(tr("ULP distance"), tr("no fp32 master to compare the weight with")));
     } else {
       divergence_->setChartOwned(emptyChart(tr("|fp32 − weight|"), tr("no weight/master pair (ZeRO-3 placeholder?)")));
       ulp_->setChartOwned(emptyChart(tr("ULP distance"), tr("no weight/master pair")));

@@ -162,6 +162,7 @@ void Session::reset_analysis() {
   analysis_ = Analysis{};
   analysis_error_.reset();
   for (auto& [name, ref] : params_by_name_) ref.report_index = -1;
+  rows_without_group_.clear();
   findings_ = checkpoint_ ? catalog_findings(checkpoint_->catalog()) : std::vector<analysis::Finding>{};
   ++generation_;
 }
@@ -222,9 +223,12 @@ JobPtr Session::analyse(Done<Analysis> done) {
 void Session::apply_analysis(Analysis analysis) {
   analysis_ = std::move(analysis);
   findings_ = analysis_.report->findings;
+  rows_without_group_.clear();
   for (size_t i = 0; i < analysis_.report->params.size(); ++i)
     if (auto it = params_by_name_.find(analysis_.report->params[i].name); it != params_by_name_.end())
       it->second.report_index = static_cast<int>(i);
+    else
+      rows_without_group_.emplace(analysis_.report->params[i].name, i);
   ++generation_;
 }
 
@@ -239,9 +243,12 @@ std::optional<ParamRef> Session::find_param(const std::string& name) const {
 }
 
 const analysis::ParamReport* Session::param_report(const std::string& name) const {
-  const auto ref = find_param(name);
-  if (!ref || ref->report_index < 0 || !analysis_.report) return nullptr;
-  return &analysis_.report->params[static_cast<size_t>(ref->report_index)];
+  if (!analysis_.report) return nullptr;
+  if (const auto ref = find_param(name))
+    return ref->report_index < 0 ? nullptr
+                                 : &analysis_.report->params[static_cast<size_t>(ref->report_index)];
+  const auto row = rows_without_group_.find(name);
+  return row == rows_without_group_.end() ? nullptr : &analysis_.report->params[row->second];
 }
 
 std::string Session::worst_param() const {

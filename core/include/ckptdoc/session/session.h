@@ -216,6 +216,9 @@ class Session {
   std::optional<JobError> analysis_error_;
   std::vector<analysis::Finding> findings_;
   std::map<std::string, ParamRef> params_by_name_;
+  // Report rows of tensors no param group holds (a weights folder, a checkpoint without optimizer state):
+  // their plots come from the report alone.
+  std::map<std::string, size_t> rows_without_group_;
   TimeSeriesSet series_;
   std::vector<WatchSample> samples_;
   JobPtr open_job_, analysis_job_;
