@@ -128,6 +128,8 @@ int run_diagnose(const DiagnoseOptions& o);
 // (dcp_command.cpp). Same exit codes as their DeepSpeed forms.
 int run_dcp_inspect(const std::string& path, bool json);
 int run_dcp_diagnose(const std::string& path, bool json);
+// `export` of a DCP folder: its model weights as safetensors (dcp_export_command.cpp).
+int run_dcp_export(const ExportCommandOptions& o);
 
 }  // namespace ckptdoc::cli
 

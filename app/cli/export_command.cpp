@@ -8,6 +8,7 @@
 #include "ckptdoc/deepspeed/export.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/fix_offer.h"
+#include "ckptdoc/sources/dcp/metadata.h"
 #include "ckptdoc/weights/shards.h"
 #include "commands.h"
 #include "device_choice.h"
@@ -72,6 +73,7 @@ void refuse_stale_masters(const deepspeed::Checkpoint& ckpt, const std::string& 
 }  // namespace
 
 int run_export(const ExportCommandOptions& o) {
+  if (dcp::is_dcp_folder(o.path)) return run_dcp_export(o);
   using namespace ckptdoc::deepspeed;
   OpenOptions open;
   open.tag = o.tag;
