@@ -25,7 +25,6 @@ void refuse_other_options(const ExportCommandOptions& o) {
   if (!o.dtype.empty()) given.push_back("--dtype");
   if (o.source != "fp32") given.push_back("--source");
   if (o.exclude_frozen) given.push_back("--exclude-frozen");
-  if (o.strict) given.push_back("--strict");
   if (o.tp_rank >= 0) given.push_back("--tp-rank");
   if (o.tp_rules) given.push_back("--tp-rules");
   const bool torch_name = ends_with(o.output, ".bin") || ends_with(o.output, ".pt") ||
@@ -51,18 +50,28 @@ int run_dcp_export(const ExportCommandOptions& o) {
     dcp::ExportOptions options;
     if (!o.max_shard_size.empty()) options.max_shard_size = weights::parse_shard_size(o.max_shard_size);
     options.force = o.force;
+    options.strict = o.strict;
     const dcp::ExportResult r = dcp::export_weights(*ckpt, o.output, options);
+    deepspeed::ExportResult said;
+    said.path = r.path;
+    said.tensors = r.tensors;
+    said.non_finite = r.non_finite;
+    warn_non_finite(said);
     const std::string left_out = std::to_string(r.state_tensors_left_out) +
                                  " optimizer/scheduler/train-state tensors and " +
                                  std::to_string(r.bytes_items_left_out) + " bytes items (not weights)";
     if (o.json) {
+      nlohmann::json nf = nlohmann::json::array();
+      for (const auto& t : r.non_finite)
+        nf.push_back({{"name", t.name}, {"nan", t.nan}, {"inf", t.inf}, {"numel", t.numel}});
       nlohmann::json j{{"path", r.path},
                        {"tensors", r.tensors},
                        {"bytes", r.bytes},
                        {"files", r.files},
                        {"state_tensors_left_out", r.state_tensors_left_out},
                        {"bytes_items_left_out", r.bytes_items_left_out},
-                       {"stripped_prefix", r.stripped_prefix}};
+                       {"stripped_prefix", r.stripped_prefix},
+                       {"non_finite", nf}};
       std::printf("%s\n", j.dump(2).c_str());
     } else if (!o.quiet) {
       std::printf("wrote %zu tensors (%s) to %s", r.tensors, human_bytes(r.bytes).c_str(), r.path.c_str());

@@ -27,6 +27,8 @@ std::string format_for(const std::string& output) {
   return "safetensors";
 }
 
+}  // namespace
+
 // The written file holds weights no model can use: said on stderr whatever --quiet or --json say.
 void warn_non_finite(const deepspeed::ExportResult& r) {
   if (r.non_finite.empty()) return;
@@ -44,6 +46,8 @@ void warn_non_finite(const deepspeed::ExportResult& r) {
   if (r.non_finite.size() > kShown)
     std::fprintf(stderr, "  … %zu more (--json lists all)\n", r.non_finite.size() - kShown);
 }
+
+namespace {
 
 // An export of stale masters (DeepSpeed #762) writes random initial values as "the weights" with exit 0: the
 // diagnosis is asked first (one read of the masters and weights), and the user chooses what to export.

@@ -140,6 +140,22 @@ class TestDcpExport : public QObject {
     }
   }
 
+  // The diverged fixture (torch saved 1 NaN in proj.weight, 1 Inf in embed.weight): written and said, or with
+  // --strict refused with nothing written.
+  void nonFiniteWeightsAreSaidOrRefused() {
+    test::TempDir dir;
+    const std::string diverged = test::fixtures_dir() + "/dcp/fsdp2_ws2_diverged";
+    auto r = test::run_cli({"export", diverged, "-o", dir.file("m.safetensors")});
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    QVERIFY2(r.err.find("NaN or Inf values in 2 of 5 tensors") != std::string::npos, r.err.c_str());
+    QVERIFY2(r.err.find("proj.weight: 1 NaN, 0 Inf") != std::string::npos, r.err.c_str());
+    QVERIFY2(r.err.find("embed.weight: 0 NaN, 1 Inf") != std::string::npos, r.err.c_str());
+    r = test::run_cli({"export", diverged, "-o", dir.file("strict.safetensors"), "--strict"});
+    CKPTDOC_EXPECT_EXIT(r, 2);
+    QVERIFY2(r.err.find("--strict refuses") != std::string::npos, r.err.c_str());
+    QCOMPARE(test::files_in(dir.path()), std::vector<std::string>{"m.safetensors"});
+  }
+
   void outputRules() {
     test::TempDir dir;
     test::copy_tree(fixture(), dir.file("in"));

@@ -6,6 +6,7 @@
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/weights/shards.h"
+#include "deepspeed/non_finite_watch.h"
 #include "deepspeed/output_folder_check.h"
 #include "io/path_relation.h"
 
@@ -40,7 +41,9 @@ ExportResult export_weights(const Checkpoint& ckpt, const std::string& out_path,
                             const ExportOptions& options) {
   check_output(ckpt, out_path, options);
   deepspeed::detail::remove_dead_leftovers(out_path);
-  const WeightsSelection s = select_weights(ckpt);
+  WeightsSelection s = select_weights(ckpt);
+  auto tally = std::make_shared<deepspeed::detail::NonFiniteTally>();
+  s.tensors = deepspeed::detail::watch_non_finite(s.tensors, tally, options.strict);
   ExportResult r;
   r.tensors = s.tensors.size();
   r.state_tensors_left_out = s.state_tensors_left_out;
@@ -53,12 +56,14 @@ ExportResult export_weights(const Checkpoint& ckpt, const std::string& out_path,
     r.path = w.folder;
     r.bytes = w.bytes;
     r.files = w.files;
-    return r;
+  } else {
+    write_safetensors_file(out_path, s.tensors, {{"format", "pt"}});
+    r.path = out_path;
+    std::error_code ec;
+    r.bytes = std::filesystem::file_size(out_path, ec);
   }
-  write_safetensors_file(out_path, s.tensors, {{"format", "pt"}});
-  r.path = out_path;
-  std::error_code ec;
-  r.bytes = std::filesystem::file_size(out_path, ec);
+  for (const auto& t : tally->tensors)
+    if (t.nan + t.inf > 0) r.non_finite.push_back(t);
   return r;
 }
 

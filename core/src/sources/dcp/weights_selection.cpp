@@ -97,14 +97,15 @@ WeightsSelection select_weights(const Checkpoint& ckpt) {
   });
   if (strip) s.stripped_prefix = prefix;
   for (const Entry* e : weights) {
-    for (const auto& p : tiling_problems(*e))
-      if (p.severity == "error")
-        throw Error(ErrorKind::Inconsistent, md.path, where_key(*e),
-                    "its chunks do not make up the tensor (" + p.message + "); nothing is written");
+    // Before tiling_problems, which indexes the shape by each chunk's dims.
     for (const auto& c : e->chunks)
       if (c.offsets.size() != e->size.size() || c.sizes.size() != e->size.size())
         throw Error(ErrorKind::Corrupt, md.path, where_key(*e),
                     "a chunk's rank is not the tensor's; nothing is written");
+    for (const auto& p : tiling_problems(*e))
+      if (p.severity == "error")
+        throw Error(ErrorKind::Inconsistent, md.path, where_key(*e),
+                    "its chunks do not make up the tensor (" + p.message + "); nothing is written");
     for (const auto& c : e->chunks)
       if (!c.item)
         throw Error(ErrorKind::NotFound, md.path, where_key(*e),

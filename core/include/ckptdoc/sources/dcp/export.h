@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ckptdoc/deepspeed/export.h"    // NonFiniteTensor
 #include "ckptdoc/format/safetensors.h"  // NamedTensor
 #include "ckptdoc/sources/dcp/checkpoint.h"
 
@@ -35,8 +36,9 @@ WeightsSelection select_weights(const Checkpoint& ckpt);
 
 struct ExportOptions {
   std::optional<uint64_t>
-      max_shard_size;  // Hugging Face shards in a folder (weights/shards.h); unset: one file
-  bool force = false;  // replace an existing output file, or weights files already in the sharded folder
+      max_shard_size;   // Hugging Face shards in a folder (weights/shards.h); unset: one file
+  bool force = false;   // replace an existing output file, or weights files already in the sharded folder
+  bool strict = false;  // a NaN or Inf value fails the export (nothing published), naming the tensor
 };
 
 struct ExportResult {
@@ -47,11 +49,13 @@ struct ExportResult {
   size_t state_tensors_left_out = 0;
   size_t bytes_items_left_out = 0;
   std::string stripped_prefix;
+  std::vector<deepspeed::NonFiniteTensor> non_finite;  // written tensors holding NaN or Inf, in output order
 };
 
-// Writes select_weights() as safetensors ({"format": "pt"}) atomically, or as shards with max_shard_size. The
-// output may not be inside the checkpoint folder, and an existing file is replaced only with `force`
-// (InvalidRequest / OutputExists naming --output).
+// Writes select_weights() as safetensors ({"format": "pt"}) atomically, or as shards with max_shard_size,
+// counting NaN/Inf as the bytes pass (the DeepSpeed export's watch). The output may not be inside the
+// checkpoint folder, and an existing file is replaced only with `force` (InvalidRequest / OutputExists naming
+// --output).
 ExportResult export_weights(const Checkpoint& ckpt, const std::string& out_path,
                             const ExportOptions& options);
 
