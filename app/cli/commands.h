@@ -4,6 +4,8 @@
 #include <optional>
 #include <string>
 
+#include "ckptdoc/deepspeed/export.h"
+
 namespace ckptdoc::cli {
 
 struct LsOptions {
@@ -42,6 +44,8 @@ struct ExportCommandOptions {
   std::optional<std::string> tp_rules;  // tensor-parallel rule file (default: universal_checkpoint_info)
 };
 int run_export(const ExportCommandOptions& o);
+// Says on stderr, whatever --quiet or --json say, which written tensors hold NaN or Inf (the DCP export too).
+void warn_non_finite(const deepspeed::ExportResult& r);
 
 // `ckptdoc demo [DIR]`: a small DeepSpeed ZeRO-2 fp16 dp2 checkpoint with stale fp32 masters (or healthy).
 struct DemoOptions {
@@ -128,6 +132,8 @@ int run_diagnose(const DiagnoseOptions& o);
 // (dcp_command.cpp). Same exit codes as their DeepSpeed forms.
 int run_dcp_inspect(const std::string& path, bool json);
 int run_dcp_diagnose(const std::string& path, bool json);
+// `export` of a DCP folder: its model weights as safetensors (dcp_export_command.cpp).
+int run_dcp_export(const ExportCommandOptions& o);
 
 }  // namespace ckptdoc::cli
 

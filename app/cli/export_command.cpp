@@ -8,6 +8,7 @@
 #include "ckptdoc/deepspeed/export.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/fix_offer.h"
+#include "ckptdoc/sources/dcp/metadata.h"
 #include "ckptdoc/weights/shards.h"
 #include "commands.h"
 #include "device_choice.h"
@@ -26,6 +27,8 @@ std::string format_for(const std::string& output) {
   return "safetensors";
 }
 
+}  // namespace
+
 // The written file holds weights no model can use: said on stderr whatever --quiet or --json say.
 void warn_non_finite(const deepspeed::ExportResult& r) {
   if (r.non_finite.empty()) return;
@@ -43,6 +46,8 @@ void warn_non_finite(const deepspeed::ExportResult& r) {
   if (r.non_finite.size() > kShown)
     std::fprintf(stderr, "  … %zu more (--json lists all)\n", r.non_finite.size() - kShown);
 }
+
+namespace {
 
 // An export of stale masters (DeepSpeed #762) writes random initial values as "the weights" with exit 0: the
 // diagnosis is asked first (one read of the masters and weights), and the user chooses what to export.
@@ -72,6 +77,7 @@ void refuse_stale_masters(const deepspeed::Checkpoint& ckpt, const std::string& 
 }  // namespace
 
 int run_export(const ExportCommandOptions& o) {
+  if (dcp::is_dcp_folder(o.path)) return run_dcp_export(o);
   using namespace ckptdoc::deepspeed;
   OpenOptions open;
   open.tag = o.tag;

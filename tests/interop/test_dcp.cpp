@@ -401,12 +401,13 @@ class TestDcp : public QObject {
   }
 
   // Commands that do not read DCP yet say what the folder is instead of "not a DeepSpeed checkpoint".
-  void exportSaysDcpIsNotReadYet() {
+  void repairSaysDcpIsNotReadYet() {
     test::TempDir dir;
-    const auto r = test::run_cli({"export", fixture(), "-o", dir.file("model.safetensors")});
+    const auto r = test::run_cli({"repair", fixture(), "-o", dir.file("out"), "--reset-optimizer"});
     CKPTDOC_EXPECT_EXIT(r, 2);
     QVERIFY2(r.err.find("a PyTorch Distributed Checkpoint") != std::string::npos, r.err.c_str());
-    QVERIFY(!fs::exists(dir.file("model.safetensors")));
+    QVERIFY2(r.err.find("`export`") != std::string::npos, r.err.c_str());
+    QVERIFY(!fs::exists(dir.file("out")));
   }
 };
 

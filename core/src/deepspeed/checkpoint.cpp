@@ -45,11 +45,12 @@ std::shared_ptr<Checkpoint> Checkpoint::open_slice(const std::string& path, cons
 
 // A function-try-block: a std::filesystem error from anywhere in opening leaves as an Error (io/fs_error.h).
 std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& path, const OpenOptions& options) try {
-  // Until #27's registry: DCP is read by core/src/sources/dcp/, which only inspect and diagnose call.
+  // Until #27's registry: DCP is read by core/src/sources/dcp/, which only inspect, diagnose and export call.
   if (dcp::is_dcp_folder(path))
-    throw Error(ErrorKind::Unsupported, path, "",
-                "a PyTorch Distributed Checkpoint (.metadata + *.distcp): `ckptdoc inspect` and `ckptdoc diagnose` "
-                "read it; this command does not yet");
+    throw Error(
+        ErrorKind::Unsupported, path, "",
+        "a PyTorch Distributed Checkpoint (.metadata + *.distcp): `ckptdoc inspect`, `diagnose` and `export` "
+        "read it; this command does not yet");
   std::shared_ptr<Checkpoint> ck = open_slice(path, options, nullptr);
   if (options.mp_rank != 0 || !ck->catalog_.topology.model_parallel()) return ck;
   // The whole job: every mp rank's catalog, its problems (labelled with its coordinates) and what only the

@@ -1,0 +1,70 @@
+// dcp::export_weights: the model weights of a DCP folder written as safetensors, atomically, never into the
+// input.
+#include "ckptdoc/sources/dcp/export.h"
+
+#include <filesystem>
+
+#include "ckptdoc/error.h"
+#include "ckptdoc/weights/shards.h"
+#include "deepspeed/non_finite_watch.h"
+#include "deepspeed/output_folder_check.h"
+#include "io/path_relation.h"
+
+namespace ckptdoc::dcp {
+namespace {
+
+// The same rules as the DeepSpeed export's: never into (or over) the checkpoint folder, never over an
+// existing file without --force, a folder only when sharding (the shard writer then guards the folder's
+// contents).
+void check_output(const Checkpoint& ckpt, const std::string& out_path, const ExportOptions& options) {
+  namespace fs = std::filesystem;
+  if (out_path.empty()) throw Error(ErrorKind::InvalidRequest, "", "--output", "an output file is required");
+  const std::string out = io::normalised_path(out_path);
+  const std::string input = io::normalised_path(ckpt.dir());
+  if (io::inside_or_equal(out, input))
+    throw Error(ErrorKind::InvalidRequest, out, "--output",
+                "is inside the checkpoint folder " + input +
+                    "; choose a path outside it (the input is never modified)");
+  if (options.max_shard_size) return;
+  std::error_code ec;
+  const bool exists = fs::exists(fs::symlink_status(out, ec));
+  if (exists && fs::is_directory(out, ec))
+    throw Error(ErrorKind::InvalidRequest, out, "--output",
+                "is a folder: name a file, or pass --max-shard-size to write a sharded folder into it");
+  if (exists && !options.force)
+    throw Error(ErrorKind::OutputExists, out, "--output", "exists (pass --force to replace it)");
+}
+
+}  // namespace
+
+ExportResult export_weights(const Checkpoint& ckpt, const std::string& out_path,
+                            const ExportOptions& options) {
+  check_output(ckpt, out_path, options);
+  deepspeed::detail::remove_dead_leftovers(out_path);
+  WeightsSelection s = select_weights(ckpt);
+  auto tally = std::make_shared<deepspeed::detail::NonFiniteTally>();
+  s.tensors = deepspeed::detail::watch_non_finite(s.tensors, tally, options.strict);
+  ExportResult r;
+  r.tensors = s.tensors.size();
+  r.state_tensors_left_out = s.state_tensors_left_out;
+  r.bytes_items_left_out = s.bytes_items_left_out;
+  r.stripped_prefix = s.stripped_prefix;
+  if (options.max_shard_size) {
+    const auto format = weights::ShardFormat::Safetensors;
+    const weights::ShardPlan plan = weights::plan_shards(s.tensors, *options.max_shard_size, format);
+    const weights::ShardedOutput w = weights::write_shards(s.tensors, plan, out_path, format, options.force);
+    r.path = w.folder;
+    r.bytes = w.bytes;
+    r.files = w.files;
+  } else {
+    write_safetensors_file(out_path, s.tensors, {{"format", "pt"}});
+    r.path = out_path;
+    std::error_code ec;
+    r.bytes = std::filesystem::file_size(out_path, ec);
+  }
+  for (const auto& t : tally->tensors)
+    if (t.nan + t.inf > 0) r.non_finite.push_back(t);
+  return r;
+}
+
+}  // namespace ckptdoc::dcp

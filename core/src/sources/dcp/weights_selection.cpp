@@ -1,0 +1,131 @@
+// select_weights: which DCP keys are model weights, and each one as a tensor produced from its chunks.
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <string_view>
+
+#include "ckptdoc/error.h"
+#include "ckptdoc/sources/dcp/diagnose.h"
+#include "ckptdoc/sources/dcp/export.h"
+#include "format/tensor_stream.h"
+
+namespace ckptdoc::dcp {
+namespace {
+
+std::string where_key(const Entry& e) {
+  return "key '" + e.key + "'";
+}
+
+// FSDP2 and most planners cut dim 0 only: then every chunk is a run of whole rows, and the chunks taken in
+// row order are the tensor's bytes in order, streamed straight from the mapped files with no buffer.
+bool cut_along_rows_only(const Entry& e) {
+  if (e.size.empty()) return false;
+  for (const auto& c : e.chunks)
+    for (size_t d = 1; d < e.size.size(); ++d)
+      if (c.offsets[d] != 0 || c.sizes[d] != e.size[d]) return false;
+  return true;
+}
+
+void stream_rows(const Checkpoint& ckpt, const Entry& e, ByteSink& sink) {
+  std::vector<const Chunk*> order;
+  for (const auto& c : e.chunks) order.push_back(&c);
+  std::sort(order.begin(), order.end(),
+            [](const Chunk* a, const Chunk* b) { return a->offsets[0] < b->offsets[0]; });
+  for (const Chunk* c : order) {
+    const Tensor t = ckpt.read_chunk(e, *c);
+    detail::stream_row_major(c->item->file, e.key, t, sink);
+    t.check_unchanged();
+  }
+}
+
+// Any other tiling: the tensor is assembled in one buffer (one tensor in memory at a time), each chunk's rows
+// copied to their place, then written.
+void assemble_and_write(const Checkpoint& ckpt, const Entry& e, DType dtype, ByteSink& sink) {
+  const size_t esize = element_size(dtype);
+  const auto global_strides = Tensor::contiguous_strides(e.size);
+  std::vector<uint8_t> out(static_cast<size_t>(e.numel()) * esize);
+  for (const auto& c : e.chunks) {
+    if (c.numel() == 0) continue;
+    const Tensor t = ckpt.read_chunk(e, c);
+    const std::vector<uint8_t> local = t.to_bytes();
+    t.check_unchanged();
+    const size_t rank = e.size.size();
+    const int64_t run = rank == 0 ? 1 : c.sizes[rank - 1];  // elements copied at once: one row of the chunk
+    const size_t run_bytes = static_cast<size_t>(run) * esize;
+    std::vector<int64_t> index(rank, 0);  // position inside the chunk, last dim fixed at 0
+    for (size_t from = 0; from < local.size(); from += run_bytes) {
+      int64_t at = 0;
+      for (size_t d = 0; d < rank; ++d) at += (c.offsets[d] + index[d]) * global_strides[d];
+      std::memcpy(out.data() + static_cast<size_t>(at) * esize, local.data() + from, run_bytes);
+      for (size_t d = rank >= 2 ? rank - 1 : 0; d > 0; --d) {  // odometer over every dim but the last
+        if (++index[d - 1] < c.sizes[d - 1]) break;
+        index[d - 1] = 0;
+      }
+    }
+  }
+  sink.write(out);
+}
+
+}  // namespace
+
+bool is_model_key(const std::string& key) {
+  static constexpr std::array<std::string_view, 5> kState = {"optimizer.", "lr_scheduler.", "scheduler.",
+                                                             "dataloader.", "train_state."};
+  return std::none_of(kState.begin(), kState.end(), [&](std::string_view p) { return key.starts_with(p); });
+}
+
+WeightsSelection select_weights(const Checkpoint& ckpt) {
+  const auto& md = ckpt.metadata();
+  WeightsSelection s;
+  std::vector<const Entry*> weights;
+  for (const auto& e : md.entries) {
+    if (e.kind == EntryKind::Bytes)
+      ++s.bytes_items_left_out;
+    else if (!is_model_key(e.key))
+      ++s.state_tensors_left_out;
+    else
+      weights.push_back(&e);
+  }
+  if (weights.empty())
+    throw Error(ErrorKind::NotFound, md.path, "",
+                "no model weights: every tensor key is optimizer, scheduler, dataloader or train state");
+  // Accelerate saves {"model": state_dict}: its weights are all "model.<fqn>", and the model's own names are
+  // what a Hugging Face folder holds. A partial prefix is a real name and is kept.
+  const std::string prefix = "model.";
+  const bool strip = std::all_of(weights.begin(), weights.end(), [&](const Entry* e) {
+    return e->key.starts_with(prefix) && e->key.size() > prefix.size();
+  });
+  if (strip) s.stripped_prefix = prefix;
+  for (const Entry* e : weights) {
+    // Before tiling_problems, which indexes the shape by each chunk's dims.
+    for (const auto& c : e->chunks)
+      if (c.offsets.size() != e->size.size() || c.sizes.size() != e->size.size())
+        throw Error(ErrorKind::Corrupt, md.path, where_key(*e),
+                    "a chunk's rank is not the tensor's; nothing is written");
+    for (const auto& p : tiling_problems(*e))
+      if (p.severity == "error")
+        throw Error(ErrorKind::Inconsistent, md.path, where_key(*e),
+                    "its chunks do not make up the tensor (" + p.message + "); nothing is written");
+    for (const auto& c : e->chunks)
+      if (!c.item)
+        throw Error(ErrorKind::NotFound, md.path, where_key(*e),
+                    "a chunk has no storage item in .metadata; nothing is written");
+    const auto dtype = dtype_from_name(e->dtype);
+    if (!dtype)
+      throw Error(ErrorKind::Unsupported, md.path, where_key(*e), "dtype '" + e->dtype + "' is not known");
+    const Checkpoint* from = &ckpt;
+    const Entry entry = *e;
+    const bool rows = cut_along_rows_only(entry);
+    std::string name = strip ? e->key.substr(prefix.size()) : e->key;
+    s.tensors.push_back(
+        {std::move(name), Tensor::produced(*dtype, e->size, [from, entry, rows, d = *dtype](ByteSink& sink) {
+           if (rows)
+             stream_rows(*from, entry, sink);
+           else
+             assemble_and_write(*from, entry, d, sink);
+         })});
+  }
+  return s;
+}
+
+}  // namespace ckptdoc::dcp
