@@ -341,6 +341,25 @@ class TestDcp : public QObject {
     QVERIFY(!fs::exists(marker));
   }
 
+  // torch's own Metadata with embed.weight's storage item pointing out of the folder ("../__0_0.distcp",
+  // make_path_escape_metadata.py): inspect, diagnose and export refuse it naming the path; export writes
+  // nothing.
+  void storagePathOutOfTheFolderIsRefused() {
+    test::TempDir dir;
+    const std::string ck = copy_of(dir);
+    fs::copy_file(damaged("path_escape.metadata"), ck + "/.metadata", fs::copy_options::overwrite_existing);
+    const std::string out = dir.file("weights.safetensors");
+    for (std::vector<std::string> args :
+         {std::vector<std::string>{"inspect", ck}, {"diagnose", ck}, {"export", ck, "-o", out}}) {
+      const auto r = test::run_cli(args);
+      CKPTDOC_EXPECT_EXIT(r, 2);
+      QVERIFY2(r.err.find("path-escape") != std::string::npos &&
+                   r.err.find("'../__0_0.distcp'") != std::string::npos,
+               r.err.c_str());
+    }
+    QVERIFY(!fs::exists(out));
+  }
+
   void cliInspectListsKeysAndFiles() {
     const auto r = test::run_cli({"inspect", fixture()});
     CKPTDOC_EXPECT_EXIT(r, 0);
