@@ -63,8 +63,6 @@ void check_export_output(const Checkpoint& ckpt, const std::string& out_path, co
   if (!ckpt.weights_only() && io::inside_or_equal(out, tag))
     throw Error(ErrorKind::InvalidRequest, out, "--output",
                 "is inside the input's tag folder " + tag + "; choose a path outside it");
-  std::error_code ec;
-  const bool exists = fs::exists(fs::symlink_status(out, ec));
   if (options.max_shard_size) {
     // The shard writer writes and replaces weights files directly in the folder: none of them may be an
     // input.
@@ -75,11 +73,7 @@ void check_export_output(const Checkpoint& ckpt, const std::string& out_path, co
                         "); choose another folder (the input is never modified)");
     return;
   }
-  if (exists && fs::is_directory(out, ec))
-    throw Error(ErrorKind::InvalidRequest, out, "--output",
-                "is a folder: name a file, or pass --max-shard-size to write a sharded folder into it");
-  if (exists && !options.force)
-    throw Error(ErrorKind::OutputExists, out, "--output", "exists (pass --force to replace it)");
+  detail::check_output_file(out, options.force);
 }
 
 }  // namespace

@@ -83,4 +83,14 @@ std::vector<std::string> remove_dead_leftovers(const std::string& output) {
   return removed;
 }
 
+void check_output_file(const std::string& output, bool force) {
+  std::error_code ec;
+  const bool exists = fs::exists(fs::symlink_status(output, ec));
+  if (exists && fs::is_directory(output, ec))
+    throw Error(ErrorKind::InvalidRequest, output, "--output",
+                "is a folder: name a file, or pass --max-shard-size to write a sharded folder into it");
+  if (exists && !force)
+    throw Error(ErrorKind::OutputExists, output, "--output", "exists (pass --force to replace it)");
+}
+
 }  // namespace ckptdoc::deepspeed::detail

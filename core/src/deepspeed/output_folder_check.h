@@ -18,6 +18,11 @@ struct CheckedOutputFolder {
 CheckedOutputFolder check_output_folder(const std::string& output, const std::vector<std::string>& inputs,
                                         bool force);
 
+// The check every single-file export makes last (after refusing outputs among its inputs): `output`
+// (normalised) may not be a folder, and replaces an existing file only when `force` is set. Throws
+// ckptdoc::Error ("--output").
+void check_output_file(const std::string& output, bool force);
+
 // Removes what a killed writer left beside `output` ("<name>.ckptdoc-partial-<pid>", "-replaced-<pid>",
 // "-tmp-<pid>") when no process of that id runs here and it was last changed over a minute ago. Returns the
 // paths removed, for the caller to report.

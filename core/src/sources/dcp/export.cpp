@@ -17,7 +17,6 @@ namespace {
 // existing file without --force, a folder only when sharding (the shard writer then guards the folder's
 // contents).
 void check_output(const Checkpoint& ckpt, const std::string& out_path, const ExportOptions& options) {
-  namespace fs = std::filesystem;
   if (out_path.empty()) throw Error(ErrorKind::InvalidRequest, "", "--output", "an output file is required");
   const std::string out = io::normalised_path(out_path);
   const std::string input = io::normalised_path(ckpt.dir());
@@ -25,14 +24,7 @@ void check_output(const Checkpoint& ckpt, const std::string& out_path, const Exp
     throw Error(ErrorKind::InvalidRequest, out, "--output",
                 "is inside the checkpoint folder " + input +
                     "; choose a path outside it (the input is never modified)");
-  if (options.max_shard_size) return;
-  std::error_code ec;
-  const bool exists = fs::exists(fs::symlink_status(out, ec));
-  if (exists && fs::is_directory(out, ec))
-    throw Error(ErrorKind::InvalidRequest, out, "--output",
-                "is a folder: name a file, or pass --max-shard-size to write a sharded folder into it");
-  if (exists && !options.force)
-    throw Error(ErrorKind::OutputExists, out, "--output", "exists (pass --force to replace it)");
+  if (!options.max_shard_size) deepspeed::detail::check_output_file(out, options.force);
 }
 
 }  // namespace
