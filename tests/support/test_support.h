@@ -87,10 +87,15 @@ int exec_tests(int argc, char** argv) {
   int main(int argc, char** argv) { return ckptdoc::test::exec_tests<TestObject>(argc, argv); }
 
 // Fails the current test with the run's output when it did not exit with `code`.
-#define CKPTDOC_EXPECT_EXIT(result, code)                                                              \
-  QVERIFY2((result).exit_code == (code),                                                               \
-           qPrintable(QString("exit %1 (wanted %2)\nstdout:\n%3\nstderr:\n%4")                         \
-                          .arg((result).exit_code)                                                     \
-                          .arg(code)                                                                   \
-                          .arg(QString::fromStdString((result).out).right(4000))                        \
-                          .arg(QString::fromStdString((result).err).right(4000))))
+// `result` is evaluated once: QVERIFY2 evaluates its message even when the check passes, so naming `result`
+// there ran the command four times (a damage script applied four times, every DeepSpeed launch repeated).
+#define CKPTDOC_EXPECT_EXIT(result, code)                                                    \
+  do {                                                                                       \
+    const auto& ckptdoc_result_ = (result);                                                  \
+    QVERIFY2(ckptdoc_result_.exit_code == (code),                                            \
+             qPrintable(QString("exit %1 (wanted %2)\nstdout:\n%3\nstderr:\n%4")             \
+                            .arg(ckptdoc_result_.exit_code)                                  \
+                            .arg(code)                                                       \
+                            .arg(QString::fromStdString(ckptdoc_result_.out).right(4000))    \
+                            .arg(QString::fromStdString(ckptdoc_result_.err).right(4000)))); \
+  } while (false)
