@@ -18,6 +18,11 @@ Actions (every optimizer file of the tag folder unless a rank is given):
   unfused-split-groups  FP16_UnfusedOptimizer: group 1's first master (a [301] bias) moved to group 0 behind
                         fc1.weight, its state with it, as a client's own grouping could: three [301] params now
                         fit either group
+  stale-fused-fp32      FP16_Optimizer (ZeRO stage 0): every flat fp32 master in the model file's optimizer replaced
+                        by fresh random values
+  fused-split-groups    FP16_Optimizer: group 1's first 301 elements (the fc1.bias master) moved into group 0 behind
+                        fc1.weight, the moments with them, as a client's own grouping could: three [301] params now
+                        fit either group
   loss-scale-floor      the dynamic loss scaler at its minimum scale
   dp-world-size N       the model file(s) claim dp_world_size N
   module-shape          the module's fc1.bias saved one element short (model file and param_shapes disagree)
@@ -124,6 +129,23 @@ def main():
             pg0, pg1 = inner["param_groups"]
             pg0["params"] = list(range(len(g0)))
             pg1["params"] = list(range(len(g0), len(g0) + len(g1)))
+        edit(os.path.join(tag_dir, "mp_rank_00_model_states.pt"), f)
+    elif action == "stale-fused-fp32":
+        def f(d):
+            g = torch.Generator().manual_seed(11)
+            for t in d["optimizer"]["fp32_groups_flat"]:
+                t.copy_(torch.randn(t.shape, generator=g) * 0.05)
+        edit(os.path.join(tag_dir, "mp_rank_00_model_states.pt"), f)
+    elif action == "fused-split-groups":
+        def move(g0, g1, head=28896, n=301):  # fc1.weight's length in group 0 (model A), fc1.bias's in group 1
+            return torch.cat([g0[:head], g1[:n], g0[head:]]), g1[n:].clone()
+
+        def f(d):
+            opt = d["optimizer"]
+            opt["fp32_groups_flat"] = list(move(*opt["fp32_groups_flat"]))
+            state = opt["optimizer_state_dict"]["state"]
+            for key in ("exp_avg", "exp_avg_sq"):
+                state[0][key], state[1][key] = move(state[0][key], state[1][key])
         edit(os.path.join(tag_dir, "mp_rank_00_model_states.pt"), f)
     elif action == "loss-scale-floor":
         def f(d):

@@ -108,6 +108,9 @@ MATRIX = {
     # GPU, gives FP16_Optimizer), its whole state in the model file (ckptdoc reads it; ds_load_check.py does not
     # know that wrapper).
     "v019_bf16_z0_dp2": dict(kind="train", stage=0, dtype="bf16", dp=2, steps=5, ds="0.19"),
+    # the same with DeepSpeed's FusedAdam (cpu_fused_adam.py: its CUDA kernel's arithmetic in torch): FP16_Optimizer
+    # in bf16 mode, one flat fp32 master per param group (fp32_groups_flat) in the model file, param_shapes None
+    "v019_bf16_z0_fused_dp2": dict(kind="train", stage=0, dtype="bf16", dp=2, steps=5, ds="0.19", fused_adam=True),
     # BF16_Optimizer: only ZeRO-1 with grad_accum_dtype fp32 in 0.19 (stage 0 raises "unsupported mix of
     # model_dtype=torch.bfloat16 and grad_accum_dtype=torch.float32")
     "v019_bf16opt_s1_dp2": dict(kind="train", stage=1, dtype="bf16", dp=2, steps=5, bf16opt=True, ds="0.19"),
@@ -151,7 +154,7 @@ MATRIX = {
 }
 
 DEFAULTS = dict(model="A", bf16opt=False, zero_extra=None, ds="0.12.6", steps=5, dims=None, client=(), pp=1, tp=1, ep=1,
-                config_extra=None)
+                config_extra=None, fused_adam=False)
 
 
 class Unavailable(Exception):
@@ -276,12 +279,15 @@ def stamp_of(a, spec):
     h = harness(a)
     # keys at their defaults that older entries did not have leave those entries' stamps (and caches) as they were
     recipe = {k: v for k, v in spec.items()
-              if not ((k in ("dims", "client", "config_extra") and not v) or (k in ("pp", "tp", "ep") and v == 1))}
+              if not ((k in ("dims", "client", "config_extra", "fused_adam") and not v) or
+                      (k in ("pp", "tp", "ep") and v == 1))}
     parts = [json.dumps(recipe, sort_keys=True), str(GENERATOR_VERSION)]
     parts += [file_sha(os.path.join(h, f)) for f in ("ds_driver.py", "ds_common.py", "launch.py")]
     if is_judge(spec["ds"]):  # the judge's own launcher and rank hooks, and the pinned versions
         parts += [file_sha(os.path.join(JUDGE, f)) for f in ("launch.py", os.path.join("hooks", "sitecustomize.py"))]
         parts.append(file_sha(PINS))
+    if spec.get("fused_adam"):
+        parts += [file_sha(os.path.join(HERE, f)) for f in ("cpu_fused_adam.py", "engine_hook/sitecustomize.py")]
     if spec["kind"] == "client":
         parts.append(file_sha(os.path.join(HERE, "client_state_driver.py")))
     if spec["kind"] == "par":
@@ -329,8 +335,8 @@ def ensure(a, name):
         else:
             py, launcher = PYTHON, os.path.join(h, "launch.py")
             env = dict(os.environ, DS_SRC=ds_src(a, spec["ds"]))
-        if spec.get("config_extra"):  # ds_driver.py train has no option for top-level keys
-            env = with_engine_hook(env, {"config_extra": spec["config_extra"]})
+        if spec.get("config_extra") or spec.get("fused_adam"):  # ds_driver.py train has no option for these
+            env = with_engine_hook(env, {k: spec.get(k) for k in ("config_extra", "fused_adam")})
         shutil.rmtree(folder, ignore_errors=True)
         os.makedirs(folder)
         save_dir = os.path.join(folder, "ckpt")
@@ -403,8 +409,10 @@ def with_engine_hook(env, spec):
         env["CKPTDOC_DS_ZERO_EXTRA"] = json.dumps(spec["zero_extra"])
     if spec.get("config_extra"):
         env["CKPTDOC_DS_CONFIG_EXTRA"] = json.dumps(spec["config_extra"])
-    if spec.get("zero_extra") or spec.get("config_extra"):
-        env["PYTHONPATH"] = os.pathsep.join([os.path.join(HERE, "engine_hook")] +
+    if spec.get("fused_adam"):
+        env["CKPTDOC_DS_CPU_FUSED_ADAM"] = "1"
+    if spec.get("zero_extra") or spec.get("config_extra") or spec.get("fused_adam"):
+        env["PYTHONPATH"] = os.pathsep.join([os.path.join(HERE, "engine_hook"), HERE] +
                                             ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     return env
 

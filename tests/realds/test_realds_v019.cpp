@@ -31,6 +31,21 @@ std::set<std::string> as_set(const std::vector<std::string>& v) { return {v.begi
 class TestRealdsV019 : public QObject {
   Q_OBJECT
 
+  static void stage0_rows() {
+    QTest::addColumn<QString>("name");
+    QTest::addColumn<QString>("stale");  // damage.py: every master replaced by noise
+    QTest::addColumn<QString>("split");  // damage.py: a [301] master moved to the other group
+    QTest::addColumn<QString>("flag");   // unfused_load_check.py
+    QTest::newRow("unfused") << "v019_bf16_z0_dp2"
+                             << "stale-unfused-fp32"
+                             << "unfused-split-groups"
+                             << "";
+    QTest::newRow("fused") << "v019_bf16_z0_fused_dp2"
+                           << "stale-fused-fp32"
+                           << "fused-split-groups"
+                           << "--fused";
+  }
+
  private slots:
   // Each healthy 0.19 layout end to end: diagnosed clean (no error, no warning; padding, ZeRO-3's placeholder
   // model files and an empty optimizer state are info), exported bit for bit as 0.19's own zero_to_fp32.py
@@ -167,13 +182,18 @@ class TestRealdsV019 : public QObject {
     REALDS_EXPECT_STRICT(c);
   }
 
-  // bf16 at ZeRO stage 0 on 0.19 saves FP16_UnfusedOptimizer with its fp32 state in the model file: one
-  // unnamed master per param, in param-group order (model A's decay group holds the three weights, the other
-  // the biases and the norm, three of them [301]). ckptdoc matches them to the module's params and compares
-  // them all: every master rounds to its bf16 weight, which a wrong match of the [301] params would not.
+  // bf16 at ZeRO stage 0 on 0.19 keeps its fp32 state in the model file: FP16_UnfusedOptimizer (a torch
+  // optimizer) one unnamed master per param, FP16_Optimizer (DeepSpeed's FusedAdam) one unnamed flat master
+  // per param group (param_shapes None), both in param-group order (model A's decay group holds the three
+  // weights, the other the biases and the norm, three of them [301]). ckptdoc matches them to the module's
+  // params and compares them all: every master rounds to its bf16 weight, which a wrong match of the [301]
+  // params would not. Each test runs on both (the columns: the entry, damage.py's actions for it, the load
+  // check's flag).
+  void bf16ZeroStage0Diagnoses_data() { stage0_rows(); }
   void bf16ZeroStage0Diagnoses() {
     REALDS_REQUIRE_DS("0.19");
-    const auto e = realds::checkpoint("v019_bf16_z0_dp2");
+    QFETCH(QString, name);
+    const auto e = realds::checkpoint(name.toStdString());
     const auto report = diagnose_json(e.save_dir, 0);
     QVERIFY(realds::codes(report, "error").empty());
     QVERIFY(realds::codes(report, "warning").empty());
@@ -186,10 +206,13 @@ class TestRealdsV019 : public QObject {
   }
 
   // Its fp32 export holds each master under its name: checked by the judge's torch against the file's
-  // fp32_groups named by the harness's own param_groups() (0.19's zero_to_fp32.py fails on stage 0 files).
+  // fp32_groups (or fp32_groups_flat cut by param size) named by the harness's own param_groups() (0.19's
+  // zero_to_fp32.py fails on stage 0 files).
+  void bf16ZeroStage0ExportsItsMasters_data() { stage0_rows(); }
   void bf16ZeroStage0ExportsItsMasters() {
     REALDS_REQUIRE_DS("0.19");
-    const auto e = realds::checkpoint("v019_bf16_z0_dp2");
+    QFETCH(QString, name);
+    const auto e = realds::checkpoint(name.toStdString());
     test::TempDir dir;
     const auto out = dir.file("fp32.bin");
     CKPTDOC_EXPECT_EXIT(test::run_cli({"export", e.save_dir, "-o", out}), 0);
@@ -205,13 +228,17 @@ class TestRealdsV019 : public QObject {
   // #762's signature, named as such for all 8 params. --refresh-fp32 fixes it: 0.19's engine.load_checkpoint
   // (at dp 2, optimizer states included) then holds masters equal to the bf16 weights and the original
   // moments, and trains.
+  void bf16ZeroStage0StaleMastersRefreshed_data() { stage0_rows(); }
   void bf16ZeroStage0StaleMastersRefreshed() {
     REALDS_REQUIRE_DS("0.19");
-    const auto e = realds::checkpoint("v019_bf16_z0_dp2");
+    QFETCH(QString, name);
+    QFETCH(QString, stale);
+    QFETCH(QString, flag);
+    const auto e = realds::checkpoint(name.toStdString());
     test::TempDir dir;
     const auto in = realds::copy_of(e, dir);
     CKPTDOC_EXPECT_EXIT(realds::python_with_deepspeed(
-                            {test::source_dir() + "/tests/realds/damage.py", in, "stale-unfused-fp32"}, e.ds),
+                            {test::source_dir() + "/tests/realds/damage.py", in, stale.toStdString()}, e.ds),
                         0);
     const auto report = diagnose_json(in, 1);
     QCOMPARE(realds::codes(report, "error"), std::vector<std::string>{"fp32-master-mismatch"});
@@ -219,23 +246,25 @@ class TestRealdsV019 : public QObject {
     const auto out = dir.file("fixed");
     CKPTDOC_EXPECT_EXIT(realds::repair(in, out, {"--refresh-fp32"}), 0);
     QCOMPARE(diagnose_json(out, 0)["verdict"].toObject()["kind"].toString(), QString("clean"));
-    CKPTDOC_EXPECT_EXIT(realds::launch({test::source_dir() + "/tests/realds/unfused_load_check.py", out,
-                                        e.save_dir + "/" + e.tag + "/mp_rank_00_model_states.pt"},
-                                       2, e.ds),
-                        0);
+    std::vector<std::string> check{test::source_dir() + "/tests/realds/unfused_load_check.py", out,
+                                   e.save_dir + "/" + e.tag + "/mp_rank_00_model_states.pt"};
+    if (!flag.isEmpty()) check.push_back(flag.toStdString());
+    CKPTDOC_EXPECT_EXIT(realds::launch(check, 2, e.ds), 0);
   }
 
   // A client's own grouping can put params of one shape in two groups so that several assignments fit (here
   // a [301] master moved to the decay group): ckptdoc says it cannot name the masters and compares nothing.
+  void bf16ZeroStage0AmbiguousMastersNotGuessed_data() { stage0_rows(); }
   void bf16ZeroStage0AmbiguousMastersNotGuessed() {
     REALDS_REQUIRE_DS("0.19");
-    const auto e = realds::checkpoint("v019_bf16_z0_dp2");
+    QFETCH(QString, name);
+    QFETCH(QString, split);
+    const auto e = realds::checkpoint(name.toStdString());
     test::TempDir dir;
     const auto in = realds::copy_of(e, dir);
-    CKPTDOC_EXPECT_EXIT(
-        realds::python_with_deepspeed(
-            {test::source_dir() + "/tests/realds/damage.py", in, "unfused-split-groups"}, e.ds),
-        0);
+    CKPTDOC_EXPECT_EXIT(realds::python_with_deepspeed(
+                            {test::source_dir() + "/tests/realds/damage.py", in, split.toStdString()}, e.ds),
+                        0);
     const auto report = diagnose_json(in, 0);
     QCOMPARE(as_set(realds::codes(report, "warning")),
              (std::set<std::string>{"param-mapping-unknown", "layout-not-analysed"}));

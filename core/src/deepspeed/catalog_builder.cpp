@@ -69,6 +69,7 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
   check_world_sizes();
   build_groups();
   if (cat_.wrapper == OptimizerWrapper::FP16UnfusedOptimizer) build_unfused_groups();
+  if (cat_.wrapper == OptimizerWrapper::FP16Optimizer && cat_.groups.empty()) build_fused_groups();
   identify_renamed_ranks();
   expand_expert_groups();
   if (cat_.topology.moe()) check_experts();
@@ -82,8 +83,10 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
     const std::string keys = " (" + std::to_string(cat_.optimizer_state_keys.size()) + " state keys)";
     problem(
         "layout-not-analysed", "warning",
-        (cat_.wrapper == OptimizerWrapper::FP16UnfusedOptimizer
-             ? "the optimizer (FP16_UnfusedOptimizer) keeps fp32 params and moments" + keys +
+        (cat_.wrapper == OptimizerWrapper::FP16UnfusedOptimizer ||
+                 cat_.wrapper == OptimizerWrapper::FP16Optimizer
+             ? "the optimizer (" + std::string(wrapper_name(cat_.wrapper)) +
+                   ") keeps fp32 params and moments" + keys +
                    " in the model file, but they could not be matched to the module's params (see "
                    "param-mapping-unknown)"
              : "the optimizer (" + std::string(wrapper_name(cat_.wrapper)) +

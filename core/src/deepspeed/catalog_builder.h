@@ -68,6 +68,7 @@ class CatalogBuilder {
   void check_world_sizes();
   void build_groups();
   void build_unfused_groups();  // FP16_UnfusedOptimizer's per-param masters (catalog_unfused.cpp)
+  void build_fused_groups();    // FP16_Optimizer's flat masters, one per param group (catalog_fused.cpp)
   void check_partitions();
   void check_module_shapes();
   void read_optimizer_summary(const Value* osd = nullptr);  // default: the first readable optimizer file's

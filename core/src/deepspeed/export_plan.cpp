@@ -122,14 +122,16 @@ struct Planner {
 
   void trainable_fp32(std::vector<NamedTensor>& out) const {
     const auto w = cat.wrapper;
-    // FP16_UnfusedOptimizer: one master per param, laid out as flat groups when they matched the module's
-    // params.
+    // FP16_UnfusedOptimizer (one master per param) and FP16_Optimizer (one flat master per group): laid out
+    // as groups when they matched the module's params.
     if (w != OptimizerWrapper::Zero12 && w != OptimizerWrapper::Zero3 &&
-        w != OptimizerWrapper::BF16Optimizer && w != OptimizerWrapper::FP16UnfusedOptimizer) {
-      throw Error(ErrorKind::Unsupported, cat.tag_dir, "",
-                  "fp32 export needs ZeRO, BF16_Optimizer or FP16_UnfusedOptimizer masters; this "
-                  "checkpoint's optimizer is " +
-                      std::string(wrapper_name(w)) + " (use --source lp)");
+        w != OptimizerWrapper::BF16Optimizer && w != OptimizerWrapper::FP16UnfusedOptimizer &&
+        w != OptimizerWrapper::FP16Optimizer) {
+      throw Error(
+          ErrorKind::Unsupported, cat.tag_dir, "",
+          "fp32 export needs ZeRO, BF16_Optimizer, FP16_UnfusedOptimizer or FP16_Optimizer masters; this "
+          "checkpoint's optimizer is " +
+              std::string(wrapper_name(w)) + " (use --source lp)");
     }
     if (cat.groups.empty())
       throw Error(ErrorKind::Unsupported, cat.tag_dir, "",

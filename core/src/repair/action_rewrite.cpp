@@ -31,14 +31,18 @@ void Runner::rewrite_in_layout() {
   for (const auto& f : cat_.files) {
     if ((f.role == FileRole::Model || f.role == FileRole::Optim) && !owns(f)) continue;  // another mp rank's
     if (f.role == FileRole::Model) {
-      if (w == OptimizerWrapper::FP16Optimizer && (rq_.reset_optimizer || rq_.drop_optimizer)) {
+      if (w == OptimizerWrapper::FP16Optimizer &&
+          (rq_.reset_optimizer || rq_.drop_optimizer || rq_.refresh_fp32)) {
         Value root = ckpt_.model_file(f.mp_rank, std::max(f.dp_rank, 0)).root.clone();
         if (rq_.drop_optimizer) {
           root.set("optimizer", Value::none());
         } else {
-          Value* osd = need(need(&root, "optimizer", f.path), "optimizer_state_dict", f.path);
-          osd->set("state", Value::dict());
-          erase_group_steps(osd->get_mut("param_groups"));
+          if (rq_.refresh_fp32) refresh_fused_masters(root, f.path, lp_read);
+          if (rq_.reset_optimizer) {
+            Value* osd = need(need(&root, "optimizer", f.path), "optimizer_state_dict", f.path);
+            osd->set("state", Value::dict());
+            erase_group_steps(osd->get_mut("param_groups"));
+          }
         }
         write(f.path, root);
       } else if (w == OptimizerWrapper::FP16UnfusedOptimizer && rq_.refresh_fp32) {
@@ -145,6 +149,32 @@ void Runner::refresh_unfused_masters(Value& root, const std::string& path, const
       t.requires_grad = old.requires_grad;
       item = Value::tensor(std::move(t));
     }
+}
+
+// FP16_Optimizer: each flat master of optimizer.fp32_groups_flat (catalog group g: its params at their
+// offsets, no padding) rewritten from the 16-bit weights of the params it holds, in fp32.
+void Runner::refresh_fused_masters(Value& root, const std::string& path, const ParamRead& lp_read) {
+  Value* flats = need(need(&root, "optimizer", path), "fp32_groups_flat", path);
+  size_t g = 0;
+  for (auto& item : flats->items_mut()) {
+    if (g >= cat_.groups.size())
+      throw Error(ErrorKind::Inconsistent, path, "optimizer.fp32_groups_flat",
+                  "more flat masters than the catalog matched to param groups");
+    const GroupLayout& G = cat_.groups[g++];
+    const Tensor& old = item.as_tensor();
+    if (old.numel() != G.numel)
+      throw Error(ErrorKind::Inconsistent, path,
+                  "optimizer.fp32_groups_flat[" + std::to_string(G.index) + "]",
+                  expected_found(std::to_string(G.numel) + " elements", std::to_string(old.numel())));
+    const std::vector<ParamEntry> params = G.params;
+    FloatFill fill = guarded([params, lp_read](int64_t first, int64_t n, float* out) {
+      for (const auto& p : params) {  // the params covering [first, first + n), in flat order
+        const int64_t lo = std::max(first, p.offset), hi = std::min(first + n, p.offset + p.numel);
+        if (lo < hi) lp_read(p.name, lo - p.offset, hi - lo, out + (lo - first));
+      }
+    });
+    item = Value::tensor(deepspeed::produced_f32(G.numel, fill, G.numel, old.requires_grad));
+  }
 }
 
 }  // namespace ckptdoc::repair::detail

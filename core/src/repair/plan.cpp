@@ -193,11 +193,12 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
                        " but " + std::to_string(p.numel) + " in the checkpoint",
                    ErrorKind::Inconsistent);
         }
-    } else if (w == OptimizerWrapper::FP16UnfusedOptimizer) {
+    } else if (w == OptimizerWrapper::FP16UnfusedOptimizer || w == OptimizerWrapper::FP16Optimizer) {
       if (cat.groups.empty())
         refuse("--refresh-fp32",
-               "the fp32 masters of this FP16_UnfusedOptimizer could not be matched to the "
-               "module's params (param-mapping-unknown), so none can be refreshed",
+               "the fp32 masters of this " + wname +
+                   " could not be matched to the module's params (param-mapping-unknown), so none can be "
+                   "refreshed",
                ErrorKind::Unsupported);
     } else if (!zero12_like(w)) {
       refuse("--refresh-fp32", "refreshing fp32 masters of " + wname + " checkpoints is not supported",
@@ -208,7 +209,8 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
     if (topo.moe()) where += " and expert files";
     plan.actions.push_back(
         "refresh fp32 masters from the " + std::string(rq.lp_source ? "weights in " + *rq.lp_source : where) +
-        " (" + std::to_string(cat.file_group_count()) + " groups on " + std::to_string(dp) + " ranks" +
+        " (" + std::to_string(cat.file_group_count()) + (cat.file_group_count() == 1 ? " group on " : " groups on ") +
+        std::to_string(dp) + (dp == 1 ? " rank" : " ranks") +
         (slices.size() > 1 ? " of each of " + std::to_string(slices.size()) + " model-parallel ranks" : "") +
         ")" + (rq.reset_optimizer ? "" : "; optimizer moments unchanged"));
     for (const auto& sl : slices) {
@@ -218,6 +220,12 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
           OptimizerWrapper::FP16UnfusedOptimizer) {  // one unpartitioned master per param, in the model file
         for (const auto& g : sc.groups)
           plan.changed_tensors.push_back(label + "optimizer.fp32_groups: " + g.params.front().name);
+        continue;
+      }
+      if (w == OptimizerWrapper::FP16Optimizer) {  // one flat master per param group, in the model file
+        for (const auto& g : sc.groups)
+          plan.changed_tensors.push_back(label + "optimizer.fp32_groups_flat[" + std::to_string(g.index) +
+                                         "]");
         continue;
       }
       for (int r = 0; r < dp; ++r)
@@ -343,9 +351,12 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
         if (w == OptimizerWrapper::Zero3) continue;
         pf.action = "rewrite";
         pf.why = "dp_world_size " + std::to_string(*rq.world_size);
-      } else if (w == OptimizerWrapper::FP16Optimizer && (rq.reset_optimizer || rq.drop_optimizer)) {
+      } else if (w == OptimizerWrapper::FP16Optimizer &&
+                 (rq.reset_optimizer || rq.drop_optimizer || rq.refresh_fp32)) {
         pf.action = "rewrite";
-        pf.why = rq.drop_optimizer ? "optimizer removed" : "optimizer reset";
+        pf.why = rq.drop_optimizer    ? "optimizer removed"
+                 : rq.reset_optimizer ? "optimizer reset"
+                                      : "fp32 refreshed";
       } else if (w == OptimizerWrapper::FP16UnfusedOptimizer && rq.refresh_fp32) {
         pf.action = "rewrite";
         pf.why = "fp32 refreshed";

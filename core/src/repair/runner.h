@@ -79,6 +79,7 @@ class Runner {
   // refresh / reset / drop: same layout, same files (action_rewrite.cpp)
   void rewrite_in_layout();
   void refresh_unfused_masters(Value& root, const std::string& path, const ParamRead& lp_read);
+  void refresh_fused_masters(Value& root, const std::string& path, const ParamRead& lp_read);
 
   // repartition --world-size (action_repartition.cpp)
   std::vector<std::string> state_keys(const Value& entry, int64_t len) const;

@@ -3,9 +3,15 @@ written with extra ZeRO settings (CKPTDOC_DS_ZERO_EXTRA, a JSON object such as {
 top-level config keys (CKPTDOC_DS_CONFIG_EXTRA, e.g. {"checkpoint": {"checkpoint_serialization": false}}; also for
 the ranks of ds_driver.py train, which has no option for them): the engine that loads it must be built with the
 same settings, as the user's resumed job would be, and ds_load_check.py has no option for them. Patches the
-harness's config builder (our code path, not DeepSpeed's)."""
+harness's config builder (our code path, not DeepSpeed's). With CKPTDOC_DS_CPU_FUSED_ADAM the engines get
+DeepSpeed's FusedAdam on the CPU (cpu_fused_adam.py), hence FP16_Optimizer at ZeRO stage 0."""
 import json
 import os
+
+if os.environ.get("CKPTDOC_DS_CPU_FUSED_ADAM") and os.environ.get("RANK") is not None:
+    import cpu_fused_adam  # the entry's engines use FusedAdam (so FP16_Optimizer) on the CPU
+
+    cpu_fused_adam.install()
 
 _extra = os.environ.get("CKPTDOC_DS_ZERO_EXTRA")
 _config_extra = os.environ.get("CKPTDOC_DS_CONFIG_EXTRA")

@@ -102,10 +102,11 @@ struct GroupLayout {
 
 // Problem codes the catalog emits: "rank-file-missing", "rank-file-truncated", "rank-file-unreadable",
 // "world-size-mismatch", "shape-mismatch", "layout-mismatch", "model-file-missing", "unknown-schema",
-// "legacy-param-shapes", "round-robin-order", "unsafe-pickle", "rank-file-renamed", "optimizer-state-incomplete",
-// "layout-not-analysed", "param-mapping-unknown" (FP16_UnfusedOptimizer masters that cannot be named);
-// for tensor/pipeline/expert-parallel jobs also "layer-file-missing", "tp-shape-mismatch", "tp-dtype-mismatch",
-// "expert-file-missing", "expert-file-duplicated", "expert-count-mismatch", "topology-mismatch".
+// "legacy-param-shapes", "round-robin-order", "unsafe-pickle", "rank-file-renamed",
+// "optimizer-state-incomplete", "layout-not-analysed", "param-mapping-unknown" (FP16_UnfusedOptimizer or
+// FP16_Optimizer masters that cannot be named); for tensor/pipeline/expert-parallel jobs also
+// "layer-file-missing", "tp-shape-mismatch", "tp-dtype-mismatch", "expert-file-missing",
+// "expert-file-duplicated", "expert-count-mismatch", "topology-mismatch".
 struct Problem {
   std::string code;      // stable finding code, e.g. "rank-file-missing"
   std::string severity;  // "error" | "warning" | "info"
