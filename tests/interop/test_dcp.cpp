@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -172,6 +173,9 @@ class TestDcp : public QObject {
     for (const auto& [param, step] : r.adam_steps) QCOMPARE(step, 3.0);
     QVERIFY2(r.verdict.find("Adam step 3 for all 5 params") != std::string::npos, r.verdict.c_str());
     QVERIFY2(r.verdict.find("chunks tile every tensor") != std::string::npos, r.verdict.c_str());
+    QCOMPARE(r.adam_moments_judged, static_cast<size_t>(5));
+    QVERIFY2(r.verdict.find("Adam moments of 5 params judged against their steps") != std::string::npos,
+             r.verdict.c_str());
     const QJsonObject ref = reference_keys();
     for (const auto& t : r.tensors) {
       QCOMPARE(t.elements_read, t.numel);
@@ -207,6 +211,57 @@ class TestDcp : public QObject {
     const auto* steps = find_problem(r, "dcp-adam-step-mismatch");
     QVERIFY2(steps && steps->severity == "warning", problems_text(r).c_str());
     QVERIFY(!r.clean && r.has_error());
+  }
+
+  // fsdp2_ws2 resumed by FSDP2, trained to step 5 and saved with proj.weight's moments zeroed
+  // (make_moments_lost_dcp.py): every tensor's zero and negative counts are torch's, and exactly the params
+  // whose exp_avg_sq torch reads as all zero at step >= 2 are named, with their step.
+  void lostMomentsAreNamed() {
+    const std::string ck = fixture() + "_moments_lost";
+    const dcp::Report r = dcp::diagnose(*dcp::Checkpoint::open(ck));
+    const QJsonObject ref = reference_keys(ck);
+    std::set<std::string> torch_lost, named;
+    for (const auto& t : r.tensors) {
+      const QJsonObject k = ref[QString::fromStdString(t.key)].toObject();
+      QCOMPARE(t.elements_read, t.numel);
+      QCOMPARE(t.zeros, static_cast<int64_t>(k["zeros"].toInt()));
+      QCOMPARE(t.negative, static_cast<int64_t>(k["negative"].toInt()));
+      const std::string param = dcp::optimizer_state_param(t.key, "exp_avg_sq");
+      if (param.empty() || k["zeros"].toInt() != k["numel"].toInt()) continue;
+      const double step =
+          ref[QString::fromStdString("optimizer.state." + param + ".step")].toObject()["sum"].toDouble();
+      if (step >= 2) torch_lost.insert(param);
+    }
+    QCOMPARE(torch_lost, std::set<std::string>{"proj.weight"});  // what the fixture is meant to hold
+    for (const auto& p : r.problems)
+      if (p.code == "dcp-moments-lost") {
+        named.insert(p.key);
+        QCOMPARE(p.severity, std::string("error"));
+        QVERIFY2(p.message.find("exp_avg and exp_avg_sq") != std::string::npos &&
+                     p.message.find("step is 5") != std::string::npos,
+                 p.message.c_str());
+      }
+    QCOMPARE(named, std::set<std::string>{"optimizer.state.proj.weight.exp_avg_sq"});
+    QCOMPARE(r.adam_moments_judged, static_cast<size_t>(5));
+    QVERIFY2(r.verdict.find("Adam moments of 5 params judged against their steps") != std::string::npos,
+             r.verdict.c_str());
+    QVERIFY(!r.clean);
+  }
+
+  // The same checkpoint: head.bias's exp_avg_sq holds the negative value its script wrote (torch counts it).
+  void negativeExpAvgSqIsNamed() {
+    const std::string ck = fixture() + "_moments_lost";
+    const dcp::Report r = dcp::diagnose(*dcp::Checkpoint::open(ck));
+    const QJsonObject ref = reference_keys(ck);
+    const int torch_negative = ref["optimizer.state.head.bias.exp_avg_sq"].toObject()["negative"].toInt();
+    QCOMPARE(torch_negative, 1);
+    std::vector<const dcp::Problem*> negative;
+    for (const auto& p : r.problems)
+      if (p.code == "dcp-moments-negative") negative.push_back(&p);
+    QVERIFY2(negative.size() == 1 && negative[0]->key == "optimizer.state.head.bias.exp_avg_sq" &&
+                 negative[0]->severity == "error",
+             problems_text(r).c_str());
+    QVERIFY2(negative[0]->message.find("1 negative of 5") != std::string::npos, negative[0]->message.c_str());
   }
 
   void truncatedDistcpIsNamed() {

@@ -60,6 +60,8 @@ std::string report_json(const Checkpoint& ckpt, const Report& report) {
                        {"elements_read", t.elements_read},
                        {"nan", t.nan},
                        {"inf", t.inf},
+                       {"zeros", t.zeros},
+                       {"negative", t.negative},
                        {"sum", std::isfinite(t.sum) ? json(t.sum) : json(nullptr)}});
   json steps = json::object();
   for (const auto& [param, step] : report.adam_steps) steps[param] = step;

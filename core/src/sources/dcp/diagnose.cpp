@@ -22,16 +22,8 @@ std::string plural(size_t n, const std::string& word) {
   return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
 }
 
-// The param a torchtitan-style (`optimizer.state.<fqn>.step`) or plain (`state.<fqn>.step`) step key belongs
-// to.
 std::string adam_step_param(const std::string& key) {
-  static const std::string suffix = ".step";
-  if (key.size() <= suffix.size() || key.compare(key.size() - suffix.size(), suffix.size(), suffix) != 0)
-    return {};
-  for (const std::string prefix : {"optimizer.state.", "state."})
-    if (key.rfind(prefix, 0) == 0 && key.size() > prefix.size() + suffix.size())
-      return key.substr(prefix.size(), key.size() - prefix.size() - suffix.size());
-  return {};
+  return optimizer_state_param(key, "step");
 }
 
 class Diagnosis {
@@ -43,6 +35,8 @@ class Diagnosis {
     check_files();
     read_items();
     check_steps();
+    for (auto& p : adam_moment_problems(r_.tensors, r_.adam_steps, r_.adam_moments_judged))
+      r_.problems.push_back(std::move(p));
     std::stable_sort(r_.problems.begin(), r_.problems.end(), [](const Problem& a, const Problem& b) {
       return severity_rank(a.severity) > severity_rank(b.severity);
     });
@@ -163,6 +157,8 @@ class Diagnosis {
               ++s.inf;
             else
               s.sum += v;
+            s.zeros += v == 0;
+            s.negative += v < 0;
           }
           t.check_unchanged();
           s.elements_read += t.numel();
@@ -218,11 +214,14 @@ class Diagnosis {
     }
     int64_t elements = 0;
     for (const auto& t : r_.tensors) elements += t.numel;
-    std::string basis = plural(tensors, "tensor") + ", " + std::to_string(r_.elements_read) +
-                        (r_.elements_read == elements ? "" : " of " + std::to_string(elements)) +
-                        " elements read from " + plural(r_.files_read.size(), "file") + " (" +
-                        std::to_string(r_.bytes_items_read) + " of " + std::to_string(r_.bytes_items) +
-                        " bytes items)";
+    std::string basis =
+        plural(tensors, "tensor") + ", " + std::to_string(r_.elements_read) +
+        (r_.elements_read == elements ? "" : " of " + std::to_string(elements)) + " elements read from " +
+        plural(r_.files_read.size(), "file") + " (" + std::to_string(r_.bytes_items_read) + " of " +
+        std::to_string(r_.bytes_items) + " bytes items)" +
+        (r_.adam_moments_judged ? ", Adam moments of " + plural(r_.adam_moments_judged, "param") +
+                                      " judged against their steps (lost, negative)"
+                                : "");
     r_.clean = errors == 0 && tensors > 0 && complete == tensors;
     if (errors)
       r_.verdict = plural(errors, "error") + (warnings ? ", " + plural(warnings, "warning") : "") +
@@ -242,9 +241,11 @@ class Diagnosis {
     }
     r_.not_checked = {
         "no fp32-master comparison: a DCP checkpoint from FSDP2 keeps one copy of each weight",
-        "Adam moments not judged (fresh or lost moments)",
         "no checksum of whole files: DCP records none (each item's zip CRC-32 was checked)",
     };
+    if (r_.adam_moments_judged == 0)
+      r_.not_checked.push_back(
+          "no Adam moments judged: no optimizer.state.<param>.exp_avg/exp_avg_sq/step read whole");
     size_t step_keys = 0;
     for (const auto& t : r_.tensors) step_keys += !adam_step_param(t.key).empty() && t.numel == 1;
     if (step_keys == 0)
