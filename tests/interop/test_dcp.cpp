@@ -264,6 +264,29 @@ class TestDcp : public QObject {
     QVERIFY2(negative[0]->message.find("1 negative of 5") != std::string::npos, negative[0]->message.c_str());
   }
 
+  // torch's own Metadata with the storage_data entry of proj.weight's second chunk dropped
+  // (make_item_missing_metadata.py; torch's load fails on it with a KeyError): the key is named, and its
+  // other chunk is still read.
+  void itemMissingFromMetadataIsNamed() {
+    test::TempDir dir;
+    const std::string ck = copy_of(dir);
+    fs::copy_file(damaged("item_missing.metadata"), ck + "/.metadata", fs::copy_options::overwrite_existing);
+    const dcp::Report r = dcp::diagnose(*dcp::Checkpoint::open(ck));
+    const auto* p = find_problem(r, "dcp-item-missing");
+    QVERIFY2(p && p->key == "proj.weight" && p->severity == "error" && p->file == ".metadata",
+             problems_text(r).c_str());
+    QVERIFY2(p->message.find("1 chunk with no storage item") != std::string::npos, p->message.c_str());
+    size_t errors = 0;
+    for (const auto& q : r.problems) errors += q.severity == "error";
+    QCOMPARE(errors, static_cast<size_t>(1));
+    for (const auto& t : r.tensors)
+      if (t.key == "proj.weight") QCOMPARE(t.elements_read, int64_t{12 * 16});  // rank 0's rows 0-11
+    QVERIFY(!r.clean);
+    const auto cli = test::run_cli({"diagnose", ck});
+    CKPTDOC_EXPECT_EXIT(cli, 1);
+    QVERIFY2(cli.out.find("dcp-item-missing") != std::string::npos, cli.out.c_str());
+  }
+
   void truncatedDistcpIsNamed() {
     test::TempDir dir;
     const std::string ck = copy_of(dir);
