@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -285,6 +286,124 @@ class TestDcp : public QObject {
     const auto cli = test::run_cli({"diagnose", ck});
     CKPTDOC_EXPECT_EXIT(cli, 1);
     QVERIFY2(cli.out.find("dcp-item-missing") != std::string::npos, cli.out.c_str());
+  }
+
+  // dcp.save(..., use_collectives=False) (make_per_rank_dcp.py): no .metadata, one __<rank>.metadata per rank
+  // holding what that rank wrote. ckptdoc's metadata is the union of torch's per-rank readings: per key the
+  // chunk boxes of all ranks, each once, with the storage item of the lowest rank that wrote it.
+  void perRankMetadataIsTheUnionOfTorchs() {
+    const std::string ck = fixture() + "_per_rank";
+    const auto ckpt = dcp::Checkpoint::open(ck);
+    const auto& md = ckpt->metadata();
+    QVERIFY(!fs::exists(ck + "/.metadata"));
+    QCOMPARE(md.merged_from, (std::vector<std::string>{ck + "/__0.metadata", ck + "/__1.metadata"}));
+    const auto doc =
+        QJsonDocument::fromJson(QByteArray::fromStdString(test::read_text(ck + ".reference.json"))).object();
+    const QJsonArray ranks = doc["ranks"].toArray();
+    QCOMPARE(ranks.size(), 2);
+    std::set<std::string> torch_keys;
+    for (const auto& rank : ranks)
+      for (const auto& key : rank.toObject().keys()) torch_keys.insert(key.toStdString());
+    QCOMPARE(md.entries.size(), torch_keys.size());
+    size_t replicated = 0;
+    for (const auto& e : md.entries) {
+      struct Want {
+        std::vector<int64_t> sizes;
+        QJsonObject storage;
+      };
+      std::map<std::vector<int64_t>, Want> boxes;  // offsets -> the lowest rank's chunk
+      bool in_both = true;
+      for (const auto& rank : ranks) {
+        const QJsonObject r = rank.toObject()[QString::fromStdString(e.key)].toObject();
+        if (r.isEmpty()) {
+          in_both = false;
+          continue;
+        }
+        QCOMPARE(e.kind == dcp::EntryKind::Tensor, r["kind"].toString() == "tensor");
+        const QJsonArray storage = r["storage"].toArray();
+        if (e.kind == dcp::EntryKind::Bytes) {
+          if (boxes.empty()) boxes[{}] = {{}, storage[0].toObject()};
+          continue;
+        }
+        QCOMPARE(e.dtype, r["dtype"].toString().toStdString());
+        QCOMPARE(e.size, ints(r["size"]));
+        for (const auto& c : r["chunks"].toArray()) {
+          const auto offsets = ints(c.toObject()["offsets"]);
+          QJsonObject item;
+          for (const auto& st : storage)
+            if (ints(st.toObject()["offsets"]) == offsets) item = st.toObject();
+          boxes.try_emplace(offsets, Want{ints(c.toObject()["sizes"]), item});
+        }
+      }
+      replicated += in_both && boxes.size() == 1;
+      auto same_item = [](const dcp::StorageItem& i, const QJsonObject& want) {
+        return i.file == want["file"].toString().toStdString() &&
+               static_cast<double>(i.offset) == want["offset"].toDouble() &&
+               static_cast<double>(i.length) == want["length"].toDouble();
+      };
+      if (e.kind == dcp::EntryKind::Bytes) {
+        QVERIFY2(e.bytes_item && same_item(*e.bytes_item, boxes.begin()->second.storage), e.key.c_str());
+        continue;
+      }
+      QCOMPARE(e.chunks.size(), boxes.size());
+      for (const auto& c : e.chunks) {
+        const auto want = boxes.find(c.offsets);
+        QVERIFY2(want != boxes.end() && want->second.sizes == c.sizes, e.key.c_str());
+        QVERIFY2(c.item && same_item(*c.item, want->second.storage), e.key.c_str());
+      }
+    }
+    QVERIFY(replicated > 0);  // the steps and bytes items: written by both ranks, kept once
+    QCOMPARE(md.find("optimizer.state.proj.weight.step")->chunks.front().item->file,
+             std::string("__0_0.distcp"));
+  }
+
+  // The merged checkpoint reads back as the run saved it (the DTensors gathered by torch), and diagnoses
+  // clean.
+  void perRankValuesEqualTheRuns() {
+    const std::string ck = fixture() + "_per_rank";
+    const auto ckpt = dcp::Checkpoint::open(ck);
+    const auto doc =
+        QJsonDocument::fromJson(QByteArray::fromStdString(test::read_text(ck + ".reference.json"))).object();
+    const QJsonObject values = doc["values"].toObject();
+    int tensors = 0;
+    for (const auto& e : ckpt->metadata().entries) {
+      if (e.kind != dcp::EntryKind::Tensor) continue;
+      const QJsonObject r = values[QString::fromStdString(e.key)].toObject();
+      QVERIFY2(!r.isEmpty(), e.key.c_str());
+      const std::vector<double> v = ckpt->read_global(e);
+      QCOMPARE(static_cast<double>(v.size()), r["numel"].toDouble());
+      double sum = 0, magnitude = 0;
+      for (double x : v) {
+        sum += x;
+        magnitude += std::fabs(x);
+      }
+      QVERIFY2(std::fabs(sum - r["sum"].toDouble()) <= 1e-12 * (1 + magnitude), e.key.c_str());
+      const QJsonArray first = r["first"].toArray();
+      for (qsizetype i = 0; i < first.size(); ++i) QCOMPARE(v[static_cast<size_t>(i)], first[i].toDouble());
+      ++tensors;
+    }
+    QCOMPARE(tensors, 20);
+    const dcp::Report r = dcp::diagnose(*ckpt);
+    QVERIFY2(r.problems.empty() && r.clean, problems_text(r).c_str());
+    QCOMPARE(r.files_read, (std::vector<std::string>{"__0_0.distcp", "__1_0.distcp"}));
+    const auto cli = test::run_cli({"diagnose", ck});
+    CKPTDOC_EXPECT_EXIT(cli, 0);
+    QVERIFY2(cli.out.find("No problems found") != std::string::npos, cli.out.c_str());
+  }
+
+  // A per-rank save whose rank 1 metadata is lost: what rank 1 alone wrote is named as unsaved.
+  void perRankFileMissingLeavesGaps() {
+    test::TempDir dir;
+    const std::string ck = dir.file("ck");
+    test::copy_tree(fixture() + "_per_rank", ck);
+    fs::remove(ck + "/__1.metadata");
+    const dcp::Report r = dcp::diagnose(*dcp::Checkpoint::open(ck));
+    const dcp::Problem* gap = nullptr;
+    for (const auto& p : r.problems)
+      if (p.code == "dcp-chunk-gap" && p.key == "embed.weight") gap = &p;
+    QVERIFY2(gap && gap->message.find("288 elements") != std::string::npos,  // rows 19-36 x 16
+             problems_text(r).c_str());
+    QVERIFY(!r.clean);
   }
 
   void truncatedDistcpIsNamed() {

@@ -268,11 +268,14 @@ bool is_dcp_folder(const std::string& path) {
   if (!fs::is_directory(path, ec)) return false;
   if (fs::is_regular_file(fs::path(path) / ".metadata", ec)) return true;
   // A save killed before its last step leaves the .distcp files without .metadata: still DCP, to be named so.
+  // A save without collectives writes `__<rank>.metadata` instead.
   constexpr int kMaxLooked = 4096;
   int looked = 0;
   for (fs::directory_iterator it(path, ec), end; !ec && it != end && looked < kMaxLooked;
        it.increment(ec), ++looked)
-    if (it->path().extension() == ".distcp") return true;
+    if (it->path().extension() == ".distcp" ||
+        (it->path().extension() == ".metadata" && it->path().filename().string().rfind("__", 0) == 0))
+      return true;
   return false;
 }
 

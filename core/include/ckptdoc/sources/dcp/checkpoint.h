@@ -16,7 +16,8 @@ namespace ckptdoc::dcp {
 
 class Checkpoint {
  public:
-  // Reads `dir`/.metadata (read_metadata's errors); the storage files are opened when first read.
+  // Reads `dir`/.metadata, or without it every per-rank `__<rank>.metadata` merged (read_metadata's and
+  // merge_rank_metadata's errors); the storage files are opened when first read.
   static std::shared_ptr<Checkpoint> open(const std::string& dir);
 
   const std::string& dir() const { return dir_; }
