@@ -391,6 +391,28 @@ class TestDcp : public QObject {
     QVERIFY2(cli.out.find("No problems found") != std::string::npos, cli.out.c_str());
   }
 
+  // Per-rank files of two saves in one folder (make_per_rank_mixed_dcp.py: rank 0's after step 3, rank 1's
+  // after step 4, all bytes torch's): exactly the replicated items torch's values say changed between the
+  // steps are named, and every other rank's copy was compared.
+  void perRankCopiesOfDifferentStepsAreNamed() {
+    const std::string ck = fixture() + "_per_rank_mixed";
+    const auto ref =
+        QJsonDocument::fromJson(QByteArray::fromStdString(test::read_text(ck + ".reference.json"))).object();
+    std::set<std::string> differing, named;
+    for (const auto& k : ref["differing"].toArray()) differing.insert(k.toString().toStdString());
+    QVERIFY(differing.count("optimizer.state.proj.weight.step") && differing.count("train_state.step"));
+    const dcp::Report r = dcp::diagnose(*dcp::Checkpoint::open(ck));
+    for (const auto& p : r.problems) {
+      QVERIFY2(p.code == "dcp-replica-mismatch" && p.severity == "error" && p.file == "__1_0.distcp",
+               problems_text(r).c_str());
+      named.insert(p.key);
+    }
+    QCOMPARE(named, differing);
+    const std::string compared = std::to_string(ref["replicated"].toArray().size()) +
+                                 " other ranks' copies of replicated items compared";
+    QVERIFY2(r.verdict.find(compared) != std::string::npos, r.verdict.c_str());
+  }
+
   // A per-rank save whose rank 1 metadata is lost: what rank 1 alone wrote is named as unsaved.
   void perRankFileMissingLeavesGaps() {
     test::TempDir dir;

@@ -70,7 +70,10 @@ Metadata merge_rank_metadata(std::vector<Metadata> ranks) {
       if (have.kind != e.kind || have.dtype != e.dtype || have.size != e.size)
         throw Error(ErrorKind::Inconsistent, md.path, "key '" + e.key + "'",
                     "is " + entry_text(e) + " where " + first_path[e.key] + " says " + entry_text(have));
-      if (!have.bytes_item) have.bytes_item = std::move(e.bytes_item);
+      if (!have.bytes_item)
+        have.bytes_item = std::move(e.bytes_item);
+      else if (e.bytes_item)
+        have.bytes_replicas.push_back(std::move(*e.bytes_item));
       for (auto& c : e.chunks) {
         auto same = std::find_if(have.chunks.begin(), have.chunks.end(), [&](const Chunk& h) {
           return h.offsets == c.offsets && h.sizes == c.sizes;
@@ -79,6 +82,8 @@ Metadata merge_rank_metadata(std::vector<Metadata> ranks) {
           have.chunks.push_back(std::move(c));
         else if (!same->item)
           same->item = std::move(c.item);
+        else if (c.item)
+          same->replicas.push_back(std::move(*c.item));
       }
     }
   }

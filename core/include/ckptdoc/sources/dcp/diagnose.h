@@ -10,7 +10,8 @@
 // item's torch.save zip fails its CRC-32), "dcp-item-mismatch" (the stored tensor's dtype or shape is not the
 // metadata's), "dcp-non-finite" (NaN/Inf values), "dcp-adam-step-mismatch"
 // (optimizer steps differ per param), "dcp-moments-lost" (a param's Adam moments all zero, or its exp_avg_sq
-// alone, at step >= 2), "dcp-moments-negative" (negative values in exp_avg_sq).
+// alone, at step >= 2), "dcp-moments-negative" (negative values in exp_avg_sq), "dcp-replica-mismatch" (a
+// per-rank save whose ranks' copies of one item differ).
 #include <cstdint>
 #include <map>
 #include <memory>

@@ -22,6 +22,9 @@ struct StorageItem {
 struct Chunk {
   std::vector<int64_t> offsets, sizes;
   std::optional<StorageItem> item;  // from `storage_data`; nullopt when the metadata names none
+  // Per-rank saves (merge_rank_metadata): the same box as written by higher ranks, which should hold the
+  // same.
+  std::vector<StorageItem> replicas;
   int64_t numel() const;
 };
 
@@ -35,6 +38,7 @@ struct Entry {
   std::vector<int64_t> size;              // tensors: the global shape ([] for a 0-d tensor)
   std::vector<Chunk> chunks;              // tensors
   std::optional<StorageItem> bytes_item;  // bytes items (a torch.save of any object)
+  std::vector<StorageItem> bytes_replicas;  // per-rank saves: the other ranks' copies of the bytes item
   int64_t numel() const;                  // tensors: product of size
 };
 
@@ -66,7 +70,8 @@ std::vector<std::string> rank_metadata_files(const std::string& dir);
 
 // The whole checkpoint from per-rank metadata: each rank's file names only what that rank wrote, and items
 // every rank holds (replicated tensors, bytes items) are written by each. One entry per key, each chunk box
-// once (the lowest rank's item), the ranks' files in `merged_from`. Throws ckptdoc::Error Inconsistent naming
+// once (the lowest rank's item; the others' in `replicas` / `bytes_replicas`), the ranks' files in
+// `merged_from`. Throws ckptdoc::Error Inconsistent naming
 // both files when two ranks disagree on a key's kind, dtype or global shape.
 Metadata merge_rank_metadata(std::vector<Metadata> ranks);
 
