@@ -389,6 +389,16 @@ class TestDcp : public QObject {
     const auto cli = test::run_cli({"diagnose", ck});
     CKPTDOC_EXPECT_EXIT(cli, 0);
     QVERIFY2(cli.out.find("No problems found") != std::string::npos, cli.out.c_str());
+    const auto inspect = test::run_cli({"inspect", ck});
+    CKPTDOC_EXPECT_EXIT(inspect, 0);
+    QVERIFY2(inspect.out.find("per rank, read as their union (saved without collectives): __0.metadata "
+                              "__1.metadata") != std::string::npos,
+             inspect.out.c_str());
+    const auto j = test::run_cli({"inspect", ck, "--json"});
+    CKPTDOC_EXPECT_EXIT(j, 0);
+    QCOMPARE(
+        QJsonDocument::fromJson(QByteArray::fromStdString(j.out)).object()["merged_from"].toArray().size(),
+        2);
   }
 
   // Per-rank files of two saves in one folder (make_per_rank_mixed_dcp.py: rank 0's after step 3, rank 1's

@@ -42,8 +42,11 @@ std::vector<std::string> Checkpoint::storage_files() const {
   std::set<std::string> names;
   for (const auto& e : metadata_.entries) {
     if (e.bytes_item) names.insert(e.bytes_item->file);
-    for (const auto& c : e.chunks)
+    for (const auto& r : e.bytes_replicas) names.insert(r.file);
+    for (const auto& c : e.chunks) {
       if (c.item) names.insert(c.item->file);
+      for (const auto& r : c.replicas) names.insert(r.file);
+    }
   }
   return {names.begin(), names.end()};
 }

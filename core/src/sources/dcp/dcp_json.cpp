@@ -39,9 +39,10 @@ json keys_json(const Metadata& md) {
 
 std::string metadata_json(const Checkpoint& ckpt) {
   const Metadata& md = ckpt.metadata();
-  json j = {{"format", "pytorch-dcp"}, {"path", ckpt.dir()},
-            {"version", md.version},   {"files", ckpt.storage_files()},
-            {"keys", keys_json(md)},   {"unreferenced_items", md.unreferenced_items}};
+  json j = {{"format", "pytorch-dcp"},      {"path", ckpt.dir()},
+            {"version", md.version},        {"files", ckpt.storage_files()},
+            {"keys", keys_json(md)},        {"unreferenced_items", md.unreferenced_items},
+            {"merged_from", md.merged_from}};
   return j.dump(1);
 }
 

@@ -22,7 +22,7 @@ class Checkpoint {
 
   const std::string& dir() const { return dir_; }
   const Metadata& metadata() const { return metadata_; }
-  // Every storage file the metadata names, sorted.
+  // Every storage file the metadata names (other ranks' copies included), sorted.
   std::vector<std::string> storage_files() const;
   // The storage file mapped (once). Throws ckptdoc::Error NotFound naming the file when it is absent.
   std::shared_ptr<const MappedFile> file(const std::string& name) const;
