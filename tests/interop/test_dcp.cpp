@@ -249,6 +249,23 @@ class TestDcp : public QObject {
     QVERIFY(!r.clean);
   }
 
+  // An Adam that never stepped, saved by FSDP2 (make_fresh_optimizer_dcp.py): torch's get_state_dict gives it
+  // step 1 with all-zero moments, the healthy state of a job saved before its first step. Judged, not named.
+  void freshOptimizerIsNotLost() {
+    const std::string ck = fixture() + "_fresh_optimizer";
+    const QJsonObject ref = reference_keys(ck);
+    for (const auto& key : ref.keys()) {
+      const QJsonObject k = ref[key].toObject();
+      if (key.endsWith(".step") && key.startsWith("optimizer.state.")) QCOMPARE(k["sum"].toDouble(), 1.0);
+      if (key.endsWith(".exp_avg") || key.endsWith(".exp_avg_sq"))
+        QCOMPARE(k["zeros"].toInt(), k["numel"].toInt());
+    }
+    const dcp::Report r = dcp::diagnose(*dcp::Checkpoint::open(ck));
+    QVERIFY2(r.problems.empty() && r.clean, problems_text(r).c_str());
+    QCOMPARE(r.adam_moments_judged, static_cast<size_t>(5));
+    QVERIFY2(r.verdict.find("Adam step 1 for all 5 params") != std::string::npos, r.verdict.c_str());
+  }
+
   // The same checkpoint: head.bias's exp_avg_sq holds the negative value its script wrote (torch counts it).
   void negativeExpAvgSqIsNamed() {
     const std::string ck = fixture() + "_moments_lost";
