@@ -67,18 +67,17 @@ std::vector<Problem> adam_moment_problems(const std::vector<TensorSummary>& tens
     // An exp_avg_sq that is all zero after 2 or more steps never saw a non-zero gradient, or was lost.
     if (step->second >= 2 && sq.zeros == sq.numel) {
       const bool both = m.exp_avg->zeros == m.exp_avg->numel;
-      out.push_back(
-          {"dcp-moments-lost", "error",
-           "'" + param + "': " + (both ? "Adam's moments (exp_avg and exp_avg_sq) are" : "exp_avg_sq is") +
-               " all zero although the param's step is " + steps +
-               " (a fresh optimizer saves step 1): the moments were lost while the step was kept (or the "
-               "param's gradient was exactly zero at every step). Adam's bias correction assumes moments "
-               "accumulated since step 1, so the next update is about " +
-               number(first_update_factor(step->second)) +
-               "x the learning rate per element with the default betas, where a fresh start moves by 1x. "
-               "Restart the optimizer state so step and moments start together, or resume from an earlier "
-               "checkpoint",
-           "", sq.key});
+      std::string message = "'" + param + "': ";
+      message += both ? "Adam's moments (exp_avg and exp_avg_sq) are" : "exp_avg_sq is";
+      message += " all zero although the param's step is " + steps +
+                 " (a fresh optimizer saves step 1): the moments were lost while the step was kept (or the "
+                 "param's gradient was exactly zero at every step). Adam's bias correction assumes moments "
+                 "accumulated since step 1, so the next update is about ";
+      message += number(first_update_factor(step->second));
+      message +=
+          "x the learning rate per element with the default betas, where a fresh start moves by 1x. Restart "
+          "the optimizer state so step and moments start together, or resume from an earlier checkpoint";
+      out.push_back({"dcp-moments-lost", "error", std::move(message), "", sq.key});
     }
   }
   return out;

@@ -27,6 +27,7 @@ std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& dir) {
   // torch's loader, too, reads .metadata when there is one and a rank's own file only without it.
   if (const auto per_rank = rank_metadata_files(dir); !per_rank.empty()) {
     std::vector<Metadata> ranks;
+    ranks.reserve(per_rank.size());
     for (const auto& f : per_rank) ranks.push_back(read_metadata(f));
     c->metadata_ = merge_rank_metadata(std::move(ranks));
     return c;

@@ -45,6 +45,7 @@ std::vector<std::string> rank_metadata_files(const std::string& dir) {
     if (const long long rank = rank_of(it->path().filename().string()); rank >= 0 && it->is_regular_file(ec))
       by_rank[rank] = it->path().string();
   std::vector<std::string> out;
+  out.reserve(by_rank.size());
   for (auto& [rank, path] : by_rank) out.push_back(std::move(path));
   return out;
 }
