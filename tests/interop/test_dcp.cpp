@@ -214,35 +214,44 @@ class TestDcp : public QObject {
     QVERIFY(!r.clean && r.has_error());
   }
 
-  // fsdp2_ws2 resumed by FSDP2, trained to step 5 and saved with proj.weight's moments zeroed
-  // (make_moments_lost_dcp.py): every tensor's zero and negative counts are torch's, and exactly the params
-  // whose exp_avg_sq torch reads as all zero at step >= 2 are named, with their step.
+  // fsdp2_ws2 resumed by FSDP2, trained to step 5 and saved with proj.weight's moments zeroed and
+  // embed.weight's exp_avg_sq alone (make_moments_lost_dcp.py): every tensor's zero and negative counts are
+  // torch's, and exactly the params whose exp_avg_sq torch reads as all zero at step >= 2 are named, with
+  // their step and which moments.
   void lostMomentsAreNamed() {
     const std::string ck = fixture() + "_moments_lost";
     const dcp::Report r = dcp::diagnose(*dcp::Checkpoint::open(ck));
     const QJsonObject ref = reference_keys(ck);
-    std::set<std::string> torch_lost, named;
+    auto all_zero = [&](const std::string& key) {
+      const QJsonObject k = ref[QString::fromStdString(key)].toObject();
+      return k["zeros"].toInt() == k["numel"].toInt();
+    };
+    std::map<std::string, bool> torch_lost;  // param -> exp_avg lost too
     for (const auto& t : r.tensors) {
       const QJsonObject k = ref[QString::fromStdString(t.key)].toObject();
       QCOMPARE(t.elements_read, t.numel);
       QCOMPARE(t.zeros, static_cast<int64_t>(k["zeros"].toInt()));
       QCOMPARE(t.negative, static_cast<int64_t>(k["negative"].toInt()));
       const std::string param = dcp::optimizer_state_param(t.key, "exp_avg_sq");
-      if (param.empty() || k["zeros"].toInt() != k["numel"].toInt()) continue;
+      if (param.empty() || !all_zero(t.key)) continue;
       const double step =
           ref[QString::fromStdString("optimizer.state." + param + ".step")].toObject()["sum"].toDouble();
-      if (step >= 2) torch_lost.insert(param);
+      if (step >= 2) torch_lost[param] = all_zero("optimizer.state." + param + ".exp_avg");
     }
-    QCOMPARE(torch_lost, std::set<std::string>{"proj.weight"});  // what the fixture is meant to hold
-    for (const auto& p : r.problems)
-      if (p.code == "dcp-moments-lost") {
-        named.insert(p.key);
-        QCOMPARE(p.severity, std::string("error"));
-        QVERIFY2(p.message.find("exp_avg and exp_avg_sq") != std::string::npos &&
-                     p.message.find("step is 5") != std::string::npos,
-                 p.message.c_str());
-      }
-    QCOMPARE(named, std::set<std::string>{"optimizer.state.proj.weight.exp_avg_sq"});
+    // what the fixture is meant to hold
+    QCOMPARE(torch_lost, (std::map<std::string, bool>{{"embed.weight", false}, {"proj.weight", true}}));
+    std::set<std::string> named;
+    for (const auto& p : r.problems) {
+      if (p.code != "dcp-moments-lost") continue;
+      const std::string param = dcp::optimizer_state_param(p.key, "exp_avg_sq");
+      named.insert(param);
+      QCOMPARE(p.severity, std::string("error"));
+      const char* which =
+          torch_lost[param] ? "exp_avg and exp_avg_sq) are all zero" : "exp_avg_sq is all zero";
+      QVERIFY2(p.message.find(which) != std::string::npos && p.message.find("step is 5") != std::string::npos,
+               p.message.c_str());
+    }
+    QCOMPARE(named, (std::set<std::string>{"embed.weight", "proj.weight"}));
     QCOMPARE(r.adam_moments_judged, static_cast<size_t>(5));
     QVERIFY2(r.verdict.find("Adam moments of 5 params judged against their steps") != std::string::npos,
              r.verdict.c_str());
