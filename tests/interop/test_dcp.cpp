@@ -20,6 +20,7 @@
 #include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/sources/dcp/checkpoint.h"
 #include "ckptdoc/sources/dcp/diagnose.h"
+#include "ckptdoc/sources/dcp/metadata.h"
 #include "test_support.h"
 
 using namespace ckptdoc;
@@ -447,6 +448,26 @@ class TestDcp : public QObject {
     const std::string compared = std::to_string(ref["replicated"].toArray().size()) +
                                  " other ranks' copies of replicated items compared";
     QVERIFY2(r.verdict.find(compared) != std::string::npos, r.verdict.c_str());
+  }
+
+  // A folder holding only a per-rank save's metadata (its .distcp files lost) is still DCP, and each lost
+  // file is named; a name that only looks like one (`__x.metadata`) does not make a folder DCP.
+  void perRankMetadataAloneIsDcp() {
+    test::TempDir dir;
+    const std::string ck = dir.file("ck");
+    fs::create_directory(ck);
+    for (const char* name : {"__0.metadata", "__1.metadata"})
+      fs::copy_file(fixture() + "_per_rank/" + name, ck + "/" + name);
+    QVERIFY(dcp::is_dcp_folder(ck));
+    const dcp::Report r = dcp::diagnose(*dcp::Checkpoint::open(ck));
+    std::set<std::string> missing;
+    for (const auto& p : r.problems)
+      if (p.code == "dcp-file-missing") missing.insert(p.file);
+    QCOMPARE(missing, (std::set<std::string>{"__0_0.distcp", "__1_0.distcp"}));
+    const std::string other = dir.file("other");
+    fs::create_directory(other);
+    fs::copy_file(fixture() + "_per_rank/__0.metadata", other + "/__x.metadata");
+    QVERIFY(!dcp::is_dcp_folder(other));
   }
 
   // A per-rank save whose rank 1 metadata is lost: what rank 1 alone wrote is named as unsaved.

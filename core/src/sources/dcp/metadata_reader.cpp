@@ -262,6 +262,16 @@ Metadata read_metadata(const std::string& path) {
   return md;
 }
 
+bool is_rank_metadata_name(const std::string& name) {
+  static const std::string prefix = "__", suffix = ".metadata";
+  if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return false;
+  return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(prefix.size()),
+                     name.end() - static_cast<std::ptrdiff_t>(suffix.size()),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
 bool is_dcp_folder(const std::string& path) {
   std::error_code ec;
   namespace fs = std::filesystem;
@@ -273,8 +283,7 @@ bool is_dcp_folder(const std::string& path) {
   int looked = 0;
   for (fs::directory_iterator it(path, ec), end; !ec && it != end && looked < kMaxLooked;
        it.increment(ec), ++looked)
-    if (it->path().extension() == ".distcp" ||
-        (it->path().extension() == ".metadata" && it->path().filename().string().rfind("__", 0) == 0))
+    if (it->path().extension() == ".distcp" || is_rank_metadata_name(it->path().filename().string()))
       return true;
   return false;
 }

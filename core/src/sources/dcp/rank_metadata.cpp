@@ -12,17 +12,11 @@
 namespace ckptdoc::dcp {
 namespace {
 
-// The rank of `__<rank>.metadata`, or -1.
+// The rank of `__<rank>.metadata`, or -1 (more than 9 digits is no rank torch wrote).
 long long rank_of(const std::string& name) {
-  static const std::string prefix = "__", suffix = ".metadata";
-  if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
-      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
-    return -1;
-  const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  if (digits.empty() || digits.size() > 9 ||
-      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return -1;
-  return std::stoll(digits);
+  const size_t digits = name.size() - std::string("__.metadata").size();
+  if (!is_rank_metadata_name(name) || digits > 9) return -1;
+  return std::stoll(name.substr(2, digits));
 }
 
 std::string shape_text(const std::vector<int64_t>& s) {

@@ -63,6 +63,9 @@ struct Metadata {
 // would run code (the hazard and why), Corrupt when it is not a DCP Metadata, NotFound/Io when unreadable.
 Metadata read_metadata(const std::string& path);
 
+// Whether a file name is a per-rank metadata file's, `__<rank>.metadata` (rank in decimal digits).
+bool is_rank_metadata_name(const std::string& name);
+
 // The per-rank metadata files of `dir` (`__<rank>.metadata`, what `dcp.save(..., use_collectives=False)`
 // writes instead of `.metadata`: torch 2.10 filesystem.py, FileSystemWriter.finish), by rank; empty when
 // there are none.
