@@ -74,8 +74,8 @@ std::vector<std::string> rank_metadata_files(const std::string& dir);
 // The whole checkpoint from per-rank metadata: each rank's file names only what that rank wrote, and items
 // every rank holds (replicated tensors, bytes items) are written by each. One entry per key, each chunk box
 // once (the lowest rank's item; the others' in `replicas` / `bytes_replicas`), the ranks' files in
-// `merged_from`. Throws ckptdoc::Error Inconsistent naming
-// both files when two ranks disagree on a key's kind, dtype or global shape.
+// `merged_from`. Throws ckptdoc::Error Inconsistent naming both files when two ranks disagree on a key's
+// kind, dtype or global shape.
 Metadata merge_rank_metadata(std::vector<Metadata> ranks);
 
 // A DCP folder: a directory holding `.metadata`, a `__<rank>.metadata` or a `*.distcp` file (a save that
