@@ -46,6 +46,12 @@ void print_inspect(const dcp::Checkpoint& ckpt) {
   }
   std::printf("PyTorch Distributed Checkpoint %s\n", ckpt.dir().c_str());
   std::printf("  version   %s\n", md.version.empty() ? "(none)" : md.version.c_str());
+  if (!md.merged_from.empty()) {
+    std::printf("  metadata  per rank, read as their union (saved without collectives):");
+    for (const auto& f : md.merged_from)
+      std::printf(" %s", std::filesystem::path(f).filename().string().c_str());
+    std::printf("\n");
+  }
   std::printf("  keys      %zu tensors (%s elements), %zu bytes items\n", tensors, grouped(elements).c_str(),
               bytes);
   std::printf("  files    ");

@@ -9,7 +9,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,7 @@
 #include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/sources/dcp/checkpoint.h"
 #include "ckptdoc/sources/dcp/diagnose.h"
+#include "ckptdoc/sources/dcp/metadata.h"
 #include "test_support.h"
 
 using namespace ckptdoc;
@@ -172,6 +175,9 @@ class TestDcp : public QObject {
     for (const auto& [param, step] : r.adam_steps) QCOMPARE(step, 3.0);
     QVERIFY2(r.verdict.find("Adam step 3 for all 5 params") != std::string::npos, r.verdict.c_str());
     QVERIFY2(r.verdict.find("chunks tile every tensor") != std::string::npos, r.verdict.c_str());
+    QCOMPARE(r.adam_moments_judged, static_cast<size_t>(5));
+    QVERIFY2(r.verdict.find("Adam moments of 5 params judged against their steps") != std::string::npos,
+             r.verdict.c_str());
     const QJsonObject ref = reference_keys();
     for (const auto& t : r.tensors) {
       QCOMPARE(t.elements_read, t.numel);
@@ -207,6 +213,276 @@ class TestDcp : public QObject {
     const auto* steps = find_problem(r, "dcp-adam-step-mismatch");
     QVERIFY2(steps && steps->severity == "warning", problems_text(r).c_str());
     QVERIFY(!r.clean && r.has_error());
+  }
+
+  // fsdp2_ws2 resumed by FSDP2, trained to step 5 and saved with proj.weight's moments zeroed and
+  // embed.weight's exp_avg_sq alone (make_moments_lost_dcp.py): every tensor's zero and negative counts are
+  // torch's, and exactly the params whose exp_avg_sq torch reads as all zero at step >= 2 are named, with
+  // their step and which moments.
+  void lostMomentsAreNamed() {
+    const std::string ck = fixture() + "_moments_lost";
+    const dcp::Report r = dcp::diagnose(*dcp::Checkpoint::open(ck));
+    const QJsonObject ref = reference_keys(ck);
+    auto all_zero = [&](const std::string& key) {
+      const QJsonObject k = ref[QString::fromStdString(key)].toObject();
+      return k["zeros"].toInt() == k["numel"].toInt();
+    };
+    std::map<std::string, bool> torch_lost;  // param -> exp_avg lost too
+    for (const auto& t : r.tensors) {
+      const QJsonObject k = ref[QString::fromStdString(t.key)].toObject();
+      QCOMPARE(t.elements_read, t.numel);
+      QCOMPARE(t.zeros, static_cast<int64_t>(k["zeros"].toInt()));
+      QCOMPARE(t.negative, static_cast<int64_t>(k["negative"].toInt()));
+      const std::string param = dcp::optimizer_state_param(t.key, "exp_avg_sq");
+      if (param.empty() || !all_zero(t.key)) continue;
+      const double step =
+          ref[QString::fromStdString("optimizer.state." + param + ".step")].toObject()["sum"].toDouble();
+      if (step >= 2) torch_lost[param] = all_zero("optimizer.state." + param + ".exp_avg");
+    }
+    // what the fixture is meant to hold
+    QCOMPARE(torch_lost, (std::map<std::string, bool>{{"embed.weight", false}, {"proj.weight", true}}));
+    std::set<std::string> named;
+    for (const auto& p : r.problems) {
+      if (p.code != "dcp-moments-lost") continue;
+      const std::string param = dcp::optimizer_state_param(p.key, "exp_avg_sq");
+      named.insert(param);
+      QCOMPARE(p.severity, std::string("error"));
+      const char* which =
+          torch_lost[param] ? "exp_avg and exp_avg_sq) are all zero" : "exp_avg_sq is all zero";
+      QVERIFY2(p.message.find(which) != std::string::npos && p.message.find("step is 5") != std::string::npos,
+               p.message.c_str());
+    }
+    QCOMPARE(named, (std::set<std::string>{"embed.weight", "proj.weight"}));
+    QCOMPARE(r.adam_moments_judged, static_cast<size_t>(5));
+    QVERIFY2(r.verdict.find("Adam moments of 5 params judged against their steps") != std::string::npos,
+             r.verdict.c_str());
+    QVERIFY(!r.clean);
+  }
+
+  // An Adam that never stepped, saved by FSDP2 (make_fresh_optimizer_dcp.py): torch's get_state_dict gives it
+  // step 1 with all-zero moments, the healthy state of a job saved before its first step. Judged, not named.
+  void freshOptimizerIsNotLost() {
+    const std::string ck = fixture() + "_fresh_optimizer";
+    const QJsonObject ref = reference_keys(ck);
+    for (const auto& key : ref.keys()) {
+      const QJsonObject k = ref[key].toObject();
+      if (key.endsWith(".step") && key.startsWith("optimizer.state.")) QCOMPARE(k["sum"].toDouble(), 1.0);
+      if (key.endsWith(".exp_avg") || key.endsWith(".exp_avg_sq"))
+        QCOMPARE(k["zeros"].toInt(), k["numel"].toInt());
+    }
+    const dcp::Report r = dcp::diagnose(*dcp::Checkpoint::open(ck));
+    QVERIFY2(r.problems.empty() && r.clean, problems_text(r).c_str());
+    QCOMPARE(r.adam_moments_judged, static_cast<size_t>(5));
+    QVERIFY2(r.verdict.find("Adam step 1 for all 5 params") != std::string::npos, r.verdict.c_str());
+  }
+
+  // The same checkpoint: head.bias's exp_avg_sq holds the negative value its script wrote (torch counts it).
+  void negativeExpAvgSqIsNamed() {
+    const std::string ck = fixture() + "_moments_lost";
+    const dcp::Report r = dcp::diagnose(*dcp::Checkpoint::open(ck));
+    const QJsonObject ref = reference_keys(ck);
+    const int torch_negative = ref["optimizer.state.head.bias.exp_avg_sq"].toObject()["negative"].toInt();
+    QCOMPARE(torch_negative, 1);
+    std::vector<const dcp::Problem*> negative;
+    for (const auto& p : r.problems)
+      if (p.code == "dcp-moments-negative") negative.push_back(&p);
+    QVERIFY2(negative.size() == 1 && negative[0]->key == "optimizer.state.head.bias.exp_avg_sq" &&
+                 negative[0]->severity == "error",
+             problems_text(r).c_str());
+    QVERIFY2(negative[0]->message.find("1 negative of 5") != std::string::npos, negative[0]->message.c_str());
+  }
+
+  // torch's own Metadata with the storage_data entry of proj.weight's second chunk dropped
+  // (make_item_missing_metadata.py; torch's load fails on it with a KeyError): the key is named, and its
+  // other chunk is still read.
+  void itemMissingFromMetadataIsNamed() {
+    test::TempDir dir;
+    const std::string ck = copy_of(dir);
+    fs::copy_file(damaged("item_missing.metadata"), ck + "/.metadata", fs::copy_options::overwrite_existing);
+    const dcp::Report r = dcp::diagnose(*dcp::Checkpoint::open(ck));
+    const auto* p = find_problem(r, "dcp-item-missing");
+    QVERIFY2(p && p->key == "proj.weight" && p->severity == "error" && p->file == ".metadata",
+             problems_text(r).c_str());
+    QVERIFY2(p->message.find("1 chunk with no storage item") != std::string::npos, p->message.c_str());
+    size_t errors = 0;
+    for (const auto& q : r.problems) errors += q.severity == "error";
+    QCOMPARE(errors, static_cast<size_t>(1));
+    for (const auto& t : r.tensors)
+      if (t.key == "proj.weight") QCOMPARE(t.elements_read, int64_t{12 * 16});  // rank 0's rows 0-11
+    QVERIFY(!r.clean);
+    const auto cli = test::run_cli({"diagnose", ck});
+    CKPTDOC_EXPECT_EXIT(cli, 1);
+    QVERIFY2(cli.out.find("dcp-item-missing") != std::string::npos, cli.out.c_str());
+  }
+
+  // dcp.save(..., use_collectives=False) (make_per_rank_dcp.py): no .metadata, one __<rank>.metadata per rank
+  // holding what that rank wrote. ckptdoc's metadata is the union of torch's per-rank readings: per key the
+  // chunk boxes of all ranks, each once, with the storage item of the lowest rank that wrote it.
+  void perRankMetadataIsTheUnionOfTorchs() {
+    const std::string ck = fixture() + "_per_rank";
+    const auto ckpt = dcp::Checkpoint::open(ck);
+    const auto& md = ckpt->metadata();
+    QVERIFY(!fs::exists(ck + "/.metadata"));
+    QCOMPARE(md.merged_from, (std::vector<std::string>{ck + "/__0.metadata", ck + "/__1.metadata"}));
+    const auto doc =
+        QJsonDocument::fromJson(QByteArray::fromStdString(test::read_text(ck + ".reference.json"))).object();
+    const QJsonArray ranks = doc["ranks"].toArray();
+    QCOMPARE(ranks.size(), 2);
+    std::set<std::string> torch_keys;
+    for (const auto& rank : ranks)
+      for (const auto& key : rank.toObject().keys()) torch_keys.insert(key.toStdString());
+    QCOMPARE(md.entries.size(), torch_keys.size());
+    size_t replicated = 0;
+    for (const auto& e : md.entries) {
+      struct Want {
+        std::vector<int64_t> sizes;
+        QJsonObject storage;
+      };
+      std::map<std::vector<int64_t>, Want> boxes;  // offsets -> the lowest rank's chunk
+      bool in_both = true;
+      for (const auto& rank : ranks) {
+        const QJsonObject r = rank.toObject()[QString::fromStdString(e.key)].toObject();
+        if (r.isEmpty()) {
+          in_both = false;
+          continue;
+        }
+        QCOMPARE(e.kind == dcp::EntryKind::Tensor, r["kind"].toString() == "tensor");
+        const QJsonArray storage = r["storage"].toArray();
+        if (e.kind == dcp::EntryKind::Bytes) {
+          if (boxes.empty()) boxes[{}] = {{}, storage[0].toObject()};
+          continue;
+        }
+        QCOMPARE(e.dtype, r["dtype"].toString().toStdString());
+        QCOMPARE(e.size, ints(r["size"]));
+        for (const auto& c : r["chunks"].toArray()) {
+          const auto offsets = ints(c.toObject()["offsets"]);
+          QJsonObject item;
+          for (const auto& st : storage)
+            if (ints(st.toObject()["offsets"]) == offsets) item = st.toObject();
+          boxes.try_emplace(offsets, Want{ints(c.toObject()["sizes"]), item});
+        }
+      }
+      replicated += in_both && boxes.size() == 1;
+      auto same_item = [](const dcp::StorageItem& i, const QJsonObject& want) {
+        return i.file == want["file"].toString().toStdString() &&
+               static_cast<double>(i.offset) == want["offset"].toDouble() &&
+               static_cast<double>(i.length) == want["length"].toDouble();
+      };
+      if (e.kind == dcp::EntryKind::Bytes) {
+        QVERIFY2(e.bytes_item && same_item(*e.bytes_item, boxes.begin()->second.storage), e.key.c_str());
+        continue;
+      }
+      QCOMPARE(e.chunks.size(), boxes.size());
+      for (const auto& c : e.chunks) {
+        const auto want = boxes.find(c.offsets);
+        QVERIFY2(want != boxes.end() && want->second.sizes == c.sizes, e.key.c_str());
+        QVERIFY2(c.item && same_item(*c.item, want->second.storage), e.key.c_str());
+      }
+    }
+    QVERIFY(replicated > 0);  // the steps and bytes items: written by both ranks, kept once
+    QCOMPARE(md.find("optimizer.state.proj.weight.step")->chunks.front().item->file,
+             std::string("__0_0.distcp"));
+  }
+
+  // The merged checkpoint reads back as the run saved it (the DTensors gathered by torch), and diagnoses
+  // clean.
+  void perRankValuesEqualTheRuns() {
+    const std::string ck = fixture() + "_per_rank";
+    const auto ckpt = dcp::Checkpoint::open(ck);
+    const auto doc =
+        QJsonDocument::fromJson(QByteArray::fromStdString(test::read_text(ck + ".reference.json"))).object();
+    const QJsonObject values = doc["values"].toObject();
+    int tensors = 0;
+    for (const auto& e : ckpt->metadata().entries) {
+      if (e.kind != dcp::EntryKind::Tensor) continue;
+      const QJsonObject r = values[QString::fromStdString(e.key)].toObject();
+      QVERIFY2(!r.isEmpty(), e.key.c_str());
+      const std::vector<double> v = ckpt->read_global(e);
+      QCOMPARE(static_cast<double>(v.size()), r["numel"].toDouble());
+      double sum = 0, magnitude = 0;
+      for (double x : v) {
+        sum += x;
+        magnitude += std::fabs(x);
+      }
+      QVERIFY2(std::fabs(sum - r["sum"].toDouble()) <= 1e-12 * (1 + magnitude), e.key.c_str());
+      const QJsonArray first = r["first"].toArray();
+      for (qsizetype i = 0; i < first.size(); ++i) QCOMPARE(v[static_cast<size_t>(i)], first[i].toDouble());
+      ++tensors;
+    }
+    QCOMPARE(tensors, 20);
+    const dcp::Report r = dcp::diagnose(*ckpt);
+    QVERIFY2(r.problems.empty() && r.clean, problems_text(r).c_str());
+    QCOMPARE(r.files_read, (std::vector<std::string>{"__0_0.distcp", "__1_0.distcp"}));
+    const auto cli = test::run_cli({"diagnose", ck});
+    CKPTDOC_EXPECT_EXIT(cli, 0);
+    QVERIFY2(cli.out.find("No problems found") != std::string::npos, cli.out.c_str());
+    const auto inspect = test::run_cli({"inspect", ck});
+    CKPTDOC_EXPECT_EXIT(inspect, 0);
+    QVERIFY2(inspect.out.find("per rank, read as their union (saved without collectives): __0.metadata "
+                              "__1.metadata") != std::string::npos,
+             inspect.out.c_str());
+    const auto j = test::run_cli({"inspect", ck, "--json"});
+    CKPTDOC_EXPECT_EXIT(j, 0);
+    QCOMPARE(
+        QJsonDocument::fromJson(QByteArray::fromStdString(j.out)).object()["merged_from"].toArray().size(),
+        2);
+  }
+
+  // Per-rank files of two saves in one folder (make_per_rank_mixed_dcp.py: rank 0's after step 3, rank 1's
+  // after step 4, all bytes torch's): exactly the replicated items torch's values say changed between the
+  // steps are named, and every other rank's copy was compared.
+  void perRankCopiesOfDifferentStepsAreNamed() {
+    const std::string ck = fixture() + "_per_rank_mixed";
+    const auto ref =
+        QJsonDocument::fromJson(QByteArray::fromStdString(test::read_text(ck + ".reference.json"))).object();
+    std::set<std::string> differing, named;
+    for (const auto& k : ref["differing"].toArray()) differing.insert(k.toString().toStdString());
+    QVERIFY(differing.count("optimizer.state.proj.weight.step") && differing.count("train_state.step"));
+    const dcp::Report r = dcp::diagnose(*dcp::Checkpoint::open(ck));
+    for (const auto& p : r.problems) {
+      QVERIFY2(p.code == "dcp-replica-mismatch" && p.severity == "error" && p.file == "__1_0.distcp",
+               problems_text(r).c_str());
+      named.insert(p.key);
+    }
+    QCOMPARE(named, differing);
+    const std::string compared = std::to_string(ref["replicated"].toArray().size()) +
+                                 " other ranks' copies of replicated items compared";
+    QVERIFY2(r.verdict.find(compared) != std::string::npos, r.verdict.c_str());
+  }
+
+  // A folder holding only a per-rank save's metadata (its .distcp files lost) is still DCP, and each lost
+  // file is named; a name that only looks like one (`__x.metadata`) does not make a folder DCP.
+  void perRankMetadataAloneIsDcp() {
+    test::TempDir dir;
+    const std::string ck = dir.file("ck");
+    fs::create_directory(ck);
+    for (const char* name : {"__0.metadata", "__1.metadata"})
+      fs::copy_file(fixture() + "_per_rank/" + name, ck + "/" + name);
+    QVERIFY(dcp::is_dcp_folder(ck));
+    const dcp::Report r = dcp::diagnose(*dcp::Checkpoint::open(ck));
+    std::set<std::string> missing;
+    for (const auto& p : r.problems)
+      if (p.code == "dcp-file-missing") missing.insert(p.file);
+    QCOMPARE(missing, (std::set<std::string>{"__0_0.distcp", "__1_0.distcp"}));
+    const std::string other = dir.file("other");
+    fs::create_directory(other);
+    fs::copy_file(fixture() + "_per_rank/__0.metadata", other + "/__x.metadata");
+    QVERIFY(!dcp::is_dcp_folder(other));
+  }
+
+  // A per-rank save whose rank 1 metadata is lost: what rank 1 alone wrote is named as unsaved.
+  void perRankFileMissingLeavesGaps() {
+    test::TempDir dir;
+    const std::string ck = dir.file("ck");
+    test::copy_tree(fixture() + "_per_rank", ck);
+    fs::remove(ck + "/__1.metadata");
+    const dcp::Report r = dcp::diagnose(*dcp::Checkpoint::open(ck));
+    const dcp::Problem* gap = nullptr;
+    for (const auto& p : r.problems)
+      if (p.code == "dcp-chunk-gap" && p.key == "embed.weight") gap = &p;
+    QVERIFY2(gap && gap->message.find("288 elements") != std::string::npos,  // rows 19-36 x 16
+             problems_text(r).c_str());
+    QVERIFY(!r.clean);
   }
 
   void truncatedDistcpIsNamed() {

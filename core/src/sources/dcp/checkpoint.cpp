@@ -20,22 +20,34 @@ std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& dir) {
   c->dir_ = dir;
   const std::string metadata = (std::filesystem::path(dir) / ".metadata").string();
   std::error_code ec;
-  if (!std::filesystem::exists(metadata, ec))
-    throw Error(
-        ErrorKind::NotFound, metadata, "",
-        "missing: the folder holds .distcp files but no .metadata. torch writes .metadata last, after "
-        "every rank's files, so this save did not finish (or the file was lost); without it no item can "
-        "be located");
-  c->metadata_ = read_metadata(metadata);
-  return c;
+  if (std::filesystem::exists(metadata, ec)) {
+    c->metadata_ = read_metadata(metadata);
+    return c;
+  }
+  // torch's loader, too, reads .metadata when there is one and a rank's own file only without it.
+  if (const auto per_rank = rank_metadata_files(dir); !per_rank.empty()) {
+    std::vector<Metadata> ranks;
+    ranks.reserve(per_rank.size());
+    for (const auto& f : per_rank) ranks.push_back(read_metadata(f));
+    c->metadata_ = merge_rank_metadata(std::move(ranks));
+    return c;
+  }
+  throw Error(
+      ErrorKind::NotFound, metadata, "",
+      "missing: the folder holds .distcp files but no .metadata (nor per-rank __<rank>.metadata). torch "
+      "writes the metadata last, after every rank's files, so this save did not finish (or the file "
+      "was lost); without it no item can be located");
 }
 
 std::vector<std::string> Checkpoint::storage_files() const {
   std::set<std::string> names;
   for (const auto& e : metadata_.entries) {
     if (e.bytes_item) names.insert(e.bytes_item->file);
-    for (const auto& c : e.chunks)
+    for (const auto& r : e.bytes_replicas) names.insert(r.file);
+    for (const auto& c : e.chunks) {
       if (c.item) names.insert(c.item->file);
+      for (const auto& r : c.replicas) names.insert(r.file);
+    }
   }
   return {names.begin(), names.end()};
 }

@@ -39,9 +39,10 @@ json keys_json(const Metadata& md) {
 
 std::string metadata_json(const Checkpoint& ckpt) {
   const Metadata& md = ckpt.metadata();
-  json j = {{"format", "pytorch-dcp"}, {"path", ckpt.dir()},
-            {"version", md.version},   {"files", ckpt.storage_files()},
-            {"keys", keys_json(md)},   {"unreferenced_items", md.unreferenced_items}};
+  json j = {{"format", "pytorch-dcp"},      {"path", ckpt.dir()},
+            {"version", md.version},        {"files", ckpt.storage_files()},
+            {"keys", keys_json(md)},        {"unreferenced_items", md.unreferenced_items},
+            {"merged_from", md.merged_from}};
   return j.dump(1);
 }
 
@@ -60,6 +61,8 @@ std::string report_json(const Checkpoint& ckpt, const Report& report) {
                        {"elements_read", t.elements_read},
                        {"nan", t.nan},
                        {"inf", t.inf},
+                       {"zeros", t.zeros},
+                       {"negative", t.negative},
                        {"sum", std::isfinite(t.sum) ? json(t.sum) : json(nullptr)}});
   json steps = json::object();
   for (const auto& [param, step] : report.adam_steps) steps[param] = step;

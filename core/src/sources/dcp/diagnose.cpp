@@ -22,15 +22,19 @@ std::string plural(size_t n, const std::string& word) {
   return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
 }
 
-// The param a torchtitan-style (`optimizer.state.<fqn>.step`) or plain (`state.<fqn>.step`) step key belongs
-// to.
 std::string adam_step_param(const std::string& key) {
-  static const std::string suffix = ".step";
-  if (key.size() <= suffix.size() || key.compare(key.size() - suffix.size(), suffix.size(), suffix) != 0)
-    return {};
-  for (const std::string prefix : {"optimizer.state.", "state."})
-    if (key.rfind(prefix, 0) == 0 && key.size() > prefix.size() + suffix.size())
-      return key.substr(prefix.size(), key.size() - prefix.size() - suffix.size());
+  return optimizer_state_param(key, "step");
+}
+
+// The pickle of a torch.save zip (a bytes item's object); empty when it has none.
+std::vector<uint8_t> pickle_record(const TorchFile& tf) {
+  if (tf.format != TorchFormat::Zip) return {};
+  const ZipReader zip(tf.file);
+  for (const auto& z : zip.entries())
+    if (z.name.ends_with("/data.pkl")) {
+      const auto bytes = zip.data(z);
+      return {bytes.begin(), bytes.end()};
+    }
   return {};
 }
 
@@ -43,6 +47,8 @@ class Diagnosis {
     check_files();
     read_items();
     check_steps();
+    for (auto& p : adam_moment_problems(r_.tensors, r_.adam_steps, r_.adam_moments_judged))
+      r_.problems.push_back(std::move(p));
     std::stable_sort(r_.problems.begin(), r_.problems.end(), [](const Problem& a, const Problem& b) {
       return severity_rank(a.severity) > severity_rank(b.severity);
     });
@@ -140,11 +146,48 @@ class Diagnosis {
     }
   }
 
+  // Per-rank saves: every rank writes its own copy of a replicated item, and the merged view reads the lowest
+  // rank's, so the others must hold the same or the ranks saved different states.
+  template <class Same>
+  void compare_replicas(const std::string& key, const StorageItem& kept,
+                        const std::vector<StorageItem>& replicas, Same same) {
+    for (const auto& rep : replicas) {
+      const auto tf = open(rep, key);
+      if (!tf) continue;
+      ++replicas_compared_;
+      bool equal = false;
+      try {
+        equal = same(*tf);
+      } catch (const Error& err) {
+        add(err.kind() == ErrorKind::Inconsistent ? "dcp-item-mismatch" : "dcp-item-unreadable", "error",
+            "'" + key + "': " + err.what(), rep.file, key);
+        continue;
+      }
+      if (!equal) {
+        add("dcp-replica-mismatch", "error",
+            "'" + key + "': " + item_name(kept) + " and " + item_name(rep) +
+                " are copies of one item written by two ranks, and they differ: the per-rank metadata files "
+                "come from saves of different states (ranks that saved at different steps, or one rank's "
+                "files "
+                "left from another save); the merged view reads " +
+                kept.file + "'s",
+            rep.file, key);
+        return;
+      }
+    }
+  }
+
   void read_items() {
     for (const auto& e : md_.entries) {
       if (e.kind == EntryKind::Bytes) {
         ++r_.bytes_items;
-        if (e.bytes_item && open(*e.bytes_item, e.key)) ++r_.bytes_items_read;
+        if (!e.bytes_item) continue;
+        if (const auto tf = open(*e.bytes_item, e.key)) {
+          ++r_.bytes_items_read;
+          compare_replicas(e.key, *e.bytes_item, e.bytes_replicas, [&](const TorchFile& other) {
+            return pickle_record(other) == pickle_record(*tf);
+          });
+        }
         continue;
       }
       TensorSummary s;
@@ -163,9 +206,14 @@ class Diagnosis {
               ++s.inf;
             else
               s.sum += v;
+            s.zeros += v == 0;
+            s.negative += v < 0;
           }
           t.check_unchanged();
           s.elements_read += t.numel();
+          compare_replicas(e.key, *c.item, c.replicas, [&](const TorchFile& other) {
+            return Checkpoint::chunk_tensor(e, c, other).to_bytes() == t.to_bytes();
+          });
           // Each item is read once: hand its pages back, so memory stays at one chunk, not the checkpoint.
           ckpt_.file(c.item->file)->dont_need(c.item->offset, c.item->length);
         } catch (const Error& err) {
@@ -218,11 +266,17 @@ class Diagnosis {
     }
     int64_t elements = 0;
     for (const auto& t : r_.tensors) elements += t.numel;
-    std::string basis = plural(tensors, "tensor") + ", " + std::to_string(r_.elements_read) +
-                        (r_.elements_read == elements ? "" : " of " + std::to_string(elements)) +
-                        " elements read from " + plural(r_.files_read.size(), "file") + " (" +
-                        std::to_string(r_.bytes_items_read) + " of " + std::to_string(r_.bytes_items) +
-                        " bytes items)";
+    std::string basis =
+        plural(tensors, "tensor") + ", " + std::to_string(r_.elements_read) +
+        (r_.elements_read == elements ? "" : " of " + std::to_string(elements)) + " elements read from " +
+        plural(r_.files_read.size(), "file") + " (" + std::to_string(r_.bytes_items_read) + " of " +
+        std::to_string(r_.bytes_items) + " bytes items)" +
+        (r_.adam_moments_judged ? ", Adam moments of " + plural(r_.adam_moments_judged, "param") +
+                                      " judged against their steps (lost, negative)"
+                                : "") +
+        (replicas_compared_
+             ? ", " + std::to_string(replicas_compared_) + " other ranks' copies of replicated items compared"
+             : "");
     r_.clean = errors == 0 && tensors > 0 && complete == tensors;
     if (errors)
       r_.verdict = plural(errors, "error") + (warnings ? ", " + plural(warnings, "warning") : "") +
@@ -242,9 +296,11 @@ class Diagnosis {
     }
     r_.not_checked = {
         "no fp32-master comparison: a DCP checkpoint from FSDP2 keeps one copy of each weight",
-        "Adam moments not judged (fresh or lost moments)",
         "no checksum of whole files: DCP records none (each item's zip CRC-32 was checked)",
     };
+    if (r_.adam_moments_judged == 0)
+      r_.not_checked.push_back(
+          "no Adam moments judged: no optimizer.state.<param>.exp_avg/exp_avg_sq/step read whole");
     size_t step_keys = 0;
     for (const auto& t : r_.tensors) step_keys += !adam_step_param(t.key).empty() && t.numel == 1;
     if (step_keys == 0)
@@ -263,6 +319,7 @@ class Diagnosis {
   Report r_;
   std::set<std::string> bad_files_, files_read_;
   std::map<std::string, Truncated> truncated_;
+  size_t replicas_compared_ = 0;  // per-rank saves: other ranks' copies compared with the one read
   size_t crc_checked_ = 0;  // items whose zip records were all checked against their CRC-32
 };
 

@@ -262,17 +262,29 @@ Metadata read_metadata(const std::string& path) {
   return md;
 }
 
+bool is_rank_metadata_name(const std::string& name) {
+  static const std::string prefix = "__", suffix = ".metadata";
+  if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return false;
+  return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(prefix.size()),
+                     name.end() - static_cast<std::ptrdiff_t>(suffix.size()),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
 bool is_dcp_folder(const std::string& path) {
   std::error_code ec;
   namespace fs = std::filesystem;
   if (!fs::is_directory(path, ec)) return false;
   if (fs::is_regular_file(fs::path(path) / ".metadata", ec)) return true;
   // A save killed before its last step leaves the .distcp files without .metadata: still DCP, to be named so.
+  // A save without collectives writes `__<rank>.metadata` instead.
   constexpr int kMaxLooked = 4096;
   int looked = 0;
   for (fs::directory_iterator it(path, ec), end; !ec && it != end && looked < kMaxLooked;
        it.increment(ec), ++looked)
-    if (it->path().extension() == ".distcp") return true;
+    if (it->path().extension() == ".distcp" || is_rank_metadata_name(it->path().filename().string()))
+      return true;
   return false;
 }
 

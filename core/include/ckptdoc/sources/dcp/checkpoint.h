@@ -16,12 +16,13 @@ namespace ckptdoc::dcp {
 
 class Checkpoint {
  public:
-  // Reads `dir`/.metadata (read_metadata's errors); the storage files are opened when first read.
+  // Reads `dir`/.metadata, or without it every per-rank `__<rank>.metadata` merged (read_metadata's and
+  // merge_rank_metadata's errors); the storage files are opened when first read.
   static std::shared_ptr<Checkpoint> open(const std::string& dir);
 
   const std::string& dir() const { return dir_; }
   const Metadata& metadata() const { return metadata_; }
-  // Every storage file the metadata names, sorted.
+  // Every storage file the metadata names (other ranks' copies included), sorted.
   std::vector<std::string> storage_files() const;
   // The storage file mapped (once). Throws ckptdoc::Error NotFound naming the file when it is absent.
   std::shared_ptr<const MappedFile> file(const std::string& name) const;

@@ -9,7 +9,9 @@
 // "dcp-file-missing", "dcp-file-truncated", "dcp-item-unreadable", "dcp-item-crc-mismatch" (a record of an
 // item's torch.save zip fails its CRC-32), "dcp-item-mismatch" (the stored tensor's dtype or shape is not the
 // metadata's), "dcp-non-finite" (NaN/Inf values), "dcp-adam-step-mismatch"
-// (optimizer steps differ per param).
+// (optimizer steps differ per param), "dcp-moments-lost" (a param's Adam moments all zero, or its exp_avg_sq
+// alone, at step >= 2), "dcp-moments-negative" (negative values in exp_avg_sq), "dcp-replica-mismatch" (a
+// per-rank save whose ranks' copies of one item differ).
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -33,7 +35,8 @@ struct TensorSummary {
   int64_t numel = 0;
   int64_t elements_read = 0;  // numel when every chunk was read
   int64_t nan = 0, inf = 0;
-  double sum = 0;  // of the elements read, in double
+  int64_t zeros = 0, negative = 0;  // of the elements read
+  double sum = 0;                   // of the elements read, in double
 };
 
 struct Report {
@@ -43,6 +46,7 @@ struct Report {
   int64_t elements_read = 0;
   size_t bytes_items = 0, bytes_items_read = 0;
   std::map<std::string, double> adam_steps;  // param fqn -> optimizer.state.<fqn>.step (0-d tensors read)
+  size_t adam_moments_judged = 0;            // params whose exp_avg and exp_avg_sq were read whole
   bool clean = false;
   std::string verdict;                   // the sentence a front end leads with
   std::vector<std::string> not_checked;  // what the verdict does not cover
@@ -51,6 +55,16 @@ struct Report {
 
 // Chunks of one tensor entry against its global shape: dcp-chunk-outside, -overlap, -gap problems.
 std::vector<Problem> tiling_problems(const Entry& entry);
+
+// The param of an optimizer state key: `<fqn>` of `optimizer.state.<fqn>.<field>` (torchtitan, FSDP2's
+// flattened optimizer) or `state.<fqn>.<field>`; empty when `key` is neither.
+std::string optimizer_state_param(const std::string& key, const std::string& field);
+
+// Adam's moments per param (the `exp_avg` / `exp_avg_sq` summaries of `tensors`, read whole) against the
+// param's own step (`adam_steps`): dcp-moments-lost and dcp-moments-negative problems. Counts the params
+// judged in `judged`.
+std::vector<Problem> adam_moment_problems(const std::vector<TensorSummary>& tensors,
+                                          const std::map<std::string, double>& adam_steps, size_t& judged);
 
 // Everything above, reading every item once (in place, through the storage files' maps).
 Report diagnose(const Checkpoint& ckpt);

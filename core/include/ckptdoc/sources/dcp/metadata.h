@@ -22,6 +22,9 @@ struct StorageItem {
 struct Chunk {
   std::vector<int64_t> offsets, sizes;
   std::optional<StorageItem> item;  // from `storage_data`; nullopt when the metadata names none
+  // Per-rank saves (merge_rank_metadata): the same box as written by higher ranks, which should hold the
+  // same.
+  std::vector<StorageItem> replicas;
   int64_t numel() const;
 };
 
@@ -35,11 +38,15 @@ struct Entry {
   std::vector<int64_t> size;              // tensors: the global shape ([] for a 0-d tensor)
   std::vector<Chunk> chunks;              // tensors
   std::optional<StorageItem> bytes_item;  // bytes items (a torch.save of any object)
+  std::vector<StorageItem> bytes_replicas;  // per-rank saves: the other ranks' copies of the bytes item
   int64_t numel() const;                  // tensors: product of size
 };
 
 struct Metadata {
-  std::string path;            // the .metadata file
+  std::string path;  // the .metadata file (the lowest rank's when merged from per-rank files)
+  // The per-rank `__<rank>.metadata` files merged into this one (merge_rank_metadata); empty for a
+  // `.metadata`.
+  std::vector<std::string> merged_from;
   std::string version;         // `Metadata.version` ("1.0.0"); empty when the writer had none
   std::vector<Entry> entries;  // sorted by key
   // `storage_data` items no entry's chunk names (a chunk removed from `state_dict_metadata`): "key @
@@ -56,8 +63,23 @@ struct Metadata {
 // would run code (the hazard and why), Corrupt when it is not a DCP Metadata, NotFound/Io when unreadable.
 Metadata read_metadata(const std::string& path);
 
-// A DCP folder: a directory holding `.metadata` or a `*.distcp` file (a save that never wrote its `.metadata`
-// is still DCP, so that ckptdoc can say what is missing).
+// Whether a file name is a per-rank metadata file's, `__<rank>.metadata` (rank in decimal digits).
+bool is_rank_metadata_name(const std::string& name);
+
+// The per-rank metadata files of `dir` (`__<rank>.metadata`, what `dcp.save(..., use_collectives=False)`
+// writes instead of `.metadata`: torch 2.10 filesystem.py, FileSystemWriter.finish), by rank; empty when
+// there are none.
+std::vector<std::string> rank_metadata_files(const std::string& dir);
+
+// The whole checkpoint from per-rank metadata: each rank's file names only what that rank wrote, and items
+// every rank holds (replicated tensors, bytes items) are written by each. One entry per key, each chunk box
+// once (the lowest rank's item; the others' in `replicas` / `bytes_replicas`), the ranks' files in
+// `merged_from`. Throws ckptdoc::Error Inconsistent naming both files when two ranks disagree on a key's
+// kind, dtype or global shape.
+Metadata merge_rank_metadata(std::vector<Metadata> ranks);
+
+// A DCP folder: a directory holding `.metadata`, a `__<rank>.metadata` or a `*.distcp` file (a save that
+// never wrote its `.metadata` is still DCP, so that ckptdoc can say what is missing).
 bool is_dcp_folder(const std::string& path);
 
 }  // namespace ckptdoc::dcp
