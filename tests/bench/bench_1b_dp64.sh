@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #29's scale benchmark: a 1-billion-parameter checkpoint saved at dp 64 (make_1b_dp64.sh, ~14 GB, written
+# Issue #29's scale benchmark: a 1-billion-parameter checkpoint saved at dp 64 (make_1b_dp64.sh, 12-14 GB, written
 # into a temporary folder and deleted at the end, one checkpoint at a time), and on it, side by side with a baseline
 # in the same run:
 #   inspect                        wall, cold and warm                       goal < 1 s

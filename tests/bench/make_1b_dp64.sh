@@ -3,7 +3,8 @@
 # (`ckptdoc synth`): a transformer of 24 layers (hidden 1776, attention qkv/out, MLP 4x, layer norms, biases), a
 # 50304-row embedding and a final layer norm, 1.00e9 params, saved as DeepSpeed 0.12.6 saves it at dp 64:
 #   zero2-bf16  ZeRO-2, bf16 weights: mp_rank_00_model_states.pt + 64 bf16_zero_pp_rank_*_optim_states.pt, ~14 GB
-#   zero3-fp16  ZeRO-3, fp16 weights: 64 zero_pp_rank_*_model_states.pt + 64 *_optim_states.pt, ~14 GB
+#   zero3-fp16  ZeRO-3, fp16: 64 zero_pp_rank_*_model_states.pt (placeholders, as DeepSpeed saves them) + 64
+#               *_optim_states.pt, ~12 GB
 # The synthetic writer is ckptdoc's own (CONTRIBUTING: fine for scale, never evidence of DeepSpeed's format); it has
 # no tied head (no shared_params), so the head is the embedding itself. A failed or interrupted run removes what it
 # wrote. Check the free space first: DIR's file system needs ~15 GB.
