@@ -64,6 +64,7 @@ struct SynthCliOptions {
   int dp = 2;
   int layers = 2;
   long long hidden = 64;
+  long long vocab = 0;  // 0: 8 * hidden
   long long params = 0;
   long long steps = 10;
   std::string breakage = "none";

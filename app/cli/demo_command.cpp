@@ -68,6 +68,7 @@ int run_synth(const SynthCliOptions& o) {
     s.dp = o.dp;
     s.layers = o.layers;
     s.hidden = o.hidden;
+    s.vocab = o.vocab;
     s.target_params = o.params;
     s.global_steps = o.steps;
     s.breakage = deepspeed::parse_synth_break(o.breakage);

@@ -189,6 +189,7 @@ int main(int argc, char** argv) {
   synth_cmd->add_option("--dp", synth.dp, "Data-parallel size");
   synth_cmd->add_option("--layers", synth.layers, "Transformer layers");
   synth_cmd->add_option("--hidden", synth.hidden, "Hidden size");
+  synth_cmd->add_option("--vocab", synth.vocab, "Embedding rows (default 8 x hidden)");
   synth_cmd->add_option("--params", synth.params, "About this many parameters (overrides --hidden)");
   synth_cmd->add_option("--steps", synth.steps, "global_steps (and Adam step)");
   synth_cmd->add_option(
