@@ -8,7 +8,7 @@ packages=(
   libimgui-dev libstb-dev libglfw3-dev libgl1-mesa-dev libgl1-mesa-dri
   libhdf5-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev zlib1g-dev
   libopenmpi-dev openmpi-bin
-  clang llvm
+  clang llvm clang-tidy
   xvfb xauth x11-apps imagemagick
   python3-torch python3-numpy python3-h5py
   # what unmodified DeepSpeed (../shared/deepspeed, the tests' judge) imports on the CPU
