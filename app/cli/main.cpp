@@ -29,7 +29,8 @@ struct MpiSession {
 };
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+int run_command_line(int argc, char** argv) {
   MpiSession mpi(&argc, &argv);
   if (!mpi.error.empty()) {
     std::fprintf(stderr, "ckptdoc: %s\n", mpi.error.c_str());
@@ -323,4 +324,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   return rc;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run_command_line(argc, argv);
+  } catch (
+      const std::exception& e) {  // set-up outside the commands' own handlers (MPI, CLI11's option table)
+    std::fprintf(stderr, "ckptdoc: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "ckptdoc: an unknown error\n");
+  }
+  return 2;
 }

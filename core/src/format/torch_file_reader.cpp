@@ -100,19 +100,22 @@ class NoReadAround {
   explicit NoReadAround(const MappedFile& f) {
     if (f.device() == 0 || f.size() == 0) return;  // from_memory: nothing to read ahead
     const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-    const auto begin = reinterpret_cast<uintptr_t>(f.bytes().data());
-    start_ = begin / page * page;
-    length_ = (begin + f.size() + page - 1) / page * page - start_;
-    ::madvise(reinterpret_cast<void*>(start_), length_, MADV_RANDOM);
+    // madvise wants a page-aligned start: step back from the map's first byte (pointer arithmetic, no int
+    // cast)
+    auto* begin = const_cast<uint8_t*>(f.bytes().data());
+    const auto into_page = static_cast<size_t>(reinterpret_cast<uintptr_t>(begin) % page);
+    start_ = begin - into_page;
+    length_ = (into_page + static_cast<size_t>(f.size()) + page - 1) / page * page;
+    ::madvise(start_, length_, MADV_RANDOM);
   }
   ~NoReadAround() {
-    if (length_) ::madvise(reinterpret_cast<void*>(start_), length_, MADV_NORMAL);
+    if (length_) ::madvise(start_, length_, MADV_NORMAL);
   }
   NoReadAround(const NoReadAround&) = delete;
   NoReadAround& operator=(const NoReadAround&) = delete;
 
  private:
-  uintptr_t start_ = 0;
+  uint8_t* start_ = nullptr;
   size_t length_ = 0;
 };
 

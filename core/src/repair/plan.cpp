@@ -149,6 +149,7 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   // A tensor/pipeline-parallel job is repaired model-parallel rank by model-parallel rank, each in its own layout.
   const auto& topo = cat.topology;
   std::vector<std::shared_ptr<const deepspeed::Checkpoint>> slices;
+  slices.reserve(static_cast<size_t>(ckpt.slice_count()));
   for (int m = 0; m < ckpt.slice_count(); ++m) slices.push_back(ckpt.slice(m));
   const bool parallel = topo.model_parallel() || topo.moe();
   if (parallel && (rq.target || rq.across_processes))

@@ -237,7 +237,7 @@ Metadata read_metadata(const std::string& path) {
   options.uses = &uses;
   // A refused stream (malformed, over a limit) still says what it reached: judge that before anything else.
   auto refuse_if_unsafe = [&]() {
-    const auto hazards = assess_pickle_uses(uses.uses(), path);
+    auto hazards = assess_pickle_uses(uses.uses(), path);  // not const: returned by move
     if (!hazards.empty() && hazards.front().severity == "error") {
       const PickleHazard& h = hazards.front();
       throw Error(ErrorKind::UnsafePickle, path, "offset " + std::to_string(h.offset),
