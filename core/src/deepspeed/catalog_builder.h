@@ -69,6 +69,9 @@ class CatalogBuilder {
   void build_groups();
   void build_unfused_groups();  // FP16_UnfusedOptimizer's per-param masters (catalog_unfused.cpp)
   void build_fused_groups();    // FP16_Optimizer's flat masters, one per param group (catalog_fused.cpp)
+  // The module's params as stage 0's unnamed masters are matched to them: its floating tensors that are not
+  // buffers, names and shapes in saved order (catalog_unfused.cpp).
+  void module_float_params(std::vector<std::string>& names, std::vector<std::vector<int64_t>>& shapes) const;
   void check_partitions();
   void check_module_shapes();
   void read_optimizer_summary(const Value* osd = nullptr);  // default: the first readable optimizer file's

@@ -7,7 +7,6 @@
 // becomes a group with one unpartitioned "rank" 0, like a universal checkpoint's.
 #include <map>
 #include <numeric>
-#include <set>
 
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/tensor_slice.h"
@@ -103,18 +102,14 @@ void CatalogBuilder::build_fused_groups() {
     listed += (listed.empty() ? "" : ", ") + std::to_string(lengths.back());
   }
 
-  // The module's params: its floating tensors that are not buffers, in saved order.
-  std::set<std::string> buffers(cat_.buffer_names.begin(), cat_.buffer_names.end());
   std::vector<std::string> names;
   std::vector<std::vector<int64_t>> shapes;
+  module_float_params(names, shapes);
   std::vector<int64_t> numels;
-  for (const auto& [k, v] : str_items(dict_get(&model_->root, "module"))) {
-    if (buffers.count(k) || !v->is_tensor() || !is_floating(v->as_tensor().dtype)) continue;
-    names.push_back(k);
-    shapes.push_back(v->as_tensor().shape);
-    numels.push_back(std::accumulate(shapes.back().begin(), shapes.back().end(), int64_t{1},
-                                     [](int64_t a, int64_t b) { return a * b; }));
-  }
+  numels.reserve(shapes.size());
+  for (const auto& s : shapes)
+    numels.push_back(
+        std::accumulate(s.begin(), s.end(), int64_t{1}, [](int64_t a, int64_t b) { return a * b; }));
   bool ambiguous = false;
   const auto owner = LengthMatcher(lengths, numels).unique(ambiguous);
   if (!owner) {

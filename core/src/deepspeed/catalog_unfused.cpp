@@ -94,6 +94,16 @@ std::string shape_text(const Shape& s) {
 
 }  // namespace
 
+void CatalogBuilder::module_float_params(std::vector<std::string>& names,
+                                         std::vector<std::vector<int64_t>>& shapes) const {
+  std::set<std::string> buffers(cat_.buffer_names.begin(), cat_.buffer_names.end());
+  for (const auto& [k, v] : str_items(dict_get(&model_->root, "module"))) {
+    if (buffers.count(k) || !v->is_tensor() || !is_floating(v->as_tensor().dtype)) continue;
+    names.push_back(k);
+    shapes.push_back(v->as_tensor().shape);
+  }
+}
+
 void CatalogBuilder::build_unfused_groups() {
   const Value* opt = model_ ? dict_get(&model_->root, "optimizer") : nullptr;
   const Value* fp32 = dict_get(opt, "fp32_groups");
@@ -141,15 +151,9 @@ void CatalogBuilder::build_unfused_groups() {
     return;
   }
 
-  // The module's params: its floating tensors that are not buffers, in saved order.
-  std::set<std::string> buffers(cat_.buffer_names.begin(), cat_.buffer_names.end());
   std::vector<std::string> names;
   std::vector<Shape> shapes;
-  for (const auto& [k, v] : str_items(dict_get(&model_->root, "module"))) {
-    if (buffers.count(k) || !v->is_tensor() || !is_floating(v->as_tensor().dtype)) continue;
-    names.push_back(k);
-    shapes.push_back(v->as_tensor().shape);
-  }
+  module_float_params(names, shapes);
   bool ambiguous = false;
   const auto owner = ShapeMatcher(masters, shapes).unique(ambiguous);
   if (!owner) {
