@@ -4,8 +4,6 @@
 #include <optional>
 #include <string>
 
-#include "ckptdoc/deepspeed/export.h"
-
 namespace ckptdoc::cli {
 
 struct LsOptions {
@@ -44,8 +42,6 @@ struct ExportCommandOptions {
   std::optional<std::string> tp_rules;  // tensor-parallel rule file (default: universal_checkpoint_info)
 };
 int run_export(const ExportCommandOptions& o);
-// Says on stderr, whatever --quiet or --json say, which written tensors hold NaN or Inf (the DCP export too).
-void warn_non_finite(const deepspeed::ExportResult& r);
 
 // `ckptdoc demo [DIR]`: a small DeepSpeed ZeRO-2 fp16 dp2 checkpoint with stale fp32 masters (or healthy).
 struct DemoOptions {

@@ -9,6 +9,7 @@
 #include "ckptdoc/weights/shards.h"
 #include "commands.h"
 #include "format_helpers.h"
+#include "non_finite_warning.h"
 
 namespace ckptdoc::cli {
 namespace {

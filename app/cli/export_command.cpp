@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "device_choice.h"
 #include "format_helpers.h"
+#include "non_finite_warning.h"
 
 namespace ckptdoc::cli {
 namespace {
@@ -26,28 +27,6 @@ std::string format_for(const std::string& output) {
   if (ends_with(output, ".h5") || ends_with(output, ".hdf5")) return "hdf5";
   return "safetensors";
 }
-
-}  // namespace
-
-// The written file holds weights no model can use: said on stderr whatever --quiet or --json say.
-void warn_non_finite(const deepspeed::ExportResult& r) {
-  if (r.non_finite.empty()) return;
-  std::fprintf(stderr,
-               "ckptdoc: warning: %s holds NaN or Inf values in %zu of %zu tensors (--strict refuses to "
-               "write them):\n",
-               r.path.c_str(), r.non_finite.size(), r.tensors);
-  constexpr size_t kShown = 10;
-  for (size_t i = 0; i < r.non_finite.size() && i < kShown; ++i) {
-    const auto& t = r.non_finite[i];
-    std::fprintf(stderr, "  %s: %llu NaN, %llu Inf of %llu values\n", t.name.c_str(),
-                 static_cast<unsigned long long>(t.nan), static_cast<unsigned long long>(t.inf),
-                 static_cast<unsigned long long>(t.numel));
-  }
-  if (r.non_finite.size() > kShown)
-    std::fprintf(stderr, "  … %zu more (--json lists all)\n", r.non_finite.size() - kShown);
-}
-
-namespace {
 
 // An export of stale masters (DeepSpeed #762) writes random initial values as "the weights" with exit 0: the
 // diagnosis is asked first (one read of the masters and weights), and the user chooses what to export.
