@@ -10,8 +10,13 @@ layers="${2:-5}"
 python="$(bash "$root/scripts/setup-judges.sh" --path)/bin/python"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-CUDA_VISIBLE_DEVICES="" "$python" -m torch.distributed.run --standalone --nproc_per_node 2 \
-  "$root/tests/bench/dcp_bench_checkpoint.py" "$work/ckpt" "$layers" >/dev/null 2>&1
+# torchrun's chatter goes to a log, shown when the writer fails (set -e alone would exit without a word).
+if ! CUDA_VISIBLE_DEVICES="" "$python" -m torch.distributed.run --standalone --nproc_per_node 2 \
+  "$root/tests/bench/dcp_bench_checkpoint.py" "$work/ckpt" "$layers" >"$work/writer.log" 2>&1; then
+  echo "the torch writer (dcp_bench_checkpoint.py) failed:" >&2
+  tail -40 "$work/writer.log" >&2
+  exit 1
+fi
 du -sh "$work/ckpt"
 cat "$work/ckpt"/* >/dev/null  # warm the page cache for both readers
 echo "ckptdoc diagnose: $(/usr/bin/python3 "$root/tests/bench/tree_memory.py" -- "$build/app/ckptdoc" diagnose "$work/ckpt")"
