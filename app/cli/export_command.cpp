@@ -29,11 +29,13 @@ std::string format_for(const std::string& output) {
 }
 
 // An export of stale masters (DeepSpeed #762) writes random initial values as "the weights" with exit 0: the
-// diagnosis is asked first (one read of the masters and weights), and the user chooses what to export.
+// diagnosis is asked first (one read of the masters and weights, not the moments), and the user chooses what
+// to export.
 void refuse_stale_masters(const deepspeed::Checkpoint& ckpt, const std::string& path) {
   if (ckpt.weights_only()) return;
   analysis::DiagnoseOptions d;
   d.device = DeviceKind::Cpu;
+  d.masters_only = true;
   analysis::Report report;
   try {
     report = analysis::diagnose(ckpt, d);

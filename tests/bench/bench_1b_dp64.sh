@@ -5,7 +5,8 @@
 #   inspect                        wall, cold and warm                       goal < 1 s
 #   diagnose vs cat of the files   cold (pages evicted) and warm: wall,      goal >= 80% of cat's throughput cold,
 #                                  throughput, peak RSS                      >= 50% warm; peak RSS <= 512 MiB
-#   export (fp32 safetensors)      vs cp of a file of the output's size + sync of the copy
+#   export (fp32 safetensors)      vs cp of a file of the output's size + sync of the copy; and export --force
+#                                  (no stale-master check first) to show what that check costs
 #   repair --refresh-fp32          wall, peak RSS, vs cold cp + sync of the input    goal: RSS <= max(256 MiB, 1/4)
 #   convert --to universal         cold, vs cold cp + sync of the input      goal <= 1.3x
 # ZeRO-3 has no 16-bit weights in its model files, so its repair refreshes from an fp16 export (--lp-source), and
@@ -82,6 +83,8 @@ for kind in "${kinds[@]}"; do
     rm -f "$out.safetensors" "$out.copy"
     measure "export" "$ckptdoc" export "$ck" -o "$out.safetensors" -q
     measure "cp + sync" sh -c "cp '$out.safetensors' '$out.copy' && sync '$out.copy'"
+    rm -f "$out.safetensors"
+    measure "export --force" "$ckptdoc" export "$ck" -o "$out.safetensors" -q --force
   done
   rm -f "$out.safetensors" "$out.copy"
 
@@ -153,6 +156,9 @@ for temp, goal in (("cold", 0.80), ("warm", 0.50)):
 e, cs = wall("export"), wall("cp + sync")
 rows.append(["export fp32 safetensors" + failed("export"), "cp + sync of the output", secs(cs), secs(e),
              f"{e / cs:.2f}x", mib(rss("export")), "", ""])
+ef = wall("export --force")
+rows.append(["export's stale-master check" + failed("export --force"), "export --force (no check)", secs(ef),
+             secs(e), f"+{(e - ef) / ef * 100:.0f}%", "", "", ""])
 floor = wall("cp + sync of the input, cold")
 rep_goal = max(256, nbytes / 4 / 2**20)
 rep = wall("repair --refresh-fp32")

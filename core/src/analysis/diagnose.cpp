@@ -22,6 +22,10 @@ namespace ckptdoc::analysis {
 
 namespace {
 
+RuleSet rule_set(const DiagnoseOptions& o) {
+  return o.masters_only ? RuleSet::MastersOnly : RuleSet::All;
+}
+
 void sort_findings(std::vector<Finding>& f) {
   std::stable_sort(f.begin(), f.end(), [](const Finding& a, const Finding& b) {
     return static_cast<int>(a.severity) > static_cast<int>(b.severity);
@@ -53,7 +57,7 @@ Report diagnose_job(const deepspeed::Checkpoint& job, const DiagnoseOptions& opt
     deepspeed::Catalog judged = c;
     judged.problems.clear();
     const std::string label = c.slice_label() + ": ";
-    for (auto& f : apply_rules(judged, scan.params, scan.problems)) {
+    for (auto& f : apply_rules(judged, scan.params, scan.problems, rule_set(options))) {
       f.pp = c.pp_stage;
       f.tp = c.tp_rank;
       f.message = label + f.message;
@@ -74,7 +78,8 @@ Report diagnose_job(const deepspeed::Checkpoint& job, const DiagnoseOptions& opt
   const std::optional<deepspeed::TpRules> rules =
       options.tp_rules ? std::optional<deepspeed::TpRules>(deepspeed::read_tp_rules(*options.tp_rules))
                        : deepspeed::tp_rules_of(job);
-  for (auto& f : tp_consistency_findings(job, rules, progress)) report.findings.push_back(std::move(f));
+  if (!options.masters_only)
+    for (auto& f : tp_consistency_findings(job, rules, progress)) report.findings.push_back(std::move(f));
   for (auto& f : not_analysed_findings(not_analysed)) report.findings.push_back(std::move(f));
   sort_findings(report.findings);
   return report;
@@ -126,7 +131,8 @@ Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& option
   ScanResult scan = scan_params(ckpt, options, progress);
   // No optimizer state, so no group: the module's weights in the model file are what there is to read.
   std::optional<Report> module_only;
-  if (has_only_module_weights(ckpt) && mpi_size() <= 1) {  // one process reads the one model file
+  if (!options.masters_only && has_only_module_weights(ckpt) &&
+      mpi_size() <= 1) {  // one process reads the one model file
     module_only = scan_module_weights(ckpt, options, progress);
     scan.bytes_scanned += module_only->bytes_scanned;
     if (scan.backend.empty()) scan.backend = module_only->backend;
@@ -141,11 +147,11 @@ Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& option
     // Each process saw its own files: the problems of all, with ranks on another process not missing.
     deepspeed::Catalog merged = ckpt.catalog();
     merge_catalog_across_processes(merged, scan.problems);
-    report.findings = apply_rules(merged, scan.params, {});
+    report.findings = apply_rules(merged, scan.params, {}, rule_set(options));
   } else {
-    report.findings = apply_rules(ckpt.catalog(), scan.params, scan.problems);
+    report.findings = apply_rules(ckpt.catalog(), scan.params, scan.problems, rule_set(options));
   }
-  if (ckpt.weights()) {
+  if (ckpt.weights() && !options.masters_only) {
     // A Trainer checkpoint-N/ folder: the model weights saved beside the DeepSpeed files are checked too.
     Report beside = weights::diagnose_weights(*ckpt.weights(), options, progress);
     for (auto& f : beside.findings) {
@@ -158,7 +164,8 @@ Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& option
     for (auto& f : module_only->findings) report.findings.push_back(std::move(f));
     for (auto& p : module_only->params) scan.params.push_back(std::move(p));
   }
-  if (ckpt.snapshot()) {  // a live engine's snapshot: its gradients, grad norm and loss scale
+  if (ckpt.snapshot() &&
+      !options.masters_only) {  // a live engine's snapshot: its gradients, grad norm and loss scale
     report.live = snapshot::live_report(ckpt);
     for (auto& f : snapshot::live_findings(*report.live)) report.findings.push_back(std::move(f));
   }

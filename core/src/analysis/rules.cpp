@@ -378,7 +378,8 @@ double far_fraction(const DivergenceStats& d) {
 }
 
 std::vector<Finding> apply_rules(const deepspeed::Catalog& catalog, const std::vector<ParamReport>& params,
-                                 const std::vector<deepspeed::Problem>& scan_problems, const MismatchThresholds& th) {
+                                 const std::vector<deepspeed::Problem>& scan_problems, RuleSet rules,
+                                 const MismatchThresholds& th) {
   std::vector<Finding> out;
   for (const auto* list : {&catalog.problems, &scan_problems})
     for (const auto& p : *list) {
@@ -386,7 +387,7 @@ std::vector<Finding> apply_rules(const deepspeed::Catalog& catalog, const std::v
     }
   master_rules(catalog, params, th, out);
   nonfinite_rules(params, out);
-  optimizer_rules(catalog, params, out);
+  if (rules == RuleSet::All) optimizer_rules(catalog, params, out);
   world_size_rules(catalog, out);
   loss_scale_rules(catalog, out);
   std::stable_sort(out.begin(), out.end(),

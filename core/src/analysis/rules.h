@@ -16,9 +16,13 @@ struct MismatchThresholds {
                                           // after every step, so even tiny values (LayerNorm near 1.0) match
 };
 
+// Which rules run: a scan that read no moments (DiagnoseOptions::masters_only) must not be judged by the
+// optimizer rules, which would read the absent moments as an empty optimizer state.
+enum class RuleSet { All, MastersOnly };
+
 std::vector<Finding> apply_rules(const deepspeed::Catalog& catalog, const std::vector<ParamReport>& params,
                                  const std::vector<deepspeed::Problem>& scan_problems,
-                                 const MismatchThresholds& thresholds = {});
+                                 RuleSet rules = RuleSet::All, const MismatchThresholds& thresholds = {});
 
 // The lp dtype as findings name it: "fp16", "bf16" (else the dtype's own name).
 std::string lp_name(DType t);

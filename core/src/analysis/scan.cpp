@@ -25,9 +25,12 @@ constexpr int64_t kMaxTaskElements = int64_t{1} << 22;  // split big fragments s
 constexpr size_t kBatchTasks = 512;                      // results merged in order, batch by batch
 // A task reading fewer elements hands its pages back with the rest of its batch, in a few coalesced ranges
 // per file instead of one madvise (and one TLB shoot-down on every core) per tensor per task: with thousands
-// of small params that was a tenth of the scan. Bounds what a batch keeps resident to kBatchTasks x this x 4
-// bytes per tensor.
+// of small params that was a tenth of the scan.
 constexpr int64_t kReleaseNowElements = int64_t{1} << 16;
+// ... and a batch ends once its small tasks would keep this much resident (peak RSS of diagnose on the
+// 1B-param ZeRO-3 dp-64 checkpoint of tests/bench/make_1b_dp64.sh: 290 MiB without this bound, 190 MiB with
+// it).
+constexpr uint64_t kBatchSmallBytes = uint64_t{48} << 20;
 
 // One contiguous run of one param on one rank.
 struct Task {
@@ -185,14 +188,20 @@ class Scanner {
   // Batches of consecutive tasks, merged in task order.
   void scan_shared(const std::vector<Task>& tasks, ScanResult& out) {
     std::vector<TaskResult> results;
-    for (size_t start = 0; start < tasks.size(); start += kBatchTasks) {
+    for (size_t start = 0; start < tasks.size();) {
       std::vector<size_t> batch;
-      for (size_t i = start; i < std::min(tasks.size(), start + kBatchTasks); ++i) batch.push_back(i);
+      uint64_t small_bytes = 0;
+      for (size_t i = start; i < tasks.size() && batch.size() < kBatchTasks && small_bytes < kBatchSmallBytes;
+           ++i) {
+        batch.push_back(i);
+        if (tasks[i].numel < kReleaseNowElements) small_bytes += tasks[i].bytes;
+      }
       open_views(tasks, batch, out);
       run_batch(tasks, batch, {}, results);
       for (size_t k = 0; k < batch.size(); ++k) merge(tasks[batch[k]], results[k], out);
-      release_small_tasks(tasks, batch);
+      release_batch(tasks, batch);
       close_views(tasks, batch);
+      start += batch.size();
     }
   }
 
@@ -229,7 +238,7 @@ class Scanner {
         merge(tasks[batch[k]], results[k], out);
         out.devices[owner[k]].bytes += results[k].bytes;  // what it read, not the estimate
       }
-      release_small_tasks(tasks, batch);
+      release_batch(tasks, batch);
       close_views(tasks, batch);
     }
   }
@@ -251,7 +260,8 @@ class Scanner {
   void estimate_tasks(std::vector<Task>& tasks, ScanResult& out) {
     const auto& cat = ckpt_.catalog();
     const uint64_t per_element =
-        element_size(cat.lp_dtype) + 3 * element_size(DType::F32);  // lp, fp32, moments
+        element_size(cat.lp_dtype) +
+        (options_.masters_only ? 1 : 3) * element_size(DType::F32);  // lp, fp32, moments
     for (auto& task : tasks) {
       task.bytes = static_cast<uint64_t>(task.numel) * per_element;
       ++tasks_left_[task.group];
@@ -312,8 +322,9 @@ class Scanner {
       acc.not_analysed["padding"] += static_cast<uint64_t>(std::max<int64_t>(part.padding, 0));
       PartitionViews v;
       // Each tensor on its own: a rank missing one moment still has its masters analysed.
-      const std::pair<std::optional<Tensor>*, const char*> wanted[] = {
-          {&v.fp32, "fp32"}, {&v.exp_avg, "exp_avg"}, {&v.exp_avg_sq, "exp_avg_sq"}};
+      std::vector<std::pair<std::optional<Tensor>*, const char*>> wanted = {{&v.fp32, "fp32"}};
+      if (!options_.masters_only)
+        wanted.insert(wanted.end(), {{&v.exp_avg, "exp_avg"}, {&v.exp_avg_sq, "exp_avg_sq"}});
       for (const auto& [slot, key] : wanted) {
         try {
           *slot = std::string(key) == "fp32" ? ckpt_.fp32_partition(g.index, part.rank)
@@ -425,6 +436,11 @@ class Scanner {
     // Masters saved in 16 bits (DeepSpeed 0.18.3+ bf16_master_weights_and_grads,
     // fp16_master_weights_and_grads) are compared as their exact float values: a bf16 master of a bf16 weight
     // rounds to itself, so "exact" means equal there, as it should.
+    const bool comparable =
+        lp && (lpt->dtype == DType::F16 || lpt->dtype == DType::BF16 || lpt->dtype == DType::F32);
+    // The stale-master check needs the divergence alone: no value histograms, and nothing where there is no
+    // 16-bit weight to compare with (ZeRO-3's placeholders).
+    if (options_.masters_only && !comparable) return r;
     std::vector<float> widened;
     const float* master = nullptr;
     if (fp32 && pv.fp32->dtype == DType::F32) {
@@ -435,7 +451,10 @@ class Scanner {
       master = widened.data();
     }
     const size_t master_bytes = master ? n * element_size(pv.fp32->dtype) : 0;
-    if (master && lp && (lpt->dtype == DType::F16 || lpt->dtype == DType::BF16 || lpt->dtype == DType::F32)) {
+    if (master && comparable && options_.masters_only) {
+      r.div = be.divergence(lp, lpt->dtype, master, n);
+      r.bytes += master_bytes + n * element_size(lpt->dtype);
+    } else if (master && comparable) {
       // both sides' statistics and their divergence in one pass over the two arrays
       FragmentStats f = be.fragment_stats(lp, lpt->dtype, master, n);
       r.fp32 = f.fp32;
@@ -479,35 +498,38 @@ class Scanner {
     return r;
   }
 
-  // The pages the batch's small tasks read, handed back in ranges coalesced per file (neighbouring tensors of
-  // a rank partition, and the records of a model file, lie side by side).
-  void release_small_tasks(const std::vector<Task>& tasks, const std::vector<size_t>& batch) const {
+  // Every page the batch read, handed back in ranges coalesced per file (neighbouring tensors of a rank
+  // partition, and the records of a model file, lie side by side) and widened to whole 2 MiB blocks: the page
+  // cache holds file data in large folios (ext4 and XFS on Linux 6.x), and a fault maps a whole folio, so a
+  // task reading the first bytes of a folio maps back pages that the task before it already released. Without
+  // this ZeRO-3 at dp 64 kept ~30 MB of every rank file mapped, 1.9 GB for a 1B model. Releasing a page
+  // another thread still reads costs it one more fault, never a wrong value (read-only file pages).
+  void release_batch(const std::vector<Task>& tasks, const std::vector<size_t>& batch) const {
     struct Range {
       const MappedFile* file;
       uint64_t begin, end;
       bool operator<(const Range& o) const { return std::tie(file, begin) < std::tie(o.file, o.begin); }
     };
+    constexpr uint64_t kBlock = 2 << 20;
     std::vector<Range> ranges;
     auto add = [&](const Tensor* t, int64_t first, int64_t n) {
       if (!t || !t->storage || !t->storage->file || n <= 0) return;
       const uint64_t es = element_size(t->dtype);
       const uint64_t at = t->storage->file_offset + static_cast<uint64_t>(t->storage_offset + first) * es;
-      ranges.push_back({t->storage->file.get(), at, at + static_cast<uint64_t>(n) * es});
+      const uint64_t end = at + static_cast<uint64_t>(n) * es;
+      ranges.push_back({t->storage->file.get(), at / kBlock * kBlock, (end + kBlock - 1) / kBlock * kBlock});
     };
     for (size_t i : batch) {
       const Task& t = tasks[i];
-      if (t.numel >= kReleaseNowElements) continue;  // released by run_task
       const auto& pv = partitions_.at({t.group, t.rank});
       for (const auto* x : {&pv.fp32, &pv.exp_avg, &pv.exp_avg_sq})
         if (*x) add(&**x, t.partition_offset, t.numel);
       add(lp_tensor(t.group, t.param), t.param_offset, t.numel);
     }
     std::sort(ranges.begin(), ranges.end());
-    constexpr uint64_t kGap =
-        64 << 10;  // record headers and padding between tensors: dropped too, harmlessly
     for (size_t i = 0; i < ranges.size();) {
       Range r = ranges[i];
-      for (++i; i < ranges.size() && ranges[i].file == r.file && ranges[i].begin <= r.end + kGap; ++i)
+      for (++i; i < ranges.size() && ranges[i].file == r.file && ranges[i].begin <= r.end; ++i)
         r.end = std::max(r.end, ranges[i].end);
       r.file->dont_need(r.begin, r.end - r.begin);
     }
