@@ -4,6 +4,7 @@
 // and damaged input.
 #include <QtTest>
 #include <filesystem>
+#include <limits>
 
 #include "ckptdoc/format/safetensors.h"
 #include "ckptdoc/format/torch_file.h"
@@ -248,6 +249,58 @@ class TestDeepspeedExport : public QObject {
                                     {tmp.file("w.h5"), test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint.zero_to_fp32.bin"});
     CKPTDOC_EXPECT_EXIT(c, 0);
     QVERIFY2(c.out.rfind("OK ", 0) == 0, c.out.c_str());
+  }
+
+  // The export's NaN/Inf count (a fast check of whole blocks of 1024 values, element by element only where
+  // one is found and in each tensor's tail) equals torch's own count of the written file, tensor by tensor,
+  // in every output dtype: non-finite values are planted every 997th (NaN) and 1499th (Inf) master element of
+  // rank 0, so they fall at the start, middle and end of blocks and in tails.
+  void nonFiniteCountsEqualTorchs() {
+    test::TempDir tmp;
+    const std::string ck = copy_fixture(tmp);
+    const std::string optim = ck + "/global_step5/zero_pp_rank_0_mp_rank_00_optim_states.pt";
+    TorchFile tf = TorchFile::open(optim);
+    Value root = tf.root;
+    size_t planted = 0;
+    for (auto& g :
+         root.get_mut("optimizer_state_dict")->get_mut("single_partition_of_fp32_groups")->items_mut()) {
+      const Tensor& t = g.as_tensor();
+      std::vector<uint8_t> bytes = t.to_bytes();
+      auto* f = reinterpret_cast<float*>(bytes.data());
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        if (i % 997 == 3)
+          f[i] = std::numeric_limits<float>::quiet_NaN();
+        else if (i % 1499 == 1498)
+          f[i] = -std::numeric_limits<float>::infinity();
+        else
+          continue;
+        ++planted;
+      }
+      g = Value::tensor(Tensor::from_bytes(DType::F32, t.shape, std::move(bytes)));
+    }
+    write_torch_file(optim, root);
+    QVERIFY(planted > 20);
+    for (const char* dtype : {"float32", "float16", "bfloat16"}) {
+      const std::string out = tmp.file(std::string(dtype) + ".pt");
+      const auto r = test::run_cli({"export", ck, "-o", out, "--dtype", dtype, "--force", "--json"});
+      CKPTDOC_EXPECT_EXIT(r, 0);
+      const auto torch = test::run_python(test::source_dir() + "/tests/realds/count_nonfinite.py", {out});
+      CKPTDOC_EXPECT_EXIT(torch, 0);
+      std::map<std::string, std::pair<qint64, qint64>> expected, reported;
+      const auto counts = QJsonDocument::fromJson(QByteArray::fromStdString(torch.out)).object();
+      for (auto it = counts.begin(); it != counts.end(); ++it) {
+        const auto o = it.value().toObject();
+        if (o["nan"].toInteger() + o["inf"].toInteger() > 0)
+          expected[it.key().toStdString()] = {o["nan"].toInteger(), o["inf"].toInteger()};
+      }
+      for (const auto& v :
+           QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object()["non_finite"].toArray()) {
+        const auto o = v.toObject();
+        reported[o["name"].toString().toStdString()] = {o["nan"].toInteger(), o["inf"].toInteger()};
+      }
+      QVERIFY2(expected.size() >= 2, torch.out.c_str());
+      QVERIFY2(reported == expected, (std::string(dtype) + ": " + r.out + "\ntorch: " + torch.out).c_str());
+    }
   }
 
   void zero3LpExportIsRefused() {

@@ -43,8 +43,40 @@ class NonFiniteSink : public ByteSink {
       classify(carry_);
       carry_len_ = 0;
     }
+    // Whole blocks with no all-ones exponent (no NaN, no Inf: nearly always) are only counted.
+    for (const size_t block = kBlock * esize_; i + block <= bytes.size(); i += block) {
+      if (block_is_finite(bytes.data() + i)) {
+        index_ += kBlock;
+      } else {
+        for (size_t k = 0; k < block; k += esize_) classify(bytes.data() + i + k);
+      }
+    }
     for (; i + esize_ <= bytes.size(); i += esize_) classify(bytes.data() + i);
     for (; i < bytes.size(); ++i) carry_[carry_len_++] = bytes[i];
+  }
+  bool block_is_finite(const uint8_t* p) const {
+    switch (dtype_) {
+      case DType::F32:
+        return no_all_ones<uint32_t>(p, 0x7f800000u);
+      case DType::F64:
+        return no_all_ones<uint64_t>(p, 0x7ff0000000000000ull);
+      case DType::F16:
+        return no_all_ones<uint16_t>(p, 0x7c00u);
+      default:
+        return no_all_ones<uint16_t>(p, 0x7f80u);  // BF16
+    }
+  }
+  // A constant trip count and no early exit: g++ -O2 vectorises it (classify element by element was 28% of an
+  // export's CPU time).
+  template <class Word>
+  static bool no_all_ones(const uint8_t* p, Word exponent) {
+    Word hits = 0;
+    for (size_t k = 0; k < kBlock; ++k) {
+      Word w;
+      std::memcpy(&w, p + k * sizeof(Word), sizeof(Word));
+      hits |= static_cast<Word>((w & exponent) == exponent);
+    }
+    return hits == 0;
   }
   void classify(const uint8_t* p) {
     bool nan = false, inf = false;
@@ -86,6 +118,7 @@ class NonFiniteSink : public ByteSink {
     ++index_;
   }
 
+  static constexpr size_t kBlock = 1024;  // elements checked at once
   ByteSink* inner_;
   DType dtype_;
   size_t esize_;
