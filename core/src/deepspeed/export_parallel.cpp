@@ -225,7 +225,10 @@ std::vector<NamedTensor> job_export_tensors(const Checkpoint& job, const ExportO
   }
   if (!no_rule.empty()) {
     std::string list;
-    for (const auto& n : no_rule) list += (list.empty() ? "" : ", ") + n;
+    for (const auto& n : no_rule) {
+      list += (list.empty() ? "" : ", ") + n;
+      if (auto why = rules->unmergeable_why(n)) list += " (" + *why + ")";
+    }
     throw Error(
         ErrorKind::Unsupported, rules->source, "",
         "no tensor-parallel merge rule for " + std::to_string(no_rule.size()) +
