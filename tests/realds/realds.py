@@ -56,7 +56,8 @@ JUDGE_VERSIONS = ("0.19",)   # run by the judge venv's python (scripts/setup-jud
 # dp 1-4 (ZeRO-3 at 2-4: dp 1 fails in the CPU harness), fresh (steps 0) and trained, the edge model (tied
 # head, frozen bias), model B, every #762 variant, a ZeRO-3 sub_group_size that splits a group, and v0.14.5.
 # kind "train": ds_driver.py train; kind "seedbug": a fresh engine loads `src` without optimizer states and saves;
-# kind "par": par_train.py trains a tensor/pipeline/expert-parallel job (its references are assembled by the engine).
+# kind "par": par_train.py trains a tensor/pipeline/expert-parallel job (its references are assembled by the engine);
+# model "autotp": autotp_train.py, DeepSpeed's AutoTP on a HuggingFace model.
 MATRIX = {
     "z1_fp16_dp2": dict(kind="train", stage=1, dtype="fp16", dp=2, steps=5),
     "z1_bf16_dp3_fresh": dict(kind="train", stage=1, dtype="bf16", dp=3, steps=0),
