@@ -252,6 +252,28 @@ class TestRealdsParallel : public QObject {
     QVERIFY(finding(report, "tp-replicated-mismatch", f));
     QVERIFY2(f["message"].toString().contains("16-bit weights equal"), all_findings(report).c_str());
   }
+  // 0.19.5+ records {pp_degree, tp_degree} in every model file: a record that disagrees with the layout the
+  // files form (here: pipeline 1 x tensor 4 claimed for the 2 x 2 job) is named.
+  void diagnoseNamesParallelDimensionsMismatch019() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("v019_par_pipe3d");
+    test::TempDir dir;
+    const auto in = realds::copy_of(e, dir);
+    for (int m = 0; m < e.pp * e.tp; ++m) {
+      const auto r = edit({"set", tag_file(in, e, "mp_rank_0" + std::to_string(m) + "_model_states.pt"),
+                           "checkpoint_parallel_dimensions", R"({"pp_degree": 1, "tp_degree": 4})"},
+                          e.ds);
+      QVERIFY2(r.exit_code == 0, (r.out + r.err).c_str());
+    }
+    const auto report = cli_json({"diagnose", in, "--json", "--device", "cpu"}, 1);
+    QJsonObject f;
+    QVERIFY2(finding(report, "topology-mismatch", f), all_findings(report).c_str());
+    const std::string msg = f["message"].toString().toStdString();
+    QVERIFY2(msg.find("pipeline 1 x tensor 4") != std::string::npos &&
+                 msg.find("files form pipeline 2 x tensor 2") != std::string::npos,
+             msg.c_str());
+  }
+
   // AutoTP records fused params (q, k and v in one Linear) in parameter_with_sub_params: DeepSpeed's
   // converter regroups their slices per sub-param, a plain concatenation would interleave them. ckptdoc does
   // not regroup: with one such entry in the real checkpoint's info, the merged export is refused, naming the

@@ -207,6 +207,19 @@ Topology derive_topology(const std::vector<CheckpointFile>& files, const ModelRo
     t.tp = mp;
     t.pp = 1;
   }
+  // DeepSpeed 0.19.5+ records the sizes it ran with; files that form another layout were mixed or lost.
+  if (const Value* dims = dict_get(root0, "checkpoint_parallel_dimensions")) {
+    const auto pp = opt_int(dict_get(dims, "pp_degree")), tp = opt_int(dict_get(dims, "tp_degree"));
+    if (pp && tp && (*pp != t.pp || *tp != t.tp))
+      problems.push_back({"topology-mismatch",
+                          "error",
+                          "the model file records checkpoint_parallel_dimensions pipeline " + n(*pp) +
+                              " x tensor " + n(*tp) + ", but the files form pipeline " + n(t.pp) +
+                              " x tensor " + n(t.tp) + "; the catalog follows the files",
+                          {},
+                          {},
+                          {}});
+  }
   moe_layers(files, root0, file_root, t);
   return t;
 }
