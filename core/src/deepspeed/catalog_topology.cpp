@@ -47,13 +47,12 @@ std::optional<int> tp_from_stage_layers(const std::vector<std::optional<std::set
   const int mp = static_cast<int>(sets.size());
   for (const auto& s : sets)
     if (!s) return std::nullopt;
+  auto at = [&](int i) -> const std::set<int>& { return *sets[static_cast<size_t>(i)]; };
   for (int t = 1; t <= mp; ++t) {
     if (mp % t) continue;
     bool ok = true;
-    for (int m = 0; m < mp && ok; ++m)
-      ok = *sets[static_cast<size_t>(m)] == *sets[static_cast<size_t>(m / t * t)];
-    for (int s = 1; s < mp / t && ok; ++s)
-      ok = *sets[static_cast<size_t>(s * t)] != *sets[static_cast<size_t>((s - 1) * t)];
+    for (int m = 0; m < mp && ok; ++m) ok = at(m) == at(m / t * t);
+    for (int s = 1; s < mp / t && ok; ++s) ok = at(s * t) != at((s - 1) * t);
     if (ok) return t;
   }
   return std::nullopt;
@@ -173,6 +172,7 @@ Topology derive_topology(const std::vector<CheckpointFile>& files, const ModelRo
   const int mp = t.mp_world_size;
   if (t.pipeline) {
     std::vector<std::optional<std::set<int>>> sets;
+    sets.reserve(static_cast<size_t>(mp));
     for (int m = 0; m < mp; ++m) sets.push_back(layers_named(model_root(m)));
     const int by_names = named ? max_layer_tp + 1 : 1;
     const auto by_layers = tp_from_stage_layers(sets);

@@ -98,6 +98,7 @@ NamedTensor merged(const std::string& name, const std::vector<Tensor>& slices, c
   return {name, Tensor::produced(dtype, shape, [slices, shapes, kind, dim, shape, dtype](ByteSink& sink) {
             const size_t elem = element_size(dtype);
             std::vector<std::vector<uint8_t>> parts;
+            parts.reserve(slices.size());
             for (const auto& t : slices) parts.push_back(t.to_bytes());
             std::vector<uint8_t> out;
             switch (kind) {

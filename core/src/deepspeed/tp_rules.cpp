@@ -35,15 +35,25 @@ bool matches(const std::string& pattern, const std::string& name, const std::str
   }
 }
 
+// "'NAME' matches both 'A' and 'B'": a name two patterns claim.
+std::string matched_twice(const std::string& name, const std::string& a, const std::string& b) {
+  std::string m = "'";
+  m += name;
+  m += "' matches both '";
+  m += a;
+  m += "' and '";
+  m += b;
+  m += "'";
+  return m;
+}
+
 // The one pattern of a list that matches (nullopt: none); two matching patterns are ambiguous.
 std::optional<std::string> matched(const std::vector<std::string>& patterns, const std::string& name,
                                    const std::string& source, const char* list) {
   std::optional<std::string> hit;
   for (const auto& p : patterns) {
     if (!matches(p, name, source)) continue;
-    if (hit)
-      throw Error(ErrorKind::InvalidRequest, source, list,
-                  "'" + name + "' matches both '" + *hit + "' and '" + p + "'");
+    if (hit) throw Error(ErrorKind::InvalidRequest, source, list, matched_twice(name, *hit, p));
     hit = p;
   }
   return hit;
@@ -85,8 +95,7 @@ std::optional<TpRule> TpRules::rule_for(const std::string& name) const {
     for (const auto& [p, dim] : cat_dims)
       if (matches(p, name, source)) {
         if (hit)
-          throw Error(ErrorKind::InvalidRequest, source, "cat_dim",
-                      "'" + name + "' matches both '" + hit->first + "' and '" + p + "'");
+          throw Error(ErrorKind::InvalidRequest, source, "cat_dim", matched_twice(name, hit->first, p));
         hit = std::make_pair(p, dim);
       }
     if (hit) {
