@@ -8,6 +8,7 @@
                                                   add DELTA to NAME's fp32 master fragment in each ZeRO-1/2
                                                   optimizer file holding one (param_slice_mappings)
   par_edit.py set FILE KEY JSON                   set a top-level key to a JSON value
+  par_edit.py set-uci FILE... --key KEY JSON      set universal_checkpoint_info[KEY] of each file to a JSON value
   par_edit.py equal GOT REF                       every tensor of REF in GOT, bit for bit as float32, nothing more
   par_edit.py slice-of GOT REF TP RANK            GOT holds tensor rank RANK's slices of REF's merged tensors
   par_edit.py mean-of GOT REF NAME TP             GOT[NAME] == sum(REF[NAME].chunk(TP)) / TP in float32
@@ -60,6 +61,14 @@ def main():
         root = load(path)
         root[key] = json.loads(value)
         torch.save(root, path)
+        return 0
+    if cmd == "set-uci":
+        i = args.index("--key")
+        key, value = args[i + 1], json.loads(args[i + 2])
+        for path in args[:i]:
+            root = load(path)
+            root["universal_checkpoint_info"][key] = value
+            torch.save(root, path)
         return 0
     if cmd == "equal":
         got, ref = torch.load(args[0], weights_only=True), load(args[1])

@@ -56,7 +56,8 @@ JUDGE_VERSIONS = ("0.19",)   # run by the judge venv's python (scripts/setup-jud
 # dp 1-4 (ZeRO-3 at 2-4: dp 1 fails in the CPU harness), fresh (steps 0) and trained, the edge model (tied
 # head, frozen bias), model B, every #762 variant, a ZeRO-3 sub_group_size that splits a group, and v0.14.5.
 # kind "train": ds_driver.py train; kind "seedbug": a fresh engine loads `src` without optimizer states and saves;
-# kind "par": par_train.py trains a tensor/pipeline/expert-parallel job (its references are assembled by the engine).
+# kind "par": par_train.py trains a tensor/pipeline/expert-parallel job (its references are assembled by the engine);
+# model "autotp": autotp_train.py, DeepSpeed's AutoTP on a HuggingFace model.
 MATRIX = {
     "z1_fp16_dp2": dict(kind="train", stage=1, dtype="fp16", dp=2, steps=5),
     "z1_bf16_dp3_fresh": dict(kind="train", stage=1, dtype="bf16", dp=3, steps=0),
@@ -149,6 +150,14 @@ MATRIX = {
     "v019_par_tp": dict(kind="par", model="tp", stage=2, dtype="fp16", pp=1, tp=2, dp=2, world=4, steps=3, ds="0.19"),
     "v019_par_moe": dict(kind="par", model="moe", stage=2, dtype="fp16", pp=1, tp=1, ep=2, dp=4, world=4, steps=3,
                          ds="0.19"),
+    # the pipeline on 0.19 (0.19.5+ records checkpoint_parallel_dimensions {pp_degree, tp_degree} in every model file)
+    "v019_par_pipe3d": dict(kind="par", model="pipe3d", stage=1, dtype="bf16", bf16opt=True, pp=2, tp=2, dp=2,
+                            world=8, steps=3, ds="0.19"),
+    # AutoTP (0.18.9+): DeepSpeed partitions a plain HuggingFace Llama itself ("tensor_parallel": {"autotp_size": 2})
+    # and writes universal_checkpoint_info; autotp_train.py's references are the engine's consolidated 16-bit
+    # weights and ds_to_universal.py's fp32 masters and moments
+    "v019_autotp_z1": dict(kind="par", model="autotp", stage=1, dtype="bf16", pp=1, tp=2, dp=2, world=4, steps=3,
+                           ds="0.19"),
     "par_moe_v145": dict(kind="par", model="moe", stage=2, dtype="fp16", pp=1, tp=1, ep=2, dp=4, world=4, steps=3,
                          ds="0.14.5"),
 }
@@ -291,8 +300,13 @@ def stamp_of(a, spec):
     if spec["kind"] == "client":
         parts.append(file_sha(os.path.join(HERE, "client_state_driver.py")))
     if spec["kind"] == "par":
-        parts += [file_sha(os.path.join(HERE, f)) for f in ("par_models.py", "par_train.py")]
+        parts += [file_sha(os.path.join(HERE, f)) for f in ("par_models.py", par_driver(spec))]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
+
+
+def par_driver(spec):
+    """The per-rank training script of a "par" entry: AutoTP has its own (a HuggingFace model DeepSpeed shards)."""
+    return "autotp_train.py" if spec["model"] == "autotp" else "par_train.py"
 
 
 def run_logged(cmd, env, log_path, timeout=900):
@@ -347,6 +361,10 @@ def ensure(a, name):
                                  str(spec["steps"])] + base_args(spec) + list(spec["client"])
             if spec["dims"]:
                 cmd += ["--dims", spec["dims"]]
+        elif spec["kind"] == "par" and spec["model"] == "autotp":
+            cmd = launch[:-1] + [os.path.join(HERE, par_driver(spec)), "--out", save_dir, "--ref",
+                                 os.path.join(folder, "ref"), "--steps", str(spec["steps"]), "--tp", str(spec["tp"]),
+                                 "--stage", str(spec["stage"]), "--dtype", spec["dtype"]]
         elif spec["kind"] == "par":
             cmd = launch[:-1] + [os.path.join(HERE, "par_train.py"), "--kind", spec["model"], "--out", save_dir,
                                  "--ref", os.path.join(folder, "ref"), "--steps", str(spec["steps"])]

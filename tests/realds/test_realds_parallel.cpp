@@ -208,6 +208,97 @@ class TestRealdsParallel : public QObject {
   void mergedExportTensorParallel019() { merged_export("v019_par_tp"); }
   void diagnoseCleanMoe019() { diagnose_clean("v019_par_moe"); }
   void mergedExportMoe019() { merged_export("v019_par_moe"); }
+  // DeepSpeed 0.19's pipeline (pp 2 x tp 2 x dp 2, BF16_Optimizer, layer files),
+  // checkpoint_parallel_dimensions in every model file.
+  void inspectPipe3d019() { inspect_job("v019_par_pipe3d"); }
+  void diagnoseCleanPipe3d019() { diagnose_clean("v019_par_pipe3d"); }
+  void mergedExportPipe3d019() { merged_export("v019_par_pipe3d"); }
+  // AutoTP (tp 2 x dp 2, ZeRO-1 bf16): DeepSpeed shards a HuggingFace Llama itself and writes the merge rules
+  // (anchored patterns, a vocabulary-parallel lm_head); the export equals the engine's consolidated 16-bit
+  // weights and ds_to_universal.py's fp32 masters.
+  void inspectAutoTp019() { inspect_job("v019_autotp_z1"); }
+  void diagnoseCleanAutoTp019() { diagnose_clean("v019_autotp_z1"); }
+  void mergedExportAutoTp019() { merged_export("v019_autotp_z1"); }
+
+  // One rank's fp32 masters replaced by noise (damage.py stale-fp32: the first optimizer file of dp rank 0,
+  // i.e. stage 0 / tensor rank 0): named as fp32-master-mismatch of that rank and slice, with the replicated
+  // params' masters now differing between the tensor ranks (their 16-bit weights still equal), and nothing
+  // else.
+  void diagnoseNamesStaleMasters019_data() {
+    QTest::addColumn<QString>("name");
+    QTest::newRow("pipeline") << "v019_par_pipe3d";
+    QTest::newRow("autotp") << "v019_autotp_z1";
+  }
+  void diagnoseNamesStaleMasters019() {
+    QFETCH(QString, name);
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(name.toStdString());
+    test::TempDir dir;
+    const auto in = realds::copy_of(e, dir);
+    const auto d = realds::python_with_deepspeed(
+        {test::source_dir() + "/tests/realds/damage.py", in, "stale-fp32", "0"}, e.ds);
+    QVERIFY2(d.exit_code == 0, (d.out + d.err).c_str());
+    const auto report = cli_json({"diagnose", in, "--json", "--device", "cpu"}, 1);
+    auto errors = realds::codes(report, "error");
+    std::sort(errors.begin(), errors.end());
+    QCOMPARE(errors, (std::vector<std::string>{"fp32-master-mismatch", "tp-replicated-mismatch"}));
+    QVERIFY2(realds::codes(report, "warning").empty(), all_findings(report).c_str());
+    QJsonObject f;
+    QVERIFY(finding(report, "fp32-master-mismatch", f));
+    QCOMPARE(f["ranks"].toArray(), QJsonArray{0});
+    QCOMPARE(f["repair"].toString(), QString("refresh-fp32"));
+    const std::string where = e.pp > 1 ? "pp 0, tp 0: " : "tp 0: ";
+    QVERIFY2(f["message"].toString().toStdString().rfind(where, 0) == 0, all_findings(report).c_str());
+    QVERIFY(finding(report, "tp-replicated-mismatch", f));
+    QVERIFY2(f["message"].toString().contains("16-bit weights equal"), all_findings(report).c_str());
+  }
+  // 0.19.5+ records {pp_degree, tp_degree} in every model file: a record that disagrees with the layout the
+  // files form (here: pipeline 1 x tensor 4 claimed for the 2 x 2 job) is named.
+  void diagnoseNamesParallelDimensionsMismatch019() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("v019_par_pipe3d");
+    test::TempDir dir;
+    const auto in = realds::copy_of(e, dir);
+    for (int m = 0; m < e.pp * e.tp; ++m) {
+      const auto r = edit({"set", tag_file(in, e, "mp_rank_0" + std::to_string(m) + "_model_states.pt"),
+                           "checkpoint_parallel_dimensions", R"({"pp_degree": 1, "tp_degree": 4})"},
+                          e.ds);
+      QVERIFY2(r.exit_code == 0, (r.out + r.err).c_str());
+    }
+    const auto report = cli_json({"diagnose", in, "--json", "--device", "cpu"}, 1);
+    QJsonObject f;
+    QVERIFY2(finding(report, "topology-mismatch", f), all_findings(report).c_str());
+    const std::string msg = f["message"].toString().toStdString();
+    QVERIFY2(msg.find("pipeline 1 x tensor 4") != std::string::npos &&
+                 msg.find("files form pipeline 2 x tensor 2") != std::string::npos,
+             msg.c_str());
+  }
+
+  // AutoTP records fused params (q, k and v in one Linear) in parameter_with_sub_params: DeepSpeed's
+  // converter regroups their slices per sub-param, a plain concatenation would interleave them. ckptdoc does
+  // not regroup: with one such entry in the real checkpoint's info, the merged export is refused, naming the
+  // param and why, and one tensor rank's slices still export.
+  void exportRefusesAutoTpSubParams019() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("v019_autotp_z1");
+    test::TempDir dir;
+    const auto in = realds::copy_of(e, dir);
+    const std::string fused = "model.layers.0.mlp.gate_proj.weight";
+    const auto ed = edit({"set-uci", tag_file(in, e, "mp_rank_00_model_states.pt"),
+                          tag_file(in, e, "mp_rank_01_model_states.pt"), "--key", "parameter_with_sub_params",
+                          R"([{"patterns": ["^model[.]layers[.]0[.]mlp[.]gate_proj[.]weight$"],
+                              "shape": [[16, 16], -1], "partition_dim": 0}])"},
+                         e.ds);
+    QVERIFY2(ed.exit_code == 0, (ed.out + ed.err).c_str());
+    const auto r = test::run_cli({"export", in, "-o", dir.file("x.pt"), "--device", "cpu"});
+    CKPTDOC_EXPECT_EXIT(r, 2);
+    QVERIFY2(r.err.find(fused + " (fused sub-params") != std::string::npos, r.err.c_str());
+    QVERIFY(!fs::exists(dir.file("x.pt")));
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"export", in, "-o", dir.file("tp1.pt"), "--tp-rank", "1"}), 0);
+    // diagnose is still clean: the replicated params are compared, the fused one is not a replicated one
+    const auto report = cli_json({"diagnose", in, "--json", "--device", "cpu"}, 0);
+    QVERIFY2(realds::codes(report, "error").empty(), all_findings(report).c_str());
+  }
   void inspectTensorParallelZero3() { inspect_job("par_tp_z3"); }
   void diagnoseCleanPipe3d() { diagnose_clean("par_pipe3d"); }
   void diagnoseCleanTensorParallel() { diagnose_clean("par_tp"); }

@@ -105,6 +105,56 @@ class TestRealdsParallelRepair : public QObject {
   // DeepSpeed 0.19 loads them (par_load_check.py run by the judges' venv).
   void refreshTensorParallel019() { refresh("v019_par_tp"); }
   void refreshMoe019() { refresh("v019_par_moe"); }
+  void refreshPipe3d019() { refresh("v019_par_pipe3d"); }
+
+  // Real damage repaired: one pipeline rank's masters replaced by noise (damage.py stale-fp32), refreshed
+  // from its 16-bit weights; DeepSpeed 0.19 loads the result over all 8 ranks, holds masters equal to the
+  // engine's 16-bit weights and the moments unchanged, and trains a step.
+  void refreshStalePipe3d019() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("v019_par_pipe3d");
+    test::TempDir dir;
+    const auto in = realds::copy_of(e, dir);
+    const auto d = realds::python_with_deepspeed(
+        {test::source_dir() + "/tests/realds/damage.py", in, "stale-fp32", "0"}, e.ds);
+    QVERIFY2(d.exit_code == 0, (d.out + d.err).c_str());
+    const auto stale = realds::load(in, e.name, {"--expect-fp32", realds::reference(e.name, "lp")});
+    QVERIFY2(!stale.verdict()["expect_fp32_match"].toBool(), "the damage did not reach DeepSpeed's masters");
+    const auto out = dir.file("fixed");
+    CKPTDOC_EXPECT_EXIT(realds::repair(in, out, {"--refresh-fp32"}), 0);
+    const auto c = realds::load(out, e.name,
+                                {"--strict", "--expect-fp32", realds::reference(e.name, "lp"),
+                                 "--expect-moments", realds::reference(e.name, "moments")});
+    REALDS_EXPECT_STRICT(c);
+  }
+  // AutoTP: one rank's masters replaced by noise, refreshed; DeepSpeed 0.19 (autotp_load_check.py on the 4
+  // ranks) then holds masters equal to its 16-bit partitions on every rank, the weights and Adam moments it
+  // loads from the original checkpoint, and trains a step. From the damaged input it holds masters far from
+  // the weights.
+  void refreshStaleAutoTp019() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("v019_autotp_z1");
+    test::TempDir dir;
+    const auto in = realds::copy_of(e, dir);
+    const auto d = realds::python_with_deepspeed(
+        {test::source_dir() + "/tests/realds/damage.py", in, "stale-fp32", "0"}, e.ds);
+    QVERIFY2(d.exit_code == 0, (d.out + d.err).c_str());
+    const auto out = dir.file("fixed");
+    CKPTDOC_EXPECT_EXIT(realds::repair(in, out, {"--refresh-fp32"}), 0);
+    auto check = [&](const std::string& ckpt, const std::string& json) {
+      const auto r = realds::launch({test::source_dir() + "/tests/realds/autotp_load_check.py", "--ckpt",
+                                     ckpt, "--orig", e.save_dir, "--json", json},
+                                    e.world, e.ds, json + ".logs");
+      if (r.exit_code != 0) throw std::runtime_error("autotp_load_check.py failed\n" + realds::describe(r));
+      return realds::parse(test::read_text(json))["verdict"].toObject();
+    };
+    const auto fixed = check(out, dir.file("fixed.json"));
+    QVERIFY2(fixed["ok"].toBool(), QJsonDocument(fixed).toJson().constData());
+    const auto stale = check(in, dir.file("stale.json"));
+    // 0.19 loads the stale masters beside the saved weights (they would move the weights at the next step)
+    QVERIFY2(!stale["fp32_equals_lp"].toBool() && stale["max_fp32_lp_diff"].toDouble() > 0.05,
+             QJsonDocument(stale).toJson().constData());
+  }
   void resetPipe3d() { reset("par_pipe3d"); }
   void resetTensorParallel() { reset("par_tp"); }
   void resetMoe() { reset("par_moe"); }

@@ -47,13 +47,12 @@ std::optional<int> tp_from_stage_layers(const std::vector<std::optional<std::set
   const int mp = static_cast<int>(sets.size());
   for (const auto& s : sets)
     if (!s) return std::nullopt;
+  auto at = [&](int i) -> const std::set<int>& { return *sets[static_cast<size_t>(i)]; };
   for (int t = 1; t <= mp; ++t) {
     if (mp % t) continue;
     bool ok = true;
-    for (int m = 0; m < mp && ok; ++m)
-      ok = *sets[static_cast<size_t>(m)] == *sets[static_cast<size_t>(m / t * t)];
-    for (int s = 1; s < mp / t && ok; ++s)
-      ok = *sets[static_cast<size_t>(s * t)] != *sets[static_cast<size_t>((s - 1) * t)];
+    for (int m = 0; m < mp && ok; ++m) ok = at(m) == at(m / t * t);
+    for (int s = 1; s < mp / t && ok; ++s) ok = at(s * t) != at((s - 1) * t);
     if (ok) return t;
   }
   return std::nullopt;
@@ -173,6 +172,7 @@ Topology derive_topology(const std::vector<CheckpointFile>& files, const ModelRo
   const int mp = t.mp_world_size;
   if (t.pipeline) {
     std::vector<std::optional<std::set<int>>> sets;
+    sets.reserve(static_cast<size_t>(mp));
     for (int m = 0; m < mp; ++m) sets.push_back(layers_named(model_root(m)));
     const int by_names = named ? max_layer_tp + 1 : 1;
     const auto by_layers = tp_from_stage_layers(sets);
@@ -206,6 +206,19 @@ Topology derive_topology(const std::vector<CheckpointFile>& files, const ModelRo
   } else {
     t.tp = mp;
     t.pp = 1;
+  }
+  // DeepSpeed 0.19.5+ records the sizes it ran with; files that form another layout were mixed or lost.
+  if (const Value* dims = dict_get(root0, "checkpoint_parallel_dimensions")) {
+    const auto pp = opt_int(dict_get(dims, "pp_degree")), tp = opt_int(dict_get(dims, "tp_degree"));
+    if (pp && tp && (*pp != t.pp || *tp != t.tp))
+      problems.push_back({"topology-mismatch",
+                          "error",
+                          "the model file records checkpoint_parallel_dimensions pipeline " + n(*pp) +
+                              " x tensor " + n(*tp) + ", but the files form pipeline " + n(t.pp) +
+                              " x tensor " + n(t.tp) + "; the catalog follows the files",
+                          {},
+                          {},
+                          {}});
   }
   moe_layers(files, root0, file_root, t);
   return t;

@@ -98,6 +98,7 @@ NamedTensor merged(const std::string& name, const std::vector<Tensor>& slices, c
   return {name, Tensor::produced(dtype, shape, [slices, shapes, kind, dim, shape, dtype](ByteSink& sink) {
             const size_t elem = element_size(dtype);
             std::vector<std::vector<uint8_t>> parts;
+            parts.reserve(slices.size());
             for (const auto& t : slices) parts.push_back(t.to_bytes());
             std::vector<uint8_t> out;
             switch (kind) {
@@ -225,7 +226,10 @@ std::vector<NamedTensor> job_export_tensors(const Checkpoint& job, const ExportO
   }
   if (!no_rule.empty()) {
     std::string list;
-    for (const auto& n : no_rule) list += (list.empty() ? "" : ", ") + n;
+    for (const auto& n : no_rule) {
+      list += (list.empty() ? "" : ", ") + n;
+      if (auto why = rules->unmergeable_why(n)) list += " (" + *why + ")";
+    }
     throw Error(
         ErrorKind::Unsupported, rules->source, "",
         "no tensor-parallel merge rule for " + std::to_string(no_rule.size()) +

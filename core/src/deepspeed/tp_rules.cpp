@@ -35,15 +35,25 @@ bool matches(const std::string& pattern, const std::string& name, const std::str
   }
 }
 
+// "'NAME' matches both 'A' and 'B'": a name two patterns claim.
+std::string matched_twice(const std::string& name, const std::string& a, const std::string& b) {
+  std::string m = "'";
+  m += name;
+  m += "' matches both '";
+  m += a;
+  m += "' and '";
+  m += b;
+  m += "'";
+  return m;
+}
+
 // The one pattern of a list that matches (nullopt: none); two matching patterns are ambiguous.
 std::optional<std::string> matched(const std::vector<std::string>& patterns, const std::string& name,
                                    const std::string& source, const char* list) {
   std::optional<std::string> hit;
   for (const auto& p : patterns) {
     if (!matches(p, name, source)) continue;
-    if (hit)
-      throw Error(ErrorKind::InvalidRequest, source, list,
-                  "'" + name + "' matches both '" + *hit + "' and '" + p + "'");
+    if (hit) throw Error(ErrorKind::InvalidRequest, source, list, matched_twice(name, *hit, p));
     hit = p;
   }
   return hit;
@@ -59,7 +69,14 @@ std::vector<std::string> strings_of(const Value* v) {
 
 }  // namespace
 
+std::optional<std::string> TpRules::unmergeable_why(const std::string& name) const {
+  for (const auto& [p, why] : unmergeable)
+    if (matches(p, name, source)) return why;
+  return std::nullopt;
+}
+
 std::optional<TpRule> TpRules::rule_for(const std::string& name) const {
+  if (unmergeable_why(name)) return std::nullopt;
   TpRule r;
   if (auto p = matched(replicated, name, source, kReplicated)) {
     r.kind = TpMerge::Replicated;
@@ -78,8 +95,7 @@ std::optional<TpRule> TpRules::rule_for(const std::string& name) const {
     for (const auto& [p, dim] : cat_dims)
       if (matches(p, name, source)) {
         if (hit)
-          throw Error(ErrorKind::InvalidRequest, source, "cat_dim",
-                      "'" + name + "' matches both '" + hit->first + "' and '" + p + "'");
+          throw Error(ErrorKind::InvalidRequest, source, "cat_dim", matched_twice(name, hit->first, p));
         hit = std::make_pair(p, dim);
       }
     if (hit) {
@@ -119,6 +135,18 @@ std::optional<TpRules> tp_rules_of(const Checkpoint& ckpt) {
   r.sub_params_cat_dim_0 = strings_of(dict_get(info, kSub2));
   r.original_vocab_size = opt_int(dict_get(info, "original_vocab_size"));
   r.default_cat_dim = 0;  // what ds_to_universal.py does with every other param
+  // AutoTP (0.18.9+): [{patterns, shape, partition_dim}] of fused params, regrouped by ds_to_universal.py per
+  // sub-param; a plain concatenation of their slices would interleave q, k and v.
+  if (const Value* subs = dict_get(info, "parameter_with_sub_params"); subs && subs->is_sequence())
+    for (const auto& entry : subs->items())
+      for (const auto& p : strings_of(dict_get(&entry, "patterns")))
+        r.unmergeable.emplace_back(p,
+                                   "fused sub-params (parameter_with_sub_params) ckptdoc does not regroup");
+  if (const Value* bad = dict_get(info, "autotp_unsupported_parameter_patterns"))
+    for (const auto& [p, why] : str_items(bad))
+      r.unmergeable.emplace_back(
+          p, "DeepSpeed records it as not convertible (autotp_unsupported_parameter_patterns: " +
+                 opt_str(why).value_or("no reason given") + ")");
   return r;
 }
 

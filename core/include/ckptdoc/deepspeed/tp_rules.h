@@ -30,10 +30,16 @@ struct TpRules {
   std::vector<std::pair<std::string, int>> cat_dims;  // explicit {pattern, dim} (rule files only)
   std::optional<int> default_cat_dim;  // checkpoint info: 0, as ds_to_universal.py; a rule file: when it says so
   std::optional<int64_t> original_vocab_size;
+  // {pattern, why}: params whose slices no rule here merges the way DeepSpeed would (AutoTP's fused
+  // sub-params, parameter_with_sub_params; the params it records as autotp_unsupported_parameter_patterns).
+  // rule_for gives them no rule, so an export names them instead of concatenating.
+  std::vector<std::pair<std::string, std::string>> unmergeable;
 
   // The rule for a param name; nullopt when none applies. Throws ckptdoc::Error when a name matches several
   // patterns of one list (ds_to_universal.py asserts the same) or a pattern is not a valid regular expression.
   std::optional<TpRule> rule_for(const std::string& name) const;
+  // Why a name has no rule although a default would apply (an `unmergeable` pattern); nullopt otherwise.
+  std::optional<std::string> unmergeable_why(const std::string& name) const;
 };
 
 // The rules a checkpoint's model file carries (universal_checkpoint_info), nullopt when it has none.
