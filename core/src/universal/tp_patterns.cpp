@@ -1,5 +1,7 @@
 #include "universal/tp_patterns.h"
 
+#include <array>
+#include <cstdio>
 #include <regex>
 #include <vector>
 
@@ -51,14 +53,18 @@ TpPatterns::TpPatterns(const Value* info) : info_(info) {
     throw Error(ErrorKind::Unsupported, "", "universal_checkpoint_info['parameter_with_sub_params']",
                 "sub-param shapes (SubparamShape) are not written by ckptdoc yet; use DeepSpeed's "
                 "ds_to_universal.py");
-  // Layouts DeepSpeed 0.19 records beside the pattern lists, which change how its converter merges a param:
-  // ckptdoc does not read them, so it refuses rather than merge by the patterns alone.
+  // A later version may record what ckptdoc cannot read.
   const auto version = deepspeed::detail::opt_float(dict_get(info, "universal_checkpoint_version"));
-  if (version && *version > kNewestVersion)
+  if (version && *version > kNewestVersion) {
+    std::array<char, 32> v{};
+    std::snprintf(v.data(), v.size(), "%g", *version);
     throw Error(ErrorKind::Unsupported, "", "universal_checkpoint_info['universal_checkpoint_version']",
-                "version " + std::to_string(*version) +
+                std::string("version ") + v.data() +
                     " is newer than the 0.4 ckptdoc knows (DeepSpeed 0.19); use that DeepSpeed's "
                     "ds_to_universal.py");
+  }
+  // Layouts DeepSpeed 0.19 records beside the pattern lists, which change how its converter merges a param:
+  // ckptdoc does not read them, so it refuses rather than merge by the patterns alone.
   auto non_empty = [info](const char* key) {
     const Value* v = dict_get(info, key);
     return v && !((v->is_dict() && v->as_dict().items.empty()) || (v->is_sequence() && v->items().empty()));
