@@ -271,7 +271,7 @@ void CatalogBuilder::build_universal() {
   for (const auto& name : folders) {
     if (std::any_of(params.begin(), params.end(), [&](const UniversalParam& p) { return p.name == name; }))
       continue;
-    if (module_entries.count(name))
+    if (module_entries.contains(name))
       u.module_entry_folders.push_back(name);
     else
       u.unexpected_folders.push_back(name);

@@ -540,7 +540,7 @@ class ToUniversal {
         continue;
       const Value* module = dict_get(&ckpt_.model_file(f.mp_rank, 0).root, "module");
       for (const auto& [name, v] : deepspeed::detail::str_items(module)) {
-        if (!v->is_tensor() || done.count(name)) continue;
+        if (!v->is_tensor() || done.contains(name)) continue;
         if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
           refuse(ErrorKind::Unsupported, cat_, "module entry '" + name + "' cannot be a folder name");
         done.insert(name);
@@ -555,8 +555,10 @@ class ToUniversal {
         t.storage = Storage::from_bytes(DType::F32, std::move(bytes));
         Value d = Value::dict();
         d.set("param", Value::tensor(std::move(t)));
-        detail::make_dir(*io_, zero_dir + "/" + name);
-        write_file(zero_dir + "/" + name + "/fp32.pt", d, values.size() * sizeof(float));
+        std::string folder = zero_dir;
+        folder.append("/").append(name);
+        detail::make_dir(*io_, folder);
+        write_file(folder.append("/fp32.pt"), d, values.size() * sizeof(float));
       }
     }
   }
