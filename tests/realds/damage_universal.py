@@ -9,6 +9,9 @@ diagnose tests. Run with DeepSpeed importable (realds.py py -- damage_universal.
   shape PARAM           zero/PARAM/fp32.pt holds the tensor with one row less
   stale-fp32 PARAM      zero/PARAM/fp32.pt holds fresh random values (masters unrelated to the weights)
   drop-step             remove `iteration` from the model file and every step.pt (no loader can set the step)
+  drop-zero3-step       remove the step from zero/optimizer_state.pt's optimizer_state_dict (where ZeRO-3's
+                        loader reads it)
+ZeRO-3's files at tp 1 hold bare tensors rather than {'param': tensor}: damaged the same way.
 """
 import glob
 import os
@@ -28,15 +31,18 @@ def main():
         name = "exp_avg_sq.pt" if action == "nan" else "fp32.pt"
         path = os.path.join(zero, param, name)
         d = torch.load(path, map_location="cpu")
-        t = d["param"]
+        bare = torch.is_tensor(d)
+        t = d if bare else d["param"]
         if action == "nan":
             t.view(-1)[:3] = float("nan")
         elif action == "shape":
-            d["param"] = t[:-1].clone()
+            t = t[:-1].clone()
         else:
             g = torch.Generator().manual_seed(5)
-            d["param"] = torch.randn(t.shape, generator=g) * t.float().std()
-        torch.save(d, path)
+            t = torch.randn(t.shape, generator=g) * t.float().std()
+        if not bare:
+            d["param"] = t
+        torch.save(t if bare else d, path)
     elif action == "drop-step":
         for f in glob.glob(os.path.join(zero, "*", "step.pt")):
             os.remove(f)
@@ -44,6 +50,12 @@ def main():
         sd = torch.load(model, map_location="cpu")
         sd.pop("iteration", None)
         torch.save(sd, model)
+    elif action == "drop-zero3-step":
+        path = os.path.join(zero, "optimizer_state.pt")
+        sd = torch.load(path, map_location="cpu")
+        for st in sd["optimizer_state_dict"]["state"].values():
+            st.pop("step", None)
+        torch.save(sd, path)
     else:
         raise SystemExit(f"unknown action {action}")
     return 0

@@ -191,6 +191,9 @@ json catalog_object(const Catalog& c, bool whole_job) {
                       {"loads_with_iteration", u.loads_with_iteration()},
                       {"loads_with_step_files", u.loads_with_step_files()},
                       {"unexpected_folders", u.unexpected_folders},
+                      {"module_entry_folders", u.module_entry_folders},
+                      {"universal_checkpoint_version", u.version ? json(*u.version) : json(nullptr)},
+                      {"zero3_step", u.zero3_step ? json(*u.zero3_step) : json(nullptr)},
                       {"params", std::move(params)}};
   }
   return j;

@@ -118,6 +118,12 @@ void CatalogBuilder::build_universal() {
   }
   if (cat_.ds_version.empty()) cat_.ds_version = opt_str(dict_get(osd, "ds_version")).value_or("");
   const bool zero3 = cat_.wrapper == OptimizerWrapper::Zero3;
+  u.zero3 = zero3;
+  if (zero3)
+    u.zero3_step = step_count(
+        scalar_value(dict_get(int_key(dict_get(dict_get(osd, "optimizer_state_dict"), "state"), 0), "step")));
+  u.version =
+      opt_float(dict_get(dict_get(mroot, "universal_checkpoint_info"), "universal_checkpoint_version"));
   // Hyper-parameters: ds_to_universal 0.14.1+ adds the torch param_groups; ZeRO-3's whole state dict has its
   // own.
   const Value* pgroups = dict_get(osd, "param_groups");
@@ -258,9 +264,18 @@ void CatalogBuilder::build_universal() {
     for (const auto& m : moment_keys)
       if (!has(m)) missing_state[m + ".pt"].push_back(pf.name);
   }
-  for (const auto& name : folders)
-    if (std::none_of(params.begin(), params.end(), [&](const UniversalParam& p) { return p.name == name; }))
+  // 0.19's ds_to_universal.py writes the module's buffers and frozen params as zero/<name>/fp32.pt too; its
+  // loaders skip them, as they skip any folder that names no trainable param.
+  std::set<std::string> module_entries;
+  for (const auto& [name, v] : str_items(dict_get(mroot, "module"))) module_entries.insert(name);
+  for (const auto& name : folders) {
+    if (std::any_of(params.begin(), params.end(), [&](const UniversalParam& p) { return p.name == name; }))
+      continue;
+    if (module_entries.contains(name))
+      u.module_entry_folders.push_back(name);
+    else
       u.unexpected_folders.push_back(name);
+  }
 
   if (!missing_folder.empty())
     problem("universal-param-missing", "error",
@@ -323,8 +338,12 @@ void CatalogBuilder::build_universal() {
     auto& og = cat_.optimizer_groups[k];
     og.has_state = std::any_of(pf.states.begin(), pf.states.end(),
                                [](const std::string& s) { return s != "fp32" && s != "step"; });
-    u.has_step_files = u.has_step_files && pf.step.has_value();
-    og.step = pf.step ? pf.step : (u.iteration ? std::optional<int64_t>(*u.iteration + 1) : std::nullopt);
+    // a param without a folder is reported as missing, not as a missing step on top
+    u.has_step_files = u.has_step_files && (pf.step.has_value() || pf.states.empty());
+    og.step = pf.step        ? pf.step
+              : u.zero3_step ? u.zero3_step
+              : u.iteration  ? std::optional<int64_t>(*u.iteration + 1)
+                             : std::nullopt;
     if (pf.step) group_steps[pf.optimizer_group].insert(*pf.step);
     const Value* betas =
         dict_get(list_at(pgroups, static_cast<size_t>(std::max(pf.optimizer_group, 0))), "betas");
@@ -346,7 +365,15 @@ void CatalogBuilder::build_universal() {
   // Which universal loaders accept the folder: 0.12.3-0.14.0 need `iteration`, 0.14.1+ need step.pt files and
   // param_groups.
   const bool old_ok = u.loads_with_iteration(), new_ok = u.loads_with_step_files();
-  if (!old_ok && !new_ok) {
+  if (zero3 && !u.has_step_files) {
+    if (!u.zero3_step)
+      problem(
+          "universal-step-missing", "error",
+          "no Adam step for DeepSpeed's ZeRO-3 universal loader: it reads "
+          "zero/optimizer_state.pt['optimizer_state_dict']['state'][0]['step'] (the param folders hold no "
+          "step.pt, as ds_to_universal.py writes them for ZeRO-3) and stops without it",
+          "zero/optimizer_state.pt");
+  } else if (!old_ok && !new_ok) {
     problem(
         "universal-step-missing", "error",
         std::string(

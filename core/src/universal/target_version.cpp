@@ -22,6 +22,7 @@ TargetVersion target_version(const std::string& ds_version) {
                 "its universal loader does not restore the optimizer step (that came in 0.12.3); pass "
                 "--for-deepspeed with the version the job will load with (0.12.3 or later)");
   t.loader = *v < DsVersion{0, 14, 1} ? LoaderKind::Iteration : LoaderKind::StepFiles;
+  t.module_entries = *v >= DsVersion{0, 19, 0};  // seen in 0.19.8's converter; absent from 0.14.5's
   if (t.loader == LoaderKind::Iteration)
     t.caveats.push_back(
         "DeepSpeed " + t.version +

@@ -140,8 +140,8 @@ class ToUniversal {
              "this is already a universal checkpoint (convert it --to zero for rigid ZeRO files)");
     if (cat_.wrapper == OptimizerWrapper::Zero3)
       refuse(ErrorKind::Unsupported, cat_,
-             "ZeRO-3 checkpoints are not converted to universal by ckptdoc yet (DeepSpeed 0.14.5+'s "
-             "ds_to_universal.py converts them)");
+             "ZeRO-3 checkpoints are not converted to universal by ckptdoc yet: use DeepSpeed 0.14.5+'s "
+             "ds_to_universal.py (ckptdoc inspects, diagnoses and exports the folder it writes)");
     if (cat_.wrapper != OptimizerWrapper::Zero12 && cat_.wrapper != OptimizerWrapper::BF16Optimizer)
       refuse(
           ErrorKind::Unsupported, cat_,
@@ -527,6 +527,42 @@ class ToUniversal {
     return out;
   }
 
+  // What 0.19's ds_to_universal.py adds after merging: every module state-dict entry of the model files
+  // without a folder yet (buffers, frozen params) as zero/<name>/fp32.pt = {'param': value.float()}, the
+  // first model file's value where several hold it. No loader reads them; written so the folder equals that
+  // converter's.
+  void write_module_entries(const std::string& zero_dir) {
+    std::set<std::string> done;
+    for (const auto& p : params_) done.insert(p.merged.name);
+    for (const auto& f : cat_.files) {
+      if (f.role != deepspeed::FileRole::Model || f.path.rfind("mp", 0) != 0 ||
+          f.path.find('/') != std::string::npos)
+        continue;
+      const Value* module = dict_get(&ckpt_.model_file(f.mp_rank, 0).root, "module");
+      for (const auto& [name, v] : deepspeed::detail::str_items(module)) {
+        if (!v->is_tensor() || done.contains(name)) continue;
+        if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+          refuse(ErrorKind::Unsupported, cat_, "module entry '" + name + "' cannot be a folder name");
+        done.insert(name);
+        const Tensor& src = v->as_tensor();
+        const std::vector<float> values = src.to_float();
+        std::vector<uint8_t> bytes(values.size() * sizeof(float));
+        std::memcpy(bytes.data(), values.data(), bytes.size());
+        Tensor t;
+        t.dtype = DType::F32;
+        t.shape = src.shape;
+        t.strides = Tensor::contiguous_strides(src.shape);
+        t.storage = Storage::from_bytes(DType::F32, std::move(bytes));
+        Value d = Value::dict();
+        d.set("param", Value::tensor(std::move(t)));
+        std::string folder = zero_dir;
+        folder.append("/").append(name);
+        detail::make_dir(*io_, folder);
+        write_file(folder.append("/fp32.pt"), d, values.size() * sizeof(float));
+      }
+    }
+  }
+
   void write_all(const std::string& out_dir) {
     const std::string tag_dir = out_dir + "/" + result_.tag;
     const std::string zero_dir = tag_dir + "/zero";
@@ -551,6 +587,7 @@ class ToUniversal {
     });
     result_.params = params_.size();
 
+    if (target_.module_entries) write_module_entries(zero_dir);
     write_file(zero_dir + "/optimizer_state.pt", optimizer_state_root(), 0);
     // ds_to_universal.py copies every mp* file of the tag folder.
     for (const auto& f : cat_.files) {

@@ -1,5 +1,7 @@
 #include "universal/tp_patterns.h"
 
+#include <array>
+#include <cstdio>
 #include <regex>
 #include <vector>
 
@@ -42,6 +44,7 @@ constexpr const char* kAverage = "parameter_to_average_patterns";
 constexpr const char* kRow = "parameter_with_row_parallelism_patterns";
 constexpr const char* kVocab = "vocabulary_parameter_patterns";
 constexpr const char* kTwoSub = "parameter_with_2_sub_params_cat_dim_0";
+constexpr double kNewestVersion = 0.4;  // UNIVERSAL_CHECKPOINT_VERSION_VALUE of DeepSpeed 0.19.8
 
 }  // namespace
 
@@ -50,6 +53,28 @@ TpPatterns::TpPatterns(const Value* info) : info_(info) {
     throw Error(ErrorKind::Unsupported, "", "universal_checkpoint_info['parameter_with_sub_params']",
                 "sub-param shapes (SubparamShape) are not written by ckptdoc yet; use DeepSpeed's "
                 "ds_to_universal.py");
+  // A later version may record what ckptdoc cannot read.
+  const auto version = deepspeed::detail::opt_float(dict_get(info, "universal_checkpoint_version"));
+  if (version && *version > kNewestVersion) {
+    std::array<char, 32> v{};
+    std::snprintf(v.data(), v.size(), "%g", *version);
+    throw Error(ErrorKind::Unsupported, "", "universal_checkpoint_info['universal_checkpoint_version']",
+                std::string("version ") + v.data() +
+                    " is newer than the 0.4 ckptdoc knows (DeepSpeed 0.19); use that DeepSpeed's "
+                    "ds_to_universal.py");
+  }
+  // Layouts DeepSpeed 0.19 records beside the pattern lists, which change how its converter merges a param:
+  // ckptdoc does not read them, so it refuses rather than merge by the patterns alone.
+  auto non_empty = [info](const char* key) {
+    const Value* v = dict_get(info, key);
+    return v && !((v->is_dict() && v->as_dict().items.empty()) || (v->is_sequence() && v->items().empty()));
+  };
+  for (const char* key : {"affine_map", "autotp_unsupported_parameter_patterns", "ds_autoep_layers",
+                          "expert_parameter_patterns"})
+    if (non_empty(key))
+      throw Error(ErrorKind::Unsupported, "", std::string("universal_checkpoint_info['") + key + "']",
+                  "AutoTP/AutoEP layouts (affine maps, expert placement) are not converted by ckptdoc; use "
+                  "DeepSpeed's ds_to_universal.py");
   for (const char* k : {kReplicated, kAverage, kRow, kVocab, kTwoSub})
     for (const auto& p : patterns(info, k)) all_.insert(p);
   unmatched_ = all_;

@@ -35,6 +35,13 @@ struct UniversalInfo {
   bool has_step_files = false;    // every param folder holds step.pt (ds_to_universal 0.14.1+)
   std::vector<UniversalParamFiles> params;      // in flat-group order: catalog group k is params[k]
   std::vector<std::string> unexpected_folders;  // zero/<x>/ naming no trainable param (loaders ignore them)
+  // zero/<x>/ of a module buffer or frozen param: 0.19's ds_to_universal.py writes their values (fp32.pt)
+  std::vector<std::string> module_entry_folders;
+  std::optional<double> version;  // universal_checkpoint_info['universal_checkpoint_version']
+  // ZeRO-3's universal loader takes the Adam step of every sub-group from zero/optimizer_state.pt's
+  // optimizer_state_dict['state'][0]['step'] (its converter writes no step.pt)
+  bool zero3 = false;
+  std::optional<int64_t> zero3_step;
 
   // DeepSpeed 0.12.3-0.14.0 set the Adam step to client_state['iteration'] + 1 (and fail without it).
   bool loads_with_iteration() const { return iteration.has_value(); }

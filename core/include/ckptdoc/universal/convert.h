@@ -29,6 +29,9 @@ enum class LoaderKind : uint8_t {
 struct TargetVersion {
   std::string version;  // "0.12.6"
   LoaderKind loader = LoaderKind::StepFiles;
+  // 0.19's ds_to_universal.py also writes zero/<name>/fp32.pt ({'param': value as float32}) for every entry
+  // of the module state dict that has no optimizer state (buffers, frozen params); its loaders ignore them.
+  bool module_entries = false;
   std::vector<std::string> caveats;  // known gaps of that version's loader, in words
 };
 // The loader of `ds_version` (e.g. "0.12.6+c00388a2e"). Throws ckptdoc::Error for text that is no version and
