@@ -47,18 +47,6 @@ test::RunResult ds_to_universal(const realds::Entry& e, const std::string& out_t
   return realds::python_with_deepspeed(args, ds);
 }
 
-// compare_universal.py: the same files, equal values; its JSON report.
-QJsonObject compare_folders(const std::string& theirs, const std::string& ours, const std::string& ds,
-                            const std::vector<std::string>& allowed_extra, const test::TempDir& dir) {
-  const std::string out = dir.file("compare.json");
-  std::vector<std::string> args{test::source_dir() + "/tests/realds/compare_universal.py", theirs, ours,
-                                "--json", out};
-  for (const auto& a : allowed_extra) args.insert(args.end(), {"--allowed-extra", a});
-  const auto r = realds::python_with_deepspeed(args, ds);
-  if (r.exit_code == 2) throw std::runtime_error("compare_universal.py failed: " + describe(r));
-  return parse(test::read_text(out));
-}
-
 std::string unequal(const QJsonObject& c) {
   return QJsonDocument(c).toJson(QJsonDocument::Compact).left(4000).toStdString();
 }
@@ -159,7 +147,8 @@ class TestRealdsUniversal : public QObject {
     QCOMPARE(!report["assumptions"].toArray().isEmpty(), inject || iteration_added);
     std::vector<std::string> allowed;
     if (iteration_added) allowed.push_back("mp_rank_00_model_states.pt:iteration");
-    const auto c = compare_folders(theirs, dir.file("ours/" + e.tag + "_universal"), e.ds, allowed, dir);
+    const auto c = realds::compare_universal_folders(theirs, dir.file("ours/" + e.tag + "_universal"), e.ds,
+                                                     allowed, dir);
     QVERIFY2(c["ok"].toBool(), unequal(c).c_str());
     QVERIFY(c["compared"].toInt() >= 8 * 3 + 2);
     int extra = 0;
@@ -289,8 +278,9 @@ class TestRealdsUniversal : public QObject {
     const auto rep = test::run_cli(
         {"repair", e.save_dir, "-o", dir.file("repartitioned"), "--repartition", "--world-size", "3"});
     QVERIFY2(rep.exit_code == 0, describe(rep).c_str());
-    const auto c = compare_folders(dir.file("repartitioned/" + e.tag), dir.file("zero/" + e.tag), e.ds,
-                                   {"mp_rank_00_model_states.pt:iteration"}, dir);
+    const auto c =
+        realds::compare_universal_folders(dir.file("repartitioned/" + e.tag), dir.file("zero/" + e.tag), e.ds,
+                                          {"mp_rank_00_model_states.pt:iteration"}, dir);
     QVERIFY2(c["ok"].toBool(), unequal(c).c_str());
     const auto load = load_universal(dir.file("zero"), e.name, 3, "", /*universal=*/false);
     REALDS_EXPECT_STRICT(load);

@@ -52,17 +52,6 @@ QJsonObject torch_values(const std::string& tag_dir, const std::string& fp32_out
   return parse(test::read_text(out));
 }
 
-QJsonObject compare_folders(const std::string& theirs, const std::string& ours, const test::TempDir& dir,
-                            const std::vector<std::string>& allowed_extra) {
-  const std::string out = dir.file("compare.json");
-  std::vector<std::string> args{test::source_dir() + "/tests/realds/compare_universal.py", theirs, ours,
-                                "--json", out};
-  for (const auto& a : allowed_extra) args.insert(args.end(), {"--allowed-extra", a});
-  const auto r = realds::python_with_deepspeed(args, kDs);
-  if (r.exit_code == 2) throw std::runtime_error("compare_universal.py failed: " + describe(r));
-  return parse(test::read_text(out));
-}
-
 std::string text(const QJsonObject& o) {
   return QJsonDocument(o).toJson(QJsonDocument::Compact).left(4000).toStdString();
 }
@@ -250,7 +239,8 @@ class TestRealdsUniversalV019 : public QObject {
         cli_json({"convert", e.save_dir, "-o", dir.file("ours"), "--to", "universal", "--json"}, 0);
     QVERIFY2(report["ok"].toBool(), text(report).c_str());
     const std::string iteration = "mp_rank_00_model_states.pt:iteration";
-    const auto c = compare_folders(theirs_tag, dir.file("ours/" + e.tag + "_universal"), dir, {iteration});
+    const auto c = realds::compare_universal_folders(theirs_tag, dir.file("ours/" + e.tag + "_universal"),
+                                                     kDs, {iteration}, dir);
     QVERIFY2(c["ok"].toBool(), text(c).c_str());
     QCOMPARE(c["compared"].toInt(),
              8 * 4 + 3);  // 8 params x (fp32, exp_avg, exp_avg_sq, step), buffer, 2 more
@@ -260,7 +250,8 @@ class TestRealdsUniversalV019 : public QObject {
 
     cli_json({"convert", e.save_dir, "-o", dir.file("old"), "--to", "universal", "--for-deepspeed", "0.14.5"},
              0);
-    const auto old = compare_folders(theirs_tag, dir.file("old/" + e.tag + "_universal"), dir, {iteration});
+    const auto old = realds::compare_universal_folders(theirs_tag, dir.file("old/" + e.tag + "_universal"),
+                                                       kDs, {iteration}, dir);
     QCOMPARE(strings(old["only_theirs"].toArray()), std::set<QString>{"zero/out_scale/fp32.pt"});
   }
 
@@ -319,7 +310,8 @@ class TestRealdsUniversalV019 : public QObject {
     QVERIFY2(d.exit_code == 0, describe(d).c_str());
     const auto report = cli_json({"convert", in, "-o", dir.file("ours"), "--to", "universal", "--json"}, 0);
     QVERIFY2(report["assumptions"].toArray().isEmpty(), text(report).c_str());
-    const auto c = compare_folders(theirs_tag, dir.file("ours/" + e.tag + "_universal"), dir, {});
+    const auto c =
+        realds::compare_universal_folders(theirs_tag, dir.file("ours/" + e.tag + "_universal"), kDs, {}, dir);
     QVERIFY2(c["ok"].toBool(), text(c).c_str());
     QCOMPARE(c["compared"].toInt(), 8 * 4 + 3);
     const auto ins = cli_json({"inspect", dir.file("ours"), "--json"}, 0);

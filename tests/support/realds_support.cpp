@@ -188,4 +188,16 @@ std::string describe(const RunResult& r) {
   return "exit " + std::to_string(r.exit_code) + "\n" + r.out.substr(0, 4000) + r.err.substr(0, 4000);
 }
 
+QJsonObject compare_universal_folders(const std::string& theirs, const std::string& ours,
+                                      const std::string& ds, const std::vector<std::string>& allowed_extra,
+                                      const TempDir& dir) {
+  const std::string out = dir.file("compare.json");
+  std::vector<std::string> args{source_dir() + "/tests/realds/compare_universal.py", theirs, ours, "--json",
+                                out};
+  for (const auto& a : allowed_extra) args.insert(args.end(), {"--allowed-extra", a});
+  const auto r = python_with_deepspeed(args, ds);
+  if (r.exit_code == 2) throw std::runtime_error("compare_universal.py failed: " + describe(r));
+  return parse(read_text(out));
+}
+
 }  // namespace ckptdoc::test::realds

@@ -70,6 +70,12 @@ RunResult python_with_deepspeed(const std::vector<std::string>& args, const std:
 // Finding codes of `ckptdoc diagnose --json` output, by severity ("error", "warning", "info").
 std::vector<std::string> codes(const QJsonObject& report, const std::string& severity);
 
+// tests/realds/compare_universal.py between DeepSpeed's universal folder (`theirs`) and ckptdoc's (`ours`):
+// the same files, equal values; its JSON report (written into `dir`). Throws when the script itself fails.
+QJsonObject compare_universal_folders(const std::string& theirs, const std::string& ours,
+                                      const std::string& ds, const std::vector<std::string>& allowed_extra,
+                                      const TempDir& dir);
+
 // The JSON object `text` holds (empty when it holds none), and a process result for failure messages.
 QJsonObject parse(const std::string& text);
 std::string describe(const RunResult& r);
