@@ -170,12 +170,21 @@ void nonfinite_rules(const std::vector<ParamReport>& params, std::vector<Finding
     std::string rank_list;
     for (int r : f.ranks) rank_list += (rank_list.empty() ? "" : ", ") + std::to_string(r);
     f.evidence = {{"count", double(total)}, {"params_affected", double(f.params.size())}};
-    f.message = std::to_string(total) + " NaN/Inf values in " + (k == "lp" ? "the module weights" : k == "fp32" ? "the fp32 master weights" : "the optimizer's " + k) +
-                " on rank" + (f.ranks.size() > 1 ? "s " : " ") + rank_list + " (" + list_names(f.params) + "). " +
-                (moment ? "Training would propagate them into the weights at the next step. Fix: reset the optimizer "
-                          "state (ckptdoc repair --reset-optimizer), or go back to an earlier checkpoint."
-                        : k == "fp32" ? "Fix: refresh the masters from the weights if those are finite (ckptdoc repair --refresh-fp32)."
-                                      : "The weights themselves are broken; go back to an earlier checkpoint.");
+    f.message = std::to_string(total) + " NaN/Inf values in ";
+    f.message += k == "lp"     ? "the module weights"
+                 : k == "fp32" ? "the fp32 master weights"
+                               : "the optimizer's " + k;
+    f.message += f.ranks.size() > 1 ? " on ranks " : " on rank ";
+    f.message += rank_list;
+    f.message += " (";
+    f.message += list_names(f.params);
+    f.message += "). ";
+    f.message +=
+        moment ? "Training would propagate them into the weights at the next step. Fix: reset the optimizer "
+                 "state (ckptdoc repair --reset-optimizer), or go back to an earlier checkpoint."
+        : k == "fp32"
+            ? "Fix: refresh the masters from the weights if those are finite (ckptdoc repair --refresh-fp32)."
+            : "The weights themselves are broken; go back to an earlier checkpoint.";
     out.push_back(std::move(f));
   }
 }

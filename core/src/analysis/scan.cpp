@@ -356,19 +356,15 @@ class Scanner {
       if (v.fp32 && (v.fp32->dtype == DType::BF16 || v.fp32->dtype == DType::F16) && !said_16bit_masters_) {
         said_16bit_masters_ = true;
         const std::string dt = v.fp32->dtype == DType::BF16 ? "bfloat16" : "float16";
-        acc.problems.push_back(
-            {"masters-in-16-bit",
-             "info",
-             "The master weights are saved in " + dt + ", not float32 (" +
-                 (v.fp32->dtype == DType::BF16 ? "bf16_master_weights_and_grads, DeepSpeed 0.18.3+"
-                                               : "fp16_master_weights_and_grads") +
-                 "): they are compared as they are, so a healthy "
-                 "master equals its 16-bit weight exactly. An export of the masters writes these values "
-                 "widened to float32; a refresh writes them back in " +
-                 dt + ".",
-             "",
-             {},
-             {}});
+        std::string message = "The master weights are saved in " + dt + ", not float32 (";
+        message += v.fp32->dtype == DType::BF16 ? "bf16_master_weights_and_grads, DeepSpeed 0.18.3+"
+                                                : "fp16_master_weights_and_grads";
+        message +=
+            "): they are compared as they are, so a healthy master equals its 16-bit weight exactly. "
+            "An export of the masters writes these values widened to float32; a refresh writes them back in ";
+        message += dt;
+        message += ".";
+        acc.problems.push_back({"masters-in-16-bit", "info", std::move(message), "", {}, {}});
       }
       partitions_[{g.index, part.rank}] = std::move(v);
     }
