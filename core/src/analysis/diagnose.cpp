@@ -131,8 +131,8 @@ Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& option
   ScanResult scan = scan_params(ckpt, options, progress);
   // No optimizer state, so no group: the module's weights in the model file are what there is to read.
   std::optional<Report> module_only;
-  if (!options.masters_only && has_only_module_weights(ckpt) &&
-      mpi_size() <= 1) {  // one process reads the one model file
+  // One process reads the one model file.
+  if (!options.masters_only && has_only_module_weights(ckpt) && mpi_size() <= 1) {
     module_only = scan_module_weights(ckpt, options, progress);
     scan.bytes_scanned += module_only->bytes_scanned;
     if (scan.backend.empty()) scan.backend = module_only->backend;
@@ -164,8 +164,8 @@ Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& option
     for (auto& f : module_only->findings) report.findings.push_back(std::move(f));
     for (auto& p : module_only->params) scan.params.push_back(std::move(p));
   }
-  if (ckpt.snapshot() &&
-      !options.masters_only) {  // a live engine's snapshot: its gradients, grad norm and loss scale
+  // A live engine's snapshot: its gradients, grad norm and loss scale.
+  if (ckpt.snapshot() && !options.masters_only) {
     report.live = snapshot::live_report(ckpt);
     for (auto& f : snapshot::live_findings(*report.live)) report.findings.push_back(std::move(f));
   }

@@ -23,9 +23,10 @@ namespace {
 
 constexpr int64_t kMaxTaskElements = int64_t{1} << 22;  // split big fragments so all workers stay busy
 constexpr size_t kBatchTasks = 512;                      // results merged in order, batch by batch
-// A task reading fewer elements hands its pages back with the rest of its batch, in a few coalesced ranges
-// per file instead of one madvise (and one TLB shoot-down on every core) per tensor per task: with thousands
-// of small params that was a tenth of the scan.
+// A task reading at least this many elements hands its pages back at once (a batch of such tasks would hold
+// gigabytes); smaller ones only with their batch (release_batch, which hands back every task's pages once
+// more), in a few coalesced ranges per file instead of one madvise (and one TLB shoot-down on every core) per
+// tensor per task: with thousands of small params that was a tenth of the scan.
 constexpr int64_t kReleaseNowElements = int64_t{1} << 16;
 // ... and a batch ends once its small tasks would keep this much resident (peak RSS of diagnose on the
 // 1B-param ZeRO-3 dp-64 checkpoint of tests/bench/make_1b_dp64.sh: 290 MiB without this bound, 190 MiB with
@@ -485,7 +486,7 @@ class Scanner {
       }
     }
     // Read once: hand the mapped pages back (they stay in the page cache), so a pass over a checkpoint keeps
-    // a small resident set instead of growing by everything it read. Small tasks: with their batch.
+    // a small resident set instead of growing by everything it read. Small tasks: with their batch only.
     if (t.numel >= kReleaseNowElements) {
       for (const auto* x : {&pv.fp32, &pv.exp_avg, &pv.exp_avg_sq})
         if (*x) io::release(**x, t.partition_offset, t.numel);

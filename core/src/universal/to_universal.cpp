@@ -548,13 +548,8 @@ class ToUniversal {
         const std::vector<float> values = src.to_float();
         std::vector<uint8_t> bytes(values.size() * sizeof(float));
         std::memcpy(bytes.data(), values.data(), bytes.size());
-        Tensor t;
-        t.dtype = DType::F32;
-        t.shape = src.shape;
-        t.strides = Tensor::contiguous_strides(src.shape);
-        t.storage = Storage::from_bytes(DType::F32, std::move(bytes));
         Value d = Value::dict();
-        d.set("param", Value::tensor(std::move(t)));
+        d.set("param", Value::tensor(Tensor::from_bytes(DType::F32, src.shape, std::move(bytes))));
         std::string folder = zero_dir;
         folder.append("/").append(name);
         detail::make_dir(*io_, folder);
