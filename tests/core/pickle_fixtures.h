@@ -1,11 +1,13 @@
 #pragma once
 // Generates the pickle fixtures (tests/fixtures/make_pickles.py, make_hostile_pickles.py) once per build tree
 // and reuses them while the generators are unchanged: every Qt Test function runs in its own process.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <QFile>
 #include <QJsonDocument>
 #include <QJsonObject>
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -33,15 +35,31 @@ inline PickleFixtures pickle_fixtures() {
   f.root = base + "/test-pickles";
   f.marker = base + "/test-pickles-MARKER";
   std::string sources;
-  for (const char* s : {"fixtures/make_pickles.py", "fixtures/make_hostile_pickles.py", "fixtures/pickle_json.py"})
+  for (const char* s :
+       {"fixtures/make_pickles.py", "fixtures/make_hostile_pickles.py", "fixtures/pickle_json.py"})
     sources += read_text(script(s));
   const std::string stamp = std::to_string(std::hash<std::string>{}(sources));
+  if (std::filesystem::exists(f.root + "/stamp") && read_text(f.root + "/stamp") == stamp) return f;
+  // One generator at a time: the payloads all touch the same marker, and a generator removes it between
+  // payloads, so two running at once (ctest -j) see each other's marker come and go.
+  std::filesystem::create_directories(base);
+  const int lock = ::open((base + "/test-pickles.lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  if (lock < 0 || ::flock(lock, LOCK_EX) != 0) {
+    f.error = "cannot lock " + base + "/test-pickles.lock";
+    if (lock >= 0) ::close(lock);
+    return f;
+  }
+  struct Unlock {
+    int fd;
+    ~Unlock() { ::close(fd); }
+  } unlock{lock};
   if (std::filesystem::exists(f.root + "/stamp") && read_text(f.root + "/stamp") == stamp) return f;
   const std::string tmp = f.root + ".tmp-" + std::to_string(::getpid());
   std::filesystem::remove_all(tmp);
   std::filesystem::create_directories(tmp);
   auto r = run_python(script("fixtures/make_pickles.py"), {tmp + "/out"});
-  if (r.exit_code == 0) r = run_python(script("fixtures/make_hostile_pickles.py"), {tmp + "/hostile", f.marker});
+  if (r.exit_code == 0)
+    r = run_python(script("fixtures/make_hostile_pickles.py"), {tmp + "/hostile", f.marker});
   if (r.exit_code != 0) {
     f.error = "fixture generation failed: " + r.err;
     std::filesystem::remove_all(tmp);
@@ -49,17 +67,11 @@ inline PickleFixtures pickle_fixtures() {
   }
   write_text(tmp + "/stamp", stamp);
   std::error_code ec;
-  // Another test process may have finished first and be reading its copy now: keep it.
-  if (std::filesystem::exists(f.root + "/stamp") && read_text(f.root + "/stamp") == stamp) {
-    std::filesystem::remove_all(tmp, ec);
-    return f;
-  }
   std::filesystem::remove_all(f.root, ec);
   std::filesystem::rename(tmp, f.root, ec);
-  if (ec) std::filesystem::remove_all(tmp, ec);  // another process won the race; its copy is identical
+  if (ec) f.error = "cannot move " + tmp + " to " + f.root + ": " + ec.message();
   return f;
 }
-
 
 inline std::vector<uint8_t> read_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -72,7 +84,8 @@ inline QJsonObject read_json(const std::string& path) {
   return QJsonDocument::fromJson(f.readAll()).object();
 }
 
-// persistent_load for an unpacked torch checkpoint: ('storage', Global(torch, XStorage), key, location, numel).
+// persistent_load for an unpacked torch checkpoint: ('storage', Global(torch, XStorage), key, location,
+// numel).
 inline std::function<ckptdoc::Value(const ckptdoc::Value&)> storage_loader(const std::string& dir) {
   auto cache = std::make_shared<std::map<std::string, std::shared_ptr<ckptdoc::Storage>>>();
   return [dir, cache](const ckptdoc::Value& pid) -> ckptdoc::Value {
