@@ -300,8 +300,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     storage->key = p.name;
     storage->dtype = p.dtype;
     storage->numel = p.nbytes / element_size(p.dtype);
-    storage->file = file;
-    storage->file_offset = 8 + n + p.begin;
+    storage->map_from(file, 8 + n + p.begin);
     SafetensorsEntry e;
     e.name = std::move(p.name);
     e.begin = p.begin;

@@ -40,6 +40,27 @@ void Storage::write_to(ByteSink& sink) const {
          expected_found(std::to_string(nbytes()) + " bytes", std::to_string(wrote) + " bytes"));
 }
 
+// Readers see these bytes as float or uint16_t arrays, which must start on their element size. torch.save
+// pads its records to 64 bytes from the start of its own stream, but DCP packs torch.save streams end to end
+// in a .distcp file, and a zip repacked by another tool, the legacy format (an 8-byte count before each
+// storage) or a safetensors header without padding need not pad at all: such a storage is copied, at the cost
+// of its size in memory while it lives. The copied pages are handed back; a file cut short while copying is
+// an error here, since the copy no longer maps it.
+void Storage::map_from(std::shared_ptr<const MappedFile> f, uint64_t offset) {
+  const auto span = f->slice(offset, nbytes(), "storage bytes");
+  if (reinterpret_cast<uintptr_t>(span.data()) % element_size(dtype) == 0) {
+    file = std::move(f);
+    file_offset = offset;
+    owned.reset();
+    return;
+  }
+  owned = std::make_shared<const std::vector<uint8_t>>(span.begin(), span.end());
+  f->check_unchanged();
+  f->dont_need(offset, span.size());
+  file.reset();
+  file_offset = 0;
+}
+
 std::shared_ptr<Storage> Storage::from_bytes(DType dtype, std::vector<uint8_t> bytes, std::string key) {
   const size_t es = element_size(dtype);
   if (bytes.size() % es != 0)

@@ -163,8 +163,7 @@ void open_zip(TorchFile& tf, const UnpickleLimits& limits, PickleUseLog& uses) {
                                      std::string(dtype_name(s->dtype)) + ")",
                                  std::to_string(e->size) + " bytes"));
     (void)zip.data(*e);  // bounds check against the file now, not at first touch
-    s->file = tf.file;
-    s->file_offset = e->data_offset;
+    s->map_from(tf.file, e->data_offset);
   }
   tf.root = std::move(r.value);
   tf.pickle_protocol = r.protocol;
@@ -247,8 +246,7 @@ void open_legacy(TorchFile& tf, const UnpickleLimits& limits, PickleUseLog& uses
       throw Error(ErrorKind::Truncated, tf.path, at_offset(pos),
                   "storage '" + key + "' needs " + std::to_string(n) + " bytes but the file has " +
                       std::to_string(bytes.size() - pos) + " left");
-    s->file = tf.file;
-    s->file_offset = pos;
+    s->map_from(tf.file, pos);
     pos += n;
   }
   for (const auto& s : table.order_)

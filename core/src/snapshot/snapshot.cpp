@@ -217,8 +217,7 @@ TorchFile Snapshot::open_file(const std::string& abs_path) const {
     } else if (numel == 0) {
       s->owned = std::make_shared<const std::vector<uint8_t>>();
     } else {
-      s->file = rf.map;
-      s->file_offset = static_cast<uint64_t>(bytes.data() - rf.map->bytes().data());
+      s->map_from(rf.map, static_cast<uint64_t>(bytes.data() - rf.map->bytes().data()));
     }
     by_key.emplace(key, s);
     order.push_back(s);
@@ -246,8 +245,7 @@ std::optional<GradTensor> grad_tensor(const Snapshot::RankFile& rf, const GradDa
   } else if (g.ds.numel == 0) {
     s->owned = std::make_shared<const std::vector<uint8_t>>();
   } else {
-    s->file = rf.map;
-    s->file_offset = static_cast<uint64_t>(bytes.data() - rf.map->bytes().data());
+    s->map_from(rf.map, static_cast<uint64_t>(bytes.data() - rf.map->bytes().data()));
   }
   GradTensor out;
   out.tensor.dtype = g.dtype;

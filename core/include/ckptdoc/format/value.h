@@ -39,6 +39,10 @@ struct Storage {
   // Writes all bytes to the sink, whatever the source.
   void write_to(ByteSink& sink) const;
 
+  // Sets the bytes to `nbytes()` at `offset` of `f`: mapped when they start on the element size, copied into
+  // `owned` otherwise. Throws ckptdoc::Error when the range leaves the file.
+  void map_from(std::shared_ptr<const MappedFile> f, uint64_t offset);
+
   static std::shared_ptr<Storage> from_bytes(DType dtype, std::vector<uint8_t> bytes, std::string key = {});
 };
 
