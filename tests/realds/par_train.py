@@ -29,10 +29,11 @@ def main():
     ap.add_argument("--ref", required=True)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--tp", type=int, help="tensor-parallel size (default: the kind's)")
     a = ap.parse_args()
     M.cpu_patches()
     deepspeed.init_distributed(dist_backend="gloo")
-    job = M.build(a.kind, a.seed)
+    job = M.build(a.kind, a.seed, tp=a.tp)
     losses = []
     for step in range(a.steps):
         losses.append(M.train_step(job, M.batches(job, 4, a.seed + 100 + step)))

@@ -148,6 +148,9 @@ MATRIX = {
     "par_tp_z3": dict(kind="par", model="tp_z3", stage=3, dtype="fp16", pp=1, tp=2, dp=2, world=4, steps=3),
     # v0.14.5 records the expert groups' param_slice_mappings with the expert-data-parallel size (PR #5681)
     "v019_par_tp": dict(kind="par", model="tp", stage=2, dtype="fp16", pp=1, tp=2, dp=2, world=4, steps=3, ds="0.19"),
+    # four tensor ranks: enough copies of a replicated param for a majority to name the one that drifted
+    "v019_par_tp4": dict(kind="par", model="tp", stage=2, dtype="fp16", pp=1, tp=4, dp=1, world=4, steps=3,
+                         ds="0.19"),
     "v019_par_moe": dict(kind="par", model="moe", stage=2, dtype="fp16", pp=1, tp=1, ep=2, dp=4, world=4, steps=3,
                          ds="0.19"),
     # the pipeline on 0.19 (0.19.5+ records checkpoint_parallel_dimensions {pp_degree, tp_degree} in every model file)
@@ -367,7 +370,8 @@ def ensure(a, name):
                                  "--stage", str(spec["stage"]), "--dtype", spec["dtype"]]
         elif spec["kind"] == "par":
             cmd = launch[:-1] + [os.path.join(HERE, "par_train.py"), "--kind", spec["model"], "--out", save_dir,
-                                 "--ref", os.path.join(folder, "ref"), "--steps", str(spec["steps"])]
+                                 "--ref", os.path.join(folder, "ref"), "--steps", str(spec["steps"]), "--tp",
+                                 str(spec["tp"])]
         elif spec["kind"] == "train":
             cmd = launch + ["train", "--name", name, "--out", save_dir, "--steps", str(spec["steps"]), "--model",
                             spec["model"], "--no-truth"] + base_args(spec)

@@ -377,7 +377,10 @@ class TestRealdsParallel : public QObject {
       QVERIFY2(finding(report, "tp-replicated-mismatch", f), all_findings(report).c_str());
       QCOMPARE(f["params"].toArray().size(), qsizetype(1));
       QCOMPARE(f["params"].toArray()[0].toString().toStdString(), param);
-      QCOMPARE(f["ranks"].toArray()[0].toInt(), 1);
+      // Two copies: which one drifted cannot be told, so both tensor ranks are named.
+      QCOMPARE(f["ranks"].toArray(), (QJsonArray{0, 1}));
+      QVERIFY2(f["message"].toString().contains("cannot be told"), all_findings(report).c_str());
+      QCOMPARE(f["evidence"].toObject()["params_without_majority"].toDouble(), 1.0);
       QVERIFY(f["evidence"].toObject()["max_abs_diff_lp"].toDouble() > 0.05);
       if (pipe) continue;
       // Without universal_checkpoint_info the replicated params are unknown (info), a rule file names them.
@@ -395,6 +398,37 @@ class TestRealdsParallel : public QObject {
       QVERIFY2(finding(ruled, "tp-replicated-mismatch", f), all_findings(ruled).c_str());
       QCOMPARE(f["params"].toArray()[0].toString().toStdString(), param);
     }
+  }
+
+  // Four tensor ranks (0.19): the three that agree outvote the one whose replicated bias was changed,
+  // whichever it is, tensor rank 0 included (whose copy a merged export takes, which the message then says).
+  void diagnoseNamesTheOutvotedTensorRank019_data() {
+    QTest::addColumn<int>("rank");
+    QTest::newRow("tp rank 2") << 2;
+    QTest::newRow("tp rank 0") << 0;
+  }
+  void diagnoseNamesTheOutvotedTensorRank019() {
+    QFETCH(int, rank);
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("v019_par_tp4");
+    QCOMPARE(e.tp, 4);
+    test::TempDir dir;
+    const auto in = realds::copy_of(e, dir);
+    const auto clean = cli_json({"diagnose", in, "--json", "--device", "cpu"}, 0);
+    QVERIFY2(realds::codes(clean, "error").empty(), all_findings(clean).c_str());
+    const auto r = edit({"perturb", tag_file(in, e, "mp_rank_0" + std::to_string(rank) + "_model_states.pt"),
+                         "fc2.bias", "0.0625", "--module"},
+                        e.ds);
+    QVERIFY2(r.exit_code == 0, r.err.c_str());
+    const auto report = cli_json({"diagnose", in, "--json", "--device", "cpu"}, 1);
+    QJsonObject f;
+    QVERIFY2(finding(report, "tp-replicated-mismatch", f), all_findings(report).c_str());
+    QCOMPARE(f["params"].toArray(), (QJsonArray{"fc2.bias"}));
+    QCOMPARE(f["ranks"].toArray(), (QJsonArray{rank}));
+    QCOMPARE(f["evidence"].toObject()["params_without_majority"].toDouble(), 0.0);
+    const QString msg = f["message"].toString();
+    QVERIFY2(msg.contains(QString("Tensor rank(s) %1 disagree").arg(rank)), qPrintable(msg));
+    QCOMPARE(msg.contains("outvoted here"), rank == 0);
   }
 
   // Expert files that disagree with each other or with num_experts.

@@ -38,6 +38,91 @@ bool same_bits(const Tensor& a, const Tensor& b) {
   return a.to_bytes() == b.to_bytes();
 }
 
+std::string rank_text(const std::set<int>& ranks) {
+  std::string r;
+  for (int k : ranks) r += (r.empty() ? "" : ", ") + std::to_string(k);
+  return r;
+}
+
+// One tensor rank's copy of a replicated param.
+struct Copy {
+  int tp_rank = 0;
+  std::optional<Tensor> lp;
+  std::vector<float> fp32;
+};
+
+std::vector<Copy> read_copies(const std::vector<std::shared_ptr<const deepspeed::Checkpoint>>& members,
+                              const std::string& name) {
+  std::vector<Copy> copies;
+  for (size_t k = 0; k < members.size(); ++k) {
+    if (!members[k]) continue;
+    const auto gp = members[k]->catalog().find_param(name);
+    if (!gp) continue;  // named by the catalog's tp-shape-mismatch
+    copies.push_back({static_cast<int>(k), members[k]->lp_param(name),
+                      members[k]->assemble(gp->first, gp->second, false).fp32});
+  }
+  return copies;
+}
+
+// How far copy `b` is from `a`: 16-bit weights (compared where both have them) and masters.
+struct Distance {
+  bool differs = false;
+  double lp = 0, fp32 = 0;
+};
+
+Distance distance(const Copy& a, const Copy& b) {
+  Distance d;
+  if (a.lp && b.lp && !same_bits(*a.lp, *b.lp)) {
+    d.differs = true;
+    d.lp = max_abs_diff(a.lp->to_float(), b.lp->to_float());
+  }
+  if (!a.fp32.empty() && !b.fp32.empty()) {
+    const double m = max_abs_diff(a.fp32, b.fp32);
+    if (m != 0 || a.fp32.size() != b.fp32.size()) {
+      d.differs = true;
+      d.fp32 = m;
+    }
+  }
+  return d;
+}
+
+// The copies sorted into classes of equal ones. With three or more tensor ranks a class holding more than
+// half of them is taken as right and the others as outvoted; with two, or without such a class, nothing can
+// be said of which copy is right.
+struct Vote {
+  size_t classes = 0;
+  bool majority = false;
+  std::vector<int> outvoted;
+  double worst_lp = 0, worst_fp32 = 0;  // against the majority's copy, else against the first rank's
+};
+
+Vote vote(const std::vector<Copy>& copies) {
+  Vote v;
+  std::vector<std::vector<size_t>> classes;
+  for (size_t i = 0; i < copies.size(); ++i) {
+    auto it = std::find_if(classes.begin(), classes.end(),
+                           [&](const auto& c) { return !distance(copies[c.front()], copies[i]).differs; });
+    if (it == classes.end())
+      classes.push_back({i});
+    else
+      it->push_back(i);
+  }
+  v.classes = classes.size();
+  if (classes.size() <= 1) return v;
+  const auto largest = std::max_element(classes.begin(), classes.end(),
+                                        [](const auto& a, const auto& b) { return a.size() < b.size(); });
+  v.majority = copies.size() >= 3 && 2 * largest->size() > copies.size();
+  const Copy& reference = copies[v.majority ? largest->front() : 0];
+  for (size_t i = 0; i < copies.size(); ++i) {
+    const Distance d = distance(reference, copies[i]);
+    if (!d.differs) continue;
+    v.worst_lp = std::max(v.worst_lp, d.lp);
+    v.worst_fp32 = std::max(v.worst_fp32, d.fp32);
+    if (v.majority) v.outvoted.push_back(copies[i].tp_rank);
+  }
+  return v;
+}
+
 }  // namespace
 
 std::vector<Finding> tp_consistency_findings(const deepspeed::Checkpoint& job,
@@ -62,7 +147,9 @@ std::vector<Finding> tp_consistency_findings(const deepspeed::Checkpoint& job,
   }
   if (progress) progress->set_stage("comparing replicated params across tensor ranks", 0);
   Finding f{"tp-replicated-mismatch", Severity::Error, "", {}, {}, {}, RepairKind::None};
-  std::set<int> ranks;
+  std::set<int> outliers;   // tensor ranks outvoted by a majority that agrees
+  std::set<int> undecided;  // tensor ranks of params where no majority agrees
+  size_t params_undecided = 0;
   double worst_lp = 0, worst_fp32 = 0;
   size_t compared = 0;
   for (int stage = 0; stage < t.pp; ++stage) {
@@ -89,58 +176,53 @@ std::vector<Finding> tp_consistency_findings(const deepspeed::Checkpoint& job,
         if (!rule || rule->kind != deepspeed::TpMerge::Replicated) continue;
         if (progress) progress->check();
         ++compared;
-        const auto lp0 = members[0]->lp_param(name);
-        const auto fp0 = members[0]->assemble(g.index, static_cast<int>(i), false).fp32;
-        bool differs = false;
-        for (int k = 1; k < t.tp; ++k) {
-          if (!members[static_cast<size_t>(k)]) continue;
-          const auto& s = *members[static_cast<size_t>(k)];
-          const auto gp = s.catalog().find_param(name);
-          if (!gp) continue;  // named by the catalog's tp-shape-mismatch
-          const auto lpk = s.lp_param(name);
-          if (lp0 && lpk && !same_bits(*lp0, *lpk)) {
-            worst_lp = std::max(worst_lp, max_abs_diff(lp0->to_float(), lpk->to_float()));
-            differs = true;
-            ranks.insert(k);
-          }
-          const auto fpk = s.assemble(gp->first, gp->second, false).fp32;
-          if (!fp0.empty() && !fpk.empty()) {
-            const double d = max_abs_diff(fp0, fpk);
-            if (d != 0 || fp0.size() != fpk.size()) {
-              worst_fp32 = std::max(worst_fp32, d);
-              differs = true;
-              ranks.insert(k);
-            }
-          }
+        const auto copies = read_copies(members, name);
+        const auto votes = vote(copies);
+        if (votes.classes == 1) continue;
+        f.params.push_back(name);
+        worst_lp = std::max(worst_lp, votes.worst_lp);
+        worst_fp32 = std::max(worst_fp32, votes.worst_fp32);
+        if (votes.majority) {
+          outliers.insert(votes.outvoted.begin(), votes.outvoted.end());
+        } else {
+          ++params_undecided;
+          for (const auto& c : copies) undecided.insert(c.tp_rank);
         }
-        if (differs) f.params.push_back(name);
       }
     }
   }
   if (f.params.empty()) return out;
+  std::set<int> ranks = outliers;
+  ranks.insert(undecided.begin(), undecided.end());
   f.ranks.assign(ranks.begin(), ranks.end());
   std::string list;
   for (size_t i = 0; i < f.params.size() && i < 6; ++i) list += (i ? ", " : "") + f.params[i];
   if (f.params.size() > 6) list += ", ... (" + std::to_string(f.params.size() - 6) + " more)";
-  std::string rank_list;
-  for (int r : f.ranks) rank_list += (rank_list.empty() ? "" : ", ") + std::to_string(r);
   f.evidence = {{"params_affected", double(f.params.size())},
                 {"params_compared", double(compared)},
+                {"params_without_majority", double(params_undecided)},
                 {"max_abs_diff_lp", worst_lp},
                 {"max_abs_diff_fp32", worst_fp32}};
-  f.message =
-      std::to_string(f.params.size()) + " of " + std::to_string(compared) + " params that " + rules->source +
-      " calls replicated across tensor ranks differ between tensor rank 0 "
-      "and tensor rank(s) " +
-      rank_list + " (" +
-      (worst_lp > 0 ? "16-bit weights up to " + num(worst_lp) + " apart"
-                    : std::string("16-bit weights equal")) +
-      (worst_fp32 > 0 ? ", fp32 masters up to " + num(worst_fp32) + " apart"
-                      : std::string(", fp32 masters equal")) +
-      "): " + list +
-      ". Each tensor rank then computes with its own copy; "
-      "DeepSpeed's ds_to_universal.py refuses such a checkpoint, and a merged export takes tensor rank 0's. "
-      "Find which rank trained apart (its data, a missed all-reduce) before resuming";
+  std::string who;
+  if (!outliers.empty())
+    who += "Tensor rank(s) " + rank_text(outliers) +
+           " disagree with the other tensor ranks, which agree with each other: they trained apart. ";
+  if (params_undecided)
+    who += std::to_string(params_undecided) + " of these params have no majority among tensor ranks " +
+           rank_text(undecided) + (t.tp == 2 ? " (two copies)" : "") +
+           ", so which copy is right cannot be told from the checkpoint. ";
+  f.message = std::to_string(f.params.size()) + " of " + std::to_string(compared) + " params that " +
+              rules->source + " calls replicated across tensor ranks differ between tensor ranks (" +
+              (worst_lp > 0 ? "16-bit weights up to " + num(worst_lp) + " apart"
+                            : std::string("16-bit weights equal")) +
+              (worst_fp32 > 0 ? ", fp32 masters up to " + num(worst_fp32) + " apart"
+                              : std::string(", fp32 masters equal")) +
+              "): " + list + ". " + who +
+              "Each tensor rank computes with its own copy; DeepSpeed's ds_to_universal.py refuses such a "
+              "checkpoint, and a merged export takes tensor rank 0's" +
+              (outliers.count(0) ? std::string(", the copy outvoted here") : std::string()) +
+              ". Find out why the ranks trained apart (their "
+              "data, a missed all-reduce) before resuming";
   out.push_back(std::move(f));
   return out;
 }
