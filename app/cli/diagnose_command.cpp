@@ -63,10 +63,11 @@ void print_weights_report(const analysis::Report& report, const deepspeed::Catal
       std::printf("… %zu more tensors (use --json for all)\n", rows.size() - static_cast<size_t>(max_params));
       break;
     }
-    const std::string name = p->name.size() > 44 ? "…" + p->name.substr(p->name.size() - 43) : p->name;
-    std::printf("%-44s %-9s %12lld %11s %11s %11s %8s\n", name.c_str(), std::string(dtype_name(p->lp_dtype)).c_str(),
-                static_cast<long long>(p->numel), p->lp ? fmt_double(p->lp->min).c_str() : "-",
-                p->lp ? fmt_double(p->lp->max).c_str() : "-", p->lp ? fmt_double(p->lp->rms()).c_str() : "-",
+    const std::string name = fit_column("", p->name, 44);
+    std::printf("%s %-9s %12lld %11s %11s %11s %8s\n", name.c_str(),
+                std::string(dtype_name(p->lp_dtype)).c_str(), static_cast<long long>(p->numel),
+                p->lp ? fmt_double(p->lp->min).c_str() : "-", p->lp ? fmt_double(p->lp->max).c_str() : "-",
+                p->lp ? fmt_double(p->lp->rms()).c_str() : "-",
                 p->lp ? std::to_string(p->lp->count - p->lp->finite_count()).c_str() : "-");
   }
 }
@@ -142,10 +143,10 @@ void print_report(const analysis::Report& report, const deepspeed::Catalog& cat,
     for (const auto& [k, ranks] : p->nonfinite_by_rank)
       for (const auto& [r, n] : ranks) nonfinite += n;
     const auto& d = p->lp_vs_fp32;
-    std::string full = p->name;
-    if (p->pp >= 0 || p->tp >= 0) full = "[" + deepspeed::slice_label(t, p->pp, p->tp) + "] " + full;
-    std::string name = full.size() > 40 ? "…" + full.substr(full.size() - 39) : full;
-    std::printf("%-40s %12lld %9s %10s %10s %8llu %12s\n", name.c_str(), static_cast<long long>(p->numel),
+    const std::string slice =
+        p->pp >= 0 || p->tp >= 0 ? "[" + deepspeed::slice_label(t, p->pp, p->tp) + "] " : "";
+    const std::string name = fit_column(slice, p->name, 40);
+    std::printf("%s %12lld %9s %10s %10s %8llu %12s\n", name.c_str(), static_cast<long long>(p->numel),
                 d ? fmt_double(d->exact_fraction() * 100.0, "%.2f").c_str() : "-",
                 d ? fmt_double(d->max_abs).c_str() : "-", d ? fmt_double(d->rel_l2()).c_str() : "-",
                 static_cast<unsigned long long>(nonfinite),

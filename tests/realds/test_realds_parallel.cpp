@@ -219,6 +219,25 @@ class TestRealdsParallel : public QObject {
   void inspectAutoTp019() { inspect_job("v019_autotp_z1"); }
   void diagnoseCleanAutoTp019() { diagnose_clean("v019_autotp_z1"); }
   void mergedExportAutoTp019() { merged_export("v019_autotp_z1"); }
+  // The text table keeps each row's slice label whole (HF names are long and AutoTP rows differ only in it)
+  // and its columns in line: every row is as wide as the header, in characters, ellipsis or not.
+  void diagnoseTableKeepsSliceLabels019() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("v019_autotp_z1");
+    const auto r = test::run_cli({"diagnose", e.save_dir, "--device", "cpu", "--max-params", "1000"});
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    const QStringList lines = QString::fromStdString(r.out).split('\n');
+    const auto header = std::find_if(lines.begin(), lines.end(),
+                                     [](const QString& l) { return l.startsWith("param (worst"); });
+    QVERIFY2(header != lines.end(), r.out.c_str());
+    int rows = 0, shortened = 0;
+    for (auto it = header + 1; it != lines.end() && !it->isEmpty(); ++it, ++rows) {
+      QVERIFY2(it->startsWith("[tp 0] ") || it->startsWith("[tp 1] "), qPrintable(*it));
+      QCOMPARE(it->size(), header->size());
+      shortened += it->contains(QString::fromUtf8("…")) ? 1 : 0;
+    }
+    QVERIFY(rows > 0 && shortened > 0);  // else this shows nothing
+  }
 
   // One rank's fp32 masters replaced by noise (damage.py stale-fp32: the first optimizer file of dp rank 0,
   // i.e. stage 0 / tensor rank 0): named as fp32-master-mismatch of that rank and slice, with the replicated
