@@ -42,10 +42,10 @@ void Storage::write_to(ByteSink& sink) const {
 
 // Readers see these bytes as float or uint16_t arrays, which must start on their element size. torch.save
 // pads its records to 64 bytes from the start of its own stream, but DCP packs torch.save streams end to end
-// in a .distcp file, and a zip repacked by another tool, the legacy format (an 8-byte count before each
-// storage) or a safetensors header without padding need not pad at all: such a storage is copied, at the cost
-// of its size in memory while it lives. The copied pages are handed back; a file cut short while copying is
-// an error here, since the copy no longer maps it.
+// in a .distcp file, and a zip repacked by another tool or a safetensors header without padding need not pad
+// at all: such a storage is copied, at the cost of its size in memory while it lives (a DCP chunk while it is
+// read). The copied pages are handed back; a file cut short while copying is an error here, since the copy no
+// longer maps it. (The legacy torch format does not come here: torch_file_reader.cpp.)
 void Storage::map_from(std::shared_ptr<const MappedFile> f, uint64_t offset) {
   const auto span = f->slice(offset, nbytes(), "storage bytes");
   if (reinterpret_cast<uintptr_t>(span.data()) % element_size(dtype) == 0) {

@@ -246,11 +246,14 @@ void open_legacy(TorchFile& tf, const UnpickleLimits& limits, PickleUseLog& uses
       throw Error(ErrorKind::Truncated, tf.path, at_offset(pos),
                   "storage '" + key + "' needs " + std::to_string(n) + " bytes but the file has " +
                       std::to_string(bytes.size() - pos) + " left");
-    s->map_from(tf.file, pos);
+    // Not map_from: the legacy layout puts most storages at odd offsets, and copying them would read and hold
+    // the whole file at open. They stay mapped where they are (readers of float arrays see them unaligned).
+    s->file = tf.file;
+    s->file_offset = pos;
     pos += n;
   }
   for (const auto& s : table.order_)
-    if (!s->file)
+    if (!s->has_bytes())
       throw Error(ErrorKind::Corrupt, tf.path, "storage key list",
                   "storage '" + s->key + "' has no data in the file");
   tf.root = std::move(r.value);
