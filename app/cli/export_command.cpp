@@ -72,6 +72,7 @@ int run_export(const ExportCommandOptions& o) {
       parse_export_format(!o.format.empty() ? o.format : !o.max_shard_size.empty() ? "safetensors" : format_for(o.output));
   if (!o.max_shard_size.empty()) options.max_shard_size = weights::parse_shard_size(o.max_shard_size);
   options.force = o.force;
+  options.merge_differing_replicated = o.force;
   options.source = parse_export_source(o.source);
   if (!o.dtype.empty()) {
     const auto d = dtype_from_name(o.dtype);
@@ -87,12 +88,13 @@ int run_export(const ExportCommandOptions& o) {
   if (options.source == ExportSource::Fp32 && !o.force) refuse_stale_masters(*ckpt, o.path);
   const ExportResult r = export_weights(*ckpt, o.output, options);
   warn_non_finite(r);
+  for (const auto& n : r.notes) std::fprintf(stderr, "ckptdoc: warning: %s\n", n.c_str());
   if (o.json) {
     nlohmann::json nf = nlohmann::json::array();
     for (const auto& t : r.non_finite)
       nf.push_back({{"name", t.name}, {"nan", t.nan}, {"inf", t.inf}, {"numel", t.numel}});
-    nlohmann::json j{
-        {"path", r.path}, {"tensors", r.tensors}, {"bytes", r.bytes}, {"files", r.files}, {"non_finite", nf}};
+    nlohmann::json j{{"path", r.path},   {"tensors", r.tensors}, {"bytes", r.bytes},
+                     {"files", r.files}, {"non_finite", nf},     {"notes", r.notes}};
     std::printf("%s\n", j.dump(2).c_str());
   } else if (!o.quiet) {
     if (r.files.empty()) {

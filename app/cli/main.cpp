@@ -94,7 +94,9 @@ int run_command_line(int argc, char** argv) {
   export_cmd->add_flag(
       "--force", exp.force,
       "Replace an existing output file (with --max-shard-size: weights files already in the folder); export "
-      "fp32 masters the diagnosis finds stale");
+      "fp32 masters the diagnosis finds stale; merge a replicated param whose tensor ranks differ (the copy "
+      "most "
+      "ranks hold, else tensor rank 0's)");
   export_cmd->add_flag("--strict", exp.strict,
                        "Refuse to write NaN or Inf values (default: write them and warn)");
   export_cmd->add_flag("--json", exp.json, "Machine-readable summary (with the tensors holding NaN or Inf)");

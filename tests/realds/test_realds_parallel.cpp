@@ -420,7 +420,7 @@ class TestRealdsParallel : public QObject {
   }
 
   // Four tensor ranks (0.19): the three that agree outvote the one whose replicated bias was changed,
-  // whichever it is, tensor rank 0 included (whose copy a merged export takes, which the message then says).
+  // whichever it is, tensor rank 0 included.
   void diagnoseNamesTheOutvotedTensorRank019_data() {
     QTest::addColumn<int>("rank");
     QTest::newRow("tp rank 2") << 2;
@@ -447,7 +447,40 @@ class TestRealdsParallel : public QObject {
     QCOMPARE(f["evidence"].toObject()["params_without_majority"].toDouble(), 0.0);
     const QString msg = f["message"].toString();
     QVERIFY2(msg.contains(QString("Tensor rank(s) %1 disagree").arg(rank)), qPrintable(msg));
-    QCOMPARE(msg.contains("outvoted here"), rank == 0);
+  }
+
+  void diagnoseCleanTp4019() { diagnose_clean("v019_par_tp4"); }
+  void mergedExportTp4019() { merged_export("v019_par_tp4"); }
+  // A replicated param whose tensor ranks differ: the merged export refuses it by name and writes nothing (as
+  // ds_to_universal.py refuses it); with --force it writes the copy the other three tensor ranks agree on,
+  // says so, and the file equals the model the DeepSpeed engine assembled before the damage.
+  void mergedExportOfDifferingReplicatedParam019() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("v019_par_tp4");
+    test::TempDir dir;
+    const auto in = realds::copy_of(e, dir);
+    const auto r = edit(
+        {"perturb", tag_file(in, e, "mp_rank_00_model_states.pt"), "fc2.bias", "0.0625", "--module"}, e.ds);
+    QVERIFY2(r.exit_code == 0, r.err.c_str());
+    const auto out = dir.file("lp.pt");
+    const std::vector<std::string> args{"export", in,        "-o",      out,        "--source",
+                                        "lp",     "--dtype", "float32", "--device", "cpu"};
+    const auto refused = test::run_cli(args);
+    CKPTDOC_EXPECT_EXIT(refused, 2);
+    QVERIFY2(refused.err.find("fc2.bias") != std::string::npos &&
+                 refused.err.find("tensor rank(s) 0 differ from the others") != std::string::npos,
+             refused.err.c_str());
+    QVERIFY(!std::filesystem::exists(out));
+    auto forced_args = args;
+    forced_args.insert(forced_args.end(), {"--force", "--json"});
+    const auto forced = test::run_cli(forced_args);
+    CKPTDOC_EXPECT_EXIT(forced, 0);
+    const auto notes = json_of(forced)["notes"].toArray();
+    QCOMPARE(notes.size(), qsizetype(1));
+    QVERIFY2(notes[0].toString().startsWith("fc2.bias:"), qPrintable(notes[0].toString()));
+    QVERIFY2(forced.err.find("warning: fc2.bias") != std::string::npos, forced.err.c_str());
+    const auto same = edit({"equal", out, realds::reference(e.name, "lp")}, e.ds);
+    QVERIFY2(same.exit_code == 0, (same.out + same.err).c_str());
   }
 
   // Expert files that disagree with each other or with num_experts.

@@ -211,18 +211,18 @@ std::vector<Finding> tp_consistency_findings(const deepspeed::Checkpoint& job,
     who += std::to_string(params_undecided) + " of these params have no majority among tensor ranks " +
            rank_text(undecided) + (t.tp == 2 ? " (two copies)" : "") +
            ", so which copy is right cannot be told from the checkpoint. ";
-  f.message = std::to_string(f.params.size()) + " of " + std::to_string(compared) + " params that " +
-              rules->source + " calls replicated across tensor ranks differ between tensor ranks (" +
-              (worst_lp > 0 ? "16-bit weights up to " + num(worst_lp) + " apart"
-                            : std::string("16-bit weights equal")) +
-              (worst_fp32 > 0 ? ", fp32 masters up to " + num(worst_fp32) + " apart"
-                              : std::string(", fp32 masters equal")) +
-              "): " + list + ". " + who +
-              "Each tensor rank computes with its own copy; DeepSpeed's ds_to_universal.py refuses such a "
-              "checkpoint, and a merged export takes tensor rank 0's" +
-              (outliers.count(0) ? std::string(", the copy outvoted here") : std::string()) +
-              ". Find out why the ranks trained apart (their "
-              "data, a missed all-reduce) before resuming";
+  f.message =
+      std::to_string(f.params.size()) + " of " + std::to_string(compared) + " params that " + rules->source +
+      " calls replicated across tensor ranks differ between tensor ranks (" +
+      (worst_lp > 0 ? "16-bit weights up to " + num(worst_lp) + " apart"
+                    : std::string("16-bit weights equal")) +
+      (worst_fp32 > 0 ? ", fp32 masters up to " + num(worst_fp32) + " apart"
+                      : std::string(", fp32 masters equal")) +
+      "): " + list + ". " + who +
+      "Each tensor rank computes with its own copy; DeepSpeed's ds_to_universal.py refuses such a "
+      "checkpoint, and so does ckptdoc's merged export unless --force (then it writes the copy most tensor "
+      "ranks hold, else tensor rank 0's). Find out why the ranks trained apart (their data, a missed "
+      "all-reduce) before resuming";
   out.push_back(std::move(f));
   return out;
 }

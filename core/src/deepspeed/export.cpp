@@ -97,9 +97,11 @@ ExportResult export_weights(const Checkpoint& ckpt, const std::string& out_path,
     throw Error(ErrorKind::InvalidRequest, out_path, "--max-shard-size",
                 "HDF5 export is always one file; shard safetensors or torch output");
   auto tally = std::make_shared<detail::NonFiniteTally>();
+  std::vector<std::string> notes;
   const std::vector<NamedTensor> tensors =
-      detail::watch_non_finite(export_tensors(ckpt, options, progress), tally, options.strict);
-  const auto with_non_finite = [&tally](ExportResult r) {
+      detail::watch_non_finite(export_tensors(ckpt, options, progress, &notes), tally, options.strict);
+  const auto with_non_finite = [&tally, &notes](ExportResult r) {
+    r.notes = notes;
     for (const auto& t : tally->tensors)
       if (t.nan + t.inf > 0) r.non_finite.push_back(t);
     return r;

@@ -3,6 +3,7 @@
 // would.
 #include "deepspeed/export_parallel.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
@@ -46,8 +47,9 @@ std::vector<uint8_t> concat(const std::vector<std::vector<uint8_t>>& parts,
 }
 
 // One merged param from its tensor-parallel slices (produced when written: the slices' bytes are read then).
+// `take`: for a replicated param, the tensor rank whose copy is written.
 NamedTensor merged(const std::string& name, const std::vector<Tensor>& slices, const TpRule& rule,
-                   const TpRules& rules) {
+                   const TpRules& rules, size_t take) {
   const Tensor& first = slices.front();
   const DType dtype = first.dtype;
   std::vector<std::vector<int64_t>> shapes;
@@ -95,15 +97,17 @@ NamedTensor merged(const std::string& name, const std::vector<Tensor>& slices, c
     shape[0] = *rules.original_vocab_size;
   }
   const auto kind = rule.kind;
-  return {name, Tensor::produced(dtype, shape, [slices, shapes, kind, dim, shape, dtype](ByteSink& sink) {
+  return {name,
+          Tensor::produced(dtype, shape, [slices, shapes, kind, dim, shape, dtype, take](ByteSink& sink) {
             const size_t elem = element_size(dtype);
             std::vector<std::vector<uint8_t>> parts;
             parts.reserve(slices.size());
-            for (const auto& t : slices) parts.push_back(t.to_bytes());
+            if (kind != TpMerge::Replicated)
+              for (const auto& t : slices) parts.push_back(t.to_bytes());
             std::vector<uint8_t> out;
             switch (kind) {
               case TpMerge::Replicated:
-                out = std::move(parts[0]);
+                out = slices[take].to_bytes();
                 break;
               case TpMerge::Average: {
                 // ds_to_universal: sum(slices) / len(slices), in float32
@@ -159,9 +163,58 @@ bool same_bytes(const std::vector<Tensor>& ts) {
   return true;
 }
 
+// Which tensor rank's copy of a replicated param to write: all copies agree (rank 0's), or, when allowed, the
+// copy held bit for bit by more than half of three or more ranks (else rank 0's). Otherwise the param is
+// refused, naming the ranks that differ from the others, as ds_to_universal.py refuses it.
+size_t replicated_copy(const std::string& name, const std::vector<Tensor>& slices, const TpRules& rules,
+                       bool allow_differing, std::vector<std::string>* notes) {
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<size_t> class_of(slices.size());
+  std::vector<size_t> members;  // per class
+  for (size_t k = 0; k < slices.size(); ++k) {
+    auto b = slices[k].to_bytes();
+    size_t c = 0;
+    while (c < bytes.size() && bytes[c] != b) ++c;
+    if (c == bytes.size()) {
+      bytes.push_back(std::move(b));
+      members.push_back(0);
+    }
+    class_of[k] = c;
+    ++members[c];
+  }
+  if (bytes.size() == 1) return 0;
+  const size_t largest =
+      static_cast<size_t>(std::max_element(members.begin(), members.end()) - members.begin());
+  const bool majority = slices.size() >= 3 && 2 * members[largest] > slices.size();
+  const size_t reference = majority ? largest : 0;  // class 0 is tensor rank 0's
+  std::string differ;
+  for (size_t k = 0; k < slices.size(); ++k)
+    if (class_of[k] != reference) differ += (differ.empty() ? "" : ", ") + std::to_string(k);
+  if (!allow_differing)
+    throw Error(
+        ErrorKind::Inconsistent, rules.source, name,
+        "replicated across tensor ranks, but the tensor ranks hold " + std::to_string(bytes.size()) +
+            " different copies (" +
+            (majority ? "tensor rank(s) " + differ + " differ from the others, which agree"
+                      : "tensor rank(s) " + differ + " differ from tensor rank 0, and no majority agrees") +
+            "), as ckptdoc diagnose reports (tp-replicated-mismatch). Export one tensor rank's slices with "
+            "--tp-rank K, or pass --force to write the copy most tensor ranks hold (tensor rank 0's "
+            "when none)");
+  size_t take = 0;
+  while (class_of[take] != reference) ++take;
+  if (notes)
+    notes->push_back(
+        name + ": replicated across tensor ranks, but tensor rank(s) " + differ + " differ from " +
+        (majority
+             ? "the others, which agree; their copy was written (tensor rank " + std::to_string(take) + "'s)"
+             : "tensor rank 0, and no majority agrees; tensor rank 0's copy was written"));
+  return take;
+}
+
 }  // namespace
 
-std::vector<NamedTensor> job_export_tensors(const Checkpoint& job, const ExportOptions& options) {
+std::vector<NamedTensor> job_export_tensors(const Checkpoint& job, const ExportOptions& options,
+                                            std::vector<std::string>* notes) {
   const Topology& t = job.catalog().topology;
   std::vector<NamedTensor> out;
   std::set<std::string> seen;  // tied modules saved by several stages: the first stage's
@@ -220,8 +273,12 @@ std::vector<NamedTensor> job_export_tensors(const Checkpoint& job, const ExportO
           continue;
         }
       }
+      const size_t take =
+          rule->kind == TpMerge::Replicated
+              ? replicated_copy(name, slices, *rules, options.merge_differing_replicated, notes)
+              : 0;
       seen.insert(name);
-      out.push_back(merged(name, slices, *rule, *rules));
+      out.push_back(merged(name, slices, *rule, *rules, take));
     }
   }
   if (!no_rule.empty()) {

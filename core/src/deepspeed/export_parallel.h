@@ -9,7 +9,9 @@ namespace ckptdoc::deepspeed::detail {
 
 // One model-parallel rank's tensors (a data-parallel job's whole model): zero_to_fp32.py's list.
 std::vector<NamedTensor> slice_export_tensors(const Checkpoint& ckpt, const ExportOptions& options);
-// The whole job (ckpt opened as the job).
-std::vector<NamedTensor> job_export_tensors(const Checkpoint& job, const ExportOptions& options);
+// The whole job (ckpt opened as the job). `notes` receives which copy of a differing replicated param was
+// taken.
+std::vector<NamedTensor> job_export_tensors(const Checkpoint& job, const ExportOptions& options,
+                                            std::vector<std::string>* notes);
 
 }  // namespace ckptdoc::deepspeed::detail

@@ -245,10 +245,11 @@ std::vector<NamedTensor> slice_export_tensors(const Checkpoint& ckpt, const Expo
 
 }  // namespace detail
 
-std::vector<NamedTensor> export_tensors(const Checkpoint& ckpt, const ExportOptions& options, Progress* progress) {
+std::vector<NamedTensor> export_tensors(const Checkpoint& ckpt, const ExportOptions& options,
+                                        Progress* progress, std::vector<std::string>* notes) {
   const Catalog& cat = ckpt.catalog();
   std::vector<NamedTensor> out = ckpt.slice_count() > 1 && cat.mp_rank == 0
-                                     ? detail::job_export_tensors(ckpt, options)
+                                     ? detail::job_export_tensors(ckpt, options, notes)
                                      : detail::slice_export_tensors(ckpt, options);
   if (progress) {
     Planner plan{ckpt, cat, options, progress, nullptr};

@@ -34,6 +34,10 @@ struct ExportOptions {
   // universal_checkpoint_info (tp_rules.h), and a param without a rule is refused by name.
   int tp_rank = -1;
   std::optional<std::string> tp_rules;
+  // A param the rules call replicated whose tensor ranks hold different values is refused by name (as
+  // ds_to_universal.py refuses it) unless this is set: then the copy that most tensor ranks (at least three,
+  // more than half) hold bit for bit is written, else tensor rank 0's.
+  bool merge_differing_replicated = false;
   // Refuse to write NaN or Inf: the first one found fails the export (nothing is published) naming the
   // tensor.
   bool strict = false;
@@ -53,16 +57,20 @@ struct ExportResult {
   uint64_t bytes = 0;
   std::vector<std::string> files;  // sharded output: the files written in the folder (the index last)
   std::vector<NonFiniteTensor> non_finite;  // in output order; empty when every value written is finite
+  std::vector<std::string>
+      notes;  // choices the export made that the user should know (merge_differing_replicated)
 };
 
 // The tensors an export writes, in output order (buffers, frozen params, trainable params in param_shapes
-// order, shared-param aliases; stage by stage for a pipeline), as lazily produced tensors: nothing is read until
-// a writer pulls a tensor's bytes, and each tensor reads only its own slices of the rank files (a tensor-parallel
-// merge holds one param's slices in memory while it is written). Throws ckptdoc::Error up front when a needed
-// rank file is missing or unreadable, the source is not available for this checkpoint, or tensor-parallel
-// slices cannot be merged (no rule for a param, slices that do not fit).
+// order, shared-param aliases; stage by stage for a pipeline), as lazily produced tensors: nothing is read
+// until a writer pulls a tensor's bytes, and each tensor reads only its own slices of the rank files (a
+// tensor-parallel merge holds one param's slices in memory while it is written). Throws ckptdoc::Error up
+// front when a needed rank file is missing or unreadable, the source is not available for this checkpoint, or
+// tensor-parallel slices cannot be merged (no rule for a param, slices that do not fit). `notes`, when given,
+// receives the choices made (ExportResult::notes).
 std::vector<NamedTensor> export_tensors(const Checkpoint& ckpt, const ExportOptions& options,
-                                        Progress* progress = nullptr);
+                                        Progress* progress = nullptr,
+                                        std::vector<std::string>* notes = nullptr);
 
 // Writes export_tensors() as safetensors ({"format": "pt"}), a torch.save file (an OrderedDict that loads
 // with weights_only=True) or HDF5, atomically; with max_shard_size, as Hugging Face shards in a folder.
