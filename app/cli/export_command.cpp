@@ -93,8 +93,9 @@ int run_export(const ExportCommandOptions& o) {
     nlohmann::json nf = nlohmann::json::array();
     for (const auto& t : r.non_finite)
       nf.push_back({{"name", t.name}, {"nan", t.nan}, {"inf", t.inf}, {"numel", t.numel}});
-    nlohmann::json j{{"path", r.path},   {"tensors", r.tensors}, {"bytes", r.bytes},
-                     {"files", r.files}, {"non_finite", nf},     {"notes", r.notes}};
+    nlohmann::json j{
+        {"path", r.path},   {"tensors", r.tensors}, {"bytes", r.bytes},          {"files", r.files},
+        {"non_finite", nf}, {"notes", r.notes},     {"companions", r.companions}};
     std::printf("%s\n", j.dump(2).c_str());
   } else if (!o.quiet) {
     if (r.files.empty()) {
@@ -102,6 +103,11 @@ int run_export(const ExportCommandOptions& o) {
     } else {
       std::printf("wrote %zu tensors (%s) to %s:", r.tensors, human_bytes(r.bytes).c_str(), r.path.c_str());
       for (const auto& f : r.files) std::printf(" %s", f.c_str());
+      std::printf("\n");
+    }
+    if (!r.companions.empty()) {
+      std::printf("copied from the model folder, for from_pretrained:");
+      for (const auto& f : r.companions) std::printf(" %s", f.c_str());
       std::printf("\n");
     }
   }

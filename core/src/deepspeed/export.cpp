@@ -5,6 +5,7 @@
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/torch_file.h"
+#include "ckptdoc/weights/model_companions.h"
 #include "ckptdoc/weights/shards.h"
 #include "ckptdoc/weights/weights_source.h"
 #include "deepspeed/non_finite_watch.h"
@@ -76,6 +77,18 @@ void check_export_output(const Checkpoint& ckpt, const std::string& out_path, co
   detail::check_output_file(out, options.force);
 }
 
+// A Trainer checkpoint-N/ folder (or a Hugging Face folder being re-sharded) keeps config.json and the
+// tokenizer beside its weights: an export into a folder takes them along, so from_pretrained loads it as is.
+void copy_model_companions(const Checkpoint& ckpt, const std::string& folder, ExportResult& r) {
+  const std::string from = ckpt.weights_only() ? ckpt.weights()->root() : ckpt.catalog().save_dir;
+  if (io::normalised_path(from) == io::normalised_path(folder)) return;
+  const auto copy = weights::copy_companions(from, folder, weights::model_companions(from));
+  r.companions = copy.copied;
+  for (const auto& name : copy.different)
+    r.notes.push_back(folder + "/" + name + " was already there and differs from " + from + "/" + name +
+                      ": kept as it is (not replaced)");
+}
+
 }  // namespace
 
 ExportResult export_weights(const Checkpoint& ckpt, const std::string& out_path, const ExportOptions& options,
@@ -101,7 +114,7 @@ ExportResult export_weights(const Checkpoint& ckpt, const std::string& out_path,
   const std::vector<NamedTensor> tensors =
       detail::watch_non_finite(export_tensors(ckpt, options, progress, &notes), tally, options.strict);
   const auto with_non_finite = [&tally, &notes](ExportResult r) {
-    r.notes = notes;
+    r.notes.insert(r.notes.begin(), notes.begin(), notes.end());
     for (const auto& t : tally->tensors)
       if (t.nan + t.inf > 0) r.non_finite.push_back(t);
     return r;
@@ -115,6 +128,7 @@ ExportResult export_weights(const Checkpoint& ckpt, const std::string& out_path,
     r.tensors = tensors.size();
     r.bytes = w.bytes;
     r.files = w.files;
+    copy_model_companions(ckpt, w.folder, r);
     return with_non_finite(std::move(r));
   }
   switch (options.format) {

@@ -59,6 +59,9 @@ struct ExportResult {
   std::vector<NonFiniteTensor> non_finite;  // in output order; empty when every value written is finite
   std::vector<std::string>
       notes;  // choices the export made that the user should know (merge_differing_replicated)
+  // sharded output of a model folder (a Trainer checkpoint-N/): its config and tokenizer files copied beside
+  // the weights (weights/model_companions.h)
+  std::vector<std::string> companions;
 };
 
 // The tensors an export writes, in output order (buffers, frozen params, trainable params in param_shapes
