@@ -11,6 +11,7 @@
 #include "ckptdoc/weights/weights_source.h"
 #include "deepspeed/detect.h"
 #include "deepspeed/output_folder_check.h"
+#include "deepspeed/trainer_folder.h"
 #include "io/path_relation.h"
 #include "repair/sources.h"
 
@@ -390,6 +391,12 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
         plan.changed_tensors.push_back(label + "rank " + std::to_string(r) + ": fp32 partitions and moments (new layout)");
       }
     }
+  }
+  for (const auto& name : deepspeed::trainer_folder_files(cat.save_dir)) {
+    std::error_code ec;
+    const uint64_t bytes = std::filesystem::file_size(std::filesystem::path(cat.save_dir) / name, ec);
+    plan.files.push_back({name, "copy", ec ? 0 : bytes, "the Trainer's, for resume_from_checkpoint"});
+    plan.bytes_to_write += ec ? 0 : bytes;
   }
   plan.files.push_back({"latest", "write", cat.tag.size(), "written last"});
   return plan;

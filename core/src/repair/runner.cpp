@@ -8,6 +8,7 @@
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/snapshot/snapshot.h"
+#include "deepspeed/trainer_folder.h"
 
 namespace fs = std::filesystem;
 
@@ -135,6 +136,13 @@ void Runner::copy_save_dir_extras() {
     const fs::path script = fs::path(cat_.save_dir) / name;
     if (fs::is_regular_file(script, ec)) deepspeed::copy_file(script.string(), out_ + "/" + name, io_);
   }
+  // A Trainer checkpoint-N/ folder's own files, so the Trainer resumes from the output. Not after a graft:
+  // the weights and config there are the old model's.
+  if (!rq_.target)
+    for (const auto& name : deepspeed::trainer_folder_files(cat_.save_dir)) {
+      deepspeed::copy_file((fs::path(cat_.save_dir) / name).string(), out_ + "/" + name, io_);
+      tick();
+    }
 }
 bool Runner::owns(const deepspeed::CheckpointFile& f) const {
   return f.mp_rank >= 0 ? f.mp_rank == cat_.mp_rank : cat_.mp_rank == 0;
