@@ -163,6 +163,16 @@ MATRIX = {
                            ds="0.19"),
     "par_moe_v145": dict(kind="par", model="moe", stage=2, dtype="fp16", pp=1, tp=1, ep=2, dp=4, world=4, steps=3,
                          ds="0.14.5"),
+    # kind "hftrainer": a real transformers Trainer run under DeepSpeed (hf_trainer_train.py, a tiny Llama, bf16,
+    # saves at steps 2 and 4); the entry is the Trainer's OUT/checkpoint-4 folder as users point at it.
+    # ZeRO-3 with stage3_gather_16bit_weights_on_model_save and a tied head: model.safetensors holds the gathered
+    # 16-bit weights; without the option there is no weights file at all; ZeRO-2: the engine's module weights.
+    "v019_hf_trainer_z3": dict(kind="hftrainer", stage=3, dtype="bf16", dp=2, steps=4, gather=True, tied=True,
+                               ds="0.19", model="llama"),
+    "v019_hf_trainer_z3_nogather": dict(kind="hftrainer", stage=3, dtype="bf16", dp=2, steps=4, gather=False,
+                                        tied=True, ds="0.19", model="llama"),
+    "v019_hf_trainer_z2": dict(kind="hftrainer", stage=2, dtype="bf16", dp=2, steps=4, tied=False, ds="0.19",
+                               model="llama"),
 }
 
 DEFAULTS = dict(model="A", bf16opt=False, zero_extra=None, ds="0.12.6", steps=5, dims=None, client=(), pp=1, tp=1, ep=1,
@@ -304,6 +314,8 @@ def stamp_of(a, spec):
         parts.append(file_sha(os.path.join(HERE, "client_state_driver.py")))
     if spec["kind"] == "par":
         parts += [file_sha(os.path.join(HERE, f)) for f in ("par_models.py", par_driver(spec))]
+    if spec["kind"] == "hftrainer":
+        parts.append(file_sha(os.path.join(HERE, "hf_trainer_train.py")))
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
 
 
@@ -368,6 +380,12 @@ def ensure(a, name):
             cmd = launch[:-1] + [os.path.join(HERE, par_driver(spec)), "--out", save_dir, "--ref",
                                  os.path.join(folder, "ref"), "--steps", str(spec["steps"]), "--tp", str(spec["tp"]),
                                  "--stage", str(spec["stage"]), "--dtype", spec["dtype"]]
+        elif spec["kind"] == "hftrainer":  # the Trainer's folder of the last save is the checkpoint
+            run = os.path.join(folder, "run")
+            save_dir = os.path.join(run, f"checkpoint-{spec['steps']}")
+            cmd = launch[:-1] + [os.path.join(HERE, "hf_trainer_train.py"), "--out", run, "--stage",
+                                 str(spec["stage"]), "--steps", str(spec["steps"]), "--save-steps", "2"]
+            cmd += (["--gather"] if spec.get("gather") else []) + (["--tied"] if spec.get("tied") else [])
         elif spec["kind"] == "par":
             cmd = launch[:-1] + [os.path.join(HERE, "par_train.py"), "--kind", spec["model"], "--out", save_dir,
                                  "--ref", os.path.join(folder, "ref"), "--steps", str(spec["steps"]), "--tp",
