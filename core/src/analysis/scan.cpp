@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
+#include <cstring>
 #include <exception>
 #include <limits>
 #include <map>
@@ -440,8 +442,14 @@ class Scanner {
     if (options_.masters_only && !comparable) return r;
     std::vector<float> widened;
     const float* master = nullptr;
-    if (fp32 && pv.fp32->dtype == DType::F32) {
+    if (fp32 && pv.fp32->dtype == DType::F32 && reinterpret_cast<uintptr_t>(fp32) % alignof(float) == 0) {
       master = reinterpret_cast<const float*>(fp32);
+    } else if (fp32 && pv.fp32->dtype == DType::F32) {
+      // A legacy (non-zip) torch file's storages are mapped wherever they fall, most not on 4 bytes, and the
+      // kernels read masters as floats: copy this task's elements (at most kMaxTaskElements).
+      widened.resize(n);
+      std::memcpy(widened.data(), fp32, n * sizeof(float));
+      master = widened.data();
     } else if (fp32 && (pv.fp32->dtype == DType::BF16 || pv.fp32->dtype == DType::F16)) {
       widened.resize(n);
       be.upcast(fp32, pv.fp32->dtype, widened.data(), n);

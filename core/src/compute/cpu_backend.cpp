@@ -1,7 +1,9 @@
 // CPU backend: fixed 1M-element chunks handed to the process's shared worker pool, per-chunk results merged
 // in chunk order, so every result is the same for any thread count (sums included: chunk boundaries do not
 // move). Statistics and divergence run the AVX2 kernels of cpu_simd.cpp where the processor has them (the
-// scalar code below finishes each chunk's ragged tail), else the portable scalar code.
+// scalar code below finishes each chunk's ragged tail), else the portable scalar code. Data passed as void*
+// may lie at any byte offset (legacy torch files are mapped where their storages fall, most not on their
+// element size), so it is read by memcpy; float* arguments are aligned (callers copy misaligned masters).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -162,8 +164,12 @@ struct DivAcc {
 DivergenceStats divergence_chunk(const void* lp, DType t, const float* fp32, size_t begin, size_t end) {
   DivAcc acc;
   if (t == DType::F32) {
-    const auto* p = static_cast<const float*>(lp);
-    for (size_t i = begin; i < end; ++i) acc.add(divergence_element32(p[i], fp32[i]));
+    const auto* bytes = static_cast<const unsigned char*>(lp);
+    for (size_t i = begin; i < end; ++i) {
+      float l;
+      std::memcpy(&l, bytes + 4 * i, 4);
+      acc.add(divergence_element32(l, fp32[i]));
+    }
   } else {
     const bool bf = t == DType::BF16;
     const auto* bytes = static_cast<const unsigned char*>(lp);
@@ -224,11 +230,16 @@ FragmentStats fragment_chunk(bool simd, const void* lp, DType t, const float* fp
 }
 
 // ---- conversions: straight loops over 16/32-bit words that g++ -O2 can vectorise ----
-void upcast_range(const uint16_t* in, DType t, float* out, size_t begin, size_t end) {
+inline uint16_t word(const unsigned char* in, size_t i) {
+  uint16_t h;
+  std::memcpy(&h, in + 2 * i, 2);
+  return h;
+}
+void upcast_range(const unsigned char* in, DType t, float* out, size_t begin, size_t end) {
   if (t == DType::BF16) {
-    for (size_t i = begin; i < end; ++i) out[i] = bf16_to_f32(in[i]);
+    for (size_t i = begin; i < end; ++i) out[i] = bf16_to_f32(word(in, i));
   } else {
-    for (size_t i = begin; i < end; ++i) out[i] = f16_to_f32(in[i]);
+    for (size_t i = begin; i < end; ++i) out[i] = f16_to_f32(word(in, i));
   }
 }
 void downcast_range(const float* in, DType t, uint16_t* out, size_t begin, size_t end) {
@@ -300,7 +311,7 @@ class CpuBackend final : public Backend {
       return;
     }
     if (lp_dtype != DType::F16 && lp_dtype != DType::BF16) throw unsupported("upcast", lp_dtype);
-    const auto* in = static_cast<const uint16_t*>(lp);
+    const auto* in = static_cast<const unsigned char*>(lp);
     for_each_chunk(n, threads_, [&](size_t, size_t b, size_t e) { upcast_range(in, lp_dtype, out, b, e); });
   }
 

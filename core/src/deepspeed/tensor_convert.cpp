@@ -1,6 +1,7 @@
 #include "deepspeed/tensor_convert.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "ckptdoc/error.h"
@@ -104,7 +105,15 @@ void convert_chunk(std::span<const uint8_t> in, DType from, DType to, std::vecto
   if (backend && from == DType::F32 && lp(to)) {
     const size_t n = in.size() / 4;
     out.resize(n * 2);
-    backend->downcast(reinterpret_cast<const float*>(in.data()), to, out.data(), n);
+    // Legacy torch files are mapped where their storages fall: a misaligned chunk (at most kChunkElements) is
+    // read through a copy, as downcast takes floats.
+    std::vector<float> aligned;
+    if (reinterpret_cast<uintptr_t>(in.data()) % alignof(float) != 0) {
+      aligned.resize(n);
+      std::memcpy(aligned.data(), in.data(), n * sizeof(float));
+    }
+    backend->downcast(aligned.empty() ? reinterpret_cast<const float*>(in.data()) : aligned.data(), to,
+                      out.data(), n);
   } else if (backend && lp(from) && to == DType::F32) {
     const size_t n = in.size() / 2;
     out.resize(n * 4);
