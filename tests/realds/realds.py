@@ -16,6 +16,9 @@ zero_to_fp32.py, or takes the module weights with torch.load.
   realds.py all                         write every entry (warm the cache)
   realds.py ref NAME fp32|moments|lp|zero_to_fp32
                                         the reference file for NAME (torch .pt / .bin); prints its path
+  realds.py ref NAME zero_to_fp32_shards:SIZE|zero_to_fp32_bin_shards:SIZE
+                                        the folder 0.19's zero_to_fp32.py writes for NAME with --max_shard_size
+                                        SIZE (e.g. 3KB), with --safe_serialization or without; prints its path
   realds.py check CKPT --like NAME --json OUT [--world N] [--model M] [--ds V] [-- ds_load_check args]
                                         real engine.load_checkpoint(CKPT) + one training step, configured like
                                         NAME (stage, dtype, optimizer, model); exit code of ds_load_check.py
@@ -462,11 +465,17 @@ def make_ref(a, name, kind):
     folder = os.path.join(cache_dir(a), name, "ref")
     os.makedirs(folder, exist_ok=True)
     paths = {"fp32": "fp32.pt", "moments": "moments.pt", "lp": "lp.pt", "zero_to_fp32": "zero_to_fp32.bin"}
+    base, _, size = kind.partition(":")
+    if base in SHARDED_KINDS:  # a folder: zero_to_fp32.py OUT --max_shard_size SIZE [--safe_serialization]
+        if not size or not all(c.isalnum() or c == "." for c in size):
+            die(f"reference kind {base} needs a size such as {base}:3KB")
+        paths[kind] = f"{base}-{size}"
     if kind not in paths:
-        die(f"unknown reference kind {kind!r} (fp32, moments, lp, zero_to_fp32)")
+        die(f"unknown reference kind {kind!r} (fp32, moments, lp, zero_to_fp32, "
+            "zero_to_fp32_shards:SIZE, zero_to_fp32_bin_shards:SIZE)")
     out = os.path.join(folder, paths[kind])
     with Lock(os.path.join(folder, ".lock")):
-        if os.path.isfile(out):
+        if os.path.exists(out):
             return out
         if entry["kind"] == "par":  # assembled by DeepSpeed in the training run itself (par_train.py)
             if kind == "zero_to_fp32":
@@ -494,10 +503,35 @@ def make_ref(a, name, kind):
             model = os.path.join(entry["save_dir"], entry["tag"], "mp_rank_00_model_states.pt")
             run_logged([py, "-c", code, model, out + ".tmp"], env, os.path.join(folder, "lp.log"))
             os.replace(out + ".tmp", out)
+        elif base in SHARDED_KINDS:
+            if not is_judge(entry["ds"]):
+                die(f"{name}: zero_to_fp32.py writes shards since DeepSpeed 0.15.3; this entry is {entry['ds']}")
+            zero_to_fp32_folder(a, entry["save_dir"], out, ["--max_shard_size", size] +
+                                (["--safe_serialization"] if SHARDED_KINDS[base] else []),
+                                os.path.join(folder, paths[kind] + ".log"))
         else:
             zero_to_fp32(a, entry["save_dir"], out + ".tmp", entry["ds"], os.path.join(folder, "zero_to_fp32.log"))
             os.replace(out + ".tmp", out)
     return out
+
+
+# Reference kinds that are a folder zero_to_fp32.py writes with --max_shard_size: safetensors shards or not.
+SHARDED_KINDS = {"zero_to_fp32_shards": True, "zero_to_fp32_bin_shards": False}
+
+
+def judge_zero_to_fp32_script(a):
+    py = judge_python(a)
+    return py, subprocess.run([py, "-c", "import deepspeed.utils.zero_to_fp32 as z; print(z.__file__)"],
+                              env=judge_env(a), capture_output=True, text=True, check=True).stdout.strip()
+
+
+def zero_to_fp32_folder(a, ckpt, out, args, log):
+    """The judge venv's zero_to_fp32.py writing its output folder `out` (complete, or not there) with `args`."""
+    py, script = judge_zero_to_fp32_script(a)
+    tmp = out + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    run_logged([py, "-P", script, ckpt, tmp] + args, judge_env(a), log)
+    os.replace(tmp, out)
 
 
 def zero_to_fp32(a, ckpt, out, version, log):
@@ -505,9 +539,7 @@ def zero_to_fp32(a, ckpt, out, version, log):
     if is_judge(version):
         # the venv's copy; since 0.15.3 its second argument is an output folder (pytorch_model.bin, or shards and
         # an index above 5 GB, which the toy models never reach)
-        py = judge_python(a)
-        script = subprocess.run([py, "-c", "import deepspeed.utils.zero_to_fp32 as z; print(z.__file__)"],
-                                env=judge_env(a), capture_output=True, text=True, check=True).stdout.strip()
+        py, script = judge_zero_to_fp32_script(a)
         tmp = out + ".dir"
         shutil.rmtree(tmp, ignore_errors=True)
         run_logged([py, "-P", script, ckpt, tmp], judge_env(a), log)

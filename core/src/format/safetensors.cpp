@@ -332,6 +332,22 @@ bool SafetensorsFile::looks_like_safetensors(std::span<const uint8_t> head, uint
   return i >= limit || head[i] == '"' || head[i] == '}';
 }
 
+void sort_as_safetensors_saves(std::vector<NamedTensor>& tensors) {
+  // ckptdoc's dtypes in the order of the safetensors crate's Dtype enum, which its serializer sorts by (C128,
+  // which safetensors cannot store, last).
+  static constexpr DType kOrder[] = {DType::Bool, DType::U8,   DType::I8,  DType::I16,
+                                     DType::F16,  DType::BF16, DType::I32, DType::F32,
+                                     DType::C64,  DType::F64,  DType::I64, DType::C128};
+  const auto rank = [](DType d) {
+    return std::find(std::begin(kOrder), std::end(kOrder), d) - std::begin(kOrder);
+  };
+  // Names in byte order: std::string compares chars as unsigned, as Rust's String does.
+  std::stable_sort(tensors.begin(), tensors.end(), [&](const NamedTensor& x, const NamedTensor& y) {
+    const auto rx = rank(x.tensor.dtype), ry = rank(y.tensor.dtype);
+    return rx != ry ? rx > ry : x.name < y.name;
+  });
+}
+
 void write_safetensors_file(const std::string& path, const std::vector<NamedTensor>& tensors,
                             const std::map<std::string, std::string>& metadata, FileIo& io) {
   std::unordered_set<std::string> names;

@@ -31,6 +31,7 @@ void write_one(const std::string& path, const std::vector<NamedTensor>& tensors,
     std::vector<NamedTensor> part;
     part.reserve(shard.tensors.size());
     for (size_t i : shard.tensors) part.push_back(tensors[i]);
+    sort_as_safetensors_saves(part);  // laid out as save_file lays out zero_to_fp32.py's shards
     write_safetensors_file(path, part, {{"format", "pt"}});
     return;
   }

@@ -38,6 +38,13 @@ struct NamedTensor {
   Tensor tensor;
 };
 
+// Orders tensors the way the safetensors library's own serializer lays a file out
+// (safetensors.torch.save_file, and so Hugging Face's shards and zero_to_fp32.py --safe_serialization): by
+// dtype, widest first in its order (I64, F64, C64, F32, I32, BF16, F16, I16, I8, U8, BOOL), then by name in
+// byte order. The header lists them in that order too, so a file written in this order is byte for byte the
+// file save_file writes.
+void sort_as_safetensors_saves(std::vector<NamedTensor>& tensors);
+
 // Writes tensors in the given order (each tensor's bytes are streamed; non-contiguous tensors are made
 // contiguous one at a time).
 void write_safetensors_file(const std::string& path, const std::vector<NamedTensor>& tensors,

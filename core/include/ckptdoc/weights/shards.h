@@ -52,11 +52,13 @@ struct ShardedOutput {
   uint64_t bytes = 0;
 };
 
-// Writes the planned shards (and the index when there are several) into `folder`. A folder that does not exist
-// (or is empty) is built beside it and renamed into place, so it appears whole or not at all. An existing
-// folder may hold other files (config.json, a tokenizer); weights files of the same family already there are
-// refused unless `force`, and then replaced: new shards first, the index after them, stale shards last.
-// Torch shards are plain dicts that load with weights_only=True; safetensors shards carry {"format": "pt"}.
+// Writes the planned shards (and the index when there are several) into `folder`. A folder that does not
+// exist (or is empty) is built beside it and renamed into place, so it appears whole or not at all. An
+// existing folder may hold other files (config.json, a tokenizer); weights files of the same family already
+// there are refused unless `force`, and then replaced: new shards first, the index after them, stale shards
+// last. Torch shards are plain dicts that load with weights_only=True; safetensors shards carry {"format":
+// "pt"}. Safetensors shards are laid out as safetensors' save_file lays them out (sort_as_safetensors_saves):
+// byte for byte the shards zero_to_fp32.py --safe_serialization writes.
 ShardedOutput write_shards(const std::vector<NamedTensor>& tensors, const ShardPlan& plan, const std::string& folder,
                            ShardFormat format, bool force);
 
