@@ -7,6 +7,8 @@
 #   scripts/setup-judges.sh          make it if needed, print where it is (idempotent: a second run only checks)
 #   scripts/setup-judges.sh --path   print where it is (or would be) and exit
 #
+# Also installs the older DeepSpeed releases named in scripts/judges-extra-deepspeed.txt beside it (ds-extra/).
+#
 # Where: ${XDG_CACHE_HOME:-~/.cache}/ckptdoc/judges-<first 12 hex of sha256(judges-requirements.txt)>/, made with
 # Debian's /usr/bin/python3 -m venv (python3-venv, listed in scripts/setup.sh). Any edit of the pins file makes
 # a new folder; old ones are left alone (delete them by hand).
@@ -47,12 +49,26 @@ assert get_accelerator().device_name() == "cpu", get_accelerator().device_name()
 EOF
 }
 
+# The older DeepSpeed releases of scripts/judges-extra-deepspeed.txt, each in its own folder beside the venv.
+extras() {
+  local v dir
+  for v in $(grep -v -E '^(#|$)' "$root/scripts/judges-extra-deepspeed.txt"); do
+    dir="$cache/ds-extra/$v"
+    [ -f "$dir/deepspeed/__init__.py" ] && continue
+    rm -rf "$dir.tmp"
+    DS_BUILD_OPS=0 "$venv/bin/python" -m pip --disable-pip-version-check install -q --no-deps \
+      --no-build-isolation --target "$dir.tmp" "deepspeed==$v"
+    mv "$dir.tmp" "$dir"
+    echo "setup-judges: DeepSpeed $v in $dir"
+  done
+}
 mkdir -p "$cache"
 exec 9>"$cache/.judges.lock"
 flock 9   # one maker at a time (parallel test runs, a second checkout)
 
 if [ -f "$ready" ]; then
   if check; then
+    extras
     echo "setup-judges: $venv (DeepSpeed $ds_version, torch $torch_version) ready"
     exit 0
   fi
@@ -81,4 +97,5 @@ DS_BUILD_OPS=0 "${pip[@]}" install -q --no-build-isolation --no-deps "deepspeed=
 "${pip[@]}" check
 check
 touch "$ready"
+extras
 echo "setup-judges: $venv ready in $(( $(date +%s) - start )) s ($(du -sh "$venv" | cut -f1))"

@@ -79,6 +79,7 @@ struct RepairOptions {
   std::string lp_source;
   bool reset_optimizer = false;
   bool drop_optimizer = false;
+  bool restore_model_files = false;
   bool repartition = false;
   int world_size = 0;
   std::string target;

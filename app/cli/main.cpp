@@ -217,6 +217,9 @@ int run_command_line(int argc, char** argv) {
   repair_cmd->add_flag("--reset-optimizer", repair.reset_optimizer, "Empty the Adam state (moments, step)");
   repair_cmd->add_flag("--drop-optimizer", repair.drop_optimizer,
                        "Weights-only checkpoint (load with load_optimizer_states=False)");
+  repair_cmd->add_flag(
+      "--restore-model-files", repair.restore_model_files,
+      "ZeRO-3: write the ranks' missing model files as copies of one that is there (DeepSpeed #7546)");
   repair_cmd->add_flag("--repartition", repair.repartition, "Re-partition for a new data-parallel size or layout");
   repair_cmd->add_option("--world-size", repair.world_size, "New data-parallel size (with --repartition)");
   repair_cmd->add_option("--target", repair.target,

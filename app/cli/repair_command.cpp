@@ -172,6 +172,7 @@ int run_repair(const RepairOptions& o) {
     if (!o.lp_source.empty()) rq.lp_source = o.lp_source;
     rq.reset_optimizer = o.reset_optimizer;
     rq.drop_optimizer = o.drop_optimizer;
+    rq.restore_model_files = o.restore_model_files;
     if (o.repartition) {
       if (o.world_size > 0) rq.world_size = o.world_size;
       if (!o.target.empty()) rq.target = o.target;

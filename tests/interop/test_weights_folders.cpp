@@ -137,7 +137,9 @@ class TestWeightsFolders : public QObject {
     CKPTDOC_EXPECT_EXIT(test::run_python(compare, {tmp.file("re"), tmp.file("m"), "--ignore-order"}), 0);
     r = test::run_cli({"export", tmp.file("m"), "-o", tmp.file("bf"), "--dtype", "bfloat16", "--max-shard-size", "1GB"});
     CKPTDOC_EXPECT_EXIT(r, 0);
-    QCOMPARE(test::files_in(tmp.file("bf")), std::vector<std::string>{"model.safetensors"});
+    // The folder's config comes along (so from_pretrained loads the output), the weights in one file.
+    QCOMPARE(test::files_in(tmp.file("bf")), (std::vector<std::string>{"config.json", "model.safetensors"}));
+    QCOMPARE(test::read_text(tmp.file("bf/config.json")), test::read_text(tmp.file("m/config.json")));
     CKPTDOC_EXPECT_EXIT(
         test::run_python(compare, {tmp.file("bf/model.safetensors"), tmp.file("m"), "--ignore-order", "--cast", "bfloat16"}), 0);
   }

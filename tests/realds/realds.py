@@ -31,7 +31,8 @@ zero_to_fp32.py, or takes the module weights with torch.load.
 
 --ds V: 0.12.6 (default), 0.14.5 (../shared/deepspeed on Debian's torch 1.13) or 0.19 (the judge venv: the
 DeepSpeed 0.19.x and torch 2 that scripts/judges-requirements.txt pins; its python runs `py`, with torch.load
-defaulting to weights_only=False as torch 1.13's did).
+defaulting to weights_only=False as torch 1.13's did), or 0.17.6 (that venv's python and torch with DeepSpeed
+0.17.6 from PyPI first on PYTHONPATH, installed once beside the venv).
 
 Options: --cache DIR (default $CKPTDOC_REALDS_CACHE, else ~/.cache/ckptdoc/realds), --shared DIR (default
 $CKPTDOC_SHARED, else <repo>/../shared), --judges-venv DIR (default $CKPTDOC_JUDGES_VENV, else what
@@ -53,7 +54,12 @@ PYTHON = "/usr/bin/python3"  # Debian's, with torch 1.13
 GENERATOR_VERSION = 3        # bump when an entry's recipe changes meaning
 JUDGE = os.path.join(HERE, "judge")  # the judge venv's launcher, load check and rank hooks
 PINS = os.path.join(REPO, "scripts", "judges-requirements.txt")
-JUDGE_VERSIONS = ("0.19",)   # run by the judge venv's python (scripts/setup-judges.sh), not from ../shared
+JUDGE_VERSIONS = ("0.19",)  # run by the judge venv's python (scripts/setup-judges.sh), not from ../shared
+# Older DeepSpeed releases run by the judge venv's python and torch (scripts/judges-extra-deepspeed.txt says which
+# and why), installed from PyPI beside the venv by setup-judges.sh (or here, when missing) and put first on
+# PYTHONPATH.
+EXTRA_DS = tuple(line.strip() for line in open(os.path.join(REPO, "scripts", "judges-extra-deepspeed.txt"))
+                 if line.strip() and not line.startswith("#"))
 
 # The matrix (pairwise, not the full product): every ZeRO stage x dtype, BF16_Optimizer at stage 0 and 1,
 # dp 1-4 (ZeRO-3 at 2-4: dp 1 fails in the CPU harness), fresh (steps 0) and trained, the edge model (tied
@@ -174,6 +180,12 @@ MATRIX = {
                                ds="0.19", model="llama"),
     "v019_hf_trainer_z3_nogather": dict(kind="hftrainer", stage=3, dtype="bf16", dp=2, steps=4, gather=False,
                                         tied=True, ds="0.19", model="llama"),
+    # DeepSpeed 0.17.6 (before 0.18.0) with checkpoint.load_universal set: every ZeRO-3 rank saves its model file
+    # under rank 0's name (#7546), so only zero_pp_rank_0's is left; its twin without the setting is the same run
+    # saved whole (the harness is deterministic), the reference of the restored files' values
+    "v0176_z3_fp16_dp2": dict(kind="train", stage=3, dtype="fp16", dp=2, steps=3, ds="0.17.6"),
+    "v0176_z3_fp16_dp2_load_universal": dict(kind="train", stage=3, dtype="fp16", dp=2, steps=3, ds="0.17.6",
+                                             config_extra={"checkpoint": {"load_universal": True}}),
     "v019_hf_trainer_z2": dict(kind="hftrainer", stage=2, dtype="bf16", dp=2, steps=4, tied=False, ds="0.19",
                                model="llama"),
 }
@@ -240,7 +252,7 @@ class Lock:
 
 
 def is_judge(version):
-    return version in JUDGE_VERSIONS
+    return version in JUDGE_VERSIONS or version in EXTRA_DS
 
 
 def judges_venv(a):
@@ -260,13 +272,37 @@ def judge_python(a):
     return py
 
 
-def judge_env(a, base=None):
+def judge_env(a, base=None, version="0.19"):
     """Environment of the judge venv's python: the harness (ds_common, ds_driver, ds_load_check) found through
-    CKPTDOC_HARNESS, DeepSpeed from the venv (no DS_SRC), the CPU accelerator."""
+    CKPTDOC_HARNESS, DeepSpeed from the venv (no DS_SRC) or, for an older `version`, from its folder beside the
+    venv, the CPU accelerator."""
     env = dict(base if base is not None else os.environ)
     env.pop("DS_SRC", None)
     env.update(CKPTDOC_HARNESS=harness(a), DS_ACCELERATOR="cpu")
+    if version in EXTRA_DS:
+        env["PYTHONPATH"] = os.pathsep.join([ds_extra(a, version)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     return env
+
+
+def ds_extra(a, version):
+    """DeepSpeed `version` from PyPI, installed once beside the judge venv with the venv's pip; returns its folder."""
+    venv = judges_venv(a)
+    judge_python(a)  # the venv must be made
+    folder = os.path.join(os.path.dirname(venv), "ds-extra", version)
+    os.makedirs(os.path.dirname(folder), exist_ok=True)
+    with Lock(folder + ".lock"):
+        if os.path.isfile(os.path.join(folder, "deepspeed", "__init__.py")):
+            return folder
+        tmp = folder + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        p = subprocess.run([os.path.join(venv, "bin", "pip"), "install", "-q", "--no-deps", "--no-build-isolation",
+                            "--target", tmp, f"deepspeed=={version}"], env=dict(os.environ, DS_BUILD_OPS="0"),
+                           capture_output=True, text=True)
+        if p.returncode:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise Unavailable(f"DeepSpeed {version} could not be installed from PyPI: {p.stderr.strip()[-500:]}")
+        os.replace(tmp, folder)
+    return folder
 
 
 def ds_src(a, version):
@@ -361,7 +397,7 @@ def ensure(a, name):
         h = harness(a)
         if is_judge(spec["ds"]):
             py, launcher = judge_python(a), os.path.join(JUDGE, "launch.py")
-            env = judge_env(a)
+            env = judge_env(a, version=spec["ds"])
             if spec["kind"] in ("seedbug", "addlayer"):  # ds_driver.py's own torch.load of DeepSpeed's files (torch >= 2.6)
                 env["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
         else:
@@ -441,7 +477,7 @@ def load_env(a, entry, version=None):
     """Environment for ds_load_check.py loading a checkpoint like `entry`: its DeepSpeed version, and its extra ZeRO
     settings (engine_hook/sitecustomize.py builds the loading engine with them)."""
     version = version or entry["ds"]
-    env = judge_env(a) if is_judge(version) else dict(os.environ, DS_SRC=ds_src(a, version))
+    env = judge_env(a, version=version) if is_judge(version) else dict(os.environ, DS_SRC=ds_src(a, version))
     return with_engine_hook(env, entry)
 
 
@@ -606,7 +642,8 @@ def main():
     try:
         check_available(a)
         if a.cmd == "status" and a.ds and is_judge(a.ds):
-            print(f"DeepSpeed {a.ds} available: {judge_python(a)}")
+            extra = f" with {ds_extra(a, a.ds)}" if a.ds in EXTRA_DS else ""
+            print(f"DeepSpeed {a.ds} available: {judge_python(a)}{extra}")
             return 0
     except Unavailable as e:
         print(f"realds.py: {e}", file=sys.stderr)
@@ -634,8 +671,9 @@ def main():
         elif a.cmd == "py" and is_judge(a.ds):
             # the judge venv's python; torch.load defaults to weights_only=False there, as torch 1.13's did, so our
             # scripts read DeepSpeed's files (loss scaler, enums) the way they do with the other versions
-            env = judge_env(a)
-            env.update(PYTHONPATH=HERE, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+            env = judge_env(a, version=a.ds)
+            env.update(PYTHONPATH=os.pathsep.join([p for p in (HERE, env.get("PYTHONPATH")) if p]),
+                       TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
             return subprocess.run([judge_python(a)] + rest, env=env).returncode
         elif a.cmd == "py":
             src = ds_src(a, a.ds)
@@ -646,7 +684,7 @@ def main():
             zero_to_fp32(a, a.ckpt, a.out, a.ds, a.out + ".log")
         elif a.cmd == "launch":
             if is_judge(a.ds):
-                env = judge_env(a)
+                env = judge_env(a, version=a.ds)
                 cmd = [judge_python(a), os.path.join(JUDGE, "launch.py"), "--world", str(a.world)]
             else:
                 env = dict(os.environ, DS_SRC=ds_src(a, a.ds))

@@ -32,6 +32,8 @@ const char* repair_label(analysis::RepairKind k) {
       return "Fix: drop optimizer state";
     case analysis::RepairKind::Repartition:
       return "Fix: re-partition";
+    case analysis::RepairKind::RestoreModelFiles:
+      return "Fix: restore model files";
     case analysis::RepairKind::None:
       break;
   }

@@ -77,6 +77,7 @@ void open_repair(View& v, const analysis::Finding& finding) {
   r.refresh_fp32 = pre.refresh_fp32;
   r.reset_optimizer = pre.reset_optimizer;
   r.drop_optimizer = pre.drop_optimizer;
+  r.restore_model_files = pre.restore_model_files;
   r.repartition = pre.world_size.has_value();
   r.world_size = std::max(1, cat->dp_world_size);
   r.device = static_cast<int>(v.session.settings().device);

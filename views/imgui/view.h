@@ -28,6 +28,7 @@ struct RepairWindow {
       analysis::RepairKind::None;  // a finding's Fix: preselected; None: user's choice
   // The actions chosen; the planner judges every combination.
   bool refresh_fp32 = false, reset_optimizer = false, drop_optimizer = false, repartition = false;
+  bool restore_model_files = false;
   char output[1024] = {};
   char target[1024] = {};  // repartition: a template checkpoint
   int world_size = 1;

@@ -22,6 +22,8 @@ const char* title_of(analysis::RepairKind k) {
       return "Repair preview: drop optimizer state";
     case analysis::RepairKind::Repartition:
       return "Repair preview: re-partition";
+    case analysis::RepairKind::RestoreModelFiles:
+      return "Repair preview: restore model files";
     case analysis::RepairKind::None:
       break;
   }
@@ -35,6 +37,7 @@ repair::RepairRequest request_of(const View& v) {
   rq.refresh_fp32 = r.refresh_fp32;
   rq.reset_optimizer = r.reset_optimizer;
   rq.drop_optimizer = r.drop_optimizer;
+  rq.restore_model_files = r.restore_model_files;
   if (r.repartition) {
     if (r.target[0])
       rq.target = r.target;
@@ -47,7 +50,7 @@ repair::RepairRequest request_of(const View& v) {
 std::string inputs_of(const RepairWindow& r) {
   return std::string(r.output) + "|" + r.target + "|" + std::to_string(r.world_size) + "|" +
          std::to_string(r.device) + "|" + char('0' + r.refresh_fp32) + char('0' + r.reset_optimizer) +
-         char('0' + r.drop_optimizer) + char('0' + r.repartition);
+         char('0' + r.drop_optimizer) + char('0' + r.repartition) + char('0' + r.restore_model_files);
 }
 
 void request_plan(View& v) {
@@ -155,6 +158,8 @@ void draw_repair_window(View& v) {
          "repair.reset-optimizer");
   action("Drop optimizer state: a weights-only checkpoint (--drop-optimizer)", &r.drop_optimizer,
          "repair.drop-optimizer");
+  action("Restore missing ZeRO-3 model files as copies of one that is there (--restore-model-files)",
+         &r.restore_model_files, "repair.restore-model-files");
   action("Re-partition (--repartition)", &r.repartition, "repair.repartition");
   if (r.repartition) {
     ImGui::Indent();

@@ -28,6 +28,9 @@ RepairActions::RepairActions(int dpWorldSize, QWidget* parent) : QGroupBox(tr("A
       box(tr("Reset optimizer state: empty moments, step 0 (--reset-optimizer)"), "repairResetOptimizer");
   drop_ =
       box(tr("Drop optimizer state: a weights-only checkpoint (--drop-optimizer)"), "repairDropOptimizer");
+  restore_ =
+      box(tr("Restore missing ZeRO-3 model files as copies of one that is there (--restore-model-files)"),
+          "repairRestoreModelFiles");
   repartition_ = box(tr("Re-partition (--repartition)"), "repairRepartition");
 
   auto* form = new QFormLayout;
@@ -61,6 +64,7 @@ void RepairActions::preset(const repair::RepairRequest& r) {
   refresh_->setChecked(r.refresh_fp32);
   reset_->setChecked(r.reset_optimizer);
   drop_->setChecked(r.drop_optimizer);
+  restore_->setChecked(r.restore_model_files);
   repartition_->setChecked(r.world_size || r.target);
   if (r.world_size) worldSize_->setValue(*r.world_size);
   template_->setText(r.target ? QString::fromStdString(*r.target) : QString());
@@ -71,6 +75,7 @@ void RepairActions::fill(repair::RepairRequest& r) const {
   r.refresh_fp32 = refresh_->isChecked();
   r.reset_optimizer = reset_->isChecked();
   r.drop_optimizer = drop_->isChecked();
+  r.restore_model_files = restore_->isChecked();
   r.world_size.reset();
   r.target.reset();
   if (!repartition_->isChecked()) return;
@@ -87,7 +92,8 @@ void RepairActions::setTemplate(const QString& path) {
 }
 
 bool RepairActions::anyChosen() const {
-  return refresh_->isChecked() || reset_->isChecked() || drop_->isChecked() || repartition_->isChecked();
+  return refresh_->isChecked() || reset_->isChecked() || drop_->isChecked() || restore_->isChecked() ||
+         repartition_->isChecked();
 }
 
 }  // namespace ckptdoc::gui

@@ -35,6 +35,7 @@ class RepairActions : public QGroupBox {
   QCheckBox* refresh_;
   QCheckBox* reset_;
   QCheckBox* drop_;
+  QCheckBox* restore_;
   QCheckBox* repartition_;
   QSpinBox* worldSize_;
   QLineEdit* template_;

@@ -35,6 +35,8 @@ QString repairLabel(analysis::RepairKind r) {
     case analysis::RepairKind::ResetOptimizer: return QStringLiteral("Fix: reset optimizer state");
     case analysis::RepairKind::DropOptimizer: return QStringLiteral("Fix: drop optimizer state");
     case analysis::RepairKind::Repartition: return QStringLiteral("Fix: repartition");
+    case analysis::RepairKind::RestoreModelFiles:
+      return QStringLiteral("Fix: restore model files");
     case analysis::RepairKind::None: break;
   }
   return QString();

@@ -110,6 +110,8 @@ void merge_catalog_across_processes(deepspeed::Catalog& catalog, const std::vect
       done = true;
       p = optim ? deepspeed::missing_optim_files_problem(ranks, dp) : deepspeed::missing_zero3_model_files_problem(ranks, dp);
     }
+    // One process's view of #7546 (rank 0's model file alone) is wrong when another process has the others.
+    if (p.code == "zero3-model-files-not-saved" && model_missing.empty()) continue;
     if (seen.insert({p.code, p.severity, p.message, p.file, p.ranks, p.params}).second) out.push_back(std::move(p));
   }
   catalog.problems = std::move(out);

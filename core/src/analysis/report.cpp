@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ckptdoc/deepspeed/rank_owners.h"
+
 namespace ckptdoc::analysis {
 
 std::string_view severity_name(Severity s) {
@@ -32,6 +34,8 @@ Finding finding_from(const deepspeed::Problem& p) {
   if (!p.file.empty()) f.files.push_back(p.file);
   if (p.code == "world-size-mismatch") f.repair = RepairKind::Repartition;
   if (p.code == "optimizer-state-shape-mismatch") f.repair = RepairKind::ResetOptimizer;
+  if (p.code == "zero3-model-files-not-saved" || deepspeed::is_missing_zero3_model_files_problem(p))
+    f.repair = RepairKind::RestoreModelFiles;
   return f;
 }
 
@@ -41,6 +45,8 @@ std::string_view repair_name(RepairKind r) {
     case RepairKind::ResetOptimizer: return "reset-optimizer";
     case RepairKind::DropOptimizer: return "drop-optimizer";
     case RepairKind::Repartition: return "repartition";
+    case RepairKind::RestoreModelFiles:
+      return "restore-model-files";
     default: return "";
   }
 }

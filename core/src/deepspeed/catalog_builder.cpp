@@ -79,6 +79,7 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
   check_module_shapes();
   read_optimizer_summary();
   note_optimizer_not_saved();
+  note_model_files_not_saved();
   if (cat_.groups.empty() && cat_.wrapper != OptimizerWrapper::None && !cat_.optimizer_state_keys.empty()) {
     const std::string keys = " (" + std::to_string(cat_.optimizer_state_keys.size()) + " state keys)";
     problem(

@@ -76,6 +76,8 @@ class CatalogBuilder {
   void check_module_shapes();
   void read_optimizer_summary(const Value* osd = nullptr);  // default: the first readable optimizer file's
   void note_optimizer_not_saved();  // trained with an optimizer, saved none (catalog_optimizer_not_saved.cpp)
+  void note_model_files_not_saved();  // ZeRO-3: rank 0's model file alone (#7546,
+                                      // catalog_model_files_not_saved.cpp)
   // Universal checkpoints (universal/catalog_universal.cpp): the whole catalog of a folder holding zero/.
   void build_universal();
   void note_universal_beside();  // a save folder whose `latest_universal` names another tag

@@ -74,6 +74,10 @@ Problem missing_zero3_model_files_problem(const std::vector<int>& ranks, int dp)
                  kModelPrefix + join(ranks) + " missing (expected " + std::to_string(dp) + " ranks)", {}, ranks, {}};
 }
 
+bool is_missing_zero3_model_files_problem(const Problem& p) {
+  return p.code == "rank-file-missing" && p.message.rfind(kModelPrefix, 0) == 0;
+}
+
 bool is_missing_dp_rank_problem(const Problem& p) {
   return p.code == "rank-file-missing" &&
          (p.message.rfind(kOptimPrefix, 0) == 0 || p.message.rfind(kModelPrefix, 0) == 0);

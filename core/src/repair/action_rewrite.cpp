@@ -56,6 +56,10 @@ void Runner::rewrite_in_layout() {
     }
     if (f.role != FileRole::Optim) continue;
     if (rq_.drop_optimizer) continue;
+    if (rq_.restore_model_files) {
+      copy(f);
+      continue;
+    }
     const int r = f.dp_rank;
     Value root = ckpt_.optim_file(r, f.mp_rank).root.clone();
     Value* osd = need(&root, "optimizer_state_dict", f.path);
@@ -119,7 +123,23 @@ void Runner::rewrite_in_layout() {
     }
     write(f.path, root);
   }
+  if (rq_.restore_model_files) restore_model_files();
   copy_other_files();
+}
+
+// ZeRO-3 ranks save the same model file (make_plan refuses jobs with frozen params, whose fragments differ):
+// each missing one is the first present one's bytes under its own name.
+void Runner::restore_model_files() {
+  const int dp =
+      cat_.groups.empty() ? cat_.dp_world_size : static_cast<int>(cat_.groups.front().partitions.size());
+  const deepspeed::CheckpointFile* from = nullptr;
+  for (int r = 0; r < dp && !from; ++r) from = cat_.model_file(-1, r);
+  if (!from) throw Error(ErrorKind::Inconsistent, cat_.tag_dir, "", "no rank's model file is here to copy");
+  for (int r = 0; r < dp; ++r) {
+    if (cat_.model_file(-1, r)) continue;
+    deepspeed::copy_file(from->abs_path, tag_out_ + "/" + deepspeed::model_file_name(3, r), io_);
+    tick();
+  }
 }
 
 // FP16_UnfusedOptimizer: each master of optimizer.fp32_groups (flat group k, group by group) rewritten from

@@ -12,6 +12,7 @@ std::vector<std::string> errors_left_by(const analysis::Report& input, const Rep
   if (rq.reset_optimizer) cleared.insert(RepairKind::ResetOptimizer);
   if (rq.drop_optimizer) cleared.insert({RepairKind::DropOptimizer, RepairKind::ResetOptimizer});  // no state left
   if (rq.world_size || rq.target) cleared.insert(RepairKind::Repartition);
+  if (rq.restore_model_files) cleared.insert(RepairKind::RestoreModelFiles);
   std::vector<std::string> left;
   std::set<std::string> said;
   for (const auto& f : input.findings) {

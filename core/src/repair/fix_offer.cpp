@@ -31,6 +31,7 @@ std::string flags_of(const RepairRequest& rq) {
   if (rq.refresh_fp32) add("--refresh-fp32");
   if (rq.reset_optimizer) add("--reset-optimizer");
   if (rq.drop_optimizer) add("--drop-optimizer");
+  if (rq.restore_model_files) add("--restore-model-files");
   if (rq.world_size)
     s += (s.empty() ? "" : " ") + std::string("--repartition --world-size ") + std::to_string(*rq.world_size);
   return s;
@@ -52,6 +53,9 @@ RepairRequest request_for(analysis::RepairKind kind, const deepspeed::Catalog& c
       break;
     case analysis::RepairKind::Repartition:
       r.world_size = std::max(1, catalog.dp_world_size);
+      break;
+    case analysis::RepairKind::RestoreModelFiles:
+      r.restore_model_files = true;
       break;
     case analysis::RepairKind::None:
       break;

@@ -5,6 +5,7 @@
 #include <memory>
 #include <sstream>
 
+#include "ckptdoc/deepspeed/rank_owners.h"
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/human_bytes.h"
@@ -95,9 +96,15 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
            ErrorKind::Unsupported);
 
   const bool repartition = rq.world_size.has_value() || rq.target.has_value();
-  const int n_actions = int(rq.refresh_fp32) + int(rq.reset_optimizer) + int(rq.drop_optimizer) + int(repartition);
+  const int n_actions = int(rq.refresh_fp32) + int(rq.reset_optimizer) + int(rq.drop_optimizer) +
+                        int(repartition) + int(rq.restore_model_files);
   if (n_actions == 0)
-    refuse("request", "no repair asked for: choose --refresh-fp32, --reset-optimizer, --drop-optimizer or --repartition");
+    refuse(
+        "request",
+        "no repair asked for: choose --refresh-fp32, --reset-optimizer, --drop-optimizer, --repartition or "
+        "--restore-model-files");
+  if (rq.restore_model_files && n_actions > 1)
+    refuse("request", "--restore-model-files runs alone: restore first, then repair its output");
   if (rq.drop_optimizer && n_actions > 1)
     refuse("request", "--drop-optimizer writes no optimizer files, so it cannot be combined with other repairs");
   if (repartition && rq.refresh_fp32)
@@ -126,6 +133,10 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
     if ((rq.across_processes || rq.rank_files_elsewhere) && p.code == "rank-file-missing")
       continue;  // maybe on another node
     if (p.code == "unsafe-pickle" && rq.allow_unsafe_pickle) continue;
+    // What a restore writes.
+    if (rq.restore_model_files &&
+        (p.code == "zero3-model-files-not-saved" || deepspeed::is_missing_zero3_model_files_problem(p)))
+      continue;
     // Moments of the wrong shape, or lost on a rank, are not read by a repair that replaces or removes them
     // all.
     if (moments_replaced &&
@@ -336,12 +347,46 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
     return plan;
   }
 
+  std::vector<int> restored;  // ranks whose model file a restore writes
+  int restore_from = -1;
+  if (rq.restore_model_files) {
+    if (w != OptimizerWrapper::Zero3)
+      refuse("--restore-model-files",
+             "only ZeRO-3 saves a model file per data-parallel rank; this checkpoint's optimizer is " + wname,
+             ErrorKind::Unsupported);
+    if (parallel)
+      refuse("--restore-model-files", "tensor/pipeline/expert-parallel ZeRO-3 checkpoints are not supported",
+             ErrorKind::Unsupported);
+    if (!cat.frozen_params.empty())
+      refuse("--restore-model-files",
+             std::to_string(cat.frozen_params.size()) +
+                 " frozen params: each rank's ZeRO-3 model file holds its own fragments of them "
+                 "(frozen_param_fragments), which a copy of another rank's file would replace",
+             ErrorKind::Unsupported);
+    for (int r = 0; r < dp; ++r) {
+      if (cat.model_file(-1, r))
+        restore_from = restore_from < 0 ? r : restore_from;
+      else
+        restored.push_back(r);
+    }
+    if (restored.empty())
+      refuse("--restore-model-files", "every rank's model file is here: nothing to restore");
+    if (restore_from < 0) refuse("--restore-model-files", "no rank's model file is here to copy");
+    std::string ranks;
+    for (int r : restored) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    plan.actions.push_back(
+        "restore the model file of rank(s) " + ranks + " as a copy of rank " + std::to_string(restore_from) +
+        "'s (a ZeRO-3 job's ranks save the same model file); every other file copied as it is");
+  }
+
   // Files.
   for (const auto& f : cat.files) {
     PlannedFile pf;
     pf.path = cat.tag + "/" + f.path;
     pf.bytes = f.bytes;
-    if (f.role == FileRole::Optim) {
+    if (rq.restore_model_files) {
+      pf.action = "copy";
+    } else if (f.role == FileRole::Optim) {
       if (rq.drop_optimizer) continue;
       if (rq.world_size) continue;  // regenerated below
       pf.action = "rewrite";
@@ -391,6 +436,12 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
         plan.changed_tensors.push_back(label + "rank " + std::to_string(r) + ": fp32 partitions and moments (new layout)");
       }
     }
+  }
+  for (int r : restored) {
+    const auto* from = cat.model_file(-1, restore_from);
+    plan.files.push_back({cat.tag + "/" + deepspeed::model_file_name(3, r), "write", from->bytes,
+                          "copy of rank " + std::to_string(restore_from) + "'s model file"});
+    plan.bytes_to_write += from->bytes;
   }
   for (const auto& name : deepspeed::trainer_folder_files(cat.save_dir)) {
     std::error_code ec;

@@ -78,6 +78,7 @@ class Runner {
 
   // refresh / reset / drop: same layout, same files (action_rewrite.cpp)
   void rewrite_in_layout();
+  void restore_model_files();  // --restore-model-files (action_rewrite.cpp)
   void refresh_unfused_masters(Value& root, const std::string& path, const ParamRead& lp_read);
   void refresh_fused_masters(Value& root, const std::string& path, const ParamRead& lp_read);
 

@@ -16,8 +16,16 @@ enum class Severity : uint8_t { Info, Warning, Error };
 std::string_view severity_name(Severity s);  // "info" | "warning" | "error"
 
 // Which repair (if any) fixes a finding, so front ends can offer a Fix button.
-enum class RepairKind : uint8_t { None, RefreshFp32, ResetOptimizer, DropOptimizer, Repartition };
-std::string_view repair_name(RepairKind r);  // "", "refresh-fp32", "reset-optimizer", "drop-optimizer", "repartition"
+enum class RepairKind : uint8_t {
+  None,
+  RefreshFp32,
+  ResetOptimizer,
+  DropOptimizer,
+  Repartition,
+  RestoreModelFiles
+};
+// "", "refresh-fp32", "reset-optimizer", "drop-optimizer", "repartition", "restore-model-files"
+std::string_view repair_name(RepairKind r);
 
 struct Finding {
   std::string code;  // e.g. "fp32-master-mismatch"

@@ -27,5 +27,7 @@ RankOwners rank_owners(const Catalog& cat, int dp);
 Problem missing_optim_files_problem(const std::vector<int>& ranks, int dp);
 Problem missing_zero3_model_files_problem(const std::vector<int>& ranks, int dp);
 bool is_missing_dp_rank_problem(const Problem& p);
+// The ZeRO-3 model files of that pair (repair --restore-model-files writes them).
+bool is_missing_zero3_model_files_problem(const Problem& p);
 
 }  // namespace ckptdoc::deepspeed

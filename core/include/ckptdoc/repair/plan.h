@@ -20,6 +20,10 @@ struct RepairRequest {
   std::optional<std::string> lp_source;  // ZeRO-3: a consolidated weights file holding the lp weights
   bool reset_optimizer = false;  // keep weights and masters; empty Adam state, step 0
   bool drop_optimizer = false;   // weights-only DeepSpeed checkpoint (no optim files)
+  // ZeRO-3: the model files of ranks that lack one written as copies of another rank's (a ZeRO-3 job's ranks
+  // save the same model file); everything else copied as it is. For DeepSpeed #7546 (rank 0's model file
+  // alone).
+  bool restore_model_files = false;
   std::optional<int> world_size;      // repartition for a new data-parallel size
   std::optional<std::string> target;  // repartition onto a template checkpoint's layout
   bool allow_shape_change = false;
