@@ -436,7 +436,8 @@ class TestRealdsUniversal : public QObject {
     };
     const std::vector<Case> cases = {
         {{"convert", z2.save_dir, "-o", dir.file("a")}, "--to"},
-        {{"convert", z3.save_dir, "-o", dir.file("a"), "--to", "universal"}, "ZeRO-3"},
+        {{"convert", z3.save_dir, "-o", dir.file("a"), "--to", "universal"},
+         "ZeRO-3 universal checkpoints are written for DeepSpeed 0.19"},
         {{"convert", z2.save_dir, "-o", dir.file("a"), "--to", "universal", "--for-deepspeed", "0.11.0"},
          "0.12.3"},
         {{"convert", z2.save_dir, "-o", z2.tag_dir() + "/inside", "--to", "universal"}, "inside the input"},
