@@ -256,6 +256,9 @@ class TestRealdsUniversalV019 : public QObject {
     for (const auto& f : c["files"].toArray()) extra += f.toObject()["extra_keys_ours"].toArray().size();
     QCOMPARE(extra, zero3 ? 0 : 1);
     if (zero3) {
+      // The job's no-decay group: 0.19's ZeRO-3 loader would give it group 0's weight_decay.
+      QVERIFY2(text(report).find("'weight_decay' differs from group 0's") != std::string::npos,
+               text(report).c_str());
       const auto old = test::run_cli(
           {"convert", e.save_dir, "-o", dir.file("old"), "--to", "universal", "--for-deepspeed", "0.17.6"});
       QVERIFY2(old.exit_code == 2 && old.err.find("first sub-group") != std::string::npos,
@@ -345,6 +348,18 @@ class TestRealdsUniversalV019 : public QObject {
       QVERIFY2(r.exit_code == 2 && r.err.find(says) != std::string::npos, describe(r).c_str());
       QVERIFY(!fs::exists(dir.file("refused")));
     }
+  }
+
+  // ZeRO-3 with a frozen param (the edge model's fc1.bias) is refused, naming it, with nothing written:
+  // 0.19's converter writes no folder for it and its universal loader restores only the optimizer's groups.
+  void zero3FrozenParamsRefused() {
+    REALDS_REQUIRE_DS(kDs);
+    const auto e = realds::checkpoint("v019_z3_fp16_dp2_edge");
+    test::TempDir dir;
+    const auto r = test::run_cli({"convert", e.save_dir, "-o", dir.file("u"), "--to", "universal"});
+    QVERIFY2(r.exit_code == 2 && r.err.find("frozen params ('fc1.bias')") != std::string::npos,
+             describe(r).c_str());
+    QVERIFY(!fs::exists(dir.file("u")));
   }
 
   // ZeRO-3 whose sub_group_size splits a param group (v0.12.6's z3_fp16_dp4_subgroups): each sub-group is a

@@ -25,9 +25,11 @@ const Value* torch_optimizer_state(const deepspeed::Checkpoint& ckpt) {
 void check_zero3_input(const deepspeed::Checkpoint& ckpt, const TargetVersion& target) {
   const auto& cat = ckpt.catalog();
   if (cat.topology.tp > 1 || cat.topology.mp_world_size > 1)
-    refuse(cat, "a tensor-parallel ZeRO-3 checkpoint (tp " + std::to_string(cat.topology.tp) +
-                    ") is not converted to universal by ckptdoc: only data-parallel ZeRO-3, as DeepSpeed "
-                    "0.19's ds_to_universal.py converts it at tp 1, is (use that converter for AutoTP jobs)");
+    refuse(
+        cat,
+        "a tensor-parallel ZeRO-3 checkpoint (tp " + std::to_string(cat.topology.tp) +
+            ") is not converted to universal: ckptdoc converts data-parallel ZeRO-3 only (DeepSpeed 0.19's "
+            "ds_to_universal.py merges ZeRO-3 tensor-parallel slices)");
   if (!cat.frozen_params.empty())
     refuse(
         cat,
