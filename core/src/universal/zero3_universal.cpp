@@ -40,11 +40,12 @@ void check_zero3_input(const deepspeed::Checkpoint& ckpt, const TargetVersion& t
             "and its loader leaves them at the values the new job builds, so they would be lost");
   const auto v = deepspeed::parse_ds_version(target.version);
   if (!v || *v < deepspeed::DsVersion{0, 19, 0})
-    refuse(cat, "ZeRO-3 universal checkpoints are written for DeepSpeed 0.19 or later (--for-deepspeed " +
-                    target.version +
-                    " asked): the ZeRO-3 universal loaders of 0.14.5 to 0.17.6 restore only the first "
-                    "sub-group's masters and moments, and those before 0.14.5 have none. Pass "
-                    "--for-deepspeed 0.19.0 (or the later version the job loads with)");
+    refuse(cat,
+           "ZeRO-3 universal checkpoints are written for DeepSpeed 0.19 or later, and the target is " +
+               target.version +
+               " (--for-deepspeed, by default the checkpoint's version): the ZeRO-3 universal loaders of "
+               "0.14.5 and 0.17.6 restore only the first sub-group's masters and moments, and 0.12.6 has "
+               "none. Pass --for-deepspeed 0.19.0 (or the later version the job loads with)");
   // 0.19's loader reads the step of every sub-group from rank 0's state[0]['step'] and fails without it.
   const Value* step = dict_get(int_key(dict_get(torch_optimizer_state(ckpt), "state"), 0), "step");
   if (!step)
