@@ -1,5 +1,6 @@
 // Checkpoint > Convert to universal… writes a universal folder that another process (`ckptdoc inspect`) reads
-// as one, verified by core; a checkpoint core cannot convert (ZeRO-3) says why and writes nothing.
+// as one, verified by core; a checkpoint core cannot convert (ZeRO-3 saved by 0.12.6,
+// whose version has no ZeRO-3 universal loader) says why and writes nothing.
 #include <QAction>
 #include <QJsonDocument>
 #include <QJsonObject>

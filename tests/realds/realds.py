@@ -114,6 +114,8 @@ MATRIX = {
     "v019_z2_bf16_dp2": dict(kind="train", stage=2, dtype="bf16", dp=2, steps=5, ds="0.19"),
     "v019_z3_fp16_dp2": dict(kind="train", stage=3, dtype="fp16", dp=2, steps=5, ds="0.19"),
     "v019_z3_bf16_dp2": dict(kind="train", stage=3, dtype="bf16", dp=2, steps=5, ds="0.19"),
+    # ZeRO-3 with a frozen param (the edge model's fc1.bias): convert --to universal refuses it
+    "v019_z3_fp16_dp2_edge": dict(kind="train", stage=3, dtype="fp16", dp=2, steps=3, model="edge", ds="0.19"),
     # bf16 at ZeRO stage 0: FP16_UnfusedOptimizer in bf16 mode (torch's AdamW is not a fused Adam; FusedAdam, on a
     # GPU, gives FP16_Optimizer), its whole state in the model file (ckptdoc reads it; ds_load_check.py does not
     # know that wrapper).

@@ -430,13 +430,17 @@ class TestRealdsUniversal : public QObject {
     test::TempDir dir;
     const auto z3 = realds::checkpoint("z3_fp16_dp2");
     const auto z2 = realds::checkpoint("z2_fp16_dp2");
+    const auto tp_z3 = realds::checkpoint("par_tp_z3");
     struct Case {
       std::vector<std::string> args;
       std::string says;
     };
     const std::vector<Case> cases = {
         {{"convert", z2.save_dir, "-o", dir.file("a")}, "--to"},
-        {{"convert", z3.save_dir, "-o", dir.file("a"), "--to", "universal"}, "ZeRO-3"},
+        {{"convert", z3.save_dir, "-o", dir.file("a"), "--to", "universal"},
+         "ZeRO-3 universal checkpoints are written for DeepSpeed 0.19"},
+        {{"convert", tp_z3.save_dir, "-o", dir.file("a"), "--to", "universal", "--for-deepspeed", "0.19.0"},
+         "a tensor-parallel ZeRO-3 checkpoint (tp 2)"},
         {{"convert", z2.save_dir, "-o", dir.file("a"), "--to", "universal", "--for-deepspeed", "0.11.0"},
          "0.12.3"},
         {{"convert", z2.save_dir, "-o", z2.tag_dir() + "/inside", "--to", "universal"}, "inside the input"},

@@ -24,6 +24,7 @@
 #include "universal/output_folder.h"
 #include "universal/tp_patterns.h"
 #include "universal/universal_folder.h"
+#include "universal/zero3_universal.h"
 
 namespace fs = std::filesystem;
 
@@ -69,8 +70,11 @@ struct SourceParam {
   throw Error(kind, cat.tag_dir, "", why);
 }
 
-// The optimizer state entry of group g on a rank (rigid base_optimizer_state), or nullptr.
+// The optimizer state entry of group g on a rank (rigid base_optimizer_state; ZeRO-3: the torch optimizer's
+// state of sub-group g), or nullptr.
 const Value* state_entry(const Checkpoint& ckpt, int rank, int group) {
+  if (ckpt.catalog().wrapper == OptimizerWrapper::Zero3)
+    return int_key(dict_get(dict_get(&ckpt.optimizer_state(rank), "optimizer_state_dict"), "state"), group);
   const Value* bos = dict_get(&ckpt.optimizer_state(rank), "base_optimizer_state");
   return int_key(dict_get(bos, "state"), group);
 }
@@ -78,11 +82,17 @@ const Value* state_entry(const Checkpoint& ckpt, int rank, int group) {
 class ToUniversal {
  public:
   ToUniversal(const Checkpoint& ckpt, const ToUniversalOptions& o, Progress* progress, FileIo& io)
-      : ckpt_(ckpt), cat_(ckpt.catalog()), opt_(o), progress_(progress), caller_io_(io) {}
+      : ckpt_(ckpt),
+        cat_(ckpt.catalog()),
+        opt_(o),
+        progress_(progress),
+        caller_io_(io),
+        zero3_(cat_.wrapper == OptimizerWrapper::Zero3) {}
 
   ConvertResult run(const std::string& output) {
     check_input();
     target_ = target_version(opt_.for_deepspeed.empty() ? cat_.ds_version : opt_.for_deepspeed);
+    if (zero3_) detail::check_zero3_input(ckpt_, target_);
     result_.target = "universal";
     const auto checked = detail::checked_output(output, cat_.save_dir, cat_.tag_dir, opt_.force);
     result_.output = checked.path;
@@ -92,10 +102,12 @@ class ToUniversal {
     open_slices();
     map_partitions();
     collect_params();
-    step_files_ = !uci_ || target_.loader == LoaderKind::StepFiles;
+    step_files_ = !zero3_ && (!uci_ || target_.loader == LoaderKind::StepFiles);
     read_steps();
-    decide_model_file();
+    if (!zero3_) decide_model_file();
     for (const auto& c : target_.caveats) result_.notes.push_back(c);
+    if (zero3_)
+      for (auto& n : detail::zero3_load_notes(ckpt_)) result_.notes.push_back(std::move(n));
     result_.notes.push_back(std::string("load it with engine.load_checkpoint(\"") + result_.output +
                             "\") and \"checkpoint\": {\"load_universal\": true} in the DeepSpeed config, at "
                             "any data-parallel size" +
@@ -119,6 +131,9 @@ class ToUniversal {
   const ToUniversalOptions& opt_;
   Progress* progress_;
   FileIo& caller_io_;
+  // ZeRO-3 (zero3_universal.h): bare flat tensors, no step.pt, the step and hyper-parameters in rank 0's
+  // whole optimizer state, the model files copied as they are.
+  const bool zero3_;
   FileIo* io_ = nullptr;  // while writing: the output folder's (its fsyncs are made at publishing)
   TargetVersion target_;
   ConvertResult result_;
@@ -138,16 +153,12 @@ class ToUniversal {
     if (cat_.universal)
       refuse(ErrorKind::InvalidRequest, cat_,
              "this is already a universal checkpoint (convert it --to zero for rigid ZeRO files)");
-    if (cat_.wrapper == OptimizerWrapper::Zero3)
+    if (cat_.wrapper != OptimizerWrapper::Zero12 && cat_.wrapper != OptimizerWrapper::BF16Optimizer &&
+        !zero3_)
       refuse(ErrorKind::Unsupported, cat_,
-             "ZeRO-3 checkpoints are not converted to universal by ckptdoc yet: use DeepSpeed 0.14.5+'s "
-             "ds_to_universal.py (ckptdoc inspects, diagnoses and exports the folder it writes)");
-    if (cat_.wrapper != OptimizerWrapper::Zero12 && cat_.wrapper != OptimizerWrapper::BF16Optimizer)
-      refuse(
-          ErrorKind::Unsupported, cat_,
-          "a universal checkpoint is made from partitioned ZeRO-1/2 or BF16_Optimizer optimizer files; this "
-          "checkpoint's optimizer is " +
-              std::string(deepspeed::wrapper_name(cat_.wrapper)));
+             "a universal checkpoint is made from partitioned ZeRO-1/2/3 or BF16_Optimizer optimizer files; "
+             "this checkpoint's optimizer is " +
+                 std::string(deepspeed::wrapper_name(cat_.wrapper)));
     if (cat_.topology.moe())
       refuse(ErrorKind::Unsupported, cat_,
              "mixture-of-experts checkpoints are not converted to universal (DeepSpeed's ds_to_universal.py "
@@ -265,7 +276,8 @@ class ToUniversal {
 
   // Every pipeline stage's params (a stage's tensor rank 0 names them), each with its slice on every tensor rank.
   void collect_params() {
-    uci_ = dict_get(&ckpt_.model_file(0, 0).root, "universal_checkpoint_info");
+    // ds_to_universal's ZeRO-3 path at tp 1 merges no slices: universal_checkpoint_info plays no part.
+    uci_ = zero3_ ? nullptr : dict_get(&ckpt_.model_file(0, 0).root, "universal_checkpoint_info");
     const auto& topo = cat_.topology;
     if (topo.tp > 1 && !uci_)
       refuse(ErrorKind::Unsupported, cat_,
@@ -311,6 +323,7 @@ class ToUniversal {
           mp.merge = patterns.merge_for(mp.name);
           if (const std::string why = mp.plan(); !why.empty())
             refuse(ErrorKind::Unsupported, cat_, "param '" + mp.name + "': " + why);
+          if (zero3_) mp.out_shape = {mp.out_numel};  // ZeRO-3's converter writes the flat partitions joined
           params_.push_back(std::move(p));
         }
       }
@@ -320,7 +333,7 @@ class ToUniversal {
       result_.notes.push_back("universal_checkpoint_info pattern '" + u +
                               "' matches no param (DeepSpeed's "
                               "ds_to_universal.py refuses that unless --no_strict)");
-    if (!uci_)
+    if (!uci_ && !zero3_)
       result_.assumptions.push_back(
           "the checkpoint has no universal_checkpoint_info (a plain DeepSpeed job's): assumed a "
           "data-parallel model "
@@ -470,8 +483,13 @@ class ToUniversal {
     t.storage = std::move(st);
     t.requires_grad =
         sl.parts.keep[static_cast<size_t>(p.group)][static_cast<size_t>(p.first_rank)][s].requires_grad;
-    d.set("param", Value::tensor(std::move(t)));
-    write_file(folder + "/" + kStates[s] + ".pt", d, static_cast<uint64_t>(mp.out_numel) * 4);
+    const uint64_t bytes = static_cast<uint64_t>(mp.out_numel) * 4;
+    if (zero3_) {
+      write_file(folder + "/" + kStates[s] + ".pt", Value::tensor(std::move(t)), bytes);
+    } else {
+      d.set("param", Value::tensor(std::move(t)));
+      write_file(folder + "/" + kStates[s] + ".pt", d, bytes);
+    }
     // Read back at once, while other threads write: the comparison overlaps their I/O.
     if (auto why = compare_written(zero_dir, mp, s)) {
       std::lock_guard<std::mutex> lock(compare_mutex_);
@@ -484,7 +502,7 @@ class ToUniversal {
   std::optional<std::string> compare_written(const std::string& zero_dir, const MergedParam& mp, size_t s) const {
     const std::string rel = "zero/" + mp.name + "/" + kStates[s] + ".pt";
     const TorchFile f = TorchFile::open(state_file(zero_dir, mp.name, kStates[s]));
-    const Value* v = dict_get(&f.root, "param");
+    const Value* v = zero3_ ? &f.root : dict_get(&f.root, "param");
     if (!v || !v->is_tensor() || v->as_tensor().shape != mp.out_shape || v->as_tensor().dtype != DType::F32 ||
         !v->as_tensor().is_contiguous())
       return rel + " does not hold a float32 tensor of the expected shape";
@@ -582,11 +600,15 @@ class ToUniversal {
     });
     result_.params = params_.size();
 
-    if (target_.module_entries) write_module_entries(zero_dir);
-    write_file(zero_dir + "/optimizer_state.pt", optimizer_state_root(), 0);
-    // ds_to_universal.py copies every mp* file of the tag folder.
+    if (target_.module_entries && !zero3_) write_module_entries(zero_dir);
+    write_file(zero_dir + "/optimizer_state.pt",
+               zero3_ ? detail::zero3_optimizer_state_root(ckpt_) : optimizer_state_root(), 0);
+    // ds_to_universal.py copies every mp* file of the tag folder (ZeRO-3: every *model_states.pt file).
     for (const auto& f : cat_.files) {
-      if (f.path.rfind("mp", 0) != 0 || f.path.find('/') != std::string::npos) continue;
+      if (f.path.find('/') != std::string::npos) continue;
+      if (zero3_ ? f.role != deepspeed::FileRole::Model || !f.path.ends_with("model_states.pt")
+                 : f.path.rfind("mp", 0) != 0)
+        continue;
       if (add_iteration_ && f.role == deepspeed::FileRole::Model) {
         Value root = ckpt_.model_file(f.mp_rank, 0).root.clone();
         root.set("iteration", Value::integer(*add_iteration_));
@@ -626,6 +648,10 @@ class ToUniversal {
     // Every written tensor equals what was read, element for element (bitwise), and the step resumes right.
     // Every state file was read back and compared with its source right after it was written (write_state).
     fail.insert(fail.end(), compare_failures_.begin(), compare_failures_.end());
+    const int64_t step0 = slices_.front().group_adam_step.front();
+    if (zero3_ && wc.universal->zero3_step != step0)
+      fail.push_back("zero/optimizer_state.pt does not hold the saved Adam step " + num(step0) +
+                     " where DeepSpeed's ZeRO-3 loader reads it");
     for (const auto& p : params_) {
       const MergedParam& mp = p.merged;
       const auto at = wc.find_param(mp.name);
