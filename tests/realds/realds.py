@@ -188,6 +188,9 @@ MATRIX = {
     "v0176_z3_fp16_dp2": dict(kind="train", stage=3, dtype="fp16", dp=2, steps=3, ds="0.17.6"),
     "v0176_z3_fp16_dp2_load_universal": dict(kind="train", stage=3, dtype="fp16", dp=2, steps=3, ds="0.17.6",
                                              config_extra={"checkpoint": {"load_universal": True}}),
+    # DeepSpeed 0.18.4: bf16 at ZeRO stage 0 saves no optimizer state at all (0.17.6-0.18.4, #7571); the same
+    # recipe as tests/fixtures/deepspeed/v0184_bf16_z0_ws2 (committed for the tests without DeepSpeed)
+    "v0184_bf16_z0_dp2": dict(kind="train", stage=0, dtype="bf16", dp=2, steps=5, ds="0.18.4"),
     "v019_hf_trainer_z2": dict(kind="hftrainer", stage=2, dtype="bf16", dp=2, steps=4, tied=False, ds="0.19",
                                model="llama"),
 }

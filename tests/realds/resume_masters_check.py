@@ -1,10 +1,10 @@
 #!/usr/bin/python3
 """What a resume does to the fp32 masters: builds a fresh bf16 ZeRO stage 0 engine (another seed than the run's),
 loads SAVE_DIR with engine.load_checkpoint and prints, per rank, how far the masters are from the loaded bf16
-weights and how far the first training step moves the weights. Used to measure the DeepSpeed 0.17.6-0.18.4
-resume (tests/fixtures/deepspeed/README.md); it checks nothing itself.
+weights and how far the first training step moves the weights. Measures the DeepSpeed 0.17.6-0.18.4 resume
+(tests/fixtures/deepspeed/README.md); it checks nothing itself: test_realds_v0184_no_optimizer.cpp reads its line.
 
-  PYTHONPATH=<deepspeed 0.18.4> realds.py launch --world 2 --ds 0.19 -- resume_masters_check.py SAVE_DIR [--module-only]
+  realds.py launch --world 2 --ds 0.18.4 -- resume_masters_check.py /abs/SAVE_DIR [--module-only]
 """
 import argparse
 import os

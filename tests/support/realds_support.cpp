@@ -59,6 +59,7 @@ std::string unavailable_reason(const std::string& ds) {
 std::string version_of(const std::string& name) {
   if (name.rfind("v019_", 0) == 0) return "0.19";
   if (name.rfind("v0176_", 0) == 0) return "0.17.6";
+  if (name.rfind("v0184_", 0) == 0) return "0.18.4";
   if (name.rfind("v145_", 0) == 0 || (name.size() > 5 && name.compare(name.size() - 5, 5, "_v145") == 0))
     return "0.14.5";
   return "0.12.6";
