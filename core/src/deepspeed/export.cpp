@@ -84,9 +84,12 @@ void copy_model_companions(const Checkpoint& ckpt, const std::string& folder, Ex
   if (io::normalised_path(from) == io::normalised_path(folder)) return;
   const auto copy = weights::copy_companions(from, folder, weights::model_companions(from));
   r.companions = copy.copied;
-  for (const auto& name : copy.different)
-    r.notes.push_back(folder + "/" + name + " was already there and differs from " + from + "/" + name +
-                      ": kept as it is (not replaced)");
+  for (const auto& name : copy.different) {
+    std::string note = folder;
+    note.append("/").append(name).append(" was already there and differs from ").append(from).append("/");
+    note.append(name).append(": kept as it is (not replaced)");
+    r.notes.push_back(std::move(note));
+  }
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "ckptdoc/error.h"
 
@@ -162,7 +163,9 @@ void write_as(const Tensor& src, DType to, ByteSink& sink, Backend* backend) {
 }
 
 Tensor lazily_converted(const Tensor& src, DType to, std::shared_ptr<Backend> backend) {
-  return Tensor::produced(to, src.shape, [src, to, backend](ByteSink& sink) { write_as(src, to, sink, backend.get()); });
+  return Tensor::produced(to, src.shape, [src, to, backend = std::move(backend)](ByteSink& sink) {
+    write_as(src, to, sink, backend.get());
+  });
 }
 
 }  // namespace ckptdoc::deepspeed::detail
