@@ -7,7 +7,6 @@
 #include <QJsonObject>
 #include <QtTest>
 #include <filesystem>
-#include <set>
 
 #include "realds_support.h"
 
@@ -16,20 +15,6 @@ namespace realds = ckptdoc::test::realds;
 namespace fs = std::filesystem;
 
 namespace {
-
-QJsonObject diagnose_json(const std::string& path, int want_exit) {
-  const auto r = test::run_cli({"diagnose", path, "--json", "--device", "cpu"});
-  if (r.exit_code != want_exit) {
-    QTest::qFail(("diagnose exit " + std::to_string(r.exit_code) + ":\n" + r.out + r.err).c_str(), __FILE__,
-                 __LINE__);
-    return {};
-  }
-  return realds::parse(r.out);
-}
-
-std::set<std::string> as_set(const std::vector<std::string>& v) {
-  return {v.begin(), v.end()};
-}
 
 std::string script(const std::string& name) {
   return test::source_dir() + "/tests/realds/" + name;
@@ -79,7 +64,7 @@ class TestRealdsHfTrainer : public QObject {
     QCOMPARE(fs::path(e.save_dir).filename().string(), std::string("checkpoint-4"));
 
     // The verdict says what it rests on: the masters compared with the gathered weights, or with nothing.
-    const auto report = diagnose_json(e.save_dir, 0);
+    const auto report = realds::diagnose_json(e.save_dir, 0);
     const auto verdict = report["verdict"].toObject();
     const int params = e.name.find("_z3") != std::string::npos ? 20 : 21;  // the tied head is the embedding
     QCOMPARE(verdict["moments_checked"].toInt(), params);
@@ -96,7 +81,7 @@ class TestRealdsHfTrainer : public QObject {
       QVERIFY2(text.out.find("compared with nothing") != std::string::npos, text.out.c_str());
     }
     if (e.stage == 3)
-      QVERIFY(as_set(realds::codes(report, "info")).count(compared ? "lp-source-compared" : "not-analysed"));
+      QVERIFY(realds::has_code(report, "info", compared ? "lp-source-compared" : "not-analysed"));
 
     // Pointed one folder too high (the Trainer's output_dir, two saves in it): refused, naming both.
     const auto high = test::run_cli({"diagnose", fs::path(e.save_dir).parent_path().string()});
@@ -131,14 +116,14 @@ class TestRealdsHfTrainer : public QObject {
     test::TempDir dir;
     const auto in = realds::copy_of(e, dir);
     CKPTDOC_EXPECT_EXIT(realds::python_with_deepspeed({script("damage.py"), in, "stale-fp32", "1"}, e.ds), 0);
-    const auto report = diagnose_json(in, 1);
-    QVERIFY(as_set(realds::codes(report, "error")).count("fp32-master-mismatch"));
+    const auto report = realds::diagnose_json(in, 1);
+    QVERIFY(realds::has_code(report, "error", "fp32-master-mismatch"));
 
     const auto out = dir.file("fixed");
     CKPTDOC_EXPECT_EXIT(realds::repair(in, out, {"--refresh-fp32"}), 0);
     for (const auto* f : {"trainer_state.json", "config.json", "model.safetensors", "rng_state_1.pth"})
       QVERIFY2(fs::exists(out + "/" + f), f);
-    const auto fixed = diagnose_json(out, 0);
+    const auto fixed = realds::diagnose_json(out, 0);
     QCOMPARE(fixed["verdict"].toObject()["masters_compared"].toInt(), 20);
 
     const auto original = resume(e, e.save_dir, dir, "original");

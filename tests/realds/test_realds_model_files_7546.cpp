@@ -8,7 +8,6 @@
 #include <QJsonObject>
 #include <QtTest>
 #include <filesystem>
-#include <set>
 
 #include "realds_support.h"
 
@@ -17,20 +16,6 @@ namespace realds = ckptdoc::test::realds;
 namespace fs = std::filesystem;
 
 namespace {
-
-QJsonObject diagnose_json(const std::string& path, int want_exit) {
-  const auto r = test::run_cli({"diagnose", path, "--json", "--device", "cpu"});
-  if (r.exit_code != want_exit) {
-    QTest::qFail(("diagnose exit " + std::to_string(r.exit_code) + ":\n" + r.out + r.err).c_str(), __FILE__,
-                 __LINE__);
-    return {};
-  }
-  return realds::parse(r.out);
-}
-
-std::set<std::string> as_set(const std::vector<std::string>& v) {
-  return {v.begin(), v.end()};
-}
 
 QJsonObject finding(const QJsonObject& report, const QString& code) {
   for (const auto& f : report["findings"].toArray())
@@ -52,15 +37,15 @@ class TestRealdsModelFiles7546 : public QObject {
     QVERIFY(fs::exists(e.tag_dir() + "/zero_pp_rank_0_mp_rank_00_model_states.pt"));
     QVERIFY(!fs::exists(e.tag_dir() + "/zero_pp_rank_1_mp_rank_00_model_states.pt"));  // the bug, as written
 
-    const auto report = diagnose_json(e.save_dir, 1);
+    const auto report = realds::diagnose_json(e.save_dir, 1);
     const auto f = finding(report, "zero3-model-files-not-saved");
     QCOMPARE(f["severity"].toString(), QString("error"));
     QCOMPARE(f["ranks"].toArray(), QJsonArray{1});
     QVERIFY2(f["message"].toString().contains("#7546") && f["message"].toString().contains("0.17.6"),
              qPrintable(f["message"].toString()));
     // The same run saved whole: nothing of it.
-    QVERIFY(!as_set(realds::codes(diagnose_json(twin.save_dir, 0), "error"))
-                 .count("zero3-model-files-not-saved"));
+    QVERIFY(
+        !realds::has_code(realds::diagnose_json(twin.save_dir, 0), "error", "zero3-model-files-not-saved"));
     // As the finding says, DeepSpeed cannot load the folder as written.
     QVERIFY(realds::load(e.save_dir, twin.name, {}, 0, "0.19").exit_code != 0);
 
@@ -69,7 +54,7 @@ class TestRealdsModelFiles7546 : public QObject {
     const auto r = realds::repair(e.save_dir, out, {"--restore-model-files"});
     CKPTDOC_EXPECT_EXIT(r, 0);
     QVERIFY(fs::exists(out + "/" + e.tag + "/zero_pp_rank_1_mp_rank_00_model_states.pt"));
-    QVERIFY(realds::codes(diagnose_json(out, 0), "error").empty());
+    QVERIFY(realds::codes(realds::diagnose_json(out, 0), "error").empty());
     for (const char* ds : {"0.17.6", "0.19"}) {
       const auto c = realds::load(out, twin.name,
                                   {"--strict", "--expect-fp32", realds::reference(twin.name, "fp32"),

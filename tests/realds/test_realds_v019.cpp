@@ -16,15 +16,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-QJsonObject diagnose_json(const std::string& path, int want_exit) {
-  const auto r = test::run_cli({"diagnose", path, "--json", "--device", "cpu"});
-  if (r.exit_code != want_exit) {
-    QTest::qFail(("diagnose exit " + std::to_string(r.exit_code) + ":\n" + r.out + r.err).c_str(), __FILE__, __LINE__);
-    return {};
-  }
-  return QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
-}
-
 std::set<std::string> as_set(const std::vector<std::string>& v) { return {v.begin(), v.end()}; }
 
 }  // namespace
@@ -71,7 +62,7 @@ class TestRealdsV019 : public QObject {
         std::ifstream in(f.path(), std::ios::binary);
         QCOMPARE(in.get(), 0x80);  // PROTO, where a zip file starts with "PK"
       }
-    const auto report = diagnose_json(e.save_dir, 0);
+    const auto report = realds::diagnose_json(e.save_dir, 0);
     QVERIFY(realds::codes(report, "error").empty());
     QVERIFY(realds::codes(report, "warning").empty());
     auto want_info = std::set<std::string>{"not-analysed"};
@@ -224,7 +215,7 @@ class TestRealdsV019 : public QObject {
   void bf16MastersAreComparedAsStored() {
     REALDS_REQUIRE_DS("0.19");
     const auto e = realds::checkpoint("v019_z2_bf16_dp2_bf16_states");
-    const auto report = diagnose_json(e.save_dir, 0);
+    const auto report = realds::diagnose_json(e.save_dir, 0);
     QVERIFY(realds::codes(report, "warning").empty());
     QCOMPARE(as_set(realds::codes(report, "info")),
              (std::set<std::string>{"masters-in-16-bit", "not-analysed"}));
@@ -244,7 +235,7 @@ class TestRealdsV019 : public QObject {
     CKPTDOC_EXPECT_EXIT(realds::python_with_deepspeed(
                             {test::source_dir() + "/tests/realds/damage.py", in, "stale-fp32", "1"}, e.ds),
                         0);
-    QVERIFY(as_set(realds::codes(diagnose_json(in, 1), "error")).count("fp32-master-mismatch"));
+    QVERIFY(as_set(realds::codes(realds::diagnose_json(in, 1), "error")).count("fp32-master-mismatch"));
     const auto out = dir.file("fixed");
     CKPTDOC_EXPECT_EXIT(realds::repair(in, out, {"--refresh-fp32"}), 0);
     const auto ls =
@@ -265,7 +256,7 @@ class TestRealdsV019 : public QObject {
     const auto in = realds::copy_of(e, dir);
     CKPTDOC_EXPECT_EXIT(
         realds::python_with_deepspeed({test::source_dir() + "/tests/realds/damage.py", in, "stale-fp32", "1"}, e.ds), 0);
-    const auto report = diagnose_json(in, 1);
+    const auto report = realds::diagnose_json(in, 1);
     QVERIFY(as_set(realds::codes(report, "error")).count("fp32-master-mismatch"));
     const auto out = dir.file("fixed");
     CKPTDOC_EXPECT_EXIT(realds::repair(in, out, {"--refresh-fp32"}), 0);
@@ -286,7 +277,7 @@ class TestRealdsV019 : public QObject {
     REALDS_REQUIRE_DS("0.19");
     QFETCH(QString, name);
     const auto e = realds::checkpoint(name.toStdString());
-    const auto report = diagnose_json(e.save_dir, 0);
+    const auto report = realds::diagnose_json(e.save_dir, 0);
     QVERIFY(realds::codes(report, "error").empty());
     QVERIFY(realds::codes(report, "warning").empty());
     const auto verdict = report["verdict"].toObject();
@@ -332,12 +323,12 @@ class TestRealdsV019 : public QObject {
     CKPTDOC_EXPECT_EXIT(realds::python_with_deepspeed(
                             {test::source_dir() + "/tests/realds/damage.py", in, stale.toStdString()}, e.ds),
                         0);
-    const auto report = diagnose_json(in, 1);
+    const auto report = realds::diagnose_json(in, 1);
     QCOMPARE(realds::codes(report, "error"), std::vector<std::string>{"fp32-master-mismatch"});
     QCOMPARE(report["verdict"].toObject()["masters_compared"].toInt(), 8);
     const auto out = dir.file("fixed");
     CKPTDOC_EXPECT_EXIT(realds::repair(in, out, {"--refresh-fp32"}), 0);
-    QCOMPARE(diagnose_json(out, 0)["verdict"].toObject()["kind"].toString(), QString("clean"));
+    QCOMPARE(realds::diagnose_json(out, 0)["verdict"].toObject()["kind"].toString(), QString("clean"));
     std::vector<std::string> check{test::source_dir() + "/tests/realds/unfused_load_check.py", out,
                                    e.save_dir + "/" + e.tag + "/mp_rank_00_model_states.pt"};
     if (!flag.isEmpty()) check.push_back(flag.toStdString());
@@ -357,7 +348,7 @@ class TestRealdsV019 : public QObject {
     CKPTDOC_EXPECT_EXIT(realds::python_with_deepspeed(
                             {test::source_dir() + "/tests/realds/damage.py", in, split.toStdString()}, e.ds),
                         0);
-    const auto report = diagnose_json(in, 0);
+    const auto report = realds::diagnose_json(in, 0);
     QCOMPARE(as_set(realds::codes(report, "warning")),
              (std::set<std::string>{"param-mapping-unknown", "layout-not-analysed"}));
     QCOMPARE(report["verdict"].toObject()["masters_compared"].toInt(), 0);

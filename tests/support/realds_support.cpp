@@ -1,6 +1,7 @@
 #include "realds_support.h"
 
 #include <QJsonDocument>
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <stdexcept>
@@ -180,6 +181,23 @@ std::vector<std::string> codes(const QJsonObject& report, const std::string& sev
     if (o["severity"].toString().toStdString() == severity) out.push_back(o["code"].toString().toStdString());
   }
   return out;
+}
+
+bool has_code(const QJsonObject& report, const std::string& severity, const std::string& code) {
+  const auto all = codes(report, severity);
+  return std::find(all.begin(), all.end(), code) != all.end();
+}
+
+QJsonObject diagnose_json(const std::string& path, int want_exit) {
+  const auto r = run_cli({"diagnose", path, "--json", "--device", "cpu"});
+  if (r.exit_code != want_exit) {
+    QTest::qFail(("diagnose " + path + " exit " + std::to_string(r.exit_code) + ", wanted " +
+                  std::to_string(want_exit) + ":\n" + r.out + r.err)
+                     .c_str(),
+                 __FILE__, __LINE__);
+    return {};
+  }
+  return parse(r.out);
 }
 
 QJsonObject parse(const std::string& text) {

@@ -69,6 +69,11 @@ RunResult python_with_deepspeed(const std::vector<std::string>& args, const std:
 
 // Finding codes of `ckptdoc diagnose --json` output, by severity ("error", "warning", "info").
 std::vector<std::string> codes(const QJsonObject& report, const std::string& severity);
+bool has_code(const QJsonObject& report, const std::string& severity, const std::string& code);
+
+// `ckptdoc diagnose PATH --json --device cpu`: its report, or a test failure (and an empty object) when it
+// exits with another code than `want_exit`.
+QJsonObject diagnose_json(const std::string& path, int want_exit);
 
 // tests/realds/compare_universal.py between DeepSpeed's universal folder (`theirs`) and ckptdoc's (`ours`):
 // the same files, equal values; its JSON report (written into `dir`). Throws when the script itself fails.
