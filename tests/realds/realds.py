@@ -126,6 +126,8 @@ MATRIX = {
     # BF16_Optimizer: only ZeRO-1 with grad_accum_dtype fp32 in 0.19 (stage 0 raises "unsupported mix of
     # model_dtype=torch.bfloat16 and grad_accum_dtype=torch.float32")
     "v019_bf16opt_s1_dp2": dict(kind="train", stage=1, dtype="bf16", dp=2, steps=5, bf16opt=True, ds="0.19"),
+    # model B (A + one Linear), fresh: the template of a graft of v019_z2_fp16_dp2
+    "v019_z2_fp16_dp2_modelB_fresh": dict(kind="train", stage=2, dtype="fp16", dp=2, steps=0, model="B", ds="0.19"),
     # the #762 recipe on 0.19: masters refreshed by the load, no optimizer state saved
     "v019_seed_z2_fp16_no_optim": dict(kind="seedbug", src="v019_z2_fp16_dp2", variant="no_optim", ds="0.19"),
     # a tiny model at dp 8: since 0.16.4 alignment padding sits on several trailing ranks, and ranks can hold

@@ -350,6 +350,34 @@ class TestRealdsUniversalV019 : public QObject {
     }
   }
 
+  // 0.19's own universal folder back to rigid ZeRO files at dp 3 (convert --to zero, the source as the
+  // template of its hyper-parameters): 0.19 loads them without load_universal, strictly, with the source's
+  // masters, moments and Adam step, and trains a step. (ZeRO-3's universal folders are refused: 0.19 loads
+  // those at any dp itself.)
+  void backToZeroLoads_data() {
+    QTest::addColumn<QString>("name");
+    QTest::newRow("ZeRO-2 bf16") << "v019_z2_bf16_dp2";
+    QTest::newRow("ZeRO-1 fp16") << "v019_z1_fp16_dp2";
+  }
+  void backToZeroLoads() {
+    REALDS_REQUIRE_DS(kDs);
+    QFETCH(QString, name);
+    const auto e = realds::checkpoint(name.toStdString());
+    test::TempDir dir;
+    cli_json({"convert", theirs(e), "-o", dir.file("zero"), "--to", "zero", "--world-size", "3", "--target",
+              e.save_dir, "--json"},
+             0);
+    const auto c = realds::load(dir.file("zero"), e.name,
+                                {"--strict", "--expect-fp32", realds::reference(e.name, "fp32"),
+                                 "--expect-moments", realds::reference(e.name, "moments")},
+                                3);
+    REALDS_EXPECT_STRICT(c);
+    std::set<double> steps;
+    for (const auto& g : c.report["after_load_summary"].toObject()["adam_step_per_group"].toArray())
+      steps.insert(g.toArray().at(1).toDouble());
+    QVERIFY2(steps == std::set<double>{source_adam_step(e.name)}, c.describe().c_str());
+  }
+
   // ZeRO-3 with a frozen param (the edge model's fc1.bias) is refused, naming it, with nothing written:
   // 0.19's converter writes no folder for it and its universal loader restores only the optimizer's groups.
   void zero3FrozenParamsRefused() {
