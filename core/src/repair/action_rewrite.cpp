@@ -128,15 +128,12 @@ void Runner::rewrite_in_layout() {
 }
 
 // ZeRO-3 ranks save the same model file (make_plan refuses jobs with frozen params, whose fragments differ):
-// each missing one is the first present one's bytes under its own name.
+// each rank the plan chose gets the plan's source rank's bytes under its own name.
 void Runner::restore_model_files() {
-  const int dp =
-      cat_.groups.empty() ? cat_.dp_world_size : static_cast<int>(cat_.groups.front().partitions.size());
-  const deepspeed::CheckpointFile* from = nullptr;
-  for (int r = 0; r < dp && !from; ++r) from = cat_.model_file(-1, r);
-  if (!from) throw Error(ErrorKind::Inconsistent, cat_.tag_dir, "", "no rank's model file is here to copy");
-  for (int r = 0; r < dp; ++r) {
-    if (cat_.model_file(-1, r)) continue;
+  const deepspeed::CheckpointFile* from = cat_.model_file(-1, plan_.restore_from);
+  if (!from)
+    throw Error(ErrorKind::Inconsistent, cat_.tag_dir, "", "the plan's source model file is not here");
+  for (int r : plan_.restored_ranks) {
     deepspeed::copy_file(from->abs_path, tag_out_ + "/" + deepspeed::model_file_name(3, r), io_);
     tick();
   }

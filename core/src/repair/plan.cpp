@@ -347,8 +347,8 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
     return plan;
   }
 
-  std::vector<int> restored;  // ranks whose model file a restore writes
-  int restore_from = -1;
+  std::vector<int>& restored = plan.restored_ranks;  // ranks whose model file a restore writes
+  int& restore_from = plan.restore_from;
   if (rq.restore_model_files) {
     if (w != OptimizerWrapper::Zero3)
       refuse("--restore-model-files",

@@ -61,6 +61,10 @@ struct Plan {
   std::vector<PlannedFile> files;
   std::vector<std::string> changed_tensors;  // e.g. "rank 0 single_partition_of_fp32_groups[1]"
   std::vector<std::string> warnings;     // e.g. params dropped by a graft
+  // --restore-model-files: the data-parallel ranks whose model file is written, each as a copy of
+  // `restore_from`'s (decided once here, so the run writes what the plan printed).
+  std::vector<int> restored_ranks;
+  int restore_from = -1;
   uint64_t bytes_to_write = 0;
   std::string text() const;  // printable summary
 };
