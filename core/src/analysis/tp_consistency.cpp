@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "ckptdoc/deepspeed/replica_vote.h"
 #include "ckptdoc/error.h"
 
 namespace ckptdoc::analysis {
@@ -86,33 +87,25 @@ Distance distance(const Copy& a, const Copy& b) {
   return d;
 }
 
-// The copies sorted into classes of equal ones. With three or more tensor ranks a class holding more than
-// half of them is taken as right and the others as outvoted; with two, or without such a class, nothing can
-// be said of which copy is right.
+// The copies judged by deepspeed::vote_replicas (export's --force takes the same copy), with how far the
+// others are from the one taken as right (the majority's, else tensor rank 0's).
 struct Vote {
   size_t classes = 0;
   bool majority = false;
   std::vector<int> outvoted;
-  double worst_lp = 0, worst_fp32 = 0;  // against the majority's copy, else against the first rank's
+  double worst_lp = 0, worst_fp32 = 0;
 };
 
 Vote vote(const std::vector<Copy>& copies) {
+  const deepspeed::ReplicaVote rv = deepspeed::vote_replicas(
+      copies.size(), [&](size_t a, size_t b) { return !distance(copies[a], copies[b]).differs; });
   Vote v;
-  std::vector<std::vector<size_t>> classes;
-  for (size_t i = 0; i < copies.size(); ++i) {
-    auto it = std::find_if(classes.begin(), classes.end(),
-                           [&](const auto& c) { return !distance(copies[c.front()], copies[i]).differs; });
-    if (it == classes.end())
-      classes.push_back({i});
-    else
-      it->push_back(i);
-  }
-  v.classes = classes.size();
-  if (classes.size() <= 1) return v;
-  const auto largest = std::max_element(classes.begin(), classes.end(),
-                                        [](const auto& a, const auto& b) { return a.size() < b.size(); });
-  v.majority = copies.size() >= 3 && 2 * largest->size() > copies.size();
-  const Copy& reference = copies[v.majority ? largest->front() : 0];
+  v.classes = rv.classes();
+  v.majority = rv.majority;
+  if (v.classes <= 1) return v;
+  size_t first_right = 0;
+  while (rv.class_of[first_right] != rv.reference) ++first_right;
+  const Copy& reference = copies[first_right];
   for (size_t i = 0; i < copies.size(); ++i) {
     const Distance d = distance(reference, copies[i]);
     if (!d.differs) continue;

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "ckptdoc/deepspeed/replica_vote.h"
 #include "ckptdoc/deepspeed/tp_rules.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/file_io.h"
@@ -169,31 +170,19 @@ bool same_bytes(const std::vector<Tensor>& ts) {
 size_t replicated_copy(const std::string& name, const std::vector<Tensor>& slices, const TpRules& rules,
                        bool allow_differing, std::vector<std::string>* notes) {
   std::vector<std::vector<uint8_t>> bytes;
-  std::vector<size_t> class_of(slices.size());
-  std::vector<size_t> members;  // per class
-  for (size_t k = 0; k < slices.size(); ++k) {
-    auto b = slices[k].to_bytes();
-    size_t c = 0;
-    while (c < bytes.size() && bytes[c] != b) ++c;
-    if (c == bytes.size()) {
-      bytes.push_back(std::move(b));
-      members.push_back(0);
-    }
-    class_of[k] = c;
-    ++members[c];
-  }
-  if (bytes.size() == 1) return 0;
-  const size_t largest =
-      static_cast<size_t>(std::max_element(members.begin(), members.end()) - members.begin());
-  const bool majority = slices.size() >= 3 && 2 * members[largest] > slices.size();
-  const size_t reference = majority ? largest : 0;  // class 0 is tensor rank 0's
+  bytes.reserve(slices.size());
+  for (const auto& s : slices) bytes.push_back(s.to_bytes());
+  const ReplicaVote v =
+      vote_replicas(slices.size(), [&](size_t a, size_t b) { return bytes[a] == bytes[b]; });
+  if (v.classes() <= 1) return 0;
+  const bool majority = v.majority;
   std::string differ;
   for (size_t k = 0; k < slices.size(); ++k)
-    if (class_of[k] != reference) differ += (differ.empty() ? "" : ", ") + std::to_string(k);
+    if (v.class_of[k] != v.reference) differ += (differ.empty() ? "" : ", ") + std::to_string(k);
   if (!allow_differing)
     throw Error(
         ErrorKind::Inconsistent, rules.source, name,
-        "replicated across tensor ranks, but the tensor ranks hold " + std::to_string(bytes.size()) +
+        "replicated across tensor ranks, but the tensor ranks hold " + std::to_string(v.classes()) +
             " different copies (" +
             (majority ? "tensor rank(s) " + differ + " differ from the others, which agree"
                       : "tensor rank(s) " + differ + " differ from tensor rank 0, and no majority agrees") +
@@ -201,7 +190,7 @@ size_t replicated_copy(const std::string& name, const std::vector<Tensor>& slice
             "--tp-rank K, or pass --force to write the copy most tensor ranks hold (tensor rank 0's "
             "when none)");
   size_t take = 0;
-  while (class_of[take] != reference) ++take;
+  while (v.class_of[take] != v.reference) ++take;
   if (notes)
     notes->push_back(
         name + ": replicated across tensor ranks, but tensor rank(s) " + differ + " differ from " +
