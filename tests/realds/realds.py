@@ -292,23 +292,13 @@ def judge_env(a, base=None, version="0.19"):
 
 
 def ds_extra(a, version):
-    """DeepSpeed `version` from PyPI, installed once beside the judge venv with the venv's pip; returns its folder."""
+    """The folder of DeepSpeed `version` (scripts/judges-extra-deepspeed.txt), which scripts/setup-judges.sh
+    installs beside the judge venv: that script is the one installer."""
     venv = judges_venv(a)
     judge_python(a)  # the venv must be made
     folder = os.path.join(os.path.dirname(venv), "ds-extra", version)
-    os.makedirs(os.path.dirname(folder), exist_ok=True)
-    with Lock(folder + ".lock"):
-        if os.path.isfile(os.path.join(folder, "deepspeed", "__init__.py")):
-            return folder
-        tmp = folder + ".tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        p = subprocess.run([os.path.join(venv, "bin", "pip"), "install", "-q", "--no-deps", "--no-build-isolation",
-                            "--target", tmp, f"deepspeed=={version}"], env=dict(os.environ, DS_BUILD_OPS="0"),
-                           capture_output=True, text=True)
-        if p.returncode:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise Unavailable(f"DeepSpeed {version} could not be installed from PyPI: {p.stderr.strip()[-500:]}")
-        os.replace(tmp, folder)
+    if not os.path.isfile(os.path.join(folder, "deepspeed", "__init__.py")):
+        raise Unavailable(f"DeepSpeed {version} is not installed in {folder} (run scripts/setup-judges.sh)")
     return folder
 
 
