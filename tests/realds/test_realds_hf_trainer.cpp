@@ -33,8 +33,8 @@ std::string resume(const realds::Entry& e, const std::string& ckpt, const test::
                                 dir.file(as + ".dump"),
                                 "--stage",
                                 std::to_string(e.stage)};
-  if (e.name.find("nogather") == std::string::npos && e.stage == 3) args.push_back("--gather");
-  if (e.name.find("_z3") != std::string::npos) args.push_back("--tied");
+  if (e.spec["gather"].toBool()) args.push_back("--gather");
+  if (e.spec["tied"].toBool()) args.push_back("--tied");
   const auto r = realds::launch(args, e.dp, "0.19", dir.file(as + "-logs"));
   if (r.exit_code != 0)
     throw std::runtime_error("hf_trainer_resume_check.py failed:\n" + realds::describe(r));
@@ -66,7 +66,7 @@ class TestRealdsHfTrainer : public QObject {
     // The verdict says what it rests on: the masters compared with the gathered weights, or with nothing.
     const auto report = realds::diagnose_json(e.save_dir, 0);
     const auto verdict = report["verdict"].toObject();
-    const int params = e.name.find("_z3") != std::string::npos ? 20 : 21;  // the tied head is the embedding
+    const int params = e.spec["tied"].toBool() ? 20 : 21;  // the tied head is the embedding
     QCOMPARE(verdict["moments_checked"].toInt(), params);
     if (compared) {
       QCOMPARE(verdict["kind"].toString(), QString("clean"));

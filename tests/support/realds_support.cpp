@@ -91,6 +91,7 @@ Entry checkpoint(const std::string& name) {
   e.tp = j["tp"].toInt(1);
   e.ep = j["ep"].toInt(1);
   e.world = j["world"].toInt(e.dp);
+  e.spec = j;
   return e;
 }
 

@@ -25,6 +25,8 @@ struct Entry {
   int stage = 0, dp = 0, steps = 0;
   bool bf16opt = false;
   int pp = 1, tp = 1, ep = 1, world = 0;  // tensor/pipeline/expert-parallel entries ("par"): world = pp * tp * dp
+  QJsonObject
+      spec;  // the whole recipe (`realds.py path`), for fields only some kinds have (hftrainer: gather, tied)
   std::string tag_dir() const { return save_dir + "/" + tag; }
 };
 // Writes the entry with real DeepSpeed unless the build's cache holds it; throws std::runtime_error saying why not.
