@@ -63,6 +63,33 @@ class TestRealdsModelFiles7546 : public QObject {
       REALDS_EXPECT_STRICT(c);
     }
   }
+
+  // A ZeRO-3 job with a frozen param: each rank's model file holds its own fragments of it
+  // (frozen_param_fragments), so a copy of another rank's file would not restore it. The repair refuses and
+  // writes nothing. A real 0.19 save with rank 1's model file removed by hand (a derived case: no release
+  // writes it so).
+  void restoreRefusedWithFrozenParams() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("v019_z3_fp16_dp2_edge");
+    test::TempDir dir;
+    const auto in = realds::copy_of(e, dir);
+    const auto gone = in + "/" + e.tag + "/zero_pp_rank_1_mp_rank_00_model_states.pt";
+    QVERIFY(fs::remove(gone));
+    // Not #7546 (0.19 saves every rank's file): the plain missing-file error, and why no repair runs.
+    const auto report = realds::diagnose_json(in, 1);
+    QVERIFY(finding(report, "zero3-model-files-not-saved").isEmpty());
+    const auto missing = finding(report, "rank-file-missing");
+    QCOMPARE(missing["ranks"].toArray(), QJsonArray{1});
+    QVERIFY2(missing["message"].toString().contains("frozen_param_fragments"),
+             qPrintable(missing["message"].toString()));
+    const auto out = dir.file("fixed");
+    const auto r = realds::repair(in, out, {"--restore-model-files"});
+    CKPTDOC_EXPECT_EXIT(r, 2);
+    QVERIFY2(r.err.find("frozen") != std::string::npos &&
+                 r.err.find("frozen_param_fragments") != std::string::npos,
+             r.err.c_str());
+    QVERIFY(!fs::exists(out));
+  }
 };
 
 QTEST_GUILESS_MAIN(TestRealdsModelFiles7546)
