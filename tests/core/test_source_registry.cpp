@@ -199,7 +199,7 @@ class TestSourceRegistry : public QObject {
     QCOMPARE(kind, ErrorKind::Unsupported);
     QVERIFY2(has(what, "a fake test checkpoint (source \"fake\")"), what.c_str());
     QVERIFY2(has(what, "`ckptdoc export` does not read it"), what.c_str());
-    QVERIFY2(has(what, "reads it with inspect and diagnose"), what.c_str());
+    QVERIFY2(has(what, "reads it with `inspect` and `diagnose`"), what.c_str());
     // An operation the source does not override refuses the same way, if called anyway.
     kind = ErrorKind::Other;
     what = refusal_text(
@@ -210,13 +210,14 @@ class TestSourceRegistry : public QObject {
     kind = ErrorKind::Other;
     what = refusal_text([&] { (void)deepspeed::Checkpoint::open(fake); }, kind);
     QCOMPARE(kind, ErrorKind::Unsupported);
-    QVERIFY2(has(what, "(source \"fake\")") && has(what, "reads it with inspect and diagnose"), what.c_str());
+    QVERIFY2(has(what, "(source \"fake\")") && has(what, "reads it with `inspect` and `diagnose`"),
+             what.c_str());
   }
 
   // What test_dcp and test_dcp_export expect of the committed fixture, through the registry.
   void dcpFixtureThroughTheRegistryAsBefore() {
     const auto source = sources::find_source(dcp_fixture());
-    QCOMPARE(source->supported_commands(), std::string("inspect, diagnose and export"));
+    QCOMPARE(source->supported_commands(), std::string("`inspect`, `diagnose` and `export`"));
     const auto ckpt = dcp::Checkpoint::open(dcp_fixture());
     const auto json = source->inspect({.path = dcp_fixture(), .json = true});
     QCOMPARE(json.text, dcp::metadata_json(*ckpt) + "\n");
@@ -246,9 +247,9 @@ class TestSourceRegistry : public QObject {
     QCOMPARE(cli.out, text.text);
     const auto repair = test::run_cli({"repair", dcp_fixture(), "-o", dir.file("r"), "--reset-optimizer"});
     CKPTDOC_EXPECT_EXIT(repair, 2);
-    QVERIFY2(
-        has(repair.err, "(source \"dcp\")") && has(repair.err, "reads it with inspect, diagnose and export"),
-        repair.err.c_str());
+    QVERIFY2(has(repair.err, "(source \"dcp\")") &&
+                 has(repair.err, "reads it with `inspect`, `diagnose` and `export`"),
+             repair.err.c_str());
   }
 
   // The DeepSpeed family stays one source, read into the catalog, every command open to it.

@@ -41,7 +41,7 @@ std::string Source::supported_commands() const {
   std::string out;
   for (size_t i = 0; i < names.size(); ++i) {
     if (i > 0) out += i + 1 == names.size() ? " and " : ", ";
-    out += names[i];
+    out += "`" + std::string(names[i]) + "`";
   }
   return out;
 }

@@ -77,7 +77,7 @@ class Source {
   virtual Outcome diagnose(const DiagnoseRequest& request) const;
   virtual ExportOutcome export_weights(const ExportRequest& request) const;
 
-  // "inspect, diagnose and export": the commands can() allows, in Command order.
+  // "`inspect`, `diagnose` and `export`": the commands can() allows, in Command order.
   std::string supported_commands() const;
   // Unsupported, naming the source, `command` (when known) and the commands it supports.
   Error refusal(const std::string& path, std::optional<Command> command) const;
