@@ -108,7 +108,8 @@ void print_groups(const Catalog& c, bool layout) {
       if (layout) {
         for (const auto& f : rp.fragments) {
           std::printf("\n        %s[%lld:%lld] at %lld", g.params[static_cast<size_t>(f.param)].name.c_str(),
-                      static_cast<long long>(f.param_offset), static_cast<long long>(f.param_offset + f.numel),
+                      static_cast<long long>(f.param_offset),
+                      static_cast<long long>(f.param_offset) + static_cast<long long>(f.numel),
                       static_cast<long long>(f.partition_offset));
         }
       }
