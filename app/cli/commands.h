@@ -4,6 +4,8 @@
 #include <optional>
 #include <string>
 
+#include "ckptdoc/sources/source.h"
+
 namespace ckptdoc::cli {
 
 struct LsOptions {
@@ -126,12 +128,12 @@ struct DiagnoseOptions {
 };
 int run_diagnose(const DiagnoseOptions& o);
 
-// A PyTorch Distributed Checkpoint folder (dcp::is_dcp_folder): what `inspect` / `diagnose` print for it
-// (dcp_command.cpp). Same exit codes as their DeepSpeed forms.
-int run_dcp_inspect(const std::string& path, bool json);
-int run_dcp_diagnose(const std::string& path, bool json);
-// `export` of a DCP folder: its model weights as safetensors (dcp_export_command.cpp).
-int run_dcp_export(const ExportCommandOptions& o);
+// A path a self-reporting source reads (sources::find_source, not the catalog; today a PyTorch Distributed
+// Checkpoint folder): `inspect`, `diagnose` and `export` print what the source returns (source_command.cpp).
+// Same exit codes as their catalog forms; a command the source cannot do is refused naming what it can.
+int run_source_inspect(const sources::Source& source, const InspectOptions& o);
+int run_source_diagnose(const sources::Source& source, const DiagnoseOptions& o);
+int run_source_export(const sources::Source& source, const ExportCommandOptions& o);
 
 }  // namespace ckptdoc::cli
 

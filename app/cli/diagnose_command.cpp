@@ -9,7 +9,7 @@
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/fix_offer.h"
-#include "ckptdoc/sources/dcp/metadata.h"
+#include "ckptdoc/sources/registry.h"
 #include "commands.h"
 #include "device_choice.h"
 #include "format_helpers.h"
@@ -157,7 +157,8 @@ void print_report(const analysis::Report& report, const deepspeed::Catalog& cat,
 }  // namespace
 
 int run_diagnose(const DiagnoseOptions& o) {
-  if (dcp::is_dcp_folder(o.path)) return run_dcp_diagnose(o.path, o.json);
+  if (const auto source = sources::find_source(o.path); !source->reads_into_catalog())
+    return run_source_diagnose(*source, o);
   try {
     deepspeed::OpenOptions open;
     open.tag = o.tag;

@@ -8,7 +8,7 @@
 #include "ckptdoc/deepspeed/export.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/fix_offer.h"
-#include "ckptdoc/sources/dcp/metadata.h"
+#include "ckptdoc/sources/registry.h"
 #include "ckptdoc/weights/shards.h"
 #include "commands.h"
 #include "device_choice.h"
@@ -58,7 +58,8 @@ void refuse_stale_masters(const deepspeed::Checkpoint& ckpt, const std::string& 
 }  // namespace
 
 int run_export(const ExportCommandOptions& o) {
-  if (dcp::is_dcp_folder(o.path)) return run_dcp_export(o);
+  if (const auto source = sources::find_source(o.path); !source->reads_into_catalog())
+    return run_source_export(*source, o);
   using namespace ckptdoc::deepspeed;
   OpenOptions open;
   open.tag = o.tag;

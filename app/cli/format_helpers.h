@@ -9,6 +9,7 @@
 
 namespace ckptdoc::cli {
 
+using ckptdoc::grouped;
 using ckptdoc::human_bytes;
 
 // `prefix` + `name` in exactly `width` columns for a table. A long name loses its start to an ellipsis, the
@@ -33,17 +34,6 @@ inline std::string fit_column(const std::string& prefix, const std::string& name
     out = keep_prefix + "…" + whole.substr(start);
   }
   return out + std::string(width - std::min(width, columns(out)), ' ');
-}
-
-// 1234567 -> "1,234,567" (built front to back: gcc 12 warns falsely about std::string::insert here).
-inline std::string grouped(int64_t n) {
-  const std::string digits = std::to_string(n < 0 ? -n : n);
-  std::string out = n < 0 ? "-" : "";
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
 }
 
 }  // namespace ckptdoc::cli

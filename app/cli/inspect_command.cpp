@@ -8,7 +8,7 @@
 #include "ckptdoc/deepspeed/catalog_json.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/snapshot/snapshot.h"
-#include "ckptdoc/sources/dcp/metadata.h"
+#include "ckptdoc/sources/registry.h"
 #include "ckptdoc/weights/weights_json.h"
 #include "commands.h"
 #include "format_helpers.h"
@@ -108,7 +108,8 @@ void print_groups(const Catalog& c, bool layout) {
       if (layout) {
         for (const auto& f : rp.fragments) {
           std::printf("\n        %s[%lld:%lld] at %lld", g.params[static_cast<size_t>(f.param)].name.c_str(),
-                      static_cast<long long>(f.param_offset), static_cast<long long>(f.param_offset + f.numel),
+                      static_cast<long long>(f.param_offset),
+                      static_cast<long long>(f.param_offset) + static_cast<long long>(f.numel),
                       static_cast<long long>(f.partition_offset));
         }
       }
@@ -240,7 +241,8 @@ void print_weights(const weights::WeightsSource& w, const char* title) {
 }  // namespace
 
 int run_inspect(const InspectOptions& o) {
-  if (dcp::is_dcp_folder(o.path)) return run_dcp_inspect(o.path, o.json);
+  if (const auto source = sources::find_source(o.path); !source->reads_into_catalog())
+    return run_source_inspect(*source, o);
   OpenOptions options;
   options.tag = o.tag;
   const auto ckpt = Checkpoint::open(o.path, options);

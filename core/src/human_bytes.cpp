@@ -20,4 +20,15 @@ std::string human_bytes(uint64_t n) {
   return buf;
 }
 
+// Built front to back: gcc 12 warns falsely about std::string::insert here.
+std::string grouped(int64_t n) {
+  const std::string digits = std::to_string(n < 0 ? -n : n);
+  std::string out = n < 0 ? "-" : "";
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
 }  // namespace ckptdoc

@@ -6,7 +6,7 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/fs_error.h"
 #include "ckptdoc/snapshot/snapshot.h"
-#include "ckptdoc/sources/dcp/metadata.h"
+#include "ckptdoc/sources/registry.h"
 #include "ckptdoc/weights/weights_source.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/catalog_job.h"
@@ -45,12 +45,9 @@ std::shared_ptr<Checkpoint> Checkpoint::open_slice(const std::string& path, cons
 
 // A function-try-block: a std::filesystem error from anywhere in opening leaves as an Error (io/fs_error.h).
 std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& path, const OpenOptions& options) try {
-  // Until #27's registry: DCP is read by core/src/sources/dcp/, which only inspect, diagnose and export call.
-  if (dcp::is_dcp_folder(path))
-    throw Error(
-        ErrorKind::Unsupported, path, "",
-        "a PyTorch Distributed Checkpoint (.metadata + *.distcp): `ckptdoc inspect`, `diagnose` and `export` "
-        "read it; this command does not yet");
+  // A path another source reads (sources/registry.h) is refused naming the commands that read it.
+  if (const auto source = sources::find_source(path); !source->reads_into_catalog())
+    throw source->refusal(path, std::nullopt);
   std::shared_ptr<Checkpoint> ck = open_slice(path, options, nullptr);
   if (options.mp_rank != 0 || !ck->catalog_.topology.model_parallel()) return ck;
   // The whole job: every mp rank's catalog, its problems (labelled with its coordinates) and what only the

@@ -1,0 +1,86 @@
+#pragma once
+// A Source is one checkpoint format ckptdoc reads (#27). The CLI asks the registry (sources/registry.h) which
+// source reads a path instead of testing formats by hand, and a command a source cannot do is refused with
+// one message built from its capabilities.
+//
+// Two kinds of source for now: the DeepSpeed family (rank files, universal, live snapshots, Hugging Face
+// weights) is read into the catalog (deepspeed::Checkpoint), whose front ends every command already has;
+// any other source reports itself through inspect / diagnose / export below, as neutral text the CLI prints.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ckptdoc/deepspeed/export.h"  // NonFiniteTensor
+#include "ckptdoc/error.h"
+
+namespace ckptdoc::sources {
+
+// The CLI's commands that read a checkpoint.
+enum class Command : uint8_t { Inspect, Diagnose, Export, Repair, Convert, Diff, Watch };
+std::string_view command_name(Command command);  // "inspect"
+
+struct InspectRequest {
+  std::string path;
+  bool json = false;
+};
+
+struct DiagnoseRequest {
+  std::string path;
+  bool json = false;
+};
+
+// Export of the weights as stored, in safetensors: what every self-reporting source's export writes.
+struct ExportRequest {
+  std::string path;
+  std::string output;
+  std::optional<uint64_t> max_shard_size;  // shards in a folder (weights/shards.h); unset: one file
+  bool force = false;                      // replace an existing output
+  bool strict = false;                     // NaN/Inf fails the export
+  bool json = false;
+  bool quiet = false;  // no text summary (the JSON form is printed regardless)
+};
+
+struct Outcome {
+  std::string text;   // what the command prints on stdout, as the request asked (text or JSON); may be empty
+  int exit_code = 0;  // 0 ok, 1 problems found (diagnose)
+};
+
+struct ExportOutcome : Outcome {
+  std::string path;
+  size_t tensors = 0;
+  // Written tensors holding NaN or Inf: the front end warns about them whatever --quiet says.
+  std::vector<deepspeed::NonFiniteTensor> non_finite;
+};
+
+class Source {
+ public:
+  Source() = default;
+  Source(const Source&) = delete;
+  Source& operator=(const Source&) = delete;
+  Source(Source&&) = delete;
+  Source& operator=(Source&&) = delete;
+  virtual ~Source() = default;
+
+  virtual std::string_view name() const = 0;         // "dcp": stable, used in messages and tests
+  virtual std::string_view description() const = 0;  // "a PyTorch Distributed Checkpoint"
+  // Whether this source reads `path`: cheap (names, small headers), never tensor bytes, never throws.
+  virtual bool probe(const std::string& path) const = 0;
+  virtual bool can(Command command) const = 0;
+  // Opened as deepspeed::Checkpoint (the catalog) by the commands themselves; the operations below are then
+  // not used.
+  virtual bool reads_into_catalog() const { return false; }
+
+  // A self-reporting source's operations; each refuses (refusal()) unless overridden.
+  virtual Outcome inspect(const InspectRequest& request) const;
+  virtual Outcome diagnose(const DiagnoseRequest& request) const;
+  virtual ExportOutcome export_weights(const ExportRequest& request) const;
+
+  // "`inspect`, `diagnose` and `export`": the commands can() allows, in Command order.
+  std::string supported_commands() const;
+  // Unsupported, naming the source, `command` (when known) and the commands it supports.
+  Error refusal(const std::string& path, std::optional<Command> command) const;
+};
+
+}  // namespace ckptdoc::sources

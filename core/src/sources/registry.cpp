@@ -1,0 +1,72 @@
+// The sources ckptdoc reads, in probe order: adding a format is its folder under core/src/sources/ and one
+// line in builtin_sources() (with its factory's declaration beside it).
+#include "ckptdoc/sources/registry.h"
+
+#include <algorithm>
+#include <mutex>
+
+namespace ckptdoc::sources {
+
+// Each defined in its source's folder.
+std::shared_ptr<const Source> make_dcp_source();
+std::shared_ptr<const Source> make_checkpoint_source();
+
+namespace {
+
+const std::vector<std::shared_ptr<const Source>>& builtin_sources() {
+  static const std::vector<std::shared_ptr<const Source>> list{
+      make_dcp_source(),         // sources/dcp/: PyTorch Distributed Checkpoint folders
+      make_checkpoint_source(),  // sources/checkpoint/: last, it takes every path the others decline
+  };
+  return list;
+}
+
+struct Registered {
+  std::mutex mutex;
+  std::vector<std::shared_ptr<const Source>> sources;
+};
+
+Registered& registered() {
+  static Registered r;
+  return r;
+}
+
+}  // namespace
+
+std::vector<std::shared_ptr<const Source>> all_sources() {
+  std::vector<std::shared_ptr<const Source>> out;
+  {
+    Registered& r = registered();
+    const std::lock_guard<std::mutex> lock(r.mutex);
+    out = r.sources;
+  }
+  const auto& builtin = builtin_sources();
+  out.insert(out.end(), builtin.begin(), builtin.end());
+  return out;
+}
+
+std::shared_ptr<const Source> find_source(const std::string& path) {
+  for (auto& s : all_sources())
+    if (s->probe(path)) return s;
+  return builtin_sources().back();  // the catalog source's probe accepts everything; kept should it change
+}
+
+std::shared_ptr<const Source> source_for(const std::string& path, Command command) {
+  auto s = find_source(path);
+  if (!s->can(command)) throw s->refusal(path, command);
+  return s;
+}
+
+void register_source(std::shared_ptr<const Source> source) {
+  Registered& r = registered();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  r.sources.push_back(std::move(source));
+}
+
+void unregister_source(std::string_view name) {
+  Registered& r = registered();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  std::erase_if(r.sources, [&](const auto& s) { return s->name() == name; });
+}
+
+}  // namespace ckptdoc::sources
