@@ -93,6 +93,32 @@ class TestRealdsUlysses : public QObject {
                         0);
   }
 
+  // Stale masters on one rank are found through the SP layout, and --refresh-fp32's output is loaded by
+  // 0.19's engine with the same Ulysses groups (tests/realds/ulysses_load_check.py): every rank's masters
+  // equal its partitions of the weights (the damaged input: 1.1 apart), and a step trains.
+  void refreshLoadsWithTheSequenceParallelGroups() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("v019_ulysses_sp2");
+    test::TempDir dir;
+    const auto in = realds::copy_of(e, dir);
+    CKPTDOC_EXPECT_EXIT(realds::python_with_deepspeed(
+                            {test::source_dir() + "/tests/realds/damage.py", in, "stale-fp32", "1"}, e.ds),
+                        0);
+    const auto report = realds::diagnose_json(in, 1);
+    QVERIFY(realds::has_code(report, "error", "fp32-master-mismatch"));
+    QVERIFY(realds::has_code(report, "info", "sequence-parallel"));
+    QVERIFY(!realds::has_code(report, "error", "topology-mismatch"));
+    const auto out = dir.file("fixed");
+    CKPTDOC_EXPECT_EXIT(realds::repair(in, out, {"--refresh-fp32"}), 0);
+    const auto logs = dir.file("load");
+    const auto r = realds::launch({test::source_dir() + "/tests/realds/ulysses_load_check.py", out, "--sp",
+                                   "2", "--stage", std::to_string(e.stage), "--dtype", e.dtype},
+                                  2, e.ds, logs);
+    QVERIFY2(r.exit_code == 0, realds::describe(r).c_str());
+    const auto line = test::read_text(logs + "/rank0.log");
+    QVERIFY2(line.find("max|master - weight| 0;") != std::string::npos, line.c_str());
+  }
+
   // The same files with mp_world_size 2 are a tensor-parallel job that lost rank 1: the info must not hide
   // that.
   void aLostTensorRankIsNotSequenceParallel() {
