@@ -195,6 +195,11 @@ MATRIX = {
     "v0184_bf16_z0_dp2": dict(kind="train", stage=0, dtype="bf16", dp=2, steps=5, ds="0.18.4"),
     "v019_hf_trainer_z2": dict(kind="hftrainer", stage=2, dtype="bf16", dp=2, steps=4, tied=False, ds="0.19",
                                model="llama"),
+    # kind "ulysses": ulysses_train.py, model A with DeepSpeed's Ulysses sequence-parallel groups (ALST's
+    # parallel_state_sp as the engine's mpu). ZeRO partitions over sp x dp ranks (`dp`, what the model file's
+    # dp_world_size records); `world` ranks, `sp` of them per sequence-parallel group.
+    "v019_ulysses_sp2": dict(kind="ulysses", stage=1, dtype="bf16", dp=2, sp=2, world=2, steps=3, ds="0.19"),
+    "v019_ulysses_sp2_dp2": dict(kind="ulysses", stage=2, dtype="fp16", dp=4, sp=2, world=4, steps=3, ds="0.19"),
 }
 
 DEFAULTS = dict(model="A", bf16opt=False, zero_extra=None, ds="0.12.6", steps=5, dims=None, client=(), pp=1, tp=1, ep=1,
@@ -352,6 +357,8 @@ def stamp_of(a, spec):
         parts += [file_sha(os.path.join(HERE, f)) for f in ("par_models.py", par_driver(spec))]
     if spec["kind"] == "hftrainer":
         parts.append(file_sha(os.path.join(HERE, "hf_trainer_train.py")))
+    if spec["kind"] == "ulysses":
+        parts.append(file_sha(os.path.join(HERE, "ulysses_train.py")))
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
 
 
@@ -422,6 +429,10 @@ def ensure(a, name):
             cmd = launch[:-1] + [os.path.join(HERE, "hf_trainer_train.py"), "--out", run, "--stage",
                                  str(spec["stage"]), "--steps", str(spec["steps"]), "--save-steps", "2"]
             cmd += (["--gather"] if spec.get("gather") else []) + (["--tied"] if spec.get("tied") else [])
+        elif spec["kind"] == "ulysses":
+            cmd = launch[:-1] + [os.path.join(HERE, "ulysses_train.py"), "--out", save_dir, "--sp", str(spec["sp"]),
+                                 "--steps", str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
+            cmd += base_args(spec)
         elif spec["kind"] == "par":
             cmd = launch[:-1] + [os.path.join(HERE, "par_train.py"), "--kind", spec["model"], "--out", save_dir,
                                  "--ref", os.path.join(folder, "ref"), "--steps", str(spec["steps"]), "--tp",
@@ -632,6 +643,7 @@ def main():
             s = spec_of(n)
             print(f"{n:36s} {s['kind']:8s} stage {s['stage']} {s['dtype']} dp {s['dp']} model {s['model']}"
                   + (f" pp {s['pp']} tp {s['tp']} ep {s['ep']} world {s['world']}" if s["kind"] == "par" else "")
+                  + (f" sp {s['sp']} world {s['world']}" if s["kind"] == "ulysses" else "")
                   + f"{' BF16_Optimizer' if s['bf16opt'] else ''} DeepSpeed {s['ds']}"
                   + (f" from {s['src']} ({s['variant']})" if s["kind"] in ("seedbug", "addlayer")
                      else f" steps {s['steps']}"))

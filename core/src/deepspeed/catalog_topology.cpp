@@ -210,7 +210,33 @@ Topology derive_topology(const std::vector<CheckpointFile>& files, const ModelRo
   // DeepSpeed 0.19.5+ records the sizes it ran with; files that form another layout were mixed or lost.
   if (const Value* dims = dict_get(root0, "checkpoint_parallel_dimensions")) {
     const auto pp = opt_int(dict_get(dims, "pp_degree")), tp = opt_int(dict_get(dims, "tp_degree"));
-    if (pp && tp && (*pp != t.pp || *tp != t.tp))
+    // ALST's Ulysses mpu (parallel_state_sp) answers the model-parallel size with the sequence-parallel size:
+    // tp_degree is then the SP size while mp_world_size stays 1, and every rank holds the whole model. A lost
+    // tensor rank cannot look like this: tensor-parallel jobs record mp_world_size = tp x pp.
+    if (pp && tp && *tp > 1 && *tp < (1 << 20) && *pp == t.pp && t.tp == 1 && declared && *declared == 1 &&
+        !t.pipeline) {
+      const int64_t sp = *tp;
+      const auto dp = opt_int(dict_get(root0, "dp_world_size"));
+      std::string ranks;
+      if (dp && *dp > 0) {
+        ranks = "; ZeRO partitioned over its dp_world_size " + n(*dp) +
+                " ranks (sequence-parallel x data-parallel";
+        ranks += *dp % sp == 0 ? ": " + n(sp) + " x " + n(*dp / sp) + ")" : ")";
+      }
+      problems.push_back({"sequence-parallel",
+                          "info",
+                          "a Ulysses sequence-parallel job of " + n(sp) +
+                              " ranks per sequence group: DeepSpeed records that size as checkpoint_parallel_"
+                              "dimensions tensor " +
+                              n(sp) +
+                              " with mp_world_size 1, but its ranks hold whole replicas of the model (files "
+                              "of mp rank 00 only), not tensor slices" +
+                              ranks,
+                          {},
+                          {},
+                          {},
+                          {{"sequence_parallel_size", n(sp)}}});
+    } else if (pp && tp && (*pp != t.pp || *tp != t.tp))
       problems.push_back({"topology-mismatch",
                           "error",
                           "the model file records checkpoint_parallel_dimensions pipeline " + n(*pp) +
