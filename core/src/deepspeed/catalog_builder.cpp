@@ -67,6 +67,7 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
   }
   decide_wrapper();
   check_world_sizes();
+  autoep_refused_ = refuse_autoep_layout();
   build_groups();
   if (cat_.wrapper == OptimizerWrapper::FP16UnfusedOptimizer) build_unfused_groups();
   if (cat_.wrapper == OptimizerWrapper::FP16Optimizer && cat_.groups.empty()) build_fused_groups();
@@ -80,7 +81,8 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
   read_optimizer_summary();
   note_optimizer_not_saved();
   note_model_files_not_saved();
-  if (cat_.groups.empty() && cat_.wrapper != OptimizerWrapper::None && !cat_.optimizer_state_keys.empty()) {
+  if (cat_.groups.empty() && cat_.wrapper != OptimizerWrapper::None && !cat_.optimizer_state_keys.empty() &&
+      !autoep_refused_) {  // layout-unsupported says why already
     const std::string keys = " (" + std::to_string(cat_.optimizer_state_keys.size()) + " state keys)";
     problem(
         "layout-not-analysed", "warning",
