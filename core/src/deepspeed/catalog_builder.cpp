@@ -68,7 +68,7 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
   decide_wrapper();
   check_world_sizes();
   autoep_refused_ = refuse_autoep_layout();
-  build_groups();
+  if (!autoep_refused_) build_groups();
   if (cat_.wrapper == OptimizerWrapper::FP16UnfusedOptimizer) build_unfused_groups();
   if (cat_.wrapper == OptimizerWrapper::FP16Optimizer && cat_.groups.empty()) build_fused_groups();
   identify_renamed_ranks();

@@ -88,7 +88,6 @@ std::vector<std::vector<ParamEntry>> CatalogBuilder::param_groups_from_shapes() 
 void CatalogBuilder::build_groups() {
   const auto w = cat_.wrapper;
   if (w != OptimizerWrapper::Zero12 && w != OptimizerWrapper::Zero3 && w != OptimizerWrapper::BF16Optimizer) return;
-  if (autoep_refused_) return;
   auto groups = param_groups_from_shapes();
   if (groups.empty()) {
     problem("unknown-schema", "error",
