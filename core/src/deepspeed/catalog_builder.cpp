@@ -50,6 +50,7 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
     return;
   }
   list_files();
+  note_nvme_offload();
   recognise_by_content();
   const bool any_rank_file = std::any_of(cat_.files.begin(), cat_.files.end(), [](const CheckpointFile& f) {
     return f.role == FileRole::Model || f.role == FileRole::Optim;

@@ -73,6 +73,8 @@ class CatalogBuilder {
   // (ds_zero_partition_groups) or differ per rank under one name (ds_autoep_layers), which no single-dp
   // layout reads; the catalog then refuses the layout with one problem saying so.
   bool refuse_autoep_layout();
+  // NVMe offload (catalog_nvme.cpp): a tag folder's offloaded_tensors/, which is not read, said so.
+  void note_nvme_offload();
   void build_groups();
   void build_unfused_groups();  // FP16_UnfusedOptimizer's per-param masters (catalog_unfused.cpp)
   void build_fused_groups();    // FP16_Optimizer's flat masters, one per param group (catalog_fused.cpp)
