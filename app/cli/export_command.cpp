@@ -66,6 +66,9 @@ int run_export(const ExportCommandOptions& o) {
   const auto ckpt = Checkpoint::open(o.path, open);
   for (const auto& p : ckpt->catalog().problems) {
     if (p.severity == "error") std::fprintf(stderr, "ckptdoc: %s: %s\n", p.code.c_str(), p.message.c_str());
+    // the export reads the optimizer files only: say what beside them it left out
+    if (p.code == "nvme-offload-not-read")
+      std::fprintf(stderr, "ckptdoc: warning: %s: %s\n", p.code.c_str(), p.message.c_str());
   }
   ExportOptions options;
   // A folder has no extension to go by: shards are safetensors unless --format says otherwise.

@@ -66,7 +66,8 @@ EXTRA_DS = tuple(line.strip() for line in open(os.path.join(REPO, "scripts", "ju
 # head, frozen bias), model B, every #762 variant, a ZeRO-3 sub_group_size that splits a group, and v0.14.5.
 # kind "train": ds_driver.py train; kind "seedbug": a fresh engine loads `src` without optimizer states and saves;
 # kind "par": par_train.py trains a tensor/pipeline/expert-parallel job (its references are assembled by the engine);
-# model "autotp": autotp_train.py, DeepSpeed's AutoTP on a HuggingFace model.
+# model "autotp": autotp_train.py, DeepSpeed's AutoTP on a HuggingFace model; model "autoep": autoep_train.py,
+# DeepSpeed's AutoEP on a tiny MoE.
 MATRIX = {
     "z1_fp16_dp2": dict(kind="train", stage=1, dtype="fp16", dp=2, steps=5),
     "z1_bf16_dp3_fresh": dict(kind="train", stage=1, dtype="bf16", dp=3, steps=0),
@@ -200,6 +201,12 @@ MATRIX = {
     # dp_world_size records); `world` ranks, `sp` of them per sequence-parallel group.
     "v019_ulysses_sp2": dict(kind="ulysses", stage=1, dtype="bf16", dp=2, sp=2, world=2, steps=3, ds="0.19"),
     "v019_ulysses_sp2_dp2": dict(kind="ulysses", stage=2, dtype="fp16", dp=4, sp=2, world=4, steps=3, ds="0.19"),
+    # AutoEP (0.19.3+) under ZeRO-3: autoep_train.py, a tiny MoE whose 4 experts DeepSpeed spreads over ep 2 ranks.
+    # The expert sub-group is partitioned over the expert-data-parallel group (1 rank), the dense ones over both:
+    # the optimizer files carry ds_zero_partition_groups, the model files ds_autoep_layers; zero_to_fp32.py refuses
+    # it (ref/run.json records that, and that a fresh engine loads it)
+    "v019_autoep_z3": dict(kind="par", model="autoep", stage=3, dtype="bf16", pp=1, tp=1, ep=2, dp=2, world=2,
+                           steps=2, ds="0.19"),
 }
 
 DEFAULTS = dict(model="A", bf16opt=False, zero_extra=None, ds="0.12.6", steps=5, dims=None, client=(), pp=1, tp=1, ep=1,
@@ -364,7 +371,7 @@ def stamp_of(a, spec):
 
 def par_driver(spec):
     """The per-rank training script of a "par" entry: AutoTP has its own (a HuggingFace model DeepSpeed shards)."""
-    return "autotp_train.py" if spec["model"] == "autotp" else "par_train.py"
+    return {"autotp": "autotp_train.py", "autoep": "autoep_train.py"}.get(spec["model"], "par_train.py")
 
 
 def run_logged(cmd, env, log_path, timeout=900):
@@ -422,6 +429,10 @@ def ensure(a, name):
         elif spec["kind"] == "par" and spec["model"] == "autotp":
             cmd = launch[:-1] + [os.path.join(HERE, par_driver(spec)), "--out", save_dir, "--ref",
                                  os.path.join(folder, "ref"), "--steps", str(spec["steps"]), "--tp", str(spec["tp"]),
+                                 "--stage", str(spec["stage"]), "--dtype", spec["dtype"]]
+        elif spec["kind"] == "par" and spec["model"] == "autoep":
+            cmd = launch[:-1] + [os.path.join(HERE, par_driver(spec)), "--out", save_dir, "--ref",
+                                 os.path.join(folder, "ref"), "--steps", str(spec["steps"]), "--ep", str(spec["ep"]),
                                  "--stage", str(spec["stage"]), "--dtype", spec["dtype"]]
         elif spec["kind"] == "hftrainer":  # the Trainer's folder of the last save is the checkpoint
             run = os.path.join(folder, "run")

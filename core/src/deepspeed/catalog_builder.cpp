@@ -50,6 +50,7 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
     return;
   }
   list_files();
+  note_nvme_offload();
   recognise_by_content();
   const bool any_rank_file = std::any_of(cat_.files.begin(), cat_.files.end(), [](const CheckpointFile& f) {
     return f.role == FileRole::Model || f.role == FileRole::Optim;
@@ -67,7 +68,8 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
   }
   decide_wrapper();
   check_world_sizes();
-  build_groups();
+  autoep_refused_ = refuse_autoep_layout();
+  if (!autoep_refused_) build_groups();
   if (cat_.wrapper == OptimizerWrapper::FP16UnfusedOptimizer) build_unfused_groups();
   if (cat_.wrapper == OptimizerWrapper::FP16Optimizer && cat_.groups.empty()) build_fused_groups();
   identify_renamed_ranks();
@@ -80,7 +82,8 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
   read_optimizer_summary();
   note_optimizer_not_saved();
   note_model_files_not_saved();
-  if (cat_.groups.empty() && cat_.wrapper != OptimizerWrapper::None && !cat_.optimizer_state_keys.empty()) {
+  if (cat_.groups.empty() && cat_.wrapper != OptimizerWrapper::None && !cat_.optimizer_state_keys.empty() &&
+      !autoep_refused_) {  // layout-unsupported says why already
     const std::string keys = " (" + std::to_string(cat_.optimizer_state_keys.size()) + " state keys)";
     problem(
         "layout-not-analysed", "warning",

@@ -29,6 +29,9 @@ struct OptimRankScan {
   bool has_slice_mappings = false;
   std::vector<std::vector<SliceMapping>> slice_mappings;  // per group, in saved order
   std::string ds_version;
+  // ZeRO-3 with AutoEP (0.19.3+): ds_zero_partition_groups, each sub-group's own partition count
+  bool has_partition_groups = false;
+  std::vector<int64_t> sub_group_partition_count;
 };
 
 class CatalogBuilder {
@@ -66,6 +69,12 @@ class CatalogBuilder {
   void scan_optim_files();
   void decide_wrapper();
   void check_world_sizes();
+  // AutoEP (catalog_autoep.cpp): true when experts are partitioned apart from the dense params
+  // (ds_zero_partition_groups) or differ per rank under one name (ds_autoep_layers), which no single-dp
+  // layout reads; the catalog then refuses the layout with one problem saying so.
+  bool refuse_autoep_layout();
+  // NVMe offload (catalog_nvme.cpp): a tag folder's offloaded_tensors/, which is not read, said so.
+  void note_nvme_offload();
   void build_groups();
   void build_unfused_groups();  // FP16_UnfusedOptimizer's per-param masters (catalog_unfused.cpp)
   void build_fused_groups();    // FP16_Optimizer's flat masters, one per param group (catalog_fused.cpp)
@@ -96,6 +105,7 @@ class CatalogBuilder {
   const Value* old_param_shapes_ = nullptr;  // param_shapes from an optim file (< v0.6.0)
   std::string old_param_shapes_file_;
   int layout_dp_ = 0;
+  bool autoep_refused_ = false;
   std::vector<Problem> job_problems_;  // about the whole job, not this model-parallel rank (not labelled)
 };
 

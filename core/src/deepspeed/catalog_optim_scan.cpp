@@ -90,6 +90,11 @@ void CatalogBuilder::scan_optim_files() {
           s.slice_mappings.push_back(std::move(group));
         }
       }
+      if (const Value* pg = dict_get(osd, "ds_zero_partition_groups"); pg && pg->is_sequence()) {
+        s.has_partition_groups = true;
+        for (const auto& g : pg->items())
+          s.sub_group_partition_count.push_back(opt_int(dict_get(&g, "partition_count")).value_or(-1));
+      }
       s.ds_version = opt_str(dict_get(osd, "ds_version")).value_or(opt_str(dict_get(&s.file->root, "ds_version")).value_or(""));
       if (!old_param_shapes_) {
         old_param_shapes_ = dict_get(&s.file->root, "param_shapes");

@@ -60,6 +60,9 @@ std::optional<int> tp_from_stage_layers(const std::vector<std::optional<std::set
 
 void moe_layers(const std::vector<CheckpointFile>& files, const Value* root0, const FileRootFn& file_root,
                 Topology& t) {
+  // AutoEP keeps its experts inside the ranks' own files, not in layer_*_expert_* files: its num_experts
+  // names no expert file (catalog_autoep.cpp handles that layout)
+  if (dict_get(root0, "ds_autoep_layers")) return;
   std::vector<int> counts;
   if (const Value* ne = dict_get(root0, "num_experts")) {
     if (auto one = opt_int(ne)) {
