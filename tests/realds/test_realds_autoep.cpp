@@ -19,12 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-QJsonObject finding(const QJsonObject& report, const QString& code) {
-  for (const auto& f : report["findings"].toArray())
-    if (f.toObject()["code"].toString() == code) return f.toObject();
-  return {};
-}
-
 std::string with_partition_groups(const realds::Entry& e, const test::TempDir& dir,
                                   const std::string& counts) {
   const std::string ckpt = realds::copy_of(e, dir, "counts-" + counts);
@@ -52,7 +46,7 @@ class TestRealdsAutoep : public QObject {
              qPrintable(run["zero_to_fp32_error"].toString()));
 
     const auto report = realds::diagnose_json(e.save_dir, 1);
-    const auto f = finding(report, "layout-unsupported");
+    const auto f = realds::finding(report, "layout-unsupported");
     const QString msg = f["message"].toString();
     QCOMPARE(f["severity"].toString(), QString("error"));
     QVERIFY2(msg.contains("ds_zero_partition_groups") && msg.contains("sub-group 2 over 1 rank") &&
@@ -88,7 +82,8 @@ class TestRealdsAutoep : public QObject {
 
     const auto fewer = realds::diagnose_json(with_partition_groups(e, dir, "2,1"), 1);
     QCOMPARE(realds::codes(fewer, "error"), std::vector<std::string>{"layout-unsupported"});
-    QVERIFY(finding(fewer, "layout-unsupported")["message"].toString().contains("sub-group 1 over 1 rank"));
+    QVERIFY(realds::finding(fewer, "layout-unsupported")["message"].toString().contains(
+        "sub-group 1 over 1 rank"));
   }
 };
 

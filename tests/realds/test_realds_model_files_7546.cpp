@@ -15,16 +15,6 @@ using namespace ckptdoc;
 namespace realds = ckptdoc::test::realds;
 namespace fs = std::filesystem;
 
-namespace {
-
-QJsonObject finding(const QJsonObject& report, const QString& code) {
-  for (const auto& f : report["findings"].toArray())
-    if (f.toObject()["code"].toString() == code) return f.toObject();
-  return {};
-}
-
-}  // namespace
-
 class TestRealdsModelFiles7546 : public QObject {
   Q_OBJECT
 
@@ -38,7 +28,7 @@ class TestRealdsModelFiles7546 : public QObject {
     QVERIFY(!fs::exists(e.tag_dir() + "/zero_pp_rank_1_mp_rank_00_model_states.pt"));  // the bug, as written
 
     const auto report = realds::diagnose_json(e.save_dir, 1);
-    const auto f = finding(report, "zero3-model-files-not-saved");
+    const auto f = realds::finding(report, "zero3-model-files-not-saved");
     QCOMPARE(f["severity"].toString(), QString("error"));
     QCOMPARE(f["ranks"].toArray(), QJsonArray{1});
     QVERIFY2(f["message"].toString().contains("#7546") && f["message"].toString().contains("0.17.6"),
@@ -77,8 +67,8 @@ class TestRealdsModelFiles7546 : public QObject {
     QVERIFY(fs::remove(gone));
     // Not #7546 (0.19 saves every rank's file): the plain missing-file error, and why no repair runs.
     const auto report = realds::diagnose_json(in, 1);
-    QVERIFY(finding(report, "zero3-model-files-not-saved").isEmpty());
-    const auto missing = finding(report, "rank-file-missing");
+    QVERIFY(realds::finding(report, "zero3-model-files-not-saved").isEmpty());
+    const auto missing = realds::finding(report, "rank-file-missing");
     QCOMPARE(missing["ranks"].toArray(), QJsonArray{1});
     QVERIFY2(missing["message"].toString().contains("frozen_param_fragments"),
              qPrintable(missing["message"].toString()));

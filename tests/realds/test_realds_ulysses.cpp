@@ -19,12 +19,6 @@ std::set<std::string> as_set(const std::vector<std::string>& v) {
   return {v.begin(), v.end()};
 }
 
-QJsonObject finding(const QJsonObject& report, const QString& code) {
-  for (const auto& f : report["findings"].toArray())
-    if (f.toObject()["code"].toString() == code) return f.toObject();
-  return {};
-}
-
 }  // namespace
 
 class TestRealdsUlysses : public QObject {
@@ -62,7 +56,7 @@ class TestRealdsUlysses : public QObject {
     QVERIFY(realds::codes(report, "warning").empty());
     QCOMPARE(as_set(realds::codes(report, "info")),
              (std::set<std::string>{"sequence-parallel", "not-analysed"}));
-    const auto sp = finding(report, "sequence-parallel");
+    const auto sp = realds::finding(report, "sequence-parallel");
     QCOMPARE(sp["details"].toObject()["sequence_parallel_size"].toString(), QString("2"));
     const auto msg = sp["message"].toString();
     QVERIFY2(msg.contains("Ulysses sequence-parallel job of 2 ranks") && msg.contains("whole replicas") &&

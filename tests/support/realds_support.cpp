@@ -189,6 +189,12 @@ bool has_code(const QJsonObject& report, const std::string& severity, const std:
   return std::find(all.begin(), all.end(), code) != all.end();
 }
 
+QJsonObject finding(const QJsonObject& report, const QString& code) {
+  for (const auto& f : report["findings"].toArray())
+    if (f.toObject()["code"].toString() == code) return f.toObject();
+  return {};
+}
+
 QJsonObject diagnose_json(const std::string& path, int want_exit) {
   const auto r = run_cli({"diagnose", path, "--json", "--device", "cpu"});
   if (r.exit_code != want_exit) {

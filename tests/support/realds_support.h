@@ -72,6 +72,8 @@ RunResult python_with_deepspeed(const std::vector<std::string>& args, const std:
 // Finding codes of `ckptdoc diagnose --json` output, by severity ("error", "warning", "info").
 std::vector<std::string> codes(const QJsonObject& report, const std::string& severity);
 bool has_code(const QJsonObject& report, const std::string& severity, const std::string& code);
+// The first finding of `code` in a `diagnose --json` report; an empty object when there is none.
+QJsonObject finding(const QJsonObject& report, const QString& code);
 
 // `ckptdoc diagnose PATH --json --device cpu`: its report, or a test failure (and an empty object) when it
 // exits with another code than `want_exit`.
