@@ -8,11 +8,13 @@ The ranks get RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.
 DS_ACCELERATOR=cpu, DS_BUILD_OPS=0, OMP_NUM_THREADS=1 (unless set), and a PYTHONPATH of $CKPTDOC_HARNESS (the
 shared harness folder: ds_common.py), this folder's hooks/ and the caller's PYTHONPATH. Unlike the shared
 harness's launch.py (Debian's /usr/bin/python3, DeepSpeed from $DS_SRC and import stubs) DeepSpeed comes from
-the venv and nothing is stubbed. Named launch.py because ds_load_check.py starts its ranks through the
+the venv and nothing is stubbed; the shared-memory buffers DeepSpeed's CPU accelerator leaves in /dev/shm are
+removed when the ranks are done. Named launch.py because ds_load_check.py starts its ranks through the
 launch.py beside it (judge/ds_load_check.py points it here). Exit 0 only if every rank exits 0; per-rank
 output in <logdir>/rank<r>.log, printed when a rank fails.
 """
 import argparse
+import glob
 import os
 import socket
 import subprocess
@@ -34,6 +36,17 @@ def stop(procs, sig_kill=False):
         if p.poll() is None:
             p.kill() if sig_kill else p.terminate()
     return [p.wait() for p in procs]
+
+
+def remove_shm_buffers(port):
+    """DeepSpeed's CPU accelerator (its shm_comm op) gives every rank a 66 MB all-reduce buffer in /dev/shm,
+    named after the master address and port, and never unlinks it: left there, a few hundred runs fill the
+    RAM-backed /dev/shm until the OOM killer stops later ranks. The ranks have exited; their buffers go."""
+    for f in glob.glob(f"/dev/shm/deepspeed_*_127.0.0.1_{port}_*"):
+        try:
+            os.unlink(f)
+        except OSError:
+            pass
 
 
 def main():
@@ -81,6 +94,7 @@ def main():
         time.sleep(0.2)
     for f in logs:
         f.close()
+    remove_shm_buffers(port)
     if timed_out:
         print(f"launch.py: timeout after {a.timeout:.0f}s", file=sys.stderr)
     if timed_out or any(rc != 0 for rc in rcs):
