@@ -9,7 +9,8 @@ DS_ACCELERATOR=cpu, DS_BUILD_OPS=0, OMP_NUM_THREADS=1 (unless set), and a PYTHON
 shared harness folder: ds_common.py), this folder's hooks/ and the caller's PYTHONPATH. Unlike the shared
 harness's launch.py (Debian's /usr/bin/python3, DeepSpeed from $DS_SRC and import stubs) DeepSpeed comes from
 the venv and nothing is stubbed; the shared-memory buffers DeepSpeed's CPU accelerator leaves in /dev/shm are
-removed when the ranks are done. Named launch.py because ds_load_check.py starts its ranks through the
+removed when the ranks are done, and a torch extension build lock older than STALE_LOCK_S is removed (see
+remove_stale_extension_locks). Named launch.py because ds_load_check.py starts its ranks through the
 launch.py beside it (judge/ds_load_check.py points it here). Exit 0 only if every rank exits 0; per-rank
 output in <logdir>/rank<r>.log, printed when a rank fails.
 """
@@ -23,6 +24,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# A JIT build of DeepSpeed's shm_comm op takes 1-3 minutes on 2 loaded cores; a no-op check, under a second.
+STALE_LOCK_S = 900
 
 
 def free_port():
@@ -49,6 +52,24 @@ def remove_shm_buffers(port):
             pass
 
 
+def remove_stale_extension_locks():
+    """Every rank that loads DeepSpeed's shm_comm op takes torch's build lock (a `lock` file in the extension's
+    folder) for a ninja check; a rank stopped inside that window (a peer failed, a timeout) leaves the file, and
+    every later load waits for it to go, for ever, with no message. A lock older than any real build is stale:
+    removing it turns that endless wait into a load that either works or fails with an error."""
+    roots = [os.environ.get("TORCH_EXTENSIONS_DIR")] + glob.glob(os.path.expanduser("~/.cache/torch_extensions/*"))
+    for root in filter(None, roots):
+        for lock in glob.glob(os.path.join(root, "*", "lock")):
+            try:
+                age = time.time() - os.path.getmtime(lock)
+                if age > STALE_LOCK_S:
+                    os.unlink(lock)
+                    print(f"launch.py: removed a stale torch extension build lock {lock} ({age:.0f}s old)",
+                          file=sys.stderr)
+            except OSError:
+                pass
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--world", type=int, required=True)
@@ -68,6 +89,7 @@ def main():
         sys.exit(f"launch.py: CKPTDOC_HARNESS={harness!r} does not hold ds_common.py")
     path = [harness, os.path.join(HERE, "hooks")] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
     port = free_port()
+    remove_stale_extension_locks()
     procs, logs = [], []
     for r in range(a.world):
         env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(a.world), LOCAL_SIZE=str(a.world),
@@ -81,12 +103,16 @@ def main():
     t0 = time.time()
     rcs = [None] * a.world
     timed_out = False
+    next_lock_check = t0 + 60
     while any(rc is None for rc in rcs):
         rcs = [p.poll() for p in procs]
         if any(rc not in (None, 0) for rc in rcs):
             time.sleep(3)  # let the peers report, then stop them (they may wait in a collective)
             rcs = stop(procs)
             break
+        if time.time() > next_lock_check:  # ranks may be waiting on a lock a stopped run left
+            remove_stale_extension_locks()
+            next_lock_check = time.time() + 60
         if time.time() - t0 > a.timeout:
             rcs = stop(procs, sig_kill=True)
             timed_out = True
