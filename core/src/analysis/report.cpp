@@ -31,6 +31,7 @@ Finding finding_from(const deepspeed::Problem& p) {
   f.details = p.details;
   f.pp = p.pp;
   f.tp = p.tp;
+  f.not_checked = p.not_checked;
   if (!p.file.empty()) f.files.push_back(p.file);
   if (p.code == "world-size-mismatch") f.repair = RepairKind::Repartition;
   if (p.code == "optimizer-state-shape-mismatch") f.repair = RepairKind::ResetOptimizer;

@@ -80,11 +80,8 @@ Verdict verdict_of(const Report& report, const deepspeed::Catalog& catalog) {
     }
   }
 
-  if (std::any_of(report.findings.begin(), report.findings.end(),
-                  [](const Finding& f) { return f.code == "nvme-offload-not-read"; }))
-    v.not_checked.push_back(
-        "the NVMe-offloaded tensors DeepSpeed copied to offloaded_tensors/ were not read (their "
-        "masters and moments were not checked)");
+  for (const auto& f : report.findings)
+    if (!f.not_checked.empty()) v.not_checked.push_back(f.not_checked);
 
   if (errors + warnings > 0) {
     v.kind = VerdictKind::Problems;

@@ -42,6 +42,9 @@ void CatalogBuilder::note_nvme_offload() {
           "saved (fp32 masters, Adam moments) is in those files, not in the optimizer files checked here, "
           "and was not checked. DeepSpeed's load_checkpoint copies them back to its nvme_path",
       "offloaded_tensors");
+  cat_.problems.back().not_checked =
+      "the NVMe-offloaded tensors DeepSpeed copied to offloaded_tensors/ were not read (their masters and "
+      "moments were not checked)";
 }
 
 }  // namespace ckptdoc::deepspeed

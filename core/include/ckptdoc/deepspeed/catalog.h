@@ -117,6 +117,8 @@ struct Problem {
   // Named facts behind the problem, for JSON and tools: unsafe-pickle has file, record, callable, how.
   std::map<std::string, std::string> details = {};
   int pp = -1, tp = -1;  // the model-parallel rank concerned in a tensor/pipeline-parallel job (-1: the whole job)
+  // What the verdict could not check because of this problem (the verdict lists it); empty when nothing.
+  std::string not_checked = {};
 };
 
 // One MoE layer (deepspeed.moe.layer.MoE) as its expert files and the model file's num_experts say.
