@@ -3,9 +3,13 @@
 Accelerate's FSDP plugin on the CPU over gloo, and saves it with accelerator.save_state(OUT).
 
 Accelerate's PartialState reads RANK / WORLD_SIZE / MASTER_* from the launcher's env and, with no GPU, picks the
-gloo backend (DistributedType.MULTI_CPU, then FSDP because a plugin is given). SHARDED_STATE_DICT makes save_state
-write the model and the optimizer as torch.distributed.checkpoint folders (pytorch_model_fsdp_0/, optimizer_0/)
-plus scheduler.bin and random_states_<rank>.pkl.
+gloo backend (DistributedType.MULTI_CPU; the FSDP plugin is then dropped, see main()). SHARDED_STATE_DICT makes
+save_state write the model and the optimizer as torch.distributed.checkpoint folders (pytorch_model_fsdp_0/,
+optimizer_0/) plus scheduler.bin and random_states_<rank>.pkl.
+
+--fsdp-version 1 does not run on the CPU: Accelerate passes device_id=self.device (accelerator.py:1930) and torch
+2.10's FSDP1 refuses it ("ValueError: Inconsistent compute device and `device_id` on rank 0: cpu vs cpu:0",
+torch/distributed/fsdp/_init_utils.py:1088).
 
 usage: launch.py --world 2 -- accelerate_fsdp_train.py --out SAVE_DIR [--ref REF_DIR] [--fsdp-version 2] [--steps 3]
        [--seed 1] [--json RUN_JSON]
@@ -84,7 +88,8 @@ def main():
         import transformers
         with open(a.json, "w") as f:
             json.dump({"world": acc.num_processes, "backend": state.backend,
-                       "distributed_type": str(state.distributed_type), "plugin_ignored_on_cpu": ignored, "fsdp_version": a.fsdp_version,
+                       "distributed_type": str(state.distributed_type), "plugin_ignored_on_cpu": ignored,
+                       "fsdp_version": a.fsdp_version,
                        "losses": losses, "steps": a.steps, "accelerate": accelerate.__version__,
                        "transformers": transformers.__version__, "torch": torch.__version__,
                        "files": sorted(os.path.relpath(os.path.join(d, n), a.out)

@@ -83,8 +83,10 @@ class TestRealdsAccelerate : public QObject {
     QCOMPARE(r["optimizer_params_matched"].toInt(), kParams);
     const QString verdict = r["verdict"].toObject()["text"].toString();
     QVERIFY2(verdict.contains("Adam moments of 28 params judged"), qPrintable(verdict));
-    // The pickles beside the parts are named as not read, never loaded.
+    // The pickles beside the parts: their values not read, what loading them would run judged (nothing unsafe
+    // in what Accelerate wrote).
     QCOMPARE(r["not_read"].toArray().size(), 3);
+    QCOMPARE(r["pickles_checked"].toInt(), 3);
     const QString not_checked = QJsonDocument(r["verdict"].toObject()["not_checked"].toArray()).toJson();
     for (const char* f :
          {"not read: scheduler.bin", "not read: random_states_0.pkl", "not read: random_states_1.pkl"})
@@ -148,6 +150,29 @@ class TestRealdsAccelerate : public QObject {
     QVERIFY2(x.err.find("__1_0.distcp") != std::string::npos, qPrintable(QString::fromStdString(x.err)));
     QVERIFY(!fs::exists(out));
     QCOMPARE(test::files_in(dir.path()), (std::vector<std::string>{"cut", "lost"}));
+
+    // A scheduler.bin whose unpickling would call os.system (torch.save of a __reduce__ payload): named, and
+    // never run.
+    const std::string hostile = realds::copy_of(e, dir, "hostile");
+    const auto w = realds::python_with_deepspeed({"-c",
+                                                  "import os, sys, torch\n"
+                                                  "class P:\n"
+                                                  "    def __reduce__(self): return (os.system, ('true',))\n"
+                                                  "torch.save({'last_epoch': 6, 'x': P()}, sys.argv[1])\n",
+                                                  hostile + "/scheduler.bin"},
+                                                 "0.19");
+    QVERIFY2(w.exit_code == 0, qPrintable(QString::fromStdString(w.out + w.err)));
+    const QJsonObject r4 = diagnose(hostile, 1);
+    QCOMPARE(problem(r4, "unsafe-pickle")["file"].toString(), QString("scheduler.bin"));
+    QCOMPARE(problem(r4, "unsafe-pickle")["severity"].toString(), QString("error"));
+
+    // The whole optimizer folder gone, scheduler.bin still there: a warning, not an all-clear.
+    const std::string no_opt = realds::copy_of(e, dir, "no_optimizer");
+    fs::remove_all(no_opt + "/optimizer_0");
+    const QJsonObject r3 = diagnose(no_opt, 0);
+    QCOMPARE(problem_codes(r3, "warning"), QStringList{"accelerate-optimizer-missing"});
+    const auto t3 = test::run_cli({"diagnose", no_opt});
+    QVERIFY2(t3.out.find("CLEAN") == std::string::npos, qPrintable(QString::fromStdString(t3.out)));
   }
 };
 

@@ -7,6 +7,9 @@
 #include <set>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/format/pickle_safety.h"
+#include "ckptdoc/format/torch_file.h"
+#include "ckptdoc/io/mapped_file.h"
 
 namespace ckptdoc::accelerate {
 namespace {
@@ -41,6 +44,39 @@ void check_optimizer_params(Report& r) {
   }
 }
 
+// Accelerate writes scheduler.bin for each scheduler it prepared, and one wraps an optimizer whose state
+// save_state writes as optimizer_<i>/: the scheduler without it means the optimizer state was lost.
+void check_optimizer_present(Report& r) {
+  const bool has_optimizer = std::any_of(r.parts.begin(), r.parts.end(),
+                                         [](const PartReport& p) { return p.part.role == "optimizer"; });
+  const bool has_scheduler = std::any_of(r.layout.other_files.begin(), r.layout.other_files.end(),
+                                         [](const std::string& f) { return f.rfind("scheduler", 0) == 0; });
+  if (!has_optimizer && has_scheduler)
+    r.problems.push_back({"accelerate-optimizer-missing", "warning",
+                          "no optimizer_<i>/ folder beside scheduler.bin: Accelerate saves the state of the "
+                          "optimizer a scheduler steps as optimizer_<i>/, so it was lost or not copied "
+                          "(resuming would restart Adam's moments from zero)",
+                          "optimizer_0/", ""});
+}
+
+// scheduler.bin and random_states_<r>.pkl are torch.save pickles Accelerate's load_state loads: their values
+// are not read, but what loading them would run is judged (inert unpickler, never executed).
+void check_pickles(Report& r) {
+  for (const auto& f : r.layout.other_files) {
+    const std::string path = (std::filesystem::path(r.layout.dir) / f).string();
+    try {
+      const auto m = MappedFile::open(path);
+      if (!TorchFile::is_torch_file(m->bytes().first(std::min<size_t>(m->size(), 16)))) continue;
+    } catch (const std::exception&) {
+      continue;  // unreadable: listed as not read like the rest
+    }
+    ++r.pickles_checked;
+    for (const auto& h : pickle_hazards_of_file(path, f))
+      r.problems.push_back(
+          {"unsafe-pickle", h.severity, h.message() + " " + pickle_advice(h.severity), f, ""});
+  }
+}
+
 void write_verdict(Report& r) {
   size_t errors = 0, warnings = 0;
   for (const auto& p : r.problems) {
@@ -59,6 +95,9 @@ void write_verdict(Report& r) {
   if (has_optimizer)
     basis +=
         " Optimizer params found among the model's keys: " + std::to_string(r.optimizer_params_matched) + ".";
+  if (r.pickles_checked)
+    basis += " What loading " + plural(r.pickles_checked, "pickle file") +
+             " beside the parts would run was judged by the inert unpickler.";
   r.clean = errors == 0 && parts_clean;
   if (errors)
     r.verdict = plural(errors, "error") + (warnings ? ", " + plural(warnings, "warning") : "") + ". " + basis;
@@ -70,9 +109,13 @@ void write_verdict(Report& r) {
     r.not_checked.push_back("not read: " + f +
                             (f.rfind("random_states_", 0) == 0 ? " (a rank's RNG states, a torch.save pickle)"
                              : f == "scheduler.bin" ? " (the LR scheduler's state, a torch.save pickle)"
-                                                    : ""));
+                                                    : "") +
+                            ": its values are not judged");
   for (const auto& p : r.parts)
-    for (const auto& n : p.report.not_checked) r.not_checked.push_back(p.part.folder + "/: " + n);
+    for (const auto& n : p.report.not_checked)
+      if (p.part.role == "optimizer" ||
+          n.find("Adam") == std::string::npos)  // a model part holds no Adam state
+        r.not_checked.push_back(p.part.folder + "/: " + n);
 }
 
 }  // namespace
@@ -104,6 +147,8 @@ Report diagnose(const std::string& dir) {
     r.parts.push_back(std::move(pr));
   }
   check_optimizer_params(r);
+  check_optimizer_present(r);
+  check_pickles(r);
   std::stable_sort(r.problems.begin(), r.problems.end(), [](const dcp::Problem& a, const dcp::Problem& b) {
     auto rank = [](const std::string& s) { return s == "error" ? 0 : s == "warning" ? 1 : 2; };
     return rank(a.severity) < rank(b.severity);
@@ -122,9 +167,9 @@ std::string report_text(const Report& r) {
     out += "\n";
   }
   out += "\n" +
-         std::string(r.clean         ? "CLEAN: "
-                     : r.has_error() ? "ERRORS: "
-                                     : "WARNINGS: ") +
+         std::string(r.clean && r.problems.empty() ? "CLEAN: "
+                     : r.has_error()               ? "ERRORS: "
+                                                   : "WARNINGS: ") +
          r.verdict + "\n";
   for (const auto& p : r.problems) out += "  [" + p.severity + "] " + p.code + ": " + p.message + "\n";
   if (!r.not_checked.empty()) out += "Not checked:\n";
@@ -153,6 +198,7 @@ std::string report_json(const Report& r) {
                {"problems", std::move(problems)},
                {"parts", std::move(parts)},
                {"optimizer_params_matched", r.optimizer_params_matched},
+               {"pickles_checked", r.pickles_checked},
                {"not_read", r.layout.other_files}};
   return j.dump(1);
 }

@@ -1,7 +1,8 @@
 #pragma once
 // `ckptdoc diagnose` of an Accelerate save_state folder: the DCP rules (sources/dcp/diagnose.h) on each
 // model and optimizer part, problems named with the part's folder, each optimizer param checked against its
-// model's keys, and the files beside the parts listed as not read.
+// model's keys, and the files beside the parts listed as not read (their pickles judged for what loading them
+// would run: the "unsafe-pickle" finding, never executed).
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@ struct Report {
   std::vector<PartReport> parts;
   std::vector<dcp::Problem> problems;  // every part's, `file` relative to the save_state folder; errors first
   size_t optimizer_params_matched = 0;  // optimizer params found among their model's keys
+  size_t pickles_checked = 0;           // files beside the parts judged for pickle safety (values not read)
   bool clean = false;
   std::string verdict;
   std::vector<std::string> not_checked;
