@@ -105,8 +105,8 @@ class TestRealdsAccelerate : public QObject {
     QVERIFY(plain["verdict"].toObject()["clean"].toBool());
   }
 
-  // `ckptdoc export SAVE_STATE -o model.safetensors` is Accelerate's merge_fsdp_weights output byte for byte,
-  // and holds the same tensors as its torch (--unsafe_serialization) pytorch_model.bin.
+  // `ckptdoc export SAVE_STATE -o model.safetensors` is Accelerate's merge_fsdp_weights output byte for byte;
+  // `-o pytorch_model.bin` holds the tensors of its torch form (--unsafe_serialization) bit for bit.
   void exportEqualsMergeWeights() {
     REALDS_REQUIRE_DS("0.19");
     const auto e = realds::checkpoint(kEntry);
@@ -122,6 +122,33 @@ class TestRealdsAccelerate : public QObject {
          out, "--reference-pt", ref + "/pytorch_model.bin"},
         "0.19");
     QVERIFY2(check.exit_code == 0, qPrintable(QString::fromStdString(check.out + check.err)));
+
+    // The torch form: the same names, dtypes, shapes and bytes as merge-weights' pytorch_model.bin (not the
+    // same file bytes: torch.save's zip records and key order are its own), loaded with weights_only=True.
+    const std::string bin = dir.file("pytorch_model.bin");
+    const auto rt = test::run_cli({"export", e.save_dir, "-o", bin});
+    QVERIFY2(rt.exit_code == 0, qPrintable(QString::fromStdString(rt.out + rt.err)));
+    const auto same = realds::python_with_deepspeed(
+        {"-c",
+         "import sys, torch\n"
+         "a = torch.load(sys.argv[1], weights_only=True)\n"
+         "b = torch.load(sys.argv[2], weights_only=True)\n"
+         "assert type(a) is dict and sorted(a) == sorted(b), (sorted(a), sorted(b))\n"
+         "for k in b:\n"
+         "    x, y = a[k], b[k]\n"
+         "    assert x.dtype == y.dtype and x.shape == y.shape, k\n"
+         "    assert torch.equal(x.contiguous().view(-1).view(torch.uint8), "
+         "y.contiguous().view(-1).view(torch.uint8)), k\n"
+         "print(len(b), 'tensors equal')\n",
+         bin, ref + "/pytorch_model.bin"},
+        "0.19");
+    QVERIFY2(same.exit_code == 0 && same.out.find("29 tensors equal") != std::string::npos,
+             qPrintable(QString::fromStdString(same.out + same.err)));
+    // The model part named alone (the dcp source) exports the same file.
+    const auto part =
+        test::run_cli({"export", e.save_dir + "/pytorch_model_fsdp_0", "-o", dir.file("part.bin")});
+    QVERIFY2(part.exit_code == 0, qPrintable(QString::fromStdString(part.out + part.err)));
+    QVERIFY(test::read_text(dir.file("part.bin")) == test::read_text(bin));
   }
 
   void damagedCopiesAreNamed() {

@@ -29,6 +29,8 @@ class AccelerateSource final : public Source {
     return command == Command::Inspect || command == Command::Diagnose || command == Command::Export;
   }
 
+  bool exports_torch() const override { return true; }
+
   Outcome inspect(const InspectRequest& request) const override {
     const auto s = accelerate::read_save_state(request.path);
     nlohmann::json parts = nlohmann::json::array();
@@ -80,6 +82,7 @@ class AccelerateSource final : public Source {
     options.max_shard_size = request.max_shard_size;
     options.force = request.force;
     options.strict = request.strict;
+    options.torch = request.torch;
     const dcp::ExportResult r = dcp::export_weights(*ckpt, request.output, options);
     ExportOutcome out;
     out.path = r.path;
