@@ -17,6 +17,13 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// --format torch, or an output named like a torch file with no --format.
+bool wants_torch(const ExportCommandOptions& o) {
+  return o.format == "torch" || o.format == "pt" || o.format == "bin" ||
+         (o.format.empty() &&
+          (ends_with(o.output, ".bin") || ends_with(o.output, ".pt") || ends_with(o.output, ".pth")));
+}
+
 // The catalog export's options (sources::ExportRequest has none of them) are refused by name rather than
 // ignored: a user asking for bfloat16 must not get float32 silently.
 void refuse_catalog_export_options(const sources::Source& source, const ExportCommandOptions& o) {
@@ -27,18 +34,19 @@ void refuse_catalog_export_options(const sources::Source& source, const ExportCo
   if (o.exclude_frozen) given.push_back("--exclude-frozen");
   if (o.tp_rank >= 0) given.push_back("--tp-rank");
   if (o.tp_rules) given.push_back("--tp-rules");
-  const bool torch_name = ends_with(o.output, ".bin") || ends_with(o.output, ".pt") ||
-                          ends_with(o.output, ".pth") || ends_with(o.output, ".h5") ||
-                          ends_with(o.output, ".hdf5");
-  if ((!o.format.empty() && o.format != "safetensors") || (o.format.empty() && torch_name))
-    given.push_back("--format (only safetensors)");
+  if ((!o.format.empty() && o.format != "safetensors" && !wants_torch(o)) ||
+      (o.format.empty() && (ends_with(o.output, ".h5") || ends_with(o.output, ".hdf5"))) ||
+      (wants_torch(o) && !source.exports_torch()))
+    given.push_back(source.exports_torch() ? "--format (only safetensors or torch)"
+                                           : "--format (only safetensors)");
   if (given.empty()) return;
   std::string list;
   for (const auto& g : given) list += (list.empty() ? "" : ", ") + g;
   throw Error(ErrorKind::Unsupported, o.path, list,
               "not available for " + std::string(source.description()) +
-                  ": its export writes the weights as stored, in safetensors (one file, or shards with "
-                  "--max-shard-size)");
+                  ": its export writes the weights as stored, in safetensors" +
+                  (source.exports_torch() ? std::string(" or torch") : std::string()) +
+                  " (one file, or shards with --max-shard-size)");
 }
 
 // Runs one of the source's operations: its refusal or any other Error is printed with its kind (exit 2).
@@ -81,6 +89,7 @@ int run_source_export(const sources::Source& source, const ExportCommandOptions&
     request.strict = o.strict;
     request.json = o.json;
     request.quiet = o.quiet;
+    request.torch = wants_torch(o);
     sources::ExportOutcome out = source.export_weights(request);
     deepspeed::ExportResult said;  // the warning every export prints, the catalog's included
     said.path = out.path;

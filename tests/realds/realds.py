@@ -207,6 +207,11 @@ MATRIX = {
     # it (ref/run.json records that, and that a fresh engine loads it)
     "v019_autoep_z3": dict(kind="par", model="autoep", stage=3, dtype="bf16", pp=1, tp=1, ep=2, dp=2, world=2,
                            steps=2, ds="0.19"),
+    # kind "accelerate": accelerate_fsdp_train.py, a tiny transformers GPT-2 under Accelerate 1.16's FSDP2 plugin
+    # (SHARDED_STATE_DICT) saved with accelerator.save_state; ref/ holds accelerate's merge_fsdp_weights output
+    # (model.safetensors, pytorch_model.bin). No `latest`: the save_state folder is the checkpoint.
+    "accelerate_fsdp2_ws2": dict(kind="accelerate", stage=0, dtype="fp32", dp=2, world=2, steps=3, ds="0.19",
+                                 model="gpt2"),
 }
 
 DEFAULTS = dict(model="A", bf16opt=False, zero_extra=None, ds="0.12.6", steps=5, dims=None, client=(), pp=1, tp=1, ep=1,
@@ -366,6 +371,8 @@ def stamp_of(a, spec):
         parts.append(file_sha(os.path.join(HERE, "hf_trainer_train.py")))
     if spec["kind"] == "ulysses":
         parts.append(file_sha(os.path.join(HERE, "ulysses_train.py")))
+    if spec["kind"] == "accelerate":
+        parts.append(file_sha(os.path.join(HERE, "accelerate_fsdp_train.py")))
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
 
 
@@ -444,6 +451,10 @@ def ensure(a, name):
             cmd = launch[:-1] + [os.path.join(HERE, "ulysses_train.py"), "--out", save_dir, "--sp", str(spec["sp"]),
                                  "--steps", str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
             cmd += base_args(spec)
+        elif spec["kind"] == "accelerate":
+            cmd = launch[:-1] + [os.path.join(HERE, "accelerate_fsdp_train.py"), "--out", save_dir, "--steps",
+                                 str(spec["steps"]), "--ref", os.path.join(folder, "ref"), "--json",
+                                 os.path.join(folder, "run.json")]
         elif spec["kind"] == "par":
             cmd = launch[:-1] + [os.path.join(HERE, "par_train.py"), "--kind", spec["model"], "--out", save_dir,
                                  "--ref", os.path.join(folder, "ref"), "--steps", str(spec["steps"]), "--tp",
@@ -466,7 +477,7 @@ def ensure(a, name):
             cmd = launch + ["seedbug", "--name", name, "--src", src["save_dir"], "--variant", spec["variant"],
                             "--save-out", save_dir, "--json", os.path.join(folder, "seedbug.json")] + base_args(spec)
         seconds = run_logged(cmd, env, os.path.join(folder, "generate.log"))
-        tag = open(os.path.join(save_dir, "latest")).read().strip()
+        tag = "" if spec["kind"] == "accelerate" else open(os.path.join(save_dir, "latest")).read().strip()
         entry = dict(spec, save_dir=save_dir, tag=tag, stamp=stamp, seconds=round(seconds, 1))
         with open(entry_path + ".tmp", "w") as f:
             json.dump(entry, f, indent=1)

@@ -40,6 +40,7 @@ struct ExportRequest {
   bool strict = false;                     // NaN/Inf fails the export
   bool json = false;
   bool quiet = false;  // no text summary (the JSON form is printed regardless)
+  bool torch = false;  // a torch.save file (or torch shards) instead: only where Source::exports_torch()
 };
 
 struct Outcome {
@@ -71,6 +72,8 @@ class Source {
   // Opened as deepspeed::Checkpoint (the catalog) by the commands themselves; the operations below are then
   // not used.
   virtual bool reads_into_catalog() const { return false; }
+  // Whether export_weights writes torch.save output (ExportRequest::torch); safetensors only otherwise.
+  virtual bool exports_torch() const { return false; }
 
   // A self-reporting source's operations; each refuses (refusal()) unless overridden.
   virtual Outcome inspect(const InspectRequest& request) const;

@@ -23,6 +23,8 @@ class DcpSource final : public Source {
     return command == Command::Inspect || command == Command::Diagnose || command == Command::Export;
   }
 
+  bool exports_torch() const override { return true; }
+
   Outcome inspect(const InspectRequest& request) const override {
     const auto ckpt = dcp::Checkpoint::open(request.path);
     return {request.json ? dcp::metadata_json(*ckpt) + "\n" : dcp::inspect_text(*ckpt), 0};
@@ -41,6 +43,7 @@ class DcpSource final : public Source {
     options.max_shard_size = request.max_shard_size;
     options.force = request.force;
     options.strict = request.strict;
+    options.torch = request.torch;
     const dcp::ExportResult r = dcp::export_weights(*ckpt, request.output, options);
     ExportOutcome out;
     out.path = r.path;

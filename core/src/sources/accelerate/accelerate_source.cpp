@@ -1,0 +1,118 @@
+// Hugging Face Accelerate FSDP save_state folders as a registry source: each part is a DCP folder read by
+// sources/dcp/; this file only says which part each command reads and names the files it does not.
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "ckptdoc/error.h"
+#include "ckptdoc/human_bytes.h"
+#include "ckptdoc/sources/dcp/export.h"
+#include "ckptdoc/sources/dcp/report_text.h"
+#include "ckptdoc/sources/source.h"
+#include "io/path_relation.h"
+#include "sources/accelerate/diagnose.h"
+
+namespace ckptdoc::sources {
+
+namespace {
+
+std::string part_dir(const accelerate::SaveState& s, const accelerate::Part& p) {
+  return (std::filesystem::path(s.dir) / p.folder).string();
+}
+
+class AccelerateSource final : public Source {
+ public:
+  std::string_view name() const override { return "accelerate"; }
+  std::string_view description() const override { return "a Hugging Face Accelerate FSDP save_state folder"; }
+  bool probe(const std::string& path) const override { return accelerate::is_save_state_folder(path); }
+  bool can(Command command) const override {
+    return command == Command::Inspect || command == Command::Diagnose || command == Command::Export;
+  }
+
+  bool exports_torch() const override { return true; }
+
+  Outcome inspect(const InspectRequest& request) const override {
+    const auto s = accelerate::read_save_state(request.path);
+    nlohmann::json parts = nlohmann::json::array();
+    std::string text = "Accelerate FSDP save_state folder " + s.dir + "\n";
+    for (const auto& p : s.parts) {
+      const auto ckpt = dcp::Checkpoint::open(part_dir(s, p));
+      if (request.json)
+        parts.push_back({{"folder", p.folder},
+                         {"role", p.role},
+                         {"index", p.index},
+                         {"metadata", nlohmann::json::parse(dcp::metadata_json(*ckpt))}});
+      else
+        text += "\n== " + p.folder + "/ (" + p.role + ") ==\n" + dcp::inspect_text(*ckpt);
+    }
+    if (request.json) {
+      const nlohmann::json j{
+          {"format", "accelerate-fsdp"}, {"path", s.dir}, {"parts", parts}, {"not_read", s.other_files}};
+      return {j.dump(1) + "\n", 0};
+    }
+    text += "\nNot read (torch.save pickles beside the parts):";
+    for (const auto& f : s.other_files) text += " " + f;
+    return {text + "\n", 0};
+  }
+
+  Outcome diagnose(const DiagnoseRequest& request) const override {
+    const accelerate::Report r = accelerate::diagnose(request.path);
+    return {request.json ? accelerate::report_json(r) + "\n" : accelerate::report_text(r),
+            r.has_error() ? 1 : 0};
+  }
+
+  // The weights of the one model, pytorch_model_fsdp_0/, as dcp::export_weights writes them ("model." off):
+  // what `accelerate merge-weights pytorch_model_fsdp_0 OUT` writes.
+  ExportOutcome export_weights(const ExportRequest& request) const override {
+    const auto s = accelerate::read_save_state(request.path);
+    std::vector<const accelerate::Part*> models;
+    for (const auto& p : s.parts)
+      if (p.role == "model") models.push_back(&p);
+    if (models.size() != 1)
+      throw Error(ErrorKind::Unsupported, request.path, "",
+                  std::to_string(models.size()) +
+                      " model folders (pytorch_model_fsdp_<i>/): export one of them by its own path");
+    if (!request.output.empty() &&
+        io::inside_or_equal(io::normalised_path(request.output), io::normalised_path(request.path)))
+      throw Error(ErrorKind::InvalidRequest, io::normalised_path(request.output), "--output",
+                  "is inside the checkpoint folder " + io::normalised_path(request.path) +
+                      "; choose a path outside it (the input is never modified)");
+    const auto ckpt = dcp::Checkpoint::open(part_dir(s, *models.front()));
+    dcp::ExportOptions options;
+    options.max_shard_size = request.max_shard_size;
+    options.force = request.force;
+    options.strict = request.strict;
+    options.torch = request.torch;
+    const dcp::ExportResult r = dcp::export_weights(*ckpt, request.output, options);
+    ExportOutcome out;
+    out.path = r.path;
+    out.tensors = r.tensors;
+    out.non_finite = r.non_finite;
+    if (request.json) {
+      const nlohmann::json j{{"path", r.path},
+                             {"tensors", r.tensors},
+                             {"bytes", r.bytes},
+                             {"files", r.files},
+                             {"from", models.front()->folder},
+                             {"stripped_prefix", r.stripped_prefix},
+                             {"not_read", s.other_files}};
+      out.text = j.dump(2) + "\n";
+    } else if (!request.quiet) {
+      out.text = "wrote " + std::to_string(r.tensors) + " tensors (" + human_bytes(r.bytes) + ") of " +
+                 models.front()->folder + "/ to " + r.path;
+      for (const auto& f : r.files) out.text += " " + f;
+      out.text += "\n";
+      if (!r.stripped_prefix.empty())
+        out.text += "names: '" + r.stripped_prefix + "' stripped (every weight key had it)\n";
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<const Source> make_accelerate_source() {
+  return std::make_shared<AccelerateSource>();
+}
+
+}  // namespace ckptdoc::sources

@@ -1,0 +1,207 @@
+// Hugging Face Accelerate's FSDP save_state folder as Accelerate 1.16 writes it (tests/realds/
+// accelerate_fsdp_train.py: a tiny transformers GPT-2, 2 layers, tied lm_head, FSDP2 SHARDED_STATE_DICT over
+// gloo at world 2, 3 AdamW steps): pytorch_model_fsdp_0/ and optimizer_0/ (DCP), scheduler.bin,
+// random_states_<rank>.pkl. ckptdoc opens the folder as one checkpoint (the "accelerate" source over
+// sources/dcp/), and its export is what Accelerate's own merge_fsdp_weights (`accelerate merge-weights`)
+// wrote into the entry's ref/.
+#include <QDir>
+#include <QtTest>
+#include <filesystem>
+
+#include "realds_support.h"
+
+using namespace ckptdoc;
+namespace realds = ckptdoc::test::realds;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kEntry = "accelerate_fsdp2_ws2";
+// GPT-2 with n_layer 2: wte, wpe, 12 tensors per block, ln_f. The tied lm_head is one more model key, but one
+// param for the optimizer.
+constexpr int kParams = 2 + 2 * 12 + 2;
+
+QStringList problem_codes(const QJsonObject& report, const QString& severity) {
+  QStringList out;
+  for (const auto& p : report["problems"].toArray())
+    if (p.toObject()["severity"].toString() == severity) out << p.toObject()["code"].toString();
+  return out;
+}
+
+QJsonObject problem(const QJsonObject& report, const QString& code) {
+  for (const auto& p : report["problems"].toArray())
+    if (p.toObject()["code"].toString() == code) return p.toObject();
+  return {};
+}
+
+QJsonObject part_report(const QJsonObject& report, const QString& folder) {
+  for (const auto& p : report["parts"].toArray())
+    if (p.toObject()["folder"].toString() == folder) return p.toObject()["report"].toObject();
+  return {};
+}
+
+QJsonObject diagnose(const std::string& path, int want_exit) {
+  const auto r = test::run_cli({"diagnose", path, "--json"});
+  if (r.exit_code != want_exit)
+    QTest::qFail(("diagnose " + path + " exit " + std::to_string(r.exit_code) + ", wanted " +
+                  std::to_string(want_exit) + ":\n" + r.out + r.err)
+                     .c_str(),
+                 __FILE__, __LINE__);
+  return realds::parse(r.out);
+}
+
+}  // namespace
+
+class TestRealdsAccelerate : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void saveStateFolderDiagnosesClean() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kEntry);
+    // What Accelerate wrote, and nothing else.
+    QCOMPARE(test::files_in(e.save_dir),
+             (std::vector<std::string>{"optimizer_0", "pytorch_model_fsdp_0", "random_states_0.pkl",
+                                       "random_states_1.pkl", "scheduler.bin"}));
+    for (const char* part : {"optimizer_0", "pytorch_model_fsdp_0"})
+      QCOMPARE(test::files_in(e.save_dir + "/" + part),
+               (std::vector<std::string>{".metadata", "__0_0.distcp", "__1_0.distcp"}));
+
+    const QJsonObject r = diagnose(e.save_dir, 0);
+    QCOMPARE(r["format"].toString(), QString("accelerate-fsdp"));
+    QVERIFY(r["verdict"].toObject()["clean"].toBool());
+    QVERIFY2(r["problems"].toArray().isEmpty(), qPrintable(QJsonDocument(r["problems"].toArray()).toJson()));
+    const QJsonObject model = part_report(r, "pytorch_model_fsdp_0");
+    const QJsonObject optim = part_report(r, "optimizer_0");
+    QCOMPARE(model["tensors"].toArray().size(), kParams + 1);
+    QCOMPARE(model["files_read"].toArray().size(), 2);
+    // Adam step 3 for every param (AdamW's 0-d step tensors), every param a model key.
+    const QJsonObject steps = optim["adam_steps"].toObject();
+    QCOMPARE(steps.size(), kParams);
+    for (const auto& s : steps) QCOMPARE(s.toDouble(), 3.0);
+    QVERIFY(steps.contains("transformer.wte.weight"));
+    QCOMPARE(r["optimizer_params_matched"].toInt(), kParams);
+    const QString verdict = r["verdict"].toObject()["text"].toString();
+    QVERIFY2(verdict.contains("Adam moments of 28 params judged"), qPrintable(verdict));
+    // The pickles beside the parts: their values not read, what loading them would run judged (nothing unsafe
+    // in what Accelerate wrote).
+    QCOMPARE(r["not_read"].toArray().size(), 3);
+    QCOMPARE(r["pickles_checked"].toInt(), 3);
+    const QString not_checked = QJsonDocument(r["verdict"].toObject()["not_checked"].toArray()).toJson();
+    for (const char* f :
+         {"not read: scheduler.bin", "not read: random_states_0.pkl", "not read: random_states_1.pkl"})
+      QVERIFY2(not_checked.contains(f), qPrintable(not_checked));
+
+    // inspect shows both parts.
+    const auto ins = test::run_cli({"inspect", e.save_dir, "--json"});
+    QCOMPARE(ins.exit_code, 0);
+    const QJsonObject ij = realds::parse(ins.out);
+    QCOMPARE(ij["parts"].toArray().size(), 2);
+    QCOMPARE(ij["parts"].toArray()[1].toObject()["role"].toString(), QString("optimizer"));
+
+    // The model part alone is still a plain DCP folder.
+    const QJsonObject plain = diagnose(e.save_dir + "/pytorch_model_fsdp_0", 0);
+    QCOMPARE(plain["format"].toString(), QString("pytorch-dcp"));
+    QVERIFY(plain["verdict"].toObject()["clean"].toBool());
+  }
+
+  // `ckptdoc export SAVE_STATE -o model.safetensors` is Accelerate's merge_fsdp_weights output byte for byte;
+  // `-o pytorch_model.bin` holds the tensors of its torch form (--unsafe_serialization) bit for bit.
+  void exportEqualsMergeWeights() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kEntry);
+    const std::string ref = fs::path(e.save_dir).parent_path().string() + "/ref";
+    const test::TempDir dir;
+    const std::string out = dir.file("model.safetensors");
+    const auto r = test::run_cli({"export", e.save_dir, "-o", out});
+    QVERIFY2(r.exit_code == 0, qPrintable(QString::fromStdString(r.out + r.err)));
+    QVERIFY(test::read_text(out) == test::read_text(ref + "/model.safetensors"));
+
+    const auto check = realds::python_with_deepspeed(
+        {test::source_dir() + "/tests/fixtures/dcp/check_dcp_export.py", e.save_dir + "/pytorch_model_fsdp_0",
+         out, "--reference-pt", ref + "/pytorch_model.bin"},
+        "0.19");
+    QVERIFY2(check.exit_code == 0, qPrintable(QString::fromStdString(check.out + check.err)));
+
+    // The torch form: the same names, dtypes, shapes and bytes as merge-weights' pytorch_model.bin (not the
+    // same file bytes: torch.save's zip records and key order are its own), loaded with weights_only=True.
+    const std::string bin = dir.file("pytorch_model.bin");
+    const auto rt = test::run_cli({"export", e.save_dir, "-o", bin});
+    QVERIFY2(rt.exit_code == 0, qPrintable(QString::fromStdString(rt.out + rt.err)));
+    const auto same = realds::python_with_deepspeed(
+        {"-c",
+         "import sys, torch\n"
+         "a = torch.load(sys.argv[1], weights_only=True)\n"
+         "b = torch.load(sys.argv[2], weights_only=True)\n"
+         "assert type(a) is dict and sorted(a) == sorted(b), (sorted(a), sorted(b))\n"
+         "for k in b:\n"
+         "    x, y = a[k], b[k]\n"
+         "    assert x.dtype == y.dtype and x.shape == y.shape, k\n"
+         "    assert torch.equal(x.contiguous().view(-1).view(torch.uint8), "
+         "y.contiguous().view(-1).view(torch.uint8)), k\n"
+         "print(len(b), 'tensors equal')\n",
+         bin, ref + "/pytorch_model.bin"},
+        "0.19");
+    QVERIFY2(same.exit_code == 0 && same.out.find("29 tensors equal") != std::string::npos,
+             qPrintable(QString::fromStdString(same.out + same.err)));
+    // The model part named alone (the dcp source) exports the same file.
+    const auto part =
+        test::run_cli({"export", e.save_dir + "/pytorch_model_fsdp_0", "-o", dir.file("part.bin")});
+    QVERIFY2(part.exit_code == 0, qPrintable(QString::fromStdString(part.out + part.err)));
+    QVERIFY(test::read_text(dir.file("part.bin")) == test::read_text(bin));
+  }
+
+  void damagedCopiesAreNamed() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kEntry);
+    const test::TempDir dir;
+
+    // An optimizer shard lost: named; the weights (complete) still export.
+    const std::string lost = realds::copy_of(e, dir, "lost");
+    fs::remove(lost + "/optimizer_0/__1_0.distcp");
+    const QJsonObject r1 = diagnose(lost, 1);
+    QVERIFY(!r1["verdict"].toObject()["clean"].toBool());
+    QCOMPARE(problem(r1, "dcp-file-missing")["file"].toString(), QString("optimizer_0/__1_0.distcp"));
+    QVERIFY(problem_codes(r1, "error").contains("dcp-file-missing"));
+
+    // A model shard cut short: named; export refuses and writes nothing.
+    const std::string cut = realds::copy_of(e, dir, "cut");
+    const std::string shard = cut + "/pytorch_model_fsdp_0/__1_0.distcp";
+    fs::resize_file(shard, fs::file_size(shard) / 2);
+    const QJsonObject r2 = diagnose(cut, 1);
+    QCOMPARE(problem(r2, "dcp-file-truncated")["file"].toString(),
+             QString("pytorch_model_fsdp_0/__1_0.distcp"));
+    const std::string out = dir.file("cut.safetensors");
+    const auto x = test::run_cli({"export", cut, "-o", out});
+    QVERIFY(x.exit_code != 0);
+    QVERIFY2(x.err.find("__1_0.distcp") != std::string::npos, qPrintable(QString::fromStdString(x.err)));
+    QVERIFY(!fs::exists(out));
+    QCOMPARE(test::files_in(dir.path()), (std::vector<std::string>{"cut", "lost"}));
+
+    // A scheduler.bin whose unpickling would call os.system (torch.save of a __reduce__ payload): named, and
+    // never run.
+    const std::string hostile = realds::copy_of(e, dir, "hostile");
+    const auto w = realds::python_with_deepspeed({"-c",
+                                                  "import os, sys, torch\n"
+                                                  "class P:\n"
+                                                  "    def __reduce__(self): return (os.system, ('true',))\n"
+                                                  "torch.save({'last_epoch': 6, 'x': P()}, sys.argv[1])\n",
+                                                  hostile + "/scheduler.bin"},
+                                                 "0.19");
+    QVERIFY2(w.exit_code == 0, qPrintable(QString::fromStdString(w.out + w.err)));
+    const QJsonObject r4 = diagnose(hostile, 1);
+    QCOMPARE(problem(r4, "unsafe-pickle")["file"].toString(), QString("scheduler.bin"));
+    QCOMPARE(problem(r4, "unsafe-pickle")["severity"].toString(), QString("error"));
+
+    // The whole optimizer folder gone, scheduler.bin still there: a warning, not an all-clear.
+    const std::string no_opt = realds::copy_of(e, dir, "no_optimizer");
+    fs::remove_all(no_opt + "/optimizer_0");
+    const QJsonObject r3 = diagnose(no_opt, 0);
+    QCOMPARE(problem_codes(r3, "warning"), QStringList{"accelerate-optimizer-missing"});
+    const auto t3 = test::run_cli({"diagnose", no_opt});
+    QVERIFY2(t3.out.find("CLEAN") == std::string::npos, qPrintable(QString::fromStdString(t3.out)));
+  }
+};
+
+CKPTDOC_TEST_MAIN(TestRealdsAccelerate)
+#include "test_realds_accelerate.moc"
