@@ -207,6 +207,10 @@ MATRIX = {
     # it (ref/run.json records that, and that a fresh engine loads it)
     "v019_autoep_z3": dict(kind="par", model="autoep", stage=3, dtype="bf16", pp=1, tp=1, ep=2, dp=2, world=2,
                            steps=2, ds="0.19"),
+    # kind "megatron" (#28): megatron_train.py, a tiny megatron-core GPTModel at TP 2 (dp 1) on gloo, saved with
+    # megatron.core.dist_checkpointing.save (torch_dist) as <ckpt>/iter_0000002/ and latest_checkpointed_iteration.txt;
+    # run.json records what of megatron-core needs CUDA (the forward, every optimizer)
+    "v019_megatron_tp2": dict(kind="megatron", stage=0, dtype="fp32", dp=1, tp=2, world=2, steps=2, ds="0.19"),
 }
 
 DEFAULTS = dict(model="A", bf16opt=False, zero_extra=None, ds="0.12.6", steps=5, dims=None, client=(), pp=1, tp=1, ep=1,
@@ -366,6 +370,8 @@ def stamp_of(a, spec):
         parts.append(file_sha(os.path.join(HERE, "hf_trainer_train.py")))
     if spec["kind"] == "ulysses":
         parts.append(file_sha(os.path.join(HERE, "ulysses_train.py")))
+    if spec["kind"] == "megatron":
+        parts.append(file_sha(os.path.join(HERE, "megatron_train.py")))
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
 
 
@@ -444,6 +450,9 @@ def ensure(a, name):
             cmd = launch[:-1] + [os.path.join(HERE, "ulysses_train.py"), "--out", save_dir, "--sp", str(spec["sp"]),
                                  "--steps", str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
             cmd += base_args(spec)
+        elif spec["kind"] == "megatron":
+            cmd = launch[:-1] + [os.path.join(HERE, "megatron_train.py"), "--out", save_dir, "--tp", str(spec["tp"]),
+                                 "--steps", str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
         elif spec["kind"] == "par":
             cmd = launch[:-1] + [os.path.join(HERE, "par_train.py"), "--kind", spec["model"], "--out", save_dir,
                                  "--ref", os.path.join(folder, "ref"), "--steps", str(spec["steps"]), "--tp",
@@ -466,7 +475,8 @@ def ensure(a, name):
             cmd = launch + ["seedbug", "--name", name, "--src", src["save_dir"], "--variant", spec["variant"],
                             "--save-out", save_dir, "--json", os.path.join(folder, "seedbug.json")] + base_args(spec)
         seconds = run_logged(cmd, env, os.path.join(folder, "generate.log"))
-        tag = open(os.path.join(save_dir, "latest")).read().strip()
+        tracker = "latest_checkpointed_iteration.txt" if spec["kind"] == "megatron" else "latest"
+        tag = open(os.path.join(save_dir, tracker)).read().strip()
         entry = dict(spec, save_dir=save_dir, tag=tag, stamp=stamp, seconds=round(seconds, 1))
         with open(entry_path + ".tmp", "w") as f:
             json.dump(entry, f, indent=1)
