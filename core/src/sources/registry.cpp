@@ -8,6 +8,7 @@
 namespace ckptdoc::sources {
 
 // Each defined in its source's folder.
+std::shared_ptr<const Source> make_megatron_source();
 std::shared_ptr<const Source> make_dcp_source();
 std::shared_ptr<const Source> make_checkpoint_source();
 
@@ -15,6 +16,7 @@ namespace {
 
 const std::vector<std::shared_ptr<const Source>>& builtin_sources() {
   static const std::vector<std::shared_ptr<const Source>> list{
+      make_megatron_source(),    // sources/megatron/: before dcp, whose probe takes its iteration folders
       make_dcp_source(),         // sources/dcp/: PyTorch Distributed Checkpoint folders
       make_checkpoint_source(),  // sources/checkpoint/: last, it takes every path the others decline
   };
