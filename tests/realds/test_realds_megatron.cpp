@@ -134,6 +134,30 @@ class TestRealdsMegatron : public QObject {
       CKPTDOC_EXPECT_EXIT(d, 1);
       QCOMPARE(problem_codes(json_of(d)), std::vector<std::string>{"megatron-common-missing"});
     }
+    {
+      // common.pt re-saved by torch with an entry whose unpickling would call os.system: named, never run.
+      const auto in = realds::copy_of(e, dir, "payload");
+      const auto common = in + "/iter_0000002/common.pt";
+      const auto marker = dir.file("payload-ran");
+      const std::string code =
+          "import os, sys, torch\n"
+          "class Payload:\n"
+          "    def __reduce__(self): return (os.system, ('touch ' + sys.argv[2],))\n"
+          "sd = torch.load(sys.argv[1], weights_only=False)\n"
+          "sd['payload'] = Payload()\n"
+          "torch.save(sd, sys.argv[1])\n";
+      const auto edit = realds::python_with_deepspeed({"-c", code, common, marker}, e.ds);
+      QVERIFY2(edit.exit_code == 0, realds::describe(edit).c_str());
+      const auto d = test::run_cli({"diagnose", in, "--json"});
+      CKPTDOC_EXPECT_EXIT(d, 1);
+      const auto report = json_of(d);
+      QCOMPARE(problem_codes(report), std::vector<std::string>{"unsafe-pickle"});
+      const auto p = report["problems"].toArray()[0].toObject();
+      QCOMPARE(p["severity"].toString(), QString("error"));
+      QCOMPARE(p["file"].toString(), QString("common.pt"));
+      QVERIFY2(p["message"].toString().contains("posix.system"), qPrintable(p["message"].toString()));
+      QVERIFY(!std::filesystem::exists(marker));
+    }
     struct Tracker {
       const char* text;
       const char* error;
