@@ -17,6 +17,12 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// `--format torch`, or no --format and a torch file name (.bin, .pt, .pth) as the catalog export reads it.
+bool wants_torch(const ExportCommandOptions& o) {
+  if (!o.format.empty()) return o.format == "torch";
+  return ends_with(o.output, ".bin") || ends_with(o.output, ".pt") || ends_with(o.output, ".pth");
+}
+
 // The catalog export's options (sources::ExportRequest has none of them) are refused by name rather than
 // ignored: a user asking for bfloat16 must not get float32 silently.
 void refuse_catalog_export_options(const sources::Source& source, const ExportCommandOptions& o) {
@@ -30,15 +36,18 @@ void refuse_catalog_export_options(const sources::Source& source, const ExportCo
   const bool torch_name = ends_with(o.output, ".bin") || ends_with(o.output, ".pt") ||
                           ends_with(o.output, ".pth") || ends_with(o.output, ".h5") ||
                           ends_with(o.output, ".hdf5");
-  if ((!o.format.empty() && o.format != "safetensors") || (o.format.empty() && torch_name))
-    given.push_back("--format (only safetensors)");
+  const bool torch_ok = source.exports_torch() && wants_torch(o);
+  if (!torch_ok && ((!o.format.empty() && o.format != "safetensors") || (o.format.empty() && torch_name)))
+    given.push_back(source.exports_torch() ? "--format (safetensors or torch)"
+                                           : "--format (only safetensors)");
   if (given.empty()) return;
   std::string list;
   for (const auto& g : given) list += (list.empty() ? "" : ", ") + g;
   throw Error(ErrorKind::Unsupported, o.path, list,
               "not available for " + std::string(source.description()) +
-                  ": its export writes the weights as stored, in safetensors (one file, or shards with "
-                  "--max-shard-size)");
+                  ": its export writes the weights as stored, in " +
+                  (source.exports_torch() ? "safetensors or torch" : "safetensors") +
+                  " (one file, or shards with --max-shard-size)");
 }
 
 // Runs one of the source's operations: its refusal or any other Error is printed with its kind (exit 2).
@@ -78,6 +87,7 @@ int run_source_export(const sources::Source& source, const ExportCommandOptions&
     request.output = o.output;
     if (!o.max_shard_size.empty()) request.max_shard_size = weights::parse_shard_size(o.max_shard_size);
     request.force = o.force;
+    request.torch = source.exports_torch() && wants_torch(o);
     request.strict = o.strict;
     request.json = o.json;
     request.quiet = o.quiet;

@@ -37,6 +37,7 @@ struct ExportRequest {
   std::string output;
   std::optional<uint64_t> max_shard_size;  // shards in a folder (weights/shards.h); unset: one file
   bool force = false;                      // replace an existing output
+  bool torch = false;                      // torch.save output (one file, or torch shards): exports_torch()
   bool strict = false;                     // NaN/Inf fails the export
   bool json = false;
   bool quiet = false;  // no text summary (the JSON form is printed regardless)
@@ -71,6 +72,9 @@ class Source {
   // Opened as deepspeed::Checkpoint (the catalog) by the commands themselves; the operations below are then
   // not used.
   virtual bool reads_into_catalog() const { return false; }
+  // Whether export_weights writes torch.save output when asked (ExportRequest::torch); else the CLI refuses
+  // `--format torch` for this source rather than have it ignored.
+  virtual bool exports_torch() const { return false; }
 
   // A self-reporting source's operations; each refuses (refusal()) unless overridden.
   virtual Outcome inspect(const InspectRequest& request) const;

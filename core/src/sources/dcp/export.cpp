@@ -5,6 +5,8 @@
 #include <filesystem>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/format/torch_file.h"
+#include "ckptdoc/format/value.h"
 #include "ckptdoc/weights/shards.h"
 #include "deepspeed/non_finite_watch.h"
 #include "deepspeed/output_folder_check.h"
@@ -42,12 +44,19 @@ ExportResult export_weights(const Checkpoint& ckpt, const std::string& out_path,
   r.bytes_items_left_out = s.bytes_items_left_out;
   r.stripped_prefix = s.stripped_prefix;
   if (options.max_shard_size) {
-    const auto format = weights::ShardFormat::Safetensors;
+    const auto format = options.torch ? weights::ShardFormat::Torch : weights::ShardFormat::Safetensors;
     const weights::ShardPlan plan = weights::plan_shards(s.tensors, *options.max_shard_size, format);
     const weights::ShardedOutput w = weights::write_shards(s.tensors, plan, out_path, format, options.force);
     r.path = w.folder;
     r.bytes = w.bytes;
     r.files = w.files;
+  } else if (options.torch) {
+    Value root = Value::dict();  // dcp_to_torch_save saves a plain dict
+    for (const auto& t : s.tensors) root.set(t.name, Value::tensor(t.tensor));
+    write_torch_file(out_path, root);
+    r.path = out_path;
+    std::error_code ec;
+    r.bytes = std::filesystem::file_size(out_path, ec);
   } else {
     write_safetensors_file(out_path, s.tensors, {{"format", "pt"}});
     r.path = out_path;

@@ -101,6 +101,7 @@ class MegatronSource final : public Source {
     return "a Megatron-core distributed checkpoint (torch_dist)";
   }
   bool probe(const std::string& path) const override { return megatron::is_megatron_path(path); }
+  bool exports_torch() const override { return true; }
   bool can(Command command) const override {
     return command == Command::Inspect || command == Command::Diagnose || command == Command::Export;
   }
@@ -142,6 +143,7 @@ class MegatronSource final : public Source {
     dcp::ExportOptions options;
     options.max_shard_size = request.max_shard_size;
     options.force = request.force;
+    options.torch = request.torch;
     options.strict = request.strict;
     const dcp::ExportResult r = dcp::export_weights(*ckpt, request.output, options);
     ExportOutcome out;
