@@ -11,8 +11,9 @@ sharded_state_dict, when one runs here), "args" (an argparse.Namespace), "checkp
 What runs on the CPU in megatron-core 0.16.1 (torch 2.10, no CUDA), as found here:
 - parallel_state over gloo (TP 2), GPTModel with the local layer spec, model.sharded_state_dict(): yes;
 - the forward: no (get_default_causal_mask, transformer/utils.py:35, device="cuda", from fused_softmax.py:327;
-  without the shim below, GlobalMemoryBuffer.get_tensor, utils.py:631, torch.cuda.current_device()), so each step's gradients are synthetic
-  (seeded, the same on every replica of a param) and the step is torch's Adam on the bare model;
+  without the shim below, GlobalMemoryBuffer.get_tensor, utils.py:631, torch.cuda.current_device()), so each
+  step's gradients are synthetic (seeded, the same on every replica of a param) and the step is torch's Adam on
+  the bare model (run.json's max_update says how far the weights moved from their initial values);
 - get_megatron_optimizer: no (DistributedOptimizer -> MixedPrecisionOptimizer.__init__, optimizer.py:481
   device='cuda'; FP32Optimizer.__init__, optimizer.py:907), so no optimizer state is saved;
 - dist_checkpointing.save: yes with two CUDA calls answered for the CPU (below).
@@ -58,7 +59,8 @@ def main():
 
     parallel_state.initialize_model_parallel(tensor_model_parallel_size=a.tp)
     torch.manual_seed(1)
-    tensor_parallel.model_parallel_cuda_manual_seed(1) if torch.cuda.is_available() else None
+    if torch.cuda.is_available():
+        tensor_parallel.model_parallel_cuda_manual_seed(1)
     cfg = TransformerConfig(num_layers=2, hidden_size=16, num_attention_heads=4, ffn_hidden_size=32,
                             use_cpu_initialization=True, params_dtype=torch.float32, perform_initialization=True)
     vocab, seq = 64, 8
@@ -82,6 +84,7 @@ def main():
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
         notes["optimizer"] = "torch.optim.Adam (not saved: megatron-core builds no sharded state dict for it)"
 
+    initial = [p.detach().clone() for p in model.parameters()]
     g = torch.Generator().manual_seed(7)
     losses = []
     for step in range(a.steps):
@@ -98,7 +101,7 @@ def main():
                 notes["forward_trace"] = traceback.format_exc()[-3000:]
             for p in model.parameters():  # deterministic, the same on every replica of a param
                 grad = torch.randn(p.shape, generator=torch.Generator().manual_seed(100 + step)) * 1e-2
-                if hasattr(p, "main_grad"):
+                if mcore_opt is not None:  # megatron-core's optimizers read the DDP wrapper's main_grad buffers
                     p.main_grad.copy_(grad)
                 else:
                     p.grad = grad
@@ -110,6 +113,7 @@ def main():
             optimizer.step()
             optimizer.zero_grad()
 
+    notes["max_update"] = max((p.detach() - p0).abs().max().item() for p, p0 in zip(model.parameters(), initial))
     model_sd = model.sharded_state_dict()
     state = {"model": model_sd, "checkpoint_version": 3.0, "iteration": a.steps,
              "args": argparse.Namespace(num_layers=cfg.num_layers, hidden_size=cfg.hidden_size,
@@ -121,8 +125,9 @@ def main():
         except Exception as e:  # noqa: BLE001
             notes["optimizer_sharded_state_dict_error"] = f"{type(e).__name__}: {e}"
             notes["optimizer_sharded_state_dict_trace"] = traceback.format_exc()[-3000:]
-    tp_rank, tp_size = parallel_state.get_tensor_model_parallel_rank(), parallel_state.get_tensor_model_parallel_world_size()
-    pp_rank, pp_size = parallel_state.get_pipeline_model_parallel_rank(), parallel_state.get_pipeline_model_parallel_world_size()
+    ps = parallel_state
+    tp_rank, tp_size = ps.get_tensor_model_parallel_rank(), ps.get_tensor_model_parallel_world_size()
+    pp_rank, pp_size = ps.get_pipeline_model_parallel_rank(), ps.get_pipeline_model_parallel_world_size()
     rng = {"random_rng_state": random.getstate(), "torch_rng_state": torch.get_rng_state()}
     state["rng_state"] = ShardedObject("rng_state", [rng], (pp_size, tp_size), (pp_rank, tp_rank),
                                        replica_id=parallel_state.get_data_parallel_rank(with_context_parallel=True))
@@ -138,9 +143,9 @@ def main():
             f.write(str(a.steps))
     if a.json and rank == 0:
         with open(a.json, "w") as f:
-            json.dump(dict(notes, world=world, tp=tp_size, dp=parallel_state.get_data_parallel_world_size(),
-                           losses=losses, iteration=a.steps, megatron_core=__import__("megatron.core").core.__version__),
-                      f, indent=1)
+            import megatron.core
+            json.dump(dict(notes, world=world, tp=tp_size, dp=ps.get_data_parallel_world_size(), losses=losses,
+                           iteration=a.steps, megatron_core=megatron.core.__version__), f, indent=1)
     dist.barrier()
 
 
