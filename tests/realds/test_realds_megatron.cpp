@@ -174,6 +174,23 @@ class TestRealdsMegatron : public QObject {
       QVERIFY2(p["message"].toString().contains("posix.system"), qPrintable(p["message"].toString()));
       QVERIFY(!std::filesystem::exists(marker));
     }
+    {
+      // common.pt from another iteration than its folder's: a warning, the tensors still clean (exit 0).
+      const auto in = realds::copy_of(e, dir, "other_iteration");
+      const std::string code =
+          "import sys, torch\n"
+          "sd = torch.load(sys.argv[1], weights_only=False)\n"
+          "sd['iteration'] = 3\n"
+          "torch.save(sd, sys.argv[1])\n";
+      const auto edit = realds::python_with_deepspeed({"-c", code, in + "/iter_0000002/common.pt"}, e.ds);
+      QVERIFY2(edit.exit_code == 0, realds::describe(edit).c_str());
+      const auto d = test::run_cli({"diagnose", in, "--json"});
+      CKPTDOC_EXPECT_EXIT(d, 0);
+      const auto report = json_of(d);
+      QCOMPARE(problem_codes(report), std::vector<std::string>{"megatron-iteration-mismatch"});
+      const auto said = report["verdict"].toObject()["text"].toString();
+      QVERIFY2(said.startsWith("1 warning. Checked: 17 tensors"), qPrintable(said));
+    }
     struct Tracker {
       const char* text;
       const char* error;
