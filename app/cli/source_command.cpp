@@ -17,11 +17,10 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// --format torch, or an output named like a torch file with no --format.
+// `--format torch`, or no --format and a torch file name (.bin, .pt, .pth) as the catalog export reads it.
 bool wants_torch(const ExportCommandOptions& o) {
-  return o.format == "torch" || o.format == "pt" || o.format == "bin" ||
-         (o.format.empty() &&
-          (ends_with(o.output, ".bin") || ends_with(o.output, ".pt") || ends_with(o.output, ".pth")));
+  if (!o.format.empty()) return o.format == "torch";
+  return ends_with(o.output, ".bin") || ends_with(o.output, ".pt") || ends_with(o.output, ".pth");
 }
 
 // The catalog export's options (sources::ExportRequest has none of them) are refused by name rather than
@@ -34,18 +33,20 @@ void refuse_catalog_export_options(const sources::Source& source, const ExportCo
   if (o.exclude_frozen) given.push_back("--exclude-frozen");
   if (o.tp_rank >= 0) given.push_back("--tp-rank");
   if (o.tp_rules) given.push_back("--tp-rules");
-  if ((!o.format.empty() && o.format != "safetensors" && !wants_torch(o)) ||
-      (o.format.empty() && (ends_with(o.output, ".h5") || ends_with(o.output, ".hdf5"))) ||
-      (wants_torch(o) && !source.exports_torch()))
-    given.push_back(source.exports_torch() ? "--format (only safetensors or torch)"
+  const bool torch_name = ends_with(o.output, ".bin") || ends_with(o.output, ".pt") ||
+                          ends_with(o.output, ".pth") || ends_with(o.output, ".h5") ||
+                          ends_with(o.output, ".hdf5");
+  const bool torch_ok = source.exports_torch() && wants_torch(o);
+  if (!torch_ok && ((!o.format.empty() && o.format != "safetensors") || (o.format.empty() && torch_name)))
+    given.push_back(source.exports_torch() ? "--format (safetensors or torch)"
                                            : "--format (only safetensors)");
   if (given.empty()) return;
   std::string list;
   for (const auto& g : given) list += (list.empty() ? "" : ", ") + g;
   throw Error(ErrorKind::Unsupported, o.path, list,
               "not available for " + std::string(source.description()) +
-                  ": its export writes the weights as stored, in safetensors" +
-                  (source.exports_torch() ? std::string(" or torch") : std::string()) +
+                  ": its export writes the weights as stored, in " +
+                  (source.exports_torch() ? "safetensors or torch" : "safetensors") +
                   " (one file, or shards with --max-shard-size)");
 }
 
@@ -86,10 +87,10 @@ int run_source_export(const sources::Source& source, const ExportCommandOptions&
     request.output = o.output;
     if (!o.max_shard_size.empty()) request.max_shard_size = weights::parse_shard_size(o.max_shard_size);
     request.force = o.force;
+    request.torch = source.exports_torch() && wants_torch(o);
     request.strict = o.strict;
     request.json = o.json;
     request.quiet = o.quiet;
-    request.torch = wants_torch(o);
     sources::ExportOutcome out = source.export_weights(request);
     deepspeed::ExportResult said;  // the warning every export prints, the catalog's included
     said.path = out.path;

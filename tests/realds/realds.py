@@ -212,6 +212,10 @@ MATRIX = {
     # (model.safetensors, pytorch_model.bin). No `latest`: the save_state folder is the checkpoint.
     "accelerate_fsdp2_ws2": dict(kind="accelerate", stage=0, dtype="fp32", dp=2, world=2, steps=3, ds="0.19",
                                  model="gpt2"),
+    # kind "megatron" (#28): megatron_train.py, a tiny megatron-core GPTModel at TP 2 (dp 1) on gloo, saved with
+    # megatron.core.dist_checkpointing.save (torch_dist) as <ckpt>/iter_0000002/ and latest_checkpointed_iteration.txt;
+    # run.json records what of megatron-core needs CUDA (the forward, every optimizer)
+    "v019_megatron_tp2": dict(kind="megatron", stage=0, dtype="fp32", dp=1, tp=2, world=2, steps=2, ds="0.19"),
 }
 
 DEFAULTS = dict(model="A", bf16opt=False, zero_extra=None, ds="0.12.6", steps=5, dims=None, client=(), pp=1, tp=1, ep=1,
@@ -373,6 +377,8 @@ def stamp_of(a, spec):
         parts.append(file_sha(os.path.join(HERE, "ulysses_train.py")))
     if spec["kind"] == "accelerate":
         parts.append(file_sha(os.path.join(HERE, "accelerate_fsdp_train.py")))
+    if spec["kind"] == "megatron":
+        parts.append(file_sha(os.path.join(HERE, "megatron_train.py")))
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
 
 
@@ -455,6 +461,9 @@ def ensure(a, name):
             cmd = launch[:-1] + [os.path.join(HERE, "accelerate_fsdp_train.py"), "--out", save_dir, "--steps",
                                  str(spec["steps"]), "--ref", os.path.join(folder, "ref"), "--json",
                                  os.path.join(folder, "run.json")]
+        elif spec["kind"] == "megatron":
+            cmd = launch[:-1] + [os.path.join(HERE, "megatron_train.py"), "--out", save_dir, "--tp", str(spec["tp"]),
+                                 "--steps", str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
         elif spec["kind"] == "par":
             cmd = launch[:-1] + [os.path.join(HERE, "par_train.py"), "--kind", spec["model"], "--out", save_dir,
                                  "--ref", os.path.join(folder, "ref"), "--steps", str(spec["steps"]), "--tp",
@@ -477,7 +486,11 @@ def ensure(a, name):
             cmd = launch + ["seedbug", "--name", name, "--src", src["save_dir"], "--variant", spec["variant"],
                             "--save-out", save_dir, "--json", os.path.join(folder, "seedbug.json")] + base_args(spec)
         seconds = run_logged(cmd, env, os.path.join(folder, "generate.log"))
-        tag = "" if spec["kind"] == "accelerate" else open(os.path.join(save_dir, "latest")).read().strip()
+        if spec["kind"] == "accelerate":
+            tag = ""  # the save_state folder is the checkpoint
+        else:
+            tracker = "latest_checkpointed_iteration.txt" if spec["kind"] == "megatron" else "latest"
+            tag = open(os.path.join(save_dir, tracker)).read().strip()
         entry = dict(spec, save_dir=save_dir, tag=tag, stamp=stamp, seconds=round(seconds, 1))
         with open(entry_path + ".tmp", "w") as f:
             json.dump(entry, f, indent=1)

@@ -37,10 +37,10 @@ struct ExportRequest {
   std::string output;
   std::optional<uint64_t> max_shard_size;  // shards in a folder (weights/shards.h); unset: one file
   bool force = false;                      // replace an existing output
+  bool torch = false;                      // torch.save output (one file, or torch shards): exports_torch()
   bool strict = false;                     // NaN/Inf fails the export
   bool json = false;
   bool quiet = false;  // no text summary (the JSON form is printed regardless)
-  bool torch = false;  // a torch.save file (or torch shards) instead: only where Source::exports_torch()
 };
 
 struct Outcome {
@@ -72,7 +72,8 @@ class Source {
   // Opened as deepspeed::Checkpoint (the catalog) by the commands themselves; the operations below are then
   // not used.
   virtual bool reads_into_catalog() const { return false; }
-  // Whether export_weights writes torch.save output (ExportRequest::torch); safetensors only otherwise.
+  // Whether export_weights writes torch.save output when asked (ExportRequest::torch); else the CLI refuses
+  // `--format torch` for this source rather than have it ignored.
   virtual bool exports_torch() const { return false; }
 
   // A self-reporting source's operations; each refuses (refusal()) unless overridden.

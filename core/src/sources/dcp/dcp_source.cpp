@@ -19,11 +19,10 @@ class DcpSource final : public Source {
   std::string_view name() const override { return "dcp"; }
   std::string_view description() const override { return "a PyTorch Distributed Checkpoint"; }
   bool probe(const std::string& path) const override { return dcp::is_dcp_folder(path); }
+  bool exports_torch() const override { return true; }
   bool can(Command command) const override {
     return command == Command::Inspect || command == Command::Diagnose || command == Command::Export;
   }
-
-  bool exports_torch() const override { return true; }
 
   Outcome inspect(const InspectRequest& request) const override {
     const auto ckpt = dcp::Checkpoint::open(request.path);
@@ -42,8 +41,8 @@ class DcpSource final : public Source {
     dcp::ExportOptions options;
     options.max_shard_size = request.max_shard_size;
     options.force = request.force;
-    options.strict = request.strict;
     options.torch = request.torch;
+    options.strict = request.strict;
     const dcp::ExportResult r = dcp::export_weights(*ckpt, request.output, options);
     ExportOutcome out;
     out.path = r.path;

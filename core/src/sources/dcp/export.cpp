@@ -6,6 +6,7 @@
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/torch_file.h"
+#include "ckptdoc/format/value.h"
 #include "ckptdoc/weights/shards.h"
 #include "deepspeed/non_finite_watch.h"
 #include "deepspeed/output_folder_check.h"

@@ -38,10 +38,9 @@ struct ExportOptions {
   std::optional<uint64_t>
       max_shard_size;   // Hugging Face shards in a folder (weights/shards.h); unset: one file
   bool force = false;   // replace an existing output file, or weights files already in the sharded folder
+  bool torch = false;  // torch.save output: one file holding a dict (what dcp_to_torch_save writes), or torch
+                       // shards (pytorch_model-0000i-of-0000N.bin + index) with max_shard_size
   bool strict = false;  // a NaN or Inf value fails the export (nothing published), naming the tensor
-  // A torch.save file of a plain dict {name: tensor} (what `accelerate merge-weights --unsafe_serialization`
-  // and dcp_to_torch_save write), or torch shards, instead of safetensors.
-  bool torch = false;
 };
 
 struct ExportResult {

@@ -1,0 +1,186 @@
+// Megatron-core distributed checkpoints as a registry source: the iteration folder (or the save folder whose
+// latest_checkpointed_iteration.txt names it) is read by sources/dcp/, with what Megatron adds beside the DCP
+// files: metadata.json's backend and common.pt, read with the inert unpickler.
+#include <algorithm>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "ckptdoc/human_bytes.h"
+#include "ckptdoc/sources/dcp/diagnose.h"
+#include "ckptdoc/sources/dcp/export.h"
+#include "ckptdoc/sources/dcp/report_text.h"
+#include "ckptdoc/sources/source.h"
+#include "megatron_folder.h"
+
+namespace ckptdoc::sources {
+
+namespace {
+
+std::string plural(size_t n, const std::string& what) {
+  return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+}
+
+std::string header(const megatron::IterationFolder& f) {
+  std::string s = "Megatron-core distributed checkpoint, ";
+  s += f.iteration ? "iteration " + std::to_string(*f.iteration) : std::string("release");
+  s += f.tracker.empty() ? "" : " (named by " + f.tracker + ")";
+  s += "\n  metadata.json " + f.metadata_json + "\n";
+  return s;
+}
+
+nlohmann::json megatron_json(const megatron::IterationFolder& f, const megatron::CommonState& c) {
+  nlohmann::json common = {{"present", c.present}, {"keys", c.keys}};
+  if (!c.error.empty()) common["error"] = c.error;
+  if (c.iteration) common["iteration"] = *c.iteration;
+  if (c.checkpoint_version) common["checkpoint_version"] = *c.checkpoint_version;
+  if (!c.args_type.empty()) common["args"] = {{"type", c.args_type}, {"fields", c.args_fields}};
+  nlohmann::json j = {{"iteration_dir", f.dir},
+                      {"tracker", f.tracker},
+                      {"sharded_backend", f.backend},
+                      {"metadata_json", nlohmann::json::parse(f.metadata_json, nullptr, false)},
+                      {"common", common}};
+  j["iteration"] = f.iteration ? nlohmann::json(*f.iteration) : nlohmann::json(nullptr);
+  return j;
+}
+
+// What Megatron's own files add to the DCP diagnosis: common.pt (absent, unreadable, unsafe) and its
+// iteration against the folder's. The verdict is rewritten when that adds an error or a warning, and says
+// what it read.
+void add_megatron_findings(dcp::Report& r, const megatron::IterationFolder& f,
+                           const megatron::CommonState& c) {
+  std::vector<dcp::Problem> added;
+  if (!c.present)
+    added.push_back({"megatron-common-missing", "error",
+                     "common.pt is absent: megatron-core's load reads the state that is not sharded (args, "
+                     "iteration) from it",
+                     "common.pt", ""});
+  else if (!c.error.empty())
+    added.push_back({"megatron-common-unreadable", "error", "common.pt: " + c.error, "common.pt", ""});
+  for (const auto& h : c.hazards)
+    added.push_back(
+        {"unsafe-pickle", h.severity, h.message() + " " + pickle_advice(h.severity), "common.pt", ""});
+  if (c.iteration && f.iteration && *c.iteration != *f.iteration)
+    added.push_back({"megatron-iteration-mismatch", "warning",
+                     "common.pt says iteration " + std::to_string(*c.iteration) +
+                         ", the folder is iteration " + std::to_string(*f.iteration),
+                     "common.pt", ""});
+  const size_t errors_before = std::count_if(r.problems.begin(), r.problems.end(),
+                                             [](const auto& p) { return p.severity == "error"; });
+  const size_t warnings_before = r.problems.size() - errors_before;
+  r.problems.insert(r.problems.end(), added.begin(), added.end());
+  std::stable_sort(r.problems.begin(), r.problems.end(), [](const auto& a, const auto& b) {
+    return (a.severity == "error") > (b.severity == "error");
+  });
+  size_t errors = 0;
+  for (const auto& p : r.problems) errors += p.severity == "error";
+  const size_t warnings = r.problems.size() - errors;
+  if (errors != errors_before || warnings != warnings_before) {
+    // the DCP sentence's basis stays true; its opening count is replaced by the new one
+    const auto at = r.verdict.find("Checked: ");
+    const std::string basis = at == std::string::npos ? r.verdict : r.verdict.substr(at);
+    r.verdict = (errors ? plural(errors, "error") + (warnings ? ", " + plural(warnings, "warning") : "")
+                        : plural(warnings, "warning")) +
+                ". " + basis;
+    r.clean = r.clean && errors == 0;
+  }
+  r.verdict += " Megatron: metadata.json sharded_backend " + f.backend + "; " + c.summary() + ".";
+  bool optimizer = false;
+  for (const auto& t : r.tensors) optimizer = optimizer || t.key.rfind("optimizer.", 0) == 0;
+  for (auto& n : r.not_checked)
+    if (n.rfind("no fp32-master comparison", 0) == 0)
+      n = optimizer
+              ? "no fp32-main-param comparison: Megatron's distributed-optimizer layouts are not compared yet"
+              : "no fp32-main-param comparison: this checkpoint holds no optimizer state (no optimizer.* "
+                "keys)";
+}
+
+class MegatronSource final : public Source {
+ public:
+  std::string_view name() const override { return "megatron"; }
+  std::string_view description() const override {
+    return "a Megatron-core distributed checkpoint (torch_dist)";
+  }
+  bool probe(const std::string& path) const override { return megatron::is_megatron_path(path); }
+  bool exports_torch() const override { return true; }
+  bool can(Command command) const override {
+    return command == Command::Inspect || command == Command::Diagnose || command == Command::Export;
+  }
+
+  Outcome inspect(const InspectRequest& request) const override {
+    const auto f = megatron::resolve(request.path);
+    const auto ckpt = dcp::Checkpoint::open(f.dir);
+    const auto common = megatron::read_common(f.dir);
+    if (request.json) {
+      auto j = nlohmann::json::parse(dcp::metadata_json(*ckpt));
+      j["format"] =
+          "megatron-core";  // a DCP folder with Megatron's files beside: the DCP fields, and "megatron"
+      j["megatron"] = megatron_json(f, common);
+      return {j.dump(2) + "\n", 0};
+    }
+    std::string out = header(f) + "  " + common.summary() + "\n";
+    for (const auto& h : common.hazards) out += "  " + h.severity + " unsafe-pickle " + h.message() + "\n";
+    return {out + "\n" + dcp::inspect_text(*ckpt), 0};
+  }
+
+  Outcome diagnose(const DiagnoseRequest& request) const override {
+    const auto f = megatron::resolve(request.path);
+    const auto ckpt = dcp::Checkpoint::open(f.dir);
+    const auto common = megatron::read_common(f.dir);
+    dcp::Report report = dcp::diagnose(*ckpt);
+    add_megatron_findings(report, f, common);
+    if (request.json) {
+      auto j = nlohmann::json::parse(dcp::report_json(*ckpt, report));
+      j["format"] = "megatron-core";
+      j["megatron"] = megatron_json(f, common);
+      return {j.dump(2) + "\n", report.has_error() ? 1 : 0};
+    }
+    return {header(f) + "\n" + dcp::diagnose_text(*ckpt, report), report.has_error() ? 1 : 0};
+  }
+
+  ExportOutcome export_weights(const ExportRequest& request) const override {
+    const auto f = megatron::resolve(request.path);
+    const auto ckpt = dcp::Checkpoint::open(f.dir);
+    dcp::ExportOptions options;
+    options.max_shard_size = request.max_shard_size;
+    options.force = request.force;
+    options.torch = request.torch;
+    options.strict = request.strict;
+    const dcp::ExportResult r = dcp::export_weights(*ckpt, request.output, options);
+    ExportOutcome out;
+    out.path = r.path;
+    out.tensors = r.tensors;
+    out.non_finite = r.non_finite;
+    if (request.json) {
+      nlohmann::json nf = nlohmann::json::array();
+      for (const auto& t : r.non_finite)
+        nf.push_back({{"name", t.name}, {"nan", t.nan}, {"inf", t.inf}, {"numel", t.numel}});
+      const nlohmann::json j{{"path", r.path},
+                             {"iteration_dir", f.dir},
+                             {"tensors", r.tensors},
+                             {"bytes", r.bytes},
+                             {"files", r.files},
+                             {"state_tensors_left_out", r.state_tensors_left_out},
+                             {"bytes_items_left_out", r.bytes_items_left_out},
+                             {"stripped_prefix", r.stripped_prefix},
+                             {"non_finite", nf}};
+      out.text = j.dump(2) + "\n";
+    } else if (!request.quiet) {
+      out.text = "wrote " + std::to_string(r.tensors) + " tensors (" + human_bytes(r.bytes) + ") of " +
+                 f.dir + " to " + r.path;
+      if (!r.files.empty()) out.text += ":";
+      for (const auto& file : r.files) out.text += " " + file;
+      out.text += "\nleft out " + std::to_string(r.state_tensors_left_out) + " optimizer tensors and " +
+                  std::to_string(r.bytes_items_left_out) +
+                  " bytes items (not weights: _extra_state, rng_state, ...); common.pt is not exported\n";
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<const Source> make_megatron_source() {
+  return std::make_shared<MegatronSource>();
+}
+
+}  // namespace ckptdoc::sources

@@ -1,0 +1,218 @@
+// Megatron-core distributed checkpoints (#28) as megatron-core 0.16.1 writes them:
+// tests/realds/megatron_train.py builds a tiny GPTModel at TP 2 on the CPU over gloo and saves it with
+// megatron.core.dist_checkpointing.save (torch_dist) as <save>/iter_0000002/ +
+// latest_checkpointed_iteration.txt (realds.py entry v019_megatron_tp2). ckptdoc reads it through the
+// registry's "megatron" source: the save folder resolves the tracker, the iteration folder is a DCP folder
+// plus metadata.json and common.pt (read inertly). The export must equal torch's own dcp_to_torch_save of the
+// same folder, bit for bit (tests/fixtures/dcp/check_dcp_export.py).
+#include <QDir>
+#include <QFile>
+#include <QtTest>
+#include <filesystem>
+
+#include "realds_support.h"
+
+using namespace ckptdoc;
+namespace realds = ckptdoc::test::realds;
+
+namespace {
+
+constexpr const char* kEntry = "v019_megatron_tp2";
+
+std::string iteration_dir(const realds::Entry& e) {
+  return e.save_dir + "/iter_0000002";
+}
+
+QJsonObject json_of(const test::RunResult& r) {
+  return realds::parse(r.out);
+}
+
+std::vector<std::string> problem_codes(const QJsonObject& report) {
+  std::vector<std::string> out;
+  for (const auto& p : report["problems"].toArray())
+    out.push_back(p.toObject()["code"].toString().toStdString());
+  return out;
+}
+
+}  // namespace
+
+class TestRealdsMegatron : public QObject {
+  Q_OBJECT
+
+ private slots:
+  // What 0.16.1 wrote, and ckptdoc's reading of it from the save folder (the tracker) and the iteration
+  // folder.
+  void realCheckpointIsReadClean() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kEntry);
+    QCOMPARE(test::read_text(e.save_dir + "/latest_checkpointed_iteration.txt"), std::string("2"));
+    const QStringList files =
+        QDir(QString::fromStdString(iteration_dir(e))).entryList(QDir::Files | QDir::Hidden, QDir::Name);
+    QCOMPARE(files, (QStringList{".metadata", "__0_0.distcp", "__0_1.distcp", "__1_0.distcp", "__1_1.distcp",
+                                 "common.pt", "metadata.json"}));
+
+    for (const auto& path : {e.save_dir, iteration_dir(e)}) {
+      const auto in = test::run_cli({"inspect", path, "--json"});
+      CKPTDOC_EXPECT_EXIT(in, 0);
+      const auto j = json_of(in);
+      QCOMPARE(j["format"].toString(), QString("megatron-core"));
+      const auto m = j["megatron"].toObject();
+      QCOMPARE(m["iteration"].toInt(), 2);
+      QCOMPARE(m["sharded_backend"].toString(), QString("torch_dist"));
+      const auto common = m["common"].toObject();
+      QCOMPARE(common["keys"].toArray(), (QJsonArray{"checkpoint_version", "iteration", "args"}));
+      QCOMPARE(common["args"].toObject()["type"].toString(), QString("argparse.Namespace"));
+      QCOMPARE(common["args"].toObject()["fields"].toInt(), 6);
+    }
+    const auto text = test::run_cli({"inspect", e.save_dir});
+    CKPTDOC_EXPECT_EXIT(text, 0);
+    QVERIFY2(
+        text.out.find("Megatron-core distributed checkpoint, iteration 2 (named by") != std::string::npos &&
+            text.out.find("17 tensors (6,656 elements), 10 bytes items") != std::string::npos &&
+            text.out.find("decoder.layers.self_attention.linear_qkv.weight") != std::string::npos,
+        text.out.c_str());
+
+    const auto diag = test::run_cli({"diagnose", e.save_dir, "--json"});
+    CKPTDOC_EXPECT_EXIT(diag, 0);
+    const auto report = json_of(diag);
+    QVERIFY(report["problems"].toArray().isEmpty());
+    const auto verdict = report["verdict"].toObject();
+    QVERIFY(verdict["clean"].toBool());
+    const auto said = verdict["text"].toString();
+    QVERIFY2(
+        said.startsWith("No problems found. Checked: 17 tensors, 6656 elements read from 4 files (10 of 10 "
+                        "bytes items)") &&
+            said.contains("no NaN/Inf") && said.contains("sharded_backend torch_dist") &&
+            said.contains("common.pt: checkpoint_version, iteration, args; args is an argparse.Namespace "
+                          "of 6 fields"),
+        qPrintable(said));
+    QVERIFY(verdict["not_checked"].toArray().contains(
+        "no fp32-main-param comparison: this checkpoint holds no optimizer state (no optimizer.* keys)"));
+  }
+
+  // The model weights, bit for bit what torch's dcp_to_torch_save makes of the same iteration folder, as
+  // safetensors and as one torch.save file (loaded with weights_only=True).
+  void exportEqualsDcpToTorchSave_data() {
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<QStringList>("extra");
+    QTest::newRow("safetensors") << "model.safetensors" << QStringList{};
+    QTest::newRow("torch by name") << "model.pt" << QStringList{};
+    QTest::newRow("--format torch") << "weights.out" << QStringList{"--format", "torch"};
+  }
+
+  void exportEqualsDcpToTorchSave() {
+    REALDS_REQUIRE_DS("0.19");
+    QFETCH(QString, file);
+    QFETCH(QStringList, extra);
+    const auto e = realds::checkpoint(kEntry);
+    test::TempDir dir;
+    const auto out = dir.file(file.toStdString());
+    std::vector<std::string> args{"export", e.save_dir, "-o", out};
+    for (const auto& x : extra) args.push_back(x.toStdString());
+    const auto r = test::run_cli(args);
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    QVERIFY2(r.out.find("wrote 17 tensors") != std::string::npos, r.out.c_str());
+    // the judge reads a torch file by its name
+    const auto judged = file.endsWith(".out") ? dir.file("weights.pt") : out;
+    if (judged != out) std::filesystem::rename(out, judged);
+    const auto check = realds::python_with_deepspeed(
+        {test::source_dir() + "/tests/fixtures/dcp/check_dcp_export.py", iteration_dir(e), judged}, e.ds);
+    QVERIFY2(check.exit_code == 0 && check.out.find("\"ok\": true, \"tensors\": 17") != std::string::npos,
+             realds::describe(check).c_str());
+  }
+
+  // A damaged copy: a missing .distcp, common.pt gone, a tracker naming a path or a missing iteration. Each
+  // named exactly; nothing written.
+  void damagedCopiesAreNamed() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kEntry);
+    test::TempDir dir;
+    {
+      const auto in = realds::copy_of(e, dir, "no_distcp");
+      std::filesystem::remove(in + "/iter_0000002/__1_1.distcp");
+      const auto d = test::run_cli({"diagnose", in, "--json"});
+      CKPTDOC_EXPECT_EXIT(d, 1);
+      const auto report = json_of(d);
+      QCOMPARE(problem_codes(report), std::vector<std::string>{"dcp-file-missing"});
+      const auto p = report["problems"].toArray()[0].toObject();
+      QCOMPARE(p["file"].toString(), QString("__1_1.distcp"));
+      QVERIFY(!report["verdict"].toObject()["clean"].toBool());
+      const auto out = dir.file("no_distcp.safetensors");
+      const auto x = test::run_cli({"export", in, "-o", out});
+      CKPTDOC_EXPECT_EXIT(x, 2);
+      QVERIFY2(x.err.find("__1_1.distcp") != std::string::npos, x.err.c_str());
+      QVERIFY(!std::filesystem::exists(out));
+    }
+    {
+      const auto in = realds::copy_of(e, dir, "no_common");
+      std::filesystem::remove(in + "/iter_0000002/common.pt");
+      const auto d = test::run_cli({"diagnose", in, "--json"});
+      CKPTDOC_EXPECT_EXIT(d, 1);
+      QCOMPARE(problem_codes(json_of(d)), std::vector<std::string>{"megatron-common-missing"});
+    }
+    {
+      // common.pt re-saved by torch with an entry whose unpickling would call os.system: named, never run.
+      const auto in = realds::copy_of(e, dir, "payload");
+      const auto common = in + "/iter_0000002/common.pt";
+      const auto marker = dir.file("payload-ran");
+      const std::string code =
+          "import os, sys, torch\n"
+          "class Payload:\n"
+          "    def __reduce__(self): return (os.system, ('touch ' + sys.argv[2],))\n"
+          "sd = torch.load(sys.argv[1], weights_only=False)\n"
+          "sd['payload'] = Payload()\n"
+          "torch.save(sd, sys.argv[1])\n";
+      const auto edit = realds::python_with_deepspeed({"-c", code, common, marker}, e.ds);
+      QVERIFY2(edit.exit_code == 0, realds::describe(edit).c_str());
+      const auto d = test::run_cli({"diagnose", in, "--json"});
+      CKPTDOC_EXPECT_EXIT(d, 1);
+      const auto report = json_of(d);
+      QCOMPARE(problem_codes(report), std::vector<std::string>{"unsafe-pickle"});
+      const auto p = report["problems"].toArray()[0].toObject();
+      QCOMPARE(p["severity"].toString(), QString("error"));
+      QCOMPARE(p["file"].toString(), QString("common.pt"));
+      QVERIFY2(p["message"].toString().contains("posix.system"), qPrintable(p["message"].toString()));
+      QVERIFY(!std::filesystem::exists(marker));
+    }
+    {
+      // common.pt from another iteration than its folder's: a warning, the tensors still clean (exit 0).
+      const auto in = realds::copy_of(e, dir, "other_iteration");
+      const std::string code =
+          "import sys, torch\n"
+          "sd = torch.load(sys.argv[1], weights_only=False)\n"
+          "sd['iteration'] = 3\n"
+          "torch.save(sd, sys.argv[1])\n";
+      const auto edit = realds::python_with_deepspeed({"-c", code, in + "/iter_0000002/common.pt"}, e.ds);
+      QVERIFY2(edit.exit_code == 0, realds::describe(edit).c_str());
+      const auto d = test::run_cli({"diagnose", in, "--json"});
+      CKPTDOC_EXPECT_EXIT(d, 0);
+      const auto report = json_of(d);
+      QCOMPARE(problem_codes(report), std::vector<std::string>{"megatron-iteration-mismatch"});
+      const auto said = report["verdict"].toObject()["text"].toString();
+      QVERIFY2(said.startsWith("1 warning. Checked: 17 tensors"), qPrintable(said));
+    }
+    struct Tracker {
+      const char* text;
+      const char* error;
+    };
+    for (const Tracker t : {Tracker{"../x",
+                                    "latest_checkpointed_iteration.txt: names '../x', which is not an "
+                                    "iteration number (nor \"release\"); nothing outside "},
+                            Tracker{"5\n", "latest_checkpointed_iteration.txt: names iteration 5, but "}}) {
+      const auto in = realds::copy_of(e, dir, std::string("tracker_") + (t.text[0] == '5' ? "5" : "escape"));
+      test::write_text(in + "/latest_checkpointed_iteration.txt", t.text);
+      const auto out = in + ".safetensors";
+      for (const std::vector<std::string>& args :
+           {std::vector<std::string>{"inspect", in}, {"diagnose", in}, {"export", in, "-o", out}}) {
+        const auto r = test::run_cli(args);
+        CKPTDOC_EXPECT_EXIT(r, 2);
+        QVERIFY2(r.err.find(in + "/" + t.error) != std::string::npos, r.err.c_str());
+        QVERIFY2(r.out.empty(), r.out.c_str());
+      }
+      QVERIFY(!std::filesystem::exists(out));
+    }
+  }
+};
+
+QTEST_GUILESS_MAIN(TestRealdsMegatron)
+#include "test_realds_megatron.moc"
