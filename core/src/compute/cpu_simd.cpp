@@ -274,6 +274,8 @@ CKPTDOC_AVX2_INLINE void div_add(DivAcc& a, __m256 lp, __m256i lp_bits, __m256 m
   const __m256i lp_abs = _mm256_and_si256(_mm256_castps_si256(lp), abs31);
   const __m256i m_nan = _mm256_cmpgt_epi32(m_abs, splat(0x7f800000));  // rounding keeps NaN-ness
   const __m256i lp_nan = _mm256_cmpgt_epi32(lp_abs, splat(0x7f800000));
+  const __m256i any_nan = _mm256_or_si256(lp_nan, m_nan);
+  const bool no_nan = _mm256_testz_si256(any_nan, any_nan);  // nearly always: the NaN fix-ups are skipped
   __m256i exact, dist;
   if constexpr (K == kF32) {
     exact = _mm256_cmpeq_epi32(lp_bits, mi);
@@ -289,7 +291,7 @@ CKPTDOC_AVX2_INLINE void div_add(DivAcc& a, __m256 lp, __m256i lp_bits, __m256 m
       const __m256i nan_r = _mm256_or_si256(_mm256_srli_epi32(mi, 16), splat(0x40));
       const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(mi, 16), splat(1));
       const __m256i rne = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(mi, splat(0x7fff)), lsb), 16);
-      r = _mm256_blendv_epi8(rne, nan_r, m_nan);
+      r = no_nan ? rne : _mm256_blendv_epi8(rne, nan_r, m_nan);
     } else {
       // F16C rounds to nearest even like f32_to_f16, subnormals included; NaN payloads are rebuilt the
       // scalar way (quiet bit set, top mantissa bits kept) rather than trusting the instruction's choice
@@ -297,14 +299,16 @@ CKPTDOC_AVX2_INLINE void div_add(DivAcc& a, __m256 lp, __m256i lp_bits, __m256 m
       const __m256i nan_r = _mm256_or_si256(
           _mm256_and_si256(_mm256_srli_epi32(mi, 16), splat(0x8000)),
           _mm256_or_si256(splat(0x7e00), _mm256_and_si256(_mm256_srli_epi32(m_abs, 13), splat(0x3ff))));
-      r = _mm256_blendv_epi8(rne, nan_r, m_nan);
+      r = no_nan ? rne : _mm256_blendv_epi8(rne, nan_r, m_nan);
     }
     exact = _mm256_cmpeq_epi32(r, lp_bits);
     dist = _mm256_abs_epi32(_mm256_sub_epi32(ordered16_8(lp_bits), ordered16_8(r)));
   }
   __m256i bucket = ulp_bucket8(dist);
-  bucket = _mm256_blendv_epi8(bucket, splat(UlpHistogram::kBuckets - 1), _mm256_or_si256(lp_nan, m_nan));
-  bucket = _mm256_andnot_si256(_mm256_and_si256(lp_nan, m_nan), bucket);  // both NaN: 0
+  if (!no_nan) {
+    bucket = _mm256_blendv_epi8(bucket, splat(UlpHistogram::kBuckets - 1), any_nan);
+    bucket = _mm256_andnot_si256(_mm256_and_si256(lp_nan, m_nan), bucket);  // both NaN: 0
+  }
   a.exact = _mm256_add_epi32(a.exact, exact);
   a.ulp0 = _mm256_add_epi32(a.ulp0, _mm256_cmpeq_epi32(bucket, _mm256_setzero_si256()));
   a.ulp1 = _mm256_add_epi32(a.ulp1, _mm256_cmpeq_epi32(bucket, splat(1)));
