@@ -445,6 +445,43 @@ class TestComputeCpu : public QObject {
     QVERIFY_THROWS_EXCEPTION(Error, cpu->fragment_stats(lp.data(), DType::F64, masters.data(), 1));
   }
 
+  // The fused pass takes the divergence's sums of squares from both sides' value statistics in a chunk where
+  // no element is NaN/Inf on one side only, and computes them apart in a chunk where one is (the value
+  // statistics keep that element's other side): either way they are what divergence() gives, bit for bit.
+  void fragment_stats_one_side_nonfinite_data() { divergence_matches_reference_data(); }
+  void fragment_stats_one_side_nonfinite() {
+    QFETCH(int, dtype);
+    const auto t = static_cast<DType>(dtype);
+    const size_t n = (size_t{3} << 20) + 13;  // three of the backend's 1M-element chunks and a ragged tail
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal(0.0f, 0.02f);
+    std::vector<float> masters(n);
+    for (auto& x : masters) x = normal(rng);
+    std::vector<unsigned char> lp(n * element_size(t));
+    auto put = [&](size_t i, float v) {
+      if (t == DType::F32) {
+        std::memcpy(lp.data() + 4 * i, &v, 4);
+      } else {
+        const uint16_t h = t == DType::BF16 ? float_to_bf16(v) : float_to_half(v);
+        std::memcpy(lp.data() + 2 * i, &h, 2);
+      }
+    };
+    for (size_t i = 0; i < n; ++i) put(i, i % 3 == 0 ? masters[i] * 1.001f : masters[i]);
+    masters[(size_t{1} << 20) + 77] = std::numeric_limits<float>::quiet_NaN();  // second chunk: master only
+    put((size_t{2} << 20) + 5, -std::numeric_limits<float>::infinity());        // third chunk: lp only
+    for (CpuPath path : {CpuPath::Best, CpuPath::Scalar}) {
+      auto cpu = make_cpu_backend(2, path);
+      const FragmentStats f = cpu->fragment_stats(lp.data(), t, masters.data(), n);
+      const auto d = cpu->divergence(lp.data(), t, masters.data(), n);
+      CKPTDOC_EXPECT_SAME(diff_divergence(f.divergence, d, 0.0));
+      QVERIFY(f.divergence.sum_sq_lp == d.sum_sq_lp);  // exactly, not QCOMPARE's fuzzy double compare
+      QVERIFY(f.divergence.sum_sq_fp32 == d.sum_sq_fp32);
+      QCOMPARE(f.divergence.nonfinite, uint64_t{2});
+      CKPTDOC_EXPECT_SAME(diff_values(f.lp, cpu->value_stats(lp.data(), t, n), 0.0));
+      CKPTDOC_EXPECT_SAME(diff_values(f.fp32, cpu->value_stats(masters.data(), DType::F32, n), 0.0));
+    }
+  }
+
   void empty_and_tiny_inputs() {
     auto cpu = make_cpu_backend(4);
     const auto v = cpu->value_stats(nullptr, DType::F32, 0);

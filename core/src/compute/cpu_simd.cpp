@@ -32,7 +32,7 @@ namespace {
 #define CKPTDOC_AVX2_INLINE __attribute__((target("avx2,f16c,fma"), always_inline)) inline
 
 constexpr int kBlock = 64;        // elements between histogram flushes
-constexpr int kSubLog = 4;        // interleaved copies of the log / value histograms
+constexpr int kSubLog = 4;        // interleaved copies of the log / value histograms (div_count assumes 4)
 constexpr int kUlpPad = 32;
 // Value histogram index: the log slot, kLogSlots + slot for a negative value, kValNan for NaN. The class
 // counts other than subnormals fall out of it: zeros, +Inf (non-finite, not negative, not NaN), -Inf
@@ -133,6 +133,37 @@ CKPTDOC_AVX2_INLINE void val_count(ValAcc& a, const uint32_t* idx, int n) {
   }
 }
 
+// When one pass gives both sides' value statistics, the lp histogram is the fp32 one corrected where the two
+// disagree: an lp weight rounded from its master falls in the master's bin but for the rare lanes where
+// rounding crosses a bin edge (and wherever the two really differ), so counting only those lanes saves a
+// quarter of the histogram increments of a scan (each increment costs more than the vector work of its
+// element). hist[0] gets +1 at the lp index and hist[1] +1 at the fp32 index of every such lane;
+// val_rebase then adds the fp32 counts. idx and base are 32-byte aligned; n is a multiple of 8.
+CKPTDOC_AVX2_INLINE void val_count_delta(ValAcc& a, const uint32_t* idx, const uint32_t* base, int n) {
+  for (int j = 0; j < n; j += 8) {
+    const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(idx + j));
+    const __m256i y = _mm256_load_si256(reinterpret_cast<const __m256i*>(base + j));
+    unsigned m =
+        ~static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(x, y)))) & 0xffu;
+    for (; m != 0; m &= m - 1) {
+      const int b = __builtin_ctz(m);
+      ++a.hist[0][idx[j + b]];
+      ++a.hist[1][base[j + b]];
+    }
+  }
+}
+
+// The lp counts from val_count_delta's corrections and the fp32 counts (exact in 32-bit wrapping arithmetic:
+// every true count lies in [0, n]).
+CKPTDOC_AVX2_INLINE void val_rebase(ValAcc& a, const ValAcc& base) {
+  for (int i = 0; i < kValSlots; ++i) {
+    uint32_t c = 0;
+    for (int k = 0; k < kSubLog; ++k) c += base.hist[k][i];
+    a.hist[0][i] = c + a.hist[0][i] - a.hist[1][i];
+    a.hist[1][i] = 0;
+  }
+}
+
 CKPTDOC_AVX2_INLINE uint64_t lane_total(__m256i c) {
   alignas(32) int32_t l[8];
   _mm256_store_si256(reinterpret_cast<__m256i*>(l), c);
@@ -198,30 +229,53 @@ CKPTDOC_AVX2_INLINE void val_finish(const ValAcc& a, size_t n, ValueStats& s) {
 // ---- divergence ----
 struct DivAcc {
   __m256i exact, nonfinite, ulp0, ulp1;  // ULP buckets 0 and 1, which take most elements, in vector counters
+  __m256i one_side;                      // lanes where exactly one side was NaN/Inf (see SqFromValues)
   __m256d sum_abs[2], sq_diff[2], sq_lp[2], sq_fp32[2], max_abs[2];
   alignas(64) uint32_t log[kSubLog][kLogSlots];
   alignas(64) uint64_t ulp[kUlpPad];  // the other buckets
 };
 
 CKPTDOC_AVX2_INLINE void div_init(DivAcc& a) {
-  a.exact = a.nonfinite = a.ulp0 = a.ulp1 = _mm256_setzero_si256();
+  a.exact = a.nonfinite = a.ulp0 = a.ulp1 = a.one_side = _mm256_setzero_si256();
   for (int k = 0; k < 2; ++k)
     a.sum_abs[k] = a.sq_diff[k] = a.sq_lp[k] = a.sq_fp32[k] = a.max_abs[k] = _mm256_setzero_pd();
   std::memset(a.log, 0, sizeof a.log);
   std::memset(a.ulp, 0, sizeof a.ulp);
 }
 
+// Sums of squares of either side over the lanes where both are finite (nf: the others, all bits set).
+CKPTDOC_AVX2_INLINE void div_sq(DivAcc& a, __m256 lp, __m256 m, __m256 nf) {
+  const __m256 l = _mm256_andnot_ps(nf, lp);
+  const __m256 f = _mm256_andnot_ps(nf, m);
+  const __m256d l0 = _mm256_cvtps_pd(_mm256_castps256_ps128(l)),
+                l1 = _mm256_cvtps_pd(_mm256_extractf128_ps(l, 1));
+  const __m256d f0 = _mm256_cvtps_pd(_mm256_castps256_ps128(f)),
+                f1 = _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1));
+  a.sq_lp[0] = _mm256_fmadd_pd(l0, l0, a.sq_lp[0]);
+  a.sq_lp[1] = _mm256_fmadd_pd(l1, l1, a.sq_lp[1]);
+  a.sq_fp32[0] = _mm256_fmadd_pd(f0, f0, a.sq_fp32[0]);
+  a.sq_fp32[1] = _mm256_fmadd_pd(f1, f1, a.sq_fp32[1]);
+}
+
+// SqFromValues: the pass also gives both sides' value statistics, whose sums of squares are the divergence's
+// (the same lanes in the same order, the same operations) unless a lane is NaN/Inf on one side only (the
+// value statistics keep the other side's square, the divergence drops both): such lanes are only marked in
+// one_side, and the pass recomputes the two sums (div_sq_pass) when any was seen.
+//
 // One 8-element step of the divergence pass. lp: float(lp); lp_bits: the lp patterns (16-bit ones
 // zero-extended, or the float bits for F32). Writes log slot | ulp bucket << 16 to idx, and to *rare the
 // lanes whose bucket is above 1.
-template <int K>
-CKPTDOC_AVX2_INLINE void div_add(DivAcc& a, __m256 lp, __m256i lp_bits, __m256 m, uint32_t* idx, uint8_t* rare) {
+template <int K, bool SqFromValues>
+CKPTDOC_AVX2_INLINE void div_add(DivAcc& a, __m256 lp, __m256i lp_bits, __m256 m, uint32_t* idx,
+                                 uint8_t* rare) {
   const __m256i mi = _mm256_castps_si256(m);
   const __m256i abs31 = splat(0x7fffffff);
   const __m256i m_abs = _mm256_and_si256(mi, abs31);
   const __m256i lp_abs = _mm256_and_si256(_mm256_castps_si256(lp), abs31);
   const __m256i m_nan = _mm256_cmpgt_epi32(m_abs, splat(0x7f800000));  // rounding keeps NaN-ness
   const __m256i lp_nan = _mm256_cmpgt_epi32(lp_abs, splat(0x7f800000));
+  const __m256i any_nan = _mm256_or_si256(lp_nan, m_nan);
+  const bool no_nan = _mm256_testz_si256(any_nan, any_nan);  // nearly always: the NaN fix-ups are skipped
   __m256i exact, dist;
   if constexpr (K == kF32) {
     exact = _mm256_cmpeq_epi32(lp_bits, mi);
@@ -237,7 +291,7 @@ CKPTDOC_AVX2_INLINE void div_add(DivAcc& a, __m256 lp, __m256i lp_bits, __m256 m
       const __m256i nan_r = _mm256_or_si256(_mm256_srli_epi32(mi, 16), splat(0x40));
       const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(mi, 16), splat(1));
       const __m256i rne = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(mi, splat(0x7fff)), lsb), 16);
-      r = _mm256_blendv_epi8(rne, nan_r, m_nan);
+      r = no_nan ? rne : _mm256_blendv_epi8(rne, nan_r, m_nan);
     } else {
       // F16C rounds to nearest even like f32_to_f16, subnormals included; NaN payloads are rebuilt the
       // scalar way (quiet bit set, top mantissa bits kept) rather than trusting the instruction's choice
@@ -245,21 +299,26 @@ CKPTDOC_AVX2_INLINE void div_add(DivAcc& a, __m256 lp, __m256i lp_bits, __m256 m
       const __m256i nan_r = _mm256_or_si256(
           _mm256_and_si256(_mm256_srli_epi32(mi, 16), splat(0x8000)),
           _mm256_or_si256(splat(0x7e00), _mm256_and_si256(_mm256_srli_epi32(m_abs, 13), splat(0x3ff))));
-      r = _mm256_blendv_epi8(rne, nan_r, m_nan);
+      r = no_nan ? rne : _mm256_blendv_epi8(rne, nan_r, m_nan);
     }
     exact = _mm256_cmpeq_epi32(r, lp_bits);
     dist = _mm256_abs_epi32(_mm256_sub_epi32(ordered16_8(lp_bits), ordered16_8(r)));
   }
   __m256i bucket = ulp_bucket8(dist);
-  bucket = _mm256_blendv_epi8(bucket, splat(UlpHistogram::kBuckets - 1), _mm256_or_si256(lp_nan, m_nan));
-  bucket = _mm256_andnot_si256(_mm256_and_si256(lp_nan, m_nan), bucket);  // both NaN: 0
+  if (!no_nan) {
+    bucket = _mm256_blendv_epi8(bucket, splat(UlpHistogram::kBuckets - 1), any_nan);
+    bucket = _mm256_andnot_si256(_mm256_and_si256(lp_nan, m_nan), bucket);  // both NaN: 0
+  }
   a.exact = _mm256_add_epi32(a.exact, exact);
   a.ulp0 = _mm256_add_epi32(a.ulp0, _mm256_cmpeq_epi32(bucket, _mm256_setzero_si256()));
   a.ulp1 = _mm256_add_epi32(a.ulp1, _mm256_cmpeq_epi32(bucket, splat(1)));
   *rare = static_cast<uint8_t>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(bucket, splat(1)))));
 
-  const __m256i nonfinite = _mm256_or_si256(_mm256_cmpgt_epi32(lp_abs, splat(0x7f7fffff)),
-                                            _mm256_cmpgt_epi32(m_abs, splat(0x7f7fffff)));
+  const __m256i lp_nonfinite = _mm256_cmpgt_epi32(lp_abs, splat(0x7f7fffff));
+  const __m256i m_nonfinite = _mm256_cmpgt_epi32(m_abs, splat(0x7f7fffff));
+  const __m256i nonfinite = _mm256_or_si256(lp_nonfinite, m_nonfinite);
+  if constexpr (SqFromValues)
+    a.one_side = _mm256_or_si256(a.one_side, _mm256_xor_si256(lp_nonfinite, m_nonfinite));
   a.nonfinite = _mm256_add_epi32(a.nonfinite, nonfinite);
   const __m256i diff_abs = _mm256_and_si256(_mm256_castps_si256(_mm256_sub_ps(m, lp)), abs31);
   const __m256i slot = log_slot8(_mm256_blendv_epi8(diff_abs, splat(0x7f800000), nonfinite));
@@ -267,26 +326,28 @@ CKPTDOC_AVX2_INLINE void div_add(DivAcc& a, __m256 lp, __m256i lp_bits, __m256 m
 
   const __m256 nf = _mm256_castsi256_ps(nonfinite);
   const __m256 d = _mm256_andnot_ps(nf, _mm256_castsi256_ps(diff_abs));
-  const __m256 l = _mm256_andnot_ps(nf, lp);
-  const __m256 f = _mm256_andnot_ps(nf, m);
-  const __m256d d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(d)), d1 = _mm256_cvtps_pd(_mm256_extractf128_ps(d, 1));
-  const __m256d l0 = _mm256_cvtps_pd(_mm256_castps256_ps128(l)), l1 = _mm256_cvtps_pd(_mm256_extractf128_ps(l, 1));
-  const __m256d f0 = _mm256_cvtps_pd(_mm256_castps256_ps128(f)), f1 = _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1));
+  const __m256d d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(d)),
+                d1 = _mm256_cvtps_pd(_mm256_extractf128_ps(d, 1));
   a.max_abs[0] = _mm256_max_pd(d0, a.max_abs[0]);
   a.max_abs[1] = _mm256_max_pd(d1, a.max_abs[1]);
   a.sum_abs[0] = _mm256_add_pd(a.sum_abs[0], d0);
   a.sum_abs[1] = _mm256_add_pd(a.sum_abs[1], d1);
   a.sq_diff[0] = _mm256_fmadd_pd(d0, d0, a.sq_diff[0]);
   a.sq_diff[1] = _mm256_fmadd_pd(d1, d1, a.sq_diff[1]);
-  a.sq_lp[0] = _mm256_fmadd_pd(l0, l0, a.sq_lp[0]);
-  a.sq_lp[1] = _mm256_fmadd_pd(l1, l1, a.sq_lp[1]);
-  a.sq_fp32[0] = _mm256_fmadd_pd(f0, f0, a.sq_fp32[0]);
-  a.sq_fp32[1] = _mm256_fmadd_pd(f1, f1, a.sq_fp32[1]);
+  if constexpr (!SqFromValues) div_sq(a, lp, m, nf);
 }
 
 CKPTDOC_AVX2_INLINE void div_count(DivAcc& a, const uint32_t* idx, const uint8_t* rare, int n) {
   for (int j = 0; j < n; j += 8) {
-    for (int k = 0; k < 8; ++k) ++a.log[k % kSubLog][idx[j + k] & 0xffffu];
+    // unrolled by hand: at -O2 the compiler kept a loop whose control cost as much as the increments
+    ++a.log[0][idx[j] & 0xffffu];
+    ++a.log[1][idx[j + 1] & 0xffffu];
+    ++a.log[2][idx[j + 2] & 0xffffu];
+    ++a.log[3][idx[j + 3] & 0xffffu];
+    ++a.log[0][idx[j + 4] & 0xffffu];
+    ++a.log[1][idx[j + 5] & 0xffffu];
+    ++a.log[2][idx[j + 6] & 0xffffu];
+    ++a.log[3][idx[j + 7] & 0xffffu];
     for (unsigned r = rare[j / 8]; r != 0; r &= r - 1) ++a.ulp[idx[j + __builtin_ctz(r)] >> 16];
   }
 }
@@ -343,6 +404,23 @@ struct Accs {
   ValAcc lp, fp32;
 };
 
+// The divergence's sums of squares alone, over [begin, stop) as div_add computes them.
+template <int K>
+CKPTDOC_AVX2 void div_sq_pass(const void* lp, const float* fp32, size_t begin, size_t stop, DivAcc& a) {
+  const __m256i abs31 = splat(0x7fffffff);
+  for (size_t i = begin; i < stop; i += 8) {
+    __m256 l;
+    __m256i lb;
+    load_lp<K>(lp, i, l, lb);
+    const __m256 m = _mm256_loadu_ps(fp32 + i);
+    const __m256i lp_abs = _mm256_and_si256(_mm256_castps_si256(l), abs31);
+    const __m256i m_abs = _mm256_and_si256(_mm256_castps_si256(m), abs31);
+    const __m256i nonfinite = _mm256_or_si256(_mm256_cmpgt_epi32(lp_abs, splat(0x7f7fffff)),
+                                              _mm256_cmpgt_epi32(m_abs, splat(0x7f7fffff)));
+    div_sq(a, l, m, _mm256_castsi256_ps(nonfinite));
+  }
+}
+
 template <int K, bool Div, bool LpVals, bool Fp32Vals>
 CKPTDOC_AVX2 size_t pass(const void* lp, const float* fp32, size_t begin, size_t end, Accs& acc) {
   const size_t stop = begin + ((end - begin) & ~size_t{7});
@@ -363,12 +441,28 @@ CKPTDOC_AVX2 size_t pass(const void* lp, const float* fp32, size_t begin, size_t
       if constexpr (Div || Fp32Vals) {
         const __m256 m = _mm256_loadu_ps(fp32 + i);
         if constexpr (Fp32Vals) val_add<false>(acc.fp32, m, _mm256_castps_si256(m), idx_fp32 + k);
-        if constexpr (Div) div_add<K>(acc.div, l, lb, m, idx_div + k, rare + k / 8);
+        if constexpr (Div) div_add<K, LpVals && Fp32Vals>(acc.div, l, lb, m, idx_div + k, rare + k / 8);
       }
     }
-    if constexpr (LpVals) val_count(acc.lp, idx_lp, k);
+    if constexpr (LpVals && Fp32Vals)
+      val_count_delta(acc.lp, idx_lp, idx_fp32, k);
+    else if constexpr (LpVals)
+      val_count(acc.lp, idx_lp, k);
     if constexpr (Fp32Vals) val_count(acc.fp32, idx_fp32, k);
     if constexpr (Div) div_count(acc.div, idx_div, rare, k);
+  }
+  if constexpr (LpVals && Fp32Vals) {
+    val_rebase(acc.lp, acc.fp32);
+    if constexpr (Div) {
+      if (_mm256_testz_si256(acc.div.one_side, acc.div.one_side)) {
+        for (int h = 0; h < 2; ++h) {
+          acc.div.sq_lp[h] = acc.lp.sq[h];
+          acc.div.sq_fp32[h] = acc.fp32.sq[h];
+        }
+      } else {
+        div_sq_pass<K>(lp, fp32, begin, stop, acc.div);
+      }
+    }
   }
   return stop - begin;
 }
