@@ -40,7 +40,7 @@ struct Finding {
   // -1: the whole job or a data-parallel one.
   int pp = -1, tp = -1;
   std::vector<std::string> files = {};  // the files concerned, relative to the tag folder (when one is named)
-  std::string not_checked = {};          // what the verdict could not check because of it (listed there)
+  std::string not_checked = {};         // what the verdict could not check because of it (listed there)
 };
 
 // "error" | "warning" | anything else (info).
