@@ -190,7 +190,8 @@ CKPTDOC_AVX2_INLINE void val_finish(const ValAcc& a, size_t n, ValueStats& s) {
   s.neg_inf = h[kLogSlots + kSlotNonfinite];
   s.zeros = h[kSlotZero] + h[kLogSlots + kSlotZero];  // (a zero is never negative: -0 < 0 is false)
   s.subnormals = lane_total(a.sub);
-  for (int i = 0; i < kLogSlots; ++i) s.negatives += h[static_cast<size_t>(kLogSlots + i)];
+  for (int i = 0; i < kLogSlots; ++i)
+    s.negatives += h[static_cast<size_t>(kLogSlots) + static_cast<size_t>(i)];
   s.sum = lane_sum(a.sum);
   s.sum_sq = lane_sum(a.sq);
   if (s.finite_count() > 0) {
@@ -209,7 +210,7 @@ CKPTDOC_AVX2_INLINE void val_finish(const ValAcc& a, size_t n, ValueStats& s) {
   }
   std::array<uint64_t, kLogBins> all_bins{}, neg_bins{};
   for (int i = 0; i < kLogSlots; ++i) {
-    const uint64_t neg = h[static_cast<size_t>(kLogSlots + i)];
+    const uint64_t neg = h[static_cast<size_t>(kLogSlots) + static_cast<size_t>(i)];
     const uint64_t all = h[static_cast<size_t>(i)] + neg + (i == kSlotNonfinite ? h[kValNan] : 0);
     switch (i) {
       case kSlotUnderflow: s.log_abs.underflow = all, s.log_abs_negative.underflow = neg; break;

@@ -5,12 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include "ckptdoc/error.h"
-#include "ckptdoc/human_bytes.h"
-#include "ckptdoc/sources/dcp/export.h"
 #include "ckptdoc/sources/dcp/report_text.h"
 #include "ckptdoc/sources/source.h"
-#include "io/path_relation.h"
 #include "sources/accelerate/diagnose.h"
+#include "sources/dcp/source_export.h"
 
 namespace ckptdoc::sources {
 
@@ -72,40 +70,10 @@ class AccelerateSource final : public Source {
       throw Error(ErrorKind::Unsupported, request.path, "",
                   std::to_string(models.size()) +
                       " model folders (pytorch_model_fsdp_<i>/): export one of them by its own path");
-    if (!request.output.empty() &&
-        io::inside_or_equal(io::normalised_path(request.output), io::normalised_path(request.path)))
-      throw Error(ErrorKind::InvalidRequest, io::normalised_path(request.output), "--output",
-                  "is inside the checkpoint folder " + io::normalised_path(request.path) +
-                      "; choose a path outside it (the input is never modified)");
-    const auto ckpt = dcp::Checkpoint::open(part_dir(s, *models.front()));
-    dcp::ExportOptions options;
-    options.max_shard_size = request.max_shard_size;
-    options.force = request.force;
-    options.strict = request.strict;
-    options.torch = request.torch;
-    const dcp::ExportResult r = dcp::export_weights(*ckpt, request.output, options);
-    ExportOutcome out;
-    out.path = r.path;
-    out.tensors = r.tensors;
-    out.non_finite = r.non_finite;
-    if (request.json) {
-      const nlohmann::json j{{"path", r.path},
-                             {"tensors", r.tensors},
-                             {"bytes", r.bytes},
-                             {"files", r.files},
-                             {"from", models.front()->folder},
-                             {"stripped_prefix", r.stripped_prefix},
-                             {"not_read", s.other_files}};
-      out.text = j.dump(2) + "\n";
-    } else if (!request.quiet) {
-      out.text = "wrote " + std::to_string(r.tensors) + " tensors (" + human_bytes(r.bytes) + ") of " +
-                 models.front()->folder + "/ to " + r.path;
-      for (const auto& f : r.files) out.text += " " + f;
-      out.text += "\n";
-      if (!r.stripped_prefix.empty())
-        out.text += "names: '" + r.stripped_prefix + "' stripped (every weight key had it)\n";
-    }
-    return out;
+    DcpExportContext context;
+    context.from = models.front()->folder + "/";
+    context.fields["not_read"] = s.other_files;
+    return export_dcp_weights(*dcp::Checkpoint::open(part_dir(s, *models.front())), request, context);
   }
 };
 

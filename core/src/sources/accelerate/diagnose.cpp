@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <utility>
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/pickle_safety.h"
@@ -35,10 +36,12 @@ void check_optimizer_params(Report& r) {
         ++r.optimizer_params_matched;
         continue;
       }
-      r.problems.push_back({"accelerate-optimizer-param-unknown", "warning",
-                            opt.part.folder + "/: optimizer state for '" + p + "', which " +
-                                model->part.folder + "/ does not hold (as 'model." + p +
-                                "'): the optimizer was saved for another model",
+      std::string message = opt.part.folder + "/: optimizer state for '";
+      message += p;
+      message += "', which " + model->part.folder + "/ does not hold (as 'model.";
+      message += p;
+      message += "'): the optimizer was saved for another model";
+      r.problems.push_back({"accelerate-optimizer-param-unknown", "warning", std::move(message),
                             opt.part.folder + "/.metadata", p});
     }
   }

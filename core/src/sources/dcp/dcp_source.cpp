@@ -1,14 +1,12 @@
 // PyTorch Distributed Checkpoint folders as a registry source: inspect, diagnose and export, each through the
 // functions beside this file.
 #include <memory>
-#include <nlohmann/json.hpp>
 
-#include "ckptdoc/human_bytes.h"
 #include "ckptdoc/sources/dcp/diagnose.h"
-#include "ckptdoc/sources/dcp/export.h"
 #include "ckptdoc/sources/dcp/metadata.h"
 #include "ckptdoc/sources/dcp/report_text.h"
 #include "ckptdoc/sources/source.h"
+#include "sources/dcp/source_export.h"
 
 namespace ckptdoc::sources {
 
@@ -37,42 +35,7 @@ class DcpSource final : public Source {
   }
 
   ExportOutcome export_weights(const ExportRequest& request) const override {
-    const auto ckpt = dcp::Checkpoint::open(request.path);
-    dcp::ExportOptions options;
-    options.max_shard_size = request.max_shard_size;
-    options.force = request.force;
-    options.torch = request.torch;
-    options.strict = request.strict;
-    const dcp::ExportResult r = dcp::export_weights(*ckpt, request.output, options);
-    ExportOutcome out;
-    out.path = r.path;
-    out.tensors = r.tensors;
-    out.non_finite = r.non_finite;
-    if (request.json) {
-      nlohmann::json nf = nlohmann::json::array();
-      for (const auto& t : r.non_finite)
-        nf.push_back({{"name", t.name}, {"nan", t.nan}, {"inf", t.inf}, {"numel", t.numel}});
-      const nlohmann::json j{{"path", r.path},
-                             {"tensors", r.tensors},
-                             {"bytes", r.bytes},
-                             {"files", r.files},
-                             {"state_tensors_left_out", r.state_tensors_left_out},
-                             {"bytes_items_left_out", r.bytes_items_left_out},
-                             {"stripped_prefix", r.stripped_prefix},
-                             {"non_finite", nf}};
-      out.text = j.dump(2) + "\n";
-    } else if (!request.quiet) {
-      out.text =
-          "wrote " + std::to_string(r.tensors) + " tensors (" + human_bytes(r.bytes) + ") to " + r.path;
-      if (!r.files.empty()) out.text += ":";
-      for (const auto& f : r.files) out.text += " " + f;
-      out.text += "\nleft out " + std::to_string(r.state_tensors_left_out) +
-                  " optimizer/scheduler/train-state tensors and " + std::to_string(r.bytes_items_left_out) +
-                  " bytes items (not weights)\n";
-      if (!r.stripped_prefix.empty())
-        out.text += "names: '" + r.stripped_prefix + "' stripped (every weight key had it)\n";
-    }
-    return out;
+    return export_dcp_weights(*dcp::Checkpoint::open(request.path), request);
   }
 };
 

@@ -5,12 +5,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "ckptdoc/human_bytes.h"
 #include "ckptdoc/sources/dcp/diagnose.h"
-#include "ckptdoc/sources/dcp/export.h"
 #include "ckptdoc/sources/dcp/report_text.h"
 #include "ckptdoc/sources/source.h"
 #include "megatron_folder.h"
+#include "sources/dcp/source_export.h"
 
 namespace ckptdoc::sources {
 
@@ -139,41 +138,12 @@ class MegatronSource final : public Source {
 
   ExportOutcome export_weights(const ExportRequest& request) const override {
     const auto f = megatron::resolve(request.path);
-    const auto ckpt = dcp::Checkpoint::open(f.dir);
-    dcp::ExportOptions options;
-    options.max_shard_size = request.max_shard_size;
-    options.force = request.force;
-    options.torch = request.torch;
-    options.strict = request.strict;
-    const dcp::ExportResult r = dcp::export_weights(*ckpt, request.output, options);
-    ExportOutcome out;
-    out.path = r.path;
-    out.tensors = r.tensors;
-    out.non_finite = r.non_finite;
-    if (request.json) {
-      nlohmann::json nf = nlohmann::json::array();
-      for (const auto& t : r.non_finite)
-        nf.push_back({{"name", t.name}, {"nan", t.nan}, {"inf", t.inf}, {"numel", t.numel}});
-      const nlohmann::json j{{"path", r.path},
-                             {"iteration_dir", f.dir},
-                             {"tensors", r.tensors},
-                             {"bytes", r.bytes},
-                             {"files", r.files},
-                             {"state_tensors_left_out", r.state_tensors_left_out},
-                             {"bytes_items_left_out", r.bytes_items_left_out},
-                             {"stripped_prefix", r.stripped_prefix},
-                             {"non_finite", nf}};
-      out.text = j.dump(2) + "\n";
-    } else if (!request.quiet) {
-      out.text = "wrote " + std::to_string(r.tensors) + " tensors (" + human_bytes(r.bytes) + ") of " +
-                 f.dir + " to " + r.path;
-      if (!r.files.empty()) out.text += ":";
-      for (const auto& file : r.files) out.text += " " + file;
-      out.text += "\nleft out " + std::to_string(r.state_tensors_left_out) + " optimizer tensors and " +
-                  std::to_string(r.bytes_items_left_out) +
-                  " bytes items (not weights: _extra_state, rng_state, ...); common.pt is not exported\n";
-    }
-    return out;
+    DcpExportContext context;
+    context.from = f.dir;
+    context.left_out = "optimizer tensors";
+    context.note = "(the bytes items are _extra_state, rng_state, ...; common.pt is not exported)";
+    context.fields["iteration_dir"] = f.dir;
+    return export_dcp_weights(*dcp::Checkpoint::open(f.dir), request, context);
   }
 };
 

@@ -1,0 +1,27 @@
+// The export of one DCP folder as a registry source runs it (sources/dcp, accelerate, megatron): the
+// request's options mapped onto dcp::export_weights and its result told in text or JSON, with what the source
+// adds.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "ckptdoc/sources/dcp/checkpoint.h"
+#include "ckptdoc/sources/source.h"
+
+namespace ckptdoc::sources {
+
+struct DcpExportContext {
+  std::string
+      from;  // the folder read, when not the path the user named ("pytorch_model_fsdp_0/", iter_0000002)
+  std::string left_out = "optimizer/scheduler/train-state tensors";  // what the left-out tensors are
+  std::string note;                                  // a line of the source's own (text form only)
+  nlohmann::json fields = nlohmann::json::object();  // the source's own fields (JSON form only)
+};
+
+// Refuses an output inside request.path (the folder the user named may hold more than `ckpt`'s folder), then
+// exports `ckpt`'s weights.
+ExportOutcome export_dcp_weights(const dcp::Checkpoint& ckpt, const ExportRequest& request,
+                                 const DcpExportContext& context = {});
+
+}  // namespace ckptdoc::sources
