@@ -121,6 +121,20 @@ class TestRealdsMegatron : public QObject {
              realds::describe(check).c_str());
   }
 
+  // The save folder holds more than the iteration folder read: an output inside it is refused, not written
+  // beside the iterations (main wrote it there).
+  void exportIntoTheSaveFolderIsRefused() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kEntry);
+    test::TempDir dir;
+    const auto in = realds::copy_of(e, dir, "save");
+    const auto out = in + "/model.safetensors";
+    const auto r = test::run_cli({"export", in, "-o", out});
+    CKPTDOC_EXPECT_EXIT(r, 2);
+    QVERIFY2(r.err.find("is inside the checkpoint folder") != std::string::npos, r.err.c_str());
+    QVERIFY(!std::filesystem::exists(out));
+  }
+
   // A damaged copy: a missing .distcp, common.pt gone, a tracker naming a path or a missing iteration. Each
   // named exactly; nothing written.
   void damagedCopiesAreNamed() {
