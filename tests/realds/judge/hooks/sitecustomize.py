@@ -7,9 +7,10 @@ list ("ValueError: not enough values to unpack (expected 2, got 1)" at the first
 backward). So in the judge ranks the patch is a no-op and DeepSpeed's own helpers run. cpu_gloo_patch() stays:
 exact equivalents of collectives, the gloo backend name and the fp16 capability flag of the CPU accelerator.
 
-Every rank leaves its torch.distributed process group at exit (after a barrier with a time limit, so that no
-peer is cut off mid-collective): left to the interpreter's teardown, a rank now and then aborts there
-("terminate called without an active exception", rc -6) after a complete run; CI lost a green run to it.
+Every rank that exits cleanly leaves its torch.distributed process group at exit, after a barrier with a time
+limit so that no peer is cut off mid-collective: left to the interpreter's teardown, a rank now and then aborted
+there ("terminate called without an active exception", rc -6) after a complete run; CI lost a green run to it. A
+rank that fails (an uncaught exception, a non-zero sys.exit) leaves as before, so that its peers see it go.
 
 Other sitecustomize.py files later on sys.path (tests/realds/engine_hook) would be shadowed by this one:
 they are run after it.
@@ -24,9 +25,23 @@ if os.environ.get("RANK") is not None:
 
     ds_common.cpu_grad_bucketing_patch = lambda: None
 
+    _failed = []  # set when the rank exits with an uncaught exception or a non-zero sys.exit
+
+    def _note_exception(kind, value, tb, _hook=sys.excepthook):
+        _failed.append(kind.__name__)
+        _hook(kind, value, tb)
+
+    def _note_exit(code=0, _exit=sys.exit):
+        if code not in (0, None):
+            _failed.append(f"exit {code}")
+        _exit(code)
+
+    sys.excepthook, sys.exit = _note_exception, _note_exit
+
     def _leave_process_group():
+        """A rank that failed leaves as before: its peers must see it go (a barrier would keep them waiting)."""
         dist = sys.modules.get("torch.distributed")  # never import torch here: most ranks do, some never
-        if dist is None or not dist.is_available() or not dist.is_initialized():
+        if _failed or dist is None or not dist.is_available() or not dist.is_initialized():
             return
         try:
             if dist.get_backend() == "gloo":
@@ -35,6 +50,7 @@ if os.environ.get("RANK") is not None:
                 dist.barrier()
         except Exception as e:  # a peer that failed has its own error; this rank still leaves cleanly
             print(f"sitecustomize: barrier at exit: {e}", file=sys.stderr)
+            return
         dist.destroy_process_group()
 
     atexit.register(_leave_process_group)
