@@ -21,7 +21,8 @@ namespace {
 void check_output(const Checkpoint& ckpt, const std::string& out_path, const ExportOptions& options) {
   if (out_path.empty()) throw Error(ErrorKind::InvalidRequest, "", "--output", "an output file is required");
   const std::string out = io::normalised_path(out_path);
-  const std::string input = io::normalised_path(ckpt.dir());
+  const std::string input =
+      io::normalised_path(options.input_folder.empty() ? ckpt.dir() : options.input_folder);
   if (io::inside_or_equal(out, input))
     throw Error(ErrorKind::InvalidRequest, out, "--output",
                 "is inside the checkpoint folder " + input +

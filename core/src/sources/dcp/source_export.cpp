@@ -1,20 +1,14 @@
 #include "sources/dcp/source_export.h"
 
-#include "ckptdoc/error.h"
 #include "ckptdoc/human_bytes.h"
 #include "ckptdoc/sources/dcp/export.h"
-#include "io/path_relation.h"
 
 namespace ckptdoc::sources {
 
 ExportOutcome export_dcp_weights(const dcp::Checkpoint& ckpt, const ExportRequest& request,
                                  const DcpExportContext& context) {
-  if (!request.output.empty() &&
-      io::inside_or_equal(io::normalised_path(request.output), io::normalised_path(request.path)))
-    throw Error(ErrorKind::InvalidRequest, io::normalised_path(request.output), "--output",
-                "is inside the checkpoint folder " + io::normalised_path(request.path) +
-                    "; choose a path outside it (the input is never modified)");
   dcp::ExportOptions options;
+  options.input_folder = request.path;
   options.max_shard_size = request.max_shard_size;
   options.force = request.force;
   options.torch = request.torch;

@@ -19,8 +19,7 @@ struct DcpExportContext {
   nlohmann::json fields = nlohmann::json::object();  // the source's own fields (JSON form only)
 };
 
-// Refuses an output inside request.path (the folder the user named may hold more than `ckpt`'s folder), then
-// exports `ckpt`'s weights.
+// `ckpt`'s weights, never into request.path (the folder the user named may hold more than `ckpt`'s folder).
 ExportOutcome export_dcp_weights(const dcp::Checkpoint& ckpt, const ExportRequest& request,
                                  const DcpExportContext& context = {});
 

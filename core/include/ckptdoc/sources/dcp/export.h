@@ -41,6 +41,9 @@ struct ExportOptions {
   bool torch = false;  // torch.save output: one file holding a dict (what dcp_to_torch_save writes), or torch
                        // shards (pytorch_model-0000i-of-0000N.bin + index) with max_shard_size
   bool strict = false;  // a NaN or Inf value fails the export (nothing published), naming the tensor
+  // The folder the user named when it holds more than `ckpt`'s own (an Accelerate save_state folder, a
+  // Megatron save folder): the output may not be inside it either. Empty: `ckpt`'s folder.
+  std::string input_folder = {};
 };
 
 struct ExportResult {
