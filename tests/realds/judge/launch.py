@@ -98,7 +98,8 @@ def main():
                    PYTHONPATH=os.pathsep.join(path), PYTHONHASHSEED="0")
         env.pop("DS_SRC", None)
         logs.append(open(os.path.join(logdir, f"rank{r}.log"), "w"))
-        procs.append(subprocess.Popen([sys.executable] + cmd, env=env, stdout=logs[-1], stderr=subprocess.STDOUT,
+        runner = [os.path.join(HERE, "run_rank.py")] if cmd[0].endswith(".py") else []  # see run_rank.py
+        procs.append(subprocess.Popen([sys.executable] + runner + cmd, env=env, stdout=logs[-1], stderr=subprocess.STDOUT,
                                       cwd=tempfile.gettempdir()))
     t0 = time.time()
     rcs = [None] * a.world
