@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/format/safetensors.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/weights/model_companions.h"
 #include "ckptdoc/weights/shards.h"
@@ -135,9 +136,14 @@ ExportResult export_weights(const Checkpoint& ckpt, const std::string& out_path,
     return with_non_finite(std::move(r));
   }
   switch (options.format) {
-    case ExportFormat::Safetensors:
-      write_safetensors_file(out_path, tensors, {{"format", "pt"}});
+    case ExportFormat::Safetensors: {
+      // Laid out as zero_to_fp32.py --safe_serialization's save_file lays it out, so the file is byte for
+      // byte the reference's; loaders read tensors by name, so the order inside the file carries no meaning.
+      std::vector<NamedTensor> ordered = tensors;
+      sort_as_safetensors_saves(ordered);
+      write_safetensors_file(out_path, ordered, {{"format", "pt"}});
       break;
+    }
     case ExportFormat::Torch: {
       Value root = Value::dict(true);  // zero_to_fp32 saves an OrderedDict
       for (const auto& t : tensors) root.set(t.name, Value::tensor(t.tensor));

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/format/safetensors.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/format/value.h"
 #include "ckptdoc/weights/shards.h"
@@ -59,7 +60,10 @@ ExportResult export_weights(const Checkpoint& ckpt, const std::string& out_path,
     std::error_code ec;
     r.bytes = std::filesystem::file_size(out_path, ec);
   } else {
-    write_safetensors_file(out_path, s.tensors, {{"format", "pt"}});
+    // save_file's layout, as accelerate merge-weights writes it.
+    std::vector<NamedTensor> ordered = s.tensors;
+    sort_as_safetensors_saves(ordered);
+    write_safetensors_file(out_path, ordered, {{"format", "pt"}});
     r.path = out_path;
     std::error_code ec;
     r.bytes = std::filesystem::file_size(out_path, ec);
