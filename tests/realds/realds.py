@@ -201,6 +201,11 @@ MATRIX = {
     # dp_world_size records); `world` ranks, `sp` of them per sequence-parallel group.
     "v019_ulysses_sp2": dict(kind="ulysses", stage=1, dtype="bf16", dp=2, sp=2, world=2, steps=3, ds="0.19"),
     "v019_ulysses_sp2_dp2": dict(kind="ulysses", stage=2, dtype="fp16", dp=4, sp=2, world=4, steps=3, ds="0.19"),
+    # The same two runs on DeepSpeed 0.18.4, which names each rank's optimizer file by its sequence-parallel rank
+    # (zero_pp_rank_D_mp_rank_{D % sp}); 0.17.6 cannot save with that mpu (no get_model_parallel_rank)
+    "v0184_ulysses_sp2": dict(kind="ulysses", stage=1, dtype="bf16", dp=2, sp=2, world=2, steps=3, ds="0.18.4"),
+    "v0184_ulysses_sp2_dp2": dict(kind="ulysses", stage=2, dtype="fp16", dp=4, sp=2, world=4, steps=3,
+                                  ds="0.18.4"),
     # AutoEP (0.19.3+) under ZeRO-3: autoep_train.py, a tiny MoE whose 4 experts DeepSpeed spreads over ep 2 ranks.
     # The expert sub-group is partitioned over the expert-data-parallel group (1 rank), the dense ones over both:
     # the optimizer files carry ds_zero_partition_groups, the model files ds_autoep_layers; zero_to_fp32.py refuses

@@ -3,9 +3,13 @@
 // holds the whole model), ZeRO partitions over the sequence-data-parallel group (dp_world_size = sp x dp, one
 // optimizer file per rank, all named mp_rank_00), mp_world_size 1, and checkpoint_parallel_dimensions tensor
 // = the SP size (the mpu answers the model-parallel size with it). ckptdoc used to call that a
-// topology-mismatch error.
+// topology-mismatch error. DeepSpeed 0.18.4 names each rank's optimizer file by its sequence-parallel rank
+// instead (zero_pp_rank_D_mp_rank_{D % sp}), writes no checkpoint_parallel_dimensions, and no DeepSpeed loads
+// those files under their names: ckptdoc reads them as the same job and says how to rename them.
 #include <QDir>
+#include <QJsonArray>
 #include <QtTest>
+#include <filesystem>
 #include <set>
 
 #include "realds_support.h"
@@ -34,6 +38,10 @@ class TestRealdsUlysses : public QObject {
                                  << "bf16_zero_pp_rank_" << 2 << "2 x 1";
     QTest::newRow("sp2 dp2 z2 fp16") << "v019_ulysses_sp2_dp2"
                                      << "zero_pp_rank_" << 4 << "2 x 2";
+    QTest::newRow("0.18.4 sp2 z1 bf16") << "v0184_ulysses_sp2"
+                                        << "bf16_zero_pp_rank_" << 2 << "2 x 1";
+    QTest::newRow("0.18.4 sp2 dp2 z2 fp16") << "v0184_ulysses_sp2_dp2"
+                                            << "zero_pp_rank_" << 4 << "2 x 2";
   }
 
   void sequenceParallelReplicasAreNotTensorSlices() {
@@ -43,23 +51,38 @@ class TestRealdsUlysses : public QObject {
     QFETCH(int, dp_world_size);
     QFETCH(QString, split);
     const auto e = realds::checkpoint(name.toStdString());
+    const bool v0184 = e.ds == "0.18.4";
 
-    // What 0.19 wrote: no file of a second model-parallel rank, one optimizer file per sp x dp rank.
+    // What DeepSpeed wrote: no model file of a second model-parallel rank, one optimizer file per sp x dp
+    // rank, named mp_rank_00 by 0.19 and by the rank's sequence-parallel rank (r % 2) by 0.18.4.
     QStringList want{"mp_rank_00_model_states.pt"};
     for (int r = 0; r < dp_world_size; ++r)
-      want << prefix + QString::number(r) + "_mp_rank_00_optim_states.pt";
+      want << prefix + QString::number(r) + "_mp_rank_0" + QString::number(v0184 ? r % 2 : 0) +
+                  "_optim_states.pt";
     want.sort();
     QCOMPARE(QDir(QString::fromStdString(e.tag_dir())).entryList(QDir::Files, QDir::Name), want);
 
     const auto report = realds::diagnose_json(e.save_dir, 0);
     QVERIFY(realds::codes(report, "error").empty());
-    QVERIFY(realds::codes(report, "warning").empty());
+    if (v0184) {
+      QCOMPARE(realds::codes(report, "warning"), std::vector<std::string>{"sequence-parallel-file-names"});
+      // The renames it asks for: every odd rank's file to its mp_rank_00 name.
+      const QString renames =
+          realds::finding(report, "sequence-parallel-file-names")["details"].toObject()["renames"].toString();
+      QStringList want_renames;
+      for (int r = 1; r < dp_world_size; r += 2)
+        want_renames << prefix + QString::number(r) + "_mp_rank_01_optim_states.pt -> " + prefix +
+                            QString::number(r) + "_mp_rank_00_optim_states.pt";
+      QCOMPARE(renames, want_renames.join(", "));
+    } else {
+      QVERIFY(realds::codes(report, "warning").empty());
+    }
     QCOMPARE(as_set(realds::codes(report, "info")),
              (std::set<std::string>{"sequence-parallel", "not-analysed"}));
     const auto sp = realds::finding(report, "sequence-parallel");
     QCOMPARE(sp["details"].toObject()["sequence_parallel_size"].toString(), QString("2"));
     const auto msg = sp["message"].toString();
-    QVERIFY2(msg.contains("Ulysses sequence-parallel job of 2 ranks") && msg.contains("whole replicas") &&
+    QVERIFY2(msg.contains("Ulysses sequence-parallel job of 2 ranks") && msg.contains("whole replica") &&
                  msg.contains("dp_world_size " + QString::number(dp_world_size) +
                               " ranks (sequence-parallel x "
                               "data-parallel: " +
@@ -72,7 +95,7 @@ class TestRealdsUlysses : public QObject {
     QCOMPARE(report["dp_world_size"].toInt(), dp_world_size);
     // A verdict that compared every master and moment of the 8 params of model A.
     const auto verdict = report["verdict"].toObject();
-    QCOMPARE(verdict["kind"].toString(), QString("clean"));
+    QCOMPARE(verdict["kind"].toString(), QString(v0184 ? "problems" : "clean"));
     QCOMPARE(verdict["masters_compared"].toInt(), 8);
     QCOMPARE(verdict["moments_checked"].toInt(), 8);
 
@@ -110,6 +133,45 @@ class TestRealdsUlysses : public QObject {
                                   2, e.ds, logs);
     QVERIFY2(r.exit_code == 0, realds::describe(r).c_str());
     const auto line = test::read_text(logs + "/rank0.log");
+    QVERIFY2(line.find("max|master - weight| 0;") != std::string::npos, line.c_str());
+  }
+
+  // 0.18.4's files: stale masters on rank 1 (the one named mp_rank_01) are found, --refresh-fp32 keeps the
+  // names, and renamed as sequence-parallel-file-names says, 0.19's engine loads them with the same Ulysses
+  // groups: every master equals its weight and a step trains. Under 0.18.4's names 0.19 does not find rank
+  // 1's file (the first launch).
+  void v0184NamesRenamedLoadInV019() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("v0184_ulysses_sp2");
+    test::TempDir dir;
+    const auto in = realds::copy_of(e, dir);
+    CKPTDOC_EXPECT_EXIT(realds::python_with_deepspeed(
+                            {test::source_dir() + "/tests/realds/damage.py", in, "stale-fp32", "1"}, e.ds),
+                        0);
+    const auto report = realds::diagnose_json(in, 1);
+    const auto stale = realds::finding(report, "fp32-master-mismatch");
+    QVERIFY2(stale["ranks"].toArray() == QJsonArray{1}, qPrintable(QJsonDocument(stale).toJson()));
+    const auto out = dir.file("fixed");
+    CKPTDOC_EXPECT_EXIT(realds::repair(in, out, {"--refresh-fp32"}), 0);
+    const auto tag = "/" + e.tag + "/";
+    const auto as_saved = dir.file("fixed-as-saved");
+    test::copy_tree(out, as_saved);
+    auto r = realds::launch({test::source_dir() + "/tests/realds/ulysses_load_check.py", as_saved, "--sp",
+                             "2", "--stage", std::to_string(e.stage), "--dtype", e.dtype},
+                            2, "0.19", dir.file("load-as-saved"));
+    QVERIFY2(
+        r.exit_code != 0 && test::read_text(dir.file("load-as-saved/rank1.log")).find("FileNotFoundError") !=
+                                std::string::npos,
+        realds::describe(r).c_str());
+    const auto renames = realds::finding(realds::diagnose_json(out, 0), "sequence-parallel-file-names");
+    const auto pair = renames["details"].toObject()["renames"].toString().split(" -> ");
+    QCOMPARE(pair.size(), 2);
+    std::filesystem::rename(out + tag + pair[0].toStdString(), out + tag + pair[1].toStdString());
+    r = realds::launch({test::source_dir() + "/tests/realds/ulysses_load_check.py", out, "--sp", "2",
+                        "--stage", std::to_string(e.stage), "--dtype", e.dtype},
+                       2, "0.19", dir.file("load"));
+    QVERIFY2(r.exit_code == 0, realds::describe(r).c_str());
+    const auto line = test::read_text(dir.file("load/rank0.log"));
     QVERIFY2(line.find("max|master - weight| 0;") != std::string::npos, line.c_str());
   }
 

@@ -60,6 +60,7 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
                 "no model-states or optimizer-states files in the tag folder");
   }
   read_model_file();
+  recognise_sequence_parallel_names();
   read_topology();
   scan_optim_files();
   if (!model_ && std::none_of(optim_.begin(), optim_.end(), [](const auto& kv) { return kv.second.file; })) {

@@ -53,6 +53,7 @@ class CatalogBuilder {
   void read_model_file();
   void index_metadata_model_file();  // once the files and their roles are final
   void read_topology();
+  void recognise_sequence_parallel_names();  // DeepSpeed 0.18 Ulysses: optimizer files named by SP rank
   void label_problems();
   // MoE (catalog_experts.cpp): groups rebuilt from param_slice_mappings when the model file has no
   // param_shapes (DeepSpeed's MoE model files), expert groups listed once per expert-parallel rank.
