@@ -346,9 +346,9 @@ std::string CatalogBuilder::read_autoep_groups() {
       continue;
     }
     if (p0.families != std::set<std::string>{"autoep_expert"}) {
-      std::string fams;
-      for (const auto& f : p0.families) fams += (fams.empty() ? "" : ", ") + f;
-      return sg + " holds the families [" + fams + "]";
+      std::string why = sg + " holds the families [";
+      for (const auto& f : p0.families) why.append(why.back() == '[' ? "" : ", ").append(f);
+      return why + "]";
     }
     if (p0.count != a.edp_size)
       return sg + " (experts) is partitioned over " + n(p0.count) + " ranks, not the expert-data-parallel " +
@@ -385,16 +385,23 @@ std::string CatalogBuilder::read_autoep_groups() {
         prm.numel = shape_numel(prm.shape);
         const int li = layer_of(name);
         if (li < 0)
-          return sg + " (experts) holds " + name + ", which no AutoEP layer's expert_key_prefix names";
+          return std::string(sg)
+              .append(" (experts) holds ")
+              .append(name)
+              .append(", which no AutoEP layer's expert_key_prefix names");
         const auto& local = a.layers[static_cast<size_t>(li)].experts_of_rank[static_cast<size_t>(e)];
         if (prm.shape.empty() || prm.shape[0] != static_cast<int64_t>(local.size()))
-          return sg + " (experts): " + name + " on expert-parallel rank " + n(e) + " is not " +
-                 n(static_cast<int64_t>(local.size())) + " experts long";
+          return std::string(sg)
+              .append(" (experts): ")
+              .append(name)
+              .append(" on expert-parallel rank " + n(e) + " is not " +
+                      n(static_cast<int64_t>(local.size())) + " experts long");
         prm.name = name + " [" + expert_list_text(local) + " on ep rank " + n(e) + "]";
         a.params[prm.name] = AutoEpParam{name, li, e};
         params.push_back(std::move(prm));
       }
       std::vector<std::string> names;
+      names.reserve(params.size());
       for (const auto& prm : params) names.push_back(a.params[prm.name].name);
       if (names0.empty()) names0 = names;
       if (names != names0 || names.empty())
