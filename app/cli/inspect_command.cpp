@@ -88,6 +88,16 @@ void print_parallel(const Catalog& c) {
                 L.id, L.num_experts, L.prefix.c_str(), L.ep_size, per,
                 L.ep_size > 0 ? c.dp_world_size / L.ep_size : 0);
   }
+  if (c.autoep)
+    for (const auto& L : c.autoep->layers) {
+      std::string placed;
+      for (size_t r = 0; r < L.experts_of_rank.size(); ++r)
+        placed += (r ? ", " : "") + std::string("ep rank ") + std::to_string(r) + ": " +
+                  expert_list_text(L.experts_of_rank[r]);
+      std::printf(
+          "  AutoEP layer %-3d %d experts (%s) over expert-parallel %d (%s), expert-data-parallel %d\n", L.id,
+          L.num_experts, L.expert_prefix.c_str(), c.autoep->ep_size, placed.c_str(), c.autoep->edp_size);
+    }
 }
 
 void print_groups(const Catalog& c, bool layout) {

@@ -212,6 +212,11 @@ MATRIX = {
     # it (ref/run.json records that, and that a fresh engine loads it)
     "v019_autoep_z3": dict(kind="par", model="autoep", stage=3, dtype="bf16", pp=1, tp=1, ep=2, dp=2, world=2,
                            steps=2, ds="0.19"),
+    # the same at 4 ranks with 6 experts (3 per ep rank) and odd sizes (dims HIDDEN,FFN,EXPERTS): the expert
+    # sub-group over expert-data-parallel groups of 2 ranks ({0, 2} and {1, 3}), the dense ones over 4, padding
+    # in both
+    "v019_autoep_z3_w4": dict(kind="par", model="autoep", stage=3, dtype="bf16", pp=1, tp=1, ep=2, dp=4, world=4,
+                              steps=2, dims="9,7,6", ds="0.19"),
     # kind "accelerate": accelerate_fsdp_train.py, a tiny transformers GPT-2 under Accelerate 1.16's FSDP2 plugin
     # (SHARDED_STATE_DICT) saved with accelerator.save_state; ref/ holds accelerate's merge_fsdp_weights output
     # (model.safetensors, pytorch_model.bin). No `latest`: the save_state folder is the checkpoint.
@@ -452,6 +457,8 @@ def ensure(a, name):
             cmd = launch[:-1] + [os.path.join(HERE, par_driver(spec)), "--out", save_dir, "--ref",
                                  os.path.join(folder, "ref"), "--steps", str(spec["steps"]), "--ep", str(spec["ep"]),
                                  "--stage", str(spec["stage"]), "--dtype", spec["dtype"]]
+            if spec["dims"]:  # HIDDEN,FFN,EXPERTS
+                cmd += ["--dims", spec["dims"]]
         elif spec["kind"] == "hftrainer":  # the Trainer's folder of the last save is the checkpoint
             run = os.path.join(folder, "run")
             save_dir = os.path.join(run, f"checkpoint-{spec['steps']}")

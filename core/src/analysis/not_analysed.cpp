@@ -15,8 +15,12 @@ const std::map<std::string, std::string>& describe() {
       {"lp_missing", "of trainable params whose 16-bit weight is missing or of another size (not compared)"},
       {"lp_dtype_unsupported", "of 16-bit weights in a dtype the comparison does not handle"},
       {"padding", "of alignment padding in the flat partitions"},
-      {"zero3_placeholders", "of ZeRO-3 params whose model files hold placeholders, not weights (masters and "
-                             "moments were analysed; there is no 16-bit copy to compare them with)"},
+      {"zero3_placeholders",
+       "of ZeRO-3 params whose model files hold placeholders, not weights (masters and "
+       "moments were analysed; there is no 16-bit copy to compare them with)"},
+      {"autoep_experts",
+       "of AutoEP expert params, of which the model files hold nothing (masters and moments "
+       "were analysed; there is no 16-bit copy to compare them with)"},
       {"frozen", "of frozen params (module weights only; no masters or moments by design)"}};
   return d;
 }

@@ -23,6 +23,7 @@ inline constexpr const char* kNotAnalysedWarnings[] = {
 inline constexpr const char* kNotAnalysedInfo[] = {
     "padding",             // alignment padding inside flat partitions
     "zero3_placeholders",  // ZeRO-3 model files hold placeholders, not the weights
+    "autoep_experts",      // AutoEP ZeRO-3 model files hold nothing of the experts
     "frozen"};             // frozen params: module weights only, no masters or moments
 
 // Calls f(reason) for every reason, warnings first (a fixed order: MPI processes pack the counts in it).

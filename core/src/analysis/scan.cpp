@@ -385,7 +385,9 @@ class Scanner {
       if (counts_params) {
         const auto n = static_cast<uint64_t>(p.numel);
         if (!lv.tensor)
-          acc.not_analysed[zero3 ? "zero3_placeholders" : "lp_missing"] += n;
+          acc.not_analysed[g.expert && cat.autoep ? "autoep_experts"
+                           : zero3                ? "zero3_placeholders"
+                                                  : "lp_missing"] += n;
         else if (lv.tensor->dtype != DType::F16 && lv.tensor->dtype != DType::BF16 && lv.tensor->dtype != DType::F32)
           acc.not_analysed["lp_dtype_unsupported"] += n;
       }

@@ -69,7 +69,11 @@ Verdict verdict_of(const Report& report, const deepspeed::Catalog& catalog) {
     else if (catalog.wrapper != deepspeed::OptimizerWrapper::None)
       v.not_checked.push_back("no optimizer moments were found to check");
     if (v.masters_compared == 0 && v.tensors_scanned > 0) {
-      if (catalog.zero_stage == 3)
+      if (catalog.zero_stage == 3 && catalog.autoep)  // --lp-source is refused for AutoEP
+        v.not_checked.push_back(
+            "ZeRO-3: the fp32 partitions are the only copy of the weights in this checkpoint (its model "
+            "files hold none), so nothing was compared with them");
+      else if (catalog.zero_stage == 3)
         v.not_checked.push_back(
             "ZeRO-3: the fp32 partitions are the only copy of the weights in this checkpoint (its model "
             "files hold "

@@ -69,8 +69,9 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
   }
   decide_wrapper();
   check_world_sizes();
-  autoep_refused_ = refuse_autoep_layout();
-  if (!autoep_refused_) build_groups();
+  const AutoEpOutcome autoep = autoep_layout();
+  autoep_refused_ = autoep == AutoEpOutcome::Refused;
+  if (autoep == AutoEpOutcome::None) build_groups();
   if (cat_.wrapper == OptimizerWrapper::FP16UnfusedOptimizer) build_unfused_groups();
   if (cat_.wrapper == OptimizerWrapper::FP16Optimizer && cat_.groups.empty()) build_fused_groups();
   identify_renamed_ranks();

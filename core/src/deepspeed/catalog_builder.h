@@ -34,6 +34,8 @@ struct OptimRankScan {
   std::vector<int64_t> sub_group_partition_count;
 };
 
+enum class AutoEpOutcome : uint8_t { None, Read, Refused };
+
 class CatalogBuilder {
  public:
   explicit CatalogBuilder(Checkpoint& ckpt) : ck_(ckpt), cat_(ckpt.catalog_) {}
@@ -70,10 +72,14 @@ class CatalogBuilder {
   void scan_optim_files();
   void decide_wrapper();
   void check_world_sizes();
-  // AutoEP (catalog_autoep.cpp): true when experts are partitioned apart from the dense params
+  // AutoEP (catalog_autoep.cpp): when experts are partitioned apart from the dense params
   // (ds_zero_partition_groups) or differ per rank under one name (ds_autoep_layers), which no single-dp
-  // layout reads; the catalog then refuses the layout with one problem saying so.
-  bool refuse_autoep_layout();
+  // layout reads, lays out the groups itself (Read) or refuses the layout with one problem saying why
+  // (Refused); None: not such a checkpoint, build_groups lays it out.
+  AutoEpOutcome autoep_layout();
+  // The groups of a ZeRO-3 AutoEP checkpoint and Catalog::autoep; an empty string, or why they cannot be
+  // read.
+  std::string read_autoep_groups();
   // NVMe offload (catalog_nvme.cpp): a tag folder's offloaded_tensors/, which is not read, said so.
   void note_nvme_offload();
   void build_groups();

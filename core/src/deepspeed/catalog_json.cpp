@@ -23,6 +23,13 @@ json group_json(const Catalog& c, const GroupLayout& g) {
       e["lp_file"] = nullptr;
       e["lp_key"] = nullptr;
     }
+    if (c.autoep)  // an AutoEP expert param of one expert-parallel rank: its name in the files, its experts
+      if (const auto it = c.autoep->params.find(p.name); it != c.autoep->params.end()) {
+        const auto& L = c.autoep->layers[static_cast<size_t>(it->second.layer)];
+        e["autoep"] = {{"param", it->second.name},
+                       {"ep_rank", it->second.ep_rank},
+                       {"experts", L.experts_of_rank[static_cast<size_t>(it->second.ep_rank)]}};
+      }
     params.push_back(std::move(e));
   }
   json parts = json::array();
@@ -174,6 +181,19 @@ json catalog_object(const Catalog& c, bool whole_job) {
       if (!p.details.empty()) problems.back()["details"] = p.details;
     }
     j["problems"] = std::move(problems);
+  }
+  if (c.autoep) {
+    json layers = json::array();
+    for (const auto& L : c.autoep->layers)
+      layers.push_back({{"id", L.id},
+                        {"module_path", L.module_path},
+                        {"expert_prefix", L.expert_prefix},
+                        {"num_experts", L.num_experts},
+                        {"experts_of_rank", L.experts_of_rank}});
+    j["autoep"] = {{"ep_size", c.autoep->ep_size},
+                   {"edp_size", c.autoep->edp_size},
+                   {"ep_rank_of_dp", c.autoep->ep_rank_of_dp},
+                   {"layers", std::move(layers)}};
   }
   if (c.universal) {
     const auto& u = *c.universal;

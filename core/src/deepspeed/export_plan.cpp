@@ -1,15 +1,16 @@
 // The tensor list of a weights-only export, in zero_to_fp32.py's order and with its dtype rules (§5.4):
 // buffers as float32, frozen params in the lp dtype (ZeRO-3: gathered from every rank's fragment),
 // trainable params from the fp32 partitions in param_shapes order, then shared-param aliases.
+#include <algorithm>
 #include <map>
 #include <set>
 
 #include "ckptdoc/deepspeed/export.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/weights/weights_source.h"
+#include "deepspeed/export_parallel.h"
 #include "deepspeed/tensor_convert.h"
 #include "deepspeed/tensor_slice.h"
-#include "deepspeed/export_parallel.h"
 #include "deepspeed/value_access.h"
 
 namespace ckptdoc::deepspeed {
@@ -137,6 +138,10 @@ struct Planner {
       throw Error(ErrorKind::Unsupported, cat.tag_dir, "",
                   "no param groups could be laid out (see the problems)");
     const DType to = opt.dtype.value_or(DType::F32);
+    // AutoEP: each expert param's pieces per expert-parallel rank, written once whole (autoep_merged), and
+    // the param as one rank lists it (its layer and local shape).
+    std::map<std::string, std::map<int, std::vector<Tensor>>> expert_pieces;
+    std::map<std::string, std::pair<const AutoEpParam*, std::vector<int64_t>>> expert_local;
     for (const auto& g : cat.groups) {
       // Every rank's partition must be there and long enough before anything is written.
       std::vector<Tensor> parts;
@@ -165,11 +170,63 @@ struct Planner {
             if (f.param == static_cast<int>(i)) pieces.push_back(slice_1d(parts[k], f.partition_offset, f.numel));
           }
         }
+        if (const auto* ep = cat.autoep ? autoep_param(g.params[i].name) : nullptr) {
+          auto& by_rank = expert_pieces[ep->name];
+          if (by_rank.empty()) {
+            expert_local[ep->name] = {ep, g.params[i].shape};
+            out.push_back({ep->name, Tensor{}});  // its place in the output; filled below
+          }
+          by_rank[ep->ep_rank] = std::move(pieces);
+          continue;
+        }
         out.push_back({g.params[i].name, Tensor::produced(to, g.params[i].shape, [pieces, to](ByteSink& sink) {
                          for (const auto& piece : pieces) write_as(piece, to, sink);
                        })});
       }
     }
+    for (auto& t : out)
+      if (!t.tensor.storage && expert_pieces.count(t.name))
+        t.tensor = autoep_merged(t.name, *expert_local[t.name].first, expert_local[t.name].second,
+                                 expert_pieces[t.name], to);
+  }
+
+  const AutoEpParam* autoep_param(const std::string& catalog_name) const {
+    const auto it = cat.autoep->params.find(catalog_name);
+    return it == cat.autoep->params.end() ? nullptr : &it->second;
+  }
+
+  // One AutoEP expert param whole, as DeepSpeed's own gather builds it: [num_experts, ...], global expert x
+  // being row i of the expert-parallel rank whose placement lists x i-th (each rank's rows are its local
+  // experts in packed order; the catalog has checked that every expert is placed exactly once).
+  Tensor autoep_merged(const std::string& name, const AutoEpParam& ep, std::vector<int64_t> shape,
+                       const std::map<int, std::vector<Tensor>>& by_rank, DType to) const {
+    const AutoEpLayer& L = cat.autoep->layers[static_cast<size_t>(ep.layer)];
+    int64_t row = 1;
+    for (size_t d = 1; d < shape.size(); ++d) row *= shape[d];
+    shape[0] = L.num_experts;
+    // (ep rank, local row) of every global expert
+    std::vector<std::pair<int, int64_t>> where(static_cast<size_t>(L.num_experts), {-1, 0});
+    for (size_t r = 0; r < L.experts_of_rank.size(); ++r)
+      for (size_t i = 0; i < L.experts_of_rank[r].size(); ++i)
+        where[static_cast<size_t>(L.experts_of_rank[r][i])] = {static_cast<int>(r), static_cast<int64_t>(i)};
+    std::vector<Tensor> rows;  // in global order: slices of the ranks' pieces
+    for (const auto& [r, i] : where) {
+      const auto it = by_rank.find(r);
+      if (r < 0 || it == by_rank.end())
+        throw Error(ErrorKind::Inconsistent, cat.tag_dir, name,
+                    "an expert has no expert-parallel rank holding it; cannot assemble the param");
+      int64_t at = 0;  // element offset of the current piece within the rank's local tensor
+      const int64_t begin = i * row, end = begin + row;
+      for (const auto& piece : it->second) {
+        const int64_t len = piece.numel();
+        const int64_t lo = std::max(begin, at), hi = std::min(end, at + len);
+        if (lo < hi) rows.push_back(slice_1d(piece, lo - at, hi - lo));
+        at += len;
+      }
+    }
+    return Tensor::produced(to, shape, [rows, to](ByteSink& sink) {
+      for (const auto& piece : rows) write_as(piece, to, sink);
+    });
   }
 
   // A weights-only source: every tensor in load order, converted when asked. Tensors that are one view of one

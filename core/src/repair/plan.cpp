@@ -95,6 +95,14 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
            "files for any world size, which repair then works on",
            ErrorKind::Unsupported);
 
+  if (cat.autoep)
+    refuse(
+        cat.tag_dir,
+        "an AutoEP ZeRO-3 checkpoint (DeepSpeed 0.19.3+: experts partitioned per expert-parallel rank, "
+        "ds_zero_partition_groups) is read by inspect, diagnose and export, but ckptdoc does not repair it; "
+        "DeepSpeed's ds_to_universal.py converts it for a load at another topology",
+        ErrorKind::Unsupported);
+
   const bool repartition = rq.world_size.has_value() || rq.target.has_value();
   const int n_actions = int(rq.refresh_fp32) + int(rq.reset_optimizer) + int(rq.drop_optimizer) +
                         int(repartition) + int(rq.restore_model_files);

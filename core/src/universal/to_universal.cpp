@@ -159,6 +159,10 @@ class ToUniversal {
              "a universal checkpoint is made from partitioned ZeRO-1/2/3 or BF16_Optimizer optimizer files; "
              "this checkpoint's optimizer is " +
                  std::string(deepspeed::wrapper_name(cat_.wrapper)));
+    if (cat_.autoep)
+      refuse(ErrorKind::Unsupported, cat_,
+             "AutoEP ZeRO-3 checkpoints are not converted to universal by ckptdoc (its universal files need "
+             "DeepSpeed's expert metadata); DeepSpeed 0.19's ds_to_universal.py converts them");
     if (cat_.topology.moe())
       refuse(ErrorKind::Unsupported, cat_,
              "mixture-of-experts checkpoints are not converted to universal (DeepSpeed's ds_to_universal.py "

@@ -145,6 +145,41 @@ struct Topology {
   bool moe() const { return !moe_layers.empty(); }
 };
 
+// DeepSpeed's AutoEP (0.19.3+) under ZeRO-3, as the files record it: each rank's model file has
+// ds_autoep_layers (its expert-parallel rank, the placement of every MoE layer's experts) and each optimizer
+// file ds_zero_partition_groups (each sub-group's partition count, rank and ranks). Every rank holds its own
+// experts under the same param names (a fused tensor whose first dimension is its local experts), and ZeRO-3
+// partitions that expert sub-group over the expert-data-parallel group only. The catalog lists one
+// GroupLayout per expert-parallel rank for it (GroupLayout::expert, ep_rank), its params named with the
+// experts they hold.
+struct AutoEpLayer {
+  int id = 0;                 // moe_layer_id
+  std::string module_path;    // "layers.0.mlp"
+  std::string expert_prefix;  // expert_key_prefix: "layers.0.mlp.experts" (its params: prefix + ".w1", ...)
+  int num_experts = 0;
+  // Per expert-parallel rank: the global expert ids of its local experts, in their packed (row) order.
+  std::vector<std::vector<int>> experts_of_rank;
+};
+
+// One expert param of one expert-parallel rank: a param of an expert GroupLayout.
+struct AutoEpParam {
+  std::string name;  // its name in the files and in the whole model, e.g. "layers.0.mlp.experts.w1"
+  int layer = 0;     // index into AutoEp::layers
+  int ep_rank = 0;
+};
+
+struct AutoEp {
+  int ep_size = 1;   // expert-parallel size
+  int edp_size = 1;  // expert-data-parallel size: the expert sub-groups' partition count (dp / ep_size)
+  std::vector<AutoEpLayer> layers;
+  std::vector<int> ep_rank_of_dp;  // per dp rank, from its model file
+  // Catalog param name ("layers.0.mlp.experts.w1 [experts 0-1 on ep rank 0]") -> the param it is.
+  std::map<std::string, AutoEpParam> params;
+};
+
+// "experts 0-1", "experts 0, 2, 5-7", "expert 3": global expert ids, runs collapsed.
+std::string expert_list_text(const std::vector<int>& experts);
+
 struct LossScalerInfo {
   bool present = false;
   bool dynamic = false;
@@ -203,6 +238,8 @@ struct Catalog {
   // Set when the folder is a universal checkpoint: then every trainable param is its own flat group with one
   // unpartitioned "rank" 0 (the tensors of zero/<param>/), dp_world_size is 0 and optim_file_count 1.
   std::optional<UniversalInfo> universal;
+  // Set when an AutoEP ZeRO-3 checkpoint was laid out (catalog_autoep.cpp).
+  std::optional<AutoEp> autoep;
   // Index in `files` of metadata_model_file(), set by the builder once the files' roles are final: it is asked
   // for once per param, and a universal folder lists 3-4 files per param. -1: found by searching the files.
   int metadata_model_index = -1;
