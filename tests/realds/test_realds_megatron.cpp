@@ -5,9 +5,16 @@
 // registry's "megatron" source: the save folder resolves the tracker, the iteration folder is a DCP folder
 // plus metadata.json and common.pt (read inertly). The export must equal torch's own dcp_to_torch_save of the
 // same folder, bit for bit (tests/fixtures/dcp/check_dcp_export.py).
+//
+// The fp32 main params (megatron_optim_train.py, megatron-core's own bf16 optimizers on the CPU):
+// v019_megatron_bf16_distopt (DistributedOptimizer, fully_reshardable: optimizer.state.param.<key>, healthy)
+// and v019_megatron_finetune_stale (a --finetune-style load of its model alone, no reload_model_params, the
+// non-distributed optimizer: optimizer.state.fp32_param.<key> still the initial values). Which mains match
+// their weights is judged by torch (tests/realds/check_megatron_mains.py), not by ckptdoc.
 #include <QDir>
 #include <QFile>
 #include <QtTest>
+#include <cstdio>
 #include <filesystem>
 
 #include "realds_support.h"
@@ -18,6 +25,8 @@ namespace realds = ckptdoc::test::realds;
 namespace {
 
 constexpr const char* kEntry = "v019_megatron_tp2";
+constexpr const char* kDistOpt = "v019_megatron_bf16_distopt";
+constexpr const char* kStale = "v019_megatron_finetune_stale";
 
 std::string iteration_dir(const realds::Entry& e) {
   return e.save_dir + "/iter_0000002";
@@ -25,6 +34,21 @@ std::string iteration_dir(const realds::Entry& e) {
 
 QJsonObject json_of(const test::RunResult& r) {
   return realds::parse(r.out);
+}
+
+// The iteration folder the tracker names (tag "0" -> iter_0000000).
+std::string tracked_iteration_dir(const realds::Entry& e) {
+  char name[32];
+  std::snprintf(name, sizeof name, "/iter_%07d", std::stoi(e.tag));
+  return e.save_dir + name;
+}
+
+// torch's reading of the mains against their weights (check_megatron_mains.py).
+QJsonObject mains_truth(const realds::Entry& e) {
+  const auto r = realds::python_with_deepspeed(
+      {test::source_dir() + "/tests/realds/check_megatron_mains.py", tracked_iteration_dir(e)}, e.ds);
+  if (r.exit_code != 0) qWarning("%s", realds::describe(r).c_str());
+  return r.exit_code == 0 ? realds::parse(r.out) : QJsonObject{};
 }
 
 std::vector<std::string> problem_codes(const QJsonObject& report) {
@@ -88,6 +112,92 @@ class TestRealdsMegatron : public QObject {
         qPrintable(said));
     QVERIFY(verdict["not_checked"].toArray().contains(
         "no fp32-main-param comparison: this checkpoint holds no optimizer state (no optimizer.* keys)"));
+  }
+
+  // megatron-core's DistributedOptimizer after 2 steps: its fully_reshardable state is listed, and every fp32
+  // main (optimizer.state.param.<key>) is compared with its bf16 weight and found to be its rounding, as
+  // torch finds (no false alarm). main said "not compared yet".
+  void healthyMainParamsAreCompared() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kDistOpt);
+    const auto truth = mains_truth(e);
+    QCOMPARE(truth["compared"].toInt(), 17);
+    QVERIFY(truth["stale"].toArray().isEmpty());
+
+    const auto in = test::run_cli({"inspect", e.save_dir, "--json"});
+    CKPTDOC_EXPECT_EXIT(in, 0);
+    const auto text = test::run_cli({"inspect", e.save_dir});
+    for (const char* key :
+         {"optimizer.state.param.output_layer.weight", "optimizer.state.exp_avg.output_layer.weight",
+          "optimizer.state.exp_avg_sq.output_layer.weight"})
+      QVERIFY2(text.out.find(key) != std::string::npos, key);
+
+    const auto diag = test::run_cli({"diagnose", e.save_dir, "--json"});
+    CKPTDOC_EXPECT_EXIT(diag, 0);
+    const auto report = json_of(diag);
+    QVERIFY2(report["problems"].toArray().isEmpty(), diag.out.c_str());
+    const auto mains = report["megatron"].toObject()["main_params"].toObject();
+    QCOMPARE(mains["compared"].toInt(), 17);
+    QCOMPARE(mains["prefix"].toString(), QString("optimizer.state.param."));
+    const auto verdict = report["verdict"].toObject();
+    QVERIFY(verdict["clean"].toBool());
+    QVERIFY2(
+        verdict["text"].toString().contains(
+            "fp32 main params: 17 params (optimizer.state.param.<key>) compared with their bf16 weights"),
+        qPrintable(verdict["text"].toString()));
+    for (const auto& n : verdict["not_checked"].toArray())
+      QVERIFY2(!n.toString().contains("fp32-main-param"), qPrintable(n.toString()));
+  }
+
+  // The --finetune bug (Megatron-LM #174): mains left at their initial values next to the loaded weights.
+  // Named with DeepSpeed's stale-master finding, its params those torch finds stale, exit 1. main said "No
+  // problems found".
+  void staleMainParamsAreNamed() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kStale);
+    const auto truth = mains_truth(e);
+    QCOMPARE(truth["compared"].toInt(), 17);
+    QCOMPARE(truth["stale"].toArray().size(), 17);
+
+    const auto diag = test::run_cli({"diagnose", e.save_dir, "--json"});
+    CKPTDOC_EXPECT_EXIT(diag, 1);
+    const auto report = json_of(diag);
+    QCOMPARE(problem_codes(report), std::vector<std::string>{"fp32-master-mismatch"});
+    const auto p = report["problems"].toArray()[0].toObject();
+    QCOMPARE(p["severity"].toString(), QString("error"));
+    QVERIFY(p["key"].toString().startsWith("optimizer.state.fp32_param."));
+    QVERIFY(p["file"].toString().endsWith(".distcp"));
+    const auto message = p["message"].toString();
+    QVERIFY2(message.contains("The fp32 main params (optimizer.state.fp32_param.<key>) of 17 of 17 trainable "
+                              "params do not match their bf16 weights") &&
+                 message.contains("reload_model_params") && message.contains("Affected: ") &&
+                 message.contains("(11 more)"),
+             qPrintable(message));
+    QVERIFY(!report["verdict"].toObject()["clean"].toBool());
+    const auto said = report["verdict"].toObject()["text"].toString();
+    QVERIFY2(said.startsWith("1 error. Checked: 34 tensors") &&
+                 said.contains("fp32 main params: 17 params (optimizer.state.fp32_param.<key>) compared"),
+             qPrintable(said));
+  }
+
+  // A .distcp gone from the healthy save: the params whose weight or main lies in it are listed as not
+  // compared (never judged on the zeros of a missing chunk), the others still are, and the one problem is the
+  // missing file.
+  void mainsOfAMissingFileAreNotJudged() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kDistOpt);
+    test::TempDir dir;
+    const auto in = realds::copy_of(e, dir, "no_distcp");
+    std::filesystem::remove(in + "/iter_0000002/__1_1.distcp");
+    const auto d = test::run_cli({"diagnose", in, "--json"});
+    CKPTDOC_EXPECT_EXIT(d, 1);
+    const auto report = json_of(d);
+    QCOMPARE(problem_codes(report), std::vector<std::string>{"dcp-file-missing"});
+    const auto mains = report["megatron"].toObject()["main_params"].toObject();
+    const auto skipped = mains["not_compared"].toArray();
+    QVERIFY(!skipped.isEmpty());
+    QCOMPARE(mains["compared"].toInt() + skipped.size(), 17);
+    QVERIFY2(skipped[0].toString().contains("__1_1.distcp"), qPrintable(skipped[0].toString()));
   }
 
   // The model weights, bit for bit what torch's dcp_to_torch_save makes of the same iteration folder, as
