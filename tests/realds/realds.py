@@ -224,6 +224,10 @@ MATRIX = {
     # the initial values (stale mains)
     "v019_megatron_bf16_distopt": dict(kind="megatron_optim", mode="pretrain", optimizer="distributed", stage=0,
                                        dtype="bf16", dp=1, tp=2, world=2, steps=2, ds="0.19"),
+    # bf16_local: 2 steps of the non-distributed optimizer (optimizer.state.fp32_param.<key> and moments, healthy):
+    # the finetune save's layout, what megatron_load_check.py loads
+    "v019_megatron_bf16_local": dict(kind="megatron_optim", mode="pretrain", optimizer="local", stage=0,
+                                     dtype="bf16", dp=1, tp=2, world=2, steps=2, ds="0.19"),
     "v019_megatron_finetune_stale": dict(kind="megatron_optim", mode="finetune", optimizer="local",
                                          src="v019_megatron_bf16_distopt", stage=0, dtype="bf16", dp=1, tp=2,
                                          world=2, steps=0, ds="0.19"),

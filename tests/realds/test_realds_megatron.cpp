@@ -27,6 +27,7 @@ namespace {
 constexpr const char* kEntry = "v019_megatron_tp2";
 constexpr const char* kDistOpt = "v019_megatron_bf16_distopt";
 constexpr const char* kStale = "v019_megatron_finetune_stale";
+constexpr const char* kLocal = "v019_megatron_bf16_local";
 
 std::string iteration_dir(const realds::Entry& e) {
   return e.save_dir + "/iter_0000002";
@@ -114,12 +115,21 @@ class TestRealdsMegatron : public QObject {
         "no fp32-main-param comparison: this checkpoint holds no optimizer state (no optimizer.* keys)"));
   }
 
-  // megatron-core's DistributedOptimizer after 2 steps: its fully_reshardable state is listed, and every fp32
-  // main (optimizer.state.param.<key>) is compared with its bf16 weight and found to be its rounding, as
-  // torch finds (no false alarm). main said "not compared yet".
+  // megatron-core's optimizers after 2 steps, each layout: their state is listed, and every fp32 main is
+  // compared with its bf16 weight and found to be its rounding, as torch finds (no false alarm). main said
+  // "not compared yet".
+  void healthyMainParamsAreCompared_data() {
+    QTest::addColumn<QString>("entry");
+    QTest::addColumn<QString>("prefix");
+    QTest::newRow("DistributedOptimizer fully_reshardable") << kDistOpt << "optimizer.state.param.";
+    QTest::newRow("Float16OptimizerWithFloat16Params") << kLocal << "optimizer.state.fp32_param.";
+  }
+
   void healthyMainParamsAreCompared() {
     REALDS_REQUIRE_DS("0.19");
-    const auto e = realds::checkpoint(kDistOpt);
+    QFETCH(QString, entry);
+    QFETCH(QString, prefix);
+    const auto e = realds::checkpoint(entry.toStdString());
     const auto truth = mains_truth(e);
     QCOMPARE(truth["compared"].toInt(), 17);
     QVERIFY(truth["stale"].toArray().isEmpty());
@@ -127,10 +137,10 @@ class TestRealdsMegatron : public QObject {
     const auto in = test::run_cli({"inspect", e.save_dir, "--json"});
     CKPTDOC_EXPECT_EXIT(in, 0);
     const auto text = test::run_cli({"inspect", e.save_dir});
-    for (const char* key :
-         {"optimizer.state.param.output_layer.weight", "optimizer.state.exp_avg.output_layer.weight",
-          "optimizer.state.exp_avg_sq.output_layer.weight"})
-      QVERIFY2(text.out.find(key) != std::string::npos, key);
+    for (const auto& key :
+         {prefix + "output_layer.weight", QString("optimizer.state.exp_avg.output_layer.weight"),
+          QString("optimizer.state.exp_avg_sq.output_layer.weight")})
+      QVERIFY2(text.out.find(key.toStdString()) != std::string::npos, qPrintable(key));
 
     const auto diag = test::run_cli({"diagnose", e.save_dir, "--json"});
     CKPTDOC_EXPECT_EXIT(diag, 0);
@@ -138,13 +148,12 @@ class TestRealdsMegatron : public QObject {
     QVERIFY2(report["problems"].toArray().isEmpty(), diag.out.c_str());
     const auto mains = report["megatron"].toObject()["main_params"].toObject();
     QCOMPARE(mains["compared"].toInt(), 17);
-    QCOMPARE(mains["prefix"].toString(), QString("optimizer.state.param."));
+    QCOMPARE(mains["prefix"].toString(), prefix);
     const auto verdict = report["verdict"].toObject();
     QVERIFY(verdict["clean"].toBool());
-    QVERIFY2(
-        verdict["text"].toString().contains(
-            "fp32 main params: 17 params (optimizer.state.param.<key>) compared with their bf16 weights"),
-        qPrintable(verdict["text"].toString()));
+    QVERIFY2(verdict["text"].toString().contains("fp32 main params: 17 params (" + prefix +
+                                                 "<key>) compared with their bf16 weights"),
+             qPrintable(verdict["text"].toString()));
     for (const auto& n : verdict["not_checked"].toArray())
       QVERIFY2(!n.toString().contains("fp32-main-param"), qPrintable(n.toString()));
   }
@@ -178,6 +187,35 @@ class TestRealdsMegatron : public QObject {
     QVERIFY2(said.startsWith("1 error. Checked: 34 tensors") &&
                  said.contains("fp32 main params: 17 params (optimizer.state.fp32_param.<key>) compared"),
              qPrintable(said));
+  }
+
+  // megatron-core's own resume (dist_checkpointing.load into a fresh model and
+  // Float16OptimizerWithFloat16Params, load_state_dict, megatron_load_check.py) restores mains that do not
+  // round to the weights from the stale save, for every param, and mains that do from the healthy one; one
+  // step then runs. The moments the stale save never had are left out of the request (megatron-core would
+  // raise KeyError for them).
+  void megatronCoreRestoresTheStaleMains() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto stale = realds::checkpoint(kStale);
+    const auto healthy = realds::checkpoint(kLocal);
+    test::TempDir dir;
+    const auto out = dir.file("load.json");
+    const auto r = realds::launch(
+        {test::source_dir() + "/tests/realds/megatron_load_check.py", "--ckpt",
+         tracked_iteration_dir(healthy), "--ckpt", tracked_iteration_dir(stale), "--json", out},
+        2, "0.19", dir.file("logs"));
+    QVERIFY2(r.exit_code == 0, realds::describe(r).c_str());
+    const auto j = realds::parse(test::read_text(out));
+    QVERIFY(j["step_ok"].toBool());
+    const auto loads = j["loads"].toObject();
+    const auto h = loads[QString::fromStdString(tracked_iteration_dir(healthy))].toObject();
+    QCOMPARE(h["mains_equal_weights"].toArray().size(), 29);  // 17 keys; the 2 layers' params each their own
+    QVERIFY(h["mains_differ"].toArray().isEmpty());
+    QVERIFY(h["absent"].toArray().isEmpty());
+    const auto s = loads[QString::fromStdString(tracked_iteration_dir(stale))].toObject();
+    QCOMPARE(s["mains_differ"].toArray().size(), 29);
+    QVERIFY(s["mains_equal_weights"].toArray().isEmpty());
+    QCOMPARE(s["absent"].toArray().size(), 34);  // exp_avg and exp_avg_sq of the 17 keys
   }
 
   // A .distcp gone from the healthy save: the params whose weight or main lies in it are listed as not
