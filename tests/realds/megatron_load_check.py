@@ -3,7 +3,8 @@
 bf16 model and its non-distributed optimizer (Float16OptimizerWithFloat16Params, megatron_optim_train.py's CPU
 shims), as a resume that loads the optimizer does: dist_checkpointing.load of model.sharded_state_dict() and
 optimizer.sharded_state_dict(is_loading=True), then load_state_dict on both. Then it says, per param, whether the
-fp32 main the optimizer now holds rounds to its bf16 weight (mains_equal_weights), and takes one optimizer step (synthetic
+fp32 main the optimizer now holds rounds to its bf16 weight (mains_equal_weights) or is its exact upcast
+(mains_upcast, what ckptdoc repair --refresh-fp32 writes), and takes one optimizer step (synthetic
 gradients, as the forward needs CUDA).
 
 The optimizer's keys the save does not hold are left out of the request and said in "absent" (a save made before a
@@ -85,13 +86,16 @@ def main():
             mode.__enter__()
         gpt.load_state_dict(loaded["model"])
         opt.load_state_dict(loaded["optimizer"])
-        equal, differ = [], []
+        equal, differ, upcast = [], [], []
         for o in getattr(opt, "chained_optimizers", [opt]):
             for model_group, main_group in zip(o.float16_groups, o.fp32_from_float16_groups):
                 for p, main in zip(model_group, main_group):
                     # healthy: the bf16 weight is the main's rounding (the main keeps more bits than the weight)
                     (equal if torch.equal(main.to(p.dtype), p.detach()) else differ).append(names[p])
-        results[ckpt] = dict(absent=sorted(absent), mains_equal_weights=sorted(equal), mains_differ=sorted(differ))
+                    if torch.equal(main, p.detach().float()):  # what a refresh from the weights leaves
+                        upcast.append(names[p])
+        results[ckpt] = dict(absent=sorted(absent), mains_equal_weights=sorted(equal), mains_differ=sorted(differ),
+                             mains_upcast=sorted(upcast))
     for p in gpt.parameters():
         p.main_grad.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(300)) * 1e-2)
     step = opt.step()

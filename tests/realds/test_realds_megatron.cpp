@@ -16,6 +16,7 @@
 #include <QtTest>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "realds_support.h"
 
@@ -216,6 +217,66 @@ class TestRealdsMegatron : public QObject {
     QCOMPARE(s["mains_differ"].toArray().size(), 29);
     QVERIFY(s["mains_equal_weights"].toArray().isEmpty());
     QCOMPARE(s["absent"].toArray().size(), 34);  // exp_avg and exp_avg_sq of the 17 keys
+  }
+
+  // repair --refresh-fp32 writes a new folder whose mains are the exact upcast of their weights (only those
+  // storage items rewritten: .metadata and common.pt are the input's bytes), the input untouched; ckptdoc's
+  // diagnosis of it is clean and megatron-core's own resume restores every main as float(weight) and steps.
+  // main refused to repair a Megatron folder.
+  void repairRefreshesTheStaleMains() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kStale);
+    const auto in_iter = tracked_iteration_dir(e);
+    std::map<std::string, std::string> before;
+    for (const auto& f : std::filesystem::directory_iterator(in_iter))
+      before[f.path().filename().string()] = test::read_text(f.path().string());
+    test::TempDir dir;
+    const auto out = dir.file("refreshed");
+    const auto r = test::run_cli({"repair", e.save_dir, "-o", out, "--refresh-fp32"});
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    QVERIFY2(r.out.find("Refreshed the fp32 main params of 17 params (optimizer.state.fp32_param.<key>)") !=
+                 std::string::npos,
+             r.out.c_str());
+    for (const auto& [name, bytes] : before) {
+      QVERIFY2(test::read_text(in_iter + "/" + name) == bytes, name.c_str());  // the input untouched
+      if (name == ".metadata" || name == "common.pt" || name == "metadata.json")
+        QVERIFY2(test::read_text(out + "/iter_0000000/" + name) == bytes, name.c_str());
+    }
+    QCOMPARE(test::read_text(out + "/latest_checkpointed_iteration.txt"), std::string("0"));
+
+    const auto d = test::run_cli({"diagnose", out, "--json"});
+    CKPTDOC_EXPECT_EXIT(d, 0);
+    const auto report = json_of(d);
+    QVERIFY2(report["problems"].toArray().isEmpty(), d.out.c_str());
+    QCOMPARE(report["megatron"].toObject()["main_params"].toObject()["compared"].toInt(), 17);
+
+    const auto load = realds::launch({test::source_dir() + "/tests/realds/megatron_load_check.py", "--ckpt",
+                                      out + "/iter_0000000", "--json", dir.file("load.json")},
+                                     2, "0.19", dir.file("logs"));
+    QVERIFY2(load.exit_code == 0, realds::describe(load).c_str());
+    const auto j = realds::parse(test::read_text(dir.file("load.json")));
+    QVERIFY(j["step_ok"].toBool());
+    const auto l = j["loads"].toObject()[QString::fromStdString(out + "/iter_0000000")].toObject();
+    QCOMPARE(l["mains_upcast"].toArray().size(), 29);
+    QVERIFY(l["mains_differ"].toArray().isEmpty());
+  }
+
+  // What repair of a Megatron folder refuses, writing nothing: another action, an output inside the input.
+  void repairRefusesWhatItCannotDo() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kStale);
+    test::TempDir dir;
+    const auto other = test::run_cli({"repair", e.save_dir, "-o", dir.file("r"), "--reset-optimizer"});
+    CKPTDOC_EXPECT_EXIT(other, 2);
+    QVERIFY2(other.err.find("--reset-optimizer") != std::string::npos &&
+                 other.err.find("--refresh-fp32 alone") != std::string::npos,
+             other.err.c_str());
+    QVERIFY(!std::filesystem::exists(dir.file("r")));
+    const auto in = realds::copy_of(e, dir, "save");
+    const auto inside = test::run_cli({"repair", in, "-o", in + "/refreshed", "--refresh-fp32"});
+    CKPTDOC_EXPECT_EXIT(inside, 2);
+    QVERIFY2(inside.err.find("is inside the checkpoint folder") != std::string::npos, inside.err.c_str());
+    QVERIFY(!std::filesystem::exists(in + "/refreshed"));
   }
 
   // A .distcp gone from the healthy save: the params whose weight or main lies in it are listed as not

@@ -74,13 +74,9 @@ int rank_of(const std::string& file) {  // "__<rank>_<n>.distcp"
 
 }  // namespace
 
-MainParamComparison compare_main_params(const dcp::Checkpoint& ckpt) {
-  MainParamComparison c;
-  const auto& md = ckpt.metadata();
-  auto backend = make_cpu_backend(1);
-  std::map<int, std::set<std::string>> files;
+std::vector<MainPair> main_pairs(const dcp::Metadata& md, std::vector<std::string>& not_compared) {
+  std::vector<MainPair> out;
   for (const auto& e : md.entries) {
-    if (e.key.rfind("optimizer.distributed.", 0) == 0) c.bucket_space = true;
     if (e.kind != dcp::EntryKind::Tensor || e.dtype != "float32") continue;
     for (const char* prefix : kPrefixes) {
       const std::string p = prefix;
@@ -90,43 +86,63 @@ MainParamComparison compare_main_params(const dcp::Checkpoint& ckpt) {
       if (!w || w->kind != dcp::EntryKind::Tensor) continue;
       const auto lp = dtype_from_name(w->dtype);
       if (!lp || (*lp != DType::BF16 && *lp != DType::F16)) continue;  // an fp32 model keeps no main copy
-      if (w->size != e.size) {
-        c.not_compared.push_back(key + ": the main's shape differs from the weight's");
-        continue;
+      if (w->size != e.size)
+        not_compared.push_back(key + ": the main's shape differs from the weight's");
+      else if (!chunks_inside(*w) || !chunks_inside(e))
+        not_compared.push_back(key +
+                               ": its chunks do not tile the global shape (see the dcp-chunk problems)");
+      else
+        out.push_back({&e, w, key, p, *lp});
+    }
+  }
+  return out;
+}
+
+std::vector<uint8_t> read_weight(const dcp::Checkpoint& ckpt, const MainPair& pair) {
+  return read_whole(ckpt, *pair.weight, element_size(pair.lp));
+}
+
+std::vector<uint8_t> weight_box(const std::vector<uint8_t>& weight, const MainPair& pair,
+                                const dcp::Chunk& chunk) {
+  const size_t esize = element_size(pair.lp);
+  std::vector<uint8_t> box(static_cast<size_t>(chunk.numel()) * esize);
+  for_each_run(pair.main->size, chunk.offsets, chunk.sizes, [&](int64_t g, int64_t b, int64_t n) {
+    std::memcpy(box.data() + b * esize, weight.data() + g * esize, n * esize);
+  });
+  return box;
+}
+
+MainParamComparison compare_main_params(const dcp::Checkpoint& ckpt) {
+  MainParamComparison c;
+  const auto& md = ckpt.metadata();
+  for (const auto& e : md.entries)
+    if (e.key.rfind("optimizer.distributed.", 0) == 0) c.bucket_space = true;
+  auto backend = make_cpu_backend(1);
+  std::map<int, std::set<std::string>> files;
+  for (const auto& pair : main_pairs(md, c.not_compared)) {
+    try {
+      const auto weight = read_weight(ckpt, pair);
+      analysis::ParamReport r;
+      r.name = pair.key;
+      r.shape = pair.weight->size;
+      r.numel = pair.weight->numel();
+      r.lp_dtype = pair.lp;
+      DivergenceStats total;
+      for (const auto& chunk : pair.main->chunks) {
+        const auto main = ckpt.read_chunk(*pair.main, chunk).to_float();
+        const auto box = weight_box(weight, pair, chunk);
+        const auto d = backend->divergence(box.data(), pair.lp, main.data(), main.size());
+        total.merge(d);
+        const int rank = chunk.item ? rank_of(chunk.item->file) : -1;
+        r.per_rank[rank].merge(d);
+        if (chunk.item) files[rank].insert(chunk.item->file);
       }
-      if (!chunks_inside(*w) || !chunks_inside(e)) {
-        c.not_compared.push_back(key +
-                                 ": its chunks do not tile the global shape (see the dcp-chunk problems)");
-        continue;
-      }
-      try {
-        const size_t esize = element_size(*lp);
-        const auto weight = read_whole(ckpt, *w, esize);
-        analysis::ParamReport r;
-        r.name = key;
-        r.shape = w->size;
-        r.numel = w->numel();
-        r.lp_dtype = *lp;
-        DivergenceStats total;
-        for (const auto& chunk : e.chunks) {
-          const auto main = ckpt.read_chunk(e, chunk).to_float();
-          std::vector<uint8_t> box(main.size() * esize);
-          for_each_run(e.size, chunk.offsets, chunk.sizes, [&](int64_t g, int64_t b, int64_t n) {
-            std::memcpy(box.data() + b * esize, weight.data() + g * esize, n * esize);
-          });
-          const auto d = backend->divergence(box.data(), *lp, main.data(), main.size());
-          total.merge(d);
-          const int rank = chunk.item ? rank_of(chunk.item->file) : -1;
-          r.per_rank[rank].merge(d);
-          if (chunk.item) files[rank].insert(chunk.item->file);
-        }
-        r.lp_vs_fp32 = total;
-        c.params.push_back(std::move(r));
-        c.prefix = p;
-        c.lp_dtype = *lp;
-      } catch (const Error& err) {  // the DCP diagnosis names the missing or damaged item
-        c.not_compared.push_back(key + ": " + err.what());
-      }
+      r.lp_vs_fp32 = total;
+      c.params.push_back(std::move(r));
+      c.prefix = pair.prefix;
+      c.lp_dtype = pair.lp;
+    } catch (const Error& err) {  // the DCP diagnosis names the missing or damaged item
+      c.not_compared.push_back(pair.key + ": " + err.what());
     }
   }
   for (auto& [rank, names] : files) c.files_by_rank[rank].assign(names.begin(), names.end());
@@ -142,8 +158,8 @@ std::vector<analysis::Finding> main_param_findings(const MainParamComparison& c)
       "Megatron-LM "
       "#174";
   ctx.fix =
-      "Megatron-LM's optimizer.reload_model_params() after loading the weights; ckptdoc cannot rewrite a "
-      "Megatron checkpoint yet";
+      "ckptdoc repair --refresh-fp32, or Megatron-LM's optimizer.reload_model_params() after loading the "
+      "weights";
   ctx.files_of = [&c](const std::set<int>& ranks) {
     std::vector<std::string> out;
     for (int r : ranks)

@@ -26,6 +26,22 @@ struct MainParamComparison {
   std::map<int, std::vector<std::string>> files_by_rank;
 };
 
+// One main beside its weight: same global shape, chunks tiling it, the weight bf16 or fp16.
+struct MainPair {
+  const dcp::Entry* main = nullptr;
+  const dcp::Entry* weight = nullptr;
+  std::string key;     // the model key
+  std::string prefix;  // the main's key is prefix + key
+  DType lp = DType::BF16;
+};
+// The pairs of `md`; what cannot be paired (another shape, chunks that do not tile) goes to `not_compared`.
+std::vector<MainPair> main_pairs(const dcp::Metadata& md, std::vector<std::string>& not_compared);
+// The weight whole, row-major, in its own dtype (read chunk by chunk).
+std::vector<uint8_t> read_weight(const dcp::Checkpoint& ckpt, const MainPair& pair);
+// The box of `chunk` (a chunk of the main) cut from the whole weight, row-major.
+std::vector<uint8_t> weight_box(const std::vector<uint8_t>& weight, const MainPair& pair,
+                                const dcp::Chunk& chunk);
+
 // Every main param whose weight is bf16 or fp16, compared element by element with the exact-rounding rule of
 // DeepSpeed's masters (Backend::divergence); the largest weight is held whole once, row-major.
 MainParamComparison compare_main_params(const dcp::Checkpoint& ckpt);

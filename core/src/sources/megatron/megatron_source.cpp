@@ -5,11 +5,13 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "ckptdoc/error.h"
 #include "ckptdoc/sources/dcp/diagnose.h"
 #include "ckptdoc/sources/dcp/report_text.h"
 #include "ckptdoc/sources/source.h"
 #include "main_params.h"
 #include "megatron_folder.h"
+#include "refresh_mains.h"
 #include "sources/dcp/source_export.h"
 
 namespace ckptdoc::sources {
@@ -123,7 +125,8 @@ class MegatronSource final : public Source {
   bool probe(const std::string& path) const override { return megatron::is_megatron_path(path); }
   bool exports_torch() const override { return true; }
   bool can(Command command) const override {
-    return command == Command::Inspect || command == Command::Diagnose || command == Command::Export;
+    return command == Command::Inspect || command == Command::Diagnose || command == Command::Export ||
+           command == Command::Repair;
   }
 
   Outcome inspect(const InspectRequest& request) const override {
@@ -158,6 +161,40 @@ class MegatronSource final : public Source {
       return {j.dump(2) + "\n", report.has_error() ? 1 : 0};
     }
     return {header(f) + "\n" + dcp::diagnose_text(*ckpt, report), report.has_error() ? 1 : 0};
+  }
+
+  // --refresh-fp32 only: the fp32 main params := upcast(bf16/fp16 weights), in a new folder
+  // (refresh_mains.h).
+  Outcome repair(const RepairRequest& request) const override {
+    if (!request.refresh_fp32 || !request.other_actions.empty()) {
+      std::string asked;
+      for (const auto& a : request.other_actions) asked += (asked.empty() ? "" : ", ") + a;
+      throw Error(
+          ErrorKind::Unsupported, request.path, asked.empty() ? "repair" : asked,
+          "a Megatron-core checkpoint is repaired with --refresh-fp32 alone (the fp32 main params from the "
+          "weights)");
+    }
+    const auto r = megatron::refresh_main_params(request.path, request.output);
+    std::vector<std::string> notes;
+    if (!r.absent_moments.empty())
+      notes.push_back("the save holds no optimizer.state.exp_avg / exp_avg_sq for " +
+                      plural(r.absent_moments.size(), "param") +
+                      " (saved before a first step): megatron-core's load of the optimizer asks for them, so "
+                      "leave them out "
+                      "of its request (Adam starts them at zero) or load the model alone");
+    if (request.json) {
+      const nlohmann::json j = {{"output", r.output}, {"iteration_dir", r.iteration_dir},
+                                {"params", r.params}, {"chunks_rewritten", r.chunks},
+                                {"prefix", r.prefix}, {"absent_moments", r.absent_moments},
+                                {"verified", true},   {"notes", notes}};
+      return {j.dump(2) + "\n", 0};
+    }
+    std::string text = "Refreshed the fp32 main params of " + plural(r.params, "param") + " (" + r.prefix +
+                       "<key>) from their weights: " + plural(r.chunks, "storage item") +
+                       " rewritten in a copy, " + "every other byte the input's.\nWrote " + r.output +
+                       "\nVerified: every main in the copy is the exact upcast of its weight.\n";
+    for (const auto& n : notes) text += "Note: " + n + ".\n";
+    return {text, 0};
   }
 
   ExportOutcome export_weights(const ExportRequest& request) const override {
