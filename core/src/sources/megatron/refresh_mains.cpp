@@ -145,9 +145,9 @@ RefreshResult refresh_main_params(const std::string& path, const std::string& ou
   const std::string iter_name = fs::path(folder.dir).filename().string();
   const std::string tmp_iter = save_folder ? tmp + "/" + iter_name : tmp;
   try {
-    fs::create_directories(tmp_iter);
-    for (const auto& e : fs::directory_iterator(folder.dir))
-      if (e.is_regular_file()) fs::copy_file(e.path(), tmp_iter + "/" + e.path().filename().string());
+    fs::create_directories(fs::path(tmp_iter).parent_path());
+    // all of it, folders too (megatron-core 0.19 keeps its common state in common_state/); links are followed
+    fs::copy(folder.dir, tmp_iter, fs::copy_options::recursive);
     if (save_folder) fs::copy_file(folder.tracker, tmp + "/" + std::string(kTracker));
 
     const auto& md = in->metadata();
