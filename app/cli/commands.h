@@ -134,6 +134,7 @@ int run_diagnose(const DiagnoseOptions& o);
 int run_source_inspect(const sources::Source& source, const InspectOptions& o);
 int run_source_diagnose(const sources::Source& source, const DiagnoseOptions& o);
 int run_source_export(const sources::Source& source, const ExportCommandOptions& o);
+int run_source_repair(const sources::Source& source, const RepairOptions& o);
 
 }  // namespace ckptdoc::cli
 

@@ -3,8 +3,8 @@
 // (the output stays, and the message says which); 2 nothing written (unusable input, usage, or a failure
 // before the output was in place).
 #include <cstdio>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "ckptdoc/analysis/diagnose.h"
@@ -12,6 +12,7 @@
 #include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/plan.h"
+#include "ckptdoc/sources/registry.h"
 #include "commands.h"
 #include "device_choice.h"
 #include "format_helpers.h"
@@ -165,6 +166,8 @@ int run_across_processes(const RepairOptions& o, const deepspeed::Checkpoint& ck
 }  // namespace
 
 int run_repair(const RepairOptions& o) {
+  if (const auto source = sources::find_source(o.path); !source->reads_into_catalog())
+    return run_source_repair(*source, o);
   repair::RepairRequest rq;
   std::shared_ptr<deepspeed::Checkpoint> ckpt;
   try {

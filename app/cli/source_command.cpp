@@ -3,6 +3,7 @@
 // forms: 0 ok, 1 problems found, 2 unusable input or a command the source cannot do.
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ckptdoc/error.h"
@@ -72,6 +73,24 @@ int run_operation(const sources::Source& source, sources::Command command, const
 int run_source_inspect(const sources::Source& source, const InspectOptions& o) {
   return run_operation(source, sources::Command::Inspect, o.path,
                        [&] { return source.inspect({.path = o.path, .json = o.json}); });
+}
+
+int run_source_repair(const sources::Source& source, const RepairOptions& o) {
+  sources::RepairRequest rq{.path = o.path,
+                            .output = o.output,
+                            .refresh_fp32 = o.refresh_fp32,
+                            .other_actions = {},
+                            .json = o.json};
+  const std::pair<bool, const char*> others[] = {{!o.lp_source.empty(), "--lp-source"},
+                                                 {o.reset_optimizer, "--reset-optimizer"},
+                                                 {o.drop_optimizer, "--drop-optimizer"},
+                                                 {o.restore_model_files, "--restore-model-files"},
+                                                 {o.repartition, "--repartition"},
+                                                 {o.dry_run, "--dry-run"},
+                                                 {o.force, "--force"}};
+  for (const auto& [given, flag] : others)
+    if (given) rq.other_actions.emplace_back(flag);
+  return run_operation(source, sources::Command::Repair, o.path, [&] { return source.repair(rq); });
 }
 
 int run_source_diagnose(const sources::Source& source, const DiagnoseOptions& o) {

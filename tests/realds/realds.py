@@ -226,6 +226,21 @@ MATRIX = {
     # megatron.core.dist_checkpointing.save (torch_dist) as <ckpt>/iter_0000002/ and latest_checkpointed_iteration.txt;
     # run.json records what of megatron-core needs CUDA (the forward, every optimizer)
     "v019_megatron_tp2": dict(kind="megatron", stage=0, dtype="fp32", dp=1, tp=2, world=2, steps=2, ds="0.19"),
+    # kind "megatron_optim" (#28): megatron_optim_train.py, the same model in bf16 with megatron-core's own
+    # optimizer (CPU shims listed there), saved with its sharded state dict. bf16_distopt: 2 steps of the
+    # DistributedOptimizer, param_state_sharding_type fully_reshardable (optimizer.state.param.<key>, healthy mains);
+    # finetune_stale: a --finetune-style run from it (model loaded, optimizer not, no reload_model_params) with the
+    # non-distributed Float16OptimizerWithFloat16Params, saved at iteration 0: optimizer.state.fp32_param.<key> hold
+    # the initial values (stale mains)
+    "v019_megatron_bf16_distopt": dict(kind="megatron_optim", mode="pretrain", optimizer="distributed", stage=0,
+                                       dtype="bf16", dp=1, tp=2, world=2, steps=2, ds="0.19"),
+    # bf16_local: 2 steps of the non-distributed optimizer (optimizer.state.fp32_param.<key> and moments, healthy):
+    # the finetune save's layout, what megatron_load_check.py loads
+    "v019_megatron_bf16_local": dict(kind="megatron_optim", mode="pretrain", optimizer="local", stage=0,
+                                     dtype="bf16", dp=1, tp=2, world=2, steps=2, ds="0.19"),
+    "v019_megatron_finetune_stale": dict(kind="megatron_optim", mode="finetune", optimizer="local",
+                                         src="v019_megatron_bf16_distopt", stage=0, dtype="bf16", dp=1, tp=2,
+                                         world=2, steps=0, ds="0.19"),
 }
 
 DEFAULTS = dict(model="A", bf16opt=False, zero_extra=None, ds="0.12.6", steps=5, dims=None, client=(), pp=1, tp=1, ep=1,
@@ -389,6 +404,10 @@ def stamp_of(a, spec):
         parts.append(file_sha(os.path.join(HERE, "accelerate_fsdp_train.py")))
     if spec["kind"] == "megatron":
         parts.append(file_sha(os.path.join(HERE, "megatron_train.py")))
+    if spec["kind"] == "megatron_optim":
+        parts.append(file_sha(os.path.join(HERE, "megatron_optim_train.py")))
+        if spec.get("src"):  # a run that loads another entry is remade with it
+            parts.append(stamp_of(a, spec_of(spec["src"])))
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
 
 
@@ -417,7 +436,7 @@ def base_args(spec):
 def ensure(a, name):
     """Writes matrix entry `name` unless the cache already holds it (same recipe); returns its entry dict."""
     spec = spec_of(name)
-    if spec["kind"] in ("seedbug", "addlayer"):
+    if spec["kind"] in ("seedbug", "addlayer") or spec.get("src"):
         ensure(a, spec["src"])
     cache = cache_dir(a)
     folder = os.path.join(cache, name)
@@ -476,6 +495,12 @@ def ensure(a, name):
         elif spec["kind"] == "megatron":
             cmd = launch[:-1] + [os.path.join(HERE, "megatron_train.py"), "--out", save_dir, "--tp", str(spec["tp"]),
                                  "--steps", str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
+        elif spec["kind"] == "megatron_optim":
+            cmd = launch[:-1] + [os.path.join(HERE, "megatron_optim_train.py"), "--out", save_dir, "--mode",
+                                 spec["mode"], "--optimizer", spec["optimizer"], "--tp", str(spec["tp"]), "--steps",
+                                 str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
+            if spec.get("src"):
+                cmd += ["--load", ensure(a, spec["src"])["save_dir"]]
         elif spec["kind"] == "par":
             cmd = launch[:-1] + [os.path.join(HERE, "par_train.py"), "--kind", spec["model"], "--out", save_dir,
                                  "--ref", os.path.join(folder, "ref"), "--steps", str(spec["steps"]), "--tp",
@@ -501,7 +526,8 @@ def ensure(a, name):
         if spec["kind"] == "accelerate":
             tag = ""  # the save_state folder is the checkpoint
         else:
-            tracker = "latest_checkpointed_iteration.txt" if spec["kind"] == "megatron" else "latest"
+            tracker = ("latest_checkpointed_iteration.txt" if spec["kind"] in ("megatron", "megatron_optim")
+                       else "latest")
             tag = open(os.path.join(save_dir, tracker)).read().strip()
         entry = dict(spec, save_dir=save_dir, tag=tag, stamp=stamp, seconds=round(seconds, 1))
         with open(entry_path + ".tmp", "w") as f:

@@ -5,10 +5,18 @@
 // registry's "megatron" source: the save folder resolves the tracker, the iteration folder is a DCP folder
 // plus metadata.json and common.pt (read inertly). The export must equal torch's own dcp_to_torch_save of the
 // same folder, bit for bit (tests/fixtures/dcp/check_dcp_export.py).
+//
+// The fp32 main params (megatron_optim_train.py, megatron-core's own bf16 optimizers on the CPU):
+// v019_megatron_bf16_distopt (DistributedOptimizer, fully_reshardable: optimizer.state.param.<key>, healthy)
+// and v019_megatron_finetune_stale (a --finetune-style load of its model alone, no reload_model_params, the
+// non-distributed optimizer: optimizer.state.fp32_param.<key> still the initial values). Which mains match
+// their weights is judged by torch (tests/realds/check_megatron_mains.py), not by ckptdoc.
 #include <QDir>
 #include <QFile>
 #include <QtTest>
+#include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "realds_support.h"
 
@@ -18,6 +26,9 @@ namespace realds = ckptdoc::test::realds;
 namespace {
 
 constexpr const char* kEntry = "v019_megatron_tp2";
+constexpr const char* kDistOpt = "v019_megatron_bf16_distopt";
+constexpr const char* kStale = "v019_megatron_finetune_stale";
+constexpr const char* kLocal = "v019_megatron_bf16_local";
 
 std::string iteration_dir(const realds::Entry& e) {
   return e.save_dir + "/iter_0000002";
@@ -25,6 +36,21 @@ std::string iteration_dir(const realds::Entry& e) {
 
 QJsonObject json_of(const test::RunResult& r) {
   return realds::parse(r.out);
+}
+
+// The iteration folder the tracker names (tag "0" -> iter_0000000).
+std::string tracked_iteration_dir(const realds::Entry& e) {
+  char name[32];
+  std::snprintf(name, sizeof name, "/iter_%07d", std::stoi(e.tag));
+  return e.save_dir + name;
+}
+
+// torch's reading of the mains against their weights (check_megatron_mains.py).
+QJsonObject mains_truth(const realds::Entry& e) {
+  const auto r = realds::python_with_deepspeed(
+      {test::source_dir() + "/tests/realds/check_megatron_mains.py", tracked_iteration_dir(e)}, e.ds);
+  if (r.exit_code != 0) qWarning("%s", realds::describe(r).c_str());
+  return r.exit_code == 0 ? realds::parse(r.out) : QJsonObject{};
 }
 
 std::vector<std::string> problem_codes(const QJsonObject& report) {
@@ -88,6 +114,189 @@ class TestRealdsMegatron : public QObject {
         qPrintable(said));
     QVERIFY(verdict["not_checked"].toArray().contains(
         "no fp32-main-param comparison: this checkpoint holds no optimizer state (no optimizer.* keys)"));
+  }
+
+  // megatron-core's optimizers after 2 steps, each layout: their state is listed, and every fp32 main is
+  // compared with its bf16 weight and found to be its rounding, as torch finds (no false alarm). main said
+  // "not compared yet".
+  void healthyMainParamsAreCompared_data() {
+    QTest::addColumn<QString>("entry");
+    QTest::addColumn<QString>("prefix");
+    QTest::newRow("DistributedOptimizer fully_reshardable") << kDistOpt << "optimizer.state.param.";
+    QTest::newRow("Float16OptimizerWithFloat16Params") << kLocal << "optimizer.state.fp32_param.";
+  }
+
+  void healthyMainParamsAreCompared() {
+    REALDS_REQUIRE_DS("0.19");
+    QFETCH(QString, entry);
+    QFETCH(QString, prefix);
+    const auto e = realds::checkpoint(entry.toStdString());
+    const auto truth = mains_truth(e);
+    QCOMPARE(truth["compared"].toInt(), 17);
+    QVERIFY(truth["stale"].toArray().isEmpty());
+
+    const auto in = test::run_cli({"inspect", e.save_dir, "--json"});
+    CKPTDOC_EXPECT_EXIT(in, 0);
+    const auto text = test::run_cli({"inspect", e.save_dir});
+    for (const auto& key :
+         {prefix + "output_layer.weight", QString("optimizer.state.exp_avg.output_layer.weight"),
+          QString("optimizer.state.exp_avg_sq.output_layer.weight")})
+      QVERIFY2(text.out.find(key.toStdString()) != std::string::npos, qPrintable(key));
+
+    const auto diag = test::run_cli({"diagnose", e.save_dir, "--json"});
+    CKPTDOC_EXPECT_EXIT(diag, 0);
+    const auto report = json_of(diag);
+    QVERIFY2(report["problems"].toArray().isEmpty(), diag.out.c_str());
+    const auto mains = report["megatron"].toObject()["main_params"].toObject();
+    QCOMPARE(mains["compared"].toInt(), 17);
+    QCOMPARE(mains["prefix"].toString(), prefix);
+    const auto verdict = report["verdict"].toObject();
+    QVERIFY(verdict["clean"].toBool());
+    QVERIFY2(verdict["text"].toString().contains("fp32 main params: 17 params (" + prefix +
+                                                 "<key>) compared with their bf16 weights"),
+             qPrintable(verdict["text"].toString()));
+    for (const auto& n : verdict["not_checked"].toArray())
+      QVERIFY2(!n.toString().contains("fp32-main-param"), qPrintable(n.toString()));
+  }
+
+  // The --finetune bug (Megatron-LM #174): mains left at their initial values next to the loaded weights.
+  // Named with DeepSpeed's stale-master finding, its params those torch finds stale, exit 1. main said "No
+  // problems found".
+  void staleMainParamsAreNamed() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kStale);
+    const auto truth = mains_truth(e);
+    QCOMPARE(truth["compared"].toInt(), 17);
+    QCOMPARE(truth["stale"].toArray().size(), 17);
+
+    const auto diag = test::run_cli({"diagnose", e.save_dir, "--json"});
+    CKPTDOC_EXPECT_EXIT(diag, 1);
+    const auto report = json_of(diag);
+    QCOMPARE(problem_codes(report), std::vector<std::string>{"fp32-master-mismatch"});
+    const auto p = report["problems"].toArray()[0].toObject();
+    QCOMPARE(p["severity"].toString(), QString("error"));
+    QVERIFY(p["key"].toString().startsWith("optimizer.state.fp32_param."));
+    QVERIFY(p["file"].toString().endsWith(".distcp"));
+    const auto message = p["message"].toString();
+    QVERIFY2(message.contains("The fp32 main params (optimizer.state.fp32_param.<key>) of 17 of 17 trainable "
+                              "params do not match their bf16 weights") &&
+                 message.contains("reload_model_params") && message.contains("Affected: ") &&
+                 message.contains("(11 more)"),
+             qPrintable(message));
+    QVERIFY(!report["verdict"].toObject()["clean"].toBool());
+    const auto said = report["verdict"].toObject()["text"].toString();
+    QVERIFY2(said.startsWith("1 error. Checked: 34 tensors") &&
+                 said.contains("fp32 main params: 17 params (optimizer.state.fp32_param.<key>) compared"),
+             qPrintable(said));
+  }
+
+  // megatron-core's own resume (dist_checkpointing.load into a fresh model and
+  // Float16OptimizerWithFloat16Params, load_state_dict, megatron_load_check.py) restores mains that do not
+  // round to the weights from the stale save, for every param, and mains that do from the healthy one; one
+  // step then runs. The moments the stale save never had are left out of the request (megatron-core would
+  // raise KeyError for them).
+  void megatronCoreRestoresTheStaleMains() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto stale = realds::checkpoint(kStale);
+    const auto healthy = realds::checkpoint(kLocal);
+    test::TempDir dir;
+    const auto out = dir.file("load.json");
+    const auto r = realds::launch(
+        {test::source_dir() + "/tests/realds/megatron_load_check.py", "--ckpt",
+         tracked_iteration_dir(healthy), "--ckpt", tracked_iteration_dir(stale), "--json", out},
+        2, "0.19", dir.file("logs"));
+    QVERIFY2(r.exit_code == 0, realds::describe(r).c_str());
+    const auto j = realds::parse(test::read_text(out));
+    QVERIFY(j["step_ok"].toBool());
+    const auto loads = j["loads"].toObject();
+    const auto h = loads[QString::fromStdString(tracked_iteration_dir(healthy))].toObject();
+    QCOMPARE(h["mains_equal_weights"].toArray().size(), 29);  // 17 keys; the 2 layers' params each their own
+    QVERIFY(h["mains_differ"].toArray().isEmpty());
+    QVERIFY(h["absent"].toArray().isEmpty());
+    const auto s = loads[QString::fromStdString(tracked_iteration_dir(stale))].toObject();
+    QCOMPARE(s["mains_differ"].toArray().size(), 29);
+    QVERIFY(s["mains_equal_weights"].toArray().isEmpty());
+    QCOMPARE(s["absent"].toArray().size(), 34);  // exp_avg and exp_avg_sq of the 17 keys
+  }
+
+  // repair --refresh-fp32 writes a new folder whose mains are the exact upcast of their weights (only those
+  // storage items rewritten: .metadata and common.pt are the input's bytes), the input untouched; ckptdoc's
+  // diagnosis of it is clean and megatron-core's own resume restores every main as float(weight) and steps.
+  // main refused to repair a Megatron folder.
+  void repairRefreshesTheStaleMains() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kStale);
+    const auto in_iter = tracked_iteration_dir(e);
+    std::map<std::string, std::string> before;
+    for (const auto& f : std::filesystem::directory_iterator(in_iter))
+      before[f.path().filename().string()] = test::read_text(f.path().string());
+    test::TempDir dir;
+    const auto out = dir.file("refreshed");
+    const auto r = test::run_cli({"repair", e.save_dir, "-o", out, "--refresh-fp32"});
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    QVERIFY2(r.out.find("Refreshed the fp32 main params of 17 params (optimizer.state.fp32_param.<key>)") !=
+                 std::string::npos,
+             r.out.c_str());
+    for (const auto& [name, bytes] : before) {
+      QVERIFY2(test::read_text(in_iter + "/" + name) == bytes, name.c_str());  // the input untouched
+      if (name == ".metadata" || name == "common.pt" || name == "metadata.json")
+        QVERIFY2(test::read_text(out + "/iter_0000000/" + name) == bytes, name.c_str());
+    }
+    QCOMPARE(test::read_text(out + "/latest_checkpointed_iteration.txt"), std::string("0"));
+
+    const auto d = test::run_cli({"diagnose", out, "--json"});
+    CKPTDOC_EXPECT_EXIT(d, 0);
+    const auto report = json_of(d);
+    QVERIFY2(report["problems"].toArray().isEmpty(), d.out.c_str());
+    QCOMPARE(report["megatron"].toObject()["main_params"].toObject()["compared"].toInt(), 17);
+
+    const auto load = realds::launch({test::source_dir() + "/tests/realds/megatron_load_check.py", "--ckpt",
+                                      out + "/iter_0000000", "--json", dir.file("load.json")},
+                                     2, "0.19", dir.file("logs"));
+    QVERIFY2(load.exit_code == 0, realds::describe(load).c_str());
+    const auto j = realds::parse(test::read_text(dir.file("load.json")));
+    QVERIFY(j["step_ok"].toBool());
+    const auto l = j["loads"].toObject()[QString::fromStdString(out + "/iter_0000000")].toObject();
+    QCOMPARE(l["mains_upcast"].toArray().size(), 29);
+    QVERIFY(l["mains_differ"].toArray().isEmpty());
+  }
+
+  // What repair of a Megatron folder refuses, writing nothing: another action, an output inside the input.
+  void repairRefusesWhatItCannotDo() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kStale);
+    test::TempDir dir;
+    const auto other = test::run_cli({"repair", e.save_dir, "-o", dir.file("r"), "--reset-optimizer"});
+    CKPTDOC_EXPECT_EXIT(other, 2);
+    QVERIFY2(other.err.find("--reset-optimizer") != std::string::npos &&
+                 other.err.find("--refresh-fp32 alone") != std::string::npos,
+             other.err.c_str());
+    QVERIFY(!std::filesystem::exists(dir.file("r")));
+    const auto in = realds::copy_of(e, dir, "save");
+    const auto inside = test::run_cli({"repair", in, "-o", in + "/refreshed", "--refresh-fp32"});
+    CKPTDOC_EXPECT_EXIT(inside, 2);
+    QVERIFY2(inside.err.find("is inside the checkpoint folder") != std::string::npos, inside.err.c_str());
+    QVERIFY(!std::filesystem::exists(in + "/refreshed"));
+  }
+
+  // A .distcp gone from the healthy save: the params whose weight or main lies in it are listed as not
+  // compared (never judged on the zeros of a missing chunk), the others still are, and the one problem is the
+  // missing file.
+  void mainsOfAMissingFileAreNotJudged() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kDistOpt);
+    test::TempDir dir;
+    const auto in = realds::copy_of(e, dir, "no_distcp");
+    std::filesystem::remove(in + "/iter_0000002/__1_1.distcp");
+    const auto d = test::run_cli({"diagnose", in, "--json"});
+    CKPTDOC_EXPECT_EXIT(d, 1);
+    const auto report = json_of(d);
+    QCOMPARE(problem_codes(report), std::vector<std::string>{"dcp-file-missing"});
+    const auto mains = report["megatron"].toObject()["main_params"].toObject();
+    const auto skipped = mains["not_compared"].toArray();
+    QVERIFY(!skipped.isEmpty());
+    QCOMPARE(mains["compared"].toInt() + skipped.size(), 17);
+    QVERIFY2(skipped[0].toString().contains("__1_1.distcp"), qPrintable(skipped[0].toString()));
   }
 
   // The model weights, bit for bit what torch's dcp_to_torch_save makes of the same iteration folder, as

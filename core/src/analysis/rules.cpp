@@ -32,9 +32,10 @@ std::string list_names(const std::vector<std::string>& names, size_t max = 6) {
 
 bool is_mixed_precision(const deepspeed::Catalog& c) { return c.lp_dtype == DType::F16 || c.lp_dtype == DType::BF16; }
 
-void master_rules(const deepspeed::Catalog& cat, const std::vector<ParamReport>& params, const MismatchThresholds& th,
-                  std::vector<Finding>& out) {
-  if (!is_mixed_precision(cat)) return;
+}  // namespace
+
+void master_findings(const std::vector<ParamReport>& params, const MasterContext& ctx,
+                     const MismatchThresholds& th, std::vector<Finding>& out) {
   Finding stale{"fp32-master-mismatch", Severity::Error, "", {}, {}, {}, RepairKind::RefreshFp32};
   Finding drift{"fp32-master-drift", Severity::Warning, "", {}, {}, {}, RepairKind::RefreshFp32};
   std::set<int> stale_ranks, drift_ranks;
@@ -64,23 +65,8 @@ void master_rules(const deepspeed::Catalog& cat, const std::vector<ParamReport>&
     stale_ranks.insert(drift_ranks.begin(), drift_ranks.end());
     drift.params.clear();
   }
-  const std::string lp = lp_name(cat.lp_dtype);
-  // The files holding the masters concerned: the optimizer files of those ranks. Under mpirun on node-local
-  // storage a rank's file is on another node: named as DeepSpeed names it, so every node's report agrees.
-  auto files_of = [&cat](const std::set<int>& ranks) {
-    bool bf16_prefix = false;
-    for (int r = 0; r < cat.dp_world_size; ++r)
-      if (const auto* f = cat.optim_file(r)) {
-        bf16_prefix = f->bf16_prefix;
-        break;
-      }
-    std::vector<std::string> files;
-    for (int r : ranks) {
-      const auto* f = cat.optim_file(r);
-      files.push_back(f ? f->path : deepspeed::optim_file_name(bf16_prefix, r, cat.mp_rank));
-    }
-    return files;
-  };
+  const std::string lp = lp_name(ctx.lp_dtype);
+  const auto& files_of = ctx.files_of;
   if (!stale.params.empty()) {
     stale.ranks.assign(stale_ranks.begin(), stale_ranks.end());
     stale.files = files_of(stale_ranks);
@@ -112,18 +98,15 @@ void master_rules(const deepspeed::Catalog& cat, const std::vector<ParamReport>&
             ? "The elements that differ are NaN or Inf (every finite one is exact): masters that are NaN or "
               "Inf come from a diverged run or damage, not from a missed load: the next "
               "optimizer step would write them into the weights. "
-            : "This is the signature of masters left at their initial values (e.g. after "
-              "load_checkpoint(..., "
-              "load_optimizer_states=False) before v0.13): the next optimizer step would overwrite the "
-              "trained "
-              "weights with them. ";
+            : "This is the signature of masters left at their initial values (" + ctx.cause +
+                  "): the next optimizer step would overwrite the trained weights with them. ";
     stale.evidence["nonfinite_elements"] = double(stale_total.nonfinite);
-    stale.message = "The fp32 master weights of " + std::to_string(stale.params.size()) + " of " +
+    stale.message = "The " + ctx.masters + " of " + std::to_string(stale.params.size()) + " of " +
                     std::to_string(compared) + " trainable params do not match their " + lp +
                     " weights: only " + pct(stale_total.exact_fraction()) + " of elements equal the " + lp +
                     " rounding of the master (a healthy checkpoint is ~100%), " + distance + ". " + cause +
-                    "Fix: refresh the fp32 masters from the " + lp +
-                    " weights (ckptdoc repair --refresh-fp32). Affected: " + list_names(stale.params) + "." +
+                    "Fix: refresh the " + ctx.masters + " from the " + lp + " weights (" + ctx.fix +
+                    "). Affected: " + list_names(stale.params) + "." +
                     (near_init ? " (" + std::to_string(near_init) +
                                      " of them still match in most elements only because "
                                      "their values barely moved from the initial ones.)"
@@ -138,14 +121,44 @@ void master_rules(const deepspeed::Catalog& cat, const std::vector<ParamReport>&
                       {"exact_fraction", drift_total.exact_fraction()},
                       {"rel_l2", drift_total.rel_l2()},
                       {"max_abs", drift_total.max_abs}};
-    drift.message = std::to_string(drift.params.size()) + " params have fp32 masters that differ from their " + lp +
-                    " weights by a few ULPs beyond rounding (" + pct(drift_total.exact_fraction()) +
-                    " exact, relative L2 " + num(drift_total.rel_l2()) +
-                    "): the weights and masters were saved at slightly different moments. Usually harmless; refresh "
-                    "the masters if the " + lp + " weights are the ones you trust. Affected: " +
-                    list_names(drift.params) + ".";
+    drift.message =
+        std::to_string(drift.params.size()) + " params have " + ctx.masters + " that differ from their " +
+        lp + " weights by a few ULPs beyond rounding (" + pct(drift_total.exact_fraction()) +
+        " exact, relative L2 " + num(drift_total.rel_l2()) +
+        "): the weights and masters were saved at slightly different moments. Usually harmless; refresh "
+        "the masters if the " +
+        lp + " weights are the ones you trust. Affected: " + list_names(drift.params) + ".";
     out.push_back(std::move(drift));
   }
+}
+
+namespace {
+
+void master_rules(const deepspeed::Catalog& cat, const std::vector<ParamReport>& params,
+                  const MismatchThresholds& th, std::vector<Finding>& out) {
+  if (!is_mixed_precision(cat)) return;
+  MasterContext ctx;
+  ctx.lp_dtype = cat.lp_dtype;
+  ctx.masters = "fp32 master weights";
+  ctx.cause = "e.g. after load_checkpoint(..., load_optimizer_states=False) before v0.13";
+  ctx.fix = "ckptdoc repair --refresh-fp32";
+  // The files holding the masters concerned: the optimizer files of those ranks. Under mpirun on node-local
+  // storage a rank's file is on another node: named as DeepSpeed names it, so every node's report agrees.
+  ctx.files_of = [&cat](const std::set<int>& ranks) {
+    bool bf16_prefix = false;
+    for (int r = 0; r < cat.dp_world_size; ++r)
+      if (const auto* f = cat.optim_file(r)) {
+        bf16_prefix = f->bf16_prefix;
+        break;
+      }
+    std::vector<std::string> files;
+    for (int r : ranks) {
+      const auto* f = cat.optim_file(r);
+      files.push_back(f ? f->path : deepspeed::optim_file_name(bf16_prefix, r, cat.mp_rank));
+    }
+    return files;
+  };
+  master_findings(params, ctx, th, out);
 }
 
 void nonfinite_rules(const std::vector<ParamReport>& params, std::vector<Finding>& out) {

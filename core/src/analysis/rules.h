@@ -1,5 +1,8 @@
 #pragma once
 // The finding rules: from the catalog's problems and the scanned statistics to named findings.
+#include <functional>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "ckptdoc/analysis/report.h"
@@ -23,6 +26,21 @@ enum class RuleSet { All, MastersOnly };
 std::vector<Finding> apply_rules(const deepspeed::Catalog& catalog, const std::vector<ParamReport>& params,
                                  const std::vector<deepspeed::Problem>& scan_problems,
                                  RuleSet rules = RuleSet::All, const MismatchThresholds& thresholds = {});
+
+// What names a framework's fp32 masters in the master-vs-weight findings.
+struct MasterContext {
+  DType lp_dtype = DType::BF16;
+  std::string masters;  // "fp32 master weights" (DeepSpeed), "fp32 main params" (Megatron)
+  std::string cause;    // how masters are left at their initial values in that framework
+  std::string fix;      // the command that refreshes them
+  std::function<std::vector<std::string>(const std::set<int>&)> files_of;  // the files of those ranks
+};
+
+// The fp32-master-mismatch (error: stale masters, DeepSpeed #762) and fp32-master-drift (warning: a few ULPs)
+// findings from each param's lp_vs_fp32 and per_rank divergence: the one rule every framework's comparison
+// uses.
+void master_findings(const std::vector<ParamReport>& params, const MasterContext& ctx,
+                     const MismatchThresholds& th, std::vector<Finding>& out);
 
 // The lp dtype as findings name it: "fp16", "bf16" (else the dtype's own name).
 std::string lp_name(DType t);

@@ -67,4 +67,8 @@ ExportOutcome Source::export_weights(const ExportRequest& request) const {
   throw refusal(request.path, Command::Export);
 }
 
+Outcome Source::repair(const RepairRequest& request) const {
+  throw refusal(request.path, Command::Repair);
+}
+
 }  // namespace ckptdoc::sources

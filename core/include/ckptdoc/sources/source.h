@@ -43,6 +43,16 @@ struct ExportRequest {
   bool quiet = false;  // no text summary (the JSON form is printed regardless)
 };
 
+// `repair PATH -o OUT` for a source that writes its own repaired copy (the input is never written).
+struct RepairRequest {
+  std::string path;
+  std::string output;  // a new folder
+  bool refresh_fp32 = false;
+  std::vector<std::string>
+      other_actions;  // the other actions asked for ("--reset-optimizer"): refused by name
+  bool json = false;
+};
+
 struct Outcome {
   std::string text;   // what the command prints on stdout, as the request asked (text or JSON); may be empty
   int exit_code = 0;  // 0 ok, 1 problems found (diagnose)
@@ -80,6 +90,7 @@ class Source {
   virtual Outcome inspect(const InspectRequest& request) const;
   virtual Outcome diagnose(const DiagnoseRequest& request) const;
   virtual ExportOutcome export_weights(const ExportRequest& request) const;
+  virtual Outcome repair(const RepairRequest& request) const;
 
   // "`inspect`, `diagnose` and `export`": the commands can() allows, in Command order.
   std::string supported_commands() const;

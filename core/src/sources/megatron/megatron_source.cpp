@@ -5,10 +5,13 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "ckptdoc/error.h"
 #include "ckptdoc/sources/dcp/diagnose.h"
 #include "ckptdoc/sources/dcp/report_text.h"
 #include "ckptdoc/sources/source.h"
+#include "main_params.h"
 #include "megatron_folder.h"
+#include "refresh_mains.h"
 #include "sources/dcp/source_export.h"
 
 namespace ckptdoc::sources {
@@ -45,9 +48,13 @@ nlohmann::json megatron_json(const megatron::IterationFolder& f, const megatron:
 // What Megatron's own files add to the DCP diagnosis: common.pt (absent, unreadable, unsafe) and its
 // iteration against the folder's. The verdict is rewritten when that adds an error or a warning, and says
 // what it read.
-void add_megatron_findings(dcp::Report& r, const megatron::IterationFolder& f,
-                           const megatron::CommonState& c) {
+void add_megatron_findings(dcp::Report& r, const megatron::IterationFolder& f, const megatron::CommonState& c,
+                           const megatron::MainParamComparison& mains) {
   std::vector<dcp::Problem> added;
+  for (const auto& finding : megatron::main_param_findings(mains))
+    added.push_back({finding.code, finding.severity == analysis::Severity::Error ? "error" : "warning",
+                     finding.message, finding.files.empty() ? "" : finding.files.front(),
+                     finding.params.empty() ? "" : mains.prefix + finding.params.front()});
   if (!c.present)
     added.push_back({"megatron-common-missing", "error",
                      "common.pt is absent: megatron-core's load reads the state that is not sharded (args, "
@@ -83,14 +90,30 @@ void add_megatron_findings(dcp::Report& r, const megatron::IterationFolder& f,
     r.clean = r.clean && errors == 0;
   }
   r.verdict += " Megatron: metadata.json sharded_backend " + f.backend + "; " + c.summary() + ".";
+  if (!mains.params.empty())
+    r.verdict += " fp32 main params: " + plural(mains.params.size(), "param") + " (" + mains.prefix +
+                 "<key>) compared with their " + analysis::lp_name(mains.lp_dtype) +
+                 " weights element by element.";
   bool optimizer = false;
   for (const auto& t : r.tensors) optimizer = optimizer || t.key.rfind("optimizer.", 0) == 0;
-  for (auto& n : r.not_checked)
-    if (n.rfind("no fp32-master comparison", 0) == 0)
-      n = optimizer
-              ? "no fp32-main-param comparison: Megatron's distributed-optimizer layouts are not compared yet"
-              : "no fp32-main-param comparison: this checkpoint holds no optimizer state (no optimizer.* "
-                "keys)";
+  std::vector<std::string> not_checked;
+  for (auto& n : r.not_checked) {
+    if (n.rfind("no fp32-master comparison", 0) != 0) {
+      not_checked.push_back(n);
+      continue;
+    }
+    if (!mains.params.empty()) continue;  // made above
+    not_checked.push_back(mains.bucket_space
+                              ? "no fp32-main-param comparison: the optimizer state is in bucket space "
+                                "(optimizer.distributed.*, dp_reshardable), which is not compared yet"
+                          : optimizer ? "no fp32-main-param comparison: no optimizer.state.fp32_param.<key> "
+                                        "or optimizer.state.param.<key> "
+                                        "beside a bf16 or fp16 weight"
+                                      : "no fp32-main-param comparison: this checkpoint holds no optimizer "
+                                        "state (no optimizer.* keys)");
+  }
+  for (const auto& n : mains.not_compared) not_checked.push_back("fp32 main param not compared: " + n);
+  r.not_checked = std::move(not_checked);
 }
 
 class MegatronSource final : public Source {
@@ -102,7 +125,8 @@ class MegatronSource final : public Source {
   bool probe(const std::string& path) const override { return megatron::is_megatron_path(path); }
   bool exports_torch() const override { return true; }
   bool can(Command command) const override {
-    return command == Command::Inspect || command == Command::Diagnose || command == Command::Export;
+    return command == Command::Inspect || command == Command::Diagnose || command == Command::Export ||
+           command == Command::Repair;
   }
 
   Outcome inspect(const InspectRequest& request) const override {
@@ -126,14 +150,51 @@ class MegatronSource final : public Source {
     const auto ckpt = dcp::Checkpoint::open(f.dir);
     const auto common = megatron::read_common(f.dir);
     dcp::Report report = dcp::diagnose(*ckpt);
-    add_megatron_findings(report, f, common);
+    const auto mains = megatron::compare_main_params(*ckpt);
+    add_megatron_findings(report, f, common, mains);
     if (request.json) {
       auto j = nlohmann::json::parse(dcp::report_json(*ckpt, report));
       j["format"] = "megatron-core";
       j["megatron"] = megatron_json(f, common);
+      j["megatron"]["main_params"] = {
+          {"compared", mains.params.size()}, {"prefix", mains.prefix}, {"not_compared", mains.not_compared}};
       return {j.dump(2) + "\n", report.has_error() ? 1 : 0};
     }
     return {header(f) + "\n" + dcp::diagnose_text(*ckpt, report), report.has_error() ? 1 : 0};
+  }
+
+  // --refresh-fp32 only: the fp32 main params := upcast(bf16/fp16 weights), in a new folder
+  // (refresh_mains.h).
+  Outcome repair(const RepairRequest& request) const override {
+    if (!request.refresh_fp32 || !request.other_actions.empty()) {
+      std::string asked;
+      for (const auto& a : request.other_actions) asked += (asked.empty() ? "" : ", ") + a;
+      throw Error(
+          ErrorKind::Unsupported, request.path, asked.empty() ? "repair" : asked,
+          "a Megatron-core checkpoint is repaired with --refresh-fp32 alone (the fp32 main params from the "
+          "weights)");
+    }
+    const auto r = megatron::refresh_main_params(request.path, request.output);
+    std::vector<std::string> notes;
+    if (!r.absent_moments.empty())
+      notes.push_back("the save holds no optimizer.state.exp_avg / exp_avg_sq for " +
+                      plural(r.absent_moments.size(), "param") +
+                      " (saved before a first step): megatron-core's load of the optimizer asks for them, so "
+                      "leave them out "
+                      "of its request (Adam starts them at zero) or load the model alone");
+    if (request.json) {
+      const nlohmann::json j = {{"output", r.output}, {"iteration_dir", r.iteration_dir},
+                                {"params", r.params}, {"chunks_rewritten", r.chunks},
+                                {"prefix", r.prefix}, {"absent_moments", r.absent_moments},
+                                {"verified", true},   {"notes", notes}};
+      return {j.dump(2) + "\n", 0};
+    }
+    std::string text = "Refreshed the fp32 main params of " + plural(r.params, "param") + " (" + r.prefix +
+                       "<key>) from their weights: " + plural(r.chunks, "storage item") +
+                       " rewritten in a copy, " + "every other byte the input's.\nWrote " + r.output +
+                       "\nVerified: every main in the copy is the exact upcast of its weight.\n";
+    for (const auto& n : notes) text += "Note: " + n + ".\n";
+    return {text, 0};
   }
 
   ExportOutcome export_weights(const ExportRequest& request) const override {

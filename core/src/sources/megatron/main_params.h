@@ -1,0 +1,52 @@
+#pragma once
+// Megatron-core's fp32 main params against the bf16/fp16 weights they should round to, in the model-space
+// optimizer layouts (docs/reference.md "Megatron-core folders"):
+//   optimizer.state.fp32_param.<key>  Float16OptimizerWithFloat16Params; DistributedOptimizer
+//                                     fully_sharded_model_space / dp_zero_gather_scatter
+//   optimizer.state.param.<key>       DistributedOptimizer fully_reshardable
+// each with the global shape of the model's <key>. The two may be chunked differently: each main chunk is
+// compared with the same box of the weight, assembled from the weight's chunks.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "analysis/rules.h"
+#include "ckptdoc/analysis/report.h"
+#include "ckptdoc/sources/dcp/checkpoint.h"
+
+namespace ckptdoc::megatron {
+
+struct MainParamComparison {
+  std::vector<analysis::ParamReport> params;  // one per (main, weight) pair compared; name = the model key
+  std::string prefix;                         // "optimizer.state.fp32_param." or "optimizer.state.param."
+  DType lp_dtype = DType::BF16;
+  std::vector<std::string> not_compared;  // "<key>: why" (a chunk unreadable, a shape that differs)
+  bool bucket_space = false;              // optimizer.distributed.* (dp_reshardable): not comparable here
+  // The storage files holding the main chunks written by each rank (the rank of `__<rank>_<n>.distcp`).
+  std::map<int, std::vector<std::string>> files_by_rank;
+};
+
+// One main beside its weight: same global shape, chunks tiling it, the weight bf16 or fp16.
+struct MainPair {
+  const dcp::Entry* main = nullptr;
+  const dcp::Entry* weight = nullptr;
+  std::string key;     // the model key
+  std::string prefix;  // the main's key is prefix + key
+  DType lp = DType::BF16;
+};
+// The pairs of `md`; what cannot be paired (another shape, chunks that do not tile) goes to `not_compared`.
+std::vector<MainPair> main_pairs(const dcp::Metadata& md, std::vector<std::string>& not_compared);
+// The weight whole, row-major, in its own dtype (read chunk by chunk).
+std::vector<uint8_t> read_weight(const dcp::Checkpoint& ckpt, const MainPair& pair);
+// The box of `chunk` (a chunk of the main) cut from the whole weight, row-major.
+std::vector<uint8_t> weight_box(const std::vector<uint8_t>& weight, const MainPair& pair,
+                                const dcp::Chunk& chunk);
+
+// Every main param whose weight is bf16 or fp16, compared element by element with the exact-rounding rule of
+// DeepSpeed's masters (Backend::divergence); the largest weight is held whole once, row-major.
+MainParamComparison compare_main_params(const dcp::Checkpoint& ckpt);
+
+// The fp32-master-mismatch / fp32-master-drift findings of analysis::master_findings, in Megatron's words.
+std::vector<analysis::Finding> main_param_findings(const MainParamComparison& c);
+
+}  // namespace ckptdoc::megatron

@@ -1,0 +1,111 @@
+#!/usr/bin/python3
+"""Per-rank judge (started by the judges' launch.py): megatron-core's own load of a Megatron-core save into a fresh
+bf16 model and its non-distributed optimizer (Float16OptimizerWithFloat16Params, megatron_optim_train.py's CPU
+shims), as a resume that loads the optimizer does: dist_checkpointing.load of model.sharded_state_dict() and
+optimizer.sharded_state_dict(is_loading=True), then load_state_dict on both. Then it says, per param, whether the
+fp32 main the optimizer now holds rounds to its bf16 weight (mains_equal_weights) or is its exact upcast
+(mains_upcast, what ckptdoc repair --refresh-fp32 writes), and takes one optimizer step (synthetic
+gradients, as the forward needs CUDA).
+
+The optimizer's keys the save does not hold are left out of the request and said in "absent" (a save made before a
+first step has no optimizer.state.exp_avg.<key> / exp_avg_sq: megatron-core's load would raise KeyError for them;
+Adam starts those at zero anyway). The save's mains must be optimizer.state.fp32_param.<key> (this optimizer's
+layout).
+
+usage: launch.py --world 2 -- megatron_load_check.py --ckpt ITERATION_DIR [--ckpt ...] [--tp 2] --json OUT
+(the step follows the last load; "loads" in the JSON maps each folder to what its load left)
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import megatron_optim_train as trainer  # noqa: E402 - its CPU shims and the model it saves
+
+
+def drop_absent(node, present, absent):
+    """Removes the ShardedTensors whose key the save does not hold, in place; their keys go to `absent`."""
+    from megatron.core.dist_checkpointing.mapping import ShardedTensor
+    items = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
+    for k, v in reversed(items):
+        if isinstance(v, ShardedTensor) and v.key not in present:
+            absent.add(v.key)
+            del node[k]
+        elif isinstance(v, (dict, list)):
+            drop_absent(v, present, absent)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ckpt", required=True, action="append", help="an iteration folder; again for more, loaded "
+                    "in turn into the same model and optimizer")
+    ap.add_argument("--tp", type=int, default=2)
+    ap.add_argument("--json", required=True)
+    a = ap.parse_args()
+    notes = {}
+    mode = trainer.cpu_shims(notes)
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+
+    from megatron.core import dist_checkpointing, parallel_state
+    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+    from megatron.core.transformer.module import Float16Module
+    from megatron.core.transformer.transformer_config import TransformerConfig
+    from torch.distributed.checkpoint import FileSystemReader
+
+    parallel_state.initialize_model_parallel(tensor_model_parallel_size=a.tp)
+    torch.manual_seed(5)  # not the save's seed: nothing may match by chance
+    cfg = TransformerConfig(num_layers=2, hidden_size=16, num_attention_heads=4, ffn_hidden_size=32,
+                            use_cpu_initialization=True, params_dtype=torch.bfloat16, bf16=True,
+                            perform_initialization=True)
+    gpt = GPTModel(config=cfg, transformer_layer_spec=get_gpt_layer_local_spec(), vocab_size=64,
+                   max_sequence_length=8)
+    ddp = DistributedDataParallel(cfg, DistributedDataParallelConfig(grad_reduce_in_fp32=True),
+                                  Float16Module(cfg, gpt))
+    opt = get_megatron_optimizer(OptimizerConfig(optimizer="adam", lr=1e-3, bf16=True), [ddp])
+
+    names = {p: n for n, p in gpt.named_parameters()}
+    results = {}
+    for ckpt in a.ckpt:
+        model_sd = gpt.sharded_state_dict()
+        request = {"model": model_sd, "optimizer": opt.sharded_state_dict(model_sd, is_loading=True)}
+        present = set(FileSystemReader(ckpt).read_metadata().state_dict_metadata)
+        absent = set()
+        drop_absent(request, present, absent)
+        if mode is not None:  # the load's reader may spawn: nothing of the mode in the way
+            mode.__exit__(None, None, None)
+        loaded = dist_checkpointing.load(request, ckpt)
+        if mode is not None:
+            mode.__enter__()
+        gpt.load_state_dict(loaded["model"])
+        opt.load_state_dict(loaded["optimizer"])
+        equal, differ, upcast = [], [], []
+        for o in getattr(opt, "chained_optimizers", [opt]):
+            for model_group, main_group in zip(o.float16_groups, o.fp32_from_float16_groups):
+                for p, main in zip(model_group, main_group):
+                    # healthy: the bf16 weight is the main's rounding (the main keeps more bits than the weight)
+                    (equal if torch.equal(main.to(p.dtype), p.detach()) else differ).append(names[p])
+                    if torch.equal(main, p.detach().float()):  # what a refresh from the weights leaves
+                        upcast.append(names[p])
+        results[ckpt] = dict(absent=sorted(absent), mains_equal_weights=sorted(equal), mains_differ=sorted(differ),
+                             mains_upcast=sorted(upcast))
+    for p in gpt.parameters():
+        p.main_grad.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(300)) * 1e-2)
+    step = opt.step()
+    if rank == 0:
+        import megatron.core
+        with open(a.json, "w") as f:
+            json.dump(dict(notes, megatron_core=megatron.core.__version__, loads=results, step=repr(step),
+                           step_ok=bool(step[0])), f, indent=1)
+    dist.barrier()
+
+
+if __name__ == "__main__":
+    main()
