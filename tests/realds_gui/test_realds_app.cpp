@@ -1,7 +1,7 @@
 // The desktop app on checkpoints today's DeepSpeed wrote (0.19, and 0.18.4's layouts that differ): the window
-// shows the findings `ckptdoc diagnose` gives for the same folder (code and severity, each as many times), a row
-// for every param the report has, and, when no error was found, the CLI's verdict with what it rests on. The
-// app and the CLI share the core, so a difference here is the view dropping or inventing something.
+// shows the findings `ckptdoc diagnose` gives for the same folder (code and severity, each as many times), a
+// row for every param the report has, and, when no error was found, the CLI's verdict with what it rests on.
+// The app and the CLI share the core, so a difference here is the view dropping or inventing something.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QLabel>
@@ -35,10 +35,11 @@ class TestRealdsApp : public QObject {
 
   void windowAgreesWithDiagnose_data() {
     QTest::addColumn<QString>("name");
-    for (const char* n : {"v019_z1_fp16_dp2", "v019_z2_bf16_dp2", "v019_z3_fp16_dp2", "v019_z2_fp16_dp8_tiny",
-                          "v019_z2_bf16_dp2_bf16_states", "v019_z2_fp16_dp2_legacy", "v019_bf16_z0_dp2",
-                          "v019_bf16_z0_fused_dp2", "v019_bf16opt_s1_dp2", "v019_ulysses_sp2", "v0184_ulysses_sp2",
-                          "v0184_bf16_z0_dp2", "v019_autotp_z1", "v019_par_tp", "v019_par_moe", "v019_par_pipe3d"})
+    for (const char* n :
+         {"v019_z1_fp16_dp2", "v019_z2_bf16_dp2", "v019_z3_fp16_dp2", "v019_z2_fp16_dp8_tiny",
+          "v019_z2_bf16_dp2_bf16_states", "v019_z2_fp16_dp2_legacy", "v019_bf16_z0_dp2",
+          "v019_bf16_z0_fused_dp2", "v019_bf16opt_s1_dp2", "v019_ulysses_sp2", "v0184_ulysses_sp2",
+          "v0184_bf16_z0_dp2", "v019_autotp_z1", "v019_par_tp", "v019_par_moe", "v019_par_pipe3d"})
       QTest::newRow(n) << QString(n);
   }
   void windowAgreesWithDiagnose() {
@@ -64,7 +65,8 @@ class TestRealdsApp : public QObject {
       ++got[std::string(analysis::severity_name(m->finding(r).severity)) + " " + m->finding(r).code];
     QVERIFY2(got == want, qPrintable("window: " + QString::fromStdString([&] {
                                        std::string s;
-                                       for (const auto& [k, v] : got) s += k + " x" + std::to_string(v) + "; ";
+                                       for (const auto& [k, v] : got)
+                                         s += k + " x" + std::to_string(v) + "; ";
                                        return s;
                                      }()) +
                                      "\ndiagnose: " + QJsonDocument(report["findings"].toArray()).toJson()));
@@ -77,7 +79,8 @@ class TestRealdsApp : public QObject {
       QVERIFY(!label);
     } else {
       QVERIFY2(label, qPrintable(verdict["headline"].toString()));
-      QVERIFY2(label->text().startsWith(verdict["headline"].toString() + " Checked: " + verdict["basis"].toString()),
+      QVERIFY2(label->text().startsWith(verdict["headline"].toString() +
+                                        " Checked: " + verdict["basis"].toString()),
                qPrintable(label->text() + "\n" + verdict["headline"].toString()));
     }
   }

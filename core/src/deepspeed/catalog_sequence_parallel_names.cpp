@@ -14,7 +14,9 @@ namespace ckptdoc::deepspeed {
 
 namespace {
 
-std::string n(int64_t v) { return std::to_string(v); }
+std::string n(int64_t v) {
+  return std::to_string(v);
+}
 
 }  // namespace
 
@@ -33,8 +35,8 @@ void CatalogBuilder::recognise_sequence_parallel_names() {
   }
   if (highest == 0) return;
   const int sp = highest + 1;
-  // ALST's groups are consecutive ranks, so the sequence-parallel rank of rank D is D % sp; a lost tensor rank
-  // or mixed files do not give every file that name.
+  // ALST's groups are consecutive ranks, so the sequence-parallel rank of rank D is D % sp; a lost tensor
+  // rank or mixed files do not give every file that name.
   for (const auto& f : cat_.files)
     if (f.role == FileRole::Optim && f.mp_rank != f.dp_rank % sp) return;
   if (cat_.dp_world_size > 0 && cat_.dp_world_size % sp != 0) return;
@@ -44,7 +46,8 @@ void CatalogBuilder::recognise_sequence_parallel_names() {
   for (auto& f : cat_.files) {
     if (f.role != FileRole::Optim) continue;
     if (f.mp_rank > 0) {
-      renames += (renames.empty() ? "" : ", ") + f.path + " -> " + optim_file_name(f.bf16_prefix, f.dp_rank, 0);
+      renames +=
+          (renames.empty() ? "" : ", ") + f.path + " -> " + optim_file_name(f.bf16_prefix, f.dp_rank, 0);
       ranks.push_back(f.dp_rank);
     }
     f.mp_rank = 0;
@@ -56,23 +59,26 @@ void CatalogBuilder::recognise_sequence_parallel_names() {
   if (cat_.dp_world_size > 0)
     split = "; ZeRO partitioned over its dp_world_size " + n(cat_.dp_world_size) +
             " ranks (sequence-parallel x data-parallel: " + n(sp) + " x " + n(cat_.dp_world_size / sp) + ")";
-  job_problems_.push_back({"sequence-parallel",
-                           "info",
-                           "a Ulysses sequence-parallel job of " + n(sp) +
-                               " ranks per sequence group: its ranks hold whole replicas of the model, not tensor "
-                               "slices" +
-                               split,
-                           {},
-                           {},
-                           {},
-                           {{"sequence_parallel_size", n(sp)}}});
+  job_problems_.push_back(
+      {"sequence-parallel",
+       "info",
+       "a Ulysses sequence-parallel job of " + n(sp) +
+           " ranks per sequence group: its ranks hold whole replicas of the model, not tensor "
+           "slices" +
+           split,
+       {},
+       {},
+       {},
+       {{"sequence_parallel_size", n(sp)}}});
   const std::string version = cat_.ds_version.empty() ? "DeepSpeed 0.18" : "DeepSpeed " + cat_.ds_version;
-  Problem names{"sequence-parallel-file-names", "warning",
-                version + " named these optimizer files by sequence-parallel rank, and no DeepSpeed resumes them "
-                          "so: 0.18's load_checkpoint stops on sequence-parallel rank 1 (IndexError in "
-                          "state_dict_factory.py: it takes that rank for a model-parallel rank of a job of 1), "
-                          "and 0.19 looks for mp_rank_00 on every rank (FileNotFoundError). Renamed, DeepSpeed "
-                          "0.19 loads them with the same sequence-parallel groups: " +
+  Problem names{"sequence-parallel-file-names",
+                "warning",
+                version +
+                    " named these optimizer files by sequence-parallel rank, and no DeepSpeed resumes them "
+                    "so: 0.18's load_checkpoint stops on sequence-parallel rank 1 (IndexError in "
+                    "state_dict_factory.py: it takes that rank for a model-parallel rank of a job of 1), "
+                    "and 0.19 looks for mp_rank_00 on every rank (FileNotFoundError). Renamed, DeepSpeed "
+                    "0.19 loads them with the same sequence-parallel groups: " +
                     renames + ". ckptdoc reads them as they are",
                 {},
                 ranks,
