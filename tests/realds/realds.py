@@ -68,6 +68,10 @@ EXTRA_DS = tuple(line.strip() for line in open(os.path.join(REPO, "scripts", "ju
 # kind "par": par_train.py trains a tensor/pipeline/expert-parallel job (its references are assembled by the engine);
 # model "autotp": autotp_train.py, DeepSpeed's AutoTP on a HuggingFace model; model "autoep": autoep_train.py,
 # DeepSpeed's AutoEP on a tiny MoE.
+# the harness's fp16 section (ds_common.make_config), which config_extra's "fp16" replaces whole
+FP16_HARNESS = {"enabled": True, "loss_scale": 0, "initial_scale_power": 8, "loss_scale_window": 100, "hysteresis": 2,
+                "min_loss_scale": 1}
+
 MATRIX = {
     "z1_fp16_dp2": dict(kind="train", stage=1, dtype="fp16", dp=2, steps=5),
     "z1_bf16_dp3_fresh": dict(kind="train", stage=1, dtype="bf16", dp=3, steps=0),
@@ -138,6 +142,20 @@ MATRIX = {
     "v019_z2_bf16_dp2_bf16_states": dict(kind="train", stage=2, dtype="bf16", dp=2, steps=5, ds="0.19",
                                          config_extra={"bf16": {"enabled": True, "bf16_master_weights_and_grads": True,
                                                                 "bf16_optimizer_states": True}}),
+    # 16-bit masters need ZeRO-Offload with DeepSpeedCPUAdam (ZeRO asserts its exact type), so these use DeepSpeed's
+    # own DeepSpeedCPUAdam with its C++ op done in torch (cpu_adam.py). fp16 masters and grads (ZeRO-2, ZeRO-3):
+    "v019_z2_fp16_dp2_fp16_masters": dict(kind="train", stage=2, dtype="fp16", dp=2, steps=5, ds="0.19",
+                                          cpu_adam=True, zero_extra={"offload_optimizer": {"device": "cpu"}},
+                                          config_extra={"fp16": dict(FP16_HARNESS, fp16_master_weights_and_grads=True)}),
+    "v019_z3_fp16_dp2_fp16_masters": dict(kind="train", stage=3, dtype="fp16", dp=2, steps=5, ds="0.19",
+                                          cpu_adam=True, zero_extra={"offload_optimizer": {"device": "cpu"}},
+                                          config_extra={"fp16": dict(FP16_HARNESS, fp16_master_weights_and_grads=True)}),
+    # CPU-offloaded bf16 masters and bf16 moments (0.19.1+)
+    "v019_z2_bf16_dp2_offload_bf16_states": dict(kind="train", stage=2, dtype="bf16", dp=2, steps=5, ds="0.19",
+                                                 cpu_adam=True, zero_extra={"offload_optimizer": {"device": "cpu"}},
+                                                 config_extra={"bf16": {"enabled": True,
+                                                                        "bf16_master_weights_and_grads": True,
+                                                                        "bf16_optimizer_states": True}}),
     # checkpoint.checkpoint_serialization false: torch's legacy (non-zip) file format
     "v019_z2_fp16_dp2_legacy": dict(kind="train", stage=2, dtype="fp16", dp=2, steps=5, ds="0.19",
                                     config_extra={"checkpoint": {"checkpoint_serialization": False}}),
@@ -244,7 +262,7 @@ MATRIX = {
 }
 
 DEFAULTS = dict(model="A", bf16opt=False, zero_extra=None, ds="0.12.6", steps=5, dims=None, client=(), pp=1, tp=1, ep=1,
-                config_extra=None, fused_adam=False)
+                config_extra=None, fused_adam=False, cpu_adam=False)
 
 
 class Unavailable(Exception):
@@ -383,7 +401,7 @@ def stamp_of(a, spec):
     h = harness(a)
     # keys at their defaults that older entries did not have leave those entries' stamps (and caches) as they were
     recipe = {k: v for k, v in spec.items()
-              if not ((k in ("dims", "client", "config_extra", "fused_adam") and not v) or
+              if not ((k in ("dims", "client", "config_extra", "fused_adam", "cpu_adam") and not v) or
                       (k in ("pp", "tp", "ep") and v == 1))}
     parts = [json.dumps(recipe, sort_keys=True), str(GENERATOR_VERSION)]
     parts += [file_sha(os.path.join(h, f)) for f in ("ds_driver.py", "ds_common.py", "launch.py")]
@@ -392,6 +410,8 @@ def stamp_of(a, spec):
         parts.append(file_sha(PINS))
     if spec.get("fused_adam"):
         parts += [file_sha(os.path.join(HERE, f)) for f in ("cpu_fused_adam.py", "engine_hook/sitecustomize.py")]
+    if spec.get("cpu_adam"):
+        parts += [file_sha(os.path.join(HERE, f)) for f in ("cpu_adam.py", "engine_hook/sitecustomize.py")]
     if spec["kind"] == "client":
         parts.append(file_sha(os.path.join(HERE, "client_state_driver.py")))
     if spec["kind"] == "par":
@@ -456,8 +476,8 @@ def ensure(a, name):
         else:
             py, launcher = PYTHON, os.path.join(h, "launch.py")
             env = dict(os.environ, DS_SRC=ds_src(a, spec["ds"]))
-        if spec.get("config_extra") or spec.get("fused_adam"):  # ds_driver.py train has no option for these
-            env = with_engine_hook(env, {k: spec.get(k) for k in ("config_extra", "fused_adam")})
+        if spec.get("config_extra") or spec.get("fused_adam") or spec.get("cpu_adam"):  # ds_driver.py has no option
+            env = with_engine_hook(env, {k: spec.get(k) for k in ("config_extra", "fused_adam", "cpu_adam")})
         shutil.rmtree(folder, ignore_errors=True)
         os.makedirs(folder)
         save_dir = os.path.join(folder, "ckpt")
@@ -571,7 +591,9 @@ def with_engine_hook(env, spec):
         env["CKPTDOC_DS_CONFIG_EXTRA"] = json.dumps(spec["config_extra"])
     if spec.get("fused_adam"):
         env["CKPTDOC_DS_CPU_FUSED_ADAM"] = "1"
-    if spec.get("zero_extra") or spec.get("config_extra") or spec.get("fused_adam"):
+    if spec.get("cpu_adam"):
+        env["CKPTDOC_DS_CPU_ADAM"] = "1"
+    if spec.get("zero_extra") or spec.get("config_extra") or spec.get("fused_adam") or spec.get("cpu_adam"):
         env["PYTHONPATH"] = os.pathsep.join([os.path.join(HERE, "engine_hook"), HERE] +
                                             ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     return env

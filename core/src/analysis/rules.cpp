@@ -139,7 +139,12 @@ void master_rules(const deepspeed::Catalog& cat, const std::vector<ParamReport>&
   if (!is_mixed_precision(cat)) return;
   MasterContext ctx;
   ctx.lp_dtype = cat.lp_dtype;
-  ctx.masters = "fp32 master weights";
+  // fp16/bf16_master_weights_and_grads: the scan's note is already in `out`; name the masters as stored.
+  const auto note =
+      std::find_if(out.begin(), out.end(), [](const Finding& f) { return f.code == "masters-in-16-bit"; });
+  ctx.masters = note == out.end()                                     ? "fp32 master weights"
+                : note->message.find("bfloat16") != std::string::npos ? "bf16 master weights"
+                                                                      : "fp16 master weights";
   ctx.cause = "e.g. after load_checkpoint(..., load_optimizer_states=False) before v0.13";
   ctx.fix = "ckptdoc repair --refresh-fp32";
   // The files holding the masters concerned: the optimizer files of those ranks. Under mpirun on node-local

@@ -4,7 +4,8 @@ top-level config keys (CKPTDOC_DS_CONFIG_EXTRA, e.g. {"checkpoint": {"checkpoint
 the ranks of ds_driver.py train, which has no option for them): the engine that loads it must be built with the
 same settings, as the user's resumed job would be, and ds_load_check.py has no option for them. Patches the
 harness's config builder (our code path, not DeepSpeed's). With CKPTDOC_DS_CPU_FUSED_ADAM the engines get
-DeepSpeed's FusedAdam on the CPU (cpu_fused_adam.py), hence FP16_Optimizer at ZeRO stage 0."""
+DeepSpeed's FusedAdam on the CPU (cpu_fused_adam.py), hence FP16_Optimizer at ZeRO stage 0;
+with CKPTDOC_DS_CPU_ADAM DeepSpeedCPUAdam with its op in torch (cpu_adam.py), for 16-bit masters."""
 import json
 import os
 
@@ -12,6 +13,11 @@ if os.environ.get("CKPTDOC_DS_CPU_FUSED_ADAM") and os.environ.get("RANK") is not
     import cpu_fused_adam  # the entry's engines use FusedAdam (so FP16_Optimizer) on the CPU
 
     cpu_fused_adam.install()
+
+if os.environ.get("CKPTDOC_DS_CPU_ADAM") and os.environ.get("RANK") is not None:
+    import cpu_adam  # DeepSpeedCPUAdam with its op in torch: ZeRO's 16-bit masters need it
+
+    cpu_adam.install()
 
 _extra = os.environ.get("CKPTDOC_DS_ZERO_EXTRA")
 _config_extra = os.environ.get("CKPTDOC_DS_CONFIG_EXTRA")
