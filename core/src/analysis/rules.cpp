@@ -142,9 +142,10 @@ void master_rules(const deepspeed::Catalog& cat, const std::vector<ParamReport>&
   // fp16/bf16_master_weights_and_grads: the scan's note is already in `out`; name the masters as stored.
   const auto note =
       std::find_if(out.begin(), out.end(), [](const Finding& f) { return f.code == "masters-in-16-bit"; });
-  ctx.masters = note == out.end()                                     ? "fp32 master weights"
-                : note->message.find("bfloat16") != std::string::npos ? "bf16 master weights"
-                                                                      : "fp16 master weights";
+  ctx.masters = note == out.end() ? "fp32 master weights"
+                : note->details.count("dtype") && note->details.at("dtype") == "bfloat16"
+                    ? "bf16 master weights"
+                    : "fp16 master weights";
   ctx.cause = "e.g. after load_checkpoint(..., load_optimizer_states=False) before v0.13";
   ctx.fix = "ckptdoc repair --refresh-fp32";
   // The files holding the masters concerned: the optimizer files of those ranks. Under mpirun on node-local
@@ -414,7 +415,10 @@ std::vector<Finding> apply_rules(const deepspeed::Catalog& catalog, const std::v
     }
   master_rules(catalog, params, th, out);
   nonfinite_rules(params, out);
-  if (rules == RuleSet::All) optimizer_rules(catalog, params, out);
+  if (rules == RuleSet::All) {
+    optimizer_rules(catalog, params, out);
+    moments_cast_rules(params, out);
+  }
   world_size_rules(catalog, out);
   loss_scale_rules(catalog, out);
   std::stable_sort(out.begin(), out.end(),

@@ -367,7 +367,8 @@ class Scanner {
             "An export of the masters writes these values widened to float32; a refresh writes them back in ";
         message += dt;
         message += ".";
-        acc.problems.push_back({"masters-in-16-bit", "info", std::move(message), "", {}, {}});
+        acc.problems.push_back(
+            {"masters-in-16-bit", "info", std::move(message), "", {}, {}, {{"dtype", dt}}});
       }
       partitions_[{g.index, part.rank}] = std::move(v);
     }
