@@ -94,15 +94,16 @@ struct RepairOptions {
 };
 int run_repair(const RepairOptions& o);
 
-// `ckptdoc convert PATH -o OUT --to universal|zero ...` (convert_command.cpp); without --to it lists the targets.
+// `ckptdoc convert PATH -o OUT --to universal|zero ...` (convert_command.cpp); without --to it lists the
+// targets.
 struct ConvertOptions {
   std::string path, output;
-  std::string to;             // "universal" | "zero"; empty: error listing the targets
+  std::string to;                  // "universal" | "zero"; empty: error listing the targets
   std::optional<std::string> tag;  // input tag
-  std::string output_tag;     // tag folder name to write
-  std::string for_deepspeed;  // --to universal
-  int world_size = 0;         // --to zero
-  std::string target;         // --to zero: template checkpoint for hyper-parameters
+  std::string output_tag;          // tag folder name to write
+  std::string for_deepspeed;       // --to universal
+  int world_size = 0;              // --to zero
+  std::string target;              // --to zero: template checkpoint for hyper-parameters
   bool force = false;
   bool json = false;
   bool quiet = false;
@@ -123,7 +124,7 @@ struct DiagnoseOptions {
   unsigned gpu_workers = 0;
   int max_params = 30;  // rows of the per-param table in the text report
   bool verify_checksums = false;
-  std::optional<std::string> tp_rules;  // tensor-parallel rule file (default: universal_checkpoint_info)
+  std::optional<std::string> tp_rules;   // tensor-parallel rule file (default: universal_checkpoint_info)
   std::optional<std::string> lp_source;  // ZeRO-3: 16-bit weights saved elsewhere to compare the masters with
 };
 int run_diagnose(const DiagnoseOptions& o);

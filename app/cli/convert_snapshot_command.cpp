@@ -22,12 +22,14 @@ int run_convert_snapshot(const ConvertSnapshotOptions& o) {
     open.tag = o.tag;
     const auto ckpt = deepspeed::Checkpoint::open(o.path, open);
     if (!ckpt->snapshot())
-      throw Error(ckpt->catalog().tag_dir, "", "not a ckptdoc snapshot (convert --to checkpoint reads snapshots "
-                                                "written by ckptdoc_hook)");
+      throw Error(ckpt->catalog().tag_dir, "",
+                  "not a ckptdoc snapshot (convert --to checkpoint reads snapshots "
+                  "written by ckptdoc_hook)");
     const auto& m = ckpt->snapshot()->manifest();
     if (!o.json && !o.quiet) {
-      std::printf("Converting snapshot %s (tag %s, step %lld, %s, dp %d) to a DeepSpeed checkpoint\n", m.dir.c_str(),
-                  m.tag.c_str(), static_cast<long long>(m.live.global_steps), m.optimizer.c_str(), m.world_size);
+      std::printf("Converting snapshot %s (tag %s, step %lld, %s, dp %d) to a DeepSpeed checkpoint\n",
+                  m.dir.c_str(), m.tag.c_str(), static_cast<long long>(m.live.global_steps),
+                  m.optimizer.c_str(), m.world_size);
       std::fflush(stdout);
     }
     snapshot::ToCheckpointOptions opts;
@@ -41,13 +43,14 @@ int run_convert_snapshot(const ConvertSnapshotOptions& o) {
     return 2;
   }
   if (o.json) {
-    nlohmann::json j{{"save_dir", r.save_dir}, {"tag", r.tag}, {"files", r.files}, {"bytes", r.bytes},
-                     {"seconds", r.seconds}, {"verified", r.verified()}, {"mismatches", r.mismatches},
-                     {"invariant_failures", r.invariant_failures}};
+    nlohmann::json j{{"save_dir", r.save_dir},     {"tag", r.tag},
+                     {"files", r.files},           {"bytes", r.bytes},
+                     {"seconds", r.seconds},       {"verified", r.verified()},
+                     {"mismatches", r.mismatches}, {"invariant_failures", r.invariant_failures}};
     std::printf("%s\n", j.dump(1).c_str());
   } else {
-    std::printf("Wrote %s (tag %s): %zu files, %s in %.2f s\n", r.save_dir.c_str(), r.tag.c_str(), r.files.size(),
-                human_bytes(r.bytes).c_str(), r.seconds);
+    std::printf("Wrote %s (tag %s): %zu files, %s in %.2f s\n", r.save_dir.c_str(), r.tag.c_str(),
+                r.files.size(), human_bytes(r.bytes).c_str(), r.seconds);
     for (const auto& m : r.mismatches) std::printf("  MISMATCH %s\n", m.c_str());
     for (const auto& m : r.invariant_failures) std::printf("  LOADER INVARIANT %s\n", m.c_str());
     std::printf(r.verified() ? "Verified: every file equals the snapshot's, bit for bit; resume with "

@@ -38,23 +38,29 @@ int run_demo(const DemoOptions& o) {
     std::fprintf(stderr, "ckptdoc demo: %s\n", e.what());
     return 2;
   }
-  std::printf("Wrote a DeepSpeed ZeRO-2 fp16 checkpoint (data-parallel 2, %d transformer layers, %s parameters, %s)\n"
-              "to %s\n",
-              s.layers, grouped(r.params).c_str(), human_bytes(r.bytes).c_str(), r.save_dir.c_str());
+  std::printf(
+      "Wrote a DeepSpeed ZeRO-2 fp16 checkpoint (data-parallel 2, %d transformer layers, %s parameters, %s)\n"
+      "to %s\n",
+      s.layers, grouped(r.params).c_str(), human_bytes(r.bytes).c_str(), r.save_dir.c_str());
   for (const auto& f : r.files) std::printf("  %s\n", f.c_str());
   if (o.healthy) {
     std::printf("\nThe checkpoint is healthy: fp32 masters match the fp16 weights.\n");
   } else {
-    std::printf("\nIts fp32 master weights are stale: they hold a fresh random init while the fp16 weights are\n"
-                "trained -- what DeepSpeed 0.10.2-0.12.6 leaves after load_checkpoint(..., load_optimizer_states=False)\n"
-                "followed by save_checkpoint (DeepSpeed PR #762). The next optimizer step would overwrite the trained\n"
-                "weights with the random masters.\n");
+    std::printf(
+        "\nIts fp32 master weights are stale: they hold a fresh random init while the fp16 weights are\n"
+        "trained -- what DeepSpeed 0.10.2-0.12.6 leaves after load_checkpoint(..., "
+        "load_optimizer_states=False)\n"
+        "followed by save_checkpoint (DeepSpeed PR #762). The next optimizer step would overwrite the "
+        "trained\n"
+        "weights with the random masters.\n");
   }
   const std::string dir = shell_quote(r.save_dir);
   const std::string fixed = shell_quote(r.save_dir + "-fixed");
   std::printf("\nNext:\n  ckptdoc diagnose %s\n", dir.c_str());
-  if (!o.healthy) std::printf("  ckptdoc repair %s -o %s --refresh-fp32\n", dir.c_str(), fixed.c_str());
-  else std::printf("  ckptdoc repair %s -o %s --repartition --world-size 4\n", dir.c_str(), fixed.c_str());
+  if (!o.healthy)
+    std::printf("  ckptdoc repair %s -o %s --refresh-fp32\n", dir.c_str(), fixed.c_str());
+  else
+    std::printf("  ckptdoc repair %s -o %s --repartition --world-size 4\n", dir.c_str(), fixed.c_str());
   return 0;
 }
 
@@ -62,9 +68,12 @@ int run_synth(const SynthCliOptions& o) {
   deepspeed::SynthOptions s;
   try {
     s.stage = o.stage;
-    if (o.dtype == "fp16" || o.dtype == "float16") s.dtype = DType::F16;
-    else if (o.dtype == "bf16" || o.dtype == "bfloat16") s.dtype = DType::BF16;
-    else throw Error("", "--dtype", "expected fp16 or bf16, found '" + o.dtype + "'");
+    if (o.dtype == "fp16" || o.dtype == "float16")
+      s.dtype = DType::F16;
+    else if (o.dtype == "bf16" || o.dtype == "bfloat16")
+      s.dtype = DType::BF16;
+    else
+      throw Error("", "--dtype", "expected fp16 or bf16, found '" + o.dtype + "'");
     s.dp = o.dp;
     s.layers = o.layers;
     s.hidden = o.hidden;

@@ -20,9 +20,12 @@ namespace {
 
 const char* marker(analysis::Severity s) {
   switch (s) {
-    case analysis::Severity::Error: return "ERROR  ";
-    case analysis::Severity::Warning: return "WARNING";
-    default: return "info   ";
+    case analysis::Severity::Error:
+      return "ERROR  ";
+    case analysis::Severity::Warning:
+      return "WARNING";
+    default:
+      return "info   ";
   }
 }
 
@@ -43,11 +46,13 @@ void print_verdict(const analysis::Report& report, const deepspeed::Catalog& cat
 
 // A weights-only source: findings, then every tensor's values (worst first: NaN/Inf, all zeros).
 void print_weights_report(const analysis::Report& report, const deepspeed::Catalog& cat, int max_params) {
-  std::printf("ckptdoc diagnose: %s (%s, %zu tensors)\n", cat.tag_dir.c_str(), cat.kind.c_str(), report.params.size());
+  std::printf("ckptdoc diagnose: %s (%s, %zu tensors)\n", cat.tag_dir.c_str(), cat.kind.c_str(),
+              report.params.size());
   std::printf("  scanned %s in %.2f s on %s\n\n", human_bytes(report.bytes_scanned).c_str(), report.seconds,
               report.backend.c_str());
   print_verdict(report, cat);
-  for (const auto& f : report.findings) std::printf("%s %s\n  %s\n\n", marker(f.severity), f.code.c_str(), f.message.c_str());
+  for (const auto& f : report.findings)
+    std::printf("%s %s\n  %s\n\n", marker(f.severity), f.code.c_str(), f.message.c_str());
   std::vector<const analysis::ParamReport*> rows;
   for (const auto& p : report.params) rows.push_back(&p);
   auto badness = [](const analysis::ParamReport* p) {
@@ -56,7 +61,8 @@ void print_weights_report(const analysis::Report& report, const deepspeed::Catal
     return p->lp->count > 0 && p->lp->zeros == p->lp->count ? 1 : 0;
   };
   std::stable_sort(rows.begin(), rows.end(), [&](auto* a, auto* b) { return badness(a) > badness(b); });
-  std::printf("%-44s %-9s %12s %11s %11s %11s %8s\n", "tensor (worst first)", "dtype", "numel", "min", "max", "rms", "NaN/Inf");
+  std::printf("%-44s %-9s %12s %11s %11s %11s %8s\n", "tensor (worst first)", "dtype", "numel", "min", "max",
+              "rms", "NaN/Inf");
   int shown = 0;
   for (const auto* p : rows) {
     if (shown++ >= max_params) {
@@ -96,15 +102,15 @@ void print_report(const analysis::Report& report, const deepspeed::Catalog& cat,
   if (t.moe()) par += ", ep " + std::to_string(t.ep);
   std::printf("  ZeRO stage %d, %s weights, %s, %s; scanned %s in %.2f s on %s\n\n", cat.zero_stage,
               std::string(dtype_name(cat.lp_dtype)).c_str(), par.c_str(),
-              std::string(deepspeed::wrapper_name(cat.wrapper)).c_str(), human_bytes(report.bytes_scanned).c_str(),
-              report.seconds, report.backend.c_str());
+              std::string(deepspeed::wrapper_name(cat.wrapper)).c_str(),
+              human_bytes(report.bytes_scanned).c_str(), report.seconds, report.backend.c_str());
   if (report.live) print_live(*report.live);
   for (size_t d = 0; d < report.devices.size(); ++d) {
     const auto& share = report.devices[d];
     std::string ranks;
     for (int r : share.ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
-    std::printf("  worker %zu: %s: dp ranks %s (%s)\n", d, share.backend.c_str(), ranks.empty() ? "-" : ranks.c_str(),
-                human_bytes(share.bytes).c_str());
+    std::printf("  worker %zu: %s: dp ranks %s (%s)\n", d, share.backend.c_str(),
+                ranks.empty() ? "-" : ranks.c_str(), human_bytes(share.bytes).c_str());
   }
   if (!report.devices.empty()) std::printf("\n");
   print_verdict(report, cat);
@@ -113,7 +119,10 @@ void print_report(const analysis::Report& report, const deepspeed::Catalog& cat,
     if (!f.ranks.empty()) {
       std::string r;
       for (int x : f.ranks) r += (r.empty() ? "" : ", ") + std::to_string(x);
-      std::printf("  %s: %s\n", f.code.rfind("tp-", 0) == 0 ? "tensor ranks" : t.model_parallel() ? "dp ranks" : "ranks",
+      std::printf("  %s: %s\n",
+                  f.code.rfind("tp-", 0) == 0 ? "tensor ranks"
+                  : t.model_parallel()        ? "dp ranks"
+                                              : "ranks",
                   r.c_str());
     }
     // The flags the planner accepted (repair::settle_fixes); a finding without them has no fix that runs.
@@ -131,8 +140,8 @@ void print_report(const analysis::Report& report, const deepspeed::Catalog& cat,
   for (const auto& p : report.params) rows.push_back(&p);
   std::stable_sort(rows.begin(), rows.end(),
                    [](auto* a, auto* b) { return a->severity_score() > b->severity_score(); });
-  std::printf("%-40s %12s %9s %10s %10s %8s %12s\n", "param (worst first)", "numel", "exact%", "max|d|", "rel L2",
-              "NaN/Inf", "exp_avg_sq");
+  std::printf("%-40s %12s %9s %10s %10s %8s %12s\n", "param (worst first)", "numel", "exact%", "max|d|",
+              "rel L2", "NaN/Inf", "exp_avg_sq");
   int shown = 0;
   for (const auto* p : rows) {
     if (shown++ >= max_params) {

@@ -29,9 +29,10 @@ void print_text(const analysis::DiffResult& r, int max_rows) {
   size_t different = 0;
   for (const auto& d : r.compared) different += d.same() ? 0 : 1;
   std::printf("A: %s\nB: %s\n", r.a.c_str(), r.b.c_str());
-  std::printf("%zu tensors compared: %zu equal, %zu different; %zu only in A, %zu only in B, %zu changed shape\n",
-              r.compared.size(), r.compared.size() - different, different, r.removed.size(), r.added.size(),
-              r.shape_changed.size());
+  std::printf(
+      "%zu tensors compared: %zu equal, %zu different; %zu only in A, %zu only in B, %zu changed shape\n",
+      r.compared.size(), r.compared.size() - different, different, r.removed.size(), r.added.size(),
+      r.shape_changed.size());
   if (!r.removed.empty()) {
     std::printf("\nonly in A (removed):\n");
     for (const auto& n : r.removed) std::printf("  %s\n", n.c_str());
@@ -43,21 +44,23 @@ void print_text(const analysis::DiffResult& r, int max_rows) {
   if (!r.shape_changed.empty()) {
     std::printf("\nshape changed:\n");
     for (const auto& d : r.shape_changed)
-      std::printf("  %s: %s -> %s\n", d.name.c_str(), shape_text(d.shape_a).c_str(), shape_text(d.shape_b).c_str());
+      std::printf("  %s: %s -> %s\n", d.name.c_str(), shape_text(d.shape_a).c_str(),
+                  shape_text(d.shape_b).c_str());
   }
   if (different == 0) return;
-  std::printf("\n%-44s %-19s %12s %9s %11s %11s\n", "tensor (worst first)", "dtype", "numel", "exact%", "max|A-B|",
-              "rel L2");
+  std::printf("\n%-44s %-19s %12s %9s %11s %11s\n", "tensor (worst first)", "dtype", "numel", "exact%",
+              "max|A-B|", "rel L2");
   int shown = 0;
   for (const auto& d : r.compared) {
     if (d.same()) break;
     if (shown++ >= max_rows) {
-      std::printf("… %zu more differing tensors (use --json for all)\n", different - static_cast<size_t>(max_rows));
+      std::printf("… %zu more differing tensors (use --json for all)\n",
+                  different - static_cast<size_t>(max_rows));
       break;
     }
-    const std::string dtype = d.dtype_a == d.dtype_b
-                                  ? std::string(dtype_name(d.dtype_a))
-                                  : std::string(dtype_name(d.dtype_a)) + "->" + std::string(dtype_name(d.dtype_b));
+    const std::string dtype = d.dtype_a == d.dtype_b ? std::string(dtype_name(d.dtype_a))
+                                                     : std::string(dtype_name(d.dtype_a)) + "->" +
+                                                           std::string(dtype_name(d.dtype_b));
     const std::string name = d.name.size() > 44 ? "…" + d.name.substr(d.name.size() - 43) : d.name;
     std::printf("%-44s %-19s %12llu %9.3f %11s %11s\n", name.c_str(), dtype.c_str(),
                 static_cast<unsigned long long>(d.numel), d.exact_fraction() * 100.0, num(d.max_abs).c_str(),

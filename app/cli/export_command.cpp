@@ -72,8 +72,9 @@ int run_export(const ExportCommandOptions& o) {
   }
   ExportOptions options;
   // A folder has no extension to go by: shards are safetensors unless --format says otherwise.
-  options.format =
-      parse_export_format(!o.format.empty() ? o.format : !o.max_shard_size.empty() ? "safetensors" : format_for(o.output));
+  options.format = parse_export_format(!o.format.empty()           ? o.format
+                                       : !o.max_shard_size.empty() ? "safetensors"
+                                                                   : format_for(o.output));
   if (!o.max_shard_size.empty()) options.max_shard_size = weights::parse_shard_size(o.max_shard_size);
   options.force = o.force;
   options.merge_differing_replicated = o.force;

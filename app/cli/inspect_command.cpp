@@ -33,15 +33,17 @@ void print_universal(const Catalog& c) {
   std::printf("  tag              %s\n", c.tag.c_str());
   std::printf("  made from        %s%s, ZeRO stage %d, %s, dp %d (loads at any dp)\n",
               std::string(wrapper_name(c.wrapper)).c_str(),
-              c.optimizer_name_hint.empty() ? "" : (" wrapping " + c.optimizer_name_hint).c_str(), c.zero_stage,
-              std::string(dtype_name(c.lp_dtype)).c_str(), u.source_dp_world_size);
+              c.optimizer_name_hint.empty() ? "" : (" wrapping " + c.optimizer_name_hint).c_str(),
+              c.zero_stage, std::string(dtype_name(c.lp_dtype)).c_str(), u.source_dp_world_size);
   std::printf("  ds_version       %s\n", c.ds_version.empty() ? "(none)" : c.ds_version.c_str());
-  std::printf("  steps            global %lld, iteration %s, optimizer step %s\n", static_cast<long long>(c.global_steps),
+  std::printf("  steps            global %lld, iteration %s, optimizer step %s\n",
+              static_cast<long long>(c.global_steps),
               u.iteration ? std::to_string(*u.iteration).c_str() : "-",
               c.optimizer_step ? std::to_string(*c.optimizer_step).c_str() : "-");
-  std::printf("  loaders          DeepSpeed 0.12.3-0.14.0 (step := iteration + 1, mpu required): %s; "
-              "0.14.1+ (step.pt, param_groups): %s\n",
-              u.loads_with_iteration() ? "yes" : "no (no iteration)", u.loads_with_step_files() ? "yes" : "no");
+  std::printf(
+      "  loaders          DeepSpeed 0.12.3-0.14.0 (step := iteration + 1, mpu required): %s; "
+      "0.14.1+ (step.pt, param_groups): %s\n",
+      u.loads_with_iteration() ? "yes" : "no (no iteration)", u.loads_with_step_files() ? "yes" : "no");
   std::printf("  universal_checkpoint_info  %s\n", u.has_universal_checkpoint_info ? "present" : "absent");
   std::printf("  params           %zu trainable (%s elements); %zu frozen; %zu buffers\n", c.groups.size(),
               grouped(c.trainable_numel()).c_str(), c.frozen_params.size(), c.buffer_names.size());
@@ -50,8 +52,8 @@ void print_universal(const Catalog& c) {
     const auto& p = c.groups[k].params.front();
     std::string states;
     for (const auto& s : u.params[k].states) states += (states.empty() ? "" : " ") + s;
-    std::printf("  %-40s %-14s group %d  %s%s\n", p.name.c_str(), shape_text(p.shape).c_str(), u.params[k].optimizer_group,
-                states.empty() ? "(no folder)" : states.c_str(),
+    std::printf("  %-40s %-14s group %d  %s%s\n", p.name.c_str(), shape_text(p.shape).c_str(),
+                u.params[k].optimizer_group, states.empty() ? "(no folder)" : states.c_str(),
                 u.params[k].step ? (" step " + std::to_string(*u.params[k].step)).c_str() : "");
   }
   print_files_and_problems(c);
@@ -79,14 +81,14 @@ void print_parallel(const Catalog& c) {
   const Topology& t = c.topology;
   if (t.model_parallel()) {
     std::printf("  parallel         pipeline %d x tensor %d x data %d (mp_world_size %d)%s\n", t.pp, t.tp,
-                c.dp_world_size, t.mp_world_size,
-                t.pipeline ? "; weights in pipeline layer files" : "");
+                c.dp_world_size, t.mp_world_size, t.pipeline ? "; weights in pipeline layer files" : "");
   }
   for (const auto& L : t.moe_layers) {
     const int per = L.ep_size > 0 ? L.num_experts / L.ep_size : 0;
-    std::printf("  MoE layer %-6d %d experts (%s) over expert-parallel %d, %d per rank, expert-data-parallel %d\n",
-                L.id, L.num_experts, L.prefix.c_str(), L.ep_size, per,
-                L.ep_size > 0 ? c.dp_world_size / L.ep_size : 0);
+    std::printf(
+        "  MoE layer %-6d %d experts (%s) over expert-parallel %d, %d per rank, expert-data-parallel %d\n",
+        L.id, L.num_experts, L.prefix.c_str(), L.ep_size, per,
+        L.ep_size > 0 ? c.dp_world_size / L.ep_size : 0);
   }
   if (c.autoep)
     for (const auto& L : c.autoep->layers) {
@@ -103,14 +105,17 @@ void print_parallel(const Catalog& c) {
 void print_groups(const Catalog& c, bool layout) {
   for (const auto& g : c.groups) {
     std::string what;
-    if (g.expert) what = " (experts of ep rank " + std::to_string(g.ep_rank) + ", file group " + std::to_string(g.file_group) + ")";
+    if (g.expert)
+      what = " (experts of ep rank " + std::to_string(g.ep_rank) + ", file group " +
+             std::to_string(g.file_group) + ")";
     std::printf("  #%d%s  %s elements in %zu params, padded to %s, %s per rank\n", g.index, what.c_str(),
                 grouped(g.numel).c_str(), g.params.size(), grouped(g.padded_numel).c_str(),
                 grouped(g.partition_numel).c_str());
     for (const auto& p : g.params) {
       const auto it = c.lp_locations.find(p.name);
       std::printf("      %-40s %-14s offset %-10s %s\n", p.name.c_str(), shape_text(p.shape).c_str(),
-                  grouped(p.offset).c_str(), it == c.lp_locations.end() ? "(no 16-bit weight)" : it->second.file.c_str());
+                  grouped(p.offset).c_str(),
+                  it == c.lp_locations.end() ? "(no 16-bit weight)" : it->second.file.c_str());
     }
     for (const auto& rp : g.partitions) {
       std::printf("      dp rank %d: saved %s, padding %s", rp.rank, grouped(rp.saved_numel).c_str(),
@@ -154,8 +159,9 @@ void print_text(const Checkpoint& ck, bool layout) {
               c.optimizer_step ? std::to_string(*c.optimizer_step).c_str() : "-");
   if (c.loss_scaler.present) {
     std::printf("  loss scaler      %s, scale %g, min %g, iter %lld, last overflow %lld\n",
-                c.loss_scaler.dynamic ? "dynamic" : "static", c.loss_scaler.cur_scale, c.loss_scaler.min_scale,
-                static_cast<long long>(c.loss_scaler.cur_iter), static_cast<long long>(c.loss_scaler.last_overflow_iter));
+                c.loss_scaler.dynamic ? "dynamic" : "static", c.loss_scaler.cur_scale,
+                c.loss_scaler.min_scale, static_cast<long long>(c.loss_scaler.cur_iter),
+                static_cast<long long>(c.loss_scaler.last_overflow_iter));
   }
   size_t nparams = 0;
   int64_t numel = 0;
@@ -224,19 +230,23 @@ void print_weights(const weights::WeightsSource& w, const char* title) {
     numel += static_cast<uint64_t>(t.tensor.numel());
     bytes += t.tensor.nbytes();
   }
-  std::printf("  tensors          %zu (%s elements, %s), mostly %s\n", w.tensors().size(), grouped(static_cast<int64_t>(numel)).c_str(),
-              human_bytes(bytes).c_str(), std::string(dtype_name(w.main_dtype())).c_str());
+  std::printf("  tensors          %zu (%s elements, %s), mostly %s\n", w.tensors().size(),
+              grouped(static_cast<int64_t>(numel)).c_str(), human_bytes(bytes).c_str(),
+              std::string(dtype_name(w.main_dtype())).c_str());
   if (w.index()) {
-    std::printf("  index            %s: %zu tensors, total_size %s\n", w.index()->path.c_str(), w.index()->weight_map.size(),
+    std::printf("  index            %s: %zu tensors, total_size %s\n", w.index()->path.c_str(),
+                w.index()->weight_map.size(),
                 w.index()->total_size ? std::to_string(*w.index()->total_size).c_str() : "(none)");
   }
   std::string config;
-  for (const auto& [k, v] : w.config_sizes()) config += (config.empty() ? "" : ", ") + k + " " + std::to_string(v);
+  for (const auto& [k, v] : w.config_sizes())
+    config += (config.empty() ? "" : ", ") + k + " " + std::to_string(v);
   if (!config.empty()) std::printf("  config.json      %s\n", config.c_str());
   std::printf("\nFiles\n");
   for (const auto& f : w.files())
-    std::printf("  %-50s %-11s %5zu tensors %s%s\n", f.path.c_str(), f.format.empty() ? "?" : f.format.c_str(),
-                f.tensors.size(), human_bytes(f.bytes).c_str(), f.readable ? "" : "  UNREADABLE");
+    std::printf("  %-50s %-11s %5zu tensors %s%s\n", f.path.c_str(),
+                f.format.empty() ? "?" : f.format.c_str(), f.tensors.size(), human_bytes(f.bytes).c_str(),
+                f.readable ? "" : "  UNREADABLE");
   std::printf("\nTensors\n");
   for (size_t i = 0; i < w.tensors().size(); ++i) {
     const auto& t = w.tensors()[i];
@@ -245,7 +255,8 @@ void print_weights(const weights::WeightsSource& w, const char* title) {
   }
   std::printf("\nProblems\n");
   if (w.problems().empty()) std::printf("  none\n");
-  for (const auto& p : w.problems()) std::printf("  %-7s %-22s %s\n", p.severity.c_str(), p.code.c_str(), p.message.c_str());
+  for (const auto& p : w.problems())
+    std::printf("  %-7s %-22s %s\n", p.severity.c_str(), p.code.c_str(), p.message.c_str());
 }
 
 }  // namespace
@@ -266,7 +277,8 @@ int run_inspect(const InspectOptions& o) {
     if (weights) j["trainer_weights"] = nlohmann::json::parse(weights::weights_to_json(*weights));
     std::printf("%s\n", j.dump(2).c_str());
   } else if (ckpt->weights_only() && weights) {
-    print_weights(*weights, weights->kind() == weights::SourceKind::HfFolder ? "Hugging Face model folder" : "Weights file");
+    print_weights(*weights, weights->kind() == weights::SourceKind::HfFolder ? "Hugging Face model folder"
+                                                                             : "Weights file");
   } else {
     print_text(*ckpt, o.layout);
     if (weights) {
@@ -275,8 +287,10 @@ int run_inspect(const InspectOptions& o) {
     }
     if (const auto* snap = ckpt->snapshot()) {  // a live-engine snapshot (ckptdoc_hook)
       const auto& m = snap->manifest();
-      std::printf("\nLive-engine snapshot (ckptdoc_hook): %d rank files, %s gradients recorded; DeepSpeed %s, torch %s\n",
-                  m.world_size, m.live.has_grads ? "with" : "no", m.ds_version.c_str(), m.torch_version.c_str());
+      std::printf(
+          "\nLive-engine snapshot (ckptdoc_hook): %d rank files, %s gradients recorded; DeepSpeed %s, torch "
+          "%s\n",
+          m.world_size, m.live.has_grads ? "with" : "no", m.ds_version.c_str(), m.torch_version.c_str());
     }
   }
   return 0;

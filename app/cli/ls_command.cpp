@@ -46,8 +46,9 @@ std::string leaf_text(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::Tensor: {
       const Tensor& t = v.as_tensor();
-      std::string s = std::string(t.is_parameter ? "Parameter " : "Tensor ") + std::string(dtype_name(t.dtype)) + " " +
-                      shape_text(t.shape) + " " + human_bytes(t.nbytes());
+      std::string s = std::string(t.is_parameter ? "Parameter " : "Tensor ") +
+                      std::string(dtype_name(t.dtype)) + " " + shape_text(t.shape) + " " +
+                      human_bytes(t.nbytes());
       if (!t.is_contiguous()) s += " (strided)";
       if (t.storage && t.storage->nbytes() != t.nbytes())
         s += " (view at " + std::to_string(t.storage_offset) + " of storage '" + t.storage->key + "', " +
@@ -104,7 +105,8 @@ void print_tree(const Value& v, const std::string& label, const std::string& ind
   std::string summary;
   if (v.is_dict()) {
     const auto& d = v.as_dict();
-    for (const auto& [k, val] : d.items) children.emplace_back(k.is(Value::Kind::Str) ? k.as_str() : k.repr(60), &val);
+    for (const auto& [k, val] : d.items)
+      children.emplace_back(k.is(Value::Kind::Str) ? k.as_str() : k.repr(60), &val);
     summary = v.type_name() + " (" + std::to_string(d.items.size()) + " keys)";
   } else if (v.is(Value::Kind::Object)) {
     const auto& obj = v.as_object();
@@ -115,7 +117,8 @@ void print_tree(const Value& v, const std::string& label, const std::string& ind
     else if (obj.state)
       children.emplace_back("state", obj.state.get());
     for (const auto& [k, val] : obj.dict_items) children.emplace_back(k.repr(60), &val);
-    for (size_t i = 0; i < obj.list_items.size(); ++i) children.emplace_back("[" + std::to_string(i) + "]", &obj.list_items[i]);
+    for (size_t i = 0; i < obj.list_items.size(); ++i)
+      children.emplace_back("[" + std::to_string(i) + "]", &obj.list_items[i]);
   } else {
     const auto& items = v.items();
     for (size_t i = 0; i < items.size(); ++i) children.emplace_back("[" + std::to_string(i) + "]", &items[i]);
@@ -125,8 +128,8 @@ void print_tree(const Value& v, const std::string& label, const std::string& ind
   if (depth > 64) return;
   const size_t shown = std::min(children.size(), static_cast<size_t>(std::max(o.max_items, 1)));
   for (size_t i = 0; i < shown; ++i)
-    print_tree(*children[i].second, children[i].first, child_indent, i + 1 == children.size(), depth + 1, o, false,
-               seen);
+    print_tree(*children[i].second, children[i].first, child_indent, i + 1 == children.size(), depth + 1, o,
+               false, seen);
   if (shown < children.size())
     std::printf("%s└─ … %zu more\n", child_indent.c_str(), children.size() - shown);
 }
@@ -152,17 +155,24 @@ json value_json(const Value& v, int depth, Seen& seen) {
   if (const void* id = v.identity(); id && !v.is_tensor() && !seen.insert(id).second)
     return json{{"type", v.type_name()}, {"same_as_shown_above", true}};
   switch (v.kind()) {
-    case Value::Kind::None: return nullptr;
-    case Value::Kind::Bool: return v.as_bool();
-    case Value::Kind::Int: return v.as_int();
-    case Value::Kind::Float: return v.as_float();
-    case Value::Kind::Str: return v.as_str();
-    case Value::Kind::Tensor: return tensor_json(v.as_tensor());
+    case Value::Kind::None:
+      return nullptr;
+    case Value::Kind::Bool:
+      return v.as_bool();
+    case Value::Kind::Int:
+      return v.as_int();
+    case Value::Kind::Float:
+      return v.as_float();
+    case Value::Kind::Str:
+      return v.as_str();
+    case Value::Kind::Tensor:
+      return tensor_json(v.as_tensor());
     case Value::Kind::Dict: {
       json items = json::array();
       for (const auto& [k, val] : v.as_dict().items)
-        items.push_back(json{{"key", k.is(Value::Kind::Str) ? json(k.as_str()) : value_json(k, depth + 1, seen)},
-                             {"value", value_json(val, depth + 1, seen)}});
+        items.push_back(
+            json{{"key", k.is(Value::Kind::Str) ? json(k.as_str()) : value_json(k, depth + 1, seen)},
+                 {"value", value_json(val, depth + 1, seen)}});
       return json{{"type", v.type_name()}, {"items", items}};
     }
     case Value::Kind::List:
@@ -173,7 +183,8 @@ json value_json(const Value& v, int depth, Seen& seen) {
       for (const auto& it : v.items()) items.push_back(value_json(it, depth + 1, seen));
       return json{{"type", v.type_name()}, {"items", items}};
     }
-    case Value::Kind::Size: return json{{"type", "torch.Size"}, {"value", v.as_size()}};
+    case Value::Kind::Size:
+      return json{{"type", "torch.Size"}, {"value", v.as_size()}};
     case Value::Kind::Object: {
       const auto& o = v.as_object();
       json j{{"type", "object"}, {"class", o.qualified()}};
@@ -189,9 +200,16 @@ json value_json(const Value& v, int depth, Seen& seen) {
 json hazards_json(const std::vector<PickleHazard>& hazards) {
   json out = json::array();
   for (const auto& h : hazards) {
-    out.push_back({{"code", "unsafe-pickle"}, {"severity", h.severity}, {"message", h.message()}, {"file", h.file},
-                   {"record", h.record},    {"callable", h.callable}, {"how", h.how},          {"rule", h.why},
-                   {"offset", h.offset},    {"count", h.count}});
+    out.push_back({{"code", "unsafe-pickle"},
+                   {"severity", h.severity},
+                   {"message", h.message()},
+                   {"file", h.file},
+                   {"record", h.record},
+                   {"callable", h.callable},
+                   {"how", h.how},
+                   {"rule", h.why},
+                   {"offset", h.offset},
+                   {"count", h.count}});
     if (!h.reaches.empty()) out.back()["reaches"] = h.reaches;
   }
   return out;
@@ -199,7 +217,9 @@ json hazards_json(const std::vector<PickleHazard>& hazards) {
 
 void print_hazards(const std::vector<PickleHazard>& hazards) {
   if (hazards.empty()) return;
-  std::printf("\nPickle safety (what torch.load(weights_only=False) would import and call; ckptdoc ran none of it):\n");
+  std::printf(
+      "\nPickle safety (what torch.load(weights_only=False) would import and call; ckptdoc ran none of "
+      "it):\n");
   for (const auto& h : hazards)
     std::printf("  %-7s unsafe-pickle: %s\n", h.severity.c_str(), h.message().c_str());
   std::printf("  %s\n", pickle_advice(worst_severity(hazards)).c_str());
@@ -212,8 +232,10 @@ int ls_torch(const LsOptions& o) {
   } catch (const Error&) {
     // A stream ckptdoc refuses may still run in torch.load: say what it reaches before the error.
     const auto hazards = assess_pickle_uses(TorchFile::pickle_uses_of(o.path), o.path);
-    if (o.json && !hazards.empty()) std::printf("%s\n", json{{"path", o.path}, {"findings", hazards_json(hazards)}}.dump(1).c_str());
-    else print_hazards(hazards);
+    if (o.json && !hazards.empty())
+      std::printf("%s\n", json{{"path", o.path}, {"findings", hazards_json(hazards)}}.dump(1).c_str());
+    else
+      print_hazards(hazards);
     throw;
   }
   const auto hazards = assess_pickle_uses(tf.pickle_uses, o.path);
@@ -250,8 +272,11 @@ int ls_safetensors(const LsOptions& o) {
       t["data_offsets"] = {e.begin, e.end};
       tensors.push_back(t);
     }
-    std::printf("%s\n", json{{"path", o.path}, {"format", "safetensors"}, {"metadata", sf.metadata},
-                             {"tensors", tensors}}.dump(1).c_str());
+    std::printf(
+        "%s\n",
+        json{{"path", o.path}, {"format", "safetensors"}, {"metadata", sf.metadata}, {"tensors", tensors}}
+            .dump(1)
+            .c_str());
     return 0;
   }
   std::printf("%s: safetensors, %zu tensors, header %llu bytes\n", o.path.c_str(), sf.entries.size(),
@@ -276,8 +301,9 @@ int run_ls(const LsOptions& o) {
     const auto head = f->bytes().first(std::min<size_t>(f->size(), 16));
     if (TorchFile::is_torch_file(head)) return ls_torch(o);
     if (SafetensorsFile::looks_like_safetensors(head, f->size())) return ls_safetensors(o);
-    throw Error(o.path, at_offset(0),
-                "not a torch.save file (zip or legacy) or a safetensors file; the first bytes do not match either");
+    throw Error(
+        o.path, at_offset(0),
+        "not a torch.save file (zip or legacy) or a safetensors file; the first bytes do not match either");
   } catch (const Error& e) {
     std::fprintf(stderr, "ckptdoc ls: error: %s\n", e.what());
     return 2;

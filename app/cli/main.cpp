@@ -37,15 +37,17 @@ int run_command_line(int argc, char** argv) {
     return 2;
   }
   cli::install_test_hooks();  // test scaffolding only (CKPTDOC_TEST_HOOKS builds); see test_hooks.h
-  CLI::App app{"ckptdoc - inspect and repair deep-learning training checkpoints (DeepSpeed ZeRO, torch.save, "
-               "safetensors)"};
+  CLI::App app{
+      "ckptdoc - inspect and repair deep-learning training checkpoints (DeepSpeed ZeRO, torch.save, "
+      "safetensors)"};
   app.set_version_flag("--version", std::string("ckptdoc ") + CKPTDOC_VERSION_STRING);
   app.require_subcommand(1);
   int rc = 0;
 
   cli::LsOptions ls;
-  auto* ls_cmd = app.add_subcommand("ls", "Print the tree of a torch.save or safetensors file: keys, types, "
-                                          "tensor dtypes/shapes/bytes, object classes");
+  auto* ls_cmd = app.add_subcommand("ls",
+                                    "Print the tree of a torch.save or safetensors file: keys, types, "
+                                    "tensor dtypes/shapes/bytes, object classes");
   ls_cmd->add_option("FILE", ls.path, "torch.save (.pt/.bin/.pth) or .safetensors file")->required();
   ls_cmd->add_flag("--json", ls.json, "Machine-readable output");
   ls_cmd->add_option("--max-items", ls.max_items, "Items shown per container (text output)");
@@ -53,8 +55,9 @@ int run_command_line(int argc, char** argv) {
   ls_cmd->callback([&] { rc = cli::run_ls(ls); });
 
   cli::InspectOptions inspect;
-  auto* inspect_cmd = app.add_subcommand("inspect", "Summarise a DeepSpeed checkpoint: stage, dtypes, world sizes, "
-                                                    "param groups and their partition layout, files, problems");
+  auto* inspect_cmd = app.add_subcommand("inspect",
+                                         "Summarise a DeepSpeed checkpoint: stage, dtypes, world sizes, "
+                                         "param groups and their partition layout, files, problems");
   inspect_cmd
       ->add_option("PATH", inspect.path,
                    "DeepSpeed save folder (with `latest`), tag folder or rank file; a universal checkpoint; "
@@ -77,20 +80,25 @@ int run_command_line(int argc, char** argv) {
                    "DeepSpeed save folder (with `latest`), tag folder or rank file; a universal checkpoint; "
                    "a live-engine snapshot; a Hugging Face folder, safetensors or torch weights file")
       ->required();
-  export_cmd->add_option("-o,--output", exp.output, "Output file (a folder with --max-shard-size)")->required();
+  export_cmd->add_option("-o,--output", exp.output, "Output file (a folder with --max-shard-size)")
+      ->required();
   export_cmd->add_option("--tag", exp.tag, "Tag folder to read instead of the one named in `latest`");
-  export_cmd->add_option("--format", exp.format, "safetensors | torch | hdf5 (default: from the output's extension)")
+  export_cmd
+      ->add_option("--format", exp.format,
+                   "safetensors | torch | hdf5 (default: from the output's extension)")
       ->check(CLI::IsMember({"safetensors", "torch", "hdf5"}));
-  export_cmd->add_option("--dtype", exp.dtype, "float32 | float16 | bfloat16 (default: float32 for fp32 source)")
+  export_cmd
+      ->add_option("--dtype", exp.dtype, "float32 | float16 | bfloat16 (default: float32 for fp32 source)")
       ->check(CLI::IsMember({"float32", "float16", "bfloat16"}));
   export_cmd->add_option("--source", exp.source, "fp32 (master weights, default) | lp (module weights)")
       ->check(CLI::IsMember({"fp32", "lp"}));
   export_cmd->add_flag("--exclude-frozen", exp.exclude_frozen, "Leave frozen params out");
   export_cmd->add_option("--device", exp.device, "Where float32 <-> float16/bfloat16 conversions run")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  export_cmd->add_option("--max-shard-size", exp.max_shard_size,
-                         "Write Hugging Face-style shards of at most SIZE (5GB = 5e9 bytes, 5GiB = 5*2^30) into the "
-                         "folder -o names, with an index when there are several");
+  export_cmd->add_option(
+      "--max-shard-size", exp.max_shard_size,
+      "Write Hugging Face-style shards of at most SIZE (5GB = 5e9 bytes, 5GiB = 5*2^30) into the "
+      "folder -o names, with an index when there are several");
   export_cmd->add_flag(
       "--force", exp.force,
       "Replace an existing output file (with --max-shard-size: weights files already in the folder); export "
@@ -100,11 +108,13 @@ int run_command_line(int argc, char** argv) {
   export_cmd->add_flag("--strict", exp.strict,
                        "Refuse to write NaN or Inf values (default: write them and warn)");
   export_cmd->add_flag("--json", exp.json, "Machine-readable summary (with the tensors holding NaN or Inf)");
-  export_cmd->add_option("--tp-rank", exp.tp_rank,
-                         "Tensor-parallel checkpoints: write this tensor rank's slices of every stage, unmerged "
-                         "(default: merge the ranks by the checkpoint's universal_checkpoint_info or --tp-rules)");
-  export_cmd->add_option("--tp-rules", exp.tp_rules,
-                         "JSON rule file saying how tensor-parallel slices merge (universal_checkpoint_info's keys)");
+  export_cmd->add_option(
+      "--tp-rank", exp.tp_rank,
+      "Tensor-parallel checkpoints: write this tensor rank's slices of every stage, unmerged "
+      "(default: merge the ranks by the checkpoint's universal_checkpoint_info or --tp-rules)");
+  export_cmd->add_option(
+      "--tp-rules", exp.tp_rules,
+      "JSON rule file saying how tensor-parallel slices merge (universal_checkpoint_info's keys)");
   export_cmd->add_flag("-q,--quiet", exp.quiet, "No summary line");
   export_cmd->footer(
       "Exit status: 0 written, 2 refused or unusable input (nothing is published then: stale fp32 masters "
@@ -112,8 +122,9 @@ int run_command_line(int argc, char** argv) {
   export_cmd->callback([&] { rc = cli::run_export(exp); });
 
   cli::DiagnoseOptions dg;
-  auto* dg_cmd = app.add_subcommand("diagnose", "Find what is wrong with a DeepSpeed checkpoint: fp32 masters vs "
-                                                "fp16/bf16 weights, optimizer moments, NaN/Inf, missing ranks");
+  auto* dg_cmd = app.add_subcommand("diagnose",
+                                    "Find what is wrong with a DeepSpeed checkpoint: fp32 masters vs "
+                                    "fp16/bf16 weights, optimizer moments, NaN/Inf, missing ranks");
   dg_cmd
       ->add_option("PATH", dg.path,
                    "DeepSpeed save folder (with `latest`), tag folder or rank file; a universal checkpoint; "
@@ -127,9 +138,10 @@ int run_command_line(int argc, char** argv) {
   dg_cmd->add_option("--max-params", dg.max_params, "Rows of the per-param table");
   dg_cmd->add_flag("--verify-checksums", dg.verify_checksums,
                    "Also check every record's CRC-32 (reads all bytes once more; finds flipped bits)");
-  dg_cmd->add_option("--tp-rules", dg.tp_rules,
-                     "Tensor-parallel checkpoints: JSON rule file naming the replicated params to compare across "
-                     "tensor ranks (default: the checkpoint's universal_checkpoint_info)");
+  dg_cmd->add_option(
+      "--tp-rules", dg.tp_rules,
+      "Tensor-parallel checkpoints: JSON rule file naming the replicated params to compare across "
+      "tensor ranks (default: the checkpoint's universal_checkpoint_info)");
   dg_cmd->add_option(
       "--lp-source", dg.lp_source,
       "ZeRO-3: a file of 16-bit weights saved elsewhere (stage3_gather_16bit_weights_on_model_save, "
@@ -138,8 +150,10 @@ int run_command_line(int argc, char** argv) {
   dg_cmd->callback([&] { rc = cli::run_diagnose(dg); });
 
   cli::DiffCommandOptions df;
-  auto* diff_cmd = app.add_subcommand("diff", "Compare two checkpoints, Hugging Face folders or weights files tensor by "
-                                              "tensor; exit 0 equal, 1 different, 2 unusable input");
+  auto* diff_cmd =
+      app.add_subcommand("diff",
+                         "Compare two checkpoints, Hugging Face folders or weights files tensor by "
+                         "tensor; exit 0 equal, 1 different, 2 unusable input");
   diff_cmd->add_option("A", df.a, "DeepSpeed checkpoint, Hugging Face folder or weights file")->required();
   diff_cmd->add_option("B", df.b, "DeepSpeed checkpoint, Hugging Face folder or weights file")->required();
   diff_cmd->add_option("--what", df.what, "DeepSpeed side: fp32 (default) | lp | exp_avg | exp_avg_sq")
@@ -154,7 +168,8 @@ int run_command_line(int argc, char** argv) {
   cli::GuiOptions gui;
   auto* gui_cmd = app.add_subcommand("gui", "Open the desktop app (optionally on a checkpoint)");
   gui_cmd->add_option("PATH", gui.path, "Save folder, tag folder or rank file to open");
-  gui_cmd->add_option("--screenshot", gui.screenshot, "Save a window grab here once analysis is done, then exit");
+  gui_cmd->add_option("--screenshot", gui.screenshot,
+                      "Save a window grab here once analysis is done, then exit");
   gui_cmd->add_option(
       "--watch", gui.watch,
       "Attach to a live run: follow this folder of snapshots (ckptdoc_hook's out_dir), showing the "
@@ -173,8 +188,10 @@ int run_command_line(int argc, char** argv) {
   gui_cmd->callback([&] { rc = cli::run_gui(gui); });
 
   cli::DemoOptions demo;
-  auto* demo_cmd = app.add_subcommand("demo", "Write a small DeepSpeed ZeRO-2 fp16 checkpoint whose fp32 master "
-                                              "weights are stale (the DeepSpeed #762 bug), to try diagnose/repair on");
+  auto* demo_cmd =
+      app.add_subcommand("demo",
+                         "Write a small DeepSpeed ZeRO-2 fp16 checkpoint whose fp32 master "
+                         "weights are stale (the DeepSpeed #762 bug), to try diagnose/repair on");
   demo_cmd->add_option("DIR", demo.dir, "Folder to write (default: ckptdoc-demo)");
   demo_cmd->add_flag("--force", demo.force, "Replace a checkpoint already in DIR");
   demo_cmd->add_option("--params", demo.params, "About this many parameters (default: a small model)");
@@ -208,10 +225,12 @@ int run_command_line(int argc, char** argv) {
 
   cli::RepairOptions repair;
   auto* repair_cmd = app.add_subcommand(
-      "repair", "Write a repaired copy of a DeepSpeed checkpoint (the input is never modified), then verify it");
+      "repair",
+      "Write a repaired copy of a DeepSpeed checkpoint (the input is never modified), then verify it");
   repair_cmd->add_option("PATH", repair.path, "Checkpoint save folder, tag folder or rank file")->required();
   repair_cmd->add_option("-o,--output", repair.output, "New save folder to write")->required();
-  repair_cmd->add_flag("--refresh-fp32", repair.refresh_fp32, "fp32 master weights := upcast(fp16/bf16 weights)");
+  repair_cmd->add_flag("--refresh-fp32", repair.refresh_fp32,
+                       "fp32 master weights := upcast(fp16/bf16 weights)");
   repair_cmd->add_option("--lp-source", repair.lp_source,
                          "ZeRO-3: consolidated 16-bit weights (safetensors or torch file) to refresh from");
   repair_cmd->add_flag("--reset-optimizer", repair.reset_optimizer, "Empty the Adam state (moments, step)");
@@ -220,7 +239,8 @@ int run_command_line(int argc, char** argv) {
   repair_cmd->add_flag(
       "--restore-model-files", repair.restore_model_files,
       "ZeRO-3: write the ranks' missing model files as copies of one that is there (DeepSpeed #7546)");
-  repair_cmd->add_flag("--repartition", repair.repartition, "Re-partition for a new data-parallel size or layout");
+  repair_cmd->add_flag("--repartition", repair.repartition,
+                       "Re-partition for a new data-parallel size or layout");
   repair_cmd->add_option("--world-size", repair.world_size, "New data-parallel size (with --repartition)");
   repair_cmd->add_option("--target", repair.target,
                          "Template checkpoint whose layout to graft onto (with --repartition)");
@@ -228,10 +248,12 @@ int run_command_line(int argc, char** argv) {
                        "With --target: keep the template's values for params whose shape changed");
   repair_cmd->add_flag("--dry-run", repair.dry_run, "Print the plan only");
   repair_cmd->add_option("--device", repair.device, "auto | cpu | cuda");
-  repair_cmd->add_flag("--force", repair.force,
-                       "Replace an output folder that holds a DeepSpeed checkpoint (anything else is refused)");
-  repair_cmd->add_flag("--allow-unsafe-pickle", repair.allow_unsafe_pickle,
-                       "Write the output even though input files carry pickles that would run code in torch.load");
+  repair_cmd->add_flag(
+      "--force", repair.force,
+      "Replace an output folder that holds a DeepSpeed checkpoint (anything else is refused)");
+  repair_cmd->add_flag(
+      "--allow-unsafe-pickle", repair.allow_unsafe_pickle,
+      "Write the output even though input files carry pickles that would run code in torch.load");
   repair_cmd->add_flag("--json", repair.json, "Machine-readable output");
   repair_cmd->footer(
       "Exit status: 0 written and verified, 1 written but the output still has error findings (the plan says "
@@ -240,15 +262,21 @@ int run_command_line(int argc, char** argv) {
 
   cli::WatchOptions watch;
   auto* watch_cmd = app.add_subcommand(
-      "watch", "Follow a folder of live-engine snapshots (ckptdoc_hook): one line per snapshot as it is committed");
+      "watch",
+      "Follow a folder of live-engine snapshots (ckptdoc_hook): one line per snapshot as it is committed");
   watch_cmd->add_option("DIR", watch.dir, "Folder the snapshots are written into")->required();
-  watch_cmd->add_flag("--json", watch.json, "One JSON object per line (snapshot, pending, removed, unreadable)");
-  watch_cmd->add_option("--fail-on", watch.fail_on, "Exit 1 at the first snapshot with a finding this bad or worse")
+  watch_cmd->add_flag("--json", watch.json,
+                      "One JSON object per line (snapshot, pending, removed, unreadable)");
+  watch_cmd
+      ->add_option("--fail-on", watch.fail_on,
+                   "Exit 1 at the first snapshot with a finding this bad or worse")
       ->check(CLI::IsMember({"error", "warning", "info", "never"}));
   watch_cmd->add_flag("--once", watch.once, "Stop after the first snapshot (existing or new)");
   watch_cmd->add_option("--count", watch.count, "Stop after this many snapshots");
-  watch_cmd->add_option("--timeout", watch.timeout, "Give up after this many seconds (exit 3 with --once/--count)");
-  watch_cmd->add_option("--device", watch.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  watch_cmd->add_option("--timeout", watch.timeout,
+                        "Give up after this many seconds (exit 3 with --once/--count)");
+  watch_cmd->add_option("--device", watch.device, "auto | cpu | cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   watch_cmd->add_option("--threads", watch.threads, "CPU threads per diagnosis (0: all cores)");
   watch_cmd->footer(
       "Exit status: 0 stopped after --once/--count, 1 a finding at --fail-on, 2 DIR unusable (or a "
@@ -257,21 +285,25 @@ int run_command_line(int argc, char** argv) {
 
   cli::ConvertOptions convert;
   auto* convert_cmd = app.add_subcommand(
-      "convert", "Write a DeepSpeed universal checkpoint from ZeRO files (--to universal), ZeRO files for a chosen "
-                 "data-parallel size from a universal one (--to zero), or the checkpoint a live-engine snapshot "
-                 "holds (--to checkpoint); verified after writing");
-  convert_cmd->add_option("PATH", convert.path,
-                          "Save folder, tag folder or rank file (a universal folder for --to zero; a snapshot or a "
-                          "folder of snapshots for --to checkpoint)")
+      "convert",
+      "Write a DeepSpeed universal checkpoint from ZeRO files (--to universal), ZeRO files for a chosen "
+      "data-parallel size from a universal one (--to zero), or the checkpoint a live-engine snapshot "
+      "holds (--to checkpoint); verified after writing");
+  convert_cmd
+      ->add_option("PATH", convert.path,
+                   "Save folder, tag folder or rank file (a universal folder for --to zero; a snapshot or a "
+                   "folder of snapshots for --to checkpoint)")
       ->required();
   convert_cmd->add_option("-o,--output", convert.output, "New save folder to write (required)");
   convert_cmd->add_option("--to", convert.to, "universal | zero | checkpoint")
       ->check(CLI::IsMember({"universal", "zero", "checkpoint"}));
-  convert_cmd->add_option("--for-deepspeed", convert.for_deepspeed,
-                          "--to universal: DeepSpeed version whose loader will read it (default: the checkpoint's)");
+  convert_cmd->add_option(
+      "--for-deepspeed", convert.for_deepspeed,
+      "--to universal: DeepSpeed version whose loader will read it (default: the checkpoint's)");
   convert_cmd->add_option("--world-size", convert.world_size, "--to zero: data-parallel size to write");
-  convert_cmd->add_option("--target", convert.target,
-                          "--to zero: rigid checkpoint of the same model giving the optimizer hyper-parameters");
+  convert_cmd->add_option(
+      "--target", convert.target,
+      "--to zero: rigid checkpoint of the same model giving the optimizer hyper-parameters");
   convert_cmd->add_option("--tag", convert.tag,
                           "Tag folder (or, for --to checkpoint, snapshot) to read instead of the newest");
   convert_cmd->add_option("--output-tag", convert.output_tag, "Tag folder name to write");

@@ -7,7 +7,8 @@
 
 namespace ckptdoc::cli {
 
-ProgressBar::ProgressBar(const Progress& progress) : progress_(progress), enabled_(::isatty(STDERR_FILENO) != 0) {
+ProgressBar::ProgressBar(const Progress& progress)
+    : progress_(progress), enabled_(::isatty(STDERR_FILENO) != 0) {
   if (!enabled_) return;
   thread_ = std::thread([this] {
     while (!stop_.load()) {
@@ -31,8 +32,8 @@ void ProgressBar::draw(bool) {
   const int width = 30, filled = static_cast<int>(f * width);
   std::string bar(static_cast<size_t>(filled), '#');
   bar.resize(width, '.');
-  std::fprintf(stderr, "\r\033[K%s [%s] %5.1f%% (%.1f / %.1f MiB)", progress_.stage().c_str(), bar.c_str(), f * 100.0,
-               static_cast<double>(done) / 1048576.0, static_cast<double>(total) / 1048576.0);
+  std::fprintf(stderr, "\r\033[K%s [%s] %5.1f%% (%.1f / %.1f MiB)", progress_.stage().c_str(), bar.c_str(),
+               f * 100.0, static_cast<double>(done) / 1048576.0, static_cast<double>(total) / 1048576.0);
   std::fflush(stderr);
 }
 

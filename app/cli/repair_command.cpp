@@ -25,9 +25,11 @@ using nlohmann::json;
 
 json plan_json(const repair::Plan& p) {
   json files = json::array();
-  for (const auto& f : p.files) files.push_back({{"path", f.path}, {"action", f.action}, {"bytes", f.bytes}, {"why", f.why}});
-  return {{"input", p.input},     {"output", p.output},     {"tag", p.tag},
-          {"actions", p.actions}, {"files", files},         {"changed_tensors", p.changed_tensors},
+  for (const auto& f : p.files)
+    files.push_back({{"path", f.path}, {"action", f.action}, {"bytes", f.bytes}, {"why", f.why}});
+  return {{"input", p.input},       {"output", p.output},
+          {"tag", p.tag},           {"actions", p.actions},
+          {"files", files},         {"changed_tensors", p.changed_tensors},
           {"warnings", p.warnings}, {"bytes_to_write", p.bytes_to_write}};
 }
 
@@ -52,10 +54,12 @@ json result_json(const repair::RepairResult& r) {
 }
 
 void print_unverified(const repair::RepairResult& r) {
-  std::printf("\nWrote %s, but its verification did not finish: %s.\n", r.output.c_str(), r.verification_error.c_str());
-  std::printf("The output is complete and in place, but it has NOT been verified. Check it with\n"
-              "  ckptdoc diagnose %s\nbefore you use it (or delete it).\n",
-              r.output.c_str());
+  std::printf("\nWrote %s, but its verification did not finish: %s.\n", r.output.c_str(),
+              r.verification_error.c_str());
+  std::printf(
+      "The output is complete and in place, but it has NOT been verified. Check it with\n"
+      "  ckptdoc diagnose %s\nbefore you use it (or delete it).\n",
+      r.output.c_str());
 }
 
 void print_verification(const repair::RepairResult& result, bool with_invariants = true) {
@@ -77,27 +81,34 @@ void print_verification(const repair::RepairResult& result, bool with_invariants
   }
 }
 
-// How to load a weights-only output, as real DeepSpeed v0.12.6 and v0.14.5 were seen to behave (tests/realds):
-// before v0.13 only fp16 has a load option that sets the masters from the weights.
+// How to load a weights-only output, as real DeepSpeed v0.12.6 and v0.14.5 were seen to behave
+// (tests/realds): before v0.13 only fp16 has a load option that sets the masters from the weights.
 std::string weights_only_load_advice(DType lp) {
   if (lp == DType::F16)
-    return "Load it with engine.load_checkpoint(dir, load_module_only=True, load_optimizer_states=False): DeepSpeed "
-           "then sets the fp32 masters from the fp16 weights (v0.12.6 and v0.14.5). With load_optimizer_states=False "
+    return "Load it with engine.load_checkpoint(dir, load_module_only=True, load_optimizer_states=False): "
+           "DeepSpeed "
+           "then sets the fp32 masters from the fp16 weights (v0.12.6 and v0.14.5). With "
+           "load_optimizer_states=False "
            "alone, versions before 0.13 keep stale masters (#762).\n";
-  return "DeepSpeed v0.13+ loads it with engine.load_checkpoint(dir, load_optimizer_states=False) and sets the fp32 "
-         "masters from the weights. Before v0.13 no load option does that for bf16 (the masters stay stale, #762): "
-         "for those versions repair with --refresh-fp32 --reset-optimizer instead, which loads with the defaults.\n";
+  return "DeepSpeed v0.13+ loads it with engine.load_checkpoint(dir, load_optimizer_states=False) and sets "
+         "the fp32 "
+         "masters from the weights. Before v0.13 no load option does that for bf16 (the masters stay stale, "
+         "#762): "
+         "for those versions repair with --refresh-fp32 --reset-optimizer instead, which loads with the "
+         "defaults.\n";
 }
 
 // Under mpirun: every process repairs its share; process 0 prints the plan and the outcome, and on
 // node-local storage each process prints the verification of its own files. All return the same exit code.
-int run_across_processes(const RepairOptions& o, const deepspeed::Checkpoint& ckpt, const repair::RepairRequest& rq,
-                         const repair::Plan& plan) {
+int run_across_processes(const RepairOptions& o, const deepspeed::Checkpoint& ckpt,
+                         const repair::RepairRequest& rq, const repair::Plan& plan) {
   const bool speaker = mpi_rank() == 0;
   if (o.dry_run) {
     if (speaker) {
-      if (o.json) std::printf("%s\n", json{{"plan", plan_json(plan)}, {"dry_run", true}}.dump(1).c_str());
-      else std::printf("%s(dry run: nothing written)\n", plan.text().c_str());
+      if (o.json)
+        std::printf("%s\n", json{{"plan", plan_json(plan)}, {"dry_run", true}}.dump(1).c_str());
+      else
+        std::printf("%s(dry run: nothing written)\n", plan.text().c_str());
     }
     return 0;
   }
@@ -179,7 +190,8 @@ int run_repair(const RepairOptions& o) {
     if (o.repartition) {
       if (o.world_size > 0) rq.world_size = o.world_size;
       if (!o.target.empty()) rq.target = o.target;
-      if (!rq.world_size && !rq.target) throw Error("", "--repartition", "needs --world-size N or --target DIR");
+      if (!rq.world_size && !rq.target)
+        throw Error("", "--repartition", "needs --world-size N or --target DIR");
     } else if (o.world_size > 0 || !o.target.empty()) {
       throw Error("", "--world-size/--target", "only used with --repartition");
     }
@@ -206,8 +218,10 @@ int run_repair(const RepairOptions& o) {
       return run_across_processes(o, *ckpt, rq, plan);
     }
     if (o.dry_run) {
-      if (o.json) std::printf("%s\n", json{{"plan", plan_json(plan)}, {"dry_run", true}}.dump(1).c_str());
-      else std::printf("%s(dry run: nothing written)\n", plan.text().c_str());
+      if (o.json)
+        std::printf("%s\n", json{{"plan", plan_json(plan)}, {"dry_run", true}}.dump(1).c_str());
+      else
+        std::printf("%s(dry run: nothing written)\n", plan.text().c_str());
       return 0;
     }
     if (!o.json) {

@@ -24,7 +24,9 @@ using nlohmann::json;
 using snapshot::SnapshotSummary;
 using snapshot::WatchEvent;
 
-int severity_rank(const std::string& s) { return s == "error" ? 3 : s == "warning" ? 2 : s == "info" ? 1 : 0; }
+int severity_rank(const std::string& s) {
+  return s == "error" ? 3 : s == "warning" ? 2 : s == "info" ? 1 : 0;
+}
 
 json optional_json(const std::optional<double>& v) {
   return v && std::isfinite(*v) ? json(*v) : json(nullptr);
@@ -133,7 +135,8 @@ int run_watch(const WatchOptions& o) {
   for (;;) {
     int timeout_ms = -1;
     if (o.timeout > 0) {
-      const double left = o.timeout - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double left =
+          o.timeout - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (left <= 0) return want > 0 ? 3 : 0;
       timeout_ms = static_cast<int>(left * 1000) + 1;
     }
@@ -163,7 +166,8 @@ int run_watch(const WatchOptions& o) {
       timeline.add(summary);
       for (const auto& p : timeline.points())
         if (p.dir == summary.dir) summary = p;  // with the findings only the series shows
-      print_line(summary, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), o.json);
+      print_line(summary, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                 o.json);
       ++shown;
       if (severity_rank(summary.worst_severity) >= fail_rank) return 1;
       if (want > 0 && shown >= want) return 0;

@@ -24,19 +24,31 @@ constexpr std::array<DTypeInfo, 12> kInfo{{
     {DType::C64, 8, "complex64", "ComplexFloatStorage", "C64", false},
     {DType::C128, 16, "complex128", "ComplexDoubleStorage", "C128", false},
 }};
-const DTypeInfo& info(DType t) { return kInfo[static_cast<size_t>(t)]; }
+const DTypeInfo& info(DType t) {
+  return kInfo[static_cast<size_t>(t)];
+}
 }  // namespace
 
-size_t element_size(DType t) { return info(t).size; }
-std::string_view dtype_name(DType t) { return info(t).torch; }
-std::string_view storage_class_name(DType t) { return info(t).storage; }
-std::string_view safetensors_name(DType t) { return info(t).safetensors; }
-bool is_floating(DType t) { return info(t).floating; }
+size_t element_size(DType t) {
+  return info(t).size;
+}
+std::string_view dtype_name(DType t) {
+  return info(t).torch;
+}
+std::string_view storage_class_name(DType t) {
+  return info(t).storage;
+}
+std::string_view safetensors_name(DType t) {
+  return info(t).safetensors;
+}
+bool is_floating(DType t) {
+  return info(t).floating;
+}
 
 std::optional<DType> dtype_from_name(std::string_view name) {
   if (name.starts_with("torch.")) name.remove_prefix(6);
   // torch's aliases
-  if (name == "float" ) name = "float32";
+  if (name == "float") name = "float32";
   if (name == "half") name = "float16";
   if (name == "double") name = "float64";
   if (name == "long") name = "int64";

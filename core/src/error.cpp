@@ -6,6 +6,8 @@ std::string expected_found(const std::string& expected, const std::string& found
   return "expected " + expected + ", found " + found;
 }
 
-std::string at_offset(uint64_t offset) { return "offset " + std::to_string(offset); }
+std::string at_offset(uint64_t offset) {
+  return "offset " + std::to_string(offset);
+}
 
 }  // namespace ckptdoc

@@ -1,6 +1,6 @@
-// CPU statistics, divergence and the fused fragment pass vs a plain read of the same buffers, in GB/s, side by
-// side, for the AVX2 path (where the CPU has it) and the portable scalar path.
-// usage: bench_compute [elements (default 64Mi)] [threads (default: hardware)] [repeats (default 3)]
+// CPU statistics, divergence and the fused fragment pass vs a plain read of the same buffers, in GB/s, side
+// by side, for the AVX2 path (where the CPU has it) and the portable scalar path. usage: bench_compute
+// [elements (default 64Mi)] [threads (default: hardware)] [repeats (default 3)]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -89,8 +89,10 @@ int main(int argc, char** argv) {
   };
 
   DivergenceStats d;
-  row("divergence (bf16 vs fp32)", gb6, [&] { d = backend->divergence(lp.data(), DType::BF16, master.data(), n); });
-  row("divergence (fp16 vs fp32)", gb6, [&] { backend->divergence(lp16.data(), DType::F16, master.data(), n); });
+  row("divergence (bf16 vs fp32)", gb6,
+      [&] { d = backend->divergence(lp.data(), DType::BF16, master.data(), n); });
+  row("divergence (fp16 vs fp32)", gb6,
+      [&] { backend->divergence(lp16.data(), DType::F16, master.data(), n); });
   row("value_stats fp32", gb4, [&] { backend->value_stats(master.data(), DType::F32, n); });
   row("value_stats bf16", gb2, [&] { backend->value_stats(lp.data(), DType::BF16, n); });
   // what diagnose does per fragment with lp + fp32: GB/s of the distinct bytes (each array counted once)
@@ -99,16 +101,20 @@ int main(int argc, char** argv) {
     backend->value_stats(lp.data(), DType::BF16, n);
     backend->divergence(lp.data(), DType::BF16, master.data(), n);
   });
-  row("fragment_stats (fused, bf16)", gb6, [&] { backend->fragment_stats(lp.data(), DType::BF16, master.data(), n); });
-  row("fragment_stats (fused, fp16)", gb6, [&] { backend->fragment_stats(lp16.data(), DType::F16, master.data(), n); });
-  row("scalar path: divergence (bf16)", gb6, [&] { scalar->divergence(lp.data(), DType::BF16, master.data(), n); });
+  row("fragment_stats (fused, bf16)", gb6,
+      [&] { backend->fragment_stats(lp.data(), DType::BF16, master.data(), n); });
+  row("fragment_stats (fused, fp16)", gb6,
+      [&] { backend->fragment_stats(lp16.data(), DType::F16, master.data(), n); });
+  row("scalar path: divergence (bf16)", gb6,
+      [&] { scalar->divergence(lp.data(), DType::BF16, master.data(), n); });
   row("scalar path: 3 calls (bf16)", gb6, [&] {
     scalar->value_stats(master.data(), DType::F32, n);
     scalar->value_stats(lp.data(), DType::BF16, n);
     scalar->divergence(lp.data(), DType::BF16, master.data(), n);
   });
   std::vector<uint16_t> out16(n);
-  const double t_down = best_seconds(repeats, [&] { backend->downcast(master.data(), DType::BF16, out16.data(), n); });
+  const double t_down =
+      best_seconds(repeats, [&] { backend->downcast(master.data(), DType::BF16, out16.data(), n); });
   std::printf("%-40s %10.4f %10.2f %11s\n", "downcast fp32->bf16 (r+w)", t_down, gb6 / t_down, "-");
   std::printf("exact fraction %.4f, rel_l2 %.3e\n", d.exact_fraction(), d.rel_l2());
   return 0;

@@ -58,7 +58,8 @@ double host_best_ms(int repeats, F&& f) {
   for (int r = 0; r < repeats; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     f();
-    best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best,
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   return best;
 }
@@ -101,7 +102,8 @@ int main(int argc, char** argv) {
   dmalloc(&d_bf16, n * 2);
   dmalloc(&d_f16, n * 2);
   dmalloc(&d_out16, n * 2);
-  dmalloc(&d_part, std::max(sizeof(cuda::DivPartial), sizeof(cuda::ValPartial)) * static_cast<size_t>(blocks));
+  dmalloc(&d_part,
+          std::max(sizeof(cuda::DivPartial), sizeof(cuda::ValPartial)) * static_cast<size_t>(blocks));
   dmalloc(&d_hist, 1024 * sizeof(unsigned long long));
   check(cudaMemcpy(d_master, h_master.data(), n * 4, cudaMemcpyHostToDevice), "H2D");
   check(cudaMemcpy(d_bf16, h_bf16.data(), n * 2, cudaMemcpyHostToDevice), "H2D");
@@ -113,15 +115,18 @@ int main(int argc, char** argv) {
     double bytes, ms;
   };
   std::vector<Row> rows;
-  const double copy_ms = best_ms(repeats, [&] { check(cudaMemcpy(d_copy, d_master, n * 4, cudaMemcpyDeviceToDevice), "D2D"); });
+  const double copy_ms =
+      best_ms(repeats, [&] { check(cudaMemcpy(d_copy, d_master, n * 4, cudaMemcpyDeviceToDevice), "D2D"); });
   rows.push_back({"cudaMemcpy D2D (r+w)", 8 * nn, copy_ms});
   auto div = static_cast<cuda::DivPartial*>(d_part);
   auto val = static_cast<cuda::ValPartial*>(d_part);
   rows.push_back({"divergence bf16 vs fp32", 6 * nn, best_ms(repeats, [&] {
-                    check(cuda::launch_divergence(d_bf16, 1, d_master, n, div, blocks, d_hist, nullptr), "divergence");
+                    check(cuda::launch_divergence(d_bf16, 1, d_master, n, div, blocks, d_hist, nullptr),
+                          "divergence");
                   })});
   rows.push_back({"divergence f16 vs fp32", 6 * nn, best_ms(repeats, [&] {
-                    check(cuda::launch_divergence(d_f16, 0, d_master, n, div, blocks, d_hist, nullptr), "divergence");
+                    check(cuda::launch_divergence(d_f16, 0, d_master, n, div, blocks, d_hist, nullptr),
+                          "divergence");
                   })});
   rows.push_back({"value_stats fp32", 4 * nn, best_ms(repeats, [&] {
                     check(cuda::launch_values(d_master, 2, n, val, blocks, d_hist, nullptr), "values");
@@ -148,14 +153,17 @@ int main(int argc, char** argv) {
   // Same divergence input, end to end from host memory.
   auto gpu = make_backend(DeviceKind::Cuda);
   DivergenceStats dg, dc;
-  const double gpu_ms = host_best_ms(3, [&] { dg = gpu->divergence(h_bf16.data(), DType::BF16, h_master.data(), n); });
-  const double cpu_ms = host_best_ms(3, [&] { dc = cpu->divergence(h_bf16.data(), DType::BF16, h_master.data(), n); });
+  const double gpu_ms =
+      host_best_ms(3, [&] { dg = gpu->divergence(h_bf16.data(), DType::BF16, h_master.data(), n); });
+  const double cpu_ms =
+      host_best_ms(3, [&] { dc = cpu->divergence(h_bf16.data(), DType::BF16, h_master.data(), n); });
   std::printf("\ndivergence bf16, %zu elements (%.2f GB) from host memory:\n", n, 6 * nn / 1e9);
   std::printf("  %-40s %10.1f ms %8.1f GB/s\n", cpu->description().c_str(), cpu_ms, 6 * nn / cpu_ms / 1e6);
   std::printf("  %-40s %10.1f ms %8.1f GB/s  (incl. staging + H2D)\n", gpu->description().c_str(), gpu_ms,
               6 * nn / gpu_ms / 1e6);
   std::printf("  %-40s %10.1f ms\n", "GPU kernel only", rows[1].ms);
   std::printf("  exact %llu vs %llu, %s\n", static_cast<unsigned long long>(dg.exact),
-              static_cast<unsigned long long>(dc.exact), dg.exact == dc.exact && dg.count == dc.count ? "agree" : "DISAGREE");
+              static_cast<unsigned long long>(dc.exact),
+              dg.exact == dc.exact && dg.count == dc.count ? "agree" : "DISAGREE");
   return dg.exact == dc.exact ? 0 : 1;
 }

@@ -80,7 +80,8 @@ class TestCatalogBounds : public QObject {
     const auto ck = synth(dir, 2);
     const std::string optim = ck.tag_dir + "/zero_pp_rank_1_mp_rank_00_optim_states.pt";
     edit_file(optim, [](Value& r) {
-      r.get_mut("optimizer_state_dict")->set("partition_count", Value::list({Value::integer(2), Value::integer(kHuge)}));
+      r.get_mut("optimizer_state_dict")
+          ->set("partition_count", Value::list({Value::integer(2), Value::integer(kHuge)}));
     });
     expect_refused(ck.save_dir, optim, "partition_count");
   }
@@ -89,7 +90,9 @@ class TestCatalogBounds : public QObject {
     test::TempDir dir;
     const auto ck = synth(dir, 3);
     const std::string optim = ck.tag_dir + "/zero_pp_rank_0_mp_rank_00_optim_states.pt";
-    edit_file(optim, [](Value& r) { r.get_mut("optimizer_state_dict")->set("partition_count", Value::integer(-5)); });
+    edit_file(optim, [](Value& r) {
+      r.get_mut("optimizer_state_dict")->set("partition_count", Value::integer(-5));
+    });
     expect_refused(ck.save_dir, optim, "partition_count");
   }
 
@@ -102,7 +105,8 @@ class TestCatalogBounds : public QObject {
     test::TempDir dir2;
     const auto ck2 = synth(dir2, 2);
     const std::string optim = ck2.tag_dir + "/zero_pp_rank_0_mp_rank_00_optim_states.pt";
-    edit_file(optim, [](Value& r) { r.get_mut("optimizer_state_dict")->set("zero_stage", Value::integer(kHuge)); });
+    edit_file(optim,
+              [](Value& r) { r.get_mut("optimizer_state_dict")->set("zero_stage", Value::integer(kHuge)); });
     expect_refused(ck2.save_dir, optim, "zero_stage");
   }
 
@@ -128,7 +132,8 @@ class TestCatalogBounds : public QObject {
 
   // One error type leaves the core: what used to be std::invalid_argument is a ckptdoc::Error.
   void coreThrowsOnlyErrors() {
-    QVERIFY_THROWS_EXCEPTION(Error, deepspeed::layout_zero12(0, {}, 0, deepspeed::zero12_rules_for_version("0.12.6")));
+    QVERIFY_THROWS_EXCEPTION(
+        Error, deepspeed::layout_zero12(0, {}, 0, deepspeed::zero12_rules_for_version("0.12.6")));
     QVERIFY_THROWS_EXCEPTION(Error, deepspeed::layout_zero3(0, {}, 0));
     QVERIFY_THROWS_EXCEPTION(Error, place_ranks({{0, 1}}, 0));
     QVERIFY_THROWS_EXCEPTION(Error, analysis::density_2d({}, {}, 0));

@@ -1,8 +1,9 @@
 // A rank file that shrinks while it is memory-mapped (a save still running, another host on NFS): every
 // reader reports "changed while being read" naming the file, instead of dying of SIGBUS or using the zero
 // pages put where the bytes were; no output is written from it.
-#include <QtTest>
 #include <unistd.h>
+
+#include <QtTest>
 #include <filesystem>
 #include <thread>
 
@@ -99,8 +100,8 @@ class TestChangedFiles : public QObject {
       QVERIFY2(std::string(e.what()).find("changed while being read") != std::string::npos, e.what());
     }
     cutter.join();
-    // Before the SIGBUS guard the process died here. The scan may (rarely, on a busy machine) have read rank 1
-    // completely before the cut; its report was then complete and right.
+    // Before the SIGBUS guard the process died here. The scan may (rarely, on a busy machine) have read rank
+    // 1 completely before the cut; its report was then complete and right.
     if (!failed) qInfo("the scan had read rank 1 before it was cut");
   }
 

@@ -59,10 +59,25 @@ std::vector<float> conversion_inputs() {
     v.push_back(float_of(x - 1));
     v.push_back(float_of(x + 1));
   }
-  const float edges[] = {65504.0f, 65519.996f, 65520.0f, 65536.0f, 6.1035156e-05f, 5.9604645e-08f,
-                         2.9802322e-08f, 2.9802326e-08f, 8.940697e-08f, 1e-30f, 1.4e-45f, 3.4028235e38f,
-                         std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
-                         float_of(0x7f800001u), float_of(0xffc12345u), float_of(0x7fbfffffu), -0.0f, 0.0f};
+  const float edges[] = {65504.0f,
+                         65519.996f,
+                         65520.0f,
+                         65536.0f,
+                         6.1035156e-05f,
+                         5.9604645e-08f,
+                         2.9802322e-08f,
+                         2.9802326e-08f,
+                         8.940697e-08f,
+                         1e-30f,
+                         1.4e-45f,
+                         3.4028235e38f,
+                         std::numeric_limits<float>::infinity(),
+                         std::numeric_limits<float>::quiet_NaN(),
+                         float_of(0x7f800001u),
+                         float_of(0xffc12345u),
+                         float_of(0x7fbfffffu),
+                         -0.0f,
+                         0.0f};
   for (float e : edges) {
     v.push_back(e);
     v.push_back(-e);
@@ -176,10 +191,12 @@ class TestComputeCpu : public QObject {
     std::vector<float> out(all.size());
     cpu->upcast(all.data(), DType::F16, out.data(), all.size());
     for (uint32_t i = 0; i < 0x10000; ++i)
-      QVERIFY2(bits_of(out[i]) == bits_of(half_to_float(all[i])), qPrintable(QString("f16 %1").arg(i, 4, 16)));
+      QVERIFY2(bits_of(out[i]) == bits_of(half_to_float(all[i])),
+               qPrintable(QString("f16 %1").arg(i, 4, 16)));
     cpu->upcast(all.data(), DType::BF16, out.data(), all.size());
     for (uint32_t i = 0; i < 0x10000; ++i)
-      QVERIFY2(bits_of(out[i]) == bits_of(bf16_to_float(all[i])), qPrintable(QString("bf16 %1").arg(i, 4, 16)));
+      QVERIFY2(bits_of(out[i]) == bits_of(bf16_to_float(all[i])),
+               qPrintable(QString("bf16 %1").arg(i, 4, 16)));
   }
 
   void downcast_matches_dtype_h() {
@@ -264,7 +281,8 @@ class TestComputeCpu : public QObject {
     const ValueStats want = ref_value_stats(buf.data(), t, n);
     const ValueStats got = make_cpu_backend(3)->value_stats(buf.data(), t, n);
     CKPTDOC_EXPECT_SAME(diff_values(got, want, kRel));
-    CKPTDOC_EXPECT_SAME(diff_values(make_cpu_backend(3, CpuPath::Scalar)->value_stats(buf.data(), t, n), want, kRel));
+    CKPTDOC_EXPECT_SAME(
+        diff_values(make_cpu_backend(3, CpuPath::Scalar)->value_stats(buf.data(), t, n), want, kRel));
     QVERIFY(got.nan > 0 && got.pos_inf > 0 && got.neg_inf > 0 && got.zeros > 0 && got.subnormals > 0);
     if (t != DType::F16)  // fp16 spans 2^-24..65504: inside the histogram's range
       QVERIFY(got.log_abs.underflow > 0 && got.log_abs.overflow > 0);
@@ -287,7 +305,8 @@ class TestComputeCpu : public QObject {
       std::vector<float> l = masters;
       std::mt19937 rng(3);
       for (auto& x : l)
-        if (rng() % 4 == 0) x = std::nextafter(x, rng() % 2 ? 1e30f : -1e30f) * (rng() % 50 == 0 ? 1.5f : 1.0f);
+        if (rng() % 4 == 0)
+          x = std::nextafter(x, rng() % 2 ? 1e30f : -1e30f) * (rng() % 50 == 0 ? 1.5f : 1.0f);
       lp.resize(n * 4);
       std::memcpy(lp.data(), l.data(), lp.size());
     } else {
@@ -298,8 +317,8 @@ class TestComputeCpu : public QObject {
     const DivergenceStats want = ref_divergence(lp.data(), t, masters.data(), n);
     const DivergenceStats got = make_cpu_backend(3)->divergence(lp.data(), t, masters.data(), n);
     CKPTDOC_EXPECT_SAME(diff_divergence(got, want, kRel));
-    CKPTDOC_EXPECT_SAME(
-        diff_divergence(make_cpu_backend(3, CpuPath::Scalar)->divergence(lp.data(), t, masters.data(), n), want, kRel));
+    CKPTDOC_EXPECT_SAME(diff_divergence(
+        make_cpu_backend(3, CpuPath::Scalar)->divergence(lp.data(), t, masters.data(), n), want, kRel));
     QVERIFY(got.exact > n / 2 && got.exact < n);
     QVERIFY(got.nonfinite > 0);
     QVERIFY(got.ulp.counts[UlpHistogram::kBuckets - 1] > 0);
@@ -351,9 +370,12 @@ class TestComputeCpu : public QObject {
       std::vector<float> l = masters;
       for (auto& x : l) {
         const uint32_t p = rng() % 16;
-        if (p == 0) x = float_of(bits_of(x) ^ 1u);  // one ULP off (or a NaN payload change)
-        else if (p == 1) x = float_of(static_cast<uint32_t>(rng()));
-        else if (p == 2) x = -x;
+        if (p == 0)
+          x = float_of(bits_of(x) ^ 1u);  // one ULP off (or a NaN payload change)
+        else if (p == 1)
+          x = float_of(static_cast<uint32_t>(rng()));
+        else if (p == 2)
+          x = -x;
       }
       std::memcpy(lp.data(), l.data(), lp.size());
     } else {
@@ -361,9 +383,12 @@ class TestComputeCpu : public QObject {
       for (size_t i = 0; i < n; ++i) {
         uint16_t h = t == DType::BF16 ? float_to_bf16(masters[i]) : float_to_half(masters[i]);
         const uint32_t p = rng() % 16;
-        if (p == 0) h = static_cast<uint16_t>(h + static_cast<int>(rng() % 9) - 4);
-        else if (p == 1) h = static_cast<uint16_t>(rng());
-        else if (p == 2) h = static_cast<uint16_t>(h ^ 0x8000u);
+        if (p == 0)
+          h = static_cast<uint16_t>(h + static_cast<int>(rng() % 9) - 4);
+        else if (p == 1)
+          h = static_cast<uint16_t>(rng());
+        else if (p == 2)
+          h = static_cast<uint16_t>(h ^ 0x8000u);
         l[i] = h;
       }
       for (uint32_t h = 0; h < 0x10000 && h < n; ++h) l[h] = static_cast<uint16_t>(h);  // every lp pattern
@@ -434,10 +459,12 @@ class TestComputeCpu : public QObject {
       for (unsigned threads : {1u, 3u}) {
         auto cpu = make_cpu_backend(threads, path);
         const FragmentStats f = cpu->fragment_stats(lp.data(), t, masters.data(), n);
-        CKPTDOC_EXPECT_SAME(diff_divergence(f.divergence, cpu->divergence(lp.data(), t, masters.data(), n), 0.0));
+        CKPTDOC_EXPECT_SAME(
+            diff_divergence(f.divergence, cpu->divergence(lp.data(), t, masters.data(), n), 0.0));
         CKPTDOC_EXPECT_SAME(diff_values(f.lp, cpu->value_stats(lp.data(), t, n), 0.0));
         CKPTDOC_EXPECT_SAME(diff_values(f.fp32, cpu->value_stats(masters.data(), DType::F32, n), 0.0));
-        CKPTDOC_EXPECT_SAME(diff_divergence(f.divergence, ref_divergence(lp.data(), t, masters.data(), n), kRel));
+        CKPTDOC_EXPECT_SAME(
+            diff_divergence(f.divergence, ref_divergence(lp.data(), t, masters.data(), n), kRel));
         CKPTDOC_EXPECT_SAME(diff_values(f.lp, ref_value_stats(lp.data(), t, n), kRel));
       }
     }
@@ -545,7 +572,8 @@ class TestComputeCpu : public QObject {
     std::vector<float> empty_nan(3, std::numeric_limits<float>::quiet_NaN());
     const ValueStats parts[] = {cpu->value_stats(m1.data(), DType::F32, m1.size()),
                                 cpu->value_stats(m2.data(), DType::F32, m2.size()),
-                                cpu->value_stats(empty_nan.data(), DType::F32, empty_nan.size()), ValueStats{}};
+                                cpu->value_stats(empty_nan.data(), DType::F32, empty_nan.size()),
+                                ValueStats{}};
     const auto l1 = make_lp(m1, DType::BF16, 3);
     const DivergenceStats d1 = cpu->divergence(l1.data(), DType::BF16, m1.data(), m1.size());
     for (const auto& x : parts) {

@@ -35,7 +35,8 @@ class TestCrc32 : public QObject {
     std::mt19937 rng(7);
     std::vector<uint8_t> buf(70016);  // room for the longest span (69990) at the largest offset (15)
     for (auto& b : buf) b = static_cast<uint8_t>(rng());
-    for (size_t n : {0, 1, 15, 16, 63, 64, 255, 256, 257, 271, 272, 300, 1000, 4095, 4096, 4097, 65536, 69990}) {
+    for (size_t n :
+         {0, 1, 15, 16, 63, 64, 255, 256, 257, 271, 272, 300, 1000, 4095, 4096, 4097, 65536, 69990}) {
       for (size_t offset : {0, 1, 3, 8, 15}) {
         for (uint32_t start : {0u, 0xCBF43926u, 0xFFFFFFFFu}) {
           const auto span = std::span<const uint8_t>(buf.data() + offset, n);

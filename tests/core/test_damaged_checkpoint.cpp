@@ -20,19 +20,21 @@ namespace {
 
 struct Outcome {
   int errors = 0, reported = 0, clean = 0;
-  int clean_but_different = 0;  // diagnosed clean, yet not what the undamaged file gives: a silent wrong result
+  int clean_but_different =
+      0;  // diagnosed clean, yet not what the undamaged file gives: a silent wrong result
   std::string first_difference;
 };
 
 // What a diagnosis says, without what varies from run to run (time, backend, paths).
 QJsonObject essence(const analysis::Report& report, const deepspeed::Catalog& catalog) {
-  auto j = QJsonDocument::fromJson(QByteArray::fromStdString(analysis::report_json(report, catalog))).object();
+  auto j =
+      QJsonDocument::fromJson(QByteArray::fromStdString(analysis::report_json(report, catalog))).object();
   for (const char* k : {"seconds", "backend", "bytes_scanned", "devices", "path"}) j.remove(k);
   return j;
 }
 
-// Opens and diagnoses (with checksums: a flipped tensor byte is otherwise invisible); a thrown Error counts as a
-// clear error, a report with an error finding as reported, and a clean report must equal `healthy`.
+// Opens and diagnoses (with checksums: a flipped tensor byte is otherwise invisible); a thrown Error counts
+// as a clear error, a report with an error finding as reported, and a clean report must equal `healthy`.
 void examine(const std::string& dir, const QJsonObject& healthy, Outcome& o, bool checksums = false) {
   try {
     const auto ckpt = deepspeed::Checkpoint::open(dir);
@@ -48,7 +50,10 @@ void examine(const std::string& dir, const QJsonObject& healthy, Outcome& o, boo
       if (!healthy.isEmpty() && essence(report, ckpt->catalog()) != healthy) {
         ++o.clean_but_different;
         if (o.first_difference.empty())
-          o.first_difference = QJsonDocument(essence(report, ckpt->catalog())).toJson(QJsonDocument::Compact).left(600).toStdString();
+          o.first_difference = QJsonDocument(essence(report, ckpt->catalog()))
+                                   .toJson(QJsonDocument::Compact)
+                                   .left(600)
+                                   .toStdString();
       }
     }
   } catch (const Error&) {
@@ -89,8 +94,8 @@ class TestDamagedCheckpoint : public QObject {
     QVERIFY(cuts > 400);
   }
 
-  // Every flip is an error, a reported problem, or changes nothing ckptdoc reports (a byte no reader uses, such
-  // as a timestamp in a zip header); a flip inside a record's data is always reported (its CRC-32).
+  // Every flip is an error, a reported problem, or changes nothing ckptdoc reports (a byte no reader uses,
+  // such as a timestamp in a zip header); a flip inside a record's data is always reported (its CRC-32).
   void flippedBytesAreNeverSilentlyWrong() {
     test::TempDir dir;
     const std::string ckpt = dir.file("ckpt");
@@ -123,8 +128,8 @@ class TestDamagedCheckpoint : public QObject {
         if (o.errors + o.reported == noticed_before) ++data_flips_unreported;
       }
     }
-    qInfo("byte flips: %d (%d in record data), errors: %d, reported: %d, clean: %d", flips, data_flips, o.errors,
-          o.reported, o.clean);
+    qInfo("byte flips: %d (%d in record data), errors: %d, reported: %d, clean: %d", flips, data_flips,
+          o.errors, o.reported, o.clean);
     QVERIFY2(o.clean_but_different == 0, o.first_difference.c_str());
     QCOMPARE(data_flips_unreported, 0);
     QVERIFY(data_flips > 400);
@@ -152,8 +157,8 @@ class TestDamagedCheckpoint : public QObject {
     analysis::DiagnoseOptions opt;
     opt.device = DeviceKind::Cpu;
     opt.verify_checksums = true;
-    const auto j = QJsonDocument::fromJson(QByteArray::fromStdString(
-                                               analysis::report_json(analysis::diagnose(*c, opt), c->catalog())))
+    const auto j = QJsonDocument::fromJson(QByteArray::fromStdString(analysis::report_json(
+                                               analysis::diagnose(*c, opt), c->catalog())))
                        .object();
     bool named = false;
     for (const auto& f : j["findings"].toArray()) {

@@ -14,7 +14,8 @@ class TestDeepspeedAssemble : public QObject {
  private slots:
   void fixtures_data() {
     QTest::addColumn<QString>("name");
-    for (const auto& n : test::deepspeed_fixture_names()) QTest::newRow(n.c_str()) << QString::fromStdString(n);
+    for (const auto& n : test::deepspeed_fixture_names())
+      QTest::newRow(n.c_str()) << QString::fromStdString(n);
   }
 
   void fp32PartitionsAndMoments_data() { fixtures_data(); }
@@ -37,7 +38,8 @@ class TestDeepspeedAssemble : public QObject {
         for (const char* key : {"exp_avg", "exp_avg_sq"}) {
           const auto m = ck->moment_partition(static_cast<int>(g), r, key);
           QVERIFY(m.has_value());
-          QCOMPARE(test::tensor_sha256(*m), st[key].toObject()["tensor_stats"].toObject()["sha256"].toString().toStdString());
+          QCOMPARE(test::tensor_sha256(*m),
+                   st[key].toObject()["tensor_stats"].toObject()["sha256"].toString().toStdString());
         }
       }
     }
@@ -73,9 +75,11 @@ class TestDeepspeedAssemble : public QObject {
     QFETCH(QString, name);
     const std::string n = name.toStdString();
     const auto tensors =
-        test::read_json_file(test::deepspeed_fixture(n) + "/checkpoint.zero_to_fp32.tensors.json")["tensors"].toArray();
+        test::read_json_file(test::deepspeed_fixture(n) + "/checkpoint.zero_to_fp32.tensors.json")["tensors"]
+            .toArray();
     std::map<std::string, std::string> sha;
-    for (const auto& t : tensors) sha[t.toObject()["name"].toString().toStdString()] = t.toObject()["sha256"].toString().toStdString();
+    for (const auto& t : tensors)
+      sha[t.toObject()["name"].toString().toStdString()] = t.toObject()["sha256"].toString().toStdString();
     const auto ck = Checkpoint::open(test::deepspeed_fixture(n) + "/checkpoint");
     int checked = 0;
     for (const auto& g : ck->catalog().groups) {

@@ -61,13 +61,15 @@ class TestDeepspeedCatalog : public QObject {
   void layoutPaddingRulesByVersion() {
     // §5.1: dp = 4, N = 9: A = 8, flat 16, P = 4.
     const auto newer = layout_zero12(0, params_of({{"w", 9}}), 4, zero12_rules_for_version("0.16.4"));
-    QCOMPARE((std::vector<int64_t>{newer.partitions[0].recorded_padding, newer.partitions[1].recorded_padding,
-                                   newer.partitions[2].recorded_padding, newer.partitions[3].recorded_padding}),
-             (std::vector<int64_t>{0, 0, 3, 4}));
+    QCOMPARE(
+        (std::vector<int64_t>{newer.partitions[0].recorded_padding, newer.partitions[1].recorded_padding,
+                              newer.partitions[2].recorded_padding, newer.partitions[3].recorded_padding}),
+        (std::vector<int64_t>{0, 0, 3, 4}));
     QCOMPARE((std::vector<int64_t>{newer.partitions[0].saved_numel, newer.partitions[1].saved_numel,
                                    newer.partitions[2].saved_numel, newer.partitions[3].saved_numel}),
              (std::vector<int64_t>{4, 4, 1, 0}));
-    const auto older = layout_zero12(0, params_of({{"w", 9}}), 4, zero12_rules_for_version("0.12.6+c00388a2e"));
+    const auto older =
+        layout_zero12(0, params_of({{"w", 9}}), 4, zero12_rules_for_version("0.12.6+c00388a2e"));
     QCOMPARE(older.partitions[3].recorded_padding, 7);
     QCOMPARE((std::vector<int64_t>{older.partitions[0].saved_numel, older.partitions[1].saved_numel,
                                    older.partitions[2].saved_numel, older.partitions[3].saved_numel}),
@@ -112,7 +114,8 @@ class TestDeepspeedCatalog : public QObject {
 
   void fixtureMetadata_data() {
     QTest::addColumn<QString>("name");
-    for (const auto& n : test::deepspeed_fixture_names()) QTest::newRow(n.c_str()) << QString::fromStdString(n);
+    for (const auto& n : test::deepspeed_fixture_names())
+      QTest::newRow(n.c_str()) << QString::fromStdString(n);
   }
   void fixtureMetadata() {
     QFETCH(QString, name);
@@ -147,8 +150,9 @@ class TestDeepspeedCatalog : public QObject {
     }
     const auto osd = ref["optim_states"].toObject()["0"].toObject();
     const auto inner = osd.contains("base_optimizer_state") ? osd["base_optimizer_state"].toObject()
-                                                             : osd["optimizer_state_dict"].toObject();
-    const QJsonArray step_values = inner["state"].toObject()["0"].toObject()["step"].toObject()["tensor"].toArray();
+                                                            : osd["optimizer_state_dict"].toObject();
+    const QJsonArray step_values =
+        inner["state"].toObject()["0"].toObject()["step"].toObject()["tensor"].toArray();
     QVERIFY(!step_values.isEmpty());
     const double ref_step = step_values.at(0).toDouble();
     if (!bf16) {
@@ -278,8 +282,9 @@ class TestDeepspeedCatalog : public QObject {
 
   void openFromEveryKindOfPath() {
     const std::string root = test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint";
-    for (const std::string& p : {root, root + "/global_step5", root + "/global_step5/mp_rank_00_model_states.pt",
-                                 root + "/global_step5/zero_pp_rank_1_mp_rank_00_optim_states.pt"}) {
+    for (const std::string& p :
+         {root, root + "/global_step5", root + "/global_step5/mp_rank_00_model_states.pt",
+          root + "/global_step5/zero_pp_rank_1_mp_rank_00_optim_states.pt"}) {
       const auto ck = Checkpoint::open(p);
       QCOMPARE(ck->catalog().tag, std::string("global_step5"));
       QCOMPARE(ck->catalog().groups.size(), size_t(2));
@@ -300,7 +305,8 @@ class TestDeepspeedCatalog : public QObject {
     test::TempDir tmp;
     test::copy_tree(test::deepspeed_fixture("zero1_fp16_ws2") + "/checkpoint", tmp.file("ck"));
     const std::string d = tmp.file("ck/global_step5/");
-    std::filesystem::rename(d + "zero_pp_rank_1_mp_rank_00_optim_states.pt", d + "zero_pp_rank_1_mp_rank_00optim_states.pt");
+    std::filesystem::rename(d + "zero_pp_rank_1_mp_rank_00_optim_states.pt",
+                            d + "zero_pp_rank_1_mp_rank_00optim_states.pt");
     const auto ck = Checkpoint::open(tmp.file("ck"));
     QVERIFY2(ck->catalog().problems.empty(), problems_text(ck->catalog()).c_str());
     QVERIFY(ck->catalog().optim_file(1) != nullptr);

@@ -34,7 +34,9 @@ std::string copy_fixture(const test::TempDir& tmp, const std::string& name) {
   return dst;
 }
 
-void truncate_file(const std::string& path, uint64_t size) { fs::resize_file(path, size); }
+void truncate_file(const std::string& path, uint64_t size) {
+  fs::resize_file(path, size);
+}
 
 }  // namespace
 
@@ -108,7 +110,8 @@ class TestDeepspeedDamage : public QObject {
   void garbageRankFile() {
     test::TempDir tmp;
     const auto ck_dir = copy_fixture(tmp, "zero2_fp16_ws2");
-    test::write_text(ck_dir + "/global_step5/zero_pp_rank_1_mp_rank_00_optim_states.pt", "not a torch file at all\n");
+    test::write_text(ck_dir + "/global_step5/zero_pp_rank_1_mp_rank_00_optim_states.pt",
+                     "not a torch file at all\n");
     const auto ck = Checkpoint::open(ck_dir);
     QVERIFY2(find_problem(ck->catalog(), "rank-file-unreadable"), all_problems(ck->catalog()).c_str());
   }
@@ -177,7 +180,6 @@ class TestDeepspeedDamage : public QObject {
     test::write_text(tmp.file("junk/latest"), "global_step9");
     QVERIFY_THROWS_EXCEPTION(Error, Checkpoint::open(tmp.file("junk")));
   }
-
 };
 
 CKPTDOC_TEST_MAIN(TestDeepspeedDamage)

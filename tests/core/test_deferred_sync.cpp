@@ -11,9 +11,9 @@
 #include <set>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/io/deferred_sync.h"
 #include "ckptdoc/io/fault_injection.h"
 #include "ckptdoc/io/file_io.h"
-#include "ckptdoc/io/deferred_sync.h"
 #include "test_support.h"
 
 using namespace ckptdoc;
@@ -98,7 +98,8 @@ class TestDeferredSync : public QObject {
     test::TempDir dir;
     CountingIo counting;
     io::DeferredSyncIo deferred(counting);
-    counting.failing = fs::canonical(dir.path()).string() + "/g5";  // renamed into place before its batch syncs
+    counting.failing =
+        fs::canonical(dir.path()).string() + "/g5";  // renamed into place before its batch syncs
     for (int i = 0; i < 200; ++i) write_file(dir.file("g" + std::to_string(i)), deferred, 10);
     try {
       deferred.flush();
@@ -109,7 +110,8 @@ class TestDeferredSync : public QObject {
     }
   }
 
-  // Through FaultyIo (the test hook CKPTDOC_FAULT installs): an fsync failing with ENOSPC is reported by flush.
+  // Through FaultyIo (the test hook CKPTDOC_FAULT installs): an fsync failing with ENOSPC is reported by
+  // flush.
   void faultyFsyncIsReported() {
     test::TempDir dir;
     auto plan = FaultPlan::parse("fail@3:fsync:ENOSPC");

@@ -17,7 +17,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kFixtures[] = {"zero1_fp16_ws2", "zero2_fp16_ws2", "zero2_bf16_ws2", "zero3_fp16_ws2", "bf16opt_zero1_ws2"};
+const char* kFixtures[] = {"zero1_fp16_ws2", "zero2_fp16_ws2", "zero2_bf16_ws2", "zero3_fp16_ws2",
+                           "bf16opt_zero1_ws2"};
 
 analysis::Report diagnose_dir(const std::string& dir) {
   const auto ckpt = deepspeed::Checkpoint::open(dir);
@@ -34,7 +35,8 @@ const analysis::Finding* find(const analysis::Report& r, const std::string& code
 
 std::string codes(const analysis::Report& r) {
   std::string s;
-  for (const auto& f : r.findings) s += f.code + "(" + std::string(analysis::severity_name(f.severity)) + ") ";
+  for (const auto& f : r.findings)
+    s += f.code + "(" + std::string(analysis::severity_name(f.severity)) + ") ";
   return s;
 }
 
@@ -57,7 +59,8 @@ Tensor random_like(const Tensor& t, uint32_t seed, float scale) {
 }
 
 std::string optim_path(const std::string& tag_dir, int rank, bool bf16 = false) {
-  return tag_dir + "/" + (bf16 ? "bf16_" : "") + "zero_pp_rank_" + std::to_string(rank) + "_mp_rank_00_optim_states.pt";
+  return tag_dir + "/" + (bf16 ? "bf16_" : "") + "zero_pp_rank_" + std::to_string(rank) +
+         "_mp_rank_00_optim_states.pt";
 }
 
 }  // namespace
@@ -145,9 +148,11 @@ class TestDiagnose : public QObject {
     const std::string ckpt = copy_fixture(dir, "zero2_fp16_ws2");
     for (int rank = 0; rank < 2; ++rank)
       rewrite(optim_path(ckpt + "/global_step5", rank), [&](Value& root) {
-        auto& groups = root.get_mut("optimizer_state_dict")->get_mut("single_partition_of_fp32_groups")->items_mut();
+        auto& groups =
+            root.get_mut("optimizer_state_dict")->get_mut("single_partition_of_fp32_groups")->items_mut();
         for (size_t g = 0; g < groups.size(); ++g)
-          groups[g] = Value::tensor(random_like(groups[g].as_tensor(), 100 + rank * 10 + static_cast<uint32_t>(g), 0.02f));
+          groups[g] = Value::tensor(
+              random_like(groups[g].as_tensor(), 100 + rank * 10 + static_cast<uint32_t>(g), 0.02f));
       });
     const auto report = diagnose_dir(ckpt);
     const auto* f = find(report, "fp32-master-mismatch");
@@ -155,7 +160,8 @@ class TestDiagnose : public QObject {
     QCOMPARE(f->severity, analysis::Severity::Error);
     QCOMPARE(f->repair, analysis::RepairKind::RefreshFp32);
     const std::set<std::string> named(f->params.begin(), f->params.end());
-    for (const char* p : {"fc1.weight", "fc2.weight", "fc3.weight", "fc1.bias", "norm.weight", "norm.bias", "fc2.bias", "fc3.bias"})
+    for (const char* p : {"fc1.weight", "fc2.weight", "fc3.weight", "fc1.bias", "norm.weight", "norm.bias",
+                          "fc2.bias", "fc3.bias"})
       QVERIFY2(named.count(p), p);
     QCOMPARE(f->ranks, (std::vector<int>{0, 1}));
     QVERIFY(f->evidence.at("exact_fraction") < 0.01);
@@ -218,7 +224,8 @@ class TestDiagnose : public QObject {
     test::TempDir dir;
     const std::string ckpt = copy_fixture(dir, "zero1_fp16_ws2");
     rewrite(optim_path(ckpt + "/global_step5", 1), [&](Value& root) {
-      auto& groups = root.get_mut("optimizer_state_dict")->get_mut("single_partition_of_fp32_groups")->items_mut();
+      auto& groups =
+          root.get_mut("optimizer_state_dict")->get_mut("single_partition_of_fp32_groups")->items_mut();
       groups[0] = Value::tensor(random_like(groups[0].as_tensor(), 7, 0.05f));
     });
     const auto report = diagnose_dir(ckpt);
@@ -324,7 +331,8 @@ class TestDiagnose : public QObject {
       if (x.code == "nonfinite-values") f = &x;
     QVERIFY2(f, codes(report).c_str());
     QCOMPARE(f->ranks, std::vector<int>{1});
-    QCOMPARE(std::set<std::string>(f->params.begin(), f->params.end()), (std::set<std::string>{"fc2.weight", "fc3.weight"}));
+    QCOMPARE(std::set<std::string>(f->params.begin(), f->params.end()),
+             (std::set<std::string>{"fc2.weight", "fc3.weight"}));
     QCOMPARE(f->evidence.at("count"), 2.0);
     QCOMPARE(f->repair, analysis::RepairKind::ResetOptimizer);
   }
@@ -335,7 +343,8 @@ class TestDiagnose : public QObject {
     const std::string victim = optim_path(ckpt + "/global_step5", 1);
     fs::resize_file(victim, fs::file_size(victim) / 2);
     const auto report = diagnose_dir(ckpt);
-    QVERIFY2(find(report, "rank-file-truncated") || find(report, "rank-file-unreadable"), codes(report).c_str());
+    QVERIFY2(find(report, "rank-file-truncated") || find(report, "rank-file-unreadable"),
+             codes(report).c_str());
     QVERIFY(report.has_error());
     auto cli = test::run_cli({"diagnose", ckpt});
     CKPTDOC_EXPECT_EXIT(cli, 1);
@@ -361,12 +370,13 @@ class TestDiagnose : public QObject {
   }
 
   // The multi-GPU schedule, run on CPU backends: each emulated device reads whole rank files, the ranks are
-  // shared out by bytes, and the merged report equals the one-queue CPU scan (counts exact, sums to rounding).
+  // shared out by bytes, and the merged report equals the one-queue CPU scan (counts exact, sums to
+  // rounding).
   void devicesSplitRankFilesAndMergeToTheSameReport() {
     test::TempDir dir;
     const std::string ckpt = dir.file("ckpt");
-    CKPTDOC_EXPECT_EXIT(test::run_cli({"synth", ckpt, "--stage", "2", "--dtype", "bf16", "--dp", "5", "--params",
-                                       "300000", "--break", "nan_in_exp_avg_sq"}),
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"synth", ckpt, "--stage", "2", "--dtype", "bf16", "--dp", "5",
+                                       "--params", "300000", "--break", "nan_in_exp_avg_sq"}),
                         0);
     const auto c = deepspeed::Checkpoint::open(ckpt);
     analysis::DiagnoseOptions cpu;
@@ -401,8 +411,8 @@ class TestDiagnose : public QObject {
           QCOMPARE(a.per_rank.at(rank).exact, d.exact);
           QCOMPARE(a.per_rank.at(rank).ulp.counts, d.ulp.counts);
         }
-        for (auto m : {&analysis::ParamReport::lp, &analysis::ParamReport::fp32, &analysis::ParamReport::exp_avg,
-                       &analysis::ParamReport::exp_avg_sq}) {
+        for (auto m : {&analysis::ParamReport::lp, &analysis::ParamReport::fp32,
+                       &analysis::ParamReport::exp_avg, &analysis::ParamReport::exp_avg_sq}) {
           QCOMPARE((a.*m).has_value(), (b.*m).has_value());
           if (!(a.*m)) continue;
           QCOMPARE((a.*m)->count, (b.*m)->count);
@@ -426,13 +436,15 @@ class TestDiagnose : public QObject {
       analysis::DiagnoseOptions o;
       o.device = DeviceKind::Cpu;
       o.verify_checksums = true;
-      const auto clean = analysis::diagnose(*deepspeed::Checkpoint::open(test::deepspeed_fixture(name) + "/checkpoint"), o);
+      const auto clean =
+          analysis::diagnose(*deepspeed::Checkpoint::open(test::deepspeed_fixture(name) + "/checkpoint"), o);
       QVERIFY2(!find(clean, "checksum-mismatch"), name);
     }
     test::TempDir dir;
     const std::string ckpt = copy_fixture(dir, "zero2_fp16_ws2");
     const std::string victim = optim_path(ckpt + "/global_step5", 1);
-    const std::string record = test::flip_bits_in_first_data_record(victim, 100, 0x01);  // lowest mantissa bit
+    const std::string record =
+        test::flip_bits_in_first_data_record(victim, 100, 0x01);  // lowest mantissa bit
     analysis::DiagnoseOptions o;
     o.device = DeviceKind::Cpu;
     QVERIFY(!find(analysis::diagnose(*deepspeed::Checkpoint::open(ckpt), o), "checksum-mismatch"));

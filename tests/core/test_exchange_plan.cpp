@@ -16,9 +16,13 @@ using deepspeed::ParamEntry;
 namespace {
 
 // A value that names its param and element, exact in float32.
-float value_of(size_t param, int64_t e) { return static_cast<float>(param * 100000 + static_cast<size_t>(e) + 1); }
+float value_of(size_t param, int64_t e) {
+  return static_cast<float>(param * 100000 + static_cast<size_t>(e) + 1);
+}
 
-int dp_of(const GroupLayout& g) { return static_cast<int>(g.partitions.size()); }
+int dp_of(const GroupLayout& g) {
+  return static_cast<int>(g.partitions.size());
+}
 
 int64_t zero3_len(const GroupLayout& g) {
   int64_t n = 0;
@@ -27,7 +31,8 @@ int64_t zero3_len(const GroupLayout& g) {
 }
 
 // Partitions [rank][element] of one group, straight from the layout rules (not from exchange_plan.h).
-std::vector<std::vector<float>> partitions(const GroupLayout& g, bool zero3, const std::map<std::string, size_t>& id) {
+std::vector<std::vector<float>> partitions(const GroupLayout& g, bool zero3,
+                                           const std::map<std::string, size_t>& id) {
   const int dp = dp_of(g);
   std::vector<std::vector<float>> parts(static_cast<size_t>(dp));
   for (int r = 0; r < dp; ++r) {
@@ -37,14 +42,16 @@ std::vector<std::vector<float>> partitions(const GroupLayout& g, bool zero3, con
       for (const auto& p : g.params)
         for (int64_t e = 0; e < p.numel; ++e) {
           const int64_t flat = p.offset + e;
-          if (flat / g.partition_numel == r) part[static_cast<size_t>(flat % g.partition_numel)] = value_of(id.at(p.name), e);
+          if (flat / g.partition_numel == r)
+            part[static_cast<size_t>(flat % g.partition_numel)] = value_of(id.at(p.name), e);
         }
     } else {
       part.assign(static_cast<size_t>(zero3_len(g)), 0.0f);
       for (const auto& p : g.params) {
         const int64_t len = deepspeed::zero3_partition_numel(p.numel, dp);
         for (int64_t k = 0; k < len; ++k)
-          if (const int64_t e = r * len + k; e < p.numel) part[static_cast<size_t>(p.offset + k)] = value_of(id.at(p.name), e);
+          if (const int64_t e = r * len + k; e < p.numel)
+            part[static_cast<size_t>(p.offset + k)] = value_of(id.at(p.name), e);
       }
     }
   }
@@ -73,7 +80,8 @@ class TestExchangePlan : public QObject {
   Q_OBJECT
 
   // Replays the pieces and compares with the new layout's partitions; also checks order and piece bounds.
-  static void check(const std::vector<GroupLayout>& olds, const std::vector<GroupLayout>& news, bool zero3, int64_t max_len) {
+  static void check(const std::vector<GroupLayout>& olds, const std::vector<GroupLayout>& news, bool zero3,
+                    int64_t max_len) {
     std::map<std::string, size_t> id;
     std::map<std::string, std::pair<const GroupLayout*, const ParamEntry*>> old_place;
     for (const auto& g : olds)
@@ -98,7 +106,8 @@ class TestExchangePlan : public QObject {
       QVERIFY(pc.len > 0 && pc.len <= max_len);
       if (i > 0) {
         const auto& pr = pieces[i - 1];
-        QVERIFY(std::tie(pr.new_group, pr.new_rank, pr.new_offset) < std::tie(pc.new_group, pc.new_rank, pc.new_offset));
+        QVERIFY(std::tie(pr.new_group, pr.new_rank, pr.new_offset) <
+                std::tie(pc.new_group, pc.new_rank, pc.new_offset));
       }
       const auto& [og, op] = old_place.at(pc.param);
       auto& part = got[static_cast<size_t>(pc.new_group)][static_cast<size_t>(pc.new_rank)];
@@ -140,9 +149,11 @@ class TestExchangePlan : public QObject {
   void bf16OptimizerAndOldAlignmentRules() {
     std::mt19937 rng(11);
     auto ps = random_params(rng, 12);
-    check({deepspeed::layout_bf16_optimizer(0, ps, 4)}, {deepspeed::layout_bf16_optimizer(0, ps, 3)}, false, 1 << 20);
+    check({deepspeed::layout_bf16_optimizer(0, ps, 4)}, {deepspeed::layout_bf16_optimizer(0, ps, 3)}, false,
+          1 << 20);
     const auto old_rules = deepspeed::zero12_rules_for_version("0.5.0");
-    check({deepspeed::layout_zero12(0, ps, 2, old_rules)}, {deepspeed::layout_zero12(0, ps, 6, old_rules)}, false, 50);
+    check({deepspeed::layout_zero12(0, ps, 2, old_rules)}, {deepspeed::layout_zero12(0, ps, 6, old_rules)},
+          false, 50);
   }
 
   // ZeRO-3: the new layout may also cut the params into different sub-groups.
@@ -163,8 +174,12 @@ class TestExchangePlan : public QObject {
     const auto rules = deepspeed::zero12_rules_for_version("0.12.6");
     std::vector<ParamEntry> ps{{"a", {10}, 10, 0}}, other{{"b", {10}, 10, 0}}, bigger{{"a", {11}, 11, 0}};
     const auto old_groups = std::vector<GroupLayout>{deepspeed::layout_zero12(0, ps, 2, rules)};
-    QVERIFY_THROWS_EXCEPTION(std::exception, repair::exchange_pieces(old_groups, {deepspeed::layout_zero12(0, other, 2, rules)}, false, 8));
-    QVERIFY_THROWS_EXCEPTION(std::exception, repair::exchange_pieces(old_groups, {deepspeed::layout_zero12(0, bigger, 2, rules)}, false, 8));
+    QVERIFY_THROWS_EXCEPTION(
+        std::exception,
+        repair::exchange_pieces(old_groups, {deepspeed::layout_zero12(0, other, 2, rules)}, false, 8));
+    QVERIFY_THROWS_EXCEPTION(
+        std::exception,
+        repair::exchange_pieces(old_groups, {deepspeed::layout_zero12(0, bigger, 2, rules)}, false, 8));
   }
 };
 

@@ -41,15 +41,18 @@ std::vector<NamedTensor> reference_tensors() {
   for (float v : {1.0f, -2.5f, 3.140625f, 1.2676506002282294e30f}) bf16.push_back(float_to_bf16(v));  // 2^100
   out.push_back({"model.layers.0.attn.w", owned_tensor(DType::BF16, {2, 2}, le_bytes(bf16))});
   out.push_back({"double", owned_tensor(DType::F64, {}, le_bytes(std::vector<double>{2.5}))});
-  out.push_back({"steps", owned_tensor(DType::I64, {3},
-                                       le_bytes(std::vector<int64_t>{-1, int64_t{1} << 40, 9007199254740993}))});
-  out.push_back({"i32", owned_tensor(DType::I32, {2, 2}, le_bytes(std::vector<int32_t>{INT32_MIN, 1, 2, INT32_MAX}))});
+  out.push_back(
+      {"steps", owned_tensor(DType::I64, {3},
+                             le_bytes(std::vector<int64_t>{-1, int64_t{1} << 40, 9007199254740993}))});
+  out.push_back(
+      {"i32", owned_tensor(DType::I32, {2, 2}, le_bytes(std::vector<int32_t>{INT32_MIN, 1, 2, INT32_MAX}))});
   out.push_back({"i16", owned_tensor(DType::I16, {3}, le_bytes(std::vector<int16_t>{-32768, 0, 32767}))});
   out.push_back({"i8", owned_tensor(DType::I8, {2}, le_bytes(std::vector<int8_t>{-128, 127}))});
   out.push_back({"u8", owned_tensor(DType::U8, {4}, {0, 1, 254, 255})});
   out.push_back({"mask", owned_tensor(DType::Bool, {3}, {1, 0, 1})});
   out.push_back({"cplx", owned_tensor(DType::C64, {2}, le_bytes(std::vector<float>{1, 2, -3.5f, -0.25f}))});
-  out.push_back({"cplx128", owned_tensor(DType::C128, {1}, le_bytes(std::vector<double>{std::numbers::pi, 1e-300}))});
+  out.push_back(
+      {"cplx128", owned_tensor(DType::C128, {1}, le_bytes(std::vector<double>{std::numbers::pi, 1e-300}))});
   out.push_back({"empty", owned_tensor(DType::F32, {0, 4}, {})});
 
   std::vector<float> grid;
@@ -101,8 +104,10 @@ class TestHdf5 : public QObject {
   void rejectsUnexportableInput_data() {
     QTest::addColumn<QStringList>("names");
     QTest::addColumn<QString>("message");
-    QTest::newRow("dataset then group") << QStringList{"a", "a.b"} << "needs /a to be a group, but tensor 'a'";
-    QTest::newRow("group then dataset") << QStringList{"a.b.c", "a.b"} << "which is the group of tensor 'a.b.c'";
+    QTest::newRow("dataset then group")
+        << QStringList{"a", "a.b"} << "needs /a to be a group, but tensor 'a'";
+    QTest::newRow("group then dataset")
+        << QStringList{"a.b.c", "a.b"} << "which is the group of tensor 'a.b.c'";
     QTest::newRow("duplicate") << QStringList{"x.y", "x.y"} << "given more than once";
     QTest::newRow("empty part") << QStringList{"a..b"} << "empty part";
     QTest::newRow("leading dot") << QStringList{".a"} << "empty part";
@@ -142,9 +147,8 @@ class TestHdf5 : public QObject {
     // And a tensor whose view runs past its storage.
     Tensor short_view = owned_tensor(DType::F32, {2}, le_bytes(std::vector<float>{1, 2}));
     short_view.shape = {5};
-    for (const auto& [extra, message] :
-         std::vector<std::pair<NamedTensor, std::string>>{{{"late.failure", t}, "source vanished"},
-                                                          {{"short", short_view}, "storage holding 8"}}) {
+    for (const auto& [extra, message] : std::vector<std::pair<NamedTensor, std::string>>{
+             {{"late.failure", t}, "source vanished"}, {{"short", short_view}, "storage holding 8"}}) {
       auto ts = reference_tensors();
       ts.push_back(extra);
       test::TempDir dir;

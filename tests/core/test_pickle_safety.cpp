@@ -1,6 +1,7 @@
-// Pickle safety (pickle_safety.h): every hostile pickle that really runs code under Python's pickle.loads (the
-// fixture generator proves it in a child process) is reported as an unsafe-pickle error naming its callable,
-// inside a torch.save zip as a checkpoint would carry it; files DeepSpeed really wrote carry no hazard at all.
+// Pickle safety (pickle_safety.h): every hostile pickle that really runs code under Python's pickle.loads
+// (the fixture generator proves it in a child process) is reported as an unsafe-pickle error naming its
+// callable, inside a torch.save zip as a checkpoint would carry it; files DeepSpeed really wrote carry no
+// hazard at all.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -39,7 +40,8 @@ std::string listing(const std::vector<PickleHazard>& hs) {
   return s.empty() ? " (none)" : s;
 }
 
-bool has_error_for(const std::vector<PickleHazard>& hs, const std::string& callable, const std::string& how_part = "") {
+bool has_error_for(const std::vector<PickleHazard>& hs, const std::string& callable,
+                   const std::string& how_part = "") {
   return std::any_of(hs.begin(), hs.end(), [&](const PickleHazard& h) {
     return h.severity == "error" && h.callable == callable && h.how.find(how_part) != std::string::npos;
   });
@@ -157,8 +159,8 @@ class TestPickleSafety : public QObject {
       ++executing;
       QVERIFY2(worst_severity(hazards) == "error", (file + listing(hazards)).c_str());
       for (const auto& g : e["globals"].toArray())
-        QVERIFY2(has_error_for(hazards, g.toString().toStdString()), (file + ": " + g.toString().toStdString() +
-                                                                      " not named" + listing(hazards)).c_str());
+        QVERIFY2(has_error_for(hazards, g.toString().toStdString()),
+                 (file + ": " + g.toString().toStdString() + " not named" + listing(hazards)).c_str());
       for (const auto& g : e["nested"].toArray())
         QVERIFY2(has_error_for(hazards, g.toString().toStdString(), "nested pickle"),
                  (file + ": nested " + g.toString().toStdString() + " not named" + listing(hazards)).c_str());
@@ -360,8 +362,10 @@ class TestPickleSafety : public QObject {
   // Every file real DeepSpeed wrote (the shared fixtures): no hazard of any severity.
   void realCheckpointFilesCarryNoHazard() {
     int files = 0;
-    for (const char* n : {"zero1_fp16_ws2", "zero2_fp16_ws2", "zero2_bf16_ws2", "zero3_fp16_ws2", "bf16opt_zero1_ws2"}) {
-      for (const auto& entry : std::filesystem::recursive_directory_iterator(deepspeed_fixture(n) + "/checkpoint")) {
+    for (const char* n :
+         {"zero1_fp16_ws2", "zero2_fp16_ws2", "zero2_bf16_ws2", "zero3_fp16_ws2", "bf16opt_zero1_ws2"}) {
+      for (const auto& entry :
+           std::filesystem::recursive_directory_iterator(deepspeed_fixture(n) + "/checkpoint")) {
         if (!entry.is_regular_file() || entry.path().extension() != ".pt") continue;
         const auto hazards = pickle_hazards_of_file(entry.path().string(), entry.path().filename().string());
         QVERIFY2(hazards.empty(), (entry.path().string() + listing(hazards)).c_str());

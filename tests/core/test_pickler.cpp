@@ -26,7 +26,6 @@ void write_bytes(const std::string& path, std::span<const uint8_t> b) {
   f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
 }
 
-
 }  // namespace
 
 class TestPickler : public QObject {
@@ -63,8 +62,9 @@ class TestPickler : public QObject {
       } catch (const Error& err) {
         QFAIL(qPrintable(QString::fromStdString(e.path().string() + ": " + err.what())));
       }
-      QVERIFY2(back.value.equals(v), qPrintable(QString::fromStdString(e.path().string() + "\n" + v.repr(400) +
-                                                                       "\n" + back.value.repr(400))));
+      QVERIFY2(back.value.equals(v),
+               qPrintable(QString::fromStdString(e.path().string() + "\n" + v.repr(400) + "\n" +
+                                                 back.value.repr(400))));
       QCOMPARE(back.protocol, 2);
       ++n;
     }
@@ -79,7 +79,8 @@ class TestPickler : public QObject {
     std::map<std::string, QJsonObject> want;
     for (auto it = expected.begin(); it != expected.end(); ++it) {
       const std::string file = it.key().toStdString();
-      if (it.value().toObject()["protocol"].toInt() != 2 && it.value().toObject()["protocol"].toInt() != 4) continue;
+      if (it.value().toObject()["protocol"].toInt() != 2 && it.value().toObject()["protocol"].toInt() != 4)
+        continue;
       const Value v = unpickle(read_bytes(plain_ + "/" + file)).value;
       write_bytes(out + "/" + file, pickle(v));
       want[file] = it.value().toObject()["value"].toObject();
@@ -89,20 +90,25 @@ class TestPickler : public QObject {
     int wo_loaded = 0;
     for (const auto& [file, value] : want) {
       const QJsonObject r = got[QString::fromStdString(file)].toObject();
-      QVERIFY2(r["bad_opcodes"].toArray().isEmpty(), qPrintable(QString::fromStdString(file) + ": " + compact(r)));
+      QVERIFY2(r["bad_opcodes"].toArray().isEmpty(),
+               qPrintable(QString::fromStdString(file) + ": " + compact(r)));
       QVERIFY2(!r.contains("error"), qPrintable(QString::fromStdString(file) + ": " + r["error"].toString()));
-      QVERIFY2(json_match(r["value"].toObject(), value), qPrintable(QString::fromStdString(file) + "\n got: " +
-                                                          compact(r["value"].toObject()) + "\nwant: " + compact(value)));
+      QVERIFY2(json_match(r["value"].toObject(), value),
+               qPrintable(QString::fromStdString(file) + "\n got: " + compact(r["value"].toObject()) +
+                          "\nwant: " + compact(value)));
       if (r["wo_expected"].toBool()) {
-        QVERIFY2(r.contains("wo_value"), qPrintable(QString::fromStdString(file) + ": " + r["wo_error"].toString()));
-        QVERIFY2(json_match(r["wo_value"].toObject(), value), qPrintable(QString::fromStdString(file) + " (weights_only)"));
+        QVERIFY2(r.contains("wo_value"),
+                 qPrintable(QString::fromStdString(file) + ": " + r["wo_error"].toString()));
+        QVERIFY2(json_match(r["wo_value"].toObject(), value),
+                 qPrintable(QString::fromStdString(file) + " (weights_only)"));
         ++wo_loaded;
       }
     }
     QVERIFY2(wo_loaded >= 20, qPrintable(QString::number(wo_loaded)));
   }
 
-  // Tensors (views, parameters, a state_dict with _metadata) written by ckptdoc load in torch, weights_only too.
+  // Tensors (views, parameters, a state_dict with _metadata) written by ckptdoc load in torch, weights_only
+  // too.
   void tensorsLoadInTorch() {
     const std::string out = dir_->file("ours_torch");
     std::filesystem::create_directories(out);
@@ -132,12 +138,16 @@ class TestPickler : public QObject {
     const QJsonObject got = check(out);
     for (const auto& [file, value] : want) {
       const QJsonObject r = got[QString::fromStdString(file)].toObject();
-      QVERIFY2(r["bad_opcodes"].toArray().isEmpty(), qPrintable(QString::fromStdString(file) + ": " + compact(r)));
+      QVERIFY2(r["bad_opcodes"].toArray().isEmpty(),
+               qPrintable(QString::fromStdString(file) + ": " + compact(r)));
       QVERIFY2(!r.contains("error"), qPrintable(QString::fromStdString(file) + ": " + r["error"].toString()));
-      QVERIFY2(json_match(r["value"].toObject(), value), qPrintable(QString::fromStdString(file) + "\n got: " +
-                                                          compact(r["value"].toObject()) + "\nwant: " + compact(value)));
-      QVERIFY2(r.contains("wo_value"), qPrintable(QString::fromStdString(file) + ": " + r["wo_error"].toString()));
-      QVERIFY2(json_match(r["wo_value"].toObject(), value), qPrintable(QString::fromStdString(file) + " (weights_only)"));
+      QVERIFY2(json_match(r["value"].toObject(), value),
+               qPrintable(QString::fromStdString(file) + "\n got: " + compact(r["value"].toObject()) +
+                          "\nwant: " + compact(value)));
+      QVERIFY2(r.contains("wo_value"),
+               qPrintable(QString::fromStdString(file) + ": " + r["wo_error"].toString()));
+      QVERIFY2(json_match(r["wo_value"].toObject(), value),
+               qPrintable(QString::fromStdString(file) + " (weights_only)"));
     }
   }
 
@@ -211,7 +221,8 @@ class TestPickler : public QObject {
     QCOMPARE(pickle(Value::integer(-1)), (std::vector<uint8_t>{0x80, 2, 'J', 0xff, 0xff, 0xff, 0xff, '.'}));
     QCOMPARE(pickle(Value::integer(int64_t{1} << 40)),
              (std::vector<uint8_t>{0x80, 2, 0x8a, 6, 0, 0, 0, 0, 0, 1, '.'}));
-    QCOMPARE(pickle(Value::real(1.0)), (std::vector<uint8_t>{0x80, 2, 'G', 0x3f, 0xf0, 0, 0, 0, 0, 0, 0, '.'}));
+    QCOMPARE(pickle(Value::real(1.0)),
+             (std::vector<uint8_t>{0x80, 2, 'G', 0x3f, 0xf0, 0, 0, 0, 0, 0, 0, '.'}));
   }
 };
 

@@ -1,6 +1,7 @@
-// Repairs on real DeepSpeed fixtures (copies) and synthesized checkpoints: every output re-opens, re-diagnoses
-// clean and satisfies the loader invariants; values are checked exactly (refresh: fp32 == upcast(lp);
-// repartition round trips: fp32 and moments bit for bit); failures and cancels leave nothing behind.
+// Repairs on real DeepSpeed fixtures (copies) and synthesized checkpoints: every output re-opens,
+// re-diagnoses clean and satisfies the loader invariants; values are checked exactly (refresh: fp32 ==
+// upcast(lp); repartition round trips: fp32 and moments bit for bit); failures and cancels leave nothing
+// behind.
 #include <QtTest>
 #include <cstring>
 #include <filesystem>
@@ -19,7 +20,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kFixtures[] = {"zero1_fp16_ws2", "zero2_fp16_ws2", "zero2_bf16_ws2", "zero3_fp16_ws2", "bf16opt_zero1_ws2"};
+const char* kFixtures[] = {"zero1_fp16_ws2", "zero2_fp16_ws2", "zero2_bf16_ws2", "zero3_fp16_ws2",
+                           "bf16opt_zero1_ws2"};
 
 std::string copy_fixture(const test::TempDir& dir, const std::string& name) {
   const std::string to = dir.file(name);
@@ -28,8 +30,8 @@ std::string copy_fixture(const test::TempDir& dir, const std::string& name) {
 }
 
 std::string synth(const test::TempDir& dir, const std::string& name, int stage, DType dtype, int dp,
-                  deepspeed::SynthBreak brk = deepspeed::SynthBreak::None, int layers = 1, int64_t hidden = 12,
-                  bool bf16_optimizer = false, uint64_t seed = 1) {
+                  deepspeed::SynthBreak brk = deepspeed::SynthBreak::None, int layers = 1,
+                  int64_t hidden = 12, bool bf16_optimizer = false, uint64_t seed = 1) {
   deepspeed::SynthOptions o;
   o.stage = stage;
   o.dtype = dtype;
@@ -46,7 +48,8 @@ std::string synth(const test::TempDir& dir, const std::string& name, int stage, 
 
 std::string codes(const analysis::Report& r) {
   std::string s;
-  for (const auto& f : r.findings) s += f.code + "(" + std::string(analysis::severity_name(f.severity)) + ") ";
+  for (const auto& f : r.findings)
+    s += f.code + "(" + std::string(analysis::severity_name(f.severity)) + ") ";
   return s;
 }
 
@@ -68,11 +71,11 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
-#define VERIFY_REPAIRED(expr)                                                                                    \
-  do {                                                                                                           \
-    const repair::RepairResult& result_ = (expr);                                                                \
-    QVERIFY2(result_.verified_clean, codes(result_.verification).c_str());                                       \
-    QVERIFY2(result_.invariant_failures.empty(), join(result_.invariant_failures).c_str());                      \
+#define VERIFY_REPAIRED(expr)                                                               \
+  do {                                                                                      \
+    const repair::RepairResult& result_ = (expr);                                           \
+    QVERIFY2(result_.verified_clean, codes(result_.verification).c_str());                  \
+    QVERIFY2(result_.invariant_failures.empty(), join(result_.invariant_failures).c_str()); \
   } while (0)
 
 bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
@@ -153,7 +156,8 @@ class TestRepair : public QObject {
   void synthesizedBreakagesAreDiagnosed() {
     test::TempDir dir;
     using B = deepspeed::SynthBreak;
-    QVERIFY(has_finding(diagnose_dir(synth(dir, "stale", 2, DType::F16, 2, B::StaleFp32)), "fp32-master-mismatch"));
+    QVERIFY(has_finding(diagnose_dir(synth(dir, "stale", 2, DType::F16, 2, B::StaleFp32)),
+                        "fp32-master-mismatch"));
     QVERIFY(diagnose_dir(synth(dir, "nan", 2, DType::F16, 2, B::NanInExpAvgSq)).has_error());
     QVERIFY(diagnose_dir(synth(dir, "zero", 2, DType::F16, 2, B::ZeroMomentsWithStep)).has_error());
     QVERIFY(diagnose_dir(synth(dir, "wrongdp", 2, DType::F16, 2, B::WrongDpWorldSize)).has_error());
@@ -167,7 +171,8 @@ class TestRepair : public QObject {
     for (int stage : {1, 2})
       for (DType dt : {DType::F16, DType::BF16})
         for (int dp : {1, 2, 3, 4}) {
-          const auto in = synth(dir, "in" + std::to_string(n), stage, dt, dp, deepspeed::SynthBreak::StaleFp32);
+          const auto in =
+              synth(dir, "in" + std::to_string(n), stage, dt, dp, deepspeed::SynthBreak::StaleFp32);
           QVERIFY(diagnose_dir(in).has_error());
           repair::RepairRequest rq;
           rq.refresh_fp32 = true;
@@ -229,7 +234,8 @@ class TestRepair : public QObject {
       VERIFY_REPAIRED(r);
       auto out = deepspeed::Checkpoint::open(dir.file("out"));
       const Value& osd = out->optimizer_state(0);
-      const Value* inner = osd.get("base_optimizer_state") ? osd.get("base_optimizer_state") : osd.get("optimizer_state_dict");
+      const Value* inner =
+          osd.get("base_optimizer_state") ? osd.get("base_optimizer_state") : osd.get("optimizer_state_dict");
       QVERIFY(inner && inner->get("state") && inner->get("state")->as_dict().items.empty());
       QVERIFY2(same_state(in, dir.file("out"), false).isEmpty(), name);  // masters untouched
     }
@@ -454,9 +460,11 @@ class TestRepair : public QObject {
     QCOMPARE(deepspeed::zero_stage_of(deepspeed::zero_stage_object(3)).value_or(-1), 3);
     const auto fa = deepspeed::fragment_address_of(deepspeed::fragment_address_object(5, 7));
     QVERIFY(fa && fa->first == 5 && fa->second == 7);
-    QCOMPARE(deepspeed::archive_name_for("/x/mp_rank_00_model_states.pt"), std::string("mp_rank_00_model_states"));
+    QCOMPARE(deepspeed::archive_name_for("/x/mp_rank_00_model_states.pt"),
+             std::string("mp_rank_00_model_states"));
     QCOMPARE(deepspeed::model_file_name(3, 1), std::string("zero_pp_rank_1_mp_rank_00_model_states.pt"));
-    QCOMPARE(deepspeed::optim_file_name(true, 0), std::string("bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt"));
+    QCOMPARE(deepspeed::optim_file_name(true, 0),
+             std::string("bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt"));
     // The fixture's own optimizer file: our zero_stage reader understands DeepSpeed's getattr form.
     TorchFile tf = TorchFile::open(test::deepspeed_fixture("zero2_fp16_ws2") +
                                    "/checkpoint/global_step5/zero_pp_rank_0_mp_rank_00_optim_states.pt");

@@ -114,8 +114,8 @@ class TestRepairStates : public QObject {
   }
 
   // Cancelled after the output is in place: the result says written, unverified, cancelled; the output stays
-  // and is the complete repair (diagnosed clean on its own). Before, run_repair threw Cancelled here and every
-  // front end said nothing was written.
+  // and is the complete repair (diagnosed clean on its own). Before, run_repair threw Cancelled here and
+  // every front end said nothing was written.
   void cancelDuringVerification() {
     test::TempDir dir;
     const auto ckpt = deepspeed::Checkpoint::open(synth(dir));

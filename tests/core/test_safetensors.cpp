@@ -18,7 +18,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string fixture_script() { return test::script("fixtures/make_safetensors.py"); }
+std::string fixture_script() {
+  return test::script("fixtures/make_safetensors.py");
+}
 
 QJsonObject read_json(const std::string& path) {
   return QJsonDocument::fromJson(QByteArray::fromStdString(test::read_text(path))).object();
@@ -102,7 +104,8 @@ void compare_entry(const SafetensorsEntry& e, const QJsonObject& exp) {
     if (floating) {
       const double got = float_at(e.tensor.dtype, bytes.data(), static_cast<size_t>(i));
       QVERIFY2(got == values[i].toDouble() || (std::isnan(got) && std::isnan(values[i].toDouble())),
-               qPrintable(QString("%1[%2]: %3 != %4").arg(name.c_str()).arg(i).arg(got).arg(values[i].toDouble())));
+               qPrintable(
+                   QString("%1[%2]: %3 != %4").arg(name.c_str()).arg(i).arg(got).arg(values[i].toDouble())));
     } else {
       QCOMPARE(int_at(e.tensor.dtype, bytes.data(), static_cast<size_t>(i)), values[i].toInteger());
     }
@@ -166,7 +169,9 @@ class TestSafetensors : public QObject {
     auto ps = std::make_shared<Storage>();
     ps->dtype = DType::I64;
     ps->numel = 3;
-    ps->producer = [](ByteSink& sink) { sink.write(le_bytes(std::vector<int64_t>{-1, int64_t{1} << 40, 7})); };
+    ps->producer = [](ByteSink& sink) {
+      sink.write(le_bytes(std::vector<int64_t>{-1, int64_t{1} << 40, 7}));
+    };
     Tensor p;
     p.dtype = DType::I64;
     p.shape = {3};
@@ -217,7 +222,8 @@ class TestSafetensors : public QObject {
     const QJsonObject tensors = exp["tensors"].toObject();
     QCOMPARE(f.entries.size(), size_t{5});
     for (const auto& e : f.entries) compare_entry(e, tensors[QString::fromStdString(e.name)].toObject());
-    const auto scalar = std::find_if(f.entries.begin(), f.entries.end(), [](auto& e) { return e.name == "scalar"; });
+    const auto scalar =
+        std::find_if(f.entries.begin(), f.entries.end(), [](auto& e) { return e.name == "scalar"; });
     QVERIFY(scalar->tensor.shape.empty());
     QVERIFY(scalar->tensor.strides.empty());
   }
@@ -244,8 +250,9 @@ class TestSafetensors : public QObject {
       }
     }
     QVERIFY(mapped > 0 && copied > 0);  // the fixture has both
-    const auto& w = std::find_if(f.entries.begin(), f.entries.end(),
-                                 [](auto& e) { return e.name == "model.embed.weight"; })->tensor;
+    const auto& w = std::find_if(f.entries.begin(), f.entries.end(), [](auto& e) {
+                      return e.name == "model.embed.weight";
+                    })->tensor;
     QCOMPARE(w.strides, (std::vector<int64_t>{3, 1}));
   }
 
@@ -255,8 +262,8 @@ class TestSafetensors : public QObject {
     for (const auto& e : f.entries) tensors.push_back({e.name, e.tensor});
     test::TempDir dir;
     write_safetensors_file(dir.file("out.safetensors"), tensors, f.metadata);
-    const auto r = test::run_python(fixture_script(),
-                                    {"check", dir.file("out.safetensors"), fx("ref.expected.json")});
+    const auto r =
+        test::run_python(fixture_script(), {"check", dir.file("out.safetensors"), fx("ref.expected.json")});
     CKPTDOC_EXPECT_EXIT(r, 0);
     QCOMPARE(test::files_in(dir.path()), std::vector<std::string>{"out.safetensors"});
   }
@@ -309,9 +316,15 @@ class TestSafetensors : public QObject {
     const Tensor ok = owned_tensor(DType::F32, {2}, le_bytes(std::vector<float>{1, 2}));
     std::vector<NamedTensor> ts{{"a", ok}};
     switch (which) {
-      case 0: ts.push_back({"a", ok}); break;
-      case 1: ts.push_back({"__metadata__", ok}); break;
-      case 2: ts.push_back({"c", owned_tensor(DType::C128, {1}, std::vector<uint8_t>(16))}); break;
+      case 0:
+        ts.push_back({"a", ok});
+        break;
+      case 1:
+        ts.push_back({"__metadata__", ok});
+        break;
+      case 2:
+        ts.push_back({"c", owned_tensor(DType::C128, {1}, std::vector<uint8_t>(16))});
+        break;
       case 3: {
         Tensor t = ok;
         t.shape = {3};
@@ -341,7 +354,9 @@ class TestSafetensors : public QObject {
         ts.push_back({"s", t});
         break;
       }
-      case 7: ts.push_back({"bad\xff", ok}); break;
+      case 7:
+        ts.push_back({"bad\xff", ok});
+        break;
     }
     test::TempDir dir;
     const std::string path = dir.file("x.safetensors");
@@ -361,7 +376,8 @@ class TestSafetensors : public QObject {
   void looksLikeSafetensors() {
     const std::string ref = test::read_text(fx("ref.safetensors"));
     const auto head = [](const std::string& s) {
-      return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), std::min<size_t>(s.size(), 64));
+      return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()),
+                                      std::min<size_t>(s.size(), 64));
     };
     QVERIFY(SafetensorsFile::looks_like_safetensors(head(ref), ref.size()));
     const std::string loose = test::read_text(fx("loose.safetensors"));
@@ -388,15 +404,19 @@ class TestSafetensors : public QObject {
     QTest::newRow("not JSON") << "{not json}" << 0 << qint64(-1) << "not valid JSON";
     QTest::newRow("truncated JSON") << R"({"a":{"dtype":"F32")" << 0 << qint64(-1) << "not valid JSON";
     QTest::newRow("trailing garbage") << "{} x" << 0 << qint64(-1) << "not valid JSON";
-    QTest::newRow("not UTF-8") << QString::fromLatin1("{\"a\xff\":1}") << 0 << qint64(-1) << "not valid UTF-8";
+    QTest::newRow("not UTF-8") << QString::fromLatin1("{\"a\xff\":1}") << 0 << qint64(-1)
+                               << "not valid UTF-8";
     QTest::newRow("not an object") << "[1,2]" << 0 << qint64(-1) << "expected a JSON object";
-    QTest::newRow("duplicate tensor") << "{" + a4 + "," + a4 + "}" << 4 << qint64(-1) << "header key 'a': key appears more than once";
+    QTest::newRow("duplicate tensor")
+        << "{" + a4 + "," + a4 + "}" << 4 << qint64(-1) << "header key 'a': key appears more than once";
     QTest::newRow("duplicate metadata")
         << R"({"__metadata__":{},"__metadata__":{}})" << 0 << qint64(-1) << "key '__metadata__': key appears";
-    QTest::newRow("duplicate metadata key")
-        << R"({"__metadata__":{"k":"1","k":"2"}})" << 0 << qint64(-1) << "key '__metadata__' > 'k': key appears more than once";
-    QTest::newRow("metadata not strings") << R"({"__metadata__":{"k":1}})" << 0 << qint64(-1) << "string value";
-    QTest::newRow("metadata not object") << R"({"__metadata__":"x"})" << 0 << qint64(-1) << "object of string";
+    QTest::newRow("duplicate metadata key") << R"({"__metadata__":{"k":"1","k":"2"}})" << 0 << qint64(-1)
+                                            << "key '__metadata__' > 'k': key appears more than once";
+    QTest::newRow("metadata not strings")
+        << R"({"__metadata__":{"k":1}})" << 0 << qint64(-1) << "string value";
+    QTest::newRow("metadata not object")
+        << R"({"__metadata__":"x"})" << 0 << qint64(-1) << "object of string";
     QTest::newRow("entry not object") << R"({"a":[1]})" << 0 << qint64(-1) << "tensor 'a'";
     QTest::newRow("missing shape") << R"({"a":{"dtype":"F32","data_offsets":[0,4]}})" << 4 << qint64(-1)
                                    << "missing field 'shape'";
@@ -413,16 +433,16 @@ class TestSafetensors : public QObject {
     QTest::newRow("fractional shape") << R"({"a":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}})" << 4
                                       << qint64(-1) << "non-negative integer";
     QTest::newRow("shape overflow")
-        << R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,4]}})" << 4 << qint64(-1)
-        << "overflows";
-    QTest::newRow("offsets not a pair") << R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0]}})" << 4
-                                        << qint64(-1) << "[begin, end]";
+        << R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,4]}})" << 4
+        << qint64(-1) << "overflows";
+    QTest::newRow("offsets not a pair")
+        << R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0]}})" << 4 << qint64(-1) << "[begin, end]";
     QTest::newRow("negative offset") << R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[-1,-1]}})" << 0
                                      << qint64(-1) << "non-negative integer";
     QTest::newRow("end before begin") << R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[4,0]}})" << 4
                                       << qint64(-1) << "end is before begin";
-    QTest::newRow("wrong byte count") << R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})" << 4
-                                      << qint64(-1) << "need 8";
+    QTest::newRow("wrong byte count")
+        << R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})" << 4 << qint64(-1) << "need 8";
     QTest::newRow("overlap")
         << R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}})"
         << 6 << qint64(-1) << "overlap";
@@ -436,10 +456,11 @@ class TestSafetensors : public QObject {
                                    << qint64(-1) << "gap: expected begin 0";
     QTest::newRow("trailing bytes") << "{" + a4 + "}" << 6 << qint64(-1) << "2 bytes after the last tensor";
     QTest::newRow("data but no tensors") << "{}" << 3 << qint64(-1) << "3 bytes after the last tensor";
-    QTest::newRow("offsets out of bounds") << "{" + a4 + "}" << 2 << qint64(-1) << "run past the end of the data";
+    QTest::newRow("offsets out of bounds")
+        << "{" + a4 + "}" << 2 << qint64(-1) << "run past the end of the data";
     QTest::newRow("huge offsets")
-        << R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[18446744073709551615,18446744073709551615]}})" << 0
-        << qint64(-1) << "gap";
+        << R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[18446744073709551615,18446744073709551615]}})"
+        << 0 << qint64(-1) << "gap";
   }
   void rejectsInvalidFiles() {
     QFETCH(QString, header);

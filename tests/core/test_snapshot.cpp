@@ -1,8 +1,8 @@
-// Live-engine snapshots read as checkpoints: snapshots built (by tests/fixtures/make_snapshot.py, h5py) from the
-// committed real DeepSpeed checkpoints give the same catalog and diagnosis as the checkpoint, with tensors
-// mapped from the HDF5 files; half-written and damaged snapshots are refused or named; the live findings come
-// from real gradients and numbers; convert writes the checkpoint back bit for bit; the timeline and the
-// watcher behave.
+// Live-engine snapshots read as checkpoints: snapshots built (by tests/fixtures/make_snapshot.py, h5py) from
+// the committed real DeepSpeed checkpoints give the same catalog and diagnosis as the checkpoint, with
+// tensors mapped from the HDF5 files; half-written and damaged snapshots are refused or named; the live
+// findings come from real gradients and numbers; convert writes the checkpoint back bit for bit; the timeline
+// and the watcher behave.
 #include <QtTest>
 #include <cmath>
 #include <filesystem>
@@ -22,12 +22,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kFixtures[] = {"zero1_fp16_ws2", "zero2_fp16_ws2", "zero2_bf16_ws2", "zero3_fp16_ws2", "bf16opt_zero1_ws2"};
+const char* kFixtures[] = {"zero1_fp16_ws2", "zero2_fp16_ws2", "zero2_bf16_ws2", "zero3_fp16_ws2",
+                           "bf16opt_zero1_ws2"};
 
-std::string tag_dir(const std::string& fixture) { return test::deepspeed_fixture(fixture) + "/checkpoint/global_step5"; }
+std::string tag_dir(const std::string& fixture) {
+  return test::deepspeed_fixture(fixture) + "/checkpoint/global_step5";
+}
 
 // make_snapshot.py FIXTURE OUT args...; returns its stdout.
-std::string make_snapshot(const std::string& fixture, const std::string& out, std::vector<std::string> args = {}) {
+std::string make_snapshot(const std::string& fixture, const std::string& out,
+                          std::vector<std::string> args = {}) {
   args.insert(args.begin(), {tag_dir(fixture), out});
   const auto r = test::run_python(test::script("fixtures/make_snapshot.py"), args);
   if (r.exit_code != 0) throw std::runtime_error("make_snapshot.py failed: " + r.err);
@@ -70,7 +74,9 @@ bool same_stats(const std::optional<ValueStats>& a, const std::optional<ValueSta
                 a->min == b->min && a->max == b->max);
 }
 
-void write_file(const std::string& path, const std::string& text) { test::write_text(path, text); }
+void write_file(const std::string& path, const std::string& text) {
+  test::write_text(path, text);
+}
 
 }  // namespace
 
@@ -90,7 +96,8 @@ class TestSnapshot : public QObject {
     QFETCH(bool, chunked);
     test::TempDir dir;
     const std::string snap = dir.file("step5");
-    make_snapshot(fixture.toStdString(), snap, chunked ? std::vector<std::string>{"--chunked"} : std::vector<std::string>{});
+    make_snapshot(fixture.toStdString(), snap,
+                  chunked ? std::vector<std::string>{"--chunked"} : std::vector<std::string>{});
     const auto ck = deepspeed::Checkpoint::open(tag_dir(fixture.toStdString()));
     const auto sn = deepspeed::Checkpoint::open(snap);
     QVERIFY(sn->snapshot() != nullptr);
@@ -195,10 +202,14 @@ class TestSnapshot : public QObject {
   void damagedRankFileIsNamed_data() {
     QTest::addColumn<QString>("damage");
     QTest::addColumn<QString>("says");
-    QTest::newRow("storage-dtype") << "storage-dtype" << "expected elements of float32, found float64";
-    QTest::newRow("missing-storage") << "missing-storage" << "no dataset of that name";
-    QTest::newRow("truncate-rank1") << "truncate-rank1" << "rank_00001.h5";
-    QTest::newRow("rank-mismatch") << "rank-mismatch" << "manifest lists it as rank 1";
+    QTest::newRow("storage-dtype") << "storage-dtype"
+                                   << "expected elements of float32, found float64";
+    QTest::newRow("missing-storage") << "missing-storage"
+                                     << "no dataset of that name";
+    QTest::newRow("truncate-rank1") << "truncate-rank1"
+                                    << "rank_00001.h5";
+    QTest::newRow("rank-mismatch") << "rank-mismatch"
+                                   << "manifest lists it as rank 1";
   }
   void damagedRankFileIsNamed() {
     QFETCH(QString, damage);
@@ -218,15 +229,19 @@ class TestSnapshot : public QObject {
   void badManifestIsNamed_data() {
     QTest::addColumn<QString>("text");
     QTest::addColumn<QString>("says");
-    QTest::newRow("not json") << R"({"format": "ckptdoc-snapshot",)" << "not valid JSON";
-    QTest::newRow("version") << R"({"format": "ckptdoc-snapshot", "format_version": 9})" << "key 'format_version'";
-    QTest::newRow("ranks") << R"({"format": "ckptdoc-snapshot", "format_version": 1, "tag": "s", "world_size": 3,
+    QTest::newRow("not json") << R"({"format": "ckptdoc-snapshot",)"
+                              << "not valid JSON";
+    QTest::newRow("version") << R"({"format": "ckptdoc-snapshot", "format_version": 9})"
+                             << "key 'format_version'";
+    QTest::newRow("ranks")
+        << R"({"format": "ckptdoc-snapshot", "format_version": 1, "tag": "s", "world_size": 3,
                               "live": {"global_steps": 1}, "ranks": [], "files": {}})"
-                           << "3 ranks";
-    QTest::newRow("escape") << R"({"format": "ckptdoc-snapshot", "format_version": 1, "tag": "s", "world_size": 1,
+        << "3 ranks";
+    QTest::newRow("escape")
+        << R"({"format": "ckptdoc-snapshot", "format_version": 1, "tag": "s", "world_size": 1,
                               "live": {"global_steps": 1}, "files": {},
                               "ranks": [{"rank": 0, "file": "../../etc/passwd", "bytes": 1}]})"
-                            << "not a plain file name";
+        << "not a plain file name";
   }
   void badManifestIsNamed() {
     QFETCH(QString, text);
@@ -243,7 +258,8 @@ class TestSnapshot : public QObject {
     }
   }
 
-  // Gradients with NaN/Inf: the finding names the param that holds them (fc1.weight starts group 0 of rank 0).
+  // Gradients with NaN/Inf: the finding names the param that holds them (fc1.weight starts group 0 of rank
+  // 0).
   void nonFiniteGradientsNameTheirParam_data() {
     QTest::addColumn<QString>("fixture");
     QTest::addColumn<int>("severity");
@@ -267,7 +283,8 @@ class TestSnapshot : public QObject {
 
   void recordedGradientNormIsTheirs() {
     test::TempDir dir;
-    const std::string out = make_snapshot("zero2_fp16_ws2", dir.file("s"), {"--grads", "finite", "--print-grad-norm"});
+    const std::string out =
+        make_snapshot("zero2_fp16_ws2", dir.file("s"), {"--grads", "finite", "--print-grad-norm"});
     const double want = std::stod(out);
     const auto r = diagnose(*deepspeed::Checkpoint::open(dir.file("s")));
     QVERIFY(r.live && r.live->recorded_grad_norm);
@@ -281,13 +298,14 @@ class TestSnapshot : public QObject {
     QTest::addColumn<QString>("live");
     QTest::addColumn<QString>("code");
     QTest::addColumn<int>("severity");
-    QTest::newRow("norm 50x clip") << R"({"grad_norm": 50.0})" << "gradient-norm-far-above-clip"
-                                   << int(analysis::Severity::Warning);
-    QTest::newRow("norm 0") << R"({"grad_norm": 0.0})" << "gradient-norm-zero" << int(analysis::Severity::Warning);
-    QTest::newRow("scale at floor") << R"({"loss_scale": 1.0, "min_loss_scale": 1.0})" << "loss-scale-at-floor"
-                                    << int(analysis::Severity::Warning);
-    QTest::newRow("overflow") << R"({"overflow": true, "skipped_steps": 2})" << "last-step-overflow"
-                              << int(analysis::Severity::Info);
+    QTest::newRow("norm 50x clip") << R"({"grad_norm": 50.0})"
+                                   << "gradient-norm-far-above-clip" << int(analysis::Severity::Warning);
+    QTest::newRow("norm 0") << R"({"grad_norm": 0.0})"
+                            << "gradient-norm-zero" << int(analysis::Severity::Warning);
+    QTest::newRow("scale at floor") << R"({"loss_scale": 1.0, "min_loss_scale": 1.0})"
+                                    << "loss-scale-at-floor" << int(analysis::Severity::Warning);
+    QTest::newRow("overflow") << R"({"overflow": true, "skipped_steps": 2})"
+                              << "last-step-overflow" << int(analysis::Severity::Info);
   }
   void liveNumbersGiveTheirFindings() {
     QFETCH(QString, live);
@@ -300,8 +318,8 @@ class TestSnapshot : public QObject {
     QVERIFY2(f, ("no " + code.toStdString()).c_str());
     QCOMPARE(int(f->severity), severity);
     // and nothing else live-only fires on a healthy snapshot
-    const auto healthy = diagnose(*deepspeed::Checkpoint::open(
-        (make_snapshot("zero2_fp16_ws2", dir.file("h")), dir.file("h"))));
+    const auto healthy = diagnose(
+        *deepspeed::Checkpoint::open((make_snapshot("zero2_fp16_ws2", dir.file("h")), dir.file("h"))));
     // Healthy: no error or warning (the padding count is an info not-analysed finding).
     std::string found;
     for (const auto& h : healthy.findings)

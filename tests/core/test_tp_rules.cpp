@@ -1,5 +1,6 @@
-// Tensor-parallel merge rules (deepspeed/tp_rules.h): the precedence DeepSpeed's ds_to_universal.py::merge_tp_slices
-// applies, Python re.match's start-anchored matching, and rule files that say what is wrong with them.
+// Tensor-parallel merge rules (deepspeed/tp_rules.h): the precedence DeepSpeed's
+// ds_to_universal.py::merge_tp_slices applies, Python re.match's start-anchored matching, and rule files that
+// say what is wrong with them.
 #include <QTest>
 
 #include "ckptdoc/deepspeed/tp_rules.h"
@@ -55,7 +56,7 @@ class TestTpRules : public QObject {
     r.source = "test";
     r.replicated = {R"(ln\.)"};
     QVERIFY(r.rule_for("ln.weight").has_value());
-    QVERIFY(!r.rule_for("1.ln.weight").has_value());  // re.match does not search
+    QVERIFY(!r.rule_for("1.ln.weight").has_value());     // re.match does not search
     QVERIFY(r.rule_for("ln.weight.extra").has_value());  // nor anchor at the end
   }
 
@@ -89,8 +90,9 @@ class TestTpRules : public QObject {
     QCOMPARE(*r.default_cat_dim, 0);
     QCOMPARE(*r.original_vocab_size, int64_t{7});
     QCOMPARE(r.rule_for("fc.weight")->cat_dim, 1);
-    for (const char* bad : {R"([1, 2])", R"({"tp_replicated_parameter_patterns": "ln"})", R"({"unknown_key": []})",
-                            R"({"cat_dim": {"x": -1}})", R"({"original_vocab_size": 0})", "not json"}) {
+    for (const char* bad :
+         {R"([1, 2])", R"({"tp_replicated_parameter_patterns": "ln"})", R"({"unknown_key": []})",
+          R"({"cat_dim": {"x": -1}})", R"({"original_vocab_size": 0})", "not json"}) {
       test::write_text(path, bad);
       try {
         deepspeed::read_tp_rules(path);

@@ -1,7 +1,7 @@
 // A universal folder holds 3-4 files per param: a large model has more than a process may keep mapped
-// (vm.max_map_count, 65530 by default; past it even malloc fails). Opening and diagnosing one must not keep its
-// param files mapped, only the ones whose tensors are in use; and a param file replaced after opening is named
-// as changed, not read as if it were the file the catalog saw.
+// (vm.max_map_count, 65530 by default; past it even malloc fails). Opening and diagnosing one must not keep
+// its param files mapped, only the ones whose tensors are in use; and a param file replaced after opening is
+// named as changed, not read as if it were the file the catalog saw.
 #include <QtTest>
 #include <fstream>
 
@@ -20,7 +20,8 @@ int mapped_under(const std::string& zero) {
   std::ifstream maps("/proc/self/maps");
   int n = 0;
   for (std::string line; std::getline(maps, line);)
-    if (const auto at = line.find(zero + "/"); at != std::string::npos && line.find('/', at + zero.size() + 1) != std::string::npos)
+    if (const auto at = line.find(zero + "/");
+        at != std::string::npos && line.find('/', at + zero.size() + 1) != std::string::npos)
       ++n;
   return n;
 }
@@ -57,7 +58,8 @@ class TestUniversalMappings : public QObject {
     QCOMPARE(mapped_under(zero), 0);
     const auto report = analysis::diagnose(*ckpt);
     QVERIFY(!report.has_error());
-    QVERIFY(report.bytes_scanned >= static_cast<uint64_t>(cat.groups[0].numel) * 12);  // fp32 and both moments
+    QVERIFY(report.bytes_scanned >=
+            static_cast<uint64_t>(cat.groups[0].numel) * 12);  // fp32 and both moments
     QCOMPARE(mapped_under(zero), 0);
   }
 
@@ -75,7 +77,8 @@ class TestUniversalMappings : public QObject {
       QFAIL("read a replaced file as the catalogued one");
     } catch (const Error& e) {
       const std::string what = e.what();
-      QVERIFY2(what.find(victim) != std::string::npos && what.find("changed while being read") != std::string::npos,
+      QVERIFY2(what.find(victim) != std::string::npos &&
+                   what.find("changed while being read") != std::string::npos,
                what.c_str());
     }
     QVERIFY(ckpt->fp32_partition(1, 0));  // the others still read

@@ -71,7 +71,8 @@ class TestUnpickler : public QObject {
       }
       const QJsonObject got = to_json(r.value);
       QVERIFY2(json_match(got, e["value"].toObject()),
-               qPrintable(QString::fromStdString(file) + "\n got: " + compact(got) + "\nwant: " + compact(e["value"].toObject())));
+               qPrintable(QString::fromStdString(file) + "\n got: " + compact(got) +
+                          "\nwant: " + compact(e["value"].toObject())));
       const int proto = e["protocol"].toInt();
       QCOMPARE(r.protocol, proto >= 2 ? proto : 0);
       QCOMPARE(r.end_offset, static_cast<uint64_t>(read_bytes(plain_ + "/" + file).size()));
@@ -144,7 +145,8 @@ class TestUnpickler : public QObject {
       }
       const QJsonObject want = read_json(d + "/expected.json");
       const QJsonObject got = to_json(r.value);
-      QVERIFY2(json_match(got, want), qPrintable(QString(name) + "\n got: " + compact(got) + "\nwant: " + compact(want)));
+      QVERIFY2(json_match(got, want),
+               qPrintable(QString(name) + "\n got: " + compact(got) + "\nwant: " + compact(want)));
     }
     // Views keep their strides and share storages.
     const std::string d = torch_ + "/tensors";
@@ -192,7 +194,8 @@ class TestUnpickler : public QObject {
     };
     UnpickleOptions opt;
     opt.persistent_load = [](const Value& pid) {
-      auto s = Storage::from_bytes(DType::F32, std::vector<uint8_t>(static_cast<size_t>(pid.items()[4].as_int()) * 4));
+      auto s = Storage::from_bytes(DType::F32,
+                                   std::vector<uint8_t>(static_cast<size_t>(pid.items()[4].as_int()) * 4));
       return Value::storage(s);
     };
     // offset 0, size (2,3), stride (3,1) on 6 elements: fine.
@@ -200,20 +203,27 @@ class TestUnpickler : public QObject {
     QCOMPARE(unpickle(make(6, ok), opt).value.as_tensor().numel(), int64_t{6});
     // Same view on 5 elements, negative stride, size/stride length mismatch, negative offset.
     QVERIFY_THROWS_EXCEPTION(Error, unpickle(make(5, ok), opt));
-    QVERIFY_THROWS_EXCEPTION(Error, unpickle(make(6, {'K', 0, 'K', 2, 'K', 3, 0x86, 'J', 0xff, 0xff, 0xff, 0xff, 'K', 1, 0x86}), opt));
+    QVERIFY_THROWS_EXCEPTION(
+        Error,
+        unpickle(make(6, {'K', 0, 'K', 2, 'K', 3, 0x86, 'J', 0xff, 0xff, 0xff, 0xff, 'K', 1, 0x86}), opt));
     QVERIFY_THROWS_EXCEPTION(Error, unpickle(make(6, {'K', 0, 'K', 2, 'K', 3, 0x86, 'K', 1, 0x85}), opt));
-    QVERIFY_THROWS_EXCEPTION(Error, unpickle(make(6, {'J', 0xff, 0xff, 0xff, 0xff, 'K', 2, 0x85, 'K', 1, 0x85}), opt));
+    QVERIFY_THROWS_EXCEPTION(
+        Error, unpickle(make(6, {'J', 0xff, 0xff, 0xff, 0xff, 'K', 2, 0x85, 'K', 1, 0x85}), opt));
     // Overflowing extent: stride 2^62 with size 8.
-    QVERIFY_THROWS_EXCEPTION(Error, unpickle(make(6, {'K', 0, 'K', 8, 0x85, 0x8a, 8, 0, 0, 0, 0, 0, 0, 0, 0x40, 0x85}), opt));
+    QVERIFY_THROWS_EXCEPTION(
+        Error, unpickle(make(6, {'K', 0, 'K', 8, 0x85, 0x8a, 8, 0, 0, 0, 0, 0, 0, 0, 0x40, 0x85}), opt));
     // Empty tensors need no elements.
-    QCOMPARE(unpickle(make(0, {'K', 5, 'K', 0, 'K', 3, 0x86, 'K', 3, 'K', 1, 0x86}), opt).value.as_tensor().numel(), int64_t{0});
+    QCOMPARE(unpickle(make(0, {'K', 5, 'K', 0, 'K', 3, 0x86, 'K', 3, 'K', 1, 0x86}), opt)
+                 .value.as_tensor()
+                 .numel(),
+             int64_t{0});
     // Without persistent_load, storages are refused.
     QVERIFY_THROWS_EXCEPTION(Error, unpickle(make(6, ok)));
   }
 
-  // torch 2 pickles a tensor that carries Python attributes as _rebuild_from_type_v2(func, type, args, state):
-  // DeepSpeed 0.19's ZeRO-3 fp32_flat_groups (attribute ds_id). A plain Tensor or Parameter reads as the tensor
-  // func(*args) (attributes dropped); a subclass stays an inert object.
+  // torch 2 pickles a tensor that carries Python attributes as _rebuild_from_type_v2(func, type, args,
+  // state): DeepSpeed 0.19's ZeRO-3 fp32_flat_groups (attribute ds_id). A plain Tensor or Parameter reads as
+  // the tensor func(*args) (attributes dropped); a subclass stays an inert object.
   void tensorWithAttributes() {
     auto make = [](const std::string& type_module, const std::string& type_name) {
       PickleBytes b;
@@ -231,7 +241,8 @@ class TestUnpickler : public QObject {
       ustr("6");
       ustr("cpu");
       p.insert(p.end(), {'K', 5, 't', 'Q'});
-      p.insert(p.end(), {'K', 0, 'K', 5, 0x85, 'K', 1, 0x85, 0x88});  // offset 0, size (5,), stride (1,), grad
+      p.insert(p.end(),
+               {'K', 0, 'K', 5, 0x85, 'K', 1, 0x85, 0x88});  // offset 0, size (5,), stride (1,), grad
       global("collections", "OrderedDict");
       p.insert(p.end(), {')', 'R', 't', '}'});
       ustr("ds_id");
@@ -241,7 +252,8 @@ class TestUnpickler : public QObject {
     };
     UnpickleOptions opt;
     opt.persistent_load = [](const Value& pid) {
-      return Value::storage(Storage::from_bytes(DType::F32, std::vector<uint8_t>(static_cast<size_t>(pid.items()[4].as_int()) * 4)));
+      return Value::storage(Storage::from_bytes(
+          DType::F32, std::vector<uint8_t>(static_cast<size_t>(pid.items()[4].as_int()) * 4)));
     };
     const Value plain = unpickle(make("torch", "Tensor"), opt).value;
     QVERIFY(plain.is_tensor());
@@ -393,7 +405,9 @@ class TestUnpickler : public QObject {
           ++prefixes;
           try {
             unpickle(std::span<const uint8_t>(data.data(), n));
-            QFAIL(qPrintable(QString("prefix %1 of %2 accepted").arg(n).arg(QString::fromStdString(entry.path().string()))));
+            QFAIL(qPrintable(QString("prefix %1 of %2 accepted")
+                                 .arg(n)
+                                 .arg(QString::fromStdString(entry.path().string()))));
           } catch (const Error&) {
           }
         }

@@ -1,8 +1,9 @@
 // Hugging Face-style sharding: sizes parsed as Hugging Face counts them, shard assignment as
 // huggingface_hub's split_torch_state_dict_into_shards makes it (cases worked out by hand from its documented
 // behaviour: the docstring's [6, 6, 2, 6, 2, 2] example, an oversized tensor placed before the shard being
-// filled, shared storages following their first tensor, zero-byte tensors sharing "data pointer 0"), the index
-// text zero_to_fp32.py writes, and the folder writer (atomic new folder, refusal and --force replacement).
+// filled, shared storages following their first tensor, zero-byte tensors sharing "data pointer 0"), the
+// index text zero_to_fp32.py writes, and the folder writer (atomic new folder, refusal and --force
+// replacement).
 #include <QTest>
 #include <filesystem>
 
@@ -94,7 +95,8 @@ class TestWeightsShards : public QObject {
     QVERIFY(!p.sharded());
     QCOMPARE(p.shards.size(), size_t{1});
     QCOMPARE(p.shards[0].file, std::string("model.safetensors"));
-    QCOMPARE(plan_shards(sized({1}), 10, ShardFormat::Torch).shards[0].file, std::string("pytorch_model.bin"));
+    QCOMPARE(plan_shards(sized({1}), 10, ShardFormat::Torch).shards[0].file,
+             std::string("pytorch_model.bin"));
   }
 
   void manyShardsArePaddedToFiveDigits() {
@@ -121,13 +123,15 @@ class TestWeightsShards : public QObject {
 
   // torch reports data pointer 0 for every empty tensor, so the splitter takes them for one storage.
   void zeroByteTensorsGroupTogether() {
-    std::vector<NamedTensor> t{{"z1", bytes_tensor(0)}, {"x", bytes_tensor(6)}, {"z2", bytes_tensor(0)}, {"y", bytes_tensor(6)}};
+    std::vector<NamedTensor> t{
+        {"z1", bytes_tensor(0)}, {"x", bytes_tensor(6)}, {"z2", bytes_tensor(0)}, {"y", bytes_tensor(6)}};
     QCOMPARE(assignment(plan_shards(t, 8, ShardFormat::Safetensors)), (Shards{{0, 1, 2}, {3}}));
   }
 
   // As zero_to_fp32.py writes it: json.dumps(index, indent=2, sort_keys=True) + "\n".
   void indexText() {
-    std::vector<NamedTensor> t{{"b.weight", bytes_tensor(6)}, {"a.bias", bytes_tensor(6)}, {"caf\xc3\xa9", bytes_tensor(1)}};
+    std::vector<NamedTensor> t{
+        {"b.weight", bytes_tensor(6)}, {"a.bias", bytes_tensor(6)}, {"caf\xc3\xa9", bytes_tensor(1)}};
     const auto p = plan_shards(t, 8, ShardFormat::Safetensors);
     const std::string want =
         "{\n"
@@ -149,20 +153,23 @@ class TestWeightsShards : public QObject {
     t.push_back({"tied", t[0].tensor});
     const auto p = plan_shards(t, 8, ShardFormat::Torch);
     const auto out = write_shards(t, p, tmp.file("out"), ShardFormat::Torch, false);
-    QCOMPARE(out.files, (std::vector<std::string>{"pytorch_model-00001-of-00002.bin", "pytorch_model-00002-of-00002.bin",
-                                                  "pytorch_model.bin.index.json"}));
+    QCOMPARE(out.files,
+             (std::vector<std::string>{"pytorch_model-00001-of-00002.bin", "pytorch_model-00002-of-00002.bin",
+                                       "pytorch_model.bin.index.json"}));
     QCOMPARE(test::files_in(tmp.path()), std::vector<std::string>{"out"});  // no partial folder left
     const auto shard1 = TorchFile::open(tmp.file("out/pytorch_model-00001-of-00002.bin"));
     QCOMPARE(shard1.archive_name, std::string("pytorch_model-00001-of-00002"));
     QCOMPARE(shard1.storages.size(), size_t{1});  // w and tied: one storage
     QCOMPARE(shard1.root.at("tied").as_tensor().to_bytes(), std::vector<uint8_t>(6, 7));
-    QCOMPARE(TorchFile::open(tmp.file("out/pytorch_model-00002-of-00002.bin")).root.at("v").as_tensor().to_bytes(),
-             std::vector<uint8_t>(6, 9));
-    QVERIFY(test::read_text(tmp.file("out/pytorch_model.bin.index.json")).find("\"total_size\": 12") != std::string::npos);
+    QCOMPARE(
+        TorchFile::open(tmp.file("out/pytorch_model-00002-of-00002.bin")).root.at("v").as_tensor().to_bytes(),
+        std::vector<uint8_t>(6, 9));
+    QVERIFY(test::read_text(tmp.file("out/pytorch_model.bin.index.json")).find("\"total_size\": 12") !=
+            std::string::npos);
   }
 
-  // An existing folder keeps its other files; weights already there are refused, or replaced with force (stale
-  // shards and an index that would still point at them removed).
+  // An existing folder keeps its other files; weights already there are refused, or replaced with force
+  // (stale shards and an index that would still point at them removed).
   void existingFolder() {
     test::TempDir tmp;
     const std::string dir = tmp.file("model");
@@ -171,12 +178,14 @@ class TestWeightsShards : public QObject {
     test::write_text(dir + "/config.json", "{\"hidden_size\": 6}");
     const auto fewer = sized({6, 6});
     try {
-      write_shards(fewer, plan_shards(fewer, 100, ShardFormat::Safetensors), dir, ShardFormat::Safetensors, false);
+      write_shards(fewer, plan_shards(fewer, 100, ShardFormat::Safetensors), dir, ShardFormat::Safetensors,
+                   false);
       QFAIL("overwrote weights without --force");
     } catch (const Error& e) {
       QVERIFY2(std::string(e.what()).find("--force") != std::string::npos, e.what());
     }
-    const auto out = write_shards(fewer, plan_shards(fewer, 100, ShardFormat::Safetensors), dir, ShardFormat::Safetensors, true);
+    const auto out = write_shards(fewer, plan_shards(fewer, 100, ShardFormat::Safetensors), dir,
+                                  ShardFormat::Safetensors, true);
     QCOMPARE(out.removed.size(), size_t{4});  // three shards and the index
     QCOMPARE(test::files_in(dir), (std::vector<std::string>{"config.json", "model.safetensors"}));
     QCOMPARE(SafetensorsFile::open(dir + "/model.safetensors").entries.size(), size_t{2});

@@ -26,7 +26,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string fixture_script() { return test::script("fixtures/make_zip_fixtures.py"); }
+std::string fixture_script() {
+  return test::script("fixtures/make_zip_fixtures.py");
+}
 
 std::vector<uint8_t> read_bytes(const std::string& path) {
   const std::string s = test::read_text(path);
@@ -46,7 +48,9 @@ std::vector<uint8_t> from_hex(const QString& hex) {
   return {raw.begin(), raw.end()};
 }
 
-uint16_t get16(std::span<const uint8_t> b, uint64_t at) { return static_cast<uint16_t>(b[at] | b[at + 1] << 8); }
+uint16_t get16(std::span<const uint8_t> b, uint64_t at) {
+  return static_cast<uint16_t>(b[at] | b[at + 1] << 8);
+}
 uint32_t get32(std::span<const uint8_t> b, uint64_t at) {
   return static_cast<uint32_t>(get16(b, at)) | static_cast<uint32_t>(get16(b, at + 2)) << 16;
 }
@@ -97,7 +101,8 @@ std::string open_error(const std::string& path) {
 // cost neither disk nor much time.
 class HoleSink : public ByteSink {
  public:
-  explicit HoleSink(const std::string& path) : fd_(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644)) {}
+  explicit HoleSink(const std::string& path)
+      : fd_(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644)) {}
   ~HoleSink() override {
     if (fd_ >= 0) close();
   }
@@ -204,7 +209,8 @@ bool TestZip::ensure_torch_fixtures() {
     qWarning("fixture script failed: %s", r.err.c_str());
     return false;
   }
-  manifest_ = QJsonDocument::fromJson(QByteArray::fromStdString(test::read_text(torch_file("manifest.json")))).object();
+  manifest_ = QJsonDocument::fromJson(QByteArray::fromStdString(test::read_text(torch_file("manifest.json"))))
+                  .object();
   return !manifest_.isEmpty();
 }
 
@@ -247,7 +253,8 @@ void TestZip::crc32_matches_reference() {
   }
   // Chained updates equal one pass.
   uint32_t c = 0;
-  for (size_t at = 0; at < buf.size(); at += 333) c = crc32_update(c, std::span(buf).subspan(at, std::min<size_t>(333, buf.size() - at)));
+  for (size_t at = 0; at < buf.size(); at += 333)
+    c = crc32_update(c, std::span(buf).subspan(at, std::min<size_t>(333, buf.size() - at)));
   QCOMPARE(c, crc32(buf));
 }
 
@@ -309,7 +316,8 @@ void TestZip::rewrites_torch_files_byte_for_byte() {
     for (const ZipEntry& e : reader.entries()) writer.add(e.name, reader.data(e));
     writer.finish();
     const auto original = reader.file()->bytes();
-    QVERIFY2(std::equal(out.data.begin(), out.data.end(), original.begin(), original.end()), qPrintable(name));
+    QVERIFY2(std::equal(out.data.begin(), out.data.end(), original.begin(), original.end()),
+             qPrintable(name));
   }
 }
 
@@ -326,7 +334,8 @@ void TestZip::rewritten_torch_file_loads_in_torch() {
       const std::string renamed = "archive" + e.name.substr(e.name.find('/'));
       const auto data = reader.data(e);
       writer.add_streamed(renamed, data.size(), [&](ByteSink& sink) {
-        for (size_t at = 0; at < data.size(); at += 37) sink.write(data.subspan(at, std::min<size_t>(37, data.size() - at)));
+        for (size_t at = 0; at < data.size(); at += 37)
+          sink.write(data.subspan(at, std::min<size_t>(37, data.size() - at)));
       });
     }
     writer.finish();
@@ -389,7 +398,8 @@ void TestZip::refuses_compressed_records() {
   } catch (const Error& err) {
     QCOMPARE(err.kind(), ErrorKind::Unsupported);
     const std::string msg = err.what();
-    QVERIFY2(msg.find("method 8") != std::string::npos && msg.find("deflate") != std::string::npos, msg.c_str());
+    QVERIFY2(msg.find("method 8") != std::string::npos && msg.find("deflate") != std::string::npos,
+             msg.c_str());
     QVERIFY2(msg.find(path) != std::string::npos && msg.find("'deflated'") != std::string::npos, msg.c_str());
   }
   QVERIFY_THROWS_EXCEPTION(Error, reader.verify_crc(*e));
@@ -488,18 +498,32 @@ void TestZip::out_of_range_offsets_are_clear_errors() {
     const std::string msg = open_error(path);
     QVERIFY2(!msg.empty(), qPrintable(QString("damaged archive %1 was accepted").arg(++attempt)));
     QVERIFY2(msg.find(path) != std::string::npos, msg.c_str());
-    for (const char* w : words) QVERIFY2(msg.find(w) != std::string::npos, (msg + "  [wanted: " + w + "]").c_str());
+    for (const char* w : words)
+      QVERIFY2(msg.find(w) != std::string::npos, (msg + "  [wanted: " + w + "]").c_str());
   };
 
   expect([&](auto& b) { put64(b, z64 + 48, 1000000); }, {"central directory", "offset 1000000", "runs past"});
-  expect([&](auto& b) { put64(b, z64 + 32, 1000000000); put64(b, z64 + 24, 1000000000); }, {"too small for 1000000000 entries"});
-  expect([&](auto& b) { put32(b, cd + 42, 5000); }, {"tensor/data.pkl", "local header at offset 5000", "744 bytes"});
-  expect([&](auto& b) { put32(b, cdh1 + 20, 100000); put32(b, cdh1 + 24, 100000); },
-         {"tensor/data/0", "100000 bytes", "start of the central directory at offset " });
-  expect([&](auto& b) { put32(b, cdh1 + 20, 23); }, {"tensor/data/0", "compressed size 23 differs", "uncompressed size 24"});
-  expect([&](auto& b) { b[get32(good, cdh1 + 42)] = 'Q'; }, {"tensor/data/0", "expected signature \"PK\\x03\\x04\"", "found \"QK\\x03\\x04\""});
+  expect(
+      [&](auto& b) {
+        put64(b, z64 + 32, 1000000000);
+        put64(b, z64 + 24, 1000000000);
+      },
+      {"too small for 1000000000 entries"});
+  expect([&](auto& b) { put32(b, cd + 42, 5000); },
+         {"tensor/data.pkl", "local header at offset 5000", "744 bytes"});
+  expect(
+      [&](auto& b) {
+        put32(b, cdh1 + 20, 100000);
+        put32(b, cdh1 + 24, 100000);
+      },
+      {"tensor/data/0", "100000 bytes", "start of the central directory at offset "});
+  expect([&](auto& b) { put32(b, cdh1 + 20, 23); },
+         {"tensor/data/0", "compressed size 23 differs", "uncompressed size 24"});
+  expect([&](auto& b) { b[get32(good, cdh1 + 42)] = 'Q'; },
+         {"tensor/data/0", "expected signature \"PK\\x03\\x04\"", "found \"QK\\x03\\x04\""});
   expect([&](auto& b) { b[cdh1] = 'X'; }, {"central directory entry 1", "expected signature"});
-  expect([&](auto& b) { b[cdh1 + 31] = 0x7F; }, {"central directory entry 1", "run past the end of the central directory"});
+  expect([&](auto& b) { b[cdh1 + 31] = 0x7F; },
+         {"central directory entry 1", "run past the end of the central directory"});
   expect([&](auto& b) { b[z64] = 'X'; }, {"ZIP64 locator", "points to offset"});
   expect([&](auto& b) { b[b.size() - 2] = 9; }, {"declares a 9-byte comment"});
   expect([&](auto& b) { b[cd + 8] |= 1; }, {"tensor/data.pkl", "encrypted"});
@@ -516,11 +540,13 @@ void TestZip::rejects_non_zip_input() {
   const std::string empty = dir.file("empty.bin");
   test::write_text(empty, "");
   std::string msg = open_error(empty);
-  QVERIFY2(msg.find("at least 22 bytes") != std::string::npos && msg.find("0 bytes") != std::string::npos, msg.c_str());
+  QVERIFY2(msg.find("at least 22 bytes") != std::string::npos && msg.find("0 bytes") != std::string::npos,
+           msg.c_str());
   const std::string junk = dir.file("junk.bin");
   test::write_text(junk, std::string(100000, 'x'));
   msg = open_error(junk);
-  QVERIFY2(msg.find("no end of central directory record") != std::string::npos && msg.find(junk) != std::string::npos,
+  QVERIFY2(msg.find("no end of central directory record") != std::string::npos &&
+               msg.find(junk) != std::string::npos,
            msg.c_str());
   QVERIFY(!ZipReader::looks_like_zip(as_bytes("PK\x03")));
   QVERIFY(!ZipReader::looks_like_zip(as_bytes("\x80\x02PK")));
@@ -559,7 +585,8 @@ void TestZip::writer_output_passes_python_zipfile() {
   QCOMPARE(entries[1].toObject()["flags"].toInt(), 0x0800);
   QCOMPARE(entries[0].toObject()["flags"].toInt(), 0x0808);
   QCOMPARE(from_hex(entries[2].toObject()["hex"].toString()), random);
-  for (const auto& v : entries) QCOMPARE(static_cast<uint64_t>(v.toObject()["data_offset"].toDouble()) % 64, 0u);
+  for (const auto& v : entries)
+    QCOMPARE(static_cast<uint64_t>(v.toObject()["data_offset"].toDouble()) % 64, 0u);
   compare_with_python(path, dump, true);
 }
 
@@ -586,8 +613,14 @@ void TestZip::writer_aligns_data_for_any_alignment() {
       QVERIFY(get16(out.data, name_end + 2) < alignment);
     }
   }
-  QVERIFY_THROWS_EXCEPTION(Error, [] { VectorSink s; ZipWriter w(s, 0); }());
-  QVERIFY_THROWS_EXCEPTION(Error, [] { VectorSink s; ZipWriter w(s, 65536); }());
+  QVERIFY_THROWS_EXCEPTION(Error, [] {
+    VectorSink s;
+    ZipWriter w(s, 0);
+  }());
+  QVERIFY_THROWS_EXCEPTION(Error, [] {
+    VectorSink s;
+    ZipWriter w(s, 65536);
+  }());
 }
 
 void TestZip::writer_streamed_size_mismatch_throws() {

@@ -48,17 +48,27 @@ inline QJsonObject to_json(const Value& v) {
   using K = Value::Kind;
   auto S = [](const std::string& s) { return QString::fromStdString(s); };
   switch (v.kind()) {
-    case K::None: return {{"t", "none"}};
-    case K::Bool: return {{"t", "bool"}, {"v", v.as_bool()}};
+    case K::None:
+      return {{"t", "none"}};
+    case K::Bool:
+      return {{"t", "bool"}, {"v", v.as_bool()}};
     case K::Int:
-    case K::BigInt: return {{"t", "int"}, {"v", S(v.repr(100000))}};
-    case K::Float: return {{"t", "float"}, {"v", float_hex(v.as_float())}};
-    case K::Str: return {{"t", "str"}, {"v", S(v.as_str())}};
-    case K::Bytes: return {{"t", "bytes"}, {"v", hex_of(v.as_str())}};
-    case K::List: return {{"t", "list"}, {"items", items_json(v.items())}};
-    case K::Tuple: return {{"t", "tuple"}, {"items", items_json(v.items())}};
-    case K::Set: return {{"t", "set"}, {"items", items_json(v.items())}};
-    case K::FrozenSet: return {{"t", "frozenset"}, {"items", items_json(v.items())}};
+    case K::BigInt:
+      return {{"t", "int"}, {"v", S(v.repr(100000))}};
+    case K::Float:
+      return {{"t", "float"}, {"v", float_hex(v.as_float())}};
+    case K::Str:
+      return {{"t", "str"}, {"v", S(v.as_str())}};
+    case K::Bytes:
+      return {{"t", "bytes"}, {"v", hex_of(v.as_str())}};
+    case K::List:
+      return {{"t", "list"}, {"items", items_json(v.items())}};
+    case K::Tuple:
+      return {{"t", "tuple"}, {"items", items_json(v.items())}};
+    case K::Set:
+      return {{"t", "set"}, {"items", items_json(v.items())}};
+    case K::FrozenSet:
+      return {{"t", "frozenset"}, {"items", items_json(v.items())}};
     case K::Dict: {
       QJsonObject o{{"t", v.as_dict().ordered ? "odict" : "dict"}, {"items", pairs_json(v.as_dict().items)}};
       if (v.as_dict().state && !(v.as_dict().state->is_dict() && v.as_dict().state->as_dict().items.empty()))
@@ -69,19 +79,33 @@ inline QJsonObject to_json(const Value& v) {
       const auto& t = v.as_tensor();
       QJsonArray vals;
       for (float f : t.to_float()) vals.append(static_cast<double>(f));
-      return {{"t", "tensor"}, {"dtype", S(std::string(dtype_name(t.dtype)))}, {"shape", ints_json(t.shape)},
-              {"parameter", t.is_parameter}, {"requires_grad", t.requires_grad}, {"values", vals}};
+      return {{"t", "tensor"},
+              {"dtype", S(std::string(dtype_name(t.dtype)))},
+              {"shape", ints_json(t.shape)},
+              {"parameter", t.is_parameter},
+              {"requires_grad", t.requires_grad},
+              {"values", vals}};
     }
-    case K::Storage: return {{"t", "storage"}, {"key", S(v.as_storage()->key)}};
-    case K::Size: return {{"t", "size"}, {"v", ints_json(v.as_size())}};
-    case K::DType: return {{"t", "dtype"}, {"v", S(v.as_str())}};
-    case K::Device: return {{"t", "device"}, {"v", S(v.as_str())}};
-    case K::Global: return {{"t", "global"}, {"module", S(v.as_global().first)}, {"name", S(v.as_global().second)}};
+    case K::Storage:
+      return {{"t", "storage"}, {"key", S(v.as_storage()->key)}};
+    case K::Size:
+      return {{"t", "size"}, {"v", ints_json(v.as_size())}};
+    case K::DType:
+      return {{"t", "dtype"}, {"v", S(v.as_str())}};
+    case K::Device:
+      return {{"t", "device"}, {"v", S(v.as_str())}};
+    case K::Global:
+      return {{"t", "global"}, {"module", S(v.as_global().first)}, {"name", S(v.as_global().second)}};
     case K::Object: {
-      if (auto c = complex_of(v)) return {{"t", "complex"}, {"re", float_hex(c->first)}, {"im", float_hex(c->second)}};
+      if (auto c = complex_of(v))
+        return {{"t", "complex"}, {"re", float_hex(c->first)}, {"im", float_hex(c->second)}};
       if (auto a = numpy_array_of(v))
-        return {{"t", "ndarray"}, {"dtype", S(a->dtype)}, {"shape", ints_json(a->shape)}, {"data", hex_of(a->data)}};
-      if (auto s = numpy_scalar_of(v)) return {{"t", "npscalar"}, {"dtype", S(s->first)}, {"data", hex_of(s->second)}};
+        return {{"t", "ndarray"},
+                {"dtype", S(a->dtype)},
+                {"shape", ints_json(a->shape)},
+                {"data", hex_of(a->data)}};
+      if (auto s = numpy_scalar_of(v))
+        return {{"t", "npscalar"}, {"dtype", S(s->first)}, {"data", hex_of(s->second)}};
       const auto& o = v.as_object();
       std::string module = o.module, name = o.name;
       // Protocols 0-1 build plain instances through copyreg._reconstructor(cls, object, None).
@@ -91,12 +115,15 @@ inline QJsonObject to_json(const Value& v) {
         name = o.args->items()[0].as_global().second;
       } else if (o.how == ObjectData::How::Reduce && !o.state && o.args && o.args->is(K::Tuple) &&
                  o.args->items().size() == 1 && o.args->items()[0].is(K::Int)) {
-        return {{"t", "enum"}, {"module", S(module)}, {"name", S(name)}, {"v", S(std::to_string(v.as_int()))}};
+        return {
+            {"t", "enum"}, {"module", S(module)}, {"name", S(name)}, {"v", S(std::to_string(v.as_int()))}};
       } else if (name == "getattr" && (module == "builtins" || module == "__builtin__") && o.args &&
                  o.args->is(K::Tuple) && o.args->items().size() == 2 && o.args->items()[0].is(K::Global) &&
                  o.args->items()[1].is(K::Str)) {
-        return {{"t", "enum"}, {"module", S(o.args->items()[0].as_global().first)},
-                {"name", S(o.args->items()[0].as_global().second)}, {"member", S(o.args->items()[1].as_str())}};
+        return {{"t", "enum"},
+                {"module", S(o.args->items()[0].as_global().first)},
+                {"name", S(o.args->items()[0].as_global().second)},
+                {"member", S(o.args->items()[1].as_str())}};
       }
       QJsonObject out{{"t", "object"}, {"module", S(module)}, {"name", S(name)}};
       if (o.state) out["state"] = to_json(*o.state);
@@ -126,7 +153,8 @@ inline bool json_match(const QJsonValue& got, const QJsonValue& want) {
       for (const auto& e : x) {
         bool found = false;
         for (qsizetype j = 0; j < y.size() && !found; ++j)
-          if (!used[static_cast<size_t>(j)] && json_match(e, y[j])) found = used[static_cast<size_t>(j)] = true;
+          if (!used[static_cast<size_t>(j)] && json_match(e, y[j]))
+            found = used[static_cast<size_t>(j)] = true;
         if (!found) return false;
       }
       return true;

@@ -23,7 +23,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::fclose(f);
     }
     const char* model = std::getenv("CKPTDOC_FUZZ_MODEL_FILE");
-    if (model) fs::copy_file(model, d + "/global_step1/mp_rank_00_model_states.pt", fs::copy_options::overwrite_existing);
+    if (model)
+      fs::copy_file(model, d + "/global_step1/mp_rank_00_model_states.pt",
+                    fs::copy_options::overwrite_existing);
     return d;
   }();
   if (FILE* f = std::fopen((dir + "/global_step1/zero_pp_rank_0_mp_rank_00_optim_states.pt").c_str(), "wb")) {

@@ -17,7 +17,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     s->owned = std::make_shared<const std::vector<uint8_t>>(s->numel * 4, 0);
     return ckptdoc::Value::storage(s);
   };
-  ckptdoc::PickleUseLog uses;  // what the stream reaches, judged as for unsafe-pickle, also when it is refused
+  ckptdoc::PickleUseLog
+      uses;  // what the stream reaches, judged as for unsafe-pickle, also when it is refused
   o.uses = &uses;
   try {
     auto r = ckptdoc::unpickle({data, size}, o);

@@ -7,7 +7,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
-    ckptdoc::ZipReader zip(ckptdoc::MappedFile::from_memory("fuzz.zip", std::vector<uint8_t>(data, data + size)));
+    ckptdoc::ZipReader zip(
+        ckptdoc::MappedFile::from_memory("fuzz.zip", std::vector<uint8_t>(data, data + size)));
     for (const auto& e : zip.entries()) {
       try {
         auto bytes = zip.data(e);

@@ -1,6 +1,7 @@
 // gpu_check: the CUDA backend against the CPU backend on tests/support/backend_cases.h (the cases the Qt test
 // test_compute_cuda runs), as a plain executable for a bare GPU machine (no Qt). One line per case, PASS or
-// FAIL with what differs; exit 0 when all pass, 1 when any fails, 77 without a usable CUDA device, 2 on usage.
+// FAIL with what differs; exit 0 when all pass, 1 when any fails, 77 without a usable CUDA device, 2 on
+// usage.
 //   gpu_check [--filter SUBSTRING] [--list] [--self-test]
 // --self-test runs the same cases with the CPU backend's SIMD path standing in for the device and its scalar
 // path as the reference: it proves the cases and this program on a machine without a GPU.
@@ -17,8 +18,8 @@
 #include "ckptdoc/compute/backend.h"
 #ifdef CKPTDOC_HAVE_NCCL
 #include "ckptdoc/compute/reduction.h"
-#include "compute/cuda/nccl_loader.h"
 #include "compute/cuda/nccl_exchanger.h"
+#include "compute/cuda/nccl_loader.h"
 #include "compute/cuda/nccl_reducer.h"
 #endif
 
@@ -59,7 +60,8 @@ std::string nccl_one_rank_exchange_case() {
       std::memcpy(&send[i], &bits, 4);
     }
     x->alltoallv(send.data(), {n}, recv.data(), {n});
-    if (std::memcmp(send.data(), recv.data(), n * 4) != 0) return "floats changed in a " + std::to_string(n) + "-float exchange";
+    if (std::memcmp(send.data(), recv.data(), n * 4) != 0)
+      return "floats changed in a " + std::to_string(n) + "-float exchange";
   }
   return {};
 }
@@ -135,8 +137,9 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
 #ifdef CKPTDOC_HAVE_NCCL
-  const std::pair<const char*, std::string (*)()> nccl_cases[] = {{"nccl/one_rank_allreduce", nccl_one_rank_case},
-                                                                   {"nccl/one_rank_exchange", nccl_one_rank_exchange_case}};
+  const std::pair<const char*, std::string (*)()> nccl_cases[] = {
+      {"nccl/one_rank_allreduce", nccl_one_rank_case},
+      {"nccl/one_rank_exchange", nccl_one_rank_exchange_case}};
   for (const auto& [id, run] : nccl_cases) {
     if (self_test || !(filter.empty() || std::string(id).find(filter) != std::string::npos)) continue;
     std::string diff;
@@ -155,7 +158,8 @@ int main(int argc, char** argv) {
   }
 #endif
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_all).count();
-  std::printf("gpu_check: %d passed, %d failed in %.1f s: %s\n", passed, failed, total, failed ? "FAIL" : "PASS");
+  std::printf("gpu_check: %d passed, %d failed in %.1f s: %s\n", passed, failed, total,
+              failed ? "FAIL" : "PASS");
   if (passed + failed == 0) {
     std::printf("gpu_check: no case matches '%s'\n", filter.c_str());
     return 2;

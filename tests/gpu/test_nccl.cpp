@@ -1,5 +1,6 @@
 // NCCL as ckptdoc uses it: loaded with dlopen (so a CUDA build runs where libnccl is missing) and, on a GPU,
-// the packed all-reduce of a scan's statistics. Without NCCL or a GPU the affected functions skip and say why.
+// the packed all-reduce of a scan's statistics. Without NCCL or a GPU the affected functions skip and say
+// why.
 #include <nccl.h>
 
 #include <QTest>
@@ -8,8 +9,8 @@
 
 #include "ckptdoc/compute/backend.h"
 #include "ckptdoc/compute/reduction.h"
-#include "compute/cuda/nccl_loader.h"
 #include "compute/cuda/nccl_exchanger.h"
+#include "compute/cuda/nccl_loader.h"
 #include "compute/cuda/nccl_reducer.h"
 
 using namespace ckptdoc;
@@ -28,7 +29,8 @@ class TestNccl : public QObject {
       QSKIP(qPrintable(QString::fromStdString("NCCL not loadable: " + why)));
     }
     qInfo("NCCL %s (header %d.%d.%d)", version.c_str(), NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
-    QVERIFY2(version.rfind(std::to_string(NCCL_MAJOR) + ".", 0) == 0, version.c_str());  // same major as built
+    QVERIFY2(version.rfind(std::to_string(NCCL_MAJOR) + ".", 0) == 0,
+             version.c_str());  // same major as built
   }
 
   // One process, one GPU: the reduction is the identity, and every array (empty ones too) comes back intact.

@@ -24,11 +24,12 @@ std::vector<double> ticks(const QValueAxis& a) {
   std::vector<double> t;
   if (a.tickType() == QValueAxis::TicksDynamic) {
     const double step = a.tickInterval();
-    for (double v = a.tickAnchor() + std::ceil((a.min() - a.tickAnchor()) / step) * step; v <= a.max() + step * 1e-9;
-         v += step)
+    for (double v = a.tickAnchor() + std::ceil((a.min() - a.tickAnchor()) / step) * step;
+         v <= a.max() + step * 1e-9; v += step)
       t.push_back(v);
   } else {
-    for (int i = 0; i < a.tickCount(); ++i) t.push_back(a.min() + (a.max() - a.min()) * i / (a.tickCount() - 1));
+    for (int i = 0; i < a.tickCount(); ++i)
+      t.push_back(a.min() + (a.max() - a.min()) * i / (a.tickCount() - 1));
   }
   return t;
 }
@@ -44,7 +45,8 @@ void checkCountAxis(QChart* chart, double tallest) {
   QCOMPARE(vertical.size(), 1);
   const auto* y = qobject_cast<QValueAxis*>(vertical.front());
   QVERIFY(y);
-  QVERIFY2(y->max() >= tallest, qPrintable(QStringLiteral("axis ends at %1 below %2").arg(y->max()).arg(tallest)));
+  QVERIFY2(y->max() >= tallest,
+           qPrintable(QStringLiteral("axis ends at %1 below %2").arg(y->max()).arg(tallest)));
   const auto t = ticks(*y);
   QVERIFY2(t.size() >= 2 && t.size() <= 12, qPrintable(QStringLiteral("%1 ticks").arg(t.size())));
   std::set<QString> seen;

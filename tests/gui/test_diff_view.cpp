@@ -1,8 +1,8 @@
-// The Diff tab on real DeepSpeed checkpoints: a copy of zero2_fp16_ws2 with one fp32 master element moved by a
-// known amount lists exactly that param as changed, with max |A−B| equal to the move and to what
-// `ckptdoc diff --json` reports; a copy repaired with --refresh-fp32 lists exactly the fp32 masters as changed,
-// with the CLI's numbers; the `what` selector, the tolerance and opening another checkpoint re-run the
-// comparison; the model passes QAbstractItemModelTester and sorts numerically.
+// The Diff tab on real DeepSpeed checkpoints: a copy of zero2_fp16_ws2 with one fp32 master element moved by
+// a known amount lists exactly that param as changed, with max |A−B| equal to the move and to what `ckptdoc
+// diff --json` reports; a copy repaired with --refresh-fp32 lists exactly the fp32 masters as changed, with
+// the CLI's numbers; the `what` selector, the tolerance and opening another checkpoint re-run the comparison;
+// the model passes QAbstractItemModelTester and sorts numerically.
 #include <QAbstractItemModelTester>
 #include <QComboBox>
 #include <QHeaderView>
@@ -47,7 +47,8 @@ std::pair<double, std::string> moveFirstMaster(const std::string& save_dir, floa
   const std::string tag = save_dir + "/global_step5";
   const std::string path = test::optim_file_of(tag, 0);
   Value root = TorchFile::open(path).root;
-  auto& groups = root.get_mut("optimizer_state_dict")->get_mut("single_partition_of_fp32_groups")->items_mut();
+  auto& groups =
+      root.get_mut("optimizer_state_dict")->get_mut("single_partition_of_fp32_groups")->items_mut();
   const Tensor& t = groups[0].as_tensor();
   const auto span = t.contiguous_bytes();
   std::vector<uint8_t> bytes(span.begin(), span.end());
@@ -77,7 +78,8 @@ bool compareAndWait(MainWindow& w, const std::string& other) {
 }
 
 // name -> max_abs_diff of the tensors `ckptdoc diff --json` calls different; {} on failure.
-std::map<QString, double> cliChanged(const std::string& a, const std::string& b, const std::string& what = "fp32") {
+std::map<QString, double> cliChanged(const std::string& a, const std::string& b,
+                                     const std::string& what = "fp32") {
   const auto r = test::run_cli({"diff", a, b, "--what", what, "--json"});
   if (r.exit_code != 0 && r.exit_code != 1) {
     qWarning("ckptdoc diff: %s", r.err.c_str());
@@ -243,7 +245,8 @@ class TestDiffView : public QObject {
     QVERIFY(openAndWait(w, healthy));
     auto* m = w.diffView()->model();
     QAbstractItemModelTester tester(m, QAbstractItemModelTester::FailureReportingMode::QtTest);
-    QAbstractItemModelTester proxyTester(w.diffView()->proxy(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QAbstractItemModelTester proxyTester(w.diffView()->proxy(),
+                                         QAbstractItemModelTester::FailureReportingMode::QtTest);
     QVERIFY(compareAndWait(w, stale));
     QVERIFY(m->rowCount() > 2);
     QCOMPARE(m->columnCount(), int(DiffModel::ColumnCount));
@@ -272,7 +275,8 @@ class TestDiffView : public QObject {
     QVERIFY(again.wait(120000));
     QVERIFY(appChanged(*w.diffView()->model()).empty());
     QVERIFY(w.diffView()->summaryText().startsWith("equal"));
-    QVERIFY(QString::fromStdString(w.diffView()->model()->result()->a).contains(QString::fromStdString(moved)));
+    QVERIFY(
+        QString::fromStdString(w.diffView()->model()->result()->a).contains(QString::fromStdString(moved)));
   }
 
   // At the size the app opens at, every column of the table is on screen: the name column takes what the

@@ -120,7 +120,8 @@ class TestImguiScripted : public QObject {
   void init() {
     x_ = std::make_unique<Xvfb>();
     const std::string why = x_->start();
-    if (!why.empty() && qgetenv("CKPTDOC_REQUIRE_XVFB") == "1") QFAIL(("CKPTDOC_REQUIRE_XVFB=1 but " + why).c_str());
+    if (!why.empty() && qgetenv("CKPTDOC_REQUIRE_XVFB") == "1")
+      QFAIL(("CKPTDOC_REQUIRE_XVFB=1 but " + why).c_str());
     if (!why.empty()) QSKIP(why.c_str());
   }
   void cleanup() { x_.reset(); }
@@ -298,43 +299,46 @@ class TestImguiScripted : public QObject {
     const auto tensors = doc["tensors"].toArray();
     QVERIFY(tensors.size() > 1);
 
-    const auto r = runScript(*x_, dir, a,
-                             "wait opened 300\n"
-                             "compare " +
-                                 b +
-                                 "\n"
-                                 "wait diffed 300\n"
-                                 "tab diff\n"
-                                 "frames 3\n"
-                                 "expect diff-rows " +
-                                 std::to_string(tensors.size()) +
-                                 "\n"
-                                 "save-diff " +
-                                 rows_file +
-                                 "\n"
-                                 "screenshot " +
-                                 dir.file("diff.png") +
-                                 "\n"
-                                 // A click on a header sorts by it (largest difference first), a second click
-                                 // reverses, a third returns to core's order.
-                                 "click diff.col.max_abs\nframes 2\nsave-diff " +
-                                 dir.file("by_max_desc.tsv") +
-                                 "\nclick diff.col.max_abs\nframes 2\nsave-diff " +
-                                 dir.file("by_max_asc.tsv") +
-                                 "\nclick diff.col.max_abs\nframes 2\nsave-diff " +
-                                 dir.file("unsorted.tsv") +
-                                 "\n"
-                                 "quit\n");
+    const auto r =
+        runScript(*x_, dir, a,
+                  "wait opened 300\n"
+                  "compare " +
+                      b +
+                      "\n"
+                      "wait diffed 300\n"
+                      "tab diff\n"
+                      "frames 3\n"
+                      "expect diff-rows " +
+                      std::to_string(tensors.size()) +
+                      "\n"
+                      "save-diff " +
+                      rows_file +
+                      "\n"
+                      "screenshot " +
+                      dir.file("diff.png") +
+                      "\n"
+                      // A click on a header sorts by it (largest difference first), a second click
+                      // reverses, a third returns to core's order.
+                      "click diff.col.max_abs\nframes 2\nsave-diff " +
+                      dir.file("by_max_desc.tsv") + "\nclick diff.col.max_abs\nframes 2\nsave-diff " +
+                      dir.file("by_max_asc.tsv") + "\nclick diff.col.max_abs\nframes 2\nsave-diff " +
+                      dir.file("unsorted.tsv") +
+                      "\n"
+                      "quit\n");
     CKPTDOC_EXPECT_EXIT(r, 0);
     const auto rows = diffRows(test::read_text(rows_file));
-    const auto max_of = [](const std::map<std::string, std::string>& row) { return std::stod(row.at("max_abs")); };
+    const auto max_of = [](const std::map<std::string, std::string>& row) {
+      return std::stod(row.at("max_abs"));
+    };
     const auto desc = diffRows(test::read_text(dir.file("by_max_desc.tsv")));
     const auto asc = diffRows(test::read_text(dir.file("by_max_asc.tsv")));
     QCOMPARE(desc.size(), rows.size());
     QCOMPARE(asc.size(), rows.size());
     for (size_t i = 1; i < desc.size(); ++i) {
-      QVERIFY2(max_of(desc[i - 1]) >= max_of(desc[i]), (desc[i - 1].at("name") + " before " + desc[i].at("name")).c_str());
-      QVERIFY2(max_of(asc[i - 1]) <= max_of(asc[i]), (asc[i - 1].at("name") + " before " + asc[i].at("name")).c_str());
+      QVERIFY2(max_of(desc[i - 1]) >= max_of(desc[i]),
+               (desc[i - 1].at("name") + " before " + desc[i].at("name")).c_str());
+      QVERIFY2(max_of(asc[i - 1]) <= max_of(asc[i]),
+               (asc[i - 1].at("name") + " before " + asc[i].at("name")).c_str());
     }
     QVERIFY(max_of(desc.front()) > max_of(desc.back()));  // the order is not trivially the same
     QCOMPARE(test::read_text(dir.file("unsorted.tsv")), test::read_text(rows_file));

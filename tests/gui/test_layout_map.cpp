@@ -46,7 +46,8 @@ deepspeed::GroupLayout workedExample() {
     f.numel = numel;
     return f;
   };
-  g.partitions = {rank(0, 4, {frag(0, 0, 0, 4)}), rank(1, 4, {frag(0, 4, 0, 1), frag(1, 0, 1, 3)}), rank(2, 0, {})};
+  g.partitions = {rank(0, 4, {frag(0, 0, 0, 4)}), rank(1, 4, {frag(0, 4, 0, 1), frag(1, 0, 1, 3)}),
+                  rank(2, 0, {})};
   return g;
 }
 
@@ -144,11 +145,11 @@ class TestLayoutMap : public QObject {
   void pixelsOutsideRowsMapToNothing() {
     const auto g = workedExample();
     const auto geo = geometryFor(g);
-    QVERIFY(!hitTest(g, geo, {10, geo.row_top(0) + 2}));              // label column
-    QVERIFY(!hitTest(g, geo, {geo.x_of(1), 5}));                      // ruler
-    QVERIFY(!hitTest(g, geo, {geo.x_of(1), geo.row_top(0) + 11}));     // gap between rows
-    QVERIFY(!hitTest(g, geo, at(geo, 0, 4)));                        // past the partition
-    QVERIFY(!hitTest(g, geo, {geo.x_of(1), geo.row_top(3) + 1}));      // below the last rank
+    QVERIFY(!hitTest(g, geo, {10, geo.row_top(0) + 2}));            // label column
+    QVERIFY(!hitTest(g, geo, {geo.x_of(1), 5}));                    // ruler
+    QVERIFY(!hitTest(g, geo, {geo.x_of(1), geo.row_top(0) + 11}));  // gap between rows
+    QVERIFY(!hitTest(g, geo, at(geo, 0, 4)));                       // past the partition
+    QVERIFY(!hitTest(g, geo, {geo.x_of(1), geo.row_top(3) + 1}));   // below the last rank
   }
 
   void zoomAndPanKeepMappingRight() {
@@ -195,7 +196,8 @@ class TestLayoutMap : public QObject {
     QVERIFY2(ms < 2500, qPrintable(QString("5 paints took %1 ms").arg(ms)));
     // Hit-testing every rank's middle is a binary search each.
     const auto& geo = map.geometry();
-    const auto hit = hitTest(g, geo, {geo.x_of(static_cast<double>(g.partition_numel) / 2), geo.row_top(10) + geo.pitch() / 2});
+    const auto hit = hitTest(
+        g, geo, {geo.x_of(static_cast<double>(g.partition_numel) / 2), geo.row_top(10) + geo.pitch() / 2});
     QVERIFY(hit);
     QCOMPARE(hit->rank, 10);
     QVERIFY(hit->param >= 0);

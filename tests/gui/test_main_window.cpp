@@ -39,7 +39,8 @@ using namespace ckptdoc::gui;
 
 namespace {
 
-const char* kFixtures[] = {"zero1_fp16_ws2", "zero2_fp16_ws2", "zero2_bf16_ws2", "zero3_fp16_ws2", "bf16opt_zero1_ws2"};
+const char* kFixtures[] = {"zero1_fp16_ws2", "zero2_fp16_ws2", "zero2_bf16_ws2", "zero3_fp16_ws2",
+                           "bf16opt_zero1_ws2"};
 
 bool openAndWait(MainWindow& w, const std::string& path) {
   QSignalSpy done(w.session(), &Session::analysisFinished);
@@ -90,7 +91,8 @@ class TestMainWindow : public QObject {
     MainWindow w;
     const auto path = test::healthy_fixture("zero1_fp16_ws2");
     QVERIFY(openAndWait(w, path));
-    QCOMPARE(AppSettings().recentFiles().value(0), QFileInfo(QString::fromStdString(path)).absoluteFilePath());
+    QCOMPARE(AppSettings().recentFiles().value(0),
+             QFileInfo(QString::fromStdString(path)).absoluteFilePath());
     QTRY_VERIFY(w.logDock()->text().contains("opened"));
   }
 
@@ -244,7 +246,8 @@ class TestMainWindow : public QObject {
     test::TempDir dir;
     const std::string ckpt = dir.file("ckpt");
     test::copy_tree(test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint", ckpt);
-    test::flip_bits_in_first_data_record(ckpt + "/global_step5/zero_pp_rank_1_mp_rank_00_optim_states.pt", 64, 0x01);
+    test::flip_bits_in_first_data_record(ckpt + "/global_step5/zero_pp_rank_1_mp_rank_00_optim_states.pt", 64,
+                                         0x01);
     AppSettings().setVerifyChecksums(false);
     MainWindow w;
     w.show();
@@ -283,8 +286,9 @@ class TestMainWindow : public QObject {
     const auto& g = *map->group();
     const auto& frag = g.partitions.at(1).fragments.at(0);
     const auto& geo = map->geometry();
-    const QPointF pixel(geo.x_of(static_cast<double>(frag.partition_offset) + static_cast<double>(frag.numel) / 2.0),
-                        geo.row_top(1) + geo.row_height / 2.0);
+    const QPointF pixel(
+        geo.x_of(static_cast<double>(frag.partition_offset) + static_cast<double>(frag.numel) / 2.0),
+        geo.row_top(1) + geo.row_height / 2.0);
     const auto hit = hitTest(g, geo, pixel);
     QVERIFY(hit);
     QCOMPARE(hit->rank, 1);
@@ -367,7 +371,8 @@ class TestMainWindow : public QObject {
   void densityPlotSeparatesHealthyFromStale() {
     test::TempDir dir;
     const std::string stale = test::make_stale_masters_checkpoint(dir);
-    for (const auto& [path, healthy] : {std::pair{test::healthy_fixture("zero2_fp16_ws2"), true}, {stale, false}}) {
+    for (const auto& [path, healthy] :
+         {std::pair{test::healthy_fixture("zero2_fp16_ws2"), true}, {stale, false}}) {
       MainWindow w;
       w.resize(1200, 800);
       w.show();
@@ -403,7 +408,8 @@ class TestMainWindow : public QObject {
     QSignalSpy started(w.session(), &Session::analysisStarted);
     QSignalSpy cancelled(w.session(), &Session::analysisCancelled);
     QSignalSpy finished(w.session(), &Session::analysisFinished);
-    // Click Cancel as soon as the analysis starts (its result can only land in a later turn of the event loop).
+    // Click Cancel as soon as the analysis starts (its result can only land in a later turn of the event
+    // loop).
     bool clicked = false;
     auto click = connect(w.session(), &Session::analysisStarted, &w, [&] {
       QVERIFY(w.cancelButton()->isVisibleTo(&w));

@@ -8,11 +8,11 @@
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "findings_model.h"
-#include "jobs_model.h"
-#include "session.h"
 #include "gui_fixtures.h"
 #include "gui_test_main.h"
+#include "jobs_model.h"
 #include "param_table_model.h"
+#include "session.h"
 
 using namespace ckptdoc;
 using namespace ckptdoc::gui;
@@ -66,8 +66,10 @@ class TestModels : public QObject {
     const auto r = syntheticReport();
     m.setReport(&r);
     QCOMPARE(m.rowCount(), 2);
-    QCOMPARE(m.data(m.index(0, FindingsModel::Code), Qt::DisplayRole).toString(), QString("fp32-master-mismatch"));
-    QCOMPARE(m.data(m.index(0, 0), FindingsModel::RepairRole).toInt(), int(analysis::RepairKind::RefreshFp32));
+    QCOMPARE(m.data(m.index(0, FindingsModel::Code), Qt::DisplayRole).toString(),
+             QString("fp32-master-mismatch"));
+    QCOMPARE(m.data(m.index(0, 0), FindingsModel::RepairRole).toInt(),
+             int(analysis::RepairKind::RefreshFp32));
     QVERIFY(m.data(m.index(0, 0), Qt::BackgroundRole).isValid());
     m.clear();
     QCOMPARE(m.rowCount(), 0);
@@ -138,8 +140,10 @@ class TestModels : public QObject {
     auto& q = session.core().queue();
     auto first = q.submit<int>(session::JobKind::Other, "lane", "first", work);
     while (!running) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    auto second = q.submit<int>(session::JobKind::Other, "other", "second", [](session::JobQueue::Context&) { return 2; });
-    auto third = q.submit<int>(session::JobKind::Export, "lane", "third", [](session::JobQueue::Context&) { return 3; });
+    auto second = q.submit<int>(session::JobKind::Other, "other", "second",
+                                [](session::JobQueue::Context&) { return 2; });
+    auto third = q.submit<int>(session::JobKind::Export, "lane", "third",
+                               [](session::JobQueue::Context&) { return 3; });
     m.refresh();
     QCOMPARE(m.rowCount(), 3);
     QCOMPARE(m.index(0, JobsModel::Title).data().toString(), QString("first"));

@@ -77,8 +77,8 @@ class TestSafetyViews : public QObject {
     QVERIFY(card);
     auto* details = card->findChild<QLabel*>("findingDetails");
     QVERIFY(details);
-    QVERIFY2(details->text().contains("posix.system") && details->text().contains("mp_rank_00_model_states.pt") &&
-                 details->text().contains("REDUCE"),
+    QVERIFY2(details->text().contains("posix.system") &&
+                 details->text().contains("mp_rank_00_model_states.pt") && details->text().contains("REDUCE"),
              qPrintable(details->text()));
   }
 

@@ -1,8 +1,9 @@
 // Nothing heavy on the UI thread: a slow fake file system (this executable's own open(), which sleeps for
 // files under a "/slow-fs/" folder and records the calling thread) makes opening a checkpoint and planning a
 // repair take seconds; the window keeps handling events meanwhile, every slow open happens off the UI thread,
-// and plan requests typed while one is computing are coalesced (the ones in between never run). The same for a
-// diff against a slow second source: off the UI thread, a newer request supersedes it, and it can be cancelled.
+// and plan requests typed while one is computing are coalesced (the ones in between never run). The same for
+// a diff against a slow second source: off the UI thread, a newer request supersedes it, and it can be
+// cancelled.
 #include <dlfcn.h>
 #include <fcntl.h>
 
@@ -19,10 +20,10 @@
 #include <set>
 #include <thread>
 
-#include "gui_fixtures.h"
-#include "gui_test_main.h"
 #include "diff_model.h"
 #include "diff_view.h"
+#include "gui_fixtures.h"
+#include "gui_test_main.h"
 #include "main_window.h"
 #include "repair_dialog.h"
 #include "session.h"

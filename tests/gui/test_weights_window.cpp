@@ -27,7 +27,8 @@ bool openAndWait(MainWindow& w, const std::string& path) {
 }
 
 std::string hf_folder(const test::TempDir& tmp, const std::string& kind) {
-  const auto r = test::run_python(test::script("fixtures/make_hf_folder.py"), {tmp.file("m"), "--break", kind});
+  const auto r =
+      test::run_python(test::script("fixtures/make_hf_folder.py"), {tmp.file("m"), "--break", kind});
   if (r.exit_code != 0) throw std::runtime_error(r.err);
   return tmp.file("m");
 }

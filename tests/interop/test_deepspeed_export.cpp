@@ -15,7 +15,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string fixture_dir(const std::string& name) { return test::deepspeed_fixture(name) + "/checkpoint"; }
+std::string fixture_dir(const std::string& name) {
+  return test::deepspeed_fixture(name) + "/checkpoint";
+}
 
 test::RunResult compare(const std::string& actual, const std::string& expected) {
   return test::run_python(test::script("fixtures/compare_state_dicts.py"), {actual, expected});
@@ -53,7 +55,8 @@ class TestDeepspeedExport : public QObject {
  private slots:
   void fixtures_data() {
     QTest::addColumn<QString>("name");
-    for (const auto& n : test::deepspeed_fixture_names()) QTest::newRow(n.c_str()) << QString::fromStdString(n);
+    for (const auto& n : test::deepspeed_fixture_names())
+      QTest::newRow(n.c_str()) << QString::fromStdString(n);
   }
 
   void inspectJson_data() { fixtures_data(); }
@@ -129,7 +132,8 @@ class TestDeepspeedExport : public QObject {
     CKPTDOC_EXPECT_EXIT(r, 0);
     // And against the sha256 recorded when zero_to_fp32.py ran, read back with our own readers.
     const auto tensors =
-        test::read_json_file(test::deepspeed_fixture(n) + "/checkpoint.zero_to_fp32.tensors.json")["tensors"].toArray();
+        test::read_json_file(test::deepspeed_fixture(n) + "/checkpoint.zero_to_fp32.tensors.json")["tensors"]
+            .toArray();
     const auto got = output_hashes(out);
     QCOMPARE(got.size(), static_cast<size_t>(tensors.size()));
     for (const auto& t : tensors) {
@@ -145,7 +149,8 @@ class TestDeepspeedExport : public QObject {
     const std::string ck = fixture_dir("bf16opt_zero1_ws2");
     auto r = test::run_cli({"export", ck, "-o", tmp.file("out.safetensors")});
     CKPTDOC_EXPECT_EXIT(r, 0);
-    r = test::run_python(test::script("bench/export_reference.py"), {ck + "/global_step5", tmp.file("ref.bin")});
+    r = test::run_python(test::script("bench/export_reference.py"),
+                         {ck + "/global_step5", tmp.file("ref.bin")});
     CKPTDOC_EXPECT_EXIT(r, 0);
     r = compare(tmp.file("out.safetensors"), tmp.file("ref.bin"));
     CKPTDOC_EXPECT_EXIT(r, 0);
@@ -154,14 +159,20 @@ class TestDeepspeedExport : public QObject {
   void exportGenerated_data() {
     QTest::addColumn<QStringList>("args");
     QTest::newRow("zero1-fp16-dp1") << QStringList{"--stage", "1", "--dp", "1"};
-    QTest::newRow("zero1-bf16-dp5-frozen") << QStringList{"--stage", "1", "--dtype", "bf16", "--dp", "5", "--frozen"};
-    QTest::newRow("zero2-fp16-dp3-frozen-shared") << QStringList{"--stage", "2", "--dp", "3", "--frozen", "--shared"};
-    QTest::newRow("zero2-bf16-dp8-tiny") << QStringList{"--stage", "2", "--dtype", "bf16", "--dp", "8", "--layers", "7,5,3"};
-    QTest::newRow("zero2-fp16-dp4-v0.16.5") << QStringList{"--stage", "2", "--dp", "4", "--ds-version", "0.16.5", "--layers", "9,7,3"};
-    QTest::newRow("zero2-fp16-dp6-v0.6.0") << QStringList{"--stage", "2", "--dp", "6", "--ds-version", "0.6.0"};
+    QTest::newRow("zero1-bf16-dp5-frozen")
+        << QStringList{"--stage", "1", "--dtype", "bf16", "--dp", "5", "--frozen"};
+    QTest::newRow("zero2-fp16-dp3-frozen-shared")
+        << QStringList{"--stage", "2", "--dp", "3", "--frozen", "--shared"};
+    QTest::newRow("zero2-bf16-dp8-tiny")
+        << QStringList{"--stage", "2", "--dtype", "bf16", "--dp", "8", "--layers", "7,5,3"};
+    QTest::newRow("zero2-fp16-dp4-v0.16.5")
+        << QStringList{"--stage", "2", "--dp", "4", "--ds-version", "0.16.5", "--layers", "9,7,3"};
+    QTest::newRow("zero2-fp16-dp6-v0.6.0")
+        << QStringList{"--stage", "2", "--dp", "6", "--ds-version", "0.6.0"};
     QTest::newRow("zero3-fp16-dp4-subgroups-frozen-shared")
         << QStringList{"--stage", "3", "--dp", "4", "--frozen", "--shared", "--sub-group-size", "20000"};
-    QTest::newRow("zero3-bf16-dp7-tiny") << QStringList{"--stage", "3", "--dtype", "bf16", "--dp", "7", "--layers", "5,3,2"};
+    QTest::newRow("zero3-bf16-dp7-tiny")
+        << QStringList{"--stage", "3", "--dtype", "bf16", "--dp", "7", "--layers", "5,3,2"};
     QTest::newRow("bf16opt-dp3") << QStringList{"--bf16-optimizer", "--dp", "3"};
   }
   void exportGenerated() {
@@ -187,7 +198,9 @@ class TestDeepspeedExport : public QObject {
   void exportDtypeMatchesTorchRounding() {
     test::TempDir tmp;
     const std::string ck = tmp.file("ck");
-    CKPTDOC_EXPECT_EXIT(test::run_cli({"synth", ck, "--stage", "2", "--dtype", "bf16", "--dp", "3", "--params", "400000"}), 0);
+    CKPTDOC_EXPECT_EXIT(
+        test::run_cli({"synth", ck, "--stage", "2", "--dtype", "bf16", "--dp", "3", "--params", "400000"}),
+        0);
     CKPTDOC_EXPECT_EXIT(test::run_cli({"export", ck, "-o", tmp.file("fp32.pt")}), 0);
     for (const char* dtype : {"bfloat16", "float16"}) {
       const std::string out = tmp.file(std::string(dtype) + ".safetensors");
@@ -209,7 +222,8 @@ class TestDeepspeedExport : public QObject {
     // --dtype converts every tensor.
     r = test::run_cli({"export", tmp.file("ck"), "-o", tmp.file("bf.safetensors"), "--dtype", "bfloat16"});
     CKPTDOC_EXPECT_EXIT(r, 0);
-    for (const auto& e : SafetensorsFile::open(tmp.file("bf.safetensors")).entries) QCOMPARE(e.tensor.dtype, DType::BF16);
+    for (const auto& e : SafetensorsFile::open(tmp.file("bf.safetensors")).entries)
+      QCOMPARE(e.tensor.dtype, DType::BF16);
     // --exclude-frozen drops fc1.bias.
     r = test::run_cli({"export", tmp.file("ck"), "-o", tmp.file("nf.safetensors"), "--exclude-frozen"});
     CKPTDOC_EXPECT_EXIT(r, 0);
@@ -245,8 +259,9 @@ class TestDeepspeedExport : public QObject {
     }
     CKPTDOC_EXPECT_EXIT(r, 0);
     // Every tensor, read back by h5py, equals DeepSpeed's own zero_to_fp32.py output bit for bit.
-    const auto c = test::run_python(test::script("fixtures/compare_hdf5_export.py"),
-                                    {tmp.file("w.h5"), test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint.zero_to_fp32.bin"});
+    const auto c = test::run_python(
+        test::script("fixtures/compare_hdf5_export.py"),
+        {tmp.file("w.h5"), test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint.zero_to_fp32.bin"});
     CKPTDOC_EXPECT_EXIT(c, 0);
     QVERIFY2(c.out.rfind("OK ", 0) == 0, c.out.c_str());
   }
@@ -305,7 +320,8 @@ class TestDeepspeedExport : public QObject {
 
   void zero3LpExportIsRefused() {
     test::TempDir tmp;
-    const auto r = test::run_cli({"export", fixture_dir("zero3_fp16_ws2"), "-o", tmp.file("x.safetensors"), "--source", "lp"});
+    const auto r = test::run_cli(
+        {"export", fixture_dir("zero3_fp16_ws2"), "-o", tmp.file("x.safetensors"), "--source", "lp"});
     CKPTDOC_EXPECT_EXIT(r, 2);
     QVERIFY2(r.err.find("placeholders") != std::string::npos, r.err.c_str());
   }

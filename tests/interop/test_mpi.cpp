@@ -3,11 +3,10 @@
 #include <QtTest>
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <tuple>
-#include <nlohmann/json.hpp>
-
 
 #include "test_support.h"
 
@@ -31,10 +30,13 @@ class TestMpi : public QObject {
     std::sort(out.begin(), out.end());
     return out;
   }
-  static bool same_bytes(const std::string& a, const std::string& b) { return test::read_text(a) == test::read_text(b); }
+  static bool same_bytes(const std::string& a, const std::string& b) {
+    return test::read_text(a) == test::read_text(b);
+  }
 
   static std::vector<std::string> repartition_args(const std::string& in, const std::string& out, int n) {
-    return {test::cli(), "repair", in, "--repartition", "--world-size", std::to_string(n), "-o", out, "--device", "cpu"};
+    return {test::cli(),       "repair", in,  "--repartition", "--world-size",
+            std::to_string(n), "-o",     out, "--device",      "cpu"};
   }
 
  private slots:
@@ -50,8 +52,8 @@ class TestMpi : public QObject {
   static void expect_same_report(const std::string& ckpt, int np, int exit_code) {
     const auto single = test::run_cli({"diagnose", "--json", "--device", "cpu", ckpt});
     CKPTDOC_EXPECT_EXIT(single, exit_code);
-    const auto multi = test::run(mpirun(), {"-np", std::to_string(np), test::cli(), "diagnose", "--json", "--device",
-                                            "cpu", ckpt});
+    const auto multi = test::run(
+        mpirun(), {"-np", std::to_string(np), test::cli(), "diagnose", "--json", "--device", "cpu", ckpt});
     CKPTDOC_EXPECT_EXIT(multi, exit_code);
     const json a = json::parse(single.out), b = json::parse(multi.out);
     QVERIFY2(b["backend"].get<std::string>().find(std::to_string(np) + " MPI processes, merged by MPI") !=
@@ -69,9 +71,10 @@ class TestMpi : public QObject {
           QVERIFY(y[k].is_null());
           continue;
         }
-        for (const char* f : {"count", "exact_fraction", "max_abs", "nan", "zeros", "min", "max", "ulp_histogram",
-                              "log10_abs_histogram"})
-          if (x[k].contains(f)) QVERIFY2(x[k][f] == y[k][f], (x["name"].get<std::string>() + " " + k + "." + f).c_str());
+        for (const char* f : {"count", "exact_fraction", "max_abs", "nan", "zeros", "min", "max",
+                              "ulp_histogram", "log10_abs_histogram"})
+          if (x[k].contains(f))
+            QVERIFY2(x[k][f] == y[k][f], (x["name"].get<std::string>() + " " + k + "." + f).c_str());
       }
       QCOMPARE(x["per_rank"], y["per_rank"]);
     }
@@ -88,8 +91,8 @@ class TestMpi : public QObject {
     test::TempDir dir;
     for (const char* breakage : {"nan_in_exp_avg_sq", "stale_fp32"}) {
       const std::string ckpt = dir.file(breakage);
-      CKPTDOC_EXPECT_EXIT(test::run_cli({"synth", ckpt, "--stage", "1", "--dtype", "fp16", "--dp", "5", "--params",
-                                         "200000", "--break", breakage}),
+      CKPTDOC_EXPECT_EXIT(test::run_cli({"synth", ckpt, "--stage", "1", "--dtype", "fp16", "--dp", "5",
+                                         "--params", "200000", "--break", breakage}),
                           0);
       expect_same_report(ckpt, 3, 1);
     }
@@ -100,12 +103,13 @@ class TestMpi : public QObject {
   void checksumFindingsCrossProcesses() {
     test::TempDir dir;
     const std::string ckpt = dir.file("ckpt");
-    CKPTDOC_EXPECT_EXIT(test::run_cli({"synth", ckpt, "--stage", "2", "--dtype", "bf16", "--dp", "4", "--params",
-                                       "200000"}),
-                        0);
+    CKPTDOC_EXPECT_EXIT(
+        test::run_cli({"synth", ckpt, "--stage", "2", "--dtype", "bf16", "--dp", "4", "--params", "200000"}),
+        0);
     std::string victim;
     for (const auto& e : std::filesystem::recursive_directory_iterator(ckpt))
-      if (e.path().filename().string().find("zero_pp_rank_3_") != std::string::npos) victim = e.path().string();
+      if (e.path().filename().string().find("zero_pp_rank_3_") != std::string::npos)
+        victim = e.path().string();
     QVERIFY(!victim.empty());
     test::flip_bits_in_first_data_record(victim, 17, 0x10);
     const auto single = test::run_cli({"diagnose", "--json", "--device", "cpu", "--verify-checksums", ckpt});
@@ -127,8 +131,8 @@ class TestMpi : public QObject {
       const char* fixture;
       int np, world;
     };
-    for (const Case c : {Case{"zero2_fp16_ws2", 2, 3}, Case{"zero3_fp16_ws2", 3, 4}, Case{"zero2_bf16_ws2", 2, 1},
-                         Case{"bf16opt_zero1_ws2", 3, 5}}) {
+    for (const Case c : {Case{"zero2_fp16_ws2", 2, 3}, Case{"zero3_fp16_ws2", 3, 4},
+                         Case{"zero2_bf16_ws2", 2, 1}, Case{"bf16opt_zero1_ws2", 3, 5}}) {
       test::TempDir dir;
       const std::string in = test::deepspeed_fixture(c.fixture) + "/checkpoint";
       const std::string one = dir.file("one"), many = dir.file("many");
@@ -138,11 +142,14 @@ class TestMpi : public QObject {
       for (const auto& a : repartition_args(in, many, c.world)) args.push_back(a);
       const auto r = test::run(mpirun(), args);
       CKPTDOC_EXPECT_EXIT(r, 0);
-      QVERIFY2(r.out.find(std::to_string(c.np) + " processes, slices exchanged over MPI") != std::string::npos, r.out.c_str());
+      QVERIFY2(
+          r.out.find(std::to_string(c.np) + " processes, slices exchanged over MPI") != std::string::npos,
+          r.out.c_str());
       QVERIFY2(r.out.find("on shared storage") != std::string::npos, r.out.c_str());
       QVERIFY2(r.out.find("Repair verified.") != std::string::npos, r.out.c_str());
       QCOMPARE(tree(many), tree(one));
-      for (const auto& f : tree(one)) QVERIFY2(same_bytes(one + "/" + f, many + "/" + f), (std::string(c.fixture) + " " + f).c_str());
+      for (const auto& f : tree(one))
+        QVERIFY2(same_bytes(one + "/" + f, many + "/" + f), (std::string(c.fixture) + " " + f).c_str());
     }
   }
 
@@ -153,8 +160,8 @@ class TestMpi : public QObject {
     for (const char* stage : {"2", "3"}) {
       test::TempDir dir;
       const std::string whole = dir.file("whole");
-      CKPTDOC_EXPECT_EXIT(test::run_cli({"synth", whole, "--stage", stage, "--dtype", "bf16", "--dp", "4", "--params",
-                                         "300000"}),
+      CKPTDOC_EXPECT_EXIT(test::run_cli({"synth", whole, "--stage", stage, "--dtype", "bf16", "--dp", "4",
+                                         "--params", "300000"}),
                           0);
       const std::string tag = test::read_text(whole + "/latest");
       const std::string a = dir.file("node_a"), b = dir.file("node_b");
@@ -163,7 +170,8 @@ class TestMpi : public QObject {
       // Each node keeps the rank files its processes saved: ranks 0-1 on A, 2-3 on B.
       for (const auto& [node, gone] : {std::pair{a, std::string("[23]")}, std::pair{b, std::string("[01]")}})
         for (const auto& f : tree(node + "/" + tag))
-          if (std::regex_search(f, std::regex("zero_pp_rank_" + gone + "_"))) std::filesystem::remove(node + "/" + tag + "/" + f);
+          if (std::regex_search(f, std::regex("zero_pp_rank_" + gone + "_")))
+            std::filesystem::remove(node + "/" + tag + "/" + f);
       const std::string one = dir.file("one"), out_a = dir.file("out_a"), out_b = dir.file("out_b");
       auto single = repartition_args(whole, one, 6);
       CKPTDOC_EXPECT_EXIT(test::run(single.front(), {single.begin() + 1, single.end()}), 0);
@@ -182,12 +190,14 @@ class TestMpi : public QObject {
                    r.out.find("  0 error(s), 0 warning(s)", verification) != std::string::npos,
                r.out.substr(verification == std::string::npos ? 0 : verification).c_str());
       for (int p = 0; p < 4; ++p)
-        QVERIFY2(r.out.find("[process " + std::to_string(p) + "] DeepSpeed loader invariants: all hold") != std::string::npos,
+        QVERIFY2(r.out.find("[process " + std::to_string(p) + "] DeepSpeed loader invariants: all hold") !=
+                     std::string::npos,
                  r.out.c_str());
       QVERIFY2(r.out.find("Repair verified.") != std::string::npos, r.out.c_str());
       // New ranks 0-2 are written by processes 0-1 (A), 3-5 by processes 2-3 (B).
       std::set<std::string> seen;
-      for (const auto& [out, mine] : {std::pair{out_a, std::string("[012]")}, std::pair{out_b, std::string("[345]")}}) {
+      for (const auto& [out, mine] :
+           {std::pair{out_a, std::string("[012]")}, std::pair{out_b, std::string("[345]")}}) {
         for (const auto& f : tree(out)) {
           QVERIFY2(same_bytes(one + "/" + f, out + "/" + f), (out + "/" + f).c_str());
           if (f.find("zero_pp_rank_") != std::string::npos)
@@ -219,31 +229,34 @@ class TestMpi : public QObject {
   // not missing). A rank on neither node is reported missing, naming only that rank.
   void diagnoseOnNodeLocalStorage() {
     // ZeRO-3 model files hold no weights to compare masters with: break its moments instead.
-    for (const auto& [stage, breakage, code] : {std::tuple{"2", "stale_fp32", "fp32-master"},
-                                                std::tuple{"3", "nan_in_exp_avg_sq", "nonfinite"}}) {
+    for (const auto& [stage, breakage, code] :
+         {std::tuple{"2", "stale_fp32", "fp32-master"}, std::tuple{"3", "nan_in_exp_avg_sq", "nonfinite"}}) {
       test::TempDir dir;
       const std::string whole = dir.file("whole"), a = dir.file("node_a"), b = dir.file("node_b");
-      CKPTDOC_EXPECT_EXIT(test::run_cli({"synth", whole, "--stage", stage, "--dtype", "fp16", "--dp", "4", "--params",
-                                         "200000", "--break", breakage}),
+      CKPTDOC_EXPECT_EXIT(test::run_cli({"synth", whole, "--stage", stage, "--dtype", "fp16", "--dp", "4",
+                                         "--params", "200000", "--break", breakage}),
                           0);
       split_over_nodes(whole, a, b, "[01]", "[23]");
       const auto single = test::run_cli({"diagnose", "--json", "--device", "cpu", whole});
       CKPTDOC_EXPECT_EXIT(single, 1);
-      const auto multi = test::run(mpirun(), {"-np", "1", test::cli(), "diagnose", "--json", "--device", "cpu", a, ":",
-                                              "-np", "1", test::cli(), "diagnose", "--json", "--device", "cpu", b});
+      const auto multi =
+          test::run(mpirun(), {"-np", "1", test::cli(), "diagnose", "--json", "--device", "cpu", a, ":",
+                               "-np", "1", test::cli(), "diagnose", "--json", "--device", "cpu", b});
       CKPTDOC_EXPECT_EXIT(multi, 1);
       const json x = json::parse(single.out), y = json::parse(multi.out);
       QCOMPARE(y["findings"], x["findings"]);
       QVERIFY2(multi.out.find(code) != std::string::npos, multi.out.c_str());
       QCOMPARE(y["bytes_scanned"], x["bytes_scanned"]);
       QCOMPARE(y["params"].size(), x["params"].size());
-      for (size_t i = 0; i < x["params"].size(); ++i) QCOMPARE(y["params"][i]["per_rank"], x["params"][i]["per_rank"]);
+      for (size_t i = 0; i < x["params"].size(); ++i)
+        QCOMPARE(y["params"][i]["per_rank"], x["params"][i]["per_rank"]);
 
       // Rank 3 on neither node (B keeps only rank 2): missing, and only it.
       const std::string c = dir.file("node_c"), d = dir.file("node_d");
       split_over_nodes(whole, c, d, "[01]", "[2]");
-      const auto gap = test::run(mpirun(), {"-np", "1", test::cli(), "diagnose", "--json", "--device", "cpu", c, ":",
-                                            "-np", "1", test::cli(), "diagnose", "--json", "--device", "cpu", d});
+      const auto gap =
+          test::run(mpirun(), {"-np", "1", test::cli(), "diagnose", "--json", "--device", "cpu", c, ":",
+                               "-np", "1", test::cli(), "diagnose", "--json", "--device", "cpu", d});
       CKPTDOC_EXPECT_EXIT(gap, 1);
       bool named = false;
       const json gap_report = json::parse(gap.out);
@@ -271,12 +284,21 @@ class TestMpi : public QObject {
     QVERIFY2(r.err.find("old dp rank 1 is on no process") != std::string::npos, r.err.c_str());
     QCOMPARE(test::files_in(dir.path()), std::vector<std::string>{"node_a"});
     // Other repairs are not split over processes: a clear refusal, not two processes racing on one output.
-    args = {"-np", "2", test::cli(), "repair", test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint",
-            "--refresh-fp32", "-o", dir.file("out"), "--device", "cpu"};
+    args = {"-np",
+            "2",
+            test::cli(),
+            "repair",
+            test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint",
+            "--refresh-fp32",
+            "-o",
+            dir.file("out"),
+            "--device",
+            "cpu"};
     const auto refused = test::run(mpirun(), args);
     CKPTDOC_EXPECT_EXIT(refused, 2);
-    QVERIFY2(refused.err.find("only --repartition --world-size runs across MPI processes") != std::string::npos,
-             refused.err.c_str());
+    QVERIFY2(
+        refused.err.find("only --repartition --world-size runs across MPI processes") != std::string::npos,
+        refused.err.c_str());
     QCOMPARE(test::files_in(dir.path()), std::vector<std::string>{"node_a"});
   }
 };

@@ -26,8 +26,9 @@ struct Outcome {
 // Runs repair and, as soon as `out/latest` exists, stops it and breaks the output's `latest`.
 Outcome repair_with_broken_latest(const std::string& ck, const std::string& out, bool json) {
   QProcess p;
-  QStringList args{"repair", QString::fromStdString(ck), "-o", QString::fromStdString(out), "--refresh-fp32",
-                   "--device", "cpu"};
+  QStringList args{
+      "repair", QString::fromStdString(ck), "-o", QString::fromStdString(out), "--refresh-fp32", "--device",
+      "cpu"};
   if (json) args << "--json";
   p.start(QString::fromStdString(test::cli()), args);
   Outcome o;
@@ -59,8 +60,8 @@ class TestRepairCliStates : public QObject {
   void unfinishedVerificationIsExit1AndKeepsTheOutput() {
     test::TempDir dir;
     const std::string ck = dir.file("ck");
-    CKPTDOC_EXPECT_EXIT(test::run_cli({"synth", ck, "--stage", "2", "--dp", "2", "--params", "3000000", "--break",
-                                       "stale_fp32"}),
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"synth", ck, "--stage", "2", "--dp", "2", "--params", "3000000",
+                                       "--break", "stale_fp32"}),
                         0);
     int caught = 0;
     for (int attempt = 0; attempt < 6 && caught < 2; ++attempt) {
@@ -88,13 +89,14 @@ class TestRepairCliStates : public QObject {
     QVERIFY2(caught > 0, "the stop never landed between the rename and the verification");
   }
 
-  // --force replaces a folder that holds a DeepSpeed checkpoint (an earlier repair's output), recognised by its
-  // content, and nothing else: a folder with anything else in it is refused with exit 2, naming what is there,
-  // and left as it was (it used to be deleted whole).
+  // --force replaces a folder that holds a DeepSpeed checkpoint (an earlier repair's output), recognised by
+  // its content, and nothing else: a folder with anything else in it is refused with exit 2, naming what is
+  // there, and left as it was (it used to be deleted whole).
   void forceReplacesOnlyACheckpoint() {
     test::TempDir dir;
     const std::string ck = dir.file("ck");
-    CKPTDOC_EXPECT_EXIT(test::run_cli({"synth", ck, "--stage", "2", "--dp", "2", "--break", "stale_fp32"}), 0);
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"synth", ck, "--stage", "2", "--dp", "2", "--break", "stale_fp32"}),
+                        0);
     const std::string out = dir.file("out");
     auto repair = [&](const std::string& o) {
       return test::run_cli({"repair", ck, "-o", o, "--refresh-fp32", "--device", "cpu", "--force"});
@@ -110,13 +112,15 @@ class TestRepairCliStates : public QObject {
     QCOMPARE(test::read_text(out + "/notes.txt"), std::string("my notes"));
     QVERIFY(fs::exists(out + "/global_step10/mp_rank_00_model_states.pt"));
 
-    // A folder that holds no checkpoint at all (a renamed rank file would count: content, not names, decides).
+    // A folder that holds no checkpoint at all (a renamed rank file would count: content, not names,
+    // decides).
     const std::string data = dir.file("data");
     fs::create_directories(data + "/images");
     test::write_text(data + "/images/cat.png", "not a checkpoint");
     r = repair(data);
     CKPTDOC_EXPECT_EXIT(r, 2);
-    QVERIFY2(r.err.find("'images' (a folder without DeepSpeed rank files)") != std::string::npos, r.err.c_str());
+    QVERIFY2(r.err.find("'images' (a folder without DeepSpeed rank files)") != std::string::npos,
+             r.err.c_str());
     QVERIFY(fs::exists(data + "/images/cat.png"));
     test::write_text(data + "/model.bin", "weights of something else");
     fs::remove_all(data + "/images");

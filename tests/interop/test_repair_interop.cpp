@@ -13,7 +13,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kFixtures[] = {"zero1_fp16_ws2", "zero2_fp16_ws2", "zero2_bf16_ws2", "zero3_fp16_ws2", "bf16opt_zero1_ws2"};
+const char* kFixtures[] = {"zero1_fp16_ws2", "zero2_fp16_ws2", "zero2_bf16_ws2", "zero3_fp16_ws2",
+                           "bf16opt_zero1_ws2"};
 
 test::RunResult check(const std::vector<std::string>& args) {
   return test::run_python(test::script("fixtures/ds_check.py"), args);
@@ -107,8 +108,7 @@ class TestRepairInterop : public QObject {
     const auto in = copy_fixture(dir, name), mid = dir.file("dp3"), back = dir.file("dp2");
     CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", in, "-o", mid, "--repartition", "--world-size", "3"}), 0);
     CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", mid, "-o", back, "--repartition", "--world-size", "2"}), 0);
-    std::vector<std::string> args{"load", mid, "+", "consolidated", in, mid, "+",
-                                  "consolidated", in, back};
+    std::vector<std::string> args{"load", mid, "+", "consolidated", in, mid, "+", "consolidated", in, back};
     if (name != "zero3_fp16_ws2") args.insert(args.end(), {"+", "compare", in, back, "same"});
     CKPTDOC_EXPECT_EXIT(check(args), 0);
   }
@@ -116,18 +116,22 @@ class TestRepairInterop : public QObject {
   void synthesizedStagesThroughTheCli_data() {
     QTest::addColumn<QString>("stage");
     QTest::addColumn<QString>("dtype");
-    QTest::newRow("zero1-fp16") << "1" << "fp16";
-    QTest::newRow("zero2-bf16") << "2" << "bf16";
-    QTest::newRow("zero3-fp16") << "3" << "fp16";
-    QTest::newRow("zero3-bf16") << "3" << "bf16";
+    QTest::newRow("zero1-fp16") << "1"
+                                << "fp16";
+    QTest::newRow("zero2-bf16") << "2"
+                                << "bf16";
+    QTest::newRow("zero3-fp16") << "3"
+                                << "fp16";
+    QTest::newRow("zero3-bf16") << "3"
+                                << "bf16";
   }
   void synthesizedStagesThroughTheCli() {
     QFETCH(QString, stage);
     QFETCH(QString, dtype);
     test::TempDir dir;
     const auto in = dir.file("in"), out = dir.file("out");
-    CKPTDOC_EXPECT_EXIT(test::run_cli({"synth", in, "--stage", stage.toStdString(), "--dtype", dtype.toStdString(),
-                                       "--dp", "3", "--layers", "1", "--hidden", "12"}),
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"synth", in, "--stage", stage.toStdString(), "--dtype",
+                                       dtype.toStdString(), "--dp", "3", "--layers", "1", "--hidden", "12"}),
                         0);
     CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", in, "-o", out, "--repartition", "--world-size", "4"}), 0);
     CKPTDOC_EXPECT_EXIT(check({"load", in, "+", "loader", in, "+", "load", out, "+", "loader", out, "+",
@@ -142,8 +146,9 @@ class TestRepairInterop : public QObject {
     CKPTDOC_EXPECT_EXIT(r, 0);
     QVERIFY(r.out.find("Repair plan") != std::string::npos);
     QVERIFY(!fs::exists(out));
-    CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", in, "-o", out}), 2);                       // no action
-    CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", in, "-o", in + "/x", "--reset-optimizer"}), 2);  // inside input
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", in, "-o", out}), 2);  // no action
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", in, "-o", in + "/x", "--reset-optimizer"}),
+                        2);  // inside input
     CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", dir.file("nothing"), "-o", out, "--reset-optimizer"}), 2);
     CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", in, "-o", out, "--repartition"}), 2);
     r = test::run_cli({"repair", in, "-o", out, "--reset-optimizer", "--json"});

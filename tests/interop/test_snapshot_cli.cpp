@@ -1,7 +1,7 @@
-// The CLI on live-engine snapshots (built by tests/fixtures/make_snapshot.py from the committed real DeepSpeed
-// checkpoints): `watch` reports a snapshot once its manifest is there and never before (a writer that writes
-// slowly and waits on a gate), survives snapshots going away, stops with --fail-on; `diagnose --json` carries
-// the live numbers; `convert` writes a checkpoint torch reads.
+// The CLI on live-engine snapshots (built by tests/fixtures/make_snapshot.py from the committed real
+// DeepSpeed checkpoints): `watch` reports a snapshot once its manifest is there and never before (a writer
+// that writes slowly and waits on a gate), survives snapshots going away, stops with --fail-on; `diagnose
+// --json` carries the live numbers; `convert` writes a checkpoint torch reads.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QProcess>
@@ -16,7 +16,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string tag_dir(const std::string& fixture) { return test::deepspeed_fixture(fixture) + "/checkpoint/global_step5"; }
+std::string tag_dir(const std::string& fixture) {
+  return test::deepspeed_fixture(fixture) + "/checkpoint/global_step5";
+}
 
 void make_snapshot(const std::string& fixture, const std::string& out, std::vector<std::string> args = {}) {
   args.insert(args.begin(), {tag_dir(fixture), out});
@@ -51,14 +53,15 @@ class TestSnapshotCli : public QObject {
   Q_OBJECT
 
  private slots:
-  // The writer writes both rank files slowly, then waits for a gate before the manifest. watch must report the
-  // folder as pending (it looked at it) and must not report the snapshot until the manifest is there; then it
-  // reports it complete and healthy.
+  // The writer writes both rank files slowly, then waits for a gate before the manifest. watch must report
+  // the folder as pending (it looked at it) and must not report the snapshot until the manifest is there;
+  // then it reports it complete and healthy.
   void watchNeverReadsAHalfWrittenSnapshot() {
     test::TempDir dir;
     fs::create_directories(dir.file("run"));
     test::WatchProcess watch({"watch", dir.file("run"), "--json", "--once", "--device", "cpu"});
-    Writer writer({tag_dir("zero2_fp16_ws2"), dir.file("run/step5"), "--slow", "2", "--gate", dir.file("gate")});
+    Writer writer(
+        {tag_dir("zero2_fp16_ws2"), dir.file("run/step5"), "--slow", "2", "--gate", dir.file("gate")});
     const QJsonObject pending = watch.next(300000);
     QCOMPARE(pending["event"].toString(), QString("pending"));
     QCOMPARE(pending["tag"].toString(), QString("step5"));
@@ -78,7 +81,8 @@ class TestSnapshotCli : public QObject {
     QVERIFY2(watch.seen().find("unreadable") == std::string::npos, watch.seen().c_str());
   }
 
-  // Snapshots deleted after they were shown (rotation), and one deleted before it could be read, do not stop it.
+  // Snapshots deleted after they were shown (rotation), and one deleted before it could be read, do not stop
+  // it.
   void watchSurvivesDeletedSnapshots() {
     test::TempDir dir, src;
     fs::create_directories(dir.file("run"));
@@ -100,7 +104,8 @@ class TestSnapshotCli : public QObject {
     fs::create_directories(dir.file("run"));
     make_snapshot("zero2_bf16_ws2", dir.file("run/ok"), {"--step", "1"});
     make_snapshot("zero2_bf16_ws2", dir.file("run/bad"), {"--step", "2", "--grads", "nan"});
-    const auto r = test::run_cli({"watch", dir.file("run"), "--json", "--fail-on", "error", "--device", "cpu"});
+    const auto r =
+        test::run_cli({"watch", dir.file("run"), "--json", "--fail-on", "error", "--device", "cpu"});
     CKPTDOC_EXPECT_EXIT(r, 1);
     QVERIFY(r.out.find("\"tag\":\"ok\"") != std::string::npos);
     QVERIFY(r.out.find("\"worst_code\":\"gradient-nonfinite\"") != std::string::npos);
@@ -137,12 +142,14 @@ class TestSnapshotCli : public QObject {
                                        dir.file("dp3"), "--device", "cpu"}),
                         0);
     QVERIFY(fs::exists(dir.file("dp3/s/zero_pp_rank_2_mp_rank_00_optim_states.pt")));
-    CKPTDOC_EXPECT_EXIT(
-        test::run_cli({"repair", dir.file("s"), "--refresh-fp32", "-o", dir.file("fresh"), "--device", "cpu"}), 0);
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", dir.file("s"), "--refresh-fp32", "-o", dir.file("fresh"),
+                                       "--device", "cpu"}),
+                        0);
     CKPTDOC_EXPECT_EXIT(test::run_cli({"diagnose", dir.file("fresh"), "--device", "cpu"}), 0);
   }
 
-  // convert: the output is an ordinary checkpoint; torch reads every file (DeepSpeed loads it in the realds test).
+  // convert: the output is an ordinary checkpoint; torch reads every file (DeepSpeed loads it in the realds
+  // test).
   void convertWritesACheckpointTorchReads() {
     test::TempDir dir;
     make_snapshot("zero3_fp16_ws2", dir.file("s"));
@@ -162,7 +169,8 @@ class TestSnapshotCli : public QObject {
     const auto inspect = test::run_cli({"diagnose", dir.file("ckpt"), "--json", "--device", "cpu"});
     CKPTDOC_EXPECT_EXIT(inspect, 0);
     CKPTDOC_EXPECT_EXIT(test::run_cli({"convert", dir.file("s"), "-o", dir.file("ckpt")}), 2);  // not empty
-    CKPTDOC_EXPECT_EXIT(test::run_cli({"convert", tag_dir("zero3_fp16_ws2"), "-o", dir.file("x")}), 2);  // no snapshot
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"convert", tag_dir("zero3_fp16_ws2"), "-o", dir.file("x")}),
+                        2);  // no snapshot
   }
 };
 

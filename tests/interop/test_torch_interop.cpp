@@ -31,7 +31,8 @@ std::string compare(const Value& v, const json& d, const std::string& where) {
   if (type == "tensor") {
     if (!v.is_tensor()) return fail("expected a tensor, found " + v.type_name());
     const Tensor& t = v.as_tensor();
-    if (dtype_name(t.dtype) != d["dtype"].get<std::string>()) return fail("dtype " + std::string(dtype_name(t.dtype)));
+    if (dtype_name(t.dtype) != d["dtype"].get<std::string>())
+      return fail("dtype " + std::string(dtype_name(t.dtype)));
     if (t.shape != d["shape"].get<std::vector<int64_t>>()) return fail("shape differs");
     if (t.strides != d["stride"].get<std::vector<int64_t>>()) return fail("strides differ");
     if (t.storage_offset != d["offset"].get<int64_t>()) return fail("storage offset differs");
@@ -42,20 +43,33 @@ std::string compare(const Value& v, const json& d, const std::string& where) {
   if (type == "scalar") {
     const json& val = d["value"];
     if (val.is_null()) return v.is_none() ? "" : fail("expected None, found " + v.repr(40));
-    if (val.is_boolean()) return v.is(Value::Kind::Bool) && v.as_bool() == val.get<bool>() ? "" : fail("bool differs");
+    if (val.is_boolean())
+      return v.is(Value::Kind::Bool) && v.as_bool() == val.get<bool>() ? "" : fail("bool differs");
     if (val.is_number_integer())
-      return v.is(Value::Kind::Int) && v.as_int() == val.get<int64_t>() ? "" : fail("int differs: " + v.repr(40));
-    return v.is(Value::Kind::Float) && v.as_float() == val.get<double>() ? "" : fail("float differs: " + v.repr(40));
+      return v.is(Value::Kind::Int) && v.as_int() == val.get<int64_t>() ? ""
+                                                                        : fail("int differs: " + v.repr(40));
+    return v.is(Value::Kind::Float) && v.as_float() == val.get<double>()
+               ? ""
+               : fail("float differs: " + v.repr(40));
   }
-  if (type == "bigint") return v.is(Value::Kind::BigInt) ? "" : fail("expected a big int, found " + v.type_name());
-  if (type == "str") return v.is(Value::Kind::Str) && v.as_str() == d["value"].get<std::string>() ? "" : fail("str differs");
+  if (type == "bigint")
+    return v.is(Value::Kind::BigInt) ? "" : fail("expected a big int, found " + v.type_name());
+  if (type == "str")
+    return v.is(Value::Kind::Str) && v.as_str() == d["value"].get<std::string>() ? "" : fail("str differs");
   if (type == "bytes") {
     if (!v.is(Value::Kind::Bytes)) return fail("expected bytes, found " + v.type_name());
     const auto& s = v.as_str();
-    return hex(std::vector<uint8_t>(s.begin(), s.end())) == d["hex"].get<std::string>() ? "" : fail("bytes differ");
+    return hex(std::vector<uint8_t>(s.begin(), s.end())) == d["hex"].get<std::string>()
+               ? ""
+               : fail("bytes differ");
   }
-  if (type == "size") return v.is(Value::Kind::Size) && v.as_size() == d["value"].get<std::vector<int64_t>>() ? "" : fail("size differs");
-  if (type == "dtype") return v.is(Value::Kind::DType) && v.as_str() == d["value"].get<std::string>() ? "" : fail("dtype differs");
+  if (type == "size")
+    return v.is(Value::Kind::Size) && v.as_size() == d["value"].get<std::vector<int64_t>>()
+               ? ""
+               : fail("size differs");
+  if (type == "dtype")
+    return v.is(Value::Kind::DType) && v.as_str() == d["value"].get<std::string>() ? ""
+                                                                                   : fail("dtype differs");
   if (type == "dict" || type == "odict") {
     if (!v.is_dict()) return fail("expected a dict, found " + v.type_name());
     if (v.as_dict().ordered != (type == "odict")) return fail("OrderedDict-ness differs");
@@ -69,16 +83,21 @@ std::string compare(const Value& v, const json& d, const std::string& where) {
     return "";
   }
   if (type == "list" || type == "tuple") {
-    if (!v.is(type == "list" ? Value::Kind::List : Value::Kind::Tuple)) return fail("expected a " + type + ", found " + v.type_name());
+    if (!v.is(type == "list" ? Value::Kind::List : Value::Kind::Tuple))
+      return fail("expected a " + type + ", found " + v.type_name());
     if (v.items().size() != d["items"].size()) return fail("length differs");
     for (size_t i = 0; i < v.items().size(); ++i)
-      if (auto r = compare(v.items()[i], d["items"][i], where + "[" + std::to_string(i) + "]"); !r.empty()) return r;
+      if (auto r = compare(v.items()[i], d["items"][i], where + "[" + std::to_string(i) + "]"); !r.empty())
+        return r;
     return "";
   }
-  if (type == "set") return v.is(Value::Kind::Set) && v.items().size() == d["items"].size() ? "" : fail("set differs");
+  if (type == "set")
+    return v.is(Value::Kind::Set) && v.items().size() == d["items"].size() ? "" : fail("set differs");
   if (type == "object") {
     if (!v.is(Value::Kind::Object)) return fail("expected an inert object, found " + v.type_name());
-    return v.as_object().qualified() == d["class"].get<std::string>() ? "" : fail("class " + v.as_object().qualified());
+    return v.as_object().qualified() == d["class"].get<std::string>()
+               ? ""
+               : fail("class " + v.as_object().qualified());
   }
   return fail("unknown description type " + type);
 }
@@ -127,7 +146,8 @@ class TestTorchInterop : public QObject {
       if (!e["weights_only"].get<bool>()) continue;
       const TorchFile tf = TorchFile::open(e["file"]);
       for (auto format : {TorchFormat::Zip, TorchFormat::Legacy}) {
-        const std::string out = dir_->file(name + (format == TorchFormat::Zip ? ".ours-zip.pt" : ".ours-legacy.pt"));
+        const std::string out =
+            dir_->file(name + (format == TorchFormat::Zip ? ".ours-zip.pt" : ".ours-legacy.pt"));
         TorchWriteOptions opts;
         opts.format = format;
         write_torch_file(out, tf.root, opts);
@@ -146,21 +166,29 @@ class TestTorchInterop : public QObject {
     write_torch_file(out, tf.root);
     const TorchFile again = TorchFile::open(out);
     QVERIFY(again.root.equals(tf.root));
-    auto r = test::run(test::python(), {"-c",
-        "import sys; sys.path.insert(0, '" + test::source_dir() + "/tests/fixtures');"
-        "import torch, torch_files as t; a=torch.load(sys.argv[1]); b=torch.load(sys.argv[2]);"
-        "assert vars(a['args'])==vars(b['args']), 'Namespace'; assert (a['np_array']==b['np_array']).all();"
-        "assert vars(a['unknown'])==vars(b['unknown']); assert a['enum']==b['enum']; print('ok')",
-        dir_->file("objects.pt"), out});
+    auto r = test::run(
+        test::python(),
+        {"-c",
+         "import sys; sys.path.insert(0, '" + test::source_dir() +
+             "/tests/fixtures');"
+             "import torch, torch_files as t; a=torch.load(sys.argv[1]); b=torch.load(sys.argv[2]);"
+             "assert vars(a['args'])==vars(b['args']), 'Namespace'; assert "
+             "(a['np_array']==b['np_array']).all();"
+             "assert vars(a['unknown'])==vars(b['unknown']); assert a['enum']==b['enum']; print('ok')",
+         dir_->file("objects.pt"), out});
     // torch_files.py defines UnknownThing in __main__ when it wrote the file; alias it for unpickling.
     if (r.exit_code != 0) {
-      r = test::run(test::python(), {"-c",
-          "import sys, __main__; sys.path.insert(0, '" + test::source_dir() + "/tests/fixtures');"
-          "import torch_files as t; __main__.UnknownThing=t.UnknownThing; __main__.Color=t.Color; import torch;"
-          "a=torch.load(sys.argv[1]); b=torch.load(sys.argv[2]);"
-          "assert vars(a['args'])==vars(b['args']); assert (a['np_array']==b['np_array']).all();"
-          "assert vars(a['unknown'])==vars(b['unknown']); assert a['enum']==b['enum']; print('ok')",
-          dir_->file("objects.pt"), out});
+      r = test::run(
+          test::python(),
+          {"-c",
+           "import sys, __main__; sys.path.insert(0, '" + test::source_dir() +
+               "/tests/fixtures');"
+               "import torch_files as t; __main__.UnknownThing=t.UnknownThing; __main__.Color=t.Color; "
+               "import torch;"
+               "a=torch.load(sys.argv[1]); b=torch.load(sys.argv[2]);"
+               "assert vars(a['args'])==vars(b['args']); assert (a['np_array']==b['np_array']).all();"
+               "assert vars(a['unknown'])==vars(b['unknown']); assert a['enum']==b['enum']; print('ok')",
+           dir_->file("objects.pt"), out});
     }
     CKPTDOC_EXPECT_EXIT(r, 0);
   }
@@ -212,11 +240,13 @@ class TestTorchInterop : public QObject {
 
   void storageShorterThanTensorIsRefused() {
     // A record one element short of what the pickle claims (the CVE-2026-24747 pattern).
-    auto r = test::run(test::python(), {"-c",
-        "import torch, zipfile, sys; torch.save({'w': torch.ones(8)}, sys.argv[1]);"
-        "zin = zipfile.ZipFile(sys.argv[1]); zout = zipfile.ZipFile(sys.argv[2], 'w');"
-        "[zout.writestr(i, zin.read(i)[:-4] if i.endswith('data/0') else zin.read(i)) for i in zin.namelist()]; zout.close()",
-        dir_->file("ok.pt"), dir_->file("short.pt")});
+    auto r = test::run(test::python(),
+                       {"-c",
+                        "import torch, zipfile, sys; torch.save({'w': torch.ones(8)}, sys.argv[1]);"
+                        "zin = zipfile.ZipFile(sys.argv[1]); zout = zipfile.ZipFile(sys.argv[2], 'w');"
+                        "[zout.writestr(i, zin.read(i)[:-4] if i.endswith('data/0') else zin.read(i)) for i "
+                        "in zin.namelist()]; zout.close()",
+                        dir_->file("ok.pt"), dir_->file("short.pt")});
     CKPTDOC_EXPECT_EXIT(r, 0);
     try {
       TorchFile::open(dir_->file("short.pt"));

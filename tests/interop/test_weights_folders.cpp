@@ -1,8 +1,8 @@
 // Hugging Face model folders and weights files as inputs, as a user runs ckptdoc on them: folders written by
 // torch 1.13 (.bin shards) or a spec-only safetensors writer (tests/fixtures/make_hf_folder.py), healthy and
-// broken each way a real folder breaks. Every finding must come from the folder broken that way, name the file
-// and the tensors, and nothing else may be reported; inspect, export and re-sharding read the same tensors
-// torch reads.
+// broken each way a real folder breaks. Every finding must come from the folder broken that way, name the
+// file and the tensors, and nothing else may be reported; inspect, export and re-sharding read the same
+// tensors torch reads.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -25,7 +25,9 @@ QJsonObject make_folder(const std::string& out, const std::string& format, const
   return QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
 }
 
-QJsonObject json_of(const test::RunResult& r) { return QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object(); }
+QJsonObject json_of(const test::RunResult& r) {
+  return QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
+}
 
 }  // namespace
 
@@ -41,7 +43,8 @@ class TestWeightsFolders : public QObject {
     QTest::addColumn<int>("exit");
     for (const char* format : {"safetensors", "bin"}) {
       auto row = [&](const char* kind, const char* code, const char* severity, int exit) {
-        QTest::newRow((std::string(format) + " " + kind).c_str()) << format << kind << code << severity << exit;
+        QTest::newRow((std::string(format) + " " + kind).c_str())
+            << format << kind << code << severity << exit;
       };
       row("none", "", "", 0);
       row("missing-shard", "index-shard-missing", "error", 1);
@@ -80,12 +83,15 @@ class TestWeightsFolders : public QObject {
     QCOMPARE(f["severity"].toString(), severity);
     const std::string message = f["message"].toString().toStdString();
     if (!expect["broken_file"].isNull())
-      QVERIFY2(message.find(expect["broken_file"].toString().toStdString()) != std::string::npos, message.c_str());
+      QVERIFY2(message.find(expect["broken_file"].toString().toStdString()) != std::string::npos,
+               message.c_str());
     std::set<std::string> params;
     for (const auto& p : f["params"].toArray()) params.insert(p.toString().toStdString());
     for (const auto& t : expect["broken_tensors"].toArray()) {
-      QVERIFY2(params.count(t.toString().toStdString()), (t.toString().toStdString() + " not in " + r.out).c_str());
-      QVERIFY2(message.find(t.toString().toStdString()) != std::string::npos || params.size() > 5, message.c_str());
+      QVERIFY2(params.count(t.toString().toStdString()),
+               (t.toString().toStdString() + " not in " + r.out).c_str());
+      QVERIFY2(message.find(t.toString().toStdString()) != std::string::npos || params.size() > 5,
+               message.c_str());
     }
     // inspect lists the same problem without reading tensor bytes (value findings need the scan).
     if (code != "nonfinite-values" && code != "all-zero-weights") {
@@ -130,18 +136,22 @@ class TestWeightsFolders : public QObject {
     auto r = test::run_cli({"export", tmp.file("m"), "-o", tmp.file("one.safetensors")});
     CKPTDOC_EXPECT_EXIT(r, 0);
     const std::string compare = test::script("fixtures/compare_state_dicts.py");
-    CKPTDOC_EXPECT_EXIT(test::run_python(compare, {tmp.file("one.safetensors"), tmp.file("m"), "--ignore-order"}), 0);
-    r = test::run_cli({"export", tmp.file("m"), "-o", tmp.file("re"), "--format", "torch", "--max-shard-size", "3KB"});
+    CKPTDOC_EXPECT_EXIT(
+        test::run_python(compare, {tmp.file("one.safetensors"), tmp.file("m"), "--ignore-order"}), 0);
+    r = test::run_cli(
+        {"export", tmp.file("m"), "-o", tmp.file("re"), "--format", "torch", "--max-shard-size", "3KB"});
     CKPTDOC_EXPECT_EXIT(r, 0);
     QVERIFY(fs::exists(tmp.file("re/pytorch_model.bin.index.json")));
     CKPTDOC_EXPECT_EXIT(test::run_python(compare, {tmp.file("re"), tmp.file("m"), "--ignore-order"}), 0);
-    r = test::run_cli({"export", tmp.file("m"), "-o", tmp.file("bf"), "--dtype", "bfloat16", "--max-shard-size", "1GB"});
+    r = test::run_cli(
+        {"export", tmp.file("m"), "-o", tmp.file("bf"), "--dtype", "bfloat16", "--max-shard-size", "1GB"});
     CKPTDOC_EXPECT_EXIT(r, 0);
     // The folder's config comes along (so from_pretrained loads the output), the weights in one file.
     QCOMPARE(test::files_in(tmp.file("bf")), (std::vector<std::string>{"config.json", "model.safetensors"}));
     QCOMPARE(test::read_text(tmp.file("bf/config.json")), test::read_text(tmp.file("m/config.json")));
-    CKPTDOC_EXPECT_EXIT(
-        test::run_python(compare, {tmp.file("bf/model.safetensors"), tmp.file("m"), "--ignore-order", "--cast", "bfloat16"}), 0);
+    CKPTDOC_EXPECT_EXIT(test::run_python(compare, {tmp.file("bf/model.safetensors"), tmp.file("m"),
+                                                   "--ignore-order", "--cast", "bfloat16"}),
+                        0);
   }
 
   // One weights file on its own is a source too: inspect, diagnose and export it.
@@ -160,7 +170,8 @@ class TestWeightsFolders : public QObject {
     QCOMPARE(json_of(r)["tensors"].toArray().size(), 8);
     r = test::run_cli({"export", shard, "-o", tmp.file("x.bin")});
     CKPTDOC_EXPECT_EXIT(r, 0);
-    CKPTDOC_EXPECT_EXIT(test::run_python(test::script("fixtures/compare_state_dicts.py"), {tmp.file("x.bin"), shard}), 0);
+    CKPTDOC_EXPECT_EXIT(
+        test::run_python(test::script("fixtures/compare_state_dicts.py"), {tmp.file("x.bin"), shard}), 0);
   }
 
   void notAWeightsFile() {
@@ -168,7 +179,8 @@ class TestWeightsFolders : public QObject {
     test::write_text(tmp.file("notes.bin"), "hello, not weights");
     const auto r = test::run_cli({"inspect", tmp.file("notes.bin")});
     CKPTDOC_EXPECT_EXIT(r, 2);
-    QVERIFY2(r.err.find("notes.bin") != std::string::npos && r.err.find("neither") != std::string::npos, r.err.c_str());
+    QVERIFY2(r.err.find("notes.bin") != std::string::npos && r.err.find("neither") != std::string::npos,
+             r.err.c_str());
     fs::create_directories(tmp.file("empty"));
     CKPTDOC_EXPECT_EXIT(test::run_cli({"inspect", tmp.file("empty")}), 2);
   }

@@ -1,7 +1,8 @@
-// The real checkpoints committed under tests/fixtures/deepspeed are what DeepSpeed writes: the harness rewrites
-// each one bit for bit (ZeRO-3: but the padding of its fp32 partitions, which DeepSpeed leaves uninitialised; there
-// DeepSpeed itself must load the committed files with the masters and moments it consolidates from the rewritten
-// ones), and DeepSpeed's zero_to_fp32.py gives the committed consolidated weights.
+// The real checkpoints committed under tests/fixtures/deepspeed are what DeepSpeed writes: the harness
+// rewrites each one bit for bit (ZeRO-3: but the padding of its fp32 partitions, which DeepSpeed leaves
+// uninitialised; there DeepSpeed itself must load the committed files with the masters and moments it
+// consolidates from the rewritten ones), and DeepSpeed's zero_to_fp32.py gives the committed consolidated
+// weights.
 #include <QtTest>
 #include <filesystem>
 
@@ -17,7 +18,8 @@ class TestRealdsFixtures : public QObject {
  private slots:
   void committedFixturesAreWhatDeepSpeedWrites_data() {
     QTest::addColumn<QString>("name");
-    for (const char* n : {"zero1_fp16_ws2", "zero2_fp16_ws2", "zero2_bf16_ws2", "zero3_fp16_ws2", "bf16opt_zero1_ws2"})
+    for (const char* n :
+         {"zero1_fp16_ws2", "zero2_fp16_ws2", "zero2_bf16_ws2", "zero3_fp16_ws2", "bf16opt_zero1_ws2"})
       QTest::newRow(n) << QString(n);
   }
   void committedFixturesAreWhatDeepSpeedWrites() {
@@ -31,18 +33,20 @@ class TestRealdsFixtures : public QObject {
     int differing = 0;
     for (const auto& f : written) {
       if (test::read_text(committed + "/" + f) == test::read_text(e.tag_dir() + "/" + f)) continue;
-      QVERIFY2(e.stage == 3 && f.find("optim_states") != std::string::npos, (n + "/" + f + " differs").c_str());
+      QVERIFY2(e.stage == 3 && f.find("optim_states") != std::string::npos,
+               (n + "/" + f + " differs").c_str());
       ++differing;
     }
     if (differing > 0) {
       const auto c = realds::load(test::deepspeed_fixture(n) + "/checkpoint", n,
-                                  {"--strict", "--expect-fp32", realds::reference(n, "fp32"), "--expect-moments",
-                                   realds::reference(n, "moments")});
+                                  {"--strict", "--expect-fp32", realds::reference(n, "fp32"),
+                                   "--expect-moments", realds::reference(n, "moments")});
       REALDS_EXPECT_STRICT(c);
     }
     const std::string bin = test::deepspeed_fixture(n) + "/checkpoint.zero_to_fp32.bin";
     if (!fs::exists(bin)) {
-      QCOMPARE(n, std::string("bf16opt_zero1_ws2"));  // v0.12.6's zero_to_fp32.py rejects BF16_Optimizer files
+      QCOMPARE(n,
+               std::string("bf16opt_zero1_ws2"));  // v0.12.6's zero_to_fp32.py rejects BF16_Optimizer files
       return;
     }
     CKPTDOC_EXPECT_EXIT(test::run_python(test::script("fixtures/compare_state_dicts.py"),

@@ -15,7 +15,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string edited_copy(const realds::Entry& e, const test::TempDir& dir, const std::vector<std::string>& action) {
+std::string edited_copy(const realds::Entry& e, const test::TempDir& dir,
+                        const std::vector<std::string>& action) {
   const std::string ckpt = realds::copy_of(e, dir);
   std::vector<std::string> args{test::source_dir() + "/tests/realds/hostile_edit.py", ckpt};
   args.insert(args.end(), action.begin(), action.end());
@@ -28,7 +29,8 @@ std::string edited_copy(const realds::Entry& e, const test::TempDir& dir, const 
 std::vector<QJsonObject> problems(const std::string& ckpt, const QString& code) {
   const auto r = test::run_cli({"inspect", ckpt, "--json"});
   std::vector<QJsonObject> out;
-  for (const auto& p : QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object()["problems"].toArray())
+  for (const auto& p :
+       QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object()["problems"].toArray())
     if (p.toObject()["code"].toString() == code) out.push_back(p.toObject());
   return out;
 }
@@ -44,9 +46,12 @@ class TestRealdsNoZeros : public QObject {
     QTest::addColumn<int>("rank");
     QTest::addColumn<QString>("key");
     QTest::addColumn<QString>("file");
-    QTest::newRow("ZeRO-2") << "z2_fp16_dp2" << 1 << "exp_avg_sq" << "zero_pp_rank_1_mp_rank_00_optim_states.pt";
-    QTest::newRow("ZeRO-3") << "z3_fp16_dp2" << 0 << "exp_avg" << "zero_pp_rank_0_mp_rank_00_optim_states.pt";
-    QTest::newRow("BF16_Optimizer") << "bf16opt_s1_dp2" << 1 << "exp_avg" << "bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt";
+    QTest::newRow("ZeRO-2") << "z2_fp16_dp2" << 1 << "exp_avg_sq"
+                            << "zero_pp_rank_1_mp_rank_00_optim_states.pt";
+    QTest::newRow("ZeRO-3") << "z3_fp16_dp2" << 0 << "exp_avg"
+                            << "zero_pp_rank_0_mp_rank_00_optim_states.pt";
+    QTest::newRow("BF16_Optimizer") << "bf16opt_s1_dp2" << 1 << "exp_avg"
+                                    << "bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt";
   }
   void lostMomentIsNamed() {
     REALDS_REQUIRE();
@@ -69,15 +74,17 @@ class TestRealdsNoZeros : public QObject {
     CKPTDOC_EXPECT_EXIT(r, 1);
     QVERIFY2(r.out.find("optimizer-state-incomplete") != std::string::npos, r.out.c_str());
     // A repair that would carry the moments refuses, naming the file and the key; nothing is written.
-    r = test::run_cli({"repair", ckpt, "-o", dir.file("out"), "--repartition", "--world-size", "3", "--device", "cpu"});
+    r = test::run_cli(
+        {"repair", ckpt, "-o", dir.file("out"), "--repartition", "--world-size", "3", "--device", "cpu"});
     CKPTDOC_EXPECT_EXIT(r, 2);
-    QVERIFY2(r.err.find(file.toStdString()) != std::string::npos && r.err.find(key.toStdString()) != std::string::npos,
+    QVERIFY2(r.err.find(file.toStdString()) != std::string::npos &&
+                 r.err.find(key.toStdString()) != std::string::npos,
              r.err.c_str());
     QVERIFY(!fs::exists(dir.file("out")));
   }
 
-  // A 1-element tensor where rank 1's exp_avg partition belongs (ZeRO-3 partitions can be that small, so size 1
-  // is not skipped as if it were a scalar step).
+  // A 1-element tensor where rank 1's exp_avg partition belongs (ZeRO-3 partitions can be that small, so size
+  // 1 is not skipped as if it were a scalar step).
   void oneElementMomentIsChecked() {
     REALDS_REQUIRE();
     const auto e = realds::checkpoint("z3_fp16_dp4_subgroups");
@@ -85,8 +92,9 @@ class TestRealdsNoZeros : public QObject {
     const std::string ckpt = edited_copy(e, dir, {"shrink-moment", "1", "exp_avg"});
     bool named = false;
     for (const auto& p : problems(ckpt, "optimizer-state-shape-mismatch"))
-      named = named || (p["message"].toString().contains("'exp_avg'") && p["ranks"].toArray() == QJsonArray{1} &&
-                        p["message"].toString().contains("has 1 elements"));
+      named =
+          named || (p["message"].toString().contains("'exp_avg'") && p["ranks"].toArray() == QJsonArray{1} &&
+                    p["message"].toString().contains("has 1 elements"));
     QVERIFY(named);
     const auto r = test::run_cli({"diagnose", ckpt, "--device", "cpu"});
     CKPTDOC_EXPECT_EXIT(r, 1);

@@ -1,8 +1,8 @@
 // Nothing dropped silently, on real DeepSpeed checkpoints: every element diagnose does not analyse is counted
 // in a not-analysed finding, a warning where data a user expects was skipped (a rank missing, a moment lost,
 // a short partition, masters in another dtype, a weight missing) and info where there is by design nothing to
-// compare (padding, ZeRO-3 placeholder weights); strided partitions are analysed like contiguous ones. Healthy
-// checkpoints stay clean: no warning (test_realds_diagnose checks every matrix entry).
+// compare (padding, ZeRO-3 placeholder weights); strided partitions are analysed like contiguous ones.
+// Healthy checkpoints stay clean: no warning (test_realds_diagnose checks every matrix entry).
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QtTest>
@@ -23,13 +23,16 @@ QJsonObject cli_json(const std::vector<std::string>& args) {
   return QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
 }
 
-QJsonObject diagnose(const std::string& ckpt) { return cli_json({"diagnose", ckpt, "--json", "--device", "cpu"}); }
+QJsonObject diagnose(const std::string& ckpt) {
+  return cli_json({"diagnose", ckpt, "--json", "--device", "cpu"});
+}
 
 // The evidence of the not-analysed finding of this severity ({} when there is none).
 QJsonObject not_analysed(const QJsonObject& report, const QString& severity) {
   for (const auto& f : report["findings"].toArray()) {
     const auto o = f.toObject();
-    if (o["code"].toString() == "not-analysed" && o["severity"].toString() == severity) return o["evidence"].toObject();
+    if (o["code"].toString() == "not-analysed" && o["severity"].toString() == severity)
+      return o["evidence"].toObject();
   }
   return {};
 }
@@ -78,7 +81,8 @@ class TestRealdsNotAnalysed : public QObject {
   // Padding, and ZeRO-3's placeholder weights: info, with exact counts.
   void nothingToCompareIsInfo_data() {
     QTest::addColumn<QString>("name");
-    for (const char* n : {"z2_fp16_dp2", "z1_fp16_dp4_edge", "z3_fp16_dp2", "bf16opt_s0_dp3"}) QTest::newRow(n) << QString(n);
+    for (const char* n : {"z2_fp16_dp2", "z1_fp16_dp4_edge", "z3_fp16_dp2", "bf16opt_s0_dp3"})
+      QTest::newRow(n) << QString(n);
   }
   void nothingToCompareIsInfo() {
     REALDS_REQUIRE();
@@ -100,12 +104,14 @@ class TestRealdsNotAnalysed : public QObject {
     QTest::addColumn<QString>("name");
     QTest::addColumn<QStringList>("action");
     QTest::addColumn<QString>("reason");
-    QTest::newRow("moment lost") << "z2_fp16_dp2" << QStringList{"drop-moment", "1", "exp_avg"} << "moment_missing";
-    QTest::newRow("1-element moment") << "z3_fp16_dp4_subgroups" << QStringList{"shrink-moment", "1", "exp_avg"}
-                                      << "partition_short";
+    QTest::newRow("moment lost") << "z2_fp16_dp2" << QStringList{"drop-moment", "1", "exp_avg"}
+                                 << "moment_missing";
+    QTest::newRow("1-element moment")
+        << "z3_fp16_dp4_subgroups" << QStringList{"shrink-moment", "1", "exp_avg"} << "partition_short";
     QTest::newRow("masters in float64")
         << "z2_fp16_dp2" << QStringList{"fp32-double", "0"} << "fp32_not_float32";
-    QTest::newRow("weight missing") << "z2_fp16_dp2" << QStringList{"drop-weight", "fc1.weight"} << "lp_missing";
+    QTest::newRow("weight missing") << "z2_fp16_dp2" << QStringList{"drop-weight", "fc1.weight"}
+                                    << "lp_missing";
     QTest::newRow("rank missing") << "z2_bf16_dp4" << QStringList{} << "rank_unreadable";
   }
   void skippedDataIsAWarning() {
@@ -126,13 +132,15 @@ class TestRealdsNotAnalysed : public QObject {
     }
     const auto report = diagnose(ckpt);
     const auto warning = not_analysed(report, "warning");
-    QVERIFY2(warning[reason].toDouble() > 0, QJsonDocument(report["findings"].toArray()).toJson().left(4000).constData());
+    QVERIFY2(warning[reason].toDouble() > 0,
+             QJsonDocument(report["findings"].toArray()).toJson().left(4000).constData());
     const auto inspect = cli_json({"inspect", e.save_dir, "--json"});
     if (reason == "moment_missing") QCOMPARE(warning[reason].toDouble(), real_numel_of_rank(inspect, 1));
     if (reason == "rank_unreadable") {
       QCOMPARE(warning[reason].toDouble(), real_numel_of_rank(inspect, 3));
       // One finding for the missing file (the catalog's), not a second one from the scan.
-      for (const auto& f : report["findings"].toArray()) QVERIFY(f.toObject()["code"].toString() != "rank-file-unreadable");
+      for (const auto& f : report["findings"].toArray())
+        QVERIFY(f.toObject()["code"].toString() != "rank-file-unreadable");
     }
     if (reason == "lp_missing") QCOMPARE(warning[reason].toDouble(), 96.0 * 301.0);
   }

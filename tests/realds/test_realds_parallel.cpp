@@ -166,7 +166,8 @@ void diagnose_clean(const std::string& name) {
     seen.insert(std::to_string(p["tp"].toInt(-1)) + "/" + p["name"].toString().toStdString());
   }
   QCOMPARE(seen.size(), per_rank * static_cast<size_t>(e.tp));
-  // MoE: DeepSpeed before 0.14.5 records the expert groups' param_slice_mappings with the whole dp size (info).
+  // MoE: DeepSpeed before 0.14.5 records the expert groups' param_slice_mappings with the whole dp size
+  // (info).
   if (e.ep > 1) {
     const auto info = realds::codes(report, "info");
     const bool said = std::find(info.begin(), info.end(), "expert-slice-mappings") != info.end();

@@ -165,7 +165,8 @@ class TestRealdsParallelRepair : public QObject {
   void repartitionPipe3dDp2To1() { repartition("par_pipe3d", 1); }
   void repartitionTensorParallelDp2To1() { repartition("par_tp", 1); }
   void repartitionMoeDp4To2() { repartition("par_moe", 2); }
-  // ZeRO-3 at dp 1 does not run in the CPU harness ('NoneType' object has no attribute 'synchronize'): dp 2 -> 3.
+  // ZeRO-3 at dp 1 does not run in the CPU harness ('NoneType' object has no attribute 'synchronize'): dp 2
+  // -> 3.
   void repartitionTensorParallelZero3Dp2To3() { repartition("par_tp_z3", 3); }
 
   // An MoE data-parallel size that splits an expert group's expert-parallel ranks is refused, nothing

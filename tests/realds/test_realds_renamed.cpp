@@ -20,8 +20,8 @@ namespace {
 QJsonObject run_json(const std::vector<std::string>& args, int want_exit) {
   const auto r = test::run_cli(args);
   if (r.exit_code != want_exit)
-    throw std::runtime_error("exit " + std::to_string(r.exit_code) + " (wanted " + std::to_string(want_exit) + "): " +
-                             r.out.substr(0, 3000) + r.err);
+    throw std::runtime_error("exit " + std::to_string(r.exit_code) + " (wanted " + std::to_string(want_exit) +
+                             "): " + r.out.substr(0, 3000) + r.err);
   return QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
 }
 
@@ -56,7 +56,8 @@ class TestRealdsRenamed : public QObject {
  private slots:
   void renamedFilesAreReadAndNamed_data() {
     QTest::addColumn<QString>("name");
-    for (const char* n : {"z2_fp16_dp2", "z1_fp16_dp4_edge", "bf16opt_s1_dp2", "z3_fp16_dp2"}) QTest::newRow(n) << QString(n);
+    for (const char* n : {"z2_fp16_dp2", "z1_fp16_dp4_edge", "bf16opt_s1_dp2", "z3_fp16_dp2"})
+      QTest::newRow(n) << QString(n);
   }
   void renamedFilesAreReadAndNamed() {
     REALDS_REQUIRE();
@@ -65,8 +66,9 @@ class TestRealdsRenamed : public QObject {
     test::TempDir dir;
     const std::string ckpt = realds::copy_of(e, dir);
     const std::string tag = ckpt + "/" + e.tag;
-    // Rename every rank file, in an order unrelated to the ranks (reverse) where the content records the rank;
-    // ZeRO-3 files do not, so there the new names keep the ranks' order (which is what ckptdoc then assumes).
+    // Rename every rank file, in an order unrelated to the ranks (reverse) where the content records the
+    // rank; ZeRO-3 files do not, so there the new names keep the ranks' order (which is what ckptdoc then
+    // assumes).
     const bool ranks_recorded = e.stage != 3;
     std::vector<std::string> originals;
     for (const auto& f : fs::directory_iterator(tag)) originals.push_back(f.path().filename().string());
@@ -108,7 +110,8 @@ class TestRealdsRenamed : public QObject {
     const std::string tag = ckpt + "/" + e.tag;
     fs::rename(tag + "/zero_pp_rank_1_mp_rank_00_optim_states.pt", tag + "/rank-one.bin");
     const auto inspect = run_json({"inspect", tag + "/rank-one.bin", "--json"}, 0);
-    QCOMPARE(expected_names(inspect).at("rank-one.bin"), std::string("zero_pp_rank_1_mp_rank_00_optim_states.pt"));
+    QCOMPARE(expected_names(inspect).at("rank-one.bin"),
+             std::string("zero_pp_rank_1_mp_rank_00_optim_states.pt"));
   }
 };
 

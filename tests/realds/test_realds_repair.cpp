@@ -1,7 +1,8 @@
-// Every repair action on the real checkpoints it applies to, accepted only when real DeepSpeed v0.12.6 loads the
-// output with optimizer states (engine.load_checkpoint), trains one step with a finite loss, keeps fp32 and lp
-// within rounding, moves no lp weight by more than 0.01, and holds exactly the values the action promised
-// (consolidated by DeepSpeed itself, compared with references DeepSpeed or torch produced from the input).
+// Every repair action on the real checkpoints it applies to, accepted only when real DeepSpeed v0.12.6 loads
+// the output with optimizer states (engine.load_checkpoint), trains one step with a finite loss, keeps fp32
+// and lp within rounding, moves no lp weight by more than 0.01, and holds exactly the values the action
+// promised (consolidated by DeepSpeed itself, compared with references DeepSpeed or torch produced from the
+// input).
 #include <QJsonDocument>
 #include <QtTest>
 #include <filesystem>
@@ -23,7 +24,9 @@ void torch_py(const std::string& code, const std::vector<std::string>& args) {
   if (r.exit_code != 0) throw std::runtime_error("python failed: " + r.err);
 }
 
-QJsonObject json_of(const std::string& text) { return QJsonDocument::fromJson(QByteArray::fromStdString(text)).object(); }
+QJsonObject json_of(const std::string& text) {
+  return QJsonDocument::fromJson(QByteArray::fromStdString(text)).object();
+}
 
 }  // namespace
 
@@ -35,8 +38,8 @@ class TestRealdsRepair : public QObject {
   // moments, and trains on from them.
   void refreshFp32_data() {
     QTest::addColumn<QString>("name");
-    for (const char* n : {"seed_z1_fp16_no_optim_step", "z2_fp16_dp3_edge", "bf16opt_s0_dp3", "z1_fp16_dp4_edge",
-                          "seed_z2_bf16_module_only_no_optim"})
+    for (const char* n : {"seed_z1_fp16_no_optim_step", "z2_fp16_dp3_edge", "bf16opt_s0_dp3",
+                          "z1_fp16_dp4_edge", "seed_z2_bf16_module_only_no_optim"})
       QTest::newRow(n) << QString(n);
   }
   void refreshFp32() {
@@ -48,34 +51,36 @@ class TestRealdsRepair : public QObject {
     CKPTDOC_EXPECT_EXIT(realds::repair(e.save_dir, out, {"--refresh-fp32"}), 0);
     const auto c = realds::load(out, e.name,
                                 {"--strict", "--expect-fp32", realds::reference(e.name, "lp"),
-                                          "--expect-moments", realds::reference(e.name, "moments")});
+                                 "--expect-moments", realds::reference(e.name, "moments")});
     REALDS_EXPECT_STRICT(c);
     QVERIFY(c.verdict()["expect_fp32_match"].toBool());
     QVERIFY(c.verdict()["expect_moments_match"].toBool());
   }
 
-  // ZeRO-3 keeps no weights in its model files: the lp weights come from a consolidated file (--lp-source), here
-  // zero_to_fp32.py's output rounded to fp16 by torch, so every master really changes.
+  // ZeRO-3 keeps no weights in its model files: the lp weights come from a consolidated file (--lp-source),
+  // here zero_to_fp32.py's output rounded to fp16 by torch, so every master really changes.
   void refreshFp32Zero3FromLpSource() {
     REALDS_REQUIRE();
     const auto e = realds::checkpoint("z3_fp16_dp4_subgroups");
     test::TempDir dir;
     const auto lp = dir.file("lp.pt"), out = dir.file("fixed");
-    torch_py("import sys, torch\n"
-             "sd = torch.load(sys.argv[1])\n"
-             "torch.save({k: v.half() for k, v in sd.items()}, sys.argv[2])\n",
-             {realds::reference(e.name, "zero_to_fp32"), lp});
+    torch_py(
+        "import sys, torch\n"
+        "sd = torch.load(sys.argv[1])\n"
+        "torch.save({k: v.half() for k, v in sd.items()}, sys.argv[2])\n",
+        {realds::reference(e.name, "zero_to_fp32"), lp});
     CKPTDOC_EXPECT_EXIT(realds::repair(e.save_dir, out, {"--refresh-fp32", "--lp-source", lp}), 0);
-    const auto c = realds::load(out, e.name,
-                                {"--strict", "--expect-fp32", lp, "--expect-moments",
-                                          realds::reference(e.name, "moments")});
+    const auto c = realds::load(
+        out, e.name,
+        {"--strict", "--expect-fp32", lp, "--expect-moments", realds::reference(e.name, "moments")});
     REALDS_EXPECT_STRICT(c);
   }
 
   // Empty Adam state: DeepSpeed loads the masters unchanged and starts the moments anew at the next step.
   void resetOptimizer_data() {
     QTest::addColumn<QString>("name");
-    for (const char* n : {"z1_fp16_dp2", "z2_bf16_dp4", "z3_fp16_dp4_subgroups", "bf16opt_s1_dp2", "bf16opt_s0_dp3"})
+    for (const char* n :
+         {"z1_fp16_dp2", "z2_bf16_dp4", "z3_fp16_dp4_subgroups", "bf16opt_s1_dp2", "bf16opt_s0_dp3"})
       QTest::newRow(n) << QString(n);
   }
   void resetOptimizer() {
@@ -85,7 +90,8 @@ class TestRealdsRepair : public QObject {
     test::TempDir dir;
     const auto out = dir.file("reset");
     CKPTDOC_EXPECT_EXIT(realds::repair(e.save_dir, out, {"--reset-optimizer"}), 0);
-    const auto c = realds::load(out, e.name, {"--strict", "--expect-fp32", realds::reference(e.name, "fp32")});
+    const auto c =
+        realds::load(out, e.name, {"--strict", "--expect-fp32", realds::reference(e.name, "fp32")});
     REALDS_EXPECT_STRICT(c);
     const auto summary = c.report["after_load_summary"].toObject();
     QVERIFY2(!summary["adam_state_present"].toBool(), "the reset optimizer state came back with moments");
@@ -95,9 +101,10 @@ class TestRealdsRepair : public QObject {
         QCOMPARE(g.toObject()["adam"].toObject()["step"].toDouble(), 1.0);
   }
 
-  // Weights only: what each load option of DeepSpeed v0.12.6 really does with a folder without optimizer files
-  // (the README's loading table says the same). fp16: load_module_only=True with load_optimizer_states=False
-  // refreshes the masters; bf16 (ZeRO and BF16_Optimizer): no option does, the masters stay stale (#762).
+  // Weights only: what each load option of DeepSpeed v0.12.6 really does with a folder without optimizer
+  // files (the README's loading table says the same). fp16: load_module_only=True with
+  // load_optimizer_states=False refreshes the masters; bf16 (ZeRO and BF16_Optimizer): no option does, the
+  // masters stay stale (#762).
   void dropOptimizerLoadOptions_data() {
     QTest::addColumn<QString>("name");
     QTest::addColumn<bool>("module_only_refreshes");
@@ -124,14 +131,17 @@ class TestRealdsRepair : public QObject {
     const auto no_optim = realds::load(out, e.name, {"--load-optimizer-states", "0"});
     QCOMPARE(no_optim.exit_code, 0);
     QVERIFY2(!no_optim.verdict()["fp32_lp_consistent"].toBool(), "v0.12.6 refreshed the masters after all");
-    const auto module_only = realds::load(out, e.name, {"--load-optimizer-states", "0", "--load-module-only",
-                                                                 "--strict", "--expect-fp32", realds::reference(e.name, "lp")});
+    const auto module_only = realds::load(out, e.name,
+                                          {"--load-optimizer-states", "0", "--load-module-only", "--strict",
+                                           "--expect-fp32", realds::reference(e.name, "lp")});
     QCOMPARE(module_only.strict_ok(), module_only_refreshes);
-    // What the CLI recommends for bf16 instead: refreshed masters with an empty optimizer state, loaded with defaults.
+    // What the CLI recommends for bf16 instead: refreshed masters with an empty optimizer state, loaded with
+    // defaults.
     if (!module_only_refreshes) {
       const auto warm = dir.file("warm");
       CKPTDOC_EXPECT_EXIT(realds::repair(e.save_dir, warm, {"--refresh-fp32", "--reset-optimizer"}), 0);
-      const auto c = realds::load(warm, e.name, {"--strict", "--expect-fp32", realds::reference(e.name, "lp")});
+      const auto c =
+          realds::load(warm, e.name, {"--strict", "--expect-fp32", realds::reference(e.name, "lp")});
       REALDS_EXPECT_STRICT(c);
     }
   }
@@ -175,24 +185,26 @@ class TestRealdsRepair : public QObject {
     const auto e = realds::checkpoint(name.toStdString());
     test::TempDir dir;
     const auto out = dir.file("out");
-    CKPTDOC_EXPECT_EXIT(realds::repair(e.save_dir, out, {"--repartition", "--world-size", std::to_string(world)}), 0);
+    CKPTDOC_EXPECT_EXIT(
+        realds::repair(e.save_dir, out, {"--repartition", "--world-size", std::to_string(world)}), 0);
     const auto c = realds::load(out, e.name,
                                 {"--strict", "--expect-fp32", realds::reference(e.name, "fp32"),
-                                          "--expect-moments", realds::reference(e.name, "moments")}, world);
+                                 "--expect-moments", realds::reference(e.name, "moments")},
+                                world);
     REALDS_EXPECT_STRICT(c);
   }
 
   // Model B = model A + one Linear inside the param order. The graft carries A's masters, weights and moments
-  // onto B's layout (a fresh B checkpoint as template); the new layer keeps B's initial values with zero moments,
-  // which the verification names as a warning (exit 0), and DeepSpeed loads it as model B.
+  // onto B's layout (a fresh B checkpoint as template); the new layer keeps B's initial values with zero
+  // moments, which the verification names as a warning (exit 0), and DeepSpeed loads it as model B.
   void graftAddedLayer() {
     REALDS_REQUIRE();
     const auto a = realds::checkpoint("z2_fp16_dp2");
     const auto b = realds::checkpoint("z2_fp16_dp2_modelB_fresh");
     test::TempDir dir;
     const auto out = dir.file("grafted"), expect = dir.file("expect_fp32.pt");
-    const auto r = test::run_cli({"repair", a.save_dir, "-o", out, "--repartition", "--target", b.save_dir, "--json",
-                                  "--device", "cpu"});
+    const auto r = test::run_cli({"repair", a.save_dir, "-o", out, "--repartition", "--target", b.save_dir,
+                                  "--json", "--device", "cpu"});
     CKPTDOC_EXPECT_EXIT(r, 0);
     const auto j = json_of(r.out);
     QVERIFY(j["ok"].toBool());
@@ -201,10 +213,11 @@ class TestRealdsRepair : public QObject {
       if (f.toObject()["severity"].toString() == "warning") warnings << f.toObject()["code"].toString();
     QCOMPARE(warnings, QStringList{"new-params-zero-moments"});
     // A's masters for every param A has; B's initial masters for the new layer.
-    torch_py("import sys, torch\n"
-             "a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])\n"
-             "torch.save({k: (a[k] if k in a else v) for k, v in b.items()}, sys.argv[3])\n",
-             {realds::reference(a.name, "fp32"), realds::reference(b.name, "fp32"), expect});
+    torch_py(
+        "import sys, torch\n"
+        "a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])\n"
+        "torch.save({k: (a[k] if k in a else v) for k, v in b.items()}, sys.argv[3])\n",
+        {realds::reference(a.name, "fp32"), realds::reference(b.name, "fp32"), expect});
     const auto c = realds::load(out, b.name, {"--strict", "--expect-fp32", expect});
     REALDS_EXPECT_STRICT(c);
   }

@@ -21,7 +21,8 @@ QJsonObject json_of(const test::RunResult& r) {
 
 std::string hostile_copy(const realds::Entry& e, const test::TempDir& dir, const std::string& action) {
   const std::string ckpt = realds::copy_of(e, dir);
-  const auto d = realds::python_with_deepspeed({test::source_dir() + "/tests/realds/hostile_edit.py", ckpt, action}, e.ds);
+  const auto d = realds::python_with_deepspeed(
+      {test::source_dir() + "/tests/realds/hostile_edit.py", ckpt, action}, e.ds);
   if (d.exit_code != 0) throw std::runtime_error("hostile_edit.py " + action + " failed: " + d.err);
   return ckpt;
 }
@@ -63,14 +64,16 @@ class TestRealdsSafety : public QObject {
     // Text report.
     r = test::run_cli({"diagnose", ckpt, "--device", "cpu"});
     CKPTDOC_EXPECT_EXIT(r, 1);
-    QVERIFY2(r.out.find("unsafe-pickle") != std::string::npos && r.out.find("posix.system") != std::string::npos,
-             r.out.c_str());
+    QVERIFY2(
+        r.out.find("unsafe-pickle") != std::string::npos && r.out.find("posix.system") != std::string::npos,
+        r.out.c_str());
 
     // ls and inspect print it and keep their exit codes.
     r = test::run_cli({"ls", model});
     CKPTDOC_EXPECT_EXIT(r, 0);
-    QVERIFY2(r.out.find("unsafe-pickle") != std::string::npos && r.out.find("posix.system") != std::string::npos,
-             r.out.c_str());
+    QVERIFY2(
+        r.out.find("unsafe-pickle") != std::string::npos && r.out.find("posix.system") != std::string::npos,
+        r.out.c_str());
     r = test::run_cli({"ls", model, "--json"});
     CKPTDOC_EXPECT_EXIT(r, 0);
     found = unsafe(json_of(r)["findings"].toArray());
@@ -92,7 +95,8 @@ class TestRealdsSafety : public QObject {
                  r.err.find("--allow-unsafe-pickle") != std::string::npos,
              r.err.c_str());
     QVERIFY(!fs::exists(out));
-    r = test::run_cli({"repair", ckpt, "-o", out, "--reset-optimizer", "--device", "cpu", "--allow-unsafe-pickle"});
+    r = test::run_cli(
+        {"repair", ckpt, "-o", out, "--reset-optimizer", "--device", "cpu", "--allow-unsafe-pickle"});
     CKPTDOC_EXPECT_EXIT(r, 0);
     QVERIFY(fs::exists(out + "/" + e.tag + "/mp_rank_00_model_states.pt"));
     // The copy still carries it, and says so.
@@ -103,9 +107,10 @@ class TestRealdsSafety : public QObject {
   // Nothing real DeepSpeed writes is flagged, at any severity (v0.12.6 and v0.14.5, every kind of file).
   void realCheckpointsAreNotFlagged_data() {
     QTest::addColumn<QString>("name");
-    for (const char* n : {"z1_fp16_dp2", "z1_bf16_dp3_fresh", "z1_fp16_dp4_edge", "z2_fp16_dp2", "z2_bf16_dp4",
-                          "z3_fp16_dp2", "z3_fp16_dp4_subgroups", "bf16opt_s0_dp3", "seed_z2_fp16_no_optim",
-                          "v145_z2_fp16_dp2", "v145_seed_z2_fp16_no_optim", "v145_z2_bf16_dp3"})
+    for (const char* n :
+         {"z1_fp16_dp2", "z1_bf16_dp3_fresh", "z1_fp16_dp4_edge", "z2_fp16_dp2", "z2_bf16_dp4", "z3_fp16_dp2",
+          "z3_fp16_dp4_subgroups", "bf16opt_s0_dp3", "seed_z2_fp16_no_optim", "v145_z2_fp16_dp2",
+          "v145_seed_z2_fp16_no_optim", "v145_z2_bf16_dp3"})
       QTest::newRow(n) << QString(n);
   }
   void realCheckpointsAreNotFlagged() {
@@ -118,20 +123,22 @@ class TestRealdsSafety : public QObject {
     QVERIFY2(found.empty(), found.empty() ? "" : qPrintable(found[0]["message"].toString()));
   }
 
-  // A copy of a real checkpoint whose files claim dp_world_size and partition_count 2^31-1: refused with exit 2
-  // by every command, naming the file and the field (before the bound, inspect ran for minutes).
+  // A copy of a real checkpoint whose files claim dp_world_size and partition_count 2^31-1: refused with exit
+  // 2 by every command, naming the file and the field (before the bound, inspect ran for minutes).
   void absurdCountsAreRefused() {
     REALDS_REQUIRE();
     const auto e = realds::checkpoint("z2_fp16_dp2");
     test::TempDir dir;
     const std::string ckpt = hostile_copy(e, dir, "huge-counts");
-    for (const std::vector<std::string>& args :
-         {std::vector<std::string>{"inspect", ckpt}, {"diagnose", ckpt, "--device", "cpu"},
-          {"export", ckpt, "-o", dir.file("w.safetensors")}, {"repair", ckpt, "-o", dir.file("o"), "--refresh-fp32"}}) {
+    for (const std::vector<std::string>& args : {std::vector<std::string>{"inspect", ckpt},
+                                                 {"diagnose", ckpt, "--device", "cpu"},
+                                                 {"export", ckpt, "-o", dir.file("w.safetensors")},
+                                                 {"repair", ckpt, "-o", dir.file("o"), "--refresh-fp32"}}) {
       const auto r = test::run_cli(args);
       CKPTDOC_EXPECT_EXIT(r, 2);
       QVERIFY2(r.err.find("mp_rank_00_model_states.pt") != std::string::npos &&
-                   r.err.find("dp_world_size") != std::string::npos && r.err.find("2147483647") != std::string::npos,
+                   r.err.find("dp_world_size") != std::string::npos &&
+                   r.err.find("2147483647") != std::string::npos,
                r.err.c_str());
     }
     QVERIFY(!fs::exists(dir.file("w.safetensors")));

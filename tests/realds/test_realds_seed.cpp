@@ -1,9 +1,9 @@
-// The seed scenario end to end, as the #762 user lives it, with real DeepSpeed v0.12.6 at every step: train ->
-// a fresh engine loads the checkpoint without optimizer states and saves (the masters stay at their random
-// init) -> `ckptdoc diagnose` names fp32-master-mismatch and nothing else -> `repair --refresh-fp32` exits 0 ->
-// DeepSpeed loads the repair with optimizer states, holds the loaded weights as masters, and one more training
-// step moves no weight by more than 0.01. The unrepaired checkpoint, loaded the same way, moves them by ~0.2:
-// the check that passes the repair fails the bug.
+// The seed scenario end to end, as the #762 user lives it, with real DeepSpeed v0.12.6 at every step: train
+// -> a fresh engine loads the checkpoint without optimizer states and saves (the masters stay at their random
+// init) -> `ckptdoc diagnose` names fp32-master-mismatch and nothing else -> `repair --refresh-fp32` exits 0
+// -> DeepSpeed loads the repair with optimizer states, holds the loaded weights as masters, and one more
+// training step moves no weight by more than 0.01. The unrepaired checkpoint, loaded the same way, moves them
+// by ~0.2: the check that passes the repair fails the bug.
 #include <QJsonDocument>
 #include <QtTest>
 
@@ -32,13 +32,15 @@ class TestRealdsSeed : public QObject {
     const auto broken = realds::load(e.save_dir, e.name, {"--strict"});
     QCOMPARE(broken.exit_code, 1);
     QVERIFY(broken.verdict()["step_ok"].toBool());
-    QVERIFY2(broken.report["after_step"].toObject()["lp_delta_max_abs"].toDouble() > 0.05, broken.describe().c_str());
+    QVERIFY2(broken.report["after_step"].toObject()["lp_delta_max_abs"].toDouble() > 0.05,
+             broken.describe().c_str());
 
     // ckptdoc names it, and only it.
     auto d = test::run_cli({"diagnose", e.save_dir, "--json", "--device", "cpu"});
     CKPTDOC_EXPECT_EXIT(d, 1);
     QStringList errors;
-    for (const auto& f : QJsonDocument::fromJson(QByteArray::fromStdString(d.out)).object()["findings"].toArray())
+    for (const auto& f :
+         QJsonDocument::fromJson(QByteArray::fromStdString(d.out)).object()["findings"].toArray())
       if (f.toObject()["severity"].toString() == "error") errors << f.toObject()["code"].toString();
     QCOMPARE(errors, QStringList{"fp32-master-mismatch"});
 

@@ -1,15 +1,15 @@
 // resources/python/ckptdoc_hook.py on real DeepSpeed (v0.12.6, CPU, 2 ranks, tests/realds/hook_driver.py):
 // for ZeRO-1/2/3 fp16/bf16 and BF16_Optimizer, a snapshot holds exactly what engine.save_checkpoint writes at
-// the same step (byte for byte) and gives the same diagnosis and statistics; dumping changes no training state;
-// the recorded gradients' norm is the one DeepSpeed's step computes from them; export equals zero_to_fp32.py of
-// the checkpoint; convert's output loads in DeepSpeed with optimizer states and trains a step; guard raises on
-// the #762 state and passes a healthy load; every() + watch follow a run.
+// the same step (byte for byte) and gives the same diagnosis and statistics; dumping changes no training
+// state; the recorded gradients' norm is the one DeepSpeed's step computes from them; export equals
+// zero_to_fp32.py of the checkpoint; convert's output loads in DeepSpeed with optimizer states and trains a
+// step; guard raises on the #762 state and passes a healthy load; every() + watch follow a run.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QtTest>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <algorithm>
 #include <set>
 
 #include "realds_support.h"
@@ -21,7 +21,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string hook_driver() { return test::script("realds/hook_driver.py"); }
+std::string hook_driver() {
+  return test::script("realds/hook_driver.py");
+}
 
 QJsonObject json_file(const std::string& path) {
   QByteArray bytes = QByteArray::fromStdString(test::read_text(path));
@@ -68,11 +70,13 @@ void expect_unchanged(const QJsonObject& facts) {
 }
 
 // One configuration end to end: train on 2 ranks with snapshots and a save_checkpoint at the same step, then
-// every check of this file's header on the result. `like`: the matrix entry configured like it (the real load).
-void check_snapshot_is_the_checkpoint(const std::string& cfg, const std::string& like, const std::string& ds) {
+// every check of this file's header on the result. `like`: the matrix entry configured like it (the real
+// load).
+void check_snapshot_is_the_checkpoint(const std::string& cfg, const std::string& like,
+                                      const std::string& ds) {
   test::TempDir dir;
-  auto args = std::vector<std::string>{hook_driver(), "train", "--out", dir.path(), "--steps", "3", "--json",
-                                       dir.file("facts.json")};
+  auto args = std::vector<std::string>{hook_driver(), "train", "--out",  dir.path(),
+                                       "--steps",     "3",     "--json", dir.file("facts.json")};
   for (const auto& a : model_args(QString::fromStdString(cfg))) args.push_back(a);
   const auto run = realds::launch(args, 2, ds, dir.file("logs"));
   CKPTDOC_EXPECT_EXIT(run, 0);
@@ -91,13 +95,16 @@ void check_snapshot_is_the_checkpoint(const std::string& cfg, const std::string&
   // 3. The same diagnosis: findings and every per-param statistic.
   const auto a = diagnose_json(ckpt), b = diagnose_json(snap);
   for (const char* sev : {"error", "warning", "info"})
-    QVERIFY2(realds::codes(a, sev) == realds::codes(b, sev),
-             (std::string(sev) + ": " + joined(realds::codes(a, sev)) + " vs " + joined(realds::codes(b, sev))).c_str());
+    QVERIFY2(
+        realds::codes(a, sev) == realds::codes(b, sev),
+        (std::string(sev) + ": " + joined(realds::codes(a, sev)) + " vs " + joined(realds::codes(b, sev)))
+            .c_str());
   QVERIFY(!a["params"].toArray().isEmpty());
   QVERIFY2(a["params"] == b["params"], "per-param statistics differ between the snapshot and the checkpoint");
   QCOMPARE(b["live"].toObject()["global_steps"].toInt(), facts["steps"].toInt());
 
-  // 4. Gradients recorded between backward() and step(): for ZeRO their norm is the global one DeepSpeed's step
+  // 4. Gradients recorded between backward() and step(): for ZeRO their norm is the global one DeepSpeed's
+  // step
   //    computed from them; for BF16_Optimizer (whose ranks step with unreduced gradients in v0.12.6, see
   //    hook_driver.py) the norm of what each rank's step consumes, read from DeepSpeed's attributes.
   const auto g = diagnose_json(dir.file("snapshots/with_grads"))["live"].toObject();
@@ -106,23 +113,27 @@ void check_snapshot_is_the_checkpoint(const std::string& cfg, const std::string&
   const double ours = g["recorded_grad_norm"].toDouble();
   const auto rank0 = facts["ranks"].toArray()[0].toObject();
   const bool bf16opt = cfg.find("bf16opt") != std::string::npos;
-  const double theirs = (bf16opt ? rank0["grad_norm_of_partitions"] : rank0["grad_norm_deepspeed"]).toDouble();
+  const double theirs =
+      (bf16opt ? rank0["grad_norm_of_partitions"] : rank0["grad_norm_deepspeed"]).toDouble();
   QVERIFY2(theirs > 0 && std::abs(ours - theirs) <= 1e-5 * theirs,
-           ("recorded gradients' norm " + std::to_string(ours) + ", DeepSpeed's " + std::to_string(theirs)).c_str());
+           ("recorded gradients' norm " + std::to_string(ours) + ", DeepSpeed's " + std::to_string(theirs))
+               .c_str());
   // after the step there are none, and the snapshot says so
   const auto after = diagnose_json(dir.file("snapshots/after_step"));
   QVERIFY(after["live"].toObject()["grads_requested"].toBool());
   QVERIFY(!after["live"].toObject()["grads_present"].toBool());
   const auto infos = realds::codes(after, "info");
-  QVERIFY2(std::find(infos.begin(), infos.end(), "gradients-not-recorded") != infos.end(), joined(infos).c_str());
+  QVERIFY2(std::find(infos.begin(), infos.end(), "gradients-not-recorded") != infos.end(),
+           joined(infos).c_str());
 
   // 5. export of the snapshot equals DeepSpeed's zero_to_fp32.py of the checkpoint (v0.12.6's script rejects
   //    BF16_Optimizer checkpoints).
   if (!bf16opt) {
     CKPTDOC_EXPECT_EXIT(test::run_cli({"export", snap, "-o", dir.file("snap.pt"), "--format", "torch"}), 0);
     CKPTDOC_EXPECT_EXIT(realds::zero_to_fp32(ckpt, dir.file("ref.bin"), ds), 0);
-    CKPTDOC_EXPECT_EXIT(
-        test::run_python(test::script("fixtures/compare_state_dicts.py"), {dir.file("snap.pt"), dir.file("ref.bin")}), 0);
+    CKPTDOC_EXPECT_EXIT(test::run_python(test::script("fixtures/compare_state_dicts.py"),
+                                         {dir.file("snap.pt"), dir.file("ref.bin")}),
+                        0);
   }
 
   // 6. convert: a checkpoint real DeepSpeed loads with optimizer states (strictly) and trains on.
@@ -136,7 +147,8 @@ void check_guard(const std::string& src, const std::string& cfg, bool shared) {
   test::TempDir dir;
   for (const char* mode : {"seedbug", "healthy"}) {
     const std::string out = dir.file(std::string(mode) + ".json");
-    auto args = std::vector<std::string>{hook_driver(), "guard", "--src", e.save_dir, "--mode", mode, "--json", out};
+    auto args =
+        std::vector<std::string>{hook_driver(), "guard", "--src", e.save_dir, "--mode", mode, "--json", out};
     for (const auto& a : model_args(QString::fromStdString(cfg))) args.push_back(a);
     if (shared) args.insert(args.end(), {"--work-dir", dir.file(std::string("work-") + mode)});
     CKPTDOC_EXPECT_EXIT(realds::launch(args, 2, "0.12.6", dir.file("logs")), 0);
@@ -147,7 +159,8 @@ void check_guard(const std::string& src, const std::string& cfg, bool shared) {
       QVERIFY2(r["changed"].toArray().isEmpty(), "guard changed training state");
       if (std::string(mode) == "seedbug") {
         QVERIFY2(r["raised"].toBool(), "guard did not raise on the #762 state");
-        QVERIFY2(r["message"].toString().contains("fp32-master-mismatch"), qPrintable(r["message"].toString()));
+        QVERIFY2(r["message"].toString().contains("fp32-master-mismatch"),
+                 qPrintable(r["message"].toString()));
       } else {
         QVERIFY2(!r["raised"].toBool(), qPrintable(r["message"].toString()));
         QVERIFY(!r["train_log"].toArray().isEmpty());
@@ -225,9 +238,21 @@ class TestRealdsSnapshot : public QObject {
     QStringList args{QString::fromStdString(test::source_dir() + "/tests/realds/realds.py")};
     if (const char* c = std::getenv("CKPTDOC_REALDS_CACHE")) args << "--cache" << c;
     if (const char* s = std::getenv("CKPTDOC_SHARED")) args << "--shared" << s;
-    args << "launch" << "--world" << "2" << "--logdir" << QString::fromStdString(dir.file("logs")) << "--"
-         << QString::fromStdString(hook_driver()) << "every" << "--stage" << "2" << "--dtype" << "fp16" << "--out"
-         << QString::fromStdString(dir.file("run")) << "--steps" << "4" << "--every" << "1" << "--keep" << "2"
+    args << "launch"
+         << "--world"
+         << "2"
+         << "--logdir" << QString::fromStdString(dir.file("logs")) << "--"
+         << QString::fromStdString(hook_driver()) << "every"
+         << "--stage"
+         << "2"
+         << "--dtype"
+         << "fp16"
+         << "--out" << QString::fromStdString(dir.file("run")) << "--steps"
+         << "4"
+         << "--every"
+         << "1"
+         << "--keep"
+         << "2"
          << "--gate" << QString::fromStdString(dir.file("gate"));
     train.start(QString::fromStdString(test::python()), args);
     QVERIFY(train.waitForStarted(30000));
@@ -243,7 +268,8 @@ class TestRealdsSnapshot : public QObject {
     QVERIFY(train.waitForFinished(600000));
     QVERIFY2(train.exitCode() == 0, train.readAllStandardError().toStdString().c_str());
     QCOMPARE(watch.finish(), 0);
-    QVERIFY2(watch.seen().find("\"event\":\"removed\",\"tag\":\"step1\"") != std::string::npos, watch.seen().c_str());
+    QVERIFY2(watch.seen().find("\"event\":\"removed\",\"tag\":\"step1\"") != std::string::npos,
+             watch.seen().c_str());
     std::set<std::string> left;
     for (const auto& d : fs::directory_iterator(dir.file("run"))) left.insert(d.path().filename().string());
     QCOMPARE(left, (std::set<std::string>{"step3", "step4"}));

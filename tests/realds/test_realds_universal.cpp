@@ -73,8 +73,13 @@ std::set<double> loaded_steps(const realds::LoadCheck& c) {
 realds::LoadCheck load_universal(const std::string& save_dir, const std::string& like, int world,
                                  const std::string& ds = "", bool universal = true) {
   // --timeout: DeepSpeed's ranks share the CPU with whatever else runs (ctest -j, other builds)
-  std::vector<std::string> args = {"--strict", "--timeout", "900", "--expect-fp32", realds::reference(like, "fp32"),
-                                   "--expect-moments", realds::reference(like, "moments")};
+  std::vector<std::string> args = {"--strict",
+                                   "--timeout",
+                                   "900",
+                                   "--expect-fp32",
+                                   realds::reference(like, "fp32"),
+                                   "--expect-moments",
+                                   realds::reference(like, "moments")};
   if (universal) args.push_back("--universal");
   return realds::load(save_dir, like, args, world, ds);
 }
@@ -332,8 +337,8 @@ class TestRealdsUniversal : public QObject {
 
   // A layer grafted into a trained job has zero moments while the rest of its optimizer group trained. In a
   // universal folder every param is its own flat group, so the diagnosis must weigh it against its optimizer
-  // group, as on the source: the graft warning, not "moments lost". The folder loads as model B at dp 3 with the
-  // grafted masters.
+  // group, as on the source: the graft warning, not "moments lost". The folder loads as model B at dp 3 with
+  // the grafted masters.
   void graftedLayerDiagnosesAsOnItsSource() {
     REALDS_REQUIRE();
     const auto a = realds::checkpoint("z2_fp16_dp2");
@@ -347,19 +352,20 @@ class TestRealdsUniversal : public QObject {
       const auto dg = test::run_cli({"diagnose", path, "--json", "--device", "cpu"});
       QVERIFY2(dg.exit_code == 0, describe(dg).c_str());  // 0: warnings at most
       const auto report = parse(dg.out);
-      QVERIFY2(finding_codes(report, "error").empty(), (std::string(tag) + ": " + dg.out.substr(0, 3000)).c_str());
+      QVERIFY2(finding_codes(report, "error").empty(),
+               (std::string(tag) + ": " + dg.out.substr(0, 3000)).c_str());
       codes[tag] = finding_codes(report, "warning");
     }
     QCOMPARE(codes["source"], std::vector<std::string>{"new-params-zero-moments"});
     QCOMPARE(codes["universal"], codes["source"]);
     // A's masters for every param A has, B's initial masters for the new layer (what the graft wrote).
     const auto fp32 = dir.file("grafted_fp32.pt");
-    const auto merged = test::run(test::python(),
-                                  {"-c",
-                                   "import sys, torch\n"
-                                   "a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])\n"
-                                   "torch.save({k: (a[k] if k in a else v) for k, v in b.items()}, sys.argv[3])\n",
-                                   realds::reference(a.name, "fp32"), realds::reference(b.name, "fp32"), fp32});
+    const auto merged = test::run(
+        test::python(), {"-c",
+                         "import sys, torch\n"
+                         "a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])\n"
+                         "torch.save({k: (a[k] if k in a else v) for k, v in b.items()}, sys.argv[3])\n",
+                         realds::reference(a.name, "fp32"), realds::reference(b.name, "fp32"), fp32});
     QVERIFY2(merged.exit_code == 0, describe(merged).c_str());
     const auto c = realds::load(universal, b.name, {"--strict", "--universal", "--expect-fp32", fp32}, 3);
     REALDS_EXPECT_STRICT(c);

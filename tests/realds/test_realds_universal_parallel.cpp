@@ -1,8 +1,9 @@
-// Universal checkpoints of tensor- and pipeline-parallel jobs, judged by real DeepSpeed v0.12.6: `ckptdoc convert
-// --to universal` merges the tensor-parallel slices as ds_to_universal.py does (the same files, equal tensors,
-// where that script runs), and DeepSpeed's universal loader loads the output at other data-parallel sizes with the
-// fp32 masters, moments and Adam step DeepSpeed holds after loading the source. What cannot be converted is
-// refused with a reason.
+// Universal checkpoints of tensor- and pipeline-parallel jobs, judged by real DeepSpeed v0.12.6: `ckptdoc
+// convert
+// --to universal` merges the tensor-parallel slices as ds_to_universal.py does (the same files, equal
+// tensors, where that script runs), and DeepSpeed's universal loader loads the output at other data-parallel
+// sizes with the fp32 masters, moments and Adam step DeepSpeed holds after loading the source. What cannot be
+// converted is refused with a reason.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QtTest>
@@ -48,8 +49,8 @@ class TestRealdsUniversalParallel : public QObject {
   Q_OBJECT
 
   // Converts matrix entry `name`, then loads the output with load_universal at each world size (the job's own
-  // tensor- and pipeline-parallel sizes, other data-parallel sizes): masters and moments equal to the source's
-  // consolidated values, and the Adam step DeepSpeed resumes the source at.
+  // tensor- and pipeline-parallel sizes, other data-parallel sizes): masters and moments equal to the
+  // source's consolidated values, and the Adam step DeepSpeed resumes the source at.
   void loads_at(const std::string& name, const std::vector<int>& worlds) {
     const auto e = realds::checkpoint(name);
     test::TempDir dir;
@@ -61,13 +62,14 @@ class TestRealdsUniversalParallel : public QObject {
     const auto step = adam_steps(source);
     QVERIFY(!step.empty());
     for (int world : worlds) {
-      const auto c = realds::load(dir.file("out"), name,
-                                  {"--universal", "--strict", "--expect-fp32", realds::reference(name, "fp32"),
-                                   "--expect-moments", realds::reference(name, "moments")},
-                                  world);
+      const auto c =
+          realds::load(dir.file("out"), name,
+                       {"--universal", "--strict", "--expect-fp32", realds::reference(name, "fp32"),
+                        "--expect-moments", realds::reference(name, "moments")},
+                       world);
       REALDS_EXPECT_STRICT(c);
-      QVERIFY2(adam_steps(c) == step, ("world " + std::to_string(world) + ": not the source's Adam step\n" +
-                                       c.describe()).c_str());
+      QVERIFY2(adam_steps(c) == step,
+               ("world " + std::to_string(world) + ": not the source's Adam step\n" + c.describe()).c_str());
     }
   }
 
@@ -80,19 +82,20 @@ class TestRealdsUniversalParallel : public QObject {
     test::TempDir dir;
     const std::string theirs = dir.file("theirs/" + e.tag + "_universal");
     fs::create_directories(fs::path(theirs).parent_path());
-    const auto d = realds::python_with_deepspeed({"-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder",
-                                                  e.tag_dir(), "--output_folder", theirs, "--num_extract_workers",
-                                                  "1", "--num_merge_workers", "1"},
-                                                 e.ds);
+    const auto d = realds::python_with_deepspeed(
+        {"-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder", e.tag_dir(), "--output_folder",
+         theirs, "--num_extract_workers", "1", "--num_merge_workers", "1"},
+        e.ds);
     QVERIFY2(d.exit_code == 0, describe(d).c_str());
     const auto r = convert(e.save_dir, dir.file("ours"));
     QVERIFY2(r.exit_code == 0, describe(r).c_str());
-    // The job saved no `iteration`: ckptdoc adds it to both tensor ranks' model files (0.12.6's loader needs it).
+    // The job saved no `iteration`: ckptdoc adds it to both tensor ranks' model files (0.12.6's loader needs
+    // it).
     const std::string cmp = dir.file("compare.json");
     const auto c = realds::python_with_deepspeed(
-        {test::source_dir() + "/tests/realds/compare_universal.py", theirs, dir.file("ours/" + e.tag + "_universal"),
-         "--json", cmp, "--allowed-extra", "mp_rank_00_model_states.pt:iteration", "--allowed-extra",
-         "mp_rank_01_model_states.pt:iteration"},
+        {test::source_dir() + "/tests/realds/compare_universal.py", theirs,
+         dir.file("ours/" + e.tag + "_universal"), "--json", cmp, "--allowed-extra",
+         "mp_rank_00_model_states.pt:iteration", "--allowed-extra", "mp_rank_01_model_states.pt:iteration"},
         e.ds);
     QVERIFY2(c.exit_code != 2, describe(c).c_str());
     const auto report = parse(test::read_text(cmp));
@@ -108,16 +111,16 @@ class TestRealdsUniversalParallel : public QObject {
   }
 
   // pp 2 x tp 2 x dp 2 BF16_Optimizer (DeepSpeed's PipelineModule): loads at dp 1. ds_to_universal.py of
-  // v0.12.6 cannot convert this job at all: it wants a layer file for every layer, and the job's function layer
-  // has none.
+  // v0.12.6 cannot convert this job at all: it wants a layer file for every layer, and the job's function
+  // layer has none.
   void pipelineLoadsAtDp1() {
     REALDS_REQUIRE();
     const auto e = realds::checkpoint("par_pipe3d");
     test::TempDir dir;
-    const auto d = realds::python_with_deepspeed({"-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder",
-                                                  e.tag_dir(), "--output_folder", dir.file("theirs/x"),
-                                                  "--num_extract_workers", "1", "--num_merge_workers", "1"},
-                                                 e.ds);
+    const auto d = realds::python_with_deepspeed(
+        {"-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder", e.tag_dir(), "--output_folder",
+         dir.file("theirs/x"), "--num_extract_workers", "1", "--num_merge_workers", "1"},
+        e.ds);
     QVERIFY2(d.exit_code != 0 && (d.out + d.err).find("Cannot find layer_01") != std::string::npos,
              describe(d).c_str());
     loads_at("par_pipe3d", {4});
@@ -139,10 +142,12 @@ class TestRealdsUniversalParallel : public QObject {
       QVERIFY2(ed.exit_code == 0, describe(ed).c_str());
       const auto r = convert(in, dir.file("out_plain"));
       QCOMPARE(r.exit_code, 2);
-      QVERIFY2((r.out + r.err).find("without universal_checkpoint_info") != std::string::npos, describe(r).c_str());
+      QVERIFY2((r.out + r.err).find("without universal_checkpoint_info") != std::string::npos,
+               describe(r).c_str());
       QVERIFY(!fs::exists(dir.file("out_plain")));
     }
-    {  // a replicated LayerNorm whose fp32 master differs between the tensor ranks (ds_to_universal.py asserts)
+    {  // a replicated LayerNorm whose fp32 master differs between the tensor ranks (ds_to_universal.py
+       // asserts)
       const std::string in = realds::copy_of(e, dir, "perturbed");
       const auto ed = edit({"perturb-master", in + "/" + e.tag + "/zero_pp_rank_0_mp_rank_01_optim_states.pt",
                             in + "/" + e.tag + "/zero_pp_rank_1_mp_rank_01_optim_states.pt", "--param",

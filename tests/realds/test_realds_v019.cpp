@@ -16,7 +16,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::set<std::string> as_set(const std::vector<std::string>& v) { return {v.begin(), v.end()}; }
+std::set<std::string> as_set(const std::vector<std::string>& v) {
+  return {v.begin(), v.end()};
+}
 
 }  // namespace
 
@@ -41,11 +43,11 @@ class TestRealdsV019 : public QObject {
  private slots:
   // Each healthy 0.19 layout end to end: diagnosed clean (no error, no warning; padding, ZeRO-3's placeholder
   // model files and an empty optimizer state are info), exported bit for bit as 0.19's own zero_to_fp32.py
-  // writes it (which refuses BF16_Optimizer files: "... is not a zero checkpoint"), refreshed, and the refreshed
-  // copy loaded by 0.19's engine.load_checkpoint with its optimizer states, consistent, and trained a step.
-  // ZeRO-3 files pickle their fp32_flat_groups through torch 2's _rebuild_from_type_v2 (they carry ds_id).
-  // The last row is #762's recipe (a fresh engine loads without optimizer states, then saves): on 0.19 the load
-  // refreshed the masters and the saved optimizer state is empty, so nothing is wrong.
+  // writes it (which refuses BF16_Optimizer files: "... is not a zero checkpoint"), refreshed, and the
+  // refreshed copy loaded by 0.19's engine.load_checkpoint with its optimizer states, consistent, and trained
+  // a step. ZeRO-3 files pickle their fp32_flat_groups through torch 2's _rebuild_from_type_v2 (they carry
+  // ds_id). The last row is #762's recipe (a fresh engine loads without optimizer states, then saves): on
+  // 0.19 the load refreshed the masters and the saved optimizer state is empty, so nothing is wrong.
   void endToEnd_data() {
     QTest::addColumn<QString>("name");
     for (const char* n : {"v019_z1_fp16_dp2", "v019_z3_fp16_dp2", "v019_bf16opt_s1_dp2",
@@ -365,21 +367,23 @@ class TestRealdsV019 : public QObject {
     QCOMPARE(static_cast<qint64>(evidence["exp_avg_sq_nonzero"].toDouble()), torch_counts[1].toLongLong());
   }
 
-  // Stale masters on one rank of a 0.19 bf16 ZeRO-2 checkpoint (damaged with torch 2): found; the refreshed copy
-  // loads in 0.19 holding its weights as masters and its moments unchanged, and trains a step.
+  // Stale masters on one rank of a 0.19 bf16 ZeRO-2 checkpoint (damaged with torch 2): found; the refreshed
+  // copy loads in 0.19 holding its weights as masters and its moments unchanged, and trains a step.
   void staleMastersRefreshLoads() {
     REALDS_REQUIRE_DS("0.19");
     const auto e = realds::checkpoint("v019_z2_bf16_dp2");
     test::TempDir dir;
     const auto in = realds::copy_of(e, dir);
-    CKPTDOC_EXPECT_EXIT(
-        realds::python_with_deepspeed({test::source_dir() + "/tests/realds/damage.py", in, "stale-fp32", "1"}, e.ds), 0);
+    CKPTDOC_EXPECT_EXIT(realds::python_with_deepspeed(
+                            {test::source_dir() + "/tests/realds/damage.py", in, "stale-fp32", "1"}, e.ds),
+                        0);
     const auto report = realds::diagnose_json(in, 1);
     QVERIFY(as_set(realds::codes(report, "error")).count("fp32-master-mismatch"));
     const auto out = dir.file("fixed");
     CKPTDOC_EXPECT_EXIT(realds::repair(in, out, {"--refresh-fp32"}), 0);
-    const auto c = realds::load(out, e.name, {"--strict", "--expect-fp32", realds::reference(e.name, "lp"),
-                                              "--expect-moments", realds::reference(e.name, "moments")});
+    const auto c = realds::load(out, e.name,
+                                {"--strict", "--expect-fp32", realds::reference(e.name, "lp"),
+                                 "--expect-moments", realds::reference(e.name, "moments")});
     REALDS_EXPECT_STRICT(c);
   }
 

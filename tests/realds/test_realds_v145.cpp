@@ -30,21 +30,22 @@ class TestRealdsV145 : public QObject {
              (std::set<std::string>{"optimizer-state-empty", "not-analysed"}));
   }
 
-  // Stale masters on one rank of a v0.14.5 bf16 checkpoint (damaged with torch): found, refreshed, and v0.14.5
-  // loads the repair holding its weights as masters.
+  // Stale masters on one rank of a v0.14.5 bf16 checkpoint (damaged with torch): found, refreshed, and
+  // v0.14.5 loads the repair holding its weights as masters.
   void refreshLoads() {
     REALDS_REQUIRE();
     const auto e = realds::checkpoint("v145_z2_bf16_dp3");
     test::TempDir dir;
     const auto in = realds::copy_of(e, dir);
-    CKPTDOC_EXPECT_EXIT(realds::python_with_deepspeed({test::source_dir() + "/tests/realds/damage.py", in, "stale-fp32", "2"},
-                                                      e.ds),
+    CKPTDOC_EXPECT_EXIT(realds::python_with_deepspeed(
+                            {test::source_dir() + "/tests/realds/damage.py", in, "stale-fp32", "2"}, e.ds),
                         0);
     CKPTDOC_EXPECT_EXIT(test::run_cli({"diagnose", in, "--device", "cpu"}), 1);
     const auto out = dir.file("fixed");
     CKPTDOC_EXPECT_EXIT(realds::repair(in, out, {"--refresh-fp32"}), 0);
-    const auto c = realds::load(out, e.name, {"--strict", "--expect-fp32", realds::reference(e.name, "lp"),
-                                                       "--expect-moments", realds::reference(e.name, "moments")});
+    const auto c = realds::load(out, e.name,
+                                {"--strict", "--expect-fp32", realds::reference(e.name, "lp"),
+                                 "--expect-moments", realds::reference(e.name, "moments")});
     REALDS_EXPECT_STRICT(c);
   }
 
@@ -54,8 +55,10 @@ class TestRealdsV145 : public QObject {
     test::TempDir dir;
     const auto out = dir.file("dp3");
     CKPTDOC_EXPECT_EXIT(realds::repair(e.save_dir, out, {"--repartition", "--world-size", "3"}), 0);
-    const auto c = realds::load(out, e.name, {"--strict", "--expect-fp32", realds::reference(e.name, "fp32"),
-                                                       "--expect-moments", realds::reference(e.name, "moments")}, 3);
+    const auto c = realds::load(out, e.name,
+                                {"--strict", "--expect-fp32", realds::reference(e.name, "fp32"),
+                                 "--expect-moments", realds::reference(e.name, "moments")},
+                                3);
     REALDS_EXPECT_STRICT(c);
   }
 
@@ -65,19 +68,22 @@ class TestRealdsV145 : public QObject {
     test::TempDir dir;
     const auto out = dir.file("reset");
     CKPTDOC_EXPECT_EXIT(realds::repair(e.save_dir, out, {"--reset-optimizer"}), 0);
-    const auto c = realds::load(out, e.name, {"--strict", "--expect-fp32", realds::reference(e.name, "fp32")});
+    const auto c =
+        realds::load(out, e.name, {"--strict", "--expect-fp32", realds::reference(e.name, "fp32")});
     REALDS_EXPECT_STRICT(c);
     QVERIFY(!c.report["after_load_summary"].toObject()["adam_state_present"].toBool());
   }
 
-  // A checkpoint v0.12.6 wrote and ckptdoc repaired loads in v0.14.5 too (users upgrade between save and load).
+  // A checkpoint v0.12.6 wrote and ckptdoc repaired loads in v0.14.5 too (users upgrade between save and
+  // load).
   void v0126RepairLoadsInV145() {
     REALDS_REQUIRE();
     const auto e = realds::checkpoint("seed_z2_fp16_no_optim");
     test::TempDir dir;
     const auto out = dir.file("fixed");
     CKPTDOC_EXPECT_EXIT(realds::repair(e.save_dir, out, {"--refresh-fp32"}), 0);
-    const auto c = realds::load(out, e.name, {"--strict", "--expect-fp32", realds::reference(e.name, "lp")}, 0, "0.14.5");
+    const auto c = realds::load(out, e.name, {"--strict", "--expect-fp32", realds::reference(e.name, "lp")},
+                                0, "0.14.5");
     REALDS_EXPECT_STRICT(c);
     QVERIFY(c.report["versions"].toObject()["deepspeed"].toString().startsWith("0.14.5"));
   }

@@ -19,7 +19,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-QJsonObject json_of(const std::string& text) { return QJsonDocument::fromJson(QByteArray::fromStdString(text)).object(); }
+QJsonObject json_of(const std::string& text) {
+  return QJsonDocument::fromJson(QByteArray::fromStdString(text)).object();
+}
 
 test::RunResult compare(const std::vector<std::string>& args) {
   return test::run_python(test::script("fixtures/compare_state_dicts.py"), args);
@@ -30,16 +32,19 @@ std::map<std::string, std::vector<uint8_t>> safetensors_bytes(const std::vector<
   std::map<std::string, std::vector<uint8_t>> out;
   for (const auto& f : files)
     for (const auto& e : SafetensorsFile::open(f).entries)
-      if (!out.emplace(e.name, e.tensor.to_bytes()).second) throw std::runtime_error(e.name + " in two shards");
+      if (!out.emplace(e.name, e.tensor.to_bytes()).second)
+        throw std::runtime_error(e.name + " in two shards");
   return out;
 }
 
-// A Trainer checkpoint-N/ folder (ZeRO-3, dp 2) written by real DeepSpeed with tests/realds/trainer_driver.py.
+// A Trainer checkpoint-N/ folder (ZeRO-3, dp 2) written by real DeepSpeed with
+// tests/realds/trainer_driver.py.
 std::string trainer_checkpoint(const test::TempDir& tmp, const std::string& weights) {
   const std::string harness = test::source_dir() + "/../shared/deepspeed/harness";
-  const auto r = realds::python_with_deepspeed({harness + "/launch.py", "--world", "2", "--logdir", tmp.file("logs"), "--",
-                                                test::source_dir() + "/tests/realds/trainer_driver.py", "--out",
-                                                tmp.file("run"), "--steps", "3", "--weights", weights});
+  const auto r =
+      realds::python_with_deepspeed({harness + "/launch.py", "--world", "2", "--logdir", tmp.file("logs"),
+                                     "--", test::source_dir() + "/tests/realds/trainer_driver.py", "--out",
+                                     tmp.file("run"), "--steps", "3", "--weights", weights});
   if (r.exit_code != 0) throw std::runtime_error("trainer_driver.py failed:\n" + r.out + r.err);
   return tmp.file("run/checkpoint-3");
 }
@@ -66,24 +71,29 @@ class TestRealdsWeights : public QObject {
     test::TempDir tmp;
     CKPTDOC_EXPECT_EXIT(test::run_cli({"export", e.save_dir, "-o", tmp.file("one.bin")}), 0);
     CKPTDOC_EXPECT_EXIT(test::run_cli({"export", e.save_dir, "-o", tmp.file("one.safetensors")}), 0);
-    if (zero_to_fp32) CKPTDOC_EXPECT_EXIT(compare({tmp.file("one.bin"), realds::reference(e.name, "zero_to_fp32")}), 0);
+    if (zero_to_fp32)
+      CKPTDOC_EXPECT_EXIT(compare({tmp.file("one.bin"), realds::reference(e.name, "zero_to_fp32")}), 0);
 
     // torch shards: 60 kB each (the model has ~84k params: several shards, the 301x96 and 173x301 matrices
     // over the limit on their own), read back by torch with the index.
-    auto r = test::run_cli({"export", e.save_dir, "-o", tmp.file("pt"), "--format", "torch", "--max-shard-size", "60KB"});
+    auto r = test::run_cli(
+        {"export", e.save_dir, "-o", tmp.file("pt"), "--format", "torch", "--max-shard-size", "60KB"});
     CKPTDOC_EXPECT_EXIT(r, 0);
     const auto files = test::files_in(tmp.file("pt"));
     QVERIFY2(files.size() >= 4 && files.back() == "pytorch_model.bin.index.json", r.out.c_str());
     CKPTDOC_EXPECT_EXIT(compare({tmp.file("pt"), tmp.file("one.bin"), "--ignore-order"}), 0);
-    if (zero_to_fp32) CKPTDOC_EXPECT_EXIT(compare({tmp.file("pt"), realds::reference(e.name, "zero_to_fp32"), "--ignore-order"}), 0);
+    if (zero_to_fp32)
+      CKPTDOC_EXPECT_EXIT(
+          compare({tmp.file("pt"), realds::reference(e.name, "zero_to_fp32"), "--ignore-order"}), 0);
     if (e.model == "edge") {
-      // zero_to_fp32's tied head shares its owner's storage: in the owner's shard, one storage for both names.
-      const auto tied = test::run_python(
-          test::script("realds/shards_share_storage.py"), {tmp.file("pt")});
+      // zero_to_fp32's tied head shares its owner's storage: in the owner's shard, one storage for both
+      // names.
+      const auto tied = test::run_python(test::script("realds/shards_share_storage.py"), {tmp.file("pt")});
       CKPTDOC_EXPECT_EXIT(tied, 0);
     }
 
-    // safetensors shards, read with ckptdoc's reader: the same bytes as the single-file export, tensor by tensor.
+    // safetensors shards, read with ckptdoc's reader: the same bytes as the single-file export, tensor by
+    // tensor.
     r = test::run_cli({"export", e.save_dir, "-o", tmp.file("st"), "--max-shard-size", "60KB"});
     CKPTDOC_EXPECT_EXIT(r, 0);
     std::vector<std::string> shards;
@@ -93,7 +103,8 @@ class TestRealdsWeights : public QObject {
     QCOMPARE(safetensors_bytes(shards), safetensors_bytes({tmp.file("one.safetensors")}));
     CKPTDOC_EXPECT_EXIT(compare({tmp.file("st"), tmp.file("one.bin"), "--ignore-order"}), 0);
     // One shard when everything fits: the plain name and no index, as zero_to_fp32.py writes it.
-    CKPTDOC_EXPECT_EXIT(test::run_cli({"export", e.save_dir, "-o", tmp.file("big"), "--max-shard-size", "5GB"}), 0);
+    CKPTDOC_EXPECT_EXIT(
+        test::run_cli({"export", e.save_dir, "-o", tmp.file("big"), "--max-shard-size", "5GB"}), 0);
     QCOMPARE(test::files_in(tmp.file("big")), std::vector<std::string>{"model.safetensors"});
     // And a diagnosis of the folder it wrote is clean, its tensors equal to the checkpoint's.
     CKPTDOC_EXPECT_EXIT(test::run_cli({"diagnose", tmp.file("st")}), 0);
@@ -105,10 +116,14 @@ class TestRealdsWeights : public QObject {
   void diffAgainstRefreshFp32_data() {
     QTest::addColumn<QString>("name");
     QTest::addColumn<QString>("damage");  // damage.py action applied to the copy first, or ""
-    QTest::newRow("seed_z2_fp16_no_optim (#762, every master stale)") << "seed_z2_fp16_no_optim" << "";
-    QTest::newRow("z2_fp16_dp2 (healthy: masters differ from float(lp) by rounding)") << "z2_fp16_dp2" << "";
-    QTest::newRow("z2_bf16_dp2, rank 1 stale") << "z2_bf16_dp2" << "stale-fp32 1";
-    QTest::newRow("z1_fp16_dp2, rank 0 drifted") << "z1_fp16_dp2" << "drift-fp32 0";
+    QTest::newRow("seed_z2_fp16_no_optim (#762, every master stale)") << "seed_z2_fp16_no_optim"
+                                                                      << "";
+    QTest::newRow("z2_fp16_dp2 (healthy: masters differ from float(lp) by rounding)") << "z2_fp16_dp2"
+                                                                                      << "";
+    QTest::newRow("z2_bf16_dp2, rank 1 stale") << "z2_bf16_dp2"
+                                               << "stale-fp32 1";
+    QTest::newRow("z1_fp16_dp2, rank 0 drifted") << "z1_fp16_dp2"
+                                                 << "drift-fp32 0";
   }
   void diffAgainstRefreshFp32() {
     REALDS_REQUIRE();
@@ -128,10 +143,12 @@ class TestRealdsWeights : public QObject {
 
     // The oracle: DeepSpeed's zero_to_fp32.py on both, compared in torch.
     // (an undamaged input's consolidation is the cached reference)
-    const std::string in_bin = damage.isEmpty() ? realds::reference(e.name, "zero_to_fp32") : tmp.file("in.bin");
+    const std::string in_bin =
+        damage.isEmpty() ? realds::reference(e.name, "zero_to_fp32") : tmp.file("in.bin");
     if (!damage.isEmpty()) CKPTDOC_EXPECT_EXIT(realds::zero_to_fp32(in, in_bin, e.ds), 0);
     CKPTDOC_EXPECT_EXIT(realds::zero_to_fp32(fixed, tmp.file("fixed.bin"), e.ds), 0);
-    const auto o = test::run_python(test::script("realds/state_dict_diff.py"), {in_bin, tmp.file("fixed.bin")});
+    const auto o =
+        test::run_python(test::script("realds/state_dict_diff.py"), {in_bin, tmp.file("fixed.bin")});
     CKPTDOC_EXPECT_EXIT(o, 0);
     const auto oracle = json_of(o.out)["differ"].toObject();
     QVERIFY2(!oracle.isEmpty(), o.out.c_str());
@@ -139,7 +156,8 @@ class TestRealdsWeights : public QObject {
     r = test::run_cli({"diff", in, fixed, "--json"});
     CKPTDOC_EXPECT_EXIT(r, 1);
     const auto j = json_of(r.out);
-    QVERIFY(j["added"].toArray().isEmpty() && j["removed"].toArray().isEmpty() && j["shape_changed"].toArray().isEmpty());
+    QVERIFY(j["added"].toArray().isEmpty() && j["removed"].toArray().isEmpty() &&
+            j["shape_changed"].toArray().isEmpty());
     std::map<std::string, double> listed;
     for (const auto& t : j["tensors"].toArray()) {
       const auto x = t.toObject();
@@ -161,14 +179,16 @@ class TestRealdsWeights : public QObject {
     // The 16-bit weights a refresh reads are unchanged; a checkpoint equals itself; moments are kept.
     CKPTDOC_EXPECT_EXIT(test::run_cli({"diff", in, fixed, "--what", "lp"}), 0);
     CKPTDOC_EXPECT_EXIT(test::run_cli({"diff", in, in}), 0);
-    if (e.steps > 0 && e.kind == "train") CKPTDOC_EXPECT_EXIT(test::run_cli({"diff", in, fixed, "--what", "exp_avg_sq"}), 0);
+    if (e.steps > 0 && e.kind == "train")
+      CKPTDOC_EXPECT_EXIT(test::run_cli({"diff", in, fixed, "--what", "exp_avg_sq"}), 0);
     // A tolerance as wide as the largest change makes them equal.
     double worst = 0;
     for (const auto& [n, v] : listed) worst = std::max(worst, v);
     CKPTDOC_EXPECT_EXIT(test::run_cli({"diff", in, fixed, "--atol", std::to_string(worst * 1.01)}), 0);
   }
 
-  // Checkpoints against weights files: names match after `module.`, a moment diff of a weights file is unusable.
+  // Checkpoints against weights files: names match after `module.`, a moment diff of a weights file is
+  // unusable.
   void diffAcrossKinds() {
     REALDS_REQUIRE();
     const auto e = realds::checkpoint("z2_fp16_dp2");
@@ -204,12 +224,15 @@ class TestRealdsWeights : public QObject {
     for (const auto& t : j["trainer_weights"].toObject()["tensors"].toArray())
       saved.insert(t.toObject()["name"].toString().toStdString());
     for (const auto& g : j["groups"].toArray())
-      for (const auto& p : g.toObject()["params"].toArray()) QVERIFY(saved.count(p.toObject()["name"].toString().toStdString()));
+      for (const auto& p : g.toObject()["params"].toArray())
+        QVERIFY(saved.count(p.toObject()["name"].toString().toStdString()));
     r = test::run_cli({"diagnose", ck, "--json", "--device", "cpu"});
     CKPTDOC_EXPECT_EXIT(r, 0);
     j = json_of(r.out);
-    QVERIFY2(realds::codes(j, "error").empty() && realds::codes(j, "warning").empty(), r.out.substr(0, 3000).c_str());
-    for (const auto& p : j["params"].toArray()) {  // every param: its 16-bit weight is the rounding of its master
+    QVERIFY2(realds::codes(j, "error").empty() && realds::codes(j, "warning").empty(),
+             r.out.substr(0, 3000).c_str());
+    for (const auto& p :
+         j["params"].toArray()) {  // every param: its 16-bit weight is the rounding of its master
       const auto d = p.toObject()["lp_vs_fp32"].toObject();
       QVERIFY2(!d.isEmpty(), r.out.substr(0, 2000).c_str());
       QVERIFY2(d["exact_fraction"].toDouble() > 0.999, r.out.substr(0, 2000).c_str());
@@ -219,12 +242,14 @@ class TestRealdsWeights : public QObject {
     CKPTDOC_EXPECT_EXIT(test::run_cli({"diff", tmp.file("lp.safetensors"), ck + "/model.safetensors"}), 0);
     r = test::run_cli({"repair", ck, "-o", tmp.file("fixed"), "--refresh-fp32", "--device", "cpu"});
     CKPTDOC_EXPECT_EXIT(r, 0);
-    QVERIFY2(r.out.find("model.safetensors") != std::string::npos, r.out.c_str());  // the plan names its source
+    QVERIFY2(r.out.find("model.safetensors") != std::string::npos,
+             r.out.c_str());  // the plan names its source
     const auto load = realds::load(tmp.file("fixed"), "z3_fp16_dp2", {"--strict"});
     REALDS_EXPECT_STRICT(load);
   }
 
-  // The same folder whose model.safetensors holds ZeRO-3 placeholders: named as such, and not used as weights.
+  // The same folder whose model.safetensors holds ZeRO-3 placeholders: named as such, and not used as
+  // weights.
   void trainerCheckpointPlaceholders() {
     REALDS_REQUIRE();
     test::TempDir tmp;
@@ -235,7 +260,8 @@ class TestRealdsWeights : public QObject {
     QCOMPARE(realds::codes(j, "error"), std::vector<std::string>{"placeholder-tensor"});
     r = test::run_cli({"diagnose", ck + "/model.safetensors"});  // the file alone, config.json beside it
     CKPTDOC_EXPECT_EXIT(r, 1);
-    QVERIFY2(r.out.find("placeholder-tensor") != std::string::npos && r.out.find("hidden_size 301") != std::string::npos,
+    QVERIFY2(r.out.find("placeholder-tensor") != std::string::npos &&
+                 r.out.find("hidden_size 301") != std::string::npos,
              r.out.c_str());
     r = test::run_cli({"repair", ck, "-o", tmp.file("fixed"), "--refresh-fp32"});
     CKPTDOC_EXPECT_EXIT(r, 2);

@@ -1,8 +1,9 @@
 #pragma once
-// One backend against another (the CUDA backend against the CPU one) on the same random and edge data, Qt-free.
-// Each case builds its input, runs both backends and returns compute_diff.h's verdict: empty = same (histogram
-// counts and conversions exact, sums within kCaseRel relative). Shared by tests/gpu/test_compute_cuda.cpp
-// (Qt Test) and tests/gpu/gpu_check.cpp (plain executable for a bare GPU machine).
+// One backend against another (the CUDA backend against the CPU one) on the same random and edge data,
+// Qt-free. Each case builds its input, runs both backends and returns compute_diff.h's verdict: empty = same
+// (histogram counts and conversions exact, sums within kCaseRel relative). Shared by
+// tests/gpu/test_compute_cuda.cpp (Qt Test) and tests/gpu/gpu_check.cpp (plain executable for a bare GPU
+// machine).
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -28,10 +29,14 @@ struct BackendCase {
 
 inline const char* case_dtype_name(DType t) {
   switch (t) {
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::F32: return "f32";
-    default: return "f64";
+    case DType::F16:
+      return "f16";
+    case DType::BF16:
+      return "bf16";
+    case DType::F32:
+      return "f32";
+    default:
+      return "f64";
   }
 }
 
@@ -50,8 +55,8 @@ inline std::vector<unsigned char> make_lp_bytes(const std::vector<float>& m, DTy
   return as_bytes(l);
 }
 
-// Every 16-bit pattern (three times over, in a scrambled order) plus a tail: all NaN payloads, both infinities,
-// both zeros, every subnormal.
+// Every 16-bit pattern (three times over, in a scrambled order) plus a tail: all NaN payloads, both
+// infinities, both zeros, every subnormal.
 inline std::vector<uint16_t> all_16bit_patterns() {
   std::vector<uint16_t> all(0x10000 * 3 + 5);
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i * 40503u);
@@ -122,11 +127,13 @@ inline std::string compare_values(Backend& dev, Backend& ref, const void* data, 
   return {};
 }
 
-inline std::string compare_divergence(Backend& dev, Backend& ref, const void* lp, DType t, const float* m, size_t n) {
+inline std::string compare_divergence(Backend& dev, Backend& ref, const void* lp, DType t, const float* m,
+                                      size_t n) {
   return diff_divergence(dev.divergence(lp, t, m, n), ref.divergence(lp, t, m, n), kCaseRel);
 }
 
-inline std::string compare_fragment(Backend& dev, Backend& ref, const void* lp, DType t, const float* m, size_t n) {
+inline std::string compare_fragment(Backend& dev, Backend& ref, const void* lp, DType t, const float* m,
+                                    size_t n) {
   const auto g = dev.fragment_stats(lp, t, m, n);
   const auto c = ref.fragment_stats(lp, t, m, n);
   if (auto d = diff_divergence(g.divergence, c.divergence, kCaseRel); !d.empty()) return "divergence: " + d;
@@ -158,11 +165,12 @@ inline std::vector<float> downcast_edges() {
     std::memcpy(&f, &u, 4);
     v.push_back(f);
   };
-  for (uint32_t u : {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u, 0x7f800001u,
-                     0xff800001u, 0x7fa00000u, 0x7fbfffffu, 0x7fffffffu, 0x00000001u, 0x80000001u, 0x007fffffu,
-                     0x00800000u, 0x7f7fffffu, 0xff7fffffu})
+  for (uint32_t u : {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u,
+                     0x7f800001u, 0xff800001u, 0x7fa00000u, 0x7fbfffffu, 0x7fffffffu, 0x00000001u,
+                     0x80000001u, 0x007fffffu, 0x00800000u, 0x7f7fffffu, 0xff7fffffu})
     bits(u);
-  // bf16: halfway between two bf16 values (low 16 bits 0x8000) with even and odd kept bits, and one above/below
+  // bf16: halfway between two bf16 values (low 16 bits 0x8000) with even and odd kept bits, and one
+  // above/below
   for (uint32_t hi : {0x3f80u, 0x3f81u, 0x7f7fu, 0x0000u, 0x0001u, 0x8000u, 0xbf81u, 0x7f7eu})
     for (uint32_t lo : {0x7fffu, 0x8000u, 0x8001u, 0xffffu}) bits(hi << 16 | lo);
   // fp16: largest finite, the overflow boundary (65520 rounds to Inf, just below stays 65504), beyond
@@ -211,13 +219,14 @@ inline std::vector<BackendCase> backend_cases() {
                        }});
   // divergence of every 16-bit pattern against masters that are themselves edge values
   for (DType t : {DType::F16, DType::BF16})
-    cases.push_back({"divergence", std::string(case_dtype_name(t)) + "/all-patterns", [t](Backend& dev, Backend& ref) {
-                       const auto lp = all_16bit_patterns();
-                       auto m = random_f32_bits(lp.size(), 23);
-                       const auto e = downcast_edges();
-                       for (size_t i = 0; i < e.size(); ++i) m[i * 7] = e[i];
-                       return compare_divergence(dev, ref, lp.data(), t, m.data(), lp.size());
-                     }});
+    cases.push_back(
+        {"divergence", std::string(case_dtype_name(t)) + "/all-patterns", [t](Backend& dev, Backend& ref) {
+           const auto lp = all_16bit_patterns();
+           auto m = random_f32_bits(lp.size(), 23);
+           const auto e = downcast_edges();
+           for (size_t i = 0; i < e.size(); ++i) m[i * 7] = e[i];
+           return compare_divergence(dev, ref, lp.data(), t, m.data(), lp.size());
+         }});
 
   // value_stats: f16/bf16/f32/f64 with NaN, +-Inf, subnormals, +-0 injected (make_masters, make_value_bytes)
   for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64})
@@ -228,10 +237,11 @@ inline std::vector<BackendCase> backend_cases() {
                          return compare_values(dev, ref, buf.data(), t, n);
                        }});
   for (DType t : {DType::F16, DType::BF16})
-    cases.push_back({"value_stats", std::string(case_dtype_name(t)) + "/all-patterns", [t](Backend& dev, Backend& ref) {
-                       const auto all = all_16bit_patterns();
-                       return compare_values(dev, ref, all.data(), t, all.size());
-                     }});
+    cases.push_back(
+        {"value_stats", std::string(case_dtype_name(t)) + "/all-patterns", [t](Backend& dev, Backend& ref) {
+           const auto all = all_16bit_patterns();
+           return compare_values(dev, ref, all.data(), t, all.size());
+         }});
   cases.push_back({"value_stats", "f32/random-bits", [](Backend& dev, Backend& ref) {
                      const auto v = random_f32_bits(3'000'017, 9);
                      return compare_values(dev, ref, v.data(), DType::F32, v.size());
@@ -245,8 +255,9 @@ inline std::vector<BackendCase> backend_cases() {
   // zero extremes: the sign of a zero minimum (maximum) is that of the first zero, wherever it falls
   for (bool negative_first : {true, false})
     for (size_t first : {size_t{0}, size_t{5}, size_t{4'194'303}, size_t{4'194'304}, size_t{5'000'000}})
-      cases.push_back({"value_stats", std::string("zero-extremes/") + (negative_first ? "neg" : "pos") + "-first-at-" +
-                                          std::to_string(first),
+      cases.push_back({"value_stats",
+                       std::string("zero-extremes/") + (negative_first ? "neg" : "pos") + "-first-at-" +
+                           std::to_string(first),
                        [negative_first, first](Backend& dev, Backend& ref) {
                          std::vector<float> up(6'000'011, 1.5f), down(6'000'011, -1.5f);
                          for (size_t i = first; i < up.size(); i += 999'983) {
@@ -256,7 +267,8 @@ inline std::vector<BackendCase> backend_cases() {
                          }
                          if (auto d = compare_values(dev, ref, up.data(), DType::F32, up.size()); !d.empty())
                            return "min: " + d;
-                         if (auto d = compare_values(dev, ref, down.data(), DType::F32, down.size()); !d.empty())
+                         if (auto d = compare_values(dev, ref, down.data(), DType::F32, down.size());
+                             !d.empty())
                            return "max: " + d;
                          return std::string();
                        }});
@@ -273,18 +285,18 @@ inline std::vector<BackendCase> backend_cases() {
 
   // upcast: every 16-bit pattern, bit exact; and a length past one tile
   for (DType t : {DType::F16, DType::BF16}) {
-    cases.push_back({"upcast", std::string(case_dtype_name(t)) + "/all-patterns", [t](Backend& dev, Backend& ref) {
-                       const auto all = all_16bit_patterns();
-                       return compare_upcast(dev, ref, all.data(), t, all.size());
-                     }});
+    cases.push_back(
+        {"upcast", std::string(case_dtype_name(t)) + "/all-patterns", [t](Backend& dev, Backend& ref) {
+           const auto all = all_16bit_patterns();
+           return compare_upcast(dev, ref, all.data(), t, all.size());
+         }});
     cases.push_back({"upcast", std::string(case_dtype_name(t)) + "/9000001", [t](Backend& dev, Backend& ref) {
                        const auto m = make_masters(9'000'001, 61);
                        const auto lp = make_lp(m, t, 7);
                        return compare_upcast(dev, ref, lp.data(), t, lp.size());
                      }});
-    cases.push_back({"upcast", std::string(case_dtype_name(t)) + "/0", [t](Backend& dev, Backend& ref) {
-                       return compare_upcast(dev, ref, nullptr, t, 0);
-                     }});
+    cases.push_back({"upcast", std::string(case_dtype_name(t)) + "/0",
+                     [t](Backend& dev, Backend& ref) { return compare_upcast(dev, ref, nullptr, t, 0); }});
   }
   // downcast: random bit patterns, fp16 ties, edges (ties to even, overflow, NaN, Inf, subnormals), bit exact
   for (DType t : {DType::F16, DType::BF16}) {
@@ -292,13 +304,13 @@ inline std::vector<BackendCase> backend_cases() {
                        const auto e = downcast_edges();
                        return compare_downcast(dev, ref, e.data(), t, e.size());
                      }});
-    cases.push_back({"downcast", std::string(case_dtype_name(t)) + "/9000003", [t](Backend& dev, Backend& ref) {
-                       const auto in = make_downcast_input(9'000'003);
-                       return compare_downcast(dev, ref, in.data(), t, in.size());
-                     }});
-    cases.push_back({"downcast", std::string(case_dtype_name(t)) + "/0", [t](Backend& dev, Backend& ref) {
-                       return compare_downcast(dev, ref, nullptr, t, 0);
-                     }});
+    cases.push_back(
+        {"downcast", std::string(case_dtype_name(t)) + "/9000003", [t](Backend& dev, Backend& ref) {
+           const auto in = make_downcast_input(9'000'003);
+           return compare_downcast(dev, ref, in.data(), t, in.size());
+         }});
+    cases.push_back({"downcast", std::string(case_dtype_name(t)) + "/0",
+                     [t](Backend& dev, Backend& ref) { return compare_downcast(dev, ref, nullptr, t, 0); }});
   }
   return cases;
 }

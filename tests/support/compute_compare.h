@@ -5,8 +5,8 @@
 
 #include "compute_diff.h"
 
-#define CKPTDOC_EXPECT_SAME(diff_expr)                 \
-  do {                                                 \
-    const std::string _ckptdoc_d = (diff_expr);        \
-    QVERIFY2(_ckptdoc_d.empty(), _ckptdoc_d.c_str());  \
+#define CKPTDOC_EXPECT_SAME(diff_expr)                \
+  do {                                                \
+    const std::string _ckptdoc_d = (diff_expr);       \
+    QVERIFY2(_ckptdoc_d.empty(), _ckptdoc_d.c_str()); \
   } while (0)

@@ -35,11 +35,13 @@ inline std::string diff_f64(const char* what, double a, double b, double rel) {
 }
 
 inline std::string diff_log(const LogHistogram& a, const LogHistogram& b) {
-  for (auto d : {diff_u64("zeros", a.zeros, b.zeros), diff_u64("underflow", a.underflow, b.underflow),
-                 diff_u64("overflow", a.overflow, b.overflow), diff_u64("nonfinite", a.nonfinite, b.nonfinite)})
+  for (auto d :
+       {diff_u64("zeros", a.zeros, b.zeros), diff_u64("underflow", a.underflow, b.underflow),
+        diff_u64("overflow", a.overflow, b.overflow), diff_u64("nonfinite", a.nonfinite, b.nonfinite)})
     if (!d.empty()) return d;
   for (size_t i = 0; i < a.counts.size(); ++i)
-    if (a.counts[i] != b.counts[i]) return diff_u64(("bin " + std::to_string(i) + ":").c_str(), a.counts[i], b.counts[i]);
+    if (a.counts[i] != b.counts[i])
+      return diff_u64(("bin " + std::to_string(i) + ":").c_str(), a.counts[i], b.counts[i]);
   return {};
 }
 
@@ -58,12 +60,13 @@ inline std::string diff_values(const ValueStats& a, const ValueStats& b, double 
 }
 
 inline std::string diff_divergence(const DivergenceStats& a, const DivergenceStats& b, double rel) {
-  for (auto d : {diff_u64("count", a.count, b.count), diff_u64("exact", a.exact, b.exact),
-                 diff_u64("nonfinite", a.nonfinite, b.nonfinite), diff_f64("max_abs", a.max_abs, b.max_abs, rel),
-                 diff_f64("sum_abs", a.sum_abs, b.sum_abs, rel),
-                 diff_f64("sum_sq_diff", a.sum_sq_diff, b.sum_sq_diff, rel),
-                 diff_f64("sum_sq_lp", a.sum_sq_lp, b.sum_sq_lp, rel),
-                 diff_f64("sum_sq_fp32", a.sum_sq_fp32, b.sum_sq_fp32, rel)})
+  for (auto d :
+       {diff_u64("count", a.count, b.count), diff_u64("exact", a.exact, b.exact),
+        diff_u64("nonfinite", a.nonfinite, b.nonfinite), diff_f64("max_abs", a.max_abs, b.max_abs, rel),
+        diff_f64("sum_abs", a.sum_abs, b.sum_abs, rel),
+        diff_f64("sum_sq_diff", a.sum_sq_diff, b.sum_sq_diff, rel),
+        diff_f64("sum_sq_lp", a.sum_sq_lp, b.sum_sq_lp, rel),
+        diff_f64("sum_sq_fp32", a.sum_sq_fp32, b.sum_sq_fp32, rel)})
     if (!d.empty()) return d;
   for (size_t i = 0; i < a.ulp.counts.size(); ++i)
     if (a.ulp.counts[i] != b.ulp.counts[i])

@@ -45,10 +45,13 @@ inline bool ref_is_subnormal(DType t, double v) {
   if (v == 0 || !std::isfinite(v)) return false;
   const double a = std::fabs(v);
   switch (t) {
-    case DType::F16: return a < std::ldexp(1.0, -14);
+    case DType::F16:
+      return a < std::ldexp(1.0, -14);
     case DType::BF16:
-    case DType::F32: return a < std::ldexp(1.0, -126);
-    default: return a < std::numeric_limits<double>::min();
+    case DType::F32:
+      return a < std::ldexp(1.0, -126);
+    default:
+      return a < std::numeric_limits<double>::min();
   }
 }
 
@@ -58,10 +61,18 @@ inline double ref_load(const void* data, DType t, size_t i) {
   float f;
   double d;
   switch (t) {
-    case DType::F16: std::memcpy(&h, p + 2 * i, 2); return half_to_float(h);
-    case DType::BF16: std::memcpy(&h, p + 2 * i, 2); return bf16_to_float(h);
-    case DType::F32: std::memcpy(&f, p + 4 * i, 4); return f;
-    default: std::memcpy(&d, p + 8 * i, 8); return d;
+    case DType::F16:
+      std::memcpy(&h, p + 2 * i, 2);
+      return half_to_float(h);
+    case DType::BF16:
+      std::memcpy(&h, p + 2 * i, 2);
+      return bf16_to_float(h);
+    case DType::F32:
+      std::memcpy(&f, p + 4 * i, 4);
+      return f;
+    default:
+      std::memcpy(&d, p + 8 * i, 8);
+      return d;
   }
 }
 
@@ -79,8 +90,14 @@ inline ValueStats ref_value_stats(const void* data, DType t, size_t n) {
       ++s.negatives;
       ref_log_add(s.log_abs_negative, v);
     }
-    if (std::isnan(v)) { ++s.nan; continue; }
-    if (std::isinf(v)) { ++(v > 0 ? s.pos_inf : s.neg_inf); continue; }
+    if (std::isnan(v)) {
+      ++s.nan;
+      continue;
+    }
+    if (std::isinf(v)) {
+      ++(v > 0 ? s.pos_inf : s.neg_inf);
+      continue;
+    }
     if (v == 0) ++s.zeros;
     if (ref_is_subnormal(t, v)) ++s.subnormals;
     s.sum += v;
@@ -93,7 +110,9 @@ inline ValueStats ref_value_stats(const void* data, DType t, size_t n) {
 }
 
 // Signed position of a 16-bit pattern on the number line (+0 and -0 both 0).
-inline long ref_pos16(uint16_t h) { return (h & 0x8000) ? -static_cast<long>(h & 0x7fff) : static_cast<long>(h); }
+inline long ref_pos16(uint16_t h) {
+  return (h & 0x8000) ? -static_cast<long>(h & 0x7fff) : static_cast<long>(h);
+}
 inline long long ref_pos32(uint32_t x) {
   return (x & 0x80000000u) ? -static_cast<long long>(x & 0x7fffffffu) : static_cast<long long>(x);
 }
@@ -160,15 +179,24 @@ inline std::vector<float> make_masters(size_t n, uint32_t seed, float scale = 0.
   std::vector<float> v(n);
   for (auto& x : v) {
     const int p = pick(rng);
-    if (p == 0) x = std::numeric_limits<float>::quiet_NaN();
-    else if (p == 1) x = std::numeric_limits<float>::infinity();
-    else if (p == 2) x = -std::numeric_limits<float>::infinity();
-    else if (p < 10) x = 0.0f;
-    else if (p < 15) x = -0.0f;
-    else if (p < 20) x = normal(rng) * 1e-36f;  // fp32 subnormal range
-    else if (p < 30) x = normal(rng) * 1e-4f;   // fp16 subnormal range
-    else if (p < 35) x = normal(rng) * 1e7f;    // past fp16 max, past the log range
-    else x = normal(rng);
+    if (p == 0)
+      x = std::numeric_limits<float>::quiet_NaN();
+    else if (p == 1)
+      x = std::numeric_limits<float>::infinity();
+    else if (p == 2)
+      x = -std::numeric_limits<float>::infinity();
+    else if (p < 10)
+      x = 0.0f;
+    else if (p < 15)
+      x = -0.0f;
+    else if (p < 20)
+      x = normal(rng) * 1e-36f;  // fp32 subnormal range
+    else if (p < 30)
+      x = normal(rng) * 1e-4f;  // fp16 subnormal range
+    else if (p < 35)
+      x = normal(rng) * 1e7f;  // past fp16 max, past the log range
+    else
+      x = normal(rng);
   }
   return v;
 }
@@ -182,11 +210,16 @@ inline std::vector<uint16_t> make_lp(const std::vector<float>& m, DType t, uint3
   for (size_t i = 0; i < m.size(); ++i) {
     uint16_t h = t == DType::BF16 ? float_to_bf16(m[i]) : float_to_half(m[i]);
     const int p = pick(rng);
-    if (p < 150) h = static_cast<uint16_t>(h + nudge(rng));
-    else if (p < 152) h = t == DType::BF16 ? 0x7fc0 : 0x7e00;  // NaN
-    else if (p < 154) h = t == DType::BF16 ? 0xff80 : 0xfc00;  // -Inf
-    else if (p < 160) h = 0;
-    else if (p < 162) h = static_cast<uint16_t>(rng());       // anything
+    if (p < 150)
+      h = static_cast<uint16_t>(h + nudge(rng));
+    else if (p < 152)
+      h = t == DType::BF16 ? 0x7fc0 : 0x7e00;  // NaN
+    else if (p < 154)
+      h = t == DType::BF16 ? 0xff80 : 0xfc00;  // -Inf
+    else if (p < 160)
+      h = 0;
+    else if (p < 162)
+      h = static_cast<uint16_t>(rng());  // anything
     lp[i] = h;
   }
   return lp;

@@ -16,8 +16,8 @@
 namespace ckptdoc::test {
 
 inline const std::vector<std::string>& deepspeed_fixture_names() {
-  static const std::vector<std::string> names{"zero1_fp16_ws2", "zero2_fp16_ws2", "zero2_bf16_ws2", "zero3_fp16_ws2",
-                                              "bf16opt_zero1_ws2"};
+  static const std::vector<std::string> names{"zero1_fp16_ws2", "zero2_fp16_ws2", "zero2_bf16_ws2",
+                                              "zero3_fp16_ws2", "bf16opt_zero1_ws2"};
   return names;
 }
 
@@ -49,7 +49,9 @@ inline std::string sha256_hex(const std::vector<uint8_t>& bytes) {
       .toStdString();
 }
 
-inline std::string tensor_sha256(const Tensor& t) { return sha256_hex(t.to_bytes()); }
+inline std::string tensor_sha256(const Tensor& t) {
+  return sha256_hex(t.to_bytes());
+}
 
 inline std::string floats_sha256(const std::vector<float>& v) {
   std::vector<uint8_t> b(v.size() * sizeof(float));

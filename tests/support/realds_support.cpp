@@ -9,7 +9,9 @@
 namespace ckptdoc::test::realds {
 namespace {
 
-std::string realds_script() { return source_dir() + "/tests/realds/realds.py"; }
+std::string realds_script() {
+  return source_dir() + "/tests/realds/realds.py";
+}
 
 std::vector<std::string> common_args() {
   std::vector<std::string> a{realds_script()};
@@ -42,7 +44,8 @@ std::string unavailable_reason() {
   static std::string reason;
   std::call_once(once, [] {
     const RunResult r = realds({"status"}, 60000);
-    if (r.exit_code != 0) reason = r.err.empty() ? "realds.py status exited " + std::to_string(r.exit_code) : r.err;
+    if (r.exit_code != 0)
+      reason = r.err.empty() ? "realds.py status exited " + std::to_string(r.exit_code) : r.err;
     while (!reason.empty() && (reason.back() == '\n' || reason.back() == '\r')) reason.pop_back();
   });
   return reason;
@@ -52,7 +55,8 @@ std::string unavailable_reason(const std::string& ds) {
   if (std::string r = unavailable_reason(); !r.empty()) return r;
   const RunResult r = realds({"status", "--ds", ds}, 60000);
   std::string reason;
-  if (r.exit_code != 0) reason = r.err.empty() ? "realds.py status --ds " + ds + " exited " + std::to_string(r.exit_code) : r.err;
+  if (r.exit_code != 0)
+    reason = r.err.empty() ? "realds.py status --ds " + ds + " exited " + std::to_string(r.exit_code) : r.err;
   while (!reason.empty() && (reason.back() == '\n' || reason.back() == '\r')) reason.pop_back();
   return reason;
 }
@@ -113,7 +117,8 @@ std::string LoadCheck::describe() const {
   std::string s = "ds_load_check exit " + std::to_string(exit_code) + "; verdict " +
                   QJsonDocument(verdict()).toJson(QJsonDocument::Compact).toStdString();
   const auto first = report["load"].toObject()["first_exception"].toObject();
-  if (!first.isEmpty()) s += "\nload raised: " + QJsonDocument(first).toJson(QJsonDocument::Compact).toStdString();
+  if (!first.isEmpty())
+    s += "\nload raised: " + QJsonDocument(first).toJson(QJsonDocument::Compact).toStdString();
   for (const char* k : {"expect_fp32", "expect_moments"})
     if (report.contains(k)) {
       QJsonObject c = report[k].toObject();
@@ -123,14 +128,15 @@ std::string LoadCheck::describe() const {
           inner.remove("notes");
           c[m] = inner;
         }
-      s += std::string("\n") + k + ": " + QJsonDocument(c).toJson(QJsonDocument::Compact).left(3000).toStdString();
+      s += std::string("\n") + k + ": " +
+           QJsonDocument(c).toJson(QJsonDocument::Compact).left(3000).toStdString();
     }
   s += "\nlog tail:\n" + (log.size() > 3000 ? log.substr(log.size() - 3000) : log);
   return s;
 }
 
-LoadCheck load(const std::string& ckpt, const std::string& like, const std::vector<std::string>& extra, int world,
-               const std::string& ds) {
+LoadCheck load(const std::string& ckpt, const std::string& like, const std::vector<std::string>& extra,
+               int world, const std::string& ds) {
   TempDir tmp;
   const std::string out = tmp.file("load.json");
   std::vector<std::string> args{"check", ckpt, "--like", like, "--json", out};

@@ -1,5 +1,6 @@
 #pragma once
-// Real DeepSpeed in the tests: checkpoints of tests/realds/realds.py's matrix, written by unmodified DeepSpeed
+// Real DeepSpeed in the tests: checkpoints of tests/realds/realds.py's matrix, written by unmodified
+// DeepSpeed
 // (../shared/deepspeed) once per build and reused, reference values dumped by DeepSpeed itself, and the real
 // engine.load_checkpoint + one training step (ds_load_check.py) as the acceptance oracle of every repair.
 #include <QJsonArray>
@@ -24,25 +25,28 @@ struct Entry {
   std::string name, kind, save_dir, tag, dtype, model, ds;
   int stage = 0, dp = 0, steps = 0;
   bool bf16opt = false;
-  int pp = 1, tp = 1, ep = 1, world = 0;  // tensor/pipeline/expert-parallel entries ("par"): world = pp * tp * dp
+  int pp = 1, tp = 1, ep = 1,
+      world = 0;  // tensor/pipeline/expert-parallel entries ("par"): world = pp * tp * dp
   QJsonObject
       spec;  // the whole recipe (`realds.py path`), for fields only some kinds have (hftrainer: gather, tied)
   std::string tag_dir() const { return save_dir + "/" + tag; }
 };
-// Writes the entry with real DeepSpeed unless the build's cache holds it; throws std::runtime_error saying why not.
+// Writes the entry with real DeepSpeed unless the build's cache holds it; throws std::runtime_error saying
+// why not.
 Entry checkpoint(const std::string& name);
 // The DeepSpeed that writes a matrix entry, from its name (v019_*: today's, in the judges' venv; v145_* or
 // *_v145: 0.14.5), for REALDS_REQUIRE_DS before the entry is written.
 std::string version_of(const std::string& name);
 // A copy of an entry's save folder under `dir` (tests that damage or repair must not touch the cache).
 std::string copy_of(const Entry& e, const TempDir& dir, const std::string& as = "in");
-// Reference files made by real DeepSpeed or torch: "fp32" / "moments" (what engine.load_checkpoint consolidates
-// from the entry, ds_load_check --dump-*), "lp" (the module's weights as float32), "zero_to_fp32" (DeepSpeed's
-// own script's output).
+// Reference files made by real DeepSpeed or torch: "fp32" / "moments" (what engine.load_checkpoint
+// consolidates from the entry, ds_load_check --dump-*), "lp" (the module's weights as float32),
+// "zero_to_fp32" (DeepSpeed's own script's output).
 std::string reference(const std::string& name, const std::string& kind);
 
-// engine.load_checkpoint(ckpt) in real DeepSpeed, configured like matrix entry `like` (stage, dtype, optimizer,
-// model, version), then one training step. `args` go to ds_load_check.py (--strict, --expect-fp32 F, ...).
+// engine.load_checkpoint(ckpt) in real DeepSpeed, configured like matrix entry `like` (stage, dtype,
+// optimizer, model, version), then one training step. `args` go to ds_load_check.py (--strict, --expect-fp32
+// F, ...).
 struct LoadCheck {
   int exit_code = -1;
   QJsonObject report;  // ds_load_check's JSON report
@@ -61,10 +65,10 @@ RunResult repair(const std::string& in, const std::string& out, const std::vecto
 // DeepSpeed's zero_to_fp32.py of a version on a save folder.
 RunResult zero_to_fp32(const std::string& ckpt, const std::string& out, const std::string& ds = "0.12.6");
 
-// Runs a training script of ours on `world` local ranks through the harness's launch.py (ds_common importable),
-// with DeepSpeed `ds`; per-rank logs go to `logdir` (launch.py prints them on failure).
-RunResult launch(const std::vector<std::string>& script_and_args, int world = 2, const std::string& ds = "0.12.6",
-                 const std::string& logdir = {});
+// Runs a training script of ours on `world` local ranks through the harness's launch.py (ds_common
+// importable), with DeepSpeed `ds`; per-rank logs go to `logdir` (launch.py prints them on failure).
+RunResult launch(const std::vector<std::string>& script_and_args, int world = 2,
+                 const std::string& ds = "0.12.6", const std::string& logdir = {});
 
 // Runs python with real DeepSpeed importable (torch.load/torch.save of DeepSpeed's own files).
 RunResult python_with_deepspeed(const std::vector<std::string>& args, const std::string& ds = "0.12.6");
@@ -91,8 +95,9 @@ std::string describe(const RunResult& r);
 
 }  // namespace ckptdoc::test::realds
 
-// At the top of every real-DeepSpeed test: skip with one line saying what is missing, or fail when CI requires it.
-#define REALDS_REQUIRE()                                                                                  \
+// At the top of every real-DeepSpeed test: skip with one line saying what is missing, or fail when CI
+// requires it.
+#define REALDS_REQUIRE()                                                                                 \
   do {                                                                                                   \
     const std::string why_ = ckptdoc::test::realds::unavailable_reason();                                \
     if (!why_.empty()) {                                                                                 \
@@ -102,7 +107,7 @@ std::string describe(const RunResult& r);
   } while (0)
 
 // The same for tests that need one DeepSpeed version ("0.19": the judge venv).
-#define REALDS_REQUIRE_DS(ds)                                                                             \
+#define REALDS_REQUIRE_DS(ds)                                                                            \
   do {                                                                                                   \
     const std::string why_ = ckptdoc::test::realds::unavailable_reason(ds);                              \
     if (!why_.empty()) {                                                                                 \
@@ -112,4 +117,5 @@ std::string describe(const RunResult& r);
   } while (0)
 
 // Fails with ds_load_check's verdict when the real load did not pass strictly.
-#define REALDS_EXPECT_STRICT(check) QVERIFY2((check).strict_ok() && (check).exit_code == 0, (check).describe().c_str())
+#define REALDS_EXPECT_STRICT(check) \
+  QVERIFY2((check).strict_ok() && (check).exit_code == 0, (check).describe().c_str())

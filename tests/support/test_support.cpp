@@ -1,13 +1,10 @@
 #include "test_support.h"
 
-#include "ckptdoc/format/zip_reader.h"
-#include "ckptdoc/io/mapped_file.h"
-
+#include <QCoreApplication>
 #include <QDir>
 #include <QFile>
 #include <QProcess>
 #include <QSettings>
-#include <QCoreApplication>
 #include <QTemporaryDir>
 #include <algorithm>
 #include <cstdlib>
@@ -15,6 +12,9 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+
+#include "ckptdoc/format/zip_reader.h"
+#include "ckptdoc/io/mapped_file.h"
 
 namespace ckptdoc::test {
 namespace {
@@ -24,12 +24,24 @@ std::string env_or(const char* name, const std::string& fallback) {
 }
 }  // namespace
 
-std::string source_dir() { return env_or("CKPTDOC_SOURCE_DIR", "."); }
-std::string fixtures_dir() { return env_or("CKPTDOC_FIXTURES", source_dir() + "/tests/fixtures"); }
-std::string deepspeed_fixture(const std::string& name) { return fixtures_dir() + "/deepspeed/" + name; }
-std::string python() { return env_or("CKPTDOC_PYTHON", "/usr/bin/python3"); }
-std::string cli() { return env_or("CKPTDOC_CLI", "ckptdoc"); }
-std::string script(const std::string& relative) { return source_dir() + "/tests/" + relative; }
+std::string source_dir() {
+  return env_or("CKPTDOC_SOURCE_DIR", ".");
+}
+std::string fixtures_dir() {
+  return env_or("CKPTDOC_FIXTURES", source_dir() + "/tests/fixtures");
+}
+std::string deepspeed_fixture(const std::string& name) {
+  return fixtures_dir() + "/deepspeed/" + name;
+}
+std::string python() {
+  return env_or("CKPTDOC_PYTHON", "/usr/bin/python3");
+}
+std::string cli() {
+  return env_or("CKPTDOC_CLI", "ckptdoc");
+}
+std::string script(const std::string& relative) {
+  return source_dir() + "/tests/" + relative;
+}
 
 TempDir::TempDir() {
   auto base = std::filesystem::temp_directory_path() / "ckptdoc-test-XXXXXX";
@@ -76,24 +88,28 @@ RunResult run_python(const std::string& script_path, const std::vector<std::stri
   return run(python(), all);
 }
 
-RunResult run_cli(const std::vector<std::string>& args) { return run(cli(), args); }
+RunResult run_cli(const std::vector<std::string>& args) {
+  return run(cli(), args);
+}
 
 void copy_tree(const std::string& from, const std::string& to) {
   std::filesystem::copy(from, to, std::filesystem::copy_options::recursive);
   std::error_code ec;
   for (auto it = std::filesystem::recursive_directory_iterator(to, ec);
        !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    std::filesystem::permissions(it->path(), std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
-                                                 (it->is_directory() ? std::filesystem::perms::owner_exec
-                                                                     : std::filesystem::perms::none),
-                                 std::filesystem::perm_options::add, ec);
+    std::filesystem::permissions(
+        it->path(),
+        std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+            (it->is_directory() ? std::filesystem::perms::owner_exec : std::filesystem::perms::none),
+        std::filesystem::perm_options::add, ec);
   }
   std::filesystem::permissions(to, std::filesystem::perms::owner_all, std::filesystem::perm_options::add, ec);
 }
 
 std::vector<std::string> files_in(const std::string& dir) {
   std::vector<std::string> names;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
 }

@@ -12,19 +12,19 @@
 
 namespace ckptdoc::test {
 
-std::string source_dir();     // repository root
-std::string fixtures_dir();   // tests/fixtures (the committed real DeepSpeed checkpoints are in deepspeed/)
+std::string source_dir();    // repository root
+std::string fixtures_dir();  // tests/fixtures (the committed real DeepSpeed checkpoints are in deepspeed/)
 std::string deepspeed_fixture(const std::string& name);  // .../deepspeed/<name>
-std::string python();         // /usr/bin/python3 (has torch)
-std::string cli();            // path of the built ckptdoc executable
-std::string script(const std::string& relative);  // tests/<relative>
+std::string python();                                    // /usr/bin/python3 (has torch)
+std::string cli();                                       // path of the built ckptdoc executable
+std::string script(const std::string& relative);         // tests/<relative>
 
-// Application settings (QSettings: recent files, device, ...) of this test process only, in a folder removed at
-// exit: ctest runs every test function as its own process, in parallel, and a shared settings file races.
+// Application settings (QSettings: recent files, device, ...) of this test process only, in a folder removed
+// at exit: ctest runs every test function as its own process, in parallel, and a shared settings file races.
 void use_private_settings();
 
-// A live-run snapshot of the committed ZeRO-2 fixture at `out` (fixtures/make_snapshot.py: rank files first, the
-// manifest last, renamed into place), with make_snapshot.py's ARGS; false (and a warning) on failure.
+// A live-run snapshot of the committed ZeRO-2 fixture at `out` (fixtures/make_snapshot.py: rank files first,
+// the manifest last, renamed into place), with make_snapshot.py's ARGS; false (and a warning) on failure.
 bool make_snapshot(const std::string& out, std::vector<std::string> args);
 
 // A fresh directory under the system temp folder, removed by the destructor.
@@ -78,13 +78,15 @@ int exec_tests(int argc, char** argv) {
 }  // namespace ckptdoc::test
 
 // main() of a test executable, instead of QTEST_GUILESS_MAIN / QTEST_APPLESS_MAIN (see exec_tests).
-#define CKPTDOC_TEST_MAIN(TestObject)                                 \
-  int main(int argc, char** argv) {                                   \
-    QCoreApplication app(argc, argv);                                 \
-    return ckptdoc::test::exec_tests<TestObject>(argc, argv);         \
+#define CKPTDOC_TEST_MAIN(TestObject)                         \
+  int main(int argc, char** argv) {                           \
+    QCoreApplication app(argc, argv);                         \
+    return ckptdoc::test::exec_tests<TestObject>(argc, argv); \
   }
-#define CKPTDOC_TEST_MAIN_APPLESS(TestObject) \
-  int main(int argc, char** argv) { return ckptdoc::test::exec_tests<TestObject>(argc, argv); }
+#define CKPTDOC_TEST_MAIN_APPLESS(TestObject)                 \
+  int main(int argc, char** argv) {                           \
+    return ckptdoc::test::exec_tests<TestObject>(argc, argv); \
+  }
 
 // Fails the current test with the run's output when it did not exit with `code`.
 // `result` is evaluated once: QVERIFY2 evaluates its message even when the check passes, so naming `result`

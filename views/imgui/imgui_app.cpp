@@ -69,7 +69,8 @@ std::string screenshot_script(const Args& a) {
   s += "tab " + a.tab + "\n";
   if (!a.shade.empty()) s += "shade " + a.shade + "\n";
   if (!a.path.empty() && a.tab == "params") s += "wait density 120\n";
-  s += "frames 2\nwait idle 120\nframes " + std::to_string(a.frames) + "\nscreenshot " + a.screenshot + "\nquit\n";
+  s += "frames 2\nwait idle 120\nframes " + std::to_string(a.frames) + "\nscreenshot " + a.screenshot +
+       "\nquit\n";
   return s;
 }
 
@@ -170,8 +171,10 @@ struct Bench {
     cpu.push_back(cpu_ms);
     if (++done < frames) return;
     const Stats s = stats_of(times), c = stats_of(cpu);
-    std::printf("frames %-16s n=%d median=%6.2f ms p95=%6.2f ms max=%6.2f ms | building: median=%6.2f ms p95=%6.2f ms\n",
-                kNames[scenario], frames, s.median, s.p95, s.max, c.median, c.p95);
+    std::printf(
+        "frames %-16s n=%d median=%6.2f ms p95=%6.2f ms max=%6.2f ms | building: median=%6.2f ms p95=%6.2f "
+        "ms\n",
+        kNames[scenario], frames, s.median, s.p95, s.max, c.median, c.p95);
     std::fflush(stdout);
     times.clear();
     cpu.clear();

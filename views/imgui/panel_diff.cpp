@@ -82,18 +82,17 @@ std::vector<DiffRow> rows_of(const analysis::DiffResult& r) {
   return rows;
 }
 
-// The table's columns: header, script id (a header is clicked as "diff.col.<id>"), whether the first click sorts
-// it largest first.
+// The table's columns: header, script id (a header is clicked as "diff.col.<id>"), whether the first click
+// sorts it largest first.
 struct Column {
   const char* header;
   const char* id;
   bool descending_first;
 };
-constexpr Column kColumns[] = {{"Tensor", "tensor", false},   {"Status", "status", false},
-                               {"Shape", "shape", false},     {"Dtype", "dtype", false},
-                               {"Numel", "numel", true},      {"max |A-B|", "max_abs", true},
-                               {"rel L2", "rel_l2", true},    {"Exact equal", "exact", false},
-                               {"Within tol.", "close", false}};
+constexpr Column kColumns[] = {
+    {"Tensor", "tensor", false}, {"Status", "status", false},     {"Shape", "shape", false},
+    {"Dtype", "dtype", false},   {"Numel", "numel", true},        {"max |A-B|", "max_abs", true},
+    {"rel L2", "rel_l2", true},  {"Exact equal", "exact", false}, {"Within tol.", "close", false}};
 constexpr int kColumnCount = static_cast<int>(std::size(kColumns));
 
 // The number a numeric column sorts by; none for rows whose values were not compared (they sort last). NaN
@@ -103,20 +102,32 @@ std::optional<double> sort_number(const DiffRow& r, int column) {
   const auto& t = *r.tensor;
   double x = 0;
   switch (column) {
-    case 4: x = static_cast<double>(t.numel); break;
-    case 5: x = t.max_abs; break;
-    case 6: x = t.rel_l2(); break;
-    case 7: x = t.exact_fraction(); break;
-    case 8: x = t.numel ? static_cast<double>(t.close) / static_cast<double>(t.numel) : 1.0; break;
-    default: return std::nullopt;
+    case 4:
+      x = static_cast<double>(t.numel);
+      break;
+    case 5:
+      x = t.max_abs;
+      break;
+    case 6:
+      x = t.rel_l2();
+      break;
+    case 7:
+      x = t.exact_fraction();
+      break;
+    case 8:
+      x = t.numel ? static_cast<double>(t.close) / static_cast<double>(t.numel) : 1.0;
+      break;
+    default:
+      return std::nullopt;
   }
   return std::isnan(x) ? std::numeric_limits<double>::infinity() : x;
 }
 
 // Sorts the rows by the table's sort spec (none: core's order), keeping the selected tensor selected.
 void sort_rows(DiffState& d, const ImGuiTableSortSpecs* specs) {
-  const std::string selected =
-      d.selected >= 0 && d.selected < static_cast<int>(d.rows.size()) ? d.rows[static_cast<size_t>(d.selected)].name : "";
+  const std::string selected = d.selected >= 0 && d.selected < static_cast<int>(d.rows.size())
+                                   ? d.rows[static_cast<size_t>(d.selected)].name
+                                   : "";
   const ImGuiTableColumnSortSpecs* s = specs && specs->SpecsCount > 0 ? &specs->Specs[0] : nullptr;
   std::stable_sort(d.rows.begin(), d.rows.end(), [s](const DiffRow& a, const DiffRow& b) {
     if (!s) return a.order < b.order;
@@ -238,7 +249,8 @@ void table(View& v, ImVec2 size) {
     ImGui::TableHeader(kColumns[c].header);
     v.widgets.record(std::string("diff.col.") + kColumns[c].id);
   }
-  if (ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && (specs->SpecsDirty || !d.rows_sorted)) {
+  if (ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs();
+      specs && (specs->SpecsDirty || !d.rows_sorted)) {
     sort_rows(d, specs);
     specs->SpecsDirty = false;
   }

@@ -110,15 +110,16 @@ void draw_layout(View& v) {
   if (hovered && ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) L.auto_fit = true;
   geo.clamp(w, h);
 
-  // The picture is computed by a session job (the newest request supersedes one in flight); until it lands the
-  // previous one is drawn where its pixels now belong, so panning never waits for it.
+  // The picture is computed by a session job (the newest request supersedes one in flight); until it lands
+  // the previous one is drawn where its pixels now belong, so panning never waits for it.
   const uint64_t key = raster_key(v, geo, w, h);
   if (key != L.raster_key && key != L.pending_key) {
     session::LayoutRasterRequest rq;
     rq.group = L.group;
     rq.shade = L.shade;
     rq.selected_param = -1;
-    if (const auto ref = s.find_param(v.selected); ref && ref->group == L.group) rq.selected_param = ref->param;
+    if (const auto ref = s.find_param(v.selected); ref && ref->group == L.group)
+      rq.selected_param = ref->param;
     rq.geometry = geo;
     rq.width = w;
     rq.height = h;
@@ -153,7 +154,8 @@ void draw_layout(View& v) {
     };
     const double lw = geo.label_width, hh = geo.header_height;
     const ImVec2 p0(origin.x + static_cast<float>(to_x(lw)), origin.y + static_cast<float>(to_y(hh)));
-    const ImVec2 p1(origin.x + static_cast<float>(to_x(L.map.width())), origin.y + static_cast<float>(to_y(L.map.height())));
+    const ImVec2 p1(origin.x + static_cast<float>(to_x(L.map.width())),
+                    origin.y + static_cast<float>(to_y(L.map.height())));
     const ImVec2 uv0(static_cast<float>(lw / L.map.width()), static_cast<float>(hh / L.map.height()));
     dl->PushClipRect(ImVec2(origin.x + static_cast<float>(lw), origin.y + static_cast<float>(hh)),
                      ImVec2(origin.x + w, origin.y + h), true);

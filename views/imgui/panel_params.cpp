@@ -107,9 +107,9 @@ void draw_params(View& v) {
   }
   const float table_h = ImGui::GetContentRegionAvail().y * 0.42f;
   // No RowBg: every filled pixel costs on a software renderer; inner borders separate the columns.
-  const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersOuterH |
-                                ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_Resizable |
-                                ImGuiTableFlags_Hideable;
+  const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_ScrollY |
+                                ImGuiTableFlags_BordersOuterH | ImGuiTableFlags_BordersInnerV |
+                                ImGuiTableFlags_Resizable | ImGuiTableFlags_Hideable;
   if (ImGui::BeginTable("params", Count, flags, ImVec2(0, table_h))) {
     ImGui::TableSetupScrollFreeze(1, 1);
     ImGui::TableSetupColumn("param", ImGuiTableColumnFlags_WidthStretch | ImGuiTableColumnFlags_NoHide);

@@ -269,7 +269,8 @@ void rank_bars(View& v, ImVec2 size) {
     const ImVec2 t = ImGui::CalcTextSize(text.c_str());
     dl->AddText(ImVec2(b.p0.x - 4 - t.x, y - t.y * 0.5f), kAxis, text.c_str());
   }
-  x_ticks(b, 0, b.xhi, std::max(1.0, std::pow(10.0, std::floor(std::log10(std::max(1.0, b.xhi / 2))))), "%.0f");
+  x_ticks(b, 0, b.xhi, std::max(1.0, std::pow(10.0, std::floor(std::log10(std::max(1.0, b.xhi / 2))))),
+          "%.0f");
   if (b.hovered) {
     const int rank = static_cast<int>(std::lround(b.data_x(ImGui::GetIO().MousePos.x)));
     if (auto it = per.find(rank); it != per.end())

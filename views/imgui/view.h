@@ -48,7 +48,7 @@ struct ExportWindow {
   int source = 0;  // fp32, lp
   int dtype = 0;   // default, float32, float16, bfloat16
   bool exclude_frozen = false;
-  bool force = false;  // replace an existing output file (--force)
+  bool force = false;                                   // replace an existing output file (--force)
   const analysis::Report* source_chosen_for = nullptr;  // the diagnosis the source was last chosen from
   char path[1024] = {};
   session::JobPtr job;
@@ -89,8 +89,8 @@ struct LayoutState {
   std::string legend_drawn;  // the map's legend title as the last frame drew it (for the script)
   session::LayoutGeometry geometry;
   bool auto_fit = true;
-  uint64_t raster_key = 0;   // hash of what the texture shows
-  uint64_t pending_key = 0;  // hash of the picture being computed
+  uint64_t raster_key = 0;        // hash of what the texture shows
+  uint64_t pending_key = 0;       // hash of the picture being computed
   session::LayoutGeometry drawn;  // the geometry the texture was drawn with
   Texture map;
   uint64_t strip_key = 0;

@@ -24,7 +24,9 @@ namespace ckptdoc::gui {
 
 namespace {
 
-QString worstParam(const Session& session) { return QString::fromStdString(session.core().worst_param()); }
+QString worstParam(const Session& session) {
+  return QString::fromStdString(session.core().worst_param());
+}
 
 // Screenshot mode: once the analysis ends, show the requested tab (selecting a param), wait for the
 // density to load, grab the window and quit with 0 (1 when the grab could not be saved).
@@ -38,7 +40,8 @@ void armScreenshot(MainWindow& w, const AppOptions& o) {
       auto save = [&w, file, saved] {
         if (std::exchange(*saved, true)) return;
         const bool ok = w.grab().save(file);
-        std::fprintf(stderr, "%s %s\n", ok ? "screenshot saved:" : "cannot save screenshot:", qPrintable(file));
+        std::fprintf(stderr, "%s %s\n",
+                     ok ? "screenshot saved:" : "cannot save screenshot:", qPrintable(file));
         QApplication::exit(ok ? 0 : 1);
       };
       // The layout map's picture is made by a job: wait (up to 10 s) until it shows the view as it is.
@@ -196,7 +199,8 @@ int run_app(int argc, char** argv, const AppOptions& o) {
   }
   if (!o.screenshot && o.param) {
     const QString p = QString::fromStdString(*o.param);
-    QObject::connect(w.session(), &Session::analysisFinished, &w, [&w, p] { w.paramsView()->selectParam(p); });
+    QObject::connect(w.session(), &Session::analysisFinished, &w,
+                     [&w, p] { w.paramsView()->selectParam(p); });
   }
   if (!o.screenshot && o.view != "overview") w.showTab(QString::fromStdString(o.view));
   if (o.shade) w.layoutView()->pinShade(*session::parse_shade(*o.shade));

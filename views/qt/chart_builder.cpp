@@ -52,8 +52,8 @@ QLineSeries* stepSeries(const LogHistogram& h, int first, int last, double* ymax
   auto* s = new QLineSeries;
   for (int i = first; i <= last; ++i) {
     const double x0 = LogHistogram::log10_lower_edge(i);
-    const double x1 = i + 1 < LogHistogram::kBins ? LogHistogram::log10_lower_edge(i + 1)
-                                                   : x0 + std::log10(2.0) / 4.0;
+    const double x1 =
+        i + 1 < LogHistogram::kBins ? LogHistogram::log10_lower_edge(i + 1) : x0 + std::log10(2.0) / 4.0;
     const double y = static_cast<double>(h.counts[static_cast<size_t>(i)]);
     *ymax = std::max(*ymax, y);
     s->append(x0, 0 == i - first ? 0 : s->points().back().y());
@@ -77,8 +77,10 @@ std::pair<int, int> nonZeroRange(const LogHistogram& h) {
 void tooltipOnHover(QAreaSeries* area, const QString& what) {
   QObject::connect(area, &QAreaSeries::hovered, area, [what](const QPointF& p, bool state) {
     if (!state) return QToolTip::hideText();
-    QToolTip::showText(QCursor::pos(), QStringLiteral("%1 ≈ 10^%2 (%3)").arg(what).arg(p.x(), 0, 'f', 2).arg(
-                                           QString::number(std::pow(10.0, p.x()), 'g', 3)));
+    QToolTip::showText(QCursor::pos(), QStringLiteral("%1 ≈ 10^%2 (%3)")
+                                           .arg(what)
+                                           .arg(p.x(), 0, 'f', 2)
+                                           .arg(QString::number(std::pow(10.0, p.x()), 'g', 3)));
   });
 }
 
@@ -178,7 +180,8 @@ QChart* logHistogramChart(const QString& title, const QString& xTitle, const Log
   if (h.underflow) notes << QObject::tr("%1 below 2^%2").arg(h.underflow).arg(LogHistogram::kLogMinExp);
   if (h.overflow) notes << QObject::tr("%1 above 2^%2").arg(h.overflow).arg(LogHistogram::kLogMaxExp);
   if (h.nonfinite) notes << QObject::tr("%1 NaN/Inf").arg(h.nonfinite);
-  if (!notes.isEmpty()) x->setTitleText(xTitle + QStringLiteral("   (") + notes.join(QStringLiteral(", ")) + ")");
+  if (!notes.isEmpty())
+    x->setTitleText(xTitle + QStringLiteral("   (") + notes.join(QStringLiteral(", ")) + ")");
   return c;
 }
 
@@ -270,15 +273,17 @@ QChart* densityChart(const QString& title, const analysis::Density2D& density) {
   if (density.pairs == 0) return emptyChart(title, QObject::tr("weights or fp32 master not available"));
   auto* c = baseChart(title);
   // Shades light to dark by log(count): level k holds bins with log1p(count) / log1p(max) in [k/L, (k+1)/L).
-  static const QColor kShades[] = {QColor(0xc6, 0xdb, 0xef), QColor(0x9e, 0xca, 0xe1), QColor(0x6b, 0xae, 0xd6),
-                                   QColor(0x42, 0x92, 0xc6), QColor(0x21, 0x71, 0xb5), QColor(0x08, 0x45, 0x94)};
+  static const QColor kShades[] = {QColor(0xc6, 0xdb, 0xef), QColor(0x9e, 0xca, 0xe1),
+                                   QColor(0x6b, 0xae, 0xd6), QColor(0x42, 0x92, 0xc6),
+                                   QColor(0x21, 0x71, 0xb5), QColor(0x08, 0x45, 0x94)};
   constexpr int kLevels = static_cast<int>(std::size(kShades));
   std::vector<QList<QPointF>> levels(kLevels);
   const double top = std::log1p(static_cast<double>(density.max_count));
   for (int iy = 0; iy < density.bins; ++iy)
     for (int ix = 0; ix < density.bins; ++ix)
       if (const uint64_t n = density.at(ix, iy)) {
-        const int k = std::min(kLevels - 1, static_cast<int>(std::log1p(static_cast<double>(n)) / top * kLevels));
+        const int k =
+            std::min(kLevels - 1, static_cast<int>(std::log1p(static_cast<double>(n)) / top * kLevels));
         levels[static_cast<size_t>(k)].append(QPointF(density.center(ix), density.center(iy)));
       }
   const double pad = (density.hi - density.lo) * 0.02;

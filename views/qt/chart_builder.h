@@ -14,7 +14,8 @@ namespace ckptdoc::gui {
 // A log-magnitude histogram as a step area over log10 of the bin edges. `negative` (optional) is drawn
 // as a second series (e.g. the negative values of exp_avg).
 QChart* logHistogramChart(const QString& title, const QString& xTitle, const LogHistogram& h,
-                          const LogHistogram* negative = nullptr, const QString& label = QStringLiteral("|x|"),
+                          const LogHistogram* negative = nullptr,
+                          const QString& label = QStringLiteral("|x|"),
                           const QString& negativeLabel = QStringLiteral("negative"));
 // The ULP-distance buckets of a divergence as bars.
 QChart* ulpChart(const QString& title, const UlpHistogram& h);

@@ -15,7 +15,18 @@ namespace ckptdoc::gui {
 class DiffModel : public QAbstractTableModel {
   Q_OBJECT
  public:
-  enum Column { Name, Status, Shape, DTypeCol, Numel, MaxAbsDiff, RelL2, ExactFraction, CloseFraction, ColumnCount };
+  enum Column {
+    Name,
+    Status,
+    Shape,
+    DTypeCol,
+    Numel,
+    MaxAbsDiff,
+    RelL2,
+    ExactFraction,
+    CloseFraction,
+    ColumnCount
+  };
   enum class RowStatus { Removed, Added, ShapeChanged, DTypeChanged, Changed, Equal };
   static constexpr int SortRole = Qt::UserRole + 1;
   static constexpr int NameRole = Qt::UserRole + 2;

@@ -1,5 +1,7 @@
 #include "diff_view.h"
 
+#include <spdlog/spdlog.h>
+
 #include <QComboBox>
 #include <QDoubleValidator>
 #include <QFileInfo>
@@ -15,7 +17,6 @@
 #include <QTableView>
 #include <QVBoxLayout>
 #include <cmath>
-#include <spdlog/spdlog.h>
 
 #include "chart_builder.h"
 #include "chart_panel.h"
@@ -29,7 +30,9 @@ namespace {
 constexpr analysis::DiffWhat kWhats[] = {analysis::DiffWhat::Fp32, analysis::DiffWhat::Lp,
                                          analysis::DiffWhat::ExpAvg, analysis::DiffWhat::ExpAvgSq};
 
-QString number(double v) { return std::isinf(v) ? QStringLiteral("inf") : QString::number(v, 'g', 6); }
+QString number(double v) {
+  return std::isinf(v) ? QStringLiteral("inf") : QString::number(v, 'g', 6);
+}
 
 }  // namespace
 
@@ -45,8 +48,9 @@ DiffView::DiffView(Session* session, QWidget* parent) : QWidget(parent), session
   what_ = new QComboBox(this);
   what_->setObjectName(QStringLiteral("diffWhat"));
   for (auto w : kWhats) what_->addItem(QString::fromUtf8(analysis::diff_what_name(w).data()));
-  what_->setToolTip(tr("What of a DeepSpeed checkpoint is compared: consolidated fp32 masters, 16-bit weights or "
-                       "an Adam moment (weights files and Hugging Face folders have weights only)"));
+  what_->setToolTip(
+      tr("What of a DeepSpeed checkpoint is compared: consolidated fp32 masters, 16-bit weights or "
+         "an Adam moment (weights files and Hugging Face folders have weights only)"));
   auto* validator = new QDoubleValidator(0, 1e300, 12, this);
   validator->setNotation(QDoubleValidator::ScientificNotation);
   atol_ = new QLineEdit(QStringLiteral("0"), this);
@@ -229,8 +233,10 @@ void DiffView::onSourceChanged() {
   const bool weightsOnly = ckpt && ckpt->weights_only();
   for (int i = 1; i < what_->count(); ++i)
     what_->setItemData(i, weightsOnly ? QVariant(0) : QVariant(), Qt::UserRole - 1);  // disables the item
-  if (weightsOnly && what_->currentIndex() != 0) what_->setCurrentIndex(0);  // reruns
-  else if (!rerun()) summary_->clear();
+  if (weightsOnly && what_->currentIndex() != 0)
+    what_->setCurrentIndex(0);  // reruns
+  else if (!rerun())
+    summary_->clear();
   if (other_.isEmpty()) showPrompt();
 }
 
@@ -241,26 +247,31 @@ void DiffView::showPrompt() {
                       : tr("Open a checkpoint, then File → Compare with… to compare it with another."));
 }
 
-QString DiffView::summaryText() const { return summary_->text(); }
+QString DiffView::summaryText() const {
+  return summary_->text();
+}
 QString DiffView::sidesText() const {
   return sides_->text();
 }
-QString DiffView::detailsText() const { return details_->text(); }
+QString DiffView::detailsText() const {
+  return details_->text();
+}
 
 void DiffView::onResult(const std::shared_ptr<const analysis::DiffResult>& r) {
   model_->setResult(r);
   size_t different = 0;
   for (const auto& d : r->compared) different += d.same() ? 0 : 1;
   sides_->setText(tr("A: %1\nB: %2").arg(QString::fromStdString(r->a), QString::fromStdString(r->b)));
-  summary_->setText(tr("%1 — %2 tensors compared: %3 equal, %4 different; %5 only in A, %6 only in B, %7 changed "
-                       "shape")
-                        .arg(r->equal() ? tr("equal") : tr("different"))
-                        .arg(r->compared.size())
-                        .arg(r->compared.size() - different)
-                        .arg(different)
-                        .arg(r->removed.size())
-                        .arg(r->added.size())
-                        .arg(r->shape_changed.size()));
+  summary_->setText(
+      tr("%1 — %2 tensors compared: %3 equal, %4 different; %5 only in A, %6 only in B, %7 changed "
+         "shape")
+          .arg(r->equal() ? tr("equal") : tr("different"))
+          .arg(r->compared.size())
+          .arg(r->compared.size() - different)
+          .arg(different)
+          .arg(r->removed.size())
+          .arg(r->added.size())
+          .arg(r->shape_changed.size()));
   spdlog::info("diff: {} tensors compared, {} different", r->compared.size(), different);
   if (model_->rowCount() > 0) table_->selectRow(0);
   emit diffFinished();
@@ -285,9 +296,10 @@ void DiffView::onRowSelected() {
   }
   const auto status = model_->status(row);
   if (!t) {
-    details_->setText(tr("<b>%1</b>: only in %2").arg(name.toHtmlEscaped(),
-                                                      status == DiffModel::RowStatus::Removed ? QStringLiteral("A")
-                                                                                               : QStringLiteral("B")));
+    details_->setText(tr("<b>%1</b>: only in %2")
+                          .arg(name.toHtmlEscaped(), status == DiffModel::RowStatus::Removed
+                                                         ? QStringLiteral("A")
+                                                         : QStringLiteral("B")));
     chart_->setChartOwned(emptyChart(name, tr("only in one source: nothing to compare")));
     return;
   }
@@ -296,15 +308,16 @@ void DiffView::onRowSelected() {
     chart_->setChartOwned(emptyChart(name, tr("the shape changed: nothing to compare")));
     return;
   }
-  details_->setText(tr("<b>%1</b> — %2<br>elements %3, exactly equal %4 (%5 %), within tolerance %6<br>non-finite "
-                       "mismatches %7<br>max |A−B| %8, ||A−B|| / ||B|| %9")
-                        .arg(name.toHtmlEscaped(), DiffModel::statusName(status))
-                        .arg(t->numel)
-                        .arg(t->exact)
-                        .arg(t->exact_fraction() * 100.0, 0, 'f', 3)
-                        .arg(t->close)
-                        .arg(t->nonfinite)
-                        .arg(number(t->max_abs), number(t->rel_l2())));
+  details_->setText(
+      tr("<b>%1</b> — %2<br>elements %3, exactly equal %4 (%5 %), within tolerance %6<br>non-finite "
+         "mismatches %7<br>max |A−B| %8, ||A−B|| / ||B|| %9")
+          .arg(name.toHtmlEscaped(), DiffModel::statusName(status))
+          .arg(t->numel)
+          .arg(t->exact)
+          .arg(t->exact_fraction() * 100.0, 0, 'f', 3)
+          .arg(t->close)
+          .arg(t->nonfinite)
+          .arg(number(t->max_abs), number(t->rel_l2())));
   if (t->histogram)
     chart_->setChartOwned(logHistogramChart(tr("|A − B| of %1").arg(name), tr("log10 |A − B|"),
                                             t->histogram->above, &t->histogram->below, tr("A > B"),

@@ -115,8 +115,12 @@ deepspeed::ExportOptions ExportDialog::options() const {
   return o;
 }
 
-QString ExportDialog::outputPath() const { return path_->text().trimmed(); }
-void ExportDialog::setOutputPath(const QString& path) { path_->setText(path); }
+QString ExportDialog::outputPath() const {
+  return path_->text().trimmed();
+}
+void ExportDialog::setOutputPath(const QString& path) {
+  path_->setText(path);
+}
 
 void ExportDialog::start() {
   if (job_ && !job_->finished()) return;

@@ -42,13 +42,17 @@ void FindingsModel::setCatalogProblems(const deepspeed::Catalog* catalog) {
   endResetModel();
 }
 
-void FindingsModel::clear() { setReport(nullptr); }
+void FindingsModel::clear() {
+  setReport(nullptr);
+}
 
 int FindingsModel::rowCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : static_cast<int>(findings_.size());
 }
 
-int FindingsModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+int FindingsModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : ColumnCount;
+}
 
 namespace {
 QString joinNames(const std::vector<std::string>& names, size_t max_shown = 6) {
@@ -71,21 +75,31 @@ QVariant FindingsModel::data(const QModelIndex& index, int role) const {
     case Qt::DisplayRole:
     case Qt::ToolTipRole:
       switch (index.column()) {
-        case Severity: return severityLabel(f.severity);
-        case Code: return QString::fromStdString(f.code);
-        case Message: return QString::fromStdString(f.message);
-        case Params: return joinNames(f.params, role == Qt::ToolTipRole ? 40 : 6);
-        case Ranks: return joinRanks(f.ranks);
-        case Repair: return f.repair == analysis::RepairKind::None ? QString() : repairLabel(f.repair);
+        case Severity:
+          return severityLabel(f.severity);
+        case Code:
+          return QString::fromStdString(f.code);
+        case Message:
+          return QString::fromStdString(f.message);
+        case Params:
+          return joinNames(f.params, role == Qt::ToolTipRole ? 40 : 6);
+        case Ranks:
+          return joinRanks(f.ranks);
+        case Repair:
+          return f.repair == analysis::RepairKind::None ? QString() : repairLabel(f.repair);
       }
       break;
-    case Qt::BackgroundRole: return QBrush(severityBackground(f.severity));
+    case Qt::BackgroundRole:
+      return QBrush(severityBackground(f.severity));
     case Qt::ForegroundRole:
       if (index.column() == Severity) return QBrush(severityColor(f.severity));
       break;
-    case SeverityRole: return static_cast<int>(f.severity);
-    case RepairRole: return static_cast<int>(f.repair);
-    default: break;
+    case SeverityRole:
+      return static_cast<int>(f.severity);
+    case RepairRole:
+      return static_cast<int>(f.repair);
+    default:
+      break;
   }
   return {};
 }
@@ -93,12 +107,18 @@ QVariant FindingsModel::data(const QModelIndex& index, int role) const {
 QVariant FindingsModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
   switch (section) {
-    case Severity: return QStringLiteral("Severity");
-    case Code: return QStringLiteral("Finding");
-    case Message: return QStringLiteral("What it means");
-    case Params: return QStringLiteral("Params");
-    case Ranks: return QStringLiteral("Ranks");
-    case Repair: return QStringLiteral("Repair");
+    case Severity:
+      return QStringLiteral("Severity");
+    case Code:
+      return QStringLiteral("Finding");
+    case Message:
+      return QStringLiteral("What it means");
+    case Params:
+      return QStringLiteral("Params");
+    case Ranks:
+      return QStringLiteral("Ranks");
+    case Repair:
+      return QStringLiteral("Repair");
   }
   return {};
 }

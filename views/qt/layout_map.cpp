@@ -125,11 +125,16 @@ void LayoutMap::paintEvent(QPaintEvent*) {
     const auto& d = rasterGeometry_;
     const auto& g = geometry_;
     auto toX = [&](double x) { return g.x_of(d.element_at(x)); };
-    auto toY = [&](double y) { return g.header_height + (y - d.header_height + d.scroll_y) / d.pitch() * g.pitch() - g.scroll_y; };
-    const QRectF source(d.label_width, d.header_height, raster_.width() - d.label_width, raster_.height() - d.header_height);
-    const QRectF target(QPointF(toX(source.left()), toY(source.top())), QPointF(toX(source.right()), toY(source.bottom())));
+    auto toY = [&](double y) {
+      return g.header_height + (y - d.header_height + d.scroll_y) / d.pitch() * g.pitch() - g.scroll_y;
+    };
+    const QRectF source(d.label_width, d.header_height, raster_.width() - d.label_width,
+                        raster_.height() - d.header_height);
+    const QRectF target(QPointF(toX(source.left()), toY(source.top())),
+                        QPointF(toX(source.right()), toY(source.bottom())));
     p.save();
-    p.setClipRect(QRectF(g.label_width, g.header_height, width() - g.label_width, height() - g.header_height));
+    p.setClipRect(
+        QRectF(g.label_width, g.header_height, width() - g.label_width, height() - g.header_height));
     p.drawImage(target, raster_, source);
     p.restore();
   }
@@ -168,7 +173,11 @@ QString LayoutMap::currentKey() const {
       .arg(g.elements_per_pixel, 0, 'g', 17)
       .arg(g.scroll_y, 0, 'g', 17)
       .arg(g.row_height, 0, 'g', 17)
-      .arg(QStringLiteral("%1 %2 %3 %4").arg(g.row_gap).arg(width()).arg(height()).arg(palette().base().color().rgba()));
+      .arg(QStringLiteral("%1 %2 %3 %4")
+               .arg(g.row_gap)
+               .arg(width())
+               .arg(height())
+               .arg(palette().base().color().rgba()));
 }
 
 void LayoutMap::drawRuler(QPainter& p) {

@@ -4,7 +4,8 @@
 // session::layout_raster, the same pixels the ImGui view draws), padding hatched. Rows shrink below a pixel
 // so 1024 ranks fit and one stale rank still shows. With a job queue (the session's) the picture is made on a
 // worker, and until it lands the last one is drawn where its pixels now belong, so panning never waits. Wheel
-// zooms, drag pans, Shift+wheel scrolls ranks, Ctrl+wheel zooms rows, double-click fits; a click selects a param.
+// zooms, drag pans, Shift+wheel scrolls ranks, Ctrl+wheel zooms rows, double-click fits; a click selects a
+// param.
 #include <QImage>
 #include <QWidget>
 #include <memory>

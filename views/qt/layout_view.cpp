@@ -91,14 +91,17 @@ void LayoutView::reload() {
   const auto* cat = session_->catalog();
   if (cat)
     for (const auto& g : cat->groups) {
-      // Coordinates in a tensor/pipeline/expert-parallel job: the model-parallel rank shown, the expert instance.
+      // Coordinates in a tensor/pipeline/expert-parallel job: the model-parallel rank shown, the expert
+      // instance.
       QString where = QString::fromStdString(cat->slice_label());
-      if (g.expert) where += (where.isEmpty() ? QString() : QStringLiteral(", ")) + tr("experts of ep %1").arg(g.ep_rank);
-      groups_->addItem(tr("%1 — %2 params, %3 elements%4")
-                           .arg(g.index)
-                           .arg(g.params.size())
-                           .arg(g.numel)
-                           .arg(where.isEmpty() ? QString() : QStringLiteral(" (") + where + QStringLiteral(")")));
+      if (g.expert)
+        where += (where.isEmpty() ? QString() : QStringLiteral(", ")) + tr("experts of ep %1").arg(g.ep_rank);
+      groups_->addItem(
+          tr("%1 — %2 params, %3 elements%4")
+              .arg(g.index)
+              .arg(g.params.size())
+              .arg(g.numel)
+              .arg(where.isEmpty() ? QString() : QStringLiteral(" (") + where + QStringLiteral(")")));
     }
   map_->setHealth(session_->core().health_ptr());
   showGroup(groups_->count() ? 0 : -1);
@@ -120,7 +123,10 @@ void LayoutView::showGroup(int index) {
   const auto& t = cat->topology;
   QString par;
   if (t.model_parallel())
-    par = tr(" · pipeline %1 x tensor %2: showing %3").arg(t.pp).arg(t.tp).arg(QString::fromStdString(cat->slice_label()));
+    par = tr(" · pipeline %1 x tensor %2: showing %3")
+              .arg(t.pp)
+              .arg(t.tp)
+              .arg(QString::fromStdString(cat->slice_label()));
   if (g.expert) par += tr(" · experts of expert-parallel rank %1 of %2").arg(g.ep_rank).arg(t.ep);
   info_->setText(tr("ZeRO stage %1 · %2 ranks · partition %3 elements · %4 padding elements%5")
                      .arg(cat->zero_stage)

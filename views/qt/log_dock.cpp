@@ -1,12 +1,13 @@
 #include "log_dock.h"
 
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
+
 #include <QDateTime>
 #include <QPlainTextEdit>
 #include <QPointer>
 #include <algorithm>
 #include <mutex>
-#include <spdlog/sinks/base_sink.h>
-#include <spdlog/spdlog.h>
 
 namespace ckptdoc::gui {
 
@@ -31,7 +32,11 @@ class QtForwardingSink : public spdlog::sinks::base_sink<std::mutex> {
     const int level = static_cast<int>(msg.level);
     QPointer<LogDock> dock(dock_);
     QMetaObject::invokeMethod(
-        dock_, [dock, level, line] { if (dock) dock->append(level, line); }, Qt::QueuedConnection);
+        dock_,
+        [dock, level, line] {
+          if (dock) dock->append(level, line);
+        },
+        Qt::QueuedConnection);
   }
   void flush_() override {}
 
@@ -64,12 +69,15 @@ void LogDock::append(int level, const QString& message) {
   const bool bad = level >= static_cast<int>(spdlog::level::err);
   const bool warn = level == static_cast<int>(spdlog::level::warn);
   if (bad || warn)
-    view_->appendHtml(QStringLiteral("<span style='color:%1'>%2</span>")
-                          .arg(bad ? QStringLiteral("#c62828") : QStringLiteral("#b06000"), message.toHtmlEscaped()));
+    view_->appendHtml(
+        QStringLiteral("<span style='color:%1'>%2</span>")
+            .arg(bad ? QStringLiteral("#c62828") : QStringLiteral("#b06000"), message.toHtmlEscaped()));
   else
     view_->appendPlainText(message);
 }
 
-QString LogDock::text() const { return view_->toPlainText(); }
+QString LogDock::text() const {
+  return view_->toPlainText();
+}
 
 }  // namespace ckptdoc::gui

@@ -235,8 +235,9 @@ void MainWindow::buildMenus() {
   exportAction_->setEnabled(false);
   compareAction_ = file->addAction(tr("&Compare with…"), this, &MainWindow::compareDialog);
   compareAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_D));
-  compareAction_->setToolTip(tr("Compare the open checkpoint tensor by tensor with another checkpoint, Hugging "
-                                "Face folder or weights file"));
+  compareAction_->setToolTip(
+      tr("Compare the open checkpoint tensor by tensor with another checkpoint, Hugging "
+         "Face folder or weights file"));
   compareAction_->setEnabled(false);
   file->addSeparator();
   auto* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
@@ -275,8 +276,9 @@ void MainWindow::buildMenus() {
   cancel->setShortcut(QKeySequence(Qt::Key_Escape));
   auto* device = analysis->addMenu(tr("Compute &device"));
   auto* group = new QActionGroup(this);
-  for (auto [label, kind] : {std::pair{tr("Auto (CUDA when available)"), DeviceKind::Auto},
-                             std::pair{tr("CPU"), DeviceKind::Cpu}, std::pair{tr("CUDA"), DeviceKind::Cuda}}) {
+  for (auto [label, kind] :
+       {std::pair{tr("Auto (CUDA when available)"), DeviceKind::Auto}, std::pair{tr("CPU"), DeviceKind::Cpu},
+        std::pair{tr("CUDA"), DeviceKind::Cuda}}) {
     auto* a = device->addAction(label);
     a->setCheckable(true);
     a->setChecked(session_->device() == kind);
@@ -291,8 +293,9 @@ void MainWindow::buildMenus() {
   auto* checksums = analysis->addAction(tr("Verify &checksums"));
   checksums->setCheckable(true);
   checksums->setChecked(session_->verifyChecksums());
-  checksums->setToolTip(tr("Also check every record's CRC-32 on each analysis: finds flipped bits that leave "
-                           "plausible values, at the cost of reading every file once more"));
+  checksums->setToolTip(
+      tr("Also check every record's CRC-32 on each analysis: finds flipped bits that leave "
+         "plausible values, at the cost of reading every file once more"));
   connect(checksums, &QAction::toggled, this, [this](bool on) {
     session_->setVerifyChecksums(on);
     AppSettings().setVerifyChecksums(on);
@@ -312,10 +315,11 @@ void MainWindow::buildMenus() {
 
   auto* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&About ckptdoc"), this, [this] {
-    QMessageBox::about(this, tr("About ckptdoc"),
-                       tr("<b>ckptdoc</b> — checkpoint doctor<br>Inspects and repairs DeepSpeed ZeRO checkpoints: "
-                          "finds fp32 masters that disagree with the weights, broken optimizer state and "
-                          "missing ranks, and writes a verified repaired copy."));
+    QMessageBox::about(
+        this, tr("About ckptdoc"),
+        tr("<b>ckptdoc</b> — checkpoint doctor<br>Inspects and repairs DeepSpeed ZeRO checkpoints: "
+           "finds fp32 masters that disagree with the weights, broken optimizer state and "
+           "missing ranks, and writes a verified repaired copy."));
   });
 }
 
@@ -336,7 +340,9 @@ void MainWindow::openPath(const QString& path, bool quiet) {
   session_->open(path);
 }
 
-void MainWindow::reanalyse() { session_->analyse(); }
+void MainWindow::reanalyse() {
+  session_->analyse();
+}
 
 void MainWindow::compareWithLpWeights(const QString& path) {
   if (!session_->isOpen()) return;

@@ -1,9 +1,10 @@
 #pragma once
 // The main window: overview, partition layout, params and diff tabs over one Session, a progress bar with a
 // cancel button in the status bar, a log dock and a jobs dock (every background job, with cancel), recent
-// files, drag and drop, the repair, convert and export dialogs (Checkpoint ▸ Repair… / Convert to universal…),
-// ZeRO-3's comparison with 16-bit weights saved elsewhere, and attach mode (a live run's snapshots, with a
-// Timeline tab). Ctrl+O open, Ctrl+Shift+O attach, Ctrl+E export, F5 re-analyse, Esc cancel.
+// files, drag and drop, the repair, convert and export dialogs (Checkpoint ▸ Repair… / Convert to
+// universal…), ZeRO-3's comparison with 16-bit weights saved elsewhere, and attach mode (a live run's
+// snapshots, with a Timeline tab). Ctrl+O open, Ctrl+Shift+O attach, Ctrl+E export, F5 re-analyse, Esc
+// cancel.
 #include <QMainWindow>
 
 #include "ckptdoc/analysis/report.h"

@@ -11,7 +11,6 @@
 
 #include "ckptdoc/analysis/verdict.h"
 #include "ckptdoc/human_bytes.h"
-#include "ckptdoc/human_bytes.h"
 #include "findings_model.h"
 #include "legend_label.h"
 #include "param_strip.h"
@@ -50,7 +49,8 @@ OverviewView::OverviewView(Session* session, FindingsModel* findings, QWidget* p
   status_->setObjectName(QStringLiteral("overviewStatus"));
   status_->setStyleSheet(QStringLiteral("color: #555;"));
   strip_ = new ParamStrip(session_, page);
-  strip_->setToolTip(tr("Every param in layout order: divergence, moment magnitude and NaN/Inf; click to select"));
+  strip_->setToolTip(
+      tr("Every param in layout order: divergence, moment magnitude and NaN/Inf; click to select"));
   cards_ = new QWidget(page);
   cardsLayout_ = new QVBoxLayout(cards_);
   cardsLayout_->setContentsMargins(0, 0, 0, 0);
@@ -68,7 +68,8 @@ OverviewView::OverviewView(Session* session, FindingsModel* findings, QWidget* p
   connect(session_, &Session::opened, this, &OverviewView::rebuildSummary);
   connect(session_, &Session::closed, this, &OverviewView::rebuildSummary);
   connect(session_, &Session::analysisStarted, this, [this] { status_->setText(tr("Analysing…")); });
-  connect(session_, &Session::opening, this, [this](const QString& path) { status_->setText(tr("Opening %1…").arg(path)); });
+  connect(session_, &Session::opening, this,
+          [this](const QString& path) { status_->setText(tr("Opening %1…").arg(path)); });
   connect(session_, &Session::openFailed, this, [this](const QString& path, const QString& m) {
     status_->setText(tr("Cannot open %1: %2").arg(path, m));
   });
@@ -86,8 +87,9 @@ void OverviewView::rebuildSummary() {
   const auto* cat = session_->catalog();
   if (!cat) {
     title_->setText(tr("No checkpoint open"));
-    summary_->setText(tr("Open a DeepSpeed save folder, tag folder or rank file with <b>Ctrl+O</b>, "
-                         "or drop it onto this window."));
+    summary_->setText(
+        tr("Open a DeepSpeed save folder, tag folder or rank file with <b>Ctrl+O</b>, "
+           "or drop it onto this window."));
     status_->clear();
     return;
   }
@@ -98,15 +100,17 @@ void OverviewView::rebuildSummary() {
   for (const auto& f : cat->files) bytes += f.bytes;
   QString rows;
   auto row = [&rows](const QString& k, const QString& v) {
-    rows += QStringLiteral("<tr><td style='color:#666; padding-right:14px'>%1</td><td>%2</td></tr>").arg(k, v);
+    rows +=
+        QStringLiteral("<tr><td style='color:#666; padding-right:14px'>%1</td><td>%2</td></tr>").arg(k, v);
   };
   row(tr("Tag"), QString::fromStdString(cat->tag));
-  row(tr("Optimizer"), QStringLiteral("%1, ZeRO stage %2%3")
-                           .arg(QString::fromStdString(std::string(deepspeed::wrapper_name(cat->wrapper))))
-                           .arg(cat->zero_stage)
-                           .arg(cat->optimizer_name_hint.empty()
-                                    ? QString()
-                                    : QStringLiteral(" (%1)").arg(QString::fromStdString(cat->optimizer_name_hint))));
+  row(tr("Optimizer"),
+      QStringLiteral("%1, ZeRO stage %2%3")
+          .arg(QString::fromStdString(std::string(deepspeed::wrapper_name(cat->wrapper))))
+          .arg(cat->zero_stage)
+          .arg(cat->optimizer_name_hint.empty()
+                   ? QString()
+                   : QStringLiteral(" (%1)").arg(QString::fromStdString(cat->optimizer_name_hint))));
   row(tr("Weights"), QString::fromStdString(std::string(dtype_name(cat->lp_dtype))));
   row(tr("World"), tr("data parallel %1, model parallel %2").arg(cat->dp_world_size).arg(cat->mp_world_size));
   row(tr("Params"), tr("%1 trainable in %2 groups (%3 elements), %4 frozen")
@@ -114,10 +118,11 @@ void OverviewView::rebuildSummary() {
                         .arg(cat->groups.size())
                         .arg(QLocale().toString(static_cast<qlonglong>(cat->trainable_numel())))
                         .arg(cat->frozen_params.size()));
-  row(tr("Steps"), tr("global %1, skipped %2%3")
-                       .arg(cat->global_steps)
-                       .arg(cat->skipped_steps)
-                       .arg(cat->optimizer_step ? tr(", optimizer step %1").arg(*cat->optimizer_step) : QString()));
+  row(tr("Steps"),
+      tr("global %1, skipped %2%3")
+          .arg(cat->global_steps)
+          .arg(cat->skipped_steps)
+          .arg(cat->optimizer_step ? tr(", optimizer step %1").arg(*cat->optimizer_step) : QString()));
   row(tr("Files"), tr("%1 files, %2").arg(cat->files.size()).arg(humanBytes(bytes)));
   if (!cat->ds_version.empty()) row(tr("DeepSpeed"), QString::fromStdString(cat->ds_version));
   summary_->setText(QStringLiteral("<table>%1</table>").arg(rows));
@@ -168,9 +173,10 @@ void OverviewView::rebuildCards() {
     const auto& f = findings_->finding(row);
     auto* card = new QFrame(cards_);
     card->setObjectName(QStringLiteral("finding_%1").arg(QString::fromStdString(f.code)));
-    card->setStyleSheet(QStringLiteral("QFrame#%1 { background: %2; border-left: 5px solid %3; border-radius: 3px; }")
-                            .arg(card->objectName(), severityBackground(f.severity).name(),
-                                 severityColor(f.severity).name()));
+    card->setStyleSheet(
+        QStringLiteral("QFrame#%1 { background: %2; border-left: 5px solid %3; border-radius: 3px; }")
+            .arg(card->objectName(), severityBackground(f.severity).name(),
+                 severityColor(f.severity).name()));
     auto* h = new QHBoxLayout(card);
     h->setContentsMargins(12, 8, 10, 8);
     auto* v = new QVBoxLayout;
@@ -183,26 +189,30 @@ void OverviewView::rebuildCards() {
     msg->setTextInteractionFlags(Qt::TextSelectableByMouse);
     v->addWidget(head);
     v->addWidget(msg);
-    const QString params = findings_->data(findings_->index(row, FindingsModel::Params), Qt::DisplayRole).toString();
-    const QString ranks = findings_->data(findings_->index(row, FindingsModel::Ranks), Qt::DisplayRole).toString();
+    const QString params =
+        findings_->data(findings_->index(row, FindingsModel::Params), Qt::DisplayRole).toString();
+    const QString ranks =
+        findings_->data(findings_->index(row, FindingsModel::Ranks), Qt::DisplayRole).toString();
     if (!params.isEmpty() || !ranks.isEmpty()) {
       QString detail;
       if (!params.isEmpty()) detail += tr("params: %1").arg(params.toHtmlEscaped());
-      if (!ranks.isEmpty()) detail += (detail.isEmpty() ? QString() : QStringLiteral("&nbsp;&nbsp;·&nbsp;&nbsp;")) +
-                                      tr("ranks: %1").arg(ranks);
+      if (!ranks.isEmpty())
+        detail += (detail.isEmpty() ? QString() : QStringLiteral("&nbsp;&nbsp;·&nbsp;&nbsp;")) +
+                  tr("ranks: %1").arg(ranks);
       auto* d = new QLabel(detail, card);
       d->setTextFormat(Qt::RichText);
       d->setStyleSheet(QStringLiteral("color: #555;"));
       d->setWordWrap(true);
-      d->setToolTip(findings_->data(findings_->index(row, FindingsModel::Params), Qt::ToolTipRole).toString());
+      d->setToolTip(
+          findings_->data(findings_->index(row, FindingsModel::Params), Qt::ToolTipRole).toString());
       v->addWidget(d);
     }
     if (!f.details.empty()) {  // e.g. unsafe-pickle: file, record, callable, how it is reached
       QStringList facts;
       for (const char* k : {"file", "record", "callable", "how"})
         if (auto it = f.details.find(k); it != f.details.end())
-          facts << QStringLiteral("%1: <code>%2</code>").arg(QString::fromLatin1(k),
-                                                            QString::fromStdString(it->second).toHtmlEscaped());
+          facts << QStringLiteral("%1: <code>%2</code>")
+                       .arg(QString::fromLatin1(k), QString::fromStdString(it->second).toHtmlEscaped());
       auto* d = new QLabel(facts.join(QStringLiteral("&nbsp;&nbsp;·&nbsp;&nbsp;")), card);
       d->setObjectName(QStringLiteral("findingDetails"));
       d->setTextFormat(Qt::RichText);

@@ -1,7 +1,7 @@
 #pragma once
 // The first thing a user sees: what the checkpoint is (stage, dtypes, world sizes, steps) and what is wrong
-// with it: the strip of every param (divergence, moments, NaN/Inf; click to select), then one card per finding
-// coloured by severity, each repairable finding with a Fix button.
+// with it: the strip of every param (divergence, moments, NaN/Inf; click to select), then one card per
+// finding coloured by severity, each repairable finding with a Fix button.
 #include <QWidget>
 
 class QLabel;

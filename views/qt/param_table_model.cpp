@@ -1,8 +1,8 @@
 #include "param_table_model.h"
 
 #include <QBrush>
-#include <QLocale>
 #include <QColor>
+#include <QLocale>
 #include <QStringList>
 #include <cmath>
 
@@ -17,9 +17,12 @@ void ParamTableModel::clear() {
   endResetModel();
 }
 
-void ParamTableModel::setCatalog(const deepspeed::Catalog* catalog) { setReport(catalog, nullptr); }
+void ParamTableModel::setCatalog(const deepspeed::Catalog* catalog) {
+  setReport(catalog, nullptr);
+}
 
-void ParamTableModel::setReport(const deepspeed::Catalog* catalog, std::shared_ptr<const analysis::Report> report) {
+void ParamTableModel::setReport(const deepspeed::Catalog* catalog,
+                                std::shared_ptr<const analysis::Report> report) {
   const analysis::Report* raw = report.get();
   auto keep = std::move(report);
   setReport(catalog, raw);
@@ -76,7 +79,9 @@ const analysis::ParamReport* ParamTableModel::paramReport(int row) const {
 int ParamTableModel::rowCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : static_cast<int>(rows_.size());
 }
-int ParamTableModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+int ParamTableModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : ColumnCount;
+}
 
 namespace {
 QString num(double v, int prec = 3) {
@@ -91,27 +96,41 @@ QVariant ParamTableModel::cell(const Row& r, int column, bool forSort) const {
   const double none = forSort ? -1.0 : std::nan("");
   auto number = [&](double v) -> QVariant { return forSort ? QVariant(v) : QVariant(num(v)); };
   switch (column) {
-    case Name: return r.name;
-    case Group: return r.group;
+    case Name:
+      return r.name;
+    case Group:
+      return r.group;
     case Shape: {
       if (forSort) return static_cast<qlonglong>(r.shape.size());
       QStringList dims;
       for (auto x : r.shape) dims << QString::number(x);
       return QStringLiteral("[%1]").arg(dims.join(QStringLiteral(", ")));
     }
-    case DTypeCol: return r.dtype;
-    case Numel: return forSort ? QVariant(static_cast<qlonglong>(r.numel)) : QVariant(QLocale().toString(static_cast<qlonglong>(r.numel)));
-    case MaxAbsDiff: return d ? number(d->max_abs) : (forSort ? QVariant(none) : QVariant());
-    case RelL2: return d ? number(d->rel_l2()) : (forSort ? QVariant(none) : QVariant());
+    case DTypeCol:
+      return r.dtype;
+    case Numel:
+      return forSort ? QVariant(static_cast<qlonglong>(r.numel))
+                     : QVariant(QLocale().toString(static_cast<qlonglong>(r.numel)));
+    case MaxAbsDiff:
+      return d ? number(d->max_abs) : (forSort ? QVariant(none) : QVariant());
+    case RelL2:
+      return d ? number(d->rel_l2()) : (forSort ? QVariant(none) : QVariant());
     case ExactFraction:
       if (!d) return forSort ? QVariant(none) : QVariant();
-      return forSort ? QVariant(d->exact_fraction()) : QVariant(QString::number(d->exact_fraction() * 100.0, 'f', 2) + "%");
-    case Fp32Rms: return s && s->fp32 ? number(s->fp32->rms()) : (forSort ? QVariant(none) : QVariant());
-    case ExpAvgRms: return s && s->exp_avg ? number(s->exp_avg->rms()) : (forSort ? QVariant(none) : QVariant());
-    case ExpAvgSqMean: return s && s->exp_avg_sq ? number(s->exp_avg_sq->mean()) : (forSort ? QVariant(none) : QVariant());
-    case NaNs: return s ? QVariant(static_cast<qulonglong>(r.nans)) : QVariant();
-    case Infs: return s ? QVariant(static_cast<qulonglong>(r.infs)) : QVariant();
-    case Score: return s ? number(s->severity_score()) : (forSort ? QVariant(none) : QVariant());
+      return forSort ? QVariant(d->exact_fraction())
+                     : QVariant(QString::number(d->exact_fraction() * 100.0, 'f', 2) + "%");
+    case Fp32Rms:
+      return s && s->fp32 ? number(s->fp32->rms()) : (forSort ? QVariant(none) : QVariant());
+    case ExpAvgRms:
+      return s && s->exp_avg ? number(s->exp_avg->rms()) : (forSort ? QVariant(none) : QVariant());
+    case ExpAvgSqMean:
+      return s && s->exp_avg_sq ? number(s->exp_avg_sq->mean()) : (forSort ? QVariant(none) : QVariant());
+    case NaNs:
+      return s ? QVariant(static_cast<qulonglong>(r.nans)) : QVariant();
+    case Infs:
+      return s ? QVariant(static_cast<qulonglong>(r.infs)) : QVariant();
+    case Score:
+      return s ? number(s->severity_score()) : (forSort ? QVariant(none) : QVariant());
   }
   return {};
 }
@@ -120,9 +139,12 @@ QVariant ParamTableModel::data(const QModelIndex& index, int role) const {
   if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
   const auto& r = rows_[static_cast<size_t>(index.row())];
   switch (role) {
-    case Qt::DisplayRole: return cell(r, index.column(), false);
-    case SortRole: return cell(r, index.column(), true);
-    case NameRole: return r.name;
+    case Qt::DisplayRole:
+      return cell(r, index.column(), false);
+    case SortRole:
+      return cell(r, index.column(), true);
+    case NameRole:
+      return r.name;
     case Qt::TextAlignmentRole:
       if (index.column() >= Numel) return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
       return {};
@@ -130,19 +152,22 @@ QVariant ParamTableModel::data(const QModelIndex& index, int role) const {
       if (index.column() == ExactFraction && r.stats && r.stats->lp_vs_fp32 &&
           r.stats->lp_vs_fp32->exact_fraction() < 0.99)
         return QBrush(QColor(0xc6, 0x28, 0x28));
-      if ((index.column() == NaNs && r.nans) || (index.column() == Infs && r.infs)) return QBrush(QColor(0xc6, 0x28, 0x28));
+      if ((index.column() == NaNs && r.nans) || (index.column() == Infs && r.infs))
+        return QBrush(QColor(0xc6, 0x28, 0x28));
       return {};
     case Qt::ToolTipRole:
       if (index.column() == Name) return r.name;
       return {};
-    default: return {};
+    default:
+      return {};
   }
 }
 
 QVariant ParamTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal) return {};
-  static const char* names[] = {"Param", "Group", "Shape", "DType", "Numel", "max |Δ|", "rel L2", "exact",
-                                "fp32 rms", "exp_avg rms", "exp_avg_sq mean", "NaN", "Inf", "score"};
+  static const char* names[] = {"Param",           "Group",  "Shape", "DType",    "Numel",
+                                "max |Δ|",         "rel L2", "exact", "fp32 rms", "exp_avg rms",
+                                "exp_avg_sq mean", "NaN",    "Inf",   "score"};
   static const char* tips[] = {
       "Parameter name (module state-dict key)",
       "Optimizer param group (ZeRO-3: sub-group)",

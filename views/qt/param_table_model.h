@@ -15,8 +15,21 @@ class ParamTableModel : public QAbstractTableModel {
   Q_OBJECT
  public:
   enum Column {
-    Name, Group, Shape, DTypeCol, Numel, MaxAbsDiff, RelL2, ExactFraction, Fp32Rms, ExpAvgRms, ExpAvgSqMean,
-    NaNs, Infs, Score, ColumnCount
+    Name,
+    Group,
+    Shape,
+    DTypeCol,
+    Numel,
+    MaxAbsDiff,
+    RelL2,
+    ExactFraction,
+    Fp32Rms,
+    ExpAvgRms,
+    ExpAvgSqMean,
+    NaNs,
+    Infs,
+    Score,
+    ColumnCount
   };
   static constexpr int SortRole = Qt::UserRole + 1;
   static constexpr int NameRole = Qt::UserRole + 2;
@@ -24,8 +37,10 @@ class ParamTableModel : public QAbstractTableModel {
   explicit ParamTableModel(QObject* parent = nullptr);
 
   void setCatalog(const deepspeed::Catalog* catalog);  // rows without statistics
-  void setReport(const deepspeed::Catalog* catalog, const analysis::Report* report);  // the caller keeps it alive
-  void setReport(const deepspeed::Catalog* catalog, std::shared_ptr<const analysis::Report> report);  // kept here
+  void setReport(const deepspeed::Catalog* catalog,
+                 const analysis::Report* report);  // the caller keeps it alive
+  void setReport(const deepspeed::Catalog* catalog,
+                 std::shared_ptr<const analysis::Report> report);  // kept here
   void clear();
   // Row of the param named `name`, -1 when absent.
   int rowOf(const QString& name) const;

@@ -107,7 +107,8 @@ void ParamsView::selectParam(const QString& name) {
     filter_->clear();
     idx = proxy_->mapFromSource(src);
   }
-  table_->selectionModel()->setCurrentIndex(idx, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+  table_->selectionModel()->setCurrentIndex(idx,
+                                            QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
   table_->scrollTo(idx);
   if (plots_->currentParam() != name) plots_->showParam(name);
 }

@@ -50,7 +50,9 @@ PlotsView::PlotsView(Session* session, QWidget* parent) : QWidget(parent), sessi
   showParam(QString());
 }
 
-std::vector<ChartPanel*> PlotsView::panels() const { return {divergence_, ulp_, density_, expAvg_, expAvgSq_, ranks_}; }
+std::vector<ChartPanel*> PlotsView::panels() const {
+  return {divergence_, ulp_, density_, expAvg_, expAvgSq_, ranks_};
+}
 
 void PlotsView::refreshSummary() {
   const auto& perRank = session_->core().per_rank_divergence();  // merged on the analysis' worker
@@ -69,8 +71,9 @@ void PlotsView::showParam(const QString& name) {
     expAvgSq_->setChartOwned(emptyChart(tr("exp_avg_sq"), why));
   } else {
     if (pr->lp_vs_fp32) {
-      divergence_->setChartOwned(logHistogramChart(tr("|fp32 − weight|"), tr("log10 |Δ|"), pr->lp_vs_fp32->log_abs_diff,
-                                                   nullptr, QStringLiteral("|Δ|")));
+      divergence_->setChartOwned(logHistogramChart(tr("|fp32 − weight|"), tr("log10 |Δ|"),
+                                                   pr->lp_vs_fp32->log_abs_diff, nullptr,
+                                                   QStringLiteral("|Δ|")));
       ulp_->setChartOwned(ulpChart(tr("ULP distance"), pr->lp_vs_fp32->ulp));
     } else if (pr->lp) {
       // Weights read with nothing to compare them with (a weights folder, a checkpoint without optimizer
@@ -80,7 +83,8 @@ void PlotsView::showParam(const QString& name) {
                                                    QStringLiteral("negative")));
       ulp_->setChartOwned(emptyChart(tr("ULP distance"), tr("no fp32 master to compare the weight with")));
     } else {
-      divergence_->setChartOwned(emptyChart(tr("|fp32 − weight|"), tr("no weight/master pair (ZeRO-3 placeholder?)")));
+      divergence_->setChartOwned(
+          emptyChart(tr("|fp32 − weight|"), tr("no weight/master pair (ZeRO-3 placeholder?)")));
       ulp_->setChartOwned(emptyChart(tr("ULP distance"), tr("no weight/master pair")));
     }
     if (pr->exp_avg)
@@ -90,30 +94,35 @@ void PlotsView::showParam(const QString& name) {
     else
       expAvg_->setChartOwned(emptyChart(tr("exp_avg"), tr("no exp_avg in the optimizer state")));
     if (pr->exp_avg_sq)
-      expAvgSq_->setChartOwned(logHistogramChart(tr("exp_avg_sq"), tr("log10 exp_avg_sq"), pr->exp_avg_sq->log_abs,
-                                                 pr->exp_avg_sq->negatives ? &pr->exp_avg_sq->log_abs_negative : nullptr,
-                                                 QStringLiteral("all"), QStringLiteral("negative (invalid)")));
+      expAvgSq_->setChartOwned(
+          logHistogramChart(tr("exp_avg_sq"), tr("log10 exp_avg_sq"), pr->exp_avg_sq->log_abs,
+                            pr->exp_avg_sq->negatives ? &pr->exp_avg_sq->log_abs_negative : nullptr,
+                            QStringLiteral("all"), QStringLiteral("negative (invalid)")));
     else
       expAvgSq_->setChartOwned(emptyChart(tr("exp_avg_sq"), tr("no exp_avg_sq in the optimizer state")));
   }
 
   // The density streams this one param's slices from every rank's memory map, on a worker; selecting another
   // param supersedes it.
-  const auto where = session_->isOpen() && !name.isEmpty() ? session_->core().find_param(name.toStdString()) : std::nullopt;
+  const auto where =
+      session_->isOpen() && !name.isEmpty() ? session_->core().find_param(name.toStdString()) : std::nullopt;
   if (!where) {
     if (densityJob_) densityJob_->cancel();
     densityJob_.reset();
-    density_->setChartOwned(emptyChart(tr("weight vs fp32 master"), name.isEmpty() ? why : tr("not a trainable param")));
+    density_->setChartOwned(
+        emptyChart(tr("weight vs fp32 master"), name.isEmpty() ? why : tr("not a trainable param")));
     return;
   }
   density_->setChartOwned(emptyChart(tr("weight vs fp32 master"), tr("loading…")));
   const QString title = tr("weight vs fp32 master");
   QPointer<PlotsView> self(this);
-  densityJob_ = session_->core().density(name.toStdString(), kDensityBins, [self, title](session::Outcome<analysis::Density2D>& o) {
-    if (!self || o.superseded() || o.job != self->densityJob_) return;
-    self->density_->setChartOwned(o.ok() ? densityChart(title, *o.value) : emptyChart(title, errorText(*o.error)));
-    emit self->densityReady();
-  });
+  densityJob_ = session_->core().density(
+      name.toStdString(), kDensityBins, [self, title](session::Outcome<analysis::Density2D>& o) {
+        if (!self || o.superseded() || o.job != self->densityJob_) return;
+        self->density_->setChartOwned(o.ok() ? densityChart(title, *o.value)
+                                             : emptyChart(title, errorText(*o.error)));
+        emit self->densityReady();
+      });
 }
 
 QStringList PlotsView::exportAll(const QString& dir, const QString& suffix) {

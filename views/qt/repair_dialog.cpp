@@ -36,9 +36,10 @@ RepairDialog::RepairDialog(Session* session, analysis::RepairKind kind, QWidget*
   resize(720, 560);
   const deepspeed::Catalog& catalog = *session_->catalog();
   auto* v = new QVBoxLayout(this);
-  auto* intro = new QLabel(tr("Nothing is written until you press <b>Repair</b>. The input stays untouched; the "
-                              "repaired checkpoint goes into a new folder and is verified by diagnosing it again."),
-                           this);
+  auto* intro =
+      new QLabel(tr("Nothing is written until you press <b>Repair</b>. The input stays untouched; the "
+                    "repaired checkpoint goes into a new folder and is verified by diagnosing it again."),
+                 this);
   intro->setWordWrap(true);
   v->addWidget(intro);
 
@@ -82,7 +83,8 @@ RepairDialog::RepairDialog(Session* session, analysis::RepairKind kind, QWidget*
   run_ = footer_->runButton();
 
   connect(browse, &QPushButton::clicked, this, [this] {
-    const QString dir = QFileDialog::getSaveFileName(this, tr("Output folder (must not exist)"), output_->text());
+    const QString dir =
+        QFileDialog::getSaveFileName(this, tr("Output folder (must not exist)"), output_->text());
     if (!dir.isEmpty()) output_->setText(dir);
   });
   connect(output_, &QLineEdit::textChanged, this, &RepairDialog::updatePlan);
@@ -117,7 +119,9 @@ QString RepairDialog::output() const {
 void RepairDialog::setOutput(const QString& path) {
   output_->setText(path);
 }
-QString RepairDialog::planText() const { return plan_->toPlainText(); }
+QString RepairDialog::planText() const {
+  return plan_->toPlainText();
+}
 
 void RepairDialog::setTemplate(const QString& path) {
   actions_->setTemplate(path);
@@ -195,11 +199,13 @@ void RepairDialog::showResult() {
   const auto& r = *result_;
   QString html;
   if (r.state == repair::OutputState::VerificationIncomplete) {
-    html = tr("<b style='color:#e65100'>⚠ Written, but not verified.</b> %1. The repaired checkpoint is complete and in "
-              "place, but it has not been checked: open it to diagnose it before you use it, or delete it.<br><code>%2</code>")
-               .arg(QString::fromStdString(r.verification_cancelled ? std::string("The verification was cancelled")
-                                                                     : "The verification did not finish: " +
-                                                                           r.verification_error)
+    html = tr("<b style='color:#e65100'>⚠ Written, but not verified.</b> %1. The repaired checkpoint is "
+              "complete and in "
+              "place, but it has not been checked: open it to diagnose it before you use it, or delete "
+              "it.<br><code>%2</code>")
+               .arg(QString::fromStdString(r.verification_cancelled
+                                               ? std::string("The verification was cancelled")
+                                               : "The verification did not finish: " + r.verification_error)
                         .toHtmlEscaped(),
                     QString::fromStdString(r.output).toHtmlEscaped());
     footer_->showResult(html, true);
@@ -208,18 +214,20 @@ void RepairDialog::showResult() {
     return;
   }
   if (r.ok())
-    html = tr("<b style='color:#2e7d32'>✔ Repaired and verified.</b> The output diagnoses clean and DeepSpeed's "
-              "loader invariants hold.<br><code>%1</code>")
-               .arg(QString::fromStdString(r.output).toHtmlEscaped());
+    html =
+        tr("<b style='color:#2e7d32'>✔ Repaired and verified.</b> The output diagnoses clean and DeepSpeed's "
+           "loader invariants hold.<br><code>%1</code>")
+            .arg(QString::fromStdString(r.output).toHtmlEscaped());
   else
     html = tr("<b style='color:#c62828'>✘ Written, but verification found problems.</b><br><code>%1</code>")
                .arg(QString::fromStdString(r.output).toHtmlEscaped());
   for (const auto& f : r.verification.findings)
     html += QStringLiteral("<br><span style='color:%1'>%2</span> %3: %4")
-                .arg(severityColor(f.severity).name(), severityLabel(f.severity), QString::fromStdString(f.code),
-                     QString::fromStdString(f.message).toHtmlEscaped());
+                .arg(severityColor(f.severity).name(), severityLabel(f.severity),
+                     QString::fromStdString(f.code), QString::fromStdString(f.message).toHtmlEscaped());
   for (const auto& inv : r.invariant_failures)
-    html += QStringLiteral("<br><span style='color:#c62828'>invariant</span> %1").arg(QString::fromStdString(inv).toHtmlEscaped());
+    html += QStringLiteral("<br><span style='color:#c62828'>invariant</span> %1")
+                .arg(QString::fromStdString(inv).toHtmlEscaped());
   footer_->showResult(html, true);
   spdlog::info("repair written to {}: verified_clean={}, {} invariant failures", r.output, r.verified_clean,
                r.invariant_failures.size());

@@ -54,10 +54,11 @@ inline uint16_t float_to_half(float f) {
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
   const uint32_t abs = x & 0x7fffffffu;
   if (abs >= 0x7f800000u) {  // inf or nan
-    return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? (0x200u | ((abs >> 13) & 0x3ffu)) : 0u));
+    return static_cast<uint16_t>(sign | 0x7c00u |
+                                 (abs > 0x7f800000u ? (0x200u | ((abs >> 13) & 0x3ffu)) : 0u));
   }
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf
-  if (abs < 0x38800000u) {                                                // subnormal or zero in half
+  if (abs < 0x38800000u) {                                               // subnormal or zero in half
     // value = abs as float; half subnormal unit is 2^-24.
     float a;
     std::memcpy(&a, &abs, 4);

@@ -63,9 +63,9 @@ std::vector<deepspeed::Problem> verify_checksums(const deepspeed::Catalog& catal
   const int procs = mpi_size();
   deepspeed::RankOwners owners;
   if (procs > 1)
-    owners = deepspeed::rank_owners(catalog, catalog.groups.empty()
-                                                 ? catalog.dp_world_size
-                                                 : static_cast<int>(catalog.groups.front().partitions.size()));
+    owners = deepspeed::rank_owners(
+        catalog, catalog.groups.empty() ? catalog.dp_world_size
+                                        : static_cast<int>(catalog.groups.front().partitions.size()));
   auto mine = [&](size_t f) {
     if (procs == 1) return true;
     const int r = catalog.files[f].dp_rank;
@@ -86,11 +86,13 @@ std::vector<deepspeed::Problem> verify_checksums(const deepspeed::Catalog& catal
     }
   }
   // big records first so the threads finish together
-  std::stable_sort(records.begin(), records.end(),
-                   [](const Record& a, const Record& b) { return a.entry->compressed_size > b.entry->compressed_size; });
+  std::stable_sort(records.begin(), records.end(), [](const Record& a, const Record& b) {
+    return a.entry->compressed_size > b.entry->compressed_size;
+  });
   if (progress) progress->set_stage("verifying checksums", total);
 
-  std::vector<std::vector<std::string>> bad(catalog.files.size());  // per file: what is wrong with which record
+  std::vector<std::vector<std::string>> bad(
+      catalog.files.size());  // per file: what is wrong with which record
   check_records(zips, records, threads, progress, bad);
   std::vector<deepspeed::Problem> out;
   for (size_t f = 0; f < bad.size(); ++f) {
@@ -106,8 +108,9 @@ std::vector<deepspeed::Problem> verify_checksums(const deepspeed::Catalog& catal
     p.file = file.path;
     if (file.dp_rank >= 0) p.ranks = {file.dp_rank};
     p.message = file.path + ": " + std::to_string(bad[f].size()) + " of " +
-                std::to_string(zips[f]->entries().size()) + " records no longer match the checksum torch wrote: " +
-                list + ". The bytes changed after the file was saved (disk, copy or transfer corruption); " +
+                std::to_string(zips[f]->entries().size()) +
+                " records no longer match the checksum torch wrote: " + list +
+                ". The bytes changed after the file was saved (disk, copy or transfer corruption); " +
                 "restore this file from another copy. ckptdoc cannot tell which values are wrong.";
     out.push_back(std::move(p));
   }

@@ -32,7 +32,9 @@ Density2D density_2d(std::span<const float> x, std::span<const float> y, int bin
   d.lo = lo;
   d.hi = hi;
   const double scale = bins / (hi - lo);
-  auto bin = [&](float v) { return std::clamp(static_cast<int>((v - lo) * scale), 0, bins - 1); };  // hi: last bin
+  auto bin = [&](float v) {
+    return std::clamp(static_cast<int>((v - lo) * scale), 0, bins - 1);
+  };  // hi: last bin
   for (size_t i = 0; i < n; ++i) {
     if (!std::isfinite(x[i]) || !std::isfinite(y[i])) continue;
     ++d.counts[static_cast<size_t>(bin(y[i])) * bins + bin(x[i])];

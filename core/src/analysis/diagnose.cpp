@@ -32,8 +32,9 @@ void sort_findings(std::vector<Finding>& f) {
   });
 }
 
-// A tensor/pipeline-parallel job: every model-parallel rank scanned and judged on its own (its findings carry its
-// coordinates), the job's catalog problems once, and the comparison of replicated params across tensor ranks.
+// A tensor/pipeline-parallel job: every model-parallel rank scanned and judged on its own (its findings carry
+// its coordinates), the job's catalog problems once, and the comparison of replicated params across tensor
+// ranks.
 Report diagnose_job(const deepspeed::Checkpoint& job, const DiagnoseOptions& options, Progress* progress) {
   if (mpi_size() > 1)
     throw Error(ErrorKind::Unsupported, job.catalog().tag_dir, "mpirun",
@@ -128,7 +129,8 @@ void compare_zero3_with_lp_weights(const deepspeed::Checkpoint& ckpt, const Diag
 }  // namespace
 
 Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& options, Progress* progress) {
-  if (ckpt.weights_only() && ckpt.weights()) return weights::diagnose_weights(*ckpt.weights(), options, progress);
+  if (ckpt.weights_only() && ckpt.weights())
+    return weights::diagnose_weights(*ckpt.weights(), options, progress);
   const auto start = std::chrono::steady_clock::now();
   if (ckpt.slice_count() > 1 && ckpt.catalog().mp_rank == 0) {
     Report report = diagnose_job(ckpt, options, progress);
@@ -146,7 +148,8 @@ Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& option
     if (scan.backend.empty()) scan.backend = module_only->backend;
   }
   if (options.verify_checksums)
-    for (auto& p : verify_checksums(ckpt.catalog(), options.threads, progress)) scan.problems.push_back(std::move(p));
+    for (auto& p : verify_checksums(ckpt.catalog(), options.threads, progress))
+      scan.problems.push_back(std::move(p));
   // A rank file that shrank while it was scanned read as zeros past its new end: no report from that.
   ckpt.check_unchanged();
   if (MappedFile::change_count() != changes) MappedFile::throw_changed("diagnose");
@@ -177,7 +180,8 @@ Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& option
     report.live = snapshot::live_report(ckpt);
     for (auto& f : snapshot::live_findings(*report.live)) report.findings.push_back(std::move(f));
   }
-  // Every element not analysed is counted (a warning where data was skipped, info where there is nothing to compare).
+  // Every element not analysed is counted (a warning where data was skipped, info where there is nothing to
+  // compare).
   for (auto& f : not_analysed_findings(scan.not_analysed)) report.findings.push_back(std::move(f));
   std::stable_sort(report.findings.begin(), report.findings.end(), [](const Finding& a, const Finding& b) {
     return static_cast<int>(a.severity) > static_cast<int>(b.severity);

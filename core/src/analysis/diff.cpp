@@ -136,7 +136,9 @@ void to_double(const uint8_t* p, DType d, size_t n, double* out) {
         out[i] = f;
         break;
       }
-      case DType::F64: std::memcpy(&out[i], p + 8 * i, 8); break;
+      case DType::F64:
+        std::memcpy(&out[i], p + 8 * i, 8);
+        break;
       case DType::F16: {
         uint16_t h;
         std::memcpy(&h, p + 2 * i, 2);
@@ -167,9 +169,13 @@ void to_double(const uint8_t* p, DType d, size_t n, double* out) {
         out[i] = v;
         break;
       }
-      case DType::I8: out[i] = static_cast<int8_t>(p[i]); break;
+      case DType::I8:
+        out[i] = static_cast<int8_t>(p[i]);
+        break;
       case DType::U8:
-      case DType::Bool: out[i] = p[i]; break;
+      case DType::Bool:
+        out[i] = p[i];
+        break;
       default:
         throw Error(ErrorKind::Unsupported, "", "",
                     "cannot compare values of dtype " + std::string(dtype_name(d)));
@@ -279,10 +285,14 @@ DiffWhat parse_diff_what(const std::string& s) {
 
 std::string_view diff_what_name(DiffWhat w) {
   switch (w) {
-    case DiffWhat::Fp32: return "fp32";
-    case DiffWhat::Lp: return "lp";
-    case DiffWhat::ExpAvg: return "exp_avg";
-    case DiffWhat::ExpAvgSq: return "exp_avg_sq";
+    case DiffWhat::Fp32:
+      return "fp32";
+    case DiffWhat::Lp:
+      return "lp";
+    case DiffWhat::ExpAvg:
+      return "exp_avg";
+    case DiffWhat::ExpAvgSq:
+      return "exp_avg_sq";
   }
   return "";
 }
@@ -292,7 +302,9 @@ double TensorDiff::rel_l2() const {
   return sum_sq_b > 0 ? std::sqrt(sum_sq_diff / sum_sq_b) : INFINITY;
 }
 
-double TensorDiff::exact_fraction() const { return numel ? double(exact) / double(numel) : 1.0; }
+double TensorDiff::exact_fraction() const {
+  return numel ? double(exact) / double(numel) : 1.0;
+}
 
 bool DiffResult::equal() const {
   if (!removed.empty() || !added.empty() || !shape_changed.empty()) return false;
@@ -397,8 +409,10 @@ std::string diff_json(const DiffResult& r) {
                        {"close_fraction", d.numel ? double(d.close) / double(d.numel) : 1.0},
                        {"nonfinite_mismatches", d.nonfinite},
                        {"equal", d.same()}});
-  json j{{"a", r.a},           {"b", r.b},         {"equal", r.equal()}, {"removed", r.removed},
-         {"added", r.added},   {"shape_changed", shapes}, {"tensors", tensors}};
+  json j{{"a", r.a},           {"b", r.b},
+         {"equal", r.equal()}, {"removed", r.removed},
+         {"added", r.added},   {"shape_changed", shapes},
+         {"tensors", tensors}};
   return j.dump(2);
 }
 

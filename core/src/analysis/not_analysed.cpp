@@ -39,10 +39,9 @@ Finding make(const char* const (&reasons)[N], const NotAnalysed& counts, Severit
   }
   if (total == 0) return f;
   f.evidence["elements"] = static_cast<double>(total);
-  f.message = severity == Severity::Warning
-                  ? "Not analysed, although the data should be there: " + parts +
-                        ". The statistics and findings cover the rest only."
-                  : "Nothing to compare by design: " + parts + ".";
+  f.message = severity == Severity::Warning ? "Not analysed, although the data should be there: " + parts +
+                                                  ". The statistics and findings cover the rest only."
+                                            : "Nothing to compare by design: " + parts + ".";
   return f;
 }
 
@@ -50,7 +49,8 @@ Finding make(const char* const (&reasons)[N], const NotAnalysed& counts, Severit
 
 std::vector<Finding> not_analysed_findings(const NotAnalysed& counts) {
   std::vector<Finding> out;
-  for (Finding f : {make(kNotAnalysedWarnings, counts, Severity::Warning), make(kNotAnalysedInfo, counts, Severity::Info)})
+  for (Finding f : {make(kNotAnalysedWarnings, counts, Severity::Warning),
+                    make(kNotAnalysedInfo, counts, Severity::Info)})
     if (!f.message.empty()) out.push_back(std::move(f));
   return out;
 }

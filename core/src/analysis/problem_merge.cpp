@@ -14,7 +14,9 @@ namespace {
 
 using deepspeed::Problem;
 
-void put_u64(std::string& b, uint64_t v) { b.append(reinterpret_cast<const char*>(&v), sizeof v); }
+void put_u64(std::string& b, uint64_t v) {
+  b.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
 void put_str(std::string& b, const std::string& s) {
   put_u64(b, s.size());
   b += s;
@@ -98,7 +100,9 @@ void merge_catalog_across_processes(deepspeed::Catalog& catalog, const std::vect
     if (owners.model_nowhere[static_cast<size_t>(r)]) model_missing.push_back(r);
   }
   std::vector<Problem> out;
-  std::set<std::tuple<std::string, std::string, std::string, std::string, std::vector<int>, std::vector<std::string>>> seen;
+  std::set<std::tuple<std::string, std::string, std::string, std::string, std::vector<int>,
+                      std::vector<std::string>>>
+      seen;
   bool optim_done = false, model_done = false;
   for (auto& p : all) {
     if (deepspeed::is_missing_dp_rank_problem(p)) {
@@ -108,11 +112,13 @@ void merge_catalog_across_processes(deepspeed::Catalog& catalog, const std::vect
       const auto& ranks = optim ? optim_missing : model_missing;
       if (done || ranks.empty()) continue;
       done = true;
-      p = optim ? deepspeed::missing_optim_files_problem(ranks, dp) : deepspeed::missing_zero3_model_files_problem(ranks, dp);
+      p = optim ? deepspeed::missing_optim_files_problem(ranks, dp)
+                : deepspeed::missing_zero3_model_files_problem(ranks, dp);
     }
     // One process's view of #7546 (rank 0's model file alone) is wrong when another process has the others.
     if (p.code == "zero3-model-files-not-saved" && model_missing.empty()) continue;
-    if (seen.insert({p.code, p.severity, p.message, p.file, p.ranks, p.params}).second) out.push_back(std::move(p));
+    if (seen.insert({p.code, p.severity, p.message, p.file, p.ranks, p.params}).second)
+      out.push_back(std::move(p));
   }
   catalog.problems = std::move(out);
   // Optimizer files beyond the world size (a problem of their own) stay counted as the catalog counted them.

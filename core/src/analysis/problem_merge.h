@@ -11,6 +11,7 @@ namespace ckptdoc::analysis {
 // Collective. Turns this process's catalog into the whole checkpoint's as far as the rules look at it: its
 // problems become every process's catalog and scan problems (process 0's first, each once), and the
 // optimizer file count counts the ranks some process has.
-void merge_catalog_across_processes(deepspeed::Catalog& catalog, const std::vector<deepspeed::Problem>& scan_problems);
+void merge_catalog_across_processes(deepspeed::Catalog& catalog,
+                                    const std::vector<deepspeed::Problem>& scan_problems);
 
 }  // namespace ckptdoc::analysis

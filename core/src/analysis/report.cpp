@@ -9,9 +9,12 @@ namespace ckptdoc::analysis {
 
 std::string_view severity_name(Severity s) {
   switch (s) {
-    case Severity::Error: return "error";
-    case Severity::Warning: return "warning";
-    default: return "info";
+    case Severity::Error:
+      return "error";
+    case Severity::Warning:
+      return "warning";
+    default:
+      return "info";
   }
 }
 
@@ -42,13 +45,18 @@ Finding finding_from(const deepspeed::Problem& p) {
 
 std::string_view repair_name(RepairKind r) {
   switch (r) {
-    case RepairKind::RefreshFp32: return "refresh-fp32";
-    case RepairKind::ResetOptimizer: return "reset-optimizer";
-    case RepairKind::DropOptimizer: return "drop-optimizer";
-    case RepairKind::Repartition: return "repartition";
+    case RepairKind::RefreshFp32:
+      return "refresh-fp32";
+    case RepairKind::ResetOptimizer:
+      return "reset-optimizer";
+    case RepairKind::DropOptimizer:
+      return "drop-optimizer";
+    case RepairKind::Repartition:
+      return "repartition";
     case RepairKind::RestoreModelFiles:
       return "restore-model-files";
-    default: return "";
+    default:
+      return "";
   }
 }
 
@@ -73,7 +81,8 @@ double ParamReport::severity_score() const {
 }
 
 bool Report::has_error() const {
-  return std::any_of(findings.begin(), findings.end(), [](const Finding& f) { return f.severity == Severity::Error; });
+  return std::any_of(findings.begin(), findings.end(),
+                     [](const Finding& f) { return f.severity == Severity::Error; });
 }
 
 }  // namespace ckptdoc::analysis

@@ -30,7 +30,9 @@ std::string list_names(const std::vector<std::string>& names, size_t max = 6) {
   return s;
 }
 
-bool is_mixed_precision(const deepspeed::Catalog& c) { return c.lp_dtype == DType::F16 || c.lp_dtype == DType::BF16; }
+bool is_mixed_precision(const deepspeed::Catalog& c) {
+  return c.lp_dtype == DType::F16 || c.lp_dtype == DType::BF16;
+}
 
 }  // namespace
 
@@ -53,10 +55,12 @@ void master_findings(const std::vector<ParamReport>& params, const MasterContext
     (is_stale ? stale_total : drift_total).merge(d);
     if (is_stale) worst_rel = std::max(worst_rel, std::isfinite(d.rel_l2()) ? d.rel_l2() : 1e30);
     for (const auto& [rank, rd] : p.per_rank)
-      if (rd.count > 0 && rd.exact_fraction() < th.healthy_exact_fraction) (is_stale ? stale_ranks : drift_ranks).insert(rank);
+      if (rd.count > 0 && rd.exact_fraction() < th.healthy_exact_fraction)
+        (is_stale ? stale_ranks : drift_ranks).insert(rank);
   }
-  // Next to stale masters, params that merely look like drift are stale too: values that barely moved from their
-  // initialisation (LayerNorm weights near 1.0) round alike in bf16/fp16 by chance. One cause, one finding.
+  // Next to stale masters, params that merely look like drift are stale too: values that barely moved from
+  // their initialisation (LayerNorm weights near 1.0) round alike in bf16/fp16 by chance. One cause, one
+  // finding.
   size_t near_init = 0;
   if (!stale.params.empty() && !drift.params.empty()) {
     near_init = drift.params.size();
@@ -185,7 +189,8 @@ void nonfinite_rules(const std::vector<ParamReport>& params, std::vector<Finding
     f.ranks.assign(ranks.begin(), ranks.end());
     const std::string k = kind;
     const bool moment = k.starts_with("exp_avg");
-    f.repair = moment ? RepairKind::ResetOptimizer : (k == "fp32" ? RepairKind::RefreshFp32 : RepairKind::None);
+    f.repair =
+        moment ? RepairKind::ResetOptimizer : (k == "fp32" ? RepairKind::RefreshFp32 : RepairKind::None);
     std::string rank_list;
     for (int r : f.ranks) rank_list += (rank_list.empty() ? "" : ", ") + std::to_string(r);
     f.evidence = {{"count", double(total)}, {"params_affected", double(f.params.size())}};
@@ -208,40 +213,50 @@ void nonfinite_rules(const std::vector<ParamReport>& params, std::vector<Finding
   }
 }
 
-// Adam's first update of a param whose moments are zero, relative to lr, when its group continues at `step` (the
-// next update is step + 1): m̂/sqrt(v̂) = ((1-β1)/(1-β1^t)) / sqrt((1-β2)/(1-β2^t)) for one gradient, where a fresh
-// start (t = 1) gives exactly 1.
+// Adam's first update of a param whose moments are zero, relative to lr, when its group continues at `step`
+// (the next update is step + 1): m̂/sqrt(v̂) = ((1-β1)/(1-β1^t)) / sqrt((1-β2)/(1-β2^t)) for one gradient,
+// where a fresh start (t = 1) gives exactly 1.
 double first_update_factor(int64_t step, double beta1, double beta2) {
   const double t = static_cast<double>(step + 1);
   return ((1.0 - beta1) / (1.0 - std::pow(beta1, t))) / std::sqrt((1.0 - beta2) / (1.0 - std::pow(beta2, t)));
 }
 
-bool all_zero(const std::optional<ValueStats>& v) { return !v || v->zeros == v->count; }
+bool all_zero(const std::optional<ValueStats>& v) {
+  return !v || v->zeros == v->count;
+}
 
 // The optimizer rules weigh each flat group's own Adam step against its moments (never global_steps or the
 // scheduler, which a #762 load restores from the trained run while the optimizer starts fresh).
-void optimizer_rules(const deepspeed::Catalog& cat, const std::vector<ParamReport>& params, std::vector<Finding>& out) {
+void optimizer_rules(const deepspeed::Catalog& cat, const std::vector<ParamReport>& params,
+                     std::vector<Finding>& out) {
   const bool zero_like = cat.zero_stage > 0 || cat.wrapper == deepspeed::OptimizerWrapper::BF16Optimizer;
   if (zero_like && cat.optim_file_count == 0) {
-    out.push_back({"optimizer-state-missing", Severity::Warning,
+    out.push_back({"optimizer-state-missing",
+                   Severity::Warning,
                    "No optimizer files: this is a weights-only checkpoint. DeepSpeed loads it only with "
-                   "load_optimizer_states=False (or load_module_only=True); v0.13+ then refreshes the fp32 masters from "
+                   "load_optimizer_states=False (or load_module_only=True); v0.13+ then refreshes the fp32 "
+                   "masters from "
                    "the weights, older versions keep stale masters (DeepSpeed PR #762).",
-                   {}, {}, {}, RepairKind::None});
+                   {},
+                   {},
+                   {},
+                   RepairKind::None});
     return;
   }
   if (cat.optim_file_count == 0 && cat.wrapper != deepspeed::OptimizerWrapper::FP16Optimizer &&
       cat.wrapper != deepspeed::OptimizerWrapper::TorchOptimizer)
     return;
   auto group_state = [&cat](int g) -> deepspeed::OptimizerGroupState {
-    if (g >= 0 && static_cast<size_t>(g) < cat.optimizer_groups.size()) return cat.optimizer_groups[static_cast<size_t>(g)];
+    if (g >= 0 && static_cast<size_t>(g) < cat.optimizer_groups.size())
+      return cat.optimizer_groups[static_cast<size_t>(g)];
     deepspeed::OptimizerGroupState s;
     s.step = cat.optimizer_step;
     return s;
   };
   // Per optimizer group (the params that share one Adam step): which params carry trained moments and which
-  // carry none. A universal folder's flat groups are single params: they are grouped by the optimizer group they
-  // came from, or a param that never got a gradient would look like a whole group whose moments were lost.
+  // carry none. A universal folder's flat groups are single params: they are grouped by the optimizer group
+  // they came from, or a param that never got a gradient would look like a whole group whose moments were
+  // lost.
   struct GroupView {
     std::vector<std::string> zero, trained;
     int flat = -1;  // one of its flat groups (they hold the same step)
@@ -254,8 +269,10 @@ void optimizer_rules(const deepspeed::Catalog& cat, const std::vector<ParamRepor
   std::map<int, GroupView> groups;
   size_t with_state = 0;
   Finding lost{"optimizer-step-inconsistent", Severity::Error, "", {}, {}, {}, RepairKind::ResetOptimizer};
-  Finding negative{"optimizer-step-inconsistent", Severity::Error, "", {}, {}, {}, RepairKind::ResetOptimizer};
-  Finding step_zero{"optimizer-step-inconsistent", Severity::Error, "", {}, {}, {}, RepairKind::ResetOptimizer};
+  Finding negative{"optimizer-step-inconsistent", Severity::Error, "", {}, {}, {},
+                   RepairKind::ResetOptimizer};
+  Finding step_zero{"optimizer-step-inconsistent", Severity::Error, "", {}, {}, {},
+                    RepairKind::ResetOptimizer};
   for (const auto& p : params) {
     if (!p.exp_avg && !p.exp_avg_sq) continue;
     ++with_state;
@@ -271,14 +288,19 @@ void optimizer_rules(const deepspeed::Catalog& cat, const std::vector<ParamRepor
   }
   if (with_state == 0) {
     if (!cat.optimizer_state_keys.empty()) return;
-    out.push_back({"optimizer-state-empty", Severity::Info,
-                   "The optimizer state is empty (no exp_avg/exp_avg_sq): the optimizer starts fresh, as after a "
-                   "reset or a load without optimizer states in DeepSpeed v0.13+. Bias correction restarts at step 1.",
-                   {}, {}, {}, RepairKind::None});
+    out.push_back(
+        {"optimizer-state-empty",
+         Severity::Info,
+         "The optimizer state is empty (no exp_avg/exp_avg_sq): the optimizer starts fresh, as after a "
+         "reset or a load without optimizer states in DeepSpeed v0.13+. Bias correction restarts at step 1.",
+         {},
+         {},
+         {},
+         RepairKind::None});
     return;
   }
-  // Zero moments: the fresh state ZeRO saves (step <= 1: its init runs one zero-gradient step), params added to a
-  // continuing group (others in the group trained), or moments lost (the whole group zero at step >= 2).
+  // Zero moments: the fresh state ZeRO saves (step <= 1: its init runs one zero-gradient step), params added
+  // to a continuing group (others in the group trained), or moments lost (the whole group zero at step >= 2).
   Finding fresh{"optimizer-state-fresh", Severity::Info, "", {}, {}, {}, RepairKind::None};
   Finding grafted{"new-params-zero-moments", Severity::Warning, "", {}, {}, {}, RepairKind::ResetOptimizer};
   int64_t fresh_step = 0, graft_step = 0;
@@ -302,54 +324,63 @@ void optimizer_rules(const deepspeed::Catalog& cat, const std::vector<ParamRepor
   if (!lost.params.empty()) {
     const auto step = static_cast<int64_t>(lost.evidence["step"]);
     lost.evidence["params_affected"] = double(lost.params.size());
-    lost.message = "The optimizer's moments are all zero for " + std::to_string(lost.params.size()) +
-                   " params although its step is " + std::to_string(step) +
-                   " (a fresh optimizer is at step 1): the moments were lost while the step counter was kept, so "
-                   "Adam's bias correction will take steps far larger than the learning rate. Fix: reset the "
-                   "optimizer state so step and moments restart together (ckptdoc repair --reset-optimizer). "
-                   "Affected: " + list_names(lost.params) + ".";
+    lost.message =
+        "The optimizer's moments are all zero for " + std::to_string(lost.params.size()) +
+        " params although its step is " + std::to_string(step) +
+        " (a fresh optimizer is at step 1): the moments were lost while the step counter was kept, so "
+        "Adam's bias correction will take steps far larger than the learning rate. Fix: reset the "
+        "optimizer state so step and moments restart together (ckptdoc repair --reset-optimizer). "
+        "Affected: " +
+        list_names(lost.params) + ".";
     out.push_back(std::move(lost));
   }
   if (!negative.params.empty()) {
     negative.message = "exp_avg_sq has negative values (impossible for a running mean of squares) in " +
-                       list_names(negative.params) + ". Fix: reset the optimizer state (ckptdoc repair --reset-optimizer).";
+                       list_names(negative.params) +
+                       ". Fix: reset the optimizer state (ckptdoc repair --reset-optimizer).";
     out.push_back(std::move(negative));
   }
   if (!step_zero.params.empty()) {
-    step_zero.message = "The optimizer step is 0 but " + std::to_string(step_zero.params.size()) +
-                        " params have non-zero moments: step and moments disagree, and the next step divides by "
-                        "1 - beta^1 as if nothing had been accumulated. Fix: reset the optimizer state "
-                        "(ckptdoc repair --reset-optimizer). Affected: " + list_names(step_zero.params) + ".";
+    step_zero.message =
+        "The optimizer step is 0 but " + std::to_string(step_zero.params.size()) +
+        " params have non-zero moments: step and moments disagree, and the next step divides by "
+        "1 - beta^1 as if nothing had been accumulated. Fix: reset the optimizer state "
+        "(ckptdoc repair --reset-optimizer). Affected: " +
+        list_names(step_zero.params) + ".";
     out.push_back(std::move(step_zero));
   }
   if (!grafted.params.empty()) {
     grafted.evidence = {{"step", double(graft_step)},
                         {"params_affected", double(grafted.params.size())},
                         {"first_update_vs_lr", graft_factor}};
-    grafted.message = std::to_string(grafted.params.size()) +
-                      " params have all-zero Adam moments while the rest of their group trained to step " +
-                      std::to_string(graft_step) +
-                      ": they were added to a running job (a graft) or never got a gradient. ZeRO keeps one step per "
-                      "group, so Adam's bias correction treats their first gradient as if it had been averaged over " +
-                      std::to_string(graft_step + 1) + " steps: their first update will be about " + num(graft_factor) +
-                      "x the learning rate per element, where a fresh start moves by 1x. Usually acceptable; to restart "
-                      "every param's moments together, reset the optimizer (ckptdoc repair --reset-optimizer). "
-                      "Affected: " + list_names(grafted.params) + ".";
+    grafted.message =
+        std::to_string(grafted.params.size()) +
+        " params have all-zero Adam moments while the rest of their group trained to step " +
+        std::to_string(graft_step) +
+        ": they were added to a running job (a graft) or never got a gradient. ZeRO keeps one step per "
+        "group, so Adam's bias correction treats their first gradient as if it had been averaged over " +
+        std::to_string(graft_step + 1) + " steps: their first update will be about " + num(graft_factor) +
+        "x the learning rate per element, where a fresh start moves by 1x. Usually acceptable; to restart "
+        "every param's moments together, reset the optimizer (ckptdoc repair --reset-optimizer). "
+        "Affected: " +
+        list_names(grafted.params) + ".";
     out.push_back(std::move(grafted));
   }
   if (!fresh.params.empty()) {
     fresh.evidence = {{"step", double(fresh_step)}, {"params_affected", double(fresh.params.size())}};
-    fresh.message = "The optimizer state is fresh: Adam step " + std::to_string(fresh_step) + " with all-zero moments for " +
-                    std::to_string(fresh.params.size()) +
-                    " params, as DeepSpeed saves it right after deepspeed.initialize() (ZeRO runs one zero-gradient "
-                    "step at init) or after load_checkpoint(..., load_optimizer_states=False). Training restarts "
-                    "Adam's moments from here; nothing to fix.";
+    fresh.message =
+        "The optimizer state is fresh: Adam step " + std::to_string(fresh_step) +
+        " with all-zero moments for " + std::to_string(fresh.params.size()) +
+        " params, as DeepSpeed saves it right after deepspeed.initialize() (ZeRO runs one zero-gradient "
+        "step at init) or after load_checkpoint(..., load_optimizer_states=False). Training restarts "
+        "Adam's moments from here; nothing to fix.";
     out.push_back(std::move(fresh));
   }
 }
 
 void world_size_rules(const deepspeed::Catalog& cat, std::vector<Finding>& out) {
-  const bool reported = std::any_of(out.begin(), out.end(), [](const Finding& f) { return f.code == "world-size-mismatch"; });
+  const bool reported =
+      std::any_of(out.begin(), out.end(), [](const Finding& f) { return f.code == "world-size-mismatch"; });
   if (reported || cat.optim_file_count == 0 || cat.dp_world_size <= 0) return;
   std::string why;
   if (cat.dp_world_size != cat.optim_file_count)
@@ -367,27 +398,41 @@ void world_size_rules(const deepspeed::Catalog& cat, std::vector<Finding>& out) 
             (want != cat.optim_file_count ? " (an expert group: " + std::to_string(want) + " expected)" : "");
   }
   if (why.empty()) return;
-  out.push_back({"world-size-mismatch", Severity::Error,
-                 "World sizes disagree: " + why + ". DeepSpeed refuses to load optimizer states at another world size. "
-                 "Fix: re-partition to the world size you will train with (ckptdoc repair --repartition --world-size N).",
-                 {}, {}, {{"dp_world_size", double(cat.dp_world_size)}, {"optim_files", double(cat.optim_file_count)}},
-                 RepairKind::Repartition});
+  out.push_back(
+      {"world-size-mismatch",
+       Severity::Error,
+       "World sizes disagree: " + why +
+           ". DeepSpeed refuses to load optimizer states at another world size. "
+           "Fix: re-partition to the world size you will train with (ckptdoc repair --repartition "
+           "--world-size N).",
+       {},
+       {},
+       {{"dp_world_size", double(cat.dp_world_size)}, {"optim_files", double(cat.optim_file_count)}},
+       RepairKind::Repartition});
 }
 
 void loss_scale_rules(const deepspeed::Catalog& cat, std::vector<Finding>& out) {
   if (cat.lp_dtype != DType::F16 || !cat.loss_scaler.present) return;
   const auto& ls = cat.loss_scaler;
   if (ls.dynamic && ls.cur_scale <= std::max(ls.min_scale, 1.0)) {
-    out.push_back({"loss-scale-collapsed", Severity::Warning,
-                   "The fp16 dynamic loss scale is at its floor (" + num(ls.cur_scale) +
-                       "): gradients overflowed again and again. Training is probably diverging; check the learning "
-                       "rate and data, or switch to bf16.",
-                   {}, {}, {{"cur_scale", ls.cur_scale}, {"min_scale", ls.min_scale}}, RepairKind::None});
+    out.push_back(
+        {"loss-scale-collapsed",
+         Severity::Warning,
+         "The fp16 dynamic loss scale is at its floor (" + num(ls.cur_scale) +
+             "): gradients overflowed again and again. Training is probably diverging; check the learning "
+             "rate and data, or switch to bf16.",
+         {},
+         {},
+         {{"cur_scale", ls.cur_scale}, {"min_scale", ls.min_scale}},
+         RepairKind::None});
   } else if (cat.global_steps >= 10 && cat.skipped_steps * 5 > cat.global_steps) {
-    out.push_back({"loss-scale-collapsed", Severity::Warning,
+    out.push_back({"loss-scale-collapsed",
+                   Severity::Warning,
                    std::to_string(cat.skipped_steps) + " of " + std::to_string(cat.global_steps) +
                        " steps were skipped for fp16 overflow: the loss scale keeps collapsing.",
-                   {}, {}, {{"skipped_steps", double(cat.skipped_steps)}, {"global_steps", double(cat.global_steps)}},
+                   {},
+                   {},
+                   {{"skipped_steps", double(cat.skipped_steps)}, {"global_steps", double(cat.global_steps)}},
                    RepairKind::None});
   }
 }
@@ -421,8 +466,9 @@ std::vector<Finding> apply_rules(const deepspeed::Catalog& catalog, const std::v
   }
   world_size_rules(catalog, out);
   loss_scale_rules(catalog, out);
-  std::stable_sort(out.begin(), out.end(),
-                   [](const Finding& a, const Finding& b) { return static_cast<int>(a.severity) > static_cast<int>(b.severity); });
+  std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
+    return static_cast<int>(a.severity) > static_cast<int>(b.severity);
+  });
   return out;
 }
 

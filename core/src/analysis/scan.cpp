@@ -24,7 +24,7 @@ namespace ckptdoc::analysis {
 namespace {
 
 constexpr int64_t kMaxTaskElements = int64_t{1} << 22;  // split big fragments so all workers stay busy
-constexpr size_t kBatchTasks = 512;                      // results merged in order, batch by batch
+constexpr size_t kBatchTasks = 512;                     // results merged in order, batch by batch
 // A task reading at least this many elements hands its pages back at once (a batch of such tasks would hold
 // gigabytes); smaller ones only with their batch (release_batch, which hands back every task's pages once
 // more), in a few coalesced ranges per file instead of one madvise (and one TLB shoot-down on every core) per
@@ -54,7 +54,9 @@ struct PartitionViews {
   std::optional<Tensor> fp32, exp_avg, exp_avg_sq;
 };
 
-Tensor contiguous(const Tensor& t) { return Tensor::from_bytes(t.dtype, {t.numel()}, t.to_bytes()); }
+Tensor contiguous(const Tensor& t) {
+  return Tensor::from_bytes(t.dtype, {t.numel()}, t.to_bytes());
+}
 
 // Whether the catalog already names a problem with this rank's files (missing, truncated, unreadable, a lost
 // moment): the scan then counts what it cannot read, without a second finding for the same cause.
@@ -102,8 +104,8 @@ class Scanner {
     build_param_index();
     if (mpi_size() > 1) {
       const auto& groups = cat.groups;
-      owners_ = deepspeed::rank_owners(cat, groups.empty() ? cat.dp_world_size
-                                                           : static_cast<int>(groups.front().partitions.size()));
+      owners_ = deepspeed::rank_owners(
+          cat, groups.empty() ? cat.dp_world_size : static_cast<int>(groups.front().partitions.size()));
     }
     std::vector<Task> tasks = make_tasks();
     estimate_tasks(tasks, out);
@@ -136,7 +138,8 @@ class Scanner {
     if (options_.emulated_devices > 0) {
       for (unsigned i = 0; i < options_.emulated_devices; ++i) backends_.push_back(make_cpu_backend(1));
       spread_ = true;
-      out.backend = backends_[0]->description() + " x " + std::to_string(backends_.size()) + " emulated devices";
+      out.backend =
+          backends_[0]->description() + " x " + std::to_string(backends_.size()) + " emulated devices";
       return;
     }
     std::string note;
@@ -148,14 +151,16 @@ class Scanner {
       spread_ = false;
       return;
     }
-    const std::vector<int> devices = devices_for_process(mpi_local_rank(), mpi_local_size(), cuda_device_count());
+    const std::vector<int> devices =
+        devices_for_process(mpi_local_rank(), mpi_local_size(), cuda_device_count());
     device_ = devices.empty() ? 0 : devices[0];
     const unsigned cores = default_workers();
     const auto gpus = static_cast<unsigned>(std::max<size_t>(1, devices.size()));
     const unsigned per_gpu = options_.gpu_workers ? options_.gpu_workers : std::clamp(cores / gpus, 1u, 4u);
     backends_.push_back(std::move(primary));  // made on devices[0]
     for (size_t i = 0; i < devices.size(); ++i)
-      for (unsigned k = (i == 0 ? 1 : 0); k < per_gpu; ++k) backends_.push_back(make_cuda_backend(devices[i]));
+      for (unsigned k = (i == 0 ? 1 : 0); k < per_gpu; ++k)
+        backends_.push_back(make_cuda_backend(devices[i]));
     spread_ = backends_.size() > 1;
     out.backend += " x " + std::to_string(devices.size()) + (devices.size() == 1 ? " GPU" : " GPUs") + ", " +
                    std::to_string(per_gpu) + " host " + (per_gpu == 1 ? "thread" : "threads") + " each";
@@ -163,8 +168,8 @@ class Scanner {
 
   // Runs tasks[batch[k]] into results[k]: workers pull positions from one counter (owner empty), or worker w
   // runs the positions with owner[k] == w. Rethrows the first failure after all workers stopped.
-  void run_batch(const std::vector<Task>& tasks, const std::vector<size_t>& batch, const std::vector<size_t>& owner,
-                 std::vector<TaskResult>& results) {
+  void run_batch(const std::vector<Task>& tasks, const std::vector<size_t>& batch,
+                 const std::vector<size_t>& owner, std::vector<TaskResult>& results) {
     results.assign(batch.size(), TaskResult{});
     auto run_one = [&](size_t k, Backend& be) {
       if (progress_) progress_->check();
@@ -216,7 +221,8 @@ class Scanner {
     for (const auto& t : tasks) bytes_per_rank[t.rank] += t.bytes;
     const std::map<int, int> slot = place_ranks(bytes_per_rank, static_cast<int>(backends_.size()));
     std::vector<std::vector<size_t>> queues(backends_.size());
-    for (size_t i = 0; i < tasks.size(); ++i) queues[static_cast<size_t>(slot.at(tasks[i].rank))].push_back(i);
+    for (size_t i = 0; i < tasks.size(); ++i)
+      queues[static_cast<size_t>(slot.at(tasks[i].rank))].push_back(i);
     out.devices.assign(backends_.size(), DeviceShare{});
     for (size_t w = 0; w < backends_.size(); ++w) out.devices[w].backend = backends_[w]->description();
     for (const auto& [rank, w] : slot) out.devices[static_cast<size_t>(w)].ranks.push_back(rank);
@@ -254,7 +260,9 @@ class Scanner {
     }
   }
 
-  ParamReport& report_of(int group, int param) { return reports_[group_first_.at(group) + static_cast<size_t>(param)]; }
+  ParamReport& report_of(int group, int param) {
+    return reports_[group_first_.at(group) + static_cast<size_t>(param)];
+  }
 
   // What each task will read, from the catalog alone: the progress total and the spreading of ranks over
   // devices need only that, so every file is opened once, by the scan (a universal folder has 3-4 per param).
@@ -270,7 +278,8 @@ class Scanner {
       ++tasks_left_[task.group];
     }
     if (mpi_rank() == 0)
-      for (const auto& f : cat.frozen_params) out.not_analysed["frozen"] += static_cast<uint64_t>(std::max<int64_t>(f.numel, 0));
+      for (const auto& f : cat.frozen_params)
+        out.not_analysed["frozen"] += static_cast<uint64_t>(std::max<int64_t>(f.numel, 0));
   }
 
   void open_views(const std::vector<Task>& tasks, const std::vector<size_t>& batch, ScanResult& out) {
@@ -295,8 +304,8 @@ class Scanner {
   }
 
   // Checks, then drops a group's views: a file opened for them alone (a universal param's) that shrank while
-  // mapped is remembered here and thrown once the scan is over (under MPI, after every process merged), so its
-  // zeros never reach a report.
+  // mapped is remembered here and thrown once the scan is over (under MPI, after every process merged), so
+  // its zeros never reach a report.
   void release_group(int group) {
     loaded_.erase(group);
     for (auto it = partitions_.lower_bound({group, std::numeric_limits<int>::min()});
@@ -310,7 +319,8 @@ class Scanner {
       }
       it = partitions_.erase(it);
     }
-    for (auto it = lp_.lower_bound({group, std::numeric_limits<int>::min()}); it != lp_.end() && it->first.first == group;)
+    for (auto it = lp_.lower_bound({group, std::numeric_limits<int>::min()});
+         it != lp_.end() && it->first.first == group;)
       it = lp_.erase(it);
   }
 
@@ -331,7 +341,7 @@ class Scanner {
       for (const auto& [slot, key] : wanted) {
         try {
           *slot = std::string(key) == "fp32" ? ckpt_.fp32_partition(g.index, part.rank)
-                                              : ckpt_.moment_partition(g.index, part.rank, key);
+                                             : ckpt_.moment_partition(g.index, part.rank, key);
         } catch (const Error& e) {
           slot->reset();
           const bool file_level = std::string(key) == "fp32" || !v.fp32;
@@ -340,14 +350,19 @@ class Scanner {
             if (file_level) break;
             continue;
           }
-          acc.not_analysed[file_level ? "rank_unreadable" : "moment_missing"] += static_cast<uint64_t>(part.real_numel);
+          acc.not_analysed[file_level ? "rank_unreadable" : "moment_missing"] +=
+              static_cast<uint64_t>(part.real_numel);
           // Any failure in a universal folder is named (its catalogued problems read as absent, not as
           // errors).
           if (cat.universal || (file_level && !catalog_names_rank(cat, part.rank)))
-            acc.problems.push_back({"rank-file-unreadable", "error",
-                                    "rank " + std::to_string(part.rank) + " of group " + std::to_string(g.index) +
-                                        " (" + key + ") could not be read: " + e.what(),
-                                    "", {part.rank}, {}});
+            acc.problems.push_back({"rank-file-unreadable",
+                                    "error",
+                                    "rank " + std::to_string(part.rank) + " of group " +
+                                        std::to_string(g.index) + " (" + key +
+                                        ") could not be read: " + e.what(),
+                                    "",
+                                    {part.rank},
+                                    {}});
           if (file_level) break;  // the file itself: its moments cannot be read either
         }
       }
@@ -389,7 +404,8 @@ class Scanner {
           acc.not_analysed[g.expert && cat.autoep ? "autoep_experts"
                            : zero3                ? "zero3_placeholders"
                                                   : "lp_missing"] += n;
-        else if (lv.tensor->dtype != DType::F16 && lv.tensor->dtype != DType::BF16 && lv.tensor->dtype != DType::F32)
+        else if (lv.tensor->dtype != DType::F16 && lv.tensor->dtype != DType::BF16 &&
+                 lv.tensor->dtype != DType::F32)
           acc.not_analysed["lp_dtype_unsupported"] += n;
       }
       lp_[{g.index, static_cast<int>(i)}] = std::move(lv);
@@ -590,7 +606,8 @@ class Scanner {
   }
 
   // Collective: every process packs the same params and ranks in the same order into four flat arrays, one
-  // all-reduce merges them (NCCL between GPUs where it loads, else MPI), and every process unpacks the totals.
+  // all-reduce merges them (NCCL between GPUs where it loads, else MPI), and every process unpacks the
+  // totals.
   void merge_across_processes(ScanResult& out) {
     static const char* kKinds[] = {"lp", "fp32", "exp_avg", "exp_avg_sq"};
     ReductionArrays a;
@@ -665,18 +682,20 @@ class Scanner {
   std::map<std::pair<int, int>, PartitionViews> partitions_;
   std::map<std::pair<int, int>, LpView> lp_;
   std::map<int, const deepspeed::GroupLayout*> layouts_;  // by group index
-  std::set<int> loaded_;            // groups whose views are open
-  std::set<int> visited_;           // groups whose views were opened (each once)
-  bool said_16bit_masters_ = false;                     // the masters-in-16-bit note, once
-  std::set<std::tuple<int, int, std::string>> failed_;  // (group, rank, tensor) that could not be read: counted
-  std::map<int, size_t> tasks_left_;                    // per group: tasks not yet merged
-  std::exception_ptr changed_;  // the first file found changed while its views were open
-  deepspeed::RankOwners owners_;  // under MPI only
+  std::set<int> loaded_;                                  // groups whose views are open
+  std::set<int> visited_;                                 // groups whose views were opened (each once)
+  bool said_16bit_masters_ = false;                       // the masters-in-16-bit note, once
+  std::set<std::tuple<int, int, std::string>>
+      failed_;                        // (group, rank, tensor) that could not be read: counted
+  std::map<int, size_t> tasks_left_;  // per group: tasks not yet merged
+  std::exception_ptr changed_;        // the first file found changed while its views were open
+  deepspeed::RankOwners owners_;      // under MPI only
 };
 
 }  // namespace
 
-ScanResult scan_params(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& options, Progress* progress) {
+ScanResult scan_params(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& options,
+                       Progress* progress) {
   return Scanner(ckpt, options, progress).run();
 }
 

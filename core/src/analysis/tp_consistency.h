@@ -1,7 +1,8 @@
 #pragma once
-// What only the tensor ranks of a stage side by side show: params that the tensor-parallel rules call replicated
-// (layer norms, biases of row-parallel layers) must hold the same 16-bit weights and fp32 masters on every
-// tensor rank; DeepSpeed's ds_to_universal.py asserts the same, and a drift means the ranks trained apart.
+// What only the tensor ranks of a stage side by side show: params that the tensor-parallel rules call
+// replicated (layer norms, biases of row-parallel layers) must hold the same 16-bit weights and fp32 masters
+// on every tensor rank; DeepSpeed's ds_to_universal.py asserts the same, and a drift means the ranks trained
+// apart.
 #include <optional>
 #include <vector>
 
@@ -14,6 +15,7 @@ namespace ckptdoc::analysis {
 
 // `job`: the checkpoint opened as the whole job. Reads only the replicated params' slices.
 std::vector<Finding> tp_consistency_findings(const deepspeed::Checkpoint& job,
-                                             const std::optional<deepspeed::TpRules>& rules, Progress* progress);
+                                             const std::optional<deepspeed::TpRules>& rules,
+                                             Progress* progress);
 
 }  // namespace ckptdoc::analysis

@@ -19,9 +19,12 @@ DeviceKind parse_device(const std::string& s) {
 
 std::string device_name(DeviceKind k) {
   switch (k) {
-    case DeviceKind::Auto: return "auto";
-    case DeviceKind::Cpu: return "cpu";
-    case DeviceKind::Cuda: return "cuda";
+    case DeviceKind::Auto:
+      return "auto";
+    case DeviceKind::Cpu:
+      return "cpu";
+    case DeviceKind::Cuda:
+      return "cuda";
   }
   return "unknown";
 }
@@ -78,7 +81,8 @@ std::unique_ptr<Backend> make_backend(DeviceKind kind, std::string* note) {
   }
 #ifdef CKPTDOC_HAVE_CUDA
   try {
-    return cuda::make_backend(devices_for_process(mpi_local_rank(), mpi_local_size(), cuda_device_count()).at(0));
+    return cuda::make_backend(
+        devices_for_process(mpi_local_rank(), mpi_local_size(), cuda_device_count()).at(0));
   } catch (const std::runtime_error& e) {
     if (kind == DeviceKind::Cuda) throw Error(ErrorKind::Device, "", "device cuda", e.what());
     if (note) *note = std::string("CUDA device unusable: ") + e.what() + "; using CPU";

@@ -198,9 +198,12 @@ ValueStats value_chunk_best(bool simd, const void* data, size_t begin, size_t en
 
 ValueStats value_chunk_lp(bool simd, const void* data, DType t, size_t begin, size_t end) {
   switch (t) {
-    case DType::F16: return value_chunk_best<DType::F16>(simd, data, begin, end);
-    case DType::BF16: return value_chunk_best<DType::BF16>(simd, data, begin, end);
-    default: return value_chunk_best<DType::F32>(simd, data, begin, end);
+    case DType::F16:
+      return value_chunk_best<DType::F16>(simd, data, begin, end);
+    case DType::BF16:
+      return value_chunk_best<DType::BF16>(simd, data, begin, end);
+    default:
+      return value_chunk_best<DType::F32>(simd, data, begin, end);
   }
 }
 
@@ -217,7 +220,8 @@ DivergenceStats divergence_chunk_best(bool simd, const void* lp, DType t, const 
 
 // The three results of one chunk, identical to the three chunk functions above: the AVX2 pass computes each
 // with the same operations in the same order as when it computes it alone.
-FragmentStats fragment_chunk(bool simd, const void* lp, DType t, const float* fp32, size_t begin, size_t end) {
+FragmentStats fragment_chunk(bool simd, const void* lp, DType t, const float* fp32, size_t begin,
+                             size_t end) {
   FragmentStats s;
   size_t done = 0;
   if (simd) done = simd::divergence(lp, t, fp32, begin, end, s.divergence, &s.lp, &s.fp32);
@@ -262,15 +266,20 @@ class CpuBackend final : public Backend {
 
   DeviceKind kind() const override { return DeviceKind::Cpu; }
   std::string description() const override {
-    return "CPU (" + std::to_string(threads_) + (threads_ == 1 ? " thread" : " threads") + (simd_ ? ", AVX2)" : ")");
+    return "CPU (" + std::to_string(threads_) + (threads_ == 1 ? " thread" : " threads") +
+           (simd_ ? ", AVX2)" : ")");
   }
 
   ValueStats value_stats(const void* data, DType dtype, size_t n) override {
     switch (dtype) {
-      case DType::F32: return values<DType::F32>(data, n);
-      case DType::F16: return values<DType::F16>(data, n);
-      case DType::BF16: return values<DType::BF16>(data, n);
-      case DType::F64: return values<DType::F64>(data, n);
+      case DType::F32:
+        return values<DType::F32>(data, n);
+      case DType::F16:
+        return values<DType::F16>(data, n);
+      case DType::BF16:
+        return values<DType::BF16>(data, n);
+      case DType::F64:
+        return values<DType::F64>(data, n);
       default:
         throw Error(ErrorKind::Unsupported, "", "value statistics",
                     expected_found("float32, float16, bfloat16 or float64", std::string(dtype_name(dtype))));
@@ -349,6 +358,8 @@ std::unique_ptr<Backend> make_cpu_backend(unsigned threads, CpuPath path) {
   return std::make_unique<CpuBackend>(threads, path);
 }
 
-bool cpu_simd_available() { return compute::simd::avx2_usable(); }
+bool cpu_simd_available() {
+  return compute::simd::avx2_usable();
+}
 
 }  // namespace ckptdoc

@@ -31,8 +31,8 @@ namespace {
 #define CKPTDOC_AVX2 __attribute__((target("avx2,f16c,fma")))
 #define CKPTDOC_AVX2_INLINE __attribute__((target("avx2,f16c,fma"), always_inline)) inline
 
-constexpr int kBlock = 64;        // elements between histogram flushes
-constexpr int kSubLog = 4;        // interleaved copies of the log / value histograms (div_count assumes 4)
+constexpr int kBlock = 64;  // elements between histogram flushes
+constexpr int kSubLog = 4;  // interleaved copies of the log / value histograms (div_count assumes 4)
 constexpr int kUlpPad = 32;
 // Value histogram index: the log slot, kLogSlots + slot for a negative value, kValNan for NaN. The class
 // counts other than subnormals fall out of it: zeros, +Inf (non-finite, not negative, not NaN), -Inf
@@ -43,7 +43,9 @@ static_assert(kLogBins == 256 && kSlotNonfinite == kLogBins + 3, "slot layout as
 
 enum Kind : int { kF16 = 0, kBF16 = 1, kF32 = 2 };
 
-CKPTDOC_AVX2_INLINE __m256i splat(int x) { return _mm256_set1_epi32(x); }
+CKPTDOC_AVX2_INLINE __m256i splat(int x) {
+  return _mm256_set1_epi32(x);
+}
 
 // Log-histogram slot of 8 float magnitudes (sign bit clear): bins, underflow, overflow, zero, non-finite.
 // (a >> 21) is biased exponent * 4 + top two mantissa bits, so the bin is one subtraction away.
@@ -213,10 +215,18 @@ CKPTDOC_AVX2_INLINE void val_finish(const ValAcc& a, size_t n, ValueStats& s) {
     const uint64_t neg = h[static_cast<size_t>(kLogSlots) + static_cast<size_t>(i)];
     const uint64_t all = h[static_cast<size_t>(i)] + neg + (i == kSlotNonfinite ? h[kValNan] : 0);
     switch (i) {
-      case kSlotUnderflow: s.log_abs.underflow = all, s.log_abs_negative.underflow = neg; break;
-      case kSlotOverflow: s.log_abs.overflow = all, s.log_abs_negative.overflow = neg; break;
-      case kSlotZero: s.log_abs.zeros = all, s.log_abs_negative.zeros = neg; break;
-      case kSlotNonfinite: s.log_abs.nonfinite = all, s.log_abs_negative.nonfinite = neg; break;
+      case kSlotUnderflow:
+        s.log_abs.underflow = all, s.log_abs_negative.underflow = neg;
+        break;
+      case kSlotOverflow:
+        s.log_abs.overflow = all, s.log_abs_negative.overflow = neg;
+        break;
+      case kSlotZero:
+        s.log_abs.zeros = all, s.log_abs_negative.zeros = neg;
+        break;
+      case kSlotNonfinite:
+        s.log_abs.nonfinite = all, s.log_abs_negative.nonfinite = neg;
+        break;
       default:
         all_bins[static_cast<size_t>(i)] = all;
         neg_bins[static_cast<size_t>(i)] = neg;
@@ -370,10 +380,18 @@ CKPTDOC_AVX2_INLINE void div_finish(const DivAcc& a, size_t n, DivergenceStats& 
     uint64_t c = 0;
     for (int k = 0; k < kSubLog; ++k) c += a.log[k][i];
     switch (i) {
-      case kSlotUnderflow: s.log_abs_diff.underflow = c; break;
-      case kSlotOverflow: s.log_abs_diff.overflow = c; break;
-      case kSlotZero: s.log_abs_diff.zeros = c; break;
-      case kSlotNonfinite: s.log_abs_diff.nonfinite = c; break;
+      case kSlotUnderflow:
+        s.log_abs_diff.underflow = c;
+        break;
+      case kSlotOverflow:
+        s.log_abs_diff.overflow = c;
+        break;
+      case kSlotZero:
+        s.log_abs_diff.zeros = c;
+        break;
+      case kSlotNonfinite:
+        s.log_abs_diff.nonfinite = c;
+        break;
       default:
         bins[static_cast<size_t>(i)] = c;
         break;
@@ -394,7 +412,8 @@ CKPTDOC_AVX2_INLINE void load_lp(const void* p, size_t i, __m256& v, __m256i& bi
     v = _mm256_loadu_ps(static_cast<const float*>(p) + i);
     bits = _mm256_castps_si256(v);
   } else {
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i));
+    const __m128i raw =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i));
     bits = _mm256_cvtepu16_epi32(raw);
     v = K == kF16 ? _mm256_cvtph_ps(raw) : _mm256_castsi256_ps(_mm256_slli_epi32(bits, 16));
   }
@@ -438,7 +457,8 @@ CKPTDOC_AVX2 size_t pass(const void* lp, const float* fp32, size_t begin, size_t
       __m256i lb;
       load_lp<K>(lp, i, l, lb);
       // BF16 classifies like F32 on its float bits; F16 on its own bits
-      if constexpr (LpVals) val_add<K == kF16>(acc.lp, l, K == kF16 ? lb : _mm256_castps_si256(l), idx_lp + k);
+      if constexpr (LpVals)
+        val_add<K == kF16>(acc.lp, l, K == kF16 ? lb : _mm256_castps_si256(l), idx_lp + k);
       if constexpr (Div || Fp32Vals) {
         const __m256 m = _mm256_loadu_ps(fp32 + i);
         if constexpr (Fp32Vals) val_add<false>(acc.fp32, m, _mm256_castps_si256(m), idx_fp32 + k);
@@ -477,8 +497,8 @@ CKPTDOC_AVX2 size_t values_k(const void* data, size_t begin, size_t end, ValueSt
 }
 
 template <int K>
-CKPTDOC_AVX2 size_t divergence_k(const void* lp, const float* fp32, size_t begin, size_t end, DivergenceStats& div,
-                                 ValueStats* lp_stats, ValueStats* fp32_stats) {
+CKPTDOC_AVX2 size_t divergence_k(const void* lp, const float* fp32, size_t begin, size_t end,
+                                 DivergenceStats& div, ValueStats* lp_stats, ValueStats* fp32_stats) {
   Accs acc;
   size_t n;
   if (lp_stats && fp32_stats) {
@@ -500,10 +520,14 @@ CKPTDOC_AVX2 size_t divergence_k(const void* lp, const float* fp32, size_t begin
 
 int kind_of(DType t) {
   switch (t) {
-    case DType::F16: return kF16;
-    case DType::BF16: return kBF16;
-    case DType::F32: return kF32;
-    default: return -1;
+    case DType::F16:
+      return kF16;
+    case DType::BF16:
+      return kBF16;
+    case DType::F32:
+      return kF32;
+    default:
+      return -1;
   }
 }
 
@@ -522,28 +546,41 @@ bool avx2_usable() {
 
 size_t values(const void* data, DType dtype, size_t begin, size_t end, ValueStats& out) {
   switch (kind_of(dtype)) {
-    case kF16: return values_k<kF16>(data, begin, end, out);
-    case kBF16: return values_k<kBF16>(data, begin, end, out);
-    case kF32: return values_k<kF32>(data, begin, end, out);
-    default: return 0;
+    case kF16:
+      return values_k<kF16>(data, begin, end, out);
+    case kBF16:
+      return values_k<kBF16>(data, begin, end, out);
+    case kF32:
+      return values_k<kF32>(data, begin, end, out);
+    default:
+      return 0;
   }
 }
 
 size_t divergence(const void* lp, DType lp_dtype, const float* fp32, size_t begin, size_t end,
                   DivergenceStats& div, ValueStats* lp_stats, ValueStats* fp32_stats) {
   switch (kind_of(lp_dtype)) {
-    case kF16: return divergence_k<kF16>(lp, fp32, begin, end, div, lp_stats, fp32_stats);
-    case kBF16: return divergence_k<kBF16>(lp, fp32, begin, end, div, lp_stats, fp32_stats);
-    case kF32: return divergence_k<kF32>(lp, fp32, begin, end, div, lp_stats, fp32_stats);
-    default: return 0;
+    case kF16:
+      return divergence_k<kF16>(lp, fp32, begin, end, div, lp_stats, fp32_stats);
+    case kBF16:
+      return divergence_k<kBF16>(lp, fp32, begin, end, div, lp_stats, fp32_stats);
+    case kF32:
+      return divergence_k<kF32>(lp, fp32, begin, end, div, lp_stats, fp32_stats);
+    default:
+      return 0;
   }
 }
 
 #else  // no x86-64 kernels in this build: the scalar code does everything
 
-bool avx2_usable() { return false; }
-size_t values(const void*, DType, size_t, size_t, ValueStats&) { return 0; }
-size_t divergence(const void*, DType, const float*, size_t, size_t, DivergenceStats&, ValueStats*, ValueStats*) {
+bool avx2_usable() {
+  return false;
+}
+size_t values(const void*, DType, size_t, size_t, ValueStats&) {
+  return 0;
+}
+size_t divergence(const void*, DType, const float*, size_t, size_t, DivergenceStats&, ValueStats*,
+                  ValueStats*) {
   return 0;
 }
 

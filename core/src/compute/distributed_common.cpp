@@ -1,6 +1,6 @@
 // Helpers built on distributed.h's collectives, the same for builds with and without MPI.
-#include <vector>
 #include <cstdint>
+#include <vector>
 
 #include "ckptdoc/compute/distributed.h"
 

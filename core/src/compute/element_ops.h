@@ -66,7 +66,8 @@ CKPTDOC_HD uint16_t f32_to_f16(float f) {
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t abs = x & 0x7fffffffu;
   if (abs >= 0x7f800000u)
-    return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? (0x200u | ((abs >> 13) & 0x3ffu)) : 0u));
+    return static_cast<uint16_t>(sign | 0x7c00u |
+                                 (abs > 0x7f800000u ? (0x200u | ((abs >> 13) & 0x3ffu)) : 0u));
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);
   if (abs < 0x38800000u) {  // half subnormal or zero: units of 2^-24, round half to even
     const uint32_t e = abs >> 23;
@@ -83,7 +84,9 @@ CKPTDOC_HD uint16_t f32_to_f16(float f) {
   return static_cast<uint16_t>(sign | ((r - 0x38000000u) >> 13));
 }
 
-CKPTDOC_HD float bf16_to_f32(uint16_t b) { return bits_f32(static_cast<uint32_t>(b) << 16); }
+CKPTDOC_HD float bf16_to_f32(uint16_t b) {
+  return bits_f32(static_cast<uint32_t>(b) << 16);
+}
 
 CKPTDOC_HD uint16_t f32_to_bf16(float f) {
   const uint32_t x = f32_bits(f);
@@ -141,10 +144,18 @@ CKPTDOC_HD int classify_bits(U bits) {
   if (exp == 0) return mant != 0 ? kSubnormal : kZero;
   return kNormal;
 }
-CKPTDOC_HD int classify_f16(uint16_t h) { return classify_bits<5, 10, uint32_t>(h); }
-CKPTDOC_HD int classify_bf16(uint16_t b) { return classify_bits<8, 7, uint32_t>(b); }
-CKPTDOC_HD int classify_f32(uint32_t x) { return classify_bits<8, 23, uint32_t>(x); }
-CKPTDOC_HD int classify_f64(uint64_t x) { return classify_bits<11, 52, uint64_t>(x); }
+CKPTDOC_HD int classify_f16(uint16_t h) {
+  return classify_bits<5, 10, uint32_t>(h);
+}
+CKPTDOC_HD int classify_bf16(uint16_t b) {
+  return classify_bits<8, 7, uint32_t>(b);
+}
+CKPTDOC_HD int classify_f32(uint32_t x) {
+  return classify_bits<8, 23, uint32_t>(x);
+}
+CKPTDOC_HD int classify_f64(uint64_t x) {
+  return classify_bits<11, 52, uint64_t>(x);
+}
 
 // ---- ULP distance between two lp bit patterns on the ordered-integer line (+0 and -0 both map to 0) ----
 CKPTDOC_HD int32_t ordered16(uint32_t h) {
@@ -157,7 +168,7 @@ CKPTDOC_HD int64_t ordered32(uint32_t x) {
 CKPTDOC_HD int ulp_bucket(uint32_t d) {
   if (d == 0) return 0;
   if (d >= 65536u) return UlpHistogram::kBuckets - 1;
-  // floor(log2 d) + 1, d > 0
+    // floor(log2 d) + 1, d > 0
 #if defined(__CUDA_ARCH__)
   return 32 - __clz(static_cast<int>(d));
 #else
@@ -182,12 +193,12 @@ CKPTDOC_HD int ulp_bucket32(uint32_t stored, uint32_t rounded) {
 // Everything the divergence pass needs from one element.
 struct DivergenceElement {
   bool exact;
-  bool finite;    // both sides finite: the element enters the sums
+  bool finite;  // both sides finite: the element enters the sums
   int ulp_bucket;
-  int log_slot;   // of |fp32 - float(lp)|; kSlotNonfinite when !finite
-  float lp;       // float(lp)
-  float master;   // fp32
-  float abs_diff; // |fp32 - float(lp)|, computed in float
+  int log_slot;    // of |fp32 - float(lp)|; kSlotNonfinite when !finite
+  float lp;        // float(lp)
+  float master;    // fp32
+  float abs_diff;  // |fp32 - float(lp)|, computed in float
 };
 
 // lp_kind: 0 = F16, 1 = BF16, 2 = F32.

@@ -29,12 +29,14 @@ class MpiExchanger final : public Exchanger {
 
 }  // namespace
 
-std::unique_ptr<Exchanger> make_exchanger(DeviceKind backend, [[maybe_unused]] int device, std::string* note) {
+std::unique_ptr<Exchanger> make_exchanger(DeviceKind backend, [[maybe_unused]] int device,
+                                          std::string* note) {
   if (vote_for_nccl(backend, note)) {
 #if defined(CKPTDOC_HAVE_CUDA) && defined(CKPTDOC_HAVE_NCCL)
     try {
-      return cuda::make_nccl_exchanger(device, mpi_rank(), mpi_size(),
-                                       [](void* data, size_t bytes, int root) { mpi_broadcast(data, bytes, root); });
+      return cuda::make_nccl_exchanger(
+          device, mpi_rank(), mpi_size(),
+          [](void* data, size_t bytes, int root) { mpi_broadcast(data, bytes, root); });
     } catch (const std::runtime_error& e) {
       throw Error(ErrorKind::Device, "", "NCCL communicator on device " + std::to_string(device), e.what());
     }

@@ -13,7 +13,8 @@ std::map<int, int> place_ranks(const std::map<int, uint64_t>& bytes_per_rank, in
   if (devices < 1) throw Error("", "place_ranks", "no devices to place ranks on");
   std::vector<std::pair<uint64_t, int>> order;  // (bytes, rank)
   for (const auto& [rank, bytes] : bytes_per_rank) order.emplace_back(bytes, rank);
-  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<uint64_t> load(static_cast<size_t>(devices), 0);
   std::map<int, int> out;
   for (const auto& [bytes, rank] : order) {

@@ -118,7 +118,8 @@ bool vote_for_nccl(DeviceKind backend, std::string* note) {
   const bool all = vote.mins[0] == 1.0;
   // Only worth a note where this process could have used NCCL or says why it could not on CUDA.
   if (!all && note && backend == DeviceKind::Cuda)
-    *note = "NCCL not used: " + (can ? std::string("not loadable on every process") : why) + "; over MPI instead";
+    *note =
+        "NCCL not used: " + (can ? std::string("not loadable on every process") : why) + "; over MPI instead";
   return all;
 }
 
@@ -126,8 +127,9 @@ std::unique_ptr<Reducer> make_reducer(DeviceKind backend, [[maybe_unused]] int d
   if (vote_for_nccl(backend, note)) {
 #if defined(CKPTDOC_HAVE_CUDA) && defined(CKPTDOC_HAVE_NCCL)
     try {
-      return cuda::make_nccl_reducer(device, mpi_rank(), mpi_size(),
-                                     [](void* data, size_t bytes, int root) { mpi_broadcast(data, bytes, root); });
+      return cuda::make_nccl_reducer(device, mpi_rank(), mpi_size(), [](void* data, size_t bytes, int root) {
+        mpi_broadcast(data, bytes, root);
+      });
     } catch (const std::runtime_error& e) {
       throw Error(ErrorKind::Device, "", "NCCL communicator on device " + std::to_string(device), e.what());
     }

@@ -12,7 +12,9 @@ namespace ckptdoc {
 double LogHistogram::lower_edge(int i) {
   return std::ldexp(1.0 + static_cast<double>(i % 4) / 4.0, kLogMinExp + i / 4);
 }
-double LogHistogram::log10_lower_edge(int i) { return std::log10(lower_edge(i)); }
+double LogHistogram::log10_lower_edge(int i) {
+  return std::log10(lower_edge(i));
+}
 
 int LogHistogram::bin_of(float abs_value) {
   return compute::log_bin_from_f32_bits(compute::f32_bits(abs_value) & 0x7fffffffu);
@@ -21,10 +23,18 @@ int LogHistogram::bin_of(float abs_value) {
 void LogHistogram::add(float value) {
   const int s = compute::log_slot_f32(value);
   switch (s) {
-    case compute::kSlotUnderflow: ++underflow; break;
-    case compute::kSlotOverflow: ++overflow; break;
-    case compute::kSlotZero: ++zeros; break;
-    case compute::kSlotNonfinite: ++nonfinite; break;
+    case compute::kSlotUnderflow:
+      ++underflow;
+      break;
+    case compute::kSlotOverflow:
+      ++overflow;
+      break;
+    case compute::kSlotZero:
+      ++zeros;
+      break;
+    case compute::kSlotNonfinite:
+      ++nonfinite;
+      break;
     default:
       counts.add(static_cast<size_t>(s));
       break;
@@ -46,7 +56,9 @@ uint64_t LogHistogram::total() const {
 }
 
 // ---- UlpHistogram ----
-int UlpHistogram::bucket_of(uint32_t distance) { return compute::ulp_bucket(distance); }
+int UlpHistogram::bucket_of(uint32_t distance) {
+  return compute::ulp_bucket(distance);
+}
 
 std::string UlpHistogram::bucket_label(int b) {
   if (b <= 0) return "0";

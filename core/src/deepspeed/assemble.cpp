@@ -24,7 +24,8 @@ bool gather(const GroupLayout& g, int index, int64_t numel, std::vector<float>& 
         try {
           part = fetch(rp.rank);
         } catch (const Error&) {
-          part.reset();  // a rank missing or unreadable (the catalog names it): the param has no complete value
+          part.reset();  // a rank missing or unreadable (the catalog names it): the param has no complete
+                         // value
         }
         if (!part) {
           out.clear();
@@ -59,7 +60,8 @@ ParamData Checkpoint::assemble(int group, int param_index, bool with_moments) co
   gather(g, param_index, p.numel, d.fp32, [&](int r) { return fp32_partition(group, r); });
   if (with_moments) {
     gather(g, param_index, p.numel, d.exp_avg, [&](int r) { return moment_partition(group, r, "exp_avg"); });
-    gather(g, param_index, p.numel, d.exp_avg_sq, [&](int r) { return moment_partition(group, r, "exp_avg_sq"); });
+    gather(g, param_index, p.numel, d.exp_avg_sq,
+           [&](int r) { return moment_partition(group, r, "exp_avg_sq"); });
   }
   check_unchanged();
   return d;

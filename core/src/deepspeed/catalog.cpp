@@ -7,26 +7,40 @@ namespace ckptdoc::deepspeed {
 
 std::string_view role_name(FileRole r) {
   switch (r) {
-    case FileRole::Model: return "model";
-    case FileRole::Optim: return "optim";
-    case FileRole::Layer: return "layer";
-    case FileRole::Expert: return "expert";
-    case FileRole::ExpertOptim: return "expert_optim";
-    case FileRole::Other: return "other";
+    case FileRole::Model:
+      return "model";
+    case FileRole::Optim:
+      return "optim";
+    case FileRole::Layer:
+      return "layer";
+    case FileRole::Expert:
+      return "expert";
+    case FileRole::ExpertOptim:
+      return "expert_optim";
+    case FileRole::Other:
+      return "other";
   }
   return "other";
 }
 
 std::string_view wrapper_name(OptimizerWrapper w) {
   switch (w) {
-    case OptimizerWrapper::None: return "none";
-    case OptimizerWrapper::Zero12: return "DeepSpeedZeroOptimizer";
-    case OptimizerWrapper::Zero3: return "DeepSpeedZeroOptimizer_Stage3";
-    case OptimizerWrapper::BF16Optimizer: return "BF16_Optimizer";
-    case OptimizerWrapper::FP16Optimizer: return "FP16_Optimizer";
-    case OptimizerWrapper::FP16UnfusedOptimizer: return "FP16_UnfusedOptimizer";
-    case OptimizerWrapper::TorchOptimizer: return "torch";
-    case OptimizerWrapper::Unknown: return "unknown";
+    case OptimizerWrapper::None:
+      return "none";
+    case OptimizerWrapper::Zero12:
+      return "DeepSpeedZeroOptimizer";
+    case OptimizerWrapper::Zero3:
+      return "DeepSpeedZeroOptimizer_Stage3";
+    case OptimizerWrapper::BF16Optimizer:
+      return "BF16_Optimizer";
+    case OptimizerWrapper::FP16Optimizer:
+      return "FP16_Optimizer";
+    case OptimizerWrapper::FP16UnfusedOptimizer:
+      return "FP16_UnfusedOptimizer";
+    case OptimizerWrapper::TorchOptimizer:
+      return "torch";
+    case OptimizerWrapper::Unknown:
+      return "unknown";
   }
   return "unknown";
 }
@@ -62,7 +76,8 @@ const CheckpointFile* Catalog::metadata_model_file() const {
   // ZeRO-3 on node-local storage: a node has only its own ranks' model files, which hold the same metadata.
   if (!mf)
     for (const auto& f : files)
-      if (f.role == FileRole::Model && f.mp_rank == mp_rank && f.dp_rank > 0 && (!mf || f.dp_rank < mf->dp_rank))
+      if (f.role == FileRole::Model && f.mp_rank == mp_rank && f.dp_rank > 0 &&
+          (!mf || f.dp_rank < mf->dp_rank))
         mf = &f;
   return mf;
 }

@@ -5,7 +5,8 @@
 
 namespace ckptdoc::deepspeed::detail {
 
-int checked_count(std::optional<int64_t> v, int absent, int64_t max, const std::string& file, const std::string& field) {
+int checked_count(std::optional<int64_t> v, int absent, int64_t max, const std::string& file,
+                  const std::string& field) {
   if (!v) return absent;
   if (*v < 0 || *v > max)
     throw Error(ErrorKind::Corrupt, file, field,

@@ -15,7 +15,8 @@ inline constexpr int64_t kMaxParamNumel = int64_t{1} << 50;
 inline constexpr int64_t kMaxGroupNumel = int64_t{1} << 53;
 
 // `v` (absent: `absent`) when 0 <= v <= max, else throws Error(file, field, "claims v ...").
-int checked_count(std::optional<int64_t> v, int absent, int64_t max, const std::string& file, const std::string& field);
+int checked_count(std::optional<int64_t> v, int absent, int64_t max, const std::string& file,
+                  const std::string& field);
 
 // The element count of a shape: every dimension >= 0, the product at most kMaxParamNumel.
 int64_t checked_numel(const std::vector<int64_t>& shape, const std::string& file, const std::string& where);

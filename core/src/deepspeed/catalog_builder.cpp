@@ -1,10 +1,8 @@
 // Catalog building, part 1: locating the tag folder, file roles, opening files, the model-states file.
 #include "deepspeed/catalog_builder.h"
 
-#include "deepspeed/catalog_bounds.h"
-#include <cstdio>
-
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +11,7 @@
 #include "ckptdoc/deepspeed/rank_owners.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/snapshot/snapshot.h"
+#include "deepspeed/catalog_bounds.h"
 #include "deepspeed/catalog_topology.h"
 #include "deepspeed/detect.h"
 #include "deepspeed/file_roles.h"
@@ -231,15 +230,16 @@ std::vector<int> CatalogBuilder::ranks_of(const CheckpointFile& f) {
 
 bool CatalogBuilder::reported_empty(const CheckpointFile& f) {
   if (f.bytes != 0) return false;
-  problem("rank-file-truncated", "error", f.path + " is empty (0 bytes); the save was interrupted or the copy failed",
-          f.path, ranks_of(f));
+  problem("rank-file-truncated", "error",
+          f.path + " is empty (0 bytes); the save was interrupted or the copy failed", f.path, ranks_of(f));
   return true;
 }
 
 void CatalogBuilder::report_unreadable(const CheckpointFile& f, const std::exception& e) {
   if (looks_truncated(f))
     problem("rank-file-truncated", "error",
-            f.path + " is cut short (" + std::to_string(f.bytes) + " bytes, no zip directory at the end): " + e.what(),
+            f.path + " is cut short (" + std::to_string(f.bytes) +
+                " bytes, no zip directory at the end): " + e.what(),
             f.path, ranks_of(f));
   else
     problem("rank-file-unreadable", "error", f.path + " cannot be read: " + e.what(), f.path, ranks_of(f));
@@ -252,7 +252,8 @@ void CatalogBuilder::read_model_file() {
     std::snprintf(mp, sizeof mp, "%02d", cat_.mp_rank);
     problem("model-file-missing", "error",
             "no model-states file for mp rank " + std::to_string(cat_.mp_rank) + " (mp_rank_" + mp +
-                "_model_states.pt or zero_pp_rank_0_mp_rank_" + mp + "_model_states.pt); buffers, names and steps "
+                "_model_states.pt or zero_pp_rank_0_mp_rank_" + mp +
+                "_model_states.pt); buffers, names and steps "
                 "are unknown");
     return;
   }
@@ -332,15 +333,21 @@ void CatalogBuilder::read_model_file() {
       std::string list;
       for (int m : missing) {
         char name[96];
-        std::snprintf(name, sizeof name, zero3 ? "zero_pp_rank_0_mp_rank_%02d_model_states.pt" : "mp_rank_%02d_model_states.pt", m);
+        std::snprintf(name, sizeof name,
+                      zero3 ? "zero_pp_rank_0_mp_rank_%02d_model_states.pt" : "mp_rank_%02d_model_states.pt",
+                      m);
         list += (list.empty() ? "" : ", ") + std::string(name) + " (mp rank " + std::to_string(m) + ")";
       }
-      job_problems_.push_back({"rank-file-missing", "error",
-                               "mp_world_size is " + std::to_string(cat_.mp_world_size) + " but " + list +
-                                   (missing.size() > 1 ? " are" : " is") +
-                                   " missing: a tensor or pipeline rank was not saved or copied, and DeepSpeed's "
-                                   "load_checkpoint fails",
-                               {}, {}, {}});  // mp ranks, named in the message (`ranks` holds dp ranks)
+      job_problems_.push_back(
+          {"rank-file-missing",
+           "error",
+           "mp_world_size is " + std::to_string(cat_.mp_world_size) + " but " + list +
+               (missing.size() > 1 ? " are" : " is") +
+               " missing: a tensor or pipeline rank was not saved or copied, and DeepSpeed's "
+               "load_checkpoint fails",
+           {},
+           {},
+           {}});  // mp ranks, named in the message (`ranks` holds dp ranks)
     }
   }
 }
@@ -367,14 +374,16 @@ void CatalogBuilder::check_world_sizes() {
   }
   cat_.optim_file_count = optim_ranks;
   layout_dp_ = pc > 0 ? pc : (cat_.dp_world_size > 0 ? cat_.dp_world_size : optim_ranks);
-  if (cat_.wrapper == OptimizerWrapper::FP16Optimizer || cat_.wrapper == OptimizerWrapper::FP16UnfusedOptimizer ||
+  if (cat_.wrapper == OptimizerWrapper::FP16Optimizer ||
+      cat_.wrapper == OptimizerWrapper::FP16UnfusedOptimizer ||
       cat_.wrapper == OptimizerWrapper::TorchOptimizer || cat_.wrapper == OptimizerWrapper::None) {
     return;  // no partitioned optimizer files expected
   }
   if (pc > 0 && cat_.dp_world_size > 0 && pc != cat_.dp_world_size) {
     problem("world-size-mismatch", "error",
             "the model file says dp_world_size " + std::to_string(cat_.dp_world_size) +
-                " but the optimizer files were partitioned over " + std::to_string(pc) + " ranks (partition_count)");
+                " but the optimizer files were partitioned over " + std::to_string(pc) +
+                " ranks (partition_count)");
   }
   const bool stage3 = cat_.wrapper == OptimizerWrapper::Zero3;
   std::vector<int> missing_optim, missing_model, extra;
@@ -383,7 +392,8 @@ void CatalogBuilder::check_world_sizes() {
     if (stage3 && !cat_.model_file(-1, r)) missing_model.push_back(r);
   }
   for (const auto& f : cat_.files) {
-    if (f.role == FileRole::Optim && f.mp_rank == cat_.mp_rank && f.dp_rank >= layout_dp_) extra.push_back(f.dp_rank);
+    if (f.role == FileRole::Optim && f.mp_rank == cat_.mp_rank && f.dp_rank >= layout_dp_)
+      extra.push_back(f.dp_rank);
   }
   auto join = [](const std::vector<int>& v) {
     std::string s;
@@ -402,8 +412,9 @@ void CatalogBuilder::check_world_sizes() {
                 std::to_string(layout_dp_) + " (" + std::to_string(optim_ranks) + " files found)",
             {}, extra);
   } else if (optim_ranks != layout_dp_ && missing_optim.empty()) {
-    problem("world-size-mismatch", "error",
-            std::to_string(optim_ranks) + " optimizer files but a world size of " + std::to_string(layout_dp_));
+    problem(
+        "world-size-mismatch", "error",
+        std::to_string(optim_ranks) + " optimizer files but a world size of " + std::to_string(layout_dp_));
   }
 }
 

@@ -24,8 +24,9 @@ struct OptimRankScan {
   std::vector<int64_t> fp32_numel;  // per flat group
   std::optional<std::vector<int64_t>> group_paddings;
   std::vector<int64_t> partition_count;
-  std::vector<std::string> group_names;  // base optimizer param_groups[g]['name'] ("ep_size_2" for MoE groups)
-  std::vector<bool> group_moe;           // param_groups[g]['moe']
+  std::vector<std::string>
+      group_names;              // base optimizer param_groups[g]['name'] ("ep_size_2" for MoE groups)
+  std::vector<bool> group_moe;  // param_groups[g]['moe']
   bool has_slice_mappings = false;
   std::vector<std::vector<SliceMapping>> slice_mappings;  // per group, in saved order
   std::string ds_version;
@@ -105,7 +106,7 @@ class CatalogBuilder {
 
   Checkpoint& ck_;
   Catalog& cat_;
-  const TorchFile* model_ = nullptr;  // primary model file (mp 0, dp 0)
+  const TorchFile* model_ = nullptr;    // primary model file (mp 0, dp 0)
   std::map<int, OptimRankScan> optim_;  // by dp rank, mp rank 0, readable or not
   // Files whose names do not say what they are, recognised by content: path -> how their rank was told.
   std::map<std::string, std::string> renamed_;

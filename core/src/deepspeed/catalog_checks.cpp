@@ -35,7 +35,9 @@ std::vector<ParamEntry> entries_of(const Value* shapes, const std::string& file)
   return out;
 }
 
-std::string n(int64_t x) { return std::to_string(x); }
+std::string n(int64_t x) {
+  return std::to_string(x);
+}
 
 // The per-group optimizer state entry (a dict of tensors) of a rank, for the wrappers that partition.
 const Value* state_entry(const Value* osd, OptimizerWrapper w, int group) {
@@ -80,24 +82,28 @@ std::vector<std::vector<ParamEntry>> CatalogBuilder::param_groups_from_shapes() 
     groups.push_back(std::move(group));
   }
   problem("legacy-param-shapes", "info",
-          "param_shapes is a single OrderedDict (DeepSpeed < 0.5.4); params were assigned to groups by the saved fp32 "
+          "param_shapes is a single OrderedDict (DeepSpeed < 0.5.4); params were assigned to groups by the "
+          "saved fp32 "
           "lengths");
   return groups;
 }
 
 void CatalogBuilder::build_groups() {
   const auto w = cat_.wrapper;
-  if (w != OptimizerWrapper::Zero12 && w != OptimizerWrapper::Zero3 && w != OptimizerWrapper::BF16Optimizer) return;
+  if (w != OptimizerWrapper::Zero12 && w != OptimizerWrapper::Zero3 && w != OptimizerWrapper::BF16Optimizer)
+    return;
   auto groups = param_groups_from_shapes();
   if (groups.empty()) {
     problem("unknown-schema", "error",
-            "no param_shapes in the model file (or, before DeepSpeed 0.6.0, the optimizer files): the flat partition "
+            "no param_shapes in the model file (or, before DeepSpeed 0.6.0, the optimizer files): the flat "
+            "partition "
             "layout cannot be derived");
     return;
   }
   if (layout_dp_ < 1) {
-    problem("world-size-mismatch", "error", "the data-parallel world size is unknown (no partition_count, "
-                                            "dp_world_size or optimizer files)");
+    problem("world-size-mismatch", "error",
+            "the data-parallel world size is unknown (no partition_count, "
+            "dp_world_size or optimizer files)");
     return;
   }
   const Zero12Rules rules = zero12_rules_for_version(cat_.ds_version);
@@ -124,8 +130,9 @@ void CatalogBuilder::build_groups() {
   }
   if (rules.round_robin && w == OptimizerWrapper::Zero12) {
     problem("round-robin-order", "info",
-            "DeepSpeed " + cat_.ds_version + " reordered params round-robin over ranks; the flat order was "
-            "reconstructed from param_shapes");
+            "DeepSpeed " + cat_.ds_version +
+                " reordered params round-robin over ranks; the flat order was "
+                "reconstructed from param_shapes");
   }
 }
 
@@ -135,8 +142,9 @@ void CatalogBuilder::check_partitions() {
   const Zero12Rules rules = zero12_rules_for_version(cat_.ds_version);
   const bool round_robin = rules.round_robin;
   std::vector<MomentLengthMismatch> moments_off;  // reported together below: one cause, one finding
-  // The tensor state keys of each file group (a position in the rank files' lists), over all ranks: every rank
-  // must hold them all (a rank without them would read as zeros in a re-partition, and its moments would be lost).
+  // The tensor state keys of each file group (a position in the rank files' lists), over all ranks: every
+  // rank must hold them all (a rank without them would read as zeros in a re-partition, and its moments would
+  // be lost).
   cat_.group_state_keys.assign(static_cast<size_t>(cat_.file_group_count()), {});
   for (const auto& [r, s] : optim_) {
     if (!s.osd || r < 0 || r >= layout_dp_) continue;
@@ -154,17 +162,18 @@ void CatalogBuilder::check_partitions() {
     const std::string file = f ? f->path : std::string();
     if (s.fp32_numel.size() != static_cast<size_t>(cat_.file_group_count())) {
       problem("shape-mismatch", "error",
-              file + " holds " + n(static_cast<int64_t>(s.fp32_numel.size())) + " fp32 groups but param_shapes lists " +
-                  n(cat_.file_group_count()),
+              file + " holds " + n(static_cast<int64_t>(s.fp32_numel.size())) +
+                  " fp32 groups but param_shapes lists " + n(cat_.file_group_count()),
               file, {r});
     }
-    if (!s.partition_count.empty() && s.partition_count != std::vector<int64_t>(cat_.partition_count.begin(),
-                                                                                 cat_.partition_count.end())) {
-      problem("world-size-mismatch", "error", file + " has a partition_count different from the other ranks'", file,
-              {r});
+    if (!s.partition_count.empty() &&
+        s.partition_count != std::vector<int64_t>(cat_.partition_count.begin(), cat_.partition_count.end())) {
+      problem("world-size-mismatch", "error", file + " has a partition_count different from the other ranks'",
+              file, {r});
     }
     for (int fg = 0; fg < cat_.file_group_count(); ++fg) {
-      const GroupLayout* Gp = cat_.group_in_file(fg, r);  // expert groups: the instance of this rank's ep rank
+      const GroupLayout* Gp =
+          cat_.group_in_file(fg, r);  // expert groups: the instance of this rank's ep rank
       if (!Gp) continue;
       const GroupLayout& G = *Gp;
       const auto g = static_cast<size_t>(fg);
@@ -173,8 +182,9 @@ void CatalogBuilder::check_partitions() {
       const std::string where = "group " + n(static_cast<int64_t>(g)) + " on dp rank " + n(r);
       if (g < s.fp32_numel.size() && s.fp32_numel[g] != rp.saved_numel) {
         problem("shape-mismatch", "error",
-                "the fp32 partition of " + where + " has " + n(s.fp32_numel[g]) + " elements; the layout for " +
-                    n(static_cast<int64_t>(G.partitions.size())) + " ranks expects " + n(rp.saved_numel),
+                "the fp32 partition of " + where + " has " + n(s.fp32_numel[g]) +
+                    " elements; the layout for " + n(static_cast<int64_t>(G.partitions.size())) +
+                    " ranks expects " + n(rp.saved_numel),
                 file, {r});
       }
       if (s.group_paddings && g < s.group_paddings->size() && (*s.group_paddings)[g] != rp.recorded_padding) {
@@ -188,12 +198,14 @@ void CatalogBuilder::check_partitions() {
         // Expert groups before v0.14.5: DeepSpeed's window is padded numel / the whole dp size (PR #5681).
         const bool global_dp = G.expert && rules.expert_mappings_use_global_dp && layout_dp_ > 0;
         const int64_t window = global_dp ? G.padded_numel / layout_dp_ : G.partition_numel;
-        for (const auto& m : global_dp ? slice_mappings_in(G, part * window, window) : expected_slice_mappings(G, part))
+        for (const auto& m :
+             global_dp ? slice_mappings_in(G, part * window, window) : expected_slice_mappings(G, part))
           want[m.name] = {m.numel, m.start};
         if (g < s.slice_mappings.size()) {
           // The files name experts by their local id; the catalog by their global one.
           for (const auto& m : s.slice_mappings[g])
-            got[G.expert ? global_expert_name(cat_.topology, m.name, G.ep_rank) : m.name] = {m.numel, m.start};
+            got[G.expert ? global_expert_name(cat_.topology, m.name, G.ep_rank) : m.name] = {m.numel,
+                                                                                             m.start};
         }
         if (want != got) {
           std::vector<std::string> params;
@@ -204,12 +216,13 @@ void CatalogBuilder::check_partitions() {
             if (!want.count(k)) params.push_back(k);
           }
           problem("layout-mismatch", "error",
-                  "param_slice_mappings of " + where + " disagree with the layout derived from param_shapes", file,
-                  {r}, params);
+                  "param_slice_mappings of " + where + " disagree with the layout derived from param_shapes",
+                  file, {r}, params);
         }
       }
       // Optimizer state tensors have the full partition length (rigid) or the lean one (elastic). Only `step`
-      // and 0-dim scalars are not partitioned: a 1-element tensor is a (tiny) ZeRO-3 partition and is checked.
+      // and 0-dim scalars are not partitioned: a 1-element tensor is a (tiny) ZeRO-3 partition and is
+      // checked.
       const Value* entry = state_entry(s.osd, w, fg);
       const bool elastic = w != OptimizerWrapper::Zero3 && dict_get(s.osd, "base_optimizer_state") &&
                            dict_get(s.osd, "base_optimizer_state")->is_sequence();
@@ -217,8 +230,11 @@ void CatalogBuilder::check_partitions() {
         const Value* v = dict_get(entry, key);
         if (!v || !v->is_tensor()) {
           problem("optimizer-state-incomplete", "error",
-                  file + ": optimizer state '" + key + "' of " + where + " is missing while other ranks hold it: "
-                      "that rank's " + key + " is lost (a repair would not invent it; --reset-optimizer restarts "
+                  file + ": optimizer state '" + key + "' of " + where +
+                      " is missing while other ranks hold it: "
+                      "that rank's " +
+                      key +
+                      " is lost (a repair would not invent it; --reset-optimizer restarts "
                       "every rank's state together)",
                   file, {r});
         }

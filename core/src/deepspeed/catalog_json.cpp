@@ -1,7 +1,6 @@
 #include "ckptdoc/deepspeed/catalog_json.h"
 
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 namespace ckptdoc::deepspeed {
@@ -10,7 +9,9 @@ using nlohmann::json;
 
 namespace {
 
-json coord(int v) { return v >= 0 ? json(v) : json(nullptr); }
+json coord(int v) {
+  return v >= 0 ? json(v) : json(nullptr);
+}
 
 json group_json(const Catalog& c, const GroupLayout& g) {
   json params = json::array();
@@ -66,12 +67,18 @@ json group_json(const Catalog& c, const GroupLayout& g) {
 json topology_json(const Topology& t) {
   json moe = json::array();
   for (const auto& L : t.moe_layers)
-    moe.push_back({{"id", L.id}, {"prefix", L.prefix}, {"num_experts", L.num_experts}, {"ep_size", L.ep_size}});
+    moe.push_back(
+        {{"id", L.id}, {"prefix", L.prefix}, {"num_experts", L.num_experts}, {"ep_size", L.ep_size}});
   json stages = json::object();
   for (const auto& [layer, stage] : t.layer_stage) stages[std::to_string(layer)] = stage;
-  return {{"mp_world_size", t.mp_world_size}, {"pp", t.pp},          {"tp", t.tp},
-          {"ep", t.ep},                       {"pipeline", t.pipeline}, {"layer_stage", stages},
-          {"moe_layers", moe},                {"legacy_expert_files", t.legacy_expert_files}};
+  return {{"mp_world_size", t.mp_world_size},
+          {"pp", t.pp},
+          {"tp", t.tp},
+          {"ep", t.ep},
+          {"pipeline", t.pipeline},
+          {"layer_stage", stages},
+          {"moe_layers", moe},
+          {"legacy_expert_files", t.legacy_expert_files}};
 }
 
 json catalog_object(const Catalog& c, bool whole_job);
@@ -141,7 +148,8 @@ json catalog_object(const Catalog& c, bool whole_job) {
   j["groups"] = std::move(groups);
   j["buffer_names"] = c.buffer_names;
   json frozen = json::array();
-  for (const auto& p : c.frozen_params) frozen.push_back({{"name", p.name}, {"shape", p.shape}, {"numel", p.numel}});
+  for (const auto& p : c.frozen_params)
+    frozen.push_back({{"name", p.name}, {"shape", p.shape}, {"numel", p.numel}});
   j["frozen_params"] = std::move(frozen);
   json shared = json::object();
   for (const auto& [alias, owner] : c.shared_params_in_order) shared[alias] = owner;
@@ -159,12 +167,10 @@ json catalog_object(const Catalog& c, bool whole_job) {
                        {"betas", {g.beta1, g.beta2}}});
   j["optimizer_groups"] = std::move(ogroups);
   j["optimizer_name_hint"] = c.optimizer_name_hint;
-  j["loss_scaler"] = {{"present", c.loss_scaler.present},
-                      {"dynamic", c.loss_scaler.dynamic},
-                      {"cur_scale", c.loss_scaler.cur_scale},
-                      {"min_scale", c.loss_scaler.min_scale},
-                      {"cur_iter", c.loss_scaler.cur_iter},
-                      {"last_overflow_iter", c.loss_scaler.last_overflow_iter}};
+  j["loss_scaler"] = {
+      {"present", c.loss_scaler.present},     {"dynamic", c.loss_scaler.dynamic},
+      {"cur_scale", c.loss_scaler.cur_scale}, {"min_scale", c.loss_scaler.min_scale},
+      {"cur_iter", c.loss_scaler.cur_iter},   {"last_overflow_iter", c.loss_scaler.last_overflow_iter}};
   j["lr_scheduler"] = c.lr_scheduler_summary;
   j["trainable_numel"] = c.trainable_numel();
   if (whole_job) {  // a slice's own problems are in the job's list (labelled)
@@ -199,7 +205,9 @@ json catalog_object(const Catalog& c, bool whole_job) {
     const auto& u = *c.universal;
     json params = json::array();
     for (const auto& p : u.params)
-      params.push_back({{"name", p.name}, {"optimizer_group", p.optimizer_group}, {"states", p.states},
+      params.push_back({{"name", p.name},
+                        {"optimizer_group", p.optimizer_group},
+                        {"states", p.states},
                         {"step", p.step ? json(*p.step) : json(nullptr)},
                         {"cat_dim", p.cat_dim ? json(*p.cat_dim) : json(nullptr)}});
     j["kind"] = "deepspeed-universal";

@@ -1,10 +1,9 @@
 // Catalog building, part 2: optimizer-states files (§4) — schema, wrapper, stage, per-rank lengths and
 // bookkeeping, loss scaler and optimizer step.
-#include <optional>
 #include <algorithm>
+#include <optional>
 
 #include "ckptdoc/format/known_objects.h"
-
 #include "deepspeed/catalog_bounds.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/value_access.h"
@@ -84,8 +83,9 @@ void CatalogBuilder::scan_optim_files() {
           std::vector<SliceMapping> group;
           for (const auto& [name, fa] : str_items(&g)) {
             const auto addr = fragment_address_of(*fa);
-            group.push_back(SliceMapping{name, addr ? addr->first : opt_int(attr_or_key(fa, "numel")).value_or(-1),
-                                         addr ? addr->second : opt_int(attr_or_key(fa, "start")).value_or(-1)});
+            group.push_back(
+                SliceMapping{name, addr ? addr->first : opt_int(attr_or_key(fa, "numel")).value_or(-1),
+                             addr ? addr->second : opt_int(attr_or_key(fa, "start")).value_or(-1)});
           }
           s.slice_mappings.push_back(std::move(group));
         }
@@ -95,7 +95,8 @@ void CatalogBuilder::scan_optim_files() {
         for (const auto& g : pg->items())
           s.sub_group_partition_count.push_back(opt_int(dict_get(&g, "partition_count")).value_or(-1));
       }
-      s.ds_version = opt_str(dict_get(osd, "ds_version")).value_or(opt_str(dict_get(&s.file->root, "ds_version")).value_or(""));
+      s.ds_version = opt_str(dict_get(osd, "ds_version"))
+                         .value_or(opt_str(dict_get(&s.file->root, "ds_version")).value_or(""));
       if (!old_param_shapes_) {
         old_param_shapes_ = dict_get(&s.file->root, "param_shapes");
         if (old_param_shapes_) old_param_shapes_file_ = f.abs_path;
@@ -117,7 +118,10 @@ void CatalogBuilder::decide_wrapper() {
   if (!config && first) config = dict_get(&first->file->root, "ds_config");
   std::optional<int64_t> config_stage = opt_int(dict_get(dict_get(config, "zero_optimization"), "stage"));
   if (config_stage)
-    config_stage = checked_count(config_stage, 0, 3, model_ ? model_->path : first ? first->file->path : cat_.tag_dir,
+    config_stage = checked_count(config_stage, 0, 3,
+                                 model_  ? model_->path
+                                 : first ? first->file->path
+                                         : cat_.tag_dir,
                                  "key 'ds_config.zero_optimization.stage'");
   if (cat_.ds_version.empty() && first) cat_.ds_version = first->ds_version;
 
@@ -130,7 +134,8 @@ void CatalogBuilder::decide_wrapper() {
         cat_.wrapper = OptimizerWrapper::Zero12;
         // <= v0.6.7 wrote the int 2 for stage 1 and 2 alike; the config knows better.
         cat_.zero_stage = static_cast<int>(*first->zero_stage);
-        if (config_stage && (*config_stage == 1 || *config_stage == 2)) cat_.zero_stage = static_cast<int>(*config_stage);
+        if (config_stage && (*config_stage == 1 || *config_stage == 2))
+          cat_.zero_stage = static_cast<int>(*config_stage);
       }
     } else if (first->has_single_partition) {
       cat_.wrapper = OptimizerWrapper::BF16Optimizer;
@@ -140,7 +145,8 @@ void CatalogBuilder::decide_wrapper() {
       cat_.zero_stage = static_cast<int>(config_stage.value_or(first->has_legacy_sub_partitions ? 1 : 0));
       problem("unknown-schema", "error",
               first->has_legacy_sub_partitions
-                  ? "legacy ZeRO-1 optimizer files (local_sub_partitions_of_fp32_groups, DeepSpeed <= 0.3.16) are not "
+                  ? "legacy ZeRO-1 optimizer files (local_sub_partitions_of_fp32_groups, DeepSpeed <= "
+                    "0.3.16) are not "
                     "supported"
                   : "the optimizer files hold neither single_partition_of_fp32_groups nor fp32_flat_groups");
     }
@@ -166,8 +172,9 @@ void CatalogBuilder::decide_wrapper() {
   cat_.zero_stage = static_cast<int>(config_stage.value_or(0));
 }
 
-// Per flat group: the Adam step and betas the optimizer rules weigh the moments against. ZeRO-3 keys its state by
-// sub-group and lists the sub-groups of each param group in `params`; the other wrappers key both by group.
+// Per flat group: the Adam step and betas the optimizer rules weigh the moments against. ZeRO-3 keys its
+// state by sub-group and lists the sub-groups of each param group in `params`; the other wrappers key both by
+// group.
 void CatalogBuilder::read_optimizer_groups(const Value* inner) {
   const Value* state = dict_get(inner, "state");
   const Value* groups = dict_get(inner, "param_groups");

@@ -10,7 +10,8 @@ constexpr size_t kHazardsPerFile = 20;  // one folder of hostile files must not 
 }  // namespace
 
 void CatalogBuilder::check_pickle_safety() {
-  // Every model-parallel rank lists the whole tag folder: rank 0's catalog (the job's) reports each file once.
+  // Every model-parallel rank lists the whole tag folder: rank 0's catalog (the job's) reports each file
+  // once.
   if (cat_.mp_rank > 0) return;
   for (const auto& f : cat_.files) {
     std::vector<PickleHazard> hazards;
@@ -27,9 +28,14 @@ void CatalogBuilder::check_pickle_safety() {
     if (f.dp_rank >= 0) ranks.push_back(f.dp_rank);
     for (size_t i = 0; i < hazards.size() && i < kHazardsPerFile; ++i) {
       const auto& h = hazards[i];
-      Problem p{"unsafe-pickle", h.severity, h.message() + ". " + pickle_advice(h.severity), f.path, ranks, {}, {}};
-      p.details = {{"file", f.path},     {"record", h.record},     {"callable", h.callable},
-                   {"how", h.how},       {"rule", h.why},          {"offset", std::to_string(h.offset)},
+      Problem p{
+          "unsafe-pickle", h.severity, h.message() + ". " + pickle_advice(h.severity), f.path, ranks, {}, {}};
+      p.details = {{"file", f.path},
+                   {"record", h.record},
+                   {"callable", h.callable},
+                   {"how", h.how},
+                   {"rule", h.why},
+                   {"offset", std::to_string(h.offset)},
                    {"count", std::to_string(h.count)}};
       if (!h.reaches.empty()) p.details["reaches"] = h.reaches;
       cat_.problems.push_back(std::move(p));

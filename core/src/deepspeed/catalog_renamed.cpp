@@ -36,8 +36,10 @@ void CatalogBuilder::recognise_by_content() {
   for (const auto& f : cat_.files) {
     if (f.role == FileRole::Optim && f.mp_rank == 0) optim_ranks.insert(f.dp_rank);
     if (f.role == FileRole::Model && f.mp_rank == 0) {
-      if (f.dp_rank >= 0) zero3_model_ranks.insert(f.dp_rank);
-      else model_mp0 = true;
+      if (f.dp_rank >= 0)
+        zero3_model_ranks.insert(f.dp_rank);
+      else
+        model_mp0 = true;
     }
   }
   bool changed = false;
@@ -75,7 +77,8 @@ void CatalogBuilder::recognise_by_content() {
 // ZeRO-1/2 and BF16_Optimizer files record which fragments their partition holds (param_slice_mappings): the
 // rank whose layout gives exactly those is the file's rank.
 void CatalogBuilder::identify_renamed_ranks() {
-  if (renamed_.empty() || cat_.groups.empty() || zero12_rules_for_version(cat_.ds_version).round_robin) return;
+  if (renamed_.empty() || cat_.groups.empty() || zero12_rules_for_version(cat_.ds_version).round_robin)
+    return;
   if (cat_.wrapper != OptimizerWrapper::Zero12 && cat_.wrapper != OptimizerWrapper::BF16Optimizer) return;
   const GroupLayout& g0 = cat_.groups.front();
   auto told_rank = [&](const OptimRankScan& s) -> int {
@@ -97,15 +100,16 @@ void CatalogBuilder::identify_renamed_ranks() {
   bool moved = false;
   for (int pass = 0; pass < 2; ++pass) {  // a swap may free the place another renamed file belongs in
     for (auto& f : cat_.files) {
-      if (f.role != FileRole::Optim || f.mp_rank != 0 || !renamed_.count(f.path) || !optim_.count(f.dp_rank)) continue;
+      if (f.role != FileRole::Optim || f.mp_rank != 0 || !renamed_.count(f.path) || !optim_.count(f.dp_rank))
+        continue;
       const int want = told_rank(optim_.at(f.dp_rank));
       if (want < 0) continue;
       renamed_[f.path] = "told by its param_slice_mappings";
       if (want == f.dp_rank) continue;
       CheckpointFile* other = file_at(want);
       if (other && !renamed_.count(other->path)) {
-        renamed_[f.path] = "its param_slice_mappings say rank " + std::to_string(want) + ", which " + other->path +
-                           " already is; " + kByOrder;
+        renamed_[f.path] = "its param_slice_mappings say rank " + std::to_string(want) + ", which " +
+                           other->path + " already is; " + kByOrder;
         continue;
       }
       const int from = f.dp_rank;
@@ -134,12 +138,17 @@ void CatalogBuilder::report_renamed() {
     const std::string what = f.role == FileRole::Optim ? "optimizer-states" : "model-states";
     std::vector<int> ranks;
     if (f.dp_rank >= 0) ranks.push_back(f.dp_rank);
-    Problem p{"rank-file-renamed", "error",
-              f.path + " is a DeepSpeed " + what + " file (recognised by its content) under a name DeepSpeed does not "
-                  "use: load_checkpoint looks for it as " + expected + (f.dp_rank >= 0 ? " (dp rank " +
-                  std::to_string(f.dp_rank) + ", " + it->second + ")" : "") +
+    Problem p{"rank-file-renamed",
+              "error",
+              f.path + " is a DeepSpeed " + what +
+                  " file (recognised by its content) under a name DeepSpeed does not "
+                  "use: load_checkpoint looks for it as " +
+                  expected +
+                  (f.dp_rank >= 0 ? " (dp rank " + std::to_string(f.dp_rank) + ", " + it->second + ")" : "") +
                   ". Rename it to that name; ckptdoc reads it as that file meanwhile.",
-              f.path, ranks, {}};
+              f.path,
+              ranks,
+              {}};
     p.details = {{"file", f.path}, {"expected_name", expected}, {"rank_told_by", it->second}};
     cat_.problems.push_back(std::move(p));
   }

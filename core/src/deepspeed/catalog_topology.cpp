@@ -163,10 +163,14 @@ Topology derive_topology(const std::vector<CheckpointFile>& files, const ModelRo
   // beyond the files present must not make that work unbounded.
   const int plausible = static_cast<int>(std::min<size_t>(files.size(), size_t{1} << 16)) * 2 + 16;
   if (t.mp_world_size > plausible && t.mp_world_size > max_mp + 1) {
-    problems.push_back({"topology-mismatch", "error",
-                        "the model file says mp_world_size " + n(t.mp_world_size) + " but the tag folder holds files of " +
-                            n(max_mp + 1) + " model-parallel rank(s) only; using " + n(std::max(max_mp + 1, 1)),
-                        {}, {}, {}});
+    problems.push_back({"topology-mismatch",
+                        "error",
+                        "the model file says mp_world_size " + n(t.mp_world_size) +
+                            " but the tag folder holds files of " + n(max_mp + 1) +
+                            " model-parallel rank(s) only; using " + n(std::max(max_mp + 1, 1)),
+                        {},
+                        {},
+                        {}});
     t.mp_world_size = std::max(max_mp + 1, 1);
   }
   const Value* module0 = root0 ? root0->get("module") : nullptr;

@@ -1,7 +1,7 @@
 #pragma once
-// The parallel layout of a job (deepspeed-format.md §8) from its file names and each model-parallel rank's model
-// file: pipeline stages and tensor ranks (mp = stage * tp + tensor rank), which stage owns which pipeline layer,
-// the MoE layers and their experts; and every file's coordinates in it.
+// The parallel layout of a job (deepspeed-format.md §8) from its file names and each model-parallel rank's
+// model file: pipeline stages and tensor ranks (mp = stage * tp + tensor rank), which stage owns which
+// pipeline layer, the MoE layers and their experts; and every file's coordinates in it.
 #include <functional>
 #include <vector>
 

@@ -35,9 +35,13 @@ std::shared_ptr<Checkpoint> Checkpoint::open_slice(const std::string& path, cons
     try {
       ck->weights_ = weights::WeightsSource::open(*w);
     } catch (const Error& e) {
-      ck->catalog_.problems.push_back({"shard-unreadable", "warning",
-                                       "the model weights beside the checkpoint cannot be read: " + std::string(e.what()),
-                                       *w, {}, {}});
+      ck->catalog_.problems.push_back(
+          {"shard-unreadable",
+           "warning",
+           "the model weights beside the checkpoint cannot be read: " + std::string(e.what()),
+           *w,
+           {},
+           {}});
     }
   }
   return ck;
@@ -61,10 +65,16 @@ std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& path, const Open
       s = open_slice(path, o, ck->cache_);
     } catch (const Error& e) {
       const Topology& t = ck->catalog_.topology;
-      ck->catalog_.problems.push_back({"model-file-missing", "error",
-                                       slice_label(t, t.stage_of(m), t.tp_of(m)) + ": mp rank " + std::to_string(m) +
-                                           " cannot be read at all: " + e.what(),
-                                       {}, {}, {}, {}, t.stage_of(m), t.tp_of(m)});
+      ck->catalog_.problems.push_back({"model-file-missing",
+                                       "error",
+                                       slice_label(t, t.stage_of(m), t.tp_of(m)) + ": mp rank " +
+                                           std::to_string(m) + " cannot be read at all: " + e.what(),
+                                       {},
+                                       {},
+                                       {},
+                                       {},
+                                       t.stage_of(m),
+                                       t.tp_of(m)});
       continue;
     }
     for (const auto& p : s->catalog_.problems) ck->catalog_.problems.push_back(p);
@@ -101,7 +111,8 @@ const TorchFile& Checkpoint::open_cached(const std::string& abs_path) const {
     return *it->second;
   }
   try {
-    auto f = std::make_shared<TorchFile>(snapshot_ ? snapshot_->open_file(abs_path) : TorchFile::open(abs_path));
+    auto f =
+        std::make_shared<TorchFile>(snapshot_ ? snapshot_->open_file(abs_path) : TorchFile::open(abs_path));
     files[abs_path] = f;
     return *f;
   } catch (...) {
@@ -111,7 +122,8 @@ const TorchFile& Checkpoint::open_cached(const std::string& abs_path) const {
 }
 
 std::shared_ptr<const TorchFile> Checkpoint::open_transient(const std::string& abs_path) const {
-  return std::make_shared<const TorchFile>(snapshot_ ? snapshot_->open_file(abs_path) : TorchFile::open(abs_path));
+  return std::make_shared<const TorchFile>(snapshot_ ? snapshot_->open_file(abs_path)
+                                                     : TorchFile::open(abs_path));
 }
 
 void Checkpoint::check_unchanged() const {
@@ -170,10 +182,14 @@ namespace {
 const char* partition_list_key(OptimizerWrapper w) {
   switch (w) {
     case OptimizerWrapper::Zero12:
-    case OptimizerWrapper::BF16Optimizer: return "single_partition_of_fp32_groups";
-    case OptimizerWrapper::Zero3: return "fp32_flat_groups";
-    case OptimizerWrapper::FP16Optimizer: return "fp32_groups_flat";
-    default: return nullptr;
+    case OptimizerWrapper::BF16Optimizer:
+      return "single_partition_of_fp32_groups";
+    case OptimizerWrapper::Zero3:
+      return "fp32_flat_groups";
+    case OptimizerWrapper::FP16Optimizer:
+      return "fp32_groups_flat";
+    default:
+      return nullptr;
   }
 }
 
@@ -212,7 +228,7 @@ std::optional<Tensor> Checkpoint::fp32_partition(int group, int dp_rank) const {
   if (catalog_.universal) return dp_rank == 0 ? universal_tensor(group, "fp32") : std::nullopt;
   if (catalog_.wrapper == OptimizerWrapper::FP16UnfusedOptimizer) return unfused_master(group, dp_rank);
   const char* key = partition_list_key(catalog_.wrapper);
-  if (!key) return std::nullopt;  // a wrapper without fp32 partitions
+  if (!key) return std::nullopt;                // a wrapper without fp32 partitions
   const Value& osd = optimizer_state(dp_rank);  // throws naming a missing or unreadable file
   const size_t fg = file_index(catalog_, group);
   const Value* t = list_at(dict_get(&osd, key), fg);
@@ -234,7 +250,8 @@ std::optional<Tensor> Checkpoint::moment_partition(int group, int dp_rank, const
                                                                       : t->as_tensor();
   // Absent here: fine when no rank holds it (a fresh optimizer), lost when another rank does.
   const auto& keys = catalog_.group_state_keys;  // per file group
-  const bool expected = fg < keys.size() && std::find(keys[fg].begin(), keys[fg].end(), key) != keys[fg].end();
+  const bool expected =
+      fg < keys.size() && std::find(keys[fg].begin(), keys[fg].end(), key) != keys[fg].end();
   if (expected)
     throw Error(ErrorKind::Inconsistent, state_file_path(dp_rank), where + "['" + key + "']",
                 "missing on dp rank " + std::to_string(dp_rank) + " while other ranks hold it");
@@ -274,9 +291,11 @@ std::optional<Tensor> Checkpoint::lp_param(const std::string& name) const {
     if (!found) return std::nullopt;
     const Tensor& tensor = *found;
     if (catalog_.wrapper == OptimizerWrapper::Zero3) {
-      // ZeRO-3 module entries are placeholders (Size([0]), or Size([1]) before v0.6.0) unless the param is tiny.
+      // ZeRO-3 module entries are placeholders (Size([0]), or Size([1]) before v0.6.0) unless the param is
+      // tiny.
       if (auto gp = catalog_.find_param(name)) {
-        const auto& p = catalog_.groups[static_cast<size_t>(gp->first)].params[static_cast<size_t>(gp->second)];
+        const auto& p =
+            catalog_.groups[static_cast<size_t>(gp->first)].params[static_cast<size_t>(gp->second)];
         if (tensor.numel() != p.numel || tensor.shape != p.shape) return std::nullopt;
       }
     }

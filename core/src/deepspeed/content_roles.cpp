@@ -15,7 +15,8 @@ std::optional<ContentRole> classify_by_content(const TorchFile& file) {
     const bool zero = dict_get(osd, "zero_stage") != nullptr;
     const bool single = dict_get(osd, "single_partition_of_fp32_groups") != nullptr;
     const bool flat = dict_get(osd, "fp32_flat_groups") != nullptr;
-    if (!zero && !single && !flat && !dict_get(osd, "partition_count") && !dict_get(osd, "base_optimizer_state"))
+    if (!zero && !single && !flat && !dict_get(osd, "partition_count") &&
+        !dict_get(osd, "base_optimizer_state"))
       return std::nullopt;
     c.role = FileRole::Optim;
     c.zero3 = flat;
@@ -24,11 +25,14 @@ std::optional<ContentRole> classify_by_content(const TorchFile& file) {
   }
   if (dict_get(root, "module")) {
     bool bookkeeping = false;
-    for (const char* k : {"dp_world_size", "mp_world_size", "param_shapes", "ds_config", "ds_version", "buffer_names"})
+    for (const char* k :
+         {"dp_world_size", "mp_world_size", "param_shapes", "ds_config", "ds_version", "buffer_names"})
       bookkeeping = bookkeeping || dict_get(root, k) != nullptr;
     if (!bookkeeping) return std::nullopt;  // a plain state dict with a `module` key is not a DeepSpeed file
     c.role = FileRole::Model;
-    c.zero3 = opt_int(dict_get(dict_get(dict_get(root, "ds_config"), "zero_optimization"), "stage")).value_or(0) == 3;
+    c.zero3 =
+        opt_int(dict_get(dict_get(dict_get(root, "ds_config"), "zero_optimization"), "stage")).value_or(0) ==
+        3;
     return c;
   }
   return std::nullopt;
@@ -38,8 +42,8 @@ bool classify_file_by_content_head(const std::string& path) {
   char head[16] = {};
   std::ifstream in(path, std::ios::binary);
   in.read(head, sizeof head);
-  return in.gcount() >= 4 &&
-         TorchFile::is_torch_file(std::span(reinterpret_cast<const uint8_t*>(head), static_cast<size_t>(in.gcount())));
+  return in.gcount() >= 4 && TorchFile::is_torch_file(std::span(reinterpret_cast<const uint8_t*>(head),
+                                                                static_cast<size_t>(in.gcount())));
 }
 
 std::optional<ContentRole> classify_file_by_content(const std::string& path) {

@@ -104,7 +104,8 @@ namespace {
 // Sorted entries of a folder; false (and `foreign` set) when it cannot be read.
 bool entries_of(const fs::path& dir, std::vector<fs::path>& entries, std::string* foreign) {
   std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(it->path());
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    entries.push_back(it->path());
   if (ec) {
     *foreign = "an unreadable folder " + dir.string() + " (" + ec.message() + ")";
     return false;
@@ -223,7 +224,8 @@ bool holds_only_a_deepspeed_checkpoint(const std::string& dir, std::string* fore
       ++tags;
       continue;
     }
-    *foreign = "'" + name + "' (" + (fs::is_directory(p, ec) ? "a folder without DeepSpeed rank files" : "a file") + ")";
+    *foreign = "'" + name + "' (" +
+               (fs::is_directory(p, ec) ? "a folder without DeepSpeed rank files" : "a file") + ")";
     return false;
   }
   if (tags == 0) {
@@ -291,7 +293,8 @@ Location locate_checkpoint(const std::string& path, const std::optional<std::str
 
   std::vector<std::string> tags;
   for (fs::directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->is_directory(ec) && has_rank_files(it->path().string())) tags.push_back(it->path().filename().string());
+    if (it->is_directory(ec) && has_rank_files(it->path().string()))
+      tags.push_back(it->path().filename().string());
   }
   std::sort(tags.begin(), tags.end());
   if (tags.size() == 1) return in_tag_dir(p / tags[0]);

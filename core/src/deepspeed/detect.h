@@ -9,7 +9,7 @@ namespace ckptdoc::deepspeed::detail {
 struct Location {
   std::string save_dir;  // folder holding `latest` (or the tag folder's parent)
   std::string tag;
-  std::string tag_dir;   // absolute
+  std::string tag_dir;  // absolute
   bool from_latest = false;
   std::string opened_below;  // the folder the user named, when it held no checkpoint itself and this one, the
                              // only checkpoint below it, was opened instead

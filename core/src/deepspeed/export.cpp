@@ -99,7 +99,8 @@ ExportResult export_weights(const Checkpoint& ckpt, const std::string& out_path,
                             Progress* progress) {
   check_export_output(ckpt, out_path, options);
   detail::remove_dead_leftovers(out_path);
-  if (options.dtype && *options.dtype != DType::F32 && *options.dtype != DType::F16 && *options.dtype != DType::BF16) {
+  if (options.dtype && *options.dtype != DType::F32 && *options.dtype != DType::F16 &&
+      *options.dtype != DType::BF16) {
     throw Error(ErrorKind::InvalidRequest, out_path, "--dtype",
                 expected_found("float32, float16 or bfloat16", std::string(dtype_name(*options.dtype))));
   }
@@ -124,7 +125,8 @@ ExportResult export_weights(const Checkpoint& ckpt, const std::string& out_path,
     return r;
   };
   if (options.max_shard_size) {
-    const auto format = options.format == ExportFormat::Torch ? weights::ShardFormat::Torch : weights::ShardFormat::Safetensors;
+    const auto format = options.format == ExportFormat::Torch ? weights::ShardFormat::Torch
+                                                              : weights::ShardFormat::Safetensors;
     const weights::ShardPlan plan = weights::plan_shards(tensors, *options.max_shard_size, format);
     const weights::ShardedOutput w = weights::write_shards(tensors, plan, out_path, format, options.force);
     ExportResult r;
@@ -152,7 +154,8 @@ ExportResult export_weights(const Checkpoint& ckpt, const std::string& out_path,
     }
     case ExportFormat::Hdf5:
 #ifdef CKPTDOC_HAVE_HDF5_WRITER
-      write_hdf5_file(out_path, tensors, {{"source", "ckptdoc export (DeepSpeed)"}, {"tag", ckpt.catalog().tag}});
+      write_hdf5_file(out_path, tensors,
+                      {{"source", "ckptdoc export (DeepSpeed)"}, {"tag", ckpt.catalog().tag}});
 #endif
       break;
   }

@@ -1,6 +1,6 @@
 #pragma once
-// Export of a tensor/pipeline-parallel job (export.h): every pipeline stage, one tensor rank's slices or all of
-// them merged by the tensor-parallel rules.
+// Export of a tensor/pipeline-parallel job (export.h): every pipeline stage, one tensor rank's slices or all
+// of them merged by the tensor-parallel rules.
 #include <vector>
 
 #include "ckptdoc/deepspeed/export.h"

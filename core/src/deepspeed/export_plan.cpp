@@ -58,8 +58,8 @@ struct Planner {
 
   const Value* model_root() const { return &ck.model_file().root; }
 
-  // zero_to_fp32 upcasts every buffer with .float(); lp exports keep the module dtype. Buffers live in the module,
-  // or in pipeline layer files.
+  // zero_to_fp32 upcasts every buffer with .float(); lp exports keep the module dtype. Buffers live in the
+  // module, or in pipeline layer files.
   void buffers(std::vector<NamedTensor>& out) const {
     std::optional<DType> want = opt.dtype;
     if (!want && opt.source == ExportSource::Fp32) want = DType::F32;
@@ -167,7 +167,8 @@ struct Planner {
         std::vector<Tensor> pieces;  // in param order: partition order is param_offset order
         for (size_t k = 0; k < g.partitions.size(); ++k) {
           for (const auto& f : g.partitions[k].fragments) {
-            if (f.param == static_cast<int>(i)) pieces.push_back(slice_1d(parts[k], f.partition_offset, f.numel));
+            if (f.param == static_cast<int>(i))
+              pieces.push_back(slice_1d(parts[k], f.partition_offset, f.numel));
           }
         }
         if (const auto* ep = cat.autoep ? autoep_param(g.params[i].name) : nullptr) {
@@ -179,9 +180,10 @@ struct Planner {
           by_rank[ep->ep_rank] = std::move(pieces);
           continue;
         }
-        out.push_back({g.params[i].name, Tensor::produced(to, g.params[i].shape, [pieces, to](ByteSink& sink) {
-                         for (const auto& piece : pieces) write_as(piece, to, sink);
-                       })});
+        out.push_back(
+            {g.params[i].name, Tensor::produced(to, g.params[i].shape, [pieces, to](ByteSink& sink) {
+               for (const auto& piece : pieces) write_as(piece, to, sink);
+             })});
       }
     }
     for (auto& t : out)
@@ -232,7 +234,8 @@ struct Planner {
   // A weights-only source: every tensor in load order, converted when asked. Tensors that are one view of one
   // storage (tied weights in a torch file) stay one tensor, so torch output shares them as the input did.
   void weights(std::vector<NamedTensor>& out) const {
-    std::map<std::tuple<const Storage*, int64_t, std::vector<int64_t>, std::vector<int64_t>, DType>, Tensor> made;
+    std::map<std::tuple<const Storage*, int64_t, std::vector<int64_t>, std::vector<int64_t>, DType>, Tensor>
+        made;
     for (const auto& t : ck.weights()->tensors()) {
       const Tensor& in = t.tensor;
       const auto key = std::make_tuple(in.storage.get(), in.storage_offset, in.shape, in.strides, in.dtype);
@@ -318,7 +321,8 @@ std::vector<NamedTensor> export_tensors(const Checkpoint& ckpt, const ExportOpti
     progress->set_stage("export", total);
     for (auto& t : out) {
       auto it = wrapped.find(t.tensor.storage.get());
-      if (it == wrapped.end()) it = wrapped.emplace(t.tensor.storage.get(), plan.with_progress(t.tensor)).first;
+      if (it == wrapped.end())
+        it = wrapped.emplace(t.tensor.storage.get(), plan.with_progress(t.tensor)).first;
       t.tensor = it->second;
     }
   }

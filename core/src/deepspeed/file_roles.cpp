@@ -67,7 +67,8 @@ std::optional<FileNameInfo> classify_file_name(std::string_view file_name) {
   // a number that overflowed int
   if (info.mp_rank < 0 && info.role != FileRole::Layer) return std::nullopt;
   if ((info.role == FileRole::Layer && (info.layer < 0 || info.mp_rank < 0)) ||
-      (info.role == FileRole::ExpertOptim && info.ep_rank < 0) || (info.role == FileRole::Expert && info.expert < 0))
+      (info.role == FileRole::ExpertOptim && info.ep_rank < 0) ||
+      (info.role == FileRole::Expert && info.expert < 0))
     return std::nullopt;
   return info;
 }

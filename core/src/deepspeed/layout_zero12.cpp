@@ -7,7 +7,9 @@
 namespace ckptdoc::deepspeed {
 namespace {
 
-int64_t round_up(int64_t n, int64_t a) { return a <= 0 ? n : (n + a - 1) / a * a; }
+int64_t round_up(int64_t n, int64_t a) {
+  return a <= 0 ? n : (n + a - 1) / a * a;
+}
 
 // Python's t[:length] on a tensor of p elements.
 int64_t python_slice_len(int64_t p, int64_t length) {
@@ -64,7 +66,8 @@ std::vector<size_t> round_robin_order(size_t n, int dp) {
 }
 
 GroupLayout layout_zero12(int index, std::vector<ParamEntry> params, int dp, const Zero12Rules& rules) {
-  GroupLayout g = flat_layout(index, std::move(params), dp, static_cast<int64_t>(rules.alignment_factor) * dp);
+  GroupLayout g =
+      flat_layout(index, std::move(params), dp, static_cast<int64_t>(rules.alignment_factor) * dp);
   const int64_t part = g.partition_numel;
   const int64_t total_pad = g.padded_numel - g.numel;
   for (auto& rp : g.partitions) {

@@ -52,7 +52,8 @@ RankOwners rank_owners(const Catalog& cat, int dp) {
     for (int p = 0; p < o.procs; ++p) {
       const uint8_t bits = all[static_cast<size_t>(p) * mine.size() + static_cast<size_t>(r)];
       model_somewhere = model_somewhere || (bits & 2);
-      if ((bits & 1) && (best < 0 || load[static_cast<size_t>(p)] < load[static_cast<size_t>(best)])) best = p;
+      if ((bits & 1) && (best < 0 || load[static_cast<size_t>(p)] < load[static_cast<size_t>(best)]))
+        best = p;
     }
     o.owner.push_back(best);
     o.optim_nowhere.push_back(best < 0);
@@ -63,15 +64,22 @@ RankOwners rank_owners(const Catalog& cat, int dp) {
 }
 
 Problem missing_optim_files_problem(const std::vector<int>& ranks, int dp) {
-  return Problem{"rank-file-missing", "error",
+  return Problem{"rank-file-missing",
+                 "error",
                  kOptimPrefix + join(ranks) + " missing (expected " + std::to_string(dp) +
                      " ranks); their fp32 partitions and optimizer moments are lost",
-                 {}, ranks, {}};
+                 {},
+                 ranks,
+                 {}};
 }
 
 Problem missing_zero3_model_files_problem(const std::vector<int>& ranks, int dp) {
-  return Problem{"rank-file-missing", "error",
-                 kModelPrefix + join(ranks) + " missing (expected " + std::to_string(dp) + " ranks)", {}, ranks, {}};
+  return Problem{"rank-file-missing",
+                 "error",
+                 kModelPrefix + join(ranks) + " missing (expected " + std::to_string(dp) + " ranks)",
+                 {},
+                 ranks,
+                 {}};
 }
 
 bool is_missing_zero3_model_files_problem(const Problem& p) {

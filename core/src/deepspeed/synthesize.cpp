@@ -30,8 +30,8 @@ struct Param {
 };
 
 struct Model {
-  std::vector<Param> params;               // module order
-  std::vector<std::vector<int>> groups;    // param indices per param group, flat order
+  std::vector<Param> params;                 // module order
+  std::vector<std::vector<int>> groups;      // param indices per param group, flat order
   std::vector<std::string> module_prefixes;  // for _metadata
   std::string buffer_name = "rotary_inv_freq";
   int64_t buffer_numel = 0;
@@ -60,17 +60,23 @@ struct Values {
   float trained(int p, int64_t i) const {
     const float n = noise(seed, Stream::Trained, p, i);
     switch (model->params[static_cast<size_t>(p)].kind) {
-      case Kind::Weight: return 0.05f * n;
-      case Kind::NormWeight: return 1.0f + 0.05f * n;
-      case Kind::Bias: return 0.01f * n;
+      case Kind::Weight:
+        return 0.05f * n;
+      case Kind::NormWeight:
+        return 1.0f + 0.05f * n;
+      case Kind::Bias:
+        return 0.01f * n;
     }
     return 0;
   }
   float init(int p, int64_t i) const {
     switch (model->params[static_cast<size_t>(p)].kind) {
-      case Kind::Weight: return 0.02f * noise(seed ^ 0x5eed, Stream::Init, p, i);
-      case Kind::NormWeight: return 1.0f;
-      case Kind::Bias: return 0.0f;
+      case Kind::Weight:
+        return 0.02f * noise(seed ^ 0x5eed, Stream::Init, p, i);
+      case Kind::NormWeight:
+        return 1.0f;
+      case Kind::Bias:
+        return 0.0f;
     }
     return 0;
   }
@@ -95,17 +101,21 @@ enum class Field : uint8_t { Lp, Master, ExpAvg, ExpAvgSq };
 
 float field_value(const Values& v, Field f, int p, int64_t i) {
   switch (f) {
-    case Field::Lp: return v.trained(p, i);
-    case Field::Master: return v.master(p, i);
-    case Field::ExpAvg: return v.exp_avg(p, i);
-    case Field::ExpAvgSq: return v.exp_avg_sq(p, i);
+    case Field::Lp:
+      return v.trained(p, i);
+    case Field::Master:
+      return v.master(p, i);
+    case Field::ExpAvg:
+      return v.exp_avg(p, i);
+    case Field::ExpAvgSq:
+      return v.exp_avg_sq(p, i);
   }
   return 0;
 }
 
 // Fills out[0..n) with flat elements [first, first+n) of a ZeRO-1/2 flat group (zeros past the params).
-void fill_flat(const Values& v, const Model& m, const std::vector<int>& group, Field f, int64_t first, int64_t n,
-               float* out) {
+void fill_flat(const Values& v, const Model& m, const std::vector<int>& group, Field f, int64_t first,
+               int64_t n, float* out) {
   int64_t pos = 0;
   size_t k = 0;
   int64_t done = 0;
@@ -130,8 +140,8 @@ void fill_flat(const Values& v, const Model& m, const std::vector<int>& group, F
 }
 
 // ZeRO-3: rank r's partition of sub-group `sub` (params' partitions concatenated, zero padding).
-void fill_zero3(const Values& v, const Model& m, const std::vector<int>& sub, int dp, int rank, Field f, int64_t first,
-                int64_t n, float* out) {
+void fill_zero3(const Values& v, const Model& m, const std::vector<int>& sub, int dp, int rank, Field f,
+                int64_t first, int64_t n, float* out) {
   int64_t pos = 0;
   int64_t done = 0;
   for (int pi : sub) {
@@ -174,7 +184,8 @@ Model build_model(const SynthOptions& o, int64_t hidden) {
   m.module_prefixes.push_back("layers");
   for (int l = 0; l < o.layers; ++l) {
     const std::string pre = "layers." + std::to_string(l);
-    for (const char* sub : {"", ".ln1", ".attn", ".attn.qkv", ".attn.out", ".ln2", ".mlp", ".mlp.up", ".mlp.down"})
+    for (const char* sub :
+         {"", ".ln1", ".attn", ".attn.qkv", ".attn.out", ".ln2", ".mlp", ".mlp.up", ".mlp.down"})
       m.module_prefixes.push_back(pre + sub);
     add(pre + ".ln1.weight", {H}, Kind::NormWeight);
     add(pre + ".ln1.bias", {H}, Kind::Bias);
@@ -202,9 +213,9 @@ int64_t choose_hidden(const SynthOptions& o) {
   if (o.target_params <= 0) return std::max<int64_t>(1, o.hidden);
   // params ~ (8 + 12 L) H^2 when vocab = 8H
   const double per = o.vocab > 0 ? 12.0 * o.layers : 8.0 + 12.0 * o.layers;
-  double h = o.vocab > 0 ? (-(o.vocab + 13.0 * o.layers) + std::sqrt((o.vocab + 13.0 * o.layers) *
-                                                                          (o.vocab + 13.0 * o.layers) +
-                                                                      4.0 * per * o.target_params)) /
+  double h = o.vocab > 0 ? (-(o.vocab + 13.0 * o.layers) +
+                            std::sqrt((o.vocab + 13.0 * o.layers) * (o.vocab + 13.0 * o.layers) +
+                                      4.0 * per * o.target_params)) /
                                (2.0 * per)
                          : std::sqrt(static_cast<double>(o.target_params) / per);
   return std::max<int64_t>(8, static_cast<int64_t>(std::llround(h / 8.0)) * 8);
@@ -304,7 +315,8 @@ struct Writer {
     const int64_t n = m.buffer_numel;
     auto st = produced_lp_storage(o.dtype, n, [n](int64_t first, int64_t cnt, float* out) {
       for (int64_t i = 0; i < cnt; ++i)
-        out[i] = static_cast<float>(std::pow(10000.0, -static_cast<double>(first + i) / static_cast<double>(n)));
+        out[i] =
+            static_cast<float>(std::pow(10000.0, -static_cast<double>(first + i) / static_cast<double>(n)));
     });
     return Value::tensor(view_of(st, o.dtype, {n}, 0));
   }
@@ -313,7 +325,8 @@ struct Writer {
     std::vector<Value> out;
     for (const auto& l : lists) {
       Value d = ordered_dict();
-      for (int pi : l) d.set(m.params[static_cast<size_t>(pi)].name, Value::size(m.params[static_cast<size_t>(pi)].shape));
+      for (int pi : l)
+        d.set(m.params[static_cast<size_t>(pi)].name, Value::size(m.params[static_cast<size_t>(pi)].shape));
       out.push_back(std::move(d));
     }
     return Value::list(std::move(out));
@@ -406,9 +419,10 @@ struct Writer {
       const auto& grp = m.groups[g];
       const Values v = vals;
       const Model* mp = &m;
-      flats.push_back(produced_lp_storage(o.dtype, parts[g].padded_numel, [v, mp, grp](int64_t first, int64_t n, float* out) {
-        fill_flat(v, *mp, grp, Field::Lp, first, n, out);
-      }));
+      flats.push_back(produced_lp_storage(o.dtype, parts[g].padded_numel,
+                                          [v, mp, grp](int64_t first, int64_t n, float* out) {
+                                            fill_flat(v, *mp, grp, Field::Lp, first, n, out);
+                                          }));
       int64_t off = 0;
       for (int pi : grp) {
         param_offset[static_cast<size_t>(pi)] = off;
@@ -481,7 +495,9 @@ struct Writer {
     std::vector<std::vector<Value>> group_sub_ids(m.groups.size());
     for (size_t g = 0; g < m.groups.size(); ++g) {
       std::vector<ParamSpan> spans;
-      for (int pi : m.groups[g]) spans.push_back({m.params[static_cast<size_t>(pi)].name, {}, m.params[static_cast<size_t>(pi)].numel});
+      for (int pi : m.groups[g])
+        spans.push_back(
+            {m.params[static_cast<size_t>(pi)].name, {}, m.params[static_cast<size_t>(pi)].numel});
       for (const auto& sg : zero3_sub_groups(spans, dp, o.sub_group_size)) {
         std::vector<int> ids;
         for (int local : sg) ids.push_back(m.groups[g][static_cast<size_t>(local)]);
@@ -531,7 +547,8 @@ struct Writer {
         fp32s.push_back(field_tensor(Field::Master, len, len, false, fill));
       }
       std::vector<Value> pgroups;
-      for (size_t g = 0; g < m.groups.size(); ++g) pgroups.push_back(adam_group(g == 0 ? 0.01 : 0.0, group_sub_ids[g]));
+      for (size_t g = 0; g < m.groups.size(); ++g)
+        pgroups.push_back(adam_group(g == 0 ? 0.01 : 0.0, group_sub_ids[g]));
       Value inner = Value::dict();
       inner.set("state", state);
       inner.set("param_groups", Value::list(std::move(pgroups)));
@@ -557,9 +574,8 @@ SynthBreak parse_synth_break(const std::string& s0) {
   std::string s = s0;
   std::replace(s.begin(), s.end(), '-', '_');
   for (SynthBreak b : {SynthBreak::None, SynthBreak::StaleFp32, SynthBreak::StaleFp32OneRank,
-                       SynthBreak::ZeroMomentsWithStep,
-                       SynthBreak::NanInExpAvgSq, SynthBreak::TruncateRank, SynthBreak::MissingRank,
-                       SynthBreak::WrongDpWorldSize})
+                       SynthBreak::ZeroMomentsWithStep, SynthBreak::NanInExpAvgSq, SynthBreak::TruncateRank,
+                       SynthBreak::MissingRank, SynthBreak::WrongDpWorldSize})
     if (s == synth_break_name(b)) return b;
   throw Error(ErrorKind::InvalidRequest, "", "",
               "unknown break mode '" + s0 +
@@ -570,14 +586,22 @@ SynthBreak parse_synth_break(const std::string& s0) {
 
 std::string_view synth_break_name(SynthBreak b) {
   switch (b) {
-    case SynthBreak::None: return "none";
-    case SynthBreak::StaleFp32: return "stale_fp32";
-    case SynthBreak::StaleFp32OneRank: return "stale_fp32_one_rank";
-    case SynthBreak::ZeroMomentsWithStep: return "zero_moments_with_step";
-    case SynthBreak::NanInExpAvgSq: return "nan_in_exp_avg_sq";
-    case SynthBreak::TruncateRank: return "truncate_rank";
-    case SynthBreak::MissingRank: return "missing_rank";
-    case SynthBreak::WrongDpWorldSize: return "wrong_dp_world_size";
+    case SynthBreak::None:
+      return "none";
+    case SynthBreak::StaleFp32:
+      return "stale_fp32";
+    case SynthBreak::StaleFp32OneRank:
+      return "stale_fp32_one_rank";
+    case SynthBreak::ZeroMomentsWithStep:
+      return "zero_moments_with_step";
+    case SynthBreak::NanInExpAvgSq:
+      return "nan_in_exp_avg_sq";
+    case SynthBreak::TruncateRank:
+      return "truncate_rank";
+    case SynthBreak::MissingRank:
+      return "missing_rank";
+    case SynthBreak::WrongDpWorldSize:
+      return "wrong_dp_world_size";
   }
   return "none";
 }
@@ -613,8 +637,9 @@ SynthResult write_synthetic_checkpoint(const std::string& dir, const SynthOption
   result.save_dir = fs::absolute(dir).lexically_normal().string();
   if (!result.save_dir.empty() && result.save_dir.back() == '/') result.save_dir.pop_back();
 
-  Writer w{o, model, Values{&model, o.seed, o.breakage}, result.save_dir + "/" + result.tag, io, progress, result,
-           result.tag};
+  Writer w{
+      o,      model,     Values{&model, o.seed, o.breakage}, result.save_dir + "/" + result.tag, io, progress,
+      result, result.tag};
   if (progress) progress->set_stage("writing synthetic checkpoint", static_cast<uint64_t>(o.dp) * 2 + 1);
   if (o.stage == 3)
     w.write_zero3();

@@ -99,10 +99,13 @@ void convert_elements(std::span<const uint8_t> in, DType from, DType to, std::ve
 
 namespace {
 
-bool lp(DType t) { return t == DType::F16 || t == DType::BF16; }
+bool lp(DType t) {
+  return t == DType::F16 || t == DType::BF16;
+}
 
 // `in` converted to `to` into `out` (replaced), on the backend where it has the conversion.
-void convert_chunk(std::span<const uint8_t> in, DType from, DType to, std::vector<uint8_t>& out, Backend* backend) {
+void convert_chunk(std::span<const uint8_t> in, DType from, DType to, std::vector<uint8_t>& out,
+                   Backend* backend) {
   if (backend && from == DType::F32 && lp(to)) {
     const size_t n = in.size() / 4;
     out.resize(n * 2);

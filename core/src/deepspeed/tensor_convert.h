@@ -2,10 +2,9 @@
 // Lazily converted tensors for exports: the result is a produced tensor that streams the source's
 // elements in chunks, converting dtype on the way, so memory stays bounded by the chunk size.
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
-
-#include <memory>
 
 #include "ckptdoc/compute/backend.h"
 #include "ckptdoc/format/value.h"

@@ -40,7 +40,8 @@ std::optional<int64_t> enum_by_name(const Value& v) {
   }
   const Value& cls = o.args->items()[0];
   const Value& member = o.args->items()[1];
-  if (!cls.is(Value::Kind::Global) || cls.as_global().second != "ZeroStageEnum" || !member.is(Value::Kind::Str)) {
+  if (!cls.is(Value::Kind::Global) || cls.as_global().second != "ZeroStageEnum" ||
+      !member.is(Value::Kind::Str)) {
     return std::nullopt;
   }
   static const std::pair<const char*, int64_t> names[] = {

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
-#include <cstring>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "ckptdoc/error.h"
@@ -20,17 +20,23 @@ namespace {
 constexpr int64_t kChunk = int64_t{1} << 20;  // elements produced per step when streaming
 
 Value number(double d) {
-  if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15) return Value::integer(static_cast<int64_t>(d));
+  if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15)
+    return Value::integer(static_cast<int64_t>(d));
   return Value::real(d);
 }
 
 const char* stage_member(int stage) {
   switch (stage) {
-    case 0: return "disabled";
-    case 1: return "optimizer_states";
-    case 2: return "gradients";
-    case 3: return "weights";
-    default: return "max_stage";
+    case 0:
+      return "disabled";
+    case 1:
+      return "optimizer_states";
+    case 2:
+      return "gradients";
+    case 3:
+      return "weights";
+    default:
+      return "max_stage";
   }
 }
 
@@ -46,7 +52,9 @@ Value new_object(const char* module, const char* name, Value state) {
 
 }  // namespace
 
-Value ordered_dict() { return Value::dict(true); }
+Value ordered_dict() {
+  return Value::dict(true);
+}
 
 Value string_set(const std::vector<std::string>& items) {
   std::vector<Value> v;
@@ -95,7 +103,8 @@ std::optional<int> zero_stage_of(const Value& v) {
       if (m == stage_member(s)) return s;
     return std::nullopt;
   }
-  if (o.name == "ZeroStageEnum" && a.size() == 1 && a[0].is(Value::Kind::Int)) return static_cast<int>(a[0].as_int());
+  if (o.name == "ZeroStageEnum" && a.size() == 1 && a[0].is(Value::Kind::Int))
+    return static_cast<int>(a[0].as_int());
   return std::nullopt;
 }
 
@@ -167,16 +176,19 @@ std::shared_ptr<Storage> produced_lp_storage(DType dtype, int64_t numel, FloatFi
         continue;
       }
       if (dtype == DType::F16)
-        for (int64_t i = 0; i < n; ++i) half[static_cast<size_t>(i)] = float_to_half(buf[static_cast<size_t>(i)]);
+        for (int64_t i = 0; i < n; ++i)
+          half[static_cast<size_t>(i)] = float_to_half(buf[static_cast<size_t>(i)]);
       else
-        for (int64_t i = 0; i < n; ++i) half[static_cast<size_t>(i)] = float_to_bf16(buf[static_cast<size_t>(i)]);
+        for (int64_t i = 0; i < n; ++i)
+          half[static_cast<size_t>(i)] = float_to_bf16(buf[static_cast<size_t>(i)]);
       sink.write({reinterpret_cast<const uint8_t*>(half.data()), static_cast<size_t>(n) * 2});
     }
   };
   return st;
 }
 
-Tensor view_of(const std::shared_ptr<Storage>& storage, DType dtype, std::vector<int64_t> shape, int64_t offset) {
+Tensor view_of(const std::shared_ptr<Storage>& storage, DType dtype, std::vector<int64_t> shape,
+               int64_t offset) {
   Tensor t;
   t.dtype = dtype;
   t.strides = Tensor::contiguous_strides(shape);
@@ -188,11 +200,13 @@ Tensor view_of(const std::shared_ptr<Storage>& storage, DType dtype, std::vector
 
 Value slice_mappings_value(const GroupLayout& group, int rank) {
   Value m = ordered_dict();
-  for (const auto& sm : expected_slice_mappings(group, rank)) m.set(sm.name, fragment_address_object(sm.numel, sm.start));
+  for (const auto& sm : expected_slice_mappings(group, rank))
+    m.set(sm.name, fragment_address_object(sm.numel, sm.start));
   return m;
 }
 
-std::vector<std::vector<int>> zero3_sub_groups(const std::vector<ParamSpan>& params, int dp, int64_t sub_group_size) {
+std::vector<std::vector<int>> zero3_sub_groups(const std::vector<ParamSpan>& params, int dp,
+                                               int64_t sub_group_size) {
   std::vector<std::vector<int>> out;
   int64_t total = 0;
   for (const auto& p : params) total += zero3_partition_numel(p.numel, dp);
@@ -219,15 +233,16 @@ std::vector<std::vector<int>> zero3_sub_groups(const std::vector<ParamSpan>& par
 std::string model_file_name(int zero_stage, int dp_rank, int mp_rank) {
   char mp[16];
   std::snprintf(mp, sizeof mp, "%02d", mp_rank);
-  if (zero_stage == 3) return "zero_pp_rank_" + std::to_string(dp_rank) + "_mp_rank_" + mp + "_model_states.pt";
+  if (zero_stage == 3)
+    return "zero_pp_rank_" + std::to_string(dp_rank) + "_mp_rank_" + mp + "_model_states.pt";
   return std::string("mp_rank_") + mp + "_model_states.pt";
 }
 
 std::string optim_file_name(bool bf16_prefix, int dp_rank, int mp_rank) {
   char mp[16];
   std::snprintf(mp, sizeof mp, "%02d", mp_rank);
-  return std::string(bf16_prefix ? "bf16_" : "") + "zero_pp_rank_" + std::to_string(dp_rank) + "_mp_rank_" + mp +
-         "_optim_states.pt";
+  return std::string(bf16_prefix ? "bf16_" : "") + "zero_pp_rank_" + std::to_string(dp_rank) + "_mp_rank_" +
+         mp + "_optim_states.pt";
 }
 
 std::string archive_name_for(const std::string& path) {

@@ -1,6 +1,7 @@
-// CRC-32 by folding with PCLMULQDQ. The constants are powers of x modulo the CRC polynomial in the bit-reflected
-// domain: k1 = x^(4*128+32), k2 = x^(4*128-32) fold 512 bits; k3 = x^(128+32), k4 = x^(128-32) fold 128 bits;
-// k5 = x^64 reduces 96 to 64 bits; then Barrett with P' (the polynomial) and mu = floor(x^64 / P).
+// CRC-32 by folding with PCLMULQDQ. The constants are powers of x modulo the CRC polynomial in the
+// bit-reflected domain: k1 = x^(4*128+32), k2 = x^(4*128-32) fold 512 bits; k3 = x^(128+32), k4 = x^(128-32)
+// fold 128 bits; k5 = x^64 reduces 96 to 64 bits; then Barrett with P' (the polynomial) and mu = floor(x^64 /
+// P).
 #include "format/crc32_clmul.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -72,8 +73,12 @@ __attribute__((target("pclmul,sse4.1"))) uint32_t crc32_clmul(uint32_t state, co
 #else
 
 namespace ckptdoc::detail {
-bool crc32_clmul_available() { return false; }
-uint32_t crc32_clmul(uint32_t state, const uint8_t*, size_t) { return state; }
+bool crc32_clmul_available() {
+  return false;
+}
+uint32_t crc32_clmul(uint32_t state, const uint8_t*, size_t) {
+  return state;
+}
 }  // namespace ckptdoc::detail
 
 #endif

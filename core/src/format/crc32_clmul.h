@@ -1,7 +1,7 @@
 #pragma once
-// CRC-32 (the zip/gzip polynomial, reflected) with carry-less multiplication: four 128-bit lanes folded 64 bytes
-// at a time, then reduced to 32 bits (Barrett). Several times faster than tables, so writing a torch.save record
-// costs about what reading its bytes does.
+// CRC-32 (the zip/gzip polynomial, reflected) with carry-less multiplication: four 128-bit lanes folded 64
+// bytes at a time, then reduced to 32 bits (Barrett). Several times faster than tables, so writing a
+// torch.save record costs about what reading its bytes does.
 #include <cstddef>
 #include <cstdint>
 

@@ -105,8 +105,8 @@ struct Writer {
     Handle space(check(H5Screate(H5S_SCALAR), where, "H5Screate"), H5Sclose);
     Handle acpl(check(H5Pcreate(H5P_ATTRIBUTE_CREATE), where, "H5Pcreate"), H5Pclose);
     check_status(H5Pset_char_encoding(acpl.get(), H5T_CSET_UTF8), where, "H5Pset_char_encoding");
-    Handle attr(check(H5Acreate2(object, name.c_str(), type.get(), space.get(), acpl.get(), H5P_DEFAULT), where,
-                      "H5Acreate2 of attribute '" + name + "'"),
+    Handle attr(check(H5Acreate2(object, name.c_str(), type.get(), space.get(), acpl.get(), H5P_DEFAULT),
+                      where, "H5Acreate2 of attribute '" + name + "'"),
                 H5Aclose);
     const char* data = value.c_str();
     check_status(H5Awrite(attr.get(), type.get(), &data), where, "H5Awrite");
@@ -212,7 +212,8 @@ std::span<const uint8_t> tensor_bytes(const std::string& file, const NamedTensor
 }
 
 void write_contents(const Writer& w, hid_t h5file, const std::vector<NamedTensor>& tensors,
-                    const std::vector<std::string>& paths, const std::map<std::string, std::string>& attributes) {
+                    const std::vector<std::string>& paths,
+                    const std::map<std::string, std::string>& attributes) {
   Handle lcpl(w.check(H5Pcreate(H5P_LINK_CREATE), "", "H5Pcreate"), H5Pclose);
   w.check_status(H5Pset_create_intermediate_group(lcpl.get(), 1), "", "H5Pset_create_intermediate_group");
   w.check_status(H5Pset_char_encoding(lcpl.get(), H5T_CSET_UTF8), "", "H5Pset_char_encoding");
@@ -248,10 +249,12 @@ void write_contents(const Writer& w, hid_t h5file, const std::vector<NamedTensor
                        "H5Dwrite");
       }
     }
-    if (nt.tensor.dtype == DType::BF16) w.string_attribute(ds.get(), "ckptdoc_source_dtype", "bfloat16", where);
+    if (nt.tensor.dtype == DType::BF16)
+      w.string_attribute(ds.get(), "ckptdoc_source_dtype", "bfloat16", where);
     if (nt.tensor.dtype == DType::Bool) w.string_attribute(ds.get(), "ckptdoc_source_dtype", "bool", where);
   }
-  for (const auto& [name, value] : attributes) w.string_attribute(h5file, name, value, "attribute '" + name + "'");
+  for (const auto& [name, value] : attributes)
+    w.string_attribute(h5file, name, value, "attribute '" + name + "'");
 }
 
 void fsync_file(const std::string& file, const std::string& temp) {

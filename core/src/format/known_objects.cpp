@@ -42,7 +42,8 @@ std::optional<int64_t> zero_stage_value(const Value& v) {
   if (v.is(K::Object) && v.as_object().name == "getattr") {
     const auto* a = args_of(v);
     if (a && a->size() == 2 && (*a)[0].is(K::Global) &&
-        (*a)[0].as_global() == std::make_pair(std::string("deepspeed.runtime.zero.config"), std::string("ZeroStageEnum"))) {
+        (*a)[0].as_global() ==
+            std::make_pair(std::string("deepspeed.runtime.zero.config"), std::string("ZeroStageEnum"))) {
       try {
         return v.as_int();
       } catch (const std::exception&) {
@@ -55,7 +56,8 @@ std::optional<int64_t> zero_stage_value(const Value& v) {
 
 std::optional<std::pair<int64_t, int64_t>> fragment_address_of(const Value& v) {
   if (!v.is(K::Object) || v.as_object().name != "fragment_address" ||
-      !is_module(v.as_object().module, {"deepspeed.utils.tensor_fragment", "deepspeed.runtime.bf16_optimizer"}))
+      !is_module(v.as_object().module,
+                 {"deepspeed.utils.tensor_fragment", "deepspeed.runtime.bf16_optimizer"}))
     return std::nullopt;
   if (const Value* st = state_dict(v)) {
     const Value* n = st->get("numel");
@@ -72,14 +74,17 @@ bool is_loss_scaler(const Value& v) {
          (v.as_object().name == "LossScaler" || v.as_object().name == "DynamicLossScaler");
 }
 
-const Value* loss_scaler_state(const Value& v) { return is_loss_scaler(v) ? state_dict(v) : nullptr; }
+const Value* loss_scaler_state(const Value& v) {
+  return is_loss_scaler(v) ? state_dict(v) : nullptr;
+}
 
 const Value* namespace_attrs(const Value& v) {
   return v.is_object("argparse", "Namespace") ? state_dict(v) : nullptr;
 }
 
 std::optional<std::pair<double, double>> complex_of(const Value& v) {
-  if (!v.is(K::Object) || v.as_object().name != "complex" || !is_module(v.as_object().module, {"builtins", "__builtin__"}))
+  if (!v.is(K::Object) || v.as_object().name != "complex" ||
+      !is_module(v.as_object().module, {"builtins", "__builtin__"}))
     return std::nullopt;
   const auto* a = args_of(v);
   if (!a || a->empty() || a->size() > 2) return std::nullopt;
@@ -94,7 +99,8 @@ std::optional<std::string> numpy_dtype_of(const Value& v) {
   if (!a || a->empty() || !(*a)[0].is(K::Str)) return std::nullopt;
   std::string order = "|";
   const auto& st = v.as_object().state;
-  if (st && st->is(K::Tuple) && st->items().size() >= 2 && st->items()[1].is(K::Str)) order = st->items()[1].as_str();
+  if (st && st->is(K::Tuple) && st->items().size() >= 2 && st->items()[1].is(K::Str))
+    order = st->items()[1].as_str();
   return order + (*a)[0].as_str();
 }
 
@@ -117,14 +123,18 @@ std::optional<NumpyArray> numpy_array_of(const Value& v) {
     if (!dt || !s[3].is(K::Bool)) return std::nullopt;
     arr.dtype = *dt;
     arr.fortran_order = s[3].as_bool();
-    if (s[4].is(K::Bytes) || s[4].is(K::Str)) arr.data = s[4].as_str();
-    else if (s[4].is(K::List)) arr.objects = &s[4];
-    else return std::nullopt;
+    if (s[4].is(K::Bytes) || s[4].is(K::Str))
+      arr.data = s[4].as_str();
+    else if (s[4].is(K::List))
+      arr.objects = &s[4];
+    else
+      return std::nullopt;
     return arr;
   }
   if (o.name == "_frombuffer" && is_module(o.module, {"numpy.core.numeric", "numpy._core.numeric"})) {
     // (buffer, dtype, shape, order)
-    if (a->size() != 4 || !(*a)[0].is(K::Bytes) || !(*a)[2].is(K::Tuple) || !(*a)[3].is(K::Str)) return std::nullopt;
+    if (a->size() != 4 || !(*a)[0].is(K::Bytes) || !(*a)[2].is(K::Tuple) || !(*a)[3].is(K::Str))
+      return std::nullopt;
     auto dt = numpy_dtype_of((*a)[1]);
     if (!dt) return std::nullopt;
     arr.dtype = *dt;
@@ -166,8 +176,10 @@ std::optional<double> numpy_scalar_as_double(const Value& v) {
   uint64_t u = 0;
   std::memcpy(&u, b.data(), size);
   switch (kind) {
-    case 'b': return u ? 1.0 : 0.0;
-    case 'u': return static_cast<double>(u);
+    case 'b':
+      return u ? 1.0 : 0.0;
+    case 'u':
+      return static_cast<double>(u);
     case 'i': {
       if (size < 8 && (u >> (8 * size - 1)) & 1) u |= ~uint64_t{0} << (8 * size);
       return static_cast<double>(static_cast<int64_t>(u));
@@ -186,7 +198,8 @@ std::optional<double> numpy_scalar_as_double(const Value& v) {
       }
       if (size == 2) return half_to_float(static_cast<uint16_t>(u));
       return std::nullopt;
-    default: return std::nullopt;
+    default:
+      return std::nullopt;
   }
 }
 

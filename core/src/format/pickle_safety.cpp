@@ -2,13 +2,13 @@
 // code, or construct something ckptdoc does not know, under a plain torch.load(weights_only=False).
 #include "ckptdoc/format/pickle_safety.h"
 
-#include "ckptdoc/format/torch_file.h"
-#include "ckptdoc/io/mapped_file.h"
-
 #include <algorithm>
 #include <map>
 #include <set>
 #include <string_view>
+
+#include "ckptdoc/format/torch_file.h"
+#include "ckptdoc/io/mapped_file.h"
 
 namespace ckptdoc {
 namespace {
@@ -28,18 +28,64 @@ bool starts_with_module(const std::string& q, std::string_view module) {
   return q.size() > module.size() && q.compare(0, module.size(), module) == 0 && q[module.size()] == '.';
 }
 
-// Callables that run code, read or write files, spawn processes, import modules or unpickle more data: an error
-// wherever they appear.
+// Callables that run code, read or write files, spawn processes, import modules or unpickle more data: an
+// error wherever they appear.
 bool runs_code(const std::string& q, std::string* why) {
-  static const std::set<std::string_view> modules{
-      "os",       "posix",     "nt",          "subprocess", "sys",       "shutil",   "socket",    "importlib",
-      "runpy",    "pty",       "webbrowser",  "ctypes",     "pickle",    "_pickle",  "cPickle",   "dill",
-      "marshal",  "code",      "codeop",      "multiprocessing",         "signal",   "platform",  "commands",
-      "popen2",   "asyncio",   "http",        "urllib",     "urllib2",   "requests", "ftplib",    "smtplib",
-      "telnetlib", "tempfile", "pathlib",     "io",         "_io",       "fileinput", "zipimport", "pdb",
-      "bdb",      "timeit",    "cProfile",    "profile",    "trace",     "threading", "_thread",  "joblib",
-      "numpy.testing", "torch.hub", "torch.package", "torch.utils.cpp_extension", "torch.jit", "torch._dynamo",
-      "torch.ops", "torch._ops"};
+  static const std::set<std::string_view> modules{"os",
+                                                  "posix",
+                                                  "nt",
+                                                  "subprocess",
+                                                  "sys",
+                                                  "shutil",
+                                                  "socket",
+                                                  "importlib",
+                                                  "runpy",
+                                                  "pty",
+                                                  "webbrowser",
+                                                  "ctypes",
+                                                  "pickle",
+                                                  "_pickle",
+                                                  "cPickle",
+                                                  "dill",
+                                                  "marshal",
+                                                  "code",
+                                                  "codeop",
+                                                  "multiprocessing",
+                                                  "signal",
+                                                  "platform",
+                                                  "commands",
+                                                  "popen2",
+                                                  "asyncio",
+                                                  "http",
+                                                  "urllib",
+                                                  "urllib2",
+                                                  "requests",
+                                                  "ftplib",
+                                                  "smtplib",
+                                                  "telnetlib",
+                                                  "tempfile",
+                                                  "pathlib",
+                                                  "io",
+                                                  "_io",
+                                                  "fileinput",
+                                                  "zipimport",
+                                                  "pdb",
+                                                  "bdb",
+                                                  "timeit",
+                                                  "cProfile",
+                                                  "profile",
+                                                  "trace",
+                                                  "threading",
+                                                  "_thread",
+                                                  "joblib",
+                                                  "numpy.testing",
+                                                  "torch.hub",
+                                                  "torch.package",
+                                                  "torch.utils.cpp_extension",
+                                                  "torch.jit",
+                                                  "torch._dynamo",
+                                                  "torch.ops",
+                                                  "torch._ops"};
   // Parts of allow-listed packages with exec, eval, import, process or file paths (an allow-listed package is
   // not an allow-listed function): torch.fx.graph_module._exec_with_source and reduce_graph_module exec
   // source text, torch.serialization loads more pickles and imports dotted names, numpy's ctypeslib loads
@@ -81,16 +127,31 @@ bool runs_code(const std::string& q, std::string* why) {
                                                           "deepspeed.autotuning",
                                                           "deepspeed.env_report",
                                                           "transformers.dynamic_module_utils"};
-  static const std::set<std::string_view> builtins{
-      "eval", "exec", "compile", "open", "getattr", "setattr", "delattr", "__import__", "globals", "locals",
-      "vars", "input", "breakpoint", "apply", "execfile", "file", "reload", "help", "exit", "quit"};
-  static const std::set<std::string_view> names{
-      "operator.attrgetter",  "operator.methodcaller", "operator.itemgetter", "functools.partial",
-      "functools.reduce",     "types.FunctionType",    "types.CodeType",      "types.LambdaType",
-      "types.MethodType",     "types.ModuleType",      "torch.load",          "torch.serialization.load",
-      "torch.serialization._load", "numpy.load",       "numpy.lib.npyio.load", "numpy.fromfile",
-      "torch.storage._load_from_bytes", "torch._weights_only_unpickler._Unpickler", "copyreg._reconstructor_unsafe",
-      "torch._C._import_ir_module", "torch.Tensor._make_subclass"};
+  static const std::set<std::string_view> builtins{"eval",    "exec",    "compile",    "open",    "getattr",
+                                                   "setattr", "delattr", "__import__", "globals", "locals",
+                                                   "vars",    "input",   "breakpoint", "apply",   "execfile",
+                                                   "file",    "reload",  "help",       "exit",    "quit"};
+  static const std::set<std::string_view> names{"operator.attrgetter",
+                                                "operator.methodcaller",
+                                                "operator.itemgetter",
+                                                "functools.partial",
+                                                "functools.reduce",
+                                                "types.FunctionType",
+                                                "types.CodeType",
+                                                "types.LambdaType",
+                                                "types.MethodType",
+                                                "types.ModuleType",
+                                                "torch.load",
+                                                "torch.serialization.load",
+                                                "torch.serialization._load",
+                                                "numpy.load",
+                                                "numpy.lib.npyio.load",
+                                                "numpy.fromfile",
+                                                "torch.storage._load_from_bytes",
+                                                "torch._weights_only_unpickler._Unpickler",
+                                                "copyreg._reconstructor_unsafe",
+                                                "torch._C._import_ir_module",
+                                                "torch.Tensor._make_subclass"};
   static const std::set<std::string_view> package_names{
       "torch.compile", "numpy.save",        "numpy.savez",        "numpy.savez_compressed",
       "numpy.savetxt", "numpy.loadtxt",     "numpy.genfromtxt",   "numpy.fromregex",
@@ -129,26 +190,27 @@ bool known(const std::string& q) {
       "torch._utils._rebuild_parameter", "torch._utils._rebuild_parameter_with_state",
       "torch._utils._rebuild_meta_tensor_no_storage", "torch._utils._rebuild_sparse_tensor",
       "torch._utils._rebuild_qtensor", "torch._utils._rebuild_device_tensor_from_numpy",
-      "torch._tensor._rebuild_from_type_v2", "torch._utils._rebuild_wrapper_subclass",
-      "torch.Size", "torch.device", "torch.Tensor", "torch._tensor.Tensor", "torch.nn.parameter.Parameter",
-      "torch.strided", "torch.sparse_coo", "torch.per_tensor_affine", "torch.storage.TypedStorage",
+      "torch._tensor._rebuild_from_type_v2", "torch._utils._rebuild_wrapper_subclass", "torch.Size",
+      "torch.device", "torch.Tensor", "torch._tensor.Tensor", "torch.nn.parameter.Parameter", "torch.strided",
+      "torch.sparse_coo", "torch.per_tensor_affine", "torch.storage.TypedStorage",
       "torch.storage.UntypedStorage", "torch.UntypedStorage", "torch.TypedStorage",
       "torch.serialization._get_layout", "torch.nn.modules.container.ParameterDict",
       // collections, builtins, copyreg, codecs
       "collections.OrderedDict", "builtins.set", "builtins.frozenset", "builtins.bytes", "builtins.bytearray",
-      "builtins.complex", "builtins.slice", "builtins.range", "builtins.list", "builtins.dict", "builtins.tuple",
-      "builtins.int", "builtins.float", "builtins.str", "builtins.bool", "_codecs.encode",
+      "builtins.complex", "builtins.slice", "builtins.range", "builtins.list", "builtins.dict",
+      "builtins.tuple", "builtins.int", "builtins.float", "builtins.str", "builtins.bool", "_codecs.encode",
       "copyreg._reconstructor", "copyreg.__newobj__", "copyreg.__newobj_ex__",
       // numpy
-      "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct", "numpy.ndarray", "numpy.dtype",
-      "numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar", "numpy.core.numeric._frombuffer",
-      "numpy._core.numeric._frombuffer",
+      "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct", "numpy.ndarray",
+      "numpy.dtype", "numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar",
+      "numpy.core.numeric._frombuffer", "numpy._core.numeric._frombuffer",
       // Megatron's args and DeepSpeed's checkpoint objects
       "argparse.Namespace", "deepspeed.runtime.zero.config.ZeroStageEnum",
       "deepspeed.utils.tensor_fragment.fragment_address", "deepspeed.runtime.bf16_optimizer.fragment_address",
       "deepspeed.runtime.fp16.loss_scaler.LossScaler", "deepspeed.runtime.fp16.loss_scaler.DynamicLossScaler",
       "deepspeed.runtime.fp16.loss_scaler.LossScalerBase", "deepspeed.checkpoint.constants",
-      // PyTorch Distributed Checkpoint .metadata (torch 2.x): its dataclasses, the memory-format enum looked up
+      // PyTorch Distributed Checkpoint .metadata (torch 2.x): its dataclasses, the memory-format enum looked
+      // up
       // with getattr, and StorageMeta.checkpoint_id, a pathlib path (built from its parts, no I/O)
       "torch.distributed.checkpoint.metadata.Metadata",
       "torch.distributed.checkpoint.metadata.TensorStorageMetadata",
@@ -163,7 +225,8 @@ bool known(const std::string& q) {
   // Storage classes (torch.FloatStorage, torch.cuda.HalfStorage, ...) and dtypes named as GLOBALs.
   const std::string m = module_of(q);
   const std::string n = q.substr(m.empty() ? 0 : m.size() + 1);
-  if ((m == "torch" || m == "torch.cuda") && n.size() > 7 && n.compare(n.size() - 7, 7, "Storage") == 0) return true;
+  if ((m == "torch" || m == "torch.cuda") && n.size() > 7 && n.compare(n.size() - 7, 7, "Storage") == 0)
+    return true;
   return false;
 }
 
@@ -287,23 +350,43 @@ Reached resolve(const PickleUse& u) {
 std::string how_text(const PickleUse& u) {
   std::string s;
   switch (u.how) {
-    case PickleUseKind::Global: s = "GLOBAL (named, not called)"; break;
-    case PickleUseKind::Reduce: s = "REDUCE"; break;
-    case PickleUseKind::NewObj: s = "NEWOBJ"; break;
-    case PickleUseKind::NewObjEx: s = "NEWOBJ_EX"; break;
-    case PickleUseKind::Inst: s = "INST"; break;
-    case PickleUseKind::Obj: s = "OBJ"; break;
-    case PickleUseKind::Build: s = "BUILD"; break;
-    case PickleUseKind::PersistentId: s = "persistent id"; break;
+    case PickleUseKind::Global:
+      s = "GLOBAL (named, not called)";
+      break;
+    case PickleUseKind::Reduce:
+      s = "REDUCE";
+      break;
+    case PickleUseKind::NewObj:
+      s = "NEWOBJ";
+      break;
+    case PickleUseKind::NewObjEx:
+      s = "NEWOBJ_EX";
+      break;
+    case PickleUseKind::Inst:
+      s = "INST";
+      break;
+    case PickleUseKind::Obj:
+      s = "OBJ";
+      break;
+    case PickleUseKind::Build:
+      s = "BUILD";
+      break;
+    case PickleUseKind::PersistentId:
+      s = "persistent id";
+      break;
   }
   if (!u.via.empty()) s += " via " + u.via;
   if (!u.nested_in.empty()) s += " in a nested pickle (via " + u.nested_in + ")";
   return s;
 }
 
-bool invokes(PickleUseKind k) { return k != PickleUseKind::Global && k != PickleUseKind::PersistentId; }
+bool invokes(PickleUseKind k) {
+  return k != PickleUseKind::Global && k != PickleUseKind::PersistentId;
+}
 
-int rank_of(const std::string& severity) { return severity == "error" ? 2 : severity == "warning" ? 1 : 0; }
+int rank_of(const std::string& severity) {
+  return severity == "error" ? 2 : severity == "warning" ? 1 : 0;
+}
 
 }  // namespace
 
@@ -351,7 +434,8 @@ std::vector<PickleHazard> assess_pickle_uses(const std::vector<PickleUse>& uses,
       h.why = "too many distinct imports and calls to judge them all; treat the file as unsafe";
     } else if (u.computed) {
       h.severity = "error";
-      h.why = "a computed value (" + u.callable + ") is called: torch.load would run whatever it evaluates to";
+      h.why =
+          "a computed value (" + u.callable + ") is called: torch.load would run whatever it evaluates to";
     } else if (q == "builtins.getattr" && !u.attribute_of.empty() && !u.attribute.empty() &&
                u.attribute.front() != '_' && known(py3(u.attribute_of))) {
       continue;  // an enum member looked up on a known class (Python 3.11+ pickles enums this way)
@@ -384,8 +468,9 @@ std::vector<PickleHazard> assess_pickle_uses(const std::vector<PickleUse>& uses,
     }
     out.push_back(std::move(h));
   }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const PickleHazard& a, const PickleHazard& b) { return rank_of(a.severity) > rank_of(b.severity); });
+  std::stable_sort(out.begin(), out.end(), [](const PickleHazard& a, const PickleHazard& b) {
+    return rank_of(a.severity) > rank_of(b.severity);
+  });
   return out;
 }
 
@@ -401,7 +486,8 @@ std::vector<PickleHazard> pickle_hazards_of_file(const std::string& path, const 
 
 std::string pickle_advice(const std::string& severity) {
   if (severity == "error")
-    return "ckptdoc never runs it, but do not torch.load this file without weights_only=True unless you trust where "
+    return "ckptdoc never runs it, but do not torch.load this file without weights_only=True unless you "
+           "trust where "
            "it came from.";
   if (severity == "warning") return "Check where the file came from before loading it with torch.load.";
   return "Usually harmless.";

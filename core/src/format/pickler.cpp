@@ -80,7 +80,8 @@ class Writer {
       std::vector<uint8_t> b;
       auto u = static_cast<uint64_t>(v);
       for (int i = 0; i < 8; ++i) b.push_back(static_cast<uint8_t>(u >> (8 * i)));
-      while (b.size() > 1 && ((b.back() == 0 && !(b[b.size() - 2] & 0x80)) || (b.back() == 0xff && (b[b.size() - 2] & 0x80))))
+      while (b.size() > 1 &&
+             ((b.back() == 0 && !(b[b.size() - 2] & 0x80)) || (b.back() == 0xff && (b[b.size() - 2] & 0x80))))
         b.pop_back();
       op(0x8a);
       op(static_cast<uint8_t>(b.size()));
@@ -139,7 +140,8 @@ class Writer {
   }
   void tensor(const Tensor& t) {
     if (!t.storage) throw Error("", "", "cannot pickle a tensor without a storage");
-    if (t.dtype != t.storage->dtype) throw Error("", "", "cannot pickle a tensor whose dtype differs from its storage's");
+    if (t.dtype != t.storage->dtype)
+      throw Error("", "", "cannot pickle a tensor whose dtype differs from its storage's");
     if (t.is_parameter) global("torch._utils", "_rebuild_parameter");
     global("torch._utils", "_rebuild_tensor_v2");
     op('(');
@@ -201,9 +203,15 @@ class Writer {
           ErrorKind::Unsupported, "", "",
           "cannot pickle a " + v.type_name() + " that contains itself through a tuple or object arguments");
     switch (v.kind()) {
-      case K::None: op('N'); break;
-      case K::Bool: op(v.as_bool() ? 0x88 : 0x89); break;
-      case K::Int: integer(v.as_int()); break;
+      case K::None:
+        op('N');
+        break;
+      case K::Bool:
+        op(v.as_bool() ? 0x88 : 0x89);
+        break;
+      case K::Int:
+        integer(v.as_int());
+        break;
       case K::BigInt: {
         const auto& b = v.as_big_int();
         if (b.size() < 256) {
@@ -224,7 +232,9 @@ class Writer {
         for (int i = 7; i >= 0; --i) op(static_cast<uint8_t>(bits >> (8 * i)));
         break;
       }
-      case K::Str: str(v.as_str()); break;
+      case K::Str:
+        str(v.as_str());
+        break;
       case K::Bytes: {
         const auto& b = v.as_str();
         if (b.empty()) {
@@ -295,37 +305,51 @@ class Writer {
         tensor(v.as_tensor());
         memoize(id);
         break;
-      case K::Storage: storage_pid(v.as_storage()); break;
+      case K::Storage:
+        storage_pid(v.as_storage());
+        break;
       case K::Size:
         global("torch", "Size");
         tuple_of_ints(v.as_size());
         op(0x85);
         op('R');
         break;
-      case K::DType: global("torch", v.as_str()); break;
+      case K::DType:
+        global("torch", v.as_str());
+        break;
       case K::Device:
         global("torch", "device");
         str(v.as_str());
         op(0x85);
         op('R');
         break;
-      case K::Global: global(v.as_global().first, v.as_global().second); break;
+      case K::Global:
+        global(v.as_global().first, v.as_global().second);
+        break;
       case K::Object: {
         const auto& o = v.as_object();
         const bool ex = o.how == ObjectData::How::NewObjEx;
         if (ex) global("copy_reg", "__newobj_ex__");
-        if (o.callable) save(*o.callable, depth);
-        else global(o.module, o.name);
+        if (o.callable)
+          save(*o.callable, depth);
+        else
+          global(o.module, o.name);
         if (ex) {
-          if (o.args) save(*o.args, depth);
-          else op(')');
-          if (o.kwargs) save(*o.kwargs, depth);
-          else op('}');
+          if (o.args)
+            save(*o.args, depth);
+          else
+            op(')');
+          if (o.kwargs)
+            save(*o.kwargs, depth);
+          else
+            op('}');
           op(0x87);
           op('R');
         } else {
-          if (o.args) save(*o.args, depth);
-          else op(')');
+          if (o.args)
+            save(*o.args, depth);
+          else
+            op(')');
           op(o.how == ObjectData::How::NewObj ? 0x81 : 'R');
         }
         memoize(id);

@@ -1,6 +1,5 @@
 // Storage: the bytes behind tensors (mapped, owned or produced on demand).
 #include "ckptdoc/format/value.h"
-
 #include "format/value_fail.h"
 
 namespace ckptdoc {
@@ -14,8 +13,8 @@ std::span<const uint8_t> Storage::bytes() const {
   if (file) return file->slice(file_offset, n, "storage bytes");
   if (owned) {
     if (owned->size() < n)
-      fail("storage '" + key + "': " + expected_found(std::to_string(n) + " bytes",
-                                                      std::to_string(owned->size()) + " bytes"));
+      fail("storage '" + key +
+           "': " + expected_found(std::to_string(n) + " bytes", std::to_string(owned->size()) + " bytes"));
     return {owned->data(), static_cast<size_t>(n)};
   }
   fail("storage '" + key + "': bytes are produced on demand, not held in memory");

@@ -36,8 +36,9 @@ namespace {
 // *have=false for producer-only storages).
 void check_view(const Tensor& t) {
   if (!t.storage) fail("tensor has no storage");
-  if (t.strides.size() != t.shape.size()) fail("tensor has " + std::to_string(t.shape.size()) +
-                                               " sizes but " + std::to_string(t.strides.size()) + " strides");
+  if (t.strides.size() != t.shape.size())
+    fail("tensor has " + std::to_string(t.shape.size()) + " sizes but " + std::to_string(t.strides.size()) +
+         " strides");
   if (t.storage_offset < 0) fail("tensor has a negative storage offset");
   const int64_t n = t.numel();
   if (n == 0) return;
@@ -79,7 +80,9 @@ std::span<const uint8_t> Tensor::contiguous_bytes() const {
 void Tensor::copy_to(std::span<uint8_t> out) const {
   check_view(*this);
   const uint64_t total = nbytes();
-  if (out.size() != total) fail("copy_to: " + expected_found(std::to_string(total) + " bytes", std::to_string(out.size()) + " bytes"));
+  if (out.size() != total)
+    fail("copy_to: " +
+         expected_found(std::to_string(total) + " bytes", std::to_string(out.size()) + " bytes"));
   if (total == 0) return;
   std::vector<uint8_t> held;
   std::span<const uint8_t> src;
@@ -92,7 +95,8 @@ void Tensor::copy_to(std::span<uint8_t> out) const {
   const size_t es = element_size(dtype);
   if (element_size(storage->dtype) != es) fail("tensor dtype does not match its storage dtype");
   if (is_contiguous()) {
-    std::memcpy(out.data(), src.data() + static_cast<size_t>(storage_offset) * es, static_cast<size_t>(total));
+    std::memcpy(out.data(), src.data() + static_cast<size_t>(storage_offset) * es,
+                static_cast<size_t>(total));
     return;
   }
   const size_t nd = shape.size();
@@ -105,7 +109,8 @@ void Tensor::copy_to(std::span<uint8_t> out) const {
     int64_t base = storage_offset;
     for (size_t i = 0; i + 1 < nd; ++i) base += idx[i] * strides[i];
     if (inner_stride == 1) {
-      std::memcpy(out.data() + pos, src.data() + static_cast<size_t>(base) * es, static_cast<size_t>(inner) * es);
+      std::memcpy(out.data() + pos, src.data() + static_cast<size_t>(base) * es,
+                  static_cast<size_t>(inner) * es);
       pos += static_cast<size_t>(inner) * es;
     } else {
       for (int64_t j = 0; j < inner; ++j) {
@@ -148,18 +153,39 @@ std::vector<float> Tensor::to_float() const {
   };
   for (size_t i = 0; i < n; ++i) {
     switch (dtype) {
-      case DType::F32: out[i] = load(float{}, i); break;
-      case DType::F16: out[i] = half_to_float(load(uint16_t{}, i)); break;
-      case DType::BF16: out[i] = bf16_to_float(load(uint16_t{}, i)); break;
-      case DType::F64: out[i] = static_cast<float>(load(double{}, i)); break;
-      case DType::I64: out[i] = static_cast<float>(load(int64_t{}, i)); break;
-      case DType::I32: out[i] = static_cast<float>(load(int32_t{}, i)); break;
-      case DType::I16: out[i] = static_cast<float>(load(int16_t{}, i)); break;
-      case DType::I8: out[i] = static_cast<float>(load(int8_t{}, i)); break;
-      case DType::U8: out[i] = static_cast<float>(load(uint8_t{}, i)); break;
-      case DType::Bool: out[i] = b[i] ? 1.0f : 0.0f; break;
+      case DType::F32:
+        out[i] = load(float{}, i);
+        break;
+      case DType::F16:
+        out[i] = half_to_float(load(uint16_t{}, i));
+        break;
+      case DType::BF16:
+        out[i] = bf16_to_float(load(uint16_t{}, i));
+        break;
+      case DType::F64:
+        out[i] = static_cast<float>(load(double{}, i));
+        break;
+      case DType::I64:
+        out[i] = static_cast<float>(load(int64_t{}, i));
+        break;
+      case DType::I32:
+        out[i] = static_cast<float>(load(int32_t{}, i));
+        break;
+      case DType::I16:
+        out[i] = static_cast<float>(load(int16_t{}, i));
+        break;
+      case DType::I8:
+        out[i] = static_cast<float>(load(int8_t{}, i));
+        break;
+      case DType::U8:
+        out[i] = static_cast<float>(load(uint8_t{}, i));
+        break;
+      case DType::Bool:
+        out[i] = b[i] ? 1.0f : 0.0f;
+        break;
       case DType::C64:
-      case DType::C128: fail("to_float: complex tensors have no float32 conversion");
+      case DType::C128:
+        fail("to_float: complex tensors have no float32 conversion");
     }
   }
   return out;

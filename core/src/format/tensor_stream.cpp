@@ -10,7 +10,9 @@
 namespace ckptdoc::detail {
 namespace {
 
-std::string tensor_where(const std::string& name) { return "tensor '" + name + "'"; }
+std::string tensor_where(const std::string& name) {
+  return "tensor '" + name + "'";
+}
 
 // Counts what a producer writes, so a producer that writes the wrong number of bytes is caught.
 class CountingSink : public ByteSink {
@@ -119,7 +121,8 @@ void stream_row_major(const std::string& file, const std::string& name, const Te
   if (!span) {  // producer-only: it writes the whole storage, so the tensor must be exactly that storage
     if (!t.storage->producer) throw Error(file, tensor_where(name), "storage has no bytes and no producer");
     if (!is_row_major(t) || t.storage_offset != 0 || t.storage->nbytes() != nbytes)
-      throw Error(file, tensor_where(name), "a produced storage can only be written as one whole contiguous tensor");
+      throw Error(file, tensor_where(name),
+                  "a produced storage can only be written as one whole contiguous tensor");
     CountingSink counter(sink);
     try {
       t.storage->producer(counter);

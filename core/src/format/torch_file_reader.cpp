@@ -14,7 +14,8 @@
 namespace ckptdoc {
 namespace {
 
-constexpr uint8_t kLegacyMagic[] = {0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e};
+constexpr uint8_t kLegacyMagic[] = {0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9,
+                                    0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e};
 constexpr uint8_t kLegacyProtocolVersion[] = {0x4d, 0xe9, 0x03, 0x2e};  // BININT2 1001, STOP
 
 // Storage class GLOBAL -> dtype (module is ignored like torch does; UntypedStorage holds bytes).
@@ -188,7 +189,8 @@ size_t expect_fixed_pickle(const TorchFile& tf, std::span<const uint8_t> bytes, 
   const uint8_t proto = bytes[at + 1];
   size_t p = at + 2;
   if (proto >= 4) {  // FRAME with the body length
-    if (bytes.size() < p + 9 || bytes[p] != 0x95 || read_u64le(bytes.subspan(p + 1, 8)) != body.size()) fail();
+    if (bytes.size() < p + 9 || bytes[p] != 0x95 || read_u64le(bytes.subspan(p + 1, 8)) != body.size())
+      fail();
     p += 9;
   } else if (proto < 2) {
     fail();

@@ -30,7 +30,8 @@ void write_zip(ByteSink& sink, const Value& root, const TorchWriteOptions& optio
   const std::string prefix = options.archive_name + "/";
   zip.add(prefix + "data.pkl", pkl);
   for (const auto& s : keys.order) {
-    zip.add_streamed(prefix + "data/" + keys.keys[s.get()], s->nbytes(), [&](ByteSink& out) { s->write_to(out); });
+    zip.add_streamed(prefix + "data/" + keys.keys[s.get()], s->nbytes(),
+                     [&](ByteSink& out) { s->write_to(out); });
   }
   static constexpr uint8_t kVersion[] = {'3', '\n'};
   zip.add(prefix + "version", kVersion);
@@ -73,7 +74,8 @@ void write_legacy(ByteSink& sink, const Value& root) {
     const uint64_t start = sink.position();
     s->write_to(sink);
     if (sink.position() - start != s->nbytes())
-      throw Error("", "storage '" + s->key + "'", "its source wrote a different number of bytes than its size");
+      throw Error("", "storage '" + s->key + "'",
+                  "its source wrote a different number of bytes than its size");
   }
 }
 
@@ -86,7 +88,8 @@ void write_torch(ByteSink& sink, const Value& root, const TorchWriteOptions& opt
     write_legacy(sink, root);
 }
 
-void write_torch_file(const std::string& path, const Value& root, const TorchWriteOptions& options, FileIo& io) {
+void write_torch_file(const std::string& path, const Value& root, const TorchWriteOptions& options,
+                      FileIo& io) {
   AtomicFile out(path, io);
   try {
     write_torch(out, root, options);

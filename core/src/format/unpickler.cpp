@@ -16,75 +16,144 @@ namespace {
 
 const char* opcode_name(uint8_t op) {
   switch (op) {
-    case 0x80: return "PROTO";
-    case '.': return "STOP";
-    case 'c': return "GLOBAL";
-    case 0x93: return "STACK_GLOBAL";
-    case 'R': return "REDUCE";
-    case 0x81: return "NEWOBJ";
-    case 0x92: return "NEWOBJ_EX";
-    case 'i': return "INST";
-    case 'o': return "OBJ";
-    case 'b': return "BUILD";
-    case 'Q': return "BINPERSID";
-    case 'P': return "PERSID";
-    case '(': return "MARK";
-    case '1': return "POP_MARK";
-    case '0': return "POP";
-    case '2': return "DUP";
-    case 'q': return "BINPUT";
-    case 'r': return "LONG_BINPUT";
-    case 'p': return "PUT";
-    case 0x94: return "MEMOIZE";
-    case 'h': return "BINGET";
-    case 'j': return "LONG_BINGET";
-    case 'g': return "GET";
-    case 'N': return "NONE";
-    case 0x88: return "NEWTRUE";
-    case 0x89: return "NEWFALSE";
-    case 'K': return "BININT1";
-    case 'M': return "BININT2";
-    case 'J': return "BININT";
-    case 0x8a: return "LONG1";
-    case 0x8b: return "LONG4";
-    case 'I': return "INT";
-    case 'L': return "LONG";
-    case 'G': return "BINFLOAT";
-    case 'F': return "FLOAT";
-    case 'X': return "BINUNICODE";
-    case 0x8c: return "SHORT_BINUNICODE";
-    case 0x8d: return "BINUNICODE8";
-    case 'V': return "UNICODE";
-    case 'U': return "SHORT_BINSTRING";
-    case 'T': return "BINSTRING";
-    case 'S': return "STRING";
-    case 'C': return "SHORT_BINBYTES";
-    case 'B': return "BINBYTES";
-    case 0x8e: return "BINBYTES8";
-    case 0x96: return "BYTEARRAY8";
-    case 0x97: return "NEXT_BUFFER";
-    case 0x98: return "READONLY_BUFFER";
-    case ']': return "EMPTY_LIST";
-    case 'a': return "APPEND";
-    case 'e': return "APPENDS";
-    case 'l': return "LIST";
-    case ')': return "EMPTY_TUPLE";
-    case 't': return "TUPLE";
-    case 0x85: return "TUPLE1";
-    case 0x86: return "TUPLE2";
-    case 0x87: return "TUPLE3";
-    case '}': return "EMPTY_DICT";
-    case 'd': return "DICT";
-    case 's': return "SETITEM";
-    case 'u': return "SETITEMS";
-    case 0x8f: return "EMPTY_SET";
-    case 0x90: return "ADDITEMS";
-    case 0x91: return "FROZENSET";
-    case 0x95: return "FRAME";
-    case 0x82: return "EXT1";
-    case 0x83: return "EXT2";
-    case 0x84: return "EXT4";
-    default: return nullptr;
+    case 0x80:
+      return "PROTO";
+    case '.':
+      return "STOP";
+    case 'c':
+      return "GLOBAL";
+    case 0x93:
+      return "STACK_GLOBAL";
+    case 'R':
+      return "REDUCE";
+    case 0x81:
+      return "NEWOBJ";
+    case 0x92:
+      return "NEWOBJ_EX";
+    case 'i':
+      return "INST";
+    case 'o':
+      return "OBJ";
+    case 'b':
+      return "BUILD";
+    case 'Q':
+      return "BINPERSID";
+    case 'P':
+      return "PERSID";
+    case '(':
+      return "MARK";
+    case '1':
+      return "POP_MARK";
+    case '0':
+      return "POP";
+    case '2':
+      return "DUP";
+    case 'q':
+      return "BINPUT";
+    case 'r':
+      return "LONG_BINPUT";
+    case 'p':
+      return "PUT";
+    case 0x94:
+      return "MEMOIZE";
+    case 'h':
+      return "BINGET";
+    case 'j':
+      return "LONG_BINGET";
+    case 'g':
+      return "GET";
+    case 'N':
+      return "NONE";
+    case 0x88:
+      return "NEWTRUE";
+    case 0x89:
+      return "NEWFALSE";
+    case 'K':
+      return "BININT1";
+    case 'M':
+      return "BININT2";
+    case 'J':
+      return "BININT";
+    case 0x8a:
+      return "LONG1";
+    case 0x8b:
+      return "LONG4";
+    case 'I':
+      return "INT";
+    case 'L':
+      return "LONG";
+    case 'G':
+      return "BINFLOAT";
+    case 'F':
+      return "FLOAT";
+    case 'X':
+      return "BINUNICODE";
+    case 0x8c:
+      return "SHORT_BINUNICODE";
+    case 0x8d:
+      return "BINUNICODE8";
+    case 'V':
+      return "UNICODE";
+    case 'U':
+      return "SHORT_BINSTRING";
+    case 'T':
+      return "BINSTRING";
+    case 'S':
+      return "STRING";
+    case 'C':
+      return "SHORT_BINBYTES";
+    case 'B':
+      return "BINBYTES";
+    case 0x8e:
+      return "BINBYTES8";
+    case 0x96:
+      return "BYTEARRAY8";
+    case 0x97:
+      return "NEXT_BUFFER";
+    case 0x98:
+      return "READONLY_BUFFER";
+    case ']':
+      return "EMPTY_LIST";
+    case 'a':
+      return "APPEND";
+    case 'e':
+      return "APPENDS";
+    case 'l':
+      return "LIST";
+    case ')':
+      return "EMPTY_TUPLE";
+    case 't':
+      return "TUPLE";
+    case 0x85:
+      return "TUPLE1";
+    case 0x86:
+      return "TUPLE2";
+    case 0x87:
+      return "TUPLE3";
+    case '}':
+      return "EMPTY_DICT";
+    case 'd':
+      return "DICT";
+    case 's':
+      return "SETITEM";
+    case 'u':
+      return "SETITEMS";
+    case 0x8f:
+      return "EMPTY_SET";
+    case 0x90:
+      return "ADDITEMS";
+    case 0x91:
+      return "FROZENSET";
+    case 0x95:
+      return "FRAME";
+    case 0x82:
+      return "EXT1";
+    case 0x83:
+      return "EXT2";
+    case 0x84:
+      return "EXT4";
+    default:
+      return nullptr;
   }
 }
 
@@ -110,13 +179,61 @@ std::string py3_module(const std::string& m) {
 }
 
 bool is_torch_dtype_name(std::string_view n) {
-  static const std::unordered_set<std::string_view> names{
-      "float32", "float", "float64", "double", "float16", "half", "bfloat16", "int64", "long", "int32", "int",
-      "int16", "short", "int8", "uint8", "bool", "complex32", "chalf", "complex64", "cfloat", "complex128",
-      "cdouble", "qint8", "qint32", "quint8", "quint4x2", "quint2x4", "float8_e5m2", "float8_e4m3fn",
-      "float8_e5m2fnuz", "float8_e4m3fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2", "bits8", "bits1x8", "bits2x4",
-      "bits4x2", "bits16", "uint16", "uint32", "uint64", "uint1", "uint2", "uint3", "uint4", "uint5", "uint6",
-      "uint7", "int1", "int2", "int3", "int4", "int5", "int6", "int7"};
+  static const std::unordered_set<std::string_view> names{"float32",
+                                                          "float",
+                                                          "float64",
+                                                          "double",
+                                                          "float16",
+                                                          "half",
+                                                          "bfloat16",
+                                                          "int64",
+                                                          "long",
+                                                          "int32",
+                                                          "int",
+                                                          "int16",
+                                                          "short",
+                                                          "int8",
+                                                          "uint8",
+                                                          "bool",
+                                                          "complex32",
+                                                          "chalf",
+                                                          "complex64",
+                                                          "cfloat",
+                                                          "complex128",
+                                                          "cdouble",
+                                                          "qint8",
+                                                          "qint32",
+                                                          "quint8",
+                                                          "quint4x2",
+                                                          "quint2x4",
+                                                          "float8_e5m2",
+                                                          "float8_e4m3fn",
+                                                          "float8_e5m2fnuz",
+                                                          "float8_e4m3fnuz",
+                                                          "float8_e8m0fnu",
+                                                          "float4_e2m1fn_x2",
+                                                          "bits8",
+                                                          "bits1x8",
+                                                          "bits2x4",
+                                                          "bits4x2",
+                                                          "bits16",
+                                                          "uint16",
+                                                          "uint32",
+                                                          "uint64",
+                                                          "uint1",
+                                                          "uint2",
+                                                          "uint3",
+                                                          "uint4",
+                                                          "uint5",
+                                                          "uint6",
+                                                          "uint7",
+                                                          "int1",
+                                                          "int2",
+                                                          "int3",
+                                                          "int4",
+                                                          "int5",
+                                                          "int6",
+                                                          "int7"};
   return names.count(n) != 0;
 }
 
@@ -271,7 +388,8 @@ class Vm {
   // --- stack ---
   size_t frame() const { return marks_.empty() ? 0 : marks_.back(); }
   void push(Value v) {
-    if (stack_.size() >= lim_.max_stack) vm_fail("stack holds more than " + std::to_string(lim_.max_stack) + " values (limit)");
+    if (stack_.size() >= lim_.max_stack)
+      vm_fail("stack holds more than " + std::to_string(lim_.max_stack) + " values (limit)");
     stack_.push_back(std::move(v));
   }
   Value& top(size_t k = 0) {
@@ -305,7 +423,8 @@ class Vm {
 
   // --- memo ---
   void memo_put(uint64_t index) {
-    if (index > std::numeric_limits<uint32_t>::max()) vm_fail("memo index " + std::to_string(index) + " is too large");
+    if (index > std::numeric_limits<uint32_t>::max())
+      vm_fail("memo index " + std::to_string(index) + " is too large");
     const Value& v = top();
     auto it = memo_.find(static_cast<uint32_t>(index));
     if (it != memo_.end()) {
@@ -313,11 +432,13 @@ class Vm {
       it->second = v;
       return;
     }
-    if (memo_.size() >= lim_.max_memo) vm_fail("memo holds more than " + std::to_string(lim_.max_memo) + " entries (limit)");
+    if (memo_.size() >= lim_.max_memo)
+      vm_fail("memo holds more than " + std::to_string(lim_.max_memo) + " entries (limit)");
     memo_.emplace(static_cast<uint32_t>(index), v);
   }
   void memo_get(uint64_t index) {
-    auto it = index <= std::numeric_limits<uint32_t>::max() ? memo_.find(static_cast<uint32_t>(index)) : memo_.end();
+    auto it = index <= std::numeric_limits<uint32_t>::max() ? memo_.find(static_cast<uint32_t>(index))
+                                                            : memo_.end();
     if (it == memo_.end()) vm_fail("memo index " + std::to_string(index) + " was never stored");
     push(it->second);
   }
@@ -364,13 +485,15 @@ class Vm {
 
   Value text_string(std::string_view quoted);
   Value py2_string(std::string_view raw);
-  Value call(const Value& callable, const Value& args, ObjectData::How how, const Value* kwargs, PickleUseKind kind);
+  Value call(const Value& callable, const Value& args, ObjectData::How how, const Value* kwargs,
+             PickleUseKind kind);
   Value rebuild_tensor(const std::string& fn, const Value& args);
   void build(Value& inst, const Value& state);
   void add_list_items(Value& target, size_t from);
   void add_dict_items(Value& target, size_t from);
   void step(uint8_t op);
-  void validate(const Value& root, std::unordered_set<const void*>& reachable, const char* what = "the result");
+  void validate(const Value& root, std::unordered_set<const void*>& reachable,
+                const char* what = "the result");
 
   std::span<const uint8_t> data_;
   const UnpickleOptions& opt_;
@@ -394,9 +517,15 @@ class Vm {
 
 // Pickle loaders a stream may hand bytes to: those bytes are a pickle torch.load would then run too.
 bool is_pickle_loader(const std::string& q) {
-  static const std::unordered_set<std::string> names{
-      "pickle.loads", "pickle._loads", "_pickle.loads", "cPickle.loads", "dill.loads", "dill._dill.loads",
-      "torch.storage._load_from_bytes", "torch.serialization._load_from_bytes", "joblib.numpy_pickle.loads"};
+  static const std::unordered_set<std::string> names{"pickle.loads",
+                                                     "pickle._loads",
+                                                     "_pickle.loads",
+                                                     "cPickle.loads",
+                                                     "dill.loads",
+                                                     "dill._dill.loads",
+                                                     "torch.storage._load_from_bytes",
+                                                     "torch.serialization._load_from_bytes",
+                                                     "joblib.numpy_pickle.loads"};
   return names.count(q) != 0;
 }
 
@@ -411,7 +540,7 @@ std::string describe_callable(const Value& c) {
     v = v->as_object().callable.get();
     ++levels;
   }
-  std::string inner = v->is(Value::Kind::Object) ? v->as_object().qualified()
+  std::string inner = v->is(Value::Kind::Object)   ? v->as_object().qualified()
                       : v->is(Value::Kind::Global) ? v->as_global().first + "." + v->as_global().second
                                                    : "<" + v->type_name() + ">";
   std::string out = "<result of " + inner + ">";
@@ -441,8 +570,8 @@ void Vm::record_call(const Value& callable, const Value& args, PickleUseKind how
   }
   record_global_use(callable, how);
   // copyreg's helpers construct the class they are given.
-  if ((q3 == "copyreg._reconstructor" || q3 == "copyreg.__newobj__" || q3 == "copyreg.__newobj_ex__") && !a.empty() &&
-      a[0].is(K::Global))
+  if ((q3 == "copyreg._reconstructor" || q3 == "copyreg.__newobj__" || q3 == "copyreg.__newobj_ex__") &&
+      !a.empty() && a[0].is(K::Global))
     record_global_use(a[0], PickleUseKind::NewObj, q);
   if (is_pickle_loader(q3) && !a.empty() && a[0].is(K::Bytes)) scan_nested_pickle(q, a[0].as_str());
 }
@@ -507,17 +636,38 @@ Value Vm::text_string(std::string_view q) {
     }
     const char e = q[++i];
     switch (e) {
-      case 'n': out += '\n'; break;
-      case 't': out += '\t'; break;
-      case 'r': out += '\r'; break;
-      case 'a': out += '\a'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
-      case 'v': out += '\v'; break;
-      case '\\': out += '\\'; break;
-      case '\'': out += '\''; break;
-      case '"': out += '"'; break;
-      case '\n': break;
+      case 'n':
+        out += '\n';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 'a':
+        out += '\a';
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
+      case 'v':
+        out += '\v';
+        break;
+      case '\\':
+        out += '\\';
+        break;
+      case '\'':
+        out += '\'';
+        break;
+      case '"':
+        out += '"';
+        break;
+      case '\n':
+        break;
       case 'x': {
         if (i + 2 >= q.size()) vm_fail("bad \\x escape in STRING");
         unsigned v = 0;
@@ -563,10 +713,12 @@ Value Vm::rebuild_tensor(const std::string& fn, const Value& args) {
   const auto& a = args.items();
   const bool v3 = fn == "_rebuild_tensor_v3";
   const bool v1 = fn == "_rebuild_tensor";
-  if ((v1 && a.size() != 4) || (!v1 && !v3 && a.size() != 6 && a.size() != 7) || (v3 && a.size() != 7 && a.size() != 8))
+  if ((v1 && a.size() != 4) || (!v1 && !v3 && a.size() != 6 && a.size() != 7) ||
+      (v3 && a.size() != 7 && a.size() != 8))
     vm_fail("torch._utils." + fn + " with " + std::to_string(a.size()) + " arguments");
   if (!a[0].is(Value::Kind::Storage))
-    vm_fail("torch._utils." + fn + ": " + expected_found("a storage (persistent id) as argument 1", a[0].type_name()));
+    vm_fail("torch._utils." + fn + ": " +
+            expected_found("a storage (persistent id) as argument 1", a[0].type_name()));
   Tensor t;
   t.storage = a[0].as_storage();
   if (!t.storage) vm_fail("torch._utils." + fn + ": null storage");
@@ -574,12 +726,14 @@ Value Vm::rebuild_tensor(const std::string& fn, const Value& args) {
   t.shape = want_int_tuple(a[2], "tensor size");
   t.strides = want_int_tuple(a[3], "tensor stride");
   if (!v1) {
-    if (!a[4].is(Value::Kind::Bool)) vm_fail("tensor requires_grad: " + expected_found("bool", a[4].type_name()));
+    if (!a[4].is(Value::Kind::Bool))
+      vm_fail("tensor requires_grad: " + expected_found("bool", a[4].type_name()));
     t.requires_grad = a[4].as_bool();
   }
   t.dtype = t.storage->dtype;
   if (v3) {
-    if (!a[6].is(Value::Kind::DType)) vm_fail("tensor dtype: " + expected_found("a torch dtype", a[6].type_name()));
+    if (!a[6].is(Value::Kind::DType))
+      vm_fail("tensor dtype: " + expected_found("a torch dtype", a[6].type_name()));
     const auto d = dtype_from_name(a[6].as_str());
     if (!d) vm_fail("tensor dtype torch." + a[6].as_str() + " is not supported", ErrorKind::Unsupported);
     t.dtype = *d;
@@ -596,8 +750,10 @@ Value Vm::rebuild_tensor(const std::string& fn, const Value& args) {
     vm_fail("tensor dtype " + std::string(dtype_name(t.dtype)) + " does not match its storage's dtype " +
             std::string(dtype_name(t.storage->dtype)));
   if (t.shape.size() != t.strides.size())
-    vm_fail("tensor has " + std::to_string(t.shape.size()) + " sizes but " + std::to_string(t.strides.size()) + " strides");
-  if (t.storage_offset < 0) vm_fail("tensor storage offset " + std::to_string(t.storage_offset) + " is negative");
+    vm_fail("tensor has " + std::to_string(t.shape.size()) + " sizes but " +
+            std::to_string(t.strides.size()) + " strides");
+  if (t.storage_offset < 0)
+    vm_fail("tensor storage offset " + std::to_string(t.storage_offset) + " is negative");
   bool empty = false;
   for (size_t i = 0; i < t.shape.size(); ++i) {
     if (t.shape[i] < 0) vm_fail("tensor size " + std::to_string(t.shape[i]) + " is negative");
@@ -606,20 +762,23 @@ Value Vm::rebuild_tensor(const std::string& fn, const Value& args) {
   }
   uint64_t numel = 1;
   for (int64_t d : t.shape)
-    if (__builtin_mul_overflow(numel, static_cast<uint64_t>(d), &numel) || numel > static_cast<uint64_t>(INT64_MAX))
+    if (__builtin_mul_overflow(numel, static_cast<uint64_t>(d), &numel) ||
+        numel > static_cast<uint64_t>(INT64_MAX))
       vm_fail("tensor element count overflows");
   if (!empty) {
     uint64_t last = static_cast<uint64_t>(t.storage_offset);
     for (size_t i = 0; i < t.shape.size(); ++i) {
       uint64_t span = 0;
-      if (__builtin_mul_overflow(static_cast<uint64_t>(t.shape[i] - 1), static_cast<uint64_t>(t.strides[i]), &span) ||
+      if (__builtin_mul_overflow(static_cast<uint64_t>(t.shape[i] - 1), static_cast<uint64_t>(t.strides[i]),
+                                 &span) ||
           __builtin_add_overflow(last, span, &last))
         vm_fail("tensor view extent overflows");
     }
     if (last >= t.storage->numel)
-      vm_fail("tensor view (offset " + std::to_string(t.storage_offset) + ", size " + Value::size(t.shape).repr() +
-              ", stride " + Value::size(t.strides).repr() + ") reaches element " + std::to_string(last) +
-              " but storage '" + t.storage->key + "' has " + std::to_string(t.storage->numel) + " elements");
+      vm_fail("tensor view (offset " + std::to_string(t.storage_offset) + ", size " +
+              Value::size(t.shape).repr() + ", stride " + Value::size(t.strides).repr() +
+              ") reaches element " + std::to_string(last) + " but storage '" + t.storage->key + "' has " +
+              std::to_string(t.storage->numel) + " elements");
   }
   return Value::tensor(std::move(t));
 }
@@ -645,7 +804,8 @@ Value bytes_from_latin1(const std::string& s) {
   return Value::bytes(std::move(out));
 }
 
-Value Vm::call(const Value& callable, const Value& args, ObjectData::How how, const Value* kwargs, PickleUseKind kind) {
+Value Vm::call(const Value& callable, const Value& args, ObjectData::How how, const Value* kwargs,
+               PickleUseKind kind) {
   using K = Value::Kind;
   record_call(callable, args, kind);
   if (!args.is(K::Tuple)) vm_fail("call arguments: " + expected_found("tuple", args.type_name()));
@@ -658,7 +818,8 @@ Value Vm::call(const Value& callable, const Value& args, ObjectData::How how, co
         return rebuild_tensor(name, args);
       if (name == "_rebuild_parameter" || name == "_rebuild_parameter_with_state") {
         if (a.size() < 2 || !a[0].is(K::Tensor) || !a[1].is(K::Bool))
-          vm_fail("torch._utils." + name + ": " + expected_found("(tensor, requires_grad, ...)", args.repr(80)));
+          vm_fail("torch._utils." + name + ": " +
+                  expected_found("(tensor, requires_grad, ...)", args.repr(80)));
         Tensor t = a[0].as_tensor();
         t.requires_grad = a[1].as_bool();
         t.is_parameter = true;
@@ -667,14 +828,16 @@ Value Vm::call(const Value& callable, const Value& args, ObjectData::How how, co
     } else if (module == "torch._tensor" && name == "_rebuild_from_type_v2") {
       // (func, new_type, args, state): how torch 2 pickles a plain tensor or Parameter that carries Python
       // attributes (DeepSpeed 0.19's ZeRO-3 fp32_flat_groups carry `ds_id`). The tensor is func(*args); the
-      // attributes are dropped, as for a BUILD on a tensor. Subclasses and other rebuild functions stay objects.
+      // attributes are dropped, as for a BUILD on a tensor. Subclasses and other rebuild functions stay
+      // objects.
       if (a.size() == 4 && a[0].is(K::Global) && a[1].is(K::Global) && a[2].is(K::Tuple) &&
           py3_module(a[0].as_global().first) == "torch._utils") {
         const std::string& fn = a[0].as_global().second;
         const std::string type = py3_module(a[1].as_global().first) + "." + a[1].as_global().second;
         const bool plain = type == "torch.Tensor" || type == "torch._tensor.Tensor";
         const bool param = type == "torch.nn.parameter.Parameter";
-        if ((plain || param) && (fn == "_rebuild_tensor_v2" || fn == "_rebuild_tensor" || fn == "_rebuild_tensor_v3")) {
+        if ((plain || param) &&
+            (fn == "_rebuild_tensor_v2" || fn == "_rebuild_tensor" || fn == "_rebuild_tensor_v3")) {
           Value v = rebuild_tensor(fn, a[2]);
           if (param) {
             Tensor t = v.as_tensor();
@@ -698,7 +861,8 @@ Value Vm::call(const Value& callable, const Value& args, ObjectData::How how, co
       }
     } else if (module == "builtins" && (name == "set" || name == "frozenset")) {
       if (a.empty()) return Value::set({}, name == "frozenset");
-      if (a.size() == 1 && (a[0].is(K::List) || a[0].is(K::Tuple) || a[0].is(K::Set) || a[0].is(K::FrozenSet))) {
+      if (a.size() == 1 &&
+          (a[0].is(K::List) || a[0].is(K::Tuple) || a[0].is(K::Set) || a[0].is(K::FrozenSet))) {
         count_items(a[0].items().size());
         return Value::set(a[0].items(), name == "frozenset");
       }
@@ -706,7 +870,8 @@ Value Vm::call(const Value& callable, const Value& args, ObjectData::How how, co
       if (a.size() == 2 && a[0].is(K::Str) && a[1].is(K::Str)) {
         const std::string& enc = a[1].as_str();
         charge(a[0].as_str().size());
-        if (enc == "latin1" || enc == "latin-1" || enc == "iso-8859-1") return bytes_from_latin1(a[0].as_str());
+        if (enc == "latin1" || enc == "latin-1" || enc == "iso-8859-1")
+          return bytes_from_latin1(a[0].as_str());
         if (enc == "utf-8" || enc == "utf8") return Value::bytes(a[0].as_str());
       }
     } else if (module == "builtins" && (name == "bytes" || name == "bytearray")) {
@@ -722,7 +887,8 @@ Value Vm::call(const Value& callable, const Value& args, ObjectData::How how, co
         if (ok) return Value::bytes(std::move(out));
       }
     } else if (module == "torch" && name == "Size") {
-      if (a.size() == 1 && (a[0].is(K::Tuple) || a[0].is(K::List))) return Value::size(want_int_tuple(a[0], "torch.Size"));
+      if (a.size() == 1 && (a[0].is(K::Tuple) || a[0].is(K::List)))
+        return Value::size(want_int_tuple(a[0], "torch.Size"));
     } else if (module == "torch" && name == "device") {
       if (a.size() == 1 && a[0].is(K::Str)) return Value::device(a[0].as_str());
       if (a.size() == 2 && a[0].is(K::Str) && a[1].is(K::Int))
@@ -773,8 +939,8 @@ void Vm::build(Value& inst, const Value& state) {
     else
       record_use(o.qualified(), false, PickleUseKind::Build, {}, {}, {}, o.module, o.name);
     // Old tensors: NEWOBJ(torch.Tensor) + BUILD((storage, offset, size, stride)).
-    if ((py3_module(o.module) == "torch" || o.module == "torch._tensor") && o.name == "Tensor" && state.is(K::Tuple) &&
-        state.items().size() == 4 && state.items()[0].is(K::Storage)) {
+    if ((py3_module(o.module) == "torch" || o.module == "torch._tensor") && o.name == "Tensor" &&
+        state.is(K::Tuple) && state.items().size() == 4 && state.items()[0].is(K::Storage)) {
       inst = rebuild_tensor("_rebuild_tensor", state);
       return;
     }
@@ -812,10 +978,12 @@ void Vm::add_dict_items(Value& target, size_t from) {
   if ((stack_.size() - from) % 2) vm_fail("SETITEMS with an odd number of values");
   count_items(stack_.size() - from);
   if (target.is_dict()) {
-    for (size_t i = from; i < stack_.size(); i += 2) target.set_item(std::move(stack_[i]), std::move(stack_[i + 1]));
+    for (size_t i = from; i < stack_.size(); i += 2)
+      target.set_item(std::move(stack_[i]), std::move(stack_[i + 1]));
   } else {
     auto& v = target.object_mut().dict_items;
-    for (size_t i = from; i < stack_.size(); i += 2) v.emplace_back(std::move(stack_[i]), std::move(stack_[i + 1]));
+    for (size_t i = from; i < stack_.size(); i += 2)
+      v.emplace_back(std::move(stack_[i]), std::move(stack_[i + 1]));
   }
   stack_.resize(from);
 }
@@ -831,7 +999,8 @@ void Vm::step(uint8_t op) {
     }
     case 0x95: {  // FRAME
       const uint64_t n = le(8);
-      if (n > data_.size() - pos_) vm_fail("FRAME of " + std::to_string(n) + " bytes runs past the end of the stream");
+      if (n > data_.size() - pos_)
+        vm_fail("FRAME of " + std::to_string(n) + " bytes runs past the end of the stream");
       break;
     }
     case '.': {  // STOP
@@ -840,12 +1009,24 @@ void Vm::step(uint8_t op) {
       break;
     }
     // --- constants and numbers ---
-    case 'N': push(Value()); break;
-    case 0x88: push(Value::boolean(true)); break;
-    case 0x89: push(Value::boolean(false)); break;
-    case 'K': push(Value::integer(u8())); break;
-    case 'M': push(Value::integer(static_cast<int64_t>(le(2)))); break;
-    case 'J': push(Value::integer(static_cast<int32_t>(static_cast<uint32_t>(le(4))))); break;
+    case 'N':
+      push(Value());
+      break;
+    case 0x88:
+      push(Value::boolean(true));
+      break;
+    case 0x89:
+      push(Value::boolean(false));
+      break;
+    case 'K':
+      push(Value::integer(u8()));
+      break;
+    case 'M':
+      push(Value::integer(static_cast<int64_t>(le(2))));
+      break;
+    case 'J':
+      push(Value::integer(static_cast<int32_t>(static_cast<uint32_t>(le(4)))));
+      break;
     case 0x8a:
     case 0x8b: {  // LONG1, LONG4
       uint64_t n;
@@ -866,12 +1047,17 @@ void Vm::step(uint8_t op) {
     }
     case 'I': {  // INT
       const auto s = line();
-      if (s == "01") push(Value::boolean(true));
-      else if (s == "00") push(Value::boolean(false));
-      else push(parse_decimal_int(s));
+      if (s == "01")
+        push(Value::boolean(true));
+      else if (s == "00")
+        push(Value::boolean(false));
+      else
+        push(parse_decimal_int(s));
       break;
     }
-    case 'L': push(parse_decimal_int(line())); break;
+    case 'L':
+      push(parse_decimal_int(line()));
+      break;
     case 'G': {  // BINFLOAT, big-endian
       const uint8_t* p = take(8);
       uint64_t bits = 0;
@@ -887,7 +1073,7 @@ void Vm::step(uint8_t op) {
       std::string_view t = s;
       if (!t.empty() && t[0] == '+') t.remove_prefix(1);
       if (t == "inf" || t == "-inf" || t == "nan" || t == "-nan") {
-        d = t == "inf" ? std::numeric_limits<double>::infinity()
+        d = t == "inf"    ? std::numeric_limits<double>::infinity()
             : t == "-inf" ? -std::numeric_limits<double>::infinity()
                           : std::numeric_limits<double>::quiet_NaN();
       } else {
@@ -956,12 +1142,21 @@ void Vm::step(uint8_t op) {
       break;
     }
     // --- containers ---
-    case ']': push(Value::list()); break;
-    case ')': push(Value::tuple()); break;
-    case '}': push(Value::dict()); break;
-    case 0x8f: push(Value::set()); break;
+    case ']':
+      push(Value::list());
+      break;
+    case ')':
+      push(Value::tuple());
+      break;
+    case '}':
+      push(Value::dict());
+      break;
+    case 0x8f:
+      push(Value::set());
+      break;
     case '(':
-      if (marks_.size() >= lim_.max_marks) vm_fail("more than " + std::to_string(lim_.max_marks) + " open MARKs (limit)");
+      if (marks_.size() >= lim_.max_marks)
+        vm_fail("more than " + std::to_string(lim_.max_marks) + " open MARKs (limit)");
       marks_.push_back(stack_.size());
       break;
     case 'l':
@@ -969,8 +1164,9 @@ void Vm::step(uint8_t op) {
     case 0x91: {  // LIST, TUPLE, FROZENSET
       count_items(stack_.size() - mark_pos());
       auto items = pop_mark();
-      push(op == 'l' ? Value::list(std::move(items)) : op == 't' ? Value::tuple(std::move(items))
-                                                                 : Value::set(std::move(items), true));
+      push(op == 'l'   ? Value::list(std::move(items))
+           : op == 't' ? Value::tuple(std::move(items))
+                       : Value::set(std::move(items), true));
       break;
     }
     case 0x85:
@@ -1002,7 +1198,8 @@ void Vm::step(uint8_t op) {
     }
     case 'e': {  // APPENDS
       const size_t m = mark_pos();
-      if (m == 0 || m <= (marks_.size() >= 2 ? marks_[marks_.size() - 2] : 0)) vm_fail("APPENDS without a target");
+      if (m == 0 || m <= (marks_.size() >= 2 ? marks_[marks_.size() - 2] : 0))
+        vm_fail("APPENDS without a target");
       Value& target = stack_[m - 1];
       add_list_items(target, m);
       marks_.pop_back();
@@ -1015,7 +1212,8 @@ void Vm::step(uint8_t op) {
     }
     case 'u': {  // SETITEMS
       const size_t m = mark_pos();
-      if (m == 0 || m <= (marks_.size() >= 2 ? marks_[marks_.size() - 2] : 0)) vm_fail("SETITEMS without a target");
+      if (m == 0 || m <= (marks_.size() >= 2 ? marks_[marks_.size() - 2] : 0))
+        vm_fail("SETITEMS without a target");
       Value& target = stack_[m - 1];
       add_dict_items(target, m);
       marks_.pop_back();
@@ -1023,7 +1221,8 @@ void Vm::step(uint8_t op) {
     }
     case 0x90: {  // ADDITEMS
       const size_t m = mark_pos();
-      if (m == 0 || m <= (marks_.size() >= 2 ? marks_[marks_.size() - 2] : 0)) vm_fail("ADDITEMS without a target");
+      if (m == 0 || m <= (marks_.size() >= 2 ? marks_[marks_.size() - 2] : 0))
+        vm_fail("ADDITEMS without a target");
       Value& target = stack_[m - 1];
       if (!target.is(K::Set)) vm_fail("ADDITEMS on " + target.type_name() + ", expected a set");
       count_items(stack_.size() - m);
@@ -1049,10 +1248,16 @@ void Vm::step(uint8_t op) {
       marks_.pop_back();
       break;
     }
-    case '2': push(top()); break;  // DUP
+    case '2':
+      push(top());
+      break;  // DUP
     // --- memo ---
-    case 'q': memo_put(u8()); break;
-    case 'r': memo_put(le(4)); break;
+    case 'q':
+      memo_put(u8());
+      break;
+    case 'r':
+      memo_put(le(4));
+      break;
     case 'p': {
       const auto s = line();
       uint64_t idx = 0;
@@ -1061,9 +1266,15 @@ void Vm::step(uint8_t op) {
       memo_put(idx);
       break;
     }
-    case 0x94: memo_put(memo_.size()); break;
-    case 'h': memo_get(u8()); break;
-    case 'j': memo_get(le(4)); break;
+    case 0x94:
+      memo_put(memo_.size());
+      break;
+    case 'h':
+      memo_get(u8());
+      break;
+    case 'j':
+      memo_get(le(4));
+      break;
     case 'g': {
       const auto s = line();
       uint64_t idx = 0;
@@ -1106,7 +1317,8 @@ void Vm::step(uint8_t op) {
     }
     case 0x92: {  // NEWOBJ_EX
       if (!top(2).is(K::Global)) vm_fail("NEWOBJ_EX on " + top(2).type_name() + ", expected a class");
-      if (!top().is_dict()) vm_fail("NEWOBJ_EX keyword arguments: " + expected_found("dict", top().type_name()));
+      if (!top().is_dict())
+        vm_fail("NEWOBJ_EX keyword arguments: " + expected_found("dict", top().type_name()));
       Value r = call(top(2), top(1), ObjectData::How::NewObjEx, &top(), PickleUseKind::NewObjEx);
       drop(3);
       push(std::move(r));
@@ -1183,7 +1395,8 @@ void Vm::step(uint8_t op) {
     case 0x97:
     case 0x98:
       vm_fail("out-of-band buffers (NEXT_BUFFER/READONLY_BUFFER) are not supported", ErrorKind::Unsupported);
-    default: vm_fail("unknown opcode " + hex_byte(op));
+    default:
+      vm_fail("unknown opcode " + hex_byte(op));
   }
 }
 
@@ -1205,7 +1418,8 @@ void Vm::validate(const Value& root, std::unordered_set<const void*>& reachable,
     if (on_path.count(id)) vm_fail(std::string(what) + " contains a cycle (a container that holds itself)");
     if (height_of.count(id)) return false;
     if (path.size() >= lim_.max_depth)
-      vm_fail(std::string(what) + " is nested deeper than " + std::to_string(lim_.max_depth) + " levels (limit)");
+      vm_fail(std::string(what) + " is nested deeper than " + std::to_string(lim_.max_depth) +
+              " levels (limit)");
     Frame f{v, {}, 0, 0};
     v->for_each_child([&](const Value& c) { f.children.push_back(&c); });
     on_path.insert(id);
@@ -1223,7 +1437,8 @@ void Vm::validate(const Value& root, std::unordered_set<const void*>& reachable,
         if (it != height_of.end()) {
           f.height = std::max(f.height, it->second + 1);
           if (path.size() + it->second > lim_.max_depth)
-            vm_fail(std::string(what) + " is nested deeper than " + std::to_string(lim_.max_depth) + " levels (limit)");
+            vm_fail(std::string(what) + " is nested deeper than " + std::to_string(lim_.max_depth) +
+                    " levels (limit)");
         } else {
           enter(c);
         }
@@ -1248,8 +1463,10 @@ UnpickleResult Vm::run() {
     std::string w;
     if (!opt_.record_name.empty()) w = "record '" + opt_.record_name + "', ";
     w += "offset " + std::to_string(op_start);
-    if (const char* n = opcode_name(op)) w += std::string(" (opcode ") + n + ")";
-    else w += " (opcode " + hex_byte(op) + ")";
+    if (const char* n = opcode_name(op))
+      w += std::string(" (opcode ") + n + ")";
+    else
+      w += " (opcode " + hex_byte(op) + ")";
     return w;
   };
   auto cleanup = [&](const std::unordered_set<const void*>* keep) {

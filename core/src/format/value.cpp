@@ -139,50 +139,87 @@ bool Value::is_object(std::string_view module, std::string_view name) const {
 
 std::string_view Value::kind_name() const {
   switch (kind_) {
-    case Kind::None: return "None";
-    case Kind::Bool: return "Bool";
-    case Kind::Int: return "Int";
-    case Kind::BigInt: return "BigInt";
-    case Kind::Float: return "Float";
-    case Kind::Str: return "Str";
-    case Kind::Bytes: return "Bytes";
-    case Kind::List: return "List";
-    case Kind::Tuple: return "Tuple";
-    case Kind::Set: return "Set";
-    case Kind::FrozenSet: return "FrozenSet";
-    case Kind::Dict: return "Dict";
-    case Kind::Tensor: return "Tensor";
-    case Kind::Storage: return "Storage";
-    case Kind::Size: return "Size";
-    case Kind::DType: return "DType";
-    case Kind::Device: return "Device";
-    case Kind::Global: return "Global";
-    case Kind::Object: return "Object";
+    case Kind::None:
+      return "None";
+    case Kind::Bool:
+      return "Bool";
+    case Kind::Int:
+      return "Int";
+    case Kind::BigInt:
+      return "BigInt";
+    case Kind::Float:
+      return "Float";
+    case Kind::Str:
+      return "Str";
+    case Kind::Bytes:
+      return "Bytes";
+    case Kind::List:
+      return "List";
+    case Kind::Tuple:
+      return "Tuple";
+    case Kind::Set:
+      return "Set";
+    case Kind::FrozenSet:
+      return "FrozenSet";
+    case Kind::Dict:
+      return "Dict";
+    case Kind::Tensor:
+      return "Tensor";
+    case Kind::Storage:
+      return "Storage";
+    case Kind::Size:
+      return "Size";
+    case Kind::DType:
+      return "DType";
+    case Kind::Device:
+      return "Device";
+    case Kind::Global:
+      return "Global";
+    case Kind::Object:
+      return "Object";
   }
   return "?";
 }
 
 std::string Value::type_name() const {
   switch (kind_) {
-    case Kind::None: return "NoneType";
-    case Kind::Bool: return "bool";
+    case Kind::None:
+      return "NoneType";
+    case Kind::Bool:
+      return "bool";
     case Kind::Int:
-    case Kind::BigInt: return "int";
-    case Kind::Float: return "float";
-    case Kind::Str: return "str";
-    case Kind::Bytes: return "bytes";
-    case Kind::List: return "list";
-    case Kind::Tuple: return "tuple";
-    case Kind::Set: return "set";
-    case Kind::FrozenSet: return "frozenset";
-    case Kind::Dict: return dict_->ordered ? "OrderedDict" : "dict";
-    case Kind::Tensor: return tensor_->is_parameter ? "Parameter" : "Tensor";
-    case Kind::Storage: return "torch." + std::string(storage_class_name(storage_->dtype));
-    case Kind::Size: return "torch.Size";
-    case Kind::DType: return "torch.dtype";
-    case Kind::Device: return "torch.device";
-    case Kind::Global: return "global " + global_->first + "." + global_->second;
-    case Kind::Object: return object_->qualified();
+    case Kind::BigInt:
+      return "int";
+    case Kind::Float:
+      return "float";
+    case Kind::Str:
+      return "str";
+    case Kind::Bytes:
+      return "bytes";
+    case Kind::List:
+      return "list";
+    case Kind::Tuple:
+      return "tuple";
+    case Kind::Set:
+      return "set";
+    case Kind::FrozenSet:
+      return "frozenset";
+    case Kind::Dict:
+      return dict_->ordered ? "OrderedDict" : "dict";
+    case Kind::Tensor:
+      return tensor_->is_parameter ? "Parameter" : "Tensor";
+    case Kind::Storage:
+      return "torch." + std::string(storage_class_name(storage_->dtype));
+    case Kind::Size:
+      return "torch.Size";
+    case Kind::DType:
+      return "torch.dtype";
+    case Kind::Device:
+      return "torch.device";
+    case Kind::Global:
+      return "global " + global_->first + "." + global_->second;
+    case Kind::Object:
+      return object_->qualified();
   }
   return "?";
 }
@@ -192,7 +229,8 @@ std::string Value::type_name() const {
 
 namespace {
 // Members of int enums that Python 3.11+ pickles as getattr(cls, name) rather than cls(value).
-std::optional<int64_t> known_enum_member(const std::string& module, const std::string& name, const std::string& member) {
+std::optional<int64_t> known_enum_member(const std::string& module, const std::string& name,
+                                         const std::string& member) {
   if (module == "deepspeed.runtime.zero.config" && name == "ZeroStageEnum") {
     if (member == "disabled") return 0;
     if (member == "optimizer_states") return 1;
@@ -246,12 +284,14 @@ const std::vector<uint8_t>& Value::as_big_int() const {
 }
 
 const std::vector<Value>& Value::items() const {
-  if (!items_ || !(kind_ == Kind::List || kind_ == Kind::Tuple || kind_ == Kind::Set || kind_ == Kind::FrozenSet))
+  if (!items_ ||
+      !(kind_ == Kind::List || kind_ == Kind::Tuple || kind_ == Kind::Set || kind_ == Kind::FrozenSet))
     wrong_kind("list, tuple or set", *this);
   return *items_;
 }
 std::vector<Value>& Value::items_mut() {
-  if (!items_ || !(kind_ == Kind::List || kind_ == Kind::Tuple || kind_ == Kind::Set || kind_ == Kind::FrozenSet))
+  if (!items_ ||
+      !(kind_ == Kind::List || kind_ == Kind::Tuple || kind_ == Kind::Set || kind_ == Kind::FrozenSet))
     wrong_kind("list, tuple or set", *this);
   return *items_;
 }
@@ -299,7 +339,9 @@ ObjectData& Value::object_mut() {
 namespace {
 constexpr size_t kIndexThreshold = 16;
 
-bool key_is(const Value& k, std::string_view key) { return k.is(Value::Kind::Str) && k.as_str() == key; }
+bool key_is(const Value& k, std::string_view key) {
+  return k.is(Value::Kind::Str) && k.as_str() == key;
+}
 
 long find_key(const DictData& d, std::string_view key) {
   const auto& items = d.items;
@@ -326,7 +368,8 @@ long find_key(const DictData& d, std::string_view key) {
     }
     const auto it = idx->positions.find(std::string(key));
     if (it == idx->positions.end()) return -1;
-    if (it->second < items.size() && key_is(items[it->second].first, key)) return static_cast<long>(it->second);
+    if (it->second < items.size() && key_is(items[it->second].first, key))
+      return static_cast<long>(it->second);
     idx.reset();  // stale: rebuild once
   }
   for (size_t i = 0; i < items.size(); ++i)

@@ -17,6 +17,8 @@ namespace ckptdoc::value_detail {
   fail(expected_found(expected, v.type_name()));
 }
 
-inline bool mul_overflow(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
+inline bool mul_overflow(uint64_t a, uint64_t b, uint64_t* out) {
+  return __builtin_mul_overflow(a, b, out);
+}
 
 }  // namespace ckptdoc::value_detail

@@ -16,12 +16,18 @@ const void* Value::identity() const {
     case Kind::List:
     case Kind::Tuple:
     case Kind::Set:
-    case Kind::FrozenSet: return items_.get();
-    case Kind::Dict: return dict_.get();
-    case Kind::Object: return object_.get();
-    case Kind::Tensor: return tensor_.get();
-    case Kind::Storage: return storage_.get();
-    default: return nullptr;
+    case Kind::FrozenSet:
+      return items_.get();
+    case Kind::Dict:
+      return dict_.get();
+    case Kind::Object:
+      return object_.get();
+    case Kind::Tensor:
+      return tensor_.get();
+    case Kind::Storage:
+      return storage_.get();
+    default:
+      return nullptr;
   }
 }
 
@@ -51,7 +57,8 @@ void Value::for_each_child(const std::function<void(const Value&)>& f) const {
         f(v);
       }
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -96,7 +103,8 @@ void Value::dismantle_all(std::vector<Value> work, const std::unordered_set<cons
         o.dict_items.clear();
         break;
       }
-      default: break;
+      default:
+        break;
     }
     // v now holds no children and is destroyed here without recursion.
   }
@@ -123,7 +131,8 @@ bool Value::equals(const Value& other) const {
     if (ia && ia == ib) continue;
     if (ia && !seen.insert({ia, ib}).second) continue;
     switch (a->kind_) {
-      case Kind::None: break;
+      case Kind::None:
+        break;
       case Kind::Bool:
         if (a->b_ != b->b_) return false;
         break;
@@ -167,7 +176,8 @@ bool Value::equals(const Value& other) const {
         if (ta.dtype != tb.dtype || ta.shape != tb.shape || ta.requires_grad != tb.requires_grad ||
             ta.is_parameter != tb.is_parameter)
           return false;
-        if (ta.storage == tb.storage && ta.strides == tb.strides && ta.storage_offset == tb.storage_offset) break;
+        if (ta.storage == tb.storage && ta.strides == tb.strides && ta.storage_offset == tb.storage_offset)
+          break;
         if (ta.to_bytes() != tb.to_bytes()) return false;
         break;
       }
@@ -175,7 +185,8 @@ bool Value::equals(const Value& other) const {
         const auto& sa = *a->storage_;
         const auto& sb = *b->storage_;
         if (sa.dtype != sb.dtype || sa.numel != sb.numel) return false;
-        if (sa.has_bytes() && sb.has_bytes() && !std::equal(sa.bytes().begin(), sa.bytes().end(), sb.bytes().begin()))
+        if (sa.has_bytes() && sb.has_bytes() &&
+            !std::equal(sa.bytes().begin(), sa.bytes().end(), sb.bytes().begin()))
           return false;
         break;
       }
@@ -192,12 +203,12 @@ bool Value::equals(const Value& other) const {
             oa.list_items.size() != ob.list_items.size() || oa.dict_items.size() != ob.dict_items.size())
           return false;
         for (auto p : {std::make_pair(&oa.callable, &ob.callable), std::make_pair(&oa.args, &ob.args),
-                       std::make_pair(&oa.kwargs, &ob.kwargs),
-                       std::make_pair(&oa.state, &ob.state)}) {
+                       std::make_pair(&oa.kwargs, &ob.kwargs), std::make_pair(&oa.state, &ob.state)}) {
           if (static_cast<bool>(*p.first) != static_cast<bool>(*p.second)) return false;
           if (*p.first) work.emplace_back(p.first->get(), p.second->get());
         }
-        for (size_t i = 0; i < oa.list_items.size(); ++i) work.emplace_back(&oa.list_items[i], &ob.list_items[i]);
+        for (size_t i = 0; i < oa.list_items.size(); ++i)
+          work.emplace_back(&oa.list_items[i], &ob.list_items[i]);
         for (size_t i = 0; i < oa.dict_items.size(); ++i) {
           work.emplace_back(&oa.dict_items[i].first, &ob.dict_items[i].first);
           work.emplace_back(&oa.dict_items[i].second, &ob.dict_items[i].second);
@@ -220,7 +231,9 @@ Value clone_rec(const Value& v, std::map<const void*, Value>& done) {
     case K::Tuple:
     case K::Set:
     case K::FrozenSet: {
-      Value c = v.is(K::List) ? Value::list() : v.is(K::Tuple) ? Value::tuple() : Value::set({}, v.is(K::FrozenSet));
+      Value c = v.is(K::List)    ? Value::list()
+                : v.is(K::Tuple) ? Value::tuple()
+                                 : Value::set({}, v.is(K::FrozenSet));
       done.emplace(id, c);
       std::vector<Value> items;
       items.reserve(v.items().size());
@@ -232,7 +245,8 @@ Value clone_rec(const Value& v, std::map<const void*, Value>& done) {
       Value c = Value::dict(v.as_dict().ordered);
       done.emplace(id, c);
       auto& d = c.dict_mut();
-      for (const auto& [k, x] : v.as_dict().items) d.items.emplace_back(clone_rec(k, done), clone_rec(x, done));
+      for (const auto& [k, x] : v.as_dict().items)
+        d.items.emplace_back(clone_rec(k, done), clone_rec(x, done));
       if (v.as_dict().state) d.state = std::make_shared<Value>(clone_rec(*v.as_dict().state, done));
       return c;
     }
@@ -250,10 +264,12 @@ Value clone_rec(const Value& v, std::map<const void*, Value>& done) {
       if (o.kwargs) no.kwargs = std::make_shared<Value>(clone_rec(*o.kwargs, done));
       if (o.state) no.state = std::make_shared<Value>(clone_rec(*o.state, done));
       for (const auto& x : o.list_items) no.list_items.push_back(clone_rec(x, done));
-      for (const auto& [k, x] : o.dict_items) no.dict_items.emplace_back(clone_rec(k, done), clone_rec(x, done));
+      for (const auto& [k, x] : o.dict_items)
+        no.dict_items.emplace_back(clone_rec(k, done), clone_rec(x, done));
       return c;
     }
-    default: return v;
+    default:
+      return v;
   }
 }
 }  // namespace

@@ -15,11 +15,21 @@ std::string quote(const std::string& s, bool is_bytes) {
   std::string out = is_bytes ? "b'" : "'";
   for (unsigned char c : s) {
     switch (c) {
-      case '\'': out += "\\'"; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '\'':
+        out += "\\'";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20 || c == 0x7f || (is_bytes && c >= 0x80)) {
           static const char* hex = "0123456789abcdef";
@@ -112,18 +122,38 @@ void repr_into(const Value& v, std::string& out, size_t limit) {
     out += "]";
   };
   switch (v.kind()) {
-    case K::None: out += "None"; break;
-    case K::Bool: out += v.as_bool() ? "True" : "False"; break;
-    case K::Int: out += std::to_string(v.as_int()); break;
-    case K::BigInt: out += big_to_decimal(v.as_big_int()); break;
-    case K::Float: out += format_double(v.as_float()); break;
-    case K::Str: out += quote(v.as_str(), false); break;
-    case K::Bytes: out += quote(v.as_str(), true); break;
-    case K::List: seq(v.items(), "[", "]", false); break;
-    case K::Tuple: seq(v.items(), "(", ")", true); break;
+    case K::None:
+      out += "None";
+      break;
+    case K::Bool:
+      out += v.as_bool() ? "True" : "False";
+      break;
+    case K::Int:
+      out += std::to_string(v.as_int());
+      break;
+    case K::BigInt:
+      out += big_to_decimal(v.as_big_int());
+      break;
+    case K::Float:
+      out += format_double(v.as_float());
+      break;
+    case K::Str:
+      out += quote(v.as_str(), false);
+      break;
+    case K::Bytes:
+      out += quote(v.as_str(), true);
+      break;
+    case K::List:
+      seq(v.items(), "[", "]", false);
+      break;
+    case K::Tuple:
+      seq(v.items(), "(", ")", true);
+      break;
     case K::Set:
-      if (v.items().empty()) out += "set()";
-      else seq(v.items(), "{", "}", false);
+      if (v.items().empty())
+        out += "set()";
+      else
+        seq(v.items(), "{", "}", false);
       break;
     case K::FrozenSet:
       out += "frozenset(";
@@ -155,8 +185,8 @@ void repr_into(const Value& v, std::string& out, size_t limit) {
     }
     case K::Storage: {
       const auto& s = *v.as_storage();
-      out += "storage(" + std::string(dtype_name(s.dtype)) + ", numel=" + std::to_string(s.numel) + ", key='" +
-             s.key + "', " + s.location + ")";
+      out += "storage(" + std::string(dtype_name(s.dtype)) + ", numel=" + std::to_string(s.numel) +
+             ", key='" + s.key + "', " + s.location + ")";
       break;
     }
     case K::Size:
@@ -164,9 +194,15 @@ void repr_into(const Value& v, std::string& out, size_t limit) {
       dims(v.as_size());
       out += ")";
       break;
-    case K::DType: out += "torch." + v.as_str(); break;
-    case K::Device: out += "device(type='" + v.as_str() + "')"; break;
-    case K::Global: out += "<global " + v.as_global().first + "." + v.as_global().second + ">"; break;
+    case K::DType:
+      out += "torch." + v.as_str();
+      break;
+    case K::Device:
+      out += "device(type='" + v.as_str() + "')";
+      break;
+    case K::Global:
+      out += "<global " + v.as_global().first + "." + v.as_global().second + ">";
+      break;
     case K::Object: {
       const auto& o = v.as_object();
       if (o.callable) {

@@ -39,9 +39,15 @@ uint32_t load_le32(const uint8_t* p) {
 
 // ---- little-endian field access over the mapped file ----
 
-uint16_t u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
-uint32_t u32(const uint8_t* p) { return load_le32(p); }
-uint64_t u64(const uint8_t* p) { return static_cast<uint64_t>(u32(p)) | static_cast<uint64_t>(u32(p + 4)) << 32; }
+uint16_t u16(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] | p[1] << 8);
+}
+uint32_t u32(const uint8_t* p) {
+  return load_le32(p);
+}
+uint64_t u64(const uint8_t* p) {
+  return static_cast<uint64_t>(u32(p)) | static_cast<uint64_t>(u32(p + 4)) << 32;
+}
 
 std::string hex32(uint32_t v) {
   static const char* digits = "0123456789abcdef";
@@ -68,22 +74,35 @@ std::string signature_text(uint32_t sig) {
 
 std::string method_name(uint16_t method) {
   switch (method) {
-    case 0: return "stored";
-    case 8: return "deflate";
-    case 9: return "deflate64";
-    case 12: return "bzip2";
-    case 14: return "lzma";
-    case 93: return "zstd";
-    case 95: return "xz";
-    case 99: return "AES encryption";
-    default: return "unknown";
+    case 0:
+      return "stored";
+    case 8:
+      return "deflate";
+    case 9:
+      return "deflate64";
+    case 12:
+      return "bzip2";
+    case 14:
+      return "lzma";
+    case 93:
+      return "zstd";
+    case 95:
+      return "xz";
+    case 99:
+      return "AES encryption";
+    default:
+      return "unknown";
   }
 }
 
-std::string record(const std::string& name) { return "record '" + name + "'"; }
+std::string record(const std::string& name) {
+  return "record '" + name + "'";
+}
 
 // True when [offset, offset + length) lies inside [0, limit).
-bool fits(uint64_t offset, uint64_t length, uint64_t limit) { return offset <= limit && length <= limit - offset; }
+bool fits(uint64_t offset, uint64_t length, uint64_t limit) {
+  return offset <= limit && length <= limit - offset;
+}
 
 struct Directory {
   uint64_t entries = 0;
@@ -114,8 +133,8 @@ std::string try_eocd(const MappedFile& file, uint64_t pos, Directory& dir) {
     const uint64_t stated = u64(l + 8);
     const uint32_t disks = u32(l + 16);
     if (z_disk != 0 || disks > 1)
-      return "ZIP64 locator at " + at_offset(loc) + " describes a multi-disk archive (" + std::to_string(disks) +
-             " disks), which is not supported";
+      return "ZIP64 locator at " + at_offset(loc) + " describes a multi-disk archive (" +
+             std::to_string(disks) + " disks), which is not supported";
     uint64_t rec = stated;
     const auto valid_at = [&](uint64_t at) {
       return fits(at, zip::kZip64EocdSize, loc) && u32(base + at) == zip::kSigZip64Eocd;
@@ -125,7 +144,8 @@ std::string try_eocd(const MappedFile& file, uint64_t pos, Directory& dir) {
       if (loc >= zip::kZip64EocdSize && valid_at(loc - zip::kZip64EocdSize)) {
         rec = loc - zip::kZip64EocdSize;
       } else {
-        std::string found = fits(stated, 4, size) ? signature_text(u32(base + stated)) : "the end of the file";
+        std::string found =
+            fits(stated, 4, size) ? signature_text(u32(base + stated)) : "the end of the file";
         return "ZIP64 locator at " + at_offset(loc) + " points to " + at_offset(stated) + ": " +
                expected_found("a ZIP64 end of central directory record (\"PK\\x06\\x06\")", found);
       }
@@ -156,8 +176,8 @@ std::string try_eocd(const MappedFile& file, uint64_t pos, Directory& dir) {
     return "central directory of " + std::to_string(cd_size) + " bytes at " + at_offset(cd_offset) +
            " runs past the end records at " + at_offset(limit);
   if (total > cd_size / zip::kCdhSize)
-    return "central directory of " + std::to_string(cd_size) + " bytes is too small for " + std::to_string(total) +
-           " entries (" + std::to_string(zip::kCdhSize) + " bytes each at least)";
+    return "central directory of " + std::to_string(cd_size) + " bytes is too small for " +
+           std::to_string(total) + " entries (" + std::to_string(zip::kCdhSize) + " bytes each at least)";
   dir = Directory{total, cd_offset, cd_size, limit};
   return {};
 }
@@ -213,7 +233,9 @@ uint32_t crc32_update(uint32_t crc, std::span<const uint8_t> bytes) {
   return ~c;
 }
 
-uint32_t crc32(std::span<const uint8_t> bytes) { return crc32_update(0, bytes); }
+uint32_t crc32(std::span<const uint8_t> bytes) {
+  return crc32_update(0, bytes);
+}
 
 bool ZipReader::looks_like_zip(std::span<const uint8_t> head) {
   return head.size() >= 4 && u32(head.data()) == zip::kSigLocal;
@@ -342,6 +364,8 @@ std::span<const uint8_t> ZipReader::data(const ZipEntry& entry) const {
   return file_->slice(entry.data_offset, entry.size, ("data of " + record(entry.name)).c_str());
 }
 
-bool ZipReader::verify_crc(const ZipEntry& entry) const { return crc32(data(entry)) == entry.crc32; }
+bool ZipReader::verify_crc(const ZipEntry& entry) const {
+  return crc32(data(entry)) == entry.crc32;
+}
 
 }  // namespace ckptdoc

@@ -40,14 +40,21 @@ class Bytes {
   std::vector<uint8_t> data_;
 };
 
-bool needs_zip64(uint64_t size, uint64_t offset) { return size >= zip::kMax32 || offset >= zip::kMax32; }
-uint64_t clamp32(uint64_t v) { return v >= zip::kMax32 ? zip::kMax32 : v; }
-std::string record(const std::string& name) { return "record '" + name + "'"; }
+bool needs_zip64(uint64_t size, uint64_t offset) {
+  return size >= zip::kMax32 || offset >= zip::kMax32;
+}
+uint64_t clamp32(uint64_t v) {
+  return v >= zip::kMax32 ? zip::kMax32 : v;
+}
+std::string record(const std::string& name) {
+  return "record '" + name + "'";
+}
 
 // Forwards a streamed record to the archive while computing its CRC and refusing bytes past its size.
 class RecordSink : public ByteSink {
  public:
-  RecordSink(ByteSink& inner, const std::string& name, uint64_t size) : inner_(inner), name_(name), size_(size) {}
+  RecordSink(ByteSink& inner, const std::string& name, uint64_t size)
+      : inner_(inner), name_(name), size_(size) {}
   void write(std::span<const uint8_t> bytes) override {
     if (bytes.size() > size_ - count_)
       throw Error("", record(name_),
@@ -111,7 +118,8 @@ ZipWriter::ZipWriter(ByteSink& sink, uint64_t alignment) : sink_(sink), alignmen
 }
 
 void ZipWriter::check_usable(const std::string& name) {
-  if (failed_) throw Error("", record(name), "cannot add: an earlier record failed, the archive is incomplete");
+  if (failed_)
+    throw Error("", record(name), "cannot add: an earlier record failed, the archive is incomplete");
   if (finished_) throw Error("", record(name), "cannot add: the archive is already finished");
   if (name.empty() || name.size() > zip::kMax16)
     throw Error(ErrorKind::InvalidRequest, "", record(name),
@@ -135,14 +143,14 @@ void ZipWriter::write_local_header(const std::string& name, uint64_t size) {
   const uint64_t pad = (alignment_ - start % alignment_) % alignment_;
   Bytes h;
   h.u32(zip::kSigLocal)
-      .u16(0)                          // version needed: torch writes 0 for stored records
-      .u16(size ? 0x0808 : 0x0800)     // UTF-8 names; data descriptor follows when there is data
-      .u16(0)                          // stored
+      .u16(0)                       // version needed: torch writes 0 for stored records
+      .u16(size ? 0x0808 : 0x0800)  // UTF-8 names; data descriptor follows when there is data
+      .u16(0)                       // stored
       .u16(0)
-      .u16(0)                          // no time or date
+      .u16(0)  // no time or date
       .u32(0)
       .u32(0)
-      .u32(0)                          // crc and sizes are in the data descriptor
+      .u32(0)  // crc and sizes are in the data descriptor
       .u16(name.size())
       .u16(z64.size() + 4 + pad)
       .text(name)
@@ -167,7 +175,8 @@ void ZipWriter::add(const std::string& name, std::span<const uint8_t> data) {
   add_streamed(name, data.size(), [&](ByteSink& out) { out.write(data); });
 }
 
-void ZipWriter::add_streamed(const std::string& name, uint64_t size, const std::function<void(ByteSink&)>& fill) {
+void ZipWriter::add_streamed(const std::string& name, uint64_t size,
+                             const std::function<void(ByteSink&)>& fill) {
   check_usable(name);
   failed_ = true;  // until this record is complete
   const uint64_t offset = sink_.position();
@@ -175,8 +184,9 @@ void ZipWriter::add_streamed(const std::string& name, uint64_t size, const std::
   RecordSink body(sink_, name, size);
   fill(body);
   if (body.position() != size)
-    throw Error("", record(name),
-                "the writer " + expected_found(std::to_string(size) + " bytes", std::to_string(body.position())));
+    throw Error(
+        "", record(name),
+        "the writer " + expected_found(std::to_string(size) + " bytes", std::to_string(body.position())));
   if (size > 0) write_descriptor(body.crc(), size, needs_zip64(size, offset));
   written_.push_back(Written{name, offset, size, body.crc()});
   names_.insert(name);

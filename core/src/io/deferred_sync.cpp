@@ -83,9 +83,13 @@ void DeferredSyncIo::follow_rename(const std::string& from, const std::string& t
     if (k.path == from) k.path = to;
 }
 
-int DeferredSyncIo::unlink(const std::string& path) { return inner_.unlink(path); }
+int DeferredSyncIo::unlink(const std::string& path) {
+  return inner_.unlink(path);
+}
 
-int DeferredSyncIo::mkdir(const std::string& path) { return inner_.mkdir(path); }
+int DeferredSyncIo::mkdir(const std::string& path) {
+  return inner_.mkdir(path);
+}
 
 int DeferredSyncIo::fsync_dir(const std::string& path) {
   std::lock_guard<std::mutex> lock(mutex_);

@@ -37,8 +37,8 @@ std::optional<FaultPlan> FaultPlan::parse(const std::string& spec) {
   p.at_call = std::strtoull(parts[0].c_str(), &end, 10);
   if (p.at_call == 0 || (end && *end)) return std::nullopt;
   if (!parts[1].empty()) p.calls = parts[1];
-  static const std::map<std::string, int> kErrors = {{"ENOSPC", ENOSPC}, {"EIO", EIO}, {"EACCES", EACCES},
-                                                     {"EROFS", EROFS},   {"EDQUOT", EDQUOT}};
+  static const std::map<std::string, int> kErrors = {
+      {"ENOSPC", ENOSPC}, {"EIO", EIO}, {"EACCES", EACCES}, {"EROFS", EROFS}, {"EDQUOT", EDQUOT}};
   if (!parts[2].empty()) {
     auto it = kErrors.find(parts[2]);
     if (it == kErrors.end()) return std::nullopt;

@@ -24,7 +24,8 @@ namespace ckptdoc {
 
 namespace {
 
-constexpr int kGuardSlots = 1 << 16;  // mappings guarded at once; more are mapped unguarded (see register_map)
+constexpr int kGuardSlots =
+    1 << 16;  // mappings guarded at once; more are mapped unguarded (see register_map)
 
 struct GuardSlot {
   std::atomic<uintptr_t> begin{0}, end{0};  // [begin, end) of the mapping; begin 0 = free
@@ -70,11 +71,12 @@ void on_sigbus(int sig, siginfo_t* info, void* context) {
     GuardSlot& s = g_slots[i];
     const uintptr_t b = s.begin.load(std::memory_order_acquire), e = s.end.load(std::memory_order_acquire);
     if (b == 0 || addr < b || addr >= e) continue;
-    // The file shrank under its mapping: zero pages from the faulting page to the end of the mapping (mmap is a
-    // plain system call, safe here), and the reader's check_unchanged() reports it.
+    // The file shrank under its mapping: zero pages from the faulting page to the end of the mapping (mmap is
+    // a plain system call, safe here), and the reader's check_unchanged() reports it.
     const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
     const uintptr_t from = addr / page * page;
-    void* p = mmap(reinterpret_cast<void*>(from), e - from, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    void* p = mmap(reinterpret_cast<void*>(from), e - from, PROT_READ,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
     if (p == MAP_FAILED) break;
     s.changed.store(1, std::memory_order_release);
     g_changes.fetch_add(1, std::memory_order_acq_rel);
@@ -143,7 +145,6 @@ void unregister_map(int slot, const std::string& path, uint64_t size) {
 // ---------------------------------------------------------------------------------------------------------
 // MappedFile
 
-
 std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -182,7 +183,8 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
   return f;
 }
 
-std::shared_ptr<const MappedFile> MappedFile::from_memory(const std::string& name, std::vector<uint8_t> bytes) {
+std::shared_ptr<const MappedFile> MappedFile::from_memory(const std::string& name,
+                                                          std::vector<uint8_t> bytes) {
   std::shared_ptr<MappedFile> f(new MappedFile());
   f->path_ = name;
   f->owned_ = std::move(bytes);
@@ -207,7 +209,9 @@ MappedFile::~MappedFile() {
   if (data_ && owned_.empty() && !whole_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
-uint64_t MappedFile::change_count() { return g_changes.load(std::memory_order_acquire); }
+uint64_t MappedFile::change_count() {
+  return g_changes.load(std::memory_order_acquire);
+}
 
 void MappedFile::throw_changed(const std::string& while_doing) {
   std::unique_lock<std::mutex> lock(g_registry_mutex);
@@ -275,8 +279,8 @@ int MappedFile::reopen() const {
   const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_dev) != device_ || static_cast<uint64_t>(st.st_ino) != inode_ ||
-      static_cast<uint64_t>(st.st_size) < size_) {
+  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_dev) != device_ ||
+      static_cast<uint64_t>(st.st_ino) != inode_ || static_cast<uint64_t>(st.st_size) < size_) {
     ::close(fd);
     return -1;
   }

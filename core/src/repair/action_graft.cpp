@@ -31,13 +31,17 @@ void Runner::graft() {
   }
   const int tdp = tl.dp;
   const ParamRead fp32_read = [&](const std::string& name, int64_t first, int64_t cnt, float* out) {
-    if (carried.at(name)) sreader.read("fp32", name, first, cnt, out);
-    else treader.read("fp32", name, first, cnt, out);
+    if (carried.at(name))
+      sreader.read("fp32", name, first, cnt, out);
+    else
+      treader.read("fp32", name, first, cnt, out);
   };
   auto moment_read = [&](const std::string& key) {
     return ParamRead([&, key](const std::string& name, int64_t first, int64_t cnt, float* out) {
-      if (carried.at(name)) sreader.read(key, name, first, cnt, out);
-      else std::fill(out, out + cnt, 0.0f);
+      if (carried.at(name))
+        sreader.read(key, name, first, cnt, out);
+      else
+        std::fill(out, out + cnt, 0.0f);
     });
   };
   // A state entry of the source (rank 0, group 0) gives the step and the set of moment keys.
@@ -45,7 +49,8 @@ void Runner::graft() {
   const Value* sbos = sosd.get("base_optimizer_state");
   const Value* sstate = sbos ? sbos->get("state") : nullptr;
   const Value* sentry = nullptr;
-  if (sstate && sstate->is_dict() && !sstate->as_dict().items.empty()) sentry = &sstate->as_dict().items.front().second;
+  if (sstate && sstate->is_dict() && !sstate->as_dict().items.empty())
+    sentry = &sstate->as_dict().items.front().second;
 
   for (const auto& f : tc.files) {
     if (f.role == FileRole::Optim) {
@@ -60,17 +65,17 @@ void Runner::graft() {
         const GroupLayout& g = tl.groups[gi];
         const int64_t base = static_cast<int64_t>(r) * g.partition_numel;
         const int64_t L = items[gi].as_tensor().numel();
-        items[gi] = Value::tensor(deepspeed::produced_f32(
-            L, guarded([&g, base, fp32_read](int64_t first, int64_t cnt, float* out) {
-              fill_zero12_flat(g, base + first, cnt, out, fp32_read);
-            }),
-            g.partition_numel, true));
+        items[gi] = Value::tensor(
+            deepspeed::produced_f32(L, guarded([&g, base, fp32_read](int64_t first, int64_t cnt, float* out) {
+                                      fill_zero12_flat(g, base + first, cnt, out, fp32_read);
+                                    }),
+                                    g.partition_numel, true));
         if (sentry && !rq_.reset_optimizer) {
           const int64_t slen = src.groups.front().partition_numel;
           state.set_item(Value::integer(static_cast<int64_t>(gi)),
                          remap_state_entry(*sentry, slen, g.partition_numel,
-                                           [&g, base, moment_read](const std::string& key, int64_t first, int64_t cnt,
-                                                                   float* out) {
+                                           [&g, base, moment_read](const std::string& key, int64_t first,
+                                                                   int64_t cnt, float* out) {
                                              fill_zero12_flat(g, base + first, cnt, out, moment_read(key));
                                            }));
         }

@@ -23,7 +23,8 @@ std::vector<std::string> Runner::state_keys(const Value& entry, int64_t len) con
   std::vector<std::string> keys;
   if (!entry.is_dict()) return keys;
   for (const auto& [k, v] : entry.as_dict().items)
-    if (k.is(Value::Kind::Str) && v.is_tensor() && v.as_tensor().shape.size() == 1 && v.as_tensor().numel() == len)
+    if (k.is(Value::Kind::Str) && v.is_tensor() && v.as_tensor().shape.size() == 1 &&
+        v.as_tensor().numel() == len)
       keys.push_back(k.as_str());
   return keys;
 }
@@ -35,17 +36,19 @@ Runner::NewLayout Runner::new_layout(const SourceLayout& src, const TorchFile& o
     for (const auto& g : src.groups) {
       std::vector<ParamEntry> entries;
       for (const auto& p : g.params) entries.push_back(ParamEntry{p.name, p.shape, p.numel, 0});
-      // An expert group keeps its expert-parallel size E: n / E partitions, partition k of ep rank e in dp rank
-      // e + k * E.
+      // An expert group keeps its expert-parallel size E: n / E partitions, partition k of ep rank e in dp
+      // rank e + k * E.
       const int E = g.expert ? expert_parallel_size(g) : 1;
       const int parts = n / E;
-      GroupLayout ng = src.bf16_optimizer ? deepspeed::layout_bf16_optimizer(g.index, std::move(entries), parts)
-                                          : deepspeed::layout_zero12(g.index, std::move(entries), parts, rules);
+      GroupLayout ng = src.bf16_optimizer
+                           ? deepspeed::layout_bf16_optimizer(g.index, std::move(entries), parts)
+                           : deepspeed::layout_zero12(g.index, std::move(entries), parts, rules);
       ng.file_group = g.file_group;
       ng.expert = g.expert;
       ng.ep_rank = g.ep_rank;
       if (g.expert)
-        for (size_t k = 0; k < ng.partitions.size(); ++k) ng.partitions[k].rank = g.ep_rank + static_cast<int>(k) * E;
+        for (size_t k = 0; k < ng.partitions.size(); ++k)
+          ng.partitions[k].rank = g.ep_rank + static_cast<int>(k) * E;
       nl.groups.push_back(std::move(ng));
     }
     return nl;
@@ -53,10 +56,13 @@ Runner::NewLayout Runner::new_layout(const SourceLayout& src, const TorchFile& o
   int64_t sgs = 1000000000;
   if (const Value* cfg = model_template().root.get("ds_config"))
     if (const Value* z = cfg->get("zero_optimization"))
-      if (const Value* s = z->get("sub_group_size"); s && (s->is(Value::Kind::Int) || s->is(Value::Kind::Float)))
+      if (const Value* s = z->get("sub_group_size");
+          s && (s->is(Value::Kind::Int) || s->is(Value::Kind::Float)))
         if (const double v = s->as_float(); v >= 1.0 && v <= 9.0e15) sgs = static_cast<int64_t>(v);
   const Value* osd0 = optim_tmpl.root.get("optimizer_state_dict");
-  const Value* pgs = osd0 && osd0->get("optimizer_state_dict") ? osd0->get("optimizer_state_dict")->get("param_groups") : nullptr;
+  const Value* pgs = osd0 && osd0->get("optimizer_state_dict")
+                         ? osd0->get("optimizer_state_dict")->get("param_groups")
+                         : nullptr;
   if (!pgs || !pgs->is_sequence())
     throw Error(ErrorKind::Corrupt, optim_tmpl.path, "optimizer_state_dict.param_groups", "missing");
   for (const auto& pg : pgs->items()) {
@@ -97,8 +103,8 @@ int Runner::expert_parallel_size(const GroupLayout& g) const {
 
 Value Runner::file_slice_mappings(const GroupLayout& g, int part) const {
   if (!g.expert) return deepspeed::slice_mappings_value(g, part);
-  // As the checkpoint's DeepSpeed version records them: before v0.14.5 over a window of padded numel / the whole
-  // data-parallel size (layout.h); and the files name experts by their local id.
+  // As the checkpoint's DeepSpeed version records them: before v0.14.5 over a window of padded numel / the
+  // whole data-parallel size (layout.h); and the files name experts by their local id.
   const int dp = static_cast<int>(g.partitions.size()) * expert_parallel_size(g);
   const int64_t window = g.padded_numel / std::max(dp, 1);
   const bool global_dp = deepspeed::zero12_rules_for_version(cat_.ds_version).expert_mappings_use_global_dp;
@@ -110,7 +116,8 @@ Value Runner::file_slice_mappings(const GroupLayout& g, int part) const {
   return m;
 }
 
-const Value* Runner::old_state_entry(const Value& osd, size_t gi, const NewLayout& nl, int64_t* old_len) const {
+const Value* Runner::old_state_entry(const Value& osd, size_t gi, const NewLayout& nl,
+                                     int64_t* old_len) const {
   const bool zero3 = cat_.wrapper == OptimizerWrapper::Zero3;
   const Value* holder = zero3 ? osd.get("optimizer_state_dict") : osd.get("base_optimizer_state");
   const Value* state = holder && holder->is_dict() ? holder->get("state") : nullptr;
@@ -124,7 +131,8 @@ const Value* Runner::old_state_entry(const Value& osd, size_t gi, const NewLayou
   return nullptr;
 }
 
-Value Runner::repartitioned_optim_root(int r, int n, const TorchFile& tmpl, const NewLayout& nl, const RankFill& fill) const {
+Value Runner::repartitioned_optim_root(int r, int n, const TorchFile& tmpl, const NewLayout& nl,
+                                       const RankFill& fill) const {
   const auto& groups = nl.groups;
   Value root = tmpl.root.clone();
   Value* osd = need(&root, "optimizer_state_dict", tmpl.path);
@@ -155,14 +163,15 @@ Value Runner::repartitioned_optim_root(int r, int n, const TorchFile& tmpl, cons
       const GroupLayout& g = groups[gi];
       const int k = g.partition_index(r);
       const auto& rp = g.partitions[static_cast<size_t>(k)];
-      fp32s.push_back(Value::tensor(deepspeed::produced_f32(rp.saved_numel, guarded(fill(gi, r, "fp32")),
-                                                            g.partition_numel, true)));
+      fp32s.push_back(Value::tensor(
+          deepspeed::produced_f32(rp.saved_numel, guarded(fill(gi, r, "fp32")), g.partition_numel, true)));
       paddings.push_back(Value::integer(rp.recorded_padding));
       counts.push_back(Value::integer(static_cast<int64_t>(g.partitions.size())));
       mappings.push_back(file_slice_mappings(g, k));
       int64_t old_len = 0;
       const Value* entry = old_state_entry(*osd, gi, nl, &old_len);
-      if (entry && !rq_.reset_optimizer) state.set_item(Value::integer(static_cast<int64_t>(fg)), remap(gi, entry, old_len));
+      if (entry && !rq_.reset_optimizer)
+        state.set_item(Value::integer(static_cast<int64_t>(fg)), remap(gi, entry, old_len));
     }
     bos->set("state", state);
     if (rq_.reset_optimizer) erase_group_steps(bos->get_mut("param_groups"));
@@ -177,21 +186,23 @@ Value Runner::repartitioned_optim_root(int r, int n, const TorchFile& tmpl, cons
   Value state = Value::dict();
   std::vector<Value> fp32s;
   for (size_t k = 0; k < groups.size(); ++k) {
-    fp32s.push_back(Value::tensor(deepspeed::produced_f32(groups[k].partition_numel, guarded(fill(k, r, "fp32")))));
+    fp32s.push_back(
+        Value::tensor(deepspeed::produced_f32(groups[k].partition_numel, guarded(fill(k, r, "fp32")))));
     int64_t old_len = 0;
     const Value* entry = old_state_entry(*osd, k, nl, &old_len);
-    if (entry && !rq_.reset_optimizer) state.set_item(Value::integer(static_cast<int64_t>(k)), remap(k, entry, old_len));
+    if (entry && !rq_.reset_optimizer)
+      state.set_item(Value::integer(static_cast<int64_t>(k)), remap(k, entry, old_len));
   }
   inner->set("state", state);
   Value* pgs = need(inner, "param_groups", tmpl.path);
   auto& items = pgs->items_mut();
-  for (size_t gi = 0; gi < items.size() && gi < nl.sub_ids.size(); ++gi) items[gi].set("params", Value::list(nl.sub_ids[gi]));
+  for (size_t gi = 0; gi < items.size() && gi < nl.sub_ids.size(); ++gi)
+    items[gi].set("params", Value::list(nl.sub_ids[gi]));
   if (rq_.reset_optimizer) erase_group_steps(pgs);
   osd->set("fp32_flat_groups", Value::list(std::move(fp32s)));
   osd->set("partition_count", Value::integer(n));
   return root;
 }
-
 
 std::vector<std::vector<std::string>> Runner::group_fields(const TorchFile& tmpl, const NewLayout& nl) const {
   const Value* osd = tmpl.root.get("optimizer_state_dict");
@@ -236,8 +247,9 @@ void Runner::repartition() {
     if (std::adjacent_find(all.begin(), all.end(), std::not_equal_to<>()) != all.end())
       throw Error(ErrorKind::Inconsistent, optim_tmpl.path, "optimizer state",
                   "the processes' optimizer files carry different state keys");
-    exchanged = exchange_partitions(reader, nl.groups, fields, zero3, *dist_,
-                                    out_ + "/.ckptdoc-scratch-" + std::to_string(dist_->me), *exchanger_, progress_);
+    exchanged =
+        exchange_partitions(reader, nl.groups, fields, zero3, *dist_,
+                            out_ + "/.ckptdoc-scratch-" + std::to_string(dist_->me), *exchanger_, progress_);
     exchange_bytes_ = exchanged->bytes_received;
     if (progress_) progress_->set_stage("writing repaired checkpoint", plan_.files.size());
     fill = [&exchanged](size_t gi, int r, const std::string& field) {
@@ -246,9 +258,8 @@ void Runner::repartition() {
   } else {
     fill = [&nl, &reader, n, zero3](size_t gi, int r, const std::string& field) {
       const GroupLayout& g = nl.groups[gi];
-      const ParamRead read = [&reader, field](const std::string& name, int64_t first, int64_t cnt, float* out) {
-        reader.read(field, name, first, cnt, out);
-      };
+      const ParamRead read = [&reader, field](const std::string& name, int64_t first, int64_t cnt,
+                                              float* out) { reader.read(field, name, first, cnt, out); };
       if (zero3)
         return FloatFill([&g, r, n, read](int64_t first, int64_t cnt, float* out) {
           fill_zero3_part(g, r, n, first, cnt, out, read);
@@ -262,7 +273,8 @@ void Runner::repartition() {
 
   for (int r = 0; r < n; ++r)
     if (!dist_ || dist_->owns(r))
-      write(deepspeed::optim_file_name(bf16_prefix, r, cat_.mp_rank), repartitioned_optim_root(r, n, optim_tmpl, nl, fill));
+      write(deepspeed::optim_file_name(bf16_prefix, r, cat_.mp_rank),
+            repartitioned_optim_root(r, n, optim_tmpl, nl, fill));
 
   // Model files: ZeRO-1/2 has one per mp rank (written once per storage); ZeRO-3 one per dp rank.
   if (!zero3) {

@@ -123,7 +123,8 @@ deepspeed::FloatFill ExchangedPartitions::fill(int rank, int group, const std::s
                 "not assembled by this process");
   std::shared_ptr<const MappedFile> m = it->second;
   return [m](int64_t first, int64_t count, float* out) {
-    const auto bytes = m->slice(static_cast<uint64_t>(first) * 4, static_cast<uint64_t>(count) * 4, "partition range");
+    const auto bytes =
+        m->slice(static_cast<uint64_t>(first) * 4, static_cast<uint64_t>(count) * 4, "partition range");
     std::memcpy(out, bytes.data(), bytes.size());
   };
 }
@@ -132,9 +133,10 @@ class PartitionAssembler {
  public:
   static std::unique_ptr<ExchangedPartitions> run(const StateReader& reader,
                                                   const std::vector<deepspeed::GroupLayout>& new_groups,
-                                                  const std::vector<std::vector<std::string>>& fields, bool zero3,
-                                                  const Assignment& a, const std::string& scratch_dir,
-                                                  Exchanger& exchanger, Progress* progress) {
+                                                  const std::vector<std::vector<std::string>>& fields,
+                                                  bool zero3, const Assignment& a,
+                                                  const std::string& scratch_dir, Exchanger& exchanger,
+                                                  Progress* progress) {
     auto out = std::make_unique<ExchangedPartitions>(scratch_dir);
     std::vector<Piece> pieces;
     std::string err;
@@ -151,7 +153,8 @@ class PartitionAssembler {
     const auto procs = static_cast<size_t>(a.procs);
     int64_t total = 0;
     for (size_t gi = 0; gi < new_groups.size(); ++gi) total += static_cast<int64_t>(fields[gi].size());
-    if (progress) progress->set_stage("exchanging partitions between processes", static_cast<uint64_t>(total));
+    if (progress)
+      progress->set_stage("exchanging partitions between processes", static_cast<uint64_t>(total));
     std::vector<float> send, recv;
     size_t group_start = 0;
     for (size_t gi = 0; gi < new_groups.size(); ++gi) {
@@ -236,13 +239,12 @@ class PartitionAssembler {
   }
 };
 
-std::unique_ptr<ExchangedPartitions> exchange_partitions(const StateReader& reader,
-                                                         const std::vector<deepspeed::GroupLayout>& new_groups,
-                                                         const std::vector<std::vector<std::string>>& fields,
-                                                         bool zero3, const Assignment& assignment,
-                                                         const std::string& scratch_dir, Exchanger& exchanger,
-                                                         Progress* progress) {
-  return PartitionAssembler::run(reader, new_groups, fields, zero3, assignment, scratch_dir, exchanger, progress);
+std::unique_ptr<ExchangedPartitions> exchange_partitions(
+    const StateReader& reader, const std::vector<deepspeed::GroupLayout>& new_groups,
+    const std::vector<std::vector<std::string>>& fields, bool zero3, const Assignment& assignment,
+    const std::string& scratch_dir, Exchanger& exchanger, Progress* progress) {
+  return PartitionAssembler::run(reader, new_groups, fields, zero3, assignment, scratch_dir, exchanger,
+                                 progress);
 }
 
 }  // namespace ckptdoc::repair::detail

@@ -53,11 +53,9 @@ class ExchangedPartitions {
 // Runs the exchange: for every new group and each of its fields ("fp32", then optimizer state keys), in
 // rounds of bounded size, every process reads the pieces it holds, the exchanger moves them, and every
 // process writes what it received into its scratch files. Collective; an error on any process stops all.
-std::unique_ptr<ExchangedPartitions> exchange_partitions(const StateReader& reader,
-                                                         const std::vector<deepspeed::GroupLayout>& new_groups,
-                                                         const std::vector<std::vector<std::string>>& fields,
-                                                         bool zero3, const Assignment& assignment,
-                                                         const std::string& scratch_dir, Exchanger& exchanger,
-                                                         Progress* progress);
+std::unique_ptr<ExchangedPartitions> exchange_partitions(
+    const StateReader& reader, const std::vector<deepspeed::GroupLayout>& new_groups,
+    const std::vector<std::vector<std::string>>& fields, bool zero3, const Assignment& assignment,
+    const std::string& scratch_dir, Exchanger& exchanger, Progress* progress);
 
 }  // namespace ckptdoc::repair::detail

@@ -9,7 +9,8 @@
 
 namespace ckptdoc::repair {
 
-std::vector<Holding> param_holdings(const deepspeed::GroupLayout& g, const deepspeed::ParamEntry& p, bool zero3) {
+std::vector<Holding> param_holdings(const deepspeed::GroupLayout& g, const deepspeed::ParamEntry& p,
+                                    bool zero3) {
   std::vector<Holding> out;
   const int dp = static_cast<int>(g.partitions.size());
   if (p.numel <= 0 || dp <= 0) return out;

@@ -17,7 +17,9 @@ using deepspeed::OptimizerWrapper;
 
 namespace {
 
-std::string s(int64_t v) { return std::to_string(v); }
+std::string s(int64_t v) {
+  return std::to_string(v);
+}
 
 const Value* int_entry(const Value* d, int64_t key) {
   if (!d || !d->is_dict()) return nullptr;
@@ -40,7 +42,8 @@ std::vector<std::string> check_loader_invariants(const deepspeed::Checkpoint& ck
     try {
       slice = ckpt.slice(m);
     } catch (const Error& e) {
-      fail.push_back(std::string("model-parallel rank ") + std::to_string(m) + " cannot be opened: " + e.what());
+      fail.push_back(std::string("model-parallel rank ") + std::to_string(m) +
+                     " cannot be opened: " + e.what());
       continue;
     }
     check_slice(*slice, only_present_files, fail);
@@ -79,24 +82,27 @@ void check_slice(const deepspeed::Checkpoint& ckpt, bool only_present_files, std
           if (!root.get(key)) bad_job(cat.model_file(m, r)->path + ": key '" + key + "' missing");
         const Value* mws = root.get("mp_world_size");
         if (mws && mws->is(Value::Kind::Int) && mws->as_int() != mp)
-          bad_job(cat.model_file(m, r)->path + ": mp_world_size " + s(mws->as_int()) + " but " + s(mp) + " model files");
+          bad_job(cat.model_file(m, r)->path + ": mp_world_size " + s(mws->as_int()) + " but " + s(mp) +
+                  " model files");
       } catch (const Error& e) {
         bad_job(std::string("unreadable model file: ") + e.what());
       }
     }
   }
 
-  // 1b. The lp weights DeepSpeed loads from pipeline layer files and MoE expert files: every param's is there.
+  // 1b. The lp weights DeepSpeed loads from pipeline layer files and MoE expert files: every param's is
+  // there.
   for (const auto& g : cat.groups)
     for (const auto& p : g.params)
       if ((cat.topology.pipeline || g.expert) && !cat.lp_locations.count(p.name))
         bad("no layer or expert file holds the 16-bit weight of " + p.name);
 
-  const bool partitioned = cat.wrapper == OptimizerWrapper::Zero12 || cat.wrapper == OptimizerWrapper::BF16Optimizer ||
-                           zero3;
+  const bool partitioned =
+      cat.wrapper == OptimizerWrapper::Zero12 || cat.wrapper == OptimizerWrapper::BF16Optimizer || zero3;
   if (!partitioned) return;  // weights-only (load_optimizer_states=False) or a non-ZeRO wrapper
 
-  // 4/5. dp_world_size == number of optimizer files == partition_count; one file per rank, lp-matching prefix.
+  // 4/5. dp_world_size == number of optimizer files == partition_count; one file per rank, lp-matching
+  // prefix.
   if (cat.optim_file_count != dp && !only_present_files)
     bad("dp_world_size is " + s(dp) + " but there are " + s(cat.optim_file_count) + " optimizer files");
   for (size_t g = 0; g < cat.partition_count.size(); ++g) {
@@ -104,8 +110,9 @@ void check_slice(const deepspeed::Checkpoint& ckpt, bool only_present_files, std
     const auto* G = cat.group_in_file(static_cast<int>(g), 0);
     const int64_t want = G ? static_cast<int64_t>(G->partitions.size()) : dp;
     if (cat.partition_count[g] != want)
-      bad("partition_count " + s(cat.partition_count[g]) + " of group " + s(static_cast<int64_t>(g)) + " differs from " +
-          s(want) + (want != dp ? " (its expert-data-parallel size)" : " (dp_world_size)"));
+      bad("partition_count " + s(cat.partition_count[g]) + " of group " + s(static_cast<int64_t>(g)) +
+          " differs from " + s(want) +
+          (want != dp ? " (its expert-data-parallel size)" : " (dp_world_size)"));
   }
   const bool want_bf16 = cat.lp_dtype == DType::BF16;
   for (int r = 0; r < dp; ++r) {
@@ -141,17 +148,21 @@ void check_slice(const deepspeed::Checkpoint& ckpt, bool only_present_files, std
         const Value* pgs = bos->get("param_groups");
         const auto G = static_cast<size_t>(cat.file_group_count());
         if (!pgs || !pgs->is_sequence() || pgs->items().size() != G) {
-          bad(where + "base_optimizer_state has " + s(pgs && pgs->is_sequence() ? static_cast<int64_t>(pgs->items().size()) : -1) +
+          bad(where + "base_optimizer_state has " +
+              s(pgs && pgs->is_sequence() ? static_cast<int64_t>(pgs->items().size()) : -1) +
               " param groups, expected " + s(static_cast<int64_t>(G)));
           continue;
         }
         for (size_t g = 0; g < G; ++g) {
           const Value* ps = pgs->items()[g].get("params");
-          if (!ps || !ps->is_sequence() || ps->items().size() != 1 || ps->items()[0].as_int() != static_cast<int64_t>(g))
-            bad(where + "param_groups[" + s(static_cast<int64_t>(g)) + "]['params'] is not [" + s(static_cast<int64_t>(g)) + "]");
+          if (!ps || !ps->is_sequence() || ps->items().size() != 1 ||
+              ps->items()[0].as_int() != static_cast<int64_t>(g))
+            bad(where + "param_groups[" + s(static_cast<int64_t>(g)) + "]['params'] is not [" +
+                s(static_cast<int64_t>(g)) + "]");
           const auto* layout = cat.group_in_file(static_cast<int>(g), r);
           if (!layout) {
-            bad(where + "group " + s(static_cast<int64_t>(g)) + " has no partition on this rank in the layout");
+            bad(where + "group " + s(static_cast<int64_t>(g)) +
+                " has no partition on this rank in the layout");
             continue;
           }
           const int64_t P = layout->partition_numel;
@@ -166,9 +177,12 @@ void check_slice(const deepspeed::Checkpoint& ckpt, bool only_present_files, std
             break;
           }
           const int64_t L = parts->items()[g].as_tensor().numel();
-          if (L > P) bad(where + "fp32 partition of group " + s(static_cast<int64_t>(g)) + " has " + s(L) + " > P = " + s(P));
+          if (L > P)
+            bad(where + "fp32 partition of group " + s(static_cast<int64_t>(g)) + " has " + s(L) +
+                " > P = " + s(P));
           if (cat.wrapper == OptimizerWrapper::BF16Optimizer && L != P)
-            bad(where + "BF16_Optimizer fp32 partition of group " + s(static_cast<int64_t>(g)) + " is not the full P");
+            bad(where + "BF16_Optimizer fp32 partition of group " + s(static_cast<int64_t>(g)) +
+                " is not the full P");
         }
       } else {
         for (const char* key : {"loss_scaler", "dynamic_loss_scale", "overflow"})
@@ -176,7 +190,8 @@ void check_slice(const deepspeed::Checkpoint& ckpt, bool only_present_files, std
         const Value* flat = osd.get("fp32_flat_groups");
         const size_t K = cat.groups.size();
         if (!flat || !flat->is_sequence() || flat->items().size() != K) {
-          bad(where + "fp32_flat_groups does not have one tensor per sub-group (" + s(static_cast<int64_t>(K)) + ")");
+          bad(where + "fp32_flat_groups does not have one tensor per sub-group (" +
+              s(static_cast<int64_t>(K)) + ")");
           continue;
         }
         for (size_t k = 0; k < K; ++k) {
@@ -184,12 +199,14 @@ void check_slice(const deepspeed::Checkpoint& ckpt, bool only_present_files, std
           for (const auto& p : cat.groups[k].params) want += deepspeed::zero3_partition_numel(p.numel, dp);
           const int64_t have = flat->items()[k].as_tensor().numel();
           if (have != want)
-            bad(where + "fp32_flat_groups[" + s(static_cast<int64_t>(k)) + "] has " + s(have) + " elements, expected " + s(want));
+            bad(where + "fp32_flat_groups[" + s(static_cast<int64_t>(k)) + "] has " + s(have) +
+                " elements, expected " + s(want));
           const Value* inner = osd.get("optimizer_state_dict");
           if (const Value* e = int_entry(inner ? inner->get("state") : nullptr, static_cast<int64_t>(k)))
             for (const auto& [key, v] : e->as_dict().items)
               if (v.is_tensor() && !v.as_tensor().shape.empty() && v.as_tensor().numel() != want)
-                bad(where + "state[" + s(static_cast<int64_t>(k)) + "]['" + key.as_str() + "'] has wrong length");
+                bad(where + "state[" + s(static_cast<int64_t>(k)) + "]['" + key.as_str() +
+                    "'] has wrong length");
         }
         // param_groups[g]['params'] lists sub-group ids: all of 0..K-1 exactly once.
         const Value* inner = osd.get("optimizer_state_dict");
@@ -199,9 +216,12 @@ void check_slice(const deepspeed::Checkpoint& ckpt, bool only_present_files, std
           for (const auto& pg : pgs->items())
             if (const Value* ids = pg.get("params"); ids && ids->is_sequence())
               for (const auto& id : ids->items())
-                if (id.as_int() >= 0 && static_cast<size_t>(id.as_int()) < K) ++seen[static_cast<size_t>(id.as_int())];
+                if (id.as_int() >= 0 && static_cast<size_t>(id.as_int()) < K)
+                  ++seen[static_cast<size_t>(id.as_int())];
         for (size_t k = 0; k < K; ++k)
-          if (seen[k] != 1) bad(where + "sub-group " + s(static_cast<int64_t>(k)) + " is not listed exactly once in param_groups");
+          if (seen[k] != 1)
+            bad(where + "sub-group " + s(static_cast<int64_t>(k)) +
+                " is not listed exactly once in param_groups");
       }
     } catch (const Error& e) {
       bad(std::string("unreadable optimizer file: ") + e.what());

@@ -34,7 +34,9 @@ constexpr const char* kNotReadByDeepSpeed = "not read by DeepSpeed; copied as it
   throw Error(kind, "", where, why);
 }
 
-bool zero12_like(OptimizerWrapper w) { return w == OptimizerWrapper::Zero12 || w == OptimizerWrapper::BF16Optimizer; }
+bool zero12_like(OptimizerWrapper w) {
+  return w == OptimizerWrapper::Zero12 || w == OptimizerWrapper::BF16Optimizer;
+}
 
 }  // namespace
 
@@ -114,16 +116,19 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   if (rq.restore_model_files && n_actions > 1)
     refuse("request", "--restore-model-files runs alone: restore first, then repair its output");
   if (rq.drop_optimizer && n_actions > 1)
-    refuse("request", "--drop-optimizer writes no optimizer files, so it cannot be combined with other repairs");
+    refuse("request",
+           "--drop-optimizer writes no optimizer files, so it cannot be combined with other repairs");
   if (repartition && rq.refresh_fp32)
     refuse("request", "run --refresh-fp32 and --repartition one after the other (refresh first)");
   if (rq.world_size && rq.target) refuse("request", "--world-size and --target are alternatives; give one");
   if (rq.across_processes && !rq.world_size)
-    refuse("mpirun", "only --repartition --world-size runs across MPI processes; run other repairs in one process");
+    refuse("mpirun",
+           "only --repartition --world-size runs across MPI processes; run other repairs in one process");
   if (rq.world_size && (*rq.world_size < 1 || *rq.world_size > 65536))
     refuse("--world-size", "must be between 1 and 65536");
   if (rq.lp_source && !rq.refresh_fp32) refuse("--lp-source", "only used with --refresh-fp32");
-  if (rq.allow_shape_change && !rq.target) refuse("--allow-shape-change", "only used with --repartition --target");
+  if (rq.allow_shape_change && !rq.target)
+    refuse("--allow-shape-change", "only used with --repartition --target");
 
   // Output safety: a new folder beside the input, never inside it and never holding it; --force replaces only
   // a checkpoint.
@@ -165,8 +170,10 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
 
   const auto w = cat.wrapper;
   const std::string wname(deepspeed::wrapper_name(w));
-  const int dp = cat.groups.empty() ? cat.dp_world_size : static_cast<int>(cat.groups.front().partitions.size());
-  // A tensor/pipeline-parallel job is repaired model-parallel rank by model-parallel rank, each in its own layout.
+  const int dp =
+      cat.groups.empty() ? cat.dp_world_size : static_cast<int>(cat.groups.front().partitions.size());
+  // A tensor/pipeline-parallel job is repaired model-parallel rank by model-parallel rank, each in its own
+  // layout.
   const auto& topo = cat.topology;
   std::vector<std::shared_ptr<const deepspeed::Checkpoint>> slices;
   slices.reserve(static_cast<size_t>(ckpt.slice_count()));
@@ -230,8 +237,9 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
     if (topo.moe()) where += " and expert files";
     plan.actions.push_back(
         "refresh fp32 masters from the " + std::string(rq.lp_source ? "weights in " + *rq.lp_source : where) +
-        " (" + std::to_string(cat.file_group_count()) + (cat.file_group_count() == 1 ? " group on " : " groups on ") +
-        std::to_string(dp) + (dp == 1 ? " rank" : " ranks") +
+        " (" + std::to_string(cat.file_group_count()) +
+        (cat.file_group_count() == 1 ? " group on " : " groups on ") + std::to_string(dp) +
+        (dp == 1 ? " rank" : " ranks") +
         (slices.size() > 1 ? " of each of " + std::to_string(slices.size()) + " model-parallel ranks" : "") +
         ")" + (rq.reset_optimizer ? "" : "; optimizer moments unchanged"));
     for (const auto& sl : slices) {
@@ -251,29 +259,32 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
       }
       for (int r = 0; r < dp; ++r)
         for (int g = 0; g < sc.file_group_count(); ++g)
-          plan.changed_tensors.push_back(label + "rank " + std::to_string(r) +
-                                         (w == OptimizerWrapper::Zero3 ? " fp32_flat_groups[" : " single_partition_of_fp32_groups[") +
-                                         std::to_string(g) + "]");
+          plan.changed_tensors.push_back(
+              label + "rank " + std::to_string(r) +
+              (w == OptimizerWrapper::Zero3 ? " fp32_flat_groups[" : " single_partition_of_fp32_groups[") +
+              std::to_string(g) + "]");
     }
   }
   if (rq.reset_optimizer) {
     if (!(zero12_like(w) || w == OptimizerWrapper::Zero3 || w == OptimizerWrapper::FP16Optimizer))
       refuse("--reset-optimizer", "resetting the optimizer of " + wname + " checkpoints is not supported",
              ErrorKind::Unsupported);
-    plan.actions.push_back("reset the optimizer: empty Adam state (moments re-created at the next step), 'step' "
-                           "removed from param_groups; fp32 masters and weights kept");
+    plan.actions.push_back(
+        "reset the optimizer: empty Adam state (moments re-created at the next step), 'step' "
+        "removed from param_groups; fp32 masters and weights kept");
     plan.changed_tensors.push_back("every rank's optimizer state (removed)");
   }
   if (rq.drop_optimizer) {
-    if (!zero12_like(w) && w != OptimizerWrapper::FP16Optimizer && w != OptimizerWrapper::FP16UnfusedOptimizer &&
-        w != OptimizerWrapper::TorchOptimizer)
-      refuse("--drop-optimizer",
-             w == OptimizerWrapper::Zero3
-                 ? "ZeRO-3 keeps the trainable weights only in the optimizer files (model files hold placeholders); "
-                   "dropping them would lose the model. Use --reset-optimizer instead"
-                 : "this checkpoint has no optimizer state to drop");
-    plan.actions.push_back("drop the optimizer: model files only; load with load_optimizer_states=False "
-                           "(DeepSpeed >= 0.13 then refreshes fp32 masters from the weights)");
+    if (!zero12_like(w) && w != OptimizerWrapper::FP16Optimizer &&
+        w != OptimizerWrapper::FP16UnfusedOptimizer && w != OptimizerWrapper::TorchOptimizer)
+      refuse("--drop-optimizer", w == OptimizerWrapper::Zero3
+                                     ? "ZeRO-3 keeps the trainable weights only in the optimizer files "
+                                       "(model files hold placeholders); "
+                                       "dropping them would lose the model. Use --reset-optimizer instead"
+                                     : "this checkpoint has no optimizer state to drop");
+    plan.actions.push_back(
+        "drop the optimizer: model files only; load with load_optimizer_states=False "
+        "(DeepSpeed >= 0.13 then refreshes fp32 masters from the weights)");
   }
   if (rq.world_size) {
     if (!zero12_like(w) && w != OptimizerWrapper::Zero3)
@@ -281,19 +292,22 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
              ErrorKind::Unsupported);
     if (w == OptimizerWrapper::Zero3) {
       const auto* mf = cat.metadata_model_file();
-      const Value* frag = mf ? ckpt.model_file(mf->mp_rank, std::max(mf->dp_rank, 0)).root.get("frozen_param_fragments") : nullptr;
+      const Value* frag =
+          mf ? ckpt.model_file(mf->mp_rank, std::max(mf->dp_rank, 0)).root.get("frozen_param_fragments")
+             : nullptr;
       if (frag && frag->is_dict() && !frag->as_dict().items.empty())
         refuse("--repartition", "ZeRO-3 checkpoints with frozen params are not supported by repartition yet",
                ErrorKind::Unsupported);
     }
-    plan.actions.push_back("re-partition from data-parallel " + std::to_string(dp) + " to " +
-                           std::to_string(*rq.world_size) +
-                           (slices.size() > 1 ? " within each of " + std::to_string(slices.size()) +
-                                                    " model-parallel ranks (tensor and pipeline layout kept)"
-                                              : std::string()) +
-                           (topo.moe() ? "; expert groups keep expert-parallel " + std::to_string(topo.ep) : std::string()) +
-                           " (fp32 masters, Adam moments, group paddings, param_slice_mappings; group_paddings per "
-                           "ds_version " + (cat.ds_version.empty() ? std::string("(none)") : cat.ds_version) + ")");
+    plan.actions.push_back(
+        "re-partition from data-parallel " + std::to_string(dp) + " to " + std::to_string(*rq.world_size) +
+        (slices.size() > 1 ? " within each of " + std::to_string(slices.size()) +
+                                 " model-parallel ranks (tensor and pipeline layout kept)"
+                           : std::string()) +
+        (topo.moe() ? "; expert groups keep expert-parallel " + std::to_string(topo.ep) : std::string()) +
+        " (fp32 masters, Adam moments, group paddings, param_slice_mappings; group_paddings per "
+        "ds_version " +
+        (cat.ds_version.empty() ? std::string("(none)") : cat.ds_version) + ")");
   }
   if (rq.target) {
     if (!zero12_like(w))
@@ -335,16 +349,20 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
     }
     for (const auto& g : cat.groups)
       for (const auto& p : g.params)
-        if (!tc.find_param(p.name)) plan.warnings.push_back("param '" + p.name + "' is not in the template; dropped");
-    for (const auto& n : changed) plan.warnings.push_back("param '" + n + "' changed shape; the template's values are kept");
+        if (!tc.find_param(p.name))
+          plan.warnings.push_back("param '" + p.name + "' is not in the template; dropped");
+    for (const auto& n : changed)
+      plan.warnings.push_back("param '" + n + "' changed shape; the template's values are kept");
     if (!added.empty() && !rq.reset_optimizer)
-      plan.warnings.push_back(std::to_string(added.size()) +
-                              " new params start with zero Adam moments while their group's step continues, so their "
-                              "first updates are larger than lr (bias correction); diagnose reports this as "
-                              "new-params-zero-moments (a warning). Add --reset-optimizer to restart all moments together");
+      plan.warnings.push_back(
+          std::to_string(added.size()) +
+          " new params start with zero Adam moments while their group's step continues, so their "
+          "first updates are larger than lr (bias correction); diagnose reports this as "
+          "new-params-zero-moments (a warning). Add --reset-optimizer to restart all moments together");
     plan.actions.push_back("graft onto the template " + tc.save_dir + " (data-parallel " +
-                           std::to_string(tc.groups.empty() ? 0 : tc.groups.front().partitions.size()) + ", " +
-                           std::to_string(added.size()) + " new params with the template's values and zero moments)");
+                           std::to_string(tc.groups.empty() ? 0 : tc.groups.front().partitions.size()) +
+                           ", " + std::to_string(added.size()) +
+                           " new params with the template's values and zero moments)");
     for (const auto& f : tc.files) {
       if (f.role != FileRole::Model && f.role != FileRole::Optim) continue;
       plan.files.push_back({tc.tag + "/" + f.path, "write", f.bytes, "template layout"});
@@ -436,12 +454,14 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
       const std::string label = sc.slice_label().empty() ? "" : sc.slice_label() + ", ";
       for (int r = 0; r < n; ++r) {
         if (w == OptimizerWrapper::Zero3) {
-          plan.files.push_back({cat.tag + "/" + deepspeed::model_file_name(3, r, m), "write", 0, label + "rank " + std::to_string(r)});
+          plan.files.push_back({cat.tag + "/" + deepspeed::model_file_name(3, r, m), "write", 0,
+                                label + "rank " + std::to_string(r)});
         }
         plan.files.push_back({cat.tag + "/" + deepspeed::optim_file_name(bf16, r, m), "write", per_rank,
                               label + "rank " + std::to_string(r) + " of " + std::to_string(n)});
         plan.bytes_to_write += per_rank;
-        plan.changed_tensors.push_back(label + "rank " + std::to_string(r) + ": fp32 partitions and moments (new layout)");
+        plan.changed_tensors.push_back(label + "rank " + std::to_string(r) +
+                                       ": fp32 partitions and moments (new layout)");
       }
     }
   }

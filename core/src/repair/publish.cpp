@@ -42,7 +42,8 @@ void publish_folder(const std::string& partial, const std::string& out, FileIo& 
   }
   fs::path parent = fs::path(out).parent_path();
   if (const int err = io.fsync_dir(parent.empty() ? std::string(".") : parent.string()); err != 0) {
-    // Whether the rename is durable is unknown: no output of unknown durability stays, the old one comes back.
+    // Whether the rename is durable is unknown: no output of unknown durability stays, the old one comes
+    // back.
     remove_tree_quietly(out);
     if (!aside.empty()) io.rename(aside, out);
     check_io(err, parent.string(), "fsync of directory");
@@ -51,7 +52,8 @@ void publish_folder(const std::string& partial, const std::string& out, FileIo& 
   if (!aside.empty()) remove_tree_quietly(aside);
 }
 
-void verify_output(RepairResult& result, const RepairRequest& rq, Progress* progress, bool only_present_files) {
+void verify_output(RepairResult& result, const RepairRequest& rq, Progress* progress,
+                   bool only_present_files) {
   try {
     auto written = deepspeed::Checkpoint::open(result.output);
     analysis::DiagnoseOptions dopt;
@@ -71,11 +73,13 @@ void verify_output(RepairResult& result, const RepairRequest& rq, Progress* prog
     return;
   }
   result.state = OutputState::Verified;
-  // With --allow-unsafe-pickle the output carries the input's pickles on purpose: still listed, not a failure.
-  result.verified_clean = std::none_of(
-      result.verification.findings.begin(), result.verification.findings.end(), [&](const analysis::Finding& f) {
-        return f.severity == analysis::Severity::Error && !(rq.allow_unsafe_pickle && f.code == "unsafe-pickle");
-      });
+  // With --allow-unsafe-pickle the output carries the input's pickles on purpose: still listed, not a
+  // failure.
+  result.verified_clean = std::none_of(result.verification.findings.begin(),
+                                       result.verification.findings.end(), [&](const analysis::Finding& f) {
+                                         return f.severity == analysis::Severity::Error &&
+                                                !(rq.allow_unsafe_pickle && f.code == "unsafe-pickle");
+                                       });
 }
 
 }  // namespace ckptdoc::repair::detail

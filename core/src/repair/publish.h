@@ -23,6 +23,7 @@ void publish_folder(const std::string& partial, const std::string& out, FileIo& 
 // Re-opens result.output, re-diagnoses it and checks DeepSpeed's loader invariants (only the files present
 // when `only_present_files`: a node's share on node-local storage). Never throws: a cancel or an error leaves
 // result.state VerificationIncomplete with the reason, since the output is already in place.
-void verify_output(RepairResult& result, const RepairRequest& rq, Progress* progress, bool only_present_files);
+void verify_output(RepairResult& result, const RepairRequest& rq, Progress* progress,
+                   bool only_present_files);
 
 }  // namespace ckptdoc::repair::detail

@@ -13,11 +13,12 @@
 
 namespace ckptdoc::repair {
 
-RepairResult run_repair(const deepspeed::Checkpoint& ckpt, const std::string& output, const RepairRequest& request,
-                        Progress* progress, FileIo& io) {
+RepairResult run_repair(const deepspeed::Checkpoint& ckpt, const std::string& output,
+                        const RepairRequest& request, Progress* progress, FileIo& io) {
   using namespace detail;
   const RepairRequest rq = with_default_lp_source(ckpt, request);
-  if (rq.across_processes && mpi_size() > 1) return run_repair_across_processes(ckpt, output, rq, progress, io);
+  if (rq.across_processes && mpi_size() > 1)
+    return run_repair_across_processes(ckpt, output, rq, progress, io);
   RepairResult result;
   result.plan = make_plan(ckpt, output, rq);
   const std::string out = result.plan.output;

@@ -1,5 +1,7 @@
 // A repair run by every process under mpirun (--repartition --world-size only): storage discovery, the
 // shared work, and one publish per storage.
+#include "repair/run_distributed.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 #include "ckptdoc/compute/exchange.h"
 #include "ckptdoc/error.h"
 #include "repair/publish.h"
-#include "repair/run_distributed.h"
 #include "repair/runner.h"
 
 namespace fs = std::filesystem;
@@ -89,14 +90,16 @@ RepairResult run_repair_across_processes(const deepspeed::Checkpoint& ckpt, cons
   const std::string partial = out + ".ckptdoc-partial-" + std::to_string(pid0);
   const StorageView storage = discover_storage(partial);
   const bool leader = storage.leader == mpi_rank();
-  const int old_dp = ckpt.catalog().groups.empty() ? ckpt.catalog().dp_world_size
-                                                   : static_cast<int>(ckpt.catalog().groups.front().partitions.size());
+  const int old_dp = ckpt.catalog().groups.empty()
+                         ? ckpt.catalog().dp_world_size
+                         : static_cast<int>(ckpt.catalog().groups.front().partitions.size());
   bool renamed = false;
   try {
     const Assignment assignment = assign_ranks(ckpt.catalog(), old_dp, *rq.world_size);
     std::string note;
     Runner runner(ckpt, rq, result.plan, progress, io);
-    const std::vector<int> gpus = devices_for_process(mpi_local_rank(), mpi_local_size(), cuda_device_count());
+    const std::vector<int> gpus =
+        devices_for_process(mpi_local_rank(), mpi_local_size(), cuda_device_count());
     const auto exchanger = make_exchanger(runner.backend_kind(), gpus.empty() ? 0 : gpus.front(), &note);
     runner.distribute(&assignment, exchanger.get(), leader);
     try {
@@ -109,12 +112,11 @@ RepairResult run_repair_across_processes(const deepspeed::Checkpoint& ckpt, cons
     ReductionArrays sums;
     sums.counts.push_back(runner.exchange_bytes());
     mpi_allreduce(sums);
-    result.distribution = std::to_string(assignment.procs) + " processes, slices exchanged over " +
-                          exchanger->name() + " (" + std::to_string(sums.counts[0]) +
-                          " bytes between processes); this process (" + std::to_string(assignment.me) +
-                          ") wrote new rank(s) " + rank_ranges(assignment) +
-                          (storage.sees_all ? " on shared storage" : " on its own storage") +
-                          (note.empty() ? "" : "; " + note);
+    result.distribution =
+        std::to_string(assignment.procs) + " processes, slices exchanged over " + exchanger->name() + " (" +
+        std::to_string(sums.counts[0]) + " bytes between processes); this process (" +
+        std::to_string(assignment.me) + ") wrote new rank(s) " + rank_ranges(assignment) +
+        (storage.sees_all ? " on shared storage" : " on its own storage") + (note.empty() ? "" : "; " + note);
     // Each storage's first process publishes it: the same rename as one process does, once per storage.
     try {
       if (leader) publish_folder(partial, out, io, renamed, result.plan.output_existed);

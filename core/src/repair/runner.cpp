@@ -37,7 +37,8 @@ void erase_group_steps(Value* param_groups) {
     if (g.is_dict()) g.erase("step");
 }
 
-void fill_zero12_flat(const GroupLayout& g, int64_t flat_first, int64_t n, float* out, const ParamRead& read) {
+void fill_zero12_flat(const GroupLayout& g, int64_t flat_first, int64_t n, float* out,
+                      const ParamRead& read) {
   int64_t done = 0;
   size_t k = 0;
   while (k < g.params.size() && g.params[k].offset + g.params[k].numel <= flat_first) ++k;
@@ -58,7 +59,8 @@ void fill_zero12_flat(const GroupLayout& g, int64_t flat_first, int64_t n, float
   }
 }
 
-void fill_zero3_part(const GroupLayout& g, int rank, int dp, int64_t first, int64_t n, float* out, const ParamRead& read) {
+void fill_zero3_part(const GroupLayout& g, int rank, int dp, int64_t first, int64_t n, float* out,
+                     const ParamRead& read) {
   int64_t done = 0;
   for (const auto& p : g.params) {
     const int64_t part = deepspeed::zero3_partition_numel(p.numel, dp);
@@ -76,7 +78,8 @@ void fill_zero3_part(const GroupLayout& g, int rank, int dp, int64_t first, int6
   std::fill(out + done, out + n, 0.0f);
 }
 
-Runner::Runner(const deepspeed::Checkpoint& ckpt, const RepairRequest& rq, Plan& plan, Progress* progress, FileIo& io)
+Runner::Runner(const deepspeed::Checkpoint& ckpt, const RepairRequest& rq, Plan& plan, Progress* progress,
+               FileIo& io)
     : ckpt_(ckpt), cat_(ckpt.catalog()), rq_(rq), plan_(plan), progress_(progress), io_(io) {
   backend_ = make_backend(rq.device);
 }
@@ -121,7 +124,8 @@ void Runner::write(const std::string& name, const Value& root) {
   tick();
 }
 void Runner::copy(const deepspeed::CheckpointFile& f) {
-  if (const auto* snap = ckpt_.snapshot()) {  // a live-engine snapshot's file: written as the torch file it stands for
+  if (const auto* snap =
+          ckpt_.snapshot()) {  // a live-engine snapshot's file: written as the torch file it stands for
     write(f.path, snap->open_file(f.abs_path).root);
     return;
   }
@@ -155,8 +159,9 @@ void Runner::copy_other_files() {
       copy(f);
 }
 
-Value Runner::remap_state_entry(const Value& tmpl, int64_t old_len, int64_t len,
-                                const std::function<void(const std::string&, int64_t, int64_t, float*)>& fill) const {
+Value Runner::remap_state_entry(
+    const Value& tmpl, int64_t old_len, int64_t len,
+    const std::function<void(const std::string&, int64_t, int64_t, float*)>& fill) const {
   Value e = tmpl.clone();
   for (auto& [k, v] : e.dict_mut().items) {
     if (!k.is(Value::Kind::Str) || !v.is_tensor()) continue;

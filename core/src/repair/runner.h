@@ -33,10 +33,12 @@ void fill_zero3_part(const deepspeed::GroupLayout& g, int rank, int dp, int64_t 
 
 class Runner {
  public:
-  Runner(const deepspeed::Checkpoint& ckpt, const RepairRequest& rq, Plan& plan, Progress* progress, FileIo& io);
-  // One Runner per model-parallel rank of a job (each writes its rank's files into the same folder; mp rank 0's,
-  // run last, also `latest`). Under MPI: this process's share of a re-partition, and whether it writes the files
-  // every storage needs once (model file, `latest`, extras): the first process on each storage does.
+  Runner(const deepspeed::Checkpoint& ckpt, const RepairRequest& rq, Plan& plan, Progress* progress,
+         FileIo& io);
+  // One Runner per model-parallel rank of a job (each writes its rank's files into the same folder; mp rank
+  // 0's, run last, also `latest`). Under MPI: this process's share of a re-partition, and whether it writes
+  // the files every storage needs once (model file, `latest`, extras): the first process on each storage
+  // does.
   void distribute(const Assignment* assignment, Exchanger* exchanger, bool writes_shared_files) {
     dist_ = assignment;
     exchanger_ = exchanger;
@@ -73,8 +75,9 @@ class Runner {
   void copy_other_files();
   // Rebuilds a state entry (clone of `tmpl`) whose 1-D tensors of length `old_len` become `len`-long
   // tensors filled from `fill(key, ...)`.
-  Value remap_state_entry(const Value& tmpl, int64_t old_len, int64_t len,
-                          const std::function<void(const std::string&, int64_t, int64_t, float*)>& fill) const;
+  Value remap_state_entry(
+      const Value& tmpl, int64_t old_len, int64_t len,
+      const std::function<void(const std::string&, int64_t, int64_t, float*)>& fill) const;
 
   // refresh / reset / drop: same layout, same files (action_rewrite.cpp)
   void rewrite_in_layout();
@@ -103,7 +106,8 @@ class Runner {
   // Elements of `field` ("fp32" or a state key) of new rank r's partition of new group gi.
   using RankFill = std::function<FloatFill(size_t gi, int r, const std::string& field)>;
   // The optimizer file of new rank r: `tmpl` (an old rank's file) with every partition-shaped part rebuilt.
-  Value repartitioned_optim_root(int r, int n, const TorchFile& tmpl, const NewLayout& nl, const RankFill& fill) const;
+  Value repartitioned_optim_root(int r, int n, const TorchFile& tmpl, const NewLayout& nl,
+                                 const RankFill& fill) const;
   // The fields each new group carries: the fp32 master and, unless the optimizer is reset, the
   // partition-shaped tensors of its old state entry (exp_avg, exp_avg_sq, ...).
   std::vector<std::vector<std::string>> group_fields(const TorchFile& tmpl, const NewLayout& nl) const;

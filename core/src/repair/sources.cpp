@@ -41,8 +41,8 @@ std::span<const float> StateReader::span(const std::string& field, int rank, int
   const auto key = std::make_tuple(field, rank, group);
   auto it = cache_.find(key);
   if (it == cache_.end()) {
-    // A missing or unreadable rank, or a field it lacks while others hold it, throws here naming file, key and
-    // rank: a repair never writes zeros in place of data.
+    // A missing or unreadable rank, or a field it lacks while others hold it, throws here naming file, key
+    // and rank: a repair never writes zeros in place of data.
     std::optional<Tensor> t =
         field == "fp32" ? ckpt_.fp32_partition(group, rank) : ckpt_.moment_partition(group, rank, field);
     if (!t)
@@ -99,7 +99,8 @@ void StateReader::read(const std::string& field, const std::string& param, int64
       pos = idx % P;
       run = std::min(n - done, P - pos);
     }
-    // Partition q's file: dp rank q, or for an expert group the dp rank holding that expert-parallel instance.
+    // Partition q's file: dp rank q, or for an expert group the dp rank holding that expert-parallel
+    // instance.
     if (q < 0 || static_cast<size_t>(q) >= g.partitions.size())
       throw Error(ErrorKind::Inconsistent, "", "param '" + param + "'",
                   "element " + std::to_string(e) + " lies beyond the " + std::to_string(g.partitions.size()) +
@@ -139,9 +140,12 @@ void LpReader::read(const std::string& name, int64_t first, int64_t n, float* ou
   switch (t->dtype) {
     case DType::F16:
     case DType::BF16:
-    case DType::F32: backend_.upcast(p, t->dtype, out, static_cast<size_t>(n)); break;
+    case DType::F32:
+      backend_.upcast(p, t->dtype, out, static_cast<size_t>(n));
+      break;
     default: {
-      Tensor tmp = Tensor::from_bytes(t->dtype, {n}, std::vector<uint8_t>(p, p + static_cast<size_t>(n) * es));
+      Tensor tmp =
+          Tensor::from_bytes(t->dtype, {n}, std::vector<uint8_t>(p, p + static_cast<size_t>(n) * es));
       const auto f = tmp.to_float();
       std::copy(f.begin(), f.end(), out);
     }
@@ -158,7 +162,9 @@ void add_module_lp(const deepspeed::Checkpoint& ckpt, const SourceLayout& layout
 
 namespace {
 
-std::string strip_module_prefix(const std::string& n) { return n.rfind("module.", 0) == 0 ? n.substr(7) : n; }
+std::string strip_module_prefix(const std::string& n) {
+  return n.rfind("module.", 0) == 0 ? n.substr(7) : n;
+}
 
 }  // namespace
 
@@ -177,8 +183,8 @@ std::shared_ptr<void> add_file_lp(const std::string& path, LpReader& lp) {
   if (!std::filesystem::is_regular_file(path, ec))
     throw Error(ErrorKind::NotFound, path, "", "no such file (--lp-source)");
   auto head = MappedFile::open(path);
-  if (SafetensorsFile::looks_like_safetensors(head->bytes().subspan(0, std::min<size_t>(head->bytes().size(), 64)),
-                                              head->size())) {
+  if (SafetensorsFile::looks_like_safetensors(
+          head->bytes().subspan(0, std::min<size_t>(head->bytes().size(), 64)), head->size())) {
     auto st = std::make_shared<SafetensorsFile>(SafetensorsFile::open(path));
     for (const auto& e : st->entries) {
       lp.add(e.name, e.tensor);

@@ -34,8 +34,8 @@ struct SourceLayout {
 SourceLayout source_layout(const deepspeed::Checkpoint& ckpt);
 
 // Reads `field` ("fp32" for the master, or an optimizer state key such as "exp_avg") of one param from
-// whichever ranks hold it. A rank that is missing, lacks the field or holds too few elements is an Error naming
-// the file, the field and the rank: nothing is read as zeros.
+// whichever ranks hold it. A rank that is missing, lacks the field or holds too few elements is an Error
+// naming the file, the field and the rank: nothing is read as zeros.
 class StateReader {
  public:
   StateReader(const deepspeed::Checkpoint& ckpt, const SourceLayout& layout);

@@ -217,7 +217,9 @@ std::shared_ptr<const HealthMap> HealthMap::build(const deepspeed::Catalog& cata
 
 namespace {
 
-int shade_slot(Shade s) { return s == Shade::ExactFraction ? 0 : s == Shade::NonFinite ? 1 : 2; }
+int shade_slot(Shade s) {
+  return s == Shade::ExactFraction ? 0 : s == Shade::NonFinite ? 1 : 2;
+}
 
 struct ShadeTables {
   uint32_t colour[3][256];
@@ -230,7 +232,9 @@ struct ShadeTables {
         const bool nodata = c == Measures::kNoData || (c >= Measures::kLevels && c != Measures::kZero);
         const bool zero = c == Measures::kZero;
         colour[k][c] = shade_rgba(shades[k], nodata ? kNaN : zero ? 0.0f : l, zero);
-        salience[k][c] = nodata ? 0.0f : shades[k] == Shade::MomentMagnitude ? (zero ? 3.0f : 2.0f - l) : 1.0f + l;
+        salience[k][c] = nodata                                ? 0.0f
+                         : shades[k] == Shade::MomentMagnitude ? (zero ? 3.0f : 2.0f - l)
+                                                               : 1.0f + l;
       }
   }
 };
@@ -340,7 +344,8 @@ uint32_t shade_rgba(Shade shade, float level, bool zero_moment) {
   return ramp(kHealth, 5, level);
 }
 
-Raster layout_raster(const deepspeed::GroupLayout& group, const HealthMap* health, const LayoutRasterRequest& rq) {
+Raster layout_raster(const deepspeed::GroupLayout& group, const HealthMap* health,
+                     const LayoutRasterRequest& rq) {
   Raster r;
   r.width = std::max(0, rq.width);
   r.height = std::max(0, rq.height);
@@ -361,8 +366,8 @@ Raster layout_raster(const deepspeed::GroupLayout& group, const HealthMap* healt
   const double px_part_begin = g.x_of(0), px_part_end = g.x_of(static_cast<double>(group.partition_numel));
   const double e_first = std::max(0.0, g.element_at(x_begin));
   const double e_last = g.element_at(r.width);
-  // Fading the other params helps find one param's fragments among many hues; a health shade keeps its colours
-  // (they are the point) and the view outlines the selected param instead.
+  // Fading the other params helps find one param's fragments among many hues; a health shade keeps its
+  // colours (they are the point) and the view outlines the selected param instead.
   const bool fading = rq.selected_param >= 0 && shade == Shade::Param;
   std::vector<uint32_t> param_colours;  // once per param, not per fragment
   if (shade == Shade::Param) {
@@ -377,7 +382,8 @@ Raster layout_raster(const deepspeed::GroupLayout& group, const HealthMap* healt
   auto finish = [&](uint32_t c, int x, int y) -> uint32_t {
     if (c == kPadding) c = ((x + y) % 6) < 2 ? kPaddingDark : kPaddingLight;
     if (!rq.background || (c & 0xFF) == 0xFF) return c;
-    return lerp_rgba(rq.background, c | 0xFF, static_cast<float>(c & 0xFF) / 255.0f);  // opaque over the background
+    return lerp_rgba(rq.background, c | 0xFF,
+                     static_cast<float>(c & 0xFF) / 255.0f);  // opaque over the background
   };
 
   // Paints rank ri's fragments into a row of pixel columns (colour and salience): a fragment's colour is
@@ -399,8 +405,9 @@ Raster layout_raster(const deepspeed::GroupLayout& group, const HealthMap* healt
       uint32_t colour;
       float sal = 1.0f;
       if (shade == Shade::Param) {
-        colour = static_cast<size_t>(f.param) < param_colours.size() ? param_colours[static_cast<size_t>(f.param)]
-                                                                      : kNoData;
+        colour = static_cast<size_t>(f.param) < param_colours.size()
+                     ? param_colours[static_cast<size_t>(f.param)]
+                     : kNoData;
       } else if (const Measures* m = health->fragment(gi, ri, i)) {
         colour = colour_lut[m->code[slot]];
         sal = salience_lut[m->code[slot]];
@@ -447,13 +454,14 @@ Raster layout_raster(const deepspeed::GroupLayout& group, const HealthMap* healt
       for (int ri = r0; ri < r1; ++ri) paint_rank(ri, row.data(), row_salience.data());
       painted = thin ? -1 : r0;
     }
-    uint8_t* out = &r.rgba[(static_cast<size_t>(y) * static_cast<size_t>(r.width) + static_cast<size_t>(x_begin)) * 4];
+    uint8_t* out =
+        &r.rgba[(static_cast<size_t>(y) * static_cast<size_t>(r.width) + static_cast<size_t>(x_begin)) * 4];
     for (int c = 0; c < w; ++c, out += 4) {
       const uint32_t col = row[static_cast<size_t>(c)];
       if (col == kNothing) continue;
       const uint32_t v = finish(col, c + x_begin, y);
-      out[0] = static_cast<uint8_t>(v >> 24), out[1] = static_cast<uint8_t>(v >> 16), out[2] = static_cast<uint8_t>(v >> 8),
-      out[3] = static_cast<uint8_t>(v);
+      out[0] = static_cast<uint8_t>(v >> 24), out[1] = static_cast<uint8_t>(v >> 16),
+      out[2] = static_cast<uint8_t>(v >> 8), out[3] = static_cast<uint8_t>(v);
     }
   }
   return r;

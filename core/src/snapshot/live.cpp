@@ -71,7 +71,8 @@ const deepspeed::ParamEntry* param_at(const deepspeed::Catalog& c, int group, in
   for (const auto& part : g.partitions) {
     if (part.rank != rank) continue;
     for (const auto& f : part.fragments)
-      if (at >= f.partition_offset && at < f.partition_offset + f.numel) return &g.params[static_cast<size_t>(f.param)];
+      if (at >= f.partition_offset && at < f.partition_offset + f.numel)
+        return &g.params[static_cast<size_t>(f.param)];
   }
   return nullptr;
 }
@@ -133,17 +134,23 @@ analysis::LiveReport live_report(const deepspeed::Checkpoint& ckpt) {
   return r;
 }
 
-std::vector<analysis::Finding> live_findings(const analysis::LiveReport& live, const LiveThresholds& thresholds) {
+std::vector<analysis::Finding> live_findings(const analysis::LiveReport& live,
+                                             const LiveThresholds& thresholds) {
   using analysis::Finding;
   using analysis::Severity;
   std::vector<Finding> out;
   const bool fp16_dynamic = live.loss_scale.has_value() && live.min_loss_scale.has_value();
 
   if (live.grads_requested && !live.grads_present) {
-    Finding f{"gradients-not-recorded", Severity::Info,
+    Finding f{"gradients-not-recorded",
+              Severity::Info,
               "The snapshot was asked for gradients but the engine held none: they exist only between "
-              "engine.backward() and engine.step() (ZeRO frees them in the step). Call dump(..., grads=True) there.",
-              {}, {}, {}, analysis::RepairKind::None};
+              "engine.backward() and engine.step() (ZeRO frees them in the step). Call dump(..., grads=True) "
+              "there.",
+              {},
+              {},
+              {},
+              analysis::RepairKind::None};
     out.push_back(std::move(f));
   }
   if (live.grad_nonfinite > 0) {
@@ -155,12 +162,13 @@ std::vector<analysis::Finding> live_findings(const analysis::LiveReport& live, c
     Finding f;
     f.code = "gradient-nonfinite";
     f.severity = fp16_dynamic ? Severity::Warning : Severity::Error;
-    f.message = std::to_string(live.grad_nonfinite) + " of " + std::to_string(live.grad_numel) +
-                " recorded gradient elements are NaN or Inf (" + list + "). " +
-                (fp16_dynamic ? "With fp16's dynamic loss scale DeepSpeed skips this step and halves the scale; "
-                                "watch for it repeating (the loss scale collapsing)."
-                              : "Nothing rescales them away without fp16 loss scaling: this step writes NaN/Inf into "
-                                "the optimizer state. Look at the loss and the batch that produced it.");
+    f.message =
+        std::to_string(live.grad_nonfinite) + " of " + std::to_string(live.grad_numel) +
+        " recorded gradient elements are NaN or Inf (" + list + "). " +
+        (fp16_dynamic ? "With fp16's dynamic loss scale DeepSpeed skips this step and halves the scale; "
+                        "watch for it repeating (the loss scale collapsing)."
+                      : "Nothing rescales them away without fp16 loss scaling: this step writes NaN/Inf into "
+                        "the optimizer state. Look at the loss and the batch that produced it.");
     f.params = std::move(params);
     f.evidence = {{"nonfinite", static_cast<double>(live.grad_nonfinite)},
                   {"numel", static_cast<double>(live.grad_numel)}};
@@ -170,44 +178,65 @@ std::vector<analysis::Finding> live_findings(const analysis::LiveReport& live, c
   const std::optional<double> norm = live.recorded_grad_norm ? live.recorded_grad_norm : live.grad_norm;
   const double clip = live.gradient_clipping.value_or(0);
   if (norm && !std::isfinite(*norm) && live.grad_nonfinite == 0) {
-    Finding f{"gradient-norm-nonfinite", fp16_dynamic ? Severity::Warning : Severity::Error,
-              "DeepSpeed's last global gradient norm is " + number(*norm) +
-                  ": the last step saw NaN/Inf gradients" +
-                  (fp16_dynamic ? " (an fp16 overflow, skipped)." : "; the optimizer state may hold NaN/Inf now."),
-              {}, {}, {}, analysis::RepairKind::None};
+    Finding f{
+        "gradient-norm-nonfinite",
+        fp16_dynamic ? Severity::Warning : Severity::Error,
+        "DeepSpeed's last global gradient norm is " + number(*norm) +
+            ": the last step saw NaN/Inf gradients" +
+            (fp16_dynamic ? " (an fp16 overflow, skipped)." : "; the optimizer state may hold NaN/Inf now."),
+        {},
+        {},
+        {},
+        analysis::RepairKind::None};
     out.push_back(std::move(f));
   } else if (norm && std::isfinite(*norm) && clip > 0 && *norm >= thresholds.clip_ratio * clip) {
     Finding f;
     f.code = "gradient-norm-far-above-clip";
     f.severity = Severity::Warning;
-    f.message = "The gradient norm " + number(*norm) + " is " + number(*norm / clip) + " times the clip value " +
-                number(clip) + ": every update is scaled down by that much, so the learning rate in effect is " +
-                number(clip / *norm) + " of the configured one. Usually a sign of a loss spike, a too-high learning "
+    f.message = "The gradient norm " + number(*norm) + " is " + number(*norm / clip) +
+                " times the clip value " + number(clip) +
+                ": every update is scaled down by that much, so the learning rate in effect is " +
+                number(clip / *norm) +
+                " of the configured one. Usually a sign of a loss spike, a too-high learning "
                 "rate or an unscaled loss.";
     f.evidence = {{"grad_norm", *norm}, {"gradient_clipping", clip}, {"ratio", *norm / clip}};
     out.push_back(std::move(f));
-  } else if (norm && *norm == 0 && live.global_steps > 0 && (live.recorded_grad_norm || !live.overflow.value_or(false))) {
-    Finding f{"gradient-norm-zero", Severity::Warning,
-              "The gradient norm is exactly 0 after " + std::to_string(live.global_steps) +
-                  " steps: no trainable param receives a gradient (a detached loss, frozen params, or a zero loss "
-                  "scale).",
-              {}, {}, {{"grad_norm", 0.0}}, analysis::RepairKind::None};
+  } else if (norm && *norm == 0 && live.global_steps > 0 &&
+             (live.recorded_grad_norm || !live.overflow.value_or(false))) {
+    Finding f{
+        "gradient-norm-zero",
+        Severity::Warning,
+        "The gradient norm is exactly 0 after " + std::to_string(live.global_steps) +
+            " steps: no trainable param receives a gradient (a detached loss, frozen params, or a zero loss "
+            "scale).",
+        {},
+        {},
+        {{"grad_norm", 0.0}},
+        analysis::RepairKind::None};
     out.push_back(std::move(f));
   }
   if (fp16_dynamic && *live.loss_scale <= *live.min_loss_scale && live.global_steps > 0) {
-    Finding f{"loss-scale-at-floor", Severity::Warning,
-              "The fp16 dynamic loss scale is at its floor (" + number(*live.loss_scale) +
-                  ", min_loss_scale): overflows keep happening and the scale cannot go lower; gradients that still "
-                  "overflow make every step a skipped one.",
-              {}, {}, {{"loss_scale", *live.loss_scale}, {"min_loss_scale", *live.min_loss_scale}},
-              analysis::RepairKind::None};
+    Finding f{
+        "loss-scale-at-floor",
+        Severity::Warning,
+        "The fp16 dynamic loss scale is at its floor (" + number(*live.loss_scale) +
+            ", min_loss_scale): overflows keep happening and the scale cannot go lower; gradients that still "
+            "overflow make every step a skipped one.",
+        {},
+        {},
+        {{"loss_scale", *live.loss_scale}, {"min_loss_scale", *live.min_loss_scale}},
+        analysis::RepairKind::None};
     out.push_back(std::move(f));
   }
   if (live.overflow.value_or(false)) {
-    Finding f{"last-step-overflow", Severity::Info,
+    Finding f{"last-step-overflow",
+              Severity::Info,
               "The last optimizer step overflowed in fp16 and was skipped (skipped steps so far: " +
                   std::to_string(live.skipped_steps) + ").",
-              {}, {}, {{"skipped_steps", static_cast<double>(live.skipped_steps)}}, analysis::RepairKind::None};
+              {},
+              {},
+              {{"skipped_steps", static_cast<double>(live.skipped_steps)}},
+              analysis::RepairKind::None};
     out.push_back(std::move(f));
   }
   return out;

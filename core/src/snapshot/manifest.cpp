@@ -74,7 +74,8 @@ struct Reader {
 
 // A rank file name must be a plain file name inside the snapshot folder.
 bool plain_name(const std::string& s) {
-  return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos && s.find('\0') == std::string::npos;
+  return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos &&
+         s.find('\0') == std::string::npos;
 }
 
 LiveScalars read_live(const Reader& r, const json& j) {
@@ -90,7 +91,8 @@ LiveScalars read_live(const Reader& r, const json& j) {
   l.min_loss_scale = r.opt_number(j, "min_loss_scale");
   l.dynamic_loss_scale = r.boolean(j, "dynamic_loss_scale");
   if (auto it = j.find("lr"); it != j.end() && it->is_array()) {
-    for (const auto& v : *it) l.lr.push_back(v.is_number() ? std::optional<double>(v.get<double>()) : std::nullopt);
+    for (const auto& v : *it)
+      l.lr.push_back(v.is_number() ? std::optional<double>(v.get<double>()) : std::nullopt);
   }
   l.grads_requested = r.boolean(j, "grads_requested");
   l.has_grads = r.boolean(j, "has_grads");
@@ -150,7 +152,8 @@ Manifest Manifest::read(const std::string& dir) {
     throw Error(
         ErrorKind::Inconsistent, r.file, "key 'ranks'",
         expected_found(std::to_string(m.world_size) + " ranks (world_size)", std::to_string(m.ranks.size())));
-  std::sort(m.ranks.begin(), m.ranks.end(), [](const RankEntry& a, const RankEntry& b) { return a.rank < b.rank; });
+  std::sort(m.ranks.begin(), m.ranks.end(),
+            [](const RankEntry& a, const RankEntry& b) { return a.rank < b.rank; });
   for (size_t i = 0; i < m.ranks.size(); ++i)
     if (m.ranks[i].rank != static_cast<int>(i))
       throw Error(ErrorKind::Corrupt, r.file, "key 'ranks'",
@@ -164,7 +167,8 @@ Manifest Manifest::read(const std::string& dir) {
     if (!plain_name(it.key()))
       throw Error(ErrorKind::PathEscape, r.file, "key 'files'",
                   "'" + it.key() + "' is not a plain file name");
-    const bool known = std::any_of(m.ranks.begin(), m.ranks.end(), [&](const RankEntry& e) { return e.file == owner; });
+    const bool known =
+        std::any_of(m.ranks.begin(), m.ranks.end(), [&](const RankEntry& e) { return e.file == owner; });
     if (!known)
       throw Error(ErrorKind::Inconsistent, r.file, "key 'files'",
                   "'" + it.key() + "' is said to be in '" + owner + "', which no rank wrote");
@@ -206,7 +210,8 @@ std::vector<Manifest> list_snapshots(const std::string& dir) {
     }
   }
   std::sort(out.begin(), out.end(), [](const Manifest& a, const Manifest& b) {
-    return std::tie(a.live.global_steps, a.created_unix, a.tag) < std::tie(b.live.global_steps, b.created_unix, b.tag);
+    return std::tie(a.live.global_steps, a.created_unix, a.tag) <
+           std::tie(b.live.global_steps, b.created_unix, b.tag);
   });
   return out;
 }

@@ -13,8 +13,8 @@
 namespace ckptdoc::snapshot {
 namespace {
 
-constexpr uint64_t kMaxPickleBytes = 1ull << 30;         // the unpickler's own allocation limit
-constexpr uint64_t kMaxUnmappedBytes = 16ull << 30;      // a filtered dataset read into memory
+constexpr uint64_t kMaxPickleBytes = 1ull << 30;     // the unpickler's own allocation limit
+constexpr uint64_t kMaxUnmappedBytes = 16ull << 30;  // a filtered dataset read into memory
 constexpr uint64_t kMaxLiveInfoBytes = 64ull << 20;
 
 class Handle {
@@ -51,16 +51,26 @@ class QuietErrors {
 
 const char* stored_name(Stored s) {
   switch (s) {
-    case Stored::F32: return "float32";
-    case Stored::F64: return "float64";
-    case Stored::F16: return "float16";
-    case Stored::I64: return "int64";
-    case Stored::I32: return "int32";
-    case Stored::I16: return "int16";
-    case Stored::I8: return "int8";
-    case Stored::U8: return "uint8";
-    case Stored::U16: return "uint16";
-    default: return "other";
+    case Stored::F32:
+      return "float32";
+    case Stored::F64:
+      return "float64";
+    case Stored::F16:
+      return "float16";
+    case Stored::I64:
+      return "int64";
+    case Stored::I32:
+      return "int32";
+    case Stored::I16:
+      return "int16";
+    case Stored::I8:
+      return "int8";
+    case Stored::U8:
+      return "uint8";
+    case Stored::U16:
+      return "uint16";
+    default:
+      return "other";
   }
 }
 
@@ -69,15 +79,20 @@ const char* stored_name(Stored s) {
 uint64_t stored_size(Stored s) {
   switch (s) {
     case Stored::F64:
-    case Stored::I64: return 8;
+    case Stored::I64:
+      return 8;
     case Stored::F32:
-    case Stored::I32: return 4;
+    case Stored::I32:
+      return 4;
     case Stored::F16:
     case Stored::I16:
-    case Stored::U16: return 2;
+    case Stored::U16:
+      return 2;
     case Stored::I8:
-    case Stored::U8: return 1;
-    default: return 0;
+    case Stored::U8:
+      return 1;
+    default:
+      return 0;
   }
 }
 
@@ -92,8 +107,8 @@ Stored classify_type(hid_t type) {
     if (size == 8 && H5Tequal(type, H5T_IEEE_F64LE) > 0) return Stored::F64;
     if (size == 2) {  // IEEE binary16: sign bit 15, exponent bits 10-14 (bias 15), mantissa bits 0-9
       size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
-      if (H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize) >= 0 && spos == 15 && epos == 10 && esize == 5 &&
-          mpos == 0 && msize == 10 && H5Tget_ebias(type) == 15)
+      if (H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize) >= 0 && spos == 15 && epos == 10 &&
+          esize == 5 && mpos == 0 && msize == 10 && H5Tget_ebias(type) == 15)
         return Stored::F16;
     }
     return Stored::Other;
@@ -101,11 +116,16 @@ Stored classify_type(hid_t type) {
   if (cls == H5T_INTEGER) {
     const bool is_signed = H5Tget_sign(type) == H5T_SGN_2;
     switch (size) {
-      case 8: return is_signed ? Stored::I64 : Stored::Other;
-      case 4: return is_signed ? Stored::I32 : Stored::Other;
-      case 2: return is_signed ? Stored::I16 : Stored::U16;
-      case 1: return is_signed ? Stored::I8 : Stored::U8;
-      default: return Stored::Other;
+      case 8:
+        return is_signed ? Stored::I64 : Stored::Other;
+      case 4:
+        return is_signed ? Stored::I32 : Stored::Other;
+      case 2:
+        return is_signed ? Stored::I16 : Stored::U16;
+      case 1:
+        return is_signed ? Stored::I8 : Stored::U8;
+      default:
+        return Stored::Other;
     }
   }
   return Stored::Other;
@@ -140,8 +160,8 @@ struct Reader {
       throw Error(ErrorKind::Corrupt, file, "dataset " + path,
                   "claims " + std::to_string(d.numel) + " elements, which is absurd");
     Handle plist(H5Dget_create_plist(ds.get()), H5Pclose);
-    const bool plain = plist && H5Pget_layout(plist.get()) == H5D_CONTIGUOUS && H5Pget_nfilters(plist.get()) == 0 &&
-                       H5Pget_external_count(plist.get()) == 0;
+    const bool plain = plist && H5Pget_layout(plist.get()) == H5D_CONTIGUOUS &&
+                       H5Pget_nfilters(plist.get()) == 0 && H5Pget_external_count(plist.get()) == 0;
     if (plain && nbytes > 0) {
       const haddr_t off = H5Dget_offset(ds.get());
       if (off != HADDR_UNDEF) {
@@ -194,9 +214,12 @@ struct Reader {
   }
 };
 
-std::string quote(const std::string& s) { return "'" + s + "'"; }
+std::string quote(const std::string& s) {
+  return "'" + s + "'";
+}
 
-GradDataset grad_dataset(const Reader& r, const std::string& path, const nlohmann::json& meta, const std::string& info_where) {
+GradDataset grad_dataset(const Reader& r, const std::string& path, const nlohmann::json& meta,
+                         const std::string& info_where) {
   GradDataset g;
   g.ds = r.dataset(path);
   const auto dt = meta.contains("dtype") && meta["dtype"].is_string()
@@ -227,22 +250,32 @@ GradDataset grad_dataset(const Reader& r, const std::string& path, const nlohman
 
 bool stored_matches(Stored s, DType d) {
   switch (d) {
-    case DType::F32: return s == Stored::F32;
-    case DType::F64: return s == Stored::F64;
-    case DType::F16: return s == Stored::F16;
-    case DType::BF16: return s == Stored::U16 || s == Stored::I16;
-    case DType::I64: return s == Stored::I64;
-    case DType::I32: return s == Stored::I32;
-    case DType::I16: return s == Stored::I16;
-    case DType::I8: return s == Stored::I8;
+    case DType::F32:
+      return s == Stored::F32;
+    case DType::F64:
+      return s == Stored::F64;
+    case DType::F16:
+      return s == Stored::F16;
+    case DType::BF16:
+      return s == Stored::U16 || s == Stored::I16;
+    case DType::I64:
+      return s == Stored::I64;
+    case DType::I32:
+      return s == Stored::I32;
+    case DType::I16:
+      return s == Stored::I16;
+    case DType::I8:
+      return s == Stored::I8;
     case DType::U8:
-    case DType::Bool: return s == Stored::U8;
-    default: return false;
+    case DType::Bool:
+      return s == Stored::U8;
+    default:
+      return false;
   }
 }
 
-std::shared_ptr<const Snapshot::RankFile> Snapshot::RankFile::open(const std::string& path, const std::string& name,
-                                                                     int rank) {
+std::shared_ptr<const Snapshot::RankFile> Snapshot::RankFile::open(const std::string& path,
+                                                                   const std::string& name, int rank) {
   auto rf = std::make_shared<RankFile>();
   rf->name = name;
   rf->path = path;
@@ -287,7 +320,8 @@ std::shared_ptr<const Snapshot::RankFile> Snapshot::RankFile::open(const std::st
     if (vf.pickle.numel > kMaxPickleBytes)
       throw Error(ErrorKind::Corrupt, path, "dataset " + base + "/pickle",
                   "a pickle of " + std::to_string(vf.pickle.numel) + " bytes is absurd");
-    for (const auto& key : r.members(base + "/storages")) vf.storages[key] = r.dataset(base + "/storages/" + key);
+    for (const auto& key : r.members(base + "/storages"))
+      vf.storages[key] = r.dataset(base + "/storages/" + key);
     rf->files.emplace(fname, std::move(vf));
   }
 
@@ -302,12 +336,14 @@ std::shared_ptr<const Snapshot::RankFile> Snapshot::RankFile::open(const std::st
       if (group < 0 || std::to_string(group) != it.key())
         throw Error(ErrorKind::Corrupt, path, "dataset /live/info",
                     "gradient group " + quote(it.key()) + " is not a group number");
-      rf->partition_grads[group] = grad_dataset(r, "/live/grads/partition/" + it.key(), it.value(), "dataset /live/info");
+      rf->partition_grads[group] =
+          grad_dataset(r, "/live/grads/partition/" + it.key(), it.value(), "dataset /live/info");
     }
   }
   if (grads.is_object() && grads.contains("lp") && grads["lp"].is_object()) {
     for (auto it = grads["lp"].begin(); it != grads["lp"].end(); ++it)
-      rf->lp_grads.emplace_back(it.key(), grad_dataset(r, "/live/grads/lp/" + it.key(), it.value(), "dataset /live/info"));
+      rf->lp_grads.emplace_back(
+          it.key(), grad_dataset(r, "/live/grads/lp/" + it.key(), it.value(), "dataset /live/info"));
   }
   return rf;
 }

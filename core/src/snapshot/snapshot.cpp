@@ -36,7 +36,8 @@ std::string archive_name_of(const std::string& file_name) {
 
 Snapshot::~Snapshot() = default;
 
-std::shared_ptr<const Snapshot> Snapshot::open_if_snapshot(const std::string& path, const std::optional<std::string>& tag) {
+std::shared_ptr<const Snapshot> Snapshot::open_if_snapshot(const std::string& path,
+                                                           const std::optional<std::string>& tag) {
   std::error_code ec;
   fs::path p(path);
   if (fs::is_regular_file(p, ec)) {
@@ -83,8 +84,8 @@ std::shared_ptr<const Snapshot> Snapshot::open(const std::string& path,
   if (direct && tag && s->manifest_.tag != *tag)
     throw Error(ErrorKind::InvalidRequest, dir, "tag '" + *tag + "'",
                 "this snapshot's tag is '" + s->manifest_.tag + "'");
-  // A rank file that cannot be read does not fail the snapshot: each DeepSpeed file it holds reports the error
-  // when opened, so the catalog lists them as unreadable and the other ranks stay usable.
+  // A rank file that cannot be read does not fail the snapshot: each DeepSpeed file it holds reports the
+  // error when opened, so the catalog lists them as unreadable and the other ranks stay usable.
   for (const auto& r : s->manifest_.ranks) {
     const std::string file = s->manifest_.dir + "/" + r.file;
     try {
@@ -258,7 +259,8 @@ std::optional<GradTensor> grad_tensor(const Snapshot::RankFile& rf, const GradDa
 }  // namespace
 
 std::optional<GradTensor> Snapshot::partition_grad(int rank, int group) const {
-  if (rank < 0 || static_cast<size_t>(rank) >= rank_files_.size() || !rank_files_[static_cast<size_t>(rank)]) return std::nullopt;
+  if (rank < 0 || static_cast<size_t>(rank) >= rank_files_.size() || !rank_files_[static_cast<size_t>(rank)])
+    return std::nullopt;
   const RankFile& rf = *rank_files_[static_cast<size_t>(rank)];
   auto it = rf.partition_grads.find(group);
   if (it == rf.partition_grads.end()) return std::nullopt;
@@ -267,14 +269,16 @@ std::optional<GradTensor> Snapshot::partition_grad(int rank, int group) const {
 
 std::vector<int> Snapshot::partition_grad_groups(int rank) const {
   std::vector<int> out;
-  if (rank < 0 || static_cast<size_t>(rank) >= rank_files_.size() || !rank_files_[static_cast<size_t>(rank)]) return out;
+  if (rank < 0 || static_cast<size_t>(rank) >= rank_files_.size() || !rank_files_[static_cast<size_t>(rank)])
+    return out;
   for (const auto& [g, _] : rank_files_[static_cast<size_t>(rank)]->partition_grads) out.push_back(g);
   return out;
 }
 
 std::vector<std::pair<std::string, GradTensor>> Snapshot::lp_grads(int rank) const {
   std::vector<std::pair<std::string, GradTensor>> out;
-  if (rank < 0 || static_cast<size_t>(rank) >= rank_files_.size() || !rank_files_[static_cast<size_t>(rank)]) return out;
+  if (rank < 0 || static_cast<size_t>(rank) >= rank_files_.size() || !rank_files_[static_cast<size_t>(rank)])
+    return out;
   const RankFile& rf = *rank_files_[static_cast<size_t>(rank)];
   for (const auto& [name, g] : rf.lp_grads) out.emplace_back(name, *grad_tensor(rf, g));
   return out;

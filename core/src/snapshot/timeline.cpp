@@ -9,7 +9,9 @@
 namespace ckptdoc::snapshot {
 namespace {
 
-uint64_t nonfinite(const std::optional<ValueStats>& s) { return s ? s->nan + s->pos_inf + s->neg_inf : 0; }
+uint64_t nonfinite(const std::optional<ValueStats>& s) {
+  return s ? s->nan + s->pos_inf + s->neg_inf : 0;
+}
 
 std::string number(double v) {
   char b[32];
@@ -19,7 +21,9 @@ std::string number(double v) {
 
 void note(SnapshotSummary& s, const analysis::Finding& f) {
   const std::string sev(analysis::severity_name(f.severity));
-  auto rank = [](const std::string& x) { return x == "error" ? 3 : x == "warning" ? 2 : x == "info" ? 1 : 0; };
+  auto rank = [](const std::string& x) {
+    return x == "error" ? 3 : x == "warning" ? 2 : x == "info" ? 1 : 0;
+  };
   if (rank(sev) > rank(s.worst_severity)) {
     s.worst_severity = sev;
     s.worst_code = f.code;
@@ -78,12 +82,14 @@ SnapshotSummary summarize(const deepspeed::Checkpoint& ckpt, const analysis::Rep
 std::vector<analysis::Finding> Timeline::add(SnapshotSummary s, const TimelineThresholds& t) {
   using analysis::Finding;
   using analysis::Severity;
-  points_.erase(std::remove_if(points_.begin(), points_.end(), [&](const SnapshotSummary& p) { return p.dir == s.dir; }),
+  points_.erase(std::remove_if(points_.begin(), points_.end(),
+                               [&](const SnapshotSummary& p) { return p.dir == s.dir; }),
                 points_.end());
   // earlier points in step order (a re-dumped tag replaces its point)
   std::vector<const SnapshotSummary*> before;
   for (const auto& p : points_)
-    if (std::tie(p.global_steps, p.created_unix) < std::tie(s.global_steps, s.created_unix)) before.push_back(&p);
+    if (std::tie(p.global_steps, p.created_unix) < std::tie(s.global_steps, s.created_unix))
+      before.push_back(&p);
   std::sort(before.begin(), before.end(), [](auto* a, auto* b) { return a->global_steps < b->global_steps; });
 
   std::vector<Finding> out;
@@ -95,10 +101,12 @@ std::vector<analysis::Finding> Timeline::add(SnapshotSummary s, const TimelineTh
       Finding f;
       f.code = "loss-scale-collapse";
       f.severity = Severity::Warning;
-      f.message = "The fp16 loss scale fell from " + number(peak) + " to " + number(*s.loss_scale) + " (" +
-                  number(peak / *s.loss_scale) + "x) over the snapshots: overflows keep happening and the scale "
-                  "does not recover. Gradients are overflowing at every scale tried; look for a loss spike or a "
-                  "learning rate that is too high.";
+      f.message =
+          "The fp16 loss scale fell from " + number(peak) + " to " + number(*s.loss_scale) + " (" +
+          number(peak / *s.loss_scale) +
+          "x) over the snapshots: overflows keep happening and the scale "
+          "does not recover. Gradients are overflowing at every scale tried; look for a loss spike or a "
+          "learning rate that is too high.";
       f.evidence = {{"peak_loss_scale", peak}, {"loss_scale", *s.loss_scale}};
       out.push_back(std::move(f));
     }
@@ -107,7 +115,8 @@ std::vector<analysis::Finding> Timeline::add(SnapshotSummary s, const TimelineTh
     const auto* prev = before.back();
     const int64_t steps = s.global_steps - prev->global_steps;
     const int64_t skipped = s.skipped_steps - prev->skipped_steps;
-    if (steps >= 2 && skipped > 0 && static_cast<double>(skipped) >= t.skipped_fraction * static_cast<double>(steps)) {
+    if (steps >= 2 && skipped > 0 &&
+        static_cast<double>(skipped) >= t.skipped_fraction * static_cast<double>(steps)) {
       Finding f;
       f.code = "steps-skipped";
       f.severity = Severity::Warning;
@@ -148,7 +157,8 @@ void Timeline::mark_deleted(const std::string& dir) {
     if (p.dir == dir) p.deleted = true;
 }
 
-std::vector<std::pair<int64_t, double>> Timeline::param_series(const std::string& name, const std::string& metric) const {
+std::vector<std::pair<int64_t, double>> Timeline::param_series(const std::string& name,
+                                                               const std::string& metric) const {
   std::vector<std::pair<int64_t, double>> out;
   for (const auto& p : points_) {
     auto it = p.params.find(name);

@@ -1,5 +1,6 @@
-// SnapshotWatcher: inotify wakes a rescan of the folder; the manifest (renamed into place last by the hook) is
-// the only thing that makes a snapshot "committed", so a half-written one is reported as pending, never read.
+// SnapshotWatcher: inotify wakes a rescan of the folder; the manifest (renamed into place last by the hook)
+// is the only thing that makes a snapshot "committed", so a half-written one is reported as pending, never
+// read.
 #include "ckptdoc/snapshot/watcher.h"
 
 #include <poll.h>
@@ -9,8 +10,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 
 #include "ckptdoc/error.h"
@@ -115,7 +116,8 @@ std::vector<WatchEvent> SnapshotWatcher::rescan() {
   for (const auto& [path, id] : known_)
     if (!now.count(path) && !id.empty())
       removed.push_back({WatchEvent::Kind::Removed, path, fs::path(path).filename().string(), id});
-  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
   known_.clear();
   for (const auto& [path, s] : now) known_[path] = s.id;
   std::vector<WatchEvent> out = std::move(removed);
@@ -131,11 +133,13 @@ std::vector<WatchEvent> SnapshotWatcher::wait(int timeout_ms) {
     auto events = rescan();
     if (!events.empty()) return events;
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
   for (;;) {
     int wait_ms = -1;
     if (timeout_ms >= 0) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       wait_ms = static_cast<int>(std::max<int64_t>(0, left.count()));
     }
     if (inotify_fd_ < 0) wait_ms = wait_ms < 0 ? kPollFallbackMs : std::min(wait_ms, kPollFallbackMs);

@@ -1,8 +1,9 @@
 #pragma once
-// One param of a universal checkpoint as the rank files hold it: a slice per tensor-parallel rank, each spread
-// over the data-parallel ranks' flat fp32 partitions, merged as ds_to_universal.py::merge_tp_slices merges
-// them (§7.2 step 4). The merged values are produced in order, straight from the mapped partitions: file
-// ranges where the merged tensor is a run of one partition, a small buffer where values change (averaged).
+// One param of a universal checkpoint as the rank files hold it: a slice per tensor-parallel rank, each
+// spread over the data-parallel ranks' flat fp32 partitions, merged as ds_to_universal.py::merge_tp_slices
+// merges them (§7.2 step 4). The merged values are produced in order, straight from the mapped partitions:
+// file ranges where the merged tensor is a run of one partition, a small buffer where values change
+// (averaged).
 #include <array>
 #include <cstdint>
 #include <functional>

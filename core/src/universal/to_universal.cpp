@@ -62,7 +62,7 @@ struct Slice {
 struct SourceParam {
   MergedParam merged;
   size_t slice = 0;
-  int group = 0;  // in that slice
+  int group = 0;       // in that slice
   int first_rank = 0;  // lowest dp rank holding it there
 };
 
@@ -112,7 +112,8 @@ class ToUniversal {
                             "\") and \"checkpoint\": {\"load_universal\": true} in the DeepSpeed config, at "
                             "any data-parallel size" +
                             std::string(cat_.topology.tp > 1 ? " and any tensor-parallel size whose slices "
-                                                               "divide the merged params" : ""));
+                                                               "divide the merged params"
+                                                             : ""));
     const auto t0 = std::chrono::steady_clock::now();
     detail::publish_folder(checked, caller_io_, [this](const std::string& dir, FileIo& io) {
       io_ = &io;
@@ -250,7 +251,8 @@ class ToUniversal {
   }
 
   // Param `index` of group `group` in slice m, with its runs over the dp ranks.
-  SlicePart slice_part(size_t m, const deepspeed::GroupLayout& g, size_t index, const std::string& name) const {
+  SlicePart slice_part(size_t m, const deepspeed::GroupLayout& g, size_t index,
+                       const std::string& name) const {
     SlicePart part;
     part.partitions = &slices_[m].parts;
     part.group = g.index;
@@ -278,7 +280,8 @@ class ToUniversal {
     return part;
   }
 
-  // Every pipeline stage's params (a stage's tensor rank 0 names them), each with its slice on every tensor rank.
+  // Every pipeline stage's params (a stage's tensor rank 0 names them), each with its slice on every tensor
+  // rank.
   void collect_params() {
     // ds_to_universal's ZeRO-3 path at tp 1 merges no slices: universal_checkpoint_info plays no part.
     uci_ = zero3_ ? nullptr : dict_get(&ckpt_.model_file(0, 0).root, "universal_checkpoint_info");
@@ -303,7 +306,8 @@ class ToUniversal {
           if (mp.name.empty() || mp.name.find('/') != std::string::npos || mp.name == "." || mp.name == "..")
             refuse(ErrorKind::Unsupported, cat_, "param name '" + mp.name + "' cannot be a folder name");
           if (!seen.insert(mp.name).second) {
-            if (uci_ && patterns.pipeline_replicated(mp.name)) continue;  // ds_to_universal: the first stage's
+            if (uci_ && patterns.pipeline_replicated(mp.name))
+              continue;  // ds_to_universal: the first stage's
             refuse(ErrorKind::Unsupported, cat_,
                    "param '" + mp.name +
                        "' is saved by more than one pipeline stage, and "
@@ -355,11 +359,10 @@ class ToUniversal {
         const Value* e = state_entry(c, 0, g.index);
         const Value* s = dict_get(e, "step");
         if (!s)
-          s = dict_get(
-              deepspeed::detail::list_at(
-                  dict_get(dict_get(&c.optimizer_state(0), "base_optimizer_state"), "param_groups"),
-                  static_cast<size_t>(g.index)),
-              "step");  // FusedAdam keeps it in the param group
+          s = dict_get(deepspeed::detail::list_at(
+                           dict_get(dict_get(&c.optimizer_state(0), "base_optimizer_state"), "param_groups"),
+                           static_cast<size_t>(g.index)),
+                       "step");  // FusedAdam keeps it in the param group
         const auto v = s ? deepspeed::step_of(*s) : std::nullopt;
         if (!v || !(*v >= 1 && *v <= 9.0e15))
           refuse(ErrorKind::Corrupt, cat_,
@@ -503,7 +506,8 @@ class ToUniversal {
 
   // The written state file of mp re-opened: a float32 tensor of the merged shape, equal bit for bit to the
   // merged source values. nullopt when it is; else what is wrong.
-  std::optional<std::string> compare_written(const std::string& zero_dir, const MergedParam& mp, size_t s) const {
+  std::optional<std::string> compare_written(const std::string& zero_dir, const MergedParam& mp,
+                                             size_t s) const {
     const std::string rel = "zero/" + mp.name + "/" + kStates[s] + ".pt";
     const TorchFile f = TorchFile::open(state_file(zero_dir, mp.name, kStates[s]));
     const Value* v = zero3_ ? &f.root : dict_get(&f.root, "param");
@@ -536,11 +540,11 @@ class ToUniversal {
     if (const Value* pads = out.get("group_paddings"); pads && pads->is_sequence() && !pads->items().empty())
       out.set("group_paddings", Value::list(std::vector<Value>(pads->items().size(), Value::integer(0))));
     if (const Value* pc = out.get("partition_count"); pc && pc->is_sequence() && !pc->items().empty())
-      out.set("partition_count",
-              Value::list(std::vector<Value>(
-                  pc->items().size(),
-                  Value::integer(static_cast<int64_t>(
-                      slices_.front().ckpt->catalog().groups.front().partitions.size())))));
+      out.set(
+          "partition_count",
+          Value::list(std::vector<Value>(
+              pc->items().size(), Value::integer(static_cast<int64_t>(
+                                      slices_.front().ckpt->catalog().groups.front().partitions.size())))));
     if (step_files_) {
       const Value* pg = dict_get(dict_get(&osd, "base_optimizer_state"), "param_groups");
       if (!pg) refuse(ErrorKind::Corrupt, cat_, "rank 0's base_optimizer_state has no param_groups");

@@ -100,7 +100,8 @@ class ToZero {
   int dp_ = 0;
   std::vector<GroupLayout> groups_;             // the new layout, one per optimizer group
   std::map<std::string, int> universal_index_;  // param -> the universal catalog's flat group (= param)
-  std::vector<std::vector<int>> source_;  // [group][param in group]: the universal catalog's flat group (= param)
+  std::vector<std::vector<int>>
+      source_;  // [group][param in group]: the universal catalog's flat group (= param)
   // The last source tensor a filler read: consecutive chunks of a large param map its file once.
   struct SourceCache {
     size_t param = SIZE_MAX;
@@ -192,7 +193,8 @@ class ToZero {
       // Every state file checked now, so nothing is written from a missing one; each is mapped again only
       // while its bytes are copied (a large model has more files than a process can keep mapped).
       for (size_t s = 0; s < kStates.size(); ++s)
-        for (size_t i = 0; i < by_group[g].size(); ++i) source(g, s, i, static_cast<int64_t>(by_group[g][i].numel));
+        for (size_t i = 0; i < by_group[g].size(); ++i)
+          source(g, s, i, static_cast<int64_t>(by_group[g][i].numel));
       groups_.push_back(bf16_optimizer()
                             ? deepspeed::layout_bf16_optimizer(static_cast<int>(g), by_group[g], dp_)
                             : deepspeed::layout_zero12(static_cast<int>(g), by_group[g], dp_, rules));
@@ -266,7 +268,7 @@ class ToZero {
   const float* source_data(size_t g, size_t s, size_t i, SourceCache& cache) const {
     if (cache.param != i) {
       if (cache.tensor) cache.tensor->check_unchanged();  // commit() would refuse too; this names the file
-      cache.tensor.reset();  // unmapped before the next is mapped
+      cache.tensor.reset();                               // unmapped before the next is mapped
       cache.tensor = source(g, s, i, groups_[g].params[i].numel);
       cache.param = i;
     }

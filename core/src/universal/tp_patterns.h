@@ -31,8 +31,8 @@ class TpPatterns {
   explicit TpPatterns(const Value* info);
   // Throws ckptdoc::Error when several patterns of one list match `name` (ds_to_universal.py asserts).
   ParamMerge merge_for(const std::string& name);
-  // pipeline_replicated_parameter_patterns: params every pipeline stage saves (tied embeddings); ds_to_universal
-  // takes the first stage's.
+  // pipeline_replicated_parameter_patterns: params every pipeline stage saves (tied embeddings);
+  // ds_to_universal takes the first stage's.
   bool pipeline_replicated(const std::string& name) const;
   // Patterns no param matched: ds_to_universal.py (strict by default) refuses such a checkpoint.
   std::set<std::string> unmatched() const { return unmatched_; }

@@ -23,8 +23,8 @@ std::optional<Tensor> Checkpoint::universal_tensor(int group, const std::string&
   const std::string path = universal::state_file(u.zero_dir, pf.name, state);
   std::shared_ptr<const TorchFile> f;
   try {
-    // Opened for each read and unmapped with the last tensor viewing it: a folder can hold more files than the
-    // process could keep mapped.
+    // Opened for each read and unmapped with the last tensor viewing it: a folder can hold more files than
+    // the process could keep mapped.
     f = open_transient(path);
   } catch (const Error& e) {
     throw Error(ErrorKind::Io, path, "",

@@ -13,16 +13,17 @@ namespace ckptdoc::weights {
 
 uint64_t parse_shard_size(const std::string& text, const std::string& option) {
   auto bad = [&](const std::string& why) -> Error {
-    return Error("", option, expected_found("a size such as 5GB (5e9 bytes), 5GiB (5*2^30) or 500MB", "'" + text + "'") +
-                                 (why.empty() ? "" : " (" + why + ")"));
+    return Error("", option,
+                 expected_found("a size such as 5GB (5e9 bytes), 5GiB (5*2^30) or 500MB", "'" + text + "'") +
+                     (why.empty() ? "" : " (" + why + ")"));
   };
   size_t i = 0;
   while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
   size_t end = i;
   while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.' ||
                                ((text[end] == 'e' || text[end] == 'E') && end + 1 < text.size() &&
-                                (std::isdigit(static_cast<unsigned char>(text[end + 1])) || text[end + 1] == '+' ||
-                                 text[end + 1] == '-')) ||
+                                (std::isdigit(static_cast<unsigned char>(text[end + 1])) ||
+                                 text[end + 1] == '+' || text[end + 1] == '-')) ||
                                ((text[end] == '+' || text[end] == '-') && end > i &&
                                 (text[end - 1] == 'e' || text[end - 1] == 'E'))))
     ++end;
@@ -39,10 +40,11 @@ uint64_t parse_shard_size(const std::string& text, const std::string& option) {
   while (unit_begin < unit_end && std::isspace(static_cast<unsigned char>(text[unit_begin]))) ++unit_begin;
   while (unit_end > unit_begin && std::isspace(static_cast<unsigned char>(text[unit_end - 1]))) --unit_end;
   std::string unit;
-  for (size_t k = unit_begin; k < unit_end; ++k) unit += static_cast<char>(std::toupper(static_cast<unsigned char>(text[k])));
+  for (size_t k = unit_begin; k < unit_end; ++k)
+    unit += static_cast<char>(std::toupper(static_cast<unsigned char>(text[k])));
   static const std::map<std::string, double> kUnits = {
-      {"", 1},           {"B", 1},          {"KB", 1e3},       {"MB", 1e6},     {"GB", 1e9},
-      {"TB", 1e12},      {"KIB", 1024.0},   {"MIB", 1048576.0}, {"GIB", 1073741824.0}, {"TIB", 1099511627776.0}};
+      {"", 1},      {"B", 1},        {"KB", 1e3},        {"MB", 1e6},           {"GB", 1e9},
+      {"TB", 1e12}, {"KIB", 1024.0}, {"MIB", 1048576.0}, {"GIB", 1073741824.0}, {"TIB", 1099511627776.0}};
   const auto u = kUnits.find(unit);
   if (u == kUnits.end()) throw bad("unknown unit '" + unit + "'");
   const double bytes = value * u->second;  // truncated like Python's int(value * multiplier)
@@ -50,8 +52,12 @@ uint64_t parse_shard_size(const std::string& text, const std::string& option) {
   return static_cast<uint64_t>(bytes);
 }
 
-std::string weights_name(ShardFormat f) { return f == ShardFormat::Safetensors ? "model.safetensors" : "pytorch_model.bin"; }
-std::string index_name(ShardFormat f) { return weights_name(f) + ".index.json"; }
+std::string weights_name(ShardFormat f) {
+  return f == ShardFormat::Safetensors ? "model.safetensors" : "pytorch_model.bin";
+}
+std::string index_name(ShardFormat f) {
+  return weights_name(f) + ".index.json";
+}
 
 namespace {
 
@@ -133,10 +139,12 @@ ShardPlan plan_shards(const std::vector<NamedTensor>& tensors, uint64_t max_shar
 }
 
 std::string index_json(const std::vector<NamedTensor>& tensors, const ShardPlan& plan) {
-  nlohmann::json weight_map = nlohmann::json::object();  // std::map: sorted keys, as json.dumps(sort_keys=True)
+  nlohmann::json weight_map =
+      nlohmann::json::object();  // std::map: sorted keys, as json.dumps(sort_keys=True)
   for (const auto& s : plan.shards)
     for (size_t i : s.tensors) weight_map[tensors[i].name] = s.file;
-  nlohmann::json index = {{"metadata", {{"total_size", plan.total_size}}}, {"weight_map", std::move(weight_map)}};
+  nlohmann::json index = {{"metadata", {{"total_size", plan.total_size}}},
+                          {"weight_map", std::move(weight_map)}};
   return index.dump(2, ' ', /*ensure_ascii=*/true) + "\n";
 }
 

@@ -25,8 +25,8 @@ bool in_family(const std::string& name, ShardFormat f) {
   return std::regex_match(name, f == ShardFormat::Safetensors ? st : pt);
 }
 
-void write_one(const std::string& path, const std::vector<NamedTensor>& tensors, const ShardPlan::Shard& shard,
-               ShardFormat format) {
+void write_one(const std::string& path, const std::vector<NamedTensor>& tensors,
+               const ShardPlan::Shard& shard, ShardFormat format) {
   if (format == ShardFormat::Safetensors) {
     std::vector<NamedTensor> part;
     part.reserve(shard.tensors.size());
@@ -61,8 +61,8 @@ struct PartialFolder {
 
 }  // namespace
 
-ShardedOutput write_shards(const std::vector<NamedTensor>& tensors, const ShardPlan& plan, const std::string& folder,
-                           ShardFormat format, bool force) {
+ShardedOutput write_shards(const std::vector<NamedTensor>& tensors, const ShardPlan& plan,
+                           const std::string& folder, ShardFormat format, bool force) {
   if (plan.shards.empty())
     throw Error(ErrorKind::InvalidRequest, folder, "", "nothing to write: the export holds no tensors");
   std::error_code ec;
@@ -124,8 +124,8 @@ ShardedOutput write_shards(const std::vector<NamedTensor>& tensors, const ShardP
     return out;
   }
 
-  // An existing folder with other files: each weights file is replaced atomically, the index after every shard
-  // it names, and stale files of the family (an old index, shards of another count) go last.
+  // An existing folder with other files: each weights file is replaced atomically, the index after every
+  // shard it names, and stale files of the family (an old index, shards of another count) go last.
   std::set<std::string> written;
   for (const auto& s : plan.shards) {
     write_one((dir / s.file).string(), tensors, s, format);

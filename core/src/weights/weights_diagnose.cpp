@@ -12,7 +12,9 @@ namespace {
 
 constexpr int64_t kChunk = int64_t{1} << 22;  // elements per task: keeps every worker busy on big tensors
 
-bool scannable(DType d) { return d == DType::F16 || d == DType::BF16 || d == DType::F32 || d == DType::F64; }
+bool scannable(DType d) {
+  return d == DType::F16 || d == DType::BF16 || d == DType::F32 || d == DType::F64;
+}
 
 std::string some(const std::vector<std::string>& names, size_t max = 5) {
   std::string s;
@@ -64,7 +66,8 @@ analysis::Report diagnose_tensors(const std::vector<TensorToScan>& tensors,
   const unsigned workers = static_cast<unsigned>(std::min<size_t>(
       options.threads ? options.threads : default_workers(), std::max<size_t>(tasks.size(), 1)));
   std::unique_ptr<Backend> probe = make_cpu_backend(1);
-  report.backend = probe->description() + " x " + std::to_string(workers) + (workers == 1 ? " thread" : " threads");
+  report.backend =
+      probe->description() + " x " + std::to_string(workers) + (workers == 1 ? " thread" : " threads");
   std::vector<std::unique_ptr<Backend>> backends(workers);  // one per worker, made by the worker that uses it
   parallel_for(tasks.size(), workers, [&](size_t k, unsigned w) {
     if (!backends[w]) backends[w] = make_cpu_backend(1);
@@ -107,19 +110,29 @@ analysis::Report diagnose_tensors(const std::vector<TensorToScan>& tensors,
     std::vector<std::string> names;
     for (const auto& p : report.params)
       if (p.nonfinite_by_rank.count("lp")) names.push_back(p.name);
-    report.findings.push_back({"nonfinite-values", analysis::Severity::Error,
-                               std::to_string(nonfinite_count) + " NaN/Inf values in " + std::to_string(nonfinite.size()) +
-                                   " tensors: " + some(nonfinite) + " (in " + some(nonfinite_files) +
-                                   "). A model with them produces NaN outputs; take the weights from an earlier save",
-                               names, {}, {{"nonfinite", double(nonfinite_count)}}, analysis::RepairKind::None});
+    report.findings.push_back(
+        {"nonfinite-values",
+         analysis::Severity::Error,
+         std::to_string(nonfinite_count) + " NaN/Inf values in " + std::to_string(nonfinite.size()) +
+             " tensors: " + some(nonfinite) + " (in " + some(nonfinite_files) +
+             "). A model with them produces NaN outputs; take the weights from an earlier save",
+         names,
+         {},
+         {{"nonfinite", double(nonfinite_count)}},
+         analysis::RepairKind::None});
   }
   if (!zero.empty()) {
-    report.findings.push_back({"all-zero-weights", analysis::Severity::Warning,
-                               std::to_string(zero.size()) + " weight matrices are all zeros: " + some(zero) + " (in " +
-                                   some(zero_files) +
-                                   "). Trained layers are never exactly zero: a lost or never-gathered partition, "
-                                   "unless the layer is zero-initialised on purpose (e.g. a LoRA B matrix)",
-                               zero, {}, {{"tensors", double(zero.size())}}, analysis::RepairKind::None});
+    report.findings.push_back(
+        {"all-zero-weights",
+         analysis::Severity::Warning,
+         std::to_string(zero.size()) + " weight matrices are all zeros: " + some(zero) + " (in " +
+             some(zero_files) +
+             "). Trained layers are never exactly zero: a lost or never-gathered partition, "
+             "unless the layer is zero-initialised on purpose (e.g. a LoRA B matrix)",
+         zero,
+         {},
+         {{"tensors", double(zero.size())}},
+         analysis::RepairKind::None});
   }
   std::stable_sort(report.findings.begin(), report.findings.end(), [](const auto& a, const auto& b) {
     return static_cast<int>(a.severity) > static_cast<int>(b.severity);

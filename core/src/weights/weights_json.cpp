@@ -21,14 +21,20 @@ std::string weights_to_json(const WeightsSource& s, int indent) {
   }
   json files = json::array();
   for (const auto& f : s.files())
-    files.push_back({{"path", f.path}, {"format", f.format}, {"bytes", f.bytes}, {"readable", f.readable},
-                     {"tensors", f.tensors.size()}, {"stored_bytes", f.stored_bytes}});
+    files.push_back({{"path", f.path},
+                     {"format", f.format},
+                     {"bytes", f.bytes},
+                     {"readable", f.readable},
+                     {"tensors", f.tensors.size()},
+                     {"stored_bytes", f.stored_bytes}});
   j["files"] = files;
   json tensors = json::array();
   uint64_t numel = 0, bytes = 0;
   for (size_t i = 0; i < s.tensors().size(); ++i) {
     const auto& t = s.tensors()[i];
-    tensors.push_back({{"name", t.name}, {"dtype", std::string(dtype_name(t.tensor.dtype))}, {"shape", t.tensor.shape},
+    tensors.push_back({{"name", t.name},
+                       {"dtype", std::string(dtype_name(t.tensor.dtype))},
+                       {"shape", t.tensor.shape},
                        {"file", s.file_of(i)}});
     numel += static_cast<uint64_t>(t.tensor.numel());
     bytes += t.tensor.nbytes();
@@ -41,7 +47,10 @@ std::string weights_to_json(const WeightsSource& s, int indent) {
   j["config"] = config;
   json problems = json::array();
   for (const auto& p : s.problems())
-    problems.push_back({{"code", p.code}, {"severity", p.severity}, {"message", p.message}, {"file", p.file},
+    problems.push_back({{"code", p.code},
+                        {"severity", p.severity},
+                        {"message", p.message},
+                        {"file", p.file},
                         {"tensors", p.params}});
   j["problems"] = problems;
   return j.dump(indent);

@@ -33,12 +33,14 @@ std::string strip_module(const std::string& n) {
 
 // Files a Trainer or a training script keeps beside the weights that are not weights.
 bool not_weights(const std::string& name) {
-  static const std::regex other(R"((training_args|optimizer|scheduler|scaler|rng_state(_\d+)?)\.(bin|pt|pth))");
+  static const std::regex other(
+      R"((training_args|optimizer|scheduler|scaler|rng_state(_\d+)?)\.(bin|pt|pth))");
   return std::regex_match(name, other);
 }
 
 bool weights_extension(const std::string& name) {
-  return ends_with(name, ".safetensors") || ends_with(name, ".bin") || ends_with(name, ".pt") || ends_with(name, ".pth");
+  return ends_with(name, ".safetensors") || ends_with(name, ".bin") || ends_with(name, ".pt") ||
+         ends_with(name, ".pth");
 }
 
 // "a, b, c and 7 more"
@@ -65,9 +67,12 @@ std::string read_file_text(const std::string& path) {
   return ss.str();
 }
 
-bool is_float(DType d) { return d == DType::F16 || d == DType::BF16 || d == DType::F32 || d == DType::F64; }
+bool is_float(DType d) {
+  return d == DType::F16 || d == DType::BF16 || d == DType::F32 || d == DType::F64;
+}
 
-// The state dict inside a torch.save file: the root, or one nested under a usual key when the root holds none.
+// The state dict inside a torch.save file: the root, or one nested under a usual key when the root holds
+// none.
 const Value* state_dict_of(const Value& root) {
   if (!root.is_dict()) return nullptr;
   for (const auto& [k, v] : root.as_dict().items)
@@ -88,8 +93,8 @@ struct ParsedFile {
 
 std::optional<std::string> WeightsSource::weights_in_folder(const std::string& dir) {
   std::error_code ec;
-  for (const char* name : {"model.safetensors.index.json", "model.safetensors", "pytorch_model.bin.index.json",
-                           "pytorch_model.bin"}) {
+  for (const char* name : {"model.safetensors.index.json", "model.safetensors",
+                           "pytorch_model.bin.index.json", "pytorch_model.bin"}) {
     const fs::path p = fs::path(dir) / name;
     if (fs::is_regular_file(p, ec)) return p.string();
   }
@@ -149,8 +154,8 @@ std::shared_ptr<const WeightsSource> WeightsSource::open(const std::string& path
 
 void WeightsSource::problem(std::string code, std::string severity, std::string message, std::string file,
                             std::vector<std::string> tensors) {
-  problems_.push_back(deepspeed::Problem{std::move(code), std::move(severity), std::move(message), std::move(file),
-                                         {}, std::move(tensors)});
+  problems_.push_back(deepspeed::Problem{
+      std::move(code), std::move(severity), std::move(message), std::move(file), {}, std::move(tensors)});
 }
 
 void WeightsSource::read_config() {
@@ -163,14 +168,15 @@ void WeightsSource::read_config() {
   } catch (const Error&) {
   }
   if (!j.is_object()) {
-    problem("config-unreadable", "warning", "config.json is not a JSON object; sizes it would imply are not checked",
-            "config.json");
+    problem("config-unreadable", "warning",
+            "config.json is not a JSON object; sizes it would imply are not checked", "config.json");
     return;
   }
-  for (const char* key : {"hidden_size", "n_embd", "d_model", "vocab_size", "intermediate_size", "num_hidden_layers",
-                          "n_layer", "num_attention_heads"}) {
+  for (const char* key : {"hidden_size", "n_embd", "d_model", "vocab_size", "intermediate_size",
+                          "num_hidden_layers", "n_layer", "num_attention_heads"}) {
     const auto it = j.find(key);
-    if (it != j.end() && it->is_number_integer() && it->get<int64_t>() > 0) config_sizes_[key] = it->get<int64_t>();
+    if (it != j.end() && it->is_number_integer() && it->get<int64_t>() > 0)
+      config_sizes_[key] = it->get<int64_t>();
   }
 }
 
@@ -204,10 +210,11 @@ void WeightsSource::open_folder(const std::string& dir) {
                 "no weights here: no *.safetensors.index.json, model.safetensors, pytorch_model.bin or other "
                 ".safetensors / .bin / .pt file (and no DeepSpeed `latest` or rank files)");
   if (candidates.size() > 1) {
-    problem("index-missing", "error",
-            "the folder holds " + std::to_string(candidates.size()) + " weights files (" + some(candidates) +
-                ") and no index: Hugging Face loaders look for model.safetensors or an index and find neither",
-            candidates.front());
+    problem(
+        "index-missing", "error",
+        "the folder holds " + std::to_string(candidates.size()) + " weights files (" + some(candidates) +
+            ") and no index: Hugging Face loaders look for model.safetensors or an index and find neither",
+        candidates.front());
   }
   for (const auto& n : candidates) add_file((fs::path(dir) / n).string(), "");
   check_index();
@@ -234,7 +241,8 @@ void WeightsSource::read_index(const std::string& index_path) {
       throw Error(ErrorKind::Corrupt, index_path, "weight_map", "missing or not an object");
     if (j.contains("metadata") && j["metadata"].is_object()) {
       const auto& m = j["metadata"];
-      if (m.contains("total_size") && m["total_size"].is_number_integer()) index.total_size = m["total_size"].get<uint64_t>();
+      if (m.contains("total_size") && m["total_size"].is_number_integer())
+        index.total_size = m["total_size"].get<uint64_t>();
       if (m.contains("total_parameters") && m["total_parameters"].is_number_integer())
         index.total_parameters = m["total_parameters"].get<uint64_t>();
     }
@@ -247,7 +255,8 @@ void WeightsSource::read_index(const std::string& index_path) {
     usable = true;
   } catch (const std::exception& e) {
     problem("index-unreadable", "error",
-            index.path + " cannot be read (" + e.what() + "); the shards in the folder are read without it", index.path);
+            index.path + " cannot be read (" + e.what() + "); the shards in the folder are read without it",
+            index.path);
   }
   // The shards the index names, in file-name order; every other shard of its family is never loaded.
   std::set<std::string> named;
@@ -273,8 +282,8 @@ void WeightsSource::read_index(const std::string& index_path) {
       for (const auto& [t, file] : index_->weight_map)
         if (file == f) lost.push_back(t);
       problem("index-shard-missing", "error",
-              index_->path + " names " + f + ", which is not in the folder: its " + std::to_string(lost.size()) +
-                  " tensors (" + some(lost) + ") cannot be loaded",
+              index_->path + " names " + f + ", which is not in the folder: its " +
+                  std::to_string(lost.size()) + " tensors (" + some(lost) + ") cannot be loaded",
               f, lost);
       continue;
     }
@@ -284,7 +293,8 @@ void WeightsSource::read_index(const std::string& index_path) {
     for (const auto& f : stray) {
       problem("shard-unindexed", "warning",
               f + " looks like a shard of " + family + " but " + index_->path +
-                  " does not name it: loaders never read it (left from an earlier save with another shard count?)",
+                  " does not name it: loaders never read it (left from an earlier save with another shard "
+                  "count?)",
               f);
     }
   }
@@ -333,7 +343,8 @@ void WeightsSource::add_file(const std::string& abs_path, const std::string& /*p
       }
       if (skipped)
         problem("non-tensor-entries", "info",
-                wf.path + " holds " + std::to_string(skipped) + " entries that are not named tensors; they are skipped",
+                wf.path + " holds " + std::to_string(skipped) +
+                    " entries that are not named tensors; they are skipped",
                 wf.path);
       keep_.push_back(tf);
     } else {
@@ -405,12 +416,14 @@ void WeightsSource::check_index() {
       if (!unindexed.empty())
         problem("shard-tensor-unindexed", "warning",
                 f.path + " holds " + std::to_string(unindexed.size()) + " tensors that " + index_->path +
-                    " does not name (" + some(unindexed) + "): a loader that goes by the index never maps them",
+                    " does not name (" + some(unindexed) +
+                    "): a loader that goes by the index never maps them",
                 f.path, unindexed);
     }
-    const bool all_read = std::all_of(files_.begin(), files_.end(), [](const WeightsFile& f) { return f.readable; }) &&
-                          std::none_of(problems_.begin(), problems_.end(),
-                                       [](const deepspeed::Problem& p) { return p.code == "index-shard-missing"; });
+    const bool all_read =
+        std::all_of(files_.begin(), files_.end(), [](const WeightsFile& f) { return f.readable; }) &&
+        std::none_of(problems_.begin(), problems_.end(),
+                     [](const deepspeed::Problem& p) { return p.code == "index-shard-missing"; });
     uint64_t bytes = 0, numel = 0;
     for (const auto& f : files_) {
       bytes += f.stored_bytes;
@@ -418,8 +431,9 @@ void WeightsSource::check_index() {
     }
     if (all_read && index_->total_size && *index_->total_size != bytes)
       problem("index-total-mismatch", "warning",
-              index_->path + " says metadata.total_size " + std::to_string(*index_->total_size) + " but its shards store " +
-                  std::to_string(bytes) + " bytes of tensors: the index was written for other shards, or shards changed",
+              index_->path + " says metadata.total_size " + std::to_string(*index_->total_size) +
+                  " but its shards store " + std::to_string(bytes) +
+                  " bytes of tensors: the index was written for other shards, or shards changed",
               index_->path);
     if (all_read && index_->total_parameters && *index_->total_parameters != numel)
       problem("index-total-mismatch", "warning",
@@ -433,7 +447,8 @@ void WeightsSource::check_index() {
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const Tensor& t = tensors_[i].tensor;
     if (t.numel() != 0) continue;
-    empty.push_back(tensors_[i].name + " " + (t.shape.size() == 1 && t.shape[0] == 0 ? "[0]" : "(0 elements)"));
+    empty.push_back(tensors_[i].name + " " +
+                    (t.shape.size() == 1 && t.shape[0] == 0 ? "[0]" : "(0 elements)"));
     if (empty_file.empty()) empty_file = tensor_files_[i];
   }
   if (!empty.empty()) {
@@ -441,15 +456,17 @@ void WeightsSource::check_index() {
     for (size_t i = 0; i < tensors_.size(); ++i)
       if (tensors_[i].tensor.numel() == 0) names.push_back(tensors_[i].name);
     std::string config;
-    for (const auto& [k, v] : config_sizes_) config += (config.empty() ? "" : ", ") + k + " " + std::to_string(v);
+    for (const auto& [k, v] : config_sizes_)
+      config += (config.empty() ? "" : ", ") + k + " " + std::to_string(v);
     problem("placeholder-tensor", config.empty() ? "warning" : "error",
-            std::to_string(empty.size()) + " of " + std::to_string(tensors_.size()) + " tensors are empty (" + some(empty) +
-                ", first in " + empty_file + ")" +
-                (config.empty() ? ""
-                                : " although config.json implies real sizes (" + config +
-                                      "): placeholders, as a ZeRO-3 model saved without "
-                                      "stage3_gather_16bit_weights_on_model_save writes them. Export the weights from "
-                                      "the DeepSpeed checkpoint instead (ckptdoc export)"),
+            std::to_string(empty.size()) + " of " + std::to_string(tensors_.size()) + " tensors are empty (" +
+                some(empty) + ", first in " + empty_file + ")" +
+                (config.empty()
+                     ? ""
+                     : " although config.json implies real sizes (" + config +
+                           "): placeholders, as a ZeRO-3 model saved without "
+                           "stage3_gather_16bit_weights_on_model_save writes them. Export the weights from "
+                           "the DeepSpeed checkpoint instead (ckptdoc export)"),
             empty_file, names);
   }
   // Floating tensors in several dtypes: usually one param group saved from another precision.
@@ -461,12 +478,14 @@ void WeightsSource::check_index() {
     std::string counts;
     std::vector<std::string> minority;
     for (const auto& [d, names] : by_dtype) {
-      counts += (counts.empty() ? "" : ", ") + std::to_string(names.size()) + " " + std::string(dtype_name(d));
+      counts +=
+          (counts.empty() ? "" : ", ") + std::to_string(names.size()) + " " + std::string(dtype_name(d));
       if (d != main) minority.insert(minority.end(), names.begin(), names.end());
     }
     problem("mixed-dtypes", "warning",
-            "floating tensors are stored in several dtypes (" + counts + "); not " + std::string(dtype_name(main)) + ": " +
-                some(minority) + ". Loaders cast them to the model's dtype; check this is intended",
+            "floating tensors are stored in several dtypes (" + counts + "); not " +
+                std::string(dtype_name(main)) + ": " + some(minority) +
+                ". Loaders cast them to the model's dtype; check this is intended",
             files_.empty() ? "" : files_.front().path, minority);
   }
 }

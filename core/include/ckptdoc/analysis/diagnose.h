@@ -39,9 +39,9 @@ struct DiagnoseOptions {
   bool masters_only = false;
 };
 
-// Throws Cancelled when progress->cancel() was called. A tensor/pipeline-parallel job (ckpt opened as the job)
-// is diagnosed model-parallel rank by model-parallel rank, every finding carrying its coordinates, plus what
-// only the ranks side by side show (tp-replicated-mismatch and the catalog's job problems).
+// Throws Cancelled when progress->cancel() was called. A tensor/pipeline-parallel job (ckpt opened as the
+// job) is diagnosed model-parallel rank by model-parallel rank, every finding carrying its coordinates, plus
+// what only the ranks side by side show (tp-replicated-mismatch and the catalog's job problems).
 Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& options = {},
                 Progress* progress = nullptr);
 

@@ -1,9 +1,9 @@
 #pragma once
-// Tensor-by-tensor comparison of two sources of any kind (DeepSpeed checkpoints, Hugging Face folders, weights
-// files): which tensors were added, removed, or changed shape or dtype, and for the rest how far apart their
-// values are (max |A-B|, ||A-B|| / ||B||, the share of elements exactly equal). Names match after stripping
-// `module.` prefixes. NaN equals NaN at the same place. Tensors stream through in bounded memory, each read
-// once: a DeepSpeed side is consolidated on the fly, as export does.
+// Tensor-by-tensor comparison of two sources of any kind (DeepSpeed checkpoints, Hugging Face folders,
+// weights files): which tensors were added, removed, or changed shape or dtype, and for the rest how far
+// apart their values are (max |A-B|, ||A-B|| / ||B||, the share of elements exactly equal). Names match after
+// stripping `module.` prefixes. NaN equals NaN at the same place. Tensors stream through in bounded memory,
+// each read once: a DeepSpeed side is consolidated on the fly, as export does.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -17,7 +17,8 @@
 namespace ckptdoc::analysis {
 
 // What of a DeepSpeed checkpoint is compared: consolidated fp32 masters (with buffers and frozen params, as
-// zero_to_fp32.py exports them), the 16-bit module weights, or an Adam moment. Weights sources have weights only.
+// zero_to_fp32.py exports them), the 16-bit module weights, or an Adam moment. Weights sources have weights
+// only.
 enum class DiffWhat : uint8_t { Fp32, Lp, ExpAvg, ExpAvgSq };
 DiffWhat parse_diff_what(const std::string& s);  // "fp32" | "lp" | "exp_avg" | "exp_avg_sq"
 std::string_view diff_what_name(DiffWhat w);
@@ -25,7 +26,7 @@ std::string_view diff_what_name(DiffWhat w);
 struct DiffOptions {
   DiffWhat what = DiffWhat::Fp32;
   double atol = 0, rtol = 0;  // equal when |a - b| <= atol + rtol * |b| (torch.allclose(A, B)); default exact
-  bool histograms = false;    // also count log|A-B| per tensor (the app plots them; the CLI does not need them)
+  bool histograms = false;  // also count log|A-B| per tensor (the app plots them; the CLI does not need them)
 };
 
 // Where a tensor's differences lie: log|A-B| of the elements where A > B (`above`, which also counts the
@@ -63,8 +64,8 @@ struct DiffResult {
 // source has no such tensors (moments of a weights file, fp32 of a checkpoint without ZeRO partitions).
 std::vector<NamedTensor> diff_tensors(const deepspeed::Checkpoint& ckpt, DiffWhat what);
 
-DiffResult diff(const deepspeed::Checkpoint& a, const deepspeed::Checkpoint& b, const DiffOptions& options = {},
-                Progress* progress = nullptr);
+DiffResult diff(const deepspeed::Checkpoint& a, const deepspeed::Checkpoint& b,
+                const DiffOptions& options = {}, Progress* progress = nullptr);
 
 // {"a", "b", "equal", "removed", "added", "shape_changed", "tensors": [{name, dtype_a, dtype_b, shape, numel,
 //  max_abs_diff, rel_l2, exact_fraction, equal}, ...]} (ckptdoc diff --json).

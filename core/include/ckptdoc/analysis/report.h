@@ -30,12 +30,13 @@ std::string_view repair_name(RepairKind r);
 struct Finding {
   std::string code;  // e.g. "fp32-master-mismatch"
   Severity severity = Severity::Info;
-  std::string message;                  // what happened and what to do, in plain words
+  std::string message;  // what happened and what to do, in plain words
   std::vector<std::string> params;
   std::vector<int> ranks;
   std::map<std::string, double> evidence;  // named numbers backing the finding
   RepairKind repair = RepairKind::None;
-  std::map<std::string, std::string> details = {};  // named facts (unsafe-pickle: file, record, callable, how)
+  std::map<std::string, std::string> details =
+      {};  // named facts (unsafe-pickle: file, record, callable, how)
   // Tensor/pipeline-parallel jobs: the model-parallel rank it concerns (ranks are that rank's dp ranks);
   // -1: the whole job or a data-parallel one.
   int pp = -1, tp = -1;
@@ -61,13 +62,14 @@ struct RankMoments {
 struct ParamReport {
   std::string name;
   int group = 0;
-  int pp = -1, tp = -1;  // its model-parallel rank in a tensor/pipeline-parallel job (names repeat across tp ranks)
+  int pp = -1,
+      tp = -1;  // its model-parallel rank in a tensor/pipeline-parallel job (names repeat across tp ranks)
   std::vector<int64_t> shape;
   int64_t numel = 0;
   DType lp_dtype = DType::F32;
   std::optional<DivergenceStats> lp_vs_fp32;  // absent when lp or fp32 is unavailable (e.g. ZeRO-3)
   std::optional<ValueStats> lp, fp32, exp_avg, exp_avg_sq;
-  std::map<int, DivergenceStats> per_rank;     // dp rank -> divergence of this param's fragment there
+  std::map<int, DivergenceStats> per_rank;  // dp rank -> divergence of this param's fragment there
   // tensor ("lp", "fp32", "exp_avg", "exp_avg_sq") -> dp rank -> NaN/Inf count, only where non-zero
   std::map<std::string, std::map<int, uint64_t>> nonfinite_by_rank;
   std::map<int, RankMoments> moments_by_rank;  // dp rank -> its fragment's moment sums (when moments exist)
@@ -87,11 +89,11 @@ struct LiveReport {
   std::string snapshot_id;
   double created_unix = 0;
   int64_t global_steps = 0, global_samples = 0, skipped_steps = 0;
-  std::optional<double> grad_norm;          // DeepSpeed's last global grad norm
-  std::optional<double> gradient_clipping;  // the clip value (0: off)
+  std::optional<double> grad_norm;                   // DeepSpeed's last global grad norm
+  std::optional<double> gradient_clipping;           // the clip value (0: off)
   std::optional<double> loss_scale, min_loss_scale;  // fp16
   std::optional<bool> overflow;
-  std::vector<std::optional<double>> lr;    // per param group
+  std::vector<std::optional<double>> lr;  // per param group
   bool grads_requested = false, grads_present = false;
   std::optional<double> recorded_grad_norm;  // L2 of the recorded gradient partitions of all ranks, unscaled
   uint64_t grad_numel = 0, grad_nonfinite = 0;
@@ -101,7 +103,7 @@ struct LiveReport {
 struct Report {
   std::vector<Finding> findings;  // errors first, then warnings, then info
   std::vector<ParamReport> params;
-  std::string backend;            // which compute backend ran (and how processes merged their results)
+  std::string backend;               // which compute backend ran (and how processes merged their results)
   std::vector<DeviceShare> devices;  // this process's devices when it drove several, else empty
   uint64_t bytes_scanned = 0;
   double seconds = 0;

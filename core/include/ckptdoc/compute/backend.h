@@ -55,8 +55,8 @@ class Backend {
 // The CUDA backend runs on this process's first device (devices_for_process under MPI, else device 0).
 // Cuda with no usable device throws ckptdoc::Error with the CUDA runtime's reason.
 std::unique_ptr<Backend> make_backend(DeviceKind kind, std::string* note = nullptr);
-// Code path of the CPU backend: Best picks the AVX2/F16C/FMA kernels when the processor has them, Scalar keeps
-// to the portable code (same counts and histograms; sums may differ in the last bits).
+// Code path of the CPU backend: Best picks the AVX2/F16C/FMA kernels when the processor has them, Scalar
+// keeps to the portable code (same counts and histograms; sums may differ in the last bits).
 enum class CpuPath : uint8_t { Best, Scalar };
 std::unique_ptr<Backend> make_cpu_backend(unsigned threads = 0,  // 0 = hardware concurrency
                                           CpuPath path = CpuPath::Best);

@@ -256,8 +256,8 @@ struct ValueStats {
   uint64_t nan = 0, pos_inf = 0, neg_inf = 0, zeros = 0, subnormals = 0, negatives = 0;
   double min = 0, max = 0;  // over finite values; meaningless when finite_count() == 0
   double sum = 0, sum_sq = 0;
-  LogHistogram log_abs;          // log|v| histogram (moments use it on a log axis)
-  LogHistogram log_abs_negative; // log|v| of negative values only: with log_abs gives a signed view
+  LogHistogram log_abs;           // log|v| histogram (moments use it on a log axis)
+  LogHistogram log_abs_negative;  // log|v| of negative values only: with log_abs gives a signed view
 
   uint64_t finite_count() const { return count - nan - pos_inf - neg_inf; }
   double mean() const;
@@ -269,18 +269,18 @@ struct ValueStats {
 // lp (fp16/bf16) weights compared with their fp32 masters.
 struct DivergenceStats {
   uint64_t count = 0;
-  uint64_t exact = 0;          // lp == round_to_lp(fp32), bit for bit
-  uint64_t nonfinite = 0;      // either side NaN/Inf (excluded from the sums)
-  double max_abs = 0;          // max |fp32 - upcast(lp)|
-  double sum_abs = 0;          // sum |fp32 - upcast(lp)|
-  double sum_sq_diff = 0;      // sum (fp32 - upcast(lp))^2
-  double sum_sq_lp = 0;        // sum upcast(lp)^2
-  double sum_sq_fp32 = 0;      // sum fp32^2
-  LogHistogram log_abs_diff;   // |fp32 - upcast(lp)|
+  uint64_t exact = 0;         // lp == round_to_lp(fp32), bit for bit
+  uint64_t nonfinite = 0;     // either side NaN/Inf (excluded from the sums)
+  double max_abs = 0;         // max |fp32 - upcast(lp)|
+  double sum_abs = 0;         // sum |fp32 - upcast(lp)|
+  double sum_sq_diff = 0;     // sum (fp32 - upcast(lp))^2
+  double sum_sq_lp = 0;       // sum upcast(lp)^2
+  double sum_sq_fp32 = 0;     // sum fp32^2
+  LogHistogram log_abs_diff;  // |fp32 - upcast(lp)|
   UlpHistogram ulp;
 
   double mean_abs() const;
-  double rel_l2() const;        // ||fp32 - lp|| / ||lp||
+  double rel_l2() const;  // ||fp32 - lp|| / ||lp||
   double exact_fraction() const;
   void merge(const DivergenceStats& o);
   size_t heap_bytes() const { return log_abs_diff.heap_bytes() + ulp.heap_bytes(); }

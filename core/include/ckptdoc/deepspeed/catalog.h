@@ -22,46 +22,49 @@ std::string_view role_name(FileRole r);  // "model", "optim", "layer", "expert",
 
 // A rank file and its coordinates in the job (-1 where a coordinate does not apply or is unknown).
 struct CheckpointFile {
-  std::string path;      // relative to the tag folder
+  std::string path;  // relative to the tag folder
   std::string abs_path;
   FileRole role = FileRole::Other;
-  int dp_rank = -1;      // -1 when the name carries none
-  int mp_rank = -1;      // model-parallel rank = pipeline stage * tp + tensor rank (layer files: derived)
+  int dp_rank = -1;  // -1 when the name carries none
+  int mp_rank = -1;  // model-parallel rank = pipeline stage * tp + tensor rank (layer files: derived)
   uint64_t bytes = 0;
   bool bf16_prefix = false;  // "bf16_zero_pp_rank_..."
-  int pp = -1, tp = -1;  // pipeline stage and tensor-parallel rank (from mp_rank and the topology)
-  int layer = -1;        // pipeline layer index (layer files) or MoE layer id (expert files)
-  int expert = -1;       // global expert id (expert files)
-  int ep = -1;           // expert-parallel rank (expert files, expp_rank optimizer files)
+  int pp = -1, tp = -1;      // pipeline stage and tensor-parallel rank (from mp_rank and the topology)
+  int layer = -1;            // pipeline layer index (layer files) or MoE layer id (expert files)
+  int expert = -1;           // global expert id (expert files)
+  int ep = -1;               // expert-parallel rank (expert files, expp_rank optimizer files)
 };
 
 enum class OptimizerWrapper : uint8_t {
-  None,              // no optimizer state saved
-  Zero12,            // DeepSpeedZeroOptimizer (ZeRO-1/2)
-  Zero3,             // DeepSpeedZeroOptimizer_Stage3
-  BF16Optimizer,     // BF16_Optimizer (ZeRO-1 layout, no zero_stage key)
-  FP16Optimizer,     // FP16_Optimizer (state inside the model file)
+  None,           // no optimizer state saved
+  Zero12,         // DeepSpeedZeroOptimizer (ZeRO-1/2)
+  Zero3,          // DeepSpeedZeroOptimizer_Stage3
+  BF16Optimizer,  // BF16_Optimizer (ZeRO-1 layout, no zero_stage key)
+  FP16Optimizer,  // FP16_Optimizer (state inside the model file)
   FP16UnfusedOptimizer,
-  TorchOptimizer,    // raw torch optimizer state inside the model file
+  TorchOptimizer,  // raw torch optimizer state inside the model file
   Unknown
 };
-std::string_view wrapper_name(OptimizerWrapper w);  // "DeepSpeedZeroOptimizer", "DeepSpeedZeroOptimizer_Stage3",
-                                                    // "BF16_Optimizer", "FP16_Optimizer", ...
+std::string_view wrapper_name(
+    OptimizerWrapper w);  // "DeepSpeedZeroOptimizer", "DeepSpeedZeroOptimizer_Stage3",
+                          // "BF16_Optimizer", "FP16_Optimizer", ...
 
 // One contiguous run of a param's elements inside one rank's flat partition.
 struct Fragment {
-  int param = 0;              // index into GroupLayout::params
-  int64_t param_offset = 0;   // first element of the param covered
+  int param = 0;                 // index into GroupLayout::params
+  int64_t param_offset = 0;      // first element of the param covered
   int64_t partition_offset = 0;  // where it sits in the rank's partition
   int64_t numel = 0;
 };
 
 struct RankPartition {
   int rank = 0;
-  int64_t saved_numel = 0;  // length of the fp32 tensor saved for this rank (lean for ZeRO-1/2, padded for BF16)
-  int64_t padding = 0;      // padding elements inside this rank's partition (partition_numel - real_numel)
-  int64_t real_numel = 0;   // param elements inside this rank's partition
-  int64_t recorded_padding = 0;  // what DeepSpeed's version writes in `group_paddings` for this rank (§5.1/§5.2)
+  int64_t saved_numel =
+      0;                // length of the fp32 tensor saved for this rank (lean for ZeRO-1/2, padded for BF16)
+  int64_t padding = 0;  // padding elements inside this rank's partition (partition_numel - real_numel)
+  int64_t real_numel = 0;  // param elements inside this rank's partition
+  int64_t recorded_padding =
+      0;  // what DeepSpeed's version writes in `group_paddings` for this rank (§5.1/§5.2)
   std::vector<Fragment> fragments;
 };
 
@@ -73,8 +76,8 @@ struct ParamEntry {
                        // sub-group partition (sum of ceil(numel/dp) of the params before it)
 };
 
-// Where a trainable param's 16-bit weight is stored: the model file's `module`, a pipeline layer file or an MoE
-// expert file, under `key` in that file's state dict.
+// Where a trainable param's 16-bit weight is stored: the model file's `module`, a pipeline layer file or an
+// MoE expert file, under `key` in that file's state dict.
 struct WeightLocation {
   std::string file;  // relative to the tag folder
   std::string key;
@@ -116,29 +119,31 @@ struct Problem {
   std::vector<std::string> params;
   // Named facts behind the problem, for JSON and tools: unsafe-pickle has file, record, callable, how.
   std::map<std::string, std::string> details = {};
-  int pp = -1, tp = -1;  // the model-parallel rank concerned in a tensor/pipeline-parallel job (-1: the whole job)
+  int pp = -1,
+      tp = -1;  // the model-parallel rank concerned in a tensor/pipeline-parallel job (-1: the whole job)
   // What the verdict could not check because of this problem (the verdict lists it); empty when nothing.
   std::string not_checked = {};
 };
 
 // One MoE layer (deepspeed.moe.layer.MoE) as its expert files and the model file's num_experts say.
 struct MoeLayer {
-  int id = 0;               // the layer id in expert file names (index among the model's MoE modules)
-  std::string prefix;       // module path of its experts, e.g. "moe.deepspeed_moe.experts.deepspeed_experts."
-  int num_experts = 0;      // from the model file's num_experts
-  int ep_size = 1;          // expert-parallel size of its expert group
+  int id = 0;           // the layer id in expert file names (index among the model's MoE modules)
+  std::string prefix;   // module path of its experts, e.g. "moe.deepspeed_moe.experts.deepspeed_experts."
+  int num_experts = 0;  // from the model file's num_experts
+  int ep_size = 1;      // expert-parallel size of its expert group
 };
 
 // How the job was parallelised (deepspeed-format.md §8). mp rank = pipeline stage * tp + tensor rank.
 struct Topology {
   int mp_world_size = 1;
-  int pp = 1, tp = 1;       // pipeline stages, tensor-parallel ranks
-  bool pipeline = false;    // PipelineModule: `module` is None, weights live in layer_XX[-model_YY] files
+  int pp = 1, tp = 1;     // pipeline stages, tensor-parallel ranks
+  bool pipeline = false;  // PipelineModule: `module` is None, weights live in layer_XX[-model_YY] files
   bool layer_files_named_by_tp = false;  // layer_XX-model_YY-model_states.pt (else layer_XX-model_states.pt)
   std::vector<MoeLayer> moe_layers;
-  int ep = 1;               // largest expert-parallel size (1 without MoE)
+  int ep = 1;                        // largest expert-parallel size (1 without MoE)
   bool legacy_expert_files = false;  // expert_E_mp_rank_XX_model_states.pt (before 2021-10)
-  std::map<int, int> layer_stage;    // pipeline layer index -> stage that owns it (from each stage's param names)
+  std::map<int, int>
+      layer_stage;  // pipeline layer index -> stage that owns it (from each stage's param names)
   int stage_of(int mp_rank) const { return tp > 0 ? mp_rank / tp : 0; }
   int tp_of(int mp_rank) const { return tp > 0 ? mp_rank % tp : 0; }
   bool model_parallel() const { return mp_world_size > 1; }
@@ -189,49 +194,49 @@ struct LossScalerInfo {
   int64_t last_overflow_iter = -1;
 };
 
-// The wrapped torch optimizer's state of one flat group (ZeRO-1/2/BF16: a param group; ZeRO-3: a sub-group), as
-// rank 0's optimizer file (or the model file's `optimizer`) saved it.
+// The wrapped torch optimizer's state of one flat group (ZeRO-1/2/BF16: a param group; ZeRO-3: a sub-group),
+// as rank 0's optimizer file (or the model file's `optimizer`) saved it.
 struct OptimizerGroupState {
-  std::optional<int64_t> step;  // Adam's own step count; absent when the state holds none
+  std::optional<int64_t> step;        // Adam's own step count; absent when the state holds none
   double beta1 = 0.9, beta2 = 0.999;  // from the param group's `betas` (torch's defaults when absent)
-  bool has_state = false;       // a state entry exists for the group
+  bool has_state = false;             // a state entry exists for the group
 };
 
-// What one model-parallel rank (pipeline stage x tensor rank) of a checkpoint holds: a data-parallel job has one;
-// a tensor/pipeline-parallel job has one per mp rank (Checkpoint::slice), each with its own groups, params and
-// layout, and the files and topology of the whole job.
+// What one model-parallel rank (pipeline stage x tensor rank) of a checkpoint holds: a data-parallel job has
+// one; a tensor/pipeline-parallel job has one per mp rank (Checkpoint::slice), each with its own groups,
+// params and layout, and the files and topology of the whole job.
 struct Catalog {
   // "deepspeed", or for a weights-only source (weights/weights_source.h): "hf-folder" | "weights-file".
   std::string kind = "deepspeed";
   std::string save_dir;  // folder holding `latest` (or the tag folder's parent)
   std::string tag;
-  std::string tag_dir;   // absolute
-  int mp_rank = 0;       // the model-parallel rank these groups, params and layout belong to
+  std::string tag_dir;  // absolute
+  int mp_rank = 0;      // the model-parallel rank these groups, params and layout belong to
   int pp_stage = 0, tp_rank = 0;
   Topology topology;
   int zero_stage = 0;
   DType lp_dtype = DType::F32;
   OptimizerWrapper wrapper = OptimizerWrapper::Unknown;
-  int dp_world_size = 0;     // from the model file
+  int dp_world_size = 0;  // from the model file
   int mp_world_size = 0;
-  int optim_file_count = 0;  // optimizer files found for mp rank 0
+  int optim_file_count = 0;          // optimizer files found for mp rank 0
   std::vector<int> partition_count;  // per group, from the optimizer files
   std::string ds_version;
   std::vector<CheckpointFile> files;
   std::vector<GroupLayout> groups;
   std::vector<std::string> buffer_names;
-  std::vector<ParamEntry> frozen_params;        // name + shape
-  std::map<std::string, std::string> shared_params;  // alias -> owner
+  std::vector<ParamEntry> frozen_params;                                    // name + shape
+  std::map<std::string, std::string> shared_params;                         // alias -> owner
   std::vector<std::pair<std::string, std::string>> shared_params_in_order;  // (alias, owner) as saved
-  std::vector<std::string> module_keys;         // module state-dict keys in file order
+  std::vector<std::string> module_keys;                // module state-dict keys in file order
   std::map<std::string, WeightLocation> lp_locations;  // trainable param -> where its 16-bit weight is
   int64_t global_steps = 0, skipped_steps = 0, global_samples = 0;
-  std::optional<int64_t> optimizer_step;        // Adam step of group 0, rank 0
+  std::optional<int64_t> optimizer_step;              // Adam step of group 0, rank 0
   std::vector<OptimizerGroupState> optimizer_groups;  // per flat group (index = GroupLayout::index)
-  std::vector<std::string> optimizer_state_keys;  // e.g. exp_avg, exp_avg_sq
+  std::vector<std::string> optimizer_state_keys;      // e.g. exp_avg, exp_avg_sq
   // Per flat group: the tensor state keys (exp_avg, ...) any rank holds; every rank must hold them all.
   std::vector<std::vector<std::string>> group_state_keys;
-  std::string optimizer_name_hint;              // from ds_config when present, e.g. "AdamW"
+  std::string optimizer_name_hint;  // from ds_config when present, e.g. "AdamW"
   LossScalerInfo loss_scaler;
   std::string lr_scheduler_summary;
   std::vector<Problem> problems;  // what is missing or odd, found while cataloguing
@@ -240,28 +245,31 @@ struct Catalog {
   std::optional<UniversalInfo> universal;
   // Set when an AutoEP ZeRO-3 checkpoint was laid out (catalog_autoep.cpp).
   std::optional<AutoEp> autoep;
-  // Index in `files` of metadata_model_file(), set by the builder once the files' roles are final: it is asked
-  // for once per param, and a universal folder lists 3-4 files per param. -1: found by searching the files.
+  // Index in `files` of metadata_model_file(), set by the builder once the files' roles are final: it is
+  // asked for once per param, and a universal folder lists 3-4 files per param. -1: found by searching the
+  // files.
   int metadata_model_index = -1;
 
   // mp_rank -1: this catalog's own model-parallel rank.
   const CheckpointFile* model_file(int mp_rank = -1, int dp_rank = 0) const;
   const CheckpointFile* optim_file(int dp_rank, int mp_rank = -1) const;
-  // The model file the catalog reads names, shapes and config from: its mp rank's (ZeRO-3: dp rank 0's, or the
-  // lowest dp rank present when a node holds only its own ranks' files).
+  // The model file the catalog reads names, shapes and config from: its mp rank's (ZeRO-3: dp rank 0's, or
+  // the lowest dp rank present when a node holds only its own ranks' files).
   const CheckpointFile* metadata_model_file() const;
   // Group and index of a trainable param by name; nullopt when not trainable/unknown.
   std::optional<std::pair<int, int>> find_param(const std::string& name) const;
   int64_t trainable_numel() const;
   // Number of flat groups in each rank file (expert groups count once however many ep ranks there are).
   int file_group_count() const;
-  // The group a dp rank's file holds at position `file_group` (the expert-parallel instance for expert groups).
+  // The group a dp rank's file holds at position `file_group` (the expert-parallel instance for expert
+  // groups).
   const GroupLayout* group_in_file(int file_group, int dp_rank) const;
   // "pp 1, tp 0" for a tensor/pipeline-parallel job, "" for a data-parallel one.
   std::string slice_label() const;
 };
 
-// "pp S, tp T" (only the parts that are parallel: "tp 1" without pipeline, "pp 2" without tensor parallelism).
+// "pp S, tp T" (only the parts that are parallel: "tp 1" without pipeline, "pp 2" without tensor
+// parallelism).
 std::string slice_label(const Topology& t, int pp, int tp);
 
 }  // namespace ckptdoc::deepspeed

@@ -8,13 +8,13 @@
 // shared_params{alias: owner}, module_keys, global_steps, skipped_steps, global_samples, optimizer_step,
 // optimizer_state_keys, optimizer_name_hint, loss_scaler{...}, lr_scheduler, trainable_numel,
 // problems[{code, severity, message, file, ranks, params}].
-// Tensor/pipeline/expert-parallel coordinates (added; the keys above describe model-parallel rank 0): mp_rank,
-// pp, tp; parallel{mp_world_size, pp, tp, ep, pipeline, layer_stage{layer: stage}, moe_layers[{id, prefix,
-// num_experts, ep_size}], legacy_expert_files}; files[] also {pp, tp, ep, layer, expert} (null where they do not
-// apply); groups[] also {file_group, mp_rank, pp, tp, ep, expert} and params[] {lp_file, lp_key} (where the 16-bit
-// weight is); problems[] also {pp, tp} (null: the whole job). checkpoint_to_json adds slices[]: every
-// model-parallel rank's catalog with the same keys (without files and problems, which the top level lists for
-// the whole job); slices[0] repeats the top level's groups.
+// Tensor/pipeline/expert-parallel coordinates (added; the keys above describe model-parallel rank 0):
+// mp_rank, pp, tp; parallel{mp_world_size, pp, tp, ep, pipeline, layer_stage{layer: stage}, moe_layers[{id,
+// prefix, num_experts, ep_size}], legacy_expert_files}; files[] also {pp, tp, ep, layer, expert} (null where
+// they do not apply); groups[] also {file_group, mp_rank, pp, tp, ep, expert} and params[] {lp_file, lp_key}
+// (where the 16-bit weight is); problems[] also {pp, tp} (null: the whole job). checkpoint_to_json adds
+// slices[]: every model-parallel rank's catalog with the same keys (without files and problems, which the top
+// level lists for the whole job); slices[0] repeats the top level's groups.
 #include <string>
 
 #include "ckptdoc/deepspeed/catalog.h"

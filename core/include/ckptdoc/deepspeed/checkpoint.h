@@ -1,6 +1,6 @@
 #pragma once
-// An attached DeepSpeed checkpoint: the catalog plus lazy, memory-mapped access to every tensor. Opening reads
-// the `latest` file, zip directories and pickles only; tensor bytes are read when a param is assembled.
+// An attached DeepSpeed checkpoint: the catalog plus lazy, memory-mapped access to every tensor. Opening
+// reads the `latest` file, zip directories and pickles only; tensor bytes are read when a param is assembled.
 #include <algorithm>
 #include <functional>
 #include <memory>
@@ -30,22 +30,22 @@ struct OpenOptions {
 struct ParamData {
   std::string name;
   std::vector<int64_t> shape;
-  std::optional<Tensor> lp;        // module weight (fp16/bf16/fp32 view); absent for ZeRO-3 placeholders
-  std::vector<float> fp32;         // master, numel elements; empty when unavailable
-  std::vector<float> exp_avg;      // empty when the optimizer has no such state
+  std::optional<Tensor> lp;    // module weight (fp16/bf16/fp32 view); absent for ZeRO-3 placeholders
+  std::vector<float> fp32;     // master, numel elements; empty when unavailable
+  std::vector<float> exp_avg;  // empty when the optimizer has no such state
   std::vector<float> exp_avg_sq;
 };
 
-// One model-parallel rank of a checkpoint (all of it for a data-parallel job). A tensor- or pipeline-parallel job
-// has one per mp rank: `open` returns mp rank 0's, which opens the others (`slice`) and adds the problems that only
-// the whole job shows (a tensor or pipeline rank missing, slices that disagree) to its catalog.
+// One model-parallel rank of a checkpoint (all of it for a data-parallel job). A tensor- or pipeline-parallel
+// job has one per mp rank: `open` returns mp rank 0's, which opens the others (`slice`) and adds the problems
+// that only the whole job shows (a tensor or pipeline rank missing, slices that disagree) to its catalog.
 class Checkpoint : public std::enable_shared_from_this<Checkpoint> {
  public:
   // `path`: a save folder (holding `latest`), a tag folder, a single rank file (its folder is used), a
   // live-engine snapshot (or a folder of them: the newest, or --tag), whose DeepSpeed files are read from it,
-  // or a weights-only source (a Hugging Face folder or a safetensors / torch weights file: catalog().kind says
-  // which).
-  // Throws ckptdoc::Error only when nothing usable is there; damaged files become catalog problems.
+  // or a weights-only source (a Hugging Face folder or a safetensors / torch weights file: catalog().kind
+  // says which). Throws ckptdoc::Error only when nothing usable is there; damaged files become catalog
+  // problems.
   static std::shared_ptr<Checkpoint> open(const std::string& path, const OpenOptions& options = {});
 
   const Catalog& catalog() const { return catalog_; }
@@ -57,8 +57,8 @@ class Checkpoint : public std::enable_shared_from_this<Checkpoint> {
   const snapshot::Snapshot* snapshot() const { return snapshot_.get(); }
 
   // The job's model-parallel ranks (catalog().topology.mp_world_size; 1 for a data-parallel job), each opened
-  // once; slice(catalog().mp_rank) is this one. They share the parsed-file cache. Throws ckptdoc::Error when an
-  // mp rank's catalog cannot be built at all (its problems are in this catalog's problems already).
+  // once; slice(catalog().mp_rank) is this one. They share the parsed-file cache. Throws ckptdoc::Error when
+  // an mp rank's catalog cannot be built at all (its problems are in this catalog's problems already).
   int slice_count() const { return std::max(catalog_.topology.mp_world_size, 1); }
   std::shared_ptr<const Checkpoint> slice(int mp_rank) const;
 
@@ -74,15 +74,15 @@ class Checkpoint : public std::enable_shared_from_this<Checkpoint> {
   // Per-rank flat tensors of group g (index into catalog().groups; views on mapped files): the saved fp32
   // partition and a moment ("exp_avg", "exp_avg_sq"). nullopt only where the checkpoint has none by design (a
   // wrapper without fp32 partitions; a state key no rank holds, as in a fresh optimizer). A rank file that is
-  // missing or unreadable, or that lacks what the other ranks hold, throws ckptdoc::Error naming the file, the
-  // key and the rank. Universal checkpoints: group g is one param, rank 0 only, and the tensors are
+  // missing or unreadable, or that lacks what the other ranks hold, throws ckptdoc::Error naming the file,
+  // the key and the rank. Universal checkpoints: group g is one param, rank 0 only, and the tensors are
   // zero/<param>/fp32.pt, exp_avg.pt, ... flattened.
   std::optional<Tensor> fp32_partition(int group, int dp_rank) const;
   std::optional<Tensor> moment_partition(int group, int dp_rank, const std::string& key) const;
-  // The lp weight of a param from wherever this mp rank keeps it: the module state dict, a pipeline layer file,
-  // an MoE expert file (nullopt for ZeRO-3 placeholders / missing). Weights-only sources: the tensor of that
-  // name. For ZeRO-3, whose module entries are placeholders, the Trainer's weights beside the checkpoint when
-  // present and of the param's shape.
+  // The lp weight of a param from wherever this mp rank keeps it: the module state dict, a pipeline layer
+  // file, an MoE expert file (nullopt for ZeRO-3 placeholders / missing). Weights-only sources: the tensor of
+  // that name. For ZeRO-3, whose module entries are placeholders, the Trainer's weights beside the checkpoint
+  // when present and of the param's shape.
   std::optional<Tensor> lp_param(const std::string& name) const;
   // Any module state-dict entry (param, buffer, frozen param) by its module name, from the same places.
   std::optional<Tensor> module_tensor(const std::string& name) const;
@@ -111,11 +111,13 @@ class Checkpoint : public std::enable_shared_from_this<Checkpoint> {
   mutable std::map<int, std::shared_ptr<const Checkpoint>> slices_;
   const TorchFile& open_cached(const std::string& abs_path) const;
   // Parsed and not cached: mapped while the result (or a tensor read from it) lives. For files of which there
-  // may be more than the process can keep mapped (a universal folder's 3-4 per param; vm.max_map_count is 65530).
+  // may be more than the process can keep mapped (a universal folder's 3-4 per param; vm.max_map_count is
+  // 65530).
   std::shared_ptr<const TorchFile> open_transient(const std::string& abs_path) const;
   static std::shared_ptr<Checkpoint> open_slice(const std::string& path, const OpenOptions& options,
                                                 std::shared_ptr<FileCache> cache);
-  std::optional<Tensor> universal_tensor(int group, const std::string& state) const;  // universal/universal_tensors.cpp
+  std::optional<Tensor> universal_tensor(int group,
+                                         const std::string& state) const;  // universal/universal_tensors.cpp
   std::string state_file_path(int dp_rank) const;  // the file a rank's optimizer state is read from
   // FP16_UnfusedOptimizer: the fp32 master of flat group `group` (one param), flattened
   // (catalog_unfused.cpp).

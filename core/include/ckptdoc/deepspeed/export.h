@@ -25,12 +25,13 @@ struct ExportOptions {
   bool exclude_frozen = false;
   // Where float32 <-> float16/bfloat16 conversions run (the backend's upcast/downcast, bit-exact on both).
   DeviceKind device = DeviceKind::Auto;
-  // Hugging Face-style shards of at most this many bytes each in a folder (weights/shards.h); unset: one file.
+  // Hugging Face-style shards of at most this many bytes each in a folder (weights/shards.h); unset: one
+  // file.
   std::optional<uint64_t> max_shard_size;
   bool force = false;  // replace an existing output file, or weights files already in the sharded folder
   // Tensor/pipeline-parallel jobs: every pipeline stage is exported (names are unique across stages; a tied
-  // module saved by several stages once). With tensor parallelism, tp_rank >= 0 writes that rank's slices as they
-  // are; else the ranks are merged by the rules of `tp_rules` (a rule file) or the checkpoint's
+  // module saved by several stages once). With tensor parallelism, tp_rank >= 0 writes that rank's slices as
+  // they are; else the ranks are merged by the rules of `tp_rules` (a rule file) or the checkpoint's
   // universal_checkpoint_info (tp_rules.h), and a param without a rule is refused by name.
   int tp_rank = -1;
   std::optional<std::string> tp_rules;

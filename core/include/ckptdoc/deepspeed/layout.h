@@ -29,8 +29,8 @@ struct Zero12Rules {
   int alignment_factor = 2;  // A = alignment_factor * dp (1 before v0.5.2)
   PaddingRule padding = PaddingRule::Exact;
   bool round_robin = false;  // v0.4.0-v0.4.3 always reordered params round-robin
-  // Before v0.14.5 (PR #5681) param_slice_mappings of an MoE expert group were computed with the partition size of
-  // the whole data-parallel group (flat numel / dp) instead of the expert-data-parallel one.
+  // Before v0.14.5 (PR #5681) param_slice_mappings of an MoE expert group were computed with the partition
+  // size of the whole data-parallel group (flat numel / dp) instead of the expert-data-parallel one.
   bool expert_mappings_use_global_dp = false;
 };
 // Rules for a ds_version string; an empty string means "older than v0.4.0"; an unparsable one the newest.
@@ -45,8 +45,8 @@ GroupLayout layout_bf16_optimizer(int index, std::vector<ParamEntry> params, int
 GroupLayout layout_zero3(int index, std::vector<ParamEntry> params, int dp);
 
 // The fragment_address (numel, start) DeepSpeed's param_slice_mappings records for each param overlapping
-// partition `part` (the index in group.partitions), in param order (§5.1 _create_param_mapping; valid when there
-// is no round-robin).
+// partition `part` (the index in group.partitions), in param order (§5.1 _create_param_mapping; valid when
+// there is no round-robin).
 struct SliceMapping {
   std::string name;
   int64_t numel = 0, start = 0;

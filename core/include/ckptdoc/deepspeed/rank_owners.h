@@ -10,11 +10,13 @@
 namespace ckptdoc::deepspeed {
 
 struct RankOwners {
-  std::vector<int> owner;          // per dp rank: the process that reads its files, -1 when no process has them
+  std::vector<int> owner;  // per dp rank: the process that reads its files, -1 when no process has them
   std::vector<bool> optim_nowhere;  // per dp rank: no process has its optimizer file
   std::vector<bool> model_nowhere;  // per dp rank (ZeRO-3 only): no process has its model file
   int procs = 1, me = 0;
-  bool mine(int rank) const { return rank >= 0 && rank < static_cast<int>(owner.size()) && owner[static_cast<size_t>(rank)] == me; }
+  bool mine(int rank) const {
+    return rank >= 0 && rank < static_cast<int>(owner.size()) && owner[static_cast<size_t>(rank)] == me;
+  }
 };
 
 // Collective under MPI (every process calls it with its own catalog of the same checkpoint). A rank goes to

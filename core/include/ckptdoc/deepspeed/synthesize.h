@@ -25,33 +25,34 @@ enum class SynthBreak : uint8_t {
   MissingRank,          // the last rank's optimizer file absent
   WrongDpWorldSize,     // model file says dp + 1
 };
-// "none", "stale_fp32", "stale_fp32_one_rank", "zero_moments_with_step", "nan_in_exp_avg_sq", "truncate_rank", "missing_rank",
-// "wrong_dp_world_size" (dashes accepted); throws ckptdoc::Error for anything else.
+// "none", "stale_fp32", "stale_fp32_one_rank", "zero_moments_with_step", "nan_in_exp_avg_sq",
+// "truncate_rank", "missing_rank", "wrong_dp_world_size" (dashes accepted); throws ckptdoc::Error for
+// anything else.
 SynthBreak parse_synth_break(const std::string& s);
 std::string_view synth_break_name(SynthBreak b);
 
 struct SynthOptions {
-  int stage = 2;                 // ZeRO stage 1, 2 or 3
-  DType dtype = DType::F16;      // F16 or BF16
-  bool bf16_optimizer = false;   // BF16_Optimizer layout (bf16, ZeRO-1 partitioning, no zero_stage key)
+  int stage = 2;                // ZeRO stage 1, 2 or 3
+  DType dtype = DType::F16;     // F16 or BF16
+  bool bf16_optimizer = false;  // BF16_Optimizer layout (bf16, ZeRO-1 partitioning, no zero_stage key)
   int dp = 2;
   int layers = 2;
   int64_t hidden = 64;
-  int64_t vocab = 0;             // 0: 8 * hidden
-  int64_t target_params = 0;     // > 0: pick `hidden` so the model has about this many parameters
+  int64_t vocab = 0;          // 0: 8 * hidden
+  int64_t target_params = 0;  // > 0: pick `hidden` so the model has about this many parameters
   int64_t global_steps = 10;
   uint64_t seed = 1;
   SynthBreak breakage = SynthBreak::None;
   int64_t sub_group_size = 1000000000;  // ZeRO-3 sub-group size (elements)
   std::string ds_version = "0.12.6";
-  bool force = false;            // replace an existing checkpoint in `dir`
+  bool force = false;  // replace an existing checkpoint in `dir`
 };
 
 struct SynthResult {
   std::string save_dir;  // absolute
   std::string tag;
-  int64_t params = 0;    // trainable parameters
-  uint64_t bytes = 0;    // bytes written
+  int64_t params = 0;              // trainable parameters
+  uint64_t bytes = 0;              // bytes written
   std::vector<std::string> files;  // relative to save_dir, `latest` last
 };
 

@@ -22,8 +22,8 @@ struct UniversalParamFiles {
   std::vector<std::string>
       states;  // the *.pt files in its folder, without ".pt", sorted ("exp_avg", "fp32", "step")
   std::vector<UniversalStateFileId> ids;  // per state; all zeros where the file could not be read
-  std::optional<int64_t> step;     // step.pt's value
-  std::optional<int64_t> cat_dim;  // fp32.pt's 'cat_dim' (absent for raw ZeRO-3 tensors)
+  std::optional<int64_t> step;            // step.pt's value
+  std::optional<int64_t> cat_dim;         // fp32.pt's 'cat_dim' (absent for raw ZeRO-3 tensors)
 };
 
 struct UniversalInfo {

@@ -67,12 +67,16 @@ Tensor produced_f32(int64_t numel, FloatFill fill, int64_t storage_numel = -1, b
 // Same for a low-precision (F16/BF16/F32) storage, from fp32 values rounded to nearest even.
 std::shared_ptr<Storage> produced_lp_storage(DType dtype, int64_t numel, FloatFill fill);
 // A view on `storage` with `shape` at element `offset` (contiguous strides).
-Tensor view_of(const std::shared_ptr<Storage>& storage, DType dtype, std::vector<int64_t> shape, int64_t offset);
+Tensor view_of(const std::shared_ptr<Storage>& storage, DType dtype, std::vector<int64_t> shape,
+               int64_t offset);
 
-// ---- Partition helpers (layout.h has the flat-group arithmetic of deepspeed-format.md §5) ----------------------
+// ---- Partition helpers (layout.h has the flat-group arithmetic of deepspeed-format.md §5)
+// ----------------------
 
 // ZeRO-3: ceil(numel / dp).
-inline int64_t zero3_partition_numel(int64_t numel, int dp) { return (numel + dp - 1) / dp; }
+inline int64_t zero3_partition_numel(int64_t numel, int dp) {
+  return (numel + dp - 1) / dp;
+}
 
 struct ParamSpan {
   std::string name;

@@ -33,10 +33,10 @@ std::optional<std::pair<double, double>> complex_of(const Value& v);
 std::optional<std::string> numpy_dtype_of(const Value& v);
 
 struct NumpyArray {
-  std::string dtype;            // as numpy_dtype_of
+  std::string dtype;  // as numpy_dtype_of
   std::vector<int64_t> shape;
   bool fortran_order = false;
-  std::string data;             // raw element bytes (empty for object arrays)
+  std::string data;                // raw element bytes (empty for object arrays)
   const Value* objects = nullptr;  // the list of elements of a dtype=object array, else nullptr
 };
 // numpy.core.multiarray._reconstruct + BUILD (protocol 2-4), numpy.core.numeric._frombuffer (protocol 5),

@@ -1,6 +1,7 @@
 #pragma once
 // Pickle safety: what a plain torch.load(weights_only=False) of a file would import and call, judged by one
-// documented rule. ckptdoc itself never runs any of it (the unpickler is inert); the user's Python later might.
+// documented rule. ckptdoc itself never runs any of it (the unpickler is inert); the user's Python later
+// might.
 //
 // Each GLOBAL is judged by what it reaches, not by how it reads: find_class imports the module and looks the
 // name up on it attribute by attribute (a dotted name is walked at protocol 4 and later), and an attribute
@@ -37,12 +38,13 @@ struct PickleHazard {
   // What the callable's GLOBAL reaches when that is not what it reads as: "os.system" for torch / os.system
   // (an attribute walk through the os module torch imports); else empty.
   std::string reaches;
-  std::string how;       // "REDUCE", "NEWOBJ", "BUILD", "INST", "OBJ", "persistent id", "GLOBAL (named, not called)",
-                         // with " in a nested pickle (via pickle.loads)" when it sits inside pickled bytes
-  std::string severity;  // "error" | "warning"
-  std::string why;       // the rule that applied, in plain words
-  uint64_t offset = 0;   // first occurrence in the record
-  uint64_t count = 0;    // occurrences
+  std::string
+      how;  // "REDUCE", "NEWOBJ", "BUILD", "INST", "OBJ", "persistent id", "GLOBAL (named, not called)",
+            // with " in a nested pickle (via pickle.loads)" when it sits inside pickled bytes
+  std::string severity;         // "error" | "warning"
+  std::string why;              // the rule that applied, in plain words
+  uint64_t offset = 0;          // first occurrence in the record
+  uint64_t count = 0;           // occurrences
   std::string message() const;  // one line: file, record, callable, how, why
 };
 
@@ -50,8 +52,9 @@ struct PickleHazard {
 // errors first.
 std::vector<PickleHazard> assess_pickle_uses(const std::vector<PickleUse>& uses, const std::string& file);
 
-// The hazards of one file on disk: its pickles as far as they can be read (also when ckptdoc refuses the file:
-// torch.load may still run it). Empty for files that are not torch.save files. `display` names it in messages.
+// The hazards of one file on disk: its pickles as far as they can be read (also when ckptdoc refuses the
+// file: torch.load may still run it). Empty for files that are not torch.save files. `display` names it in
+// messages.
 std::vector<PickleHazard> pickle_hazards_of_file(const std::string& path, const std::string& display);
 
 // What to tell a user about a hazard of this severity (the sentence after PickleHazard::message()).

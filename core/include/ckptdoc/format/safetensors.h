@@ -15,7 +15,7 @@ namespace ckptdoc {
 
 struct SafetensorsEntry {
   std::string name;
-  Tensor tensor;  // contiguous view on the mapped file
+  Tensor tensor;                // contiguous view on the mapped file
   uint64_t begin = 0, end = 0;  // data_offsets relative to the byte buffer
 };
 

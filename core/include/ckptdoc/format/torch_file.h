@@ -23,7 +23,7 @@ struct TorchFile {
   Value root;
   std::vector<std::shared_ptr<Storage>> storages;  // in first-seen order
   int pickle_protocol = 0;
-  std::vector<std::string> globals;  // every GLOBAL the pickle named
+  std::vector<std::string> globals;    // every GLOBAL the pickle named
   std::vector<PickleUse> pickle_uses;  // what torch.load would import and call (see pickle_safety.h)
   uint64_t file_size = 0;
   std::shared_ptr<const MappedFile> file;
@@ -35,7 +35,8 @@ struct TorchFile {
   static TorchFile open(std::shared_ptr<const MappedFile> file, const UnpickleLimits& limits = {});
   static bool is_torch_file(std::span<const uint8_t> head);
   // What the pickles of a file would import and call, as far as they can be read: for files open() refuses
-  // (a hostile stream may be malformed for ckptdoc and still run in torch.load). Never throws for bad content.
+  // (a hostile stream may be malformed for ckptdoc and still run in torch.load). Never throws for bad
+  // content.
   static std::vector<PickleUse> pickle_uses_of(const std::string& path);
 };
 

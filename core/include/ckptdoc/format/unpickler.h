@@ -15,10 +15,10 @@
 namespace ckptdoc {
 
 struct UnpickleLimits {
-  size_t max_depth = 256;              // nesting of containers in the result
-  size_t max_memo = 1u << 22;          // memo entries
-  size_t max_stack = 1u << 22;         // values on the stack (all marks together)
-  size_t max_marks = 4096;             // open MARKs
+  size_t max_depth = 256;                 // nesting of containers in the result
+  size_t max_memo = 1u << 22;             // memo entries
+  size_t max_stack = 1u << 22;            // values on the stack (all marks together)
+  size_t max_marks = 4096;                // open MARKs
   uint64_t max_alloc_bytes = 1ull << 30;  // total bytes of strings/bytes/ints the stream may create
   size_t max_container_items = 1u << 26;  // items in all containers together
 };
@@ -28,9 +28,9 @@ struct UnpickleLimits {
 // once with a count.
 enum class PickleUseKind : uint8_t { Global, Reduce, NewObj, NewObjEx, Inst, Obj, Build, PersistentId };
 struct PickleUse {
-  std::string record;    // UnpickleOptions::record_name
-  std::string callable;  // "module.name" as the stream spells it, or "<result of module.name>" when computed
-  bool computed = false; // the callable is the result of another call, not a GLOBAL
+  std::string record;     // UnpickleOptions::record_name
+  std::string callable;   // "module.name" as the stream spells it, or "<result of module.name>" when computed
+  bool computed = false;  // the callable is the result of another call, not a GLOBAL
   // The GLOBAL's module and name as the stream spells them (empty when computed). find_class imports the
   // module and looks the name up on it; a dotted name is an attribute walk (protocol 4 and later), so "torch"
   // / "os.system" reaches the os module's system although `callable` reads "torch.os.system".
@@ -39,7 +39,7 @@ struct PickleUse {
   std::string via;        // "copyreg._reconstructor" when a class is constructed through it
   std::string nested_in;  // "pickle.loads" when the use sits in pickled bytes handed to a loader
   std::string attribute_of, attribute;  // builtins.getattr(GLOBAL, 'name'): that GLOBAL and name
-  uint64_t offset = 0;  // first occurrence (offset in the record, or in the nested bytes)
+  uint64_t offset = 0;                  // first occurrence (offset in the record, or in the nested bytes)
   uint64_t count = 0;
 };
 class PickleUseLog {
@@ -58,12 +58,12 @@ class PickleUseLog {
 struct UnpickleOptions {
   UnpickleLimits limits;
   // Called for BINPERSID/PERSID with the persistent id value; returns what the id stands for (torch:
-  // a Value::storage). When unset, persistent ids are refused. The callback gets its own copy of the id; what it
-  // returns joins the VM's graph (containers the stream then discards are dismantled, so return leaf values
-  // such as storages, or values the callback does not keep).
-  // The pid is freed (containers dismantled) after the call: clone() what you keep.
+  // a Value::storage). When unset, persistent ids are refused. The callback gets its own copy of the id; what
+  // it returns joins the VM's graph (containers the stream then discards are dismantled, so return leaf
+  // values such as storages, or values the callback does not keep). The pid is freed (containers dismantled)
+  // after the call: clone() what you keep.
   std::function<Value(const Value& pid)> persistent_load;
-  std::string file_name;  // for error messages
+  std::string file_name;    // for error messages
   std::string record_name;  // e.g. "archive/data.pkl"
   // When set, every import and call the stream makes is recorded here as it is met, so a stream that is
   // refused half-way still tells what it reached.
@@ -72,8 +72,8 @@ struct UnpickleOptions {
 
 struct UnpickleResult {
   Value value;
-  uint64_t end_offset = 0;  // offset just past STOP
-  int protocol = 0;         // highest PROTO seen (0 when none)
+  uint64_t end_offset = 0;           // offset just past STOP
+  int protocol = 0;                  // highest PROTO seen (0 when none)
   std::vector<std::string> globals;  // every "module.name" the stream named, in first-seen order
 };
 

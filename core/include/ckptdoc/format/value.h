@@ -22,15 +22,15 @@ namespace ckptdoc {
 
 // The bytes behind one or more tensors, as torch saves them: one record per storage.
 struct Storage {
-  std::string key;              // record key in the file ("0", "1", or a pointer-like number in old files)
-  DType dtype = DType::U8;      // element type of the storage class
-  uint64_t numel = 0;           // elements of dtype
-  std::string location = "cpu"; // device tag at save time
+  std::string key;               // record key in the file ("0", "1", or a pointer-like number in old files)
+  DType dtype = DType::U8;       // element type of the storage class
+  uint64_t numel = 0;            // elements of dtype
+  std::string location = "cpu";  // device tag at save time
   // Exactly one source of bytes is set:
   std::shared_ptr<const MappedFile> file;  // mapped from a file at file_offset (zero-copy)
   uint64_t file_offset = 0;
   std::shared_ptr<const std::vector<uint8_t>> owned;  // held in memory
-  std::function<void(ByteSink&)> producer;             // written on demand (streaming writers); nbytes() bytes
+  std::function<void(ByteSink&)> producer;            // written on demand (streaming writers); nbytes() bytes
 
   uint64_t nbytes() const { return numel * element_size(dtype); }
   bool has_bytes() const { return file != nullptr || owned != nullptr; }
@@ -66,8 +66,8 @@ struct Tensor {
   std::vector<uint8_t> to_bytes() const;
   // Elements converted to float32 (floating and integer dtypes).
   std::vector<float> to_float() const;
-  // Throws ckptdoc::Error "changed while being read" when the file it maps shrank under the map (its reads gave
-  // zeros); call before trusting what was read. Readers of files opened one at a time (not kept by a
+  // Throws ckptdoc::Error "changed while being read" when the file it maps shrank under the map (its reads
+  // gave zeros); call before trusting what was read. Readers of files opened one at a time (not kept by a
   // Checkpoint, whose check_unchanged() covers its own) call it before dropping the tensor.
   void check_unchanged() const;
 
@@ -84,7 +84,7 @@ class Value;
 // set_item() and erase() drop it, and lookups verify hits, so a stale index is never trusted.
 struct DictIndexCache {
   struct Index {
-    size_t size = 0;  // items.size() when built
+    size_t size = 0;                                    // items.size() when built
     std::unordered_map<std::string, size_t> positions;  // first position of each string key
   };
   DictIndexCache() = default;
@@ -113,10 +113,10 @@ struct ObjectData {
   enum class How : uint8_t { Reduce, NewObj, NewObjEx };
   std::string module, name;  // the GLOBAL, e.g. "argparse", "Namespace"
   How how = How::Reduce;
-  std::shared_ptr<Value> args;    // a Tuple (REDUCE/NEWOBJ arguments)
-  std::shared_ptr<Value> kwargs;  // NEWOBJ_EX only
-  std::shared_ptr<Value> state;   // BUILD state, null when none
-  std::vector<Value> list_items;  // APPEND(S) applied to the object
+  std::shared_ptr<Value> args;                      // a Tuple (REDUCE/NEWOBJ arguments)
+  std::shared_ptr<Value> kwargs;                    // NEWOBJ_EX only
+  std::shared_ptr<Value> state;                     // BUILD state, null when none
+  std::vector<Value> list_items;                    // APPEND(S) applied to the object
   std::vector<std::pair<Value, Value>> dict_items;  // SETITEM(S) applied to the object
   // When the callable was not a GLOBAL (e.g. the result of another call, such as builtins.getattr(...)):
   // that value, with module "" and name "<call>". Null for ordinary objects.
@@ -127,9 +127,25 @@ struct ObjectData {
 class Value {
  public:
   enum class Kind : uint8_t {
-    None, Bool, Int, BigInt, Float, Str, Bytes,
-    List, Tuple, Set, FrozenSet, Dict,
-    Tensor, Storage, Size, DType, Device, Global, Object
+    None,
+    Bool,
+    Int,
+    BigInt,
+    Float,
+    Str,
+    Bytes,
+    List,
+    Tuple,
+    Set,
+    FrozenSet,
+    Dict,
+    Tensor,
+    Storage,
+    Size,
+    DType,
+    Device,
+    Global,
+    Object
   };
 
   Value() = default;  // None
@@ -165,8 +181,8 @@ class Value {
 
   // Accessors throw ckptdoc::Error when the kind does not match.
   bool as_bool() const;
-  int64_t as_int() const;  // Int, Bool, and int-valued objects such as ZeroStageEnum(2)
-  double as_float() const; // Float or Int
+  int64_t as_int() const;             // Int, Bool, and int-valued objects such as ZeroStageEnum(2)
+  double as_float() const;            // Float or Int
   const std::string& as_str() const;  // Str, Bytes, DType, Device
   const std::vector<uint8_t>& as_big_int() const;
   const std::vector<Value>& items() const;  // List, Tuple, Set, FrozenSet
@@ -185,7 +201,7 @@ class Value {
   const Value* get(std::string_view key) const;
   Value* get_mut(std::string_view key);
   const Value& at(std::string_view key) const;  // throws naming the key
-  void set_item(Value key, Value value);         // replaces an equal string/int key or appends
+  void set_item(Value key, Value value);        // replaces an equal string/int key or appends
   void set(std::string_view key, Value value) { set_item(Value::str(std::string(key)), std::move(value)); }
   bool erase(std::string_view key);
   // Object state helper: for objects whose BUILD state is a dict (Namespace, LossScaler, fragment_address).

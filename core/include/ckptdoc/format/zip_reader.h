@@ -16,11 +16,11 @@ namespace ckptdoc {
 
 struct ZipEntry {
   std::string name;
-  uint64_t data_offset = 0;  // where the record's bytes start in the file
-  uint64_t size = 0;         // uncompressed == compressed (stored)
+  uint64_t data_offset = 0;      // where the record's bytes start in the file
+  uint64_t size = 0;             // uncompressed == compressed (stored)
   uint64_t compressed_size = 0;  // bytes in the file; equals size for stored records
   uint32_t crc32 = 0;
-  uint16_t method = 0;       // 0 = stored; anything else is refused when read
+  uint16_t method = 0;  // 0 = stored; anything else is refused when read
   uint64_t header_offset = 0;
 };
 

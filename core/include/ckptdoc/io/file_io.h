@@ -35,7 +35,9 @@ class FileIo {
   }
   // Starts writing [offset, offset + length) of `fd` back to disk without waiting (sync_file_range), so the
   // final fsync of a large file has little left to do. Advisory: the default does nothing.
-  virtual void start_writeback(int fd, uint64_t offset, uint64_t length) { (void)fd, (void)offset, (void)length; }
+  virtual void start_writeback(int fd, uint64_t offset, uint64_t length) {
+    (void)fd, (void)offset, (void)length;
+  }
 };
 
 // The real POSIX implementation.
@@ -62,9 +64,9 @@ class ByteSink {
   virtual ~ByteSink() = default;
   virtual void write(std::span<const uint8_t> bytes) = 0;
   virtual uint64_t position() const = 0;
-  // Writes bytes [offset, offset + length) of a mapped file unchanged. A file sink copies them inside the kernel
-  // (they never pass through this process); sinks that pass bytes on forward the call. The default writes the
-  // mapped bytes. Throws ckptdoc::Error when the range is outside the file.
+  // Writes bytes [offset, offset + length) of a mapped file unchanged. A file sink copies them inside the
+  // kernel (they never pass through this process); sinks that pass bytes on forward the call. The default
+  // writes the mapped bytes. Throws ckptdoc::Error when the range is outside the file.
   virtual void write_file_range(const MappedFile& file, uint64_t offset, uint64_t length);
 };
 
@@ -94,8 +96,8 @@ class AtomicFile : public ByteSink {
 
   void write(std::span<const uint8_t> bytes) override;
   uint64_t position() const override { return position_; }
-  // Large ranges go through FileIo::copy_range (copy_file_range) from the mapped file's own inode; small ones,
-  // or where the kernel cannot copy, through the buffer.
+  // Large ranges go through FileIo::copy_range (copy_file_range) from the mapped file's own inode; small
+  // ones, or where the kernel cannot copy, through the buffer.
   void write_file_range(const MappedFile& file, uint64_t offset, uint64_t length) override;
   void commit();
   const std::string& path() const { return path_; }
@@ -114,7 +116,7 @@ class AtomicFile : public ByteSink {
   bool replaces_ =
       false;  // `path` existed when this was opened (the caller checked it may go); else no-replace
   bool failed_ = false;  // a write failed part way: the temp file is incomplete and must never be committed
-  bool kernel_copy_ = true;  // false once copy_range said it cannot copy here
+  bool kernel_copy_ = true;      // false once copy_range said it cannot copy here
   uint64_t writeback_from_ = 0;  // bytes before this were handed to start_writeback
   struct Source {
     uint64_t device, inode;

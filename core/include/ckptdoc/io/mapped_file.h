@@ -5,8 +5,8 @@
 // A file that shrinks while it is mapped (a save still running, another host on NFS truncating it) would
 // kill the process with SIGBUS at the first read past its new end. Every mapping is registered with a SIGBUS
 // handler that instead puts zero pages over the part that is gone and marks the file changed; readers call
-// check_unchanged() when they are done with a file, which throws ckptdoc::Error "changed while being read", so
-// those zeros never reach a result.
+// check_unchanged() when they are done with a file, which throws ckptdoc::Error "changed while being read",
+// so those zeros never reach a result.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -62,7 +62,7 @@ class MappedFile {
   std::vector<uint8_t> owned_;  // backing store of from_memory(); empty for mapped files
   bool mapped_ = false;         // a real file (not from_memory)
   uint64_t device_ = 0, inode_ = 0;
-  int guard_slot_ = -1;         // slot in the SIGBUS guard's registry; -1 when not registered
+  int guard_slot_ = -1;                      // slot in the SIGBUS guard's registry; -1 when not registered
   std::shared_ptr<const MappedFile> whole_;  // the file a view() lies in; null otherwise
 };
 

@@ -18,7 +18,8 @@ struct Holding {
 // Where a param's elements live in a flat group (ZeRO-1/2, BF16: rank r holds flat elements
 // [r*P, (r+1)*P)) or a ZeRO-3 sub-group (rank r holds elements [r*ceil(n/dp), ...) of every param), in
 // element order. dp is the group's partition count; ZeRO-3 padding past the param's end is not listed.
-std::vector<Holding> param_holdings(const deepspeed::GroupLayout& g, const deepspeed::ParamEntry& p, bool zero3);
+std::vector<Holding> param_holdings(const deepspeed::GroupLayout& g, const deepspeed::ParamEntry& p,
+                                    bool zero3);
 
 // A run of elements of one param that sits in one old rank's partition and lands in one new rank's
 // partition of `new_group` at element `new_offset`.

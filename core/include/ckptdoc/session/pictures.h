@@ -31,9 +31,10 @@ std::string_view shade_label(Shade s);  // menu text, e.g. "Exact fraction"
 
 // What one fragment (one param's slice on one rank), or one whole param, measured.
 struct Measures {
-  float exact = std::numeric_limits<float>::quiet_NaN();   // exact fraction; NaN without a weight/master pair
-  float moment = std::numeric_limits<float>::quiet_NaN();  // sqrt(mean exp_avg_sq) (else exp_avg rms); NaN: none
-  uint32_t nonfinite = 0;  // NaN/Inf elements over all its tensors (saturating)
+  float exact = std::numeric_limits<float>::quiet_NaN();  // exact fraction; NaN without a weight/master pair
+  float moment =
+      std::numeric_limits<float>::quiet_NaN();  // sqrt(mean exp_avg_sq) (else exp_avg rms); NaN: none
+  uint32_t nonfinite = 0;                       // NaN/Inf elements over all its tensors (saturating)
   // Each health shade's level quantised when the map is built (0..kLevels-1; kNoData, kZero), so a picture of
   // two million fragments costs a table lookup per fragment.
   uint8_t code[3] = {255, 255, 255};  // ExactFraction, NonFinite, MomentMagnitude

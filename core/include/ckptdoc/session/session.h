@@ -170,7 +170,8 @@ class Session {
 
   // --- Diff: the open source (A) against another source (B, opened on the worker), tensor by tensor
   // (coalesced: a new request supersedes the running one; opening another source supersedes it too).
-  JobPtr diff(const std::string& other, const analysis::DiffOptions& options, Done<analysis::DiffResult> done);
+  JobPtr diff(const std::string& other, const analysis::DiffOptions& options,
+              Done<analysis::DiffResult> done);
 
   // --- Watch: analyses every snapshot of a feed, appending its numbers to series() (coalesced). What the
   // feed holds together (SnapshotFeed::ready()) arrives as one update. A snapshot read again from the same

@@ -22,7 +22,7 @@ struct ToCheckpointResult {
   uint64_t bytes = 0;
   double seconds = 0;
   // Each written file re-opened and compared with the snapshot's: pickle tree and every storage's bytes.
-  std::vector<std::string> mismatches;  // empty when verified
+  std::vector<std::string> mismatches;          // empty when verified
   std::vector<std::string> invariant_failures;  // DeepSpeed loader invariants the output breaks
   bool verified() const { return mismatches.empty() && invariant_failures.empty(); }
 };
@@ -31,6 +31,7 @@ struct ToCheckpointResult {
 // and renames it to `out_dir` when complete (nothing half-written is ever at `out_dir`), then verifies.
 // Throws ckptdoc::Error when the output folder is unusable or a file cannot be read or written.
 ToCheckpointResult convert_to_checkpoint(const deepspeed::Checkpoint& snapshot, const std::string& out_dir,
-                                         const ToCheckpointOptions& options = {}, Progress* progress = nullptr);
+                                         const ToCheckpointOptions& options = {},
+                                         Progress* progress = nullptr);
 
 }  // namespace ckptdoc::snapshot

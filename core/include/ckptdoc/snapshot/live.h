@@ -11,13 +11,15 @@ namespace ckptdoc::snapshot {
 
 // Thresholds of the live findings (documented in docs/snapshot-format.md).
 struct LiveThresholds {
-  double clip_ratio = 10.0;  // gradient norm at least this many times the clip value: every update is cut hard
+  double clip_ratio =
+      10.0;  // gradient norm at least this many times the clip value: every update is cut hard
 };
 
 // Reads the engine's numbers from the manifest and scans the recorded gradients (one pass, in blocks).
 // Requires ckpt.snapshot().
 analysis::LiveReport live_report(const deepspeed::Checkpoint& ckpt);
 
-std::vector<analysis::Finding> live_findings(const analysis::LiveReport& live, const LiveThresholds& thresholds = {});
+std::vector<analysis::Finding> live_findings(const analysis::LiveReport& live,
+                                             const LiveThresholds& thresholds = {});
 
 }  // namespace ckptdoc::snapshot

@@ -1,9 +1,9 @@
 #pragma once
 // Live-engine snapshots written by resources/python/ckptdoc_hook.py (docs/snapshot-format.md): a folder with
-// one HDF5 file per rank and manifest.json, written last. Each rank file holds the DeepSpeed files that rank's
-// engine.save_checkpoint would write (their pickles, and their storages as contiguous datasets mapped here at
-// their file offsets), plus what only a live engine has: gradients, grad norm, overflow, loss scale, lr.
-// deepspeed::Checkpoint::open reads a snapshot through this class, so every analysis sees a checkpoint.
+// one HDF5 file per rank and manifest.json, written last. Each rank file holds the DeepSpeed files that
+// rank's engine.save_checkpoint would write (their pickles, and their storages as contiguous datasets mapped
+// here at their file offsets), plus what only a live engine has: gradients, grad norm, overflow, loss scale,
+// lr. deepspeed::Checkpoint::open reads a snapshot through this class, so every analysis sees a checkpoint.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -31,9 +31,9 @@ struct LiveScalars {
   std::optional<double> loss_scale;         // fp16 only
   std::optional<double> min_loss_scale;
   bool dynamic_loss_scale = false;
-  std::vector<std::optional<double>> lr;    // per optimizer param group
-  bool grads_requested = false;             // dump(grads=True)
-  bool has_grads = false;                   // ... and the engine held gradients then (between backward and step)
+  std::vector<std::optional<double>> lr;  // per optimizer param group
+  bool grads_requested = false;           // dump(grads=True)
+  bool has_grads = false;  // ... and the engine held gradients then (between backward and step)
 };
 
 struct RankEntry {
@@ -79,7 +79,8 @@ class Snapshot {
   // manifest and every rank file's metadata (names, offsets, types: no tensor data). Throws ckptdoc::Error
   // naming the file when the snapshot is unusable (missing rank file, a dataset that does not match its
   // pickle, ...).
-  static std::shared_ptr<const Snapshot> open(const std::string& path, const std::optional<std::string>& tag = {});
+  static std::shared_ptr<const Snapshot> open(const std::string& path,
+                                              const std::optional<std::string>& tag = {});
   // nullptr when `path` is neither a snapshot folder nor a folder of snapshots.
   static std::shared_ptr<const Snapshot> open_if_snapshot(const std::string& path,
                                                           const std::optional<std::string>& tag = {});
@@ -91,12 +92,12 @@ class Snapshot {
   // The DeepSpeed files the snapshot stands for, as a tag folder would list them. abs_path is
   // "<snapshot>/<rank file>:/files/<name>", which open_file() understands and error messages show.
   std::vector<deepspeed::CheckpointFile> checkpoint_files() const;
-  // One of them as a torch file: its pickle read by the safe unpickler, its storages mapped from the rank file
-  // (repacked, chunked or compressed datasets are read into memory instead). Thread-safe.
+  // One of them as a torch file: its pickle read by the safe unpickler, its storages mapped from the rank
+  // file (repacked, chunked or compressed datasets are read into memory instead). Thread-safe.
   TorchFile open_file(const std::string& abs_path) const;
 
-  // Gradients recorded by dump(grads=True): this rank's partition of flat group `group` (same length and order
-  // as its fp32 partition), nullopt when none was recorded.
+  // Gradients recorded by dump(grads=True): this rank's partition of flat group `group` (same length and
+  // order as its fp32 partition), nullopt when none was recorded.
   std::optional<GradTensor> partition_grad(int rank, int group) const;
   std::vector<int> partition_grad_groups(int rank) const;
   // Per-param 16-bit gradients (param.grad where it existed at the dump).
@@ -107,7 +108,7 @@ class Snapshot {
  private:
   Snapshot() = default;
   Manifest manifest_;
-  std::vector<std::shared_ptr<const RankFile>> rank_files_;  // by rank; null when unreadable
+  std::vector<std::shared_ptr<const RankFile>> rank_files_;              // by rank; null when unreadable
   std::map<std::string, std::pair<ErrorKind, std::string>> unreadable_;  // rank file name -> why
   const RankFile& rank_file(const std::string& file_name) const;
 };

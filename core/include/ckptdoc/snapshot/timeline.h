@@ -1,7 +1,7 @@
 #pragma once
 // A run's snapshots over time, for `ckptdoc watch` and the app's attach mode (Qt-free): one summary per
-// snapshot (worst finding, exact fraction, grad norm, loss scale, NaN/Inf counts, per-param agreement) and the
-// findings only a series shows (the loss scale collapsing, most steps skipped, a gradient-norm spike).
+// snapshot (worst finding, exact fraction, grad norm, loss scale, NaN/Inf counts, per-param agreement) and
+// the findings only a series shows (the loss scale collapsing, most steps skipped, a gradient-norm spike).
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -26,7 +26,7 @@ struct SnapshotSummary {
   std::string dir, tag, id;
   double created_unix = 0;
   int64_t global_steps = 0, skipped_steps = 0;
-  std::string worst_severity;      // "error", "warning", "info", or "" when there is no finding
+  std::string worst_severity;  // "error", "warning", "info", or "" when there is no finding
   std::string worst_code;
   std::vector<std::string> codes;  // every finding, worst first
   // Share of elements whose lp equals round(fp32), over every param compared (NaN when none was: ZeRO-3).
@@ -59,7 +59,8 @@ class Timeline {
   const std::vector<SnapshotSummary>& points() const { return points_; }
   // (global_steps, value) of one param over the snapshots that compared it. metric: "exact_fraction",
   // "rel_l2", "max_abs" or "nonfinite".
-  std::vector<std::pair<int64_t, double>> param_series(const std::string& name, const std::string& metric) const;
+  std::vector<std::pair<int64_t, double>> param_series(const std::string& name,
+                                                       const std::string& metric) const;
 
  private:
   std::vector<SnapshotSummary> points_;

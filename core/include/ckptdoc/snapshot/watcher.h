@@ -1,8 +1,8 @@
 #pragma once
-// Watches a folder of snapshots (the out_dir of ckptdoc_hook.every/dump) without polling: inotify on the folder
-// and on each snapshot folder wakes a rescan, which reports snapshots as they are committed (their manifest
-// appears), folders being written (no manifest yet) and snapshots that went away. Qt-free; the CLI's watch and
-// the app's attach mode both use it.
+// Watches a folder of snapshots (the out_dir of ckptdoc_hook.every/dump) without polling: inotify on the
+// folder and on each snapshot folder wakes a rescan, which reports snapshots as they are committed (their
+// manifest appears), folders being written (no manifest yet) and snapshots that went away. Qt-free; the CLI's
+// watch and the app's attach mode both use it.
 #include <atomic>
 #include <map>
 #include <string>
@@ -27,7 +27,8 @@ class SnapshotWatcher {
   SnapshotWatcher& operator=(const SnapshotWatcher&) = delete;
 
   // Returns the changes since the last call (the first call: what is there already, oldest first), waiting up
-  // to timeout_ms (-1: no limit) for one when there is none. Empty when the time ran out or stop() was called.
+  // to timeout_ms (-1: no limit) for one when there is none. Empty when the time ran out or stop() was
+  // called.
   std::vector<WatchEvent> wait(int timeout_ms);
   // Wakes a wait() in progress (any thread); later waits return at once.
   void stop();
@@ -43,7 +44,7 @@ class SnapshotWatcher {
   int inotify_fd_ = -1;
   int wake_fd_ = -1;  // eventfd that stop() writes
   std::atomic<bool> stopped_{false};
-  std::map<int, std::string> watches_;     // watch descriptor -> folder
+  std::map<int, std::string> watches_;        // watch descriptor -> folder
   std::map<std::string, std::string> known_;  // snapshot folder -> manifest id ("" while pending)
   bool first_ = true;
 };

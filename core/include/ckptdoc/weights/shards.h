@@ -1,13 +1,13 @@
 #pragma once
 // Hugging Face-style sharded weights: which tensor goes into which file, and writing the folder.
 //
-// The assignment is the one huggingface_hub's split_torch_state_dict_into_shards makes (and so what DeepSpeed's
-// zero_to_fp32.py --max_shard_size writes): tensors are taken in order and added to the current shard until
-// the next one would push it past the limit; a tensor larger than the limit gets a shard of its own at once
-// (before the shard being filled); tensors that share a storage are sized once and follow the first of them
-// into its shard, after that shard's own tensors. Tensors of zero bytes count as one shared storage (torch gives
-// them all data pointer 0). One shard is named `model.safetensors` / `pytorch_model.bin` and has no index;
-// more are `model-00001-of-0000N.safetensors` ... with `model.safetensors.index.json`
+// The assignment is the one huggingface_hub's split_torch_state_dict_into_shards makes (and so what
+// DeepSpeed's zero_to_fp32.py --max_shard_size writes): tensors are taken in order and added to the current
+// shard until the next one would push it past the limit; a tensor larger than the limit gets a shard of its
+// own at once (before the shard being filled); tensors that share a storage are sized once and follow the
+// first of them into its shard, after that shard's own tensors. Tensors of zero bytes count as one shared
+// storage (torch gives them all data pointer 0). One shard is named `model.safetensors` / `pytorch_model.bin`
+// and has no index; more are `model-00001-of-0000N.safetensors` ... with `model.safetensors.index.json`
 // ({"metadata": {"total_size": N}, "weight_map": {name: file}}, sorted keys, two-space indent, as
 // zero_to_fp32.py writes it).
 #include <cstdint>
@@ -47,7 +47,7 @@ std::string index_json(const std::vector<NamedTensor>& tensors, const ShardPlan&
 
 struct ShardedOutput {
   std::string folder;
-  std::vector<std::string> files;  // written, in order (the index last)
+  std::vector<std::string> files;    // written, in order (the index last)
   std::vector<std::string> removed;  // stale weights files of the same family replaced with --force
   uint64_t bytes = 0;
 };
@@ -59,7 +59,7 @@ struct ShardedOutput {
 // last. Torch shards are plain dicts that load with weights_only=True; safetensors shards carry {"format":
 // "pt"}. Safetensors shards are laid out as safetensors' save_file lays them out (sort_as_safetensors_saves):
 // byte for byte the shards zero_to_fp32.py --safe_serialization writes.
-ShardedOutput write_shards(const std::vector<NamedTensor>& tensors, const ShardPlan& plan, const std::string& folder,
-                           ShardFormat format, bool force);
+ShardedOutput write_shards(const std::vector<NamedTensor>& tensors, const ShardPlan& plan,
+                           const std::string& folder, ShardFormat format, bool force);
 
 }  // namespace ckptdoc::weights

@@ -23,19 +23,19 @@ namespace ckptdoc::weights {
 enum class SourceKind : uint8_t { HfFolder, WeightsFile };
 
 struct WeightsFile {
-  std::string path;      // relative to the source's root folder
+  std::string path;  // relative to the source's root folder
   std::string abs_path;
   uint64_t bytes = 0;
-  std::string format;    // "safetensors" | "torch"
+  std::string format;  // "safetensors" | "torch"
   bool readable = false;
   ErrorKind error_kind = ErrorKind::Other;  // why it is not readable (when readable is false)
-  std::vector<std::string> tensors;  // in the file's order
-  uint64_t stored_bytes = 0;         // tensor bytes the file stores (torch: each storage once)
-  uint64_t stored_numel = 0;         // elements of the tensors it stores (torch: each storage's tensors once)
+  std::vector<std::string> tensors;         // in the file's order
+  uint64_t stored_bytes = 0;                // tensor bytes the file stores (torch: each storage once)
+  uint64_t stored_numel = 0;  // elements of the tensors it stores (torch: each storage's tensors once)
 };
 
 struct WeightsIndex {
-  std::string path;  // relative to the root folder
+  std::string path;                          // relative to the root folder
   std::optional<uint64_t> total_size;        // metadata.total_size
   std::optional<uint64_t> total_parameters;  // metadata.total_parameters (newer transformers)
   std::vector<std::pair<std::string, std::string>> weight_map;  // tensor -> file, in the index's order
@@ -54,8 +54,8 @@ class WeightsSource {
   static std::optional<std::string> weights_in_folder(const std::string& dir);
 
   SourceKind kind() const { return kind_; }
-  const std::string& root() const { return root_; }      // absolute folder
-  const std::string& path() const { return path_; }      // what was opened (folder or file), absolute
+  const std::string& root() const { return root_; }  // absolute folder
+  const std::string& path() const { return path_; }  // what was opened (folder or file), absolute
   const std::vector<WeightsFile>& files() const { return files_; }
   const std::optional<WeightsIndex>& index() const { return index_; }
   // Every readable tensor, once, in load order (shards in file-name order, each in its own order).
@@ -87,9 +87,9 @@ class WeightsSource {
   std::optional<WeightsIndex> index_;
   std::vector<NamedTensor> tensors_;
   std::vector<std::string> tensor_files_;
-  std::map<std::string, size_t> by_name_;  // stripped name -> tensor
+  std::map<std::string, size_t> by_name_;                    // stripped name -> tensor
   std::map<std::string, std::vector<std::string>> holders_;  // tensor -> every file holding it
-  std::vector<std::shared_ptr<const void>> keep_;  // parsed files whose mappings the tensors view
+  std::vector<std::shared_ptr<const void>> keep_;            // parsed files whose mappings the tensors view
   std::vector<deepspeed::Problem> problems_;
   std::map<std::string, int64_t> config_sizes_;
 };

@@ -109,9 +109,12 @@ struct DivergenceTotals {
 
 int lp_kind(DType t, const char* what) {
   switch (t) {
-    case DType::F16: return 0;
-    case DType::BF16: return 1;
-    case DType::F32: return 2;
+    case DType::F16:
+      return 0;
+    case DType::BF16:
+      return 1;
+    case DType::F32:
+      return 2;
     default:
       throw Error(ErrorKind::Unsupported, "", what,
                   "unsupported lp dtype " + std::to_string(static_cast<int>(t)));
@@ -155,10 +158,18 @@ class CudaBackend final : public Backend {
   ValueStats value_stats(const void* data, DType dtype, size_t n) override {
     int k;
     switch (dtype) {
-      case DType::F16: k = 0; break;
-      case DType::BF16: k = 1; break;
-      case DType::F32: k = 2; break;
-      case DType::F64: k = 3; break;
+      case DType::F16:
+        k = 0;
+        break;
+      case DType::BF16:
+        k = 1;
+        break;
+      case DType::F32:
+        k = 2;
+        break;
+      case DType::F64:
+        k = 3;
+        break;
       default:
         throw Error(ErrorKind::Unsupported, "", "value statistics",
                     "unsupported dtype " + std::to_string(static_cast<int>(dtype)));
@@ -172,14 +183,19 @@ class CudaBackend final : public Backend {
         n,
         [&](int slot, size_t b, size_t m, cudaStream_t st) {
           std::memcpy(h_in_[slot], src + b * es, m * es);
-          check(cudaMemcpyAsync(d_in_[slot], h_in_[slot], m * es, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync");
-          check(launch_values(d_in_[slot], k, m, static_cast<ValPartial*>(d_part_[slot]), blocks_, d_hist_, st),
-                "value kernel launch");
-          check(cudaMemcpyAsync(h_part_[slot], d_part_[slot], sizeof(ValPartial) * static_cast<size_t>(blocks_),
-                                cudaMemcpyDeviceToHost, st),
+          check(cudaMemcpyAsync(d_in_[slot], h_in_[slot], m * es, cudaMemcpyHostToDevice, st),
                 "cudaMemcpyAsync");
+          check(
+              launch_values(d_in_[slot], k, m, static_cast<ValPartial*>(d_part_[slot]), blocks_, d_hist_, st),
+              "value kernel launch");
+          check(
+              cudaMemcpyAsync(h_part_[slot], d_part_[slot], sizeof(ValPartial) * static_cast<size_t>(blocks_),
+                              cudaMemcpyDeviceToHost, st),
+              "cudaMemcpyAsync");
         },
-        [&](int slot, size_t, size_t m) { t.add(static_cast<const ValPartial*>(h_part_[slot]), blocks_, m); });
+        [&](int slot, size_t, size_t m) {
+          t.add(static_cast<const ValPartial*>(h_part_[slot]), blocks_, m);
+        });
     return t.finish(hist(value_hist_size()).data());
   }
 
@@ -193,14 +209,17 @@ class CudaBackend final : public Backend {
         n,
         [&](int slot, size_t b, size_t m, cudaStream_t st) {
           const float* master = stage_pair(slot, lp, es, fp32, b, m, st);
-          check(launch_divergence(d_in_[slot], k, master, m, static_cast<DivPartial*>(d_part_[slot]), blocks_, d_hist_,
-                                  st),
+          check(launch_divergence(d_in_[slot], k, master, m, static_cast<DivPartial*>(d_part_[slot]), blocks_,
+                                  d_hist_, st),
                 "divergence kernel launch");
-          check(cudaMemcpyAsync(h_part_[slot], d_part_[slot], sizeof(DivPartial) * static_cast<size_t>(blocks_),
-                                cudaMemcpyDeviceToHost, st),
-                "cudaMemcpyAsync");
+          check(
+              cudaMemcpyAsync(h_part_[slot], d_part_[slot], sizeof(DivPartial) * static_cast<size_t>(blocks_),
+                              cudaMemcpyDeviceToHost, st),
+              "cudaMemcpyAsync");
         },
-        [&](int slot, size_t, size_t m) { t.add(static_cast<const DivPartial*>(h_part_[slot]), blocks_, m); });
+        [&](int slot, size_t, size_t m) {
+          t.add(static_cast<const DivPartial*>(h_part_[slot]), blocks_, m);
+        });
     return t.finish(hist(divergence_hist_size()).data());
   }
 
@@ -226,7 +245,8 @@ class CudaBackend final : public Backend {
           auto* div_part = reinterpret_cast<DivPartial*>(part);
           auto* lp_part = reinterpret_cast<ValPartial*>(part + div_bytes);
           auto* fp32_part = reinterpret_cast<ValPartial*>(part + div_bytes + val_bytes);
-          check(launch_divergence(d_in_[slot], k, master, m, div_part, blocks_, d_hist_, st), "divergence kernel launch");
+          check(launch_divergence(d_in_[slot], k, master, m, div_part, blocks_, d_hist_, st),
+                "divergence kernel launch");
           check(launch_values(d_in_[slot], k, m, lp_part, blocks_, hist_lp, st), "value kernel launch");
           check(launch_values(master, 2, m, fp32_part, blocks_, hist_fp32, st), "value kernel launch");
           check(cudaMemcpyAsync(h_part_[slot], part, div_bytes + 2 * val_bytes, cudaMemcpyDeviceToHost, st),
@@ -261,10 +281,13 @@ class CudaBackend final : public Backend {
         n,
         [&](int slot, size_t b, size_t m, cudaStream_t st) {
           std::memcpy(h_in_[slot], src + b, m * 2);
-          check(cudaMemcpyAsync(d_in_[slot], h_in_[slot], m * 2, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync");
-          check(launch_upcast(static_cast<const uint16_t*>(d_in_[slot]), bf, static_cast<float*>(d_out_[slot]), m, st),
+          check(cudaMemcpyAsync(d_in_[slot], h_in_[slot], m * 2, cudaMemcpyHostToDevice, st),
+                "cudaMemcpyAsync");
+          check(launch_upcast(static_cast<const uint16_t*>(d_in_[slot]), bf,
+                              static_cast<float*>(d_out_[slot]), m, st),
                 "upcast kernel launch");
-          check(cudaMemcpyAsync(h_out_[slot], d_out_[slot], m * 4, cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync");
+          check(cudaMemcpyAsync(h_out_[slot], d_out_[slot], m * 4, cudaMemcpyDeviceToHost, st),
+                "cudaMemcpyAsync");
         },
         [&](int slot, size_t b, size_t m) { std::memcpy(out + b, h_out_[slot], m * 4); });
   }
@@ -284,10 +307,13 @@ class CudaBackend final : public Backend {
         n,
         [&](int slot, size_t b, size_t m, cudaStream_t st) {
           std::memcpy(h_in_[slot], in + b, m * 4);
-          check(cudaMemcpyAsync(d_in_[slot], h_in_[slot], m * 4, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync");
-          check(launch_downcast(static_cast<const float*>(d_in_[slot]), bf, static_cast<uint16_t*>(d_out_[slot]), m, st),
+          check(cudaMemcpyAsync(d_in_[slot], h_in_[slot], m * 4, cudaMemcpyHostToDevice, st),
+                "cudaMemcpyAsync");
+          check(launch_downcast(static_cast<const float*>(d_in_[slot]), bf,
+                                static_cast<uint16_t*>(d_out_[slot]), m, st),
                 "downcast kernel launch");
-          check(cudaMemcpyAsync(h_out_[slot], d_out_[slot], m * 2, cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync");
+          check(cudaMemcpyAsync(h_out_[slot], d_out_[slot], m * 2, cudaMemcpyDeviceToHost, st),
+                "cudaMemcpyAsync");
         },
         [&](int slot, size_t b, size_t m) { std::memcpy(dst + b, h_out_[slot], m * 2); });
   }
@@ -301,19 +327,22 @@ class CudaBackend final : public Backend {
   }
   std::vector<unsigned long long> hist(int slots) {
     std::vector<unsigned long long> h(static_cast<size_t>(slots));
-    check(cudaMemcpy(h.data(), d_hist_, h.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    check(cudaMemcpy(h.data(), d_hist_, h.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost),
+          "cudaMemcpy");
     return h;
   }
   // Stages tile [b, b + m) of lp (es bytes each) and its fp32 masters into slot's buffers and uploads both;
   // returns where the masters are on the device (after the lp block, 16-byte aligned).
-  const float* stage_pair(int slot, const void* lp, size_t es, const float* fp32, size_t b, size_t m, cudaStream_t st) {
+  const float* stage_pair(int slot, const void* lp, size_t es, const float* fp32, size_t b, size_t m,
+                          cudaStream_t st) {
     const size_t master_off = kTile * 4;
     auto* hin = static_cast<unsigned char*>(h_in_[slot]);
     auto* din = static_cast<unsigned char*>(d_in_[slot]);
     std::memcpy(hin, static_cast<const unsigned char*>(lp) + b * es, m * es);
     std::memcpy(hin + master_off, fp32 + b, m * 4);
     check(cudaMemcpyAsync(din, hin, m * es, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync");
-    check(cudaMemcpyAsync(din + master_off, hin + master_off, m * 4, cudaMemcpyHostToDevice, st), "cudaMemcpyAsync");
+    check(cudaMemcpyAsync(din + master_off, hin + master_off, m * 4, cudaMemcpyHostToDevice, st),
+          "cudaMemcpyAsync");
     return reinterpret_cast<const float*>(din + master_off);
   }
 
@@ -321,7 +350,8 @@ class CudaBackend final : public Backend {
   void prepare() {
     check(cudaSetDevice(dev_), "cudaSetDevice");
     if (d_hist_) return;
-    const size_t part = (sizeof(DivPartial) + 2 * sizeof(ValPartial)) * static_cast<size_t>(blocks_);  // fused pass
+    const size_t part =
+        (sizeof(DivPartial) + 2 * sizeof(ValPartial)) * static_cast<size_t>(blocks_);  // fused pass
     for (int i = 0; i < 2; ++i) {
       check(cudaMallocHost(&h_in_[i], kTile * kInBytes), "cudaMallocHost");
       check(cudaMallocHost(&h_out_[i], kTile * kOutBytes), "cudaMallocHost");
@@ -397,6 +427,8 @@ int device_count() {
   return count;
 }
 
-std::unique_ptr<Backend> make_backend(int device) { return std::make_unique<CudaBackend>(device); }
+std::unique_ptr<Backend> make_backend(int device) {
+  return std::make_unique<CudaBackend>(device);
+}
 
 }  // namespace ckptdoc::cuda

@@ -18,7 +18,9 @@ constexpr int kValHist = 2 * kLogSlots;
 
 struct SumOp {
   template <class T>
-  __device__ T operator()(T a, T b) const { return a + b; }
+  __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
 };
 struct MaxOp {
   __device__ double operator()(double a, double b) const { return fmax(a, b); }
@@ -85,9 +87,9 @@ __device__ __forceinline__ DivergenceElement div_one(const void* lp, size_t i, f
 }
 
 template <int Kind>
-__global__ void __launch_bounds__(kThreads) divergence_kernel(const void* __restrict__ lp,
-                                                              const float* __restrict__ fp32, size_t n,
-                                                              DivPartial* partials, unsigned long long* hist) {
+__global__ void __launch_bounds__(kThreads)
+    divergence_kernel(const void* __restrict__ lp, const float* __restrict__ fp32, size_t n,
+                      DivPartial* partials, unsigned long long* hist) {
   __shared__ unsigned int s_hist[kDivHist];
   __shared__ double s_d[kWarps];
   __shared__ unsigned long long s_u[kWarps];
@@ -144,12 +146,23 @@ struct ValThread {
       atomicAdd(&s_hist[kLogSlots + slot], 1u);
     }
     switch (cls) {
-      case kSubnormal: ++sub; break;
-      case kZero: ++zero; break;
-      case kNan: ++nan; return;
-      case kPosInf: ++pinf; return;
-      case kNegInf: ++ninf; return;
-      default: break;
+      case kSubnormal:
+        ++sub;
+        break;
+      case kZero:
+        ++zero;
+        break;
+      case kNan:
+        ++nan;
+        return;
+      case kPosInf:
+        ++pinf;
+        return;
+      case kNegInf:
+        ++ninf;
+        return;
+      default:
+        break;
     }
     sum += v;
     sum_sq += v * v;
@@ -174,8 +187,8 @@ __device__ __forceinline__ void value_one(ValThread& t, const void* data, size_t
 }
 
 template <int Kind>
-__global__ void __launch_bounds__(kThreads) values_kernel(const void* __restrict__ data, size_t n,
-                                                          ValPartial* partials, unsigned long long* hist) {
+__global__ void __launch_bounds__(kThreads)
+    values_kernel(const void* __restrict__ data, size_t n, ValPartial* partials, unsigned long long* hist) {
   __shared__ unsigned int s_hist[kValHist];
   __shared__ double s_d[kWarps];
   __shared__ unsigned long long s_u[kWarps];
@@ -236,10 +249,14 @@ __global__ void upcast_kernel(const uint16_t* __restrict__ in, float* __restrict
   const size_t groups = n / 4;
   for (size_t g = tid; g < groups; g += stride) {
     const uint2 raw = reinterpret_cast<const uint2*>(in)[g];
-    auto cv = [](unsigned int h) { return Bf16 ? bf16_to_f32(static_cast<uint16_t>(h)) : f16_to_f32(static_cast<uint16_t>(h)); };
-    reinterpret_cast<float4*>(out)[g] = make_float4(cv(raw.x & 0xffffu), cv(raw.x >> 16), cv(raw.y & 0xffffu), cv(raw.y >> 16));
+    auto cv = [](unsigned int h) {
+      return Bf16 ? bf16_to_f32(static_cast<uint16_t>(h)) : f16_to_f32(static_cast<uint16_t>(h));
+    };
+    reinterpret_cast<float4*>(out)[g] =
+        make_float4(cv(raw.x & 0xffffu), cv(raw.x >> 16), cv(raw.y & 0xffffu), cv(raw.y >> 16));
   }
-  for (size_t i = groups * 4 + tid; i < n; i += stride) out[i] = Bf16 ? bf16_to_f32(in[i]) : f16_to_f32(in[i]);
+  for (size_t i = groups * 4 + tid; i < n; i += stride)
+    out[i] = Bf16 ? bf16_to_f32(in[i]) : f16_to_f32(in[i]);
 }
 
 template <bool Bf16>
@@ -252,7 +269,8 @@ __global__ void downcast_kernel(const float* __restrict__ in, uint16_t* __restri
     auto cv = [](float f) -> unsigned int { return Bf16 ? f32_to_bf16(f) : f32_to_f16(f); };
     reinterpret_cast<uint2*>(out)[g] = make_uint2(cv(v.x) | (cv(v.y) << 16), cv(v.z) | (cv(v.w) << 16));
   }
-  for (size_t i = groups * 4 + tid; i < n; i += stride) out[i] = Bf16 ? f32_to_bf16(in[i]) : f32_to_f16(in[i]);
+  for (size_t i = groups * 4 + tid; i < n; i += stride)
+    out[i] = Bf16 ? f32_to_bf16(in[i]) : f32_to_f16(in[i]);
 }
 
 int grid_for(size_t work_items) {
@@ -264,15 +282,25 @@ int grid_for(size_t work_items) {
 
 }  // namespace
 
-int divergence_hist_size() { return kDivHist; }
-int value_hist_size() { return kValHist; }
+int divergence_hist_size() {
+  return kDivHist;
+}
+int value_hist_size() {
+  return kValHist;
+}
 
 cudaError_t launch_divergence(const void* lp, int lp_kind, const float* fp32, size_t n, DivPartial* partials,
                               int blocks, unsigned long long* hist, cudaStream_t stream) {
   switch (lp_kind) {
-    case 0: divergence_kernel<0><<<blocks, kThreads, 0, stream>>>(lp, fp32, n, partials, hist); break;
-    case 1: divergence_kernel<1><<<blocks, kThreads, 0, stream>>>(lp, fp32, n, partials, hist); break;
-    default: divergence_kernel<2><<<blocks, kThreads, 0, stream>>>(lp, fp32, n, partials, hist); break;
+    case 0:
+      divergence_kernel<0><<<blocks, kThreads, 0, stream>>>(lp, fp32, n, partials, hist);
+      break;
+    case 1:
+      divergence_kernel<1><<<blocks, kThreads, 0, stream>>>(lp, fp32, n, partials, hist);
+      break;
+    default:
+      divergence_kernel<2><<<blocks, kThreads, 0, stream>>>(lp, fp32, n, partials, hist);
+      break;
   }
   return cudaGetLastError();
 }
@@ -280,10 +308,18 @@ cudaError_t launch_divergence(const void* lp, int lp_kind, const float* fp32, si
 cudaError_t launch_values(const void* data, int kind, size_t n, ValPartial* partials, int blocks,
                           unsigned long long* hist, cudaStream_t stream) {
   switch (kind) {
-    case 0: values_kernel<0><<<blocks, kThreads, 0, stream>>>(data, n, partials, hist); break;
-    case 1: values_kernel<1><<<blocks, kThreads, 0, stream>>>(data, n, partials, hist); break;
-    case 2: values_kernel<2><<<blocks, kThreads, 0, stream>>>(data, n, partials, hist); break;
-    default: values_kernel<3><<<blocks, kThreads, 0, stream>>>(data, n, partials, hist); break;
+    case 0:
+      values_kernel<0><<<blocks, kThreads, 0, stream>>>(data, n, partials, hist);
+      break;
+    case 1:
+      values_kernel<1><<<blocks, kThreads, 0, stream>>>(data, n, partials, hist);
+      break;
+    case 2:
+      values_kernel<2><<<blocks, kThreads, 0, stream>>>(data, n, partials, hist);
+      break;
+    default:
+      values_kernel<3><<<blocks, kThreads, 0, stream>>>(data, n, partials, hist);
+      break;
   }
   return cudaGetLastError();
 }

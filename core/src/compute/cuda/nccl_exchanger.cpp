@@ -13,7 +13,8 @@ namespace {
 
 class NcclExchanger final : public Exchanger {
  public:
-  NcclExchanger(int device, int rank, int size, const BroadcastFn& broadcast) : nccl_(device, rank, size, broadcast) {}
+  NcclExchanger(int device, int rank, int size, const BroadcastFn& broadcast)
+      : nccl_(device, rank, size, broadcast) {}
 
   std::string name() const override { return nccl_.describe(); }
 
@@ -33,7 +34,9 @@ class NcclExchanger final : public Exchanger {
     cudaStream_t s = nccl_.stream();
     auto* dsend = static_cast<float*>(send_buf_.reserve(std::max<size_t>(ns, 1) * sizeof(float)));
     auto* drecv = static_cast<float*>(recv_buf_.reserve(std::max<size_t>(nr, 1) * sizeof(float)));
-    if (ns) check_cuda_call(cudaMemcpyAsync(dsend, send, ns * sizeof(float), cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
+    if (ns)
+      check_cuda_call(cudaMemcpyAsync(dsend, send, ns * sizeof(float), cudaMemcpyHostToDevice, s),
+                      "cudaMemcpyAsync");
     const NcclApi& api = nccl_.api();
     nccl_.check(api.GroupStart(), "ncclGroupStart");
     size_t s_at = 0, r_at = 0;
@@ -47,7 +50,9 @@ class NcclExchanger final : public Exchanger {
       r_at += recv_counts[p];
     }
     nccl_.check(api.GroupEnd(), "ncclGroupEnd");
-    if (nr) check_cuda_call(cudaMemcpyAsync(recv, drecv, nr * sizeof(float), cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
+    if (nr)
+      check_cuda_call(cudaMemcpyAsync(recv, drecv, nr * sizeof(float), cudaMemcpyDeviceToHost, s),
+                      "cudaMemcpyAsync");
     check_cuda_call(cudaStreamSynchronize(s), "cudaStreamSynchronize");
   }
 

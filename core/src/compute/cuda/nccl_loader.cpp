@@ -65,7 +65,9 @@ const NcclApi* nccl_api(std::string* reason) {
   return l.ok ? &l.api : nullptr;
 }
 
-bool nccl_loadable(std::string* reason) { return nccl_api(reason) != nullptr; }
+bool nccl_loadable(std::string* reason) {
+  return nccl_api(reason) != nullptr;
+}
 
 std::string nccl_version() {
   std::string why;

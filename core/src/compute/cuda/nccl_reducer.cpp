@@ -12,7 +12,8 @@ namespace {
 
 class NcclReducer final : public Reducer {
  public:
-  NcclReducer(int device, int rank, int size, const BroadcastFn& broadcast) : nccl_(device, rank, size, broadcast) {}
+  NcclReducer(int device, int rank, int size, const BroadcastFn& broadcast)
+      : nccl_(device, rank, size, broadcast) {}
 
   std::string name() const override { return nccl_.describe(); }
 
@@ -34,10 +35,13 @@ class NcclReducer final : public Reducer {
     ncclComm_t comm = nccl_.comm();
     cudaStream_t s = nccl_.stream();
     nccl_.check(api.GroupStart(), "ncclGroupStart");
-    if (nc) nccl_.check(api.AllReduce(counts, counts, nc, ncclUint64, ncclSum, comm, s), "ncclAllReduce(counts)");
+    if (nc)
+      nccl_.check(api.AllReduce(counts, counts, nc, ncclUint64, ncclSum, comm, s), "ncclAllReduce(counts)");
     if (ns) nccl_.check(api.AllReduce(sums, sums, ns, ncclFloat64, ncclSum, comm, s), "ncclAllReduce(sums)");
-    if (nmin) nccl_.check(api.AllReduce(mins, mins, nmin, ncclFloat64, ncclMin, comm, s), "ncclAllReduce(mins)");
-    if (nmax) nccl_.check(api.AllReduce(maxs, maxs, nmax, ncclFloat64, ncclMax, comm, s), "ncclAllReduce(maxs)");
+    if (nmin)
+      nccl_.check(api.AllReduce(mins, mins, nmin, ncclFloat64, ncclMin, comm, s), "ncclAllReduce(mins)");
+    if (nmax)
+      nccl_.check(api.AllReduce(maxs, maxs, nmax, ncclFloat64, ncclMax, comm, s), "ncclAllReduce(maxs)");
     nccl_.check(api.GroupEnd(), "ncclGroupEnd");
     download(a.counts, counts);
     download(a.sums, sums);

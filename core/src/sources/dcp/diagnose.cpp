@@ -320,7 +320,7 @@ class Diagnosis {
   std::set<std::string> bad_files_, files_read_;
   std::map<std::string, Truncated> truncated_;
   size_t replicas_compared_ = 0;  // per-rank saves: other ranks' copies compared with the one read
-  size_t crc_checked_ = 0;  // items whose zip records were all checked against their CRC-32
+  size_t crc_checked_ = 0;        // items whose zip records were all checked against their CRC-32
 };
 
 }  // namespace

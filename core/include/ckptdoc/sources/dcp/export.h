@@ -36,8 +36,8 @@ WeightsSelection select_weights(const Checkpoint& ckpt);
 
 struct ExportOptions {
   std::optional<uint64_t>
-      max_shard_size;   // Hugging Face shards in a folder (weights/shards.h); unset: one file
-  bool force = false;   // replace an existing output file, or weights files already in the sharded folder
+      max_shard_size;  // Hugging Face shards in a folder (weights/shards.h); unset: one file
+  bool force = false;  // replace an existing output file, or weights files already in the sharded folder
   bool torch = false;  // torch.save output: one file holding a dict (what dcp_to_torch_save writes), or torch
                        // shards (pytorch_model-0000i-of-0000N.bin + index) with max_shard_size
   bool strict = false;  // a NaN or Inf value fails the export (nothing published), naming the tensor

@@ -34,12 +34,12 @@ enum class EntryKind : uint8_t { Tensor, Bytes };
 struct Entry {
   std::string key;
   EntryKind kind = EntryKind::Tensor;
-  std::string dtype;                      // tensors: torch's spelling ("float32", "bfloat16")
-  std::vector<int64_t> size;              // tensors: the global shape ([] for a 0-d tensor)
-  std::vector<Chunk> chunks;              // tensors
-  std::optional<StorageItem> bytes_item;  // bytes items (a torch.save of any object)
+  std::string dtype;                        // tensors: torch's spelling ("float32", "bfloat16")
+  std::vector<int64_t> size;                // tensors: the global shape ([] for a 0-d tensor)
+  std::vector<Chunk> chunks;                // tensors
+  std::optional<StorageItem> bytes_item;    // bytes items (a torch.save of any object)
   std::vector<StorageItem> bytes_replicas;  // per-rank saves: the other ranks' copies of the bytes item
-  int64_t numel() const;                  // tensors: product of size
+  int64_t numel() const;                    // tensors: product of size
 };
 
 struct Metadata {
