@@ -52,6 +52,20 @@ sources::Outcome repair_in_process(const sources::RepairRequest& rq) {
   return sources::source_for(rq.path, sources::Command::Repair)->repair(rq);
 }
 
+// Megatron's --refresh-fp32 of its stale entry, or --reset-optimizer of the DCP fixture, into dir/out.
+sources::RepairRequest request(const QString& kind, const test::TempDir& dir) {
+  sources::RepairRequest rq;
+  if (kind == "megatron") {
+    rq.path = realds::checkpoint("v019_megatron_finetune_stale").save_dir;
+    rq.refresh_fp32 = true;
+  } else {
+    rq.path = fixture();
+    rq.reset_optimizer = true;
+  }
+  rq.output = dir.file("out");
+  return rq;
+}
+
 }  // namespace
 
 class TestRealdsDcpReset : public QObject {
@@ -183,17 +197,9 @@ class TestRealdsDcpReset : public QObject {
   }
   void publishKeepsAnOutputMadeMeanwhile() {
     QFETCH(QString, kind);
+    if (kind == "megatron") REALDS_REQUIRE_DS("0.19");
     test::TempDir dir;
-    sources::RepairRequest rq;
-    if (kind == "megatron") {
-      REALDS_REQUIRE_DS("0.19");
-      rq.path = realds::checkpoint("v019_megatron_finetune_stale").save_dir;
-      rq.refresh_fp32 = true;
-    } else {
-      rq.path = fixture();
-      rq.reset_optimizer = true;
-    }
-    rq.output = dir.file("out");
+    sources::RepairRequest rq = request(kind, dir);
     bool made = false;
     set_file_touch_hook([&](const std::string& path) {
       if (!made && path.find(rq.output + ".ckptdoc-") == 0) made = fs::create_directory(rq.output);
@@ -214,24 +220,24 @@ class TestRealdsDcpReset : public QObject {
   }
 
   // A folder at the name this run would write its copy to was not made by it: never removed.
+  void leftoverOfAnotherWriterIsNeverRemoved_data() { publishKeepsAnOutputMadeMeanwhile_data(); }
   void leftoverOfAnotherWriterIsNeverRemoved() {
+    QFETCH(QString, kind);
+    if (kind == "megatron") REALDS_REQUIRE_DS("0.19");
     test::TempDir dir;
-    sources::RepairRequest rq;
-    rq.path = fixture();
-    rq.output = dir.file("out");
-    rq.reset_optimizer = true;
+    sources::RepairRequest rq = request(kind, dir);
     const std::string pid = std::to_string(::getpid());
-    for (const char* kind : {".ckptdoc-tmp-", ".ckptdoc-partial-"}) {
-      fs::create_directory(rq.output + kind + pid);
-      test::write_text(rq.output + kind + pid + "/keep", "not ckptdoc's");
+    for (const char* name : {".ckptdoc-tmp-", ".ckptdoc-partial-"}) {
+      fs::create_directory(rq.output + name + pid);
+      test::write_text(rq.output + name + pid + "/keep", "not ckptdoc's");
     }
     try {
       repair_in_process(rq);
     } catch (const Error& e) {
       QCOMPARE(e.kind(), ErrorKind::OutputExists);
     }
-    for (const char* kind : {".ckptdoc-tmp-", ".ckptdoc-partial-"})
-      QCOMPARE(test::read_text(rq.output + kind + pid + "/keep"), std::string("not ckptdoc's"));
+    for (const char* name : {".ckptdoc-tmp-", ".ckptdoc-partial-"})
+      QCOMPARE(test::read_text(rq.output + name + pid + "/keep"), std::string("not ckptdoc's"));
     QVERIFY(!fs::exists(rq.output));
   }
 };
