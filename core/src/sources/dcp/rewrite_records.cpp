@@ -134,7 +134,7 @@ void write_record(const StorageRecord& record, std::span<const uint8_t> data, co
 
 std::string checked_new_output(const std::string& output, const std::vector<std::string>& inputs) {
   if (output.empty()) throw Error(ErrorKind::InvalidRequest, "", "--output", "an output folder is required");
-  const std::string out = io::normalised_path(output);
+  std::string out = io::normalised_path(output);
   for (const auto& in : inputs)
     if (io::inside_or_equal(out, io::normalised_path(in)))
       throw Error(ErrorKind::InvalidRequest, out, "--output",
