@@ -156,6 +156,28 @@ class TestRealdsDcpReset : public QObject {
     QVERIFY2(verdict.find("Adam step 0 for all 5 params") != std::string::npos, verdict.c_str());
   }
 
+  // What diagnose names on fsdp2_ws2_moments_lost (moments lost at step 5, a negative exp_avg_sq: torch wrote
+  // them, make_moments_lost_dcp.py) it offers --reset-optimizer for; the repaired folder diagnoses clean.
+  void resetOptimizerFixesWhatDiagnoseNames() {
+    const auto in = test::fixtures_dir() + "/dcp/fsdp2_ws2_moments_lost";
+    const auto before = test::run_cli({"diagnose", in, "--json"});
+    CKPTDOC_EXPECT_EXIT(before, 1);
+    QStringList codes;
+    for (const auto& p : realds::parse(before.out)["problems"].toArray()) {
+      codes << p.toObject()["code"].toString();
+      QVERIFY2(p.toObject()["message"].toString().contains("--reset-optimizer"), before.out.c_str());
+    }
+    codes.removeDuplicates();
+    codes.sort();
+    QCOMPARE(codes, (QStringList{"dcp-moments-lost", "dcp-moments-negative"}));
+    test::TempDir dir;
+    const auto out = dir.file("reset");
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", in, "-o", out, "--reset-optimizer"}), 0);
+    const auto after = test::run_cli({"diagnose", out, "--json"});
+    CKPTDOC_EXPECT_EXIT(after, 0);
+    QVERIFY2(realds::parse(after.out)["problems"].toArray().isEmpty(), after.out.c_str());
+  }
+
   // A per-rank save (dcp.save(..., use_collectives=False): each rank writes its own copy of every step):
   // every copy is reset, else diagnose names the ranks' copies differing (dcp-replica-mismatch).
   void resetOptimizerOfAPerRankSaveResetsEveryCopy() {
