@@ -105,6 +105,26 @@ class TestRealdsDcpReset : public QObject {
              ("max abs diff " + std::to_string(reset["max_abs_diff"].toDouble())).c_str());
   }
 
+  // Why the step is set to 0, not 1: torch's own save of an Adam that never stepped
+  // (fsdp2_ws2_fresh_optimizer: get_state_dict's _init_optim_state leaves step 1 with zero moments) does not
+  // resume as a fresh Adam (its first step bias-corrects at step 2); the same folder after --reset-optimizer
+  // does.
+  void stepOneIsNotAFreshAdamStepZeroIs() {
+    REALDS_REQUIRE_DS("0.19");
+    test::TempDir dir;
+    const auto in = test::fixtures_dir() + "/dcp/fsdp2_ws2_fresh_optimizer";
+    const auto saved = judge(in, dir, "saved");
+    QCOMPARE(saved["loaded_steps"].toArray(), (QJsonArray{1.0}));
+    QCOMPARE(saved["loaded_nonzero_moment_elements"].toInt(), 0);
+    QVERIFY2(!saved["identical"].toBool(), "step 1 with zero moments resumed as a fresh Adam");
+    const auto out = dir.file("reset");
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", in, "-o", out, "--reset-optimizer"}), 0);
+    const auto reset = judge(out, dir, "reset");
+    QCOMPARE(reset["loaded_steps"].toArray(), (QJsonArray{0.0}));
+    QVERIFY2(reset["identical"].toBool(),
+             ("max abs diff " + std::to_string(reset["max_abs_diff"].toDouble())).c_str());
+  }
+
   // An Accelerate FSDP2 save_state folder (realds entry accelerate_fsdp2_ws2: GPT-2, 3 AdamW steps, world 2):
   // its optimizer_0/ reset, every other file copied; Accelerate's own load_state of the output and one step
   // equal the same weights with a fresh AdamW stepping (tests/realds/accelerate_reset_check.py).
