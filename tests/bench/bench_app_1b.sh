@@ -36,7 +36,7 @@ echo "ckptdoc-gui with the checkpoint; load average: $(cut -d' ' -f1-3 /proc/loa
 x "$build/app/ckptdoc-gui" "$ckpt" --bench "$frames" | sed 's/^/  /'
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ "${IMGUI:-1}" != 0 ] && [ -x "$build/app/ckptdoc-imgui" ]; then
-  echo "ckptdoc-imgui (OpenGL: $(x glxinfo -B 2>/dev/null | sed -n 's/.*OpenGL renderer string: //p' || echo '?')), baseline:"
+  echo "ckptdoc-imgui (OpenGL through GLFW on Xvfb's GLX: Mesa llvmpipe), baseline (nothing open: one overview frame):"
   x "$build/app/ckptdoc-imgui" --bench "$frames" --size 1280x800 | sed 's/^/  /'
   echo "ckptdoc-imgui with the checkpoint; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
   x "$build/app/ckptdoc-imgui" "$ckpt" --bench "$frames" --size 1280x800 | sed 's/^/  /'

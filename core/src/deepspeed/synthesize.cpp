@@ -410,7 +410,7 @@ struct Writer {
   }
 
   Value field_tensor(Field f, int64_t numel, int64_t storage_numel, bool requires_grad,
-                     std::function<void(Field, int64_t, int64_t, float*)> fill) const {
+                     const std::function<void(Field, int64_t, int64_t, float*)>& fill) const {
     return Value::tensor(produced_f32(
         numel, [fill, f](int64_t first, int64_t n, float* out) { fill(f, first, n, out); }, storage_numel,
         requires_grad));
@@ -537,6 +537,7 @@ struct Writer {
             {m.params[static_cast<size_t>(pi)].name, {}, m.params[static_cast<size_t>(pi)].numel});
       for (const auto& sg : zero3_sub_groups(spans, dp, o.sub_group_size)) {
         std::vector<int> ids;
+        ids.reserve(sg.size());
         for (int local : sg) ids.push_back(m.groups[g][static_cast<size_t>(local)]);
         group_sub_ids[g].push_back(Value::integer(static_cast<int64_t>(subs.size())));
         subs.push_back(std::move(ids));
