@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/request_field.h"
 #include "ckptdoc/sources/dcp/report_text.h"
 #include "ckptdoc/sources/source.h"
 #include "sources/accelerate/diagnose.h"
@@ -68,7 +69,7 @@ class AccelerateSource final : public Source {
     for (const auto& p : s.parts)
       if (p.role == "optimizer") optimizers.push_back(p.folder);
     if (optimizers.empty() && request.reset_optimizer)
-      throw Error(ErrorKind::Unsupported, request.path, "--reset-optimizer",
+      throw Error(ErrorKind::Unsupported, request.path, request_text("{reset_optimizer}"),
                   "holds no optimizer_<i>/ folder: nothing to reset");
     return repair_dcp_optimizer(request, s.dir, optimizers, "an Accelerate FSDP save_state folder");
   }

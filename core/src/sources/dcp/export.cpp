@@ -8,6 +8,7 @@
 #include "ckptdoc/format/safetensors.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/format/value.h"
+#include "ckptdoc/request_field.h"
 #include "ckptdoc/weights/shards.h"
 #include "deepspeed/non_finite_watch.h"
 #include "deepspeed/output_folder_check.h"
@@ -20,12 +21,13 @@ namespace {
 // existing file without --force, a folder only when sharding (the shard writer then guards the folder's
 // contents).
 void check_output(const Checkpoint& ckpt, const std::string& out_path, const ExportOptions& options) {
-  if (out_path.empty()) throw Error(ErrorKind::InvalidRequest, "", "--output", "an output file is required");
+  if (out_path.empty())
+    throw Error(ErrorKind::InvalidRequest, "", request_text("{output}"), "an output file is required");
   const std::string out = io::normalised_path(out_path);
   const std::string input =
       io::normalised_path(options.input_folder.empty() ? ckpt.dir() : options.input_folder);
   if (io::inside_or_equal(out, input))
-    throw Error(ErrorKind::InvalidRequest, out, "--output",
+    throw Error(ErrorKind::InvalidRequest, out, request_text("{output}"),
                 "is inside the checkpoint folder " + input +
                     "; choose a path outside it (the input is never modified)");
   if (!options.max_shard_size) deepspeed::detail::check_output_file(out, options.force);

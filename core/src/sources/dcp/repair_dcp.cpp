@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/request_field.h"
 #include "sources/dcp/reset_optimizer.h"
 #include "sources/dcp/rewrite_records.h"
 
@@ -17,19 +18,21 @@ Outcome repair_dcp_optimizer(const RepairRequest& request, const std::string& ro
   const auto& others = request.other_actions;
   if (std::find(others.begin(), others.end(), "--drop-optimizer") != others.end())
     throw Error(
-        ErrorKind::Unsupported, request.path, "--drop-optimizer",
-        "not available for " + what +
+        ErrorKind::Unsupported, request.path, request_text("{drop_optimizer}"),
+        request_text(
+            "not available for " + what +
             ": dropping the optimizer means writing a new .metadata without its items, a pickle of "
             "torch's own classes, and ckptdoc writes no such pickle. torch loads the weights alone from "
             "this folder as it is (dcp.load of the model's state dict reads only the keys asked for): "
-            "load it that way with a fresh optimizer, or repair with --reset-optimizer, which keeps the "
-            "optimizer's items and resets them to a fresh Adam's state");
+            "load it that way with a fresh optimizer, or repair with {reset_optimizer}, which keeps the "
+            "optimizer's items and resets them to a fresh Adam's state"));
   if (!request.reset_optimizer || request.refresh_fp32 || !others.empty()) {
-    std::string asked = request.refresh_fp32 ? "--refresh-fp32" : "";
+    std::string asked = request.refresh_fp32 ? request_text("{refresh_fp32}") : "";
     for (const auto& a : others) asked += (asked.empty() ? "" : ", ") + a;
     throw Error(
         ErrorKind::Unsupported, request.path, asked.empty() ? "repair" : asked,
-        what + " is repaired with --reset-optimizer alone (its Adam moments zeroed and steps set to 0)");
+        request_text(
+            what + " is repaired with {reset_optimizer} alone (its Adam moments zeroed and steps set to 0)"));
   }
   std::vector<std::string> inputs{request.path, root};
   const std::string out = dcp::checked_new_output(request.output, inputs);

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/request_field.h"
 #include "ckptdoc/sources/dcp/diagnose.h"
 #include "sources/dcp/rewrite_records.h"
 
@@ -53,7 +54,7 @@ ResetCounts reset_adam_state(const Checkpoint& in, const std::string& copy_dir) 
     reset.push_back(&e);
   }
   if (with_moments.empty())
-    throw Error(ErrorKind::Unsupported, dir, "--reset-optimizer",
+    throw Error(ErrorKind::Unsupported, dir, request_text("{reset_optimizer}"),
                 "holds no Adam moments (no optimizer.state.<param>.exp_avg / exp_avg_sq tensors): nothing to "
                 "reset");
   ResetCounts n;

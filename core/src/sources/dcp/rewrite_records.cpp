@@ -12,6 +12,7 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/fs_error.h"
 #include "ckptdoc/io/mapped_file.h"
+#include "ckptdoc/request_field.h"
 #include "deepspeed/output_folder_check.h"
 #include "io/path_relation.h"
 #include "io/writer_lock.h"
@@ -133,15 +134,17 @@ void write_record(const StorageRecord& record, std::span<const uint8_t> data, co
 }
 
 std::string checked_new_output(const std::string& output, const std::vector<std::string>& inputs) {
-  if (output.empty()) throw Error(ErrorKind::InvalidRequest, "", "--output", "an output folder is required");
+  if (output.empty())
+    throw Error(ErrorKind::InvalidRequest, "", request_text("{output}"), "an output folder is required");
   std::string out = io::normalised_path(output);
   for (const auto& in : inputs)
     if (io::inside_or_equal(out, io::normalised_path(in)))
-      throw Error(ErrorKind::InvalidRequest, out, "--output",
+      throw Error(ErrorKind::InvalidRequest, out, request_text("{output}"),
                   "is inside the checkpoint folder " + io::normalised_path(in) +
                       "; choose a path outside it (the input is never modified)");
   if (fs::exists(fs::symlink_status(out)))
-    throw Error(ErrorKind::InvalidRequest, out, "--output", "exists; repair writes a new folder");
+    throw Error(ErrorKind::InvalidRequest, out, request_text("{output}"),
+                "exists; repair writes a new folder");
   return out;
 }
 

@@ -34,7 +34,7 @@ StorageRecord storage_record(const Checkpoint& in, const StorageItem& item, cons
 void write_record(const StorageRecord& record, std::span<const uint8_t> data, const std::string& copy_dir);
 
 // The output of a repair that writes a new folder: normalised, neither inside `inputs` (folders) nor
-// existing. Throws ckptdoc::Error InvalidRequest (where "--output").
+// existing. Throws ckptdoc::Error InvalidRequest (where: the output field, request_text).
 std::string checked_new_output(const std::string& output, const std::vector<std::string>& inputs);
 
 // Makes "<output>.ckptdoc-partial-<pid>" (refusing one that exists: it is not this run's), lets `fill` write

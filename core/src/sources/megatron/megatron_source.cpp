@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/request_field.h"
 #include "ckptdoc/sources/dcp/diagnose.h"
 #include "ckptdoc/sources/dcp/report_text.h"
 #include "ckptdoc/sources/source.h"
@@ -167,7 +168,7 @@ class MegatronSource final : public Source {
   // (refresh_mains.h).
   Outcome repair(const RepairRequest& request) const override {
     if (request.reset_optimizer)
-      throw Error(ErrorKind::Unsupported, request.path, "--reset-optimizer",
+      throw Error(ErrorKind::Unsupported, request.path, request_text("{reset_optimizer}"),
                   "not available for a Megatron-core checkpoint yet: its optimizer's step is kept in the "
                   "param groups of common.pt (a pickle), not in a tensor record ckptdoc rewrites, so zeroed "
                   "moments would resume at the saved step with Adam's bias correction of that step, not as a "
@@ -176,10 +177,9 @@ class MegatronSource final : public Source {
     if (!request.refresh_fp32 || !request.other_actions.empty()) {
       std::string asked;
       for (const auto& a : request.other_actions) asked += (asked.empty() ? "" : ", ") + a;
-      throw Error(
-          ErrorKind::Unsupported, request.path, asked.empty() ? "repair" : asked,
-          "a Megatron-core checkpoint is repaired with --refresh-fp32 alone (the fp32 main params from the "
-          "weights)");
+      throw Error(ErrorKind::Unsupported, request.path, asked.empty() ? "repair" : asked,
+                  request_text("a Megatron-core checkpoint is repaired with {refresh_fp32} alone (the fp32 "
+                               "main params from the weights)"));
     }
     const auto r = megatron::refresh_main_params(request.path, request.output);
     std::vector<std::string> notes;

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/request_field.h"
 #include "ckptdoc/sources/dcp/checkpoint.h"
 #include "main_params.h"
 #include "sources/dcp/rewrite_records.h"
@@ -47,11 +48,12 @@ RefreshResult refresh_main_params(const std::string& path, const std::string& ou
   const auto pairs = main_pairs(in->metadata(), not_paired);
   if (pairs.empty())
     throw Error(
-        ErrorKind::Unsupported, folder.dir, "--refresh-fp32",
+        ErrorKind::Unsupported, folder.dir, request_text("{refresh_fp32}"),
         "holds no optimizer.state.fp32_param.<key> or optimizer.state.param.<key> beside a bf16 or fp16 "
         "weight: nothing to refresh");
   if (!not_paired.empty())
-    throw Error(ErrorKind::Unsupported, folder.dir, "--refresh-fp32", "cannot refresh " + not_paired.front());
+    throw Error(ErrorKind::Unsupported, folder.dir, request_text("{refresh_fp32}"),
+                "cannot refresh " + not_paired.front());
 
   RefreshResult r;
   r.output = out;
@@ -83,7 +85,7 @@ RefreshResult refresh_main_params(const std::string& path, const std::string& ou
     // The copy is checked before it is published: every main now the exact upcast of its weight.
     const auto check = compare_main_params(*dcp::Checkpoint::open(tmp_iter));
     if (check.params.size() != r.params || !check.not_compared.empty())
-      throw Error(ErrorKind::Inconsistent, tmp_iter, "--refresh-fp32",
+      throw Error(ErrorKind::Inconsistent, tmp_iter, request_text("{refresh_fp32}"),
                   "the copy's mains could not all be compared");
     for (const auto& p : check.params)
       if (p.lp_vs_fp32->exact != p.lp_vs_fp32->count || p.lp_vs_fp32->max_abs != 0)
