@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ckptdoc/session/frame_stats.h"
 #include "ckptdoc/session/request_field_labels.h"
 #include "script.h"
 #include "view.h"
@@ -126,19 +127,6 @@ void draw_frame(View& v, int w, int h) {
   draw_jobs(v);
 }
 
-struct Stats {
-  double median = 0, p95 = 0, max = 0;
-};
-Stats stats_of(std::vector<double> ms) {
-  Stats s;
-  if (ms.empty()) return s;
-  std::sort(ms.begin(), ms.end());
-  s.median = ms[ms.size() / 2];
-  s.p95 = ms[std::min(ms.size() - 1, ms.size() * 95 / 100)];
-  s.max = ms.back();
-  return s;
-}
-
 // --bench: after the analysis, N frames of each scenario, each timed to the end of its rendering (glFinish).
 struct Bench {
   int frames = 0;
@@ -171,7 +159,7 @@ struct Bench {
     times.push_back(ms);
     cpu.push_back(cpu_ms);
     if (++done < frames) return;
-    const Stats s = stats_of(times), c = stats_of(cpu);
+    const session::FrameStats s = session::frame_stats(times), c = session::frame_stats(cpu);
     std::printf(
         "frames %-16s n=%d median=%6.2f ms p95=%6.2f ms max=%6.2f ms | building: median=%6.2f ms p95=%6.2f "
         "ms\n",

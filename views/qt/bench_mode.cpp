@@ -6,7 +6,6 @@
 #include <QScrollBar>
 #include <QTableView>
 #include <QTimer>
-#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -22,6 +21,7 @@
 #include <ctime>
 #endif
 
+#include "ckptdoc/session/frame_stats.h"
 #include "layout_map.h"
 #include "layout_view.h"
 #include "main_window.h"
@@ -52,20 +52,6 @@ double secondsSinceProcessStart() {
 #else
   return -1;
 #endif
-}
-
-struct Stats {
-  double median = 0, p95 = 0, max = 0;
-};
-
-Stats statsOf(std::vector<double> ms) {
-  Stats s;
-  if (ms.empty()) return s;
-  std::sort(ms.begin(), ms.end());
-  s.median = ms[ms.size() / 2];
-  s.p95 = ms[std::min(ms.size() - 1, ms.size() * 95 / 100)];
-  s.max = ms.back();
-  return s;
 }
 
 class Bench : public QObject {
@@ -192,7 +178,7 @@ class Bench : public QObject {
     frame_.push_back(static_cast<double>(now - stepStart_) / 1e6);
     paint_.push_back(static_cast<double>(now - paintStart_) / 1e6);
     if (++done_ < frames_) return step();
-    const Stats f = statsOf(frame_), p = statsOf(paint_);
+    const session::FrameStats f = session::frame_stats(frame_), p = session::frame_stats(paint_);
     const bool panning = phase_ == Phase::Panning;
     std::printf(
         "frames %-16s n=%d median=%7.2f ms p95=%7.2f ms max=%7.2f ms | painting: median=%6.2f ms p95=%6.2f "
