@@ -5,6 +5,7 @@
 #include <set>
 
 #include "ckptdoc/deepspeed/writer.h"
+#include "ckptdoc/model/finding_codes.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/content_roles.h"
 
@@ -138,8 +139,8 @@ void CatalogBuilder::report_renamed() {
     const std::string what = f.role == FileRole::Optim ? "optimizer-states" : "model-states";
     std::vector<int> ranks;
     if (f.dp_rank >= 0) ranks.push_back(f.dp_rank);
-    Problem p{"rank-file-renamed",
-              "error",
+    Problem p{model::code_name(model::Code::RankFileRenamed),
+              model::Severity::Error,
               f.path + " is a DeepSpeed " + what +
                   " file (recognised by its content) under a name DeepSpeed does not "
                   "use: load_checkpoint looks for it as " +
