@@ -149,8 +149,10 @@ class TestFindingCodes : public QObject {
     // The table's repairs are the ones finding_from gives.
     QCOMPARE(analysis::finding_from({"world-size-mismatch", model::Severity::Error, "", "", {}, {}}).repair,
              analysis::RepairKind::Repartition);
-    QCOMPARE(analysis::finding_from({"optimizer-state-shape-mismatch", model::Severity::Error, "", "", {}, {}}).repair,
-             analysis::RepairKind::ResetOptimizer);
+    QCOMPARE(
+        analysis::finding_from({"optimizer-state-shape-mismatch", model::Severity::Error, "", "", {}, {}})
+            .repair,
+        analysis::RepairKind::ResetOptimizer);
     QCOMPARE(analysis::finding_from({"rank-file-truncated", model::Severity::Error, "", "", {}, {}}).repair,
              analysis::RepairKind::None);
   }

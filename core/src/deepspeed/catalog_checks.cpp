@@ -229,14 +229,17 @@ void CatalogBuilder::check_partitions() {
       for (const auto& key : cat_.group_state_keys[g]) {
         const Value* v = dict_get(entry, key);
         if (!v || !v->is_tensor()) {
-          problem(model::Code::OptimizerStateIncomplete,
-                  file + ": optimizer state '" + key + "' of " + where +
-                      " is missing while other ranks hold it: "
-                      "that rank's " +
-                      key +
-                      " is lost (a repair would not invent it; --reset-optimizer restarts "
-                      "every rank's state together)",
-                  file, {r});
+          std::string message = file;  // appended piece by piece: this runs per key of every rank
+          message += ": optimizer state '";
+          message += key;
+          message += "' of ";
+          message += where;
+          message += " is missing while other ranks hold it: that rank's ";
+          message += key;
+          message +=
+              " is lost (a repair would not invent it; --reset-optimizer restarts every rank's state "
+              "together)";
+          problem(model::Code::OptimizerStateIncomplete, std::move(message), file, {r});
         }
       }
       for (const auto& [key, v] : str_items(entry)) {

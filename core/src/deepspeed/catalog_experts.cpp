@@ -107,9 +107,11 @@ std::vector<std::vector<ParamEntry>> CatalogBuilder::param_groups_from_slice_map
       }
     }
     std::vector<std::pair<int64_t, std::string>> ordered;
+    ordered.reserve(at.size());
     for (const auto& [name, where] : at) ordered.emplace_back(where.first, name);
     std::sort(ordered.begin(), ordered.end());
     std::vector<std::string> names;
+    names.reserve(ordered.size());
     for (const auto& [off, name] : ordered) names.push_back(name);
     auto numel_of = [this](const std::string& name) {
       const auto shape = entry_shape(name);

@@ -297,11 +297,14 @@ void WeightsSource::read_index(const std::string& index_path) {
   }
   if (usable) {
     for (const auto& f : stray) {
-      problem(model::Code::ShardUnindexed,
-              f + " looks like a shard of " + family + " but " + index_->path +
-                  " does not name it: loaders never read it (left from an earlier save with another shard "
-                  "count?)",
-              f);
+      std::string message = f;  // appended piece by piece: this runs per stray shard
+      message += " looks like a shard of ";
+      message += family;
+      message += " but ";
+      message += index_->path;
+      message +=
+          " does not name it: loaders never read it (left from an earlier save with another shard count?)";
+      problem(model::Code::ShardUnindexed, std::move(message), f);
     }
   }
   check_index();
