@@ -130,8 +130,9 @@ struct DiagnoseOptions {
 int run_diagnose(const DiagnoseOptions& o);
 
 // A path a self-reporting source reads (sources::find_source, not the catalog; today a PyTorch Distributed
-// Checkpoint folder): `inspect`, `diagnose` and `export` print what the source returns (source_command.cpp).
-// Same exit codes as their catalog forms; a command the source cannot do is refused naming what it can.
+// Checkpoint folder): `inspect`, `diagnose`, `export` and `repair` print what the source returns
+// (source_command.cpp). Same exit codes as their catalog forms; a command the source cannot do is refused
+// naming what it can.
 int run_source_inspect(const sources::Source& source, const InspectOptions& o);
 int run_source_diagnose(const sources::Source& source, const DiagnoseOptions& o);
 int run_source_export(const sources::Source& source, const ExportCommandOptions& o);

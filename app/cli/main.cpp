@@ -8,6 +8,7 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/snapshot/snapshot.h"
 #include "commands.h"
+#include "request_flags.h"
 #include "suggest.h"
 #include "test_hooks.h"
 
@@ -365,6 +366,7 @@ int run_command_line(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ckptdoc::set_request_field_namer(&cli::cli_flag);  // the core's refusals name our flags
   try {
     return run_command_line(argc, argv);
   } catch (

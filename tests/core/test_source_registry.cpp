@@ -217,7 +217,7 @@ class TestSourceRegistry : public QObject {
   // What test_dcp and test_dcp_export expect of the committed fixture, through the registry.
   void dcpFixtureThroughTheRegistryAsBefore() {
     const auto source = sources::find_source(dcp_fixture());
-    QCOMPARE(source->supported_commands(), std::string("`inspect`, `diagnose` and `export`"));
+    QCOMPARE(source->supported_commands(), std::string("`inspect`, `diagnose`, `export` and `repair`"));
     const auto ckpt = dcp::Checkpoint::open(dcp_fixture());
     const auto json = source->inspect({.path = dcp_fixture(), .json = true});
     QCOMPARE(json.text, dcp::metadata_json(*ckpt) + "\n");
@@ -245,11 +245,11 @@ class TestSourceRegistry : public QObject {
     const auto cli = test::run_cli({"inspect", dcp_fixture()});
     CKPTDOC_EXPECT_EXIT(cli, 0);
     QCOMPARE(cli.out, text.text);
-    const auto repair = test::run_cli({"repair", dcp_fixture(), "-o", dir.file("r"), "--reset-optimizer"});
-    CKPTDOC_EXPECT_EXIT(repair, 2);
-    QVERIFY2(has(repair.err, "(source \"dcp\")") &&
-                 has(repair.err, "reads it with `inspect`, `diagnose` and `export`"),
-             repair.err.c_str());
+    const auto convert = test::run_cli({"convert", dcp_fixture(), "-o", dir.file("r"), "--to", "universal"});
+    CKPTDOC_EXPECT_EXIT(convert, 2);
+    QVERIFY2(has(convert.err, "(source \"dcp\")") &&
+                 has(convert.err, "reads it with `inspect`, `diagnose`, `export` and `repair`"),
+             convert.err.c_str());
   }
 
   // The DeepSpeed family stays one source, read into the catalog, every command open to it.

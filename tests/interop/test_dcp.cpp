@@ -699,12 +699,12 @@ class TestDcp : public QObject {
   }
 
   // Commands that do not read DCP yet say what the folder is instead of "not a DeepSpeed checkpoint".
-  void repairSaysDcpIsNotReadYet() {
+  void convertSaysDcpIsNotReadYet() {
     test::TempDir dir;
-    const auto r = test::run_cli({"repair", fixture(), "-o", dir.file("out"), "--reset-optimizer"});
+    const auto r = test::run_cli({"convert", fixture(), "-o", dir.file("out"), "--to", "universal"});
     CKPTDOC_EXPECT_EXIT(r, 2);
     QVERIFY2(r.err.find("a PyTorch Distributed Checkpoint") != std::string::npos, r.err.c_str());
-    QVERIFY2(r.err.find("`export`") != std::string::npos, r.err.c_str());
+    QVERIFY2(r.err.find("`export` and `repair`") != std::string::npos, r.err.c_str());
     QVERIFY(!fs::exists(dir.file("out")));
   }
 };

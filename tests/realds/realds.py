@@ -159,6 +159,14 @@ MATRIX = {
     # checkpoint.checkpoint_serialization false: torch's legacy (non-zip) file format
     "v019_z2_fp16_dp2_legacy": dict(kind="train", stage=2, dtype="fp16", dp=2, steps=5, ds="0.19",
                                     config_extra={"checkpoint": {"checkpoint_serialization": False}}),
+    # kind "synthrecipe": synth_recipe_train.py, the transformer `ckptdoc synth --vocab` writes (tied head, same
+    # names and order), small: the synthetic writer's layout is checked against these (test_realds_synth_layout)
+    "v019_synthrecipe_z2_bf16_dp2": dict(kind="synthrecipe", stage=2, dtype="bf16", dp=2, steps=2, ds="0.19",
+                                         synth=dict(vocab=61, hidden=12, layers=2)),
+    "v019_synthrecipe_z2_bf16_dp4": dict(kind="synthrecipe", stage=2, dtype="bf16", dp=4, steps=2, ds="0.19",
+                                         synth=dict(vocab=61, hidden=12, layers=2)),
+    "v019_synthrecipe_z3_fp16_dp2": dict(kind="synthrecipe", stage=3, dtype="fp16", dp=2, steps=2, ds="0.19",
+                                         synth=dict(vocab=61, hidden=12, layers=2)),
     # kind "client": our client_state_driver.py, saving the client state Megatron-DeepSpeed saves
     # (universal_checkpoint_info, iteration). dims 96,304,176,16 give groups of 85,504 and 1,104 elements: no
     # alignment padding at dp 1, 2 and 4, which ds_to_universal.py of v0.12.6 needs with torch's Adam.
@@ -420,6 +428,8 @@ def stamp_of(a, spec):
         parts.append(file_sha(os.path.join(HERE, "hf_trainer_train.py")))
     if spec["kind"] == "ulysses":
         parts.append(file_sha(os.path.join(HERE, "ulysses_train.py")))
+    if spec["kind"] == "synthrecipe":
+        parts.append(file_sha(os.path.join(HERE, "synth_recipe_train.py")))
     if spec["kind"] == "accelerate":
         parts.append(file_sha(os.path.join(HERE, "accelerate_fsdp_train.py")))
     if spec["kind"] == "megatron":
@@ -508,6 +518,10 @@ def ensure(a, name):
             cmd = launch[:-1] + [os.path.join(HERE, "ulysses_train.py"), "--out", save_dir, "--sp", str(spec["sp"]),
                                  "--steps", str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
             cmd += base_args(spec)
+        elif spec["kind"] == "synthrecipe":
+            cmd = launch[:-1] + [os.path.join(HERE, "synth_recipe_train.py"), "--out", save_dir, "--steps",
+                                 str(spec["steps"])] + base_args(spec)
+            cmd += [x for k in ("vocab", "hidden", "layers") for x in (f"--{k}", str(spec["synth"][k]))]
         elif spec["kind"] == "accelerate":
             cmd = launch[:-1] + [os.path.join(HERE, "accelerate_fsdp_train.py"), "--out", save_dir, "--steps",
                                  str(spec["steps"]), "--ref", os.path.join(folder, "ref"), "--json",

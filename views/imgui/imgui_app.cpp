@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ckptdoc/session/request_field_labels.h"
 #include "script.h"
 #include "view.h"
 
@@ -192,6 +193,7 @@ struct Bench {
 }  // namespace
 
 int run(int argc, char** argv) {
+  set_request_field_namer(&session::request_field_label);  // refusals name our controls, not CLI flags
   Args args;
   if (!parse(argc, argv, args)) {
     std::fprintf(

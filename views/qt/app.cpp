@@ -6,11 +6,14 @@
 #include <QComboBox>
 #include <QIcon>
 #include <QTimer>
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <utility>
 
+#include "bench_mode.h"
 #include "diff_view.h"
 #include "layout_map.h"
 #include "layout_view.h"
@@ -146,12 +149,15 @@ bool parse_app_arguments(int argc, char** argv, AppOptions& o, std::string& erro
         error = "--size wants WxH, e.g. 1280x800";
         return false;
       }
+    } else if (a == "--bench") {
+      if (!next(v)) return false;
+      o.bench = std::max(1, std::atoi(v.c_str()));
     } else if (a == "-h" || a == "--help") {
       error =
           "usage: ckptdoc-gui [PATH] [--watch DIR] [--compare B] [--screenshot FILE] [--view "
           "overview|layout|params|diff|timeline] "
           "[--param NAME] "
-          "[--shade param|exact|nonfinite|moments] [--size WxH]";
+          "[--shade param|exact|nonfinite|moments] [--size WxH] [--bench N]";
       return false;
     } else if (!a.empty() && a[0] == '-') {
       // Qt's own options (-platform, -style, ...) pass through to QApplication.
@@ -182,6 +188,9 @@ int run_app(int argc, char** argv, const AppOptions& o) {
   if (o.screenshot) {
     w.resize(o.width, o.height);
     armScreenshot(w, o);
+  } else if (o.bench) {
+    w.resize(o.width, o.height);
+    armBench(w, o.bench, o.path.has_value());
   }
   w.show();
   if (o.path) {

@@ -13,6 +13,7 @@ struct AppOptions {
   std::optional<std::string> compare;     // B of the Diff tab, compared with PATH once it is analysed
   std::optional<std::string> param;       // param to select (default for screenshots: the worst one)
   std::optional<std::string> shade;       // layout map shading: param | exact | nonfinite | moments
+  int bench = 0;                          // > 0: time the first paint and this many frames per scenario, quit
   int width = 1280, height = 800;
 };
 
@@ -22,7 +23,7 @@ int run_app(int argc, char** argv, std::optional<std::string> path);
 
 // Parses ckptdoc-gui's own arguments: [PATH] [--watch DIR] [--compare B] [--screenshot FILE] [--view NAME]
 // [--param NAME]
-// [--shade NAME] [--size WxH].
+// [--shade NAME] [--size WxH] [--bench N].
 // Returns false (and an error text) on bad usage.
 bool parse_app_arguments(int argc, char** argv, AppOptions& options, std::string& error);
 

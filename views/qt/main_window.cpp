@@ -25,6 +25,7 @@
 
 #include "app_settings.h"
 #include "ckptdoc/repair/fix_offer.h"
+#include "ckptdoc/session/request_field_labels.h"
 #include "convert_dialog.h"
 #include "diff_view.h"
 #include "export_dialog.h"
@@ -45,6 +46,7 @@
 namespace ckptdoc::gui {
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+  set_request_field_namer(&session::request_field_label);  // refusals name our controls, not CLI flags
   setWindowTitle(QStringLiteral("ckptdoc"));
   setWindowIcon(QIcon(QStringLiteral(":/icons/ckptdoc.svg")));
   setAcceptDrops(true);

@@ -189,8 +189,11 @@ void CatalogBuilder::list_files() {
       cat_.files.push_back(std::move(f));
     }
   }
-  // Order by role, then mp and dp rank as numbers, then name.
-  std::sort(cat_.files.begin(), cat_.files.end(), [](const CheckpointFile& a, const CheckpointFile& b) {
+  sort_files(cat_.files);
+}
+
+void sort_files(std::vector<CheckpointFile>& files) {
+  std::sort(files.begin(), files.end(), [](const CheckpointFile& a, const CheckpointFile& b) {
     return std::tie(a.role, a.mp_rank, a.dp_rank, a.path) < std::tie(b.role, b.mp_rank, b.dp_rank, b.path);
   });
 }

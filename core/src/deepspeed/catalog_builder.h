@@ -36,6 +36,10 @@ struct OptimRankScan {
   std::vector<int64_t> sub_group_partition_count;
 };
 
+// The catalog's file order: by role, then mp and dp rank as numbers, then name. Re-applied by every step that
+// changes a file's role or ranks.
+void sort_files(std::vector<CheckpointFile>& files);
+
 enum class AutoEpOutcome : uint8_t { None, Read, Refused };
 
 class CatalogBuilder {

@@ -21,12 +21,6 @@ int first_free(const std::set<int>& taken) {
   return r;
 }
 
-void sort_files(std::vector<CheckpointFile>& files) {
-  std::sort(files.begin(), files.end(), [](const CheckpointFile& a, const CheckpointFile& b) {
-    return std::tie(a.role, a.mp_rank, a.dp_rank, a.path) < std::tie(b.role, b.mp_rank, b.dp_rank, b.path);
-  });
-}
-
 constexpr const char* kByOrder = "assumed from the order of the names: the file does not record its rank";
 
 }  // namespace

@@ -53,9 +53,7 @@ void CatalogBuilder::recognise_sequence_parallel_names() {
     }
     f.mp_rank = 0;
   }
-  std::sort(cat_.files.begin(), cat_.files.end(), [](const CheckpointFile& a, const CheckpointFile& b) {
-    return std::tie(a.role, a.mp_rank, a.dp_rank, a.path) < std::tie(b.role, b.mp_rank, b.dp_rank, b.path);
-  });
+  sort_files(cat_.files);
   std::string split;
   if (cat_.dp_world_size > 0)
     split = "; ZeRO partitioned over its dp_world_size " + n(cat_.dp_world_size) +

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/request_field.h"
 #include "deepspeed/detect.h"
 #include "io/path_relation.h"
 #include "io/writer_lock.h"
@@ -15,38 +16,46 @@ namespace fs = std::filesystem;
 
 namespace ckptdoc::deepspeed::detail {
 
+namespace {
+// Fields are marked ("{force}") and named as the front end names them (request_field.h).
+[[noreturn]] void refuse(ErrorKind kind, const std::string& file, const std::string& where,
+                         const std::string& why) {
+  throw Error(kind, file, request_text(where), request_text(why));
+}
+}  // namespace
+
 CheckedOutputFolder check_output_folder(const std::string& output, const std::vector<std::string>& inputs,
                                         bool force) {
-  if (output.empty()) throw Error(ErrorKind::InvalidRequest, "", "--output", "an output folder is required");
+  if (output.empty()) refuse(ErrorKind::InvalidRequest, "", "{output}", "an output folder is required");
   CheckedOutputFolder result;
   result.path = io::normalised_path(output);
   const std::string& out = result.path;
   for (const auto& input : inputs) {
     const std::string in = io::normalised_path(input);
     if (io::inside_or_equal(out, in))
-      throw Error(ErrorKind::InvalidRequest, "", "--output",
-                  "the output " + out + " is inside the input checkpoint " + in +
-                      "; choose a new folder elsewhere (the input is never modified)");
+      refuse(ErrorKind::InvalidRequest, "", "{output}",
+             "the output " + out + " is inside the input checkpoint " + in +
+                 "; choose a new folder elsewhere (the input is never modified)");
     if (io::inside_or_equal(in, out))
-      throw Error(ErrorKind::InvalidRequest, "", "--output",
-                  "the output " + out + " contains the input checkpoint; choose a new folder");
+      refuse(ErrorKind::InvalidRequest, "", "{output}",
+             "the output " + out + " contains the input checkpoint; choose a new folder");
   }
   std::error_code ec;
   if (!fs::exists(fs::symlink_status(out, ec))) return result;
   if (!fs::is_directory(out, ec))
-    throw Error(ErrorKind::OutputExists, "", "--output", out + " exists and is not a folder");
+    refuse(ErrorKind::OutputExists, "", "{output}", out + " exists and is not a folder");
   result.existed = true;
   if (fs::is_empty(out, ec)) return result;
   if (!force)
-    throw Error(ErrorKind::OutputExists, "", "--output",
-                out + " exists and is not empty (pass --force to replace a checkpoint there)");
+    refuse(ErrorKind::OutputExists, "", "{output}",
+           out + " exists and is not empty (pass {force} to replace a checkpoint there)");
   // --force replaces what an earlier run (or DeepSpeed) wrote there, recognised by its content, nothing else.
   std::string foreign;
   if (!holds_only_a_deepspeed_checkpoint(out, &foreign))
-    throw Error(
-        ErrorKind::OutputExists, "", "--force",
+    refuse(
+        ErrorKind::OutputExists, "", "{force}",
         out + " holds " + foreign +
-            ", which is not part of a DeepSpeed checkpoint; --force replaces only a folder that holds a "
+            ", which is not part of a DeepSpeed checkpoint; {force} replaces only a folder that holds a "
             "DeepSpeed checkpoint and nothing else. Choose another output folder, or move those files away "
             "yourself");
   return result;
@@ -87,10 +96,10 @@ void check_output_file(const std::string& output, bool force) {
   std::error_code ec;
   const bool exists = fs::exists(fs::symlink_status(output, ec));
   if (exists && fs::is_directory(output, ec))
-    throw Error(ErrorKind::InvalidRequest, output, "--output",
-                "is a folder: name a file, or pass --max-shard-size to write a sharded folder into it");
+    refuse(ErrorKind::InvalidRequest, output, "{output}",
+           "is a folder: name a file, or pass --max-shard-size to write a sharded folder into it");
   if (exists && !force)
-    throw Error(ErrorKind::OutputExists, output, "--output", "exists (pass --force to replace it)");
+    refuse(ErrorKind::OutputExists, output, "{output}", "exists (pass {force} to replace it)");
 }
 
 }  // namespace ckptdoc::deepspeed::detail

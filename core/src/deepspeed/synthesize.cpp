@@ -35,6 +35,10 @@ struct Model {
   std::vector<std::string> module_prefixes;  // for _metadata
   std::string buffer_name = "rotary_inv_freq";
   int64_t buffer_numel = 0;
+  // A language model (--vocab): the head is the embedding itself, as GPT-2 ties them. DeepSpeed saves the
+  // alias in the module state dict and names it in shared_params; it is no param of its own.
+  std::string tied_head;  // "head.weight", or empty
+  int tied_to = -1;       // the embedding's param index
 };
 
 uint64_t mix(uint64_t x) {
@@ -203,6 +207,11 @@ Model build_model(const SynthOptions& o, int64_t hidden) {
   m.module_prefixes.push_back("final_ln");
   add("final_ln.weight", {H}, Kind::NormWeight);
   add("final_ln.bias", {H}, Kind::Bias);
+  if (o.vocab > 0) {
+    m.module_prefixes.push_back("head");
+    m.tied_head = "head.weight";
+    m.tied_to = 0;
+  }
   m.groups.resize(2);
   for (const auto& p : m.params) m.groups[static_cast<size_t>(p.group)].push_back(p.index);
   m.buffer_numel = std::max<int64_t>(1, H / 2);
@@ -311,14 +320,23 @@ struct Writer {
     if (progress) progress->add(1);
   }
 
+  bool at_least(DsVersion want) const {
+    const auto v = parse_ds_version(o.ds_version);
+    return v && *v >= want;
+  }
+
+  // Before 0.19 the engine cast the whole module (module.half() / bfloat16()), buffers too; 0.19.8 casts only
+  // the params and buffers keep their dtype (engine._cast_module_mixed_precision; 0.18.4 still cast them).
+  DType buffer_dtype() const { return at_least({0, 19, 8}) ? DType::F32 : o.dtype; }
+
   Value buffer_tensor() const {
     const int64_t n = m.buffer_numel;
-    auto st = produced_lp_storage(o.dtype, n, [n](int64_t first, int64_t cnt, float* out) {
+    auto st = produced_lp_storage(buffer_dtype(), n, [n](int64_t first, int64_t cnt, float* out) {
       for (int64_t i = 0; i < cnt; ++i)
         out[i] =
             static_cast<float>(std::pow(10000.0, -static_cast<double>(first + i) / static_cast<double>(n)));
     });
-    return Value::tensor(view_of(st, o.dtype, {n}, 0));
+    return Value::tensor(view_of(st, buffer_dtype(), {n}, 0));
   }
 
   Value param_shapes(const std::vector<std::vector<int>>& lists) const {
@@ -332,7 +350,8 @@ struct Writer {
     return Value::list(std::move(out));
   }
 
-  Value model_root(Value module, const std::vector<std::vector<int>>& shape_lists) const {
+  // `rank`: the dp rank whose model file this is (ZeRO-3 writes one per rank).
+  Value model_root(Value module, const std::vector<std::vector<int>>& shape_lists, int rank) const {
     Value root = Value::dict();
     root.set("module", std::move(module));
     root.set("buffer_names", Value::list({Value::str(m.buffer_name)}));
@@ -340,22 +359,31 @@ struct Writer {
     root.set("param_shapes", param_shapes(shape_lists));
     const bool frozen = o.stage >= 2;
     root.set("frozen_param_shapes", frozen ? ordered_dict() : Value::none());
-    root.set("shared_params", Value::dict());
+    Value shared = Value::dict();
+    if (!m.tied_head.empty() && rank == 0)  // engine._get_shared_params looks only on global rank 0
+      shared.set(m.tied_head, Value::str(m.params[static_cast<size_t>(m.tied_to)].name));
+    root.set("shared_params", std::move(shared));
     root.set("frozen_param_fragments", frozen ? ordered_dict() : Value::none());
     Value sched = Value::dict();
     sched.set("last_batch_iteration", Value::integer(o.global_steps - 1));
     root.set("lr_scheduler", sched);
     root.set("data_sampler", Value::none());
     root.set("random_ltd", Value::none());
-    root.set("sparse_tensor_module_names", string_set());
+    if (!at_least({0, 19, 8}))  // 0.18.4 saved it; 0.19.8 does not
+      root.set("sparse_tensor_module_names", string_set());
     root.set("skipped_steps", Value::integer(0));
     root.set("global_steps", Value::integer(o.global_steps));
     root.set("global_samples", Value::integer(o.global_steps * 4 * o.dp));
     root.set("dp_world_size", Value::integer(o.breakage == SynthBreak::WrongDpWorldSize ? o.dp + 1 : o.dp));
     root.set("mp_world_size", Value::integer(1));
+    if (at_least({0, 19, 5})) {  // 0.19.5+: the pipeline and tensor degrees the files were saved with
+      Value dims = Value::dict();
+      dims.set("pp_degree", Value::integer(1));
+      dims.set("tp_degree", Value::integer(1));
+      root.set("checkpoint_parallel_dimensions", std::move(dims));
+    }
     root.set("ds_config", ds_config(o));
     root.set("ds_version", Value::str(o.ds_version));
-    root.set("iteration", Value::integer(o.global_steps));  // a client key, as Megatron adds
     return root;
   }
 
@@ -382,7 +410,7 @@ struct Writer {
   }
 
   Value field_tensor(Field f, int64_t numel, int64_t storage_numel, bool requires_grad,
-                     std::function<void(Field, int64_t, int64_t, float*)> fill) const {
+                     const std::function<void(Field, int64_t, int64_t, float*)>& fill) const {
     return Value::tensor(produced_f32(
         numel, [fill, f](int64_t first, int64_t n, float* out) { fill(f, first, n, out); }, storage_numel,
         requires_grad));
@@ -432,7 +460,12 @@ struct Writer {
     for (const auto& p : m.params)
       module.set(p.name, Value::tensor(view_of(flats[static_cast<size_t>(p.group)], o.dtype, p.shape,
                                                param_offset[static_cast<size_t>(p.index)])));
-    write(model_file_name(o.stage, 0), model_root(with_metadata(std::move(module)), m.groups));
+    if (!m.tied_head.empty()) {  // the same tensor under the head's name
+      const Param& e = m.params[static_cast<size_t>(m.tied_to)];
+      module.set(m.tied_head, Value::tensor(view_of(flats[static_cast<size_t>(e.group)], o.dtype, e.shape,
+                                                    param_offset[static_cast<size_t>(e.index)])));
+    }
+    write(model_file_name(o.stage, 0), model_root(with_metadata(std::move(module)), m.groups, 0));
 
     for (int r = 0; r < dp; ++r) {
       if (o.breakage == SynthBreak::MissingRank && r == dp - 1 && dp > 1) continue;
@@ -444,7 +477,7 @@ struct Writer {
       }
       osd.set("clip_grad", Value::real(1.0));
       Value state = Value::dict();
-      std::vector<Value> pgroups, fp32s, paddings, counts, mappings;
+      std::vector<Value> pgroups, fp32s, paddings, alignment_paddings, counts, mappings;
       for (size_t g = 0; g < m.groups.size(); ++g) {
         const auto& grp = m.groups[g];
         const int64_t P = parts[g].partition_numel;
@@ -467,6 +500,8 @@ struct Writer {
         const RankPartition& rp = parts[g].partitions[static_cast<size_t>(r)];
         fp32s.push_back(field_tensor(Field::Master, rp.saved_numel, P, true, fill));
         paddings.push_back(Value::integer(rp.recorded_padding));
+        // 0.19.8: the padding after each param for zero_optimization.parameter_alignment (default 1: none)
+        alignment_paddings.push_back(Value::list(std::vector<Value>(grp.size(), Value::integer(0))));
         counts.push_back(Value::integer(dp));
         mappings.push_back(slice_mappings_value(parts[g], r));
       }
@@ -477,6 +512,8 @@ struct Writer {
       osd.set("single_partition_of_fp32_groups", Value::list(std::move(fp32s)));
       if (!o.bf16_optimizer) osd.set("zero_stage", zero_stage_object(o.stage));
       osd.set("group_paddings", Value::list(std::move(paddings)));
+      if (at_least({0, 19, 8}) && !o.bf16_optimizer)
+        osd.set("param_alignment_paddings", Value::list(std::move(alignment_paddings)));
       osd.set("partition_count", Value::list(std::move(counts)));
       osd.set("ds_version", Value::str(o.ds_version));
       osd.set("param_slice_mappings", Value::list(std::move(mappings)));
@@ -500,6 +537,7 @@ struct Writer {
             {m.params[static_cast<size_t>(pi)].name, {}, m.params[static_cast<size_t>(pi)].numel});
       for (const auto& sg : zero3_sub_groups(spans, dp, o.sub_group_size)) {
         std::vector<int> ids;
+        ids.reserve(sg.size());
         for (int local : sg) ids.push_back(m.groups[g][static_cast<size_t>(local)]);
         group_sub_ids[g].push_back(Value::integer(static_cast<int64_t>(subs.size())));
         subs.push_back(std::move(ids));
@@ -508,13 +546,16 @@ struct Writer {
     for (int r = 0; r < dp; ++r) {
       Value module = ordered_dict();
       module.set(m.buffer_name, buffer_tensor());
-      for (const auto& p : m.params) {
+      std::vector<std::string> names;
+      for (const auto& p : m.params) names.push_back(p.name);
+      if (!m.tied_head.empty()) names.push_back(m.tied_head);
+      for (const auto& name : names) {
         auto st = std::make_shared<Storage>();
         st->dtype = o.dtype;
         st->owned = std::make_shared<const std::vector<uint8_t>>();
-        module.set(p.name, Value::tensor(view_of(st, o.dtype, {0}, 0)));
+        module.set(name, Value::tensor(view_of(st, o.dtype, {0}, 0)));
       }
-      write(model_file_name(3, r), model_root(with_metadata(std::move(module)), subs));
+      write(model_file_name(3, r), model_root(with_metadata(std::move(module)), subs, r));
     }
     for (int r = 0; r < dp; ++r) {
       if (o.breakage == SynthBreak::MissingRank && r == dp - 1 && dp > 1) continue;
@@ -544,7 +585,7 @@ struct Writer {
         st.set("exp_avg", field_tensor(Field::ExpAvg, len, len, false, fill));
         st.set("exp_avg_sq", field_tensor(Field::ExpAvgSq, len, len, false, fill));
         state.set_item(Value::integer(static_cast<int64_t>(k)), st);
-        fp32s.push_back(field_tensor(Field::Master, len, len, false, fill));
+        fp32s.push_back(field_tensor(Field::Master, len, len, true, fill));  // as 0.12.6 and 0.19.8 save them
       }
       std::vector<Value> pgroups;
       for (size_t g = 0; g < m.groups.size(); ++g)

@@ -10,6 +10,7 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/human_bytes.h"
 #include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/request_field.h"
 #include "ckptdoc/weights/weights_source.h"
 #include "deepspeed/detect.h"
 #include "deepspeed/output_folder_check.h"
@@ -30,9 +31,10 @@ namespace {
 constexpr const char* kNotReadByDeepSpeed = "not read by DeepSpeed; copied as it is";
 
 // A request the planner turns down; most are bad options (InvalidRequest), the others say their kind.
+// Fields are marked ("{lp_source}") and named as the front end names them (request_field.h).
 [[noreturn]] void refuse(const std::string& where, const std::string& why,
                          ErrorKind kind = ErrorKind::InvalidRequest) {
-  throw Error(kind, "", where, why);
+  throw Error(kind, "", request_text(where), request_text(why));
 }
 
 bool zero12_like(OptimizerWrapper w) {
@@ -112,24 +114,24 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   if (n_actions == 0)
     refuse(
         "request",
-        "no repair asked for: choose --refresh-fp32, --reset-optimizer, --drop-optimizer, --repartition or "
-        "--restore-model-files");
+        "no repair asked for: choose {refresh_fp32}, {reset_optimizer}, {drop_optimizer}, {repartition} or "
+        "{restore_model_files}");
   if (rq.restore_model_files && n_actions > 1)
-    refuse("request", "--restore-model-files runs alone: restore first, then repair its output");
+    refuse("request", "{restore_model_files} runs alone: restore first, then repair its output");
   if (rq.drop_optimizer && n_actions > 1)
     refuse("request",
-           "--drop-optimizer writes no optimizer files, so it cannot be combined with other repairs");
+           "{drop_optimizer} writes no optimizer files, so it cannot be combined with other repairs");
   if (repartition && rq.refresh_fp32)
-    refuse("request", "run --refresh-fp32 and --repartition one after the other (refresh first)");
-  if (rq.world_size && rq.target) refuse("request", "--world-size and --target are alternatives; give one");
+    refuse("request", "run {refresh_fp32} and {repartition} one after the other (refresh first)");
+  if (rq.world_size && rq.target) refuse("request", "{world_size} and {target} are alternatives; give one");
   if (rq.across_processes && !rq.world_size)
     refuse("mpirun",
-           "only --repartition --world-size runs across MPI processes; run other repairs in one process");
+           "only {repartition} {world_size} runs across MPI processes; run other repairs in one process");
   if (rq.world_size && (*rq.world_size < 1 || *rq.world_size > 65536))
-    refuse("--world-size", "must be between 1 and 65536");
-  if (rq.lp_source && !rq.refresh_fp32) refuse("--lp-source", "only used with --refresh-fp32");
+    refuse("{world_size}", "must be between 1 and 65536");
+  if (rq.lp_source && !rq.refresh_fp32) refuse("{lp_source}", "only used with {refresh_fp32}");
   if (rq.allow_shape_change && !rq.target)
-    refuse("--allow-shape-change", "only used with --repartition --target");
+    refuse("{allow_shape_change}", "only used with {repartition} {target}");
 
   // Output safety: a new folder beside the input, never inside it and never holding it; --force replaces only
   // a checkpoint.
@@ -165,7 +167,7 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
     std::string msg = "the checkpoint has problems a repair cannot work around:";
     for (const auto& e : errors) msg += "\n  " + e;
     if (unsafe)
-      msg += "\n(the output would carry the same pickle; pass --allow-unsafe-pickle to write it anyway)";
+      msg += "\n(the output would carry the same pickle; pass {allow_unsafe_pickle} to write it anyway)";
     refuse(cat.tag_dir, msg,
            unsafe && errors.size() == n_unsafe ? ErrorKind::UnsafePickle : ErrorKind::Inconsistent);
   }
@@ -182,13 +184,13 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   for (int m = 0; m < ckpt.slice_count(); ++m) slices.push_back(ckpt.slice(m));
   const bool parallel = topo.model_parallel() || topo.moe();
   if (parallel && (rq.target || rq.across_processes))
-    refuse(rq.target ? "--target" : "mpirun",
-           "tensor/pipeline/expert-parallel checkpoints are repaired in one process and without --target "
+    refuse(rq.target ? "{target}" : "mpirun",
+           "tensor/pipeline/expert-parallel checkpoints are repaired in one process and without {target} "
            "(graft)",
            ErrorKind::Unsupported);
   if (parallel && w == OptimizerWrapper::Zero3 && rq.refresh_fp32)
-    refuse("--refresh-fp32",
-           "ZeRO-3 with tensor/pipeline/expert parallelism: --lp-source holds consolidated weights, "
+    refuse("{refresh_fp32}",
+           "ZeRO-3 with tensor/pipeline/expert parallelism: {lp_source} holds consolidated weights, "
            "not each model-parallel rank's slices; not supported",
            ErrorKind::Unsupported);
   if (rq.world_size && topo.moe()) {
@@ -197,7 +199,7 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
       int ep = 0;
       for (const auto& h : cat.groups) ep += h.file_group == g.file_group ? 1 : 0;
       if (*rq.world_size % ep != 0)
-        refuse("--world-size", "an MoE expert group is spread over expert-parallel " + std::to_string(ep) +
+        refuse("{world_size}", "an MoE expert group is spread over expert-parallel " + std::to_string(ep) +
                                    " ranks: the data-parallel size must be a multiple of it");
     }
   }
@@ -205,9 +207,9 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   if (rq.refresh_fp32) {
     if (w == OptimizerWrapper::Zero3) {
       if (!rq.lp_source)
-        refuse("--refresh-fp32",
+        refuse("{refresh_fp32}",
                "ZeRO-3 model files hold only placeholders, so the fp32 masters cannot be refreshed from the "
-               "checkpoint itself; pass --lp-source FILE with consolidated 16-bit weights (e.g. a "
+               "checkpoint itself; pass {lp_source} FILE with consolidated 16-bit weights (e.g. a "
                "save_16bit_model export, safetensors or torch file)");
       detail::LpReader probe(*make_cpu_backend(1));
       auto keep = detail::add_file_lp(*rq.lp_source, probe);
@@ -215,23 +217,23 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
         for (const auto& p : g.params) {
           const Tensor* t = probe.find(p.name);
           if (!t)
-            refuse("--lp-source", *rq.lp_source + " has no weight named '" + p.name + "'",
+            refuse("{lp_source}", *rq.lp_source + " has no weight named '" + p.name + "'",
                    ErrorKind::NotFound);
           if (t->numel() != p.numel)
-            refuse("--lp-source",
+            refuse("{lp_source}",
                    "'" + p.name + "' has " + std::to_string(t->numel()) + " elements in " + *rq.lp_source +
                        " but " + std::to_string(p.numel) + " in the checkpoint",
                    ErrorKind::Inconsistent);
         }
     } else if (w == OptimizerWrapper::FP16UnfusedOptimizer || w == OptimizerWrapper::FP16Optimizer) {
       if (cat.groups.empty())
-        refuse("--refresh-fp32",
+        refuse("{refresh_fp32}",
                "the fp32 masters of this " + wname +
                    " could not be matched to the module's params (param-mapping-unknown), so none can be "
                    "refreshed",
                ErrorKind::Unsupported);
     } else if (!zero12_like(w)) {
-      refuse("--refresh-fp32", "refreshing fp32 masters of " + wname + " checkpoints is not supported",
+      refuse("{refresh_fp32}", "refreshing fp32 masters of " + wname + " checkpoints is not supported",
              ErrorKind::Unsupported);
     }
     std::string where = "16-bit module weights";
@@ -269,7 +271,7 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   }
   if (rq.reset_optimizer) {
     if (!(zero12_like(w) || w == OptimizerWrapper::Zero3 || w == OptimizerWrapper::FP16Optimizer))
-      refuse("--reset-optimizer", "resetting the optimizer of " + wname + " checkpoints is not supported",
+      refuse("{reset_optimizer}", "resetting the optimizer of " + wname + " checkpoints is not supported",
              ErrorKind::Unsupported);
     plan.actions.push_back(
         "reset the optimizer: empty Adam state (moments re-created at the next step), 'step' "
@@ -279,10 +281,10 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   if (rq.drop_optimizer) {
     if (!zero12_like(w) && w != OptimizerWrapper::FP16Optimizer &&
         w != OptimizerWrapper::FP16UnfusedOptimizer && w != OptimizerWrapper::TorchOptimizer)
-      refuse("--drop-optimizer", w == OptimizerWrapper::Zero3
+      refuse("{drop_optimizer}", w == OptimizerWrapper::Zero3
                                      ? "ZeRO-3 keeps the trainable weights only in the optimizer files "
                                        "(model files hold placeholders); "
-                                       "dropping them would lose the model. Use --reset-optimizer instead"
+                                       "dropping them would lose the model. Use {reset_optimizer} instead"
                                      : "this checkpoint has no optimizer state to drop");
     plan.actions.push_back(
         "drop the optimizer: model files only; load with load_optimizer_states=False "
@@ -290,7 +292,7 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   }
   if (rq.world_size) {
     if (!zero12_like(w) && w != OptimizerWrapper::Zero3)
-      refuse("--repartition", "re-partitioning " + wname + " checkpoints is not supported",
+      refuse("{repartition}", "re-partitioning " + wname + " checkpoints is not supported",
              ErrorKind::Unsupported);
     if (w == OptimizerWrapper::Zero3) {
       const auto* mf = cat.metadata_model_file();
@@ -298,7 +300,7 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
           mf ? ckpt.model_file(mf->mp_rank, std::max(mf->dp_rank, 0)).root.get("frozen_param_fragments")
              : nullptr;
       if (frag && frag->is_dict() && !frag->as_dict().items.empty())
-        refuse("--repartition", "ZeRO-3 checkpoints with frozen params are not supported by repartition yet",
+        refuse("{repartition}", "ZeRO-3 checkpoints with frozen params are not supported by repartition yet",
                ErrorKind::Unsupported);
     }
     plan.actions.push_back(
@@ -313,25 +315,25 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   }
   if (rq.target) {
     if (!zero12_like(w))
-      refuse("--target", "grafting is supported for ZeRO-1/2 and BF16_Optimizer checkpoints",
+      refuse("{target}", "grafting is supported for ZeRO-1/2 and BF16_Optimizer checkpoints",
              ErrorKind::Unsupported);
     auto t = deepspeed::Checkpoint::open(*rq.target);
     const auto& tc = t->catalog();
     if (!zero12_like(tc.wrapper))
-      refuse("--target",
+      refuse("{target}",
              "the template is a " + std::string(deepspeed::wrapper_name(tc.wrapper)) +
                  " checkpoint; a ZeRO-1/2 or BF16_Optimizer one is needed",
              ErrorKind::Unsupported);
     if (tc.lp_dtype != cat.lp_dtype)
-      refuse("--target", "the template's 16-bit dtype differs from the checkpoint's",
+      refuse("{target}", "the template's 16-bit dtype differs from the checkpoint's",
              ErrorKind::Inconsistent);
     for (const auto& p : tc.problems)
       if (p.severity == model::Severity::Error &&
           !(p.code == model::code_name(model::Code::UnsafePickle) && rq.allow_unsafe_pickle))
-        refuse("--target",
+        refuse("{target}",
                "the template has a problem: " + p.code + ": " + p.message +
                    (p.code == model::code_name(model::Code::UnsafePickle)
-                        ? " (pass --allow-unsafe-pickle to write it anyway)"
+                        ? " (pass {allow_unsafe_pickle} to write it anyway)"
                         : ""),
                p.code == model::code_name(model::Code::UnsafePickle) ? ErrorKind::UnsafePickle
                                                                      : ErrorKind::Inconsistent);
@@ -349,8 +351,8 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
     if (!changed.empty() && !rq.allow_shape_change) {
       std::string list;
       for (const auto& n : changed) list += " " + n;
-      refuse("--target",
-             "params changed shape:" + list + " (pass --allow-shape-change to keep the template's values)",
+      refuse("{target}",
+             "params changed shape:" + list + " (pass {allow_shape_change} to keep the template's values)",
              ErrorKind::Inconsistent);
     }
     for (const auto& g : cat.groups)
@@ -360,11 +362,11 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
     for (const auto& n : changed)
       plan.warnings.push_back("param '" + n + "' changed shape; the template's values are kept");
     if (!added.empty() && !rq.reset_optimizer)
-      plan.warnings.push_back(
+      plan.warnings.push_back(request_text(
           std::to_string(added.size()) +
           " new params start with zero Adam moments while their group's step continues, so their "
           "first updates are larger than lr (bias correction); diagnose reports this as "
-          "new-params-zero-moments (a warning). Add --reset-optimizer to restart all moments together");
+          "new-params-zero-moments (a warning). Add {reset_optimizer} to restart all moments together"));
     plan.actions.push_back("graft onto the template " + tc.save_dir + " (data-parallel " +
                            std::to_string(tc.groups.empty() ? 0 : tc.groups.front().partitions.size()) +
                            ", " + std::to_string(added.size()) +
@@ -383,14 +385,14 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   int& restore_from = plan.restore_from;
   if (rq.restore_model_files) {
     if (w != OptimizerWrapper::Zero3)
-      refuse("--restore-model-files",
+      refuse("{restore_model_files}",
              "only ZeRO-3 saves a model file per data-parallel rank; this checkpoint's optimizer is " + wname,
              ErrorKind::Unsupported);
     if (parallel)
-      refuse("--restore-model-files", "tensor/pipeline/expert-parallel ZeRO-3 checkpoints are not supported",
+      refuse("{restore_model_files}", "tensor/pipeline/expert-parallel ZeRO-3 checkpoints are not supported",
              ErrorKind::Unsupported);
     if (!cat.frozen_params.empty())
-      refuse("--restore-model-files",
+      refuse("{restore_model_files}",
              std::to_string(cat.frozen_params.size()) +
                  " frozen params: each rank's ZeRO-3 model file holds its own fragments of them "
                  "(frozen_param_fragments), which a copy of another rank's file would replace",
@@ -402,8 +404,8 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
         restored.push_back(r);
     }
     if (restored.empty())
-      refuse("--restore-model-files", "every rank's model file is here: nothing to restore");
-    if (restore_from < 0) refuse("--restore-model-files", "no rank's model file is here to copy");
+      refuse("{restore_model_files}", "every rank's model file is here: nothing to restore");
+    if (restore_from < 0) refuse("{restore_model_files}", "no rank's model file is here to copy");
     std::string ranks;
     for (int r : restored) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
     plan.actions.push_back(

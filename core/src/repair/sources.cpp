@@ -10,6 +10,7 @@
 #include "ckptdoc/format/safetensors.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/io/mapped_file.h"
+#include "ckptdoc/request_field.h"
 #include "ckptdoc/weights/weights_source.h"
 #include "io/mapped_pages.h"
 
@@ -181,7 +182,7 @@ std::shared_ptr<void> add_file_lp(const std::string& path, LpReader& lp) {
     return std::const_pointer_cast<weights::WeightsSource>(source);
   }
   if (!std::filesystem::is_regular_file(path, ec))
-    throw Error(ErrorKind::NotFound, path, "", "no such file (--lp-source)");
+    throw Error(ErrorKind::NotFound, path, "", request_text("no such file ({lp_source})"));
   auto head = MappedFile::open(path);
   if (SafetensorsFile::looks_like_safetensors(
           head->bytes().subspan(0, std::min<size_t>(head->bytes().size(), 64)), head->size())) {

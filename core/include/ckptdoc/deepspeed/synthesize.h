@@ -1,9 +1,11 @@
 #pragma once
 // Synthetic DeepSpeed checkpoints written by ckptdoc's own writer: a transformer-like model (embedding,
 // per layer attention qkv/out and MLP up/down weights and biases, layer norms; decay and no-decay param
-// groups; one persistent buffer) saved as DeepSpeed 0.12.6 saves ZeRO-1/2/3 or BF16_Optimizer runs, with
-// plausible Adam state. Options break it in the ways ckptdoc diagnoses (the #762 stale-fp32 bug, ...).
-// Tensor bytes are generated while the file is written, so 100M+ parameter checkpoints need little memory.
+// groups; one persistent buffer; with a vocab, a head tied to the embedding) saved as DeepSpeed `ds_version`
+// (0.12.6 by default) saves ZeRO-1/2/3 or BF16_Optimizer runs, with plausible Adam state. Options break it in
+// the ways ckptdoc diagnoses (the #762 stale-fp32 bug, ...). Tensor bytes are generated while the file is
+// written, so 100M+ parameter checkpoints need little memory. The layout of `--vocab` models at 0.19.8 is
+// checked against real DeepSpeed 0.19.8 of the same recipe (tests/realds/test_realds_synth_layout.cpp).
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -38,13 +40,13 @@ struct SynthOptions {
   int dp = 2;
   int layers = 2;
   int64_t hidden = 64;
-  int64_t vocab = 0;          // 0: 8 * hidden
+  int64_t vocab = 0;          // 0: 8 * hidden, no head; > 0: a language model whose head is the embedding
   int64_t target_params = 0;  // > 0: pick `hidden` so the model has about this many parameters
   int64_t global_steps = 10;
   uint64_t seed = 1;
   SynthBreak breakage = SynthBreak::None;
   int64_t sub_group_size = 1000000000;  // ZeRO-3 sub-group size (elements)
-  std::string ds_version = "0.12.6";
+  std::string ds_version = "0.12.6";    // also decides what the files record (0.19.5+, 0.19.8+ keys)
   bool force = false;  // replace an existing checkpoint in `dir`
 };
 

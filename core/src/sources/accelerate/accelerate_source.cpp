@@ -8,6 +8,7 @@
 #include "ckptdoc/sources/dcp/report_text.h"
 #include "ckptdoc/sources/source.h"
 #include "sources/accelerate/diagnose.h"
+#include "sources/dcp/repair_dcp.h"
 #include "sources/dcp/source_export.h"
 
 namespace ckptdoc::sources {
@@ -24,7 +25,8 @@ class AccelerateSource final : public Source {
   std::string_view description() const override { return "a Hugging Face Accelerate FSDP save_state folder"; }
   bool probe(const std::string& path) const override { return accelerate::is_save_state_folder(path); }
   bool can(Command command) const override {
-    return command == Command::Inspect || command == Command::Diagnose || command == Command::Export;
+    return command == Command::Inspect || command == Command::Diagnose || command == Command::Export ||
+           command == Command::Repair;
   }
 
   bool exports_torch() const override { return true; }
@@ -57,6 +59,18 @@ class AccelerateSource final : public Source {
     const accelerate::Report r = accelerate::diagnose(request.path);
     return {request.json ? accelerate::report_json(r) + "\n" : accelerate::report_text(r),
             r.has_error() ? 1 : 0};
+  }
+
+  // --reset-optimizer only: the whole save_state folder copied, each optimizer_<i>/ reset (repair_dcp.h).
+  Outcome repair(const RepairRequest& request) const override {
+    const auto s = accelerate::read_save_state(request.path);
+    std::vector<std::string> optimizers;
+    for (const auto& p : s.parts)
+      if (p.role == "optimizer") optimizers.push_back(p.folder);
+    if (optimizers.empty() && request.reset_optimizer)
+      throw Error(ErrorKind::Unsupported, request.path, "--reset-optimizer",
+                  "holds no optimizer_<i>/ folder: nothing to reset");
+    return repair_dcp_optimizer(request, s.dir, optimizers, "an Accelerate FSDP save_state folder");
   }
 
   // The weights of the one model, pytorch_model_fsdp_0/, as dcp::export_weights writes them ("model." off):

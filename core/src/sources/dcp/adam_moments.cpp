@@ -63,7 +63,9 @@ std::vector<Problem> adam_moment_problems(const std::vector<TensorSummary>& tens
                std::to_string(sq.numel) +
                " values, impossible for Adam's running mean of squared gradients (the state was damaged or "
                "written by something else); the next step takes its square root and can write NaN into the "
-               "weights. Restart the optimizer state, or resume from an earlier checkpoint",
+               "weights. Restart the optimizer state (`ckptdoc repair PATH -o NEW --reset-optimizer`), or "
+               "resume "
+               "from an earlier checkpoint",
            "", sq.key});
     // An exp_avg_sq that is all zero after 2 or more steps never saw a non-zero gradient, or was lost.
     if (step->second >= 2 && sq.zeros == sq.numel) {
@@ -77,7 +79,8 @@ std::vector<Problem> adam_moment_problems(const std::vector<TensorSummary>& tens
       message += number(first_update_factor(step->second));
       message +=
           "x the learning rate per element with the default betas, where a fresh start moves by 1x. Restart "
-          "the optimizer state so step and moments start together, or resume from an earlier checkpoint";
+          "the optimizer state so step and moments start together (`ckptdoc repair PATH -o NEW "
+          "--reset-optimizer`), or resume from an earlier checkpoint";
       out.push_back({model::code_name(model::Code::DcpMomentsLost), model::Severity::Error,
                      std::move(message), "", sq.key});
     }

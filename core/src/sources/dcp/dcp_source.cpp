@@ -6,6 +6,7 @@
 #include "ckptdoc/sources/dcp/metadata.h"
 #include "ckptdoc/sources/dcp/report_text.h"
 #include "ckptdoc/sources/source.h"
+#include "sources/dcp/repair_dcp.h"
 #include "sources/dcp/source_export.h"
 
 namespace ckptdoc::sources {
@@ -19,7 +20,8 @@ class DcpSource final : public Source {
   bool probe(const std::string& path) const override { return dcp::is_dcp_folder(path); }
   bool exports_torch() const override { return true; }
   bool can(Command command) const override {
-    return command == Command::Inspect || command == Command::Diagnose || command == Command::Export;
+    return command == Command::Inspect || command == Command::Diagnose || command == Command::Export ||
+           command == Command::Repair;
   }
 
   Outcome inspect(const InspectRequest& request) const override {
@@ -32,6 +34,11 @@ class DcpSource final : public Source {
     const dcp::Report report = dcp::diagnose(*ckpt);
     return {request.json ? dcp::report_json(*ckpt, report) + "\n" : dcp::diagnose_text(*ckpt, report),
             report.has_error() ? 1 : 0};
+  }
+
+  // --reset-optimizer only (repair_dcp.h).
+  Outcome repair(const RepairRequest& request) const override {
+    return repair_dcp_optimizer(request, request.path, {"."}, "a PyTorch Distributed Checkpoint");
   }
 
   ExportOutcome export_weights(const ExportRequest& request) const override {

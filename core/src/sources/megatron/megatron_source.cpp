@@ -174,6 +174,13 @@ class MegatronSource final : public Source {
   // --refresh-fp32 only: the fp32 main params := upcast(bf16/fp16 weights), in a new folder
   // (refresh_mains.h).
   Outcome repair(const RepairRequest& request) const override {
+    if (request.reset_optimizer)
+      throw Error(ErrorKind::Unsupported, request.path, "--reset-optimizer",
+                  "not available for a Megatron-core checkpoint yet: its optimizer's step is kept in the "
+                  "param groups of common.pt (a pickle), not in a tensor record ckptdoc rewrites, so zeroed "
+                  "moments would resume at the saved step with Adam's bias correction of that step, not as a "
+                  "fresh optimizer. Load the model alone (megatron-core's --no-load-optim) for a fresh "
+                  "optimizer");
     if (!request.refresh_fp32 || !request.other_actions.empty()) {
       std::string asked;
       for (const auto& a : request.other_actions) asked += (asked.empty() ? "" : ", ") + a;

@@ -1,0 +1,18 @@
+#pragma once
+// `ckptdoc repair` of the sources whose optimizer is a DCP folder of torch Adam state (a DCP folder itself,
+// an Accelerate save_state folder's optimizer_<i>/): the request checked, the new folder written
+// (reset_optimizer.h, rewrite_records.h) and what the CLI prints.
+#include <string>
+#include <vector>
+
+#include "ckptdoc/sources/source.h"
+
+namespace ckptdoc::sources {
+
+// Copies the folder `root` to the new folder request.output and resets the Adam state of each DCP folder of
+// `parts` (relative to `root`; "." for `root` itself) in the copy. Refuses every other action by name
+// (--drop-optimizer with why and what to do instead). `what` names the source in messages.
+Outcome repair_dcp_optimizer(const RepairRequest& request, const std::string& root,
+                             const std::vector<std::string>& parts, const std::string& what);
+
+}  // namespace ckptdoc::sources
