@@ -7,6 +7,7 @@
 #include "ckptdoc/analysis/export_gate.h"
 #include "ckptdoc/deepspeed/export.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/repair/fix_offer.h"
 #include "ckptdoc/sources/registry.h"
 #include "ckptdoc/weights/shards.h"
@@ -48,7 +49,8 @@ void refuse_stale_masters(const deepspeed::Checkpoint& ckpt, const std::string& 
   repair::settle_fixes(ckpt, report.findings);
   std::string flags = "--refresh-fp32";
   for (const auto& f : report.findings)
-    if (f.code == "fp32-master-mismatch" && f.details.count("fix")) flags = f.details.at("fix");
+    if (f.code == model::code_name(model::Code::Fp32MasterMismatch) && f.details.count("fix"))
+      flags = f.details.at("fix");
   throw Error(path, "--source fp32",
               *reason +
                   ". Export the 16-bit weights with --source lp, repair the masters first (ckptdoc repair " +
@@ -65,9 +67,10 @@ int run_export(const ExportCommandOptions& o) {
   open.tag = o.tag;
   const auto ckpt = Checkpoint::open(o.path, open);
   for (const auto& p : ckpt->catalog().problems) {
-    if (p.severity == "error") std::fprintf(stderr, "ckptdoc: %s: %s\n", p.code.c_str(), p.message.c_str());
+    if (p.severity == model::Severity::Error)
+      std::fprintf(stderr, "ckptdoc: %s: %s\n", p.code.c_str(), p.message.c_str());
     // the export reads the optimizer files only: say what beside them it left out
-    if (p.code == "nvme-offload-not-read")
+    if (p.code == model::code_name(model::Code::NvmeOffloadNotRead))
       std::fprintf(stderr, "ckptdoc: warning: %s: %s\n", p.code.c_str(), p.message.c_str());
   }
   ExportOptions options;

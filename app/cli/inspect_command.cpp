@@ -7,6 +7,7 @@
 
 #include "ckptdoc/deepspeed/catalog_json.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/snapshot/snapshot.h"
 #include "ckptdoc/sources/registry.h"
 #include "ckptdoc/weights/weights_json.h"
@@ -218,7 +219,8 @@ void print_files_and_problems(const Catalog& c) {
   std::printf("\nProblems\n");
   if (c.problems.empty()) std::printf("  none\n");
   for (const auto& p : c.problems) {
-    std::printf("  %-7s %-22s %s\n", p.severity.c_str(), p.code.c_str(), p.message.c_str());
+    std::printf("  %-7s %-22s %s\n", std::string(model::severity_name(p.severity)).c_str(), p.code.c_str(),
+                p.message.c_str());
   }
 }
 
@@ -256,7 +258,8 @@ void print_weights(const weights::WeightsSource& w, const char* title) {
   std::printf("\nProblems\n");
   if (w.problems().empty()) std::printf("  none\n");
   for (const auto& p : w.problems())
-    std::printf("  %-7s %-22s %s\n", p.severity.c_str(), p.code.c_str(), p.message.c_str());
+    std::printf("  %-7s %-22s %s\n", std::string(model::severity_name(p.severity)).c_str(), p.code.c_str(),
+                p.message.c_str());
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "ckptdoc/format/safetensors.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/io/mapped_file.h"
+#include "ckptdoc/model/finding_codes.h"
 #include "commands.h"
 #include "format_helpers.h"
 
@@ -200,7 +201,7 @@ json value_json(const Value& v, int depth, Seen& seen) {
 json hazards_json(const std::vector<PickleHazard>& hazards) {
   json out = json::array();
   for (const auto& h : hazards) {
-    out.push_back({{"code", "unsafe-pickle"},
+    out.push_back({{"code", model::code_name(model::Code::UnsafePickle)},
                    {"severity", h.severity},
                    {"message", h.message()},
                    {"file", h.file},

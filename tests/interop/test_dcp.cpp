@@ -62,7 +62,8 @@ const dcp::Problem* find_problem(const dcp::Report& r, const std::string& code) 
 
 std::string problems_text(const dcp::Report& r) {
   std::string s = r.verdict + "\n";
-  for (const auto& p : r.problems) s += p.severity + " " + p.code + " " + p.message + "\n";
+  for (const auto& p : r.problems)
+    s += std::string(model::severity_name(p.severity)) + " " + p.code + " " + p.message + "\n";
   return s;
 }
 
@@ -211,7 +212,7 @@ class TestDcp : public QObject {
           ref[QString::fromStdString("optimizer.state." + param + ".step")].toObject()["sum"].toDouble());
     QCOMPARE(r.adam_steps.at("head.weight"), 2.0);
     const auto* steps = find_problem(r, "dcp-adam-step-mismatch");
-    QVERIFY2(steps && steps->severity == "warning", problems_text(r).c_str());
+    QVERIFY2(steps && steps->severity == model::Severity::Warning, problems_text(r).c_str());
     QVERIFY(!r.clean && r.has_error());
   }
 
@@ -246,7 +247,7 @@ class TestDcp : public QObject {
       if (p.code != "dcp-moments-lost") continue;
       const std::string param = dcp::optimizer_state_param(p.key, "exp_avg_sq");
       named.insert(param);
-      QCOMPARE(p.severity, std::string("error"));
+      QCOMPARE(p.severity, model::Severity::Error);
       const char* which =
           torch_lost[param] ? "exp_avg and exp_avg_sq) are all zero" : "exp_avg_sq is all zero";
       QVERIFY2(p.message.find(which) != std::string::npos && p.message.find("step is 5") != std::string::npos,
@@ -287,7 +288,7 @@ class TestDcp : public QObject {
     for (const auto& p : r.problems)
       if (p.code == "dcp-moments-negative") negative.push_back(&p);
     QVERIFY2(negative.size() == 1 && negative[0]->key == "optimizer.state.head.bias.exp_avg_sq" &&
-                 negative[0]->severity == "error",
+                 negative[0]->severity == model::Severity::Error,
              problems_text(r).c_str());
     QVERIFY2(negative[0]->message.find("1 negative of 5") != std::string::npos, negative[0]->message.c_str());
   }
@@ -301,11 +302,11 @@ class TestDcp : public QObject {
     fs::copy_file(damaged("item_missing.metadata"), ck + "/.metadata", fs::copy_options::overwrite_existing);
     const dcp::Report r = dcp::diagnose(*dcp::Checkpoint::open(ck));
     const auto* p = find_problem(r, "dcp-item-missing");
-    QVERIFY2(p && p->key == "proj.weight" && p->severity == "error" && p->file == ".metadata",
+    QVERIFY2(p && p->key == "proj.weight" && p->severity == model::Severity::Error && p->file == ".metadata",
              problems_text(r).c_str());
     QVERIFY2(p->message.find("1 chunk with no storage item") != std::string::npos, p->message.c_str());
     size_t errors = 0;
-    for (const auto& q : r.problems) errors += q.severity == "error";
+    for (const auto& q : r.problems) errors += q.severity == model::Severity::Error;
     QCOMPARE(errors, static_cast<size_t>(1));
     for (const auto& t : r.tensors)
       if (t.key == "proj.weight") QCOMPARE(t.elements_read, int64_t{12 * 16});  // rank 0's rows 0-11
@@ -440,7 +441,8 @@ class TestDcp : public QObject {
     QVERIFY(differing.count("optimizer.state.proj.weight.step") && differing.count("train_state.step"));
     const dcp::Report r = dcp::diagnose(*dcp::Checkpoint::open(ck));
     for (const auto& p : r.problems) {
-      QVERIFY2(p.code == "dcp-replica-mismatch" && p.severity == "error" && p.file == "__1_0.distcp",
+      QVERIFY2(p.code == "dcp-replica-mismatch" && p.severity == model::Severity::Error &&
+                   p.file == "__1_0.distcp",
                problems_text(r).c_str());
       named.insert(p.key);
     }
@@ -491,7 +493,8 @@ class TestDcp : public QObject {
     fs::resize_file(ck + "/__1_0.distcp", 50000);  // rank 1's file cut mid-way, as a killed save leaves it
     const dcp::Report r = dcp::diagnose(*dcp::Checkpoint::open(ck));
     const auto* p = find_problem(r, "dcp-file-truncated");
-    QVERIFY2(p && p->file == "__1_0.distcp" && p->severity == "error", problems_text(r).c_str());
+    QVERIFY2(p && p->file == "__1_0.distcp" && p->severity == model::Severity::Error,
+             problems_text(r).c_str());
     QVERIFY(!r.clean && r.has_error());
     QVERIFY2(r.verdict.rfind("1 error. Checked:", 0) == 0, r.verdict.c_str());
   }

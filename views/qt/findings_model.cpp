@@ -29,9 +29,7 @@ void FindingsModel::setCatalogProblems(const deepspeed::Catalog* catalog) {
     for (const auto& p : catalog->problems) {
       analysis::Finding f;
       f.code = p.code;
-      f.severity = p.severity == "error"     ? analysis::Severity::Error
-                   : p.severity == "warning" ? analysis::Severity::Warning
-                                             : analysis::Severity::Info;
+      f.severity = p.severity;
       f.message = p.message;
       f.params = p.params;
       f.ranks = p.ranks;

@@ -10,6 +10,7 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/zip_reader.h"
 #include "ckptdoc/io/mapped_file.h"
+#include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/parallel.h"
 
 namespace ckptdoc::analysis {
@@ -103,8 +104,8 @@ std::vector<deepspeed::Problem> verify_checksums(const deepspeed::Catalog& catal
     if (bad[f].size() > 5) list += " and " + std::to_string(bad[f].size() - 5) + " more";
     const auto& file = catalog.files[f];
     deepspeed::Problem p;
-    p.code = "checksum-mismatch";
-    p.severity = "error";
+    p.code = model::code_name(model::Code::ChecksumMismatch);
+    p.severity = model::default_severity(model::Code::ChecksumMismatch);
     p.file = file.path;
     if (file.dp_rank >= 0) p.ranks = {file.dp_rank};
     p.message = file.path + ": " + std::to_string(bad[f].size()) + " of " +

@@ -9,6 +9,7 @@
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/mapped_file.h"
+#include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/snapshot/live.h"
 #include "ckptdoc/weights/weights_diagnose.h"
 #include "ckptdoc/weights/weights_source.h"
@@ -111,9 +112,8 @@ void compare_zero3_with_lp_weights(const deepspeed::Checkpoint& ckpt, const Diag
     detail::compare_with_lp_source(ckpt, source, beside, report);
   } catch (const Error& e) {
     if (!beside) throw;
-    Finding f;  // weights found beside that cannot be compared: said, not fatal
-    f.code = "lp-source-incomplete";
-    f.severity = Severity::Warning;
+    Finding f =
+        finding_of(model::Code::LpSourceIncomplete);  // weights beside that cannot be compared: not fatal
     f.message = "the 16-bit weights beside the checkpoint (" + source +
                 ") could not be compared with the fp32 "
                 "partitions: " +

@@ -6,6 +6,7 @@
 #include "analysis/rules.h"
 #include "ckptdoc/compute/backend.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/model/finding_codes.h"
 #include "repair/sources.h"
 
 namespace ckptdoc::analysis::detail {
@@ -81,9 +82,7 @@ void compare_with_lp_source(const deepspeed::Checkpoint& ckpt, const std::string
 
   const std::string where = lp_path + (beside ? " (found beside the checkpoint)" : "");
   if (!disagree.empty()) {
-    Finding f;
-    f.code = "lp-source-mismatch";
-    f.severity = Severity::Error;
+    Finding f = finding_of(model::Code::LpSourceMismatch);
     f.message = "the 16-bit weights in " + where +
                 " do not match this ZeRO-3 checkpoint's fp32 partitions for " +
                 std::to_string(disagree.size()) + " of " + std::to_string(compared) + " params (" +
@@ -100,9 +99,7 @@ void compare_with_lp_source(const deepspeed::Checkpoint& ckpt, const std::string
     report.findings.push_back(std::move(f));
   }
   if (!missing.empty() || !wrong_size.empty()) {
-    Finding f;
-    f.code = "lp-source-incomplete";
-    f.severity = Severity::Warning;
+    Finding f = finding_of(model::Code::LpSourceIncomplete);
     f.message =
         where + " does not hold every param of the checkpoint: " +
         (missing.empty() ? "" : std::to_string(missing.size()) + " missing (" + list_of(missing) + ")") +
@@ -115,9 +112,7 @@ void compare_with_lp_source(const deepspeed::Checkpoint& ckpt, const std::string
     f.files = {lp_path};
     report.findings.push_back(std::move(f));
   }
-  Finding info;
-  info.code = "lp-source-compared";
-  info.severity = Severity::Info;
+  Finding info = finding_of(model::Code::LpSourceCompared);
   info.message = "ZeRO-3 keeps no 16-bit weights in its files: the fp32 partitions of " +
                  std::to_string(compared) + " params were compared with the 16-bit weights in " + where;
   info.files = {lp_path};

@@ -3,6 +3,8 @@
 
 #include <map>
 
+#include "ckptdoc/model/finding_codes.h"
+
 namespace ckptdoc::analysis {
 namespace {
 
@@ -27,7 +29,7 @@ const std::map<std::string, std::string>& describe() {
 
 template <size_t N>
 Finding make(const char* const (&reasons)[N], const NotAnalysed& counts, Severity severity) {
-  Finding f{"not-analysed", severity, "", {}, {}, {}, RepairKind::None};
+  Finding f{model::code_name(model::Code::NotAnalysed), severity, "", {}, {}, {}, RepairKind::None};
   std::string parts;
   uint64_t total = 0;
   for (const char* r : reasons) {

@@ -8,6 +8,7 @@
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/deepspeed/rank_owners.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/model/finding_codes.h"
 
 namespace ckptdoc::analysis {
 namespace {
@@ -26,7 +27,9 @@ std::string serialize(const std::vector<Problem>& ps) {
   std::string b;
   put_u64(b, ps.size());
   for (const auto& p : ps) {
-    for (const auto* s : {&p.code, &p.severity, &p.message, &p.file}) put_str(b, *s);
+    for (const auto* s : {&p.code, &p.message, &p.file}) put_str(b, *s);
+    put_u64(b, static_cast<uint64_t>(p.severity));
+    put_u64(b, p.repair ? static_cast<uint64_t>(*p.repair) + 1 : 0);  // 0: the code table's
     put_u64(b, p.ranks.size());
     for (int r : p.ranks) put_u64(b, static_cast<uint64_t>(static_cast<int64_t>(r)));
     put_u64(b, p.params.size());
@@ -63,7 +66,9 @@ std::vector<Problem> deserialize(const std::string& b) {
   Reader r{b};
   std::vector<Problem> ps(r.u64());
   for (auto& p : ps) {
-    for (auto* s : {&p.code, &p.severity, &p.message, &p.file}) *s = r.str();
+    for (auto* s : {&p.code, &p.message, &p.file}) *s = r.str();
+    p.severity = static_cast<model::Severity>(r.u64());
+    if (const uint64_t repair = r.u64()) p.repair = static_cast<model::RepairKind>(repair - 1);
     p.ranks.resize(r.u64());
     for (int& x : p.ranks) x = static_cast<int>(static_cast<int64_t>(r.u64()));
     p.params.resize(r.u64());
@@ -100,7 +105,7 @@ void merge_catalog_across_processes(deepspeed::Catalog& catalog, const std::vect
     if (owners.model_nowhere[static_cast<size_t>(r)]) model_missing.push_back(r);
   }
   std::vector<Problem> out;
-  std::set<std::tuple<std::string, std::string, std::string, std::string, std::vector<int>,
+  std::set<std::tuple<std::string, model::Severity, std::string, std::string, std::vector<int>,
                       std::vector<std::string>>>
       seen;
   bool optim_done = false, model_done = false;
@@ -116,7 +121,7 @@ void merge_catalog_across_processes(deepspeed::Catalog& catalog, const std::vect
                 : deepspeed::missing_zero3_model_files_problem(ranks, dp);
     }
     // One process's view of #7546 (rank 0's model file alone) is wrong when another process has the others.
-    if (p.code == "zero3-model-files-not-saved" && model_missing.empty()) continue;
+    if (p.code == model::code_name(model::Code::Zero3ModelFilesNotSaved) && model_missing.empty()) continue;
     if (seen.insert({p.code, p.severity, p.message, p.file, p.ranks, p.params}).second)
       out.push_back(std::move(p));
   }

@@ -7,27 +7,19 @@
 
 namespace ckptdoc::analysis {
 
-std::string_view severity_name(Severity s) {
-  switch (s) {
-    case Severity::Error:
-      return "error";
-    case Severity::Warning:
-      return "warning";
-    default:
-      return "info";
-  }
-}
-
-Severity severity_of(const std::string& name) {
-  if (name == "error") return Severity::Error;
-  if (name == "warning") return Severity::Warning;
-  return Severity::Info;
+Finding finding_of(model::Code code, std::string message) {
+  Finding f;
+  f.code = model::code_name(code);
+  f.severity = model::default_severity(code);
+  f.message = std::move(message);
+  f.repair = model::default_repair(code);
+  return f;
 }
 
 Finding finding_from(const deepspeed::Problem& p) {
   Finding f;
   f.code = p.code;
-  f.severity = severity_of(p.severity);
+  f.severity = p.severity;
   f.message = p.message;
   f.params = p.params;
   f.ranks = p.ranks;
@@ -36,28 +28,10 @@ Finding finding_from(const deepspeed::Problem& p) {
   f.tp = p.tp;
   f.not_checked = p.not_checked;
   if (!p.file.empty()) f.files.push_back(p.file);
-  if (p.code == "world-size-mismatch") f.repair = RepairKind::Repartition;
-  if (p.code == "optimizer-state-shape-mismatch") f.repair = RepairKind::ResetOptimizer;
-  if (p.code == "zero3-model-files-not-saved" || deepspeed::is_missing_zero3_model_files_problem(p))
-    f.repair = RepairKind::RestoreModelFiles;
+  f.repair = p.repair ? *p.repair : model::default_repair(model::code_of(p.code));
+  // A missing ZeRO-3 model file is a rank-file-missing whose repair is the one of #7546's lost files.
+  if (deepspeed::is_missing_zero3_model_files_problem(p)) f.repair = RepairKind::RestoreModelFiles;
   return f;
-}
-
-std::string_view repair_name(RepairKind r) {
-  switch (r) {
-    case RepairKind::RefreshFp32:
-      return "refresh-fp32";
-    case RepairKind::ResetOptimizer:
-      return "reset-optimizer";
-    case RepairKind::DropOptimizer:
-      return "drop-optimizer";
-    case RepairKind::Repartition:
-      return "repartition";
-    case RepairKind::RestoreModelFiles:
-      return "restore-model-files";
-    default:
-      return "";
-  }
 }
 
 double RankMoments::exp_avg_rms() const {

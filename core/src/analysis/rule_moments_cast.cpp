@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "ckptdoc/model/finding_codes.h"
 #include "rules.h"
 
 namespace ckptdoc::analysis {
@@ -31,8 +32,9 @@ uint64_t flushed_to_zero(const ValueStats& s) {
 }  // namespace
 
 void moments_cast_rules(const std::vector<ParamReport>& params, std::vector<Finding>& out) {
-  const auto note =
-      std::find_if(out.begin(), out.end(), [](const Finding& f) { return f.code == "masters-in-16-bit"; });
+  const auto note = std::find_if(out.begin(), out.end(), [](const Finding& f) {
+    return f.code == model::code_name(model::Code::MastersIn16Bit);
+  });
   if (note == out.end()) return;
   const auto dtype = note->details.find("dtype");
   if (dtype == note->details.end() || dtype->second != "float16") return;
@@ -50,9 +52,7 @@ void moments_cast_rules(const std::vector<ParamReport>& params, std::vector<Find
   char share[32];
   std::snprintf(share, sizeof share, "%.3g%%",
                 total ? 100.0 * static_cast<double>(flushed) / static_cast<double>(total) : 0.0);
-  Finding f;
-  f.code = "moments-flushed-on-resume";
-  f.severity = Severity::Warning;
+  Finding f = finding_of(model::Code::MomentsFlushedOnResume);
   f.message =
       "The master weights are float16 and their Adam moments are saved in float32, but a resume casts the "
       "moments to float16 (torch's Optimizer.load_state_dict converts state to its param's dtype, and "

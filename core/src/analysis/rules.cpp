@@ -8,6 +8,7 @@
 #include <set>
 
 #include "ckptdoc/deepspeed/writer.h"
+#include "ckptdoc/model/finding_codes.h"
 
 namespace ckptdoc::analysis {
 namespace {
@@ -38,8 +39,8 @@ bool is_mixed_precision(const deepspeed::Catalog& c) {
 
 void master_findings(const std::vector<ParamReport>& params, const MasterContext& ctx,
                      const MismatchThresholds& th, std::vector<Finding>& out) {
-  Finding stale{"fp32-master-mismatch", Severity::Error, "", {}, {}, {}, RepairKind::RefreshFp32};
-  Finding drift{"fp32-master-drift", Severity::Warning, "", {}, {}, {}, RepairKind::RefreshFp32};
+  Finding stale = finding_of(model::Code::Fp32MasterMismatch);
+  Finding drift = finding_of(model::Code::Fp32MasterDrift);
   std::set<int> stale_ranks, drift_ranks;
   DivergenceStats stale_total, drift_total;
   double worst_rel = 0;
@@ -144,8 +145,9 @@ void master_rules(const deepspeed::Catalog& cat, const std::vector<ParamReport>&
   MasterContext ctx;
   ctx.lp_dtype = cat.lp_dtype;
   // fp16/bf16_master_weights_and_grads: the scan's note is already in `out`; name the masters as stored.
-  const auto note =
-      std::find_if(out.begin(), out.end(), [](const Finding& f) { return f.code == "masters-in-16-bit"; });
+  const auto note = std::find_if(out.begin(), out.end(), [](const Finding& f) {
+    return f.code == model::code_name(model::Code::MastersIn16Bit);
+  });
   ctx.masters = note == out.end() ? "fp32 master weights"
                 : note->details.count("dtype") && note->details.at("dtype") == "bfloat16"
                     ? "bf16 master weights"
@@ -173,7 +175,7 @@ void master_rules(const deepspeed::Catalog& cat, const std::vector<ParamReport>&
 
 void nonfinite_rules(const std::vector<ParamReport>& params, std::vector<Finding>& out) {
   for (const char* kind : {"lp", "fp32", "exp_avg", "exp_avg_sq"}) {
-    Finding f{"nonfinite-values", Severity::Error, "", {}, {}, {}, RepairKind::None};
+    Finding f = finding_of(model::Code::NonfiniteValues);
     std::set<int> ranks;
     uint64_t total = 0;
     for (const auto& p : params) {
@@ -231,7 +233,7 @@ void optimizer_rules(const deepspeed::Catalog& cat, const std::vector<ParamRepor
                      std::vector<Finding>& out) {
   const bool zero_like = cat.zero_stage > 0 || cat.wrapper == deepspeed::OptimizerWrapper::BF16Optimizer;
   if (zero_like && cat.optim_file_count == 0) {
-    out.push_back({"optimizer-state-missing",
+    out.push_back({model::code_name(model::Code::OptimizerStateMissing),
                    Severity::Warning,
                    "No optimizer files: this is a weights-only checkpoint. DeepSpeed loads it only with "
                    "load_optimizer_states=False (or load_module_only=True); v0.13+ then refreshes the fp32 "
@@ -268,11 +270,9 @@ void optimizer_rules(const deepspeed::Catalog& cat, const std::vector<ParamRepor
   };
   std::map<int, GroupView> groups;
   size_t with_state = 0;
-  Finding lost{"optimizer-step-inconsistent", Severity::Error, "", {}, {}, {}, RepairKind::ResetOptimizer};
-  Finding negative{"optimizer-step-inconsistent", Severity::Error, "", {}, {}, {},
-                   RepairKind::ResetOptimizer};
-  Finding step_zero{"optimizer-step-inconsistent", Severity::Error, "", {}, {}, {},
-                    RepairKind::ResetOptimizer};
+  Finding lost = finding_of(model::Code::OptimizerStepInconsistent);
+  Finding negative = finding_of(model::Code::OptimizerStepInconsistent);
+  Finding step_zero = finding_of(model::Code::OptimizerStepInconsistent);
   for (const auto& p : params) {
     if (!p.exp_avg && !p.exp_avg_sq) continue;
     ++with_state;
@@ -289,7 +289,7 @@ void optimizer_rules(const deepspeed::Catalog& cat, const std::vector<ParamRepor
   if (with_state == 0) {
     if (!cat.optimizer_state_keys.empty()) return;
     out.push_back(
-        {"optimizer-state-empty",
+        {model::code_name(model::Code::OptimizerStateEmpty),
          Severity::Info,
          "The optimizer state is empty (no exp_avg/exp_avg_sq): the optimizer starts fresh, as after a "
          "reset or a load without optimizer states in DeepSpeed v0.13+. Bias correction restarts at step 1.",
@@ -301,8 +301,8 @@ void optimizer_rules(const deepspeed::Catalog& cat, const std::vector<ParamRepor
   }
   // Zero moments: the fresh state ZeRO saves (step <= 1: its init runs one zero-gradient step), params added
   // to a continuing group (others in the group trained), or moments lost (the whole group zero at step >= 2).
-  Finding fresh{"optimizer-state-fresh", Severity::Info, "", {}, {}, {}, RepairKind::None};
-  Finding grafted{"new-params-zero-moments", Severity::Warning, "", {}, {}, {}, RepairKind::ResetOptimizer};
+  Finding fresh = finding_of(model::Code::OptimizerStateFresh);
+  Finding grafted = finding_of(model::Code::NewParamsZeroMoments);
   int64_t fresh_step = 0, graft_step = 0;
   double graft_factor = 0;
   for (const auto& [g, gv] : groups) {
@@ -379,8 +379,9 @@ void optimizer_rules(const deepspeed::Catalog& cat, const std::vector<ParamRepor
 }
 
 void world_size_rules(const deepspeed::Catalog& cat, std::vector<Finding>& out) {
-  const bool reported =
-      std::any_of(out.begin(), out.end(), [](const Finding& f) { return f.code == "world-size-mismatch"; });
+  const bool reported = std::any_of(out.begin(), out.end(), [](const Finding& f) {
+    return f.code == model::code_name(model::Code::WorldSizeMismatch);
+  });
   if (reported || cat.optim_file_count == 0 || cat.dp_world_size <= 0) return;
   std::string why;
   if (cat.dp_world_size != cat.optim_file_count)
@@ -399,7 +400,7 @@ void world_size_rules(const deepspeed::Catalog& cat, std::vector<Finding>& out) 
   }
   if (why.empty()) return;
   out.push_back(
-      {"world-size-mismatch",
+      {model::code_name(model::Code::WorldSizeMismatch),
        Severity::Error,
        "World sizes disagree: " + why +
            ". DeepSpeed refuses to load optimizer states at another world size. "
@@ -416,7 +417,7 @@ void loss_scale_rules(const deepspeed::Catalog& cat, std::vector<Finding>& out) 
   const auto& ls = cat.loss_scaler;
   if (ls.dynamic && ls.cur_scale <= std::max(ls.min_scale, 1.0)) {
     out.push_back(
-        {"loss-scale-collapsed",
+        {model::code_name(model::Code::LossScaleCollapsed),
          Severity::Warning,
          "The fp16 dynamic loss scale is at its floor (" + num(ls.cur_scale) +
              "): gradients overflowed again and again. Training is probably diverging; check the learning "
@@ -426,7 +427,7 @@ void loss_scale_rules(const deepspeed::Catalog& cat, std::vector<Finding>& out) 
          {{"cur_scale", ls.cur_scale}, {"min_scale", ls.min_scale}},
          RepairKind::None});
   } else if (cat.global_steps >= 10 && cat.skipped_steps * 5 > cat.global_steps) {
-    out.push_back({"loss-scale-collapsed",
+    out.push_back({model::code_name(model::Code::LossScaleCollapsed),
                    Severity::Warning,
                    std::to_string(cat.skipped_steps) + " of " + std::to_string(cat.global_steps) +
                        " steps were skipped for fp16 overflow: the loss scale keeps collapsing.",

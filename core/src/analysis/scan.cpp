@@ -16,6 +16,7 @@
 #include "ckptdoc/compute/reduction.h"
 #include "ckptdoc/deepspeed/rank_owners.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/parallel.h"
 #include "io/mapped_pages.h"
 #include "not_analysed.h"
@@ -62,8 +63,10 @@ Tensor contiguous(const Tensor& t) {
 // moment): the scan then counts what it cannot read, without a second finding for the same cause.
 bool catalog_names_rank(const deepspeed::Catalog& cat, int rank) {
   for (const auto& p : cat.problems)
-    if (p.severity == "error" && std::find(p.ranks.begin(), p.ranks.end(), rank) != p.ranks.end() &&
-        (p.code.rfind("rank-file-", 0) == 0 || p.code == "optimizer-state-incomplete"))
+    if (p.severity == model::Severity::Error &&
+        std::find(p.ranks.begin(), p.ranks.end(), rank) != p.ranks.end() &&
+        (p.code.rfind("rank-file-", 0) == 0 ||
+         p.code == model::code_name(model::Code::OptimizerStateIncomplete)))
       return true;
   return false;
 }
@@ -355,8 +358,8 @@ class Scanner {
           // Any failure in a universal folder is named (its catalogued problems read as absent, not as
           // errors).
           if (cat.universal || (file_level && !catalog_names_rank(cat, part.rank)))
-            acc.problems.push_back({"rank-file-unreadable",
-                                    "error",
+            acc.problems.push_back({model::code_name(model::Code::RankFileUnreadable),
+                                    model::Severity::Error,
                                     "rank " + std::to_string(part.rank) + " of group " +
                                         std::to_string(g.index) + " (" + key +
                                         ") could not be read: " + e.what(),
@@ -382,8 +385,13 @@ class Scanner {
             "An export of the masters writes these values widened to float32; a refresh writes them back in ";
         message += dt;
         message += ".";
-        acc.problems.push_back(
-            {"masters-in-16-bit", "info", std::move(message), "", {}, {}, {{"dtype", dt}}});
+        acc.problems.push_back({model::code_name(model::Code::MastersIn16Bit),
+                                model::Severity::Info,
+                                std::move(message),
+                                "",
+                                {},
+                                {},
+                                {{"dtype", dt}}});
       }
       partitions_[{g.index, part.rank}] = std::move(v);
     }

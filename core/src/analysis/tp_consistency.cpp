@@ -8,6 +8,7 @@
 
 #include "ckptdoc/deepspeed/replica_vote.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/model/finding_codes.h"
 
 namespace ckptdoc::analysis {
 
@@ -126,7 +127,7 @@ std::vector<Finding> tp_consistency_findings(const deepspeed::Checkpoint& job,
   if (t.tp <= 1) return out;
   if (!rules) {
     out.push_back(
-        {"tp-rules-unknown",
+        {model::code_name(model::Code::TpRulesUnknown),
          Severity::Info,
          "This tensor-parallel checkpoint carries no universal_checkpoint_info (Megatron-DeepSpeed saves "
          "one) and no --tp-rules file was given: params replicated across tensor ranks (layer norms, "
@@ -139,7 +140,7 @@ std::vector<Finding> tp_consistency_findings(const deepspeed::Checkpoint& job,
     return out;
   }
   if (progress) progress->set_stage("comparing replicated params across tensor ranks", 0);
-  Finding f{"tp-replicated-mismatch", Severity::Error, "", {}, {}, {}, RepairKind::None};
+  Finding f = finding_of(model::Code::TpReplicatedMismatch);
   std::set<int> outliers;   // tensor ranks outvoted by a majority that agrees
   std::set<int> undecided;  // tensor ranks of params where no majority agrees
   size_t params_undecided = 0;
@@ -163,7 +164,13 @@ std::vector<Finding> tp_consistency_findings(const deepspeed::Checkpoint& job,
         try {
           rule = rules->rule_for(name);
         } catch (const Error& e) {
-          out.push_back({"tp-rules-invalid", Severity::Error, e.what(), {name}, {}, {}, RepairKind::None});
+          out.push_back({model::code_name(model::Code::TpRulesInvalid),
+                         Severity::Error,
+                         e.what(),
+                         {name},
+                         {},
+                         {},
+                         RepairKind::None});
           return out;
         }
         if (!rule || rule->kind != deepspeed::TpMerge::Replicated) continue;

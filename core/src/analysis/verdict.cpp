@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "analysis/rules.h"
+#include "ckptdoc/model/finding_codes.h"
 
 namespace ckptdoc::analysis {
 namespace {
@@ -30,8 +31,9 @@ Verdict verdict_of(const Report& report, const deepspeed::Catalog& catalog) {
 
   const bool weights_only = catalog.kind != "deepspeed";
   // DeepSpeed 0.18.3+ may keep the masters in bf16 (or fp16): the verdict names what it compared.
-  const bool masters_16bit = std::any_of(report.findings.begin(), report.findings.end(),
-                                         [](const Finding& f) { return f.code == "masters-in-16-bit"; });
+  const bool masters_16bit =
+      std::any_of(report.findings.begin(), report.findings.end(),
+                  [](const Finding& f) { return f.code == model::code_name(model::Code::MastersIn16Bit); });
   const std::string masters = masters_16bit ? "16-bit masters" : "fp32 masters";
   // DeepSpeed files without optimizer state: no group, so what was read is the model file's module weights.
   const bool module_only = !weights_only && !catalog.universal && catalog.groups.empty();

@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 
+#include "ckptdoc/model/finding_codes.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/value_access.h"
 
@@ -190,8 +191,8 @@ AutoEpOutcome CatalogBuilder::autoep_layout() {
     }
     const auto& a = *cat_.autoep;
     Problem p{
-        "autoep-layout",
-        "info",
+        model::code_name(model::Code::AutoepLayout),
+        model::Severity::Info,
         "AutoEP checkpoint (DeepSpeed 0.19.3+): " + n(a.ep_size) +
             " expert-parallel ranks each hold their own "
             "experts under the same param names (" +
@@ -236,7 +237,7 @@ AutoEpOutcome CatalogBuilder::autoep_layout() {
            " on each of " + std::to_string(ep) + " expert-parallel ranks under the same param names";
   }
   problem(
-      "layout-unsupported", "error",
+      model::Code::LayoutUnsupported,
       "AutoEP checkpoint (DeepSpeed 0.19.3+): " + why +
           ". ckptdoc reads this layout only as DeepSpeed 0.19's "
           "ZeRO-3 writes it, and here " +

@@ -10,6 +10,7 @@
 
 #include "ckptdoc/deepspeed/rank_owners.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/snapshot/snapshot.h"
 #include "deepspeed/catalog_bounds.h"
 #include "deepspeed/catalog_topology.h"
@@ -24,9 +25,15 @@ namespace ckptdoc::deepspeed {
 
 using namespace detail;
 
-void CatalogBuilder::problem(std::string code, std::string severity, std::string message, std::string file,
-                             std::vector<int> ranks, std::vector<std::string> params) {
-  cat_.problems.push_back(Problem{std::move(code), std::move(severity), std::move(message), std::move(file),
+void CatalogBuilder::problem(model::Code code, std::string message, std::string file, std::vector<int> ranks,
+                             std::vector<std::string> params) {
+  problem(code, model::default_severity(code), std::move(message), std::move(file), std::move(ranks),
+          std::move(params));
+}
+
+void CatalogBuilder::problem(model::Code code, model::Severity severity, std::string message,
+                             std::string file, std::vector<int> ranks, std::vector<std::string> params) {
+  cat_.problems.push_back(Problem{model::code_name(code), severity, std::move(message), std::move(file),
                                   std::move(ranks), std::move(params)});
 }
 
@@ -41,9 +48,9 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
   cat_.tag_dir = loc.tag_dir;
   cat_.mp_rank = std::max(options.mp_rank, 0);
   if (!loc.opened_below.empty())
-    problem("opened-checkpoint-below", "info",
-            loc.opened_below + " holds no checkpoint itself: opened " + cat_.save_dir +
-                ", the only DeepSpeed checkpoint below it");
+    problem(model::Code::OpenedCheckpointBelow, loc.opened_below + " holds no checkpoint itself: opened " +
+                                                    cat_.save_dir +
+                                                    ", the only DeepSpeed checkpoint below it");
   if (universal::is_universal_folder(cat_.tag_dir)) {
     build_universal();
     return;
@@ -87,7 +94,7 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
       !autoep_refused_) {  // layout-unsupported says why already
     const std::string keys = " (" + std::to_string(cat_.optimizer_state_keys.size()) + " state keys)";
     problem(
-        "layout-not-analysed", "warning",
+        model::Code::LayoutNotAnalysed,
         (cat_.wrapper == OptimizerWrapper::FP16UnfusedOptimizer ||
                  cat_.wrapper == OptimizerWrapper::FP16Optimizer
              ? "the optimizer (" + std::string(wrapper_name(cat_.wrapper)) +
@@ -233,19 +240,19 @@ std::vector<int> CatalogBuilder::ranks_of(const CheckpointFile& f) {
 
 bool CatalogBuilder::reported_empty(const CheckpointFile& f) {
   if (f.bytes != 0) return false;
-  problem("rank-file-truncated", "error",
+  problem(model::Code::RankFileTruncated,
           f.path + " is empty (0 bytes); the save was interrupted or the copy failed", f.path, ranks_of(f));
   return true;
 }
 
 void CatalogBuilder::report_unreadable(const CheckpointFile& f, const std::exception& e) {
   if (looks_truncated(f))
-    problem("rank-file-truncated", "error",
+    problem(model::Code::RankFileTruncated,
             f.path + " is cut short (" + std::to_string(f.bytes) +
                 " bytes, no zip directory at the end): " + e.what(),
             f.path, ranks_of(f));
   else
-    problem("rank-file-unreadable", "error", f.path + " cannot be read: " + e.what(), f.path, ranks_of(f));
+    problem(model::Code::RankFileUnreadable, f.path + " cannot be read: " + e.what(), f.path, ranks_of(f));
 }
 
 void CatalogBuilder::read_model_file() {
@@ -253,18 +260,18 @@ void CatalogBuilder::read_model_file() {
   if (!mf) {
     char mp[16];
     std::snprintf(mp, sizeof mp, "%02d", cat_.mp_rank);
-    problem("model-file-missing", "error",
-            "no model-states file for mp rank " + std::to_string(cat_.mp_rank) + " (mp_rank_" + mp +
-                "_model_states.pt or zero_pp_rank_0_mp_rank_" + mp +
-                "_model_states.pt); buffers, names and steps "
-                "are unknown");
+    problem(model::Code::ModelFileMissing, "no model-states file for mp rank " +
+                                               std::to_string(cat_.mp_rank) + " (mp_rank_" + mp +
+                                               "_model_states.pt or zero_pp_rank_0_mp_rank_" + mp +
+                                               "_model_states.pt); buffers, names and steps "
+                                               "are unknown");
     return;
   }
   model_ = try_open(*mf);
   if (!model_) return;
   const Value* root = &model_->root;
   if (!root->is_dict()) {
-    problem("unknown-schema", "error", mf->path + " does not hold a dict (found " + root->type_name() + ")",
+    problem(model::Code::UnknownSchema, mf->path + " does not hold a dict (found " + root->type_name() + ")",
             mf->path);
     model_ = nullptr;
     return;
@@ -342,8 +349,8 @@ void CatalogBuilder::read_model_file() {
         list += (list.empty() ? "" : ", ") + std::string(name) + " (mp rank " + std::to_string(m) + ")";
       }
       job_problems_.push_back(
-          {"rank-file-missing",
-           "error",
+          {model::code_name(model::Code::RankFileMissing),
+           model::Severity::Error,
            "mp_world_size is " + std::to_string(cat_.mp_world_size) + " but " + list +
                (missing.size() > 1 ? " are" : " is") +
                " missing: a tensor or pipeline rank was not saved or copied, and DeepSpeed's "
@@ -383,10 +390,10 @@ void CatalogBuilder::check_world_sizes() {
     return;  // no partitioned optimizer files expected
   }
   if (pc > 0 && cat_.dp_world_size > 0 && pc != cat_.dp_world_size) {
-    problem("world-size-mismatch", "error",
-            "the model file says dp_world_size " + std::to_string(cat_.dp_world_size) +
-                " but the optimizer files were partitioned over " + std::to_string(pc) +
-                " ranks (partition_count)");
+    problem(model::Code::WorldSizeMismatch, "the model file says dp_world_size " +
+                                                std::to_string(cat_.dp_world_size) +
+                                                " but the optimizer files were partitioned over " +
+                                                std::to_string(pc) + " ranks (partition_count)");
   }
   const bool stage3 = cat_.wrapper == OptimizerWrapper::Zero3;
   std::vector<int> missing_optim, missing_model, extra;
@@ -410,13 +417,13 @@ void CatalogBuilder::check_world_sizes() {
     cat_.problems.push_back(missing_zero3_model_files_problem(missing_model, layout_dp_));
   }
   if (!extra.empty()) {
-    problem("world-size-mismatch", "error",
+    problem(model::Code::WorldSizeMismatch,
             "optimizer-states file(s) for dp rank(s) " + join(extra) + " beyond the world size " +
                 std::to_string(layout_dp_) + " (" + std::to_string(optim_ranks) + " files found)",
             {}, extra);
   } else if (optim_ranks != layout_dp_ && missing_optim.empty()) {
     problem(
-        "world-size-mismatch", "error",
+        model::Code::WorldSizeMismatch,
         std::to_string(optim_ranks) + " optimizer files but a world size of " + std::to_string(layout_dp_));
   }
 }

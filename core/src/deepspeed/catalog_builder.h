@@ -11,6 +11,7 @@
 
 #include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/deepspeed/layout.h"
+#include "ckptdoc/model/finding_codes.h"
 
 namespace ckptdoc::deepspeed {
 
@@ -104,7 +105,10 @@ class CatalogBuilder {
   void note_universal_beside();  // a save folder whose `latest_universal` names another tag
   void read_optimizer_groups(const Value* inner);
   void check_pickle_safety();
-  void problem(std::string code, std::string severity, std::string message, std::string file = {},
+  // The code's severity from the table (model/finding_codes.h), or the one a site gives and says why.
+  void problem(model::Code code, std::string message, std::string file = {}, std::vector<int> ranks = {},
+               std::vector<std::string> params = {});
+  void problem(model::Code code, model::Severity severity, std::string message, std::string file = {},
                std::vector<int> ranks = {}, std::vector<std::string> params = {});
   std::vector<std::vector<ParamEntry>> param_groups_from_shapes();
 

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/model/finding_codes.h"
 #include "deepspeed/catalog_bounds.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/catalog_topology.h"
@@ -81,7 +82,7 @@ std::vector<std::vector<ParamEntry>> CatalogBuilder::param_groups_from_shapes() 
     }
     groups.push_back(std::move(group));
   }
-  problem("legacy-param-shapes", "info",
+  problem(model::Code::LegacyParamShapes,
           "param_shapes is a single OrderedDict (DeepSpeed < 0.5.4); params were assigned to groups by the "
           "saved fp32 "
           "lengths");
@@ -94,14 +95,14 @@ void CatalogBuilder::build_groups() {
     return;
   auto groups = param_groups_from_shapes();
   if (groups.empty()) {
-    problem("unknown-schema", "error",
+    problem(model::Code::UnknownSchema,
             "no param_shapes in the model file (or, before DeepSpeed 0.6.0, the optimizer files): the flat "
             "partition "
             "layout cannot be derived");
     return;
   }
   if (layout_dp_ < 1) {
-    problem("world-size-mismatch", "error",
+    problem(model::Code::WorldSizeMismatch,
             "the data-parallel world size is unknown (no partition_count, "
             "dp_world_size or optimizer files)");
     return;
@@ -129,10 +130,9 @@ void CatalogBuilder::build_groups() {
     cat_.groups.back().file_group = index;
   }
   if (rules.round_robin && w == OptimizerWrapper::Zero12) {
-    problem("round-robin-order", "info",
-            "DeepSpeed " + cat_.ds_version +
-                " reordered params round-robin over ranks; the flat order was "
-                "reconstructed from param_shapes");
+    problem(model::Code::RoundRobinOrder, "DeepSpeed " + cat_.ds_version +
+                                              " reordered params round-robin over ranks; the flat order was "
+                                              "reconstructed from param_shapes");
   }
 }
 
@@ -161,14 +161,14 @@ void CatalogBuilder::check_partitions() {
     const CheckpointFile* f = cat_.optim_file(r, 0);
     const std::string file = f ? f->path : std::string();
     if (s.fp32_numel.size() != static_cast<size_t>(cat_.file_group_count())) {
-      problem("shape-mismatch", "error",
+      problem(model::Code::ShapeMismatch,
               file + " holds " + n(static_cast<int64_t>(s.fp32_numel.size())) +
                   " fp32 groups but param_shapes lists " + n(cat_.file_group_count()),
               file, {r});
     }
     if (!s.partition_count.empty() &&
         s.partition_count != std::vector<int64_t>(cat_.partition_count.begin(), cat_.partition_count.end())) {
-      problem("world-size-mismatch", "error", file + " has a partition_count different from the other ranks'",
+      problem(model::Code::WorldSizeMismatch, file + " has a partition_count different from the other ranks'",
               file, {r});
     }
     for (int fg = 0; fg < cat_.file_group_count(); ++fg) {
@@ -181,14 +181,14 @@ void CatalogBuilder::check_partitions() {
       const RankPartition& rp = G.partitions[static_cast<size_t>(part)];
       const std::string where = "group " + n(static_cast<int64_t>(g)) + " on dp rank " + n(r);
       if (g < s.fp32_numel.size() && s.fp32_numel[g] != rp.saved_numel) {
-        problem("shape-mismatch", "error",
+        problem(model::Code::ShapeMismatch,
                 "the fp32 partition of " + where + " has " + n(s.fp32_numel[g]) +
                     " elements; the layout for " + n(static_cast<int64_t>(G.partitions.size())) +
                     " ranks expects " + n(rp.saved_numel),
                 file, {r});
       }
       if (s.group_paddings && g < s.group_paddings->size() && (*s.group_paddings)[g] != rp.recorded_padding) {
-        problem("layout-mismatch", "error",
+        problem(model::Code::LayoutMismatch,
                 "group_paddings of " + where + " is " + n((*s.group_paddings)[g]) + ", the layout expects " +
                     n(rp.recorded_padding),
                 file, {r});
@@ -215,7 +215,7 @@ void CatalogBuilder::check_partitions() {
           for (const auto& [k, v] : got) {
             if (!want.count(k)) params.push_back(k);
           }
-          problem("layout-mismatch", "error",
+          problem(model::Code::LayoutMismatch,
                   "param_slice_mappings of " + where + " disagree with the layout derived from param_shapes",
                   file, {r}, params);
         }
@@ -229,14 +229,17 @@ void CatalogBuilder::check_partitions() {
       for (const auto& key : cat_.group_state_keys[g]) {
         const Value* v = dict_get(entry, key);
         if (!v || !v->is_tensor()) {
-          problem("optimizer-state-incomplete", "error",
-                  file + ": optimizer state '" + key + "' of " + where +
-                      " is missing while other ranks hold it: "
-                      "that rank's " +
-                      key +
-                      " is lost (a repair would not invent it; --reset-optimizer restarts "
-                      "every rank's state together)",
-                  file, {r});
+          std::string message = file;  // appended piece by piece: this runs per key of every rank
+          message += ": optimizer state '";
+          message += key;
+          message += "' of ";
+          message += where;
+          message += " is missing while other ranks hold it: that rank's ";
+          message += key;
+          message +=
+              " is lost (a repair would not invent it; --reset-optimizer restarts every rank's state "
+              "together)";
+          problem(model::Code::OptimizerStateIncomplete, std::move(message), file, {r});
         }
       }
       for (const auto& [key, v] : str_items(entry)) {
@@ -248,8 +251,7 @@ void CatalogBuilder::check_partitions() {
     }
   }
   for (auto& p : moment_length_problems(moments_off))
-    problem(std::move(p.code), std::move(p.severity), std::move(p.message), std::move(p.file),
-            std::move(p.ranks));
+    problem(model::code_of(p.code), p.severity, std::move(p.message), std::move(p.file), std::move(p.ranks));
 }
 
 }  // namespace ckptdoc::deepspeed

@@ -10,6 +10,7 @@
 #include <regex>
 #include <set>
 
+#include "ckptdoc/model/finding_codes.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/catalog_topology.h"
 #include "deepspeed/module_entries.h"
@@ -106,9 +107,11 @@ std::vector<std::vector<ParamEntry>> CatalogBuilder::param_groups_from_slice_map
       }
     }
     std::vector<std::pair<int64_t, std::string>> ordered;
+    ordered.reserve(at.size());
     for (const auto& [name, where] : at) ordered.emplace_back(where.first, name);
     std::sort(ordered.begin(), ordered.end());
     std::vector<std::string> names;
+    names.reserve(ordered.size());
     for (const auto& [off, name] : ordered) names.push_back(name);
     auto numel_of = [this](const std::string& name) {
       const auto shape = entry_shape(name);
@@ -146,15 +149,14 @@ std::vector<std::vector<ParamEntry>> CatalogBuilder::param_groups_from_slice_map
           }
         }
       if (!rebuilt) {
-        problem("unknown-schema", "error",
-                "expert group " + n(static_cast<int64_t>(g)) +
-                    ": param_slice_mappings and the expert files do not "
-                    "determine its params (" +
-                    n(covered) + " of " + n(N) + " elements accounted for)");
+        problem(model::Code::UnknownSchema, "expert group " + n(static_cast<int64_t>(g)) +
+                                                ": param_slice_mappings and the expert files do not "
+                                                "determine its params (" +
+                                                n(covered) + " of " + n(N) + " elements accounted for)");
         return {};
       }
       if (global_dp)
-        problem("expert-slice-mappings", "info",
+        problem(model::Code::ExpertSliceMappings,
                 "DeepSpeed " + cat_.ds_version + " recorded the param_slice_mappings of expert group " +
                     n(static_cast<int64_t>(g)) +
                     " with the whole data-parallel size (fixed in 0.14.5, PR #5681): "
@@ -196,7 +198,7 @@ void CatalogBuilder::expand_expert_groups() {
     if (first && g < first->group_names.size())
       if (auto named = ep_size_from_name(first->group_names[g])) {
         if (*named * parts != D)
-          problem("expert-count-mismatch", "error",
+          problem(model::Code::ExpertCountMismatch,
                   "expert group " + n(static_cast<int64_t>(g)) + " is named " + first->group_names[g] +
                       " but is "
                       "partitioned over " +
@@ -205,11 +207,11 @@ void CatalogBuilder::expand_expert_groups() {
           E = *named;
       }
     if (E < 1 || E * parts != D) {
-      problem("expert-count-mismatch", "error",
-              "expert group " + n(static_cast<int64_t>(g)) + " is partitioned over " + n(parts) +
-                  " ranks, which does "
-                  "not divide the data-parallel size " +
-                  n(D));
+      problem(model::Code::ExpertCountMismatch, "expert group " + n(static_cast<int64_t>(g)) +
+                                                    " is partitioned over " + n(parts) +
+                                                    " ranks, which does "
+                                                    "not divide the data-parallel size " +
+                                                    n(D));
       out.push_back(std::move(G));
       continue;
     }
@@ -249,24 +251,23 @@ void CatalogBuilder::check_experts() {
   for (const auto& L : t.moe_layers) {
     const auto& mine = files[L.id];
     if (L.num_experts <= 0) {
-      problem("expert-count-mismatch", "error",
-              "MoE layer " + n(L.id) + " has " + n(static_cast<int64_t>(mine.size())) +
-                  " expert file(s) but the model "
-                  "file's num_experts does not list it");
+      problem(model::Code::ExpertCountMismatch, "MoE layer " + n(L.id) + " has " +
+                                                    n(static_cast<int64_t>(mine.size())) +
+                                                    " expert file(s) but the model "
+                                                    "file's num_experts does not list it");
       continue;
     }
     if (L.ep_size > 0 && L.num_experts % L.ep_size != 0)
-      problem("expert-count-mismatch", "error",
-              "MoE layer " + n(L.id) + ": num_experts " + n(L.num_experts) +
-                  " is not a multiple of its expert-parallel "
-                  "size " +
-                  n(L.ep_size));
+      problem(model::Code::ExpertCountMismatch, "MoE layer " + n(L.id) + ": num_experts " + n(L.num_experts) +
+                                                    " is not a multiple of its expert-parallel "
+                                                    "size " +
+                                                    n(L.ep_size));
     if (auto it = local.find(L.id);
         it != local.end() && static_cast<int>(it->second.size()) * L.ep_size != L.num_experts)
-      problem("expert-count-mismatch", "error",
-              "MoE layer " + n(L.id) + ": the optimizer holds " + n(static_cast<int64_t>(it->second.size())) +
-                  " experts per expert-parallel rank over " + n(L.ep_size) + " ranks, but num_experts is " +
-                  n(L.num_experts));
+      problem(model::Code::ExpertCountMismatch, "MoE layer " + n(L.id) + ": the optimizer holds " +
+                                                    n(static_cast<int64_t>(it->second.size())) +
+                                                    " experts per expert-parallel rank over " + n(L.ep_size) +
+                                                    " ranks, but num_experts is " + n(L.num_experts));
     std::vector<std::string> missing, beyond;
     for (int e = 0; e < L.num_experts; ++e)
       if (!mine.count(e))
@@ -279,7 +280,7 @@ void CatalogBuilder::check_experts() {
     if (!missing.empty()) {
       std::string list;
       for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
-      problem("expert-file-missing", "error",
+      problem(model::Code::ExpertFileMissing,
               "MoE layer " + n(L.id) + " has " + n(L.num_experts) + " experts but " +
                   n(static_cast<int64_t>(missing.size())) + " expert file(s) are missing: " + list +
                   ". Their weights are not in the checkpoint; DeepSpeed's load_checkpoint fails on the ranks "
@@ -290,19 +291,19 @@ void CatalogBuilder::check_experts() {
     if (!beyond.empty()) {
       std::string list;
       for (const auto& b : beyond) list += (list.empty() ? "" : ", ") + b;
-      problem("expert-count-mismatch", "error",
-              "MoE layer " + n(L.id) + " has num_experts " + n(L.num_experts) +
-                  " but expert file(s) beyond it: " + list);
+      problem(model::Code::ExpertCountMismatch, "MoE layer " + n(L.id) + " has num_experts " +
+                                                    n(L.num_experts) +
+                                                    " but expert file(s) beyond it: " + list);
     }
     // Each expert's weights in exactly one file, the one its name says.
     for (const auto& [e, fs] : mine) {
       if (fs.size() > 1) {
         std::string list;
         for (const auto* f : fs) list += (list.empty() ? "" : ", ") + f->path;
-        problem("expert-file-duplicated", "error",
-                "expert " + n(e) + " of MoE layer " + n(L.id) + " is saved in " +
-                    n(static_cast<int64_t>(fs.size())) + " files (" + list +
-                    "); DeepSpeed reads only one of them");
+        problem(model::Code::ExpertFileDuplicated, "expert " + n(e) + " of MoE layer " + n(L.id) +
+                                                       " is saved in " + n(static_cast<int64_t>(fs.size())) +
+                                                       " files (" + list +
+                                                       "); DeepSpeed reads only one of them");
       }
       for (const auto* f : fs) {
         const TorchFile* tf = try_open(*f);
@@ -310,11 +311,11 @@ void CatalogBuilder::check_experts() {
         for (const auto& [key, v] : str_items(&tf->root)) {
           const auto [layer, id] = expert_of(t, key);
           if (layer == L.id && id != e)
-            problem("expert-file-duplicated", "error",
+            problem(model::Code::ExpertFileDuplicated,
                     f->path + " holds '" + key + "', a weight of expert " + n(id) + ", not of expert " + n(e),
                     f->path);
           if (auto [it, fresh] = holder.emplace(key, f->path); !fresh && it->second != f->path)
-            problem("expert-file-duplicated", "error",
+            problem(model::Code::ExpertFileDuplicated,
                     "'" + key + "' is saved in both " + it->second + " and " + f->path, f->path);
         }
       }

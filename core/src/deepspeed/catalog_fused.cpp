@@ -8,6 +8,7 @@
 #include <map>
 #include <numeric>
 
+#include "ckptdoc/model/finding_codes.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/tensor_slice.h"
 #include "deepspeed/value_access.h"
@@ -92,7 +93,7 @@ void CatalogBuilder::build_fused_groups() {
   std::string listed;
   for (const auto& t : flat->items()) {
     if (!t.is_tensor() || t.as_tensor().shape.size() != 1) {
-      problem("unknown-schema", "error",
+      problem(model::Code::UnknownSchema,
               file + ": optimizer.fp32_groups_flat holds a " + t.type_name() +
                   " where a flat fp32 master of a param group was expected",
               file);
@@ -114,7 +115,7 @@ void CatalogBuilder::build_fused_groups() {
   const auto owner = LengthMatcher(lengths, numels).unique(ambiguous);
   if (!owner) {
     problem(
-        "param-mapping-unknown", "warning",
+        model::Code::ParamMappingUnknown,
         file + ": the flat fp32 masters of FP16_Optimizer (groups of " + listed +
             " elements) carry no names, and " +
             (ambiguous ? "several assignments of the module's params add up to those lengths"

@@ -177,7 +177,7 @@ json catalog_object(const Catalog& c, bool whole_job) {
     json problems = json::array();
     for (const auto& p : c.problems) {
       problems.push_back({{"code", p.code},
-                          {"severity", p.severity},
+                          {"severity", std::string(model::severity_name(p.severity))},
                           {"message", p.message},
                           {"file", p.file},
                           {"ranks", p.ranks},

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 
+#include "ckptdoc/model/finding_codes.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/catalog_topology.h"
 #include "deepspeed/module_entries.h"
@@ -106,7 +107,7 @@ void CatalogBuilder::check_module_shapes() {
     if (v && v->is_tensor() && v->as_tensor().shape != p.shape) wrong_frozen.push_back(p.name);
   }
   for (const auto& [file, params] : absent_files) {
-    problem("layer-file-missing", "error",
+    problem(model::Code::LayerFileMissing,
             file + " is missing: the 16-bit weights of " + n(static_cast<int64_t>(params.size())) +
                 " param(s) (" + join(params) +
                 ") are not in the checkpoint, so DeepSpeed cannot load it. Copy the file from the "
@@ -114,14 +115,16 @@ void CatalogBuilder::check_module_shapes() {
             file, {}, params);
   }
   if (!wrong_frozen.empty()) {
-    problem("shape-mismatch", "error",
+    problem(model::Code::ShapeMismatch,
             n(static_cast<int64_t>(wrong_frozen.size())) +
                 " frozen module tensor(s) have a shape different from "
                 "frozen_param_shapes",
             {}, {}, wrong_frozen);
   }
   if (!missing.empty()) {
-    problem("shape-mismatch", "warning",
+    // A warning, not the table's error: params absent from the module contradict no shape that was saved
+    // (the wrong shapes below are the error).
+    problem(model::Code::ShapeMismatch, model::Severity::Warning,
             n(static_cast<int64_t>(missing.size())) +
                 " trainable param(s) listed in param_shapes are not in the module "
                 "state dict",
@@ -129,7 +132,7 @@ void CatalogBuilder::check_module_shapes() {
   }
   if (!wrong.empty()) {
     problem(
-        "shape-mismatch", "error",
+        model::Code::ShapeMismatch,
         n(static_cast<int64_t>(wrong.size())) + " module tensor(s) have a shape different from param_shapes",
         {}, {}, wrong);
   }

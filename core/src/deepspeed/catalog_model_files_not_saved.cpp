@@ -1,5 +1,6 @@
 // A ZeRO-3 save that kept only rank 0's model file because of DeepSpeed #7546 (catalog_builder.h).
 #include "ckptdoc/deepspeed/layout.h"
+#include "ckptdoc/model/finding_codes.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/value_access.h"
 
@@ -44,7 +45,7 @@ void CatalogBuilder::note_model_files_not_saved() {
     msg += "This job has " + std::to_string(cat_.frozen_params.size()) +
            " frozen params, whose ZeRO-3 fragments each rank kept in its own model file: the other ranks' "
            "fragments are lost, and the files cannot be restored from rank 0's.";
-  problem("zero3-model-files-not-saved", "error", std::move(msg), model_->path, lost);
+  problem(model::Code::Zero3ModelFilesNotSaved, std::move(msg), model_->path, lost);
 }
 
 }  // namespace ckptdoc::deepspeed

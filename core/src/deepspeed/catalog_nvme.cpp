@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 
+#include "ckptdoc/model/finding_codes.h"
 #include "deepspeed/catalog_builder.h"
 
 namespace ckptdoc::deepspeed {
@@ -33,7 +34,7 @@ void CatalogBuilder::note_nvme_offload() {
     listed += (listed.empty() ? "" : ", ") + name + " (" + std::to_string(fb.first) + " file" +
               (fb.first == 1 ? "" : "s") + ")";
   problem(
-      "nvme-offload-not-read", "warning",
+      model::Code::NvmeOffloadNotRead,
       "offloaded_tensors/ holds DeepSpeed's copy of NVMe-offloaded tensors (ZeRO-3 offload_optimizer device "
       "nvme, DeepSpeed 0.18.0+): " +
           std::to_string(files) + " file" + (files == 1 ? "" : "s") + ", " + std::to_string(bytes) +

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "ckptdoc/format/known_objects.h"
+#include "ckptdoc/model/finding_codes.h"
 #include "deepspeed/catalog_bounds.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/value_access.h"
@@ -43,7 +44,8 @@ void CatalogBuilder::scan_optim_files() {
       const Value* root = &s.file->root;
       s.osd = dict_get(root, "optimizer_state_dict");
       if (!s.osd || !s.osd->is_dict()) {
-        problem("unknown-schema", "error", f.path + " has no optimizer_state_dict dict", f.path, {f.dp_rank});
+        problem(model::Code::UnknownSchema, f.path + " has no optimizer_state_dict dict", f.path,
+                {f.dp_rank});
         s.file = nullptr;
         s.osd = nullptr;
       }
@@ -143,7 +145,7 @@ void CatalogBuilder::decide_wrapper() {
     } else {
       cat_.wrapper = OptimizerWrapper::Unknown;
       cat_.zero_stage = static_cast<int>(config_stage.value_or(first->has_legacy_sub_partitions ? 1 : 0));
-      problem("unknown-schema", "error",
+      problem(model::Code::UnknownSchema,
               first->has_legacy_sub_partitions
                   ? "legacy ZeRO-1 optimizer files (local_sub_partitions_of_fp32_groups, DeepSpeed <= "
                     "0.3.16) are not "

@@ -1,5 +1,6 @@
 // A run that trained with an optimizer but whose checkpoint holds no optimizer state (catalog_builder.h).
 #include "ckptdoc/deepspeed/layout.h"
+#include "ckptdoc/model/finding_codes.h"
 #include "deepspeed/catalog_builder.h"
 
 namespace ckptdoc::deepspeed {
@@ -34,7 +35,7 @@ void CatalogBuilder::note_optimizer_not_saved() {
     msg +=
         " A resume restarts the optimizer from nothing; the 16-bit weights are readable (export --source "
         "lp).";
-  problem("optimizer-state-not-saved", "warning", std::move(msg), model_->path);
+  problem(model::Code::OptimizerStateNotSaved, std::move(msg), model_->path);
 }
 
 }  // namespace ckptdoc::deepspeed

@@ -1,6 +1,7 @@
 // Catalog building, part 4: pickle safety of every file in the tag folder (pickle_safety.h), as unsafe-pickle
 // problems naming file, record, callable and how it is reached.
 #include "ckptdoc/format/pickle_safety.h"
+#include "ckptdoc/model/finding_codes.h"
 #include "deepspeed/catalog_builder.h"
 
 namespace ckptdoc::deepspeed {
@@ -28,8 +29,14 @@ void CatalogBuilder::check_pickle_safety() {
     if (f.dp_rank >= 0) ranks.push_back(f.dp_rank);
     for (size_t i = 0; i < hazards.size() && i < kHazardsPerFile; ++i) {
       const auto& h = hazards[i];
-      Problem p{
-          "unsafe-pickle", h.severity, h.message() + ". " + pickle_advice(h.severity), f.path, ranks, {}, {}};
+      // Severity: the hazard's own (pickle_safety.cpp grades each callable), not the table's default.
+      Problem p{model::code_name(model::Code::UnsafePickle),
+                model::severity_of(h.severity),
+                h.message() + ". " + pickle_advice(h.severity),
+                f.path,
+                ranks,
+                {},
+                {}};
       p.details = {{"file", f.path},
                    {"record", h.record},
                    {"callable", h.callable},
@@ -41,7 +48,9 @@ void CatalogBuilder::check_pickle_safety() {
       cat_.problems.push_back(std::move(p));
     }
     if (hazards.size() > kHazardsPerFile)
-      problem("unsafe-pickle", worst_severity({hazards.begin() + kHazardsPerFile, hazards.end()}),
+      problem(model::Code::UnsafePickle,
+              model::severity_of(worst_severity(  // the worst hazard's severity
+                  {hazards.begin() + kHazardsPerFile, hazards.end()})),
               f.path + ": " + std::to_string(hazards.size() - kHazardsPerFile) +
                   " more imports and calls of the same kind (see `ckptdoc ls " + f.path + "`)",
               f.path, ranks);

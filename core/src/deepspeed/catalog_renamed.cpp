@@ -5,6 +5,7 @@
 #include <set>
 
 #include "ckptdoc/deepspeed/writer.h"
+#include "ckptdoc/model/finding_codes.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/content_roles.h"
 
@@ -132,14 +133,24 @@ void CatalogBuilder::report_renamed() {
     const std::string what = f.role == FileRole::Optim ? "optimizer-states" : "model-states";
     std::vector<int> ranks;
     if (f.dp_rank >= 0) ranks.push_back(f.dp_rank);
-    Problem p{"rank-file-renamed",
-              "error",
-              f.path + " is a DeepSpeed " + what +
-                  " file (recognised by its content) under a name DeepSpeed does not "
-                  "use: load_checkpoint looks for it as " +
-                  expected +
-                  (f.dp_rank >= 0 ? " (dp rank " + std::to_string(f.dp_rank) + ", " + it->second + ")" : "") +
-                  ". Rename it to that name; ckptdoc reads it as that file meanwhile.",
+    std::string message = f.path;  // appended piece by piece: this runs per renamed file
+    message += " is a DeepSpeed ";
+    message += what;
+    message +=
+        " file (recognised by its content) under a name DeepSpeed does not use: load_checkpoint looks for it "
+        "as ";
+    message += expected;
+    if (f.dp_rank >= 0) {
+      message += " (dp rank ";
+      message += std::to_string(f.dp_rank);
+      message += ", ";
+      message += it->second;
+      message += ")";
+    }
+    message += ". Rename it to that name; ckptdoc reads it as that file meanwhile.";
+    Problem p{model::code_name(model::Code::RankFileRenamed),
+              model::Severity::Error,
+              std::move(message),
               f.path,
               ranks,
               {}};

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "ckptdoc/deepspeed/writer.h"
+#include "ckptdoc/model/finding_codes.h"
 #include "deepspeed/catalog_builder.h"
 
 namespace ckptdoc::deepspeed {
@@ -58,8 +59,8 @@ void CatalogBuilder::recognise_sequence_parallel_names() {
     split = "; ZeRO partitioned over its dp_world_size " + n(cat_.dp_world_size) +
             " ranks (sequence-parallel x data-parallel: " + n(sp) + " x " + n(cat_.dp_world_size / sp) + ")";
   job_problems_.push_back(
-      {"sequence-parallel",
-       "info",
+      {model::code_name(model::Code::SequenceParallel),
+       model::Severity::Info,
        "a Ulysses sequence-parallel job of " + n(sp) +
            " ranks per sequence group: its ranks hold whole replicas of the model, not tensor "
            "slices" +
@@ -69,8 +70,8 @@ void CatalogBuilder::recognise_sequence_parallel_names() {
        {},
        {{"sequence_parallel_size", n(sp)}}});
   const std::string version = cat_.ds_version.empty() ? "DeepSpeed 0.18" : "DeepSpeed " + cat_.ds_version;
-  Problem names{"sequence-parallel-file-names",
-                "warning",
+  Problem names{model::code_name(model::Code::SequenceParallelFileNames),
+                model::Severity::Warning,
                 version +
                     " named these optimizer files by sequence-parallel rank, and no DeepSpeed resumes them "
                     "so: 0.18's load_checkpoint stops on sequence-parallel rank 1 (IndexError in "

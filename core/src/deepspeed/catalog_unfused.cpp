@@ -9,6 +9,7 @@
 #include <set>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/model/finding_codes.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/tensor_slice.h"
 #include "deepspeed/value_access.h"
@@ -114,7 +115,7 @@ void CatalogBuilder::build_unfused_groups() {
   for (const auto& g : fp32->items()) {
     masters.emplace_back();
     if (!g.is_sequence()) {
-      problem("unknown-schema", "error",
+      problem(model::Code::UnknownSchema,
               file + ": optimizer.fp32_groups holds a " + g.type_name() +
                   " where a list of fp32 masters was expected",
               file);
@@ -122,7 +123,7 @@ void CatalogBuilder::build_unfused_groups() {
     }
     for (const auto& t : g.items()) {
       if (!t.is_tensor()) {
-        problem("unknown-schema", "error",
+        problem(model::Code::UnknownSchema,
                 file + ": optimizer.fp32_groups holds a " + t.type_name() +
                     " where an fp32 master tensor was expected",
                 file);
@@ -143,7 +144,7 @@ void CatalogBuilder::build_unfused_groups() {
   }
   if (!ids_agree) {
     problem(
-        "layout-mismatch", "error",
+        model::Code::LayoutMismatch,
         file +
             ": optimizer.optimizer_state_dict.param_groups do not list the params 0, 1, 2, ... group by "
             "group as optimizer.fp32_groups holds them: the moments cannot be matched to the fp32 masters",
@@ -162,7 +163,7 @@ void CatalogBuilder::build_unfused_groups() {
       listed += (g ? "; group " : "group ") + std::to_string(g) + ":";
       for (const auto& s : masters[g]) listed += " " + shape_text(s);
     }
-    problem("param-mapping-unknown", "warning",
+    problem(model::Code::ParamMappingUnknown,
             file + ": the fp32 masters of FP16_UnfusedOptimizer carry no names, and " +
                 (ambiguous ? "several assignments of the module's params fit their shapes"
                            : "no assignment of the module's params fits their shapes") +

@@ -5,6 +5,7 @@
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/fs_error.h"
+#include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/snapshot/snapshot.h"
 #include "ckptdoc/sources/registry.h"
 #include "ckptdoc/weights/weights_source.h"
@@ -35,9 +36,10 @@ std::shared_ptr<Checkpoint> Checkpoint::open_slice(const std::string& path, cons
     try {
       ck->weights_ = weights::WeightsSource::open(*w);
     } catch (const Error& e) {
+      // A warning, not the table's error: the checkpoint itself is whole, only the weights beside it are not.
       ck->catalog_.problems.push_back(
-          {"shard-unreadable",
-           "warning",
+          {model::code_name(model::Code::ShardUnreadable),
+           model::Severity::Warning,
            "the model weights beside the checkpoint cannot be read: " + std::string(e.what()),
            *w,
            {},
@@ -65,8 +67,8 @@ std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& path, const Open
       s = open_slice(path, o, ck->cache_);
     } catch (const Error& e) {
       const Topology& t = ck->catalog_.topology;
-      ck->catalog_.problems.push_back({"model-file-missing",
-                                       "error",
+      ck->catalog_.problems.push_back({model::code_name(model::Code::ModelFileMissing),
+                                       model::Severity::Error,
                                        slice_label(t, t.stage_of(m), t.tp_of(m)) + ": mp rank " +
                                            std::to_string(m) + " cannot be read at all: " + e.what(),
                                        {},

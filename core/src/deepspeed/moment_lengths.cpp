@@ -5,11 +5,12 @@
 #include <set>
 #include <tuple>
 
+#include "ckptdoc/model/finding_codes.h"
+
 namespace ckptdoc::deepspeed::detail {
 
 namespace {
 
-constexpr const char* kCode = "optimizer-state-shape-mismatch";
 constexpr size_t kMaxLines = 6;
 
 std::string joined_ranks(const std::set<int>& ranks) {
@@ -44,8 +45,8 @@ std::string cause_of(const std::vector<MomentLengthMismatch>& all) {
 std::vector<Problem> moment_length_problems(const std::vector<MomentLengthMismatch>& all) {
   if (all.empty()) return {};
   Problem p;
-  p.code = kCode;
-  p.severity = "error";
+  p.code = model::code_name(model::Code::OptimizerStateShapeMismatch);
+  p.severity = model::default_severity(model::Code::OptimizerStateShapeMismatch);
   std::set<int> ranks;
   for (const auto& m : all) ranks.insert(m.rank);
   p.ranks.assign(ranks.begin(), ranks.end());

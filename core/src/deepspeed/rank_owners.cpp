@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "ckptdoc/compute/distributed.h"
+#include "ckptdoc/model/finding_codes.h"
 
 namespace fs = std::filesystem;
 
@@ -64,8 +65,8 @@ RankOwners rank_owners(const Catalog& cat, int dp) {
 }
 
 Problem missing_optim_files_problem(const std::vector<int>& ranks, int dp) {
-  return Problem{"rank-file-missing",
-                 "error",
+  return Problem{model::code_name(model::Code::RankFileMissing),
+                 model::Severity::Error,
                  kOptimPrefix + join(ranks) + " missing (expected " + std::to_string(dp) +
                      " ranks); their fp32 partitions and optimizer moments are lost",
                  {},
@@ -74,8 +75,8 @@ Problem missing_optim_files_problem(const std::vector<int>& ranks, int dp) {
 }
 
 Problem missing_zero3_model_files_problem(const std::vector<int>& ranks, int dp) {
-  return Problem{"rank-file-missing",
-                 "error",
+  return Problem{model::code_name(model::Code::RankFileMissing),
+                 model::Severity::Error,
                  kModelPrefix + join(ranks) + " missing (expected " + std::to_string(dp) + " ranks)",
                  {},
                  ranks,
@@ -83,11 +84,11 @@ Problem missing_zero3_model_files_problem(const std::vector<int>& ranks, int dp)
 }
 
 bool is_missing_zero3_model_files_problem(const Problem& p) {
-  return p.code == "rank-file-missing" && p.message.rfind(kModelPrefix, 0) == 0;
+  return p.code == model::code_name(model::Code::RankFileMissing) && p.message.rfind(kModelPrefix, 0) == 0;
 }
 
 bool is_missing_dp_rank_problem(const Problem& p) {
-  return p.code == "rank-file-missing" &&
+  return p.code == model::code_name(model::Code::RankFileMissing) &&
          (p.message.rfind(kOptimPrefix, 0) == 0 || p.message.rfind(kModelPrefix, 0) == 0);
 }
 

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/model/finding_codes.h"
 
 namespace ckptdoc::repair {
 
@@ -75,7 +76,7 @@ void settle_fixes(const deepspeed::Checkpoint& ckpt, std::vector<analysis::Findi
   // A diagnosis merged over node-local storage (mpirun) names no rank file missing although this node lacks
   // some.
   const bool none_missing = std::none_of(findings.begin(), findings.end(), [](const analysis::Finding& f) {
-    return f.code == "rank-file-missing";
+    return f.code == model::code_name(model::Code::RankFileMissing);
   });
   auto probe_request = [&](analysis::RepairKind k) {
     RepairRequest rq = request_for(k, ckpt.catalog());

@@ -9,6 +9,7 @@
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/human_bytes.h"
+#include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/request_field.h"
 #include "ckptdoc/weights/weights_source.h"
 #include "deepspeed/detect.h"
@@ -144,21 +145,22 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   size_t n_unsafe = 0;
   const bool moments_replaced = (rq.reset_optimizer || rq.drop_optimizer) && !repartition;
   for (const auto& p : cat.problems) {
-    if (p.severity != "error") continue;
-    if ((rq.across_processes || rq.rank_files_elsewhere) && p.code == "rank-file-missing")
+    if (p.severity != model::Severity::Error) continue;
+    if ((rq.across_processes || rq.rank_files_elsewhere) &&
+        p.code == model::code_name(model::Code::RankFileMissing))
       continue;  // maybe on another node
-    if (p.code == "unsafe-pickle" && rq.allow_unsafe_pickle) continue;
+    if (p.code == model::code_name(model::Code::UnsafePickle) && rq.allow_unsafe_pickle) continue;
     // What a restore writes.
-    if (rq.restore_model_files &&
-        (p.code == "zero3-model-files-not-saved" || deepspeed::is_missing_zero3_model_files_problem(p)))
+    if (rq.restore_model_files && (p.code == model::code_name(model::Code::Zero3ModelFilesNotSaved) ||
+                                   deepspeed::is_missing_zero3_model_files_problem(p)))
       continue;
     // Moments of the wrong shape, or lost on a rank, are not read by a repair that replaces or removes them
     // all.
-    if (moments_replaced &&
-        (p.code == "optimizer-state-shape-mismatch" || p.code == "optimizer-state-incomplete"))
+    if (moments_replaced && (p.code == model::code_name(model::Code::OptimizerStateShapeMismatch) ||
+                             p.code == model::code_name(model::Code::OptimizerStateIncomplete)))
       continue;
-    unsafe = unsafe || p.code == "unsafe-pickle";
-    n_unsafe += p.code == "unsafe-pickle" ? 1 : 0;
+    unsafe = unsafe || p.code == model::code_name(model::Code::UnsafePickle);
+    n_unsafe += p.code == model::code_name(model::Code::UnsafePickle) ? 1 : 0;
     errors.push_back(p.code + ": " + p.message);
   }
   if (!errors.empty()) {
@@ -326,11 +328,15 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
       refuse("{target}", "the template's 16-bit dtype differs from the checkpoint's",
              ErrorKind::Inconsistent);
     for (const auto& p : tc.problems)
-      if (p.severity == "error" && !(p.code == "unsafe-pickle" && rq.allow_unsafe_pickle))
+      if (p.severity == model::Severity::Error &&
+          !(p.code == model::code_name(model::Code::UnsafePickle) && rq.allow_unsafe_pickle))
         refuse("{target}",
                "the template has a problem: " + p.code + ": " + p.message +
-                   (p.code == "unsafe-pickle" ? " (pass {allow_unsafe_pickle} to write it anyway)" : ""),
-               p.code == "unsafe-pickle" ? ErrorKind::UnsafePickle : ErrorKind::Inconsistent);
+                   (p.code == model::code_name(model::Code::UnsafePickle)
+                        ? " (pass {allow_unsafe_pickle} to write it anyway)"
+                        : ""),
+               p.code == model::code_name(model::Code::UnsafePickle) ? ErrorKind::UnsafePickle
+                                                                     : ErrorKind::Inconsistent);
     std::vector<std::string> changed, added;
     for (const auto& g : tc.groups)
       for (const auto& p : g.params) {

@@ -9,6 +9,7 @@
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/model/finding_codes.h"
 #include "repair/runner.h"
 
 namespace fs = std::filesystem;
@@ -75,11 +76,12 @@ void verify_output(RepairResult& result, const RepairRequest& rq, Progress* prog
   result.state = OutputState::Verified;
   // With --allow-unsafe-pickle the output carries the input's pickles on purpose: still listed, not a
   // failure.
-  result.verified_clean = std::none_of(result.verification.findings.begin(),
-                                       result.verification.findings.end(), [&](const analysis::Finding& f) {
-                                         return f.severity == analysis::Severity::Error &&
-                                                !(rq.allow_unsafe_pickle && f.code == "unsafe-pickle");
-                                       });
+  result.verified_clean = std::none_of(
+      result.verification.findings.begin(), result.verification.findings.end(),
+      [&](const analysis::Finding& f) {
+        return f.severity == analysis::Severity::Error &&
+               !(rq.allow_unsafe_pickle && f.code == model::code_name(model::Code::UnsafePickle));
+      });
 }
 
 }  // namespace ckptdoc::repair::detail

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <limits>
 
+#include "ckptdoc/model/finding_codes.h"
+
 namespace ckptdoc::session {
 
 namespace {
@@ -16,12 +18,16 @@ int severity_rank(analysis::Severity s) {
 
 // The shade that shows a finding, or Param for findings no shade shows (topology, loss scale, files).
 Shade shade_of(const std::string& code) {
-  if (code == "fp32-master-mismatch" || code == "fp32-master-drift") return Shade::ExactFraction;
-  if (code == "nonfinite-values") return Shade::NonFinite;
+  if (code == model::code_name(model::Code::Fp32MasterMismatch) ||
+      code == model::code_name(model::Code::Fp32MasterDrift))
+    return Shade::ExactFraction;
+  if (code == model::code_name(model::Code::NonfiniteValues)) return Shade::NonFinite;
   // Lost, zeroed or mis-sized moments: a rank without them shows "no moments", zeros show red.
-  if (code == "optimizer-step-inconsistent" || code == "new-params-zero-moments" ||
-      code == "optimizer-state-missing" || code == "optimizer-state-incomplete" ||
-      code == "optimizer-state-shape-mismatch")
+  if (code == model::code_name(model::Code::OptimizerStepInconsistent) ||
+      code == model::code_name(model::Code::NewParamsZeroMoments) ||
+      code == model::code_name(model::Code::OptimizerStateMissing) ||
+      code == model::code_name(model::Code::OptimizerStateIncomplete) ||
+      code == model::code_name(model::Code::OptimizerStateShapeMismatch))
     return Shade::MomentMagnitude;
   return Shade::Param;
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/snapshot/snapshot.h"
 
 namespace ckptdoc::snapshot {
@@ -142,7 +143,7 @@ std::vector<analysis::Finding> live_findings(const analysis::LiveReport& live,
   const bool fp16_dynamic = live.loss_scale.has_value() && live.min_loss_scale.has_value();
 
   if (live.grads_requested && !live.grads_present) {
-    Finding f{"gradients-not-recorded",
+    Finding f{model::code_name(model::Code::GradientsNotRecorded),
               Severity::Info,
               "The snapshot was asked for gradients but the engine held none: they exist only between "
               "engine.backward() and engine.step() (ZeRO frees them in the step). Call dump(..., grads=True) "
@@ -160,7 +161,7 @@ std::vector<analysis::Finding> live_findings(const analysis::LiveReport& live,
     for (size_t i = 0; i < params.size() && i < 5; ++i) list += (i ? ", " : "") + params[i];
     if (params.size() > 5) list += " and " + std::to_string(params.size() - 5) + " more";
     Finding f;
-    f.code = "gradient-nonfinite";
+    f.code = model::code_name(model::Code::GradientNonfinite);
     f.severity = fp16_dynamic ? Severity::Warning : Severity::Error;
     f.message =
         std::to_string(live.grad_nonfinite) + " of " + std::to_string(live.grad_numel) +
@@ -179,7 +180,7 @@ std::vector<analysis::Finding> live_findings(const analysis::LiveReport& live,
   const double clip = live.gradient_clipping.value_or(0);
   if (norm && !std::isfinite(*norm) && live.grad_nonfinite == 0) {
     Finding f{
-        "gradient-norm-nonfinite",
+        model::code_name(model::Code::GradientNormNonfinite),
         fp16_dynamic ? Severity::Warning : Severity::Error,
         "DeepSpeed's last global gradient norm is " + number(*norm) +
             ": the last step saw NaN/Inf gradients" +
@@ -190,9 +191,7 @@ std::vector<analysis::Finding> live_findings(const analysis::LiveReport& live,
         analysis::RepairKind::None};
     out.push_back(std::move(f));
   } else if (norm && std::isfinite(*norm) && clip > 0 && *norm >= thresholds.clip_ratio * clip) {
-    Finding f;
-    f.code = "gradient-norm-far-above-clip";
-    f.severity = Severity::Warning;
+    Finding f = analysis::finding_of(model::Code::GradientNormFarAboveClip);
     f.message = "The gradient norm " + number(*norm) + " is " + number(*norm / clip) +
                 " times the clip value " + number(clip) +
                 ": every update is scaled down by that much, so the learning rate in effect is " +
@@ -204,7 +203,7 @@ std::vector<analysis::Finding> live_findings(const analysis::LiveReport& live,
   } else if (norm && *norm == 0 && live.global_steps > 0 &&
              (live.recorded_grad_norm || !live.overflow.value_or(false))) {
     Finding f{
-        "gradient-norm-zero",
+        model::code_name(model::Code::GradientNormZero),
         Severity::Warning,
         "The gradient norm is exactly 0 after " + std::to_string(live.global_steps) +
             " steps: no trainable param receives a gradient (a detached loss, frozen params, or a zero loss "
@@ -217,7 +216,7 @@ std::vector<analysis::Finding> live_findings(const analysis::LiveReport& live,
   }
   if (fp16_dynamic && *live.loss_scale <= *live.min_loss_scale && live.global_steps > 0) {
     Finding f{
-        "loss-scale-at-floor",
+        model::code_name(model::Code::LossScaleAtFloor),
         Severity::Warning,
         "The fp16 dynamic loss scale is at its floor (" + number(*live.loss_scale) +
             ", min_loss_scale): overflows keep happening and the scale cannot go lower; gradients that still "
@@ -229,7 +228,7 @@ std::vector<analysis::Finding> live_findings(const analysis::LiveReport& live,
     out.push_back(std::move(f));
   }
   if (live.overflow.value_or(false)) {
-    Finding f{"last-step-overflow",
+    Finding f{model::code_name(model::Code::LastStepOverflow),
               Severity::Info,
               "The last optimizer step overflowed in fp16 and was skipped (skipped steps so far: " +
                   std::to_string(live.skipped_steps) + ").",

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/snapshot/snapshot.h"
 
 namespace ckptdoc::snapshot {
@@ -98,9 +99,7 @@ std::vector<analysis::Finding> Timeline::add(SnapshotSummary s, const TimelineTh
     for (const auto* p : before)
       if (p->loss_scale) peak = std::max(peak, *p->loss_scale);
     if (*s.loss_scale > 0 && peak / *s.loss_scale >= t.loss_scale_drop) {
-      Finding f;
-      f.code = "loss-scale-collapse";
-      f.severity = Severity::Warning;
+      Finding f = analysis::finding_of(model::Code::LossScaleCollapse);
       f.message =
           "The fp16 loss scale fell from " + number(peak) + " to " + number(*s.loss_scale) + " (" +
           number(peak / *s.loss_scale) +
@@ -117,9 +116,7 @@ std::vector<analysis::Finding> Timeline::add(SnapshotSummary s, const TimelineTh
     const int64_t skipped = s.skipped_steps - prev->skipped_steps;
     if (steps >= 2 && skipped > 0 &&
         static_cast<double>(skipped) >= t.skipped_fraction * static_cast<double>(steps)) {
-      Finding f;
-      f.code = "steps-skipped";
-      f.severity = Severity::Warning;
+      Finding f = analysis::finding_of(model::Code::StepsSkipped);
       f.message = std::to_string(skipped) + " of the " + std::to_string(steps) + " steps since snapshot " +
                   prev->tag + " were skipped (fp16 overflow): the model is barely training.";
       f.evidence = {{"skipped", static_cast<double>(skipped)}, {"steps", static_cast<double>(steps)}};
@@ -134,9 +131,7 @@ std::vector<analysis::Finding> Timeline::add(SnapshotSummary s, const TimelineTh
       std::nth_element(norms.begin(), norms.begin() + static_cast<long>(norms.size() / 2), norms.end());
       const double median = norms[norms.size() / 2];
       if (*s.grad_norm >= t.grad_norm_spike * median) {
-        Finding f;
-        f.code = "gradient-norm-spike";
-        f.severity = Severity::Warning;
+        Finding f = analysis::finding_of(model::Code::GradientNormSpike);
         f.message = "The gradient norm " + number(*s.grad_norm) + " is " + number(*s.grad_norm / median) +
                     " times the median of the earlier snapshots (" + number(median) + "): a loss spike.";
         f.evidence = {{"grad_norm", *s.grad_norm}, {"median", median}};

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "ckptdoc/deepspeed/writer.h"
+#include "ckptdoc/model/finding_codes.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/value_access.h"
 #include "universal/universal_folder.h"
@@ -82,13 +83,13 @@ void CatalogBuilder::build_universal() {
       if (const TorchFile* tf = try_open(cat_.files.back())) {
         osd = &tf->root;
         if (!osd->is_dict()) {
-          problem("unknown-schema", "error",
+          problem(model::Code::UnknownSchema,
                   f.path + " does not hold a dict (found " + osd->type_name() + ")", f.path);
           osd = nullptr;
         }
       }
     } else {
-      problem("universal-param-missing", "error",
+      problem(model::Code::UniversalParamMissing,
               "zero/optimizer_state.pt is missing: DeepSpeed's universal loader reads the optimizer's global "
               "state "
               "(ds_version, loss scaler, param_groups) from it and stops without it. Convert the checkpoint "
@@ -171,7 +172,7 @@ void CatalogBuilder::build_universal() {
   for (fs::directory_iterator it(u.zero_dir, ec), end; !ec && it != end; it.increment(ec))
     if (it->is_directory(ec)) folders.insert(it->path().filename().string());
   if (params.empty() && !folders.empty()) {
-    problem("universal-param-missing", "error",
+    problem(model::Code::UniversalParamMissing,
             "the model-states file lists no trainable params (param_shapes); the param folders under zero/ "
             "are read "
             "without knowing their model shapes or groups");
@@ -180,7 +181,7 @@ void CatalogBuilder::build_universal() {
   const bool tensor_parallel = cat_.mp_world_size > 1;
   if (tensor_parallel)
     problem(
-        "universal-tensor-parallel", "info",
+        model::Code::UniversalTensorParallel,
         "the checkpoint was tensor-parallel (mp_world_size " + num(cat_.mp_world_size) +
             "): the universal tensors hold merged params, so their shapes are not checked against this model "
             "file's slices and the 16-bit weights are not compared");
@@ -221,14 +222,14 @@ void CatalogBuilder::build_universal() {
       if (state == "step") {
         pf.step = step_count(scalar_value(&tf->root));
         if (!pf.step)
-          problem("unknown-schema", "error",
+          problem(model::Code::UnknownSchema,
                   f.path + " holds no step count (found " + tf->root.repr(60) + ")", f.path, {}, {p.name});
         continue;
       }
       if (state != "fp32") moment_keys.insert(state);
       const Value* t = state_tensor(tf->root);
       if (!t) {
-        problem("unknown-schema", "error",
+        problem(model::Code::UnknownSchema,
                 f.path + " holds neither a tensor nor a {'param': tensor} dict (found " +
                     tf->root.type_name() + ")",
                 f.path, {}, {p.name});
@@ -242,7 +243,8 @@ void CatalogBuilder::build_universal() {
                                                  : got == p.shape;
       if (!ok && !tensor_parallel) {
         const bool vocab = opt_bool(dict_get(&tf->root, "vocab_tensor")).value_or(false);
-        problem("shape-mismatch", vocab ? "info" : "error",
+        // An unpadded vocabulary tensor is how DeepSpeed saves it: info, not the table's error.
+        problem(model::Code::ShapeMismatch, vocab ? model::Severity::Info : model::Severity::Error,
                 f.path + " holds a tensor of shape " + shape_text(got) + " but param_shapes says " +
                     shape_text(p.shape) +
                     (vocab ? " (a vocabulary tensor stored without its padding; DeepSpeed pads it again on "
@@ -278,7 +280,7 @@ void CatalogBuilder::build_universal() {
   }
 
   if (!missing_folder.empty())
-    problem("universal-param-missing", "error",
+    problem(model::Code::UniversalParamMissing,
             num(static_cast<int64_t>(missing_folder.size())) +
                 " trainable param(s) have no folder under zero/ (" + list_text(missing_folder) +
                 "): DeepSpeed's universal loader opens zero/<param>/ for every trainable param of the job's "
@@ -288,12 +290,12 @@ void CatalogBuilder::build_universal() {
             "zero/", {}, missing_folder);
   for (const auto& [file, names] : missing_state)
     problem(
-        "universal-param-missing", "error",
+        model::Code::UniversalParamMissing,
         num(static_cast<int64_t>(names.size())) + " param folder(s) lack " + file + " (" + list_text(names) +
             "), which the other params have: DeepSpeed's loader needs the same state files in every folder.",
         "zero/", {}, names);
   if (!u.unexpected_folders.empty())
-    problem("universal-extra-params", "info",
+    problem(model::Code::UniversalExtraParams,
             num(static_cast<int64_t>(u.unexpected_folders.size())) +
                 " folder(s) under zero/ name no trainable param of "
                 "the model file (" +
@@ -355,12 +357,15 @@ void CatalogBuilder::build_universal() {
   cat_.optimizer_step = cat_.optimizer_groups.empty() ? std::nullopt : cat_.optimizer_groups.front().step;
   cat_.optimizer_state_keys.assign(moment_keys.begin(), moment_keys.end());
   for (const auto& [g, steps] : group_steps)
-    if (steps.size() > 1)
-      problem("optimizer-step-inconsistent", "error",
+    if (steps.size() > 1) {
+      problem(model::Code::OptimizerStepInconsistent,
               "the params of optimizer group " + num(g) + " hold different steps in their step.pt (" +
                   num(*steps.begin()) + " … " + num(*steps.rbegin()) +
                   "): DeepSpeed's universal loader requires one step per group and stops. Convert the "
                   "checkpoint again.");
+      // Steps that differ on disk are fixed by converting again, not by a reset of a universal checkpoint.
+      cat_.problems.back().repair = model::RepairKind::None;
+    }
 
   // Which universal loaders accept the folder: 0.12.3-0.14.0 need `iteration`, 0.14.1+ need step.pt files and
   // param_groups.
@@ -368,14 +373,14 @@ void CatalogBuilder::build_universal() {
   if (zero3 && !u.has_step_files) {
     if (!u.zero3_step)
       problem(
-          "universal-step-missing", "error",
+          model::Code::UniversalStepMissing,
           "no Adam step for DeepSpeed's ZeRO-3 universal loader: it reads "
           "zero/optimizer_state.pt['optimizer_state_dict']['state'][0]['step'] (the param folders hold no "
           "step.pt, as ds_to_universal.py writes them for ZeRO-3) and stops without it",
           "zero/optimizer_state.pt");
   } else if (!old_ok && !new_ok) {
     problem(
-        "universal-step-missing", "error",
+        model::Code::UniversalStepMissing,
         std::string(
             "no DeepSpeed universal loader can restore the optimizer step: the model file has no `iteration` "
             "(DeepSpeed 0.12.3-0.14.0 set the step to client_state['iteration'] + 1 and raise KeyError "
@@ -385,7 +390,7 @@ void CatalogBuilder::build_universal() {
             " (what 0.14.1+ read). Convert again with ckptdoc convert --to universal, which writes both.");
   } else if (!old_ok || !new_ok) {
     problem(
-        "universal-loader-versions", "info",
+        model::Code::UniversalLoaderVersions,
         old_ok
             ? "loads with DeepSpeed 0.12.3-0.14.0 only (step := iteration + 1); 0.14.1+ need step.pt in "
               "every "
@@ -395,13 +400,13 @@ void CatalogBuilder::build_universal() {
   }
   if (old_ok && u.has_step_files && !u.params.empty() && u.params.front().step &&
       *u.iteration + 1 != *u.params.front().step)
-    problem("universal-iteration-mismatch", "warning",
+    problem(model::Code::UniversalIterationMismatch,
             "iteration + 1 = " + num(*u.iteration + 1) + " but step.pt holds " + num(*u.params.front().step) +
                 ": DeepSpeed 0.12.3-0.14.0 would resume Adam at the wrong step (bias correction off); "
                 "0.14.1+ use "
                 "step.pt");
   if (!cat_.buffer_names.empty() || !cat_.frozen_params.empty())
-    problem("universal-module-not-loaded", "info",
+    problem(model::Code::UniversalModuleNotLoaded,
             "DeepSpeed's universal loader skips the module state dict: trainable params come from "
             "zero/*/fp32.pt, but " +
                 num(static_cast<int64_t>(cat_.buffer_names.size())) + " buffer(s) and " +
@@ -420,7 +425,7 @@ void CatalogBuilder::note_universal_beside() {
   if (t.empty() || t == cat_.tag || t.find('/') != std::string::npos || t == ".." ||
       !fs::is_directory(fs::path(cat_.save_dir) / t, ec))
     return;
-  problem("universal-checkpoint-beside", "info",
+  problem(model::Code::UniversalCheckpointBeside,
           "this save folder also holds a universal checkpoint: latest_universal names " + t +
               " (read it with --tag " + t +
               "; DeepSpeed loads it with \"checkpoint\": {\"load_universal\": true})");

@@ -170,7 +170,7 @@ class ToUniversal {
              "and universal loader do not handle expert groups either)");
     std::string errors;
     for (const auto& p : cat_.problems)
-      if (p.severity == "error") errors += "\n  " + p.code + ": " + p.message;
+      if (p.severity == model::Severity::Error) errors += "\n  " + p.code + ": " + p.message;
     if (!errors.empty())
       refuse(ErrorKind::Inconsistent, cat_,
              "the checkpoint has problems a conversion cannot work around:" + errors);

@@ -127,7 +127,7 @@ class ToZero {
                   "tensor/pipeline-parallel universal checkpoints are not converted back yet");
     std::string errors;
     for (const auto& p : cat_.problems)
-      if (p.severity == "error") errors += "\n  " + p.code + ": " + p.message;
+      if (p.severity == model::Severity::Error) errors += "\n  " + p.code + ": " + p.message;
     if (!errors.empty())
       throw Error(ErrorKind::Inconsistent, cat_.tag_dir, "",
                   "the universal checkpoint has problems a conversion cannot work around:" + errors);
@@ -155,7 +155,7 @@ class ToZero {
                   expected_found(std::string(deepspeed::wrapper_name(cat_.wrapper)) + " optimizer files",
                                  std::string(deepspeed::wrapper_name(tc.wrapper))));
     for (const auto& p : tc.problems)
-      if (p.severity == "error")
+      if (p.severity == model::Severity::Error)
         throw Error(ErrorKind::Inconsistent, *opt_.target, "--target",
                     "the template has problems: " + p.code + ": " + p.message);
     if (tc.groups.empty() || !tc.optim_file(0))

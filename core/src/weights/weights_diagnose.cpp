@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/parallel.h"
 
 namespace ckptdoc::weights {
@@ -111,7 +112,7 @@ analysis::Report diagnose_tensors(const std::vector<TensorToScan>& tensors,
     for (const auto& p : report.params)
       if (p.nonfinite_by_rank.count("lp")) names.push_back(p.name);
     report.findings.push_back(
-        {"nonfinite-values",
+        {model::code_name(model::Code::NonfiniteValues),
          analysis::Severity::Error,
          std::to_string(nonfinite_count) + " NaN/Inf values in " + std::to_string(nonfinite.size()) +
              " tensors: " + some(nonfinite) + " (in " + some(nonfinite_files) +
@@ -123,7 +124,7 @@ analysis::Report diagnose_tensors(const std::vector<TensorToScan>& tensors,
   }
   if (!zero.empty()) {
     report.findings.push_back(
-        {"all-zero-weights",
+        {model::code_name(model::Code::AllZeroWeights),
          analysis::Severity::Warning,
          std::to_string(zero.size()) + " weight matrices are all zeros: " + some(zero) + " (in " +
              some(zero_files) +

@@ -48,7 +48,7 @@ std::string weights_to_json(const WeightsSource& s, int indent) {
   json problems = json::array();
   for (const auto& p : s.problems())
     problems.push_back({{"code", p.code},
-                        {"severity", p.severity},
+                        {"severity", std::string(model::severity_name(p.severity))},
                         {"message", p.message},
                         {"file", p.file},
                         {"tensors", p.params}});

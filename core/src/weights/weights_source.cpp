@@ -12,6 +12,7 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/io/mapped_file.h"
+#include "ckptdoc/model/finding_codes.h"
 #include "deepspeed/content_roles.h"
 #include "deepspeed/detect.h"
 #include "deepspeed/file_roles.h"
@@ -152,10 +153,15 @@ std::shared_ptr<const WeightsSource> WeightsSource::open(const std::string& path
   return s;
 }
 
-void WeightsSource::problem(std::string code, std::string severity, std::string message, std::string file,
+void WeightsSource::problem(model::Code code, std::string message, std::string file,
+                            std::vector<std::string> tensors) {
+  problem(code, model::default_severity(code), std::move(message), std::move(file), std::move(tensors));
+}
+
+void WeightsSource::problem(model::Code code, model::Severity severity, std::string message, std::string file,
                             std::vector<std::string> tensors) {
   problems_.push_back(deepspeed::Problem{
-      std::move(code), std::move(severity), std::move(message), std::move(file), {}, std::move(tensors)});
+      model::code_name(code), severity, std::move(message), std::move(file), {}, std::move(tensors)});
 }
 
 void WeightsSource::read_config() {
@@ -168,7 +174,7 @@ void WeightsSource::read_config() {
   } catch (const Error&) {
   }
   if (!j.is_object()) {
-    problem("config-unreadable", "warning",
+    problem(model::Code::ConfigUnreadable,
             "config.json is not a JSON object; sizes it would imply are not checked", "config.json");
     return;
   }
@@ -211,7 +217,7 @@ void WeightsSource::open_folder(const std::string& dir) {
                 ".safetensors / .bin / .pt file (and no DeepSpeed `latest` or rank files)");
   if (candidates.size() > 1) {
     problem(
-        "index-missing", "error",
+        model::Code::IndexMissing,
         "the folder holds " + std::to_string(candidates.size()) + " weights files (" + some(candidates) +
             ") and no index: Hugging Face loaders look for model.safetensors or an index and find neither",
         candidates.front());
@@ -254,7 +260,7 @@ void WeightsSource::read_index(const std::string& index_path) {
     }
     usable = true;
   } catch (const std::exception& e) {
-    problem("index-unreadable", "error",
+    problem(model::Code::IndexUnreadable,
             index.path + " cannot be read (" + e.what() + "); the shards in the folder are read without it",
             index.path);
   }
@@ -281,7 +287,7 @@ void WeightsSource::read_index(const std::string& index_path) {
       std::vector<std::string> lost;
       for (const auto& [t, file] : index_->weight_map)
         if (file == f) lost.push_back(t);
-      problem("index-shard-missing", "error",
+      problem(model::Code::IndexShardMissing,
               index_->path + " names " + f + ", which is not in the folder: its " +
                   std::to_string(lost.size()) + " tensors (" + some(lost) + ") cannot be loaded",
               f, lost);
@@ -291,11 +297,14 @@ void WeightsSource::read_index(const std::string& index_path) {
   }
   if (usable) {
     for (const auto& f : stray) {
-      problem("shard-unindexed", "warning",
-              f + " looks like a shard of " + family + " but " + index_->path +
-                  " does not name it: loaders never read it (left from an earlier save with another shard "
-                  "count?)",
-              f);
+      std::string message = f;  // appended piece by piece: this runs per stray shard
+      message += " looks like a shard of ";
+      message += family;
+      message += " but ";
+      message += index_->path;
+      message +=
+          " does not name it: loaders never read it (left from an earlier save with another shard count?)";
+      problem(model::Code::ShardUnindexed, std::move(message), f);
     }
   }
   check_index();
@@ -342,7 +351,7 @@ void WeightsSource::add_file(const std::string& abs_path, const std::string& /*p
         }
       }
       if (skipped)
-        problem("non-tensor-entries", "info",
+        problem(model::Code::NonTensorEntries,
                 wf.path + " holds " + std::to_string(skipped) +
                     " entries that are not named tensors; they are skipped",
                 wf.path);
@@ -353,7 +362,7 @@ void WeightsSource::add_file(const std::string& abs_path, const std::string& /*p
     }
     wf.readable = true;
   } catch (const std::exception& e) {
-    problem("shard-unreadable", "error", wf.path + " cannot be read: " + e.what(), wf.path);
+    problem(model::Code::ShardUnreadable, wf.path + " cannot be read: " + e.what(), wf.path);
     if (const auto* err = dynamic_cast<const Error*>(&e)) wf.error_kind = err->kind();
   }
   for (const auto& t : parsed) {
@@ -386,7 +395,7 @@ void WeightsSource::check_index() {
   // A name in two files: which one a loader keeps depends on the loader.
   for (const auto& [name, files] : holders_) {
     if (files.size() < 2) continue;
-    problem("tensor-duplicated", "error",
+    problem(model::Code::TensorDuplicated,
             "'" + name + "' is stored in " + std::to_string(files.size()) + " files (" + some(files) +
                 "): which one a loader keeps depends on the order it reads them",
             files.front(), {name});
@@ -404,7 +413,7 @@ void WeightsSource::check_index() {
         if (h != holders_.end()) elsewhere.push_back(t + " (in " + h->second.front() + ")");
       }
       if (!missing.empty())
-        problem("index-tensor-missing", "error",
+        problem(model::Code::IndexTensorMissing,
                 index_->path + " maps " + std::to_string(missing.size()) + " tensors to " + f.path +
                     ", which does not hold them: " + some(missing) +
                     (elsewhere.empty() ? "" : "; found elsewhere: " + some(elsewhere)),
@@ -414,7 +423,7 @@ void WeightsSource::check_index() {
       for (const auto& t : f.tensors)
         if (!map.count(t)) unindexed.push_back(t);
       if (!unindexed.empty())
-        problem("shard-tensor-unindexed", "warning",
+        problem(model::Code::ShardTensorUnindexed,
                 f.path + " holds " + std::to_string(unindexed.size()) + " tensors that " + index_->path +
                     " does not name (" + some(unindexed) +
                     "): a loader that goes by the index never maps them",
@@ -422,21 +431,22 @@ void WeightsSource::check_index() {
     }
     const bool all_read =
         std::all_of(files_.begin(), files_.end(), [](const WeightsFile& f) { return f.readable; }) &&
-        std::none_of(problems_.begin(), problems_.end(),
-                     [](const deepspeed::Problem& p) { return p.code == "index-shard-missing"; });
+        std::none_of(problems_.begin(), problems_.end(), [](const deepspeed::Problem& p) {
+          return p.code == model::code_name(model::Code::IndexShardMissing);
+        });
     uint64_t bytes = 0, numel = 0;
     for (const auto& f : files_) {
       bytes += f.stored_bytes;
       numel += f.stored_numel;
     }
     if (all_read && index_->total_size && *index_->total_size != bytes)
-      problem("index-total-mismatch", "warning",
+      problem(model::Code::IndexTotalMismatch,
               index_->path + " says metadata.total_size " + std::to_string(*index_->total_size) +
                   " but its shards store " + std::to_string(bytes) +
                   " bytes of tensors: the index was written for other shards, or shards changed",
               index_->path);
     if (all_read && index_->total_parameters && *index_->total_parameters != numel)
-      problem("index-total-mismatch", "warning",
+      problem(model::Code::IndexTotalMismatch,
               index_->path + " says metadata.total_parameters " + std::to_string(*index_->total_parameters) +
                   " but its shards hold " + std::to_string(numel) + " elements",
               index_->path);
@@ -458,7 +468,9 @@ void WeightsSource::check_index() {
     std::string config;
     for (const auto& [k, v] : config_sizes_)
       config += (config.empty() ? "" : ", ") + k + " " + std::to_string(v);
-    problem("placeholder-tensor", config.empty() ? "warning" : "error",
+    // Without a config.json to say the real sizes an empty tensor may be intended: a warning, not an error.
+    problem(model::Code::PlaceholderTensor,
+            config.empty() ? model::Severity::Warning : model::Severity::Error,
             std::to_string(empty.size()) + " of " + std::to_string(tensors_.size()) + " tensors are empty (" +
                 some(empty) + ", first in " + empty_file + ")" +
                 (config.empty()
@@ -482,7 +494,7 @@ void WeightsSource::check_index() {
           (counts.empty() ? "" : ", ") + std::to_string(names.size()) + " " + std::string(dtype_name(d));
       if (d != main) minority.insert(minority.end(), names.begin(), names.end());
     }
-    problem("mixed-dtypes", "warning",
+    problem(model::Code::MixedDtypes,
             "floating tensors are stored in several dtypes (" + counts + "); not " +
                 std::string(dtype_name(main)) + ": " + some(minority) +
                 ". Loaders cast them to the model's dtype; check this is intended",

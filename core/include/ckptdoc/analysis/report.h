@@ -9,23 +9,17 @@
 
 #include "ckptdoc/compute/statistics.h"
 #include "ckptdoc/deepspeed/catalog.h"
+#include "ckptdoc/model/finding_codes.h"
 
 namespace ckptdoc::analysis {
 
-enum class Severity : uint8_t { Info, Warning, Error };
-std::string_view severity_name(Severity s);  // "info" | "warning" | "error"
-
-// Which repair (if any) fixes a finding, so front ends can offer a Fix button.
-enum class RepairKind : uint8_t {
-  None,
-  RefreshFp32,
-  ResetOptimizer,
-  DropOptimizer,
-  Repartition,
-  RestoreModelFiles
-};
-// "", "refresh-fp32", "reset-optimizer", "drop-optimizer", "repartition", "restore-model-files"
-std::string_view repair_name(RepairKind r);
+// Severity, RepairKind and the finding codes live in the one table (model/finding_codes.h); these names keep
+// the analysis spelling its callers use.
+using model::repair_name;
+using model::RepairKind;
+using model::Severity;
+using model::severity_name;
+using model::severity_of;
 
 struct Finding {
   std::string code;  // e.g. "fp32-master-mismatch"
@@ -44,9 +38,11 @@ struct Finding {
   std::string not_checked = {};         // what the verdict could not check because of it (listed there)
 };
 
-// "error" | "warning" | anything else (info).
-Severity severity_of(const std::string& name);
-// The finding a catalog or scan problem reports: every field it has, and the repair that fixes it.
+// A finding of `code` with the code table's severity and repair (model/finding_codes.h); a site that needs
+// another severity sets it and says why.
+Finding finding_of(model::Code code, std::string message = {});
+// The finding a catalog or scan problem reports: every field it has, and the repair that fixes it (the code
+// table's, model/finding_codes.h).
 Finding finding_from(const deepspeed::Problem& p);
 
 // Sums over one rank's fragment of a param's Adam moments (finite elements only), so a picture can shade each

@@ -10,6 +10,7 @@
 
 #include "ckptdoc/deepspeed/universal_info.h"
 #include "ckptdoc/dtype.h"
+#include "ckptdoc/model/finding_codes.h"
 
 namespace ckptdoc::deepspeed {
 
@@ -103,18 +104,14 @@ struct GroupLayout {
   int partition_index(int dp_rank) const;  // -1 when none
 };
 
-// Problem codes the catalog emits: "rank-file-missing", "rank-file-truncated", "rank-file-unreadable",
-// "world-size-mismatch", "shape-mismatch", "layout-mismatch", "model-file-missing", "unknown-schema",
-// "legacy-param-shapes", "round-robin-order", "unsafe-pickle", "rank-file-renamed",
-// "optimizer-state-incomplete", "layout-not-analysed", "param-mapping-unknown" (FP16_UnfusedOptimizer or
-// FP16_Optimizer masters that cannot be named); for tensor/pipeline/expert-parallel jobs also
-// "layer-file-missing", "tp-shape-mismatch", "tp-dtype-mismatch", "expert-file-missing",
-// "expert-file-duplicated", "expert-count-mismatch", "topology-mismatch".
+// A problem the catalog (or a weights source) finds while reading the files. Its code is one of the code
+// table's (model/finding_codes.h), which also gives its default severity and the repair that fixes it.
 struct Problem {
-  std::string code;      // stable finding code, e.g. "rank-file-missing"
-  std::string severity;  // "error" | "warning" | "info"
-  std::string message;   // plain words: what happened and what to do
-  std::string file;      // relative path, when one file is concerned
+  std::string code;  // model::code_name() of a model::Code, e.g. "rank-file-missing"
+  // The code table's default severity unless the site that reports it says why not.
+  model::Severity severity = model::Severity::Info;
+  std::string message;  // plain words: what happened and what to do
+  std::string file;     // relative path, when one file is concerned
   std::vector<int> ranks;
   std::vector<std::string> params;
   // Named facts behind the problem, for JSON and tools: unsafe-pickle has file, record, callable, how.
@@ -123,6 +120,8 @@ struct Problem {
       tp = -1;  // the model-parallel rank concerned in a tensor/pipeline-parallel job (-1: the whole job)
   // What the verdict could not check because of this problem (the verdict lists it); empty when nothing.
   std::string not_checked = {};
+  // The repair its finding offers when not the code table's (a universal checkpoint's lost moments: none).
+  std::optional<model::RepairKind> repair = {};
 };
 
 // One MoE layer (deepspeed.moe.layer.MoE) as its expert files and the model file's num_experts say.

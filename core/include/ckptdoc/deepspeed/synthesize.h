@@ -47,7 +47,7 @@ struct SynthOptions {
   SynthBreak breakage = SynthBreak::None;
   int64_t sub_group_size = 1000000000;  // ZeRO-3 sub-group size (elements)
   std::string ds_version = "0.12.6";    // also decides what the files record (0.19.5+, 0.19.8+ keys)
-  bool force = false;  // replace an existing checkpoint in `dir`
+  bool force = false;                   // replace an existing checkpoint in `dir`
 };
 
 struct SynthResult {

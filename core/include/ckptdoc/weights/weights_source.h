@@ -17,6 +17,7 @@
 #include "ckptdoc/deepspeed/catalog.h"  // Problem
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/safetensors.h"  // NamedTensor
+#include "ckptdoc/model/finding_codes.h"
 
 namespace ckptdoc::weights {
 
@@ -78,7 +79,10 @@ class WeightsSource {
   void read_config();
   void add_file(const std::string& abs_path, const std::string& preferred_for);
   void check_index();
-  void problem(std::string code, std::string severity, std::string message, std::string file,
+  // The code's severity from the table (model/finding_codes.h), or the one a site gives and says why.
+  void problem(model::Code code, std::string message, std::string file,
+               std::vector<std::string> tensors = {});
+  void problem(model::Code code, model::Severity severity, std::string message, std::string file,
                std::vector<std::string> tensors = {});
 
   SourceKind kind_ = SourceKind::WeightsFile;

@@ -11,6 +11,7 @@
 #include "ckptdoc/format/pickle_safety.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/io/mapped_file.h"
+#include "ckptdoc/model/finding_codes.h"
 
 namespace ckptdoc::accelerate {
 namespace {
@@ -41,8 +42,8 @@ void check_optimizer_params(Report& r) {
       message += "', which " + model->part.folder + "/ does not hold (as 'model.";
       message += p;
       message += "'): the optimizer was saved for another model";
-      r.problems.push_back({"accelerate-optimizer-param-unknown", "warning", std::move(message),
-                            opt.part.folder + "/.metadata", p});
+      r.problems.push_back({model::code_name(model::Code::AccelerateOptimizerParamUnknown),
+                            model::Severity::Warning, std::move(message), opt.part.folder + "/.metadata", p});
     }
   }
 }
@@ -55,7 +56,7 @@ void check_optimizer_present(Report& r) {
   const bool has_scheduler = std::any_of(r.layout.other_files.begin(), r.layout.other_files.end(),
                                          [](const std::string& f) { return f.rfind("scheduler", 0) == 0; });
   if (!has_optimizer && has_scheduler)
-    r.problems.push_back({"accelerate-optimizer-missing", "warning",
+    r.problems.push_back({model::code_name(model::Code::AccelerateOptimizerMissing), model::Severity::Warning,
                           "no optimizer_<i>/ folder beside scheduler.bin: Accelerate saves the state of the "
                           "optimizer a scheduler steps as optimizer_<i>/, so it was lost or not copied "
                           "(resuming would restart Adam's moments from zero)",
@@ -75,16 +76,18 @@ void check_pickles(Report& r) {
     }
     ++r.pickles_checked;
     for (const auto& h : pickle_hazards_of_file(path, f))
-      r.problems.push_back(
-          {"unsafe-pickle", h.severity, h.message() + " " + pickle_advice(h.severity), f, ""});
+      r.problems.push_back({model::code_name(model::Code::UnsafePickle),
+                            model::severity_of(h.severity),  // the hazard's own
+
+                            h.message() + " " + pickle_advice(h.severity), f, ""});
   }
 }
 
 void write_verdict(Report& r) {
   size_t errors = 0, warnings = 0;
   for (const auto& p : r.problems) {
-    errors += p.severity == "error";
-    warnings += p.severity == "warning";
+    errors += p.severity == model::Severity::Error;
+    warnings += p.severity == model::Severity::Warning;
   }
   bool parts_clean = !r.parts.empty();
   std::string basis;
@@ -125,7 +128,7 @@ void write_verdict(Report& r) {
 
 bool Report::has_error() const {
   return std::any_of(problems.begin(), problems.end(),
-                     [](const dcp::Problem& p) { return p.severity == "error"; });
+                     [](const dcp::Problem& p) { return p.severity == model::Severity::Error; });
 }
 
 Report diagnose(const std::string& dir) {
@@ -143,7 +146,8 @@ Report diagnose(const std::string& dir) {
         r.problems.push_back(std::move(p));
       }
     } catch (const Error& e) {  // no readable .metadata: the part cannot be located at all
-      r.problems.push_back({"accelerate-part-unreadable", "error", part.folder + "/: " + e.what(),
+      r.problems.push_back({model::code_name(model::Code::AcceleratePartUnreadable), model::Severity::Error,
+                            part.folder + "/: " + e.what(),
                             std::filesystem::relative(e.file().empty() ? folder : e.file(), dir).string(),
                             ""});
     }
@@ -152,10 +156,8 @@ Report diagnose(const std::string& dir) {
   check_optimizer_params(r);
   check_optimizer_present(r);
   check_pickles(r);
-  std::stable_sort(r.problems.begin(), r.problems.end(), [](const dcp::Problem& a, const dcp::Problem& b) {
-    auto rank = [](const std::string& s) { return s == "error" ? 0 : s == "warning" ? 1 : 2; };
-    return rank(a.severity) < rank(b.severity);
-  });
+  std::stable_sort(r.problems.begin(), r.problems.end(),
+                   [](const dcp::Problem& a, const dcp::Problem& b) { return a.severity > b.severity; });
   write_verdict(r);
   return r;
 }
@@ -174,7 +176,8 @@ std::string report_text(const Report& r) {
                      : r.has_error()               ? "ERRORS: "
                                                    : "WARNINGS: ") +
          r.verdict + "\n";
-  for (const auto& p : r.problems) out += "  [" + p.severity + "] " + p.code + ": " + p.message + "\n";
+  for (const auto& p : r.problems)
+    out += "  [" + std::string(model::severity_name(p.severity)) + "] " + p.code + ": " + p.message + "\n";
   if (!r.not_checked.empty()) out += "Not checked:\n";
   for (const auto& n : r.not_checked) out += "  - " + n + "\n";
   return out;
@@ -185,7 +188,7 @@ std::string report_json(const Report& r) {
   json problems = json::array();
   for (const auto& p : r.problems)
     problems.push_back({{"code", p.code},
-                        {"severity", p.severity},
+                        {"severity", std::string(model::severity_name(p.severity))},
                         {"message", p.message},
                         {"file", p.file},
                         {"key", p.key}});

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/sources/dcp/diagnose.h"
 
 namespace ckptdoc::dcp {
@@ -57,7 +58,7 @@ std::vector<Problem> adam_moment_problems(const std::vector<TensorSummary>& tens
     const std::string steps = std::to_string(static_cast<long long>(step->second));
     if (sq.negative > 0)
       out.push_back(
-          {"dcp-moments-negative", "error",
+          {model::code_name(model::Code::DcpMomentsNegative), model::Severity::Error,
            "'" + param + "': exp_avg_sq holds " + std::to_string(sq.negative) + " negative of " +
                std::to_string(sq.numel) +
                " values, impossible for Adam's running mean of squared gradients (the state was damaged or "
@@ -80,7 +81,8 @@ std::vector<Problem> adam_moment_problems(const std::vector<TensorSummary>& tens
           "x the learning rate per element with the default betas, where a fresh start moves by 1x. Restart "
           "the optimizer state so step and moments start together (`ckptdoc repair PATH -o NEW "
           "--reset-optimizer`), or resume from an earlier checkpoint";
-      out.push_back({"dcp-moments-lost", "error", std::move(message), "", sq.key});
+      out.push_back({model::code_name(model::Code::DcpMomentsLost), model::Severity::Error,
+                     std::move(message), "", sq.key});
     }
   }
   return out;

@@ -50,7 +50,7 @@ std::string report_json(const Checkpoint& ckpt, const Report& report) {
   json problems = json::array();
   for (const auto& p : report.problems)
     problems.push_back({{"code", p.code},
-                        {"severity", p.severity},
+                        {"severity", std::string(model::severity_name(p.severity))},
                         {"message", p.message},
                         {"file", p.file},
                         {"key", p.key}});

@@ -10,13 +10,10 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/pickle_safety.h"
 #include "ckptdoc/format/zip_reader.h"
+#include "ckptdoc/model/finding_codes.h"
 
 namespace ckptdoc::dcp {
 namespace {
-
-int severity_rank(const std::string& s) {
-  return s == "error" ? 2 : s == "warning" ? 1 : 0;
-}
 
 std::string plural(size_t n, const std::string& word) {
   return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
@@ -49,38 +46,41 @@ class Diagnosis {
     check_steps();
     for (auto& p : adam_moment_problems(r_.tensors, r_.adam_steps, r_.adam_moments_judged))
       r_.problems.push_back(std::move(p));
-    std::stable_sort(r_.problems.begin(), r_.problems.end(), [](const Problem& a, const Problem& b) {
-      return severity_rank(a.severity) > severity_rank(b.severity);
-    });
+    std::stable_sort(r_.problems.begin(), r_.problems.end(),
+                     [](const Problem& a, const Problem& b) { return a.severity > b.severity; });
     r_.files_read.assign(files_read_.begin(), files_read_.end());
     write_verdict();
     return std::move(r_);
   }
 
  private:
-  void add(std::string code, std::string severity, std::string message, std::string file = {},
+  // The code's severity from the table (model/finding_codes.h), or the one a site gives and says why.
+  void add(model::Code code, std::string message, std::string file = {}, std::string key = {}) {
+    add(code, model::default_severity(code), std::move(message), std::move(file), std::move(key));
+  }
+  void add(model::Code code, model::Severity severity, std::string message, std::string file = {},
            std::string key = {}) {
     r_.problems.push_back(
-        {std::move(code), std::move(severity), std::move(message), std::move(file), std::move(key)});
+        {model::code_name(code), severity, std::move(message), std::move(file), std::move(key)});
   }
 
   void check_metadata() {
     for (const auto& h : md_.hazards)
-      add("unsafe-pickle", h.severity, ".metadata: " + h.callable + " reached by " + h.how + ": " + h.why,
-          ".metadata");
+      add(model::Code::UnsafePickle, model::severity_of(h.severity),  // the hazard's own severity
+          ".metadata: " + h.callable + " reached by " + h.how + ": " + h.why, ".metadata");
     for (const auto& e : md_.entries) {
       for (auto& p : tiling_problems(e)) r_.problems.push_back(std::move(p));
       size_t without = 0;
       for (const auto& c : e.chunks) without += c.item ? 0 : 1;
       if (e.kind == EntryKind::Bytes && !e.bytes_item) without = 1;
       if (without)
-        add("dcp-item-missing", "error",
+        add(model::Code::DcpItemMissing,
             "'" + e.key + "': " + plural(without, "chunk") +
                 " with no storage item in .metadata's storage_data",
             ".metadata", e.key);
     }
     for (const auto& u : md_.unreferenced_items)
-      add("dcp-item-unreferenced", "warning",
+      add(model::Code::DcpItemUnreferenced,
           "storage item " + u + " belongs to no chunk of .metadata's state_dict_metadata (a chunk removed?)",
           ".metadata");
   }
@@ -98,7 +98,7 @@ class Diagnosis {
             if (c.item && c.item->file == name) keys.insert(en.key);
         }
         const bool missing = e.kind() == ErrorKind::NotFound;
-        add(missing ? "dcp-file-missing" : "dcp-item-unreadable", "error",
+        add(missing ? model::Code::DcpFileMissing : model::Code::DcpItemUnreadable,
             name + (missing ? " is missing" : std::string(" cannot be read: ") + e.what()) +
                 ": it holds items of " + plural(keys.size(), "key") + " (" + *keys.begin() +
                 (keys.size() > 1 ? ", ..." : "") + ")",
@@ -127,7 +127,7 @@ class Diagnosis {
         const ZipReader zip(tf.file);
         for (const auto& z : zip.entries())
           if (!zip.verify_crc(z)) {
-            add("dcp-item-crc-mismatch", "error",
+            add(model::Code::DcpItemCrcMismatch,
                 "'" + key + "', " + item_name(item) + ": record '" + z.name +
                     "' fails its CRC-32: its bytes changed after torch wrote them",
                 item.file, key);
@@ -137,10 +137,10 @@ class Diagnosis {
       }
       for (const auto& h : assess_pickle_uses(tf.pickle_uses, item_name(item)))
         if (h.severity == "error")
-          add("unsafe-pickle", "error", "'" + key + "', " + h.message(), item.file, key);
+          add(model::Code::UnsafePickle, "'" + key + "', " + h.message(), item.file, key);
       return tf;
     } catch (const Error& e) {
-      add("dcp-item-unreadable", "error", "'" + key + "', " + item_name(item) + ": " + e.what(), item.file,
+      add(model::Code::DcpItemUnreadable, "'" + key + "', " + item_name(item) + ": " + e.what(), item.file,
           key);
       return std::nullopt;
     }
@@ -159,12 +159,13 @@ class Diagnosis {
       try {
         equal = same(*tf);
       } catch (const Error& err) {
-        add(err.kind() == ErrorKind::Inconsistent ? "dcp-item-mismatch" : "dcp-item-unreadable", "error",
+        add(err.kind() == ErrorKind::Inconsistent ? model::Code::DcpItemMismatch
+                                                  : model::Code::DcpItemUnreadable,
             "'" + key + "': " + err.what(), rep.file, key);
         continue;
       }
       if (!equal) {
-        add("dcp-replica-mismatch", "error",
+        add(model::Code::DcpReplicaMismatch,
             "'" + key + "': " + item_name(kept) + " and " + item_name(rep) +
                 " are copies of one item written by two ranks, and they differ: the per-rank metadata files "
                 "come from saves of different states (ranks that saved at different steps, or one rank's "
@@ -217,12 +218,13 @@ class Diagnosis {
           // Each item is read once: hand its pages back, so memory stays at one chunk, not the checkpoint.
           ckpt_.file(c.item->file)->dont_need(c.item->offset, c.item->length);
         } catch (const Error& err) {
-          add(err.kind() == ErrorKind::Inconsistent ? "dcp-item-mismatch" : "dcp-item-unreadable", "error",
+          add(err.kind() == ErrorKind::Inconsistent ? model::Code::DcpItemMismatch
+                                                    : model::Code::DcpItemUnreadable,
               "'" + e.key + "': " + err.what(), c.item->file, e.key);
         }
       }
       if (s.nan || s.inf)
-        add("dcp-non-finite", "error",
+        add(model::Code::DcpNonFinite,
             "'" + e.key + "': " + std::to_string(s.nan) + " NaN and " + std::to_string(s.inf) + " Inf of " +
                 std::to_string(s.elements_read) + " elements read",
             "", e.key);
@@ -232,7 +234,7 @@ class Diagnosis {
       r_.tensors.push_back(std::move(s));
     }
     for (const auto& [file, t] : truncated_)
-      add("dcp-file-truncated", "error",
+      add(model::Code::DcpFileTruncated,
           file + " is " + std::to_string(t.size) + " bytes but .metadata places items up to byte " +
               std::to_string(t.end) + ": items of " + plural(t.keys.size(), "key") + " (" + *t.keys.begin() +
               (t.keys.size() > 1 ? ", ..." : "") + ") are cut off",
@@ -248,17 +250,16 @@ class Diagnosis {
       text += (text.empty() ? "" : "; ") + std::string("step ") +
               std::to_string(static_cast<long long>(step)) + ": " + plural(params.size(), "param") + " (" +
               params.front() + (params.size() > 1 ? ", ..." : "") + ")";
-    add("dcp-adam-step-mismatch", "warning",
-        "optimizer steps differ between params (" + text +
-            "): state from different steps was mixed, or some params "
-            "were frozen or skipped");
+    add(model::Code::DcpAdamStepMismatch, "optimizer steps differ between params (" + text +
+                                              "): state from different steps was mixed, or some params "
+                                              "were frozen or skipped");
   }
 
   void write_verdict() {
     size_t errors = 0, warnings = 0, tensors = 0, complete = 0;
     for (const auto& p : r_.problems) {
-      errors += p.severity == "error";
-      warnings += p.severity == "warning";
+      errors += p.severity == model::Severity::Error;
+      warnings += p.severity == model::Severity::Warning;
     }
     for (const auto& t : r_.tensors) {
       ++tensors;
@@ -327,7 +328,7 @@ class Diagnosis {
 
 bool Report::has_error() const {
   return std::any_of(problems.begin(), problems.end(),
-                     [](const Problem& p) { return p.severity == "error"; });
+                     [](const Problem& p) { return p.severity == model::Severity::Error; });
 }
 
 Report diagnose(const Checkpoint& ckpt) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ckptdoc/human_bytes.h"
+#include "ckptdoc/model/finding_codes.h"
 
 namespace ckptdoc::dcp {
 namespace {
@@ -46,7 +47,8 @@ std::string files_of(const Entry& e) {
 
 void append_problems(std::string& out, const std::vector<Problem>& problems) {
   for (const auto& p : problems)
-    appendf(out, "  %-7s %-22s %s\n", p.severity.c_str(), p.code.c_str(), p.message.c_str());
+    appendf(out, "  %-7s %-22s %s\n", std::string(model::severity_name(p.severity)).c_str(), p.code.c_str(),
+            p.message.c_str());
 }
 
 }  // namespace
@@ -97,11 +99,13 @@ std::string inspect_text(const Checkpoint& ckpt) {
   for (const auto& e : md.entries)
     for (auto& p : tiling_problems(e)) problems.push_back(std::move(p));
   for (const auto& h : md.hazards)
-    problems.push_back(
-        {"unsafe-pickle", h.severity, ".metadata: " + h.callable + ": " + h.why, ".metadata", ""});
+    problems.push_back({model::code_name(model::Code::UnsafePickle),
+                        model::severity_of(h.severity),  // the hazard's own
+
+                        ".metadata: " + h.callable + ": " + h.why, ".metadata", ""});
   for (const auto& u : md.unreferenced_items)
-    problems.push_back(
-        {"dcp-item-unreferenced", "warning", "storage item " + u + " belongs to no chunk", "", ""});
+    problems.push_back({model::code_name(model::Code::DcpItemUnreferenced), model::Severity::Warning,
+                        "storage item " + u + " belongs to no chunk", "", ""});
   out += "\nProblems seen in .metadata alone (`ckptdoc diagnose` reads every item)\n";
   if (problems.empty()) out += "  none: every tensor's chunks tile its shape\n";
   append_problems(out, problems);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/sources/dcp/diagnose.h"
 
 namespace ckptdoc::dcp {
@@ -40,7 +41,7 @@ std::vector<Problem> tiling_problems(const Entry& entry) {
     for (size_t d = 0; d < c.offsets.size(); ++d)
       if (c.offsets[d] > entry.size[d] || c.sizes[d] > entry.size[d] - c.offsets[d]) ok = false;
     if (!ok) {
-      out.push_back({"dcp-chunk-outside", "error",
+      out.push_back({model::code_name(model::Code::DcpChunkOutside), model::Severity::Error,
                      "'" + entry.key + "': chunk " + box_text(c) + " lies outside the tensor's shape " +
                          shape_text(entry.size),
                      file_of(c), entry.key});
@@ -58,7 +59,7 @@ std::vector<Problem> tiling_problems(const Entry& entry) {
       const Chunk& b = *inside[j];
       if (!a.offsets.empty() && b.offsets[0] >= a.offsets[0] + a.sizes[0]) break;
       if (overlap(a, b)) {
-        out.push_back({"dcp-chunk-overlap", "error",
+        out.push_back({model::code_name(model::Code::DcpChunkOverlap), model::Severity::Error,
                        "'" + entry.key + "': chunks " + box_text(a) + " (" + file_of(a) + ") and " +
                            box_text(b) + " (" + file_of(b) + ") overlap",
                        file_of(b), entry.key});
@@ -71,7 +72,7 @@ std::vector<Problem> tiling_problems(const Entry& entry) {
   for (const Chunk* c : inside) covered += c->numel();
   const int64_t total = entry.numel();
   if (covered < total)
-    out.push_back({"dcp-chunk-gap", "error",
+    out.push_back({model::code_name(model::Code::DcpChunkGap), model::Severity::Error,
                    "'" + entry.key + "': chunks cover " + std::to_string(covered) + " of its " +
                        std::to_string(total) + " elements (shape " + shape_text(entry.size) + ", " +
                        std::to_string(entry.chunks.size()) + " chunk" +

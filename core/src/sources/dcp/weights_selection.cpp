@@ -103,7 +103,7 @@ WeightsSelection select_weights(const Checkpoint& ckpt) {
         throw Error(ErrorKind::Corrupt, md.path, where_key(*e),
                     "a chunk's rank is not the tensor's; nothing is written");
     for (const auto& p : tiling_problems(*e))
-      if (p.severity == "error")
+      if (p.severity == model::Severity::Error)
         throw Error(ErrorKind::Inconsistent, md.path, where_key(*e),
                     "its chunks do not make up the tensor (" + p.message + "); nothing is written");
     for (const auto& c : e->chunks)

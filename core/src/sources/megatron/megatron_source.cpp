@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/request_field.h"
 #include "ckptdoc/sources/dcp/diagnose.h"
 #include "ckptdoc/sources/dcp/report_text.h"
@@ -53,33 +54,40 @@ void add_megatron_findings(dcp::Report& r, const megatron::IterationFolder& f, c
                            const megatron::MainParamComparison& mains) {
   std::vector<dcp::Problem> added;
   for (const auto& finding : megatron::main_param_findings(mains))
-    added.push_back({finding.code, finding.severity == analysis::Severity::Error ? "error" : "warning",
-                     finding.message, finding.files.empty() ? "" : finding.files.front(),
-                     finding.params.empty() ? "" : mains.prefix + finding.params.front()});
+    // master_findings reports errors and warnings only (fp32-master-mismatch, fp32-master-drift).
+    added.push_back(
+        {finding.code,
+         finding.severity == analysis::Severity::Error ? model::Severity::Error : model::Severity::Warning,
+         finding.message, finding.files.empty() ? "" : finding.files.front(),
+         finding.params.empty() ? "" : mains.prefix + finding.params.front()});
   if (!c.present)
-    added.push_back({"megatron-common-missing", "error",
+    added.push_back({model::code_name(model::Code::MegatronCommonMissing), model::Severity::Error,
                      "common.pt is absent: megatron-core's load reads the state that is not sharded (args, "
                      "iteration) from it",
                      "common.pt", ""});
   else if (!c.error.empty())
-    added.push_back({"megatron-common-unreadable", "error", "common.pt: " + c.error, "common.pt", ""});
+    added.push_back({model::code_name(model::Code::MegatronCommonUnreadable), model::Severity::Error,
+                     "common.pt: " + c.error, "common.pt", ""});
   for (const auto& h : c.hazards)
-    added.push_back(
-        {"unsafe-pickle", h.severity, h.message() + " " + pickle_advice(h.severity), "common.pt", ""});
+    added.push_back({model::code_name(model::Code::UnsafePickle),
+                     model::severity_of(h.severity),  // the hazard's own
+
+                     h.message() + " " + pickle_advice(h.severity), "common.pt", ""});
   if (c.iteration && f.iteration && *c.iteration != *f.iteration)
-    added.push_back({"megatron-iteration-mismatch", "warning",
+    added.push_back({model::code_name(model::Code::MegatronIterationMismatch), model::Severity::Warning,
                      "common.pt says iteration " + std::to_string(*c.iteration) +
                          ", the folder is iteration " + std::to_string(*f.iteration),
                      "common.pt", ""});
-  const size_t errors_before = std::count_if(r.problems.begin(), r.problems.end(),
-                                             [](const auto& p) { return p.severity == "error"; });
+  const size_t errors_before = std::count_if(r.problems.begin(), r.problems.end(), [](const auto& p) {
+    return p.severity == model::Severity::Error;
+  });
   const size_t warnings_before = r.problems.size() - errors_before;
   r.problems.insert(r.problems.end(), added.begin(), added.end());
   std::stable_sort(r.problems.begin(), r.problems.end(), [](const auto& a, const auto& b) {
-    return (a.severity == "error") > (b.severity == "error");
+    return (a.severity == model::Severity::Error) > (b.severity == model::Severity::Error);
   });
   size_t errors = 0;
-  for (const auto& p : r.problems) errors += p.severity == "error";
+  for (const auto& p : r.problems) errors += p.severity == model::Severity::Error;
   const size_t warnings = r.problems.size() - errors;
   if (errors != errors_before || warnings != warnings_before) {
     // the DCP sentence's basis stays true; its opening count is replaced by the new one

@@ -18,16 +18,19 @@
 #include <string>
 #include <vector>
 
+#include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/sources/dcp/checkpoint.h"
 
 namespace ckptdoc::dcp {
 
+// Its code is one of the code table's (model/finding_codes.h), shared with DeepSpeed's findings.
 struct Problem {
-  std::string code;
-  std::string severity;  // "error" | "warning" | "info"
-  std::string message;   // one line, naming the key and file
-  std::string file;      // the file at fault (relative to the folder), or empty
-  std::string key;       // the state-dict key, or empty
+  std::string code;  // model::code_name() of a model::Code
+  // The code table's default severity unless the site that reports it says why not.
+  model::Severity severity = model::Severity::Info;
+  std::string message;  // one line, naming the key and file
+  std::string file;     // the file at fault (relative to the folder), or empty
+  std::string key;      // the state-dict key, or empty
 };
 
 struct TensorSummary {
