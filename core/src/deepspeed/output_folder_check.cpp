@@ -32,10 +32,12 @@ CheckedOutputFolder check_output_folder(const std::string& output, const std::ve
   const std::string& out = result.path;
   for (const auto& input : inputs) {
     const std::string in = io::normalised_path(input);
-    if (io::inside_or_equal(out, in))
-      refuse(ErrorKind::InvalidRequest, "", "{output}",
-             "the output " + out + " is inside the input checkpoint " + in +
-                 "; choose a new folder elsewhere (the input is never modified)");
+    if (io::inside_or_equal(out, in)) {
+      std::string why = "the output " + out;
+      why += " is inside the input checkpoint " + in;
+      why += "; choose a new folder elsewhere (the input is never modified)";
+      refuse(ErrorKind::InvalidRequest, "", "{output}", why);
+    }
     if (io::inside_or_equal(in, out))
       refuse(ErrorKind::InvalidRequest, "", "{output}",
              "the output " + out + " contains the input checkpoint; choose a new folder");
