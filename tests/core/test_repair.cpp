@@ -2,6 +2,8 @@
 // re-diagnoses clean and satisfies the loader invariants; values are checked exactly (refresh: fp32 ==
 // upcast(lp); repartition round trips: fp32 and moments bit for bit); failures and cancels leave nothing
 // behind.
+#include <unistd.h>
+
 #include <QtTest>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +15,7 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/fault_injection.h"
 #include "ckptdoc/repair/plan.h"
+#include "ckptdoc/universal/convert.h"
 #include "test_support.h"
 
 using namespace ckptdoc;
@@ -122,9 +125,19 @@ bool has_finding(const analysis::Report& r, const std::string& code) {
   return false;
 }
 
+// Every file under `dir` with its bytes, to prove a folder was left exactly as it was.
+std::map<std::string, std::string> tree_bytes(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  if (!fs::exists(dir)) return {{"(no folder)", dir}};
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) files[fs::relative(e.path(), dir).string()] = test::read_text(e.path().string());
+  return files;
+}
+
 bool partial_left(const std::string& parent) {
   for (const auto& e : fs::directory_iterator(parent))
-    if (e.path().filename().string().find(".ckptdoc-partial-") != std::string::npos) return true;
+    for (const char* kind : {".ckptdoc-partial-", ".ckptdoc-replaced-"})
+      if (e.path().filename().string().find(kind) != std::string::npos) return true;
   return false;
 }
 
@@ -439,6 +452,78 @@ class TestRepair : public QObject {
     QVERIFY(fired > 3);
     QCOMPARE(test::read_text(in + "/latest"), before);
     QVERIFY(!diagnose_dir(in).findings.empty());  // input untouched: still stale
+  }
+
+  // A folder named as this run's partial folder ("<out>.ckptdoc-partial-<pid>") was removed before the run
+  // made its own. On storage shared between hosts it may be a live writer's with the same pid: now it is
+  // refused and left as it is, by the repair and by the conversion to universal.
+  void aFolderNamedAsThisRunsPartialIsNeverRemoved() {
+    test::TempDir dir;
+    const auto in = copy_fixture(dir, "zero2_fp16_ws2");
+    const std::string out = dir.file("out");
+    const std::string theirs = out + ".ckptdoc-partial-" + std::to_string(::getpid()) + "/rank0.pt";
+    fs::create_directories(fs::path(theirs).parent_path());
+    test::write_text(theirs, "another host's writer");
+    repair::RepairRequest rq;
+    rq.refresh_fp32 = true;
+    try {
+      run(in, out, rq);
+      QFAIL("the repair wrote beside a partial folder it did not make");
+    } catch (const Error& e) {
+      QCOMPARE(e.kind(), ErrorKind::OutputExists);
+    }
+    universal::ToUniversalOptions uo;
+    uo.device = DeviceKind::Cpu;
+    try {
+      universal::convert_to_universal(*deepspeed::Checkpoint::open(in), out, uo);
+      QFAIL("the conversion wrote beside a partial folder it did not make");
+    } catch (const Error& e) {
+      QCOMPARE(e.kind(), ErrorKind::OutputExists);
+    }
+    QCOMPARE(test::read_text(theirs), std::string("another host's writer"));
+    QVERIFY(!fs::exists(out));
+  }
+
+  // --force replacing an earlier output, with a write failing at each call in turn: the earlier output must
+  // stay whole. The conversion to universal deleted it before its rename, so a failed rename lost it.
+  void failedReplacementsKeepTheEarlierOutput() {
+    test::TempDir dir;
+    const auto in = copy_fixture(dir, "zero2_fp16_ws2");
+    const std::string out = dir.file("out");
+    test::copy_tree(in, out);  // the earlier output: a DeepSpeed checkpoint, which --force may replace
+    const auto before = tree_bytes(out);
+    int fired = 0;
+    // Every call of the kinds that publish (each rename, each directory fsync), and every 7th call of any
+    // kind.
+    for (const auto& [calls, step] :
+         {std::pair<std::string, uint64_t>{"rename", 1}, {"fsync_dir", 1}, {"any", 7}})
+      for (uint64_t at = 1; at < 400; at += step) {
+        FaultPlan plan;
+        plan.at_call = at;
+        plan.calls = calls;
+        FaultyIo io(posix_io(), plan);
+        universal::ToUniversalOptions uo;
+        uo.device = DeviceKind::Cpu;
+        uo.force = true;
+        bool threw = false;
+        try {
+          universal::convert_to_universal(*deepspeed::Checkpoint::open(in), out, uo, nullptr, io);
+        } catch (const Error&) {
+          threw = true;
+        }
+        if (!io.fired()) {  // no call of this kind was left to fail: it published, so the earlier output is
+                            // back
+          fs::remove_all(out);
+          test::copy_tree(in, out);
+          break;
+        }
+        ++fired;
+        const QString where = QString::fromStdString(calls) + QString(" call %1").arg(at);
+        QVERIFY2(threw, qPrintable(where + " failed silently"));
+        QVERIFY2(tree_bytes(out) == before, qPrintable("the earlier output changed at " + where));
+        QVERIFY(!partial_left(dir.path()));
+      }
+    QVERIFY(fired > 3);
   }
 
   void cancelLeavesNothing() {

@@ -1,12 +1,11 @@
-// run_repair: writes the repaired checkpoint into "<output>.ckptdoc-partial-<pid>" (every file through
-// AtomicFile on the injectable FileIo), renames it into place, then re-opens and re-diagnoses it.
-#include <unistd.h>
-
+// run_repair: writes the repaired checkpoint into "<output>.ckptdoc-partial-<pid>" (io::PartialFolder; every
+// file through AtomicFile on the injectable FileIo), renames it into place, then re-opens and re-diagnoses
+// it.
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/io/deferred_sync.h"
 #include "ckptdoc/repair/plan.h"
 #include "deepspeed/output_folder_check.h"
-#include "io/writer_lock.h"
+#include "io/partial_folder.h"
 #include "repair/publish.h"
 #include "repair/run_distributed.h"
 #include "repair/runner.h"
@@ -22,13 +21,10 @@ RepairResult run_repair(const deepspeed::Checkpoint& ckpt, const std::string& ou
   RepairResult result;
   result.plan = make_plan(ckpt, output, rq);
   const std::string out = result.plan.output;
-  const std::string partial = out + ".ckptdoc-partial-" + std::to_string(::getpid());
   deepspeed::detail::remove_dead_leftovers(out);  // an earlier run killed part way
-  remove_tree_quietly(partial);
   bool renamed = false;
-  try {
-    check_io(io.mkdir(partial), partial, "mkdir");
-    const io::WriterLock claim(partial);  // killed, this folder is removed by the next run at once
+  {
+    io::PartialFolder partial(out, io);  // removed on failure: nothing half-done stays behind
     // A tensor/pipeline-parallel job: every model-parallel rank writes its own files; mp rank 0 last
     // (`latest`).
     {
@@ -38,14 +34,13 @@ RepairResult run_repair(const deepspeed::Checkpoint& ckpt, const std::string& ou
       for (int m = ckpt.slice_count() - 1; m >= 0; --m) {
         const auto slice = ckpt.slice(m);
         Runner runner(*slice, rq, result.plan, progress, deferred);
-        runner.run(partial);
+        runner.run(partial.path());
       }
       deferred.flush();
     }
-    publish_folder(partial, out, io, renamed, result.plan.output_existed);  // on failure, `out` is as it was
-  } catch (...) {
-    remove_tree_quietly(partial);  // nothing half-done stays behind
-    throw;
+    publish_folder(partial.path(), out, io, renamed,
+                   result.plan.output_existed);  // on failure, `out` is as it was
+    partial.keep();
   }
   // From here on the output is in place: whatever happens to the verification, this returns and says so.
   result.output = out;

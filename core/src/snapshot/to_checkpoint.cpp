@@ -1,7 +1,5 @@
 // convert_to_checkpoint: each DeepSpeed file of a snapshot written with core's torch writer into a partial
 // folder, renamed into place, re-read and compared with the snapshot bit for bit.
-#include <unistd.h>
-
 #include <chrono>
 #include <filesystem>
 
@@ -11,7 +9,7 @@
 #include "ckptdoc/snapshot/convert.h"
 #include "ckptdoc/snapshot/snapshot.h"
 #include "deepspeed/output_folder_check.h"
-#include "io/writer_lock.h"
+#include "io/partial_folder.h"
 #include "repair/publish.h"
 #include "repair/runner.h"
 
@@ -67,12 +65,10 @@ ToCheckpointResult convert_to_checkpoint(const deepspeed::Checkpoint& ck, const 
   if (progress) progress->set_stage("writing checkpoint files", total);
 
   FileIo& io = current_io();
-  const std::string partial = result.save_dir + ".ckptdoc-partial-" + std::to_string(::getpid());
-  repair::detail::remove_tree_quietly(partial);
   bool renamed = false;
-  try {
-    repair::detail::check_io(io.mkdir(partial), partial, "mkdir");
-    const io::WriterLock claim(partial);  // killed, this folder is removed by the next run at once
+  {
+    io::PartialFolder made(result.save_dir, io);  // removed on failure: nothing half-done stays behind
+    const std::string& partial = made.path();
     const std::string tag_dir = partial + "/" + result.tag;
     repair::detail::check_io(io.mkdir(tag_dir), tag_dir, "mkdir");
     for (const auto& f : files) {
@@ -96,9 +92,7 @@ ToCheckpointResult convert_to_checkpoint(const deepspeed::Checkpoint& ck, const 
     repair::detail::check_io(io.fsync_dir(tag_dir), tag_dir, "fsync of directory");
     repair::detail::check_io(io.fsync_dir(partial), partial, "fsync of directory");
     repair::detail::publish_folder(partial, result.save_dir, io, renamed, checked.existed);
-  } catch (...) {
-    repair::detail::remove_tree_quietly(renamed ? result.save_dir : partial);
-    throw;
+    made.keep();
   }
 
   if (progress) progress->set_stage("verifying", total);

@@ -1,17 +1,13 @@
 #include "universal/output_folder.h"
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/deferred_sync.h"
 #include "deepspeed/output_folder_check.h"
-#include "io/writer_lock.h"
-
-namespace fs = std::filesystem;
+#include "io/partial_folder.h"
+#include "repair/publish.h"
 
 namespace ckptdoc::universal::detail {
 namespace {
@@ -36,39 +32,18 @@ void make_dir(FileIo& io, const std::string& path) {
 
 void publish_folder(const CheckedOutputFolder& output, FileIo& io,
                     const std::function<void(const std::string& dir, FileIo& io)>& write) {
-  const std::string& out = output.path;
-  const std::string partial = out + ".ckptdoc-partial-" + std::to_string(::getpid());
-  std::error_code ec;
-  fs::remove_all(partial, ec);
-  bool renamed = false;
-  try {
-    make_dir(io, partial);
-    const io::WriterLock claim(partial);  // killed, this folder is removed by the next run at once
-    {
-      io::DeferredSyncIo deferred(io);
-      write(partial, deferred);
-      deferred.flush();
-    }
-    check(io.fsync_dir(partial), partial, "fsync of directory");
-    if (output.existed && fs::exists(out, ec)) {  // checked_output allowed it: empty, or --force
-      fs::remove_all(out, ec);
-      if (ec) throw Error(ErrorKind::Io, out, "", "cannot replace the existing output: " + ec.message());
-    }
-    if (const int err = io.rename_noreplace(partial, out); err == EEXIST || err == ENOTEMPTY)
-      throw Error(
-          ErrorKind::OutputExists, out, "",
-          "another process published an output here while ckptdoc wrote this one; that output is kept and "
-          "this one was not published (run again with another output folder)");
-    else
-      check(err, out, "rename");
-    renamed = true;
-    const fs::path parent = fs::path(out).parent_path();
-    check(io.fsync_dir(parent.empty() ? std::string(".") : parent.string()), parent.string(),
-          "fsync of directory");
-  } catch (...) {
-    fs::remove_all(renamed ? out : partial, ec);  // nothing half-done stays behind
-    throw;
+  io::PartialFolder partial(output.path, io);  // removed on failure: nothing half-done stays behind
+  {
+    io::DeferredSyncIo deferred(io);
+    write(partial.path(), deferred);
+    deferred.flush();
   }
+  check(io.fsync_dir(partial.path()), partial.path(), "fsync of directory");
+  // An output --force allowed is moved aside and removed only once the new one is in place (repair's
+  // publish).
+  bool renamed = false;
+  repair::detail::publish_folder(partial.path(), output.path, io, renamed, output.existed);
+  partial.keep();
 }
 
 }  // namespace ckptdoc::universal::detail

@@ -18,9 +18,10 @@ CheckedOutputFolder checked_output(const std::string& output, const std::string&
                                    const std::string& input_tag_dir, bool force);
 
 // Runs write(partial, io) on "<out>.ckptdoc-partial-<pid>", makes all of it durable, renames it to `out`
-// (replacing only a folder that was there when checked; never one another process published meanwhile) and
-// fsyncs the parent. `write` gets a FileIo over `io` whose fsyncs are made together before the rename
-// (io/deferred_sync.h). Any failure removes the partial folder (or the renamed output) and rethrows.
+// (replacing only a folder that was there when checked, moved aside first and removed last; never one another
+// process published meanwhile) and fsyncs the parent. `write` gets a FileIo over `io` whose fsyncs are made
+// together before the rename (io/deferred_sync.h). Any failure removes the partial folder, leaves `out` as it
+// was, and rethrows.
 void publish_folder(const CheckedOutputFolder& out, FileIo& io,
                     const std::function<void(const std::string& dir, FileIo& io)>& write);
 

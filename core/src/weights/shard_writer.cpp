@@ -1,6 +1,4 @@
 // Writes a planned set of shards (and their index) into a folder, atomically (see weights/shards.h).
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -11,7 +9,7 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/weights/shards.h"
-#include "io/writer_lock.h"
+#include "io/partial_folder.h"
 
 namespace fs = std::filesystem;
 
@@ -48,17 +46,6 @@ void write_text_file(const std::string& path, const std::string& text) {
   out.commit();
 }
 
-// Removes a partial folder on every exit path but success.
-struct PartialFolder {
-  std::string path;
-  bool keep = false;
-  ~PartialFolder() {
-    if (keep || path.empty()) return;
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
 }  // namespace
 
 ShardedOutput write_shards(const std::vector<NamedTensor>& tensors, const ShardPlan& plan,
@@ -89,27 +76,25 @@ ShardedOutput write_shards(const std::vector<NamedTensor>& tensors, const ShardP
   out.folder = dir.string();
   if (empty) {
     // Build beside the target, then rename it into place: the folder appears complete or not at all.
-    PartialFolder partial{dir.string() + ".ckptdoc-partial-" + std::to_string(::getpid())};
-    fs::remove_all(partial.path, ec);
-    if (!fs::create_directories(partial.path, ec) || ec)
-      throw Error(ErrorKind::Io, partial.path, "", "cannot create the output folder: " + ec.message());
-    const io::WriterLock claim(partial.path);  // killed, this folder is removed by the next run at once
+    if (dir.has_parent_path() && (fs::create_directories(dir.parent_path(), ec), ec))
+      throw Error(ErrorKind::Io, dir.parent_path().string(), "", "cannot create the folder: " + ec.message());
+    io::PartialFolder partial(dir.string(), current_io());  // removed on failure: nothing half-done stays
     for (const auto& s : plan.shards) {
       try {
-        write_one(partial.path + "/" + s.file, tensors, s, format);
+        write_one(partial.path() + "/" + s.file, tensors, s, format);
       } catch (const Error& e) {
         // Named as the user asked for it: the partial folder is gone when they read this.
         throw Error(e.kind(), (dir / s.file).string(), e.where(), e.detail() + " (nothing was published)");
       }
       out.files.push_back(s.file);
-      out.bytes += fs::file_size(partial.path + "/" + s.file, ec);
+      out.bytes += fs::file_size(partial.path() + "/" + s.file, ec);
     }
     if (plan.sharded()) {
-      write_text_file(partial.path + "/" + index_name(format), index_json(tensors, plan));
+      write_text_file(partial.path() + "/" + index_name(format), index_json(tensors, plan));
       out.files.push_back(index_name(format));
     }
     if (exists) fs::remove(dir, ec);  // an empty folder the user made for us
-    if (const int rc = current_io().rename_noreplace(partial.path, dir.string());
+    if (const int rc = current_io().rename_noreplace(partial.path(), dir.string());
         rc == EEXIST || rc == ENOTEMPTY)
       throw Error(
           ErrorKind::OutputExists, folder, "",
@@ -118,7 +103,7 @@ ShardedOutput write_shards(const std::vector<NamedTensor>& tensors, const ShardP
     else if (rc != 0)
       throw Error(ErrorKind::Io, folder, "",
                   std::string("rename of the finished folder failed: ") + std::strerror(rc));
-    partial.keep = true;
+    partial.keep();
     const std::string parent = dir.has_parent_path() ? dir.parent_path().string() : ".";
     current_io().fsync_dir(parent.empty() ? "." : parent);
     return out;

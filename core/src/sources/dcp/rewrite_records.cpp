@@ -14,8 +14,7 @@
 #include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/request_field.h"
 #include "deepspeed/output_folder_check.h"
-#include "io/path_relation.h"
-#include "io/writer_lock.h"
+#include "io/partial_folder.h"
 #include "repair/publish.h"
 
 namespace ckptdoc::dcp {
@@ -134,44 +133,26 @@ void write_record(const StorageRecord& record, std::span<const uint8_t> data, co
 }
 
 std::string checked_new_output(const std::string& output, const std::vector<std::string>& inputs) {
-  if (output.empty())
-    throw Error(ErrorKind::InvalidRequest, "", request_text("{output}"), "an output folder is required");
-  std::string out = io::normalised_path(output);
-  for (const auto& in : inputs)
-    if (io::inside_or_equal(out, io::normalised_path(in)))
-      throw Error(ErrorKind::InvalidRequest, out, request_text("{output}"),
-                  "is inside the checkpoint folder " + io::normalised_path(in) +
-                      "; choose a path outside it (the input is never modified)");
-  if (fs::exists(fs::symlink_status(out)))
-    throw Error(ErrorKind::InvalidRequest, out, request_text("{output}"),
+  // Where any writer's output may go (deepspeed/output_folder_check.h), and stricter: nothing may be there.
+  const auto checked = deepspeed::detail::check_output_folder(output, inputs, /*force=*/false);
+  if (checked.existed)
+    throw Error(ErrorKind::InvalidRequest, checked.path, request_text("{output}"),
                 "exists; repair writes a new folder");
-  return out;
+  return checked.path;
 }
 
 void write_new_folder(const std::string& output, const std::function<void(const std::string& partial)>& fill,
                       FileIo& io) {
   deepspeed::detail::remove_dead_leftovers(output);  // what a killed run left, once provably abandoned
-  const std::string partial = output + ".ckptdoc-partial-" + std::to_string(::getpid());
-  // A folder of this name that is still here is not this run's (a live writer's on shared storage, or a
-  // leftover not yet provably abandoned): it is refused, never removed.
-  if (const int err = io.mkdir(partial); err == EEXIST)
-    throw Error(ErrorKind::OutputExists, partial, "",
-                "exists and was not made by this run; it is left as it is (remove it if no ckptdoc run "
-                "writes there, or choose another output folder)");
-  else if (err != 0)
-    throw Error(ErrorKind::Io, partial, "", std::string("mkdir: ") + std::strerror(err));
-  bool renamed = false;
+  io::PartialFolder partial(output, io);             // removed on failure: nothing half-done stays behind
   try {
-    const io::WriterLock claim(partial);  // killed, this folder is removed by the next run at once
-    fill(partial);
-    sync_tree(partial, io);
-    repair::detail::publish_folder(partial, output, io, renamed, /*replace_existing=*/false);
+    fill(partial.path());
+    sync_tree(partial.path(), io);
+    bool renamed = false;
+    repair::detail::publish_folder(partial.path(), output, io, renamed, /*replace_existing=*/false);
+    partial.keep();
   } catch (const fs::filesystem_error& e) {
-    if (!renamed) repair::detail::remove_tree_quietly(partial);
     throw io::error_from(e);
-  } catch (...) {
-    if (!renamed) repair::detail::remove_tree_quietly(partial);
-    throw;
   }
 }
 
