@@ -233,6 +233,33 @@ class TestOutputSafety : public QObject {
     QVERIFY(fs::exists(foreign));       // not a name ckptdoc gives
   }
 
+  // A writer replacing OUT under --force moves it aside ("OUT.ckptdoc-replaced-<pid>") and renames its new
+  // output in. Killed between the two, it left no OUT and the only copy of the old one aside, which the next
+  // run deleted as a dead writer's leftover. Now the next run puts it back first: without --force it refuses
+  // to replace it, with --force it replaces it, and nothing is left aside either way.
+  void anOutputMovedAsideByAKilledWriterComesBack() {
+    test::TempDir dir;
+    const std::string ck = real_checkpoint(dir.file("ck"));
+    pid_t dead = 4194000;
+    while (dead > 300000 && ::kill(dead, 0) == 0) --dead;  // an id no process has now
+    const std::string out = dir.file("out");
+    const std::string aside = out + ".ckptdoc-replaced-" + std::to_string(dead);
+    const auto r0 = test::run_cli({"repair", ck, "-o", aside, "--drop-optimizer", "--device", "cpu"});
+    CKPTDOC_EXPECT_EXIT(r0, 0);
+    const auto old_output = contents(aside);
+    fs::last_write_time(aside, fs::file_time_type::clock::now() - std::chrono::minutes(5));
+    auto r = test::run_cli({"repair", ck, "-o", out, "--refresh-fp32", "--device", "cpu"});
+    CKPTDOC_EXPECT_EXIT(r, 2);
+    QVERIFY2(mentions(r.err, "not empty"), r.err.c_str());
+    QVERIFY(!fs::exists(aside));
+    QVERIFY(contents(out) == old_output);
+    fs::rename(out, aside);
+    r = test::run_cli({"convert", ck, "-o", out, "--to", "universal", "-q", "--force"});
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    QVERIFY(!fs::exists(aside));
+    QVERIFY(fs::exists(out + "/global_step5_universal"));
+  }
+
   // A tag folder with thousands of files DeepSpeed does not read: the plan listed each and the repair copied
   // them with an fsync each (~135 files/s). Now the plan sums them up in one line and their syncs are made
   // together.
