@@ -58,4 +58,20 @@ std::string request_text(std::string_view text) {
       text, [namer](RequestField f) { return namer ? namer(f) : std::string(request_field_id(f)); });
 }
 
+std::string request_text(std::string_view text, std::initializer_list<std::string_view> literals) {
+  const std::string rendered = request_text(text);
+  std::string out;
+  out.reserve(rendered.size());
+  const auto* next = literals.begin();
+  size_t i = 0;
+  for (size_t at = rendered.find("{}"); at != std::string::npos && next != literals.end();
+       at = rendered.find("{}", i)) {
+    out.append(rendered, i, at - i);
+    out.append(*next++);
+    i = at + 2;
+  }
+  out.append(rendered, i);
+  return out;
+}
+
 }  // namespace ckptdoc

@@ -3,6 +3,7 @@
 // views by their controls' labels. Driven through make_plan on a committed real DeepSpeed checkpoint and the
 // CLI.
 #include <QtTest>
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -67,6 +68,30 @@ class TestRequestFields : public QObject {
     const std::string why = refusal_of(*ckpt, dir.file("out"), rq);
     QVERIFY2(has(why, "world_size and target are alternatives"), why.c_str());
     QVERIFY2(!has(why, "--") && !has(why, "{"), why.c_str());
+  }
+
+  // Paths in a refusal are never rendered: a folder named "{force}" was shown as "force" (or, in the CLI,
+  // "--force"). The output check and make_plan's refusals keep it as it is, and still name their fields.
+  void pathsInRefusalsAreNotRendered() {
+    NamerGuard guard;
+    set_request_field_namer(nullptr);
+    test::TempDir dir;
+    const std::string odd = dir.file("{force}");
+    std::filesystem::create_directories(odd);
+    test::copy_tree(test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint", odd + "/ck");
+    const auto ckpt = deepspeed::Checkpoint::open(odd + "/ck");
+    repair::RepairRequest rq;
+    rq.refresh_fp32 = true;
+    std::string why = refusal_of(*ckpt, odd + "/ck/out", rq);  // inside the input
+    QVERIFY2(has(why, odd + "/ck/out is inside the input checkpoint " + odd + "/ck;"), why.c_str());
+    std::filesystem::create_directories(odd + "/full");
+    test::write_text(odd + "/full/notes.txt", "mine");
+    why = refusal_of(*ckpt, odd + "/full", rq);  // not empty, no --force
+    QVERIFY2(has(why, odd + "/full exists and is not empty (pass force to replace"), why.c_str());
+    rq.force = true;
+    why = refusal_of(*ckpt, odd + "/full", rq);  // --force, but not a checkpoint
+    QVERIFY2(has(why, odd + "/full holds 'notes.txt'"), why.c_str());
+    QVERIFY2(has(why, "; force replaces only"), why.c_str());
   }
 
   void viewsNameTheirControls() {

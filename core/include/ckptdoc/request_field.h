@@ -6,6 +6,7 @@
 // knows no front end's spelling.
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,5 +43,8 @@ using RequestFieldNamer = std::string (*)(RequestField);
 void set_request_field_namer(RequestFieldNamer namer);
 // `text` with every mark named as the registered front end names it: what refusals and plan warnings carry.
 std::string request_text(std::string_view text);
+// The same, then each "{}" replaced in order by the next of `literals` (paths, names from a checkpoint),
+// which are never rendered: a folder named "{force}" stays so named.
+std::string request_text(std::string_view text, std::initializer_list<std::string_view> literals);
 
 }  // namespace ckptdoc

@@ -32,9 +32,12 @@ constexpr const char* kNotReadByDeepSpeed = "not read by DeepSpeed; copied as it
 
 // A request the planner turns down; most are bad options (InvalidRequest), the others say their kind.
 // Fields are marked ("{lp_source}") and named as the front end names them (request_field.h).
+// `where` is a field mark ("{force}"), rendered, or a path or "request", kept as it is.
 [[noreturn]] void refuse(const std::string& where, const std::string& why,
                          ErrorKind kind = ErrorKind::InvalidRequest) {
-  throw Error(kind, "", request_text(where), request_text(why));
+  const bool mark = where.size() > 2 && where.front() == '{' && where.back() == '}' &&
+                    request_field_from_id(std::string_view(where).substr(1, where.size() - 2));
+  throw Error(kind, "", mark ? request_text(where) : where, request_text(why));
 }
 
 bool zero12_like(OptimizerWrapper w) {
