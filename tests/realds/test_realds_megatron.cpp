@@ -346,7 +346,7 @@ class TestRealdsMegatron : public QObject {
     const auto out = in + "/model.safetensors";
     const auto r = test::run_cli({"export", in, "-o", out});
     CKPTDOC_EXPECT_EXIT(r, 2);
-    QVERIFY2(r.err.find("is inside the input checkpoint") != std::string::npos, r.err.c_str());
+    QVERIFY2(r.err.find("is inside the checkpoint folder") != std::string::npos, r.err.c_str());
     QVERIFY(!std::filesystem::exists(out));
   }
 

@@ -80,11 +80,13 @@ ToCheckpointResult convert_to_checkpoint(const deepspeed::Checkpoint& ck, const 
       if (progress) progress->add(f.bytes);
     }
     for (const auto& extra : m.extra_files) {  // zero_to_fp32.py: DeepSpeed copies it beside `latest`
+      const std::string from = (fs::path(snap->dir()) / extra).string();
+      const std::string to = (fs::path(partial) / extra).string();
       std::error_code ec;
-      if (!fs::is_regular_file(snap->dir() + "/" + extra, ec)) continue;
-      deepspeed::copy_file(snap->dir() + "/" + extra, partial + "/" + extra, io);
+      if (!fs::is_regular_file(from, ec)) continue;
+      deepspeed::copy_file(from, to, io);
       std::error_code pe;
-      fs::permissions(partial + "/" + extra, fs::status(snap->dir() + "/" + extra, pe).permissions(), pe);
+      fs::permissions(to, fs::status(from, pe).permissions(), pe);
       result.files.push_back(extra);
     }
     deepspeed::write_text_file(partial + "/latest", result.tag, io);
