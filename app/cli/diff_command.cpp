@@ -1,10 +1,12 @@
-// `ckptdoc diff A B`: two checkpoints, Hugging Face folders or weights files compared tensor by tensor.
+// `ckptdoc diff A B`: two checkpoints of any format ckptdoc reads (DeepSpeed, Hugging Face folders, weights
+// files, DCP / Accelerate / Megatron-core folders), compared tensor by tensor.
 // Exit 0 equal, 1 different, 2 unusable input.
 #include <cmath>
 #include <cstdio>
 
 #include "ckptdoc/analysis/diff.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/sources/registry.h"
 #include "commands.h"
 #include "format_helpers.h"
 #include "progress_bar.h"
@@ -68,6 +70,28 @@ void print_text(const analysis::DiffResult& r, int max_rows) {
   }
 }
 
+// One side and what its tensors read from, kept open while they are compared.
+struct Side {
+  analysis::DiffSide side;
+  std::shared_ptr<const void> keep_alive;
+};
+
+// The catalog's sources (DeepSpeed, universal, Hugging Face, weights files) give what --what names; the
+// others (DCP, Accelerate, Megatron-core) their weights as export writes them.
+Side open_side(const std::string& path, analysis::DiffWhat what) {
+  const auto source = sources::find_source(path);
+  if (source->reads_into_catalog()) {
+    std::shared_ptr<const deepspeed::Checkpoint> ckpt = deepspeed::Checkpoint::open(path);
+    return {analysis::diff_side(*ckpt, what), ckpt};
+  }
+  if (!source->can(sources::Command::Diff)) throw source->refusal(path, sources::Command::Diff);
+  if (what == analysis::DiffWhat::ExpAvg || what == analysis::DiffWhat::ExpAvgSq)
+    throw Error(ErrorKind::InvalidRequest, path, "--what " + std::string(analysis::diff_what_name(what)),
+                std::string(source->description()) + " is compared by its weights only");
+  auto w = source->weight_tensors(path);
+  return {{std::move(w.what), std::move(w.tensors)}, std::move(w.keep_alive)};
+}
+
 }  // namespace
 
 int run_diff(const DiffCommandOptions& o) {
@@ -77,14 +101,13 @@ int run_diff(const DiffCommandOptions& o) {
     options.atol = o.atol;
     options.rtol = o.rtol;
     if (!(options.atol >= 0) || !(options.rtol >= 0)) throw Error("", "--atol/--rtol", "must be >= 0");
-    deepspeed::OpenOptions open_a, open_b;
-    const auto a = deepspeed::Checkpoint::open(o.a, open_a);
-    const auto b = deepspeed::Checkpoint::open(o.b, open_b);
+    const Side a = open_side(o.a, options.what);
+    const Side b = open_side(o.b, options.what);
     Progress progress;
     analysis::DiffResult r;
     {
       ProgressBar bar(progress);
-      r = analysis::diff(*a, *b, options, &progress);
+      r = analysis::diff(a.side, b.side, options, &progress);
     }
     if (o.json)
       std::printf("%s\n", analysis::diff_json(r).c_str());

@@ -153,10 +153,13 @@ int run_command_line(int argc, char** argv) {
   cli::DiffCommandOptions df;
   auto* diff_cmd =
       app.add_subcommand("diff",
-                         "Compare two checkpoints, Hugging Face folders or weights files tensor by "
-                         "tensor; exit 0 equal, 1 different, 2 unusable input");
-  diff_cmd->add_option("A", df.a, "DeepSpeed checkpoint, Hugging Face folder or weights file")->required();
-  diff_cmd->add_option("B", df.b, "DeepSpeed checkpoint, Hugging Face folder or weights file")->required();
+                         "Compare two checkpoints of any format ckptdoc reads tensor by tensor; exit 0 "
+                         "equal, 1 different, 2 unusable input");
+  const char* diff_side =
+      "DeepSpeed checkpoint, Hugging Face folder, weights file, or DCP / Accelerate / "
+      "Megatron-core folder (its weights)";
+  diff_cmd->add_option("A", df.a, diff_side)->required();
+  diff_cmd->add_option("B", df.b, diff_side)->required();
   diff_cmd->add_option("--what", df.what, "DeepSpeed side: fp32 (default) | lp | exp_avg | exp_avg_sq")
       ->check(CLI::IsMember({"fp32", "lp", "exp_avg", "exp_avg_sq"}));
   diff_cmd->add_option("--atol", df.atol, "Equal when |A-B| <= atol + rtol*|B| (default 0: exact)");

@@ -217,7 +217,7 @@ class TestSourceRegistry : public QObject {
   // What test_dcp and test_dcp_export expect of the committed fixture, through the registry.
   void dcpFixtureThroughTheRegistryAsBefore() {
     const auto source = sources::find_source(dcp_fixture());
-    QCOMPARE(source->supported_commands(), std::string("`inspect`, `diagnose`, `export` and `repair`"));
+    QCOMPARE(source->supported_commands(), std::string("`inspect`, `diagnose`, `export`, `repair` and `diff`"));
     const auto ckpt = dcp::Checkpoint::open(dcp_fixture());
     const auto json = source->inspect({.path = dcp_fixture(), .json = true});
     QCOMPARE(json.text, dcp::metadata_json(*ckpt) + "\n");
@@ -248,7 +248,7 @@ class TestSourceRegistry : public QObject {
     const auto convert = test::run_cli({"convert", dcp_fixture(), "-o", dir.file("r"), "--to", "universal"});
     CKPTDOC_EXPECT_EXIT(convert, 2);
     QVERIFY2(has(convert.err, "(source \"dcp\")") &&
-                 has(convert.err, "reads it with `inspect`, `diagnose`, `export` and `repair`"),
+                 has(convert.err, "reads it with `inspect`, `diagnose`, `export`, `repair` and `diff`"),
              convert.err.c_str());
   }
 

@@ -704,7 +704,7 @@ class TestDcp : public QObject {
     const auto r = test::run_cli({"convert", fixture(), "-o", dir.file("out"), "--to", "universal"});
     CKPTDOC_EXPECT_EXIT(r, 2);
     QVERIFY2(r.err.find("a PyTorch Distributed Checkpoint") != std::string::npos, r.err.c_str());
-    QVERIFY2(r.err.find("`export` and `repair`") != std::string::npos, r.err.c_str());
+    QVERIFY2(r.err.find("`repair` and `diff`") != std::string::npos, r.err.c_str());
     QVERIFY(!fs::exists(dir.file("out")));
   }
 };

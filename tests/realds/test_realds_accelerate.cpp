@@ -107,6 +107,38 @@ class TestRealdsAccelerate : public QObject {
 
   // `ckptdoc export SAVE_STATE -o model.safetensors` is Accelerate's merge_fsdp_weights output byte for byte;
   // `-o pytorch_model.bin` holds the tensors of its torch form (--unsafe_serialization) bit for bit.
+  // `ckptdoc diff` of the save_state folder against `accelerate merge-weights`' output of it (both its
+  // safetensors and its torch file): every weight equal, and a weight changed in a copy of that output is
+  // named with its max |A-B|.
+  void diffAgainstMergeWeights() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kEntry);
+    const std::string ref = fs::path(e.save_dir).parent_path().string() + "/ref";
+    for (const char* file : {"model.safetensors", "pytorch_model.bin"}) {
+      const auto r = test::run_cli({"diff", e.save_dir, ref + "/" + file});
+      QVERIFY2(r.exit_code == 0, qPrintable(QString::fromStdString(r.out + r.err)));
+      QVERIFY2(r.out.find("29 tensors compared: 29 equal, 0 different; 0 only in A, 0 only in B") !=
+                   std::string::npos,
+               r.out.c_str());
+    }
+    const test::TempDir dir;
+    const std::string changed = dir.file("changed.safetensors");
+    const auto edit =
+        realds::python_with_deepspeed({"-c",
+                                       "import sys\n"
+                                       "from safetensors.torch import load_file, save_file\n"
+                                       "sd = load_file(sys.argv[1])\n"
+                                       "sd['transformer.h.0.mlp.c_fc.bias'][3] += 0.5\n"
+                                       "save_file(sd, sys.argv[2], metadata={'format': 'pt'})\n",
+                                       ref + "/model.safetensors", changed},
+                                      "0.19");
+    QVERIFY2(edit.exit_code == 0, qPrintable(QString::fromStdString(edit.out + edit.err)));
+    const auto r = test::run_cli({"diff", e.save_dir, changed});
+    QVERIFY2(r.exit_code == 1, qPrintable(QString::fromStdString(r.out + r.err)));
+    QVERIFY2(r.out.find("28 equal, 1 different") != std::string::npos, r.out.c_str());
+    QVERIFY2(r.out.find("transformer.h.0.mlp.c_fc.bias") != std::string::npos, r.out.c_str());
+  }
+
   void exportEqualsMergeWeights() {
     REALDS_REQUIRE_DS("0.19");
     const auto e = realds::checkpoint(kEntry);

@@ -336,6 +336,33 @@ class TestRealdsMegatron : public QObject {
              realds::describe(check).c_str());
   }
 
+  // `ckptdoc diff` of two real Megatron-core saves against torch's comparison of them (diff_reference.py):
+  // the fine-tuning run saved its loaded weights unchanged (only its mains are stale), the tensor-parallel
+  // run is another model state; as many tensors and as many equal as torch counts.
+  void diffAgreesWithTorch() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto local = realds::checkpoint(kLocal);
+    for (const auto* other : {kStale, kEntry}) {
+      const auto e = realds::checkpoint(other);
+      const auto judge =
+          realds::python_with_deepspeed({test::source_dir() + "/tests/fixtures/dcp/diff_reference.py",
+                                         tracked_iteration_dir(local), tracked_iteration_dir(e)},
+                                        "0.19");
+      QVERIFY2(judge.exit_code == 0, realds::describe(judge).c_str());
+      const auto want = realds::parse(judge.out.substr(judge.out.rfind("\n{") + 1));
+      const auto tensors = want["tensors"].toObject();
+      int equal = 0;
+      for (const auto& t : tensors)
+        equal += t.toObject()["exact"].toDouble() == t.toObject()["numel"].toDouble() ? 1 : 0;
+      const auto r = test::run_cli({"diff", local.save_dir, e.save_dir});
+      const std::string counts = std::to_string(tensors.size()) +
+                                 " tensors compared: " + std::to_string(equal) + " equal, " +
+                                 std::to_string(tensors.size() - equal) + " different";
+      QVERIFY2(r.out.find(counts) != std::string::npos, (counts + "\n" + r.out + r.err).c_str());
+      CKPTDOC_EXPECT_EXIT(r, equal == tensors.size() ? 0 : 1);
+    }
+  }
+
   // The save folder holds more than the iteration folder read: an output inside it is refused, not written
   // beside the iterations (main wrote it there).
   void exportIntoTheSaveFolderIsRefused() {

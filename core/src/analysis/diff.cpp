@@ -329,13 +329,21 @@ std::vector<NamedTensor> diff_tensors(const deepspeed::Checkpoint& ckpt, DiffWha
   return deepspeed::export_tensors(ckpt, o);
 }
 
+DiffSide diff_side(const deepspeed::Checkpoint& ckpt, DiffWhat what) {
+  return {describe(ckpt, what), diff_tensors(ckpt, what)};
+}
+
 DiffResult diff(const deepspeed::Checkpoint& a, const deepspeed::Checkpoint& b, const DiffOptions& options,
                 Progress* progress) {
+  return diff(diff_side(a, options.what), diff_side(b, options.what), options, progress);
+}
+
+DiffResult diff(const DiffSide& a, const DiffSide& b, const DiffOptions& options, Progress* progress) {
   DiffResult r;
-  r.a = describe(a, options.what);
-  r.b = describe(b, options.what);
-  const auto ta = diff_tensors(a, options.what);
-  const auto tb = diff_tensors(b, options.what);
+  r.a = a.what;
+  r.b = b.what;
+  const auto& ta = a.tensors;
+  const auto& tb = b.tensors;
   std::map<std::string, size_t> in_b;
   for (size_t i = 0; i < tb.size(); ++i) in_b.emplace(strip_module(tb[i].name), i);
   std::map<std::string, size_t> in_a;

@@ -71,4 +71,8 @@ Outcome Source::repair(const RepairRequest& request) const {
   throw refusal(request.path, Command::Repair);
 }
 
+WeightTensors Source::weight_tensors(const std::string& path) const {
+  throw refusal(path, Command::Diff);
+}
+
 }  // namespace ckptdoc::sources

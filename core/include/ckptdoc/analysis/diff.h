@@ -67,6 +67,17 @@ std::vector<NamedTensor> diff_tensors(const deepspeed::Checkpoint& ckpt, DiffWha
 DiffResult diff(const deepspeed::Checkpoint& a, const deepspeed::Checkpoint& b,
                 const DiffOptions& options = {}, Progress* progress = nullptr);
 
+// One side of a comparison: what it is ("DeepSpeed checkpoint /x (fp32)") and its tensors, unread.
+struct DiffSide {
+  std::string what;
+  std::vector<NamedTensor> tensors;
+};
+// The side `what` names of a checkpoint the catalog reads (diff_tensors, described as diff() does).
+DiffSide diff_side(const deepspeed::Checkpoint& ckpt, DiffWhat what);
+// Any two sides: the same comparison as above, for sources outside the catalog (sources::WeightTensors).
+DiffResult diff(const DiffSide& a, const DiffSide& b, const DiffOptions& options = {},
+                Progress* progress = nullptr);
+
 // {"a", "b", "equal", "removed", "added", "shape_changed", "tensors": [{name, dtype_a, dtype_b, shape, numel,
 //  max_abs_diff, rel_l2, exact_fraction, equal}, ...]} (ckptdoc diff --json).
 std::string diff_json(const DiffResult& result);

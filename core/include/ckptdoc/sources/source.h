@@ -7,6 +7,7 @@
 // weights) is read into the catalog (deepspeed::Checkpoint), whose front ends every command already has;
 // any other source reports itself through inspect / diagnose / export below, as neutral text the CLI prints.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,6 +15,7 @@
 
 #include "ckptdoc/deepspeed/export.h"  // NonFiniteTensor
 #include "ckptdoc/error.h"
+#include "ckptdoc/format/safetensors.h"  // NamedTensor
 
 namespace ckptdoc::sources {
 
@@ -54,6 +56,14 @@ struct RepairRequest {
   bool json = false;
 };
 
+// The model weights of a self-reporting source, as its export writes them (names, dtypes), produced lazily:
+// nothing is read until a tensor's bytes are pulled (`ckptdoc diff`).
+struct WeightTensors {
+  std::string what;                        // "PyTorch Distributed Checkpoint /x/step-3 (weights)"
+  std::vector<NamedTensor> tensors;        // export's names and order
+  std::shared_ptr<const void> keep_alive;  // what the tensors read from (the opened checkpoint)
+};
+
 struct Outcome {
   std::string text;   // what the command prints on stdout, as the request asked (text or JSON); may be empty
   int exit_code = 0;  // 0 ok, 1 problems found (diagnose)
@@ -92,6 +102,8 @@ class Source {
   virtual Outcome diagnose(const DiagnoseRequest& request) const;
   virtual ExportOutcome export_weights(const ExportRequest& request) const;
   virtual Outcome repair(const RepairRequest& request) const;
+  // Diff: the weights export_weights would write, unread.
+  virtual WeightTensors weight_tensors(const std::string& path) const;
 
   // "`inspect`, `diagnose` and `export`": the commands can() allows, in Command order.
   std::string supported_commands() const;

@@ -27,7 +27,7 @@ class AccelerateSource final : public Source {
   bool probe(const std::string& path) const override { return accelerate::is_save_state_folder(path); }
   bool can(Command command) const override {
     return command == Command::Inspect || command == Command::Diagnose || command == Command::Export ||
-           command == Command::Repair;
+           command == Command::Repair || command == Command::Diff;
   }
 
   bool exports_torch() const override { return true; }
@@ -78,17 +78,32 @@ class AccelerateSource final : public Source {
   // what `accelerate merge-weights pytorch_model_fsdp_0 OUT` writes.
   ExportOutcome export_weights(const ExportRequest& request) const override {
     const auto s = accelerate::read_save_state(request.path);
+    const accelerate::Part& model = the_model(s, request.path, "export");
+    DcpExportContext context;
+    context.from = model.folder + "/";
+    context.fields["not_read"] = s.other_files;
+    return export_dcp_weights(*dcp::Checkpoint::open(part_dir(s, model)), request, context);
+  }
+
+  WeightTensors weight_tensors(const std::string& path) const override {
+    const auto s = accelerate::read_save_state(path);
+    const std::string dir = part_dir(s, the_model(s, path, "compare"));
+    return dcp_weight_tensors(dcp::Checkpoint::open(dir), "Accelerate FSDP model folder " + dir);
+  }
+
+ private:
+  // The one model folder (pytorch_model_fsdp_<i>/) of a save_state folder; several are refused, to be named
+  // one by one.
+  static const accelerate::Part& the_model(const accelerate::SaveState& s, const std::string& path,
+                                           const std::string& verb) {
     std::vector<const accelerate::Part*> models;
     for (const auto& p : s.parts)
       if (p.role == "model") models.push_back(&p);
     if (models.size() != 1)
-      throw Error(ErrorKind::Unsupported, request.path, "",
-                  std::to_string(models.size()) +
-                      " model folders (pytorch_model_fsdp_<i>/): export one of them by its own path");
-    DcpExportContext context;
-    context.from = models.front()->folder + "/";
-    context.fields["not_read"] = s.other_files;
-    return export_dcp_weights(*dcp::Checkpoint::open(part_dir(s, *models.front())), request, context);
+      throw Error(ErrorKind::Unsupported, path, "",
+                  std::to_string(models.size()) + " model folders (pytorch_model_fsdp_<i>/): " + verb +
+                      " one of them by its own path");
+    return *models.front();
   }
 };
 

@@ -21,7 +21,7 @@ class DcpSource final : public Source {
   bool exports_torch() const override { return true; }
   bool can(Command command) const override {
     return command == Command::Inspect || command == Command::Diagnose || command == Command::Export ||
-           command == Command::Repair;
+           command == Command::Repair || command == Command::Diff;
   }
 
   Outcome inspect(const InspectRequest& request) const override {
@@ -43,6 +43,10 @@ class DcpSource final : public Source {
 
   ExportOutcome export_weights(const ExportRequest& request) const override {
     return export_dcp_weights(*dcp::Checkpoint::open(request.path), request);
+  }
+
+  WeightTensors weight_tensors(const std::string& path) const override {
+    return dcp_weight_tensors(dcp::Checkpoint::open(path), "PyTorch Distributed Checkpoint " + path);
   }
 };
 

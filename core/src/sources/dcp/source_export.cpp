@@ -47,4 +47,12 @@ ExportOutcome export_dcp_weights(const dcp::Checkpoint& ckpt, const ExportReques
   return out;
 }
 
+WeightTensors dcp_weight_tensors(std::shared_ptr<const dcp::Checkpoint> ckpt, const std::string& what) {
+  WeightTensors w;
+  w.what = what + " (weights)";
+  w.tensors = dcp::select_weights(*ckpt).tensors;
+  w.keep_alive = std::move(ckpt);  // the tensors read through it
+  return w;
+}
+
 }  // namespace ckptdoc::sources

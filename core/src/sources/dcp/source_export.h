@@ -3,6 +3,7 @@
 // adds.
 #pragma once
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -22,5 +23,8 @@ struct DcpExportContext {
 // `ckpt`'s weights, never into request.path (the folder the user named may hold more than `ckpt`'s folder).
 ExportOutcome export_dcp_weights(const dcp::Checkpoint& ckpt, const ExportRequest& request,
                                  const DcpExportContext& context = {});
+
+// `ckpt`'s weights as export_dcp_weights writes them, unread, described as `what` plus "(weights)".
+WeightTensors dcp_weight_tensors(std::shared_ptr<const dcp::Checkpoint> ckpt, const std::string& what);
 
 }  // namespace ckptdoc::sources

@@ -135,7 +135,7 @@ class MegatronSource final : public Source {
   bool exports_torch() const override { return true; }
   bool can(Command command) const override {
     return command == Command::Inspect || command == Command::Diagnose || command == Command::Export ||
-           command == Command::Repair;
+           command == Command::Repair || command == Command::Diff;
   }
 
   Outcome inspect(const InspectRequest& request) const override {
@@ -220,6 +220,11 @@ class MegatronSource final : public Source {
     context.note = "(the bytes items are _extra_state, rng_state, ...; common.pt is not exported)";
     context.fields["iteration_dir"] = f.dir;
     return export_dcp_weights(*dcp::Checkpoint::open(f.dir), request, context);
+  }
+
+  WeightTensors weight_tensors(const std::string& path) const override {
+    const auto f = megatron::resolve(path);
+    return dcp_weight_tensors(dcp::Checkpoint::open(f.dir), "Megatron-core checkpoint " + f.dir);
   }
 };
 
