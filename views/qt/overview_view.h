@@ -25,6 +25,7 @@ class OverviewView : public QWidget {
 
  private:
   void rebuildSummary();
+  void rebuildStorageSummary();
   void rebuildCards();
 
   Session* session_;
