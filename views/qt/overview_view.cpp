@@ -59,7 +59,8 @@ OverviewView::OverviewView(Session* session, FindingsModel* findings, QWidget* p
   layout->addWidget(summary_);
   layout->addWidget(status_);
   layout->addWidget(strip_);
-  layout->addWidget(new StripLegend(session_, page));
+  stripLegend_ = new StripLegend(session_, page);
+  layout->addWidget(stripLegend_);
   layout->addWidget(cards_);
   layout->addStretch(1);
   scroll->setWidget(page);
@@ -85,6 +86,9 @@ OverviewView::OverviewView(Session* session, FindingsModel* findings, QWidget* p
 
 void OverviewView::rebuildSummary() {
   const auto* cat = session_->catalog();
+  // The strip draws the catalog's params: a storage map has its own picture, in the Storage tab.
+  strip_->setVisible(cat || !session_->core().storage_map());
+  stripLegend_->setVisible(strip_->isVisibleTo(this));
   if (!cat && session_->core().storage_map()) {
     rebuildStorageSummary();
     return;
