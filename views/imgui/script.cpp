@@ -262,8 +262,11 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
           return fail(st, "no widget '" + (ia == v.widgets.rects.end() ? a : b) + "' was drawn");
         const ImVec4 x = ia->second, y = ib->second;
         ok = x.x >= y.x - 1 && x.y >= y.y - 1 && x.z <= y.z + 1 && x.w <= y.w + 1;  // a cell's padding
-        got = a + " spans x " + std::to_string(x.x) + ".." + std::to_string(x.z) + ", " + b + " x " +
-              std::to_string(y.x) + ".." + std::to_string(y.z);
+        got = a;
+        for (const std::string& part :
+             {std::string(" spans x "), std::to_string(x.x), std::string(".."), std::to_string(x.z),
+              ", " + b + " x ", std::to_string(y.x), std::string(".."), std::to_string(y.z)})
+          got += part;
       } else if (a0 == "shade") {  // the layout is shaded by NAME (param, exact, nonfinite, moments)
         const std::string name = st.args.size() > 1 ? st.args[1] : "";
         ok = session::shade_name(v.layout.shade) == name;

@@ -383,7 +383,7 @@ void MainWindow::openDialog() {
 }
 
 void MainWindow::compareDialog() {
-  if (!session_->isOpen()) return;
+  if (!session_->checkpoint()) return;  // nothing open, or a storage map (diff reads the catalog only)
   QFileDialog dialog(this, tr("Compare with (a checkpoint, Hugging Face folder or weights file)"));
   dialog.setFileMode(QFileDialog::Directory);
   dialog.setOption(QFileDialog::DontUseNativeDialog, true);  // folders and files alike, as in Open
@@ -437,7 +437,7 @@ void MainWindow::showAttachState() {
 }
 
 void MainWindow::exportDialog() {
-  if (!session_->isOpen()) return;
+  if (!session_->checkpoint()) return;  // a storage map is exported by the CLI for now
   auto* d = new ExportDialog(session_, this);
   d->setAttribute(Qt::WA_DeleteOnClose);
   d->open();

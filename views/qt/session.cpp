@@ -8,7 +8,7 @@
 namespace ckptdoc::gui {
 
 QString errorText(const session::JobError& e) {
-  const QString m = QString::fromStdString(e.message);
+  QString m = QString::fromStdString(e.message);
   switch (e.kind) {
     case session::ErrorKind::Input:
     case session::ErrorKind::Cancelled:

@@ -103,7 +103,7 @@ void Session::notify(Event e, const JobPtr& job, const JobError* error) {
 }
 
 JobPtr Session::open(const std::string& path, const deepspeed::OpenOptions& options,
-                     Done<std::shared_ptr<const deepspeed::Checkpoint>> done) {
+                     const Done<std::shared_ptr<const deepspeed::Checkpoint>>& done) {
   using Result = std::shared_ptr<const deepspeed::Checkpoint>;
   // A self-reporting source opens as its storage map; the done callback then gets a null checkpoint. The
   // worker has finished with `other` before the callback reads it.
@@ -211,7 +211,7 @@ void Session::close() {
 }
 
 JobPtr Session::analyse(Done<Analysis> done) {
-  if (storage_ && source_) return analyse_source(std::move(done));
+  if (storage_ && source_) return analyse_source(done);
   if (!checkpoint_) return nullptr;
   auto ckpt = checkpoint_;
   analysis::DiagnoseOptions o;
@@ -251,7 +251,7 @@ JobPtr Session::analyse(Done<Analysis> done) {
 }
 
 // A self-reporting source's diagnosis: the findings `ckptdoc diagnose` reports, as the report's.
-JobPtr Session::analyse_source(Done<Analysis> done) {
+JobPtr Session::analyse_source(const Done<Analysis>& done) {
   auto source = source_;
   auto storage = storage_;
   const std::string path = path_;

@@ -116,7 +116,7 @@ class Session {
   // current one, supersedes the jobs on the old one and (settings().analyse_on_open) starts an analysis. A
   // failed open leaves the current source as it was.
   JobPtr open(const std::string& path, const deepspeed::OpenOptions& options = {},
-              Done<std::shared_ptr<const deepspeed::Checkpoint>> done = {});
+              const Done<std::shared_ptr<const deepspeed::Checkpoint>>& done = {});
   void close();
   bool is_open() const { return checkpoint_ != nullptr || storage_ != nullptr; }
   const std::string& path() const { return path_; }
@@ -213,7 +213,7 @@ class Session {
                     std::shared_ptr<const sources::StorageMap> storage = nullptr);
   void set_source(const std::string& path, std::shared_ptr<const deepspeed::Checkpoint> ckpt);
   void apply_analysis(Analysis analysis);
-  JobPtr analyse_source(Done<Analysis> done);
+  JobPtr analyse_source(const Done<Analysis>& done);
   void adopt_watched(const std::string& path, std::shared_ptr<const deepspeed::Checkpoint> ckpt,
                      Analysis analysis);
   void reset_analysis();
