@@ -230,7 +230,7 @@ JobPtr Session::analyse(Done<Analysis> done) {
         c.progress().set_stage("preparing the pictures", 0);
         return prepare_analysis(std::move(report), ckpt->catalog());
       },
-      [this, ckpt, done](Outcome<Analysis>& o) {
+      [this, ckpt, done = std::move(done)](Outcome<Analysis>& o) {
         const bool current = ckpt == checkpoint_ && o.job == analysis_job_;
         if (current && o.ok()) {
           apply_analysis(*o.value);
