@@ -2,7 +2,7 @@
 # Renders the README's screenshots of both views under Xvfb into docs/screenshots/ (or $OUT_DIR; CI keeps them as
 # artefacts), every tab of each: the desktop app (Qt) and the ImGui view on `ckptdoc demo` (a checkpoint with stale fp32 masters, the DeepSpeed #762 state), its repaired copy,
 # and synthetic checkpoints with one stale rank among 64 and among 1024 (the layout map, which opens shaded by
-# exact fraction there, answers "which rank"). Run from the repository root after building:
+# exact fraction there, answers "which rank"), and a damaged PyTorch DCP folder (the Storage tab). Run from the repository root after building:
 #   tests/gui/screenshots.sh [BUILD_DIR]
 set -euo pipefail
 BUILD=${1:-build}
@@ -23,6 +23,10 @@ export XDG_CONFIG_HOME="$WORK/config" XDG_RUNTIME_DIR="$WORK"
 # One rank's masters stale (rank dp/2) among 64 ranks (rows tall enough to label) and among 1024.
 "$CLI" synth "$WORK/dp64" --stage 2 --dp 64 --layers 6 --hidden 48 --break stale_fp32_one_rank >/dev/null
 "$CLI" synth "$WORK/dp1024" --stage 2 --dp 1024 --layers 167 --hidden 16 --break stale_fp32_one_rank >/dev/null
+# A PyTorch DCP folder torch wrote (FSDP2 at world 2, tests/fixtures/dcp/fsdp2_ws2) without one of its .distcp files:
+# the Storage tab's map with the missing file's row, the Overview with dcp-file-missing.
+cp -r tests/fixtures/dcp/fsdp2_ws2 "$WORK/dcp-step"
+rm "$WORK/dcp-step/__1_0.distcp"
 
 if [ -x "$QT" ]; then
   qt() {  # qt NAME ARGS... : one screenshot of the desktop app on a fresh X server
@@ -56,6 +60,8 @@ if [ -x "$QT" ]; then
   snap "$DEMO_TAG" 500 '{"grad_norm": 11.4, "loss_scale": 512}'
   snap "$DEMO_TAG" 600 '{"loss_scale": 64}' --grads nan
   qt timeline --watch "$WORK/run" --view timeline
+  qt storage "$WORK/dcp-step" --view storage
+  qt storage-overview "$WORK/dcp-step" --view overview
 fi
 
 if [ -x "$IMGUI" ]; then
@@ -66,6 +72,7 @@ if [ -x "$IMGUI" ]; then
   im imgui-overview "$WORK/demo" --tab overview
   im imgui-params "$WORK/demo" --tab params
   im imgui-layout "$WORK/dp1024" --tab layout
+  im imgui-storage "$WORK/dcp-step" --tab storage
   printf 'wait opened 300\ncompare %s\nwait diffed 300\ntab diff\nframes 3\nscreenshot %s\nquit\n' \
     "$WORK/demo-fixed" "$OUT/imgui-diff.png" >"$WORK/diff.script"
   xvfb-run -a -s "-screen 0 ${SIZE}x24" "$IMGUI" "$WORK/demo" --script "$WORK/diff.script" --size "$SIZE" >/dev/null

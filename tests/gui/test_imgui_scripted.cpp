@@ -20,6 +20,7 @@
 
 #include "gui_fixtures.h"
 #include "gui_test_main.h"
+#include "storage_expectations.h"
 
 using namespace ckptdoc;
 
@@ -160,6 +161,42 @@ class TestImguiScripted : public QObject {
     const auto still = test::run_cli({"diagnose", broken, "--json", "--device", "cpu"});
     CKPTDOC_EXPECT_EXIT(still, 1);
     QCOMPARE(errorCodes(still.out), std::vector<std::string>{"fp32-master-mismatch"});
+  }
+
+  // A PyTorch DCP folder torch wrote (tests/fixtures/dcp/fsdp2_ws2), copied without one of its .distcp files:
+  // the Storage tab draws every file the CLI's inspect names with the items it places there (key, offset,
+  // length), and the Overview the findings of `diagnose --json`, dcp-file-missing among them.
+  void storageTabShowsTheDcpMapAndFindingsOfTheCli() {
+    test::TempDir dir;
+    const std::string copy = dir.file("fsdp2_ws2");
+    test::copy_tree(test::fixtures_dir() + "/dcp/fsdp2_ws2", copy);
+    std::filesystem::remove(copy + "/__1_0.distcp");
+    const std::string storage = dir.file("storage.tsv"), findings = dir.file("findings.tsv");
+    const std::string shot = dir.file("storage.png");
+    const auto r = runScript(*x_, dir, copy,
+                             "wait analysed 120\n"
+                             "expect finding dcp-file-missing\n"
+                             "tab storage\n"
+                             "frames 3\n"
+                             "save-storage " +
+                                 storage +
+                                 "\n"
+                                 "save-findings " +
+                                 findings +
+                                 "\n"
+                                 "screenshot " +
+                                 shot +
+                                 "\n"
+                                 "quit\n");
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    QVERIFY(std::filesystem::file_size(shot) > 1000);
+    int exit = -1;
+    const auto cli = test::cli_storage(copy, &exit);
+    QCOMPARE(exit, 1);
+    QCOMPARE(cli.files.size(), size_t{2});
+    const auto shown = test::imgui_storage(storage, findings);
+    const std::string diff = test::storage_difference(cli, shown);
+    QVERIFY2(diff.empty(), diff.c_str());
   }
 
   // Checkpoint > Repair... with no finding: the actions are ticked by hand, the plan names both, and the

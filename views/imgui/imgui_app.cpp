@@ -102,9 +102,9 @@ void draw_frame(View& v, int w, int h) {
                    ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoBackground);  // glClear paints it
   draw_header(v);
   if (ImGui::BeginTabBar("tabs")) {
-    const Tab tabs[] = {Tab::Overview, Tab::Layout, Tab::Params, Tab::Diff};
-    const char* names[] = {"Overview", "Partition layout", "Params", "Diff"};
-    for (int i = 0; i < 4; ++i) {
+    const Tab tabs[] = {Tab::Overview, Tab::Layout, Tab::Params, Tab::Diff, Tab::Storage};
+    const char* names[] = {"Overview", "Partition layout", "Params", "Diff", "Storage"};
+    for (int i = 0; i < 5; ++i) {
       ImGuiTabItemFlags flags = 0;
       if (v.tab_requested && v.tab == tabs[i]) flags |= ImGuiTabItemFlags_SetSelected;
       if (ImGui::BeginTabItem(names[i], nullptr, flags)) {
@@ -113,6 +113,7 @@ void draw_frame(View& v, int w, int h) {
         if (tabs[i] == Tab::Layout) draw_layout(v);
         if (tabs[i] == Tab::Params) draw_params(v);
         if (tabs[i] == Tab::Diff) draw_diff(v);
+        if (tabs[i] == Tab::Storage) draw_storage(v);
         ImGui::EndTabItem();
       }
     }
@@ -186,7 +187,8 @@ int run(int argc, char** argv) {
   if (!parse(argc, argv, args)) {
     std::fprintf(
         stderr,
-        "usage: ckptdoc-imgui [PATH] [--script FILE] [--screenshot FILE [--tab overview|layout|params|diff] "
+        "usage: ckptdoc-imgui [PATH] [--script FILE] [--screenshot FILE [--tab "
+        "overview|layout|params|diff|storage] "
         "[--shade param|exact|nonfinite|moments] [--param NAME] [--frames N]] [--size WxH] [--bench N]\n");
     return 2;
   }

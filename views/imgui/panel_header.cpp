@@ -67,11 +67,12 @@ void draw_header(View& v) {
         if (ImGui::MenuItem("Clear list")) v.recent.clear();
         ImGui::EndMenu();
       }
-      if (ImGui::MenuItem("Compare with...", "Ctrl+D", false, s.is_open())) {
+      if (ImGui::MenuItem("Compare with...", "Ctrl+D", false, s.checkpoint() != nullptr)) {
         v.open_window.visible = true;
         v.open_window.pick = PickFor::Diff;
       }
-      if (ImGui::MenuItem("Export weights...", "Ctrl+E", false, s.is_open())) v.exporting.visible = true;
+      if (ImGui::MenuItem("Export weights...", "Ctrl+E", false, s.checkpoint() != nullptr))
+        v.exporting.visible = true;
       ImGui::Separator();
       if (ImGui::MenuItem("Quit", "Ctrl+Q")) v.quit = true;
       ImGui::EndMenu();
@@ -126,11 +127,11 @@ void draw_header(View& v) {
     v.open_window.visible = true;
     v.open_window.pick = PickFor::Open;
   }
-  if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_D, false) && s.is_open()) {
+  if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_D, false) && s.checkpoint()) {
     v.open_window.visible = true;
     v.open_window.pick = PickFor::Diff;
   }
-  if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_E, false) && s.is_open()) v.exporting.visible = true;
+  if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_E, false) && s.checkpoint()) v.exporting.visible = true;
   if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_Q, false)) v.quit = true;
   if (ImGui::IsKeyPressed(GLFW_KEY_F5, false) && s.is_open()) s.analyse();
   if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape), false) && s.analysing()) s.cancel_analysis();
@@ -150,7 +151,7 @@ void draw_header(View& v) {
     v.open_window.pick = PickFor::Open;
   }
   ImGui::SameLine();
-  if (ImGui::Button("Export...") && s.is_open()) v.exporting.visible = true;
+  if (ImGui::Button("Export...") && s.checkpoint()) v.exporting.visible = true;
   v.widgets.record("export");
   ImGui::SameLine();
   progress_row(v);

@@ -81,24 +81,38 @@ void draw_overview(View& v) {
   auto& s = v.session;
   const auto* cat = s.catalog();
   ImGui::BeginChild("overview", ImVec2(0, 0), false);
-  if (!cat) {
+  const auto* storage = s.storage_map();
+  if (!cat && !storage) {
     ImGui::Spacing();
     ImGui::TextUnformatted("No checkpoint open.");
     ImGui::TextDisabled(
-        "Type a DeepSpeed save folder, tag folder or rank file above, use File > Open (Ctrl+O),");
+        "Type a DeepSpeed save folder, tag folder or rank file (or a PyTorch DCP, Accelerate FSDP or "
+        "Megatron-core folder) above, use File > Open (Ctrl+O),");
     ImGui::TextDisabled("pick a recent one, or drop it onto this window.");
     ImGui::EndChild();
     return;
   }
-  summary(v, *cat);
-  ImGui::Spacing();
-  draw_strip(v, "overview-strip", 14);
+  if (cat) {
+    summary(v, *cat);
+    ImGui::Spacing();
+    draw_strip(v, "overview-strip", 14);
+  } else {
+    draw_storage_summary(*storage);
+  }
   ImGui::Spacing();
   if (s.analysing()) ImGui::TextDisabled("Analysing... (the findings below are the catalog's until it ends)");
   const auto& findings = s.findings();
   // The verdict and what it rests on: "No problems found" only after comparing something
   // (analysis/verdict.h).
-  if (s.report()) {
+  // A self-reporting source's verdict is its own diagnosis' sentence (what `ckptdoc diagnose` prints).
+  if (const auto* d = s.source_diagnosis()) {
+    ImGui::PushStyleColor(ImGuiCol_Text,
+                          d->clean ? ImVec4(0.35f, 0.8f, 0.4f, 1) : ImVec4(0.95f, 0.4f, 0.35f, 1));
+    ImGui::TextWrapped("%s", d->verdict.c_str());
+    for (const auto& n : d->not_checked) ImGui::TextWrapped("Not checked: %s.", n.c_str());
+    ImGui::PopStyleColor();
+  }
+  if (s.report() && cat) {
     const analysis::Verdict verdict = analysis::verdict_of(*s.report(), *cat);
     if (verdict.kind != analysis::VerdictKind::Problems) {
       const ImVec4 colour = verdict.kind == analysis::VerdictKind::Clean ? ImVec4(0.35f, 0.8f, 0.4f, 1)

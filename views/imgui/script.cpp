@@ -17,9 +17,9 @@ namespace ckptdoc::imgui_view {
 
 namespace {
 
-const char* kCommands[] = {"wait", "open",   "drop",      "compare",  "click",  "set",
-                           "tab",  "select", "shade",     "expect",   "frames", "screenshot",
-                           "echo", "quit",   "save-diff", "lp-source"};
+const char* kCommands[] = {"wait", "open",   "drop",      "compare",   "click",        "set",
+                           "tab",  "select", "shade",     "expect",    "frames",       "screenshot",
+                           "echo", "quit",   "save-diff", "lp-source", "save-storage", "save-findings"};
 
 char* text_field(View& v, const std::string& id, size_t* size) {
   struct Field {
@@ -168,6 +168,21 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
       next();
       continue;
     }
+    if (st.command == "save-findings") {  // the Overview's findings as drawn: code, severity, message
+      std::FILE* f = std::fopen(st.text.c_str(), "w");
+      if (!f) return fail(st, "cannot write " + st.text);
+      for (const auto& finding : v.session.findings())
+        std::fprintf(f, "%s\t%s\t%s\n", finding.code.c_str(),
+                     std::string(analysis::severity_name(finding.severity)).c_str(), finding.message.c_str());
+      if (std::fclose(f) != 0) return fail(st, "cannot write " + st.text);
+      next();
+      continue;
+    }
+    if (st.command == "save-storage") {
+      if (!save_storage_rows(v, st.text)) return fail(st, "cannot write " + st.text);
+      next();
+      continue;
+    }
     if (st.command == "save-diff") {
       if (!save_diff_rows(v, st.text)) return fail(st, "cannot write " + st.text);
       next();
@@ -197,10 +212,11 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
       continue;
     }
     if (st.command == "tab") {
-      v.tab = a0 == "layout"   ? Tab::Layout
-              : a0 == "params" ? Tab::Params
-              : a0 == "diff"   ? Tab::Diff
-                               : Tab::Overview;
+      v.tab = a0 == "layout"    ? Tab::Layout
+              : a0 == "params"  ? Tab::Params
+              : a0 == "diff"    ? Tab::Diff
+              : a0 == "storage" ? Tab::Storage
+                                : Tab::Overview;
       v.tab_requested = true;
       next();
       return;  // let a frame draw it
@@ -246,8 +262,11 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
           return fail(st, "no widget '" + (ia == v.widgets.rects.end() ? a : b) + "' was drawn");
         const ImVec4 x = ia->second, y = ib->second;
         ok = x.x >= y.x - 1 && x.y >= y.y - 1 && x.z <= y.z + 1 && x.w <= y.w + 1;  // a cell's padding
-        got = a + " spans x " + std::to_string(x.x) + ".." + std::to_string(x.z) + ", " + b + " x " +
-              std::to_string(y.x) + ".." + std::to_string(y.z);
+        got = a;
+        for (const std::string& part :
+             {std::string(" spans x "), std::to_string(x.x), std::string(".."), std::to_string(x.z),
+              ", " + b + " x ", std::to_string(y.x), std::string(".."), std::to_string(y.z)})
+          got += part;
       } else if (a0 == "shade") {  // the layout is shaded by NAME (param, exact, nonfinite, moments)
         const std::string name = st.args.size() > 1 ? st.args[1] : "";
         ok = session::shade_name(v.layout.shade) == name;

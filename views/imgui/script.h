@@ -15,12 +15,14 @@
 //                                     "menu.checkpoint" then "menu.repair", "repair.reset-optimizer"
 //   set ID TEXT                       fill a text field: path, filter, repair.output, repair.target,
 //                                     export.path, convert.output, diff.atol, diff.rtol
-//   tab overview|layout|params|diff   select PARAM   shade param|exact|nonfinite|moments
+//   tab overview|layout|params|diff|storage   select PARAM   shade param|exact|nonfinite|moments
 //   expect repaired-clean | open-failed | finding CODE | no-finding CODE | diff-rows N | plan TEXT |
 //                                     converted-verified
 //   frames N                          render N frames (pictures settle)
 //   save-diff FILE                    write the Diff tab's rows as drawn (tab-separated)
-//   screenshot FILE   echo TEXT   quit
+//   save-findings FILE                write the findings as the Overview draws them (code, severity, message)
+//   save-storage FILE                 write the Storage tab's boxes as drawn (file, present, key, offset,
+//   length) screenshot FILE   echo TEXT   quit
 // `select @worst` selects the param with the worst divergence; `wait density` waits for its density plot.
 #include <imgui.h>
 

@@ -20,7 +20,7 @@ namespace ckptdoc::imgui_view {
 
 class Script;
 
-enum class Tab : int { Overview, Layout, Params, Diff };
+enum class Tab : int { Overview, Layout, Params, Diff, Storage };
 
 struct RepairWindow {
   bool visible = false;
@@ -214,6 +214,11 @@ void draw_layout(View& v);
 void draw_params(View& v);
 void draw_plots(View& v);
 void draw_diff(View& v);
+// The Storage tab (panel_storage.cpp): a self-reporting source's files to scale of their bytes, and its keys.
+void draw_storage(View& v);
+void draw_storage_summary(const sources::StorageMap& map);
+// The storage map's boxes as drawn, one per line: file, present, key, offset, length (tab-separated).
+bool save_storage_rows(const View& v, const std::string& file);
 void draw_strip(View& v, const char* id, float height);
 // A legend line: its title, then a swatch and a word for each colour.
 void draw_legend(const session::Legend& legend, bool title = true);

@@ -155,7 +155,7 @@ bool parse_app_arguments(int argc, char** argv, AppOptions& o, std::string& erro
     } else if (a == "-h" || a == "--help") {
       error =
           "usage: ckptdoc-gui [PATH] [--watch DIR] [--compare B] [--screenshot FILE] [--view "
-          "overview|layout|params|diff|timeline] "
+          "overview|layout|params|diff|timeline|storage] "
           "[--param NAME] "
           "[--shade param|exact|nonfinite|moments] [--size WxH] [--bench N]";
       return false;

@@ -41,6 +41,7 @@
 #include "plots_view.h"
 #include "repair_dialog.h"
 #include "session.h"
+#include "storage_view.h"
 #include "timeline_view.h"
 
 namespace ckptdoc::gui {
@@ -71,6 +72,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tabs_->addTab(diff_, tr("Diff"));
   timeline_ = new TimelineView(session_, tabs_);
   tabs_->addTab(timeline_, tr("Timeline"));
+  storage_ = new StorageView(session_, tabs_);
+  tabs_->addTab(storage_, tr("Storage"));
   setCentralWidget(tabs_);
 
   log_ = new LogDock(this);
@@ -126,9 +129,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     progress_->setRange(0, 1000);
     findings_->setFindings(session_->core().findings());
     params_->setCatalog(session_->catalog());
-    exportAction_->setEnabled(true);
-    compareAction_->setEnabled(true);
     const auto ckpt = session_->checkpoint();
+    // A storage map (DCP, Accelerate, Megatron-core) is inspected and diagnosed here; export and repair are
+    // the CLI's for now.
+    exportAction_->setEnabled(ckpt != nullptr);
+    compareAction_->setEnabled(ckpt != nullptr);
     repairAction_->setEnabled(ckpt && !ckpt->weights_only());
     convertAction_->setEnabled(ckpt && !ckpt->weights_only() && !ckpt->catalog().universal);
     lpSourceAction_->setEnabled(ckpt && ckpt->catalog().wrapper == deepspeed::OptimizerWrapper::Zero3);
@@ -305,7 +310,7 @@ void MainWindow::buildMenus() {
   });
 
   auto* view = menuBar()->addMenu(tr("&View"));
-  const char* names[] = {"&Overview", "Partition &layout", "&Params", "&Diff", "&Timeline"};
+  const char* names[] = {"&Overview", "Partition &layout", "&Params", "&Diff", "&Timeline", "&Storage"};
   for (int i = 0; i < static_cast<int>(std::size(names)); ++i) {
     auto* a = view->addAction(tr(names[i]), this, [this, i] { tabs_->setCurrentIndex(i); });
     a->setShortcut(QKeySequence(Qt::CTRL | static_cast<Qt::Key>(Qt::Key_1 + i)));
@@ -366,7 +371,9 @@ void MainWindow::onAnalysisEnded() {
 }
 
 void MainWindow::openDialog() {
-  QFileDialog dialog(this, tr("Open a DeepSpeed checkpoint (save folder, tag folder or rank file)"));
+  QFileDialog dialog(this,
+                     tr("Open a checkpoint (DeepSpeed save folder, tag folder or rank file; PyTorch DCP, "
+                        "Accelerate FSDP or Megatron-core folder)"));
   dialog.setFileMode(QFileDialog::Directory);
   dialog.setOption(QFileDialog::DontUseNativeDialog, true);  // lets the user pick folders and files alike
   dialog.setOption(QFileDialog::ShowDirsOnly, false);
@@ -376,7 +383,7 @@ void MainWindow::openDialog() {
 }
 
 void MainWindow::compareDialog() {
-  if (!session_->isOpen()) return;
+  if (!session_->checkpoint()) return;  // nothing open, or a storage map (diff reads the catalog only)
   QFileDialog dialog(this, tr("Compare with (a checkpoint, Hugging Face folder or weights file)"));
   dialog.setFileMode(QFileDialog::Directory);
   dialog.setOption(QFileDialog::DontUseNativeDialog, true);  // folders and files alike, as in Open
@@ -430,7 +437,7 @@ void MainWindow::showAttachState() {
 }
 
 void MainWindow::exportDialog() {
-  if (!session_->isOpen()) return;
+  if (!session_->checkpoint()) return;  // a storage map is exported by the CLI for now
   auto* d = new ExportDialog(session_, this);
   d->setAttribute(Qt::WA_DeleteOnClose);
   d->open();
@@ -473,6 +480,8 @@ void MainWindow::showTab(const QString& name) {
     tabs_->setCurrentWidget(diff_);
   else if (name == QStringLiteral("timeline"))
     tabs_->setCurrentWidget(timeline_);
+  else if (name == QStringLiteral("storage"))
+    tabs_->setCurrentWidget(storage_);
   else
     tabs_->setCurrentWidget(overview_);
 }

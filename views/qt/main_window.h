@@ -30,6 +30,7 @@ class DiffView;
 class RepairDialog;
 class Session;
 class TimelineView;
+class StorageView;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -53,7 +54,7 @@ class MainWindow : public QMainWindow {
   ConvertDialog* convertDialog();
   // Opens the Diff tab comparing the open checkpoint (A) with `other` (B), as a job.
   void compareWith(const QString& other);
-  void showTab(const QString& name);  // "overview" | "layout" | "params" | "diff" | "timeline"
+  void showTab(const QString& name);  // "overview" | "layout" | "params" | "diff" | "timeline" | "storage"
   // Attach mode: follows a folder of live-run snapshots; the newest one is shown like an opened checkpoint
   // and the Timeline tab plots them all.
   void attach(const QString& dir);
@@ -69,6 +70,7 @@ class MainWindow : public QMainWindow {
   ParamsView* paramsView() const { return paramsView_; }
   DiffView* diffView() const { return diff_; }
   TimelineView* timelineView() const { return timeline_; }
+  StorageView* storageView() const { return storage_; }
   LogDock* logDock() const { return log_; }
   QProgressBar* progressBar() const { return progress_; }
   QPushButton* cancelButton() const { return cancel_; }
@@ -99,6 +101,7 @@ class MainWindow : public QMainWindow {
   ParamsView* paramsView_;
   DiffView* diff_;
   TimelineView* timeline_;
+  StorageView* storage_;
   LogDock* log_;
   QDockWidget* jobsDock_;
   QProgressBar* progress_;

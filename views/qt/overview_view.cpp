@@ -59,7 +59,8 @@ OverviewView::OverviewView(Session* session, FindingsModel* findings, QWidget* p
   layout->addWidget(summary_);
   layout->addWidget(status_);
   layout->addWidget(strip_);
-  layout->addWidget(new StripLegend(session_, page));
+  stripLegend_ = new StripLegend(session_, page);
+  layout->addWidget(stripLegend_);
   layout->addWidget(cards_);
   layout->addStretch(1);
   scroll->setWidget(page);
@@ -85,6 +86,13 @@ OverviewView::OverviewView(Session* session, FindingsModel* findings, QWidget* p
 
 void OverviewView::rebuildSummary() {
   const auto* cat = session_->catalog();
+  // The strip draws the catalog's params: a storage map has its own picture, in the Storage tab.
+  strip_->setVisible(cat || !session_->core().storage_map());
+  stripLegend_->setVisible(strip_->isVisibleTo(this));
+  if (!cat && session_->core().storage_map()) {
+    rebuildStorageSummary();
+    return;
+  }
   if (!cat) {
     title_->setText(tr("No checkpoint open"));
     summary_->setText(
@@ -144,6 +152,44 @@ void OverviewView::rebuildSummary() {
   }
 }
 
+// The open storage map's summary: its folder, format, files and keys.
+void OverviewView::rebuildStorageSummary() {
+  const auto& map = *session_->core().storage_map();
+  title_->setText(QString::fromStdString(map.path));
+  uint64_t bytes = 0;
+  int absent = 0, tensors = 0;
+  for (const auto& f : map.files) {
+    bytes += f.size;
+    absent += f.present ? 0 : 1;
+  }
+  for (const auto& k : map.keys) tensors += k.tensor ? 1 : 0;
+  QString rows;
+  auto row = [&rows](const QString& k, const QString& v) {
+    rows +=
+        QStringLiteral("<tr><td style='color:#666; padding-right:14px'>%1</td><td>%2</td></tr>").arg(k, v);
+  };
+  row(tr("Format"), QString::fromStdString(map.format));
+  row(tr("Keys"),
+      tr("%1 tensors, %2 other items").arg(tensors).arg(static_cast<int>(map.keys.size()) - tensors));
+  row(tr("Files"), tr("%1 storage files, %2%3")
+                       .arg(map.files.size())
+                       .arg(humanBytes(bytes))
+                       .arg(absent ? tr(", %1 not on disk").arg(absent) : QString()));
+  summary_->setText(QStringLiteral("<table>%1</table>").arg(rows));
+  if (const auto* r = session_->report()) {
+    int errors = 0, warnings = 0;
+    for (const auto& f : r->findings) {
+      errors += f.severity == analysis::Severity::Error;
+      warnings += f.severity == analysis::Severity::Warning;
+    }
+    status_->setText(tr("Diagnosed: %1, %2. The Storage tab shows its files and keys.")
+                         .arg(errors == 1 ? tr("1 error") : tr("%1 errors").arg(errors))
+                         .arg(warnings == 1 ? tr("1 warning") : tr("%1 warnings").arg(warnings)));
+  } else if (!session_->analysing()) {
+    status_->setText(tr("Not analysed yet (F5)."));
+  }
+}
+
 void OverviewView::rebuildCards() {
   while (auto* item = cardsLayout_->takeAt(0)) {
     delete item->widget();
@@ -168,6 +214,21 @@ void OverviewView::rebuildCards() {
                                              "padding: 10px; border-radius: 3px; }"));
       cardsLayout_->addWidget(ok);
     }
+  }
+  // A self-reporting source's verdict is its own diagnosis' sentence (what `ckptdoc diagnose` prints).
+  if (const auto* d = session_->core().source_diagnosis()) {
+    QString text = QString::fromStdString(d->verdict);
+    for (const auto& n : d->not_checked)
+      text += QStringLiteral("\n") + tr("Not checked: ") + QString::fromStdString(n) + ".";
+    auto* verdict = new QLabel(text, cards_);
+    verdict->setObjectName(QStringLiteral("sourceVerdictLabel"));
+    verdict->setWordWrap(true);
+    verdict->setStyleSheet(
+        d->clean ? QStringLiteral("QLabel { background: #e8f5e9; border-left: 5px solid #2e7d32; "
+                                  "padding: 10px; border-radius: 3px; }")
+                 : QStringLiteral("QLabel { background: #fdecea; border-left: 5px solid #c62828; "
+                                  "padding: 10px; border-radius: 3px; }"));
+    cardsLayout_->addWidget(verdict);
   }
   for (int row = 0; row < findings_->count(); ++row) {
     const auto& f = findings_->finding(row);

@@ -11,6 +11,7 @@ namespace ckptdoc::gui {
 
 class FindingsModel;
 class ParamStrip;
+class StripLegend;
 class Session;
 
 class OverviewView : public QWidget {
@@ -25,6 +26,7 @@ class OverviewView : public QWidget {
 
  private:
   void rebuildSummary();
+  void rebuildStorageSummary();
   void rebuildCards();
 
   Session* session_;
@@ -33,6 +35,7 @@ class OverviewView : public QWidget {
   QLabel* summary_;
   QLabel* status_;
   ParamStrip* strip_;
+  StripLegend* stripLegend_;
   QWidget* cards_;
   QVBoxLayout* cardsLayout_;
 };

@@ -8,7 +8,7 @@
 namespace ckptdoc::gui {
 
 QString errorText(const session::JobError& e) {
-  const QString m = QString::fromStdString(e.message);
+  QString m = QString::fromStdString(e.message);
   switch (e.kind) {
     case session::ErrorKind::Input:
     case session::ErrorKind::Cancelled:
@@ -94,9 +94,12 @@ void Session::onEvent(session::Event e, const session::JobPtr& job, const sessio
       emit opening(openingPath_);
       break;
     case session::Event::Opened: {
-      const auto& c = *core_.catalog();
-      spdlog::info("opened {} (tag {}, ZeRO stage {}, dp {}, {} groups)", c.tag_dir, c.tag, c.zero_stage,
-                   c.dp_world_size, c.groups.size());
+      if (const auto* c = core_.catalog())
+        spdlog::info("opened {} (tag {}, ZeRO stage {}, dp {}, {} groups)", c->tag_dir, c->tag, c->zero_stage,
+                     c->dp_world_size, c->groups.size());
+      else if (const auto* m = core_.storage_map())
+        spdlog::info("opened {} ({}, {} files, {} keys)", m->path, m->format, m->files.size(),
+                     m->keys.size());
       emit opened();
       break;
     }

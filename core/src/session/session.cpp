@@ -2,11 +2,13 @@
 #include "ckptdoc/session/session.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/fix_offer.h"
+#include "ckptdoc/sources/registry.h"
 
 namespace fs = std::filesystem;
 
@@ -101,18 +103,34 @@ void Session::notify(Event e, const JobPtr& job, const JobError* error) {
 }
 
 JobPtr Session::open(const std::string& path, const deepspeed::OpenOptions& options,
-                     Done<std::shared_ptr<const deepspeed::Checkpoint>> done) {
+                     const Done<std::shared_ptr<const deepspeed::Checkpoint>>& done) {
   using Result = std::shared_ptr<const deepspeed::Checkpoint>;
+  // A self-reporting source opens as its storage map; the done callback then gets a null checkpoint. The
+  // worker has finished with `other` before the callback reads it.
+  struct Other {
+    std::shared_ptr<const sources::Source> source;
+    std::shared_ptr<const sources::StorageMap> storage;
+  };
+  auto other = std::make_shared<Other>();
   auto job = queue_.submit<Result>(
       JobKind::Open, "open", "Opening " + path,
-      [path, options](JobQueue::Context& c) -> Result {
+      [path, options, other](JobQueue::Context& c) -> Result {
+        auto source = sources::find_source(path);
+        if (!source->reads_into_catalog()) {
+          c.progress().set_stage("reading the metadata", 0);
+          if (auto map = source->storage_map(path)) {
+            other->storage = std::make_shared<const sources::StorageMap>(std::move(*map));
+            other->source = std::move(source);
+            return nullptr;
+          }
+        }
         c.progress().set_stage("reading the catalog", 0);
         return deepspeed::Checkpoint::open(path, options);
       },
-      [this, path, done](Outcome<Result>& o) {
+      [this, path, done, other](Outcome<Result>& o) {
         if (o.job == open_job_) open_job_.reset();
         if (o.ok()) {
-          apply_source(path, *o.value);
+          apply_source(path, *o.value, other->source, other->storage);
           notify(Event::Opened, o.job, nullptr);
           if (settings_.analyse_on_open) analyse();
         } else if (!o.superseded()) {
@@ -125,11 +143,15 @@ JobPtr Session::open(const std::string& path, const deepspeed::OpenOptions& opti
   return job;
 }
 
-void Session::apply_source(const std::string& path, std::shared_ptr<const deepspeed::Checkpoint> ckpt) {
+void Session::apply_source(const std::string& path, std::shared_ptr<const deepspeed::Checkpoint> ckpt,
+                           std::shared_ptr<const sources::Source> source,
+                           std::shared_ptr<const sources::StorageMap> storage) {
   queue_.supersede({"analyse", "plan", "density", "diff", "watch"});
   series_.clear();
   samples_.clear();
   lp_source_.reset();  // picked for the previous checkpoint
+  source_ = std::move(source);
+  storage_ = std::move(storage);
   set_source(path, std::move(ckpt));
 }
 
@@ -137,6 +159,8 @@ void Session::apply_source(const std::string& path, std::shared_ptr<const deepsp
 void Session::adopt_watched(const std::string& path, std::shared_ptr<const deepspeed::Checkpoint> ckpt,
                             Analysis analysis) {
   queue_.supersede({"analyse", "plan", "density", "diff"});
+  source_.reset();
+  storage_.reset();
   set_source(path, std::move(ckpt));
   notify(Event::Opened, nullptr, nullptr);
   apply_analysis(std::move(analysis));
@@ -149,12 +173,15 @@ void Session::set_source(const std::string& path, std::shared_ptr<const deepspee
   reset_analysis();
   analysis_job_.reset();
   params_by_name_.clear();
-  const auto& cat = checkpoint_->catalog();
-  for (size_t g = 0; g < cat.groups.size(); ++g)
-    for (size_t p = 0; p < cat.groups[g].params.size(); ++p)
-      params_by_name_.emplace(cat.groups[g].params[p].name,
-                              ParamRef{static_cast<int>(g), static_cast<int>(p), -1});
-  findings_ = catalog_findings(cat);
+  findings_.clear();
+  if (checkpoint_) {
+    const auto& cat = checkpoint_->catalog();
+    for (size_t g = 0; g < cat.groups.size(); ++g)
+      for (size_t p = 0; p < cat.groups[g].params.size(); ++p)
+        params_by_name_.emplace(cat.groups[g].params[p].name,
+                                ParamRef{static_cast<int>(g), static_cast<int>(p), -1});
+    findings_ = catalog_findings(cat);
+  }
   ++generation_;
 }
 
@@ -172,6 +199,8 @@ void Session::close() {
   open_job_.reset();
   analysis_job_.reset();
   checkpoint_.reset();
+  source_.reset();
+  storage_.reset();
   path_.clear();
   lp_source_.reset();
   params_by_name_.clear();
@@ -182,6 +211,7 @@ void Session::close() {
 }
 
 JobPtr Session::analyse(Done<Analysis> done) {
+  if (storage_ && source_) return analyse_source(done);
   if (!checkpoint_) return nullptr;
   auto ckpt = checkpoint_;
   analysis::DiagnoseOptions o;
@@ -200,8 +230,56 @@ JobPtr Session::analyse(Done<Analysis> done) {
         c.progress().set_stage("preparing the pictures", 0);
         return prepare_analysis(std::move(report), ckpt->catalog());
       },
-      [this, ckpt, done](Outcome<Analysis>& o) {
+      [this, ckpt, done = std::move(done)](Outcome<Analysis>& o) {
         const bool current = ckpt == checkpoint_ && o.job == analysis_job_;
+        if (current && o.ok()) {
+          apply_analysis(*o.value);
+          notify(Event::AnalysisFinished, o.job, nullptr);
+        } else if (current && !o.superseded()) {
+          if (o.error->kind == ErrorKind::Cancelled) {
+            notify(Event::AnalysisCancelled, o.job, &*o.error);
+          } else {
+            analysis_error_ = *o.error;
+            notify(Event::AnalysisFailed, o.job, &*o.error);
+          }
+        }
+        if (done) done(o);
+      });
+  analysis_job_ = job;
+  notify(Event::AnalysisStarted, job, nullptr);
+  return job;
+}
+
+// A self-reporting source's diagnosis: the findings `ckptdoc diagnose` reports, as the report's.
+JobPtr Session::analyse_source(const Done<Analysis>& done) {
+  auto source = source_;
+  auto storage = storage_;
+  const std::string path = path_;
+  reset_analysis();
+  auto job = queue_.submit<Analysis>(
+      JobKind::Analyse, "analyse", "Analysing " + path,
+      [source, storage, path](JobQueue::Context& c) {
+        c.progress().set_stage("diagnosing " + std::string(source->description()), 0);
+        const auto start = std::chrono::steady_clock::now();
+        auto d = source->diagnosis(path);
+        if (!d) throw source->refusal(path, sources::Command::Diagnose);
+        c.check();
+        analysis::Report r;
+        r.findings = d->findings;
+        // What the views' status lines say: the source's own diagnosis read every item in the files on disk.
+        r.backend = std::string(source->name()) + " source's diagnosis";
+        r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        for (const auto& f : storage->files)
+          if (f.present)
+            for (const auto& item : f.items)  // a cut file holds less than its items claim
+              r.bytes_scanned += std::min(item.offset + item.length, f.size) - std::min(item.offset, f.size);
+        Analysis a;
+        a.report = std::make_shared<const analysis::Report>(std::move(r));
+        a.diagnosis = std::make_shared<const sources::SourceDiagnosis>(std::move(*d));
+        return a;
+      },
+      [this, storage, done](Outcome<Analysis>& o) {
+        const bool current = storage == storage_ && o.job == analysis_job_;
         if (current && o.ok()) {
           apply_analysis(*o.value);
           notify(Event::AnalysisFinished, o.job, nullptr);

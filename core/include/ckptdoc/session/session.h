@@ -7,8 +7,11 @@
 // a file.
 //
 // Sources: open() takes exactly what deepspeed::Checkpoint::open takes, so every kind of source core can open
-// (save folders, universal checkpoints, Hugging Face folders, live-run snapshots) opens here the same way.
-// Diff jobs go through queue().submit() with JobKind::Diff in the same manner.
+// (save folders, universal checkpoints, Hugging Face folders, live-run snapshots) opens here the same way. A
+// source the registry says does not read into the catalog (PyTorch DCP, Accelerate FSDP, Megatron-core) opens
+// as its storage map (storage_map()) and is analysed by its own diagnosis (source_diagnosis()): the views
+// draw both without asking which source it is. Diff jobs go through queue().submit() with JobKind::Diff in
+// the same manner.
 #include <functional>
 #include <map>
 #include <memory>
@@ -27,6 +30,7 @@
 #include "ckptdoc/session/job_queue.h"
 #include "ckptdoc/session/pictures.h"
 #include "ckptdoc/session/watch.h"
+#include "ckptdoc/sources/source.h"
 #include "ckptdoc/universal/convert.h"
 
 namespace ckptdoc::session {
@@ -62,6 +66,8 @@ struct Analysis {
   std::shared_ptr<const HealthMap> health;
   std::vector<int> by_severity;             // indices into report->params, worst first
   std::map<int, DivergenceStats> per_rank;  // lp-vs-fp32 divergence per dp rank over every param
+  // A self-reporting source's diagnosis (its findings are also the report's); null for the catalog's.
+  std::shared_ptr<const sources::SourceDiagnosis> diagnosis;
 };
 // Builds the rest of an Analysis from a report (on a worker: it walks every param).
 Analysis prepare_analysis(std::shared_ptr<const analysis::Report> report, const deepspeed::Catalog& catalog);
@@ -110,12 +116,16 @@ class Session {
   // current one, supersedes the jobs on the old one and (settings().analyse_on_open) starts an analysis. A
   // failed open leaves the current source as it was.
   JobPtr open(const std::string& path, const deepspeed::OpenOptions& options = {},
-              Done<std::shared_ptr<const deepspeed::Checkpoint>> done = {});
+              const Done<std::shared_ptr<const deepspeed::Checkpoint>>& done = {});
   void close();
-  bool is_open() const { return checkpoint_ != nullptr; }
+  bool is_open() const { return checkpoint_ != nullptr || storage_ != nullptr; }
   const std::string& path() const { return path_; }
   std::shared_ptr<const deepspeed::Checkpoint> checkpoint() const { return checkpoint_; }
   const deepspeed::Catalog* catalog() const { return checkpoint_ ? &checkpoint_->catalog() : nullptr; }
+  // A self-reporting source's files and keys (null when the open source is the catalog's).
+  const sources::StorageMap* storage_map() const { return storage_.get(); }
+  // Its diagnosis, once analysed: findings() holds the same findings.
+  const sources::SourceDiagnosis* source_diagnosis() const { return analysis_.diagnosis.get(); }
   // Moves whenever the source or its analysis changes: a view caches what it drew under it.
   uint64_t generation() const { return generation_; }
   JobPtr opening() const { return open_job_; }
@@ -198,9 +208,12 @@ class Session {
 
  private:
   void notify(Event e, const JobPtr& job, const JobError* error);
-  void apply_source(const std::string& path, std::shared_ptr<const deepspeed::Checkpoint> ckpt);
+  void apply_source(const std::string& path, std::shared_ptr<const deepspeed::Checkpoint> ckpt,
+                    std::shared_ptr<const sources::Source> source = nullptr,
+                    std::shared_ptr<const sources::StorageMap> storage = nullptr);
   void set_source(const std::string& path, std::shared_ptr<const deepspeed::Checkpoint> ckpt);
   void apply_analysis(Analysis analysis);
+  JobPtr analyse_source(const Done<Analysis>& done);
   void adopt_watched(const std::string& path, std::shared_ptr<const deepspeed::Checkpoint> ckpt,
                      Analysis analysis);
   void reset_analysis();
@@ -213,6 +226,9 @@ class Session {
   std::string path_;
   std::optional<std::string> lp_source_;
   std::shared_ptr<const deepspeed::Checkpoint> checkpoint_;
+  // A self-reporting source instead (checkpoint_ null): the source and its storage map.
+  std::shared_ptr<const sources::Source> source_;
+  std::shared_ptr<const sources::StorageMap> storage_;
   Analysis analysis_;
   std::optional<JobError> analysis_error_;
   std::vector<analysis::Finding> findings_;

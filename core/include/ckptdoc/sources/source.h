@@ -16,6 +16,7 @@
 #include "ckptdoc/deepspeed/export.h"  // NonFiniteTensor
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/safetensors.h"  // NamedTensor
+#include "ckptdoc/sources/storage_map.h"
 
 namespace ckptdoc::sources {
 
@@ -104,6 +105,12 @@ class Source {
   virtual Outcome repair(const RepairRequest& request) const;
   // Diff: the weights export_weights would write, unread.
   virtual WeightTensors weight_tensors(const std::string& path) const;
+
+  // What the views show of a self-reporting source (storage_map.h), through the session: its storage map from
+  // the metadata alone, and its diagnosis (diagnose's findings and verdict). nullopt: a source read into the
+  // catalog, which the views show through it.
+  virtual std::optional<StorageMap> storage_map(const std::string& /*path*/) const { return std::nullopt; }
+  virtual std::optional<SourceDiagnosis> diagnosis(const std::string& /*path*/) const { return std::nullopt; }
 
   // "`inspect`, `diagnose` and `export`": the commands can() allows, in Command order.
   std::string supported_commands() const;

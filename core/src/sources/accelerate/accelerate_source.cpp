@@ -11,6 +11,7 @@
 #include "sources/accelerate/diagnose.h"
 #include "sources/dcp/repair_dcp.h"
 #include "sources/dcp/source_export.h"
+#include "sources/dcp/storage_map.h"
 
 namespace ckptdoc::sources {
 
@@ -104,6 +105,24 @@ class AccelerateSource final : public Source {
                   std::to_string(models.size()) + " model folders (pytorch_model_fsdp_<i>/): " + verb +
                       " one of them by its own path");
     return *models.front();
+  }
+
+  // Every part's files under its folder's name (rows "optimizer_0/__1_0.distcp"), its keys as the part stores
+  // them.
+  std::optional<StorageMap> storage_map(const std::string& path) const override {
+    const auto s = accelerate::read_save_state(path);
+    StorageMap map;
+    map.format = "accelerate-fsdp";
+    map.path = s.dir;
+    for (const auto& p : s.parts)
+      dcp::add_to_storage_map(*dcp::Checkpoint::open(part_dir(s, p)), p.folder + "/", map);
+    dcp::sort_storage_map(map);
+    return map;
+  }
+
+  std::optional<SourceDiagnosis> diagnosis(const std::string& path) const override {
+    const accelerate::Report r = accelerate::diagnose(path);
+    return dcp::diagnosis_of(r.problems, r.verdict, r.clean, r.not_checked);
   }
 };
 

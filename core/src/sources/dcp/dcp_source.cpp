@@ -8,6 +8,7 @@
 #include "ckptdoc/sources/source.h"
 #include "sources/dcp/repair_dcp.h"
 #include "sources/dcp/source_export.h"
+#include "sources/dcp/storage_map.h"
 
 namespace ckptdoc::sources {
 
@@ -47,6 +48,20 @@ class DcpSource final : public Source {
 
   WeightTensors weight_tensors(const std::string& path) const override {
     return dcp_weight_tensors(dcp::Checkpoint::open(path), "PyTorch Distributed Checkpoint " + path);
+  }
+
+  std::optional<StorageMap> storage_map(const std::string& path) const override {
+    const auto ckpt = dcp::Checkpoint::open(path);
+    StorageMap map;
+    map.format = "pytorch-dcp";
+    map.path = ckpt->dir();
+    dcp::add_to_storage_map(*ckpt, "", map);
+    return map;
+  }
+
+  std::optional<SourceDiagnosis> diagnosis(const std::string& path) const override {
+    const dcp::Report r = dcp::diagnose(*dcp::Checkpoint::open(path));
+    return dcp::diagnosis_of(r.problems, r.verdict, r.clean, r.not_checked);
   }
 };
 

@@ -15,6 +15,7 @@
 #include "megatron_folder.h"
 #include "refresh_mains.h"
 #include "sources/dcp/source_export.h"
+#include "sources/dcp/storage_map.h"
 
 namespace ckptdoc::sources {
 
@@ -154,13 +155,42 @@ class MegatronSource final : public Source {
     return {out + "\n" + dcp::inspect_text(*ckpt), 0};
   }
 
-  Outcome diagnose(const DiagnoseRequest& request) const override {
-    const auto f = megatron::resolve(request.path);
+  // The DCP diagnosis with Megatron's findings: what diagnose prints and the views show.
+  struct Diagnosed {
+    megatron::IterationFolder folder;
+    std::shared_ptr<dcp::Checkpoint> ckpt;
+    megatron::CommonState common;
+    dcp::Report report;
+    megatron::MainParamComparison mains;
+  };
+  static Diagnosed diagnosed(const std::string& path) {
+    Diagnosed d;
+    d.folder = megatron::resolve(path);
+    d.ckpt = dcp::Checkpoint::open(d.folder.dir);
+    d.common = megatron::read_common(d.folder.dir);
+    d.report = dcp::diagnose(*d.ckpt);
+    d.mains = megatron::compare_main_params(*d.ckpt);
+    add_megatron_findings(d.report, d.folder, d.common, d.mains);
+    return d;
+  }
+
+  std::optional<StorageMap> storage_map(const std::string& path) const override {
+    const auto f = megatron::resolve(path);
     const auto ckpt = dcp::Checkpoint::open(f.dir);
-    const auto common = megatron::read_common(f.dir);
-    dcp::Report report = dcp::diagnose(*ckpt);
-    const auto mains = megatron::compare_main_params(*ckpt);
-    add_megatron_findings(report, f, common, mains);
+    StorageMap map;
+    map.format = "megatron-core";
+    map.path = ckpt->dir();
+    dcp::add_to_storage_map(*ckpt, "", map);
+    return map;
+  }
+
+  std::optional<SourceDiagnosis> diagnosis(const std::string& path) const override {
+    const auto d = diagnosed(path);
+    return dcp::diagnosis_of(d.report.problems, d.report.verdict, d.report.clean, d.report.not_checked);
+  }
+
+  Outcome diagnose(const DiagnoseRequest& request) const override {
+    const auto [f, ckpt, common, report, mains] = diagnosed(request.path);
     if (request.json) {
       auto j = nlohmann::json::parse(dcp::report_json(*ckpt, report));
       j["format"] = "megatron-core";

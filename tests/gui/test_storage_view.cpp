@@ -1,0 +1,108 @@
+// The desktop app on a PyTorch Distributed Checkpoint that torch itself wrote (tests/fixtures/dcp/fsdp2_ws2:
+// FSDP2 at world 2, 3 Adam steps, dcp.save; see tests/fixtures/dcp/README.md): the Storage tab's map has one
+// row per storage file with every item the CLI's `inspect --json` places there (key, byte offset, length,
+// read back from the drawn boxes), its keys table the CLI's keys, and the Overview the findings and verdict
+// of `diagnose --json`. A copy missing one .distcp file shows the CLI's dcp-file-missing finding, and its row
+// is drawn as not on disk and named by the finding.
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QtTest>
+#include <filesystem>
+
+#include "app_settings.h"
+#include "findings_model.h"
+#include "gui_test_main.h"
+#include "main_window.h"
+#include "session.h"
+#include "storage_expectations.h"
+#include "storage_map_widget.h"
+#include "storage_view.h"
+
+using namespace ckptdoc;
+using namespace ckptdoc::gui;
+
+namespace {
+
+std::string fixture() {
+  return test::fixtures_dir() + "/dcp/fsdp2_ws2";
+}
+
+// Opens `path` and waits for its analysis; false (with why) when it fails or does not end.
+std::string openAndWait(MainWindow& w, const std::string& path) {
+  QSignalSpy done(w.session(), &Session::analysisFinished);
+  QSignalSpy failed(w.session(), &Session::openFailed);
+  QSignalSpy analysisFailed(w.session(), &Session::analysisFailed);
+  w.openPath(QString::fromStdString(path), true);
+  for (int i = 0; i < 600 && done.isEmpty() && failed.isEmpty() && analysisFailed.isEmpty(); ++i)
+    QTest::qWait(100);
+  if (!failed.isEmpty()) return "open failed: " + failed.front().at(1).toString().toStdString();
+  if (!analysisFailed.isEmpty())
+    return "analysis failed: " + analysisFailed.front().at(1).toString().toStdString();
+  return done.isEmpty() ? "no analysis within 60 s" : "";
+}
+
+}  // namespace
+
+class TestStorageView : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() {
+    QStandardPaths::setTestModeEnabled(true);
+    test::use_private_settings();  // the recent-files list goes to a private file
+  }
+
+  void dcpFolderShowsWhatTheCliReports() {
+    MainWindow w;
+    const std::string why = openAndWait(w, fixture());
+    QVERIFY2(why.empty(), why.c_str());
+    int exit = -1;
+    const auto cli = test::cli_storage(fixture(), &exit);
+    QCOMPARE(exit, 0);
+    QCOMPARE(cli.files.size(), size_t{2});  // __0_0.distcp, __1_0.distcp: the two ranks
+    const auto shown = test::qt_storage(w);
+    QVERIFY(!shown.verdict.empty());
+    const std::string diff = test::storage_difference(cli, shown);
+    QVERIFY2(diff.empty(), diff.c_str());
+    // Every row is on disk and drawn to one scale: the longest file spans the whole width.
+    const auto& pic = w.storageView()->map()->picture();
+    double widest = 0;
+    for (const auto& row : pic.rows) {
+      QVERIFY(row.present);
+      QVERIFY(row.findings.empty());
+      widest = std::max(widest, row.extent);
+    }
+    QCOMPARE(widest, 1.0);
+  }
+
+  void missingDistcpFileIsNamedInTheView() {
+    test::TempDir dir;
+    const std::string copy = dir.file("fsdp2_ws2");
+    test::copy_tree(fixture(), copy);
+    std::filesystem::remove(copy + "/__1_0.distcp");
+    MainWindow w;
+    const std::string why = openAndWait(w, copy);
+    QVERIFY2(why.empty(), why.c_str());
+    int exit = -1;
+    const auto cli = test::cli_storage(copy, &exit);
+    QCOMPARE(exit, 1);
+    bool missing = false;
+    for (const auto& [code, severity, message] : cli.findings)
+      missing = missing || (code == "dcp-file-missing" && severity == "error");
+    QVERIFY(missing);
+    const auto shown = test::qt_storage(w);
+    const std::string diff = test::storage_difference(cli, shown);
+    QVERIFY2(diff.empty(), diff.c_str());
+    // The file's row stays, drawn as not on disk, named by the finding.
+    bool rowMarked = false;
+    for (const auto& row : w.storageView()->map()->picture().rows)
+      if (row.label == "__1_0.distcp")
+        rowMarked = !row.present && std::find(row.findings.begin(), row.findings.end(), "dcp-file-missing") !=
+                                        row.findings.end();
+    QVERIFY(rowMarked);
+    // The overview card of the finding is there.
+    QVERIFY(w.findChild<QWidget*>(QStringLiteral("finding_dcp-file-missing")) != nullptr);
+  }
+};
+
+CKPTDOC_TEST_MAIN_WIDGETS(TestStorageView)
+#include "test_storage_view.moc"

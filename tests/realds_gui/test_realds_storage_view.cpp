@@ -1,0 +1,115 @@
+// The desktop app on folders the real frameworks wrote (#28): Accelerate 1.16's FSDP save_state
+// (accelerate_fsdp2_ws2) and megatron-core's torch_dist saves (v019_megatron_*; tests/realds/realds.py). The
+// Storage tab's map has one row per storage file with the items the CLI's `inspect --json` places there (key,
+// byte offset, length, read back from the drawn boxes), its keys table the CLI's keys, and the Overview the
+// findings and verdict of `diagnose --json` — for the stale fp32 mains of a --finetune save as well, and for
+// an Accelerate copy that lost one optimizer .distcp file (dcp-file-missing, named under its part's folder).
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QtTest>
+#include <filesystem>
+
+#include "app_settings.h"
+#include "gui_test_main.h"
+#include "main_window.h"
+#include "realds_support.h"
+#include "session.h"
+#include "storage_expectations.h"
+#include "storage_map_widget.h"
+#include "storage_view.h"
+
+using namespace ckptdoc;
+using namespace ckptdoc::gui;
+namespace realds = ckptdoc::test::realds;
+
+namespace {
+
+std::string openAndWait(MainWindow& w, const std::string& path) {
+  QSignalSpy done(w.session(), &Session::analysisFinished);
+  QSignalSpy failed(w.session(), &Session::openFailed);
+  QSignalSpy analysisFailed(w.session(), &Session::analysisFailed);
+  w.openPath(QString::fromStdString(path), true);
+  for (int i = 0; i < 3000 && done.isEmpty() && failed.isEmpty() && analysisFailed.isEmpty(); ++i)
+    QTest::qWait(100);
+  if (!failed.isEmpty()) return "open failed: " + failed.front().at(1).toString().toStdString();
+  if (!analysisFailed.isEmpty())
+    return "analysis failed: " + analysisFailed.front().at(1).toString().toStdString();
+  return done.isEmpty() ? "no analysis within 300 s" : "";
+}
+
+// Opens `path` in a window and compares its Storage tab and findings with the CLI's; returns the CLI's view.
+test::StorageShown expectTheCli(const std::string& path, int want_exit) {
+  MainWindow w;
+  const std::string why = openAndWait(w, path);
+  if (!why.empty()) QTest::qFail(why.c_str(), __FILE__, __LINE__);
+  int exit = -1;
+  auto cli = test::cli_storage(path, &exit);
+  if (exit != want_exit) QTest::qFail(("diagnose exit " + std::to_string(exit)).c_str(), __FILE__, __LINE__);
+  const auto shown = test::qt_storage(w);
+  if (shown.verdict.empty()) QTest::qFail("no verdict shown", __FILE__, __LINE__);
+  const std::string diff = test::storage_difference(cli, shown);
+  if (!diff.empty()) QTest::qFail(diff.c_str(), __FILE__, __LINE__);
+  return cli;
+}
+
+bool hasFinding(const test::StorageShown& s, const std::string& code) {
+  for (const auto& [c, severity, message] : s.findings)
+    if (c == code) return true;
+  return false;
+}
+
+}  // namespace
+
+class TestRealdsStorageView : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() {
+    QStandardPaths::setTestModeEnabled(true);
+    test::use_private_settings();
+    AppSettings().setDevice(DeviceKind::Cpu);
+  }
+
+  void accelerateSaveState() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("accelerate_fsdp2_ws2");
+    const auto cli = expectTheCli(e.save_dir, 0);
+    if (QTest::currentTestFailed()) return;
+    // Both parts' files, each under its folder.
+    QVERIFY(cli.files.count("pytorch_model_fsdp_0/__1_0.distcp"));
+    QVERIFY(cli.files.count("optimizer_0/__1_0.distcp"));
+  }
+
+  void accelerateMissingOptimizerFile() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("accelerate_fsdp2_ws2");
+    test::TempDir dir;
+    const std::string copy = dir.file("save_state");
+    test::copy_tree(e.save_dir, copy);
+    std::filesystem::remove(copy + "/optimizer_0/__1_0.distcp");
+    const auto cli = expectTheCli(copy, 1);
+    if (QTest::currentTestFailed()) return;
+    QVERIFY(hasFinding(cli, "dcp-file-missing"));
+  }
+
+  void megatron_data() {
+    QTest::addColumn<QString>("name");
+    QTest::addColumn<int>("exit");
+    QTest::addColumn<QString>("finding");
+    QTest::newRow("bf16_distopt") << QString("v019_megatron_bf16_distopt") << 0 << QString();
+    QTest::newRow("finetune_stale") << QString("v019_megatron_finetune_stale") << 1
+                                    << QString("fp32-master-mismatch");
+  }
+  void megatron() {
+    REALDS_REQUIRE_DS("0.19");
+    QFETCH(QString, name);
+    QFETCH(int, exit);
+    QFETCH(QString, finding);
+    const auto e = realds::checkpoint(name.toStdString());
+    const auto cli = expectTheCli(e.save_dir, exit);
+    if (QTest::currentTestFailed()) return;
+    if (!finding.isEmpty()) QVERIFY(hasFinding(cli, finding.toStdString()));
+  }
+};
+
+CKPTDOC_TEST_MAIN_WIDGETS(TestRealdsStorageView)
+#include "test_realds_storage_view.moc"
