@@ -6,7 +6,7 @@
 
 #include "ckptdoc/analysis/diff.h"
 #include "ckptdoc/error.h"
-#include "ckptdoc/sources/registry.h"
+#include "ckptdoc/sources/diff_side.h"
 #include "commands.h"
 #include "format_helpers.h"
 #include "progress_bar.h"
@@ -70,28 +70,6 @@ void print_text(const analysis::DiffResult& r, int max_rows) {
   }
 }
 
-// One side and what its tensors read from, kept open while they are compared.
-struct Side {
-  analysis::DiffSide side;
-  std::shared_ptr<const void> keep_alive;
-};
-
-// The catalog's sources (DeepSpeed, universal, Hugging Face, weights files) give what --what names; the
-// others (DCP, Accelerate, Megatron-core) their weights as export writes them.
-Side open_side(const std::string& path, analysis::DiffWhat what) {
-  const auto source = sources::find_source(path);
-  if (source->reads_into_catalog()) {
-    std::shared_ptr<const deepspeed::Checkpoint> ckpt = deepspeed::Checkpoint::open(path);
-    return {analysis::diff_side(*ckpt, what), ckpt};
-  }
-  if (!source->can(sources::Command::Diff)) throw source->refusal(path, sources::Command::Diff);
-  if (what == analysis::DiffWhat::ExpAvg || what == analysis::DiffWhat::ExpAvgSq)
-    throw Error(ErrorKind::InvalidRequest, path, "--what " + std::string(analysis::diff_what_name(what)),
-                std::string(source->description()) + " is compared by its weights only");
-  auto w = source->weight_tensors(path);
-  return {{std::move(w.what), std::move(w.tensors)}, std::move(w.keep_alive)};
-}
-
 }  // namespace
 
 int run_diff(const DiffCommandOptions& o) {
@@ -101,8 +79,8 @@ int run_diff(const DiffCommandOptions& o) {
     options.atol = o.atol;
     options.rtol = o.rtol;
     if (!(options.atol >= 0) || !(options.rtol >= 0)) throw Error("", "--atol/--rtol", "must be >= 0");
-    const Side a = open_side(o.a, options.what);
-    const Side b = open_side(o.b, options.what);
+    const auto a = sources::open_diff_side(o.a, options.what);
+    const auto b = sources::open_diff_side(o.b, options.what);
     Progress progress;
     analysis::DiffResult r;
     {

@@ -89,7 +89,9 @@ std::map<QString, double> cliChanged(const std::string& a, const std::string& b,
   std::map<QString, double> out;
   for (const auto& v : doc.object().value("tensors").toArray()) {
     const auto o = v.toObject();
-    if (!o.value("equal").toBool()) out[o.value("name").toString()] = o.value("max_abs_diff").toDouble();
+    const auto max_abs = o.value("max_abs_diff");  // "inf" where one side is NaN/Inf and the other not
+    if (!o.value("equal").toBool())
+      out[o.value("name").toString()] = max_abs.isString() ? HUGE_VAL : max_abs.toDouble();
   }
   return out;
 }
@@ -305,6 +307,31 @@ class TestDiffView : public QObject {
     const auto* m = w.diffView()->model();
     QVERIFY(m->rowCount() > 0);
     QCOMPARE(m->data(m->index(0, DiffModel::Name), Qt::ToolTipRole).toString(), m->name(0));
+  }
+
+  // A PyTorch DCP folder open in the app (the Storage tab's source) is compared by its weights, as `ckptdoc
+  // diff` compares it: torch's own FSDP2 save against its diverged run (NaN, Inf, a skipped step) lists the
+  // tensors and the max |A−B| the CLI reports, and against itself is equal. main refused: "no checkpoint is
+  // open".
+  void dcpFolderIsComparedByItsWeights() {
+    const std::string a = test::fixtures_dir() + "/dcp/fsdp2_ws2";
+    const std::string b = test::fixtures_dir() + "/dcp/fsdp2_ws2_diverged";
+    MainWindow w;
+    w.show();
+    QVERIFY(openAndWait(w, a));
+    QVERIFY(!w.session()->checkpoint());  // opened as its storage map
+    QVERIFY(compareAndWait(w, b));
+    const auto cli = cliChanged(a, b);
+    QCOMPARE(cli.size(), size_t{5});
+    const auto app = appChanged(*w.diffView()->model());
+    QCOMPARE(app.size(), cli.size());
+    for (const auto& [name, max_abs] : cli) {
+      QVERIFY2(app.count(name), qPrintable(name));
+      QCOMPARE(app.at(name), max_abs);
+    }
+    QVERIFY(compareAndWait(w, a));
+    QVERIFY(appChanged(*w.diffView()->model()).empty());
+    QVERIFY(w.diffView()->summaryText().startsWith("equal"));
   }
 
   void badSecondSourceSaysWhy() {

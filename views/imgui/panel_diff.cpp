@@ -366,7 +366,7 @@ bool save_diff_rows(const View& v, const std::string& file) {
 void draw_diff(View& v) {
   DiffState& d = v.diff;
   auto& s = v.session;
-  if (ImGui::Button("Compare with...") && s.checkpoint()) {
+  if (ImGui::Button("Compare with...") && s.is_open()) {
     v.open_window.visible = true;
     v.open_window.pick = PickFor::Diff;
   }

@@ -127,7 +127,7 @@ void draw_header(View& v) {
     v.open_window.visible = true;
     v.open_window.pick = PickFor::Open;
   }
-  if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_D, false) && s.checkpoint()) {
+  if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_D, false) && s.is_open()) {
     v.open_window.visible = true;
     v.open_window.pick = PickFor::Diff;
   }

@@ -383,7 +383,7 @@ void MainWindow::openDialog() {
 }
 
 void MainWindow::compareDialog() {
-  if (!session_->checkpoint()) return;  // nothing open, or a storage map (diff reads the catalog only)
+  if (!session_->isOpen()) return;  // a storage map compares its weights (sources::open_diff_side)
   QFileDialog dialog(this, tr("Compare with (a checkpoint, Hugging Face folder or weights file)"));
   dialog.setFileMode(QFileDialog::Directory);
   dialog.setOption(QFileDialog::DontUseNativeDialog, true);  // folders and files alike, as in Open

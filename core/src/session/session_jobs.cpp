@@ -8,6 +8,7 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/session/session.h"
 #include "ckptdoc/snapshot/timeline.h"
+#include "ckptdoc/sources/diff_side.h"
 
 namespace ckptdoc::session {
 
@@ -101,14 +102,18 @@ JobPtr Session::density(const std::string& param, int bins, Done<analysis::Densi
 JobPtr Session::diff(const std::string& other, const analysis::DiffOptions& options,
                      Done<analysis::DiffResult> done) {
   auto ckpt = checkpoint_;
+  // A self-reporting source (a DCP folder, ...) is opened again on the worker as a diff side: its weights.
+  const std::string source_path = ckpt || !storage_ ? std::string() : path_;
   return queue_.submit<analysis::DiffResult>(
       JobKind::Diff, "diff", "Comparing with " + other,
-      [ckpt, other, options](JobQueue::Context& c) {
-        const auto& a = *require(ckpt);
+      [ckpt, source_path, other, options](JobQueue::Context& c) {
+        const auto a = source_path.empty()
+                           ? sources::OpenedDiffSide{analysis::diff_side(*require(ckpt), options.what), ckpt}
+                           : sources::open_diff_side(source_path, options.what);
         c.progress().set_stage("opening " + other, 0);
-        const auto b = deepspeed::Checkpoint::open(other);
+        const auto b = sources::open_diff_side(other, options.what);
         c.check();
-        return analysis::diff(a, *b, options, &c.progress());
+        return analysis::diff(a.side, b.side, options, &c.progress());
       },
       std::move(done));
 }

@@ -1,0 +1,23 @@
+#include "ckptdoc/sources/diff_side.h"
+
+#include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/error.h"
+#include "ckptdoc/sources/registry.h"
+
+namespace ckptdoc::sources {
+
+OpenedDiffSide open_diff_side(const std::string& path, analysis::DiffWhat what) {
+  const auto source = find_source(path);
+  if (source->reads_into_catalog()) {
+    std::shared_ptr<const deepspeed::Checkpoint> ckpt = deepspeed::Checkpoint::open(path);
+    return {analysis::diff_side(*ckpt, what), ckpt};
+  }
+  if (!source->can(Command::Diff)) throw source->refusal(path, Command::Diff);
+  if (what == analysis::DiffWhat::ExpAvg || what == analysis::DiffWhat::ExpAvgSq)
+    throw Error(ErrorKind::InvalidRequest, path, "--what " + std::string(analysis::diff_what_name(what)),
+                std::string(source->description()) + " is compared by its weights only");
+  auto w = source->weight_tensors(path);
+  return {{std::move(w.what), std::move(w.tensors)}, std::move(w.keep_alive)};
+}
+
+}  // namespace ckptdoc::sources
