@@ -217,7 +217,8 @@ class TestSourceRegistry : public QObject {
   // What test_dcp and test_dcp_export expect of the committed fixture, through the registry.
   void dcpFixtureThroughTheRegistryAsBefore() {
     const auto source = sources::find_source(dcp_fixture());
-    QCOMPARE(source->supported_commands(), std::string("`inspect`, `diagnose`, `export`, `repair` and `diff`"));
+    QCOMPARE(source->supported_commands(),
+             std::string("`inspect`, `diagnose`, `export`, `repair` and `diff`"));
     const auto ckpt = dcp::Checkpoint::open(dcp_fixture());
     const auto json = source->inspect({.path = dcp_fixture(), .json = true});
     QCOMPARE(json.text, dcp::metadata_json(*ckpt) + "\n");
