@@ -301,7 +301,7 @@ struct DivAcc {
   __m256i zero;                          // zero differences (their raw bin is the underflow one)
   __m256d sum_abs[2], sq_diff[2], sq_lp[2], sq_fp32[2], max_abs[2];
   alignas(64) uint32_t log[kSubLog][kRawMagnitudes];  // raw bins of |diff|
-  alignas(64) uint64_t ulp[kUlpPad];  // the other buckets
+  alignas(64) uint64_t ulp[kUlpPad];                  // the other buckets
 };
 
 CKPTDOC_AVX2_INLINE void div_init(DivAcc& a) {
