@@ -235,7 +235,7 @@ CKPTDOC_AVX2_INLINE void val_finish(const ValAcc& a, size_t n, ValueStats& s) {
     if (mag >= kRawNonfinite)
       exponent_all_ones += c;
     else
-      h[static_cast<size_t>((r >= kRawMagnitudes ? kLogSlots : 0) + log_slot_of_raw(mag))] += c;
+      h[static_cast<size_t>(log_slot_of_raw(mag)) + (r >= kRawMagnitudes ? size_t{kLogSlots} : 0)] += c;
   }
   h[kSlotUnderflow] -= zeros - zeros_neg;  // raw bin 0 held +0.0 too
   h[kLogSlots + kSlotUnderflow] -= zeros_neg;
