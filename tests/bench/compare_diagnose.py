@@ -6,11 +6,15 @@ scan's speed work): every number, histogram and finding has to come out the same
 A checkpoint is a folder holding `latest` (DeepSpeed), a `.metadata` file (PyTorch DCP), or a global_step*
 folder without a `latest` beside it.
 
-usage: compare_diagnose.py BASELINE_CKPTDOC OURS_CKPTDOC ROOT... [--extra ARG]...
+With --text it compares the text reports instead, byte for byte but for the time in the "scanned ... in N s"
+line.
+
+usage: compare_diagnose.py BASELINE_CKPTDOC OURS_CKPTDOC ROOT... [--extra ARG]... [--text]
 prints one line per checkpoint that differs and a count; exit 1 when any differs."""
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -26,7 +30,10 @@ def checkpoints(root):
             dirs[:] = []
 
 
-def run(binary, path, extra):
+def run(binary, path, extra, as_text=False):
+    if as_text:
+        p = subprocess.run([binary, "diagnose", *extra, path], capture_output=True, text=True)
+        return p.returncode, {"text": re.sub(r" in [0-9.]+ s\b", " in - s", p.stdout)}, p.stderr
     p = subprocess.run([binary, "diagnose", "--json", *extra, path], capture_output=True, text=True)
     try:
         report = json.loads(p.stdout)
@@ -43,12 +50,13 @@ def main():
     ap.add_argument("ours")
     ap.add_argument("roots", nargs="+")
     ap.add_argument("--extra", action="append", default=[], help="an argument passed to both diagnose runs")
+    ap.add_argument("--text", action="store_true", help="compare the text reports (the time masked)")
     a = ap.parse_args()
     same = differ = 0
     for root in a.roots:
         for path in checkpoints(root):
-            rb, jb, eb = run(a.baseline, path, a.extra)
-            ro, jo, eo = run(a.ours, path, a.extra)
+            rb, jb, eb = run(a.baseline, path, a.extra, a.text)
+            ro, jo, eo = run(a.ours, path, a.extra, a.text)
             if rb == ro and jb == jo and eb == eo:
                 same += 1
                 continue

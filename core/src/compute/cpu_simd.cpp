@@ -5,7 +5,8 @@
 // Layout of one 8-element step: classify and bin with vector integer operations on the IEEE bits, widen to
 // double for the sums (exact products, so FMA gives the same result as multiply-then-add), and write each
 // element's histogram index into a small buffer. Every 64 elements the buffers are counted into several
-// interleaved sub-histograms, so runs of equal indices do not serialise on one counter.
+// interleaved sub-histograms, so runs of equal indices do not serialise on one counter. The index is a
+// float's top bits as they are (one shift), the finish maps those raw bins onto the log slots.
 #include "compute/cpu_simd.h"
 
 #include <algorithm>
@@ -40,22 +41,27 @@ constexpr int kUlpPad = 32;
 constexpr int kValNan = 2 * kLogSlots;
 constexpr int kValSlots = 2 * kLogSlots + 8;
 static_assert(kLogBins == 256 && kSlotNonfinite == kLogBins + 3, "slot layout assumed below");
+// Raw histogram index: a float's top 11 bits (sign, exponent, the top two mantissa bits) or, for a
+// magnitude, its top 10. The log slot is a function of those bits (log_slot_of_raw) except that a zero
+// shares its raw bin with the tiny subnormals, and Inf its raw bin with some NaNs: vector counters of zeros
+// and infinities tell them apart at the finish. One shift per element instead of the compares and blends of a
+// slot.
+constexpr int kRawShift = 21;
+constexpr int kRawMagnitudes = 1024;
+constexpr int kRawBins = 2 * kRawMagnitudes;
+constexpr int kRawNonfinite = 0x7f800000 >> kRawShift;  // raw magnitudes from here on: exponent all ones
+constexpr int kRawBinBase = (127 + LogHistogram::kLogMinExp) * 4;
+
+// The log slot of a raw magnitude that is neither zero nor non-finite.
+int log_slot_of_raw(int raw) {
+  const int b = raw - kRawBinBase;
+  return b < 0 ? kSlotUnderflow : (b >= kLogBins ? kSlotOverflow : b);
+}
 
 enum Kind : int { kF16 = 0, kBF16 = 1, kF32 = 2 };
 
 CKPTDOC_AVX2_INLINE __m256i splat(int x) {
   return _mm256_set1_epi32(x);
-}
-
-// Log-histogram slot of 8 float magnitudes (sign bit clear): bins, underflow, overflow, zero, non-finite.
-// (a >> 21) is biased exponent * 4 + top two mantissa bits, so the bin is one subtraction away.
-CKPTDOC_AVX2_INLINE __m256i log_slot8(__m256i a) {
-  const __m256i zero = _mm256_setzero_si256();
-  const __m256i b = _mm256_sub_epi32(_mm256_srli_epi32(a, 21), splat((127 + LogHistogram::kLogMinExp) * 4));
-  __m256i s = _mm256_blendv_epi8(b, splat(kSlotUnderflow), _mm256_cmpgt_epi32(zero, b));
-  s = _mm256_blendv_epi8(s, splat(kSlotOverflow), _mm256_cmpgt_epi32(b, splat(kLogBins - 1)));
-  s = _mm256_blendv_epi8(s, splat(kSlotZero), _mm256_cmpeq_epi32(a, zero));
-  return _mm256_blendv_epi8(s, splat(kSlotNonfinite), _mm256_cmpgt_epi32(a, splat(0x7f7fffff)));
 }
 
 // ULP bucket of distances d in [0, 65536]: 0 for 0, else floor(log2 d) + 1, read off the exponent of float(d)
@@ -73,15 +79,16 @@ CKPTDOC_AVX2_INLINE __m256i ordered16_8(__m256i h) {
 
 // ---- value statistics ----
 struct ValAcc {
-  __m256i sub;  // lane counts of subnormals, as sums of -1 masks
+  __m256i sub;  // lane counts of half subnormals, as sums of -1 masks (a float's come from its raw bins)
+  __m256i zero, zero_neg, inf_pos, inf_neg;  // zeros (and of them -0.0), +Inf, -Inf, the same way
   __m256d sum[2], sq[2];
   __m256 mn, mx;
   int first_zero;  // sign bit of the first zero value, -1 before one
-  alignas(64) uint32_t hist[kSubLog][kValSlots];
+  alignas(64) uint32_t hist[kSubLog][kRawBins];
 };
 
 CKPTDOC_AVX2_INLINE void val_init(ValAcc& a) {
-  a.sub = _mm256_setzero_si256();
+  a.sub = a.zero = a.zero_neg = a.inf_pos = a.inf_neg = _mm256_setzero_si256();
   a.sum[0] = a.sum[1] = a.sq[0] = a.sq[1] = _mm256_setzero_pd();
   a.mn = _mm256_set1_ps(std::numeric_limits<float>::infinity());
   a.mx = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
@@ -90,7 +97,8 @@ CKPTDOC_AVX2_INLINE void val_init(ValAcc& a) {
 }
 
 // v: the 8 values as floats; bits: what classifies them, the half patterns (Half) or the float bits (F32,
-// and BF16, whose float bits are its own bits shifted up). Writes the 8 histogram indices to idx.
+// and BF16, whose float bits are its own bits shifted up). Writes the 8 raw histogram indices (from the float
+// bits: a half's float has its class and its bin) to idx.
 template <bool Half>
 CKPTDOC_AVX2_INLINE void val_add(ValAcc& a, __m256 v, __m256i bits, uint32_t* idx) {
   const __m256i abs_mask = splat(Half ? 0x7fff : 0x7fffffff);
@@ -99,8 +107,13 @@ CKPTDOC_AVX2_INLINE void val_add(ValAcc& a, __m256 v, __m256i bits, uint32_t* id
   const __m256i ab = _mm256_and_si256(bits, abs_mask);
   const __m256i nonfinite = _mm256_cmpgt_epi32(ab, _mm256_sub_epi32(inf, splat(1)));
   const __m256i zero = _mm256_cmpeq_epi32(ab, _mm256_setzero_si256());
-  const __m256i neg = _mm256_castps_si256(_mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ));
-  a.sub = _mm256_add_epi32(a.sub, _mm256_andnot_si256(zero, _mm256_cmpgt_epi32(min_normal, ab)));
+  if constexpr (Half)
+    a.sub = _mm256_add_epi32(a.sub, _mm256_andnot_si256(zero, _mm256_cmpgt_epi32(min_normal, ab)));
+  const __m256i fb = _mm256_castps_si256(v);
+  a.zero = _mm256_add_epi32(a.zero, zero);
+  a.zero_neg = _mm256_add_epi32(a.zero_neg, _mm256_cmpeq_epi32(fb, splat(static_cast<int>(0x80000000u))));
+  a.inf_pos = _mm256_add_epi32(a.inf_pos, _mm256_cmpeq_epi32(fb, splat(0x7f800000)));
+  a.inf_neg = _mm256_add_epi32(a.inf_neg, _mm256_cmpeq_epi32(fb, splat(static_cast<int>(0xff800000u))));
 
   const __m256 nf = _mm256_castsi256_ps(nonfinite);
   const __m256 fin = _mm256_andnot_ps(nf, v);  // non-finite lanes add +0, which leaves a lane sum unchanged
@@ -120,10 +133,7 @@ CKPTDOC_AVX2_INLINE void val_add(ValAcc& a, __m256 v, __m256i bits, uint32_t* id
     const int zm = _mm256_movemask_ps(_mm256_castsi256_ps(zero));
     if (zm != 0) a.first_zero = (_mm256_movemask_ps(v) >> __builtin_ctz(zm)) & 1;
   }
-  const __m256i fab = Half ? _mm256_and_si256(_mm256_castps_si256(v), splat(0x7fffffff)) : ab;
-  const __m256i slot = _mm256_add_epi32(log_slot8(fab), _mm256_and_si256(neg, splat(kLogSlots)));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx),
-                      _mm256_blendv_epi8(slot, splat(kValNan), _mm256_cmpgt_epi32(ab, inf)));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx), _mm256_srli_epi32(fb, kRawShift));
 }
 
 CKPTDOC_AVX2_INLINE void val_count(ValAcc& a, const uint32_t* idx, int n) {
@@ -158,11 +168,29 @@ CKPTDOC_AVX2_INLINE void val_count_delta(ValAcc& a, const uint32_t* idx, const u
 // The lp counts from val_count_delta's corrections and the fp32 counts (exact in 32-bit wrapping arithmetic:
 // every true count lies in [0, n]).
 CKPTDOC_AVX2_INLINE void val_rebase(ValAcc& a, const ValAcc& base) {
-  for (int i = 0; i < kValSlots; ++i) {
-    uint32_t c = 0;
-    for (int k = 0; k < kSubLog; ++k) c += base.hist[k][i];
-    a.hist[0][i] = c + a.hist[0][i] - a.hist[1][i];
-    a.hist[1][i] = 0;
+  for (int i = 0; i < kRawBins; i += 8) {
+    __m256i c = _mm256_load_si256(reinterpret_cast<const __m256i*>(&base.hist[0][i]));
+    for (int k = 1; k < kSubLog; ++k)
+      c = _mm256_add_epi32(c, _mm256_load_si256(reinterpret_cast<const __m256i*>(&base.hist[k][i])));
+    auto* lp0 = reinterpret_cast<__m256i*>(&a.hist[0][i]);
+    auto* lp1 = reinterpret_cast<__m256i*>(&a.hist[1][i]);
+    _mm256_store_si256(lp0,
+                       _mm256_sub_epi32(_mm256_add_epi32(c, _mm256_load_si256(lp0)), _mm256_load_si256(lp1)));
+    _mm256_store_si256(lp1, _mm256_setzero_si256());
+  }
+}
+
+// The kSubLog sub-histograms summed (exact: a count never reaches 2^32), 8 bins at a time, and whether
+// each group of 8 is empty (most are: a tensor's values fill a few binades), so the finish maps only the
+// bins that hold something: a small tensor's scan costs little more than its elements.
+template <int Bins>
+CKPTDOC_AVX2_INLINE void sum_subs(const uint32_t (&h)[kSubLog][Bins], uint32_t* total, bool* group_empty) {
+  for (int i = 0; i < Bins; i += 8) {
+    __m256i c = _mm256_load_si256(reinterpret_cast<const __m256i*>(&h[0][i]));
+    for (int k = 1; k < kSubLog; ++k)
+      c = _mm256_add_epi32(c, _mm256_load_si256(reinterpret_cast<const __m256i*>(&h[k][i])));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(total + i), c);
+    group_empty[i / 8] = _mm256_testz_si256(c, c) != 0;
   }
 }
 
@@ -181,17 +209,46 @@ CKPTDOC_AVX2_INLINE double lane_sum(const __m256d* s) {
   return (l[0] + l[1]) + (l[2] + l[3]);
 }
 
+// Half: the values were halves (their subnormals are counted apart; a float subnormal is a non-zero value
+// in a raw bin of exponent 0).
+template <bool Half>
 CKPTDOC_AVX2_INLINE void val_finish(const ValAcc& a, size_t n, ValueStats& s) {
   s = ValueStats{};
+  // The value slots (see kValNan) from the raw bins: a zero is never negative (-0 < 0 is false), so -0.0
+  // leaves the negative raw bin 0 for the zero slot, and NaN is what the exponent-all-ones bins hold beyond
+  // the infinities.
   std::array<uint64_t, kValSlots> h{};
-  for (int k = 0; k < kSubLog; ++k)
-    for (int i = 0; i < kValSlots; ++i) h[static_cast<size_t>(i)] += a.hist[k][i];
+  const uint64_t zeros = lane_total(a.zero), zeros_neg = lane_total(a.zero_neg);
+  const uint64_t inf_pos = lane_total(a.inf_pos), inf_neg = lane_total(a.inf_neg);
+  uint64_t exponent_all_ones = 0, exponent_zero = 0;
+  alignas(32) uint32_t total[kRawBins];
+  bool empty[kRawBins / 8];
+  sum_subs(a.hist, total, empty);
+  for (int r = 0; r < kRawBins; ++r) {
+    if (empty[r / 8]) {
+      r += 7;
+      continue;
+    }
+    const uint64_t c = total[r];
+    const int mag = r % kRawMagnitudes;
+    if (mag < (1 << (23 - kRawShift))) exponent_zero += c;
+    if (mag >= kRawNonfinite)
+      exponent_all_ones += c;
+    else
+      h[static_cast<size_t>(log_slot_of_raw(mag)) + (r >= kRawMagnitudes ? size_t{kLogSlots} : 0)] += c;
+  }
+  h[kSlotUnderflow] -= zeros - zeros_neg;  // raw bin 0 held +0.0 too
+  h[kLogSlots + kSlotUnderflow] -= zeros_neg;
+  h[kSlotZero] = zeros;
+  h[kSlotNonfinite] = inf_pos;
+  h[kLogSlots + kSlotNonfinite] = inf_neg;
+  h[kValNan] = exponent_all_ones - inf_pos - inf_neg;
   s.count = n;
   s.nan = h[kValNan];
   s.pos_inf = h[kSlotNonfinite];
   s.neg_inf = h[kLogSlots + kSlotNonfinite];
   s.zeros = h[kSlotZero] + h[kLogSlots + kSlotZero];  // (a zero is never negative: -0 < 0 is false)
-  s.subnormals = lane_total(a.sub);
+  s.subnormals = Half ? lane_total(a.sub) : exponent_zero - zeros;
   for (int i = 0; i < kLogSlots; ++i)
     s.negatives += h[static_cast<size_t>(kLogSlots) + static_cast<size_t>(i)];
   s.sum = lane_sum(a.sum);
@@ -241,13 +298,14 @@ CKPTDOC_AVX2_INLINE void val_finish(const ValAcc& a, size_t n, ValueStats& s) {
 struct DivAcc {
   __m256i exact, nonfinite, ulp0, ulp1;  // ULP buckets 0 and 1, which take most elements, in vector counters
   __m256i one_side;                      // lanes where exactly one side was NaN/Inf (see SqFromValues)
+  __m256i zero;                          // zero differences (their raw bin is the underflow one)
   __m256d sum_abs[2], sq_diff[2], sq_lp[2], sq_fp32[2], max_abs[2];
-  alignas(64) uint32_t log[kSubLog][kLogSlots];
-  alignas(64) uint64_t ulp[kUlpPad];  // the other buckets
+  alignas(64) uint32_t log[kSubLog][kRawMagnitudes];  // raw bins of |diff|
+  alignas(64) uint64_t ulp[kUlpPad];                  // the other buckets
 };
 
 CKPTDOC_AVX2_INLINE void div_init(DivAcc& a) {
-  a.exact = a.nonfinite = a.ulp0 = a.ulp1 = a.one_side = _mm256_setzero_si256();
+  a.exact = a.nonfinite = a.ulp0 = a.ulp1 = a.one_side = a.zero = _mm256_setzero_si256();
   for (int k = 0; k < 2; ++k)
     a.sum_abs[k] = a.sq_diff[k] = a.sq_lp[k] = a.sq_fp32[k] = a.max_abs[k] = _mm256_setzero_pd();
   std::memset(a.log, 0, sizeof a.log);
@@ -274,8 +332,8 @@ CKPTDOC_AVX2_INLINE void div_sq(DivAcc& a, __m256 lp, __m256 m, __m256 nf) {
 // one_side, and the pass recomputes the two sums (div_sq_pass) when any was seen.
 //
 // One 8-element step of the divergence pass. lp: float(lp); lp_bits: the lp patterns (16-bit ones
-// zero-extended, or the float bits for F32). Writes log slot | ulp bucket << 16 to idx, and to *rare the
-// lanes whose bucket is above 1.
+// zero-extended, or the float bits for F32). Writes the raw bin of |diff| | ulp bucket << 16 to idx, and to
+// *rare the lanes whose bucket is above 1.
 template <int K, bool SqFromValues>
 CKPTDOC_AVX2_INLINE void div_add(DivAcc& a, __m256 lp, __m256i lp_bits, __m256 m, uint32_t* idx,
                                  uint8_t* rare) {
@@ -332,8 +390,11 @@ CKPTDOC_AVX2_INLINE void div_add(DivAcc& a, __m256 lp, __m256i lp_bits, __m256 m
     a.one_side = _mm256_or_si256(a.one_side, _mm256_xor_si256(lp_nonfinite, m_nonfinite));
   a.nonfinite = _mm256_add_epi32(a.nonfinite, nonfinite);
   const __m256i diff_abs = _mm256_and_si256(_mm256_castps_si256(_mm256_sub_ps(m, lp)), abs31);
-  const __m256i slot = log_slot8(_mm256_blendv_epi8(diff_abs, splat(0x7f800000), nonfinite));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx), _mm256_or_si256(slot, _mm256_slli_epi32(bucket, 16)));
+  // a lane with a NaN/Inf side counts as non-finite: all exponent bits set put it in a non-finite raw bin
+  const __m256i sel = _mm256_or_si256(diff_abs, _mm256_and_si256(nonfinite, splat(0x7f800000)));
+  a.zero = _mm256_add_epi32(a.zero, _mm256_cmpeq_epi32(sel, _mm256_setzero_si256()));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx),
+                      _mm256_or_si256(_mm256_srli_epi32(sel, kRawShift), _mm256_slli_epi32(bucket, 16)));
 
   const __m256 nf = _mm256_castsi256_ps(nonfinite);
   const __m256 d = _mm256_andnot_ps(nf, _mm256_castsi256_ps(diff_abs));
@@ -375,10 +436,24 @@ CKPTDOC_AVX2_INLINE void div_finish(const DivAcc& a, size_t n, DivergenceStats& 
   alignas(32) double mx[4];
   _mm256_store_pd(mx, _mm256_max_pd(a.max_abs[0], a.max_abs[1]));
   s.max_abs = std::max(std::max(mx[0], mx[1]), std::max(mx[2], mx[3]));
+  std::array<uint64_t, kLogSlots> slots{};
+  alignas(32) uint32_t total[kRawMagnitudes];
+  bool empty[kRawMagnitudes / 8];
+  sum_subs(a.log, total, empty);
+  for (int r = 0; r < kRawMagnitudes; ++r) {
+    if (empty[r / 8]) {
+      r += 7;
+      continue;
+    }
+    const uint64_t c = total[r];
+    slots[static_cast<size_t>(r >= kRawNonfinite ? kSlotNonfinite : log_slot_of_raw(r))] += c;
+  }
+  const uint64_t zeros = lane_total(a.zero);
+  slots[kSlotUnderflow] -= zeros;  // raw bin 0 held the zeros
+  slots[kSlotZero] = zeros;
   std::array<uint64_t, kLogBins> bins{};
   for (int i = 0; i < kLogSlots; ++i) {
-    uint64_t c = 0;
-    for (int k = 0; k < kSubLog; ++k) c += a.log[k][i];
+    const uint64_t c = slots[static_cast<size_t>(i)];
     switch (i) {
       case kSlotUnderflow:
         s.log_abs_diff.underflow = c;
@@ -492,7 +567,7 @@ template <int K>
 CKPTDOC_AVX2 size_t values_k(const void* data, size_t begin, size_t end, ValueStats& out) {
   Accs acc;
   const size_t n = pass<K, false, true, false>(data, nullptr, begin, end, acc);
-  val_finish(acc.lp, n, out);
+  val_finish<K == kF16>(acc.lp, n, out);
   return n;
 }
 
@@ -503,14 +578,14 @@ CKPTDOC_AVX2 size_t divergence_k(const void* lp, const float* fp32, size_t begin
   size_t n;
   if (lp_stats && fp32_stats) {
     n = pass<K, true, true, true>(lp, fp32, begin, end, acc);
-    val_finish(acc.lp, n, *lp_stats);
-    val_finish(acc.fp32, n, *fp32_stats);
+    val_finish<K == kF16>(acc.lp, n, *lp_stats);
+    val_finish<false>(acc.fp32, n, *fp32_stats);
   } else if (lp_stats) {
     n = pass<K, true, true, false>(lp, fp32, begin, end, acc);
-    val_finish(acc.lp, n, *lp_stats);
+    val_finish<K == kF16>(acc.lp, n, *lp_stats);
   } else if (fp32_stats) {
     n = pass<K, true, false, true>(lp, fp32, begin, end, acc);
-    val_finish(acc.fp32, n, *fp32_stats);
+    val_finish<false>(acc.fp32, n, *fp32_stats);
   } else {
     n = pass<K, true, false, false>(lp, fp32, begin, end, acc);
   }
