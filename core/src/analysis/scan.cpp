@@ -358,14 +358,12 @@ class Scanner {
           // Any failure in a universal folder is named (its catalogued problems read as absent, not as
           // errors).
           if (cat.universal || (file_level && !catalog_names_rank(cat, part.rank)))
-            acc.problems.push_back({model::code_name(model::Code::RankFileUnreadable),
-                                    model::Severity::Error,
+            acc.problems.push_back({model::Code::RankFileUnreadable,
                                     "rank " + std::to_string(part.rank) + " of group " +
                                         std::to_string(g.index) + " (" + key +
                                         ") could not be read: " + e.what(),
                                     "",
-                                    {part.rank},
-                                    {}});
+                                    {part.rank}});
           if (file_level) break;  // the file itself: its moments cannot be read either
         }
       }
@@ -385,13 +383,7 @@ class Scanner {
             "An export of the masters writes these values widened to float32; a refresh writes them back in ";
         message += dt;
         message += ".";
-        acc.problems.push_back({model::code_name(model::Code::MastersIn16Bit),
-                                model::Severity::Info,
-                                std::move(message),
-                                "",
-                                {},
-                                {},
-                                {{"dtype", dt}}});
+        acc.problems.emplace_back(model::Code::MastersIn16Bit, std::move(message)).details = {{"dtype", dt}};
       }
       partitions_[{g.index, part.rank}] = std::move(v);
     }

@@ -678,7 +678,7 @@ class ToUniversal {
     }
     // The values are the source's bit for bit, so a statistics pass would only repeat the source's diagnosis
     // (and map the whole output): the verification report holds what re-opening the output found.
-    for (const auto& p : wc.problems) result_.verification.findings.push_back(analysis::finding_from(p));
+    for (const auto& p : wc.problems) result_.verification.findings.push_back(p);
     std::stable_sort(
         result_.verification.findings.begin(), result_.verification.findings.end(),
         [](const analysis::Finding& a, const analysis::Finding& b) { return a.severity > b.severity; });

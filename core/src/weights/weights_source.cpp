@@ -160,8 +160,8 @@ void WeightsSource::problem(model::Code code, std::string message, std::string f
 
 void WeightsSource::problem(model::Code code, model::Severity severity, std::string message, std::string file,
                             std::vector<std::string> tensors) {
-  problems_.push_back(deepspeed::Problem{
-      model::code_name(code), severity, std::move(message), std::move(file), {}, std::move(tensors)});
+  problems_.emplace_back(code, severity, std::move(message), std::move(file), std::vector<int>{},
+                         std::move(tensors));
 }
 
 void WeightsSource::read_config() {
