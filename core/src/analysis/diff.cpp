@@ -28,8 +28,7 @@ std::string strip_module(std::string s) {
 
 std::string describe(const deepspeed::Checkpoint& c, DiffWhat what) {
   const auto& cat = c.catalog();
-  if (c.weights_only())
-    return std::string(cat.kind == "hf-folder" ? "Hugging Face folder " : "weights file ") + cat.tag_dir;
+  if (c.weights_only()) return cat.description + " " + cat.tag_dir;
   return "DeepSpeed checkpoint " + cat.tag_dir + " (" + std::string(diff_what_name(what)) + ")";
 }
 

@@ -188,9 +188,15 @@ struct OptimizerGroupState {
 // one; a tensor/pipeline-parallel job has one per mp rank (Checkpoint::slice), each with its own groups,
 // params and layout, and the files and topology of the whole job.
 struct Catalog {
-  // "deepspeed", or for a weights-only source (weights/weights_source.h): "hf-folder" | "weights-file".
+  // "deepspeed", or for a weights-only source (weights/weights_source.h): "hf-folder" | "weights-file". Data
+  // for inspect and diagnose to print; code asks the capabilities below, set by the source, never this.
   std::string kind = "deepspeed";
-  std::string save_dir;  // folder holding `latest` (or the tag folder's parent)
+  // What the source is, in words: "DeepSpeed checkpoint", "Hugging Face folder", "weights file".
+  std::string description = "DeepSpeed checkpoint";
+  // Tensors only, by design: no fp32 masters, no optimizer state, nothing to repair (a weights source).
+  bool weights_only = false;
+  bool single_file = false;  // one file, not a folder (a weights file)
+  std::string save_dir;      // folder holding `latest` (or the tag folder's parent)
   std::string tag;
   std::string tag_dir;  // absolute
   int mp_rank = 0;      // the model-parallel rank these groups, params and layout belong to
