@@ -18,7 +18,7 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/parallel.h"
-#include "io/mapped_pages.h"
+#include "format/tensor_pages.h"
 #include "not_analysed.h"
 
 namespace ckptdoc::analysis {
@@ -516,8 +516,8 @@ class Scanner {
     // a small resident set instead of growing by everything it read. Small tasks: with their batch only.
     if (t.numel >= kReleaseNowElements) {
       for (const auto* x : {&pv.fp32, &pv.exp_avg, &pv.exp_avg_sq})
-        if (*x) io::release(**x, t.partition_offset, t.numel);
-      if (lpt) io::release(*lpt, t.param_offset, t.numel);
+        if (*x) release_pages(**x, t.partition_offset, t.numel);
+      if (lpt) release_pages(*lpt, t.param_offset, t.numel);
     }
     return r;
   }

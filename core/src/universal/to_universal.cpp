@@ -19,7 +19,7 @@
 #include "ckptdoc/parallel.h"
 #include "ckptdoc/universal/convert.h"
 #include "deepspeed/value_access.h"
-#include "io/mapped_pages.h"
+#include "format/tensor_pages.h"
 #include "universal/merged_param.h"
 #include "universal/output_folder.h"
 #include "universal/tp_patterns.h"
@@ -521,7 +521,7 @@ class ToUniversal {
       mp.fill(s, first, n, a.data());
       if (std::memcmp(a.data(), w + first, static_cast<size_t>(n) * 4) != 0)
         return rel + " differs from the source near element " + num(first);
-      io::release(v->as_tensor(), first, n);
+      release_pages(v->as_tensor(), first, n);
     }
     return std::nullopt;
   }
