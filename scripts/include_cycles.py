@@ -46,10 +46,15 @@ def graph(root):
                 with open(path, encoding="utf-8", errors="replace") as f:
                     text = f.read()
                 for inc in INCLUDE.findall(text):
-                    if inc.startswith("ckptdoc/"):
-                        target = "core/include/" + inc
-                    else:  # relative to the including file
-                        target = os.path.relpath(os.path.normpath(os.path.join(dirpath, inc)), root)
+                    # as the compiler looks: beside the including file, then core/src/, then core/include/
+                    target = None
+                    for base_dir in (dirpath, os.path.join(root, "core", "src"), os.path.join(root, "core", "include")):
+                        candidate = os.path.normpath(os.path.join(base_dir, inc))
+                        if os.path.exists(candidate):
+                            target = os.path.relpath(candidate, root)
+                            break
+                    if target is None:
+                        continue  # a generated or third-party header
                     b = folder_of(target)
                     if b and a and a != b:
                         edges[a][b].append(rel)
