@@ -91,7 +91,8 @@ std::optional<std::string> not_a_snapshot_folder(const std::string& dir) {
   if (snapshot::is_snapshot_dir(dir) || snapshot::holds_snapshots(dir)) return std::nullopt;
   std::string what;
   try {
-    const auto& cat = deepspeed::Checkpoint::open(dir)->catalog();
+    const auto ckpt = deepspeed::Checkpoint::open(dir);
+    const auto& cat = ckpt->catalog();
     what = cat.weights_only ? "weights (" + cat.kind + ")" : cat.description;
   } catch (const std::exception&) {
     return std::nullopt;

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <utility>
 
 #include "ckptdoc/deepspeed/export.h"
 #include "ckptdoc/error.h"
@@ -84,7 +85,7 @@ class Pipe : public ByteSink {
   void close(std::exception_ptr error = nullptr) {
     std::lock_guard<std::mutex> lock(m_);
     closed_ = true;
-    error_ = error;
+    error_ = std::move(error);
     ready_.notify_all();
   }
   void abandon() {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <utility>
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/error.h"
@@ -109,7 +110,7 @@ JobPtr Session::open(const std::string& path, const deepspeed::OpenOptions& opti
         c.progress().set_stage("reading the catalog", 0);
         return deepspeed::Checkpoint::open(path, options);
       },
-      [this, path, done](Outcome<Result>& o) {
+      [this, path, done = std::move(done)](Outcome<Result>& o) {
         if (o.job == open_job_) open_job_.reset();
         if (o.ok()) {
           apply_source(path, *o.value);
@@ -200,7 +201,7 @@ JobPtr Session::analyse(Done<Analysis> done) {
         c.progress().set_stage("preparing the pictures", 0);
         return prepare_analysis(std::move(report), ckpt->catalog());
       },
-      [this, ckpt, done](Outcome<Analysis>& o) {
+      [this, ckpt, done = std::move(done)](Outcome<Analysis>& o) {
         const bool current = ckpt == checkpoint_ && o.job == analysis_job_;
         if (current && o.ok()) {
           apply_analysis(*o.value);
