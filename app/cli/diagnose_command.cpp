@@ -94,7 +94,7 @@ void print_live(const analysis::LiveReport& l) {
 }
 
 void print_report(const analysis::Report& report, const deepspeed::Catalog& cat, int max_params) {
-  if (cat.kind != "deepspeed") return print_weights_report(report, cat, max_params);
+  if (cat.weights_only) return print_weights_report(report, cat, max_params);
   std::printf("ckptdoc diagnose: %s (tag %s)\n", cat.tag_dir.c_str(), cat.tag.c_str());
   const auto& t = cat.topology;
   std::string par = cat.universal ? "universal (any dp)" : "dp " + std::to_string(cat.dp_world_size);

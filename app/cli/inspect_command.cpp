@@ -280,8 +280,7 @@ int run_inspect(const InspectOptions& o) {
     if (weights) j["trainer_weights"] = nlohmann::json::parse(weights::weights_to_json(*weights));
     std::printf("%s\n", j.dump(2).c_str());
   } else if (ckpt->weights_only() && weights) {
-    print_weights(*weights, weights->kind() == weights::SourceKind::HfFolder ? "Hugging Face model folder"
-                                                                             : "Weights file");
+    print_weights(*weights, ckpt->catalog().single_file ? "Weights file" : "Hugging Face model folder");
   } else {
     print_text(*ckpt, o.layout);
     if (weights) {

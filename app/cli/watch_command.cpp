@@ -89,14 +89,15 @@ void print_event(const WatchEvent& e, const char* what, const std::string& error
 // folder, or one the hook has written into, is watched.
 std::optional<std::string> not_a_snapshot_folder(const std::string& dir) {
   if (snapshot::is_snapshot_dir(dir) || snapshot::holds_snapshots(dir)) return std::nullopt;
-  std::string kind;
+  std::string what;
   try {
-    kind = deepspeed::Checkpoint::open(dir)->catalog().kind;
+    const auto ckpt = deepspeed::Checkpoint::open(dir);
+    const auto& cat = ckpt->catalog();
+    what = cat.weights_only ? "weights (" + cat.kind + ")" : cat.description;
   } catch (const std::exception&) {
     return std::nullopt;
   }
-  return dir + " holds a " +
-         (kind == "deepspeed" ? std::string("DeepSpeed checkpoint") : "weights (" + kind + ")") +
+  return dir + " holds a " + what +
          ", not live-engine snapshots: watch follows the folder ckptdoc_hook writes snapshots into (its "
          "out_dir). "
          "For a checkpoint run: ckptdoc diagnose " +

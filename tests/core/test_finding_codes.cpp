@@ -8,6 +8,7 @@
 #include <QtTest>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -16,6 +17,7 @@
 
 #include "ckptdoc/analysis/report.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/model/finding.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "test_support.h"
 
@@ -143,18 +145,58 @@ class TestFindingCodes : public QObject {
       QCOMPARE(e.kind(), ErrorKind::InvalidRequest);
       QVERIFY2(std::string(e.what()).find("'no-such-code'") != std::string::npos, e.what());
     }
-    // A catalog problem with a code outside the table cannot become a finding quietly.
-    deepspeed::Problem p{"no-such-code", model::Severity::Error, "made up", "", {}, {}};
-    QVERIFY_THROWS_EXCEPTION(Error, analysis::finding_from(p));
-    // The table's repairs are the ones finding_from gives.
-    QCOMPARE(analysis::finding_from({"world-size-mismatch", model::Severity::Error, "", "", {}, {}}).repair,
-             analysis::RepairKind::Repartition);
-    QCOMPARE(
-        analysis::finding_from({"optimizer-state-shape-mismatch", model::Severity::Error, "", "", {}, {}})
-            .repair,
-        analysis::RepairKind::ResetOptimizer);
-    QCOMPARE(analysis::finding_from({"rank-file-truncated", model::Severity::Error, "", "", {}, {}}).repair,
-             analysis::RepairKind::None);
+  }
+
+  // One finding type (model/finding.h): made from a code, it takes the table's severity and repair, so a
+  // catalog problem is a finding as it is (no copy decides them later).
+  void findingTakesTheTablesSeverityAndRepair() {
+    for (const auto& row : model::all_codes()) {
+      const model::Finding f(row.code, "m", "f");
+      QCOMPARE(f.code, std::string(row.name));
+      QCOMPARE(f.severity, row.severity);
+      QCOMPARE(f.repair, row.repair);
+      QCOMPARE(f.named_files(), std::vector<std::string>{"f"});
+    }
+    QCOMPARE(model::Finding(model::Code::WorldSizeMismatch).repair, model::RepairKind::Repartition);
+    QCOMPARE(model::Finding(model::Code::OptimizerStateShapeMismatch).repair,
+             model::RepairKind::ResetOptimizer);
+    QCOMPARE(model::Finding(model::Code::RankFileTruncated).repair, model::RepairKind::None);
+    // A site that escalates or de-escalates says so with its severity; the repair stays the table's.
+    const model::Finding warned(model::Code::ShardUnreadable, model::Severity::Warning, "m");
+    QCOMPARE(warned.severity, model::Severity::Warning);
+    QCOMPARE(warned.repair, model::default_repair(model::Code::ShardUnreadable));
+  }
+
+  // A severity spelled at a site equals the table's only by mistake: the table gives it. core/src's sites
+  // that pass a code and then a severity (`Code::X, Severity::Y`) must pass one that differs from X's row.
+  void noSitePassesTheTablesOwnSeverity() {
+    const std::string table = test::read_text(test::source_dir() + "/core/src/model/finding_codes.cpp");
+    std::map<std::string, std::string> name_of;  // enumerator -> code
+    const std::regex row(R"re(\{Code::(\w+),\s*"([a-z0-9-]+)")re");
+    for (auto it = std::sregex_iterator(table.begin(), table.end(), row); it != std::sregex_iterator(); ++it)
+      name_of[(*it)[1].str()] = (*it)[2].str();
+    QCOMPARE(name_of.size(), model::all_codes().size());
+    const std::regex site(
+        R"re(Code::(\w+)\)?\s*,\s*(?:model::|analysis::)?Severity::(Info|Warning|Error)\b)re");
+    std::vector<std::string> same;
+    for (const auto& e : fs::recursive_directory_iterator(fs::path(test::source_dir()) / "core" / "src")) {
+      const auto ext = e.path().extension();
+      if (!e.is_regular_file() || (ext != ".cpp" && ext != ".h")) continue;
+      if (e.path().filename() == "finding_codes.cpp") continue;
+      const std::string text = test::read_text(e.path().string());
+      for (auto it = std::sregex_iterator(text.begin(), text.end(), site); it != std::sregex_iterator();
+           ++it) {
+        const auto code = name_of.find((*it)[1].str());
+        if (code == name_of.end()) continue;
+        const auto sev = model::severity_name(model::default_severity(model::code_of(code->second)));
+        std::string spelled = (*it)[2].str();
+        spelled[0] = static_cast<char>(std::tolower(spelled[0]));
+        if (spelled == sev) same.push_back(e.path().string() + ": Code::" + (*it)[1].str() + ", " + spelled);
+      }
+    }
+    std::string list;
+    for (const auto& s : same) list += "\n  " + s;
+    QVERIFY2(same.empty(), ("sites that pass the table's own severity:" + list).c_str());
   }
 
   // What real DeepSpeed checkpoints report (the committed fixtures, and one with a rank file removed) is in

@@ -103,9 +103,7 @@ std::vector<deepspeed::Problem> verify_checksums(const deepspeed::Catalog& catal
     for (size_t k = 0; k < bad[f].size() && k < 5; ++k) list += (k ? ", " : "") + bad[f][k];
     if (bad[f].size() > 5) list += " and " + std::to_string(bad[f].size() - 5) + " more";
     const auto& file = catalog.files[f];
-    deepspeed::Problem p;
-    p.code = model::code_name(model::Code::ChecksumMismatch);
-    p.severity = model::default_severity(model::Code::ChecksumMismatch);
+    deepspeed::Problem p(model::Code::ChecksumMismatch);
     p.file = file.path;
     if (file.dp_rank >= 0) p.ranks = {file.dp_rank};
     p.message = file.path + ": " + std::to_string(bad[f].size()) + " of " +

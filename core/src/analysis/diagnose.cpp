@@ -73,10 +73,10 @@ Report diagnose_job(const deepspeed::Checkpoint& job, const DiagnoseOptions& opt
     report.bytes_scanned += scan.bytes_scanned;
     if (report.backend.empty()) report.backend = scan.backend;
   }
-  for (const auto& p : job.catalog().problems) report.findings.push_back(finding_from(p));
+  for (const auto& p : job.catalog().problems) report.findings.push_back(p);
   if (options.verify_checksums)
     for (auto& p : verify_checksums(job.catalog(), options.threads, progress))
-      report.findings.push_back(finding_from(p));
+      report.findings.push_back(std::move(p));
   const std::optional<deepspeed::TpRules> rules =
       options.tp_rules ? std::optional<deepspeed::TpRules>(deepspeed::read_tp_rules(*options.tp_rules))
                        : deepspeed::tp_rules_of(job);

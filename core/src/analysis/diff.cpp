@@ -10,6 +10,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <utility>
 
 #include "ckptdoc/deepspeed/export.h"
 #include "ckptdoc/error.h"
@@ -28,8 +29,7 @@ std::string strip_module(std::string s) {
 
 std::string describe(const deepspeed::Checkpoint& c, DiffWhat what) {
   const auto& cat = c.catalog();
-  if (c.weights_only())
-    return std::string(cat.kind == "hf-folder" ? "Hugging Face folder " : "weights file ") + cat.tag_dir;
+  if (c.weights_only()) return cat.description + " " + cat.tag_dir;
   return "DeepSpeed checkpoint " + cat.tag_dir + " (" + std::string(diff_what_name(what)) + ")";
 }
 
@@ -85,7 +85,7 @@ class Pipe : public ByteSink {
   void close(std::exception_ptr error = nullptr) {
     std::lock_guard<std::mutex> lock(m_);
     closed_ = true;
-    error_ = error;
+    error_ = std::move(error);
     ready_.notify_all();
   }
   void abandon() {

@@ -29,7 +29,7 @@ std::string serialize(const std::vector<Problem>& ps) {
   for (const auto& p : ps) {
     for (const auto* s : {&p.code, &p.message, &p.file}) put_str(b, *s);
     put_u64(b, static_cast<uint64_t>(p.severity));
-    put_u64(b, p.repair ? static_cast<uint64_t>(*p.repair) + 1 : 0);  // 0: the code table's
+    put_u64(b, static_cast<uint64_t>(p.repair));
     put_u64(b, p.ranks.size());
     for (int r : p.ranks) put_u64(b, static_cast<uint64_t>(static_cast<int64_t>(r)));
     put_u64(b, p.params.size());
@@ -68,7 +68,7 @@ std::vector<Problem> deserialize(const std::string& b) {
   for (auto& p : ps) {
     for (auto* s : {&p.code, &p.message, &p.file}) *s = r.str();
     p.severity = static_cast<model::Severity>(r.u64());
-    if (const uint64_t repair = r.u64()) p.repair = static_cast<model::RepairKind>(repair - 1);
+    p.repair = static_cast<model::RepairKind>(r.u64());
     p.ranks.resize(r.u64());
     for (int& x : p.ranks) x = static_cast<int>(static_cast<int64_t>(r.u64()));
     p.params.resize(r.u64());

@@ -3,36 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ckptdoc/deepspeed/rank_owners.h"
-
 namespace ckptdoc::analysis {
-
-Finding finding_of(model::Code code, std::string message) {
-  Finding f;
-  f.code = model::code_name(code);
-  f.severity = model::default_severity(code);
-  f.message = std::move(message);
-  f.repair = model::default_repair(code);
-  return f;
-}
-
-Finding finding_from(const deepspeed::Problem& p) {
-  Finding f;
-  f.code = p.code;
-  f.severity = p.severity;
-  f.message = p.message;
-  f.params = p.params;
-  f.ranks = p.ranks;
-  f.details = p.details;
-  f.pp = p.pp;
-  f.tp = p.tp;
-  f.not_checked = p.not_checked;
-  if (!p.file.empty()) f.files.push_back(p.file);
-  f.repair = p.repair ? *p.repair : model::default_repair(model::code_of(p.code));
-  // A missing ZeRO-3 model file is a rank-file-missing whose repair is the one of #7546's lost files.
-  if (deepspeed::is_missing_zero3_model_files_problem(p)) f.repair = RepairKind::RestoreModelFiles;
-  return f;
-}
 
 double RankMoments::exp_avg_rms() const {
   return exp_avg_count ? std::sqrt(exp_avg_sum_sq / static_cast<double>(exp_avg_count)) : std::nan("");

@@ -104,7 +104,7 @@ std::string report_json(const Report& report, const deepspeed::Catalog& catalog)
                             {"repair", std::string(repair_name(f.repair))},
                             {"pp", f.pp >= 0 ? json(f.pp) : json(nullptr)},
                             {"tp", f.tp >= 0 ? json(f.tp) : json(nullptr)},
-                            {"files", f.files}});
+                            {"files", f.named_files()}});
     if (!f.details.empty()) findings.back()["details"] = f.details;
   }
   json params = json::array();

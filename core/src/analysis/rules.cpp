@@ -233,16 +233,11 @@ void optimizer_rules(const deepspeed::Catalog& cat, const std::vector<ParamRepor
                      std::vector<Finding>& out) {
   const bool zero_like = cat.zero_stage > 0 || cat.wrapper == deepspeed::OptimizerWrapper::BF16Optimizer;
   if (zero_like && cat.optim_file_count == 0) {
-    out.push_back({model::code_name(model::Code::OptimizerStateMissing),
-                   Severity::Warning,
-                   "No optimizer files: this is a weights-only checkpoint. DeepSpeed loads it only with "
-                   "load_optimizer_states=False (or load_module_only=True); v0.13+ then refreshes the fp32 "
-                   "masters from "
-                   "the weights, older versions keep stale masters (DeepSpeed PR #762).",
-                   {},
-                   {},
-                   {},
-                   RepairKind::None});
+    out.emplace_back(model::Code::OptimizerStateMissing,
+                     "No optimizer files: this is a weights-only checkpoint. DeepSpeed loads it only with "
+                     "load_optimizer_states=False (or load_module_only=True); v0.13+ then refreshes the fp32 "
+                     "masters from "
+                     "the weights, older versions keep stale masters (DeepSpeed PR #762).");
     return;
   }
   if (cat.optim_file_count == 0 && cat.wrapper != deepspeed::OptimizerWrapper::FP16Optimizer &&
@@ -288,15 +283,11 @@ void optimizer_rules(const deepspeed::Catalog& cat, const std::vector<ParamRepor
   }
   if (with_state == 0) {
     if (!cat.optimizer_state_keys.empty()) return;
-    out.push_back(
-        {model::code_name(model::Code::OptimizerStateEmpty),
-         Severity::Info,
-         "The optimizer state is empty (no exp_avg/exp_avg_sq): the optimizer starts fresh, as after a "
-         "reset or a load without optimizer states in DeepSpeed v0.13+. Bias correction restarts at step 1.",
-         {},
-         {},
-         {},
-         RepairKind::None});
+    out.emplace_back(
+        model::Code::OptimizerStateEmpty,
+        "The optimizer state is empty (no exp_avg/exp_avg_sq): the optimizer starts fresh, as after a "
+        "reset or a load without optimizer states in DeepSpeed v0.13+. Bias correction restarts at step "
+        "1.");
     return;
   }
   // Zero moments: the fresh state ZeRO saves (step <= 1: its init runs one zero-gradient step), params added
@@ -399,42 +390,39 @@ void world_size_rules(const deepspeed::Catalog& cat, std::vector<Finding>& out) 
             (want != cat.optim_file_count ? " (an expert group: " + std::to_string(want) + " expected)" : "");
   }
   if (why.empty()) return;
-  out.push_back(
-      {model::code_name(model::Code::WorldSizeMismatch),
-       Severity::Error,
-       "World sizes disagree: " + why +
-           ". DeepSpeed refuses to load optimizer states at another world size. "
-           "Fix: re-partition to the world size you will train with (ckptdoc repair --repartition "
-           "--world-size N).",
-       {},
-       {},
-       {{"dp_world_size", double(cat.dp_world_size)}, {"optim_files", double(cat.optim_file_count)}},
-       RepairKind::Repartition});
+  {
+    Finding f(model::Code::WorldSizeMismatch,
+              "World sizes disagree: " + why +
+                  ". DeepSpeed refuses to load optimizer states at another world size. "
+                  "Fix: re-partition to the world size you will train with (ckptdoc repair --repartition "
+                  "--world-size N).");
+    f.evidence = {{"dp_world_size", double(cat.dp_world_size)},
+                  {"optim_files", double(cat.optim_file_count)}};
+    out.push_back(std::move(f));
+  }
 }
 
 void loss_scale_rules(const deepspeed::Catalog& cat, std::vector<Finding>& out) {
   if (cat.lp_dtype != DType::F16 || !cat.loss_scaler.present) return;
   const auto& ls = cat.loss_scaler;
   if (ls.dynamic && ls.cur_scale <= std::max(ls.min_scale, 1.0)) {
-    out.push_back(
-        {model::code_name(model::Code::LossScaleCollapsed),
-         Severity::Warning,
-         "The fp16 dynamic loss scale is at its floor (" + num(ls.cur_scale) +
-             "): gradients overflowed again and again. Training is probably diverging; check the learning "
-             "rate and data, or switch to bf16.",
-         {},
-         {},
-         {{"cur_scale", ls.cur_scale}, {"min_scale", ls.min_scale}},
-         RepairKind::None});
+    {
+      Finding f(
+          model::Code::LossScaleCollapsed,
+          "The fp16 dynamic loss scale is at its floor (" + num(ls.cur_scale) +
+              "): gradients overflowed again and again. Training is probably diverging; check the learning "
+              "rate and data, or switch to bf16.");
+      f.evidence = {{"cur_scale", ls.cur_scale}, {"min_scale", ls.min_scale}};
+      out.push_back(std::move(f));
+    }
   } else if (cat.global_steps >= 10 && cat.skipped_steps * 5 > cat.global_steps) {
-    out.push_back({model::code_name(model::Code::LossScaleCollapsed),
-                   Severity::Warning,
-                   std::to_string(cat.skipped_steps) + " of " + std::to_string(cat.global_steps) +
-                       " steps were skipped for fp16 overflow: the loss scale keeps collapsing.",
-                   {},
-                   {},
-                   {{"skipped_steps", double(cat.skipped_steps)}, {"global_steps", double(cat.global_steps)}},
-                   RepairKind::None});
+    {
+      Finding f(model::Code::LossScaleCollapsed,
+                std::to_string(cat.skipped_steps) + " of " + std::to_string(cat.global_steps) +
+                    " steps were skipped for fp16 overflow: the loss scale keeps collapsing.");
+      f.evidence = {{"skipped_steps", double(cat.skipped_steps)}, {"global_steps", double(cat.global_steps)}};
+      out.push_back(std::move(f));
+    }
   }
 }
 
@@ -457,7 +445,7 @@ std::vector<Finding> apply_rules(const deepspeed::Catalog& catalog, const std::v
   std::vector<Finding> out;
   for (const auto* list : {&catalog.problems, &scan_problems})
     for (const auto& p : *list) {
-      out.push_back(finding_from(p));
+      out.push_back(p);
     }
   master_rules(catalog, params, th, out);
   nonfinite_rules(params, out);

@@ -18,7 +18,7 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/parallel.h"
-#include "io/mapped_pages.h"
+#include "format/tensor_pages.h"
 #include "not_analysed.h"
 
 namespace ckptdoc::analysis {
@@ -358,14 +358,12 @@ class Scanner {
           // Any failure in a universal folder is named (its catalogued problems read as absent, not as
           // errors).
           if (cat.universal || (file_level && !catalog_names_rank(cat, part.rank)))
-            acc.problems.push_back({model::code_name(model::Code::RankFileUnreadable),
-                                    model::Severity::Error,
+            acc.problems.push_back({model::Code::RankFileUnreadable,
                                     "rank " + std::to_string(part.rank) + " of group " +
                                         std::to_string(g.index) + " (" + key +
                                         ") could not be read: " + e.what(),
                                     "",
-                                    {part.rank},
-                                    {}});
+                                    {part.rank}});
           if (file_level) break;  // the file itself: its moments cannot be read either
         }
       }
@@ -385,13 +383,7 @@ class Scanner {
             "An export of the masters writes these values widened to float32; a refresh writes them back in ";
         message += dt;
         message += ".";
-        acc.problems.push_back({model::code_name(model::Code::MastersIn16Bit),
-                                model::Severity::Info,
-                                std::move(message),
-                                "",
-                                {},
-                                {},
-                                {{"dtype", dt}}});
+        acc.problems.emplace_back(model::Code::MastersIn16Bit, std::move(message)).details = {{"dtype", dt}};
       }
       partitions_[{g.index, part.rank}] = std::move(v);
     }
@@ -524,8 +516,8 @@ class Scanner {
     // a small resident set instead of growing by everything it read. Small tasks: with their batch only.
     if (t.numel >= kReleaseNowElements) {
       for (const auto* x : {&pv.fp32, &pv.exp_avg, &pv.exp_avg_sq})
-        if (*x) io::release(**x, t.partition_offset, t.numel);
-      if (lpt) io::release(*lpt, t.param_offset, t.numel);
+        if (*x) release_pages(**x, t.partition_offset, t.numel);
+      if (lpt) release_pages(*lpt, t.param_offset, t.numel);
     }
     return r;
   }

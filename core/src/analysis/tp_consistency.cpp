@@ -126,17 +126,12 @@ std::vector<Finding> tp_consistency_findings(const deepspeed::Checkpoint& job,
   const auto& t = job.catalog().topology;
   if (t.tp <= 1) return out;
   if (!rules) {
-    out.push_back(
-        {model::code_name(model::Code::TpRulesUnknown),
-         Severity::Info,
-         "This tensor-parallel checkpoint carries no universal_checkpoint_info (Megatron-DeepSpeed saves "
-         "one) and no --tp-rules file was given: params replicated across tensor ranks (layer norms, "
-         "row-parallel biases) could not be told apart from split ones, so they were not compared. "
-         "Export can still write each tensor rank's slices (--tp-rank)",
-         {},
-         {},
-         {},
-         RepairKind::None});
+    out.emplace_back(
+        model::Code::TpRulesUnknown,
+        "This tensor-parallel checkpoint carries no universal_checkpoint_info (Megatron-DeepSpeed saves "
+        "one) and no --tp-rules file was given: params replicated across tensor ranks (layer norms, "
+        "row-parallel biases) could not be told apart from split ones, so they were not compared. "
+        "Export can still write each tensor rank's slices (--tp-rank)");
     return out;
   }
   if (progress) progress->set_stage("comparing replicated params across tensor ranks", 0);
@@ -164,13 +159,11 @@ std::vector<Finding> tp_consistency_findings(const deepspeed::Checkpoint& job,
         try {
           rule = rules->rule_for(name);
         } catch (const Error& e) {
-          out.push_back({model::code_name(model::Code::TpRulesInvalid),
-                         Severity::Error,
-                         e.what(),
-                         {name},
-                         {},
-                         {},
-                         RepairKind::None});
+          {
+            Finding f(model::Code::TpRulesInvalid, e.what());
+            f.params = {name};
+            out.push_back(std::move(f));
+          }
           return out;
         }
         if (!rule || rule->kind != deepspeed::TpMerge::Replicated) continue;

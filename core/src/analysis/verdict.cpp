@@ -29,7 +29,7 @@ Verdict verdict_of(const Report& report, const deepspeed::Catalog& catalog) {
     warnings += f.severity == Severity::Warning;
   }
 
-  const bool weights_only = catalog.kind != "deepspeed";
+  const bool weights_only = catalog.weights_only;
   // DeepSpeed 0.18.3+ may keep the masters in bf16 (or fp16): the verdict names what it compared.
   const bool masters_16bit =
       std::any_of(report.findings.begin(), report.findings.end(),
@@ -53,7 +53,7 @@ Verdict verdict_of(const Report& report, const deepspeed::Catalog& catalog) {
                                      : "the values of " + count_of(v.tensors_scanned, "tensor", "tensors") +
                                            " were read (NaN/Inf, all-zero tensors)";
     v.not_checked.push_back(
-        "a weights " + std::string(catalog.kind == "hf-folder" ? "folder" : "file") +
+        "a weights " + std::string(catalog.single_file ? "file" : "folder") +
         " holds no fp32 masters and no optimizer state: nothing to compare the weights with");
   } else {
     if (v.masters_compared > 0)

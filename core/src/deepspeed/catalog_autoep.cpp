@@ -191,8 +191,7 @@ AutoEpOutcome CatalogBuilder::autoep_layout() {
     }
     const auto& a = *cat_.autoep;
     Problem p{
-        model::code_name(model::Code::AutoepLayout),
-        model::Severity::Info,
+        model::Code::AutoepLayout,
         "AutoEP checkpoint (DeepSpeed 0.19.3+): " + n(a.ep_size) +
             " expert-parallel ranks each hold their own "
             "experts under the same param names (" +

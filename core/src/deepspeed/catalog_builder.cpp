@@ -33,8 +33,8 @@ void CatalogBuilder::problem(model::Code code, std::string message, std::string 
 
 void CatalogBuilder::problem(model::Code code, model::Severity severity, std::string message,
                              std::string file, std::vector<int> ranks, std::vector<std::string> params) {
-  cat_.problems.push_back(Problem{model::code_name(code), severity, std::move(message), std::move(file),
-                                  std::move(ranks), std::move(params)});
+  cat_.problems.emplace_back(code, severity, std::move(message), std::move(file), std::move(ranks),
+                             std::move(params));
 }
 
 void CatalogBuilder::build(const std::string& path, const OpenOptions& options) {
@@ -349,15 +349,11 @@ void CatalogBuilder::read_model_file() {
         list += (list.empty() ? "" : ", ") + std::string(name) + " (mp rank " + std::to_string(m) + ")";
       }
       job_problems_.push_back(
-          {model::code_name(model::Code::RankFileMissing),
-           model::Severity::Error,
+          {model::Code::RankFileMissing,
            "mp_world_size is " + std::to_string(cat_.mp_world_size) + " but " + list +
                (missing.size() > 1 ? " are" : " is") +
                " missing: a tensor or pipeline rank was not saved or copied, and DeepSpeed's "
-               "load_checkpoint fails",
-           {},
-           {},
-           {}});  // mp ranks, named in the message (`ranks` holds dp ranks)
+               "load_checkpoint fails"});  // mp ranks, named in the message (`ranks` holds dp ranks)
     }
   }
 }

@@ -63,18 +63,14 @@ void add_job_problems(const std::vector<std::shared_ptr<const Checkpoint>>& slic
             std::string(dtype_name(c0.lp_dtype));
     else if (c.dp_world_size != c0.dp_world_size)
       why = "its dp_world_size is " + n(c.dp_world_size) + ", mp rank 0's " + n(c0.dp_world_size);
-    if (!why.empty())
-      out.push_back({c.lp_dtype != c0.lp_dtype && c.wrapper == c0.wrapper
-                         ? model::code_name(model::Code::TpDtypeMismatch)
-                         : model::code_name(model::Code::TopologyMismatch),
-                     model::Severity::Error,
-                     c.slice_label() + ": " + why + "; all model-parallel ranks of one job train alike",
-                     {},
-                     {},
-                     {},
-                     {},
-                     c.pp_stage,
-                     c.tp_rank});
+    if (!why.empty()) {
+      Problem& p = out.emplace_back(
+          c.lp_dtype != c0.lp_dtype && c.wrapper == c0.wrapper ? model::Code::TpDtypeMismatch
+                                                               : model::Code::TopologyMismatch,
+          c.slice_label() + ": " + why + "; all model-parallel ranks of one job train alike");
+      p.pp = c.pp_stage;
+      p.tp = c.tp_rank;
+    }
   }
 
   // Tensor ranks of one stage: the same params with the same shapes and dtypes.
@@ -119,29 +115,19 @@ void add_job_problems(const std::vector<std::shared_ptr<const Checkpoint>>& slic
       }
       const std::string where = t.pp > 1 ? "pipeline stage " + n(stage) + ": " : "";
       if (!shapes.empty())
-        out.push_back(
-            {model::code_name(model::Code::TpShapeMismatch),
-             model::Severity::Error,
-             where + "the tensor-parallel slices of " + n(static_cast<int64_t>(params_shape.size())) +
-                 " param(s) do not fit together: " + join(shapes) +
-                 ". Megatron-style tensor parallelism splits a param into equal slices on every rank; "
-                 "these files come from different runs or a damaged save",
-             {},
-             {ranks_shape.begin(), ranks_shape.end()},
-             params_shape,
-             {},
-             t.pp > 1 ? stage : -1,
-             -1});
+        out.emplace_back(
+               model::Code::TpShapeMismatch,
+               where + "the tensor-parallel slices of " + n(static_cast<int64_t>(params_shape.size())) +
+                   " param(s) do not fit together: " + join(shapes) +
+                   ". Megatron-style tensor parallelism splits a param into equal slices on every rank; "
+                   "these files come from different runs or a damaged save",
+               "", std::vector<int>(ranks_shape.begin(), ranks_shape.end()), params_shape)
+            .pp = t.pp > 1 ? stage : -1;
       if (!dtypes.empty())
-        out.push_back({model::code_name(model::Code::TpDtypeMismatch),
-                       model::Severity::Error,
-                       where + "tensor-parallel slices of one param have different dtypes: " + join(dtypes),
-                       {},
-                       {ranks_dtype.begin(), ranks_dtype.end()},
-                       params_dtype,
-                       {},
-                       t.pp > 1 ? stage : -1,
-                       -1});
+        out.emplace_back(model::Code::TpDtypeMismatch,
+                         where + "tensor-parallel slices of one param have different dtypes: " + join(dtypes),
+                         "", std::vector<int>(ranks_dtype.begin(), ranks_dtype.end()), params_dtype)
+            .pp = t.pp > 1 ? stage : -1;
     }
   }
 
@@ -158,16 +144,11 @@ void add_job_problems(const std::vector<std::shared_ptr<const Checkpoint>>& slic
           const auto st = t.layer_stage.find(layer);
           // Layers with params are named by their own mp rank's check (catalog_lp.cpp); here the others.
           if (st != t.layer_stage.end()) continue;
-          out.push_back({model::code_name(model::Code::LayerFileMissing),
-                         model::Severity::Error,
-                         std::string(name) + " is missing while the other tensor ranks have layer " +
-                             n(layer) + "'s file: DeepSpeed's load_checkpoint of that tensor rank fails",
-                         name,
-                         {},
-                         {},
-                         {},
-                         -1,
-                         tp});
+          out.emplace_back(model::Code::LayerFileMissing,
+                           std::string(name) + " is missing while the other tensor ranks have layer " +
+                               n(layer) + "'s file: DeepSpeed's load_checkpoint of that tensor rank fails",
+                           name)
+              .tp = tp;
         }
   }
 }

@@ -30,13 +30,8 @@ void CatalogBuilder::check_pickle_safety() {
     for (size_t i = 0; i < hazards.size() && i < kHazardsPerFile; ++i) {
       const auto& h = hazards[i];
       // Severity: the hazard's own (pickle_safety.cpp grades each callable), not the table's default.
-      Problem p{model::code_name(model::Code::UnsafePickle),
-                model::severity_of(h.severity),
-                h.message() + ". " + pickle_advice(h.severity),
-                f.path,
-                ranks,
-                {},
-                {}};
+      Problem p(model::Code::UnsafePickle, model::severity_of(h.severity),
+                h.message() + ". " + pickle_advice(h.severity), f.path, ranks);
       p.details = {{"file", f.path},
                    {"record", h.record},
                    {"callable", h.callable},

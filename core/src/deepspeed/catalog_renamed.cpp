@@ -148,12 +148,7 @@ void CatalogBuilder::report_renamed() {
       message += ")";
     }
     message += ". Rename it to that name; ckptdoc reads it as that file meanwhile.";
-    Problem p{model::code_name(model::Code::RankFileRenamed),
-              model::Severity::Error,
-              std::move(message),
-              f.path,
-              ranks,
-              {}};
+    Problem p{model::Code::RankFileRenamed, std::move(message), f.path, ranks};
     p.details = {{"file", f.path}, {"expected_name", expected}, {"rank_told_by", it->second}};
     cat_.problems.push_back(std::move(p));
   }

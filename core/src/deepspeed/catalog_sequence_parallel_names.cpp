@@ -58,20 +58,15 @@ void CatalogBuilder::recognise_sequence_parallel_names() {
   if (cat_.dp_world_size > 0)
     split = "; ZeRO partitioned over its dp_world_size " + n(cat_.dp_world_size) +
             " ranks (sequence-parallel x data-parallel: " + n(sp) + " x " + n(cat_.dp_world_size / sp) + ")";
-  job_problems_.push_back(
-      {model::code_name(model::Code::SequenceParallel),
-       model::Severity::Info,
-       "a Ulysses sequence-parallel job of " + n(sp) +
-           " ranks per sequence group: its ranks hold whole replicas of the model, not tensor "
-           "slices" +
-           split,
-       {},
-       {},
-       {},
-       {{"sequence_parallel_size", n(sp)}}});
+  job_problems_
+      .emplace_back(model::Code::SequenceParallel,
+                    "a Ulysses sequence-parallel job of " + n(sp) +
+                        " ranks per sequence group: its ranks hold whole replicas of the model, not tensor "
+                        "slices" +
+                        split)
+      .details = {{"sequence_parallel_size", n(sp)}};
   const std::string version = cat_.ds_version.empty() ? "DeepSpeed 0.18" : "DeepSpeed " + cat_.ds_version;
-  Problem names{model::code_name(model::Code::SequenceParallelFileNames),
-                model::Severity::Warning,
+  Problem names{model::Code::SequenceParallelFileNames,
                 version +
                     " named these optimizer files by sequence-parallel rank, and no DeepSpeed resumes them "
                     "so: 0.18's load_checkpoint stops on sequence-parallel rank 1 (IndexError in "
@@ -80,8 +75,7 @@ void CatalogBuilder::recognise_sequence_parallel_names() {
                     "0.19 loads them with the same sequence-parallel groups: " +
                     renames + ". ckptdoc reads them as they are",
                 {},
-                ranks,
-                {}};
+                ranks};
   names.details = {{"renames", renames}, {"sequence_parallel_size", n(sp)}};
   job_problems_.push_back(std::move(names));
 }

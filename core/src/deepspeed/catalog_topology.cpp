@@ -164,8 +164,7 @@ Topology derive_topology(const std::vector<CheckpointFile>& files, const ModelRo
   // beyond the files present must not make that work unbounded.
   const int plausible = static_cast<int>(std::min<size_t>(files.size(), size_t{1} << 16)) * 2 + 16;
   if (t.mp_world_size > plausible && t.mp_world_size > max_mp + 1) {
-    problems.push_back({model::code_name(model::Code::TopologyMismatch),
-                        model::Severity::Error,
+    problems.push_back({model::Code::TopologyMismatch,
                         "the model file says mp_world_size " + n(t.mp_world_size) +
                             " but the tag folder holds files of " + n(max_mp + 1) +
                             " model-parallel rank(s) only; using " + n(std::max(max_mp + 1, 1)),
@@ -187,8 +186,7 @@ Topology derive_topology(const std::vector<CheckpointFile>& files, const ModelRo
     t.tp = by_names;
     if (by_layers && *by_layers != by_names) {
       problems.push_back(
-          {model::code_name(model::Code::TopologyMismatch),
-           model::Severity::Error,
+          {model::Code::TopologyMismatch,
            "the pipeline layer files name " + n(by_names) + " tensor-parallel rank(s), but the " + n(mp) +
                " model-parallel ranks' params form stages of " + n(*by_layers) +
                " ranks each; the catalog follows the params (layer files of some tensor ranks are "
@@ -198,13 +196,9 @@ Topology derive_topology(const std::vector<CheckpointFile>& files, const ModelRo
            {}});
       t.tp = *by_layers;
     } else if (mp % by_names != 0) {
-      problems.push_back({model::code_name(model::Code::TopologyMismatch),
-                          model::Severity::Error,
-                          "mp_world_size " + n(mp) + " is not a multiple of the " + n(by_names) +
-                              " tensor-parallel ranks the layer files name",
-                          {},
-                          {},
-                          {}});
+      problems.push_back({model::Code::TopologyMismatch, "mp_world_size " + n(mp) +
+                                                             " is not a multiple of the " + n(by_names) +
+                                                             " tensor-parallel ranks the layer files name"});
       t.tp = 1;
     }
     t.pp = mp / t.tp;
@@ -231,22 +225,18 @@ Topology derive_topology(const std::vector<CheckpointFile>& files, const ModelRo
                 " ranks (sequence-parallel x data-parallel";
         ranks += *dp % sp == 0 ? ": " + n(sp) + " x " + n(*dp / sp) + ")" : ")";
       }
-      problems.push_back({model::code_name(model::Code::SequenceParallel),
-                          model::Severity::Info,
-                          "a Ulysses sequence-parallel job of " + n(sp) +
-                              " ranks per sequence group: DeepSpeed records that size as checkpoint_parallel_"
-                              "dimensions tensor " +
-                              n(sp) +
-                              " with mp_world_size 1, but its ranks hold whole replicas of the model (files "
-                              "of mp rank 00 only), not tensor slices" +
-                              ranks,
-                          {},
-                          {},
-                          {},
-                          {{"sequence_parallel_size", n(sp)}}});
+      problems
+          .emplace_back(model::Code::SequenceParallel,
+                        "a Ulysses sequence-parallel job of " + n(sp) +
+                            " ranks per sequence group: DeepSpeed records that size as checkpoint_parallel_"
+                            "dimensions tensor " +
+                            n(sp) +
+                            " with mp_world_size 1, but its ranks hold whole replicas of the model (files "
+                            "of mp rank 00 only), not tensor slices" +
+                            ranks)
+          .details = {{"sequence_parallel_size", n(sp)}};
     } else if (pp && tp && (*pp != t.pp || *tp != t.tp))
-      problems.push_back({model::code_name(model::Code::TopologyMismatch),
-                          model::Severity::Error,
+      problems.push_back({model::Code::TopologyMismatch,
                           "the model file records checkpoint_parallel_dimensions pipeline " + n(*pp) +
                               " x tensor " + n(*tp) + ", but the files form pipeline " + n(t.pp) +
                               " x tensor " + n(t.tp) + "; the catalog follows the files",

@@ -38,12 +38,8 @@ std::shared_ptr<Checkpoint> Checkpoint::open_slice(const std::string& path, cons
     } catch (const Error& e) {
       // A warning, not the table's error: the checkpoint itself is whole, only the weights beside it are not.
       ck->catalog_.problems.push_back(
-          {model::code_name(model::Code::ShardUnreadable),
-           model::Severity::Warning,
-           "the model weights beside the checkpoint cannot be read: " + std::string(e.what()),
-           *w,
-           {},
-           {}});
+          {model::Code::ShardUnreadable, model::Severity::Warning,
+           "the model weights beside the checkpoint cannot be read: " + std::string(e.what()), *w});
     }
   }
   return ck;
@@ -67,16 +63,11 @@ std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& path, const Open
       s = open_slice(path, o, ck->cache_);
     } catch (const Error& e) {
       const Topology& t = ck->catalog_.topology;
-      ck->catalog_.problems.push_back({model::code_name(model::Code::ModelFileMissing),
-                                       model::Severity::Error,
-                                       slice_label(t, t.stage_of(m), t.tp_of(m)) + ": mp rank " +
-                                           std::to_string(m) + " cannot be read at all: " + e.what(),
-                                       {},
-                                       {},
-                                       {},
-                                       {},
-                                       t.stage_of(m),
-                                       t.tp_of(m)});
+      Problem& p = ck->catalog_.problems.emplace_back(
+          model::Code::ModelFileMissing, slice_label(t, t.stage_of(m), t.tp_of(m)) + ": mp rank " +
+                                             std::to_string(m) + " cannot be read at all: " + e.what());
+      p.pp = t.stage_of(m);
+      p.tp = t.tp_of(m);
       continue;
     }
     for (const auto& p : s->catalog_.problems) ck->catalog_.problems.push_back(p);

@@ -44,9 +44,7 @@ std::string cause_of(const std::vector<MomentLengthMismatch>& all) {
 
 std::vector<Problem> moment_length_problems(const std::vector<MomentLengthMismatch>& all) {
   if (all.empty()) return {};
-  Problem p;
-  p.code = model::code_name(model::Code::OptimizerStateShapeMismatch);
-  p.severity = model::default_severity(model::Code::OptimizerStateShapeMismatch);
+  Problem p(model::Code::OptimizerStateShapeMismatch);
   std::set<int> ranks;
   for (const auto& m : all) ranks.insert(m.rank);
   p.ranks.assign(ranks.begin(), ranks.end());

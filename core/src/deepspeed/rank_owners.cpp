@@ -65,22 +65,18 @@ RankOwners rank_owners(const Catalog& cat, int dp) {
 }
 
 Problem missing_optim_files_problem(const std::vector<int>& ranks, int dp) {
-  return Problem{model::code_name(model::Code::RankFileMissing),
-                 model::Severity::Error,
+  return Problem(model::Code::RankFileMissing,
                  kOptimPrefix + join(ranks) + " missing (expected " + std::to_string(dp) +
                      " ranks); their fp32 partitions and optimizer moments are lost",
-                 {},
-                 ranks,
-                 {}};
+                 "", ranks);
 }
 
 Problem missing_zero3_model_files_problem(const std::vector<int>& ranks, int dp) {
-  return Problem{model::code_name(model::Code::RankFileMissing),
-                 model::Severity::Error,
-                 kModelPrefix + join(ranks) + " missing (expected " + std::to_string(dp) + " ranks)",
-                 {},
-                 ranks,
-                 {}};
+  Problem p(model::Code::RankFileMissing,
+            kModelPrefix + join(ranks) + " missing (expected " + std::to_string(dp) + " ranks)", "", ranks);
+  // #7546's lost model files: restoring them is their repair (the code's other cases have none).
+  p.repair = model::RepairKind::RestoreModelFiles;
+  return p;
 }
 
 bool is_missing_zero3_model_files_problem(const Problem& p) {

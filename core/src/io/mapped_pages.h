@@ -1,22 +1,14 @@
 #pragma once
-// Handing pages of a memory-mapped tensor back to the kernel once they are read: they stay in the page cache,
-// but a pass over a checkpoint larger than memory keeps a small resident set.
+// Handing pages of a memory-mapped file back to the kernel once they are read: they stay in the page cache,
+// but a pass over a checkpoint larger than memory keeps a small resident set (a tensor's:
+// format/tensor_pages.h).
 #include <algorithm>
 #include <cstdint>
 #include <span>
 
-#include "ckptdoc/format/value.h"
 #include "ckptdoc/io/mapped_file.h"
 
 namespace ckptdoc::io {
-
-// Elements [first, first + n) of `t` (any dtype); a no-op for tensors not mapped from a file.
-inline void release(const Tensor& t, int64_t first, int64_t n) {
-  if (!t.storage || !t.storage->file || n <= 0) return;
-  const uint64_t es = element_size(t.dtype);
-  t.storage->file->dont_need(t.storage->file_offset + static_cast<uint64_t>(t.storage_offset + first) * es,
-                             static_cast<uint64_t>(n) * es);
-}
 
 // Hands `visit` bytes [offset, offset + length) of a mapped file a few MiB at a time, dropping each step's
 // pages from the resident set once visited (a pass over a whole checkpoint would otherwise keep all of it

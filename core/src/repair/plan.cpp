@@ -90,8 +90,7 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
   const auto& cat = ckpt.catalog();
   if (ckpt.weights_only())
     refuse(cat.tag_dir,
-           "is a " + std::string(cat.kind == "hf-folder" ? "Hugging Face folder" : "weights file") +
-               ": repairs work on DeepSpeed checkpoints (export or diff it instead)",
+           "is a " + cat.description + ": repairs work on DeepSpeed checkpoints (export or diff it instead)",
            ErrorKind::Unsupported);
   Plan plan;
   plan.input = io::normalised_path(cat.save_dir);

@@ -12,7 +12,7 @@
 #include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/request_field.h"
 #include "ckptdoc/weights/weights_source.h"
-#include "io/mapped_pages.h"
+#include "format/tensor_pages.h"
 
 namespace ckptdoc::repair::detail {
 
@@ -152,7 +152,7 @@ void LpReader::read(const std::string& name, int64_t first, int64_t n, float* ou
     }
   }
   // A repair reads each weight once: the pages of a mapped one need not stay resident.
-  if (bytes.data() != nullptr && copies_.count(name) == 0) io::release(*t, first, n);
+  if (bytes.data() != nullptr && copies_.count(name) == 0) release_pages(*t, first, n);
 }
 
 void add_module_lp(const deepspeed::Checkpoint& ckpt, const SourceLayout& layout, LpReader& lp) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <utility>
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/error.h"
@@ -22,7 +23,7 @@ const std::vector<std::string> kSourceLanes = {"open", "analyse", "plan", "densi
 std::vector<analysis::Finding> catalog_findings(const deepspeed::Catalog& catalog) {
   std::vector<analysis::Finding> out;
   for (const auto& p : catalog.problems) {
-    analysis::Finding f = analysis::finding_from(p);
+    analysis::Finding f = p;
     f.repair = analysis::RepairKind::None;  // Fix is offered once the analysis has run
     out.push_back(std::move(f));
   }

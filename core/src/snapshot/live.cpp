@@ -143,16 +143,10 @@ std::vector<analysis::Finding> live_findings(const analysis::LiveReport& live,
   const bool fp16_dynamic = live.loss_scale.has_value() && live.min_loss_scale.has_value();
 
   if (live.grads_requested && !live.grads_present) {
-    Finding f{model::code_name(model::Code::GradientsNotRecorded),
-              Severity::Info,
-              "The snapshot was asked for gradients but the engine held none: they exist only between "
-              "engine.backward() and engine.step() (ZeRO frees them in the step). Call dump(..., grads=True) "
-              "there.",
-              {},
-              {},
-              {},
-              analysis::RepairKind::None};
-    out.push_back(std::move(f));
+    out.emplace_back(model::Code::GradientsNotRecorded,
+                     "The snapshot was asked for gradients but the engine held none: they exist only between "
+                     "engine.backward() and engine.step() (ZeRO frees them in the step). Call dump(..., "
+                     "grads=True) there.");
   }
   if (live.grad_nonfinite > 0) {
     std::vector<std::string> params;
@@ -160,9 +154,8 @@ std::vector<analysis::Finding> live_findings(const analysis::LiveReport& live,
     std::string list;
     for (size_t i = 0; i < params.size() && i < 5; ++i) list += (i ? ", " : "") + params[i];
     if (params.size() > 5) list += " and " + std::to_string(params.size() - 5) + " more";
-    Finding f;
-    f.code = model::code_name(model::Code::GradientNonfinite);
-    f.severity = fp16_dynamic ? Severity::Warning : Severity::Error;
+    Finding f(model::Code::GradientNonfinite);
+    if (fp16_dynamic) f.severity = Severity::Warning;  // fp16's loss scaler skips the step: nothing written
     f.message =
         std::to_string(live.grad_nonfinite) + " of " + std::to_string(live.grad_numel) +
         " recorded gradient elements are NaN or Inf (" + list + "). " +
@@ -179,16 +172,12 @@ std::vector<analysis::Finding> live_findings(const analysis::LiveReport& live,
   const std::optional<double> norm = live.recorded_grad_norm ? live.recorded_grad_norm : live.grad_norm;
   const double clip = live.gradient_clipping.value_or(0);
   if (norm && !std::isfinite(*norm) && live.grad_nonfinite == 0) {
+    // A warning under fp16's dynamic loss scale: the step was skipped, nothing was written.
     Finding f{
-        model::code_name(model::Code::GradientNormNonfinite),
-        fp16_dynamic ? Severity::Warning : Severity::Error,
+        model::Code::GradientNormNonfinite, fp16_dynamic ? Severity::Warning : Severity::Error,
         "DeepSpeed's last global gradient norm is " + number(*norm) +
             ": the last step saw NaN/Inf gradients" +
-            (fp16_dynamic ? " (an fp16 overflow, skipped)." : "; the optimizer state may hold NaN/Inf now."),
-        {},
-        {},
-        {},
-        analysis::RepairKind::None};
+            (fp16_dynamic ? " (an fp16 overflow, skipped)." : "; the optimizer state may hold NaN/Inf now.")};
     out.push_back(std::move(f));
   } else if (norm && std::isfinite(*norm) && clip > 0 && *norm >= thresholds.clip_ratio * clip) {
     Finding f = analysis::finding_of(model::Code::GradientNormFarAboveClip);
@@ -203,39 +192,27 @@ std::vector<analysis::Finding> live_findings(const analysis::LiveReport& live,
   } else if (norm && *norm == 0 && live.global_steps > 0 &&
              (live.recorded_grad_norm || !live.overflow.value_or(false))) {
     Finding f{
-        model::code_name(model::Code::GradientNormZero),
-        Severity::Warning,
+        model::Code::GradientNormZero,
         "The gradient norm is exactly 0 after " + std::to_string(live.global_steps) +
             " steps: no trainable param receives a gradient (a detached loss, frozen params, or a zero loss "
-            "scale).",
-        {},
-        {},
-        {{"grad_norm", 0.0}},
-        analysis::RepairKind::None};
+            "scale)."};
+    f.evidence = {{"grad_norm", 0.0}};
     out.push_back(std::move(f));
   }
   if (fp16_dynamic && *live.loss_scale <= *live.min_loss_scale && live.global_steps > 0) {
     Finding f{
-        model::code_name(model::Code::LossScaleAtFloor),
-        Severity::Warning,
+        model::Code::LossScaleAtFloor,
         "The fp16 dynamic loss scale is at its floor (" + number(*live.loss_scale) +
             ", min_loss_scale): overflows keep happening and the scale cannot go lower; gradients that still "
-            "overflow make every step a skipped one.",
-        {},
-        {},
-        {{"loss_scale", *live.loss_scale}, {"min_loss_scale", *live.min_loss_scale}},
-        analysis::RepairKind::None};
+            "overflow make every step a skipped one."};
+    f.evidence = {{"loss_scale", *live.loss_scale}, {"min_loss_scale", *live.min_loss_scale}};
     out.push_back(std::move(f));
   }
   if (live.overflow.value_or(false)) {
-    Finding f{model::code_name(model::Code::LastStepOverflow),
-              Severity::Info,
+    Finding f{model::Code::LastStepOverflow,
               "The last optimizer step overflowed in fp16 and was skipped (skipped steps so far: " +
-                  std::to_string(live.skipped_steps) + ").",
-              {},
-              {},
-              {{"skipped_steps", static_cast<double>(live.skipped_steps)}},
-              analysis::RepairKind::None};
+                  std::to_string(live.skipped_steps) + ")."};
+    f.evidence = {{"skipped_steps", static_cast<double>(live.skipped_steps)}};
     out.push_back(std::move(f));
   }
   return out;

@@ -6,7 +6,7 @@
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/mapped_file.h"
-#include "io/mapped_pages.h"
+#include "format/tensor_pages.h"
 
 namespace ckptdoc::universal::detail {
 namespace {
@@ -121,7 +121,7 @@ void MergedParam::fill_part(size_t k, size_t state, int64_t first, int64_t n, fl
     const auto g = static_cast<size_t>(s.group), rank = static_cast<size_t>(r.rank);
     std::memcpy(out, s.partitions->data[g][rank][state] + r.partition_offset + in,
                 static_cast<size_t>(take) * sizeof(float));
-    io::release(s.partitions->keep[g][rank][state], r.partition_offset + in, take);
+    release_pages(s.partitions->keep[g][rank][state], r.partition_offset + in, take);
     out += take;
   });
 }
@@ -177,7 +177,7 @@ void MergedParam::write(size_t state, ByteSink& sink, const std::function<void()
           sink.write_file_range(*file, static_cast<uint64_t>(bytes - file->bytes().data()), len);
         else
           sink.write({bytes, static_cast<size_t>(len)});
-        io::release(whole, r.partition_offset + in + done, m);
+        release_pages(whole, r.partition_offset + in + done, m);
       }
     });
   });

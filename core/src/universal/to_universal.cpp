@@ -19,7 +19,7 @@
 #include "ckptdoc/parallel.h"
 #include "ckptdoc/universal/convert.h"
 #include "deepspeed/value_access.h"
-#include "io/mapped_pages.h"
+#include "format/tensor_pages.h"
 #include "universal/merged_param.h"
 #include "universal/output_folder.h"
 #include "universal/tp_patterns.h"
@@ -521,7 +521,7 @@ class ToUniversal {
       mp.fill(s, first, n, a.data());
       if (std::memcmp(a.data(), w + first, static_cast<size_t>(n) * 4) != 0)
         return rel + " differs from the source near element " + num(first);
-      io::release(v->as_tensor(), first, n);
+      release_pages(v->as_tensor(), first, n);
     }
     return std::nullopt;
   }
@@ -678,7 +678,7 @@ class ToUniversal {
     }
     // The values are the source's bit for bit, so a statistics pass would only repeat the source's diagnosis
     // (and map the whole output): the verification report holds what re-opening the output found.
-    for (const auto& p : wc.problems) result_.verification.findings.push_back(analysis::finding_from(p));
+    for (const auto& p : wc.problems) result_.verification.findings.push_back(p);
     std::stable_sort(
         result_.verification.findings.begin(), result_.verification.findings.end(),
         [](const analysis::Finding& a, const analysis::Finding& b) { return a.severity > b.severity; });

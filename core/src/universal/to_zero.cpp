@@ -19,7 +19,7 @@
 #include "ckptdoc/repair/plan.h"
 #include "ckptdoc/universal/convert.h"
 #include "deepspeed/value_access.h"
-#include "io/mapped_pages.h"
+#include "format/tensor_pages.h"
 #include "universal/output_folder.h"
 
 namespace fs = std::filesystem;
@@ -293,7 +293,7 @@ class ToZero {
       const int64_t in = base + done - p.offset;
       const int64_t take = std::min(n - done, p.numel - in);
       std::memcpy(out + done, source_data(g, s, i, cache) + in, static_cast<size_t>(take) * sizeof(float));
-      io::release(*cache.tensor, in, take);
+      release_pages(*cache.tensor, in, take);
       done += take;
     }
     std::fill(out + done, out + n, 0.0f);

@@ -111,29 +111,28 @@ analysis::Report diagnose_tensors(const std::vector<TensorToScan>& tensors,
     std::vector<std::string> names;
     for (const auto& p : report.params)
       if (p.nonfinite_by_rank.count("lp")) names.push_back(p.name);
-    report.findings.push_back(
-        {model::code_name(model::Code::NonfiniteValues),
-         analysis::Severity::Error,
-         std::to_string(nonfinite_count) + " NaN/Inf values in " + std::to_string(nonfinite.size()) +
-             " tensors: " + some(nonfinite) + " (in " + some(nonfinite_files) +
-             "). A model with them produces NaN outputs; take the weights from an earlier save",
-         names,
-         {},
-         {{"nonfinite", double(nonfinite_count)}},
-         analysis::RepairKind::None});
+    {
+      model::Finding f(
+          model::Code::NonfiniteValues,
+          std::to_string(nonfinite_count) + " NaN/Inf values in " + std::to_string(nonfinite.size()) +
+              " tensors: " + some(nonfinite) + " (in " + some(nonfinite_files) +
+              "). A model with them produces NaN outputs; take the weights from an earlier save");
+      f.params = names;
+      f.evidence = {{"nonfinite", double(nonfinite_count)}};
+      report.findings.push_back(std::move(f));
+    }
   }
   if (!zero.empty()) {
-    report.findings.push_back(
-        {model::code_name(model::Code::AllZeroWeights),
-         analysis::Severity::Warning,
-         std::to_string(zero.size()) + " weight matrices are all zeros: " + some(zero) + " (in " +
-             some(zero_files) +
-             "). Trained layers are never exactly zero: a lost or never-gathered partition, "
-             "unless the layer is zero-initialised on purpose (e.g. a LoRA B matrix)",
-         zero,
-         {},
-         {{"tensors", double(zero.size())}},
-         analysis::RepairKind::None});
+    {
+      model::Finding f(model::Code::AllZeroWeights,
+                       std::to_string(zero.size()) + " weight matrices are all zeros: " + some(zero) +
+                           " (in " + some(zero_files) +
+                           "). Trained layers are never exactly zero: a lost or never-gathered partition, "
+                           "unless the layer is zero-initialised on purpose (e.g. a LoRA B matrix)");
+      f.params = zero;
+      f.evidence = {{"tensors", double(zero.size())}};
+      report.findings.push_back(std::move(f));
+    }
   }
   std::stable_sort(report.findings.begin(), report.findings.end(), [](const auto& a, const auto& b) {
     return static_cast<int>(a.severity) > static_cast<int>(b.severity);
@@ -151,7 +150,7 @@ analysis::Report diagnose_weights(const WeightsSource& source, const analysis::D
   analysis::Report report = diagnose_tensors(tensors, options, progress);
   // The source's structural problems first, then the value findings; the most severe first.
   std::vector<analysis::Finding> findings;
-  for (const auto& pr : source.problems()) findings.push_back(analysis::finding_from(pr));
+  for (const auto& pr : source.problems()) findings.push_back(pr);
   for (auto& f : report.findings) findings.push_back(std::move(f));
   std::stable_sort(findings.begin(), findings.end(), [](const auto& a, const auto& b) {
     return static_cast<int>(a.severity) > static_cast<int>(b.severity);

@@ -160,8 +160,8 @@ void WeightsSource::problem(model::Code code, std::string message, std::string f
 
 void WeightsSource::problem(model::Code code, model::Severity severity, std::string message, std::string file,
                             std::vector<std::string> tensors) {
-  problems_.push_back(deepspeed::Problem{
-      model::code_name(code), severity, std::move(message), std::move(file), {}, std::move(tensors)});
+  problems_.emplace_back(code, severity, std::move(message), std::move(file), std::vector<int>{},
+                         std::move(tensors));
 }
 
 void WeightsSource::read_config() {
@@ -523,7 +523,11 @@ DType WeightsSource::main_dtype() const {
 
 deepspeed::Catalog catalog_of(const WeightsSource& s) {
   deepspeed::Catalog c;
-  c.kind = s.kind() == SourceKind::HfFolder ? "hf-folder" : "weights-file";
+  const bool folder = s.kind() == SourceKind::HfFolder;
+  c.kind = folder ? "hf-folder" : "weights-file";
+  c.description = folder ? "Hugging Face folder" : "weights file";
+  c.weights_only = true;
+  c.single_file = !folder;
   c.save_dir = s.root();
   c.tag_dir = s.kind() == SourceKind::HfFolder ? s.root() : s.path();
   c.tag = fs::path(c.tag_dir).filename().string();

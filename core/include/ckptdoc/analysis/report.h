@@ -9,7 +9,7 @@
 
 #include "ckptdoc/compute/statistics.h"
 #include "ckptdoc/deepspeed/catalog.h"
-#include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/model/finding.h"
 
 namespace ckptdoc::analysis {
 
@@ -21,29 +21,14 @@ using model::Severity;
 using model::severity_name;
 using model::severity_of;
 
-struct Finding {
-  std::string code;  // e.g. "fp32-master-mismatch"
-  Severity severity = Severity::Info;
-  std::string message;  // what happened and what to do, in plain words
-  std::vector<std::string> params;
-  std::vector<int> ranks;
-  std::map<std::string, double> evidence;  // named numbers backing the finding
-  RepairKind repair = RepairKind::None;
-  std::map<std::string, std::string> details =
-      {};  // named facts (unsafe-pickle: file, record, callable, how)
-  // Tensor/pipeline-parallel jobs: the model-parallel rank it concerns (ranks are that rank's dp ranks);
-  // -1: the whole job or a data-parallel one.
-  int pp = -1, tp = -1;
-  std::vector<std::string> files = {};  // the files concerned, relative to the tag folder (when one is named)
-  std::string not_checked = {};         // what the verdict could not check because of it (listed there)
-};
+// Catalog problems and analysis findings are one type (model/finding.h).
+using model::Finding;
 
 // A finding of `code` with the code table's severity and repair (model/finding_codes.h); a site that needs
 // another severity sets it and says why.
-Finding finding_of(model::Code code, std::string message = {});
-// The finding a catalog or scan problem reports: every field it has, and the repair that fixes it (the code
-// table's, model/finding_codes.h).
-Finding finding_from(const deepspeed::Problem& p);
+inline Finding finding_of(model::Code code, std::string message = {}) {
+  return Finding(code, std::move(message));
+}
 
 // Sums over one rank's fragment of a param's Adam moments (finite elements only), so a picture can shade each
 // fragment by its moment magnitude: a rank whose moments were lost reads as zero among its neighbours.

@@ -10,7 +10,7 @@
 
 #include "ckptdoc/deepspeed/universal_info.h"
 #include "ckptdoc/dtype.h"
-#include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/model/finding.h"
 
 namespace ckptdoc::deepspeed {
 
@@ -104,25 +104,8 @@ struct GroupLayout {
   int partition_index(int dp_rank) const;  // -1 when none
 };
 
-// A problem the catalog (or a weights source) finds while reading the files. Its code is one of the code
-// table's (model/finding_codes.h), which also gives its default severity and the repair that fixes it.
-struct Problem {
-  std::string code;  // model::code_name() of a model::Code, e.g. "rank-file-missing"
-  // The code table's default severity unless the site that reports it says why not.
-  model::Severity severity = model::Severity::Info;
-  std::string message;  // plain words: what happened and what to do
-  std::string file;     // relative path, when one file is concerned
-  std::vector<int> ranks;
-  std::vector<std::string> params;
-  // Named facts behind the problem, for JSON and tools: unsafe-pickle has file, record, callable, how.
-  std::map<std::string, std::string> details = {};
-  int pp = -1,
-      tp = -1;  // the model-parallel rank concerned in a tensor/pipeline-parallel job (-1: the whole job)
-  // What the verdict could not check because of this problem (the verdict lists it); empty when nothing.
-  std::string not_checked = {};
-  // The repair its finding offers when not the code table's (a universal checkpoint's lost moments: none).
-  std::optional<model::RepairKind> repair = {};
-};
+// A problem the catalog (or a weights source) finds while reading the files: the one finding type.
+using Problem = model::Finding;
 
 // One MoE layer (deepspeed.moe.layer.MoE) as its expert files and the model file's num_experts say.
 struct MoeLayer {
@@ -205,9 +188,15 @@ struct OptimizerGroupState {
 // one; a tensor/pipeline-parallel job has one per mp rank (Checkpoint::slice), each with its own groups,
 // params and layout, and the files and topology of the whole job.
 struct Catalog {
-  // "deepspeed", or for a weights-only source (weights/weights_source.h): "hf-folder" | "weights-file".
+  // "deepspeed", or for a weights-only source (weights/weights_source.h): "hf-folder" | "weights-file". Data
+  // for inspect and diagnose to print; code asks the capabilities below, set by the source, never this.
   std::string kind = "deepspeed";
-  std::string save_dir;  // folder holding `latest` (or the tag folder's parent)
+  // What the source is, in words: "DeepSpeed checkpoint", "Hugging Face folder", "weights file".
+  std::string description = "DeepSpeed checkpoint";
+  // Tensors only, by design: no fp32 masters, no optimizer state, nothing to repair (a weights source).
+  bool weights_only = false;
+  bool single_file = false;  // one file, not a folder (a weights file)
+  std::string save_dir;      // folder holding `latest` (or the tag folder's parent)
   std::string tag;
   std::string tag_dir;  // absolute
   int mp_rank = 0;      // the model-parallel rank these groups, params and layout belong to

@@ -52,7 +52,7 @@ class Checkpoint : public std::enable_shared_from_this<Checkpoint> {
   // The weights of a weights-only source, or those a Trainer checkpoint-N/ folder keeps beside `latest` and
   // global_stepN/ (model.safetensors or an index with shards); null when there are none.
   const std::shared_ptr<const weights::WeightsSource>& weights() const { return weights_; }
-  bool weights_only() const { return catalog_.kind != "deepspeed"; }
+  bool weights_only() const { return catalog_.weights_only; }
   // The live-engine snapshot (ckptdoc_hook) this checkpoint is read from; null for files on disk.
   const snapshot::Snapshot* snapshot() const { return snapshot_.get(); }
 

@@ -42,8 +42,8 @@ void check_optimizer_params(Report& r) {
       message += "', which " + model->part.folder + "/ does not hold (as 'model.";
       message += p;
       message += "'): the optimizer was saved for another model";
-      r.problems.push_back({model::code_name(model::Code::AccelerateOptimizerParamUnknown),
-                            model::Severity::Warning, std::move(message), opt.part.folder + "/.metadata", p});
+      r.problems.push_back(dcp::problem(model::Code::AccelerateOptimizerParamUnknown, std::move(message),
+                                        opt.part.folder + "/.metadata", p));
     }
   }
 }
@@ -56,11 +56,12 @@ void check_optimizer_present(Report& r) {
   const bool has_scheduler = std::any_of(r.layout.other_files.begin(), r.layout.other_files.end(),
                                          [](const std::string& f) { return f.rfind("scheduler", 0) == 0; });
   if (!has_optimizer && has_scheduler)
-    r.problems.push_back({model::code_name(model::Code::AccelerateOptimizerMissing), model::Severity::Warning,
-                          "no optimizer_<i>/ folder beside scheduler.bin: Accelerate saves the state of the "
-                          "optimizer a scheduler steps as optimizer_<i>/, so it was lost or not copied "
-                          "(resuming would restart Adam's moments from zero)",
-                          "optimizer_0/", ""});
+    r.problems.push_back(
+        dcp::problem(model::Code::AccelerateOptimizerMissing,
+                     "no optimizer_<i>/ folder beside scheduler.bin: Accelerate saves the state of the "
+                     "optimizer a scheduler steps as optimizer_<i>/, so it was lost or not copied "
+                     "(resuming would restart Adam's moments from zero)",
+                     "optimizer_0/"));
 }
 
 // scheduler.bin and random_states_<r>.pkl are torch.save pickles Accelerate's load_state loads: their values
@@ -76,10 +77,10 @@ void check_pickles(Report& r) {
     }
     ++r.pickles_checked;
     for (const auto& h : pickle_hazards_of_file(path, f))
-      r.problems.push_back({model::code_name(model::Code::UnsafePickle),
-                            model::severity_of(h.severity),  // the hazard's own
+      r.problems.push_back(dcp::problem(model::Code::UnsafePickle,
+                                        model::severity_of(h.severity),  // the hazard's own
 
-                            h.message() + " " + pickle_advice(h.severity), f, ""});
+                                        h.message() + " " + pickle_advice(h.severity), f));
   }
 }
 
@@ -146,10 +147,9 @@ Report diagnose(const std::string& dir) {
         r.problems.push_back(std::move(p));
       }
     } catch (const Error& e) {  // no readable .metadata: the part cannot be located at all
-      r.problems.push_back({model::code_name(model::Code::AcceleratePartUnreadable), model::Severity::Error,
-                            part.folder + "/: " + e.what(),
-                            std::filesystem::relative(e.file().empty() ? folder : e.file(), dir).string(),
-                            ""});
+      r.problems.push_back(
+          dcp::problem(model::Code::AcceleratePartUnreadable, part.folder + "/: " + e.what(),
+                       std::filesystem::relative(e.file().empty() ? folder : e.file(), dir).string()));
     }
     r.parts.push_back(std::move(pr));
   }

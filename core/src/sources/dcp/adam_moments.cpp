@@ -57,16 +57,16 @@ std::vector<Problem> adam_moment_problems(const std::vector<TensorSummary>& tens
     const TensorSummary& sq = *m.exp_avg_sq;
     const std::string steps = std::to_string(static_cast<long long>(step->second));
     if (sq.negative > 0)
-      out.push_back(
-          {model::code_name(model::Code::DcpMomentsNegative), model::Severity::Error,
-           "'" + param + "': exp_avg_sq holds " + std::to_string(sq.negative) + " negative of " +
-               std::to_string(sq.numel) +
-               " values, impossible for Adam's running mean of squared gradients (the state was damaged or "
-               "written by something else); the next step takes its square root and can write NaN into the "
-               "weights. Restart the optimizer state (`ckptdoc repair PATH -o NEW --reset-optimizer`), or "
-               "resume "
-               "from an earlier checkpoint",
-           "", sq.key});
+      out.push_back(problem(
+          model::Code::DcpMomentsNegative,
+          "'" + param + "': exp_avg_sq holds " + std::to_string(sq.negative) + " negative of " +
+              std::to_string(sq.numel) +
+              " values, impossible for Adam's running mean of squared gradients (the state was damaged or "
+              "written by something else); the next step takes its square root and can write NaN into the "
+              "weights. Restart the optimizer state (`ckptdoc repair PATH -o NEW --reset-optimizer`), or "
+              "resume "
+              "from an earlier checkpoint",
+          "", sq.key));
     // An exp_avg_sq that is all zero after 2 or more steps never saw a non-zero gradient, or was lost.
     if (step->second >= 2 && sq.zeros == sq.numel) {
       const bool both = m.exp_avg->zeros == m.exp_avg->numel;
@@ -81,8 +81,7 @@ std::vector<Problem> adam_moment_problems(const std::vector<TensorSummary>& tens
           "x the learning rate per element with the default betas, where a fresh start moves by 1x. Restart "
           "the optimizer state so step and moments start together (`ckptdoc repair PATH -o NEW "
           "--reset-optimizer`), or resume from an earlier checkpoint";
-      out.push_back({model::code_name(model::Code::DcpMomentsLost), model::Severity::Error,
-                     std::move(message), "", sq.key});
+      out.push_back(problem(model::Code::DcpMomentsLost, std::move(message), "", sq.key));
     }
   }
   return out;

@@ -60,8 +60,7 @@ class Diagnosis {
   }
   void add(model::Code code, model::Severity severity, std::string message, std::string file = {},
            std::string key = {}) {
-    r_.problems.push_back(
-        {model::code_name(code), severity, std::move(message), std::move(file), std::move(key)});
+    r_.problems.push_back(problem(code, severity, std::move(message), std::move(file), std::move(key)));
   }
 
   void check_metadata() {

@@ -99,13 +99,12 @@ std::string inspect_text(const Checkpoint& ckpt) {
   for (const auto& e : md.entries)
     for (auto& p : tiling_problems(e)) problems.push_back(std::move(p));
   for (const auto& h : md.hazards)
-    problems.push_back({model::code_name(model::Code::UnsafePickle),
-                        model::severity_of(h.severity),  // the hazard's own
+    problems.push_back(problem(model::Code::UnsafePickle, model::severity_of(h.severity),  // the hazard's own
 
-                        ".metadata: " + h.callable + ": " + h.why, ".metadata", ""});
+                               ".metadata: " + h.callable + ": " + h.why, ".metadata"));
   for (const auto& u : md.unreferenced_items)
-    problems.push_back({model::code_name(model::Code::DcpItemUnreferenced), model::Severity::Warning,
-                        "storage item " + u + " belongs to no chunk", "", ""});
+    problems.push_back(
+        problem(model::Code::DcpItemUnreferenced, "storage item " + u + " belongs to no chunk"));
   out += "\nProblems seen in .metadata alone (`ckptdoc diagnose` reads every item)\n";
   if (problems.empty()) out += "  none: every tensor's chunks tile its shape\n";
   append_problems(out, problems);

@@ -41,10 +41,10 @@ std::vector<Problem> tiling_problems(const Entry& entry) {
     for (size_t d = 0; d < c.offsets.size(); ++d)
       if (c.offsets[d] > entry.size[d] || c.sizes[d] > entry.size[d] - c.offsets[d]) ok = false;
     if (!ok) {
-      out.push_back({model::code_name(model::Code::DcpChunkOutside), model::Severity::Error,
-                     "'" + entry.key + "': chunk " + box_text(c) + " lies outside the tensor's shape " +
-                         shape_text(entry.size),
-                     file_of(c), entry.key});
+      out.push_back(problem(model::Code::DcpChunkOutside,
+                            "'" + entry.key + "': chunk " + box_text(c) +
+                                " lies outside the tensor's shape " + shape_text(entry.size),
+                            file_of(c), entry.key));
       continue;
     }
     inside.push_back(&c);
@@ -59,10 +59,10 @@ std::vector<Problem> tiling_problems(const Entry& entry) {
       const Chunk& b = *inside[j];
       if (!a.offsets.empty() && b.offsets[0] >= a.offsets[0] + a.sizes[0]) break;
       if (overlap(a, b)) {
-        out.push_back({model::code_name(model::Code::DcpChunkOverlap), model::Severity::Error,
-                       "'" + entry.key + "': chunks " + box_text(a) + " (" + file_of(a) + ") and " +
-                           box_text(b) + " (" + file_of(b) + ") overlap",
-                       file_of(b), entry.key});
+        out.push_back(problem(model::Code::DcpChunkOverlap,
+                              "'" + entry.key + "': chunks " + box_text(a) + " (" + file_of(a) + ") and " +
+                                  box_text(b) + " (" + file_of(b) + ") overlap",
+                              file_of(b), entry.key));
         overlapping = true;
         break;
       }
@@ -72,13 +72,13 @@ std::vector<Problem> tiling_problems(const Entry& entry) {
   for (const Chunk* c : inside) covered += c->numel();
   const int64_t total = entry.numel();
   if (covered < total)
-    out.push_back({model::code_name(model::Code::DcpChunkGap), model::Severity::Error,
-                   "'" + entry.key + "': chunks cover " + std::to_string(covered) + " of its " +
-                       std::to_string(total) + " elements (shape " + shape_text(entry.size) + ", " +
-                       std::to_string(entry.chunks.size()) + " chunk" +
-                       (entry.chunks.size() == 1 ? "" : "s") + "): " + std::to_string(total - covered) +
-                       " elements were saved by no rank",
-                   "", entry.key});
+    out.push_back(problem(model::Code::DcpChunkGap,
+                          "'" + entry.key + "': chunks cover " + std::to_string(covered) + " of its " +
+                              std::to_string(total) + " elements (shape " + shape_text(entry.size) + ", " +
+                              std::to_string(entry.chunks.size()) + " chunk" +
+                              (entry.chunks.size() == 1 ? "" : "s") +
+                              "): " + std::to_string(total - covered) + " elements were saved by no rank",
+                          "", entry.key));
   return out;
 }
 

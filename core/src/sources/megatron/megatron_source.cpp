@@ -54,31 +54,32 @@ nlohmann::json megatron_json(const megatron::IterationFolder& f, const megatron:
 void add_megatron_findings(dcp::Report& r, const megatron::IterationFolder& f, const megatron::CommonState& c,
                            const megatron::MainParamComparison& mains) {
   std::vector<dcp::Problem> added;
-  for (const auto& finding : megatron::main_param_findings(mains))
-    // master_findings reports errors and warnings only (fp32-master-mismatch, fp32-master-drift).
-    added.push_back(
-        {finding.code,
-         finding.severity == analysis::Severity::Error ? model::Severity::Error : model::Severity::Warning,
-         finding.message, finding.files.empty() ? "" : finding.files.front(),
-         finding.params.empty() ? "" : mains.prefix + finding.params.front()});
+  for (auto& finding : megatron::main_param_findings(mains)) {
+    // master_findings reports errors and warnings only (fp32-master-mismatch, fp32-master-drift); a DCP
+    // report names the param's key.
+    finding.key = finding.params.empty() ? "" : mains.prefix + finding.params.front();
+    if (!finding.files.empty()) finding.file = finding.files.front();
+    added.push_back(std::move(finding));
+  }
   if (!c.present)
-    added.push_back({model::code_name(model::Code::MegatronCommonMissing), model::Severity::Error,
+    added.push_back(
+        dcp::problem(model::Code::MegatronCommonMissing,
                      "common.pt is absent: megatron-core's load reads the state that is not sharded (args, "
                      "iteration) from it",
-                     "common.pt", ""});
+                     "common.pt"));
   else if (!c.error.empty())
-    added.push_back({model::code_name(model::Code::MegatronCommonUnreadable), model::Severity::Error,
-                     "common.pt: " + c.error, "common.pt", ""});
+    added.push_back(
+        dcp::problem(model::Code::MegatronCommonUnreadable, "common.pt: " + c.error, "common.pt"));
   for (const auto& h : c.hazards)
-    added.push_back({model::code_name(model::Code::UnsafePickle),
-                     model::severity_of(h.severity),  // the hazard's own
+    added.push_back(dcp::problem(model::Code::UnsafePickle,
+                                 model::severity_of(h.severity),  // the hazard's own
 
-                     h.message() + " " + pickle_advice(h.severity), "common.pt", ""});
+                                 h.message() + " " + pickle_advice(h.severity), "common.pt"));
   if (c.iteration && f.iteration && *c.iteration != *f.iteration)
-    added.push_back({model::code_name(model::Code::MegatronIterationMismatch), model::Severity::Warning,
-                     "common.pt says iteration " + std::to_string(*c.iteration) +
-                         ", the folder is iteration " + std::to_string(*f.iteration),
-                     "common.pt", ""});
+    added.push_back(dcp::problem(model::Code::MegatronIterationMismatch,
+                                 "common.pt says iteration " + std::to_string(*c.iteration) +
+                                     ", the folder is iteration " + std::to_string(*f.iteration),
+                                 "common.pt"));
   const size_t errors_before = std::count_if(r.problems.begin(), r.problems.end(), [](const auto& p) {
     return p.severity == model::Severity::Error;
   });

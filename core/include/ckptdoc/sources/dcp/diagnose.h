@@ -18,20 +18,18 @@
 #include <string>
 #include <vector>
 
-#include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/model/finding.h"
 #include "ckptdoc/sources/dcp/checkpoint.h"
 
 namespace ckptdoc::dcp {
 
-// Its code is one of the code table's (model/finding_codes.h), shared with DeepSpeed's findings.
-struct Problem {
-  std::string code;  // model::code_name() of a model::Code
-  // The code table's default severity unless the site that reports it says why not.
-  model::Severity severity = model::Severity::Info;
-  std::string message;  // one line, naming the key and file
-  std::string file;     // the file at fault (relative to the folder), or empty
-  std::string key;      // the state-dict key, or empty
-};
+// A problem of the DCP diagnosis: the one finding type (`file` and `key` name what is at fault).
+using Problem = model::Finding;
+// A problem of `code` naming `file` and `key`, with the code table's severity and repair.
+Problem problem(model::Code code, std::string message, std::string file = {}, std::string key = {});
+// The same with another severity: a site that reports one says why.
+Problem problem(model::Code code, model::Severity severity, std::string message, std::string file = {},
+                std::string key = {});
 
 struct TensorSummary {
   std::string key;
