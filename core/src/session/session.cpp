@@ -232,19 +232,7 @@ JobPtr Session::analyse(Done<Analysis> done) {
         return prepare_analysis(std::move(report), ckpt->catalog());
       },
       [this, ckpt, done = std::move(done)](Outcome<Analysis>& o) {
-        const bool current = ckpt == checkpoint_ && o.job == analysis_job_;
-        if (current && o.ok()) {
-          apply_analysis(*o.value);
-          notify(Event::AnalysisFinished, o.job, nullptr);
-        } else if (current && !o.superseded()) {
-          if (o.error->kind == ErrorKind::Cancelled) {
-            notify(Event::AnalysisCancelled, o.job, &*o.error);
-          } else {
-            analysis_error_ = *o.error;
-            notify(Event::AnalysisFailed, o.job, &*o.error);
-          }
-        }
-        if (done) done(o);
+        deliver_analysis(ckpt == checkpoint_ && o.job == analysis_job_, o, done);
       });
   analysis_job_ = job;
   notify(Event::AnalysisStarted, job, nullptr);
@@ -280,23 +268,26 @@ JobPtr Session::analyse_source(const Done<Analysis>& done) {
         return a;
       },
       [this, storage, done](Outcome<Analysis>& o) {
-        const bool current = storage == storage_ && o.job == analysis_job_;
-        if (current && o.ok()) {
-          apply_analysis(*o.value);
-          notify(Event::AnalysisFinished, o.job, nullptr);
-        } else if (current && !o.superseded()) {
-          if (o.error->kind == ErrorKind::Cancelled) {
-            notify(Event::AnalysisCancelled, o.job, &*o.error);
-          } else {
-            analysis_error_ = *o.error;
-            notify(Event::AnalysisFailed, o.job, &*o.error);
-          }
-        }
-        if (done) done(o);
+        deliver_analysis(storage == storage_ && o.job == analysis_job_, o, done);
       });
   analysis_job_ = job;
   notify(Event::AnalysisStarted, job, nullptr);
   return job;
+}
+
+void Session::deliver_analysis(bool current, Outcome<Analysis>& o, const Done<Analysis>& done) {
+  if (current && o.ok()) {
+    apply_analysis(*o.value);
+    notify(Event::AnalysisFinished, o.job, nullptr);
+  } else if (current && !o.superseded()) {
+    if (o.error->kind == ErrorKind::Cancelled) {
+      notify(Event::AnalysisCancelled, o.job, &*o.error);
+    } else {
+      analysis_error_ = *o.error;
+      notify(Event::AnalysisFailed, o.job, &*o.error);
+    }
+  }
+  if (done) done(o);
 }
 
 void Session::apply_analysis(Analysis analysis) {

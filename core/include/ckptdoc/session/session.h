@@ -212,6 +212,9 @@ class Session {
                     std::shared_ptr<const sources::Source> source = nullptr,
                     std::shared_ptr<const sources::StorageMap> storage = nullptr);
   void set_source(const std::string& path, std::shared_ptr<const deepspeed::Checkpoint> ckpt);
+  // An analysis job's outcome on the UI thread: applied and announced while `current` (still the open
+  // source's latest analysis), a failure recorded, then the caller's callback.
+  void deliver_analysis(bool current, Outcome<Analysis>& o, const Done<Analysis>& done);
   void apply_analysis(Analysis analysis);
   JobPtr analyse_source(const Done<Analysis>& done);
   void adopt_watched(const std::string& path, std::shared_ptr<const deepspeed::Checkpoint> ckpt,
