@@ -126,7 +126,7 @@ struct Session::WatchItem {
   JobError error;      // Removed, Skipped: what the notice says (error.file: the folder)
 };
 
-JobPtr Session::watch(std::shared_ptr<SnapshotFeed> feed, Done<size_t> done, bool follow) {
+JobPtr Session::watch(const std::shared_ptr<SnapshotFeed>& feed, Done<size_t> done, bool follow) {
   analysis::DiagnoseOptions o;
   o.device = settings_.device;
   o.threads = settings_.threads;

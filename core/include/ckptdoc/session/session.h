@@ -189,7 +189,7 @@ class Session {
   // (Event::WatchSkipped) and the watch goes on. With `follow` (the app's
   // attach mode) each snapshot also becomes the open source with its analysis, as if opened and analysed
   // (Event::Opened then AnalysisFinished), without ending the watch; opening another source ends it.
-  JobPtr watch(std::shared_ptr<SnapshotFeed> feed, Done<size_t> done = {}, bool follow = false);
+  JobPtr watch(const std::shared_ptr<SnapshotFeed>& feed, Done<size_t> done = {}, bool follow = false);
   const TimeSeriesSet& series() const { return series_; }
   const std::vector<WatchSample>& samples() const { return samples_; }  // reports kept for the last one only
 
