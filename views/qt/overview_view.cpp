@@ -23,6 +23,17 @@ namespace {
 QString humanBytes(uint64_t b) {
   return QString::fromStdString(ckptdoc::human_bytes(b));
 }
+// "2 errors, 1 warning": what both summaries' status lines say of a report.
+QString findingCounts(const analysis::Report& r) {
+  int errors = 0, warnings = 0;
+  for (const auto& f : r.findings) {
+    errors += f.severity == analysis::Severity::Error;
+    warnings += f.severity == analysis::Severity::Warning;
+  }
+  return (errors == 1 ? OverviewView::tr("1 error") : OverviewView::tr("%1 errors").arg(errors)) + ", " +
+         (warnings == 1 ? OverviewView::tr("1 warning") : OverviewView::tr("%1 warnings").arg(warnings));
+}
+
 }  // namespace
 
 OverviewView::OverviewView(Session* session, FindingsModel* findings, QWidget* parent)
@@ -136,17 +147,11 @@ void OverviewView::rebuildSummary() {
   summary_->setText(QStringLiteral("<table>%1</table>").arg(rows));
 
   if (const auto* r = session_->report()) {
-    int errors = 0, warnings = 0;
-    for (const auto& f : r->findings) {
-      errors += f.severity == analysis::Severity::Error;
-      warnings += f.severity == analysis::Severity::Warning;
-    }
-    status_->setText(tr("Analysed %1 in %2 s on %3: %4, %5.")
+    status_->setText(tr("Analysed %1 in %2 s on %3: %4.")
                          .arg(humanBytes(r->bytes_scanned))
                          .arg(r->seconds, 0, 'f', 2)
                          .arg(QString::fromStdString(r->backend))
-                         .arg(errors == 1 ? tr("1 error") : tr("%1 errors").arg(errors))
-                         .arg(warnings == 1 ? tr("1 warning") : tr("%1 warnings").arg(warnings)));
+                         .arg(findingCounts(*r)));
   } else if (!session_->analysing()) {
     status_->setText(tr("Not analysed yet (F5)."));
   }
@@ -177,14 +182,7 @@ void OverviewView::rebuildStorageSummary() {
                        .arg(absent ? tr(", %1 not on disk").arg(absent) : QString()));
   summary_->setText(QStringLiteral("<table>%1</table>").arg(rows));
   if (const auto* r = session_->report()) {
-    int errors = 0, warnings = 0;
-    for (const auto& f : r->findings) {
-      errors += f.severity == analysis::Severity::Error;
-      warnings += f.severity == analysis::Severity::Warning;
-    }
-    status_->setText(tr("Diagnosed: %1, %2. The Storage tab shows its files and keys.")
-                         .arg(errors == 1 ? tr("1 error") : tr("%1 errors").arg(errors))
-                         .arg(warnings == 1 ? tr("1 warning") : tr("%1 warnings").arg(warnings)));
+    status_->setText(tr("Diagnosed: %1. The Storage tab shows its files and keys.").arg(findingCounts(*r)));
   } else if (!session_->analysing()) {
     status_->setText(tr("Not analysed yet (F5)."));
   }
