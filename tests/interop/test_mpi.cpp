@@ -3,6 +3,7 @@
 #include <QtTest>
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -267,6 +268,54 @@ class TestMpi : public QObject {
         }
       QVERIFY2(named, gap.out.c_str());
     }
+  }
+
+  // --force over earlier outputs on node-local storage, where node B fails after node A has published: a
+  // directory fsync fails on B's processes (injected there only), at each of its calls in turn, the
+  // publish's last. Every process stops, and each node keeps its earlier output byte for byte: A's new
+  // output is taken back and its old one put back, as B's is. Nothing else is left beside them.
+  void failedPublishOnOneNodeKeepsEveryEarlierOutput() {
+    test::TempDir dir;
+    const std::string whole = dir.file("whole"), a = dir.file("node_a"), b = dir.file("node_b");
+    CKPTDOC_EXPECT_EXIT(
+        test::run_cli({"synth", whole, "--stage", "2", "--dtype", "bf16", "--dp", "4", "--params", "300000"}),
+        0);
+    split_over_nodes(whole, a, b, "[01]", "[23]");
+    const std::string out_a = dir.file("out_a"), out_b = dir.file("out_b");
+    auto run_on_both = [&](int world, const std::string& fault_on_b) {
+      std::vector<std::string> args{"-np", "2"};
+      for (const auto& x : repartition_args(a, out_a, world)) args.push_back(x);
+      args.insert(args.end(), {"--force", ":", "-np", "2", "env", "CKPTDOC_FAULT=" + fault_on_b});
+      for (const auto& x : repartition_args(b, out_b, world)) args.push_back(x);
+      args.push_back("--force");
+      return test::run(mpirun(), args);
+    };
+    auto contents = [&] {
+      std::map<std::string, std::string> files;
+      for (const auto& out : {out_a, out_b}) {
+        if (!std::filesystem::exists(out))
+          files[out] = "(missing)";
+        else
+          for (const auto& f : tree(out)) files[out + "/" + f] = test::read_text(out + "/" + f);
+      }
+      return files;
+    };
+    CKPTDOC_EXPECT_EXIT(run_on_both(6, ""), 0);
+    const auto before = contents();
+    QVERIFY(before.size() > 4);
+    const std::string publish_failed = dir.path() + ": fsync of directory";
+    bool publish_seen = false;
+    for (int call = 1; call < 50; ++call) {
+      const auto r = run_on_both(5, "fail@" + std::to_string(call) + ":fsync_dir:EIO");
+      if (r.exit_code == 0) break;
+      const std::string at = "fsync_dir call " + std::to_string(call) + ": " + r.err;
+      QVERIFY2(r.err.find("fsync of directory: Input/output error") != std::string::npos, at.c_str());
+      publish_seen = publish_seen || r.err.find(publish_failed) != std::string::npos;
+      QVERIFY2(contents() == before, ("an earlier output changed; " + at).c_str());
+      QCOMPARE(test::files_in(dir.path()),
+               (std::vector<std::string>{"node_a", "node_b", "out_a", "out_b", "whole"}));
+    }
+    QVERIFY2(publish_seen, "no injected failure hit B's publish");
   }
 
   // An old rank that no process can read: every process stops with the same error naming it, and no output

@@ -22,7 +22,7 @@ void remove_tree_quietly(const std::string& p) {
 }
 
 void publish_folder(const std::string& partial, const std::string& out, FileIo& io, bool& renamed,
-                    bool replace_existing) {
+                    bool replace_existing, std::string* kept_aside) {
   // make_plan allowed an existing output (empty, or a checkpoint under --force). It is moved aside first and
   // removed only once the new one is in place, so a failure here leaves it whole.
   std::error_code ec;
@@ -50,7 +50,17 @@ void publish_folder(const std::string& partial, const std::string& out, FileIo& 
     check_io(err, parent.string(), "fsync of directory");
   }
   renamed = true;
-  if (!aside.empty()) remove_tree_quietly(aside);
+  if (kept_aside)
+    *kept_aside = aside;
+  else if (!aside.empty())
+    remove_tree_quietly(aside);
+}
+
+void undo_publish(const std::string& out, const std::string& kept_aside, FileIo& io) {
+  remove_tree_quietly(out);
+  if (!kept_aside.empty()) io.rename(kept_aside, out);
+  const fs::path parent = fs::path(out).parent_path();
+  io.fsync_dir(parent.empty() ? std::string(".") : parent.string());
 }
 
 void verify_output(RepairResult& result, const RepairRequest& rq, Progress* progress,

@@ -17,8 +17,15 @@ void remove_tree_quietly(const std::string& p);
 // aside first and removed last; otherwise nothing at `out` is ever replaced: when another process published
 // there meanwhile, this throws and keeps its folder. `renamed` turns true once `out` is the new folder,
 // durably. On failure it throws with `out` as it was before.
+//
+// `kept_aside` (the MPI repair, whose other storages may still fail): the replaced folder is not removed but
+// left where its path says, for finish_publish (all published) or undo_publish (another storage failed).
 void publish_folder(const std::string& partial, const std::string& out, FileIo& io, bool& renamed,
-                    bool replace_existing);
+                    bool replace_existing, std::string* kept_aside = nullptr);
+
+// Puts back what publish_folder replaced: the new `out` is removed and the folder kept aside (if any)
+// renamed back to `out`. For a failure after the publish; never throws.
+void undo_publish(const std::string& out, const std::string& kept_aside, FileIo& io);
 
 // Re-opens result.output, re-diagnoses it and checks DeepSpeed's loader invariants (only the files present
 // when `only_present_files`: a node's share on node-local storage). Never throws: a cancel or an error leaves

@@ -73,8 +73,12 @@ std::string rank_ranges(const Assignment& a) {
 // processes stop together and leave nothing behind.
 RepairResult run_repair_across_processes(const deepspeed::Checkpoint& ckpt, const std::string& output,
                                          const RepairRequest& rq, Progress* progress, FileIo& io) {
-  auto agree = [](const std::string& mine) {
-    if (const std::string e = mpi_first_error(mine); !e.empty()) throw Error("", "distributed repair", e);
+  bool agreed_failure = false;  // every process throws at the same agree(): they can meet once more
+  auto agree = [&agreed_failure](const std::string& mine) {
+    if (const std::string e = mpi_first_error(mine); !e.empty()) {
+      agreed_failure = true;
+      throw Error("", "distributed repair", e);
+    }
   };
   RepairResult result;
   std::string err;
@@ -94,6 +98,7 @@ RepairResult run_repair_across_processes(const deepspeed::Checkpoint& ckpt, cons
                          ? ckpt.catalog().dp_world_size
                          : static_cast<int>(ckpt.catalog().groups.front().partitions.size());
   bool renamed = false;
+  std::string replaced;  // the output --force replaces, kept aside until every storage has published
   try {
     const Assignment assignment = assign_ranks(ckpt.catalog(), old_dp, *rq.world_size);
     std::string note;
@@ -119,15 +124,24 @@ RepairResult run_repair_across_processes(const deepspeed::Checkpoint& ckpt, cons
         (storage.sees_all ? " on shared storage" : " on its own storage") + (note.empty() ? "" : "; " + note);
     // Each storage's first process publishes it: the same rename as one process does, once per storage.
     try {
-      if (leader) publish_folder(partial, out, io, renamed, result.plan.output_existed);
+      if (leader) publish_folder(partial, out, io, renamed, result.plan.output_existed, &replaced);
     } catch (const std::exception& e) {
       err = e.what();
     }
     agree(err);
   } catch (...) {
-    remove_tree_quietly(renamed ? out : partial);
+    // Another storage failed after this one published: its earlier output comes back, as it would have had
+    // the failure been here.
+    if (renamed)
+      undo_publish(out, replaced, io);
+    else
+      remove_tree_quietly(partial);
+    // mpirun stops the whole job once one process exits with an error: none exits before every one has
+    // cleaned up.
+    if (agreed_failure) mpi_barrier();
     throw;
   }
+  if (!replaced.empty()) remove_tree_quietly(replaced);
   result.output = out;
   // Verification: a diagnosis across the processes, each reading the new rank files it sees (as diagnose
   // under mpirun does), and the loader invariants of the whole output where every process sees it all (a
