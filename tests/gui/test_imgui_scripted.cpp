@@ -450,6 +450,33 @@ class TestImguiScripted : public QObject {
     QVERIFY(std::filesystem::exists(dir.file("out.safetensors")));
   }
 
+  // A PyTorch DCP folder (tests/fixtures/dcp/fsdp2_ws2) exported from the window in shards: the files are
+  // those `ckptdoc export` writes (judged against torch's dcp_to_torch_save in test_dcp_export), byte for
+  // byte.
+  void dcpFolderExportsWhatTheCliExports() {
+    test::TempDir dir;
+    const std::string dcp = test::fixtures_dir() + "/dcp/fsdp2_ws2";
+    const std::string ours = dir.file("app-hf"), cli = dir.file("cli-hf");
+    const auto r = runScript(*x_, dir, dcp,
+                             "wait analysed 120\n"
+                             "click export\n"
+                             "frames 2\n"
+                             "set export.shards 2KB\n"
+                             "set export.path " +
+                                 ours +
+                                 "\n"
+                                 "click export.run\n"
+                                 "wait exported 300\n"
+                                 "quit\n");
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"export", dcp, "-o", cli, "--max-shard-size", "2KB"}), 0);
+    const auto files = test::files_in(cli);
+    QVERIFY(files.size() > 2);  // shards and their index
+    QCOMPARE(test::files_in(ours), files);
+    for (const auto& f : files)
+      QVERIFY2(test::read_text(ours + "/" + f) == test::read_text(cli + "/" + f), f.c_str());
+  }
+
   void aScriptThatCannotFinishFails() {
     test::TempDir dir;
     const auto r = runScript(*x_, dir, test::healthy_fixture("zero1_fp16_ws2"),

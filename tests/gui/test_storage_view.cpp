@@ -4,12 +4,18 @@
 // read back from the drawn boxes), its keys table the CLI's keys, and the Overview the findings and verdict
 // of `diagnose --json`. A copy missing one .distcp file shows the CLI's dcp-file-missing finding, and its row
 // is drawn as not on disk and named by the finding.
+#include <QAction>
+#include <QComboBox>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QtTest>
 #include <filesystem>
 
 #include "app_settings.h"
+#include "export_dialog.h"
 #include "findings_model.h"
 #include "gui_test_main.h"
 #include "main_window.h"
@@ -101,6 +107,62 @@ class TestStorageView : public QObject {
     QVERIFY(rowMarked);
     // The overview card of the finding is there.
     QVERIFY(w.findChild<QWidget*>(QStringLiteral("finding_dcp-file-missing")) != nullptr);
+  }
+
+  // Export from the app writes what `ckptdoc export` writes (whose output torch's dcp_to_torch_save judges in
+  // test_dcp_export), byte for byte: one safetensors file, one torch file, and shards in a folder.
+  void exportWritesWhatTheCliExports_data() {
+    QTest::addColumn<QString>("format");
+    QTest::addColumn<QString>("shards");
+    QTest::addColumn<QString>("name");
+    QTest::newRow("safetensors") << "safetensors"
+                                 << ""
+                                 << "model.safetensors";
+    QTest::newRow("torch") << "torch"
+                           << ""
+                           << "model.bin";
+    QTest::newRow("shards") << "safetensors"
+                            << "2KB"
+                            << "hf";
+  }
+  void exportWritesWhatTheCliExports() {
+    QFETCH(QString, format);
+    QFETCH(QString, shards);
+    QFETCH(QString, name);
+    MainWindow w;
+    const std::string why = openAndWait(w, fixture());
+    QVERIFY2(why.empty(), why.c_str());
+    QAction* action = nullptr;
+    for (QAction* a : w.findChildren<QAction*>())
+      if (a->text() == QStringLiteral("&Export weights…")) action = a;
+    QVERIFY(action && action->isEnabled());
+    test::TempDir dir;
+    const std::string ours = dir.file("app-" + name.toStdString()),
+                      cli = dir.file("cli-" + name.toStdString());
+    ExportDialog d(w.session());
+    auto* formats = d.findChild<QComboBox*>();
+    QVERIFY(formats);
+    formats->setCurrentIndex(formats->findData(format));
+    QVERIFY(formats->currentIndex() >= 0);
+    d.findChild<QLineEdit*>(QStringLiteral("shardSize"))->setText(shards);
+    d.setOutputPath(QString::fromStdString(ours));
+    QSignalSpy exported(&d, &ExportDialog::exported);
+    d.runButton()->click();
+    QVERIFY2(exported.wait(120000), qPrintable(d.status()->text()));
+    QVERIFY2(d.status()->text().contains("Exported"), qPrintable(d.status()->text()));
+    std::vector<std::string> args{"export", fixture(), "-o", cli};
+    if (format == "torch") args.insert(args.end(), {"--format", "torch"});
+    if (!shards.isEmpty()) args.insert(args.end(), {"--max-shard-size", shards.toStdString()});
+    CKPTDOC_EXPECT_EXIT(test::run_cli(args), 0);
+    if (shards.isEmpty()) {
+      QVERIFY(test::read_text(ours) == test::read_text(cli));
+    } else {
+      const auto files = test::files_in(cli);
+      QVERIFY(files.size() > 2);  // shards and their index
+      QCOMPARE(test::files_in(ours), files);
+      for (const auto& f : files)
+        QVERIFY2(test::read_text(ours + "/" + f) == test::read_text(cli + "/" + f), f.c_str());
+    }
   }
 };
 

@@ -54,6 +54,10 @@ void progress_row(View& v) {
 
 void draw_header(View& v) {
   auto& s = v.session;
+  // A self-reporting source (DCP, Accelerate, Megatron-core) is exported and compared by its own weights.
+  const sources::Source* source = s.storage_source();
+  const bool exportable = s.checkpoint() || (source && source->can(sources::Command::Export));
+  const bool comparable = s.checkpoint() || (source && source->can(sources::Command::Diff));
   if (ImGui::BeginMenuBar()) {
     if (ImGui::BeginMenu("File")) {
       if (ImGui::MenuItem("Open...", "Ctrl+O")) {
@@ -67,12 +71,11 @@ void draw_header(View& v) {
         if (ImGui::MenuItem("Clear list")) v.recent.clear();
         ImGui::EndMenu();
       }
-      if (ImGui::MenuItem("Compare with...", "Ctrl+D", false, s.checkpoint() != nullptr)) {
+      if (ImGui::MenuItem("Compare with...", "Ctrl+D", false, comparable)) {
         v.open_window.visible = true;
         v.open_window.pick = PickFor::Diff;
       }
-      if (ImGui::MenuItem("Export weights...", "Ctrl+E", false, s.checkpoint() != nullptr))
-        v.exporting.visible = true;
+      if (ImGui::MenuItem("Export weights...", "Ctrl+E", false, exportable)) v.exporting.visible = true;
       ImGui::Separator();
       if (ImGui::MenuItem("Quit", "Ctrl+Q")) v.quit = true;
       ImGui::EndMenu();
@@ -127,11 +130,11 @@ void draw_header(View& v) {
     v.open_window.visible = true;
     v.open_window.pick = PickFor::Open;
   }
-  if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_D, false) && s.is_open()) {
+  if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_D, false) && comparable) {
     v.open_window.visible = true;
     v.open_window.pick = PickFor::Diff;
   }
-  if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_E, false) && s.checkpoint()) v.exporting.visible = true;
+  if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_E, false) && exportable) v.exporting.visible = true;
   if (io.KeyCtrl && ImGui::IsKeyPressed(GLFW_KEY_Q, false)) v.quit = true;
   if (ImGui::IsKeyPressed(GLFW_KEY_F5, false) && s.is_open()) s.analyse();
   if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape), false) && s.analysing()) s.cancel_analysis();
@@ -151,7 +154,7 @@ void draw_header(View& v) {
     v.open_window.pick = PickFor::Open;
   }
   ImGui::SameLine();
-  if (ImGui::Button("Export...") && s.checkpoint()) v.exporting.visible = true;
+  if (ImGui::Button("Export...") && exportable) v.exporting.visible = true;
   v.widgets.record("export");
   ImGui::SameLine();
   progress_row(v);

@@ -32,6 +32,7 @@ char* text_field(View& v, const std::string& id, size_t* size) {
                           {"repair.output", v.repair.output, sizeof v.repair.output},
                           {"repair.target", v.repair.target, sizeof v.repair.target},
                           {"export.path", v.exporting.path, sizeof v.exporting.path},
+                          {"export.shards", v.exporting.shard_size, sizeof v.exporting.shard_size},
                           {"convert.output", v.convert.output, sizeof v.convert.output},
                           {"diff.atol", v.diff.atol, sizeof v.diff.atol},
                           {"diff.rtol", v.diff.rtol, sizeof v.diff.rtol}};

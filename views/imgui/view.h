@@ -49,6 +49,7 @@ struct ExportWindow {
   int dtype = 0;   // default, float32, float16, bfloat16
   bool exclude_frozen = false;
   bool force = false;                                   // replace an existing output file (--force)
+  char shard_size[32] = {};                             // a self-reporting source's export: "" one file
   const analysis::Report* source_chosen_for = nullptr;  // the diagnosis the source was last chosen from
   char path[1024] = {};
   session::JobPtr job;

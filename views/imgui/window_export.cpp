@@ -1,9 +1,12 @@
 // The export window: format, source (fp32 masters as zero_to_fp32.py, or the lp weights), dtype, frozen
-// params, file; runs deepspeed::export_weights as a session job with progress and cancel.
+// params, file; runs deepspeed::export_weights as a session job with progress and cancel. For a
+// self-reporting source (DCP, Accelerate, Megatron-core): format, shards and file; its own export.
 #include <cstdio>
 
 #include "ckptdoc/analysis/export_gate.h"
 #include "ckptdoc/deepspeed/export_warning.h"
+#include "ckptdoc/sources/source.h"
+#include "ckptdoc/weights/shards.h"
 #include "view.h"
 
 namespace ckptdoc::imgui_view {
@@ -11,13 +14,90 @@ namespace ckptdoc::imgui_view {
 namespace {
 const deepspeed::ExportFormat kFormats[] = {deepspeed::ExportFormat::Safetensors,
                                             deepspeed::ExportFormat::Torch, deepspeed::ExportFormat::Hdf5};
+
+void show_outcome(const ExportWindow& e, View& v) {
+  if (!e.message.empty())
+    ImGui::TextColored(e.ok ? ImVec4(0.35f, 0.8f, 0.4f, 1) : ImVec4(0.95f, 0.4f, 0.35f, 1), "%s",
+                       display(v, e.message).c_str());
+  if (!e.warning.empty())  // written, but not weights a model can use
+    ImGui::TextColored(ImVec4(1.0f, 0.6f, 0.2f, 1), "Warning: %s", display(v, e.warning).c_str());
 }
+
+// A self-reporting source's export, as `ckptdoc export FOLDER -o FILE` runs it (it reports no progress).
+void draw_source_export_window(View& v, const sources::Source& source) {
+  ExportWindow& e = v.exporting;
+  const bool torch_ok = source.exports_torch();
+  if (!torch_ok) e.format = 0;
+  if (!e.path[0])
+    std::snprintf(e.path, sizeof e.path, "%s", v.session.default_source_export_path(e.format == 1).c_str());
+  ImGui::SetNextWindowSize(ImVec2(640, 240), ImGuiCond_FirstUseEver);
+  if (!ImGui::Begin("Export weights", &e.visible)) {
+    ImGui::End();
+    return;
+  }
+  const bool running = e.job && !e.job->finished();
+  ImGui::BeginDisabled(running);
+  const char* formats[] = {"safetensors", "torch (.bin)"};
+  ImGui::SetNextItemWidth(220);
+  if (ImGui::Combo("format", &e.format, formats, torch_ok ? 2 : 1))
+    std::snprintf(e.path, sizeof e.path, "%s", v.session.default_source_export_path(e.format == 1).c_str());
+  ImGui::SetNextItemWidth(220);
+  ImGui::InputTextWithHint("shards", "one file; or a size such as 5GB", e.shard_size, sizeof e.shard_size);
+  v.widgets.record("export.shards");
+  ImGui::SetNextItemWidth(-60);
+  ImGui::InputText("file", e.path, sizeof e.path);
+  v.widgets.record("export.path");
+  ImGui::Checkbox("replace an existing file", &e.force);
+  ImGui::EndDisabled();
+  if (running) {
+    ImGui::ProgressBar(0.0f, ImVec2(-1, 0), display(v, e.job->stage()).c_str());
+  } else {
+    if (ImGui::Button("Export")) {
+      sources::ExportRequest request;
+      request.output = e.path;
+      request.torch = e.format == 1;
+      request.force = e.force;
+      e.message.clear();
+      e.warning.clear();
+      try {
+        if (e.shard_size[0])
+          request.max_shard_size = weights::parse_shard_size(e.shard_size, "the shard size");
+        e.job = v.session.export_source(request, [&v](session::Outcome<sources::ExportOutcome>& r) {
+          v.exporting.ok = r.ok();
+          if (!r.ok()) {
+            v.exporting.message = "Export failed: " + r.error->message;
+            return;
+          }
+          v.exporting.message = "Exported " + std::to_string(r.value->tensors) + " tensors to " +
+                                r.value->path + "\n" + r.value->text;
+          deepspeed::ExportResult said;  // the warning every export gives
+          said.path = r.value->path;
+          said.tensors = r.value->tensors;
+          said.non_finite = r.value->non_finite;
+          v.exporting.warning = deepspeed::non_finite_warning(said);
+        });
+      } catch (const std::exception& ex) {
+        e.ok = false;
+        e.message = ex.what();
+      }
+    }
+    v.widgets.record("export.run");
+    ImGui::SameLine();
+    if (ImGui::Button("Close")) e.visible = false;
+  }
+  show_outcome(e, v);
+  ImGui::End();
+}
+
+}  // namespace
 
 void draw_export_window(View& v) {
   ExportWindow& e = v.exporting;
   if (!e.visible) return;
   const auto* cat = v.session.catalog();
   if (!cat) {
+    if (const sources::Source* source = v.session.storage_source())
+      return draw_source_export_window(v, *source);
     e.visible = false;
     return;
   }
@@ -93,11 +173,7 @@ void draw_export_window(View& v) {
     ImGui::SameLine();
     if (ImGui::Button("Close")) e.visible = false;
   }
-  if (!e.message.empty())
-    ImGui::TextColored(e.ok ? ImVec4(0.35f, 0.8f, 0.4f, 1) : ImVec4(0.95f, 0.4f, 0.35f, 1), "%s",
-                       display(v, e.message).c_str());
-  if (!e.warning.empty())  // written, but not weights a model can use
-    ImGui::TextColored(ImVec4(1.0f, 0.6f, 0.2f, 1), "Warning: %s", display(v, e.warning).c_str());
+  show_outcome(e, v);
   ImGui::End();
 }
 

@@ -20,11 +20,14 @@
 #include "ckptdoc/analysis/export_gate.h"
 #include "ckptdoc/deepspeed/export.h"
 #include "ckptdoc/deepspeed/export_warning.h"
+#include "ckptdoc/sources/source.h"
+#include "ckptdoc/weights/shards.h"
 #include "session.h"
 
 namespace ckptdoc::gui {
 
-ExportDialog::ExportDialog(Session* session, QWidget* parent) : QDialog(parent), session_(session) {
+ExportDialog::ExportDialog(Session* session, QWidget* parent)
+    : QDialog(parent), session_(session), storage_(!session->checkpoint()) {
   setWindowTitle(tr("Export weights"));
   setObjectName(QStringLiteral("exportDialog"));
   resize(560, 260);
@@ -32,8 +35,10 @@ ExportDialog::ExportDialog(Session* session, QWidget* parent) : QDialog(parent),
   auto* form = new QFormLayout;
   format_ = new QComboBox(this);
   format_->addItem(QStringLiteral("safetensors"), QStringLiteral("safetensors"));
-  format_->addItem(QStringLiteral("torch (.bin)"), QStringLiteral("torch"));
-  format_->addItem(QStringLiteral("HDF5 (.h5)"), QStringLiteral("hdf5"));
+  const sources::Source* source = session_->core().storage_source();
+  if (!storage_ || (source && source->exports_torch()))
+    format_->addItem(QStringLiteral("torch (.bin)"), QStringLiteral("torch"));
+  if (!storage_) format_->addItem(QStringLiteral("HDF5 (.h5)"), QStringLiteral("hdf5"));
   source_ = new QComboBox(this);
   source_->addItem(tr("fp32 masters (as zero_to_fp32.py)"), QStringLiteral("fp32"));
   source_->addItem(tr("lp weights (module state dict)"), QStringLiteral("lp"));
@@ -49,22 +54,33 @@ ExportDialog::ExportDialog(Session* session, QWidget* parent) : QDialog(parent),
   pathRow->addWidget(path_, 1);
   pathRow->addWidget(browse);
   form->addRow(tr("Format:"), format_);
-  form->addRow(tr("Source:"), source_);
-  // Stale masters (the diagnosis says so) are not what a user wants exported: the lp weights are chosen and
-  // the reason shown; choosing the masters back asks once more before exporting.
-  if (const analysis::Report* report = session_->report()) stale_ = analysis::stale_masters_reason(*report);
-  if (stale_) {
-    source_->setCurrentIndex(1);
-    auto* why = new QLabel(tr("lp weights chosen: %1.").arg(QString::fromStdString(*stale_)), this);
-    why->setObjectName(QStringLiteral("staleMastersNote"));
-    why->setWordWrap(true);
-    why->setStyleSheet(QStringLiteral("color: #b26a00"));
-    form->addRow(QString(), why);
+  if (storage_) {
+    // What the source's export writes is fixed (its weights as stored); the choices below are the catalog's.
+    for (QWidget* w : std::initializer_list<QWidget*>{source_, dtype_, excludeFrozen_}) w->hide();
+    shardSize_ = new QLineEdit(this);
+    shardSize_->setObjectName(QStringLiteral("shardSize"));
+    shardSize_->setPlaceholderText(tr("one file; or a size such as 5GB for shards in a folder"));
+    form->addRow(tr("Shards:"), shardSize_);
+    form->addRow(tr("File:"), pathRow);
+    v->addLayout(form);
+  } else {
+    form->addRow(tr("Source:"), source_);
+    // Stale masters (the diagnosis says so) are not what a user wants exported: the lp weights are chosen and
+    // the reason shown; choosing the masters back asks once more before exporting.
+    if (const analysis::Report* report = session_->report()) stale_ = analysis::stale_masters_reason(*report);
+    if (stale_) {
+      source_->setCurrentIndex(1);
+      auto* why = new QLabel(tr("lp weights chosen: %1.").arg(QString::fromStdString(*stale_)), this);
+      why->setObjectName(QStringLiteral("staleMastersNote"));
+      why->setWordWrap(true);
+      why->setStyleSheet(QStringLiteral("color: #b26a00"));
+      form->addRow(QString(), why);
+    }
+    form->addRow(tr("DType:"), dtype_);
+    form->addRow(QString(), excludeFrozen_);
+    form->addRow(tr("File:"), pathRow);
+    v->addLayout(form);
   }
-  form->addRow(tr("DType:"), dtype_);
-  form->addRow(QString(), excludeFrozen_);
-  form->addRow(tr("File:"), pathRow);
-  v->addLayout(form);
   progress_ = new QProgressBar(this);
   progress_->setRange(0, 1000);
   progress_->hide();
@@ -95,6 +111,11 @@ ExportDialog::ExportDialog(Session* session, QWidget* parent) : QDialog(parent),
 }
 
 void ExportDialog::suggestPath() {
+  if (storage_) {
+    path_->setText(QString::fromStdString(
+        session_->core().default_source_export_path(format_->currentData().toString() == "torch")));
+    return;
+  }
   const auto format = deepspeed::parse_export_format(format_->currentData().toString().toStdString());
   path_->setText(QString::fromStdString(session::Session::default_export_path(*session_->catalog(), format)));
 }
@@ -124,6 +145,7 @@ void ExportDialog::setOutputPath(const QString& path) {
 
 void ExportDialog::start() {
   if (job_ && !job_->finished()) return;
+  if (storage_) return startSourceExport();
   deepspeed::ExportOptions o;
   try {
     o = options();
@@ -170,6 +192,61 @@ void ExportDialog::start() {
                        .arg(QString::fromStdString(r.value->path).toHtmlEscaped());
     // Written, but not weights a model can use: said as loudly as the success.
     if (const auto warning = deepspeed::non_finite_warning(*r.value); !warning.empty())
+      text += tr("<br><b style='color:#e65100'>Warning:</b> %1")
+                  .arg(QString::fromStdString(warning).toHtmlEscaped().replace('\n', QStringLiteral("<br>")));
+    self->status_->setText(text);
+    spdlog::info("exported {} tensors to {}", r.value->tensors, r.value->path);
+    emit self->exported(QString::fromStdString(r.value->path));
+  });
+}
+
+// The source's own export, as `ckptdoc export FOLDER -o FILE` runs it: the text it prints is shown.
+void ExportDialog::startSourceExport() {
+  sources::ExportRequest request;
+  request.output = outputPath().toStdString();
+  request.torch = format_->currentData().toString() == QStringLiteral("torch");
+  try {
+    if (const QString size = shardSize_->text().trimmed(); !size.isEmpty())
+      request.max_shard_size = weights::parse_shard_size(size.toStdString(), "the shard size");
+  } catch (const std::exception& e) {
+    status_->setText(QString::fromStdString(e.what()));
+    return;
+  }
+  if (QFileInfo fi(outputPath()); fi.exists() && !fi.isDir()) {
+    // The core never replaces a file unasked: the user's yes here is --force.
+    if (QMessageBox::question(this, tr("Replace file?"), tr("%1 exists. Replace it?").arg(outputPath())) !=
+        QMessageBox::Yes)
+      return;
+    request.force = true;
+  }
+  run_->setEnabled(false);
+  close_->setText(tr("Cancel"));
+  progress_->setRange(0, 0);  // the sources' exports report no progress yet
+  progress_->show();
+  spdlog::info("exporting weights to {}", request.output);
+  QPointer<ExportDialog> self(this);
+  job_ = session_->core().export_source(request, [self](session::Outcome<sources::ExportOutcome>& r) {
+    if (!self) return;
+    self->progress_->hide();
+    self->progress_->setRange(0, 1000);
+    self->run_->setEnabled(true);
+    self->close_->setText(tr("Close"));
+    if (!r.ok()) {
+      self->status_->setText(
+          tr("<b style='color:#c62828'>Export failed:</b> %1").arg(errorText(*r.error).toHtmlEscaped()));
+      return;
+    }
+    QString text = tr("<b style='color:#2e7d32'>Exported</b> %1 tensors to <code>%2</code>")
+                       .arg(r.value->tensors)
+                       .arg(QString::fromStdString(r.value->path).toHtmlEscaped());
+    text +=
+        QStringLiteral("<br>") +
+        QString::fromStdString(r.value->text).trimmed().toHtmlEscaped().replace('\n', QStringLiteral("<br>"));
+    deepspeed::ExportResult said;  // the warning every export gives
+    said.path = r.value->path;
+    said.tensors = r.value->tensors;
+    said.non_finite = r.value->non_finite;
+    if (const auto warning = deepspeed::non_finite_warning(said); !warning.empty())
       text += tr("<br><b style='color:#e65100'>Warning:</b> %1")
                   .arg(QString::fromStdString(warning).toHtmlEscaped().replace('\n', QStringLiteral("<br>")));
     self->status_->setText(text);

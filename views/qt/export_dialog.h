@@ -1,6 +1,8 @@
 #pragma once
 // Weights export (deepspeed::export_weights): format, dtype and source (fp32 masters as zero_to_fp32.py
-// does, or the lp weights), run as a session job with progress and cancel.
+// does, or the lp weights), run as a session job with progress and cancel. For a self-reporting source (a
+// DCP, Accelerate or Megatron-core folder) its own export (Session::export_source): safetensors, or torch
+// where the source writes it, in one file or shards.
 #include <QDialog>
 #include <memory>
 #include <optional>
@@ -36,12 +38,15 @@ class ExportDialog : public QDialog {
  private:
   void suggestPath();
   void start();
+  void startSourceExport();
   void showProgress();
   Session* session_;
   QComboBox* format_;
   QComboBox* source_;
   QComboBox* dtype_;
   QCheckBox* excludeFrozen_;
+  QLineEdit* shardSize_ = nullptr;  // a self-reporting source's export only
+  bool storage_;                    // the open source is self-reporting (no catalog)
   QLineEdit* path_;
   QProgressBar* progress_;
   QLabel* status_;

@@ -130,10 +130,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     findings_->setFindings(session_->core().findings());
     params_->setCatalog(session_->catalog());
     const auto ckpt = session_->checkpoint();
-    // A storage map (DCP, Accelerate, Megatron-core) is inspected and diagnosed here; export and repair are
-    // the CLI's for now.
-    exportAction_->setEnabled(ckpt != nullptr);
-    compareAction_->setEnabled(ckpt != nullptr);
+    // A storage map (DCP, Accelerate, Megatron-core) is inspected, diagnosed and exported here; its repairs
+    // are the CLI's for now.
+    const sources::Source* source = session_->core().storage_source();
+    exportAction_->setEnabled(ckpt || (source && source->can(sources::Command::Export)));
+    compareAction_->setEnabled(ckpt || (source && source->can(sources::Command::Diff)));
     repairAction_->setEnabled(ckpt && !ckpt->weights_only());
     convertAction_->setEnabled(ckpt && !ckpt->weights_only() && !ckpt->catalog().universal);
     lpSourceAction_->setEnabled(ckpt && ckpt->catalog().wrapper == deepspeed::OptimizerWrapper::Zero3);
@@ -437,7 +438,7 @@ void MainWindow::showAttachState() {
 }
 
 void MainWindow::exportDialog() {
-  if (!session_->checkpoint()) return;  // a storage map is exported by the CLI for now
+  if (!session_->checkpoint() && !session_->core().storage_source()) return;
   auto* d = new ExportDialog(session_, this);
   d->setAttribute(Qt::WA_DeleteOnClose);
   d->open();

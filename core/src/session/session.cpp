@@ -390,6 +390,13 @@ std::string Session::default_universal_output(const deepspeed::Catalog& catalog)
   return free_beside(catalog, "-universal");
 }
 
+std::string Session::default_source_export_path(bool torch) const {
+  fs::path in = fs::absolute(path_).lexically_normal();
+  if (!in.has_filename()) in = in.parent_path();
+  return (in.parent_path() / (in.filename().string() + (torch ? "-weights.bin" : "-weights.safetensors")))
+      .string();
+}
+
 std::string Session::default_export_path(const deepspeed::Catalog& catalog, deepspeed::ExportFormat format) {
   const fs::path in = input_folder(catalog);
   const char* ext = format == deepspeed::ExportFormat::Safetensors ? "safetensors"

@@ -85,6 +85,22 @@ JobPtr Session::export_weights(const std::string& out, const deepspeed::ExportOp
       std::move(done));
 }
 
+JobPtr Session::export_source(sources::ExportRequest request, Done<sources::ExportOutcome> done) {
+  auto source = storage_ ? source_ : nullptr;
+  request.path = path_;
+  const std::string title = "Exporting to " + request.output;
+  return queue_.submit<sources::ExportOutcome>(
+      JobKind::Export, "", title,
+      [source, request](JobQueue::Context& c) {
+        if (!source)
+          throw Error(ckptdoc::ErrorKind::InvalidRequest, "", "session",
+                      "no self-reporting source (DCP, Accelerate, Megatron-core) is open");
+        c.progress().set_stage("exporting the weights", 0);
+        return source->export_weights(request);
+      },
+      std::move(done));
+}
+
 JobPtr Session::density(const std::string& param, int bins, Done<analysis::Density2D> done) {
   auto ckpt = checkpoint_;
   const auto ref = find_param(param);

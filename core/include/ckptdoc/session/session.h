@@ -124,6 +124,8 @@ class Session {
   const deepspeed::Catalog* catalog() const { return checkpoint_ ? &checkpoint_->catalog() : nullptr; }
   // A self-reporting source's files and keys (null when the open source is the catalog's).
   const sources::StorageMap* storage_map() const { return storage_.get(); }
+  // The self-reporting source that reads it (null when the open source is the catalog's).
+  const sources::Source* storage_source() const { return storage_ ? source_.get() : nullptr; }
   // Its diagnosis, once analysed: findings() holds the same findings.
   const sources::SourceDiagnosis* source_diagnosis() const { return analysis_.diagnosis.get(); }
   // Moves whenever the source or its analysis changes: a view caches what it drew under it.
@@ -174,6 +176,12 @@ class Session {
   JobPtr export_weights(const std::string& out, const deepspeed::ExportOptions& options,
                         Done<deepspeed::ExportResult> done);
   static std::string default_export_path(const deepspeed::Catalog& catalog, deepspeed::ExportFormat format);
+  // The export of a self-reporting source (storage_source()): its weights as its own export writes them, as
+  // `ckptdoc export` does; request.path is set to the open source's. It reports no progress and is not
+  // cancelled part way (the sources' exports take no Progress yet).
+  JobPtr export_source(sources::ExportRequest request, Done<sources::ExportOutcome> done);
+  // "<folder>-weights.safetensors" (".bin" for torch) beside the open source's folder.
+  std::string default_source_export_path(bool torch) const;
 
   // --- The weight-vs-master density of one param, streamed from the map (coalesced)
   JobPtr density(const std::string& param, int bins, Done<analysis::Density2D> done);
