@@ -477,6 +477,33 @@ class TestImguiScripted : public QObject {
       QVERIFY2(test::read_text(ours + "/" + f) == test::read_text(cli + "/" + f), f.c_str());
   }
 
+  // An FSDP2 save whose Adam moments were lost (written by torch, tests/fixtures/dcp/README.md), fixed from
+  // the Overview: the finding's Fix opens the source's repair with the reset ticked, and Repair writes what
+  // `ckptdoc repair --reset-optimizer` writes (judged by torch in test_realds_dcp_reset), byte for byte.
+  void dcpMomentsLostAreResetByTheirFix() {
+    test::TempDir dir;
+    const std::string in = test::fixtures_dir() + "/dcp/fsdp2_ws2_moments_lost";
+    const std::string ours = dir.file("app-fixed"), cli = dir.file("cli-fixed");
+    const auto r = runScript(*x_, dir, in,
+                             "wait analysed 120\n"
+                             "expect finding dcp-moments-lost\n"
+                             "click fix:dcp-moments-lost\n"
+                             "frames 2\n"
+                             "set repair.output " +
+                                 ours +
+                                 "\n"
+                                 "click repair.run\n"
+                                 "wait repaired 300\n"
+                                 "quit\n");
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", in, "-o", cli, "--reset-optimizer"}), 0);
+    const auto files = test::files_in(cli);
+    QVERIFY(files.size() > 2);
+    QCOMPARE(test::files_in(ours), files);
+    for (const auto& f : files)
+      QVERIFY2(test::read_text(ours + "/" + f) == test::read_text(cli + "/" + f), f.c_str());
+  }
+
   void aScriptThatCannotFinishFails() {
     test::TempDir dir;
     const auto r = runScript(*x_, dir, test::healthy_fixture("zero1_fp16_ws2"),

@@ -5,6 +5,7 @@
 // of `diagnose --json`. A copy missing one .distcp file shows the CLI's dcp-file-missing finding, and its row
 // is drawn as not on disk and named by the finding.
 #include <QAction>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QLabel>
 #include <QLineEdit>
@@ -20,6 +21,7 @@
 #include "gui_test_main.h"
 #include "main_window.h"
 #include "session.h"
+#include "source_repair_dialog.h"
 #include "storage_expectations.h"
 #include "storage_map_widget.h"
 #include "storage_view.h"
@@ -163,6 +165,49 @@ class TestStorageView : public QObject {
       for (const auto& f : files)
         QVERIFY2(test::read_text(ours + "/" + f) == test::read_text(cli + "/" + f), f.c_str());
     }
+  }
+
+  // An FSDP2 save whose Adam moments were lost while the steps were kept (written by torch: see
+  // tests/fixtures/dcp/README.md), fixed from the Overview: the finding's Fix opens the source's repair with
+  // "Reset optimizer state" ticked, and Repair writes what `ckptdoc repair --reset-optimizer` writes (which
+  // torch's dcp.load and an Adam step judge in test_realds_dcp_reset), byte for byte.
+  void momentsLostAreResetFromTheOverview() {
+    const std::string in = test::fixtures_dir() + "/dcp/fsdp2_ws2_moments_lost";
+    MainWindow w;
+    const std::string why = openAndWait(w, in);
+    QVERIFY2(why.empty(), why.c_str());
+    auto* fix = w.findChild<QPushButton*>(QStringLiteral("fixButton_dcp-moments-lost"));
+    QVERIFY(fix);
+    fix->click();
+    auto* d = w.findChild<SourceRepairDialog*>();
+    QVERIFY(d);
+    QVERIFY(d->resetOptimizer()->isChecked());
+    QVERIFY(!d->refreshFp32()->isChecked());
+    test::TempDir dir;
+    const std::string ours = dir.file("app-fixed"), cli = dir.file("cli-fixed");
+    d->setOutput(QString::fromStdString(ours));
+    QSignalSpy finished(d, &SourceRepairDialog::repairFinished);
+    d->runButton()->click();
+    QVERIFY(finished.wait(120000));
+    QVERIFY2(finished.front().at(0).toBool(), qPrintable(d->resultText()));
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", in, "-o", cli, "--reset-optimizer"}), 0);
+    const auto files = test::files_in(cli);
+    QVERIFY(files.size() > 2);
+    QCOMPARE(test::files_in(ours), files);
+    for (const auto& f : files)
+      QVERIFY2(test::read_text(ours + "/" + f) == test::read_text(cli + "/" + f), f.c_str());
+    // What the source cannot do is refused in the words of the dialog's own controls, writing nothing.
+    d = w.sourceRepairDialog(analysis::RepairKind::RefreshFp32);
+    QVERIFY(d);
+    d->resetOptimizer()->setChecked(true);
+    d->setOutput(QString::fromStdString(dir.file("refused")));
+    QSignalSpy refused(d, &SourceRepairDialog::repairFinished);
+    d->runButton()->click();
+    QVERIFY(refused.wait(120000));
+    QVERIFY(!refused.front().at(0).toBool());
+    QVERIFY2(d->resultText().contains(QStringLiteral("\u201cReset optimizer state\u201d")),
+             qPrintable(d->resultText()));
+    QVERIFY(!std::filesystem::exists(dir.file("refused")));
   }
 };
 

@@ -4,6 +4,8 @@
 // byte offset, length, read back from the drawn boxes), its keys table the CLI's keys, and the Overview the
 // findings and verdict of `diagnose --json` — for the stale fp32 mains of a --finetune save as well, and for
 // an Accelerate copy that lost one optimizer .distcp file (dcp-file-missing, named under its part's folder).
+#include <QCheckBox>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QtTest>
@@ -14,6 +16,7 @@
 #include "main_window.h"
 #include "realds_support.h"
 #include "session.h"
+#include "source_repair_dialog.h"
 #include "storage_expectations.h"
 #include "storage_map_widget.h"
 #include "storage_view.h"
@@ -108,6 +111,42 @@ class TestRealdsStorageView : public QObject {
     const auto cli = expectTheCli(e.save_dir, exit);
     if (QTest::currentTestFailed()) return;
     if (!finding.isEmpty()) QVERIFY(hasFinding(cli, finding.toStdString()));
+  }
+
+  // The stale fp32 mains of a --finetune save, fixed from the Overview: its Fix button opens the source's
+  // repair with "Refresh fp32 masters" ticked, and Repair writes what `ckptdoc repair --refresh-fp32` writes
+  // (which megatron-core's own resume judges in test_realds_megatron), byte for byte; the output diagnoses
+  // clean. (Before, the finding reached the views without its repair kind: no Fix button, and the repair
+  // menu was greyed out.)
+  void megatronStaleMainsAreFixedFromTheOverview() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("v019_megatron_finetune_stale");
+    MainWindow w;
+    const std::string why = openAndWait(w, e.save_dir);
+    QVERIFY2(why.empty(), why.c_str());
+    auto* fix = w.findChild<QPushButton*>(QStringLiteral("fixButton_fp32-master-mismatch"));
+    QVERIFY(fix);
+    fix->click();
+    auto* d = w.findChild<SourceRepairDialog*>();
+    QVERIFY(d);
+    QVERIFY(d->refreshFp32()->isChecked());
+    QVERIFY(!d->resetOptimizer()->isChecked());
+    test::TempDir dir;
+    const std::string ours = dir.file("app-fixed"), cli = dir.file("cli-fixed");
+    d->setOutput(QString::fromStdString(ours));
+    QSignalSpy finished(d, &SourceRepairDialog::repairFinished);
+    d->runButton()->click();
+    QVERIFY(finished.wait(300000));
+    QVERIFY2(finished.front().at(0).toBool(), qPrintable(d->resultText()));
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", e.save_dir, "-o", cli, "--refresh-fp32"}), 0);
+    const auto files = test::files_in(cli);
+    QVERIFY(!files.empty());
+    QCOMPARE(test::files_in(ours), files);
+    for (const auto& sub : {std::string(), std::string("/iter_0000000")})
+      for (const auto& f : test::files_in(cli + sub))
+        if (std::filesystem::is_regular_file(cli + sub + "/" + f))
+          QVERIFY2(test::read_text(ours + sub + "/" + f) == test::read_text(cli + sub + "/" + f), f.c_str());
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"diagnose", ours}), 0);
   }
 };
 

@@ -82,7 +82,8 @@ void draw_header(View& v) {
     }
     const bool deepspeed_open = s.is_open() && s.checkpoint() && !s.checkpoint()->weights_only();
     if (ImGui::BeginMenu("Checkpoint")) {
-      if (ImGui::MenuItem("Repair...", nullptr, false, deepspeed_open))
+      const bool source_repairs = source && source->can(sources::Command::Repair);
+      if (ImGui::MenuItem("Repair...", nullptr, false, deepspeed_open || source_repairs))
         open_repair(v, analysis::RepairKind::None);
       v.widgets.record("menu.repair");
       const bool universal = s.is_open() && s.catalog() && s.catalog()->universal.has_value();

@@ -66,7 +66,19 @@ void open_repair(View& v, analysis::RepairKind kind) {
 
 void open_repair(View& v, const analysis::Finding& finding) {
   const auto* cat = v.session.catalog();
-  if (!cat) return;
+  if (!cat) {
+    const sources::Source* source = v.session.storage_source();
+    if (!source || !source->can(sources::Command::Repair)) return;
+    RepairWindow& r = v.repair;
+    r = RepairWindow{};
+    r.visible = true;
+    r.of_source = true;
+    r.kind = finding.repair;
+    r.refresh_fp32 = finding.repair == analysis::RepairKind::RefreshFp32;
+    r.reset_optimizer = finding.repair == analysis::RepairKind::ResetOptimizer;
+    std::snprintf(r.output, sizeof r.output, "%s", v.session.default_source_repair_output().c_str());
+    return;
+  }
   RepairWindow& r = v.repair;
   r = RepairWindow{};
   r.visible = true;

@@ -40,6 +40,11 @@ struct RepairWindow {
   std::optional<repair::RepairResult> result;
   std::string run_error;
   bool cancelled = false;
+  // A self-reporting source's repair (DCP, Accelerate, Megatron-core; window_source_repair.cpp): no plan,
+  // the source's own text (or refusal) once it ran.
+  bool of_source = false;
+  std::string source_text;
+  bool source_ok = false;
 };
 
 struct ExportWindow {
@@ -224,6 +229,7 @@ void draw_strip(View& v, const char* id, float height);
 // A legend line: its title, then a swatch and a word for each colour.
 void draw_legend(const session::Legend& legend, bool title = true);
 void draw_repair_window(View& v);
+void draw_source_repair_window(View& v);  // draw_repair_window's, for a self-reporting source
 void draw_export_window(View& v);
 void draw_convert_window(View& v);
 void draw_open_window(View& v);

@@ -131,6 +131,7 @@ void draw_repair_window(View& v) {
     r.visible = false;
     return;
   }
+  if (r.of_source) return draw_source_repair_window(v);
   ImGui::SetNextWindowSize(ImVec2(760, 560), ImGuiCond_FirstUseEver);
   const std::string title = std::string(title_of(r.kind)) + "###repair";
   if (!ImGui::Begin(title.c_str(), &r.visible)) {

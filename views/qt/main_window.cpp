@@ -41,6 +41,7 @@
 #include "plots_view.h"
 #include "repair_dialog.h"
 #include "session.h"
+#include "source_repair_dialog.h"
 #include "storage_view.h"
 #include "timeline_view.h"
 
@@ -130,12 +131,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     findings_->setFindings(session_->core().findings());
     params_->setCatalog(session_->catalog());
     const auto ckpt = session_->checkpoint();
-    // A storage map (DCP, Accelerate, Megatron-core) is inspected, diagnosed and exported here; its repairs
-    // are the CLI's for now.
+    // A storage map (DCP, Accelerate, Megatron-core) is exported, compared and repaired by its own source.
     const sources::Source* source = session_->core().storage_source();
     exportAction_->setEnabled(ckpt || (source && source->can(sources::Command::Export)));
     compareAction_->setEnabled(ckpt || (source && source->can(sources::Command::Diff)));
-    repairAction_->setEnabled(ckpt && !ckpt->weights_only());
+    repairAction_->setEnabled(ckpt ? !ckpt->weights_only() : source && source->can(sources::Command::Repair));
     convertAction_->setEnabled(ckpt && !ckpt->weights_only() && !ckpt->catalog().universal);
     lpSourceAction_->setEnabled(ckpt && ckpt->catalog().wrapper == deepspeed::OptimizerWrapper::Zero3);
     reanalyseAction_->setEnabled(true);
@@ -448,9 +448,23 @@ RepairDialog* MainWindow::openRepair(int row) {
   if (!session_->isOpen() || row < 0 || row >= findings_->count()) return nullptr;
   const auto& finding = findings_->finding(row);
   if (finding.repair == analysis::RepairKind::None) return nullptr;
+  if (!session_->checkpoint()) {
+    sourceRepairDialog(finding.repair);
+    return nullptr;
+  }
   RepairDialog* d = repairDialog(finding.repair);
   // A fix of several actions (a refresh that runs only with a reset of the optimizer) ticks them all.
   if (d) d->presetActions(repair::request_for(finding, *session_->catalog()));
+  return d;
+}
+
+SourceRepairDialog* MainWindow::sourceRepairDialog(analysis::RepairKind kind) {
+  const sources::Source* source = session_->core().storage_source();
+  if (!source || !source->can(sources::Command::Repair)) return nullptr;
+  auto* d = new SourceRepairDialog(session_, kind, this);
+  d->setAttribute(Qt::WA_DeleteOnClose);
+  connect(d, &SourceRepairDialog::openRequested, this, [this](const QString& p) { openPath(p); });
+  d->open();
   return d;
 }
 
@@ -465,6 +479,10 @@ ConvertDialog* MainWindow::convertDialog() {
 
 RepairDialog* MainWindow::repairDialog(analysis::RepairKind kind) {
   if (!session_->isOpen()) return nullptr;
+  if (!session_->checkpoint()) {
+    sourceRepairDialog(kind);
+    return nullptr;
+  }
   auto* d = new RepairDialog(session_, kind, this);
   d->setAttribute(Qt::WA_DeleteOnClose);
   connect(d, &RepairDialog::openRequested, this, [this](const QString& p) { openPath(p); });

@@ -28,6 +28,7 @@ class ParamsView;
 class ConvertDialog;
 class DiffView;
 class RepairDialog;
+class SourceRepairDialog;
 class Session;
 class TimelineView;
 class StorageView;
@@ -50,6 +51,9 @@ class MainWindow : public QMainWindow {
   RepairDialog* openRepair(int findingRow);
   // Checkpoint > Repair…: the same dialog with `kind` preselected (None: the user picks the actions).
   RepairDialog* repairDialog(analysis::RepairKind kind = analysis::RepairKind::None);
+  // A self-reporting source's repair (DCP, Accelerate, Megatron-core): what openRepair and repairDialog open
+  // for one, returning null themselves.
+  SourceRepairDialog* sourceRepairDialog(analysis::RepairKind kind = analysis::RepairKind::None);
   // Checkpoint > Convert to universal…
   ConvertDialog* convertDialog();
   // Opens the Diff tab comparing the open checkpoint (A) with `other` (B), as a job.

@@ -361,19 +361,20 @@ repair::RepairRequest Session::repair_request_for(analysis::RepairKind kind,
 }
 
 namespace {
-fs::path input_folder(const deepspeed::Catalog& catalog) {
-  fs::path in =
-      fs::absolute(catalog.save_dir.empty() ? catalog.tag_dir : catalog.save_dir).lexically_normal();
+fs::path folder_of(const std::string& path) {
+  fs::path in = fs::absolute(path).lexically_normal();
   if (!in.has_filename()) in = in.parent_path();
   return in;
+}
+fs::path input_folder(const deepspeed::Catalog& catalog) {
+  return folder_of(catalog.save_dir.empty() ? catalog.tag_dir : catalog.save_dir);
 }
 }  // namespace
 
 namespace {
 // "<input><suffix>" beside the input, then -2, -3, ... when taken: an output never lands on an existing
 // folder.
-std::string free_beside(const deepspeed::Catalog& catalog, const char* suffix) {
-  const fs::path in = input_folder(catalog);
+std::string free_beside(const fs::path& in, const char* suffix) {
   const std::string base = (in.parent_path() / (in.filename().string() + suffix)).string();
   std::string candidate = base;
   std::error_code ec;
@@ -383,16 +384,19 @@ std::string free_beside(const deepspeed::Catalog& catalog, const char* suffix) {
 }  // namespace
 
 std::string Session::default_repair_output(const deepspeed::Catalog& catalog) {
-  return free_beside(catalog, "-fixed");
+  return free_beside(input_folder(catalog), "-fixed");
 }
 
 std::string Session::default_universal_output(const deepspeed::Catalog& catalog) {
-  return free_beside(catalog, "-universal");
+  return free_beside(input_folder(catalog), "-universal");
+}
+
+std::string Session::default_source_repair_output() const {
+  return free_beside(folder_of(path_), "-fixed");
 }
 
 std::string Session::default_source_export_path(bool torch) const {
-  fs::path in = fs::absolute(path_).lexically_normal();
-  if (!in.has_filename()) in = in.parent_path();
+  const fs::path in = folder_of(path_);
   return (in.parent_path() / (in.filename().string() + (torch ? "-weights.bin" : "-weights.safetensors")))
       .string();
 }

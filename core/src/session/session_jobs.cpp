@@ -85,6 +85,22 @@ JobPtr Session::export_weights(const std::string& out, const deepspeed::ExportOp
       std::move(done));
 }
 
+JobPtr Session::repair_source(sources::RepairRequest request, Done<sources::Outcome> done) {
+  auto source = storage_ ? source_ : nullptr;
+  request.path = path_;
+  const std::string title = "Repairing into " + request.output;
+  return queue_.submit<sources::Outcome>(
+      JobKind::Repair, "", title,
+      [source, request](JobQueue::Context& c) {
+        if (!source)
+          throw Error(ckptdoc::ErrorKind::InvalidRequest, "", "session",
+                      "no self-reporting source (DCP, Accelerate, Megatron-core) is open");
+        c.progress().set_stage("writing the repaired copy", 0);
+        return source->repair(request);
+      },
+      std::move(done));
+}
+
 JobPtr Session::export_source(sources::ExportRequest request, Done<sources::ExportOutcome> done) {
   auto source = storage_ ? source_ : nullptr;
   request.path = path_;

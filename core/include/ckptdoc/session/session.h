@@ -163,6 +163,12 @@ class Session {
                                                   const deepspeed::Catalog& catalog, DeviceKind device);
   // "<input>-fixed" beside the input (then -2, -3, ... when taken).
   static std::string default_repair_output(const deepspeed::Catalog& catalog);
+  // The repair of a self-reporting source (storage_source()): its own repaired copy in request.output, as
+  // `ckptdoc repair` writes it (request.path is set to the open source's); the outcome's text is what the CLI
+  // prints. Not cancelled part way.
+  JobPtr repair_source(sources::RepairRequest request, Done<sources::Outcome> done);
+  // "<folder>-fixed" beside the open source's folder (then -2, -3, ... when taken).
+  std::string default_source_repair_output() const;
 
   // --- Convert (never superseded)
   // Writes the open ZeRO-1/2 or BF16_Optimizer checkpoint as a universal checkpoint into `output`

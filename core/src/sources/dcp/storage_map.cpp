@@ -76,12 +76,15 @@ void sort_storage_map(sources::StorageMap& map) {
 }
 
 analysis::Finding finding_of_problem(const Problem& problem) {
-  analysis::Finding f;
-  f.code = problem.code;
-  f.severity = problem.severity;
-  f.message = problem.message;
+  // Everything the source said (its repair, evidence, details) stays; its one file and key become the
+  // files and params the views name.
+  analysis::Finding f = problem;
+  f.files.clear();
+  f.params.clear();
   if (!problem.file.empty()) f.files.push_back(problem.file);
   if (!problem.key.empty()) f.params.push_back(problem.key);
+  f.file.clear();
+  f.key.clear();
   return f;
 }
 

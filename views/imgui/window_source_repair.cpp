@@ -1,0 +1,60 @@
+// The repair window for a self-reporting source (a DCP, Accelerate or Megatron-core folder), as `ckptdoc
+// repair FOLDER -o OUT` runs it (Session::repair_source): the actions, the output folder, and what the
+// source's repair said, or its refusal in the words of these controls. Its repair reports no progress.
+#include <cstdio>
+
+#include "ckptdoc/sources/source.h"
+#include "view.h"
+
+namespace ckptdoc::imgui_view {
+
+void draw_source_repair_window(View& v) {
+  RepairWindow& r = v.repair;
+  if (!v.session.storage_source()) {  // another source was opened meanwhile
+    r.visible = false;
+    return;
+  }
+  ImGui::SetNextWindowSize(ImVec2(680, 320), ImGuiCond_FirstUseEver);
+  if (!ImGui::Begin("Repair###repair", &r.visible)) {
+    ImGui::End();
+    return;
+  }
+  const bool running = r.run_job && !r.run_job->finished();
+  ImGui::TextWrapped(
+      "Nothing is written until you press Repair. The input stays untouched; the repaired copy goes into a "
+      "new folder, every byte the input's except what the repair changes, and is read back to check it.");
+  ImGui::BeginDisabled(running);
+  ImGui::SetNextItemWidth(-120);
+  ImGui::InputText("output folder", r.output, sizeof r.output);
+  v.widgets.record("repair.output");
+  // The labels are the ones the core's refusals name (session/request_field_labels.cpp).
+  ImGui::Checkbox("Refresh fp32 masters from the 16-bit weights", &r.refresh_fp32);
+  v.widgets.record("repair.refresh-fp32");
+  ImGui::Checkbox("Reset optimizer state: zero moments, step 0", &r.reset_optimizer);
+  v.widgets.record("repair.reset-optimizer");
+  ImGui::EndDisabled();
+  if (running) {
+    ImGui::ProgressBar(0.0f, ImVec2(-1, 0), display(v, r.run_job->stage()).c_str());
+  } else {
+    if (ImGui::Button("Repair")) {
+      sources::RepairRequest request;
+      request.output = r.output;
+      request.refresh_fp32 = r.refresh_fp32;
+      request.reset_optimizer = r.reset_optimizer;
+      r.source_text.clear();
+      r.run_job = v.session.repair_source(request, [&v](session::Outcome<sources::Outcome>& done) {
+        v.repair.source_ok = done.ok();
+        v.repair.source_text = done.ok() ? done.value->text : "Repair failed: " + done.error->message;
+      });
+    }
+    v.widgets.record("repair.run");
+    ImGui::SameLine();
+    if (ImGui::Button("Close")) r.visible = false;
+  }
+  if (!r.source_text.empty())
+    ImGui::TextColored(r.source_ok ? ImVec4(0.35f, 0.8f, 0.4f, 1) : ImVec4(0.95f, 0.4f, 0.35f, 1), "%s",
+                       display(v, r.source_text).c_str());
+  ImGui::End();
+}
+
+}  // namespace ckptdoc::imgui_view
