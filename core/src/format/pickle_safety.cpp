@@ -7,6 +7,7 @@
 #include <set>
 #include <string_view>
 
+#include "ckptdoc/format/pickle_use_memo.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/io/mapped_file.h"
 
@@ -474,14 +475,15 @@ std::vector<PickleHazard> assess_pickle_uses(const std::vector<PickleUse>& uses,
   return out;
 }
 
-std::vector<PickleHazard> pickle_hazards_of_file(const std::string& path, const std::string& display) {
+std::vector<PickleHazard> pickle_hazards_of_file(const std::string& path, const std::string& display,
+                                                 PickleUseMemo* memo) {
   try {
     const auto f = MappedFile::open(path);
     if (!TorchFile::is_torch_file(f->bytes().first(std::min<size_t>(f->size(), 16)))) return {};
   } catch (const std::exception&) {
     return {};  // unreadable: the caller reports that on its own
   }
-  return assess_pickle_uses(TorchFile::pickle_uses_of(path), display);
+  return assess_pickle_uses(memo ? memo->uses_of(path) : TorchFile::pickle_uses_of(path), display);
 }
 
 std::string pickle_advice(const std::string& severity) {
