@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "ckptdoc/format/pickle_safety.h"
+#include "ckptdoc/format/pickle_use_memo.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/format/zip_reader.h"
 #include "ckptdoc/format/zip_writer.h"
@@ -24,14 +25,26 @@ using namespace ckptdoc::test;
 namespace {
 
 // A torch.save-shaped zip whose data.pkl is `pickle` (how a hostile pickle rides in a checkpoint file).
-void wrap_as_torch_file(const std::vector<uint8_t>& pickle, const std::string& path) {
+void wrap_as_torch_file(const std::vector<uint8_t>& pickle, const std::string& path,
+                        const std::string& archive = "archive") {
   VectorSink sink;
   ZipWriter zip(sink);
-  zip.add("archive/data.pkl", pickle);
+  zip.add(archive + "/data.pkl", pickle);
   const std::string version = "3\n";
-  zip.add("archive/version", std::span(reinterpret_cast<const uint8_t*>(version.data()), version.size()));
+  zip.add(archive + "/version", std::span(reinterpret_cast<const uint8_t*>(version.data()), version.size()));
   zip.finish();
   write_text(path, std::string(sink.data.begin(), sink.data.end()));
+}
+
+// Every field of every use, one line each.
+std::string describe(const std::vector<PickleUse>& uses) {
+  std::string s;
+  for (const auto& u : uses)
+    s += u.record + " | " + u.callable + " | " + u.module + " | " + u.name + " | " +
+         std::to_string(static_cast<int>(u.how)) + " | " + u.via + " | " + u.nested_in + " | " +
+         u.attribute_of + " | " + u.attribute + " | " + std::to_string(u.offset) + " | " +
+         std::to_string(u.count) + " | " + (u.computed ? "computed" : "global") + "\n";
+  return s;
 }
 
 std::string listing(const std::vector<PickleHazard>& hs) {
@@ -357,6 +370,37 @@ class TestPickleSafety : public QObject {
       QVERIFY2(p.exit_code == 0, (f + ": " + p.out + p.err).c_str());
       QCOMPARE(p.out, std::string("'evil.txt'\n"));
     }
+  }
+
+  // PickleUseMemo, for a job's per-rank files that share their pickle: real DeepSpeed's two ZeRO-3 model
+  // files hold the same data.pkl under different records, and two hostile pickles of the same length reach
+  // different callables. Through the memo each file gets what reading it alone gives, under its own record.
+  void memoGivesEachFileItsOwnUses() {
+    TempDir dir;
+    const std::string reaches_torch_os = call1(global("torch", "os.system"), "echo pwned");
+    const std::string reaches_posix = call1(global("posix", "system"), "echo pwned!!!");
+    QCOMPARE(reaches_posix.size(), reaches_torch_os.size());
+    std::vector<std::string> files;
+    for (const auto& [name, pickle] :
+         {std::pair{"rank_1", reaches_torch_os}, std::pair{"rank_2", reaches_torch_os},
+          std::pair{"rank_3", reaches_posix}, std::pair{"rank_4", reaches_torch_os}}) {
+      files.push_back(dir.file(std::string(name) + ".pt"));
+      wrap_as_torch_file(bytes_of(pickle), files.back(), name);
+    }
+    const std::string ds = deepspeed_fixture("zero3_fp16_ws2") + "/checkpoint/global_step5/";
+    files.push_back(ds + "zero_pp_rank_0_mp_rank_00_model_states.pt");
+    files.push_back(ds + "zero_pp_rank_1_mp_rank_00_model_states.pt");
+    files.push_back(dir.file("notes.txt"));
+    write_text(files.back(), "not a torch file");
+
+    PickleUseMemo memo;
+    for (const auto& f : files) {
+      const std::string alone = describe(TorchFile::pickle_uses_of(f));
+      QCOMPARE(describe(memo.uses_of(f)), alone);
+      if (f.ends_with(".pt")) QVERIFY2(!alone.empty(), f.c_str());
+    }
+    QVERIFY(describe(TorchFile::pickle_uses_of(files[2])).find("rank_3/data.pkl | posix.system") !=
+            std::string::npos);
   }
 
   // Every file real DeepSpeed wrote (the shared fixtures): no hazard of any severity.

@@ -1,6 +1,7 @@
 // Catalog building, part 4: pickle safety of every file in the tag folder (pickle_safety.h), as unsafe-pickle
 // problems naming file, record, callable and how it is reached.
 #include "ckptdoc/format/pickle_safety.h"
+#include "ckptdoc/format/pickle_use_memo.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "deepspeed/catalog_builder.h"
 
@@ -14,6 +15,7 @@ void CatalogBuilder::check_pickle_safety() {
   // Every model-parallel rank lists the whole tag folder: rank 0's catalog (the job's) reports each file
   // once.
   if (cat_.mp_rank > 0) return;
+  PickleUseMemo memo;  // ZeRO-3's per-rank model-states files, not read for the catalog, share their pickle
   for (const auto& f : cat_.files) {
     std::vector<PickleHazard> hazards;
     std::shared_ptr<TorchFile> parsed;  // already parsed for the catalog: its pickle's uses are known
@@ -24,7 +26,7 @@ void CatalogBuilder::check_pickle_safety() {
     if (parsed)
       hazards = assess_pickle_uses(parsed->pickle_uses, f.path);
     else
-      hazards = pickle_hazards_of_file(f.abs_path, f.path);
+      hazards = pickle_hazards_of_file(f.abs_path, f.path, &memo);
     std::vector<int> ranks;
     if (f.dp_rank >= 0) ranks.push_back(f.dp_rank);
     for (size_t i = 0; i < hazards.size() && i < kHazardsPerFile; ++i) {

@@ -7,6 +7,7 @@
 #include <set>
 #include <string_view>
 
+#include "ckptdoc/format/pickle_use_memo.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/io/mapped_file.h"
 
@@ -429,6 +430,9 @@ std::vector<PickleHazard> assess_pickle_uses(const std::vector<PickleUse>& uses,
       walk += ", so it reaches " + q + "; ";
     }
     std::string why, package;
+    // An enum member looked up on a known class (Python 3.11+ pickles enums this way).
+    const bool enum_lookup = !u.computed && q == "builtins.getattr" && !u.attribute_of.empty() &&
+                             !u.attribute.empty() && u.attribute.front() != '_' && known(py3(u.attribute_of));
     if (u.computed && q.rfind("<more than", 0) == 0) {
       h.severity = "error";
       h.why = "too many distinct imports and calls to judge them all; treat the file as unsafe";
@@ -436,15 +440,12 @@ std::vector<PickleHazard> assess_pickle_uses(const std::vector<PickleUse>& uses,
       h.severity = "error";
       h.why =
           "a computed value (" + u.callable + ") is called: torch.load would run whatever it evaluates to";
-    } else if (q == "builtins.getattr" && !u.attribute_of.empty() && !u.attribute.empty() &&
-               u.attribute.front() != '_' && known(py3(u.attribute_of))) {
-      continue;  // an enum member looked up on a known class (Python 3.11+ pickles enums this way)
-    } else if (!r.dunder.empty()) {
+    } else if (!enum_lookup && !r.dunder.empty()) {
       h.severity = "error";
       h.why = walk + "a walk through " + r.dunder +
               " reaches Python's internals (any module, function or builtin); a plain "
               "torch.load(weights_only=False) would use it";
-    } else if (known(q)) {
+    } else if (enum_lookup || known(q)) {
       continue;  // by exact name, even in a module that is otherwise an error (torch.serialization)
     } else if (runs_code(q, &why)) {
       h.severity = "error";
@@ -453,9 +454,12 @@ std::vector<PickleHazard> assess_pickle_uses(const std::vector<PickleUse>& uses,
       if (!invokes(u.how)) continue;  // a reference into an allowed package: imported, nothing called
       // Not harmless by package: only the reconstructors checkpoints really use are known to be.
       h.severity = "warning";
-      h.why = walk + "a " + package +
-              " callable ckptdoc does not know by name (not one of the reconstructors torch and DeepSpeed "
-              "checkpoints use); a plain torch.load(weights_only=False) would call it";
+      h.why = walk;
+      h.why += "a ";
+      h.why += package;
+      h.why +=
+          " callable ckptdoc does not know by name (not one of the reconstructors torch and DeepSpeed "
+          "checkpoints use); a plain torch.load(weights_only=False) would call it";
     } else if (invokes(u.how)) {
       h.severity = "error";
       h.why = walk + "not on the allow list of known reconstructors; a plain " +
@@ -474,14 +478,15 @@ std::vector<PickleHazard> assess_pickle_uses(const std::vector<PickleUse>& uses,
   return out;
 }
 
-std::vector<PickleHazard> pickle_hazards_of_file(const std::string& path, const std::string& display) {
+std::vector<PickleHazard> pickle_hazards_of_file(const std::string& path, const std::string& display,
+                                                 PickleUseMemo* memo) {
   try {
     const auto f = MappedFile::open(path);
     if (!TorchFile::is_torch_file(f->bytes().first(std::min<size_t>(f->size(), 16)))) return {};
   } catch (const std::exception&) {
     return {};  // unreadable: the caller reports that on its own
   }
-  return assess_pickle_uses(TorchFile::pickle_uses_of(path), display);
+  return assess_pickle_uses(memo ? memo->uses_of(path) : TorchFile::pickle_uses_of(path), display);
 }
 
 std::string pickle_advice(const std::string& severity) {

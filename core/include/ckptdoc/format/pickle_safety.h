@@ -31,6 +31,8 @@
 
 namespace ckptdoc {
 
+class PickleUseMemo;  // pickle_use_memo.h
+
 struct PickleHazard {
   std::string file;      // as given to the reader
   std::string record;    // e.g. "archive/data.pkl", "object pickle"
@@ -55,7 +57,9 @@ std::vector<PickleHazard> assess_pickle_uses(const std::vector<PickleUse>& uses,
 // The hazards of one file on disk: its pickles as far as they can be read (also when ckptdoc refuses the
 // file: torch.load may still run it). Empty for files that are not torch.save files. `display` names it in
 // messages.
-std::vector<PickleHazard> pickle_hazards_of_file(const std::string& path, const std::string& display);
+// With a memo, a pickle byte-identical to one the memo has read is not unpickled again.
+std::vector<PickleHazard> pickle_hazards_of_file(const std::string& path, const std::string& display,
+                                                 PickleUseMemo* memo = nullptr);
 
 // What to tell a user about a hazard of this severity (the sentence after PickleHazard::message()).
 std::string pickle_advice(const std::string& severity);
