@@ -29,6 +29,7 @@ constexpr const char* kEntry = "v019_megatron_tp2";
 constexpr const char* kDistOpt = "v019_megatron_bf16_distopt";
 constexpr const char* kStale = "v019_megatron_finetune_stale";
 constexpr const char* kLocal = "v019_megatron_bf16_local";
+constexpr const char* kDistOptStep1 = "v019_megatron_bf16_distopt_step1";
 
 std::string iteration_dir(const realds::Entry& e) {
   return e.save_dir + "/iter_0000002";
@@ -273,16 +274,23 @@ class TestRealdsMegatron : public QObject {
   void repairResetsTheOptimizer_data() {
     QTest::addColumn<QString>("entry");
     QTest::addColumn<QString>("where");
-    QTest::newRow("Float16OptimizerWithFloat16Params") << kLocal << "optimizer.optimizer.state.common_step";
+    QTest::addColumn<double>("step");
+    QTest::newRow("Float16OptimizerWithFloat16Params")
+        << kLocal << "optimizer.optimizer.state.common_step" << 2.0;
     QTest::newRow("DistributedOptimizer fully_reshardable")
-        << kDistOpt << "optimizer.optimizer.param_groups[*].step";
+        << kDistOpt << "optimizer.optimizer.param_groups[*].step" << 2.0;
+    // step 1.0, spelled in the pickle like the groups' lr_mult and wd_mult: only the steps may change
+    QTest::newRow("DistributedOptimizer after 1 step")
+        << kDistOptStep1 << "optimizer.optimizer.param_groups[*].step" << 1.0;
   }
   void repairResetsTheOptimizer() {
     REALDS_REQUIRE_DS("0.19");
     QFETCH(QString, entry);
     QFETCH(QString, where);
+    QFETCH(double, step);
     const auto e = realds::checkpoint(entry.toStdString());
     const auto in_iter = tracked_iteration_dir(e);
+    const auto out_iter_name = std::filesystem::path(in_iter).filename().string();
     std::map<std::string, std::string> before;
     for (const auto& f : std::filesystem::directory_iterator(in_iter))
       before[f.path().filename().string()] = test::read_text(f.path().string());
@@ -294,16 +302,17 @@ class TestRealdsMegatron : public QObject {
     QCOMPARE(j["params"].toInt(), 17);
     QCOMPARE(j["tensors"].toInt(), 34);
     QCOMPARE(j["step_where"].toString(), where);
-    QCOMPARE(j["step_before"].toDouble(), 2.0);
+    QCOMPARE(j["step_before"].toDouble(), step);
     for (const auto& [name, bytes] : before) {
       QVERIFY2(test::read_text(in_iter + "/" + name) == bytes, name.c_str());  // the input untouched
       if (name == ".metadata" || name == "metadata.json")
-        QVERIFY2(test::read_text(out + "/iter_0000002/" + name) == bytes, name.c_str());
+        QVERIFY2(test::read_text(out + "/" + out_iter_name + "/" + name) == bytes, name.c_str());
     }
-    QCOMPARE(test::read_text(out + "/latest_checkpointed_iteration.txt"), std::string("2"));
+    QCOMPARE(test::read_text(out + "/latest_checkpointed_iteration.txt"), e.tag);
+    const auto out_iter = out + "/" + out_iter_name;
 
     const auto t = realds::python_with_deepspeed(
-        {test::source_dir() + "/tests/realds/megatron_reset_check.py", in_iter, out + "/iter_0000002"}, e.ds);
+        {test::source_dir() + "/tests/realds/megatron_reset_check.py", in_iter, out_iter}, e.ds);
     QVERIFY2(t.exit_code == 0, realds::describe(t).c_str());
     const auto truth = realds::parse(t.out);
     QVERIFY(truth["keys_equal"].toBool());
@@ -313,21 +322,19 @@ class TestRealdsMegatron : public QObject {
     QVERIFY2(truth["other_tensors_changed"].toArray().isEmpty(), t.out.c_str());
     QVERIFY(truth["common_rest_equal"].toBool());
     for (const auto& s : truth["steps_out"].toArray()) QCOMPARE(s.toDouble(), 0.0);
-    if (entry == kDistOpt) {
+    QCOMPARE(truth["steps_in"].toArray().at(0).toDouble(), step);
+    if (entry != kLocal) {
       QCOMPARE(truth["fresh_equal"].toInt(), 17);
       return;
     }
-    const auto load =
-        realds::launch({test::source_dir() + "/tests/realds/megatron_load_check.py", "--ckpt",
-                        out + "/iter_0000002", "--fresh-step-check", "--json", dir.file("load.json")},
-                       2, "0.19", dir.file("logs"));
+    const auto load = realds::launch({test::source_dir() + "/tests/realds/megatron_load_check.py", "--ckpt",
+                                      out_iter, "--fresh-step-check", "--json", dir.file("load.json")},
+                                     2, "0.19", dir.file("logs"));
     QVERIFY2(load.exit_code == 0, realds::describe(load).c_str());
     const auto l = realds::parse(test::read_text(dir.file("load.json")));
     QVERIFY(l["step_ok"].toBool());
-    const auto state = l["loads"]
-                           .toObject()[QString::fromStdString(out + "/iter_0000002")]
-                           .toObject()["adam_state"]
-                           .toObject();
+    const auto state =
+        l["loads"].toObject()[QString::fromStdString(out_iter)].toObject()["adam_state"].toObject();
     QCOMPARE(state["params"].toInt(), 29);
     QCOMPARE(state["moments_max_abs"].toDouble(), 0.0);
     QCOMPARE(state["steps"].toArray().size(), 1);

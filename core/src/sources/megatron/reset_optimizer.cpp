@@ -95,10 +95,41 @@ std::vector<uint8_t> binfloat(double v) {
   return out;
 }
 
+// Where each param group's step float lies in the pickle `pkl`: the BINFLOAT ('G') right after the key
+// "step", which torch.save's protocol 2 spells once as BINUNICODE "step" with a memo put (BINPUT 'q' /
+// LONG_BINPUT 'r') and then as a memo get of that index (BINGET 'h' / LONG_BINGET 'j'). Only floats after
+// that key are taken, so other floats of the same value (lr_mult 1.0 beside a step of 1) are left alone.
+std::vector<size_t> step_floats(const std::vector<uint8_t>& pkl, const std::vector<uint8_t>& value) {
+  static const std::string key = std::string("X\x04\x00\x00\x00step", 9);
+  auto at = [&](size_t p, const uint8_t* bytes, size_t n) {
+    return p + n <= pkl.size() && std::equal(bytes, bytes + n, pkl.begin() + static_cast<std::ptrdiff_t>(p));
+  };
+  auto value_at = [&](size_t p) { return at(p, value.data(), value.size()); };
+  std::vector<size_t> out;
+  std::vector<uint8_t> get;  // the memo get of the key, once its put is seen
+  for (size_t p = 0; p + key.size() < pkl.size(); ++p) {
+    if (!get.empty() && at(p, get.data(), get.size()) && value_at(p + get.size())) {
+      out.push_back(p + get.size());
+      continue;
+    }
+    if (!at(p, reinterpret_cast<const uint8_t*>(key.data()), key.size())) continue;
+    size_t q = p + key.size();
+    if (pkl[q] == 'q' && q + 1 < pkl.size()) {
+      get = {'h', pkl[q + 1]};
+      q += 2;
+    } else if (pkl[q] == 'r' && q + 4 < pkl.size()) {
+      get = {'j', pkl[q + 1], pkl[q + 2], pkl[q + 3], pkl[q + 4]};
+      q += 5;
+    }
+    if (value_at(q)) out.push_back(q);
+  }
+  return out;
+}
+
 // Rewrites common.pt in `copy_dir` so the step reads 0: the common_step tensor's storage record zeroed, or
 // each param group's BINFLOAT step in data.pkl given 0.0's 8 bytes (the pickle's length and every other byte
-// stay). The floats are found by their bytes, one per param group; the caller's check of the whole tree then
-// proves that exactly the steps changed.
+// stay). The floats are found after their key, one per param group (step_floats); the caller's check of the
+// whole tree then proves that exactly the steps changed.
 void write_zero_step(const CommonStep& s, const TorchFile& tf, const std::string& dir,
                      const std::string& copy_dir) {
   if (s.value == 0) return;  // already a fresh optimizer's step
@@ -112,15 +143,13 @@ void write_zero_step(const CommonStep& s, const TorchFile& tf, const std::string
   std::vector<uint8_t> pkl(
       file.begin() + static_cast<std::ptrdiff_t>(record.entry.data_offset),
       file.begin() + static_cast<std::ptrdiff_t>(record.entry.data_offset + record.entry.size));
-  const auto from = binfloat(s.value), to = binfloat(0.0);
-  std::vector<size_t> at;
-  for (auto it = pkl.begin(); (it = std::search(it, pkl.end(), from.begin(), from.end())) != pkl.end(); ++it)
-    at.push_back(static_cast<size_t>(it - pkl.begin()));
+  const auto to = binfloat(0.0);
+  const auto at = step_floats(pkl, binfloat(s.value));
   if (at.size() != s.groups)
     throw Error(ErrorKind::Unsupported, dir + "/common.pt", record.entry.name,
-                "the step " + std::to_string(s.value) + " is spelled " + std::to_string(at.size()) +
-                    " times in the pickle, not once per param group (" + std::to_string(s.groups) +
-                    "): not rewritten, nothing was reset");
+                "the step " + std::to_string(s.value) + " is found after its key " +
+                    std::to_string(at.size()) + " times in the pickle, not once per param group (" +
+                    std::to_string(s.groups) + "): not rewritten, nothing was reset");
   for (size_t p : at) std::copy(to.begin(), to.end(), pkl.begin() + static_cast<std::ptrdiff_t>(p));
   dcp::write_record(record, pkl, copy_dir);
 }
