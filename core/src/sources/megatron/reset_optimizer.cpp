@@ -25,6 +25,21 @@ bool starts(const std::string& s, const char* prefix) {
   return s.rfind(prefix, 0) == 0;
 }
 
+// A chunk's item and its replicas (per-rank saves), each read and written the same way.
+std::vector<dcp::StorageItem> all_items(const dcp::Chunk& chunk, const std::string& dir,
+                                        const std::string& key) {
+  if (!chunk.item)
+    throw Error(ErrorKind::Inconsistent, dir, key, "a chunk has no storage item: nothing was reset");
+  std::vector<dcp::StorageItem> items{*chunk.item};
+  items.insert(items.end(), chunk.replicas.begin(), chunk.replicas.end());
+  return items;
+}
+dcp::Chunk one_item(const dcp::Chunk& chunk, const dcp::StorageItem& item) {
+  dcp::Chunk one = chunk;
+  one.item = item;
+  return one;
+}
+
 // Where common.pt keeps the optimizer step, as megatron-core writes it.
 struct CommonStep {
   std::string record;  // the storage record of the common_step tensor, or empty (param-group floats)
@@ -210,12 +225,7 @@ ResetResult reset_optimizer(const std::string& path, const std::string& output) 
     if (save_folder) fs::copy_file(folder.tracker, tmp + "/" + std::string(kTracker));
     for (const dcp::Entry* e : moments) {
       for (const auto& chunk : e->chunks) {
-        if (!chunk.item)
-          throw Error(ErrorKind::Inconsistent, folder.dir, e->key,
-                      "a chunk has no storage item: nothing was reset");
-        std::vector<dcp::StorageItem> items{*chunk.item};
-        items.insert(items.end(), chunk.replicas.begin(), chunk.replicas.end());
-        for (const auto& item : items) {
+        for (const auto& item : all_items(chunk, folder.dir, e->key)) {
           const auto record = dcp::storage_record(*in, item, e->key);
           write_record(record, std::vector<uint8_t>(record.entry.size, 0), tmp_iter);
           ++r.records;
@@ -232,10 +242,11 @@ ResetResult reset_optimizer(const std::string& path, const std::string& output) 
       const dcp::Entry* c = copy->metadata().find(e->key);
       if (!c) throw Error(ErrorKind::Inconsistent, tmp_iter, e->key, "missing from the copy");
       for (const auto& chunk : c->chunks)
-        for (const float v : copy->read_chunk(*c, chunk).to_float())
-          if (v != 0.0F)
-            throw Error(ErrorKind::Inconsistent, tmp_iter, e->key,
-                        "does not read back as zeros after the reset");
+        for (const auto& item : all_items(chunk, tmp_iter, e->key))
+          for (const float v : copy->read_chunk(*c, one_item(chunk, item)).to_float())
+            if (v != 0.0F)
+              throw Error(ErrorKind::Inconsistent, tmp_iter, e->key,
+                          "does not read back as zeros after the reset");
     }
     Value expected = common.root.clone();
     zero_step_in_tree(expected);
