@@ -239,7 +239,8 @@ int run_command_line(int argc, char** argv) {
                          "ZeRO-3: consolidated 16-bit weights (safetensors or torch file) to refresh from");
   repair_cmd->add_flag("--reset-optimizer", repair.reset_optimizer, "Empty the Adam state (moments, step)");
   repair_cmd->add_flag("--drop-optimizer", repair.drop_optimizer,
-                       "Weights-only checkpoint (load with load_optimizer_states=False)");
+                       "Weights-only checkpoint (DeepSpeed: load with load_optimizer_states=False; DCP "
+                       "folder: the optimizer.* keys left out)");
   repair_cmd->add_flag(
       "--restore-model-files", repair.restore_model_files,
       "ZeRO-3: write the ranks' missing model files as copies of one that is there (DeepSpeed #7546)");

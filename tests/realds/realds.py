@@ -264,6 +264,10 @@ MATRIX = {
     # the finetune save's layout, what megatron_load_check.py loads
     "v019_megatron_bf16_local": dict(kind="megatron_optim", mode="pretrain", optimizer="local", stage=0,
                                      dtype="bf16", dp=1, tp=2, world=2, steps=2, ds="0.19"),
+    # bf16_distopt_step1: the same after 1 step, so its param groups' step 1.0 is spelled like their lr_mult and
+    # wd_mult (1.0): --reset-optimizer must rewrite the steps alone (test_realds_megatron repairResetsTheOptimizer)
+    "v019_megatron_bf16_distopt_step1": dict(kind="megatron_optim", mode="pretrain", optimizer="distributed",
+                                             stage=0, dtype="bf16", dp=1, tp=2, world=2, steps=1, ds="0.19"),
     "v019_megatron_finetune_stale": dict(kind="megatron_optim", mode="finetune", optimizer="local",
                                          src="v019_megatron_bf16_distopt", stage=0, dtype="bf16", dp=1, tp=2,
                                          world=2, steps=0, ds="0.19"),

@@ -1,4 +1,4 @@
-// repair --reset-optimizer of DCP and Accelerate folders (see repair_dcp.h).
+// repair --reset-optimizer of DCP and Accelerate folders, --drop-optimizer of DCP folders (see repair_dcp.h).
 #include "sources/dcp/repair_dcp.h"
 
 #include <algorithm>
@@ -7,32 +7,70 @@
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/request_field.h"
+#include "sources/dcp/drop_optimizer.h"
 #include "sources/dcp/reset_optimizer.h"
 #include "sources/dcp/rewrite_records.h"
 
 namespace ckptdoc::sources {
 namespace fs = std::filesystem;
 
+namespace {
+
+// --drop-optimizer of a DCP folder (drop_optimizer.h).
+Outcome drop_dcp_optimizer(const RepairRequest& request) {
+  const std::string out = dcp::checked_new_output(request.output, {request.path});
+  dcp::DropCounts n;
+  dcp::write_new_folder(out, [&](const std::string& partial) {
+    n = dcp::drop_optimizer(*dcp::Checkpoint::open(request.path), partial);
+  });
+  if (request.json) {
+    const nlohmann::json j = {{"output", out},
+                              {"action", "drop-optimizer"},
+                              {"keys_dropped", n.keys},
+                              {"items_dropped", n.items},
+                              {"keys_kept", n.kept_keys},
+                              {"storage_bytes_before", n.bytes_before},
+                              {"storage_bytes_after", n.bytes_after},
+                              {"verified", true}};
+    return {j.dump(2) + "\n", 0};
+  }
+  return {
+      "Dropped the optimizer: " + std::to_string(n.keys) + " optimizer.* keys (" + std::to_string(n.items) +
+          " storage items) left out of a new .metadata and new storage files; " +
+          std::to_string(n.kept_keys) + " keys kept, their items' bytes the input's (storage " +
+          std::to_string(n.bytes_before) + " -> " + std::to_string(n.bytes_after) + " bytes).\nWrote " + out +
+          "\nVerified: the copy holds the input's keys but the optimizer's, each kept item byte for byte. "
+          "Load it with a fresh optimizer (dcp.load of the model's state dict).\n",
+      0};
+}
+
+}  // namespace
+
 Outcome repair_dcp_optimizer(const RepairRequest& request, const std::string& root,
                              const std::vector<std::string>& parts, const std::string& what) {
   const auto& others = request.other_actions;
-  if (std::find(others.begin(), others.end(), "--drop-optimizer") != others.end())
+  const bool drop = std::find(others.begin(), others.end(), "--drop-optimizer") != others.end();
+  const bool plain_dcp = parts.size() == 1 && parts.front() == ".";
+  if (drop && !plain_dcp)
     throw Error(
         ErrorKind::Unsupported, request.path, request_text("{drop_optimizer}"),
         request_text(
             "not available for " + what +
-            ": dropping the optimizer means writing a new .metadata without its items, a pickle of "
-            "torch's own classes, and ckptdoc writes no such pickle. torch loads the weights alone from "
-            "this folder as it is (dcp.load of the model's state dict reads only the keys asked for): "
-            "load it that way with a fresh optimizer, or repair with {reset_optimizer}, which keeps the "
-            "optimizer's items and resets them to a fresh Adam's state"));
+            " yet: its optimizer is in optimizer_<i>/ folders that Accelerate's load_state reads whenever an "
+            "optimizer was prepared. torch loads the weights alone from this folder as it is: load them that "
+            "way with a fresh optimizer, or repair with {reset_optimizer}, which keeps the optimizer's items "
+            "and "
+            "resets them to a fresh Adam's state"));
+  if (drop && !request.reset_optimizer && !request.refresh_fp32 && others.size() == 1)
+    return drop_dcp_optimizer(request);
   if (!request.reset_optimizer || request.refresh_fp32 || !others.empty()) {
     std::string asked = request.refresh_fp32 ? request_text("{refresh_fp32}") : "";
     for (const auto& a : others) asked += (asked.empty() ? "" : ", ") + a;
     throw Error(
         ErrorKind::Unsupported, request.path, asked.empty() ? "repair" : asked,
         request_text(
-            what + " is repaired with {reset_optimizer} alone (its Adam moments zeroed and steps set to 0)"));
+            what + " is repaired with {reset_optimizer} alone (its Adam moments zeroed and steps set to 0)" +
+            (plain_dcp ? " or {drop_optimizer} alone (its optimizer.* keys left out)" : "")));
   }
   std::vector<std::string> inputs{request.path, root};
   const std::string out = dcp::checked_new_output(request.output, inputs);

@@ -114,6 +114,26 @@ StorageRecord storage_record(const Checkpoint& in, const StorageItem& item, cons
   return r;
 }
 
+StorageRecord file_record(const std::string& dir, const std::string& file, const std::string& name) {
+  StorageRecord r;
+  const std::string path = dir + "/" + file;
+  const auto mapped = MappedFile::open(path);
+  r.item.file = file;
+  r.item.offset = 0;
+  r.item.length = mapped->size();
+  r.where = file + " (" + name + ")";
+  const ZipReader zip(mapped);
+  const ZipEntry* record = nullptr;
+  for (const auto& e : zip.entries())
+    if (e.name == name) record = &e;
+  if (!record) throw Error(ErrorKind::Unsupported, path, name, "no such record");
+  if (record->method != 0 || record->compressed_size != record->size)
+    throw Error(ErrorKind::Unsupported, path, name, "a compressed record is not rewritten");
+  r.entry = *record;
+  r.crc_fields = crc_fields(mapped->bytes(), *record, r.where);
+  return r;
+}
+
 void write_record(const StorageRecord& record, std::span<const uint8_t> data, const std::string& copy_dir) {
   const std::string path = copy_dir + "/" + record.item.file;
   if (data.size() != record.entry.size)

@@ -29,6 +29,11 @@ struct StorageRecord {
 // the read errors of Checkpoint::open_item.
 StorageRecord storage_record(const Checkpoint& in, const StorageItem& item, const std::string& key);
 
+// The record `name` ("common/data/0", "common/data.pkl") of a whole torch.save file `file` in `dir`
+// (Megatron's common.pt): item.file is `file`, relative to `dir` and to the copy. Throws ckptdoc::Error
+// Unsupported for a missing or compressed record or ZIP64 fields, Io/Corrupt when the file cannot be read.
+StorageRecord file_record(const std::string& dir, const std::string& file, const std::string& name);
+
 // Writes `data` (the record's size exactly) over the record in the copy at `copy_dir` (same file names and
 // offsets as the input), with its CRC-32. Throws ckptdoc::Error Io naming the file.
 void write_record(const StorageRecord& record, std::span<const uint8_t> data, const std::string& copy_dir);

@@ -14,6 +14,7 @@
 #include "main_params.h"
 #include "megatron_folder.h"
 #include "refresh_mains.h"
+#include "reset_optimizer.h"
 #include "sources/dcp/source_export.h"
 #include "sources/dcp/storage_map.h"
 
@@ -23,6 +24,11 @@ namespace {
 
 std::string plural(size_t n, const std::string& what) {
   return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+}
+
+std::string format_step(double v) {
+  const auto i = static_cast<int64_t>(v);
+  return static_cast<double>(i) == v ? std::to_string(i) : std::to_string(v);
 }
 
 std::string header(const megatron::IterationFolder& f) {
@@ -203,23 +209,20 @@ class MegatronSource final : public Source {
     return {header(f) + "\n" + dcp::diagnose_text(*ckpt, report), report.has_error() ? 1 : 0};
   }
 
-  // --refresh-fp32 only: the fp32 main params := upcast(bf16/fp16 weights), in a new folder
-  // (refresh_mains.h).
+  // --refresh-fp32: the fp32 main params := upcast(bf16/fp16 weights), in a new folder (refresh_mains.h).
+  // --reset-optimizer: the Adam moments zeroed and common.pt's step 0, in a new folder (reset_optimizer.h).
   Outcome repair(const RepairRequest& request) const override {
-    if (request.reset_optimizer)
-      throw Error(ErrorKind::Unsupported, request.path, request_text("{reset_optimizer}"),
-                  "not available for a Megatron-core checkpoint yet: its optimizer's step is kept in the "
-                  "param groups of common.pt (a pickle), not in a tensor record ckptdoc rewrites, so zeroed "
-                  "moments would resume at the saved step with Adam's bias correction of that step, not as a "
-                  "fresh optimizer. Load the model alone (megatron-core's --no-load-optim) for a fresh "
-                  "optimizer");
-    if (!request.refresh_fp32 || !request.other_actions.empty()) {
-      std::string asked;
+    if (request.reset_optimizer == request.refresh_fp32 || !request.other_actions.empty()) {
+      std::string asked = request.reset_optimizer && request.refresh_fp32
+                              ? request_text("{refresh_fp32}, {reset_optimizer}")
+                              : "";
       for (const auto& a : request.other_actions) asked += (asked.empty() ? "" : ", ") + a;
       throw Error(ErrorKind::Unsupported, request.path, asked.empty() ? "repair" : asked,
                   request_text("a Megatron-core checkpoint is repaired with {refresh_fp32} alone (the fp32 "
-                               "main params from the weights)"));
+                               "main params from the weights) or {reset_optimizer} alone (the Adam moments "
+                               "zeroed and the step 0)"));
     }
+    if (request.reset_optimizer) return reset(request);
     const auto r = megatron::refresh_main_params(request.path, request.output);
     std::vector<std::string> notes;
     if (!r.absent_moments.empty())
@@ -241,6 +244,27 @@ class MegatronSource final : public Source {
                        "\nVerified: every main in the copy is the exact upcast of its weight.\n";
     for (const auto& n : notes) text += "Note: " + n + ".\n";
     return {text, 0};
+  }
+
+  static Outcome reset(const RepairRequest& request) {
+    const auto r = megatron::reset_optimizer(request.path, request.output);
+    if (request.json) {
+      const nlohmann::json j = {{"output", r.output},          {"iteration_dir", r.iteration_dir},
+                                {"action", "reset-optimizer"}, {"params", r.params},
+                                {"tensors", r.tensors},        {"records", r.records},
+                                {"step_where", r.step_where},  {"step_before", r.step_before},
+                                {"steps_reset", r.steps},      {"verified", true}};
+      return {j.dump(2) + "\n", 0};
+    }
+    return {
+        "Reset the Adam state of " + plural(r.params, "param") + " (" + plural(r.tensors, "moment tensor") +
+            ", " + plural(r.records, "storage record") + " zeroed in a copy) and common.pt's " +
+            r.step_where + " from " + format_step(r.step_before) +
+            " to 0, every other byte the input's.\nWrote " + r.output +
+            "\nVerified: every moment in the copy reads as zero and common.pt reads as the input's with the "
+            "step 0; megatron-core's Adam resumes from it as a fresh optimizer (its first step is step 1). "
+            "The fp32 main params, weights, param groups (lr ...) and args are the input's.\n",
+        0};
   }
 
   ExportOutcome export_weights(const ExportRequest& request) const override {

@@ -1,0 +1,262 @@
+// repair --reset-optimizer of a Megatron-core save (see reset_optimizer.h).
+#include "reset_optimizer.h"
+
+#include <bit>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "ckptdoc/error.h"
+#include "ckptdoc/format/torch_file.h"
+#include "ckptdoc/request_field.h"
+#include "ckptdoc/sources/dcp/checkpoint.h"
+#include "megatron_folder.h"
+#include "sources/dcp/rewrite_records.h"
+
+namespace ckptdoc::megatron {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kMoments[] = {"optimizer.state.exp_avg.", "optimizer.state.exp_avg_sq."};
+// What megatron-core's model-space layouts keep beside the moments: the fp32 main params (kept as they are).
+constexpr const char* kMains[] = {"optimizer.state.fp32_param.", "optimizer.state.param."};
+
+bool starts(const std::string& s, const char* prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+// A chunk's item and its replicas (per-rank saves), each read and written the same way.
+std::vector<dcp::StorageItem> all_items(const dcp::Chunk& chunk, const std::string& dir,
+                                        const std::string& key) {
+  if (!chunk.item)
+    throw Error(ErrorKind::Inconsistent, dir, key, "a chunk has no storage item: nothing was reset");
+  std::vector<dcp::StorageItem> items{*chunk.item};
+  items.insert(items.end(), chunk.replicas.begin(), chunk.replicas.end());
+  return items;
+}
+dcp::Chunk one_item(const dcp::Chunk& chunk, const dcp::StorageItem& item) {
+  dcp::Chunk one = chunk;
+  one.item = item;
+  return one;
+}
+
+// Where common.pt keeps the optimizer step, as megatron-core writes it.
+struct CommonStep {
+  std::string record;  // the storage record of the common_step tensor, or empty (param-group floats)
+  size_t groups = 0;   // param groups holding a float step
+  double value = 0;
+};
+
+Value* inner_optimizer(Value& root) {
+  Value* opt = root.get_mut("optimizer");
+  return opt ? opt->get_mut("optimizer") : nullptr;
+}
+
+// Sets the step in the tree `root` (the expected copy: a clone of the input's tree) to 0.
+void zero_step_in_tree(Value& root) {
+  Value* inner = inner_optimizer(root);
+  if (Value* state = inner->get_mut("state"); state && state->get("common_step")) {
+    const Tensor& t = state->get("common_step")->as_tensor();
+    Tensor zero;
+    zero.dtype = t.dtype;
+    zero.shape = t.shape;
+    zero.strides = t.strides;
+    zero.storage = Storage::from_bytes(t.dtype, std::vector<uint8_t>(t.storage->nbytes(), 0), t.storage->key);
+    state->set("common_step", Value::tensor(std::move(zero)));
+    return;
+  }
+  for (auto& g : inner->get_mut("param_groups")->items_mut()) g.set("step", Value::real(0.0));
+}
+
+CommonStep find_step(const TorchFile& tf, const std::string& where) {
+  auto refuse = [&](const std::string& why) {
+    return Error(ErrorKind::Unsupported, where, request_text("{reset_optimizer}"),
+                 why +
+                     ": megatron-core keeps its optimizer step as optimizer.optimizer.state.common_step (a "
+                     "0-d float tensor) or as a float `step` in every optimizer.optimizer.param_groups "
+                     "entry; nothing was reset");
+  };
+  const Value* opt = tf.root.get("optimizer");
+  const Value* inner = opt ? opt->get("optimizer") : nullptr;
+  if (!inner || !inner->is_dict()) throw refuse("holds no optimizer.optimizer dict");
+  CommonStep s;
+  if (const Value* state = inner->get("state"); state && state->get("common_step")) {
+    const Value& v = *state->get("common_step");
+    if (!v.is_tensor() || v.as_tensor().dtype != DType::F32 || v.as_tensor().numel() != 1 ||
+        v.as_tensor().storage->nbytes() != 4)
+      throw refuse("its common_step is not a one-element float32 tensor");
+    s.record = tf.archive_name + "/data/" + v.as_tensor().storage->key;
+    s.value = v.as_tensor().to_float().at(0);
+    return s;
+  }
+  const Value* groups = inner->get("param_groups");
+  if (!groups || !groups->is_sequence() || groups->items().empty()) throw refuse("holds no param groups");
+  for (const auto& g : groups->items()) {
+    const Value* step = g.get("step");
+    if (!step || !step->is(Value::Kind::Float)) throw refuse("a param group has no float step");
+    if (s.groups && step->as_float() != s.value) throw refuse("its param groups' steps differ");
+    s.value = step->as_float();
+    ++s.groups;
+  }
+  return s;
+}
+
+// BINFLOAT (pickle opcode 'G', a big-endian IEEE double) of `v`.
+std::vector<uint8_t> binfloat(double v) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, 8);
+  std::vector<uint8_t> out{'G'};
+  for (int i = 7; i >= 0; --i) out.push_back(static_cast<uint8_t>(bits >> (8 * i)));
+  return out;
+}
+
+// Where each param group's step float lies in the pickle `pkl`: the BINFLOAT ('G') right after the key
+// "step", which torch.save's protocol 2 spells once as BINUNICODE "step" with a memo put (BINPUT 'q' /
+// LONG_BINPUT 'r') and then as a memo get of that index (BINGET 'h' / LONG_BINGET 'j'). Only floats after
+// that key are taken, so other floats of the same value (lr_mult 1.0 beside a step of 1) are left alone.
+std::vector<size_t> step_floats(const std::vector<uint8_t>& pkl, const std::vector<uint8_t>& value) {
+  static const std::string key = std::string("X\x04\x00\x00\x00step", 9);
+  auto at = [&](size_t p, const uint8_t* bytes, size_t n) {
+    return p + n <= pkl.size() && std::equal(bytes, bytes + n, pkl.begin() + static_cast<std::ptrdiff_t>(p));
+  };
+  auto value_at = [&](size_t p) { return at(p, value.data(), value.size()); };
+  std::vector<size_t> out;
+  std::vector<uint8_t> get;  // the memo get of the key, once its put is seen
+  for (size_t p = 0; p + key.size() < pkl.size(); ++p) {
+    if (!get.empty() && at(p, get.data(), get.size()) && value_at(p + get.size())) {
+      out.push_back(p + get.size());
+      continue;
+    }
+    if (!at(p, reinterpret_cast<const uint8_t*>(key.data()), key.size())) continue;
+    size_t q = p + key.size();
+    if (pkl[q] == 'q' && q + 1 < pkl.size()) {
+      get = {'h', pkl[q + 1]};
+      q += 2;
+    } else if (pkl[q] == 'r' && q + 4 < pkl.size()) {
+      get = {'j', pkl[q + 1], pkl[q + 2], pkl[q + 3], pkl[q + 4]};
+      q += 5;
+    }
+    if (value_at(q)) out.push_back(q);
+  }
+  return out;
+}
+
+// Rewrites common.pt in `copy_dir` so the step reads 0: the common_step tensor's storage record zeroed, or
+// each param group's BINFLOAT step in data.pkl given 0.0's 8 bytes (the pickle's length and every other byte
+// stay). The floats are found after their key, one per param group (step_floats); the caller's check of the
+// whole tree then proves that exactly the steps changed.
+void write_zero_step(const CommonStep& s, const TorchFile& tf, const std::string& dir,
+                     const std::string& copy_dir) {
+  if (s.value == 0) return;  // already a fresh optimizer's step
+  if (!s.record.empty()) {
+    const auto record = dcp::file_record(dir, "common.pt", s.record);
+    dcp::write_record(record, std::vector<uint8_t>(record.entry.size, 0), copy_dir);
+    return;
+  }
+  const auto record = dcp::file_record(dir, "common.pt", tf.archive_name + "/data.pkl");
+  const auto file = tf.file->bytes();
+  std::vector<uint8_t> pkl(
+      file.begin() + static_cast<std::ptrdiff_t>(record.entry.data_offset),
+      file.begin() + static_cast<std::ptrdiff_t>(record.entry.data_offset + record.entry.size));
+  const auto to = binfloat(0.0);
+  const auto at = step_floats(pkl, binfloat(s.value));
+  if (at.size() != s.groups)
+    throw Error(ErrorKind::Unsupported, dir + "/common.pt", record.entry.name,
+                "the step " + std::to_string(s.value) + " is found after its key " +
+                    std::to_string(at.size()) + " times in the pickle, not once per param group (" +
+                    std::to_string(s.groups) + "): not rewritten, nothing was reset");
+  for (size_t p : at) std::copy(to.begin(), to.end(), pkl.begin() + static_cast<std::ptrdiff_t>(p));
+  dcp::write_record(record, pkl, copy_dir);
+}
+
+}  // namespace
+
+ResetResult reset_optimizer(const std::string& path, const std::string& output) {
+  const auto folder = resolve(path);
+  const std::string out = dcp::checked_new_output(output, {path, folder.dir});
+  const auto in = dcp::Checkpoint::open(folder.dir);
+
+  std::vector<const dcp::Entry*> moments;
+  std::set<std::string> params;
+  for (const auto& e : in->metadata().entries) {
+    if (!starts(e.key, "optimizer.")) continue;
+    if (starts(e.key, "optimizer.distributed."))
+      throw Error(ErrorKind::Unsupported, folder.dir, e.key,
+                  "is DistributedOptimizer state in bucket space (dp_reshardable), which is not reset yet: "
+                  "nothing was reset. Load the model alone (megatron-core's --no-load-optim) for a fresh "
+                  "optimizer");
+    bool moment = false, main = false;
+    for (const char* m : kMoments)
+      if (starts(e.key, m)) {
+        moment = true;
+        params.insert(e.key.substr(std::strlen(m)));
+      }
+    for (const char* m : kMains) main = main || starts(e.key, m);
+    if (!moment && !main)
+      throw Error(ErrorKind::Unsupported, folder.dir, e.key,
+                  "is optimizer state that is not Adam's moments or the fp32 main params: zero is not known "
+                  "to be that optimizer's fresh state, so nothing was reset");
+    if (moment && e.kind != dcp::EntryKind::Tensor)
+      throw Error(ErrorKind::Unsupported, folder.dir, e.key, "is not a tensor: nothing was reset");
+    if (moment) moments.push_back(&e);
+  }
+  if (moments.empty())
+    throw Error(
+        ErrorKind::Unsupported, folder.dir, request_text("{reset_optimizer}"),
+        "holds no Adam moments (no optimizer.state.exp_avg.<key> / exp_avg_sq.<key>): nothing to reset");
+  const std::string common_path = folder.dir + "/common.pt";
+  if (!fs::exists(common_path))
+    throw Error(ErrorKind::Unsupported, common_path, request_text("{reset_optimizer}"),
+                "is absent: the optimizer step megatron-core keeps there cannot be reset");
+  const TorchFile common = TorchFile::open(common_path);
+  const CommonStep step = find_step(common, common_path);
+
+  ResetResult r;
+  r.output = out;
+  r.step_before = step.value;
+  r.steps = step.record.empty() ? step.groups : 1;
+  r.step_where = step.record.empty() ? "optimizer.optimizer.param_groups[*].step"
+                                     : "optimizer.optimizer.state.common_step";
+  const bool save_folder = !folder.tracker.empty();
+  const std::string iter_name = fs::path(folder.dir).filename().string();
+  dcp::write_new_folder(out, [&](const std::string& tmp) {
+    const std::string tmp_iter = save_folder ? tmp + "/" + iter_name : tmp;
+    fs::copy(folder.dir, tmp_iter, fs::copy_options::recursive);  // links are followed: only files
+    if (save_folder) fs::copy_file(folder.tracker, tmp + "/" + std::string(kTracker));
+    for (const dcp::Entry* e : moments) {
+      for (const auto& chunk : e->chunks) {
+        for (const auto& item : all_items(chunk, folder.dir, e->key)) {
+          const auto record = dcp::storage_record(*in, item, e->key);
+          write_record(record, std::vector<uint8_t>(record.entry.size, 0), tmp_iter);
+          ++r.records;
+        }
+      }
+      ++r.tensors;
+    }
+    write_zero_step(step, common, folder.dir, tmp_iter);
+
+    // The copy is checked before it is published: the moments read back as zeros, and common.pt is the
+    // input's tree with the step 0, nothing else changed.
+    const auto copy = dcp::Checkpoint::open(tmp_iter);
+    for (const dcp::Entry* e : moments) {
+      const dcp::Entry* c = copy->metadata().find(e->key);
+      if (!c) throw Error(ErrorKind::Inconsistent, tmp_iter, e->key, "missing from the copy");
+      for (const auto& chunk : c->chunks)
+        for (const auto& item : all_items(chunk, tmp_iter, e->key))
+          for (const float v : copy->read_chunk(*c, one_item(chunk, item)).to_float())
+            if (v != 0.0F)
+              throw Error(ErrorKind::Inconsistent, tmp_iter, e->key,
+                          "does not read back as zeros after the reset");
+    }
+    Value expected = common.root.clone();
+    zero_step_in_tree(expected);
+    if (!expected.equals(TorchFile::open(tmp_iter + "/common.pt").root))
+      throw Error(ErrorKind::Inconsistent, tmp_iter + "/common.pt", request_text("{reset_optimizer}"),
+                  "is not the input's with the step 0 after the rewrite: nothing was published");
+  });
+  r.params = params.size();
+  r.iteration_dir = save_folder ? out + "/" + iter_name : out;
+  return r;
+}
+
+}  // namespace ckptdoc::megatron
