@@ -80,10 +80,10 @@ int run_source_repair(const sources::Source& source, const RepairOptions& o) {
                             .output = o.output,
                             .refresh_fp32 = o.refresh_fp32,
                             .reset_optimizer = o.reset_optimizer,
+                            .drop_optimizer = o.drop_optimizer,
                             .other_actions = {},
                             .json = o.json};
   const std::pair<bool, const char*> others[] = {{!o.lp_source.empty(), "--lp-source"},
-                                                 {o.drop_optimizer, "--drop-optimizer"},
                                                  {o.restore_model_files, "--restore-model-files"},
                                                  {o.repartition, "--repartition"},
                                                  {o.dry_run, "--dry-run"},

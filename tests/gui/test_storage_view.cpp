@@ -209,6 +209,30 @@ class TestStorageView : public QObject {
              qPrintable(d->resultText()));
     QVERIFY(!std::filesystem::exists(dir.file("refused")));
   }
+
+  // Checkpoint > Repair… with "Drop optimizer state" writes what `ckptdoc repair --drop-optimizer` writes
+  // (whose output torch's dcp.load judges in test_realds_dcp_reset), byte for byte.
+  void optimizerIsDroppedAsTheCliDrops() {
+    MainWindow w;
+    const std::string why = openAndWait(w, fixture());
+    QVERIFY2(why.empty(), why.c_str());
+    auto* d = w.sourceRepairDialog(analysis::RepairKind::DropOptimizer);
+    QVERIFY(d);
+    QVERIFY(d->dropOptimizer()->isChecked());
+    test::TempDir dir;
+    const std::string ours = dir.file("app-dropped"), cli = dir.file("cli-dropped");
+    d->setOutput(QString::fromStdString(ours));
+    QSignalSpy finished(d, &SourceRepairDialog::repairFinished);
+    d->runButton()->click();
+    QVERIFY(finished.wait(120000));
+    QVERIFY2(finished.front().at(0).toBool(), qPrintable(d->resultText()));
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", fixture(), "-o", cli, "--drop-optimizer"}), 0);
+    const auto files = test::files_in(cli);
+    QVERIFY(files.size() > 1);
+    QCOMPARE(test::files_in(ours), files);
+    for (const auto& f : files)
+      QVERIFY2(test::read_text(ours + "/" + f) == test::read_text(cli + "/" + f), f.c_str());
+  }
 };
 
 CKPTDOC_TEST_MAIN_WIDGETS(TestStorageView)

@@ -76,6 +76,7 @@ void open_repair(View& v, const analysis::Finding& finding) {
     r.kind = finding.repair;
     r.refresh_fp32 = finding.repair == analysis::RepairKind::RefreshFp32;
     r.reset_optimizer = finding.repair == analysis::RepairKind::ResetOptimizer;
+    r.drop_optimizer = finding.repair == analysis::RepairKind::DropOptimizer;
     std::snprintf(r.output, sizeof r.output, "%s", v.session.default_source_repair_output().c_str());
     return;
   }

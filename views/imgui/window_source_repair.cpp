@@ -32,6 +32,8 @@ void draw_source_repair_window(View& v) {
   v.widgets.record("repair.refresh-fp32");
   ImGui::Checkbox("Reset optimizer state: zero moments, step 0", &r.reset_optimizer);
   v.widgets.record("repair.reset-optimizer");
+  ImGui::Checkbox("Drop optimizer state: its keys left out", &r.drop_optimizer);
+  v.widgets.record("repair.drop-optimizer");
   ImGui::EndDisabled();
   if (running) {
     ImGui::ProgressBar(0.0f, ImVec2(-1, 0), display(v, r.run_job->stage()).c_str());
@@ -41,6 +43,7 @@ void draw_source_repair_window(View& v) {
       request.output = r.output;
       request.refresh_fp32 = r.refresh_fp32;
       request.reset_optimizer = r.reset_optimizer;
+      request.drop_optimizer = r.drop_optimizer;
       r.source_text.clear();
       r.run_job = v.session.repair_source(request, [&v](session::Outcome<sources::Outcome>& done) {
         v.repair.source_ok = done.ok();

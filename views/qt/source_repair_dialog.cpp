@@ -34,10 +34,15 @@ SourceRepairDialog::SourceRepairDialog(Session* session, model::RepairKind kind,
   refresh_->setToolTip(tr("The fp32 main params := the exact upcast of the bf16/fp16 weights"));
   reset_ = new QCheckBox(tr("Reset optimizer state"), this);
   reset_->setToolTip(tr("Adam's moments zeroed and its step set to 0: resumes as a fresh optimizer"));
+  drop_ = new QCheckBox(tr("Drop optimizer state"), this);
+  drop_->setToolTip(
+      tr("The optimizer's keys left out: a weights-and-state folder to load with a fresh optimizer"));
   refresh_->setChecked(kind == model::RepairKind::RefreshFp32);
   reset_->setChecked(kind == model::RepairKind::ResetOptimizer);
+  drop_->setChecked(kind == model::RepairKind::DropOptimizer);
   v->addWidget(refresh_);
   v->addWidget(reset_);
+  v->addWidget(drop_);
   auto* form = new QFormLayout;
   auto* outRow = new QHBoxLayout;
   output_ = new QLineEdit(QString::fromStdString(session_->core().default_source_repair_output()), this);
@@ -85,6 +90,7 @@ void SourceRepairDialog::start() {
   request.output = output().toStdString();
   request.refresh_fp32 = refresh_->isChecked();
   request.reset_optimizer = reset_->isChecked();
+  request.drop_optimizer = drop_->isChecked();
   footer_->started();
   footer_->setStage(tr("Writing the repaired copy…"));
   spdlog::info("repairing {} into {}", session_->core().path(), request.output);

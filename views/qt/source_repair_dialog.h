@@ -23,6 +23,7 @@ class SourceRepairDialog : public QDialog {
   SourceRepairDialog(Session* session, model::RepairKind kind, QWidget* parent = nullptr);
   QCheckBox* refreshFp32() const { return refresh_; }
   QCheckBox* resetOptimizer() const { return reset_; }
+  QCheckBox* dropOptimizer() const { return drop_; }
   QString output() const;
   void setOutput(const QString& path);
   QPushButton* runButton() const;
@@ -38,6 +39,7 @@ class SourceRepairDialog : public QDialog {
   Session* session_;
   QCheckBox* refresh_;
   QCheckBox* reset_;
+  QCheckBox* drop_;
   QLineEdit* output_;
   JobFooter* footer_;
   session::JobPtr job_;

@@ -52,6 +52,7 @@ struct RepairRequest {
   std::string output;  // a new folder
   bool refresh_fp32 = false;
   bool reset_optimizer = false;
+  bool drop_optimizer = false;
   std::vector<std::string>
       other_actions;  // the other actions asked for ("--reset-optimizer"): refused by name
   bool json = false;

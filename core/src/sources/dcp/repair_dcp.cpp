@@ -1,7 +1,6 @@
 // repair --reset-optimizer of DCP and Accelerate folders, --drop-optimizer of DCP folders (see repair_dcp.h).
 #include "sources/dcp/repair_dcp.h"
 
-#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -49,7 +48,7 @@ Outcome drop_dcp_optimizer(const RepairRequest& request) {
 Outcome repair_dcp_optimizer(const RepairRequest& request, const std::string& root,
                              const std::vector<std::string>& parts, const std::string& what) {
   const auto& others = request.other_actions;
-  const bool drop = std::find(others.begin(), others.end(), "--drop-optimizer") != others.end();
+  const bool drop = request.drop_optimizer;
   const bool plain_dcp = parts.size() == 1 && parts.front() == ".";
   if (drop && !plain_dcp)
     throw Error(
@@ -61,10 +60,11 @@ Outcome repair_dcp_optimizer(const RepairRequest& request, const std::string& ro
             "way with a fresh optimizer, or repair with {reset_optimizer}, which keeps the optimizer's items "
             "and "
             "resets them to a fresh Adam's state"));
-  if (drop && !request.reset_optimizer && !request.refresh_fp32 && others.size() == 1)
+  if (drop && !request.reset_optimizer && !request.refresh_fp32 && others.empty())
     return drop_dcp_optimizer(request);
-  if (!request.reset_optimizer || request.refresh_fp32 || !others.empty()) {
+  if (!request.reset_optimizer || request.refresh_fp32 || drop || !others.empty()) {
     std::string asked = request.refresh_fp32 ? request_text("{refresh_fp32}") : "";
+    if (drop) asked += (asked.empty() ? "" : ", ") + request_text("{drop_optimizer}");
     for (const auto& a : others) asked += (asked.empty() ? "" : ", ") + a;
     throw Error(
         ErrorKind::Unsupported, request.path, asked.empty() ? "repair" : asked,

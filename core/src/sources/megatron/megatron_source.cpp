@@ -212,10 +212,12 @@ class MegatronSource final : public Source {
   // --refresh-fp32: the fp32 main params := upcast(bf16/fp16 weights), in a new folder (refresh_mains.h).
   // --reset-optimizer: the Adam moments zeroed and common.pt's step 0, in a new folder (reset_optimizer.h).
   Outcome repair(const RepairRequest& request) const override {
-    if (request.reset_optimizer == request.refresh_fp32 || !request.other_actions.empty()) {
+    if (request.reset_optimizer == request.refresh_fp32 || request.drop_optimizer ||
+        !request.other_actions.empty()) {
       std::string asked = request.reset_optimizer && request.refresh_fp32
                               ? request_text("{refresh_fp32}, {reset_optimizer}")
                               : "";
+      if (request.drop_optimizer) asked += (asked.empty() ? "" : ", ") + request_text("{drop_optimizer}");
       for (const auto& a : request.other_actions) asked += (asked.empty() ? "" : ", ") + a;
       throw Error(ErrorKind::Unsupported, request.path, asked.empty() ? "repair" : asked,
                   request_text("a Megatron-core checkpoint is repaired with {refresh_fp32} alone (the fp32 "
