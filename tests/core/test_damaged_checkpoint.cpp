@@ -120,6 +120,7 @@ class TestDamagedCheckpoint : public QObject {
     for (size_t i = 0; i < original.size(); i += (i < 4096 ? 1 : 997), ++flips) {
       std::string damaged = original;
       damaged[i] = static_cast<char>(damaged[i] ^ 0x5a);
+      fs::remove(victim);  // a new file each time: ext4 flushes one rewritten in place on close
       test::write_text(victim, damaged);
       const int noticed_before = o.errors + o.reported;
       examine(ckpt, healthy, o, /*checksums=*/true);

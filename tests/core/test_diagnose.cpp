@@ -79,14 +79,16 @@ class TestDiagnose : public QObject {
   // size (copied when read from a zip file, mapped where they are from a legacy one).
   void rewrite_rank_files(const std::string& ckpt, const std::string& script,
                           const std::vector<std::string>& args, int& unaligned) {
-    for (const auto& e : fs::recursive_directory_iterator(ckpt)) {
-      if (e.path().extension() != ".pt") continue;
-      const std::string path = e.path().string(), rewritten = path + ".rewritten";
-      std::vector<std::string> a = args;
-      a.insert(a.end(), {path, rewritten});
-      const auto r = test::run_python(test::script(script), a);
-      QVERIFY2(r.exit_code == 0, r.err.c_str());
-      fs::rename(rewritten, path);
+    // Every rank file by one run of the script (SRC DST pairs; a torch start is seconds).
+    std::vector<std::string> paths, a = args;
+    for (const auto& e : fs::recursive_directory_iterator(ckpt))
+      if (e.path().extension() == ".pt") paths.push_back(e.path().string());
+    for (const auto& path : paths) a.insert(a.end(), {path, path + ".rewritten"});
+    QVERIFY(!paths.empty());
+    const auto r = test::run_python(test::script(script), a);
+    QVERIFY2(r.exit_code == 0, r.err.c_str());
+    for (const auto& path : paths) {
+      fs::rename(path + ".rewritten", path);
       for (const auto& s : TorchFile::open(path).storages)
         unaligned += s->owned || (s->file && s->file_offset % element_size(s->dtype) != 0) ? 1 : 0;
     }

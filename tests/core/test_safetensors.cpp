@@ -7,10 +7,10 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <memory>
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/safetensors.h"
+#include "generated_fixture.h"
 #include "test_support.h"
 
 using namespace ckptdoc;
@@ -140,8 +140,8 @@ class TestSafetensors : public QObject {
   Q_OBJECT
 
  private:
-  std::unique_ptr<test::TempDir> fixtures_;
-  std::string fx(const std::string& name) const { return fixtures_->file(name); }
+  std::string fixtures_;  // make_safetensors.py make's files, generated once per build tree (read-only)
+  std::string fx(const std::string& name) const { return fixtures_ + "/" + name; }
 
   // C++-built tensors that make_safetensors.py check-cpp knows the values of.
   static std::vector<NamedTensor> built_tensors() {
@@ -192,9 +192,12 @@ class TestSafetensors : public QObject {
 
  private slots:
   void initTestCase() {
-    fixtures_ = std::make_unique<test::TempDir>();
-    const auto r = test::run_python(fixture_script(), {"make", fixtures_->path()});
-    CKPTDOC_EXPECT_EXIT(r, 0);
+    const auto f =
+        test::generated_fixture("safetensors", {"fixtures/make_safetensors.py"}, [](const std::string& dir) {
+          return test::run_python(fixture_script(), {"make", dir});
+        });
+    QVERIFY2(f.error.empty(), f.error.c_str());
+    fixtures_ = f.dir;
   }
 
   void readsPythonWrittenFile() {

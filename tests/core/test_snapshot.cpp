@@ -6,6 +6,8 @@
 #include <QtTest>
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <set>
 
 #include "ckptdoc/analysis/diagnose.h"
@@ -78,26 +80,81 @@ void write_file(const std::string& path, const std::string& text) {
   test::write_text(path, text);
 }
 
+// A snapshot one row of a data-driven test reads, and make_snapshot.py's inputs for it.
+struct RowSnapshot {
+  std::string key;  // the row's data tag (with a suffix when the row reads several)
+  std::string fixture;
+  std::string name;  // its folder's name (the snapshot's tag)
+  std::vector<std::string> args;
+};
+
+std::vector<RowSnapshot> reads_rows() {
+  std::vector<RowSnapshot> rows;
+  for (const char* f : kFixtures) rows.push_back({f, f, "step5", {}});
+  rows.push_back({"zero2_fp16_ws2 chunked+gzip", "zero2_fp16_ws2", "step5", {"--chunked"}});
+  rows.push_back({"zero3_fp16_ws2 chunked+gzip", "zero3_fp16_ws2", "step5", {"--chunked"}});
+  return rows;
+}
+
+struct DamageRow {
+  const char *damage, *says;
+};
+const DamageRow kDamageRows[] = {{"storage-dtype", "expected elements of float32, found float64"},
+                                 {"missing-storage", "no dataset of that name"},
+                                 {"truncate-rank1", "rank_00001.h5"},
+                                 {"rank-mismatch", "manifest lists it as rank 1"}};
+
+struct LiveRow {
+  const char *tag, *live, *code;
+  analysis::Severity severity;
+};
+const LiveRow kLiveRows[] = {
+    {"norm 50x clip", R"({"grad_norm": 50.0})", "gradient-norm-far-above-clip", analysis::Severity::Warning},
+    {"norm 0", R"({"grad_norm": 0.0})", "gradient-norm-zero", analysis::Severity::Warning},
+    {"scale at floor", R"({"loss_scale": 1.0, "min_loss_scale": 1.0})", "loss-scale-at-floor",
+     analysis::Severity::Warning},
+    {"overflow", R"({"overflow": true, "skipped_steps": 2})", "last-step-overflow",
+     analysis::Severity::Info}};
+
 }  // namespace
 
 class TestSnapshot : public QObject {
   Q_OBJECT
+  std::vector<std::unique_ptr<test::TempDir>> row_dirs_;
+  std::map<std::string, std::string> row_snapshots_;  // "function/key" -> folder
+
+  // The snapshot `key` of the running row. All rows' snapshots of the running function are made by one
+  // make_snapshot.py run (its --then) when its first row asks (a torch start is seconds), each in its own
+  // folder.
+  std::string row_snapshot(const std::vector<RowSnapshot>& all, const std::string& key) {
+    const std::string fn = QTest::currentTestFunction();
+    if (!row_snapshots_.count(fn + "/" + all.front().key)) {
+      const auto& dir = *row_dirs_.emplace_back(std::make_unique<test::TempDir>());
+      std::vector<std::string> args;
+      for (size_t i = 0; i < all.size(); ++i) {
+        const std::string out = dir.file(std::to_string(i) + "/" + all[i].name);
+        if (!args.empty()) args.push_back("--then");
+        args.insert(args.end(), {tag_dir(all[i].fixture), out});
+        args.insert(args.end(), all[i].args.begin(), all[i].args.end());
+        row_snapshots_[fn + "/" + all[i].key] = out;
+      }
+      const auto r = test::run_python(test::script("fixtures/make_snapshot.py"), args);
+      if (r.exit_code != 0) throw std::runtime_error("make_snapshot.py failed: " + r.err);
+    }
+    return row_snapshots_.at(fn + "/" + key);
+  }
 
  private slots:
   void readsAsItsCheckpoint_data() {
     QTest::addColumn<QString>("fixture");
     QTest::addColumn<bool>("chunked");
-    for (const char* f : kFixtures) QTest::newRow(f) << QString(f) << false;
-    QTest::newRow("zero2_fp16_ws2 chunked+gzip") << QString("zero2_fp16_ws2") << true;
-    QTest::newRow("zero3_fp16_ws2 chunked+gzip") << QString("zero3_fp16_ws2") << true;
+    for (const auto& r : reads_rows())
+      QTest::newRow(r.key.c_str()) << QString::fromStdString(r.fixture) << !r.args.empty();
   }
   void readsAsItsCheckpoint() {
     QFETCH(QString, fixture);
     QFETCH(bool, chunked);
-    test::TempDir dir;
-    const std::string snap = dir.file("step5");
-    make_snapshot(fixture.toStdString(), snap,
-                  chunked ? std::vector<std::string>{"--chunked"} : std::vector<std::string>{});
+    const std::string snap = row_snapshot(reads_rows(), QTest::currentDataTag());
     const auto ck = deepspeed::Checkpoint::open(tag_dir(fixture.toStdString()));
     const auto sn = deepspeed::Checkpoint::open(snap);
     QVERIFY(sn->snapshot() != nullptr);
@@ -202,21 +259,15 @@ class TestSnapshot : public QObject {
   void damagedRankFileIsNamed_data() {
     QTest::addColumn<QString>("damage");
     QTest::addColumn<QString>("says");
-    QTest::newRow("storage-dtype") << "storage-dtype"
-                                   << "expected elements of float32, found float64";
-    QTest::newRow("missing-storage") << "missing-storage"
-                                     << "no dataset of that name";
-    QTest::newRow("truncate-rank1") << "truncate-rank1"
-                                    << "rank_00001.h5";
-    QTest::newRow("rank-mismatch") << "rank-mismatch"
-                                   << "manifest lists it as rank 1";
+    for (const auto& r : kDamageRows) QTest::newRow(r.damage) << r.damage << r.says;
   }
   void damagedRankFileIsNamed() {
     QFETCH(QString, damage);
     QFETCH(QString, says);
-    test::TempDir dir;
-    make_snapshot("zero2_fp16_ws2", dir.file("s"), {"--damage", damage.toStdString()});
-    const auto sn = deepspeed::Checkpoint::open(dir.file("s"));
+    std::vector<RowSnapshot> rows;
+    for (const auto& r : kDamageRows)
+      rows.push_back({r.damage, "zero2_fp16_ws2", "s", {"--damage", r.damage}});
+    const auto sn = deepspeed::Checkpoint::open(row_snapshot(rows, damage.toStdString()));
     const auto* p = problem(sn->catalog(), "rank-file-unreadable");
     QVERIFY2(p, all_problems(sn->catalog()).c_str());
     QCOMPARE(p->file, std::string("zero_pp_rank_1_mp_rank_00_optim_states.pt"));
@@ -298,28 +349,25 @@ class TestSnapshot : public QObject {
     QTest::addColumn<QString>("live");
     QTest::addColumn<QString>("code");
     QTest::addColumn<int>("severity");
-    QTest::newRow("norm 50x clip") << R"({"grad_norm": 50.0})"
-                                   << "gradient-norm-far-above-clip" << int(analysis::Severity::Warning);
-    QTest::newRow("norm 0") << R"({"grad_norm": 0.0})"
-                            << "gradient-norm-zero" << int(analysis::Severity::Warning);
-    QTest::newRow("scale at floor") << R"({"loss_scale": 1.0, "min_loss_scale": 1.0})"
-                                    << "loss-scale-at-floor" << int(analysis::Severity::Warning);
-    QTest::newRow("overflow") << R"({"overflow": true, "skipped_steps": 2})"
-                              << "last-step-overflow" << int(analysis::Severity::Info);
+    for (const auto& r : kLiveRows) QTest::newRow(r.tag) << r.live << r.code << int(r.severity);
   }
   void liveNumbersGiveTheirFindings() {
     QFETCH(QString, live);
     QFETCH(QString, code);
     QFETCH(int, severity);
-    test::TempDir dir;
-    make_snapshot("zero2_fp16_ws2", dir.file("s"), {"--live", live.toStdString()});
-    const auto r = diagnose(*deepspeed::Checkpoint::open(dir.file("s")));
+    // Each row's snapshot with its live numbers, and its own healthy one.
+    std::vector<RowSnapshot> rows;
+    for (const auto& r : kLiveRows) {
+      rows.push_back({r.tag, "zero2_fp16_ws2", "s", {"--live", r.live}});
+      rows.push_back({std::string(r.tag) + " healthy", "zero2_fp16_ws2", "h", {}});
+    }
+    const std::string tag = QTest::currentDataTag();
+    const auto r = diagnose(*deepspeed::Checkpoint::open(row_snapshot(rows, tag)));
     const auto* f = find(r, code.toStdString());
     QVERIFY2(f, ("no " + code.toStdString()).c_str());
     QCOMPARE(int(f->severity), severity);
     // and nothing else live-only fires on a healthy snapshot
-    const auto healthy = diagnose(
-        *deepspeed::Checkpoint::open((make_snapshot("zero2_fp16_ws2", dir.file("h")), dir.file("h"))));
+    const auto healthy = diagnose(*deepspeed::Checkpoint::open(row_snapshot(rows, tag + " healthy")));
     // Healthy: no error or warning (the padding count is an info not-analysed finding).
     std::string found;
     for (const auto& h : healthy.findings)

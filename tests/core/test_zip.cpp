@@ -20,6 +20,7 @@
 #include "ckptdoc/format/zip_writer.h"
 #include "ckptdoc/io/file_io.h"
 #include "ckptdoc/io/mapped_file.h"
+#include "generated_fixture.h"
 #include "test_support.h"
 
 using namespace ckptdoc;
@@ -169,11 +170,12 @@ class TestZip : public QObject {
   Q_OBJECT
 
  private:
-  std::unique_ptr<test::TempDir> torch_dir_;
+  std::string torch_dir_;  // make_zip_fixtures.py torch's files, made once per build tree (read-only)
+  std::unique_ptr<test::TempDir> out_;  // what this process writes next to them
   QJsonObject manifest_;
   // torch.save fixtures, made once per process (each test function runs in its own process under ctest).
   bool ensure_torch_fixtures();
-  std::string torch_file(const std::string& name) const { return torch_dir_->file(name); }
+  std::string torch_file(const std::string& name) const { return torch_dir_ + "/" + name; }
   void compare_with_python(const std::string& path, const QJsonObject& dump, bool check_content);
 
  private slots:
@@ -204,13 +206,17 @@ class TestZip : public QObject {
 };
 
 bool TestZip::ensure_torch_fixtures() {
-  if (torch_dir_) return true;
-  torch_dir_ = std::make_unique<test::TempDir>();
-  const auto r = test::run_python(fixture_script(), {"torch", torch_dir_->path()});
-  if (r.exit_code != 0) {
-    qWarning("fixture script failed: %s", r.err.c_str());
+  if (!torch_dir_.empty()) return true;
+  const auto f =
+      test::generated_fixture("zip_torch", {"fixtures/make_zip_fixtures.py"}, [](const std::string& dir) {
+        return test::run_python(fixture_script(), {"torch", dir});
+      });
+  if (!f.error.empty()) {
+    qWarning("fixture script failed: %s", f.error.c_str());
     return false;
   }
+  torch_dir_ = f.dir;
+  out_ = std::make_unique<test::TempDir>();
   manifest_ = QJsonDocument::fromJson(QByteArray::fromStdString(test::read_text(torch_file("manifest.json"))))
                   .object();
   return !manifest_.isEmpty();
@@ -349,7 +355,7 @@ void TestZip::reads_torch_files() {
 void TestZip::unpadded_records_read_aligned() {
   QVERIFY(ensure_torch_fixtures());
   const std::string src = torch_file("state.pt");
-  const std::string dst = torch_dir_->file("repacked.pt");
+  const std::string dst = out_->file("repacked.pt");
   QCOMPARE(test::run_python(fixture_script(), {"repack", src, dst}).exit_code, 0);
   QCOMPARE(test::run_python(fixture_script(), {"load_equal", src, dst}).exit_code, 0);
   const TorchFile original = TorchFile::open(src);
@@ -389,7 +395,7 @@ void TestZip::rewrites_torch_files_byte_for_byte() {
 void TestZip::rewritten_torch_file_loads_in_torch() {
   QVERIFY(ensure_torch_fixtures());
   const std::string src = torch_file("state.pt");
-  const std::string dst = torch_dir_->file("rewritten.pt");
+  const std::string dst = out_->file("rewritten.pt");
   ZipReader reader(MappedFile::open(src));
   {
     AtomicFile file(dst);
@@ -516,7 +522,7 @@ void TestZip::tolerates_trailing_bytes() {
   QVERIFY(ensure_torch_fixtures());
   auto bytes = read_bytes(torch_file("tensor.pt"));
   bytes.insert(bytes.end(), 100, 0x55);
-  const std::string path = torch_dir_->file("trailing.pt");
+  const std::string path = out_->file("trailing.pt");
   write_bytes(path, bytes);
   ZipReader reader(MappedFile::open(path));
   QCOMPARE(reader.entries().size(), size_t{3});
@@ -527,8 +533,11 @@ void TestZip::every_truncation_throws() {
   QVERIFY(ensure_torch_fixtures());
   for (const char* name : {"tensor.pt", "state.pt"}) {
     const auto bytes = read_bytes(torch_file(name));
-    const std::string path = torch_dir_->file("truncated.pt");
+    const std::string path = out_->file("truncated.pt");
     for (size_t len = 0; len < bytes.size(); ++len) {
+      // A new file each time: ext4 flushes a file truncated and rewritten in place when it is closed
+      // (auto_da_alloc), seconds of waiting over thousands of prefixes.
+      fs::remove(path);
       write_bytes(path, std::span(bytes).first(len));
       try {
         ZipReader reader(MappedFile::open(path));
@@ -552,7 +561,7 @@ void TestZip::out_of_range_offsets_are_clear_errors() {
   const uint64_t locator = find_sig(good, "PK\x06\x07");
   QVERIFY(cd != UINT64_MAX && z64 != UINT64_MAX && locator != UINT64_MAX);
   const uint64_t cdh1 = cd + 46 + get16(good, cd + 28) + get16(good, cd + 30);
-  const std::string path = torch_dir_->file("damaged.pt");
+  const std::string path = out_->file("damaged.pt");
   int attempt = 0;
 
   const auto expect = [&](const std::function<void(std::vector<uint8_t>&)>& damage,

@@ -8,6 +8,8 @@
 #include <QJsonObject>
 #include <QtTest>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <set>
 
 #include "test_support.h"
@@ -17,12 +19,57 @@ namespace fs = std::filesystem;
 
 namespace {
 
+struct FolderSpec {
+  std::string out, format, kind, dtype = "bfloat16";
+};
+
+// Every folder by one make_hf_folder.py run (its --then), each folder's expectations in order.
+std::vector<QJsonObject> make_folders(const std::vector<FolderSpec>& specs) {
+  std::vector<std::string> args;
+  for (const auto& s : specs) {
+    if (!args.empty()) args.push_back("--then");
+    args.insert(args.end(), {s.out, "--format", s.format, "--break", s.kind, "--dtype", s.dtype});
+  }
+  const auto r = test::run_python(test::script("fixtures/make_hf_folder.py"), args);
+  if (r.exit_code != 0) throw std::runtime_error("make_hf_folder.py failed: " + r.err);
+  std::vector<QJsonObject> out;
+  for (const auto& line : QByteArray::fromStdString(r.out).split('\n'))
+    if (!line.trimmed().isEmpty()) out.push_back(QJsonDocument::fromJson(line).object());
+  if (out.size() != specs.size()) throw std::runtime_error("make_hf_folder.py printed " + r.out);
+  return out;
+}
+
 QJsonObject make_folder(const std::string& out, const std::string& format, const std::string& kind,
                         const std::string& dtype = "bfloat16") {
-  const auto r = test::run_python(test::script("fixtures/make_hf_folder.py"),
-                                  {out, "--format", format, "--break", kind, "--dtype", dtype});
-  if (r.exit_code != 0) throw std::runtime_error("make_hf_folder.py failed: " + r.err);
-  return QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
+  return make_folders({{out, format, kind, dtype}}).front();
+}
+
+struct BrokenRow {
+  const char *format, *kind, *code, *severity;
+  int exit;
+};
+
+std::vector<BrokenRow> broken_rows() {
+  std::vector<BrokenRow> rows;
+  for (const char* format : {"safetensors", "bin"}) {
+    auto row = [&](const char* kind, const char* code, const char* severity, int exit) {
+      rows.push_back({format, kind, code, severity, exit});
+    };
+    row("none", "", "", 0);
+    row("missing-shard", "index-shard-missing", "error", 1);
+    row("index-extra", "index-tensor-missing", "error", 1);
+    row("unindexed", "shard-tensor-unindexed", "warning", 0);
+    row("duplicate", "tensor-duplicated", "error", 1);
+    row("total-size", "index-total-mismatch", "warning", 0);
+    row("placeholder", "placeholder-tensor", "error", 1);
+    row("nan", "nonfinite-values", "error", 1);
+    row("zeros", "all-zero-weights", "warning", 0);
+    row("mixed-dtypes", "mixed-dtypes", "warning", 0);
+    row("stray-shard", "shard-unindexed", "warning", 0);
+    row("truncated", "shard-unreadable", "error", 1);
+    row("no-index", "index-missing", "error", 1);
+  }
+  return rows;
 }
 
 QJsonObject json_of(const test::RunResult& r) {
@@ -33,6 +80,8 @@ QJsonObject json_of(const test::RunResult& r) {
 
 class TestWeightsFolders : public QObject {
   Q_OBJECT
+  std::unique_ptr<test::TempDir> broken_;             // brokenFolders' folders, one per row
+  std::map<std::string, QJsonObject> broken_expect_;  // and their expectations, by folder
 
  private slots:
   void brokenFolders_data() {
@@ -41,25 +90,9 @@ class TestWeightsFolders : public QObject {
     QTest::addColumn<QString>("code");
     QTest::addColumn<QString>("severity");
     QTest::addColumn<int>("exit");
-    for (const char* format : {"safetensors", "bin"}) {
-      auto row = [&](const char* kind, const char* code, const char* severity, int exit) {
-        QTest::newRow((std::string(format) + " " + kind).c_str())
-            << format << kind << code << severity << exit;
-      };
-      row("none", "", "", 0);
-      row("missing-shard", "index-shard-missing", "error", 1);
-      row("index-extra", "index-tensor-missing", "error", 1);
-      row("unindexed", "shard-tensor-unindexed", "warning", 0);
-      row("duplicate", "tensor-duplicated", "error", 1);
-      row("total-size", "index-total-mismatch", "warning", 0);
-      row("placeholder", "placeholder-tensor", "error", 1);
-      row("nan", "nonfinite-values", "error", 1);
-      row("zeros", "all-zero-weights", "warning", 0);
-      row("mixed-dtypes", "mixed-dtypes", "warning", 0);
-      row("stray-shard", "shard-unindexed", "warning", 0);
-      row("truncated", "shard-unreadable", "error", 1);
-      row("no-index", "index-missing", "error", 1);
-    }
+    for (const auto& r : broken_rows())
+      QTest::newRow((std::string(r.format) + " " + r.kind).c_str())
+          << r.format << r.kind << r.code << r.severity << r.exit;
   }
   void brokenFolders() {
     QFETCH(QString, format);
@@ -67,9 +100,17 @@ class TestWeightsFolders : public QObject {
     QFETCH(QString, code);
     QFETCH(QString, severity);
     QFETCH(int, exit);
-    test::TempDir tmp;
-    const std::string dir = tmp.file("model");
-    const auto expect = make_folder(dir, format.toStdString(), kind.toStdString());
+    // Every row's folder is made by one generator run when the first row needs them, each in its own folder.
+    if (!broken_) {
+      broken_ = std::make_unique<test::TempDir>();
+      std::vector<FolderSpec> specs;
+      for (const auto& r : broken_rows())
+        specs.push_back({broken_->file(std::string(r.format) + "-" + r.kind), r.format, r.kind});
+      const auto expects = make_folders(specs);
+      for (size_t i = 0; i < specs.size(); ++i) broken_expect_[specs[i].out] = expects[i];
+    }
+    const std::string dir = broken_->file(format.toStdString() + "-" + kind.toStdString());
+    const auto expect = broken_expect_.at(dir);
     const auto r = test::run_cli({"diagnose", dir, "--json"});
     CKPTDOC_EXPECT_EXIT(r, exit);
     const auto findings = json_of(r)["findings"].toArray();
