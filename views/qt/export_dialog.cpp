@@ -143,6 +143,18 @@ void ExportDialog::setOutputPath(const QString& path) {
   path_->setText(path);
 }
 
+// The core never replaces a file unasked: the user's yes to replacing an existing file is --force. False when
+// the user said no.
+bool ExportDialog::confirmReplace(bool& force) {
+  if (QFileInfo fi(outputPath()); fi.exists() && !fi.isDir()) {
+    if (QMessageBox::question(this, tr("Replace file?"), tr("%1 exists. Replace it?").arg(outputPath())) !=
+        QMessageBox::Yes)
+      return false;
+    force = true;
+  }
+  return true;
+}
+
 void ExportDialog::start() {
   if (job_ && !job_->finished()) return;
   if (storage_) return startSourceExport();
@@ -161,13 +173,7 @@ void ExportDialog::start() {
           QMessageBox::Yes)
     return;
   const std::string out = outputPath().toStdString();
-  if (QFileInfo fi(outputPath()); fi.exists() && !fi.isDir()) {
-    // The core never replaces a file unasked: the user's yes here is --force.
-    if (QMessageBox::question(this, tr("Replace file?"), tr("%1 exists. Replace it?").arg(outputPath())) !=
-        QMessageBox::Yes)
-      return;
-    o.force = true;
-  }
+  if (!confirmReplace(o.force)) return;
   run_->setEnabled(false);
   close_->setText(tr("Cancel"));
   progress_->setValue(0);
@@ -212,13 +218,7 @@ void ExportDialog::startSourceExport() {
     status_->setText(QString::fromStdString(e.what()));
     return;
   }
-  if (QFileInfo fi(outputPath()); fi.exists() && !fi.isDir()) {
-    // The core never replaces a file unasked: the user's yes here is --force.
-    if (QMessageBox::question(this, tr("Replace file?"), tr("%1 exists. Replace it?").arg(outputPath())) !=
-        QMessageBox::Yes)
-      return;
-    request.force = true;
-  }
+  if (!confirmReplace(request.force)) return;
   run_->setEnabled(false);
   close_->setText(tr("Cancel"));
   progress_->setRange(0, 0);  // the sources' exports report no progress yet

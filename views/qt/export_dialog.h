@@ -39,6 +39,7 @@ class ExportDialog : public QDialog {
   void suggestPath();
   void start();
   void startSourceExport();
+  bool confirmReplace(bool& force);
   void showProgress();
   Session* session_;
   QComboBox* format_;

@@ -20,6 +20,14 @@ std::shared_ptr<const deepspeed::Checkpoint> require(
   return ckpt;
 }
 
+// The open self-reporting source, for a job on it; a job asked for while none is open fails with this.
+const sources::Source& require_source(const std::shared_ptr<const sources::Source>& source) {
+  if (!source)
+    throw Error(ckptdoc::ErrorKind::InvalidRequest, "", "session",
+                "no self-reporting source (DCP, Accelerate, Megatron-core) is open");
+  return *source;
+}
+
 }  // namespace
 
 JobPtr Session::plan_repair(const std::string& output, const repair::RepairRequest& request,
@@ -92,11 +100,9 @@ JobPtr Session::repair_source(sources::RepairRequest request, Done<sources::Outc
   return queue_.submit<sources::Outcome>(
       JobKind::Repair, "", title,
       [source, request](JobQueue::Context& c) {
-        if (!source)
-          throw Error(ckptdoc::ErrorKind::InvalidRequest, "", "session",
-                      "no self-reporting source (DCP, Accelerate, Megatron-core) is open");
+        const sources::Source& open = require_source(source);
         c.progress().set_stage("writing the repaired copy", 0);
-        return source->repair(request);
+        return open.repair(request);
       },
       std::move(done));
 }
@@ -108,11 +114,9 @@ JobPtr Session::export_source(sources::ExportRequest request, Done<sources::Expo
   return queue_.submit<sources::ExportOutcome>(
       JobKind::Export, "", title,
       [source, request](JobQueue::Context& c) {
-        if (!source)
-          throw Error(ckptdoc::ErrorKind::InvalidRequest, "", "session",
-                      "no self-reporting source (DCP, Accelerate, Megatron-core) is open");
+        const sources::Source& open = require_source(source);
         c.progress().set_stage("exporting the weights", 0);
-        return source->export_weights(request);
+        return open.export_weights(request);
       },
       std::move(done));
 }
