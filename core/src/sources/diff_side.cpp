@@ -13,10 +13,9 @@ OpenedDiffSide open_diff_side(const std::string& path, analysis::DiffWhat what) 
     return {analysis::diff_side(*ckpt, what), ckpt};
   }
   if (!source->can(Command::Diff)) throw source->refusal(path, Command::Diff);
-  if (what == analysis::DiffWhat::ExpAvg || what == analysis::DiffWhat::ExpAvgSq)
-    throw Error(ErrorKind::InvalidRequest, path, "--what " + std::string(analysis::diff_what_name(what)),
-                std::string(source->description()) + " is compared by its weights only");
-  auto w = source->weight_tensors(path);
+  auto w = what == analysis::DiffWhat::ExpAvg || what == analysis::DiffWhat::ExpAvgSq
+               ? source->moment_tensors(path, std::string(analysis::diff_what_name(what)))
+               : source->weight_tensors(path);
   return {{std::move(w.what), std::move(w.tensors)}, std::move(w.keep_alive)};
 }
 

@@ -75,4 +75,9 @@ WeightTensors Source::weight_tensors(const std::string& path) const {
   throw refusal(path, Command::Diff);
 }
 
+WeightTensors Source::moment_tensors(const std::string& path, const std::string& moment) const {
+  throw Error(ErrorKind::InvalidRequest, path, "--what " + moment,
+              std::string(description()) + " is compared by its weights only");
+}
+
 }  // namespace ckptdoc::sources

@@ -106,6 +106,9 @@ class Source {
   virtual Outcome repair(const RepairRequest& request) const;
   // Diff: the weights export_weights would write, unread.
   virtual WeightTensors weight_tensors(const std::string& path) const;
+  // Diff --what exp_avg / exp_avg_sq: that Adam moment of each param, named as weight_tensors names the
+  // param, unread.
+  virtual WeightTensors moment_tensors(const std::string& path, const std::string& moment) const;
 
   // What the views show of a self-reporting source (storage_map.h), through the session: its storage map from
   // the metadata alone, and its diagnosis (diagnose's findings and verdict). nullopt: a source read into the

@@ -92,6 +92,20 @@ class AccelerateSource final : public Source {
     return dcp_weight_tensors(dcp::Checkpoint::open(dir), "Accelerate FSDP model folder " + dir);
   }
 
+  // The one optimizer folder's moments (optimizer_<i>/), named by the model's params.
+  WeightTensors moment_tensors(const std::string& path, const std::string& moment) const override {
+    const auto s = accelerate::read_save_state(path);
+    std::vector<const accelerate::Part*> optimizers;
+    for (const auto& p : s.parts)
+      if (p.role == "optimizer") optimizers.push_back(&p);
+    if (optimizers.size() != 1)
+      throw Error(ErrorKind::Unsupported, path, "--what " + moment,
+                  std::to_string(optimizers.size()) +
+                      " optimizer folders (optimizer_<i>/): compare one of them by its own path");
+    const std::string dir = part_dir(s, *optimizers.front());
+    return dcp_moment_tensors(dcp::Checkpoint::open(dir), "Accelerate FSDP optimizer folder " + dir, moment);
+  }
+
  private:
   // The one model folder (pytorch_model_fsdp_<i>/) of a save_state folder; several are refused, to be named
   // one by one.

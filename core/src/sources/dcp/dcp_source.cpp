@@ -50,6 +50,10 @@ class DcpSource final : public Source {
     return dcp_weight_tensors(dcp::Checkpoint::open(path), "PyTorch Distributed Checkpoint " + path);
   }
 
+  WeightTensors moment_tensors(const std::string& path, const std::string& moment) const override {
+    return dcp_moment_tensors(dcp::Checkpoint::open(path), "PyTorch Distributed Checkpoint " + path, moment);
+  }
+
   std::optional<StorageMap> storage_map(const std::string& path) const override {
     const auto ckpt = dcp::Checkpoint::open(path);
     StorageMap map;

@@ -55,4 +55,13 @@ WeightTensors dcp_weight_tensors(std::shared_ptr<const dcp::Checkpoint> ckpt, co
   return w;
 }
 
+WeightTensors dcp_moment_tensors(std::shared_ptr<const dcp::Checkpoint> ckpt, const std::string& what,
+                                 const std::string& moment) {
+  WeightTensors w;
+  w.what = what + " (" + moment + ")";
+  w.tensors = dcp::select_moments(*ckpt, moment).tensors;
+  w.keep_alive = std::move(ckpt);  // the tensors read through it
+  return w;
+}
+
 }  // namespace ckptdoc::sources

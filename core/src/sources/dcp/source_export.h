@@ -27,4 +27,9 @@ ExportOutcome export_dcp_weights(const dcp::Checkpoint& ckpt, const ExportReques
 // `ckpt`'s weights as export_dcp_weights writes them, unread, described as `what` plus "(weights)".
 WeightTensors dcp_weight_tensors(std::shared_ptr<const dcp::Checkpoint> ckpt, const std::string& what);
 
+// `ckpt`'s Adam moment `moment` per param (dcp::select_moments), unread, described as `what` plus
+// "(<moment>)".
+WeightTensors dcp_moment_tensors(std::shared_ptr<const dcp::Checkpoint> ckpt, const std::string& what,
+                                 const std::string& moment);
+
 }  // namespace ckptdoc::sources

@@ -66,6 +66,46 @@ void assemble_and_write(const Checkpoint& ckpt, const Entry& e, DType dtype, Byt
   sink.write(out);
 }
 
+// The tensor of key `e`, produced from its chunks when pulled, named `name`. Refused by key before anything
+// is written unless its chunks tile its shape and each has a storage item.
+NamedTensor produced(const Checkpoint& ckpt, const std::string& metadata_path, const Entry& e,
+                     std::string name) {
+  // Before tiling_problems, which indexes the shape by each chunk's dims.
+  for (const auto& c : e.chunks)
+    if (c.offsets.size() != e.size.size() || c.sizes.size() != e.size.size())
+      throw Error(ErrorKind::Corrupt, metadata_path, where_key(e),
+                  "a chunk's rank is not the tensor's; nothing is written");
+  for (const auto& p : tiling_problems(e))
+    if (p.severity == model::Severity::Error)
+      throw Error(ErrorKind::Inconsistent, metadata_path, where_key(e),
+                  "its chunks do not make up the tensor (" + p.message + "); nothing is written");
+  for (const auto& c : e.chunks)
+    if (!c.item)
+      throw Error(ErrorKind::NotFound, metadata_path, where_key(e),
+                  "a chunk has no storage item in .metadata; nothing is written");
+  const auto dtype = dtype_from_name(e.dtype);
+  if (!dtype)
+    throw Error(ErrorKind::Unsupported, metadata_path, where_key(e), "dtype '" + e.dtype + "' is not known");
+  const Checkpoint* from = &ckpt;
+  const bool rows = cut_along_rows_only(e);
+  return {std::move(name),
+          Tensor::produced(*dtype, e.size, [from, entry = e, rows, d = *dtype](ByteSink& sink) {
+            if (rows)
+              stream_rows(*from, entry, sink);
+            else
+              assemble_and_write(*from, entry, d, sink);
+          })};
+}
+
+// "model." when every name has it (and more): Accelerate saves {"model": state_dict}, and the model's own
+// names are what a Hugging Face folder holds. A partial prefix is a real name and is kept.
+bool all_under_model(const std::vector<std::string>& names) {
+  static const std::string prefix = "model.";
+  return !names.empty() && std::all_of(names.begin(), names.end(), [](const std::string& n) {
+    return n.starts_with(prefix) && n.size() > prefix.size();
+  });
+}
+
 }  // namespace
 
 bool is_model_key(const std::string& key) {
@@ -89,42 +129,39 @@ WeightsSelection select_weights(const Checkpoint& ckpt) {
   if (weights.empty())
     throw Error(ErrorKind::NotFound, md.path, "",
                 "no model weights: every tensor key is optimizer, scheduler, dataloader or train state");
-  // Accelerate saves {"model": state_dict}: its weights are all "model.<fqn>", and the model's own names are
-  // what a Hugging Face folder holds. A partial prefix is a real name and is kept.
+  std::vector<std::string> keys;
+  for (const Entry* e : weights) keys.push_back(e->key);
   const std::string prefix = "model.";
-  const bool strip = std::all_of(weights.begin(), weights.end(), [&](const Entry* e) {
-    return e->key.starts_with(prefix) && e->key.size() > prefix.size();
-  });
+  const bool strip = all_under_model(keys);
   if (strip) s.stripped_prefix = prefix;
-  for (const Entry* e : weights) {
-    // Before tiling_problems, which indexes the shape by each chunk's dims.
-    for (const auto& c : e->chunks)
-      if (c.offsets.size() != e->size.size() || c.sizes.size() != e->size.size())
-        throw Error(ErrorKind::Corrupt, md.path, where_key(*e),
-                    "a chunk's rank is not the tensor's; nothing is written");
-    for (const auto& p : tiling_problems(*e))
-      if (p.severity == model::Severity::Error)
-        throw Error(ErrorKind::Inconsistent, md.path, where_key(*e),
-                    "its chunks do not make up the tensor (" + p.message + "); nothing is written");
-    for (const auto& c : e->chunks)
-      if (!c.item)
-        throw Error(ErrorKind::NotFound, md.path, where_key(*e),
-                    "a chunk has no storage item in .metadata; nothing is written");
-    const auto dtype = dtype_from_name(e->dtype);
-    if (!dtype)
-      throw Error(ErrorKind::Unsupported, md.path, where_key(*e), "dtype '" + e->dtype + "' is not known");
-    const Checkpoint* from = &ckpt;
-    const Entry entry = *e;
-    const bool rows = cut_along_rows_only(entry);
-    std::string name = strip ? e->key.substr(prefix.size()) : e->key;
-    s.tensors.push_back(
-        {std::move(name), Tensor::produced(*dtype, e->size, [from, entry, rows, d = *dtype](ByteSink& sink) {
-           if (rows)
-             stream_rows(*from, entry, sink);
-           else
-             assemble_and_write(*from, entry, d, sink);
-         })});
+  for (const Entry* e : weights)
+    s.tensors.push_back(produced(ckpt, md.path, *e, strip ? e->key.substr(prefix.size()) : e->key));
+  return s;
+}
+
+WeightsSelection select_moments(const Checkpoint& ckpt, const std::string& moment) {
+  const auto& md = ckpt.metadata();
+  const std::string state = "optimizer.state.", suffix = "." + moment, leading = state + moment + ".";
+  WeightsSelection s;
+  std::vector<std::pair<const Entry*, std::string>> found;  // the entry and its param's name
+  for (const auto& e : md.entries) {
+    if (e.kind == EntryKind::Bytes || !e.key.starts_with(state)) continue;
+    if (e.key.starts_with(leading) && e.key.size() > leading.size())  // Megatron-core: <moment>.<key>
+      found.emplace_back(&e, e.key.substr(leading.size()));
+    else if (e.key.ends_with(suffix) && e.key.size() > state.size() + suffix.size())  // torch: <fqn>.<moment>
+      found.emplace_back(&e, e.key.substr(state.size(), e.key.size() - state.size() - suffix.size()));
   }
+  if (found.empty())
+    throw Error(ErrorKind::NotFound, md.path, "",
+                "no optimizer." + moment + " of any param (neither optimizer.state.<param>." + moment +
+                    " nor optimizer.state." + moment +
+                    ".<param>): the save holds no Adam moments to compare");
+  std::vector<std::string> names;
+  for (const auto& [e, name] : found) names.push_back(name);
+  const bool strip = all_under_model(names);
+  if (strip) s.stripped_prefix = "model.";
+  for (const auto& [e, name] : found)
+    s.tensors.push_back(produced(ckpt, md.path, *e, strip ? name.substr(6) : name));
   return s;
 }
 

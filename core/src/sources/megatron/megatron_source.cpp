@@ -283,6 +283,12 @@ class MegatronSource final : public Source {
     const auto f = megatron::resolve(path);
     return dcp_weight_tensors(dcp::Checkpoint::open(f.dir), "Megatron-core checkpoint " + f.dir);
   }
+
+  // The model-space layouts' optimizer.state.<moment>.<key>; a bucket-space save (dp_reshardable) has none.
+  WeightTensors moment_tensors(const std::string& path, const std::string& moment) const override {
+    const auto f = megatron::resolve(path);
+    return dcp_moment_tensors(dcp::Checkpoint::open(f.dir), "Megatron-core checkpoint " + f.dir, moment);
+  }
 };
 
 }  // namespace

@@ -34,6 +34,12 @@ struct WeightsSelection {
 // weight. A chunk whose stored tensor is not what .metadata says fails the writer, naming its file and key.
 WeightsSelection select_weights(const Checkpoint& ckpt);
 
+// The Adam moment `moment` ("exp_avg" or "exp_avg_sq") of every param that has one, each named by its param
+// as select_weights names it ("model." stripped when every name has it): `optimizer.state.<param>.<moment>`
+// (torch's flattened optimizer state: FSDP2, torchtitan, Accelerate) or `optimizer.state.<moment>.<param>`
+// (Megatron-core's model-space layouts). The same refusals as select_weights; NotFound when there is none.
+WeightsSelection select_moments(const Checkpoint& ckpt, const std::string& moment);
+
 struct ExportOptions {
   std::optional<uint64_t>
       max_shard_size;  // Hugging Face shards in a folder (weights/shards.h); unset: one file
