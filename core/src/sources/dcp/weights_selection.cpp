@@ -130,6 +130,7 @@ WeightsSelection select_weights(const Checkpoint& ckpt) {
     throw Error(ErrorKind::NotFound, md.path, "",
                 "no model weights: every tensor key is optimizer, scheduler, dataloader or train state");
   std::vector<std::string> keys;
+  keys.reserve(weights.size());
   for (const Entry* e : weights) keys.push_back(e->key);
   const std::string prefix = "model.";
   const bool strip = all_under_model(keys);
@@ -157,6 +158,7 @@ WeightsSelection select_moments(const Checkpoint& ckpt, const std::string& momen
                     " nor optimizer.state." + moment +
                     ".<param>): the save holds no Adam moments to compare");
   std::vector<std::string> names;
+  names.reserve(found.size());
   for (const auto& [e, name] : found) names.push_back(name);
   const bool strip = all_under_model(names);
   if (strip) s.stripped_prefix = "model.";
