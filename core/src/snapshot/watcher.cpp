@@ -14,8 +14,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/error.h"
-#include "ckptdoc/snapshot/snapshot.h"
 
 namespace fs = std::filesystem;
 

@@ -1,6 +1,6 @@
 // Reads a snapshot rank file's layout through the HDF5 C library (under the process-wide HDF5 lock), once;
 // tensor bytes are then read straight from the memory map at each dataset's file offset.
-#include "snapshot/rank_file.h"
+#include "deepspeed/snapshot_rank_file.h"
 
 #include <hdf5.h>
 
