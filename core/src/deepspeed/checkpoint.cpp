@@ -14,6 +14,7 @@
 #include "deepspeed/module_entries.h"
 #include "deepspeed/tensor_slice.h"
 #include "deepspeed/value_access.h"
+#include "deepspeed/weights_only.h"
 
 namespace ckptdoc::deepspeed {
 
@@ -25,9 +26,9 @@ std::shared_ptr<Checkpoint> Checkpoint::open_slice(const std::string& path, cons
   ck->options_ = options;
   ck->path_ = path;
   if (cache) ck->cache_ = std::move(cache);
-  if (!options.tag && weights::WeightsSource::is_weights_path(path)) {
+  if (!options.tag && is_weights_path(path)) {
     ck->weights_ = weights::WeightsSource::open(path);
-    ck->catalog_ = weights::catalog_of(*ck->weights_);
+    ck->catalog_ = catalog_of(*ck->weights_);
     return ck;
   }
   CatalogBuilder(*ck).build(path, options);
