@@ -3,11 +3,11 @@
 
 #include <algorithm>
 
+#include "ckptdoc/deepspeed/foreign_paths.h"
 #include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/fs_error.h"
 #include "ckptdoc/model/finding_codes.h"
-#include "ckptdoc/sources/registry.h"
 #include "ckptdoc/weights/weights_source.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/catalog_job.h"
@@ -48,9 +48,8 @@ std::shared_ptr<Checkpoint> Checkpoint::open_slice(const std::string& path, cons
 
 // A function-try-block: a std::filesystem error from anywhere in opening leaves as an Error (io/fs_error.h).
 std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& path, const OpenOptions& options) try {
-  // A path another source reads (sources/registry.h) is refused naming the commands that read it.
-  if (const auto source = sources::find_source(path); !source->reads_into_catalog())
-    throw source->refusal(path, std::nullopt);
+  // A path another source reads is refused naming the commands that read it (deepspeed/foreign_paths.h).
+  check_not_foreign_path(path);
   std::shared_ptr<Checkpoint> ck = open_slice(path, options, nullptr);
   if (options.mp_rank != 0 || !ck->catalog_.topology.model_parallel()) return ck;
   // The whole job: every mp rank's catalog, its problems (labelled with its coordinates) and what only the
