@@ -29,7 +29,6 @@ std::string strip_module(const std::string& n) {
   return s;
 }
 
-
 bool weights_extension(const std::string& name) {
   return ends_with(name, ".safetensors") || ends_with(name, ".bin") || ends_with(name, ".pt") ||
          ends_with(name, ".pth");
