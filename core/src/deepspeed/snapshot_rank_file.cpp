@@ -320,8 +320,11 @@ std::shared_ptr<const Snapshot::RankFile> Snapshot::RankFile::open(const std::st
     if (vf.pickle.numel > kMaxPickleBytes)
       throw Error(ErrorKind::Corrupt, path, "dataset " + base + "/pickle",
                   "a pickle of " + std::to_string(vf.pickle.numel) + " bytes is absurd");
-    for (const auto& key : r.members(base + "/storages"))
-      vf.storages[key] = r.dataset(base + "/storages/" + key);
+    for (const auto& key : r.members(base + "/storages")) {
+      std::string dataset = base + "/storages/";
+      dataset += key;
+      vf.storages[key] = r.dataset(dataset);
+    }
     rf->files.emplace(fname, std::move(vf));
   }
 
