@@ -6,8 +6,10 @@ top, error.h and the like, are the folder "."). An edge A -> B means a file of A
 is two or more folders that reach each other; the script lists every pair that includes each other directly,
 and the strongly connected groups (folders all on one cycle).
 
-Usage: python3 scripts/include_cycles.py [--edges] [ROOT]   (ROOT: the repository, default: this script's ..)
-Exit status 0; the last line is "include cycles: N pairs, M groups".
+Usage: python3 scripts/include_cycles.py [--edges] [--check] [ROOT]   (ROOT: the repository, default: this
+script's ..)
+The last line is "include cycles: N pairs, M groups". Exit status 0; with --check (the ctest entry
+include_cycles), 1 when there is any cycle.
 """
 import os
 import re
@@ -110,7 +112,8 @@ def main():
     for g in groups:
         print("cycle group: " + " ".join(g))
     print(f"include cycles: {len(pairs)} pairs, {len(groups)} groups")
+    return 1 if "--check" in sys.argv and (pairs or groups) else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

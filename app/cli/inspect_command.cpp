@@ -7,8 +7,8 @@
 
 #include "ckptdoc/deepspeed/catalog_json.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/model/finding_codes.h"
-#include "ckptdoc/snapshot/snapshot.h"
 #include "ckptdoc/sources/registry.h"
 #include "ckptdoc/weights/weights_json.h"
 #include "commands.h"

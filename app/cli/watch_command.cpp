@@ -10,8 +10,8 @@
 #include <string_view>
 
 #include "ckptdoc/analysis/diagnose.h"
+#include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/error.h"
-#include "ckptdoc/snapshot/snapshot.h"
 #include "ckptdoc/snapshot/timeline.h"
 #include "ckptdoc/snapshot/watcher.h"
 #include "commands.h"

@@ -12,9 +12,9 @@
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/snapshot/convert.h"
-#include "ckptdoc/snapshot/snapshot.h"
 #include "ckptdoc/snapshot/timeline.h"
 #include "ckptdoc/snapshot/watcher.h"
 #include "test_support.h"

@@ -5,13 +5,13 @@
 
 #include "analysis/lp_source_compare.h"
 #include "analysis/module_weights_scan.h"
+#include "analysis/weights_diagnose.h"
 #include "checksums.h"
+#include "ckptdoc/analysis/live.h"
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/model/finding_codes.h"
-#include "ckptdoc/snapshot/live.h"
-#include "ckptdoc/weights/weights_diagnose.h"
 #include "ckptdoc/weights/weights_source.h"
 #include "not_analysed.h"
 #include "problem_merge.h"
@@ -129,8 +129,7 @@ void compare_zero3_with_lp_weights(const deepspeed::Checkpoint& ckpt, const Diag
 }  // namespace
 
 Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& options, Progress* progress) {
-  if (ckpt.weights_only() && ckpt.weights())
-    return weights::diagnose_weights(*ckpt.weights(), options, progress);
+  if (ckpt.weights_only() && ckpt.weights()) return diagnose_weights(*ckpt.weights(), options, progress);
   const auto start = std::chrono::steady_clock::now();
   if (ckpt.slice_count() > 1 && ckpt.catalog().mp_rank == 0) {
     Report report = diagnose_job(ckpt, options, progress);
@@ -164,7 +163,7 @@ Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& option
   }
   if (ckpt.weights() && !options.masters_only) {
     // A Trainer checkpoint-N/ folder: the model weights saved beside the DeepSpeed files are checked too.
-    Report beside = weights::diagnose_weights(*ckpt.weights(), options, progress);
+    Report beside = diagnose_weights(*ckpt.weights(), options, progress);
     for (auto& f : beside.findings) {
       f.message = "model weights beside the checkpoint: " + f.message;
       report.findings.push_back(std::move(f));
@@ -177,8 +176,8 @@ Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& option
   }
   // A live engine's snapshot: its gradients, grad norm and loss scale.
   if (ckpt.snapshot() && !options.masters_only) {
-    report.live = snapshot::live_report(ckpt);
-    for (auto& f : snapshot::live_findings(*report.live)) report.findings.push_back(std::move(f));
+    report.live = live_report(ckpt);
+    for (auto& f : live_findings(*report.live)) report.findings.push_back(std::move(f));
   }
   // Every element not analysed is counted (a warning where data was skipped, info where there is nothing to
   // compare).

@@ -7,7 +7,7 @@
 #include "ckptdoc/compute/backend.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
-#include "repair/sources.h"
+#include "deepspeed/param_readers.h"
 
 namespace ckptdoc::analysis::detail {
 namespace {
@@ -31,7 +31,7 @@ std::string list_of(const std::vector<std::string>& names, size_t most = 5) {
 
 void compare_with_lp_source(const deepspeed::Checkpoint& ckpt, const std::string& lp_path, bool beside,
                             Report& report) {
-  using namespace repair::detail;
+  using namespace deepspeed::detail;
   const SourceLayout layout = source_layout(ckpt);
   const StateReader state(ckpt, layout);
   if (!state.has_field("fp32")) return;

@@ -1,7 +1,7 @@
 // has_only_module_weights / scan_module_weights (module_weights_scan.h).
 #include "analysis/module_weights_scan.h"
 
-#include "ckptdoc/weights/weights_diagnose.h"
+#include "analysis/weights_diagnose.h"
 #include "deepspeed/value_access.h"
 
 namespace ckptdoc::analysis {
@@ -16,12 +16,12 @@ Report scan_module_weights(const deepspeed::Checkpoint& ckpt, const DiagnoseOpti
                            Progress* progress) {
   const TorchFile& model = ckpt.model_file();
   const std::string file = ckpt.catalog().model_file()->path;
-  std::vector<weights::TensorToScan> tensors;
+  std::vector<TensorToScan> tensors;
   // Entries that are not tensors (none in DeepSpeed's own modules) are not weights: nothing to read.
   for (const auto& [name, value] :
        deepspeed::detail::str_items(deepspeed::detail::dict_get(&model.root, "module")))
     if (value->is_tensor()) tensors.push_back({name, value->as_tensor(), file});
-  return weights::diagnose_tensors(tensors, options, progress);
+  return diagnose_tensors(tensors, options, progress);
 }
 
 }  // namespace ckptdoc::analysis

@@ -9,15 +9,15 @@
 #include <set>
 
 #include "ckptdoc/deepspeed/rank_owners.h"
+#include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
-#include "ckptdoc/snapshot/snapshot.h"
 #include "deepspeed/catalog_bounds.h"
 #include "deepspeed/catalog_topology.h"
 #include "deepspeed/detect.h"
 #include "deepspeed/file_roles.h"
+#include "deepspeed/universal_folder.h"
 #include "deepspeed/value_access.h"
-#include "universal/universal_folder.h"
 
 namespace fs = std::filesystem;
 
@@ -51,7 +51,7 @@ void CatalogBuilder::build(const std::string& path, const OpenOptions& options) 
     problem(model::Code::OpenedCheckpointBelow, loc.opened_below + " holds no checkpoint itself: opened " +
                                                     cat_.save_dir +
                                                     ", the only DeepSpeed checkpoint below it");
-  if (universal::is_universal_folder(cat_.tag_dir)) {
+  if (is_universal_folder(cat_.tag_dir)) {
     build_universal();
     return;
   }

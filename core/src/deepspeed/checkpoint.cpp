@@ -3,17 +3,18 @@
 
 #include <algorithm>
 
+#include "ckptdoc/deepspeed/foreign_paths.h"
+#include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/fs_error.h"
 #include "ckptdoc/model/finding_codes.h"
-#include "ckptdoc/snapshot/snapshot.h"
-#include "ckptdoc/sources/registry.h"
 #include "ckptdoc/weights/weights_source.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/catalog_job.h"
 #include "deepspeed/module_entries.h"
 #include "deepspeed/tensor_slice.h"
 #include "deepspeed/value_access.h"
+#include "deepspeed/weights_only.h"
 
 namespace ckptdoc::deepspeed {
 
@@ -25,9 +26,9 @@ std::shared_ptr<Checkpoint> Checkpoint::open_slice(const std::string& path, cons
   ck->options_ = options;
   ck->path_ = path;
   if (cache) ck->cache_ = std::move(cache);
-  if (!options.tag && weights::WeightsSource::is_weights_path(path)) {
+  if (!options.tag && is_weights_path(path)) {
     ck->weights_ = weights::WeightsSource::open(path);
-    ck->catalog_ = weights::catalog_of(*ck->weights_);
+    ck->catalog_ = catalog_of(*ck->weights_);
     return ck;
   }
   CatalogBuilder(*ck).build(path, options);
@@ -47,9 +48,8 @@ std::shared_ptr<Checkpoint> Checkpoint::open_slice(const std::string& path, cons
 
 // A function-try-block: a std::filesystem error from anywhere in opening leaves as an Error (io/fs_error.h).
 std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& path, const OpenOptions& options) try {
-  // A path another source reads (sources/registry.h) is refused naming the commands that read it.
-  if (const auto source = sources::find_source(path); !source->reads_into_catalog())
-    throw source->refusal(path, std::nullopt);
+  // A path another source reads is refused naming the commands that read it (deepspeed/foreign_paths.h).
+  check_not_foreign_path(path);
   std::shared_ptr<Checkpoint> ck = open_slice(path, options, nullptr);
   if (options.mp_rank != 0 || !ck->catalog_.topology.model_parallel()) return ck;
   // The whole job: every mp rank's catalog, its problems (labelled with its coordinates) and what only the

@@ -12,9 +12,11 @@
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/task/progress.h"
-#include "repair/sources.h"
+#include "deepspeed/param_readers.h"
 
 namespace ckptdoc::repair::detail {
+
+using deepspeed::detail::StateReader;
 
 // Who does what. Collective to build; the same on every process.
 struct Assignment {

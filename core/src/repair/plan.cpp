@@ -14,9 +14,9 @@
 #include "ckptdoc/weights/weights_source.h"
 #include "deepspeed/detect.h"
 #include "deepspeed/output_folder_check.h"
+#include "deepspeed/param_readers.h"
 #include "deepspeed/trainer_folder.h"
 #include "io/path_relation.h"
-#include "repair/sources.h"
 
 namespace fs = std::filesystem;
 
@@ -213,8 +213,8 @@ Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, con
                "ZeRO-3 model files hold only placeholders, so the fp32 masters cannot be refreshed from the "
                "checkpoint itself; pass {lp_source} FILE with consolidated 16-bit weights (e.g. a "
                "save_16bit_model export, safetensors or torch file)");
-      detail::LpReader probe(*make_cpu_backend(1));
-      auto keep = detail::add_file_lp(*rq.lp_source, probe);
+      deepspeed::detail::LpReader probe(*make_cpu_backend(1));
+      auto keep = deepspeed::detail::add_file_lp(*rq.lp_source, probe);
       for (const auto& g : cat.groups)
         for (const auto& p : g.params) {
           const Tensor* t = probe.find(p.name);

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/error.h"
-#include "ckptdoc/snapshot/snapshot.h"
 #include "deepspeed/trainer_folder.h"
 
 namespace fs = std::filesystem;

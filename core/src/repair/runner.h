@@ -12,13 +12,18 @@
 #include "ckptdoc/deepspeed/layout.h"
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/repair/plan.h"
+#include "deepspeed/param_readers.h"
 #include "repair/distributed_repartition.h"
-#include "repair/sources.h"
 
 namespace ckptdoc::repair::detail {
 
 using deepspeed::FloatFill;
 using deepspeed::GroupLayout;
+using deepspeed::detail::add_file_lp;
+using deepspeed::detail::add_module_lp;
+using deepspeed::detail::LpReader;
+using deepspeed::detail::source_layout;
+using deepspeed::detail::SourceLayout;
 
 void check_io(int err, const std::string& path, const char* call);
 Value* need(Value* v, const char* key, const std::string& file);

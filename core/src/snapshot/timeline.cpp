@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/model/finding_codes.h"
-#include "ckptdoc/snapshot/snapshot.h"
 
 namespace ckptdoc::snapshot {
 namespace {

@@ -3,11 +3,11 @@
 #include <chrono>
 #include <filesystem>
 
+#include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/plan.h"
 #include "ckptdoc/snapshot/convert.h"
-#include "ckptdoc/snapshot/snapshot.h"
 #include "deepspeed/output_folder_check.h"
 #include "io/partial_folder.h"
 #include "repair/publish.h"

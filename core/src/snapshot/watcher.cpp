@@ -14,8 +14,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/error.h"
-#include "ckptdoc/snapshot/snapshot.h"
 
 namespace fs = std::filesystem;
 
@@ -37,7 +37,7 @@ bool has_snapshot_files(const fs::path& dir) {
 
 }  // namespace
 
-SnapshotWatcher::SnapshotWatcher(std::string dir) {
+SnapshotWatcher::SnapshotWatcher(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     throw Error(ErrorKind::NotFound, dir, "",

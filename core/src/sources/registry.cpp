@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <mutex>
 
+#include "ckptdoc/deepspeed/foreign_paths.h"
+
 namespace ckptdoc::sources {
 
 // Each defined in its source's folder.
@@ -34,6 +36,16 @@ Registered& registered() {
   static Registered r;
   return r;
 }
+
+// Checkpoint::open refuses a path another source reads, naming the commands that read it: installed at
+// start-up, in every program that links the registry (the front ends all dispatch through find_source).
+[[maybe_unused]] const bool kForeignPathsRefused = [] {
+  deepspeed::set_foreign_path_check([](const std::string& path) {
+    if (const auto source = find_source(path); !source->reads_into_catalog())
+      throw source->refusal(path, std::nullopt);
+  });
+  return true;
+}();
 
 }  // namespace
 

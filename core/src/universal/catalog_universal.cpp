@@ -11,8 +11,8 @@
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "deepspeed/catalog_builder.h"
+#include "deepspeed/universal_folder.h"
 #include "deepspeed/value_access.h"
-#include "universal/universal_folder.h"
 
 namespace fs = std::filesystem;
 
@@ -211,7 +211,7 @@ void CatalogBuilder::build_universal() {
     for (const auto& state : pf.states) {
       CheckpointFile f;
       f.path = "zero/" + p.name + "/" + state + ".pt";
-      f.abs_path = universal::state_file(u.zero_dir, p.name, state);
+      f.abs_path = state_file(u.zero_dir, p.name, state);
       f.bytes = fs::file_size(f.abs_path, ec);
       cat_.files.push_back(f);
       pf.ids.emplace_back();

@@ -18,12 +18,12 @@
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/parallel.h"
 #include "ckptdoc/universal/convert.h"
+#include "deepspeed/universal_folder.h"
 #include "deepspeed/value_access.h"
 #include "format/tensor_pages.h"
 #include "universal/merged_param.h"
 #include "universal/output_folder.h"
 #include "universal/tp_patterns.h"
-#include "universal/universal_folder.h"
 #include "universal/zero3_universal.h"
 
 namespace fs = std::filesystem;
@@ -509,7 +509,7 @@ class ToUniversal {
   std::optional<std::string> compare_written(const std::string& zero_dir, const MergedParam& mp,
                                              size_t s) const {
     const std::string rel = "zero/" + mp.name + "/" + kStates[s] + ".pt";
-    const TorchFile f = TorchFile::open(state_file(zero_dir, mp.name, kStates[s]));
+    const TorchFile f = TorchFile::open(deepspeed::state_file(zero_dir, mp.name, kStates[s]));
     const Value* v = zero3_ ? &f.root : dict_get(&f.root, "param");
     if (!v || !v->is_tensor() || v->as_tensor().shape != mp.out_shape || v->as_tensor().dtype != DType::F32 ||
         !v->as_tensor().is_contiguous())

@@ -4,8 +4,8 @@
 
 #include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/error.h"
+#include "deepspeed/universal_folder.h"
 #include "deepspeed/value_access.h"
-#include "universal/universal_folder.h"
 
 namespace ckptdoc::deepspeed {
 
@@ -20,7 +20,7 @@ std::optional<Tensor> Checkpoint::universal_tensor(int group, const std::string&
   const UniversalStateFileId& id = pf.ids[static_cast<size_t>(at - pf.states.begin())];
   if (id.inode == 0 && id.bytes == 0) return std::nullopt;  // unreadable: reported by the catalog
   const int64_t numel = catalog_.groups[static_cast<size_t>(group)].numel;
-  const std::string path = universal::state_file(u.zero_dir, pf.name, state);
+  const std::string path = state_file(u.zero_dir, pf.name, state);
   std::shared_ptr<const TorchFile> f;
   try {
     // Opened for each read and unmapped with the last tensor viewing it: a folder can hold more files than

@@ -13,9 +13,6 @@
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/model/finding_codes.h"
-#include "deepspeed/content_roles.h"
-#include "deepspeed/detect.h"
-#include "deepspeed/file_roles.h"
 
 namespace fs = std::filesystem;
 
@@ -30,13 +27,6 @@ std::string strip_module(const std::string& n) {
   std::string s = n;
   while (s.rfind("module.", 0) == 0) s = s.substr(7);
   return s;
-}
-
-// Files a Trainer or a training script keeps beside the weights that are not weights.
-bool not_weights(const std::string& name) {
-  static const std::regex other(
-      R"((training_args|optimizer|scheduler|scaler|rng_state(_\d+)?)\.(bin|pt|pth))");
-  return std::regex_match(name, other);
 }
 
 bool weights_extension(const std::string& name) {
@@ -92,6 +82,12 @@ struct ParsedFile {
 
 }  // namespace
 
+bool not_weights(const std::string& name) {
+  static const std::regex other(
+      R"((training_args|optimizer|scheduler|scaler|rng_state(_\d+)?)\.(bin|pt|pth))");
+  return std::regex_match(name, other);
+}
+
 std::optional<std::string> WeightsSource::weights_in_folder(const std::string& dir) {
   std::error_code ec;
   for (const char* name : {"model.safetensors.index.json", "model.safetensors",
@@ -100,32 +96,6 @@ std::optional<std::string> WeightsSource::weights_in_folder(const std::string& d
     if (fs::is_regular_file(p, ec)) return p.string();
   }
   return std::nullopt;
-}
-
-bool WeightsSource::is_weights_path(const std::string& path) {
-  std::error_code ec;
-  const fs::path p(path);
-  if (fs::is_regular_file(p, ec)) {
-    const std::string name = p.filename().string();
-    if (name == "latest" || deepspeed::detail::classify_file_name(name)) return false;
-    // A DeepSpeed rank file under another name (renamed, copied out of its folder) is read as what it is.
-    return !(deepspeed::detail::classify_file_by_content_head(path) &&
-             deepspeed::detail::classify_file_by_content(path));
-  }
-  if (!fs::is_directory(p, ec)) return false;
-  if (fs::exists(p / "latest", ec) || deepspeed::detail::has_rank_files(path)) return false;
-  bool weights = false;
-  for (fs::directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (it->is_directory(ec) && deepspeed::detail::has_rank_files(it->path().string())) return false;
-    // Hugging Face's names (or any safetensors file): a lone *.bin beside a checkpoint is not a weights
-    // folder.
-    if (it->is_regular_file(ec) && deepspeed::detail::hugging_face_weights_name(name) && !not_weights(name))
-      weights = true;
-  }
-  // A DeepSpeed checkpoint further down (`run/checkpoint/`): the checkpoint decides (detect.cpp opens it, or
-  // asks which to open when weights sit beside it).
-  return weights && deepspeed::detail::checkpoints_below(path).empty();
 }
 
 std::shared_ptr<const WeightsSource> WeightsSource::open(const std::string& path) {
@@ -431,7 +401,7 @@ void WeightsSource::check_index() {
     }
     const bool all_read =
         std::all_of(files_.begin(), files_.end(), [](const WeightsFile& f) { return f.readable; }) &&
-        std::none_of(problems_.begin(), problems_.end(), [](const deepspeed::Problem& p) {
+        std::none_of(problems_.begin(), problems_.end(), [](const model::Finding& p) {
           return p.code == model::code_name(model::Code::IndexShardMissing);
         });
     uint64_t bytes = 0, numel = 0;
@@ -519,38 +489,6 @@ DType WeightsSource::main_dtype() const {
       best = d;
     }
   return best;
-}
-
-deepspeed::Catalog catalog_of(const WeightsSource& s) {
-  deepspeed::Catalog c;
-  const bool folder = s.kind() == SourceKind::HfFolder;
-  c.kind = folder ? "hf-folder" : "weights-file";
-  c.description = folder ? "Hugging Face folder" : "weights file";
-  c.weights_only = true;
-  c.single_file = !folder;
-  c.save_dir = s.root();
-  c.tag_dir = s.kind() == SourceKind::HfFolder ? s.root() : s.path();
-  c.tag = fs::path(c.tag_dir).filename().string();
-  c.wrapper = deepspeed::OptimizerWrapper::None;
-  c.lp_dtype = s.main_dtype();
-  if (s.index()) {
-    deepspeed::CheckpointFile f;
-    f.path = s.index()->path;
-    f.abs_path = (fs::path(s.root()) / f.path).string();
-    std::error_code ec;
-    f.bytes = fs::file_size(f.abs_path, ec);
-    c.files.push_back(f);
-  }
-  for (const auto& wf : s.files()) {
-    deepspeed::CheckpointFile f;
-    f.path = wf.path;
-    f.abs_path = wf.abs_path;
-    f.bytes = wf.bytes;
-    c.files.push_back(f);
-  }
-  for (const auto& t : s.tensors()) c.module_keys.push_back(t.name);
-  c.problems = s.problems();
-  return c;
 }
 
 }  // namespace ckptdoc::weights

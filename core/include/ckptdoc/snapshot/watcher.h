@@ -21,7 +21,7 @@ struct WatchEvent {
 class SnapshotWatcher {
  public:
   // Throws ckptdoc::Error when `dir` is not a folder.
-  explicit SnapshotWatcher(std::string dir);
+  explicit SnapshotWatcher(const std::string& dir);
   ~SnapshotWatcher();
   SnapshotWatcher(const SnapshotWatcher&) = delete;
   SnapshotWatcher& operator=(const SnapshotWatcher&) = delete;

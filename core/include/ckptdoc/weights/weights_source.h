@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "ckptdoc/deepspeed/catalog.h"  // Problem
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/safetensors.h"  // NamedTensor
+#include "ckptdoc/model/finding.h"
 #include "ckptdoc/model/finding_codes.h"
 
 namespace ckptdoc::weights {
@@ -47,9 +47,6 @@ class WeightsSource {
   // A folder (index + shards, or one weights file in it) or a single weights file. Throws ckptdoc::Error when
   // nothing usable is there (no weights file, or the only file cannot be read).
   static std::shared_ptr<const WeightsSource> open(const std::string& path);
-  // Whether `path` is a weights source rather than a DeepSpeed checkpoint: a file that is not named like a
-  // DeepSpeed rank file or `latest`, or a folder with weights and no DeepSpeed `latest`, tag or rank files.
-  static bool is_weights_path(const std::string& path);
   // The weights a Hugging Face Trainer / Accelerate checkpoint-N/ folder keeps beside `latest` and
   // global_stepN/: that folder's index or model.safetensors / pytorch_model.bin; nullopt when there are none.
   static std::optional<std::string> weights_in_folder(const std::string& dir);
@@ -65,7 +62,7 @@ class WeightsSource {
   // A tensor by name; `module.` prefixes are ignored on both sides. Null when absent.
   const NamedTensor* find(const std::string& name) const;
   // Structural problems (codes in README's "Hugging Face folders" section), with file and tensor names.
-  const std::vector<deepspeed::Problem>& problems() const { return problems_; }
+  const std::vector<model::Finding>& problems() const { return problems_; }
   // config.json beside the weights, parsed; the positive size fields found there ("hidden_size": 4096, ...).
   const std::map<std::string, int64_t>& config_sizes() const { return config_sizes_; }
   // The most common floating dtype (float32 when there is none).
@@ -94,12 +91,12 @@ class WeightsSource {
   std::map<std::string, size_t> by_name_;                    // stripped name -> tensor
   std::map<std::string, std::vector<std::string>> holders_;  // tensor -> every file holding it
   std::vector<std::shared_ptr<const void>> keep_;            // parsed files whose mappings the tensors view
-  std::vector<deepspeed::Problem> problems_;
+  std::vector<model::Finding> problems_;
   std::map<std::string, int64_t> config_sizes_;
 };
 
-// The catalog of a weights source opened as a checkpoint: kind "hf-folder" or "weights-file", its files, the
-// tensor names as module keys, the main dtype as lp dtype, no optimizer and no groups, its problems.
-deepspeed::Catalog catalog_of(const WeightsSource& source);
+// Files a Trainer or a training script keeps beside the weights that are not weights (optimizer.pt,
+// training_args.bin, rng_state_0.pth, ...).
+bool not_weights(const std::string& file_name);
 
 }  // namespace ckptdoc::weights

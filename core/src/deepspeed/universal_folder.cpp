@@ -1,10 +1,10 @@
-#include "universal/universal_folder.h"
+#include "deepspeed/universal_folder.h"
 
 #include <filesystem>
 
 namespace fs = std::filesystem;
 
-namespace ckptdoc::universal {
+namespace ckptdoc::deepspeed {
 
 bool is_universal_folder(const std::string& dir) {
   std::error_code ec;
@@ -20,4 +20,4 @@ std::string state_file(const std::string& zero_dir, const std::string& param, co
   return zero_dir + "/" + param + "/" + state + ".pt";
 }
 
-}  // namespace ckptdoc::universal
+}  // namespace ckptdoc::deepspeed

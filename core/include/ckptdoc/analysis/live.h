@@ -7,7 +7,7 @@
 #include "ckptdoc/analysis/report.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
 
-namespace ckptdoc::snapshot {
+namespace ckptdoc::analysis {
 
 // Thresholds of the live findings (documented in docs/snapshot-format.md).
 struct LiveThresholds {
@@ -22,4 +22,4 @@ analysis::LiveReport live_report(const deepspeed::Checkpoint& ckpt);
 std::vector<analysis::Finding> live_findings(const analysis::LiveReport& live,
                                              const LiveThresholds& thresholds = {});
 
-}  // namespace ckptdoc::snapshot
+}  // namespace ckptdoc::analysis

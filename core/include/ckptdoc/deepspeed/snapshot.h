@@ -4,6 +4,8 @@
 // rank's engine.save_checkpoint would write (their pickles, and their storages as contiguous datasets mapped
 // here at their file offsets), plus what only a live engine has: gradients, grad norm, overflow, loss scale,
 // lr. deepspeed::Checkpoint::open reads a snapshot through this class, so every analysis sees a checkpoint.
+// The reader lives in deepspeed/ (the analyses of snapshots in snapshot/) because Checkpoint reads through
+// it.
 #include <cstdint>
 #include <map>
 #include <memory>

@@ -1,6 +1,6 @@
 // Reads a snapshot rank file's layout through the HDF5 C library (under the process-wide HDF5 lock), once;
 // tensor bytes are then read straight from the memory map at each dataset's file offset.
-#include "snapshot/rank_file.h"
+#include "deepspeed/snapshot_rank_file.h"
 
 #include <hdf5.h>
 
@@ -320,8 +320,11 @@ std::shared_ptr<const Snapshot::RankFile> Snapshot::RankFile::open(const std::st
     if (vf.pickle.numel > kMaxPickleBytes)
       throw Error(ErrorKind::Corrupt, path, "dataset " + base + "/pickle",
                   "a pickle of " + std::to_string(vf.pickle.numel) + " bytes is absurd");
-    for (const auto& key : r.members(base + "/storages"))
-      vf.storages[key] = r.dataset(base + "/storages/" + key);
+    for (const auto& key : r.members(base + "/storages")) {
+      std::string dataset = base + "/storages/";
+      dataset += key;
+      vf.storages[key] = r.dataset(dataset);
+    }
     rf->files.emplace(fname, std::move(vf));
   }
 

@@ -2,7 +2,7 @@
 // Names inside a DeepSpeed universal checkpoint folder (deepspeed-format.md §7.1) and how to recognise one.
 #include <string>
 
-namespace ckptdoc::universal {
+namespace ckptdoc::deepspeed {
 
 // True when `dir` is a universal checkpoint folder: it holds zero/optimizer_state.pt, or a zero/<param>/
 // folder with an fp32.pt (a damaged folder that lost its optimizer_state.pt is still read as universal, to
@@ -16,4 +16,4 @@ std::string state_file(const std::string& zero_dir, const std::string& param, co
 // from 0.14.1 on.
 inline constexpr const char* kMomentStates[] = {"exp_avg", "exp_avg_sq"};
 
-}  // namespace ckptdoc::universal
+}  // namespace ckptdoc::deepspeed

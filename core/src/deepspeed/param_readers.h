@@ -11,7 +11,7 @@
 #include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/deepspeed/layout.h"
 
-namespace ckptdoc::repair::detail {
+namespace ckptdoc::deepspeed::detail {
 
 // A param as a repair sees it: where it lives in the (old or new) layout.
 struct ParamPlace {
@@ -73,4 +73,4 @@ void add_module_lp(const deepspeed::Checkpoint& ckpt, const SourceLayout& layout
 // 'state_dict' or 'model', names possibly prefixed 'module.'). The returned object keeps the file mapped.
 std::shared_ptr<void> add_file_lp(const std::string& path, LpReader& lp);
 
-}  // namespace ckptdoc::repair::detail
+}  // namespace ckptdoc::deepspeed::detail

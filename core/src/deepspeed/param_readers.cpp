@@ -1,5 +1,5 @@
-// Per-param readers over a checkpoint's partitions and over lp weights (see sources.h).
-#include "repair/sources.h"
+// Per-param readers over a checkpoint's partitions and over lp weights (see param_readers.h).
+#include "deepspeed/param_readers.h"
 
 #include <algorithm>
 #include <cstring>
@@ -14,9 +14,7 @@
 #include "ckptdoc/weights/weights_source.h"
 #include "format/tensor_pages.h"
 
-namespace ckptdoc::repair::detail {
-
-using deepspeed::OptimizerWrapper;
+namespace ckptdoc::deepspeed::detail {
 
 SourceLayout source_layout(const deepspeed::Checkpoint& ckpt) {
   const auto& cat = ckpt.catalog();
@@ -211,4 +209,4 @@ std::shared_ptr<void> add_file_lp(const std::string& path, LpReader& lp) {
   return tf;
 }
 
-}  // namespace ckptdoc::repair::detail
+}  // namespace ckptdoc::deepspeed::detail

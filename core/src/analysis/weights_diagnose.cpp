@@ -1,5 +1,5 @@
 // Diagnosis of a weights-only source: structural problems plus a value pass over every floating tensor.
-#include "ckptdoc/weights/weights_diagnose.h"
+#include "analysis/weights_diagnose.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,7 +8,10 @@
 #include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/parallel.h"
 
-namespace ckptdoc::weights {
+namespace ckptdoc::analysis {
+
+using weights::WeightsSource;
+
 namespace {
 
 constexpr int64_t kChunk = int64_t{1} << 22;  // elements per task: keeps every worker busy on big tensors
@@ -159,4 +162,4 @@ analysis::Report diagnose_weights(const WeightsSource& source, const analysis::D
   return report;
 }
 
-}  // namespace ckptdoc::weights
+}  // namespace ckptdoc::analysis

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/dtype.h"
 #include "ckptdoc/io/mapped_file.h"
-#include "ckptdoc/snapshot/snapshot.h"
 
 namespace ckptdoc::snapshot {
 

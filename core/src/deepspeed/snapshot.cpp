@@ -1,6 +1,6 @@
 // Snapshot: finding it, its rank files, and its DeepSpeed files read as torch files (pickle from the rank
 // file, storages mapped at their dataset offsets).
-#include "ckptdoc/snapshot/snapshot.h"
+#include "ckptdoc/deepspeed/snapshot.h"
 
 #include <filesystem>
 
@@ -9,7 +9,7 @@
 #include "ckptdoc/io/fs_error.h"
 #include "deepspeed/detect.h"
 #include "deepspeed/file_roles.h"
-#include "snapshot/rank_file.h"
+#include "deepspeed/snapshot_rank_file.h"
 
 namespace fs = std::filesystem;
 

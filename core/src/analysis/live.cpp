@@ -1,14 +1,20 @@
 // Live-engine numbers and findings of a snapshot: the manifest's scalars, a pass over the recorded gradients
 // (L2 norm and NaN/Inf, attributed to params through the partition layout), and the rules on them.
-#include "ckptdoc/snapshot/live.h"
+#include "ckptdoc/analysis/live.h"
 
 #include <cmath>
 #include <cstring>
 
+#include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/model/finding_codes.h"
-#include "ckptdoc/snapshot/snapshot.h"
 
-namespace ckptdoc::snapshot {
+namespace ckptdoc::analysis {
+
+using snapshot::GradTensor;
+using snapshot::LiveScalars;
+using snapshot::Manifest;
+using snapshot::Snapshot;
+
 namespace {
 
 float element(DType dtype, const uint8_t* p) {
@@ -218,4 +224,4 @@ std::vector<analysis::Finding> live_findings(const analysis::LiveReport& live,
   return out;
 }
 
-}  // namespace ckptdoc::snapshot
+}  // namespace ckptdoc::analysis

@@ -6,7 +6,7 @@
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/weights/weights_source.h"
 
-namespace ckptdoc::weights {
+namespace ckptdoc::analysis {
 
 // One named tensor to scan, and the file (relative to the source's folder) that holds it.
 struct TensorToScan {
@@ -22,7 +22,8 @@ analysis::Report diagnose_tensors(const std::vector<TensorToScan>& tensors,
                                   const analysis::DiagnoseOptions& options, Progress* progress);
 
 // Throws Cancelled when progress->cancel() was called.
-analysis::Report diagnose_weights(const WeightsSource& source, const analysis::DiagnoseOptions& options = {},
+analysis::Report diagnose_weights(const weights::WeightsSource& source,
+                                  const analysis::DiagnoseOptions& options = {},
                                   Progress* progress = nullptr);
 
-}  // namespace ckptdoc::weights
+}  // namespace ckptdoc::analysis
