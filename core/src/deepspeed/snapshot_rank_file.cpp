@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckptdoc/error.h"
+#include "format/hdf5_handle.h"
 #include "format/hdf5_lock.h"
 
 namespace ckptdoc::snapshot {
@@ -17,37 +18,8 @@ constexpr uint64_t kMaxPickleBytes = 1ull << 30;     // the unpickler's own allo
 constexpr uint64_t kMaxUnmappedBytes = 16ull << 30;  // a filtered dataset read into memory
 constexpr uint64_t kMaxLiveInfoBytes = 64ull << 20;
 
-class Handle {
- public:
-  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
-  ~Handle() {
-    if (id_ >= 0) close_(id_);
-  }
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-  hid_t get() const { return id_; }
-  explicit operator bool() const { return id_ >= 0; }
-
- private:
-  hid_t id_;
-  herr_t (*close_)(hid_t);
-};
-
-// Silences HDF5's own printing of its error stack; failures become ckptdoc::Error.
-class QuietErrors {
- public:
-  QuietErrors() {
-    H5Eget_auto2(H5E_DEFAULT, &func_, &data_);
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  }
-  ~QuietErrors() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
-  QuietErrors(const QuietErrors&) = delete;
-  QuietErrors& operator=(const QuietErrors&) = delete;
-
- private:
-  H5E_auto2_t func_ = nullptr;
-  void* data_ = nullptr;
-};
+using hdf5::Handle;
+using hdf5::QuietErrors;
 
 const char* stored_name(Stored s) {
   switch (s) {

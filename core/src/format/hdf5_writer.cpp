@@ -12,6 +12,7 @@
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/file_io.h"
+#include "format/hdf5_handle.h"
 #include "format/hdf5_lock.h"
 #include "format/tensor_stream.h"
 #include "io/writer_lock.h"
@@ -19,42 +20,8 @@
 namespace ckptdoc {
 namespace {
 
-// An HDF5 identifier closed on scope exit.
-class Handle {
- public:
-  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
-  ~Handle() {
-    if (id_ >= 0) close_(id_);
-  }
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-  hid_t get() const { return id_; }
-  hid_t release() {
-    const hid_t id = id_;
-    id_ = H5I_INVALID_HID;
-    return id;
-  }
-
- private:
-  hid_t id_;
-  herr_t (*close_)(hid_t);
-};
-
-// Turns off HDF5's printing of its error stack to stderr while we run; errors become ckptdoc::Error.
-class QuietErrors {
- public:
-  QuietErrors() {
-    H5Eget_auto2(H5E_DEFAULT, &func_, &data_);
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  }
-  ~QuietErrors() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
-  QuietErrors(const QuietErrors&) = delete;
-  QuietErrors& operator=(const QuietErrors&) = delete;
-
- private:
-  H5E_auto2_t func_ = nullptr;
-  void* data_ = nullptr;
-};
+using hdf5::Handle;
+using hdf5::QuietErrors;
 
 herr_t collect_error(unsigned /*n*/, const H5E_error2_t* err, void* data) {
   auto* text = static_cast<std::string*>(data);
