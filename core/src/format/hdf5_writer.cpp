@@ -238,7 +238,7 @@ uint64_t hdf5_bytes_needed(const std::vector<NamedTensor>& tensors) {
   uint64_t bytes = 1 << 20;
   for (const auto& t : tensors) {
     const uint64_t n = static_cast<uint64_t>(std::max<int64_t>(t.tensor.numel(), 0));
-    bytes += n * (t.tensor.dtype == DType::BF16 ? 4 : element_size(t.tensor.dtype)) + 16 * 1024;
+    bytes += n * (t.tensor.dtype == DType::BF16 ? 4 : element_size(t.tensor.dtype)) + (uint64_t{16} << 10);
   }
   return bytes;
 }
