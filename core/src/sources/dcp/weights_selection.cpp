@@ -26,6 +26,12 @@ bool cut_along_rows_only(const Entry& e) {
   return true;
 }
 
+// A chunk is read once: its mapped pages are handed back, so an export's memory stays at about one chunk, not
+// the weights (the page cache keeps them for a second reader).
+void hand_back(const Checkpoint& ckpt, const Chunk& c) {
+  ckpt.file(c.item->file)->dont_need(c.item->offset, c.item->length);
+}
+
 void stream_rows(const Checkpoint& ckpt, const Entry& e, ByteSink& sink) {
   std::vector<const Chunk*> order;
   for (const auto& c : e.chunks) order.push_back(&c);
@@ -35,6 +41,7 @@ void stream_rows(const Checkpoint& ckpt, const Entry& e, ByteSink& sink) {
     const Tensor t = ckpt.read_chunk(e, *c);
     detail::stream_row_major(c->item->file, e.key, t, sink);
     t.check_unchanged();
+    hand_back(ckpt, *c);
   }
 }
 
@@ -49,6 +56,7 @@ void assemble_and_write(const Checkpoint& ckpt, const Entry& e, DType dtype, Byt
     const Tensor t = ckpt.read_chunk(e, c);
     const std::vector<uint8_t> local = t.to_bytes();
     t.check_unchanged();
+    hand_back(ckpt, c);
     const size_t rank = e.size.size();
     const int64_t run = rank == 0 ? 1 : c.sizes[rank - 1];  // elements copied at once: one row of the chunk
     const size_t run_bytes = static_cast<size_t>(run) * esize;
