@@ -25,13 +25,15 @@ install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME ckptdoc)
 set(CPACK_PACKAGE_VENDOR ckptdoc)
-set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "inspect and repair DeepSpeed ZeRO checkpoints")
-set(CPACK_PACKAGE_DESCRIPTION "ckptdoc reads DeepSpeed ZeRO checkpoints, torch.save files and safetensors
-without Python and without running code from a file. It names problems such as
-stale fp32 masters in plain words, and repairs, converts or exports the
-checkpoint into a new, verified folder. The package holds the CLI (ckptdoc),
-the Qt desktop app (ckptdoc-gui), the ImGui view (ckptdoc-imgui) and the Python
-hook for live training runs (/usr/share/ckptdoc/python/ckptdoc_hook.py).")  # lines under 80: Debian policy
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "inspect and repair deep-learning training checkpoints")
+set(CPACK_PACKAGE_DESCRIPTION "ckptdoc reads DeepSpeed ZeRO checkpoints, PyTorch Distributed Checkpoints
+(FSDP2, torchtitan, Accelerate), Megatron-core checkpoints, torch.save files and
+safetensors without Python and without running code from a file. It names
+problems such as stale fp32 masters in plain words, and repairs, converts or
+exports the checkpoint into a new, verified folder. The package holds the CLI
+(ckptdoc), the Qt desktop app (ckptdoc-gui), the ImGui view (ckptdoc-imgui)
+and the Python hook for live training runs
+(/usr/share/ckptdoc/python/ckptdoc_hook.py).")  # lines under 80: Debian policy
 set(CPACK_DEBIAN_PACKAGE_MAINTAINER "ckptdoc maintainers <maintainers@users.noreply.a-seed-b8103b09.example>")
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # ckptdoc_<version>_<arch>.deb
