@@ -4,7 +4,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/setup.sh"
-"$root/scripts/build.sh"
+CKPTDOC_BUILD_TARGET=apps "$root/scripts/build.sh"  # the programs only: scripts/test.sh builds the tests
 build="${CKPTDOC_BUILD_DIR:-$root/build}"
 demo="${1:-$root/demo-checkpoint}"
 "$build/app/ckptdoc" demo "$demo" --force
