@@ -24,13 +24,18 @@ struct GeneratedFixture {
   std::string error;  // set when generation failed
 };
 
-// name: the folder's name under <build>/test-fixtures; sources: the generator's files (tests/<relative>),
+// Where generated fixtures live: <build>/test-fixtures (a temporary folder's when no build tree is named).
+inline std::string fixtures_base() {
+  const char* bin = std::getenv("CKPTDOC_BINARY_DIR");
+  return (bin && *bin ? std::string(bin) : std::filesystem::temp_directory_path().string()) +
+         "/test-fixtures";
+}
+
+// name: the folder's name under fixtures_base(); sources: the generator's files (tests/<relative>),
 // whose contents key the cache; make: writes the fixtures into the (empty) folder it is given.
 inline GeneratedFixture generated_fixture(const std::string& name, const std::vector<std::string>& sources,
                                           const std::function<RunResult(const std::string& dir)>& make) {
-  const char* bin = std::getenv("CKPTDOC_BINARY_DIR");
-  const std::string base =
-      (bin && *bin ? std::string(bin) : std::filesystem::temp_directory_path().string()) + "/test-fixtures";
+  const std::string base = fixtures_base();
   GeneratedFixture f;
   f.dir = base + "/" + name;
   std::string key = python();
