@@ -1,10 +1,6 @@
 #pragma once
-// Generates the pickle fixtures (tests/fixtures/make_pickles.py, make_hostile_pickles.py) once per build tree
-// and reuses them while the generators are unchanged: every Qt Test function runs in its own process.
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
+// The pickle fixtures (tests/fixtures/make_pickles.py, make_hostile_pickles.py), made once per build tree by
+// generated_fixture(): every Qt Test function runs in its own process.
 #include <QFile>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -18,6 +14,7 @@
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/value.h"
+#include "generated_fixture.h"
 #include "test_support.h"
 
 namespace ckptdoc::test {
@@ -29,48 +26,19 @@ struct PickleFixtures {
 };
 
 inline PickleFixtures pickle_fixtures() {
-  const char* bin = std::getenv("CKPTDOC_BINARY_DIR");
-  const std::string base = bin && *bin ? bin : std::filesystem::temp_directory_path().string();
-  PickleFixtures f;
-  f.root = base + "/test-pickles";
-  f.marker = base + "/test-pickles-MARKER";
-  std::string sources;
-  for (const char* s :
-       {"fixtures/make_pickles.py", "fixtures/make_hostile_pickles.py", "fixtures/pickle_json.py"})
-    sources += read_text(script(s));
-  const std::string stamp = std::to_string(std::hash<std::string>{}(sources));
-  if (std::filesystem::exists(f.root + "/stamp") && read_text(f.root + "/stamp") == stamp) return f;
-  // One generator at a time: the payloads all touch the same marker, and a generator removes it between
-  // payloads, so two running at once (ctest -j) see each other's marker come and go.
-  std::filesystem::create_directories(base);
-  const int lock = ::open((base + "/test-pickles.lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-  if (lock < 0 || ::flock(lock, LOCK_EX) != 0) {
-    f.error = "cannot lock " + base + "/test-pickles.lock";
-    if (lock >= 0) ::close(lock);
-    return f;
-  }
-  struct Unlock {
-    int fd;
-    ~Unlock() { ::close(fd); }
-  } unlock{lock};
-  if (std::filesystem::exists(f.root + "/stamp") && read_text(f.root + "/stamp") == stamp) return f;
-  const std::string tmp = f.root + ".tmp-" + std::to_string(::getpid());
-  std::filesystem::remove_all(tmp);
-  std::filesystem::create_directories(tmp);
-  auto r = run_python(script("fixtures/make_pickles.py"), {tmp + "/out"});
-  if (r.exit_code == 0)
-    r = run_python(script("fixtures/make_hostile_pickles.py"), {tmp + "/hostile", f.marker});
-  if (r.exit_code != 0) {
-    f.error = "fixture generation failed: " + r.err;
-    std::filesystem::remove_all(tmp);
-    return f;
-  }
-  write_text(tmp + "/stamp", stamp);
-  std::error_code ec;
-  std::filesystem::remove_all(f.root, ec);
-  std::filesystem::rename(tmp, f.root, ec);
-  if (ec) f.error = "cannot move " + tmp + " to " + f.root + ": " + ec.message();
-  return f;
+  // The payloads name the marker by its absolute path; it lies next to the folder, outside what tests read.
+  // Generating under generated_fixture()'s lock matters here: a generator removes the marker between
+  // payloads, so two at once (ctest -j) would see each other's marker come and go.
+  const std::string marker = fixtures_base() + "/pickles-MARKER";
+  const auto g = generated_fixture(
+      "pickles", {"fixtures/make_pickles.py", "fixtures/make_hostile_pickles.py", "fixtures/pickle_json.py"},
+      [&](const std::string& dir) {
+        auto r = run_python(script("fixtures/make_pickles.py"), {dir + "/out"});
+        if (r.exit_code == 0)
+          r = run_python(script("fixtures/make_hostile_pickles.py"), {dir + "/hostile", marker});
+        return r;
+      });
+  return {g.dir, marker, g.error};
 }
 
 inline std::vector<uint8_t> read_bytes(const std::string& path) {

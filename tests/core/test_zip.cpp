@@ -1,6 +1,5 @@
 // ZipReader, ZipWriter and AtomicFile against archives made by torch 1.13 and CPython's zipfile.
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <QJsonArray>
@@ -21,6 +20,7 @@
 #include "ckptdoc/io/file_io.h"
 #include "ckptdoc/io/mapped_file.h"
 #include "generated_fixture.h"
+#include "page_cache.h"
 #include "test_support.h"
 
 using namespace ckptdoc;
@@ -266,64 +266,19 @@ void TestZip::crc32_matches_reference() {
   QCOMPARE(c, crc32(buf));
 }
 
-namespace {
-
-// Bytes of `path` in the page cache (mincore over a fresh map).
-size_t resident_bytes(const std::string& path) {
-  const auto size = static_cast<size_t>(fs::file_size(path));
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-  ::close(fd);
-  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  std::vector<unsigned char> in((size + page - 1) / page);
-  size_t n = 0;
-  if (map != MAP_FAILED && ::mincore(map, size, in.data()) == 0)
-    for (const unsigned char c : in) n += (c & 1) ? page : 0;
-  if (map != MAP_FAILED) ::munmap(map, size);
-  return n;
-}
-
-void evict(const std::string& path) {  // this file's clean pages only
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  ::fdatasync(fd);
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  ::close(fd);
-}
-
-}  // namespace
-
 // Opening a torch zip cold reads its head, pickle and directory, not the device's read-ahead window around
 // the first byte it checks (8 MB on the benchmark VM: 0.5 GB for the 64 optimizer files of issue #29's
 // checkpoint). A 24 MB record follows the pickle; a plain first touch of the evicted file is the control.
 void TestZip::cold_open_reads_no_read_ahead_window() {
   test::TempDir dir;
   const std::string path = dir.file("big.pt");
-  VectorSink sink;
-  {
-    ZipWriter zip(sink);
-    const std::vector<uint8_t> empty_dict = {0x80, 0x02, '}', '.'};
-    zip.add("big/data.pkl", empty_dict);
-    zip.add("big/data/0", std::vector<uint8_t>(24u << 20, 1));
-    const std::string version = "3\n";
-    zip.add("big/version", std::span(reinterpret_cast<const uint8_t*>(version.data()), version.size()));
-    zip.finish();
-  }
-  write_bytes(path, sink.data);
-  evict(path);
-  if (resident_bytes(path) > 0)
-    QSKIP("this file system keeps the file's pages cached after POSIX_FADV_DONTNEED");
-  {
-    const auto plain = MappedFile::open(path);
-    volatile uint8_t first = plain->bytes()[0];
-    (void)first;
-  }
-  const size_t control = resident_bytes(path);
-  // 8 MB for a file written long ago here, 1-3 MB for one just written (measured on the benchmark VM)
-  if (control < (512u << 10)) QSKIP("this device reads no read-ahead window around a first touch");
-  evict(path);
+  test::write_torch_zip_with_big_record(path);
+  size_t control = 0;
+  if (const std::string why = test::why_read_ahead_unobservable(path, &control); !why.empty())
+    QSKIP(why.c_str());
   const TorchFile tf = TorchFile::open(path);
   QVERIFY(tf.root.is_dict());
-  const size_t read = resident_bytes(path);
+  const size_t read = test::resident_bytes(path);
   const std::string what = std::to_string(read) + " bytes read by the open, " + std::to_string(control) +
                            " by a plain first touch";
   QVERIFY2(read < (128u << 10), what.c_str());  // a page or a folio at each end

@@ -10,6 +10,7 @@
 #include "ckptdoc/format/pickle_use_memo.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/io/mapped_file.h"
+#include "io/no_read_around.h"
 
 namespace ckptdoc {
 namespace {
@@ -482,6 +483,7 @@ std::vector<PickleHazard> pickle_hazards_of_file(const std::string& path, const 
                                                  PickleUseMemo* memo) {
   try {
     const auto f = MappedFile::open(path);
+    const NoReadAround no_read_around(*f);  // a cold head check would read 8 MB of a big file
     if (!TorchFile::is_torch_file(f->bytes().first(std::min<size_t>(f->size(), 16)))) return {};
   } catch (const std::exception&) {
     return {};  // unreadable: the caller reports that on its own

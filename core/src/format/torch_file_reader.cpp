@@ -1,8 +1,5 @@
 // Reads torch.save files: the zip format and the legacy stacked-pickle stream. Storages become views on
 // the memory map; nothing is copied until a tensor's bytes are touched.
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstring>
 #include <functional>
 #include <map>
@@ -13,6 +10,7 @@
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/format/unpickler.h"
 #include "ckptdoc/format/zip_reader.h"
+#include "io/no_read_around.h"
 
 namespace ckptdoc {
 namespace {
@@ -93,34 +91,6 @@ class StorageTable {
 
  private:
   std::string file_, record_;
-};
-
-// Opening reads a few KB spread over the file (directory, local headers, data.pkl), but the first touch of a
-// mapped page reads the device's whole read-ahead window around it (8 MB on the benchmark VM): a cold open of
-// a 64-rank checkpoint read 1.9 GB of its 12 GB. Without read-around while the file is opened, it reads what
-// it uses; the advice goes back to normal before any tensor is read.
-class NoReadAround {
- public:
-  explicit NoReadAround(const MappedFile& f) {
-    if (f.device() == 0 || f.size() == 0) return;  // from_memory: nothing to read ahead
-    const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-    // madvise wants a page-aligned start: step back from the map's first byte (pointer arithmetic, no int
-    // cast)
-    auto* begin = const_cast<uint8_t*>(f.bytes().data());
-    const auto into_page = static_cast<size_t>(reinterpret_cast<uintptr_t>(begin) % page);
-    start_ = begin - into_page;
-    length_ = (into_page + static_cast<size_t>(f.size()) + page - 1) / page * page;
-    ::madvise(start_, length_, MADV_RANDOM);
-  }
-  ~NoReadAround() {
-    if (length_) ::madvise(start_, length_, MADV_NORMAL);
-  }
-  NoReadAround(const NoReadAround&) = delete;
-  NoReadAround& operator=(const NoReadAround&) = delete;
-
- private:
-  uint8_t* start_ = nullptr;
-  size_t length_ = 0;
 };
 
 // The zip's data.pkl entry, after the checks made before its pickle is read; sets tf.archive_name.

@@ -105,12 +105,13 @@ NamedTensor produced(const Checkpoint& ckpt, const std::string& metadata_path, c
           })};
 }
 
-// "model." when every name has it (and more): Accelerate saves {"model": state_dict}, and the model's own
+// Stripped when every name has it (and more): Accelerate saves {"model": state_dict}, and the model's own
 // names are what a Hugging Face folder holds. A partial prefix is a real name and is kept.
+constexpr std::string_view kModelPrefix = "model.";
+
 bool all_under_model(const std::vector<std::string>& names) {
-  static const std::string prefix = "model.";
   return !names.empty() && std::all_of(names.begin(), names.end(), [](const std::string& n) {
-    return n.starts_with(prefix) && n.size() > prefix.size();
+    return n.starts_with(kModelPrefix) && n.size() > kModelPrefix.size();
   });
 }
 
@@ -140,11 +141,10 @@ WeightsSelection select_weights(const Checkpoint& ckpt) {
   std::vector<std::string> keys;
   keys.reserve(weights.size());
   for (const Entry* e : weights) keys.push_back(e->key);
-  const std::string prefix = "model.";
   const bool strip = all_under_model(keys);
-  if (strip) s.stripped_prefix = prefix;
+  if (strip) s.stripped_prefix = kModelPrefix;
   for (const Entry* e : weights)
-    s.tensors.push_back(produced(ckpt, md.path, *e, strip ? e->key.substr(prefix.size()) : e->key));
+    s.tensors.push_back(produced(ckpt, md.path, *e, strip ? e->key.substr(kModelPrefix.size()) : e->key));
   return s;
 }
 
@@ -169,9 +169,9 @@ WeightsSelection select_moments(const Checkpoint& ckpt, const std::string& momen
   names.reserve(found.size());
   for (const auto& [e, name] : found) names.push_back(name);
   const bool strip = all_under_model(names);
-  if (strip) s.stripped_prefix = "model.";
+  if (strip) s.stripped_prefix = kModelPrefix;
   for (const auto& [e, name] : found)
-    s.tensors.push_back(produced(ckpt, md.path, *e, strip ? name.substr(6) : name));
+    s.tensors.push_back(produced(ckpt, md.path, *e, strip ? name.substr(kModelPrefix.size()) : name));
   return s;
 }
 
