@@ -7,6 +7,7 @@
 #include <QDir>
 #include <QtTest>
 #include <filesystem>
+#include <map>
 
 #include "realds_support.h"
 
@@ -181,6 +182,52 @@ class TestRealdsAccelerate : public QObject {
         test::run_cli({"export", e.save_dir + "/pytorch_model_fsdp_0", "-o", dir.file("part.bin")});
     QVERIFY2(part.exit_code == 0, qPrintable(QString::fromStdString(part.out + part.err)));
     QVERIFY(test::read_text(dir.file("part.bin")) == test::read_text(bin));
+  }
+
+  // repair --drop-optimizer: a new folder without optimizer_0/, every other part and file the input's bytes,
+  // the input untouched. Judged by Accelerate itself (accelerate_drop_check.py, world 2): the model and a
+  // fresh AdamW prepared together (FSDP2 wants both), accelerate.utils.load_fsdp_model of the output gives
+  // every param's local shard bit for bit as from the input (after the params were overwritten with noise),
+  // the fresh AdamW steps (step 1), and load_state of the output with that optimizer prepared fails
+  // (optimizer_0/ is gone). main refused an Accelerate folder's --drop-optimizer.
+  void dropOptimizerLoadsTheModelAlone() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kEntry);
+    std::map<std::string, std::string> before;
+    for (const auto& f : fs::recursive_directory_iterator(e.save_dir))
+      if (f.is_regular_file())
+        before[fs::relative(f.path(), e.save_dir).string()] = test::read_text(f.path().string());
+    test::TempDir dir;
+    const auto out = dir.file("dropped");
+    const auto r = test::run_cli({"repair", e.save_dir, "-o", out, "--drop-optimizer", "--json"});
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    const auto j = realds::parse(r.out);
+    QCOMPARE(j["folders_dropped"].toArray(), (QJsonArray{"optimizer_0/"}));
+    size_t copied = 0;
+    for (const auto& [name, bytes] : before) {
+      QVERIFY2(test::read_text(e.save_dir + "/" + name) == bytes, name.c_str());  // the input untouched
+      if (name.rfind("optimizer_0/", 0) == 0) {
+        QVERIFY2(!fs::exists(out + "/" + name), name.c_str());
+        continue;
+      }
+      QVERIFY2(test::read_text(out + "/" + name) == bytes, name.c_str());
+      ++copied;
+    }
+    QVERIFY(!fs::exists(out + "/optimizer_0"));
+    size_t in_out = 0;
+    for (const auto& f : fs::recursive_directory_iterator(out)) in_out += f.is_regular_file() ? 1 : 0;
+    QCOMPARE(in_out, copied);
+
+    const auto load = realds::launch({test::source_dir() + "/tests/realds/accelerate_drop_check.py",
+                                      e.save_dir, out, "--json", dir.file("drop.json")},
+                                     2, "0.19", dir.file("logs"));
+    QVERIFY2(load.exit_code == 0, realds::describe(load).c_str());
+    const auto t = realds::parse(test::read_text(dir.file("drop.json")));
+    QCOMPARE(t["params"].toInt(), kParams);
+    QCOMPARE(t["params_equal_to_input"].toInt(), kParams);
+    QCOMPARE(t["fresh_steps"].toArray(), (QJsonArray{1.0}));
+    QCOMPARE(t["params_moved_by_step"].toInt(), kParams);
+    QVERIFY2(!t["resume_with_optimizer_error"].isNull(), "load_state with an optimizer read the output");
   }
 
   void damagedCopiesAreNamed() {

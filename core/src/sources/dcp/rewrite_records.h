@@ -30,7 +30,8 @@ struct StorageRecord {
 StorageRecord storage_record(const Checkpoint& in, const StorageItem& item, const std::string& key);
 
 // The record of `item` whose name is "<archive>/<name>" ("data.pkl": a bytes item's pickle, a ShardedObject's
-// torch.save), as storage_record reads it. Throws ckptdoc::Error Unsupported for a missing or compressed record.
+// torch.save), as storage_record reads it. Throws ckptdoc::Error Unsupported for a missing or compressed
+// record.
 StorageRecord item_record(const Checkpoint& in, const StorageItem& item, const std::string& key,
                           const std::string& name);
 

@@ -90,18 +90,17 @@ ResetResult reset_bucket_optimizer(const IterationFolder& folder, const dcp::Che
   std::set<std::string> buckets;
   for (const auto& e : in.metadata().entries) {
     if (e.key.rfind("optimizer.", 0) != 0) continue;
-    const bool bucket_tensor = e.key.rfind(kPrefix, 0) == 0 && e.kind == dcp::EntryKind::Tensor;
+    const bool bucket = e.key.rfind(kPrefix, 0) == 0;
+    const bool bucket_tensor = bucket && e.kind == dcp::EntryKind::Tensor;
+    // kept as they are: the fp32 main params and the buckets' sizes
+    const bool kept = (bucket_tensor && ends(e.key, ".param")) ||
+                      (bucket && e.key.find(".per_bucket_numel") != std::string::npos);
     if (bucket_tensor && (ends(e.key, ".exp_avg") || ends(e.key, ".exp_avg_sq"))) {
       moments.push_back(&e);
       buckets.insert(e.key.substr(0, e.key.rfind('.')));
-    } else if (bucket_tensor && ends(e.key, ".param")) {
-      continue;  // the fp32 main params, kept
-    } else if (e.key.rfind(kPrefix, 0) == 0 && e.kind != dcp::EntryKind::Tensor &&
-               is_param_groups_object(e.key)) {
+    } else if (bucket && !bucket_tensor && is_param_groups_object(e.key)) {
       objects.push_back(&e);
-    } else if (e.key.rfind(kPrefix, 0) == 0 && e.key.find(".per_bucket_numel") != std::string::npos) {
-      continue;  // the buckets' sizes, kept
-    } else {
+    } else if (!kept) {
       throw Error(
           ErrorKind::Unsupported, folder.dir, e.key,
           "is bucket-space optimizer state that is not Adam's moments, the fp32 main params, the param "
