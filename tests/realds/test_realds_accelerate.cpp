@@ -230,6 +230,49 @@ class TestRealdsAccelerate : public QObject {
     QVERIFY2(!t["resume_with_optimizer_error"].isNull(), "load_state with an optimizer read the output");
   }
 
+  // `ckptdoc diff --what exp_avg / exp_avg_sq` of the save_state folder against torch's comparison
+  // (diff_reference.py --what: optimizer_0/'s state read with dcp_to_torch_save, named by
+  // pytorch_model_fsdp_0/'s weights): the folder against itself (every moment equal) and against its
+  // --reset-optimizer copy (none).
+  void diffOfMomentsAgreesWithTorch_data() {
+    QTest::addColumn<QString>("what");
+    QTest::addColumn<bool>("reset");
+    QTest::newRow("exp_avg, itself") << "exp_avg" << false;
+    QTest::newRow("exp_avg_sq, itself") << "exp_avg_sq" << false;
+    QTest::newRow("exp_avg, reset copy") << "exp_avg" << true;
+    QTest::newRow("exp_avg_sq, reset copy") << "exp_avg_sq" << true;
+  }
+  void diffOfMomentsAgreesWithTorch() {
+    REALDS_REQUIRE_DS("0.19");
+    QFETCH(QString, what);
+    QFETCH(bool, reset);
+    const auto e = realds::checkpoint(kEntry);
+    test::TempDir dir;
+    std::string other = e.save_dir;
+    if (reset) {
+      other = dir.file("reset");
+      CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", e.save_dir, "-o", other, "--reset-optimizer"}), 0);
+    }
+    const auto judge =
+        realds::python_with_deepspeed({test::source_dir() + "/tests/fixtures/dcp/diff_reference.py",
+                                       e.save_dir, other, "--what", what.toStdString()},
+                                      "0.19");
+    QVERIFY2(judge.exit_code == 0, realds::describe(judge).c_str());
+    const auto want = realds::parse(judge.out.substr(judge.out.rfind("\n{") + 1));
+    const auto tensors = want["tensors"].toObject();
+    QCOMPARE(tensors.size(), kParams);  // every param's moment found by torch (the tied lm_head is one param)
+    int equal = 0;
+    for (const auto& t : tensors)
+      equal += t.toObject()["exact"].toDouble() == t.toObject()["numel"].toDouble() ? 1 : 0;
+    QCOMPARE(equal, reset ? 0 : kParams);
+    const auto r = test::run_cli({"diff", e.save_dir, other, "--what", what.toStdString()});
+    const std::string counts = std::to_string(tensors.size()) +
+                               " tensors compared: " + std::to_string(equal) + " equal, " +
+                               std::to_string(tensors.size() - equal) + " different";
+    QVERIFY2(r.out.find(counts) != std::string::npos, (counts + "\n" + r.out + r.err).c_str());
+    CKPTDOC_EXPECT_EXIT(r, equal == tensors.size() ? 0 : 1);
+  }
+
   void damagedCopiesAreNamed() {
     REALDS_REQUIRE_DS("0.19");
     const auto e = realds::checkpoint(kEntry);
