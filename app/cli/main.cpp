@@ -240,7 +240,8 @@ int run_command_line(int argc, char** argv) {
   repair_cmd->add_flag("--reset-optimizer", repair.reset_optimizer, "Empty the Adam state (moments, step)");
   repair_cmd->add_flag("--drop-optimizer", repair.drop_optimizer,
                        "Weights-only checkpoint (DeepSpeed: load with load_optimizer_states=False; DCP "
-                       "folder: the optimizer.* keys left out)");
+                       "folder: the optimizer.* keys left out; Megatron-core: as --no-save-optim writes it; "
+                       "Accelerate: without optimizer_<i>/)");
   repair_cmd->add_flag(
       "--restore-model-files", repair.restore_model_files,
       "ZeRO-3: write the ranks' missing model files as copies of one that is there (DeepSpeed #7546)");

@@ -268,6 +268,13 @@ MATRIX = {
     # wd_mult (1.0): --reset-optimizer must rewrite the steps alone (test_realds_megatron repairResetsTheOptimizer)
     "v019_megatron_bf16_distopt_step1": dict(kind="megatron_optim", mode="pretrain", optimizer="distributed",
                                              stage=0, dtype="bf16", dp=1, tp=2, world=2, steps=1, ds="0.19"),
+    # bf16_distopt_dp_reshardable: the same as bf16_distopt, saved with Megatron-LM's default
+    # param_state_sharding_type "dp_reshardable" (megatron_bucket_train.py): the optimizer state in bucket space,
+    # 1-D optimizer.distributed.dp_group_idx_<i>.gbuf_idx_<g>.dtype_(...).bucket_idx_<b>.{param,exp_avg,exp_avg_sq}
+    # and each dp group's param groups (the step) in a ShardedObject optimizer.distributed.dp_group_idx_<i>.optimizer
+    "v019_megatron_bf16_distopt_dp_reshardable": dict(kind="megatron_optim", mode="pretrain", optimizer="distributed",
+                                                      sharding="dp_reshardable", stage=0, dtype="bf16", dp=1, tp=2,
+                                                      world=2, steps=2, ds="0.19"),
     "v019_megatron_finetune_stale": dict(kind="megatron_optim", mode="finetune", optimizer="local",
                                          src="v019_megatron_bf16_distopt", stage=0, dtype="bf16", dp=1, tp=2,
                                          world=2, steps=0, ds="0.19"),
@@ -440,6 +447,8 @@ def stamp_of(a, spec):
         parts.append(file_sha(os.path.join(HERE, "megatron_train.py")))
     if spec["kind"] == "megatron_optim":
         parts.append(file_sha(os.path.join(HERE, "megatron_optim_train.py")))
+        if spec.get("sharding"):
+            parts.append(file_sha(os.path.join(HERE, "megatron_bucket_train.py")))
         if spec.get("src"):  # a run that loads another entry is remade with it
             parts.append(stamp_of(a, spec_of(spec["src"])))
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
@@ -534,7 +543,8 @@ def ensure(a, name):
             cmd = launch[:-1] + [os.path.join(HERE, "megatron_train.py"), "--out", save_dir, "--tp", str(spec["tp"]),
                                  "--steps", str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
         elif spec["kind"] == "megatron_optim":
-            cmd = launch[:-1] + [os.path.join(HERE, "megatron_optim_train.py"), "--out", save_dir, "--mode",
+            script = "megatron_bucket_train.py" if spec.get("sharding") == "dp_reshardable" else "megatron_optim_train.py"
+            cmd = launch[:-1] + [os.path.join(HERE, script), "--out", save_dir, "--mode",
                                  spec["mode"], "--optimizer", spec["optimizer"], "--tp", str(spec["tp"]), "--steps",
                                  str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
             if spec.get("src"):

@@ -260,13 +260,16 @@ class TestRealdsDcpReset : public QObject {
     QVERIFY(t["full_load_input"].toBool());
     QVERIFY(!t["full_load_dropped"].toBool());
 
-    // An Accelerate folder's --drop-optimizer is refused, writing nothing.
+    // An Accelerate folder's --drop-optimizer with another action is refused, writing nothing (alone it is
+    // test_realds_accelerate's dropOptimizerLoadsTheModelAlone).
     const auto e = realds::checkpoint("accelerate_fsdp2_ws2");
-    const auto acc = test::run_cli({"repair", e.save_dir, "-o", dir.file("acc"), "--drop-optimizer"});
+    const auto acc =
+        test::run_cli({"repair", e.save_dir, "-o", dir.file("acc"), "--drop-optimizer", "--reset-optimizer"});
     CKPTDOC_EXPECT_EXIT(acc, 2);
-    QVERIFY2(acc.err.find("--drop-optimizer") != std::string::npos &&
-                 acc.err.find("with a fresh optimizer") != std::string::npos,
-             acc.err.c_str());
+    QVERIFY2(
+        acc.err.find("--drop-optimizer") != std::string::npos &&
+            acc.err.find("--drop-optimizer alone (its optimizer_<i>/ folders left out)") != std::string::npos,
+        acc.err.c_str());
     QVERIFY(!fs::exists(dir.file("acc")));
   }
 

@@ -9,6 +9,7 @@
 #include "ckptdoc/sources/dcp/report_text.h"
 #include "ckptdoc/sources/source.h"
 #include "sources/accelerate/diagnose.h"
+#include "sources/accelerate/drop_optimizer.h"
 #include "sources/dcp/repair_dcp.h"
 #include "sources/dcp/source_export.h"
 #include "sources/dcp/storage_map.h"
@@ -63,7 +64,8 @@ class AccelerateSource final : public Source {
             r.has_error() ? 1 : 0};
   }
 
-  // --reset-optimizer only: the whole save_state folder copied, each optimizer_<i>/ reset (repair_dcp.h).
+  // --reset-optimizer: the whole save_state folder copied, each optimizer_<i>/ reset (repair_dcp.h);
+  // --drop-optimizer alone: the folder without its optimizer_<i>/ (drop_optimizer.h).
   Outcome repair(const RepairRequest& request) const override {
     const auto s = accelerate::read_save_state(request.path);
     std::vector<std::string> optimizers;
@@ -72,7 +74,34 @@ class AccelerateSource final : public Source {
     if (optimizers.empty() && request.reset_optimizer)
       throw Error(ErrorKind::Unsupported, request.path, request_text("{reset_optimizer}"),
                   "holds no optimizer_<i>/ folder: nothing to reset");
+    if (request.drop_optimizer && !request.reset_optimizer && !request.refresh_fp32 &&
+        request.other_actions.empty())
+      return drop(request);
     return repair_dcp_optimizer(request, s.dir, optimizers, "an Accelerate FSDP save_state folder");
+  }
+
+  // --drop-optimizer alone: the folder without its optimizer_<i>/ (accelerate/drop_optimizer.h).
+  static Outcome drop(const RepairRequest& request) {
+    const auto r = accelerate::drop_optimizer(request.path, request.output);
+    if (request.json) {
+      const nlohmann::json j = {
+          {"output", r.output},     {"action", "drop-optimizer"}, {"folders_dropped", r.dropped},
+          {"keys_dropped", r.keys}, {"bytes_dropped", r.bytes},   {"kept", r.kept},
+          {"verified", true}};
+      return {j.dump(2) + "\n", 0};
+    }
+    std::string dropped, kept;
+    for (const auto& d : r.dropped) dropped += (dropped.empty() ? "" : ", ") + d;
+    for (const auto& k : r.kept) kept += (kept.empty() ? "" : ", ") + k;
+    return {
+        "Dropped the optimizer: " + dropped + " (" + std::to_string(r.keys) + " keys, " +
+            std::to_string(r.bytes) + " bytes) left out; " + kept + " copied byte for byte.\nWrote " +
+            r.output +
+            "\nLoad it as a weights-only resume: Accelerate's load_state reads optimizer_<i>/ for every "
+            "prepared optimizer, so prepare the model with a fresh optimizer and load the model with "
+            "accelerate.utils.load_fsdp_model(accelerator.state.fsdp_plugin, accelerator, model, DIR), what "
+            "load_state calls for it.\n",
+        0};
   }
 
   // The weights of the one model, pytorch_model_fsdp_0/, as dcp::export_weights writes them ("model." off):

@@ -50,17 +50,8 @@ Outcome repair_dcp_optimizer(const RepairRequest& request, const std::string& ro
   const auto& others = request.other_actions;
   const bool drop = request.drop_optimizer;
   const bool plain_dcp = parts.size() == 1 && parts.front() == ".";
-  if (drop && !plain_dcp)
-    throw Error(
-        ErrorKind::Unsupported, request.path, request_text("{drop_optimizer}"),
-        request_text(
-            "not available for " + what +
-            " yet: its optimizer is in optimizer_<i>/ folders that Accelerate's load_state reads whenever an "
-            "optimizer was prepared. torch loads the weights alone from this folder as it is: load them that "
-            "way with a fresh optimizer, or repair with {reset_optimizer}, which keeps the optimizer's items "
-            "and "
-            "resets them to a fresh Adam's state"));
-  if (drop && !request.reset_optimizer && !request.refresh_fp32 && others.empty())
+  // an Accelerate folder's drop alone is its source's (accelerate/drop_optimizer.h)
+  if (drop && plain_dcp && !request.reset_optimizer && !request.refresh_fp32 && others.empty())
     return drop_dcp_optimizer(request);
   if (!request.reset_optimizer || request.refresh_fp32 || drop || !others.empty()) {
     std::string asked = request.refresh_fp32 ? request_text("{refresh_fp32}") : "";
@@ -70,7 +61,8 @@ Outcome repair_dcp_optimizer(const RepairRequest& request, const std::string& ro
         ErrorKind::Unsupported, request.path, asked.empty() ? "repair" : asked,
         request_text(
             what + " is repaired with {reset_optimizer} alone (its Adam moments zeroed and steps set to 0)" +
-            (plain_dcp ? " or {drop_optimizer} alone (its optimizer.* keys left out)" : "")));
+            (plain_dcp ? " or {drop_optimizer} alone (its optimizer.* keys left out)"
+                       : " or {drop_optimizer} alone (its optimizer_<i>/ folders left out)")));
   }
   std::vector<std::string> inputs{request.path, root};
   const std::string out = dcp::checked_new_output(request.output, inputs);

@@ -114,6 +114,26 @@ StorageRecord storage_record(const Checkpoint& in, const StorageItem& item, cons
   return r;
 }
 
+StorageRecord item_record(const Checkpoint& in, const StorageItem& item, const std::string& key,
+                          const std::string& name) {
+  StorageRecord r;
+  r.item = item;
+  r.where = item.file + " (" + key + ")";
+  const TorchFile tf = in.open_item(item);
+  const auto view = MappedFile::view(in.file(item.file), item.offset, item.length, item.file);
+  const ZipReader zip(view);
+  const std::string full = tf.archive_name + "/" + name;
+  const ZipEntry* record = nullptr;
+  for (const auto& e : zip.entries())
+    if (e.name == full) record = &e;
+  if (!record) throw Error(ErrorKind::Unsupported, r.where, full, "no such record");
+  if (record->method != 0 || record->compressed_size != record->size)
+    throw Error(ErrorKind::Unsupported, r.where, full, "a compressed record is not rewritten");
+  r.entry = *record;
+  r.crc_fields = crc_fields(view->bytes(), *record, r.where);
+  return r;
+}
+
 StorageRecord file_record(const std::string& dir, const std::string& file, const std::string& name) {
   StorageRecord r;
   const std::string path = dir + "/" + file;

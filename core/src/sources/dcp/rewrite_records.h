@@ -29,6 +29,12 @@ struct StorageRecord {
 // the read errors of Checkpoint::open_item.
 StorageRecord storage_record(const Checkpoint& in, const StorageItem& item, const std::string& key);
 
+// The record of `item` whose name is "<archive>/<name>" ("data.pkl": a bytes item's pickle, a ShardedObject's
+// torch.save), as storage_record reads it. Throws ckptdoc::Error Unsupported for a missing or compressed
+// record.
+StorageRecord item_record(const Checkpoint& in, const StorageItem& item, const std::string& key,
+                          const std::string& name);
+
 // The record `name` ("common/data/0", "common/data.pkl") of a whole torch.save file `file` in `dir`
 // (Megatron's common.pt): item.file is `file`, relative to `dir` and to the copy. Throws ckptdoc::Error
 // Unsupported for a missing or compressed record or ZIP64 fields, Io/Corrupt when the file cannot be read.

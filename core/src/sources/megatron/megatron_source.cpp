@@ -11,6 +11,7 @@
 #include "ckptdoc/sources/dcp/diagnose.h"
 #include "ckptdoc/sources/dcp/report_text.h"
 #include "ckptdoc/sources/source.h"
+#include "drop_optimizer.h"
 #include "main_params.h"
 #include "megatron_folder.h"
 #include "refresh_mains.h"
@@ -211,20 +212,24 @@ class MegatronSource final : public Source {
 
   // --refresh-fp32: the fp32 main params := upcast(bf16/fp16 weights), in a new folder (refresh_mains.h).
   // --reset-optimizer: the Adam moments zeroed and common.pt's step 0, in a new folder (reset_optimizer.h).
+  // --drop-optimizer: the save without its optimizer, as --no-save-optim writes it (drop_optimizer.h).
   Outcome repair(const RepairRequest& request) const override {
-    if (request.reset_optimizer == request.refresh_fp32 || request.drop_optimizer ||
-        !request.other_actions.empty()) {
-      std::string asked = request.reset_optimizer && request.refresh_fp32
-                              ? request_text("{refresh_fp32}, {reset_optimizer}")
-                              : "";
-      if (request.drop_optimizer) asked += (asked.empty() ? "" : ", ") + request_text("{drop_optimizer}");
+    const int actions =
+        int{request.reset_optimizer} + int{request.refresh_fp32} + int{request.drop_optimizer};
+    if (actions != 1 || !request.other_actions.empty()) {
+      std::string asked;
+      for (const auto& [on, name] : {std::pair{request.refresh_fp32, "{refresh_fp32}"},
+                                     std::pair{request.reset_optimizer, "{reset_optimizer}"},
+                                     std::pair{request.drop_optimizer, "{drop_optimizer}"}})
+        if (on && actions > 1) asked += (asked.empty() ? "" : ", ") + request_text(name);
       for (const auto& a : request.other_actions) asked += (asked.empty() ? "" : ", ") + a;
       throw Error(ErrorKind::Unsupported, request.path, asked.empty() ? "repair" : asked,
                   request_text("a Megatron-core checkpoint is repaired with {refresh_fp32} alone (the fp32 "
-                               "main params from the weights) or {reset_optimizer} alone (the Adam moments "
-                               "zeroed and the step 0)"));
+                               "main params from the weights), {reset_optimizer} alone (the Adam moments "
+                               "zeroed and the step 0) or {drop_optimizer} alone (the optimizer left out)"));
     }
     if (request.reset_optimizer) return reset(request);
+    if (request.drop_optimizer) return drop(request);
     const auto r = megatron::refresh_main_params(request.path, request.output);
     std::vector<std::string> notes;
     if (!r.absent_moments.empty())
@@ -248,6 +253,46 @@ class MegatronSource final : public Source {
     return {text, 0};
   }
 
+  static Outcome drop(const RepairRequest& request) {
+    const auto r = megatron::drop_optimizer(request.path, request.output);
+    std::vector<std::string> notes;
+    if (r.integrity_dropped)
+      notes.push_back(
+          "integrity.json was left out of the copy: it lists the sha256 of files this repair rewrote");
+    if (request.json) {
+      const nlohmann::json j = {{"output", r.output},
+                                {"iteration_dir", r.iteration_dir},
+                                {"action", "drop-optimizer"},
+                                {"keys_dropped", r.dcp.keys},
+                                {"items_dropped", r.dcp.items},
+                                {"keys_kept", r.dcp.kept_keys},
+                                {"storage_bytes_before", r.dcp.bytes_before},
+                                {"storage_bytes_after", r.dcp.bytes_after},
+                                {"common_dropped", r.common_dropped},
+                                {"integrity_dropped", r.integrity_dropped},
+                                {"verified", true},
+                                {"notes", notes}};
+      return {j.dump(2) + "\n", 0};
+    }
+    std::string common = "common.pt as it was";
+    if (!r.common_dropped.empty()) {
+      common = "common.pt without";
+      for (size_t i = 0; i < r.common_dropped.size(); ++i)
+        common += std::string(i ? "," : "") + " " + r.common_dropped[i];
+    }
+    std::string text =
+        "Dropped the optimizer: " + plural(r.dcp.keys, "optimizer.* key") + " (" +
+        plural(r.dcp.items, "storage item") + ") left out of a new .metadata and new storage files, " +
+        common + "; " + plural(r.dcp.kept_keys, "key") + " kept, their items' bytes the input's (storage " +
+        std::to_string(r.dcp.bytes_before) + " -> " + std::to_string(r.dcp.bytes_after) + " bytes).\nWrote " +
+        r.output +
+        "\nVerified: the copy holds the input's keys but the optimizer's, each kept item byte for byte, and "
+        "common.pt's other entries. Load it as Megatron-LM's --finetune / --no-load-optim does (the model "
+        "alone, a fresh optimizer).\n";
+    for (const auto& n : notes) text += "Note: " + n + ".\n";
+    return {text, 0};
+  }
+
   static Outcome reset(const RepairRequest& request) {
     const auto r = megatron::reset_optimizer(request.path, request.output);
     if (request.json) {
@@ -258,6 +303,17 @@ class MegatronSource final : public Source {
                                 {"steps_reset", r.steps},      {"verified", true}};
       return {j.dump(2) + "\n", 0};
     }
+    if (r.step_where.rfind("optimizer.distributed.", 0) == 0)  // bucket space (reset_bucket_optimizer.h)
+      return {
+          "Reset the DistributedOptimizer's bucket-space Adam state: " + plural(r.params, "bucket") + " (" +
+              plural(r.tensors, "moment tensor") + ", " + plural(r.records, "storage record") +
+              " zeroed in a copy) and the step of " + plural(r.steps, "param group") + " (" + r.step_where +
+              ") from " + format_step(r.step_before) + " to 0, every other byte the input's.\nWrote " +
+              r.output +
+              "\nVerified: every moment in the copy reads as zero and each param-groups object as the "
+              "input's with the step 0. The fp32 main params (the buckets' param), weights, common.pt and "
+              "args are the input's.\n",
+          0};
     return {
         "Reset the Adam state of " + plural(r.params, "param") + " (" + plural(r.tensors, "moment tensor") +
             ", " + plural(r.records, "storage record") + " zeroed in a copy) and common.pt's " +

@@ -11,6 +11,8 @@
 #include "ckptdoc/request_field.h"
 #include "ckptdoc/sources/dcp/checkpoint.h"
 #include "megatron_folder.h"
+#include "pickle_steps.h"
+#include "reset_bucket_optimizer.h"
 #include "sources/dcp/rewrite_records.h"
 
 namespace ckptdoc::megatron {
@@ -101,46 +103,6 @@ CommonStep find_step(const TorchFile& tf, const std::string& where) {
   return s;
 }
 
-// BINFLOAT (pickle opcode 'G', a big-endian IEEE double) of `v`.
-std::vector<uint8_t> binfloat(double v) {
-  uint64_t bits = 0;
-  std::memcpy(&bits, &v, 8);
-  std::vector<uint8_t> out{'G'};
-  for (int i = 7; i >= 0; --i) out.push_back(static_cast<uint8_t>(bits >> (8 * i)));
-  return out;
-}
-
-// Where each param group's step float lies in the pickle `pkl`: the BINFLOAT ('G') right after the key
-// "step", which torch.save's protocol 2 spells once as BINUNICODE "step" with a memo put (BINPUT 'q' /
-// LONG_BINPUT 'r') and then as a memo get of that index (BINGET 'h' / LONG_BINGET 'j'). Only floats after
-// that key are taken, so other floats of the same value (lr_mult 1.0 beside a step of 1) are left alone.
-std::vector<size_t> step_floats(const std::vector<uint8_t>& pkl, const std::vector<uint8_t>& value) {
-  static const std::string key = std::string("X\x04\x00\x00\x00step", 9);
-  auto at = [&](size_t p, const uint8_t* bytes, size_t n) {
-    return p + n <= pkl.size() && std::equal(bytes, bytes + n, pkl.begin() + static_cast<std::ptrdiff_t>(p));
-  };
-  auto value_at = [&](size_t p) { return at(p, value.data(), value.size()); };
-  std::vector<size_t> out;
-  std::vector<uint8_t> get;  // the memo get of the key, once its put is seen
-  for (size_t p = 0; p + key.size() < pkl.size(); ++p) {
-    if (!get.empty() && at(p, get.data(), get.size()) && value_at(p + get.size())) {
-      out.push_back(p + get.size());
-      continue;
-    }
-    if (!at(p, reinterpret_cast<const uint8_t*>(key.data()), key.size())) continue;
-    size_t q = p + key.size();
-    if (pkl[q] == 'q' && q + 1 < pkl.size()) {
-      get = {'h', pkl[q + 1]};
-      q += 2;
-    } else if (pkl[q] == 'r' && q + 4 < pkl.size()) {
-      get = {'j', pkl[q + 1], pkl[q + 2], pkl[q + 3], pkl[q + 4]};
-      q += 5;
-    }
-    if (value_at(q)) out.push_back(q);
-  }
-  return out;
-}
-
 // Rewrites common.pt in `copy_dir` so the step reads 0: the common_step tensor's storage record zeroed, or
 // each param group's BINFLOAT step in data.pkl given 0.0's 8 bytes (the pickle's length and every other byte
 // stay). The floats are found after their key, one per param group (step_floats); the caller's check of the
@@ -180,11 +142,8 @@ ResetResult reset_optimizer(const std::string& path, const std::string& output) 
   std::set<std::string> params;
   for (const auto& e : in->metadata().entries) {
     if (!starts(e.key, "optimizer.")) continue;
-    if (starts(e.key, "optimizer.distributed."))
-      throw Error(ErrorKind::Unsupported, folder.dir, e.key,
-                  "is DistributedOptimizer state in bucket space (dp_reshardable), which is not reset yet: "
-                  "nothing was reset. Load the model alone (megatron-core's --no-load-optim) for a fresh "
-                  "optimizer");
+    if (starts(e.key, "optimizer.distributed."))  // bucket space: its own layout
+      return reset_bucket_optimizer(folder, *in, out);
     bool moment = false, main = false;
     for (const char* m : kMoments)
       if (starts(e.key, m)) {

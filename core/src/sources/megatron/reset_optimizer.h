@@ -26,8 +26,9 @@ struct ResetResult {
   size_t steps = 0;        // step values set to 0 (1 tensor, or one per param group)
 };
 
-// Throws ckptdoc::Error: InvalidRequest (output exists, or inside the input), Unsupported (no moments, bucket
-// space optimizer.distributed.*, another optimizer's state, no step megatron-core writes in common.pt, a
+// A save in bucket space (optimizer.distributed.*) is reset by reset_bucket_optimizer.h.
+// Throws ckptdoc::Error: InvalidRequest (output exists, or inside the input), Unsupported (no moments,
+// another optimizer's state, no step megatron-core writes in common.pt, a
 // record that cannot be rewritten in place), and the read errors of the checkpoint. Verifies the copy before
 // publishing it: the moments read back as zeros, the step as 0, the rest of common.pt as the input's.
 ResetResult reset_optimizer(const std::string& path, const std::string& output);

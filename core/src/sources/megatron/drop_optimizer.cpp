@@ -1,0 +1,57 @@
+// repair --drop-optimizer of a Megatron-core save (see drop_optimizer.h).
+#include "drop_optimizer.h"
+
+#include <filesystem>
+
+#include "ckptdoc/error.h"
+#include "ckptdoc/format/torch_file.h"
+#include "ckptdoc/sources/dcp/checkpoint.h"
+#include "megatron_folder.h"
+#include "sources/dcp/rewrite_records.h"
+
+namespace ckptdoc::megatron {
+namespace fs = std::filesystem;
+namespace {
+
+// What Megatron-LM's generate_state_dict writes only when the optimizer is saved (not --no-save-optim).
+constexpr const char* kOptimizerEntries[] = {"optimizer", "opt_param_scheduler"};
+
+}  // namespace
+
+DropResult drop_optimizer(const std::string& path, const std::string& output) {
+  const auto folder = resolve(path);
+  const std::string out = dcp::checked_new_output(output, {path, folder.dir});
+  const auto in = dcp::Checkpoint::open(folder.dir);
+  const std::string common_path = folder.dir + "/common.pt";
+  const bool has_common = fs::exists(common_path);
+
+  DropResult r;
+  r.output = out;
+  r.integrity_dropped = fs::exists(folder.dir + "/integrity.json");
+  const bool save_folder = !folder.tracker.empty();
+  const std::string iter_name = fs::path(folder.dir).filename().string();
+  dcp::write_new_folder(out, [&](const std::string& tmp) {
+    const std::string tmp_iter = save_folder ? tmp + "/" + iter_name : tmp;
+    fs::create_directories(tmp_iter);
+    r.dcp = dcp::drop_optimizer(*in, tmp_iter);  // copies common.pt, metadata.json and the rest as they are
+    if (save_folder) fs::copy_file(folder.tracker, tmp + "/" + std::string(kTracker));
+    if (r.integrity_dropped) fs::remove(tmp_iter + "/integrity.json");
+    if (!has_common) return;
+    const TorchFile common = TorchFile::open(common_path);
+    Value kept = common.root.clone();
+    for (const char* name : kOptimizerEntries)
+      if (kept.erase(name)) r.common_dropped.emplace_back(name);
+    if (r.common_dropped.empty()) return;  // the copy is the input's bytes
+    TorchWriteOptions options;
+    options.archive_name = common.archive_name;
+    write_torch_file(tmp_iter + "/common.pt", kept, options);
+    // The copy's common.pt is checked before it is published: the input's tree without the dropped entries.
+    if (!kept.equals(TorchFile::open(tmp_iter + "/common.pt").root))
+      throw Error(ErrorKind::Inconsistent, tmp_iter + "/common.pt", "drop-optimizer",
+                  "does not read back as the input's without its optimizer entries: nothing was published");
+  });
+  r.iteration_dir = save_folder ? out + "/" + iter_name : out;
+  return r;
+}
+
+}  // namespace ckptdoc::megatron

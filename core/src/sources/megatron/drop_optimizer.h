@@ -1,0 +1,32 @@
+#pragma once
+// `repair --drop-optimizer` of a Megatron-core torch_dist save: a new iteration folder (and the tracker, when
+// the save folder was named) that holds what Megatron-LM writes under --no-save-optim. The DCP files lose
+// their optimizer.* keys (sources/dcp/drop_optimizer.h: a new .metadata, the kept items' bytes the input's),
+// and common.pt loses its top-level "optimizer" and "opt_param_scheduler" entries, the two that
+// Megatron-LM's generate_state_dict leaves out under --no-save-optim (megatron/training/checkpointing.py);
+// every other entry of common.pt (args, iteration, checkpoint_version, rng state) is the input's.
+// metadata.json is copied. integrity.json (megatron-core 0.18+: sha256 of each file) would list files this
+// rewrites, so it is left out of the copy and the result says so. The input is never written.
+#include <string>
+#include <vector>
+
+#include "sources/dcp/drop_optimizer.h"
+
+namespace ckptdoc::megatron {
+
+struct DropResult {
+  std::string output;  // the folder written
+  std::string
+      iteration_dir;    // the iteration folder inside it (== output when the iteration folder was named)
+  dcp::DropCounts dcp;  // the DCP files' keys and bytes
+  std::vector<std::string> common_dropped;  // common.pt's top-level entries left out
+  bool integrity_dropped = false;           // the input had integrity.json; the copy has none
+};
+
+// Throws ckptdoc::Error: InvalidRequest (output exists, or inside the input), Unsupported (no optimizer.*
+// keys, per-rank metadata), and the read errors of the checkpoint. Verifies the copy before publishing it:
+// its keys are the input's but the optimizer's, each kept item byte for byte, and common.pt reads as the
+// input's without the dropped entries.
+DropResult drop_optimizer(const std::string& path, const std::string& output);
+
+}  // namespace ckptdoc::megatron

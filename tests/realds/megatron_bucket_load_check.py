@@ -1,0 +1,113 @@
+#!/usr/bin/python3
+"""Per-rank judge (started by the judges' launch.py): megatron-core's own resume of a bucket-space (dp_reshardable)
+Megatron-core save, as Megatron-LM's load_checkpoint does it with the DistributedOptimizer: a fresh bf16 model
+(megatron_optim_train.py's, its CPU shims), DistributedDataParallel and DistributedOptimizer with torch's Adam;
+dist_checkpointing.load of model.sharded_state_dict() and optimizer.sharded_state_dict(is_loading=True) with the
+dp_reshardable metadata, then load_state_dict on both. A new DistributedOptimizer holds no torch state yet and its
+state_dict() asserts one step (distrib_optimizer.py:642), so it is filled first with its own
+_init_optimizer_states_with_dummy_values (what its load_parameter_state does, distrib_optimizer.py:1357).
+
+Per folder it says what the load left in the inner torch Adam (adam_state: the moments' largest |value|, the
+per-param step values), the steps of the param groups megatron-core read from the save (group_steps) and the fp32
+main params. Measured with 0.16.1 on the CPU (torch's Adam, no Apex/TE): the per-param step after this resume is
+the dummy initialisation's 1.0 whatever the save's param groups hold (2.0 in the input), so the step is judged
+in group_steps, and a fresh-step comparison (--fresh-step-check) cannot tell a reset from a resume here; with two folders (--ckpt IN --ckpt OUT) mains_equal counts the mains that are
+bit-identical between the two loads (each folder loaded into its own fresh model and optimizer). Then the last
+folder's optimizer takes one step (synthetic gradients: the forward needs CUDA) and, with --fresh-step-check, the
+step is judged against a fresh torch Adam (megatron_load_check.py's fresh_step_check: bit-identical results count).
+
+usage: launch.py --world 2 -- megatron_bucket_load_check.py --ckpt ITERATION_DIR [--ckpt ...] [--fresh-step-check]
+       [--tp 2] --json OUT
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import megatron_load_check as load_check  # noqa: E402 - adam_state, fresh_step_check
+import megatron_optim_train as trainer  # noqa: E402 - its CPU shims and the model it saves
+
+METADATA = dict(trainer.SHARDED_SD_METADATA, distrib_optim_sharding_type="dp_reshardable")
+
+
+def resume(ckpt, tp, mode):
+    from megatron.core import dist_checkpointing
+    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+    from megatron.core.transformer.module import Float16Module
+    from megatron.core.transformer.transformer_config import TransformerConfig
+    torch.manual_seed(5)  # not the save's seed: nothing may match by chance
+    cfg = TransformerConfig(num_layers=2, hidden_size=16, num_attention_heads=4, ffn_hidden_size=32,
+                            use_cpu_initialization=True, params_dtype=torch.bfloat16, bf16=True,
+                            perform_initialization=True)
+    gpt = GPTModel(config=cfg, transformer_layer_spec=get_gpt_layer_local_spec(), vocab_size=64,
+                   max_sequence_length=8)
+    ddp = DistributedDataParallel(cfg, DistributedDataParallelConfig(use_distributed_optimizer=True,
+                                                                     grad_reduce_in_fp32=True),
+                                  Float16Module(cfg, gpt))
+    opt = get_megatron_optimizer(OptimizerConfig(optimizer="adam", lr=1e-3, bf16=True,
+                                                 use_distributed_optimizer=True), [ddp])
+    for o in getattr(opt, "chained_optimizers", [opt]):
+        o._init_optimizer_states_with_dummy_values()
+    model_sd = gpt.sharded_state_dict(metadata=METADATA)
+    request = {"model": model_sd, "optimizer": opt.sharded_state_dict(model_sd, is_loading=True, metadata=METADATA)}
+    if mode is not None:  # the load's reader may spawn: nothing of the mode in the way
+        mode.__exit__(None, None, None)
+    loaded = dist_checkpointing.load(request, ckpt)
+    if mode is not None:
+        mode.__enter__()
+    group_steps = sorted({float(g["step"]) for g in loaded["optimizer"]["optimizer"]["param_groups"]})
+    gpt.load_state_dict(loaded["model"])
+    opt.load_state_dict(loaded["optimizer"])
+    return gpt, opt, group_steps
+
+
+def mains(opt):
+    return [p.detach().clone() for inner in load_check.inner_optimizers(opt) for g in inner.param_groups
+            for p in g["params"]]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ckpt", required=True, action="append")
+    ap.add_argument("--tp", type=int, default=2)
+    ap.add_argument("--fresh-step-check", action="store_true")
+    ap.add_argument("--json", required=True)
+    a = ap.parse_args()
+    notes = {}
+    mode = trainer.cpu_shims(notes)
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    from megatron.core import parallel_state
+    parallel_state.initialize_model_parallel(tensor_model_parallel_size=a.tp)
+
+    results, loaded_mains = {}, []
+    for ckpt in a.ckpt:
+        gpt, opt, group_steps = resume(ckpt, a.tp, mode)
+        loaded_mains.append(mains(opt))
+        results[ckpt] = dict(adam_state=load_check.adam_state(opt), mains=len(loaded_mains[-1]),
+                             group_steps=group_steps)
+    mains_equal = None
+    if len(loaded_mains) == 2:
+        mains_equal = sum(torch.equal(x, y) for x, y in zip(*loaded_mains))
+    for p in gpt.parameters():
+        p.main_grad.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(300)) * 1e-2)
+    before = load_check.mains_before_step(opt)
+    step = opt.step()
+    fresh = load_check.fresh_step_check(opt, before) if a.fresh_step_check else None
+    if rank == 0:
+        import megatron.core
+        with open(a.json, "w") as f:
+            json.dump(dict(notes, megatron_core=megatron.core.__version__, loads=results, mains_equal=mains_equal,
+                           step=repr(step), step_ok=bool(step[0]), fresh_step=fresh), f, indent=1)
+    dist.barrier()
+
+
+if __name__ == "__main__":
+    main()
