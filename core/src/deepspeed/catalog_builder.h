@@ -100,7 +100,7 @@ class CatalogBuilder {
   void note_optimizer_not_saved();  // trained with an optimizer, saved none (catalog_optimizer_not_saved.cpp)
   void note_model_files_not_saved();  // ZeRO-3: rank 0's model file alone (#7546,
                                       // catalog_model_files_not_saved.cpp)
-  // Universal checkpoints (universal/catalog_universal.cpp): the whole catalog of a folder holding zero/.
+  // Universal checkpoints (catalog_universal.cpp): the whole catalog of a folder holding zero/.
   void build_universal();
   void note_universal_beside();  // a save folder whose `latest_universal` names another tag
   void read_optimizer_groups(const Value* inner);

@@ -117,7 +117,7 @@ class Checkpoint : public std::enable_shared_from_this<Checkpoint> {
   static std::shared_ptr<Checkpoint> open_slice(const std::string& path, const OpenOptions& options,
                                                 std::shared_ptr<FileCache> cache);
   std::optional<Tensor> universal_tensor(int group,
-                                         const std::string& state) const;  // universal/universal_tensors.cpp
+                                         const std::string& state) const;  // deepspeed/universal_tensors.cpp
   std::string state_file_path(int dp_rank) const;  // the file a rank's optimizer state is read from
   // FP16_UnfusedOptimizer: the fp32 master of flat group `group` (one param), flattened
   // (catalog_unfused.cpp).
