@@ -587,6 +587,25 @@ class TestRealdsMegatron : public QObject {
     QCOMPARE(d.different, different);
   }
 
+  // The DistributedOptimizer's bucket-space save (dp_reshardable) holds its moments as flat buckets
+  // (optimizer.distributed.<dp group>.<grad buffer>.<bucket>.<moment>), not per param: `diff --what` says so
+  // and names the layout, exit 2, never "holds no Adam moments" (what main said).
+  void bucketSpaceMomentsAreNamedNotMissing() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto bucket = realds::checkpoint(kBucket);
+    const auto model_space = realds::checkpoint(kDistOpt);
+    for (const char* what : {"exp_avg", "exp_avg_sq"}) {
+      const auto r = test::run_cli({"diff", bucket.save_dir, model_space.save_dir, "--what", what});
+      CKPTDOC_EXPECT_EXIT(r, 2);
+      const std::string want = std::string("its ") + what +
+                               " is in megatron-core's bucket space (2 tensors optimizer.distributed.*." +
+                               what + ": DistributedOptimizer's dp_reshardable layout)";
+      QVERIFY2(r.err.find(want) != std::string::npos, (want + "\n" + r.err).c_str());
+      QVERIFY2(r.err.find("holds no Adam moments") == std::string::npos, r.err.c_str());
+      QVERIFY2(r.out.empty(), r.out.c_str());
+    }
+  }
+
   // The save folder holds more than the iteration folder read: an output inside it is refused, not written
   // beside the iterations (main wrote it there).
   void exportIntoTheSaveFolderIsRefused() {
