@@ -248,6 +248,10 @@ MATRIX = {
     # (model.safetensors, pytorch_model.bin). No `latest`: the save_state folder is the checkpoint.
     "accelerate_fsdp2_ws2": dict(kind="accelerate", stage=0, dtype="fp32", dp=2, world=2, steps=3, ds="0.19",
                                  model="gpt2"),
+    # the same run stopped after 2 steps (same seed): other Adam moments, for `diff --what exp_avg` against a
+    # second real save (test_realds_accelerate momentsDiffAgreesWithTorch)
+    "accelerate_fsdp2_ws2_step2": dict(kind="accelerate", stage=0, dtype="fp32", dp=2, world=2, steps=2, ds="0.19",
+                                       model="gpt2"),
     # kind "megatron" (#28): megatron_train.py, a tiny megatron-core GPTModel at TP 2 (dp 1) on gloo, saved with
     # megatron.core.dist_checkpointing.save (torch_dist) as <ckpt>/iter_0000002/ and latest_checkpointed_iteration.txt;
     # run.json records what of megatron-core needs CUDA (the forward, every optimizer)

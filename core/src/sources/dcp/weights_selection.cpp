@@ -160,6 +160,19 @@ WeightsSelection select_moments(const Checkpoint& ckpt, const std::string& momen
     else if (e.key.ends_with(suffix) && e.key.size() > state.size() + suffix.size())  // torch: <fqn>.<moment>
       found.emplace_back(&e, e.key.substr(state.size(), e.key.size() - state.size() - suffix.size()));
   }
+  // megatron-core's DistributedOptimizer in its default dp_reshardable layout keeps the moments as flat
+  // buckets (optimizer.distributed.<dp group>.<grad buffer>.<bucket>.<moment>): moments, but of no param.
+  const std::string buckets = "optimizer.distributed.";
+  const auto in_buckets = std::count_if(md.entries.begin(), md.entries.end(), [&](const Entry& e) {
+    return e.kind != EntryKind::Bytes && e.key.starts_with(buckets) && e.key.ends_with(suffix);
+  });
+  if (found.empty() && in_buckets > 0)
+    throw Error(
+        ErrorKind::Unsupported, md.path, "",
+        "its " + moment + " is in megatron-core's bucket space (" + std::to_string(in_buckets) +
+            " tensors optimizer.distributed.*." + moment +
+            ": DistributedOptimizer's dp_reshardable layout), flat buckets and not per param, so there "
+            "is nothing to compare by name; a fully_reshardable save keeps the moments per param");
   if (found.empty())
     throw Error(ErrorKind::NotFound, md.path, "",
                 "no optimizer." + moment + " of any param (neither optimizer.state.<param>." + moment +
