@@ -39,13 +39,13 @@ bool is_weights_path(const std::string& path) {
 
 Catalog catalog_of(const weights::WeightsSource& s) {
   Catalog c;
-  const bool folder = s.kind() == weights::SourceKind::HfFolder;
-  c.kind = folder ? "hf-folder" : "weights-file";
-  c.description = folder ? "Hugging Face folder" : "weights file";
+  const bool folder = s.is_folder();
+  c.kind = s.kind_name();
+  c.description = s.description();
   c.weights_only = true;
   c.single_file = !folder;
   c.save_dir = s.root();
-  c.tag_dir = s.kind() == weights::SourceKind::HfFolder ? s.root() : s.path();
+  c.tag_dir = folder ? s.root() : s.path();
   c.tag = fs::path(c.tag_dir).filename().string();
   c.wrapper = OptimizerWrapper::None;
   c.lp_dtype = s.main_dtype();

@@ -52,6 +52,10 @@ class WeightsSource {
   static std::optional<std::string> weights_in_folder(const std::string& dir);
 
   SourceKind kind() const { return kind_; }
+  // What a catalog calls this source and says of it (the kind is this folder's vocabulary, not its callers').
+  bool is_folder() const { return kind_ == SourceKind::HfFolder; }
+  const char* kind_name() const { return is_folder() ? "hf-folder" : "weights-file"; }
+  const char* description() const { return is_folder() ? "Hugging Face folder" : "weights file"; }
   const std::string& root() const { return root_; }  // absolute folder
   const std::string& path() const { return path_; }  // what was opened (folder or file), absolute
   const std::vector<WeightsFile>& files() const { return files_; }
