@@ -13,6 +13,7 @@
 
 #include "ckptdoc/io/file_io.h"
 #include "ckptdoc/session/session.h"
+#include "job_watching_io.h"
 #include "test_support.h"
 
 using namespace ckptdoc;
@@ -45,61 +46,6 @@ std::map<std::string, std::string> contents(const std::string& dir) {
   return out;
 }
 
-// The real file calls, each write (or in-kernel copy) first noting the job's progress; with `cancel_at`, the
-// job is asked to cancel at that write. The job is known once export_source/repair_source returned: a write
-// before then waits for it.
-class WatchingIo : public FileIo {
- public:
-  struct Sample {
-    std::string stage;
-    uint64_t done = 0, total = 0;
-  };
-  // With `cancel_at` > 0, the job is asked to cancel at the cancel_at-th write made in a stage starting
-  // with `stage`.
-  explicit WatchingIo(int cancel_at = -1, std::string stage = {})
-      : cancel_at_(cancel_at), stage_(std::move(stage)), job_(promise_.get_future().share()) {}
-  void set_job(const JobPtr& job) { promise_.set_value(job); }
-  std::vector<Sample> samples() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return samples_;
-  }
-
-  int open_write(const std::string& path, int* fd) override { return real().open_write(path, fd); }
-  int write(int fd, const uint8_t* data, size_t size, size_t* written) override {
-    note();
-    return real().write(fd, data, size, written);
-  }
-  int copy_range(int in_fd, uint64_t in_offset, int out_fd, size_t length, size_t* copied) override {
-    note();
-    return real().copy_range(in_fd, in_offset, out_fd, length, copied);
-  }
-  int fsync(int fd) override { return real().fsync(fd); }
-  int close(int fd) override { return real().close(fd); }
-  int rename(const std::string& from, const std::string& to) override { return real().rename(from, to); }
-  int rename_noreplace(const std::string& from, const std::string& to) override {
-    return real().rename_noreplace(from, to);
-  }
-  int unlink(const std::string& path) override { return real().unlink(path); }
-  int mkdir(const std::string& path) override { return real().mkdir(path); }
-  int fsync_dir(const std::string& path) override { return real().fsync_dir(path); }
-
- private:
-  static FileIo& real() { return posix_io(); }
-  void note() {
-    const JobPtr job = job_.get();
-    std::lock_guard<std::mutex> lock(mutex_);
-    samples_.push_back({job->stage(), job->done(), job->total()});
-    if (samples_.back().stage.rfind(stage_, 0) == 0 && ++in_stage_ == cancel_at_) job->cancel();
-  }
-  const int cancel_at_;
-  const std::string stage_;
-  int in_stage_ = 0;
-  std::promise<JobPtr> promise_;
-  std::shared_future<JobPtr> job_;
-  mutable std::mutex mutex_;
-  std::vector<Sample> samples_;
-};
-
 bool open_source(Session& s, const std::string& path) {
   s.open(path);
   return pump(s, [&] { return s.is_open() && s.storage_source() != nullptr; });
@@ -116,7 +62,7 @@ class TestSourceProgress : public QObject {
     Session s;
     QVERIFY(open_source(s, fixture("fsdp2_ws2")));
     test::TempDir dir;
-    WatchingIo io;
+    test::JobWatchingIo io;
     ScopedFileIo scoped(io);
     sources::ExportRequest request;
     request.output = dir.file("hf");
@@ -159,7 +105,7 @@ class TestSourceProgress : public QObject {
     QVERIFY(open_source(s, fixture("fsdp2_ws2")));
     test::TempDir dir;
     const auto before = contents(fixture("fsdp2_ws2"));
-    WatchingIo io(/*cancel_at=*/2);
+    test::JobWatchingIo io(/*cancel_at=*/2);
     ScopedFileIo scoped(io);
     sources::ExportRequest request;
     request.output = dir.file("hf");
@@ -185,7 +131,7 @@ class TestSourceProgress : public QObject {
     Session s;
     QVERIFY(open_source(s, in));
     test::TempDir dir;
-    WatchingIo io(/*cancel_at=*/2, "copying");
+    test::JobWatchingIo io(/*cancel_at=*/2, "copying");
     ScopedFileIo scoped(io);
     sources::RepairRequest request;
     request.output = dir.file("fixed");
@@ -198,7 +144,7 @@ class TestSourceProgress : public QObject {
     QCOMPARE(std::string(error_kind_name(result->error->kind)), std::string("cancelled"));
     uint64_t folder = 0;
     for (const auto& [name, bytes] : before) folder += bytes.size();
-    std::vector<WatchingIo::Sample> copying;
+    std::vector<test::JobWatchingIo::Sample> copying;
     for (const auto& sample : io.samples())
       if (sample.stage.rfind("copying", 0) == 0) copying.push_back(sample);
     QCOMPARE(copying.size(), size_t{2});  // stopped at the cancel
@@ -218,7 +164,7 @@ class TestSourceProgress : public QObject {
     request.output = dir.file("app");
     request.reset_optimizer = true;
     std::optional<Outcome<sources::Outcome>> result;
-    WatchingIo io;
+    test::JobWatchingIo io;
     {
       ScopedFileIo scoped(io);
       const JobPtr job = s.repair_source(request, [&](Outcome<sources::Outcome>& r) { result = r; });

@@ -94,7 +94,10 @@ void copy_tree(const std::string& from, const std::string& to, Progress* progres
     uint64_t total = 0;
     for (const auto& e : fs::recursive_directory_iterator(from, options))
       if (e.is_regular_file()) total += e.file_size();
-    progress->set_stage("copying " + fs::path(from).lexically_normal().filename().string(), total);
+    fs::path name = fs::path(from).lexically_normal();
+    if (name.filename().empty()) name = name.parent_path();  // "step-3/"
+    progress->set_stage("copying " + name.filename().string(), total);
+    // Folders with default permissions: a read-only input still gives a copy the repair can write into.
     fs::create_directories(to);
     for (const auto& e : fs::recursive_directory_iterator(from, options)) {
       progress->check();
