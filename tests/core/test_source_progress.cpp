@@ -123,6 +123,30 @@ class TestSourceProgress : public QObject {
     QVERIFY(contents(fixture("fsdp2_ws2")) == before);
   }
 
+  // Shards into a folder the user keeps other files in (no weights files yet): a cancel after the second
+  // shard leaves the folder as it was, its own file alone and none of the shards written before the cancel.
+  void cancelledExportIntoAFolderLeavesItAsItWas() {
+    Session s;
+    QVERIFY(open_source(s, fixture("fsdp2_ws2")));
+    test::TempDir dir;
+    const std::string out = dir.file("hf");
+    std::filesystem::create_directories(out);
+    test::write_text(out + "/README.md", "the user's own file\n");
+    test::JobWatchingIo io(/*cancel_at=*/2);
+    ScopedFileIo scoped(io);
+    sources::ExportRequest request;
+    request.output = out;
+    request.max_shard_size = 1;  // one tensor per shard
+    std::optional<Outcome<sources::ExportOutcome>> result;
+    const JobPtr job = s.export_source(request, [&](Outcome<sources::ExportOutcome>& r) { result = r; });
+    io.set_job(job);
+    QVERIFY(pump(s, [&] { return result.has_value(); }));
+    QVERIFY(result->error.has_value());
+    QCOMPARE(std::string(error_kind_name(result->error->kind)), std::string("cancelled"));
+    QCOMPARE(test::files_in(out), std::vector<std::string>{"README.md"});
+    QCOMPARE(test::read_text(out + "/README.md"), std::string("the user's own file\n"));
+  }
+
   // A repair (reset-optimizer copies the folder, then rewrites records) reports the copy's bytes against
   // the folder's, and a cancel part way through the copy leaves no output and no partial folder.
   void cancelledRepairLeavesNothing() {
