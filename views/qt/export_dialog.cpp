@@ -204,6 +204,7 @@ void ExportDialog::start() {
     spdlog::info("exported {} tensors to {}", r.value->tensors, r.value->path);
     emit self->exported(QString::fromStdString(r.value->path));
   });
+  session_->followProgress(job_);
 }
 
 // The source's own export, as `ckptdoc export FOLDER -o FILE` runs it: the text it prints is shown.
@@ -254,6 +255,7 @@ void ExportDialog::startSourceExport() {
     spdlog::info("exported {} tensors to {}", r.value->tensors, r.value->path);
     emit self->exported(QString::fromStdString(r.value->path));
   });
+  session_->followProgress(job_);
 }
 
 }  // namespace ckptdoc::gui

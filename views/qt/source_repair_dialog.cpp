@@ -125,6 +125,7 @@ void SourceRepairDialog::start() {
     spdlog::info("repaired into {}", self->output().toStdString());
     emit self->repairFinished(true);
   });
+  session_->followProgress(job_);
 }
 
 void SourceRepairDialog::showProgress() {
