@@ -84,29 +84,46 @@ void copy_file(const fs::path& from, const fs::path& to, Progress& progress) {
 
 }  // namespace
 
-void copy_tree(const std::string& from, const std::string& to, Progress* progress) {
+void copy_tree(const std::string& from, const std::string& to, Progress* progress, const KeepEntry& keep) {
   try {
-    if (!progress) {
+    if (!progress && !keep) {
       fs::copy(from, to, fs::copy_options::recursive);
       return;
     }
-    const auto options = fs::directory_options::follow_directory_symlink;
+    if (!progress) {
+      fs::create_directories(to);
+      for (const auto& e : fs::directory_iterator(from))
+        if (keep(e)) fs::copy(e.path(), fs::path(to) / e.path().filename(), fs::copy_options::recursive);
+      return;
+    }
+    // The entries copied, in the walk's order; a top entry `keep` leaves out is not walked into.
+    auto walk = [&](const std::function<void(const fs::directory_entry&)>& visit) {
+      fs::recursive_directory_iterator it(from, fs::directory_options::follow_directory_symlink), end;
+      for (; it != end; ++it) {
+        if (keep && it.depth() == 0 && !keep(*it)) {
+          it.disable_recursion_pending();
+          continue;
+        }
+        visit(*it);
+      }
+    };
     uint64_t total = 0;
-    for (const auto& e : fs::recursive_directory_iterator(from, options))
+    walk([&](const fs::directory_entry& e) {
       if (e.is_regular_file()) total += e.file_size();
+    });
     fs::path name = fs::path(from).lexically_normal();
     if (name.filename().empty()) name = name.parent_path();  // "step-3/"
     progress->set_stage("copying " + name.filename().string(), total);
     // Folders with default permissions: a read-only input still gives a copy the repair can write into.
     fs::create_directories(to);
-    for (const auto& e : fs::recursive_directory_iterator(from, options)) {
+    walk([&](const fs::directory_entry& e) {
       progress->check();
       const fs::path target = fs::path(to) / e.path().lexically_relative(from);
       if (e.is_directory())
         fs::create_directories(target);
       else if (e.is_regular_file())
         copy_file(e.path(), target, *progress);
-    }
+    });
   } catch (const fs::filesystem_error& e) {
     throw error_from(e);
   }

@@ -254,7 +254,7 @@ class MegatronSource final : public Source {
   }
 
   static Outcome drop(const RepairRequest& request) {
-    const auto r = megatron::drop_optimizer(request.path, request.output);
+    const auto r = megatron::drop_optimizer(request.path, request.output, request.progress);
     std::vector<std::string> notes;
     if (r.integrity_dropped)
       notes.push_back(

@@ -144,7 +144,7 @@ ResetResult reset_optimizer(const std::string& path, const std::string& output, 
   for (const auto& e : in->metadata().entries) {
     if (!starts(e.key, "optimizer.")) continue;
     if (starts(e.key, "optimizer.distributed."))  // bucket space: its own layout
-      return reset_bucket_optimizer(folder, *in, out);
+      return reset_bucket_optimizer(folder, *in, out, progress);
     bool moment = false, main = false;
     for (const char* m : kMoments)
       if (starts(e.key, m)) {
