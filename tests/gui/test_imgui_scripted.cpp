@@ -475,6 +475,63 @@ class TestImguiScripted : public QObject {
     test::expect_same_tree(ours, cli);
   }
 
+  // The same export held at its second shard's write (one tensor a shard): the window's bar is part way, its
+  // Cancel stops the export, which says so, and nothing is left beside the output's path.
+  void dcpFolderExportShowsProgressAndCancels() {
+    test::TempDir dir;
+    const std::string dcp = test::fixtures_dir() + "/dcp/fsdp2_ws2";
+    const auto r = runScript(*x_, dir, dcp,
+                             "wait analysed 120\n"
+                             "click export\n"
+                             "frames 2\n"
+                             "set export.shards 1\n"
+                             "set export.path " +
+                                 dir.file("hf") +
+                                 "\n"
+                                 "hold-write 2\n"
+                                 "click export.run\n"
+                                 "wait held 120\n"
+                                 "frames 3\n"
+                                 "expect export-progress\n"
+                                 "click export.cancel\n"
+                                 "release-write\n"
+                                 "wait exported 120\n"
+                                 "expect export-message cancelled\n"
+                                 "quit\n");
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    QVERIFY2(QString::fromStdString(r.err).contains("expect export-progress: ok"), r.err.c_str());
+    for (const auto& f : test::files_in(dir.path()))  // no output, partial folder or temp file beside it
+      QVERIFY2(f.rfind("hf", 0) != 0, f.c_str());
+  }
+
+  // A reset of lost moments held part way through copying the folder: the repair window's bar is part way,
+  // Cancel stops it, and no output or partial folder is left.
+  void dcpRepairShowsProgressAndCancels() {
+    test::TempDir dir;
+    const std::string in = test::fixtures_dir() + "/dcp/fsdp2_ws2_moments_lost";
+    const auto r = runScript(*x_, dir, in,
+                             "wait analysed 120\n"
+                             "click fix:dcp-moments-lost\n"
+                             "frames 2\n"
+                             "set repair.output " +
+                                 dir.file("fixed") +
+                                 "\n"
+                                 "hold-write 2\n"
+                                 "click repair.run\n"
+                                 "wait held 120\n"
+                                 "frames 3\n"
+                                 "expect repair-progress\n"
+                                 "click repair.cancel\n"
+                                 "release-write\n"
+                                 "wait repaired 120\n"
+                                 "expect repair-message cancelled\n"
+                                 "quit\n");
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    QVERIFY2(QString::fromStdString(r.err).contains("expect repair-progress: ok"), r.err.c_str());
+    for (const auto& f : test::files_in(dir.path()))  // no output, no partial folder
+      QVERIFY2(f.rfind("fixed", 0) != 0, f.c_str());
+  }
+
   // An FSDP2 save whose Adam moments were lost (written by torch, tests/fixtures/dcp/README.md), fixed from
   // the Overview: the finding's Fix opens the source's repair with the reset ticked, and Repair writes what
   // `ckptdoc repair --reset-optimizer` writes (judged by torch in test_realds_dcp_reset), byte for byte.

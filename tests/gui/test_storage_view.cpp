@@ -9,6 +9,7 @@
 #include <QComboBox>
 #include <QLabel>
 #include <QLineEdit>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -16,6 +17,7 @@
 #include <filesystem>
 
 #include "app_settings.h"
+#include "ckptdoc/io/held_write_io.h"
 #include "export_dialog.h"
 #include "findings_model.h"
 #include "gui_test_main.h"
@@ -112,6 +114,36 @@ class TestStorageView : public QObject {
     QVERIFY(w.findChild<QWidget*>(QStringLiteral("finding_dcp-file-missing")) != nullptr);
   }
 
+  // A sharded export (5 shards) held at its second shard's write: the dialog's bar shows the bytes written so
+  // far, its Cancel stops the export, and nothing is left: no output folder, no partial folder.
+  void exportShowsProgressAndCancels() {
+    MainWindow w;
+    const std::string why = openAndWait(w, fixture());
+    QVERIFY2(why.empty(), why.c_str());
+    test::TempDir dir;
+    ExportDialog d(w.session());
+    d.findChild<QLineEdit*>(QStringLiteral("shardSize"))->setText(QStringLiteral("1"));  // a shard a tensor
+    d.setOutputPath(QString::fromStdString(dir.file("hf")));
+    auto* bar = d.findChild<QProgressBar*>();
+    QVERIFY(bar);
+    HeldWriteIo io(/*hold_at=*/2);
+    ScopedFileIo scoped(io);
+    d.runButton()->click();
+    QTRY_VERIFY_WITH_TIMEOUT(io.held(), 60000);
+    // The bar moves on the session's progress tick: part way, not full.
+    QTRY_VERIFY_WITH_TIMEOUT(bar->value() > 0, 10000);
+    QVERIFY(bar->value() < bar->maximum());
+    QVERIFY2(!bar->isHidden(), "the bar is hidden while the export runs");
+    QPushButton* cancel = nullptr;
+    for (auto* b : d.findChildren<QPushButton*>())
+      if (b->text() == QStringLiteral("Cancel")) cancel = b;
+    QVERIFY(cancel);
+    cancel->click();
+    io.release();
+    QTRY_VERIFY_WITH_TIMEOUT(d.status()->text().contains(QStringLiteral("cancelled")), 60000);
+    QVERIFY(test::files_in(dir.path()).empty());
+  }
+
   // Export from the app writes what `ckptdoc export` writes (whose output torch's dcp_to_torch_save judges in
   // test_dcp_export), byte for byte: one safetensors file, one torch file, and shards in a folder.
   void exportWritesWhatTheCliExports_data() {
@@ -199,6 +231,38 @@ class TestStorageView : public QObject {
     QVERIFY2(d->resultText().contains(QStringLiteral("\u201cReset optimizer state\u201d")),
              qPrintable(d->resultText()));
     QVERIFY(!std::filesystem::exists(dir.file("refused")));
+  }
+
+  // A reset held part way through copying the folder: the footer shows the copy's progress, Cancel stops it,
+  // and neither the output nor a partial folder is left; the input is as it was.
+  void sourceRepairShowsProgressAndCancels() {
+    const std::string in = test::fixtures_dir() + "/dcp/fsdp2_ws2_moments_lost";
+    MainWindow w;
+    const std::string why = openAndWait(w, in);
+    QVERIFY2(why.empty(), why.c_str());
+    auto* d = w.sourceRepairDialog(analysis::RepairKind::ResetOptimizer);
+    QVERIFY(d);
+    test::TempDir dir;
+    d->setOutput(QString::fromStdString(dir.file("fixed")));
+    auto* bar = d->findChild<QProgressBar*>();
+    QVERIFY(bar);
+    HeldWriteIo io(/*hold_at=*/2);
+    ScopedFileIo scoped(io);
+    QSignalSpy finished(d, &SourceRepairDialog::repairFinished);
+    d->runButton()->click();
+    QTRY_VERIFY_WITH_TIMEOUT(io.held(), 60000);
+    QTRY_VERIFY_WITH_TIMEOUT(bar->value() > 0, 10000);
+    QVERIFY(bar->value() < bar->maximum());
+    QPushButton* cancel = nullptr;
+    for (auto* b : d->findChildren<QPushButton*>())
+      if (b->text() == QStringLiteral("Cancel")) cancel = b;
+    QVERIFY(cancel);
+    cancel->click();
+    io.release();
+    QVERIFY(finished.wait(60000) || !finished.isEmpty());
+    QVERIFY(!finished.front().at(0).toBool());
+    QVERIFY2(d->resultText().contains(QStringLiteral("Cancelled")), qPrintable(d->resultText()));
+    QVERIFY(test::files_in(dir.path()).empty());
   }
 
   // Checkpoint > Repair… with "Drop optimizer state" writes what `ckptdoc repair --drop-optimizer` writes

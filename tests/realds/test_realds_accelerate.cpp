@@ -6,9 +6,15 @@
 // wrote into the entry's ref/.
 #include <QDir>
 #include <QtTest>
+#include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <optional>
+#include <thread>
 
+#include "ckptdoc/session/session.h"
+#include "job_watching_io.h"
 #include "moments_diff_judge.h"
 #include "realds_support.h"
 
@@ -51,6 +57,36 @@ QJsonObject diagnose(const std::string& path, int want_exit) {
                      .c_str(),
                  __FILE__, __LINE__);
   return realds::parse(r.out);
+}
+
+// Every file under a folder and its bytes.
+std::map<std::string, std::string> tree(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& f : fs::recursive_directory_iterator(dir))
+    if (f.is_regular_file())
+      out[f.path().lexically_relative(dir).string()] = test::read_text(f.path().string());
+  return out;
+}
+
+// Session::repair_source (what the apps run) of `in`, its writes watched by `io`.
+std::optional<session::Outcome<sources::Outcome>> app_repair(const std::string& in,
+                                                             const sources::RepairRequest& request,
+                                                             test::JobWatchingIo& io) {
+  session::Session s;
+  s.open(in);
+  std::optional<session::Outcome<sources::Outcome>> result;
+  auto pump = [&](const std::function<bool()>& done) {
+    for (int i = 0; i < 60000 && !done(); ++i) {
+      s.poll();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return done();
+  };
+  if (!pump([&] { return s.storage_source() != nullptr; })) return result;
+  ScopedFileIo scoped(io);
+  io.set_job(s.repair_source(request, [&](session::Outcome<sources::Outcome>& r) { result = r; }));
+  pump([&] { return result.has_value(); });
+  return result;
 }
 
 }  // namespace
@@ -230,6 +266,43 @@ class TestRealdsAccelerate : public QObject {
     QCOMPARE(t["fresh_steps"].toArray(), (QJsonArray{1.0}));
     QCOMPARE(t["params_moved_by_step"].toInt(), kParams);
     QVERIFY2(!t["resume_with_optimizer_error"].isNull(), "load_state with an optimizer read the output");
+  }
+
+  // The apps' --drop-optimizer (Session::repair_source, with progress): the copy counts the bytes of all but
+  // optimizer_0/; cancelled at the copy's second write it leaves no output and no partial folder, the input
+  // as it was; uncancelled, it writes what the CLI (no progress) writes, file for file.
+  void appDropReportsProgressAndCancels() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kEntry);
+    const auto before = tree(e.save_dir);
+    uint64_t kept_bytes = 0;
+    for (const auto& [name, bytes] : before)
+      if (name.rfind("optimizer_0/", 0) != 0) kept_bytes += bytes.size();
+    test::TempDir dir;
+    sources::RepairRequest request;
+    request.drop_optimizer = true;
+    request.output = dir.file("cancelled");
+    test::JobWatchingIo cut(/*cancel_at=*/2, "copying");
+    const auto cancelled = app_repair(e.save_dir, request, cut);
+    QVERIFY(cancelled && cancelled->error);
+    QCOMPARE(std::string(session::error_kind_name(cancelled->error->kind)), std::string("cancelled"));
+    std::vector<test::JobWatchingIo::Sample> copying;
+    for (const auto& sample : cut.samples())
+      if (sample.stage.rfind("copying", 0) == 0) copying.push_back(sample);
+    QCOMPARE(copying.size(), size_t{2});
+    QCOMPARE(copying[1].total, kept_bytes);
+    QVERIFY(copying[1].done > 0 && copying[1].done < kept_bytes);
+    QVERIFY(test::files_in(dir.path()).empty());  // no output, no partial folder
+    QVERIFY(tree(e.save_dir) == before);
+
+    request.output = dir.file("app");
+    test::JobWatchingIo watched;
+    const auto done = app_repair(e.save_dir, request, watched);
+    QVERIFY(done);
+    QVERIFY2(done->ok(), done->error ? done->error->message.c_str() : "");
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", e.save_dir, "-o", dir.file("cli"), "--drop-optimizer"}), 0);
+    QVERIFY(tree(dir.file("app")) == tree(dir.file("cli")));
+    QVERIFY(tree(e.save_dir) == before);
   }
 
   // `ckptdoc diff --what exp_avg / exp_avg_sq` of save_state folders against torch's comparison

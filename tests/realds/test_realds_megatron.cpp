@@ -14,10 +14,15 @@
 #include <QDir>
 #include <QFile>
 #include <QtTest>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <thread>
 
+#include "ckptdoc/session/session.h"
+#include "job_watching_io.h"
 #include "moments_diff_judge.h"
 #include "realds_support.h"
 
@@ -54,6 +59,36 @@ QJsonObject mains_truth(const realds::Entry& e) {
       {test::source_dir() + "/tests/realds/check_megatron_mains.py", tracked_iteration_dir(e)}, e.ds);
   if (r.exit_code != 0) qWarning("%s", realds::describe(r).c_str());
   return r.exit_code == 0 ? realds::parse(r.out) : QJsonObject{};
+}
+
+// Every file under a folder and its bytes.
+std::map<std::string, std::string> tree(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& f : std::filesystem::recursive_directory_iterator(dir))
+    if (f.is_regular_file())
+      out[f.path().lexically_relative(dir).string()] = test::read_text(f.path().string());
+  return out;
+}
+
+// Session::repair_source (what the apps run) of `in` into `out`, its writes watched by `io`.
+std::optional<session::Outcome<sources::Outcome>> app_repair(const std::string& in,
+                                                             const sources::RepairRequest& request,
+                                                             test::JobWatchingIo& io) {
+  session::Session s;
+  s.open(in);
+  std::optional<session::Outcome<sources::Outcome>> result;
+  auto pump = [&](const std::function<bool()>& done) {
+    for (int i = 0; i < 60000 && !done(); ++i) {
+      s.poll();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return done();
+  };
+  if (!pump([&] { return s.storage_source() != nullptr; })) return result;
+  ScopedFileIo scoped(io);
+  io.set_job(s.repair_source(request, [&](session::Outcome<sources::Outcome>& r) { result = r; }));
+  pump([&] { return result.has_value(); });
+  return result;
 }
 
 std::vector<std::string> problem_codes(const QJsonObject& report) {
@@ -262,6 +297,50 @@ class TestRealdsMegatron : public QObject {
     const auto l = j["loads"].toObject()[QString::fromStdString(out + "/iter_0000000")].toObject();
     QCOMPARE(l["mains_upcast"].toArray().size(), 29);
     QVERIFY(l["mains_differ"].toArray().isEmpty());
+  }
+
+  // The apps' refresh of the stale mains (Session::repair_source, with progress): its copy counts the
+  // iteration folder's bytes; cancelled at the copy's second write it leaves no output and no partial folder,
+  // the input as it was; uncancelled, it writes what `ckptdoc repair --refresh-fp32` (no progress) writes,
+  // file for file.
+  void appRefreshReportsProgressAndCancels() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kStale);
+    const auto before = tree(e.save_dir);
+    uint64_t iteration_bytes = 0;
+    for (const auto& [name, bytes] : tree(tracked_iteration_dir(e))) iteration_bytes += bytes.size();
+    test::TempDir dir;
+    sources::RepairRequest request;
+    request.refresh_fp32 = true;
+    request.output = dir.file("cancelled");
+    test::JobWatchingIo cut(/*cancel_at=*/2, "copying");
+    const auto cancelled = app_repair(e.save_dir, request, cut);
+    QVERIFY(cancelled && cancelled->error);
+    QCOMPARE(std::string(session::error_kind_name(cancelled->error->kind)), std::string("cancelled"));
+    std::vector<test::JobWatchingIo::Sample> copying;
+    for (const auto& sample : cut.samples())
+      if (sample.stage.rfind("copying", 0) == 0) copying.push_back(sample);
+    QCOMPARE(copying.size(), size_t{2});
+    QCOMPARE(copying[1].total, iteration_bytes);
+    QVERIFY(copying[1].done > 0 && copying[1].done < iteration_bytes);
+    QVERIFY(test::files_in(dir.path()).empty());  // no output, no partial folder
+    QVERIFY(tree(e.save_dir) == before);
+
+    request.output = dir.file("app");
+    test::JobWatchingIo watched;
+    const auto done = app_repair(e.save_dir, request, watched);
+    QVERIFY(done);
+    QVERIFY2(done->ok(), done->error ? done->error->message.c_str() : "");
+    uint64_t last = 0;
+    for (const auto& sample : watched.samples())
+      if (sample.stage.rfind("copying", 0) == 0) {
+        QVERIFY(sample.done >= last && sample.done <= iteration_bytes);
+        last = sample.done;
+      }
+    QVERIFY(last > 0);
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", e.save_dir, "-o", dir.file("cli"), "--refresh-fp32"}), 0);
+    QVERIFY(tree(dir.file("app")) == tree(dir.file("cli")));
+    QVERIFY(tree(e.save_dir) == before);
   }
 
   // repair --reset-optimizer of both optimizer layouts: a new folder whose Adam moments are zero and whose

@@ -11,15 +11,28 @@
 #include <fstream>
 #include <sstream>
 
+#include "ckptdoc/io/held_write_io.h"
 #include "view.h"
 
 namespace ckptdoc::imgui_view {
 
 namespace {
 
-const char* kCommands[] = {"wait", "open",   "drop",      "compare",   "click",        "set",
-                           "tab",  "select", "shade",     "expect",    "frames",       "screenshot",
-                           "echo", "quit",   "save-diff", "lp-source", "save-storage", "save-findings"};
+const char* kCommands[] = {"wait",      "open",         "drop",          "compare",    "click",
+                           "set",       "tab",          "select",        "shade",      "expect",
+                           "frames",    "screenshot",   "echo",          "quit",       "save-diff",
+                           "lp-source", "save-storage", "save-findings", "hold-write", "release-write"};
+
+// What a text expectation (`expect export-message TEXT`) wants: the step's text after its first word.
+std::string wanted_text(const std::string& text, const std::string& word) {
+  const size_t at = text.find_first_not_of(" \t", word.size());
+  return at == std::string::npos ? "" : text.substr(at);
+}
+
+// A job part way: running, with some but not all of its stage done.
+bool part_way(const session::JobPtr& job) {
+  return job && !job->finished() && job->fraction() > 0 && job->fraction() < 1;
+}
 
 char* text_field(View& v, const std::string& id, size_t* size) {
   struct Field {
@@ -106,6 +119,7 @@ void Script::fail(const Step& s, const std::string& why) {
   std::fprintf(stderr, "script line %d (%s): %s\n", s.line, s.command.c_str(), why.c_str());
   finished_ = true;
   exit_code_ = 3;
+  if (held_) held_->release();  // the session's workers end before the program does
 }
 
 bool Script::condition(View& v, const std::string& what) const {
@@ -123,6 +137,7 @@ bool Script::condition(View& v, const std::string& what) const {
     return v.diff.job && v.diff.job->finished() &&
            (v.diff.result || v.diff.cancelled || !v.diff.error.empty());
   if (what == "density") return v.density.param == v.selected && v.density.job && v.density.job->finished();
+  if (what == "held") return held_ && held_->held();
   return false;
 }
 
@@ -142,7 +157,7 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
     if (st.command == "wait") {
       const double limit = st.args.size() > 1 ? std::atof(st.args[1].c_str()) : 120.0;
       if (a0 != "opened" && a0 != "analysed" && a0 != "plan" && a0 != "repaired" && a0 != "exported" &&
-          a0 != "converted" && a0 != "idle" && a0 != "density" && a0 != "diffed")
+          a0 != "converted" && a0 != "idle" && a0 != "density" && a0 != "diffed" && a0 != "held")
         return fail(st, "unknown condition '" + a0 + "'");
       if (condition(v, a0)) {
         next();
@@ -297,6 +312,17 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
         const auto& r = v.convert.result;
         ok = r && r->verified();
         got = r ? "verification failed" : "no result: " + v.convert.error;
+      } else if (a0 == "export-progress" || a0 == "repair-progress") {  // the job's bar part way
+        const auto& job = a0 == "export-progress" ? v.exporting.job : v.repair.run_job;
+        ok = part_way(job);
+        got = !job              ? "no job"
+              : job->finished() ? "the job has ended"
+                                : "at " + std::to_string(job->fraction());
+      } else if (a0 == "export-message" || a0 == "repair-message") {  // its outcome, containing TEXT
+        const std::string want = wanted_text(st.text, a0);
+        const std::string& said = a0 == "export-message" ? v.exporting.message : v.repair.source_text;
+        ok = !want.empty() && said.find(want) != std::string::npos;
+        got = "said '" + said + "'";
       } else if (a0 == "open-failed") {
         ok = v.status_error;
         got = "no open failure";
@@ -322,8 +348,23 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
       next();
       continue;
     }
+    if (st.command == "hold-write") {
+      if (held_) return fail(st, "a write is already held");
+      // Kept for the process's life: a running writer keeps a reference to the FileIo it started with.
+      held_ = new HeldWriteIo(std::atoi(a0.c_str()));
+      installed_ = new ScopedFileIo(*held_);
+      next();
+      continue;
+    }
+    if (st.command == "release-write") {
+      if (!held_) return fail(st, "no hold-write before");
+      held_->release();
+      next();
+      continue;
+    }
     if (st.command == "quit") {
       finished_ = true;
+      if (held_) held_->release();
       return;
     }
   }

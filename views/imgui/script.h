@@ -24,11 +24,20 @@
 //   save-storage FILE                 write the Storage tab's boxes as drawn (file, present, key, offset,
 //   length) screenshot FILE   echo TEXT   quit
 // `select @worst` selects the param with the worst divergence; `wait density` waits for its density plot.
+//   hold-write N   release-write   (test scaffolding) hold the N-th file write from now on until released;
+//                                  `wait held` waits for it, `expect export-progress|repair-progress` then
+//                                  sees the job's bar part way, `expect export-message|repair-message TEXT`
+//                                  its outcome.
 #include <imgui.h>
 
 #include <optional>
 #include <string>
 #include <vector>
+
+namespace ckptdoc {
+class HeldWriteIo;
+class ScopedFileIo;
+}  // namespace ckptdoc
 
 namespace ckptdoc::imgui_view {
 
@@ -58,6 +67,8 @@ class Script {
 
   std::vector<Step> steps_;
   size_t pc_ = 0;
+  HeldWriteIo* held_ = nullptr;  // hold-write's, never deleted (see there)
+  ScopedFileIo* installed_ = nullptr;
   int phase_ = 0;
   int frames_ = 0;
   double step_started_ = -1;

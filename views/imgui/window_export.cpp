@@ -23,7 +23,8 @@ void show_outcome(const ExportWindow& e, View& v) {
     ImGui::TextColored(ImVec4(1.0f, 0.6f, 0.2f, 1), "Warning: %s", display(v, e.warning).c_str());
 }
 
-// A self-reporting source's export, as `ckptdoc export FOLDER -o FILE` runs it (it reports no progress).
+// A self-reporting source's export, as `ckptdoc export FOLDER -o FILE` runs it, with the bytes written and
+// Cancel (nothing is published when cancelled).
 void draw_source_export_window(View& v, const sources::Source& source) {
   ExportWindow& e = v.exporting;
   const bool torch_ok = source.exports_torch();
@@ -50,7 +51,11 @@ void draw_source_export_window(View& v, const sources::Source& source) {
   ImGui::Checkbox("replace an existing file", &e.force);
   ImGui::EndDisabled();
   if (running) {
-    ImGui::ProgressBar(0.0f, ImVec2(-1, 0), display(v, e.job->stage()).c_str());
+    ImGui::ProgressBar(static_cast<float>(e.job->fraction()), ImVec2(-120, 0),
+                       display(v, e.job->stage()).c_str());
+    ImGui::SameLine();
+    if (ImGui::Button("Cancel")) e.job->cancel();
+    v.widgets.record("export.cancel");
   } else {
     if (ImGui::Button("Export")) {
       sources::ExportRequest request;
@@ -65,7 +70,9 @@ void draw_source_export_window(View& v, const sources::Source& source) {
         e.job = v.session.export_source(request, [&v](session::Outcome<sources::ExportOutcome>& r) {
           v.exporting.ok = r.ok();
           if (!r.ok()) {
-            v.exporting.message = "Export failed: " + r.error->message;
+            v.exporting.message = r.error->kind == session::ErrorKind::Cancelled
+                                      ? "Export cancelled; nothing was written."
+                                      : "Export failed: " + r.error->message;
             return;
           }
           v.exporting.message = "Exported " + std::to_string(r.value->tensors) + " tensors to " +

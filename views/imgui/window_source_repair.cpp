@@ -1,6 +1,7 @@
 // The repair window for a self-reporting source (a DCP, Accelerate or Megatron-core folder), as `ckptdoc
 // repair FOLDER -o OUT` runs it (Session::repair_source): the actions, the output folder, and what the
-// source's repair said, or its refusal in the words of these controls. Its repair reports no progress.
+// source's repair said, or its refusal in the words of these controls; while it runs, its stage, the bytes
+// copied (then the records rewritten) and Cancel (nothing is published when cancelled).
 #include <cstdio>
 
 #include "ckptdoc/sources/source.h"
@@ -36,7 +37,11 @@ void draw_source_repair_window(View& v) {
   v.widgets.record("repair.drop-optimizer");
   ImGui::EndDisabled();
   if (running) {
-    ImGui::ProgressBar(0.0f, ImVec2(-1, 0), display(v, r.run_job->stage()).c_str());
+    ImGui::ProgressBar(static_cast<float>(r.run_job->fraction()), ImVec2(-120, 0),
+                       display(v, r.run_job->stage()).c_str());
+    ImGui::SameLine();
+    if (ImGui::Button("Cancel")) r.run_job->cancel();
+    v.widgets.record("repair.cancel");
   } else {
     if (ImGui::Button("Repair")) {
       sources::RepairRequest request;
@@ -47,7 +52,10 @@ void draw_source_repair_window(View& v) {
       r.source_text.clear();
       r.run_job = v.session.repair_source(request, [&v](session::Outcome<sources::Outcome>& done) {
         v.repair.source_ok = done.ok();
-        v.repair.source_text = done.ok() ? done.value->text : "Repair failed: " + done.error->message;
+        v.repair.source_text = done.ok() ? done.value->text
+                               : done.error->kind == session::ErrorKind::Cancelled
+                                   ? "Repair cancelled; nothing was written."
+                                   : "Repair failed: " + done.error->message;
       });
     }
     v.widgets.record("repair.run");

@@ -152,6 +152,7 @@ void ConvertDialog::startConvert() {
     spdlog::warn("convert to universal: {}", m.toStdString());
     emit self->convertFinished(false);
   });
+  session_->followProgress(job_);
 }
 
 void ConvertDialog::showProgress() {

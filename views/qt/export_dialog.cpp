@@ -204,6 +204,7 @@ void ExportDialog::start() {
     spdlog::info("exported {} tensors to {}", r.value->tensors, r.value->path);
     emit self->exported(QString::fromStdString(r.value->path));
   });
+  session_->followProgress(job_);
 }
 
 // The source's own export, as `ckptdoc export FOLDER -o FILE` runs it: the text it prints is shown.
@@ -221,19 +222,20 @@ void ExportDialog::startSourceExport() {
   if (!confirmReplace(request.force)) return;
   run_->setEnabled(false);
   close_->setText(tr("Cancel"));
-  progress_->setRange(0, 0);  // the sources' exports report no progress yet
+  progress_->setValue(0);  // the bytes written, as the DeepSpeed export's
   progress_->show();
   spdlog::info("exporting weights to {}", request.output);
   QPointer<ExportDialog> self(this);
   job_ = session_->core().export_source(request, [self](session::Outcome<sources::ExportOutcome>& r) {
     if (!self) return;
     self->progress_->hide();
-    self->progress_->setRange(0, 1000);
     self->run_->setEnabled(true);
     self->close_->setText(tr("Close"));
     if (!r.ok()) {
-      self->status_->setText(
-          tr("<b style='color:#c62828'>Export failed:</b> %1").arg(errorText(*r.error).toHtmlEscaped()));
+      self->status_->setText(r.error->kind == session::ErrorKind::Cancelled
+                                 ? tr("Export cancelled; nothing was written.")
+                                 : tr("<b style='color:#c62828'>Export failed:</b> %1")
+                                       .arg(errorText(*r.error).toHtmlEscaped()));
       return;
     }
     QString text = tr("<b style='color:#2e7d32'>Exported</b> %1 tensors to <code>%2</code>")
@@ -253,6 +255,7 @@ void ExportDialog::startSourceExport() {
     spdlog::info("exported {} tensors to {}", r.value->tensors, r.value->path);
     emit self->exported(QString::fromStdString(r.value->path));
   });
+  session_->followProgress(job_);
 }
 
 }  // namespace ckptdoc::gui

@@ -187,6 +187,7 @@ void RepairDialog::startRepair() {
     spdlog::error("repair failed: {}", m.toStdString());
     emit self->repairFinished(false);
   });
+  session_->followProgress(runJob_);
 }
 
 void RepairDialog::showProgress() {

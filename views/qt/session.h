@@ -55,6 +55,12 @@ class Session : public QObject {
   QString attachedDir() const { return attachedDir_; }
   const std::vector<session::WatchSample>& samples() const { return core_.samples(); }
 
+  // A job a dialog submitted through core() (export, repair, convert): the progress timer runs until it ends,
+  // so jobsProgressed() moves its bar (it used to run only while an open or analysis had started it).
+  void followProgress(const session::JobPtr& job) {
+    if (job) timer_.start();
+  }
+
   // Tests: delivers whatever is ready now (normally the event loop does it).
   void pollNow() { core_.poll(); }
 

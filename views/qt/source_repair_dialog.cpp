@@ -66,8 +66,14 @@ SourceRepairDialog::SourceRepairDialog(Session* session, model::RepairKind kind,
   });
   connect(footer_->runButton(), &QPushButton::clicked, this, &SourceRepairDialog::start);
   connect(footer_->closeButton(), &QPushButton::clicked, this, [this] {
-    if (!job_ || job_->finished()) reject();  // the sources' repairs are not cancelled part way
+    if (job_ && !job_->finished()) {
+      job_->cancel();  // stops between files, steps of a few MiB and records; nothing is published
+      footer_->setStage(tr("Cancelling…"));
+    } else {
+      reject();
+    }
   });
+  connect(session_, &Session::jobsProgressed, this, &SourceRepairDialog::showProgress);
   connect(footer_->openButton(), &QPushButton::clicked, this, [this] {
     emit openRequested(output());
     accept();
@@ -98,6 +104,13 @@ void SourceRepairDialog::start() {
   job_ = session_->core().repair_source(request, [self](session::Outcome<sources::Outcome>& r) {
     if (!self) return;
     self->footer_->ended();
+    if (!r.ok() && r.error->kind == session::ErrorKind::Cancelled) {
+      self->result_ = tr("Cancelled; nothing was written.");
+      self->footer_->setStage(self->result_);
+      spdlog::info("repair cancelled");
+      emit self->repairFinished(false);
+      return;
+    }
     if (!r.ok()) {
       self->result_ = errorText(*r.error);
       self->footer_->showResult(
@@ -112,6 +125,12 @@ void SourceRepairDialog::start() {
     spdlog::info("repaired into {}", self->output().toStdString());
     emit self->repairFinished(true);
   });
+  session_->followProgress(job_);
+}
+
+void SourceRepairDialog::showProgress() {
+  if (!job_ || job_->finished()) return;
+  footer_->progressed(job_->stage(), job_->fraction());
 }
 
 }  // namespace ckptdoc::gui

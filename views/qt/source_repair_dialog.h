@@ -35,6 +35,7 @@ class SourceRepairDialog : public QDialog {
 
  private:
   void start();
+  void showProgress();  // the job's stage and bytes (or records) done, on the session's progress tick
 
   Session* session_;
   QCheckBox* refresh_;

@@ -102,7 +102,9 @@ JobPtr Session::repair_source(sources::RepairRequest request, Done<sources::Outc
       [source, request](JobQueue::Context& c) {
         const sources::Source& open = require_source(source);
         c.progress().set_stage("writing the repaired copy", 0);
-        return open.repair(request);
+        sources::RepairRequest counted = request;
+        counted.progress = &c.progress();  // the copy's bytes, then the records rewritten; cancel between
+        return open.repair(counted);
       },
       std::move(done));
 }
@@ -116,7 +118,9 @@ JobPtr Session::export_source(sources::ExportRequest request, Done<sources::Expo
       [source, request](JobQueue::Context& c) {
         const sources::Source& open = require_source(source);
         c.progress().set_stage("exporting the weights", 0);
-        return open.export_weights(request);
+        sources::ExportRequest counted = request;
+        counted.progress = &c.progress();  // the bytes written; cancel between steps of a few MiB
+        return open.export_weights(counted);
       },
       std::move(done));
 }

@@ -110,18 +110,26 @@ ShardedOutput write_shards(const std::vector<NamedTensor>& tensors, const ShardP
   }
 
   // An existing folder with other files: each weights file is replaced atomically, the index after every
-  // shard it names, and stale files of the family (an old index, shards of another count) go last.
+  // shard it names, and stale files of the family (an old index, shards of another count) go last. A run that
+  // fails or is cancelled part way removes the files it created (a file it replaced, with --force, stays
+  // replaced: the old bytes are gone once renamed over).
   std::set<std::string> written;
-  for (const auto& s : plan.shards) {
-    write_one((dir / s.file).string(), tensors, s, format);
-    out.files.push_back(s.file);
-    written.insert(s.file);
-    out.bytes += fs::file_size(dir / s.file, ec);
-  }
-  if (plan.sharded()) {
-    write_text_file((dir / index_name(format)).string(), index_json(tensors, plan));
-    out.files.push_back(index_name(format));
-    written.insert(index_name(format));
+  try {
+    for (const auto& s : plan.shards) {
+      write_one((dir / s.file).string(), tensors, s, format);
+      out.files.push_back(s.file);
+      written.insert(s.file);
+      out.bytes += fs::file_size(dir / s.file, ec);
+    }
+    if (plan.sharded()) {
+      write_text_file((dir / index_name(format)).string(), index_json(tensors, plan));
+      out.files.push_back(index_name(format));
+      written.insert(index_name(format));
+    }
+  } catch (...) {
+    for (const auto& f : written)
+      if (std::find(family.begin(), family.end(), f) == family.end()) current_io().unlink((dir / f).string());
+    throw;
   }
   for (const auto& f : family) {
     if (written.count(f)) continue;

@@ -165,7 +165,8 @@ class Session {
   static std::string default_repair_output(const deepspeed::Catalog& catalog);
   // The repair of a self-reporting source (storage_source()): its own repaired copy in request.output, as
   // `ckptdoc repair` writes it (request.path is set to the open source's); the outcome's text is what the CLI
-  // prints. Not cancelled part way.
+  // prints. It reports the copy's bytes, then the records rewritten, and stops at a cancel part way,
+  // publishing nothing.
   JobPtr repair_source(sources::RepairRequest request, Done<sources::Outcome> done);
   // "<folder>-fixed" beside the open source's folder (then -2, -3, ... when taken).
   std::string default_source_repair_output() const;
@@ -183,8 +184,8 @@ class Session {
                         Done<deepspeed::ExportResult> done);
   static std::string default_export_path(const deepspeed::Catalog& catalog, deepspeed::ExportFormat format);
   // The export of a self-reporting source (storage_source()): its weights as its own export writes them, as
-  // `ckptdoc export` does; request.path is set to the open source's. It reports no progress and is not
-  // cancelled part way (the sources' exports take no Progress yet).
+  // `ckptdoc export` does; request.path is set to the open source's. It reports the bytes written and
+  // stops at a cancel part way, publishing nothing.
   JobPtr export_source(sources::ExportRequest request, Done<sources::ExportOutcome> done);
   // "<folder>-weights.safetensors" (".bin" for torch) beside the open source's folder.
   std::string default_source_export_path(bool torch) const;

@@ -17,6 +17,7 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/safetensors.h"  // NamedTensor
 #include "ckptdoc/sources/storage_map.h"
+#include "ckptdoc/task/progress.h"
 
 namespace ckptdoc::sources {
 
@@ -44,6 +45,9 @@ struct ExportRequest {
   bool strict = false;                     // NaN/Inf fails the export
   bool json = false;
   bool quiet = false;  // no text summary (the JSON form is printed regardless)
+  // The front end's progress (bytes written) and cancel: checked between steps of a few MiB, and a cancelled
+  // export throws Cancelled with nothing published. Null: neither (the CLI).
+  Progress* progress = nullptr;
 };
 
 // `repair PATH -o OUT` for a source that writes its own repaired copy (the input is never written).
@@ -56,6 +60,9 @@ struct RepairRequest {
   std::vector<std::string>
       other_actions;  // the other actions asked for ("--reset-optimizer"): refused by name
   bool json = false;
+  // The front end's progress (bytes copied, records rewritten) and cancel, checked between files, steps of a
+  // few MiB and records: a cancelled repair throws Cancelled with nothing published. Null: neither.
+  Progress* progress = nullptr;
 };
 
 // The model weights of a self-reporting source, as its export writes them (names, dtypes), produced lazily:

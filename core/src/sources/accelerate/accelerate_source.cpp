@@ -82,7 +82,7 @@ class AccelerateSource final : public Source {
 
   // --drop-optimizer alone: the folder without its optimizer_<i>/ (accelerate/drop_optimizer.h).
   static Outcome drop(const RepairRequest& request) {
-    const auto r = accelerate::drop_optimizer(request.path, request.output);
+    const auto r = accelerate::drop_optimizer(request.path, request.output, request.progress);
     if (request.json) {
       const nlohmann::json j = {
           {"output", r.output},     {"action", "drop-optimizer"}, {"folders_dropped", r.dropped},

@@ -8,13 +8,14 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/request_field.h"
 #include "ckptdoc/sources/dcp/checkpoint.h"
+#include "io/copy_tree.h"
 #include "save_state.h"
 #include "sources/dcp/rewrite_records.h"
 
 namespace ckptdoc::accelerate {
 namespace fs = std::filesystem;
 
-DropResult drop_optimizer(const std::string& path, const std::string& output) {
+DropResult drop_optimizer(const std::string& path, const std::string& output, Progress* progress) {
   const SaveState in = read_save_state(path);
   DropResult r;
   std::set<std::string> optimizers;
@@ -36,11 +37,10 @@ DropResult drop_optimizer(const std::string& path, const std::string& output) {
   r.kept.insert(r.kept.end(), in.other_files.begin(), in.other_files.end());
   r.output = dcp::checked_new_output(output, {path, in.dir});
   dcp::write_new_folder(r.output, [&](const std::string& tmp) {
-    for (const auto& e : fs::directory_iterator(in.dir)) {
-      const std::string name = e.path().filename().string();
-      if (optimizers.count(name) && e.is_directory()) continue;
-      fs::copy(e.path(), fs::path(tmp) / name, fs::copy_options::recursive);  // links followed: only files
-    }
+    // The input's folder but its optimizer folders (links followed: only files).
+    io::copy_tree(in.dir, tmp, progress, [&](const fs::directory_entry& e) {
+      return !(optimizers.count(e.path().filename().string()) && e.is_directory());
+    });
     // The copy is checked before it is published: the input's models and files, no optimizer.
     const SaveState copy = read_save_state(tmp);
     std::vector<std::string> models_in, models_out;

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "ckptdoc/task/progress.h"
+
 namespace ckptdoc::accelerate {
 
 struct DropResult {
@@ -22,6 +24,7 @@ struct DropResult {
 // Throws ckptdoc::Error: InvalidRequest (output exists, or inside the input), Unsupported (no
 // optimizer_<i>/), NotFound (not a save_state folder), Inconsistent when the copy does not read back as the
 // input's folder without its optimizers (nothing is published then).
-DropResult drop_optimizer(const std::string& path, const std::string& output);
+// `progress` counts the copy's bytes (the kept folders and files) and is checked for a cancel between steps.
+DropResult drop_optimizer(const std::string& path, const std::string& output, Progress* progress = nullptr);
 
 }  // namespace ckptdoc::accelerate

@@ -54,7 +54,7 @@ void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
 
 }  // namespace
 
-DropCounts drop_optimizer(const Checkpoint& in, const std::string& copy_dir) {
+DropCounts drop_optimizer(const Checkpoint& in, const std::string& copy_dir, Progress* progress) {
   const std::string& dir = in.dir();
   const std::string md_path = dir + "/.metadata";
   if (!in.metadata().merged_from.empty() || !fs::is_regular_file(md_path))
@@ -111,7 +111,12 @@ DropCounts drop_optimizer(const Checkpoint& in, const std::string& copy_dir) {
   });
 
   // The storage files: the kept items, whole, in their order.
+  Progress none;
+  Progress& p = progress ? *progress : none;
+  p.set_stage("writing " + std::to_string(storage_files.size()) + " storage files", storage_files.size());
   for (const auto& name : storage_files) {
+    p.check();
+    p.add(1);
     const auto src = in.file(name);
     n.bytes_before += src->size();
     auto it = by_file.find(name);
@@ -137,6 +142,7 @@ DropCounts drop_optimizer(const Checkpoint& in, const std::string& copy_dir) {
     fs::copy(e.path(), fs::path(copy_dir) / name, fs::copy_options::recursive);
   }
   write_file(copy_dir + "/.metadata", pickle(root));
+  p.set_stage("checking the copy", 0);
   Value::dismantle_all({std::move(read.value)});
 
   // The copy is checked before it is published: the input's keys but the optimizer's, each item's bytes the

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "ckptdoc/sources/dcp/checkpoint.h"
+#include "ckptdoc/task/progress.h"
 
 namespace ckptdoc::dcp {
 
@@ -24,6 +25,7 @@ struct DropCounts {
 // its keys are the input's but the optimizer's and that every kept item's bytes are the input's. Throws
 // ckptdoc::Error Unsupported naming the folder when it has no optimizer keys, per-rank metadata files
 // (`__<rank>.metadata`) or .metadata fields it does not know; Inconsistent when the check fails.
-DropCounts drop_optimizer(const Checkpoint& in, const std::string& copy_dir);
+// `progress` counts the storage files written and is checked for a cancel (Cancelled) between them.
+DropCounts drop_optimizer(const Checkpoint& in, const std::string& copy_dir, Progress* progress = nullptr);
 
 }  // namespace ckptdoc::dcp

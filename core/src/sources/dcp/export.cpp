@@ -12,6 +12,7 @@
 #include "ckptdoc/weights/shards.h"
 #include "deepspeed/non_finite_watch.h"
 #include "deepspeed/output_folder_check.h"
+#include "format/progress_tensors.h"
 #include "io/path_relation.h"
 
 namespace ckptdoc::dcp {
@@ -42,6 +43,13 @@ ExportResult export_weights(const Checkpoint& ckpt, const std::string& out_path,
   WeightsSelection s = select_weights(ckpt);
   auto tally = std::make_shared<deepspeed::detail::NonFiniteTally>();
   s.tensors = deepspeed::detail::watch_non_finite(s.tensors, tally, options.strict);
+  if (options.progress) {
+    auto counted = ckptdoc::detail::with_progress(s.tensors, *options.progress);
+    options.progress->set_stage("writing " + std::to_string(s.tensors.size()) + " weights",
+                                counted.total_bytes);
+    s.tensors = std::move(counted.tensors);
+    options.progress->check();
+  }
   ExportResult r;
   r.tensors = s.tensors.size();
   r.state_tensors_left_out = s.state_tensors_left_out;

@@ -6,6 +6,7 @@
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/request_field.h"
+#include "io/copy_tree.h"
 #include "sources/dcp/drop_optimizer.h"
 #include "sources/dcp/reset_optimizer.h"
 #include "sources/dcp/rewrite_records.h"
@@ -20,7 +21,7 @@ Outcome drop_dcp_optimizer(const RepairRequest& request) {
   const std::string out = dcp::checked_new_output(request.output, {request.path});
   dcp::DropCounts n;
   dcp::write_new_folder(out, [&](const std::string& partial) {
-    n = dcp::drop_optimizer(*dcp::Checkpoint::open(request.path), partial);
+    n = dcp::drop_optimizer(*dcp::Checkpoint::open(request.path), partial, request.progress);
   });
   if (request.json) {
     const nlohmann::json j = {{"output", out},
@@ -68,11 +69,12 @@ Outcome repair_dcp_optimizer(const RepairRequest& request, const std::string& ro
   const std::string out = dcp::checked_new_output(request.output, inputs);
   std::vector<std::pair<std::string, dcp::ResetCounts>> done;
   dcp::write_new_folder(out, [&](const std::string& partial) {
-    fs::copy(root, partial, fs::copy_options::recursive);  // links are followed: the copy holds only files
+    io::copy_tree(root, partial, request.progress);  // links are followed: the copy holds only files
     for (const auto& part : parts) {
       const auto in = dcp::Checkpoint::open((fs::path(root) / part).lexically_normal().string());
       done.emplace_back(part,
-                        dcp::reset_adam_state(*in, (fs::path(partial) / part).lexically_normal().string()));
+                        dcp::reset_adam_state(*in, (fs::path(partial) / part).lexically_normal().string(),
+                                              request.progress));
     }
   });
   dcp::ResetCounts all;

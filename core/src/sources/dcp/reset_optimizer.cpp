@@ -31,7 +31,7 @@ bool is_optimizer_state(const std::string& key) {
 
 }  // namespace
 
-ResetCounts reset_adam_state(const Checkpoint& in, const std::string& copy_dir) {
+ResetCounts reset_adam_state(const Checkpoint& in, const std::string& copy_dir, Progress* progress) {
   const std::string& dir = in.dir();
   std::vector<const Entry*> reset;
   std::set<std::string> params, with_moments;
@@ -58,6 +58,9 @@ ResetCounts reset_adam_state(const Checkpoint& in, const std::string& copy_dir) 
                 "holds no Adam moments (no optimizer.state.<param>.exp_avg / exp_avg_sq tensors): nothing to "
                 "reset");
   ResetCounts n;
+  Progress none;
+  Progress& p = progress ? *progress : none;
+  p.set_stage("zeroing " + std::to_string(reset.size()) + " Adam tensors", reset.size());
   for (const Entry* e : reset) {
     for (const auto& chunk : e->chunks) {
       if (!chunk.item)
@@ -65,6 +68,7 @@ ResetCounts reset_adam_state(const Checkpoint& in, const std::string& copy_dir) 
       std::vector<StorageItem> items{*chunk.item};
       items.insert(items.end(), chunk.replicas.begin(), chunk.replicas.end());
       for (const auto& item : items) {
+        p.check();
         const auto record = storage_record(in, item, e->key);
         // The whole storage is zeroed (all of it is this chunk's: DCP saves one tensor per item), which reads
         // as 0 in every float and integer dtype.
@@ -73,8 +77,10 @@ ResetCounts reset_adam_state(const Checkpoint& in, const std::string& copy_dir) 
       }
     }
     ++n.tensors;
+    p.add(1);
   }
   n.params = params.size();
+  p.set_stage("checking the copy", 0);
   // The copy is checked before it is published: every reset tensor reads back whole, as zeros.
   const auto copy = Checkpoint::open(copy_dir);
   for (const Entry* e : reset) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ckptdoc/sources/dcp/checkpoint.h"
+#include "ckptdoc/task/progress.h"
 
 namespace ckptdoc::dcp {
 
@@ -22,7 +23,8 @@ struct ResetCounts {
 // Zeroes, in `copy_dir` (a byte copy of `in`'s folder), every Adam moment and step of `in`, then re-opens the
 // copy and checks that each reads back as zeros. Throws ckptdoc::Error Unsupported naming `in`'s folder when
 // it holds no Adam moments, an optimizer state field other than Adam's (another optimizer: zero is not its
-// fresh state), a step that is not a tensor, or a record that cannot be rewritten in place.
-ResetCounts reset_adam_state(const Checkpoint& in, const std::string& copy_dir);
+// fresh state), a step that is not a tensor, or a record that cannot be rewritten in place. `progress`
+// counts the tensors reset and is checked for a cancel (Cancelled) between records.
+ResetCounts reset_adam_state(const Checkpoint& in, const std::string& copy_dir, Progress* progress = nullptr);
 
 }  // namespace ckptdoc::dcp

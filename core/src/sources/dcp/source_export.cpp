@@ -13,6 +13,7 @@ ExportOutcome export_dcp_weights(const dcp::Checkpoint& ckpt, const ExportReques
   options.force = request.force;
   options.torch = request.torch;
   options.strict = request.strict;
+  options.progress = request.progress;
   const dcp::ExportResult r = dcp::export_weights(ckpt, request.output, options);
   ExportOutcome out;
   out.path = r.path;

@@ -18,7 +18,7 @@ constexpr const char* kOptimizerEntries[] = {"optimizer", "opt_param_scheduler"}
 
 }  // namespace
 
-DropResult drop_optimizer(const std::string& path, const std::string& output) {
+DropResult drop_optimizer(const std::string& path, const std::string& output, Progress* progress) {
   const auto folder = resolve(path);
   const std::string out = dcp::checked_new_output(output, {path, folder.dir});
   const auto in = dcp::Checkpoint::open(folder.dir);
@@ -33,7 +33,8 @@ DropResult drop_optimizer(const std::string& path, const std::string& output) {
   dcp::write_new_folder(out, [&](const std::string& tmp) {
     const std::string tmp_iter = save_folder ? tmp + "/" + iter_name : tmp;
     fs::create_directories(tmp_iter);
-    r.dcp = dcp::drop_optimizer(*in, tmp_iter);  // copies common.pt, metadata.json and the rest as they are
+    r.dcp = dcp::drop_optimizer(*in, tmp_iter,
+                                progress);  // copies common.pt, metadata.json and the rest as they are
     if (save_folder) fs::copy_file(folder.tracker, tmp + "/" + std::string(kTracker));
     if (r.integrity_dropped) fs::remove(tmp_iter + "/integrity.json");
     if (!has_common) return;

@@ -27,6 +27,7 @@ struct DropResult {
 // keys, per-rank metadata), and the read errors of the checkpoint. Verifies the copy before publishing it:
 // its keys are the input's but the optimizer's, each kept item byte for byte, and common.pt reads as the
 // input's without the dropped entries.
-DropResult drop_optimizer(const std::string& path, const std::string& output);
+// `progress`: dcp::drop_optimizer's (storage files written, cancel between them).
+DropResult drop_optimizer(const std::string& path, const std::string& output, Progress* progress = nullptr);
 
 }  // namespace ckptdoc::megatron

@@ -230,7 +230,7 @@ class MegatronSource final : public Source {
     }
     if (request.reset_optimizer) return reset(request);
     if (request.drop_optimizer) return drop(request);
-    const auto r = megatron::refresh_main_params(request.path, request.output);
+    const auto r = megatron::refresh_main_params(request.path, request.output, request.progress);
     std::vector<std::string> notes;
     if (!r.absent_moments.empty())
       notes.push_back("the save holds no optimizer.state.exp_avg / exp_avg_sq for " +
@@ -254,7 +254,7 @@ class MegatronSource final : public Source {
   }
 
   static Outcome drop(const RepairRequest& request) {
-    const auto r = megatron::drop_optimizer(request.path, request.output);
+    const auto r = megatron::drop_optimizer(request.path, request.output, request.progress);
     std::vector<std::string> notes;
     if (r.integrity_dropped)
       notes.push_back(
@@ -294,7 +294,7 @@ class MegatronSource final : public Source {
   }
 
   static Outcome reset(const RepairRequest& request) {
-    const auto r = megatron::reset_optimizer(request.path, request.output);
+    const auto r = megatron::reset_optimizer(request.path, request.output, request.progress);
     if (request.json) {
       const nlohmann::json j = {{"output", r.output},          {"iteration_dir", r.iteration_dir},
                                 {"action", "reset-optimizer"}, {"params", r.params},

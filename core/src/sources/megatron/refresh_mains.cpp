@@ -8,6 +8,7 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/request_field.h"
 #include "ckptdoc/sources/dcp/checkpoint.h"
+#include "io/copy_tree.h"
 #include "main_params.h"
 #include "sources/dcp/rewrite_records.h"
 
@@ -39,7 +40,7 @@ void rewrite_chunk(const dcp::Checkpoint& in, const MainPair& pair, const dcp::C
 
 }  // namespace
 
-RefreshResult refresh_main_params(const std::string& path, const std::string& output) {
+RefreshResult refresh_main_params(const std::string& path, const std::string& output, Progress* progress) {
   const auto folder = resolve(path);
   const std::string out = dcp::checked_new_output(output, {path, folder.dir});
 
@@ -62,11 +63,15 @@ RefreshResult refresh_main_params(const std::string& path, const std::string& ou
   dcp::write_new_folder(out, [&](const std::string& tmp) {
     const std::string tmp_iter = save_folder ? tmp + "/" + iter_name : tmp;
     // all of it, folders too (megatron-core 0.19 keeps its common state in common_state/); links are followed
-    fs::copy(folder.dir, tmp_iter, fs::copy_options::recursive);
+    io::copy_tree(folder.dir, tmp_iter, progress);
     if (save_folder) fs::copy_file(folder.tracker, tmp + "/" + std::string(kTracker));
 
     const auto& md = in->metadata();
+    Progress none;
+    Progress& p = progress ? *progress : none;
+    p.set_stage("refreshing " + std::to_string(pairs.size()) + " main params", pairs.size());
     for (const auto& pair : pairs) {
+      p.check();
       const auto weight = read_weight(*in, pair);
       for (const auto& chunk : pair.main->chunks) {
         if (!chunk.item)
@@ -81,7 +86,9 @@ RefreshResult refresh_main_params(const std::string& path, const std::string& ou
           r.absent_moments.push_back(pair.key);
           break;
         }
+      p.add(1);
     }
+    p.set_stage("checking the copy", 0);
     // The copy is checked before it is published: every main now the exact upcast of its weight.
     const auto check = compare_main_params(*dcp::Checkpoint::open(tmp_iter));
     if (check.params.size() != r.params || !check.not_compared.empty())

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ckptdoc/task/progress.h"
 #include "megatron_folder.h"
 
 namespace ckptdoc::megatron {
@@ -25,6 +26,9 @@ struct RefreshResult {
 // Throws ckptdoc::Error: InvalidRequest (output exists, or inside the input), Unsupported (no mains to
 // refresh, a chunk that is not a plain contiguous float32 record, a ZIP64 item), and the read errors of the
 // checkpoint. Verifies the copy before publishing it: every main must then be the exact upcast of its weight.
-RefreshResult refresh_main_params(const std::string& path, const std::string& output);
+// `progress` counts the copy's bytes, then the params refreshed, and is checked for a cancel (Cancelled)
+// between steps: nothing is then published.
+RefreshResult refresh_main_params(const std::string& path, const std::string& output,
+                                  Progress* progress = nullptr);
 
 }  // namespace ckptdoc::megatron

@@ -9,6 +9,7 @@
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/request_field.h"
+#include "io/copy_tree.h"
 #include "pickle_steps.h"
 #include "sources/dcp/rewrite_records.h"
 
@@ -85,7 +86,7 @@ std::vector<uint8_t> record_bytes(const dcp::Checkpoint& in, const dcp::StorageR
 }  // namespace
 
 ResetResult reset_bucket_optimizer(const IterationFolder& folder, const dcp::Checkpoint& in,
-                                   const std::string& out) {
+                                   const std::string& out, Progress* progress) {
   std::vector<const dcp::Entry*> moments, objects;
   std::set<std::string> buckets;
   for (const auto& e : in.metadata().entries) {
@@ -127,9 +128,13 @@ ResetResult reset_bucket_optimizer(const IterationFolder& folder, const dcp::Che
   const std::string iter_name = fs::path(folder.dir).filename().string();
   dcp::write_new_folder(out, [&](const std::string& tmp) {
     const std::string tmp_iter = save_folder ? tmp + "/" + iter_name : tmp;
-    fs::copy(folder.dir, tmp_iter, fs::copy_options::recursive);  // links are followed: only files
+    io::copy_tree(folder.dir, tmp_iter, progress);  // links are followed: only files
     if (save_folder) fs::copy_file(folder.tracker, tmp + "/" + std::string(kTracker));
+    Progress none;
+    Progress& p = progress ? *progress : none;
+    p.set_stage("zeroing " + std::to_string(moments.size()) + " Adam moments", moments.size());
     for (const dcp::Entry* e : moments) {
+      p.check();
       for (const auto& chunk : e->chunks) {
         if (!chunk.item)
           throw Error(ErrorKind::Inconsistent, folder.dir, e->key,
@@ -143,7 +148,9 @@ ResetResult reset_bucket_optimizer(const IterationFolder& folder, const dcp::Che
         }
       }
       ++r.tensors;
+      p.add(1);
     }
+    p.set_stage("checking the copy", 0);
     std::vector<Value> expected;
     for (const dcp::Entry* e : objects) {
       if (!e->bytes_item) throw Error(ErrorKind::Inconsistent, folder.dir, e->key, "has no storage item");

@@ -20,7 +20,8 @@ namespace ckptdoc::megatron {
 // ckptdoc::Error Unsupported for an optimizer.distributed.* key it does not know (another optimizer's state)
 // or a ShardedObject whose steps are not one float per param group, and Inconsistent when the copy does not
 // read back as the input's with zero moments and step 0 (nothing is published then).
+// `progress` counts the copy's bytes, then the moments zeroed, and is checked for a cancel between steps.
 ResetResult reset_bucket_optimizer(const IterationFolder& folder, const dcp::Checkpoint& in,
-                                   const std::string& out);
+                                   const std::string& out, Progress* progress = nullptr);
 
 }  // namespace ckptdoc::megatron

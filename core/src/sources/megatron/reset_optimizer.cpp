@@ -10,6 +10,7 @@
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/request_field.h"
 #include "ckptdoc/sources/dcp/checkpoint.h"
+#include "io/copy_tree.h"
 #include "megatron_folder.h"
 #include "pickle_steps.h"
 #include "reset_bucket_optimizer.h"
@@ -133,7 +134,7 @@ void write_zero_step(const CommonStep& s, const TorchFile& tf, const std::string
 
 }  // namespace
 
-ResetResult reset_optimizer(const std::string& path, const std::string& output) {
+ResetResult reset_optimizer(const std::string& path, const std::string& output, Progress* progress) {
   const auto folder = resolve(path);
   const std::string out = dcp::checked_new_output(output, {path, folder.dir});
   const auto in = dcp::Checkpoint::open(folder.dir);
@@ -143,7 +144,7 @@ ResetResult reset_optimizer(const std::string& path, const std::string& output) 
   for (const auto& e : in->metadata().entries) {
     if (!starts(e.key, "optimizer.")) continue;
     if (starts(e.key, "optimizer.distributed."))  // bucket space: its own layout
-      return reset_bucket_optimizer(folder, *in, out);
+      return reset_bucket_optimizer(folder, *in, out, progress);
     bool moment = false, main = false;
     for (const char* m : kMoments)
       if (starts(e.key, m)) {
@@ -180,19 +181,25 @@ ResetResult reset_optimizer(const std::string& path, const std::string& output) 
   const std::string iter_name = fs::path(folder.dir).filename().string();
   dcp::write_new_folder(out, [&](const std::string& tmp) {
     const std::string tmp_iter = save_folder ? tmp + "/" + iter_name : tmp;
-    fs::copy(folder.dir, tmp_iter, fs::copy_options::recursive);  // links are followed: only files
+    io::copy_tree(folder.dir, tmp_iter, progress);  // links are followed: only files
     if (save_folder) fs::copy_file(folder.tracker, tmp + "/" + std::string(kTracker));
+    Progress none;
+    Progress& p = progress ? *progress : none;
+    p.set_stage("zeroing " + std::to_string(moments.size()) + " Adam moments", moments.size());
     for (const dcp::Entry* e : moments) {
       for (const auto& chunk : e->chunks) {
         for (const auto& item : all_items(chunk, folder.dir, e->key)) {
+          p.check();
           const auto record = dcp::storage_record(*in, item, e->key);
           write_record(record, std::vector<uint8_t>(record.entry.size, 0), tmp_iter);
           ++r.records;
         }
       }
       ++r.tensors;
+      p.add(1);
     }
     write_zero_step(step, common, folder.dir, tmp_iter);
+    p.set_stage("checking the copy", 0);
 
     // The copy is checked before it is published: the moments read back as zeros, and common.pt is the
     // input's tree with the step 0, nothing else changed.

@@ -12,6 +12,8 @@
 // input is never written.
 #include <string>
 
+#include "ckptdoc/task/progress.h"
+
 namespace ckptdoc::megatron {
 
 struct ResetResult {
@@ -31,6 +33,8 @@ struct ResetResult {
 // another optimizer's state, no step megatron-core writes in common.pt, a
 // record that cannot be rewritten in place), and the read errors of the checkpoint. Verifies the copy before
 // publishing it: the moments read back as zeros, the step as 0, the rest of common.pt as the input's.
-ResetResult reset_optimizer(const std::string& path, const std::string& output);
+// `progress` counts the copy's bytes, then the moments zeroed, and is checked for a cancel (Cancelled)
+// between steps: nothing is then published.
+ResetResult reset_optimizer(const std::string& path, const std::string& output, Progress* progress = nullptr);
 
 }  // namespace ckptdoc::megatron

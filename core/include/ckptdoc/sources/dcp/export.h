@@ -11,6 +11,7 @@
 #include "ckptdoc/deepspeed/export.h"    // NonFiniteTensor
 #include "ckptdoc/format/safetensors.h"  // NamedTensor
 #include "ckptdoc/sources/dcp/checkpoint.h"
+#include "ckptdoc/task/progress.h"
 
 namespace ckptdoc::dcp {
 
@@ -50,6 +51,9 @@ struct ExportOptions {
   // The folder the user named when it holds more than `ckpt`'s own (an Accelerate save_state folder, a
   // Megatron save folder): the output may not be inside it either. Empty: `ckpt`'s folder.
   std::string input_folder = {};
+  // Counts the bytes written (stage "writing N weights") and stops at a cancel between steps of a few MiB:
+  // Cancelled is thrown and nothing is published. Null: neither.
+  Progress* progress = nullptr;
 };
 
 struct ExportResult {

@@ -1,0 +1,65 @@
+#pragma once
+// TEST SCAFFOLDING, not a feature (like fault_injection.h). A FileIo that passes every call to the real one
+// but holds the `hold_at`-th write (or in-kernel copy) made while it is installed (ScopedFileIo) until
+// release(): a test or an ImGui script then sees a job part way, with its progress and its Cancel, with no
+// timing. Writes after the held one pass; destroyed, it releases a held write.
+#include <condition_variable>
+#include <mutex>
+
+#include "ckptdoc/io/file_io.h"
+
+namespace ckptdoc {
+
+class HeldWriteIo : public FileIo {
+ public:
+  explicit HeldWriteIo(int hold_at) : hold_at_(hold_at) {}
+  ~HeldWriteIo() override { release(); }
+  HeldWriteIo(const HeldWriteIo&) = delete;
+  HeldWriteIo& operator=(const HeldWriteIo&) = delete;
+
+  bool held() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return holding_;
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+  int open_write(const std::string& path, int* fd) override { return real().open_write(path, fd); }
+  int write(int fd, const uint8_t* data, size_t size, size_t* written) override {
+    gate();
+    return real().write(fd, data, size, written);
+  }
+  int copy_range(int in_fd, uint64_t in_offset, int out_fd, size_t length, size_t* copied) override {
+    gate();
+    return real().copy_range(in_fd, in_offset, out_fd, length, copied);
+  }
+  int fsync(int fd) override { return real().fsync(fd); }
+  int close(int fd) override { return real().close(fd); }
+  int rename(const std::string& from, const std::string& to) override { return real().rename(from, to); }
+  int rename_noreplace(const std::string& from, const std::string& to) override {
+    return real().rename_noreplace(from, to);
+  }
+  int unlink(const std::string& path) override { return real().unlink(path); }
+  int mkdir(const std::string& path) override { return real().mkdir(path); }
+  int fsync_dir(const std::string& path) override { return real().fsync_dir(path); }
+
+ private:
+  static FileIo& real() { return posix_io(); }
+  void gate() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (++writes_ != hold_at_) return;
+    holding_ = true;
+    cv_.wait(lock, [this] { return released_; });
+    holding_ = false;
+  }
+  const int hold_at_;
+  int writes_ = 0;
+  bool holding_ = false, released_ = false;
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+};
+
+}  // namespace ckptdoc

@@ -1,0 +1,132 @@
+#include "io/copy_tree.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "ckptdoc/error.h"
+#include "ckptdoc/io/file_io.h"
+#include "ckptdoc/io/fs_error.h"
+
+namespace ckptdoc::io {
+namespace fs = std::filesystem;
+namespace {
+
+// Between two cancel checks: a step copies inside the kernel in a fraction of a second.
+constexpr size_t kStep = size_t{64} << 20;
+
+class Fd {
+ public:
+  Fd(const std::string& path, int flags, mode_t mode = 0)
+      : fd_(::open(path.c_str(), flags | O_CLOEXEC, mode)) {
+    if (fd_ < 0) throw Error(ErrorKind::Io, path, "", std::string("open: ") + std::strerror(errno));
+  }
+  ~Fd() { ::close(fd_); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// One step of at most `length` bytes from `in` (at `offset`) to `out`: in the kernel where it can, else
+// through a buffer. Returns the bytes copied (0: the input ended).
+size_t copy_step(int in, uint64_t offset, int out, size_t length, bool& kernel, std::vector<uint8_t>& buffer,
+                 const std::string& from, const std::string& to, FileIo& io) {
+  if (kernel) {
+    size_t n = 0;
+    const int err = io.copy_range(in, offset, out, length, &n);
+    if (err == 0) return n;
+    if (n != 0 || (err != ENOSYS && err != EXDEV && err != EINVAL && err != EOPNOTSUPP))
+      throw Error(ErrorKind::Io, to, "", std::string("copy_file_range: ") + std::strerror(err));
+    kernel = false;
+  }
+  buffer.resize(std::min(length, size_t{1} << 20));
+  const ssize_t n = ::pread(in, buffer.data(), buffer.size(), static_cast<off_t>(offset));
+  if (n < 0) throw Error(ErrorKind::Io, from, "", std::string("read: ") + std::strerror(errno));
+  for (size_t done = 0; done < static_cast<size_t>(n);) {
+    size_t w = 0;
+    if (const int err = io.write(out, buffer.data() + done, static_cast<size_t>(n) - done, &w); err != 0)
+      throw Error(ErrorKind::Io, to, "", std::string("write: ") + std::strerror(err));
+    done += w;
+  }
+  return static_cast<size_t>(n);
+}
+
+void copy_file(const fs::path& from, const fs::path& to, Progress& progress) {
+  FileIo& io = current_io();
+  const Fd in(from.string(), O_RDONLY);
+  int out = -1;
+  if (const int err = io.open_write(to.string(), &out); err != 0)
+    throw Error(ErrorKind::Io, to.string(), "", std::string("open: ") + std::strerror(err));
+  struct Close {
+    FileIo& io;
+    int fd;
+    ~Close() { io.close(fd); }
+  } close{io, out};
+  bool kernel = true;
+  std::vector<uint8_t> buffer;
+  for (uint64_t offset = 0;;) {
+    progress.check();
+    const size_t n = copy_step(in.get(), offset, out, kStep, kernel, buffer, from.string(), to.string(), io);
+    if (n == 0) break;
+    offset += n;
+    progress.add(n);
+  }
+  fs::permissions(to, fs::status(from).permissions());
+}
+
+}  // namespace
+
+void copy_tree(const std::string& from, const std::string& to, Progress* progress, const KeepEntry& keep) {
+  try {
+    if (!progress && !keep) {
+      fs::copy(from, to, fs::copy_options::recursive);
+      return;
+    }
+    if (!progress) {
+      fs::create_directories(to);
+      for (const auto& e : fs::directory_iterator(from))
+        if (keep(e)) fs::copy(e.path(), fs::path(to) / e.path().filename(), fs::copy_options::recursive);
+      return;
+    }
+    // The entries copied, in the walk's order; a top entry `keep` leaves out is not walked into.
+    auto walk = [&](const std::function<void(const fs::directory_entry&)>& visit) {
+      fs::recursive_directory_iterator it(from, fs::directory_options::follow_directory_symlink), end;
+      for (; it != end; ++it) {
+        if (keep && it.depth() == 0 && !keep(*it)) {
+          it.disable_recursion_pending();
+          continue;
+        }
+        visit(*it);
+      }
+    };
+    uint64_t total = 0;
+    walk([&](const fs::directory_entry& e) {
+      if (e.is_regular_file()) total += e.file_size();
+    });
+    fs::path name = fs::path(from).lexically_normal();
+    if (name.filename().empty()) name = name.parent_path();  // "step-3/"
+    progress->set_stage("copying " + name.filename().string(), total);
+    // Folders with default permissions: a read-only input still gives a copy the repair can write into.
+    fs::create_directories(to);
+    walk([&](const fs::directory_entry& e) {
+      progress->check();
+      const fs::path target = fs::path(to) / e.path().lexically_relative(from);
+      if (e.is_directory())
+        fs::create_directories(target);
+      else if (e.is_regular_file())
+        copy_file(e.path(), target, *progress);
+    });
+  } catch (const fs::filesystem_error& e) {
+    throw error_from(e);
+  }
+}
+
+}  // namespace ckptdoc::io

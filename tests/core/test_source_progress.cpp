@@ -1,0 +1,215 @@
+// Progress and cancel of a self-reporting source's export and repair run through the session (#28): on the
+// FSDP2 folder torch wrote (tests/fixtures/dcp/fsdp2_ws2, see tests/fixtures/dcp/README.md) the export's
+// bytes rise monotonically to their total as the file is written, and a cancel asked for while the output is
+// being written ends the job Cancelled with no output, no temp file or partial folder beside it, and the
+// input byte for byte as it was. The writes are watched through a FileIo (the writers' own seam): no timing.
+#include <QTest>
+#include <chrono>
+#include <filesystem>
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "ckptdoc/io/file_io.h"
+#include "ckptdoc/session/session.h"
+#include "job_watching_io.h"
+#include "test_support.h"
+
+using namespace ckptdoc;
+using namespace ckptdoc::session;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string fixture(const std::string& name) {
+  return test::fixtures_dir() + "/dcp/" + name;
+}
+
+template <class Pred>
+bool pump(Session& s, Pred done, int ms = 120000) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < end) {
+    s.poll();
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return false;
+}
+
+// Every file of a folder and its bytes.
+std::map<std::string, std::string> contents(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file())
+      out[e.path().lexically_relative(dir).string()] = test::read_text(e.path().string());
+  return out;
+}
+
+bool open_source(Session& s, const std::string& path) {
+  s.open(path);
+  return pump(s, [&] { return s.is_open() && s.storage_source() != nullptr; });
+}
+
+}  // namespace
+
+class TestSourceProgress : public QObject {
+  Q_OBJECT private slots :
+      // One shard per tensor (each a file, written as its tensor is pulled): the bytes reported rise
+      // monotonically, shard after shard, to the total, which is the tensors' bytes in the shards written.
+      void
+      exportReportsBytesUpToTheTotal() {
+    Session s;
+    QVERIFY(open_source(s, fixture("fsdp2_ws2")));
+    test::TempDir dir;
+    test::JobWatchingIo io;
+    ScopedFileIo scoped(io);
+    sources::ExportRequest request;
+    request.output = dir.file("hf");
+    request.max_shard_size = 1;  // one tensor per shard
+    std::optional<Outcome<sources::ExportOutcome>> result;
+    const JobPtr job = s.export_source(request, [&](Outcome<sources::ExportOutcome>& r) { result = r; });
+    io.set_job(job);
+    QVERIFY(pump(s, [&] { return result.has_value(); }));
+    QVERIFY2(result->ok(), result->error ? result->error->message.c_str() : "");
+    // The tensors' bytes: each shard less its header (an 8-byte length and the JSON).
+    uint64_t tensor_bytes = 0;
+    size_t shards = 0;
+    for (const auto& f : test::files_in(request.output)) {
+      if (f.find(".safetensors") == std::string::npos || f.find(".index.json") != std::string::npos) continue;
+      const std::string file = test::read_text(request.output + "/" + f);
+      uint64_t header = 0;
+      for (int i = 7; i >= 0; --i) header = header << 8 | static_cast<uint8_t>(file[static_cast<size_t>(i)]);
+      tensor_bytes += file.size() - 8 - header;
+      ++shards;
+    }
+    QVERIFY2(shards > 2, "the fixture should make several shards");
+    QCOMPARE(job->total(), tensor_bytes);
+    QCOMPARE(job->done(), tensor_bytes);  // all of it once done
+    const auto samples = io.samples();
+    QVERIFY(samples.size() > shards);  // a write per shard, and the index
+    size_t rises = 0;
+    for (size_t i = 1; i < samples.size(); ++i) {
+      QCOMPARE(samples[i].total, tensor_bytes);  // one stage while the shards are written
+      QVERIFY(samples[i].done >= samples[i - 1].done);
+      QVERIFY(samples[i].done <= tensor_bytes);
+      rises += samples[i].done > samples[i - 1].done ? 1 : 0;
+    }
+    QVERIFY2(rises >= shards - 1, "the bytes did not rise shard after shard");
+  }
+
+  // A cancel after the second shard was written: Cancelled, nothing published and nothing left behind (the
+  // shards already written go with the partial folder), the input byte for byte as it was.
+  void cancelledExportLeavesNothing() {
+    Session s;
+    QVERIFY(open_source(s, fixture("fsdp2_ws2")));
+    test::TempDir dir;
+    const auto before = contents(fixture("fsdp2_ws2"));
+    test::JobWatchingIo io(/*cancel_at=*/2);
+    ScopedFileIo scoped(io);
+    sources::ExportRequest request;
+    request.output = dir.file("hf");
+    request.max_shard_size = 1;  // one tensor per shard
+    std::optional<Outcome<sources::ExportOutcome>> result;
+    const JobPtr job = s.export_source(request, [&](Outcome<sources::ExportOutcome>& r) { result = r; });
+    io.set_job(job);
+    QVERIFY(pump(s, [&] { return result.has_value(); }));
+    QVERIFY(result->error.has_value());
+    QCOMPARE(std::string(error_kind_name(result->error->kind)), std::string("cancelled"));
+    QCOMPARE(job->state(), JobState::Cancelled);
+    const auto samples = io.samples();
+    QVERIFY(samples.size() >= 2 && samples[1].done > 0 && samples[1].done < samples[1].total);  // part way
+    QVERIFY(test::files_in(dir.path()).empty());  // no output, no partial folder, no temp file
+    QVERIFY(contents(fixture("fsdp2_ws2")) == before);
+  }
+
+  // Shards into a folder the user keeps other files in (no weights files yet): a cancel after the second
+  // shard leaves the folder as it was, its own file alone and none of the shards written before the cancel.
+  void cancelledExportIntoAFolderLeavesItAsItWas() {
+    Session s;
+    QVERIFY(open_source(s, fixture("fsdp2_ws2")));
+    test::TempDir dir;
+    const std::string out = dir.file("hf");
+    std::filesystem::create_directories(out);
+    test::write_text(out + "/README.md", "the user's own file\n");
+    test::JobWatchingIo io(/*cancel_at=*/2);
+    ScopedFileIo scoped(io);
+    sources::ExportRequest request;
+    request.output = out;
+    request.max_shard_size = 1;  // one tensor per shard
+    std::optional<Outcome<sources::ExportOutcome>> result;
+    const JobPtr job = s.export_source(request, [&](Outcome<sources::ExportOutcome>& r) { result = r; });
+    io.set_job(job);
+    QVERIFY(pump(s, [&] { return result.has_value(); }));
+    QVERIFY(result->error.has_value());
+    QCOMPARE(std::string(error_kind_name(result->error->kind)), std::string("cancelled"));
+    QCOMPARE(test::files_in(out), std::vector<std::string>{"README.md"});
+    QCOMPARE(test::read_text(out + "/README.md"), std::string("the user's own file\n"));
+  }
+
+  // A repair (reset-optimizer copies the folder, then rewrites records) reports the copy's bytes against
+  // the folder's, and a cancel part way through the copy leaves no output and no partial folder.
+  void cancelledRepairLeavesNothing() {
+    const std::string in = fixture("fsdp2_ws2_moments_lost");
+    const auto before = contents(in);
+    Session s;
+    QVERIFY(open_source(s, in));
+    test::TempDir dir;
+    test::JobWatchingIo io(/*cancel_at=*/2, "copying");
+    ScopedFileIo scoped(io);
+    sources::RepairRequest request;
+    request.output = dir.file("fixed");
+    request.reset_optimizer = true;
+    std::optional<Outcome<sources::Outcome>> result;
+    const JobPtr job = s.repair_source(request, [&](Outcome<sources::Outcome>& r) { result = r; });
+    io.set_job(job);
+    QVERIFY(pump(s, [&] { return result.has_value(); }));
+    QVERIFY(result->error.has_value());
+    QCOMPARE(std::string(error_kind_name(result->error->kind)), std::string("cancelled"));
+    uint64_t folder = 0;
+    for (const auto& [name, bytes] : before) folder += bytes.size();
+    std::vector<test::JobWatchingIo::Sample> copying;
+    for (const auto& sample : io.samples())
+      if (sample.stage.rfind("copying", 0) == 0) copying.push_back(sample);
+    QCOMPARE(copying.size(), size_t{2});  // stopped at the cancel
+    QCOMPARE(copying[1].total, folder);   // the copy counts the input folder's bytes
+    QVERIFY(copying[1].done > 0 && copying[1].done < folder);
+    QVERIFY(test::files_in(dir.path()).empty());  // no output, no partial folder
+    QVERIFY(contents(in) == before);
+  }
+
+  // Uncancelled, the repair reports its copy, and writes what the CLI (no progress) writes, byte for byte.
+  void repairWithProgressWritesWhatTheCliWrites() {
+    const std::string in = fixture("fsdp2_ws2_moments_lost");
+    Session s;
+    QVERIFY(open_source(s, in));
+    test::TempDir dir;
+    sources::RepairRequest request;
+    request.output = dir.file("app");
+    request.reset_optimizer = true;
+    std::optional<Outcome<sources::Outcome>> result;
+    test::JobWatchingIo io;
+    {
+      ScopedFileIo scoped(io);
+      const JobPtr job = s.repair_source(request, [&](Outcome<sources::Outcome>& r) { result = r; });
+      io.set_job(job);
+      QVERIFY(pump(s, [&] { return result.has_value(); }));
+    }
+    QVERIFY2(result->ok(), result->error ? result->error->message.c_str() : "");
+    uint64_t last = 0;
+    bool copying = false;
+    for (const auto& sample : io.samples())
+      if (sample.stage.rfind("copying", 0) == 0) {
+        QVERIFY(sample.done >= last);
+        last = sample.done;
+        copying = true;
+      }
+    QVERIFY2(copying, "no copying stage was reported");
+    const std::string cli = dir.file("cli");
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", in, "-o", cli, "--reset-optimizer"}), 0);
+    QVERIFY(contents(dir.file("app")) == contents(cli));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestSourceProgress)
+#include "test_source_progress.moc"

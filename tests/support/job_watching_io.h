@@ -1,0 +1,70 @@
+#pragma once
+// A FileIo for tests of a session job that writes files (#28): the real file calls, each write (or in-kernel
+// copy) first noting the job's stage and progress, so a test sees the progress as the output is written with
+// no timing; with `cancel_at`, the job is asked to cancel at that write of a stage.
+#include <future>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ckptdoc/io/file_io.h"
+#include "ckptdoc/session/job.h"
+
+namespace ckptdoc::test {
+
+// The real file calls, each write (or in-kernel copy) first noting the job's progress; with `cancel_at`, the
+// job is asked to cancel at that write. The job is known once export_source/repair_source returned: a write
+// before then waits for it.
+class JobWatchingIo : public FileIo {
+ public:
+  struct Sample {
+    std::string stage;
+    uint64_t done = 0, total = 0;
+  };
+  // With `cancel_at` > 0, the job is asked to cancel at the cancel_at-th write made in a stage starting
+  // with `stage`.
+  explicit JobWatchingIo(int cancel_at = -1, std::string stage = {})
+      : cancel_at_(cancel_at), stage_(std::move(stage)), job_(promise_.get_future().share()) {}
+  void set_job(const session::JobPtr& job) { promise_.set_value(job); }
+  std::vector<Sample> samples() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return samples_;
+  }
+
+  int open_write(const std::string& path, int* fd) override { return real().open_write(path, fd); }
+  int write(int fd, const uint8_t* data, size_t size, size_t* written) override {
+    note();
+    return real().write(fd, data, size, written);
+  }
+  int copy_range(int in_fd, uint64_t in_offset, int out_fd, size_t length, size_t* copied) override {
+    note();
+    return real().copy_range(in_fd, in_offset, out_fd, length, copied);
+  }
+  int fsync(int fd) override { return real().fsync(fd); }
+  int close(int fd) override { return real().close(fd); }
+  int rename(const std::string& from, const std::string& to) override { return real().rename(from, to); }
+  int rename_noreplace(const std::string& from, const std::string& to) override {
+    return real().rename_noreplace(from, to);
+  }
+  int unlink(const std::string& path) override { return real().unlink(path); }
+  int mkdir(const std::string& path) override { return real().mkdir(path); }
+  int fsync_dir(const std::string& path) override { return real().fsync_dir(path); }
+
+ private:
+  static FileIo& real() { return posix_io(); }
+  void note() {
+    const session::JobPtr job = job_.get();
+    std::lock_guard<std::mutex> lock(mutex_);
+    samples_.push_back({job->stage(), job->done(), job->total()});
+    if (samples_.back().stage.rfind(stage_, 0) == 0 && ++in_stage_ == cancel_at_) job->cancel();
+  }
+  const int cancel_at_;
+  const std::string stage_;
+  int in_stage_ = 0;
+  std::promise<session::JobPtr> promise_;
+  std::shared_future<session::JobPtr> job_;
+  mutable std::mutex mutex_;
+  std::vector<Sample> samples_;
+};
+
+}  // namespace ckptdoc::test
