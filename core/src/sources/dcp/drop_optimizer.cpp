@@ -123,17 +123,23 @@ DropCounts drop_optimizer(const Checkpoint& in, const std::string& copy_dir, Pro
     if (it == by_file.end()) continue;  // only optimizer items: not written
     auto& kept = it->second;
     std::sort(kept.begin(), kept.end(), [](const Kept& a, const Kept& b) { return a.offset < b.offset; });
-    std::vector<uint8_t> out;
+    // Streamed item by item from the mapping: a multi-GB storage file is never held in memory.
+    const std::string out_path = (fs::path(copy_dir) / name).string();
+    std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
+    uint64_t at = 0;
     for (auto& k : kept) {
       if (k.offset + k.length > src->size())
         throw Error(ErrorKind::Truncated, (fs::path(dir) / name).string(), "",
                     "an item runs past the file's end: nothing was dropped");
+      p.check();
       const auto bytes = src->bytes().subspan(k.offset, k.length);
-      k.fields->set("offset", Value::integer(static_cast<int64_t>(out.size())));
-      out.insert(out.end(), bytes.begin(), bytes.end());
+      k.fields->set("offset", Value::integer(static_cast<int64_t>(at)));
+      out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+      at += k.length;
     }
-    write_file((fs::path(copy_dir) / name).string(), out);
-    n.bytes_after += out.size();
+    out.flush();
+    if (!out) throw Error(ErrorKind::Io, out_path, "", "could not be written");
+    n.bytes_after += at;
   }
   // Every other file of the folder (an Accelerate-style extra, a README) as it is.
   for (const auto& e : fs::directory_iterator(dir)) {
