@@ -147,6 +147,40 @@ class TestSourceProgress : public QObject {
     QCOMPARE(test::read_text(out + "/README.md"), std::string("the user's own file\n"));
   }
 
+  // --force into a folder that holds an older family of the same shard names: a cancel after the second shard
+  // leaves every older file as it was (the new ones are written under staging names and renamed into place
+  // only once all are written), and no staged file beside them.
+  void cancelledForcedExportKeepsTheOlderShards() {
+    Session s;
+    QVERIFY(open_source(s, fixture("fsdp2_ws2")));
+    test::TempDir dir;
+    sources::ExportRequest request;
+    request.max_shard_size = 1;  // one tensor per shard
+    std::optional<Outcome<sources::ExportOutcome>> result;
+    request.output = dir.file("names");  // learns the shard names this export writes
+    s.export_source(request, [&](Outcome<sources::ExportOutcome>& r) { result = r; });
+    QVERIFY(pump(s, [&] { return result.has_value(); }));
+    QVERIFY2(result->ok(), result->error ? result->error->message.c_str() : "");
+    const std::string out = dir.file("hf");
+    fs::create_directories(out);
+    for (const auto& f : test::files_in(request.output)) test::write_text(out + "/" + f, "older " + f + "\n");
+    test::write_text(out + "/README.md", "the user's own file\n");
+    const auto before = contents(out);
+    QVERIFY(before.size() > 3);
+
+    test::JobWatchingIo io(/*cancel_at=*/2);
+    ScopedFileIo scoped(io);
+    request.output = out;
+    request.force = true;
+    result.reset();
+    const JobPtr job = s.export_source(request, [&](Outcome<sources::ExportOutcome>& r) { result = r; });
+    io.set_job(job);
+    QVERIFY(pump(s, [&] { return result.has_value(); }));
+    QVERIFY(result->error.has_value());
+    QCOMPARE(std::string(error_kind_name(result->error->kind)), std::string("cancelled"));
+    QVERIFY(contents(out) == before);  // every older shard and the index as they were, nothing staged beside
+  }
+
   // A repair (reset-optimizer copies the folder, then rewrites records) reports the copy's bytes against
   // the folder's, and a cancel part way through the copy leaves no output and no partial folder.
   void cancelledRepairLeavesNothing() {

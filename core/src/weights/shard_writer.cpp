@@ -1,10 +1,13 @@
 // Writes a planned set of shards (and their index) into a folder, atomically (see weights/shards.h).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <regex>
 #include <set>
+#include <string>
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/torch_file.h"
@@ -23,8 +26,10 @@ bool in_family(const std::string& name, ShardFormat f) {
   return std::regex_match(name, f == ShardFormat::Safetensors ? st : pt);
 }
 
-void write_one(const std::string& path, const std::vector<NamedTensor>& tensors,
-               const ShardPlan::Shard& shard, ShardFormat format) {
+// Writes `shard` at `path`; a torch file's archive folder is named after `final_name`, the name it is
+// published under (torch.save names it after the file).
+void write_one(const std::string& path, const std::string& final_name,
+               const std::vector<NamedTensor>& tensors, const ShardPlan::Shard& shard, ShardFormat format) {
   if (format == ShardFormat::Safetensors) {
     std::vector<NamedTensor> part;
     part.reserve(shard.tensors.size());
@@ -36,7 +41,7 @@ void write_one(const std::string& path, const std::vector<NamedTensor>& tensors,
   Value root = Value::dict();  // zero_to_fp32.py saves each shard as a plain dict
   for (size_t i : shard.tensors) root.set(tensors[i].name, Value::tensor(tensors[i].tensor));
   TorchWriteOptions o;
-  o.archive_name = fs::path(path).stem().string();  // as torch.save names the archive folder
+  o.archive_name = fs::path(final_name).stem().string();  // as torch.save names the archive folder
   write_torch_file(path, root, o);
 }
 
@@ -81,7 +86,7 @@ ShardedOutput write_shards(const std::vector<NamedTensor>& tensors, const ShardP
     io::PartialFolder partial(dir.string(), current_io());  // removed on failure: nothing half-done stays
     for (const auto& s : plan.shards) {
       try {
-        write_one(partial.path() + "/" + s.file, tensors, s, format);
+        write_one(partial.path() + "/" + s.file, s.file, tensors, s, format);
       } catch (const Error& e) {
         // Named as the user asked for it: the partial folder is gone when they read this.
         throw Error(e.kind(), (dir / s.file).string(), e.where(), e.detail() + " (nothing was published)");
@@ -109,27 +114,37 @@ ShardedOutput write_shards(const std::vector<NamedTensor>& tensors, const ShardP
     return out;
   }
 
-  // An existing folder with other files: each weights file is replaced atomically, the index after every
-  // shard it names, and stale files of the family (an old index, shards of another count) go last. A run that
-  // fails or is cancelled part way removes the files it created (a file it replaced, with --force, stays
-  // replaced: the old bytes are gone once renamed over).
+  // An existing folder with other files (and, under --force, an older family of weights files): every new
+  // file is written under a staging name first, so a run that fails or is cancelled part way leaves the
+  // folder as it was, the older family whole. Only once all are written are they renamed over their final
+  // names, the index last; stale files of the family (an old index, shards of another count) go after.
+  const std::string staging = ".ckptdoc-staged-" + std::to_string(::getpid());
+  auto staged = [&](const std::string& f) { return (dir / (f + staging)).string(); };
+  std::vector<std::string> names;  // final names, in write order
   std::set<std::string> written;
   try {
     for (const auto& s : plan.shards) {
-      write_one((dir / s.file).string(), tensors, s, format);
-      out.files.push_back(s.file);
-      written.insert(s.file);
-      out.bytes += fs::file_size(dir / s.file, ec);
+      write_one(staged(s.file), s.file, tensors, s, format);
+      names.push_back(s.file);
+      out.bytes += fs::file_size(staged(s.file), ec);
     }
     if (plan.sharded()) {
-      write_text_file((dir / index_name(format)).string(), index_json(tensors, plan));
-      out.files.push_back(index_name(format));
-      written.insert(index_name(format));
+      write_text_file(staged(index_name(format)), index_json(tensors, plan));
+      names.push_back(index_name(format));
     }
   } catch (...) {
-    for (const auto& f : written)
-      if (std::find(family.begin(), family.end(), f) == family.end()) current_io().unlink((dir / f).string());
+    for (const auto& f : names) current_io().unlink(staged(f));
     throw;
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (const int rc = current_io().rename(staged(names[i]), (dir / names[i]).string()); rc != 0) {
+      for (size_t j = i; j < names.size(); ++j) current_io().unlink(staged(names[j]));
+      throw Error(ErrorKind::Io, (dir / names[i]).string(), "",
+                  std::string("rename of the written file into place failed: ") + std::strerror(rc) +
+                      (i ? " (" + std::to_string(i) + " files before it were already replaced)" : ""));
+    }
+    out.files.push_back(names[i]);
+    written.insert(names[i]);
   }
   for (const auto& f : family) {
     if (written.count(f)) continue;
