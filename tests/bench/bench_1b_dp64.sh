@@ -9,8 +9,7 @@
 #                                  (no stale-master check first) to show what that check costs
 #   repair --refresh-fp32          wall, peak RSS, vs cold cp + sync of the input    goal: RSS <= max(256 MiB, 1/4)
 #   convert --to universal         cold, vs cold cp + sync of the input      goal <= 1.3x
-# ZeRO-3 has no 16-bit weights in its model files, so its repair refreshes from an fp16 export (--lp-source), and
-# ckptdoc does not convert ZeRO-3 to universal yet. Every command runs under tree_memory.py (wall, CPU, peak RSS
+# ZeRO-3 has no 16-bit weights in its model files, so its repair refreshes from an fp16 export (--lp-source). Every command runs under tree_memory.py (wall, CPU, peak RSS
 # of the process tree: mapped file pages it holds count too); medians of ROUNDS for inspect, diagnose and export,
 # one run of repair, the floor and convert. Pages are evicted per file (POSIX_FADV_DONTNEED via dd iflag=nocache),
 # not the whole page cache. Not a ctest test.
@@ -102,12 +101,10 @@ for kind in "${kinds[@]}"; do
   measure "repair --refresh-fp32" "$ckptdoc" repair "$ck" -o "$out" --refresh-fp32 "${lp[@]}"
   rm -rf "$out" "$work/lp.safetensors"
 
-  if [ "$kind" != zero3-fp16 ]; then
-    echo "convert --to universal ..." >&2
-    evict
-    measure "convert --to universal, cold" "$ckptdoc" convert "$ck" --to universal -o "$out" -q
-    rm -rf "$out"
-  fi
+  echo "convert --to universal ..." >&2
+  evict
+  measure "convert --to universal, cold" "$ckptdoc" convert "$ck" --to universal -o "$out" -q
+  rm -rf "$out"
 
   params=$("$ckptdoc" inspect "$ck" --json | "$py" -c "import json,sys; print(json.load(sys.stdin)['trainable_numel'])")
   bytes=$(du -cb "${files[@]}" | tail -1 | cut -f1)
@@ -166,12 +163,9 @@ rows.append(["repair --refresh-fp32" + failed("repair --refresh-fp32"), "cp + sy
              secs(rep), f"{rep / floor:.2f}x", mib(rss("repair --refresh-fp32")), f"<= {rep_goal:.0f} MiB",
              "yes" if rss("repair --refresh-fp32") <= rep_goal else "NO"])
 conv = wall("convert --to universal, cold")
-if conv is not None:
-    rows.append(["convert --to universal, cold" + failed("convert --to universal, cold"),
-                 "cp + sync of the input, cold", secs(floor), secs(conv), f"{conv / floor:.2f}x",
-                 mib(rss("convert --to universal, cold")), "<= 1.3x", "yes" if conv / floor <= 1.3 else "NO"])
-else:
-    rows.append(["convert --to universal", "", "", "not supported for ZeRO-3", "", "", "<= 1.3x", ""])
+rows.append(["convert --to universal, cold" + failed("convert --to universal, cold"),
+             "cp + sync of the input, cold", secs(floor), secs(conv), f"{conv / floor:.2f}x",
+             mib(rss("convert --to universal, cold")), "<= 1.3x", "yes" if conv / floor <= 1.3 else "NO"])
 head = ["work", "baseline", "baseline s", "ckptdoc s", "ratio", "peak RSS MiB", "goal", "met"]
 widths = [max(len(str(x[i])) for x in rows + [head]) for i in range(len(head))]
 for row in [head] + rows:
