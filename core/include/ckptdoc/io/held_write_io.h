@@ -6,11 +6,11 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "ckptdoc/io/file_io.h"
+#include "ckptdoc/io/forwarding_io.h"
 
 namespace ckptdoc {
 
-class HeldWriteIo : public FileIo {
+class HeldWriteIo : public ForwardingFileIo {
  public:
   explicit HeldWriteIo(int hold_at) : hold_at_(hold_at) {}
   ~HeldWriteIo() override { release(); }
@@ -27,27 +27,16 @@ class HeldWriteIo : public FileIo {
     cv_.notify_all();
   }
 
-  int open_write(const std::string& path, int* fd) override { return real().open_write(path, fd); }
   int write(int fd, const uint8_t* data, size_t size, size_t* written) override {
     gate();
-    return real().write(fd, data, size, written);
+    return ForwardingFileIo::write(fd, data, size, written);
   }
   int copy_range(int in_fd, uint64_t in_offset, int out_fd, size_t length, size_t* copied) override {
     gate();
-    return real().copy_range(in_fd, in_offset, out_fd, length, copied);
+    return ForwardingFileIo::copy_range(in_fd, in_offset, out_fd, length, copied);
   }
-  int fsync(int fd) override { return real().fsync(fd); }
-  int close(int fd) override { return real().close(fd); }
-  int rename(const std::string& from, const std::string& to) override { return real().rename(from, to); }
-  int rename_noreplace(const std::string& from, const std::string& to) override {
-    return real().rename_noreplace(from, to);
-  }
-  int unlink(const std::string& path) override { return real().unlink(path); }
-  int mkdir(const std::string& path) override { return real().mkdir(path); }
-  int fsync_dir(const std::string& path) override { return real().fsync_dir(path); }
 
  private:
-  static FileIo& real() { return posix_io(); }
   void gate() {
     std::unique_lock<std::mutex> lock(mutex_);
     if (++writes_ != hold_at_) return;
