@@ -344,6 +344,38 @@ class TestRealdsAccelerate : public QObject {
     QCOMPARE(d.different, different);
   }
 
+  // Accelerate's save_state without FSDP (one process on the CPU): model.safetensors beside optimizer.bin,
+  // scheduler.bin and random_states_0.pkl. ckptdoc reads the weights only; its verdict names the optimizer
+  // state beside them as not read, never says the folder holds none.
+  void plainSaveStateSaysItsOptimizerWasNotRead() {
+    REALDS_REQUIRE_DS("0.19");
+    test::TempDir dir;
+    const std::string save = dir.file("save");
+    const auto w = realds::python_with_deepspeed(
+        {"-c",
+         "import sys, torch\n"
+         "from accelerate import Accelerator\n"
+         "acc = Accelerator(cpu=True)\n"
+         "m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))\n"
+         "opt = torch.optim.AdamW(m.parameters(), lr=1e-3)\n"
+         "sch = torch.optim.lr_scheduler.StepLR(opt, 10)\n"
+         "m, opt, sch = acc.prepare(m, opt, sch)\n"
+         "for _ in range(3):\n"
+         "    acc.backward(m(torch.randn(8, 16)).pow(2).mean()); opt.step(); sch.step(); opt.zero_grad()\n"
+         "acc.save_state(sys.argv[1])\n",
+         save},
+        "0.19");
+    QVERIFY2(w.exit_code == 0, qPrintable(QString::fromStdString(w.out + w.err)));
+    QCOMPARE(test::files_in(save), (std::vector<std::string>{"model.safetensors", "optimizer.bin",
+                                                             "random_states_0.pkl", "scheduler.bin"}));
+    const QJsonObject r = diagnose(save, 0);
+    QCOMPARE(r["verdict"].toObject()["tensors_scanned"].toInt(), 4);
+    const QString not_checked = QJsonDocument(r["verdict"].toObject()["not_checked"].toArray()).toJson();
+    QVERIFY2(not_checked.contains("(optimizer.bin, random_states_0.pkl, scheduler.bin) was not read"),
+             qPrintable(not_checked));
+    QVERIFY2(!not_checked.contains("no optimizer state"), qPrintable(not_checked));
+  }
+
   void damagedCopiesAreNamed() {
     REALDS_REQUIRE_DS("0.19");
     const auto e = realds::checkpoint(kEntry);

@@ -4,6 +4,7 @@
 
 #include "analysis/rules.h"
 #include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/weights/weights_source.h"
 
 namespace ckptdoc::analysis {
 namespace {
@@ -52,9 +53,22 @@ Verdict verdict_of(const Report& report, const deepspeed::Catalog& catalog) {
     v.basis = v.tensors_scanned == 0 ? "no tensor was read"
                                      : "the values of " + count_of(v.tensors_scanned, "tensor", "tensors") +
                                            " were read (NaN/Inf, all-zero tensors)";
-    v.not_checked.push_back(
-        "a weights " + std::string(catalog.single_file ? "file" : "folder") +
-        " holds no fp32 masters and no optimizer state: nothing to compare the weights with");
+    // A Trainer's or Accelerate's save keeps its optimizer beside the weights: say it was not read, never
+    // that there is none.
+    const auto state =
+        catalog.single_file ? std::vector<std::string>{} : weights::training_state_files(catalog.save_dir);
+    if (state.empty()) {
+      v.not_checked.push_back(
+          "a weights " + std::string(catalog.single_file ? "file" : "folder") +
+          " holds no fp32 masters and no optimizer state: nothing to compare the weights with");
+    } else {
+      std::string names;
+      for (const auto& f : state) names += (names.empty() ? "" : ", ") + f;
+      v.not_checked.push_back(
+          "the training state saved beside the weights (" + names +
+          ") was not read: its optimizer state was not checked, and the weights were compared "
+          "with no fp32 master");
+    }
   } else {
     if (v.masters_compared > 0)
       v.basis = "the " + masters + " of " + count_of(v.masters_compared, "param", "params") + " (" +

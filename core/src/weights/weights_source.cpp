@@ -88,6 +88,19 @@ bool not_weights(const std::string& name) {
   return std::regex_match(name, other);
 }
 
+std::vector<std::string> training_state_files(const std::string& dir) {
+  static const std::regex state(
+      R"((optimizer(_\d+)?|scheduler(_\d+)?|scaler(_\d+)?|rng_state(_\d+)?)\.(bin|pt|pth)|random_states_\d+\.pkl)");
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_regular_file(ec) && std::regex_match(name, state)) out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::optional<std::string> WeightsSource::weights_in_folder(const std::string& dir) {
   std::error_code ec;
   for (const char* name : {"model.safetensors.index.json", "model.safetensors",

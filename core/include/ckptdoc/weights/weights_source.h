@@ -103,4 +103,10 @@ class WeightsSource {
 // training_args.bin, rng_state_0.pth, ...).
 bool not_weights(const std::string& file_name);
 
+// The files of a training run's state that a Hugging Face Trainer or Accelerate's `save_state` keeps beside
+// the weights in `dir` (optimizer.bin / optimizer.pt, scheduler.*, scaler.pt, rng_state*.pth,
+// random_states_<r>.pkl): a weights source reads none of them, and its verdict must not say the folder holds
+// no optimizer state. Sorted; empty when there are none.
+std::vector<std::string> training_state_files(const std::string& dir);
+
 }  // namespace ckptdoc::weights
