@@ -212,6 +212,28 @@ class TestSourceProgress : public QObject {
     QVERIFY(contents(in) == before);
   }
 
+  // The repair's last stage re-reads the copy before it is published: it reports a total (the bytes of the
+  // reset records compared, nonzero, less than the folder's) and ends with all of it done, not a bar at 0.
+  void repairCheckStageReportsItsTotal() {
+    const std::string in = fixture("fsdp2_ws2");
+    Session s;
+    QVERIFY(open_source(s, in));
+    test::TempDir dir;
+    sources::RepairRequest request;
+    request.output = dir.file("fixed");
+    request.reset_optimizer = true;
+    std::optional<Outcome<sources::Outcome>> result;
+    const JobPtr job = s.repair_source(request, [&](Outcome<sources::Outcome>& r) { result = r; });
+    QVERIFY(pump(s, [&] { return result.has_value(); }));
+    QVERIFY2(result->ok(), result->error ? result->error->message.c_str() : "");
+    uint64_t folder = 0;
+    for (const auto& [name, bytes] : contents(in)) folder += bytes.size();
+    QCOMPARE(job->stage(), std::string("checking the copy"));  // the last stage, nothing after it
+    QVERIFY2(job->total() > 0, "the check of the copy reported no total");
+    QVERIFY(job->total() < folder);  // the reset records only, not the whole folder
+    QCOMPARE(job->done(), job->total());
+  }
+
   // Uncancelled, the repair reports its copy, and writes what the CLI (no progress) writes, byte for byte.
   void repairWithProgressWritesWhatTheCliWrites() {
     const std::string in = fixture("fsdp2_ws2_moments_lost");

@@ -338,6 +338,11 @@ class TestRealdsMegatron : public QObject {
         last = sample.done;
       }
     QVERIFY(last > 0);
+    // The last stage compares the copy's mains with their weights before publishing: it counts them, all
+    // done.
+    QCOMPARE(done->job->stage(), std::string("checking the copy"));
+    QVERIFY2(done->job->total() > 0, "the check of the copy reported no total");
+    QCOMPARE(done->job->done(), done->job->total());
     CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", e.save_dir, "-o", dir.file("cli"), "--refresh-fp32"}), 0);
     QVERIFY(tree(dir.file("app")) == tree(dir.file("cli")));
     QVERIFY(tree(e.save_dir) == before);

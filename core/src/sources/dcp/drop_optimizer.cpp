@@ -148,17 +148,26 @@ DropCounts drop_optimizer(const Checkpoint& in, const std::string& copy_dir, Pro
     fs::copy(e.path(), fs::path(copy_dir) / name, fs::copy_options::recursive);
   }
   write_file(copy_dir + "/.metadata", pickle(root));
-  p.set_stage("checking the copy", 0);
   Value::dismantle_all({std::move(read.value)});
 
   // The copy is checked before it is published: the input's keys but the optimizer's, each item's bytes the
-  // same.
+  // same. The stage counts the kept items' bytes compared and stops at a cancel between keys (the partial
+  // folder is then removed).
+  uint64_t kept_bytes = 0;
+  for (const auto& e : in.metadata().entries) {
+    if (dropped(e.key)) continue;
+    for (const auto& chunk : e.chunks)
+      if (chunk.item) kept_bytes += chunk.item->length;
+    if (e.bytes_item) kept_bytes += e.bytes_item->length;
+  }
+  p.set_stage("checking the copy", kept_bytes);
   const auto copy = Checkpoint::open(copy_dir);
   if (!copy->metadata().unreferenced_items.empty())
     throw Error(ErrorKind::Inconsistent, copy_dir, copy->metadata().unreferenced_items.front(),
                 "is unreferenced");
   size_t seen = 0;
   for (const auto& e : in.metadata().entries) {
+    p.check();
     const Entry* c = copy->metadata().find(e.key);
     if (dropped(e.key)) {
       if (c) throw Error(ErrorKind::Inconsistent, copy_dir, e.key, "is still in the copy");
@@ -172,6 +181,7 @@ DropCounts drop_optimizer(const Checkpoint& in, const std::string& copy_dir, Pro
       if (a.length != b.length || !std::equal(x.begin(), x.end(), y.begin()))
         throw Error(ErrorKind::Inconsistent, copy_dir + "/" + b.file, e.key,
                     "holds other bytes than the input");
+      p.add(a.length);
     };
     for (size_t i = 0; i < e.chunks.size(); ++i)
       if (e.chunks[i].item && c->chunks[i].item) same(*e.chunks[i].item, *c->chunks[i].item);

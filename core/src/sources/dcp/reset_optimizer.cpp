@@ -2,6 +2,8 @@
 #include "sources/dcp/reset_optimizer.h"
 
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/request_field.h"
@@ -80,24 +82,34 @@ ResetCounts reset_adam_state(const Checkpoint& in, const std::string& copy_dir, 
     p.add(1);
   }
   n.params = params.size();
-  p.set_stage("checking the copy", 0);
-  // The copy is checked before it is published: every reset tensor reads back whole, as zeros.
+  // The copy is checked before it is published: every reset tensor reads back whole, as zeros. The stage
+  // counts the bytes of the items re-read and stops at a cancel between items (the partial folder is then
+  // removed).
   const auto copy = Checkpoint::open(copy_dir);
+  std::vector<std::pair<const Entry*, Chunk>> items;
+  uint64_t bytes = 0;
   for (const Entry* e : reset) {
     const Entry* c = copy->metadata().find(e->key);
     if (!c) throw Error(ErrorKind::Inconsistent, copy_dir, e->key, "missing from the copy");
     for (const auto& chunk : c->chunks) {
-      std::vector<StorageItem> items{*chunk.item};
-      items.insert(items.end(), chunk.replicas.begin(), chunk.replicas.end());
-      for (const auto& item : items) {
+      std::vector<StorageItem> all{*chunk.item};
+      all.insert(all.end(), chunk.replicas.begin(), chunk.replicas.end());
+      for (const auto& item : all) {
         Chunk one = chunk;
         one.item = item;
-        for (const float v : copy->read_chunk(*c, one).to_float())
-          if (v != 0.0F)
-            throw Error(ErrorKind::Inconsistent, copy_dir + "/" + item.file, e->key,
-                        "does not read back as zeros after the reset");
+        items.emplace_back(c, std::move(one));
+        bytes += item.length;
       }
     }
+  }
+  p.set_stage("checking the copy", bytes);
+  for (const auto& [c, one] : items) {
+    p.check();
+    for (const float v : copy->read_chunk(*c, one).to_float())
+      if (v != 0.0F)
+        throw Error(ErrorKind::Inconsistent, copy_dir + "/" + one.item->file, c->key,
+                    "does not read back as zeros after the reset");
+    p.add(one.item->length);
   }
   return n;
 }

@@ -112,14 +112,17 @@ std::vector<uint8_t> weight_box(const std::vector<uint8_t>& weight, const MainPa
   return box;
 }
 
-MainParamComparison compare_main_params(const dcp::Checkpoint& ckpt) {
+MainParamComparison compare_main_params(const dcp::Checkpoint& ckpt, Progress* progress) {
   MainParamComparison c;
   const auto& md = ckpt.metadata();
   for (const auto& e : md.entries)
     if (e.key.rfind("optimizer.distributed.", 0) == 0) c.bucket_space = true;
   auto backend = make_cpu_backend(1);
   std::map<int, std::set<std::string>> files;
-  for (const auto& pair : main_pairs(md, c.not_compared)) {
+  const auto pairs = main_pairs(md, c.not_compared);
+  if (progress) progress->set_stage(progress->stage(), pairs.size());
+  for (const auto& pair : pairs) {
+    if (progress) progress->check();
     try {
       const auto weight = read_weight(ckpt, pair);
       analysis::ParamReport r;
@@ -144,6 +147,7 @@ MainParamComparison compare_main_params(const dcp::Checkpoint& ckpt) {
     } catch (const Error& err) {  // the DCP diagnosis names the missing or damaged item
       c.not_compared.push_back(pair.key + ": " + err.what());
     }
+    if (progress) progress->add(1);
   }
   for (auto& [rank, names] : files) c.files_by_rank[rank].assign(names.begin(), names.end());
   return c;

@@ -13,6 +13,7 @@
 #include "analysis/rules.h"
 #include "ckptdoc/analysis/report.h"
 #include "ckptdoc/sources/dcp/checkpoint.h"
+#include "ckptdoc/task/progress.h"
 
 namespace ckptdoc::megatron {
 
@@ -43,8 +44,10 @@ std::vector<uint8_t> weight_box(const std::vector<uint8_t>& weight, const MainPa
                                 const dcp::Chunk& chunk);
 
 // Every main param whose weight is bf16 or fp16, compared element by element with the exact-rounding rule of
-// DeepSpeed's masters (Backend::divergence); the largest weight is held whole once, row-major.
-MainParamComparison compare_main_params(const dcp::Checkpoint& ckpt);
+// DeepSpeed's masters (Backend::divergence); the largest weight is held whole once, row-major. With
+// `progress`, its current stage counts the params compared (its total the pairs found) and a cancel stops
+// the comparison between params.
+MainParamComparison compare_main_params(const dcp::Checkpoint& ckpt, Progress* progress = nullptr);
 
 // The fp32-master-mismatch / fp32-master-drift findings of analysis::master_findings, in Megatron's words.
 std::vector<analysis::Finding> main_param_findings(const MainParamComparison& c);

@@ -88,9 +88,10 @@ RefreshResult refresh_main_params(const std::string& path, const std::string& ou
         }
       p.add(1);
     }
+    // The copy is checked before it is published: every main now the exact upcast of its weight. The stage
+    // counts the params compared and stops at a cancel between them (the partial folder is then removed).
     p.set_stage("checking the copy", 0);
-    // The copy is checked before it is published: every main now the exact upcast of its weight.
-    const auto check = compare_main_params(*dcp::Checkpoint::open(tmp_iter));
+    const auto check = compare_main_params(*dcp::Checkpoint::open(tmp_iter), &p);
     if (check.params.size() != r.params || !check.not_compared.empty())
       throw Error(ErrorKind::Inconsistent, tmp_iter, request_text("{refresh_fp32}"),
                   "the copy's mains could not all be compared");

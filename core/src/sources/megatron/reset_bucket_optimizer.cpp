@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <set>
+#include <vector>
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/torch_file.h"
@@ -150,7 +151,6 @@ ResetResult reset_bucket_optimizer(const IterationFolder& folder, const dcp::Che
       ++r.tensors;
       p.add(1);
     }
-    p.set_stage("checking the copy", 0);
     std::vector<Value> expected;
     for (const dcp::Entry* e : objects) {
       if (!e->bytes_item) throw Error(ErrorKind::Inconsistent, folder.dir, e->key, "has no storage item");
@@ -175,23 +175,36 @@ ResetResult reset_bucket_optimizer(const IterationFolder& folder, const dcp::Che
     }
 
     // The copy is checked before it is published: the moments read back as zeros, each param-groups object as
-    // the input's with the step 0.
+    // the input's with the step 0. The stage counts the bytes of the items re-read and stops at a cancel
+    // between items (the partial folder is then removed).
     const auto copy = dcp::Checkpoint::open(tmp_iter);
+    std::vector<const dcp::Entry*> copied;
+    uint64_t bytes = 0;
     for (const dcp::Entry* e : moments) {
       const dcp::Entry* c = copy->metadata().find(e->key);
       if (!c) throw Error(ErrorKind::Inconsistent, tmp_iter, e->key, "missing from the copy");
-      for (const auto& chunk : c->chunks)
+      copied.push_back(c);
+      for (const auto& chunk : c->chunks) bytes += chunk.item ? chunk.item->length : 0;
+    }
+    for (const dcp::Entry* e : objects) bytes += e->bytes_item->length;
+    p.set_stage("checking the copy", bytes);
+    for (const dcp::Entry* c : copied)
+      for (const auto& chunk : c->chunks) {
+        p.check();
         for (const float v : copy->read_chunk(*c, chunk).to_float())
           if (v != 0.0F)
-            throw Error(ErrorKind::Inconsistent, tmp_iter, e->key,
+            throw Error(ErrorKind::Inconsistent, tmp_iter, c->key,
                         "does not read back as zeros after the reset");
-    }
+        p.add(chunk.item ? chunk.item->length : 0);
+      }
     for (size_t i = 0; i < objects.size(); ++i) {
+      p.check();
       const dcp::Entry* c = copy->metadata().find(objects[i]->key);
       if (!c || !c->bytes_item || !expected[i].equals(copy->open_item(*c->bytes_item).root))
         throw Error(
             ErrorKind::Inconsistent, tmp_iter, objects[i]->key,
             "is not the input's param groups with the step 0 after the rewrite: nothing was published");
+      p.add(objects[i]->bytes_item->length);
     }
   });
   r.iteration_dir = save_folder ? out + "/" + iter_name : out;

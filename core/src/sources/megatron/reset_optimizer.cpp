@@ -5,6 +5,8 @@
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/torch_file.h"
@@ -199,21 +201,32 @@ ResetResult reset_optimizer(const std::string& path, const std::string& output, 
       p.add(1);
     }
     write_zero_step(step, common, folder.dir, tmp_iter);
-    p.set_stage("checking the copy", 0);
 
     // The copy is checked before it is published: the moments read back as zeros, and common.pt is the
-    // input's tree with the step 0, nothing else changed.
+    // input's tree with the step 0, nothing else changed. The stage counts the moments' bytes re-read and
+    // stops at a cancel between items (the partial folder is then removed).
     const auto copy = dcp::Checkpoint::open(tmp_iter);
+    std::vector<std::pair<const dcp::Entry*, dcp::Chunk>> items;
+    uint64_t bytes = 0;
     for (const dcp::Entry* e : moments) {
       const dcp::Entry* c = copy->metadata().find(e->key);
       if (!c) throw Error(ErrorKind::Inconsistent, tmp_iter, e->key, "missing from the copy");
       for (const auto& chunk : c->chunks)
-        for (const auto& item : all_items(chunk, tmp_iter, e->key))
-          for (const float v : copy->read_chunk(*c, one_item(chunk, item)).to_float())
-            if (v != 0.0F)
-              throw Error(ErrorKind::Inconsistent, tmp_iter, e->key,
-                          "does not read back as zeros after the reset");
+        for (const auto& item : all_items(chunk, tmp_iter, e->key)) {
+          items.emplace_back(c, one_item(chunk, item));
+          bytes += item.length;
+        }
     }
+    p.set_stage("checking the copy", bytes);
+    for (const auto& [c, one] : items) {
+      p.check();
+      for (const float v : copy->read_chunk(*c, one).to_float())
+        if (v != 0.0F)
+          throw Error(ErrorKind::Inconsistent, tmp_iter, c->key,
+                      "does not read back as zeros after the reset");
+      p.add(one.item->length);
+    }
+    p.check();
     Value expected = common.root.clone();
     zero_step_in_tree(expected);
     if (!expected.equals(TorchFile::open(tmp_iter + "/common.pt").root))
