@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ckptdoc/io/file_io.h"
+#include "ckptdoc/io/forwarding_io.h"
 #include "ckptdoc/session/job.h"
 
 namespace ckptdoc::test {
@@ -15,7 +15,7 @@ namespace ckptdoc::test {
 // The real file calls, each write (or in-kernel copy) first noting the job's progress; with `cancel_at`, the
 // job is asked to cancel at that write. The job is known once export_source/repair_source returned: a write
 // before then waits for it.
-class JobWatchingIo : public FileIo {
+class JobWatchingIo : public ForwardingFileIo {
  public:
   struct Sample {
     std::string stage;
@@ -31,27 +31,16 @@ class JobWatchingIo : public FileIo {
     return samples_;
   }
 
-  int open_write(const std::string& path, int* fd) override { return real().open_write(path, fd); }
   int write(int fd, const uint8_t* data, size_t size, size_t* written) override {
     note();
-    return real().write(fd, data, size, written);
+    return ForwardingFileIo::write(fd, data, size, written);
   }
   int copy_range(int in_fd, uint64_t in_offset, int out_fd, size_t length, size_t* copied) override {
     note();
-    return real().copy_range(in_fd, in_offset, out_fd, length, copied);
+    return ForwardingFileIo::copy_range(in_fd, in_offset, out_fd, length, copied);
   }
-  int fsync(int fd) override { return real().fsync(fd); }
-  int close(int fd) override { return real().close(fd); }
-  int rename(const std::string& from, const std::string& to) override { return real().rename(from, to); }
-  int rename_noreplace(const std::string& from, const std::string& to) override {
-    return real().rename_noreplace(from, to);
-  }
-  int unlink(const std::string& path) override { return real().unlink(path); }
-  int mkdir(const std::string& path) override { return real().mkdir(path); }
-  int fsync_dir(const std::string& path) override { return real().fsync_dir(path); }
 
  private:
-  static FileIo& real() { return posix_io(); }
   void note() {
     const session::JobPtr job = job_.get();
     std::lock_guard<std::mutex> lock(mutex_);

@@ -7,6 +7,7 @@
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/sources/dcp/checkpoint.h"
 #include "megatron_folder.h"
+#include "repaired_copy.h"
 #include "sources/dcp/rewrite_records.h"
 
 namespace ckptdoc::megatron {
@@ -28,14 +29,9 @@ DropResult drop_optimizer(const std::string& path, const std::string& output, Pr
   DropResult r;
   r.output = out;
   r.integrity_dropped = fs::exists(folder.dir + "/integrity.json");
-  const bool save_folder = !folder.tracker.empty();
-  const std::string iter_name = fs::path(folder.dir).filename().string();
-  dcp::write_new_folder(out, [&](const std::string& tmp) {
-    const std::string tmp_iter = save_folder ? tmp + "/" + iter_name : tmp;
-    fs::create_directories(tmp_iter);
+  write_repaired_copy(folder, out, CopyInput::Nothing, progress, [&](const std::string& tmp_iter) {
     r.dcp = dcp::drop_optimizer(*in, tmp_iter,
                                 progress);  // copies common.pt, metadata.json and the rest as they are
-    if (save_folder) fs::copy_file(folder.tracker, tmp + "/" + std::string(kTracker));
     if (r.integrity_dropped) fs::remove(tmp_iter + "/integrity.json");
     if (!has_common) return;
     const TorchFile common = TorchFile::open(common_path);
@@ -51,7 +47,7 @@ DropResult drop_optimizer(const std::string& path, const std::string& output, Pr
       throw Error(ErrorKind::Inconsistent, tmp_iter + "/common.pt", "drop-optimizer",
                   "does not read back as the input's without its optimizer entries: nothing was published");
   });
-  r.iteration_dir = save_folder ? out + "/" + iter_name : out;
+  r.iteration_dir = repaired_iteration_dir(folder, out);
   return r;
 }
 

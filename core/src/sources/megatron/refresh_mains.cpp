@@ -8,8 +8,8 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/request_field.h"
 #include "ckptdoc/sources/dcp/checkpoint.h"
-#include "io/copy_tree.h"
 #include "main_params.h"
+#include "repaired_copy.h"
 #include "sources/dcp/rewrite_records.h"
 
 namespace ckptdoc::megatron {
@@ -58,14 +58,7 @@ RefreshResult refresh_main_params(const std::string& path, const std::string& ou
 
   RefreshResult r;
   r.output = out;
-  const bool save_folder = !folder.tracker.empty();
-  const std::string iter_name = fs::path(folder.dir).filename().string();
-  dcp::write_new_folder(out, [&](const std::string& tmp) {
-    const std::string tmp_iter = save_folder ? tmp + "/" + iter_name : tmp;
-    // all of it, folders too (megatron-core 0.19 keeps its common state in common_state/); links are followed
-    io::copy_tree(folder.dir, tmp_iter, progress);
-    if (save_folder) fs::copy_file(folder.tracker, tmp + "/" + std::string(kTracker));
-
+  write_repaired_copy(folder, out, CopyInput::Whole, progress, [&](const std::string& tmp_iter) {
     const auto& md = in->metadata();
     Progress none;
     Progress& p = progress ? *progress : none;
@@ -99,7 +92,7 @@ RefreshResult refresh_main_params(const std::string& path, const std::string& ou
       if (p.lp_vs_fp32->exact != p.lp_vs_fp32->count || p.lp_vs_fp32->max_abs != 0)
         throw Error(ErrorKind::Inconsistent, tmp_iter, p.name, "the refreshed main is not its weight upcast");
   });
-  r.iteration_dir = save_folder ? out + "/" + iter_name : out;
+  r.iteration_dir = repaired_iteration_dir(folder, out);
   return r;
 }
 

@@ -10,8 +10,8 @@
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/request_field.h"
-#include "io/copy_tree.h"
 #include "pickle_steps.h"
+#include "repaired_copy.h"
 #include "sources/dcp/rewrite_records.h"
 
 namespace ckptdoc::megatron {
@@ -125,12 +125,7 @@ ResetResult reset_bucket_optimizer(const IterationFolder& folder, const dcp::Che
   r.output = out;
   r.params = buckets.size();
   r.step_where = "optimizer.distributed.*.optimizer param_groups[*].step";
-  const bool save_folder = !folder.tracker.empty();
-  const std::string iter_name = fs::path(folder.dir).filename().string();
-  dcp::write_new_folder(out, [&](const std::string& tmp) {
-    const std::string tmp_iter = save_folder ? tmp + "/" + iter_name : tmp;
-    io::copy_tree(folder.dir, tmp_iter, progress);  // links are followed: only files
-    if (save_folder) fs::copy_file(folder.tracker, tmp + "/" + std::string(kTracker));
+  write_repaired_copy(folder, out, CopyInput::Whole, progress, [&](const std::string& tmp_iter) {
     Progress none;
     Progress& p = progress ? *progress : none;
     p.set_stage("zeroing " + std::to_string(moments.size()) + " Adam moments", moments.size());
@@ -207,7 +202,7 @@ ResetResult reset_bucket_optimizer(const IterationFolder& folder, const dcp::Che
       p.add(objects[i]->bytes_item->length);
     }
   });
-  r.iteration_dir = save_folder ? out + "/" + iter_name : out;
+  r.iteration_dir = repaired_iteration_dir(folder, out);
   return r;
 }
 

@@ -12,9 +12,9 @@
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/request_field.h"
 #include "ckptdoc/sources/dcp/checkpoint.h"
-#include "io/copy_tree.h"
 #include "megatron_folder.h"
 #include "pickle_steps.h"
+#include "repaired_copy.h"
 #include "reset_bucket_optimizer.h"
 #include "sources/dcp/rewrite_records.h"
 
@@ -179,12 +179,7 @@ ResetResult reset_optimizer(const std::string& path, const std::string& output, 
   r.steps = step.record.empty() ? step.groups : 1;
   r.step_where = step.record.empty() ? "optimizer.optimizer.param_groups[*].step"
                                      : "optimizer.optimizer.state.common_step";
-  const bool save_folder = !folder.tracker.empty();
-  const std::string iter_name = fs::path(folder.dir).filename().string();
-  dcp::write_new_folder(out, [&](const std::string& tmp) {
-    const std::string tmp_iter = save_folder ? tmp + "/" + iter_name : tmp;
-    io::copy_tree(folder.dir, tmp_iter, progress);  // links are followed: only files
-    if (save_folder) fs::copy_file(folder.tracker, tmp + "/" + std::string(kTracker));
+  write_repaired_copy(folder, out, CopyInput::Whole, progress, [&](const std::string& tmp_iter) {
     Progress none;
     Progress& p = progress ? *progress : none;
     p.set_stage("zeroing " + std::to_string(moments.size()) + " Adam moments", moments.size());
@@ -234,7 +229,7 @@ ResetResult reset_optimizer(const std::string& path, const std::string& output, 
                   "is not the input's with the step 0 after the rewrite: nothing was published");
   });
   r.params = params.size();
-  r.iteration_dir = save_folder ? out + "/" + iter_name : out;
+  r.iteration_dir = repaired_iteration_dir(folder, out);
   return r;
 }
 
