@@ -21,6 +21,7 @@
 #include <optional>
 #include <thread>
 
+#include "app_repair.h"
 #include "ckptdoc/session/session.h"
 #include "job_watching_io.h"
 #include "moments_diff_judge.h"
@@ -68,27 +69,6 @@ std::map<std::string, std::string> tree(const std::string& dir) {
     if (f.is_regular_file())
       out[f.path().lexically_relative(dir).string()] = test::read_text(f.path().string());
   return out;
-}
-
-// Session::repair_source (what the apps run) of `in` into `out`, its writes watched by `io`.
-std::optional<session::Outcome<sources::Outcome>> app_repair(const std::string& in,
-                                                             const sources::RepairRequest& request,
-                                                             test::JobWatchingIo& io) {
-  session::Session s;
-  s.open(in);
-  std::optional<session::Outcome<sources::Outcome>> result;
-  auto pump = [&](const std::function<bool()>& done) {
-    for (int i = 0; i < 60000 && !done(); ++i) {
-      s.poll();
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    return done();
-  };
-  if (!pump([&] { return s.storage_source() != nullptr; })) return result;
-  ScopedFileIo scoped(io);
-  io.set_job(s.repair_source(request, [&](session::Outcome<sources::Outcome>& r) { result = r; }));
-  pump([&] { return result.has_value(); });
-  return result;
 }
 
 std::vector<std::string> problem_codes(const QJsonObject& report) {
@@ -314,7 +294,7 @@ class TestRealdsMegatron : public QObject {
     request.refresh_fp32 = true;
     request.output = dir.file("cancelled");
     test::JobWatchingIo cut(/*cancel_at=*/2, "copying");
-    const auto cancelled = app_repair(e.save_dir, request, cut);
+    const auto cancelled = test::app_repair(e.save_dir, request, cut);
     QVERIFY(cancelled && cancelled->error);
     QCOMPARE(std::string(session::error_kind_name(cancelled->error->kind)), std::string("cancelled"));
     std::vector<test::JobWatchingIo::Sample> copying;
@@ -328,7 +308,7 @@ class TestRealdsMegatron : public QObject {
 
     request.output = dir.file("app");
     test::JobWatchingIo watched;
-    const auto done = app_repair(e.save_dir, request, watched);
+    const auto done = test::app_repair(e.save_dir, request, watched);
     QVERIFY(done);
     QVERIFY2(done->ok(), done->error ? done->error->message.c_str() : "");
     uint64_t last = 0;
