@@ -234,6 +234,33 @@ class TestSourceProgress : public QObject {
     QCOMPARE(job->done(), job->total());
   }
 
+  // A read-only input (an archived checkpoint): the repair's copy is rewritten in place, so its files must be
+  // writable by their owner, in the app's path (progress) and the CLI's alike. Run as root the rewrite would
+  // succeed regardless, so the test reads the output's modes.
+  void repairOfAReadOnlyInputWritesAWritableCopy() {
+    test::TempDir dir;
+    const std::string in = dir.file("read-only");
+    fs::copy(fixture("fsdp2_ws2_moments_lost"), in, fs::copy_options::recursive);
+    for (const auto& e : fs::directory_iterator(in))
+      fs::permissions(e.path(), fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write,
+                      fs::perm_options::remove);
+    Session s;
+    QVERIFY(open_source(s, in));
+    sources::RepairRequest request;
+    request.output = dir.file("fixed");
+    request.reset_optimizer = true;
+    std::optional<Outcome<sources::Outcome>> result;
+    s.repair_source(request, [&](Outcome<sources::Outcome>& r) { result = r; });
+    QVERIFY(pump(s, [&] { return result.has_value(); }));
+    QVERIFY2(result->ok(), result->error ? result->error->message.c_str() : "");
+    const auto cli = test::run_cli({"repair", in, "-o", dir.file("cli"), "--reset-optimizer"});
+    QVERIFY2(cli.exit_code == 0, (cli.out + cli.err).c_str());
+    for (const std::string& out : {request.output, dir.file("cli")})
+      for (const auto& e : fs::directory_iterator(out))
+        QVERIFY2((e.status().permissions() & fs::perms::owner_write) != fs::perms::none,
+                 (e.path().string() + " is not writable by its owner").c_str());
+  }
+
   // Uncancelled, the repair reports its copy, and writes what the CLI (no progress) writes, byte for byte.
   void repairWithProgressWritesWhatTheCliWrites() {
     const std::string in = fixture("fsdp2_ws2_moments_lost");

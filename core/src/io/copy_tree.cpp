@@ -79,23 +79,17 @@ void copy_file(const fs::path& from, const fs::path& to, Progress& progress) {
     offset += n;
     progress.add(n);
   }
-  fs::permissions(to, fs::status(from).permissions());
+  // The input's mode, and writable by its owner: a repair rewrites records of the copy in place, and a
+  // read-only input (an archived checkpoint) must not make its copy read-only too.
+  fs::permissions(to, fs::status(from).permissions() | fs::perms::owner_write);
 }
 
 }  // namespace
 
 void copy_tree(const std::string& from, const std::string& to, Progress* progress, const KeepEntry& keep) {
+  Progress none;  // one walk with or without a caller watching, so both write the same copy
+  if (!progress) progress = &none;
   try {
-    if (!progress && !keep) {
-      fs::copy(from, to, fs::copy_options::recursive);
-      return;
-    }
-    if (!progress) {
-      fs::create_directories(to);
-      for (const auto& e : fs::directory_iterator(from))
-        if (keep(e)) fs::copy(e.path(), fs::path(to) / e.path().filename(), fs::copy_options::recursive);
-      return;
-    }
     // The entries copied, in the walk's order; a top entry `keep` leaves out is not walked into.
     auto walk = [&](const std::function<void(const fs::directory_entry&)>& visit) {
       fs::recursive_directory_iterator it(from, fs::directory_options::follow_directory_symlink), end;

@@ -9,9 +9,9 @@
 namespace ckptdoc::io {
 
 // Copies the folder `from` (links followed: the copy holds only files and folders) into `to` (made when
-// absent). With `progress`: stage "copying <from's name>" over its bytes, counted and checked for a cancel
-// (Cancelled) between files and steps of a few MiB; without, std::filesystem::copy as before. Throws
-// ckptdoc::Error Io naming the file on a failed read or write.
+// absent); each file keeps its mode, made writable by its owner, and folders get the default mode. With
+// `progress`: stage "copying <from's name>" over its bytes, counted and checked for a cancel (Cancelled)
+// between files and steps of a few MiB. Throws ckptdoc::Error Io naming the file on a failed read or write.
 // `keep`, when set, chooses which entries directly in `from` are copied (the others are left out, whole).
 using KeepEntry = std::function<bool(const std::filesystem::directory_entry&)>;
 void copy_tree(const std::string& from, const std::string& to, Progress* progress,
