@@ -16,11 +16,11 @@ using namespace ckptdoc;
 
 namespace {
 
-deepspeed::GroupLayout zero12(int ranks, int params) {
-  deepspeed::GroupLayout g;
+model::GroupLayout zero12(int ranks, int params) {
+  model::GroupLayout g;
   int64_t n = 0;
   for (int i = 0; i < params; ++i) {
-    deepspeed::ParamEntry pe;
+    model::ParamEntry pe;
     pe.name = "p" + std::to_string(i);
     pe.numel = 1000 + (i * 7919) % 50000;
     pe.shape = {pe.numel};
@@ -34,7 +34,7 @@ deepspeed::GroupLayout zero12(int ranks, int params) {
   int p = 0;
   int64_t used = 0;
   for (int r = 0; r < ranks; ++r) {
-    deepspeed::RankPartition part;
+    model::RankPartition part;
     part.rank = r;
     int64_t off = 0;
     while (off < g.partition_numel && p < params) {
@@ -49,11 +49,11 @@ deepspeed::GroupLayout zero12(int ranks, int params) {
   return g;
 }
 
-deepspeed::GroupLayout zero3(int ranks, int params) {
-  deepspeed::GroupLayout g;
+model::GroupLayout zero3(int ranks, int params) {
+  model::GroupLayout g;
   int64_t off = 0;
   for (int i = 0; i < params; ++i) {
-    deepspeed::ParamEntry pe;
+    model::ParamEntry pe;
     pe.name = "p" + std::to_string(i);
     pe.numel = 1000 + (i * 7919) % 50000;
     pe.shape = {pe.numel};
@@ -63,7 +63,7 @@ deepspeed::GroupLayout zero3(int ranks, int params) {
   }
   g.partition_numel = off;
   for (int r = 0; r < ranks; ++r) {
-    deepspeed::RankPartition part;
+    model::RankPartition part;
     part.rank = r;
     for (int i = 0; i < params; ++i) {
       const auto& pe = g.params[static_cast<size_t>(i)];
@@ -77,8 +77,8 @@ deepspeed::GroupLayout zero3(int ranks, int params) {
   return g;
 }
 
-std::shared_ptr<const session::HealthMap> health(const deepspeed::GroupLayout& g, int stale_rank) {
-  deepspeed::Catalog cat;
+std::shared_ptr<const session::HealthMap> health(const model::GroupLayout& g, int stale_rank) {
+  model::Catalog cat;
   cat.groups.push_back(g);
   analysis::Report report;
   for (const auto& p : g.params) {

@@ -16,8 +16,8 @@ namespace {
 
 // deepspeed-format.md §5.1's worked example: dp = 3, params a (5 elements) then b (3): P = 4,
 // rank0 = a[0:4]; rank1 = a[4] b[0:3]; rank2 = padding.
-deepspeed::GroupLayout workedExample() {
-  deepspeed::GroupLayout g;
+model::GroupLayout workedExample() {
+  model::GroupLayout g;
   g.numel = 8;
   g.padded_numel = 12;
   g.partition_numel = 4;
@@ -29,8 +29,8 @@ deepspeed::GroupLayout workedExample() {
   g.params[1].shape = {3};
   g.params[1].numel = 3;
   g.params[1].offset = 5;
-  auto rank = [](int r, int64_t real, std::vector<deepspeed::Fragment> fragments) {
-    deepspeed::RankPartition p;
+  auto rank = [](int r, int64_t real, std::vector<model::Fragment> fragments) {
+    model::RankPartition p;
     p.rank = r;
     p.saved_numel = real;
     p.real_numel = real;
@@ -39,7 +39,7 @@ deepspeed::GroupLayout workedExample() {
     return p;
   };
   auto frag = [](int param, int64_t param_offset, int64_t partition_offset, int64_t numel) {
-    deepspeed::Fragment f;
+    model::Fragment f;
     f.param = param;
     f.param_offset = param_offset;
     f.partition_offset = partition_offset;
@@ -51,7 +51,7 @@ deepspeed::GroupLayout workedExample() {
   return g;
 }
 
-LayoutGeometry geometryFor(const deepspeed::GroupLayout& g) {
+LayoutGeometry geometryFor(const model::GroupLayout& g) {
   LayoutGeometry geo;
   geo.label_width = 50;
   geo.header_height = 20;
@@ -68,12 +68,12 @@ QPointF at(const LayoutGeometry& geo, int rank, double element) {
   return {geo.x_of(element + 0.5), geo.row_top(rank) + geo.row_height / 2.0};
 }
 
-deepspeed::GroupLayout bigLayout(int ranks, int params) {
-  deepspeed::GroupLayout g;
+model::GroupLayout bigLayout(int ranks, int params) {
+  model::GroupLayout g;
   int64_t n = 0;
   for (int i = 0; i < params; ++i) {
     const int64_t numel = 1000 + (i * 7919) % 50000;
-    deepspeed::ParamEntry pe;
+    model::ParamEntry pe;
     pe.name = "layers." + std::to_string(i) + ".weight";
     pe.shape = {numel};
     pe.numel = numel;
@@ -88,12 +88,12 @@ deepspeed::GroupLayout bigLayout(int ranks, int params) {
   int p = 0;
   int64_t pOff = 0;
   for (int r = 0; r < ranks; ++r) {
-    deepspeed::RankPartition part;
+    model::RankPartition part;
     part.rank = r;
     int64_t off = 0;
     while (off < g.partition_numel && p < params) {
       const int64_t take = std::min(g.partition_numel - off, g.params[static_cast<size_t>(p)].numel - pOff);
-      deepspeed::Fragment f;
+      model::Fragment f;
       f.param = p;
       f.param_offset = pOff;
       f.partition_offset = off;

@@ -22,7 +22,7 @@ void FindingsModel::setReport(const analysis::Report* report) {
   endResetModel();
 }
 
-void FindingsModel::setCatalogProblems(const deepspeed::Catalog* catalog) {
+void FindingsModel::setCatalogProblems(const model::Catalog* catalog) {
   beginResetModel();
   findings_.clear();
   if (catalog) {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "ckptdoc/analysis/report.h"
-#include "ckptdoc/deepspeed/catalog.h"
+#include "ckptdoc/model/catalog.h"
 
 namespace ckptdoc::gui {
 
@@ -19,7 +19,7 @@ class FindingsModel : public QAbstractTableModel {
 
   void setFindings(std::vector<analysis::Finding> findings);  // e.g. session::Session::findings()
   void setReport(const analysis::Report* report);
-  void setCatalogProblems(const deepspeed::Catalog* catalog);  // shown until an analysis replaces them
+  void setCatalogProblems(const model::Catalog* catalog);  // shown until an analysis replaces them
   void clear();
   const analysis::Finding& finding(int row) const { return findings_.at(static_cast<size_t>(row)); }
   int count() const { return static_cast<int>(findings_.size()); }

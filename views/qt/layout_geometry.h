@@ -11,7 +11,7 @@ namespace ckptdoc::gui {
 using LayoutGeometry = session::LayoutGeometry;
 using LayoutHit = session::LayoutHit;
 
-inline std::optional<LayoutHit> hitTest(const deepspeed::GroupLayout& group, const LayoutGeometry& geometry,
+inline std::optional<LayoutHit> hitTest(const model::GroupLayout& group, const LayoutGeometry& geometry,
                                         QPointF pixel) {
   return session::hit_test(group, geometry, pixel.x(), pixel.y());
 }

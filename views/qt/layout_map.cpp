@@ -28,7 +28,7 @@ LayoutMap::LayoutMap(QWidget* parent) : QWidget(parent) {
   setAutoFillBackground(true);
 }
 
-void LayoutMap::setGroup(std::shared_ptr<const void> owner, const deepspeed::GroupLayout* group) {
+void LayoutMap::setGroup(std::shared_ptr<const void> owner, const model::GroupLayout* group) {
   owner_ = std::move(owner);
   group_ = group;
   geometry_.rank_count = group ? static_cast<int>(group->partitions.size()) : 0;

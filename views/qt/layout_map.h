@@ -11,7 +11,7 @@
 #include <memory>
 #include <optional>
 
-#include "ckptdoc/deepspeed/catalog.h"
+#include "ckptdoc/model/flat_layout.h"
 #include "ckptdoc/session/job_queue.h"
 #include "ckptdoc/session/pictures.h"
 #include "layout_geometry.h"
@@ -27,8 +27,8 @@ class LayoutMap : public QWidget {
   explicit LayoutMap(QWidget* parent = nullptr);
 
   // `owner` keeps the catalog that `group` lives in alive.
-  void setGroup(std::shared_ptr<const void> owner, const deepspeed::GroupLayout* group);
-  const deepspeed::GroupLayout* group() const { return group_; }
+  void setGroup(std::shared_ptr<const void> owner, const model::GroupLayout* group);
+  const model::GroupLayout* group() const { return group_; }
   // Measures for the health shades (null before an analysis: fragments then show their param colour).
   void setHealth(std::shared_ptr<const session::HealthMap> health);
   void setShade(session::Shade shade);
@@ -68,7 +68,7 @@ class LayoutMap : public QWidget {
   void drawNames(QPainter& p);
 
   std::shared_ptr<const void> owner_;
-  const deepspeed::GroupLayout* group_ = nullptr;
+  const model::GroupLayout* group_ = nullptr;
   std::shared_ptr<const session::HealthMap> health_;
   session::Shade shade_ = session::Shade::Param;
   LayoutGeometry geometry_;

@@ -17,11 +17,11 @@ void ParamTableModel::clear() {
   endResetModel();
 }
 
-void ParamTableModel::setCatalog(const deepspeed::Catalog* catalog) {
+void ParamTableModel::setCatalog(const model::Catalog* catalog) {
   setReport(catalog, nullptr);
 }
 
-void ParamTableModel::setReport(const deepspeed::Catalog* catalog,
+void ParamTableModel::setReport(const model::Catalog* catalog,
                                 std::shared_ptr<const analysis::Report> report) {
   const analysis::Report* raw = report.get();
   auto keep = std::move(report);
@@ -29,7 +29,7 @@ void ParamTableModel::setReport(const deepspeed::Catalog* catalog,
   kept_ = std::move(keep);
 }
 
-void ParamTableModel::setReport(const deepspeed::Catalog* catalog, const analysis::Report* report) {
+void ParamTableModel::setReport(const model::Catalog* catalog, const analysis::Report* report) {
   beginResetModel();
   kept_.reset();
   rows_.clear();

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ckptdoc/analysis/report.h"
-#include "ckptdoc/deepspeed/catalog.h"
+#include "ckptdoc/model/catalog.h"
 
 namespace ckptdoc::gui {
 
@@ -36,10 +36,10 @@ class ParamTableModel : public QAbstractTableModel {
 
   explicit ParamTableModel(QObject* parent = nullptr);
 
-  void setCatalog(const deepspeed::Catalog* catalog);  // rows without statistics
-  void setReport(const deepspeed::Catalog* catalog,
+  void setCatalog(const model::Catalog* catalog);  // rows without statistics
+  void setReport(const model::Catalog* catalog,
                  const analysis::Report* report);  // the caller keeps it alive
-  void setReport(const deepspeed::Catalog* catalog,
+  void setReport(const model::Catalog* catalog,
                  std::shared_ptr<const analysis::Report> report);  // kept here
   void clear();
   // Row of the param named `name`, -1 when absent.

@@ -9,8 +9,7 @@
 
 namespace ckptdoc::repair {
 
-std::vector<Holding> param_holdings(const deepspeed::GroupLayout& g, const deepspeed::ParamEntry& p,
-                                    bool zero3) {
+std::vector<Holding> param_holdings(const model::GroupLayout& g, const model::ParamEntry& p, bool zero3) {
   std::vector<Holding> out;
   const int dp = static_cast<int>(g.partitions.size());
   if (p.numel <= 0 || dp <= 0) return out;
@@ -34,10 +33,10 @@ std::vector<Holding> param_holdings(const deepspeed::GroupLayout& g, const deeps
   return out;
 }
 
-std::vector<Piece> exchange_pieces(const std::vector<deepspeed::GroupLayout>& old_groups,
-                                   const std::vector<deepspeed::GroupLayout>& new_groups, bool zero3,
+std::vector<Piece> exchange_pieces(const std::vector<model::GroupLayout>& old_groups,
+                                   const std::vector<model::GroupLayout>& new_groups, bool zero3,
                                    int64_t max_len) {
-  std::map<std::string, std::pair<const deepspeed::GroupLayout*, const deepspeed::ParamEntry*>> old_place;
+  std::map<std::string, std::pair<const model::GroupLayout*, const model::ParamEntry*>> old_place;
   for (const auto& g : old_groups)
     for (const auto& p : g.params) old_place[p.name] = {&g, &p};
   std::vector<Piece> pieces;

@@ -66,15 +66,15 @@ void LayoutGeometry::clamp(double width, double height) {
   scroll_y = std::clamp(scroll_y, 0.0, max_scroll);
 }
 
-size_t first_fragment_ending_after(const deepspeed::RankPartition& partition, int64_t element) {
+size_t first_fragment_ending_after(const model::RankPartition& partition, int64_t element) {
   const auto& f = partition.fragments;
-  auto it = std::partition_point(f.begin(), f.end(), [element](const deepspeed::Fragment& fr) {
+  auto it = std::partition_point(f.begin(), f.end(), [element](const model::Fragment& fr) {
     return fr.partition_offset + fr.numel <= element;
   });
   return static_cast<size_t>(it - f.begin());
 }
 
-std::optional<LayoutHit> hit_test(const deepspeed::GroupLayout& group, const LayoutGeometry& g, double x,
+std::optional<LayoutHit> hit_test(const model::GroupLayout& group, const LayoutGeometry& g, double x,
                                   double y) {
   if (x < g.label_width) return std::nullopt;
   const auto rank = g.rank_at(y);

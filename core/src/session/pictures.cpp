@@ -132,7 +132,7 @@ std::string_view strip_lane_label(StripLane lane) {
   return "";
 }
 
-std::shared_ptr<const HealthMap> HealthMap::build(const deepspeed::Catalog& catalog,
+std::shared_ptr<const HealthMap> HealthMap::build(const model::Catalog& catalog,
                                                   const analysis::Report& report) {
   auto map = std::make_shared<HealthMap>();
   std::map<std::string, const analysis::ParamReport*> by_name;
@@ -344,7 +344,7 @@ uint32_t shade_rgba(Shade shade, float level, bool zero_moment) {
   return ramp(kHealth, 5, level);
 }
 
-Raster layout_raster(const deepspeed::GroupLayout& group, const HealthMap* health,
+Raster layout_raster(const model::GroupLayout& group, const HealthMap* health,
                      const LayoutRasterRequest& rq) {
   Raster r;
   r.width = std::max(0, rq.width);
@@ -467,7 +467,7 @@ Raster layout_raster(const deepspeed::GroupLayout& group, const HealthMap* healt
   return r;
 }
 
-std::vector<std::pair<int, int>> strip_order(const deepspeed::Catalog& catalog) {
+std::vector<std::pair<int, int>> strip_order(const model::Catalog& catalog) {
   std::vector<std::pair<int, int>> order;
   for (size_t gi = 0; gi < catalog.groups.size(); ++gi)
     for (size_t pi = 0; pi < catalog.groups[gi].params.size(); ++pi)
@@ -475,8 +475,8 @@ std::vector<std::pair<int, int>> strip_order(const deepspeed::Catalog& catalog) 
   return order;
 }
 
-std::vector<StripColumn> param_strip(const deepspeed::Catalog& catalog, const HealthMap* health,
-                                     StripLane lane, int width) {
+std::vector<StripColumn> param_strip(const model::Catalog& catalog, const HealthMap* health, StripLane lane,
+                                     int width) {
   std::vector<StripColumn> cols(static_cast<size_t>(std::max(0, width)));
   const auto order = strip_order(catalog);
   if (order.empty() || width <= 0) return cols;
@@ -532,7 +532,7 @@ void measures_text(std::ostringstream& o, const Measures& m) {
 
 }  // namespace
 
-std::string describe_fragment(const deepspeed::GroupLayout& group, const HealthMap* health,
+std::string describe_fragment(const model::GroupLayout& group, const HealthMap* health,
                               const LayoutHit& hit) {
   std::ostringstream o;
   if (hit.rank < 0 || static_cast<size_t>(hit.rank) >= group.partitions.size()) return {};
@@ -554,7 +554,7 @@ std::string describe_fragment(const deepspeed::GroupLayout& group, const HealthM
   return o.str();
 }
 
-std::string describe_param(const deepspeed::Catalog& catalog, const HealthMap* health, int group, int param) {
+std::string describe_param(const model::Catalog& catalog, const HealthMap* health, int group, int param) {
   if (group < 0 || static_cast<size_t>(group) >= catalog.groups.size()) return {};
   const auto& g = catalog.groups[static_cast<size_t>(group)];
   if (param < 0 || static_cast<size_t>(param) >= g.params.size()) return {};

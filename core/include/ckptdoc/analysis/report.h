@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ckptdoc/compute/statistics.h"
-#include "ckptdoc/deepspeed/catalog.h"
+#include "ckptdoc/dtype.h"
 #include "ckptdoc/model/finding.h"
 
 namespace ckptdoc::analysis {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ckptdoc/analysis/report.h"
+#include "ckptdoc/deepspeed/catalog.h"
 
 namespace ckptdoc::analysis {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "ckptdoc/deepspeed/catalog.h"
+#include "ckptdoc/model/flat_layout.h"
 
 namespace ckptdoc::repair {
 
@@ -18,8 +18,7 @@ struct Holding {
 // Where a param's elements live in a flat group (ZeRO-1/2, BF16: rank r holds flat elements
 // [r*P, (r+1)*P)) or a ZeRO-3 sub-group (rank r holds elements [r*ceil(n/dp), ...) of every param), in
 // element order. dp is the group's partition count; ZeRO-3 padding past the param's end is not listed.
-std::vector<Holding> param_holdings(const deepspeed::GroupLayout& g, const deepspeed::ParamEntry& p,
-                                    bool zero3);
+std::vector<Holding> param_holdings(const model::GroupLayout& g, const model::ParamEntry& p, bool zero3);
 
 // A run of elements of one param that sits in one old rank's partition and lands in one new rank's
 // partition of `new_group` at element `new_offset`.
@@ -33,8 +32,8 @@ struct Piece {
 // Every piece of every new group, split to at most `max_len` elements, ordered by new group, new rank and
 // new offset. Every param of `new_groups` must be in `old_groups` with the same numel; elements of a new
 // partition that no piece covers are padding (zeros).
-std::vector<Piece> exchange_pieces(const std::vector<deepspeed::GroupLayout>& old_groups,
-                                   const std::vector<deepspeed::GroupLayout>& new_groups, bool zero3,
+std::vector<Piece> exchange_pieces(const std::vector<model::GroupLayout>& old_groups,
+                                   const std::vector<model::GroupLayout>& new_groups, bool zero3,
                                    int64_t max_len);
 
 }  // namespace ckptdoc::repair

@@ -7,7 +7,7 @@
 #include <optional>
 #include <utility>
 
-#include "ckptdoc/deepspeed/catalog.h"
+#include "ckptdoc/model/flat_layout.h"
 
 namespace ckptdoc::session {
 
@@ -52,11 +52,11 @@ struct LayoutHit {
 };
 
 // Maps a pixel to (rank, fragment) in `group`; nullopt outside any row or past the partition's end.
-std::optional<LayoutHit> hit_test(const deepspeed::GroupLayout& group, const LayoutGeometry& geometry,
-                                  double x, double y);
+std::optional<LayoutHit> hit_test(const model::GroupLayout& group, const LayoutGeometry& geometry, double x,
+                                  double y);
 
 // Index of the first fragment of `partition` that ends after `element` (binary search; fragments are sorted
 // by partition_offset); fragments.size() when none.
-size_t first_fragment_ending_after(const deepspeed::RankPartition& partition, int64_t element);
+size_t first_fragment_ending_after(const model::RankPartition& partition, int64_t element);
 
 }  // namespace ckptdoc::session

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "ckptdoc/analysis/report.h"
-#include "ckptdoc/deepspeed/catalog.h"
+#include "ckptdoc/model/catalog.h"
 #include "ckptdoc/session/layout_geometry.h"
 
 namespace ckptdoc::session {
@@ -45,7 +45,7 @@ struct Measures {
 // once from a report off the UI thread; O(fragments).
 class HealthMap {
  public:
-  static std::shared_ptr<const HealthMap> build(const deepspeed::Catalog& catalog,
+  static std::shared_ptr<const HealthMap> build(const model::Catalog& catalog,
                                                 const analysis::Report& report);
 
   // Fragment `fragment` of partition `rank_index` of group `group`; null when out of range.
@@ -97,7 +97,7 @@ struct LayoutRasterRequest {
 // most salient one shows, so one stale rank among 1024 or one NaN fragment among thousands stays visible.
 // Padding is hatched grey; outside the partition is transparent. `health` may be null (then only Param
 // shades).
-Raster layout_raster(const deepspeed::GroupLayout& group, const HealthMap* health,
+Raster layout_raster(const model::GroupLayout& group, const HealthMap* health,
                      const LayoutRasterRequest& request);
 
 // The overview strip: every trainable param in layout order (groups in order, params in flat-buffer order),
@@ -108,14 +108,13 @@ struct StripColumn {
   uint32_t rgba = 0;  // 0 when there is no param
   int group = -1, param = -1;
 };
-std::vector<StripColumn> param_strip(const deepspeed::Catalog& catalog, const HealthMap* health,
-                                     StripLane lane, int width);
+std::vector<StripColumn> param_strip(const model::Catalog& catalog, const HealthMap* health, StripLane lane,
+                                     int width);
 // Layout order of the strip: (group, param) of every trainable param.
-std::vector<std::pair<int, int>> strip_order(const deepspeed::Catalog& catalog);
+std::vector<std::pair<int, int>> strip_order(const model::Catalog& catalog);
 
 // Tooltip text (plain lines) for a fragment under the map, and for a param of the strip.
-std::string describe_fragment(const deepspeed::GroupLayout& group, const HealthMap* health,
-                              const LayoutHit& hit);
-std::string describe_param(const deepspeed::Catalog& catalog, const HealthMap* health, int group, int param);
+std::string describe_fragment(const model::GroupLayout& group, const HealthMap* health, const LayoutHit& hit);
+std::string describe_param(const model::Catalog& catalog, const HealthMap* health, int group, int param);
 
 }  // namespace ckptdoc::session
