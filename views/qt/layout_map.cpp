@@ -95,7 +95,9 @@ void LayoutMap::paintEvent(QPaintEvent*) {
   if (key != rasterKey_ && key != pendingKey_) {  // hover, tooltips and other repaints reuse the picture
     const session::LayoutRasterRequest rq = request();
     auto toImage = [](const session::Raster& r) {
-      return QImage(r.rgba.data(), r.width, r.height, r.width * 4, QImage::Format_RGBA8888).copy();
+      return QImage(r.rgba.data(), r.width, r.height, static_cast<qsizetype>(r.width) * 4,
+                    QImage::Format_RGBA8888)
+          .copy();
     };
     if (!queue_) {
       raster_ = toImage(session::layout_raster(*group_, health_.get(), rq));

@@ -168,6 +168,12 @@ QVariant ParamTableModel::headerData(int section, Qt::Orientation orientation, i
   static const char* names[] = {"Param",           "Group",  "Shape", "DType",    "Numel",
                                 "max |Δ|",         "rel L2", "exact", "fp32 rms", "exp_avg rms",
                                 "exp_avg_sq mean", "NaN",    "Inf",   "score"};
+  // One tip joined from several literals: named, so the array below reads as one string per column.
+  static const char* const score_tip =
+      "Worst-first sorting key: 10 × the share of elements whose weight is not the "
+      "master's rounding, + the relative L2 distance (at most 100), + 1000 when the "
+      "weight, master or moments hold NaN/Inf. 0: the master rounds to the weight "
+      "everywhere";
   static const char* tips[] = {
       "Parameter name (module state-dict key)",
       "Optimizer param group (ZeRO-3: sub-group)",
@@ -182,10 +188,7 @@ QVariant ParamTableModel::headerData(int section, Qt::Orientation orientation, i
       "Mean of Adam's second moment",
       "NaN count over weights, master and moments",
       "±Inf count over weights, master and moments",
-      "Worst-first sorting key: 10 × the share of elements whose weight is not the "
-      "master's rounding, + the relative L2 distance (at most 100), + 1000 when the "
-      "weight, master or moments hold NaN/Inf. 0: the master rounds to the weight "
-      "everywhere"};
+      score_tip};
   if (section < 0 || section >= ColumnCount) return {};
   if (role == Qt::DisplayRole) return QString::fromUtf8(names[section]);
   if (role == Qt::ToolTipRole) return QString::fromUtf8(tips[section]);
