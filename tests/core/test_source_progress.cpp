@@ -4,6 +4,7 @@
 // being written ends the job Cancelled with no output, no temp file or partial folder beside it, and the
 // input byte for byte as it was. The writes are watched through a FileIo (the writers' own seam): no timing.
 #include <QTest>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <future>
@@ -208,6 +209,38 @@ class TestSourceProgress : public QObject {
     QCOMPARE(copying.size(), size_t{2});  // stopped at the cancel
     QCOMPARE(copying[1].total, folder);   // the copy counts the input folder's bytes
     QVERIFY(copying[1].done > 0 && copying[1].done < folder);
+    QVERIFY(test::files_in(dir.path()).empty());  // no output, no partial folder
+    QVERIFY(contents(in) == before);
+  }
+
+  // A cancel when the repair starts checking its copy (a stage that only reads, through memory maps, so no
+  // write can be watched): Progress's stage hook asks for it as the stage starts, with no timing. The check
+  // stops at its next item: Cancelled, nothing published, no partial folder, the input as it was.
+  void cancelWhileCheckingTheCopyPublishesNothing() {
+    const std::string in = fixture("fsdp2_ws2_moments_lost");
+    const auto before = contents(in);
+    Session s;
+    QVERIFY(open_source(s, in));
+    test::TempDir dir;
+    test::JobWatchingIo io;  // holds the repair's first write until the hook is set
+    ScopedFileIo scoped(io);
+    sources::RepairRequest request;
+    request.output = dir.file("fixed");
+    request.reset_optimizer = true;
+    std::optional<Outcome<sources::Outcome>> result;
+    const JobPtr job = s.repair_source(request, [&](Outcome<sources::Outcome>& r) { result = r; });
+    std::atomic<bool> seen{false};
+    job->progress().on_stage([&, raw = job.get()](const std::string& stage) {
+      if (stage != "checking the copy") return;
+      seen = true;
+      raw->cancel();
+    });
+    io.set_job(job);
+    QVERIFY(pump(s, [&] { return result.has_value(); }));
+    QVERIFY(seen.load());
+    QVERIFY2(result->error.has_value(), "the repair was published despite the cancel");
+    QCOMPARE(std::string(error_kind_name(result->error->kind)), std::string("cancelled"));
+    QCOMPARE(job->state(), JobState::Cancelled);
     QVERIFY(test::files_in(dir.path()).empty());  // no output, no partial folder
     QVERIFY(contents(in) == before);
   }
