@@ -11,8 +11,10 @@
 // and v019_megatron_finetune_stale (a --finetune-style load of its model alone, no reload_model_params, the
 // non-distributed optimizer: optimizer.state.fp32_param.<key> still the initial values). Which mains match
 // their weights is judged by torch (tests/realds/check_megatron_mains.py), not by ckptdoc.
+#include <QCryptographicHash>
 #include <QDir>
 #include <QFile>
+#include <QJsonDocument>
 #include <QtTest>
 #include <chrono>
 #include <cstdio>
@@ -511,6 +513,53 @@ class TestRealdsMegatron : public QObject {
     const auto d = test::run_cli({"diagnose", out, "--json"});
     CKPTDOC_EXPECT_EXIT(d, 0);
     QVERIFY2(json_of(d)["problems"].toArray().isEmpty(), d.out.c_str());
+  }
+
+  // megatron-core 0.18+ writes integrity.json beside the iteration folder's files (the sha256 of each, as
+  // /work/shared/design/formats-2026.md describes it: {"algorithm": "sha256", "files": {name: hex}}); 0.16.1
+  // writes none, so it is added here to a copy of a real save. Every repair rewrites files it lists, so each
+  // leaves it out of its output and says so, in text and JSON; the input keeps it.
+  void integrityJsonIsLeftOutAndSaid_data() {
+    QTest::addColumn<QString>("entry");
+    QTest::addColumn<QString>("action");
+    QTest::newRow("reset-optimizer") << kLocal << "--reset-optimizer";
+    QTest::newRow("reset-optimizer, bucket space") << kBucket << "--reset-optimizer";
+    QTest::newRow("refresh-fp32") << kStale << "--refresh-fp32";
+    QTest::newRow("drop-optimizer") << kLocal << "--drop-optimizer";
+  }
+  void integrityJsonIsLeftOutAndSaid() {
+    REALDS_REQUIRE_DS("0.19");
+    QFETCH(QString, entry);
+    QFETCH(QString, action);
+    const auto e = realds::checkpoint(entry.toStdString());
+    test::TempDir dir;
+    const std::string save = dir.file("save");
+    std::filesystem::copy(e.save_dir, save, std::filesystem::copy_options::recursive);
+    const std::string iter = save + "/" + std::filesystem::path(tracked_iteration_dir(e)).filename().string();
+    QJsonObject files;
+    for (const auto& f : std::filesystem::recursive_directory_iterator(iter))
+      if (f.is_regular_file()) {
+        const std::string bytes = test::read_text(f.path().string());
+        files[QString::fromStdString(f.path().lexically_relative(iter).string())] = QString::fromLatin1(
+            QCryptographicHash::hash(QByteArray(bytes.data(), static_cast<qsizetype>(bytes.size())),
+                                     QCryptographicHash::Sha256)
+                .toHex());
+      }
+    const std::string integrity =
+        QJsonDocument(QJsonObject{{"algorithm", "sha256"}, {"files", files}}).toJson().toStdString();
+    test::write_text(iter + "/integrity.json", integrity);
+    const auto out_iter_name = std::filesystem::path(iter).filename().string();
+
+    const auto j = test::run_cli({"repair", save, "-o", dir.file("json"), action.toStdString(), "--json"});
+    CKPTDOC_EXPECT_EXIT(j, 0);
+    QVERIFY2(json_of(j)["integrity_dropped"].toBool(), j.out.c_str());
+    QVERIFY2(!std::filesystem::exists(dir.file("json") + "/" + out_iter_name + "/integrity.json"),
+             j.out.c_str());
+    const auto t = test::run_cli({"repair", save, "-o", dir.file("text"), action.toStdString()});
+    CKPTDOC_EXPECT_EXIT(t, 0);
+    QVERIFY2(t.out.find("integrity.json was left out of the copy") != std::string::npos, t.out.c_str());
+    QVERIFY(!std::filesystem::exists(dir.file("text") + "/" + out_iter_name + "/integrity.json"));
+    QCOMPARE(test::read_text(iter + "/integrity.json"), integrity);  // the input's, untouched
   }
 
   // What repair of a Megatron folder refuses, writing nothing: two actions, an output inside the input.
