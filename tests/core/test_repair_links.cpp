@@ -87,6 +87,21 @@ class TestRepairLinks : public QObject {
     QVERIFY(contents(in) == before);
   }
 
+  // A link to a folder that holds the output (here the folder the input and the output are in): the copy
+  // would copy itself, so it is refused naming the link; nothing published, the input as it was.
+  void linkToTheOutputsFolderIsRefusedNamingIt() {
+    test::TempDir dir;
+    const std::string in = input_copy(dir);
+    fs::create_directory_symlink("..", in + "/up");
+    const auto before = contents(in);
+    const auto r = repair(in, dir.file("out"));
+    QVERIFY2(r.exit_code != 0, r.out.c_str());
+    QVERIFY2(r.err.find(in + "/up") != std::string::npos, r.err.c_str());
+    QVERIFY2(r.err.find("holds the output") != std::string::npos, r.err.c_str());
+    QCOMPARE(test::files_in(dir.path()), std::vector<std::string>{"in"});
+    QVERIFY(contents(in) == before);
+  }
+
   // A link to nothing and a socket: neither is copied, and neither is left out unsaid: refused naming it.
   void whatTheCopyCannotHoldIsRefusedNamingIt() {
     test::TempDir dir;
