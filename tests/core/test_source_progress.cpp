@@ -4,7 +4,6 @@
 // being written ends the job Cancelled with no output, no temp file or partial folder beside it, and the
 // input byte for byte as it was. The writes are watched through a FileIo (the writers' own seam): no timing.
 #include <QTest>
-#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <future>
@@ -222,22 +221,17 @@ class TestSourceProgress : public QObject {
     Session s;
     QVERIFY(open_source(s, in));
     test::TempDir dir;
-    test::JobWatchingIo io;  // holds the repair's first write until the hook is set
+    test::JobWatchingIo io;
+    io.cancel_when_starts("checking the copy");
     ScopedFileIo scoped(io);
     sources::RepairRequest request;
     request.output = dir.file("fixed");
     request.reset_optimizer = true;
     std::optional<Outcome<sources::Outcome>> result;
     const JobPtr job = s.repair_source(request, [&](Outcome<sources::Outcome>& r) { result = r; });
-    std::atomic<bool> seen{false};
-    job->progress().on_stage([&, raw = job.get()](const std::string& stage) {
-      if (stage != "checking the copy") return;
-      seen = true;
-      raw->cancel();
-    });
-    io.set_job(job);
+    io.set_job(job);  // the hook is in place before the repair's first write is let through
     QVERIFY(pump(s, [&] { return result.has_value(); }));
-    QVERIFY(seen.load());
+    QVERIFY(io.cancelled_at_stage());
     QVERIFY2(result->error.has_value(), "the repair was published despite the cancel");
     QCOMPARE(std::string(error_kind_name(result->error->kind)), std::string("cancelled"));
     QCOMPARE(job->state(), JobState::Cancelled);

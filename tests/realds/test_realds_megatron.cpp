@@ -330,6 +330,38 @@ class TestRealdsMegatron : public QObject {
     QVERIFY(tree(e.save_dir) == before);
   }
 
+  // A cancel as the repair starts checking its copy (a stage that only reads, so no write can be watched; the
+  // job's stage hook asks for it): Cancelled, no output, no partial folder, the save as it was. For each
+  // Megatron repair that checks a copy it made whole.
+  void appRepairCancelledWhileCheckingTheCopy_data() {
+    QTest::addColumn<QString>("entry");
+    QTest::addColumn<QString>("action");
+    QTest::newRow("refresh-fp32") << kStale << "refresh-fp32";
+    QTest::newRow("reset-optimizer") << kLocal << "reset-optimizer";
+    QTest::newRow("reset-optimizer, bucket space") << kBucket << "reset-optimizer";
+  }
+  void appRepairCancelledWhileCheckingTheCopy() {
+    REALDS_REQUIRE_DS("0.19");
+    QFETCH(QString, entry);
+    QFETCH(QString, action);
+    const auto e = realds::checkpoint(entry.toStdString());
+    const auto before = tree(e.save_dir);
+    test::TempDir dir;
+    sources::RepairRequest request;
+    request.refresh_fp32 = action == "refresh-fp32";
+    request.reset_optimizer = action == "reset-optimizer";
+    request.output = dir.file("cancelled");
+    test::JobWatchingIo io;
+    io.cancel_when_starts("checking the copy");
+    const auto r = test::app_repair(e.save_dir, request, io);
+    QVERIFY(r);
+    QVERIFY(io.cancelled_at_stage());
+    QVERIFY2(r->error, "the repair was published despite the cancel");
+    QCOMPARE(std::string(session::error_kind_name(r->error->kind)), std::string("cancelled"));
+    QVERIFY(test::files_in(dir.path()).empty());  // no output, no partial folder
+    QVERIFY(tree(e.save_dir) == before);
+  }
+
   // repair --reset-optimizer of both optimizer layouts: a new folder whose Adam moments are zero and whose
   // common.pt step is 0 (Float16OptimizerWithFloat16Params: the common_step tensor; DistributedOptimizer
   // fully_reshardable: the float step of every param group), the input untouched. Judged by torch
