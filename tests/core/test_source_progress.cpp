@@ -212,6 +212,33 @@ class TestSourceProgress : public QObject {
     QVERIFY(contents(in) == before);
   }
 
+  // A cancel when the repair starts checking its copy (a stage that only reads, through memory maps, so no
+  // write can be watched): Progress's stage hook asks for it as the stage starts, with no timing. The check
+  // stops at its next item: Cancelled, nothing published, no partial folder, the input as it was.
+  void cancelWhileCheckingTheCopyPublishesNothing() {
+    const std::string in = fixture("fsdp2_ws2_moments_lost");
+    const auto before = contents(in);
+    Session s;
+    QVERIFY(open_source(s, in));
+    test::TempDir dir;
+    test::JobWatchingIo io;
+    io.cancel_when_starts("checking the copy");
+    ScopedFileIo scoped(io);
+    sources::RepairRequest request;
+    request.output = dir.file("fixed");
+    request.reset_optimizer = true;
+    std::optional<Outcome<sources::Outcome>> result;
+    const JobPtr job = s.repair_source(request, [&](Outcome<sources::Outcome>& r) { result = r; });
+    io.set_job(job);  // the hook is in place before the repair's first write is let through
+    QVERIFY(pump(s, [&] { return result.has_value(); }));
+    QVERIFY(io.cancelled_at_stage());
+    QVERIFY2(result->error.has_value(), "the repair was published despite the cancel");
+    QCOMPARE(std::string(error_kind_name(result->error->kind)), std::string("cancelled"));
+    QCOMPARE(job->state(), JobState::Cancelled);
+    QVERIFY(test::files_in(dir.path()).empty());  // no output, no partial folder
+    QVERIFY(contents(in) == before);
+  }
+
   // The repair's last stage re-reads the copy before it is published: it reports a total (the bytes of the
   // reset records compared, nonzero, less than the folder's) and ends with all of it done, not a bar at 0.
   void repairCheckStageReportsItsTotal() {

@@ -4,8 +4,11 @@
 // filled, shared storages following their first tensor, zero-byte tensors sharing "data pointer 0"), the
 // index text zero_to_fp32.py writes, and the folder writer (atomic new folder, refusal and --force
 // replacement).
+#include <unistd.h>
+
 #include <QTest>
 #include <filesystem>
+#include <map>
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/safetensors.h"
@@ -192,6 +195,33 @@ class TestWeightsShards : public QObject {
     // Torch weights beside safetensors ones are another family: left alone.
     write_shards(fewer, plan_shards(fewer, 100, ShardFormat::Torch), dir, ShardFormat::Torch, false);
     QCOMPARE(test::files_in(dir).size(), size_t{3});
+  }
+
+  // --force into a folder where a file already has the name a new shard is staged under
+  // (<name>.ckptdoc-staged-<pid>): that file is not the export's, so the export is refused naming it, before
+  // anything is written; it and the older weights stay byte for byte.
+  void existingStagingNameIsRefused() {
+    test::TempDir tmp;
+    const std::string dir = tmp.file("model");
+    const auto t = sized({6, 6, 6});
+    write_shards(t, plan_shards(t, 8, ShardFormat::Safetensors), dir, ShardFormat::Safetensors, false);
+    const std::string theirs =
+        dir + "/model-00002-of-00003.safetensors.ckptdoc-staged-" + std::to_string(::getpid());
+    test::write_text(theirs, "a file this export did not make\n");
+    std::map<std::string, std::string> before;
+    for (const auto& f : test::files_in(dir)) before[f] = test::read_text(dir + "/" + f);
+    const auto again = sized({6, 6, 7});
+    try {
+      write_shards(again, plan_shards(again, 8, ShardFormat::Safetensors), dir, ShardFormat::Safetensors,
+                   true);
+      QFAIL("exported over a file under a staging name");
+    } catch (const Error& e) {
+      QCOMPARE(e.kind(), ErrorKind::OutputExists);
+      QVERIFY2(std::string(e.what()).find(theirs) != std::string::npos, e.what());
+    }
+    std::map<std::string, std::string> after;
+    for (const auto& f : test::files_in(dir)) after[f] = test::read_text(dir + "/" + f);
+    QVERIFY(after == before);  // nothing written, nothing replaced or removed
   }
 
   void outputThatIsAFileIsRefused() {

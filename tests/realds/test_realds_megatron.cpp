@@ -11,8 +11,10 @@
 // and v019_megatron_finetune_stale (a --finetune-style load of its model alone, no reload_model_params, the
 // non-distributed optimizer: optimizer.state.fp32_param.<key> still the initial values). Which mains match
 // their weights is judged by torch (tests/realds/check_megatron_mains.py), not by ckptdoc.
+#include <QCryptographicHash>
 #include <QDir>
 #include <QFile>
+#include <QJsonDocument>
 #include <QtTest>
 #include <chrono>
 #include <cstdio>
@@ -328,6 +330,38 @@ class TestRealdsMegatron : public QObject {
     QVERIFY(tree(e.save_dir) == before);
   }
 
+  // A cancel as the repair starts checking its copy (a stage that only reads, so no write can be watched; the
+  // job's stage hook asks for it): Cancelled, no output, no partial folder, the save as it was. For each
+  // Megatron repair that checks a copy it made whole.
+  void appRepairCancelledWhileCheckingTheCopy_data() {
+    QTest::addColumn<QString>("entry");
+    QTest::addColumn<QString>("action");
+    QTest::newRow("refresh-fp32") << kStale << "refresh-fp32";
+    QTest::newRow("reset-optimizer") << kLocal << "reset-optimizer";
+    QTest::newRow("reset-optimizer, bucket space") << kBucket << "reset-optimizer";
+  }
+  void appRepairCancelledWhileCheckingTheCopy() {
+    REALDS_REQUIRE_DS("0.19");
+    QFETCH(QString, entry);
+    QFETCH(QString, action);
+    const auto e = realds::checkpoint(entry.toStdString());
+    const auto before = tree(e.save_dir);
+    test::TempDir dir;
+    sources::RepairRequest request;
+    request.refresh_fp32 = action == "refresh-fp32";
+    request.reset_optimizer = action == "reset-optimizer";
+    request.output = dir.file("cancelled");
+    test::JobWatchingIo io;
+    io.cancel_when_starts("checking the copy");
+    const auto r = test::app_repair(e.save_dir, request, io);
+    QVERIFY(r);
+    QVERIFY(io.cancelled_at_stage());
+    QVERIFY2(r->error, "the repair was published despite the cancel");
+    QCOMPARE(std::string(session::error_kind_name(r->error->kind)), std::string("cancelled"));
+    QVERIFY(test::files_in(dir.path()).empty());  // no output, no partial folder
+    QVERIFY(tree(e.save_dir) == before);
+  }
+
   // repair --reset-optimizer of both optimizer layouts: a new folder whose Adam moments are zero and whose
   // common.pt step is 0 (Float16OptimizerWithFloat16Params: the common_step tensor; DistributedOptimizer
   // fully_reshardable: the float step of every param group), the input untouched. Judged by torch
@@ -511,6 +545,53 @@ class TestRealdsMegatron : public QObject {
     const auto d = test::run_cli({"diagnose", out, "--json"});
     CKPTDOC_EXPECT_EXIT(d, 0);
     QVERIFY2(json_of(d)["problems"].toArray().isEmpty(), d.out.c_str());
+  }
+
+  // megatron-core 0.18+ writes integrity.json beside the iteration folder's files (the sha256 of each, as
+  // /work/shared/design/formats-2026.md describes it: {"algorithm": "sha256", "files": {name: hex}}); 0.16.1
+  // writes none, so it is added here to a copy of a real save. Every repair rewrites files it lists, so each
+  // leaves it out of its output and says so, in text and JSON; the input keeps it.
+  void integrityJsonIsLeftOutAndSaid_data() {
+    QTest::addColumn<QString>("entry");
+    QTest::addColumn<QString>("action");
+    QTest::newRow("reset-optimizer") << kLocal << "--reset-optimizer";
+    QTest::newRow("reset-optimizer, bucket space") << kBucket << "--reset-optimizer";
+    QTest::newRow("refresh-fp32") << kStale << "--refresh-fp32";
+    QTest::newRow("drop-optimizer") << kLocal << "--drop-optimizer";
+  }
+  void integrityJsonIsLeftOutAndSaid() {
+    REALDS_REQUIRE_DS("0.19");
+    QFETCH(QString, entry);
+    QFETCH(QString, action);
+    const auto e = realds::checkpoint(entry.toStdString());
+    test::TempDir dir;
+    const std::string save = dir.file("save");
+    std::filesystem::copy(e.save_dir, save, std::filesystem::copy_options::recursive);
+    const std::string iter = save + "/" + std::filesystem::path(tracked_iteration_dir(e)).filename().string();
+    QJsonObject files;
+    for (const auto& f : std::filesystem::recursive_directory_iterator(iter))
+      if (f.is_regular_file()) {
+        const std::string bytes = test::read_text(f.path().string());
+        files[QString::fromStdString(f.path().lexically_relative(iter).string())] = QString::fromLatin1(
+            QCryptographicHash::hash(QByteArray(bytes.data(), static_cast<qsizetype>(bytes.size())),
+                                     QCryptographicHash::Sha256)
+                .toHex());
+      }
+    const std::string integrity =
+        QJsonDocument(QJsonObject{{"algorithm", "sha256"}, {"files", files}}).toJson().toStdString();
+    test::write_text(iter + "/integrity.json", integrity);
+    const auto out_iter_name = std::filesystem::path(iter).filename().string();
+
+    const auto j = test::run_cli({"repair", save, "-o", dir.file("json"), action.toStdString(), "--json"});
+    CKPTDOC_EXPECT_EXIT(j, 0);
+    QVERIFY2(json_of(j)["integrity_dropped"].toBool(), j.out.c_str());
+    QVERIFY2(!std::filesystem::exists(dir.file("json") + "/" + out_iter_name + "/integrity.json"),
+             j.out.c_str());
+    const auto t = test::run_cli({"repair", save, "-o", dir.file("text"), action.toStdString()});
+    CKPTDOC_EXPECT_EXIT(t, 0);
+    QVERIFY2(t.out.find("integrity.json was left out of the copy") != std::string::npos, t.out.c_str());
+    QVERIFY(!std::filesystem::exists(dir.file("text") + "/" + out_iter_name + "/integrity.json"));
+    QCOMPARE(test::read_text(iter + "/integrity.json"), integrity);  // the input's, untouched
   }
 
   // What repair of a Megatron folder refuses, writing nothing: two actions, an output inside the input.

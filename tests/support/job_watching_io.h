@@ -1,7 +1,10 @@
 #pragma once
 // A FileIo for tests of a session job that writes files (#28): the real file calls, each write (or in-kernel
 // copy) first noting the job's stage and progress, so a test sees the progress as the output is written with
-// no timing; with `cancel_at`, the job is asked to cancel at that write of a stage.
+// no timing; with `cancel_at`, the job is asked to cancel at that write of a stage, or with
+// cancel_when_starts() as a stage starts (for a stage that makes no writes, such as a repair's check of its
+// copy).
+#include <atomic>
 #include <future>
 #include <mutex>
 #include <string>
@@ -25,7 +28,20 @@ class JobWatchingIo : public ForwardingFileIo {
   // with `stage`.
   explicit JobWatchingIo(int cancel_at = -1, std::string stage = {})
       : cancel_at_(cancel_at), stage_(std::move(stage)), job_(promise_.get_future().share()) {}
-  void set_job(const session::JobPtr& job) { promise_.set_value(job); }
+  // The job is asked to cancel as the stage named `stage` starts (Progress::on_stage); call before set_job.
+  void cancel_when_starts(std::string stage) { cancel_stage_ = std::move(stage); }
+  bool cancelled_at_stage() const { return cancelled_at_stage_.load(); }
+  // Installs the stage hook (when asked for) before releasing the writes that wait for the job: the work
+  // cannot reach a later stage before the hook is in place.
+  void set_job(const session::JobPtr& job) {
+    if (!cancel_stage_.empty())
+      job->progress().on_stage([this, raw = job.get()](const std::string& stage) {
+        if (stage != cancel_stage_) return;
+        cancelled_at_stage_ = true;
+        raw->cancel();
+      });
+    promise_.set_value(job);
+  }
   std::vector<Sample> samples() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return samples_;
@@ -49,6 +65,8 @@ class JobWatchingIo : public ForwardingFileIo {
   }
   const int cancel_at_;
   const std::string stage_;
+  std::string cancel_stage_;
+  std::atomic<bool> cancelled_at_stage_{false};
   int in_stage_ = 0;
   std::promise<session::JobPtr> promise_;
   std::shared_future<session::JobPtr> job_;

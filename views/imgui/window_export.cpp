@@ -172,7 +172,7 @@ void draw_export_window(View& v) {
           v.exporting.warning = deepspeed::non_finite_warning(*r.value);
         } else
           v.exporting.message = r.error->kind == session::ErrorKind::Cancelled
-                                    ? "Export cancelled."
+                                    ? "Export cancelled; nothing was written."
                                     : "Export failed: " + r.error->message;
       });
     }

@@ -187,7 +187,7 @@ void ExportDialog::start() {
     self->close_->setText(tr("Close"));
     if (!r.ok()) {
       self->status_->setText(r.error->kind == session::ErrorKind::Cancelled
-                                 ? tr("Export cancelled.")
+                                 ? tr("Export cancelled; nothing was written.")
                                  : tr("<b style='color:#c62828'>Export failed:</b> %1")
                                        .arg(errorText(*r.error).toHtmlEscaped()));
       return;

@@ -1,17 +1,21 @@
 #include "io/copy_tree.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/file_io.h"
 #include "ckptdoc/io/fs_error.h"
+#include "io/path_relation.h"
 
 namespace ckptdoc::io {
 namespace fs = std::filesystem;
@@ -84,20 +88,65 @@ void copy_file(const fs::path& from, const fs::path& to, Progress& progress) {
   fs::permissions(to, fs::status(from).permissions() | fs::perms::owner_write);
 }
 
+// A folder's identity, to know it when a link leads to it again.
+std::pair<uint64_t, uint64_t> folder_id(const fs::path& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0)
+    throw Error(ErrorKind::Io, dir.string(), "", std::string("stat: ") + std::strerror(errno));
+  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+}
+
+// Refuses what the copy cannot hold as a plain file or folder, naming it: a link to nothing, a socket, fifo
+// or device, and a link to a folder reached before (a loop, or one folder twice: copying it again could go on
+// without end) or to a folder that holds the output (the copy would copy itself). Leaving any of them out
+// silently would publish a copy that is not the input.
+void check_entry(const fs::directory_entry& e, const std::string& to_normalised,
+                 std::map<std::pair<uint64_t, uint64_t>, fs::path>& folders) {
+  const fs::path& path = e.path();
+  if (e.is_symlink() && !fs::exists(e.status()))
+    throw Error(ErrorKind::NotFound, path.string(), "",
+                "is a link to " + fs::read_symlink(path).string() +
+                    ", which does not exist: the copy would miss it, so nothing was written");
+  if (e.is_directory()) {
+    const auto [at, first] = folders.emplace(folder_id(path), path);
+    if (!first)
+      throw Error(ErrorKind::Unsupported, path.string(), "",
+                  "is a link to the folder " + at->second.string() +
+                      ", which the copy already holds (a link loop, or one folder linked twice): ckptdoc "
+                      "copies links as the files they lead to, and copies each folder once, so nothing was "
+                      "written");
+    if (e.is_symlink() && inside_or_equal(to_normalised, normalised_path(path.string())))
+      throw Error(ErrorKind::PathEscape, path.string(), "",
+                  "is a link to " + fs::read_symlink(path).string() +
+                      ", a folder that holds the output: the copy would copy itself, so nothing was written");
+    return;
+  }
+  if (!e.is_regular_file())
+    throw Error(
+        ErrorKind::Unsupported, path.string(), "",
+        "is neither a file nor a folder (a socket, fifo or device): a checkpoint's copy holds none, so "
+        "nothing was written");
+}
+
 }  // namespace
 
 void copy_tree(const std::string& from, const std::string& to, Progress* progress, const KeepEntry& keep) {
   Progress none;  // one walk with or without a caller watching, so both write the same copy
   if (!progress) progress = &none;
   try {
-    // The entries copied, in the walk's order; a top entry `keep` leaves out is not walked into.
+    const std::string to_normalised = normalised_path(to);
+    // The entries copied, in the walk's order; a top entry `keep` leaves out is not walked into. Links are
+    // followed (a Hugging Face cache's snapshot links each file to ../../blobs/): the copy holds their
+    // files and folders, written only inside `to`.
     auto walk = [&](const std::function<void(const fs::directory_entry&)>& visit) {
+      std::map<std::pair<uint64_t, uint64_t>, fs::path> folders{{folder_id(from), fs::path(from)}};
       fs::recursive_directory_iterator it(from, fs::directory_options::follow_directory_symlink), end;
       for (; it != end; ++it) {
         if (keep && it.depth() == 0 && !keep(*it)) {
           it.disable_recursion_pending();
           continue;
         }
+        check_entry(*it, to_normalised, folders);
         visit(*it);
       }
     };

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <filesystem>
 #include <regex>
-#include <set>
 #include <string>
 
 #include "ckptdoc/error.h"
@@ -121,19 +120,29 @@ ShardedOutput write_shards(const std::vector<NamedTensor>& tensors, const ShardP
   const std::string staging = ".ckptdoc-staged-" + std::to_string(::getpid());
   auto staged = [&](const std::string& f) { return (dir / (f + staging)).string(); };
   std::vector<std::string> names;  // final names, in write order
-  std::set<std::string> written;
+  for (const auto& s : plan.shards) names.push_back(s.file);
+  if (plan.sharded()) names.push_back(index_name(format));
+  // A file already under a staging name is not this run's: writing there would replace it (AtomicFile
+  // replaces a path that exists when it opens), then publish it under a final name.
+  for (const auto& f : names)
+    if (fs::symlink_status(staged(f), ec).type() != fs::file_type::not_found)
+      throw Error(ErrorKind::OutputExists, staged(f), "",
+                  "exists, and ckptdoc stages " + f +
+                      " under this name before renaming it into place; this file is not ckptdoc's to "
+                      "replace: move it away and export again (nothing was written)");
+  size_t staged_count = 0;  // names[0..staged_count) are written under their staging names
   try {
     for (const auto& s : plan.shards) {
       write_one(staged(s.file), s.file, tensors, s, format);
-      names.push_back(s.file);
+      ++staged_count;
       out.bytes += fs::file_size(staged(s.file), ec);
     }
     if (plan.sharded()) {
       write_text_file(staged(index_name(format)), index_json(tensors, plan));
-      names.push_back(index_name(format));
+      ++staged_count;
     }
   } catch (...) {
-    for (const auto& f : names) current_io().unlink(staged(f));
+    for (size_t i = 0; i < staged_count; ++i) current_io().unlink(staged(names[i]));
     throw;
   }
   for (size_t i = 0; i < names.size(); ++i) {
@@ -144,10 +153,9 @@ ShardedOutput write_shards(const std::vector<NamedTensor>& tensors, const ShardP
                       (i ? " (" + std::to_string(i) + " files before it were already replaced)" : ""));
     }
     out.files.push_back(names[i]);
-    written.insert(names[i]);
   }
   for (const auto& f : family) {
-    if (written.count(f)) continue;
+    if (std::find(names.begin(), names.end(), f) != names.end()) continue;  // replaced, not stale
     if (const int rc = current_io().unlink((dir / f).string()); rc != 0)
       throw Error(ErrorKind::Io, (dir / f).string(), "",
                   std::string("cannot remove the stale weights file: ") + std::strerror(rc));

@@ -28,11 +28,11 @@ DropResult drop_optimizer(const std::string& path, const std::string& output, Pr
 
   DropResult r;
   r.output = out;
-  r.integrity_dropped = fs::exists(folder.dir + "/integrity.json");
+  r.integrity_dropped = has_integrity(folder);
   write_repaired_copy(folder, out, CopyInput::Nothing, progress, [&](const std::string& tmp_iter) {
     r.dcp = dcp::drop_optimizer(*in, tmp_iter,
                                 progress);  // copies common.pt, metadata.json and the rest as they are
-    if (r.integrity_dropped) fs::remove(tmp_iter + "/integrity.json");
+    if (r.integrity_dropped) fs::remove(fs::path(tmp_iter) / kIntegrity);
     if (!has_common) return;
     const TorchFile common = TorchFile::open(common_path);
     Value kept = common.root.clone();

@@ -23,6 +23,10 @@ namespace ckptdoc::sources {
 
 namespace {
 
+// Said by every repair of a save that had megatron-core 0.18+'s integrity.json (repaired_copy.h).
+constexpr const char* kIntegrityNote =
+    "integrity.json was left out of the copy: it lists the sha256 of files this repair rewrote";
+
 std::string plural(size_t n, const std::string& what) {
   return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
 }
@@ -238,11 +242,17 @@ class MegatronSource final : public Source {
                       " (saved before a first step): megatron-core's load of the optimizer asks for them, so "
                       "leave them out "
                       "of its request (Adam starts them at zero) or load the model alone");
+    if (r.integrity_dropped) notes.push_back(kIntegrityNote);
     if (request.json) {
-      const nlohmann::json j = {{"output", r.output}, {"iteration_dir", r.iteration_dir},
-                                {"params", r.params}, {"chunks_rewritten", r.chunks},
-                                {"prefix", r.prefix}, {"absent_moments", r.absent_moments},
-                                {"verified", true},   {"notes", notes}};
+      const nlohmann::json j = {{"output", r.output},
+                                {"iteration_dir", r.iteration_dir},
+                                {"params", r.params},
+                                {"chunks_rewritten", r.chunks},
+                                {"prefix", r.prefix},
+                                {"absent_moments", r.absent_moments},
+                                {"integrity_dropped", r.integrity_dropped},
+                                {"verified", true},
+                                {"notes", notes}};
       return {j.dump(2) + "\n", 0};
     }
     std::string text = "Refreshed the fp32 main params of " + plural(r.params, "param") + " (" + r.prefix +
@@ -256,9 +266,7 @@ class MegatronSource final : public Source {
   static Outcome drop(const RepairRequest& request) {
     const auto r = megatron::drop_optimizer(request.path, request.output, request.progress);
     std::vector<std::string> notes;
-    if (r.integrity_dropped)
-      notes.push_back(
-          "integrity.json was left out of the copy: it lists the sha256 of files this repair rewrote");
+    if (r.integrity_dropped) notes.push_back(kIntegrityNote);
     if (request.json) {
       const nlohmann::json j = {{"output", r.output},
                                 {"iteration_dir", r.iteration_dir},
@@ -295,12 +303,23 @@ class MegatronSource final : public Source {
 
   static Outcome reset(const RepairRequest& request) {
     const auto r = megatron::reset_optimizer(request.path, request.output, request.progress);
+    std::vector<std::string> notes;
+    if (r.integrity_dropped) notes.push_back(kIntegrityNote);
+    std::string said;
+    for (const auto& n : notes) said += "Note: " + n + ".\n";
     if (request.json) {
-      const nlohmann::json j = {{"output", r.output},          {"iteration_dir", r.iteration_dir},
-                                {"action", "reset-optimizer"}, {"params", r.params},
-                                {"tensors", r.tensors},        {"records", r.records},
-                                {"step_where", r.step_where},  {"step_before", r.step_before},
-                                {"steps_reset", r.steps},      {"verified", true}};
+      const nlohmann::json j = {{"output", r.output},
+                                {"iteration_dir", r.iteration_dir},
+                                {"action", "reset-optimizer"},
+                                {"params", r.params},
+                                {"tensors", r.tensors},
+                                {"records", r.records},
+                                {"step_where", r.step_where},
+                                {"step_before", r.step_before},
+                                {"steps_reset", r.steps},
+                                {"integrity_dropped", r.integrity_dropped},
+                                {"verified", true},
+                                {"notes", notes}};
       return {j.dump(2) + "\n", 0};
     }
     if (r.step_where.rfind("optimizer.distributed.", 0) == 0)  // bucket space (reset_bucket_optimizer.h)
@@ -312,7 +331,8 @@ class MegatronSource final : public Source {
               r.output +
               "\nVerified: every moment in the copy reads as zero and each param-groups object as the "
               "input's with the step 0. The fp32 main params (the buckets' param), weights, common.pt and "
-              "args are the input's.\n",
+              "args are the input's.\n" +
+              said,
           0};
     return {
         "Reset the Adam state of " + plural(r.params, "param") + " (" + plural(r.tensors, "moment tensor") +
@@ -321,7 +341,8 @@ class MegatronSource final : public Source {
             " to 0, every other byte the input's.\nWrote " + r.output +
             "\nVerified: every moment in the copy reads as zero and common.pt reads as the input's with the "
             "step 0; megatron-core's Adam resumes from it as a fresh optimizer (its first step is step 1). "
-            "The fp32 main params, weights, param groups (lr ...) and args are the input's.\n",
+            "The fp32 main params, weights, param groups (lr ...) and args are the input's.\n" +
+            said,
         0};
   }
 

@@ -58,6 +58,7 @@ RefreshResult refresh_main_params(const std::string& path, const std::string& ou
 
   RefreshResult r;
   r.output = out;
+  r.integrity_dropped = has_integrity(folder);
   write_repaired_copy(folder, out, CopyInput::Whole, progress, [&](const std::string& tmp_iter) {
     const auto& md = in->metadata();
     Progress none;

@@ -21,6 +21,7 @@ struct RefreshResult {
   size_t chunks = 0;   // storage items rewritten
   std::string prefix;  // "optimizer.state.fp32_param." ...
   std::vector<std::string> absent_moments;  // the save has no exp_avg/exp_avg_sq for these keys
+  bool integrity_dropped = false;           // the input had integrity.json; the copy has none
 };
 
 // Throws ckptdoc::Error: InvalidRequest (output exists, or inside the input), Unsupported (no mains to

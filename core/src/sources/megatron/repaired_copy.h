@@ -11,10 +11,15 @@ namespace ckptdoc::megatron {
 
 enum class CopyInput { Whole, Nothing };
 
+// megatron-core 0.18+'s list of each file's sha256 in the iteration folder: a repair rewrites files it lists,
+// so its copy would no longer match them. Every repair leaves it out of the output and says so.
+inline constexpr const char* kIntegrity = "integrity.json";
+bool has_integrity(const IterationFolder& folder);
+
 // Writes `out` through dcp::write_new_folder (published whole or not at all, never over what is there): makes
-// the iteration folder inside it (a copy of the input's with CopyInput::Whole, its bytes counted on
-// `progress`), copies the tracker beside it for a save folder, then lets `fill(iteration_dir)` write what the
-// repair changes. Where the iteration folder of `folder`'s copy lands in the new folder `out`.
+// the iteration folder inside it (a copy of the input's with CopyInput::Whole, less kIntegrity, its bytes
+// counted on `progress`), copies the tracker beside it for a save folder, then lets `fill(iteration_dir)`
+// write what the repair changes. Where the iteration folder of `folder`'s copy lands in the new folder `out`.
 std::string repaired_iteration_dir(const IterationFolder& folder, const std::string& out);
 
 void write_repaired_copy(const IterationFolder& folder, const std::string& out, CopyInput copy,

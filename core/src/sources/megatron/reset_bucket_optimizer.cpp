@@ -124,6 +124,7 @@ ResetResult reset_bucket_optimizer(const IterationFolder& folder, const dcp::Che
   ResetResult r;
   r.output = out;
   r.params = buckets.size();
+  r.integrity_dropped = has_integrity(folder);
   r.step_where = "optimizer.distributed.*.optimizer param_groups[*].step";
   write_repaired_copy(folder, out, CopyInput::Whole, progress, [&](const std::string& tmp_iter) {
     Progress none;

@@ -176,6 +176,7 @@ ResetResult reset_optimizer(const std::string& path, const std::string& output, 
   ResetResult r;
   r.output = out;
   r.step_before = step.value;
+  r.integrity_dropped = has_integrity(folder);
   r.steps = step.record.empty() ? step.groups : 1;
   r.step_where = step.record.empty() ? "optimizer.optimizer.param_groups[*].step"
                                      : "optimizer.optimizer.state.common_step";

@@ -26,6 +26,7 @@ struct ResetResult {
   std::string step_where;  // "optimizer.state.common_step" or "optimizer.param_groups[*].step"
   double step_before = 0;  // the step the input held
   size_t steps = 0;        // step values set to 0 (1 tensor, or one per param group)
+  bool integrity_dropped = false;  // the input had integrity.json; the copy has none
 };
 
 // A save in bucket space (optimizer.distributed.*) is reset by reset_bucket_optimizer.h.
