@@ -402,11 +402,37 @@ class Vm {
     stack_.pop_back();
     return v;
   }
-  void drop(size_t n) {  // removes n values already checked to exist; keeps them for the final dismantling
+  void drop(size_t n) {  // removes n values already checked to exist
     for (size_t i = 0; i < n; ++i) {
-      graveyard_.push_back(std::move(stack_.back()));
+      bury(std::move(stack_.back()));
       stack_.pop_back();
     }
+  }
+  // A value the stream no longer holds on the stack: freed now when it is small and acyclic (a scalar, or a
+  // few containers over scalars, like a tensor's REDUCE arguments), so dropping it cannot recurse deeply or
+  // leak a cycle; anything else waits for the final dismantling. Keeping every dropped value until the end
+  // cost a 20k-param checkpoint's reader ~1 M values held and walked again.
+  void bury(Value v) {
+    if (!v.identity()) return;
+    small_.clear();
+    small_.emplace_back(&v, 0);
+    for (size_t i = 0; i < small_.size(); ++i) {
+      const auto [x, depth] = small_[i];
+      bool ok = true;
+      x->for_each_child([&](const Value& c) {
+        if (!ok || !c.identity()) return;
+        if (depth + 1 >= kSmallDepth || small_.size() >= kSmallContainers) {
+          ok = false;
+          return;
+        }
+        small_.emplace_back(&c, depth + 1);
+      });
+      if (!ok) {
+        graveyard_.push_back(std::move(v));
+        return;
+      }
+    }
+    // Every path ends within kSmallDepth levels, so there is no cycle; freeing recurses at most that deep.
   }
   size_t mark_pos() const {
     if (marks_.empty()) vm_fail("no MARK to pop to");
@@ -492,8 +518,8 @@ class Vm {
   void add_list_items(Value& target, size_t from);
   void add_dict_items(Value& target, size_t from);
   void step(uint8_t op);
-  void validate(const Value& root, std::unordered_set<const void*>& reachable,
-                const char* what = "the result");
+  using Heights = std::unordered_map<const void*, size_t>;
+  void validate(const Value& root, Heights& height_of, const char* what = "the result");
 
   std::span<const uint8_t> data_;
   const UnpickleOptions& opt_;
@@ -503,6 +529,8 @@ class Vm {
   std::vector<size_t> marks_;
   std::unordered_map<uint32_t, Value> memo_;
   std::vector<Value> graveyard_;
+  static constexpr size_t kSmallDepth = 4, kSmallContainers = 64;
+  std::vector<std::pair<const Value*, size_t>> small_;  // bury()'s walk
   uint64_t allocated_ = 0;
   uint64_t items_ = 0;
   int protocol_ = 0;
@@ -1334,7 +1362,7 @@ void Vm::step(uint8_t op) {
       Value r = call(cls, args, ObjectData::How::Reduce, nullptr, PickleUseKind::Inst);
       drop(stack_.size() - m);
       marks_.pop_back();
-      graveyard_.push_back(std::move(args));
+      bury(std::move(args));
       push(std::move(r));
       break;
     }
@@ -1346,7 +1374,7 @@ void Vm::step(uint8_t op) {
       Value r = call(stack_[m], args, ObjectData::How::Reduce, nullptr, PickleUseKind::Obj);
       drop(stack_.size() - m);
       marks_.pop_back();
-      graveyard_.push_back(std::move(args));
+      bury(std::move(args));
       push(std::move(r));
       break;
     }
@@ -1368,7 +1396,7 @@ void Vm::step(uint8_t op) {
       } else {
         // The callback gets its own copy (VM containers are dismantled at the end). Copying recurses, so the
         // pid is held to the result's depth limit first, and a cyclic one is refused like a cyclic result.
-        std::unordered_set<const void*> seen;
+        Heights seen;
         validate(top(), seen, "the persistent id");
         pid = top().clone();
       }
@@ -1400,56 +1428,54 @@ void Vm::step(uint8_t op) {
   }
 }
 
-// Rejects cycles and trees nested deeper than max_depth; collects every container of the result. `what`
-// names the tree in the message ("the result", "the persistent id").
-void Vm::validate(const Value& root, std::unordered_set<const void*>& reachable, const char* what) {
+// Rejects cycles and trees nested deeper than max_depth; maps every container of the result to its height.
+// `what` names the tree in the message ("the result", "the persistent id"). One map (a container on the
+// current path has height kOnPath) and one shared child list keep it to one hash entry per container and no
+// allocation per container: the result of a 20k-param checkpoint has ~10^5 of them.
+void Vm::validate(const Value& root, Heights& height_of, const char* what) {
+  constexpr size_t kOnPath = std::numeric_limits<size_t>::max();
   struct Frame {
     const Value* v;
-    std::vector<const Value*> children;
-    size_t next = 0;
-    size_t height = 0;
+    size_t first;  // this frame's children are children[first, end)
+    size_t next;   // the next one to visit
+    size_t end;    // one past this frame's last child
+    size_t height;
   };
-  std::unordered_map<const void*, size_t> height_of;  // finished containers
-  std::unordered_set<const void*> on_path;
+  std::vector<const Value*> children;  // the children of every frame on the path, in path order
   std::vector<Frame> path;
-  auto enter = [&](const Value* v) -> bool {  // false when nothing to descend into
-    const void* id = v->identity();
-    if (!id) return false;
-    if (on_path.count(id)) vm_fail(std::string(what) + " contains a cycle (a container that holds itself)");
-    if (height_of.count(id)) return false;
+  auto enter = [&](const Value* v, const void* id) {
     if (path.size() >= lim_.max_depth)
       vm_fail(std::string(what) + " is nested deeper than " + std::to_string(lim_.max_depth) +
               " levels (limit)");
-    Frame f{v, {}, 0, 0};
-    v->for_each_child([&](const Value& c) { f.children.push_back(&c); });
-    on_path.insert(id);
-    path.push_back(std::move(f));
-    return true;
+    height_of.emplace(id, kOnPath);
+    const size_t first = children.size();
+    v->for_each_child([&](const Value& c) {
+      if (c.identity()) children.push_back(&c);
+    });
+    path.push_back(Frame{v, first, first, children.size(), 0});
   };
-  enter(&root);
+  if (const void* id = root.identity()) enter(&root, id);
   while (!path.empty()) {
     Frame& f = path.back();
-    if (f.next < f.children.size()) {
-      const Value* c = f.children[f.next++];
+    if (f.next < f.end) {
+      const Value* c = children[f.next++];
       const void* cid = c->identity();
-      if (cid) {
-        auto it = height_of.find(cid);
-        if (it != height_of.end()) {
-          f.height = std::max(f.height, it->second + 1);
-          if (path.size() + it->second > lim_.max_depth)
-            vm_fail(std::string(what) + " is nested deeper than " + std::to_string(lim_.max_depth) +
-                    " levels (limit)");
-        } else {
-          enter(c);
-        }
+      auto it = height_of.find(cid);
+      if (it == height_of.end()) {
+        enter(c, cid);
+      } else if (it->second == kOnPath) {
+        vm_fail(std::string(what) + " contains a cycle (a container that holds itself)");
+      } else {
+        f.height = std::max(f.height, it->second + 1);
+        if (path.size() + it->second > lim_.max_depth)
+          vm_fail(std::string(what) + " is nested deeper than " + std::to_string(lim_.max_depth) +
+                  " levels (limit)");
       }
       continue;
     }
-    const void* id = f.v->identity();
     const size_t h = f.height;
-    on_path.erase(id);
-    height_of.emplace(id, h);
-    reachable.insert(id);
+    height_of[f.v->identity()] = h;
+    children.resize(f.first);
     path.pop_back();
     if (!path.empty()) path.back().height = std::max(path.back().height, h + 1);
   }
@@ -1469,15 +1495,25 @@ UnpickleResult Vm::run() {
       w += " (opcode " + hex_byte(op) + ")";
     return w;
   };
-  auto cleanup = [&](const std::unordered_set<const void*>* keep) {
+  // Breaks what the VM built and the result does not hold (`keep`: the result's containers; null: all).
+  auto cleanup = [&](const Heights* keep) {
     std::vector<Value> roots = std::move(stack_);
     stack_.clear();
-    for (auto& [k, v] : memo_) roots.push_back(std::move(v));
+    roots.reserve(roots.size() + memo_.size() + graveyard_.size() + 1);
+    auto add = [&](Value& v) {
+      // Scalars and the result's own containers need no breaking; dropping them here keeps the walk short.
+      const void* id = v.identity();
+      if (id && !(keep && keep->count(id))) roots.push_back(std::move(v));
+    };
+    for (auto& [k, v] : memo_) add(v);
     memo_.clear();
-    for (auto& v : graveyard_) roots.push_back(std::move(v));
+    for (auto& v : graveyard_) add(v);
     graveyard_.clear();
     if (!keep) roots.push_back(std::move(result_));
-    Value::dismantle_all(std::move(roots), keep);
+    if (keep)
+      Value::dismantle_all(std::move(roots), [keep](const void* id) { return keep->count(id) != 0; });
+    else
+      Value::dismantle_all(std::move(roots));
   };
   try {
     while (!stopped_) {
@@ -1492,7 +1528,8 @@ UnpickleResult Vm::run() {
     }
     op_start = pos_;
     op = '.';
-    std::unordered_set<const void*> reachable;
+    Heights reachable;
+    reachable.reserve(memo_.size());
     validate(result_, reachable);
     cleanup(&reachable);
   } catch (const VmError& e) {
@@ -1523,8 +1560,16 @@ UnpickleResult Vm::run() {
 void PickleUseLog::add(PickleUse u) {
   // The module is part of the key: torch / os.system and torch.os / system read alike but reach different
   // things.
-  const auto key = std::make_tuple(u.record, u.module + "\n" + u.callable, static_cast<int>(u.how), u.via,
-                                   u.nested_in, u.attribute_of + "." + u.attribute);
+  std::string key;
+  key.reserve(u.record.size() + u.module.size() + u.callable.size() + u.via.size() + u.nested_in.size() +
+              u.attribute_of.size() + u.attribute.size() + 8);
+  for (const std::string* part : {&u.record, &u.module, &u.callable, &u.via, &u.nested_in, &u.attribute_of}) {
+    key += *part;
+    key += '\0';
+  }
+  key += u.attribute;
+  key += '\0';
+  key += static_cast<char>(u.how);
   auto it = index_.find(key);
   if (it != index_.end()) {
     ++uses_[it->second].count;
