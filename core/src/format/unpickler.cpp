@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -475,10 +476,9 @@ class Vm {
     if (globals_seen_.insert(q).second) globals_.push_back(std::move(q));
   }
   // --- what the stream reaches (UnpickleOptions::uses) ---
-  void record_use(std::string callable, bool computed, PickleUseKind how, std::string via = {},
-                  std::string attribute_of = {}, std::string attribute = {}, std::string module = {},
-                  std::string name = {}) {
-    if (!opt_.uses) return;
+  PickleUse make_use(std::string callable, bool computed, PickleUseKind how, std::string via = {},
+                     std::string attribute_of = {}, std::string attribute = {}, std::string module = {},
+                     std::string name = {}) const {
     PickleUse u;
     u.record = opt_.record_name;
     u.callable = std::move(callable);
@@ -492,7 +492,40 @@ class Vm {
     u.attribute = std::move(attribute);
     u.offset = op_start_;
     u.count = 1;
-    opt_.uses->add(std::move(u));
+    return u;
+  }
+  void record_use(std::string callable, bool computed, PickleUseKind how, std::string via = {},
+                  std::string attribute_of = {}, std::string attribute = {}, std::string module = {},
+                  std::string name = {}) {
+    if (!opt_.uses) return;
+    opt_.uses->add(make_use(std::move(callable), computed, how, std::move(via), std::move(attribute_of),
+                            std::move(attribute), std::move(module), std::move(name)));
+  }
+  // Repeats of a GLOBAL, and plain calls of the same GLOBAL value (a checkpoint names _rebuild_tensor_v2
+  // once per tensor; writers that do not memoize globals spell it out each time): the first is recorded in
+  // full, the rest only counted here and added to the log as the stream ends (flush_repeats(), on every
+  // path). That keeps ~10 string allocations per tensor out of the VM. Bounded: kMaxRepeats distinct
+  // entries of short names; anything else takes the full path each time.
+  struct Repeat {
+    Value value;    // the GLOBAL's value, kept alive so that its address names it in call_repeats_
+    PickleUse use;  // what the first one recorded; count: the repeats since
+  };
+  static constexpr size_t kMaxRepeats = 4096, kMaxRepeatName = 256;
+  std::unordered_map<std::string, Repeat> global_repeats_;                // size-prefixed module, then name
+  std::map<std::pair<const void*, PickleUseKind>, Repeat> call_repeats_;  // the GLOBAL's payload, how
+  void flush_repeats() noexcept {
+    try {
+      if (opt_.uses) {
+        for (auto& [k, r] : global_repeats_)
+          if (r.use.count) opt_.uses->add(std::move(r.use));
+        for (auto& [k, r] : call_repeats_)
+          if (r.use.count) opt_.uses->add(std::move(r.use));
+      }
+    } catch (...) {
+      // Out of memory while merging counts: the first use of each is recorded already.
+    }
+    global_repeats_.clear();
+    call_repeats_.clear();
   }
   // A use of a GLOBAL, its module and name kept apart (a dotted name is an attribute walk).
   void record_global_use(const Value& g, PickleUseKind how, std::string via = {},
@@ -502,11 +535,29 @@ class Vm {
   void scan_nested_pickle(const std::string& loader, const std::string& bytes);
   Value make_global(std::string module, std::string name) {
     if (module.empty() || name.empty()) vm_fail("GLOBAL with an empty module or name");
+    const bool cacheable = module.size() + name.size() <= kMaxRepeatName;
+    std::string key;
+    if (cacheable) {
+      key = std::to_string(module.size()) + ":" + module + name;
+      if (auto it = global_repeats_.find(key); it != global_repeats_.end()) {
+        charge(module.size() + name.size());
+        ++it->second.use.count;
+        return it->second.value;
+      }
+    }
     if (!valid_utf8(module) || !valid_utf8(name)) vm_fail("GLOBAL name is not valid UTF-8");
     charge(module.size() + name.size());
     note_global(module, name);
-    if (module == "torch" && is_torch_dtype_name(name)) return Value::dtype(name);
-    return Value::global(std::move(module), std::move(name));
+    Value v =
+        module == "torch" && is_torch_dtype_name(name) ? Value::dtype(name) : Value::global(module, name);
+    if (cacheable && global_repeats_.size() < kMaxRepeats) {
+      Repeat r{v, opt_.uses
+                      ? make_use(module + "." + name, false, PickleUseKind::Global, {}, {}, {}, module, name)
+                      : PickleUse{}};
+      r.use.count = 0;
+      global_repeats_.emplace(std::move(key), std::move(r));
+    }
+    return v;
   }
 
   Value text_string(std::string_view quoted);
@@ -589,8 +640,22 @@ void Vm::record_call(const Value& callable, const Value& args, PickleUseKind how
     record_use(describe_callable(callable), true, how);
     return;
   }
+  const auto repeat_key = std::make_pair(static_cast<const void*>(&callable.as_global()), how);
+  if (auto it = call_repeats_.find(repeat_key); it != call_repeats_.end()) {
+    ++it->second.use.count;
+    return;
+  }
   const std::string q = describe_callable(callable);
   const std::string q3 = py3_module(callable.as_global().first) + "." + callable.as_global().second;
+  // A call whose record does not depend on its arguments: repeats are only counted (Repeat).
+  const bool plain = q3 != "builtins.getattr" && q3 != "copyreg._reconstructor" &&
+                     q3 != "copyreg.__newobj__" && q3 != "copyreg.__newobj_ex__" && !is_pickle_loader(q3);
+  if (plain && call_repeats_.size() < kMaxRepeats) {
+    Repeat r{callable,
+             make_use(q, false, how, {}, {}, {}, callable.as_global().first, callable.as_global().second)};
+    r.use.count = 0;
+    call_repeats_.emplace(repeat_key, std::move(r));
+  }
   const auto& a = args.is(K::Tuple) ? args.items() : std::vector<Value>{};
   if (q3 == "builtins.getattr" && a.size() == 2 && a[0].is(K::Global) && a[1].is(K::Str)) {
     record_global_use(callable, how, {}, describe_callable(a[0]), a[1].as_str());
@@ -1497,6 +1562,7 @@ UnpickleResult Vm::run() {
   };
   // Breaks what the VM built and the result does not hold (`keep`: the result's containers; null: all).
   auto cleanup = [&](const Heights* keep) {
+    flush_repeats();
     std::vector<Value> roots = std::move(stack_);
     stack_.clear();
     roots.reserve(roots.size() + memo_.size() + graveyard_.size() + 1);
@@ -1572,7 +1638,7 @@ void PickleUseLog::add(PickleUse u) {
   key += static_cast<char>(u.how);
   auto it = index_.find(key);
   if (it != index_.end()) {
-    ++uses_[it->second].count;
+    uses_[it->second].count += u.count;
     return;
   }
   if (uses_.size() >= kMaxDistinct) {
