@@ -63,6 +63,7 @@ Run run(const std::vector<std::string>& argv) {
     const int null = open("/dev/null", O_WRONLY);
     dup2(null, 1);
     std::vector<char*> a;
+    a.reserve(argv.size() + 1);
     for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
     a.push_back(nullptr);
     execvp(a[0], a.data());
@@ -330,9 +331,10 @@ int main(int argc, char** argv) {
     for (const auto& [r, d] : p.per_rank) divs.push_back(&d);
     for (const auto* d : divs) log_hists += 1, ulp_hists += 1, hist_heap += d->heap_bytes();
   }
-  const size_t dense = packed - hist_heap +
-                       log_hists * (LogHistogram::kBins * 8 - sizeof(BinCounts<LogHistogram::kBins>)) +
-                       ulp_hists * (UlpHistogram::kBuckets * 8 - sizeof(BinCounts<UlpHistogram::kBuckets>));
+  const size_t dense =
+      packed - hist_heap +
+      log_hists * (size_t{LogHistogram::kBins} * 8 - sizeof(BinCounts<LogHistogram::kBins>)) +
+      ulp_hists * (size_t{UlpHistogram::kBuckets} * 8 - sizeof(BinCounts<UlpHistogram::kBuckets>));
 
   std::printf("checkpoint: ZeRO-2 fp16 dp 2, %zu params, %d layers x hidden %lld; %zu files, %.1f MB\n", n,
               layers, static_cast<long long>(hidden), files.size(), static_cast<double>(file_bytes) / 1e6);

@@ -418,7 +418,8 @@ class Vm {
     small_.clear();
     small_.emplace_back(&v, 0);
     for (size_t i = 0; i < small_.size(); ++i) {
-      const auto [x, depth] = small_[i];
+      const Value* x = small_[i].first;
+      const size_t depth = small_[i].second;
       bool ok = true;
       x->for_each_child([&](const Value& c) {
         if (!ok || !c.identity()) return;
@@ -533,7 +534,7 @@ class Vm {
   void record_call(const Value& callable, const Value& args, PickleUseKind how);
   void record_globals_in(const Value& v, PickleUseKind how);
   void scan_nested_pickle(const std::string& loader, const std::string& bytes);
-  Value make_global(std::string module, std::string name) {
+  Value make_global(const std::string& module, const std::string& name) {
     if (module.empty() || name.empty()) vm_fail("GLOBAL with an empty module or name");
     const bool cacheable = module.size() + name.size() <= kMaxRepeatName;
     std::string key;
@@ -623,7 +624,10 @@ std::string describe_callable(const Value& c) {
                       : v->is(Value::Kind::Global) ? v->as_global().first + "." + v->as_global().second
                                                    : "<" + v->type_name() + ">";
   std::string out = "<result of " + inner + ">";
-  for (int i = 1; i < levels; ++i) out = "<result of " + out + ">";
+  for (int i = 1; i < levels; ++i) {
+    out.insert(0, "<result of ");
+    out += '>';
+  }
   return out;
 }
 
@@ -1380,7 +1384,7 @@ void Vm::step(uint8_t op) {
     case 'c': {
       std::string module(line());
       std::string name(line());
-      push(make_global(std::move(module), std::move(name)));
+      push(make_global(module, name));
       break;
     }
     case 0x93: {  // STACK_GLOBAL
@@ -1420,7 +1424,7 @@ void Vm::step(uint8_t op) {
     case 'i': {  // INST
       std::string module(line());
       std::string name(line());
-      Value cls = make_global(std::move(module), std::move(name));
+      Value cls = make_global(module, name);
       const size_t m = mark_pos();
       count_items(stack_.size() - m);
       Value args = Value::tuple(std::vector<Value>(stack_.begin() + static_cast<long>(m), stack_.end()));
