@@ -400,6 +400,27 @@ const Value& Value::at(std::string_view key) const {
 
 void Value::set_item(Value key, Value value) {
   if (kind_ != Kind::Dict) wrong_kind("dict", *this);
+  auto& d = *dict_();
+  if (key.is(Kind::Str) && d.items.size() >= kIndexThreshold) {
+    // A big dict filled key by key (an unpickled state_dict): one probe of a current index both finds a
+    // repeated key and adds a new one.
+    std::lock_guard<std::mutex> lock(d.index_cache.mutex);
+    auto& idx = d.index_cache.index;
+    if (idx && idx.use_count() == 1 && idx->size == d.items.size()) {
+      auto* m = const_cast<DictIndexCache::Index*>(idx.get());
+      const auto [it, added] = m->positions.try_emplace(key.as_str(), d.items.size());
+      if (added) {
+        m->size = d.items.size() + 1;
+        d.items.emplace_back(std::move(key), std::move(value));
+        return;
+      }
+      if (it->second < d.items.size() && key_is(d.items[it->second].first, key.as_str())) {
+        d.items[it->second].second = std::move(value);
+        return;
+      }
+      idx.reset();  // stale: the general path below rebuilds it
+    }
+  }
   if (key.is(Kind::Str)) {
     if (Value* existing = get_mut(key.as_str())) {
       *existing = std::move(value);
