@@ -158,6 +158,52 @@ const char* opcode_name(uint8_t op) {
   }
 }
 
+// The pickle memo. Picklers number entries 0, 1, 2, ..., so indices near the count so far live in a vector;
+// any other (a hostile or odd stream) in a hash map. The vector grows only to twice the entries plus a
+// little, so its memory stays within a small factor of the entries', like the map's.
+class Memo {
+ public:
+  size_t size() const { return count_; }
+  Value* find(uint64_t i) {
+    if (i < dense_.size()) return stored_[i] ? &dense_[i] : nullptr;
+    if (i > std::numeric_limits<uint32_t>::max()) return nullptr;
+    auto it = sparse_.find(static_cast<uint32_t>(i));
+    return it == sparse_.end() ? nullptr : &it->second;
+  }
+  // Adds an entry at an index find() did not find.
+  void add(uint32_t i, Value v) {
+    if (i < dense_.size() || i <= 2 * count_ + kSlack) {
+      if (i >= dense_.size()) {
+        dense_.resize(static_cast<size_t>(i) + 1);
+        stored_.resize(static_cast<size_t>(i) + 1, 0);
+      }
+      dense_[i] = std::move(v);
+      stored_[i] = 1;
+    } else {
+      sparse_.emplace(i, std::move(v));
+    }
+    ++count_;
+  }
+  // Moves every entry out to f, then empties the memo.
+  template <class F>
+  void drain(F&& f) {
+    for (size_t i = 0; i < dense_.size(); ++i)
+      if (stored_[i]) f(dense_[i]);
+    for (auto& [k, v] : sparse_) f(v);
+    dense_.clear();
+    stored_.clear();
+    sparse_.clear();
+    count_ = 0;
+  }
+
+ private:
+  static constexpr size_t kSlack = 1024;
+  std::vector<Value> dense_;
+  std::vector<uint8_t> stored_;  // stored_[i]: dense_[i] is an entry (a stored None is one too)
+  std::unordered_map<uint32_t, Value> sparse_;
+  size_t count_ = 0;
+};
+
 // A failure inside the VM; the driver adds file, record, offset and opcode.
 struct VmError {
   std::string what;
@@ -454,21 +500,19 @@ class Vm {
     if (index > std::numeric_limits<uint32_t>::max())
       vm_fail("memo index " + std::to_string(index) + " is too large");
     const Value& v = top();
-    auto it = memo_.find(static_cast<uint32_t>(index));
-    if (it != memo_.end()) {
-      graveyard_.push_back(std::move(it->second));
-      it->second = v;
+    if (Value* old = memo_.find(index)) {
+      graveyard_.push_back(std::move(*old));
+      *old = v;
       return;
     }
     if (memo_.size() >= lim_.max_memo)
       vm_fail("memo holds more than " + std::to_string(lim_.max_memo) + " entries (limit)");
-    memo_.emplace(static_cast<uint32_t>(index), v);
+    memo_.add(static_cast<uint32_t>(index), v);
   }
   void memo_get(uint64_t index) {
-    auto it = index <= std::numeric_limits<uint32_t>::max() ? memo_.find(static_cast<uint32_t>(index))
-                                                            : memo_.end();
-    if (it == memo_.end()) vm_fail("memo index " + std::to_string(index) + " was never stored");
-    push(it->second);
+    const Value* v = memo_.find(index);
+    if (!v) vm_fail("memo index " + std::to_string(index) + " was never stored");
+    push(*v);
   }
 
   void note_global(const std::string& module, const std::string& name) {
@@ -579,7 +623,7 @@ class Vm {
   size_t pos_ = 0;
   std::vector<Value> stack_;
   std::vector<size_t> marks_;
-  std::unordered_map<uint32_t, Value> memo_;
+  Memo memo_;
   std::vector<Value> graveyard_;
   static constexpr size_t kSmallDepth = 4, kSmallContainers = 64;
   std::vector<std::pair<const Value*, size_t>> small_;  // bury()'s walk
@@ -1575,8 +1619,7 @@ UnpickleResult Vm::run() {
       const void* id = v.identity();
       if (id && !(keep && keep->count(id))) roots.push_back(std::move(v));
     };
-    for (auto& [k, v] : memo_) add(v);
-    memo_.clear();
+    memo_.drain(add);
     for (auto& v : graveyard_) add(v);
     graveyard_.clear();
     if (!keep) roots.push_back(std::move(result_));
