@@ -8,8 +8,15 @@
 // (mallinfo2), so malloc's own overhead is included; beside it what the same reports took with dense
 // histograms (2 KB per log histogram, 144 bytes per ULP histogram inline, as before they were packed).
 //
+// Beside them, two floors run as child processes of this program over the same files: `--walk` steps over
+// every opcode of each file's data.pkl and builds nothing (the least any reader of these pickles does), and
+// `--unpickle` opens each file with TorchFile::open (zip directory, ckptdoc's unpickler, storages mapped:
+// the tree, without the catalog built on it).
+// `ckptdoc inspect` (the catalog alone) and each baseline's inspect run too.
+//
 // Usage: bench_diagnose_memory [--ckptdoc PATH] [--baseline PATH]... [--rounds N] [--layers N] [--hidden N]
 //                              [--dir DIR (reuse or write the checkpoint there)]
+//        bench_diagnose_memory --walk|--unpickle FILE...   (one floor, as the rows above run it)
 #include <fcntl.h>
 #include <malloc.h>
 #include <sys/resource.h>
@@ -28,7 +35,10 @@
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/deepspeed/synthesize.h"
+#include "ckptdoc/format/torch_file.h"
+#include "ckptdoc/format/zip_reader.h"
 #include "ckptdoc/io/executable_dir.h"
+#include "ckptdoc/io/mapped_file.h"
 
 using namespace ckptdoc;
 namespace fs = std::filesystem;
@@ -53,6 +63,7 @@ Run run(const std::vector<std::string>& argv) {
     const int null = open("/dev/null", O_WRONLY);
     dup2(null, 1);
     std::vector<char*> a;
+    a.reserve(argv.size() + 1);
     for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
     a.push_back(nullptr);
     execvp(a[0], a.data());
@@ -87,9 +98,115 @@ size_t heap_in_use() {
   return mallinfo2().uordblks;
 }
 
+// The data.pkl record of a torch zip file.
+std::span<const uint8_t> data_pkl(const ZipReader& zip) {
+  for (const auto& e : zip.entries())
+    if (e.name.ends_with("/data.pkl")) return zip.data(e);
+  return {};
+}
+
+// Steps over every opcode of a pickle, building nothing; returns the opcode count (or -1 when malformed).
+long walk_opcodes(std::span<const uint8_t> p) {
+  size_t pos = 0;
+  long ops = 0;
+  auto le = [&](size_t n) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < n && pos + i < p.size(); ++i) v |= static_cast<uint64_t>(p[pos + i]) << (8 * i);
+    pos += n;
+    return v;
+  };
+  auto line = [&] {
+    while (pos < p.size() && p[pos] != '\n') ++pos;
+    ++pos;
+  };
+  while (pos < p.size()) {
+    const uint8_t op = p[pos++];
+    ++ops;
+    switch (op) {
+      case '.':
+        return ops;
+      case 0x80:
+      case 'K':
+      case 'q':
+      case 'h':
+      case 0x82:  // PROTO BININT1 BINPUT BINGET EXT1
+        pos += 1;
+        break;
+      case 'M':
+      case 0x83:  // BININT2 EXT2
+        pos += 2;
+        break;
+      case 'J':
+      case 'r':
+      case 'j':
+      case 0x84:  // BININT LONG_BINPUT LONG_BINGET EXT4
+        pos += 4;
+        break;
+      case 'G':
+      case 0x95:  // BINFLOAT FRAME
+        pos += 8;
+        break;
+      case 'U':
+      case 'C':
+      case 0x8c:
+      case 0x8a:  // 1-byte length, then the bytes
+        pos += le(1);
+        break;
+      case 'X':
+      case 'B':
+      case 'T':
+      case 0x8b:  // 4-byte length
+        pos += le(4);
+        break;
+      case 0x8d:
+      case 0x8e:
+      case 0x96:  // 8-byte length
+        pos += le(8);
+        break;
+      case 'c':
+      case 'i':  // GLOBAL, INST: two lines
+        line();
+        line();
+        break;
+      case 'I':
+      case 'L':
+      case 'F':
+      case 'S':
+      case 'V':
+      case 'P':
+      case 'p':
+      case 'g':
+        line();
+        break;
+      default:
+        break;  // no argument
+    }
+  }
+  return -1;
+}
+
+// The floors: --walk or --unpickle over each file's data.pkl; exit status 0 when all were read.
+int floor_main(const std::string& mode, int argc, char** argv) {
+  long total = 0;
+  for (int i = 2; i < argc; ++i) {
+    if (mode == "--walk") {
+      const ZipReader zip(MappedFile::open(argv[i]));
+      const long n = walk_opcodes(data_pkl(zip));
+      if (n < 0) return 1;
+      total += n;
+    } else {
+      total += static_cast<long>(TorchFile::open(argv[i]).storages.size());
+    }
+  }
+  std::printf("%ld\n", total);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && (std::string(argv[1]) == "--walk" || std::string(argv[1]) == "--unpickle"))
+    return floor_main(argv[1], argc, argv);
   std::string ckptdoc = (fs::path(io::executable_dir()) / "../../app/ckptdoc").lexically_normal().string();
   std::vector<std::string> baselines;
   std::string dir;
@@ -164,9 +281,21 @@ int main(int argc, char** argv) {
     std::vector<double> warm_s, cold_s, peak;
     int status = 0;
   };
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  auto floor = [&](const std::string& mode) {
+    std::vector<std::string> a{self, mode};
+    a.insert(a.end(), files.begin(), files.end());
+    return a;
+  };
   std::vector<Row> rows{{"cat (baseline)", cat, {}, {}, {}, 0},
+                        {"floor: opcode walk of the pickles", floor("--walk"), {}, {}, {}, 0},
+                        {"TorchFile::open of each file", floor("--unpickle"), {}, {}, {}, 0},
+                        {"ckptdoc inspect", {ckptdoc, "inspect", dir}, {}, {}, {}, 0},
                         {"ckptdoc diagnose", {ckptdoc, "diagnose", dir}, {}, {}, {}, 0}};
-  for (const auto& b : baselines) rows.push_back({"diagnose: " + b, {b, "diagnose", dir}, {}, {}, {}, 0});
+  for (const auto& b : baselines) {
+    rows.push_back({"inspect: " + b, {b, "inspect", dir}, {}, {}, {}, 0});
+    rows.push_back({"diagnose: " + b, {b, "diagnose", dir}, {}, {}, {}, 0});
+  }
   (void)run(cat);  // warm the page cache
   for (int r = 0; r < rounds; ++r) {
     for (auto& row : rows) {
@@ -202,9 +331,10 @@ int main(int argc, char** argv) {
     for (const auto& [r, d] : p.per_rank) divs.push_back(&d);
     for (const auto* d : divs) log_hists += 1, ulp_hists += 1, hist_heap += d->heap_bytes();
   }
-  const size_t dense = packed - hist_heap +
-                       log_hists * (LogHistogram::kBins * 8 - sizeof(BinCounts<LogHistogram::kBins>)) +
-                       ulp_hists * (UlpHistogram::kBuckets * 8 - sizeof(BinCounts<UlpHistogram::kBuckets>));
+  const size_t dense =
+      packed - hist_heap +
+      log_hists * (size_t{LogHistogram::kBins} * 8 - sizeof(BinCounts<LogHistogram::kBins>)) +
+      ulp_hists * (size_t{UlpHistogram::kBuckets} * 8 - sizeof(BinCounts<UlpHistogram::kBuckets>));
 
   std::printf("checkpoint: ZeRO-2 fp16 dp 2, %zu params, %d layers x hidden %lld; %zu files, %.1f MB\n", n,
               layers, static_cast<long long>(hidden), files.size(), static_cast<double>(file_bytes) / 1e6);

@@ -404,6 +404,38 @@ class TestPickleSafety : public QObject {
             std::string::npos);
   }
 
+  // A GLOBAL spelled out again for each call (writers that do not memoize globals: ckptdoc's synthetic one
+  // names _rebuild_tensor_v2 once per tensor): each use is counted once per occurrence, with the first one's
+  // offset, also when the stream is refused after them (the VM counts repeats itself and merges them into
+  // the log as the stream ends, on every path).
+  void repeatedGlobalsAreCountedOnEveryPath() {
+    TempDir dir;
+    std::string calls;
+    for (int i = 0; i < 3; ++i) calls += call1(global("posix", "system"), "echo " + std::to_string(i));
+    calls += call1(global("builtins", "getattr"), "x");  // recorded in full each time: args matter
+    const std::string body = std::string("\x80\x02]") + "(" + calls + "e";
+    const std::string whole = dir.file("whole.pt"), cut = dir.file("cut.pt");
+    wrap_as_torch_file(bytes_of(body + "."), whole);
+    wrap_as_torch_file(bytes_of(body + "t"), cut);  // TUPLE without a MARK: refused after the calls
+    for (const auto& path : {whole, cut}) {
+      const auto uses = TorchFile::pickle_uses_of(path);
+      auto find = [&](PickleUseKind how) -> const PickleUse* {
+        for (const auto& u : uses)
+          if (u.callable == "posix.system" && u.how == how) return &u;
+        return nullptr;
+      };
+      const PickleUse* g = find(PickleUseKind::Global);
+      const PickleUse* r = find(PickleUseKind::Reduce);
+      QVERIFY2(g && r, (path + ":\n" + describe(uses)).c_str());
+      QCOMPARE(g->count, uint64_t{3});
+      QCOMPARE(r->count, uint64_t{3});
+      QCOMPARE(g->offset, uint64_t{4});  // PROTO 2, EMPTY_LIST, MARK, then the first GLOBAL
+      QVERIFY(std::any_of(uses.begin(), uses.end(), [](const PickleUse& u) {
+        return u.callable == "builtins.getattr" && u.how == PickleUseKind::Reduce && u.count == 1;
+      }));
+    }
+  }
+
   // Every file real DeepSpeed wrote (the shared fixtures): no hazard of any severity.
   void realCheckpointFilesCarryNoHazard() {
     int files = 0;

@@ -367,6 +367,55 @@ class TestUnpickler : public QObject {
     }
   }
 
+  // Memo indices are whatever the stream says: picklers count up from 0, but a stream may store far apart,
+  // overwrite, and store None; a gap below a stored index was never stored.
+  void memoIndicesAnywhere() {
+    auto le4 = [](uint32_t v) {
+      return std::vector<uint8_t>{static_cast<uint8_t>(v), static_cast<uint8_t>(v >> 8),
+                                  static_cast<uint8_t>(v >> 16), static_cast<uint8_t>(v >> 24)};
+    };
+    auto put = [&](uint32_t i) {
+      auto b = le4(i);
+      b.insert(b.begin(), 'r');  // LONG_BINPUT
+      return b;
+    };
+    auto get = [&](uint32_t i) {
+      auto b = le4(i);
+      b.insert(b.begin(), 'j');  // LONG_BINGET
+      return b;
+    };
+    std::vector<uint8_t> data{0x80, 2, '('};
+    auto add = [&](const std::vector<uint8_t>& b) { data.insert(data.end(), b.begin(), b.end()); };
+    add({'N'});  // None, stored far away
+    add(put(4000000000u));
+    add({'K', 7});
+    add(put(0));
+    add({'K', 8});
+    add(put(0));  // overwrites entry 0
+    add(get(4000000000u));
+    add(get(0));
+    add({'K', 9});
+    add(put(1000));  // near the count: a gap below it
+    add({'K', 10});
+    add(put(3000));  // far from it
+    add(get(1000));
+    add(get(3000));
+    add({'t', '.'});
+    const Value v = unpickle(data).value;
+    QVERIFY(v.is(Value::Kind::Tuple));
+    QCOMPARE(v.repr(), std::string("(None, 7, 8, None, 8, 9, 10, 9, 10)"));
+
+    std::vector<uint8_t> gap{0x80, 2, 'K', 1};
+    for (auto b : {put(1000), get(500)}) gap.insert(gap.end(), b.begin(), b.end());
+    gap.push_back('.');
+    try {
+      unpickle(gap);
+      QFAIL("a memo index below a stored one was read as stored");
+    } catch (const Error& e) {
+      QVERIFY2(e.detail().find("memo index 500 was never stored") != std::string::npos, e.what());
+    }
+  }
+
   void limitsAreEnforced() {
     auto data = read_bytes(plain_ + "/big_list_p2.pkl");
     UnpickleOptions opt;

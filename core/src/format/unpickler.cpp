@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -156,6 +157,52 @@ const char* opcode_name(uint8_t op) {
       return nullptr;
   }
 }
+
+// The pickle memo. Picklers number entries 0, 1, 2, ..., so indices near the count so far live in a vector;
+// any other (a hostile or odd stream) in a hash map. The vector grows only to twice the entries plus a
+// little, so its memory stays within a small factor of the entries', like the map's.
+class Memo {
+ public:
+  size_t size() const { return count_; }
+  Value* find(uint64_t i) {
+    if (i < dense_.size()) return stored_[i] ? &dense_[i] : nullptr;
+    if (i > std::numeric_limits<uint32_t>::max()) return nullptr;
+    auto it = sparse_.find(static_cast<uint32_t>(i));
+    return it == sparse_.end() ? nullptr : &it->second;
+  }
+  // Adds an entry at an index find() did not find.
+  void add(uint32_t i, Value v) {
+    if (i < dense_.size() || i <= 2 * count_ + kSlack) {
+      if (i >= dense_.size()) {
+        dense_.resize(static_cast<size_t>(i) + 1);
+        stored_.resize(static_cast<size_t>(i) + 1, 0);
+      }
+      dense_[i] = std::move(v);
+      stored_[i] = 1;
+    } else {
+      sparse_.emplace(i, std::move(v));
+    }
+    ++count_;
+  }
+  // Moves every entry out to f, then empties the memo.
+  template <class F>
+  void drain(F&& f) {
+    for (size_t i = 0; i < dense_.size(); ++i)
+      if (stored_[i]) f(dense_[i]);
+    for (auto& [k, v] : sparse_) f(v);
+    dense_.clear();
+    stored_.clear();
+    sparse_.clear();
+    count_ = 0;
+  }
+
+ private:
+  static constexpr size_t kSlack = 1024;
+  std::vector<Value> dense_;
+  std::vector<uint8_t> stored_;  // stored_[i]: dense_[i] is an entry (a stored None is one too)
+  std::unordered_map<uint32_t, Value> sparse_;
+  size_t count_ = 0;
+};
 
 // A failure inside the VM; the driver adds file, record, offset and opcode.
 struct VmError {
@@ -402,11 +449,38 @@ class Vm {
     stack_.pop_back();
     return v;
   }
-  void drop(size_t n) {  // removes n values already checked to exist; keeps them for the final dismantling
+  void drop(size_t n) {  // removes n values already checked to exist
     for (size_t i = 0; i < n; ++i) {
-      graveyard_.push_back(std::move(stack_.back()));
+      bury(std::move(stack_.back()));
       stack_.pop_back();
     }
+  }
+  // A value the stream no longer holds on the stack: freed now when it is small and acyclic (a scalar, or a
+  // few containers over scalars, like a tensor's REDUCE arguments), so dropping it cannot recurse deeply or
+  // leak a cycle; anything else waits for the final dismantling. Keeping every dropped value until the end
+  // cost a 20k-param checkpoint's reader ~1 M values held and walked again.
+  void bury(Value v) {
+    if (!v.identity()) return;
+    small_.clear();
+    small_.emplace_back(&v, 0);
+    for (size_t i = 0; i < small_.size(); ++i) {
+      const Value* x = small_[i].first;
+      const size_t depth = small_[i].second;
+      bool ok = true;
+      x->for_each_child([&](const Value& c) {
+        if (!ok || !c.identity()) return;
+        if (depth + 1 >= kSmallDepth || small_.size() >= kSmallContainers) {
+          ok = false;
+          return;
+        }
+        small_.emplace_back(&c, depth + 1);
+      });
+      if (!ok) {
+        graveyard_.push_back(std::move(v));
+        return;
+      }
+    }
+    // Every path ends within kSmallDepth levels, so there is no cycle; freeing recurses at most that deep.
   }
   size_t mark_pos() const {
     if (marks_.empty()) vm_fail("no MARK to pop to");
@@ -426,21 +500,19 @@ class Vm {
     if (index > std::numeric_limits<uint32_t>::max())
       vm_fail("memo index " + std::to_string(index) + " is too large");
     const Value& v = top();
-    auto it = memo_.find(static_cast<uint32_t>(index));
-    if (it != memo_.end()) {
-      graveyard_.push_back(std::move(it->second));
-      it->second = v;
+    if (Value* old = memo_.find(index)) {
+      graveyard_.push_back(std::move(*old));
+      *old = v;
       return;
     }
     if (memo_.size() >= lim_.max_memo)
       vm_fail("memo holds more than " + std::to_string(lim_.max_memo) + " entries (limit)");
-    memo_.emplace(static_cast<uint32_t>(index), v);
+    memo_.add(static_cast<uint32_t>(index), v);
   }
   void memo_get(uint64_t index) {
-    auto it = index <= std::numeric_limits<uint32_t>::max() ? memo_.find(static_cast<uint32_t>(index))
-                                                            : memo_.end();
-    if (it == memo_.end()) vm_fail("memo index " + std::to_string(index) + " was never stored");
-    push(it->second);
+    const Value* v = memo_.find(index);
+    if (!v) vm_fail("memo index " + std::to_string(index) + " was never stored");
+    push(*v);
   }
 
   void note_global(const std::string& module, const std::string& name) {
@@ -449,10 +521,9 @@ class Vm {
     if (globals_seen_.insert(q).second) globals_.push_back(std::move(q));
   }
   // --- what the stream reaches (UnpickleOptions::uses) ---
-  void record_use(std::string callable, bool computed, PickleUseKind how, std::string via = {},
-                  std::string attribute_of = {}, std::string attribute = {}, std::string module = {},
-                  std::string name = {}) {
-    if (!opt_.uses) return;
+  PickleUse make_use(std::string callable, bool computed, PickleUseKind how, std::string via = {},
+                     std::string attribute_of = {}, std::string attribute = {}, std::string module = {},
+                     std::string name = {}) const {
     PickleUse u;
     u.record = opt_.record_name;
     u.callable = std::move(callable);
@@ -466,7 +537,40 @@ class Vm {
     u.attribute = std::move(attribute);
     u.offset = op_start_;
     u.count = 1;
-    opt_.uses->add(std::move(u));
+    return u;
+  }
+  void record_use(std::string callable, bool computed, PickleUseKind how, std::string via = {},
+                  std::string attribute_of = {}, std::string attribute = {}, std::string module = {},
+                  std::string name = {}) {
+    if (!opt_.uses) return;
+    opt_.uses->add(make_use(std::move(callable), computed, how, std::move(via), std::move(attribute_of),
+                            std::move(attribute), std::move(module), std::move(name)));
+  }
+  // Repeats of a GLOBAL, and plain calls of the same GLOBAL value (a checkpoint names _rebuild_tensor_v2
+  // once per tensor; writers that do not memoize globals spell it out each time): the first is recorded in
+  // full, the rest only counted here and added to the log as the stream ends (flush_repeats(), on every
+  // path). That keeps ~10 string allocations per tensor out of the VM. Bounded: kMaxRepeats distinct
+  // entries of short names; anything else takes the full path each time.
+  struct Repeat {
+    Value value;    // the GLOBAL's value, kept alive so that its address names it in call_repeats_
+    PickleUse use;  // what the first one recorded; count: the repeats since
+  };
+  static constexpr size_t kMaxRepeats = 4096, kMaxRepeatName = 256;
+  std::unordered_map<std::string, Repeat> global_repeats_;                // size-prefixed module, then name
+  std::map<std::pair<const void*, PickleUseKind>, Repeat> call_repeats_;  // the GLOBAL's payload, how
+  void flush_repeats() noexcept {
+    try {
+      if (opt_.uses) {
+        for (auto& [k, r] : global_repeats_)
+          if (r.use.count) opt_.uses->add(std::move(r.use));
+        for (auto& [k, r] : call_repeats_)
+          if (r.use.count) opt_.uses->add(std::move(r.use));
+      }
+    } catch (...) {
+      // Out of memory while merging counts: the first use of each is recorded already.
+    }
+    global_repeats_.clear();
+    call_repeats_.clear();
   }
   // A use of a GLOBAL, its module and name kept apart (a dotted name is an attribute walk).
   void record_global_use(const Value& g, PickleUseKind how, std::string via = {},
@@ -474,13 +578,31 @@ class Vm {
   void record_call(const Value& callable, const Value& args, PickleUseKind how);
   void record_globals_in(const Value& v, PickleUseKind how);
   void scan_nested_pickle(const std::string& loader, const std::string& bytes);
-  Value make_global(std::string module, std::string name) {
+  Value make_global(const std::string& module, const std::string& name) {
     if (module.empty() || name.empty()) vm_fail("GLOBAL with an empty module or name");
+    const bool cacheable = module.size() + name.size() <= kMaxRepeatName;
+    std::string key;
+    if (cacheable) {
+      key = std::to_string(module.size()) + ":" + module + name;
+      if (auto it = global_repeats_.find(key); it != global_repeats_.end()) {
+        charge(module.size() + name.size());
+        ++it->second.use.count;
+        return it->second.value;
+      }
+    }
     if (!valid_utf8(module) || !valid_utf8(name)) vm_fail("GLOBAL name is not valid UTF-8");
     charge(module.size() + name.size());
     note_global(module, name);
-    if (module == "torch" && is_torch_dtype_name(name)) return Value::dtype(name);
-    return Value::global(std::move(module), std::move(name));
+    Value v =
+        module == "torch" && is_torch_dtype_name(name) ? Value::dtype(name) : Value::global(module, name);
+    if (cacheable && global_repeats_.size() < kMaxRepeats) {
+      Repeat r{v, opt_.uses
+                      ? make_use(module + "." + name, false, PickleUseKind::Global, {}, {}, {}, module, name)
+                      : PickleUse{}};
+      r.use.count = 0;
+      global_repeats_.emplace(std::move(key), std::move(r));
+    }
+    return v;
   }
 
   Value text_string(std::string_view quoted);
@@ -492,8 +614,8 @@ class Vm {
   void add_list_items(Value& target, size_t from);
   void add_dict_items(Value& target, size_t from);
   void step(uint8_t op);
-  void validate(const Value& root, std::unordered_set<const void*>& reachable,
-                const char* what = "the result");
+  using Heights = std::unordered_map<const void*, size_t>;
+  void validate(const Value& root, Heights& height_of, const char* what = "the result");
 
   std::span<const uint8_t> data_;
   const UnpickleOptions& opt_;
@@ -501,8 +623,10 @@ class Vm {
   size_t pos_ = 0;
   std::vector<Value> stack_;
   std::vector<size_t> marks_;
-  std::unordered_map<uint32_t, Value> memo_;
+  Memo memo_;
   std::vector<Value> graveyard_;
+  static constexpr size_t kSmallDepth = 4, kSmallContainers = 64;
+  std::vector<std::pair<const Value*, size_t>> small_;  // bury()'s walk
   uint64_t allocated_ = 0;
   uint64_t items_ = 0;
   int protocol_ = 0;
@@ -544,7 +668,10 @@ std::string describe_callable(const Value& c) {
                       : v->is(Value::Kind::Global) ? v->as_global().first + "." + v->as_global().second
                                                    : "<" + v->type_name() + ">";
   std::string out = "<result of " + inner + ">";
-  for (int i = 1; i < levels; ++i) out = "<result of " + out + ">";
+  for (int i = 1; i < levels; ++i) {
+    out.insert(0, "<result of ");
+    out += '>';
+  }
   return out;
 }
 
@@ -561,8 +688,22 @@ void Vm::record_call(const Value& callable, const Value& args, PickleUseKind how
     record_use(describe_callable(callable), true, how);
     return;
   }
+  const auto repeat_key = std::make_pair(static_cast<const void*>(&callable.as_global()), how);
+  if (auto it = call_repeats_.find(repeat_key); it != call_repeats_.end()) {
+    ++it->second.use.count;
+    return;
+  }
   const std::string q = describe_callable(callable);
   const std::string q3 = py3_module(callable.as_global().first) + "." + callable.as_global().second;
+  // A call whose record does not depend on its arguments: repeats are only counted (Repeat).
+  const bool plain = q3 != "builtins.getattr" && q3 != "copyreg._reconstructor" &&
+                     q3 != "copyreg.__newobj__" && q3 != "copyreg.__newobj_ex__" && !is_pickle_loader(q3);
+  if (plain && call_repeats_.size() < kMaxRepeats) {
+    Repeat r{callable,
+             make_use(q, false, how, {}, {}, {}, callable.as_global().first, callable.as_global().second)};
+    r.use.count = 0;
+    call_repeats_.emplace(repeat_key, std::move(r));
+  }
   const auto& a = args.is(K::Tuple) ? args.items() : std::vector<Value>{};
   if (q3 == "builtins.getattr" && a.size() == 2 && a[0].is(K::Global) && a[1].is(K::Str)) {
     record_global_use(callable, how, {}, describe_callable(a[0]), a[1].as_str());
@@ -1287,7 +1428,7 @@ void Vm::step(uint8_t op) {
     case 'c': {
       std::string module(line());
       std::string name(line());
-      push(make_global(std::move(module), std::move(name)));
+      push(make_global(module, name));
       break;
     }
     case 0x93: {  // STACK_GLOBAL
@@ -1327,14 +1468,14 @@ void Vm::step(uint8_t op) {
     case 'i': {  // INST
       std::string module(line());
       std::string name(line());
-      Value cls = make_global(std::move(module), std::move(name));
+      Value cls = make_global(module, name);
       const size_t m = mark_pos();
       count_items(stack_.size() - m);
       Value args = Value::tuple(std::vector<Value>(stack_.begin() + static_cast<long>(m), stack_.end()));
       Value r = call(cls, args, ObjectData::How::Reduce, nullptr, PickleUseKind::Inst);
       drop(stack_.size() - m);
       marks_.pop_back();
-      graveyard_.push_back(std::move(args));
+      bury(std::move(args));
       push(std::move(r));
       break;
     }
@@ -1346,7 +1487,7 @@ void Vm::step(uint8_t op) {
       Value r = call(stack_[m], args, ObjectData::How::Reduce, nullptr, PickleUseKind::Obj);
       drop(stack_.size() - m);
       marks_.pop_back();
-      graveyard_.push_back(std::move(args));
+      bury(std::move(args));
       push(std::move(r));
       break;
     }
@@ -1368,7 +1509,7 @@ void Vm::step(uint8_t op) {
       } else {
         // The callback gets its own copy (VM containers are dismantled at the end). Copying recurses, so the
         // pid is held to the result's depth limit first, and a cyclic one is refused like a cyclic result.
-        std::unordered_set<const void*> seen;
+        Heights seen;
         validate(top(), seen, "the persistent id");
         pid = top().clone();
       }
@@ -1400,56 +1541,54 @@ void Vm::step(uint8_t op) {
   }
 }
 
-// Rejects cycles and trees nested deeper than max_depth; collects every container of the result. `what`
-// names the tree in the message ("the result", "the persistent id").
-void Vm::validate(const Value& root, std::unordered_set<const void*>& reachable, const char* what) {
+// Rejects cycles and trees nested deeper than max_depth; maps every container of the result to its height.
+// `what` names the tree in the message ("the result", "the persistent id"). One map (a container on the
+// current path has height kOnPath) and one shared child list keep it to one hash entry per container and no
+// allocation per container: the result of a 20k-param checkpoint has ~10^5 of them.
+void Vm::validate(const Value& root, Heights& height_of, const char* what) {
+  constexpr size_t kOnPath = std::numeric_limits<size_t>::max();
   struct Frame {
     const Value* v;
-    std::vector<const Value*> children;
-    size_t next = 0;
-    size_t height = 0;
+    size_t first;  // this frame's children are children[first, end)
+    size_t next;   // the next one to visit
+    size_t end;    // one past this frame's last child
+    size_t height;
   };
-  std::unordered_map<const void*, size_t> height_of;  // finished containers
-  std::unordered_set<const void*> on_path;
+  std::vector<const Value*> children;  // the children of every frame on the path, in path order
   std::vector<Frame> path;
-  auto enter = [&](const Value* v) -> bool {  // false when nothing to descend into
-    const void* id = v->identity();
-    if (!id) return false;
-    if (on_path.count(id)) vm_fail(std::string(what) + " contains a cycle (a container that holds itself)");
-    if (height_of.count(id)) return false;
+  auto enter = [&](const Value* v, const void* id) {
     if (path.size() >= lim_.max_depth)
       vm_fail(std::string(what) + " is nested deeper than " + std::to_string(lim_.max_depth) +
               " levels (limit)");
-    Frame f{v, {}, 0, 0};
-    v->for_each_child([&](const Value& c) { f.children.push_back(&c); });
-    on_path.insert(id);
-    path.push_back(std::move(f));
-    return true;
+    height_of.emplace(id, kOnPath);
+    const size_t first = children.size();
+    v->for_each_child([&](const Value& c) {
+      if (c.identity()) children.push_back(&c);
+    });
+    path.push_back(Frame{v, first, first, children.size(), 0});
   };
-  enter(&root);
+  if (const void* id = root.identity()) enter(&root, id);
   while (!path.empty()) {
     Frame& f = path.back();
-    if (f.next < f.children.size()) {
-      const Value* c = f.children[f.next++];
+    if (f.next < f.end) {
+      const Value* c = children[f.next++];
       const void* cid = c->identity();
-      if (cid) {
-        auto it = height_of.find(cid);
-        if (it != height_of.end()) {
-          f.height = std::max(f.height, it->second + 1);
-          if (path.size() + it->second > lim_.max_depth)
-            vm_fail(std::string(what) + " is nested deeper than " + std::to_string(lim_.max_depth) +
-                    " levels (limit)");
-        } else {
-          enter(c);
-        }
+      auto it = height_of.find(cid);
+      if (it == height_of.end()) {
+        enter(c, cid);
+      } else if (it->second == kOnPath) {
+        vm_fail(std::string(what) + " contains a cycle (a container that holds itself)");
+      } else {
+        f.height = std::max(f.height, it->second + 1);
+        if (path.size() + it->second > lim_.max_depth)
+          vm_fail(std::string(what) + " is nested deeper than " + std::to_string(lim_.max_depth) +
+                  " levels (limit)");
       }
       continue;
     }
-    const void* id = f.v->identity();
     const size_t h = f.height;
-    on_path.erase(id);
-    height_of.emplace(id, h);
-    reachable.insert(id);
+    height_of[f.v->identity()] = h;
+    children.resize(f.first);
     path.pop_back();
     if (!path.empty()) path.back().height = std::max(path.back().height, h + 1);
   }
@@ -1469,15 +1608,25 @@ UnpickleResult Vm::run() {
       w += " (opcode " + hex_byte(op) + ")";
     return w;
   };
-  auto cleanup = [&](const std::unordered_set<const void*>* keep) {
+  // Breaks what the VM built and the result does not hold (`keep`: the result's containers; null: all).
+  auto cleanup = [&](const Heights* keep) {
+    flush_repeats();
     std::vector<Value> roots = std::move(stack_);
     stack_.clear();
-    for (auto& [k, v] : memo_) roots.push_back(std::move(v));
-    memo_.clear();
-    for (auto& v : graveyard_) roots.push_back(std::move(v));
+    roots.reserve(roots.size() + memo_.size() + graveyard_.size() + 1);
+    auto add = [&](Value& v) {
+      // Scalars and the result's own containers need no breaking; dropping them here keeps the walk short.
+      const void* id = v.identity();
+      if (id && !(keep && keep->count(id))) roots.push_back(std::move(v));
+    };
+    memo_.drain(add);
+    for (auto& v : graveyard_) add(v);
     graveyard_.clear();
     if (!keep) roots.push_back(std::move(result_));
-    Value::dismantle_all(std::move(roots), keep);
+    if (keep)
+      Value::dismantle_all(std::move(roots), [keep](const void* id) { return keep->count(id) != 0; });
+    else
+      Value::dismantle_all(std::move(roots));
   };
   try {
     while (!stopped_) {
@@ -1492,7 +1641,8 @@ UnpickleResult Vm::run() {
     }
     op_start = pos_;
     op = '.';
-    std::unordered_set<const void*> reachable;
+    Heights reachable;
+    reachable.reserve(memo_.size());
     validate(result_, reachable);
     cleanup(&reachable);
   } catch (const VmError& e) {
@@ -1523,11 +1673,19 @@ UnpickleResult Vm::run() {
 void PickleUseLog::add(PickleUse u) {
   // The module is part of the key: torch / os.system and torch.os / system read alike but reach different
   // things.
-  const auto key = std::make_tuple(u.record, u.module + "\n" + u.callable, static_cast<int>(u.how), u.via,
-                                   u.nested_in, u.attribute_of + "." + u.attribute);
+  std::string key;
+  key.reserve(u.record.size() + u.module.size() + u.callable.size() + u.via.size() + u.nested_in.size() +
+              u.attribute_of.size() + u.attribute.size() + 8);
+  for (const std::string* part : {&u.record, &u.module, &u.callable, &u.via, &u.nested_in, &u.attribute_of}) {
+    key += *part;
+    key += '\0';
+  }
+  key += u.attribute;
+  key += '\0';
+  key += static_cast<char>(u.how);
   auto it = index_.find(key);
   if (it != index_.end()) {
-    ++uses_[it->second].count;
+    uses_[it->second].count += u.count;
     return;
   }
   if (uses_.size() >= kMaxDistinct) {

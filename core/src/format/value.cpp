@@ -42,7 +42,7 @@ Value Value::big_integer(std::vector<uint8_t> le) {
   }
   Value v;
   v.kind_ = Kind::BigInt;
-  v.big_ = std::make_shared<std::vector<uint8_t>>(std::move(le));
+  v.big_() = std::make_shared<std::vector<uint8_t>>(std::move(le));
   return v;
 }
 Value Value::real(double d) {
@@ -54,19 +54,19 @@ Value Value::real(double d) {
 Value Value::str(std::string s) {
   Value v;
   v.kind_ = Kind::Str;
-  v.s_ = std::make_shared<std::string>(std::move(s));
+  v.s_() = std::make_shared<std::string>(std::move(s));
   return v;
 }
 Value Value::bytes(std::string b) {
   Value v;
   v.kind_ = Kind::Bytes;
-  v.s_ = std::make_shared<std::string>(std::move(b));
+  v.s_() = std::make_shared<std::string>(std::move(b));
   return v;
 }
 Value Value::list(std::vector<Value> items) {
   Value v;
   v.kind_ = Kind::List;
-  v.items_ = std::make_shared<std::vector<Value>>(std::move(items));
+  v.items_() = std::make_shared<std::vector<Value>>(std::move(items));
   return v;
 }
 Value Value::tuple(std::vector<Value> items) {
@@ -82,51 +82,51 @@ Value Value::set(std::vector<Value> items, bool frozen) {
 Value Value::dict(bool ordered) {
   Value v;
   v.kind_ = Kind::Dict;
-  v.dict_ = std::make_shared<DictData>();
-  v.dict_->ordered = ordered;
+  v.dict_() = std::make_shared<DictData>();
+  v.dict_()->ordered = ordered;
   return v;
 }
 Value Value::tensor(Tensor t) {
   Value v;
   v.kind_ = Kind::Tensor;
-  v.tensor_ = std::make_shared<Tensor>(std::move(t));
+  v.tensor_() = std::make_shared<Tensor>(std::move(t));
   return v;
 }
 Value Value::storage(std::shared_ptr<Storage> s) {
   Value v;
   v.kind_ = Kind::Storage;
-  v.storage_ = std::move(s);
+  v.storage_() = std::move(s);
   return v;
 }
 Value Value::size(std::vector<int64_t> dims) {
   Value v;
   v.kind_ = Kind::Size;
-  v.size_ = std::make_shared<std::vector<int64_t>>(std::move(dims));
+  v.size_() = std::make_shared<std::vector<int64_t>>(std::move(dims));
   return v;
 }
 Value Value::dtype(std::string torch_name) {
   if (torch_name.starts_with("torch.")) torch_name.erase(0, 6);
   Value v;
   v.kind_ = Kind::DType;
-  v.s_ = std::make_shared<std::string>(std::move(torch_name));
+  v.s_() = std::make_shared<std::string>(std::move(torch_name));
   return v;
 }
 Value Value::device(std::string spec) {
   Value v;
   v.kind_ = Kind::Device;
-  v.s_ = std::make_shared<std::string>(std::move(spec));
+  v.s_() = std::make_shared<std::string>(std::move(spec));
   return v;
 }
 Value Value::global(std::string module, std::string name) {
   Value v;
   v.kind_ = Kind::Global;
-  v.global_ = std::make_shared<std::pair<std::string, std::string>>(std::move(module), std::move(name));
+  v.global_() = std::make_shared<std::pair<std::string, std::string>>(std::move(module), std::move(name));
   return v;
 }
 Value Value::object(ObjectData o) {
   Value v;
   v.kind_ = Kind::Object;
-  v.object_ = std::make_shared<ObjectData>(std::move(o));
+  v.object_() = std::make_shared<ObjectData>(std::move(o));
   return v;
 }
 
@@ -134,7 +134,7 @@ Value Value::object(ObjectData o) {
 // Kinds and names
 
 bool Value::is_object(std::string_view module, std::string_view name) const {
-  return kind_ == Kind::Object && object_->module == module && object_->name == name;
+  return kind_ == Kind::Object && object_()->module == module && object_()->name == name;
 }
 
 std::string_view Value::kind_name() const {
@@ -205,11 +205,11 @@ std::string Value::type_name() const {
     case Kind::FrozenSet:
       return "frozenset";
     case Kind::Dict:
-      return dict_->ordered ? "OrderedDict" : "dict";
+      return dict_()->ordered ? "OrderedDict" : "dict";
     case Kind::Tensor:
-      return tensor_->is_parameter ? "Parameter" : "Tensor";
+      return tensor_()->is_parameter ? "Parameter" : "Tensor";
     case Kind::Storage:
-      return "torch." + std::string(storage_class_name(storage_->dtype));
+      return "torch." + std::string(storage_class_name(storage_()->dtype));
     case Kind::Size:
       return "torch.Size";
     case Kind::DType:
@@ -217,9 +217,9 @@ std::string Value::type_name() const {
     case Kind::Device:
       return "torch.device";
     case Kind::Global:
-      return "global " + global_->first + "." + global_->second;
+      return "global " + global_()->first + "." + global_()->second;
     case Kind::Object:
-      return object_->qualified();
+      return object_()->qualified();
   }
   return "?";
 }
@@ -250,18 +250,18 @@ int64_t Value::as_int() const {
   if (kind_ == Kind::Int) return i_;
   if (kind_ == Kind::Bool) return b_ ? 1 : 0;
   // int-subclass enums (ZeroStageEnum(2)): REDUCE(cls, (int,)) with no further state.
-  if (kind_ == Kind::Object && object_->how == ObjectData::How::Reduce && object_->args &&
-      object_->args->is(Kind::Tuple) && object_->args->items().size() == 1 &&
-      object_->args->items()[0].is(Kind::Int) && !object_->state && object_->list_items.empty() &&
-      object_->dict_items.empty())
-    return object_->args->items()[0].i_;
+  if (kind_ == Kind::Object && object_()->how == ObjectData::How::Reduce && object_()->args &&
+      object_()->args->is(Kind::Tuple) && object_()->args->items().size() == 1 &&
+      object_()->args->items()[0].is(Kind::Int) && !object_()->state && object_()->list_items.empty() &&
+      object_()->dict_items.empty())
+    return object_()->args->items()[0].i_;
   // getattr(IntEnumClass, 'member') for enums whose values ckptdoc knows.
-  if (kind_ == Kind::Object && (object_->module == "builtins" || object_->module == "__builtin__") &&
-      object_->name == "getattr" && object_->how == ObjectData::How::Reduce && object_->args &&
-      object_->args->is(Kind::Tuple) && object_->args->items().size() == 2 &&
-      object_->args->items()[0].is(Kind::Global) && object_->args->items()[1].is(Kind::Str)) {
-    const auto& cls = *object_->args->items()[0].global_;
-    if (auto v = known_enum_member(cls.first, cls.second, object_->args->items()[1].as_str())) return *v;
+  if (kind_ == Kind::Object && (object_()->module == "builtins" || object_()->module == "__builtin__") &&
+      object_()->name == "getattr" && object_()->how == ObjectData::How::Reduce && object_()->args &&
+      object_()->args->is(Kind::Tuple) && object_()->args->items().size() == 2 &&
+      object_()->args->items()[0].is(Kind::Global) && object_()->args->items()[1].is(Kind::Str)) {
+    const auto& cls = *object_()->args->items()[0].global_();
+    if (auto v = known_enum_member(cls.first, cls.second, object_()->args->items()[1].as_str())) return *v;
   }
   wrong_kind("int", *this);
 }
@@ -274,63 +274,64 @@ double Value::as_float() const {
 }
 
 const std::string& Value::as_str() const {
-  if (kind_ == Kind::Str || kind_ == Kind::Bytes || kind_ == Kind::DType || kind_ == Kind::Device) return *s_;
+  if (kind_ == Kind::Str || kind_ == Kind::Bytes || kind_ == Kind::DType || kind_ == Kind::Device)
+    return *s_();
   wrong_kind("str", *this);
 }
 
 const std::vector<uint8_t>& Value::as_big_int() const {
   if (kind_ != Kind::BigInt) wrong_kind("big int", *this);
-  return *big_;
+  return *big_();
 }
 
 const std::vector<Value>& Value::items() const {
-  if (!items_ ||
+  if (!items_() ||
       !(kind_ == Kind::List || kind_ == Kind::Tuple || kind_ == Kind::Set || kind_ == Kind::FrozenSet))
     wrong_kind("list, tuple or set", *this);
-  return *items_;
+  return *items_();
 }
 std::vector<Value>& Value::items_mut() {
-  if (!items_ ||
+  if (!items_() ||
       !(kind_ == Kind::List || kind_ == Kind::Tuple || kind_ == Kind::Set || kind_ == Kind::FrozenSet))
     wrong_kind("list, tuple or set", *this);
-  return *items_;
+  return *items_();
 }
 const DictData& Value::as_dict() const {
   if (kind_ != Kind::Dict) wrong_kind("dict", *this);
-  return *dict_;
+  return *dict_();
 }
 DictData& Value::dict_mut() {
   if (kind_ != Kind::Dict) wrong_kind("dict", *this);
-  dict_->index_cache.reset();
-  return *dict_;
+  dict_()->index_cache.reset();
+  return *dict_();
 }
 const Tensor& Value::as_tensor() const {
   if (kind_ != Kind::Tensor) wrong_kind("Tensor", *this);
-  return *tensor_;
+  return *tensor_();
 }
 Tensor& Value::tensor_mut() {
   if (kind_ != Kind::Tensor) wrong_kind("Tensor", *this);
-  return *tensor_;
+  return *tensor_();
 }
 const std::shared_ptr<Storage>& Value::as_storage() const {
   if (kind_ != Kind::Storage) wrong_kind("storage", *this);
-  return storage_;
+  return storage_();
 }
 const std::vector<int64_t>& Value::as_size() const {
   if (kind_ != Kind::Size) wrong_kind("torch.Size", *this);
-  return *size_;
+  return *size_();
 }
 const std::pair<std::string, std::string>& Value::as_global() const {
   if (kind_ != Kind::Global) wrong_kind("global", *this);
-  return *global_;
+  return *global_();
 }
 const ObjectData& Value::as_object() const {
   if (kind_ != Kind::Object) wrong_kind("object", *this);
-  return *object_;
+  return *object_();
 }
 ObjectData& Value::object_mut() {
   if (kind_ != Kind::Object) wrong_kind("object", *this);
-  return *object_;
+  return *object_();
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -380,14 +381,14 @@ long find_key(const DictData& d, std::string_view key) {
 
 const Value* Value::get(std::string_view key) const {
   if (kind_ != Kind::Dict) return nullptr;
-  const long i = find_key(*dict_, key);
-  return i < 0 ? nullptr : &dict_->items[static_cast<size_t>(i)].second;
+  const long i = find_key(*dict_(), key);
+  return i < 0 ? nullptr : &dict_()->items[static_cast<size_t>(i)].second;
 }
 
 Value* Value::get_mut(std::string_view key) {
   if (kind_ != Kind::Dict) return nullptr;
-  const long i = find_key(*dict_, key);
-  return i < 0 ? nullptr : &dict_->items[static_cast<size_t>(i)].second;
+  const long i = find_key(*dict_(), key);
+  return i < 0 ? nullptr : &dict_()->items[static_cast<size_t>(i)].second;
 }
 
 const Value& Value::at(std::string_view key) const {
@@ -399,13 +400,34 @@ const Value& Value::at(std::string_view key) const {
 
 void Value::set_item(Value key, Value value) {
   if (kind_ != Kind::Dict) wrong_kind("dict", *this);
+  auto& d = *dict_();
+  if (key.is(Kind::Str) && d.items.size() >= kIndexThreshold) {
+    // A big dict filled key by key (an unpickled state_dict): one probe of a current index both finds a
+    // repeated key and adds a new one.
+    std::lock_guard<std::mutex> lock(d.index_cache.mutex);
+    auto& idx = d.index_cache.index;
+    if (idx && idx.use_count() == 1 && idx->size == d.items.size()) {
+      auto* m = const_cast<DictIndexCache::Index*>(idx.get());
+      const auto [it, added] = m->positions.try_emplace(key.as_str(), d.items.size());
+      if (added) {
+        m->size = d.items.size() + 1;
+        d.items.emplace_back(std::move(key), std::move(value));
+        return;
+      }
+      if (it->second < d.items.size() && key_is(d.items[it->second].first, key.as_str())) {
+        d.items[it->second].second = std::move(value);
+        return;
+      }
+      idx.reset();  // stale: the general path below rebuilds it
+    }
+  }
   if (key.is(Kind::Str)) {
     if (Value* existing = get_mut(key.as_str())) {
       *existing = std::move(value);
       return;
     }
   } else if (key.is(Kind::Int)) {
-    for (auto& kv : dict_->items)
+    for (auto& kv : dict_()->items)
       if (kv.first.is(Kind::Int) && kv.first.i_ == key.i_) {
         kv.second = std::move(value);
         return;
@@ -413,31 +435,31 @@ void Value::set_item(Value key, Value value) {
   }
   {
     // Keep a current index current (appends are how unpicklers and builders fill big dicts).
-    std::lock_guard<std::mutex> lock(dict_->index_cache.mutex);
-    auto& idx = dict_->index_cache.index;
-    if (idx && idx.use_count() == 1 && idx->size == dict_->items.size()) {
+    std::lock_guard<std::mutex> lock(dict_()->index_cache.mutex);
+    auto& idx = dict_()->index_cache.index;
+    if (idx && idx.use_count() == 1 && idx->size == dict_()->items.size()) {
       auto* m = const_cast<DictIndexCache::Index*>(idx.get());
-      if (key.is(Kind::Str)) m->positions.emplace(key.as_str(), dict_->items.size());
-      m->size = dict_->items.size() + 1;
+      if (key.is(Kind::Str)) m->positions.emplace(key.as_str(), dict_()->items.size());
+      m->size = dict_()->items.size() + 1;
     } else {
       idx.reset();
     }
   }
-  dict_->items.emplace_back(std::move(key), std::move(value));
+  dict_()->items.emplace_back(std::move(key), std::move(value));
 }
 
 bool Value::erase(std::string_view key) {
   if (kind_ != Kind::Dict) return false;
-  const long i = find_key(*dict_, key);
+  const long i = find_key(*dict_(), key);
   if (i < 0) return false;
-  dict_->index_cache.reset();
-  dict_->items.erase(dict_->items.begin() + i);
+  dict_()->index_cache.reset();
+  dict_()->items.erase(dict_()->items.begin() + i);
   return true;
 }
 
 const Value* Value::attr(std::string_view name) const {
   if (kind_ == Kind::Object) {
-    const auto& st = object_->state;
+    const auto& st = object_()->state;
     if (!st) return nullptr;
     if (st->is_dict()) return st->get(name);
     // (dict, slots) state
@@ -447,7 +469,7 @@ const Value* Value::attr(std::string_view name) const {
     }
     return nullptr;
   }
-  if (kind_ == Kind::Dict && dict_->state) return dict_->state->get(name);
+  if (kind_ == Kind::Dict && dict_()->state) return dict_()->state->get(name);
   return nullptr;
 }
 

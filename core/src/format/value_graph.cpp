@@ -17,15 +17,15 @@ const void* Value::identity() const {
     case Kind::Tuple:
     case Kind::Set:
     case Kind::FrozenSet:
-      return items_.get();
+      return items_().get();
     case Kind::Dict:
-      return dict_.get();
+      return dict_().get();
     case Kind::Object:
-      return object_.get();
+      return object_().get();
     case Kind::Tensor:
-      return tensor_.get();
+      return tensor_().get();
     case Kind::Storage:
-      return storage_.get();
+      return storage_().get();
     default:
       return nullptr;
   }
@@ -37,22 +37,22 @@ void Value::for_each_child(const std::function<void(const Value&)>& f) const {
     case Kind::Tuple:
     case Kind::Set:
     case Kind::FrozenSet:
-      for (const auto& v : *items_) f(v);
+      for (const auto& v : *items_()) f(v);
       break;
     case Kind::Dict:
-      for (const auto& [k, v] : dict_->items) {
+      for (const auto& [k, v] : dict_()->items) {
         f(k);
         f(v);
       }
-      if (dict_->state) f(*dict_->state);
+      if (dict_()->state) f(*dict_()->state);
       break;
     case Kind::Object:
-      if (object_->callable) f(*object_->callable);
-      if (object_->args) f(*object_->args);
-      if (object_->kwargs) f(*object_->kwargs);
-      if (object_->state) f(*object_->state);
-      for (const auto& v : object_->list_items) f(v);
-      for (const auto& [k, v] : object_->dict_items) {
+      if (object_()->callable) f(*object_()->callable);
+      if (object_()->args) f(*object_()->args);
+      if (object_()->kwargs) f(*object_()->kwargs);
+      if (object_()->state) f(*object_()->state);
+      for (const auto& v : object_()->list_items) f(v);
+      for (const auto& [k, v] : object_()->dict_items) {
         f(k);
         f(v);
       }
@@ -63,32 +63,42 @@ void Value::for_each_child(const std::function<void(const Value&)>& f) const {
 }
 
 void Value::dismantle_all(std::vector<Value> work, const std::unordered_set<const void*>* keep) {
+  if (!keep) {
+    dismantle_all(std::move(work), std::function<bool(const void*)>());
+    return;
+  }
+  dismantle_all(std::move(work), [keep](const void* id) { return keep->count(id) != 0; });
+}
+
+void Value::dismantle_all(std::vector<Value> work, const std::function<bool(const void*)>& keep) {
   while (!work.empty()) {
     Value v = std::move(work.back());
     work.pop_back();
-    if (keep && keep->count(v.identity())) continue;
+    const void* id = v.identity();
+    if (!id) continue;  // a scalar: nothing to break
+    if (keep && keep(id)) continue;
     switch (v.kind_) {
       case Kind::List:
       case Kind::Tuple:
       case Kind::Set:
       case Kind::FrozenSet:
-        for (auto& c : *v.items_) work.push_back(std::move(c));
-        v.items_->clear();
+        for (auto& c : *v.items_()) work.push_back(std::move(c));
+        v.items_()->clear();
         break;
       case Kind::Dict:
-        for (auto& [k, c] : v.dict_->items) {
+        for (auto& [k, c] : v.dict_()->items) {
           work.push_back(std::move(k));
           work.push_back(std::move(c));
         }
-        v.dict_->items.clear();
-        v.dict_->index_cache.reset();
-        if (v.dict_->state) {
-          work.push_back(std::move(*v.dict_->state));
-          v.dict_->state.reset();
+        v.dict_()->items.clear();
+        v.dict_()->index_cache.reset();
+        if (v.dict_()->state) {
+          work.push_back(std::move(*v.dict_()->state));
+          v.dict_()->state.reset();
         }
         break;
       case Kind::Object: {
-        auto& o = *v.object_;
+        auto& o = *v.object_();
         for (auto* p : {&o.callable, &o.args, &o.kwargs, &o.state})
           if (*p) {
             work.push_back(std::move(**p));
@@ -140,7 +150,7 @@ bool Value::equals(const Value& other) const {
         if (a->i_ != b->i_) return false;
         break;
       case Kind::BigInt:
-        if (*a->big_ != *b->big_) return false;
+        if (*a->big_() != *b->big_()) return false;
         break;
       case Kind::Float:
         if (!(a->f_ == b->f_ || (std::isnan(a->f_) && std::isnan(b->f_)))) return false;
@@ -149,18 +159,19 @@ bool Value::equals(const Value& other) const {
       case Kind::Bytes:
       case Kind::DType:
       case Kind::Device:
-        if (*a->s_ != *b->s_) return false;
+        if (*a->s_() != *b->s_()) return false;
         break;
       case Kind::List:
       case Kind::Tuple:
       case Kind::Set:
       case Kind::FrozenSet:
-        if (a->items_->size() != b->items_->size()) return false;
-        for (size_t i = 0; i < a->items_->size(); ++i) work.emplace_back(&(*a->items_)[i], &(*b->items_)[i]);
+        if (a->items_()->size() != b->items_()->size()) return false;
+        for (size_t i = 0; i < a->items_()->size(); ++i)
+          work.emplace_back(&(*a->items_())[i], &(*b->items_())[i]);
         break;
       case Kind::Dict: {
-        const auto& da = *a->dict_;
-        const auto& db = *b->dict_;
+        const auto& da = *a->dict_();
+        const auto& db = *b->dict_();
         if (da.ordered != db.ordered || da.items.size() != db.items.size()) return false;
         if (static_cast<bool>(da.state) != static_cast<bool>(db.state)) return false;
         if (da.state) work.emplace_back(da.state.get(), db.state.get());
@@ -171,8 +182,8 @@ bool Value::equals(const Value& other) const {
         break;
       }
       case Kind::Tensor: {
-        const auto& ta = *a->tensor_;
-        const auto& tb = *b->tensor_;
+        const auto& ta = *a->tensor_();
+        const auto& tb = *b->tensor_();
         if (ta.dtype != tb.dtype || ta.shape != tb.shape || ta.requires_grad != tb.requires_grad ||
             ta.is_parameter != tb.is_parameter)
           return false;
@@ -182,8 +193,8 @@ bool Value::equals(const Value& other) const {
         break;
       }
       case Kind::Storage: {
-        const auto& sa = *a->storage_;
-        const auto& sb = *b->storage_;
+        const auto& sa = *a->storage_();
+        const auto& sb = *b->storage_();
         if (sa.dtype != sb.dtype || sa.numel != sb.numel) return false;
         if (sa.has_bytes() && sb.has_bytes() &&
             !std::equal(sa.bytes().begin(), sa.bytes().end(), sb.bytes().begin()))
@@ -191,14 +202,14 @@ bool Value::equals(const Value& other) const {
         break;
       }
       case Kind::Size:
-        if (*a->size_ != *b->size_) return false;
+        if (*a->size_() != *b->size_()) return false;
         break;
       case Kind::Global:
-        if (*a->global_ != *b->global_) return false;
+        if (*a->global_() != *b->global_()) return false;
         break;
       case Kind::Object: {
-        const auto& oa = *a->object_;
-        const auto& ob = *b->object_;
+        const auto& oa = *a->object_();
+        const auto& ob = *b->object_();
         if (oa.module != ob.module || oa.name != ob.name || oa.how != ob.how ||
             oa.list_items.size() != ob.list_items.size() || oa.dict_items.size() != ob.dict_items.size())
           return false;

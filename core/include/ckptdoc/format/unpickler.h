@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "ckptdoc/format/value.h"
@@ -51,7 +52,9 @@ class PickleUseLog {
  private:
   static constexpr size_t kMaxDistinct = 4096;
   std::vector<PickleUse> uses_;
-  std::map<std::tuple<std::string, std::string, int, std::string, std::string, std::string>, size_t> index_;
+  // (record, module, callable, how, via, nested_in, attribute) joined by NULs: one hash per use, not a
+  // six-string tuple compared down a tree (a stream makes one use per tensor).
+  std::unordered_map<std::string, size_t> index_;
   bool truncated_ = false;
 };
 

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "ckptdoc/dtype.h"
@@ -227,21 +228,57 @@ class Value {
   // Dismantles every container reachable from `roots` except those whose identity() is in `keep` (which are
   // neither cleared nor descended into), then drops the roots. Iterative; safe for cycles and deep nesting.
   static void dismantle_all(std::vector<Value> roots, const std::unordered_set<const void*>* keep = nullptr);
+  // The same with `keep` as a predicate on identity() (called for containers only).
+  static void dismantle_all(std::vector<Value> roots, const std::function<bool(const void*)>& keep);
 
  private:
+  // One payload slot, not one shared_ptr per kind: a Value is 48 bytes instead of 176, which is what moving,
+  // growing and freeing the millions of Values of a checkpoint's metadata costs (~20k params: 2x faster).
+  using Payload =
+      std::variant<std::monostate, std::shared_ptr<std::string>, std::shared_ptr<std::vector<uint8_t>>,
+                   std::shared_ptr<std::vector<Value>>, std::shared_ptr<DictData>, std::shared_ptr<Tensor>,
+                   std::shared_ptr<Storage>, std::shared_ptr<std::vector<int64_t>>,
+                   std::shared_ptr<std::pair<std::string, std::string>>, std::shared_ptr<ObjectData>>;
+  // The payload as a T (null when it holds something else); the mutable one makes it a T first.
+  template <class T>
+  const std::shared_ptr<T>& payload() const {
+    static const std::shared_ptr<T> null;
+    const auto* p = std::get_if<std::shared_ptr<T>>(&p_);
+    return p ? *p : null;
+  }
+  template <class T>
+  std::shared_ptr<T>& payload() {
+    if (!std::holds_alternative<std::shared_ptr<T>>(p_)) p_.template emplace<std::shared_ptr<T>>();
+    return std::get<std::shared_ptr<T>>(p_);
+  }
+  const std::shared_ptr<std::string>& s_() const { return payload<std::string>(); }
+  std::shared_ptr<std::string>& s_() { return payload<std::string>(); }
+  const std::shared_ptr<std::vector<uint8_t>>& big_() const { return payload<std::vector<uint8_t>>(); }
+  std::shared_ptr<std::vector<uint8_t>>& big_() { return payload<std::vector<uint8_t>>(); }
+  const std::shared_ptr<std::vector<Value>>& items_() const { return payload<std::vector<Value>>(); }
+  std::shared_ptr<std::vector<Value>>& items_() { return payload<std::vector<Value>>(); }
+  const std::shared_ptr<DictData>& dict_() const { return payload<DictData>(); }
+  std::shared_ptr<DictData>& dict_() { return payload<DictData>(); }
+  const std::shared_ptr<Tensor>& tensor_() const { return payload<Tensor>(); }
+  std::shared_ptr<Tensor>& tensor_() { return payload<Tensor>(); }
+  const std::shared_ptr<Storage>& storage_() const { return payload<Storage>(); }
+  std::shared_ptr<Storage>& storage_() { return payload<Storage>(); }
+  const std::shared_ptr<std::vector<int64_t>>& size_() const { return payload<std::vector<int64_t>>(); }
+  std::shared_ptr<std::vector<int64_t>>& size_() { return payload<std::vector<int64_t>>(); }
+  const std::shared_ptr<std::pair<std::string, std::string>>& global_() const {
+    return payload<std::pair<std::string, std::string>>();
+  }
+  std::shared_ptr<std::pair<std::string, std::string>>& global_() {
+    return payload<std::pair<std::string, std::string>>();
+  }
+  const std::shared_ptr<ObjectData>& object_() const { return payload<ObjectData>(); }
+  std::shared_ptr<ObjectData>& object_() { return payload<ObjectData>(); }
+
   Kind kind_ = Kind::None;
   bool b_ = false;
   int64_t i_ = 0;
   double f_ = 0;
-  std::shared_ptr<std::string> s_;
-  std::shared_ptr<std::vector<uint8_t>> big_;
-  std::shared_ptr<std::vector<Value>> items_;
-  std::shared_ptr<DictData> dict_;
-  std::shared_ptr<Tensor> tensor_;
-  std::shared_ptr<Storage> storage_;
-  std::shared_ptr<std::vector<int64_t>> size_;
-  std::shared_ptr<std::pair<std::string, std::string>> global_;
-  std::shared_ptr<ObjectData> object_;
+  Payload p_;
 };
 
 }  // namespace ckptdoc
