@@ -238,10 +238,10 @@ void print_optimizer_files(const std::string& dir) {
     std::string keys, steps;
     for (const auto& k : f["keys"]) keys += (keys.empty() ? "" : ", ") + k.get<std::string>();
     for (const auto& s : f["steps"]) steps += (steps.empty() ? "" : ", ") + std::to_string(s.get<int64_t>());
-    std::printf(
-        "\nOptimizer state %s (torch.save of optimizer.state_dict(); params by index in model.parameters() "
-        "order)\n",
-        file.c_str());
+    std::printf("\nOptimizer state %s (torch.save of an optimizer state dict; params %s)\n", file.c_str(),
+                !f["params"].empty() && f["params"][0]["param"].is_string()
+                    ? "by name"
+                    : "by index in model.parameters() order");
     std::printf("  param groups     %zu, %zu params, %zu with state\n", f["param_groups"].get<size_t>(),
                 f["params_in_groups"].get<size_t>(), f["params_with_state"].get<size_t>());
     std::printf("  step             %s\n", steps.empty() ? "(none)" : steps.c_str());

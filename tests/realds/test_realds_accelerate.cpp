@@ -27,6 +27,7 @@ namespace {
 
 constexpr const char* kEntry = "accelerate_fsdp2_ws2";
 constexpr const char* kStep2 = "accelerate_fsdp2_ws2_step2";  // the same run saved after 2 steps, not 3
+constexpr const char* kFull = "accelerate_fsdp2_full_ws2";    // the same run with FULL_STATE_DICT
 // GPT-2 with n_layer 2: wte, wpe, 12 tensors per block, ln_f. The tied lm_head is one more model key, but one
 // param for the optimizer.
 constexpr int kParams = 2 + 2 * 12 + 2;
@@ -455,6 +456,64 @@ class TestRealdsAccelerate : public QObject {
       const QString not_checked = QJsonDocument(r["verdict"].toObject()["not_checked"].toArray()).toJson();
       QVERIFY2(not_checked.contains("optimizer.bin"), qPrintable(not_checked));
     }
+  }
+
+  // FSDP with FULL_STATE_DICT (accelerate_fsdp_full_train.py): pytorch_model_fsdp.bin (the whole model,
+  // torch.save) read as the weights, optimizer.bin (keyed by FQN) checked against them by name; the export
+  // holds what torch.load gives of pytorch_model_fsdp.bin.
+  void fullStateDictSaveIsRead() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kFull);
+    QCOMPARE(test::files_in(e.save_dir),
+             (std::vector<std::string>{"optimizer.bin", "pytorch_model_fsdp.bin", "random_states_0.pkl",
+                                       "random_states_1.pkl", "scheduler.bin"}));
+    const QJsonObject r = diagnose(e.save_dir, 0);
+    const QJsonObject verdict = r["verdict"].toObject();
+    QCOMPARE(verdict["kind"].toString(), QString("clean"));
+    QCOMPARE(verdict["tensors_scanned"].toInt(), kParams + 1);  // the tied lm_head.weight is a key of its own
+    const QJsonObject o = r["optimizer_files"].toArray()[0].toObject();
+    QCOMPARE(o["matched_by"].toString(), QString("name"));
+    QCOMPARE(o["params_with_state"].toInt(), kParams);
+    QCOMPARE(o["names_matched"].toInt(), kParams);
+    QCOMPARE(o["step"].toDouble(), 3.0);
+    QVERIFY2(verdict["basis"].toString().contains("matched to the weights by name (28 of 28)"),
+             qPrintable(verdict["basis"].toString()));
+
+    const test::TempDir dir;
+    const std::string out = dir.file("model.safetensors");
+    const auto x = test::run_cli({"export", e.save_dir, "-o", out});
+    QVERIFY2(x.exit_code == 0, qPrintable(QString::fromStdString(x.out + x.err)));
+    const auto same = realds::python_with_deepspeed(
+        {"-c",
+         "import sys, torch\nfrom safetensors.torch import load_file\n"
+         "a = torch.load(sys.argv[1], weights_only=True); b = load_file(sys.argv[2])\n"
+         "assert sorted(a) == sorted(b), (sorted(a), sorted(b))\n"
+         "assert all(torch.equal(a[k], b[k]) for k in a)\n",
+         e.save_dir + "/pytorch_model_fsdp.bin", out},
+        "0.19");
+    QVERIFY2(same.exit_code == 0, qPrintable(QString::fromStdString(same.out + same.err)));
+
+    // An optimizer saved for another model: a state named for a param the weights lack, and one whose moments
+    // have another shape than its weight.
+    const std::string other = realds::copy_of(e, dir, "other");
+    const auto w = realds::python_with_deepspeed(
+        {"-c",
+         "import sys, torch\nsd = torch.load(sys.argv[1])\n"
+         "sd['state']['transformer.h.9.mlp.c_fc.weight'] = "
+         "sd['state'].pop('transformer.h.1.mlp.c_fc.weight')\n"
+         "s = sd['state']['transformer.wpe.weight']\n"
+         "s['exp_avg'] = torch.randn(16, 32); s['exp_avg_sq'] = torch.rand(16, 32)\n"
+         "torch.save(sd, sys.argv[1])\n",
+         other + "/optimizer.bin"},
+        "0.19");
+    QVERIFY2(w.exit_code == 0, qPrintable(QString::fromStdString(w.out + w.err)));
+    const QJsonObject d = diagnose(other, 1);
+    QStringList codes;
+    for (const auto& f : d["findings"].toArray()) {
+      codes << f.toObject()["code"].toString();
+      QCOMPARE(f.toObject()["files"].toArray(), QJsonArray{"optimizer.bin"});
+    }
+    QCOMPARE(codes, (QStringList{"optimizer-state-shape-mismatch", "accelerate-optimizer-param-unknown"}));
   }
 
   void damagedCopiesAreNamed() {

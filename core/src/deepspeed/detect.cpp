@@ -166,7 +166,9 @@ bool only_rank_files(const fs::path& tag, std::string* foreign) {
 bool hugging_face_weights_name(const std::string& name) {
   static const std::regex names(
       R"((model|pytorch_model|adapter_model|diffusion_pytorch_model|tf_model|flax_model)(-\d+-of-\d+)?\.(safetensors|bin|h5|msgpack)(\.index\.json)?)");
-  if (std::regex_match(name, names)) return true;
+  // Accelerate's FSDP FULL_STATE_DICT save_state: the whole model as torch.save (fsdp_utils.save_fsdp_model).
+  static const std::regex fsdp_full(R"(pytorch_model_fsdp(_\d+)?\.bin)");
+  if (std::regex_match(name, names) || std::regex_match(name, fsdp_full)) return true;
   return name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0;
 }
 
