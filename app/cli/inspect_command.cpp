@@ -10,6 +10,7 @@
 #include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/sources/registry.h"
+#include "ckptdoc/weights/optimizer_file.h"
 #include "ckptdoc/weights/weights_json.h"
 #include "commands.h"
 #include "format_helpers.h"
@@ -225,6 +226,40 @@ void print_files_and_problems(const Catalog& c) {
 }
 
 // A Hugging Face folder or weights file: index, files, tensors, problems.
+// Accelerate's save_state keeps the optimizer beside the weights (optimizer.bin): its params, steps and keys.
+void print_optimizer_files(const std::string& dir) {
+  for (const auto& f : nlohmann::json::parse(weights::optimizer_files_json(dir))) {
+    const std::string file = f["file"].get<std::string>();
+    if (f.contains("error")) {
+      std::printf("\nOptimizer state %s\n  UNREADABLE: %s\n", file.c_str(),
+                  f["error"].get<std::string>().c_str());
+      continue;
+    }
+    std::string keys, steps;
+    for (const auto& k : f["keys"]) keys += (keys.empty() ? "" : ", ") + k.get<std::string>();
+    for (const auto& s : f["steps"]) steps += (steps.empty() ? "" : ", ") + std::to_string(s.get<int64_t>());
+    std::printf("\nOptimizer state %s (torch.save of an optimizer state dict; params %s)\n", file.c_str(),
+                !f["params"].empty() && f["params"][0]["param"].is_string()
+                    ? "by name"
+                    : "by index in model.parameters() order");
+    std::printf("  param groups     %zu, %zu params, %zu with state\n", f["param_groups"].get<size_t>(),
+                f["params_in_groups"].get<size_t>(), f["params_with_state"].get<size_t>());
+    std::printf("  step             %s\n", steps.empty() ? "(none)" : steps.c_str());
+    std::printf("  keys             %s\n", keys.empty() ? "(none)" : keys.c_str());
+    for (const auto& p : f["params"]) {
+      std::string tensors;
+      for (const auto& [k, t] : p["tensors"].items())
+        tensors += (tensors.empty() ? "" : "  ") + k + " " + t["dtype"].get<std::string>() + " " +
+                   shape_text(t["shape"].get<std::vector<int64_t>>());
+      const auto& param = p["param"];
+      const std::string label =
+          "state[" + (param.is_string() ? param.get<std::string>() : std::to_string(param.get<int64_t>())) +
+          "]";
+      std::printf("  %-28s %s\n", label.c_str(), tensors.c_str());
+    }
+  }
+}
+
 void print_weights(const weights::WeightsSource& w, const char* title) {
   std::printf("%s %s\n", title, w.path().c_str());
   uint64_t numel = 0, bytes = 0;
@@ -255,6 +290,7 @@ void print_weights(const weights::WeightsSource& w, const char* title) {
     std::printf("  %-50s %-9s %-20s %s\n", t.name.c_str(), std::string(dtype_name(t.tensor.dtype)).c_str(),
                 shape_text(t.tensor.shape).c_str(), w.file_of(i).c_str());
   }
+  if (w.is_folder()) print_optimizer_files(w.root());
   std::printf("\nProblems\n");
   if (w.problems().empty()) std::printf("  none\n");
   for (const auto& p : w.problems())
@@ -273,7 +309,11 @@ int run_inspect(const InspectOptions& o) {
   const auto& weights = ckpt->weights();
   if (o.json) {
     if (ckpt->weights_only() && weights) {
-      std::printf("%s\n", weights::weights_to_json(*weights).c_str());
+      auto j = nlohmann::json::parse(weights::weights_to_json(*weights));
+      if (weights->is_folder())
+        if (auto o = nlohmann::json::parse(weights::optimizer_files_json(weights->root())); !o.empty())
+          j["optimizer_files"] = std::move(o);
+      std::printf("%s\n", j.dump(2).c_str());
       return 0;
     }
     auto j = nlohmann::json::parse(checkpoint_to_json(*ckpt));

@@ -252,6 +252,10 @@ MATRIX = {
     # second real save (test_realds_accelerate momentsDiffAgreesWithTorch)
     "accelerate_fsdp2_ws2_step2": dict(kind="accelerate", stage=0, dtype="fp32", dp=2, world=2, steps=2, ds="0.19",
                                        model="gpt2"),
+    # the same run with the plugin's FULL_STATE_DICT (accelerate_fsdp_full_train.py): pytorch_model_fsdp.bin and an
+    # optimizer.bin keyed by FQN instead of the DCP folders; no ref/ (merge_fsdp_weights reads DCP folders only)
+    "accelerate_fsdp2_full_ws2": dict(kind="accelerate", stage=0, dtype="fp32", dp=2, world=2, steps=3, ds="0.19",
+                                      model="gpt2", state_dict="full"),
     # kind "megatron" (#28): megatron_train.py, a tiny megatron-core GPTModel at TP 2 (dp 1) on gloo, saved with
     # megatron.core.dist_checkpointing.save (torch_dist) as <ckpt>/iter_0000002/ and latest_checkpointed_iteration.txt;
     # run.json records what of megatron-core needs CUDA (the forward, every optimizer)
@@ -447,6 +451,8 @@ def stamp_of(a, spec):
         parts.append(file_sha(os.path.join(HERE, "synth_recipe_train.py")))
     if spec["kind"] == "accelerate":
         parts.append(file_sha(os.path.join(HERE, "accelerate_fsdp_train.py")))
+        if spec.get("state_dict") == "full":
+            parts.append(file_sha(os.path.join(HERE, "accelerate_fsdp_full_train.py")))
     if spec["kind"] == "megatron":
         parts.append(file_sha(os.path.join(HERE, "megatron_train.py")))
     if spec["kind"] == "megatron_optim":
@@ -539,6 +545,9 @@ def ensure(a, name):
             cmd = launch[:-1] + [os.path.join(HERE, "synth_recipe_train.py"), "--out", save_dir, "--steps",
                                  str(spec["steps"])] + base_args(spec)
             cmd += [x for k in ("vocab", "hidden", "layers") for x in (f"--{k}", str(spec["synth"][k]))]
+        elif spec["kind"] == "accelerate" and spec.get("state_dict") == "full":
+            cmd = launch[:-1] + [os.path.join(HERE, "accelerate_fsdp_full_train.py"), "--out", save_dir, "--steps",
+                                 str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
         elif spec["kind"] == "accelerate":
             cmd = launch[:-1] + [os.path.join(HERE, "accelerate_fsdp_train.py"), "--out", save_dir, "--steps",
                                  str(spec["steps"]), "--ref", os.path.join(folder, "ref"), "--json",

@@ -27,6 +27,7 @@ namespace {
 
 constexpr const char* kEntry = "accelerate_fsdp2_ws2";
 constexpr const char* kStep2 = "accelerate_fsdp2_ws2_step2";  // the same run saved after 2 steps, not 3
+constexpr const char* kFull = "accelerate_fsdp2_full_ws2";    // the same run with FULL_STATE_DICT
 // GPT-2 with n_layer 2: wte, wpe, 12 tensors per block, ln_f. The tied lm_head is one more model key, but one
 // param for the optimizer.
 constexpr int kParams = 2 + 2 * 12 + 2;
@@ -58,6 +59,30 @@ QJsonObject diagnose(const std::string& path, int want_exit) {
                      .c_str(),
                  __FILE__, __LINE__);
   return realds::parse(r.out);
+}
+
+// A plain (non-FSDP) Accelerate save_state of a 3-layer MLP after 3 AdamW steps, written by the judges' venv:
+// model.safetensors, optimizer.bin, scheduler.bin, random_states_0.pkl.
+std::string plain_save_state(const std::string& save) {
+  const auto w = realds::python_with_deepspeed(
+      {"-c",
+       "import sys, torch\n"
+       "from accelerate import Accelerator\n"
+       "acc = Accelerator(cpu=True)\n"
+       "m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))\n"
+       "opt = torch.optim.AdamW(m.parameters(), lr=1e-3)\n"
+       "sch = torch.optim.lr_scheduler.StepLR(opt, 10)\n"
+       "m, opt, sch = acc.prepare(m, opt, sch)\n"
+       "for _ in range(3):\n"
+       "    acc.backward(m(torch.randn(8, 16)).pow(2).mean()); opt.step(); sch.step(); opt.zero_grad()\n"
+       "acc.save_state(sys.argv[1])\n",
+       save},
+      "0.19");
+  if (w.exit_code != 0) QTest::qFail((w.out + w.err).c_str(), __FILE__, __LINE__);
+  if (test::files_in(save) !=
+      std::vector<std::string>{"model.safetensors", "optimizer.bin", "random_states_0.pkl", "scheduler.bin"})
+    QTest::qFail("save_state wrote other files", __FILE__, __LINE__);
+  return save;
 }
 
 // Every file under a folder and its bytes.
@@ -327,33 +352,168 @@ class TestRealdsAccelerate : public QObject {
   // Accelerate's save_state without FSDP (one process on the CPU): model.safetensors beside optimizer.bin,
   // scheduler.bin and random_states_0.pkl. ckptdoc reads the weights only; its verdict names the optimizer
   // state beside them as not read, never says the folder holds none.
-  void plainSaveStateSaysItsOptimizerWasNotRead() {
+  // A plain (non-FSDP) save_state: model.safetensors, and optimizer.bin (torch.save of
+  // optimizer.state_dict(), params by index) read and checked beside it; scheduler.bin and
+  // random_states_0.pkl named as not read.
+  void plainSaveStateChecksItsOptimizer() {
     REALDS_REQUIRE_DS("0.19");
     test::TempDir dir;
-    const std::string save = dir.file("save");
+    const std::string save = plain_save_state(dir.file("save"));
+    const QJsonObject r = diagnose(save, 0);
+    const QJsonObject verdict = r["verdict"].toObject();
+    QCOMPARE(verdict["kind"].toString(), QString("clean"));
+    QCOMPARE(verdict["tensors_scanned"].toInt(), 4);
+    const QString not_checked = QJsonDocument(verdict["not_checked"].toArray()).toJson();
+    QVERIFY2(not_checked.contains("(random_states_0.pkl, scheduler.bin) was not read"),
+             qPrintable(not_checked));
+    QVERIFY2(!not_checked.contains("optimizer.bin"), qPrintable(not_checked));
+    QVERIFY2(
+        verdict["basis"].toString().contains("optimizer state in optimizer.bin was read (4 params, step 3)"),
+        qPrintable(verdict["basis"].toString()));
+    const QJsonObject o = r["optimizer_files"].toArray()[0].toObject();
+    QCOMPARE(o["file"].toString(), QString("optimizer.bin"));
+    QVERIFY(o["read"].toBool());
+    QCOMPARE(o["params_in_groups"].toInt(), 4);
+    QCOMPARE(o["params_with_state"].toInt(), 4);
+    QCOMPARE(o["step"].toDouble(), 3.0);
+    QCOMPARE(o["keys"].toArray(), (QJsonArray{"exp_avg", "exp_avg_sq", "step"}));
+    QCOMPARE(o["tensors_scanned"].toInt(), 8);
+    QCOMPARE(o["shapes_matched"].toInt(), 4);
+
+    // inspect lists the state: params, step, keys, and each param's moments (index 0 is Linear(16,
+    // 32).weight).
+    const auto text = test::run_cli({"inspect", save});
+    QCOMPARE(text.exit_code, 0);
+    for (const char* line :
+         {"Optimizer state optimizer.bin", "1, 4 params, 4 with state", "step             3",
+          "keys             exp_avg, exp_avg_sq, step", "exp_avg float32 [32, 16]"})
+      QVERIFY2(text.out.find(line) != std::string::npos, qPrintable(QString::fromStdString(line + text.out)));
+    const auto json = test::run_cli({"inspect", save, "--json"});
+    QCOMPARE(json.exit_code, 0);
+    const QJsonObject i = realds::parse(json.out)["optimizer_files"].toArray()[0].toObject();
+    QCOMPARE(i["params_with_state"].toInt(), 4);
+    QCOMPARE(
+        i["params"].toArray()[2].toObject()["tensors"].toObject()["exp_avg_sq"].toObject()["shape"].toArray(),
+        (QJsonArray{4, 32}));
+  }
+
+  // Damaged copies of optimizer.bin (rewritten by torch.save from the real one): each named, with the file.
+  void damagedPlainOptimizerIsNamed_data() {
+    QTest::addColumn<QString>("damage");  // Python over `sd`, the loaded state dict
+    QTest::addColumn<QString>("code");
+    QTest::addColumn<QString>("param");
+    QTest::newRow("nan") << "sd['state'][1]['exp_avg'][3] = float('nan')"
+                         << "nonfinite-values"
+                         << "state[1].exp_avg";
+    QTest::newRow("missing") << "del sd['state'][2]['exp_avg_sq']"
+                             << "optimizer-state-incomplete"
+                             << "state[2].exp_avg_sq";
+    QTest::newRow("lost") << "sd['state'][0]['exp_avg'].zero_()"
+                          << "optimizer-step-inconsistent"
+                          << "state[0].exp_avg";
+    QTest::newRow("step") << "sd['state'][3]['step'] = torch.tensor(7.)"
+                          << "optimizer-step-inconsistent"
+                          << "";
+    QTest::newRow("other-model")
+        << "sd['state'][0] = {k: (v if k == 'step' else torch.zeros(8, 16)) for k, v in "
+           "sd['state'][0].items()}"
+        << "optimizer-state-shape-mismatch"
+        << "";
+    QTest::newRow("truncated") << ""
+                               << "optimizer-file-unreadable"
+                               << "";
+  }
+
+  void damagedPlainOptimizerIsNamed() {
+    REALDS_REQUIRE_DS("0.19");
+    QFETCH(QString, damage);
+    QFETCH(QString, code);
+    QFETCH(QString, param);
+    test::TempDir dir;
+    const std::string save = plain_save_state(dir.file("save"));
+    const std::string bin = save + "/optimizer.bin";
+    if (damage.isEmpty()) {
+      fs::resize_file(bin, fs::file_size(bin) / 2);
+    } else {
+      const auto w =
+          realds::python_with_deepspeed({"-c",
+                                         "import sys, torch\nsd = torch.load(sys.argv[1])\n" +
+                                             damage.toStdString() + "\ntorch.save(sd, sys.argv[1])\n",
+                                         bin},
+                                        "0.19");
+      QVERIFY2(w.exit_code == 0, qPrintable(QString::fromStdString(w.out + w.err)));
+    }
+    const QJsonObject r = diagnose(save, 1);
+    QJsonObject f;
+    for (const auto& x : r["findings"].toArray())
+      if (x.toObject()["code"].toString() == code) f = x.toObject();
+    QVERIFY2(!f.isEmpty(), qPrintable(QJsonDocument(r["findings"].toArray()).toJson()));
+    QCOMPARE(f["severity"].toString(), QString("error"));
+    QCOMPARE(f["files"].toArray(), QJsonArray{"optimizer.bin"});
+    QVERIFY2(f["message"].toString().startsWith("optimizer.bin"), qPrintable(f["message"].toString()));
+    if (!param.isEmpty()) QVERIFY(f["params"].toArray().contains(param));
+    if (damage.isEmpty()) {  // not read: the verdict says so, and nothing claims it was checked
+      const QString not_checked = QJsonDocument(r["verdict"].toObject()["not_checked"].toArray()).toJson();
+      QVERIFY2(not_checked.contains("optimizer.bin"), qPrintable(not_checked));
+    }
+  }
+
+  // FSDP with FULL_STATE_DICT (accelerate_fsdp_full_train.py): pytorch_model_fsdp.bin (the whole model,
+  // torch.save) read as the weights, optimizer.bin (keyed by FQN) checked against them by name; the export
+  // holds what torch.load gives of pytorch_model_fsdp.bin.
+  void fullStateDictSaveIsRead() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kFull);
+    QCOMPARE(test::files_in(e.save_dir),
+             (std::vector<std::string>{"optimizer.bin", "pytorch_model_fsdp.bin", "random_states_0.pkl",
+                                       "random_states_1.pkl", "scheduler.bin"}));
+    const QJsonObject r = diagnose(e.save_dir, 0);
+    const QJsonObject verdict = r["verdict"].toObject();
+    QCOMPARE(verdict["kind"].toString(), QString("clean"));
+    QCOMPARE(verdict["tensors_scanned"].toInt(), kParams + 1);  // the tied lm_head.weight is a key of its own
+    const QJsonObject o = r["optimizer_files"].toArray()[0].toObject();
+    QCOMPARE(o["matched_by"].toString(), QString("name"));
+    QCOMPARE(o["params_with_state"].toInt(), kParams);
+    QCOMPARE(o["names_matched"].toInt(), kParams);
+    QCOMPARE(o["step"].toDouble(), 3.0);
+    QVERIFY2(verdict["basis"].toString().contains("matched to the weights by name (28 of 28)"),
+             qPrintable(verdict["basis"].toString()));
+
+    const test::TempDir dir;
+    const std::string out = dir.file("model.safetensors");
+    const auto x = test::run_cli({"export", e.save_dir, "-o", out});
+    QVERIFY2(x.exit_code == 0, qPrintable(QString::fromStdString(x.out + x.err)));
+    const auto same = realds::python_with_deepspeed(
+        {"-c",
+         "import sys, torch\nfrom safetensors.torch import load_file\n"
+         "a = torch.load(sys.argv[1], weights_only=True); b = load_file(sys.argv[2])\n"
+         "assert sorted(a) == sorted(b), (sorted(a), sorted(b))\n"
+         "assert all(torch.equal(a[k], b[k]) for k in a)\n",
+         e.save_dir + "/pytorch_model_fsdp.bin", out},
+        "0.19");
+    QVERIFY2(same.exit_code == 0, qPrintable(QString::fromStdString(same.out + same.err)));
+
+    // An optimizer saved for another model: a state named for a param the weights lack, and one whose moments
+    // have another shape than its weight.
+    const std::string other = realds::copy_of(e, dir, "other");
     const auto w = realds::python_with_deepspeed(
         {"-c",
-         "import sys, torch\n"
-         "from accelerate import Accelerator\n"
-         "acc = Accelerator(cpu=True)\n"
-         "m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))\n"
-         "opt = torch.optim.AdamW(m.parameters(), lr=1e-3)\n"
-         "sch = torch.optim.lr_scheduler.StepLR(opt, 10)\n"
-         "m, opt, sch = acc.prepare(m, opt, sch)\n"
-         "for _ in range(3):\n"
-         "    acc.backward(m(torch.randn(8, 16)).pow(2).mean()); opt.step(); sch.step(); opt.zero_grad()\n"
-         "acc.save_state(sys.argv[1])\n",
-         save},
+         "import sys, torch\nsd = torch.load(sys.argv[1])\n"
+         "sd['state']['transformer.h.9.mlp.c_fc.weight'] = "
+         "sd['state'].pop('transformer.h.1.mlp.c_fc.weight')\n"
+         "s = sd['state']['transformer.wpe.weight']\n"
+         "s['exp_avg'] = torch.randn(16, 32); s['exp_avg_sq'] = torch.rand(16, 32)\n"
+         "torch.save(sd, sys.argv[1])\n",
+         other + "/optimizer.bin"},
         "0.19");
     QVERIFY2(w.exit_code == 0, qPrintable(QString::fromStdString(w.out + w.err)));
-    QCOMPARE(test::files_in(save), (std::vector<std::string>{"model.safetensors", "optimizer.bin",
-                                                             "random_states_0.pkl", "scheduler.bin"}));
-    const QJsonObject r = diagnose(save, 0);
-    QCOMPARE(r["verdict"].toObject()["tensors_scanned"].toInt(), 4);
-    const QString not_checked = QJsonDocument(r["verdict"].toObject()["not_checked"].toArray()).toJson();
-    QVERIFY2(not_checked.contains("(optimizer.bin, random_states_0.pkl, scheduler.bin) was not read"),
-             qPrintable(not_checked));
-    QVERIFY2(!not_checked.contains("no optimizer state"), qPrintable(not_checked));
+    const QJsonObject d = diagnose(other, 1);
+    QStringList codes;
+    for (const auto& f : d["findings"].toArray()) {
+      codes << f.toObject()["code"].toString();
+      QCOMPARE(f.toObject()["files"].toArray(), QJsonArray{"optimizer.bin"});
+    }
+    QCOMPARE(codes, (QStringList{"optimizer-state-shape-mismatch", "accelerate-optimizer-param-unknown"}));
   }
 
   void damagedCopiesAreNamed() {

@@ -152,6 +152,23 @@ std::string report_json(const Report& report, const deepspeed::Catalog& catalog)
              {"tp", catalog.topology.tp},
              {"ep", catalog.topology.ep},
              {"pipeline", catalog.topology.pipeline}}}};
+  if (!report.optimizer_files.empty()) {
+    json files = json::array();
+    for (const auto& o : report.optimizer_files)
+      files.push_back(json{{"file", o.file},
+                           {"read", o.read},
+                           {"params_in_groups", o.params_in_groups},
+                           {"params_with_state", o.params_with_state},
+                           {"step", o.step ? json(*o.step) : json(nullptr)},
+                           {"keys", o.keys},
+                           {"dtypes", o.dtypes},
+                           {"tensors_scanned", o.tensors_scanned},
+                           {"shapes_matched", o.shapes_matched},
+                           {"weights_compared", o.weights_compared},
+                           {"names_matched", o.names_matched},
+                           {"matched_by", o.by_name ? "name" : "shape"}});
+    out["optimizer_files"] = files;
+  }
   const Verdict v = verdict_of(report, catalog);
   out["verdict"] = {{"kind", v.kind == VerdictKind::Problems ? "problems"
                              : v.kind == VerdictKind::Clean  ? "clean"

@@ -55,19 +55,41 @@ Verdict verdict_of(const Report& report, const deepspeed::Catalog& catalog) {
                                            " were read (NaN/Inf, all-zero tensors)";
     // A Trainer's or Accelerate's save keeps its optimizer beside the weights: say it was not read, never
     // that there is none.
-    const auto state =
+    auto state =
         catalog.single_file ? std::vector<std::string>{} : weights::training_state_files(catalog.save_dir);
-    if (state.empty()) {
+    // The optimizer files read beside the weights (optimizer.bin) are part of the basis, not of what was not
+    // read.
+    for (const auto& o : report.optimizer_files) {
+      if (!o.read) continue;
+      std::erase(state, o.file);
+      v.basis += "; the optimizer state in " + o.file + " was read (" +
+                 count_of(o.params_with_state, "param", "params") +
+                 (o.step ? ", step " + std::to_string(static_cast<int64_t>(*o.step)) : std::string()) + ")";
+      if (o.weights_compared > 0 && o.by_name)
+        v.basis += " and its moments were matched to the weights by name (" +
+                   std::to_string(o.names_matched) + " of " + std::to_string(o.params_with_state) + ")";
+      else if (o.weights_compared > 0)
+        v.basis += " and its moments' shapes were matched to the weights by shape only (" +
+                   std::to_string(o.shapes_matched) + " of " + std::to_string(o.params_with_state) +
+                   "): its param indices follow model.parameters(), an order the weights file does not keep";
+    }
+    const bool optimizer_read = std::any_of(report.optimizer_files.begin(), report.optimizer_files.end(),
+                                            [](const auto& o) { return o.read; });
+    if (state.empty() && !optimizer_read) {
       v.not_checked.push_back(
           "a weights " + std::string(catalog.single_file ? "file" : "folder") +
           " holds no fp32 masters and no optimizer state: nothing to compare the weights with");
-    } else {
+    } else if (!state.empty()) {
       std::string names;
       for (const auto& f : state) names += (names.empty() ? "" : ", ") + f;
       v.not_checked.push_back(
-          "the training state saved beside the weights (" + names +
-          ") was not read: its optimizer state was not checked, and the weights were compared "
-          "with no fp32 master");
+          optimizer_read
+              ? "the rest of the training state saved beside the weights (" + names +
+                    ") was not read: its values were not checked, and the weights were compared with no fp32 "
+                    "master"
+              : "the training state saved beside the weights (" + names +
+                    ") was not read: its optimizer state was not checked, and the weights were compared "
+                    "with no fp32 master");
     }
   } else {
     if (v.masters_compared > 0)

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 
+#include "analysis/optimizer_file_check.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/parallel.h"
@@ -155,6 +157,25 @@ analysis::Report diagnose_weights(const WeightsSource& source, const analysis::D
   std::vector<analysis::Finding> findings;
   for (const auto& pr : source.problems()) findings.push_back(pr);
   for (auto& f : report.findings) findings.push_back(std::move(f));
+  // Accelerate's save_state keeps the optimizer beside the weights (optimizer.bin): read and checked too.
+  if (source.is_folder())
+    for (const auto& file : weights::optimizer_files_in(source.root())) {
+      if (progress) progress->check();
+      try {
+        const auto opt =
+            weights::read_optimizer_file((std::filesystem::path(source.root()) / file).string(), file);
+        report.optimizer_files.push_back(check_optimizer_file(opt, source.tensors(), findings));
+      } catch (const Error& e) {
+        findings.emplace_back(
+            model::Code::OptimizerFileUnreadable,
+            file + " cannot be read as an optimizer state dict: " + e.what() +
+                ". Resuming with load_state fails on it; its optimizer state was not checked",
+            file);
+        weights::OptimizerFileSummary unread;
+        unread.file = file;  // read stays false: the verdict lists it as not read
+        report.optimizer_files.push_back(std::move(unread));
+      }
+    }
   std::stable_sort(findings.begin(), findings.end(), [](const auto& a, const auto& b) {
     return static_cast<int>(a.severity) > static_cast<int>(b.severity);
   });

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 #include "ckptdoc/error.h"
@@ -118,6 +119,16 @@ bool ends_with_pt(const std::string& name) {
   return name.size() > 3 && name.compare(name.size() - 3, 3, ".pt") == 0;
 }
 
+// "'a/b/c' (what)": an entry a folder should not hold, as the refusal names it (built by appending: it runs
+// per entry).
+std::string quoted_entry(std::initializer_list<std::string_view> parts, std::string_view what = {}) {
+  std::string s = "'";
+  for (const auto& p : parts) s.append(s.size() > 1 ? "/" : "").append(p);
+  s.append("'");
+  if (!what.empty()) s.append(" ").append(what);
+  return s;
+}
+
 // A universal tag folder's zero/: optimizer_state.pt and one folder of .pt files per param.
 bool only_universal_param_files(const fs::path& zero, const std::string& rel, std::string* foreign) {
   std::vector<fs::path> entries;
@@ -125,14 +136,14 @@ bool only_universal_param_files(const fs::path& zero, const std::string& rel, st
   std::error_code ec;
   for (const auto& p : entries) {
     const std::string name = p.filename().string();
-    if (fs::is_symlink(p, ec)) return *foreign = "'" + rel + "/" + name + "' (a symbolic link)", false;
+    if (fs::is_symlink(p, ec)) return *foreign = quoted_entry({rel, name}, "(a symbolic link)"), false;
     if (fs::is_regular_file(p, ec) && name == "optimizer_state.pt") continue;
-    if (!fs::is_directory(p, ec)) return *foreign = "'" + rel + "/" + name + "' (a file)", false;
+    if (!fs::is_directory(p, ec)) return *foreign = quoted_entry({rel, name}, "(a file)"), false;
     std::vector<fs::path> states;
     if (!entries_of(p, states, foreign)) return false;
     for (const auto& f : states)
       if (fs::is_symlink(f, ec) || !fs::is_regular_file(f, ec) || !ends_with_pt(f.filename().string()))
-        return *foreign = "'" + rel + "/" + name + "/" + f.filename().string() + "'", false;
+        return *foreign = quoted_entry({rel, name, f.filename().string()}), false;
   }
   return true;
 }
@@ -146,7 +157,7 @@ bool only_rank_files(const fs::path& tag, std::string* foreign) {
   std::error_code ec;
   for (const auto& p : entries) {
     const std::string name = p.filename().string();
-    if (fs::is_symlink(p, ec)) return *foreign = "'" + rel + "/" + name + "' (a symbolic link)", false;
+    if (fs::is_symlink(p, ec)) return *foreign = quoted_entry({rel, name}, "(a symbolic link)"), false;
     if (fs::is_directory(p, ec) && name == "zero") {
       if (!only_universal_param_files(p, rel + "/zero", foreign)) return false;
       continue;
@@ -154,8 +165,8 @@ bool only_rank_files(const fs::path& tag, std::string* foreign) {
     if (fs::is_regular_file(p, ec) &&
         (classify_file_name(name) || (ends_with_pt(name) && classify_file_by_content(p.string()))))
       continue;
-    *foreign = "'" + rel + "/" + name + "' (" + (fs::is_directory(p, ec) ? "a folder" : "a file") +
-               " DeepSpeed does not write)";
+    *foreign = quoted_entry({rel, name}, fs::is_directory(p, ec) ? "(a folder DeepSpeed does not write)"
+                                                                 : "(a file DeepSpeed does not write)");
     return false;
   }
   return true;
@@ -166,7 +177,9 @@ bool only_rank_files(const fs::path& tag, std::string* foreign) {
 bool hugging_face_weights_name(const std::string& name) {
   static const std::regex names(
       R"((model|pytorch_model|adapter_model|diffusion_pytorch_model|tf_model|flax_model)(-\d+-of-\d+)?\.(safetensors|bin|h5|msgpack)(\.index\.json)?)");
-  if (std::regex_match(name, names)) return true;
+  // Accelerate's FSDP FULL_STATE_DICT save_state: the whole model as torch.save (fsdp_utils.save_fsdp_model).
+  static const std::regex fsdp_full(R"(pytorch_model_fsdp(_\d+)?\.bin)");
+  if (std::regex_match(name, names) || std::regex_match(name, fsdp_full)) return true;
   return name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0;
 }
 

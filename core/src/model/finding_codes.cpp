@@ -202,6 +202,8 @@ constexpr auto kCodes = std::to_array<CodeInfo>({
      "docs/reference.md#megatron-core-folders"},
     {Code::MegatronIterationMismatch, "megatron-iteration-mismatch", Severity::Warning, RepairKind::None,
      "README.md#diagnosis"},
+    {Code::OptimizerFileUnreadable, "optimizer-file-unreadable", Severity::Error, RepairKind::None,
+     "README.md#hugging-face-folders-weights-files-and-trainer-checkpoints-as-inputs"},
 });
 
 // The rows are in Code's order, so info() indexes the table.

@@ -10,6 +10,7 @@
 #include "ckptdoc/compute/statistics.h"
 #include "ckptdoc/dtype.h"
 #include "ckptdoc/model/finding.h"
+#include "ckptdoc/weights/optimizer_file.h"
 
 namespace ckptdoc::analysis {
 
@@ -89,6 +90,8 @@ struct Report {
   uint64_t bytes_scanned = 0;
   double seconds = 0;
   std::optional<LiveReport> live;  // snapshots of a live engine only
+  // A weights folder's optimizer files (Accelerate's optimizer.bin), read and checked beside the weights.
+  std::vector<weights::OptimizerFileSummary> optimizer_files;
   bool has_error() const;
 };
 

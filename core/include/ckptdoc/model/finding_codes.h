@@ -134,6 +134,7 @@ enum class Code : uint8_t {
   MegatronCommonMissing,
   MegatronCommonUnreadable,
   MegatronIterationMismatch,
+  OptimizerFileUnreadable,
 };
 
 struct CodeInfo {

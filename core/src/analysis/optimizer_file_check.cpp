@@ -1,0 +1,246 @@
+// The checks of an optimizer file kept beside weights (see analysis/optimizer_file_check.h).
+#include "analysis/optimizer_file_check.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "ckptdoc/compute/backend.h"
+#include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/parallel.h"
+
+namespace ckptdoc::analysis {
+
+using weights::OptimizerFile;
+using weights::OptimizerFileSummary;
+using weights::OptimizerParamState;
+
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string some(const std::vector<std::string>& names, size_t max = 5) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < max; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > max) s += " and " + std::to_string(names.size() - max) + " more";
+  return s;
+}
+
+std::string step_text(double step) {
+  return step == static_cast<double>(static_cast<int64_t>(step)) ? std::to_string(static_cast<int64_t>(step))
+                                                                 : std::to_string(step);
+}
+
+bool is_float(DType d) {
+  return d == DType::F16 || d == DType::BF16 || d == DType::F32 || d == DType::F64;
+}
+
+// "state[3].exp_avg": how a finding names one state tensor (an index is all a plain save names params by).
+std::string state_name(const OptimizerParamState& p, const std::string& key) {
+  return p.label() + "." + key;
+}
+
+std::string strip_module(std::string n) {
+  while (n.rfind("module.", 0) == 0) n = n.substr(7);
+  return n;
+}
+
+ValueStats stats_of(const Tensor& t, Backend& backend) {
+  if (t.numel() == 0 || !is_float(t.dtype)) return {};
+  if (t.is_contiguous() && t.storage && t.storage->has_bytes())
+    return backend.value_stats(t.contiguous_bytes().data(), t.dtype, static_cast<size_t>(t.numel()));
+  const auto bytes = t.to_bytes();
+  return backend.value_stats(bytes.data(), t.dtype, static_cast<size_t>(t.numel()));
+}
+
+}  // namespace
+
+OptimizerFileSummary check_optimizer_file(const OptimizerFile& opt, const std::vector<NamedTensor>& weights,
+                                          std::vector<model::Finding>& findings) {
+  OptimizerFileSummary s;
+  s.file = opt.file;
+  s.read = true;
+  s.params_in_groups = opt.params_in_groups;
+  s.params_with_state = opt.params.size();
+  std::set<std::string> keys, dtypes;
+  for (const auto& p : opt.params) {
+    if (p.step) keys.insert("step");
+    for (const auto& [k, t] : p.tensors) keys.insert(k), dtypes.insert(std::string(dtype_name(t.dtype)));
+  }
+  s.keys.assign(keys.begin(), keys.end());
+  s.dtypes.assign(dtypes.begin(), dtypes.end());
+  auto add = [&](model::Code code, std::string message, std::vector<std::string> params) {
+    model::Finding f(code, opt.file + ": " + std::move(message), opt.file);
+    f.params = std::move(params);
+    findings.push_back(std::move(f));
+  };
+
+  if (opt.params.empty()) {
+    add(model::Code::OptimizerStateEmpty,
+        "the optimizer holds no per-param state (it never stepped): resuming starts Adam's moments from zero",
+        {});
+    return s;
+  }
+
+  // Every state holds the keys the others hold: one without exp_avg_sq (or its step) lost it.
+  std::vector<std::string> incomplete;
+  for (const auto& p : opt.params)
+    for (const auto& k : keys)
+      if (k == "step" ? !p.step : !p.tensors.count(k)) incomplete.push_back(state_name(p, k));
+  if (!incomplete.empty())
+    add(model::Code::OptimizerStateIncomplete,
+        std::to_string(incomplete.size()) +
+            " state entries that the other params hold are missing: " + some(incomplete) +
+            ". torch's load_state_dict takes the state as it is, and the optimizer then fails " +
+            "or restarts those moments; reset the optimizer or resume from an earlier save",
+        incomplete);
+
+  // One step for all: torch's Adam steps every param that has a gradient together.
+  std::map<double, std::vector<std::string>> by_step;
+  for (const auto& p : opt.params)
+    if (p.step) by_step[*p.step].push_back(p.label());
+  if (by_step.size() == 1) s.step = by_step.begin()->first;
+  if (by_step.size() > 1) {
+    std::string counts;
+    for (const auto& [step, names] : by_step)
+      counts += (counts.empty() ? "" : ", ") + std::to_string(names.size()) + " at step " + step_text(step) +
+                " (" + some(names, 3) + ")";
+    add(model::Code::OptimizerStepInconsistent,
+        "the params' Adam steps differ: " + counts +
+            ". Params trained together share one step; the state was pieced together from several saves",
+        {});
+  }
+
+  // Values: NaN/Inf in any state tensor; zero or negative moments where the step says they cannot be.
+  struct Item {
+    const OptimizerParamState* param;
+    std::string key;
+    const Tensor* tensor;
+  };
+  std::vector<Item> items;
+  for (const auto& p : opt.params)
+    for (const auto& [k, t] : p.tensors) items.push_back({&p, k, &t});
+  std::vector<ValueStats> stats(items.size());
+  const unsigned workers =
+      static_cast<unsigned>(std::min<size_t>(default_workers(), std::max<size_t>(items.size(), 1)));
+  std::vector<std::unique_ptr<Backend>> backends(workers);
+  parallel_for(items.size(), workers, [&](size_t i, unsigned w) {
+    if (!backends[w]) backends[w] = make_cpu_backend(1);
+    stats[i] = stats_of(*items[i].tensor, *backends[w]);
+  });
+  std::vector<std::string> nonfinite, lost, negative, nonfinite_names;
+  uint64_t nonfinite_count = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto& st = stats[i];
+    if (is_float(items[i].tensor->dtype)) ++s.tensors_scanned;
+    const std::string name = state_name(*items[i].param, items[i].key);
+    if (const uint64_t bad = st.count - st.finite_count()) {
+      nonfinite.push_back(name + " (" + std::to_string(bad) + ")");
+      nonfinite_names.push_back(name);
+      nonfinite_count += bad;
+    }
+    const bool moment = items[i].key == "exp_avg" || items[i].key == "exp_avg_sq";
+    const auto step = items[i].param->step;
+    if (moment && step && *step >= 2 && st.count > 0 && st.zeros == st.count) lost.push_back(name);
+    if (items[i].key == "exp_avg_sq" && st.negatives > 0) negative.push_back(name);
+  }
+  if (!nonfinite.empty())
+    add(model::Code::NonfiniteValues,
+        std::to_string(nonfinite_count) + " NaN/Inf values in " + std::to_string(nonfinite.size()) +
+            " optimizer state tensors: " + some(nonfinite) +
+            ". The next step would write NaN into those params; reset the optimizer or resume from an "
+            "earlier save",
+        nonfinite_names);
+  if (!lost.empty())
+    add(model::Code::OptimizerStepInconsistent,
+        std::to_string(lost.size()) + " Adam moments are all zeros at step >= 2: " + some(lost) +
+            ". Moments are never exactly zero after two steps: they were lost while the step was kept, and "
+            "the "
+            "next update is far larger than lr intends",
+        lost);
+  if (!negative.empty())
+    add(model::Code::OptimizerStepInconsistent,
+        "negative values in exp_avg_sq, a running mean of squares: " + some(negative) +
+            " (the bytes are damaged; sqrt of them is NaN)",
+        negative);
+
+  // Shapes: each param's moments agree, and the weights hold a tensor of that shape for each state.
+  std::vector<std::string> disagree;
+  std::vector<std::pair<const OptimizerParamState*, std::vector<int64_t>>>
+      state_shapes;  // param index, its moments' shape
+  for (const auto& p : opt.params) {
+    const Tensor* first = nullptr;
+    for (const char* k : {"exp_avg", "exp_avg_sq", "momentum_buffer"}) {
+      const auto it = p.tensors.find(k);
+      if (it == p.tensors.end()) continue;
+      if (first && first->shape != it->second.shape)
+        disagree.push_back(state_name(p, k) + " " + shape_text(it->second.shape) + " vs " +
+                           shape_text(first->shape));
+      if (!first) first = &it->second;
+    }
+    if (first) state_shapes.emplace_back(&p, first->shape);
+  }
+  if (!disagree.empty())
+    add(model::Code::OptimizerStateShapeMismatch,
+        "one param's moments have different shapes: " + some(disagree) + ": the state was damaged", {});
+  if (weights.empty()) return s;
+  s.weights_compared = weights.size();
+  s.by_name =
+      std::any_of(opt.params.begin(), opt.params.end(), [](const auto& p) { return !p.name.empty(); });
+  std::vector<std::string> unmatched;
+  if (s.by_name) {
+    // FQN keys (FSDP FULL_STATE_DICT): each state against the weight of its own name.
+    std::map<std::string, const Tensor*> by_name;
+    for (const auto& w : weights) by_name.emplace(strip_module(w.name), &w.tensor);
+    std::vector<std::string> unknown;
+    for (const auto& [param, shape] : state_shapes) {
+      const auto it = by_name.find(strip_module(param->name));
+      if (it == by_name.end())
+        unknown.push_back(param->name);
+      else if (it->second->shape != shape)
+        unmatched.push_back(param->label() + " " + shape_text(shape) + " vs the weight's " +
+                            shape_text(it->second->shape));
+      else
+        ++s.names_matched;
+    }
+    if (!unknown.empty())
+      add(model::Code::AccelerateOptimizerParamUnknown,
+          std::to_string(unknown.size()) +
+              " params' optimizer state names a param the weights do not hold: " + some(unknown) +
+              ". The optimizer was saved for another model",
+          unknown);
+    if (!unmatched.empty())
+      add(model::Code::OptimizerStateShapeMismatch,
+          std::to_string(unmatched.size()) + " params' moments do not have their weight's shape: " +
+              some(unmatched) + ". The optimizer was saved for another model (or the weights were replaced)",
+          {});
+    return s;
+  }
+  // Indices (a plain save): by shape, each weight taken once.
+  std::multiset<std::vector<int64_t>> available;
+  for (const auto& w : weights) available.insert(w.tensor.shape);
+  for (const auto& [param, shape] : state_shapes) {
+    const auto it = available.find(shape);
+    if (it == available.end()) {
+      unmatched.push_back(param->label() + " " + shape_text(shape));
+      continue;
+    }
+    available.erase(it);
+    ++s.shapes_matched;
+  }
+  if (!unmatched.empty())
+    add(model::Code::OptimizerStateShapeMismatch,
+        std::to_string(unmatched.size()) + " of " + std::to_string(state_shapes.size()) +
+            " params' moments have a shape no weight beside them has (each weight taken once): " +
+            some(unmatched) +
+            ". The optimizer was saved for another model (or the weights were replaced); loading it fails or "
+            "mixes moments between params",
+        {});
+  return s;
+}
+
+}  // namespace ckptdoc::analysis
