@@ -45,7 +45,9 @@ void summary(View& v, const model::Catalog& c) {
   for (const auto& g : c.groups) params += static_cast<int>(g.params.size());
   ImGui::TextUnformatted(c.tag_dir.c_str());
   if (ImGui::BeginTable("summary", 2, ImGuiTableFlags_SizingFixedFit)) {
-    auto row = [](const char* k, const std::string& val) {
+    v.summary_rows.clear();
+    auto row = [&v](const char* k, const std::string& val) {
+      v.summary_rows.emplace_back(k, val);
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       ImGui::TextDisabled("%s", k);
@@ -69,7 +71,6 @@ void summary(View& v, const model::Catalog& c) {
     for (const auto& f : c.facts) row(f.label.c_str(), f.value);
     ImGui::EndTable();
   }
-  (void)v;
 }
 
 }  // namespace
