@@ -200,6 +200,38 @@ class TestImguiScripted : public QObject {
     QVERIFY2(diff.empty(), diff.c_str());
   }
 
+  // The Overview's summary says what the files record: the ZeRO stage and DeepSpeed version the real engine
+  // reported when it saved each fixture (engine_truth.json, written in the training run) and the tag.
+  void overviewSaysWhatTheFilesRecord() {
+    for (const char* name : {"zero2_fp16_ws2", "zero3_fp16_ws2"}) {
+      test::TempDir dir;
+      const std::string rows = dir.file("summary.tsv");
+      const auto r = runScript(*x_, dir, test::healthy_fixture(name),
+                               "wait opened 120\n"
+                               "tab overview\n"
+                               "frames 3\n"
+                               "save-summary " +
+                                   rows + "\nquit\n");
+      CKPTDOC_EXPECT_EXIT(r, 0);
+      std::map<std::string, std::string> shown;
+      for (const QString& line :
+           QString::fromStdString(test::read_text(rows)).split('\n', Qt::SkipEmptyParts)) {
+        const auto cells = line.split('\t');
+        if (cells.size() == 2) shown[cells[0].toStdString()] = cells[1].toStdString();
+      }
+      QFile truthFile(QString::fromStdString(test::deepspeed_fixture(name) + "/engine_truth.json"));
+      QVERIFY2(truthFile.open(QIODevice::ReadOnly), name);
+      const QJsonObject truth = QJsonDocument::fromJson(truthFile.readAll()).object();
+      const std::string stage = "ZeRO stage " + std::to_string(truth["zero_stage"].toInt());
+      QCOMPARE(QString::fromStdString(shown["Tag"]), truth["tag"].toString());
+      QVERIFY2(
+          shown["Optimizer"].find(stage + " (") != std::string::npos || shown["Optimizer"].ends_with(stage),
+          (std::string(name) + ": " + shown["Optimizer"]).c_str());
+      QCOMPARE(QString::fromStdString(shown["DeepSpeed"]),
+               truth["versions"].toObject()["deepspeed"].toString());
+    }
+  }
+
   // Checkpoint > Repair... with no finding: the actions are ticked by hand, the plan names both, and the
   // output diagnoses clean in another process.
   void repairMenuRunsTheTickedActions() {

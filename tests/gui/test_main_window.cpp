@@ -6,9 +6,15 @@
 #include <QAreaSeries>
 #include <QChart>
 #include <QCheckBox>
+#include <QDir>
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLabel>
 #include <QLineSeries>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QScatterSeries>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -20,6 +26,7 @@
 #include "app_settings.h"
 #include "chart_panel.h"
 #include "ckptdoc/analysis/diagnose.h"
+#include "ckptdoc/human_bytes.h"
 #include "findings_model.h"
 #include "gui_fixtures.h"
 #include "gui_test_main.h"
@@ -54,6 +61,19 @@ int findingRow(const FindingsModel& m, const std::string& code) {
   return -1;
 }
 
+// The Overview's summary rows as drawn: label -> value.
+QMap<QString, QString> summaryRows(const MainWindow& w) {
+  QMap<QString, QString> rows;
+  const auto* summary = w.overview()->findChild<QLabel*>(QStringLiteral("overviewSummary"));
+  if (!summary) return rows;
+  static const QRegularExpression row(QStringLiteral("<tr><td[^>]*>([^<]*)</td><td>([^<]*)</td></tr>"));
+  for (auto it = row.globalMatch(summary->text()); it.hasNext();) {
+    const auto m = it.next();
+    rows[m.captured(1)] = m.captured(2);
+  }
+  return rows;
+}
+
 QString codes(const FindingsModel& m) {
   QStringList out;
   for (int r = 0; r < m.count(); ++r) out << QString::fromStdString(m.finding(r).code);
@@ -84,6 +104,43 @@ class TestMainWindow : public QObject {
       QCOMPARE(w.paramModel()->rowCount(), 8);
       QVERIFY(!w.progressBar()->isVisible());
       QVERIFY(!w.overview()->findChild<QPushButton*>("fixButton_fp32-master-mismatch"));
+    }
+  }
+
+  // The Overview and Layout tab say what the files record: the ZeRO stage and DeepSpeed version the real
+  // engine reported when it saved the fixture (engine_truth.json, written in the training run), the tag,
+  // and the tag folder's files and bytes as the file system counts them.
+  void overviewSaysWhatTheFilesRecord() {
+    for (const char* name : kFixtures) {
+      MainWindow w;
+      w.show();
+      QVERIFY2(openAndWait(w, test::healthy_fixture(name)), name);
+      QFile truthFile(QString::fromStdString(test::deepspeed_fixture(name) + "/engine_truth.json"));
+      QVERIFY2(truthFile.open(QIODevice::ReadOnly), name);
+      const QJsonObject truth = QJsonDocument::fromJson(truthFile.readAll()).object();
+      const QString tag = truth["tag"].toString();
+      const QString stage = QStringLiteral("ZeRO stage %1").arg(truth["zero_stage"].toInt());
+      const QString version = truth["versions"].toObject()["deepspeed"].toString();
+      QVERIFY2(!tag.isEmpty() && !version.isEmpty(), name);
+
+      const auto rows = summaryRows(w);
+      QCOMPARE(rows.value(QStringLiteral("Tag")), tag);
+      QVERIFY2(rows.value(QStringLiteral("Optimizer")).contains(stage + QStringLiteral(" (")) ||
+                   rows.value(QStringLiteral("Optimizer")).endsWith(stage),
+               qPrintable(QStringLiteral("%1: %2").arg(name, rows.value(QStringLiteral("Optimizer")))));
+      QCOMPARE(rows.value(QStringLiteral("DeepSpeed")), version);
+      const QFileInfoList files =
+          QDir(QString::fromStdString(test::healthy_fixture(name)) + "/" + tag).entryInfoList(QDir::Files);
+      uint64_t bytes = 0;
+      for (const auto& f : files) bytes += static_cast<uint64_t>(f.size());
+      QCOMPARE(
+          rows.value(QStringLiteral("Files")),
+          QStringLiteral("%1 files, %2").arg(files.size()).arg(QString::fromStdString(human_bytes(bytes))));
+
+      w.showTab(QStringLiteral("layout"));
+      const auto* info = w.layoutView()->findChild<QLabel*>(QStringLiteral("layoutInfo"));
+      QVERIFY(info);
+      QVERIFY2(info->text().startsWith(stage + QStringLiteral(" · ")), qPrintable(info->text()));
     }
   }
 

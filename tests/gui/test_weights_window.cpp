@@ -15,6 +15,7 @@
 #include "findings_model.h"
 #include "gui_test_main.h"
 #include "main_window.h"
+#include "overview_view.h"
 #include "param_table_model.h"
 #include "session.h"
 
@@ -142,6 +143,12 @@ class TestWeightsWindow : public QObject {
     QCOMPARE(QString::fromStdString(w.session()->catalog()->kind), QString("weights-file"));
     QCOMPARE(w.findingsModel()->count(), 0);
     QCOMPARE(w.paramModel()->rowCount(), 5);
+    // It holds no optimizer state and was never partitioned: the Overview names no ZeRO stage.
+    const auto* summary = w.overview()->findChild<QLabel*>(QStringLiteral("overviewSummary"));
+    QVERIFY(summary);
+    QVERIFY2(summary->text().contains(QStringLiteral(">Optimizer</td><td>none</td>")),
+             qPrintable(summary->text()));
+    QVERIFY2(!summary->text().contains(QStringLiteral("ZeRO")), qPrintable(summary->text()));
   }
 };
 

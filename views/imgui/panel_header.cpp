@@ -81,13 +81,13 @@ void draw_header(View& v) {
       ImGui::EndMenu();
     }
     const bool deepspeed_open = s.is_open() && s.checkpoint() && !s.checkpoint()->weights_only();
+    const model::Catalog* cat = s.is_open() ? s.catalog() : nullptr;  // what the open source can do
     if (ImGui::BeginMenu("Checkpoint")) {
       const bool source_repairs = source && source->can(sources::Command::Repair);
       if (ImGui::MenuItem("Repair...", nullptr, false, deepspeed_open || source_repairs))
         open_repair(v, analysis::RepairKind::None);
       v.widgets.record("menu.repair");
-      const bool universal = s.is_open() && s.catalog() && s.catalog()->universal.has_value();
-      if (ImGui::MenuItem("Convert to universal...", nullptr, false, deepspeed_open && !universal))
+      if (ImGui::MenuItem("Convert to universal...", nullptr, false, cat && cat->convertible))
         open_convert(v);
       v.widgets.record("menu.convert");
       ImGui::EndMenu();
@@ -96,8 +96,8 @@ void draw_header(View& v) {
     }
     if (ImGui::BeginMenu("Analysis")) {
       if (ImGui::MenuItem("Re-analyse", "F5", false, s.is_open())) s.analyse();
-      const bool zero3 = s.catalog() && s.catalog()->wrapper == deepspeed::OptimizerWrapper::Zero3;
-      if (ImGui::MenuItem("Compare with 16-bit weights...", nullptr, false, s.is_open() && zero3)) {
+      if (ImGui::MenuItem("Compare with 16-bit weights...", nullptr, false,
+                          cat && cat->lp_weights_elsewhere)) {
         v.open_window.visible = true;
         v.open_window.pick = PickFor::LpWeights;
       }

@@ -28,7 +28,7 @@ uint64_t raster_key(const View& v, const session::LayoutGeometry& g, int w, int 
 
 void draw_layout(View& v) {
   auto& s = v.session;
-  const auto* cat = s.catalog();
+  const model::Catalog* cat = s.catalog();
   if (!cat || cat->groups.empty()) {
     ImGui::TextDisabled("No partition layout (open a ZeRO checkpoint).");
     return;
@@ -70,9 +70,9 @@ void draw_layout(View& v) {
   draw_legend(legend);
   L.legend_drawn = legend.title;
   ImGui::TextDisabled(
-      "ZeRO stage %d, %zu ranks, partition %lld elements, %lld padding  (wheel: zoom, drag: pan, "
+      "%s, %zu ranks, partition %lld elements, %lld padding  (wheel: zoom, drag: pan, "
       "shift+wheel: ranks, ctrl+wheel: rows, double-click: fit)",
-      cat->zero_stage, g.partitions.size(), static_cast<long long>(g.partition_numel),
+      cat->partitioning_text.c_str(), g.partitions.size(), static_cast<long long>(g.partition_numel),
       static_cast<long long>(g.padded_numel - g.numel));
 
   // The map fills what is left; geometry in pixels relative to its top-left corner.

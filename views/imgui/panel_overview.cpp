@@ -40,14 +40,14 @@ const char* repair_label(analysis::RepairKind k) {
   return "";
 }
 
-void summary(View& v, const deepspeed::Catalog& c) {
+void summary(View& v, const model::Catalog& c) {
   int params = 0;
   for (const auto& g : c.groups) params += static_cast<int>(g.params.size());
-  uint64_t bytes = 0;
-  for (const auto& f : c.files) bytes += f.bytes;
   ImGui::TextUnformatted(c.tag_dir.c_str());
   if (ImGui::BeginTable("summary", 2, ImGuiTableFlags_SizingFixedFit)) {
-    auto row = [](const char* k, const std::string& val) {
+    v.summary_rows.clear();
+    auto row = [&v](const char* k, const std::string& val) {
+      v.summary_rows.emplace_back(k, val);
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       ImGui::TextDisabled("%s", k);
@@ -55,9 +55,7 @@ void summary(View& v, const deepspeed::Catalog& c) {
       ImGui::TextUnformatted(val.c_str());
     };
     row("Tag", c.tag);
-    row("Optimizer", std::string(deepspeed::wrapper_name(c.wrapper)) + ", ZeRO stage " +
-                         std::to_string(c.zero_stage) +
-                         (c.optimizer_name_hint.empty() ? "" : " (" + c.optimizer_name_hint + ")"));
+    if (!c.optimizer_text.empty()) row("Optimizer", c.optimizer_text);
     row("Weights", std::string(dtype_name(c.lp_dtype)));
     row("World", "data parallel " + std::to_string(c.dp_world_size) + ", model parallel " +
                      std::to_string(c.mp_world_size));
@@ -67,12 +65,12 @@ void summary(View& v, const deepspeed::Catalog& c) {
     row("Steps", "global " + std::to_string(c.global_steps) + ", skipped " + std::to_string(c.skipped_steps) +
                      (c.optimizer_step ? ", optimizer step " + std::to_string(*c.optimizer_step) : ""));
     char b[64];
-    std::snprintf(b, sizeof b, "%zu files, %.1f MiB", c.files.size(), static_cast<double>(bytes) / 1048576.0);
+    std::snprintf(b, sizeof b, "%zu files, %.1f MiB", c.file_count,
+                  static_cast<double>(c.file_bytes) / 1048576.0);
     row("Files", b);
-    if (!c.ds_version.empty()) row("DeepSpeed", c.ds_version);
+    for (const auto& f : c.facts) row(f.label.c_str(), f.value);
     ImGui::EndTable();
   }
-  (void)v;
 }
 
 }  // namespace

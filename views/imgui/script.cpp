@@ -18,10 +18,10 @@ namespace ckptdoc::imgui_view {
 
 namespace {
 
-const char* kCommands[] = {"wait",      "open",         "drop",          "compare",    "click",
-                           "set",       "tab",          "select",        "shade",      "expect",
-                           "frames",    "screenshot",   "echo",          "quit",       "save-diff",
-                           "lp-source", "save-storage", "save-findings", "hold-write", "release-write"};
+const char* kCommands[] = {
+    "wait",      "open",      "drop",         "compare",       "click",      "set",           "tab",
+    "select",    "shade",     "expect",       "frames",        "screenshot", "echo",          "quit",
+    "save-diff", "lp-source", "save-storage", "save-findings", "hold-write", "release-write", "save-summary"};
 
 // What a text expectation (`expect export-message TEXT`) wants: the step's text after its first word.
 std::string wanted_text(const std::string& text, const std::string& word) {
@@ -190,6 +190,15 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
       for (const auto& finding : v.session.findings())
         std::fprintf(f, "%s\t%s\t%s\n", finding.code.c_str(),
                      std::string(analysis::severity_name(finding.severity)).c_str(), finding.message.c_str());
+      if (std::fclose(f) != 0) return fail(st, "cannot write " + st.text);
+      next();
+      continue;
+    }
+    if (st.command == "save-summary") {  // the Overview's summary rows as drawn: label, value
+      std::FILE* f = std::fopen(st.text.c_str(), "w");
+      if (!f) return fail(st, "cannot write " + st.text);
+      for (const auto& [label, value] : v.summary_rows)
+        std::fprintf(f, "%s\t%s\n", label.c_str(), value.c_str());
       if (std::fclose(f) != 0) return fail(st, "cannot write " + st.text);
       next();
       continue;

@@ -21,6 +21,7 @@
 //   frames N                          render N frames (pictures settle)
 //   save-diff FILE                    write the Diff tab's rows as drawn (tab-separated)
 //   save-findings FILE                write the findings as the Overview draws them (code, severity, message)
+//   save-summary FILE                 write the Overview's summary rows as drawn (label, value)
 //   save-storage FILE                 write the Storage tab's boxes as drawn (file, present, key, offset,
 //   length) screenshot FILE   echo TEXT   quit
 // `select @worst` selects the param with the worst divergence; `wait density` waits for its density plot.

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ckptdoc/session/session.h"
@@ -183,6 +184,8 @@ struct View {
   bool show_jobs = false;
   bool scroll_table = false;  // --bench: scroll the params table every frame
   WidgetRects widgets;
+  // The Overview's summary rows (label, value) as last drawn: the script's save-summary writes them.
+  std::vector<std::pair<std::string, std::string>> summary_rows;
   bool fonts_unicode = false;  // DejaVu loaded: core's messages render as they are
   bool quit = false;
   std::shared_ptr<const analysis::Report> followed;  // the analysis follow_analysis last acted on

@@ -28,8 +28,8 @@ void start_convert(View& v) {
 }
 
 // The summary of what will be written; false when core refuses the target version.
-bool summary(View& v, const deepspeed::Catalog& cat) {
-  const std::string version = v.convert.for_deepspeed[0] ? v.convert.for_deepspeed : cat.ds_version;
+bool summary(View& v, const model::Catalog& cat) {
+  const std::string version = v.convert.for_deepspeed[0] ? v.convert.for_deepspeed : cat.writer_version;
   try {
     const universal::TargetVersion t = universal::target_version(version);
     ImGui::TextWrapped("For DeepSpeed %s: %s", t.version.c_str(),
@@ -75,7 +75,7 @@ void result_text(View& v) {
 void draw_convert_window(View& v) {
   ConvertWindow& c = v.convert;
   if (!c.visible) return;
-  const auto* cat = v.session.catalog();
+  const model::Catalog* cat = v.session.catalog();
   if (!cat) {
     c.visible = false;
     return;
@@ -93,7 +93,8 @@ void draw_convert_window(View& v) {
   ImGui::SetNextItemWidth(-160);
   ImGui::InputText("output folder", c.output, sizeof c.output);
   ImGui::SetNextItemWidth(200);
-  ImGui::InputTextWithHint("for DeepSpeed", cat->ds_version.c_str(), c.for_deepspeed, sizeof c.for_deepspeed);
+  ImGui::InputTextWithHint("for DeepSpeed", cat->writer_version.c_str(), c.for_deepspeed,
+                           sizeof c.for_deepspeed);
   ImGui::EndDisabled();
   ImGui::Separator();
   const bool can_run = summary(v, *cat) && c.output[0];

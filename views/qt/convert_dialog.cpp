@@ -46,9 +46,9 @@ ConvertDialog::ConvertDialog(Session* session, QWidget* parent) : QDialog(parent
   version_ = new QLineEdit(this);
   version_->setObjectName(QStringLiteral("convertForDeepSpeed"));
   version_->setPlaceholderText(
-      catalog.ds_version.empty()
+      catalog.writer_version.empty()
           ? tr("e.g. 0.14.5")
-          : tr("%1 (the checkpoint's own)").arg(QString::fromStdString(catalog.ds_version)));
+          : tr("%1 (the checkpoint's own)").arg(QString::fromStdString(catalog.writer_version)));
   form->addRow(tr("For DeepSpeed:"), version_);
   v->addLayout(form);
 
@@ -103,9 +103,9 @@ QString ConvertDialog::summaryText() const {
 // What the chosen DeepSpeed version's loader reads, from core; a version core refuses disables Convert.
 // Whether this checkpoint can be converted at all is core's to say when it runs (nothing is written then).
 void ConvertDialog::updateSummary() {
-  const deepspeed::Catalog& cat = *session_->catalog();
+  const model::Catalog& cat = *session_->catalog();
   const std::string version =
-      version_->text().trimmed().isEmpty() ? cat.ds_version : version_->text().trimmed().toStdString();
+      version_->text().trimmed().isEmpty() ? cat.writer_version : version_->text().trimmed().toStdString();
   QStringList lines;
   lines << tr("input:  %1").arg(QString::fromStdString(cat.tag_dir));
   lines << tr("output: %1 (a new save folder; latest_universal names the tag inside)").arg(output());

@@ -45,6 +45,7 @@ LayoutView::LayoutView(Session* session, QWidget* parent) : QWidget(parent), ses
   v->addWidget(legend_);
   auto* infoRow = new QHBoxLayout;
   info_ = new QLabel(this);
+  info_->setObjectName(QStringLiteral("layoutInfo"));
   info_->setStyleSheet(QStringLiteral("color: #555;"));
   infoRow->addWidget(info_, 1);
   auto* hint = new QLabel(
@@ -112,7 +113,7 @@ void LayoutView::setGroupIndex(int group) {
 }
 
 void LayoutView::showGroup(int index) {
-  const auto* cat = session_->catalog();
+  const model::Catalog* cat = session_->catalog();
   if (!cat || index < 0 || index >= static_cast<int>(cat->groups.size())) {
     map_->setGroup(nullptr, nullptr);
     info_->clear();
@@ -128,8 +129,8 @@ void LayoutView::showGroup(int index) {
               .arg(t.tp)
               .arg(QString::fromStdString(cat->slice_label()));
   if (g.expert) par += tr(" · experts of expert-parallel rank %1 of %2").arg(g.ep_rank).arg(t.ep);
-  info_->setText(tr("ZeRO stage %1 · %2 ranks · partition %3 elements · %4 padding elements%5")
-                     .arg(cat->zero_stage)
+  info_->setText(tr("%1 · %2 ranks · partition %3 elements · %4 padding elements%5")
+                     .arg(QString::fromStdString(cat->partitioning_text))
                      .arg(g.partitions.size())
                      .arg(g.partition_numel)
                      .arg(g.padded_numel - g.numel)

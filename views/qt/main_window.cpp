@@ -136,8 +136,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     exportAction_->setEnabled(ckpt || (source && source->can(sources::Command::Export)));
     compareAction_->setEnabled(ckpt || (source && source->can(sources::Command::Diff)));
     repairAction_->setEnabled(ckpt ? !ckpt->weights_only() : source && source->can(sources::Command::Repair));
-    convertAction_->setEnabled(ckpt && !ckpt->weights_only() && !ckpt->catalog().universal);
-    lpSourceAction_->setEnabled(ckpt && ckpt->catalog().wrapper == deepspeed::OptimizerWrapper::Zero3);
+    const model::Catalog* cat = session_->catalog();
+    convertAction_->setEnabled(cat && cat->convertible);
+    lpSourceAction_->setEnabled(cat && cat->lp_weights_elsewhere);
     reanalyseAction_->setEnabled(true);
     if (session_->isAttached()) {  // the run's newest snapshot: the user stays on the tab they look at
       setWindowTitle(

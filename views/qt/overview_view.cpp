@@ -54,6 +54,7 @@ OverviewView::OverviewView(Session* session, FindingsModel* findings, QWidget* p
   title_->setStyleSheet(QStringLiteral("font-size: 16pt; font-weight: 600;"));
   title_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   summary_ = new QLabel(page);
+  summary_->setObjectName(QStringLiteral("overviewSummary"));
   summary_->setTextFormat(Qt::RichText);
   summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   status_ = new QLabel(page);
@@ -96,7 +97,7 @@ OverviewView::OverviewView(Session* session, FindingsModel* findings, QWidget* p
 }
 
 void OverviewView::rebuildSummary() {
-  const auto* cat = session_->catalog();
+  const model::Catalog* cat = session_->catalog();  // the neutral part: the source wrote what to print
   // The strip draws the catalog's params: a storage map has its own picture, in the Storage tab.
   strip_->setVisible(cat || !session_->core().storage_map());
   stripLegend_->setVisible(strip_->isVisibleTo(this));
@@ -115,21 +116,13 @@ void OverviewView::rebuildSummary() {
   title_->setText(QString::fromStdString(cat->tag_dir));
   int params = 0;
   for (const auto& g : cat->groups) params += static_cast<int>(g.params.size());
-  uint64_t bytes = 0;
-  for (const auto& f : cat->files) bytes += f.bytes;
   QString rows;
   auto row = [&rows](const QString& k, const QString& v) {
     rows +=
         QStringLiteral("<tr><td style='color:#666; padding-right:14px'>%1</td><td>%2</td></tr>").arg(k, v);
   };
   row(tr("Tag"), QString::fromStdString(cat->tag));
-  row(tr("Optimizer"),
-      QStringLiteral("%1, ZeRO stage %2%3")
-          .arg(QString::fromStdString(std::string(deepspeed::wrapper_name(cat->wrapper))))
-          .arg(cat->zero_stage)
-          .arg(cat->optimizer_name_hint.empty()
-                   ? QString()
-                   : QStringLiteral(" (%1)").arg(QString::fromStdString(cat->optimizer_name_hint))));
+  if (!cat->optimizer_text.empty()) row(tr("Optimizer"), QString::fromStdString(cat->optimizer_text));
   row(tr("Weights"), QString::fromStdString(std::string(dtype_name(cat->lp_dtype))));
   row(tr("World"), tr("data parallel %1, model parallel %2").arg(cat->dp_world_size).arg(cat->mp_world_size));
   row(tr("Params"), tr("%1 trainable in %2 groups (%3 elements), %4 frozen")
@@ -142,8 +135,8 @@ void OverviewView::rebuildSummary() {
           .arg(cat->global_steps)
           .arg(cat->skipped_steps)
           .arg(cat->optimizer_step ? tr(", optimizer step %1").arg(*cat->optimizer_step) : QString()));
-  row(tr("Files"), tr("%1 files, %2").arg(cat->files.size()).arg(humanBytes(bytes)));
-  if (!cat->ds_version.empty()) row(tr("DeepSpeed"), QString::fromStdString(cat->ds_version));
+  row(tr("Files"), tr("%1 files, %2").arg(cat->file_count).arg(humanBytes(cat->file_bytes)));
+  for (const auto& f : cat->facts) row(QString::fromStdString(f.label), QString::fromStdString(f.value));
   summary_->setText(QStringLiteral("<table>%1</table>").arg(rows));
 
   if (const auto* r = session_->report()) {

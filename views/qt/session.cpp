@@ -94,9 +94,10 @@ void Session::onEvent(session::Event e, const session::JobPtr& job, const sessio
       emit opening(openingPath_);
       break;
     case session::Event::Opened: {
-      if (const auto* c = core_.catalog())
-        spdlog::info("opened {} (tag {}, ZeRO stage {}, dp {}, {} groups)", c->tag_dir, c->tag, c->zero_stage,
-                     c->dp_world_size, c->groups.size());
+      if (const model::Catalog* c = core_.catalog())
+        spdlog::info("opened {} (tag {}, {}, dp {}, {} groups)", c->tag_dir, c->tag,
+                     c->partitioning_text.empty() ? c->description : c->partitioning_text, c->dp_world_size,
+                     c->groups.size());
       else if (const auto* m = core_.storage_map())
         spdlog::info("opened {} ({}, {} files, {} keys)", m->path, m->format, m->files.size(),
                      m->keys.size());

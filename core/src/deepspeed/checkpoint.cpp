@@ -10,6 +10,7 @@
 #include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/weights/weights_source.h"
 #include "deepspeed/catalog_builder.h"
+#include "deepspeed/catalog_describe.h"
 #include "deepspeed/catalog_job.h"
 #include "deepspeed/module_entries.h"
 #include "deepspeed/tensor_slice.h"
@@ -29,6 +30,7 @@ std::shared_ptr<Checkpoint> Checkpoint::open_slice(const std::string& path, cons
   if (!options.tag && is_weights_path(path)) {
     ck->weights_ = weights::WeightsSource::open(path);
     ck->catalog_ = catalog_of(*ck->weights_);
+    describe_for_front_ends(ck->catalog_);
     return ck;
   }
   CatalogBuilder(*ck).build(path, options);
@@ -43,6 +45,7 @@ std::shared_ptr<Checkpoint> Checkpoint::open_slice(const std::string& path, cons
            "the model weights beside the checkpoint cannot be read: " + std::string(e.what()), *w});
     }
   }
+  describe_for_front_ends(ck->catalog_);
   return ck;
 }
 

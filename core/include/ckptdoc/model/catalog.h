@@ -4,6 +4,7 @@
 // state saved beside them, and every problem met while reading. A source's reader fills it (the DeepSpeed
 // family: deepspeed::Catalog, which adds what only DeepSpeed's files record); analysis, repair, session and
 // the views read this part of it without knowing the source.
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -18,6 +19,13 @@
 
 namespace ckptdoc::model {
 
+// A fact only some sources record, in the source's words, for the front ends to print as it is:
+// ("DeepSpeed", "0.19.8"). Nothing decides on a fact; what code decides on is a field or capability.
+struct Fact {
+  std::string label;
+  std::string value;
+};
+
 // What one model-parallel rank (pipeline stage x tensor rank) of a checkpoint holds: a data-parallel job has
 // one; a tensor/pipeline-parallel job has one per mp rank, each with its own groups, params and layout, and
 // the topology of the whole job.
@@ -30,6 +38,14 @@ struct Catalog {
   // Tensors only, by design: no fp32 masters, no optimizer state, nothing to repair (a weights source).
   bool weights_only = false;
   bool single_file = false;  // one file, not a folder (a weights file)
+  // Convert (to DeepSpeed's universal layout) reads it: rank files, not a universal folder already.
+  bool convertible = false;
+  // Its trainable params' 16-bit weights are not saved with it (DeepSpeed ZeRO-3 saves placeholders): the
+  // masters can be compared with a copy from elsewhere (Analysis > Compare with 16-bit weights).
+  bool lp_weights_elsewhere = false;
+  // The version of the software that wrote it, as the files record it ("0.19.8": DeepSpeed's ds_version),
+  // "" when they record none: what convert writes for unless told another.
+  std::string writer_version;
   std::string save_dir;      // folder holding `latest` (or the tag folder's parent)
   std::string tag;
   std::string tag_dir;  // absolute
@@ -55,6 +71,16 @@ struct Catalog {
   std::string optimizer_name_hint;  // from ds_config when present, e.g. "AdamW"
   std::string lr_scheduler_summary;
   std::vector<Finding> problems;  // what is missing or odd, found while cataloguing
+
+  // What the front ends print of the source, in its own words, set by its reader: how the optimizer state is
+  // held ("DeepSpeedZeroOptimizer, ZeRO stage 2 (AdamW)", "none"), how a flat group is split over the
+  // data-parallel ranks ("ZeRO stage 2"), the files read and their bytes, and the facts printed after them,
+  // in order. An empty text is not printed.
+  std::string optimizer_text;
+  std::string partitioning_text;
+  size_t file_count = 0;
+  uint64_t file_bytes = 0;
+  std::vector<Fact> facts;
 
   // Group and index of a trainable param by name; nullopt when not trainable/unknown.
   std::optional<std::pair<int, int>> find_param(const std::string& name) const;
