@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 #include "findings_model.h"
 #include "main_window.h"
@@ -59,9 +60,21 @@ std::vector<std::string> split(const std::string& line, char sep) {
 
 }  // namespace
 
+namespace {
+
+// The CLI's run, or a failure that says why it did not run (a timeout, a binary that could not start) rather
+// than a bare exit code the caller then compares.
+RunResult ran_cli(const std::vector<std::string>& args) {
+  RunResult r = run_cli(args);
+  if (r.exit_code < 0) throw std::runtime_error("ckptdoc " + args.front() + " did not run to its end: " + r.err);
+  return r;
+}
+
+}  // namespace
+
 StorageShown cli_storage(const std::string& path, int* diagnose_exit) {
   StorageShown out;
-  const auto inspect = run_cli({"inspect", path, "--json"});
+  const auto inspect = ran_cli({"inspect", path, "--json"});
   const QJsonObject j = parse(inspect.out);
   if (j.contains("parts")) {  // Accelerate: each part's metadata, its files under the part's folder
     for (const auto& p : j["parts"].toArray())
@@ -71,7 +84,7 @@ StorageShown cli_storage(const std::string& path, int* diagnose_exit) {
     add_keys(j, "", out);
   }
   sort_items(out);
-  const auto diagnose = run_cli({"diagnose", path, "--json"});
+  const auto diagnose = ran_cli({"diagnose", path, "--json"});
   if (diagnose_exit) *diagnose_exit = diagnose.exit_code;
   const QJsonObject d = parse(diagnose.out);
   for (const auto& p : d["problems"].toArray()) {
