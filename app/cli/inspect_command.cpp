@@ -226,7 +226,8 @@ void print_files_and_problems(const Catalog& c) {
 }
 
 // A Hugging Face folder or weights file: index, files, tensors, problems.
-// Accelerate's save_state keeps the optimizer beside the weights (optimizer.bin): its params, steps and keys.
+// Accelerate's save_state and a plain Trainer's checkpoint keep the optimizer beside the weights
+// (optimizer.bin, optimizer.pt): its params, steps and keys.
 void print_optimizer_files(const std::string& dir) {
   for (const auto& f : nlohmann::json::parse(weights::optimizer_files_json(dir))) {
     const std::string file = f["file"].get<std::string>();
@@ -239,9 +240,8 @@ void print_optimizer_files(const std::string& dir) {
     for (const auto& k : f["keys"]) keys += (keys.empty() ? "" : ", ") + k.get<std::string>();
     for (const auto& s : f["steps"]) steps += (steps.empty() ? "" : ", ") + std::to_string(s.get<int64_t>());
     std::printf("\nOptimizer state %s (torch.save of an optimizer state dict; params %s)\n", file.c_str(),
-                !f["params"].empty() && f["params"][0]["param"].is_string()
-                    ? "by name"
-                    : "by index in model.parameters() order");
+                !f["params"].empty() && f["params"][0]["param"].is_string() ? "by name"
+                                                                            : "by index, group after group");
     std::printf("  param groups     %zu, %zu params, %zu with state\n", f["param_groups"].get<size_t>(),
                 f["params_in_groups"].get<size_t>(), f["params_with_state"].get<size_t>());
     std::printf("  step             %s\n", steps.empty() ? "(none)" : steps.c_str());

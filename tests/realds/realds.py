@@ -222,6 +222,11 @@ MATRIX = {
     "v0184_bf16_z0_dp2": dict(kind="train", stage=0, dtype="bf16", dp=2, steps=5, ds="0.18.4"),
     "v019_hf_trainer_z2": dict(kind="hftrainer", stage=2, dtype="bf16", dp=2, steps=4, tied=False, ds="0.19",
                                model="llama"),
+    # kind "hftrainer_plain": a real Trainer run without DeepSpeed (hf_trainer_plain_train.py, one CPU process,
+    # fp32, torch AdamW, saves at steps 2 and 4); checkpoint-4 holds optimizer.pt (torch.save of
+    # optimizer.state_dict()), scheduler.pt, rng_state.pth and training_args.bin beside model.safetensors
+    "hf_trainer_plain": dict(kind="hftrainer_plain", stage=0, dtype="fp32", dp=1, steps=4, ds="0.19",
+                             model="llama"),
     # kind "ulysses": ulysses_train.py, model A with DeepSpeed's Ulysses sequence-parallel groups (ALST's
     # parallel_state_sp as the engine's mpu). ZeRO partitions over sp x dp ranks (`dp`, what the model file's
     # dp_world_size records); `world` ranks, `sp` of them per sequence-parallel group.
@@ -445,6 +450,8 @@ def stamp_of(a, spec):
         parts += [file_sha(os.path.join(HERE, f)) for f in ("par_models.py", par_driver(spec))]
     if spec["kind"] == "hftrainer":
         parts.append(file_sha(os.path.join(HERE, "hf_trainer_train.py")))
+    if spec["kind"] == "hftrainer_plain":  # it takes hf_trainer_train.py's model and data
+        parts += [file_sha(os.path.join(HERE, f)) for f in ("hf_trainer_train.py", "hf_trainer_plain_train.py")]
     if spec["kind"] == "ulysses":
         parts.append(file_sha(os.path.join(HERE, "ulysses_train.py")))
     if spec["kind"] == "synthrecipe":
@@ -537,6 +544,10 @@ def ensure(a, name):
             cmd = launch[:-1] + [os.path.join(HERE, "hf_trainer_train.py"), "--out", run, "--stage",
                                  str(spec["stage"]), "--steps", str(spec["steps"]), "--save-steps", "2"]
             cmd += (["--gather"] if spec.get("gather") else []) + (["--tied"] if spec.get("tied") else [])
+        elif spec["kind"] == "hftrainer_plain":  # one process, no launcher: the Trainer's folder of the last save
+            save_dir = os.path.join(folder, "run", f"checkpoint-{spec['steps']}")
+            cmd = [py, os.path.join(HERE, "hf_trainer_plain_train.py"), "--out", os.path.join(folder, "run"),
+                   "--steps", str(spec["steps"]), "--save-steps", "2"]
         elif spec["kind"] == "ulysses":
             cmd = launch[:-1] + [os.path.join(HERE, "ulysses_train.py"), "--out", save_dir, "--sp", str(spec["sp"]),
                                  "--steps", str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
@@ -584,8 +595,8 @@ def ensure(a, name):
             cmd = launch + ["seedbug", "--name", name, "--src", src["save_dir"], "--variant", spec["variant"],
                             "--save-out", save_dir, "--json", os.path.join(folder, "seedbug.json")] + base_args(spec)
         seconds = run_logged(cmd, env, os.path.join(folder, "generate.log"))
-        if spec["kind"] == "accelerate":
-            tag = ""  # the save_state folder is the checkpoint
+        if spec["kind"] in ("accelerate", "hftrainer_plain"):
+            tag = ""  # the save_state / checkpoint-N folder is the checkpoint
         else:
             tracker = ("latest_checkpointed_iteration.txt" if spec["kind"] in ("megatron", "megatron_optim")
                        else "latest")

@@ -3,10 +3,14 @@
 // ckptdoc opens such a folder as one checkpoint, says what its verdict rests on, exports a folder that
 // from_pretrained loads with DeepSpeed's own zero_to_fp32.py values, and repairs stale masters into a folder
 // the Trainer resumes from (resume_from_checkpoint) with the weights as masters and the moments unchanged.
+// Without DeepSpeed (hf_trainer_plain_train.py) the Trainer keeps its optimizer beside the weights as
+// optimizer.pt: read and checked, its params and step as torch reads them.
 #include <QJsonArray>
+#include <QJsonDocument>
 #include <QJsonObject>
 #include <QtTest>
 #include <filesystem>
+#include <sstream>
 
 #include "realds_support.h"
 
@@ -144,6 +148,77 @@ class TestRealdsHfTrainer : public QObject {
          original, repaired},
         "0.19");
     QVERIFY2(cmp.exit_code == 0, realds::describe(cmp).c_str());
+  }
+
+  // A Trainer run without DeepSpeed: checkpoint-4 holds model.safetensors, optimizer.pt (torch.save of
+  // optimizer.state_dict()), scheduler.pt, rng_state.pth and training_args.bin. optimizer.pt is read and
+  // checked (the verdict gives its params and step as torch reads them); the scheduler and RNG state are
+  // named as not read. `inspect` lists the state.
+  void plainTrainerOptimizerIsRead() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("hf_trainer_plain");
+    QCOMPARE(fs::path(e.save_dir).filename().string(), std::string("checkpoint-4"));
+    QVERIFY(fs::exists(e.save_dir + "/optimizer.pt") && fs::exists(e.save_dir + "/training_args.bin"));
+    // torch's own reading: params with a state, the one step they share, params the groups list
+    const auto t = realds::python_with_deepspeed(
+        {"-c",
+         "import sys, torch\nsd = torch.load(sys.argv[1] + '/optimizer.pt')\n"
+         "steps = {float(s['step']) for s in sd['state'].values()}\nassert len(steps) == 1, steps\n"
+         "print(len(sd['state']), int(steps.pop()), sum(len(g['params']) for g in sd['param_groups']))\n",
+         e.save_dir},
+        "0.19");
+    QVERIFY2(t.exit_code == 0, realds::describe(t).c_str());
+    std::istringstream torch_read(t.out);
+    int params = 0, step = 0, in_groups = 0;
+    torch_read >> params >> step >> in_groups;
+    QVERIFY2(params > 0 && step > 0, t.out.c_str());
+
+    const auto r = realds::diagnose_json(e.save_dir, 0);
+    const auto verdict = r["verdict"].toObject();
+    QCOMPARE(verdict["kind"].toString(), QString("clean"));
+    const QString expected =
+        QString("the optimizer state in optimizer.pt was read (%1 params, step %2)").arg(params).arg(step);
+    QVERIFY2(verdict["basis"].toString().contains(expected), qPrintable(verdict["basis"].toString()));
+    const QString not_checked = QJsonDocument(verdict["not_checked"].toArray()).toJson();
+    QVERIFY2(not_checked.contains("(rng_state.pth, scheduler.pt) was not read"), qPrintable(not_checked));
+    QVERIFY2(!not_checked.contains("optimizer.pt"), qPrintable(not_checked));
+    const auto files = r["optimizer_files"].toArray();
+    QCOMPARE(files.size(), 1);
+    const auto o = files[0].toObject();
+    QCOMPARE(o["file"].toString(), QString("optimizer.pt"));
+    QVERIFY(o["read"].toBool());
+    QCOMPARE(o["params_with_state"].toInt(), params);
+    QCOMPARE(o["params_in_groups"].toInt(), in_groups);
+    QCOMPARE(o["step"].toDouble(), double(step));
+    QCOMPARE(o["shapes_matched"].toInt(), params);  // every moment's shape found among the weights
+
+    const auto text = test::run_cli({"inspect", e.save_dir});
+    CKPTDOC_EXPECT_EXIT(text, 0);
+    QVERIFY2(text.out.find("Optimizer state optimizer.pt") != std::string::npos, text.out.c_str());
+  }
+
+  // A NaN in one moment of optimizer.pt (the real file loaded and written back with torch.save): named, with
+  // the file and the param.
+  void damagedTrainerOptimizerIsNamed() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("hf_trainer_plain");
+    test::TempDir dir;
+    const auto in = realds::copy_of(e, dir);
+    const auto w = realds::python_with_deepspeed(
+        {"-c",
+         "import sys, torch\nsd = torch.load(sys.argv[1])\nsd['state'][1]['exp_avg'].view(-1)[3] = "
+         "float('nan')\ntorch.save(sd, sys.argv[1])\n",
+         in + "/optimizer.pt"},
+        "0.19");
+    QVERIFY2(w.exit_code == 0, realds::describe(w).c_str());
+    const auto r = realds::diagnose_json(in, 1);
+    const auto f = realds::finding(r, "nonfinite-values");
+    QVERIFY2(!f.isEmpty(), qPrintable(QJsonDocument(r["findings"].toArray()).toJson()));
+    QCOMPARE(f["severity"].toString(), QString("error"));
+    QCOMPARE(f["files"].toArray(), QJsonArray{"optimizer.pt"});
+    QVERIFY2(f["message"].toString().startsWith("optimizer.pt"), qPrintable(f["message"].toString()));
+    QVERIFY2(f["params"].toArray().contains("state[1].exp_avg"),
+             qPrintable(QJsonDocument(f["params"].toArray()).toJson()));
   }
 };
 

@@ -69,9 +69,11 @@ Verdict verdict_of(const Report& report, const deepspeed::Catalog& catalog) {
         v.basis += " and its moments were matched to the weights by name (" +
                    std::to_string(o.names_matched) + " of " + std::to_string(o.params_with_state) + ")";
       else if (o.weights_compared > 0)
-        v.basis += " and its moments' shapes were matched to the weights by shape only (" +
-                   std::to_string(o.shapes_matched) + " of " + std::to_string(o.params_with_state) +
-                   "): its param indices follow model.parameters(), an order the weights file does not keep";
+        v.basis +=
+            " and its moments' shapes were matched to the weights by shape only (" +
+            std::to_string(o.shapes_matched) + " of " + std::to_string(o.params_with_state) +
+            "): its param indices number the params group after group in the order the optimizer was given "
+            "them, an order the weights file does not keep";
     }
     const bool optimizer_read = std::any_of(report.optimizer_files.begin(), report.optimizer_files.end(),
                                             [](const auto& o) { return o.read; });

@@ -157,7 +157,8 @@ analysis::Report diagnose_weights(const WeightsSource& source, const analysis::D
   std::vector<analysis::Finding> findings;
   for (const auto& pr : source.problems()) findings.push_back(pr);
   for (auto& f : report.findings) findings.push_back(std::move(f));
-  // Accelerate's save_state keeps the optimizer beside the weights (optimizer.bin): read and checked too.
+  // Accelerate's save_state and a plain Trainer's checkpoint-N/ keep the optimizer beside the weights
+  // (optimizer.bin, optimizer.pt): read and checked too.
   if (source.is_folder())
     for (const auto& file : weights::optimizer_files_in(source.root())) {
       if (progress) progress->check();
@@ -166,11 +167,11 @@ analysis::Report diagnose_weights(const WeightsSource& source, const analysis::D
             weights::read_optimizer_file((std::filesystem::path(source.root()) / file).string(), file);
         report.optimizer_files.push_back(check_optimizer_file(opt, source.tensors(), findings));
       } catch (const Error& e) {
-        findings.emplace_back(
-            model::Code::OptimizerFileUnreadable,
-            file + " cannot be read as an optimizer state dict: " + e.what() +
-                ". Resuming with load_state fails on it; its optimizer state was not checked",
-            file);
+        findings.emplace_back(model::Code::OptimizerFileUnreadable,
+                              file + " cannot be read as an optimizer state dict: " + e.what() +
+                                  ". Resuming from this folder (load_state, resume_from_checkpoint) fails on "
+                                  "it; its optimizer state was not checked",
+                              file);
         weights::OptimizerFileSummary unread;
         unread.file = file;  // read stays false: the verdict lists it as not read
         report.optimizer_files.push_back(std::move(unread));

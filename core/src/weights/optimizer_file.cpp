@@ -20,7 +20,7 @@ std::string OptimizerParamState::label() const {
 }
 
 std::vector<std::string> optimizer_files_in(const std::string& dir) {
-  static const std::regex name(R"(optimizer(_\d+)?\.bin)");
+  static const std::regex name(R"(optimizer(_\d+)?\.bin|optimizer\.pt)");
   std::vector<std::string> out;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))

@@ -1,7 +1,11 @@
 #pragma once
 // The optimizer state a training script keeps beside its weights as torch.save(optimizer.state_dict()): what
 // Hugging Face Accelerate's `accelerator.save_state(DIR)` writes as `optimizer.bin` (`optimizer_<i>.bin` for
-// the i-th optimizer) next to `model.safetensors` (Accelerate 1.16, checkpointing.save_accelerator_state).
+// the i-th optimizer) next to `model.safetensors` (Accelerate 1.16, checkpointing.save_accelerator_state),
+// and what a Hugging Face Trainer without DeepSpeed or FSDP writes as `optimizer.pt` in checkpoint-N/
+// (transformers 5.25, Trainer._save_optimizer_and_scheduler: torch.save(self.optimizer.state_dict()), the
+// accelerate wrapper's state_dict being the torch optimizer's). The Trainer's two param groups (decayed, not)
+// number the params group after group, not in model.parameters() order: matching by shape covers both.
 // torch's layout: {"state": {param index: {"step": t, "exp_avg": T, "exp_avg_sq": T, ...}}, "param_groups":
 // [{..., "params": [index, ...]}]}, the indices in model.parameters() order
 // (torch.optim.Optimizer.state_dict).
@@ -40,7 +44,8 @@ struct OptimizerFile {
   std::shared_ptr<const void> keep_alive;   // the mapped file the tensors view
 };
 
-// The optimizer state files of a save_state folder: optimizer.bin, optimizer_<i>.bin (sorted).
+// The optimizer state files of a save_state or Trainer folder: optimizer.bin, optimizer_<i>.bin,
+// optimizer.pt (sorted).
 std::vector<std::string> optimizer_files_in(const std::string& dir);
 
 // Reads `path` (named `file` in messages). Throws ckptdoc::Error naming the file when it is not a readable
