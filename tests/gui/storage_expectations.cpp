@@ -66,7 +66,8 @@ namespace {
 // than a bare exit code the caller then compares.
 RunResult ran_cli(const std::vector<std::string>& args) {
   RunResult r = run_cli(args);
-  if (r.exit_code < 0) throw std::runtime_error("ckptdoc " + args.front() + " did not run to its end: " + r.err);
+  if (r.exit_code < 0)
+    throw std::runtime_error("ckptdoc " + args.front() + " did not run to its end: " + r.err);
   return r;
 }
 

@@ -46,7 +46,7 @@ struct Catalog {
   // The version of the software that wrote it, as the files record it ("0.19.8": DeepSpeed's ds_version),
   // "" when they record none: what convert writes for unless told another.
   std::string writer_version;
-  std::string save_dir;      // folder holding `latest` (or the tag folder's parent)
+  std::string save_dir;  // folder holding `latest` (or the tag folder's parent)
   std::string tag;
   std::string tag_dir;  // absolute
   int mp_rank = 0;      // the model-parallel rank these groups, params and layout belong to
