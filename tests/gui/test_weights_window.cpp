@@ -6,11 +6,9 @@
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QtTest>
-#include <condition_variable>
-#include <mutex>
 
 #include "app_settings.h"
-#include "ckptdoc/io/forwarding_io.h"
+#include "ckptdoc/io/held_write_io.h"
 #include "export_dialog.h"
 #include "findings_model.h"
 #include "gui_test_main.h"
@@ -36,40 +34,6 @@ std::string hf_folder(const test::TempDir& tmp, const std::string& kind) {
   if (r.exit_code != 0) throw std::runtime_error(r.err);
   return tmp.file("m");
 }
-
-// Holds the first file the export opens for writing until release(): the export is then running, and has
-// written no byte, when the test presses Cancel. (HeldWriteIo holds a write, but a tiny export's first write
-// is its last: nothing is checked for a cancel after it.)
-class HeldOpenIo : public ForwardingFileIo {
- public:
-  ~HeldOpenIo() override { release(); }
-  bool held() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return holding_;
-  }
-  void release() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    released_ = true;
-    cv_.notify_all();
-  }
-  int open_write(const std::string& path, int* fd) override {
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      if (opens_++ == 0) {
-        holding_ = true;
-        cv_.wait(lock, [this] { return released_; });
-        holding_ = false;
-      }
-    }
-    return ForwardingFileIo::open_write(path, fd);
-  }
-
- private:
-  int opens_ = 0;
-  bool holding_ = false, released_ = false;
-  mutable std::mutex mutex_;
-  std::condition_variable cv_;
-};
 
 }  // namespace
 
@@ -120,7 +84,7 @@ class TestWeightsWindow : public QObject {
     test::TempDir tmp;
     ExportDialog d(w.session());
     d.setOutputPath(QString::fromStdString(tmp.file("out.safetensors")));
-    HeldOpenIo io;
+    HeldWriteIo io(/*hold_at=*/1, HeldWriteIo::HoldAt::OpenWrite);
     ScopedFileIo scoped(io);
     d.runButton()->click();
     QTRY_VERIFY_WITH_TIMEOUT(io.held(), 60000);
