@@ -5,9 +5,8 @@
 #include <map>
 #include <set>
 
-#include "ckptdoc/compute/backend.h"
+#include "analysis/weights_diagnose.h"
 #include "ckptdoc/model/finding_codes.h"
-#include "ckptdoc/parallel.h"
 
 namespace ckptdoc::analysis {
 
@@ -49,17 +48,10 @@ std::string strip_module(std::string n) {
   return n;
 }
 
-ValueStats stats_of(const Tensor& t, Backend& backend) {
-  if (t.numel() == 0 || !is_float(t.dtype)) return {};
-  if (t.is_contiguous() && t.storage && t.storage->has_bytes())
-    return backend.value_stats(t.contiguous_bytes().data(), t.dtype, static_cast<size_t>(t.numel()));
-  const auto bytes = t.to_bytes();
-  return backend.value_stats(bytes.data(), t.dtype, static_cast<size_t>(t.numel()));
-}
-
 }  // namespace
 
 OptimizerFileSummary check_optimizer_file(const OptimizerFile& opt, const std::vector<NamedTensor>& weights,
+                                          const DiagnoseOptions& options, Progress* progress,
                                           std::vector<model::Finding>& findings) {
   OptimizerFileSummary s;
   s.file = opt.file;
@@ -124,14 +116,15 @@ OptimizerFileSummary check_optimizer_file(const OptimizerFile& opt, const std::v
   std::vector<Item> items;
   for (const auto& p : opt.params)
     for (const auto& [k, t] : p.tensors) items.push_back({&p, k, &t});
+  // The weights' value pass (chunked over the workers, with progress and cancel): an optimizer file holds
+  // twice the weights' bytes. Its own findings are not taken: the ones below name optimizer state.
+  std::vector<TensorToScan> to_scan;
+  to_scan.reserve(items.size());
+  for (const auto& item : items)
+    to_scan.push_back({state_name(*item.param, item.key), *item.tensor, opt.file});
+  const Report scanned = diagnose_tensors(to_scan, options, progress);
   std::vector<ValueStats> stats(items.size());
-  const unsigned workers =
-      static_cast<unsigned>(std::min<size_t>(default_workers(), std::max<size_t>(items.size(), 1)));
-  std::vector<std::unique_ptr<Backend>> backends(workers);
-  parallel_for(items.size(), workers, [&](size_t i, unsigned w) {
-    if (!backends[w]) backends[w] = make_cpu_backend(1);
-    stats[i] = stats_of(*items[i].tensor, *backends[w]);
-  });
+  for (size_t i = 0; i < items.size(); ++i) stats[i] = scanned.params[i].lp.value_or(ValueStats{});
   std::vector<std::string> nonfinite, lost, negative, nonfinite_names;
   uint64_t nonfinite_count = 0;
   for (size_t i = 0; i < items.size(); ++i) {

@@ -165,7 +165,8 @@ analysis::Report diagnose_weights(const WeightsSource& source, const analysis::D
       try {
         const auto opt =
             weights::read_optimizer_file((std::filesystem::path(source.root()) / file).string(), file);
-        report.optimizer_files.push_back(check_optimizer_file(opt, source.tensors(), findings));
+        report.optimizer_files.push_back(
+            check_optimizer_file(opt, source.tensors(), options, progress, findings));
       } catch (const Error& e) {
         findings.emplace_back(model::Code::OptimizerFileUnreadable,
                               file + " cannot be read as an optimizer state dict: " + e.what() +
