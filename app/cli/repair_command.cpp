@@ -177,7 +177,7 @@ int run_across_processes(const RepairOptions& o, const deepspeed::Checkpoint& ck
 }  // namespace
 
 int run_repair(const RepairOptions& o) {
-  if (const auto source = sources::find_source(o.path); !source->reads_into_catalog())
+  if (const auto source = sources::find_source(o.path); source->repairs_itself())
     return run_source_repair(*source, o);
   repair::RepairRequest rq;
   std::shared_ptr<deepspeed::Checkpoint> ckpt;

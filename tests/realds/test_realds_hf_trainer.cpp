@@ -220,6 +220,29 @@ class TestRealdsHfTrainer : public QObject {
     QVERIFY2(f["params"].toArray().contains("state[1].exp_avg"),
              qPrintable(QJsonDocument(f["params"].toArray()).toJson()));
   }
+
+  // A truncated optimizer.pt (a save cut short): named as unreadable with the file, the verdict says it was
+  // not read, and its repair is refused naming the file, with nothing written.
+  void truncatedTrainerOptimizerIsNamed() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("hf_trainer_plain");
+    test::TempDir dir;
+    const auto in = realds::copy_of(e, dir);
+    fs::resize_file(in + "/optimizer.pt", fs::file_size(in + "/optimizer.pt") / 2);
+    const auto r = realds::diagnose_json(in, 1);
+    const auto f = realds::finding(r, "optimizer-file-unreadable");
+    QVERIFY2(!f.isEmpty(), qPrintable(QJsonDocument(r["findings"].toArray()).toJson()));
+    QCOMPARE(f["severity"].toString(), QString("error"));
+    QCOMPARE(f["files"].toArray(), QJsonArray{"optimizer.pt"});
+    QVERIFY2(f["message"].toString().startsWith("optimizer.pt"), qPrintable(f["message"].toString()));
+    const QString not_checked = QJsonDocument(r["verdict"].toObject()["not_checked"].toArray()).toJson();
+    QVERIFY2(not_checked.contains("optimizer.pt"), qPrintable(not_checked));
+
+    const auto repair = test::run_cli({"repair", in, "-o", dir.file("out"), "--reset-optimizer"});
+    QCOMPARE(repair.exit_code, 2);
+    QVERIFY2(repair.err.find("optimizer.pt") != std::string::npos, repair.err.c_str());
+    QVERIFY(!fs::exists(dir.file("out")));
+  }
 };
 
 QTEST_GUILESS_MAIN(TestRealdsHfTrainer)

@@ -13,16 +13,18 @@ namespace ckptdoc::sources {
 std::shared_ptr<const Source> make_megatron_source();
 std::shared_ptr<const Source> make_dcp_source();
 std::shared_ptr<const Source> make_accelerate_source();
+std::shared_ptr<const Source> make_weights_folder_source();
 std::shared_ptr<const Source> make_checkpoint_source();
 
 namespace {
 
 const std::vector<std::shared_ptr<const Source>>& builtin_sources() {
   static const std::vector<std::shared_ptr<const Source>> list{
-      make_megatron_source(),    // sources/megatron/: before dcp, whose probe takes its iteration folders
-      make_dcp_source(),         // sources/dcp/: PyTorch Distributed Checkpoint folders
-      make_accelerate_source(),  // sources/accelerate/: Accelerate FSDP save_state folders (DCP parts)
-      make_checkpoint_source(),  // sources/checkpoint/: last, it takes every path the others decline
+      make_megatron_source(),        // sources/megatron/: before dcp, whose probe takes its iteration folders
+      make_dcp_source(),             // sources/dcp/: PyTorch Distributed Checkpoint folders
+      make_accelerate_source(),      // sources/accelerate/: Accelerate FSDP save_state folders (DCP parts)
+      make_weights_folder_source(),  // sources/weights_folder/: read by the catalog, repaired by itself
+      make_checkpoint_source(),      // sources/checkpoint/: last, it takes every path the others decline
   };
   return list;
 }

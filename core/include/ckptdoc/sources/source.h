@@ -102,6 +102,9 @@ class Source {
   // Opened as deepspeed::Checkpoint (the catalog) by the commands themselves; the operations below are then
   // not used.
   virtual bool reads_into_catalog() const { return false; }
+  // Whether `repair` goes to repair() below: every self-reporting source, and a source the catalog reads
+  // whose repairs are not DeepSpeed's (a Trainer folder's optimizer.pt).
+  virtual bool repairs_itself() const { return !reads_into_catalog(); }
   // Whether export_weights writes torch.save output when asked (ExportRequest::torch); else the CLI refuses
   // `--format torch` for this source rather than have it ignored.
   virtual bool exports_torch() const { return false; }
