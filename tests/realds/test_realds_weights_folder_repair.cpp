@@ -177,6 +177,38 @@ class TestRealdsWeightsFolderRepair : public QObject {
     QCOMPARE(reset["after"].toObject()["steps"].toArray(), steps(1));
   }
 
+  // --reset-optimizer of an Accelerate FSDP2 FULL_STATE_DICT save_state (realds entry
+  // accelerate_fsdp2_full_ws2: pytorch_model_fsdp.bin and optimizer.bin keyed by FQN, GPT-2, 3 AdamW steps,
+  // world 2): Accelerate's own load_state of the output at world 2 and one step equal the same weights with a
+  // fresh AdamW stepping (accelerate_full_reset_check.py); from the input they differ.
+  void accelerateFullStateDictResetLoadsAsFreshAdam() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("accelerate_fsdp2_full_ws2");
+    test::TempDir dir;
+    const auto out = dir.file("reset");
+    const auto r = test::run_cli({"repair", e.save_dir, "-o", out, "--reset-optimizer", "--json"});
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    QCOMPARE(realds::parse(r.out)["params"].toInt(), 28);
+    same_files_but(e.save_dir, out, "optimizer.bin");
+    auto judge = [&](const std::string& ckpt, const std::string& as) {
+      const auto json = dir.file(as + ".json");
+      const auto run = realds::launch({script("accelerate_full_reset_check.py"), ckpt, "--json", json}, 2,
+                                      "0.19", dir.file(as + "-logs"));
+      if (run.exit_code != 0) QTest::qFail(realds::describe(run).c_str(), __FILE__, __LINE__);
+      return run.exit_code == 0 ? realds::parse(test::read_text(json)) : QJsonObject{};
+    };
+    const auto input = judge(e.save_dir, "input");
+    QCOMPARE(input["loaded_steps"].toArray(), steps(3));
+    QVERIFY2(!input["identical"].toBool(),
+             "the judge sees no difference on the input: it would pass anything");
+    const auto reset = judge(out, "reset");
+    QCOMPARE(reset["loaded_steps"].toArray(), steps(0));
+    QCOMPARE(reset["loaded_nonzero_moment_elements"].toInt(), 0);
+    QCOMPARE(reset["steps_after"].toArray(), steps(1));
+    QVERIFY2(reset["identical"].toBool(),
+             ("max abs diff " + std::to_string(reset["max_abs_diff"].toDouble())).c_str());
+  }
+
   // --drop-optimizer of an Accelerate folder is refused, naming why: load_state loads optimizer.bin for every
   // prepared optimizer, and real Accelerate fails on the folder without it. Nothing is written.
   void accelerateDropIsRefused() {
