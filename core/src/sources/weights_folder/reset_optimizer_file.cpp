@@ -58,7 +58,8 @@ FileReset reset_adam_file(const std::string& in_dir, const std::string& file, co
     const std::string param = key.is(Value::Kind::Str) ? key.as_str() : std::to_string(key.as_int());
     for (const auto& [name, value] : entry.as_dict().items) {
       const std::string field = name.is(Value::Kind::Str) ? name.as_str() : "?";
-      const std::string where = "state[" + param + "]." + field;
+      std::string where = "state[" + param + "].";
+      where += field;
       if (!adam_field(field))
         throw Error(ErrorKind::Unsupported, path, where,
                     "is not torch Adam/AdamW state (another optimizer: zero is not its fresh state)");
@@ -86,17 +87,16 @@ FileReset reset_adam_file(const std::string& in_dir, const std::string& file, co
     ++r.records;
   }
   // Read back as the frameworks will: every moment and step zero, the same params.
-  const auto copy = weights::read_optimizer_file(copy_dir + "/" + file, file);
+  const std::string copy_path = copy_dir + "/" + file;
+  const auto copy = weights::read_optimizer_file(copy_path, file);
   if (copy.params.size() != r.params)
-    throw Error(ErrorKind::Inconsistent, copy_dir + "/" + file, "",
-                "the copy does not hold the input's params");
+    throw Error(ErrorKind::Inconsistent, copy_path, "", "the copy does not hold the input's params");
   for (const auto& p : copy.params) {
     if (p.step && *p.step != 0)
-      throw Error(ErrorKind::Inconsistent, copy_dir + "/" + file, p.label() + ".step",
-                  "did not read back as 0");
+      throw Error(ErrorKind::Inconsistent, copy_path, p.label() + ".step", "did not read back as 0");
     for (const auto& [name, t] : p.tensors)
       if (!all_zero(t))
-        throw Error(ErrorKind::Inconsistent, copy_dir + "/" + file, p.label() + "." + name,
+        throw Error(ErrorKind::Inconsistent, copy_path, p.label() + "." + std::string(name),
                     "did not read back as zeros");
   }
   return r;
