@@ -11,12 +11,12 @@
 #include <random>
 #include <set>
 
+#include "backend_cases.h"
 #include "ckptdoc/compute/backend.h"
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/compute/placement.h"
 #include "ckptdoc/compute/reduction.h"
 #include "ckptdoc/error.h"
-#include "backend_cases.h"
 #include "compute_compare.h"
 #include "compute_reference.h"
 #include "test_support.h"
