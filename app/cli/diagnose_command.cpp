@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/analysis/verdict.h"
@@ -13,6 +14,7 @@
 #include "commands.h"
 #include "device_choice.h"
 #include "format_helpers.h"
+#include "keep_until_exit.h"
 #include "progress_bar.h"
 
 namespace ckptdoc::cli {
@@ -172,6 +174,7 @@ int run_diagnose(const DiagnoseOptions& o) {
     deepspeed::OpenOptions open;
     open.tag = o.tag;
     const auto ckpt = deepspeed::Checkpoint::open(o.path, open);
+    keep_until_exit(ckpt);  // freed by the exit, not value by value
     analysis::DiagnoseOptions d;
     d.device = choose_device(o.device);
     d.threads = o.threads;
@@ -192,7 +195,9 @@ int run_diagnose(const DiagnoseOptions& o) {
       std::printf("%s\n", analysis::report_json(report, ckpt->catalog()).c_str());
     else
       print_report(report, ckpt->catalog(), o.max_params);
-    return report.has_error() ? 1 : 0;
+    const int rc = report.has_error() ? 1 : 0;
+    keep_until_exit(std::make_shared<const analysis::Report>(std::move(report)));  // 20k param reports
+    return rc;
   } catch (const Error& e) {
     std::fprintf(stderr, "ckptdoc diagnose: error: %s\n", e.what());
     return 2;

@@ -14,6 +14,7 @@
 #include "ckptdoc/weights/weights_json.h"
 #include "commands.h"
 #include "format_helpers.h"
+#include "keep_until_exit.h"
 
 namespace ckptdoc::cli {
 namespace {
@@ -306,6 +307,7 @@ int run_inspect(const InspectOptions& o) {
   OpenOptions options;
   options.tag = o.tag;
   const auto ckpt = Checkpoint::open(o.path, options);
+  keep_until_exit(ckpt);  // freed by the exit, not value by value
   const auto& weights = ckpt->weights();
   if (o.json) {
     if (ckpt->weights_only() && weights) {

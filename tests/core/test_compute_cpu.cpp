@@ -11,6 +11,7 @@
 #include <random>
 #include <set>
 
+#include "backend_cases.h"
 #include "ckptdoc/compute/backend.h"
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/compute/placement.h"
@@ -414,6 +415,40 @@ class TestComputeCpu : public QObject {
       CKPTDOC_EXPECT_SAME(diff_divergence(fast->divergence(l, t, masters.data() + off, len),
                                           slow->divergence(l, t, masters.data() + off, len), kSumRel));
       CKPTDOC_EXPECT_SAME(diff_values(fast->value_stats(l, t, len), slow->value_stats(l, t, len), kSumRel));
+    }
+  }
+
+  // The AVX2 kernels keep their histograms per thread between calls and clear only the bins a call touched:
+  // calls on one thread whose values fill different binades (every float; then one binade; zeros only; large
+  // negatives; NaN and Inf only) each give what the scalar code gives, so nothing one call counted is left
+  // for the next.
+  void simd_calls_on_one_thread_leave_nothing_behind() {
+    if (!cpu_simd_available()) QSKIP("no AVX2/F16C/FMA on this CPU");
+    auto fast = make_cpu_backend(1), slow = make_cpu_backend(1, CpuPath::Scalar);
+    std::vector<std::vector<float>> cases;
+    cases.push_back(random_f32_bits(4099, 5));  // every exponent, NaN, Inf, subnormals, both signs
+    cases.emplace_back(1003, 1.25f);            // one binade
+    cases.emplace_back(64, 0.0f);               // zeros only: the group every finish visits
+    cases.push_back(std::vector<float>(517, -3.0e4f));
+    cases.push_back({std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                     -std::numeric_limits<float>::infinity(), 1e-40f, -0.0f, 2.0f, 7.0f, -1e30f, 3.0f});
+    cases.push_back(random_f32_bits(2051, 6));
+    for (int round = 0; round < 2; ++round) {
+      for (const auto& m : cases) {
+        const size_t n = m.size();
+        for (DType t : {DType::F16, DType::BF16, DType::F32}) {
+          const auto lp = make_lp_bytes(m, t, 7);
+          CKPTDOC_EXPECT_SAME(
+              diff_values(fast->value_stats(lp.data(), t, n), slow->value_stats(lp.data(), t, n), kRel));
+          CKPTDOC_EXPECT_SAME(diff_divergence(fast->divergence(lp.data(), t, m.data(), n),
+                                              slow->divergence(lp.data(), t, m.data(), n), kRel));
+          const auto ff = fast->fragment_stats(lp.data(), t, m.data(), n);
+          const auto fs = slow->fragment_stats(lp.data(), t, m.data(), n);
+          CKPTDOC_EXPECT_SAME(diff_divergence(ff.divergence, fs.divergence, kRel));
+          CKPTDOC_EXPECT_SAME(diff_values(ff.lp, fs.lp, kRel));
+          CKPTDOC_EXPECT_SAME(diff_values(ff.fp32, fs.fp32, kRel));
+        }
+      }
     }
   }
 

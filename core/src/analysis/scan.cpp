@@ -93,6 +93,9 @@ class Scanner {
     make_backends(out);
 
     // Reports in catalog order; lp views per param; partition views per (group, rank).
+    size_t params = 0;
+    for (const auto& g : cat.groups) params += g.params.size();
+    reports_.reserve(params);  // (a report is large: growing the vector moved 20k of them several times)
     for (const auto& g : cat.groups) {
       for (const auto& p : g.params) {
         ParamReport r;

@@ -289,6 +289,7 @@ class CpuBackend final : public Backend {
   DivergenceStats divergence(const void* lp, DType lp_dtype, const float* fp32, size_t n) override {
     if (lp_dtype != DType::F16 && lp_dtype != DType::BF16 && lp_dtype != DType::F32)
       throw unsupported("divergence", lp_dtype);
+    if (n > 0 && n <= kChunk) return divergence_chunk_best(simd_, lp, lp_dtype, fp32, 0, n);  // one chunk
     std::vector<DivergenceStats> parts((n + kChunk - 1) / kChunk);
     for_each_chunk(n, threads_, [&](size_t c, size_t b, size_t e) {
       parts[c] = divergence_chunk_best(simd_, lp, lp_dtype, fp32, b, e);
@@ -301,6 +302,7 @@ class CpuBackend final : public Backend {
   FragmentStats fragment_stats(const void* lp, DType lp_dtype, const float* fp32, size_t n) override {
     if (lp_dtype != DType::F16 && lp_dtype != DType::BF16 && lp_dtype != DType::F32)
       throw unsupported("divergence", lp_dtype);
+    if (n > 0 && n <= kChunk) return fragment_chunk(simd_, lp, lp_dtype, fp32, 0, n);
     std::vector<FragmentStats> parts((n + kChunk - 1) / kChunk);
     for_each_chunk(n, threads_, [&](size_t c, size_t b, size_t e) {
       parts[c] = fragment_chunk(simd_, lp, lp_dtype, fp32, b, e);
@@ -337,6 +339,9 @@ class CpuBackend final : public Backend {
  private:
   template <DType T>
   ValueStats values(const void* data, size_t n) {
+    // One chunk (every fragment of a small param): its result as it is, without a vector of parts and a
+    // merge into an empty total (the same numbers: merging into empty statistics adds to zeros).
+    if (n > 0 && n <= kChunk) return value_chunk_best<T>(simd_, data, 0, n);
     std::vector<ValueStats> parts((n + kChunk - 1) / kChunk);
     for_each_chunk(n, threads_,
                    [&](size_t c, size_t b, size_t e) { parts[c] = value_chunk_best<T>(simd_, data, b, e); });

@@ -7,6 +7,12 @@
 // element's histogram index into a small buffer. Every 64 elements the buffers are counted into several
 // interleaved sub-histograms, so runs of equal indices do not serialise on one counter. The index is a
 // float's top bits as they are (one shift), the finish maps those raw bins onto the log slots.
+//
+// The histograms (32 KB per value accumulator, 16 KB for the divergence) live in per-thread accumulators that
+// stay zeroed between calls: each pass tracks the range of raw bins it touched (vector min/max of the
+// non-zero magnitudes), and the finish sums and clears only that range and the zeros' bin group. Zeroing and
+// summing whole histograms cost ~100x the elements of a 1k-element param (a checkpoint of 20k small params
+// spent most of its scan there).
 #include "compute/cpu_simd.h"
 
 #include <algorithm>
@@ -14,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 
 #include "compute/element_ops.h"
 
@@ -83,8 +90,9 @@ struct ValAcc {
   __m256i zero, zero_neg, inf_pos, inf_neg;  // zeros (and of them -0.0), +Inf, -Inf, the same way
   __m256d sum[2], sq[2];
   __m256 mn, mx;
+  __m256i lo, hi;  // lane min/max of the raw magnitudes of non-zero values (the bins touched besides group 0)
   int first_zero;  // sign bit of the first zero value, -1 before one
-  alignas(64) uint32_t hist[kSubLog][kRawBins];
+  alignas(64) uint32_t hist[kSubLog][kRawBins];  // all zero between calls (val_finish clears what it used)
 };
 
 CKPTDOC_AVX2_INLINE void val_init(ValAcc& a) {
@@ -92,8 +100,37 @@ CKPTDOC_AVX2_INLINE void val_init(ValAcc& a) {
   a.sum[0] = a.sum[1] = a.sq[0] = a.sq[1] = _mm256_setzero_pd();
   a.mn = _mm256_set1_ps(std::numeric_limits<float>::infinity());
   a.mx = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  a.lo = splat(kRawMagnitudes - 1);
+  a.hi = _mm256_setzero_si256();
   a.first_zero = -1;
-  std::memset(a.hist, 0, sizeof a.hist);
+}
+
+// The touched raw-magnitude range as whole groups of 8 bins, [first, end), group 0 (zeros, the smallest
+// subnormals) left out: the finish always visits it. first >= end when nothing else was touched.
+struct BinRange {
+  int first = 8, end = 8;
+};
+
+CKPTDOC_AVX2_INLINE BinRange bin_range(__m256i lo, __m256i hi) {
+  alignas(32) uint32_t l[8], h[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(l), lo);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(h), hi);
+  uint32_t a = l[0], b = h[0];
+  for (int i = 1; i < 8; ++i) {
+    a = std::min(a, l[i]);
+    b = std::max(b, h[i]);
+  }
+  BinRange r;
+  if (a > b) return r;  // only zeros (or nothing)
+  r.first = std::max(8, static_cast<int>(a) / 8 * 8);
+  r.end = std::max(r.first, (static_cast<int>(b) / 8 + 1) * 8);
+  return r;
+}
+
+// The first bin of the group after group i: group 0, then the range (for loops; no lambdas here, which would
+// be compiled without the AVX2 target).
+inline int next_group(const BinRange& r, int i) {
+  return i == 0 ? r.first : i + 8;
 }
 
 // v: the 8 values as floats; bits: what classifies them, the half patterns (Half) or the float bits (F32,
@@ -110,6 +147,10 @@ CKPTDOC_AVX2_INLINE void val_add(ValAcc& a, __m256 v, __m256i bits, uint32_t* id
   if constexpr (Half)
     a.sub = _mm256_add_epi32(a.sub, _mm256_andnot_si256(zero, _mm256_cmpgt_epi32(min_normal, ab)));
   const __m256i fb = _mm256_castps_si256(v);
+  const __m256i raw = _mm256_srli_epi32(fb, kRawShift);
+  const __m256i mag = _mm256_and_si256(raw, splat(kRawMagnitudes - 1));
+  a.lo = _mm256_min_epu32(a.lo, _mm256_or_si256(mag, zero));  // a zero lane (all ones) never lowers it
+  a.hi = _mm256_max_epu32(a.hi, _mm256_andnot_si256(zero, mag));
   a.zero = _mm256_add_epi32(a.zero, zero);
   a.zero_neg = _mm256_add_epi32(a.zero_neg, _mm256_cmpeq_epi32(fb, splat(static_cast<int>(0x80000000u))));
   a.inf_pos = _mm256_add_epi32(a.inf_pos, _mm256_cmpeq_epi32(fb, splat(0x7f800000)));
@@ -133,7 +174,7 @@ CKPTDOC_AVX2_INLINE void val_add(ValAcc& a, __m256 v, __m256i bits, uint32_t* id
     const int zm = _mm256_movemask_ps(_mm256_castsi256_ps(zero));
     if (zm != 0) a.first_zero = (_mm256_movemask_ps(v) >> __builtin_ctz(zm)) & 1;
   }
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx), _mm256_srli_epi32(fb, kRawShift));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx), raw);
 }
 
 CKPTDOC_AVX2_INLINE void val_count(ValAcc& a, const uint32_t* idx, int n) {
@@ -166,32 +207,39 @@ CKPTDOC_AVX2_INLINE void val_count_delta(ValAcc& a, const uint32_t* idx, const u
 }
 
 // The lp counts from val_count_delta's corrections and the fp32 counts (exact in 32-bit wrapping arithmetic:
-// every true count lies in [0, n]).
+// every true count lies in [0, n]), over the bins either side touched, which become a's range.
 CKPTDOC_AVX2_INLINE void val_rebase(ValAcc& a, const ValAcc& base) {
-  for (int i = 0; i < kRawBins; i += 8) {
-    __m256i c = _mm256_load_si256(reinterpret_cast<const __m256i*>(&base.hist[0][i]));
-    for (int k = 1; k < kSubLog; ++k)
-      c = _mm256_add_epi32(c, _mm256_load_si256(reinterpret_cast<const __m256i*>(&base.hist[k][i])));
-    auto* lp0 = reinterpret_cast<__m256i*>(&a.hist[0][i]);
-    auto* lp1 = reinterpret_cast<__m256i*>(&a.hist[1][i]);
-    _mm256_store_si256(lp0,
-                       _mm256_sub_epi32(_mm256_add_epi32(c, _mm256_load_si256(lp0)), _mm256_load_si256(lp1)));
-    _mm256_store_si256(lp1, _mm256_setzero_si256());
+  a.lo = _mm256_min_epu32(a.lo, base.lo);
+  a.hi = _mm256_max_epu32(a.hi, base.hi);
+  const BinRange range = bin_range(a.lo, a.hi);
+  for (int g = 0; g < range.end; g = next_group(range, g)) {
+    for (const int i : {g, kRawMagnitudes + g}) {
+      __m256i c = _mm256_load_si256(reinterpret_cast<const __m256i*>(&base.hist[0][i]));
+      for (int k = 1; k < kSubLog; ++k)
+        c = _mm256_add_epi32(c, _mm256_load_si256(reinterpret_cast<const __m256i*>(&base.hist[k][i])));
+      auto* lp0 = reinterpret_cast<__m256i*>(&a.hist[0][i]);
+      auto* lp1 = reinterpret_cast<__m256i*>(&a.hist[1][i]);
+      _mm256_store_si256(
+          lp0, _mm256_sub_epi32(_mm256_add_epi32(c, _mm256_load_si256(lp0)), _mm256_load_si256(lp1)));
+      _mm256_store_si256(lp1, _mm256_setzero_si256());
+    }
   }
 }
 
-// The kSubLog sub-histograms summed (exact: a count never reaches 2^32), 8 bins at a time, and whether
-// each group of 8 is empty (most are: a tensor's values fill a few binades), so the finish maps only the
-// bins that hold something: a small tensor's scan costs little more than its elements.
+// The kSubLog sub-histograms' bins [i, i + 8) summed (exact: a count never reaches 2^32) into total, and
+// cleared for the next call; returns whether the group is empty (most are, even in the touched range: a
+// tensor's values fill a few binades), so the finish maps only the bins that hold something.
 template <int Bins>
-CKPTDOC_AVX2_INLINE void sum_subs(const uint32_t (&h)[kSubLog][Bins], uint32_t* total, bool* group_empty) {
-  for (int i = 0; i < Bins; i += 8) {
-    __m256i c = _mm256_load_si256(reinterpret_cast<const __m256i*>(&h[0][i]));
-    for (int k = 1; k < kSubLog; ++k)
-      c = _mm256_add_epi32(c, _mm256_load_si256(reinterpret_cast<const __m256i*>(&h[k][i])));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(total + i), c);
-    group_empty[i / 8] = _mm256_testz_si256(c, c) != 0;
+CKPTDOC_AVX2_INLINE bool take_group(uint32_t (&h)[kSubLog][Bins], int i, uint32_t* total) {
+  __m256i c = _mm256_load_si256(reinterpret_cast<const __m256i*>(&h[0][i]));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(&h[0][i]), _mm256_setzero_si256());
+  for (int k = 1; k < kSubLog; ++k) {
+    auto* p = reinterpret_cast<__m256i*>(&h[k][i]);
+    c = _mm256_add_epi32(c, _mm256_load_si256(p));
+    _mm256_store_si256(p, _mm256_setzero_si256());
   }
+  _mm256_store_si256(reinterpret_cast<__m256i*>(total), c);
+  return _mm256_testz_si256(c, c) != 0;
 }
 
 CKPTDOC_AVX2_INLINE uint64_t lane_total(__m256i c) {
@@ -212,7 +260,7 @@ CKPTDOC_AVX2_INLINE double lane_sum(const __m256d* s) {
 // Half: the values were halves (their subnormals are counted apart; a float subnormal is a non-zero value
 // in a raw bin of exponent 0).
 template <bool Half>
-CKPTDOC_AVX2_INLINE void val_finish(const ValAcc& a, size_t n, ValueStats& s) {
+CKPTDOC_AVX2_INLINE void val_finish(ValAcc& a, size_t n, ValueStats& s) {
   s = ValueStats{};
   // The value slots (see kValNan) from the raw bins: a zero is never negative (-0 < 0 is false), so -0.0
   // leaves the negative raw bin 0 for the zero slot, and NaN is what the exponent-all-ones bins hold beyond
@@ -221,21 +269,21 @@ CKPTDOC_AVX2_INLINE void val_finish(const ValAcc& a, size_t n, ValueStats& s) {
   const uint64_t zeros = lane_total(a.zero), zeros_neg = lane_total(a.zero_neg);
   const uint64_t inf_pos = lane_total(a.inf_pos), inf_neg = lane_total(a.inf_neg);
   uint64_t exponent_all_ones = 0, exponent_zero = 0;
-  alignas(32) uint32_t total[kRawBins];
-  bool empty[kRawBins / 8];
-  sum_subs(a.hist, total, empty);
-  for (int r = 0; r < kRawBins; ++r) {
-    if (empty[r / 8]) {
-      r += 7;
-      continue;
+  const BinRange range = bin_range(a.lo, a.hi);
+  for (int g = 0; g < range.end; g = next_group(range, g)) {
+    for (const int first : {g, kRawMagnitudes + g}) {
+      alignas(32) uint32_t total[8];
+      if (take_group(a.hist, first, total)) continue;
+      for (int r = first; r < first + 8; ++r) {
+        const uint64_t c = total[r - first];
+        const int mag = r % kRawMagnitudes;
+        if (mag < (1 << (23 - kRawShift))) exponent_zero += c;
+        if (mag >= kRawNonfinite)
+          exponent_all_ones += c;
+        else
+          h[static_cast<size_t>(log_slot_of_raw(mag)) + (r >= kRawMagnitudes ? size_t{kLogSlots} : 0)] += c;
+      }
     }
-    const uint64_t c = total[r];
-    const int mag = r % kRawMagnitudes;
-    if (mag < (1 << (23 - kRawShift))) exponent_zero += c;
-    if (mag >= kRawNonfinite)
-      exponent_all_ones += c;
-    else
-      h[static_cast<size_t>(log_slot_of_raw(mag)) + (r >= kRawMagnitudes ? size_t{kLogSlots} : 0)] += c;
   }
   h[kSlotUnderflow] -= zeros - zeros_neg;  // raw bin 0 held +0.0 too
   h[kLogSlots + kSlotUnderflow] -= zeros_neg;
@@ -299,16 +347,18 @@ struct DivAcc {
   __m256i exact, nonfinite, ulp0, ulp1;  // ULP buckets 0 and 1, which take most elements, in vector counters
   __m256i one_side;                      // lanes where exactly one side was NaN/Inf (see SqFromValues)
   __m256i zero;                          // zero differences (their raw bin is the underflow one)
+  __m256i lo, hi;                        // lane min/max of the non-zero raw bins of |diff| (as ValAcc's)
   __m256d sum_abs[2], sq_diff[2], sq_lp[2], sq_fp32[2], max_abs[2];
-  alignas(64) uint32_t log[kSubLog][kRawMagnitudes];  // raw bins of |diff|
+  alignas(64) uint32_t log[kSubLog][kRawMagnitudes];  // raw bins of |diff|; zero between calls
   alignas(64) uint64_t ulp[kUlpPad];                  // the other buckets
 };
 
 CKPTDOC_AVX2_INLINE void div_init(DivAcc& a) {
   a.exact = a.nonfinite = a.ulp0 = a.ulp1 = a.one_side = a.zero = _mm256_setzero_si256();
+  a.lo = splat(kRawMagnitudes - 1);
+  a.hi = _mm256_setzero_si256();
   for (int k = 0; k < 2; ++k)
     a.sum_abs[k] = a.sq_diff[k] = a.sq_lp[k] = a.sq_fp32[k] = a.max_abs[k] = _mm256_setzero_pd();
-  std::memset(a.log, 0, sizeof a.log);
   std::memset(a.ulp, 0, sizeof a.ulp);
 }
 
@@ -392,9 +442,12 @@ CKPTDOC_AVX2_INLINE void div_add(DivAcc& a, __m256 lp, __m256i lp_bits, __m256 m
   const __m256i diff_abs = _mm256_and_si256(_mm256_castps_si256(_mm256_sub_ps(m, lp)), abs31);
   // a lane with a NaN/Inf side counts as non-finite: all exponent bits set put it in a non-finite raw bin
   const __m256i sel = _mm256_or_si256(diff_abs, _mm256_and_si256(nonfinite, splat(0x7f800000)));
-  a.zero = _mm256_add_epi32(a.zero, _mm256_cmpeq_epi32(sel, _mm256_setzero_si256()));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx),
-                      _mm256_or_si256(_mm256_srli_epi32(sel, kRawShift), _mm256_slli_epi32(bucket, 16)));
+  const __m256i zero = _mm256_cmpeq_epi32(sel, _mm256_setzero_si256());
+  a.zero = _mm256_add_epi32(a.zero, zero);
+  const __m256i raw = _mm256_srli_epi32(sel, kRawShift);
+  a.lo = _mm256_min_epu32(a.lo, _mm256_or_si256(raw, zero));
+  a.hi = _mm256_max_epu32(a.hi, _mm256_andnot_si256(zero, raw));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx), _mm256_or_si256(raw, _mm256_slli_epi32(bucket, 16)));
 
   const __m256 nf = _mm256_castsi256_ps(nonfinite);
   const __m256 d = _mm256_andnot_ps(nf, _mm256_castsi256_ps(diff_abs));
@@ -424,7 +477,7 @@ CKPTDOC_AVX2_INLINE void div_count(DivAcc& a, const uint32_t* idx, const uint8_t
   }
 }
 
-CKPTDOC_AVX2_INLINE void div_finish(const DivAcc& a, size_t n, DivergenceStats& s) {
+CKPTDOC_AVX2_INLINE void div_finish(DivAcc& a, size_t n, DivergenceStats& s) {
   s = DivergenceStats{};
   s.count = n;
   s.exact = lane_total(a.exact);
@@ -437,16 +490,12 @@ CKPTDOC_AVX2_INLINE void div_finish(const DivAcc& a, size_t n, DivergenceStats& 
   _mm256_store_pd(mx, _mm256_max_pd(a.max_abs[0], a.max_abs[1]));
   s.max_abs = std::max(std::max(mx[0], mx[1]), std::max(mx[2], mx[3]));
   std::array<uint64_t, kLogSlots> slots{};
-  alignas(32) uint32_t total[kRawMagnitudes];
-  bool empty[kRawMagnitudes / 8];
-  sum_subs(a.log, total, empty);
-  for (int r = 0; r < kRawMagnitudes; ++r) {
-    if (empty[r / 8]) {
-      r += 7;
-      continue;
-    }
-    const uint64_t c = total[r];
-    slots[static_cast<size_t>(r >= kRawNonfinite ? kSlotNonfinite : log_slot_of_raw(r))] += c;
+  const BinRange range = bin_range(a.lo, a.hi);
+  for (int g = 0; g < range.end; g = next_group(range, g)) {
+    alignas(32) uint32_t total[8];
+    if (take_group(a.log, g, total)) continue;
+    for (int r = g; r < g + 8; ++r)
+      slots[static_cast<size_t>(r >= kRawNonfinite ? kSlotNonfinite : log_slot_of_raw(r))] += total[r - g];
   }
   const uint64_t zeros = lane_total(a.zero);
   slots[kSlotUnderflow] -= zeros;  // raw bin 0 held the zeros
@@ -498,6 +547,12 @@ struct Accs {
   DivAcc div;
   ValAcc lp, fp32;
 };
+
+// This thread's accumulators, histograms zeroed (made once per thread; every finish leaves them zeroed).
+Accs& thread_accs() {
+  thread_local const std::unique_ptr<Accs> accs(new Accs());  // value-initialised: all zero
+  return *accs;
+}
 
 // The divergence's sums of squares alone, over [begin, stop) as div_add computes them.
 template <int K>
@@ -565,7 +620,7 @@ CKPTDOC_AVX2 size_t pass(const void* lp, const float* fp32, size_t begin, size_t
 
 template <int K>
 CKPTDOC_AVX2 size_t values_k(const void* data, size_t begin, size_t end, ValueStats& out) {
-  Accs acc;
+  Accs& acc = thread_accs();
   const size_t n = pass<K, false, true, false>(data, nullptr, begin, end, acc);
   val_finish<K == kF16>(acc.lp, n, out);
   return n;
@@ -574,7 +629,7 @@ CKPTDOC_AVX2 size_t values_k(const void* data, size_t begin, size_t end, ValueSt
 template <int K>
 CKPTDOC_AVX2 size_t divergence_k(const void* lp, const float* fp32, size_t begin, size_t end,
                                  DivergenceStats& div, ValueStats* lp_stats, ValueStats* fp32_stats) {
-  Accs acc;
+  Accs& acc = thread_accs();
   size_t n;
   if (lp_stats && fp32_stats) {
     n = pass<K, true, true, true>(lp, fp32, begin, end, acc);
