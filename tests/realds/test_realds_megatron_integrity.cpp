@@ -280,8 +280,8 @@ class TestRealdsMegatronIntegrity : public QObject {
     const auto on = app_diagnosis(in, true);
     QVERIFY(on);
     QCOMPARE(on->findings.size(), size_t{1});
-    QCOMPARE(std::string(model::code_name(on->findings[0].code)), std::string("megatron-integrity-mismatch"));
-    QCOMPARE(on->findings[0].file, std::string("__1_0.distcp"));
+    QCOMPARE(on->findings[0].code, std::string("megatron-integrity-mismatch"));
+    QCOMPARE(on->findings[0].files, std::vector<std::string>{"__1_0.distcp"});
     QVERIFY(!on->clean);
     const auto off = app_diagnosis(in, false);
     QVERIFY(off);
