@@ -7,6 +7,7 @@
 // and the hashes by Qt's SHA-256, not by ckptdoc. Damaged copies only: the cache is never written.
 #include <QCryptographicHash>
 #include <QJsonArray>
+#include <QJsonDocument>
 #include <QtTest>
 #include <chrono>
 #include <filesystem>
@@ -266,6 +267,50 @@ class TestRealdsMegatronIntegrity : public QObject {
                qPrintable(p["message"].toString()));
       QVERIFY2(verdict_text(report).contains("integrity.json could not be read as a sha256 list"),
                qPrintable(verdict_text(report)));
+    }
+  }
+
+  // A list edited to name a path outside the folder, or another algorithm: named, never read; megatron-core
+  // refuses the algorithm too.
+  void editedListIsNamedNotFollowed() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kEntry);
+    test::TempDir dir;
+    {
+      const auto in = realds::copy_of(e, dir, "escape");
+      const auto path = iteration_of(in) + "/integrity.json";
+      auto manifest = realds::parse(test::read_text(path));
+      auto files = manifest["files"].toObject();
+      files["../latest_checkpointed_iteration.txt"] = QString(64, '0');
+      manifest["files"] = files;
+      test::write_text(path, QJsonDocument(manifest).toJson().toStdString());
+      const auto d = test::run_cli({"diagnose", in, "--verify-checksums", "--json"});
+      CKPTDOC_EXPECT_EXIT(d, 1);
+      const auto report = realds::parse(d.out);
+      QCOMPARE(problem_codes(report), std::vector<std::string>{"megatron-integrity-unreadable"});
+      const auto message = problem(report, "megatron-integrity-unreadable")["message"].toString();
+      QVERIFY2(message.contains(
+                   "lists '../latest_checkpointed_iteration.txt', not a file name in the folder: not read"),
+               qPrintable(message));
+      QVERIFY2(verdict_text(report).contains("integrity.json: 5 of 6 listed files verified"),
+               qPrintable(verdict_text(report)));
+    }
+    {
+      const auto in = realds::copy_of(e, dir, "md5");
+      const auto path = iteration_of(in) + "/integrity.json";
+      auto manifest = realds::parse(test::read_text(path));
+      manifest["algorithm"] = "md5";
+      test::write_text(path, QJsonDocument(manifest).toJson().toStdString());
+      const auto truth = megatron_verdict(iteration_of(in));
+      QVERIFY2(!truth["ok"].toBool() && truth["error"].toString().contains("Unsupported hash algorithm"),
+               qPrintable(truth["error"].toString()));
+      const auto d = test::run_cli({"diagnose", in, "--verify-checksums", "--json"});
+      CKPTDOC_EXPECT_EXIT(d, 1);
+      const auto report = realds::parse(d.out);
+      QCOMPARE(problem_codes(report), std::vector<std::string>{"megatron-integrity-unreadable"});
+      QVERIFY2(problem(report, "megatron-integrity-unreadable")["message"].toString().contains(
+                   "algorithm \"md5\", not \"sha256\""),
+               d.out.c_str());
     }
   }
 
