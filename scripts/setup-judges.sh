@@ -7,7 +7,8 @@
 #   scripts/setup-judges.sh          make it if needed, print where it is (idempotent: a second run only checks)
 #   scripts/setup-judges.sh --path   print where it is (or would be) and exit
 #
-# Also installs the older DeepSpeed releases named in scripts/judges-extra-deepspeed.txt beside it (ds-extra/).
+# Also installs the older DeepSpeed releases named in scripts/judges-extra-deepspeed.txt beside it (ds-extra/), and
+# the newer megatron-core releases of scripts/judges-extra-megatron-core.txt (mcore-extra/).
 #
 # Where: ${XDG_CACHE_HOME:-~/.cache}/ckptdoc/judges-<first 12 hex of sha256(judges-requirements.txt)>/, made with
 # Debian's /usr/bin/python3 -m venv (python3-venv, listed in scripts/setup.sh). Any edit of the pins file makes
@@ -53,7 +54,8 @@ assert get_accelerator().device_name() == "cpu", get_accelerator().device_name()
 EOF
 }
 
-# The older DeepSpeed releases of scripts/judges-extra-deepspeed.txt, each in its own folder beside the venv.
+# The older DeepSpeed releases of scripts/judges-extra-deepspeed.txt and the megatron-core releases of
+# scripts/judges-extra-megatron-core.txt, each in its own folder beside the venv.
 extras() {
   local v dir
   for v in $(grep -v -E '^(#|$)' "$root/scripts/judges-extra-deepspeed.txt"); do
@@ -64,6 +66,16 @@ extras() {
       --no-build-isolation --target "$dir.tmp" "deepspeed==$v"
     mv "$dir.tmp" "$dir"
     echo "setup-judges: DeepSpeed $v in $dir"
+  done
+  for v in $(grep -v -E '^(#|$)' "$root/scripts/judges-extra-megatron-core.txt"); do
+    dir="$cache/mcore-extra/$v"
+    [ -f "$dir/megatron/core/__init__.py" ] && continue
+    rm -rf "$dir.tmp"
+    # --ignore-requires-python: see the list's comment (the 0.18 wheels say >= 3.12; the cp311 one runs here)
+    "$venv/bin/python" -m pip --disable-pip-version-check install -q --no-deps --ignore-requires-python \
+      --target "$dir.tmp" "megatron-core==$v"
+    mv "$dir.tmp" "$dir"
+    echo "setup-judges: megatron-core $v in $dir"
   done
 }
 mkdir -p "$cache"

@@ -138,7 +138,8 @@ int run_command_line(int argc, char** argv) {
   dg_cmd->add_option("--gpu-workers", dg.gpu_workers, "Host threads feeding each GPU (default: up to 4)");
   dg_cmd->add_option("--max-params", dg.max_params, "Rows of the per-param table");
   dg_cmd->add_flag("--verify-checksums", dg.verify_checksums,
-                   "Also check every record's CRC-32 (reads all bytes once more; finds flipped bits)");
+                   "Also check every record's CRC-32, or a Megatron-core folder's files against its "
+                   "integrity.json sha256 (reads all bytes once more; finds flipped bits)");
   dg_cmd->add_option(
       "--tp-rules", dg.tp_rules,
       "Tensor-parallel checkpoints: JSON rule file naming the replicated params to compare across "

@@ -10,6 +10,7 @@
 #include "ckptdoc/weights/shards.h"
 #include "commands.h"
 #include "non_finite_warning.h"
+#include "progress_bar.h"
 
 namespace ckptdoc::cli {
 namespace {
@@ -94,8 +95,12 @@ int run_source_repair(const sources::Source& source, const RepairOptions& o) {
 }
 
 int run_source_diagnose(const sources::Source& source, const DiagnoseOptions& o) {
-  return run_operation(source, sources::Command::Diagnose, o.path,
-                       [&] { return source.diagnose({.path = o.path, .json = o.json}); });
+  return run_operation(source, sources::Command::Diagnose, o.path, [&] {
+    Progress progress;
+    const ProgressBar bar(progress);  // the hashing of --verify-checksums, on a terminal
+    return source.diagnose(
+        {.path = o.path, .json = o.json, .verify_checksums = o.verify_checksums, .progress = &progress});
+  });
 }
 
 int run_source_export(const sources::Source& source, const ExportCommandOptions& o) {

@@ -60,6 +60,9 @@ JUDGE_VERSIONS = ("0.19",)  # run by the judge venv's python (scripts/setup-judg
 # PYTHONPATH.
 EXTRA_DS = tuple(line.strip() for line in open(os.path.join(REPO, "scripts", "judges-extra-deepspeed.txt"))
                  if line.strip() and not line.startswith("#"))
+# Newer megatron-core releases (scripts/judges-extra-megatron-core.txt), the same way: an entry's "mcore".
+EXTRA_MCORE = tuple(line.strip() for line in open(os.path.join(REPO, "scripts", "judges-extra-megatron-core.txt"))
+                    if line.strip() and not line.startswith("#"))
 
 # The matrix (pairwise, not the full product): every ZeRO stage x dtype, BF16_Optimizer at stage 0 and 1,
 # dp 1-4 (ZeRO-3 at 2-4: dp 1 fails in the CPU harness), fresh (steps 0) and trained, the edge model (tied
@@ -265,6 +268,10 @@ MATRIX = {
     # megatron.core.dist_checkpointing.save (torch_dist) as <ckpt>/iter_0000002/ and latest_checkpointed_iteration.txt;
     # run.json records what of megatron-core needs CUDA (the forward, every optimizer)
     "v019_megatron_tp2": dict(kind="megatron", stage=0, dtype="fp32", dp=1, tp=2, world=2, steps=2, ds="0.19"),
+    # the same run saved by megatron-core 0.18.0 with verify_integrity=True (megatron_integrity_train.py): its
+    # iteration folder holds integrity.json, each file's sha256 (test_realds_megatron_integrity)
+    "v019_megatron_tp2_integrity": dict(kind="megatron", stage=0, dtype="fp32", dp=1, tp=2, world=2, steps=2,
+                                        ds="0.19", mcore="0.18.0", integrity=True),
     # kind "megatron_optim" (#28): megatron_optim_train.py, the same model in bf16 with megatron-core's own
     # optimizer (CPU shims listed there), saved with its sharded state dict. bf16_distopt: 2 steps of the
     # DistributedOptimizer, param_state_sharding_type fully_reshardable (optimizer.state.param.<key>, healthy mains);
@@ -398,6 +405,17 @@ def ds_extra(a, version):
     return folder
 
 
+def mcore_extra(a, version):
+    """The folder of megatron-core `version` (scripts/judges-extra-megatron-core.txt), installed beside the judge
+    venv by scripts/setup-judges.sh."""
+    venv = judges_venv(a)
+    judge_python(a)
+    folder = os.path.join(os.path.dirname(venv), "mcore-extra", version)
+    if version not in EXTRA_MCORE or not os.path.isfile(os.path.join(folder, "megatron", "core", "__init__.py")):
+        raise Unavailable(f"megatron-core {version} is not installed in {folder} (run scripts/setup-judges.sh)")
+    return folder
+
+
 def ds_src(a, version):
     """Extracts DeepSpeed `version` into the cache with ../shared/deepspeed/setup.sh; returns the folder."""
     cache = cache_dir(a)
@@ -462,6 +480,8 @@ def stamp_of(a, spec):
             parts.append(file_sha(os.path.join(HERE, "accelerate_fsdp_full_train.py")))
     if spec["kind"] == "megatron":
         parts.append(file_sha(os.path.join(HERE, "megatron_train.py")))
+        if spec.get("integrity"):
+            parts.append(file_sha(os.path.join(HERE, "megatron_integrity_train.py")))
     if spec["kind"] == "megatron_optim":
         parts.append(file_sha(os.path.join(HERE, "megatron_optim_train.py")))
         if spec.get("sharding"):
@@ -516,6 +536,9 @@ def ensure(a, name):
         else:
             py, launcher = PYTHON, os.path.join(h, "launch.py")
             env = dict(os.environ, DS_SRC=ds_src(a, spec["ds"]))
+        if spec.get("mcore"):  # this entry's megatron-core before the venv's
+            env["PYTHONPATH"] = os.pathsep.join([mcore_extra(a, spec["mcore"])] +
+                                                ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         if spec.get("config_extra") or spec.get("fused_adam") or spec.get("cpu_adam"):  # ds_driver.py has no option
             env = with_engine_hook(env, {k: spec.get(k) for k in ("config_extra", "fused_adam", "cpu_adam")})
         shutil.rmtree(folder, ignore_errors=True)
@@ -564,7 +587,8 @@ def ensure(a, name):
                                  str(spec["steps"]), "--ref", os.path.join(folder, "ref"), "--json",
                                  os.path.join(folder, "run.json")]
         elif spec["kind"] == "megatron":
-            cmd = launch[:-1] + [os.path.join(HERE, "megatron_train.py"), "--out", save_dir, "--tp", str(spec["tp"]),
+            script = "megatron_integrity_train.py" if spec.get("integrity") else "megatron_train.py"
+            cmd = launch[:-1] + [os.path.join(HERE, script), "--out", save_dir, "--tp", str(spec["tp"]),
                                  "--steps", str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
         elif spec["kind"] == "megatron_optim":
             script = "megatron_bucket_train.py" if spec.get("sharding") == "dp_reshardable" else "megatron_optim_train.py"
@@ -769,6 +793,7 @@ def main():
     c.add_argument("--ds")
     y = sub.add_parser("py")
     y.add_argument("--ds", default="0.12.6")
+    y.add_argument("--mcore", default=None)  # a megatron-core of judges-extra-megatron-core.txt first (judge venv)
     z = sub.add_parser("zero-to-fp32")
     z.add_argument("ckpt")
     z.add_argument("out")
@@ -828,7 +853,8 @@ def main():
             # the judge venv's python; torch.load defaults to weights_only=False there, as torch 1.13's did, so our
             # scripts read DeepSpeed's files (loss scaler, enums) the way they do with the other versions
             env = judge_env(a, version=a.ds)
-            env.update(PYTHONPATH=os.pathsep.join([p for p in (HERE, env.get("PYTHONPATH")) if p]),
+            extra = mcore_extra(a, a.mcore) if a.mcore else None
+            env.update(PYTHONPATH=os.pathsep.join([p for p in (extra, HERE, env.get("PYTHONPATH")) if p]),
                        TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
             return subprocess.run([judge_python(a)] + rest, env=env).returncode
         elif a.cmd == "py":

@@ -172,6 +172,12 @@ RunResult python_with_deepspeed(const std::vector<std::string>& args, const std:
   return realds(a);
 }
 
+RunResult python_with_megatron_core(const std::vector<std::string>& args, const std::string& mcore) {
+  std::vector<std::string> a{"py", "--ds", "0.19", "--mcore", mcore, "--"};
+  a.insert(a.end(), args.begin(), args.end());
+  return realds(a);
+}
+
 RunResult launch(const std::vector<std::string>& script_and_args, int world, const std::string& ds,
                  const std::string& logdir) {
   std::vector<std::string> a{"launch", "--world", std::to_string(world), "--ds", ds};

@@ -72,6 +72,9 @@ RunResult launch(const std::vector<std::string>& script_and_args, int world = 2,
 
 // Runs python with real DeepSpeed importable (torch.load/torch.save of DeepSpeed's own files).
 RunResult python_with_deepspeed(const std::vector<std::string>& args, const std::string& ds = "0.12.6");
+// The same with the judges' DeepSpeed and a newer megatron-core (scripts/judges-extra-megatron-core.txt)
+// first.
+RunResult python_with_megatron_core(const std::vector<std::string>& args, const std::string& mcore);
 
 // Finding codes of `ckptdoc diagnose --json` output, by severity ("error", "warning", "info").
 std::vector<std::string> codes(const QJsonObject& report, const std::string& severity);

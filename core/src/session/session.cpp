@@ -245,12 +245,13 @@ JobPtr Session::analyse_source(const Done<Analysis>& done) {
   auto storage = storage_;
   const std::string path = path_;
   reset_analysis();
+  const bool verify = settings_.verify_checksums;
   auto job = queue_.submit<Analysis>(
       JobKind::Analyse, "analyse", "Analysing " + path,
-      [source, storage, path](JobQueue::Context& c) {
+      [source, storage, path, verify](JobQueue::Context& c) {
         c.progress().set_stage("diagnosing " + std::string(source->description()), 0);
         const auto start = std::chrono::steady_clock::now();
-        auto d = source->diagnosis(path);
+        auto d = source->diagnosis_for({.path = path, .verify_checksums = verify, .progress = &c.progress()});
         if (!d) throw source->refusal(path, sources::Command::Diagnose);
         c.check();
         analysis::Report r;

@@ -134,6 +134,10 @@ enum class Code : uint8_t {
   MegatronCommonMissing,
   MegatronCommonUnreadable,
   MegatronIterationMismatch,
+  MegatronIntegrityMismatch,
+  MegatronIntegrityMissing,
+  MegatronIntegrityUnlisted,
+  MegatronIntegrityUnreadable,
   OptimizerFileUnreadable,
 };
 

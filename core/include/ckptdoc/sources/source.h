@@ -33,6 +33,12 @@ struct InspectRequest {
 struct DiagnoseRequest {
   std::string path;
   bool json = false;
+  // `diagnose --verify-checksums` (the views' "Verify checksums"): a source with a hash list hashes every
+  // file against it (Megatron-core's integrity.json); one without says so. Off: the verdict says what was not
+  // verified.
+  bool verify_checksums = false;
+  // The front end's progress (bytes hashed) and cancel (throws Cancelled). Null: neither.
+  Progress* progress = nullptr;
 };
 
 // Export of the weights as stored, in safetensors: what every self-reporting source's export writes.
@@ -125,6 +131,11 @@ class Source {
   // catalog, which the views show through it.
   virtual std::optional<StorageMap> storage_map(const std::string& /*path*/) const { return std::nullopt; }
   virtual std::optional<SourceDiagnosis> diagnosis(const std::string& /*path*/) const { return std::nullopt; }
+  // The same with diagnose's options (DiagnoseRequest's verify_checksums and progress; json is not used):
+  // what the session's analysis asks. By default the diagnosis of the path alone.
+  virtual std::optional<SourceDiagnosis> diagnosis_for(const DiagnoseRequest& request) const {
+    return diagnosis(request.path);
+  }
 
   // "`inspect`, `diagnose` and `export`": the commands can() allows, in Command order.
   std::string supported_commands() const;

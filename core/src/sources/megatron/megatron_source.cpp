@@ -12,6 +12,7 @@
 #include "ckptdoc/sources/dcp/report_text.h"
 #include "ckptdoc/sources/source.h"
 #include "drop_optimizer.h"
+#include "integrity.h"
 #include "main_params.h"
 #include "megatron_folder.h"
 #include "refresh_mains.h"
@@ -59,12 +60,27 @@ nlohmann::json megatron_json(const megatron::IterationFolder& f, const megatron:
   return j;
 }
 
+// The verdict's sentence on integrity.json: how many files were verified, or that none were.
+std::string integrity_sentence(const megatron::IntegrityCheck& i, bool asked) {
+  if (!i.present)
+    return asked ? " No integrity.json (megatron-core 0.18+ writes it with verify_integrity): no sha256 list "
+                   "to verify against."
+                 : "";
+  if (!i.readable) return " integrity.json could not be read as a sha256 list: nothing verified against it.";
+  if (i.verified)
+    return " integrity.json: " + std::to_string(i.matched) + " of " + plural(i.listed, "listed file") +
+           " verified, sha256 equal.";
+  return " integrity.json present (" + plural(i.listed, "file") +
+         " listed), their sha256 NOT verified (diagnose --verify-checksums does).";
+}
+
 // What Megatron's own files add to the DCP diagnosis: common.pt (absent, unreadable, unsafe) and its
-// iteration against the folder's. The verdict is rewritten when that adds an error or a warning, and says
-// what it read.
+// iteration against the folder's, integrity.json's list against the files. The verdict is rewritten when
+// that adds an error or a warning, and says what it read.
 void add_megatron_findings(dcp::Report& r, const megatron::IterationFolder& f, const megatron::CommonState& c,
-                           const megatron::MainParamComparison& mains) {
-  std::vector<dcp::Problem> added;
+                           const megatron::MainParamComparison& mains,
+                           const megatron::IntegrityCheck& integrity, bool verify_asked) {
+  std::vector<dcp::Problem> added = integrity.problems;
   for (auto& finding : megatron::main_param_findings(mains)) {
     // master_findings reports errors and warnings only (fp32-master-mismatch, fp32-master-drift); a DCP
     // report names the param's key.
@@ -112,6 +128,7 @@ void add_megatron_findings(dcp::Report& r, const megatron::IterationFolder& f, c
     r.clean = r.clean && errors == 0;
   }
   r.verdict += " Megatron: metadata.json sharded_backend " + f.backend + "; " + c.summary() + ".";
+  r.verdict += integrity_sentence(integrity, verify_asked);
   if (!mains.params.empty())
     r.verdict += " fp32 main params: " + plural(mains.params.size(), "param") + " (" + mains.prefix +
                  "<key>) compared with their " + analysis::lp_name(mains.lp_dtype) +
@@ -120,6 +137,8 @@ void add_megatron_findings(dcp::Report& r, const megatron::IterationFolder& f, c
   for (const auto& t : r.tensors) optimizer = optimizer || t.key.rfind("optimizer.", 0) == 0;
   std::vector<std::string> not_checked;
   for (auto& n : r.not_checked) {
+    // DCP keeps no whole-file checksums, but integrity.json does: said below when not verified
+    if (integrity.readable && n.rfind("no checksum of whole files", 0) == 0) continue;
     if (n.rfind("no fp32-master comparison", 0) != 0) {
       not_checked.push_back(n);
       continue;
@@ -135,6 +154,9 @@ void add_megatron_findings(dcp::Report& r, const megatron::IterationFolder& f, c
                                         "state (no optimizer.* keys)");
   }
   for (const auto& n : mains.not_compared) not_checked.push_back("fp32 main param not compared: " + n);
+  if (integrity.readable && !integrity.verified)
+    not_checked.push_back("integrity.json's sha256 of " + plural(integrity.listed, "file") +
+                          " not verified (diagnose --verify-checksums)");
   r.not_checked = std::move(not_checked);
 }
 
@@ -174,15 +196,17 @@ class MegatronSource final : public Source {
     megatron::CommonState common;
     dcp::Report report;
     megatron::MainParamComparison mains;
+    megatron::IntegrityCheck integrity;
   };
-  static Diagnosed diagnosed(const std::string& path) {
+  static Diagnosed diagnosed(const sources::DiagnoseRequest& request) {
     Diagnosed d;
-    d.folder = megatron::resolve(path);
+    d.folder = megatron::resolve(request.path);
     d.ckpt = dcp::Checkpoint::open(d.folder.dir);
     d.common = megatron::read_common(d.folder.dir);
     d.report = dcp::diagnose(*d.ckpt);
     d.mains = megatron::compare_main_params(*d.ckpt);
-    add_megatron_findings(d.report, d.folder, d.common, d.mains);
+    d.integrity = megatron::check_integrity(d.folder.dir, request.verify_checksums, request.progress);
+    add_megatron_findings(d.report, d.folder, d.common, d.mains, d.integrity, request.verify_checksums);
     return d;
   }
 
@@ -197,18 +221,26 @@ class MegatronSource final : public Source {
   }
 
   std::optional<SourceDiagnosis> diagnosis(const std::string& path) const override {
-    const auto d = diagnosed(path);
+    return diagnosis_for({.path = path});
+  }
+  std::optional<SourceDiagnosis> diagnosis_for(const DiagnoseRequest& request) const override {
+    const auto d = diagnosed(request);
     return dcp::diagnosis_of(d.report.problems, d.report.verdict, d.report.clean, d.report.not_checked);
   }
 
   Outcome diagnose(const DiagnoseRequest& request) const override {
-    const auto [f, ckpt, common, report, mains] = diagnosed(request.path);
+    const auto [f, ckpt, common, report, mains, integrity] = diagnosed(request);
     if (request.json) {
       auto j = nlohmann::json::parse(dcp::report_json(*ckpt, report));
       j["format"] = "megatron-core";
       j["megatron"] = megatron_json(f, common);
       j["megatron"]["main_params"] = {
           {"compared", mains.params.size()}, {"prefix", mains.prefix}, {"not_compared", mains.not_compared}};
+      j["megatron"]["integrity"] = {{"present", integrity.present},
+                                    {"readable", integrity.readable},
+                                    {"verified", integrity.verified},
+                                    {"listed", integrity.listed},
+                                    {"matched", integrity.matched}};
       return {j.dump(2) + "\n", report.has_error() ? 1 : 0};
     }
     return {header(f) + "\n" + dcp::diagnose_text(*ckpt, report), report.has_error() ? 1 : 0};
