@@ -347,7 +347,8 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
              (a0 == "repair-offered" ? why.empty() : !want.empty() && why.find(want) != std::string::npos);
         got = !v.repair.visible || !v.repair.of_source ? "no source repair window"
               : why.empty()                            ? name + " offered"
-                                                       : name + " refused: " + why;
+                                                       : name + " refused: ";
+        if (!why.empty() && v.repair.visible && v.repair.of_source) got += why;
       } else if (a0 == "open-failed") {
         ok = v.status_error;
         got = "no open failure";

@@ -1,9 +1,8 @@
 // The repair window for a source that repairs itself (a DCP, Accelerate or Megatron-core folder; a Trainer or
 // Accelerate optimizer folder the catalog reads), as `ckptdoc repair FOLDER -o OUT` runs it
 // (Session::repair_source): the actions (one the source refuses on this folder off, with why), the output
-// folder, and what the
-// source's repair said, or its refusal in the words of these controls; while it runs, its stage, the bytes
-// copied (then the records rewritten) and Cancel (nothing is published when cancelled).
+// folder, and what the source's repair said, or its refusal in the words of these controls; while it runs,
+// its stage, the bytes copied (then the records rewritten) and Cancel (nothing is published when cancelled).
 #include <cstdio>
 #include <string>
 
