@@ -8,7 +8,11 @@
 #include <QJsonObject>
 #include <QtTest>
 #include <filesystem>
+#include <vector>
 
+#include "app_repair.h"
+#include "ckptdoc/session/session.h"
+#include "job_watching_io.h"
 #include "realds_support.h"
 #include "same_tree.h"
 
@@ -124,6 +128,51 @@ class TestRealdsWeightsFolderRepair : public QObject {
     // Never over what is there.
     const auto again = test::run_cli({"repair", in, "-o", out, "--reset-optimizer"});
     QCOMPARE(again.exit_code, 2);
+  }
+
+  // The apps' --reset-optimizer of a Trainer folder (Session::repair_source, what both views' Repair runs for
+  // it; the catalog reads the folder, its repair is the source's): the copy counts the folder's bytes;
+  // cancelled at the copy's second write it publishes nothing and leaves no partial folder, the input as it
+  // was; uncancelled, it writes what `ckptdoc repair --reset-optimizer` writes, file for file, byte for byte,
+  // and says what the CLI says. (Before, the session kept no source for a folder the catalog reads.)
+  void appResetOfTrainerFolderIsTheCli() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("hf_trainer_plain");
+    test::TempDir src, dir;
+    const auto in = realds::copy_of(e, src);
+    uint64_t folder = 0;
+    for (const auto& name : test::files_in(in)) folder += fs::file_size(fs::path(in) / name);
+    sources::RepairRequest request;
+    request.reset_optimizer = true;
+    request.output = dir.file("cancelled");
+    test::JobWatchingIo cut(/*cancel_at=*/2, "copying");
+    const auto cancelled = test::app_repair(in, request, cut);
+    QVERIFY2(cancelled, "the folder did not open as a source that repairs itself");
+    QVERIFY2(cancelled->error, "the repair was published despite the cancel");
+    QCOMPARE(std::string(session::error_kind_name(cancelled->error->kind)), std::string("cancelled"));
+    std::vector<test::JobWatchingIo::Sample> copying;
+    for (const auto& sample : cut.samples())
+      if (sample.stage.rfind("copying", 0) == 0) copying.push_back(sample);
+    QCOMPARE(copying.size(), size_t{2});
+    QCOMPARE(copying[1].total, folder);
+    QVERIFY(copying[1].done > 0 && copying[1].done < folder);
+    QVERIFY(test::files_in(dir.path()).empty());  // no output, no partial folder
+    QVERIFY2(test::tree_difference(in, e.save_dir).empty(), "the input was written");
+
+    request.output = dir.file("app");
+    test::JobWatchingIo watched;
+    const auto done = test::app_repair(in, request, watched);
+    QVERIFY(done);
+    QVERIFY2(done->ok(), done->error ? done->error->message.c_str() : "");
+    const auto cli = test::run_cli({"repair", in, "-o", dir.file("cli"), "--reset-optimizer"});
+    CKPTDOC_EXPECT_EXIT(cli, 0);
+    test::expect_same_tree(dir.file("app"), dir.file("cli"));
+    auto said = done->value->text;  // the CLI's words, but for the output folder it names
+    const size_t at = said.find("Wrote " + dir.file("app") + "\n");
+    QVERIFY2(at != std::string::npos, said.c_str());
+    said.replace(at + 6, dir.file("app").size(), dir.file("cli"));
+    QCOMPARE(said, cli.out);
+    QVERIFY2(test::tree_difference(in, e.save_dir).empty(), "the input was written");
   }
 
   // --drop-optimizer of a Trainer folder: the copy without optimizer.pt. The Trainer resumes from it at step

@@ -1,5 +1,5 @@
 #pragma once
-// Session::repair_source, what the apps run for a self-reporting source's repair, driven as a test needs it:
+// Session::repair_source, what the apps run for a source that repairs itself, driven as a test needs it:
 // a session opens `in`, the repair runs with its writes watched by `io` (job_watching_io.h), and the session
 // is polled until the outcome arrives (at most 2 minutes per wait). Empty when the source never opened.
 #include <chrono>
@@ -26,7 +26,7 @@ inline std::optional<session::Outcome<sources::Outcome>> app_repair(const std::s
     }
     return done();
   };
-  if (!pump([&] { return s.storage_source() != nullptr; })) return result;
+  if (!pump([&] { return s.repairing_source() != nullptr; })) return result;
   ScopedFileIo scoped(io);
   io.set_job(s.repair_source(request, [&](session::Outcome<sources::Outcome>& r) { result = r; }));
   pump([&] { return result.has_value(); });

@@ -83,9 +83,9 @@ void draw_header(View& v) {
     const bool deepspeed_open = s.is_open() && s.checkpoint() && !s.checkpoint()->weights_only();
     const model::Catalog* cat = s.is_open() ? s.catalog() : nullptr;  // what the open source can do
     if (ImGui::BeginMenu("Checkpoint")) {
-      const bool source_repairs = source && source->can(sources::Command::Repair);
-      if (ImGui::MenuItem("Repair...", nullptr, false, deepspeed_open || source_repairs))
-        open_repair(v, analysis::RepairKind::None);
+      const sources::Source* repairer = s.repairing_source();
+      const bool repairs = repairer ? repairer->can(sources::Command::Repair) : deepspeed_open;
+      if (ImGui::MenuItem("Repair...", nullptr, false, repairs)) open_repair(v, analysis::RepairKind::None);
       v.widgets.record("menu.repair");
       if (ImGui::MenuItem("Convert to universal...", nullptr, false, cat && cat->convertible))
         open_convert(v);

@@ -332,6 +332,23 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
         const std::string& said = a0 == "export-message" ? v.exporting.message : v.repair.source_text;
         ok = !want.empty() && said.find(want) != std::string::npos;
         got = "said '" + said + "'";
+      } else if (a0 == "repair-offered" || a0 == "repair-refused") {
+        // The source's repair window offers the action NAME (refresh-fp32, reset-optimizer, drop-optimizer),
+        // or leaves it off with a reason containing TEXT.
+        const std::string name = st.args.size() > 1 ? st.args[1] : "";
+        const char* names[] = {"refresh-fp32", "reset-optimizer", "drop-optimizer"};
+        int action = -1;
+        for (int i = 0; i < 3; ++i)
+          if (name == names[i]) action = i;
+        if (action < 0) return fail(st, "unknown repair action '" + name + "'");
+        const std::string& why = v.repair.refused[action];
+        const std::string want = wanted_text(wanted_text(st.text, a0), name);
+        ok = v.repair.visible && v.repair.of_source &&
+             (a0 == "repair-offered" ? why.empty() : !want.empty() && why.find(want) != std::string::npos);
+        got = !v.repair.visible || !v.repair.of_source ? "no source repair window"
+              : why.empty()                            ? name + " offered"
+                                                       : name + " refused: ";
+        if (!why.empty() && v.repair.visible && v.repair.of_source) got += why;
       } else if (a0 == "open-failed") {
         ok = v.status_error;
         got = "no open failure";

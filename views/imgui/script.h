@@ -17,7 +17,9 @@
 //                                     export.path, convert.output, diff.atol, diff.rtol
 //   tab overview|layout|params|diff|storage   select PARAM   shade param|exact|nonfinite|moments
 //   expect repaired-clean | open-failed | finding CODE | no-finding CODE | diff-rows N | plan TEXT |
-//                                     converted-verified
+//                                     converted-verified | repair-offered ACTION | repair-refused ACTION TEXT
+//                                     (the source's repair window offers refresh-fp32, reset-optimizer or
+//                                     drop-optimizer, or leaves it off saying TEXT)
 //   frames N                          render N frames (pictures settle)
 //   save-diff FILE                    write the Diff tab's rows as drawn (tab-separated)
 //   save-findings FILE                write the findings as the Overview draws them (code, severity, message)

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "ckptdoc/repair/fix_offer.h"
+#include "ckptdoc/request_field.h"
 
 namespace ckptdoc::imgui_view {
 
@@ -66,8 +67,10 @@ void open_repair(View& v, analysis::RepairKind kind) {
 
 void open_repair(View& v, const analysis::Finding& finding) {
   const auto* cat = v.session.catalog();
-  if (!cat) {
-    const sources::Source* source = v.session.storage_source();
+  // A source that repairs itself (a self-reporting one, or a Trainer / Accelerate optimizer folder the
+  // catalog reads) gets its own repair window.
+  if (!cat || v.session.repairing_source()) {
+    const sources::Source* source = v.session.repairing_source();
     if (!source || !source->can(sources::Command::Repair)) return;
     RepairWindow& r = v.repair;
     r = RepairWindow{};
@@ -77,6 +80,12 @@ void open_repair(View& v, const analysis::Finding& finding) {
     r.refresh_fp32 = finding.repair == analysis::RepairKind::RefreshFp32;
     r.reset_optimizer = finding.repair == analysis::RepairKind::ResetOptimizer;
     r.drop_optimizer = finding.repair == analysis::RepairKind::DropOptimizer;
+    bool* on[] = {&r.refresh_fp32, &r.reset_optimizer, &r.drop_optimizer};
+    for (int a = 0; a < 3; ++a)
+      if (const auto why = source->repair_refusal(static_cast<sources::RepairAction>(a), v.session.path())) {
+        r.refused[a] = request_text(*why);
+        *on[a] = false;
+      }
     std::snprintf(r.output, sizeof r.output, "%s", v.session.default_source_repair_output().c_str());
     return;
   }

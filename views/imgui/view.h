@@ -41,9 +41,12 @@ struct RepairWindow {
   std::optional<repair::RepairResult> result;
   std::string run_error;
   bool cancelled = false;
-  // A self-reporting source's repair (DCP, Accelerate, Megatron-core; window_source_repair.cpp): no plan,
-  // the source's own text (or refusal) once it ran.
+  // A source's own repair (DCP, Accelerate, Megatron-core; a Trainer or Accelerate optimizer folder;
+  // window_source_repair.cpp): no plan, the source's own text (or refusal) once it ran.
   bool of_source = false;
+  // Why the source refuses refresh_fp32, reset_optimizer, drop_optimizer on this folder (request_text'd),
+  // asked once when the window opens; empty: offered.
+  std::string refused[3];
   std::string source_text;
   bool source_ok = false;
 };

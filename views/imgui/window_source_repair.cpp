@@ -1,8 +1,10 @@
-// The repair window for a self-reporting source (a DCP, Accelerate or Megatron-core folder), as `ckptdoc
-// repair FOLDER -o OUT` runs it (Session::repair_source): the actions, the output folder, and what the
-// source's repair said, or its refusal in the words of these controls; while it runs, its stage, the bytes
-// copied (then the records rewritten) and Cancel (nothing is published when cancelled).
+// The repair window for a source that repairs itself (a DCP, Accelerate or Megatron-core folder; a Trainer or
+// Accelerate optimizer folder the catalog reads), as `ckptdoc repair FOLDER -o OUT` runs it
+// (Session::repair_source): the actions (one the source refuses on this folder off, with why), the output
+// folder, and what the source's repair said, or its refusal in the words of these controls; while it runs,
+// its stage, the bytes copied (then the records rewritten) and Cancel (nothing is published when cancelled).
 #include <cstdio>
+#include <string>
 
 #include "ckptdoc/sources/source.h"
 #include "view.h"
@@ -11,7 +13,7 @@ namespace ckptdoc::imgui_view {
 
 void draw_source_repair_window(View& v) {
   RepairWindow& r = v.repair;
-  if (!v.session.storage_source()) {  // another source was opened meanwhile
+  if (!v.session.repairing_source()) {  // another source was opened meanwhile
     r.visible = false;
     return;
   }
@@ -29,12 +31,27 @@ void draw_source_repair_window(View& v) {
   ImGui::InputText("output folder", r.output, sizeof r.output);
   v.widgets.record("repair.output");
   // The labels are the ones the core's refusals name (session/request_field_labels.cpp).
-  ImGui::Checkbox("Refresh fp32 masters from the 16-bit weights", &r.refresh_fp32);
-  v.widgets.record("repair.refresh-fp32");
-  ImGui::Checkbox("Reset optimizer state: zero moments, step 0", &r.reset_optimizer);
-  v.widgets.record("repair.reset-optimizer");
-  ImGui::Checkbox("Drop optimizer state: its keys left out", &r.drop_optimizer);
-  v.widgets.record("repair.drop-optimizer");
+  bool* on[] = {&r.refresh_fp32, &r.reset_optimizer, &r.drop_optimizer};
+  const char* labels[] = {"Refresh fp32 masters from the 16-bit weights",
+                          "Reset optimizer state: zero moments, step 0",
+                          "Drop optimizer state: its keys left out"};
+  const char* ids[] = {"repair.refresh-fp32", "repair.reset-optimizer", "repair.drop-optimizer"};
+  for (int a = 0; a < 3; ++a) {
+    // An action the source refuses on this folder is left off, with its reason under it.
+    const bool refused = !r.refused[a].empty();
+    ImGui::BeginDisabled(refused);
+    ImGui::Checkbox(labels[a], on[a]);
+    ImGui::EndDisabled();
+    v.widgets.record(ids[a]);
+    if (refused) {
+      ImGui::Indent();
+      ImGui::PushTextWrapPos(0);
+      ImGui::TextDisabled("%s", display(v, r.refused[a]).c_str());
+      ImGui::PopTextWrapPos();
+      ImGui::Unindent();
+      v.widgets.record(std::string(ids[a]) + ".refused");
+    }
+  }
   ImGui::EndDisabled();
   if (running) {
     ImGui::ProgressBar(static_cast<float>(r.run_job->fraction()), ImVec2(-120, 0),

@@ -135,7 +135,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     const sources::Source* source = session_->core().storage_source();
     exportAction_->setEnabled(ckpt || (source && source->can(sources::Command::Export)));
     compareAction_->setEnabled(ckpt || (source && source->can(sources::Command::Diff)));
-    repairAction_->setEnabled(ckpt ? !ckpt->weights_only() : source && source->can(sources::Command::Repair));
+    // ... as is a folder the catalog reads whose repairs are its own (a Trainer's optimizer.pt).
+    const sources::Source* repairer = session_->core().repairing_source();
+    repairAction_->setEnabled(repairer ? repairer->can(sources::Command::Repair)
+                                       : ckpt && !ckpt->weights_only());
     const model::Catalog* cat = session_->catalog();
     convertAction_->setEnabled(cat && cat->convertible);
     lpSourceAction_->setEnabled(cat && cat->lp_weights_elsewhere);
@@ -449,7 +452,7 @@ RepairDialog* MainWindow::openRepair(int row) {
   if (!session_->isOpen() || row < 0 || row >= findings_->count()) return nullptr;
   const auto& finding = findings_->finding(row);
   if (finding.repair == analysis::RepairKind::None) return nullptr;
-  if (!session_->checkpoint()) {
+  if (session_->core().repairing_source() || !session_->checkpoint()) {
     sourceRepairDialog(finding.repair);
     return nullptr;
   }
@@ -460,7 +463,7 @@ RepairDialog* MainWindow::openRepair(int row) {
 }
 
 SourceRepairDialog* MainWindow::sourceRepairDialog(analysis::RepairKind kind) {
-  const sources::Source* source = session_->core().storage_source();
+  const sources::Source* source = session_->core().repairing_source();
   if (!source || !source->can(sources::Command::Repair)) return nullptr;
   auto* d = new SourceRepairDialog(session_, kind, this);
   d->setAttribute(Qt::WA_DeleteOnClose);
@@ -480,7 +483,7 @@ ConvertDialog* MainWindow::convertDialog() {
 
 RepairDialog* MainWindow::repairDialog(analysis::RepairKind kind) {
   if (!session_->isOpen()) return nullptr;
-  if (!session_->checkpoint()) {
+  if (session_->core().repairing_source() || !session_->checkpoint()) {
     sourceRepairDialog(kind);
     return nullptr;
   }

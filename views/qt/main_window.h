@@ -51,8 +51,8 @@ class MainWindow : public QMainWindow {
   RepairDialog* openRepair(int findingRow);
   // Checkpoint > Repair…: the same dialog with `kind` preselected (None: the user picks the actions).
   RepairDialog* repairDialog(analysis::RepairKind kind = analysis::RepairKind::None);
-  // A self-reporting source's repair (DCP, Accelerate, Megatron-core): what openRepair and repairDialog open
-  // for one, returning null themselves.
+  // A source's own repair (DCP, Accelerate, Megatron-core; a Trainer or Accelerate optimizer folder):
+  // what openRepair and repairDialog open for one, returning null themselves.
   SourceRepairDialog* sourceRepairDialog(analysis::RepairKind kind = analysis::RepairKind::None);
   // Checkpoint > Convert to universal…
   ConvertDialog* convertDialog();

@@ -11,7 +11,11 @@
 #include <QPointer>
 #include <QPushButton>
 #include <QVBoxLayout>
+#include <optional>
+#include <tuple>
 
+#include "ckptdoc/request_field.h"
+#include "ckptdoc/sources/source.h"
 #include "job_footer.h"
 #include "session.h"
 
@@ -40,9 +44,24 @@ SourceRepairDialog::SourceRepairDialog(Session* session, model::RepairKind kind,
   refresh_->setChecked(kind == model::RepairKind::RefreshFp32);
   reset_->setChecked(kind == model::RepairKind::ResetOptimizer);
   drop_->setChecked(kind == model::RepairKind::DropOptimizer);
-  v->addWidget(refresh_);
-  v->addWidget(reset_);
-  v->addWidget(drop_);
+  // An action the source refuses on this folder is left off, with its reason under it.
+  const sources::Source* source = session_->core().repairing_source();
+  for (const auto& [box, action, name] :
+       {std::tuple{refresh_, sources::RepairAction::RefreshFp32, "refreshFp32Refused"},
+        std::tuple{reset_, sources::RepairAction::ResetOptimizer, "resetOptimizerRefused"},
+        std::tuple{drop_, sources::RepairAction::DropOptimizer, "dropOptimizerRefused"}}) {
+    v->addWidget(box);
+    const auto why = source ? source->repair_refusal(action, session_->core().path()) : std::nullopt;
+    if (!why) continue;
+    box->setChecked(false);
+    box->setEnabled(false);
+    auto* reason = new QLabel(QString::fromStdString(request_text(*why)), this);
+    reason->setObjectName(QString::fromLatin1(name));
+    reason->setWordWrap(true);
+    reason->setStyleSheet(QStringLiteral("color: palette(mid); margin-left: 24px"));
+    box->setToolTip(reason->text());
+    v->addWidget(reason);
+  }
   auto* form = new QFormLayout;
   auto* outRow = new QHBoxLayout;
   output_ = new QLineEdit(QString::fromStdString(session_->core().default_source_repair_output()), this);

@@ -1,9 +1,10 @@
 #pragma once
-// Repair of a self-reporting source (a DCP, Accelerate or Megatron-core folder), as `ckptdoc repair FOLDER -o
-// OUT` runs it (Session::repair_source): the actions ticked (a finding's Fix ticks its own), the output
-// folder (default `<name>-fixed` beside the input; the input is never written); Repair shows what the
-// source's repair says, or its refusal in the words of these controls. The source's own repair verifies what
-// it wrote.
+// Repair of a source that repairs itself (a DCP, Accelerate or Megatron-core folder; a Trainer or Accelerate
+// optimizer folder the catalog reads), as `ckptdoc repair FOLDER -o OUT` runs it (Session::repair_source):
+// the actions ticked (a finding's Fix ticks its own; one the source refuses on this folder is off, with why),
+// the output folder (default `<name>-fixed` beside the input; the input is never written); Repair shows what
+// the source's repair says, or its refusal in the words of these controls. The source's own repair verifies
+// what it wrote.
 #include <QDialog>
 
 #include "ckptdoc/model/finding_codes.h"

@@ -125,6 +125,8 @@ JobPtr Session::open(const std::string& path, const deepspeed::OpenOptions& opti
             return nullptr;
           }
         }
+        // A folder the catalog reads whose repairs are its own (a Trainer optimizer folder) keeps its source.
+        if (source->repairs_itself()) other->source = std::move(source);
         c.progress().set_stage("reading the catalog", 0);
         return deepspeed::Checkpoint::open(path, options);
       },

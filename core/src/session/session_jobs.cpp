@@ -94,7 +94,7 @@ JobPtr Session::export_weights(const std::string& out, const deepspeed::ExportOp
 }
 
 JobPtr Session::repair_source(sources::RepairRequest request, Done<sources::Outcome> done) {
-  auto source = storage_ ? source_ : nullptr;
+  auto source = repairing_source() ? source_ : nullptr;
   request.path = path_;
   const std::string title = "Repairing into " + request.output;
   return queue_.submit<sources::Outcome>(

@@ -126,6 +126,11 @@ class Session {
   const sources::StorageMap* storage_map() const { return storage_.get(); }
   // The self-reporting source that reads it (null when the open source is the catalog's).
   const sources::Source* storage_source() const { return storage_ ? source_.get() : nullptr; }
+  // The source whose own repair repair_source() runs: a self-reporting source, or a folder the catalog reads
+  // whose repairs are not DeepSpeed's (a Trainer or Accelerate optimizer folder); null otherwise.
+  const sources::Source* repairing_source() const {
+    return source_ && source_->repairs_itself() ? source_.get() : nullptr;
+  }
   // Its diagnosis, once analysed: findings() holds the same findings.
   const sources::SourceDiagnosis* source_diagnosis() const { return analysis_.diagnosis.get(); }
   // Moves whenever the source or its analysis changes: a view caches what it drew under it.
@@ -163,7 +168,7 @@ class Session {
                                                   const deepspeed::Catalog& catalog, DeviceKind device);
   // "<input>-fixed" beside the input (then -2, -3, ... when taken).
   static std::string default_repair_output(const deepspeed::Catalog& catalog);
-  // The repair of a self-reporting source (storage_source()): its own repaired copy in request.output, as
+  // The repair of a self-reporting source (repairing_source()): its own repaired copy in request.output, as
   // `ckptdoc repair` writes it (request.path is set to the open source's); the outcome's text is what the CLI
   // prints. It reports the copy's bytes, then the records rewritten, and stops at a cancel part way,
   // publishing nothing.

@@ -79,6 +79,9 @@ struct WeightTensors {
   std::shared_ptr<const void> keep_alive;  // what the tensors read from (the opened checkpoint)
 };
 
+// The actions of a RepairRequest, as a front end offers them (one control each).
+enum class RepairAction : uint8_t { RefreshFp32, ResetOptimizer, DropOptimizer };
+
 struct Outcome {
   std::string text;   // what the command prints on stdout, as the request asked (text or JSON); may be empty
   int exit_code = 0;  // 0 ok, 1 problems found (diagnose)
@@ -120,6 +123,13 @@ class Source {
   virtual Outcome diagnose(const DiagnoseRequest& request) const;
   virtual ExportOutcome export_weights(const ExportRequest& request) const;
   virtual Outcome repair(const RepairRequest& request) const;
+  // Why repair() refuses `action` on `path` whatever else is asked (request_text marks), for the views to
+  // leave that control off and say why; nullopt: not refused up front (repair() may still refuse the
+  // request as a whole). Cheap (file names), never throws.
+  virtual std::optional<std::string> repair_refusal(RepairAction /*action*/,
+                                                    const std::string& /*path*/) const {
+    return std::nullopt;
+  }
   // Diff: the weights export_weights would write, unread.
   virtual WeightTensors weight_tensors(const std::string& path) const;
   // Diff --what exp_avg / exp_avg_sq: that Adam moment of each param, named as weight_tensors names the

@@ -41,14 +41,17 @@ ResetResult reset_optimizer(const OptimizerFolder& folder, const std::string& ou
   return r;
 }
 
+std::optional<std::string> drop_refusal(const OptimizerFolder& folder) {
+  if (folder.framework != Framework::Accelerate) return std::nullopt;
+  return "an Accelerate save_state folder keeps its optimizer in " + folder.optimizer_files.front() +
+         ", which Accelerator.load_state loads for every prepared optimizer (accelerate "
+         "load_accelerator_state): without it load_state fails. {reset_optimizer} writes it with a fresh "
+         "optimizer's state (zero moments, step 0) instead";
+}
+
 DropResult drop_optimizer(const OptimizerFolder& folder, const std::string& output, Progress* progress) {
-  if (folder.framework == Framework::Accelerate)
-    throw Error(ErrorKind::Unsupported, folder.dir, request_text("{drop_optimizer}"),
-                request_text("an Accelerate save_state folder keeps its optimizer in " +
-                             folder.optimizer_files.front() +
-                             ", which Accelerator.load_state loads for every prepared optimizer (accelerate "
-                             "load_accelerator_state): without it load_state fails. {reset_optimizer} writes "
-                             "it with a fresh optimizer's state (zero moments, step 0) instead"));
+  if (const auto why = drop_refusal(folder))
+    throw Error(ErrorKind::Unsupported, folder.dir, request_text("{drop_optimizer}"), request_text(*why));
   DropResult r;
   for (const auto& name : entries(folder.dir)) {
     if (is_optimizer_file(folder, name)) {

@@ -3,6 +3,7 @@
 // files copied (links followed, dcp::write_new_folder: published whole or not at all, never over what is
 // there), the optimizer files changed or left out. The input is never written.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,8 @@ struct DropResult {
 // read). Accelerate's folders are refused (ErrorKind::Unsupported): accelerate 1.16 load_accelerator_state
 // torch.loads optimizer.bin (optimizer_<i>.bin) for every prepared optimizer, so load_state fails on a folder
 // without it; --reset-optimizer writes the file load_state reads with a fresh optimizer's state.
+// drop_refusal says why (request_text marks), or nullopt for a folder whose drop is allowed.
+std::optional<std::string> drop_refusal(const OptimizerFolder& folder);
 DropResult drop_optimizer(const OptimizerFolder& folder, const std::string& output, Progress* progress);
 
 }  // namespace ckptdoc::weights_folder

@@ -3,6 +3,8 @@
 // them for every command but repair, whose --reset-optimizer and --drop-optimizer this source writes.
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string_view>
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/request_field.h"
@@ -28,6 +30,8 @@ std::string step_text(double v) {
   return v == static_cast<double>(static_cast<int64_t>(v)) ? std::to_string(static_cast<int64_t>(v))
                                                            : std::to_string(v);
 }
+
+constexpr std::string_view kNoMasters = "its weights are the training's own, with no masters to refresh";
 
 class WeightsFolderSource final : public Source {
  public:
@@ -55,11 +59,22 @@ class WeightsFolderSource final : public Source {
           ErrorKind::Unsupported, request.path, asked.empty() ? "repair" : asked,
           request_text("a weights folder with its optimizer file (Trainer, Accelerate) is repaired with "
                        "{reset_optimizer} alone (the Adam moments zeroed and the step 0) or "
-                       "{drop_optimizer} alone (the Trainer's optimizer.pt left out); its weights are "
-                       "the training's own, with no masters to refresh"));
+                       "{drop_optimizer} alone (the Trainer's optimizer.pt left out); " +
+                       std::string(kNoMasters)));
     }
     const auto folder = weights_folder::read_optimizer_folder(request.path);
     return request.reset_optimizer ? reset(folder, request) : drop(folder, request);
+  }
+
+  std::optional<std::string> repair_refusal(RepairAction action, const std::string& path) const override {
+    if (action == RepairAction::RefreshFp32) return std::string(kNoMasters);
+    if (action != RepairAction::DropOptimizer || !weights_folder::is_optimizer_folder(path))
+      return std::nullopt;
+    try {
+      return weights_folder::drop_refusal(weights_folder::read_optimizer_folder(path));
+    } catch (const Error&) {
+      return std::nullopt;  // repair() names what is wrong with the folder
+    }
   }
 
  private:
