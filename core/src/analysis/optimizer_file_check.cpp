@@ -6,6 +6,7 @@
 #include <set>
 
 #include "analysis/weights_diagnose.h"
+#include "ckptdoc/format/shape_text.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/short_list.h"
 
@@ -16,12 +17,6 @@ using weights::OptimizerFileSummary;
 using weights::OptimizerParamState;
 
 namespace {
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 std::string step_text(double step) {
   return step == static_cast<double>(static_cast<int64_t>(step)) ? std::to_string(static_cast<int64_t>(step))
