@@ -6,6 +6,7 @@
 
 #include "ckptdoc/analysis/diff.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/format/shape_text.h"
 #include "ckptdoc/sources/diff_side.h"
 #include "commands.h"
 #include "format_helpers.h"
@@ -13,12 +14,6 @@
 
 namespace ckptdoc::cli {
 namespace {
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
 
 std::string num(double v) {
   if (std::isinf(v)) return "inf";

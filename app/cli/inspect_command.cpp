@@ -8,6 +8,7 @@
 #include "ckptdoc/deepspeed/catalog_json.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/deepspeed/snapshot.h"
+#include "ckptdoc/format/shape_text.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/sources/registry.h"
 #include "ckptdoc/weights/optimizer_file.h"
@@ -20,12 +21,6 @@ namespace ckptdoc::cli {
 namespace {
 
 using namespace ckptdoc::deepspeed;
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 void print_files_and_problems(const Catalog& c);
 

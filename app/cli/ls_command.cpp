@@ -8,6 +8,7 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/pickle_safety.h"
 #include "ckptdoc/format/safetensors.h"
+#include "ckptdoc/format/shape_text.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/model/finding_codes.h"
@@ -18,12 +19,6 @@ namespace ckptdoc::cli {
 namespace {
 
 using nlohmann::json;
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 // An Enum member as pickle writes it: getattr(Cls, "NAME") (Python >= 3.12 and torch's own enums) or
 // Cls(value). Shown as what it is, "deepspeed.runtime.zero.config.ZeroStageEnum.gradients", not as the

@@ -280,6 +280,20 @@ class TestSession : public QObject {
     }
   }
 
+  // A param's tooltip (the strip's and the layout map's) spells its shape as every other view and command
+  // does: fc1.weight is the [301, 96] DeepSpeed's zero_to_fp32.py wrote (the fixture's tensors.json); the
+  // tooltips used to say [301x96].
+  void tooltipsSpellShapesAsEverywhere() {
+    Session s;
+    s.settings().device = DeviceKind::Cpu;
+    s.open(fixture("zero2_fp16_ws2"));
+    QVERIFY(pump(s, [&] { return s.report() && !s.analysing(); }));
+    const auto ref = s.find_param("fc1.weight");
+    QVERIFY(ref);
+    const std::string tip = s.describe_param(ref->group, ref->param);
+    QVERIFY2(tip.rfind("fc1.weight [301, 96]\n", 0) == 0, tip.c_str());
+  }
+
   void aFailedOpenKeepsTheCurrentSource() {
     Session s;
     s.settings().device = DeviceKind::Cpu;

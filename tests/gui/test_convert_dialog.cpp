@@ -1,6 +1,6 @@
 // Checkpoint > Convert to universal… writes a universal folder that another process (`ckptdoc inspect`) reads
 // as one, verified by core; a checkpoint core cannot convert (ZeRO-3 saved by 0.12.6,
-// whose version has no ZeRO-3 universal loader) says why and writes nothing.
+// whose version has no ZeRO-3 universal loader) says why and writes nothing; nor does a cancelled one.
 #include <QAction>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "app_settings.h"
+#include "ckptdoc/io/held_write_io.h"
 #include "convert_dialog.h"
 #include "gui_fixtures.h"
 #include "gui_test_main.h"
@@ -69,6 +70,34 @@ class TestConvertDialog : public QObject {
     const auto doc = QJsonDocument::fromJson(QByteArray::fromStdString(inspect.out)).object();
     QCOMPARE(doc["kind"].toString(), QStringLiteral("deepspeed-universal"));
     QCOMPARE(doc["global_steps"].toInt(), 5);  // the fixture's step, carried over
+  }
+
+  // Cancel while the universal folder is being written (its first write held): the dialog says so in the
+  // words every view uses for a cancelled convert, and nothing is left at or beside the output's path.
+  void cancelWhileWritingLeavesNothing() {
+    test::TempDir dir;
+    MainWindow w;
+    w.show();
+    ConvertDialog* d = openConvert(w, test::healthy_fixture("zero2_fp16_ws2"));
+    QVERIFY(d);
+    d->setOutput(QString::fromStdString(dir.file("converted")));
+    HeldWriteIo io(/*hold_at=*/1);
+    ScopedFileIo scoped(io);
+    QSignalSpy finished(d, &ConvertDialog::convertFinished);
+    QTest::mouseClick(d->runButton(), Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(io.held(), 60000);
+    QPushButton* cancel = nullptr;
+    for (auto* b : d->findChildren<QPushButton*>())
+      if (b->text() == QStringLiteral("Cancel")) cancel = b;
+    QVERIFY(cancel);
+    QTest::mouseClick(cancel, Qt::LeftButton);
+    io.release();
+    QVERIFY(finished.wait(120000) || !finished.isEmpty());
+    QCOMPARE(finished.first().first().toBool(), false);
+    auto* label = d->findChild<QLabel*>("convertResult");
+    QVERIFY(label && label->isVisible());
+    QCOMPARE(label->text(), QStringLiteral("Convert cancelled; nothing was written."));
+    QVERIFY(fs::is_empty(dir.path()));
   }
 
   void zero3IsRefusedAndNothingIsWritten() {

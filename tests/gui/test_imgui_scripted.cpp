@@ -70,6 +70,20 @@ bool sameNumber(const std::string& shown, double cli) {
   return std::fabs(x - cli) <= 5.001e-4 * std::fabs(cli) + 1e-300;
 }
 
+// The end of a script that runs a window's job (`click WHAT.run`) with its first write held, presses the
+// window's Cancel and expects its outcome to say `words`; `ended` is the wait for the job's end ("repaired").
+std::string cancelAtFirstWrite(const std::string& what, const std::string& ended, const std::string& words) {
+  return "hold-write 1\nclick " + what + ".run\nwait held 120\nframes 3\nclick " + what +
+         ".cancel\nrelease-write\nwait " + ended + " 120\nexpect " + what + "-message " + words + "\nquit\n";
+}
+
+// The first entry of `dir` whose name starts with `name` (an output or its partial folder), or "".
+std::string leftOver(const test::TempDir& dir, const std::string& name) {
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    if (e.path().filename().string().rfind(name, 0) == 0) return e.path().string();
+  return {};
+}
+
 }  // namespace
 
 class TestImguiScripted : public QObject {
@@ -241,6 +255,43 @@ class TestImguiScripted : public QObject {
     CKPTDOC_EXPECT_EXIT(inspect, 0);
     QCOMPARE(QJsonDocument::fromJson(QByteArray::fromStdString(inspect.out)).object()["kind"].toString(),
              QStringLiteral("deepspeed-universal"));
+  }
+
+  // The convert window's Cancel while the universal folder is written (its first write held): it says what
+  // the Qt dialog says, and nothing is left at or beside the output's path.
+  void convertCancelledWritesNothing() {
+    test::TempDir dir;
+    const auto r =
+        runScript(*x_, dir, test::healthy_fixture("zero2_fp16_ws2"),
+                  "wait analysed 300\n"
+                  "click menu.checkpoint\n"
+                  "click menu.convert\n"
+                  "set convert.output " +
+                      dir.file("converted") +
+                      "\n"
+                      "frames 2\n" +
+                      cancelAtFirstWrite("convert", "converted", "Convert cancelled; nothing was written."));
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    QCOMPARE(leftOver(dir, "converted"), std::string());
+  }
+
+  // The repair window's Cancel while the repaired copy is written (its first write held): it says what every
+  // view says of a cancelled repair, and no output or partial folder is left.
+  void repairCancelledWritesNothing() {
+    test::TempDir dir;
+    const auto r =
+        runScript(*x_, dir, test::make_stale_masters_checkpoint(dir),
+                  "wait analysed 300\n"
+                  "click fix:fp32-master-mismatch\n"
+                  "wait plan 120\n"
+                  "set repair.output " +
+                      dir.file("fixed") +
+                      "\n"
+                      "frames 2\n"
+                      "wait plan 120\n" +
+                      cancelAtFirstWrite("repair", "repaired", "Repair cancelled; nothing was written."));
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    QCOMPARE(leftOver(dir, "fixed"), std::string());
   }
 
   // ZeRO-3 against 16-bit weights saved elsewhere (the app's diagnose --lp-source): a save with one tensor
@@ -484,7 +535,7 @@ class TestImguiScripted : public QObject {
                                  "click export.cancel\n"
                                  "release-write\n"
                                  "wait exported 120\n"
-                                 "expect export-message cancelled\n"
+                                 "expect export-message Export cancelled; nothing was written.\n"
                                  "quit\n");
     CKPTDOC_EXPECT_EXIT(r, 0);
     QVERIFY2(QString::fromStdString(r.err).contains("expect export-progress: ok"), r.err.c_str());
@@ -512,7 +563,7 @@ class TestImguiScripted : public QObject {
                                  "click repair.cancel\n"
                                  "release-write\n"
                                  "wait repaired 120\n"
-                                 "expect repair-message cancelled\n"
+                                 "expect repair-message Repair cancelled; nothing was written.\n"
                                  "quit\n");
     CKPTDOC_EXPECT_EXIT(r, 0);
     QVERIFY2(QString::fromStdString(r.err).contains("expect repair-progress: ok"), r.err.c_str());

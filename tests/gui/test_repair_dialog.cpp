@@ -13,6 +13,7 @@
 
 #include "app_settings.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/io/held_write_io.h"
 #include "gui_fixtures.h"
 #include "gui_test_main.h"
 #include "repair_dialog.h"
@@ -55,6 +56,21 @@ class PausingIo : public FileIo {
   FileIo& real_ = posix_io();
 };
 
+// The session analyses a copy of zero2_fp16_ws2 whose fp32 masters are noise (on the CPU).
+bool openStale(Session& session, const test::TempDir& dir) {
+  session.setDevice(DeviceKind::Cpu);
+  QSignalSpy analysed(&session, &Session::analysisFinished);
+  session.open(QString::fromStdString(test::make_stale_masters_checkpoint(dir)));
+  return analysed.wait(120000);
+}
+
+// The dialog shown, writing to `out`, once its plan is made: whether the planner accepted it.
+bool planned(RepairDialog& d, const std::string& out) {
+  d.show();
+  d.setOutput(QString::fromStdString(out));
+  return QTest::qWaitFor([&] { return !d.planning(); }, 60000) && d.planValid();
+}
+
 QPushButton* button(RepairDialog& d, const QString& text) {
   for (auto* b : d.findChildren<QPushButton*>())
     if (b->text() == text) return b;
@@ -75,15 +91,9 @@ class TestRepairDialog : public QObject {
   void refusedCombinationShowsThePlannersReason() {
     test::TempDir dir;
     Session session;
-    session.setDevice(DeviceKind::Cpu);
-    QSignalSpy analysed(&session, &Session::analysisFinished);
-    session.open(QString::fromStdString(test::make_stale_masters_checkpoint(dir)));
-    QVERIFY(analysed.wait(120000));
+    QVERIFY(openStale(session, dir));
     RepairDialog d(&session, analysis::RepairKind::DropOptimizer);
-    d.show();
-    d.setOutput(QString::fromStdString(dir.file("out")));
-    QTRY_VERIFY_WITH_TIMEOUT(!d.planning(), 60000);
-    QVERIFY2(d.planValid(), qPrintable(d.planText()));
+    QVERIFY2(planned(d, dir.file("out")), qPrintable(d.planText()));
     auto* reset = d.findChild<QCheckBox*>("repairResetOptimizer");
     QVERIFY(reset && !reset->isChecked());
     QTest::mouseClick(reset, Qt::LeftButton);
@@ -100,21 +110,43 @@ class TestRepairDialog : public QObject {
     QVERIFY(d.runButton()->isEnabled());
   }
 
+  // Cancel while the repaired copy is being written (its first write held): the dialog says what the other
+  // dialogs say of a cancelled repair, and no output or partial folder is left.
+  void cancelWhileWritingSaysNothingWasWritten() {
+    test::TempDir dir;
+    Session session;
+    QVERIFY(openStale(session, dir));
+    RepairDialog d(&session, analysis::RepairKind::RefreshFp32);
+    QVERIFY2(planned(d, dir.file("repaired")), qPrintable(d.planText()));
+    HeldWriteIo io(/*hold_at=*/1);
+    ScopedFileIo scoped(io);
+    QTest::mouseClick(d.runButton(), Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(io.held(), 60000);
+    QPushButton* cancel = button(d, "Cancel");
+    QVERIFY(cancel);
+    QTest::mouseClick(cancel, Qt::LeftButton);
+    io.release();
+    const QString said = QStringLiteral("Repair cancelled; nothing was written.");
+    auto saysIt = [&] {
+      for (auto* l : d.findChildren<QLabel*>())
+        if (l->isVisible() && l->text() == said) return true;
+      return false;
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(saysIt(), 60000);
+    QVERIFY(!d.result());
+    for (const auto& e : fs::directory_iterator(dir.path()))  // no output, no partial folder
+      QVERIFY2(e.path().filename().string().rfind("repaired", 0) != 0, e.path().c_str());
+  }
+
   void cancelDuringVerificationSaysWrittenButUnverified() {
     test::TempDir dir;
     Session session;
-    session.setDevice(DeviceKind::Cpu);
-    QSignalSpy analysed(&session, &Session::analysisFinished);
-    session.open(QString::fromStdString(test::make_stale_masters_checkpoint(dir)));
-    QVERIFY(analysed.wait(120000));
+    QVERIFY(openStale(session, dir));
     PausingIo io;
     ScopedFileIo scoped(io);
     RepairDialog d(&session, analysis::RepairKind::RefreshFp32);
-    d.show();
     const std::string out = dir.file("repaired");
-    d.setOutput(QString::fromStdString(out));
-    QTRY_VERIFY_WITH_TIMEOUT(!d.planning(), 60000);
-    QVERIFY(d.planValid());
+    QVERIFY2(planned(d, out), qPrintable(d.planText()));
     QSignalSpy finished(&d, &RepairDialog::repairFinished);
     QTest::mouseClick(d.runButton(), Qt::LeftButton);
     QTRY_VERIFY_WITH_TIMEOUT(io.published.load(), 120000);

@@ -11,6 +11,7 @@
 #include <limits>
 #include <optional>
 
+#include "ckptdoc/format/shape_text.h"
 #include "view.h"
 
 namespace ckptdoc::imgui_view {
@@ -31,12 +32,6 @@ std::string percent(double f) {
   char buf[48];
   std::snprintf(buf, sizeof buf, "%.3f %%", f * 100.0);
   return buf;
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
 }
 
 // Parses a tolerance field: a number >= 0, else nullopt.

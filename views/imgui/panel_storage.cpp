@@ -2,6 +2,7 @@
 // scale of their bytes, coloured by key) and the table of its stored keys. Also the overview's summary of it.
 #include <cstdio>
 
+#include "ckptdoc/format/shape_text.h"
 #include "ckptdoc/human_bytes.h"
 #include "ckptdoc/session/storage_picture.h"
 #include "view.h"
@@ -76,7 +77,7 @@ void draw_keys(const sources::StorageMap& map) {
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(k.dtype.c_str());
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(k.tensor ? session::shape_text(k.shape).c_str() : "");
+      ImGui::TextUnformatted(k.tensor ? shape_text(k.shape).c_str() : "");
       ImGui::TableNextColumn();
       ImGui::Text("%zu", k.chunks.size());
       ImGui::TableNextColumn();

@@ -327,9 +327,14 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
         got = !job              ? "no job"
               : job->finished() ? "the job has ended"
                                 : "at " + std::to_string(job->fraction());
-      } else if (a0 == "export-message" || a0 == "repair-message") {  // its outcome, containing TEXT
+      } else if (a0 == "export-message" || a0 == "repair-message" || a0 == "convert-message") {
+        // The window's outcome, containing TEXT.
         const std::string want = wanted_text(st.text, a0);
-        const std::string& said = a0 == "export-message" ? v.exporting.message : v.repair.source_text;
+        const std::string& said =
+            a0 == "export-message" ? v.exporting.message
+            : a0 == "repair-message"
+                ? (v.repair.cancelled.empty() ? v.repair.source_text : v.repair.cancelled)
+                : (v.convert.cancelled.empty() ? v.convert.error : v.convert.cancelled);
         ok = !want.empty() && said.find(want) != std::string::npos;
         got = "said '" + said + "'";
       } else if (a0 == "repair-offered" || a0 == "repair-refused") {

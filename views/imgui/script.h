@@ -29,8 +29,8 @@
 // `select @worst` selects the param with the worst divergence; `wait density` waits for its density plot.
 //   hold-write N   release-write   (test scaffolding) hold the N-th file write from now on until released;
 //                                  `wait held` waits for it, `expect export-progress|repair-progress` then
-//                                  sees the job's bar part way, `expect export-message|repair-message TEXT`
-//                                  its outcome.
+//                                  sees the job's bar part way, `expect export-message|repair-message|
+//                                  convert-message TEXT` its outcome.
 #include <imgui.h>
 
 #include <optional>

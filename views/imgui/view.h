@@ -40,7 +40,7 @@ struct RepairWindow {
   std::string plan_error;
   std::optional<repair::RepairResult> result;
   std::string run_error;
-  bool cancelled = false;
+  std::string cancelled;  // what the window says of a cancelled run; "" when it was not
   // A source's own repair (DCP, Accelerate, Megatron-core; a Trainer or Accelerate optimizer folder;
   // window_source_repair.cpp): no plan, the source's own text (or refusal) once it ran.
   bool of_source = false;
@@ -73,7 +73,8 @@ struct ConvertWindow {  // Checkpoint > Convert to universal...
   char for_deepspeed[64] = {};  // empty: the checkpoint's own version
   session::JobPtr job;
   std::optional<universal::ConvertResult> result;
-  std::string error;  // core's refusal or failure: nothing was written
+  std::string error;      // core's refusal or failure: nothing was written
+  std::string cancelled;  // what the window says of a cancelled convert; "" when it was not
 };
 
 // What the file picker's choice is for: opening it, the diff's B, or ZeRO-3's 16-bit weights (--lp-source).

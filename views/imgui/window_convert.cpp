@@ -16,14 +16,17 @@ void start_convert(View& v) {
   ConvertWindow& c = v.convert;
   c.result.reset();
   c.error.clear();
+  c.cancelled.clear();
   universal::ToUniversalOptions o;
   o.for_deepspeed = c.for_deepspeed;
   o.device = v.session.settings().device;
   c.job = v.session.convert_to_universal(c.output, o, [&v](session::Outcome<universal::ConvertResult>& r) {
     if (r.ok())
       v.convert.result = std::move(*r.value);
+    else if (r.error->kind == session::ErrorKind::Cancelled)
+      v.convert.cancelled = session::cancelled_text(session::JobKind::Convert);  // thrown before publishing
     else
-      v.convert.error = r.error->kind == session::ErrorKind::Cancelled ? "cancelled" : r.error->message;
+      v.convert.error = r.error->message;
   });
 }
 
@@ -47,6 +50,10 @@ bool summary(View& v, const model::Catalog& cat) {
 
 void result_text(View& v) {
   const ConvertWindow& c = v.convert;
+  if (!c.cancelled.empty()) {
+    ImGui::TextDisabled("%s", c.cancelled.c_str());
+    return;
+  }
   if (!c.error.empty()) {
     ImGui::TextColored(ImVec4(0.95f, 0.4f, 0.35f, 1), "Not converted. Nothing was written.");
     ImGui::TextWrapped("%s", display(v, c.error).c_str());
@@ -104,6 +111,7 @@ void draw_convert_window(View& v) {
     ImGui::ProgressBar(static_cast<float>(j.fraction()), ImVec2(-120, 0), display(v, j.stage()).c_str());
     ImGui::SameLine();
     if (ImGui::Button(j.cancel_requested() ? "Cancelling..." : "Cancel")) c.job->cancel();
+    v.widgets.record("convert.cancel");
   } else {
     ImGui::BeginDisabled(!can_run);
     if (ImGui::Button("Convert")) start_convert(v);

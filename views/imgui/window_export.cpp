@@ -71,7 +71,7 @@ void draw_source_export_window(View& v, const sources::Source& source) {
           v.exporting.ok = r.ok();
           if (!r.ok()) {
             v.exporting.message = r.error->kind == session::ErrorKind::Cancelled
-                                      ? "Export cancelled; nothing was written."
+                                      ? session::cancelled_text(session::JobKind::Export)
                                       : "Export failed: " + r.error->message;
             return;
           }
@@ -172,7 +172,7 @@ void draw_export_window(View& v) {
           v.exporting.warning = deepspeed::non_finite_warning(*r.value);
         } else
           v.exporting.message = r.error->kind == session::ErrorKind::Cancelled
-                                    ? "Export cancelled; nothing was written."
+                                    ? session::cancelled_text(session::JobKind::Export)
                                     : "Export failed: " + r.error->message;
       });
     }

@@ -77,12 +77,12 @@ void start_repair(View& v) {
   RepairWindow& r = v.repair;
   r.result.reset();
   r.run_error.clear();
-  r.cancelled = false;
+  r.cancelled.clear();
   r.run_job = v.session.run_repair(r.output, request_of(v), [&v](session::Outcome<repair::RepairResult>& o) {
     if (o.ok())
       v.repair.result = std::move(*o.value);
     else if (o.error->kind == session::ErrorKind::Cancelled)
-      v.repair.cancelled = true;
+      v.repair.cancelled = session::cancelled_text(session::JobKind::Repair);
     else
       v.repair.run_error = o.error->message;
   });
@@ -90,8 +90,8 @@ void start_repair(View& v) {
 
 void result_text(View& v) {
   const RepairWindow& r = v.repair;
-  if (r.cancelled) {
-    ImGui::TextDisabled("Cancelled; nothing was written.");
+  if (!r.cancelled.empty()) {
+    ImGui::TextDisabled("%s", r.cancelled.c_str());
     return;
   }
   if (!r.run_error.empty()) {

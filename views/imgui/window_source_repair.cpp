@@ -71,7 +71,7 @@ void draw_source_repair_window(View& v) {
         v.repair.source_ok = done.ok();
         v.repair.source_text = done.ok() ? done.value->text
                                : done.error->kind == session::ErrorKind::Cancelled
-                                   ? "Repair cancelled; nothing was written."
+                                   ? session::cancelled_text(session::JobKind::Repair)
                                    : "Repair failed: " + done.error->message;
       });
     }

@@ -145,9 +145,15 @@ void ConvertDialog::startConvert() {
       return;
     }
     self->run_->setEnabled(self->canRun_);
-    const QString m = r.error->kind == session::ErrorKind::Cancelled ? tr("Cancelled.") : errorText(*r.error);
+    // A cancelled conversion threw before publishing: its partial folder is gone
+    // (universal/output_folder.cpp).
+    const bool cancelled = r.error->kind == session::ErrorKind::Cancelled;
+    const QString m = cancelled ? QString::fromStdString(session::cancelled_text(session::JobKind::Convert))
+                                : errorText(*r.error);
     self->footer_->showResult(
-        tr("<b style='color:#c62828'>Not converted.</b> %1<br>Nothing was written.").arg(m.toHtmlEscaped()),
+        cancelled ? m.toHtmlEscaped()
+                  : tr("<b style='color:#c62828'>Not converted.</b> %1<br>Nothing was written.")
+                        .arg(m.toHtmlEscaped()),
         false);
     spdlog::warn("convert to universal: {}", m.toStdString());
     emit self->convertFinished(false);

@@ -2,14 +2,14 @@
 
 #include <cmath>
 
+#include "ckptdoc/format/shape_text.h"
+
 namespace ckptdoc::gui {
 
 namespace {
 
 QString shapeText(const std::vector<int64_t>& s) {
-  QStringList parts;
-  for (auto d : s) parts << QString::number(d);
-  return QStringLiteral("[%1]").arg(parts.join(QStringLiteral(", ")));
+  return QString::fromStdString(shape_text(s));
 }
 
 QString number(double v) {

@@ -187,7 +187,7 @@ void ExportDialog::start() {
     self->close_->setText(tr("Close"));
     if (!r.ok()) {
       self->status_->setText(r.error->kind == session::ErrorKind::Cancelled
-                                 ? tr("Export cancelled; nothing was written.")
+                                 ? QString::fromStdString(session::cancelled_text(session::JobKind::Export))
                                  : tr("<b style='color:#c62828'>Export failed:</b> %1")
                                        .arg(errorText(*r.error).toHtmlEscaped()));
       return;
@@ -233,7 +233,7 @@ void ExportDialog::startSourceExport() {
     self->close_->setText(tr("Close"));
     if (!r.ok()) {
       self->status_->setText(r.error->kind == session::ErrorKind::Cancelled
-                                 ? tr("Export cancelled; nothing was written.")
+                                 ? QString::fromStdString(session::cancelled_text(session::JobKind::Export))
                                  : tr("<b style='color:#c62828'>Export failed:</b> %1")
                                        .arg(errorText(*r.error).toHtmlEscaped()));
       return;

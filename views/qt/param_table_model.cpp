@@ -3,8 +3,9 @@
 #include <QBrush>
 #include <QColor>
 #include <QLocale>
-#include <QStringList>
 #include <cmath>
+
+#include "ckptdoc/format/shape_text.h"
 
 namespace ckptdoc::gui {
 
@@ -102,9 +103,7 @@ QVariant ParamTableModel::cell(const Row& r, int column, bool forSort) const {
       return r.group;
     case Shape: {
       if (forSort) return static_cast<qlonglong>(r.shape.size());
-      QStringList dims;
-      for (auto x : r.shape) dims << QString::number(x);
-      return QStringLiteral("[%1]").arg(dims.join(QStringLiteral(", ")));
+      return QString::fromStdString(shape_text(r.shape));
     }
     case DTypeCol:
       return r.dtype;

@@ -176,7 +176,7 @@ void RepairDialog::startRepair() {
     }
     self->run_->setEnabled(self->planValid_);
     if (o.error->kind == session::ErrorKind::Cancelled) {
-      self->footer_->setStage(tr("Cancelled; nothing was written."));
+      self->footer_->setStage(QString::fromStdString(session::cancelled_text(session::JobKind::Repair)));
       spdlog::info("repair cancelled");
       return;
     }

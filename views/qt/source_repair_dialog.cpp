@@ -124,7 +124,7 @@ void SourceRepairDialog::start() {
     if (!self) return;
     self->footer_->ended();
     if (!r.ok() && r.error->kind == session::ErrorKind::Cancelled) {
-      self->result_ = tr("Cancelled; nothing was written.");
+      self->result_ = QString::fromStdString(session::cancelled_text(session::JobKind::Repair));
       self->footer_->setStage(self->result_);
       spdlog::info("repair cancelled");
       emit self->repairFinished(false);

@@ -1,5 +1,6 @@
 #include "stored_keys_model.h"
 
+#include "ckptdoc/format/shape_text.h"
 #include "ckptdoc/human_bytes.h"
 #include "ckptdoc/session/storage_picture.h"
 
@@ -31,7 +32,7 @@ QVariant StoredKeysModel::data(const QModelIndex& index, int role) const {
     case Dtype:
       return QString::fromStdString(k.dtype);
     case Shape:
-      return k.tensor ? QString::fromStdString(session::shape_text(k.shape)) : QString();
+      return k.tensor ? QString::fromStdString(shape_text(k.shape)) : QString();
     case Chunks:
       return static_cast<int>(k.chunks.size());
     case Where: {

@@ -12,6 +12,7 @@
 #include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/parallel.h"
+#include "ckptdoc/short_list.h"
 
 namespace ckptdoc::analysis {
 namespace {
@@ -99,9 +100,7 @@ std::vector<deepspeed::Problem> verify_checksums(const deepspeed::Catalog& catal
   for (size_t f = 0; f < bad.size(); ++f) {
     if (bad[f].empty()) continue;
     std::sort(bad[f].begin(), bad[f].end());
-    std::string list;
-    for (size_t k = 0; k < bad[f].size() && k < 5; ++k) list += (k ? ", " : "") + bad[f][k];
-    if (bad[f].size() > 5) list += " and " + std::to_string(bad[f].size() - 5) + " more";
+    const std::string list = short_list(bad[f]);
     const auto& file = catalog.files[f];
     deepspeed::Problem p(model::Code::ChecksumMismatch);
     p.file = file.path;

@@ -7,6 +7,7 @@
 
 #include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/short_list.h"
 
 namespace ckptdoc::analysis {
 
@@ -157,9 +158,7 @@ std::vector<analysis::Finding> live_findings(const analysis::LiveReport& live,
   if (live.grad_nonfinite > 0) {
     std::vector<std::string> params;
     for (const auto& [name, n] : live.grad_nonfinite_by_param) params.push_back(name);
-    std::string list;
-    for (size_t i = 0; i < params.size() && i < 5; ++i) list += (i ? ", " : "") + params[i];
-    if (params.size() > 5) list += " and " + std::to_string(params.size() - 5) + " more";
+    const std::string list = short_list(params);
     Finding f(model::Code::GradientNonfinite);
     if (fp16_dynamic) f.severity = Severity::Warning;  // fp16's loss scaler skips the step: nothing written
     f.message =

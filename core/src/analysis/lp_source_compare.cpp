@@ -7,6 +7,7 @@
 #include "ckptdoc/compute/backend.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/short_list.h"
 #include "deepspeed/param_readers.h"
 
 namespace ckptdoc::analysis::detail {
@@ -18,13 +19,6 @@ constexpr int64_t kChunk = 1 << 22;  // elements of one param read and compared 
 // the fp32-master rules call healthy.
 bool agrees(const DivergenceStats& d) {
   return d.nonfinite == 0 && d.exact_fraction() >= MismatchThresholds{}.healthy_exact_fraction;
-}
-
-std::string list_of(const std::vector<std::string>& names, size_t most = 5) {
-  std::string s;
-  for (size_t i = 0; i < names.size() && i < most; ++i) s += (i ? ", " : "") + names[i];
-  if (names.size() > most) s += " and " + std::to_string(names.size() - most) + " more";
-  return s;
 }
 
 }  // namespace
@@ -86,7 +80,7 @@ void compare_with_lp_source(const deepspeed::Checkpoint& ckpt, const std::string
     f.message = "the 16-bit weights in " + where +
                 " do not match this ZeRO-3 checkpoint's fp32 partitions for " +
                 std::to_string(disagree.size()) + " of " + std::to_string(compared) + " params (" +
-                list_of(disagree) +
+                short_list(disagree) +
                 "). Either that save is stale (another step) or of another model, or the fp32 partitions are "
                 "stale (left at their initial values, the DeepSpeed #762 state). DeepSpeed restores the fp32 "
                 "partitions; if the 16-bit weights are the ones to trust, repair --refresh-fp32 --lp-source "
@@ -102,11 +96,11 @@ void compare_with_lp_source(const deepspeed::Checkpoint& ckpt, const std::string
     Finding f = finding_of(model::Code::LpSourceIncomplete);
     f.message =
         where + " does not hold every param of the checkpoint: " +
-        (missing.empty() ? "" : std::to_string(missing.size()) + " missing (" + list_of(missing) + ")") +
+        (missing.empty() ? "" : std::to_string(missing.size()) + " missing (" + short_list(missing) + ")") +
         (!missing.empty() && !wrong_size.empty() ? "; " : "") +
         (wrong_size.empty()
              ? ""
-             : std::to_string(wrong_size.size()) + " of another size (" + list_of(wrong_size) + ")") +
+             : std::to_string(wrong_size.size()) + " of another size (" + short_list(wrong_size) + ")") +
         "; those were not compared";
     f.params = missing;
     f.files = {lp_path};

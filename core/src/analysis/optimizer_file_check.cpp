@@ -6,7 +6,9 @@
 #include <set>
 
 #include "analysis/weights_diagnose.h"
+#include "ckptdoc/format/shape_text.h"
 #include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/short_list.h"
 
 namespace ckptdoc::analysis {
 
@@ -15,19 +17,6 @@ using weights::OptimizerFileSummary;
 using weights::OptimizerParamState;
 
 namespace {
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
-std::string some(const std::vector<std::string>& names, size_t max = 5) {
-  std::string s;
-  for (size_t i = 0; i < names.size() && i < max; ++i) s += (i ? ", " : "") + names[i];
-  if (names.size() > max) s += " and " + std::to_string(names.size() - max) + " more";
-  return s;
-}
 
 std::string step_text(double step) {
   return step == static_cast<double>(static_cast<int64_t>(step)) ? std::to_string(static_cast<int64_t>(step))
@@ -86,7 +75,7 @@ OptimizerFileSummary check_optimizer_file(const OptimizerFile& opt, const std::v
   if (!incomplete.empty())
     add(model::Code::OptimizerStateIncomplete,
         std::to_string(incomplete.size()) +
-            " state entries that the other params hold are missing: " + some(incomplete) +
+            " state entries that the other params hold are missing: " + short_list(incomplete) +
             ". torch's load_state_dict takes the state as it is, and the optimizer then fails " +
             "or restarts those moments; reset the optimizer or resume from an earlier save",
         incomplete);
@@ -100,7 +89,7 @@ OptimizerFileSummary check_optimizer_file(const OptimizerFile& opt, const std::v
     std::string counts;
     for (const auto& [step, names] : by_step)
       counts += (counts.empty() ? "" : ", ") + std::to_string(names.size()) + " at step " + step_text(step) +
-                " (" + some(names, 3) + ")";
+                " (" + short_list(names, 3) + ")";
     add(model::Code::OptimizerStepInconsistent,
         "the params' Adam steps differ: " + counts +
             ". Params trained together share one step; the state was pieced together from several saves",
@@ -144,20 +133,20 @@ OptimizerFileSummary check_optimizer_file(const OptimizerFile& opt, const std::v
   if (!nonfinite.empty())
     add(model::Code::NonfiniteValues,
         std::to_string(nonfinite_count) + " NaN/Inf values in " + std::to_string(nonfinite.size()) +
-            " optimizer state tensors: " + some(nonfinite) +
+            " optimizer state tensors: " + short_list(nonfinite) +
             ". The next step would write NaN into those params; reset the optimizer or resume from an "
             "earlier save",
         nonfinite_names);
   if (!lost.empty())
     add(model::Code::OptimizerStepInconsistent,
-        std::to_string(lost.size()) + " Adam moments are all zeros at step >= 2: " + some(lost) +
+        std::to_string(lost.size()) + " Adam moments are all zeros at step >= 2: " + short_list(lost) +
             ". Moments are never exactly zero after two steps: they were lost while the step was kept, and "
             "the "
             "next update is far larger than lr intends",
         lost);
   if (!negative.empty())
     add(model::Code::OptimizerStepInconsistent,
-        "negative values in exp_avg_sq, a running mean of squares: " + some(negative) +
+        "negative values in exp_avg_sq, a running mean of squares: " + short_list(negative) +
             " (the bytes are damaged; sqrt of them is NaN)",
         negative);
 
@@ -179,7 +168,7 @@ OptimizerFileSummary check_optimizer_file(const OptimizerFile& opt, const std::v
   }
   if (!disagree.empty())
     add(model::Code::OptimizerStateShapeMismatch,
-        "one param's moments have different shapes: " + some(disagree) + ": the state was damaged", {});
+        "one param's moments have different shapes: " + short_list(disagree) + ": the state was damaged", {});
   if (weights.empty()) return s;
   s.weights_compared = weights.size();
   s.by_name =
@@ -203,13 +192,14 @@ OptimizerFileSummary check_optimizer_file(const OptimizerFile& opt, const std::v
     if (!unknown.empty())
       add(model::Code::AccelerateOptimizerParamUnknown,
           std::to_string(unknown.size()) +
-              " params' optimizer state names a param the weights do not hold: " + some(unknown) +
+              " params' optimizer state names a param the weights do not hold: " + short_list(unknown) +
               ". The optimizer was saved for another model",
           unknown);
     if (!unmatched.empty())
       add(model::Code::OptimizerStateShapeMismatch,
-          std::to_string(unmatched.size()) + " params' moments do not have their weight's shape: " +
-              some(unmatched) + ". The optimizer was saved for another model (or the weights were replaced)",
+          std::to_string(unmatched.size()) +
+              " params' moments do not have their weight's shape: " + short_list(unmatched) +
+              ". The optimizer was saved for another model (or the weights were replaced)",
           {});
     return s;
   }
@@ -229,7 +219,7 @@ OptimizerFileSummary check_optimizer_file(const OptimizerFile& opt, const std::v
     add(model::Code::OptimizerStateShapeMismatch,
         std::to_string(unmatched.size()) + " of " + std::to_string(state_shapes.size()) +
             " params' moments have a shape no weight beside them has (each weight taken once): " +
-            some(unmatched) +
+            short_list(unmatched) +
             ". The optimizer was saved for another model (or the weights were replaced); loading it fails or "
             "mixes moments between params",
         {});

@@ -9,6 +9,7 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/parallel.h"
+#include "ckptdoc/short_list.h"
 
 namespace ckptdoc::analysis {
 
@@ -20,13 +21,6 @@ constexpr int64_t kChunk = int64_t{1} << 22;  // elements per task: keeps every 
 
 bool scannable(DType d) {
   return d == DType::F16 || d == DType::BF16 || d == DType::F32 || d == DType::F64;
-}
-
-std::string some(const std::vector<std::string>& names, size_t max = 5) {
-  std::string s;
-  for (size_t i = 0; i < names.size() && i < max; ++i) s += (i ? ", " : "") + names[i];
-  if (names.size() > max) s += " and " + std::to_string(names.size() - max) + " more";
-  return s;
 }
 
 struct Task {
@@ -120,7 +114,7 @@ analysis::Report diagnose_tensors(const std::vector<TensorToScan>& tensors,
       model::Finding f(
           model::Code::NonfiniteValues,
           std::to_string(nonfinite_count) + " NaN/Inf values in " + std::to_string(nonfinite.size()) +
-              " tensors: " + some(nonfinite) + " (in " + some(nonfinite_files) +
+              " tensors: " + short_list(nonfinite) + " (in " + short_list(nonfinite_files) +
               "). A model with them produces NaN outputs; take the weights from an earlier save");
       f.params = names;
       f.evidence = {{"nonfinite", double(nonfinite_count)}};
@@ -130,8 +124,8 @@ analysis::Report diagnose_tensors(const std::vector<TensorToScan>& tensors,
   if (!zero.empty()) {
     {
       model::Finding f(model::Code::AllZeroWeights,
-                       std::to_string(zero.size()) + " weight matrices are all zeros: " + some(zero) +
-                           " (in " + some(zero_files) +
+                       std::to_string(zero.size()) + " weight matrices are all zeros: " + short_list(zero) +
+                           " (in " + short_list(zero_files) +
                            "). Trained layers are never exactly zero: a lost or never-gathered partition, "
                            "unless the layer is zero-initialised on purpose (e.g. a LoRA B matrix)");
       f.params = zero;

@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "ckptdoc/format/shape_text.h"
 #include "ckptdoc/model/finding_codes.h"
 
 namespace ckptdoc::deepspeed {
@@ -11,12 +12,6 @@ namespace {
 
 std::string n(int64_t x) {
   return std::to_string(x);
-}
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string t = "[";
-  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + n(s[i]);
-  return t + "]";
 }
 
 std::string join(const std::vector<std::string>& v, size_t max = 6) {

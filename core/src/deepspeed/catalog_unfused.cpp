@@ -9,6 +9,7 @@
 #include <set>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/format/shape_text.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/tensor_slice.h"
@@ -86,12 +87,6 @@ class ShapeMatcher {
   std::map<std::pair<size_t, std::vector<size_t>>, int> memo_;
   bool too_large_ = false;
 };
-
-std::string shape_text(const Shape& s) {
-  std::string t = "[";
-  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + "]";
-}
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "ckptdoc/deepspeed/writer.h"
+#include "ckptdoc/format/shape_text.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/universal_folder.h"
@@ -24,12 +25,6 @@ namespace {
 
 std::string num(int64_t x) {
   return std::to_string(x);
-}
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string t = "[";
-  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + num(s[i]);
-  return t + "]";
 }
 
 std::string list_text(const std::vector<std::string>& v, size_t max = 6) {

@@ -11,18 +11,13 @@
 #include "ckptdoc/deepspeed/replica_vote.h"
 #include "ckptdoc/deepspeed/tp_rules.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/format/shape_text.h"
 #include "ckptdoc/io/file_io.h"
 #include "deepspeed/tensor_convert.h"
 
 namespace ckptdoc::deepspeed::detail {
 
 namespace {
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string t = "[";
-  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + "]";
-}
 
 int64_t prod(const std::vector<int64_t>& s, size_t from, size_t to) {
   int64_t n = 1;

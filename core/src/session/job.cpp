@@ -40,6 +40,12 @@ bool writes_files(JobKind k) {
   return k == JobKind::Repair || k == JobKind::Export || k == JobKind::Convert;
 }
 
+std::string cancelled_text(JobKind k) {
+  std::string what(job_kind_name(k));
+  what[0] = static_cast<char>(what[0] - 'a' + 'A');
+  return what + (writes_files(k) ? " cancelled; nothing was written." : " cancelled.");
+}
+
 std::string_view job_state_name(JobState s) {
   switch (s) {
     case JobState::Queued:

@@ -6,6 +6,8 @@
 #include <map>
 #include <sstream>
 
+#include "ckptdoc/format/shape_text.h"
+
 namespace ckptdoc::session {
 
 namespace {
@@ -508,12 +510,6 @@ std::vector<StripColumn> param_strip(const model::Catalog& catalog, const Health
 }
 
 namespace {
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "x" : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 void measures_text(std::ostringstream& o, const Measures& m) {
   char buf[96];

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 
+#include "ckptdoc/format/shape_text.h"
 #include "ckptdoc/human_bytes.h"
 #include "ckptdoc/session/pictures.h"
 
@@ -40,12 +41,6 @@ StoragePicture storage_picture(const sources::StorageMap& map,
     pic.rows.push_back(std::move(row));
   }
   return pic;
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
 }
 
 std::string box_text(const std::vector<int64_t>& offsets, const std::vector<int64_t>& sizes) {

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/format/shape_text.h"
 #include "ckptdoc/io/mapped_file.h"
 #include "format/tensor_pages.h"
 
@@ -17,12 +18,6 @@ int64_t product(const std::vector<int64_t>& s, size_t from, size_t to) {
   int64_t n = 1;
   for (size_t i = from; i < to && i < s.size(); ++i) n *= s[i];
   return n;
-}
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string t = "[";
-  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + "]";
 }
 
 // Calls emit(k, offset, count) for the merged flat order of p's elements, up to p.out_numel, as runs of

@@ -13,6 +13,7 @@
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/short_list.h"
 
 namespace fs = std::filesystem;
 
@@ -32,14 +33,6 @@ std::string strip_module(const std::string& n) {
 bool weights_extension(const std::string& name) {
   return ends_with(name, ".safetensors") || ends_with(name, ".bin") || ends_with(name, ".pt") ||
          ends_with(name, ".pth");
-}
-
-// "a, b, c and 7 more"
-std::string some(const std::vector<std::string>& names, size_t max = 5) {
-  std::string s;
-  for (size_t i = 0; i < names.size() && i < max; ++i) s += (i ? ", " : "") + names[i];
-  if (names.size() > max) s += " and " + std::to_string(names.size() - max) + " more";
-  return s;
 }
 
 // Index and config files are small; a huge one is refused rather than read into memory.
@@ -201,7 +194,8 @@ void WeightsSource::open_folder(const std::string& dir) {
   if (candidates.size() > 1) {
     problem(
         model::Code::IndexMissing,
-        "the folder holds " + std::to_string(candidates.size()) + " weights files (" + some(candidates) +
+        "the folder holds " + std::to_string(candidates.size()) + " weights files (" +
+            short_list(candidates) +
             ") and no index: Hugging Face loaders look for model.safetensors or an index and find neither",
         candidates.front());
   }
@@ -272,7 +266,7 @@ void WeightsSource::read_index(const std::string& index_path) {
         if (file == f) lost.push_back(t);
       problem(model::Code::IndexShardMissing,
               index_->path + " names " + f + ", which is not in the folder: its " +
-                  std::to_string(lost.size()) + " tensors (" + some(lost) + ") cannot be loaded",
+                  std::to_string(lost.size()) + " tensors (" + short_list(lost) + ") cannot be loaded",
               f, lost);
       continue;
     }
@@ -379,7 +373,7 @@ void WeightsSource::check_index() {
   for (const auto& [name, files] : holders_) {
     if (files.size() < 2) continue;
     problem(model::Code::TensorDuplicated,
-            "'" + name + "' is stored in " + std::to_string(files.size()) + " files (" + some(files) +
+            "'" + name + "' is stored in " + std::to_string(files.size()) + " files (" + short_list(files) +
                 "): which one a loader keeps depends on the order it reads them",
             files.front(), {name});
   }
@@ -398,8 +392,8 @@ void WeightsSource::check_index() {
       if (!missing.empty())
         problem(model::Code::IndexTensorMissing,
                 index_->path + " maps " + std::to_string(missing.size()) + " tensors to " + f.path +
-                    ", which does not hold them: " + some(missing) +
-                    (elsewhere.empty() ? "" : "; found elsewhere: " + some(elsewhere)),
+                    ", which does not hold them: " + short_list(missing) +
+                    (elsewhere.empty() ? "" : "; found elsewhere: " + short_list(elsewhere)),
                 f.path, missing);
       // Held here but not named by the index at all.
       std::vector<std::string> unindexed;
@@ -408,7 +402,7 @@ void WeightsSource::check_index() {
       if (!unindexed.empty())
         problem(model::Code::ShardTensorUnindexed,
                 f.path + " holds " + std::to_string(unindexed.size()) + " tensors that " + index_->path +
-                    " does not name (" + some(unindexed) +
+                    " does not name (" + short_list(unindexed) +
                     "): a loader that goes by the index never maps them",
                 f.path, unindexed);
     }
@@ -455,7 +449,7 @@ void WeightsSource::check_index() {
     problem(model::Code::PlaceholderTensor,
             config.empty() ? model::Severity::Warning : model::Severity::Error,
             std::to_string(empty.size()) + " of " + std::to_string(tensors_.size()) + " tensors are empty (" +
-                some(empty) + ", first in " + empty_file + ")" +
+                short_list(empty) + ", first in " + empty_file + ")" +
                 (config.empty()
                      ? ""
                      : " although config.json implies real sizes (" + config +
@@ -479,7 +473,7 @@ void WeightsSource::check_index() {
     }
     problem(model::Code::MixedDtypes,
             "floating tensors are stored in several dtypes (" + counts + "); not " +
-                std::string(dtype_name(main)) + ": " + some(minority) +
+                std::string(dtype_name(main)) + ": " + short_list(minority) +
                 ". Loaders cast them to the model's dtype; check this is intended",
             files_.empty() ? "" : files_.front().path, minority);
   }

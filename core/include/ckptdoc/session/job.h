@@ -33,6 +33,10 @@ enum class JobKind : uint8_t {
 };
 std::string_view job_kind_name(JobKind k);  // "open", "analyse", "plan", ...
 bool writes_files(JobKind k);               // Repair, Export, Convert
+// What every view says of a job that ended Cancelled: "Repair cancelled; nothing was written." for a kind
+// that writes files (true: such a job keeps its result once its output is published, so Cancelled means the
+// partial output was removed), "Diff cancelled." for the others.
+std::string cancelled_text(JobKind k);
 
 enum class JobState : uint8_t { Queued, Running, Succeeded, Failed, Cancelled, Superseded };
 std::string_view job_state_name(JobState s);  // "queued", "running", ...

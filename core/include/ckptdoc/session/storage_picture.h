@@ -38,8 +38,7 @@ StoragePicture storage_picture(const sources::StorageMap& map,
 // Tooltip text (plain lines) for one item of one file.
 std::string describe_stored_item(const sources::StorageMap& map, size_t file, size_t item);
 
-// "[64, 32]" and "[0:32, 0:32]" for a shape and a chunk's box.
-std::string shape_text(const std::vector<int64_t>& shape);
+// "[0:32, 0:32]" for a chunk's box (its shape is format/shape_text.h's "[32, 32]").
 std::string box_text(const std::vector<int64_t>& offsets, const std::vector<int64_t>& sizes);
 
 }  // namespace ckptdoc::session

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/format/shape_text.h"
 #include "ckptdoc/sources/dcp/metadata.h"
 
 namespace ckptdoc::dcp {
@@ -17,12 +18,6 @@ long long rank_of(const std::string& name) {
   const size_t digits = name.size() - std::string("__.metadata").size();
   if (!is_rank_metadata_name(name) || digits > 9) return -1;
   return std::stoll(name.substr(2, digits));
-}
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
 }
 
 std::string entry_text(const Entry& e) {

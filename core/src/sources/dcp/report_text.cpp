@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ckptdoc/format/shape_text.h"
 #include "ckptdoc/human_bytes.h"
 #include "ckptdoc/model/finding_codes.h"
 
@@ -28,12 +29,6 @@ __attribute__((format(printf, 2, 3))) void appendf(std::string& out, const char*
     out.append(buf.data(), static_cast<size_t>(n));
   }
   va_end(again);
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
 }
 
 std::string files_of(const Entry& e) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "ckptdoc/format/shape_text.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/sources/dcp/diagnose.h"
 
@@ -14,12 +15,6 @@ std::string box_text(const Chunk& c) {
   for (size_t d = 0; d < c.offsets.size(); ++d)
     s += (d ? ", " : "") + std::to_string(c.offsets[d]) + ":" + std::to_string(c.offsets[d] + c.sizes[d]);
   return s + "]";
-}
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
 }
 
 bool overlap(const Chunk& a, const Chunk& b) {
