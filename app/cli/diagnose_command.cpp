@@ -39,7 +39,7 @@ std::string fmt_double(double v, const char* f = "%.3g") {
 }
 
 // The verdict and what it rests on, before the findings: "No problems found" only after comparing something.
-void print_verdict(const analysis::Report& report, const deepspeed::Catalog& cat) {
+void print_verdict(const analysis::Report& report, const model::Catalog& cat) {
   const analysis::Verdict v = analysis::verdict_of(report, cat);
   std::printf("%s Checked: %s.\n", v.headline.c_str(), v.basis.c_str());
   for (const auto& n : v.not_checked) std::printf("Not checked: %s.\n", n.c_str());
@@ -47,7 +47,7 @@ void print_verdict(const analysis::Report& report, const deepspeed::Catalog& cat
 }
 
 // A weights-only source: findings, then every tensor's values (worst first: NaN/Inf, all zeros).
-void print_weights_report(const analysis::Report& report, const deepspeed::Catalog& cat, int max_params) {
+void print_weights_report(const analysis::Report& report, const model::Catalog& cat, int max_params) {
   std::printf("ckptdoc diagnose: %s (%s, %zu tensors)\n", cat.tag_dir.c_str(), cat.kind.c_str(),
               report.params.size());
   std::printf("  scanned %s in %.2f s on %s\n\n", human_bytes(report.bytes_scanned).c_str(), report.seconds,
@@ -95,16 +95,16 @@ void print_live(const analysis::LiveReport& l) {
     std::printf("  gradients: none (the dump ran outside backward()..step())\n");
 }
 
-void print_report(const analysis::Report& report, const deepspeed::Catalog& cat, int max_params) {
+void print_report(const analysis::Report& report, const model::Catalog& cat, int max_params) {
   if (cat.weights_only) return print_weights_report(report, cat, max_params);
   std::printf("ckptdoc diagnose: %s (tag %s)\n", cat.tag_dir.c_str(), cat.tag.c_str());
   const auto& t = cat.topology;
-  std::string par = cat.universal ? "universal (any dp)" : "dp " + std::to_string(cat.dp_world_size);
+  std::string par = cat.dp_independent ? "universal (any dp)" : "dp " + std::to_string(cat.dp_world_size);
   if (t.model_parallel()) par = "pp " + std::to_string(t.pp) + " x tp " + std::to_string(t.tp) + " x " + par;
   if (t.moe()) par += ", ep " + std::to_string(t.ep);
-  std::printf("  ZeRO stage %d, %s weights, %s, %s; scanned %s in %.2f s on %s\n\n", cat.zero_stage,
-              std::string(dtype_name(cat.lp_dtype)).c_str(), par.c_str(),
-              std::string(deepspeed::wrapper_name(cat.wrapper)).c_str(),
+  // A training checkpoint (weights sources went above): partitioning_text is its "ZeRO stage N".
+  std::printf("  %s, %s weights, %s, %s; scanned %s in %.2f s on %s\n\n", cat.partitioning_text.c_str(),
+              std::string(dtype_name(cat.lp_dtype)).c_str(), par.c_str(), cat.optimizer_class.c_str(),
               human_bytes(report.bytes_scanned).c_str(), report.seconds, report.backend.c_str());
   if (report.live) print_live(*report.live);
   for (size_t d = 0; d < report.devices.size(); ++d) {
@@ -155,7 +155,7 @@ void print_report(const analysis::Report& report, const deepspeed::Catalog& cat,
       for (const auto& [r, n] : ranks) nonfinite += n;
     const auto& d = p->lp_vs_fp32;
     const std::string slice =
-        p->pp >= 0 || p->tp >= 0 ? "[" + deepspeed::slice_label(t, p->pp, p->tp) + "] " : "";
+        p->pp >= 0 || p->tp >= 0 ? "[" + model::slice_label(t, p->pp, p->tp) + "] " : "";
     const std::string name = fit_column(slice, p->name, 40);
     std::printf("%s %12lld %9s %10s %10s %8llu %12s\n", name.c_str(), static_cast<long long>(p->numel),
                 d ? fmt_double(d->exact_fraction() * 100.0, "%.2f").c_str() : "-",

@@ -121,6 +121,49 @@ class TestDeepspeedExport : public QObject {
     if (stage != 3) QCOMPARE(g0["partition_numel"].toInteger(), 41610);
   }
 
+  // What the views print of a checkpoint (its description, filled once when it is opened) is in the JSON too,
+  // and agrees with what the real run recorded: its DeepSpeed version and ZeRO stage (engine_truth.json,
+  // written by the fixture's training driver) and its files' sizes (checkpoint.reference.json).
+  void inspectJsonDescribesAsTheViews_data() { fixtures_data(); }
+  void inspectJsonDescribesAsTheViews() {
+    QFETCH(QString, name);
+    const std::string n = name.toStdString();
+    const auto truth = test::read_json_file(test::deepspeed_fixture(n) + "/engine_truth.json");
+    const auto reference = test::fixture_reference(n);
+    const auto j = inspect_json(fixture_dir(n));
+    QVERIFY(!j.isEmpty());
+    const QString version = truth["versions"].toObject()["deepspeed"].toString();
+    QVERIFY(!version.isEmpty());
+    const auto facts = j["facts"].toArray();
+    QCOMPARE(facts.size(), 1);
+    QCOMPARE(facts[0].toObject()["label"].toString(), QString("DeepSpeed"));
+    QCOMPARE(facts[0].toObject()["value"].toString(), version);
+    QCOMPARE(j["writer_version"].toString(), version);
+    const int stage = truth["zero_stage"].toInt();
+    const QString partitioning = QString("ZeRO stage %1").arg(stage);
+    QCOMPARE(j["partitioning_text"].toString(), partitioning);
+    QVERIFY2(j["optimizer_text"].toString().contains(partitioning),
+             qPrintable(j["optimizer_text"].toString()));
+    QCOMPARE(j["optimizer_class"].toString(), j["optimizer_wrapper"].toString());
+    QVERIFY(j["optimizer_text"].toString().startsWith(j["optimizer_class"].toString() + ", "));
+    // The rank files DeepSpeed wrote (not `latest`), as the generator listed them with their sizes.
+    int pt_files = 0;
+    qint64 pt_bytes = 0;
+    const auto files = reference["files"].toObject();
+    for (auto it = files.begin(); it != files.end(); ++it)
+      if (it.key().endsWith(".pt")) ++pt_files, pt_bytes += it.value().toObject()["size"].toInteger();
+    QCOMPARE(j["file_count"].toInt(), pt_files);
+    QCOMPARE(j["file_bytes"].toInteger(), pt_bytes);
+    const auto caps = j["capabilities"].toObject();
+    QCOMPARE(caps["weights_only"].toBool(), false);
+    QCOMPARE(caps["convertible"].toBool(), true);
+    QCOMPARE(caps["has_optimizer"].toBool(), true);
+    QCOMPARE(caps["module_weights_file"].toBool(), true);
+    QCOMPARE(caps["dp_independent"].toBool(), false);
+    QCOMPARE(caps["lp_weights_elsewhere"].toBool(), stage == 3);
+    QCOMPARE(caps["compares_lp_source"].toBool(), stage == 3);
+  }
+
   void inspectText() {
     const auto r = test::run_cli({"inspect", fixture_dir("zero3_fp16_ws2")});
     CKPTDOC_EXPECT_EXIT(r, 0);

@@ -25,7 +25,7 @@ ConvertDialog::ConvertDialog(Session* session, QWidget* parent) : QDialog(parent
   setWindowTitle(tr("Convert to a universal checkpoint"));
   setObjectName(QStringLiteral("convertDialog"));
   resize(720, 480);
-  const deepspeed::Catalog& catalog = *session_->catalog();
+  const model::Catalog& catalog = *session_->catalog();
   auto* v = new QVBoxLayout(this);
   auto* intro =
       new QLabel(tr("Writes the folder DeepSpeed's ds_to_universal.py writes, so the checkpoint loads "

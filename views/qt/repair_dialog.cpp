@@ -23,7 +23,7 @@
 
 namespace ckptdoc::gui {
 
-QString RepairDialog::defaultOutput(const deepspeed::Catalog& catalog) {
+QString RepairDialog::defaultOutput(const model::Catalog& catalog) {
   return QString::fromStdString(session::Session::default_repair_output(catalog));
 }
 
@@ -34,7 +34,7 @@ RepairDialog::RepairDialog(Session* session, analysis::RepairKind kind, QWidget*
                      : tr("Repair preview — %1").arg(repairLabel(kind).mid(5)));
   setObjectName(QStringLiteral("repairDialog"));
   resize(720, 560);
-  const deepspeed::Catalog& catalog = *session_->catalog();
+  const model::Catalog& catalog = *session_->catalog();
   auto* v = new QVBoxLayout(this);
   auto* intro =
       new QLabel(tr("Nothing is written until you press <b>Repair</b>. The input stays untouched; the "

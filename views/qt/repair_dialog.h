@@ -32,7 +32,7 @@ class RepairDialog : public QDialog {
   RepairDialog(Session* session, analysis::RepairKind kind = analysis::RepairKind::None,
                QWidget* parent = nullptr);
 
-  static QString defaultOutput(const deepspeed::Catalog& catalog);
+  static QString defaultOutput(const model::Catalog& catalog);
   // Ticks the actions `r` asks for and plans them (a finding's Fix of several actions).
   void presetActions(const repair::RepairRequest& r);
   repair::RepairRequest request() const;

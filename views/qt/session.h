@@ -29,7 +29,7 @@ class Session : public QObject {
   QString path() const { return QString::fromStdString(core_.path()); }
 
   std::shared_ptr<const deepspeed::Checkpoint> checkpoint() const { return core_.checkpoint(); }
-  const deepspeed::Catalog* catalog() const { return core_.catalog(); }
+  const model::Catalog* catalog() const { return core_.catalog(); }
   const analysis::Report* report() const { return core_.report(); }
 
   // Starts (or restarts) the background analysis; returns its job id, 0 when nothing is open.

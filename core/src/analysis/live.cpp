@@ -73,7 +73,7 @@ GradScan scan(const GradTensor& g) {
 }
 
 // Which param holds element `at` of rank `rank`'s partition of group `group`.
-const deepspeed::ParamEntry* param_at(const deepspeed::Catalog& c, int group, int rank, int64_t at) {
+const model::ParamEntry* param_at(const model::Catalog& c, int group, int rank, int64_t at) {
   if (group < 0 || static_cast<size_t>(group) >= c.groups.size()) return nullptr;
   const auto& g = c.groups[static_cast<size_t>(group)];
   for (const auto& part : g.partitions) {

@@ -31,7 +31,7 @@ std::string list_names(const std::vector<std::string>& names, size_t max = 6) {
   return s;
 }
 
-bool is_mixed_precision(const deepspeed::Catalog& c) {
+bool is_mixed_precision(const model::Catalog& c) {
   return c.lp_dtype == DType::F16 || c.lp_dtype == DType::BF16;
 }
 

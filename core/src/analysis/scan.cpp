@@ -61,7 +61,7 @@ Tensor contiguous(const Tensor& t) {
 
 // Whether the catalog already names a problem with this rank's files (missing, truncated, unreadable, a lost
 // moment): the scan then counts what it cannot read, without a second finding for the same cause.
-bool catalog_names_rank(const deepspeed::Catalog& cat, int rank) {
+bool catalog_names_rank(const model::Catalog& cat, int rank) {
   for (const auto& p : cat.problems)
     if (p.severity == model::Severity::Error &&
         std::find(p.ranks.begin(), p.ranks.end(), rank) != p.ranks.end() &&

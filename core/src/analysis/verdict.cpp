@@ -15,7 +15,7 @@ std::string count_of(size_t n, const char* one, const char* many) {
 
 }  // namespace
 
-Verdict verdict_of(const Report& report, const deepspeed::Catalog& catalog) {
+Verdict verdict_of(const Report& report, const model::Catalog& catalog) {
   Verdict v;
   uint64_t compared_elements = 0;
   for (const auto& p : report.params) {
@@ -36,15 +36,15 @@ Verdict verdict_of(const Report& report, const deepspeed::Catalog& catalog) {
       std::any_of(report.findings.begin(), report.findings.end(),
                   [](const Finding& f) { return f.code == model::code_name(model::Code::MastersIn16Bit); });
   const std::string masters = masters_16bit ? "16-bit masters" : "fp32 masters";
-  // DeepSpeed files without optimizer state: no group, so what was read is the model file's module weights.
-  const bool module_only = !weights_only && !catalog.universal && catalog.groups.empty();
+  // Training files without optimizer groups: what was read is the model file's module weights.
+  const bool module_only = catalog.module_weights_file && catalog.groups.empty();
   if (module_only) {
     v.basis = v.tensors_scanned == 0 ? "no tensor was read"
                                      : "the " + lp_name(catalog.lp_dtype) + " weights of " +
                                            count_of(v.tensors_scanned, "module tensor", "module tensors") +
                                            " were read (NaN/Inf, all-zero tensors)";
     v.not_checked.push_back(
-        catalog.wrapper == deepspeed::OptimizerWrapper::None
+        !catalog.has_optimizer
             ? "this checkpoint holds no optimizer state: no master and no moment to compare the weights with"
             : "the optimizer's masters and moments were not matched to the params (see the warnings): none "
               "was "
@@ -106,14 +106,14 @@ Verdict verdict_of(const Report& report, const deepspeed::Catalog& catalog) {
       v.basis = "no param's values were read";
     if (v.moments_checked > 0)
       v.basis += "; the Adam moments of " + count_of(v.moments_checked, "param", "params") + " were checked";
-    else if (catalog.wrapper != deepspeed::OptimizerWrapper::None)
+    else if (catalog.has_optimizer)
       v.not_checked.push_back("no optimizer moments were found to check");
     if (v.masters_compared == 0 && v.tensors_scanned > 0) {
-      if (catalog.zero_stage == 3 && catalog.autoep)  // --lp-source is refused for AutoEP
+      if (catalog.lp_weights_elsewhere && !catalog.compares_lp_source)  // --lp-source is refused
         v.not_checked.push_back(
             "ZeRO-3: the fp32 partitions are the only copy of the weights in this checkpoint (its model "
             "files hold none), so nothing was compared with them");
-      else if (catalog.zero_stage == 3)
+      else if (catalog.lp_weights_elsewhere)
         v.not_checked.push_back(
             "ZeRO-3: the fp32 partitions are the only copy of the weights in this checkpoint (its model "
             "files hold "

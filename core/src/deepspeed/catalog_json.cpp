@@ -114,6 +114,25 @@ json catalog_object(const Catalog& c, bool whole_job) {
   j["save_dir"] = c.save_dir;
   j["tag"] = c.tag;
   j["tag_dir"] = c.tag_dir;
+  // The neutral description the views print (catalog_describe.cpp), so a script reads what they show.
+  j["description"] = c.description;
+  j["optimizer_text"] = c.optimizer_text;
+  j["partitioning_text"] = c.partitioning_text;
+  j["optimizer_class"] = c.optimizer_class;
+  j["writer_version"] = c.writer_version;
+  j["file_count"] = c.file_count;
+  j["file_bytes"] = c.file_bytes;
+  json facts = json::array();
+  for (const auto& f : c.facts) facts.push_back({{"label", f.label}, {"value", f.value}});
+  j["facts"] = std::move(facts);
+  j["capabilities"] = {{"weights_only", c.weights_only},
+                       {"single_file", c.single_file},
+                       {"convertible", c.convertible},
+                       {"has_optimizer", c.has_optimizer},
+                       {"module_weights_file", c.module_weights_file},
+                       {"dp_independent", c.dp_independent},
+                       {"lp_weights_elsewhere", c.lp_weights_elsewhere},
+                       {"compares_lp_source", c.compares_lp_source}};
   j["zero_stage"] = c.zero_stage;
   j["lp_dtype"] = std::string(dtype_name(c.lp_dtype));
   j["optimizer_wrapper"] = std::string(wrapper_name(c.wrapper));

@@ -40,7 +40,7 @@ std::string flags_of(const RepairRequest& rq) {
 
 }  // namespace
 
-RepairRequest request_for(analysis::RepairKind kind, const deepspeed::Catalog& catalog) {
+RepairRequest request_for(analysis::RepairKind kind, const model::Catalog& catalog) {
   RepairRequest r;
   switch (kind) {
     case analysis::RepairKind::RefreshFp32:
@@ -64,7 +64,7 @@ RepairRequest request_for(analysis::RepairKind kind, const deepspeed::Catalog& c
   return r;
 }
 
-RepairRequest request_for(const analysis::Finding& finding, const deepspeed::Catalog& catalog) {
+RepairRequest request_for(const analysis::Finding& finding, const model::Catalog& catalog) {
   RepairRequest r = request_for(finding.repair, catalog);
   const auto fix = finding.details.find("fix");
   if (fix != finding.details.end() && fix->second.find("--reset-optimizer") != std::string::npos)

@@ -20,7 +20,7 @@ namespace {
 // Jobs that read the open source: superseded when another source replaces it.
 const std::vector<std::string> kSourceLanes = {"open", "analyse", "plan", "density", "diff", "watch"};
 
-std::vector<analysis::Finding> catalog_findings(const deepspeed::Catalog& catalog) {
+std::vector<analysis::Finding> catalog_findings(const model::Catalog& catalog) {
   std::vector<analysis::Finding> out;
   for (const auto& p : catalog.problems) {
     analysis::Finding f = p;
@@ -36,7 +36,7 @@ std::vector<analysis::Finding> catalog_findings(const deepspeed::Catalog& catalo
 }  // namespace
 
 // Everything the views need from a report, computed where the report was made (a worker).
-Analysis prepare_analysis(std::shared_ptr<const analysis::Report> report, const deepspeed::Catalog& catalog) {
+Analysis prepare_analysis(std::shared_ptr<const analysis::Report> report, const model::Catalog& catalog) {
   Analysis a;
   a.health = HealthMap::build(catalog, *report);
   a.by_severity.resize(report->params.size());
@@ -356,8 +356,8 @@ std::string Session::describe_param(int group, int param) const {
   return catalog() ? session::describe_param(*catalog(), health(), group, param) : std::string();
 }
 
-repair::RepairRequest Session::repair_request_for(analysis::RepairKind kind,
-                                                  const deepspeed::Catalog& catalog, DeviceKind device) {
+repair::RepairRequest Session::repair_request_for(analysis::RepairKind kind, const model::Catalog& catalog,
+                                                  DeviceKind device) {
   repair::RepairRequest r = repair::request_for(kind, catalog);
   r.device = device;
   return r;
@@ -369,7 +369,7 @@ fs::path folder_of(const std::string& path) {
   if (!in.has_filename()) in = in.parent_path();
   return in;
 }
-fs::path input_folder(const deepspeed::Catalog& catalog) {
+fs::path input_folder(const model::Catalog& catalog) {
   return folder_of(catalog.save_dir.empty() ? catalog.tag_dir : catalog.save_dir);
 }
 }  // namespace
@@ -386,11 +386,11 @@ std::string free_beside(const fs::path& in, const char* suffix) {
 }
 }  // namespace
 
-std::string Session::default_repair_output(const deepspeed::Catalog& catalog) {
+std::string Session::default_repair_output(const model::Catalog& catalog) {
   return free_beside(input_folder(catalog), "-fixed");
 }
 
-std::string Session::default_universal_output(const deepspeed::Catalog& catalog) {
+std::string Session::default_universal_output(const model::Catalog& catalog) {
   return free_beside(input_folder(catalog), "-universal");
 }
 
@@ -404,7 +404,7 @@ std::string Session::default_source_export_path(bool torch) const {
       .string();
 }
 
-std::string Session::default_export_path(const deepspeed::Catalog& catalog, deepspeed::ExportFormat format) {
+std::string Session::default_export_path(const model::Catalog& catalog, deepspeed::ExportFormat format) {
   const fs::path in = input_folder(catalog);
   const char* ext = format == deepspeed::ExportFormat::Safetensors ? "safetensors"
                     : format == deepspeed::ExportFormat::Torch     ? "bin"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ckptdoc/analysis/report.h"
-#include "ckptdoc/deepspeed/catalog.h"
+#include "ckptdoc/model/catalog.h"
 
 namespace ckptdoc::analysis {
 
@@ -28,6 +28,6 @@ struct Verdict {
   size_t tensors_scanned = 0;            // params or weights tensors whose values were read at all
 };
 
-Verdict verdict_of(const Report& report, const deepspeed::Catalog& catalog);
+Verdict verdict_of(const Report& report, const model::Catalog& catalog);
 
 }  // namespace ckptdoc::analysis

@@ -43,6 +43,19 @@ struct Catalog {
   // Its trainable params' 16-bit weights are not saved with it (DeepSpeed ZeRO-3 saves placeholders): the
   // masters can be compared with a copy from elsewhere (Analysis > Compare with 16-bit weights).
   bool lp_weights_elsewhere = false;
+  // The files record an optimizer (a wrapper holding masters or moments, or a plain torch optimizer), whether
+  // or not its state was laid out in flat groups.
+  bool has_optimizer = false;
+  // A training checkpoint that saves its module's weights in a file of their own (DeepSpeed's model states
+  // file): without flat groups, those weights are what a diagnosis reads. Not a weights source (its tensors
+  // are the weights) nor a folder of per-param state (a universal checkpoint).
+  bool module_weights_file = false;
+  // It loads at any data-parallel size (DeepSpeed's universal checkpoint): dp_world_size is the job's that
+  // wrote it, not one it must resume at.
+  bool dp_independent = false;
+  // 16-bit weights saved elsewhere can be compared with its masters (diagnose --lp-source): implies
+  // lp_weights_elsewhere, false where the masters cannot be matched to whole weights yet (DeepSpeed AutoEP).
+  bool compares_lp_source = false;
   // The version of the software that wrote it, as the files record it ("0.19.8": DeepSpeed's ds_version),
   // "" when they record none: what convert writes for unless told another.
   std::string writer_version;
@@ -78,6 +91,8 @@ struct Catalog {
   // in order. An empty text is not printed.
   std::string optimizer_text;
   std::string partitioning_text;
+  // The class holding the optimizer state alone, as the source names it ("DeepSpeedZeroOptimizer", "none").
+  std::string optimizer_class;
   size_t file_count = 0;
   uint64_t file_bytes = 0;
   std::vector<Fact> facts;

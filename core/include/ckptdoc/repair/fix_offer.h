@@ -7,15 +7,16 @@
 
 #include "ckptdoc/analysis/report.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/model/catalog.h"
 #include "ckptdoc/repair/plan.h"
 
 namespace ckptdoc::repair {
 
 // The request that performs one repair kind on this checkpoint (repartition: to its own data-parallel size).
-RepairRequest request_for(analysis::RepairKind kind, const deepspeed::Catalog& catalog);
+RepairRequest request_for(analysis::RepairKind kind, const model::Catalog& catalog);
 
 // The request a finding's Fix runs: its repair kind's, with every action details["fix"] adds (settle_fixes).
-RepairRequest request_for(const analysis::Finding& finding, const deepspeed::Catalog& catalog);
+RepairRequest request_for(const analysis::Finding& finding, const model::Catalog& catalog);
 
 // Settles each finding's Fix against the planner. A repair that runs stays, with details["fix"] holding its
 // flags. One that runs only together with --reset-optimizer (the moments do not fit the layout) stays too,

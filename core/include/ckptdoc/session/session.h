@@ -25,6 +25,7 @@
 #include "ckptdoc/compute/backend.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/deepspeed/export.h"
+#include "ckptdoc/model/catalog.h"
 #include "ckptdoc/repair/plan.h"
 #include "ckptdoc/session/job.h"
 #include "ckptdoc/session/job_queue.h"
@@ -70,7 +71,7 @@ struct Analysis {
   std::shared_ptr<const sources::SourceDiagnosis> diagnosis;
 };
 // Builds the rest of an Analysis from a report (on a worker: it walks every param).
-Analysis prepare_analysis(std::shared_ptr<const analysis::Report> report, const deepspeed::Catalog& catalog);
+Analysis prepare_analysis(std::shared_ptr<const analysis::Report> report, const model::Catalog& catalog);
 
 // A folder diagnosed again after a repair, or any time: the report and DeepSpeed's loader invariants.
 struct Verification {
@@ -121,7 +122,9 @@ class Session {
   bool is_open() const { return checkpoint_ != nullptr || storage_ != nullptr; }
   const std::string& path() const { return path_; }
   std::shared_ptr<const deepspeed::Checkpoint> checkpoint() const { return checkpoint_; }
-  const deepspeed::Catalog* catalog() const { return checkpoint_ ? &checkpoint_->catalog() : nullptr; }
+  // The neutral catalog the views read (null for a self-reporting source): no view needs what only
+  // DeepSpeed's files record.
+  const model::Catalog* catalog() const { return checkpoint_ ? &checkpoint_->catalog() : nullptr; }
   // A self-reporting source's files and keys (null when the open source is the catalog's).
   const sources::StorageMap* storage_map() const { return storage_.get(); }
   // The self-reporting source that reads it (null when the open source is the catalog's).
@@ -164,10 +167,10 @@ class Session {
   // Opens and diagnoses any folder, and checks DeepSpeed's loader invariants on it.
   JobPtr verify(const std::string& path, Done<Verification> done);
   // The request that fixes a finding's repair kind on this source.
-  static repair::RepairRequest repair_request_for(analysis::RepairKind kind,
-                                                  const deepspeed::Catalog& catalog, DeviceKind device);
+  static repair::RepairRequest repair_request_for(analysis::RepairKind kind, const model::Catalog& catalog,
+                                                  DeviceKind device);
   // "<input>-fixed" beside the input (then -2, -3, ... when taken).
-  static std::string default_repair_output(const deepspeed::Catalog& catalog);
+  static std::string default_repair_output(const model::Catalog& catalog);
   // The repair of a self-reporting source (repairing_source()): its own repaired copy in request.output, as
   // `ckptdoc repair` writes it (request.path is set to the open source's); the outcome's text is what the CLI
   // prints. It reports the copy's bytes, then the records rewritten, and stops at a cancel part way,
@@ -182,12 +185,12 @@ class Session {
   JobPtr convert_to_universal(const std::string& output, const universal::ToUniversalOptions& options,
                               Done<universal::ConvertResult> done);
   // "<input>-universal" beside the input (then -2, -3, ... when taken).
-  static std::string default_universal_output(const deepspeed::Catalog& catalog);
+  static std::string default_universal_output(const model::Catalog& catalog);
 
   // --- Export (never superseded)
   JobPtr export_weights(const std::string& out, const deepspeed::ExportOptions& options,
                         Done<deepspeed::ExportResult> done);
-  static std::string default_export_path(const deepspeed::Catalog& catalog, deepspeed::ExportFormat format);
+  static std::string default_export_path(const model::Catalog& catalog, deepspeed::ExportFormat format);
   // The export of a self-reporting source (storage_source()): its weights as its own export writes them, as
   // `ckptdoc export` does; request.path is set to the open source's. It reports the bytes written and
   // stops at a cancel part way, publishing nothing.
