@@ -14,6 +14,15 @@
 using namespace ckptdoc;
 using nlohmann::json;
 
+// A `--json` run's report is on stdout. An mpirun that could not start its processes exits non-zero with
+// nothing there, which an expected exit 1 (error findings) does not tell apart: say so with its stderr,
+// not as a JSON parse error.
+#define EXPECT_REPORT(r)                                                                              \
+  QVERIFY2(!(r).out.empty(), qPrintable(QString("%1 printed no report (exit %2); stderr:\n%3")      \
+                                            .arg(#r)                                                  \
+                                            .arg((r).exit_code)                                       \
+                                            .arg(QString::fromStdString((r).err).right(4000))))
+
 class TestMpi : public QObject {
   Q_OBJECT
 
@@ -56,6 +65,8 @@ class TestMpi : public QObject {
     const auto multi = test::run(
         mpirun(), {"-np", std::to_string(np), test::cli(), "diagnose", "--json", "--device", "cpu", ckpt});
     CKPTDOC_EXPECT_EXIT(multi, exit_code);
+    EXPECT_REPORT(single);
+    EXPECT_REPORT(multi);
     const json a = json::parse(single.out), b = json::parse(multi.out);
     QVERIFY2(b["backend"].get<std::string>().find(std::to_string(np) + " MPI processes, merged by MPI") !=
                  std::string::npos,
@@ -118,6 +129,8 @@ class TestMpi : public QObject {
     const auto multi = test::run(mpirun(), {"-np", "2", test::cli(), "diagnose", "--json", "--device", "cpu",
                                             "--verify-checksums", ckpt});
     CKPTDOC_EXPECT_EXIT(multi, 1);
+    EXPECT_REPORT(single);
+    EXPECT_REPORT(multi);
     const json a = json::parse(single.out), b = json::parse(multi.out);
     QCOMPARE(a["findings"], b["findings"]);
     QVERIFY2(multi.out.find("checksum-mismatch") != std::string::npos, multi.out.c_str());
@@ -244,6 +257,8 @@ class TestMpi : public QObject {
           test::run(mpirun(), {"-np", "1", test::cli(), "diagnose", "--json", "--device", "cpu", a, ":",
                                "-np", "1", test::cli(), "diagnose", "--json", "--device", "cpu", b});
       CKPTDOC_EXPECT_EXIT(multi, 1);
+      EXPECT_REPORT(single);
+      EXPECT_REPORT(multi);
       const json x = json::parse(single.out), y = json::parse(multi.out);
       QCOMPARE(y["findings"], x["findings"]);
       QVERIFY2(multi.out.find(code) != std::string::npos, multi.out.c_str());
@@ -260,6 +275,7 @@ class TestMpi : public QObject {
                                "-np", "1", test::cli(), "diagnose", "--json", "--device", "cpu", d});
       CKPTDOC_EXPECT_EXIT(gap, 1);
       bool named = false;
+      EXPECT_REPORT(gap);
       const json gap_report = json::parse(gap.out);
       for (const auto& f : gap_report["findings"])
         if (f["code"] == "rank-file-missing") {
