@@ -65,9 +65,9 @@ analysis::Report diagnose_tensors(const std::vector<TensorToScan>& tensors,
   std::vector<ValueStats> results(tasks.size());
   const unsigned workers = static_cast<unsigned>(std::min<size_t>(
       options.threads ? options.threads : default_workers(), std::max<size_t>(tasks.size(), 1)));
-  std::unique_ptr<Backend> probe = make_cpu_backend(1);
-  report.backend =
-      probe->description() + " x " + std::to_string(workers) + (workers == 1 ? " thread" : " threads");
+  // Said as the DeepSpeed scan says it ("CPU (2 threads, AVX2)"): each worker runs a one-thread backend.
+  report.backend = "CPU (" + std::to_string(workers) + (workers == 1 ? " thread" : " threads") +
+                   (cpu_simd_available() ? ", AVX2)" : ")");
   std::vector<std::unique_ptr<Backend>> backends(workers);  // one per worker, made by the worker that uses it
   parallel_for(tasks.size(), workers, [&](size_t k, unsigned w) {
     if (!backends[w]) backends[w] = make_cpu_backend(1);
