@@ -13,14 +13,18 @@ three wrong guesses to show which check catches which mistake.
 
   python megatron_bucket_map_probe.py ITER_DIR [--json OUT]        (the judges' venv python: torch)
 
-The model-param order rule used here (see the doc): .metadata's model keys in their stored order, layer-stacked
-keys (decoder.layers.*, axis 0 = layer) expanded layer by layer; the buffer holds them in REVERSE. Pipeline and
-virtual-pipeline parallelism, experts and frozen params are NOT handled by this probe (its saves have none).
+  python megatron_bucket_map_probe.py ITER_DIR --pp 2                (a pipeline save: its args do not say)
 
-A second mode makes a save with data-parallel size 2 and several buckets (megatron_optim_train.py's run with
-overlap_grad_reduce and a small bucket_size patched into DistributedDataParallelConfig), started like
-megatron_bucket_train.py:
-  launch.py --world 2 -- megatron_bucket_map_probe.py --train BUCKET_SIZE (megatron_optim_train.py's arguments)
+The model-param order rule used here (see the doc): .metadata's model keys in their stored order, layer-stacked
+keys (decoder.layers.*, axis 0 = layer) expanded layer by layer; the buffer holds them in REVERSE. dp_group_idx i
+is tensor rank i % tp of pipeline stage i // tp (layers split evenly). Virtual pipelines, experts, mixed dtypes and
+frozen params are NOT handled by this probe (its saves have none).
+
+A second mode makes saves (megatron_optim_train.py's run with overlap_grad_reduce and a small bucket_size patched
+into DistributedDataParallelConfig; --pp N: N pipeline stages; --tied: word embeddings tied to the output layer),
+started like megatron_bucket_train.py (CKPTDOC_HARNESS=/work/shared/deepspeed/harness):
+  launch.py --world W -- megatron_bucket_map_probe.py --train BUCKET_SIZE [--pp N] [--tied]
+      (megatron_optim_train.py's arguments: --out DIR --tp T --steps S, or --mode finetune --load DIR)
 """
 import argparse
 import io
@@ -72,10 +76,14 @@ def stacked(key):
     return key.startswith("decoder.layers.")
 
 
-def local_params(md, keys, tp, tp_rank, order="layer_major"):
-    """This tensor-parallel rank's params in model.parameters() order: (name, key, offsets, sizes) with the layer
+def local_params(md, keys, tp, tp_rank, order="layer_major", pp=1, pp_rank=0):
+    """This model-parallel rank's params in model.parameters() order: (name, key, offsets, sizes) with the layer
     axis kept (size 1) for layer-stacked keys. A key's TP axis is the non-layer axis its chunks are cut along; a
-    key cut along none is replicated (one chunk: DCP keeps one copy)."""
+    key cut along none is replicated (one chunk: DCP keeps one copy). Pipeline stage pp_rank of pp holds layers
+    [pp_rank*L/pp, (pp_rank+1)*L/pp) (even split), the embeddings on the first stage, the final norm and the
+    output layer on the last; with tied embeddings (no output_layer.weight key) and pp > 1 the last stage's
+    output layer holds its own copy of the word embeddings, saved only as a replica of
+    embedding.word_embeddings.weight (so it has no key of its own)."""
     per_key = {}
     for key in keys:
         m = md.state_dict_metadata[key]
@@ -95,9 +103,18 @@ def local_params(md, keys, tp, tp_rank, order="layer_major"):
             assert len(chunks) == 1, (key, chunks)
             per_key[key] = {None: chunks[0]}
     layer_keys = [k for k in keys if stacked(k)]
+    before_all = set(keys[:keys.index(layer_keys[0])]) if layer_keys else set()
     before = [k for k in keys[:keys.index(layer_keys[0])]] if layer_keys else keys
     after = [k for k in keys[keys.index(layer_keys[0]):] if not stacked(k)] if layer_keys else []
     layers = sorted({l for k in layer_keys for l in per_key[k]})
+    if pp > 1:
+        n = len(layers) // pp
+        layers = layers[pp_rank * n:(pp_rank + 1) * n]
+        tied = "output_layer.weight" not in keys
+        before = before if pp_rank == 0 else []
+        after = after if pp_rank == pp - 1 else []
+        if tied and pp_rank == pp - 1:
+            after = after + ["embedding.word_embeddings.weight"]
     out = [(k, k, None, per_key[k][None]) for k in before]
     if order == "layer_major":
         seq = [(l, k) for l in layers for k in layer_keys]
@@ -106,7 +123,8 @@ def local_params(md, keys, tp, tp_rank, order="layer_major"):
     else:
         raise ValueError(order)
     out += [(k.replace("decoder.layers.", f"decoder.layers.{l}."), k, l, per_key[k][l]) for l, k in seq]
-    out += [(k, k, None, per_key[k][None]) for k in after]
+    out += [("output_layer.weight (tied: " + k + ")" if k in before_all else k, k, None, per_key[k][None])
+            for k in after]
     return out
 
 
@@ -204,20 +222,19 @@ def value_check(placed, bucket, weights, dtype):
                 equal_to_another_param=swapped)
 
 
-def probe(d):
+def probe(d, pp_override=None):
     reader, md = read_metadata(d)
     common = torch.load(os.path.join(d, "common.pt"), weights_only=False, map_location="cpu")
     args = common.get("args")
     tp = getattr(args, "tensor_model_parallel_size", 1)
-    pp = getattr(args, "pipeline_model_parallel_size", 1)
-    assert pp == 1, "pipeline parallel saves are not handled by this probe"
+    pp = pp_override or getattr(args, "pipeline_model_parallel_size", 1)
     keys = model_keys(md)
     opt = [k for k in md.state_dict_metadata if k.startswith("optimizer.distributed.")]
     groups = sorted({int(k.split("dp_group_idx_")[1].split(".")[0]) for k in opt})
     objs = load(reader, md, [k for k in opt if ".per_bucket_numel" in k])
     weights = load(reader, md, keys)
     report = dict(save=d, megatron_core_args={k: v for k, v in vars(args).items()} if args else None,
-                  sharding=common.get("optimizer", {}).get("param_state_sharding_type"), tp=tp, groups={})
+                  sharding=common.get("optimizer", {}).get("param_state_sharding_type"), tp=tp, pp=pp, groups={})
     for gi in groups:
         pre = f"optimizer.distributed.dp_group_idx_{gi}."
         pbn = unwrap(objs[next(k for k in objs if k.startswith(pre + "per_bucket_numel/"))])
@@ -230,7 +247,7 @@ def probe(d):
         buckets = load(reader, md, bucket_keys)
         bucket = [buckets[k] for k in bucket_keys]
         moments = load(reader, md, [k.replace(".param", ".exp_avg_sq") for k in bucket_keys])
-        params = local_params(md, keys, tp, gi % tp)
+        params = local_params(md, keys, tp, gi % tp, pp=pp, pp_rank=gi // tp)
         g = dict(dtypes=str(dtypes), per_bucket_numel=padded, per_bucket_numel_unpadded=unpadded,
                  saved_bucket_sizes=sizes, saved_size_is_unpadded=sizes == list(unpadded),
                  params=len(params), param_numel=sum(numel(p[3], p[2]) for p in params), attempts={})
@@ -239,7 +256,7 @@ def probe(d):
                                      ("wrong: forward order", dict(reverse=False), "layer_major"),
                                      ("wrong: no 64-alignment", dict(align=1), "layer_major"),
                                      ("wrong: layers swapped", {}, "swap_layers")):
-            ps = local_params(md, keys, tp, gi % tp, order=order)
+            ps = local_params(md, keys, tp, gi % tp, order=order, pp=pp, pp_rank=gi // tp)
             placed, err = walk(ps, sizes, **kwargs)  # .metadata's bucket sizes only
             a = dict(walk_error=err)
             if err is None:
@@ -264,8 +281,10 @@ def probe(d):
     return report
 
 
-def train(bucket_size):
-    """Rank driver: megatron_optim_train.py's run in bucket space with overlap_grad_reduce and a small bucket size."""
+def train(bucket_size, pp=1, tied=False):
+    """Rank driver: megatron_optim_train.py's run in bucket space with overlap_grad_reduce and a small bucket size;
+    with pp > 1 a pipeline of pp stages (GPTModel's pre_process / post_process per stage), with tied the word
+    embeddings shared with the output layer."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import megatron.core.distributed as mcd
     import megatron_optim_train as trainer
@@ -274,6 +293,22 @@ def train(bucket_size):
     def config(**kw):
         return plain(**kw, overlap_grad_reduce=True, bucket_size=bucket_size)
     mcd.DistributedDataParallelConfig = config
+    if pp > 1 or tied:
+        import megatron.core.models.gpt as gpt_mod
+        import megatron.core.transformer.transformer_config as tc
+        from megatron.core import parallel_state
+        plain_init, plain_cfg, plain_gpt = parallel_state.initialize_model_parallel, tc.TransformerConfig, gpt_mod.GPTModel
+        parallel_state.initialize_model_parallel = lambda **kw: plain_init(**kw, pipeline_model_parallel_size=pp)
+        tc.TransformerConfig = lambda **kw: plain_cfg(**kw, pipeline_model_parallel_size=pp,
+                                                   pipeline_dtype=kw.get("params_dtype"))
+
+        def gpt(**kw):
+            return plain_gpt(**kw, share_embeddings_and_output_weights=tied,
+                             pre_process=parallel_state.is_pipeline_first_stage(),
+                             post_process=parallel_state.is_pipeline_last_stage())
+        gpt_mod.GPTModel = gpt
+        if not torch.cuda.is_available():  # language_module.py:244 moves the tied weight with .cuda() to all-reduce it
+            torch.Tensor.cuda = lambda self, *args, **kwargs: self
     if "finetune" in sys.argv:
         # --mode finetune saves before a step; torch Adam (no Apex/TE on the CPU) then has no state and
         # DistributedOptimizer.state_dict asserts one step (distrib_optimizer.py:642). Fill it as a fresh Adam's
@@ -294,7 +329,7 @@ def train(bucket_size):
 
 
 def summary(r):
-    lines = [f"save {r['save']} ({r['sharding']}, tp {r['tp']})"]
+    lines = [f"save {r['save']} ({r['sharding']}, tp {r['tp']}, pp {r['pp']})"]
     for gi, g in r["groups"].items():
         lines.append(f" dp_group_idx_{gi}: {g['dtypes']} buckets padded {g['per_bucket_numel']} unpadded "
                      f"{g['per_bucket_numel_unpadded']} (saved sizes {g['saved_bucket_sizes']}); {g['params']} params, "
@@ -316,13 +351,22 @@ def summary(r):
 def main():
     if len(sys.argv) > 2 and sys.argv[1] == "--train":
         bucket_size = int(sys.argv[2])
-        sys.argv = [sys.argv[0]] + sys.argv[3:]
-        return train(bucket_size)
+        rest, pp, tied = sys.argv[3:], 1, False
+        if "--pp" in rest:
+            i = rest.index("--pp")
+            pp = int(rest[i + 1])
+            rest = rest[:i] + rest[i + 2:]
+        if "--tied" in rest:
+            rest.remove("--tied")
+            tied = True
+        sys.argv = [sys.argv[0]] + rest
+        return train(bucket_size, pp, tied)
     ap = argparse.ArgumentParser()
     ap.add_argument("iter_dir")
     ap.add_argument("--json")
+    ap.add_argument("--pp", type=int, help="pipeline size (the tiny saves' args do not record it)")
     a = ap.parse_args()
-    r = probe(a.iter_dir)
+    r = probe(a.iter_dir, a.pp)
     print(summary(r))
     if a.json:
         with open(a.json, "w") as f:
