@@ -13,7 +13,7 @@ three wrong guesses to show which check catches which mistake.
 
   python megatron_bucket_map_probe.py ITER_DIR [--json OUT]        (the judges' venv python: torch)
 
-  python megatron_bucket_map_probe.py ITER_DIR --pp 2                (a pipeline save: its args do not say)
+  (pp: --pp, else args.pipeline_model_parallel_size, else the number of dp_group_idx groups / tp)
 
 The model-param order rule used here (see the doc): .metadata's model keys in their stored order, layer-stacked
 keys (decoder.layers.*, axis 0 = layer) expanded layer by layer; the buffer holds them in REVERSE. dp_group_idx i
@@ -227,10 +227,12 @@ def probe(d, pp_override=None):
     common = torch.load(os.path.join(d, "common.pt"), weights_only=False, map_location="cpu")
     args = common.get("args")
     tp = getattr(args, "tensor_model_parallel_size", 1)
-    pp = pp_override or getattr(args, "pipeline_model_parallel_size", 1)
+    pp = pp_override or getattr(args, "pipeline_model_parallel_size", None)
     keys = model_keys(md)
     opt = [k for k in md.state_dict_metadata if k.startswith("optimizer.distributed.")]
     groups = sorted({int(k.split("dp_group_idx_")[1].split(".")[0]) for k in opt})
+    if pp is None:  # one dp_group_idx per model-parallel rank: tp * pp of them
+        pp = len(groups) // tp
     objs = load(reader, md, [k for k in opt if ".per_bucket_numel" in k])
     weights = load(reader, md, keys)
     report = dict(save=d, megatron_core_args={k: v for k, v in vars(args).items()} if args else None,
