@@ -17,10 +17,10 @@ using nlohmann::json;
 // A `--json` run's report is on stdout. An mpirun that could not start its processes exits non-zero with
 // nothing there, which an expected exit 1 (error findings) does not tell apart: say so with its stderr,
 // not as a JSON parse error.
-#define EXPECT_REPORT(r)                                                                              \
-  QVERIFY2(!(r).out.empty(), qPrintable(QString("%1 printed no report (exit %2); stderr:\n%3")      \
-                                            .arg(#r)                                                  \
-                                            .arg((r).exit_code)                                       \
+#define EXPECT_REPORT(r)                                                                       \
+  QVERIFY2(!(r).out.empty(), qPrintable(QString("%1 printed no report (exit %2); stderr:\n%3") \
+                                            .arg(#r)                                           \
+                                            .arg((r).exit_code)                                \
                                             .arg(QString::fromStdString((r).err).right(4000))))
 
 class TestMpi : public QObject {
