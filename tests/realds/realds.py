@@ -295,6 +295,13 @@ MATRIX = {
     "v019_megatron_bf16_distopt_dp_reshardable": dict(kind="megatron_optim", mode="pretrain", optimizer="distributed",
                                                       sharding="dp_reshardable", stage=0, dtype="bf16", dp=1, tp=2,
                                                       world=2, steps=2, ds="0.19"),
+    # bf16_distopt_dp_reshardable_stale: a --finetune-style run from it (model loaded, optimizer not, no
+    # reload_model_params) with the same DistributedOptimizer in bucket space, saved at iteration 0
+    # (megatron_bucket_finetune_train.py): the `param` buckets hold the initial values (stale mains)
+    "v019_megatron_bf16_distopt_dp_reshardable_stale": dict(kind="megatron_optim", mode="finetune",
+                                                            optimizer="distributed", sharding="dp_reshardable",
+                                                            src="v019_megatron_bf16_distopt_dp_reshardable", stage=0,
+                                                            dtype="bf16", dp=1, tp=2, world=2, steps=0, ds="0.19"),
     "v019_megatron_finetune_stale": dict(kind="megatron_optim", mode="finetune", optimizer="local",
                                          src="v019_megatron_bf16_distopt", stage=0, dtype="bf16", dp=1, tp=2,
                                          world=2, steps=0, ds="0.19"),
@@ -486,6 +493,8 @@ def stamp_of(a, spec):
         parts.append(file_sha(os.path.join(HERE, "megatron_optim_train.py")))
         if spec.get("sharding"):
             parts.append(file_sha(os.path.join(HERE, "megatron_bucket_train.py")))
+            if spec["mode"] == "finetune":
+                parts.append(file_sha(os.path.join(HERE, "megatron_bucket_finetune_train.py")))
         if spec.get("src"):  # a run that loads another entry is remade with it
             parts.append(stamp_of(a, spec_of(spec["src"])))
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
@@ -592,6 +601,8 @@ def ensure(a, name):
                                  "--steps", str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
         elif spec["kind"] == "megatron_optim":
             script = "megatron_bucket_train.py" if spec.get("sharding") == "dp_reshardable" else "megatron_optim_train.py"
+            if spec.get("sharding") == "dp_reshardable" and spec["mode"] == "finetune":
+                script = "megatron_bucket_finetune_train.py"
             cmd = launch[:-1] + [os.path.join(HERE, script), "--out", save_dir, "--mode",
                                  spec["mode"], "--optimizer", spec["optimizer"], "--tp", str(spec["tp"]), "--steps",
                                  str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
