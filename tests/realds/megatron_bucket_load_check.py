@@ -9,7 +9,8 @@ _init_optimizer_states_with_dummy_values (what its load_parameter_state does, di
 
 Per folder it says what the load left in the inner torch Adam (adam_state: the moments' largest |value|, the
 per-param step values), the steps of the param groups megatron-core read from the save (group_steps) and the fp32
-main params. Measured with 0.16.1 on the CPU (torch's Adam, no Apex/TE): the per-param step after this resume is
+main params, and which of them (every rank's, "tp<r>:<name>") round to their loaded bf16 weights (mains_equal_weights)
+or not (mains_differ). Measured with 0.16.1 on the CPU (torch's Adam, no Apex/TE): the per-param step after this resume is
 the dummy initialisation's 1.0 whatever the save's param groups hold (2.0 in the input), so the step is judged
 in group_steps, and a fresh-step comparison (--fresh-step-check) cannot tell a reset from a resume here; with two folders (--ckpt IN --ckpt OUT) mains_equal counts the mains that are
 bit-identical between the two loads (each folder loaded into its own fresh model and optimizer). Then the last
@@ -73,6 +74,25 @@ def mains(opt):
             for p in g["params"]]
 
 
+def mains_vs_weights(gpt, opt):
+    """Which of this rank's fp32 mains, as megatron-core's own resume placed them from the buckets, round to their
+    loaded bf16 weights (healthy) and which do not (stale): each main is the shard of its param this DP rank owns
+    (_get_model_param_range_map)."""
+    from megatron.core import parallel_state
+    names = {p: n for n, p in gpt.named_parameters()}
+    tp = parallel_state.get_tensor_model_parallel_rank()
+    equal, differ = [], []
+    for o in getattr(opt, "chained_optimizers", [opt]):
+        for model_group, main_group in zip(o.model_float16_groups, o.shard_fp32_from_float16_groups):
+            for p, main in zip(model_group, main_group):
+                r = o._get_model_param_range_map(p)["param"]
+                weight = p.detach().view(-1)[r.start:r.end]
+                (equal if torch.equal(main.to(p.dtype), weight) else differ).append(f"tp{tp}:{names[p]}")
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, (equal, differ))
+    return (sorted(n for e, _ in gathered for n in e), sorted(n for _, d in gathered for n in d))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ckpt", required=True, action="append")
@@ -91,8 +111,9 @@ def main():
     for ckpt in a.ckpt:
         gpt, opt, group_steps = resume(ckpt, a.tp, mode)
         loaded_mains.append(mains(opt))
+        equal, differ = mains_vs_weights(gpt, opt)
         results[ckpt] = dict(adam_state=load_check.adam_state(opt), mains=len(loaded_mains[-1]),
-                             group_steps=group_steps)
+                             group_steps=group_steps, mains_equal_weights=equal, mains_differ=differ)
     mains_equal = None
     if len(loaded_mains) == 2:
         mains_equal = sum(torch.equal(x, y) for x, y in zip(*loaded_mains))
