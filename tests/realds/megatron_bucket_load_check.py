@@ -18,7 +18,7 @@ folder's optimizer takes one step (synthetic gradients: the forward needs CUDA) 
 step is judged against a fresh torch Adam (megatron_load_check.py's fresh_step_check: bit-identical results count).
 
 usage: launch.py --world 2 -- megatron_bucket_load_check.py --ckpt ITERATION_DIR [--ckpt ...] [--fresh-step-check]
-       [--tp 2] --json OUT
+       [--tp 2] [--bucket-size N] --json OUT
 """
 import argparse
 import json
@@ -35,7 +35,7 @@ import megatron_optim_train as trainer  # noqa: E402 - its CPU shims and the mod
 METADATA = dict(trainer.SHARDED_SD_METADATA, distrib_optim_sharding_type="dp_reshardable")
 
 
-def resume(ckpt, tp, mode):
+def resume(ckpt, tp, mode, bucket_size=None):
     from megatron.core import dist_checkpointing
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
     from megatron.core.models.gpt import GPTModel
@@ -49,8 +49,11 @@ def resume(ckpt, tp, mode):
                             perform_initialization=True)
     gpt = GPTModel(config=cfg, transformer_layer_spec=get_gpt_layer_local_spec(), vocab_size=64,
                    max_sequence_length=8)
+    # the save's bucket layout (megatron_bucket_small_train.py): megatron-core asserts the same
+    # per_bucket_numel_unpadded on load
+    small = dict(overlap_grad_reduce=True, bucket_size=bucket_size) if bucket_size else {}
     ddp = DistributedDataParallel(cfg, DistributedDataParallelConfig(use_distributed_optimizer=True,
-                                                                     grad_reduce_in_fp32=True),
+                                                                     grad_reduce_in_fp32=True, **small),
                                   Float16Module(cfg, gpt))
     opt = get_megatron_optimizer(OptimizerConfig(optimizer="adam", lr=1e-3, bf16=True,
                                                  use_distributed_optimizer=True), [ddp])
@@ -90,7 +93,9 @@ def mains_vs_weights(gpt, opt):
                 (equal if torch.equal(main.to(p.dtype), weight) else differ).append(f"tp{tp}:{names[p]}")
     gathered = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, (equal, differ))
-    return (sorted(n for e, _ in gathered for n in e), sorted(n for _, d in gathered for n in d))
+    # a param split over DP ranks is one name: it rounds to its weight when every shard of it does
+    differ = {n for _, d in gathered for n in d}
+    return sorted({n for e, _ in gathered for n in e} - differ), sorted(differ)
 
 
 def main():
@@ -98,6 +103,7 @@ def main():
     ap.add_argument("--ckpt", required=True, action="append")
     ap.add_argument("--tp", type=int, default=2)
     ap.add_argument("--fresh-step-check", action="store_true")
+    ap.add_argument("--bucket-size", type=int, default=None)  # a megatron_bucket_small_train.py save's
     ap.add_argument("--json", required=True)
     a = ap.parse_args()
     notes = {}
@@ -109,7 +115,7 @@ def main():
 
     results, loaded_mains = {}, []
     for ckpt in a.ckpt:
-        gpt, opt, group_steps = resume(ckpt, a.tp, mode)
+        gpt, opt, group_steps = resume(ckpt, a.tp, mode, a.bucket_size)
         loaded_mains.append(mains(opt))
         equal, differ = mains_vs_weights(gpt, opt)
         results[ckpt] = dict(adam_state=load_check.adam_state(opt), mains=len(loaded_mains[-1]),

@@ -302,6 +302,17 @@ MATRIX = {
                                                             optimizer="distributed", sharding="dp_reshardable",
                                                             src="v019_megatron_bf16_distopt_dp_reshardable", stage=0,
                                                             dtype="bf16", dp=1, tp=2, world=2, steps=0, ds="0.19"),
+    # bf16_distopt_dp2_buckets: bucket space at tp 1 x dp 2 (world 2) with overlap_grad_reduce and bucket_size 300
+    # (megatron_bucket_small_train.py): 10 buckets per group, each cut at its DP shards; _stale: its --finetune-style
+    # run (stale mains, saved before a step)
+    "v019_megatron_bf16_distopt_dp2_buckets": dict(kind="megatron_optim", mode="pretrain", optimizer="distributed",
+                                                   sharding="dp_reshardable", bucket_size=300, stage=0, dtype="bf16",
+                                                   dp=2, tp=1, world=2, steps=2, ds="0.19"),
+    "v019_megatron_bf16_distopt_dp2_buckets_stale": dict(kind="megatron_optim", mode="finetune",
+                                                         optimizer="distributed", sharding="dp_reshardable",
+                                                         bucket_size=300,
+                                                         src="v019_megatron_bf16_distopt_dp2_buckets", stage=0,
+                                                         dtype="bf16", dp=2, tp=1, world=2, steps=0, ds="0.19"),
     "v019_megatron_finetune_stale": dict(kind="megatron_optim", mode="finetune", optimizer="local",
                                          src="v019_megatron_bf16_distopt", stage=0, dtype="bf16", dp=1, tp=2,
                                          world=2, steps=0, ds="0.19"),
@@ -495,6 +506,8 @@ def stamp_of(a, spec):
             parts.append(file_sha(os.path.join(HERE, "megatron_bucket_train.py")))
             if spec["mode"] == "finetune":
                 parts.append(file_sha(os.path.join(HERE, "megatron_bucket_finetune_train.py")))
+            if spec.get("bucket_size"):
+                parts.append(file_sha(os.path.join(HERE, "megatron_bucket_small_train.py")))
         if spec.get("src"):  # a run that loads another entry is remade with it
             parts.append(stamp_of(a, spec_of(spec["src"])))
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
@@ -603,11 +616,15 @@ def ensure(a, name):
             script = "megatron_bucket_train.py" if spec.get("sharding") == "dp_reshardable" else "megatron_optim_train.py"
             if spec.get("sharding") == "dp_reshardable" and spec["mode"] == "finetune":
                 script = "megatron_bucket_finetune_train.py"
+            if spec.get("bucket_size"):
+                script = "megatron_bucket_small_train.py"
             cmd = launch[:-1] + [os.path.join(HERE, script), "--out", save_dir, "--mode",
                                  spec["mode"], "--optimizer", spec["optimizer"], "--tp", str(spec["tp"]), "--steps",
                                  str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
             if spec.get("src"):
                 cmd += ["--load", ensure(a, spec["src"])["save_dir"]]
+            if spec.get("bucket_size"):
+                cmd += ["--bucket-size", str(spec["bucket_size"])]
         elif spec["kind"] == "par":
             cmd = launch[:-1] + [os.path.join(HERE, "par_train.py"), "--kind", spec["model"], "--out", save_dir,
                                  "--ref", os.path.join(folder, "ref"), "--steps", str(spec["steps"]), "--tp",

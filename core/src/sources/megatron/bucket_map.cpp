@@ -92,12 +92,12 @@ KeyChunks chunks_of_rank(const dcp::Entry& e, int tp, int tp_rank) {
   k.entry = &e;
   std::vector<const dcp::Chunk*> mine;
   const auto axes = cut_axes(e);
-  for (const auto& c : e.chunks)
-    if (axes.empty() || c.offsets[axes[0].first] == axes[0].second[static_cast<size_t>(tp_rank)])
-      mine.push_back(&c);
   if (!axes.empty() && static_cast<int>(axes[0].second.size()) != tp)
     throw Refusal{e.key + " is cut into " + std::to_string(axes[0].second.size()) + " along axis " +
                   std::to_string(axes[0].first) + ", not tp " + std::to_string(tp)};
+  for (const auto& c : e.chunks)
+    if (axes.empty() || c.offsets[axes[0].first] == axes[0].second[static_cast<size_t>(tp_rank)])
+      mine.push_back(&c);
   if (layer_stacked(e.key)) {
     for (const auto* c : mine) {
       if (e.size.empty() || c->sizes[0] != 1 || !k.by_layer.emplace(c->offsets[0], c).second)
