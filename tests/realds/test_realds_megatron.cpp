@@ -41,9 +41,14 @@ constexpr const char* kLocal = "v019_megatron_bf16_local";
 constexpr const char* kDistOptStep1 = "v019_megatron_bf16_distopt_step1";
 constexpr const char* kBucket = "v019_megatron_bf16_distopt_dp_reshardable";
 constexpr const char* kBucketStale = "v019_megatron_bf16_distopt_dp_reshardable_stale";
+constexpr const char* kBucketDp2 = "v019_megatron_bf16_distopt_dp2_buckets";
+constexpr const char* kBucketDp2Stale = "v019_megatron_bf16_distopt_dp2_buckets_stale";
 constexpr const char* kBucketKey0 =
     "optimizer.distributed.dp_group_idx_0.gbuf_idx_0.dtype_(torch.bfloat16, "
     "torch.float32).bucket_idx_0.param";
+constexpr const char* kBucketKey1 =
+    "optimizer.distributed.dp_group_idx_0.gbuf_idx_0.dtype_(torch.bfloat16, "
+    "torch.float32).bucket_idx_1.param";
 
 std::string iteration_dir(const realds::Entry& e) {
   return e.save_dir + "/iter_0000002";
@@ -82,9 +87,18 @@ std::map<std::string, std::string> tree(const std::string& dir) {
 QJsonObject bucket_mains_truth(const realds::Entry& e, const std::string& logs) {
   const auto iter = tracked_iteration_dir(e);
   const auto out = logs + "/load.json";
-  const auto r = realds::launch(
-      {test::source_dir() + "/tests/realds/megatron_bucket_load_check.py", "--ckpt", iter, "--json", out}, 2,
-      "0.19", logs);
+  std::vector<std::string> args{test::source_dir() + "/tests/realds/megatron_bucket_load_check.py",
+                                "--ckpt",
+                                iter,
+                                "--json",
+                                out,
+                                "--tp",
+                                std::to_string(e.tp)};
+  if (const int size = e.spec["bucket_size"].toInt()) {  // megatron_bucket_small_train.py's layout
+    args.push_back("--bucket-size");
+    args.push_back(std::to_string(size));
+  }
+  const auto r = realds::launch(args, 2, "0.19", logs);
   if (r.exit_code != 0) qWarning("%s", realds::describe(r).c_str());
   return r.exit_code == 0 ? realds::parse(test::read_text(out))["loads"]
                                 .toObject()[QString::fromStdString(iter)]
@@ -468,12 +482,29 @@ class TestRealdsMegatron : public QObject {
   // resume finds (every main it places rounds to its weight). The NaN/Inf megatron-core saved into the
   // 64-alignment gaps (torch.empty memory, owned by no param) are said not judged, not reported as damage.
   // main said "not compared yet" and three dcp-non-finite errors, exit 1.
+  void bucketSpaceMainParamsAreCompared_data() {
+    QTest::addColumn<QString>("entry");
+    QTest::addColumn<int>("params");
+    QTest::addColumn<QString>("param");  // a param and its slice, as the research probe found them
+    QTest::addColumn<QString>("slice");
+    // the first piece of each group's bucket (.metadata's chunk (0, 512)) is the output layer's main
+    QTest::newRow("tp 2, one bucket per group")
+        << kBucket << 58 << "output_layer.weight (dp_group_idx_0)" << QString(kBucketKey0) + " [0, 512)";
+    // bucket 1 holds 16 + 16 + 16 + 512 elements and records 704 (docs/megatron-bucket-layout.md, save A)
+    QTest::newRow("dp 2, 10 buckets cut at the DP shards")
+        << kBucketDp2 << 29 << "decoder.final_layernorm.weight" << QString(kBucketKey1) + " [64, 80)";
+  }
+
   void bucketSpaceMainParamsAreCompared() {
     REALDS_REQUIRE_DS("0.19");
-    const auto e = realds::checkpoint(kBucket);
+    QFETCH(QString, entry);
+    QFETCH(int, params);
+    QFETCH(QString, param);
+    QFETCH(QString, slice);
+    const auto e = realds::checkpoint(entry.toStdString());
     test::TempDir dir;
     const auto truth = bucket_mains_truth(e, dir.file("logs"));
-    QCOMPARE(truth["mains_equal_weights"].toArray().size(), 58);
+    QCOMPARE(truth["mains_equal_weights"].toArray().size(), params);
     QVERIFY(truth["mains_differ"].toArray().isEmpty());
 
     const auto diag = test::run_cli({"diagnose", e.save_dir, "--json"});
@@ -481,20 +512,20 @@ class TestRealdsMegatron : public QObject {
     const auto report = json_of(diag);
     QVERIFY2(report["problems"].toArray().isEmpty(), diag.out.c_str());
     const auto mains = report["megatron"].toObject()["main_params"].toObject();
-    QCOMPARE(mains["compared"].toInt(), 58);
-    QCOMPARE(mains["placed"].toInt(), 58);
+    QCOMPARE(mains["compared"].toInt(), params);
+    QCOMPARE(mains["placed"].toInt(), params);
     QCOMPARE(mains["prefix"].toString(), QString("optimizer.distributed."));
     QVERIFY2(mains["not_compared"].toArray().isEmpty(), diag.out.c_str());
-    // the first piece of each group's bucket (.metadata's chunk (0, 512)) is the output layer's main
-    QCOMPARE(mains["slices"].toObject()["output_layer.weight (dp_group_idx_0)"].toString(),
-             QString(kBucketKey0) + " [0, 512)");
+    QCOMPARE(mains["slices"].toObject()[param].toString(), slice);
     const auto verdict = report["verdict"].toObject();
     QVERIFY(verdict["clean"].toBool());
     const auto said = verdict["text"].toString();
-    QVERIFY2(said.startsWith("No problems found.") &&
-                 said.contains("fp32 main params: 58 of 58 params placed in the bucket-space state "
-                               "(optimizer.distributed.*.param slices) compared with their bf16 weights"),
-             qPrintable(said));
+    QVERIFY2(
+        said.startsWith("No problems found.") &&
+            said.contains(QString("fp32 main params: %1 of %1 params placed in the bucket-space state "
+                                  "(optimizer.distributed.*.param slices) compared with their bf16 weights")
+                              .arg(params)),
+        qPrintable(said));
     bool gaps_said = false;
     for (const auto& n : verdict["not_checked"].toArray()) {
       QVERIFY2(!n.toString().contains("fp32-main-param"), qPrintable(n.toString()));
@@ -508,12 +539,21 @@ class TestRealdsMegatron : public QObject {
   // `param` buckets is the initial value, as megatron-core's own resume of it finds (none rounds to its
   // weight). Named with DeepSpeed's stale-master finding, on the bucket key and its file, exit 1. main said
   // nothing of the mains ("not compared yet").
+  void bucketSpaceStaleMainParamsAreNamed_data() {
+    QTest::addColumn<QString>("entry");
+    QTest::addColumn<int>("params");
+    QTest::newRow("tp 2, one bucket per group") << kBucketStale << 58;
+    QTest::newRow("dp 2, 10 buckets cut at the DP shards") << kBucketDp2Stale << 29;
+  }
+
   void bucketSpaceStaleMainParamsAreNamed() {
     REALDS_REQUIRE_DS("0.19");
-    const auto e = realds::checkpoint(kBucketStale);
+    QFETCH(QString, entry);
+    QFETCH(int, params);
+    const auto e = realds::checkpoint(entry.toStdString());
     test::TempDir dir;
     const auto truth = bucket_mains_truth(e, dir.file("logs"));
-    QCOMPARE(truth["mains_differ"].toArray().size(), 58);
+    QCOMPARE(truth["mains_differ"].toArray().size(), params);
     QVERIFY(truth["mains_equal_weights"].toArray().isEmpty());
 
     const auto diag = test::run_cli({"diagnose", e.save_dir, "--json"});
@@ -526,14 +566,16 @@ class TestRealdsMegatron : public QObject {
     QVERIFY(p["file"].toString().endsWith(".distcp"));
     const auto message = p["message"].toString();
     QVERIFY2(message.contains("`param` buckets") &&
-                 message.contains("of 58 of 58 trainable params do not match their bf16 weights") &&
+                 message.contains(
+                     QString("of %1 of %1 trainable params do not match their bf16 weights").arg(params)) &&
                  message.contains("reload_model_params") && message.contains("Affected: "),
              qPrintable(message));
     const auto mains = report["megatron"].toObject()["main_params"].toObject();
-    QCOMPARE(mains["compared"].toInt(), 58);
+    QCOMPARE(mains["compared"].toInt(), params);
     QVERIFY(!report["verdict"].toObject()["clean"].toBool());
     const auto said = report["verdict"].toObject()["text"].toString();
-    QVERIFY2(said.startsWith("1 error. Checked: ") && said.contains("fp32 main params: 58 of 58 params"),
+    QVERIFY2(said.startsWith("1 error. Checked: ") &&
+                 said.contains(QString("fp32 main params: %1 of %1 params").arg(params)),
              qPrintable(said));
   }
 
