@@ -579,6 +579,43 @@ class TestRealdsMegatron : public QObject {
              qPrintable(said));
   }
 
+  // The swap test before a stale-main finding: a copy of the healthy bucket-space save whose two layers'
+  // weights trade places (megatron_swap_layers.py rewrites .metadata alone: each layer's chunks read the
+  // other layer's items; the mains untouched). Each mismatching main then rounds exactly to another
+  // same-sized param's weight, which is what a wrong guess of the params' order would give: ckptdoc says the
+  // order is ambiguous under "Not checked" for both groups and raises no fp32-master-mismatch, nor says the
+  // mains were compared. main said "not compared yet".
+  void bucketSpaceOrderAmbiguityIsNotCalledStale() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kBucket);
+    test::TempDir dir;
+    const auto copy = realds::copy_of(e, dir);
+    const auto swap = realds::python_with_deepspeed(
+        {test::source_dir() + "/tests/realds/megatron_swap_layers.py", copy + "/iter_0000002"}, e.ds);
+    QVERIFY2(swap.exit_code == 0, realds::describe(swap).c_str());
+    // the 12 layer-stacked keys' layer-0 chunks: 6 replicated keys (one each), 6 cut over the 2 tensor ranks
+    QCOMPARE(std::stoi(swap.out), 18);
+
+    const auto diag = test::run_cli({"diagnose", copy, "--json"});
+    CKPTDOC_EXPECT_EXIT(diag, 0);
+    const auto report = json_of(diag);
+    QVERIFY2(report["problems"].toArray().isEmpty(), diag.out.c_str());
+    const auto mains = report["megatron"].toObject()["main_params"].toObject();
+    QCOMPARE(mains["compared"].toInt(), 0);
+    QCOMPARE(mains["placed"].toInt(), 58);
+    const auto not_compared = mains["not_compared"].toArray();
+    QCOMPARE(not_compared.size(), 2);
+    for (const auto& n : not_compared)
+      QVERIFY2(n.toString().contains("rounds exactly to") &&
+                   n.toString().contains("the bucket order is ambiguous, so no main of this group is judged"),
+               qPrintable(n.toString()));
+    const auto verdict = report["verdict"].toObject();
+    QVERIFY(!verdict["text"].toString().contains("fp32 main params:"));
+    QVERIFY(verdict["not_checked"].toArray().contains(
+        "no fp32-main-param comparison: the optimizer state is in bucket space (optimizer.distributed.*, "
+        "dp_reshardable) and no main was compared (why: below)"));
+  }
+
   // repair --reset-optimizer of the DistributedOptimizer's bucket-space state (dp_reshardable, Megatron-LM's
   // default): the exp_avg / exp_avg_sq buckets zeroed and each dp group's param groups' step 0, the fp32
   // `param` buckets, .metadata, common.pt and metadata.json the input's bytes, the input untouched. Judged by

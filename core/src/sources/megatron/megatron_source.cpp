@@ -174,8 +174,8 @@ void add_megatron_findings(dcp::Report& r, const dcp::Checkpoint& ckpt, const me
     if (!mains.params.empty()) continue;  // made above
     not_checked.push_back(mains.bucket_space
                               ? "no fp32-main-param comparison: the optimizer state is in bucket space "
-                                "(optimizer.distributed.*, dp_reshardable) and no param's slice could be "
-                                "placed (see below)"
+                                "(optimizer.distributed.*, dp_reshardable) and no main was compared (why: "
+                                "below)"
                           : optimizer ? "no fp32-main-param comparison: no optimizer.state.fp32_param.<key> "
                                         "or optimizer.state.param.<key> "
                                         "beside a bf16 or fp16 weight"
