@@ -313,6 +313,16 @@ MATRIX = {
                                                          bucket_size=300,
                                                          src="v019_megatron_bf16_distopt_dp2_buckets", stage=0,
                                                          dtype="bf16", dp=2, tp=1, world=2, steps=0, ds="0.19"),
+    # bf16_distopt_pp2_tied: bucket space over 2 pipeline stages with tied embeddings (tp 1, dp 1, world 2; bucket_size
+    # 300; megatron_bucket_map_probe.py --train --pp 2 --tied): each stage's copy of the word embeddings in a bucket of
+    # its own, the last stage's saved only as a replica; _stale: its --finetune-style run
+    "v019_megatron_bf16_distopt_pp2_tied": dict(kind="megatron_optim", mode="pretrain", optimizer="distributed",
+                                                sharding="dp_reshardable", bucket_size=300, pp=2, tied=True, stage=0,
+                                                dtype="bf16", dp=1, tp=1, world=2, steps=2, ds="0.19"),
+    "v019_megatron_bf16_distopt_pp2_tied_stale": dict(kind="megatron_optim", mode="finetune", optimizer="distributed",
+                                                      sharding="dp_reshardable", bucket_size=300, pp=2, tied=True,
+                                                      src="v019_megatron_bf16_distopt_pp2_tied", stage=0,
+                                                      dtype="bf16", dp=1, tp=1, world=2, steps=0, ds="0.19"),
     "v019_megatron_finetune_stale": dict(kind="megatron_optim", mode="finetune", optimizer="local",
                                          src="v019_megatron_bf16_distopt", stage=0, dtype="bf16", dp=1, tp=2,
                                          world=2, steps=0, ds="0.19"),
@@ -508,6 +518,8 @@ def stamp_of(a, spec):
                 parts.append(file_sha(os.path.join(HERE, "megatron_bucket_finetune_train.py")))
             if spec.get("bucket_size"):
                 parts.append(file_sha(os.path.join(HERE, "megatron_bucket_small_train.py")))
+            if spec.get("tied"):
+                parts.append(file_sha(os.path.join(HERE, "megatron_bucket_map_probe.py")))
         if spec.get("src"):  # a run that loads another entry is remade with it
             parts.append(stamp_of(a, spec_of(spec["src"])))
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
@@ -623,7 +635,11 @@ def ensure(a, name):
                                  str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
             if spec.get("src"):
                 cmd += ["--load", ensure(a, spec["src"])["save_dir"]]
-            if spec.get("bucket_size"):
+            if spec.get("tied"):  # the research probe's --train mode: pipeline stages, tied embeddings
+                at = cmd.index(os.path.join(HERE, script))
+                cmd[at:at + 1] = [os.path.join(HERE, "megatron_bucket_map_probe.py"), "--train",
+                                  str(spec["bucket_size"]), "--pp", str(spec["pp"]), "--tied"]
+            elif spec.get("bucket_size"):
                 cmd += ["--bucket-size", str(spec["bucket_size"])]
         elif spec["kind"] == "par":
             cmd = launch[:-1] + [os.path.join(HERE, "par_train.py"), "--kind", spec["model"], "--out", save_dir,
