@@ -625,7 +625,7 @@ class TestRealdsMegatron : public QObject {
   }
 
   // The swap test before a stale-main finding: a copy of the healthy bucket-space save whose two layers'
-  // weights trade places (megatron_swap_layers.py rewrites .metadata alone: each layer's chunks read the
+  // weights trade places (megatron_metadata_edit.py rewrites .metadata alone: each layer's chunks read the
   // other layer's items; the mains untouched). Each mismatching main then rounds exactly to another
   // same-sized param's weight, which is what a wrong guess of the params' order would give: ckptdoc says the
   // order is ambiguous under "Not checked" for both groups and raises no fp32-master-mismatch, nor says the
@@ -635,8 +635,10 @@ class TestRealdsMegatron : public QObject {
     const auto e = realds::checkpoint(kBucket);
     test::TempDir dir;
     const auto copy = realds::copy_of(e, dir);
-    const auto swap = realds::python_with_deepspeed(
-        {test::source_dir() + "/tests/realds/megatron_swap_layers.py", copy + "/iter_0000002"}, e.ds);
+    const auto swap =
+        realds::python_with_deepspeed({test::source_dir() + "/tests/realds/megatron_metadata_edit.py",
+                                       copy + "/iter_0000002", "--swap-layers", "0", "1"},
+                                      e.ds);
     QVERIFY2(swap.exit_code == 0, realds::describe(swap).c_str());
     // the 12 layer-stacked keys' layer-0 chunks: 6 replicated keys (one each), 6 cut over the 2 tensor ranks
     QCOMPARE(std::stoi(swap.out), 18);
@@ -654,6 +656,38 @@ class TestRealdsMegatron : public QObject {
       QVERIFY2(n.toString().contains("rounds exactly to") &&
                    n.toString().contains("the bucket order is ambiguous, so no main of this group is judged"),
                qPrintable(n.toString()));
+    const auto verdict = report["verdict"].toObject();
+    QVERIFY(!verdict["text"].toString().contains("fp32 main params:"));
+    QVERIFY(verdict["not_checked"].toArray().contains(
+        "no fp32-main-param comparison: the optimizer state is in bucket space (optimizer.distributed.*, "
+        "dp_reshardable) and no main was compared (why: below)"));
+  }
+
+  // A refusal is never a clean word on the mains: a copy of the healthy bucket-space save whose .metadata
+  // lost decoder.final_layernorm.bias (megatron_metadata_edit.py --drop: the key and its storage items gone,
+  // as for a param the buckets hold but the model does not list) leaves the walk short of each bucket's size,
+  // so no main is compared and "Not checked" says why for both groups; no fp32-master-mismatch, and the
+  // verdict does not say the mains were compared. main said "not compared yet".
+  void bucketSpaceMapRefusalIsNotChecked() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kBucket);
+    test::TempDir dir;
+    const auto copy = realds::copy_of(e, dir);
+    const auto edit =
+        realds::python_with_deepspeed({test::source_dir() + "/tests/realds/megatron_metadata_edit.py",
+                                       copy + "/iter_0000002", "--drop", "decoder.final_layernorm.bias"},
+                                      e.ds);
+    QVERIFY2(edit.exit_code == 0, realds::describe(edit).c_str());
+    QCOMPARE(std::stoi(edit.out), 1);  // its one replicated chunk
+
+    const auto diag = test::run_cli({"diagnose", copy, "--json"});
+    const auto report = json_of(diag);
+    for (const auto& code : problem_codes(report)) QVERIFY2(code != "fp32-master-mismatch", diag.out.c_str());
+    const auto mains = report["megatron"].toObject()["main_params"].toObject();
+    QCOMPARE(mains["compared"].toInt(), 0);
+    QCOMPARE(mains["not_compared"].toArray(),
+             (QJsonArray{"bucket space: dp_group_idx_0: the walk's params run out in bucket 0 of 1",
+                         "bucket space: dp_group_idx_1: the walk's params run out in bucket 0 of 1"}));
     const auto verdict = report["verdict"].toObject();
     QVERIFY(!verdict["text"].toString().contains("fp32 main params:"));
     QVERIFY(verdict["not_checked"].toArray().contains(
