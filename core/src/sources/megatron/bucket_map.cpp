@@ -152,6 +152,7 @@ std::vector<BucketSlot> rank_params(const std::vector<const dcp::Entry*>& keys, 
     BucketSlot s;
     s.name = std::move(name);
     s.weight = k.entry;
+    s.chunk = &c;
     s.offsets = c.offsets;
     s.sizes = c.sizes;
     s.numel = numel_of(c.sizes);

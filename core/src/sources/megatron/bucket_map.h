@@ -21,7 +21,8 @@ namespace ckptdoc::megatron {
 struct BucketSlot {
   std::string name;  // "decoder.layers.<l>.<rest>" for layer-stacked keys, else the key
   const dcp::Entry* weight = nullptr;
-  std::vector<int64_t> offsets, sizes;  // the box of `weight` (the layer axis of size 1 kept)
+  const dcp::Chunk* chunk = nullptr;  // the chunk of `weight` that is this param (one tensor rank, one layer)
+  std::vector<int64_t> offsets, sizes;  // its box of `weight` (the layer axis of size 1 kept)
   int bucket = 0;
   int64_t start = 0, numel = 0;
 };

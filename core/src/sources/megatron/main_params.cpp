@@ -77,33 +77,43 @@ int rank_of(const std::string& file) {  // "__<rank>_<n>.distcp"
 
 constexpr const char* kBucketPrefix = "optimizer.distributed.";
 
-// A slot's box of its weight (the weight held whole, row-major), row-major.
-std::vector<uint8_t> slot_box(const std::vector<uint8_t>& weight, const BucketSlot& slot, size_t esize) {
-  std::vector<uint8_t> box(static_cast<size_t>(slot.numel) * esize);
-  for_each_run(slot.weight->size, slot.offsets, slot.sizes, [&](int64_t g, int64_t b, int64_t n) {
-    std::memcpy(box.data() + b * esize, weight.data() + g * esize, n * esize);
-  });
-  return box;
+// A slot's main: its slice of its bucket, read chunk by chunk (each chunk lies inside one param or one gap).
+std::vector<float> read_slice(const dcp::Checkpoint& ckpt, const BucketGroup& g, const BucketSlot& slot) {
+  const auto& bucket = *g.buckets[static_cast<size_t>(slot.bucket)];
+  std::vector<float> slice(static_cast<size_t>(slot.numel));
+  for (const auto& chunk : bucket.chunks) {
+    const int64_t at = chunk.offsets[0], n = chunk.sizes[0];
+    if (at < slot.start || at + n > slot.start + slot.numel) continue;  // another param's, or a gap
+    const auto main = ckpt.read_chunk(bucket, chunk).to_float();
+    std::memcpy(slice.data() + (at - slot.start), main.data(), static_cast<size_t>(n) * sizeof(float));
+  }
+  return slice;
 }
 
-// One group of the bucket map compared: each param's slice of its bucket against its weight box, chunk by
-// chunk (each chunk lies in one param or one gap; gap chunks hold torch.empty memory and are never read).
-// Before a mismatch is reported, the swap test (docs/megatron-bucket-layout.md, check 4): a main that rounds
-// exactly to another same-sized param's weight says the map's order is wrong, not that the mains are stale;
-// the group is then not compared (returned empty, with why in `ambiguous`).
+// Whether `main` rounds exactly to `weight` (both of n elements).
+bool rounds_to(Backend& backend, const std::vector<uint8_t>& weight, DType lp, const float* main, size_t n) {
+  const auto d = backend.divergence(weight.data(), lp, main, n);
+  return d.count > 0 && d.exact == d.count;
+}
+
+// One group of the bucket map compared: each param's slice of its bucket against its weight (the weight's
+// chunk that is this param, so one param's bytes are held at a time), chunk by chunk; gap chunks hold
+// torch.empty memory and are never read. Before a mismatch is reported, the swap test
+// (docs/megatron-bucket-layout.md, check 4): a main that rounds exactly to another same-sized param's weight
+// says the map's order is wrong, not that the mains are stale; the group is then not compared (returned
+// empty, with why in `ambiguous`). The test compares the first kSample elements first, kept per param, and
+// reads the two params whole only when those agree.
 std::vector<analysis::ParamReport> compare_group(const dcp::Checkpoint& ckpt, const BucketGroup& g,
                                                  bool qualify, Backend& backend,
-                                                 std::map<const dcp::Entry*, std::vector<uint8_t>>& weights,
                                                  std::map<int, std::set<std::string>>& files,
                                                  std::string& ambiguous) {
+  constexpr size_t kSample = 64;
   const size_t esize = element_size(g.lp);
   std::vector<analysis::ParamReport> out;
-  std::vector<std::vector<uint8_t>> boxes;
-  std::vector<std::vector<float>> slices;
+  std::vector<std::vector<uint8_t>> weight_samples;
+  std::vector<std::vector<float>> main_samples;
   for (const auto& slot : g.slots) {
-    auto& weight = weights[slot.weight];
-    if (weight.empty()) weight = read_whole(ckpt, *slot.weight, esize);
-    boxes.push_back(slot_box(weight, slot, esize));
+    const auto box = ckpt.read_chunk(*slot.weight, *slot.chunk).to_bytes();
     const auto& bucket = *g.buckets[static_cast<size_t>(slot.bucket)];
     analysis::ParamReport r;
     r.name = qualify ? slot.name + " (dp_group_idx_" + std::to_string(g.index) + ")" : slot.name;
@@ -112,38 +122,46 @@ std::vector<analysis::ParamReport> compare_group(const dcp::Checkpoint& ckpt, co
     r.lp_dtype = g.lp;
     r.tp = g.tp_rank;
     r.pp = g.pp_rank;
-    std::vector<float> slice(static_cast<size_t>(slot.numel));
+    const size_t sample = std::min(kSample, static_cast<size_t>(slot.numel));
+    std::vector<float> main_sample(sample);
     DivergenceStats total;
     for (const auto& chunk : bucket.chunks) {
       const int64_t at = chunk.offsets[0], n = chunk.sizes[0];
       if (at < slot.start || at + n > slot.start + slot.numel) continue;  // another param's, or a gap
       const auto main = ckpt.read_chunk(bucket, chunk).to_float();
-      std::memcpy(slice.data() + (at - slot.start), main.data(), static_cast<size_t>(n) * sizeof(float));
-      const auto d = backend.divergence(boxes.back().data() + (at - slot.start) * static_cast<int64_t>(esize),
-                                        g.lp, main.data(), main.size());
+      const auto in_slot = static_cast<size_t>(at - slot.start);
+      if (in_slot < sample)
+        std::copy_n(main.begin(), std::min(sample - in_slot, main.size()), main_sample.begin() + in_slot);
+      const auto d = backend.divergence(box.data() + in_slot * esize, g.lp, main.data(), main.size());
       total.merge(d);
       const int rank = chunk.item ? rank_of(chunk.item->file) : -1;
       r.per_rank[rank].merge(d);
       if (chunk.item) files[rank].insert(chunk.item->file);
     }
     r.lp_vs_fp32 = total;
-    slices.push_back(std::move(slice));
+    weight_samples.emplace_back(box.begin(), box.begin() + static_cast<std::ptrdiff_t>(sample * esize));
+    main_samples.push_back(std::move(main_sample));
     out.push_back(std::move(r));
   }
   for (size_t i = 0; i < out.size(); ++i) {
     const auto& d = *out[i].lp_vs_fp32;
     if (d.exact == d.count) continue;
+    std::vector<float> main;  // read whole once a sample agrees
     for (size_t j = 0; j < out.size(); ++j) {
-      if (j == i || g.slots[j].numel != g.slots[i].numel) continue;
-      const auto other = backend.divergence(boxes[j].data(), g.lp, slices[i].data(), slices[i].size());
-      if (other.count > 0 && other.exact == other.count) {
-        ambiguous = "the main at [" + std::to_string(g.slots[i].start) + ", " +
-                    std::to_string(g.slots[i].start + g.slots[i].numel) + ") of " +
-                    g.buckets[static_cast<size_t>(g.slots[i].bucket)]->key + " rounds exactly to " +
-                    g.slots[j].name + "'s weight, not to " + g.slots[i].name +
-                    "'s: the bucket order is ambiguous, so no main of this group is judged";
-        return {};
-      }
+      const auto& a = g.slots[i];
+      const auto& b = g.slots[j];
+      if (j == i || b.numel != a.numel ||
+          !rounds_to(backend, weight_samples[j], g.lp, main_samples[i].data(), main_samples[i].size()))
+        continue;
+      if (main.empty()) main = read_slice(ckpt, g, a);
+      if (!rounds_to(backend, ckpt.read_chunk(*b.weight, *b.chunk).to_bytes(), g.lp, main.data(),
+                     main.size()))
+        continue;
+      ambiguous = "the main at [" + std::to_string(a.start) + ", " + std::to_string(a.start + a.numel) +
+                  ") of " + g.buckets[static_cast<size_t>(a.bucket)]->key + " rounds exactly to " + b.name +
+                  "'s weight, not to " + a.name +
+                  "'s: the bucket order is ambiguous, so no main of this group is judged";
+      return {};
     }
   }
   return out;
@@ -161,7 +179,6 @@ void compare_bucket_mains(const dcp::Checkpoint& ckpt, MainParamComparison& c, B
     return;
   }
   for (const auto& why : map.refused) c.not_compared.push_back("bucket space: " + why);
-  std::map<const dcp::Entry*, std::vector<uint8_t>> weights;
   size_t total = 0;
   for (const auto& g : map.groups) total += g.slots.size();
   c.bucket_params = total;
@@ -176,8 +193,8 @@ void compare_bucket_mains(const dcp::Checkpoint& ckpt, MainParamComparison& c, B
     const std::string label = "bucket space: dp_group_idx_" + std::to_string(g.index) + ": ";
     try {
       std::string ambiguous;
-      auto reports = compare_group(ckpt, g, map.groups.size() > 1 || !map.refused.empty(), backend, weights,
-                                   files, ambiguous);
+      auto reports =
+          compare_group(ckpt, g, map.groups.size() > 1 || !map.refused.empty(), backend, files, ambiguous);
       if (!ambiguous.empty()) {
         c.not_compared.push_back(label + ambiguous);
         continue;
