@@ -9,7 +9,8 @@ _init_optimizer_states_with_dummy_values (what its load_parameter_state does, di
 
 Per folder it says what the load left in the inner torch Adam (adam_state: the moments' largest |value|, the
 per-param step values), the steps of the param groups megatron-core read from the save (group_steps) and the fp32
-main params. Measured with 0.16.1 on the CPU (torch's Adam, no Apex/TE): the per-param step after this resume is
+main params, and which of them (every rank's, "tp<r>:<name>") round to their loaded bf16 weights (mains_equal_weights)
+or not (mains_differ). Measured with 0.16.1 on the CPU (torch's Adam, no Apex/TE): the per-param step after this resume is
 the dummy initialisation's 1.0 whatever the save's param groups hold (2.0 in the input), so the step is judged
 in group_steps, and a fresh-step comparison (--fresh-step-check) cannot tell a reset from a resume here; with two folders (--ckpt IN --ckpt OUT) mains_equal counts the mains that are
 bit-identical between the two loads (each folder loaded into its own fresh model and optimizer). Then the last
@@ -17,7 +18,7 @@ folder's optimizer takes one step (synthetic gradients: the forward needs CUDA) 
 step is judged against a fresh torch Adam (megatron_load_check.py's fresh_step_check: bit-identical results count).
 
 usage: launch.py --world 2 -- megatron_bucket_load_check.py --ckpt ITERATION_DIR [--ckpt ...] [--fresh-step-check]
-       [--tp 2] --json OUT
+       [--tp 2] [--bucket-size N] --json OUT
 """
 import argparse
 import json
@@ -34,7 +35,7 @@ import megatron_optim_train as trainer  # noqa: E402 - its CPU shims and the mod
 METADATA = dict(trainer.SHARDED_SD_METADATA, distrib_optim_sharding_type="dp_reshardable")
 
 
-def resume(ckpt, tp, mode):
+def resume(ckpt, tp, mode, bucket_size=None):
     from megatron.core import dist_checkpointing
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
     from megatron.core.models.gpt import GPTModel
@@ -48,8 +49,11 @@ def resume(ckpt, tp, mode):
                             perform_initialization=True)
     gpt = GPTModel(config=cfg, transformer_layer_spec=get_gpt_layer_local_spec(), vocab_size=64,
                    max_sequence_length=8)
+    # the save's bucket layout (megatron_bucket_small_train.py): megatron-core asserts the same
+    # per_bucket_numel_unpadded on load
+    small = dict(overlap_grad_reduce=True, bucket_size=bucket_size) if bucket_size else {}
     ddp = DistributedDataParallel(cfg, DistributedDataParallelConfig(use_distributed_optimizer=True,
-                                                                     grad_reduce_in_fp32=True),
+                                                                     grad_reduce_in_fp32=True, **small),
                                   Float16Module(cfg, gpt))
     opt = get_megatron_optimizer(OptimizerConfig(optimizer="adam", lr=1e-3, bf16=True,
                                                  use_distributed_optimizer=True), [ddp])
@@ -73,11 +77,33 @@ def mains(opt):
             for p in g["params"]]
 
 
+def mains_vs_weights(gpt, opt):
+    """Which of this rank's fp32 mains, as megatron-core's own resume placed them from the buckets, round to their
+    loaded bf16 weights (healthy) and which do not (stale): each main is the shard of its param this DP rank owns
+    (_get_model_param_range_map)."""
+    from megatron.core import parallel_state
+    names = {p: n for n, p in gpt.named_parameters()}
+    tp = parallel_state.get_tensor_model_parallel_rank()
+    equal, differ = [], []
+    for o in getattr(opt, "chained_optimizers", [opt]):
+        for model_group, main_group in zip(o.model_float16_groups, o.shard_fp32_from_float16_groups):
+            for p, main in zip(model_group, main_group):
+                r = o._get_model_param_range_map(p)["param"]
+                weight = p.detach().view(-1)[r.start:r.end]
+                (equal if torch.equal(main.to(p.dtype), weight) else differ).append(f"tp{tp}:{names[p]}")
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, (equal, differ))
+    # a param split over DP ranks is one name: it rounds to its weight when every shard of it does
+    differ = {n for _, d in gathered for n in d}
+    return sorted({n for e, _ in gathered for n in e} - differ), sorted(differ)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ckpt", required=True, action="append")
     ap.add_argument("--tp", type=int, default=2)
     ap.add_argument("--fresh-step-check", action="store_true")
+    ap.add_argument("--bucket-size", type=int, default=None)  # a megatron_bucket_small_train.py save's
     ap.add_argument("--json", required=True)
     a = ap.parse_args()
     notes = {}
@@ -89,10 +115,11 @@ def main():
 
     results, loaded_mains = {}, []
     for ckpt in a.ckpt:
-        gpt, opt, group_steps = resume(ckpt, a.tp, mode)
+        gpt, opt, group_steps = resume(ckpt, a.tp, mode, a.bucket_size)
         loaded_mains.append(mains(opt))
+        equal, differ = mains_vs_weights(gpt, opt)
         results[ckpt] = dict(adam_state=load_check.adam_state(opt), mains=len(loaded_mains[-1]),
-                             group_steps=group_steps)
+                             group_steps=group_steps, mains_equal_weights=equal, mains_differ=differ)
     mains_equal = None
     if len(loaded_mains) == 2:
         mains_equal = sum(torch.equal(x, y) for x, y in zip(*loaded_mains))

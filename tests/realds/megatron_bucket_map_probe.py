@@ -1,5 +1,7 @@
 #!/usr/bin/python3
-"""RESEARCH PROBE, not a test (nothing runs it; docs/megatron-bucket-layout.md gives its results).
+"""RESEARCH PROBE (docs/megatron-bucket-layout.md gives its results). Two uses beyond research: realds.py's pipeline
+entries (v019_megatron_bf16_distopt_pp2_tied*) are written by its --train mode, and test_realds_megatron reads those
+saves with it as torch's truth (the value check below) where megatron_bucket_load_check.py builds no pipeline.
 
 Question: can a reader of a Megatron-core DistributedOptimizer save in bucket space (param_state_sharding_type
 "dp_reshardable") map each model param to its (gbuf, bucket, offset, numel) in the 1-D buckets

@@ -295,6 +295,34 @@ MATRIX = {
     "v019_megatron_bf16_distopt_dp_reshardable": dict(kind="megatron_optim", mode="pretrain", optimizer="distributed",
                                                       sharding="dp_reshardable", stage=0, dtype="bf16", dp=1, tp=2,
                                                       world=2, steps=2, ds="0.19"),
+    # bf16_distopt_dp_reshardable_stale: a --finetune-style run from it (model loaded, optimizer not, no
+    # reload_model_params) with the same DistributedOptimizer in bucket space, saved at iteration 0
+    # (megatron_bucket_finetune_train.py): the `param` buckets hold the initial values (stale mains)
+    "v019_megatron_bf16_distopt_dp_reshardable_stale": dict(kind="megatron_optim", mode="finetune",
+                                                            optimizer="distributed", sharding="dp_reshardable",
+                                                            src="v019_megatron_bf16_distopt_dp_reshardable", stage=0,
+                                                            dtype="bf16", dp=1, tp=2, world=2, steps=0, ds="0.19"),
+    # bf16_distopt_dp2_buckets: bucket space at tp 1 x dp 2 (world 2) with overlap_grad_reduce and bucket_size 300
+    # (megatron_bucket_small_train.py): 10 buckets per group, each cut at its DP shards; _stale: its --finetune-style
+    # run (stale mains, saved before a step)
+    "v019_megatron_bf16_distopt_dp2_buckets": dict(kind="megatron_optim", mode="pretrain", optimizer="distributed",
+                                                   sharding="dp_reshardable", bucket_size=300, stage=0, dtype="bf16",
+                                                   dp=2, tp=1, world=2, steps=2, ds="0.19"),
+    "v019_megatron_bf16_distopt_dp2_buckets_stale": dict(kind="megatron_optim", mode="finetune",
+                                                         optimizer="distributed", sharding="dp_reshardable",
+                                                         bucket_size=300,
+                                                         src="v019_megatron_bf16_distopt_dp2_buckets", stage=0,
+                                                         dtype="bf16", dp=2, tp=1, world=2, steps=0, ds="0.19"),
+    # bf16_distopt_pp2_tied: bucket space over 2 pipeline stages with tied embeddings (tp 1, dp 1, world 2; bucket_size
+    # 300; megatron_bucket_map_probe.py --train --pp 2 --tied): each stage's copy of the word embeddings in a bucket of
+    # its own, the last stage's saved only as a replica; _stale: its --finetune-style run
+    "v019_megatron_bf16_distopt_pp2_tied": dict(kind="megatron_optim", mode="pretrain", optimizer="distributed",
+                                                sharding="dp_reshardable", bucket_size=300, pp=2, tied=True, stage=0,
+                                                dtype="bf16", dp=1, tp=1, world=2, steps=2, ds="0.19"),
+    "v019_megatron_bf16_distopt_pp2_tied_stale": dict(kind="megatron_optim", mode="finetune", optimizer="distributed",
+                                                      sharding="dp_reshardable", bucket_size=300, pp=2, tied=True,
+                                                      src="v019_megatron_bf16_distopt_pp2_tied", stage=0,
+                                                      dtype="bf16", dp=1, tp=1, world=2, steps=0, ds="0.19"),
     "v019_megatron_finetune_stale": dict(kind="megatron_optim", mode="finetune", optimizer="local",
                                          src="v019_megatron_bf16_distopt", stage=0, dtype="bf16", dp=1, tp=2,
                                          world=2, steps=0, ds="0.19"),
@@ -486,6 +514,12 @@ def stamp_of(a, spec):
         parts.append(file_sha(os.path.join(HERE, "megatron_optim_train.py")))
         if spec.get("sharding"):
             parts.append(file_sha(os.path.join(HERE, "megatron_bucket_train.py")))
+            if spec["mode"] == "finetune":
+                parts.append(file_sha(os.path.join(HERE, "megatron_bucket_finetune_train.py")))
+            if spec.get("bucket_size"):
+                parts.append(file_sha(os.path.join(HERE, "megatron_bucket_small_train.py")))
+            if spec.get("tied"):
+                parts.append(file_sha(os.path.join(HERE, "megatron_bucket_map_probe.py")))
         if spec.get("src"):  # a run that loads another entry is remade with it
             parts.append(stamp_of(a, spec_of(spec["src"])))
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
@@ -592,11 +626,21 @@ def ensure(a, name):
                                  "--steps", str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
         elif spec["kind"] == "megatron_optim":
             script = "megatron_bucket_train.py" if spec.get("sharding") == "dp_reshardable" else "megatron_optim_train.py"
+            if spec.get("sharding") == "dp_reshardable" and spec["mode"] == "finetune":
+                script = "megatron_bucket_finetune_train.py"
+            if spec.get("bucket_size"):
+                script = "megatron_bucket_small_train.py"
             cmd = launch[:-1] + [os.path.join(HERE, script), "--out", save_dir, "--mode",
                                  spec["mode"], "--optimizer", spec["optimizer"], "--tp", str(spec["tp"]), "--steps",
                                  str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
             if spec.get("src"):
                 cmd += ["--load", ensure(a, spec["src"])["save_dir"]]
+            if spec.get("tied"):  # the research probe's --train mode: pipeline stages, tied embeddings
+                at = cmd.index(os.path.join(HERE, script))
+                cmd[at:at + 1] = [os.path.join(HERE, "megatron_bucket_map_probe.py"), "--train",
+                                  str(spec["bucket_size"]), "--pp", str(spec["pp"]), "--tied"]
+            elif spec.get("bucket_size"):
+                cmd += ["--bucket-size", str(spec["bucket_size"])]
         elif spec["kind"] == "par":
             cmd = launch[:-1] + [os.path.join(HERE, "par_train.py"), "--kind", spec["model"], "--out", save_dir,
                                  "--ref", os.path.join(folder, "ref"), "--steps", str(spec["steps"]), "--tp",

@@ -1,8 +1,11 @@
 #include "main_params.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <set>
 
+#include "bucket_map.h"
 #include "ckptdoc/compute/backend.h"
 #include "ckptdoc/dtype.h"
 #include "ckptdoc/error.h"
@@ -72,6 +75,147 @@ int rank_of(const std::string& file) {  // "__<rank>_<n>.distcp"
   }
 }
 
+constexpr const char* kBucketPrefix = "optimizer.distributed.";
+
+// A slot's main: its slice of its bucket, read chunk by chunk (each chunk lies inside one param or one gap).
+std::vector<float> read_slice(const dcp::Checkpoint& ckpt, const BucketGroup& g, const BucketSlot& slot) {
+  const auto& bucket = *g.buckets[static_cast<size_t>(slot.bucket)];
+  std::vector<float> slice(static_cast<size_t>(slot.numel));
+  for (const auto& chunk : bucket.chunks) {
+    const int64_t at = chunk.offsets[0], n = chunk.sizes[0];
+    if (at < slot.start || at + n > slot.start + slot.numel) continue;  // another param's, or a gap
+    const auto main = ckpt.read_chunk(bucket, chunk).to_float();
+    std::memcpy(slice.data() + (at - slot.start), main.data(), static_cast<size_t>(n) * sizeof(float));
+  }
+  return slice;
+}
+
+// Whether `main` rounds exactly to `weight` (both of n elements).
+bool rounds_to(Backend& backend, const std::vector<uint8_t>& weight, DType lp, const float* main, size_t n) {
+  const auto d = backend.divergence(weight.data(), lp, main, n);
+  return d.count > 0 && d.exact == d.count;
+}
+
+// One group of the bucket map compared: each param's slice of its bucket against its weight (the weight's
+// chunk that is this param, so one param's bytes are held at a time), chunk by chunk; gap chunks hold
+// torch.empty memory and are never read. Before a mismatch is reported, the swap test
+// (docs/megatron-bucket-layout.md, check 4): a main that rounds exactly to another same-sized param's weight
+// says the map's order is wrong, not that the mains are stale; the group is then not compared (returned
+// empty, with why in `ambiguous`). The test compares the first kSample elements first, kept per param, and
+// reads the two params whole only when those agree.
+std::vector<analysis::ParamReport> compare_group(const dcp::Checkpoint& ckpt, const BucketGroup& g,
+                                                 bool qualify, Backend& backend,
+                                                 std::map<int, std::set<std::string>>& files,
+                                                 std::string& ambiguous) {
+  constexpr size_t kSample = 64;
+  const size_t esize = element_size(g.lp);
+  std::vector<analysis::ParamReport> out;
+  std::vector<std::vector<uint8_t>> weight_samples;
+  std::vector<std::vector<float>> main_samples;
+  for (const auto& slot : g.slots) {
+    const auto box = ckpt.read_chunk(*slot.weight, *slot.chunk).to_bytes();
+    const auto& bucket = *g.buckets[static_cast<size_t>(slot.bucket)];
+    analysis::ParamReport r;
+    r.name = qualify ? slot.name + " (dp_group_idx_" + std::to_string(g.index) + ")" : slot.name;
+    r.shape = slot.sizes;
+    r.numel = slot.numel;
+    r.lp_dtype = g.lp;
+    r.tp = g.tp_rank;
+    r.pp = g.pp_rank;
+    const size_t sample = std::min(kSample, static_cast<size_t>(slot.numel));
+    std::vector<float> main_sample(sample);
+    DivergenceStats total;
+    for (const auto& chunk : bucket.chunks) {
+      const int64_t at = chunk.offsets[0], n = chunk.sizes[0];
+      if (at < slot.start || at + n > slot.start + slot.numel) continue;  // another param's, or a gap
+      const auto main = ckpt.read_chunk(bucket, chunk).to_float();
+      const auto in_slot = static_cast<size_t>(at - slot.start);
+      if (in_slot < sample)
+        std::copy_n(main.begin(), std::min(sample - in_slot, main.size()), main_sample.begin() + in_slot);
+      const auto d = backend.divergence(box.data() + in_slot * esize, g.lp, main.data(), main.size());
+      total.merge(d);
+      const int rank = chunk.item ? rank_of(chunk.item->file) : -1;
+      r.per_rank[rank].merge(d);
+      if (chunk.item) files[rank].insert(chunk.item->file);
+    }
+    r.lp_vs_fp32 = total;
+    weight_samples.emplace_back(box.begin(), box.begin() + static_cast<std::ptrdiff_t>(sample * esize));
+    main_samples.push_back(std::move(main_sample));
+    out.push_back(std::move(r));
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    const auto& d = *out[i].lp_vs_fp32;
+    if (d.exact == d.count) continue;
+    std::vector<float> main;  // read whole once a sample agrees
+    for (size_t j = 0; j < out.size(); ++j) {
+      const auto& a = g.slots[i];
+      const auto& b = g.slots[j];
+      if (j == i || b.numel != a.numel ||
+          !rounds_to(backend, weight_samples[j], g.lp, main_samples[i].data(), main_samples[i].size()))
+        continue;
+      if (main.empty()) main = read_slice(ckpt, g, a);
+      if (!rounds_to(backend, ckpt.read_chunk(*b.weight, *b.chunk).to_bytes(), g.lp, main.data(),
+                     main.size()))
+        continue;
+      ambiguous = "the main at [" + std::to_string(a.start) + ", " + std::to_string(a.start + a.numel) +
+                  ") of " + g.buckets[static_cast<size_t>(a.bucket)]->key + " rounds exactly to " + b.name +
+                  "'s weight, not to " + a.name +
+                  "'s: the bucket order is ambiguous, so no main of this group is judged";
+      return {};
+    }
+  }
+  return out;
+}
+
+// Bucket space (dp_reshardable): the map of bucket_map.h, each group compared, what is refused said in
+// not_compared.
+void compare_bucket_mains(const dcp::Checkpoint& ckpt, MainParamComparison& c, Backend& backend,
+                          std::map<int, std::set<std::string>>& files, Progress* progress) {
+  BucketMap map;
+  try {
+    map = map_buckets(ckpt.metadata(), stored_key_order(ckpt.metadata()));
+  } catch (const Error& err) {
+    c.not_compared.push_back(std::string("bucket space: ") + err.what());
+    return;
+  }
+  for (const auto& why : map.refused) c.not_compared.push_back("bucket space: " + why);
+  size_t total = 0;
+  for (const auto& g : map.groups) total += g.slots.size();
+  c.bucket_params = total;
+  if (progress) progress->set_stage(progress->stage(), total);
+  for (const auto& g : map.groups)
+    for (size_t b = 0; b < g.buckets.size(); ++b) {
+      const auto& key = g.buckets[b]->key;
+      c.gaps_of[key.substr(0, key.rfind('.'))] = g.gaps(static_cast<int>(b));
+    }
+  for (const auto& g : map.groups) {
+    if (progress) progress->check();
+    const std::string label = "bucket space: dp_group_idx_" + std::to_string(g.index) + ": ";
+    try {
+      std::string ambiguous;
+      auto reports =
+          compare_group(ckpt, g, map.groups.size() > 1 || !map.refused.empty(), backend, files, ambiguous);
+      if (!ambiguous.empty()) {
+        c.not_compared.push_back(label + ambiguous);
+        continue;
+      }
+      for (size_t i = 0; i < reports.size(); ++i) {
+        const auto& slot = g.slots[i];
+        const auto& key = g.buckets[static_cast<size_t>(slot.bucket)]->key;
+        c.key_of[reports[i].name] = key;
+        c.slice_of[reports[i].name] =
+            key + " [" + std::to_string(slot.start) + ", " + std::to_string(slot.start + slot.numel) + ")";
+        c.params.push_back(std::move(reports[i]));
+      }
+      c.prefix = kBucketPrefix;
+      c.lp_dtype = g.lp;
+    } catch (const Error& err) {  // the DCP diagnosis names the missing or damaged item
+      c.not_compared.push_back(label + err.what());
+    }
+    if (progress) progress->add(g.slots.size());
+  }
+}
+
 }  // namespace
 
 std::vector<MainPair> main_pairs(const dcp::Metadata& md, std::vector<std::string>& not_compared) {
@@ -116,10 +260,15 @@ MainParamComparison compare_main_params(const dcp::Checkpoint& ckpt, Progress* p
   MainParamComparison c;
   const auto& md = ckpt.metadata();
   for (const auto& e : md.entries)
-    if (e.key.rfind("optimizer.distributed.", 0) == 0) c.bucket_space = true;
+    if (e.key.rfind(kBucketPrefix, 0) == 0) c.bucket_space = true;
   auto backend = make_cpu_backend(1);
   std::map<int, std::set<std::string>> files;
   const auto pairs = main_pairs(md, c.not_compared);
+  if (c.bucket_space && pairs.empty()) {
+    compare_bucket_mains(ckpt, c, *backend, files, progress);
+    for (auto& [rank, names] : files) c.files_by_rank[rank].assign(names.begin(), names.end());
+    return c;
+  }
   if (progress) progress->set_stage(progress->stage(), pairs.size());
   for (const auto& pair : pairs) {
     if (progress) progress->check();
@@ -153,17 +302,39 @@ MainParamComparison compare_main_params(const dcp::Checkpoint& ckpt, Progress* p
   return c;
 }
 
+std::optional<GapCount> nonfinite_outside_gaps(const dcp::Checkpoint& ckpt, const MainParamComparison& c,
+                                               const dcp::Entry& e) {
+  const auto it = c.gaps_of.find(e.key.substr(0, e.key.rfind('.')));
+  if (it == c.gaps_of.end() || e.kind != dcp::EntryKind::Tensor || e.size.size() != 1) return std::nullopt;
+  GapCount n;
+  for (const auto& [begin, end] : it->second) n.gap_elements += end - begin;
+  for (const auto& chunk : e.chunks) {
+    const int64_t at = chunk.offsets[0], end = at + chunk.sizes[0];
+    const bool gap = std::any_of(it->second.begin(), it->second.end(),
+                                 [&](const auto& g) { return g.first <= at && end <= g.second; });
+    if (gap) continue;
+    for (const float v : ckpt.read_chunk(e, chunk).to_float()) n.nonfinite_outside += !std::isfinite(v);
+  }
+  return n;
+}
+
 std::vector<analysis::Finding> main_param_findings(const MainParamComparison& c) {
   analysis::MasterContext ctx;
   ctx.lp_dtype = c.lp_dtype;
-  ctx.masters = "fp32 main params (" + c.prefix + "<key>)";
+  const bool buckets = c.prefix == kBucketPrefix;
+  ctx.masters = buckets ? "fp32 main params (their slices of the DistributedOptimizer's `param` buckets, " +
+                              c.prefix + "dp_group_idx_<i>.gbuf_idx_<g>.dtype_(...).bucket_idx_<b>.param)"
+                        : "fp32 main params (" + c.prefix + "<key>)";
   ctx.cause =
       "e.g. a --finetune / --no-load-optim load that never called optimizer.reload_model_params(), "
       "Megatron-LM "
       "#174";
   ctx.fix =
-      "ckptdoc repair --refresh-fp32, or Megatron-LM's optimizer.reload_model_params() after loading the "
-      "weights";
+      buckets
+          ? "Megatron-LM's optimizer.reload_model_params() after loading the weights (ckptdoc repair "
+            "--refresh-fp32 does not rewrite bucket space yet)"
+          : "ckptdoc repair --refresh-fp32, or Megatron-LM's optimizer.reload_model_params() after loading "
+            "the weights";
   ctx.files_of = [&c](const std::set<int>& ranks) {
     std::vector<std::string> out;
     for (int r : ranks)

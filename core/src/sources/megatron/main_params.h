@@ -6,7 +6,10 @@
 //   optimizer.state.param.<key>       DistributedOptimizer fully_reshardable
 // each with the global shape of the model's <key>. The two may be chunked differently: each main chunk is
 // compared with the same box of the weight, assembled from the weight's chunks.
+// In bucket space (optimizer.distributed.*, dp_reshardable) each param's slice of its `param` bucket is found
+// with bucket_map.h and compared with its box of the weight; the 64-alignment gaps are never read.
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,10 +22,17 @@ namespace ckptdoc::megatron {
 
 struct MainParamComparison {
   std::vector<analysis::ParamReport> params;  // one per (main, weight) pair compared; name = the model key
-  std::string prefix;                         // "optimizer.state.fp32_param." or "optimizer.state.param."
+  // "optimizer.state.fp32_param.", "optimizer.state.param." or "optimizer.distributed." (bucket space)
+  std::string prefix;
   DType lp_dtype = DType::BF16;
   std::vector<std::string> not_compared;  // "<key>: why" (a chunk unreadable, a shape that differs)
-  bool bucket_space = false;              // optimizer.distributed.* (dp_reshardable): not comparable here
+  bool bucket_space = false;              // optimizer.distributed.* (dp_reshardable)
+  // Bucket space: a param's name -> the bucket key holding its main and where ("<key> [start, end)").
+  std::map<std::string, std::string> key_of, slice_of;
+  size_t bucket_params = 0;  // bucket space: the params the map placed (compared or not)
+  // Bucket space: each mapped bucket's key up to ".bucket_idx_<b>" -> the [begin, end) ranges no param covers
+  // (64-alignment gaps, saved from torch.empty memory: their NaN/Inf are not the run's).
+  std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> gaps_of;
   // The storage files holding the main chunks written by each rank (the rank of `__<rank>_<n>.distcp`).
   std::map<int, std::vector<std::string>> files_by_rank;
 };
@@ -48,6 +58,15 @@ std::vector<uint8_t> weight_box(const std::vector<uint8_t>& weight, const MainPa
 // `progress`, its current stage counts the params compared (its total the pairs found) and a cancel stops
 // the comparison between params.
 MainParamComparison compare_main_params(const dcp::Checkpoint& ckpt, Progress* progress = nullptr);
+
+// Bucket space: the NaN/Inf elements of bucket tensor `e` (param, exp_avg, exp_avg_sq) outside its gaps, the
+// gap chunks never read, with the number of gap elements; nullopt when `e` is not a mapped bucket's.
+struct GapCount {
+  uint64_t nonfinite_outside = 0;
+  int64_t gap_elements = 0;
+};
+std::optional<GapCount> nonfinite_outside_gaps(const dcp::Checkpoint& ckpt, const MainParamComparison& c,
+                                               const dcp::Entry& e);
 
 // The fp32-master-mismatch / fp32-master-drift findings of analysis::master_findings, in Megatron's words.
 std::vector<analysis::Finding> main_param_findings(const MainParamComparison& c);

@@ -77,14 +77,18 @@ std::string integrity_sentence(const megatron::IntegrityCheck& i, bool asked) {
 // What Megatron's own files add to the DCP diagnosis: common.pt (absent, unreadable, unsafe) and its
 // iteration against the folder's, integrity.json's list against the files. The verdict is rewritten when
 // that adds an error or a warning, and says what it read.
-void add_megatron_findings(dcp::Report& r, const megatron::IterationFolder& f, const megatron::CommonState& c,
-                           const megatron::MainParamComparison& mains,
+void add_megatron_findings(dcp::Report& r, const dcp::Checkpoint& ckpt, const megatron::IterationFolder& f,
+                           const megatron::CommonState& c, const megatron::MainParamComparison& mains,
                            const megatron::IntegrityCheck& integrity, bool verify_asked) {
   std::vector<dcp::Problem> added = integrity.problems;
   for (auto& finding : megatron::main_param_findings(mains)) {
     // master_findings reports errors and warnings only (fp32-master-mismatch, fp32-master-drift); a DCP
     // report names the param's key.
     finding.key = finding.params.empty() ? "" : mains.prefix + finding.params.front();
+    if (const auto it =
+            finding.params.empty() ? mains.key_of.end() : mains.key_of.find(finding.params.front());
+        it != mains.key_of.end())
+      finding.key = it->second;  // bucket space: the bucket holding the first param's main
     if (!finding.files.empty()) finding.file = finding.files.front();
     added.push_back(std::move(finding));
   }
@@ -111,6 +115,21 @@ void add_megatron_findings(dcp::Report& r, const megatron::IterationFolder& f, c
     return p.severity == model::Severity::Error;
   });
   const size_t warnings_before = r.problems.size() - errors_before;
+  // Bucket space: NaN/Inf that lie only in the 64-alignment gaps are torch.empty memory megatron-core saved
+  // beside the params (distrib_optimizer.py:1633), not the run's values: not a dcp-non-finite.
+  int64_t gap_elements = 0;
+  std::erase_if(r.problems, [&](const dcp::Problem& p) {
+    if (p.code != "dcp-non-finite") return false;
+    const auto* e = ckpt.metadata().find(p.key);
+    const auto n = e ? megatron::nonfinite_outside_gaps(ckpt, mains, *e) : std::nullopt;
+    if (!n || n->nonfinite_outside > 0) return false;
+    gap_elements += n->gap_elements;
+    return true;
+  });
+  if (gap_elements > 0)
+    r.not_checked.push_back("the NaN/Inf of the bucket-space state's 64-alignment gaps (" +
+                            plural(gap_elements, "element") +
+                            " that no param owns, saved from uninitialised memory): not judged");
   r.problems.insert(r.problems.end(), added.begin(), added.end());
   std::stable_sort(r.problems.begin(), r.problems.end(), [](const auto& a, const auto& b) {
     return (a.severity == model::Severity::Error) > (b.severity == model::Severity::Error);
@@ -122,14 +141,23 @@ void add_megatron_findings(dcp::Report& r, const megatron::IterationFolder& f, c
     // the DCP sentence's basis stays true; its opening count is replaced by the new one
     const auto at = r.verdict.find("Checked: ");
     const std::string basis = at == std::string::npos ? r.verdict : r.verdict.substr(at);
-    r.verdict = (errors ? plural(errors, "error") + (warnings ? ", " + plural(warnings, "warning") : "")
-                        : plural(warnings, "warning")) +
+    r.verdict = (errors     ? plural(errors, "error") + (warnings ? ", " + plural(warnings, "warning") : "")
+                 : warnings ? plural(warnings, "warning")
+                            : std::string("No problems found")) +
                 ". " + basis;
-    r.clean = r.clean && errors == 0;
+    const bool complete =
+        !r.tensors.empty() && std::all_of(r.tensors.begin(), r.tensors.end(),
+                                          [](const auto& t) { return t.elements_read == t.numel; });
+    r.clean = errors == 0 && complete;
   }
   r.verdict += " Megatron: metadata.json sharded_backend " + f.backend + "; " + c.summary() + ".";
   r.verdict += integrity_sentence(integrity, verify_asked);
-  if (!mains.params.empty())
+  if (!mains.params.empty() && mains.bucket_space)
+    r.verdict += " fp32 main params: " + std::to_string(mains.params.size()) + " of " +
+                 plural(mains.bucket_params, "param") + " placed in the bucket-space state (" + mains.prefix +
+                 "*.param slices) compared with their " + analysis::lp_name(mains.lp_dtype) +
+                 " weights element by element.";
+  else if (!mains.params.empty())
     r.verdict += " fp32 main params: " + plural(mains.params.size(), "param") + " (" + mains.prefix +
                  "<key>) compared with their " + analysis::lp_name(mains.lp_dtype) +
                  " weights element by element.";
@@ -146,7 +174,8 @@ void add_megatron_findings(dcp::Report& r, const megatron::IterationFolder& f, c
     if (!mains.params.empty()) continue;  // made above
     not_checked.push_back(mains.bucket_space
                               ? "no fp32-main-param comparison: the optimizer state is in bucket space "
-                                "(optimizer.distributed.*, dp_reshardable), which is not compared yet"
+                                "(optimizer.distributed.*, dp_reshardable) and no main was compared (why: "
+                                "below)"
                           : optimizer ? "no fp32-main-param comparison: no optimizer.state.fp32_param.<key> "
                                         "or optimizer.state.param.<key> "
                                         "beside a bf16 or fp16 weight"
@@ -206,7 +235,8 @@ class MegatronSource final : public Source {
     d.report = dcp::diagnose(*d.ckpt);
     d.mains = megatron::compare_main_params(*d.ckpt);
     d.integrity = megatron::check_integrity(d.folder.dir, request.verify_checksums, request.progress);
-    add_megatron_findings(d.report, d.folder, d.common, d.mains, d.integrity, request.verify_checksums);
+    add_megatron_findings(d.report, *d.ckpt, d.folder, d.common, d.mains, d.integrity,
+                          request.verify_checksums);
     return d;
   }
 
@@ -236,6 +266,13 @@ class MegatronSource final : public Source {
       j["megatron"] = megatron_json(f, common);
       j["megatron"]["main_params"] = {
           {"compared", mains.params.size()}, {"prefix", mains.prefix}, {"not_compared", mains.not_compared}};
+      if (mains.bucket_space) {
+        auto& m = j["megatron"]["main_params"];
+        m["placed"] = mains.bucket_params;
+        m["slices"] =
+            nlohmann::json::object();  // bucket space: each param's main, "<bucket key> [start, end)"
+        for (const auto& [name, slice] : mains.slice_of) m["slices"][name] = slice;
+      }
       j["megatron"]["integrity"] = {{"present", integrity.present},
                                     {"readable", integrity.readable},
                                     {"verified", integrity.verified},

@@ -1,0 +1,56 @@
+#pragma once
+// Which slice of a DistributedOptimizer bucket is which model param, in a save in bucket space
+// (param_state_sharding_type "dp_reshardable", Megatron-LM's default):
+//   optimizer.distributed.dp_group_idx_<i>.gbuf_idx_<g>.dtype_(<param>, <grad>).bucket_idx_<b>.param
+// each a 1-D fp32 tensor of the whole bucket across DP, bucket-relative. The map is rebuilt from `.metadata`
+// alone (docs/megatron-bucket-layout.md): the model keys in their stored order, layer-stacked keys expanded
+// layer by layer, walked in reverse with each param's start rounded up to 64 elements, a bucket closed where
+// its tensor's size says. Checked by the walk's closure and by the bucket tensors' chunk cuts (one chunk per
+// param or gap, cut again at the DP shards). Whatever the map cannot place is refused with why.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ckptdoc/dtype.h"
+#include "ckptdoc/sources/dcp/checkpoint.h"
+
+namespace ckptdoc::megatron {
+
+// One model param's place: its box of the weight key and its slice [start, start + numel) of a bucket.
+struct BucketSlot {
+  std::string name;  // "decoder.layers.<l>.<rest>" for layer-stacked keys, else the key
+  const dcp::Entry* weight = nullptr;
+  const dcp::Chunk* chunk = nullptr;  // the chunk of `weight` that is this param (one tensor rank, one layer)
+  std::vector<int64_t> offsets, sizes;  // its box of `weight` (the layer axis of size 1 kept)
+  int bucket = 0;
+  int64_t start = 0, numel = 0;
+};
+
+// One dp_group_idx (one model-parallel rank: tensor rank i % tp of pipeline stage i / tp), one gbuf.
+struct BucketGroup {
+  int index = 0;
+  int tp_rank = 0, pp_rank = 0;
+  DType lp = DType::BF16;
+  std::vector<const dcp::Entry*> buckets;  // the `param` (or `master_param`) tensor of each bucket_idx
+  std::vector<BucketSlot> slots;           // in buffer order (the model order reversed)
+  // The [begin, end) ranges of bucket b that no param covers (64-alignment gaps: torch.empty memory).
+  std::vector<std::pair<int64_t, int64_t>> gaps(int b) const;
+};
+
+struct BucketMap {
+  bool bucket_space = false;  // any optimizer.distributed.* key
+  int tp = 1, pp = 1;
+  std::vector<BucketGroup> groups;   // the groups mapped and checked
+  std::vector<std::string> refused;  // "dp_group_idx_<i>: why" or "why" for the whole save
+  std::string state = "param";       // "master_param" under the precision-aware optimizer
+};
+
+// The map of `md`'s bucket-space state; `key_order` is `.metadata`'s stored key order (stored_key_order).
+BucketMap map_buckets(const dcp::Metadata& md, const std::vector<std::string>& key_order);
+
+// The keys of `.metadata`'s state_dict_metadata in their stored order (dcp::Metadata keeps them sorted).
+// Throws ckptdoc::Error naming the file when it cannot be read as it was read before.
+std::vector<std::string> stored_key_order(const dcp::Metadata& md);
+
+}  // namespace ckptdoc::megatron
