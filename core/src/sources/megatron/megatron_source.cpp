@@ -119,7 +119,7 @@ void add_megatron_findings(dcp::Report& r, const dcp::Checkpoint& ckpt, const me
   // beside the params (distrib_optimizer.py:1633), not the run's values: not a dcp-non-finite.
   int64_t gap_elements = 0;
   std::erase_if(r.problems, [&](const dcp::Problem& p) {
-    if (p.code != "dcp-non-finite") return false;
+    if (p.code != model::code_name(model::Code::DcpNonFinite)) return false;
     const auto* e = ckpt.metadata().find(p.key);
     const auto n = e ? megatron::nonfinite_outside_gaps(ckpt, mains, *e) : std::nullopt;
     if (!n || n->nonfinite_outside > 0) return false;
