@@ -8,6 +8,7 @@
 #include <QtTest>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "test_support.h"
@@ -23,6 +24,18 @@ struct Outcome {
   bool intercepted = false;
 };
 
+// Waits (bounded) until the process's state in /proc is "stopped".
+void wait_until_stopped(pid_t pid) {
+  for (int i = 0; i < 20000; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto close = line.rfind(')');  // the command name in parentheses may hold spaces
+    if (close == std::string::npos || close + 2 >= line.size() || line[close + 2] == 'T') return;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
 // Runs repair and, as soon as `out/latest` exists, stops it and breaks the output's `latest`.
 Outcome repair_with_broken_latest(const std::string& ck, const std::string& out, bool json) {
   QProcess p;
@@ -37,7 +50,12 @@ Outcome repair_with_broken_latest(const std::string& ck, const std::string& out,
   for (int i = 0; i < 200000 && p.state() == QProcess::Running; ++i) {
     if (fs::exists(out + "/latest")) {
       ::kill(pid, SIGSTOP);
-      test::write_text(out + "/latest", "global_step_that_is_not_there");
+      // kill() returns before the CLI has stopped (it may run on the other core a moment longer), so wait
+      // until it is stopped, and replace `latest` by a rename: a read never sees it empty or half written.
+      // (CI once saw a verification error without the tag's name: the CLI read `latest` mid-rewrite.)
+      wait_until_stopped(pid);
+      test::write_text(out + "/latest.broken", "global_step_that_is_not_there");
+      fs::rename(out + "/latest.broken", out + "/latest");
       o.intercepted = true;
       ::kill(pid, SIGCONT);
       break;
@@ -76,7 +94,7 @@ class TestRepairCliStates : public QObject {
       if (json) {
         const auto j = QJsonDocument::fromJson(QByteArray::fromStdString(o.out)).object();
         QCOMPARE(j["state"].toString(), QString("written-unverified"));
-        QVERIFY(j["verification_error"].toString().contains("global_step_that_is_not_there"));
+        QVERIFY2(j["verification_error"].toString().contains("global_step_that_is_not_there"), o.out.c_str());
         QCOMPARE(j["ok"].toBool(), false);
       } else {
         QVERIFY2(o.out.find("verification did not finish") != std::string::npos &&

@@ -17,10 +17,10 @@ namespace realds = ckptdoc::test::realds;
 
 namespace {
 
-// Drops, at any depth, where the checkpoint is, its files' sizes in bytes (other values pickle to other
-// sizes) and the fp16 loss scale (a setting of the run: initial_scale_power).
+// Drops, at any depth, where the checkpoint is, its files' sizes in bytes ("bytes", "file_bytes": other
+// values pickle to other sizes) and the fp16 loss scale (a setting of the run: initial_scale_power).
 QJsonValue layout_only(const QJsonValue& v) {
-  static const QSet<QString> run_specific = {"save_dir", "tag_dir", "bytes", "cur_scale"};
+  static const QSet<QString> run_specific = {"save_dir", "tag_dir", "bytes", "file_bytes", "cur_scale"};
   if (v.isObject()) {
     QJsonObject out;
     const QJsonObject o = v.toObject();
