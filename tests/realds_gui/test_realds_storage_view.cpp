@@ -117,10 +117,17 @@ class TestRealdsStorageView : public QObject {
   // repair with "Refresh fp32 masters" ticked, and Repair writes what `ckptdoc repair --refresh-fp32` writes
   // (which megatron-core's own resume judges in test_realds_megatron), byte for byte; the output diagnoses
   // clean. (Before, the finding reached the views without its repair kind: no Fix button, and the repair
-  // menu was greyed out.)
+  // menu was greyed out.) Also in bucket space (dp_reshardable), whose refresh main refused: the dialog's
+  // Repair failed.
+  void megatronStaleMainsAreFixedFromTheOverview_data() {
+    QTest::addColumn<QString>("name");
+    QTest::newRow("model space") << QString("v019_megatron_finetune_stale");
+    QTest::newRow("bucket space") << QString("v019_megatron_bf16_distopt_dp_reshardable_stale");
+  }
   void megatronStaleMainsAreFixedFromTheOverview() {
     REALDS_REQUIRE_DS("0.19");
-    const auto e = realds::checkpoint("v019_megatron_finetune_stale");
+    QFETCH(QString, name);
+    const auto e = realds::checkpoint(name.toStdString());
     MainWindow w;
     const std::string why = openAndWait(w, e.save_dir);
     QVERIFY2(why.empty(), why.c_str());
