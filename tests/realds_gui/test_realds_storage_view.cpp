@@ -13,8 +13,10 @@
 
 #include "app_settings.h"
 #include "gui_test_main.h"
+#include "imgui_driver.h"
 #include "main_window.h"
 #include "realds_support.h"
+#include "same_tree.h"
 #include "session.h"
 #include "source_repair_dialog.h"
 #include "storage_expectations.h"
@@ -154,6 +156,37 @@ class TestRealdsStorageView : public QObject {
         if (std::filesystem::is_regular_file(cli + sub + "/" + f))
           QVERIFY2(test::read_text(ours + sub + "/" + f) == test::read_text(cli + sub + "/" + f), f.c_str());
     CKPTDOC_EXPECT_EXIT(test::run_cli({"diagnose", ours}), 0);
+  }
+
+  // The same bucket-space refresh in the ImGui app, through its own clicks: Checkpoint > Repair offers
+  // "Refresh fp32 masters", and Repair with it writes what the CLI writes, byte for byte. main's repair said
+  // "Repair failed: ... nothing to refresh".
+  void imguiRefreshesMegatronBucketSpaceAsTheCli() {
+    REALDS_REQUIRE_DS("0.19");
+    Xvfb x;
+    const std::string no = x.start();
+    if (!no.empty()) QSKIP(no.c_str());
+    const auto e = realds::checkpoint("v019_megatron_bf16_distopt_dp_reshardable_stale");
+    test::TempDir dir;
+    const std::string ours = dir.file("app-refreshed"), cli = dir.file("cli-refreshed");
+    const auto r = runScript(x, dir, e.save_dir,
+                             "wait analysed 300\n"
+                             "click menu.checkpoint\n"
+                             "click menu.repair\n"
+                             "frames 2\n"
+                             "expect repair-offered refresh-fp32\n"
+                             "click repair.refresh-fp32\n"
+                             "set repair.output " +
+                                 ours +
+                                 "\n"
+                                 "click repair.run\n"
+                                 "wait repaired 300\n"
+                                 "expect repair-message Refreshed the fp32 main params of 58 params\n"
+                                 "quit\n");
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", e.save_dir, "-o", cli, "--refresh-fp32"}), 0);
+    QVERIFY(!test::files_in(cli).empty());
+    test::expect_same_tree(ours, cli);
   }
 };
 
