@@ -58,13 +58,15 @@ RefreshResult refresh_bucket_mains(const IterationFolder& folder, const dcp::Che
   };
   // What diagnose cannot judge is not rewritten: a refused map, an order the mains say is ambiguous (there a
   // refresh would write each weight into another param's slice), a chunk that cannot be read.
-  const auto before = compare_main_params(in);
+  if (progress) progress->set_stage("comparing the mains with their weights", 0);
+  const auto before = compare_main_params(in, progress);
   if (!before.not_compared.empty()) throw refuse(before.not_compared.front());
   const auto map = map_buckets(in.metadata(), stored_key_order(in.metadata()));
   if (!map.refused.empty()) throw refuse(map.refused.front());
   size_t total = 0;
   for (const auto& g : map.groups) total += g.slots.size();
-  if (total == 0 || before.params.size() != total)
+  if (total == 0) throw refuse("no bucket holds the fp32 mains of bf16 or fp16 params");
+  if (before.params.size() != total)
     throw refuse("the map places " + std::to_string(total) + " params and diagnose compares " +
                  std::to_string(before.params.size()));
 
