@@ -501,6 +501,24 @@ class TestUnpickler : public QObject {
     d.dict_mut().items[0].first = Value::str("renamed");
     QCOMPARE(d.at("renamed").as_int(), int64_t{1});
     QVERIFY(d.get("key1") == nullptr);
+    // Repeated keys (a dict filled through dict_mut()) and int keys among them: the index finds the first
+    // item of a key, as the linear search does, and appends after it keep it current.
+    Value r = Value::dict();
+    for (int i = 0; i < 200; ++i)
+      r.dict_mut().items.emplace_back(
+          i % 5 == 0 ? Value::integer(i) : Value::str("k" + std::to_string(i % 40)), Value::integer(i));
+    QCOMPARE(r.at("k1").as_int(), int64_t{1});
+    QCOMPARE(r.at("k39").as_int(), int64_t{39});
+    QVERIFY(r.get("k0") == nullptr);  // every i % 40 == 0 is also i % 5 == 0: int keys only
+    r.set("k1", Value::integer(-1));  // replaces the first k1, appends nothing
+    QCOMPARE(r.as_dict().items.size(), size_t{200});
+    QCOMPARE(r.as_dict().items[1].second.as_int(), int64_t{-1});
+    QCOMPARE(r.as_dict().items[41].second.as_int(), int64_t{41});
+    for (int i = 0; i < 3000; ++i) r.set("new" + std::to_string(i), Value::integer(i));
+    QCOMPARE(r.at("new0").as_int(), int64_t{0});
+    QCOMPARE(r.at("new2999").as_int(), int64_t{2999});
+    QCOMPARE(r.at("k2").as_int(), int64_t{2});
+    QVERIFY(r.get("new3000") == nullptr);
   }
 
   void reprCloneEquals() {

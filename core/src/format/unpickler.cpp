@@ -204,6 +204,68 @@ class Memo {
   size_t count_ = 0;
 };
 
+// Container address -> height, for validate() and the final cleanup: open addressing over one array, since
+// a 20k-param checkpoint's result has ~10^5 containers and every tensor's persistent id is validated too
+// (a node-based map cost an allocation per container).
+class Heights {
+ public:
+  const size_t* find(const void* key) const {
+    if (slots_.empty()) return nullptr;
+    for (size_t i = slot_of(key);; i = (i + 1) & (slots_.size() - 1)) {
+      if (slots_[i].key == key) return &slots_[i].height;
+      if (!slots_[i].key) return nullptr;
+    }
+  }
+  bool contains(const void* key) const { return find(key) != nullptr; }
+  // The height of `key`, added with `height` when absent.
+  size_t& get_or_add(const void* key, size_t height) {
+    if (2 * (used_ + 1) > slots_.size()) grow(std::max<size_t>(16, 2 * slots_.size()));
+    size_t i = slot_of(key);
+    for (; slots_[i].key; i = (i + 1) & (slots_.size() - 1))
+      if (slots_[i].key == key) return slots_[i].height;
+    slots_[i] = {key, height};
+    ++used_;
+    return slots_[i].height;
+  }
+  void reserve(size_t n) {
+    size_t cap = 16;
+    while (cap < 2 * n + 2) cap *= 2;
+    if (cap > slots_.size()) grow(cap);
+  }
+  // Empties the map; a small one keeps its array for the next use.
+  void clear() {
+    if (slots_.size() > 256) {
+      slots_.clear();
+      slots_.shrink_to_fit();
+    } else {
+      std::fill(slots_.begin(), slots_.end(), Slot{});
+    }
+    used_ = 0;
+  }
+
+ private:
+  struct Slot {
+    const void* key = nullptr;  // never null for a container
+    size_t height = 0;
+  };
+  size_t slot_of(const void* key) const {
+    const auto a = reinterpret_cast<uintptr_t>(key);
+    return static_cast<size_t>((a >> 4) * 0x9E3779B97F4A7C15ull >> 17) & (slots_.size() - 1);
+  }
+  void grow(size_t capacity) {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(capacity, Slot{});
+    for (const Slot& s : old) {
+      if (!s.key) continue;
+      size_t i = slot_of(s.key);
+      while (slots_[i].key) i = (i + 1) & (slots_.size() - 1);
+      slots_[i] = s;
+    }
+  }
+  std::vector<Slot> slots_;
+  size_t used_ = 0;
+};
+
 // A failure inside the VM; the driver adds file, record, offset and opcode.
 struct VmError {
   std::string what;
@@ -219,7 +281,7 @@ std::string hex_byte(uint8_t b) {
 }
 
 // Python 2 names (fix_imports) mapped to Python 3 for interpretation; the tree keeps what the file says.
-std::string py3_module(const std::string& m) {
+std::string_view py3_module(std::string_view m) {
   if (m == "__builtin__") return "builtins";
   if (m == "copy_reg") return "copyreg";
   return m;
@@ -515,9 +577,9 @@ class Vm {
     push(*v);
   }
 
-  void note_global(const std::string& module, const std::string& name) {
-    std::string q = module + "." + name;
-    record_use(q, false, PickleUseKind::Global, {}, {}, {}, module, name);
+  void note_global(std::string_view module, std::string_view name) {
+    std::string q = std::string(module) + "." + std::string(name);
+    record_use(q, false, PickleUseKind::Global, {}, {}, {}, std::string(module), std::string(name));
     if (globals_seen_.insert(q).second) globals_.push_back(std::move(q));
   }
   // --- what the stream reaches (UnpickleOptions::uses) ---
@@ -557,6 +619,7 @@ class Vm {
   };
   static constexpr size_t kMaxRepeats = 4096, kMaxRepeatName = 256;
   std::unordered_map<std::string, Repeat> global_repeats_;                // size-prefixed module, then name
+  std::string repeat_key_;                                                // make_global()'s key, reused
   std::map<std::pair<const void*, PickleUseKind>, Repeat> call_repeats_;  // the GLOBAL's payload, how
   void flush_repeats() noexcept {
     try {
@@ -565,12 +628,40 @@ class Vm {
           if (r.use.count) opt_.uses->add(std::move(r.use));
         for (auto& [k, r] : call_repeats_)
           if (r.use.count) opt_.uses->add(std::move(r.use));
+        for (auto& [k, r] : build_repeats_)
+          if (r.use.count) opt_.uses->add(std::move(r.use));
       }
     } catch (...) {
       // Out of memory while merging counts: the first use of each is recorded already.
     }
     global_repeats_.clear();
     call_repeats_.clear();
+    build_repeats_.clear();
+  }
+  // BUILD on an instance of a GLOBAL class (a checkpoint has one per fragment_address): recorded in full the
+  // first time, then only counted, like global_repeats_.
+  std::unordered_map<std::string, Repeat> build_repeats_;  // size-prefixed module, then name
+  void record_build_use(const ObjectData& o) {
+    if (!opt_.uses) return;
+    const bool cacheable = o.module.size() + o.name.size() <= kMaxRepeatName;
+    std::string& key = repeat_key_;
+    if (cacheable) {
+      key.clear();
+      key += std::to_string(o.module.size());
+      key += ':';
+      key += o.module;
+      key += o.name;
+      if (auto it = build_repeats_.find(key); it != build_repeats_.end()) {
+        ++it->second.use.count;
+        return;
+      }
+    }
+    record_use(o.qualified(), false, PickleUseKind::Build, {}, {}, {}, o.module, o.name);
+    if (cacheable && build_repeats_.size() < kMaxRepeats) {
+      Repeat r{Value(), make_use(o.qualified(), false, PickleUseKind::Build, {}, {}, {}, o.module, o.name)};
+      r.use.count = 0;
+      build_repeats_.emplace(key, std::move(r));
+    }
   }
   // A use of a GLOBAL, its module and name kept apart (a dotted name is an attribute walk).
   void record_global_use(const Value& g, PickleUseKind how, std::string via = {},
@@ -578,12 +669,16 @@ class Vm {
   void record_call(const Value& callable, const Value& args, PickleUseKind how);
   void record_globals_in(const Value& v, PickleUseKind how);
   void scan_nested_pickle(const std::string& loader, const std::string& bytes);
-  Value make_global(const std::string& module, const std::string& name) {
+  Value make_global(std::string_view module, std::string_view name) {
     if (module.empty() || name.empty()) vm_fail("GLOBAL with an empty module or name");
     const bool cacheable = module.size() + name.size() <= kMaxRepeatName;
-    std::string key;
+    std::string& key = repeat_key_;  // reused: a repeat costs no allocation
     if (cacheable) {
-      key = std::to_string(module.size()) + ":" + module + name;
+      key.clear();
+      key += std::to_string(module.size());
+      key += ':';
+      key += module;
+      key += name;
       if (auto it = global_repeats_.find(key); it != global_repeats_.end()) {
         charge(module.size() + name.size());
         ++it->second.use.count;
@@ -593,14 +688,16 @@ class Vm {
     if (!valid_utf8(module) || !valid_utf8(name)) vm_fail("GLOBAL name is not valid UTF-8");
     charge(module.size() + name.size());
     note_global(module, name);
-    Value v =
-        module == "torch" && is_torch_dtype_name(name) ? Value::dtype(name) : Value::global(module, name);
+    Value v = module == "torch" && is_torch_dtype_name(name)
+                  ? Value::dtype(std::string(name))
+                  : Value::global(std::string(module), std::string(name));
     if (cacheable && global_repeats_.size() < kMaxRepeats) {
       Repeat r{v, opt_.uses
-                      ? make_use(module + "." + name, false, PickleUseKind::Global, {}, {}, {}, module, name)
+                      ? make_use(std::string(module) + "." + std::string(name), false, PickleUseKind::Global,
+                                 {}, {}, {}, std::string(module), std::string(name))
                       : PickleUse{}};
       r.use.count = 0;
-      global_repeats_.emplace(std::move(key), std::move(r));
+      global_repeats_.emplace(key, std::move(r));
     }
     return v;
   }
@@ -614,7 +711,6 @@ class Vm {
   void add_list_items(Value& target, size_t from);
   void add_dict_items(Value& target, size_t from);
   void step(uint8_t op);
-  using Heights = std::unordered_map<const void*, size_t>;
   void validate(const Value& root, Heights& height_of, const char* what = "the result");
 
   std::span<const uint8_t> data_;
@@ -627,6 +723,7 @@ class Vm {
   std::vector<Value> graveyard_;
   static constexpr size_t kSmallDepth = 4, kSmallContainers = 64;
   std::vector<std::pair<const Value*, size_t>> small_;  // bury()'s walk
+  Heights pid_heights_;                                 // validate()'s map for persistent ids, reused
   uint64_t allocated_ = 0;
   uint64_t items_ = 0;
   int protocol_ = 0;
@@ -694,7 +791,8 @@ void Vm::record_call(const Value& callable, const Value& args, PickleUseKind how
     return;
   }
   const std::string q = describe_callable(callable);
-  const std::string q3 = py3_module(callable.as_global().first) + "." + callable.as_global().second;
+  const std::string q3 =
+      std::string(py3_module(callable.as_global().first)) + "." + callable.as_global().second;
   // A call whose record does not depend on its arguments: repeats are only counted (Repeat).
   const bool plain = q3 != "builtins.getattr" && q3 != "copyreg._reconstructor" &&
                      q3 != "copyreg.__newobj__" && q3 != "copyreg.__newobj_ex__" && !is_pickle_loader(q3);
@@ -952,7 +1050,7 @@ Value Vm::call(const Value& callable, const Value& args, ObjectData::How how, co
   if (!args.is(K::Tuple)) vm_fail("call arguments: " + expected_found("tuple", args.type_name()));
   const auto& a = args.items();
   if (callable.is(K::Global) && how == ObjectData::How::Reduce) {
-    const std::string module = py3_module(callable.as_global().first);
+    const std::string_view module = py3_module(callable.as_global().first);
     const std::string& name = callable.as_global().second;
     if (module == "torch._utils") {
       if (name == "_rebuild_tensor_v2" || name == "_rebuild_tensor" || name == "_rebuild_tensor_v3")
@@ -974,7 +1072,8 @@ Value Vm::call(const Value& callable, const Value& args, ObjectData::How how, co
       if (a.size() == 4 && a[0].is(K::Global) && a[1].is(K::Global) && a[2].is(K::Tuple) &&
           py3_module(a[0].as_global().first) == "torch._utils") {
         const std::string& fn = a[0].as_global().second;
-        const std::string type = py3_module(a[1].as_global().first) + "." + a[1].as_global().second;
+        const std::string type =
+            std::string(py3_module(a[1].as_global().first)) + "." + a[1].as_global().second;
         const bool plain = type == "torch.Tensor" || type == "torch._tensor.Tensor";
         const bool param = type == "torch.nn.parameter.Parameter";
         if ((plain || param) &&
@@ -1063,7 +1162,9 @@ void Vm::build(Value& inst, const Value& state) {
     Value s = state;
     if (state.is(K::Tuple) && state.items().size() == 2 && state.items()[0].is_dict()) s = state.items()[0];
     if (!s.is_dict()) vm_fail("BUILD state for an OrderedDict: " + expected_found("dict", s.type_name()));
-    auto& d = inst.dict_mut();
+    // Only the dict's state changes, not its items: dict_mut() would drop the key index that filling a big
+    // OrderedDict (a state_dict) built, and its reader would build it again.
+    auto& d = const_cast<DictData&>(inst.as_dict());
     if (d.state && d.state->is_dict()) {
       count_items(s.as_dict().items.size());
       for (const auto& [k, v] : s.as_dict().items) d.state->set_item(k, v);
@@ -1078,9 +1179,9 @@ void Vm::build(Value& inst, const Value& state) {
     if (o.callable)
       record_use(describe_callable(inst), true, PickleUseKind::Build);
     else
-      record_use(o.qualified(), false, PickleUseKind::Build, {}, {}, {}, o.module, o.name);
+      record_build_use(o);
     // Old tensors: NEWOBJ(torch.Tensor) + BUILD((storage, offset, size, stride)).
-    if ((py3_module(o.module) == "torch" || o.module == "torch._tensor") && o.name == "Tensor" &&
+    if (o.name == "Tensor" && (py3_module(o.module) == "torch" || o.module == "torch._tensor") &&
         state.is(K::Tuple) && state.items().size() == 4 && state.items()[0].is(K::Storage)) {
       inst = rebuild_tensor("_rebuild_tensor", state);
       return;
@@ -1426,8 +1527,8 @@ void Vm::step(uint8_t op) {
     }
     // --- globals and calls ---
     case 'c': {
-      std::string module(line());
-      std::string name(line());
+      const std::string_view module = line();
+      const std::string_view name = line();
       push(make_global(module, name));
       break;
     }
@@ -1509,8 +1610,8 @@ void Vm::step(uint8_t op) {
       } else {
         // The callback gets its own copy (VM containers are dismantled at the end). Copying recurses, so the
         // pid is held to the result's depth limit first, and a cyclic one is refused like a cyclic result.
-        Heights seen;
-        validate(top(), seen, "the persistent id");
+        pid_heights_.clear();
+        validate(top(), pid_heights_, "the persistent id");
         pid = top().clone();
       }
       record_globals_in(pid, PickleUseKind::PersistentId);
@@ -1560,7 +1661,7 @@ void Vm::validate(const Value& root, Heights& height_of, const char* what) {
     if (path.size() >= lim_.max_depth)
       vm_fail(std::string(what) + " is nested deeper than " + std::to_string(lim_.max_depth) +
               " levels (limit)");
-    height_of.emplace(id, kOnPath);
+    height_of.get_or_add(id, kOnPath);
     const size_t first = children.size();
     v->for_each_child([&](const Value& c) {
       if (c.identity()) children.push_back(&c);
@@ -1573,21 +1674,21 @@ void Vm::validate(const Value& root, Heights& height_of, const char* what) {
     if (f.next < f.end) {
       const Value* c = children[f.next++];
       const void* cid = c->identity();
-      auto it = height_of.find(cid);
-      if (it == height_of.end()) {
+      const size_t* known = height_of.find(cid);
+      if (!known) {
         enter(c, cid);
-      } else if (it->second == kOnPath) {
+      } else if (*known == kOnPath) {
         vm_fail(std::string(what) + " contains a cycle (a container that holds itself)");
       } else {
-        f.height = std::max(f.height, it->second + 1);
-        if (path.size() + it->second > lim_.max_depth)
+        f.height = std::max(f.height, *known + 1);
+        if (path.size() + *known > lim_.max_depth)
           vm_fail(std::string(what) + " is nested deeper than " + std::to_string(lim_.max_depth) +
                   " levels (limit)");
       }
       continue;
     }
     const size_t h = f.height;
-    height_of[f.v->identity()] = h;
+    height_of.get_or_add(f.v->identity(), h) = h;
     children.resize(f.first);
     path.pop_back();
     if (!path.empty()) path.back().height = std::max(path.back().height, h + 1);
@@ -1617,14 +1718,14 @@ UnpickleResult Vm::run() {
     auto add = [&](Value& v) {
       // Scalars and the result's own containers need no breaking; dropping them here keeps the walk short.
       const void* id = v.identity();
-      if (id && !(keep && keep->count(id))) roots.push_back(std::move(v));
+      if (id && !(keep && keep->contains(id))) roots.push_back(std::move(v));
     };
     memo_.drain(add);
     for (auto& v : graveyard_) add(v);
     graveyard_.clear();
     if (!keep) roots.push_back(std::move(result_));
     if (keep)
-      Value::dismantle_all(std::move(roots), [keep](const void* id) { return keep->count(id) != 0; });
+      Value::dismantle_all(std::move(roots), [keep](const void* id) { return keep->contains(id); });
     else
       Value::dismantle_all(std::move(roots));
   };

@@ -1,6 +1,7 @@
 // Value: factories, kinds and names, typed accessors and dict helpers of the inert pickle tree.
 #include "ckptdoc/format/value.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -338,7 +339,81 @@ ObjectData& Value::object_mut() {
 // Dict helpers
 
 namespace {
+// The key index: open addressing over (hash, position) slots. A probe compares the key with the item's own
+// key string, so the index holds no copies of the keys (a 20k-entry state_dict cost a string allocation per
+// key to index and another per lookup) and a hit is always verified against the items. Every
+// DictIndexCache::Index is one of these (only this file makes them); the base's string map stays empty.
+struct KeyIndex : DictIndexCache::Index {
+  struct Slot {
+    uint32_t hash = 0;
+    uint32_t position = 0;  // position + 1; 0: empty
+  };
+  size_t used = 0;
+  std::vector<Slot> slots;  // a power of two, at most half full
+
+  static uint32_t hash_of(std::string_view key) {
+    const uint64_t h = std::hash<std::string_view>{}(key);
+    return static_cast<uint32_t>(h ^ (h >> 32));
+  }
+  // The position of `key` in `items`, or -1.
+  long find(const std::vector<std::pair<Value, Value>>& items, std::string_view key, uint32_t h) const {
+    const size_t mask = slots.size() - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      const Slot& s = slots[i];
+      if (s.position == 0) return -1;
+      if (s.hash == h && s.position - 1 < items.size()) {
+        const Value& k = items[s.position - 1].first;
+        if (k.is(Value::Kind::Str) && k.as_str() == key) return static_cast<long>(s.position - 1);
+      }
+    }
+  }
+  // Adds a key not in the index at `position`.
+  void add(uint32_t h, size_t position) {
+    if (2 * (used + 1) > slots.size()) grow();
+    const size_t mask = slots.size() - 1;
+    size_t i = h & mask;
+    while (slots[i].position != 0) i = (i + 1) & mask;
+    slots[i] = {h, static_cast<uint32_t>(position + 1)};
+    ++used;
+  }
+  void grow() {
+    std::vector<Slot> old = std::move(slots);
+    slots.assign(std::max<size_t>(64, 2 * old.size()), Slot{});
+    const size_t mask = slots.size() - 1;
+    for (const Slot& s : old) {
+      if (s.position == 0) continue;
+      size_t i = s.hash & mask;
+      while (slots[i].position != 0) i = (i + 1) & mask;
+      slots[i] = s;
+    }
+  }
+  static std::shared_ptr<KeyIndex> build(const std::vector<std::pair<Value, Value>>& items) {
+    auto idx = std::make_shared<KeyIndex>();
+    size_t cap = 64;
+    while (cap < 2 * items.size() + 2) cap *= 2;
+    idx->slots.assign(cap, Slot{});
+    for (size_t i = 0; i < items.size(); ++i) {
+      const Value& k = items[i].first;
+      if (!k.is(Value::Kind::Str)) continue;
+      const uint32_t h = hash_of(k.as_str());
+      if (idx->find(items, k.as_str(), h) < 0) idx->add(h, i);  // the first of repeated keys
+    }
+    idx->size = items.size();
+    return idx;
+  }
+};
+const KeyIndex& key_index(const DictIndexCache::Index& i) {
+  return static_cast<const KeyIndex&>(i);
+}
+KeyIndex& key_index_mut(const DictIndexCache::Index& i) {
+  return const_cast<KeyIndex&>(static_cast<const KeyIndex&>(i));
+}
+}  // namespace
+
+namespace {
 constexpr size_t kIndexThreshold = 16;
+// Positions live in 32 bits; bigger dicts are searched linearly.
+constexpr size_t kIndexMaxItems = std::numeric_limits<uint32_t>::max() - 1;
 
 bool key_is(const Value& k, std::string_view key) {
   return k.is(Value::Kind::Str) && k.as_str() == key;
@@ -346,7 +421,7 @@ bool key_is(const Value& k, std::string_view key) {
 
 long find_key(const DictData& d, std::string_view key) {
   const auto& items = d.items;
-  if (items.size() < kIndexThreshold) {
+  if (items.size() < kIndexThreshold || items.size() > kIndexMaxItems) {
     for (size_t i = 0; i < items.size(); ++i)
       if (key_is(items[i].first, key)) return static_cast<long>(i);
     return -1;
@@ -356,26 +431,12 @@ long find_key(const DictData& d, std::string_view key) {
     std::lock_guard<std::mutex> lock(d.index_cache.mutex);
     idx = d.index_cache.index;
   }
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    if (!idx || idx->size != items.size()) {
-      auto fresh = std::make_shared<DictIndexCache::Index>();
-      fresh->size = items.size();
-      fresh->positions.reserve(items.size());
-      for (size_t i = 0; i < items.size(); ++i)
-        if (items[i].first.is(Value::Kind::Str)) fresh->positions.emplace(items[i].first.as_str(), i);
-      idx = fresh;
-      std::lock_guard<std::mutex> lock(d.index_cache.mutex);
-      d.index_cache.index = idx;
-    }
-    const auto it = idx->positions.find(std::string(key));
-    if (it == idx->positions.end()) return -1;
-    if (it->second < items.size() && key_is(items[it->second].first, key))
-      return static_cast<long>(it->second);
-    idx.reset();  // stale: rebuild once
+  if (!idx || idx->size != items.size()) {
+    idx = KeyIndex::build(items);
+    std::lock_guard<std::mutex> lock(d.index_cache.mutex);
+    d.index_cache.index = idx;
   }
-  for (size_t i = 0; i < items.size(); ++i)
-    if (key_is(items[i].first, key)) return static_cast<long>(i);
-  return -1;
+  return key_index(*idx).find(items, key, KeyIndex::hash_of(key));
 }
 }  // namespace
 
@@ -401,24 +462,23 @@ const Value& Value::at(std::string_view key) const {
 void Value::set_item(Value key, Value value) {
   if (kind_ != Kind::Dict) wrong_kind("dict", *this);
   auto& d = *dict_();
-  if (key.is(Kind::Str) && d.items.size() >= kIndexThreshold) {
+  if (key.is(Kind::Str) && d.items.size() >= kIndexThreshold && d.items.size() < kIndexMaxItems) {
     // A big dict filled key by key (an unpickled state_dict): one probe of a current index both finds a
     // repeated key and adds a new one.
     std::lock_guard<std::mutex> lock(d.index_cache.mutex);
     auto& idx = d.index_cache.index;
     if (idx && idx.use_count() == 1 && idx->size == d.items.size()) {
-      auto* m = const_cast<DictIndexCache::Index*>(idx.get());
-      const auto [it, added] = m->positions.try_emplace(key.as_str(), d.items.size());
-      if (added) {
-        m->size = d.items.size() + 1;
-        d.items.emplace_back(std::move(key), std::move(value));
+      KeyIndex* m = &key_index_mut(*idx);
+      const uint32_t h = KeyIndex::hash_of(key.as_str());
+      const long at = m->find(d.items, key.as_str(), h);
+      if (at >= 0) {
+        d.items[static_cast<size_t>(at)].second = std::move(value);
         return;
       }
-      if (it->second < d.items.size() && key_is(d.items[it->second].first, key.as_str())) {
-        d.items[it->second].second = std::move(value);
-        return;
-      }
-      idx.reset();  // stale: the general path below rebuilds it
+      m->add(h, d.items.size());
+      m->size = d.items.size() + 1;
+      d.items.emplace_back(std::move(key), std::move(value));
+      return;
     }
   }
   if (key.is(Kind::Str)) {
@@ -437,9 +497,10 @@ void Value::set_item(Value key, Value value) {
     // Keep a current index current (appends are how unpicklers and builders fill big dicts).
     std::lock_guard<std::mutex> lock(dict_()->index_cache.mutex);
     auto& idx = dict_()->index_cache.index;
-    if (idx && idx.use_count() == 1 && idx->size == dict_()->items.size()) {
-      auto* m = const_cast<DictIndexCache::Index*>(idx.get());
-      if (key.is(Kind::Str)) m->positions.emplace(key.as_str(), dict_()->items.size());
+    if (idx && idx.use_count() == 1 && idx->size == dict_()->items.size() &&
+        dict_()->items.size() < kIndexMaxItems) {
+      KeyIndex* m = &key_index_mut(*idx);
+      if (key.is(Kind::Str)) m->add(KeyIndex::hash_of(key.as_str()), dict_()->items.size());
       m->size = dict_()->items.size() + 1;
     } else {
       idx.reset();
