@@ -225,16 +225,17 @@ BucketCheck check_second_moments(const dcp::Checkpoint& ckpt, const BucketMap& m
         ++out.judged;
         if (negative[i] == 0) continue;
         const std::string name = bucket_param_name(map, g, s);
-        auto p = dcp::problem(
-            model::Code::DcpMomentsNegative,
-            "'" + name + "': exp_avg_sq holds " + std::to_string(negative[i]) + " negative of " +
-                std::to_string(s.numel) + " values (its slice " + range_text(s.start, s.start + s.numel) +
-                " of " + key +
-                "), impossible for Adam's running mean of squared gradients (the state was damaged or "
-                "written by something else); the next step takes its square root and can write NaN into "
-                "the weights. Restart the optimizer state (`ckptdoc repair PATH -o NEW --reset-optimizer`), "
-                "or resume from an earlier checkpoint",
-            file[i], key);
+        std::string message = "'" + name + "': exp_avg_sq holds " + std::to_string(negative[i]) +
+                              " negative of " + std::to_string(s.numel) + " values (its slice " +
+                              range_text(s.start, s.start + s.numel) + " of ";
+        message += key;
+        message +=
+            "), impossible for Adam's running mean of squared gradients (the state was damaged or written by "
+            "something else); the next step takes its square root and can write NaN into the weights. "
+            "Restart "
+            "the optimizer state (`ckptdoc repair PATH -o NEW --reset-optimizer`), or resume from an earlier "
+            "checkpoint";
+        auto p = dcp::problem(model::Code::DcpMomentsNegative, std::move(message), file[i], key);
         p.params = {name};
         p.evidence = {{"negative", static_cast<double>(negative[i])},
                       {"numel", static_cast<double>(s.numel)}};
@@ -266,7 +267,9 @@ BucketCheck check_bucket_sizes(const dcp::Checkpoint& ckpt) {
     const auto padded =
         unpadded ? read_sizes(ckpt, group, "per_bucket_numel", padded_entry, why) : std::nullopt;
     if (!unpadded || !padded) {
-      out.not_checked.push_back("the bucket sizes of " + label + ": " + why);
+      std::string line = "the bucket sizes of " + label + ": ";
+      line += why;
+      out.not_checked.push_back(line);
       continue;
     }
     ++out.groups;
@@ -295,12 +298,18 @@ BucketCheck check_bucket_sizes(const dcp::Checkpoint& ckpt) {
           ++out.judged;
           for (const auto& state : states) {
             const auto n = by_state.find(state);
-            if (n == by_state.end())
-              wrong.push_back(where + " bucket_idx_" + std::to_string(b) + " has no " + state + " tensor");
-            else if (n->second != sizes[at])
-              wrong.push_back(where + " bucket_idx_" + std::to_string(b) + "." + state + " holds " +
-                              std::to_string(n->second) + " elements where per_bucket_numel_unpadded says " +
-                              std::to_string(sizes[at]));
+            std::string said = where + " bucket_idx_" + std::to_string(b);
+            if (n == by_state.end()) {
+              said += " has no ";
+              said += state;
+              wrong.push_back(said + " tensor");
+            } else if (n->second != sizes[at]) {
+              said += ".";
+              said += state;
+              said += " holds " + std::to_string(n->second) +
+                      " elements where per_bucket_numel_unpadded says " + std::to_string(sizes[at]);
+              wrong.push_back(said);
+            }
           }
           if (!pad || at >= pad->size() || (*pad)[at] < sizes[at] || (*pad)[at] % kBucketAlign != 0)
             wrong.push_back(
@@ -313,13 +322,15 @@ BucketCheck check_bucket_sizes(const dcp::Checkpoint& ckpt) {
     std::string list;
     for (size_t i = 0; i < wrong.size() && i < 4; ++i) list += (i ? "; " : "") + wrong[i];
     if (wrong.size() > 4) list += "; and " + std::to_string(wrong.size() - 4) + " more";
-    auto p = dcp::problem(
-        model::Code::LayoutMismatch,
-        label + "'s bucket layout disagrees with itself: " + list +
-            ". megatron-core's load of this optimizer state asserts that per_bucket_numel_unpadded is the "
-            "layout it rebuilds from the model and reads each bucket tensor at that size, so it cannot load "
-            "this state; where each param's main and moments lie in the buckets cannot be trusted either",
-        unpadded_entry->bytes_item->file, unpadded_entry->key);
+    std::string message = label + "'s bucket layout disagrees with itself: ";
+    message += list;
+    message +=
+        ". megatron-core's load of this optimizer state asserts that per_bucket_numel_unpadded is the layout "
+        "it "
+        "rebuilds from the model and reads each bucket tensor at that size, so it cannot load this state; "
+        "where each param's main and moments lie in the buckets cannot be trusted either";
+    auto p = dcp::problem(model::Code::LayoutMismatch, std::move(message), unpadded_entry->bytes_item->file,
+                          unpadded_entry->key);
     p.evidence = {{"disagreements", static_cast<double>(wrong.size())}};
     out.problems.push_back(std::move(p));
   }
