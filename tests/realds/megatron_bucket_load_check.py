@@ -17,8 +17,12 @@ bit-identical between the two loads (each folder loaded into its own fresh model
 folder's optimizer takes one step (synthetic gradients: the forward needs CUDA) and, with --fresh-step-check, the
 step is judged against a fresh torch Adam (megatron_load_check.py's fresh_step_check: bit-identical results count).
 
+A pipeline save (--pp N, with --tied for word embeddings shared with the output layer: megatron_bucket_map_probe.py
+--train's saves) is resumed as it was trained: each rank one stage's GPTModel (pre_process / post_process), names
+then "pp<s>tp<r>:<name>" (each stage numbers its layers from 0), the tied weight's all-reduce kept on the CPU.
+
 usage: launch.py --world 2 -- megatron_bucket_load_check.py --ckpt ITERATION_DIR [--ckpt ...] [--fresh-step-check]
-       [--tp 2] [--bucket-size N] --json OUT
+       [--tp 2] [--pp 1 [--tied]] [--bucket-size N] --json OUT
 """
 import argparse
 import json
@@ -35,8 +39,8 @@ import megatron_optim_train as trainer  # noqa: E402 - its CPU shims and the mod
 METADATA = dict(trainer.SHARDED_SD_METADATA, distrib_optim_sharding_type="dp_reshardable")
 
 
-def resume(ckpt, tp, mode, bucket_size=None):
-    from megatron.core import dist_checkpointing
+def resume(ckpt, tp, mode, bucket_size=None, pp=1, tied=False):
+    from megatron.core import dist_checkpointing, parallel_state
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
     from megatron.core.models.gpt import GPTModel
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
@@ -46,9 +50,12 @@ def resume(ckpt, tp, mode, bucket_size=None):
     torch.manual_seed(5)  # not the save's seed: nothing may match by chance
     cfg = TransformerConfig(num_layers=2, hidden_size=16, num_attention_heads=4, ffn_hidden_size=32,
                             use_cpu_initialization=True, params_dtype=torch.bfloat16, bf16=True,
-                            perform_initialization=True)
+                            perform_initialization=True,
+                            **(dict(pipeline_model_parallel_size=pp, pipeline_dtype=torch.bfloat16) if pp > 1 else {}))
+    stages = dict(share_embeddings_and_output_weights=tied, pre_process=parallel_state.is_pipeline_first_stage(),
+                  post_process=parallel_state.is_pipeline_last_stage()) if pp > 1 or tied else {}
     gpt = GPTModel(config=cfg, transformer_layer_spec=get_gpt_layer_local_spec(), vocab_size=64,
-                   max_sequence_length=8)
+                   max_sequence_length=8, **stages)
     # the save's bucket layout (megatron_bucket_small_train.py): megatron-core asserts the same
     # per_bucket_numel_unpadded on load
     small = dict(overlap_grad_reduce=True, bucket_size=bucket_size) if bucket_size else {}
@@ -84,13 +91,15 @@ def mains_vs_weights(gpt, opt):
     from megatron.core import parallel_state
     names = {p: n for n, p in gpt.named_parameters()}
     tp = parallel_state.get_tensor_model_parallel_rank()
+    where = f"tp{tp}" if parallel_state.get_pipeline_model_parallel_world_size() == 1 else \
+        f"pp{parallel_state.get_pipeline_model_parallel_rank()}tp{tp}"
     equal, differ = [], []
     for o in getattr(opt, "chained_optimizers", [opt]):
         for model_group, main_group in zip(o.model_float16_groups, o.shard_fp32_from_float16_groups):
             for p, main in zip(model_group, main_group):
                 r = o._get_model_param_range_map(p)["param"]
                 weight = p.detach().view(-1)[r.start:r.end]
-                (equal if torch.equal(main.to(p.dtype), weight) else differ).append(f"tp{tp}:{names[p]}")
+                (equal if torch.equal(main.to(p.dtype), weight) else differ).append(f"{where}:{names[p]}")
     gathered = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, (equal, differ))
     # a param split over DP ranks is one name: it rounds to its weight when every shard of it does
@@ -104,6 +113,8 @@ def main():
     ap.add_argument("--tp", type=int, default=2)
     ap.add_argument("--fresh-step-check", action="store_true")
     ap.add_argument("--bucket-size", type=int, default=None)  # a megatron_bucket_small_train.py save's
+    ap.add_argument("--pp", type=int, default=1)
+    ap.add_argument("--tied", action="store_true")
     ap.add_argument("--json", required=True)
     a = ap.parse_args()
     notes = {}
@@ -111,11 +122,13 @@ def main():
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     from megatron.core import parallel_state
-    parallel_state.initialize_model_parallel(tensor_model_parallel_size=a.tp)
+    parallel_state.initialize_model_parallel(tensor_model_parallel_size=a.tp, pipeline_model_parallel_size=a.pp)
+    if a.tied and not torch.cuda.is_available():  # language_module.py moves the tied weight with .cuda() to all-reduce it
+        torch.Tensor.cuda = lambda self, *args, **kwargs: self
 
     results, loaded_mains = {}, []
     for ckpt in a.ckpt:
-        gpt, opt, group_steps = resume(ckpt, a.tp, mode, a.bucket_size)
+        gpt, opt, group_steps = resume(ckpt, a.tp, mode, a.bucket_size, a.pp, a.tied)
         loaded_mains.append(mains(opt))
         equal, differ = mains_vs_weights(gpt, opt)
         results[ckpt] = dict(adam_state=load_check.adam_state(opt), mains=len(loaded_mains[-1]),

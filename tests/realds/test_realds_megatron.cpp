@@ -93,10 +93,10 @@ struct MainsTruth {
   int equal = -1, differ = -1;
 };
 
-// megatron-core's own resume of a bucket-space save (megatron_bucket_load_check.py): which of the fp32 mains
-// it placed from the buckets round to their loaded bf16 weights ("mains_equal_weights") and which do not.
-QJsonObject bucket_mains_truth(const realds::Entry& e, const std::string& logs) {
-  const auto iter = tracked_iteration_dir(e);
+// megatron-core's own resume of the bucket-space iteration folder `iter`, laid out as entry `e`'s save
+// (megatron_bucket_load_check.py: its tp, pipeline and bucket size), then one optimizer step: the judge's
+// whole report, empty when it failed.
+QJsonObject bucket_load(const realds::Entry& e, const std::string& iter, const std::string& logs) {
   const auto out = logs + "/load.json";
   std::vector<std::string> args{test::source_dir() + "/tests/realds/megatron_bucket_load_check.py",
                                 "--ckpt",
@@ -109,12 +109,18 @@ QJsonObject bucket_mains_truth(const realds::Entry& e, const std::string& logs) 
     args.push_back("--bucket-size");
     args.push_back(std::to_string(size));
   }
+  if (e.pp > 1) args.insert(args.end(), {"--pp", std::to_string(e.pp)});
+  if (e.spec["tied"].toBool()) args.push_back("--tied");
   const auto r = realds::launch(args, 2, "0.19", logs);
   if (r.exit_code != 0) qWarning("%s", realds::describe(r).c_str());
-  return r.exit_code == 0 ? realds::parse(test::read_text(out))["loads"]
-                                .toObject()[QString::fromStdString(iter)]
-                                .toObject()
-                          : QJsonObject{};
+  return r.exit_code == 0 ? realds::parse(test::read_text(out)) : QJsonObject{};
+}
+
+// megatron-core's own resume of a bucket-space save (megatron_bucket_load_check.py): which of the fp32 mains
+// it placed from the buckets round to their loaded bf16 weights ("mains_equal_weights") and which do not.
+QJsonObject bucket_mains_truth(const realds::Entry& e, const std::string& logs) {
+  const auto iter = tracked_iteration_dir(e);
+  return bucket_load(e, iter, logs)["loads"].toObject()[QString::fromStdString(iter)].toObject();
 }
 
 // The truth for a bucket-space save: megatron-core's resume, or for a pipeline save (which that judge does
@@ -435,6 +441,7 @@ class TestRealdsMegatron : public QObject {
     QTest::newRow("refresh-fp32") << kStale << "refresh-fp32";
     QTest::newRow("reset-optimizer") << kLocal << "reset-optimizer";
     QTest::newRow("reset-optimizer, bucket space") << kBucket << "reset-optimizer";
+    QTest::newRow("refresh-fp32, bucket space") << kBucketStale << "refresh-fp32";
   }
   void appRepairCancelledWhileCheckingTheCopy() {
     REALDS_REQUIRE_DS("0.19");
@@ -914,6 +921,101 @@ class TestRealdsMegatron : public QObject {
     for (const auto& line : QString::fromStdString(test::read_text(log)).split('\n'))
       opens += line.contains(QString::fromStdString(metadata));
     QCOMPARE(opens, 1);
+  }
+
+  // repair --refresh-fp32 in bucket space (dp_reshardable, Megatron-LM's default) on the three stale saves
+  // above: each param's slice of its `param` bucket := its bf16 weight upcast, in a new folder (.metadata,
+  // common.pt and metadata.json the input's bytes, the 64-alignment gaps left as stored), the input
+  // untouched. The stale finding offers it; ckptdoc's diagnosis of the output is clean with every main
+  // compared, and megatron-core's own resume of the output (megatron_bucket_load_check.py, pp 2 included)
+  // places mains that all round to their loaded weights, then takes an optimizer step. main refused: "holds
+  // no optimizer.state.fp32_param.<key> ...: nothing to refresh" (exit 2).
+  void bucketSpaceRefreshIsLoadedByMegatron_data() { bucketSpaceStaleMainParamsAreNamed_data(); }
+
+  void bucketSpaceRefreshIsLoadedByMegatron() {
+    REALDS_REQUIRE_DS("0.19");
+    QFETCH(QString, entry);
+    QFETCH(int, params);
+    const auto e = realds::checkpoint(entry.toStdString());
+    const auto in_iter = tracked_iteration_dir(e);
+    const auto before = tree(e.save_dir);
+
+    const auto diag = test::run_cli({"diagnose", e.save_dir, "--json"});
+    CKPTDOC_EXPECT_EXIT(diag, 1);
+    const auto stale = json_of(diag);
+    QCOMPARE(problem_codes(stale), std::vector<std::string>{"fp32-master-mismatch"});
+    const auto offered = stale["problems"].toArray()[0].toObject()["message"].toString();
+    QVERIFY2(offered.contains("ckptdoc repair --refresh-fp32") && !offered.contains("does not rewrite"),
+             qPrintable(offered));
+
+    test::TempDir dir;
+    const auto out = dir.file("refreshed");
+    const auto r = test::run_cli({"repair", e.save_dir, "-o", out, "--refresh-fp32", "--json"});
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    const auto j = json_of(r);
+    QCOMPARE(j["params"].toInt(), params);
+    QVERIFY(j["bucket_space"].toBool());
+    QCOMPARE(j["prefix"].toString(), QString("optimizer.distributed."));
+    QVERIFY(j["verified"].toBool());
+    QVERIFY(j["gap_elements_kept"].toInt() > 0);
+    QVERIFY(tree(e.save_dir) == before);  // the input untouched
+    const auto out_iter = out + "/iter_0000000";
+    for (const char* name : {".metadata", "common.pt", "metadata.json"})
+      QVERIFY2(test::read_text(out_iter + "/" + name) == test::read_text(in_iter + "/" + name), name);
+    QCOMPARE(test::read_text(out + "/latest_checkpointed_iteration.txt"), e.tag);
+
+    const auto d = test::run_cli({"diagnose", out, "--json"});
+    CKPTDOC_EXPECT_EXIT(d, 0);
+    const auto report = json_of(d);
+    QVERIFY2(report["problems"].toArray().isEmpty(), d.out.c_str());
+    const auto mains = report["megatron"].toObject()["main_params"].toObject();
+    QCOMPARE(mains["compared"].toInt(), params);
+    QCOMPARE(mains["placed"].toInt(), params);
+    QVERIFY2(mains["not_compared"].toArray().isEmpty(), d.out.c_str());
+
+    const auto load = bucket_load(e, out_iter, dir.file("logs"));
+    QVERIFY(!load.isEmpty());
+    const auto l = load["loads"].toObject()[QString::fromStdString(out_iter)].toObject();
+    QCOMPARE(l["mains_equal_weights"].toArray().size(), params);
+    QVERIFY2(l["mains_differ"].toArray().isEmpty(), qPrintable(QJsonDocument(l).toJson()));
+    QVERIFY(load["step_ok"].toBool());
+  }
+
+  // What diagnose cannot judge, repair --refresh-fp32 does not rewrite (exit 2, nothing written, the copy's
+  // why named): a map refused (the healthy save less decoder.final_layernorm.bias, as
+  // bucketSpaceMapRefusalIsNotChecked) and an order the mains call ambiguous (its two layers' weights
+  // swapped, as bucketSpaceOrderAmbiguityIsNotCalledStale: a refresh would write each layer's weights into
+  // the other's slices). main refused both as holding no model-space mains.
+  void bucketSpaceRefreshRefusesWhatIsNotMapped_data() {
+    QTest::addColumn<QStringList>("edit");
+    QTest::addColumn<QString>("why");
+    QTest::newRow("map refused") << QStringList{"--drop", "decoder.final_layernorm.bias"}
+                                 << "dp_group_idx_0: the walk's params run out in bucket 0 of 1";
+    QTest::newRow("order ambiguous") << QStringList{"--swap-layers", "0", "1"}
+                                     << "the bucket order is ambiguous, so no main of this group is judged";
+  }
+
+  void bucketSpaceRefreshRefusesWhatIsNotMapped() {
+    REALDS_REQUIRE_DS("0.19");
+    QFETCH(QStringList, edit);
+    QFETCH(QString, why);
+    const auto e = realds::checkpoint(kBucket);
+    test::TempDir dir;
+    const auto copy = realds::copy_of(e, dir);
+    std::vector<std::string> args{test::source_dir() + "/tests/realds/megatron_metadata_edit.py",
+                                  copy + "/iter_0000002"};
+    for (const auto& a : edit) args.push_back(a.toStdString());
+    const auto ed = realds::python_with_deepspeed(args, e.ds);
+    QVERIFY2(ed.exit_code == 0, realds::describe(ed).c_str());
+    const auto before = tree(copy);
+    const auto r = test::run_cli({"repair", copy, "-o", dir.file("r"), "--refresh-fp32"});
+    CKPTDOC_EXPECT_EXIT(r, 2);
+    QVERIFY2(r.err.find("cannot all be refreshed") != std::string::npos &&
+                 r.err.find(why.toStdString()) != std::string::npos &&
+                 r.err.find("nothing was written") != std::string::npos,
+             r.err.c_str());
+    QVERIFY(!std::filesystem::exists(dir.file("r")));
+    QVERIFY(tree(copy) == before);
   }
 
   // repair --reset-optimizer of the DistributedOptimizer's bucket-space state (dp_reshardable, Megatron-LM's

@@ -13,8 +13,10 @@
 
 #include "app_settings.h"
 #include "gui_test_main.h"
+#include "imgui_driver.h"
 #include "main_window.h"
 #include "realds_support.h"
+#include "same_tree.h"
 #include "session.h"
 #include "source_repair_dialog.h"
 #include "storage_expectations.h"
@@ -117,10 +119,17 @@ class TestRealdsStorageView : public QObject {
   // repair with "Refresh fp32 masters" ticked, and Repair writes what `ckptdoc repair --refresh-fp32` writes
   // (which megatron-core's own resume judges in test_realds_megatron), byte for byte; the output diagnoses
   // clean. (Before, the finding reached the views without its repair kind: no Fix button, and the repair
-  // menu was greyed out.)
+  // menu was greyed out.) Also in bucket space (dp_reshardable), whose refresh main refused: the dialog's
+  // Repair failed.
+  void megatronStaleMainsAreFixedFromTheOverview_data() {
+    QTest::addColumn<QString>("name");
+    QTest::newRow("model space") << QString("v019_megatron_finetune_stale");
+    QTest::newRow("bucket space") << QString("v019_megatron_bf16_distopt_dp_reshardable_stale");
+  }
   void megatronStaleMainsAreFixedFromTheOverview() {
     REALDS_REQUIRE_DS("0.19");
-    const auto e = realds::checkpoint("v019_megatron_finetune_stale");
+    QFETCH(QString, name);
+    const auto e = realds::checkpoint(name.toStdString());
     MainWindow w;
     const std::string why = openAndWait(w, e.save_dir);
     QVERIFY2(why.empty(), why.c_str());
@@ -147,6 +156,37 @@ class TestRealdsStorageView : public QObject {
         if (std::filesystem::is_regular_file(cli + sub + "/" + f))
           QVERIFY2(test::read_text(ours + sub + "/" + f) == test::read_text(cli + sub + "/" + f), f.c_str());
     CKPTDOC_EXPECT_EXIT(test::run_cli({"diagnose", ours}), 0);
+  }
+
+  // The same bucket-space refresh in the ImGui app, through its own clicks: Checkpoint > Repair offers
+  // "Refresh fp32 masters", and Repair with it writes what the CLI writes, byte for byte. main's repair said
+  // "Repair failed: ... nothing to refresh".
+  void imguiRefreshesMegatronBucketSpaceAsTheCli() {
+    REALDS_REQUIRE_DS("0.19");
+    Xvfb x;
+    const std::string no = x.start();
+    if (!no.empty()) QSKIP(no.c_str());
+    const auto e = realds::checkpoint("v019_megatron_bf16_distopt_dp_reshardable_stale");
+    test::TempDir dir;
+    const std::string ours = dir.file("app-refreshed"), cli = dir.file("cli-refreshed");
+    const auto r = runScript(x, dir, e.save_dir,
+                             "wait analysed 300\n"
+                             "click menu.checkpoint\n"
+                             "click menu.repair\n"
+                             "frames 2\n"
+                             "expect repair-offered refresh-fp32\n"
+                             "click repair.refresh-fp32\n"
+                             "set repair.output " +
+                                 ours +
+                                 "\n"
+                                 "click repair.run\n"
+                                 "wait repaired 300\n"
+                                 "expect repair-message Refreshed the fp32 main params of 58 params\n"
+                                 "quit\n");
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"repair", e.save_dir, "-o", cli, "--refresh-fp32"}), 0);
+    QVERIFY(!test::files_in(cli).empty());
+    test::expect_same_tree(ours, cli);
   }
 };
 

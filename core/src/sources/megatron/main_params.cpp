@@ -337,8 +337,8 @@ std::vector<analysis::Finding> main_param_findings(const MainParamComparison& c)
       "#174";
   ctx.fix =
       buckets
-          ? "Megatron-LM's optimizer.reload_model_params() after loading the weights (ckptdoc repair "
-            "--refresh-fp32 does not rewrite bucket space yet)"
+          ? "ckptdoc repair --refresh-fp32 (each param's slice of the `param` buckets := its weight upcast), "
+            "or Megatron-LM's optimizer.reload_model_params() after loading the weights"
           : "ckptdoc repair --refresh-fp32, or Megatron-LM's optimizer.reload_model_params() after loading "
             "the weights";
   ctx.files_of = [&c](const std::set<int>& ranks) {

@@ -356,9 +356,25 @@ class MegatronSource final : public Source {
                                 {"prefix", r.prefix},
                                 {"absent_moments", r.absent_moments},
                                 {"integrity_dropped", r.integrity_dropped},
+                                {"bucket_space", r.bucket_space},
+                                {"gap_elements_kept", r.gap_elements},
                                 {"verified", true},
                                 {"notes", notes}};
       return {j.dump(2) + "\n", 0};
+    }
+    if (r.bucket_space) {  // refresh_bucket_mains.h
+      std::string text =
+          "Refreshed the fp32 main params of " + plural(r.params, "param") +
+          " (their slices of the DistributedOptimizer's " + r.prefix +
+          "*.param buckets) from their weights: " + plural(r.chunks, "storage record") +
+          " rewritten in a copy, every other byte the input's; the " + std::to_string(r.gap_elements) +
+          " elements of the 64-alignment gaps between params are left as stored (no param's).\nWrote " +
+          r.output +
+          "\nVerified: every param's slice in the copy is the exact upcast of its weight. The Adam moments "
+          "and "
+          "the step are the input's.\n";
+      for (const auto& n : notes) text += "Note: " + n + ".\n";
+      return {text, 0};
     }
     std::string text = "Refreshed the fp32 main params of " + plural(r.params, "param") + " (" + r.prefix +
                        "<key>) from their weights: " + plural(r.chunks, "storage item") +

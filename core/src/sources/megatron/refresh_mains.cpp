@@ -1,5 +1,6 @@
 #include "refresh_mains.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +10,7 @@
 #include "ckptdoc/request_field.h"
 #include "ckptdoc/sources/dcp/checkpoint.h"
 #include "main_params.h"
+#include "refresh_bucket_mains.h"
 #include "repaired_copy.h"
 #include "sources/dcp/rewrite_records.h"
 
@@ -47,6 +49,11 @@ RefreshResult refresh_main_params(const std::string& path, const std::string& ou
   const auto in = dcp::Checkpoint::open(folder.dir);
   std::vector<std::string> not_paired;
   const auto pairs = main_pairs(in->metadata(), not_paired);
+  const auto& entries = in->metadata().entries;
+  const bool buckets = std::any_of(entries.begin(), entries.end(), [](const dcp::Entry& e) {
+    return e.key.rfind("optimizer.distributed.", 0) == 0;
+  });
+  if (pairs.empty() && not_paired.empty() && buckets) return refresh_bucket_mains(folder, *in, out, progress);
   if (pairs.empty())
     throw Error(
         ErrorKind::Unsupported, folder.dir, request_text("{refresh_fp32}"),
