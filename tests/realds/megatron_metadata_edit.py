@@ -9,14 +9,24 @@
   main rounds exactly to another same-sized param's weight (docs/megatron-bucket-layout.md, check 4).
 --drop KEY: KEY and its storage items removed from the metadata, as if the model had no such param while the
   optimizer's buckets still hold its main (the bucket map's walk can no longer close its buckets).
+--move-key KEY OTHER: KEY moved right after OTHER in state_dict_metadata's stored order (the order the bucket map
+  reads the params in), as a writer that plans its keys in another order would store them; nothing else changes.
+--split-gbuf N: every dp group's bucket tensors of gbuf_idx_0 from bucket_idx_N on renamed to gbuf_idx_1 (bucket
+  N -> 0, ...), keys and storage index alike: a second grad buffer, as a virtual pipeline chunk or another param
+  dtype makes one (per_bucket_numel[_unpadded] left as they were).
+--swap-items KEY1 KEY2: the storage items of two bytes keys (ShardedObjects) trade places, so each key reads the
+  other's object.
 
 Prints how many storage items were swapped or dropped.
 
-usage: megatron_metadata_edit.py ITER_DIR (--swap-layers A B | --drop KEY)   (the judges' venv python: torch)
+usage: megatron_metadata_edit.py ITER_DIR (--swap-layers A B | --drop KEY | --move-key KEY OTHER | --split-gbuf N |
+       --swap-items KEY1 KEY2)   (the judges' venv python: torch)
 """
 import argparse
+import dataclasses
 import os
 import pickle
+import re
 
 
 def swap_layers(md, la, lb):
@@ -41,17 +51,62 @@ def drop(md, key):
     return len(gone)
 
 
+def move_key(md, key, other):
+    items = [(k, v) for k, v in md.state_dict_metadata.items() if k != key]
+    at = [k for k, _ in items].index(other) + 1
+    items.insert(at, (key, md.state_dict_metadata[key]))
+    md.state_dict_metadata = dict(items)
+    return 1
+
+
+def split_gbuf(md, first):
+    pattern = re.compile(r"^(optimizer\.distributed\.dp_group_idx_\d+\.)gbuf_idx_0(\.dtype_\(.*\)\.bucket_idx_)(\d+)(\..*)$")
+
+    def renamed(key):
+        m = pattern.match(key)
+        if not m or int(m.group(3)) < first:
+            return key
+        return f"{m.group(1)}gbuf_idx_1{m.group(2)}{int(m.group(3)) - first}{m.group(4)}"
+    md.state_dict_metadata = {renamed(k): v for k, v in md.state_dict_metadata.items()}
+    moved = 0
+    for index in list(md.storage_data):
+        new = renamed(index.fqn)
+        if new != index.fqn:
+            md.storage_data[dataclasses.replace(index, fqn=new)] = md.storage_data.pop(index)
+            moved += 1
+    return moved
+
+
+def swap_items(md, a, b):
+    ia = next(i for i in md.storage_data if i.fqn == a)
+    ib = next(i for i in md.storage_data if i.fqn == b)
+    md.storage_data[ia], md.storage_data[ib] = md.storage_data[ib], md.storage_data[ia]
+    return 2
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("iter_dir")
     ap.add_argument("--swap-layers", type=int, nargs=2)
     ap.add_argument("--drop")
+    ap.add_argument("--move-key", nargs=2)
+    ap.add_argument("--split-gbuf", type=int)
+    ap.add_argument("--swap-items", nargs=2)
     a = ap.parse_args()
     import torch.distributed.checkpoint as dcp  # noqa: F401 - the classes .metadata pickles
     path = os.path.join(a.iter_dir, ".metadata")
     with open(path, "rb") as f:
         md = pickle.load(f)
-    n = swap_layers(md, *a.swap_layers) if a.swap_layers else drop(md, a.drop)
+    if a.swap_layers:
+        n = swap_layers(md, *a.swap_layers)
+    elif a.move_key:
+        n = move_key(md, *a.move_key)
+    elif a.split_gbuf is not None:
+        n = split_gbuf(md, a.split_gbuf)
+    elif a.swap_items:
+        n = swap_items(md, *a.swap_items)
+    else:
+        n = drop(md, a.drop)
     with open(path + ".tmp", "wb") as f:
         pickle.dump(md, f)
     os.replace(path + ".tmp", path)

@@ -323,6 +323,18 @@ MATRIX = {
                                                       sharding="dp_reshardable", bucket_size=300, pp=2, tied=True,
                                                       src="v019_megatron_bf16_distopt_pp2_tied", stage=0,
                                                       dtype="bf16", dp=1, tp=1, world=2, steps=0, ds="0.19"),
+    # bf16_distopt_dp2_buckets_nan / _negative_sq: dp2_buckets' run with one fault megatron-core itself writes into one
+    # param's slice of the buckets (megatron_bucket_damage_train.py): a NaN gradient element that its Adam carries into
+    # the main, both moments and the bf16 weight; one exp_avg_sq element set negative in its optimizer state before
+    # the save
+    "v019_megatron_bf16_distopt_dp2_buckets_nan": dict(kind="megatron_optim", mode="pretrain", optimizer="distributed",
+                                                       sharding="dp_reshardable", bucket_size=300, stage=0,
+                                                       dtype="bf16", dp=2, tp=1, world=2, steps=2, ds="0.19",
+                                                       damage=["nan", "decoder.layers.1.mlp.linear_fc2.weight"]),
+    "v019_megatron_bf16_distopt_dp2_buckets_negative_sq": dict(
+        kind="megatron_optim", mode="pretrain", optimizer="distributed", sharding="dp_reshardable", bucket_size=300,
+        stage=0, dtype="bf16", dp=2, tp=1, world=2, steps=2, ds="0.19",
+        damage=["negative_sq", "decoder.layers.0.self_attention.linear_proj.weight"]),
     "v019_megatron_finetune_stale": dict(kind="megatron_optim", mode="finetune", optimizer="local",
                                          src="v019_megatron_bf16_distopt", stage=0, dtype="bf16", dp=1, tp=2,
                                          world=2, steps=0, ds="0.19"),
@@ -520,6 +532,8 @@ def stamp_of(a, spec):
                 parts.append(file_sha(os.path.join(HERE, "megatron_bucket_small_train.py")))
             if spec.get("tied"):
                 parts.append(file_sha(os.path.join(HERE, "megatron_bucket_map_probe.py")))
+            if spec.get("damage"):
+                parts.append(file_sha(os.path.join(HERE, "megatron_bucket_damage_train.py")))
         if spec.get("src"):  # a run that loads another entry is remade with it
             parts.append(stamp_of(a, spec_of(spec["src"])))
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
@@ -630,6 +644,8 @@ def ensure(a, name):
                 script = "megatron_bucket_finetune_train.py"
             if spec.get("bucket_size"):
                 script = "megatron_bucket_small_train.py"
+            if spec.get("damage"):
+                script = "megatron_bucket_damage_train.py"
             cmd = launch[:-1] + [os.path.join(HERE, script), "--out", save_dir, "--mode",
                                  spec["mode"], "--optimizer", spec["optimizer"], "--tp", str(spec["tp"]), "--steps",
                                  str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
@@ -641,6 +657,8 @@ def ensure(a, name):
                                   str(spec["bucket_size"]), "--pp", str(spec["pp"]), "--tied"]
             elif spec.get("bucket_size"):
                 cmd += ["--bucket-size", str(spec["bucket_size"])]
+            if spec.get("damage"):
+                cmd += ["--damage"] + list(spec["damage"])
         elif spec["kind"] == "par":
             cmd = launch[:-1] + [os.path.join(HERE, "par_train.py"), "--kind", spec["model"], "--out", save_dir,
                                  "--ref", os.path.join(folder, "ref"), "--steps", str(spec["steps"]), "--tp",

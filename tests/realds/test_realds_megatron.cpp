@@ -15,6 +15,7 @@
 #include <QDir>
 #include <QFile>
 #include <QJsonDocument>
+#include <QStandardPaths>
 #include <QtTest>
 #include <chrono>
 #include <cstdio>
@@ -45,6 +46,8 @@ constexpr const char* kBucketDp2 = "v019_megatron_bf16_distopt_dp2_buckets";
 constexpr const char* kBucketDp2Stale = "v019_megatron_bf16_distopt_dp2_buckets_stale";
 constexpr const char* kBucketPp2 = "v019_megatron_bf16_distopt_pp2_tied";
 constexpr const char* kBucketPp2Stale = "v019_megatron_bf16_distopt_pp2_tied_stale";
+constexpr const char* kBucketDp2Nan = "v019_megatron_bf16_distopt_dp2_buckets_nan";
+constexpr const char* kBucketDp2NegativeSq = "v019_megatron_bf16_distopt_dp2_buckets_negative_sq";
 constexpr const char* kBucketKey0 =
     "optimizer.distributed.dp_group_idx_0.gbuf_idx_0.dtype_(torch.bfloat16, "
     "torch.float32).bucket_idx_0.param";
@@ -150,6 +153,26 @@ MainsTruth bucket_truth(const realds::Entry& e, const std::string& logs) {
     t.differ += v["params"].toInt() - v["params_exact"].toInt();
   }
   return t;
+}
+
+// The fault megatron_bucket_damage_train.py had megatron-core write: run.json's damage {kind, param, ranks}.
+QJsonObject damage_of(const realds::Entry& e) {
+  const auto run = std::filesystem::path(e.save_dir).parent_path() / "run.json";
+  return realds::parse(test::read_text(run.string()))["damage"].toObject();
+}
+
+// A copy of a bucket-space save whose .metadata megatron_metadata_edit.py rewrote with `edit`; its
+// stdout's count (storage items changed) in `changed`.
+std::string edited_copy(const realds::Entry& e, const test::TempDir& dir,
+                        const std::vector<std::string>& edit, int& changed) {
+  const auto copy = realds::copy_of(e, dir);
+  std::vector<std::string> args{test::source_dir() + "/tests/realds/megatron_metadata_edit.py",
+                                tracked_iteration_dir(e).replace(0, e.save_dir.size(), copy)};
+  args.insert(args.end(), edit.begin(), edit.end());
+  const auto r = realds::python_with_deepspeed(args, e.ds);
+  if (r.exit_code != 0) qWarning("%s", realds::describe(r).c_str());
+  changed = r.exit_code == 0 ? std::stoi(r.out) : -1;
+  return copy;
 }
 
 std::vector<std::string> problem_codes(const QJsonObject& report) {
@@ -535,17 +558,21 @@ class TestRealdsMegatron : public QObject {
     QTest::addColumn<int>("params");
     QTest::addColumn<QString>("param");  // a param and its slice, as the research probe found them
     QTest::addColumn<QString>("slice");
+    QTest::addColumn<QString>("sizes");  // check 6's sentence: the dp groups and buckets
     // the first piece of each group's bucket (.metadata's chunk (0, 512)) is the output layer's main
     QTest::newRow("tp 2, one bucket per group")
-        << kBucket << 58 << "output_layer.weight (dp_group_idx_0)" << QString(kBucketKey0) + " [0, 512)";
+        << kBucket << 58 << "output_layer.weight (dp_group_idx_0)" << QString(kBucketKey0) + " [0, 512)"
+        << "2 dp groups checked against the tensors (param, exp_avg, exp_avg_sq) of their 2 buckets";
     // bucket 1 holds 16 + 16 + 16 + 512 elements and records 704 (docs/megatron-bucket-layout.md, save A)
     QTest::newRow("dp 2, 10 buckets cut at the DP shards")
-        << kBucketDp2 << 29 << "decoder.final_layernorm.weight" << QString(kBucketKey1) + " [64, 80)";
+        << kBucketDp2 << 29 << "decoder.final_layernorm.weight" << QString(kBucketKey1) + " [64, 80)"
+        << "1 dp group checked against the tensors (param, exp_avg, exp_avg_sq) of their 10 buckets";
     // the last stage's copy of the tied word embeddings: no key of its own, its stage's first bucket
     QTest::newRow("pp 2, tied embeddings")
         << kBucketPp2 << 29
         << "output_layer.weight (tied copy of embedding.word_embeddings.weight) (dp_group_idx_1)"
-        << QString(kBucketKey0).replace("dp_group_idx_0", "dp_group_idx_1") + " [0, 1024)";
+        << QString(kBucketKey0).replace("dp_group_idx_0", "dp_group_idx_1") + " [0, 1024)"
+        << "2 dp groups checked against the tensors (param, exp_avg, exp_avg_sq) of their 8 buckets";
   }
 
   void bucketSpaceMainParamsAreCompared() {
@@ -554,6 +581,7 @@ class TestRealdsMegatron : public QObject {
     QFETCH(int, params);
     QFETCH(QString, param);
     QFETCH(QString, slice);
+    QFETCH(QString, sizes);
     const auto e = realds::checkpoint(entry.toStdString());
     test::TempDir dir;
     const auto truth = bucket_truth(e, dir.file("logs"));
@@ -579,6 +607,12 @@ class TestRealdsMegatron : public QObject {
                                   "(optimizer.distributed.*.param slices) compared with their bf16 weights")
                               .arg(params)),
         qPrintable(said));
+    // checks 5 and 6 of docs/megatron-bucket-layout.md, said as done (main had neither)
+    QVERIFY2(said.contains("Bucket sizes: per_bucket_numel[_unpadded] of " + sizes) &&
+                 said.contains(QString("Adam's exp_avg_sq: the slices of %1 placed params checked >= 0 (the "
+                                       "64-alignment gaps left out).")
+                                   .arg(params)),
+             qPrintable(said));
     // (the gaps hold whatever memory torch.empty gave: NaN in the tp 2 and dp 2 saves, none in the pp 2 one)
     for (const auto& n : verdict["not_checked"].toArray())
       QVERIFY2(!n.toString().contains("fp32-main-param"), qPrintable(n.toString()));
@@ -700,6 +734,193 @@ class TestRealdsMegatron : public QObject {
     QVERIFY(verdict["not_checked"].toArray().contains(
         "no fp32-main-param comparison: the optimizer state is in bucket space (optimizer.distributed.*, "
         "dp_reshardable) and no main was compared (why: below)"));
+  }
+
+  // The map's other refusals, each on a copy of the dp 2 save (10 buckets) whose .metadata alone was edited
+  // (megatron_metadata_edit.py): the mains are not compared, "Not checked" says why, no stale-main finding,
+  // and the verdict does not say the mains were compared.
+  //  - chunk cut (check 2): linear_fc2.weight moved after linear_fc2.bias in the stored key order. The walk
+  //    still closes every bucket (the 16-element bias then ends at 656, and 704 is its 64-aligned end), but
+  //    the boundary it predicts at 640 is no cut of the bucket's chunks. With the cut check disabled ckptdoc
+  //    compared the mains of this wrong map and called them stale (fp32-master-mismatch).
+  //  - several grad buffers: buckets 5..9 renamed to a second gbuf_idx_1 (as a virtual pipeline chunk or a
+  //    second param dtype has one). Check 6 also names the renamed tensors that per_bucket_numel_unpadded
+  //    does not list.
+  void bucketSpaceRefusalsAreNotChecked_data() {
+    QTest::addColumn<QStringList>("edit");
+    QTest::addColumn<int>("changed");  // the storage items the edit touched
+    QTest::addColumn<QString>("why");
+    QTest::newRow("chunk cut") << QStringList{"--move-key", "decoder.layers.mlp.linear_fc2.weight",
+                                              "decoder.layers.mlp.linear_fc2.bias"}
+                               << 1
+                               << QString("bucket space: dp_group_idx_0: ") + kBucketKey1 +
+                                      ": no chunk cut at 640, where the map puts a boundary of "
+                                      "decoder.layers.1.mlp.linear_fc2.weight";
+    // 5 buckets x 3 states, each in the pieces of its params, gaps and DP shards
+    QTest::newRow("several grad buffers") << QStringList{"--split-gbuf", "5"} << 93
+                                          << "bucket space: dp_group_idx_0: several grad buffers (virtual "
+                                             "pipeline chunks, experts or mixed param "
+                                             "dtypes) are not mapped";
+  }
+
+  void bucketSpaceRefusalsAreNotChecked() {
+    REALDS_REQUIRE_DS("0.19");
+    QFETCH(QStringList, edit);
+    QFETCH(int, changed);
+    QFETCH(QString, why);
+    const auto e = realds::checkpoint(kBucketDp2);
+    test::TempDir dir;
+    std::vector<std::string> args;
+    for (const auto& a : edit) args.push_back(a.toStdString());
+    int edited = 0;
+    const auto copy = edited_copy(e, dir, args, edited);
+    QCOMPARE(edited, changed);
+
+    const auto diag = test::run_cli({"diagnose", copy, "--json"});
+    const auto report = json_of(diag);
+    for (const auto& code : problem_codes(report))
+      QVERIFY2(code != "fp32-master-mismatch" && code != "fp32-master-drift", diag.out.c_str());
+    const auto mains = report["megatron"].toObject()["main_params"].toObject();
+    QCOMPARE(mains["compared"].toInt(), 0);
+    QCOMPARE(mains["not_compared"].toArray(), (QJsonArray{why}));
+    const auto verdict = report["verdict"].toObject();
+    QVERIFY2(!verdict["text"].toString().contains("fp32 main params:") &&
+                 !verdict["text"].toString().contains("Adam's exp_avg_sq"),
+             qPrintable(verdict["text"].toString()));
+    QVERIFY(verdict["not_checked"].toArray().contains(
+        "no fp32-main-param comparison: the optimizer state is in bucket space (optimizer.distributed.*, "
+        "dp_reshardable) and no main was compared (why: below)"));
+    QVERIFY(verdict["not_checked"].toArray().contains("fp32 main param not compared: " + why));
+  }
+
+  // Check 6 on real objects: a copy of the pp 2 save whose two dp groups' per_bucket_numel_unpadded objects
+  // (each written by megatron-core for its own stage: [576, 576, 960, 320, 256, 1024] and [1024, 2640]) trade
+  // places in .metadata. Each group's object then disagrees with its bucket tensors, so megatron-core's load
+  // (which asserts the object equals the layout it rebuilds) would fail: one layout-mismatch per group,
+  // naming the object and its sizes. The mains are still compared (the map reads the tensors' sizes), as
+  // before. main said nothing (exit 0).
+  void bucketSpaceSizesThatDisagreeAreNamed() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kBucketPp2);
+    test::TempDir dir;
+    const std::string object = "optimizer.distributed.dp_group_idx_%1.per_bucket_numel_unpadded/shard_0_1";
+    int edited = 0;
+    const auto copy = edited_copy(e, dir,
+                                  {"--swap-items", QString::fromStdString(object).arg(0).toStdString(),
+                                   QString::fromStdString(object).arg(1).toStdString()},
+                                  edited);
+    QCOMPARE(edited, 2);
+
+    const auto diag = test::run_cli({"diagnose", copy, "--json"});
+    CKPTDOC_EXPECT_EXIT(diag, 1);
+    const auto report = json_of(diag);
+    QCOMPARE(problem_codes(report), (std::vector<std::string>{"layout-mismatch", "layout-mismatch"}));
+    const auto problems = report["problems"].toArray();
+    for (int g = 0; g < 2; ++g) {
+      const auto p = problems[g].toObject();
+      QCOMPARE(p["key"].toString(), QString::fromStdString(object).arg(g));
+      QVERIFY(p["file"].toString().endsWith(".distcp"));
+      const auto message = p["message"].toString();
+      // stage 0's first bucket holds 576 elements, stage 1's 1024: each object says the other's
+      const QString first = g == 0 ? "holds 576 elements where per_bucket_numel_unpadded says 1024"
+                                   : "holds 1024 elements where per_bucket_numel_unpadded says 576";
+      QVERIFY2(
+          message.startsWith(QString("dp_group_idx_%1's bucket layout disagrees with itself: ").arg(g)) &&
+              message.contains(first) && message.contains("cannot load"),
+          qPrintable(message));
+    }
+    QCOMPARE(report["megatron"].toObject()["main_params"].toObject()["compared"].toInt(), 29);
+  }
+
+  // A NaN megatron-core itself wrote into one param (megatron_bucket_damage_train.py --damage nan: a NaN
+  // gradient element its Adam carried into the fp32 main, both moments and the bf16 weight; dp 2, 10
+  // buckets): every NaN is named dcp-non-finite on its key, the weight's layer-stacked key and the three
+  // bucket tensors, each naming exactly that param (the gap filter drops only NaN that lie in the gaps). The
+  // main that is NaN where its weight is NaN rounds to it: no fp32-master finding. main named no param and
+  // called the param's mains drift from their weights (fp32-master-drift).
+  void bucketSpaceNonFiniteNamesTheParam() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kBucketDp2Nan);
+    const auto damage = damage_of(e);
+    QCOMPARE(damage["kind"].toString(), QString("nan"));
+    const auto param = damage["param"].toString();
+    QCOMPARE(param, QString("decoder.layers.1.mlp.linear_fc2.weight"));
+
+    const auto diag = test::run_cli({"diagnose", e.save_dir, "--json"});
+    CKPTDOC_EXPECT_EXIT(diag, 1);
+    const auto report = json_of(diag);
+    QCOMPARE(problem_codes(report), std::vector<std::string>(4, "dcp-non-finite"));
+    const auto mains = report["megatron"].toObject()["main_params"].toObject();
+    QCOMPARE(mains["compared"].toInt(), 29);
+    // the bucket the map places the param in: its param, exp_avg and exp_avg_sq tensors
+    const auto slice = mains["slices"].toObject()[param].toString();
+    const auto bucket = slice.left(slice.lastIndexOf(".param ["));
+    QStringList keys;
+    for (const auto& v : report["problems"].toArray()) {
+      const auto p = v.toObject();
+      keys << p["key"].toString();
+      QCOMPARE(p["params"].toArray(), (QJsonArray{param}));
+      QVERIFY2(p["message"].toString().contains(" 1 NaN and 0 Inf of ") &&
+                   p["message"].toString().contains(param + " (1)"),
+               qPrintable(p["message"].toString()));
+    }
+    keys.sort();
+    QCOMPARE(keys, (QStringList{"decoder.layers.mlp.linear_fc2.weight", bucket + ".exp_avg",
+                                bucket + ".exp_avg_sq", bucket + ".param"}));
+  }
+
+  // Check 5 on a value megatron-core itself saved: one element of one param's exp_avg_sq set to -1e-6 in its
+  // DistributedOptimizer's state before the save (megatron_bucket_damage_train.py --damage negative_sq; dp 2,
+  // 10 buckets). Named dcp-moments-negative on that param alone, the exp_avg_sq bucket tensor that holds its
+  // slice and the file of the DP rank that wrote it, with reset-optimizer as the fix; the mains still
+  // compared clean. main said nothing (no problem, exit 0).
+  void bucketSpaceNegativeSecondMomentIsNamed() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kBucketDp2NegativeSq);
+    const auto damage = damage_of(e);
+    QCOMPARE(damage["kind"].toString(), QString("negative_sq"));
+    const auto param = damage["param"].toString();
+    QCOMPARE(damage["ranks"].toArray(), (QJsonArray{0}));
+
+    const auto diag = test::run_cli({"diagnose", e.save_dir, "--json"});
+    CKPTDOC_EXPECT_EXIT(diag, 1);
+    const auto report = json_of(diag);
+    QCOMPARE(problem_codes(report), std::vector<std::string>{"dcp-moments-negative"});
+    const auto p = report["problems"].toArray()[0].toObject();
+    QCOMPARE(p["params"].toArray(), (QJsonArray{param}));
+    const auto mains = report["megatron"].toObject()["main_params"].toObject();
+    QCOMPARE(mains["compared"].toInt(), 29);
+    const auto slice = mains["slices"].toObject()[param].toString();  // "<key>.param [64, 320)"
+    const auto at = slice.lastIndexOf(".param [");
+    QCOMPARE(p["key"].toString(), slice.left(at) + ".exp_avg_sq");
+    QVERIFY2(p["file"].toString().startsWith("__0_") && p["file"].toString().endsWith(".distcp"),
+             qPrintable(p["file"].toString()));
+    QVERIFY(p["message"].toString().contains("--reset-optimizer"));
+    QVERIFY2(p["message"].toString().startsWith("'" + param +
+                                                "': exp_avg_sq holds 1 negative of 256 values (its slice " +
+                                                slice.mid(at + 7) + " of " + slice.left(at) + ".exp_avg_sq)"),
+             qPrintable(p["message"].toString()));
+  }
+
+  // .metadata is unpickled once per diagnose: the bucket map takes the stored key order from that read
+  // (dcp::Entry::stored_index). Counted with strace (its openat of the file) on the dp 2 save: main opened it
+  // twice, the second time to unpickle it again for the order.
+  void metadataIsReadOnce() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto strace = QStandardPaths::findExecutable("strace");
+    if (strace.isEmpty()) QSKIP("strace is not installed");
+    const auto e = realds::checkpoint(kBucketDp2);
+    test::TempDir dir;
+    const auto log = dir.file("strace.log");
+    const auto r = test::run(strace.toStdString(), {"-f", "-e", "trace=open,openat", "-o", log, test::cli(),
+                                                    "diagnose", e.save_dir, "--json"});
+    QCOMPARE(r.exit_code, 0);
+    const std::string metadata =
+        "/" + tracked_iteration_dir(e).substr(e.save_dir.size() + 1) + "/.metadata\"";
+    int opens = 0;
+    for (const auto& line : QString::fromStdString(test::read_text(log)).split('\n'))
+      opens += line.contains(QString::fromStdString(metadata));
+    QCOMPARE(opens, 1);
   }
 
   // repair --refresh-fp32 in bucket space (dp_reshardable, Megatron-LM's default) on the three stale saves

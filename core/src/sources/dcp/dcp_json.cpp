@@ -48,12 +48,14 @@ std::string metadata_json(const Checkpoint& ckpt) {
 
 std::string report_json(const Checkpoint& ckpt, const Report& report) {
   json problems = json::array();
-  for (const auto& p : report.problems)
+  for (const auto& p : report.problems) {
     problems.push_back({{"code", p.code},
                         {"severity", std::string(model::severity_name(p.severity))},
                         {"message", p.message},
                         {"file", p.file},
                         {"key", p.key}});
+    if (!p.params.empty()) problems.back()["params"] = p.params;  // the params a source named (Megatron)
+  }
   json tensors = json::array();
   for (const auto& t : report.tensors)
     tensors.push_back({{"key", t.key},

@@ -152,6 +152,7 @@ class Reader {
     for (const auto& [k, v] : sdm.as_dict().items) {
       if (!k.is(Value::Kind::Str)) fail("state_dict_metadata", "a key that is not a string: " + k.repr(40));
       md.entries.push_back(entry(k.as_str(), v));
+      md.entries.back().stored_index = md.entries.size() - 1;
     }
     std::sort(md.entries.begin(), md.entries.end(),
               [](const Entry& a, const Entry& b) { return a.key < b.key; });

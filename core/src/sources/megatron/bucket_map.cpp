@@ -9,8 +9,6 @@
 #include <set>
 
 #include "ckptdoc/error.h"
-#include "ckptdoc/format/unpickler.h"
-#include "ckptdoc/io/mapped_file.h"
 
 namespace ckptdoc::megatron {
 namespace {
@@ -22,13 +20,6 @@ int64_t round_up(int64_t n, int64_t d) {
   return (n + d - 1) / d * d;
 }
 
-// optimizer.distributed.dp_group_idx_<i>.gbuf_idx_<g>.dtype_(<P>, <G>).bucket_idx_<b>.<state>
-struct BucketKey {
-  int group = 0, gbuf = 0, bucket = 0;
-  std::string param_dtype;  // "torch.bfloat16"
-  std::string state;        // "param", "master_param", "exp_avg", "exp_avg_sq"
-};
-
 std::optional<int> number_after(const std::string& s, const std::string& label, size_t& at) {
   if (s.compare(at, label.size(), label) != 0) return std::nullopt;
   at += label.size();
@@ -36,28 +27,6 @@ std::optional<int> number_after(const std::string& s, const std::string& label, 
   while (at < s.size() && s[at] >= '0' && s[at] <= '9') ++at;
   if (at == digits || at - digits > 6) return std::nullopt;
   return std::stoi(s.substr(digits, at - digits));
-}
-
-std::optional<BucketKey> parse_bucket_key(const std::string& key) {
-  size_t at = std::string(kBucketPrefix).size();
-  BucketKey k;
-  auto group = number_after(key, "dp_group_idx_", at);
-  if (!group) return std::nullopt;
-  auto gbuf = number_after(key, ".gbuf_idx_", at);
-  if (!gbuf) return std::nullopt;
-  if (key.compare(at, 8, ".dtype_(") != 0) return std::nullopt;
-  const size_t close = key.find(").bucket_idx_", at);
-  if (close == std::string::npos) return std::nullopt;
-  const std::string pair = key.substr(at + 8, close - at - 8);  // "torch.bfloat16, torch.float32"
-  k.param_dtype = pair.substr(0, pair.find(','));
-  at = close + 1;
-  auto bucket = number_after(key, ".bucket_idx_", at);
-  if (!bucket || at >= key.size() || key[at] != '.') return std::nullopt;
-  k.group = *group;
-  k.gbuf = *gbuf;
-  k.bucket = *bucket;
-  k.state = key.substr(at + 1);
-  return k;
 }
 
 bool layer_stacked(const std::string& key) {  // decoder.layers.*: axis 0 is the layer, one chunk per layer
@@ -255,6 +224,30 @@ void check_cuts(const BucketGroup& g) {
 
 }  // namespace
 
+std::optional<BucketKey> parse_bucket_key(const std::string& key) {
+  if (key.rfind(kBucketPrefix, 0) != 0) return std::nullopt;
+  size_t at = std::string(kBucketPrefix).size();
+  BucketKey k;
+  auto group = number_after(key, "dp_group_idx_", at);
+  if (!group) return std::nullopt;
+  auto gbuf = number_after(key, ".gbuf_idx_", at);
+  if (!gbuf) return std::nullopt;
+  if (key.compare(at, 8, ".dtype_(") != 0) return std::nullopt;
+  const size_t close = key.find(").bucket_idx_", at);
+  if (close == std::string::npos) return std::nullopt;
+  const std::string pair = key.substr(at + 8, close - at - 8);  // "torch.bfloat16, torch.float32"
+  k.dtypes = pair;
+  k.param_dtype = pair.substr(0, pair.find(','));
+  at = close + 1;
+  auto bucket = number_after(key, ".bucket_idx_", at);
+  if (!bucket || at >= key.size() || key[at] != '.') return std::nullopt;
+  k.group = *group;
+  k.gbuf = *gbuf;
+  k.bucket = *bucket;
+  k.state = key.substr(at + 1);
+  return k;
+}
+
 std::vector<std::pair<int64_t, int64_t>> BucketGroup::gaps(int b) const {
   std::vector<std::pair<int64_t, int64_t>> taken;
   for (const auto& s : slots)
@@ -275,25 +268,14 @@ std::vector<std::string> stored_key_order(const dcp::Metadata& md) {
   if (!md.merged_from.empty())
     throw Error(ErrorKind::Unsupported, md.path, "state_dict_metadata",
                 "per-rank metadata files hold no single key order");
-  const auto file = MappedFile::open(md.path);
-  UnpickleOptions options;
-  options.file_name = md.path;
-  options.record_name = "pickle";
-  const auto result = unpickle(file->bytes(), options);  // read_metadata refused it already if unsafe
-  const auto fail = [&] {
-    return Error(ErrorKind::Corrupt, md.path, "state_dict_metadata", "not the dict read before");
-  };
-  if (!result.value.is(Value::Kind::Object)) throw fail();
-  const auto& state = result.value.as_object().state;
-  const Value* fields = state && state->is_dict() ? state.get()
-                        : state && state->is(Value::Kind::Tuple) && state->items().size() == 2
-                            ? &state->items()[1]
-                            : nullptr;
-  const Value* sdm = fields && fields->is_dict() ? fields->get("state_dict_metadata") : nullptr;
-  if (!sdm || !sdm->is_dict()) throw fail();
+  std::vector<const dcp::Entry*> stored;
+  stored.reserve(md.entries.size());
+  for (const auto& e : md.entries) stored.push_back(&e);
+  std::sort(stored.begin(), stored.end(),
+            [](const auto* a, const auto* b) { return a->stored_index < b->stored_index; });
   std::vector<std::string> out;
-  for (const auto& [k, v] : sdm->as_dict().items)
-    if (k.is(Value::Kind::Str)) out.push_back(k.as_str());
+  out.reserve(stored.size());
+  for (const auto* e : stored) out.push_back(e->key);
   return out;
 }
 

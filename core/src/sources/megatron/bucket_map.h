@@ -8,6 +8,7 @@
 // its tensor's size says. Checked by the walk's closure and by the bucket tensors' chunk cuts (one chunk per
 // param or gap, cut again at the DP shards). Whatever the map cannot place is refused with why.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +17,16 @@
 #include "ckptdoc/sources/dcp/checkpoint.h"
 
 namespace ckptdoc::megatron {
+
+// optimizer.distributed.dp_group_idx_<i>.gbuf_idx_<g>.dtype_(<P>, <G>).bucket_idx_<b>.<state>
+struct BucketKey {
+  int group = 0, gbuf = 0, bucket = 0;
+  std::string dtypes;       // "torch.bfloat16, torch.float32" (the pair inside dtype_(...))
+  std::string param_dtype;  // "torch.bfloat16"
+  std::string state;        // "param", "master_param", "exp_avg", "exp_avg_sq"
+};
+// The parts of a bucket-space key; nullopt for any other key (chained_<i>. keys included).
+std::optional<BucketKey> parse_bucket_key(const std::string& key);
 
 // One model param's place: its box of the weight key and its slice [start, start + numel) of a bucket.
 struct BucketSlot {
@@ -49,8 +60,9 @@ struct BucketMap {
 // The map of `md`'s bucket-space state; `key_order` is `.metadata`'s stored key order (stored_key_order).
 BucketMap map_buckets(const dcp::Metadata& md, const std::vector<std::string>& key_order);
 
-// The keys of `.metadata`'s state_dict_metadata in their stored order (dcp::Metadata keeps them sorted).
-// Throws ckptdoc::Error naming the file when it cannot be read as it was read before.
+// The keys of `.metadata`'s state_dict_metadata in their stored order (dcp::Metadata keeps them sorted; each
+// Entry's stored_index is its place, kept from the one read of the file). Throws ckptdoc::Error naming the
+// file for merged per-rank metadata, which has no single order.
 std::vector<std::string> stored_key_order(const dcp::Metadata& md);
 
 }  // namespace ckptdoc::megatron

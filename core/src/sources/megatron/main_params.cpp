@@ -90,6 +90,25 @@ std::vector<float> read_slice(const dcp::Checkpoint& ckpt, const BucketGroup& g,
   return slice;
 }
 
+// A main that is NaN where its weight is NaN (or the same Inf) rounds to it: a diverged element is
+// dcp-non-finite's to name (on both keys), not a main that differs from its weight. Such pairs are compared
+// as zeros (exact, out of the NaN/Inf count); read only when the divergence saw a NaN/Inf.
+DivergenceStats same_nonfinite_as_exact(Backend& backend, const uint8_t* weight, DType lp,
+                                        std::vector<float> main) {
+  const size_t esize = element_size(lp);
+  std::vector<uint8_t> box(weight, weight + main.size() * esize);
+  for (size_t i = 0; i < main.size(); ++i) {
+    uint16_t bits = 0;
+    std::memcpy(&bits, box.data() + i * esize, sizeof bits);
+    const float w = lp == DType::BF16 ? bf16_to_float(bits) : half_to_float(bits);
+    if ((std::isnan(main[i]) && std::isnan(w)) || (std::isinf(main[i]) && main[i] == w)) {
+      main[i] = 0;
+      std::memset(box.data() + i * esize, 0, esize);
+    }
+  }
+  return backend.divergence(box.data(), lp, main.data(), main.size());
+}
+
 // Whether `main` rounds exactly to `weight` (both of n elements).
 bool rounds_to(Backend& backend, const std::vector<uint8_t>& weight, DType lp, const float* main, size_t n) {
   const auto d = backend.divergence(weight.data(), lp, main, n);
@@ -103,8 +122,8 @@ bool rounds_to(Backend& backend, const std::vector<uint8_t>& weight, DType lp, c
 // says the map's order is wrong, not that the mains are stale; the group is then not compared (returned
 // empty, with why in `ambiguous`). The test compares the first kSample elements first, kept per param, and
 // reads the two params whole only when those agree.
-std::vector<analysis::ParamReport> compare_group(const dcp::Checkpoint& ckpt, const BucketGroup& g,
-                                                 bool qualify, Backend& backend,
+std::vector<analysis::ParamReport> compare_group(const dcp::Checkpoint& ckpt, const BucketMap& map,
+                                                 const BucketGroup& g, Backend& backend,
                                                  std::map<int, std::set<std::string>>& files,
                                                  std::string& ambiguous) {
   constexpr size_t kSample = 64;
@@ -116,7 +135,7 @@ std::vector<analysis::ParamReport> compare_group(const dcp::Checkpoint& ckpt, co
     const auto box = ckpt.read_chunk(*slot.weight, *slot.chunk).to_bytes();
     const auto& bucket = *g.buckets[static_cast<size_t>(slot.bucket)];
     analysis::ParamReport r;
-    r.name = qualify ? slot.name + " (dp_group_idx_" + std::to_string(g.index) + ")" : slot.name;
+    r.name = bucket_param_name(map, g, slot);
     r.shape = slot.sizes;
     r.numel = slot.numel;
     r.lp_dtype = g.lp;
@@ -132,7 +151,8 @@ std::vector<analysis::ParamReport> compare_group(const dcp::Checkpoint& ckpt, co
       const auto in_slot = static_cast<size_t>(at - slot.start);
       if (in_slot < sample)
         std::copy_n(main.begin(), std::min(sample - in_slot, main.size()), main_sample.begin() + in_slot);
-      const auto d = backend.divergence(box.data() + in_slot * esize, g.lp, main.data(), main.size());
+      auto d = backend.divergence(box.data() + in_slot * esize, g.lp, main.data(), main.size());
+      if (d.nonfinite > 0) d = same_nonfinite_as_exact(backend, box.data() + in_slot * esize, g.lp, main);
       total.merge(d);
       const int rank = chunk.item ? rank_of(chunk.item->file) : -1;
       r.per_rank[rank].merge(d);
@@ -171,30 +191,26 @@ std::vector<analysis::ParamReport> compare_group(const dcp::Checkpoint& ckpt, co
 // not_compared.
 void compare_bucket_mains(const dcp::Checkpoint& ckpt, MainParamComparison& c, Backend& backend,
                           std::map<int, std::set<std::string>>& files, Progress* progress) {
-  BucketMap map;
+  std::shared_ptr<BucketMap> made;
   try {
-    map = map_buckets(ckpt.metadata(), stored_key_order(ckpt.metadata()));
+    made = std::make_shared<BucketMap>(map_buckets(ckpt.metadata(), stored_key_order(ckpt.metadata())));
   } catch (const Error& err) {
     c.not_compared.push_back(std::string("bucket space: ") + err.what());
     return;
   }
+  c.map = made;
+  const BucketMap& map = *made;
   for (const auto& why : map.refused) c.not_compared.push_back("bucket space: " + why);
   size_t total = 0;
   for (const auto& g : map.groups) total += g.slots.size();
   c.bucket_params = total;
   if (progress) progress->set_stage(progress->stage(), total);
-  for (const auto& g : map.groups)
-    for (size_t b = 0; b < g.buckets.size(); ++b) {
-      const auto& key = g.buckets[b]->key;
-      c.gaps_of[key.substr(0, key.rfind('.'))] = g.gaps(static_cast<int>(b));
-    }
   for (const auto& g : map.groups) {
     if (progress) progress->check();
     const std::string label = "bucket space: dp_group_idx_" + std::to_string(g.index) + ": ";
     try {
       std::string ambiguous;
-      auto reports =
-          compare_group(ckpt, g, map.groups.size() > 1 || !map.refused.empty(), backend, files, ambiguous);
+      auto reports = compare_group(ckpt, map, g, backend, files, ambiguous);
       if (!ambiguous.empty()) {
         c.not_compared.push_back(label + ambiguous);
         continue;
@@ -217,6 +233,11 @@ void compare_bucket_mains(const dcp::Checkpoint& ckpt, MainParamComparison& c, B
 }
 
 }  // namespace
+
+std::string bucket_param_name(const BucketMap& map, const BucketGroup& g, const BucketSlot& slot) {
+  const bool qualify = map.groups.size() > 1 || !map.refused.empty();
+  return qualify ? slot.name + " (dp_group_idx_" + std::to_string(g.index) + ")" : slot.name;
+}
 
 std::vector<MainPair> main_pairs(const dcp::Metadata& md, std::vector<std::string>& not_compared) {
   std::vector<MainPair> out;
@@ -283,7 +304,8 @@ MainParamComparison compare_main_params(const dcp::Checkpoint& ckpt, Progress* p
       for (const auto& chunk : pair.main->chunks) {
         const auto main = ckpt.read_chunk(*pair.main, chunk).to_float();
         const auto box = weight_box(weight, pair, chunk);
-        const auto d = backend->divergence(box.data(), pair.lp, main.data(), main.size());
+        auto d = backend->divergence(box.data(), pair.lp, main.data(), main.size());
+        if (d.nonfinite > 0) d = same_nonfinite_as_exact(*backend, box.data(), pair.lp, main);
         total.merge(d);
         const int rank = chunk.item ? rank_of(chunk.item->file) : -1;
         r.per_rank[rank].merge(d);
@@ -300,22 +322,6 @@ MainParamComparison compare_main_params(const dcp::Checkpoint& ckpt, Progress* p
   }
   for (auto& [rank, names] : files) c.files_by_rank[rank].assign(names.begin(), names.end());
   return c;
-}
-
-std::optional<GapCount> nonfinite_outside_gaps(const dcp::Checkpoint& ckpt, const MainParamComparison& c,
-                                               const dcp::Entry& e) {
-  const auto it = c.gaps_of.find(e.key.substr(0, e.key.rfind('.')));
-  if (it == c.gaps_of.end() || e.kind != dcp::EntryKind::Tensor || e.size.size() != 1) return std::nullopt;
-  GapCount n;
-  for (const auto& [begin, end] : it->second) n.gap_elements += end - begin;
-  for (const auto& chunk : e.chunks) {
-    const int64_t at = chunk.offsets[0], end = at + chunk.sizes[0];
-    const bool gap = std::any_of(it->second.begin(), it->second.end(),
-                                 [&](const auto& g) { return g.first <= at && end <= g.second; });
-    if (gap) continue;
-    for (const float v : ckpt.read_chunk(e, chunk).to_float()) n.nonfinite_outside += !std::isfinite(v);
-  }
-  return n;
 }
 
 std::vector<analysis::Finding> main_param_findings(const MainParamComparison& c) {

@@ -9,11 +9,13 @@
 // In bucket space (optimizer.distributed.*, dp_reshardable) each param's slice of its `param` bucket is found
 // with bucket_map.h and compared with its box of the weight; the 64-alignment gaps are never read.
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "analysis/rules.h"
+#include "bucket_map.h"
 #include "ckptdoc/analysis/report.h"
 #include "ckptdoc/sources/dcp/checkpoint.h"
 #include "ckptdoc/task/progress.h"
@@ -30,12 +32,17 @@ struct MainParamComparison {
   // Bucket space: a param's name -> the bucket key holding its main and where ("<key> [start, end)").
   std::map<std::string, std::string> key_of, slice_of;
   size_t bucket_params = 0;  // bucket space: the params the map placed (compared or not)
-  // Bucket space: each mapped bucket's key up to ".bucket_idx_<b>" -> the [begin, end) ranges no param covers
-  // (64-alignment gaps, saved from torch.empty memory: their NaN/Inf are not the run's).
-  std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> gaps_of;
-  // The storage files holding the main chunks written by each rank (the rank of `__<rank>_<n>.distcp`).
+                             // The storage files holding the main chunks written by each rank (the rank of
+                             // `__<rank>_<n>.distcp`).
   std::map<int, std::vector<std::string>> files_by_rank;
+  // Bucket space: the map the comparison used (its pointers are into the checkpoint's metadata), for the
+  // other checks of the slices (bucket_checks.h); null when the map could not be made.
+  std::shared_ptr<const BucketMap> map;
 };
+
+// How the comparison names a bucket-space param: its map name, with "(dp_group_idx_<i>)" when the save has
+// several groups (or some were refused).
+std::string bucket_param_name(const BucketMap& map, const BucketGroup& g, const BucketSlot& slot);
 
 // One main beside its weight: same global shape, chunks tiling it, the weight bf16 or fp16.
 struct MainPair {
@@ -58,15 +65,6 @@ std::vector<uint8_t> weight_box(const std::vector<uint8_t>& weight, const MainPa
 // `progress`, its current stage counts the params compared (its total the pairs found) and a cancel stops
 // the comparison between params.
 MainParamComparison compare_main_params(const dcp::Checkpoint& ckpt, Progress* progress = nullptr);
-
-// Bucket space: the NaN/Inf elements of bucket tensor `e` (param, exp_avg, exp_avg_sq) outside its gaps, the
-// gap chunks never read, with the number of gap elements; nullopt when `e` is not a mapped bucket's.
-struct GapCount {
-  uint64_t nonfinite_outside = 0;
-  int64_t gap_elements = 0;
-};
-std::optional<GapCount> nonfinite_outside_gaps(const dcp::Checkpoint& ckpt, const MainParamComparison& c,
-                                               const dcp::Entry& e);
 
 // The fp32-master-mismatch / fp32-master-drift findings of analysis::master_findings, in Megatron's words.
 std::vector<analysis::Finding> main_param_findings(const MainParamComparison& c);

@@ -5,6 +5,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "bucket_checks.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/request_field.h"
@@ -116,20 +117,54 @@ void add_megatron_findings(dcp::Report& r, const dcp::Checkpoint& ckpt, const me
   });
   const size_t warnings_before = r.problems.size() - errors_before;
   // Bucket space: NaN/Inf that lie only in the 64-alignment gaps are torch.empty memory megatron-core saved
-  // beside the params (distrib_optimizer.py:1633), not the run's values: not a dcp-non-finite.
+  // beside the params (distrib_optimizer.py:1633), not the run's values: not a dcp-non-finite. The others
+  // are named by the params whose slices (or, in a weight, whose layer and tensor rank) hold them.
   int64_t gap_elements = 0;
-  std::erase_if(r.problems, [&](const dcp::Problem& p) {
-    if (p.code != model::code_name(model::Code::DcpNonFinite)) return false;
+  std::erase_if(r.problems, [&](dcp::Problem& p) {
+    if (p.code != model::code_name(model::Code::DcpNonFinite) || !mains.map) return false;
     const auto* e = ckpt.metadata().find(p.key);
-    const auto n = e ? megatron::nonfinite_outside_gaps(ckpt, mains, *e) : std::nullopt;
-    if (!n || n->nonfinite_outside > 0) return false;
-    gap_elements += n->gap_elements;
-    return true;
+    std::optional<megatron::NonfinitePlaces> places;
+    try {
+      places = e ? megatron::nonfinite_places(ckpt, *mains.map, *e) : std::nullopt;
+    } catch (const Error&) {  // an unreadable chunk: the DCP diagnosis names it
+    }
+    if (!places) return false;
+    if (places->bucket && places->in_params == 0) {
+      gap_elements += places->gap_elements;
+      return true;
+    }
+    std::string where;
+    for (const auto& [name, n] : places->params) {
+      where += (where.empty() ? "" : ", ") + name + " (" + std::to_string(n) + ")";
+      p.params.push_back(name);
+    }
+    p.message += (places->bucket ? "; in the slices of " : "; in ") + where;
+    if (places->bucket) p.message += " (the 64-alignment gaps' values are not judged)";
+    return false;
   });
   if (gap_elements > 0)
     r.not_checked.push_back("the NaN/Inf of the bucket-space state's 64-alignment gaps (" +
                             plural(gap_elements, "element") +
                             " that no param owns, saved from uninitialised memory): not judged");
+  // Checks 5 and 6 of docs/megatron-bucket-layout.md
+  std::string bucket_sentence;
+  if (mains.bucket_space) {
+    auto sizes = megatron::check_bucket_sizes(ckpt);
+    added.insert(added.end(), sizes.problems.begin(), sizes.problems.end());
+    for (const auto& n : sizes.not_checked) r.not_checked.push_back(n);
+    if (sizes.groups > 0)
+      bucket_sentence += " Bucket sizes: per_bucket_numel[_unpadded] of " + plural(sizes.groups, "dp group") +
+                         " checked against the tensors (param, exp_avg, exp_avg_sq) of their " +
+                         plural(sizes.judged, "bucket") + ".";
+    if (mains.map) {
+      auto moments = megatron::check_second_moments(ckpt, *mains.map, r.tensors);
+      added.insert(added.end(), moments.problems.begin(), moments.problems.end());
+      for (const auto& n : moments.not_checked) r.not_checked.push_back(n);
+      if (moments.judged > 0)
+        bucket_sentence += " Adam's exp_avg_sq: the slices of " + plural(moments.judged, "placed param") +
+                           " checked >= 0 (the 64-alignment gaps left out).";
+    }
+  }
   r.problems.insert(r.problems.end(), added.begin(), added.end());
   std::stable_sort(r.problems.begin(), r.problems.end(), [](const auto& a, const auto& b) {
     return (a.severity == model::Severity::Error) > (b.severity == model::Severity::Error);
@@ -161,6 +196,7 @@ void add_megatron_findings(dcp::Report& r, const dcp::Checkpoint& ckpt, const me
     r.verdict += " fp32 main params: " + plural(mains.params.size(), "param") + " (" + mains.prefix +
                  "<key>) compared with their " + analysis::lp_name(mains.lp_dtype) +
                  " weights element by element.";
+  r.verdict += bucket_sentence;
   bool optimizer = false;
   for (const auto& t : r.tensors) optimizer = optimizer || t.key.rfind("optimizer.", 0) == 0;
   std::vector<std::string> not_checked;

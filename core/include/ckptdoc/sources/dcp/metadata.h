@@ -39,7 +39,11 @@ struct Entry {
   std::vector<Chunk> chunks;                // tensors
   std::optional<StorageItem> bytes_item;    // bytes items (a torch.save of any object)
   std::vector<StorageItem> bytes_replicas;  // per-rank saves: the other ranks' copies of the bytes item
-  int64_t numel() const;                    // tensors: product of size
+  // Its place in the file's `state_dict_metadata` (the writer's plan order; `entries` are sorted by key),
+  // kept from the one read of the pickle. Merged per-rank metadata keeps the place in the file that named it
+  // first.
+  size_t stored_index = 0;
+  int64_t numel() const;  // tensors: product of size
 };
 
 struct Metadata {
