@@ -1,16 +1,16 @@
 #!/usr/bin/python3
-"""Per-rank judge of `ckptdoc repair --drop-optimizer` on an Accelerate FSDP save_state folder (started by the
-judges' launch.py at the world size it was saved with), with Accelerate itself. Under FSDP2 Accelerate prepares a
-model and its optimizer together (prepare() raises "an optimizer must be passed together with its model" otherwise),
-and load_state reads optimizer_<i>/ for every prepared optimizer (Accelerator.load_state -> load_fsdp_optimizer,
-accelerate/accelerator.py and utils/fsdp_utils.py), so a weights-only resume loads the model with
-accelerate.utils.load_fsdp_model, what load_state calls for each model.
+"""Per-rank check of what Accelerate does with an FSDP save_state folder without its optimizer_0/ (OUT: the
+test's copy of IN without it), the reason `ckptdoc repair --drop-optimizer` refuses such folders (started by the
+judges' launch.py at the world size it was saved with). Under FSDP2 Accelerate prepares a model and its optimizer
+together (prepare() raises "an optimizer must be passed together with its model" otherwise), and load_state reads
+optimizer_<i>/ for every prepared optimizer (Accelerator.load_state -> load_fsdp_optimizer,
+accelerate/accelerator.py and utils/fsdp_utils.py).
 
 The model and a fresh AdamW are built and prepared as accelerate_fsdp_train.py built them (same config, plugin and
 CPU override); load_fsdp_model(IN) and the params' local shards kept; every param overwritten with noise;
-load_fsdp_model(OUT) and each local shard compared with the kept one bit for bit. The fresh AdamW then takes one
-step on a fixed batch (its state was empty: it ends at step 1), and accelerator.load_state(OUT) is tried: it must
-fail (optimizer_0/ is gone); its error is reported. Rank 0 writes JSON.
+load_fsdp_model(OUT) and each local shard compared with the kept one bit for bit (the check reads OUT: it is not
+blind). The fresh AdamW then takes one step on a fixed batch (its state was empty: it ends at step 1), and
+accelerator.load_state(OUT) is tried, what a user resuming does; its error is reported. Rank 0 writes JSON.
 
 usage: launch.py --world 2 -- accelerate_drop_check.py IN OUT --json RESULT
 """

@@ -96,6 +96,33 @@ class TestRealdsWeightsFolderApp : public QObject {
                                   .trimmed());
   }
 
+  // A finding's Fix opens the folder's repair with the finding's table repair (MainWindow::openRepair hands
+  // it to sourceRepairDialog). On the Trainer folder a refresh's Fix (fp32-master-mismatch,
+  // lp-source-mismatch) cannot be taken: the dialog says so first, and why, rather than opening with
+  // nothing ticked; a reset's Fix opens with the reset ticked and nothing said. main said nothing.
+  void qtFixThatDoesNotApplySaysWhy() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("hf_trainer_plain");
+    MainWindow w;
+    const std::string why = openAndWait(w, e.save_dir);
+    QVERIFY2(why.empty(), why.c_str());
+    auto* refresh = w.sourceRepairDialog(analysis::RepairKind::RefreshFp32);
+    QVERIFY(refresh);
+    auto* said = refresh->findChild<QLabel*>(QStringLiteral("findingRepairRefused"));
+    QVERIFY2(said, "the dialog opened with nothing ticked and did not say why");
+    QVERIFY2(said->text().contains(QStringLiteral("Refresh fp32 masters")) &&
+                 said->text().contains(QStringLiteral("does not apply")) &&
+                 said->text().contains(QStringLiteral("no masters to refresh")),
+             qPrintable(said->text()));
+    QVERIFY(!refresh->refreshFp32()->isChecked() && !refresh->resetOptimizer()->isChecked() &&
+            !refresh->dropOptimizer()->isChecked());
+    delete refresh;
+    auto* reset = w.sourceRepairDialog(analysis::RepairKind::ResetOptimizer);
+    QVERIFY(reset);
+    QVERIFY(reset->resetOptimizer()->isChecked());
+    QVERIFY(!reset->findChild<QLabel*>(QStringLiteral("findingRepairRefused")));
+  }
+
   // The Accelerate folder in the Qt app: Repair offers the reset but not the drop, saying why (load_state
   // reads optimizer.bin for every prepared optimizer).
   void qtRefusesAccelerateDropSayingWhy() {
@@ -117,7 +144,7 @@ class TestRealdsWeightsFolderApp : public QObject {
   // The same in the ImGui app, through its own clicks: Checkpoint > Repair on the Trainer folder offers the
   // reset and the drop (not the refresh); a reset held at its second write shows its bar part way and Cancel
   // publishes nothing; then a reset writes what the CLI writes, byte for byte. On the Accelerate folder the
-  // drop is off, saying why.
+  // drop is off, saying why. A refresh's Fix on the Trainer folder says it does not apply, and why.
   void imguiRepairsTrainerFolderAsTheCli() {
     REALDS_REQUIRE_DS("0.19");
     Xvfb x;
@@ -173,6 +200,17 @@ class TestRealdsWeightsFolderApp : public QObject {
                               "expect repair-refused drop-optimizer Accelerator.load_state\n"
                               "quit\n");
     CKPTDOC_EXPECT_EXIT(ra, 0);
+    // A refresh's Fix on the Trainer folder (what a finding's Fix button runs): the window says first that
+    // it does not apply, and why.
+    test::TempDir fdir;
+    const auto rf = runScript(x, fdir, e.save_dir,
+                              "wait analysed 300\n"
+                              "fix refresh-fp32\n"
+                              "frames 2\n"
+                              "expect repair-fix-refused does not apply\n"
+                              "expect repair-fix-refused no masters to refresh\n"
+                              "quit\n");
+    CKPTDOC_EXPECT_EXIT(rf, 0);
   }
 };
 

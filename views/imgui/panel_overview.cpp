@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ckptdoc/analysis/verdict.h"
+#include "ckptdoc/short_list.h"
 #include "view.h"
 
 namespace ckptdoc::imgui_view {
@@ -139,10 +140,7 @@ void draw_overview(View& v) {
     ImGui::PushTextWrapPos(ImGui::GetContentRegionAvail().x - 10);
     ImGui::TextWrapped("%s", display(v, f.message).c_str());
     if (!f.params.empty()) {
-      std::string p;
-      for (size_t k = 0; k < f.params.size() && k < 6; ++k) p += (k ? ", " : "") + f.params[k];
-      if (f.params.size() > 6) p += ", ... " + std::to_string(f.params.size() - 6) + " more";
-      ImGui::TextDisabled("params: %s", p.c_str());
+      ImGui::TextDisabled("params: %s", short_list(f.params, 6).c_str());
       if (ImGui::IsItemClicked()) select_param(v, f.params.front());
     }
     if (!f.ranks.empty()) {

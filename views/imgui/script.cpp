@@ -9,19 +9,22 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "ckptdoc/io/held_write_io.h"
+#include "ckptdoc/model/finding_codes.h"
 #include "view.h"
 
 namespace ckptdoc::imgui_view {
 
 namespace {
 
-const char* kCommands[] = {
-    "wait",      "open",      "drop",         "compare",       "click",      "set",           "tab",
-    "select",    "shade",     "expect",       "frames",        "screenshot", "echo",          "quit",
-    "save-diff", "lp-source", "save-storage", "save-findings", "hold-write", "release-write", "save-summary"};
+const char* kCommands[] = {"wait",         "open",         "drop",          "compare",    "click",
+                           "set",          "tab",          "select",        "shade",      "expect",
+                           "frames",       "screenshot",   "echo",          "quit",       "save-diff",
+                           "lp-source",    "save-storage", "save-findings", "hold-write", "release-write",
+                           "save-summary", "fix"};
 
 // What a text expectation (`expect export-message TEXT`) wants: the step's text after its first word.
 std::string wanted_text(const std::string& text, const std::string& word) {
@@ -181,6 +184,20 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
     if (st.command ==
         "lp-source") {  // as Analysis > Compare with 16-bit weights... does with the picked file
       compare_with_lp_weights(v, st.text);
+      next();
+      continue;
+    }
+    if (st.command == "fix") {
+      // As a finding's Fix button does (open_repair of the finding) for a finding whose table repair is KIND
+      // (refresh-fp32, reset-optimizer, drop-optimizer, repartition, restore-model-files): not every
+      // checkpoint has a finding of each.
+      std::optional<analysis::RepairKind> kind;
+      for (const auto k : {analysis::RepairKind::RefreshFp32, analysis::RepairKind::ResetOptimizer,
+                           analysis::RepairKind::DropOptimizer, analysis::RepairKind::Repartition,
+                           analysis::RepairKind::RestoreModelFiles})
+        if (model::repair_name(k) == a0) kind = k;
+      if (!kind) return fail(st, "unknown repair '" + a0 + "'");
+      open_repair(v, *kind);
       next();
       continue;
     }
@@ -354,6 +371,12 @@ void Script::before_frame(View& v, ImGuiIO& io, double now) {
               : why.empty()                            ? name + " offered"
                                                        : name + " refused: ";
         if (!why.empty() && v.repair.visible && v.repair.of_source) got += why;
+      } else if (a0 == "repair-fix-refused") {
+        // The source's repair window, opened by a Fix, says that fix does not apply, containing TEXT.
+        const std::string want = wanted_text(st.text, a0);
+        const std::string& why = v.repair.finding_refused;
+        ok = v.repair.visible && v.repair.of_source && !want.empty() && why.find(want) != std::string::npos;
+        got = !v.repair.visible || !v.repair.of_source ? "no source repair window" : "said '" + why + "'";
       } else if (a0 == "open-failed") {
         ok = v.status_error;
         got = "no open failure";

@@ -13,13 +13,17 @@
 //                                     with 16-bit weights... does)
 //   click ID                          e.g. "fix:fp32-master-mismatch", "repair.run", "diff.cancel",
 //                                     "menu.checkpoint" then "menu.repair", "repair.reset-optimizer"
+//   fix REPAIR                        what a finding's Fix does for a finding whose table repair is REPAIR
+//                                     (refresh-fp32, reset-optimizer, drop-optimizer, repartition, ...)
 //   set ID TEXT                       fill a text field: path, filter, repair.output, repair.target,
 //                                     export.path, convert.output, diff.atol, diff.rtol
 //   tab overview|layout|params|diff|storage   select PARAM   shade param|exact|nonfinite|moments
 //   expect repaired-clean | open-failed | finding CODE | no-finding CODE | diff-rows N | plan TEXT |
 //                                     converted-verified | repair-offered ACTION | repair-refused ACTION TEXT
 //                                     (the source's repair window offers refresh-fp32, reset-optimizer or
-//                                     drop-optimizer, or leaves it off saying TEXT)
+//                                     drop-optimizer, or leaves it off saying TEXT) |
+//                                     repair-fix-refused TEXT (it says the Fix that opened it does not
+//                                     apply here, saying TEXT)
 //   frames N                          render N frames (pictures settle)
 //   save-diff FILE                    write the Diff tab's rows as drawn (tab-separated)
 //   save-findings FILE                write the findings as the Overview draws them (code, severity, message)

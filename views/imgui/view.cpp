@@ -86,6 +86,8 @@ void open_repair(View& v, const analysis::Finding& finding) {
         r.refused[a] = request_text(*why);
         *on[a] = false;
       }
+    if (const auto fix = sources::finding_repair(*source, finding.repair, v.session.path()); fix.refused)
+      r.finding_refused = request_text(*fix.refused);
     std::snprintf(r.output, sizeof r.output, "%s", v.session.default_source_repair_output().c_str());
     return;
   }

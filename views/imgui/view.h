@@ -47,6 +47,9 @@ struct RepairWindow {
   // Why the source refuses refresh_fp32, reset_optimizer, drop_optimizer on this folder (request_text'd),
   // asked once when the window opens; empty: offered.
   std::string refused[3];
+  // Why the finding's Fix that opened the window does not apply to this source (request_text'd); empty: it
+  // does, its action ticked, or the window was opened from the menu.
+  std::string finding_refused;
   std::string source_text;
   bool source_ok = false;
 };

@@ -26,6 +26,12 @@ void draw_source_repair_window(View& v) {
   ImGui::TextWrapped(
       "Nothing is written until you press Repair. The input stays untouched; the repaired copy goes into a "
       "new folder, every byte the input's except what the repair changes, and is read back to check it.");
+  if (!r.finding_refused.empty()) {  // the Fix that opened it cannot be run here: said first
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextColored(ImVec4(0.95f, 0.75f, 0.3f, 1), "%s", display(v, r.finding_refused).c_str());
+    ImGui::PopTextWrapPos();
+    v.widgets.record("repair.finding-refused");
+  }
   ImGui::BeginDisabled(running);
   ImGui::SetNextItemWidth(-120);
   ImGui::InputText("output folder", r.output, sizeof r.output);

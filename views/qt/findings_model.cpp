@@ -3,6 +3,7 @@
 #include <QBrush>
 #include <QStringList>
 
+#include "ckptdoc/short_list.h"
 #include "severity_style.h"
 
 namespace ckptdoc::gui {
@@ -54,10 +55,7 @@ int FindingsModel::columnCount(const QModelIndex& parent) const {
 
 namespace {
 QString joinNames(const std::vector<std::string>& names, size_t max_shown = 6) {
-  QStringList out;
-  for (size_t i = 0; i < names.size() && i < max_shown; ++i) out << QString::fromStdString(names[i]);
-  if (names.size() > max_shown) out << QStringLiteral("… %1 more").arg(names.size() - max_shown);
-  return out.join(QStringLiteral(", "));
+  return QString::fromStdString(short_list(names, max_shown));
 }
 QString joinRanks(const std::vector<int>& ranks) {
   QStringList out;

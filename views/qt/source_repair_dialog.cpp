@@ -33,6 +33,17 @@ SourceRepairDialog::SourceRepairDialog(Session* session, model::RepairKind kind,
                            this);
   intro->setWordWrap(true);
   v->addWidget(intro);
+  const sources::Source* source = session_->core().repairing_source();
+  // A finding's Fix whose action this source cannot take here says so first, rather than opening with
+  // nothing ticked.
+  if (const auto fix =
+          source ? sources::finding_repair(*source, kind, session_->core().path()) : sources::FindingRepair{};
+      fix.refused) {
+    auto* why = new QLabel(QString::fromStdString(request_text(*fix.refused)), this);
+    why->setObjectName(QStringLiteral("findingRepairRefused"));
+    why->setWordWrap(true);
+    v->addWidget(why);
+  }
   // The labels are the ones the core's refusals name (session/request_field_labels.cpp).
   refresh_ = new QCheckBox(tr("Refresh fp32 masters"), this);
   refresh_->setToolTip(tr("The fp32 main params := the exact upcast of the bf16/fp16 weights"));
@@ -45,7 +56,6 @@ SourceRepairDialog::SourceRepairDialog(Session* session, model::RepairKind kind,
   reset_->setChecked(kind == model::RepairKind::ResetOptimizer);
   drop_->setChecked(kind == model::RepairKind::DropOptimizer);
   // An action the source refuses on this folder is left off, with its reason under it.
-  const sources::Source* source = session_->core().repairing_source();
   for (const auto& [box, action, name] :
        {std::tuple{refresh_, sources::RepairAction::RefreshFp32, "refreshFp32Refused"},
         std::tuple{reset_, sources::RepairAction::ResetOptimizer, "resetOptimizerRefused"},

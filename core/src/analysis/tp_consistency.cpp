@@ -9,6 +9,7 @@
 #include "ckptdoc/deepspeed/replica_vote.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/short_list.h"
 
 namespace ckptdoc::analysis {
 
@@ -188,9 +189,7 @@ std::vector<Finding> tp_consistency_findings(const deepspeed::Checkpoint& job,
   std::set<int> ranks = outliers;
   ranks.insert(undecided.begin(), undecided.end());
   f.ranks.assign(ranks.begin(), ranks.end());
-  std::string list;
-  for (size_t i = 0; i < f.params.size() && i < 6; ++i) list += (i ? ", " : "") + f.params[i];
-  if (f.params.size() > 6) list += ", ... (" + std::to_string(f.params.size() - 6) + " more)";
+  const std::string list = short_list(f.params, 6);
   f.evidence = {{"params_affected", double(f.params.size())},
                 {"params_compared", double(compared)},
                 {"params_without_majority", double(params_undecided)},

@@ -5,6 +5,7 @@
 
 #include "ckptdoc/format/shape_text.h"
 #include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/short_list.h"
 
 namespace ckptdoc::deepspeed {
 
@@ -12,13 +13,6 @@ namespace {
 
 std::string n(int64_t x) {
   return std::to_string(x);
-}
-
-std::string join(const std::vector<std::string>& v, size_t max = 6) {
-  std::string s;
-  for (size_t i = 0; i < v.size() && i < max; ++i) s += (i ? "; " : "") + v[i];
-  if (v.size() > max) s += "; ... (" + n(static_cast<int64_t>(v.size() - max)) + " more)";
-  return s;
 }
 
 struct ParamView {
@@ -113,14 +107,15 @@ void add_job_problems(const std::vector<std::shared_ptr<const Checkpoint>>& slic
         out.emplace_back(
                model::Code::TpShapeMismatch,
                where + "the tensor-parallel slices of " + n(static_cast<int64_t>(params_shape.size())) +
-                   " param(s) do not fit together: " + join(shapes) +
+                   " param(s) do not fit together: " + short_list(shapes, 6, "; ") +
                    ". Megatron-style tensor parallelism splits a param into equal slices on every rank; "
                    "these files come from different runs or a damaged save",
                "", std::vector<int>(ranks_shape.begin(), ranks_shape.end()), params_shape)
             .pp = t.pp > 1 ? stage : -1;
       if (!dtypes.empty())
         out.emplace_back(model::Code::TpDtypeMismatch,
-                         where + "tensor-parallel slices of one param have different dtypes: " + join(dtypes),
+                         where + "tensor-parallel slices of one param have different dtypes: " +
+                             short_list(dtypes, 6, "; "),
                          "", std::vector<int>(ranks_dtype.begin(), ranks_dtype.end()), params_dtype)
             .pp = t.pp > 1 ? stage : -1;
     }

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/short_list.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/catalog_topology.h"
 #include "deepspeed/module_entries.h"
@@ -18,13 +19,6 @@ namespace {
 
 std::string n(int64_t x) {
   return std::to_string(x);
-}
-
-std::string join(const std::vector<std::string>& v, size_t max = 8) {
-  std::string s;
-  for (size_t i = 0; i < v.size() && i < max; ++i) s += (i ? ", " : "") + v[i];
-  if (v.size() > max) s += ", ... (" + n(static_cast<int64_t>(v.size() - max)) + " more)";
-  return s;
 }
 
 // The state dict an entry location points into.
@@ -109,7 +103,7 @@ void CatalogBuilder::check_module_shapes() {
   for (const auto& [file, params] : absent_files) {
     problem(model::Code::LayerFileMissing,
             file + " is missing: the 16-bit weights of " + n(static_cast<int64_t>(params.size())) +
-                " param(s) (" + join(params) +
+                " param(s) (" + short_list(params, 8) +
                 ") are not in the checkpoint, so DeepSpeed cannot load it. Copy the file from the "
                 "training job's storage if it survived there",
             file, {}, params);

@@ -11,6 +11,7 @@
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/format/shape_text.h"
 #include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/short_list.h"
 #include "deepspeed/catalog_builder.h"
 #include "deepspeed/universal_folder.h"
 #include "deepspeed/value_access.h"
@@ -25,13 +26,6 @@ namespace {
 
 std::string num(int64_t x) {
   return std::to_string(x);
-}
-
-std::string list_text(const std::vector<std::string>& v, size_t max = 6) {
-  std::string s;
-  for (size_t i = 0; i < v.size() && i < max; ++i) s += (i ? ", " : "") + v[i];
-  if (v.size() > max) s += ", … (" + num(static_cast<int64_t>(v.size() - max)) + " more)";
-  return s;
 }
 
 // A saved step as a count; nullopt for values no counter holds (damaged files).
@@ -277,7 +271,7 @@ void CatalogBuilder::build_universal() {
   if (!missing_folder.empty())
     problem(model::Code::UniversalParamMissing,
             num(static_cast<int64_t>(missing_folder.size())) +
-                " trainable param(s) have no folder under zero/ (" + list_text(missing_folder) +
+                " trainable param(s) have no folder under zero/ (" + short_list(missing_folder, 6) +
                 "): DeepSpeed's universal loader opens zero/<param>/ for every trainable param of the job's "
                 "model and "
                 "stops at the first one missing. Convert the checkpoint again, or from a checkpoint that has "
@@ -286,7 +280,8 @@ void CatalogBuilder::build_universal() {
   for (const auto& [file, names] : missing_state)
     problem(
         model::Code::UniversalParamMissing,
-        num(static_cast<int64_t>(names.size())) + " param folder(s) lack " + file + " (" + list_text(names) +
+        num(static_cast<int64_t>(names.size())) + " param folder(s) lack " + file + " (" +
+            short_list(names, 6) +
             "), which the other params have: DeepSpeed's loader needs the same state files in every folder.",
         "zero/", {}, names);
   if (!u.unexpected_folders.empty())
@@ -294,7 +289,7 @@ void CatalogBuilder::build_universal() {
             num(static_cast<int64_t>(u.unexpected_folders.size())) +
                 " folder(s) under zero/ name no trainable param of "
                 "the model file (" +
-                list_text(u.unexpected_folders) + "); DeepSpeed's loader ignores them.",
+                short_list(u.unexpected_folders, 6) + "); DeepSpeed's loader ignores them.",
             "zero/", {}, u.unexpected_folders);
 
   // One flat group per param, one unpartitioned rank.

@@ -80,4 +80,33 @@ WeightTensors Source::moment_tensors(const std::string& path, const std::string&
               std::string(description()) + " is compared by its weights only");
 }
 
+FindingRepair finding_repair(const Source& source, model::RepairKind kind, const std::string& path) {
+  std::optional<RepairAction> action;
+  std::string mark;
+  switch (kind) {
+    case model::RepairKind::None:
+      return {};
+    case model::RepairKind::RefreshFp32:
+      action = RepairAction::RefreshFp32, mark = "{refresh_fp32}";
+      break;
+    case model::RepairKind::ResetOptimizer:
+      action = RepairAction::ResetOptimizer, mark = "{reset_optimizer}";
+      break;
+    case model::RepairKind::DropOptimizer:
+      action = RepairAction::DropOptimizer, mark = "{drop_optimizer}";
+      break;
+    case model::RepairKind::Repartition:
+      mark = "{repartition}";
+      break;
+    case model::RepairKind::RestoreModelFiles:
+      mark = "{restore_model_files}";
+      break;
+  }
+  const std::string fix =
+      "This finding's fix, " + mark + ", does not apply to " + std::string(source.description()) + ": ";
+  if (!action) return {std::nullopt, fix + "its repair is DeepSpeed's, not this source's"};
+  if (auto why = source.repair_refusal(*action, path)) return {std::nullopt, fix + *why};
+  return {action, std::nullopt};
+}
+
 }  // namespace ckptdoc::sources

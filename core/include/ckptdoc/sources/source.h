@@ -16,6 +16,7 @@
 #include "ckptdoc/deepspeed/export.h"  // NonFiniteTensor
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/safetensors.h"  // NamedTensor
+#include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/sources/storage_map.h"
 #include "ckptdoc/task/progress.h"
 
@@ -152,5 +153,17 @@ class Source {
   // Unsupported, naming the source, `command` (when known) and the commands it supports.
   Error refusal(const std::string& path, std::optional<Command> command) const;
 };
+
+// What a finding's Fix asks of a source's own repair (the views' repair of a source that repairs itself):
+// the action the finding's table repair (`kind`) names, to tick when `source` takes it on `path`; otherwise
+// why that fix does not apply here (request_text marks), for the view to say so plainly rather than open
+// with nothing ticked: the source's refusal of the action on this folder (repair_refusal), or that its
+// repair has no such action (re-partitioning and restoring ZeRO-3 model files are DeepSpeed's). Both unset
+// for a finding without a repair. Cheap, never throws.
+struct FindingRepair {
+  std::optional<RepairAction> action;
+  std::optional<std::string> refused;
+};
+FindingRepair finding_repair(const Source& source, model::RepairKind kind, const std::string& path);
 
 }  // namespace ckptdoc::sources

@@ -9,7 +9,7 @@
 #include "ckptdoc/sources/dcp/report_text.h"
 #include "ckptdoc/sources/source.h"
 #include "sources/accelerate/diagnose.h"
-#include "sources/accelerate/drop_optimizer.h"
+#include "sources/accelerate/drop_refusal.h"
 #include "sources/dcp/repair_dcp.h"
 #include "sources/dcp/source_export.h"
 #include "sources/dcp/storage_map.h"
@@ -20,6 +20,12 @@ namespace {
 
 std::string part_dir(const accelerate::SaveState& s, const accelerate::Part& p) {
   return (std::filesystem::path(s.dir) / p.folder).string();
+}
+
+// load_state reads every optimizer_<i>/ (drop_refusal.h); named by the first.
+std::string drop_refusal_of(const std::vector<std::string>& optimizers) {
+  return accelerate::drop_refusal((optimizers.empty() ? "optimizer_0" : optimizers.front()) + "/",
+                                  "load_fsdp_optimizer");
 }
 
 class AccelerateSource final : public Source {
@@ -64,44 +70,32 @@ class AccelerateSource final : public Source {
             r.has_error() ? 1 : 0};
   }
 
-  // --reset-optimizer: the whole save_state folder copied, each optimizer_<i>/ reset (repair_dcp.h);
-  // --drop-optimizer alone: the folder without its optimizer_<i>/ (drop_optimizer.h).
+  // --reset-optimizer: the whole save_state folder copied, each optimizer_<i>/ reset (repair_dcp.h).
+  // --drop-optimizer is refused as for a plain save_state folder (drop_refusal.h).
   Outcome repair(const RepairRequest& request) const override {
     const auto s = accelerate::read_save_state(request.path);
     std::vector<std::string> optimizers;
     for (const auto& p : s.parts)
       if (p.role == "optimizer") optimizers.push_back(p.folder);
+    if (request.drop_optimizer)
+      throw Error(ErrorKind::Unsupported, request.path, request_text("{drop_optimizer}"),
+                  request_text(drop_refusal_of(optimizers)));
     if (optimizers.empty() && request.reset_optimizer)
       throw Error(ErrorKind::Unsupported, request.path, request_text("{reset_optimizer}"),
                   "holds no optimizer_<i>/ folder: nothing to reset");
-    if (request.drop_optimizer && !request.reset_optimizer && !request.refresh_fp32 &&
-        request.other_actions.empty())
-      return drop(request);
     return repair_dcp_optimizer(request, s.dir, optimizers, "an Accelerate FSDP save_state folder");
   }
 
-  // --drop-optimizer alone: the folder without its optimizer_<i>/ (accelerate/drop_optimizer.h).
-  static Outcome drop(const RepairRequest& request) {
-    const auto r = accelerate::drop_optimizer(request.path, request.output, request.progress);
-    if (request.json) {
-      const nlohmann::json j = {
-          {"output", r.output},     {"action", "drop-optimizer"}, {"folders_dropped", r.dropped},
-          {"keys_dropped", r.keys}, {"bytes_dropped", r.bytes},   {"kept", r.kept},
-          {"verified", true}};
-      return {j.dump(2) + "\n", 0};
+  std::optional<std::string> repair_refusal(RepairAction action, const std::string& path) const override {
+    if (action != RepairAction::DropOptimizer || !accelerate::is_save_state_folder(path)) return std::nullopt;
+    try {
+      std::vector<std::string> optimizers;
+      for (const auto& p : accelerate::read_save_state(path).parts)
+        if (p.role == "optimizer") optimizers.push_back(p.folder);
+      return drop_refusal_of(optimizers);
+    } catch (const Error&) {
+      return std::nullopt;  // repair() names what is wrong with the folder
     }
-    std::string dropped, kept;
-    for (const auto& d : r.dropped) dropped += (dropped.empty() ? "" : ", ") + d;
-    for (const auto& k : r.kept) kept += (kept.empty() ? "" : ", ") + k;
-    return {
-        "Dropped the optimizer: " + dropped + " (" + std::to_string(r.keys) + " keys, " +
-            std::to_string(r.bytes) + " bytes) left out; " + kept + " copied byte for byte.\nWrote " +
-            r.output +
-            "\nLoad it as a weights-only resume: Accelerate's load_state reads optimizer_<i>/ for every "
-            "prepared optimizer, so prepare the model with a fresh optimizer and load the model with "
-            "accelerate.utils.load_fsdp_model(accelerator.state.fsdp_plugin, accelerator, model, DIR), what "
-            "load_state calls for it.\n",
-        0};
   }
 
   // The weights of the one model, pytorch_model_fsdp_0/, as dcp::export_weights writes them ("model." off):

@@ -12,13 +12,10 @@
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/plural.h"
 
 namespace ckptdoc::accelerate {
 namespace {
-
-std::string plural(size_t n, const std::string& word) {
-  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
-}
 
 // Accelerate's optimizer state dict names params by the model's fqn, without the model part's "model.".
 void check_optimizer_params(Report& r) {

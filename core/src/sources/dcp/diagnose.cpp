@@ -11,13 +11,10 @@
 #include "ckptdoc/format/pickle_safety.h"
 #include "ckptdoc/format/zip_reader.h"
 #include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/plural.h"
 
 namespace ckptdoc::dcp {
 namespace {
-
-std::string plural(size_t n, const std::string& word) {
-  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
-}
 
 std::string adam_step_param(const std::string& key) {
   return optimizer_state_param(key, "step");

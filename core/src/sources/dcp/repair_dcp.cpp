@@ -51,7 +51,6 @@ Outcome repair_dcp_optimizer(const RepairRequest& request, const std::string& ro
   const auto& others = request.other_actions;
   const bool drop = request.drop_optimizer;
   const bool plain_dcp = parts.size() == 1 && parts.front() == ".";
-  // an Accelerate folder's drop alone is its source's (accelerate/drop_optimizer.h)
   if (drop && plain_dcp && !request.reset_optimizer && !request.refresh_fp32 && others.empty())
     return drop_dcp_optimizer(request);
   if (!request.reset_optimizer || request.refresh_fp32 || drop || !others.empty()) {
@@ -62,8 +61,7 @@ Outcome repair_dcp_optimizer(const RepairRequest& request, const std::string& ro
         ErrorKind::Unsupported, request.path, asked.empty() ? "repair" : asked,
         request_text(
             what + " is repaired with {reset_optimizer} alone (its Adam moments zeroed and steps set to 0)" +
-            (plain_dcp ? " or {drop_optimizer} alone (its optimizer.* keys left out)"
-                       : " or {drop_optimizer} alone (its optimizer_<i>/ folders left out)")));
+            (plain_dcp ? " or {drop_optimizer} alone (its optimizer.* keys left out)" : "")));
   }
   std::vector<std::string> inputs{request.path, root};
   const std::string out = dcp::checked_new_output(request.output, inputs);

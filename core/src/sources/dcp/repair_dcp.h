@@ -12,7 +12,7 @@ namespace ckptdoc::sources {
 // Copies the folder `root` to the new folder request.output and resets the Adam state of each DCP folder of
 // `parts` (relative to `root`; "." for `root` itself) in the copy; or, for a DCP folder itself (parts {"."}),
 // --drop-optimizer alone writes the new folder without its optimizer.* keys (drop_optimizer.h). Refuses every
-// other action by name (an Accelerate folder's --drop-optimizer alone is its source's). `what`
+// other action by name (an Accelerate folder's --drop-optimizer is refused by its source first). `what`
 // names the source in messages.
 Outcome repair_dcp_optimizer(const RepairRequest& request, const std::string& root,
                              const std::vector<std::string>& parts, const std::string& what);

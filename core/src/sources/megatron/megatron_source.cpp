@@ -8,6 +8,7 @@
 #include "bucket_checks.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/plural.h"
 #include "ckptdoc/request_field.h"
 #include "ckptdoc/sources/dcp/diagnose.h"
 #include "ckptdoc/sources/dcp/report_text.h"
@@ -28,10 +29,6 @@ namespace {
 // Said by every repair of a save that had megatron-core 0.18+'s integrity.json (repaired_copy.h).
 constexpr const char* kIntegrityNote =
     "integrity.json was left out of the copy: it lists the sha256 of files this repair rewrote";
-
-std::string plural(size_t n, const std::string& what) {
-  return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
-}
 
 std::string format_step(double v) {
   const auto i = static_cast<int64_t>(v);

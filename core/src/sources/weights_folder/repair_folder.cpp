@@ -7,6 +7,7 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/request_field.h"
 #include "io/copy_tree.h"
+#include "sources/accelerate/drop_refusal.h"
 #include "sources/dcp/rewrite_records.h"
 
 namespace fs = std::filesystem;
@@ -43,10 +44,7 @@ ResetResult reset_optimizer(const OptimizerFolder& folder, const std::string& ou
 
 std::optional<std::string> drop_refusal(const OptimizerFolder& folder) {
   if (folder.framework != Framework::Accelerate) return std::nullopt;
-  return "an Accelerate save_state folder keeps its optimizer in " + folder.optimizer_files.front() +
-         ", which Accelerator.load_state loads for every prepared optimizer (accelerate "
-         "load_accelerator_state): without it load_state fails. {reset_optimizer} writes it with a fresh "
-         "optimizer's state (zero moments, step 0) instead";
+  return accelerate::drop_refusal(folder.optimizer_files.front(), "load_accelerator_state");
 }
 
 DropResult drop_optimizer(const OptimizerFolder& folder, const std::string& output, Progress* progress) {

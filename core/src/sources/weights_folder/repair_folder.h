@@ -35,10 +35,11 @@ struct DropResult {
 // Trainer._load_optimizer_and_scheduler loads the optimizer and scheduler only when optimizer.pt (or
 // optimizer.bin) is there and scheduler.pt too, and otherwise goes on with the fresh ones it made, so the
 // Trainer resumes from the copy with a new optimizer and a new LR schedule (scheduler.pt is copied but not
-// read). Accelerate's folders are refused (ErrorKind::Unsupported): accelerate 1.16 load_accelerator_state
-// torch.loads optimizer.bin (optimizer_<i>.bin) for every prepared optimizer, so load_state fails on a folder
-// without it; --reset-optimizer writes the file load_state reads with a fresh optimizer's state.
-// drop_refusal says why (request_text marks), or nullopt for a folder whose drop is allowed.
+// read). Accelerate's folders are refused (ErrorKind::Unsupported; accelerate/drop_refusal.h):
+// accelerate 1.16 load_accelerator_state torch.loads optimizer.bin (optimizer_<i>.bin) for every prepared
+// optimizer, so load_state fails on a folder without it; --reset-optimizer writes the file load_state reads
+// with a fresh optimizer's state. drop_refusal says why (request_text marks), or nullopt for a folder whose
+// drop is allowed.
 std::optional<std::string> drop_refusal(const OptimizerFolder& folder);
 DropResult drop_optimizer(const OptimizerFolder& folder, const std::string& output, Progress* progress);
 

@@ -7,7 +7,9 @@
 #include <string_view>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/plural.h"
 #include "ckptdoc/request_field.h"
+#include "ckptdoc/short_list.h"
 #include "ckptdoc/sources/source.h"
 #include "optimizer_folder.h"
 #include "repair_folder.h"
@@ -15,16 +17,6 @@
 namespace ckptdoc::sources {
 
 namespace {
-
-std::string plural(size_t n, const std::string& what) {
-  return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
-}
-
-std::string joined(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
 
 std::string step_text(double v) {
   return v == static_cast<double>(static_cast<int64_t>(v)) ? std::to_string(static_cast<int64_t>(v))
