@@ -46,6 +46,6 @@ Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& option
                 Progress* progress = nullptr);
 
 // JSON text of a report: {"findings": [...], "params": [...]} as the CLI's --json prints it.
-std::string report_json(const Report& report, const deepspeed::Catalog& catalog);
+std::string report_json(const Report& report, const model::Catalog& catalog);
 
 }  // namespace ckptdoc::analysis
