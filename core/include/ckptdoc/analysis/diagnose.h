@@ -8,7 +8,8 @@
 
 #include "ckptdoc/analysis/report.h"
 #include "ckptdoc/compute/backend.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/open_options.h"  // Checkpoint
+#include "ckptdoc/model/catalog.h"
 #include "ckptdoc/task/progress.h"
 
 namespace ckptdoc::analysis {

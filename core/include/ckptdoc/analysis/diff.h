@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "ckptdoc/compute/statistics.h"  // LogHistogram
-#include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/open_options.h"  // Checkpoint
 #include "ckptdoc/format/safetensors.h"  // NamedTensor
 #include "ckptdoc/task/progress.h"
 
