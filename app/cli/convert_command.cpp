@@ -7,6 +7,7 @@
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/inspect_text.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/universal/convert.h"
 #include "commands.h"
@@ -30,17 +31,6 @@ constexpr const char* kTargets =
     "             --target DIR gives the optimizer hyper-parameters where the universal folder has none\n"
     "  checkpoint the DeepSpeed checkpoint a live-engine snapshot (ckptdoc_hook) holds (the default for a "
     "snapshot)";
-
-std::string describe(const deepspeed::Catalog& c) {
-  std::string s = c.universal ? "universal checkpoint of a " : "";
-  s += c.wrapper == deepspeed::OptimizerWrapper::BF16Optimizer ? "BF16_Optimizer"
-                                                               : "ZeRO-" + std::to_string(c.zero_stage);
-  s += std::string(", ") + (c.lp_dtype == DType::BF16 ? "bf16" : c.lp_dtype == DType::F16 ? "fp16" : "fp32");
-  const int dp = c.universal ? c.universal->source_dp_world_size : c.dp_world_size;
-  s += (c.universal ? " run saved at dp " : ", dp ") + std::to_string(dp);
-  if (!c.ds_version.empty()) s += ", DeepSpeed " + c.ds_version;
-  return s;
-}
 
 void print_list(const char* title, const std::vector<std::string>& items) {
   if (items.empty()) return;
@@ -68,7 +58,7 @@ int run_convert(const ConvertOptions& o) {
     const DeviceKind device = choose_device(o.device);
     if (!o.json && !o.quiet) {
       std::printf("Converting %s (%s) to %s\n", ckpt->catalog().tag_dir.c_str(),
-                  describe(ckpt->catalog()).c_str(),
+                  deepspeed::summary_text(ckpt->catalog()).c_str(),
                   o.to == "universal" ? "a universal checkpoint" : "rigid ZeRO files");
       std::fflush(stdout);
     }

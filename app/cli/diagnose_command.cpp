@@ -8,6 +8,7 @@
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/analysis/verdict.h"
 #include "ckptdoc/compute/distributed.h"
+#include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/fix_offer.h"
 #include "ckptdoc/sources/registry.h"

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "ckptdoc/analysis/diagnose.h"
+#include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/snapshot/timeline.h"

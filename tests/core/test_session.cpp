@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "ckptdoc/analysis/param_density.h"
+#include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/deepspeed/synthesize.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/session/session.h"

@@ -26,6 +26,7 @@
 #include "app_settings.h"
 #include "chart_panel.h"
 #include "ckptdoc/analysis/diagnose.h"
+#include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/human_bytes.h"
 #include "findings_model.h"
 #include "gui_fixtures.h"

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "ckptdoc/analysis/diagnose.h"
+#include "ckptdoc/deepspeed/checkpoint.h"
 #include "findings_model.h"
 #include "gui_fixtures.h"
 #include "gui_test_main.h"

@@ -6,6 +6,7 @@
 #include <QtTest>
 
 #include "app_settings.h"
+#include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/universal/convert.h"
 #include "findings_model.h"
 #include "gui_fixtures.h"

@@ -309,7 +309,7 @@ bool rerun_diff(View& v) {
   DiffState& d = v.diff;
   auto& s = v.session;
   if (d.other.empty() || !s.is_open()) return false;
-  if (const auto ckpt = s.checkpoint(); ckpt && ckpt->weights_only()) d.what = 0;  // weights only: no masters
+  if (const auto* c = s.catalog(); c && c->weights_only) d.what = 0;  // weights only: no masters
   d.result.reset();
   d.rows.clear();
   d.selected = -1;
@@ -368,7 +368,7 @@ void draw_diff(View& v) {
   v.widgets.record("diff.compare");
   ImGui::SameLine();
   ImGui::SetNextItemWidth(110);
-  const bool weights_only = s.checkpoint() && s.checkpoint()->weights_only();
+  const bool weights_only = s.catalog() && s.catalog()->weights_only;
   if (ImGui::BeginCombo("What", std::string(analysis::diff_what_name(kWhats[d.what])).c_str())) {
     for (int i = 0; i < 4; ++i) {
       const std::string name(analysis::diff_what_name(kWhats[i]));

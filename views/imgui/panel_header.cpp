@@ -80,7 +80,7 @@ void draw_header(View& v) {
       if (ImGui::MenuItem("Quit", "Ctrl+Q")) v.quit = true;
       ImGui::EndMenu();
     }
-    const bool deepspeed_open = s.is_open() && s.checkpoint() && !s.checkpoint()->weights_only();
+    const bool deepspeed_open = s.is_open() && s.catalog() && !s.catalog()->weights_only;
     const model::Catalog* cat = s.is_open() ? s.catalog() : nullptr;  // what the open source can do
     if (ImGui::BeginMenu("Checkpoint")) {
       const sources::Source* repairer = s.repairing_source();

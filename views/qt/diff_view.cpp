@@ -229,8 +229,8 @@ void DiffView::onSourceChanged() {
   details_->clear();
   progress_->hide();
   cancel_->hide();
-  const auto ckpt = session_->checkpoint();
-  const bool weightsOnly = ckpt && ckpt->weights_only();
+  const model::Catalog* catalog = session_->catalog();
+  const bool weightsOnly = catalog && catalog->weights_only;
   for (int i = 1; i < what_->count(); ++i)
     what_->setItemData(i, weightsOnly ? QVariant(0) : QVariant(), Qt::UserRole - 1);  // disables the item
   if (weightsOnly && what_->currentIndex() != 0)

@@ -18,7 +18,7 @@
 #include <QVBoxLayout>
 
 #include "ckptdoc/analysis/export_gate.h"
-#include "ckptdoc/deepspeed/export.h"
+#include "ckptdoc/deepspeed/export_options.h"
 #include "ckptdoc/deepspeed/export_warning.h"
 #include "ckptdoc/sources/source.h"
 #include "ckptdoc/weights/shards.h"

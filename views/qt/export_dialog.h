@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "ckptdoc/deepspeed/export.h"
+#include "ckptdoc/deepspeed/export_options.h"
 #include "ckptdoc/session/job.h"
 
 class QCheckBox;

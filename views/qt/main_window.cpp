@@ -138,7 +138,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     // ... as is a folder the catalog reads whose repairs are its own (a Trainer's optimizer.pt).
     const sources::Source* repairer = session_->core().repairing_source();
     repairAction_->setEnabled(repairer ? repairer->can(sources::Command::Repair)
-                                       : ckpt && !ckpt->weights_only());
+                                       : ckpt && !session_->catalog()->weights_only);
     const model::Catalog* cat = session_->catalog();
     convertAction_->setEnabled(cat && cat->convertible);
     lpSourceAction_->setEnabled(cat && cat->lp_weights_elsewhere);

@@ -6,15 +6,15 @@
 #include "analysis/lp_source_compare.h"
 #include "analysis/module_weights_scan.h"
 #include "analysis/weights_diagnose.h"
-#include "checksums.h"
 #include "ckptdoc/analysis/live.h"
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/weights/weights_source.h"
+#include "deepspeed/checksums.h"
+#include "deepspeed/problem_merge.h"
 #include "not_analysed.h"
-#include "problem_merge.h"
 #include "rules.h"
 #include "scan.h"
 #include "tp_consistency.h"
@@ -51,12 +51,12 @@ Report diagnose_job(const deepspeed::Checkpoint& job, const DiagnoseOptions& opt
     } catch (const Error&) {
       continue;  // unreadable: the job's catalog problems say so
     }
-    const deepspeed::Catalog& c = slice->catalog();
+    const model::Catalog& c = slice->catalog();
     ScanResult scan = scan_params(*slice, options, progress);
     slice->check_unchanged();  // a rank file that shrank while scanned read as zeros: no report from that
     for (const auto& [reason, n] : scan.not_analysed) not_analysed[reason] += n;
     // The slice's catalog problems are in the job's list already; the rules here judge its numbers.
-    deepspeed::Catalog judged = c;
+    model::Catalog judged = c;
     judged.problems.clear();
     const std::string label = c.slice_label() + ": ";
     for (auto& f : apply_rules(judged, scan.params, scan.problems, rule_set(options))) {
@@ -75,7 +75,7 @@ Report diagnose_job(const deepspeed::Checkpoint& job, const DiagnoseOptions& opt
   }
   for (const auto& p : job.catalog().problems) report.findings.push_back(p);
   if (options.verify_checksums)
-    for (auto& p : verify_checksums(job.catalog(), options.threads, progress))
+    for (auto& p : deepspeed::detail::verify_checksums(job.catalog(), options.threads, progress))
       report.findings.push_back(std::move(p));
   const std::optional<deepspeed::TpRules> rules =
       options.tp_rules ? std::optional<deepspeed::TpRules>(deepspeed::read_tp_rules(*options.tp_rules))
@@ -90,7 +90,7 @@ Report diagnose_job(const deepspeed::Checkpoint& job, const DiagnoseOptions& opt
 // ZeRO-3: the fp32 partitions against 16-bit weights saved elsewhere (--lp-source), or beside the checkpoint.
 void compare_zero3_with_lp_weights(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& options,
                                    Report& report) {
-  if (ckpt.catalog().wrapper != deepspeed::OptimizerWrapper::Zero3) {
+  if (!ckpt.catalog().lp_weights_elsewhere) {
     if (options.lp_source)
       throw Error(
           ErrorKind::InvalidRequest, *options.lp_source, "--lp-source",
@@ -100,7 +100,7 @@ void compare_zero3_with_lp_weights(const deepspeed::Checkpoint& ckpt, const Diag
   const bool beside = !options.lp_source && ckpt.weights();
   if (!options.lp_source && !beside) return;
   // AutoEP: each expert param is one expert-parallel rank's rows of a whole tensor there; not matched yet
-  if (ckpt.catalog().autoep) {
+  if (!ckpt.catalog().compares_lp_source) {
     if (options.lp_source)
       throw Error(ErrorKind::Unsupported, *options.lp_source, "--lp-source",
                   "an AutoEP checkpoint's masters are not compared with 16-bit weights saved elsewhere yet "
@@ -147,7 +147,7 @@ Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& option
     if (scan.backend.empty()) scan.backend = module_only->backend;
   }
   if (options.verify_checksums)
-    for (auto& p : verify_checksums(ckpt.catalog(), options.threads, progress))
+    for (auto& p : deepspeed::detail::verify_checksums(ckpt.catalog(), options.threads, progress))
       scan.problems.push_back(std::move(p));
   // A rank file that shrank while it was scanned read as zeros past its new end: no report from that.
   ckpt.check_unchanged();
@@ -155,9 +155,8 @@ Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& option
   Report report;
   if (mpi_size() > 1) {
     // Each process saw its own files: the problems of all, with ranks on another process not missing.
-    deepspeed::Catalog merged = ckpt.catalog();
-    merge_catalog_across_processes(merged, scan.problems);
-    report.findings = apply_rules(merged, scan.params, {}, rule_set(options));
+    report.findings = apply_rules(deepspeed::detail::merged_across_processes(ckpt.catalog(), scan.problems),
+                                  scan.params, {}, rule_set(options));
   } else {
     report.findings = apply_rules(ckpt.catalog(), scan.params, scan.problems, rule_set(options));
   }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/short_list.h"

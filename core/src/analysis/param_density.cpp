@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/error.h"
 #include "deepspeed/tensor_slice.h"
 

@@ -90,7 +90,7 @@ json divergence_json(const DivergenceStats& d) {
 
 }  // namespace
 
-std::string report_json(const Report& report, const deepspeed::Catalog& catalog) {
+std::string report_json(const Report& report, const model::Catalog& catalog) {
   json findings = json::array();
   for (const auto& f : report.findings) {
     json ev = json::object();
@@ -136,7 +136,7 @@ std::string report_json(const Report& report, const deepspeed::Catalog& catalog)
     devices.push_back(json{{"backend", d.backend}, {"ranks", d.ranks}, {"bytes", d.bytes}});
   json out{{"path", catalog.tag_dir},
            {"tag", catalog.tag},
-           {"zero_stage", catalog.zero_stage},
+           {"zero_stage", catalog.sharding_stage},
            {"lp_dtype", std::string(dtype_name(catalog.lp_dtype))},
            {"dp_world_size", catalog.dp_world_size},
            {"backend", report.backend},

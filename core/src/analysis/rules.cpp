@@ -7,7 +7,6 @@
 #include <optional>
 #include <set>
 
-#include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/model/finding_codes.h"
 
 namespace ckptdoc::analysis {
@@ -139,7 +138,7 @@ void master_findings(const std::vector<ParamReport>& params, const MasterContext
 
 namespace {
 
-void master_rules(const deepspeed::Catalog& cat, const std::vector<ParamReport>& params,
+void master_rules(const model::Catalog& cat, const std::vector<ParamReport>& params,
                   const MismatchThresholds& th, std::vector<Finding>& out) {
   if (!is_mixed_precision(cat)) return;
   MasterContext ctx;
@@ -154,21 +153,9 @@ void master_rules(const deepspeed::Catalog& cat, const std::vector<ParamReport>&
                     : "fp16 master weights";
   ctx.cause = "e.g. after load_checkpoint(..., load_optimizer_states=False) before v0.13";
   ctx.fix = "ckptdoc repair --refresh-fp32";
-  // The files holding the masters concerned: the optimizer files of those ranks. Under mpirun on node-local
-  // storage a rank's file is on another node: named as DeepSpeed names it, so every node's report agrees.
+  // The files holding the masters concerned: those the source names for the ranks' optimizer state.
   ctx.files_of = [&cat](const std::set<int>& ranks) {
-    bool bf16_prefix = false;
-    for (int r = 0; r < cat.dp_world_size; ++r)
-      if (const auto* f = cat.optim_file(r)) {
-        bf16_prefix = f->bf16_prefix;
-        break;
-      }
-    std::vector<std::string> files;
-    for (int r : ranks) {
-      const auto* f = cat.optim_file(r);
-      files.push_back(f ? f->path : deepspeed::optim_file_name(bf16_prefix, r, cat.mp_rank));
-    }
-    return files;
+    return cat.source_rules ? cat.source_rules->optimizer_files(ranks) : std::vector<std::string>{};
   };
   master_findings(params, ctx, th, out);
 }
@@ -229,24 +216,20 @@ bool all_zero(const std::optional<ValueStats>& v) {
 
 // The optimizer rules weigh each flat group's own Adam step against its moments (never global_steps or the
 // scheduler, which a #762 load restores from the trained run while the optimizer starts fresh).
-void optimizer_rules(const deepspeed::Catalog& cat, const std::vector<ParamReport>& params,
+void optimizer_rules(const model::Catalog& cat, const std::vector<ParamReport>& params,
                      std::vector<Finding>& out) {
-  const bool zero_like = cat.zero_stage > 0 || cat.wrapper == deepspeed::OptimizerWrapper::BF16Optimizer;
-  if (zero_like && cat.optim_file_count == 0) {
-    out.emplace_back(model::Code::OptimizerStateMissing,
-                     "No optimizer files: this is a weights-only checkpoint. DeepSpeed loads it only with "
-                     "load_optimizer_states=False (or load_module_only=True); v0.13+ then refreshes the fp32 "
-                     "masters from "
-                     "the weights, older versions keep stale masters (DeepSpeed PR #762).");
-    return;
+  const model::SourceRules* source = cat.source_rules.get();
+  if (source) {
+    if (auto missing = source->optimizer_state_missing()) {
+      out.push_back(std::move(*missing));
+      return;
+    }
+    if (!source->optimizer_state_saved()) return;
   }
-  if (cat.optim_file_count == 0 && cat.wrapper != deepspeed::OptimizerWrapper::FP16Optimizer &&
-      cat.wrapper != deepspeed::OptimizerWrapper::TorchOptimizer)
-    return;
-  auto group_state = [&cat](int g) -> deepspeed::OptimizerGroupState {
+  auto group_state = [&cat](int g) -> model::OptimizerGroupState {
     if (g >= 0 && static_cast<size_t>(g) < cat.optimizer_groups.size())
       return cat.optimizer_groups[static_cast<size_t>(g)];
-    deepspeed::OptimizerGroupState s;
+    model::OptimizerGroupState s;
     s.step = cat.optimizer_step;
     return s;
   };
@@ -258,11 +241,7 @@ void optimizer_rules(const deepspeed::Catalog& cat, const std::vector<ParamRepor
     std::vector<std::string> zero, trained;
     int flat = -1;  // one of its flat groups (they hold the same step)
   };
-  auto optimizer_group = [&cat](int flat) {
-    if (cat.universal && flat >= 0 && static_cast<size_t>(flat) < cat.universal->params.size())
-      return cat.universal->params[static_cast<size_t>(flat)].optimizer_group;
-    return flat;
-  };
+  auto optimizer_group = [source](int flat) { return source ? source->optimizer_group(flat) : flat; };
   std::map<int, GroupView> groups;
   size_t with_state = 0;
   Finding lost = finding_of(model::Code::OptimizerStepInconsistent);
@@ -369,63 +348,6 @@ void optimizer_rules(const deepspeed::Catalog& cat, const std::vector<ParamRepor
   }
 }
 
-void world_size_rules(const deepspeed::Catalog& cat, std::vector<Finding>& out) {
-  const bool reported = std::any_of(out.begin(), out.end(), [](const Finding& f) {
-    return f.code == model::code_name(model::Code::WorldSizeMismatch);
-  });
-  if (reported || cat.optim_file_count == 0 || cat.dp_world_size <= 0) return;
-  std::string why;
-  if (cat.dp_world_size != cat.optim_file_count)
-    why = "the model file says dp_world_size " + std::to_string(cat.dp_world_size) + " but there are " +
-          std::to_string(cat.optim_file_count) + " optimizer files";
-  for (size_t g = 0; g < cat.partition_count.size() && why.empty(); ++g) {
-    // An MoE expert group is partitioned over the expert-data-parallel ranks only: dp / ep of them.
-    int want = cat.optim_file_count;
-    for (const auto& G : cat.groups)
-      if (G.file_group == static_cast<int>(g) && G.expert && G.partitions.size() > 0)
-        want = cat.optim_file_count * static_cast<int>(G.partitions.size()) / std::max(cat.dp_world_size, 1);
-    if (cat.partition_count[g] != want)
-      why = "group " + std::to_string(g) + " has partition_count " + std::to_string(cat.partition_count[g]) +
-            " but there are " + std::to_string(cat.optim_file_count) + " optimizer files" +
-            (want != cat.optim_file_count ? " (an expert group: " + std::to_string(want) + " expected)" : "");
-  }
-  if (why.empty()) return;
-  {
-    Finding f(model::Code::WorldSizeMismatch,
-              "World sizes disagree: " + why +
-                  ". DeepSpeed refuses to load optimizer states at another world size. "
-                  "Fix: re-partition to the world size you will train with (ckptdoc repair --repartition "
-                  "--world-size N).");
-    f.evidence = {{"dp_world_size", double(cat.dp_world_size)},
-                  {"optim_files", double(cat.optim_file_count)}};
-    out.push_back(std::move(f));
-  }
-}
-
-void loss_scale_rules(const deepspeed::Catalog& cat, std::vector<Finding>& out) {
-  if (cat.lp_dtype != DType::F16 || !cat.loss_scaler.present) return;
-  const auto& ls = cat.loss_scaler;
-  if (ls.dynamic && ls.cur_scale <= std::max(ls.min_scale, 1.0)) {
-    {
-      Finding f(
-          model::Code::LossScaleCollapsed,
-          "The fp16 dynamic loss scale is at its floor (" + num(ls.cur_scale) +
-              "): gradients overflowed again and again. Training is probably diverging; check the learning "
-              "rate and data, or switch to bf16.");
-      f.evidence = {{"cur_scale", ls.cur_scale}, {"min_scale", ls.min_scale}};
-      out.push_back(std::move(f));
-    }
-  } else if (cat.global_steps >= 10 && cat.skipped_steps * 5 > cat.global_steps) {
-    {
-      Finding f(model::Code::LossScaleCollapsed,
-                std::to_string(cat.skipped_steps) + " of " + std::to_string(cat.global_steps) +
-                    " steps were skipped for fp16 overflow: the loss scale keeps collapsing.");
-      f.evidence = {{"skipped_steps", double(cat.skipped_steps)}, {"global_steps", double(cat.global_steps)}};
-      out.push_back(std::move(f));
-    }
-  }
-}
-
 }  // namespace
 
 std::string lp_name(DType t) {
@@ -439,8 +361,8 @@ double far_fraction(const DivergenceStats& d) {
   return double(far) / double(d.count);
 }
 
-std::vector<Finding> apply_rules(const deepspeed::Catalog& catalog, const std::vector<ParamReport>& params,
-                                 const std::vector<deepspeed::Problem>& scan_problems, RuleSet rules,
+std::vector<Finding> apply_rules(const model::Catalog& catalog, const std::vector<ParamReport>& params,
+                                 const std::vector<Finding>& scan_problems, RuleSet rules,
                                  const MismatchThresholds& th) {
   std::vector<Finding> out;
   for (const auto* list : {&catalog.problems, &scan_problems})
@@ -453,8 +375,8 @@ std::vector<Finding> apply_rules(const deepspeed::Catalog& catalog, const std::v
     optimizer_rules(catalog, params, out);
     moments_cast_rules(params, out);
   }
-  world_size_rules(catalog, out);
-  loss_scale_rules(catalog, out);
+  // What only the source's own records tell (DeepSpeed: world sizes, the fp16 loss scale).
+  if (catalog.source_rules) catalog.source_rules->record_rules(out);
   std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
     return static_cast<int>(a.severity) > static_cast<int>(b.severity);
   });

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "ckptdoc/analysis/report.h"
-#include "ckptdoc/deepspeed/catalog.h"
+#include "ckptdoc/model/catalog.h"
 
 namespace ckptdoc::analysis {
 
@@ -23,9 +23,11 @@ struct MismatchThresholds {
 // optimizer rules, which would read the absent moments as an empty optimizer state.
 enum class RuleSet { All, MastersOnly };
 
-std::vector<Finding> apply_rules(const deepspeed::Catalog& catalog, const std::vector<ParamReport>& params,
-                                 const std::vector<deepspeed::Problem>& scan_problems,
-                                 RuleSet rules = RuleSet::All, const MismatchThresholds& thresholds = {});
+// The catalog's problems, the scan's, and the findings of the rules on values and of the catalog's own
+// source_rules (model/source_rules.h), errors first.
+std::vector<Finding> apply_rules(const model::Catalog& catalog, const std::vector<ParamReport>& params,
+                                 const std::vector<Finding>& scan_problems, RuleSet rules = RuleSet::All,
+                                 const MismatchThresholds& thresholds = {});
 
 // What names a framework's fp32 masters in the master-vs-weight findings.
 struct MasterContext {

@@ -14,6 +14,7 @@
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/compute/placement.h"
 #include "ckptdoc/compute/reduction.h"
+#include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/deepspeed/rank_owners.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"

@@ -7,6 +7,7 @@
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/analysis/report.h"
+#include "ckptdoc/deepspeed/checkpoint.h"
 
 namespace ckptdoc::analysis {
 

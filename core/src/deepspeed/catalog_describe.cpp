@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "deepspeed/deepspeed_rules.h"
+
 namespace ckptdoc::deepspeed::detail {
 
 void describe_for_front_ends(Catalog& c) {
@@ -25,6 +27,8 @@ void describe_for_front_ends(Catalog& c) {
   if (!c.optimizer_name_hint.empty()) c.optimizer_text += " (" + c.optimizer_name_hint + ")";
   c.facts.clear();
   if (!c.ds_version.empty()) c.facts.push_back({"DeepSpeed", c.ds_version});
+  c.sharding_stage = c.zero_stage;
+  c.source_rules = rules_of(c);
 }
 
 }  // namespace ckptdoc::deepspeed::detail

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 
+#include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
 

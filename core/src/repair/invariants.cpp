@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/deepspeed/layout.h"
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "ckptdoc/analysis/diagnose.h"
+#include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/fix_offer.h"
 #include "ckptdoc/sources/registry.h"
@@ -80,6 +81,10 @@ std::string_view event_name(Event e) {
       return "watch-skipped";
   }
   return "?";
+}
+
+const model::Catalog* Session::catalog() const {
+  return checkpoint_ ? &checkpoint_->catalog() : nullptr;
 }
 
 Session::Session(Settings settings) : settings_(settings) {}

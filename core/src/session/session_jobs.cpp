@@ -5,6 +5,8 @@
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/analysis/param_density.h"
+#include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/export.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/session/session.h"
 #include "ckptdoc/snapshot/timeline.h"

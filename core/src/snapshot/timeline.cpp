@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/model/finding_codes.h"
 

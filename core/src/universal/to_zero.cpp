@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "ckptdoc/analysis/diagnose.h"
+#include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/deepspeed/layout.h"
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"

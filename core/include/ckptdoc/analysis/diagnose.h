@@ -8,7 +8,8 @@
 
 #include "ckptdoc/analysis/report.h"
 #include "ckptdoc/compute/backend.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/open_options.h"  // Checkpoint
+#include "ckptdoc/model/catalog.h"
 #include "ckptdoc/task/progress.h"
 
 namespace ckptdoc::analysis {
@@ -46,6 +47,6 @@ Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& option
                 Progress* progress = nullptr);
 
 // JSON text of a report: {"findings": [...], "params": [...]} as the CLI's --json prints it.
-std::string report_json(const Report& report, const deepspeed::Catalog& catalog);
+std::string report_json(const Report& report, const model::Catalog& catalog);
 
 }  // namespace ckptdoc::analysis

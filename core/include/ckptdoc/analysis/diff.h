@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "ckptdoc/compute/statistics.h"  // LogHistogram
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/format/safetensors.h"  // NamedTensor
+#include "ckptdoc/compute/statistics.h"      // LogHistogram
+#include "ckptdoc/deepspeed/open_options.h"  // Checkpoint
+#include "ckptdoc/format/safetensors.h"      // NamedTensor
 #include "ckptdoc/task/progress.h"
 
 namespace ckptdoc::analysis {

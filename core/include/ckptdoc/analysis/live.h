@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "ckptdoc/analysis/report.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/open_options.h"  // Checkpoint
 
 namespace ckptdoc::analysis {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "ckptdoc/analysis/density.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/open_options.h"  // Checkpoint
 #include "ckptdoc/task/progress.h"
 
 namespace ckptdoc::analysis {

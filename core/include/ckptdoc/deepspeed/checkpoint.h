@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ckptdoc/deepspeed/catalog.h"
+#include "ckptdoc/deepspeed/open_options.h"
 #include "ckptdoc/format/torch_file.h"
 
 namespace ckptdoc::weights {
@@ -20,11 +21,6 @@ class Snapshot;
 }
 
 namespace ckptdoc::deepspeed {
-
-struct OpenOptions {
-  std::optional<std::string> tag;  // default: the `latest` file, else the only tag folder
-  int mp_rank = 0;  // the model-parallel rank (pipeline stage * tp + tensor rank) whose catalog to build
-};
 
 // The pieces of one param, assembled from every rank's partition (fp32 and moments) and the model file (lp).
 struct ParamData {

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <string>
 
-#include "ckptdoc/deepspeed/export.h"
+#include "ckptdoc/deepspeed/export_options.h"
 
 namespace ckptdoc::deepspeed {
 

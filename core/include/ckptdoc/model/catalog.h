@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -15,6 +16,7 @@
 #include "ckptdoc/dtype.h"
 #include "ckptdoc/model/finding.h"
 #include "ckptdoc/model/flat_layout.h"
+#include "ckptdoc/model/source_rules.h"
 #include "ckptdoc/model/topology.h"
 
 namespace ckptdoc::model {
@@ -96,6 +98,11 @@ struct Catalog {
   size_t file_count = 0;
   uint64_t file_bytes = 0;
   std::vector<Fact> facts;
+  // How far the job sharded its training state, in ZeRO's stages (1: optimizer state, 2: and gradients, 3:
+  // and weights); 0: not sharded, or not recorded. diagnose --json prints it as "zero_stage".
+  int sharding_stage = 0;
+  // The rules only its source can judge (source_rules.h), set by its reader; null: none.
+  std::shared_ptr<const SourceRules> source_rules;
 
   // Group and index of a trainable param by name; nullopt when not trainable/unknown.
   std::optional<std::pair<int, int>> find_param(const std::string& name) const;

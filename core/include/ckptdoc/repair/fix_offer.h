@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "ckptdoc/analysis/report.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/open_options.h"  // Checkpoint
 #include "ckptdoc/model/catalog.h"
 #include "ckptdoc/repair/plan.h"
 

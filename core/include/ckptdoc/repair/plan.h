@@ -9,8 +9,9 @@
 
 #include "ckptdoc/analysis/report.h"
 #include "ckptdoc/compute/backend.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/open_options.h"  // Checkpoint
 #include "ckptdoc/io/file_io.h"
+#include "ckptdoc/model/catalog.h"
 #include "ckptdoc/task/progress.h"
 
 namespace ckptdoc::repair {
@@ -91,7 +92,7 @@ struct RepairResult {
   std::string verification_error;       // VerificationIncomplete: why ("cancelled", an error message)
   bool verification_cancelled = false;  // VerificationIncomplete because the user cancelled it
   analysis::Report verification;        // diagnosis of the written output (Verified only)
-  deepspeed::Catalog output_catalog;    // the output as re-opened (Verified only)
+  model::Catalog output_catalog;        // the output as re-opened (Verified only)
   bool verified_clean = false;          // no error-level finding in the output
   std::vector<std::string>
       invariant_failures;  // deepspeed-format.md §6.4 checks that failed (empty = all hold)

@@ -23,8 +23,8 @@
 #include "ckptdoc/analysis/diff.h"
 #include "ckptdoc/analysis/report.h"
 #include "ckptdoc/compute/backend.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/export.h"
+#include "ckptdoc/deepspeed/export_options.h"
+#include "ckptdoc/deepspeed/open_options.h"  // Checkpoint
 #include "ckptdoc/model/catalog.h"
 #include "ckptdoc/repair/plan.h"
 #include "ckptdoc/session/job.h"
@@ -124,7 +124,7 @@ class Session {
   std::shared_ptr<const deepspeed::Checkpoint> checkpoint() const { return checkpoint_; }
   // The neutral catalog the views read (null for a self-reporting source): no view needs what only
   // DeepSpeed's files record.
-  const model::Catalog* catalog() const { return checkpoint_ ? &checkpoint_->catalog() : nullptr; }
+  const model::Catalog* catalog() const;
   // A self-reporting source's files and keys (null when the open source is the catalog's).
   const sources::StorageMap* storage_map() const { return storage_.get(); }
   // The self-reporting source that reads it (null when the open source is the catalog's).

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "ckptdoc/analysis/report.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/open_options.h"
 #include "ckptdoc/snapshot/timeline.h"
 #include "ckptdoc/task/progress.h"
 

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "ckptdoc/deepspeed/export.h"  // NonFiniteTensor
+#include "ckptdoc/deepspeed/export_options.h"  // NonFiniteTensor
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/safetensors.h"  // NamedTensor
 #include "ckptdoc/model/finding_codes.h"

@@ -14,7 +14,7 @@
 
 #include "ckptdoc/analysis/report.h"
 #include "ckptdoc/compute/backend.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/open_options.h"  // Checkpoint
 #include "ckptdoc/io/file_io.h"
 #include "ckptdoc/task/progress.h"
 

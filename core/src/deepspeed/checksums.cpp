@@ -1,4 +1,4 @@
-#include "checksums.h"
+#include "deepspeed/checksums.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -14,7 +14,7 @@
 #include "ckptdoc/parallel.h"
 #include "ckptdoc/short_list.h"
 
-namespace ckptdoc::analysis {
+namespace ckptdoc::deepspeed::detail {
 namespace {
 
 struct Record {
@@ -55,19 +55,18 @@ void check_records(const std::vector<std::unique_ptr<ZipReader>>& zips, const st
 
 }  // namespace
 
-std::vector<deepspeed::Problem> verify_checksums(const deepspeed::Catalog& catalog, unsigned threads,
-                                                 Progress* progress) {
+std::vector<Problem> verify_checksums(const Catalog& catalog, unsigned threads, Progress* progress) {
   std::vector<std::unique_ptr<ZipReader>> zips(catalog.files.size());
   std::vector<Record> records;
   uint64_t total = 0;
-  // Under MPI each process checks the files of the dp ranks it owns (deepspeed::rank_owners), and process 0
+  // Under MPI each process checks the files of the dp ranks it owns (rank_owners), and process 0
   // the files of no rank; diagnose then gathers every process's problems.
   const int procs = mpi_size();
-  deepspeed::RankOwners owners;
+  RankOwners owners;
   if (procs > 1)
-    owners = deepspeed::rank_owners(
-        catalog, catalog.groups.empty() ? catalog.dp_world_size
-                                        : static_cast<int>(catalog.groups.front().partitions.size()));
+    owners = rank_owners(catalog, catalog.groups.empty()
+                                      ? catalog.dp_world_size
+                                      : static_cast<int>(catalog.groups.front().partitions.size()));
   auto mine = [&](size_t f) {
     if (procs == 1) return true;
     const int r = catalog.files[f].dp_rank;
@@ -96,13 +95,13 @@ std::vector<deepspeed::Problem> verify_checksums(const deepspeed::Catalog& catal
   std::vector<std::vector<std::string>> bad(
       catalog.files.size());  // per file: what is wrong with which record
   check_records(zips, records, threads, progress, bad);
-  std::vector<deepspeed::Problem> out;
+  std::vector<Problem> out;
   for (size_t f = 0; f < bad.size(); ++f) {
     if (bad[f].empty()) continue;
     std::sort(bad[f].begin(), bad[f].end());
     const std::string list = short_list(bad[f]);
     const auto& file = catalog.files[f];
-    deepspeed::Problem p(model::Code::ChecksumMismatch);
+    Problem p(model::Code::ChecksumMismatch);
     p.file = file.path;
     if (file.dp_rank >= 0) p.ranks = {file.dp_rank};
     p.message = file.path + ": " + std::to_string(bad[f].size()) + " of " +
@@ -115,4 +114,4 @@ std::vector<deepspeed::Problem> verify_checksums(const deepspeed::Catalog& catal
   return out;
 }
 
-}  // namespace ckptdoc::analysis
+}  // namespace ckptdoc::deepspeed::detail

@@ -1,4 +1,4 @@
-#include "problem_merge.h"
+#include "deepspeed/problem_merge.h"
 
 #include <cstdint>
 #include <cstring>
@@ -9,11 +9,10 @@
 #include "ckptdoc/deepspeed/rank_owners.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
+#include "deepspeed/deepspeed_rules.h"
 
-namespace ckptdoc::analysis {
+namespace ckptdoc::deepspeed::detail {
 namespace {
-
-using deepspeed::Problem;
 
 void put_u64(std::string& b, uint64_t v) {
   b.append(reinterpret_cast<const char*>(&v), sizeof v);
@@ -83,12 +82,12 @@ std::vector<Problem> deserialize(const std::string& b) {
 
 }  // namespace
 
-void merge_catalog_across_processes(deepspeed::Catalog& catalog, const std::vector<Problem>& scan_problems) {
+Catalog merged_across_processes(Catalog catalog, const std::vector<Problem>& scan_problems) {
   std::vector<Problem> mine = catalog.problems;
   mine.insert(mine.end(), scan_problems.begin(), scan_problems.end());
   const int dp = catalog.groups.empty() ? catalog.dp_world_size
                                         : static_cast<int>(catalog.groups.front().partitions.size());
-  const deepspeed::RankOwners owners = deepspeed::rank_owners(catalog, dp);
+  const RankOwners owners = rank_owners(catalog, dp);
   // Everyone's problems to everyone, one process's blob at a time (they are few and small).
   std::vector<Problem> all;
   const std::string blob = serialize(mine);
@@ -110,15 +109,14 @@ void merge_catalog_across_processes(deepspeed::Catalog& catalog, const std::vect
       seen;
   bool optim_done = false, model_done = false;
   for (auto& p : all) {
-    if (deepspeed::is_missing_dp_rank_problem(p)) {
+    if (is_missing_dp_rank_problem(p)) {
       // Rebuilt where the first process placed it, from the ranks no process has.
       const bool optim = p.message.rfind("optimizer", 0) == 0;
       bool& done = optim ? optim_done : model_done;
       const auto& ranks = optim ? optim_missing : model_missing;
       if (done || ranks.empty()) continue;
       done = true;
-      p = optim ? deepspeed::missing_optim_files_problem(ranks, dp)
-                : deepspeed::missing_zero3_model_files_problem(ranks, dp);
+      p = optim ? missing_optim_files_problem(ranks, dp) : missing_zero3_model_files_problem(ranks, dp);
     }
     // One process's view of #7546 (rank 0's model file alone) is wrong when another process has the others.
     if (p.code == model::code_name(model::Code::Zero3ModelFilesNotSaved) && model_missing.empty()) continue;
@@ -129,8 +127,10 @@ void merge_catalog_across_processes(deepspeed::Catalog& catalog, const std::vect
   // Optimizer files beyond the world size (a problem of their own) stay counted as the catalog counted them.
   int extra = 0;
   for (const auto& f : catalog.files)
-    if (f.role == deepspeed::FileRole::Optim && f.mp_rank == 0 && f.dp_rank >= dp) ++extra;
+    if (f.role == FileRole::Optim && f.mp_rank == 0 && f.dp_rank >= dp) ++extra;
   catalog.optim_file_count = extra + static_cast<int>(owners.owner.size() - optim_missing.size());
+  catalog.source_rules = rules_of(catalog);  // they read the optimizer file count
+  return catalog;
 }
 
-}  // namespace ckptdoc::analysis
+}  // namespace ckptdoc::deepspeed::detail

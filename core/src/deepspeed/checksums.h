@@ -7,12 +7,11 @@
 #include "ckptdoc/deepspeed/catalog.h"
 #include "ckptdoc/task/progress.h"
 
-namespace ckptdoc::analysis {
+namespace ckptdoc::deepspeed::detail {
 
 // One "checksum-mismatch" (error) problem per file with bad records, naming the records. Files that are not
 // zip archives (legacy torch.save) have no checksums and are skipped; unreadable files are left to the
 // catalog's own problems. Throws Cancelled when progress->cancel() was called.
-std::vector<deepspeed::Problem> verify_checksums(const deepspeed::Catalog& catalog, unsigned threads,
-                                                 Progress* progress);
+std::vector<Problem> verify_checksums(const Catalog& catalog, unsigned threads, Progress* progress);
 
-}  // namespace ckptdoc::analysis
+}  // namespace ckptdoc::deepspeed::detail

@@ -1,0 +1,41 @@
+#pragma once
+// The rules only a source can judge, from what its own files record (#27). The diagnosis's rules
+// (analysis/rules.cpp) read model::Catalog and ask the catalog's SourceRules at their steps, so they never
+// name a source's catalog; the DeepSpeed family's (world sizes, the fp16 loss scale, its optimizer file
+// names, a universal folder's optimizer groups) are deepspeed/deepspeed_rules.cpp, set on every catalog it
+// opens.
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ckptdoc/model/finding.h"
+
+namespace ckptdoc::model {
+
+class SourceRules {
+ public:
+  SourceRules() = default;
+  SourceRules(const SourceRules&) = delete;
+  SourceRules& operator=(const SourceRules&) = delete;
+  SourceRules(SourceRules&&) = delete;
+  SourceRules& operator=(SourceRules&&) = delete;
+  virtual ~SourceRules() = default;
+
+  // The files say an optimizer was used but saved none of its state: the finding that says so, reported
+  // instead of judging the state. nullopt: not the case.
+  virtual std::optional<Finding> optimizer_state_missing() const { return std::nullopt; }
+  // Whether there is optimizer state to judge (moments and steps); false: the optimizer rules say nothing.
+  virtual bool optimizer_state_saved() const { return true; }
+  // The optimizer group (the params sharing one Adam step) that flat group `flat_group` belongs to: itself,
+  // unless the source keeps one flat group per param.
+  virtual int optimizer_group(int flat_group) const { return flat_group; }
+  // The files that hold the optimizer state of these data-parallel ranks, one per rank in rank order, named
+  // as the source names them (also a rank whose file is not here). Empty: the source has no such files.
+  virtual std::vector<std::string> optimizer_files(const std::set<int>& /*dp_ranks*/) const { return {}; }
+  // After the rules on values: the findings from the source's own records alone (world sizes, a loss scale),
+  // appended to `out`, which holds the findings so far (a finding already there is not repeated).
+  virtual void record_rules(std::vector<Finding>& /*out*/) const {}
+};
+
+}  // namespace ckptdoc::model
