@@ -8,6 +8,7 @@
 #include <set>
 
 #include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/short_list.h"
 
 namespace ckptdoc::analysis {
 namespace {
@@ -23,11 +24,8 @@ std::string num(double v) {
   return b;
 }
 
-std::string list_names(const std::vector<std::string>& names, size_t max = 6) {
-  std::string s;
-  for (size_t i = 0; i < names.size() && i < max; ++i) s += (i ? ", " : "") + names[i];
-  if (names.size() > max) s += ", … (" + std::to_string(names.size() - max) + " more)";
-  return s;
+std::string list_names(const std::vector<std::string>& names) {
+  return short_list(names, 6);
 }
 
 bool is_mixed_precision(const model::Catalog& c) {
