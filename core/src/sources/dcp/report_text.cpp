@@ -2,34 +2,18 @@
 // registry, unchanged).
 #include "ckptdoc/sources/dcp/report_text.h"
 
-#include <cstdarg>
-#include <cstdio>
 #include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "ckptdoc/appendf.h"
 #include "ckptdoc/format/shape_text.h"
 #include "ckptdoc/human_bytes.h"
 #include "ckptdoc/model/finding_codes.h"
 
 namespace ckptdoc::dcp {
 namespace {
-
-__attribute__((format(printf, 2, 3))) void appendf(std::string& out, const char* format, ...) {
-  va_list args;
-  va_start(args, format);
-  va_list again;
-  va_copy(again, args);
-  const int n = std::vsnprintf(nullptr, 0, format, args);
-  va_end(args);
-  if (n > 0) {
-    std::vector<char> buf(static_cast<size_t>(n) + 1);
-    std::vsnprintf(buf.data(), buf.size(), format, again);
-    out.append(buf.data(), static_cast<size_t>(n));
-  }
-  va_end(again);
-}
 
 std::string files_of(const Entry& e) {
   std::set<std::string> files;
