@@ -368,8 +368,7 @@ class MegatronSource final : public Source {
           " elements of the 64-alignment gaps between params are left as stored (no param's).\nWrote " +
           r.output +
           "\nVerified: every param's slice in the copy is the exact upcast of its weight. The Adam moments "
-          "and "
-          "the step are the input's.\n";
+          "and the step are the input's.\n";
       for (const auto& n : notes) text += "Note: " + n + ".\n";
       return {text, 0};
     }
