@@ -140,9 +140,9 @@ void add_megatron_findings(dcp::Report& r, const dcp::Checkpoint& ckpt, const me
     return false;
   });
   if (gap_elements > 0)
-    r.not_checked.push_back("the NaN/Inf of the bucket-space state's 64-alignment gaps (" +
-                            plural(gap_elements, "element") +
-                            " that no param owns, saved from uninitialised memory): not judged");
+    r.not_checked.push_back(plural(gap_elements, "NaN/Inf element") +
+                            " in the bucket-space state's 64-alignment gaps (memory no param owns, saved "
+                            "uninitialised): not judged");
   // Checks 5 and 6 of docs/megatron-bucket-layout.md
   std::string bucket_sentence;
   if (mains.bucket_space) {
