@@ -8,7 +8,8 @@
 #   scripts/setup-judges.sh --path   print where it is (or would be) and exit
 #
 # Also installs the older DeepSpeed releases named in scripts/judges-extra-deepspeed.txt beside it (ds-extra/), and
-# the newer megatron-core releases of scripts/judges-extra-megatron-core.txt (mcore-extra/).
+# the newer megatron-core releases of scripts/judges-extra-megatron-core.txt (mcore-extra/), and Megatron Bridge with
+# the packages of scripts/judges-extra-megatron-bridge.txt (bridge-extra/<hash of that list>/; 13-46 s, 150 MB).
 #
 # Where: ${XDG_CACHE_HOME:-~/.cache}/ckptdoc/judges-<first 12 hex of sha256(judges-requirements.txt)>/, made with
 # Debian's /usr/bin/python3 -m venv (python3-venv, listed in scripts/setup.sh). Any edit of the pins file makes
@@ -77,6 +78,18 @@ extras() {
     mv "$dir.tmp" "$dir"
     echo "setup-judges: megatron-core $v in $dir"
   done
+  local bridge_pins="$root/scripts/judges-extra-megatron-bridge.txt" t0
+  dir="$cache/bridge-extra/$(sha256sum "$bridge_pins" | cut -c1-12)"
+  if [ ! -f "$dir/megatron/bridge/__init__.py" ]; then
+    t0=$(date +%s)
+    mkdir -p "$(dirname "$dir")"
+    rm -rf "$dir.tmp"
+    grep -v -E '^(#|$)' "$bridge_pins" > "$dir.pins"
+    "$venv/bin/python" -m pip --disable-pip-version-check install -q --no-deps --target "$dir.tmp" -r "$dir.pins"
+    rm -f "$dir.pins"
+    mv "$dir.tmp" "$dir"
+    echo "setup-judges: Megatron Bridge in $dir ($(( $(date +%s) - t0 )) s, $(du -sh "$dir" | cut -f1))"
+  fi
 }
 mkdir -p "$cache"
 exec 9>"$cache/.judges.lock"
