@@ -16,8 +16,6 @@ import torch
 
 import megatron_optim_train as trainer
 
-trainer.SHARDED_SD_METADATA = dict(trainer.SHARDED_SD_METADATA, distrib_optim_sharding_type="dp_reshardable")
-
 
 def fresh_adam_state_before_save():
     from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
@@ -34,5 +32,8 @@ def fresh_adam_state_before_save():
 
 
 if __name__ == "__main__":
+    # set here, not on import: megatron_distopt_finetune_train.py imports fresh_adam_state_before_save and keeps
+    # megatron_optim_train.py's fully_reshardable
+    trainer.SHARDED_SD_METADATA = dict(trainer.SHARDED_SD_METADATA, distrib_optim_sharding_type="dp_reshardable")
     fresh_adam_state_before_save()
     trainer.main()

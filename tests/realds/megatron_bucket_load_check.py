@@ -21,8 +21,12 @@ A pipeline save (--pp N, with --tied for word embeddings shared with the output 
 --train's saves) is resumed as it was trained: each rank one stage's GPTModel (pre_process / post_process), names
 then "pp<s>tp<r>:<name>" (each stage numbers its layers from 0), the tied weight's all-reduce kept on the CPU.
 
+--sharding fully_reshardable resumes megatron_optim_train.py's model-space layout (optimizer.state.{param,exp_avg,
+exp_avg_sq}.<key>) the same way, with one shim for a megatron-core bug (load_only_the_loaded_state_keys: without it
+0.16.1 and 0.18.0 raise KeyError 'step' with torch's Adam); the JSON's load_shim says so.
+
 usage: launch.py --world 2 -- megatron_bucket_load_check.py --ckpt ITERATION_DIR [--ckpt ...] [--fresh-step-check]
-       [--tp 2] [--pp 1 [--tied]] [--bucket-size N] --json OUT
+       [--tp 2] [--pp 1 [--tied]] [--bucket-size N] [--sharding dp_reshardable|fully_reshardable] --json OUT
 """
 import argparse
 import json
@@ -39,7 +43,29 @@ import megatron_optim_train as trainer  # noqa: E402 - its CPU shims and the mod
 METADATA = dict(trainer.SHARDED_SD_METADATA, distrib_optim_sharding_type="dp_reshardable")
 
 
-def resume(ckpt, tp, mode, bucket_size=None, pp=1, tied=False):
+def load_only_the_loaded_state_keys():
+    """megatron-core's fully_reshardable load with torch's Adam (no Apex/TE) raises KeyError 'step' in 0.16.1 and
+    0.18.0: load_parameter_state_from_fully_reshardable (distrib_optimizer.py:2100 in 0.16.1) leaves "step" out of the
+    tensors it hands on ("Handle torch Adam 'step' state separately": load_state_dict has set each param's step from
+    the param groups, distrib_optimizer.py:836), and _set_main_param_and_optimizer_states (line 940) copies every key
+    of torch's state, step included. Here it copies the keys it is handed: the state keys it is not handed are
+    set aside for the call and put back, so the step stays what megatron-core set."""
+    from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
+    plain = DistributedOptimizer._set_main_param_and_optimizer_states
+
+    def set_handed_keys(self, model_param, tensors):
+        group_index, group_order = self.model_param_group_index_map[model_param]
+        state = self.optimizer.state[self.optimizer.param_groups[group_index]["params"][group_order]]
+        aside = {k: state.pop(k) for k in list(state) if k not in tensors}
+        try:
+            plain(self, model_param, tensors)
+        finally:
+            state.update(aside)
+
+    DistributedOptimizer._set_main_param_and_optimizer_states = set_handed_keys
+
+
+def resume(ckpt, tp, mode, bucket_size=None, pp=1, tied=False, metadata=METADATA):
     from megatron.core import dist_checkpointing, parallel_state
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
     from megatron.core.models.gpt import GPTModel
@@ -66,8 +92,8 @@ def resume(ckpt, tp, mode, bucket_size=None, pp=1, tied=False):
                                                  use_distributed_optimizer=True), [ddp])
     for o in getattr(opt, "chained_optimizers", [opt]):
         o._init_optimizer_states_with_dummy_values()
-    model_sd = gpt.sharded_state_dict(metadata=METADATA)
-    request = {"model": model_sd, "optimizer": opt.sharded_state_dict(model_sd, is_loading=True, metadata=METADATA)}
+    model_sd = gpt.sharded_state_dict(metadata=metadata)
+    request = {"model": model_sd, "optimizer": opt.sharded_state_dict(model_sd, is_loading=True, metadata=metadata)}
     if mode is not None:  # the load's reader may spawn: nothing of the mode in the way
         mode.__exit__(None, None, None)
     loaded = dist_checkpointing.load(request, ckpt)
@@ -115,9 +141,15 @@ def main():
     ap.add_argument("--bucket-size", type=int, default=None)  # a megatron_bucket_small_train.py save's
     ap.add_argument("--pp", type=int, default=1)
     ap.add_argument("--tied", action="store_true")
+    # the save's param_state_sharding_type: megatron_optim_train.py's saves are fully_reshardable
+    ap.add_argument("--sharding", choices=("dp_reshardable", "fully_reshardable"), default="dp_reshardable")
     ap.add_argument("--json", required=True)
     a = ap.parse_args()
     notes = {}
+    if a.sharding == "fully_reshardable":
+        load_only_the_loaded_state_keys()
+        notes["load_shim"] = ("fully_reshardable: _set_main_param_and_optimizer_states copies only the keys "
+                              "load_parameter_state_from_fully_reshardable hands it (not 'step': KeyError otherwise)")
     mode = trainer.cpu_shims(notes)
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -128,7 +160,8 @@ def main():
 
     results, loaded_mains = {}, []
     for ckpt in a.ckpt:
-        gpt, opt, group_steps = resume(ckpt, a.tp, mode, a.bucket_size, a.pp, a.tied)
+        gpt, opt, group_steps = resume(ckpt, a.tp, mode, a.bucket_size, a.pp, a.tied,
+                                       dict(METADATA, distrib_optim_sharding_type=a.sharding))
         loaded_mains.append(mains(opt))
         equal, differ = mains_vs_weights(gpt, opt)
         results[ckpt] = dict(adam_state=load_check.adam_state(opt), mains=len(loaded_mains[-1]),

@@ -18,7 +18,8 @@ Only the non-distributed optimizer is loaded: megatron-core 0.16.1's Distributed
 fully_reshardable save with torch's Adam (no Apex/TE, as here): a new one has no torch state and its state_dict()
 asserts one step (distrib_optimizer.py:641); filled first with its own _init_optimizer_states_with_dummy_values,
 the load then raises KeyError 'step' (_set_main_param_and_optimizer_states, distrib_optimizer.py:940, copies every
-state key, step included, from the loaded moments).
+state key, step included, from the loaded moments; 0.18.0 the same). megatron_bucket_load_check.py --sharding
+fully_reshardable loads it with one shim for that.
 
 The optimizer's keys the save does not hold are left out of the request and said in "absent" (a save made before a
 first step has no optimizer.state.exp_avg.<key> / exp_avg_sq: megatron-core's load would raise KeyError for them;

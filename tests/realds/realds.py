@@ -63,6 +63,10 @@ EXTRA_DS = tuple(line.strip() for line in open(os.path.join(REPO, "scripts", "ju
 # Newer megatron-core releases (scripts/judges-extra-megatron-core.txt), the same way: an entry's "mcore".
 EXTRA_MCORE = tuple(line.strip() for line in open(os.path.join(REPO, "scripts", "judges-extra-megatron-core.txt"))
                     if line.strip() and not line.startswith("#"))
+# Megatron Bridge and the packages it needs beyond the venv (scripts/judges-extra-megatron-bridge.txt), installed
+# beside the venv by setup-judges.sh in bridge-extra/<first 12 hex of the list's sha256>/: an entry of kind
+# "megatron_bridge" runs with that folder first on PYTHONPATH.
+BRIDGE_PINS = os.path.join(REPO, "scripts", "judges-extra-megatron-bridge.txt")
 
 # The matrix (pairwise, not the full product): every ZeRO stage x dtype, BF16_Optimizer at stage 0 and 1,
 # dp 1-4 (ZeRO-3 at 2-4: dp 1 fails in the CPU harness), fresh (steps 0) and trained, the edge model (tied
@@ -272,6 +276,14 @@ MATRIX = {
     # iteration folder holds integrity.json, each file's sha256 (test_realds_megatron_integrity)
     "v019_megatron_tp2_integrity": dict(kind="megatron", stage=0, dtype="fp32", dp=1, tp=2, world=2, steps=2,
                                         ds="0.19", mcore="0.18.0", integrity=True),
+    # a Llama-shaped megatron-core GPTModel (RMSNorm, SwiGLU, RoPE, 2 query groups, no biases, untied), TP 2,
+    # fp32, saved the same way (megatron_llama_train.py): the model Megatron Bridge converts to Hugging Face
+    "v019_megatron_llama_tp2": dict(kind="megatron", variant="llama", stage=0, dtype="fp32", dp=1, tp=2, world=2,
+                                    steps=2, ds="0.19"),
+    # kind "megatron_bridge" (#28): NVIDIA Megatron Bridge 0.3.1's own Megatron -> Hugging Face export of `src`'s
+    # save (megatron_bridge_export.py, TP 2 on gloo); save_dir is the Hugging Face folder (model.safetensors)
+    "v019_megatron_llama_tp2_bridge_hf": dict(kind="megatron_bridge", src="v019_megatron_llama_tp2", stage=0,
+                                              dtype="fp32", dp=1, tp=2, world=2, steps=2, ds="0.19"),
     # kind "megatron_optim" (#28): megatron_optim_train.py, the same model in bf16 with megatron-core's own
     # optimizer (CPU shims listed there), saved with its sharded state dict. bf16_distopt: 2 steps of the
     # DistributedOptimizer, param_state_sharding_type fully_reshardable (optimizer.state.param.<key>, healthy mains);
@@ -280,6 +292,12 @@ MATRIX = {
     # the initial values (stale mains)
     "v019_megatron_bf16_distopt": dict(kind="megatron_optim", mode="pretrain", optimizer="distributed", stage=0,
                                        dtype="bf16", dp=1, tp=2, world=2, steps=2, ds="0.19"),
+    # bf16_distopt_stale: a --finetune-style run from it with the same DistributedOptimizer and fully_reshardable
+    # state (megatron_distopt_finetune_train.py), saved at iteration 0: optimizer.state.param.<key> hold the initial
+    # values (stale mains)
+    "v019_megatron_bf16_distopt_stale": dict(kind="megatron_optim", mode="finetune", optimizer="distributed",
+                                             sharding="fully_reshardable", src="v019_megatron_bf16_distopt", stage=0,
+                                             dtype="bf16", dp=1, tp=2, world=2, steps=0, ds="0.19"),
     # bf16_local: 2 steps of the non-distributed optimizer (optimizer.state.fp32_param.<key> and moments, healthy):
     # the finetune save's layout, what megatron_load_check.py loads
     "v019_megatron_bf16_local": dict(kind="megatron_optim", mode="pretrain", optimizer="local", stage=0,
@@ -456,6 +474,18 @@ def mcore_extra(a, version):
     return folder
 
 
+def bridge_extra(a):
+    """The folder of Megatron Bridge and its pins (scripts/judges-extra-megatron-bridge.txt), installed beside the
+    judge venv by scripts/setup-judges.sh."""
+    venv = judges_venv(a)
+    judge_python(a)
+    folder = os.path.join(os.path.dirname(venv), "bridge-extra",
+                          hashlib.sha256(open(BRIDGE_PINS, "rb").read()).hexdigest()[:12])
+    if not os.path.isfile(os.path.join(folder, "megatron", "bridge", "__init__.py")):
+        raise Unavailable(f"Megatron Bridge is not installed in {folder} (run scripts/setup-judges.sh)")
+    return folder
+
+
 def ds_src(a, version):
     """Extracts DeepSpeed `version` into the cache with ../shared/deepspeed/setup.sh; returns the folder."""
     cache = cache_dir(a)
@@ -518,8 +548,13 @@ def stamp_of(a, spec):
         parts.append(file_sha(os.path.join(HERE, "accelerate_fsdp_train.py")))
         if spec.get("state_dict") == "full":
             parts.append(file_sha(os.path.join(HERE, "accelerate_fsdp_full_train.py")))
-    if spec["kind"] == "megatron":
+    if spec["kind"] == "megatron" and spec.get("variant") == "llama":
+        parts.append(file_sha(os.path.join(HERE, "megatron_llama_train.py")))
+    elif spec["kind"] == "megatron":
         parts.append(file_sha(os.path.join(HERE, "megatron_train.py")))
+    if spec["kind"] == "megatron_bridge":
+        parts += [file_sha(os.path.join(HERE, "megatron_bridge_export.py")), file_sha(BRIDGE_PINS),
+                  stamp_of(a, spec_of(spec["src"]))]
         if spec.get("integrity"):
             parts.append(file_sha(os.path.join(HERE, "megatron_integrity_train.py")))
     if spec["kind"] == "megatron_optim":
@@ -528,6 +563,8 @@ def stamp_of(a, spec):
             parts.append(file_sha(os.path.join(HERE, "megatron_bucket_train.py")))
             if spec["mode"] == "finetune":
                 parts.append(file_sha(os.path.join(HERE, "megatron_bucket_finetune_train.py")))
+                if spec["sharding"] == "fully_reshardable":
+                    parts.append(file_sha(os.path.join(HERE, "megatron_distopt_finetune_train.py")))
             if spec.get("bucket_size"):
                 parts.append(file_sha(os.path.join(HERE, "megatron_bucket_small_train.py")))
             if spec.get("tied"):
@@ -584,6 +621,9 @@ def ensure(a, name):
         else:
             py, launcher = PYTHON, os.path.join(h, "launch.py")
             env = dict(os.environ, DS_SRC=ds_src(a, spec["ds"]))
+        if spec["kind"] == "megatron_bridge":  # Megatron Bridge and its transformers before the venv's
+            env["PYTHONPATH"] = os.pathsep.join([bridge_extra(a)] +
+                                                ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         if spec.get("mcore"):  # this entry's megatron-core before the venv's
             env["PYTHONPATH"] = os.pathsep.join([mcore_extra(a, spec["mcore"])] +
                                                 ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
@@ -634,14 +674,24 @@ def ensure(a, name):
             cmd = launch[:-1] + [os.path.join(HERE, "accelerate_fsdp_train.py"), "--out", save_dir, "--steps",
                                  str(spec["steps"]), "--ref", os.path.join(folder, "ref"), "--json",
                                  os.path.join(folder, "run.json")]
+        elif spec["kind"] == "megatron_bridge":
+            src = ensure(a, spec["src"])
+            save_dir = os.path.join(folder, "hf")
+            cmd = launch[:-1] + [os.path.join(HERE, "megatron_bridge_export.py"), "--ckpt",
+                                 os.path.join(src["save_dir"], f"iter_{int(src['tag']):07d}"), "--out", save_dir,
+                                 "--tp", str(spec["tp"]), "--json", os.path.join(folder, "run.json")]
         elif spec["kind"] == "megatron":
             script = "megatron_integrity_train.py" if spec.get("integrity") else "megatron_train.py"
+            if spec.get("variant") == "llama":
+                script = "megatron_llama_train.py"
             cmd = launch[:-1] + [os.path.join(HERE, script), "--out", save_dir, "--tp", str(spec["tp"]),
                                  "--steps", str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
         elif spec["kind"] == "megatron_optim":
             script = "megatron_bucket_train.py" if spec.get("sharding") == "dp_reshardable" else "megatron_optim_train.py"
             if spec.get("sharding") == "dp_reshardable" and spec["mode"] == "finetune":
                 script = "megatron_bucket_finetune_train.py"
+            if spec.get("sharding") == "fully_reshardable" and spec["mode"] == "finetune":
+                script = "megatron_distopt_finetune_train.py"
             if spec.get("bucket_size"):
                 script = "megatron_bucket_small_train.py"
             if spec.get("damage"):
@@ -681,7 +731,7 @@ def ensure(a, name):
             cmd = launch + ["seedbug", "--name", name, "--src", src["save_dir"], "--variant", spec["variant"],
                             "--save-out", save_dir, "--json", os.path.join(folder, "seedbug.json")] + base_args(spec)
         seconds = run_logged(cmd, env, os.path.join(folder, "generate.log"))
-        if spec["kind"] in ("accelerate", "hftrainer_plain"):
+        if spec["kind"] in ("accelerate", "hftrainer_plain", "megatron_bridge"):
             tag = ""  # the save_state / checkpoint-N folder is the checkpoint
         else:
             tracker = ("latest_checkpointed_iteration.txt" if spec["kind"] in ("megatron", "megatron_optim")
