@@ -1,10 +1,10 @@
-// `ckptdoc export` of a Megatron-core save against Megatron's own Hugging Face conversion (#28): NVIDIA Megatron
-// Bridge 0.3.1 (scripts/judges-extra-megatron-bridge.txt), run on the CPU over gloo by realds.py entry
-// v019_megatron_llama_tp2_bridge_hf (megatron_bridge_export.py: AutoBridge.save_hf_weights of the model
+// `ckptdoc export` of a Megatron-core save against Megatron's own Hugging Face conversion (#28): NVIDIA
+// Megatron Bridge 0.3.1 (scripts/judges-extra-megatron-bridge.txt), run on the CPU over gloo by realds.py
+// entry v019_megatron_llama_tp2_bridge_hf (megatron_bridge_export.py: AutoBridge.save_hf_weights of the model
 // megatron-core's dist_checkpointing.load read from the save). The save is v019_megatron_llama_tp2
 // (megatron_llama_train.py: a Llama-shaped GPTModel at TP 2, written by megatron-core 0.16.1). The judge
-// (compare_bridge_export.py) maps ckptdoc's torch_dist names to Bridge's Hugging Face ones (QKV split per query
-// group, fc1 into gate/up, one tensor per layer) and compares every tensor's bytes.
+// (compare_bridge_export.py) maps ckptdoc's torch_dist names to Bridge's Hugging Face ones (QKV split per
+// query group, fc1 into gate/up, one tensor per layer) and compares every tensor's bytes.
 #include <QJsonArray>
 #include <QtTest>
 #include <filesystem>

@@ -1,12 +1,12 @@
 // Megatron-core's DistributedOptimizer in its fully_reshardable layout (#28: optimizer.state.{param,exp_avg,
 // exp_avg_sq}.<model key>, --dist-ckpt-optim-fully-reshardable) judged by megatron-core 0.16.1's own resume
 // (megatron_bucket_load_check.py --sharding fully_reshardable: dist_checkpointing.load of a fresh model's and
-// DistributedOptimizer's sharded state dicts, load_state_dict, one step). With torch's Adam (no Apex/TE on the
-// CPU) that load raises KeyError 'step' in 0.16.1 and 0.18.0 (a megatron-core bug the judge answers with one
-// shim: the checker says which); the mains it places are compared with their loaded bf16 weights per tensor rank.
-// Entries: v019_megatron_bf16_distopt (2 steps, healthy) and v019_megatron_bf16_distopt_stale (a --finetune-style
-// run from it with the same optimizer and layout, no reload_model_params, saved before a step:
-// megatron_distopt_finetune_train.py).
+// DistributedOptimizer's sharded state dicts, load_state_dict, one step). With torch's Adam (no Apex/TE on
+// the CPU) that load raises KeyError 'step' in 0.16.1 and 0.18.0 (a megatron-core bug the judge answers with
+// one shim: the checker says which); the mains it places are compared with their loaded bf16 weights per
+// tensor rank. Entries: v019_megatron_bf16_distopt (2 steps, healthy) and v019_megatron_bf16_distopt_stale (a
+// --finetune-style run from it with the same optimizer and layout, no reload_model_params, saved before a
+// step: megatron_distopt_finetune_train.py).
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QtTest>
@@ -23,8 +23,8 @@ namespace {
 
 constexpr const char* kHealthy = "v019_megatron_bf16_distopt";
 constexpr const char* kStale = "v019_megatron_bf16_distopt_stale";
-constexpr int kParams = 17;      // model keys, each with a main
-constexpr int kRankMains = 58;   // 29 params on each of the 2 tensor ranks ("tp<r>:<name>")
+constexpr int kParams = 17;     // model keys, each with a main
+constexpr int kRankMains = 58;  // 29 params on each of the 2 tensor ranks ("tp<r>:<name>")
 
 std::string iteration_of(const realds::Entry& e) {
   char name[32];
@@ -35,8 +35,8 @@ std::string iteration_of(const realds::Entry& e) {
 // megatron-core's resume of iteration folder `iter` and one step: the judge's report, empty when it failed.
 QJsonObject megatron_resume(const std::string& iter, const std::string& logs) {
   const auto out = logs + "/load.json";
-  const auto r = realds::launch({test::source_dir() + "/tests/realds/megatron_bucket_load_check.py", "--ckpt", iter,
-                                 "--sharding", "fully_reshardable", "--json", out},
+  const auto r = realds::launch({test::source_dir() + "/tests/realds/megatron_bucket_load_check.py", "--ckpt",
+                                 iter, "--sharding", "fully_reshardable", "--json", out},
                                 2, "0.19", logs);
   if (r.exit_code != 0) qWarning("%s", realds::describe(r).c_str());
   return r.exit_code == 0 ? realds::parse(test::read_text(out)) : QJsonObject{};
@@ -56,7 +56,8 @@ std::vector<std::string> problem_codes(const QJsonObject& report) {
 std::map<std::string, std::string> files_of(const std::string& dir) {
   std::map<std::string, std::string> out;
   for (const auto& f : std::filesystem::recursive_directory_iterator(dir))
-    if (f.is_regular_file()) out[f.path().lexically_relative(dir).string()] = test::read_text(f.path().string());
+    if (f.is_regular_file())
+      out[f.path().lexically_relative(dir).string()] = test::read_text(f.path().string());
   return out;
 }
 
@@ -66,8 +67,9 @@ class TestRealdsMegatronFullyReshardable : public QObject {
   Q_OBJECT
 
  private slots:
-  // ckptdoc's verdict agrees with megatron-core's resume: the healthy save is clean and every main megatron-core
-  // places rounds to its weight; the stale save is fp32-master-mismatch for all 17 and none rounds.
+  // ckptdoc's verdict agrees with megatron-core's resume: the healthy save is clean and every main
+  // megatron-core places rounds to its weight; the stale save is fp32-master-mismatch for all 17 and none
+  // rounds.
   void diagnosisAgreesWithMegatronCore_data() {
     QTest::addColumn<QString>("entry");
     QTest::addColumn<bool>("stale");
@@ -100,8 +102,8 @@ class TestRealdsMegatronFullyReshardable : public QObject {
     QCOMPARE(mains["prefix"].toString(), QString("optimizer.state.param."));
   }
 
-  // repair --refresh-fp32 of the stale save: a new folder (the input untouched) that ckptdoc diagnoses clean and
-  // whose mains megatron-core's resume places as the weights' own values, then steps.
+  // repair --refresh-fp32 of the stale save: a new folder (the input untouched) that ckptdoc diagnoses clean
+  // and whose mains megatron-core's resume places as the weights' own values, then steps.
   void refreshedStaleSaveIsLoadedByMegatronCore() {
     REALDS_REQUIRE_DS("0.19");
     const auto e = realds::checkpoint(kStale);
