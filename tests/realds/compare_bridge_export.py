@@ -2,7 +2,9 @@
 """Judge of `ckptdoc export` of a megatron_llama_train.py save against Megatron Bridge's own Megatron -> Hugging
 Face export of the same save (megatron_bridge_export.py): every tensor, bit for bit, after mapping the names.
 
-  compare_bridge_export.py CKPTDOC_SAFETENSORS BRIDGE_DIR
+  compare_bridge_export.py CKPTDOC_EXPORT BRIDGE_DIR
+
+CKPTDOC_EXPORT is one .safetensors file or a folder of shards (--max-shard-size; every .safetensors in it).
 
 ckptdoc writes the save's torch_dist keys (layer-stacked: decoder.layers.<name> holds every layer along dim 0);
 Bridge writes Hugging Face Llama names. The mapping, per layer i (LlamaBridge's mapping_registry, read here as
@@ -33,11 +35,16 @@ from megatron_llama_train import LLAMA  # noqa: E402 - the saved model's shape
 LAYERS = "decoder.layers."
 
 
-def bridge_tensors(folder):
+def tensors_of(path):
+    """One safetensors file's tensors, or those of every .safetensors file in a folder (no name twice)."""
+    if not os.path.isdir(path):
+        return load_file(path)
     out = {}
-    for name in sorted(os.listdir(folder)):
+    for name in sorted(os.listdir(path)):
         if name.endswith(".safetensors"):
-            out.update(load_file(os.path.join(folder, name)))
+            shard = load_file(os.path.join(path, name))
+            assert not shard.keys() & out.keys(), f"{name} repeats {sorted(shard.keys() & out.keys())}"
+            out.update(shard)
     return out
 
 
@@ -81,10 +88,12 @@ def same_bits(a, b):
 
 
 def main():
-    ours, theirs = load_file(sys.argv[1]), bridge_tensors(sys.argv[2])
+    ours, theirs = tensors_of(sys.argv[1]), tensors_of(sys.argv[2])
     expected, used = expected_from_ckptdoc(ours)
     differ = sorted(n for n in expected.keys() & theirs.keys() if not same_bits(expected[n], theirs[n]))
-    report = dict(bridge_tensors=len(theirs), ckptdoc_tensors=len(ours), compared=len(expected.keys() & theirs.keys()),
+    report = dict(bridge_tensors=len(theirs), ckptdoc_tensors=len(ours),
+                  ckptdoc_files=len([n for n in os.listdir(sys.argv[1]) if n.endswith(".safetensors")])
+                  if os.path.isdir(sys.argv[1]) else 1, compared=len(expected.keys() & theirs.keys()),
                   equal=len(expected.keys() & theirs.keys()) - len(differ), differ=differ,
                   missing_in_bridge=sorted(expected.keys() - theirs.keys()),
                   not_mapped_from_ckptdoc=sorted(theirs.keys() - expected.keys()),

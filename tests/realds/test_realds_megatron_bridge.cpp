@@ -20,7 +20,8 @@ namespace {
 constexpr const char* kSave = "v019_megatron_llama_tp2";
 constexpr const char* kBridge = "v019_megatron_llama_tp2_bridge_hf";
 
-// compare_bridge_export.py's verdict on an exported safetensors file against Bridge's folder.
+// compare_bridge_export.py's verdict on an export (a safetensors file or a folder of shards) against Bridge's
+// folder.
 test::RunResult judge(const std::string& exported, const realds::Entry& bridge) {
   return realds::python_with_deepspeed(
       {test::source_dir() + "/tests/realds/compare_bridge_export.py", exported, bridge.save_dir}, "0.19");
@@ -33,19 +34,32 @@ class TestRealdsMegatronBridge : public QObject {
 
  private slots:
   // Every one of Bridge's 21 Hugging Face tensors (2 layers x 9, embeddings, final norm, lm_head) is,
-  // bit for bit, the mapped slice of ckptdoc's export, and every one of ckptdoc's 9 tensors is used.
+  // bit for bit, the mapped slice of ckptdoc's export, and every one of ckptdoc's 9 tensors is used: one
+  // safetensors file, and Hugging Face shards (--max-shard-size 10KB: 5 files and an index).
+  void exportEqualsMegatronBridge_data() {
+    QTest::addColumn<QStringList>("extra");
+    QTest::addColumn<int>("files");
+    QTest::newRow("safetensors") << QStringList{} << 1;
+    QTest::newRow("shards") << QStringList{"--max-shard-size", "10KB"} << 5;
+  }
+
   void exportEqualsMegatronBridge() {
     REALDS_REQUIRE_DS("0.19");
+    QFETCH(QStringList, extra);
+    QFETCH(int, files);
     const auto save = realds::checkpoint(kSave);
     const auto bridge = realds::checkpoint(kBridge);
     test::TempDir dir;
-    const auto out = dir.file("model.safetensors");
-    const auto r = test::run_cli({"export", save.save_dir, "-o", out});
+    const auto out = dir.file(extra.isEmpty() ? "model.safetensors" : "shards");
+    std::vector<std::string> args{"export", save.save_dir, "-o", out};
+    for (const auto& x : extra) args.push_back(x.toStdString());
+    const auto r = test::run_cli(args);
     CKPTDOC_EXPECT_EXIT(r, 0);
     QVERIFY2(r.out.find("wrote 9 tensors") != std::string::npos, r.out.c_str());
     const auto check = judge(out, bridge);
     QVERIFY2(check.exit_code == 0, realds::describe(check).c_str());
     const auto report = realds::parse(check.out);
+    QCOMPARE(report["ckptdoc_files"].toInt(), files);
     QCOMPARE(report["bridge_tensors"].toInt(), 21);
     QCOMPARE(report["compared"].toInt(), 21);
     QCOMPARE(report["equal"].toInt(), 21);
