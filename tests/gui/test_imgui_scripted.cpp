@@ -595,6 +595,22 @@ class TestImguiScripted : public QObject {
     test::expect_same_tree(ours, cli);
   }
 
+  // The same folder's repair window, opened as a Refresh fp32 Fix would open it: the refresh is off with the
+  // source's reason (a DCP folder holds no fp32 masters), the reset and the drop offered. main offered the
+  // refresh and refused it only once Repair was pressed.
+  void dcpRefreshIsOffBeforeRepair() {
+    test::TempDir dir;
+    const auto r = runScript(*x_, dir, test::fixtures_dir() + "/dcp/fsdp2_ws2_moments_lost",
+                             "wait analysed 120\n"
+                             "fix refresh-fp32\n"
+                             "frames 2\n"
+                             "expect repair-refused refresh-fp32 holds no fp32 master copy of its weights\n"
+                             "expect repair-offered reset-optimizer\n"
+                             "expect repair-offered drop-optimizer\n"
+                             "quit\n");
+    CKPTDOC_EXPECT_EXIT(r, 0);
+  }
+
   void aScriptThatCannotFinishFails() {
     test::TempDir dir;
     const auto r = runScript(*x_, dir, test::healthy_fixture("zero1_fp16_ws2"),

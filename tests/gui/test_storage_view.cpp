@@ -220,9 +220,9 @@ class TestStorageView : public QObject {
     QVERIFY(test::files_in(cli).size() > 2);
     if (!test::expect_same_tree(ours, cli)) return;
     // What the source cannot do is refused in the words of the dialog's own controls, writing nothing.
-    d = w.sourceRepairDialog(analysis::RepairKind::RefreshFp32);
+    d = w.sourceRepairDialog(analysis::RepairKind::ResetOptimizer);
     QVERIFY(d);
-    d->resetOptimizer()->setChecked(true);
+    d->dropOptimizer()->setChecked(true);
     d->setOutput(QString::fromStdString(dir.file("refused")));
     QSignalSpy refused(d, &SourceRepairDialog::repairFinished);
     d->runButton()->click();
@@ -231,6 +231,28 @@ class TestStorageView : public QObject {
     QVERIFY2(d->resultText().contains(QStringLiteral("\u201cReset optimizer state\u201d")),
              qPrintable(d->resultText()));
     QVERIFY(!std::filesystem::exists(dir.file("refused")));
+  }
+
+  // "Refresh fp32 masters" is off before Repair is pressed, on the Fix that names it too: a DCP folder's
+  // torch optimizer steps the saved params themselves, so it holds no fp32 masters (the source's
+  // repair_refusal). The reason is under the box and is its tooltip; the other actions stay on. main left the
+  // box on and ticked, and refused only once Repair was pressed.
+  void refreshFp32IsOffWithItsReason() {
+    MainWindow w;
+    const std::string why = openAndWait(w, fixture());
+    QVERIFY2(why.empty(), why.c_str());
+    auto* d = w.sourceRepairDialog(analysis::RepairKind::RefreshFp32);
+    QVERIFY(d);
+    QVERIFY(!d->refreshFp32()->isEnabled());
+    QVERIFY(!d->refreshFp32()->isChecked());
+    auto* reason = d->findChild<QLabel*>(QStringLiteral("refreshFp32Refused"));
+    QVERIFY(reason);
+    QVERIFY2(reason->text().contains(QStringLiteral("holds no fp32 master copy of its weights")) &&
+                 reason->text().contains(QStringLiteral("\u201cRefresh fp32 masters\u201d")),
+             qPrintable(reason->text()));
+    QCOMPARE(d->refreshFp32()->toolTip(), reason->text());
+    QVERIFY(d->resetOptimizer()->isEnabled() && d->dropOptimizer()->isEnabled());
+    QVERIFY(!d->findChild<QLabel*>(QStringLiteral("resetOptimizerRefused")));
   }
 
   // A reset held part way through copying the folder: the footer shows the copy's progress, Cancel stops it,

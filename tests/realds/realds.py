@@ -326,6 +326,11 @@ MATRIX = {
     "v019_megatron_bf16_distopt_dp2_buckets": dict(kind="megatron_optim", mode="pretrain", optimizer="distributed",
                                                    sharding="dp_reshardable", bucket_size=300, stage=0, dtype="bf16",
                                                    dp=2, tp=1, world=2, steps=2, ds="0.19"),
+    # bf16_distopt_dp3_buckets: the same at dp 3 (world 3), where megatron-core pads each bucket to a multiple of
+    # lcm(3, 128) = 384 rather than 128 (param_and_grad_buffer.py); check 6 of test_realds_megatron
+    "v019_megatron_bf16_distopt_dp3_buckets": dict(kind="megatron_optim", mode="pretrain", optimizer="distributed",
+                                                   sharding="dp_reshardable", bucket_size=300, stage=0, dtype="bf16",
+                                                   dp=3, tp=1, world=3, steps=2, ds="0.19"),
     "v019_megatron_bf16_distopt_dp2_buckets_stale": dict(kind="megatron_optim", mode="finetune",
                                                          optimizer="distributed", sharding="dp_reshardable",
                                                          bucket_size=300,

@@ -236,6 +236,26 @@ class TestRealdsAccelerate : public QObject {
   // Accelerate itself (accelerate_drop_check.py, world 2): the input's copy without optimizer_0/ (made here
   // with std::filesystem) loads its model with accelerate.utils.load_fsdp_model, but load_state with the
   // model and a fresh AdamW prepared fails on it. main wrote such a copy (exit 0).
+  // repair --refresh-fp32 is refused (FSDP's torch optimizer steps the saved params themselves: no fp32
+  // masters beside them), and the source says so before Repair is pressed (repair_refusal), so both apps grey
+  // the control out with that reason (docs/gui.md). main said nothing up front: the apps offered the refresh.
+  void refreshIsRefusedUpFront() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kEntry);
+    test::TempDir dir;
+    const auto r = test::run_cli({"repair", e.save_dir, "-o", dir.file("r"), "--refresh-fp32"});
+    QCOMPARE(r.exit_code, 2);
+    QVERIFY(!fs::exists(dir.file("r")));
+    const auto source = sources::find_source(e.save_dir);
+    QVERIFY(source);
+    const auto off = source->repair_refusal(sources::RepairAction::RefreshFp32, e.save_dir);
+    QVERIFY(off);
+    QVERIFY2(
+        off->find("an Accelerate FSDP save_state folder holds no fp32 master copy of its weights") == 0 &&
+            off->find("{refresh_fp32}") != std::string::npos,
+        off->c_str());
+  }
+
   void dropOptimizerIsRefusedAsLoadStateNeedsIt() {
     REALDS_REQUIRE_DS("0.19");
     const auto e = realds::checkpoint(kEntry);

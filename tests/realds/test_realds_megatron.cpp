@@ -48,6 +48,8 @@ constexpr const char* kBucketPp2 = "v019_megatron_bf16_distopt_pp2_tied";
 constexpr const char* kBucketPp2Stale = "v019_megatron_bf16_distopt_pp2_tied_stale";
 constexpr const char* kBucketDp2Nan = "v019_megatron_bf16_distopt_dp2_buckets_nan";
 constexpr const char* kBucketDp2NegativeSq = "v019_megatron_bf16_distopt_dp2_buckets_negative_sq";
+constexpr const char* kBucketDp3 = "v019_megatron_bf16_distopt_dp3_buckets";
+constexpr const char* kSizesKey = "optimizer.distributed.dp_group_idx_0.per_bucket_numel/shard_0_1";
 constexpr const char* kBucketKey0 =
     "optimizer.distributed.dp_group_idx_0.gbuf_idx_0.dtype_(torch.bfloat16, "
     "torch.float32).bucket_idx_0.param";
@@ -173,6 +175,15 @@ std::string edited_copy(const realds::Entry& e, const test::TempDir& dir,
   if (r.exit_code != 0) qWarning("%s", realds::describe(r).c_str());
   changed = r.exit_code == 0 ? std::stoi(r.out) : -1;
   return copy;
+}
+
+// torch's count of the NaN/Inf in the bucket tensors and in the model weights of iteration folder `iter`
+// (megatron_bucket_nonfinite.py: {"buckets": {key: n}, "weights": {key: n}}, nonzero only); empty on failure.
+QJsonObject nonfinite_truth(const realds::Entry& e, const std::string& iter) {
+  const auto r = realds::python_with_deepspeed(
+      {test::source_dir() + "/tests/realds/megatron_bucket_nonfinite.py", iter}, e.ds);
+  if (r.exit_code != 0) qWarning("%s", realds::describe(r).c_str());
+  return r.exit_code == 0 ? realds::parse(r.out) : QJsonObject{};
 }
 
 std::vector<std::string> problem_codes(const QJsonObject& report) {
@@ -736,7 +747,7 @@ class TestRealdsMegatron : public QObject {
         "dp_reshardable) and no main was compared (why: below)"));
   }
 
-  // The map's other refusals, each on a copy of the dp 2 save (10 buckets) whose .metadata alone was edited
+  // The map's other refusals, each on a copy of a real save whose .metadata alone was edited
   // (megatron_metadata_edit.py): the mains are not compared, "Not checked" says why, no stale-main finding,
   // and the verdict does not say the mains were compared.
   //  - chunk cut (check 2): linear_fc2.weight moved after linear_fc2.bias in the stored key order. The walk
@@ -746,29 +757,52 @@ class TestRealdsMegatron : public QObject {
   //  - several grad buffers: buckets 5..9 renamed to a second gbuf_idx_1 (as a virtual pipeline chunk or a
   //    second param dtype has one). Check 6 also names the renamed tensors that per_bucket_numel_unpadded
   //    does not list.
+  //  - chained: every optimizer.* key renamed chained_0.optimizer.*, as a ChainedOptimizer of several
+  //    optimizers (experts) names its first optimizer's keys under dp_reshardable (optimizer.py). main looked
+  //    for optimizer.distributed.chained_<i>. keys, which megatron-core never writes: it did not see bucket
+  //    space and said the save held no optimizer state.
+  //  - uneven split: the pp 2 save (2 layers) less its last layer, so 1 layer over 2 pipeline stages.
   void bucketSpaceRefusalsAreNotChecked_data() {
+    QTest::addColumn<QString>("entry");
     QTest::addColumn<QStringList>("edit");
     QTest::addColumn<int>("changed");  // the storage items the edit touched
-    QTest::addColumn<QString>("why");
-    QTest::newRow("chunk cut") << QStringList{"--move-key", "decoder.layers.mlp.linear_fc2.weight",
+    QTest::addColumn<QStringList>("why");
+    QTest::newRow("chunk cut") << kBucketDp2
+                               << QStringList{"--move-key", "decoder.layers.mlp.linear_fc2.weight",
                                               "decoder.layers.mlp.linear_fc2.bias"}
                                << 1
-                               << QString("bucket space: dp_group_idx_0: ") + kBucketKey1 +
-                                      ": no chunk cut at 640, where the map puts a boundary of "
-                                      "decoder.layers.1.mlp.linear_fc2.weight";
+                               << QStringList{QString("bucket space: dp_group_idx_0: ") + kBucketKey1 +
+                                              ": no chunk cut at 640, where the map puts a boundary of "
+                                              "decoder.layers.1.mlp.linear_fc2.weight"};
     // 5 buckets x 3 states, each in the pieces of its params, gaps and DP shards
-    QTest::newRow("several grad buffers") << QStringList{"--split-gbuf", "5"} << 93
-                                          << "bucket space: dp_group_idx_0: several grad buffers (virtual "
-                                             "pipeline chunks, experts or mixed param "
-                                             "dtypes) are not mapped";
+    QTest::newRow("several grad buffers")
+        << kBucketDp2 << QStringList{"--split-gbuf", "5"} << 93
+        << QStringList{
+               "bucket space: dp_group_idx_0: several grad buffers (virtual pipeline chunks, experts or "
+               "mixed param dtypes) are not mapped"};
+    // 10 buckets x 3 states in their pieces, and the dp group's objects
+    QTest::newRow("chained") << kBucketDp2 << QStringList{"--prefix-keys", "chained_0."} << 174
+                             << QStringList{
+                                    "bucket space: a ChainedOptimizer's buckets "
+                                    "(chained_<i>.optimizer.distributed.*: experts or several "
+                                    "optimizers) are not mapped"};
+    // 12 layer-stacked keys, one chunk each for layer 1
+    QTest::newRow("uneven split")
+        << kBucketPp2 << QStringList{"--drop-last-layer"} << 12
+        << QStringList{
+               "bucket space: dp_group_idx_0: 1 layers do not split evenly over 2 pipeline stages (an "
+               "uneven split is not mapped)",
+               "bucket space: dp_group_idx_1: 1 layers do not split evenly over 2 pipeline stages (an "
+               "uneven split is not mapped)"};
   }
 
   void bucketSpaceRefusalsAreNotChecked() {
     REALDS_REQUIRE_DS("0.19");
+    QFETCH(QString, entry);
     QFETCH(QStringList, edit);
     QFETCH(int, changed);
-    QFETCH(QString, why);
-    const auto e = realds::checkpoint(kBucketDp2);
+    QFETCH(QStringList, why);
+    const auto e = realds::checkpoint(entry.toStdString());
     test::TempDir dir;
     std::vector<std::string> args;
     for (const auto& a : edit) args.push_back(a.toStdString());
@@ -782,7 +816,7 @@ class TestRealdsMegatron : public QObject {
       QVERIFY2(code != "fp32-master-mismatch" && code != "fp32-master-drift", diag.out.c_str());
     const auto mains = report["megatron"].toObject()["main_params"].toObject();
     QCOMPARE(mains["compared"].toInt(), 0);
-    QCOMPARE(mains["not_compared"].toArray(), (QJsonArray{why}));
+    QCOMPARE(mains["not_compared"].toArray(), QJsonArray::fromStringList(why));
     const auto verdict = report["verdict"].toObject();
     QVERIFY2(!verdict["text"].toString().contains("fp32 main params:") &&
                  !verdict["text"].toString().contains("Adam's exp_avg_sq"),
@@ -790,7 +824,8 @@ class TestRealdsMegatron : public QObject {
     QVERIFY(verdict["not_checked"].toArray().contains(
         "no fp32-main-param comparison: the optimizer state is in bucket space (optimizer.distributed.*, "
         "dp_reshardable) and no main was compared (why: below)"));
-    QVERIFY(verdict["not_checked"].toArray().contains("fp32 main param not compared: " + why));
+    for (const auto& w : why)
+      QVERIFY(verdict["not_checked"].toArray().contains("fp32 main param not compared: " + w));
   }
 
   // Check 6 on real objects: a copy of the pp 2 save whose two dp groups' per_bucket_numel_unpadded objects
@@ -867,6 +902,145 @@ class TestRealdsMegatron : public QObject {
     keys.sort();
     QCOMPARE(keys, (QStringList{"decoder.layers.mlp.linear_fc2.weight", bucket + ".exp_avg",
                                 bucket + ".exp_avg_sq", bucket + ".param"}));
+  }
+
+  // A bucket tensor holds the params' slices and the 64-alignment gaps between them, torch.empty memory that
+  // megatron-core saves as it is (NaN/Inf there are normal). When the param -> slice map is refused, ckptdoc
+  // cannot tell gap from param: the bucket tensors' NaN/Inf are then neither an error nor cleared, the
+  // verdict is not clean and "not checked" says how many were not judged and why the map was refused. The
+  // weights' NaN/Inf are still named. Counted by torch (megatron_bucket_nonfinite.py) on each edited copy:
+  //  - the NaN save (a NaN in one param's slices, and in this cache NaN in bucket 5's gaps), the map refused
+  //  by
+  //    a key moved in .metadata (as bucketSpaceRefusalsAreNotChecked) or by its optimizer keys renamed as a
+  //    ChainedOptimizer names its first optimizer's (chained_0.optimizer.distributed.*);
+  //  - the healthy tp 2 save less decoder.final_layernorm.bias (the walk does not close its bucket).
+  // main called every bucket tensor with a NaN dcp-non-finite (gaps included: a false alarm where only the
+  // gaps hold NaN); on the chained copy it did not see bucket space at all and said the save held no
+  // optimizer state.
+  void bucketSpaceNonFiniteWithoutAMapIsNotJudged_data() {
+    QTest::addColumn<QString>("entry");
+    QTest::addColumn<QStringList>("edit");
+    QTest::addColumn<QString>("why");  // the map's refusal, as the not-checked line names it
+    QTest::addColumn<bool>("nan");     // the save must hold bucket NaN (else the row proves nothing)
+    QTest::newRow("NaN save, a key moved")
+        << kBucketDp2Nan
+        << QStringList{"--move-key", "decoder.layers.mlp.linear_fc2.weight",
+                       "decoder.layers.mlp.linear_fc2.bias"}
+        << QString("dp_group_idx_0: ") + kBucketKey1 + ": no chunk cut at 640" << true;
+    QTest::newRow("NaN save, chained_0. keys")
+        << kBucketDp2Nan << QStringList{"--prefix-keys", "chained_0."}
+        << "a ChainedOptimizer's buckets (chained_<i>.optimizer.distributed.*" << true;
+    QTest::newRow("tp 2 save, a key dropped")
+        << kBucket << QStringList{"--drop", "decoder.final_layernorm.bias"}
+        << "dp_group_idx_0: the walk's params run out in bucket 0 of 1" << false;
+  }
+
+  void bucketSpaceNonFiniteWithoutAMapIsNotJudged() {
+    REALDS_REQUIRE_DS("0.19");
+    QFETCH(QString, entry);
+    QFETCH(QStringList, edit);
+    QFETCH(QString, why);
+    QFETCH(bool, nan);
+    const auto e = realds::checkpoint(entry.toStdString());
+    test::TempDir dir;
+    std::vector<std::string> args;
+    for (const auto& a : edit) args.push_back(a.toStdString());
+    int edited = 0;
+    const auto copy = edited_copy(e, dir, args, edited);
+    QVERIFY(edited > 0);
+    const auto truth = nonfinite_truth(e, tracked_iteration_dir(e).replace(0, e.save_dir.size(), copy));
+    QVERIFY(truth.contains("buckets"));
+    const auto buckets = truth["buckets"].toObject(), weights = truth["weights"].toObject();
+    if (nan) QVERIFY(!buckets.isEmpty());
+    int in_buckets = 0;
+    for (const auto& n : buckets) in_buckets += n.toInt();
+
+    const auto diag = test::run_cli({"diagnose", copy, "--json"});
+    CKPTDOC_EXPECT_EXIT(diag, weights.isEmpty() ? 0 : 1);
+    const auto report = json_of(diag);
+    QStringList named;
+    for (const auto& v : report["problems"].toArray()) {
+      const auto p = v.toObject();
+      QCOMPARE(p["code"].toString(), QString("dcp-non-finite"));  // nothing else is wrong with these saves
+      named << p["key"].toString();
+    }
+    named.sort();
+    auto want = weights.keys();
+    want.sort();
+    QCOMPARE(named, want);  // the weights' NaN, never a bucket tensor's
+    const auto verdict = report["verdict"].toObject();
+    QCOMPARE(verdict["clean"].toBool(), buckets.isEmpty() && weights.isEmpty());
+    const auto mains = report["megatron"].toObject()["main_params"].toObject();
+    QCOMPARE(mains["compared"].toInt(), 0);
+    QString line;
+    for (const auto& n : verdict["not_checked"].toArray()) {
+      QVERIFY2(!n.toString().contains("holds no optimizer state"), qPrintable(n.toString()));
+      if (n.toString().contains("not judged: the param -> slice map")) line = n.toString();
+    }
+    if (buckets.isEmpty()) {
+      QVERIFY2(line.isEmpty(), qPrintable(line));
+      return;
+    }
+    const QString count = QString("%1 NaN/Inf element%2 of %3 bucket tensor%4 (")
+                              .arg(in_buckets)
+                              .arg(in_buckets == 1 ? "" : "s")
+                              .arg(buckets.size())
+                              .arg(buckets.size() == 1 ? "" : "s");
+    QVERIFY2(line.startsWith(count) && line.contains(why) && line.contains("64-alignment gaps"),
+             qPrintable(line + "\nwanted: " + count));
+    QVERIFY2(verdict["text"].toString().contains(QString(" Bucket tensors: %1 NaN/Inf").arg(in_buckets)),
+             qPrintable(verdict["text"].toString()));
+  }
+
+  // Check 6's padding rule is megatron-core's own (param_and_grad_buffer.py: each bucket padded to a multiple
+  // of lcm(dp, 128)), with dp read from the DP shards' cuts: the dp 2 and dp 3 saves as megatron-core wrote
+  // them are clean (dp 3 pads 1024 elements to 1152), and a copy whose per_bucket_numel for bucket 0 was
+  // rewritten to a size megatron-core does not write at that dp is named (a warning: its load reads
+  // per_bucket_numel_unpadded alone). dp 2: 1152 for 1024 (a multiple of 128 too many); dp 3: 1024 (a
+  // multiple of 128, not of 384). main accepted any multiple of 128 at least the unpadded size: no finding on
+  // either.
+  void bucketPaddingIsMegatronsAtTheSavesDp_data() {
+    QTest::addColumn<QString>("entry");
+    QTest::addColumn<int>("size");
+    QTest::addColumn<QString>("said");
+    QTest::newRow("dp 2")
+        << kBucketDp2 << 1152
+        << "bucket_idx_0: per_bucket_numel 1152 is not its unpadded 1024 padded as megatron-core "
+           "pads a bucket (to a multiple of lcm(dp 2, 128) = 128";
+    QTest::newRow("dp 3")
+        << kBucketDp3 << 1024
+        << "bucket_idx_0: per_bucket_numel 1024 is not its unpadded 1024 padded as megatron-core "
+           "pads a bucket (to a multiple of lcm(dp 3, 128) = 384";
+  }
+
+  void bucketPaddingIsMegatronsAtTheSavesDp() {
+    REALDS_REQUIRE_DS("0.19");
+    QFETCH(QString, entry);
+    QFETCH(int, size);
+    QFETCH(QString, said);
+    const auto e = realds::checkpoint(entry.toStdString());
+    const auto clean = test::run_cli({"diagnose", e.save_dir, "--json"});
+    CKPTDOC_EXPECT_EXIT(clean, 0);
+    const auto healthy = json_of(clean);
+    QVERIFY2(healthy["problems"].toArray().isEmpty(), clean.out.c_str());
+    QVERIFY(healthy["verdict"].toObject()["text"].toString().contains(
+        "Bucket sizes: per_bucket_numel[_unpadded] of 1 dp group checked"));
+
+    test::TempDir dir;
+    int edited = 0;
+    const auto copy =
+        edited_copy(e, dir, {"--set-bucket-size", kSizesKey, "0", std::to_string(size)}, edited);
+    QCOMPARE(edited, 1);
+    const auto diag = test::run_cli({"diagnose", copy, "--json"});
+    CKPTDOC_EXPECT_EXIT(diag, 0);
+    const auto report = json_of(diag);
+    QCOMPARE(problem_codes(report), std::vector<std::string>{"layout-mismatch"});
+    const auto p = report["problems"].toArray()[0].toObject();
+    QCOMPARE(p["severity"].toString(), QString("warning"));
+    QCOMPARE(p["key"].toString(), QString(kSizesKey));
+    QCOMPARE(p["file"].toString(), QString("__edit_0.distcp"));  // the edited object's own file
+    QVERIFY2(p["message"].toString().contains(said) && !p["message"].toString().contains("cannot load"),
+             qPrintable(p["message"].toString()));
   }
 
   // Check 5 on a value megatron-core itself saved: one element of one param's exp_avg_sq set to -1e-6 in its

@@ -48,6 +48,8 @@ void draw_source_repair_window(View& v) {
     ImGui::BeginDisabled(refused);
     ImGui::Checkbox(labels[a], on[a]);
     ImGui::EndDisabled();
+    if (refused && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+      ImGui::SetTooltip("%s", display(v, r.refused[a]).c_str());  // the reason, as the Qt view's tooltip
     v.widgets.record(ids[a]);
     if (refused) {
       ImGui::Indent();

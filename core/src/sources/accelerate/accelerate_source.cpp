@@ -87,6 +87,8 @@ class AccelerateSource final : public Source {
   }
 
   std::optional<std::string> repair_refusal(RepairAction action, const std::string& path) const override {
+    if (action == RepairAction::RefreshFp32)  // known from the format alone
+      return dcp_refresh_refusal("an Accelerate FSDP save_state folder");
     if (action != RepairAction::DropOptimizer || !accelerate::is_save_state_folder(path)) return std::nullopt;
     try {
       std::vector<std::string> optimizers;

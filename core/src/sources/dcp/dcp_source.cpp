@@ -42,6 +42,12 @@ class DcpSource final : public Source {
     return repair_dcp_optimizer(request, request.path, {"."}, "a PyTorch Distributed Checkpoint");
   }
 
+  // Known from the format alone: the views leave "Refresh fp32 masters" off with this reason.
+  std::optional<std::string> repair_refusal(RepairAction action, const std::string& /*path*/) const override {
+    if (action != RepairAction::RefreshFp32) return std::nullopt;
+    return dcp_refresh_refusal("a PyTorch Distributed Checkpoint");
+  }
+
   ExportOutcome export_weights(const ExportRequest& request) const override {
     return export_dcp_weights(*dcp::Checkpoint::open(request.path), request);
   }

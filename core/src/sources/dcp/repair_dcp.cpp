@@ -46,6 +46,12 @@ Outcome drop_dcp_optimizer(const RepairRequest& request) {
 
 }  // namespace
 
+std::string dcp_refresh_refusal(const std::string& what) {
+  return what +
+         " holds no fp32 master copy of its weights: its torch optimizer steps the saved params themselves "
+         "(its state is Adam's moments and step), so there is nothing for {refresh_fp32} to rewrite";
+}
+
 Outcome repair_dcp_optimizer(const RepairRequest& request, const std::string& root,
                              const std::vector<std::string>& parts, const std::string& what) {
   const auto& others = request.other_actions;

@@ -17,4 +17,9 @@ namespace ckptdoc::sources {
 Outcome repair_dcp_optimizer(const RepairRequest& request, const std::string& root,
                              const std::vector<std::string>& parts, const std::string& what);
 
+// Why {refresh_fp32} never applies to these sources (request_text marks; `what` names the source): their
+// torch optimizer steps the saved params themselves, so no fp32 copy of the weights is saved beside them.
+// What Source::repair_refusal says, for the views to leave the control off before Repair is pressed.
+std::string dcp_refresh_refusal(const std::string& what);
+
 }  // namespace ckptdoc::sources

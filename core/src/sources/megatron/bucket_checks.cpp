@@ -6,15 +6,17 @@
 #include <map>
 #include <set>
 
+#include "bucket_padding.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/short_list.h"
 #include "main_params.h"
 
 namespace ckptdoc::megatron {
 namespace {
 
 constexpr const char* kBucketPrefix = "optimizer.distributed.";
-constexpr int64_t kBucketAlign = 128;  // a bucket's padded size is a multiple of lcm(dp, 128)
+constexpr int64_t kMostDp = 4096;  // the data-parallel sizes tried when no bucket's shards show it
 
 // A bucket key up to ".bucket_idx_<b>" (the part its param, exp_avg and exp_avg_sq share).
 std::string bucket_base(const std::string& key) {
@@ -249,16 +251,19 @@ BucketCheck check_bucket_sizes(const dcp::Checkpoint& ckpt) {
   BucketCheck out;
   // group -> gbuf -> dtype pair -> bucket -> state -> size (1-D tensors)
   std::map<int, std::map<int, std::map<std::string, std::map<int, std::map<std::string, int64_t>>>>> tensors;
+  // group -> its 1-D bucket tensors (their chunks show the data-parallel size)
+  std::map<int, std::vector<std::pair<const dcp::Entry*, BucketKey>>> shards;
   bool chained = false;
   for (const auto& e : ckpt.metadata().entries) {
-    chained = chained || e.key.rfind(kBucketPrefix + std::string("chained_"), 0) == 0;
+    chained = chained || (chained_prefix_length(e.key) > 0 && is_bucket_space_key(e.key));
     const auto k = parse_bucket_key(e.key);
     if (!k || e.kind != dcp::EntryKind::Tensor) continue;
     tensors[k->group][k->gbuf][k->dtypes][k->bucket][k->state] = e.size.size() == 1 ? e.size[0] : -1;
+    if (e.size.size() == 1) shards[k->group].emplace_back(&e, *k);
   }
   if (chained)
     out.not_checked.push_back(
-        "the bucket sizes of a ChainedOptimizer's state (optimizer.distributed.chained_<i>.*)");
+        "the bucket sizes of a ChainedOptimizer's state (chained_<i>.optimizer.distributed.*)");
   for (const auto& [group, gbufs] : tensors) {
     const std::string label = "dp_group_idx_" + std::to_string(group);
     const dcp::Entry *unpadded_entry = nullptr, *padded_entry = nullptr;
@@ -273,7 +278,15 @@ BucketCheck check_bucket_sizes(const dcp::Checkpoint& ckpt) {
       continue;
     }
     ++out.groups;
-    std::vector<std::string> wrong;
+    // the padded size of bucket b of gbuf g, dtype pair d; -1 when per_bucket_numel lists none
+    auto padded_of = [&](int gbuf, const std::string& dtypes, int b) -> int64_t {
+      const auto* list = list_of(*padded, gbuf, dtypes);
+      return list && static_cast<size_t>(b) < list->size() ? (*list)[static_cast<size_t>(b)] : -1;
+    };
+    std::optional<int64_t> dp;  // from the first bucket that more than one DP rank wrote
+    for (const auto& [e, k] : shards[group])
+      if (const int64_t p = padded_of(k.gbuf, k.dtypes, k.bucket); p > 0 && !dp) dp = dp_from_shards(*e, p);
+    std::vector<std::string> wrong, padding_wrong;  // the latter: per_bucket_numel alone
     for (const auto& [gbuf, pairs] : gbufs)
       for (const auto& [dtypes, buckets] : pairs) {
         const std::string where = "gbuf_idx_" + std::to_string(gbuf) + " dtype_(" + dtypes + ")";
@@ -311,14 +324,41 @@ BucketCheck check_bucket_sizes(const dcp::Checkpoint& ckpt) {
               wrong.push_back(said);
             }
           }
-          if (!pad || at >= pad->size() || (*pad)[at] < sizes[at] || (*pad)[at] % kBucketAlign != 0)
-            wrong.push_back(
-                where + " bucket_idx_" + std::to_string(b) + ": per_bucket_numel " +
-                (pad && at < pad->size() ? std::to_string((*pad)[at]) : std::string("lists none")) +
-                " is not its unpadded " + std::to_string(sizes[at]) + " padded to a multiple of 128");
+          const int64_t p = pad && at < pad->size() ? (*pad)[at] : -1;
+          // dp unknown (each bucket in one DP rank's shard): any dp whose first shard holds the bucket
+          bool padded_right = dp && padded_by_megatron(p, sizes[at], *dp);
+          for (int64_t d = 1; !dp && !padded_right && d <= kMostDp && sizes[at] * d <= p; ++d)
+            padded_right = padded_by_megatron(p, sizes[at], d);
+          if (!padded_right) {
+            std::string said = where + " bucket_idx_" + std::to_string(b) + ": per_bucket_numel " +
+                               (p >= 0 ? std::to_string(p) : std::string("lists none")) +
+                               " is not its unpadded " + std::to_string(sizes[at]) +
+                               " padded as megatron-core pads a bucket (";
+            said += dp ? "to a multiple of lcm(dp " + std::to_string(*dp) +
+                             ", 128) = " + std::to_string(bucket_divisor(*dp)) +
+                             ", dp read from its DP shards' cuts)"
+                       : std::string("to a multiple of lcm(dp, 128) for any dp whose first shard holds it)");
+            padding_wrong.push_back(said);
+          }
         }
       }
-    if (wrong.empty()) continue;
+    if (wrong.empty() && padding_wrong.empty()) continue;
+    if (wrong.empty()) {
+      // per_bucket_numel alone: megatron-core's load does not read it, but megatron-core at this dp never
+      // writes it so
+      std::string message = label + "'s per_bucket_numel is not what megatron-core writes: ";
+      message += short_list(padding_wrong, 4, "; ");
+      message +=
+          ". megatron-core's load reads per_bucket_numel_unpadded alone, so it still loads this state, but "
+          "this object was not written by megatron-core's DistributedOptimizer at this data-parallel size "
+          "(damaged, or written by something else)";
+      auto p = dcp::problem(model::Code::LayoutMismatch, model::Severity::Warning, std::move(message),
+                            padded_entry->bytes_item->file, padded_entry->key);
+      p.evidence = {{"disagreements", static_cast<double>(padding_wrong.size())}};
+      out.problems.push_back(std::move(p));
+      continue;
+    }
+    wrong.insert(wrong.end(), padding_wrong.begin(), padding_wrong.end());
     std::string list;
     for (size_t i = 0; i < wrong.size() && i < 4; ++i) list += (i ? "; " : "") + wrong[i];
     if (wrong.size() > 4) list += "; and " + std::to_string(wrong.size() - 4) + " more";

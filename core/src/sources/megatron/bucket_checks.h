@@ -4,7 +4,8 @@
 //   check 5: every placed param's slice of its bucket's exp_avg_sq is >= 0 (Adam's running mean of squared
 //            gradients); the 64-alignment gaps hold torch.empty memory and are never judged;
 //   check 6: each dp group's pickled per_bucket_numel_unpadded equals its bucket tensors' sizes (param,
-//            exp_avg, exp_avg_sq alike) and per_bucket_numel is that size padded to a multiple of 128;
+//            exp_avg, exp_avg_sq alike) and per_bucket_numel is that size padded as megatron-core pads it
+//            at the save's data-parallel size (bucket_padding.h);
 // and where the NaN/Inf of a bucket tensor or of a model weight lie, by param.
 #include <cstdint>
 #include <optional>

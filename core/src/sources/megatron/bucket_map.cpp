@@ -248,6 +248,20 @@ std::optional<BucketKey> parse_bucket_key(const std::string& key) {
   return k;
 }
 
+size_t chained_prefix_length(const std::string& key) {
+  size_t at = 0;
+  if (!number_after(key, "chained_", at) || at >= key.size() || key[at] != '.') return 0;
+  return at + 1;
+}
+
+bool is_bucket_space_key(const std::string& key) {
+  return key.compare(chained_prefix_length(key), std::string(kBucketPrefix).size(), kBucketPrefix) == 0;
+}
+
+bool is_bucket_state_key(const std::string& key) {
+  return is_bucket_space_key(key) && key.find(".bucket_idx_") != std::string::npos;
+}
+
 std::vector<std::pair<int64_t, int64_t>> BucketGroup::gaps(int b) const {
   std::vector<std::pair<int64_t, int64_t>> taken;
   for (const auto& s : slots)
@@ -284,12 +298,12 @@ BucketMap map_buckets(const dcp::Metadata& md, const std::vector<std::string>& k
   // group -> gbuf -> param dtype -> bucket -> the `param` tensor
   std::map<int, std::map<int, std::map<std::string, std::map<int, const dcp::Entry*>>>> found;
   for (const auto& e : md.entries) {
-    if (e.key.rfind(kBucketPrefix, 0) != 0) continue;
+    if (!is_bucket_space_key(e.key)) continue;
     m.bucket_space = true;
-    if (e.key.rfind(std::string(kBucketPrefix) + "chained_", 0) == 0) {
+    if (chained_prefix_length(e.key) > 0) {
       m.refused.push_back(
-          "a ChainedOptimizer's buckets (optimizer.distributed.chained_<i>.*: experts or "
-          "several optimizers) are not mapped");
+          "a ChainedOptimizer's buckets (chained_<i>.optimizer.distributed.*: experts or several "
+          "optimizers) are not mapped");
       return m;
     }
     const auto k = parse_bucket_key(e.key);

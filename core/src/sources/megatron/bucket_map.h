@@ -28,6 +28,15 @@ struct BucketKey {
 // The parts of a bucket-space key; nullopt for any other key (chained_<i>. keys included).
 std::optional<BucketKey> parse_bucket_key(const std::string& key);
 
+// The length of a ChainedOptimizer's "chained_<i>." at the start of `key` (megatron-core prefixes every key
+// of each of its optimizers so under dp_reshardable: optimizer.py, ChainedOptimizer.sharded_state_dict), else
+// 0.
+size_t chained_prefix_length(const std::string& key);
+// Whether `key` is of the bucket-space state: optimizer.distributed.*, after a chained_<i>. prefix if any.
+bool is_bucket_space_key(const std::string& key);
+// Whether `key` is one of its bucket tensors (...bucket_idx_<b>.<state>), chained_<i>. keys included.
+bool is_bucket_state_key(const std::string& key);
+
 // One model param's place: its box of the weight key and its slice [start, start + numel) of a bucket.
 struct BucketSlot {
   std::string name;  // "decoder.layers.<l>.<rest>" for layer-stacked keys, else the key

@@ -196,10 +196,12 @@ void compare_bucket_mains(const dcp::Checkpoint& ckpt, MainParamComparison& c, B
     made = std::make_shared<BucketMap>(map_buckets(ckpt.metadata(), stored_key_order(ckpt.metadata())));
   } catch (const Error& err) {
     c.not_compared.push_back(std::string("bucket space: ") + err.what());
+    c.map_refused.emplace_back(err.what());
     return;
   }
   c.map = made;
   const BucketMap& map = *made;
+  c.map_refused = map.refused;
   for (const auto& why : map.refused) c.not_compared.push_back("bucket space: " + why);
   size_t total = 0;
   for (const auto& g : map.groups) total += g.slots.size();
@@ -281,7 +283,7 @@ MainParamComparison compare_main_params(const dcp::Checkpoint& ckpt, Progress* p
   MainParamComparison c;
   const auto& md = ckpt.metadata();
   for (const auto& e : md.entries)
-    if (e.key.rfind(kBucketPrefix, 0) == 0) c.bucket_space = true;
+    if (is_bucket_space_key(e.key)) c.bucket_space = true;
   auto backend = make_cpu_backend(1);
   std::map<int, std::set<std::string>> files;
   const auto pairs = main_pairs(md, c.not_compared);

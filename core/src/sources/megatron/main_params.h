@@ -38,6 +38,9 @@ struct MainParamComparison {
   // Bucket space: the map the comparison used (its pointers are into the checkpoint's metadata), for the
   // other checks of the slices (bucket_checks.h); null when the map could not be made.
   std::shared_ptr<const BucketMap> map;
+  // Bucket space: why the map refused the save or some of its dp groups (BucketMap::refused, or the error
+  // that stopped it); empty when every group was mapped.
+  std::vector<std::string> map_refused;
 };
 
 // How the comparison names a bucket-space param: its map name, with "(dp_group_idx_<i>)" when the save has

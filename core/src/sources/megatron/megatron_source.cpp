@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bucket_checks.h"
+#include "bucket_nonfinite.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/plural.h"
@@ -113,36 +114,9 @@ void add_megatron_findings(dcp::Report& r, const dcp::Checkpoint& ckpt, const me
     return p.severity == model::Severity::Error;
   });
   const size_t warnings_before = r.problems.size() - errors_before;
-  // Bucket space: NaN/Inf that lie only in the 64-alignment gaps are torch.empty memory megatron-core saved
-  // beside the params (distrib_optimizer.py:1633), not the run's values: not a dcp-non-finite. The others
-  // are named by the params whose slices (or, in a weight, whose layer and tensor rank) hold them.
-  int64_t gap_elements = 0;
-  std::erase_if(r.problems, [&](dcp::Problem& p) {
-    if (p.code != model::code_name(model::Code::DcpNonFinite) || !mains.map) return false;
-    const auto* e = ckpt.metadata().find(p.key);
-    std::optional<megatron::NonfinitePlaces> places;
-    try {
-      places = e ? megatron::nonfinite_places(ckpt, *mains.map, *e) : std::nullopt;
-    } catch (const Error&) {  // an unreadable chunk: the DCP diagnosis names it
-    }
-    if (!places) return false;
-    if (places->bucket && places->in_params == 0) {
-      gap_elements += places->gap_elements;
-      return true;
-    }
-    std::string where;
-    for (const auto& [name, n] : places->params) {
-      where += (where.empty() ? "" : ", ") + name + " (" + std::to_string(n) + ")";
-      p.params.push_back(name);
-    }
-    p.message += (places->bucket ? "; in the slices of " : "; in ") + where;
-    if (places->bucket) p.message += " (the 64-alignment gaps' values are not judged)";
-    return false;
-  });
-  if (gap_elements > 0)
-    r.not_checked.push_back(plural(gap_elements, "NaN/Inf element") +
-                            " in the bucket-space state's 64-alignment gaps (memory no param owns, saved "
-                            "uninitialised): not judged");
+  // Bucket space: the NaN/Inf of the bucket tensors judged by param, or not at all without the map
+  const auto bucket_nonfinite = megatron::judge_bucket_nonfinite(r, ckpt, mains);
+  for (const auto& n : bucket_nonfinite.not_checked) r.not_checked.push_back(n);
   // Checks 5 and 6 of docs/megatron-bucket-layout.md
   std::string bucket_sentence;
   if (mains.bucket_space) {
@@ -181,6 +155,11 @@ void add_megatron_findings(dcp::Report& r, const dcp::Checkpoint& ckpt, const me
         !r.tensors.empty() && std::all_of(r.tensors.begin(), r.tensors.end(),
                                           [](const auto& t) { return t.elements_read == t.numel; });
     r.clean = errors == 0 && complete;
+  }
+  if (!bucket_nonfinite.unjudged_keys.empty()) {
+    r.clean = false;  // NaN/Inf were found that nothing judged
+    bucket_sentence += " Bucket tensors: " + plural(bucket_nonfinite.unjudged, "NaN/Inf element") +
+                       " not judged (no param -> slice map; see not checked).";
   }
   r.verdict += " Megatron: metadata.json sharded_backend " + f.backend + "; " + c.summary() + ".";
   r.verdict += integrity_sentence(integrity, verify_asked);
