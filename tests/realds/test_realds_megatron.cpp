@@ -790,9 +790,9 @@ class TestRealdsMegatron : public QObject {
     QTest::newRow("uneven split")
         << kBucketPp2 << QStringList{"--drop-last-layer"} << 12
         << QStringList{
-               "bucket space: dp_group_idx_0: 1 layers do not split evenly over 2 pipeline stages (an "
+               "bucket space: dp_group_idx_0: 1 layer does not split evenly over 2 pipeline stages (an "
                "uneven split is not mapped)",
-               "bucket space: dp_group_idx_1: 1 layers do not split evenly over 2 pipeline stages (an "
+               "bucket space: dp_group_idx_1: 1 layer does not split evenly over 2 pipeline stages (an "
                "uneven split is not mapped)"};
   }
 

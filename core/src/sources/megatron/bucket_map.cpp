@@ -9,6 +9,7 @@
 #include <set>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/plural.h"
 
 namespace ckptdoc::megatron {
 namespace {
@@ -102,7 +103,8 @@ std::vector<BucketSlot> rank_params(const std::vector<const dcp::Entry*>& keys, 
   std::vector<int64_t> ids(layer_ids.begin(), layer_ids.end());
   if (pp > 1) {
     if (ids.size() % static_cast<size_t>(pp) != 0)
-      throw Refusal{std::to_string(ids.size()) + " layers do not split evenly over " + std::to_string(pp) +
+      throw Refusal{plural(ids.size(), "layer") + (ids.size() == 1 ? " does" : " do") +
+                    " not split evenly over " + std::to_string(pp) +
                     " pipeline stages (an uneven split is not mapped)"};
     const auto n = static_cast<std::ptrdiff_t>(ids.size()) / pp;
     ids = {ids.begin() + pp_rank * n, ids.begin() + (pp_rank + 1) * n};
