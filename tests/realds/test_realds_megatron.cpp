@@ -46,6 +46,8 @@ constexpr const char* kBucketDp2 = "v019_megatron_bf16_distopt_dp2_buckets";
 constexpr const char* kBucketDp2Stale = "v019_megatron_bf16_distopt_dp2_buckets_stale";
 constexpr const char* kBucketPp2 = "v019_megatron_bf16_distopt_pp2_tied";
 constexpr const char* kBucketPp2Stale = "v019_megatron_bf16_distopt_pp2_tied_stale";
+constexpr const char* kBucketTp2Pp2 = "v019_megatron_bf16_distopt_tp2_pp2";
+constexpr const char* kBucketTp2Pp2Stale = "v019_megatron_bf16_distopt_tp2_pp2_stale";
 constexpr const char* kBucketDp2Nan = "v019_megatron_bf16_distopt_dp2_buckets_nan";
 constexpr const char* kBucketDp2NegativeSq = "v019_megatron_bf16_distopt_dp2_buckets_negative_sq";
 constexpr const char* kBucketKey0 =
@@ -111,7 +113,7 @@ QJsonObject bucket_load(const realds::Entry& e, const std::string& iter, const s
   }
   if (e.pp > 1) args.insert(args.end(), {"--pp", std::to_string(e.pp)});
   if (e.spec["tied"].toBool()) args.push_back("--tied");
-  const auto r = realds::launch(args, 2, "0.19", logs);
+  const auto r = realds::launch(args, e.world, "0.19", logs);  // tp x pp x dp ranks, as it was saved
   if (r.exit_code != 0) qWarning("%s", realds::describe(r).c_str());
   return r.exit_code == 0 ? realds::parse(test::read_text(out)) : QJsonObject{};
 }
@@ -549,8 +551,9 @@ class TestRealdsMegatron : public QObject {
   // The DistributedOptimizer's bucket-space saves (dp_reshardable, Megatron-LM's default): each param's slice
   // of the `param` buckets found from .metadata alone (docs/megatron-bucket-layout.md) and compared with its
   // bf16 weight, every one placed and compared (tp 2: 29 params in each tensor rank's dp group; dp 2: 10
-  // buckets cut at the DP shards; pp 2 with tied embeddings: 14 + 15 params), no finding, as the truth finds
-  // (megatron-core's own resume; for pp 2 torch's reading by the research probe). The NaN/Inf megatron-core
+  // buckets cut at the DP shards; pp 2 with tied embeddings: 14 + 15 params; tp 2 x pp 2 on 4 ranks: 14 + 14 +
+  // 15 + 15 in four dp groups), no finding, as the truth finds (megatron-core's own resume; for pp 2 torch's
+  // reading by the research probe). The NaN/Inf megatron-core
   // saved into the 64-alignment gaps (torch.empty memory, owned by no param) are not reported as damage. main
   // said "not compared yet", and exit 1 with dcp-non-finite from the gaps on the tp 2 and dp 2 saves.
   void bucketSpaceMainParamsAreCompared_data() {
@@ -573,6 +576,12 @@ class TestRealdsMegatron : public QObject {
         << "output_layer.weight (tied copy of embedding.word_embeddings.weight) (dp_group_idx_1)"
         << QString(kBucketKey0).replace("dp_group_idx_0", "dp_group_idx_1") + " [0, 1024)"
         << "2 dp groups checked against the tensors (param, exp_avg, exp_avg_sq) of their 8 buckets";
+    // four dp groups, dp_group_idx = tensor rank + 2 x stage (the probe's values agree): the last stage's
+    // tensor rank 0 opens its one bucket with its half of the output layer
+    QTest::newRow("tp 2 x pp 2")
+        << kBucketTp2Pp2 << 58 << "output_layer.weight (dp_group_idx_2)"
+        << QString(kBucketKey0).replace("dp_group_idx_0", "dp_group_idx_2") + " [0, 512)"
+        << "4 dp groups checked against the tensors (param, exp_avg, exp_avg_sq) of their 12 buckets";
   }
 
   void bucketSpaceMainParamsAreCompared() {
@@ -618,7 +627,7 @@ class TestRealdsMegatron : public QObject {
       QVERIFY2(!n.toString().contains("fp32-main-param"), qPrintable(n.toString()));
   }
 
-  // The --finetune bug (Megatron-LM #174) in bucket space, in the three layouts above: a DistributedOptimizer
+  // The --finetune bug (Megatron-LM #174) in bucket space, in the four layouts above: a DistributedOptimizer
   // built with the model, the model's weights alone loaded, saved before a step
   // (megatron_bucket_finetune_train.py; pp 2: the probe's --train): every main in the `param` buckets is the
   // initial value, as the truth finds (none rounds to its weight). Named with DeepSpeed's stale-master
@@ -630,6 +639,7 @@ class TestRealdsMegatron : public QObject {
     QTest::newRow("tp 2, one bucket per group") << kBucketStale << 58;
     QTest::newRow("dp 2, 10 buckets cut at the DP shards") << kBucketDp2Stale << 29;
     QTest::newRow("pp 2, tied embeddings") << kBucketPp2Stale << 29;
+    QTest::newRow("tp 2 x pp 2") << kBucketTp2Pp2Stale << 58;
   }
 
   void bucketSpaceStaleMainParamsAreNamed() {
@@ -923,11 +933,11 @@ class TestRealdsMegatron : public QObject {
     QCOMPARE(opens, 1);
   }
 
-  // repair --refresh-fp32 in bucket space (dp_reshardable, Megatron-LM's default) on the three stale saves
+  // repair --refresh-fp32 in bucket space (dp_reshardable, Megatron-LM's default) on the four stale saves
   // above: each param's slice of its `param` bucket := its bf16 weight upcast, in a new folder (.metadata,
   // common.pt and metadata.json the input's bytes, the 64-alignment gaps left as stored), the input
   // untouched. The stale finding offers it; ckptdoc's diagnosis of the output is clean with every main
-  // compared, and megatron-core's own resume of the output (megatron_bucket_load_check.py, pp 2 included)
+  // compared, and megatron-core's own resume of the output (megatron_bucket_load_check.py, pp 2 and tp 2 x pp 2 included)
   // places mains that all round to their loaded weights, then takes an optimizer step. main refused: "holds
   // no optimizer.state.fp32_param.<key> ...: nothing to refresh" (exit 2).
   void bucketSpaceRefreshIsLoadedByMegatron_data() { bucketSpaceStaleMainParamsAreNamed_data(); }
