@@ -6,6 +6,9 @@ default). megatron-core makes the dense params and the experts two DistributedOp
 Only the model, optimizer and save are built: the forward needs CUDA (megatron_optim_train.py), so the gradients
 are synthetic there too. With --mode finetune --load DIR: megatron_bucket_finetune_train.py's stale save.
 
+The keys of megatron-core's own model.sharded_state_dict() (its ShardedTensors: what a weight export holds) are
+written to model_keys.json beside --out by rank 0, as megatron-core's truth of which saved tensors are the model.
+
 usage: launch.py --world W -- megatron_moe_train.py --experts N --ep E [--bucket-size N] (megatron_optim_train.py's
        arguments)
 """
@@ -42,8 +45,35 @@ def with_experts(experts, ep, bucket_size):
         mcd.DistributedDataParallelConfig = lambda **kw: plain(**kw, overlap_grad_reduce=True, bucket_size=bucket_size)
 
 
+def model_keys_beside(out):
+    """dist_checkpointing.save, first writing the model's ShardedTensor keys to <out>/../model_keys.json."""
+    import json
+    import os
+
+    import megatron.core.dist_checkpointing as dc
+    import torch.distributed as dist
+    from megatron.core.dist_checkpointing.mapping import ShardedTensor
+    plain_save = dc.save
+
+    def keys(tree):
+        items = tree.values() if isinstance(tree, dict) else tree if isinstance(tree, list) else []
+        for v in items:
+            if isinstance(v, ShardedTensor):
+                yield v.key
+            else:
+                yield from keys(v)
+
+    def save(state, *args, **kwargs):
+        if dist.get_rank() == 0:
+            with open(os.path.join(os.path.dirname(os.path.abspath(out)), "model_keys.json"), "w") as f:
+                json.dump(sorted(set(keys(state["model"]))), f, indent=1)
+        return plain_save(state, *args, **kwargs)
+    dc.save = save
+
+
 if __name__ == "__main__":
     with_experts(take("--experts", 4), take("--ep", 1), take("--bucket-size"))
+    model_keys_beside(sys.argv[sys.argv.index("--out") + 1])
     if "finetune" in sys.argv:
         finetune.fresh_adam_state_before_save()
     trainer.main()

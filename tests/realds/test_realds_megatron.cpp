@@ -48,6 +48,8 @@ constexpr const char* kBucketPp2 = "v019_megatron_bf16_distopt_pp2_tied";
 constexpr const char* kBucketPp2Stale = "v019_megatron_bf16_distopt_pp2_tied_stale";
 constexpr const char* kBucketTp2Pp2 = "v019_megatron_bf16_distopt_tp2_pp2";
 constexpr const char* kBucketTp2Pp2Stale = "v019_megatron_bf16_distopt_tp2_pp2_stale";
+constexpr const char* kMoe = "v019_megatron_bf16_distopt_moe_ep2";
+constexpr const char* kMoeStale = "v019_megatron_bf16_distopt_moe_ep2_stale";
 constexpr const char* kBucketDp2Nan = "v019_megatron_bf16_distopt_dp2_buckets_nan";
 constexpr const char* kBucketDp2NegativeSq = "v019_megatron_bf16_distopt_dp2_buckets_negative_sq";
 constexpr const char* kBucketKey0 =
@@ -113,6 +115,8 @@ QJsonObject bucket_load(const realds::Entry& e, const std::string& iter, const s
   }
   if (e.pp > 1) args.insert(args.end(), {"--pp", std::to_string(e.pp)});
   if (e.spec["tied"].toBool()) args.push_back("--tied");
+  if (const int experts = e.spec["experts"].toInt())  // megatron_moe_train.py's MoE layers
+    args.insert(args.end(), {"--experts", std::to_string(experts), "--ep", std::to_string(e.ep)});
   const auto r = realds::launch(args, e.world, "0.19", logs);  // tp x pp x dp ranks, as it was saved
   if (r.exit_code != 0) qWarning("%s", realds::describe(r).c_str());
   return r.exit_code == 0 ? realds::parse(test::read_text(out)) : QJsonObject{};
@@ -551,11 +555,11 @@ class TestRealdsMegatron : public QObject {
   // The DistributedOptimizer's bucket-space saves (dp_reshardable, Megatron-LM's default): each param's slice
   // of the `param` buckets found from .metadata alone (docs/megatron-bucket-layout.md) and compared with its
   // bf16 weight, every one placed and compared (tp 2: 29 params in each tensor rank's dp group; dp 2: 10
-  // buckets cut at the DP shards; pp 2 with tied embeddings: 14 + 15 params; tp 2 x pp 2 on 4 ranks: 14 + 14 +
-  // 15 + 15 in four dp groups), no finding, as the truth finds (megatron-core's own resume; for pp 2 torch's
-  // reading by the research probe). The NaN/Inf megatron-core
-  // saved into the 64-alignment gaps (torch.empty memory, owned by no param) are not reported as damage. main
-  // said "not compared yet", and exit 1 with dcp-non-finite from the gaps on the tp 2 and dp 2 saves.
+  // buckets cut at the DP shards; pp 2 with tied embeddings: 14 + 15 params; tp 2 x pp 2 on 4 ranks: 14 + 14
+  // + 15 + 15 in four dp groups), no finding, as the truth finds (megatron-core's own resume; for pp 2
+  // torch's reading by the research probe). The NaN/Inf megatron-core saved into the 64-alignment gaps
+  // (torch.empty memory, owned by no param) are not reported as damage. main said "not compared yet", and
+  // exit 1 with dcp-non-finite from the gaps on the tp 2 and dp 2 saves.
   void bucketSpaceMainParamsAreCompared_data() {
     QTest::addColumn<QString>("entry");
     QTest::addColumn<int>("params");
@@ -937,9 +941,9 @@ class TestRealdsMegatron : public QObject {
   // above: each param's slice of its `param` bucket := its bf16 weight upcast, in a new folder (.metadata,
   // common.pt and metadata.json the input's bytes, the 64-alignment gaps left as stored), the input
   // untouched. The stale finding offers it; ckptdoc's diagnosis of the output is clean with every main
-  // compared, and megatron-core's own resume of the output (megatron_bucket_load_check.py, pp 2 and tp 2 x pp 2 included)
-  // places mains that all round to their loaded weights, then takes an optimizer step. main refused: "holds
-  // no optimizer.state.fp32_param.<key> ...: nothing to refresh" (exit 2).
+  // compared, and megatron-core's own resume of the output (megatron_bucket_load_check.py, pp 2 and tp 2 x pp
+  // 2 included) places mains that all round to their loaded weights, then takes an optimizer step. main
+  // refused: "holds no optimizer.state.fp32_param.<key> ...: nothing to refresh" (exit 2).
   void bucketSpaceRefreshIsLoadedByMegatron_data() { bucketSpaceStaleMainParamsAreNamed_data(); }
 
   void bucketSpaceRefreshIsLoadedByMegatron() {
@@ -1130,6 +1134,112 @@ class TestRealdsMegatron : public QObject {
     const auto d = test::run_cli({"diagnose", out, "--json"});
     CKPTDOC_EXPECT_EXIT(d, 0);
     QVERIFY2(json_of(d)["problems"].toArray().isEmpty(), d.out.c_str());
+  }
+
+  // A mixture-of-experts save (megatron_moe_train.py: MoE layers at expert parallel 2, bucket space):
+  // megatron- core's ChainedOptimizer prefixes its dense and expert optimizers' state with chained_<i>. (the
+  // 9 chained_<i>.optimizer.distributed.* tensors). export writes the model alone: exactly the keys of
+  // megatron- core's own model.sharded_state_dict() (model_keys.json of the run), bit for bit
+  // dcp_to_torch_save's (megatron_export_check.py). main wrote the 9 optimizer buckets into model.safetensors
+  // as 28 "weights".
+  void moeOptimizerStateIsNotExported() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kMoe);
+    test::TempDir dir;
+    const auto out = dir.file("model.safetensors");
+    const auto r = test::run_cli({"export", e.save_dir, "-o", out});
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    QVERIFY2(r.out.find("wrote 19 tensors") != std::string::npos &&
+                 r.out.find("left out 9 optimizer tensors") != std::string::npos,
+             r.out.c_str());
+    const auto keys = (std::filesystem::path(e.save_dir).parent_path() / "model_keys.json").string();
+    const auto check = realds::python_with_deepspeed(
+        {test::source_dir() + "/tests/realds/megatron_export_check.py", out, tracked_iteration_dir(e), keys},
+        e.ds);
+    QVERIFY2(check.exit_code == 0 && check.out.find("\"ok\": true, \"tensors\": 19") != std::string::npos,
+             realds::describe(check).c_str());
+  }
+
+  // The MoE saves' fp32 mains: megatron-core's own resume (megatron_bucket_load_check.py --experts) finds all
+  // 57 (25 dense, 32 expert) round to their weights in the healthy save and none in the --finetune-style one.
+  // ckptdoc does not map a ChainedOptimizer's buckets: it says so under "Not checked", claims no comparison,
+  // and repair --refresh-fp32 refuses (exit 2, nothing written) saying why. main said "this checkpoint holds
+  // no optimizer state (no optimizer.* keys)" of both and refused the refresh as "nothing to refresh".
+  // (Not asserted: the NaN megatron-core leaves in the buckets' 64-alignment gaps are reported as
+  // dcp-non-finite here, since without the map no gap is known; docs/testing.md lists it.)
+  void moeMainsAreSaidNotCompared_data() {
+    QTest::addColumn<QString>("entry");
+    QTest::addColumn<bool>("stale");
+    QTest::newRow("healthy") << kMoe << false;
+    QTest::newRow("--finetune stale") << kMoeStale << true;
+  }
+
+  void moeMainsAreSaidNotCompared() {
+    REALDS_REQUIRE_DS("0.19");
+    QFETCH(QString, entry);
+    QFETCH(bool, stale);
+    const auto e = realds::checkpoint(entry.toStdString());
+    test::TempDir dir;
+    const auto truth = bucket_mains_truth(e, dir.file("logs"));
+    QCOMPARE(truth[stale ? "mains_differ" : "mains_equal_weights"].toArray().size(), 57);
+    QVERIFY(truth[stale ? "mains_equal_weights" : "mains_differ"].toArray().isEmpty());
+
+    const auto diag = test::run_cli({"diagnose", e.save_dir, "--json"});
+    const auto report = json_of(diag);
+    const auto verdict = report["verdict"].toObject();
+    QVERIFY2(!verdict["text"].toString().contains("fp32 main params:"),
+             qPrintable(verdict["text"].toString()));
+    QStringList said;
+    for (const auto& n : verdict["not_checked"].toArray()) said << n.toString();
+    QVERIFY2(
+        said.contains("fp32 main param not compared: bucket space: a ChainedOptimizer's buckets "
+                      "(chained_<i>.optimizer.distributed.*: the dense and the expert DistributedOptimizers "
+                      "of a mixture-of-experts model, or several optimizers) are not mapped") &&
+            !said.join("\n").contains("holds no optimizer state"),
+        qPrintable(said.join("\n")));
+    QCOMPARE(report["megatron"].toObject()["main_params"].toObject()["compared"].toInt(), 0);
+    for (const auto& code : problem_codes(report)) QVERIFY(code.rfind("fp32-master", 0) != 0);
+
+    const auto before = tree(e.save_dir);
+    const auto r = test::run_cli({"repair", e.save_dir, "-o", dir.file("r"), "--refresh-fp32"});
+    CKPTDOC_EXPECT_EXIT(r, 2);
+    QVERIFY2(r.err.find("cannot all be refreshed") != std::string::npos &&
+                 r.err.find("a ChainedOptimizer's buckets") != std::string::npos &&
+                 r.err.find("nothing was written") != std::string::npos,
+             r.err.c_str());
+    QVERIFY(!std::filesystem::exists(dir.file("r")));
+    QVERIFY(tree(e.save_dir) == before);
+  }
+
+  // repair --drop-optimizer of the MoE save drops the ChainedOptimizer's chained_<i>.optimizer.* keys and
+  // common.pt's "optimizer", as --no-save-optim would have written it: megatron-core's load of the output
+  // (megatron_drop_check.py --experts) gives the input's weights bit for bit, finds no optimizer state, and
+  // a fresh optimizer steps. main refused: "holds no optimizer keys (optimizer.*): nothing to drop".
+  void moeDropOptimizerIsLoadedByMegatron() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kMoe);
+    test::TempDir dir;
+    const auto out = dir.file("dropped");
+    const auto r = test::run_cli({"repair", e.save_dir, "-o", out, "--drop-optimizer", "--json"});
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    const auto j = json_of(r);
+    const auto out_iter = out + "/" + std::filesystem::path(tracked_iteration_dir(e)).filename().string();
+    const auto load = realds::launch(
+        {test::source_dir() + "/tests/realds/megatron_drop_check.py", "--in", tracked_iteration_dir(e),
+         "--out", out_iter, "--tp", "1", "--experts", "4", "--ep", "2", "--json", dir.file("drop.json")},
+        e.world, "0.19", dir.file("logs"));
+    QVERIFY2(load.exit_code == 0, realds::describe(load).c_str());
+    const auto t = realds::parse(test::read_text(dir.file("drop.json")));
+    QCOMPARE(t["optimizer_keys_in"].toInt(), 18);  // 9 bucket tensors and 9 ShardedObjects, chained_0 and _1
+    QCOMPARE(j["keys_dropped"].toInt(), t["optimizer_keys_in"].toInt());
+    QVERIFY2(t["optimizer_keys_out"].toArray().isEmpty(), test::read_text(dir.file("drop.json")).c_str());
+    QVERIFY(t["other_keys_equal"].toBool());
+    QCOMPARE(t["common_dropped"].toArray(), (QJsonArray{"optimizer"}));
+    QVERIFY(t["common_rest_equal"].toBool());
+    QVERIFY(t["weights_differ"].toArray().isEmpty());
+    QVERIFY(t["weights_equal"].toInt() > 0);
+    QVERIFY2(!t["optimizer_load_error"].isNull(), "megatron-core loaded an optimizer from the output");
+    QVERIFY(t["step_ok"].toBool());
   }
 
   // megatron-core 0.18+ writes integrity.json beside the iteration folder's files (the sha256 of each, as

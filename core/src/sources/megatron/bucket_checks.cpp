@@ -251,14 +251,14 @@ BucketCheck check_bucket_sizes(const dcp::Checkpoint& ckpt) {
   std::map<int, std::map<int, std::map<std::string, std::map<int, std::map<std::string, int64_t>>>>> tensors;
   bool chained = false;
   for (const auto& e : ckpt.metadata().entries) {
-    chained = chained || e.key.rfind(kBucketPrefix + std::string("chained_"), 0) == 0;
+    chained = chained || is_chained_bucket_key(e.key);
     const auto k = parse_bucket_key(e.key);
     if (!k || e.kind != dcp::EntryKind::Tensor) continue;
     tensors[k->group][k->gbuf][k->dtypes][k->bucket][k->state] = e.size.size() == 1 ? e.size[0] : -1;
   }
   if (chained)
     out.not_checked.push_back(
-        "the bucket sizes of a ChainedOptimizer's state (optimizer.distributed.chained_<i>.*)");
+        "the bucket sizes of a ChainedOptimizer's state (chained_<i>.optimizer.distributed.*)");
   for (const auto& [group, gbufs] : tensors) {
     const std::string label = "dp_group_idx_" + std::to_string(group);
     const dcp::Entry *unpadded_entry = nullptr, *padded_entry = nullptr;

@@ -248,6 +248,14 @@ std::optional<BucketKey> parse_bucket_key(const std::string& key) {
   return k;
 }
 
+bool is_chained_bucket_key(const std::string& key) {
+  const std::string prefix = kBucketPrefix;
+  if (key.rfind(prefix + "chained_", 0) == 0) return true;  // the prefix inside, before megatron-core 0.16
+  size_t at = 0;
+  return number_after(key, "chained_", at).has_value() &&
+         key.compare(at, prefix.size() + 1, "." + prefix) == 0;
+}
+
 std::vector<std::pair<int64_t, int64_t>> BucketGroup::gaps(int b) const {
   std::vector<std::pair<int64_t, int64_t>> taken;
   for (const auto& s : slots)
@@ -284,14 +292,15 @@ BucketMap map_buckets(const dcp::Metadata& md, const std::vector<std::string>& k
   // group -> gbuf -> param dtype -> bucket -> the `param` tensor
   std::map<int, std::map<int, std::map<std::string, std::map<int, const dcp::Entry*>>>> found;
   for (const auto& e : md.entries) {
-    if (e.key.rfind(kBucketPrefix, 0) != 0) continue;
-    m.bucket_space = true;
-    if (e.key.rfind(std::string(kBucketPrefix) + "chained_", 0) == 0) {
+    if (is_chained_bucket_key(e.key)) {
+      m.bucket_space = true;
       m.refused.push_back(
-          "a ChainedOptimizer's buckets (optimizer.distributed.chained_<i>.*: experts or "
-          "several optimizers) are not mapped");
+          "a ChainedOptimizer's buckets (chained_<i>.optimizer.distributed.*: the dense and the expert "
+          "DistributedOptimizers of a mixture-of-experts model, or several optimizers) are not mapped");
       return m;
     }
+    if (e.key.rfind(kBucketPrefix, 0) != 0) continue;
+    m.bucket_space = true;
     const auto k = parse_bucket_key(e.key);
     if (!k || (k->state != "param" && k->state != "master_param")) continue;
     if (e.kind != dcp::EntryKind::Tensor || e.dtype != "float32" || e.size.size() != 1) {

@@ -28,6 +28,11 @@ struct BucketKey {
 // The parts of a bucket-space key; nullopt for any other key (chained_<i>. keys included).
 std::optional<BucketKey> parse_bucket_key(const std::string& key);
 
+// A ChainedOptimizer's bucket-space key: chained_<i>.optimizer.distributed.* (megatron-core 0.16's
+// add_prefix_for_sharding: a mixture-of-experts model's dense and expert optimizers) or
+// optimizer.distributed.chained_<i>.*. Not mapped (map_buckets refuses it, saying so).
+bool is_chained_bucket_key(const std::string& key);
+
 // One model param's place: its box of the weight key and its slice [start, start + numel) of a bucket.
 struct BucketSlot {
   std::string name;  // "decoder.layers.<l>.<rest>" for layer-stacked keys, else the key

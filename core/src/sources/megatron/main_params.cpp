@@ -281,7 +281,7 @@ MainParamComparison compare_main_params(const dcp::Checkpoint& ckpt, Progress* p
   MainParamComparison c;
   const auto& md = ckpt.metadata();
   for (const auto& e : md.entries)
-    if (e.key.rfind(kBucketPrefix, 0) == 0) c.bucket_space = true;
+    if (e.key.rfind(kBucketPrefix, 0) == 0 || is_chained_bucket_key(e.key)) c.bucket_space = true;
   auto backend = make_cpu_backend(1);
   std::map<int, std::set<std::string>> files;
   const auto pairs = main_pairs(md, c.not_compared);
