@@ -37,8 +37,10 @@ def with_experts(experts, ep, bucket_size):
     plain_init, plain_cfg, plain_spec = parallel_state.initialize_model_parallel, tc.TransformerConfig, \
         specs.get_gpt_layer_local_spec
     parallel_state.initialize_model_parallel = lambda **kw: plain_init(**kw, expert_model_parallel_size=ep)
-    tc.TransformerConfig = lambda **kw: plain_cfg(**kw, num_moe_experts=experts, moe_router_topk=2, expert_model_parallel_size=ep,
-                                                  moe_token_dispatcher_type="allgather")
+    # the expert parallel size in the config too, else the experts are not marked expert-parallel (one optimizer);
+    # the allgather dispatcher: alltoall's makes a CUDA stream (moe/token_dispatcher.py:445)
+    tc.TransformerConfig = lambda **kw: plain_cfg(**kw, num_moe_experts=experts, moe_router_topk=2,
+                                                  expert_model_parallel_size=ep, moe_token_dispatcher_type="allgather")
     specs.get_gpt_layer_local_spec = lambda **kw: plain_spec(**kw, num_experts=experts)
     if bucket_size:
         plain = mcd.DistributedDataParallelConfig
