@@ -345,6 +345,16 @@ MATRIX = {
                                                      sharding="dp_reshardable", experts=4, ep=2,
                                                      src="v019_megatron_bf16_distopt_moe_ep2", stage=0,
                                                      dtype="bf16", dp=2, tp=1, world=2, steps=0, ds="0.19"),
+    # bf16_distopt_pp2_vpp2: a virtual pipeline, 2 stages of 2 model chunks (4 layers, one per chunk; tp 1, dp 1,
+    # world 2) in bucket space (megatron_vpp_train.py): one gbuf_idx per chunk in each stage's dp group, the model
+    # saved as model0 / model1 as Megatron-LM saves it; _stale: its --finetune-style run
+    "v019_megatron_bf16_distopt_pp2_vpp2": dict(kind="megatron_optim", mode="pretrain", optimizer="distributed",
+                                                sharding="dp_reshardable", pp=2, vpp=2, stage=0, dtype="bf16", dp=1,
+                                                tp=1, world=2, steps=2, ds="0.19"),
+    "v019_megatron_bf16_distopt_pp2_vpp2_stale": dict(kind="megatron_optim", mode="finetune", optimizer="distributed",
+                                                      sharding="dp_reshardable", pp=2, vpp=2,
+                                                      src="v019_megatron_bf16_distopt_pp2_vpp2", stage=0,
+                                                      dtype="bf16", dp=1, tp=1, world=2, steps=0, ds="0.19"),
     # bf16_distopt_dp2_buckets_nan / _negative_sq: dp2_buckets' run with one fault megatron-core itself writes into one
     # param's slice of the buckets (megatron_bucket_damage_train.py): a NaN gradient element that its Adam carries into
     # the main, both moments and the bf16 weight; one exp_avg_sq element set negative in its optimizer state before
@@ -558,6 +568,8 @@ def stamp_of(a, spec):
                 parts.append(file_sha(os.path.join(HERE, "megatron_bucket_damage_train.py")))
             if spec.get("experts"):
                 parts.append(file_sha(os.path.join(HERE, "megatron_moe_train.py")))
+            if spec.get("vpp"):
+                parts.append(file_sha(os.path.join(HERE, "megatron_vpp_train.py")))
         if spec.get("src"):  # a run that loads another entry is remade with it
             parts.append(stamp_of(a, spec_of(spec["src"])))
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
@@ -662,6 +674,12 @@ def ensure(a, name):
             script = "megatron_integrity_train.py" if spec.get("integrity") else "megatron_train.py"
             cmd = launch[:-1] + [os.path.join(HERE, script), "--out", save_dir, "--tp", str(spec["tp"]),
                                  "--steps", str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
+        elif spec["kind"] == "megatron_optim" and spec.get("vpp"):  # its own arguments: no --tp, --optimizer
+            cmd = launch[:-1] + [os.path.join(HERE, "megatron_vpp_train.py"), "--out", save_dir, "--mode",
+                                 spec["mode"], "--pp", str(spec["pp"]), "--vpp", str(spec["vpp"]), "--steps",
+                                 str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
+            if spec.get("src"):
+                cmd += ["--load", ensure(a, spec["src"])["save_dir"]]
         elif spec["kind"] == "megatron_optim":
             script = "megatron_bucket_train.py" if spec.get("sharding") == "dp_reshardable" else "megatron_optim_train.py"
             if spec.get("sharding") == "dp_reshardable" and spec["mode"] == "finetune":

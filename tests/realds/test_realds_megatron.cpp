@@ -48,6 +48,8 @@ constexpr const char* kBucketPp2 = "v019_megatron_bf16_distopt_pp2_tied";
 constexpr const char* kBucketPp2Stale = "v019_megatron_bf16_distopt_pp2_tied_stale";
 constexpr const char* kBucketTp2Pp2 = "v019_megatron_bf16_distopt_tp2_pp2";
 constexpr const char* kBucketTp2Pp2Stale = "v019_megatron_bf16_distopt_tp2_pp2_stale";
+constexpr const char* kBucketVpp = "v019_megatron_bf16_distopt_pp2_vpp2";
+constexpr const char* kBucketVppStale = "v019_megatron_bf16_distopt_pp2_vpp2_stale";
 constexpr const char* kMoe = "v019_megatron_bf16_distopt_moe_ep2";
 constexpr const char* kMoeStale = "v019_megatron_bf16_distopt_moe_ep2_stale";
 constexpr const char* kBucketDp2Nan = "v019_megatron_bf16_distopt_dp2_buckets_nan";
@@ -102,6 +104,14 @@ struct MainsTruth {
 // whole report, empty when it failed.
 QJsonObject bucket_load(const realds::Entry& e, const std::string& iter, const std::string& logs) {
   const auto out = logs + "/load.json";
+  if (const int vpp = e.spec["vpp"].toInt()) {  // a virtual pipeline: megatron_vpp_train.py's chunks
+    const auto r =
+        realds::launch({test::source_dir() + "/tests/realds/megatron_vpp_load_check.py", "--ckpt", iter,
+                        "--pp", std::to_string(e.pp), "--vpp", std::to_string(vpp), "--json", out},
+                       e.world, "0.19", logs);
+    if (r.exit_code != 0) qWarning("%s", realds::describe(r).c_str());
+    return r.exit_code == 0 ? realds::parse(test::read_text(out)) : QJsonObject{};
+  }
   std::vector<std::string> args{test::source_dir() + "/tests/realds/megatron_bucket_load_check.py",
                                 "--ckpt",
                                 iter,
@@ -133,7 +143,7 @@ QJsonObject bucket_mains_truth(const realds::Entry& e, const std::string& logs) 
 // not build) torch's reading of it by the research probe (megatron_bucket_map_probe.py: each bf16 weight
 // against the bf16 rounding of its slice, the slices placed by the probe's own walk).
 MainsTruth bucket_truth(const realds::Entry& e, const std::string& logs) {
-  if (e.pp == 1) {
+  if (e.pp == 1 || e.spec["vpp"].toInt() > 1) {
     const auto j = bucket_mains_truth(e, logs);
     if (j.isEmpty()) return {};
     return {static_cast<int>(j["mains_equal_weights"].toArray().size()),
@@ -556,8 +566,10 @@ class TestRealdsMegatron : public QObject {
   // of the `param` buckets found from .metadata alone (docs/megatron-bucket-layout.md) and compared with its
   // bf16 weight, every one placed and compared (tp 2: 29 params in each tensor rank's dp group; dp 2: 10
   // buckets cut at the DP shards; pp 2 with tied embeddings: 14 + 15 params; tp 2 x pp 2 on 4 ranks: 14 + 14
-  // + 15 + 15 in four dp groups), no finding, as the truth finds (megatron-core's own resume; for pp 2
-  // torch's reading by the research probe). The NaN/Inf megatron-core saved into the 64-alignment gaps
+  // + 15 + 15 in four dp groups; pp 2 x vpp 2: 53 params, one gbuf per model chunk), no finding, as the
+  // truth finds (megatron-core's own resume, for vpp megatron_vpp_load_check.py; for pp 2 torch's reading by
+  // the research probe). main refused the vpp save's map ("several grad buffers") and exited 1 with
+  // dcp-non-finite from its gaps. The NaN/Inf megatron-core saved into the 64-alignment gaps
   // (torch.empty memory, owned by no param) are not reported as damage. main said "not compared yet", and
   // exit 1 with dcp-non-finite from the gaps on the tp 2 and dp 2 saves.
   void bucketSpaceMainParamsAreCompared_data() {
@@ -586,6 +598,11 @@ class TestRealdsMegatron : public QObject {
         << kBucketTp2Pp2 << 58 << "output_layer.weight (dp_group_idx_2)"
         << QString(kBucketKey0).replace("dp_group_idx_0", "dp_group_idx_2") + " [0, 512)"
         << "4 dp groups checked against the tensors (param, exp_avg, exp_avg_sq) of their 12 buckets";
+    // a virtual pipeline: each stage's dp group holds one gbuf per model chunk, chunk 1 of stage 0 layer 2
+    QTest::newRow("pp 2 x vpp 2")
+        << kBucketVpp << 53 << "decoder.layers.2.mlp.linear_fc2.bias (dp_group_idx_0)"
+        << QString(kBucketKey0).replace("gbuf_idx_0", "gbuf_idx_1") + " [0, 16)"
+        << "2 dp groups checked against the tensors (param, exp_avg, exp_avg_sq) of their 4 buckets";
   }
 
   void bucketSpaceMainParamsAreCompared() {
@@ -631,7 +648,7 @@ class TestRealdsMegatron : public QObject {
       QVERIFY2(!n.toString().contains("fp32-main-param"), qPrintable(n.toString()));
   }
 
-  // The --finetune bug (Megatron-LM #174) in bucket space, in the four layouts above: a DistributedOptimizer
+  // The --finetune bug (Megatron-LM #174) in bucket space, in the five layouts above: a DistributedOptimizer
   // built with the model, the model's weights alone loaded, saved before a step
   // (megatron_bucket_finetune_train.py; pp 2: the probe's --train): every main in the `param` buckets is the
   // initial value, as the truth finds (none rounds to its weight). Named with DeepSpeed's stale-master
@@ -644,6 +661,7 @@ class TestRealdsMegatron : public QObject {
     QTest::newRow("dp 2, 10 buckets cut at the DP shards") << kBucketDp2Stale << 29;
     QTest::newRow("pp 2, tied embeddings") << kBucketPp2Stale << 29;
     QTest::newRow("tp 2 x pp 2") << kBucketTp2Pp2Stale << 58;
+    QTest::newRow("pp 2 x vpp 2") << kBucketVppStale << 53;
   }
 
   void bucketSpaceStaleMainParamsAreNamed() {
@@ -937,13 +955,14 @@ class TestRealdsMegatron : public QObject {
     QCOMPARE(opens, 1);
   }
 
-  // repair --refresh-fp32 in bucket space (dp_reshardable, Megatron-LM's default) on the four stale saves
+  // repair --refresh-fp32 in bucket space (dp_reshardable, Megatron-LM's default) on the five stale saves
   // above: each param's slice of its `param` bucket := its bf16 weight upcast, in a new folder (.metadata,
   // common.pt and metadata.json the input's bytes, the 64-alignment gaps left as stored), the input
   // untouched. The stale finding offers it; ckptdoc's diagnosis of the output is clean with every main
   // compared, and megatron-core's own resume of the output (megatron_bucket_load_check.py, pp 2 and tp 2 x pp
-  // 2 included) places mains that all round to their loaded weights, then takes an optimizer step. main
-  // refused: "holds no optimizer.state.fp32_param.<key> ...: nothing to refresh" (exit 2).
+  // 2 included; vpp: megatron_vpp_load_check.py) places mains that all round to their loaded weights, then
+  // takes an optimizer step. main refused: "holds no optimizer.state.fp32_param.<key> ...: nothing to
+  // refresh" (exit 2).
   void bucketSpaceRefreshIsLoadedByMegatron_data() { bucketSpaceStaleMainParamsAreNamed_data(); }
 
   void bucketSpaceRefreshIsLoadedByMegatron() {

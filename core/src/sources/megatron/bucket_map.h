@@ -43,9 +43,11 @@ struct BucketSlot {
   int64_t start = 0, numel = 0;
 };
 
-// One dp_group_idx (one model-parallel rank: tensor rank i % tp of pipeline stage i / tp), one gbuf.
+// One dp_group_idx (one model-parallel rank: tensor rank i % tp of pipeline stage i / tp), one gbuf (under a
+// virtual pipeline, model chunk `gbuf` of that stage).
 struct BucketGroup {
   int index = 0;
+  int gbuf = 0;  // the model chunk's grad buffer under a virtual pipeline (one BucketGroup per gbuf), else 0
   int tp_rank = 0, pp_rank = 0;
   DType lp = DType::BF16;
   std::vector<const dcp::Entry*> buckets;  // the `param` (or `master_param`) tensor of each bucket_idx
@@ -57,6 +59,7 @@ struct BucketGroup {
 struct BucketMap {
   bool bucket_space = false;  // any optimizer.distributed.* key
   int tp = 1, pp = 1;
+  int vpp = 1;  // model chunks per stage (a virtual pipeline: every group has vpp gbufs of one dtype pair)
   std::vector<BucketGroup> groups;   // the groups mapped and checked
   std::vector<std::string> refused;  // "dp_group_idx_<i>: why" or "why" for the whole save
   std::string state = "param";       // "master_param" under the precision-aware optimizer
