@@ -25,8 +25,13 @@ then "pp<s>tp<r>:<name>" (each stage numbers its layers from 0), the tied weight
 exp_avg_sq}.<key>) the same way, with one shim for a megatron-core bug (load_only_the_loaded_state_keys: without it
 0.16.1 and 0.18.0 raise KeyError 'step' with torch's Adam); the JSON's load_shim says so.
 
+A mixture-of-experts save (--experts N --ep E: megatron_moe_train.py's) is resumed with the same MoE layers and expert
+parallel size; its mains are those of both DistributedOptimizers of the ChainedOptimizer (dense and expert), the
+expert params named "ep<e>tp<r>:...local_experts.<j>..." (each expert rank holds its own experts).
+
 usage: launch.py --world 2 -- megatron_bucket_load_check.py --ckpt ITERATION_DIR [--ckpt ...] [--fresh-step-check]
-       [--tp 2] [--pp 1 [--tied]] [--bucket-size N] [--sharding dp_reshardable|fully_reshardable] --json OUT
+       [--tp 2] [--pp 1 [--tied]] [--bucket-size N] [--experts N --ep E]
+       [--sharding dp_reshardable|fully_reshardable] --json OUT
 """
 import argparse
 import json
@@ -99,7 +104,9 @@ def resume(ckpt, tp, mode, bucket_size=None, pp=1, tied=False, metadata=METADATA
     loaded = dist_checkpointing.load(request, ckpt)
     if mode is not None:
         mode.__enter__()
-    group_steps = sorted({float(g["step"]) for g in loaded["optimizer"]["optimizer"]["param_groups"]})
+    states = loaded["optimizer"]  # a ChainedOptimizer's (experts): {index: each optimizer's}
+    states = list(states.values()) if "optimizer" not in states else [states]
+    group_steps = sorted({float(g["step"]) for st in states for g in st["optimizer"]["param_groups"]})
     gpt.load_state_dict(loaded["model"])
     opt.load_state_dict(loaded["optimizer"])
     return gpt, opt, group_steps
@@ -125,7 +132,10 @@ def mains_vs_weights(gpt, opt):
             for p, main in zip(model_group, main_group):
                 r = o._get_model_param_range_map(p)["param"]
                 weight = p.detach().view(-1)[r.start:r.end]
-                (equal if torch.equal(main.to(p.dtype), weight) else differ).append(f"{where}:{names[p]}")
+                # an expert-parallel param (allreduce False) is its expert rank's own: local_experts.<j> there
+                ep = "" if getattr(p, "allreduce", True) else \
+                    f"ep{parallel_state.get_expert_model_parallel_rank()}"
+                (equal if torch.equal(main.to(p.dtype), weight) else differ).append(f"{ep}{where}:{names[p]}")
     gathered = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, (equal, differ))
     # a param split over DP ranks is one name: it rounds to its weight when every shard of it does
@@ -141,6 +151,8 @@ def main():
     ap.add_argument("--bucket-size", type=int, default=None)  # a megatron_bucket_small_train.py save's
     ap.add_argument("--pp", type=int, default=1)
     ap.add_argument("--tied", action="store_true")
+    ap.add_argument("--experts", type=int, default=None)  # a megatron_moe_train.py save's
+    ap.add_argument("--ep", type=int, default=1)
     # the save's param_state_sharding_type: megatron_optim_train.py's saves are fully_reshardable
     ap.add_argument("--sharding", choices=("dp_reshardable", "fully_reshardable"), default="dp_reshardable")
     ap.add_argument("--json", required=True)
@@ -150,10 +162,14 @@ def main():
         load_only_the_loaded_state_keys()
         notes["load_shim"] = ("fully_reshardable: _set_main_param_and_optimizer_states copies only the keys "
                               "load_parameter_state_from_fully_reshardable hands it (not 'step': KeyError otherwise)")
+    if a.experts:
+        import megatron_moe_train as moe
+        moe.with_experts(a.experts, a.ep, None)
     mode = trainer.cpu_shims(notes)
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     from megatron.core import parallel_state
+    # (with --experts, megatron_moe_train.with_experts adds the expert parallel size here and to the config)
     parallel_state.initialize_model_parallel(tensor_model_parallel_size=a.tp, pipeline_model_parallel_size=a.pp)
     if a.tied and not torch.cuda.is_available():  # language_module.py moves the tied weight with .cuda() to all-reduce it
         torch.Tensor.cuda = lambda self, *args, **kwargs: self

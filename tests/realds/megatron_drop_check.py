@@ -12,12 +12,16 @@ the input's), and common.pt (torch.load: the framework's own file, its args an a
 "optimizer" and "opt_param_scheduler", every other entry the input's. And megatron-core's load of the optimizer
 from the output is tried: it must fail (the state is gone), its error is reported.
 
+A mixture-of-experts save (--experts N --ep E: megatron_moe_train.py's) is loaded into the same MoE model; its
+optimizer state is megatron-core's ChainedOptimizer's, keys chained_<i>.optimizer.*, counted with optimizer.*.
+
 usage: launch.py --world 2 -- megatron_drop_check.py --in IN_ITERATION_DIR --out OUT_ITERATION_DIR [--tp 2]
-       --json RESULT
+       [--experts N --ep E] --json RESULT
 """
 import argparse
 import json
 import os
+import re
 import sys
 
 import torch
@@ -25,6 +29,9 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import megatron_optim_train as trainer  # noqa: E402 - its CPU shims and the model it saves
+
+
+OPTIMIZER_KEY = re.compile(r"(chained_\d+\.)?optimizer\.")  # ChainedOptimizer.sharded_state_dict's prefix
 
 
 def build(seed, tp):
@@ -54,9 +61,14 @@ def main():
     ap.add_argument("--in", dest="src", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--tp", type=int, default=2)
+    ap.add_argument("--experts", type=int, default=None)
+    ap.add_argument("--ep", type=int, default=1)
     ap.add_argument("--json", required=True)
     a = ap.parse_args()
     notes = {}
+    if a.experts:
+        import megatron_moe_train as moe
+        moe.with_experts(a.experts, a.ep, None)
     mode = trainer.cpu_shims(notes)
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -75,6 +87,9 @@ def main():
     mine, theirs = gpt.state_dict(), ref.state_dict()
     equal = sorted(k for k in theirs if torch.is_tensor(theirs[k]) and k in mine and torch.equal(mine[k], theirs[k]))
     differ = sorted(k for k in theirs if torch.is_tensor(theirs[k]) and k not in equal)
+
+    def is_optimizer(k):
+        return OPTIMIZER_KEY.match(k) is not None
 
     keys_in = set(FileSystemReader(a.src).read_metadata().state_dict_metadata)
     keys_out = set(FileSystemReader(a.out).read_metadata().state_dict_metadata)
@@ -111,9 +126,9 @@ def main():
         import megatron.core
         with open(a.json, "w") as f:
             json.dump(dict(notes, megatron_core=megatron.core.__version__, weights_equal=len(equal),
-                           weights_differ=differ, optimizer_keys_in=len([k for k in keys_in if k.startswith("optimizer.")]),
-                           optimizer_keys_out=sorted(k for k in keys_out if k.startswith("optimizer.")),
-                           other_keys_equal=keys_out == {k for k in keys_in if not k.startswith("optimizer.")},
+                           weights_differ=differ, optimizer_keys_in=len([k for k in keys_in if is_optimizer(k)]),
+                           optimizer_keys_out=sorted(k for k in keys_out if is_optimizer(k)),
+                           other_keys_equal=keys_out == {k for k in keys_in if not is_optimizer(k)},
                            common_dropped=dropped, common_out_keys=sorted(common_out),
                            common_rest_equal=repr(common_in) == repr(common_out),
                            optimizer_load_error=optimizer_load_error, step=repr(step), step_ok=bool(step[0])),

@@ -346,6 +346,38 @@ MATRIX = {
                                                       sharding="dp_reshardable", bucket_size=300, pp=2, tied=True,
                                                       src="v019_megatron_bf16_distopt_pp2_tied", stage=0,
                                                       dtype="bf16", dp=1, tp=1, world=2, steps=0, ds="0.19"),
+    # bf16_distopt_tp2_pp2: bucket space over 2 pipeline stages of 2 tensor ranks each (dp 1, world 4; untied
+    # embeddings; bucket_size 300; megatron_bucket_map_probe.py --train --pp 2): four dp groups, one per (stage, tensor
+    # rank); _stale: its --finetune-style run
+    "v019_megatron_bf16_distopt_tp2_pp2": dict(kind="megatron_optim", mode="pretrain", optimizer="distributed",
+                                               sharding="dp_reshardable", bucket_size=300, pp=2, stage=0,
+                                               dtype="bf16", dp=1, tp=2, world=4, steps=2, ds="0.19"),
+    "v019_megatron_bf16_distopt_tp2_pp2_stale": dict(kind="megatron_optim", mode="finetune", optimizer="distributed",
+                                                     sharding="dp_reshardable", bucket_size=300, pp=2,
+                                                     src="v019_megatron_bf16_distopt_tp2_pp2", stage=0,
+                                                     dtype="bf16", dp=1, tp=2, world=4, steps=0, ds="0.19"),
+    # bf16_distopt_moe_ep2: mixture-of-experts MLPs (4 SequentialMLP experts, top-2 router, the allgather token
+    # dispatcher: alltoall's needs CUDA) at expert parallel 2 (tp 1, world 2: dense dp 2, expert dp 1) in bucket
+    # space (megatron_moe_train.py): megatron-core's ChainedOptimizer of a dense and an expert DistributedOptimizer,
+    # their keys chained_0.optimizer.distributed.* and chained_1.optimizer.distributed.*; _stale: its
+    # --finetune-style run
+    "v019_megatron_bf16_distopt_moe_ep2": dict(kind="megatron_optim", mode="pretrain", optimizer="distributed",
+                                               sharding="dp_reshardable", experts=4, ep=2, stage=0, dtype="bf16",
+                                               dp=2, tp=1, world=2, steps=2, ds="0.19"),
+    "v019_megatron_bf16_distopt_moe_ep2_stale": dict(kind="megatron_optim", mode="finetune", optimizer="distributed",
+                                                     sharding="dp_reshardable", experts=4, ep=2,
+                                                     src="v019_megatron_bf16_distopt_moe_ep2", stage=0,
+                                                     dtype="bf16", dp=2, tp=1, world=2, steps=0, ds="0.19"),
+    # bf16_distopt_pp2_vpp2: a virtual pipeline, 2 stages of 2 model chunks (4 layers, one per chunk; tp 1, dp 1,
+    # world 2) in bucket space (megatron_vpp_train.py): one gbuf_idx per chunk in each stage's dp group, the model
+    # saved as model0 / model1 as Megatron-LM saves it; _stale: its --finetune-style run
+    "v019_megatron_bf16_distopt_pp2_vpp2": dict(kind="megatron_optim", mode="pretrain", optimizer="distributed",
+                                                sharding="dp_reshardable", pp=2, vpp=2, stage=0, dtype="bf16", dp=1,
+                                                tp=1, world=2, steps=2, ds="0.19"),
+    "v019_megatron_bf16_distopt_pp2_vpp2_stale": dict(kind="megatron_optim", mode="finetune", optimizer="distributed",
+                                                      sharding="dp_reshardable", pp=2, vpp=2,
+                                                      src="v019_megatron_bf16_distopt_pp2_vpp2", stage=0,
+                                                      dtype="bf16", dp=1, tp=1, world=2, steps=0, ds="0.19"),
     # bf16_distopt_dp2_buckets_nan / _negative_sq: dp2_buckets' run with one fault megatron-core itself writes into one
     # param's slice of the buckets (megatron_bucket_damage_train.py): a NaN gradient element that its Adam carries into
     # the main, both moments and the bf16 weight; one exp_avg_sq element set negative in its optimizer state before
@@ -572,10 +604,14 @@ def stamp_of(a, spec):
                     parts.append(file_sha(os.path.join(HERE, "megatron_distopt_finetune_train.py")))
             if spec.get("bucket_size"):
                 parts.append(file_sha(os.path.join(HERE, "megatron_bucket_small_train.py")))
-            if spec.get("tied"):
+            if spec.get("tied") or spec["pp"] > 1:
                 parts.append(file_sha(os.path.join(HERE, "megatron_bucket_map_probe.py")))
             if spec.get("damage"):
                 parts.append(file_sha(os.path.join(HERE, "megatron_bucket_damage_train.py")))
+            if spec.get("experts"):
+                parts.append(file_sha(os.path.join(HERE, "megatron_moe_train.py")))
+            if spec.get("vpp"):
+                parts.append(file_sha(os.path.join(HERE, "megatron_vpp_train.py")))
         if spec.get("src"):  # a run that loads another entry is remade with it
             parts.append(stamp_of(a, spec_of(spec["src"])))
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
@@ -691,6 +727,12 @@ def ensure(a, name):
                 script = "megatron_llama_train.py"
             cmd = launch[:-1] + [os.path.join(HERE, script), "--out", save_dir, "--tp", str(spec["tp"]),
                                  "--steps", str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
+        elif spec["kind"] == "megatron_optim" and spec.get("vpp"):  # its own arguments: no --tp, --optimizer
+            cmd = launch[:-1] + [os.path.join(HERE, "megatron_vpp_train.py"), "--out", save_dir, "--mode",
+                                 spec["mode"], "--pp", str(spec["pp"]), "--vpp", str(spec["vpp"]), "--steps",
+                                 str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
+            if spec.get("src"):
+                cmd += ["--load", ensure(a, spec["src"])["save_dir"]]
         elif spec["kind"] == "megatron_optim":
             script = "megatron_bucket_train.py" if spec.get("sharding") == "dp_reshardable" else "megatron_optim_train.py"
             if spec.get("sharding") == "dp_reshardable" and spec["mode"] == "finetune":
@@ -701,19 +743,24 @@ def ensure(a, name):
                 script = "megatron_bucket_small_train.py"
             if spec.get("damage"):
                 script = "megatron_bucket_damage_train.py"
+            if spec.get("experts"):
+                script = "megatron_moe_train.py"
             cmd = launch[:-1] + [os.path.join(HERE, script), "--out", save_dir, "--mode",
                                  spec["mode"], "--optimizer", spec["optimizer"], "--tp", str(spec["tp"]), "--steps",
                                  str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
             if spec.get("src"):
                 cmd += ["--load", ensure(a, spec["src"])["save_dir"]]
-            if spec.get("tied"):  # the research probe's --train mode: pipeline stages, tied embeddings
+            if spec.get("tied") or spec["pp"] > 1:  # the research probe's --train mode: pipeline stages
                 at = cmd.index(os.path.join(HERE, script))
                 cmd[at:at + 1] = [os.path.join(HERE, "megatron_bucket_map_probe.py"), "--train",
-                                  str(spec["bucket_size"]), "--pp", str(spec["pp"]), "--tied"]
+                                  str(spec["bucket_size"]), "--pp", str(spec["pp"])] + (["--tied"] if spec.get("tied")
+                                                                                        else [])
             elif spec.get("bucket_size"):
                 cmd += ["--bucket-size", str(spec["bucket_size"])]
             if spec.get("damage"):
                 cmd += ["--damage"] + list(spec["damage"])
+            if spec.get("experts"):
+                cmd += ["--experts", str(spec["experts"]), "--ep", str(spec["ep"])]
         elif spec["kind"] == "par":
             cmd = launch[:-1] + [os.path.join(HERE, "par_train.py"), "--kind", spec["model"], "--out", save_dir,
                                  "--ref", os.path.join(folder, "ref"), "--steps", str(spec["steps"]), "--tp",

@@ -46,6 +46,12 @@ constexpr const char* kBucketDp2 = "v019_megatron_bf16_distopt_dp2_buckets";
 constexpr const char* kBucketDp2Stale = "v019_megatron_bf16_distopt_dp2_buckets_stale";
 constexpr const char* kBucketPp2 = "v019_megatron_bf16_distopt_pp2_tied";
 constexpr const char* kBucketPp2Stale = "v019_megatron_bf16_distopt_pp2_tied_stale";
+constexpr const char* kBucketTp2Pp2 = "v019_megatron_bf16_distopt_tp2_pp2";
+constexpr const char* kBucketTp2Pp2Stale = "v019_megatron_bf16_distopt_tp2_pp2_stale";
+constexpr const char* kBucketVpp = "v019_megatron_bf16_distopt_pp2_vpp2";
+constexpr const char* kBucketVppStale = "v019_megatron_bf16_distopt_pp2_vpp2_stale";
+constexpr const char* kMoe = "v019_megatron_bf16_distopt_moe_ep2";
+constexpr const char* kMoeStale = "v019_megatron_bf16_distopt_moe_ep2_stale";
 constexpr const char* kBucketDp2Nan = "v019_megatron_bf16_distopt_dp2_buckets_nan";
 constexpr const char* kBucketDp2NegativeSq = "v019_megatron_bf16_distopt_dp2_buckets_negative_sq";
 constexpr const char* kBucketDp3 = "v019_megatron_bf16_distopt_dp3_buckets";
@@ -100,6 +106,14 @@ struct MainsTruth {
 // whole report, empty when it failed.
 QJsonObject bucket_load(const realds::Entry& e, const std::string& iter, const std::string& logs) {
   const auto out = logs + "/load.json";
+  if (const int vpp = e.spec["vpp"].toInt()) {  // a virtual pipeline: megatron_vpp_train.py's chunks
+    const auto r =
+        realds::launch({test::source_dir() + "/tests/realds/megatron_vpp_load_check.py", "--ckpt", iter,
+                        "--pp", std::to_string(e.pp), "--vpp", std::to_string(vpp), "--json", out},
+                       e.world, "0.19", logs);
+    if (r.exit_code != 0) qWarning("%s", realds::describe(r).c_str());
+    return r.exit_code == 0 ? realds::parse(test::read_text(out)) : QJsonObject{};
+  }
   std::vector<std::string> args{test::source_dir() + "/tests/realds/megatron_bucket_load_check.py",
                                 "--ckpt",
                                 iter,
@@ -113,7 +127,9 @@ QJsonObject bucket_load(const realds::Entry& e, const std::string& iter, const s
   }
   if (e.pp > 1) args.insert(args.end(), {"--pp", std::to_string(e.pp)});
   if (e.spec["tied"].toBool()) args.push_back("--tied");
-  const auto r = realds::launch(args, 2, "0.19", logs);
+  if (const int experts = e.spec["experts"].toInt())  // megatron_moe_train.py's MoE layers
+    args.insert(args.end(), {"--experts", std::to_string(experts), "--ep", std::to_string(e.ep)});
+  const auto r = realds::launch(args, e.world, "0.19", logs);  // tp x pp x dp ranks, as it was saved
   if (r.exit_code != 0) qWarning("%s", realds::describe(r).c_str());
   return r.exit_code == 0 ? realds::parse(test::read_text(out)) : QJsonObject{};
 }
@@ -129,7 +145,7 @@ QJsonObject bucket_mains_truth(const realds::Entry& e, const std::string& logs) 
 // not build) torch's reading of it by the research probe (megatron_bucket_map_probe.py: each bf16 weight
 // against the bf16 rounding of its slice, the slices placed by the probe's own walk).
 MainsTruth bucket_truth(const realds::Entry& e, const std::string& logs) {
-  if (e.pp == 1) {
+  if (e.pp == 1 || e.spec["vpp"].toInt() > 1) {
     const auto j = bucket_mains_truth(e, logs);
     if (j.isEmpty()) return {};
     return {static_cast<int>(j["mains_equal_weights"].toArray().size()),
@@ -560,10 +576,13 @@ class TestRealdsMegatron : public QObject {
   // The DistributedOptimizer's bucket-space saves (dp_reshardable, Megatron-LM's default): each param's slice
   // of the `param` buckets found from .metadata alone (docs/megatron-bucket-layout.md) and compared with its
   // bf16 weight, every one placed and compared (tp 2: 29 params in each tensor rank's dp group; dp 2: 10
-  // buckets cut at the DP shards; pp 2 with tied embeddings: 14 + 15 params), no finding, as the truth finds
-  // (megatron-core's own resume; for pp 2 torch's reading by the research probe). The NaN/Inf megatron-core
-  // saved into the 64-alignment gaps (torch.empty memory, owned by no param) are not reported as damage. main
-  // said "not compared yet", and exit 1 with dcp-non-finite from the gaps on the tp 2 and dp 2 saves.
+  // buckets cut at the DP shards; pp 2 with tied embeddings: 14 + 15 params; tp 2 x pp 2 on 4 ranks: 14 + 14
+  // + 15 + 15 in four dp groups; pp 2 x vpp 2: 53 params, one gbuf per model chunk), no finding, as the
+  // truth finds (megatron-core's own resume, for vpp megatron_vpp_load_check.py; for pp 2 torch's reading by
+  // the research probe). main refused the vpp save's map ("several grad buffers") and exited 1 with
+  // dcp-non-finite from its gaps. The NaN/Inf megatron-core saved into the 64-alignment gaps
+  // (torch.empty memory, owned by no param) are not reported as damage. main said "not compared yet", and
+  // exit 1 with dcp-non-finite from the gaps on the tp 2 and dp 2 saves.
   void bucketSpaceMainParamsAreCompared_data() {
     QTest::addColumn<QString>("entry");
     QTest::addColumn<int>("params");
@@ -584,6 +603,17 @@ class TestRealdsMegatron : public QObject {
         << "output_layer.weight (tied copy of embedding.word_embeddings.weight) (dp_group_idx_1)"
         << QString(kBucketKey0).replace("dp_group_idx_0", "dp_group_idx_1") + " [0, 1024)"
         << "2 dp groups checked against the tensors (param, exp_avg, exp_avg_sq) of their 8 buckets";
+    // four dp groups, dp_group_idx = tensor rank + 2 x stage (the probe's values agree): the last stage's
+    // tensor rank 0 opens its one bucket with its half of the output layer
+    QTest::newRow("tp 2 x pp 2")
+        << kBucketTp2Pp2 << 58 << "output_layer.weight (dp_group_idx_2)"
+        << QString(kBucketKey0).replace("dp_group_idx_0", "dp_group_idx_2") + " [0, 512)"
+        << "4 dp groups checked against the tensors (param, exp_avg, exp_avg_sq) of their 12 buckets";
+    // a virtual pipeline: each stage's dp group holds one gbuf per model chunk, chunk 1 of stage 0 layer 2
+    QTest::newRow("pp 2 x vpp 2")
+        << kBucketVpp << 53 << "decoder.layers.2.mlp.linear_fc2.bias (dp_group_idx_0)"
+        << QString(kBucketKey0).replace("gbuf_idx_0", "gbuf_idx_1") + " [0, 16)"
+        << "2 dp groups checked against the tensors (param, exp_avg, exp_avg_sq) of their 4 buckets";
   }
 
   void bucketSpaceMainParamsAreCompared() {
@@ -629,7 +659,7 @@ class TestRealdsMegatron : public QObject {
       QVERIFY2(!n.toString().contains("fp32-main-param"), qPrintable(n.toString()));
   }
 
-  // The --finetune bug (Megatron-LM #174) in bucket space, in the three layouts above: a DistributedOptimizer
+  // The --finetune bug (Megatron-LM #174) in bucket space, in the five layouts above: a DistributedOptimizer
   // built with the model, the model's weights alone loaded, saved before a step
   // (megatron_bucket_finetune_train.py; pp 2: the probe's --train): every main in the `param` buckets is the
   // initial value, as the truth finds (none rounds to its weight). Named with DeepSpeed's stale-master
@@ -641,6 +671,8 @@ class TestRealdsMegatron : public QObject {
     QTest::newRow("tp 2, one bucket per group") << kBucketStale << 58;
     QTest::newRow("dp 2, 10 buckets cut at the DP shards") << kBucketDp2Stale << 29;
     QTest::newRow("pp 2, tied embeddings") << kBucketPp2Stale << 29;
+    QTest::newRow("tp 2 x pp 2") << kBucketTp2Pp2Stale << 58;
+    QTest::newRow("pp 2 x vpp 2") << kBucketVppStale << 53;
   }
 
   void bucketSpaceStaleMainParamsAreNamed() {
@@ -781,11 +813,12 @@ class TestRealdsMegatron : public QObject {
                "bucket space: dp_group_idx_0: several grad buffers (virtual pipeline chunks, experts or "
                "mixed param dtypes) are not mapped"};
     // 10 buckets x 3 states in their pieces, and the dp group's objects
-    QTest::newRow("chained") << kBucketDp2 << QStringList{"--prefix-keys", "chained_0."} << 174
-                             << QStringList{
-                                    "bucket space: a ChainedOptimizer's buckets "
-                                    "(chained_<i>.optimizer.distributed.*: experts or several "
-                                    "optimizers) are not mapped"};
+    QTest::newRow("chained")
+        << kBucketDp2 << QStringList{"--prefix-keys", "chained_0."} << 174
+        << QStringList{
+               "bucket space: a ChainedOptimizer's buckets (chained_<i>.optimizer.distributed.*: the "
+               "dense and the expert DistributedOptimizers of a mixture-of-experts model, or "
+               "several optimizers) are not mapped"};
     // 12 layer-stacked keys, one chunk each for layer 1
     QTest::newRow("uneven split")
         << kBucketPp2 << QStringList{"--drop-last-layer"} << 12
@@ -1097,13 +1130,14 @@ class TestRealdsMegatron : public QObject {
     QCOMPARE(opens, 1);
   }
 
-  // repair --refresh-fp32 in bucket space (dp_reshardable, Megatron-LM's default) on the three stale saves
+  // repair --refresh-fp32 in bucket space (dp_reshardable, Megatron-LM's default) on the five stale saves
   // above: each param's slice of its `param` bucket := its bf16 weight upcast, in a new folder (.metadata,
   // common.pt and metadata.json the input's bytes, the 64-alignment gaps left as stored), the input
   // untouched. The stale finding offers it; ckptdoc's diagnosis of the output is clean with every main
-  // compared, and megatron-core's own resume of the output (megatron_bucket_load_check.py, pp 2 included)
-  // places mains that all round to their loaded weights, then takes an optimizer step. main refused: "holds
-  // no optimizer.state.fp32_param.<key> ...: nothing to refresh" (exit 2).
+  // compared, and megatron-core's own resume of the output (megatron_bucket_load_check.py, pp 2 and tp 2 x pp
+  // 2 included; vpp: megatron_vpp_load_check.py) places mains that all round to their loaded weights, then
+  // takes an optimizer step. main refused: "holds no optimizer.state.fp32_param.<key> ...: nothing to
+  // refresh" (exit 2).
   void bucketSpaceRefreshIsLoadedByMegatron_data() { bucketSpaceStaleMainParamsAreNamed_data(); }
 
   void bucketSpaceRefreshIsLoadedByMegatron() {
@@ -1294,6 +1328,112 @@ class TestRealdsMegatron : public QObject {
     const auto d = test::run_cli({"diagnose", out, "--json"});
     CKPTDOC_EXPECT_EXIT(d, 0);
     QVERIFY2(json_of(d)["problems"].toArray().isEmpty(), d.out.c_str());
+  }
+
+  // A mixture-of-experts save (megatron_moe_train.py: MoE layers at expert parallel 2, bucket space):
+  // megatron- core's ChainedOptimizer prefixes its dense and expert optimizers' state with chained_<i>. (the
+  // 9 chained_<i>.optimizer.distributed.* tensors). export writes the model alone: exactly the keys of
+  // megatron- core's own model.sharded_state_dict() (model_keys.json of the run), bit for bit
+  // dcp_to_torch_save's (megatron_export_check.py). main wrote the 9 optimizer buckets into model.safetensors
+  // as 28 "weights".
+  void moeOptimizerStateIsNotExported() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kMoe);
+    test::TempDir dir;
+    const auto out = dir.file("model.safetensors");
+    const auto r = test::run_cli({"export", e.save_dir, "-o", out});
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    QVERIFY2(r.out.find("wrote 19 tensors") != std::string::npos &&
+                 r.out.find("left out 9 optimizer tensors") != std::string::npos,
+             r.out.c_str());
+    const auto keys = (std::filesystem::path(e.save_dir).parent_path() / "model_keys.json").string();
+    const auto check = realds::python_with_deepspeed(
+        {test::source_dir() + "/tests/realds/megatron_export_check.py", out, tracked_iteration_dir(e), keys},
+        e.ds);
+    QVERIFY2(check.exit_code == 0 && check.out.find("\"ok\": true, \"tensors\": 19") != std::string::npos,
+             realds::describe(check).c_str());
+  }
+
+  // The MoE saves' fp32 mains: megatron-core's own resume (megatron_bucket_load_check.py --experts) finds all
+  // 57 (25 dense, 32 expert) round to their weights in the healthy save and none in the --finetune-style one.
+  // ckptdoc does not map a ChainedOptimizer's buckets: it says so under "Not checked", claims no comparison,
+  // and repair --refresh-fp32 refuses (exit 2, nothing written) saying why. main said "this checkpoint holds
+  // no optimizer state (no optimizer.* keys)" of both and refused the refresh as "nothing to refresh".
+  // (Not asserted: the NaN megatron-core leaves in the buckets' 64-alignment gaps are reported as
+  // dcp-non-finite here, since without the map no gap is known; docs/testing.md lists it.)
+  void moeMainsAreSaidNotCompared_data() {
+    QTest::addColumn<QString>("entry");
+    QTest::addColumn<bool>("stale");
+    QTest::newRow("healthy") << kMoe << false;
+    QTest::newRow("--finetune stale") << kMoeStale << true;
+  }
+
+  void moeMainsAreSaidNotCompared() {
+    REALDS_REQUIRE_DS("0.19");
+    QFETCH(QString, entry);
+    QFETCH(bool, stale);
+    const auto e = realds::checkpoint(entry.toStdString());
+    test::TempDir dir;
+    const auto truth = bucket_mains_truth(e, dir.file("logs"));
+    QCOMPARE(truth[stale ? "mains_differ" : "mains_equal_weights"].toArray().size(), 57);
+    QVERIFY(truth[stale ? "mains_equal_weights" : "mains_differ"].toArray().isEmpty());
+
+    const auto diag = test::run_cli({"diagnose", e.save_dir, "--json"});
+    const auto report = json_of(diag);
+    const auto verdict = report["verdict"].toObject();
+    QVERIFY2(!verdict["text"].toString().contains("fp32 main params:"),
+             qPrintable(verdict["text"].toString()));
+    QStringList said;
+    for (const auto& n : verdict["not_checked"].toArray()) said << n.toString();
+    QVERIFY2(
+        said.contains("fp32 main param not compared: bucket space: a ChainedOptimizer's buckets "
+                      "(chained_<i>.optimizer.distributed.*: the dense and the expert DistributedOptimizers "
+                      "of a mixture-of-experts model, or several optimizers) are not mapped") &&
+            !said.join("\n").contains("holds no optimizer state"),
+        qPrintable(said.join("\n")));
+    QCOMPARE(report["megatron"].toObject()["main_params"].toObject()["compared"].toInt(), 0);
+    for (const auto& code : problem_codes(report)) QVERIFY(code.rfind("fp32-master", 0) != 0);
+
+    const auto before = tree(e.save_dir);
+    const auto r = test::run_cli({"repair", e.save_dir, "-o", dir.file("r"), "--refresh-fp32"});
+    CKPTDOC_EXPECT_EXIT(r, 2);
+    QVERIFY2(r.err.find("cannot all be refreshed") != std::string::npos &&
+                 r.err.find("a ChainedOptimizer's buckets") != std::string::npos &&
+                 r.err.find("nothing was written") != std::string::npos,
+             r.err.c_str());
+    QVERIFY(!std::filesystem::exists(dir.file("r")));
+    QVERIFY(tree(e.save_dir) == before);
+  }
+
+  // repair --drop-optimizer of the MoE save drops the ChainedOptimizer's chained_<i>.optimizer.* keys and
+  // common.pt's "optimizer", as --no-save-optim would have written it: megatron-core's load of the output
+  // (megatron_drop_check.py --experts) gives the input's weights bit for bit, finds no optimizer state, and
+  // a fresh optimizer steps. main refused: "holds no optimizer keys (optimizer.*): nothing to drop".
+  void moeDropOptimizerIsLoadedByMegatron() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kMoe);
+    test::TempDir dir;
+    const auto out = dir.file("dropped");
+    const auto r = test::run_cli({"repair", e.save_dir, "-o", out, "--drop-optimizer", "--json"});
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    const auto j = json_of(r);
+    const auto out_iter = out + "/" + std::filesystem::path(tracked_iteration_dir(e)).filename().string();
+    const auto load = realds::launch(
+        {test::source_dir() + "/tests/realds/megatron_drop_check.py", "--in", tracked_iteration_dir(e),
+         "--out", out_iter, "--tp", "1", "--experts", "4", "--ep", "2", "--json", dir.file("drop.json")},
+        e.world, "0.19", dir.file("logs"));
+    QVERIFY2(load.exit_code == 0, realds::describe(load).c_str());
+    const auto t = realds::parse(test::read_text(dir.file("drop.json")));
+    QCOMPARE(t["optimizer_keys_in"].toInt(), 18);  // 9 bucket tensors and 9 ShardedObjects, chained_0 and _1
+    QCOMPARE(j["keys_dropped"].toInt(), t["optimizer_keys_in"].toInt());
+    QVERIFY2(t["optimizer_keys_out"].toArray().isEmpty(), test::read_text(dir.file("drop.json")).c_str());
+    QVERIFY(t["other_keys_equal"].toBool());
+    QCOMPARE(t["common_dropped"].toArray(), (QJsonArray{"optimizer"}));
+    QVERIFY(t["common_rest_equal"].toBool());
+    QVERIFY(t["weights_differ"].toArray().isEmpty());
+    QVERIFY(t["weights_equal"].toInt() > 0);
+    QVERIFY2(!t["optimizer_load_error"].isNull(), "megatron-core loaded an optimizer from the output");
+    QVERIFY(t["step_ok"].toBool());
   }
 
   // megatron-core 0.18+ writes integrity.json beside the iteration folder's files (the sha256 of each, as

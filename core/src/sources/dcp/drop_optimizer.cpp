@@ -12,13 +12,14 @@
 #include "ckptdoc/format/unpickler.h"
 #include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/request_field.h"
+#include "ckptdoc/sources/dcp/export.h"  // is_optimizer_key
 
 namespace ckptdoc::dcp {
 namespace fs = std::filesystem;
 namespace {
 
 bool dropped(const std::string& key) {
-  return key.rfind("optimizer.", 0) == 0;
+  return is_optimizer_key(key);  // megatron-core's chained_<i>.optimizer.* (experts) included
 }
 
 // A torch dataclass's fields in the inert tree: its BUILD state dict, or the dict of (None, dict).

@@ -117,10 +117,21 @@ bool all_under_model(const std::vector<std::string>& names) {
 
 }  // namespace
 
+bool is_optimizer_key(const std::string& key) {
+  if (key.starts_with("optimizer.")) return true;
+  constexpr std::string_view kChained = "chained_";
+  if (!key.starts_with(kChained)) return false;
+  size_t at = kChained.size();
+  const size_t digits = at;
+  while (at < key.size() && key[at] >= '0' && key[at] <= '9') ++at;
+  return at > digits && std::string_view(key).substr(at).starts_with(".optimizer.");
+}
+
 bool is_model_key(const std::string& key) {
-  static constexpr std::array<std::string_view, 5> kState = {"optimizer.", "lr_scheduler.", "scheduler.",
-                                                             "dataloader.", "train_state."};
-  return std::none_of(kState.begin(), kState.end(), [&](std::string_view p) { return key.starts_with(p); });
+  static constexpr std::array<std::string_view, 4> kState = {"lr_scheduler.", "scheduler.", "dataloader.",
+                                                             "train_state."};
+  return !is_optimizer_key(key) &&
+         std::none_of(kState.begin(), kState.end(), [&](std::string_view p) { return key.starts_with(p); });
 }
 
 WeightsSelection select_weights(const Checkpoint& ckpt) {

@@ -255,7 +255,7 @@ BucketCheck check_bucket_sizes(const dcp::Checkpoint& ckpt) {
   std::map<int, std::vector<std::pair<const dcp::Entry*, BucketKey>>> shards;
   bool chained = false;
   for (const auto& e : ckpt.metadata().entries) {
-    chained = chained || (chained_prefix_length(e.key) > 0 && is_bucket_space_key(e.key));
+    chained = chained || is_chained_bucket_key(e.key);
     const auto k = parse_bucket_key(e.key);
     if (!k || e.kind != dcp::EntryKind::Tensor) continue;
     tensors[k->group][k->gbuf][k->dtypes][k->bucket][k->state] = e.size.size() == 1 ? e.size[0] : -1;

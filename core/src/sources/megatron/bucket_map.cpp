@@ -88,7 +88,7 @@ int64_t numel_of(const std::vector<int64_t>& sizes) {
 // The rank's params in model (named_parameters) order: the non-layer keys before the first layer key, each
 // layer's keys in key order, the non-layer keys after (docs/megatron-bucket-layout.md, "Reconstruction" 2).
 std::vector<BucketSlot> rank_params(const std::vector<const dcp::Entry*>& keys, int tp, int tp_rank, int pp,
-                                    int pp_rank) {
+                                    int pp_rank, int vpp, int vp_rank) {
   std::vector<KeyChunks> before, layers, after;
   std::set<int64_t> layer_ids;
   for (const auto* e : keys) {
@@ -102,21 +102,25 @@ std::vector<BucketSlot> rank_params(const std::vector<const dcp::Entry*>& keys, 
   }
   std::vector<int64_t> ids(layer_ids.begin(), layer_ids.end());
   if (pp > 1) {
-    if (ids.size() % static_cast<size_t>(pp) != 0)
+    // model chunk vp_rank of stage pp_rank holds part vp_rank * pp + pp_rank of the pp * vpp even parts
+    // (get_transformer_layer_offset); the embeddings are the first part's, the output layer the last's
+    const int parts = pp * vpp, part = vp_rank * pp + pp_rank;
+    if (ids.size() % static_cast<size_t>(parts) != 0)
       throw Refusal{plural(ids.size(), "layer") + (ids.size() == 1 ? " does" : " do") +
-                    " not split evenly over " + std::to_string(pp) +
-                    " pipeline stages (an uneven split is not mapped)"};
-    const auto n = static_cast<std::ptrdiff_t>(ids.size()) / pp;
-    ids = {ids.begin() + pp_rank * n, ids.begin() + (pp_rank + 1) * n};
+                    " not split evenly over " + std::to_string(pp) + " pipeline stages" +
+                    (vpp > 1 ? " x " + std::to_string(vpp) + " model chunks" : "") +
+                    " (an uneven split is not mapped)"};
+    const auto n = static_cast<std::ptrdiff_t>(ids.size()) / parts;
+    ids = {ids.begin() + part * n, ids.begin() + (part + 1) * n};
     const bool tied =
         std::none_of(keys.begin(), keys.end(), [](const auto* e) { return e->key == "output_layer.weight"; });
-    if (pp_rank == pp - 1 && tied) {
+    if (part == parts - 1 && tied) {
       // the last stage's output layer: its own copy of the word embeddings, saved only as their replica
       for (const auto& k : before)
         if (k.entry->key == "embedding.word_embeddings.weight") after.push_back(k);
     }
-    if (pp_rank != 0) before.clear();
-    if (pp_rank != pp - 1) after.clear();
+    if (part != 0) before.clear();
+    if (part != parts - 1) after.clear();
   }
   std::vector<BucketSlot> out;
   auto add = [&](const KeyChunks& k, const dcp::Chunk& c, std::string name) {
@@ -264,6 +268,12 @@ bool is_bucket_state_key(const std::string& key) {
   return is_bucket_space_key(key) && key.find(".bucket_idx_") != std::string::npos;
 }
 
+bool is_chained_bucket_key(const std::string& key) {
+  const std::string prefix = kBucketPrefix;
+  if (key.rfind(prefix + "chained_", 0) == 0) return true;  // the prefix inside, before megatron-core 0.16
+  return chained_prefix_length(key) > 0 && is_bucket_space_key(key);
+}
+
 std::vector<std::pair<int64_t, int64_t>> BucketGroup::gaps(int b) const {
   std::vector<std::pair<int64_t, int64_t>> taken;
   for (const auto& s : slots)
@@ -300,14 +310,15 @@ BucketMap map_buckets(const dcp::Metadata& md, const std::vector<std::string>& k
   // group -> gbuf -> param dtype -> bucket -> the `param` tensor
   std::map<int, std::map<int, std::map<std::string, std::map<int, const dcp::Entry*>>>> found;
   for (const auto& e : md.entries) {
-    if (!is_bucket_space_key(e.key)) continue;
-    m.bucket_space = true;
-    if (chained_prefix_length(e.key) > 0) {
+    if (is_chained_bucket_key(e.key)) {
+      m.bucket_space = true;
       m.refused.push_back(
-          "a ChainedOptimizer's buckets (chained_<i>.optimizer.distributed.*: experts or several "
-          "optimizers) are not mapped");
+          "a ChainedOptimizer's buckets (chained_<i>.optimizer.distributed.*: the dense and the expert "
+          "DistributedOptimizers of a mixture-of-experts model, or several optimizers) are not mapped");
       return m;
     }
+    if (e.key.rfind(kBucketPrefix, 0) != 0) continue;
+    m.bucket_space = true;
     const auto k = parse_bucket_key(e.key);
     if (!k || (k->state != "param" && k->state != "master_param")) continue;
     if (e.kind != dcp::EntryKind::Tensor || e.dtype != "float32" || e.size.size() != 1) {
@@ -348,37 +359,62 @@ BucketMap map_buckets(const dcp::Metadata& md, const std::vector<std::string>& k
   }
   m.pp = groups / m.tp;
 
+  // Several gbufs in every group, each of one and the same dtype pair: a virtual pipeline, one gbuf per model
+  // chunk (gbuf_idx counts the chunks' buffers in chunk order, docs/megatron-bucket-layout.md step 9).
+  std::set<size_t> gbuf_counts;
+  std::set<std::string> gbuf_dtypes;  // each gbuf's param dtypes, joined
   for (const auto& [gi, gbufs] : found) {
-    const std::string label = "dp_group_idx_" + std::to_string(gi);
-    try {
-      if (gbufs.size() != 1 || gbufs.begin()->second.size() != 1)
-        throw Refusal{
-            "several grad buffers (virtual pipeline chunks, experts or mixed param dtypes) are "
-            "not mapped"};
-      const auto& [dtype, buckets] = *gbufs.begin()->second.begin();
-      const auto lp = dtype_from_name(dtype);
-      if (!lp || (*lp != DType::BF16 && *lp != DType::F16))
-        throw Refusal{"param dtype " + dtype + " (bf16 and fp16 mains are compared)"};
-      BucketGroup g;
-      g.index = gi;
-      g.tp_rank = gi % m.tp;
-      g.pp_rank = gi / m.tp;
-      g.lp = *lp;
-      std::vector<int64_t> sizes;
-      for (const auto& [b, e] : buckets) {
-        if (b != static_cast<int>(g.buckets.size()))
-          throw Refusal{"bucket_idx " + std::to_string(b) + " out of order"};
-        g.buckets.push_back(e);
-        sizes.push_back(e->size[0]);
+    gbuf_counts.insert(gbufs.size());
+    for (const auto& [gb, dtypes] : gbufs) {
+      std::string joined;
+      for (const auto& [dtype, buckets] : dtypes) joined += dtype + ";";
+      gbuf_dtypes.insert(joined);
+    }
+  }
+  const bool chunks = m.pp > 1 && gbuf_counts.size() == 1 && gbuf_dtypes.size() == 1;
+  const int vpp = chunks ? static_cast<int>(*gbuf_counts.begin()) : 1;
+  m.vpp = vpp;
+
+  for (const auto& [gi, gbufs] : found) {
+    if (vpp == 1 && gbufs.size() != 1) {
+      m.refused.push_back(
+          "dp_group_idx_" + std::to_string(gi) +
+          ": several grad buffers (virtual pipeline chunks, experts or mixed param dtypes) are "
+          "not mapped");
+      continue;
+    }
+    for (const auto& [gb, dtypes] : gbufs) {
+      const std::string label =
+          "dp_group_idx_" + std::to_string(gi) + (vpp > 1 ? ".gbuf_idx_" + std::to_string(gb) : "");
+      try {
+        if (dtypes.size() != 1) throw Refusal{"several param dtypes in one grad buffer are not mapped"};
+        if (gb < 0 || gb >= vpp) throw Refusal{"gbuf_idx " + std::to_string(gb) + " out of order"};
+        const auto& [dtype, buckets] = *dtypes.begin();
+        const auto lp = dtype_from_name(dtype);
+        if (!lp || (*lp != DType::BF16 && *lp != DType::F16))
+          throw Refusal{"param dtype " + dtype + " (bf16 and fp16 mains are compared)"};
+        BucketGroup g;
+        g.index = gi;
+        g.gbuf = gb;
+        g.tp_rank = gi % m.tp;
+        g.pp_rank = gi / m.tp;
+        g.lp = *lp;
+        std::vector<int64_t> sizes;
+        for (const auto& [b, e] : buckets) {
+          if (b != static_cast<int>(g.buckets.size()))
+            throw Refusal{"bucket_idx " + std::to_string(b) + " out of order"};
+          g.buckets.push_back(e);
+          sizes.push_back(e->size[0]);
+        }
+        std::vector<const dcp::Entry*> mine;
+        for (const auto* e : model)
+          if (dtype_from_name(e->dtype) == lp) mine.push_back(e);
+        g.slots = walk(rank_params(mine, m.tp, g.tp_rank, m.pp, g.pp_rank, vpp, gb), sizes);
+        check_cuts(g);
+        m.groups.push_back(std::move(g));
+      } catch (const Refusal& r) {
+        m.refused.push_back(label + ": " + r.why);
       }
-      std::vector<const dcp::Entry*> mine;
-      for (const auto* e : model)
-        if (dtype_from_name(e->dtype) == lp) mine.push_back(e);
-      g.slots = walk(rank_params(mine, m.tp, g.tp_rank, m.pp, g.pp_rank), sizes);
-      check_cuts(g);
-      m.groups.push_back(std::move(g));
-    } catch (const Refusal& r) {
-      m.refused.push_back(label + ": " + r.why);
     }
   }
   return m;

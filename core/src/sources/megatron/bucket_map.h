@@ -36,6 +36,10 @@ size_t chained_prefix_length(const std::string& key);
 bool is_bucket_space_key(const std::string& key);
 // Whether `key` is one of its bucket tensors (...bucket_idx_<b>.<state>), chained_<i>. keys included.
 bool is_bucket_state_key(const std::string& key);
+// A ChainedOptimizer's bucket-space key: chained_<i>.optimizer.distributed.* (megatron-core 0.16's
+// add_prefix_for_sharding: a mixture-of-experts model's dense and expert optimizers) or
+// optimizer.distributed.chained_<i>.*. Not mapped (map_buckets refuses it, saying so).
+bool is_chained_bucket_key(const std::string& key);
 
 // One model param's place: its box of the weight key and its slice [start, start + numel) of a bucket.
 struct BucketSlot {
@@ -47,9 +51,11 @@ struct BucketSlot {
   int64_t start = 0, numel = 0;
 };
 
-// One dp_group_idx (one model-parallel rank: tensor rank i % tp of pipeline stage i / tp), one gbuf.
+// One dp_group_idx (one model-parallel rank: tensor rank i % tp of pipeline stage i / tp), one gbuf (under a
+// virtual pipeline, model chunk `gbuf` of that stage).
 struct BucketGroup {
   int index = 0;
+  int gbuf = 0;  // the model chunk's grad buffer under a virtual pipeline (one BucketGroup per gbuf), else 0
   int tp_rank = 0, pp_rank = 0;
   DType lp = DType::BF16;
   std::vector<const dcp::Entry*> buckets;  // the `param` (or `master_param`) tensor of each bucket_idx
@@ -61,6 +67,7 @@ struct BucketGroup {
 struct BucketMap {
   bool bucket_space = false;  // any optimizer.distributed.* key
   int tp = 1, pp = 1;
+  int vpp = 1;  // model chunks per stage (a virtual pipeline: every group has vpp gbufs of one dtype pair)
   std::vector<BucketGroup> groups;   // the groups mapped and checked
   std::vector<std::string> refused;  // "dp_group_idx_<i>: why" or "why" for the whole save
   std::string state = "param";       // "master_param" under the precision-aware optimizer

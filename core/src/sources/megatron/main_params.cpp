@@ -209,7 +209,8 @@ void compare_bucket_mains(const dcp::Checkpoint& ckpt, MainParamComparison& c, B
   if (progress) progress->set_stage(progress->stage(), total);
   for (const auto& g : map.groups) {
     if (progress) progress->check();
-    const std::string label = "bucket space: dp_group_idx_" + std::to_string(g.index) + ": ";
+    const std::string label = "bucket space: dp_group_idx_" + std::to_string(g.index) +
+                              (map.vpp > 1 ? ".gbuf_idx_" + std::to_string(g.gbuf) : "") + ": ";
     try {
       std::string ambiguous;
       auto reports = compare_group(ckpt, map, g, backend, files, ambiguous);

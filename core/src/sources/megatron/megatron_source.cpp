@@ -12,6 +12,7 @@
 #include "ckptdoc/plural.h"
 #include "ckptdoc/request_field.h"
 #include "ckptdoc/sources/dcp/diagnose.h"
+#include "ckptdoc/sources/dcp/export.h"  // is_optimizer_key
 #include "ckptdoc/sources/dcp/report_text.h"
 #include "ckptdoc/sources/source.h"
 #include "drop_optimizer.h"
@@ -174,7 +175,7 @@ void add_megatron_findings(dcp::Report& r, const dcp::Checkpoint& ckpt, const me
                  " weights element by element.";
   r.verdict += bucket_sentence;
   bool optimizer = false;
-  for (const auto& t : r.tensors) optimizer = optimizer || t.key.rfind("optimizer.", 0) == 0;
+  for (const auto& t : r.tensors) optimizer = optimizer || dcp::is_optimizer_key(t.key);
   std::vector<std::string> not_checked;
   for (auto& n : r.not_checked) {
     // DCP keeps no whole-file checksums, but integrity.json does: said below when not verified

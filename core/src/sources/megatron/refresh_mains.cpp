@@ -51,7 +51,7 @@ RefreshResult refresh_main_params(const std::string& path, const std::string& ou
   const auto pairs = main_pairs(in->metadata(), not_paired);
   const auto& entries = in->metadata().entries;
   const bool buckets = std::any_of(entries.begin(), entries.end(), [](const dcp::Entry& e) {
-    return e.key.rfind("optimizer.distributed.", 0) == 0;
+    return e.key.rfind("optimizer.distributed.", 0) == 0 || is_chained_bucket_key(e.key);
   });
   if (pairs.empty() && not_paired.empty() && buckets) return refresh_bucket_mains(folder, *in, out, progress);
   if (pairs.empty())

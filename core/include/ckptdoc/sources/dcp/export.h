@@ -15,8 +15,14 @@
 
 namespace ckptdoc::dcp {
 
-// Keys under `optimizer.`, `lr_scheduler.`, `scheduler.`, `dataloader.` or `train_state.` (torchtitan's and
-// FSDP2's state beside the model) are not weights; every other tensor key is.
+// Optimizer state: keys under `optimizer.`, or under `chained_<i>.optimizer.`, where megatron-core's
+// ChainedOptimizer (a mixture-of-experts model's dense and expert DistributedOptimizers) prefixes each one's
+// bucket-space state (optimizer/optimizer.py ChainedOptimizer.sharded_state_dict, 0.16.1).
+bool is_optimizer_key(const std::string& key);
+
+// Optimizer state (is_optimizer_key) and keys under `lr_scheduler.`, `scheduler.`, `dataloader.` or
+// `train_state.` (torchtitan's and FSDP2's state beside the model) are not weights; every other tensor key
+// is.
 bool is_model_key(const std::string& key);
 
 struct WeightsSelection {
