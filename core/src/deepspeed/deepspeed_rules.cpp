@@ -3,21 +3,15 @@
 #include "deepspeed/deepspeed_rules.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <utility>
 
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/number_text.h"
 
 namespace ckptdoc::deepspeed::detail {
 namespace {
-
-std::string num(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.3g", v);
-  return b;
-}
 
 class DeepSpeedRules final : public model::SourceRules {
  public:
@@ -121,7 +115,7 @@ class DeepSpeedRules final : public model::SourceRules {
     if (ls.dynamic && ls.cur_scale <= std::max(ls.min_scale, 1.0)) {
       model::Finding f(
           model::Code::LossScaleCollapsed,
-          "The fp16 dynamic loss scale is at its floor (" + num(ls.cur_scale) +
+          "The fp16 dynamic loss scale is at its floor (" + three_significant_digits(ls.cur_scale) +
               "): gradients overflowed again and again. Training is probably diverging; check the learning "
               "rate and data, or switch to bf16.");
       f.evidence = {{"cur_scale", ls.cur_scale}, {"min_scale", ls.min_scale}};
