@@ -144,8 +144,11 @@ void master_rules(const model::Catalog& cat, const std::vector<ParamReport>& par
                 : note->details.count("dtype") && note->details.at("dtype") == "bfloat16"
                     ? "bf16 master weights"
                     : "fp16 master weights";
-  ctx.cause = "e.g. after load_checkpoint(..., load_optimizer_states=False) before v0.13";
-  ctx.fix = "ckptdoc repair --refresh-fp32";
+  // How the masters go stale, and their fix, in the source's words (DeepSpeed: load_optimizer_states=False).
+  const auto words =
+      cat.source_rules ? cat.source_rules->stale_master_words() : model::SourceRules::StaleMasterWords{};
+  ctx.cause = words.cause;
+  ctx.fix = words.fix;
   // The files holding the masters concerned: those the source names for the ranks' optimizer state.
   ctx.files_of = [&cat](const std::set<int>& ranks) {
     return cat.source_rules ? cat.source_rules->optimizer_files(ranks) : std::vector<std::string>{};

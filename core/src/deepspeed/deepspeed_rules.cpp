@@ -72,6 +72,12 @@ class DeepSpeedRules final : public model::SourceRules {
     return files;
   }
 
+  // DeepSpeed's #762: before v0.13 a load without optimizer states kept the masters it initialised.
+  StaleMasterWords stale_master_words() const override {
+    return {"e.g. after load_checkpoint(..., load_optimizer_states=False) before v0.13",
+            "ckptdoc repair --refresh-fp32"};
+  }
+
   void record_rules(std::vector<model::Finding>& out) const override {
     world_size_rules(out);
     loss_scale_rules(out);
