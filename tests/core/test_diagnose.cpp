@@ -167,6 +167,15 @@ class TestDiagnose : public QObject {
       QVERIFY2(named.count(p), p);
     QCOMPARE(f->ranks, (std::vector<int>{0, 1}));
     QVERIFY(f->evidence.at("exact_fraction") < 0.01);
+    // How masters go stale and their fix are in the source's words (DeepSpeed's: #762 and the repair), which
+    // a source without its own replaces by words naming no framework.
+    const auto words = deepspeed::Checkpoint::open(ckpt)->catalog().source_rules->stale_master_words();
+    QVERIFY2(f->message.find("(" + words.cause + ")") != std::string::npos, f->message.c_str());
+    QVERIFY2(f->message.find("(" + words.fix + ")") != std::string::npos, f->message.c_str());
+    QVERIFY(words.cause.find("load_optimizer_states=False") != std::string::npos);
+    const model::SourceRules::StaleMasterWords neutral;
+    QVERIFY(neutral.cause.find("load_checkpoint") == std::string::npos);
+    QVERIFY(neutral.fix.find("ckptdoc repair") == std::string::npos);
 
     auto cli = test::run_cli({"diagnose", ckpt});
     CKPTDOC_EXPECT_EXIT(cli, 1);

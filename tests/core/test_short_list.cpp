@@ -1,10 +1,12 @@
 // short_list (short_list.h): the one spelling of "a few of many names" in findings. Every name when they fit,
 // the first few and a count of the rest when they do not, nothing for none. joined: every name. plural
-// (plural.h): a count with its noun.
+// (plural.h): a count with its noun. three_significant_digits and two_digits (number_text.h): numbers in
+// messages and file names.
 #include <QTest>
 #include <string>
 #include <vector>
 
+#include "ckptdoc/number_text.h"
 #include "ckptdoc/plural.h"
 #include "ckptdoc/short_list.h"
 #include "test_support.h"
@@ -38,6 +40,21 @@ class TestShortList : public QObject {
     QCOMPARE(plural(0, "file"), std::string("0 files"));
     QCOMPARE(plural(1, "param"), std::string("1 param"));
     QCOMPARE(plural(2, "storage item"), std::string("2 storage items"));
+  }
+
+  // number_text.h: a measure in a message keeps three significant digits, as every rule printed it.
+  void threeSignificantDigitsAsPrintfG() {
+    QCOMPARE(three_significant_digits(0.000123456), std::string("0.000123"));
+    QCOMPARE(three_significant_digits(1234.5), std::string("1.23e+03"));
+    QCOMPARE(three_significant_digits(2.0), std::string("2"));
+    QCOMPARE(three_significant_digits(-0.5), std::string("-0.5"));
+  }
+
+  // DeepSpeed's file names write an mp rank or a layer with at least two digits.
+  void twoDigitsZeroPads() {
+    QCOMPARE(two_digits(0), std::string("00"));
+    QCOMPARE(two_digits(7), std::string("07"));
+    QCOMPARE(two_digits(123), std::string("123"));
   }
 };
 

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/number_text.h"
 #include "ckptdoc/short_list.h"
 
 namespace ckptdoc::analysis {
@@ -18,12 +19,6 @@ std::string pct(double f) {
   std::snprintf(b, sizeof b, "%.4g%%", f * 100.0);
   return b;
 }
-std::string num(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.3g", v);
-  return b;
-}
-
 std::string list_names(const std::vector<std::string>& names) {
   return short_list(names, 6);
 }
@@ -91,10 +86,10 @@ void master_findings(const std::vector<ParamReport>& params, const MasterContext
     const std::string distance =
         finite == 0 ? "every compared element is NaN or Inf on one side, so no distance can be given"
         : stale_total.nonfinite > 0
-            ? "relative L2 distance " + num(stale_total.rel_l2()) + " over the " + std::to_string(finite) +
-                  " finite elements (" + std::to_string(stale_total.nonfinite) +
+            ? "relative L2 distance " + three_significant_digits(stale_total.rel_l2()) + " over the " +
+                  std::to_string(finite) + " finite elements (" + std::to_string(stale_total.nonfinite) +
                   " are NaN or Inf on one side and left out: see nonfinite-values)"
-            : "relative L2 distance " + num(stale_total.rel_l2());
+            : "relative L2 distance " + three_significant_digits(stale_total.rel_l2());
     const std::string cause =
         nonfinite_only
             ? "The elements that differ are NaN or Inf (every finite one is exact): masters that are NaN or "
@@ -126,7 +121,7 @@ void master_findings(const std::vector<ParamReport>& params, const MasterContext
     drift.message =
         std::to_string(drift.params.size()) + " params have " + ctx.masters + " that differ from their " +
         lp + " weights by a few ULPs beyond rounding (" + pct(drift_total.exact_fraction()) +
-        " exact, relative L2 " + num(drift_total.rel_l2()) +
+        " exact, relative L2 " + three_significant_digits(drift_total.rel_l2()) +
         "): the weights and masters were saved at slightly different moments. Usually harmless; refresh "
         "the masters if the " +
         lp + " weights are the ones you trust. Affected: " + list_names(drift.params) + ".";
@@ -149,8 +144,11 @@ void master_rules(const model::Catalog& cat, const std::vector<ParamReport>& par
                 : note->details.count("dtype") && note->details.at("dtype") == "bfloat16"
                     ? "bf16 master weights"
                     : "fp16 master weights";
-  ctx.cause = "e.g. after load_checkpoint(..., load_optimizer_states=False) before v0.13";
-  ctx.fix = "ckptdoc repair --refresh-fp32";
+  // How the masters go stale, and their fix, in the source's words (DeepSpeed: load_optimizer_states=False).
+  const auto words =
+      cat.source_rules ? cat.source_rules->stale_master_words() : model::SourceRules::StaleMasterWords{};
+  ctx.cause = words.cause;
+  ctx.fix = words.fix;
   // The files holding the masters concerned: those the source names for the ranks' optimizer state.
   ctx.files_of = [&cat](const std::set<int>& ranks) {
     return cat.source_rules ? cat.source_rules->optimizer_files(ranks) : std::vector<std::string>{};
@@ -327,7 +325,8 @@ void optimizer_rules(const model::Catalog& cat, const std::vector<ParamReport>& 
         std::to_string(graft_step) +
         ": they were added to a running job (a graft) or never got a gradient. ZeRO keeps one step per "
         "group, so Adam's bias correction treats their first gradient as if it had been averaged over " +
-        std::to_string(graft_step + 1) + " steps: their first update will be about " + num(graft_factor) +
+        std::to_string(graft_step + 1) + " steps: their first update will be about " +
+        three_significant_digits(graft_factor) +
         "x the learning rate per element, where a fresh start moves by 1x. Usually acceptable; to restart "
         "every param's moments together, reset the optimizer (ckptdoc repair --reset-optimizer). "
         "Affected: " +

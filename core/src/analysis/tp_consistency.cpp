@@ -9,17 +9,12 @@
 #include "ckptdoc/deepspeed/replica_vote.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/number_text.h"
 #include "ckptdoc/short_list.h"
 
 namespace ckptdoc::analysis {
 
 namespace {
-
-std::string num(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.3g", v);
-  return b;
-}
 
 // max |a - b| over equal-length float vectors; NaN where the two disagree on being NaN.
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
@@ -206,9 +201,9 @@ std::vector<Finding> tp_consistency_findings(const deepspeed::Checkpoint& job,
   f.message =
       std::to_string(f.params.size()) + " of " + std::to_string(compared) + " params that " + rules->source +
       " calls replicated across tensor ranks differ between tensor ranks (" +
-      (worst_lp > 0 ? "16-bit weights up to " + num(worst_lp) + " apart"
+      (worst_lp > 0 ? "16-bit weights up to " + three_significant_digits(worst_lp) + " apart"
                     : std::string("16-bit weights equal")) +
-      (worst_fp32 > 0 ? ", fp32 masters up to " + num(worst_fp32) + " apart"
+      (worst_fp32 > 0 ? ", fp32 masters up to " + three_significant_digits(worst_fp32) + " apart"
                       : std::string(", fp32 masters equal")) +
       "): " + list + ". " + who +
       "Each tensor rank computes with its own copy; DeepSpeed's ds_to_universal.py refuses such a "

@@ -2,7 +2,6 @@
 #include "deepspeed/catalog_builder.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -10,8 +9,10 @@
 
 #include "ckptdoc/deepspeed/rank_owners.h"
 #include "ckptdoc/deepspeed/snapshot.h"
+#include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/number_text.h"
 #include "deepspeed/catalog_bounds.h"
 #include "deepspeed/catalog_topology.h"
 #include "deepspeed/detect.h"
@@ -258,8 +259,7 @@ void CatalogBuilder::report_unreadable(const CheckpointFile& f, const std::excep
 void CatalogBuilder::read_model_file() {
   const CheckpointFile* mf = cat_.metadata_model_file();
   if (!mf) {
-    char mp[16];
-    std::snprintf(mp, sizeof mp, "%02d", cat_.mp_rank);
+    const std::string mp = two_digits(cat_.mp_rank);
     problem(model::Code::ModelFileMissing, "no model-states file for mp rank " +
                                                std::to_string(cat_.mp_rank) + " (mp_rank_" + mp +
                                                "_model_states.pt or zero_pp_rank_0_mp_rank_" + mp +
@@ -341,13 +341,9 @@ void CatalogBuilder::read_model_file() {
         return f.role == FileRole::Model && f.dp_rank >= 0;
       });
       std::string list;
-      for (int m : missing) {
-        char name[96];
-        std::snprintf(name, sizeof name,
-                      zero3 ? "zero_pp_rank_0_mp_rank_%02d_model_states.pt" : "mp_rank_%02d_model_states.pt",
-                      m);
-        list += (list.empty() ? "" : ", ") + std::string(name) + " (mp rank " + std::to_string(m) + ")";
-      }
+      for (int m : missing)
+        list += (list.empty() ? "" : ", ") + model_file_name(zero3 ? 3 : 0, 0, m) + " (mp rank " +
+                std::to_string(m) + ")";
       job_problems_.push_back(
           {model::Code::RankFileMissing,
            "mp_world_size is " + std::to_string(cat_.mp_world_size) + " but " + list +

@@ -3,21 +3,15 @@
 #include "deepspeed/deepspeed_rules.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <utility>
 
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/number_text.h"
 
 namespace ckptdoc::deepspeed::detail {
 namespace {
-
-std::string num(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.3g", v);
-  return b;
-}
 
 class DeepSpeedRules final : public model::SourceRules {
  public:
@@ -78,6 +72,12 @@ class DeepSpeedRules final : public model::SourceRules {
     return files;
   }
 
+  // DeepSpeed's #762: before v0.13 a load without optimizer states kept the masters it initialised.
+  StaleMasterWords stale_master_words() const override {
+    return {"e.g. after load_checkpoint(..., load_optimizer_states=False) before v0.13",
+            "ckptdoc repair --refresh-fp32"};
+  }
+
   void record_rules(std::vector<model::Finding>& out) const override {
     world_size_rules(out);
     loss_scale_rules(out);
@@ -121,7 +121,7 @@ class DeepSpeedRules final : public model::SourceRules {
     if (ls.dynamic && ls.cur_scale <= std::max(ls.min_scale, 1.0)) {
       model::Finding f(
           model::Code::LossScaleCollapsed,
-          "The fp16 dynamic loss scale is at its floor (" + num(ls.cur_scale) +
+          "The fp16 dynamic loss scale is at its floor (" + three_significant_digits(ls.cur_scale) +
               "): gradients overflowed again and again. Training is probably diverging; check the learning "
               "rate and data, or switch to bf16.");
       f.evidence = {{"cur_scale", ls.cur_scale}, {"min_scale", ls.min_scale}};

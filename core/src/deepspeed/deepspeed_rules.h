@@ -1,7 +1,8 @@
 #pragma once
 // The DeepSpeed family's rules (model/source_rules.h): what only DeepSpeed's records tell (world sizes, the
 // fp16 loss scale, which wrapper saves its optimizer state in files of its own, how its optimizer files are
-// named, a universal folder's optimizer groups), for the neutral rules of analysis/rules.cpp to ask.
+// named, a universal folder's optimizer groups, how its masters go stale), for the neutral rules of
+// analysis/rules.cpp to ask.
 #include <memory>
 
 #include "ckptdoc/deepspeed/catalog.h"

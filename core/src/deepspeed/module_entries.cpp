@@ -1,18 +1,11 @@
 #include "deepspeed/module_entries.h"
 
-#include <cstdio>
-
+#include "ckptdoc/number_text.h"
 #include "deepspeed/catalog_topology.h"
 
 namespace ckptdoc::deepspeed::detail {
 
 namespace {
-
-std::string two_digits(int v) {
-  char b[16];
-  std::snprintf(b, sizeof b, "%02d", v);
-  return b;
-}
 
 const CheckpointFile* layer_file(const Catalog& cat, int layer) {
   for (const auto& f : cat.files)

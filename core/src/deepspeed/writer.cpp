@@ -6,13 +6,13 @@
 #include <array>
 #include <cctype>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/io/mapped_file.h"
+#include "ckptdoc/number_text.h"
 
 namespace ckptdoc::deepspeed {
 namespace {
@@ -231,16 +231,14 @@ std::vector<std::vector<int>> zero3_sub_groups(const std::vector<ParamSpan>& par
 }
 
 std::string model_file_name(int zero_stage, int dp_rank, int mp_rank) {
-  char mp[16];
-  std::snprintf(mp, sizeof mp, "%02d", mp_rank);
+  const std::string mp = two_digits(mp_rank);
   if (zero_stage == 3)
     return "zero_pp_rank_" + std::to_string(dp_rank) + "_mp_rank_" + mp + "_model_states.pt";
-  return std::string("mp_rank_") + mp + "_model_states.pt";
+  return "mp_rank_" + mp + "_model_states.pt";
 }
 
 std::string optim_file_name(bool bf16_prefix, int dp_rank, int mp_rank) {
-  char mp[16];
-  std::snprintf(mp, sizeof mp, "%02d", mp_rank);
+  const std::string mp = two_digits(mp_rank);
   return std::string(bf16_prefix ? "bf16_" : "") + "zero_pp_rank_" + std::to_string(dp_rank) + "_mp_rank_" +
          mp + "_optim_states.pt";
 }

@@ -73,15 +73,17 @@ std::string safe_name(const std::string& field) {
 
 }  // namespace
 
-Assignment assign_ranks(const deepspeed::Catalog& cat, int old_dp, int new_dp) {
+Assignment assign_ranks(const std::vector<std::string>& old_rank_files, const std::string& tag_dir,
+                        int new_dp) {
   Assignment a;
   a.procs = mpi_size();
   a.me = mpi_rank();
+  const int old_dp = static_cast<int>(old_rank_files.size());
   std::vector<uint8_t> mine(static_cast<size_t>(old_dp), 0);
   for (int r = 0; r < old_dp; ++r) {
-    const deepspeed::CheckpointFile* f = cat.optim_file(r);
+    const std::string& file = old_rank_files[static_cast<size_t>(r)];
     std::error_code ec;
-    mine[static_cast<size_t>(r)] = f && fs::is_regular_file(f->abs_path, ec) ? 1 : 0;
+    mine[static_cast<size_t>(r)] = !file.empty() && fs::is_regular_file(file, ec) ? 1 : 0;
     if (mine[static_cast<size_t>(r)] && a.template_rank < 0) a.template_rank = r;
   }
   std::vector<uint8_t> all(mine.size() * static_cast<size_t>(a.procs));
@@ -95,13 +97,13 @@ Assignment assign_ranks(const deepspeed::Catalog& cat, int old_dp, int new_dp) {
           (best < 0 || load[static_cast<size_t>(p)] < load[static_cast<size_t>(best)]))
         best = p;
     if (best < 0 && err.empty())
-      err = "the optimizer file of old dp rank " + std::to_string(r) + " is on no process (" + cat.tag_dir +
+      err = "the optimizer file of old dp rank " + std::to_string(r) + " is on no process (" + tag_dir +
             "); every old rank must be readable by some process";
     a.old_holder.push_back(best);
     if (best >= 0) ++load[static_cast<size_t>(best)];
   }
   if (err.empty() && a.template_rank < 0)
-    err = "process " + std::to_string(a.me) + " sees none of the optimizer files in " + cat.tag_dir +
+    err = "process " + std::to_string(a.me) + " sees none of the optimizer files in " + tag_dir +
           "; each process needs at least one, with the model file, for the metadata of the files it writes";
   agree(err);
   // Process p writes ranks [ceil(p*n/P), ceil((p+1)*n/P)): the owner of r is floor(r*P/n).

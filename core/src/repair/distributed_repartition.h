@@ -26,11 +26,14 @@ struct Assignment {
   int template_rank = -1;       // an old dp rank whose files this process has (metadata for its new files)
   bool owns(int new_rank) const { return new_owner[static_cast<size_t>(new_rank)] == me; }
 };
-// Each process offers the old optimizer files in its own checkpoint folder; an old rank goes to the least
-// loaded process that has it. New ranks go in contiguous blocks (process p writes ranks [p*n/P, (p+1)*n/P)),
-// which is how mpirun places consecutive ranks on a node. Throws, on every process, when an old rank's file
-// is on no process or a process has none at all.
-Assignment assign_ranks(const deepspeed::Catalog& cat, int old_dp, int new_dp);
+// Each process offers the old optimizer files in its own checkpoint folder `tag_dir`: `old_rank_files` has
+// one path per old dp rank, that rank's optimizer file as this process's catalog lists it ("" where it lists
+// none). An old rank goes to the least loaded process that has its file. New ranks go in contiguous blocks
+// (process p writes ranks [p*n/P, (p+1)*n/P)), which is how mpirun places consecutive ranks on a node.
+// Throws, on every process, when an old rank's file is on no process or a process has none at all. Knows no
+// source: the caller names the files.
+Assignment assign_ranks(const std::vector<std::string>& old_rank_files, const std::string& tag_dir,
+                        int new_dp);
 
 // The new partitions of the ranks this process owns, assembled in scratch files (zeros where no piece
 // lands: padding) and read back by the writer.

@@ -100,7 +100,13 @@ RepairResult run_repair_across_processes(const deepspeed::Checkpoint& ckpt, cons
   bool renamed = false;
   std::string replaced;  // the output --force replaces, kept aside until every storage has published
   try {
-    const Assignment assignment = assign_ranks(ckpt.catalog(), old_dp, *rq.world_size);
+    // The old ranks' optimizer files as DeepSpeed names and finds them; the assignment knows no source.
+    std::vector<std::string> old_rank_files;
+    for (int r = 0; r < old_dp; ++r) {
+      const deepspeed::CheckpointFile* f = ckpt.catalog().optim_file(r);
+      old_rank_files.push_back(f ? f->abs_path : "");
+    }
+    const Assignment assignment = assign_ranks(old_rank_files, ckpt.catalog().tag_dir, *rq.world_size);
     std::string note;
     Runner runner(ckpt, rq, result.plan, progress, io);
     const std::vector<int> gpus =

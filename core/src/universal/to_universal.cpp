@@ -16,6 +16,7 @@
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/torch_file.h"
+#include "ckptdoc/model/catalog.h"
 #include "ckptdoc/parallel.h"
 #include "ckptdoc/universal/convert.h"
 #include "deepspeed/universal_folder.h"
@@ -66,7 +67,7 @@ struct SourceParam {
   int first_rank = 0;  // lowest dp rank holding it there
 };
 
-[[noreturn]] void refuse(ErrorKind kind, const deepspeed::Catalog& cat, const std::string& why) {
+[[noreturn]] void refuse(ErrorKind kind, const model::Catalog& cat, const std::string& why) {
   throw Error(kind, cat.tag_dir, "", why);
 }
 

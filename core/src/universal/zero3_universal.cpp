@@ -2,6 +2,7 @@
 
 #include "ckptdoc/deepspeed/layout.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/model/catalog.h"
 #include "deepspeed/value_access.h"
 
 namespace ckptdoc::universal::detail {
@@ -12,7 +13,7 @@ using deepspeed::detail::list_at;
 
 namespace {
 
-[[noreturn]] void refuse(const deepspeed::Catalog& cat, const std::string& why) {
+[[noreturn]] void refuse(const model::Catalog& cat, const std::string& why) {
   throw Error(ErrorKind::Unsupported, cat.tag_dir, "", why);
 }
 

@@ -2,8 +2,8 @@
 // The rules only a source can judge, from what its own files record (#27). The diagnosis's rules
 // (analysis/rules.cpp) read model::Catalog and ask the catalog's SourceRules at their steps, so they never
 // name a source's catalog; the DeepSpeed family's (world sizes, the fp16 loss scale, its optimizer file
-// names, a universal folder's optimizer groups) are deepspeed/deepspeed_rules.cpp, set on every catalog it
-// opens.
+// names, a universal folder's optimizer groups, the words of the stale-masters finding) are
+// deepspeed/deepspeed_rules.cpp, set on every catalog it opens.
 #include <optional>
 #include <set>
 #include <string>
@@ -15,6 +15,12 @@ namespace ckptdoc::model {
 
 class SourceRules {
  public:
+  // What stale_master_words() returns; the defaults name no framework and no repair.
+  struct StaleMasterWords {
+    std::string cause = "e.g. after a load that restored the weights but not the optimizer state";
+    std::string fix = "with the tools of the framework that wrote the checkpoint";
+  };
+
   SourceRules() = default;
   SourceRules(const SourceRules&) = delete;
   SourceRules& operator=(const SourceRules&) = delete;
@@ -33,6 +39,10 @@ class SourceRules {
   // The files that hold the optimizer state of these data-parallel ranks, one per rank in rank order, named
   // as the source names them (also a rank whose file is not here). Empty: the source has no such files.
   virtual std::vector<std::string> optimizer_files(const std::set<int>& /*dp_ranks*/) const { return {}; }
+  // The words of the stale-masters finding (fp32-master-mismatch) that only the source's framework knows:
+  // how it leaves the masters at their initial values and how they are refreshed, in "... the signature of
+  // masters left at their initial values (<cause>) ... Fix: refresh the masters from the weights (<fix>)".
+  virtual StaleMasterWords stale_master_words() const { return {}; }
   // After the rules on values: the findings from the source's own records alone (world sizes, a loss scale),
   // appended to `out`, which holds the findings so far (a finding already there is not repeated).
   virtual void record_rules(std::vector<Finding>& /*out*/) const {}
