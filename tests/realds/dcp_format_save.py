@@ -46,13 +46,13 @@ def main():
         run["dcp_load"] = "ok" if all(torch.equal(back[k], v) or (v.isnan() == back[k].isnan()).all()
                                       for k, v in sd.items()) else "values differ"
     except (Exception, CheckpointException) as e:  # noqa: BLE001 - recorded in run.json
-        run["dcp_load"] = f"{type(e).__name__}: {e}"[:300]
+        run["dcp_load"] = f"{type(e).__name__}: {str(e).strip().splitlines()[-1]}"[:300]
     try:
         from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
         dcp_to_torch_save(a.out, os.path.join(a.ref, "dcp_to_torch_save.pt"))
         run["dcp_to_torch_save"] = "ok"
     except (Exception, CheckpointException) as e:  # noqa: BLE001 - recorded in run.json
-        run["dcp_to_torch_save"] = f"{type(e).__name__}: {e}"[:300]
+        run["dcp_to_torch_save"] = f"{type(e).__name__}: {str(e).strip().splitlines()[-1]}"[:300]
     json.dump(run, open(a.json, "w"), indent=1)
 
 

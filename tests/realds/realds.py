@@ -268,6 +268,13 @@ MATRIX = {
     # optimizer.bin keyed by FQN instead of the DCP folders; no ref/ (merge_fsdp_weights reads DCP folders only)
     "accelerate_fsdp2_full_ws2": dict(kind="accelerate", stage=0, dtype="fp32", dp=2, world=2, steps=3, ds="0.19",
                                       model="gpt2", state_dict="full"),
+    # kind "dcpformat" (#28): dcp_format_save.py, torch's own dcp.save (no process group) of a tiny model state dict
+    # (a NaN in model.0.weight, a bf16 tensor) in one of torch 2.10's other storage variants: FileSystemWriter's
+    # SerializationFormat.SAFETENSORS (.distcp files that are safetensors), HuggingFaceStorageWriter (model-0000i-of-
+    # 0000N.safetensors and an index). ref/ holds the saved state dict; run.json what torch's own readers made of it
+    "dcp_safetensors_ws1": dict(kind="dcpformat", fmt="safetensors", stage=0, dtype="fp32", dp=1, world=1, steps=0,
+                                ds="0.19"),
+    "dcp_hf_writer_ws1": dict(kind="dcpformat", fmt="hf", stage=0, dtype="fp32", dp=1, world=1, steps=0, ds="0.19"),
     # kind "megatron" (#28): megatron_train.py, a tiny megatron-core GPTModel at TP 2 (dp 1) on gloo, saved with
     # megatron.core.dist_checkpointing.save (torch_dist) as <ckpt>/iter_0000002/ and latest_checkpointed_iteration.txt;
     # run.json records what of megatron-core needs CUDA (the forward, every optimizer)
@@ -585,6 +592,8 @@ def stamp_of(a, spec):
         parts.append(file_sha(os.path.join(HERE, "accelerate_fsdp_train.py")))
         if spec.get("state_dict") == "full":
             parts.append(file_sha(os.path.join(HERE, "accelerate_fsdp_full_train.py")))
+    if spec["kind"] == "dcpformat":
+        parts.append(file_sha(os.path.join(HERE, "dcp_format_save.py")))
     if spec["kind"] == "megatron" and spec.get("variant") == "llama":
         parts.append(file_sha(os.path.join(HERE, "megatron_llama_train.py")))
     elif spec["kind"] == "megatron":
@@ -711,6 +720,9 @@ def ensure(a, name):
         elif spec["kind"] == "accelerate" and spec.get("state_dict") == "full":
             cmd = launch[:-1] + [os.path.join(HERE, "accelerate_fsdp_full_train.py"), "--out", save_dir, "--steps",
                                  str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
+        elif spec["kind"] == "dcpformat":  # one process, no launcher: dcp.save's no_dist path
+            cmd = [py, os.path.join(HERE, "dcp_format_save.py"), "--out", save_dir, "--format", spec["fmt"], "--ref",
+                   os.path.join(folder, "ref"), "--json", os.path.join(folder, "run.json")]
         elif spec["kind"] == "accelerate":
             cmd = launch[:-1] + [os.path.join(HERE, "accelerate_fsdp_train.py"), "--out", save_dir, "--steps",
                                  str(spec["steps"]), "--ref", os.path.join(folder, "ref"), "--json",
@@ -783,7 +795,7 @@ def ensure(a, name):
             cmd = launch + ["seedbug", "--name", name, "--src", src["save_dir"], "--variant", spec["variant"],
                             "--save-out", save_dir, "--json", os.path.join(folder, "seedbug.json")] + base_args(spec)
         seconds = run_logged(cmd, env, os.path.join(folder, "generate.log"))
-        if spec["kind"] in ("accelerate", "hftrainer_plain", "megatron_bridge"):
+        if spec["kind"] in ("accelerate", "hftrainer_plain", "megatron_bridge", "dcpformat"):
             tag = ""  # the save_state / checkpoint-N folder is the checkpoint
         else:
             tracker = ("latest_checkpointed_iteration.txt" if spec["kind"] in ("megatron", "megatron_optim")
