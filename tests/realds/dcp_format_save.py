@@ -1,6 +1,6 @@
 """Saves a tiny model's state dict with torch's own dcp.save in one of the storage variants of today's torch
 (issue #28): the safetensors serialization of FileSystemWriter, or HuggingFaceStorageWriter (consolidated or
-sharded). One process, no process group (dcp.save runs its single-rank path). --ref writes what torch itself
+sharded), or FileSystemWriter with the ZStandard extension (every item "stream.zstd"). One process, no process group (dcp.save runs its single-rank path). --ref writes what torch itself
 reads back: dcp_to_torch_save's file where it reads the variant, and the state dict that was saved."""
 import argparse
 import json
@@ -25,12 +25,15 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
     p.add_argument("--ref", required=True)
-    p.add_argument("--format", choices=["safetensors", "hf", "hf_sharded"], required=True)
+    p.add_argument("--format", choices=["safetensors", "zstd", "hf", "hf_sharded"], required=True)
     p.add_argument("--json", required=True)
     a = p.parse_args()
     sd = model_state()
     if a.format == "safetensors":
         writer = dcp.FileSystemWriter(a.out, serialization_format=SerializationFormat.SAFETENSORS)
+    elif a.format == "zstd":
+        from torch.distributed.checkpoint._extension import ZStandard
+        writer = dcp.FileSystemWriter(a.out, _extensions=[ZStandard()])
     else:
         writer = dcp.HuggingFaceStorageWriter(a.out, save_distributed=(a.format == "hf_sharded"))
     dcp.save(sd, storage_writer=writer, no_dist=True)
@@ -40,7 +43,7 @@ def main():
         os.path.relpath(os.path.join(d, f), a.out) for d, _, fs in os.walk(a.out) for f in fs))
     # torch's own readers; where one cannot read the variant that is recorded, not hidden
     back = {k: torch.zeros_like(v) for k, v in sd.items()}
-    reader = (dcp.FileSystemReader(a.out) if a.format == "safetensors" else dcp.HuggingFaceStorageReader(a.out))
+    reader = (dcp.HuggingFaceStorageReader(a.out) if a.format.startswith("hf") else dcp.FileSystemReader(a.out))
     try:
         dcp.load(back, storage_reader=reader, no_dist=True)
         run["dcp_load"] = "ok" if all(torch.equal(back[k], v) or (v.isnan() == back[k].isnan()).all()

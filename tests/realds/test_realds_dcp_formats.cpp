@@ -6,6 +6,10 @@
 //    read them yet; every command must refuse by the file's name and the format, never report on bytes it did
 //    not decode (before: an unclear "expected a torch.save file" from export and inspect's metadata
 //    all-clear).
+//  - FileSystemWriter(_extensions=[ZStandard()]): every storage item "stream.zstd/1" (torch's own
+//  FileSystemReader
+//    reads it back equal, run.json). Not decoded (no libzstd here); refused naming .metadata, the item, its
+//    .distcp file and the transform (before: the item and transform only, no file).
 //  - HuggingFaceStorageWriter: model-0000i-of-0000N.safetensors and an index, read as a Hugging Face folder;
 //    export must equal the state dict torch saved (its own HuggingFaceStorageReader reads it back equal,
 //    run.json "dcp_load"), and diagnose must see the NaN.
@@ -55,6 +59,31 @@ class TestRealdsDcpFormats : public QObject {
     QVERIFY2(said.find(e.save_dir + "/__0_0.distcp") != std::string::npos, said.c_str());
     QVERIFY2(said.find("serialization_format=SAFETENSORS") != std::string::npos, said.c_str());
     QVERIFY2(said.find("chunks tile") == std::string::npos, said.c_str());  // no metadata-only all-clear
+    QVERIFY(!std::filesystem::exists(dir.file("out.safetensors")));
+  }
+
+  void zstdItemsAreRefusedByFileAndTransform_data() {
+    QTest::addColumn<QString>("command");
+    QTest::newRow("inspect") << "inspect";
+    QTest::newRow("diagnose") << "diagnose";
+    QTest::newRow("export") << "export";
+  }
+  void zstdItemsAreRefusedByFileAndTransform() {
+    QFETCH(QString, command);
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("dcp_zstd_ws1");
+    const auto run = realds::parse(
+        test::read_text(std::filesystem::path(e.save_dir).parent_path().string() + "/run.json"));
+    QCOMPARE(run["dcp_load"].toString(), QString("ok"));  // torch decodes its own save
+
+    test::TempDir dir;
+    std::vector<std::string> args = {command.toStdString(), e.save_dir};
+    if (command == "export") args.insert(args.end(), {"--output", dir.file("out.safetensors")});
+    const auto r = test::run_cli(args);
+    const std::string said = r.out + r.err;
+    QVERIFY2(r.exit_code == 2, realds::describe(r).c_str());
+    for (const char* part : {"[unsupported]", "/.metadata", "__0_0.distcp", "stream.zstd", "no value"})
+      QVERIFY2(said.find(part) != std::string::npos, (part + std::string(" not in: ") + said).c_str());
     QVERIFY(!std::filesystem::exists(dir.file("out.safetensors")));
   }
 
