@@ -21,14 +21,36 @@ def model_state():
     return sd
 
 
+def save_distributed(a, sd):
+    """HuggingFaceStorageWriter(save_distributed=True) at world > 1: the 2-D tensors sharded on dim 0 (DTensor
+    Shard(0)), the rest replicated; no consolidation, so the folder holds only the ranks' shard-0000r files."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+    dist.init_process_group("gloo")
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    local = {k: distribute_tensor(v, mesh, [Shard(0)] if v.dim() == 2 else [Replicate()]) for k, v in sd.items()}
+    dcp.save(local, storage_writer=dcp.HuggingFaceStorageWriter(a.out, save_distributed=True,
+                                                                fqn_to_index_mapping={k: 1 for k in sd}))
+    if dist.get_rank() == 0:
+        os.makedirs(a.ref, exist_ok=True)
+        torch.save(sd, os.path.join(a.ref, "saved_state_dict.pt"))
+        json.dump(dict(torch=torch.__version__, format=a.format, world=dist.get_world_size(), files=sorted(
+            os.path.relpath(os.path.join(d, f), a.out) for d, _, fs in os.walk(a.out) for f in fs)),
+            open(a.json, "w"), indent=1)
+    dist.destroy_process_group()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", required=True)
     p.add_argument("--ref", required=True)
-    p.add_argument("--format", choices=["safetensors", "zstd", "hf", "hf_sharded"], required=True)
+    p.add_argument("--format", choices=["safetensors", "zstd", "hf", "hf_sharded", "hf_distributed"], required=True)
     p.add_argument("--json", required=True)
     a = p.parse_args()
     sd = model_state()
+    if a.format == "hf_distributed":  # under the judge's launch.py (world 2, gloo): each rank its own shard file
+        return save_distributed(a, sd)
     if a.format == "safetensors":
         writer = dcp.FileSystemWriter(a.out, serialization_format=SerializationFormat.SAFETENSORS)
     elif a.format == "zstd":

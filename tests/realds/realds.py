@@ -279,6 +279,10 @@ MATRIX = {
     # scripts/judges-extra-zstd.txt, which the venv lacks)
     "dcp_zstd_ws1": dict(kind="dcpformat", fmt="zstd", stage=0, dtype="fp32", dp=1, world=1, steps=0, ds="0.19"),
     "dcp_hf_writer_ws1": dict(kind="dcpformat", fmt="hf", stage=0, dtype="fp32", dp=1, world=1, steps=0, ds="0.19"),
+    # HuggingFaceStorageWriter(save_distributed=True) at world 2 (judge's launch.py, gloo), no consolidation: each
+    # rank's shard-0000r-model-00001-of-00001.safetensors holds its piece of a tensor under the tensor's own name
+    "dcp_hf_distributed_ws2": dict(kind="dcpformat", fmt="hf_distributed", stage=0, dtype="fp32", dp=2, world=2,
+                                   steps=0, ds="0.19"),
     # kind "megatron" (#28): megatron_train.py, a tiny megatron-core GPTModel at TP 2 (dp 1) on gloo, saved with
     # megatron.core.dist_checkpointing.save (torch_dist) as <ckpt>/iter_0000002/ and latest_checkpointed_iteration.txt;
     # run.json records what of megatron-core needs CUDA (the forward, every optimizer)
@@ -741,8 +745,9 @@ def ensure(a, name):
             cmd = launch[:-1] + [os.path.join(HERE, "accelerate_fsdp_full_train.py"), "--out", save_dir, "--steps",
                                  str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
         elif spec["kind"] == "dcpformat":  # one process, no launcher: dcp.save's no_dist path
-            cmd = [py, os.path.join(HERE, "dcp_format_save.py"), "--out", save_dir, "--format", spec["fmt"], "--ref",
-                   os.path.join(folder, "ref"), "--json", os.path.join(folder, "run.json")]
+            cmd = ([py] if spec["world"] == 1 else launch[:-1]) + [
+                os.path.join(HERE, "dcp_format_save.py"), "--out", save_dir, "--format", spec["fmt"], "--ref",
+                os.path.join(folder, "ref"), "--json", os.path.join(folder, "run.json")]
         elif spec["kind"] == "accelerate":
             cmd = launch[:-1] + [os.path.join(HERE, "accelerate_fsdp_train.py"), "--out", save_dir, "--steps",
                                  str(spec["steps"]), "--ref", os.path.join(folder, "ref"), "--json",

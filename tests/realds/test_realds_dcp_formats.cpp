@@ -13,6 +13,10 @@
 //  - HuggingFaceStorageWriter: model-0000i-of-0000N.safetensors and an index, read as a Hugging Face folder;
 //    export must equal the state dict torch saved (its own HuggingFaceStorageReader reads it back equal,
 //    run.json "dcp_load"), and diagnose must see the NaN.
+//  - HuggingFaceStorageWriter(save_distributed=True) at world 2 without consolidation: each rank's
+//    shard-0000r-….safetensors holds its piece of model.0.weight (rows 0-5, 6-11) under the tensor's own
+//    name. Not assembled yet; refused naming the file and the piece (before: read as whole tensors of half
+//    the rows, exported with exit 0 and only a tensor-duplicated warning).
 #include <QtTest>
 #include <filesystem>
 
@@ -83,6 +87,28 @@ class TestRealdsDcpFormats : public QObject {
     const std::string said = r.out + r.err;
     QVERIFY2(r.exit_code == 2, realds::describe(r).c_str());
     for (const char* part : {"[unsupported]", "/.metadata", "__0_0.distcp", "stream.zstd", "no value"})
+      QVERIFY2(said.find(part) != std::string::npos, (part + std::string(" not in: ") + said).c_str());
+    QVERIFY(!std::filesystem::exists(dir.file("out.safetensors")));
+  }
+
+  void hfDistributedPiecesAreRefused_data() {
+    QTest::addColumn<QString>("command");
+    QTest::newRow("inspect") << "inspect";
+    QTest::newRow("diagnose") << "diagnose";
+    QTest::newRow("export") << "export";
+  }
+  void hfDistributedPiecesAreRefused() {
+    QFETCH(QString, command);
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("dcp_hf_distributed_ws2");
+    test::TempDir dir;
+    std::vector<std::string> args = {command.toStdString(), e.save_dir};
+    if (command == "export") args.insert(args.end(), {"--output", dir.file("out.safetensors")});
+    const auto r = test::run_cli(args);
+    const std::string said = r.out + r.err;
+    QVERIFY2(r.exit_code == 2, realds::describe(r).c_str());
+    for (const char* part : {"/shard-00002-model-00001-of-00001.safetensors", "DCP_SHARDING_INFO",
+                             "save_distributed=True", "'model.0.weight' at [6, 0]", "no value"})
       QVERIFY2(said.find(part) != std::string::npos, (part + std::string(" not in: ") + said).c_str());
     QVERIFY(!std::filesystem::exists(dir.file("out.safetensors")));
   }
