@@ -27,7 +27,13 @@ std::optional<std::string> dcp_piece_in(const std::map<std::string, std::string>
       piece = piece || o.get<int64_t>() != 0;
       text += (text.empty() ? "" : ", ") + std::to_string(o.get<int64_t>());
     }
-    if (piece) return "'" + name + "' at [" + text + "]";
+    if (piece) {
+      std::string out = "'" + name;
+      out += "' at [";
+      out += text;
+      out += "]";
+      return out;
+    }
   }
   return std::nullopt;
 }
