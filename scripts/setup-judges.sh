@@ -9,7 +9,8 @@
 #
 # Also installs the older DeepSpeed releases named in scripts/judges-extra-deepspeed.txt beside it (ds-extra/), and
 # the newer megatron-core releases of scripts/judges-extra-megatron-core.txt (mcore-extra/), and Megatron Bridge with
-# the packages of scripts/judges-extra-megatron-bridge.txt (bridge-extra/<hash of that list>/; 13-46 s, 150 MB).
+# the packages of scripts/judges-extra-megatron-bridge.txt (bridge-extra/<hash of that list>/; 13-46 s, 150 MB), and
+# zstandard for torch's DCP ZStandard extension (scripts/judges-extra-zstd.txt, zstd-extra/<hash of that list>/).
 #
 # Where: ${XDG_CACHE_HOME:-~/.cache}/ckptdoc/judges-<first 12 hex of sha256(judges-requirements.txt)>/, made with
 # Debian's /usr/bin/python3 -m venv (python3-venv, listed in scripts/setup.sh). Any edit of the pins file makes
@@ -89,6 +90,17 @@ extras() {
     rm -f "$dir.pins"
     mv "$dir.tmp" "$dir"
     echo "setup-judges: Megatron Bridge in $dir ($(( $(date +%s) - t0 )) s, $(du -sh "$dir" | cut -f1))"
+  fi
+  local zstd_pins="$root/scripts/judges-extra-zstd.txt"
+  dir="$cache/zstd-extra/$(sha256sum "$zstd_pins" | cut -c1-12)"
+  if [ ! -d "$dir/zstandard" ]; then
+    mkdir -p "$(dirname "$dir")"
+    rm -rf "$dir.tmp"
+    grep -v -E '^(#|$)' "$zstd_pins" > "$dir.pins"
+    "$venv/bin/python" -m pip --disable-pip-version-check install -q --no-deps --target "$dir.tmp" -r "$dir.pins"
+    rm -f "$dir.pins"
+    mv "$dir.tmp" "$dir"
+    echo "setup-judges: zstandard in $dir"
   fi
 }
 mkdir -p "$cache"

@@ -67,6 +67,7 @@ EXTRA_MCORE = tuple(line.strip() for line in open(os.path.join(REPO, "scripts", 
 # beside the venv by setup-judges.sh in bridge-extra/<first 12 hex of the list's sha256>/: an entry of kind
 # "megatron_bridge" runs with that folder first on PYTHONPATH.
 BRIDGE_PINS = os.path.join(REPO, "scripts", "judges-extra-megatron-bridge.txt")
+ZSTD_PINS = os.path.join(REPO, "scripts", "judges-extra-zstd.txt")
 
 # The matrix (pairwise, not the full product): every ZeRO stage x dtype, BF16_Optimizer at stage 0 and 1,
 # dp 1-4 (ZeRO-3 at 2-4: dp 1 fails in the CPU harness), fresh (steps 0) and trained, the edge model (tied
@@ -268,6 +269,20 @@ MATRIX = {
     # optimizer.bin keyed by FQN instead of the DCP folders; no ref/ (merge_fsdp_weights reads DCP folders only)
     "accelerate_fsdp2_full_ws2": dict(kind="accelerate", stage=0, dtype="fp32", dp=2, world=2, steps=3, ds="0.19",
                                       model="gpt2", state_dict="full"),
+    # kind "dcpformat" (#28): dcp_format_save.py, torch's own dcp.save (no process group) of a tiny model state dict
+    # (a NaN in model.0.weight, a bf16 tensor) in one of torch 2.10's other storage variants: FileSystemWriter's
+    # SerializationFormat.SAFETENSORS (.distcp files that are safetensors), HuggingFaceStorageWriter (model-0000i-of-
+    # 0000N.safetensors and an index). ref/ holds the saved state dict; run.json what torch's own readers made of it
+    "dcp_safetensors_ws1": dict(kind="dcpformat", fmt="safetensors", stage=0, dtype="fp32", dp=1, world=1, steps=0,
+                                ds="0.19"),
+    # FileSystemWriter(_extensions=[ZStandard()]): every storage item "stream.zstd" (zstandard from
+    # scripts/judges-extra-zstd.txt, which the venv lacks)
+    "dcp_zstd_ws1": dict(kind="dcpformat", fmt="zstd", stage=0, dtype="fp32", dp=1, world=1, steps=0, ds="0.19"),
+    "dcp_hf_writer_ws1": dict(kind="dcpformat", fmt="hf", stage=0, dtype="fp32", dp=1, world=1, steps=0, ds="0.19"),
+    # HuggingFaceStorageWriter(save_distributed=True) at world 2 (judge's launch.py, gloo), no consolidation: each
+    # rank's shard-0000r-model-00001-of-00001.safetensors holds its piece of a tensor under the tensor's own name
+    "dcp_hf_distributed_ws2": dict(kind="dcpformat", fmt="hf_distributed", stage=0, dtype="fp32", dp=2, world=2,
+                                   steps=0, ds="0.19"),
     # kind "megatron" (#28): megatron_train.py, a tiny megatron-core GPTModel at TP 2 (dp 1) on gloo, saved with
     # megatron.core.dist_checkpointing.save (torch_dist) as <ckpt>/iter_0000002/ and latest_checkpointed_iteration.txt;
     # run.json records what of megatron-core needs CUDA (the forward, every optimizer)
@@ -523,6 +538,18 @@ def bridge_extra(a):
     return folder
 
 
+def zstd_extra(a):
+    """The folder of zstandard (scripts/judges-extra-zstd.txt), installed beside the judge venv by
+    scripts/setup-judges.sh: torch's DCP ZStandard extension imports it."""
+    venv = judges_venv(a)
+    judge_python(a)
+    folder = os.path.join(os.path.dirname(venv), "zstd-extra",
+                          hashlib.sha256(open(ZSTD_PINS, "rb").read()).hexdigest()[:12])
+    if not os.path.isdir(os.path.join(folder, "zstandard")):
+        raise Unavailable(f"zstandard is not installed in {folder} (run scripts/setup-judges.sh)")
+    return folder
+
+
 def ds_src(a, version):
     """Extracts DeepSpeed `version` into the cache with ../shared/deepspeed/setup.sh; returns the folder."""
     cache = cache_dir(a)
@@ -585,6 +612,10 @@ def stamp_of(a, spec):
         parts.append(file_sha(os.path.join(HERE, "accelerate_fsdp_train.py")))
         if spec.get("state_dict") == "full":
             parts.append(file_sha(os.path.join(HERE, "accelerate_fsdp_full_train.py")))
+    if spec["kind"] == "dcpformat":
+        parts.append(file_sha(os.path.join(HERE, "dcp_format_save.py")))
+        if spec["fmt"] == "zstd":
+            parts.append(file_sha(ZSTD_PINS))
     if spec["kind"] == "megatron" and spec.get("variant") == "llama":
         parts.append(file_sha(os.path.join(HERE, "megatron_llama_train.py")))
     elif spec["kind"] == "megatron":
@@ -665,6 +696,8 @@ def ensure(a, name):
         if spec["kind"] == "megatron_bridge":  # Megatron Bridge and its transformers before the venv's
             env["PYTHONPATH"] = os.pathsep.join([bridge_extra(a)] +
                                                 ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        if spec.get("fmt") == "zstd":  # zstandard for torch's ZStandard extension
+            env["PYTHONPATH"] = os.pathsep.join([zstd_extra(a)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         if spec.get("mcore"):  # this entry's megatron-core before the venv's
             env["PYTHONPATH"] = os.pathsep.join([mcore_extra(a, spec["mcore"])] +
                                                 ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
@@ -711,6 +744,10 @@ def ensure(a, name):
         elif spec["kind"] == "accelerate" and spec.get("state_dict") == "full":
             cmd = launch[:-1] + [os.path.join(HERE, "accelerate_fsdp_full_train.py"), "--out", save_dir, "--steps",
                                  str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
+        elif spec["kind"] == "dcpformat":  # one process, no launcher: dcp.save's no_dist path
+            cmd = ([py] if spec["world"] == 1 else launch[:-1]) + [
+                os.path.join(HERE, "dcp_format_save.py"), "--out", save_dir, "--format", spec["fmt"], "--ref",
+                os.path.join(folder, "ref"), "--json", os.path.join(folder, "run.json")]
         elif spec["kind"] == "accelerate":
             cmd = launch[:-1] + [os.path.join(HERE, "accelerate_fsdp_train.py"), "--out", save_dir, "--steps",
                                  str(spec["steps"]), "--ref", os.path.join(folder, "ref"), "--json",
@@ -783,7 +820,7 @@ def ensure(a, name):
             cmd = launch + ["seedbug", "--name", name, "--src", src["save_dir"], "--variant", spec["variant"],
                             "--save-out", save_dir, "--json", os.path.join(folder, "seedbug.json")] + base_args(spec)
         seconds = run_logged(cmd, env, os.path.join(folder, "generate.log"))
-        if spec["kind"] in ("accelerate", "hftrainer_plain", "megatron_bridge"):
+        if spec["kind"] in ("accelerate", "hftrainer_plain", "megatron_bridge", "dcpformat"):
             tag = ""  # the save_state / checkpoint-N folder is the checkpoint
         else:
             tracker = ("latest_checkpointed_iteration.txt" if spec["kind"] in ("megatron", "megatron_optim")

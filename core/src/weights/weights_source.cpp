@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/short_list.h"
+#include "weights/dcp_sharding_info.h"
 
 namespace fs = std::filesystem;
 
@@ -295,12 +297,14 @@ void WeightsSource::add_file(const std::string& abs_path, const std::string& /*p
   if (wf.path.empty() || wf.path.rfind("..", 0) == 0) wf.path = fs::path(abs_path).filename().string();
   wf.bytes = fs::file_size(abs_path, ec);
   std::vector<NamedTensor> parsed;
+  std::optional<std::string> dcp_piece;  // set: a rank's piece of a sharded HuggingFaceStorageWriter save
   try {
     auto mapped = MappedFile::open(abs_path);
     const auto head = mapped->bytes().subspan(0, std::min<size_t>(mapped->bytes().size(), 64));
     if (SafetensorsFile::looks_like_safetensors(head, mapped->size())) {
       wf.format = "safetensors";
       auto st = std::make_shared<SafetensorsFile>(SafetensorsFile::open(abs_path));
+      dcp_piece = weights::dcp_piece_in(st->metadata, abs_path);
       for (const auto& e : st->entries) {
         parsed.push_back({e.name, e.tensor});
         wf.stored_bytes += e.tensor.nbytes();
@@ -342,6 +346,14 @@ void WeightsSource::add_file(const std::string& abs_path, const std::string& /*p
     problem(model::Code::ShardUnreadable, wf.path + " cannot be read: " + e.what(), wf.path);
     if (const auto* err = dynamic_cast<const Error*>(&e)) wf.error_kind = err->kind();
   }
+  // Read on, its pieces would pass for whole tensors of the wrong shape: refused, never reported on.
+  if (dcp_piece)
+    throw Error(ErrorKind::Unsupported, abs_path, "__metadata__ DCP_SHARDING_INFO",
+                "a piece of a sharded save by torch's HuggingFaceStorageWriter(save_distributed=True): " +
+                    *dcp_piece +
+                    " is part of a larger tensor; assembling the ranks' pieces is not supported yet, so no "
+                    "value of this folder was checked (a save with enable_consolidation=True also writes "
+                    "whole tensors beside its sharded/ folder)");
   for (const auto& t : parsed) {
     wf.tensors.push_back(t.name);
     holders_[t.name].push_back(wf.path);

@@ -7,6 +7,7 @@
 
 #include "ckptdoc/dtype.h"
 #include "ckptdoc/error.h"
+#include "sources/dcp/serialization_format.h"
 
 namespace ckptdoc::dcp {
 
@@ -22,6 +23,7 @@ std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& dir) {
   std::error_code ec;
   if (std::filesystem::exists(metadata, ec)) {
     c->metadata_ = read_metadata(metadata);
+    refuse_safetensors_serialization(dir, c->storage_files());
     return c;
   }
   // torch's loader, too, reads .metadata when there is one and a rank's own file only without it.
@@ -30,6 +32,7 @@ std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& dir) {
     ranks.reserve(per_rank.size());
     for (const auto& f : per_rank) ranks.push_back(read_metadata(f));
     c->metadata_ = merge_rank_metadata(std::move(ranks));
+    refuse_safetensors_serialization(dir, c->storage_files());
     return c;
   }
   throw Error(

@@ -1,0 +1,85 @@
+"""Saves a tiny model's state dict with torch's own dcp.save in one of the storage variants of today's torch
+(issue #28): the safetensors serialization of FileSystemWriter, or HuggingFaceStorageWriter (consolidated or
+sharded), or FileSystemWriter with the ZStandard extension (every item "stream.zstd"). One process, no process group (dcp.save runs its single-rank path). --ref writes what torch itself
+reads back: dcp_to_torch_save's file where it reads the variant, and the state dict that was saved."""
+import argparse
+import json
+import os
+
+import torch
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.filesystem import SerializationFormat
+
+
+def model_state():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 12), torch.nn.GELU(), torch.nn.Linear(12, 5, bias=False))
+    m[0].weight.data[3, 4] = float("nan")  # a value diagnose must see (or must say it could not look)
+    sd = {f"model.{k}": v.detach().clone() for k, v in m.state_dict().items()}
+    sd["model.half"] = torch.randn(6, 3).to(torch.bfloat16)
+    return sd
+
+
+def save_distributed(a, sd):
+    """HuggingFaceStorageWriter(save_distributed=True) at world > 1: the 2-D tensors sharded on dim 0 (DTensor
+    Shard(0)), the rest replicated; no consolidation, so the folder holds only the ranks' shard-0000r files."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+    dist.init_process_group("gloo")
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    local = {k: distribute_tensor(v, mesh, [Shard(0)] if v.dim() == 2 else [Replicate()]) for k, v in sd.items()}
+    dcp.save(local, storage_writer=dcp.HuggingFaceStorageWriter(a.out, save_distributed=True,
+                                                                fqn_to_index_mapping={k: 1 for k in sd}))
+    if dist.get_rank() == 0:
+        os.makedirs(a.ref, exist_ok=True)
+        torch.save(sd, os.path.join(a.ref, "saved_state_dict.pt"))
+        json.dump(dict(torch=torch.__version__, format=a.format, world=dist.get_world_size(), files=sorted(
+            os.path.relpath(os.path.join(d, f), a.out) for d, _, fs in os.walk(a.out) for f in fs)),
+            open(a.json, "w"), indent=1)
+    dist.destroy_process_group()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", required=True)
+    p.add_argument("--ref", required=True)
+    p.add_argument("--format", choices=["safetensors", "zstd", "hf", "hf_sharded", "hf_distributed"], required=True)
+    p.add_argument("--json", required=True)
+    a = p.parse_args()
+    sd = model_state()
+    if a.format == "hf_distributed":  # under the judge's launch.py (world 2, gloo): each rank its own shard file
+        return save_distributed(a, sd)
+    if a.format == "safetensors":
+        writer = dcp.FileSystemWriter(a.out, serialization_format=SerializationFormat.SAFETENSORS)
+    elif a.format == "zstd":
+        from torch.distributed.checkpoint._extension import ZStandard
+        writer = dcp.FileSystemWriter(a.out, _extensions=[ZStandard()])
+    else:
+        writer = dcp.HuggingFaceStorageWriter(a.out, save_distributed=(a.format == "hf_sharded"))
+    dcp.save(sd, storage_writer=writer, no_dist=True)
+    os.makedirs(a.ref, exist_ok=True)
+    torch.save(sd, os.path.join(a.ref, "saved_state_dict.pt"))
+    run = dict(torch=torch.__version__, format=a.format, files=sorted(
+        os.path.relpath(os.path.join(d, f), a.out) for d, _, fs in os.walk(a.out) for f in fs))
+    # torch's own readers; where one cannot read the variant that is recorded, not hidden
+    back = {k: torch.zeros_like(v) for k, v in sd.items()}
+    reader = (dcp.HuggingFaceStorageReader(a.out) if a.format.startswith("hf") else dcp.FileSystemReader(a.out))
+    try:
+        dcp.load(back, storage_reader=reader, no_dist=True)
+        run["dcp_load"] = "ok" if all(torch.equal(back[k], v) or (v.isnan() == back[k].isnan()).all()
+                                      for k, v in sd.items()) else "values differ"
+    except (Exception, CheckpointException) as e:  # noqa: BLE001 - recorded in run.json
+        run["dcp_load"] = f"{type(e).__name__}: {str(e).strip().splitlines()[-1]}"[:300]
+    try:
+        from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+        dcp_to_torch_save(a.out, os.path.join(a.ref, "dcp_to_torch_save.pt"))
+        run["dcp_to_torch_save"] = "ok"
+    except (Exception, CheckpointException) as e:  # noqa: BLE001 - recorded in run.json
+        run["dcp_to_torch_save"] = f"{type(e).__name__}: {str(e).strip().splitlines()[-1]}"[:300]
+    json.dump(run, open(a.json, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
