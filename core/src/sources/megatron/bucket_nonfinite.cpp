@@ -59,7 +59,12 @@ BucketNonfinite judge_bucket_nonfinite(dcp::Report& r, const dcp::Checkpoint& ck
       p.params.push_back(name);
     }
     p.message += (places->bucket ? "; in the slices of " : "; in ") + where;
-    if (places->bucket) p.message += " (the 64-alignment gaps' values are not judged)";
+    // the count above is the whole tensor's: say how many of it lie in the gaps (uninitialised memory)
+    const auto in_gaps = nonfinite_of(r, p.key) - static_cast<int64_t>(places->in_params);
+    if (places->bucket && in_gaps > 0)
+      p.message += "; " + std::to_string(in_gaps) + " more in the 64-alignment gaps, not judged";
+    else if (places->bucket)
+      p.message += " (the 64-alignment gaps' values are not judged)";
     return false;
   });
   if (out.in_gaps > 0)
