@@ -200,7 +200,8 @@ int run_diagnose(const DiagnoseOptions& o) {
     keep_until_exit(std::make_shared<const analysis::Report>(std::move(report)));  // 20k param reports
     return rc;
   } catch (const Error& e) {
-    std::fprintf(stderr, "ckptdoc diagnose: error: %s\n", e.what());
+    std::fprintf(stderr, "ckptdoc diagnose: error [%s]: %s\n", std::string(kind_name(e.kind())).c_str(),
+                 e.what());
     return 2;
   }
 }

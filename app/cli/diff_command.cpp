@@ -88,7 +88,8 @@ int run_diff(const DiffCommandOptions& o) {
       print_text(r, o.max_rows);
     return r.equal() ? 0 : 1;
   } catch (const Error& e) {
-    std::fprintf(stderr, "ckptdoc diff: error: %s\n", e.what());
+    std::fprintf(stderr, "ckptdoc diff: error [%s]: %s\n", std::string(kind_name(e.kind())).c_str(),
+                 e.what());
     return 2;
   }
 }

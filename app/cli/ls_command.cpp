@@ -301,7 +301,7 @@ int run_ls(const LsOptions& o) {
         o.path, at_offset(0),
         "not a torch.save file (zip or legacy) or a safetensors file; the first bytes do not match either");
   } catch (const Error& e) {
-    std::fprintf(stderr, "ckptdoc ls: error: %s\n", e.what());
+    std::fprintf(stderr, "ckptdoc ls: error [%s]: %s\n", std::string(kind_name(e.kind())).c_str(), e.what());
     return 2;
   }
 }

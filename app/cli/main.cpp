@@ -360,8 +360,9 @@ int run_command_line(int argc, char** argv) {
     const int code = app.exit(e);
     if (code != 0) std::fputs(cli::suggestions(app, argc, argv).c_str(), stderr);
     return code == 0 ? 0 : 2;
-  } catch (const ckptdoc::Error& e) {
-    std::fprintf(stderr, "ckptdoc: error: %s\n", e.what());
+  } catch (const ckptdoc::Error& e) {  // its kind as the source commands print it ("[unsupported]", ...)
+    std::fprintf(stderr, "ckptdoc: error [%s]: %s\n", std::string(ckptdoc::kind_name(e.kind())).c_str(),
+                 e.what());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ckptdoc: error: %s\n", e.what());
