@@ -15,11 +15,15 @@
 //    run.json "dcp_load"), and diagnose must see the NaN.
 //  - HuggingFaceStorageWriter(save_distributed=True) at world 2 without consolidation: each rank's
 //    shard-0000r-….safetensors holds its piece of model.0.weight (rows 0-5, 6-11) under the tensor's own
-//    name. Not assembled yet; refused naming the file and the piece (before: read as whole tensors of half
-//    the rows, exported with exit 0 and only a tensor-duplicated warning).
+//    name, and no file records a tensor's whole shape. Not assembled; refused naming the file and the piece
+//    (before: read as whole tensors of half the rows, exported with exit 0 and only a tensor-duplicated
+//    warning). Also with only the offset-0 pieces left (the other rank's file gone), which nothing marks as
+//    pieces but DCP_SHARDING_INFO (before: read as whole tensors, export exit 0 and no word of pieces).
+#include <QJsonArray>
 #include <QtTest>
 #include <filesystem>
 
+#include "ckptdoc/format/safetensors.h"
 #include "realds_support.h"
 
 using namespace ckptdoc;
@@ -107,9 +111,56 @@ class TestRealdsDcpFormats : public QObject {
     const auto r = test::run_cli(args);
     const std::string said = r.out + r.err;
     QVERIFY2(r.exit_code == 2, realds::describe(r).c_str());
-    for (const char* part : {"/shard-00002-model-00001-of-00001.safetensors", "DCP_SHARDING_INFO",
-                             "save_distributed=True", "'model.0.weight' at [6, 0]", "no value"})
+    for (const char* part :
+         {"[unsupported]", "/shard-00001-model-00001-of-00001.safetensors", "DCP_SHARDING_INFO",
+          "save_distributed=True", "'model.0.weight' at [0, 0]", "no value"})
       QVERIFY2(said.find(part) != std::string::npos, (part + std::string(" not in: ") + said).c_str());
+    QVERIFY(!std::filesystem::exists(dir.file("out.safetensors")));
+  }
+
+  // The rank files holding a piece at a non-zero offset removed: every piece left is at offset 0 and its
+  // shape is a whole tensor's shape, but not the tensor's (model.0.weight is 12 x 8, its piece 6 x 8).
+  void hfDistributedOffsetZeroPiecesAloneAreRefused_data() {
+    QTest::addColumn<QString>("command");
+    QTest::newRow("inspect") << "inspect";
+    QTest::newRow("diagnose") << "diagnose";
+    QTest::newRow("export") << "export";
+  }
+  void hfDistributedOffsetZeroPiecesAloneAreRefused() {
+    QFETCH(QString, command);
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("dcp_hf_distributed_ws2");
+    test::TempDir dir;
+    const std::string left = dir.file("left");
+    std::filesystem::copy(e.save_dir, left, std::filesystem::copy_options::recursive);
+    std::vector<std::string> kept, removed;
+    for (const auto& f : std::filesystem::directory_iterator(left)) {
+      const auto info =
+          realds::parse(SafetensorsFile::open(f.path().string()).metadata.at("DCP_SHARDING_INFO"));
+      bool at_offset = false;
+      for (const auto& entry : info)
+        for (const auto& o : entry.toObject()["saved_offsets"].toArray())
+          at_offset = at_offset || o.toInt() != 0;
+      (at_offset ? removed : kept).push_back(f.path().filename().string());
+      if (at_offset) std::filesystem::remove(f.path());
+    }
+    QCOMPARE(removed.size(), size_t{1});
+    QCOMPARE(kept, std::vector<std::string>{"shard-00001-model-00001-of-00001.safetensors"});
+
+    std::vector<std::string> args = {command.toStdString(), left};
+    if (command == "export") args.insert(args.end(), {"--output", dir.file("out.safetensors")});
+    const auto r = test::run_cli(args);
+    const std::string said = r.out + r.err;
+    QVERIFY2(r.exit_code == 2, realds::describe(r).c_str());
+    const std::vector<std::string> parts = {"[unsupported]",
+                                            left + "/" + kept.front(),
+                                            "DCP_SHARDING_INFO",
+                                            "save_distributed=True",
+                                            "'model.0.weight' at [0, 0]",
+                                            "whole shape",
+                                            "no value"};
+    for (const auto& part : parts)
+      QVERIFY2(said.find(part) != std::string::npos, (part + " not in: " + said).c_str());
     QVERIFY(!std::filesystem::exists(dir.file("out.safetensors")));
   }
 

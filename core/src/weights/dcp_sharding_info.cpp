@@ -7,8 +7,8 @@
 
 namespace ckptdoc::weights {
 
-std::optional<std::string> dcp_piece_in(const std::map<std::string, std::string>& metadata,
-                                        const std::string& path) {
+std::optional<DcpPiece> dcp_piece_in(const std::map<std::string, std::string>& metadata,
+                                     const std::string& path) {
   const auto it = metadata.find("DCP_SHARDING_INFO");
   if (it == metadata.end()) return std::nullopt;
   const auto info = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
@@ -16,6 +16,7 @@ std::optional<std::string> dcp_piece_in(const std::map<std::string, std::string>
     return Error(ErrorKind::Corrupt, path, "__metadata__ DCP_SHARDING_INFO", what);
   };
   if (!info.is_object()) throw bad("not a JSON object");
+  std::optional<DcpPiece> first;
   for (const auto& [name, entry] : info.items()) {
     const auto offsets = entry.is_object() ? entry.find("saved_offsets") : entry.end();
     if (!entry.is_object() || offsets == entry.end() || !offsets->is_array())
@@ -27,15 +28,14 @@ std::optional<std::string> dcp_piece_in(const std::map<std::string, std::string>
       piece = piece || o.get<int64_t>() != 0;
       text += (text.empty() ? "" : ", ") + std::to_string(o.get<int64_t>());
     }
-    if (piece) {
-      std::string out = "'" + name;
-      out += "' at [";
-      out += text;
-      out += "]";
-      return out;
-    }
+    std::string out = "'" + name;
+    out += "' at [";
+    out += text;
+    out += "]";
+    if (piece) return DcpPiece{out, true};
+    if (!first) first = DcpPiece{out, false};
   }
-  return std::nullopt;
+  return first;
 }
 
 }  // namespace ckptdoc::weights

@@ -297,7 +297,7 @@ void WeightsSource::add_file(const std::string& abs_path, const std::string& /*p
   if (wf.path.empty() || wf.path.rfind("..", 0) == 0) wf.path = fs::path(abs_path).filename().string();
   wf.bytes = fs::file_size(abs_path, ec);
   std::vector<NamedTensor> parsed;
-  std::optional<std::string> dcp_piece;  // set: a rank's piece of a sharded HuggingFaceStorageWriter save
+  std::optional<DcpPiece> dcp_piece;  // set: the file carries DCP_SHARDING_INFO (HuggingFaceStorageWriter)
   try {
     auto mapped = MappedFile::open(abs_path);
     const auto head = mapped->bytes().subspan(0, std::min<size_t>(mapped->bytes().size(), 64));
@@ -346,14 +346,22 @@ void WeightsSource::add_file(const std::string& abs_path, const std::string& /*p
     problem(model::Code::ShardUnreadable, wf.path + " cannot be read: " + e.what(), wf.path);
     if (const auto* err = dynamic_cast<const Error*>(&e)) wf.error_kind = err->kind();
   }
-  // Read on, its pieces would pass for whole tensors of the wrong shape: refused, never reported on.
-  if (dcp_piece)
-    throw Error(ErrorKind::Unsupported, abs_path, "__metadata__ DCP_SHARDING_INFO",
-                "a piece of a sharded save by torch's HuggingFaceStorageWriter(save_distributed=True): " +
-                    *dcp_piece +
-                    " is part of a larger tensor; assembling the ranks' pieces is not supported yet, so no "
-                    "value of this folder was checked (a save with enable_consolidation=True also writes "
-                    "whole tensors beside its sharded/ folder)");
+  // Read on, its pieces would pass for whole tensors of the wrong shape: refused, never reported on. Only the
+  // save_distributed=False writer (the whole state dict from rank 0) writes an index, and every offset is 0.
+  const bool indexed = index_ && std::any_of(index_->weight_map.begin(), index_->weight_map.end(),
+                                             [&](const auto& entry) { return entry.second == wf.path; });
+  if (dcp_piece && (dcp_piece->at_offset || !indexed))
+    throw Error(
+        ErrorKind::Unsupported, abs_path, "__metadata__ DCP_SHARDING_INFO",
+        "a piece of a sharded save by torch's HuggingFaceStorageWriter(save_distributed=True): " +
+            dcp_piece->described +
+            (dcp_piece->at_offset ? " is part of a larger tensor"
+                                  : " may be only part of its tensor (no model.safetensors.index.json of a "
+                                    "whole-state-dict save names this file)") +
+            "; such a save records no tensor's whole shape, so neither that nor whether every rank's "
+            "piece is present can be known, and assembling the ranks' pieces is not supported: no value "
+            "of this folder was checked (a save with enable_consolidation=True also writes whole tensors "
+            "beside its sharded/ folder)");
   for (const auto& t : parsed) {
     wf.tensors.push_back(t.name);
     holders_[t.name].push_back(wf.path);
