@@ -353,11 +353,13 @@ void WeightsSource::add_file(const std::string& abs_path, const std::string& /*p
   if (dcp_piece && (dcp_piece->at_offset || !indexed))
     throw Error(
         ErrorKind::Unsupported, abs_path, "__metadata__ DCP_SHARDING_INFO",
-        "a piece of a sharded save by torch's HuggingFaceStorageWriter(save_distributed=True): " +
+        std::string(dcp_piece->at_offset ? "" : "taken for ") +
+            "a piece of a sharded save by torch's HuggingFaceStorageWriter(save_distributed=True): " +
             dcp_piece->described +
             (dcp_piece->at_offset ? " is part of a larger tensor"
                                   : " may be only part of its tensor (no model.safetensors.index.json of a "
-                                    "whole-state-dict save names this file)") +
+                                    "whole-state-dict save names this file; open the folder holding one, if "
+                                    "it is such a save)") +
             "; such a save records no tensor's whole shape, so neither that nor whether every rank's "
             "piece is present can be known, and assembling the ranks' pieces is not supported: no value "
             "of this folder was checked (a save with enable_consolidation=True also writes whole tensors "
