@@ -185,6 +185,41 @@ class TestDiagnose : public QObject {
     QVERIFY(json.out.find("\"code\": \"fp32-master-mismatch\"") != std::string::npos);
   }
 
+  // The optimizer-state findings name a framework only in their source's words (SourceRules::
+  // optimizer_state_words): DeepSpeed's say its init step, v0.13+ and load_optimizer_states=False, and a
+  // source without its own (DCP, Megatron, Accelerate) gets words naming none.
+  void optimizerStateWordsAreTheSources() {
+    test::TempDir dir;
+    const std::string ckpt = copy_fixture(dir, "zero2_fp16_ws2");
+    for (int rank = 0; rank < 2; ++rank)  // the state ZeRO saves right after deepspeed.initialize()
+      rewrite(optim_path(ckpt + "/global_step5", rank), [&](Value& root) {
+        auto* state = root.get_mut("optimizer_state_dict")->get_mut("base_optimizer_state")->get_mut("state");
+        for (auto& [k, entry] : state->dict_mut().items) {
+          for (const char* m : {"exp_avg", "exp_avg_sq"}) {
+            Value* v = entry.get_mut(m);
+            const Tensor& t = v->as_tensor();
+            *v = Value::tensor(Tensor::from_bytes(DType::F32, t.shape, std::vector<uint8_t>(t.nbytes(), 0)));
+          }
+          entry.set("step", Value::integer(1));
+        }
+      });
+    const auto report = diagnose_dir(ckpt);
+    const auto* f = find(report, "optimizer-state-fresh");
+    QVERIFY2(f, codes(report).c_str());
+    const auto words = deepspeed::Checkpoint::open(ckpt)->catalog().source_rules->optimizer_state_words();
+    QVERIFY2(f->message.find(" params, as " + words.fresh_cause + ". ") != std::string::npos,
+             f->message.c_str());
+    QVERIFY(words.fresh_cause.find("deepspeed.initialize()") != std::string::npos);
+    QVERIFY(words.empty_cause.find("DeepSpeed v0.13+") != std::string::npos);
+    QVERIFY(words.load_without_state.find("load_optimizer_states=False") != std::string::npos);
+    const model::SourceRules::OptimizerStateWords neutral;
+    for (const auto* w : {&neutral.empty_cause, &neutral.fresh_cause, &neutral.cast_params,
+                          &neutral.cast_measured, &neutral.load_without_state})
+      for (const char* framework :
+           {"DeepSpeed", "deepspeed", "ZeRO", "load_checkpoint", "Megatron", "Accelerate"})
+        QVERIFY2(w->find(framework) == std::string::npos, w->c_str());
+  }
+
   // Rank files repacked by Python's zipfile (torch.load reads them) keep their records wherever they fall,
   // most not on their element size. Under the sanitizer build this also proves no misaligned float is read.
   void repackedRankFilesDiagnoseLikeTheOriginals() {

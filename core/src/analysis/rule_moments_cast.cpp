@@ -31,7 +31,8 @@ uint64_t flushed_to_zero(const ValueStats& s) {
 
 }  // namespace
 
-void moments_cast_rules(const std::vector<ParamReport>& params, std::vector<Finding>& out) {
+void moments_cast_rules(const model::Catalog& cat, const std::vector<ParamReport>& params,
+                        std::vector<Finding>& out) {
   const auto note = std::find_if(out.begin(), out.end(), [](const Finding& f) {
     return f.code == model::code_name(model::Code::MastersIn16Bit);
   });
@@ -52,20 +53,21 @@ void moments_cast_rules(const std::vector<ParamReport>& params, std::vector<Find
   char share[32];
   std::snprintf(share, sizeof share, "%.3g%%",
                 total ? 100.0 * static_cast<double>(flushed) / static_cast<double>(total) : 0.0);
+  // Who hands the optimizer the fp16 masters, what a measured resume did, and the load without the state:
+  // the source's words (DeepSpeed's: its params, 0.19.8's measurement, load_optimizer_states=False).
+  const auto words = cat.source_rules ? cat.source_rules->optimizer_state_words()
+                                      : model::SourceRules::OptimizerStateWords{};
   Finding f = finding_of(model::Code::MomentsFlushedOnResume);
   f.message =
       "The master weights are float16 and their Adam moments are saved in float32, but a resume casts the "
-      "moments to float16 (torch's Optimizer.load_state_dict converts state to its param's dtype, and "
-      "DeepSpeed's "
-      "params there are the fp16 masters): " +
-      std::to_string(flushed) + " non-zero exp_avg_sq values (" + share + ") in " +
-      std::to_string(names.size()) +
+      "moments to float16 (torch's Optimizer.load_state_dict converts state to its param's dtype, and " +
+      words.cast_params + " are the fp16 masters): " + std::to_string(flushed) +
+      " non-zero exp_avg_sq values (" + share + ") in " + std::to_string(names.size()) +
       " params are below float16's smallest value and become 0, so the first step after the resume divides "
-      "their "
-      "exp_avg by eps alone (DeepSpeed 0.19.8 resuming its own files moved weights by up to 140 in that "
-      "step). "
-      "The files are intact: resume with float32 or bf16 master weights, or without the optimizer state "
-      "(load_checkpoint(..., load_optimizer_states=False), which loses the moments)";
+      "their exp_avg by eps alone" +
+      words.cast_measured +
+      ". The files are intact: resume with float32 or bf16 master weights, or without the optimizer state (" +
+      (words.load_without_state.empty() ? "" : words.load_without_state + ", ") + "which loses the moments)";
   f.params = std::move(names);
   f.evidence = {{"exp_avg_sq_flushed", static_cast<double>(flushed)},
                 {"exp_avg_sq_nonzero", static_cast<double>(total)}};

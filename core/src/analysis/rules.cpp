@@ -222,6 +222,8 @@ void optimizer_rules(const model::Catalog& cat, const std::vector<ParamReport>& 
     }
     if (!source->optimizer_state_saved()) return;
   }
+  // How the state comes to be empty or fresh, in the source's words (DeepSpeed: its init step and v0.13+).
+  const auto words = source ? source->optimizer_state_words() : model::SourceRules::OptimizerStateWords{};
   auto group_state = [&cat](int g) -> model::OptimizerGroupState {
     if (g >= 0 && static_cast<size_t>(g) < cat.optimizer_groups.size())
       return cat.optimizer_groups[static_cast<size_t>(g)];
@@ -260,9 +262,8 @@ void optimizer_rules(const model::Catalog& cat, const std::vector<ParamReport>& 
     if (!cat.optimizer_state_keys.empty()) return;
     out.emplace_back(
         model::Code::OptimizerStateEmpty,
-        "The optimizer state is empty (no exp_avg/exp_avg_sq): the optimizer starts fresh, as after a "
-        "reset or a load without optimizer states in DeepSpeed v0.13+. Bias correction restarts at step "
-        "1.");
+        "The optimizer state is empty (no exp_avg/exp_avg_sq): the optimizer starts fresh, as after " +
+            words.empty_cause + ". Bias correction restarts at step 1.");
     return;
   }
   // Zero moments: the fresh state ZeRO saves (step <= 1: its init runs one zero-gradient step), params added
@@ -335,12 +336,9 @@ void optimizer_rules(const model::Catalog& cat, const std::vector<ParamReport>& 
   }
   if (!fresh.params.empty()) {
     fresh.evidence = {{"step", double(fresh_step)}, {"params_affected", double(fresh.params.size())}};
-    fresh.message =
-        "The optimizer state is fresh: Adam step " + std::to_string(fresh_step) +
-        " with all-zero moments for " + std::to_string(fresh.params.size()) +
-        " params, as DeepSpeed saves it right after deepspeed.initialize() (ZeRO runs one zero-gradient "
-        "step at init) or after load_checkpoint(..., load_optimizer_states=False). Training restarts "
-        "Adam's moments from here; nothing to fix.";
+    fresh.message = "The optimizer state is fresh: Adam step " + std::to_string(fresh_step) +
+                    " with all-zero moments for " + std::to_string(fresh.params.size()) + " params, as " +
+                    words.fresh_cause + ". Training restarts Adam's moments from here; nothing to fix.";
     out.push_back(std::move(fresh));
   }
 }
@@ -370,7 +368,7 @@ std::vector<Finding> apply_rules(const model::Catalog& catalog, const std::vecto
   nonfinite_rules(params, out);
   if (rules == RuleSet::All) {
     optimizer_rules(catalog, params, out);
-    moments_cast_rules(params, out);
+    moments_cast_rules(catalog, params, out);
   }
   // What only the source's own records tell (DeepSpeed: world sizes, the fp16 loss scale).
   if (catalog.source_rules) catalog.source_rules->record_rules(out);

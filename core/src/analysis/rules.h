@@ -46,7 +46,9 @@ void master_findings(const std::vector<ParamReport>& params, const MasterContext
 
 // fp16 masters whose float32 Adam moments a resume would cast to float16, flushing the smallest exp_avg_sq
 // values to 0 (rule_moments_cast.cpp). Runs after the scan's masters-in-16-bit note is in `out`.
-void moments_cast_rules(const std::vector<ParamReport>& params, std::vector<Finding>& out);
+// The words that name the framework are the catalog's source's (SourceRules::optimizer_state_words).
+void moments_cast_rules(const model::Catalog& cat, const std::vector<ParamReport>& params,
+                        std::vector<Finding>& out);
 
 // The lp dtype as findings name it: "fp16", "bf16" (else the dtype's own name).
 std::string lp_name(DType t);

@@ -5,6 +5,7 @@
 
 #include "ckptdoc/format/shape_text.h"
 #include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/number_text.h"
 #include "ckptdoc/short_list.h"
 
 namespace ckptdoc::deepspeed {
@@ -129,14 +130,14 @@ void add_job_problems(const std::vector<std::shared_ptr<const Checkpoint>>& slic
     for (const auto& [layer, have] : tps)
       for (int tp = 0; tp < t.tp; ++tp)
         if (!have.count(tp)) {
-          char name[64];
-          std::snprintf(name, sizeof name, "layer_%02d-model_%02d-model_states.pt", layer, tp);
+          const std::string name =
+              "layer_" + two_digits(layer) + "-model_" + two_digits(tp) + "-model_states.pt";
           const auto st = t.layer_stage.find(layer);
           // Layers with params are named by their own mp rank's check (catalog_lp.cpp); here the others.
           if (st != t.layer_stage.end()) continue;
           out.emplace_back(model::Code::LayerFileMissing,
-                           std::string(name) + " is missing while the other tensor ranks have layer " +
-                               n(layer) + "'s file: DeepSpeed's load_checkpoint of that tensor rank fails",
+                           name + " is missing while the other tensor ranks have layer " + n(layer) +
+                               "'s file: DeepSpeed's load_checkpoint of that tensor rank fails",
                            name)
               .tp = tp;
         }

@@ -2,8 +2,8 @@
 #include "deepspeed/content_roles.h"
 
 #include <fstream>
-#include <string_view>
 
+#include "ckptdoc/format/pickle_strings.h"
 #include "ckptdoc/format/zip_reader.h"
 #include "ckptdoc/io/mapped_file.h"
 #include "deepspeed/value_access.h"
@@ -52,20 +52,19 @@ bool classify_file_by_content_head(const std::string& path) {
 namespace {
 
 // Whether a torch.save zip's data.pkl spells a key classify_by_content needs. A rank file's root dict holds
-// "module" or "optimizer_state_dict", and a pickle spells each str it holds (SHORT_BINUNICODE, BINUNICODE, or
-// as text in protocol 0) before any memo get, so a pickle spelling neither is no rank file and is not
-// unpickled: a Trainer's optimizer.pt or Accelerate's optimizer.bin beside the weights is then unpickled
-// once, by the diagnosis, not once more here. Legacy files and unreadable zips: true (the full read decides).
+// "module" or "optimizer_state_dict", and a pickle spells each str it holds whole before any memo get
+// (pickle_strings.h), so a pickle spelling neither is no rank file and is not unpickled: a Trainer's
+// optimizer.pt or Accelerate's optimizer.bin beside the weights is then unpickled once, by the diagnosis, not
+// once more here, and its training_args.bin (which spells "optim_target_modules", not "module") not at all.
+// Legacy files and unreadable zips: true (the full read decides).
 bool may_name_rank_keys(const std::shared_ptr<const MappedFile>& file) {
   try {
     const ZipReader zip(file);
     for (const auto& e : zip.entries()) {
       const auto slash = e.name.find('/');
       if (slash == std::string::npos || e.name.compare(slash, std::string::npos, "/data.pkl") != 0) continue;
-      const auto bytes = zip.data(e);
-      const std::string_view pickle(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-      return pickle.find("module") != std::string_view::npos ||
-             pickle.find("optimizer_state_dict") != std::string_view::npos;
+      const auto pickle = zip.data(e);
+      return pickle_may_hold_str(pickle, "module") || pickle_may_hold_str(pickle, "optimizer_state_dict");
     }
   } catch (const std::exception&) {
   }

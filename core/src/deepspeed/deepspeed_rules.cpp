@@ -78,6 +78,18 @@ class DeepSpeedRules final : public model::SourceRules {
             "ckptdoc repair --refresh-fp32"};
   }
 
+  // ZeRO's init step, v0.13+'s load without optimizer states, and the resume measured with DeepSpeed 0.19.8
+  // (tests/realds, v019_z2_fp16_dp2_fp16_masters).
+  OptimizerStateWords optimizer_state_words() const override {
+    return {
+        "a reset or a load without optimizer states in DeepSpeed v0.13+",
+        "DeepSpeed saves it right after deepspeed.initialize() (ZeRO runs one zero-gradient step at init) or "
+        "after load_checkpoint(..., load_optimizer_states=False)",
+        "DeepSpeed's params there",
+        " (DeepSpeed 0.19.8 resuming its own files moved weights by up to 140 in that step)",
+        "load_checkpoint(..., load_optimizer_states=False)"};
+  }
+
   void record_rules(std::vector<model::Finding>& out) const override {
     world_size_rules(out);
     loss_scale_rules(out);
