@@ -19,20 +19,35 @@ rm -rf "$work/seeds" && mkdir -p "$work/crashes"
 /usr/bin/python3 "$root/tests/fuzz/make_seeds.py" "$fixtures" "$work/seeds"
 export CKPTDOC_FUZZ_MODEL_FILE="$fixtures/deepspeed/zero2_fp16_ws2/checkpoint/global_step5/mp_rank_00_model_states.pt"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# One harness per core at a time: libFuzzer runs one thread, and CI's stages are CPU-bound.
+fuzz_one() {
+  local t=$1 name=${1#fuzz_}
+  local corpus="$work/corpus/$name" log="$work/$1.log"
+  mkdir -p "$corpus"
+  if "$build/tests/fuzz/$t" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=20 -max_len=600000 \
+       -artifact_prefix="$work/crashes/$t-" "$corpus" "$work/seeds/$name" "$root/tests/fuzz/regressions" >"$log" 2>&1; then
+    echo ok >"$log.result"
+  else
+    echo "CRASH (see $log)" >"$log.result"
+  fi
+}
+jobs="${CKPTDOC_JOBS:-$(nproc)}"
+running=0
+for t in "${targets[@]}"; do
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n
+    running=$((running - 1))
+  fi
+  fuzz_one "$t" &
+  running=$((running + 1))
+done
+wait
 status=0
 printf "%-26s %12s %10s %s\n" harness executions exec/s result
 for t in "${targets[@]}"; do
-  name=${t#fuzz_}
-  corpus="$work/corpus/$name"
-  mkdir -p "$corpus"
   log="$work/$t.log"
-  if "$build/tests/fuzz/$t" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=20 -max_len=600000 \
-       -artifact_prefix="$work/crashes/$t-" "$corpus" "$work/seeds/$name" "$root/tests/fuzz/regressions" >"$log" 2>&1; then
-    result=ok
-  else
-    result="CRASH (see $log)"
-    status=1
-  fi
+  result=$(cat "$log.result" 2>/dev/null || echo "no result (see $log)")
+  [ "$result" = ok ] || status=1
   execs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' || true)
   [ -n "$execs" ] || execs=$(grep -Eo '#[0-9]+' "$log" | tail -1 | tr -d '#')
   rate=$(grep -Eo 'exec/s: *[0-9]+' "$log" | tail -1 | grep -Eo '[0-9]+$' || true)
