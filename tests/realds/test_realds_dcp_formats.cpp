@@ -36,18 +36,36 @@ std::string saved_state_dict(const realds::Entry& e) {
   return std::filesystem::path(e.save_dir).parent_path().string() + "/ref/saved_state_dict.pt";
 }
 
+// The commands that read a save's values: each row of a refusal test runs one.
+void add_reading_commands() {
+  QTest::addColumn<QString>("command");
+  QTest::newRow("inspect") << "inspect";
+  QTest::newRow("diagnose") << "diagnose";
+  QTest::newRow("export") << "export";
+}
+
+// `command` on `folder` exits 2 saying every one of `parts`, and export writes nothing.
+void expect_refused(const QString& command, const std::string& folder,
+                    const std::vector<std::string>& parts) {
+  test::TempDir dir;
+  std::vector<std::string> args = {command.toStdString(), folder};
+  if (command == "export") args.insert(args.end(), {"--output", dir.file("out.safetensors")});
+  const auto r = test::run_cli(args);
+  const std::string said = r.out + r.err;
+  QVERIFY2(r.exit_code == 2, realds::describe(r).c_str());
+  for (const auto& part : parts)
+    QVERIFY2(said.find(part) != std::string::npos, (part + " not in: " + said).c_str());
+  QVERIFY2(said.find("chunks tile") == std::string::npos, said.c_str());  // no metadata-only all-clear
+  QVERIFY(!std::filesystem::exists(dir.file("out.safetensors")));
+}
+
 }  // namespace
 
 class TestRealdsDcpFormats : public QObject {
   Q_OBJECT
 
  private slots:
-  void safetensorsSerializationIsRefusedByName_data() {
-    QTest::addColumn<QString>("command");
-    QTest::newRow("inspect") << "inspect";
-    QTest::newRow("diagnose") << "diagnose";
-    QTest::newRow("export") << "export";
-  }
+  void safetensorsSerializationIsRefusedByName_data() { add_reading_commands(); }
   void safetensorsSerializationIsRefusedByName() {
     QFETCH(QString, command);
     REALDS_REQUIRE_DS("0.19");
@@ -57,25 +75,11 @@ class TestRealdsDcpFormats : public QObject {
     QCOMPARE(head.size(), size_t{9});
     QCOMPARE(head[8], '{');
 
-    test::TempDir dir;
-    std::vector<std::string> args = {command.toStdString(), e.save_dir};
-    if (command == "export") args.insert(args.end(), {"--output", dir.file("out.safetensors")});
-    const auto r = test::run_cli(args);
-    const std::string said = r.out + r.err;
-    QVERIFY2(r.exit_code == 2, realds::describe(r).c_str());
-    QVERIFY2(said.find("[unsupported]") != std::string::npos, said.c_str());
-    QVERIFY2(said.find(e.save_dir + "/__0_0.distcp") != std::string::npos, said.c_str());
-    QVERIFY2(said.find("serialization_format=SAFETENSORS") != std::string::npos, said.c_str());
-    QVERIFY2(said.find("chunks tile") == std::string::npos, said.c_str());  // no metadata-only all-clear
-    QVERIFY(!std::filesystem::exists(dir.file("out.safetensors")));
+    expect_refused(command, e.save_dir,
+                   {"[unsupported]", e.save_dir + "/__0_0.distcp", "serialization_format=SAFETENSORS"});
   }
 
-  void zstdItemsAreRefusedByFileAndTransform_data() {
-    QTest::addColumn<QString>("command");
-    QTest::newRow("inspect") << "inspect";
-    QTest::newRow("diagnose") << "diagnose";
-    QTest::newRow("export") << "export";
-  }
+  void zstdItemsAreRefusedByFileAndTransform_data() { add_reading_commands(); }
   void zstdItemsAreRefusedByFileAndTransform() {
     QFETCH(QString, command);
     REALDS_REQUIRE_DS("0.19");
@@ -84,48 +88,23 @@ class TestRealdsDcpFormats : public QObject {
         test::read_text(std::filesystem::path(e.save_dir).parent_path().string() + "/run.json"));
     QCOMPARE(run["dcp_load"].toString(), QString("ok"));  // torch decodes its own save
 
-    test::TempDir dir;
-    std::vector<std::string> args = {command.toStdString(), e.save_dir};
-    if (command == "export") args.insert(args.end(), {"--output", dir.file("out.safetensors")});
-    const auto r = test::run_cli(args);
-    const std::string said = r.out + r.err;
-    QVERIFY2(r.exit_code == 2, realds::describe(r).c_str());
-    for (const char* part : {"[unsupported]", "/.metadata", "__0_0.distcp", "stream.zstd", "no value"})
-      QVERIFY2(said.find(part) != std::string::npos, (part + std::string(" not in: ") + said).c_str());
-    QVERIFY(!std::filesystem::exists(dir.file("out.safetensors")));
+    expect_refused(command, e.save_dir,
+                   {"[unsupported]", "/.metadata", "__0_0.distcp", "stream.zstd", "no value"});
   }
 
-  void hfDistributedPiecesAreRefused_data() {
-    QTest::addColumn<QString>("command");
-    QTest::newRow("inspect") << "inspect";
-    QTest::newRow("diagnose") << "diagnose";
-    QTest::newRow("export") << "export";
-  }
+  void hfDistributedPiecesAreRefused_data() { add_reading_commands(); }
   void hfDistributedPiecesAreRefused() {
     QFETCH(QString, command);
     REALDS_REQUIRE_DS("0.19");
     const auto e = realds::checkpoint("dcp_hf_distributed_ws2");
-    test::TempDir dir;
-    std::vector<std::string> args = {command.toStdString(), e.save_dir};
-    if (command == "export") args.insert(args.end(), {"--output", dir.file("out.safetensors")});
-    const auto r = test::run_cli(args);
-    const std::string said = r.out + r.err;
-    QVERIFY2(r.exit_code == 2, realds::describe(r).c_str());
-    for (const char* part :
-         {"[unsupported]", "/shard-00001-model-00001-of-00001.safetensors", "DCP_SHARDING_INFO",
-          "save_distributed=True", "'model.0.weight' at [0, 0]", "no value"})
-      QVERIFY2(said.find(part) != std::string::npos, (part + std::string(" not in: ") + said).c_str());
-    QVERIFY(!std::filesystem::exists(dir.file("out.safetensors")));
+    expect_refused(command, e.save_dir,
+                   {"[unsupported]", "/shard-00001-model-00001-of-00001.safetensors", "DCP_SHARDING_INFO",
+                    "save_distributed=True", "'model.0.weight' at [0, 0]", "no value"});
   }
 
   // The rank files holding a piece at a non-zero offset removed: every piece left is at offset 0 and its
   // shape is a whole tensor's shape, but not the tensor's (model.0.weight is 12 x 8, its piece 6 x 8).
-  void hfDistributedOffsetZeroPiecesAloneAreRefused_data() {
-    QTest::addColumn<QString>("command");
-    QTest::newRow("inspect") << "inspect";
-    QTest::newRow("diagnose") << "diagnose";
-    QTest::newRow("export") << "export";
-  }
+  void hfDistributedOffsetZeroPiecesAloneAreRefused_data() { add_reading_commands(); }
   void hfDistributedOffsetZeroPiecesAloneAreRefused() {
     QFETCH(QString, command);
     REALDS_REQUIRE_DS("0.19");
@@ -147,21 +126,9 @@ class TestRealdsDcpFormats : public QObject {
     QCOMPARE(removed.size(), size_t{1});
     QCOMPARE(kept, std::vector<std::string>{"shard-00001-model-00001-of-00001.safetensors"});
 
-    std::vector<std::string> args = {command.toStdString(), left};
-    if (command == "export") args.insert(args.end(), {"--output", dir.file("out.safetensors")});
-    const auto r = test::run_cli(args);
-    const std::string said = r.out + r.err;
-    QVERIFY2(r.exit_code == 2, realds::describe(r).c_str());
-    const std::vector<std::string> parts = {"[unsupported]",
-                                            left + "/" + kept.front(),
-                                            "DCP_SHARDING_INFO",
-                                            "save_distributed=True",
-                                            "'model.0.weight' at [0, 0]",
-                                            "whole shape",
-                                            "no value"};
-    for (const auto& part : parts)
-      QVERIFY2(said.find(part) != std::string::npos, (part + " not in: " + said).c_str());
-    QVERIFY(!std::filesystem::exists(dir.file("out.safetensors")));
+    expect_refused(command, left,
+                   {"[unsupported]", left + "/" + kept.front(), "DCP_SHARDING_INFO", "save_distributed=True",
+                    "'model.0.weight' at [0, 0]", "whole shape", "no value"});
   }
 
   void hfStorageWriterExportEqualsTheSavedStateDict() {
