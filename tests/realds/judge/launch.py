@@ -13,9 +13,18 @@ removed when the ranks are done, and a torch extension build lock older than STA
 remove_stale_extension_locks). Named launch.py because ds_load_check.py starts its ranks through the
 launch.py beside it (judge/ds_load_check.py points it here). Exit 0 only if every rank exits 0; per-rank
 output in <logdir>/rank<r>.log, printed when a rank fails.
+
+A rank of a .py script is a fork of this process, made after it imported torch's heavy modules once
+(PRELOADED): a rank's life on the CPU is ~90 % imports (torch, then torch._dynamo and the inductor, which
+torch.optim's Adam and megatron-core's torch.compile decorators import), and CI runs some thousand of them on 2
+cores. The fork sees what a fresh interpreter would: the rank's environment, sys.path with $PYTHONPATH first, and
+hooks/sitecustomize.py run as the interpreter runs it at start-up. Nothing framework-specific is preloaded (no
+DeepSpeed, no megatron-core): their imports read the rank's environment and the hooks patch them.
 """
 import argparse
 import glob
+import importlib
+import importlib.util
 import os
 import socket
 import subprocess
@@ -26,6 +35,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 # A JIT build of DeepSpeed's shm_comm op takes 1-3 minutes on 2 loaded cores; a no-op check, under a second.
 STALE_LOCK_S = 900
+# torch's modules every judge rank imports, ~2.5 s of CPU each time: imported once here, before the forks.
+PRELOADED = ("torch", "torch.distributed", "torch.distributed.tensor", "torch._dynamo", "torch._inductor.compile_fx")
 
 
 def free_port():
@@ -70,6 +81,77 @@ def remove_stale_extension_locks():
                 pass
 
 
+def preload(env):
+    """The ranks' common environment first (torch reads OMP_NUM_THREADS when it starts its thread pool), then
+    torch's heavy modules. One that fails to import is left to the rank, which reports it itself."""
+    os.environ.update(env)
+    for m in PRELOADED:
+        try:
+            importlib.import_module(m)
+        except Exception:  # noqa: BLE001 - the rank that needs it fails with the error
+            pass
+
+
+def fork_rank(cmd, env, path, log_path):
+    """A rank as a fork of this process: its log as stdout and stderr, its environment, $PYTHONPATH's folders
+    first on sys.path, hooks/sitecustomize.py run as module `sitecustomize` (as the interpreter does at
+    start-up), then run_rank.py's main on the script. Returns the child's pid; the child never returns."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        os.chdir(tempfile.gettempdir())
+        os.environ.clear()
+        os.environ.update(env)
+        sys.path[1:1] = [p for p in path if p not in sys.path]
+        spec = importlib.util.spec_from_file_location("sitecustomize", os.path.join(HERE, "hooks", "sitecustomize.py"))
+        hook = importlib.util.module_from_spec(spec)
+        sys.modules["sitecustomize"] = hook
+        spec.loader.exec_module(hook)
+        import run_rank  # judge/run_rank.py: sys.path[0] is this folder until it sets the script's
+
+        sys.argv = [os.path.join(HERE, "run_rank.py")] + cmd
+        run_rank.main()  # ends the process with the script's exit code
+    except BaseException:  # noqa: B036 - a rank that cannot start says why in its log
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+class ForkedRank:
+    """poll/terminate/kill/wait of a forked rank, as subprocess.Popen offers them."""
+
+    def __init__(self, pid):
+        self.pid, self.returncode = pid, None
+
+    def poll(self):
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self):
+        if self.returncode is None:
+            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        return self.returncode
+
+    def terminate(self):
+        os.kill(self.pid, 15)
+
+    def kill(self):
+        os.kill(self.pid, 9)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--world", type=int, required=True)
@@ -90,16 +172,23 @@ def main():
     path = [harness, os.path.join(HERE, "hooks")] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
     port = free_port()
     remove_stale_extension_locks()
+    common = dict(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), DS_ACCELERATOR="cpu", DS_BUILD_OPS="0",
+                  OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"), PYTHONPATH=os.pathsep.join(path),
+                  PYTHONHASHSEED="0")
+    forked = cmd[0].endswith(".py")  # a script: forked (see run_rank.py); any other program: started
+    if forked:
+        preload(common)
     procs, logs = [], []
     for r in range(a.world):
         env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(a.world), LOCAL_SIZE=str(a.world),
-                   LOCAL_WORLD_SIZE=str(a.world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                   DS_ACCELERATOR="cpu", DS_BUILD_OPS="0", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
-                   PYTHONPATH=os.pathsep.join(path), PYTHONHASHSEED="0")
+                   LOCAL_WORLD_SIZE=str(a.world), **common)
         env.pop("DS_SRC", None)
-        logs.append(open(os.path.join(logdir, f"rank{r}.log"), "w"))
-        runner = [os.path.join(HERE, "run_rank.py")] if cmd[0].endswith(".py") else []  # see run_rank.py
-        procs.append(subprocess.Popen([sys.executable] + runner + cmd, env=env, stdout=logs[-1], stderr=subprocess.STDOUT,
+        log_path = os.path.join(logdir, f"rank{r}.log")
+        if forked:
+            procs.append(ForkedRank(fork_rank(cmd, env, path, log_path)))
+            continue
+        logs.append(open(log_path, "w"))
+        procs.append(subprocess.Popen([sys.executable] + cmd, env=env, stdout=logs[-1], stderr=subprocess.STDOUT,
                                       cwd=tempfile.gettempdir()))
     t0 = time.time()
     rcs = [None] * a.world
@@ -133,4 +222,7 @@ def main():
 
 
 if __name__ == "__main__":
+    if os.environ.get("PYTHONHASHSEED") != "0":  # the forks inherit this interpreter's hash seed: the ranks' one
+        os.execve(sys.executable, [sys.executable, os.path.abspath(__file__)] + sys.argv[1:],
+                  dict(os.environ, PYTHONHASHSEED="0"))
     main()
