@@ -132,9 +132,18 @@ bool Script::condition(View& v, const std::string& what) const {
   if (what == "plan")
     return v.repair.plan_job && v.repair.plan_job->finished() &&
            (v.repair.plan || !v.repair.plan_error.empty());
-  if (what == "repaired") return v.repair.run_job && v.repair.run_job->finished();
-  if (what == "exported") return v.exporting.job && v.exporting.job->finished();
-  if (what == "converted") return v.convert.job && v.convert.job->finished();
+  // A job is finished on its worker before the frame loop applies its outcome to the window: wait for both,
+  // or an expectation right after reads the window's text before it is there.
+  if (what == "repaired")
+    return v.repair.run_job && v.repair.run_job->finished() &&
+           (v.repair.of_source
+                ? !v.repair.source_text.empty()
+                : v.repair.result || !v.repair.run_error.empty() || !v.repair.cancelled.empty());
+  if (what == "exported")
+    return v.exporting.job && v.exporting.job->finished() && !v.exporting.message.empty();
+  if (what == "converted")
+    return v.convert.job && v.convert.job->finished() &&
+           (v.convert.result || !v.convert.error.empty() || !v.convert.cancelled.empty());
   if (what == "idle") return s.jobs().empty();
   if (what == "diffed")  // finished, and its outcome applied
     return v.diff.job && v.diff.job->finished() &&
