@@ -53,6 +53,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 PYTHON = "/usr/bin/python3"  # Debian's, with torch 1.13
 GENERATOR_VERSION = 3        # bump when an entry's recipe changes meaning
 JUDGE = os.path.join(HERE, "judge")  # the judge venv's launcher, load check and rank hooks
+RUN = os.path.join(JUDGE, "run.py")  # `python RUN SCRIPT ARGS`: python SCRIPT ARGS as a fork of a judge zygote
 PINS = os.path.join(REPO, "scripts", "judges-requirements.txt")
 JUDGE_VERSIONS = ("0.19",)  # run by the judge venv's python (scripts/setup-judges.sh), not from ../shared
 # Older DeepSpeed releases run by the judge venv's python and torch (scripts/judges-extra-deepspeed.txt says which
@@ -504,6 +505,14 @@ def judge_env(a, base=None, version="0.19"):
     return env
 
 
+def debian_env(a, version, base=None):
+    """Environment of the 2023 stack (Debian's python and torch 1.13, DeepSpeed `version` from its extracted
+    source): judge/launch.py forks its ranks like the venv's, with the PYTHONPATH the harness's launch.py gives them."""
+    env = dict(base if base is not None else os.environ)
+    env.update(CKPTDOC_HARNESS=harness(a), CKPTDOC_JUDGE_STACK="debian", DS_SRC=ds_src(a, version))
+    return env
+
+
 def ds_extra(a, version):
     """The folder of DeepSpeed `version` (scripts/judges-extra-deepspeed.txt), which scripts/setup-judges.sh
     installs beside the judge venv: that script is the one installer."""
@@ -588,9 +597,10 @@ def stamp_of(a, spec):
               if not ((k in ("dims", "client", "config_extra", "fused_adam", "cpu_adam") and not v) or
                       (k in ("pp", "tp", "ep") and v == 1))}
     parts = [json.dumps(recipe, sort_keys=True), str(GENERATOR_VERSION)]
-    parts += [file_sha(os.path.join(h, f)) for f in ("ds_driver.py", "ds_common.py", "launch.py")]
-    if is_judge(spec["ds"]):  # the judge's own launcher and rank hooks, and the pinned versions
-        parts += [file_sha(os.path.join(JUDGE, f)) for f in ("launch.py", os.path.join("hooks", "sitecustomize.py"))]
+    parts += [file_sha(os.path.join(h, f)) for f in ("ds_driver.py", "ds_common.py")]
+    parts.append(file_sha(os.path.join(JUDGE, "launch.py")))  # every stack's ranks start there
+    if is_judge(spec["ds"]):  # the judge venv's rank hooks and the pinned versions
+        parts.append(file_sha(os.path.join(JUDGE, "hooks", "sitecustomize.py")))
         parts.append(file_sha(PINS))
     if spec.get("fused_adam"):
         parts += [file_sha(os.path.join(HERE, f)) for f in ("cpu_fused_adam.py", "engine_hook/sitecustomize.py")]
@@ -691,8 +701,8 @@ def ensure(a, name):
             if spec["kind"] in ("seedbug", "addlayer"):  # ds_driver.py's own torch.load of DeepSpeed's files (torch >= 2.6)
                 env["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
         else:
-            py, launcher = PYTHON, os.path.join(h, "launch.py")
-            env = dict(os.environ, DS_SRC=ds_src(a, spec["ds"]))
+            py, launcher = PYTHON, os.path.join(JUDGE, "launch.py")
+            env = debian_env(a, spec["ds"])
         if spec["kind"] == "megatron_bridge":  # Megatron Bridge and its transformers before the venv's
             env["PYTHONPATH"] = os.pathsep.join([bridge_extra(a)] +
                                                 ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
@@ -833,17 +843,21 @@ def ensure(a, name):
         return entry
 
 
+def as_zygote_script(args):
+    """python's arguments `args`, run through judge/run.py (a fork of a judge zygote) when they start with a script
+    (not -c, -m or -P)."""
+    return [RUN] + list(args) if args and args[0].endswith(".py") else list(args)
+
+
 def load_check_cmd(a, entry, ckpt, json_out, world=None, model=None, extra=(), version=None):
     h = harness(a)
     if entry["kind"] == "par":
         judge = is_judge(version or entry["ds"])  # ranks started by the judges' launcher with the venv's python
-        return ([judge_python(a) if judge else PYTHON, os.path.join(HERE, "par_load_check.py"), "--ckpt", ckpt,
+        return ([judge_python(a) if judge else PYTHON, RUN, os.path.join(HERE, "par_load_check.py"), "--ckpt", ckpt,
                  "--kind", entry["model"], "--world", str(world or entry["world"]), "--harness", h, "--json",
-                 json_out] + (["--launcher", os.path.join(JUDGE, "launch.py")] if judge else []) + list(extra))
-    if is_judge(version or entry["ds"]):  # the same ds_load_check.py, its ranks started by judge/launch.py
-        start = [judge_python(a), os.path.join(JUDGE, "load_check.py")]
-    else:
-        start = [PYTHON, os.path.join(h, "ds_load_check.py")]
+                 json_out, "--launcher", os.path.join(JUDGE, "launch.py")] + list(extra))
+    # the harness's ds_load_check.py, its ranks started by judge/launch.py (either stack: load_env says which)
+    start = [judge_python(a) if is_judge(version or entry["ds"]) else PYTHON, RUN, os.path.join(JUDGE, "load_check.py")]
     cmd = start + ["--ckpt", ckpt, "--world", str(world or entry["dp"]),
            "--model", model or entry["model"], "--json", json_out, "--timeout", "1200"] + base_args(entry) + list(extra)
     if entry.get("dims"):
@@ -855,7 +869,7 @@ def load_env(a, entry, version=None):
     """Environment for ds_load_check.py loading a checkpoint like `entry`: its DeepSpeed version, and its extra ZeRO
     settings (engine_hook/sitecustomize.py builds the loading engine with them)."""
     version = version or entry["ds"]
-    env = judge_env(a, version=version) if is_judge(version) else dict(os.environ, DS_SRC=ds_src(a, version))
+    env = judge_env(a, version=version) if is_judge(version) else debian_env(a, version)
     return with_engine_hook(env, entry)
 
 
@@ -1057,12 +1071,12 @@ def main():
             extra = mcore_extra(a, a.mcore) if a.mcore else None
             env.update(PYTHONPATH=os.pathsep.join([p for p in (extra, HERE, env.get("PYTHONPATH")) if p]),
                        TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
-            return subprocess.run([judge_python(a)] + rest, env=env).returncode
+            return subprocess.run([judge_python(a)] + as_zygote_script(rest), env=env).returncode
         elif a.cmd == "py":
             src = ds_src(a, a.ds)
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join([src, os.path.join(harness(a), "stubs"), HERE]),
-                       DS_ACCELERATOR="cpu")
-            return subprocess.run([PYTHON] + rest, env=env).returncode
+            env = debian_env(a, a.ds, dict(os.environ, PYTHONPATH=os.pathsep.join([src, os.path.join(harness(a), "stubs"),
+                                                                                HERE]), DS_ACCELERATOR="cpu"))
+            return subprocess.run([PYTHON] + as_zygote_script(rest), env=env).returncode
         elif a.cmd == "zero-to-fp32":
             zero_to_fp32(a, a.ckpt, a.out, a.ds, a.out + ".log")
         elif a.cmd == "launch":
@@ -1070,8 +1084,8 @@ def main():
                 env = judge_env(a, version=a.ds)
                 cmd = [judge_python(a), os.path.join(JUDGE, "launch.py"), "--world", str(a.world)]
             else:
-                env = dict(os.environ, DS_SRC=ds_src(a, a.ds))
-                cmd = [PYTHON, os.path.join(harness(a), "launch.py"), "--world", str(a.world)]
+                env = debian_env(a, a.ds)
+                cmd = [PYTHON, os.path.join(JUDGE, "launch.py"), "--world", str(a.world)]
             cmd += (["--logdir", a.logdir] if a.logdir else []) + ["--"] + rest
             return subprocess.run(cmd, env=env).returncode
     except RuntimeError as e:
