@@ -212,9 +212,10 @@ class TestDiagnose : public QObject {
     QVERIFY(words.fresh_cause.find("deepspeed.initialize()") != std::string::npos);
     QVERIFY(words.empty_cause.find("DeepSpeed v0.13+") != std::string::npos);
     QVERIFY(words.load_without_state.find("load_optimizer_states=False") != std::string::npos);
+    QCOMPARE(words.one_step_keeper, std::string("ZeRO"));  // the graft message's subject
     const model::SourceRules::OptimizerStateWords neutral;
     for (const auto* w : {&neutral.empty_cause, &neutral.fresh_cause, &neutral.cast_params,
-                          &neutral.cast_measured, &neutral.load_without_state})
+                          &neutral.cast_measured, &neutral.load_without_state, &neutral.one_step_keeper})
       for (const char* framework :
            {"DeepSpeed", "deepspeed", "ZeRO", "load_checkpoint", "Megatron", "Accelerate"})
         QVERIFY2(w->find(framework) == std::string::npos, w->c_str());

@@ -324,8 +324,9 @@ void optimizer_rules(const model::Catalog& cat, const std::vector<ParamReport>& 
         std::to_string(grafted.params.size()) +
         " params have all-zero Adam moments while the rest of their group trained to step " +
         std::to_string(graft_step) +
-        ": they were added to a running job (a graft) or never got a gradient. ZeRO keeps one step per "
-        "group, so Adam's bias correction treats their first gradient as if it had been averaged over " +
+        ": they were added to a running job (a graft) or never got a gradient. " + words.one_step_keeper +
+        " keeps one step per group, so Adam's bias correction treats their first gradient as if it had been "
+        "averaged over " +
         std::to_string(graft_step + 1) + " steps: their first update will be about " +
         three_significant_digits(graft_factor) +
         "x the learning rate per element, where a fresh start moves by 1x. Usually acceptable; to restart "

@@ -87,7 +87,8 @@ class DeepSpeedRules final : public model::SourceRules {
         "after load_checkpoint(..., load_optimizer_states=False)",
         "DeepSpeed's params there",
         " (DeepSpeed 0.19.8 resuming its own files moved weights by up to 140 in that step)",
-        "load_checkpoint(..., load_optimizer_states=False)"};
+        "load_checkpoint(..., load_optimizer_states=False)",
+        "ZeRO"};
   }
 
   void record_rules(std::vector<model::Finding>& out) const override {

@@ -40,6 +40,8 @@ class SourceRules {
     // And "... or without the optimizer state (<load_without_state>, which loses the moments)": the call
     // that loads so; empty: none named.
     std::string load_without_state;
+    // optimizer-grafted: "... or never got a gradient. <one_step_keeper> keeps one step per group, so ...".
+    std::string one_step_keeper = "The optimizer";
   };
 
   SourceRules() = default;
