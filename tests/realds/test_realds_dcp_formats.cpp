@@ -7,9 +7,10 @@
 //    not decode (before: an unclear "expected a torch.save file" from export and inspect's metadata
 //    all-clear).
 //  - FileSystemWriter(_extensions=[ZStandard()]): every storage item "stream.zstd/1" (torch's own
-//  FileSystemReader
-//    reads it back equal, run.json). Not decoded (no libzstd here); refused naming .metadata, the item, its
-//    .distcp file and the transform (before: the item and transform only, no file).
+//    FileSystemReader reads it back equal, run.json). Decoded with libzstd: export equals torch's own
+//    dcp_to_torch_save of it, diagnose reads every item and sees the NaN (before: refused, nothing read).
+//    Damaged copies: a frame decoding past its tensor's bytes, an item ending inside its frame: [corrupt]
+//    naming the .distcp file and the key (before: [unsupported], the transform refused).
 //  - HuggingFaceStorageWriter: model-0000i-of-0000N.safetensors and an index, read as a Hugging Face folder;
 //    export must equal the state dict torch saved (its own HuggingFaceStorageReader reads it back equal,
 //    run.json "dcp_load"), and diagnose must see the NaN.
@@ -19,9 +20,13 @@
 //    (before: read as whole tensors of half the rows, exported with exit 0 and only a tensor-duplicated
 //    warning). Also with only the offset-0 pieces left (the other rank's file gone), which nothing marks as
 //    pieces but DCP_SHARDING_INFO (before: read as whole tensors, export exit 0 and no word of pieces).
+#include <zstd.h>
+
 #include <QJsonArray>
+#include <QJsonDocument>
 #include <QtTest>
 #include <filesystem>
+#include <fstream>
 
 #include "ckptdoc/format/safetensors.h"
 #include "realds_support.h"
@@ -59,6 +64,99 @@ void expect_refused(const QString& command, const std::string& folder,
   QVERIFY(!std::filesystem::exists(dir.file("out.safetensors")));
 }
 
+// The entry's folder (ckpt/, ref/, run.json).
+std::string entry_dir(const realds::Entry& e) {
+  return std::filesystem::path(e.save_dir).parent_path().string();
+}
+
+void add_export_formats() {
+  QTest::addColumn<QString>("output");
+  QTest::newRow("safetensors") << "out.safetensors";
+  QTest::newRow("torch") << "out.pt";
+}
+
+// `export folder -o output` succeeds and its weights are `reference`'s (a torch.save file torch wrote) bit
+// for bit, compared in torch by check_dcp_export.py (names with "model." dropped, dtypes, shapes, bytes).
+void expect_export_equals(const std::string& folder, const std::string& output,
+                          const std::string& reference) {
+  test::TempDir dir;
+  const auto out = dir.file(output);
+  const auto x = test::run_cli({"export", folder, "--output", out});
+  QVERIFY2(x.exit_code == 0, realds::describe(x).c_str());
+  QVERIFY2(x.out.find("wrote 4 tensors") != std::string::npos, x.out.c_str());
+  const auto cmp =
+      realds::python_with_deepspeed({test::source_dir() + "/tests/fixtures/dcp/check_dcp_export.py", folder,
+                                     out, "--reference-pt", reference},
+                                    "0.19");
+  QVERIFY2(cmp.exit_code == 0, realds::describe(cmp).c_str());
+  const auto verdict = realds::parse(cmp.out);
+  QVERIFY2(verdict["ok"].toBool() && verdict["tensors"].toInt() == 4, cmp.out.c_str());
+  QCOMPARE(verdict["bytes"].toInt(), (96 + 12 + 60) * 4 + 18 * 2);
+}
+
+// Whether diagnose --json of a DCP folder lists an error `code` among its problems.
+bool has_problem(const QJsonObject& report, const QString& code) {
+  for (const auto& p : report["problems"].toArray())
+    if (p.toObject()["code"].toString() == code && p.toObject()["severity"].toString() == "error")
+      return true;
+  return false;
+}
+
+// diagnose reads all 4 tensors' 186 elements and sees the one NaN the save planted in model.0.weight; inspect
+// lists the keys.
+void expect_read_whole(const std::string& folder) {
+  const auto report = realds::diagnose_json(folder, 1);
+  QCOMPARE(report["elements_read"].toInt(), 186);
+  QVERIFY2(has_problem(report, "dcp-non-finite"), QJsonDocument(report).toJson().constData());
+  int nan = -1;
+  for (const auto& t : report["tensors"].toArray())
+    if (t.toObject()["key"].toString() == "model.0.weight") nan = t.toObject()["nan"].toInt();
+  QCOMPARE(nan, 1);
+  const auto listed = test::run_cli({"inspect", folder});
+  QVERIFY2(listed.exit_code == 0, realds::describe(listed).c_str());
+  for (const char* key : {"model.0.bias", "model.0.weight", "model.2.weight", "model.half"})
+    QVERIFY2(listed.out.find(key) != std::string::npos, listed.out.c_str());
+}
+
+// A zstd frame (libzstd, no content size in its header, as zstandard's stream_writer writes) of `zeros` zero
+// bytes, followed by a skippable frame that makes the whole exactly `length` bytes.
+std::vector<uint8_t> zstd_zeros_frame(size_t zeros, size_t length) {
+  const std::vector<uint8_t> data(zeros, 0);
+  std::vector<uint8_t> out(ZSTD_compressBound(zeros));
+  ZSTD_CCtx* ctx = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(ctx, ZSTD_c_contentSizeFlag, 0);
+  const size_t n = ZSTD_compress2(ctx, out.data(), out.size(), data.data(), data.size());
+  ZSTD_freeCCtx(ctx);
+  if (ZSTD_isError(n) || n + 8 > length) return {};
+  out.resize(n);
+  const uint32_t skip = static_cast<uint32_t>(length - n - 8);
+  for (const uint32_t word : {uint32_t{0x184D2A50}, skip})
+    for (int b = 0; b < 4; ++b) out.push_back(static_cast<uint8_t>(word >> (8 * b)));
+  out.resize(length, 0);
+  return out;
+}
+
+void overwrite(const std::string& path, std::streamoff offset, const std::vector<uint8_t>& bytes) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(offset);
+  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  QVERIFY(f.good());
+}
+
+// export refuses the damaged copy (exit 2, [corrupt], the file and the item named, nothing written) and
+// diagnose names the item unreadable, never an all-clear.
+void expect_corrupt_item(const std::string& folder, const std::string& item, const std::string& what) {
+  test::TempDir dir;
+  const auto x = test::run_cli({"export", folder, "--output", dir.file("out.safetensors")});
+  const std::string said = x.out + x.err;
+  QVERIFY2(x.exit_code == 2, realds::describe(x).c_str());
+  for (const auto& part : {std::string("[corrupt]"), folder + "/__0_0.distcp", item, what})
+    QVERIFY2(said.find(part) != std::string::npos, (part + " not in: " + said).c_str());
+  QVERIFY(!std::filesystem::exists(dir.file("out.safetensors")));
+  const auto report = realds::diagnose_json(folder, 1);
+  QVERIFY2(has_problem(report, "dcp-item-unreadable"), QJsonDocument(report).toJson().constData());
+}
+
 }  // namespace
 
 class TestRealdsDcpFormats : public QObject {
@@ -79,17 +177,57 @@ class TestRealdsDcpFormats : public QObject {
                    {"[unsupported]", e.save_dir + "/__0_0.distcp", "serialization_format=SAFETENSORS"});
   }
 
-  void zstdItemsAreRefusedByFileAndTransform_data() { add_reading_commands(); }
-  void zstdItemsAreRefusedByFileAndTransform() {
-    QFETCH(QString, command);
+  // torch's own conversion of the zstd save (ref/dcp_to_torch_save.pt, made when the entry was saved) and the
+  // state dict it saved: ckptdoc's export equals both, name by name, dtype, shape and bytes.
+  void zstdExportEqualsTorchsConversion_data() { add_export_formats(); }
+  void zstdExportEqualsTorchsConversion() {
+    QFETCH(QString, output);
     REALDS_REQUIRE_DS("0.19");
     const auto e = realds::checkpoint("dcp_zstd_ws1");
-    const auto run = realds::parse(
-        test::read_text(std::filesystem::path(e.save_dir).parent_path().string() + "/run.json"));
+    const auto run = realds::parse(test::read_text(entry_dir(e) + "/run.json"));
     QCOMPARE(run["dcp_load"].toString(), QString("ok"));  // torch decodes its own save
+    QCOMPARE(run["dcp_to_torch_save"].toString(), QString("ok"));
+    expect_export_equals(e.save_dir, output.toStdString(), entry_dir(e) + "/ref/dcp_to_torch_save.pt");
+    expect_export_equals(e.save_dir, output.toStdString(), saved_state_dict(e));
+  }
 
-    expect_refused(command, e.save_dir,
-                   {"[unsupported]", "/.metadata", "__0_0.distcp", "stream.zstd", "no value"});
+  void zstdDiagnoseReadsEveryItemAndSeesTheNaN() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("dcp_zstd_ws1");
+    expect_read_whole(e.save_dir);
+  }
+
+  // model.0.weight's item (96 float32) replaced, in place, by a zstd frame of 1 MiB of zeros written as
+  // torch's stream writer writes (no content size in the header, so only decoding can tell) and a skippable
+  // frame to fill the item's length: .metadata is unchanged.
+  void zstdFrameLongerThanItsTensorIsCorrupt() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("dcp_zstd_ws1");
+    test::TempDir dir;
+    const std::string copy = dir.file("ckpt");
+    std::filesystem::copy(e.save_dir, copy);
+    const auto frame = zstd_zeros_frame(1 << 20, 1041);
+    QCOMPARE(frame.size(), size_t{1041});
+    overwrite(copy + "/__0_0.distcp", 0, frame);
+
+    expect_corrupt_item(copy, "'model.0.weight'", "more than the");
+  }
+
+  // model.0.weight's item made to end halfway through its frame (.metadata's length halved by torch's own
+  // pickle of its dataclasses): the frame is cut short.
+  void zstdTruncatedItemIsCorrupt() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("dcp_zstd_ws1");
+    test::TempDir dir;
+    const std::string copy = dir.file("ckpt");
+    std::filesystem::copy(e.save_dir, copy);
+    const auto edit = realds::python_with_deepspeed(
+        {test::source_dir() + "/tests/realds/dcp_item_length_edit.py", copy, "model.0.weight", "520"},
+        "0.19");
+    QVERIFY2(edit.exit_code == 0, realds::describe(edit).c_str());
+    QCOMPARE(realds::parse(edit.out)["old_length"].toInt(), 1041);
+
+    expect_corrupt_item(copy, "'model.0.weight'", "cut short");
   }
 
   void hfDistributedPiecesAreRefused_data() { add_reading_commands(); }

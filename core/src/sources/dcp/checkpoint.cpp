@@ -8,6 +8,7 @@
 #include "ckptdoc/dtype.h"
 #include "ckptdoc/error.h"
 #include "sources/dcp/serialization_format.h"
+#include "sources/dcp/zstd_item.h"
 
 namespace ckptdoc::dcp {
 
@@ -71,8 +72,13 @@ TorchFile Checkpoint::open_item(const StorageItem& item) const {
     throw Error(ErrorKind::Truncated, path, "item at offset " + std::to_string(item.offset),
                 std::to_string(item.length) + " bytes run past the end of the file (" +
                     std::to_string(whole->size()) + " bytes): the file was cut short");
-  return TorchFile::open(MappedFile::view(whole, item.offset, item.length,
-                                          path + " [item at offset " + std::to_string(item.offset) + "]"));
+  const std::string name = path + " [item at offset " + std::to_string(item.offset) + "]";
+  if (!item.zstd) return TorchFile::open(MappedFile::view(whole, item.offset, item.length, name));
+  // Decoded into memory (bounded by the metadata), then read like any other item.
+  auto decoded = decode_zstd_item(whole->slice(item.offset, item.length, "zstd item"), item.max_decoded, path,
+                                  "key '" + item.key + "', " + item_name(item));
+  whole->check_unchanged();
+  return TorchFile::open(MappedFile::from_memory(name + " (zstd decoded)", std::move(decoded)));
 }
 
 Tensor Checkpoint::read_chunk(const Entry& entry, const Chunk& chunk) const {
