@@ -275,6 +275,10 @@ MATRIX = {
     # 0000N.safetensors and an index). ref/ holds the saved state dict; run.json what torch's own readers made of it
     "dcp_safetensors_ws1": dict(kind="dcpformat", fmt="safetensors", stage=0, dtype="fp32", dp=1, world=1, steps=0,
                                 ds="0.19"),
+    # the same with non-tensor state (train_state.step, .note: bytes items), which torch writes first: the safetensors
+    # part then starts after them, at the offset every tensor item of the file names
+    "dcp_safetensors_state_ws1": dict(kind="dcpformat", fmt="safetensors_state", stage=0, dtype="fp32", dp=1,
+                                      world=1, steps=0, ds="0.19"),
     # FileSystemWriter(_extensions=[ZStandard()]): every storage item "stream.zstd" (zstandard from
     # scripts/judges-extra-zstd.txt, which the venv lacks)
     "dcp_zstd_ws1": dict(kind="dcpformat", fmt="zstd", stage=0, dtype="fp32", dp=1, world=1, steps=0, ds="0.19"),

@@ -1,11 +1,12 @@
 // DCP storage variants of torch 2.10 beyond torch.save items (#28, #28's list of variants), each saved by
 // torch's own dcp.save (tests/realds/dcp_format_save.py, judges' venv, one process): a tiny model state dict
 // with one NaN in model.0.weight and a bf16 tensor.
-//  - FileSystemWriter(serialization_format=SAFETENSORS): `.distcp` files that are safetensors. ckptdoc does
-//  not
-//    read them yet; every command must refuse by the file's name and the format, never report on bytes it did
-//    not decode (before: an unclear "expected a torch.save file" from export and inspect's metadata
-//    all-clear).
+//  - FileSystemWriter(serialization_format=SAFETENSORS): each `.distcp` file holds its bytes items
+//  (torch.save,
+//    at their own offsets) and then one safetensors part with every tensor under its key; every tensor item
+//    names the part's offset and its tensor's byte count. torch's own FileSystemReader cannot read it
+//    (run.json), so export must equal the saved state dict; diagnose reads every item and sees the NaN
+//    (before: refused by the file's name; with bytes items first: "expected a torch.save file").
 //  - FileSystemWriter(_extensions=[ZStandard()]): every storage item "stream.zstd/1" (torch's own
 //    FileSystemReader reads it back equal, run.json). Decoded with libzstd: export equals torch's own
 //    dcp_to_torch_save of it, diagnose reads every item and sees the NaN (before: refused, nothing read).
@@ -69,6 +70,14 @@ std::string entry_dir(const realds::Entry& e) {
   return std::filesystem::path(e.save_dir).parent_path().string();
 }
 
+void add_safetensors_entries_and_formats() {
+  QTest::addColumn<QString>("entry");
+  QTest::addColumn<QString>("output");
+  for (const char* entry : {"dcp_safetensors_ws1", "dcp_safetensors_state_ws1"})
+    for (const char* output : {"out.safetensors", "out.pt"})
+      QTest::newRow((std::string(entry) + " " + output).c_str()) << entry << output;
+}
+
 void add_export_formats() {
   QTest::addColumn<QString>("output");
   QTest::newRow("safetensors") << "out.safetensors";
@@ -104,8 +113,9 @@ bool has_problem(const QJsonObject& report, const QString& code) {
 
 // diagnose reads all 4 tensors' 186 elements and sees the one NaN the save planted in model.0.weight; inspect
 // lists the keys.
-void expect_read_whole(const std::string& folder) {
+void expect_read_whole(const std::string& folder, QJsonObject* report_out = nullptr) {
   const auto report = realds::diagnose_json(folder, 1);
+  if (report_out) *report_out = report;
   QCOMPARE(report["elements_read"].toInt(), 186);
   QVERIFY2(has_problem(report, "dcp-non-finite"), QJsonDocument(report).toJson().constData());
   int nan = -1;
@@ -163,18 +173,71 @@ class TestRealdsDcpFormats : public QObject {
   Q_OBJECT
 
  private slots:
-  void safetensorsSerializationIsRefusedByName_data() { add_reading_commands(); }
-  void safetensorsSerializationIsRefusedByName() {
-    QFETCH(QString, command);
+  // torch's own readers cannot read this variant (FileSystemReader torch.loads the safetensors part:
+  // run.json), so the reference is the state dict the entry saved. Both entries: tensors only (the
+  // safetensors part at offset 0) and with two bytes items first (every tensor item then names the part's
+  // offset, 2522).
+  void safetensorsSerializationExportEqualsTheSavedStateDict_data() { add_safetensors_entries_and_formats(); }
+  void safetensorsSerializationExportEqualsTheSavedStateDict() {
+    QFETCH(QString, entry);
+    QFETCH(QString, output);
     REALDS_REQUIRE_DS("0.19");
-    const auto e = realds::checkpoint("dcp_safetensors_ws1");
-    // torch wrote what the entry claims: a .distcp whose first bytes are a safetensors header
-    const auto head = test::read_text(e.save_dir + "/__0_0.distcp").substr(0, 9);
-    QCOMPARE(head.size(), size_t{9});
-    QCOMPARE(head[8], '{');
+    const auto e = realds::checkpoint(entry.toStdString());
+    // torch wrote what the entry claims: a safetensors header where the tensor items are
+    const auto run = realds::parse(test::read_text(entry_dir(e) + "/run.json"));
+    QVERIFY2(run["dcp_to_torch_save"].toString().startsWith("CheckpointException"),
+             test::read_text(entry_dir(e) + "/run.json").c_str());
+    expect_export_equals(e.save_dir, output.toStdString(), saved_state_dict(e));
+  }
 
-    expect_refused(command, e.save_dir,
-                   {"[unsupported]", e.save_dir + "/__0_0.distcp", "serialization_format=SAFETENSORS"});
+  void safetensorsSerializationDiagnoseReadsEveryItem_data() {
+    QTest::addColumn<QString>("entry");
+    QTest::addColumn<int>("bytes_items");
+    QTest::newRow("tensors only") << "dcp_safetensors_ws1" << 0;
+    QTest::newRow("bytes items first") << "dcp_safetensors_state_ws1" << 2;
+  }
+  void safetensorsSerializationDiagnoseReadsEveryItem() {
+    QFETCH(QString, entry);
+    QFETCH(int, bytes_items);
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(entry.toStdString());
+    QJsonObject report;
+    expect_read_whole(e.save_dir, &report);
+    if (QTest::currentTestFailed()) return;
+    const auto verdict = report["verdict"].toObject();
+    const auto n = std::to_string(bytes_items);
+    QVERIFY2(verdict["text"].toString().toStdString().find("(" + n + " of " + n + " bytes items)") !=
+                 std::string::npos,
+             QJsonDocument(verdict).toJson().constData());
+    // a safetensors part carries no CRC: the verdict says so rather than claim the zip CRC-32s
+    QVERIFY2(
+        QJsonDocument(verdict["not_checked"].toArray()).toJson().contains("no checksum of 4 tensor items"),
+        QJsonDocument(verdict).toJson().constData());
+  }
+
+  // model.0.weight's item (384 bytes in the safetensors part) said to be 100 bytes long by .metadata (torch's
+  // own pickle of its dataclasses): the item and the part disagree, and nothing is exported.
+  void safetensorsItemOfAnotherLengthIsInconsistent() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("dcp_safetensors_state_ws1");
+    test::TempDir dir;
+    const std::string copy = dir.file("ckpt");
+    std::filesystem::copy(e.save_dir, copy);
+    const auto edit = realds::python_with_deepspeed(
+        {test::source_dir() + "/tests/realds/dcp_item_length_edit.py", copy, "model.0.weight", "100"},
+        "0.19");
+    QVERIFY2(edit.exit_code == 0, realds::describe(edit).c_str());
+    QCOMPARE(realds::parse(edit.out)["old_length"].toInt(), 384);
+
+    test::TempDir out;
+    const auto x = test::run_cli({"export", copy, "--output", out.file("out.safetensors")});
+    const std::string said = x.out + x.err;
+    QVERIFY2(x.exit_code == 2, realds::describe(x).c_str());
+    for (const auto& part :
+         {std::string("[inconsistent]"), copy + "/__0_0.distcp", std::string("'model.0.weight'"),
+          std::string("384 bytes where .metadata says 100")})
+      QVERIFY2(said.find(part) != std::string::npos, (part + " not in: " + said).c_str());
+    QVERIFY(!std::filesystem::exists(out.file("out.safetensors")));
   }
 
   // torch's own conversion of the zstd save (ref/dcp_to_torch_save.pt, made when the entry was saved) and the

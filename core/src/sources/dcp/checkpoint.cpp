@@ -1,12 +1,16 @@
 // dcp::Checkpoint: storage items read in place. Each item is a whole torch.save zip inside a `.distcp` file,
 // so TorchFile reads it over a MappedFile::view of that range: tensors stay views on the one map of the file.
+// A zstd item is decoded into memory first; a tensor of a safetensors-serialized file is a view on that
+// file's safetensors part (serialization_format.h).
 #include "ckptdoc/sources/dcp/checkpoint.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
 #include "ckptdoc/dtype.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/format/safetensors.h"
 #include "sources/dcp/serialization_format.h"
 #include "sources/dcp/zstd_item.h"
 
@@ -24,7 +28,7 @@ std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& dir) {
   std::error_code ec;
   if (std::filesystem::exists(metadata, ec)) {
     c->metadata_ = read_metadata(metadata);
-    refuse_safetensors_serialization(dir, c->storage_files());
+    c->safetensors_starts_ = safetensors_serialized_files(dir, c->metadata_);
     return c;
   }
   // torch's loader, too, reads .metadata when there is one and a rank's own file only without it.
@@ -33,7 +37,7 @@ std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& dir) {
     ranks.reserve(per_rank.size());
     for (const auto& f : per_rank) ranks.push_back(read_metadata(f));
     c->metadata_ = merge_rank_metadata(std::move(ranks));
-    refuse_safetensors_serialization(dir, c->storage_files());
+    c->safetensors_starts_ = safetensors_serialized_files(dir, c->metadata_);
     return c;
   }
   throw Error(
@@ -65,6 +69,11 @@ std::shared_ptr<const MappedFile> Checkpoint::file(const std::string& name) cons
   return f;
 }
 
+bool Checkpoint::in_safetensors(const StorageItem& item) const {
+  const auto it = safetensors_starts_.find(item.file);
+  return it != safetensors_starts_.end() && it->second == item.offset;
+}
+
 TorchFile Checkpoint::open_item(const StorageItem& item) const {
   const auto whole = file(item.file);
   const std::string path = (std::filesystem::path(dir_) / item.file).string();
@@ -72,6 +81,7 @@ TorchFile Checkpoint::open_item(const StorageItem& item) const {
     throw Error(ErrorKind::Truncated, path, "item at offset " + std::to_string(item.offset),
                 std::to_string(item.length) + " bytes run past the end of the file (" +
                     std::to_string(whole->size()) + " bytes): the file was cut short");
+  if (in_safetensors(item)) return safetensors_item(item, whole, path);
   const std::string name = path + " [item at offset " + std::to_string(item.offset) + "]";
   if (!item.zstd) return TorchFile::open(MappedFile::view(whole, item.offset, item.length, name));
   // Decoded into memory (bounded by the metadata), then read like any other item.
@@ -79,6 +89,37 @@ TorchFile Checkpoint::open_item(const StorageItem& item) const {
                                   "key '" + item.key + "', " + item_name(item));
   whole->check_unchanged();
   return TorchFile::open(MappedFile::from_memory(name + " (zstd decoded)", std::move(decoded)));
+}
+
+TorchFile Checkpoint::safetensors_item(const StorageItem& item,
+                                       const std::shared_ptr<const MappedFile>& whole,
+                                       const std::string& path) const {
+  std::shared_ptr<const SafetensorsFile> part;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& cached = safetensors_[item.file];
+    // The safetensors file runs from the items' offset to the end: torch writes it last.
+    if (!cached)
+      cached = std::make_shared<const SafetensorsFile>(SafetensorsFile::open(
+          MappedFile::view(whole, item.offset, whole->size() - item.offset,
+                           path + " [safetensors part at offset " + std::to_string(item.offset) + "]")));
+    part = cached;
+  }
+  const auto entry = std::find_if(part->entries.begin(), part->entries.end(),
+                                  [&](const SafetensorsEntry& e) { return e.name == item.key; });
+  if (entry == part->entries.end())
+    throw Error(ErrorKind::Inconsistent, part->path, "key '" + item.key + "'",
+                "no such tensor in the safetensors part, though .metadata places the key's item there");
+  if (entry->end - entry->begin != item.length)
+    throw Error(ErrorKind::Inconsistent, part->path, "key '" + item.key + "'",
+                std::to_string(entry->end - entry->begin) + " bytes where .metadata says " +
+                    std::to_string(item.length));
+  TorchFile tf;
+  tf.path = part->path;
+  tf.root = Value::tensor(entry->tensor);
+  tf.file = part->file;
+  tf.file_size = part->file->size();
+  return tf;
 }
 
 Tensor Checkpoint::read_chunk(const Entry& entry, const Chunk& chunk) const {
