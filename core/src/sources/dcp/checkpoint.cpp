@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "ckptdoc/dtype.h"
@@ -91,6 +92,34 @@ TorchFile Checkpoint::open_item(const StorageItem& item) const {
   return TorchFile::open(MappedFile::from_memory(name + " (zstd decoded)", std::move(decoded)));
 }
 
+namespace {
+
+// torch writes each tensor's chunk offsets into the part's __metadata__ (DCP_SHARDING_INFO, {key:
+// {"saved_offsets": [...]}}): they must be the chunk's .metadata places the item at.
+void check_sharding_info(const SafetensorsFile& part, const StorageItem& item) {
+  const std::string where = "key '" + item.key + "'";
+  const auto info = part.metadata.find("DCP_SHARDING_INFO");
+  if (info == part.metadata.end())
+    throw Error(ErrorKind::Inconsistent, part.path, where,
+                "no DCP_SHARDING_INFO in the safetensors part's __metadata__, which torch's "
+                "serialization_format=SAFETENSORS always writes");
+  const auto json = nlohmann::json::parse(info->second, nullptr, false);
+  const nlohmann::json* offsets = nullptr;
+  if (json.is_object() && json.contains(item.key) && json[item.key].is_object() &&
+      json[item.key].contains("saved_offsets"))
+    offsets = &json[item.key]["saved_offsets"];
+  if (!offsets || !offsets->is_array())
+    throw Error(ErrorKind::Inconsistent, part.path, where + ", DCP_SHARDING_INFO",
+                "no saved_offsets of the key");
+  std::vector<int64_t> saved;
+  for (const auto& o : *offsets) saved.push_back(o.is_number_integer() ? o.get<int64_t>() : -1);
+  if (saved != item.chunk_offsets)
+    throw Error(ErrorKind::Inconsistent, part.path, where + ", DCP_SHARDING_INFO",
+                "saved_offsets " + offsets->dump() + " are not the chunk's offsets in .metadata");
+}
+
+}  // namespace
+
 TorchFile Checkpoint::safetensors_item(const StorageItem& item,
                                        const std::shared_ptr<const MappedFile>& whole,
                                        const std::string& path) const {
@@ -114,6 +143,7 @@ TorchFile Checkpoint::safetensors_item(const StorageItem& item,
     throw Error(ErrorKind::Inconsistent, part->path, "key '" + item.key + "'",
                 std::to_string(entry->end - entry->begin) + " bytes where .metadata says " +
                     std::to_string(item.length));
+  check_sharding_info(*part, item);
   TorchFile tf;
   tf.path = part->path;
   tf.root = Value::tensor(entry->tensor);

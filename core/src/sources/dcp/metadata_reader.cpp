@@ -185,6 +185,7 @@ class Reader {
       if (const Value* o = kf.get("offset"); o && !o->is_none()) offsets = dims(*o, where);
       StorageItem item = storage_item(v, where);
       item.key = fqn.as_str();
+      if (offsets) item.chunk_offsets = *offsets;
       auto it = std::lower_bound(md.entries.begin(), md.entries.end(), fqn.as_str(),
                                  [](const Entry& e, const std::string& key) { return e.key < key; });
       Chunk* chunk = nullptr;

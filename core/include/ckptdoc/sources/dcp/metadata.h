@@ -17,7 +17,8 @@ struct StorageItem {
   std::string file;  // relative to the checkpoint folder, as `_StorageInfo.relative_path` says
   uint64_t offset = 0;
   uint64_t length = 0;
-  std::string key;  // the state-dict key (`MetadataIndex.fqn`) that names it, for messages
+  std::string key;                     // the state-dict key (`MetadataIndex.fqn`) that names it
+  std::vector<int64_t> chunk_offsets;  // `MetadataIndex.offset`: where its chunk starts (tensors)
   // Transform "stream.zstd/1" (torch's ZStandard extension): the range is zstd, decoding to at most
   // `max_decoded` bytes (the chunk's tensor bytes plus torch.save's zip around them; a cap for bytes items).
   bool zstd = false;
