@@ -9,7 +9,8 @@
 //    (before: refused by the file's name; with bytes items first: "expected a torch.save file").
 //  - FileSystemWriter(_extensions=[ZStandard()]): every storage item "stream.zstd/1" (torch's own
 //    FileSystemReader reads it back equal, run.json). Decoded with libzstd: export equals torch's own
-//    dcp_to_torch_save of it, diagnose reads every item and sees the NaN (before: refused, nothing read).
+//    dcp_to_torch_save of it, diagnose reads every item and sees the NaN (before: refused, nothing read); the
+//    same with two bytes items (dcp_zstd_state_ws1).
 //    Damaged copies: a frame decoding past its tensor's bytes, an item ending inside its frame: [corrupt]
 //    naming the .distcp file and the key (before: [unsupported], the transform refused).
 //  - HuggingFaceStorageWriter: model-0000i-of-0000N.safetensors and an index, read as a Hugging Face folder;
@@ -70,18 +71,21 @@ std::string entry_dir(const realds::Entry& e) {
   return std::filesystem::path(e.save_dir).parent_path().string();
 }
 
-void add_safetensors_entries_and_formats() {
+// Rows: each of `entries` exported to each format.
+void add_entries_and_formats(const std::vector<const char*>& entries) {
   QTest::addColumn<QString>("entry");
   QTest::addColumn<QString>("output");
-  for (const char* entry : {"dcp_safetensors_ws1", "dcp_safetensors_state_ws1"})
+  for (const char* entry : entries)
     for (const char* output : {"out.safetensors", "out.pt"})
       QTest::newRow((std::string(entry) + " " + output).c_str()) << entry << output;
 }
 
-void add_export_formats() {
-  QTest::addColumn<QString>("output");
-  QTest::newRow("safetensors") << "out.safetensors";
-  QTest::newRow("torch") << "out.pt";
+// Rows: each entry with the number of bytes items it holds (the "_state" entries: train_state.step, .note).
+void add_entries_and_bytes_items(const char* plain, const char* with_state) {
+  QTest::addColumn<QString>("entry");
+  QTest::addColumn<int>("bytes_items");
+  QTest::newRow("tensors only") << plain << 0;
+  QTest::newRow("bytes items too") << with_state << 2;
 }
 
 // `export folder -o output` succeeds and its weights are `reference`'s (a torch.save file torch wrote) bit
@@ -111,9 +115,9 @@ bool has_problem(const QJsonObject& report, const QString& code) {
   return false;
 }
 
-// diagnose reads all 4 tensors' 186 elements and sees the one NaN the save planted in model.0.weight; inspect
-// lists the keys.
-void expect_read_whole(const std::string& folder, QJsonObject* report_out = nullptr) {
+// diagnose reads all 4 tensors' 186 elements and every bytes item, and sees the one NaN the save planted in
+// model.0.weight; inspect lists the keys.
+void expect_read_whole(const std::string& folder, int bytes_items, QJsonObject* report_out = nullptr) {
   const auto report = realds::diagnose_json(folder, 1);
   if (report_out) *report_out = report;
   QCOMPARE(report["elements_read"].toInt(), 186);
@@ -122,10 +126,14 @@ void expect_read_whole(const std::string& folder, QJsonObject* report_out = null
   for (const auto& t : report["tensors"].toArray())
     if (t.toObject()["key"].toString() == "model.0.weight") nan = t.toObject()["nan"].toInt();
   QCOMPARE(nan, 1);
+  const auto n = std::to_string(bytes_items);
+  const auto verdict = report["verdict"].toObject()["text"].toString().toStdString();
+  QVERIFY2(verdict.find("(" + n + " of " + n + " bytes items)") != std::string::npos, verdict.c_str());
   const auto listed = test::run_cli({"inspect", folder});
   QVERIFY2(listed.exit_code == 0, realds::describe(listed).c_str());
   for (const char* key : {"model.0.bias", "model.0.weight", "model.2.weight", "model.half"})
     QVERIFY2(listed.out.find(key) != std::string::npos, listed.out.c_str());
+  if (bytes_items > 0) QVERIFY2(listed.out.find("train_state.step") != std::string::npos, listed.out.c_str());
 }
 
 // A zstd frame (libzstd, no content size in its header, as zstandard's stream_writer writes) of `zeros` zero
@@ -177,7 +185,9 @@ class TestRealdsDcpFormats : public QObject {
   // run.json), so the reference is the state dict the entry saved. Both entries: tensors only (the
   // safetensors part at offset 0) and with two bytes items first (every tensor item then names the part's
   // offset, 2522).
-  void safetensorsSerializationExportEqualsTheSavedStateDict_data() { add_safetensors_entries_and_formats(); }
+  void safetensorsSerializationExportEqualsTheSavedStateDict_data() {
+    add_entries_and_formats({"dcp_safetensors_ws1", "dcp_safetensors_state_ws1"});
+  }
   void safetensorsSerializationExportEqualsTheSavedStateDict() {
     QFETCH(QString, entry);
     QFETCH(QString, output);
@@ -191,10 +201,7 @@ class TestRealdsDcpFormats : public QObject {
   }
 
   void safetensorsSerializationDiagnoseReadsEveryItem_data() {
-    QTest::addColumn<QString>("entry");
-    QTest::addColumn<int>("bytes_items");
-    QTest::newRow("tensors only") << "dcp_safetensors_ws1" << 0;
-    QTest::newRow("bytes items first") << "dcp_safetensors_state_ws1" << 2;
+    add_entries_and_bytes_items("dcp_safetensors_ws1", "dcp_safetensors_state_ws1");
   }
   void safetensorsSerializationDiagnoseReadsEveryItem() {
     QFETCH(QString, entry);
@@ -202,13 +209,9 @@ class TestRealdsDcpFormats : public QObject {
     REALDS_REQUIRE_DS("0.19");
     const auto e = realds::checkpoint(entry.toStdString());
     QJsonObject report;
-    expect_read_whole(e.save_dir, &report);
+    expect_read_whole(e.save_dir, bytes_items, &report);
     if (QTest::currentTestFailed()) return;
     const auto verdict = report["verdict"].toObject();
-    const auto n = std::to_string(bytes_items);
-    QVERIFY2(verdict["text"].toString().toStdString().find("(" + n + " of " + n + " bytes items)") !=
-                 std::string::npos,
-             QJsonDocument(verdict).toJson().constData());
     // a safetensors part carries no CRC: the verdict says so rather than claim the zip CRC-32s
     QVERIFY2(
         QJsonDocument(verdict["not_checked"].toArray()).toJson().contains("no checksum of 4 tensor items"),
@@ -242,11 +245,14 @@ class TestRealdsDcpFormats : public QObject {
 
   // torch's own conversion of the zstd save (ref/dcp_to_torch_save.pt, made when the entry was saved) and the
   // state dict it saved: ckptdoc's export equals both, name by name, dtype, shape and bytes.
-  void zstdExportEqualsTorchsConversion_data() { add_export_formats(); }
+  void zstdExportEqualsTorchsConversion_data() {
+    add_entries_and_formats({"dcp_zstd_ws1", "dcp_zstd_state_ws1"});
+  }
   void zstdExportEqualsTorchsConversion() {
+    QFETCH(QString, entry);
     QFETCH(QString, output);
     REALDS_REQUIRE_DS("0.19");
-    const auto e = realds::checkpoint("dcp_zstd_ws1");
+    const auto e = realds::checkpoint(entry.toStdString());
     const auto run = realds::parse(test::read_text(entry_dir(e) + "/run.json"));
     QCOMPARE(run["dcp_load"].toString(), QString("ok"));  // torch decodes its own save
     QCOMPARE(run["dcp_to_torch_save"].toString(), QString("ok"));
@@ -254,10 +260,14 @@ class TestRealdsDcpFormats : public QObject {
     expect_export_equals(e.save_dir, output.toStdString(), saved_state_dict(e));
   }
 
+  void zstdDiagnoseReadsEveryItemAndSeesTheNaN_data() {
+    add_entries_and_bytes_items("dcp_zstd_ws1", "dcp_zstd_state_ws1");
+  }
   void zstdDiagnoseReadsEveryItemAndSeesTheNaN() {
+    QFETCH(QString, entry);
+    QFETCH(int, bytes_items);
     REALDS_REQUIRE_DS("0.19");
-    const auto e = realds::checkpoint("dcp_zstd_ws1");
-    expect_read_whole(e.save_dir);
+    expect_read_whole(realds::checkpoint(entry.toStdString()).save_dir, bytes_items);
   }
 
   // model.0.weight's item (96 float32) replaced, in place, by a zstd frame of 1 MiB of zeros written as

@@ -227,7 +227,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   return open(MappedFile::open(path));
 }
 
-SafetensorsFile SafetensorsFile::open(std::shared_ptr<const MappedFile> file) {
+SafetensorsFile SafetensorsFile::open(const std::shared_ptr<const MappedFile>& file) {
   const std::string& path = file->path();
   const auto bytes = file->bytes();
   const uint64_t size = file->size();
