@@ -6,7 +6,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev
   libimgui-dev libstb-dev libglfw3-dev libgl1-mesa-dev libgl1-mesa-dri
-  libhdf5-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev zlib1g-dev
+  libhdf5-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libzstd-dev
   libopenmpi-dev openmpi-bin
   clang llvm clang-tidy
   xvfb xauth x11-apps imagemagick

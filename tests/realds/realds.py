@@ -276,9 +276,16 @@ MATRIX = {
     # 0000N.safetensors and an index). ref/ holds the saved state dict; run.json what torch's own readers made of it
     "dcp_safetensors_ws1": dict(kind="dcpformat", fmt="safetensors", stage=0, dtype="fp32", dp=1, world=1, steps=0,
                                 ds="0.19"),
+    # the same with non-tensor state (train_state.step, .note: bytes items), which torch writes first: the safetensors
+    # part then starts after them, at the offset every tensor item of the file names
+    "dcp_safetensors_state_ws1": dict(kind="dcpformat", fmt="safetensors_state", stage=0, dtype="fp32", dp=1,
+                                      world=1, steps=0, ds="0.19"),
     # FileSystemWriter(_extensions=[ZStandard()]): every storage item "stream.zstd" (zstandard from
     # scripts/judges-extra-zstd.txt, which the venv lacks)
     "dcp_zstd_ws1": dict(kind="dcpformat", fmt="zstd", stage=0, dtype="fp32", dp=1, world=1, steps=0, ds="0.19"),
+    # the same with non-tensor state (train_state.step, .note): zstd bytes items, whose decoded size nothing records
+    "dcp_zstd_state_ws1": dict(kind="dcpformat", fmt="zstd_state", stage=0, dtype="fp32", dp=1, world=1, steps=0,
+                               ds="0.19"),
     "dcp_hf_writer_ws1": dict(kind="dcpformat", fmt="hf", stage=0, dtype="fp32", dp=1, world=1, steps=0, ds="0.19"),
     # HuggingFaceStorageWriter(save_distributed=True) at world 2 (judge's launch.py, gloo), no consolidation: each
     # rank's shard-0000r-model-00001-of-00001.safetensors holds its piece of a tensor under the tensor's own name
@@ -624,7 +631,7 @@ def stamp_of(a, spec):
             parts.append(file_sha(os.path.join(HERE, "accelerate_fsdp_full_train.py")))
     if spec["kind"] == "dcpformat":
         parts.append(file_sha(os.path.join(HERE, "dcp_format_save.py")))
-        if spec["fmt"] == "zstd":
+        if spec["fmt"].startswith("zstd"):
             parts.append(file_sha(ZSTD_PINS))
     if spec["kind"] == "megatron" and spec.get("variant") == "llama":
         parts.append(file_sha(os.path.join(HERE, "megatron_llama_train.py")))
@@ -706,7 +713,7 @@ def ensure(a, name):
         if spec["kind"] == "megatron_bridge":  # Megatron Bridge and its transformers before the venv's
             env["PYTHONPATH"] = os.pathsep.join([bridge_extra(a)] +
                                                 ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-        if spec.get("fmt") == "zstd":  # zstandard for torch's ZStandard extension
+        if spec.get("fmt", "").startswith("zstd"):  # zstandard for torch's ZStandard extension
             env["PYTHONPATH"] = os.pathsep.join([zstd_extra(a)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         if spec.get("mcore"):  # this entry's megatron-core before the venv's
             env["PYTHONPATH"] = os.pathsep.join([mcore_extra(a, spec["mcore"])] +

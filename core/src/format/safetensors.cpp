@@ -224,7 +224,11 @@ Parsed parse_entry(const std::string& path, const std::string& name, const nlohm
 }  // namespace
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
-  auto file = MappedFile::open(path);
+  return open(MappedFile::open(path));
+}
+
+SafetensorsFile SafetensorsFile::open(const std::shared_ptr<const MappedFile>& file) {
+  const std::string& path = file->path();
   const auto bytes = file->bytes();
   const uint64_t size = file->size();
   if (size < 8)

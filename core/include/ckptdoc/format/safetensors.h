@@ -30,6 +30,9 @@ struct SafetensorsFile {
   // has dtype/shape/data_offsets; offsets in bounds, contiguous in order, without gaps or overlaps, and
   // covering the buffer exactly; byte count == numel * element size; no duplicate keys.
   static SafetensorsFile open(const std::string& path);
+  // The same over an already mapped file or a view of one (a safetensors file stored inside a bigger file,
+  // as DCP's SAFETENSORS serialization does), named by its path in errors.
+  static SafetensorsFile open(const std::shared_ptr<const MappedFile>& file);
   static bool looks_like_safetensors(std::span<const uint8_t> head, uint64_t file_size);
 };
 

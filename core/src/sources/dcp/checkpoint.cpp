@@ -1,13 +1,19 @@
 // dcp::Checkpoint: storage items read in place. Each item is a whole torch.save zip inside a `.distcp` file,
 // so TorchFile reads it over a MappedFile::view of that range: tensors stay views on the one map of the file.
+// A zstd item is decoded into memory first; a tensor of a safetensors-serialized file is a view on that
+// file's safetensors part (serialization_format.h).
 #include "ckptdoc/sources/dcp/checkpoint.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "ckptdoc/dtype.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/format/safetensors.h"
 #include "sources/dcp/serialization_format.h"
+#include "sources/dcp/zstd_item.h"
 
 namespace ckptdoc::dcp {
 
@@ -23,7 +29,7 @@ std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& dir) {
   std::error_code ec;
   if (std::filesystem::exists(metadata, ec)) {
     c->metadata_ = read_metadata(metadata);
-    refuse_safetensors_serialization(dir, c->storage_files());
+    c->safetensors_starts_ = safetensors_serialized_files(dir, c->metadata_);
     return c;
   }
   // torch's loader, too, reads .metadata when there is one and a rank's own file only without it.
@@ -32,7 +38,7 @@ std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& dir) {
     ranks.reserve(per_rank.size());
     for (const auto& f : per_rank) ranks.push_back(read_metadata(f));
     c->metadata_ = merge_rank_metadata(std::move(ranks));
-    refuse_safetensors_serialization(dir, c->storage_files());
+    c->safetensors_starts_ = safetensors_serialized_files(dir, c->metadata_);
     return c;
   }
   throw Error(
@@ -64,6 +70,11 @@ std::shared_ptr<const MappedFile> Checkpoint::file(const std::string& name) cons
   return f;
 }
 
+bool Checkpoint::in_safetensors(const StorageItem& item) const {
+  const auto it = safetensors_starts_.find(item.file);
+  return it != safetensors_starts_.end() && it->second == item.offset;
+}
+
 TorchFile Checkpoint::open_item(const StorageItem& item) const {
   const auto whole = file(item.file);
   const std::string path = (std::filesystem::path(dir_) / item.file).string();
@@ -71,8 +82,74 @@ TorchFile Checkpoint::open_item(const StorageItem& item) const {
     throw Error(ErrorKind::Truncated, path, "item at offset " + std::to_string(item.offset),
                 std::to_string(item.length) + " bytes run past the end of the file (" +
                     std::to_string(whole->size()) + " bytes): the file was cut short");
-  return TorchFile::open(MappedFile::view(whole, item.offset, item.length,
-                                          path + " [item at offset " + std::to_string(item.offset) + "]"));
+  if (in_safetensors(item)) return safetensors_item(item, whole, path);
+  const std::string name = path + " [item at offset " + std::to_string(item.offset) + "]";
+  if (!item.zstd) return TorchFile::open(MappedFile::view(whole, item.offset, item.length, name));
+  // Decoded into memory (bounded by the metadata), then read like any other item.
+  auto decoded = decode_zstd_item(whole->slice(item.offset, item.length, "zstd item"), item.max_decoded, path,
+                                  "key '" + item.key + "', " + item_name(item));
+  whole->check_unchanged();
+  return TorchFile::open(MappedFile::from_memory(name + " (zstd decoded)", std::move(decoded)));
+}
+
+namespace {
+
+// torch writes each tensor's chunk offsets into the part's __metadata__ (DCP_SHARDING_INFO, {key:
+// {"saved_offsets": [...]}}): they must be the chunk's .metadata places the item at.
+void check_sharding_info(const SafetensorsFile& part, const StorageItem& item) {
+  const std::string where = "key '" + item.key + "'";
+  const auto info = part.metadata.find("DCP_SHARDING_INFO");
+  if (info == part.metadata.end())
+    throw Error(ErrorKind::Inconsistent, part.path, where,
+                "no DCP_SHARDING_INFO in the safetensors part's __metadata__, which torch's "
+                "serialization_format=SAFETENSORS always writes");
+  const auto json = nlohmann::json::parse(info->second, nullptr, false);
+  const nlohmann::json* offsets = nullptr;
+  if (json.is_object() && json.contains(item.key) && json[item.key].is_object() &&
+      json[item.key].contains("saved_offsets"))
+    offsets = &json[item.key]["saved_offsets"];
+  if (!offsets || !offsets->is_array())
+    throw Error(ErrorKind::Inconsistent, part.path, where + ", DCP_SHARDING_INFO",
+                "no saved_offsets of the key");
+  std::vector<int64_t> saved;
+  for (const auto& o : *offsets) saved.push_back(o.is_number_integer() ? o.get<int64_t>() : -1);
+  if (saved != item.chunk_offsets)
+    throw Error(ErrorKind::Inconsistent, part.path, where + ", DCP_SHARDING_INFO",
+                "saved_offsets " + offsets->dump() + " are not the chunk's offsets in .metadata");
+}
+
+}  // namespace
+
+TorchFile Checkpoint::safetensors_item(const StorageItem& item,
+                                       const std::shared_ptr<const MappedFile>& whole,
+                                       const std::string& path) const {
+  std::shared_ptr<const SafetensorsFile> part;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& cached = safetensors_[item.file];
+    // The safetensors file runs from the items' offset to the end: torch writes it last.
+    if (!cached)
+      cached = std::make_shared<const SafetensorsFile>(SafetensorsFile::open(
+          MappedFile::view(whole, item.offset, whole->size() - item.offset,
+                           path + " [safetensors part at offset " + std::to_string(item.offset) + "]")));
+    part = cached;
+  }
+  const auto entry = std::find_if(part->entries.begin(), part->entries.end(),
+                                  [&](const SafetensorsEntry& e) { return e.name == item.key; });
+  if (entry == part->entries.end())
+    throw Error(ErrorKind::Inconsistent, part->path, "key '" + item.key + "'",
+                "no such tensor in the safetensors part, though .metadata places the key's item there");
+  if (entry->end - entry->begin != item.length)
+    throw Error(ErrorKind::Inconsistent, part->path, "key '" + item.key + "'",
+                std::to_string(entry->end - entry->begin) + " bytes where .metadata says " +
+                    std::to_string(item.length));
+  check_sharding_info(*part, item);
+  TorchFile tf;
+  tf.path = part->path;
+  tf.root = Value::tensor(entry->tensor);
+  tf.file = part->file;
+  tf.file_size = part->file->size();
+  return tf;
 }
 
 Tensor Checkpoint::read_chunk(const Entry& entry, const Chunk& chunk) const {

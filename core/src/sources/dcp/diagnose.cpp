@@ -118,8 +118,11 @@ class Diagnosis {
     try {
       TorchFile tf = ckpt_.open_item(item);
       files_read_.insert(item.file);
-      // torch.save writes a CRC-32 per record: the only checksum a DCP checkpoint carries.
-      if (tf.format == TorchFormat::Zip) {
+      // torch.save writes a CRC-32 per record: the only checksum a DCP checkpoint carries. A tensor of a
+      // safetensors-serialized file has none.
+      if (ckpt_.in_safetensors(item)) {
+        ++unchecksummed_;
+      } else if (tf.format == TorchFormat::Zip) {
         const ZipReader zip(tf.file);
         for (const auto& z : zip.entries())
           if (!zip.verify_crc(z)) {
@@ -295,6 +298,10 @@ class Diagnosis {
         "no fp32-master comparison: a DCP checkpoint from FSDP2 keeps one copy of each weight",
         "no checksum of whole files: DCP records none (each item's zip CRC-32 was checked)",
     };
+    if (unchecksummed_ > 0)
+      r_.not_checked.push_back("no checksum of " + plural(unchecksummed_, "tensor item") +
+                               " of safetensors-serialized files (serialization_format=SAFETENSORS): "
+                               "safetensors records none");
     if (r_.adam_moments_judged == 0)
       r_.not_checked.push_back(
           "no Adam moments judged: no optimizer.state.<param>.exp_avg/exp_avg_sq/step read whole");
@@ -317,6 +324,7 @@ class Diagnosis {
   std::set<std::string> bad_files_, files_read_;
   std::map<std::string, Truncated> truncated_;
   size_t replicas_compared_ = 0;  // per-rank saves: other ranks' copies compared with the one read
+  size_t unchecksummed_ = 0;      // tensor items of safetensors-serialized files: no CRC to check
   size_t crc_checked_ = 0;        // items whose zip records were all checked against their CRC-32
 };
 

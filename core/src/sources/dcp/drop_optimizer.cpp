@@ -63,6 +63,12 @@ DropCounts drop_optimizer(const Checkpoint& in, const std::string& copy_dir, Pro
         ErrorKind::Unsupported, dir, request_text("{drop_optimizer}"),
         "has per-rank metadata files (__<rank>.metadata, saved without collectives), not one .metadata: "
         "not rewritten yet, nothing was dropped");
+  for (const auto& e : in.metadata().entries)
+    for (const auto& c : e.chunks)
+      if (c.item && in.in_safetensors(*c.item))
+        throw Error(ErrorKind::Unsupported, dir + "/" + c.item->file, request_text("{drop_optimizer}"),
+                    "is safetensors-serialized (serialization_format=SAFETENSORS): its tensors share one "
+                    "safetensors part, which this repair does not re-pack; nothing was dropped");
   DropCounts n;
   for (const auto& e : in.metadata().entries) (dropped(e.key) ? n.keys : n.kept_keys) += 1;
   if (n.keys == 0)

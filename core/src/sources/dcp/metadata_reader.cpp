@@ -7,10 +7,12 @@
 #include <map>
 #include <utility>
 
+#include "ckptdoc/dtype.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/unpickler.h"
 #include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/sources/dcp/metadata.h"
+#include "sources/dcp/zstd_item.h"
 
 namespace ckptdoc::dcp {
 namespace {
@@ -133,11 +135,17 @@ class Reader {
                   "storage file '" + item.file + "' is not a file of this folder");
     item.offset = count(field(f, "offset", where), where, "offset");
     item.length = count(field(f, "length", where), where, "length");
-    if (const Value* t = f.get("transform_descriptors"); t && t->is_sequence() && !t->items().empty())
-      throw Error(ErrorKind::Unsupported, path_, where,
-                  "storage item in " + item.file + " with transforms " + t->repr(60) +
-                      " (torch's FileSystemWriter _extensions, e.g. ZStandard): transformed DCP items are "
-                      "not decoded yet, so no value of this checkpoint was checked");
+    if (const Value* t = f.get("transform_descriptors"); t && t->is_sequence() && !t->items().empty()) {
+      // torch's one stream transform is ZStandard; anything else (a chain, another extension) is not decoded.
+      const auto& ts = t->items();
+      if (ts.size() != 1 || !ts[0].is(Value::Kind::Str) || !is_zstd_descriptor(ts[0].as_str()))
+        throw Error(
+            ErrorKind::Unsupported, path_, where,
+            "storage item in " + item.file + " with transforms " + t->repr(60) +
+                " (torch's FileSystemWriter _extensions): only a single \"stream.zstd/1\" (ZStandard) "
+                "is decoded, so no value of this checkpoint was checked");
+      item.zstd = true;
+    }
     return item;
   }
 
@@ -176,11 +184,14 @@ class Reader {
       std::optional<std::vector<int64_t>> offsets;
       if (const Value* o = kf.get("offset"); o && !o->is_none()) offsets = dims(*o, where);
       StorageItem item = storage_item(v, where);
+      item.key = fqn.as_str();
+      if (offsets) item.chunk_offsets = *offsets;
       auto it = std::lower_bound(md.entries.begin(), md.entries.end(), fqn.as_str(),
                                  [](const Entry& e, const std::string& key) { return e.key < key; });
       Chunk* chunk = nullptr;
       if (it != md.entries.end() && it->key == fqn.as_str()) {
         if (it->kind == EntryKind::Bytes && !offsets) {
+          if (item.zstd) item.max_decoded = max_decoded_bytes_item();
           it->bytes_item = std::move(item);
           continue;
         }
@@ -193,6 +204,20 @@ class Reader {
           for (size_t d = 0; d < offsets->size(); ++d) at += (d ? "," : "") + std::to_string((*offsets)[d]);
         md.unreferenced_items.push_back(fqn.as_str() + " @ [" + at + "] in " + item.file);
         continue;
+      }
+      if (item.zstd) {
+        // An unknown dtype is bounded as the widest (complex128); reading it is refused later anyway.
+        const auto dtype = dtype_from_name(it->dtype);
+        const uint64_t element = dtype ? element_size(*dtype) : 16;
+        int64_t n = 0;
+        try {
+          n = chunk->numel();
+        } catch (const Error&) {
+          fail(where, "a chunk whose element count overflows");
+        }
+        if (static_cast<uint64_t>(n) > std::numeric_limits<uint64_t>::max() / 2 / element)
+          fail(where, "a chunk of " + std::to_string(n) + " elements: too many bytes to decode");
+        item.max_decoded = max_decoded_tensor_item(static_cast<uint64_t>(n) * element);
       }
       chunk->item = std::move(item);
     }

@@ -91,12 +91,26 @@ void sync_tree(const std::string& dir, FileIo& io) {
     throw Error(ErrorKind::Io, dir, "", std::string("fsync of directory: ") + std::strerror(err));
 }
 
+// A zstd item's bytes are not the zip's, and a safetensors-serialized tensor has no zip: no record to patch
+// in place.
+void refuse_unzipped(const Checkpoint& in, const StorageItem& item, const std::string& where) {
+  if (item.zstd)
+    throw Error(ErrorKind::Unsupported, where, "",
+                "a zstd-compressed item (torch's ZStandard extension): repairs rewrite records in place and "
+                "do not re-compress, so nothing was written");
+  if (in.in_safetensors(item))
+    throw Error(ErrorKind::Unsupported, where, "",
+                "a tensor of a safetensors-serialized file (serialization_format=SAFETENSORS): repairs "
+                "rewrite torch.save records in place, so nothing was written");
+}
+
 }  // namespace
 
 StorageRecord storage_record(const Checkpoint& in, const StorageItem& item, const std::string& key) {
   StorageRecord r;
   r.item = item;
   r.where = item.file + " (" + key + ")";
+  refuse_unzipped(in, item, r.where);
   const TorchFile tf = in.open_item(item);
   const auto view = MappedFile::view(in.file(item.file), item.offset, item.length, item.file);
   const ZipReader zip(view);
@@ -119,6 +133,7 @@ StorageRecord item_record(const Checkpoint& in, const StorageItem& item, const s
   StorageRecord r;
   r.item = item;
   r.where = item.file + " (" + key + ")";
+  refuse_unzipped(in, item, r.where);
   const TorchFile tf = in.open_item(item);
   const auto view = MappedFile::view(in.file(item.file), item.offset, item.length, item.file);
   const ZipReader zip(view);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ckptdoc/format/safetensors.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/format/value.h"
 #include "ckptdoc/io/mapped_file.h"
@@ -28,7 +29,12 @@ class Checkpoint {
   std::shared_ptr<const MappedFile> file(const std::string& name) const;
   // The torch.save zip of one item. Throws ckptdoc::Error naming the file and item: NotFound (no such file),
   // Truncated (the item runs past the file's end), Corrupt (not a torch.save zip).
+  // A tensor item of a file saved with serialization_format=SAFETENSORS comes back as a TorchFile whose root
+  // is that tensor (a view on the file's safetensors part; no zip, so no CRC); Inconsistent when the part
+  // holds no tensor of the key or one of another byte length.
   TorchFile open_item(const StorageItem& item) const;
+  // Whether `item` is a tensor in a safetensors-serialized file (no torch.save zip of its own).
+  bool in_safetensors(const StorageItem& item) const;
   // One chunk of a tensor entry, checked against the metadata: Inconsistent when the stored tensor's dtype or
   // shape is not the chunk's (the error names the file, the item and both).
   Tensor read_chunk(const Entry& entry, const Chunk& chunk) const;
@@ -43,6 +49,12 @@ class Checkpoint {
   Metadata metadata_;
   mutable std::mutex mutex_;
   mutable std::map<std::string, std::shared_ptr<const MappedFile>> files_;
+  // serialization_format=SAFETENSORS: each such file's name and where its safetensors part starts; the
+  // parts read so far.
+  std::map<std::string, uint64_t> safetensors_starts_;
+  mutable std::map<std::string, std::shared_ptr<const SafetensorsFile>> safetensors_;
+  TorchFile safetensors_item(const StorageItem& item, const std::shared_ptr<const MappedFile>& whole,
+                             const std::string& path) const;
 };
 
 // "file [offset O, N bytes]": how messages name a storage item.

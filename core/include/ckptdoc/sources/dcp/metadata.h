@@ -11,11 +11,18 @@
 
 namespace ckptdoc::dcp {
 
-// One storage item: a complete torch.save zip at [offset, offset + length) of a `__<rank>_<n>.distcp` file.
+// One storage item: a complete torch.save zip at [offset, offset + length) of a `__<rank>_<n>.distcp` file,
+// or (zstd) a zstd stream of one.
 struct StorageItem {
   std::string file;  // relative to the checkpoint folder, as `_StorageInfo.relative_path` says
   uint64_t offset = 0;
   uint64_t length = 0;
+  std::string key;                     // the state-dict key (`MetadataIndex.fqn`) that names it
+  std::vector<int64_t> chunk_offsets;  // `MetadataIndex.offset`: where its chunk starts (tensors)
+  // Transform "stream.zstd/1" (torch's ZStandard extension): the range is zstd, decoding to at most
+  // `max_decoded` bytes (the chunk's tensor bytes plus torch.save's zip around them; a cap for bytes items).
+  bool zstd = false;
+  uint64_t max_decoded = 0;
 };
 
 // One n-D box of a tensor (`ChunkStorageMetadata`): the part one rank saved.
