@@ -38,6 +38,7 @@ RepairResult run_repair(const deepspeed::Checkpoint& ckpt, const std::string& ou
       }
       deferred.flush();
     }
+    if (progress) progress->check();  // a Cancel after the last write's own check: nothing is published
     publish_folder(partial.path(), out, io, renamed,
                    result.plan.output_existed);  // on failure, `out` is as it was
     partial.keep();

@@ -119,6 +119,8 @@ class ToUniversal {
     detail::publish_folder(checked, caller_io_, [this](const std::string& dir, FileIo& io) {
       io_ = &io;
       write_all(dir);
+      // A Cancel that came after the last write's own check (a held or slow last write): nothing published.
+      if (progress_) progress_->check();
     });
     const auto t1 = std::chrono::steady_clock::now();
     verify();
