@@ -14,9 +14,27 @@
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/fault_injection.h"
+#include "ckptdoc/io/forwarding_io.h"
 #include "ckptdoc/repair/plan.h"
 #include "ckptdoc/universal/convert.h"
 #include "test_support.h"
+
+namespace {
+
+// Cancels `progress` at the first directory fsync: after every file of the output is written, before it is
+// published.
+struct CancelAtDirSyncIo : ckptdoc::ForwardingFileIo {
+  explicit CancelAtDirSyncIo(ckptdoc::Progress& p) : progress(p) {}
+  int fsync_dir(const std::string& path) override {
+    if (!cancelled) progress.cancel();
+    cancelled = true;
+    return ckptdoc::ForwardingFileIo::fsync_dir(path);
+  }
+  ckptdoc::Progress& progress;
+  bool cancelled = false;
+};
+
+}  // namespace
 
 using namespace ckptdoc;
 namespace fs = std::filesystem;
@@ -524,6 +542,38 @@ class TestRepair : public QObject {
         QVERIFY(!partial_left(dir.path()));
       }
     QVERIFY(fired > 3);
+  }
+
+  // A Cancel that arrives after the last write's own check (here: at the first directory fsync, when every
+  // file is written) must still leave nothing: before, the folder was published and the result returned
+  // (the ImGui convert window then said nothing of the Cancel; CI's convertCancelledWritesNothing).
+  void cancelAfterTheLastWriteLeavesNothing_data() {
+    QTest::addColumn<bool>("convert");
+    QTest::newRow("convert --to universal") << true;
+    QTest::newRow("repair --world-size") << false;
+  }
+  void cancelAfterTheLastWriteLeavesNothing() {
+    QFETCH(bool, convert);
+    test::TempDir dir;
+    const auto in = convert ? copy_fixture(dir, "zero2_fp16_ws2") : synth(dir, "in", 2, DType::F16, 2);
+    Progress progress;
+    CancelAtDirSyncIo io(progress);
+    const std::string out = dir.file("out");
+    if (convert) {
+      universal::ToUniversalOptions uo;
+      uo.device = DeviceKind::Cpu;
+      QVERIFY_THROWS_EXCEPTION(Cancelled, universal::convert_to_universal(*deepspeed::Checkpoint::open(in),
+                                                                          out, uo, &progress, io));
+    } else {
+      repair::RepairRequest rq;
+      rq.world_size = 3;
+      rq.device = DeviceKind::Cpu;
+      QVERIFY_THROWS_EXCEPTION(Cancelled,
+                               repair::run_repair(*deepspeed::Checkpoint::open(in), out, rq, &progress, io));
+    }
+    QVERIFY(io.cancelled);  // else the test shows nothing
+    QVERIFY(!fs::exists(out));
+    QVERIFY(!partial_left(dir.path()));
   }
 
   void cancelLeavesNothing() {

@@ -31,7 +31,8 @@ void make_dir(FileIo& io, const std::string& path) {
 }
 
 void publish_folder(const CheckedOutputFolder& output, FileIo& io,
-                    const std::function<void(const std::string& dir, FileIo& io)>& write) {
+                    const std::function<void(const std::string& dir, FileIo& io)>& write,
+                    const Progress* progress) {
   io::PartialFolder partial(output.path, io);  // removed on failure: nothing half-done stays behind
   {
     io::DeferredSyncIo deferred(io);
@@ -39,6 +40,9 @@ void publish_folder(const CheckedOutputFolder& output, FileIo& io,
     deferred.flush();
   }
   check(io.fsync_dir(partial.path()), partial.path(), "fsync of directory");
+  // A Cancel that came after the last write's own check (a held or slow last write, the deferred fsyncs):
+  // nothing is published.
+  if (progress) progress->check();
   // An output --force allowed is moved aside and removed only once the new one is in place (repair's
   // publish).
   bool renamed = false;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ckptdoc/io/file_io.h"
+#include "ckptdoc/task/progress.h"
 #include "deepspeed/output_folder_check.h"
 
 namespace ckptdoc::universal::detail {
@@ -21,9 +22,10 @@ CheckedOutputFolder checked_output(const std::string& output, const std::string&
 // (replacing only a folder that was there when checked, moved aside first and removed last; never one another
 // process published meanwhile) and fsyncs the parent. `write` gets a FileIo over `io` whose fsyncs are made
 // together before the rename (io/deferred_sync.h). Any failure removes the partial folder, leaves `out` as it
-// was, and rethrows.
+// was, and rethrows; so does a cancel of `progress` seen just before the rename (Cancelled).
 void publish_folder(const CheckedOutputFolder& out, FileIo& io,
-                    const std::function<void(const std::string& dir, FileIo& io)>& write);
+                    const std::function<void(const std::string& dir, FileIo& io)>& write,
+                    const Progress* progress = nullptr);
 
 // mkdir through `io`; an existing folder is fine, other errors throw naming the path.
 void make_dir(FileIo& io, const std::string& path);

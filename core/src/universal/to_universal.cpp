@@ -116,12 +116,13 @@ class ToUniversal {
                                                                "divide the merged params"
                                                              : ""));
     const auto t0 = std::chrono::steady_clock::now();
-    detail::publish_folder(checked, caller_io_, [this](const std::string& dir, FileIo& io) {
-      io_ = &io;
-      write_all(dir);
-      // A Cancel that came after the last write's own check (a held or slow last write): nothing published.
-      if (progress_) progress_->check();
-    });
+    detail::publish_folder(
+        checked, caller_io_,
+        [this](const std::string& dir, FileIo& io) {
+          io_ = &io;
+          write_all(dir);
+        },
+        progress_);
     const auto t1 = std::chrono::steady_clock::now();
     verify();
     result_.write_seconds = std::chrono::duration<double>(t1 - t0).count();
