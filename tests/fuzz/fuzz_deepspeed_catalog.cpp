@@ -14,9 +14,23 @@
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// The harness's checkpoint folder, removed when the run ends normally (a crash leaves it as it was).
+struct TempFolder {
+  std::string path;
+  ~TempFolder() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string dir = [] {
-    const std::string d = "/tmp/ckptdoc-fuzz-ds-" + std::to_string(::getpid());
+  static const TempFolder folder{[] {
+    const std::string d =
+        (fs::temp_directory_path() / ("ckptdoc-fuzz-ds-" + std::to_string(::getpid()))).string();
     fs::create_directories(d + "/global_step1");
     if (FILE* f = std::fopen((d + "/latest").c_str(), "wb")) {
       std::fputs("global_step1", f);
@@ -27,7 +41,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       fs::copy_file(model, d + "/global_step1/mp_rank_00_model_states.pt",
                     fs::copy_options::overwrite_existing);
     return d;
-  }();
+  }()};
+  const std::string& dir = folder.path;
   if (FILE* f = std::fopen((dir + "/global_step1/zero_pp_rank_0_mp_rank_00_optim_states.pt").c_str(), "wb")) {
     if (size) std::fwrite(data, 1, size, f);
     std::fclose(f);
