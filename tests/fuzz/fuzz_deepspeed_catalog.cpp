@@ -29,8 +29,7 @@ struct TempFolder {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const TempFolder folder{[] {
-    const std::string d =
-        (fs::temp_directory_path() / ("ckptdoc-fuzz-ds-" + std::to_string(::getpid()))).string();
+    std::string d = (fs::temp_directory_path() / ("ckptdoc-fuzz-ds-" + std::to_string(::getpid()))).string();
     fs::create_directories(d + "/global_step1");
     if (FILE* f = std::fopen((d + "/latest").c_str(), "wb")) {
       std::fputs("global_step1", f);
