@@ -1080,9 +1080,9 @@ def main():
                        TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
             return subprocess.run([judge_python(a)] + as_zygote_script(rest), env=env).returncode
         elif a.cmd == "py":
-            src = ds_src(a, a.ds)
-            env = debian_env(a, a.ds, dict(os.environ, PYTHONPATH=os.pathsep.join([src, os.path.join(harness(a), "stubs"),
-                                                                                HERE]), DS_ACCELERATOR="cpu"))
+            env = debian_env(a, a.ds)
+            env.update(PYTHONPATH=os.pathsep.join([env["DS_SRC"], os.path.join(harness(a), "stubs"), HERE]),
+                       DS_ACCELERATOR="cpu")
             return subprocess.run([PYTHON] + as_zygote_script(rest), env=env).returncode
         elif a.cmd == "zero-to-fp32":
             zero_to_fp32(a, a.ckpt, a.out, a.ds, a.out + ".log")

@@ -9,14 +9,10 @@ import sys
 if __name__ == "__main__":
     if len(sys.argv) < 2:
         sys.exit(__doc__)
-    if os.environ.get("CKPTDOC_JUDGE_ZYGOTE", "1") != "0":
-        import zygote  # this folder is sys.path[0]
+    import zygote  # this folder is sys.path[0]
 
+    if os.environ.get("CKPTDOC_JUDGE_ZYGOTE", "1") != "0":
         rc = zygote.call(sys.argv[1:], mode="script")
         if rc is not None:
             sys.exit(rc)
-    import runpy
-
-    sys.argv = sys.argv[1:]
-    sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
-    runpy.run_path(sys.argv[0], run_name="__main__")
+    zygote.run_script(sys.argv[1:])  # here, as the zygote's child would

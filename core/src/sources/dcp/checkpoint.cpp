@@ -4,7 +4,6 @@
 // file's safetensors part (serialization_format.h).
 #include "ckptdoc/sources/dcp/checkpoint.h"
 
-#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -123,32 +122,38 @@ void check_sharding_info(const SafetensorsFile& part, const StorageItem& item) {
 TorchFile Checkpoint::safetensors_item(const StorageItem& item,
                                        const std::shared_ptr<const MappedFile>& whole,
                                        const std::string& path) const {
-  std::shared_ptr<const SafetensorsFile> part;
+  std::shared_ptr<const SafetensorsPart> cached_part;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto& cached = safetensors_[item.file];
     // The safetensors file runs from the items' offset to the end: torch writes it last.
-    if (!cached)
-      cached = std::make_shared<const SafetensorsFile>(SafetensorsFile::open(
-          MappedFile::view(whole, item.offset, whole->size() - item.offset,
-                           path + " [safetensors part at offset " + std::to_string(item.offset) + "]")));
-    part = cached;
+    if (!cached) {
+      auto fresh = std::make_shared<SafetensorsPart>(
+          SafetensorsPart{SafetensorsFile::open(MappedFile::view(
+                              whole, item.offset, whole->size() - item.offset,
+                              path + " [safetensors part at offset " + std::to_string(item.offset) + "]")),
+                          {}});
+      for (const auto& e : fresh->file.entries) fresh->by_name.emplace(e.name, &e);
+      cached = std::move(fresh);
+    }
+    cached_part = cached;
   }
-  const auto entry = std::find_if(part->entries.begin(), part->entries.end(),
-                                  [&](const SafetensorsEntry& e) { return e.name == item.key; });
-  if (entry == part->entries.end())
-    throw Error(ErrorKind::Inconsistent, part->path, "key '" + item.key + "'",
+  const SafetensorsFile& part = cached_part->file;
+  const auto found = cached_part->by_name.find(item.key);
+  if (found == cached_part->by_name.end())
+    throw Error(ErrorKind::Inconsistent, part.path, "key '" + item.key + "'",
                 "no such tensor in the safetensors part, though .metadata places the key's item there");
-  if (entry->end - entry->begin != item.length)
-    throw Error(ErrorKind::Inconsistent, part->path, "key '" + item.key + "'",
-                std::to_string(entry->end - entry->begin) + " bytes where .metadata says " +
+  const SafetensorsEntry& entry = *found->second;
+  if (entry.end - entry.begin != item.length)
+    throw Error(ErrorKind::Inconsistent, part.path, "key '" + item.key + "'",
+                std::to_string(entry.end - entry.begin) + " bytes where .metadata says " +
                     std::to_string(item.length));
-  check_sharding_info(*part, item);
+  check_sharding_info(part, item);
   TorchFile tf;
-  tf.path = part->path;
-  tf.root = Value::tensor(entry->tensor);
-  tf.file = part->file;
-  tf.file_size = part->file->size();
+  tf.path = part.path;
+  tf.root = Value::tensor(entry.tensor);
+  tf.file = part.file;
+  tf.file_size = part.file->size();
   return tf;
 }
 

@@ -50,9 +50,13 @@ class Checkpoint {
   mutable std::mutex mutex_;
   mutable std::map<std::string, std::shared_ptr<const MappedFile>> files_;
   // serialization_format=SAFETENSORS: each such file's name and where its safetensors part starts; the
-  // parts read so far.
+  // parts read so far, each with its tensors by name (every item of the file looks one up).
+  struct SafetensorsPart {
+    SafetensorsFile file;
+    std::map<std::string, const SafetensorsEntry*> by_name;
+  };
   std::map<std::string, uint64_t> safetensors_starts_;
-  mutable std::map<std::string, std::shared_ptr<const SafetensorsFile>> safetensors_;
+  mutable std::map<std::string, std::shared_ptr<const SafetensorsPart>> safetensors_;
   TorchFile safetensors_item(const StorageItem& item, const std::shared_ptr<const MappedFile>& whole,
                              const std::string& path) const;
 };
