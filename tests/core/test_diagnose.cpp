@@ -213,6 +213,13 @@ class TestDiagnose : public QObject {
     QVERIFY(words.empty_cause.find("DeepSpeed v0.13+") != std::string::npos);
     QVERIFY(words.load_without_state.find("load_optimizer_states=False") != std::string::npos);
     QCOMPARE(words.one_step_keeper, std::string("ZeRO"));  // the graft message's subject
+    // The 16-bit masters note names DeepSpeed's flag; a source without such words names none.
+    const auto* rules = deepspeed::Checkpoint::open(ckpt)->catalog().source_rules.get();
+    QCOMPARE(rules->masters_in_16bit_setting(false), std::string("fp16_master_weights_and_grads"));
+    QVERIFY(rules->masters_in_16bit_setting(true).find("bf16_master_weights_and_grads") == 0);
+    const model::SourceRules neutral_rules;
+    QVERIFY(neutral_rules.masters_in_16bit_setting(true).empty() &&
+            neutral_rules.masters_in_16bit_setting(false).empty());
     const model::SourceRules::OptimizerStateWords neutral;
     for (const auto* w : {&neutral.empty_cause, &neutral.fresh_cause, &neutral.cast_params,
                           &neutral.cast_measured, &neutral.load_without_state, &neutral.one_step_keeper})

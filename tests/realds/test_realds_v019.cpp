@@ -276,6 +276,10 @@ class TestRealdsV019 : public QObject {
              (std::set<std::string>{"masters-in-16-bit", "not-analysed"}));
     const auto note = realds::finding(report, "masters-in-16-bit")["message"].toString();
     QVERIFY2(note.contains("saved in " + dtype + ", not float32"), qPrintable(note));
+    // In DeepSpeed's words (its SourceRules): the config flag that keeps them so.
+    const auto flag =
+        dtype == "bfloat16" ? "(bf16_master_weights_and_grads" : "(fp16_master_weights_and_grads";
+    QVERIFY2(note.contains(flag), qPrintable(note));
     QCOMPARE(report["verdict"].toObject()["masters_compared"].toInt(), 8);
     // The verdict names what it compared: these masters are 16-bit, not fp32.
     const auto basis = report["verdict"].toObject()["basis"].toString();

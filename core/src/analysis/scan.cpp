@@ -379,11 +379,13 @@ class Scanner {
       if (v.fp32 && (v.fp32->dtype == DType::BF16 || v.fp32->dtype == DType::F16) && !said_16bit_masters_) {
         said_16bit_masters_ = true;
         const std::string dt = v.fp32->dtype == DType::BF16 ? "bfloat16" : "float16";
-        std::string message = "The master weights are saved in " + dt + ", not float32 (";
-        message += v.fp32->dtype == DType::BF16 ? "bf16_master_weights_and_grads, DeepSpeed 0.18.3+"
-                                                : "fp16_master_weights_and_grads";
+        const auto* rules = ckpt_.catalog().source_rules.get();
+        const std::string setting =
+            rules ? rules->masters_in_16bit_setting(v.fp32->dtype == DType::BF16) : std::string{};
+        std::string message = "The master weights are saved in " + dt + ", not float32";
+        if (!setting.empty()) message += " (" + setting + ")";
         message +=
-            "): they are compared as they are, so a healthy master equals its 16-bit weight exactly. "
+            ": they are compared as they are, so a healthy master equals its 16-bit weight exactly. "
             "An export of the masters writes these values widened to float32; a refresh writes them back in ";
         message += dt;
         message += ".";
@@ -455,9 +457,9 @@ class Scanner {
     if (pv.fp32 && !fp32) r.short_elements += n;  // the saved partition ends before this fragment
     const Tensor* lpt = lp_tensor(t.group, t.param);
     const uint8_t* lp = lpt ? element_ptr(*lpt, t.param_offset, t.numel) : nullptr;
-    // Masters saved in 16 bits (DeepSpeed 0.18.3+ bf16_master_weights_and_grads,
-    // fp16_master_weights_and_grads) are compared as their exact float values: a bf16 master of a bf16 weight
-    // rounds to itself, so "exact" means equal there, as it should.
+    // Masters saved in 16 bits (e.g. DeepSpeed's fp16/bf16_master_weights_and_grads) are compared as their
+    // exact float values: a bf16 master of a bf16 weight rounds to itself, so "exact" means equal there, as
+    // it should.
     const bool comparable =
         lp && (lpt->dtype == DType::F16 || lpt->dtype == DType::BF16 || lpt->dtype == DType::F32);
     // The stale-master check needs the divergence alone: no value histograms, and nothing where there is no

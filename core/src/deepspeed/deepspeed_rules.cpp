@@ -91,6 +91,11 @@ class DeepSpeedRules final : public model::SourceRules {
         "ZeRO"};
   }
 
+  // DeepSpeed's config flags that keep the masters in the weights' dtype (bf16 ones from 0.18.3).
+  std::string masters_in_16bit_setting(bool bf16) const override {
+    return bf16 ? "bf16_master_weights_and_grads, DeepSpeed 0.18.3+" : "fp16_master_weights_and_grads";
+  }
+
   void record_rules(std::vector<model::Finding>& out) const override {
     world_size_rules(out);
     loss_scale_rules(out);

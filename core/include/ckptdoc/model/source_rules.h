@@ -68,6 +68,9 @@ class SourceRules {
   virtual StaleMasterWords stale_master_words() const { return {}; }
   // The words of the optimizer-state findings that only the source's framework knows (OptimizerStateWords).
   virtual OptimizerStateWords optimizer_state_words() const { return {}; }
+  // The framework's setting that saves the masters in 16 bits (masters-in-16-bit: "... saved in bfloat16, not
+  // float32 (<setting>): ..."), `bf16` for bfloat16 masters, else float16. Empty: none named.
+  virtual std::string masters_in_16bit_setting(bool /*bf16*/) const { return {}; }
   // After the rules on values: the findings from the source's own records alone (world sizes, a loss scale),
   // appended to `out`, which holds the findings so far (a finding already there is not repeated).
   virtual void record_rules(std::vector<Finding>& /*out*/) const {}
