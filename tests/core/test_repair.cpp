@@ -8,33 +8,16 @@
 #include <cstring>
 #include <filesystem>
 
+#include "cancel_at_dir_sync_io.h"
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/deepspeed/synthesize.h"
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/fault_injection.h"
-#include "ckptdoc/io/forwarding_io.h"
 #include "ckptdoc/repair/plan.h"
 #include "ckptdoc/universal/convert.h"
 #include "test_support.h"
-
-namespace {
-
-// Cancels `progress` at the first directory fsync: after every file of the output is written, before it is
-// published.
-struct CancelAtDirSyncIo : ckptdoc::ForwardingFileIo {
-  explicit CancelAtDirSyncIo(ckptdoc::Progress& p) : progress(p) {}
-  int fsync_dir(const std::string& path) override {
-    if (!cancelled) progress.cancel();
-    cancelled = true;
-    return ckptdoc::ForwardingFileIo::fsync_dir(path);
-  }
-  ckptdoc::Progress& progress;
-  bool cancelled = false;
-};
-
-}  // namespace
 
 using namespace ckptdoc;
 namespace fs = std::filesystem;
@@ -557,7 +540,7 @@ class TestRepair : public QObject {
     test::TempDir dir;
     const auto in = convert ? copy_fixture(dir, "zero2_fp16_ws2") : synth(dir, "in", 2, DType::F16, 2);
     Progress progress;
-    CancelAtDirSyncIo io(progress);
+    test::CancelAtDirSyncIo io(progress);
     const std::string out = dir.file("out");
     if (convert) {
       universal::ToUniversalOptions uo;

@@ -10,13 +10,16 @@
 #include <memory>
 #include <set>
 
+#include "cancel_at_dir_sync_io.h"
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/io/file_io.h"
 #include "ckptdoc/snapshot/convert.h"
 #include "ckptdoc/snapshot/timeline.h"
 #include "ckptdoc/snapshot/watcher.h"
+#include "ckptdoc/task/progress.h"
 #include "test_support.h"
 
 using namespace ckptdoc;
@@ -405,6 +408,24 @@ class TestSnapshot : public QObject {
     std::set<std::string> names;
     for (const auto& e : fs::directory_iterator(dir.path())) names.insert(e.path().filename().string());
     QCOMPARE(names, (std::set<std::string>{"ckpt", "s"}));
+  }
+
+  // A Cancel that arrives once every file is written (at the partial folder's first fsync, after `latest`),
+  // after the writes' own checks, still publishes nothing: Cancelled, no output, no partial folder. Before,
+  // the folder was renamed into place, then the verifying stage threw Cancelled with the output in place.
+  void convertCancelledAfterTheLastWritePublishesNothing() {
+    test::TempDir dir;
+    make_snapshot("zero2_fp16_ws2", dir.file("s"));
+    const auto sn = deepspeed::Checkpoint::open(dir.file("s"));
+    Progress progress;
+    test::CancelAtDirSyncIo io(progress, ".ckptdoc-partial-");
+    const ScopedFileIo scoped(io);
+    QVERIFY_THROWS_EXCEPTION(Cancelled,
+                             snapshot::convert_to_checkpoint(*sn, dir.file("ckpt"), {}, &progress));
+    QVERIFY(io.cancelled);  // else the test shows nothing
+    std::set<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir.path())) names.insert(e.path().filename().string());
+    QCOMPARE(names, (std::set<std::string>{"s"}));
   }
 
   void convertRefusesOverlapsAndNonEmptyOutput() {

@@ -239,6 +239,33 @@ class TestSourceProgress : public QObject {
     QVERIFY(contents(in) == before);
   }
 
+  // A cancel once the copy is written and checked (at its first directory fsync, the last step before the
+  // rename): Cancelled, nothing published, no partial folder, the input as it was. Before, the rename went
+  // ahead and the job ended with a result. The same last check covers every repair that writes a new folder
+  // this way (DCP, Megatron, the Trainer's and Accelerate's folders: dcp::write_new_folder).
+  void cancelAfterTheLastWritePublishesNothing() {
+    const std::string in = fixture("fsdp2_ws2_moments_lost");
+    const auto before = contents(in);
+    Session s;
+    QVERIFY(open_source(s, in));
+    test::TempDir dir;
+    test::JobWatchingIo io;
+    io.cancel_at_first_dir_sync();
+    ScopedFileIo scoped(io);
+    sources::RepairRequest request;
+    request.output = dir.file("fixed");
+    request.reset_optimizer = true;
+    std::optional<Outcome<sources::Outcome>> result;
+    const JobPtr job = s.repair_source(request, [&](Outcome<sources::Outcome>& r) { result = r; });
+    io.set_job(job);
+    QVERIFY(pump(s, [&] { return result.has_value(); }));
+    QVERIFY(io.cancelled_at_dir_sync());  // else the test shows nothing
+    QVERIFY2(result->error.has_value(), "the repair was published despite the cancel");
+    QCOMPARE(std::string(error_kind_name(result->error->kind)), std::string("cancelled"));
+    QVERIFY(test::files_in(dir.path()).empty());  // no output, no partial folder
+    QVERIFY(contents(in) == before);
+  }
+
   // The repair's last stage re-reads the copy before it is published: it reports a total (the bytes of the
   // reset records compared, nonzero, less than the folder's) and ends with all of it done, not a bar at 0.
   void repairCheckStageReportsItsTotal() {

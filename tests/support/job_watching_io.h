@@ -31,6 +31,10 @@ class JobWatchingIo : public ForwardingFileIo {
   // The job is asked to cancel as the stage named `stage` starts (Progress::on_stage); call before set_job.
   void cancel_when_starts(std::string stage) { cancel_stage_ = std::move(stage); }
   bool cancelled_at_stage() const { return cancelled_at_stage_.load(); }
+  // The job is asked to cancel at the first directory fsync: once its output is written, before it is
+  // published.
+  void cancel_at_first_dir_sync() { cancel_at_dir_sync_ = true; }
+  bool cancelled_at_dir_sync() const { return cancelled_at_dir_sync_.load(); }
   // Installs the stage hook (when asked for) before releasing the writes that wait for the job: the work
   // cannot reach a later stage before the hook is in place.
   void set_job(const session::JobPtr& job) {
@@ -55,6 +59,10 @@ class JobWatchingIo : public ForwardingFileIo {
     note();
     return ForwardingFileIo::copy_range(in_fd, in_offset, out_fd, length, copied);
   }
+  int fsync_dir(const std::string& path) override {
+    if (cancel_at_dir_sync_ && !cancelled_at_dir_sync_.exchange(true)) job_.get()->cancel();
+    return ForwardingFileIo::fsync_dir(path);
+  }
 
  private:
   void note() {
@@ -67,6 +75,8 @@ class JobWatchingIo : public ForwardingFileIo {
   const std::string stage_;
   std::string cancel_stage_;
   std::atomic<bool> cancelled_at_stage_{false};
+  bool cancel_at_dir_sync_ = false;
+  std::atomic<bool> cancelled_at_dir_sync_{false};
   int in_stage_ = 0;
   std::promise<session::JobPtr> promise_;
   std::shared_future<session::JobPtr> job_;

@@ -93,6 +93,7 @@ ToCheckpointResult convert_to_checkpoint(const deepspeed::Checkpoint& ck, const 
     result.files.push_back("latest");
     repair::detail::check_io(io.fsync_dir(tag_dir), tag_dir, "fsync of directory");
     repair::detail::check_io(io.fsync_dir(partial), partial, "fsync of directory");
+    if (progress) progress->check();  // a Cancel during the last write or the fsyncs: nothing is published
     repair::detail::publish_folder(partial, result.save_dir, io, renamed, checked.existed);
     made.keep();
   }

@@ -20,9 +20,12 @@ namespace {
 Outcome drop_dcp_optimizer(const RepairRequest& request) {
   const std::string out = dcp::checked_new_output(request.output, {request.path});
   dcp::DropCounts n;
-  dcp::write_new_folder(out, [&](const std::string& partial) {
-    n = dcp::drop_optimizer(*dcp::Checkpoint::open(request.path), partial, request.progress);
-  });
+  dcp::write_new_folder(
+      out,
+      [&](const std::string& partial) {
+        n = dcp::drop_optimizer(*dcp::Checkpoint::open(request.path), partial, request.progress);
+      },
+      request.progress);
   if (request.json) {
     const nlohmann::json j = {{"output", out},
                               {"action", "drop-optimizer"},
@@ -72,15 +75,18 @@ Outcome repair_dcp_optimizer(const RepairRequest& request, const std::string& ro
   std::vector<std::string> inputs{request.path, root};
   const std::string out = dcp::checked_new_output(request.output, inputs);
   std::vector<std::pair<std::string, dcp::ResetCounts>> done;
-  dcp::write_new_folder(out, [&](const std::string& partial) {
-    io::copy_tree(root, partial, request.progress);  // links are followed: the copy holds only files
-    for (const auto& part : parts) {
-      const auto in = dcp::Checkpoint::open((fs::path(root) / part).lexically_normal().string());
-      done.emplace_back(part,
-                        dcp::reset_adam_state(*in, (fs::path(partial) / part).lexically_normal().string(),
-                                              request.progress));
-    }
-  });
+  dcp::write_new_folder(
+      out,
+      [&](const std::string& partial) {
+        io::copy_tree(root, partial, request.progress);  // links are followed: the copy holds only files
+        for (const auto& part : parts) {
+          const auto in = dcp::Checkpoint::open((fs::path(root) / part).lexically_normal().string());
+          done.emplace_back(part,
+                            dcp::reset_adam_state(*in, (fs::path(partial) / part).lexically_normal().string(),
+                                                  request.progress));
+        }
+      },
+      request.progress);
   dcp::ResetCounts all;
   nlohmann::json jparts = nlohmann::json::array();
   for (const auto& [part, n] : done) {

@@ -197,12 +197,13 @@ std::string checked_new_output(const std::string& output, const std::vector<std:
 }
 
 void write_new_folder(const std::string& output, const std::function<void(const std::string& partial)>& fill,
-                      FileIo& io) {
+                      const Progress* progress, FileIo& io) {
   deepspeed::detail::remove_dead_leftovers(output);  // what a killed run left, once provably abandoned
   io::PartialFolder partial(output, io);             // removed on failure: nothing half-done stays behind
   try {
     fill(partial.path());
     sync_tree(partial.path(), io);
+    if (progress) progress->check();  // a Cancel during the last write or the fsyncs: nothing is published
     bool renamed = false;
     repair::detail::publish_folder(partial.path(), output, io, renamed, /*replace_existing=*/false);
     partial.keep();

@@ -13,6 +13,7 @@
 #include "ckptdoc/format/zip_reader.h"
 #include "ckptdoc/io/file_io.h"
 #include "ckptdoc/sources/dcp/checkpoint.h"
+#include "ckptdoc/task/progress.h"
 
 namespace ckptdoc::dcp {
 
@@ -52,8 +53,9 @@ std::string checked_new_output(const std::string& output, const std::vector<std:
 // the new folder's contents into it, fsyncs every file and folder in it, then renames it to `output` without
 // replacing anything there (rename_noreplace: another process's folder at `output`, even an empty one, is
 // kept and this throws OutputExists) and fsyncs the parent. On any failure the partial folder, this run's,
-// is removed and `output` is as it was.
+// is removed and `output` is as it was. A Cancel on `progress` seen after `fill` and the fsyncs, right before
+// the rename, throws Cancelled and publishes nothing.
 void write_new_folder(const std::string& output, const std::function<void(const std::string& partial)>& fill,
-                      FileIo& io = current_io());
+                      const Progress* progress = nullptr, FileIo& io = current_io());
 
 }  // namespace ckptdoc::dcp

@@ -35,10 +35,14 @@ ResetResult reset_optimizer(const OptimizerFolder& folder, const std::string& ou
   r.output = dcp::checked_new_output(output, {folder.dir});
   for (const auto& name : entries(folder.dir))
     if (!is_optimizer_file(folder, name)) r.kept.push_back(name);
-  dcp::write_new_folder(r.output, [&](const std::string& tmp) {
-    io::copy_tree(folder.dir, tmp, progress);
-    for (const auto& file : folder.optimizer_files) r.files.push_back(reset_adam_file(folder.dir, file, tmp));
-  });
+  dcp::write_new_folder(
+      r.output,
+      [&](const std::string& tmp) {
+        io::copy_tree(folder.dir, tmp, progress);
+        for (const auto& file : folder.optimizer_files)
+          r.files.push_back(reset_adam_file(folder.dir, file, tmp));
+      },
+      progress);
   return r;
 }
 
@@ -60,15 +64,18 @@ DropResult drop_optimizer(const OptimizerFolder& folder, const std::string& outp
     }
   }
   r.output = dcp::checked_new_output(output, {folder.dir});
-  dcp::write_new_folder(r.output, [&](const std::string& tmp) {
-    io::copy_tree(folder.dir, tmp, progress, [&](const fs::directory_entry& e) {
-      return !is_optimizer_file(folder, e.path().filename().string());
-    });
-    // Checked before it is published: the input's entries but the optimizer file.
-    if (entries(tmp) != r.kept)
-      throw Error(ErrorKind::Inconsistent, tmp, "drop-optimizer",
-                  "does not hold the input's files less the optimizer: nothing was published");
-  });
+  dcp::write_new_folder(
+      r.output,
+      [&](const std::string& tmp) {
+        io::copy_tree(folder.dir, tmp, progress, [&](const fs::directory_entry& e) {
+          return !is_optimizer_file(folder, e.path().filename().string());
+        });
+        // Checked before it is published: the input's entries but the optimizer file.
+        if (entries(tmp) != r.kept)
+          throw Error(ErrorKind::Inconsistent, tmp, "drop-optimizer",
+                      "does not hold the input's files less the optimizer: nothing was published");
+      },
+      progress);
   return r;
 }
 
