@@ -291,6 +291,10 @@ MATRIX = {
     # rank's shard-0000r-model-00001-of-00001.safetensors holds its piece of a tensor under the tensor's own name
     "dcp_hf_distributed_ws2": dict(kind="dcpformat", fmt="hf_distributed", stage=0, dtype="fp32", dp=2, world=2,
                                    steps=0, ds="0.19"),
+    # FileSystemWriter's SAFETENSORS serialization at world 2 (judge's launch.py, gloo): 2-D tensors DTensor
+    # Shard(0), so each rank's __<rank>_0.distcp holds its row pieces, their offsets in DCP_SHARDING_INFO
+    "dcp_safetensors_ws2": dict(kind="dcpformat", fmt="safetensors_distributed", stage=0, dtype="fp32", dp=2,
+                                world=2, steps=0, ds="0.19"),
     # kind "megatron" (#28): megatron_train.py, a tiny megatron-core GPTModel at TP 2 (dp 1) on gloo, saved with
     # megatron.core.dist_checkpointing.save (torch_dist) as <ckpt>/iter_0000002/ and latest_checkpointed_iteration.txt;
     # run.json records what of megatron-core needs CUDA (the forward, every optimizer)

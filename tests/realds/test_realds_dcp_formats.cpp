@@ -136,13 +136,14 @@ void expect_read_whole(const std::string& folder, int bytes_items, QJsonObject* 
   if (bytes_items > 0) QVERIFY2(listed.out.find("train_state.step") != std::string::npos, listed.out.c_str());
 }
 
-// A zstd frame (libzstd, no content size in its header, as zstandard's stream_writer writes) of `zeros` zero
-// bytes, followed by a skippable frame that makes the whole exactly `length` bytes.
-std::vector<uint8_t> zstd_zeros_frame(size_t zeros, size_t length) {
+// A zstd frame (libzstd; without a content size in its header, as zstandard's stream_writer writes, unless
+// `state_size`) of `zeros` zero bytes, followed by a skippable frame that makes the whole exactly `length`
+// bytes.
+std::vector<uint8_t> zstd_zeros_frame(size_t zeros, size_t length, bool state_size = false) {
   const std::vector<uint8_t> data(zeros, 0);
   std::vector<uint8_t> out(ZSTD_compressBound(zeros));
   ZSTD_CCtx* ctx = ZSTD_createCCtx();
-  ZSTD_CCtx_setParameter(ctx, ZSTD_c_contentSizeFlag, 0);
+  ZSTD_CCtx_setParameter(ctx, ZSTD_c_contentSizeFlag, state_size ? 1 : 0);
   const size_t n = ZSTD_compress2(ctx, out.data(), out.size(), data.data(), data.size());
   ZSTD_freeCCtx(ctx);
   if (ZSTD_isError(n) || n + 8 > length) return {};
@@ -182,11 +183,12 @@ class TestRealdsDcpFormats : public QObject {
 
  private slots:
   // torch's own readers cannot read this variant (FileSystemReader torch.loads the safetensors part:
-  // run.json), so the reference is the state dict the entry saved. Both entries: tensors only (the
-  // safetensors part at offset 0) and with two bytes items first (every tensor item then names the part's
-  // offset, 2522).
+  // run.json), so the reference is the state dict the entry saved. The entries: tensors only (the
+  // safetensors part at offset 0), with two bytes items first (every tensor item then names the part's
+  // offset, 2522), and at world 2 (each rank's file holds its Shard(0) row pieces of the 2-D tensors, placed
+  // by their DCP_SHARDING_INFO and .metadata offsets).
   void safetensorsSerializationExportEqualsTheSavedStateDict_data() {
-    add_entries_and_formats({"dcp_safetensors_ws1", "dcp_safetensors_state_ws1"});
+    add_entries_and_formats({"dcp_safetensors_ws1", "dcp_safetensors_state_ws1", "dcp_safetensors_ws2"});
   }
   void safetensorsSerializationExportEqualsTheSavedStateDict() {
     QFETCH(QString, entry);
@@ -195,13 +197,17 @@ class TestRealdsDcpFormats : public QObject {
     const auto e = realds::checkpoint(entry.toStdString());
     // torch wrote what the entry claims: a safetensors header where the tensor items are
     const auto run = realds::parse(test::read_text(entry_dir(e) + "/run.json"));
-    QVERIFY2(run["dcp_to_torch_save"].toString().startsWith("CheckpointException"),
-             test::read_text(entry_dir(e) + "/run.json").c_str());
+    if (e.world == 1)  // the world-2 save is not read back by torch in the entry (no process group then)
+      QVERIFY2(run["dcp_to_torch_save"].toString().startsWith("CheckpointException"),
+               test::read_text(entry_dir(e) + "/run.json").c_str());
+    else
+      QCOMPARE(run["world"].toInt(), 2);
     expect_export_equals(e.save_dir, output.toStdString(), saved_state_dict(e));
   }
 
   void safetensorsSerializationDiagnoseReadsEveryItem_data() {
     add_entries_and_bytes_items("dcp_safetensors_ws1", "dcp_safetensors_state_ws1");
+    QTest::newRow("world 2, tensors only") << "dcp_safetensors_ws2" << 0;
   }
   void safetensorsSerializationDiagnoseReadsEveryItem() {
     QFETCH(QString, entry);
@@ -212,10 +218,12 @@ class TestRealdsDcpFormats : public QObject {
     expect_read_whole(e.save_dir, bytes_items, &report);
     if (QTest::currentTestFailed()) return;
     const auto verdict = report["verdict"].toObject();
-    // a safetensors part carries no CRC: the verdict says so rather than claim the zip CRC-32s
-    QVERIFY2(
-        QJsonDocument(verdict["not_checked"].toArray()).toJson().contains("no checksum of 4 tensor items"),
-        QJsonDocument(verdict).toJson().constData());
+    // a safetensors part carries no CRC: the verdict says so rather than claim the zip CRC-32s (world 2: the
+    // three 2-D tensors' two row pieces each and the replicated bias)
+    QVERIFY2(QJsonDocument(verdict["not_checked"].toArray())
+                 .toJson()
+                 .contains(e.world == 1 ? "no checksum of 4 tensor items" : "no checksum of 7 tensor items"),
+             QJsonDocument(verdict).toJson().constData());
   }
 
   // model.0.weight's item (384 bytes in the safetensors part) said to be 100 bytes long by .metadata (torch's
@@ -286,6 +294,20 @@ class TestRealdsDcpFormats : public QObject {
     expect_corrupt_item(copy, "'model.0.weight'", "more than the");
   }
 
+  // The same frame with its 1 MiB stated in the header: refused from the header, before anything is decoded.
+  void zstdFrameThatStatesAnOversizedContentIsCorrupt() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("dcp_zstd_ws1");
+    test::TempDir dir;
+    const std::string copy = dir.file("ckpt");
+    std::filesystem::copy(e.save_dir, copy);
+    const auto frame = zstd_zeros_frame(1 << 20, 1041, /*state_size=*/true);
+    QCOMPARE(frame.size(), size_t{1041});
+    overwrite(copy + "/__0_0.distcp", 0, frame);
+
+    expect_corrupt_item(copy, "'model.0.weight'", "the frame says it holds 1048576 bytes");
+  }
+
   // model.0.weight's item made to end halfway through its frame (.metadata's length halved by torch's own
   // pickle of its dataclasses): the frame is cut short.
   void zstdTruncatedItemIsCorrupt() {
@@ -301,6 +323,36 @@ class TestRealdsDcpFormats : public QObject {
     QCOMPARE(realds::parse(edit.out)["old_length"].toInt(), 1041);
 
     expect_corrupt_item(copy, "'model.0.weight'", "cut short");
+  }
+
+  // Rank 1's row piece of model.0.weight (rows 6-11) said by its file's DCP_SHARDING_INFO to start at row 0,
+  // where .metadata places it at row 6 (the bytes edited in place, same length): the file and .metadata
+  // disagree on where the piece goes, so nothing is exported and diagnose reads the rest and says so.
+  void safetensorsPieceAtAnotherOffsetIsInconsistent() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("dcp_safetensors_ws2");
+    test::TempDir dir;
+    const std::string copy = dir.file("ckpt");
+    std::filesystem::copy(e.save_dir, copy);
+    const std::string file = copy + "/__1_0.distcp";
+    std::string bytes = test::read_text(file);
+    const std::string said = R"({\"model.0.weight\": {\"saved_offsets\": [6, 0]})";
+    const auto at = bytes.find(said);
+    QVERIFY2(at != std::string::npos, "torch's DCP_SHARDING_INFO is not as this test expects");
+    bytes.replace(at + said.find("[6, 0]"), 6, "[0, 0]");
+    test::write_text(file, bytes);
+
+    test::TempDir out;
+    const auto x = test::run_cli({"export", copy, "--output", out.file("out.safetensors")});
+    const std::string text = x.out + x.err;
+    QVERIFY2(x.exit_code == 2, realds::describe(x).c_str());
+    for (const auto& part : {std::string("[inconsistent]"), file, std::string("'model.0.weight'"),
+                             std::string("saved_offsets [0,0] are not the chunk's offsets in .metadata")})
+      QVERIFY2(text.find(part) != std::string::npos, (part + " not in: " + text).c_str());
+    QVERIFY(!std::filesystem::exists(out.file("out.safetensors")));
+    const auto report = realds::diagnose_json(copy, 1);
+    QVERIFY2(has_problem(report, "dcp-item-unreadable"), QJsonDocument(report).toJson().constData());
+    QCOMPARE(report["elements_read"].toInt(), 186 - 48);  // all but the piece
   }
 
   void hfDistributedPiecesAreRefused_data() { add_reading_commands(); }
