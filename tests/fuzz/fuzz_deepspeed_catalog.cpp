@@ -36,9 +36,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::fclose(f);
     }
     const char* model = std::getenv("CKPTDOC_FUZZ_MODEL_FILE");
-    if (model)
+    if (model && *model) {  // unset or empty: the harness fuzzes without a model file
+      std::error_code ec;
       fs::copy_file(model, d + "/global_step1/mp_rank_00_model_states.pt",
-                    fs::copy_options::overwrite_existing);
+                    fs::copy_options::overwrite_existing, ec);
+      if (ec) {
+        std::fprintf(stderr, "CKPTDOC_FUZZ_MODEL_FILE %s: %s\n", model, ec.message().c_str());
+        std::exit(2);  // a setup mistake, not a finding: no crash report
+      }
+    }
     return d;
   }()};
   const std::string& dir = folder.path;
