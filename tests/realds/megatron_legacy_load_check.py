@@ -1,0 +1,68 @@
+#!/usr/bin/python3
+"""Per-rank judge (started by the judges' launch.py): Megatron-LM's own resume of a legacy (ckpt_format "torch")
+save, megatron_legacy_train.py's model and non-distributed optimizer: load_checkpoint without --finetune loads the
+model's weights and optimizer.load_state_dict(state_dict['optimizer']), which copies fp32_from_fp16_params into the
+optimizer's fp32 mains (Float16OptimizerWithFloat16Params.load_state_dict). Then, per main, whether it equals its
+loaded bf16 weight's value (mains_equal_weights) or not (mains_differ), named "tp<r>:<name>", and megatron-core's
+own order of them (mains_order: "tp<r>:<g>.<i>" -> name, the param of fp32_from_float16_groups[g][i]).
+
+usage: launch.py --world 2 -- megatron_legacy_load_check.py --ckpt SAVE_DIR --tp 2 --json OUT
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import megatron_legacy_train as legacy  # noqa: E402 - its args, model, optimizer and CPU shims
+import megatron_optim_train as trainer  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ckpt", required=True)
+    ap.add_argument("--tp", type=int, default=2)
+    ap.add_argument("--json", required=True)
+    a = ap.parse_args()
+    notes = {}
+    mode = trainer.cpu_shims(notes)
+    legacy.cuda_rng_on_cpu(notes)
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    args = legacy.megatron_args(a.tp, load=a.ckpt, world=dist.get_world_size())
+    legacy.microbatches(args)
+    gpt, ddp, opt = legacy.build(a.tp)
+    iteration, _ = legacy.load_megatron([ddp], opt, notes)
+    if mode is not None:
+        mode.__exit__(None, None, None)
+    from megatron.core import parallel_state
+    tp_rank = parallel_state.get_tensor_model_parallel_rank()
+    names = {p: n for n, p in gpt.named_parameters()}
+    inner = getattr(opt, "chained_optimizers", [opt])
+    assert len(inner) == 1, [type(o).__name__ for o in inner]
+    inner = inner[0]
+    equal, differ, order = [], [], {}
+    for g, (params, mains) in enumerate(zip(inner.float16_groups, inner.fp32_from_float16_groups)):
+        for i, (param, main) in enumerate(zip(params, mains)):
+            name = f"tp{tp_rank}:{names[param]}"
+            order[f"tp{tp_rank}:{g}.{i}"] = names[param]
+            (equal if torch.equal(main.to(param.dtype), param.detach()) else differ).append(name)
+    result = dict(iteration=iteration, optimizer=type(inner).__name__, mains_equal_weights=equal,
+                  mains_differ=differ, mains_order=order)
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, result)
+    if rank == 0:
+        out = dict(notes, iteration=iteration, optimizer=result["optimizer"],
+                   mains_equal_weights=sorted(n for r in gathered if r for n in r["mains_equal_weights"]),
+                   mains_differ=sorted(n for r in gathered if r for n in r["mains_differ"]),
+                   mains_order={k: v for r in gathered if r for k, v in r["mains_order"].items()})
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1)
+    dist.barrier()
+
+
+if __name__ == "__main__":
+    main()
