@@ -211,6 +211,10 @@ bool known(const std::string& q) {
       "deepspeed.utils.tensor_fragment.fragment_address", "deepspeed.runtime.bf16_optimizer.fragment_address",
       "deepspeed.runtime.fp16.loss_scaler.LossScaler", "deepspeed.runtime.fp16.loss_scaler.DynamicLossScaler",
       "deepspeed.runtime.fp16.loss_scaler.LossScalerBase", "deepspeed.checkpoint.constants",
+      // Megatron-LM's saved args (megatron.training 0.18.0 arguments.py): its enums, looked up with getattr
+      // (AttnBackend.auto), and args.exit_signal, the constant signal.SIGTERM named (not called) by a GLOBAL
+      "megatron.core.transformer.enums.AttnBackend", "megatron.core.transformer.enums.CudaGraphModule",
+      "megatron.core.transformer.enums.InferenceCudaGraphScope", "signal.SIGTERM", "signal.SIGINT",
       // PyTorch Distributed Checkpoint .metadata (torch 2.x): its dataclasses, the memory-format enum looked
       // up
       // with getattr, and StorageMeta.checkpoint_id, a pathlib path (built from its parts, no I/O)

@@ -10,6 +10,7 @@
 namespace ckptdoc::sources {
 
 // Each defined in its source's folder.
+std::shared_ptr<const Source> make_megatron_legacy_source();
 std::shared_ptr<const Source> make_megatron_source();
 std::shared_ptr<const Source> make_dcp_source();
 std::shared_ptr<const Source> make_accelerate_source();
@@ -20,6 +21,7 @@ namespace {
 
 const std::vector<std::shared_ptr<const Source>>& builtin_sources() {
   static const std::vector<std::shared_ptr<const Source>> list{
+      make_megatron_legacy_source(),  // sources/megatron_legacy/: Megatron-LM's mp_rank_*/model_optim_rng.pt
       make_megatron_source(),        // sources/megatron/: before dcp, whose probe takes its iteration folders
       make_dcp_source(),             // sources/dcp/: PyTorch Distributed Checkpoint folders
       make_accelerate_source(),      // sources/accelerate/: Accelerate FSDP save_state folders (DCP parts)

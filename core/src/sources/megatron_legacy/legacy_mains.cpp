@@ -1,0 +1,194 @@
+// fp32_from_fp16_params placed on the model's params and compared with them (legacy_mains.h).
+#include "legacy_mains.h"
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "ckptdoc/compute/backend.h"
+#include "ckptdoc/dtype.h"
+
+namespace ckptdoc::megatron_legacy {
+namespace {
+
+// megatron-core's standard override (get_standard_config_overrides, optimizer/__init__.py:113-118 in 0.18.0):
+// ParamKey(name="*.bias", predicate=len(param.shape) == 1) matches either.
+bool no_weight_decay(const NamedTensor& t) {
+  const std::string& n = t.name;
+  return t.tensor.shape.size() == 1 || (n.size() >= 5 && n.compare(n.size() - 5, 5, ".bias") == 0);
+}
+
+bool is_lp(DType d) {
+  return d == DType::BF16 || d == DType::F16;
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// A main NaN where its weight is NaN (or the same Inf) rounds to it: nonfinite-values names such elements;
+// they count as exact here (the torch_dist comparison's rule).
+DivergenceStats divergence(Backend& backend, const std::vector<uint8_t>& weight, DType lp,
+                           std::vector<float> main) {
+  auto d = backend.divergence(weight.data(), lp, main.data(), main.size());
+  if (d.nonfinite == 0) return d;
+  std::vector<uint8_t> box = weight;
+  const size_t esize = element_size(lp);
+  for (size_t i = 0; i < main.size(); ++i) {
+    uint16_t bits = 0;
+    std::memcpy(&bits, box.data() + i * esize, sizeof bits);
+    const float w = lp == DType::BF16 ? bf16_to_float(bits) : half_to_float(bits);
+    if ((std::isnan(main[i]) && std::isnan(w)) || (std::isinf(main[i]) && main[i] == w)) {
+      main[i] = 0;
+      std::memset(box.data() + i * esize, 0, esize);
+    }
+  }
+  return backend.divergence(box.data(), lp, main.data(), main.size());
+}
+
+}  // namespace
+
+std::optional<std::vector<MainSlot>> map_mains(const RankContent& rank, std::string& why) {
+  if (rank.groups.size() != rank.mains.size()) {
+    why = std::to_string(rank.mains.size()) + " fp32_from_fp16_params groups beside " +
+          std::to_string(rank.groups.size()) + " param groups";
+    return std::nullopt;
+  }
+  // Each group's override must be one ckptdoc knows: the default group or the standard no-weight-decay one.
+  std::vector<int> kind(rank.groups.size());  // 0 default, 1 no weight decay
+  bool seen[2] = {false, false};
+  for (size_t g = 0; g < rank.groups.size(); ++g) {
+    const auto& pg = rank.groups[g];
+    if (pg.is_expert_parallel || pg.is_decoupled_lr || (pg.lr_mult && *pg.lr_mult != 1.0) || !pg.wd_mult ||
+        (*pg.wd_mult != 0.0 && *pg.wd_mult != 1.0)) {
+      why = "param group " + std::to_string(g) +
+            " has overrides ckptdoc cannot place (expert parallel, a decoupled or scaled lr, or a wd_mult "
+            "other "
+            "than 0 and 1)";
+      return std::nullopt;
+    }
+    kind[g] = *pg.wd_mult == 0.0 ? 1 : 0;
+    if (seen[kind[g]]) {
+      why = "two param groups with wd_mult " + std::to_string(*pg.wd_mult);
+      return std::nullopt;
+    }
+    seen[kind[g]] = true;
+  }
+  std::vector<MainSlot> out;
+  for (size_t g = 0; g < rank.groups.size(); ++g) {
+    std::vector<size_t> members;  // the group's params, in named_parameters (saved) order
+    for (size_t m = 0; m < rank.model.size(); ++m)
+      if ((no_weight_decay(rank.model[m]) ? 1 : 0) == kind[g]) members.push_back(m);
+    if (members.size() != rank.groups[g].params) {
+      why = "param group " + std::to_string(g) + " holds " + std::to_string(rank.groups[g].params) +
+            " params, the model " + std::to_string(members.size()) +
+            " of its kind (frozen params or tensors that are not params?)";
+      return std::nullopt;
+    }
+    size_t i = 0;
+    for (size_t m : members) {
+      if (!is_lp(rank.model[m].tensor.dtype)) continue;  // fp32 params keep no fp32_from_fp16 main
+      if (i >= rank.mains[g].size()) {
+        why = "param group " + std::to_string(g) + " has more 16-bit params than its " +
+              std::to_string(rank.mains[g].size()) + " fp32 mains";
+        return std::nullopt;
+      }
+      const auto& main = rank.mains[g][i];
+      if (main.shape != rank.model[m].tensor.shape || main.dtype != DType::F32) {
+        why = "fp32_from_fp16_params[" + std::to_string(g) + "][" + std::to_string(i) + "] is " +
+              std::string(dtype_name(main.dtype)) + " " + shape_text(main.shape) + ", its param " +
+              rank.model[m].name + " " + shape_text(rank.model[m].tensor.shape);
+        return std::nullopt;
+      }
+      out.push_back({g, i, m});
+      ++i;
+    }
+    if (i != rank.mains[g].size()) {
+      why = "param group " + std::to_string(g) + " has " + std::to_string(rank.mains[g].size()) +
+            " fp32 mains for " + std::to_string(i) + " 16-bit params";
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+LegacyMainComparison compare_mains(const LegacyFolder& folder, const std::vector<RankContent>& ranks) {
+  LegacyMainComparison c;
+  auto backend = make_cpu_backend(1);
+  std::map<std::string, size_t> at;  // param name -> index in c.params
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const auto& rank = ranks[r];
+    const std::string& shown = folder.ranks[r].shown;
+    c.files.push_back(shown);
+    if (!rank.readable()) {
+      c.not_compared.push_back(shown + ": not read (" + rank.error + ")");
+      continue;
+    }
+    if (!rank.has_optimizer) {
+      c.not_compared.push_back(shown + ": holds no optimizer state (saved with --no-save-optim?)");
+      continue;
+    }
+    if (rank.mains.empty()) {
+      c.not_compared.push_back(shown + ": " +
+                               (rank.optimizer_layout.empty() ? "no fp32 mains" : rank.optimizer_layout));
+      continue;
+    }
+    std::string why;
+    const auto slots = map_mains(rank, why);
+    if (!slots) {
+      c.not_compared.push_back(shown + ": its fp32 mains cannot be placed on the params: " + why);
+      continue;
+    }
+    for (const auto& s : *slots) {
+      const auto& w = rank.model[s.model];
+      try {
+        const auto weight = w.tensor.to_bytes();
+        const auto main = rank.mains[s.group][s.index].to_float();
+        const auto d = divergence(*backend, weight, w.tensor.dtype, main);
+        auto [it, fresh] = at.emplace(w.name, c.params.size());
+        if (fresh) {
+          analysis::ParamReport p;
+          p.name = w.name;
+          p.group = static_cast<int>(s.group);
+          p.shape = w.tensor.shape;
+          p.lp_dtype = w.tensor.dtype;
+          p.lp_vs_fp32 = DivergenceStats{};
+          c.params.push_back(std::move(p));
+        }
+        auto& p = c.params[it->second];
+        p.numel += w.tensor.numel();
+        p.lp_vs_fp32->merge(d);
+        p.per_rank[static_cast<int>(r)].merge(d);
+        c.lp_dtype = w.tensor.dtype;
+        c.records.push_back({r, s.group, s.index, w.name, d.exact, d.count});
+        ++c.mains_compared;
+      } catch (const Error& e) {
+        c.not_compared.push_back(shown + ": " + w.name + ": " + e.what());
+      }
+    }
+  }
+  return c;
+}
+
+std::vector<analysis::Finding> legacy_main_findings(const LegacyMainComparison& c) {
+  analysis::MasterContext ctx;
+  ctx.lp_dtype = c.lp_dtype;
+  ctx.masters = "fp32 main params (optimizer.fp32_from_fp16_params in model_optim_rng.pt)";
+  ctx.cause =
+      "e.g. a --finetune / --no-load-optim load that never called optimizer.reload_model_params(), "
+      "Megatron-LM #174";
+  ctx.fix = "Megatron-LM's optimizer.reload_model_params() after loading the weights";
+  ctx.files_of = [&c](const std::set<int>& ranks) {
+    std::vector<std::string> out;
+    for (int r : ranks)
+      if (r >= 0 && static_cast<size_t>(r) < c.files.size()) out.push_back(c.files[static_cast<size_t>(r)]);
+    return out;
+  };
+  std::vector<analysis::Finding> out;
+  analysis::master_findings(c.params, ctx, {}, out);
+  return out;
+}
+
+}  // namespace ckptdoc::megatron_legacy
