@@ -25,7 +25,7 @@ zero_to_fp32.py, or takes the module weights with torch.load.
   realds.py py [--ds V] [--] ARGS      python with that DeepSpeed importable (torch.load/save of its own files)
   realds.py zero-to-fp32 CKPT OUT [--ds V]
                                         DeepSpeed's zero_to_fp32.py (from the given version) on CKPT
-  realds.py launch [--world N] [--ds V] [--logdir D] -- SCRIPT ARGS
+  realds.py launch [--world N] [--ds V] [--mcore M] [--logdir D] -- SCRIPT ARGS
                                         SCRIPT on N local ranks through the harness's launch.py (ds_common
                                         importable), with that DeepSpeed version
 
@@ -420,6 +420,25 @@ MATRIX = {
     "v019_megatron_finetune_stale": dict(kind="megatron_optim", mode="finetune", optimizer="local",
                                          src="v019_megatron_bf16_distopt", stage=0, dtype="bf16", dp=1, tp=2,
                                          world=2, steps=0, ds="0.19"),
+    # kind "megatron_legacy" (#28): Megatron-LM's own save_checkpoint with ckpt_format "torch" (megatron.training
+    # 0.18.0, megatron_legacy_train.py): iter_NNNNNNN/mp_rank_TT/model_optim_rng.pt, the tiny bf16 GPTModel with
+    # the non-distributed Float16OptimizerWithFloat16Params (optimizer.fp32_from_fp16_params). tp1 / tp2: 2 steps
+    # (healthy mains); _finetune: Megatron-LM's load_checkpoint of tp2 with --finetune (0.18.0 then calls
+    # optimizer.reload_model_params(): healthy mains), saved at iteration 0; _stale: the same load without that
+    # call, as Megatron-LM did before it was added (#174): the mains keep the initial values
+    "v019_megatron_legacy_tp1": dict(kind="megatron_legacy", mode="pretrain", stage=0, dtype="bf16", dp=1, tp=1,
+                                     world=1, steps=2, ds="0.19", mcore="0.18.0"),
+    "v019_megatron_legacy_tp2": dict(kind="megatron_legacy", mode="pretrain", stage=0, dtype="bf16", dp=1, tp=2,
+                                     world=2, steps=2, ds="0.19", mcore="0.18.0"),
+    "v019_megatron_legacy_tp2_finetune": dict(kind="megatron_legacy", mode="finetune", src="v019_megatron_legacy_tp2",
+                                              stage=0, dtype="bf16", dp=1, tp=2, world=2, steps=0, ds="0.19",
+                                              mcore="0.18.0"),
+    "v019_megatron_legacy_tp2_stale": dict(kind="megatron_legacy", mode="stale", src="v019_megatron_legacy_tp2",
+                                           stage=0, dtype="bf16", dp=1, tp=2, world=2, steps=0, ds="0.19",
+                                           mcore="0.18.0"),
+    "v019_megatron_legacy_tp1_stale": dict(kind="megatron_legacy", mode="stale", src="v019_megatron_legacy_tp1",
+                                           stage=0, dtype="bf16", dp=1, tp=1, world=1, steps=0, ds="0.19",
+                                           mcore="0.18.0"),
 }
 
 DEFAULTS = dict(model="A", bf16opt=False, zero_extra=None, ds="0.12.6", steps=5, dims=None, client=(), pp=1, tp=1, ep=1,
@@ -646,6 +665,10 @@ def stamp_of(a, spec):
                   stamp_of(a, spec_of(spec["src"]))]
         if spec.get("integrity"):
             parts.append(file_sha(os.path.join(HERE, "megatron_integrity_train.py")))
+    if spec["kind"] == "megatron_legacy":
+        parts += [file_sha(os.path.join(HERE, n)) for n in ("megatron_legacy_train.py", "megatron_optim_train.py")]
+        if spec.get("src"):
+            parts.append(stamp_of(a, spec_of(spec["src"])))
     if spec["kind"] == "megatron_optim":
         parts.append(file_sha(os.path.join(HERE, "megatron_optim_train.py")))
         if spec.get("sharding"):
@@ -785,6 +808,12 @@ def ensure(a, name):
                 script = "megatron_llama_train.py"
             cmd = launch[:-1] + [os.path.join(HERE, script), "--out", save_dir, "--tp", str(spec["tp"]),
                                  "--steps", str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
+        elif spec["kind"] == "megatron_legacy":
+            cmd = launch[:-1] + [os.path.join(HERE, "megatron_legacy_train.py"), "--out", save_dir, "--mode",
+                                 spec["mode"], "--tp", str(spec["tp"]), "--steps", str(spec["steps"]), "--json",
+                                 os.path.join(folder, "run.json")]
+            if spec.get("src"):
+                cmd += ["--load", ensure(a, spec["src"])["save_dir"]]
         elif spec["kind"] == "megatron_optim" and spec.get("vpp"):  # its own arguments: no --tp, --optimizer
             cmd = launch[:-1] + [os.path.join(HERE, "megatron_vpp_train.py"), "--out", save_dir, "--mode",
                                  spec["mode"], "--pp", str(spec["pp"]), "--vpp", str(spec["vpp"]), "--steps",
@@ -844,7 +873,7 @@ def ensure(a, name):
         if spec["kind"] in ("accelerate", "hftrainer_plain", "megatron_bridge", "dcpformat"):
             tag = ""  # the save_state / checkpoint-N folder is the checkpoint
         else:
-            tracker = ("latest_checkpointed_iteration.txt" if spec["kind"] in ("megatron", "megatron_optim")
+            tracker = ("latest_checkpointed_iteration.txt" if spec["kind"] in ("megatron", "megatron_optim", "megatron_legacy")
                        else "latest")
             tag = open(os.path.join(save_dir, tracker)).read().strip()
         entry = dict(spec, save_dir=save_dir, tag=tag, stamp=stamp, seconds=round(seconds, 1))
@@ -1028,6 +1057,7 @@ def main():
     n.add_argument("--world", type=int, default=2)
     n.add_argument("--ds", default="0.12.6")
     n.add_argument("--logdir", default=None)
+    n.add_argument("--mcore", default=None)  # a megatron-core of judges-extra-megatron-core.txt first (judge venv)
     argv = sys.argv[1:]
     rest = argv[argv.index("--") + 1:] if "--" in argv else []
     a, unknown = ap.parse_known_args(argv[:argv.index("--")] if "--" in argv else argv)
@@ -1093,6 +1123,9 @@ def main():
         elif a.cmd == "launch":
             if is_judge(a.ds):
                 env = judge_env(a, version=a.ds)
+                if a.mcore:
+                    env["PYTHONPATH"] = os.pathsep.join([mcore_extra(a, a.mcore)] +
+                                                        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
                 cmd = [judge_python(a), os.path.join(JUDGE, "launch.py"), "--world", str(a.world)]
             else:
                 env = debian_env(a, a.ds)
