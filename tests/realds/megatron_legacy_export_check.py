@@ -57,6 +57,7 @@ def main():
         for name, param in gpt.named_parameters():
             pieces = [m[name] for m in models]
             if getattr(param, "tensor_model_parallel", False):
+                assert getattr(param, "partition_stride", 1) == 1, (name, param.partition_stride)  # plain cuts only
                 want = torch.cat(pieces, dim=param.partition_dim)
             else:
                 want = pieces[0]

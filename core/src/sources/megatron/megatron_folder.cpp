@@ -61,8 +61,9 @@ IterationFolder open_iteration(const fs::path& dir, IterationFolder r) {
     const bool legacy = fs::exists(dir / "mp_rank_00");
     throw Error(ErrorKind::Unsupported, (dir / "metadata.json").string(), "",
                 legacy
-                    ? "absent: this is a legacy Megatron checkpoint (mp_rank_XX/model_optim_rng.pt), not a "
-                      "distributed one; ckptdoc does not read it yet"
+                    ? "absent: this looks like a legacy Megatron checkpoint (mp_rank_XX/model_optim_rng.pt), "
+                      "not a distributed one; the megatron-legacy source reads the save folder or the "
+                      "iteration folder that holds its mp_rank_* folders"
                     : "absent or without \"sharded_backend\": not a Megatron-core distributed checkpoint");
   }
   if (*backend != "torch_dist")

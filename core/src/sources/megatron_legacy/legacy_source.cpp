@@ -212,7 +212,7 @@ Diagnosis diagnose_legacy(const Opened& o) {
         msg += " " + bad[k].name + " (" + std::to_string(bad[k].nan) + " NaN, " + std::to_string(bad[k].inf) +
                " Inf)" + (k + 1 < bad.size() && k < 7 ? "," : "");
       if (bad.size() > 8) msg += " and " + std::to_string(bad.size() - 8) + " more";
-      d.problems.emplace_back(model::Code::NonfiniteValues, model::Severity::Error, msg, rf.shown);
+      d.problems.emplace_back(model::Code::NonfiniteValues, msg, rf.shown);
     }
   }
   if (o.first) {
