@@ -2,9 +2,9 @@
 """Per-rank judge (started by the judges' launch.py): Megatron-LM's own resume of a legacy (ckpt_format "torch")
 save, megatron_legacy_train.py's model and non-distributed optimizer: load_checkpoint without --finetune loads the
 model's weights and optimizer.load_state_dict(state_dict['optimizer']), which copies fp32_from_fp16_params into the
-optimizer's fp32 mains (Float16OptimizerWithFloat16Params.load_state_dict). Then, per main, whether it equals its
-loaded bf16 weight's value (mains_equal_weights) or not (mains_differ), named "tp<r>:<name>", and megatron-core's
-own order of them (mains_order: "tp<r>:<g>.<i>" -> name, the param of fp32_from_float16_groups[g][i]).
+optimizer's fp32 mains (Float16OptimizerWithFloat16Params.load_state_dict). Then, per main, whether it rounds to
+its loaded bf16 weight, NaN where the weight is NaN (mains_equal_weights), or not (mains_differ), named
+"tp<r>:<name>", and megatron-core's own order of them (mains_order: "tp<r>:<g>.<i>" -> name, the param of fp32_from_float16_groups[g][i]).
 
 usage: launch.py --world 2 -- megatron_legacy_load_check.py --ckpt SAVE_DIR --tp 2 --json OUT
 """
@@ -49,7 +49,10 @@ def main():
         for i, (param, main) in enumerate(zip(params, mains)):
             name = f"tp{tp_rank}:{names[param]}"
             order[f"tp{tp_rank}:{g}.{i}"] = names[param]
-            (equal if torch.equal(main.to(param.dtype), param.detach()) else differ).append(name)
+            # a NaN main where its weight is NaN rounds to it (equal_nan): the NaN is the values' fault, not the main's
+            rounded, weight = main.to(param.dtype).float(), param.detach().float()
+            same = torch.allclose(rounded, weight, rtol=0, atol=0, equal_nan=True)
+            (equal if same else differ).append(name)
     result = dict(iteration=iteration, optimizer=type(inner).__name__, mains_equal_weights=equal,
                   mains_differ=differ, mains_order=order)
     gathered = [None] * dist.get_world_size()

@@ -9,6 +9,9 @@ non-distributed Float16OptimizerWithFloat16Params (get_megatron_optimizer, optim
 --mode finetune --load DIR: Megatron-LM's own load_checkpoint of DIR with args.finetune = True (model weights
   loaded, optimizer not), then saved at iteration 0. 0.18.0's load_checkpoint then calls
   optimizer.reload_model_params() (checkpointing.py:1958-1962), so the fp32 mains are the loaded weights (healthy).
+--nan-in NAME (pretrain): one element of NAME's gradient is NaN at the last step; megatron-core's optimizer (bf16:
+  no grad scaler, no inf check; the NaN grad norm skips clipping) writes it into that param's fp32 main, both Adam
+  moments and the bf16 weight.
 --mode stale --load DIR: the same with that reload_model_params() call not made, as Megatron-LM did before it was
   added (Megatron-LM #174): the fp32 mains keep the new model's initial values (stale). The call is replaced by a
   no-op on this optimizer object only; everything else is Megatron-LM's own code.
@@ -19,7 +22,7 @@ Extra CPU shim (besides megatron_optim_train.py's): torch.cuda.get_rng_state (ch
 answers the CPU generator's state, so model_optim_rng.pt's rng_state.cuda_rng_state is a CPU ByteTensor.
 
 usage: launch.py --world 2 -- megatron_legacy_train.py --out SAVE [--mode pretrain|finetune|stale] [--load DIR]
-       [--tp 2] [--steps 2] [--json RUN_JSON]
+       [--tp 2] [--steps 2] [--nan-in NAME] [--json RUN_JSON]
 """
 import argparse
 import json
@@ -126,6 +129,7 @@ def main():
     ap.add_argument("--tp", type=int, default=2)
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--json")
+    ap.add_argument("--nan-in", help="pretrain: the last step's gradient of this param gets one NaN element")
     a = ap.parse_args()
     notes = {"mode": a.mode}
     mode = trainer.cpu_shims(notes)
@@ -145,6 +149,9 @@ def main():
             for p in gpt.parameters():  # deterministic, the same on every replica of a param
                 grad = torch.randn(p.shape, generator=torch.Generator().manual_seed(100 + step)) * 1e-2
                 p.main_grad.copy_(grad)
+            if a.nan_in and step == a.steps - 1:  # Adam carries it into the main, both moments and the weight
+                dict(gpt.named_parameters())[a.nan_in].main_grad.view(-1)[0] = float("nan")
+                notes["nan_in"] = a.nan_in
             notes.setdefault("step_results", []).append(repr(opt.step()))
             opt.zero_grad()
     else:

@@ -436,6 +436,11 @@ MATRIX = {
     "v019_megatron_legacy_tp2_stale": dict(kind="megatron_legacy", mode="stale", src="v019_megatron_legacy_tp2",
                                            stage=0, dtype="bf16", dp=1, tp=2, world=2, steps=0, ds="0.19",
                                            mcore="0.18.0"),
+    # tp2_nan: tp2's run with one NaN element in decoder.layers.1.mlp.linear_fc2.weight's last gradient (each tensor
+    # rank's piece), which megatron-core's Adam carries into that param's main, both moments and the bf16 weight
+    "v019_megatron_legacy_tp2_nan": dict(kind="megatron_legacy", mode="pretrain", stage=0, dtype="bf16", dp=1, tp=2,
+                                         world=2, steps=2, ds="0.19", mcore="0.18.0",
+                                         nan_in="decoder.layers.1.mlp.linear_fc2.weight"),
     "v019_megatron_legacy_tp1_stale": dict(kind="megatron_legacy", mode="stale", src="v019_megatron_legacy_tp1",
                                            stage=0, dtype="bf16", dp=1, tp=1, world=1, steps=0, ds="0.19",
                                            mcore="0.18.0"),
@@ -814,6 +819,8 @@ def ensure(a, name):
                                  os.path.join(folder, "run.json")]
             if spec.get("src"):
                 cmd += ["--load", ensure(a, spec["src"])["save_dir"]]
+            if spec.get("nan_in"):
+                cmd += ["--nan-in", spec["nan_in"]]
         elif spec["kind"] == "megatron_optim" and spec.get("vpp"):  # its own arguments: no --tp, --optimizer
             cmd = launch[:-1] + [os.path.join(HERE, "megatron_vpp_train.py"), "--out", save_dir, "--mode",
                                  spec["mode"], "--pp", str(spec["pp"]), "--vpp", str(spec["vpp"]), "--steps",

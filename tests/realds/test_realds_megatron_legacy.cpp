@@ -257,6 +257,42 @@ class TestRealdsMegatronLegacy : public QObject {
     QCOMPARE(test::read_text(file), before);
   }
 
+  // NaN that megatron-core's own Adam wrote (one NaN gradient element of
+  // decoder.layers.1.mlp.linear_fc2.weight on each tensor rank): diagnose names, per rank file, the weight,
+  // its main and both moments by param (exit 1), and raises no fp32-master finding (the NaN main rounds to
+  // the NaN weight, as Megatron-LM's resume finds too); export --strict refuses the weight by name and writes
+  // nothing, a plain export says so.
+  void nanWrittenByMegatronIsNamedByParam() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("v019_megatron_legacy_tp2_nan");
+    const QString param = "decoder.layers.1.mlp.linear_fc2.weight";
+    test::TempDir dir;
+    const auto truth = megatron_truth(e, dir);
+    QCOMPARE(truth["mains_equal_weights"].toArray().size(), 58);
+
+    const auto report = diagnose_json(e.save_dir, 1);
+    QCOMPARE(problem_codes(report), (std::vector<std::string>{"nonfinite-values", "nonfinite-values"}));
+    for (int i = 0; i < 2; ++i) {
+      const auto p = report["problems"].toArray()[i].toObject();
+      QCOMPARE(p["file"].toString(), QString("mp_rank_0%1/model_optim_rng.pt").arg(i));
+      const auto m = p["message"].toString();
+      QVERIFY2(m.contains("4 tensors hold NaN or Inf: " + param + " (1 NaN") &&
+                   m.contains("optimizer.fp32_from_fp16_params[0][9] (" + param + ")") &&
+                   m.contains("exp_avg (" + param + ")") && m.contains("exp_avg_sq (" + param + ")"),
+               qPrintable(m));
+    }
+    QCOMPARE(our_mains(report, truth).equal, strings(truth["mains_equal_weights"].toArray()));
+
+    const auto strict =
+        test::run_cli({"export", e.save_dir, "-o", dir.file("strict.safetensors"), "--strict"});
+    CKPTDOC_EXPECT_EXIT(strict, 2);
+    QVERIFY2(strict.err.find(param.toStdString()) != std::string::npos, strict.err.c_str());
+    QVERIFY(!std::filesystem::exists(dir.file("strict.safetensors")));
+    const auto plain = test::run_cli({"export", e.save_dir, "-o", dir.file("plain.safetensors")});
+    CKPTDOC_EXPECT_EXIT(plain, 0);
+    QVERIFY2(plain.err.find(param.toStdString() + ": 2 NaN") != std::string::npos, plain.err.c_str());
+  }
+
   // inspect lists every rank file with its keys, the args read as data, the model's tensors and the
   // optimizer's groups and mains, from the saved args' parallel sizes.
   void inspectListsTheRankFiles() {

@@ -129,7 +129,7 @@ LegacyFolder resolve(const std::string& path) {
       if (fname == "distrib_optim.pt")
         r.distrib_optim = true;
       else if (fname != kModelFile)
-        r.others.push_back(name + "/" + fname);
+        r.others.push_back(std::string(name).append("/").append(fname));
     }
     std::sort(r.others.begin(), r.others.end());
     f.ranks.push_back(std::move(r));

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <utility>
 
 #include "ckptdoc/compute/backend.h"
 #include "ckptdoc/dtype.h"
@@ -50,7 +51,8 @@ DivergenceStats divergence(Backend& backend, const std::vector<uint8_t>& weight,
 
 }  // namespace
 
-std::optional<std::vector<MainSlot>> map_mains(const RankContent& rank, std::string& why) {
+std::optional<std::vector<MainSlot>> map_mains(const RankContent& rank, std::string& why,
+                                               std::vector<std::vector<size_t>>* members_out) {
   if (rank.groups.size() != rank.mains.size()) {
     why = std::to_string(rank.mains.size()) + " fp32_from_fp16_params groups beside " +
           std::to_string(rank.groups.size()) + " param groups";
@@ -77,6 +79,7 @@ std::optional<std::vector<MainSlot>> map_mains(const RankContent& rank, std::str
     seen[kind[g]] = true;
   }
   std::vector<MainSlot> out;
+  std::vector<std::vector<size_t>> all_members;
   for (size_t g = 0; g < rank.groups.size(); ++g) {
     std::vector<size_t> members;  // the group's params, in named_parameters (saved) order
     for (size_t m = 0; m < rank.model.size(); ++m)
@@ -110,7 +113,9 @@ std::optional<std::vector<MainSlot>> map_mains(const RankContent& rank, std::str
             " fp32 mains for " + std::to_string(i) + " 16-bit params";
       return std::nullopt;
     }
+    all_members.push_back(std::move(members));
   }
+  if (members_out) *members_out = std::move(all_members);
   return out;
 }
 
@@ -138,7 +143,9 @@ LegacyMainComparison compare_mains(const LegacyFolder& folder, const std::vector
     std::string why;
     const auto slots = map_mains(rank, why);
     if (!slots) {
-      c.not_compared.push_back(shown + ": its fp32 mains cannot be placed on the params: " + why);
+      std::string said = shown + ": its fp32 mains cannot be placed on the params: ";
+      said += why;
+      c.not_compared.push_back(std::move(said));
       continue;
     }
     for (const auto& s : *slots) {

@@ -24,8 +24,10 @@ struct MainSlot {
   size_t model = 0;             // the weight: RankContent::model[model]
 };
 
-// The slots of one rank's mains, or why they cannot be placed (nullopt and `why` set).
-std::optional<std::vector<MainSlot>> map_mains(const RankContent& rank, std::string& why);
+// The slots of one rank's mains, or why they cannot be placed (nullopt and `why` set). With `members`, each
+// param group's params (indices into RankContent::model, in group order) when the slots are found.
+std::optional<std::vector<MainSlot>> map_mains(const RankContent& rank, std::string& why,
+                                               std::vector<std::vector<size_t>>* members = nullptr);
 
 // One main compared: where it sits and how many of its elements round exactly to the weight.
 struct MainRecord {

@@ -50,7 +50,10 @@ void read_optimizer(RankContent& r, const Value& opt) {
     if (const Value* groups = inner->get("param_groups"); groups && groups->is_sequence())
       for (const auto& g : groups->items()) {
         ParamGroup pg;
-        if (const Value* p = g.get("params"); p && p->is_sequence()) pg.params = p->items().size();
+        if (const Value* p = g.get("params"); p && p->is_sequence()) {
+          pg.params = p->items().size();
+          for (const auto& id : p->items()) pg.ids.push_back(id.is(Value::Kind::Int) ? id.as_int() : -1);
+        }
         pg.wd_mult = number(g.get("wd_mult"));
         pg.lr_mult = number(g.get("lr_mult"));
         if (const Value* v = g.get("is_expert_parallel"); v && v->is(Value::Kind::Bool))
@@ -65,7 +68,8 @@ void read_optimizer(RankContent& r, const Value& opt) {
         const std::string index = k.is(Value::Kind::Int) ? std::to_string(k.as_int()) : k.repr(20);
         for (const auto& [field, t] : v.as_dict().items)
           if (t.is_tensor() && field.is(Value::Kind::Str))
-            r.optimizer_tensors.push_back({"state." + index + "." + field.as_str(), t.as_tensor()});
+            r.optimizer_tensors.push_back({"state." + index + "." + field.as_str(),
+                                           k.is(Value::Kind::Int) ? k.as_int() : -1, t.as_tensor()});
       }
   }
   if (!mains) {

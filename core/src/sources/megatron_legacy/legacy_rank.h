@@ -16,9 +16,17 @@ namespace ckptdoc::megatron_legacy {
 
 // optimizer.optimizer.param_groups[g] as megatron-core saves it (_get_param_groups: the override fields).
 struct ParamGroup {
-  size_t params = 0;  // len(params)
+  size_t params = 0;         // len(params)
+  std::vector<int64_t> ids;  // params: the optimizer state's keys of the group's params, in group order
   std::optional<double> wd_mult, lr_mult;
   bool is_expert_parallel = false, is_decoupled_lr = false;
+};
+
+// One tensor of torch's optimizer state: state[key][field].
+struct StateTensor {
+  std::string name;  // "state.<key>.<field>"
+  int64_t key = -1;  // the param's index in the param groups' "params" (-1: not an int)
+  Tensor tensor;
 };
 
 struct RankContent {
@@ -33,9 +41,8 @@ struct RankContent {
   bool has_optimizer = false;
   std::string optimizer_layout;  // why no mains were read, when there are none ("" when they were)
   std::vector<ParamGroup> groups;
-  std::vector<std::vector<Tensor>> mains;  // optimizer.fp32_from_fp16_params[g][i]
-  std::vector<NamedTensor>
-      optimizer_tensors;  // optimizer.optimizer.state[<i>].<key>, named "state.<i>.<key>"
+  std::vector<std::vector<Tensor>> mains;      // optimizer.fp32_from_fp16_params[g][i]
+  std::vector<StateTensor> optimizer_tensors;  // optimizer.optimizer.state[<i>].<key>
   std::optional<int64_t> iteration;
   std::optional<double> checkpoint_version;
   std::string args_type;  // "argparse.Namespace"

@@ -3,6 +3,7 @@
 // weights. Every pickle is read with the inert unpickler; nothing in the files is executed.
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -160,6 +161,26 @@ void count_nonfinite(const std::string& name, const Tensor& t, std::vector<NonFi
   if (n.nan + n.inf > 0) out.push_back(std::move(n));
 }
 
+// The param each main and each optimizer state entry belongs to, where map_mains places them
+// (legacy_mains.h).
+struct OptimizerParamNames {
+  std::map<std::pair<size_t, size_t>, std::string> mains;  // (group, index) -> param
+  std::map<int64_t, std::string> state;                    // optimizer state key -> param
+};
+
+OptimizerParamNames optimizer_param_names(const legacy::RankContent& r) {
+  OptimizerParamNames out;
+  std::string why;
+  std::vector<std::vector<size_t>> members;
+  const auto slots = legacy::map_mains(r, why, &members);
+  if (!slots) return out;
+  for (const auto& s : *slots) out.mains[{s.group, s.index}] = r.model[s.model].name;
+  for (size_t g = 0; g < members.size() && g < r.groups.size(); ++g)
+    for (size_t j = 0; j < members[g].size() && j < r.groups[g].ids.size(); ++j)
+      out.state[r.groups[g].ids[j]] = r.model[members[g][j]].name;
+  return out;
+}
+
 struct Diagnosis {
   std::vector<model::Finding> problems;
   legacy::LegacyMainComparison mains;
@@ -196,14 +217,22 @@ Diagnosis diagnose_legacy(const Opened& o) {
                                   ", the folder is iteration " + std::to_string(*f.iteration),
                               rf.shown);
     std::vector<NonFinite> bad;
+    const auto param_of = optimizer_param_names(r);
     for (const auto& t : r.model) count_nonfinite(t.name, t.tensor, bad, d.elements_read);
     for (size_t g = 0; g < r.mains.size(); ++g)
-      for (size_t m = 0; m < r.mains[g].size(); ++m)
-        count_nonfinite(
-            "optimizer.fp32_from_fp16_params[" + std::to_string(g) + "][" + std::to_string(m) + "]",
-            r.mains[g][m], bad, d.elements_read);
-    for (const auto& t : r.optimizer_tensors)
-      count_nonfinite("optimizer.optimizer." + t.name, t.tensor, bad, d.elements_read);
+      for (size_t m = 0; m < r.mains[g].size(); ++m) {
+        std::string name =
+            "optimizer.fp32_from_fp16_params[" + std::to_string(g) + "][" + std::to_string(m) + "]";
+        if (const auto it = param_of.mains.find({g, m}); it != param_of.mains.end())
+          name += " (" + it->second + ")";
+        count_nonfinite(name, r.mains[g][m], bad, d.elements_read);
+      }
+    for (const auto& t : r.optimizer_tensors) {
+      std::string name = "optimizer.optimizer." + t.name;
+      if (const auto it = param_of.state.find(t.key); it != param_of.state.end())
+        name += " (" + it->second + ")";
+      count_nonfinite(name, t.tensor, bad, d.elements_read);
+    }
     d.tensors_read += r.model.size() + r.optimizer_tensors.size();
     for (const auto& g : r.mains) d.tensors_read += g.size();
     if (!bad.empty()) {

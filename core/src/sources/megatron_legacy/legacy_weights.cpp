@@ -36,6 +36,7 @@ Tensor merged(const std::vector<Tensor>& parts, int axis) {
   const DType dtype = parts[0].dtype;
   return Tensor::produced(dtype, shape, [parts, outer](ByteSink& sink) {
     std::vector<std::vector<uint8_t>> bytes;
+    bytes.reserve(parts.size());
     for (const auto& p : parts) bytes.push_back(p.to_bytes());
     for (int64_t o = 0; o < outer; ++o)
       for (const auto& b : bytes) {
