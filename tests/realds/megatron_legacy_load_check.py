@@ -6,7 +6,10 @@ optimizer's fp32 mains (Float16OptimizerWithFloat16Params.load_state_dict). Then
 its loaded bf16 weight, NaN where the weight is NaN (mains_equal_weights), or not (mains_differ), named
 "tp<r>:<name>", and megatron-core's own order of them (mains_order: "tp<r>:<g>.<i>" -> name, the param of fp32_from_float16_groups[g][i]).
 
-usage: launch.py --world 2 -- megatron_legacy_load_check.py --ckpt SAVE_DIR --tp 2 --json OUT
+With --step, megatron-core's optimizer then takes one step from what it loaded (synthetic gradients: the forward
+needs CUDA) and step_ok says that it ran and left every weight finite.
+
+usage: launch.py --world 2 -- megatron_legacy_load_check.py --ckpt SAVE_DIR --tp 2 --json OUT [--step]
 """
 import argparse
 import json
@@ -26,6 +29,7 @@ def main():
     ap.add_argument("--ckpt", required=True)
     ap.add_argument("--tp", type=int, default=2)
     ap.add_argument("--json", required=True)
+    ap.add_argument("--step", action="store_true", help="then one optimizer step (synthetic gradients)")
     a = ap.parse_args()
     notes = {}
     mode = trainer.cpu_shims(notes)
@@ -55,6 +59,15 @@ def main():
             (equal if same else differ).append(name)
     result = dict(iteration=iteration, optimizer=type(inner).__name__, mains_equal_weights=equal,
                   mains_differ=differ, mains_order=order)
+    if a.step:  # megatron-core's own step from the loaded state: it must run and leave every weight finite
+        if mode is not None:
+            mode.__enter__()
+        for p in gpt.parameters():
+            p.main_grad.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(200)) * 1e-2)
+        ok, grad_norm, _ = opt.step()
+        if mode is not None:
+            mode.__exit__(None, None, None)
+        result["step_ok"] = bool(ok) and all(bool(torch.isfinite(p).all()) for p in gpt.parameters())
     gathered = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, result)
     if rank == 0:
@@ -62,6 +75,8 @@ def main():
                    mains_equal_weights=sorted(n for r in gathered if r for n in r["mains_equal_weights"]),
                    mains_differ=sorted(n for r in gathered if r for n in r["mains_differ"]),
                    mains_order={k: v for r in gathered if r for k, v in r["mains_order"].items()})
+        if a.step:
+            out["step_ok"] = all(r["step_ok"] for r in gathered)
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)
     dist.barrier()

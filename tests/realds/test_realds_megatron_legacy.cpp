@@ -6,12 +6,17 @@
 // each main against its loaded weight, and megatron-core's own order of them); the truth about the export is
 // torch's load of the rank files merged along the axes megatron-core declares on its params
 // (megatron_legacy_export_check.py). main refused these folders ("ckptdoc does not read it yet", exit 2).
+// repair --refresh-fp32 is judged by Megatron-LM's load_checkpoint of its output and one step.
 #include <QJsonArray>
 #include <QtTest>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
+#include "ckptdoc/format/zip_reader.h"
+#include "ckptdoc/io/mapped_file.h"
 #include "realds_support.h"
 
 using namespace ckptdoc;
@@ -23,12 +28,18 @@ constexpr const char* kMcore = "0.18.0";
 
 // Megatron-LM's own resume of entry `e`'s save (world = its tp): mains_equal_weights / mains_differ
 // ("tp<r>:<name>") and mains_order ("tp<r>:<g>.<i>" -> name). Empty when the judge failed.
-QJsonObject megatron_truth(const realds::Entry& e, const test::TempDir& dir) {
+QJsonObject megatron_truth(const realds::Entry& e, const test::TempDir& dir,
+                           const std::vector<std::string>& extra = {}) {
   const auto out = dir.file("truth.json");
-  const auto r =
-      realds::launch_with_megatron_core({test::source_dir() + "/tests/realds/megatron_legacy_load_check.py",
-                                         "--ckpt", e.save_dir, "--tp", std::to_string(e.tp), "--json", out},
-                                        e.tp, kMcore, dir.file("truth-logs"));
+  std::vector<std::string> args{test::source_dir() + "/tests/realds/megatron_legacy_load_check.py",
+                                "--ckpt",
+                                e.save_dir,
+                                "--tp",
+                                std::to_string(e.tp),
+                                "--json",
+                                out};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const auto r = realds::launch_with_megatron_core(args, e.tp, kMcore, dir.file("truth-logs"));
   if (r.exit_code != 0) {
     qWarning("%s", realds::describe(r).c_str());
     return {};
@@ -291,6 +302,57 @@ class TestRealdsMegatronLegacy : public QObject {
     const auto plain = test::run_cli({"export", e.save_dir, "-o", dir.file("plain.safetensors")});
     CKPTDOC_EXPECT_EXIT(plain, 0);
     QVERIFY2(plain.err.find(param.toStdString() + ": 2 NaN") != std::string::npos, plain.err.c_str());
+  }
+
+  // repair --refresh-fp32 of the stale tp 2 save writes a new folder in which each rank file differs from the
+  // input's only in its 29 mains' storage records (data.pkl and every other record and file the input's
+  // bytes, the input untouched); ckptdoc's diagnosis of it is clean, and Megatron-LM's own load_checkpoint of
+  // it finds every main equal to its weight and takes a step. main refused to repair a legacy Megatron
+  // folder.
+  void repairRefreshesTheStaleMains() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("v019_megatron_legacy_tp2_stale");
+    const auto iter = e.save_dir + "/iter_0000000";
+    const std::string files[] = {"mp_rank_00/model_optim_rng.pt", "mp_rank_01/model_optim_rng.pt"};
+    std::map<std::string, std::string> before;
+    for (const auto& f : files) before[f] = test::read_text(iter + "/" + f);
+    test::TempDir dir;
+    const auto out = dir.file("refreshed");
+    const auto r = test::run_cli({"repair", e.save_dir, "-o", out, "--refresh-fp32"});
+    CKPTDOC_EXPECT_EXIT(r, 0);
+    QVERIFY2(
+        r.out.find("Refreshed the fp32 main params of 29 params (58 mains of optimizer.fp32_from_fp16_params "
+                   "in 2 rank files)") != std::string::npos,
+        r.out.c_str());
+    for (const auto& f : files) QVERIFY(test::read_text(iter + "/" + f) == before[f]);  // the input untouched
+    QCOMPARE(test::read_text(out + "/latest_checkpointed_iteration.txt"),
+             test::read_text(e.save_dir + "/latest_checkpointed_iteration.txt"));
+    for (const auto& f : files) {
+      const ZipReader in(MappedFile::open(iter + "/" + f));
+      const ZipReader copy(MappedFile::open(out + "/iter_0000000/" + f));
+      QCOMPARE(copy.entries().size(), in.entries().size());
+      int differ = 0;
+      for (size_t i = 0; i < in.entries().size(); ++i) {
+        QCOMPARE(copy.entries()[i].name, in.entries()[i].name);
+        const auto a = in.data(in.entries()[i]);
+        const auto b = copy.data(copy.entries()[i]);
+        if (!std::equal(a.begin(), a.end(), b.begin(), b.end())) {
+          ++differ;
+          QVERIFY2(in.entries()[i].name.find("/data/") != std::string::npos, in.entries()[i].name.c_str());
+        }
+      }
+      QCOMPARE(differ, 29);
+    }
+    const auto report = diagnose_json(out, 0);
+    QVERIFY(report["verdict"].toObject()["clean"].toBool());
+    QVERIFY(problem_codes(report).empty());
+
+    auto refreshed = e;
+    refreshed.save_dir = out;
+    const auto truth = megatron_truth(refreshed, dir, {"--step"});
+    QCOMPARE(truth["mains_equal_weights"].toArray().size(), 58);
+    QVERIFY(truth["mains_differ"].toArray().isEmpty());
+    QVERIFY(truth["step_ok"].toBool());
   }
 
   // inspect lists every rank file with its keys, the args read as data, the model's tensors and the

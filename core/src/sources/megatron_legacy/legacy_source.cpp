@@ -20,6 +20,7 @@
 #include "legacy_folder.h"
 #include "legacy_mains.h"
 #include "legacy_rank.h"
+#include "legacy_refresh.h"
 #include "legacy_weights.h"
 
 namespace ckptdoc::sources {
@@ -363,7 +364,38 @@ class MegatronLegacySource final : public Source {
   bool probe(const std::string& path) const override { return legacy::is_legacy_path(path); }
   bool can(Command command) const override {
     return command == Command::Inspect || command == Command::Diagnose || command == Command::Export ||
-           command == Command::Diff;
+           command == Command::Repair || command == Command::Diff;
+  }
+
+  Outcome repair(const RepairRequest& request) const override {
+    if (!request.refresh_fp32 || request.reset_optimizer || request.drop_optimizer ||
+        !request.other_actions.empty()) {
+      std::string asked;
+      for (const auto& [on, field] : {std::pair{request.reset_optimizer, "{reset_optimizer}"},
+                                      std::pair{request.drop_optimizer, "{drop_optimizer}"}})
+        if (on) asked += (asked.empty() ? "" : ", ") + request_text(field);
+      for (const auto& a : request.other_actions) asked += (asked.empty() ? "" : ", ") + a;
+      throw Error(ErrorKind::Unsupported, request.path, asked.empty() ? "repair" : asked,
+                  request_text("a legacy Megatron checkpoint is repaired with {refresh_fp32} alone (the fp32 "
+                               "mains of optimizer.fp32_from_fp16_params from the weights)"));
+    }
+    const auto r = legacy::refresh_mains(request.path, request.output, request.progress);
+    if (request.json)
+      return {json{{"output", r.output},
+                   {"mains_rewritten", r.mains},
+                   {"params", r.params},
+                   {"rank_files", r.rank_files},
+                   {"verified", true}}
+                      .dump(2) +
+                  "\n",
+              0};
+    return {"Refreshed the fp32 main params of " + plural(r.params, "param") + " (" +
+                plural(r.mains, "main") + " of optimizer.fp32_from_fp16_params in " +
+                plural(r.rank_files, "rank file") +
+                ") from their weights: one storage record each rewritten in a copy, every other byte the "
+                "input's.\nWrote " +
+                r.output + "\nVerified: every main in the copy is the exact upcast of its weight.\n",
+            0};
   }
 
   Outcome inspect(const InspectRequest& request) const override {
