@@ -186,7 +186,9 @@ std::vector<analysis::Finding> legacy_main_findings(const LegacyMainComparison& 
   ctx.cause =
       "e.g. a --finetune / --no-load-optim load that never called optimizer.reload_model_params(), "
       "Megatron-LM #174";
-  ctx.fix = "Megatron-LM's optimizer.reload_model_params() after loading the weights";
+  ctx.fix =
+      "ckptdoc repair --refresh-fp32 (each main := its weight upcast, in a copy), or Megatron-LM's "
+      "optimizer.reload_model_params() after loading the weights";
   ctx.files_of = [&c](const std::set<int>& ranks) {
     std::vector<std::string> out;
     for (int r : ranks)
