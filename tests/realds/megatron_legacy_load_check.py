@@ -9,7 +9,7 @@ its loaded bf16 weight, NaN where the weight is NaN (mains_equal_weights), or no
 With --step, megatron-core's optimizer then takes one step from what it loaded (synthetic gradients: the forward
 needs CUDA) and step_ok says that it ran and left every weight finite.
 
-usage: launch.py --world 2 -- megatron_legacy_load_check.py --ckpt SAVE_DIR --tp 2 --json OUT [--step]
+usage: launch.py --world TP*PP -- megatron_legacy_load_check.py --ckpt SAVE_DIR --tp 2 [--pp 1] --json OUT [--step]
 """
 import argparse
 import json
@@ -28,6 +28,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ckpt", required=True)
     ap.add_argument("--tp", type=int, default=2)
+    ap.add_argument("--pp", type=int, default=1)
     ap.add_argument("--json", required=True)
     ap.add_argument("--step", action="store_true", help="then one optimizer step (synthetic gradients)")
     a = ap.parse_args()
@@ -36,14 +37,18 @@ def main():
     legacy.cuda_rng_on_cpu(notes)
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    args = legacy.megatron_args(a.tp, load=a.ckpt, world=dist.get_world_size())
+    args = legacy.megatron_args(a.tp, load=a.ckpt, world=dist.get_world_size(), pp=a.pp)
     legacy.microbatches(args)
-    gpt, ddp, opt = legacy.build(a.tp)
+    gpt, ddp, opt = legacy.build(a.tp, a.pp)
     iteration, _ = legacy.load_megatron([ddp], opt, notes)
     if mode is not None:
         mode.__exit__(None, None, None)
     from megatron.core import parallel_state
     tp_rank = parallel_state.get_tensor_model_parallel_rank()
+    if a.pp > 1:  # each stage numbers its layers from 0: "pp<s>:" as ckptdoc qualifies them
+        stage = f"pp{parallel_state.get_pipeline_model_parallel_rank()}:"
+    else:
+        stage = ""
     names = {p: n for n, p in gpt.named_parameters()}
     inner = getattr(opt, "chained_optimizers", [opt])
     assert len(inner) == 1, [type(o).__name__ for o in inner]
@@ -51,8 +56,8 @@ def main():
     equal, differ, order = [], [], {}
     for g, (params, mains) in enumerate(zip(inner.float16_groups, inner.fp32_from_float16_groups)):
         for i, (param, main) in enumerate(zip(params, mains)):
-            name = f"tp{tp_rank}:{names[param]}"
-            order[f"tp{tp_rank}:{g}.{i}"] = names[param]
+            name = f"tp{tp_rank}:{stage}{names[param]}"
+            order[f"tp{tp_rank}:{stage}{g}.{i}"] = stage + names[param]
             # a NaN main where its weight is NaN rounds to it (equal_nan): the NaN is the values' fault, not the main's
             rounded, weight = main.to(param.dtype).float(), param.detach().float()
             same = torch.allclose(rounded, weight, rtol=0, atol=0, equal_nan=True)

@@ -22,7 +22,7 @@ Extra CPU shim (besides megatron_optim_train.py's): torch.cuda.get_rng_state (ch
 answers the CPU generator's state, so model_optim_rng.pt's rng_state.cuda_rng_state is a CPU ByteTensor.
 
 usage: launch.py --world 2 -- megatron_legacy_train.py --out SAVE [--mode pretrain|finetune|stale] [--load DIR]
-       [--tp 2] [--steps 2] [--nan-in NAME] [--json RUN_JSON]
+       [--tp 2] [--pp 1] [--steps 2] [--nan-in NAME] [--json RUN_JSON]
 """
 import argparse
 import json
@@ -41,15 +41,16 @@ import megatron_optim_train as trainer  # noqa: E402 - its CPU shims
 NUM_LAYERS, HIDDEN, HEADS, FFN, VOCAB, SEQ = 2, 16, 4, 32, 64, 8
 
 
-def megatron_args(tp, save=None, load=None, finetune=False, world=1):
+def megatron_args(tp, save=None, load=None, finetune=False, world=1, pp=1):
     """Megatron-LM's args for this model: parse_args of a minimal command line, then the fields of validate_args
     that save_checkpoint / load_checkpoint read (validate_args itself wants a full training setup)."""
     from megatron.training.arguments import parse_args
     from megatron.training.global_vars import set_args
     argv = ["--num-layers", str(NUM_LAYERS), "--hidden-size", str(HIDDEN), "--num-attention-heads", str(HEADS),
             "--ffn-hidden-size", str(FFN), "--seq-length", str(SEQ), "--max-position-embeddings", str(SEQ),
-            "--micro-batch-size", "1", "--global-batch-size", str(world // tp), "--bf16", "--lr", "1e-3",
-            "--tensor-model-parallel-size", str(tp), "--ckpt-format", "torch", "--optimizer", "adam"]
+            "--micro-batch-size", "1", "--global-batch-size", str(world // (tp * pp)), "--bf16", "--lr", "1e-3",
+            "--tensor-model-parallel-size", str(tp), "--pipeline-model-parallel-size", str(pp),
+            "--ckpt-format", "torch", "--optimizer", "adam"]
     argv += ["--save", save] if save else []
     argv += ["--load", load] if load else []
     argv += ["--finetune"] if finetune else []
@@ -61,7 +62,7 @@ def megatron_args(tp, save=None, load=None, finetune=False, world=1):
         sys.argv = saved_argv
     args.rank = dist.get_rank()
     args.world_size = world
-    args.data_parallel_size = world // tp
+    args.data_parallel_size = world // (tp * pp)
     args.params_dtype = torch.bfloat16
     args.use_dist_ckpt = False  # update_use_dist_ckpt: ckpt_format "torch" is the legacy one
     args.no_load_rng = True  # its cuda_rng_state cannot be set without CUDA (checkpointing.py:1996)
@@ -70,8 +71,9 @@ def megatron_args(tp, save=None, load=None, finetune=False, world=1):
     return args
 
 
-def build(tp):
-    """megatron_optim_train.py's model and the non-distributed optimizer, the same seed on every run."""
+def build(tp, pp=1):
+    """megatron_optim_train.py's model and the non-distributed optimizer, the same seed on every run; with pp > 1
+    this rank's pipeline stage of it (GPTModel's pre_process / post_process, untied embeddings)."""
     from megatron.core import parallel_state
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
     from megatron.core.models.gpt import GPTModel
@@ -79,13 +81,16 @@ def build(tp):
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
     from megatron.core.transformer.module import Float16Module
     from megatron.core.transformer.transformer_config import TransformerConfig
-    parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp)
+    parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp)
     torch.manual_seed(1)
     cfg = TransformerConfig(num_layers=NUM_LAYERS, hidden_size=HIDDEN, num_attention_heads=HEADS,
                             ffn_hidden_size=FFN, use_cpu_initialization=True, params_dtype=torch.bfloat16,
-                            bf16=True, perform_initialization=True)
+                            bf16=True, perform_initialization=True, pipeline_model_parallel_size=pp,
+                            pipeline_dtype=torch.bfloat16)
     gpt = GPTModel(config=cfg, transformer_layer_spec=get_gpt_layer_local_spec(), vocab_size=VOCAB,
-                   max_sequence_length=SEQ)
+                   max_sequence_length=SEQ, share_embeddings_and_output_weights=False,
+                   pre_process=parallel_state.is_pipeline_first_stage(),
+                   post_process=parallel_state.is_pipeline_last_stage())
     ddp = DistributedDataParallel(cfg, DistributedDataParallelConfig(use_distributed_optimizer=False,
                                                                      grad_reduce_in_fp32=True),
                                   Float16Module(cfg, gpt))
@@ -127,6 +132,7 @@ def main():
     ap.add_argument("--mode", choices=("pretrain", "finetune", "stale"), default="pretrain")
     ap.add_argument("--load")
     ap.add_argument("--tp", type=int, default=2)
+    ap.add_argument("--pp", type=int, default=1)
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--json")
     ap.add_argument("--nan-in", help="pretrain: the last step's gradient of this param gets one NaN element")
@@ -139,9 +145,9 @@ def main():
     from megatron.training.checkpointing import save_checkpoint
 
     args = megatron_args(a.tp, save=a.out, load=a.load, finetune=a.mode != "pretrain",
-                         world=dist.get_world_size())
+                         world=dist.get_world_size(), pp=a.pp)
     microbatches(args)
-    gpt, ddp, opt = build(a.tp)
+    gpt, ddp, opt = build(a.tp, a.pp)
     notes["optimizer"] = type(opt).__name__
     iteration = a.steps
     if a.mode == "pretrain":
@@ -166,7 +172,7 @@ def main():
     if a.json and rank == 0:
         import megatron.core
         with open(a.json, "w") as f:
-            json.dump(dict(notes, iteration=iteration, megatron_core=megatron.core.__version__, tp=a.tp,
+            json.dump(dict(notes, iteration=iteration, megatron_core=megatron.core.__version__, tp=a.tp, pp=a.pp,
                            world=dist.get_world_size()), f, indent=1)
     dist.barrier()
 

@@ -441,6 +441,13 @@ MATRIX = {
     "v019_megatron_legacy_tp2_nan": dict(kind="megatron_legacy", mode="pretrain", stage=0, dtype="bf16", dp=1, tp=2,
                                          world=2, steps=2, ds="0.19", mcore="0.18.0",
                                          nan_in="decoder.layers.1.mlp.linear_fc2.weight"),
+    # pp2 / pp2_stale: 2 pipeline stages (tp 1, world 2, untied embeddings): mp_rank_00_000/ and mp_rank_00_001/, each
+    # stage's layers numbered from 0
+    "v019_megatron_legacy_pp2": dict(kind="megatron_legacy", mode="pretrain", stage=0, dtype="bf16", dp=1, tp=1, pp=2,
+                                     world=2, steps=2, ds="0.19", mcore="0.18.0"),
+    "v019_megatron_legacy_pp2_stale": dict(kind="megatron_legacy", mode="stale", src="v019_megatron_legacy_pp2",
+                                           stage=0, dtype="bf16", dp=1, tp=1, pp=2, world=2, steps=0, ds="0.19",
+                                           mcore="0.18.0"),
     "v019_megatron_legacy_tp1_stale": dict(kind="megatron_legacy", mode="stale", src="v019_megatron_legacy_tp1",
                                            stage=0, dtype="bf16", dp=1, tp=1, world=1, steps=0, ds="0.19",
                                            mcore="0.18.0"),
@@ -821,6 +828,8 @@ def ensure(a, name):
                 cmd += ["--load", ensure(a, spec["src"])["save_dir"]]
             if spec.get("nan_in"):
                 cmd += ["--nan-in", spec["nan_in"]]
+            if spec["pp"] > 1:
+                cmd += ["--pp", str(spec["pp"])]
         elif spec["kind"] == "megatron_optim" and spec.get("vpp"):  # its own arguments: no --tp, --optimizer
             cmd = launch[:-1] + [os.path.join(HERE, "megatron_vpp_train.py"), "--out", save_dir, "--mode",
                                  spec["mode"], "--pp", str(spec["pp"]), "--vpp", str(spec["vpp"]), "--steps",

@@ -36,10 +36,12 @@ QJsonObject megatron_truth(const realds::Entry& e, const test::TempDir& dir,
                                 e.save_dir,
                                 "--tp",
                                 std::to_string(e.tp),
+                                "--pp",
+                                std::to_string(e.pp),
                                 "--json",
                                 out};
   args.insert(args.end(), extra.begin(), extra.end());
-  const auto r = realds::launch_with_megatron_core(args, e.tp, kMcore, dir.file("truth-logs"));
+  const auto r = realds::launch_with_megatron_core(args, e.tp * e.pp, kMcore, dir.file("truth-logs"));
   if (r.exit_code != 0) {
     qWarning("%s", realds::describe(r).c_str());
     return {};
@@ -85,8 +87,11 @@ OurMains our_mains(const QJsonObject& report, const QJsonObject& truth) {
     const QString name = tp + ":" + m["name"].toString();
     (m["exact"].toDouble() == m["count"].toDouble() && m["count"].toDouble() > 0 ? o.equal : o.differ)
         .insert(name);
+    // pipeline saves: ckptdoc's names and megatron-core's order are both qualified by stage ("pp<s>:")
+    const QString stage =
+        m["name"].toString().startsWith("pp") ? "pp" + QString::number(m["pp"].toInt()) + ":" : "";
     const QString slot =
-        tp + ":" + QString::number(m["group"].toInt()) + "." + QString::number(m["index"].toInt());
+        tp + ":" + stage + QString::number(m["group"].toInt()) + "." + QString::number(m["index"].toInt());
     (order[slot].toString() == m["name"].toString() ? o.placed_as_megatron : o.placed_otherwise) += 1;
   }
   return o;
@@ -108,6 +113,7 @@ class TestRealdsMegatronLegacy : public QObject {
     QTest::newRow("tp1") << "v019_megatron_legacy_tp1" << 29;
     QTest::newRow("tp2") << "v019_megatron_legacy_tp2" << 58;
     QTest::newRow("tp2_finetune") << "v019_megatron_legacy_tp2_finetune" << 58;
+    QTest::newRow("pp2") << "v019_megatron_legacy_pp2" << 29;
   }
 
   void healthyMainsAreAllComparedAndEqual() {
@@ -146,6 +152,7 @@ class TestRealdsMegatronLegacy : public QObject {
     QTest::addColumn<int>("mains");
     QTest::newRow("tp2_stale") << "v019_megatron_legacy_tp2_stale" << 58;
     QTest::newRow("tp1_stale") << "v019_megatron_legacy_tp1_stale" << 29;
+    QTest::newRow("pp2_stale") << "v019_megatron_legacy_pp2_stale" << 29;
   }
 
   void staleMainsAreNamedAsMegatronFindsThem() {
@@ -206,6 +213,22 @@ class TestRealdsMegatronLegacy : public QObject {
     QCOMPARE(j["expected"].toInt(), 29);
     QCOMPARE(j["equal"].toArray().size(), 29);
     QVERIFY(j["extra"].toArray().isEmpty());
+  }
+
+  // A pipeline save is refused by export (each stage numbers its layers from 0 and ckptdoc does not renumber
+  // them), exit 2, naming the folder and why, nothing written.
+  void exportRefusesAPipelineSave() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("v019_megatron_legacy_pp2");
+    test::TempDir dir;
+    const auto out = dir.file("model.safetensors");
+    const auto r = test::run_cli({"export", e.save_dir, "-o", out});
+    CKPTDOC_EXPECT_EXIT(r, 2);
+    QVERIFY2(
+        r.err.find("[unsupported]") != std::string::npos &&
+            r.err.find("is a pipeline- or expert-parallel save (pipeline 2, expert 1)") != std::string::npos,
+        r.err.c_str());
+    QVERIFY(!std::filesystem::exists(out));
   }
 
   // The export judge can fail: one byte of the export's last tensor changed is one tensor that differs.

@@ -1,6 +1,7 @@
 // fp32_from_fp16_params placed on the model's params and compared with them (legacy_mains.h).
 #include "legacy_mains.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -47,6 +48,11 @@ DivergenceStats divergence(Backend& backend, const std::vector<uint8_t>& weight,
     }
   }
   return backend.divergence(box.data(), lp, main.data(), main.size());
+}
+
+// "pp1:" / "pp0ep1:": the stage (and expert rank) a param name belongs to.
+std::string stage_of(const RankFolder& f) {
+  return "pp" + std::to_string(f.pp) + (f.ep > 0 ? "ep" + std::to_string(f.ep) : "") + ":";
 }
 
 }  // namespace
@@ -123,6 +129,8 @@ LegacyMainComparison compare_mains(const LegacyFolder& folder, const std::vector
   LegacyMainComparison c;
   auto backend = make_cpu_backend(1);
   std::map<std::string, size_t> at;  // param name -> index in c.params
+  const bool staged = std::any_of(folder.ranks.begin(), folder.ranks.end(),
+                                  [](const auto& f) { return f.pp > 0 || f.ep > 0; });
   for (size_t r = 0; r < ranks.size(); ++r) {
     const auto& rank = ranks[r];
     const std::string& shown = folder.ranks[r].shown;
@@ -154,10 +162,13 @@ LegacyMainComparison compare_mains(const LegacyFolder& folder, const std::vector
         const auto weight = w.tensor.to_bytes();
         const auto main = rank.mains[s.group][s.index].to_float();
         const auto d = divergence(*backend, weight, w.tensor.dtype, main);
-        auto [it, fresh] = at.emplace(w.name, c.params.size());
+        // pipeline stages (and expert ranks) each number their own layers from 0: a name is one param per
+        // stage
+        const std::string name = staged ? stage_of(folder.ranks[r]) + w.name : w.name;
+        auto [it, fresh] = at.emplace(name, c.params.size());
         if (fresh) {
           analysis::ParamReport p;
-          p.name = w.name;
+          p.name = name;
           p.group = static_cast<int>(s.group);
           p.shape = w.tensor.shape;
           p.lp_dtype = w.tensor.dtype;
@@ -169,7 +180,7 @@ LegacyMainComparison compare_mains(const LegacyFolder& folder, const std::vector
         p.lp_vs_fp32->merge(d);
         p.per_rank[static_cast<int>(r)].merge(d);
         c.lp_dtype = w.tensor.dtype;
-        c.records.push_back({r, s.group, s.index, w.name, d.exact, d.count});
+        c.records.push_back({r, s.group, s.index, name, d.exact, d.count});
         ++c.mains_compared;
       } catch (const Error& e) {
         c.not_compared.push_back(shown + ": " + w.name + ": " + e.what());

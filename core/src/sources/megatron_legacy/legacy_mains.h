@@ -37,8 +37,10 @@ struct MainRecord {
 };
 
 struct LegacyMainComparison {
-  std::vector<MainRecord> records;            // rank by rank, in fp32_from_fp16_params order
-  std::vector<analysis::ParamReport> params;  // one per param name, every rank's main of it merged
+  std::vector<MainRecord> records;  // rank by rank, in fp32_from_fp16_params order
+  // One per param name, every tensor rank's main of it merged; with pipeline stages or expert ranks the name
+  // is qualified "pp<s>[ep<e>]:<name>" (each stage numbers its layers from 0).
+  std::vector<analysis::ParamReport> params;
   DType lp_dtype = DType::BF16;
   size_t mains_compared = 0;              // (rank, param) pairs
   std::vector<std::string> not_compared;  // "<rank file>: why"
