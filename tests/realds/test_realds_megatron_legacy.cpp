@@ -8,6 +8,7 @@
 // (megatron_legacy_export_check.py). main refused these folders ("ckptdoc does not read it yet", exit 2).
 // repair --refresh-fp32 is judged by Megatron-LM's load_checkpoint of its output and one step.
 #include <QJsonArray>
+#include <QJsonDocument>
 #include <QtTest>
 #include <algorithm>
 #include <filesystem>
@@ -17,6 +18,7 @@
 
 #include "ckptdoc/format/zip_reader.h"
 #include "ckptdoc/io/mapped_file.h"
+#include "ckptdoc/sources/registry.h"
 #include "realds_support.h"
 
 using namespace ckptdoc;
@@ -376,6 +378,53 @@ class TestRealdsMegatronLegacy : public QObject {
     QCOMPARE(truth["mains_equal_weights"].toArray().size(), 58);
     QVERIFY(truth["mains_differ"].toArray().isEmpty());
     QVERIFY(truth["step_ok"].toBool());
+  }
+
+  // What the views show (through the registry, as the session opens a source): the diagnosis is diagnose's
+  // (same codes and verdict), and the storage map places every model tensor of both rank files at the bytes
+  // torch loads for it (megatron_legacy_storage_check.py); mains and Adam state are listed beside them.
+  void viewsGetTheDiagnosisAndTheStorageMap() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("v019_megatron_legacy_tp2_stale");
+    const auto source = sources::find_source(e.save_dir);
+    QCOMPARE(std::string(source->name()), std::string("megatron-legacy"));
+    const auto d = source->diagnosis(e.save_dir);
+    QVERIFY(d.has_value());
+    QCOMPARE(d->findings.size(), size_t{1});
+    QCOMPARE(d->findings[0].code, std::string("fp32-master-mismatch"));
+    QVERIFY(!d->clean);
+    const auto report = diagnose_json(e.save_dir, 1);
+    QCOMPARE(QString::fromStdString(d->verdict), report["verdict"].toObject()["text"].toString());
+
+    const auto map = source->storage_map(e.save_dir);
+    QVERIFY(map.has_value());
+    QCOMPARE(map->format, std::string("megatron-legacy"));
+    QCOMPARE(map->files.size(), size_t{2});
+    QJsonArray items;
+    size_t mains = 0;
+    for (const auto& k : map->keys) {
+      if (k.key.find("/optimizer.fp32_from_fp16_params.") != std::string::npos) ++mains;
+      if (k.key.find("/model.") == std::string::npos) continue;
+      QCOMPARE(k.chunks.size(), size_t{1});
+      items.append(QJsonObject{{"file", QString::fromStdString(k.chunks[0].file)},
+                               {"key", QString::fromStdString(k.key)},
+                               {"offset", static_cast<qint64>(k.chunks[0].offset)},
+                               {"length", static_cast<qint64>(k.chunks[0].length)}});
+    }
+    QCOMPARE(items.size(), 58);
+    QCOMPARE(mains, size_t{58});
+    test::TempDir dir;
+    const auto spec = dir.file("map.json");
+    {
+      std::ofstream f(spec);
+      f << QJsonDocument(QJsonObject{{"dir", QString::fromStdString(map->path)}, {"items", items}})
+               .toJson()
+               .toStdString();
+    }
+    const auto check = realds::python_with_deepspeed(
+        {test::source_dir() + "/tests/realds/megatron_legacy_storage_check.py", spec}, "0.19");
+    QVERIFY2(check.exit_code == 0, realds::describe(check).c_str());
+    QCOMPARE(realds::parse(check.out)["equal"].toInt(), 58);
   }
 
   // inspect lists every rank file with its keys, the args read as data, the model's tensors and the

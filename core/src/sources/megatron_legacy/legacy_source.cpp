@@ -1,6 +1,7 @@
 // Megatron-LM's legacy checkpoints (ckpt_format "torch": iter_NNNNNNN/mp_rank_*/model_optim_rng.pt) as a
 // registry source: inspect, diagnose (NaN/Inf, the fp32 mains against their weights) and export of the model
 // weights. Every pickle is read with the inert unpickler; nothing in the files is executed.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -476,6 +477,52 @@ class MegatronLegacySource final : public Source {
       out.text += "left out the optimizer state, args and rng_state (not weights)\n";
     }
     return out;
+  }
+
+  // The views: each rank file with its tensors' storage records (the mains and Adam state too), from the
+  // pickles.
+  std::optional<StorageMap> storage_map(const std::string& path) const override {
+    const auto o = open_legacy(path);
+    StorageMap map;
+    map.format = "megatron-legacy";
+    map.path = o->folder.dir;
+    for (size_t i = 0; i < o->ranks.size(); ++i) {
+      const auto& rf = o->folder.ranks[i];
+      const auto& r = o->ranks[i];
+      StorageFile file;
+      file.name = rf.shown;
+      std::error_code ec;
+      file.size = std::filesystem::file_size(rf.model_file, ec);
+      file.present = !ec;
+      if (ec) file.size = 0;
+      const auto add = [&](const std::string& key, const Tensor& t) {
+        const uint64_t at = t.storage ? t.storage->file_offset +
+                                            static_cast<uint64_t>(t.storage_offset) * element_size(t.dtype)
+                                      : 0;
+        file.items.push_back({key, std::vector<int64_t>(t.shape.size(), 0), t.shape, at, t.nbytes(), true});
+        file.extent = std::max(file.extent, at + t.nbytes());
+        StoredKey k{key, true, std::string(dtype_name(t.dtype)), t.shape, {}};
+        k.chunks.push_back({rf.shown, std::vector<int64_t>(t.shape.size(), 0), t.shape, at, t.nbytes()});
+        map.keys.push_back(std::move(k));
+      };
+      const std::string prefix = rf.name + "/";
+      for (const auto& t : r.model) add(prefix + "model." + t.name, t.tensor);
+      for (size_t g = 0; g < r.mains.size(); ++g)
+        for (size_t m = 0; m < r.mains[g].size(); ++m)
+          add(prefix + "optimizer.fp32_from_fp16_params." + std::to_string(g) + "." + std::to_string(m),
+              r.mains[g][m]);
+      for (const auto& t : r.optimizer_tensors) add(prefix + "optimizer.optimizer." + t.name, t.tensor);
+      std::sort(file.items.begin(), file.items.end(),
+                [](const StoredItem& a, const StoredItem& b) { return a.offset < b.offset; });
+      map.files.push_back(std::move(file));
+    }
+    return map;
+  }
+
+  std::optional<SourceDiagnosis> diagnosis(const std::string& path) const override {
+    const auto o = open_legacy(path);
+    const auto d = diagnose_legacy(*o);
+    return SourceDiagnosis{d.problems, d.verdict, d.clean, d.not_checked};
   }
 
   WeightTensors weight_tensors(const std::string& path) const override {
