@@ -4,12 +4,14 @@ save, megatron_legacy_train.py's model and non-distributed optimizer: load_check
 model's weights and optimizer.load_state_dict(state_dict['optimizer']), which copies fp32_from_fp16_params into the
 optimizer's fp32 mains (Float16OptimizerWithFloat16Params.load_state_dict). Then, per main, whether it rounds to
 its loaded bf16 weight, NaN where the weight is NaN (mains_equal_weights), or not (mains_differ), named
-"tp<r>:<name>", and megatron-core's own order of them (mains_order: "tp<r>:<g>.<i>" -> name, the param of fp32_from_float16_groups[g][i]).
+"tp<r>:<name>" (each data-parallel rank's piece of a main with --optimizer distributed: a param is in
+mains_differ when any piece differs), and megatron-core's own order of them (mains_order: "tp<r>:<g>.<i>" -> name, the param of fp32_from_float16_groups[g][i]).
 
 With --step, megatron-core's optimizer then takes one step from what it loaded (synthetic gradients: the forward
 needs CUDA) and step_ok says that it ran and left every weight finite.
 
-usage: launch.py --world TP*PP -- megatron_legacy_load_check.py --ckpt SAVE_DIR --tp 2 [--pp 1] --json OUT [--step]
+usage: launch.py --world N -- megatron_legacy_load_check.py --ckpt SAVE_DIR --tp 2 [--pp 1]
+       [--optimizer local|distributed] --json OUT [--step]
 """
 import argparse
 import json
@@ -24,11 +26,31 @@ import megatron_legacy_train as legacy  # noqa: E402 - its args, model, optimize
 import megatron_optim_train as trainer  # noqa: E402
 
 
+def local_mains(inner):
+    """Float16OptimizerWithFloat16Params: (group, index, param, its fp32 main)."""
+    for g, (params, mains) in enumerate(zip(inner.float16_groups, inner.fp32_from_float16_groups)):
+        for i, (param, main) in enumerate(zip(params, mains)):
+            yield g, i, param, main
+
+
+def distributed_mains(inner):
+    """DistributedOptimizer: (bucket, slice of the param this data-parallel rank owns, param, its fp32 main piece),
+    from megatron-core's own range maps (gbuf_ranges[...]["param_map"][param]["param"]) and
+    _get_main_param_and_optimizer_states, as its save_parameter_state reads them."""
+    for gbuf_range_maps in inner.gbuf_ranges:
+        for bucket_maps in gbuf_range_maps.values():
+            for b, bucket in enumerate(bucket_maps):
+                for param, ranges in bucket["param_map"].items():
+                    main = inner._get_main_param_and_optimizer_states(param)["param"]
+                    yield b, slice(ranges["param"].start, ranges["param"].end), param, main
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ckpt", required=True)
     ap.add_argument("--tp", type=int, default=2)
     ap.add_argument("--pp", type=int, default=1)
+    ap.add_argument("--optimizer", choices=("local", "distributed"), default="local")
     ap.add_argument("--json", required=True)
     ap.add_argument("--step", action="store_true", help="then one optimizer step (synthetic gradients)")
     a = ap.parse_args()
@@ -37,9 +59,14 @@ def main():
     legacy.cuda_rng_on_cpu(notes)
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    args = legacy.megatron_args(a.tp, load=a.ckpt, world=dist.get_world_size(), pp=a.pp)
+    distributed = a.optimizer == "distributed"
+    args = legacy.megatron_args(a.tp, load=a.ckpt, world=dist.get_world_size(), pp=a.pp, distributed=distributed)
     legacy.microbatches(args)
-    gpt, ddp, opt = legacy.build(a.tp, a.pp)
+    gpt, ddp, opt = legacy.build(a.tp, a.pp, distributed)
+    if distributed:  # megatron-core's KeyError 'step' with torch's Adam (megatron_bucket_load_check.py says why)
+        import megatron_bucket_load_check
+        megatron_bucket_load_check.load_only_the_loaded_state_keys()
+        notes["load_shim"] = "megatron_bucket_load_check.load_only_the_loaded_state_keys (KeyError 'step')"
     iteration, _ = legacy.load_megatron([ddp], opt, notes)
     if mode is not None:
         mode.__exit__(None, None, None)
@@ -54,14 +81,15 @@ def main():
     assert len(inner) == 1, [type(o).__name__ for o in inner]
     inner = inner[0]
     equal, differ, order = [], [], {}
-    for g, (params, mains) in enumerate(zip(inner.float16_groups, inner.fp32_from_float16_groups)):
-        for i, (param, main) in enumerate(zip(params, mains)):
-            name = f"tp{tp_rank}:{stage}{names[param]}"
+    for g, i, param, main in (distributed_mains(inner) if distributed else local_mains(inner)):
+        name = f"tp{tp_rank}:{stage}{names[param]}"
+        if not distributed:
             order[f"tp{tp_rank}:{stage}{g}.{i}"] = stage + names[param]
-            # a NaN main where its weight is NaN rounds to it (equal_nan): the NaN is the values' fault, not the main's
-            rounded, weight = main.to(param.dtype).float(), param.detach().float()
-            same = torch.allclose(rounded, weight, rtol=0, atol=0, equal_nan=True)
-            (equal if same else differ).append(name)
+        # a NaN main where its weight is NaN rounds to it (equal_nan): the NaN is the values' fault, not the main's
+        rounded = main.to(param.dtype).float()
+        weight = param.detach().float().view(-1)[i] if distributed else param.detach().float()
+        same = torch.allclose(rounded, weight, rtol=0, atol=0, equal_nan=True)
+        (equal if same else differ).append(name)
     result = dict(iteration=iteration, optimizer=type(inner).__name__, mains_equal_weights=equal,
                   mains_differ=differ, mains_order=order)
     if a.step:  # megatron-core's own step from the loaded state: it must run and leave every weight finite
@@ -77,8 +105,9 @@ def main():
     dist.all_gather_object(gathered, result)
     if rank == 0:
         out = dict(notes, iteration=iteration, optimizer=result["optimizer"],
-                   mains_equal_weights=sorted(n for r in gathered if r for n in r["mains_equal_weights"]),
-                   mains_differ=sorted(n for r in gathered if r for n in r["mains_differ"]),
+                   mains_equal_weights=sorted({n for r in gathered for n in r["mains_equal_weights"]} -
+                                              {n for r in gathered for n in r["mains_differ"]}),
+                   mains_differ=sorted({n for r in gathered for n in r["mains_differ"]}),
                    mains_order={k: v for r in gathered if r for k, v in r["mains_order"].items()})
         if a.step:
             out["step_ok"] = all(r["step_ok"] for r in gathered)

@@ -9,6 +9,8 @@ non-distributed Float16OptimizerWithFloat16Params (get_megatron_optimizer, optim
 --mode finetune --load DIR: Megatron-LM's own load_checkpoint of DIR with args.finetune = True (model weights
   loaded, optimizer not), then saved at iteration 0. 0.18.0's load_checkpoint then calls
   optimizer.reload_model_params() (checkpointing.py:1958-1962), so the fp32 mains are the loaded weights (healthy).
+--optimizer distributed: megatron-core's DistributedOptimizer (--use-distributed-optimizer): model_optim_rng.pt then
+  holds the param groups alone and each mp_rank folder a distrib_optim.pt (save_parameter_state).
 --nan-in NAME (pretrain): one element of NAME's gradient is NaN at the last step; megatron-core's optimizer (bf16:
   no grad scaler, no inf check; the NaN grad norm skips clipping) writes it into that param's fp32 main, both Adam
   moments and the bf16 weight.
@@ -22,7 +24,7 @@ Extra CPU shim (besides megatron_optim_train.py's): torch.cuda.get_rng_state (ch
 answers the CPU generator's state, so model_optim_rng.pt's rng_state.cuda_rng_state is a CPU ByteTensor.
 
 usage: launch.py --world 2 -- megatron_legacy_train.py --out SAVE [--mode pretrain|finetune|stale] [--load DIR]
-       [--tp 2] [--pp 1] [--steps 2] [--nan-in NAME] [--json RUN_JSON]
+       [--tp 2] [--pp 1] [--optimizer local|distributed] [--steps 2] [--nan-in NAME] [--json RUN_JSON]
 """
 import argparse
 import json
@@ -41,7 +43,7 @@ import megatron_optim_train as trainer  # noqa: E402 - its CPU shims
 NUM_LAYERS, HIDDEN, HEADS, FFN, VOCAB, SEQ = 2, 16, 4, 32, 64, 8
 
 
-def megatron_args(tp, save=None, load=None, finetune=False, world=1, pp=1):
+def megatron_args(tp, save=None, load=None, finetune=False, world=1, pp=1, distributed=False):
     """Megatron-LM's args for this model: parse_args of a minimal command line, then the fields of validate_args
     that save_checkpoint / load_checkpoint read (validate_args itself wants a full training setup)."""
     from megatron.training.arguments import parse_args
@@ -54,6 +56,7 @@ def megatron_args(tp, save=None, load=None, finetune=False, world=1, pp=1):
     argv += ["--save", save] if save else []
     argv += ["--load", load] if load else []
     argv += ["--finetune"] if finetune else []
+    argv += ["--use-distributed-optimizer"] if distributed else []
     saved_argv = sys.argv
     sys.argv = [saved_argv[0]] + argv
     try:
@@ -71,7 +74,7 @@ def megatron_args(tp, save=None, load=None, finetune=False, world=1, pp=1):
     return args
 
 
-def build(tp, pp=1):
+def build(tp, pp=1, distributed=False):
     """megatron_optim_train.py's model and the non-distributed optimizer, the same seed on every run; with pp > 1
     this rank's pipeline stage of it (GPTModel's pre_process / post_process, untied embeddings)."""
     from megatron.core import parallel_state
@@ -91,11 +94,11 @@ def build(tp, pp=1):
                    max_sequence_length=SEQ, share_embeddings_and_output_weights=False,
                    pre_process=parallel_state.is_pipeline_first_stage(),
                    post_process=parallel_state.is_pipeline_last_stage())
-    ddp = DistributedDataParallel(cfg, DistributedDataParallelConfig(use_distributed_optimizer=False,
+    ddp = DistributedDataParallel(cfg, DistributedDataParallelConfig(use_distributed_optimizer=distributed,
                                                                      grad_reduce_in_fp32=True),
                                   Float16Module(cfg, gpt))
     opt = get_megatron_optimizer(OptimizerConfig(optimizer="adam", lr=1e-3, bf16=True,
-                                                 use_distributed_optimizer=False), [ddp])
+                                                 use_distributed_optimizer=distributed), [ddp])
     return gpt, ddp, opt
 
 
@@ -126,6 +129,20 @@ def load_megatron(model, opt, notes):
         raise RuntimeError(f"Megatron-LM's load_checkpoint exited ({e.code!r}): see the log above") from None
 
 
+def fresh_adam_state(opt, notes):
+    """A save before the first step: torch's Adam (no Apex/TE on the CPU) has no state yet, and the
+    DistributedOptimizer's save_parameter_state reads exp_avg of every param (get_parameter_state_dp_zero,
+    distrib_optimizer.py:1298 in 0.18.0: KeyError 'exp_avg'). Fill it as a fresh Adam's (step 0, zero moments),
+    the fp32 mains untouched (megatron_bucket_map_probe.py does the same for torch_dist)."""
+    for inner in getattr(opt, "chained_optimizers", [opt]):
+        for group in inner.optimizer.param_groups:
+            for p in group["params"]:
+                if not inner.optimizer.state[p]:
+                    inner.optimizer.state[p] = dict(step=torch.tensor(0.0), exp_avg=torch.zeros_like(p),
+                                                    exp_avg_sq=torch.zeros_like(p))
+    notes["fresh_adam_state"] = "step 0, zero moments, before the save (no step taken)"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -133,6 +150,7 @@ def main():
     ap.add_argument("--load")
     ap.add_argument("--tp", type=int, default=2)
     ap.add_argument("--pp", type=int, default=1)
+    ap.add_argument("--optimizer", choices=("local", "distributed"), default="local")
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--json")
     ap.add_argument("--nan-in", help="pretrain: the last step's gradient of this param gets one NaN element")
@@ -145,9 +163,9 @@ def main():
     from megatron.training.checkpointing import save_checkpoint
 
     args = megatron_args(a.tp, save=a.out, load=a.load, finetune=a.mode != "pretrain",
-                         world=dist.get_world_size(), pp=a.pp)
+                         world=dist.get_world_size(), pp=a.pp, distributed=a.optimizer == "distributed")
     microbatches(args)
-    gpt, ddp, opt = build(a.tp, a.pp)
+    gpt, ddp, opt = build(a.tp, a.pp, a.optimizer == "distributed")
     notes["optimizer"] = type(opt).__name__
     iteration = a.steps
     if a.mode == "pretrain":
@@ -165,6 +183,8 @@ def main():
             opt.reload_model_params = lambda *args, **kwargs: notes.setdefault("reload_model_params_skipped", 1)
         iteration, _ = load_megatron([ddp], opt, notes)
         notes["load_checkpoint_iteration"] = iteration  # 0 under --finetune
+        if a.optimizer == "distributed":
+            fresh_adam_state(opt, notes)
     save_checkpoint(iteration, [ddp], opt, None, 0)
     dist.barrier()
     if mode is not None:

@@ -448,6 +448,15 @@ MATRIX = {
     "v019_megatron_legacy_pp2_stale": dict(kind="megatron_legacy", mode="stale", src="v019_megatron_legacy_pp2",
                                            stage=0, dtype="bf16", dp=1, tp=1, pp=2, world=2, steps=0, ds="0.19",
                                            mcore="0.18.0"),
+    # distopt_dp2 / _stale: megatron-core's DistributedOptimizer (--use-distributed-optimizer) at tp 1 x dp 2: each
+    # mp_rank folder's distrib_optim.pt (save_parameter_state, buckets coalesced) holds the fp32 mains; _stale is
+    # the --finetune load without reload_model_params, its torch Adam state filled as a fresh one's before the save
+    "v019_megatron_legacy_distopt_dp2": dict(kind="megatron_legacy", mode="pretrain", optimizer="distributed",
+                                             stage=0, dtype="bf16", dp=2, tp=1, world=2, steps=2, ds="0.19",
+                                             mcore="0.18.0"),
+    "v019_megatron_legacy_distopt_dp2_stale": dict(kind="megatron_legacy", mode="stale", optimizer="distributed",
+                                                   src="v019_megatron_legacy_distopt_dp2", stage=0, dtype="bf16",
+                                                   dp=2, tp=1, world=2, steps=0, ds="0.19", mcore="0.18.0"),
     "v019_megatron_legacy_tp1_stale": dict(kind="megatron_legacy", mode="stale", src="v019_megatron_legacy_tp1",
                                            stage=0, dtype="bf16", dp=1, tp=1, world=1, steps=0, ds="0.19",
                                            mcore="0.18.0"),
@@ -830,6 +839,8 @@ def ensure(a, name):
                 cmd += ["--nan-in", spec["nan_in"]]
             if spec["pp"] > 1:
                 cmd += ["--pp", str(spec["pp"])]
+            if spec.get("optimizer") == "distributed":
+                cmd += ["--optimizer", "distributed"]
         elif spec["kind"] == "megatron_optim" and spec.get("vpp"):  # its own arguments: no --tp, --optimizer
             cmd = launch[:-1] + [os.path.join(HERE, "megatron_vpp_train.py"), "--out", save_dir, "--mode",
                                  spec["mode"], "--pp", str(spec["pp"]), "--vpp", str(spec["vpp"]), "--steps",

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <memory>
 #include <utility>
 
 #include "ckptdoc/compute/backend.h"
@@ -125,15 +127,23 @@ std::optional<std::vector<MainSlot>> map_mains(const RankContent& rank, std::str
   return out;
 }
 
-LegacyMainComparison compare_mains(const LegacyFolder& folder, const std::vector<RankContent>& ranks) {
+LegacyMainComparison compare_mains(const LegacyFolder& folder, const std::vector<RankContent>& ranks,
+                                   const std::vector<const DistOptState*>& distopts) {
   LegacyMainComparison c;
   auto backend = make_cpu_backend(1);
   std::map<std::string, size_t> at;  // param name -> index in c.params
   const bool staged = std::any_of(folder.ranks.begin(), folder.ranks.end(),
                                   [](const auto& f) { return f.pp > 0 || f.ep > 0; });
+  // One main to compare: its weight, where it sits, and how to read it.
+  struct Pending {
+    size_t model = 0, group = 0, index = 0;
+    int64_t offset = -1;
+    std::function<std::vector<float>()> read;
+  };
   for (size_t r = 0; r < ranks.size(); ++r) {
     const auto& rank = ranks[r];
     const std::string& shown = folder.ranks[r].shown;
+    const DistOptState* distopt = r < distopts.size() ? distopts[r] : nullptr;
     c.files.push_back(shown);
     if (!rank.readable()) {
       c.not_compared.push_back(shown + ": not read (" + rank.error + ")");
@@ -143,25 +153,50 @@ LegacyMainComparison compare_mains(const LegacyFolder& folder, const std::vector
       c.not_compared.push_back(shown + ": holds no optimizer state (saved with --no-save-optim?)");
       continue;
     }
-    if (rank.mains.empty()) {
+    std::vector<Pending> pending;
+    if (rank.mains.empty() && distopt) {
+      if (!distopt->readable()) {
+        c.not_compared.push_back(distopt->shown + ": not read (" + distopt->error + ")");
+        continue;
+      }
+      if (distopt->slots.empty()) {
+        c.not_compared.push_back(distopt->shown +
+                                 ": its fp32 mains cannot be placed on the params: " + distopt->why);
+        continue;
+      }
+      c.files.back() = distopt->shown;  // the findings name the file holding the mains
+      c.distrib_optim = true;
+      const auto all = std::make_shared<const std::vector<float>>(distopt->param.to_float());  // read once
+      for (size_t k = 0; k < distopt->slots.size(); ++k) {
+        const auto& slot = distopt->slots[k];
+        const int64_t n = rank.model[slot.model].tensor.numel();
+        pending.push_back({slot.model, 0, k, slot.start, [all, slot, n] {
+                             return std::vector<float>(all->begin() + slot.start,
+                                                       all->begin() + slot.start + n);
+                           }});
+      }
+    } else if (rank.mains.empty()) {
       c.not_compared.push_back(shown + ": " +
                                (rank.optimizer_layout.empty() ? "no fp32 mains" : rank.optimizer_layout));
       continue;
+    } else {
+      std::string why;
+      const auto slots = map_mains(rank, why);
+      if (!slots) {
+        std::string said = shown + ": its fp32 mains cannot be placed on the params: ";
+        said += why;
+        c.not_compared.push_back(std::move(said));
+        continue;
+      }
+      for (const auto& s : *slots)
+        pending.push_back(
+            {s.model, s.group, s.index, -1, [&rank, s] { return rank.mains[s.group][s.index].to_float(); }});
     }
-    std::string why;
-    const auto slots = map_mains(rank, why);
-    if (!slots) {
-      std::string said = shown + ": its fp32 mains cannot be placed on the params: ";
-      said += why;
-      c.not_compared.push_back(std::move(said));
-      continue;
-    }
-    for (const auto& s : *slots) {
-      const auto& w = rank.model[s.model];
+    for (const auto& m : pending) {
+      const auto& w = rank.model[m.model];
       try {
         const auto weight = w.tensor.to_bytes();
-        const auto main = rank.mains[s.group][s.index].to_float();
-        const auto d = divergence(*backend, weight, w.tensor.dtype, main);
+        const auto d = divergence(*backend, weight, w.tensor.dtype, m.read());
         // pipeline stages (and expert ranks) each number their own layers from 0: a name is one param per
         // stage
         const std::string name = staged ? stage_of(folder.ranks[r]) + w.name : w.name;
@@ -169,7 +204,7 @@ LegacyMainComparison compare_mains(const LegacyFolder& folder, const std::vector
         if (fresh) {
           analysis::ParamReport p;
           p.name = name;
-          p.group = static_cast<int>(s.group);
+          p.group = static_cast<int>(m.group);
           p.shape = w.tensor.shape;
           p.lp_dtype = w.tensor.dtype;
           p.lp_vs_fp32 = DivergenceStats{};
@@ -180,7 +215,7 @@ LegacyMainComparison compare_mains(const LegacyFolder& folder, const std::vector
         p.lp_vs_fp32->merge(d);
         p.per_rank[static_cast<int>(r)].merge(d);
         c.lp_dtype = w.tensor.dtype;
-        c.records.push_back({r, s.group, s.index, name, d.exact, d.count});
+        c.records.push_back({r, m.group, m.index, m.offset, name, d.exact, d.count});
         ++c.mains_compared;
       } catch (const Error& e) {
         c.not_compared.push_back(shown + ": " + w.name + ": " + e.what());
@@ -193,7 +228,8 @@ LegacyMainComparison compare_mains(const LegacyFolder& folder, const std::vector
 std::vector<analysis::Finding> legacy_main_findings(const LegacyMainComparison& c) {
   analysis::MasterContext ctx;
   ctx.lp_dtype = c.lp_dtype;
-  ctx.masters = "fp32 main params (optimizer.fp32_from_fp16_params in model_optim_rng.pt)";
+  ctx.masters = c.distrib_optim ? "fp32 main params (the \"param\" state of distrib_optim.pt)"
+                                : "fp32 main params (optimizer.fp32_from_fp16_params in model_optim_rng.pt)";
   ctx.cause =
       "e.g. a --finetune / --no-load-optim load that never called optimizer.reload_model_params(), "
       "Megatron-LM #174";

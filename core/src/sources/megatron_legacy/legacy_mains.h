@@ -14,6 +14,7 @@
 
 #include "analysis/rules.h"
 #include "ckptdoc/analysis/report.h"
+#include "legacy_distopt.h"
 #include "legacy_folder.h"
 #include "legacy_rank.h"
 
@@ -31,7 +32,9 @@ std::optional<std::vector<MainSlot>> map_mains(const RankContent& rank, std::str
 
 // One main compared: where it sits and how many of its elements round exactly to the weight.
 struct MainRecord {
-  size_t rank = 0, group = 0, index = 0;
+  size_t rank = 0, group = 0,
+         index = 0;     // fp32_from_fp16_params[group][index]; distrib_optim.pt: 0, k-th placed
+  int64_t offset = -1;  // distrib_optim.pt: the main's start in the coalesced "param" state
   std::string name;
   uint64_t exact = 0, count = 0;
 };
@@ -44,12 +47,16 @@ struct LegacyMainComparison {
   DType lp_dtype = DType::BF16;
   size_t mains_compared = 0;              // (rank, param) pairs
   std::vector<std::string> not_compared;  // "<rank file>: why"
-  std::vector<std::string> files;         // rank index -> its shown file (per_rank keys index it)
+  std::vector<std::string> files;         // rank index -> the file holding its mains (per_rank keys index it)
+  bool distrib_optim = false;             // some mains were distrib_optim.pt's
 };
 
 // Every readable rank's mains compared element by element with its weights (Backend::divergence's exact
 // rounding rule, as the torch_dist comparison in sources/megatron/main_params.cpp).
-LegacyMainComparison compare_mains(const LegacyFolder& folder, const std::vector<RankContent>& ranks);
+// A rank without fp32_from_fp16_params whose distrib_optim.pt was read (`distopts[r]`, null when none) has
+// that file's mains compared instead.
+LegacyMainComparison compare_mains(const LegacyFolder& folder, const std::vector<RankContent>& ranks,
+                                   const std::vector<const DistOptState*>& distopts = {});
 
 // fp32-master-mismatch / fp32-master-drift in the torch_dist source's words, the masters named as
 // optimizer.fp32_from_fp16_params.

@@ -75,8 +75,7 @@ void read_optimizer(RankContent& r, const Value& opt) {
   if (!mains) {
     r.optimizer_layout =
         r.use_distributed_optimizer
-            ? "the distributed optimizer keeps its fp32 mains in distrib_optim.pt, which "
-              "ckptdoc does not read yet"
+            ? "the distributed optimizer keeps its fp32 mains in distrib_optim.pt, which is absent"
             : "optimizer holds no fp32_from_fp16_params (not Float16OptimizerWithFloat16Params)";
     return;
   }

@@ -18,6 +18,7 @@
 #include "deepspeed/non_finite_watch.h"
 #include "deepspeed/output_folder_check.h"
 #include "io/path_relation.h"
+#include "legacy_distopt.h"
 #include "legacy_folder.h"
 #include "legacy_mains.h"
 #include "legacy_rank.h"
@@ -36,6 +37,12 @@ struct Opened {
   legacy::LegacyFolder folder;
   std::vector<legacy::RankContent> ranks;      // folder.ranks' order
   const legacy::RankContent* first = nullptr;  // the first readable rank (its args place the folders)
+  std::vector<std::unique_ptr<legacy::DistOptState>> distopts;  // each rank's distrib_optim.pt; null: none
+  std::vector<const legacy::DistOptState*> distopt_views() const {
+    std::vector<const legacy::DistOptState*> out;
+    for (const auto& d : distopts) out.push_back(d.get());
+    return out;
+  }
 };
 
 std::shared_ptr<Opened> open_legacy(const std::string& path) {
@@ -48,6 +55,15 @@ std::shared_ptr<Opened> open_legacy(const std::string& path) {
       break;
     }
   legacy::place_ranks(o->folder, o->first ? o->first->pp_size : 1, o->first ? o->first->ep_size : 1);
+  for (size_t i = 0; i < o->ranks.size(); ++i) {
+    const auto& rf = o->folder.ranks[i];
+    o->distopts.push_back(
+        rf.distrib_optim
+            ? std::make_unique<legacy::DistOptState>(legacy::read_distopt(
+                  (std::filesystem::path(rf.model_file).parent_path() / "distrib_optim.pt").string(),
+                  rf.name + "/distrib_optim.pt", o->ranks[i]))
+            : nullptr);
+  }
   return o;
 }
 
@@ -111,7 +127,7 @@ std::string rank_text(const legacy::RankFolder& f, const legacy::RankContent& r)
   std::string s = f.shown + "  " + (ec ? std::string("missing") : human_bytes(size)) + "  (tp " +
                   std::to_string(f.tp) + ", pp " + std::to_string(f.pp) + ", ep " + std::to_string(f.ep) +
                   ")";
-  if (f.distrib_optim) s += "  + distrib_optim.pt (not read)";
+  if (f.distrib_optim) s += "  + distrib_optim.pt";
   s += "\n";
   for (const auto& o : f.others) s += "  also " + o + " (not read)\n";
   if (!r.readable()) return s + "  unreadable: " + r.error + "\n";
@@ -213,6 +229,26 @@ Diagnosis diagnose_legacy(const Opened& o) {
       continue;
     }
     ++rank_files_read;
+    if (const auto* dopt = o.distopts[i].get()) {
+      for (const auto& h : dopt->hazards)
+        d.problems.emplace_back(model::Code::UnsafePickle, model::severity_of(h.severity),
+                                h.message() + " " + pickle_advice(h.severity), dopt->shown);
+      if (!dopt->readable()) {
+        d.problems.emplace_back(model::Code::OptimizerFileUnreadable, dopt->shown + ": " + dopt->error,
+                                dopt->shown);
+        d.not_checked.push_back(dopt->shown + ": not read, so none of its values were checked");
+      } else {
+        std::vector<NonFinite> bad;
+        for (const auto& [name, t] : dopt->tensors) count_nonfinite(name, t, bad, d.elements_read);
+        d.tensors_read += dopt->tensors.size();
+        if (!bad.empty()) {
+          std::string msg = dopt->shown + ": " + plural(bad.size(), "state tensor") + " hold NaN or Inf:";
+          for (const auto& b : bad)
+            msg += " " + b.name + " (" + std::to_string(b.nan) + " NaN, " + std::to_string(b.inf) + " Inf)";
+          d.problems.emplace_back(model::Code::NonfiniteValues, msg, dopt->shown);
+        }
+      }
+    }
     if (r.iteration && f.iteration && *r.iteration != *f.iteration)
       d.problems.emplace_back(model::Code::MegatronIterationMismatch,
                               rf.shown + " says iteration " + std::to_string(*r.iteration) +
@@ -257,7 +293,7 @@ Diagnosis diagnose_legacy(const Opened& o) {
                                   std::to_string(o.first->ep_size) + " expert ranks (" +
                                   std::to_string(want) + ")");
   }
-  d.mains = legacy::compare_mains(f, o.ranks);
+  d.mains = legacy::compare_mains(f, o.ranks, o.distopt_views());
   for (auto& finding : legacy::legacy_main_findings(d.mains)) {
     if (!finding.files.empty()) finding.file = finding.files.front();
     d.problems.push_back(std::move(finding));
@@ -277,20 +313,16 @@ Diagnosis diagnose_legacy(const Opened& o) {
                plural(f.ranks.size(), "rank file") + " read inertly (never executed); the values of " +
                plural(d.tensors_read, "tensor") + " (model, fp32 mains, optimizer state) for NaN/Inf.";
   if (!d.mains.params.empty())
-    d.verdict += " fp32 main params: " + plural(d.mains.mains_compared, "main") + " of " +
-                 plural(d.mains.params.size(), "param") +
-                 " (optimizer.fp32_from_fp16_params) compared with their " +
-                 analysis::lp_name(d.mains.lp_dtype) + " weights element by element.";
+    d.verdict +=
+        " fp32 main params: " + plural(d.mains.mains_compared, "main") + " of " +
+        plural(d.mains.params.size(), "param") +
+        (d.mains.distrib_optim ? " (distrib_optim.pt's \"param\" state, placed by megatron-core's buffer "
+                                 "layout)"
+                               : " (optimizer.fp32_from_fp16_params)") +
+        " compared with their " + analysis::lp_name(d.mains.lp_dtype) + " weights element by element.";
   for (const auto& n : d.mains.not_compared) d.not_checked.push_back("fp32 main params not compared: " + n);
   if (d.mains.params.empty() && d.mains.not_compared.empty())
     d.not_checked.push_back("no fp32-main-param comparison: no rank file holds fp32 mains");
-  for (const auto& rf : f.ranks)
-    if (rf.distrib_optim)
-      d.not_checked.push_back(f.ranks.size() > 1
-                                  ? "distrib_optim.pt of the mp_rank_* folders: not read (the "
-                                    "distributed optimizer's legacy state)"
-                                  : "distrib_optim.pt: not read (the distributed optimizer's legacy "
-                                    "state)");
   d.not_checked.erase(std::unique(d.not_checked.begin(), d.not_checked.end()), d.not_checked.end());
   d.not_checked.push_back("Adam's moments: NaN/Inf only (not against the step); rng_state: not judged");
   d.not_checked.push_back("no checksum of whole files: Megatron-LM's legacy save keeps none");
