@@ -340,30 +340,61 @@ class TestRealdsMegatronLegacy : public QObject {
     QVERIFY2(plain.err.find(param.toStdString() + ": 2 NaN") != std::string::npos, plain.err.c_str());
   }
 
-  // repair --refresh-fp32 of the stale tp 2 save writes a new folder in which each rank file differs from the
-  // input's only in its 29 mains' storage records (data.pkl and every other record and file the input's
-  // bytes, the input untouched); ckptdoc's diagnosis of it is clean, and Megatron-LM's own load_checkpoint of
-  // it finds every main equal to its weight and takes a step. main refused to repair a legacy Megatron
-  // folder.
+  // repair --refresh-fp32 of a stale save writes a new folder in which each rank file differs from the
+  // input's only in the mains' storage records (fp32_from_fp16_params: one per main, 29 per file;
+  // distrib_optim.pt: its one coalesced "param" record, model_optim_rng.pt untouched), the pickles and every
+  // other record and file the input's bytes, the input untouched; ckptdoc's diagnosis of it is clean, and
+  // Megatron-LM's own load_checkpoint of it finds every main equal to its weight and takes a step. main
+  // refused to repair a legacy Megatron folder.
+  void repairRefreshesTheStaleMains_data() {
+    QTest::addColumn<QString>("entry");
+    QTest::addColumn<QStringList>("files");  // the files whose records change
+    QTest::addColumn<int>("records");        // records changed in each
+    QTest::addColumn<QStringList>("same");   // files kept byte for byte
+    QTest::addColumn<QString>("said");
+    QTest::addColumn<int>("mains");
+    QTest::newRow("tp2_stale") << "v019_megatron_legacy_tp2_stale"
+                               << QStringList{"mp_rank_00/model_optim_rng.pt",
+                                              "mp_rank_01/model_optim_rng.pt"}
+                               << 29 << QStringList{}
+                               << "Refreshed the fp32 main params of 29 params (58 mains of "
+                                  "optimizer.fp32_from_fp16_params in 2 rank files)"
+                               << 58;
+    QTest::newRow("distopt_dp2_stale")
+        << "v019_megatron_legacy_distopt_dp2_stale" << QStringList{"mp_rank_00/distrib_optim.pt"} << 1
+        << QStringList{"mp_rank_00/model_optim_rng.pt"}
+        << "Refreshed the fp32 main params of 29 params (29 mains of distrib_optim.pt's \"param\" state in 1 "
+           "rank "
+           "folder)"
+        << 29;
+  }
+
   void repairRefreshesTheStaleMains() {
     REALDS_REQUIRE_DS("0.19");
-    const auto e = realds::checkpoint("v019_megatron_legacy_tp2_stale");
+    QFETCH(QString, entry);
+    QFETCH(QStringList, files);
+    QFETCH(int, records);
+    QFETCH(QStringList, same);
+    QFETCH(QString, said);
+    QFETCH(int, mains);
+    const auto e = realds::checkpoint(entry.toStdString());
     const auto iter = e.save_dir + "/iter_0000000";
-    const std::string files[] = {"mp_rank_00/model_optim_rng.pt", "mp_rank_01/model_optim_rng.pt"};
     std::map<std::string, std::string> before;
-    for (const auto& f : files) before[f] = test::read_text(iter + "/" + f);
+    for (const auto& f : files + same)
+      before[f.toStdString()] = test::read_text(iter + "/" + f.toStdString());
     test::TempDir dir;
     const auto out = dir.file("refreshed");
     const auto r = test::run_cli({"repair", e.save_dir, "-o", out, "--refresh-fp32"});
     CKPTDOC_EXPECT_EXIT(r, 0);
-    QVERIFY2(
-        r.out.find("Refreshed the fp32 main params of 29 params (58 mains of optimizer.fp32_from_fp16_params "
-                   "in 2 rank files)") != std::string::npos,
-        r.out.c_str());
-    for (const auto& f : files) QVERIFY(test::read_text(iter + "/" + f) == before[f]);  // the input untouched
+    QVERIFY2(r.out.find(said.toStdString()) != std::string::npos, r.out.c_str());
+    for (const auto& [f, bytes] : before)
+      QVERIFY(test::read_text(iter + "/" + f) == bytes);  // input untouched
+    for (const auto& f : same)
+      QVERIFY(test::read_text(out + "/iter_0000000/" + f.toStdString()) == before[f.toStdString()]);
     QCOMPARE(test::read_text(out + "/latest_checkpointed_iteration.txt"),
              test::read_text(e.save_dir + "/latest_checkpointed_iteration.txt"));
-    for (const auto& f : files) {
+    for (const auto& name : files) {
+      const std::string f = name.toStdString();
       const ZipReader in(MappedFile::open(iter + "/" + f));
       const ZipReader copy(MappedFile::open(out + "/iter_0000000/" + f));
       QCOMPARE(copy.entries().size(), in.entries().size());
@@ -377,7 +408,7 @@ class TestRealdsMegatronLegacy : public QObject {
           QVERIFY2(in.entries()[i].name.find("/data/") != std::string::npos, in.entries()[i].name.c_str());
         }
       }
-      QCOMPARE(differ, 29);
+      QCOMPARE(differ, records);
     }
     const auto report = diagnose_json(out, 0);
     QVERIFY(report["verdict"].toObject()["clean"].toBool());
@@ -386,7 +417,7 @@ class TestRealdsMegatronLegacy : public QObject {
     auto refreshed = e;
     refreshed.save_dir = out;
     const auto truth = megatron_truth(refreshed, dir, {"--step"});
-    QCOMPARE(truth["mains_equal_weights"].toArray().size(), 58);
+    QCOMPARE(truth["mains_equal_weights"].toArray().size(), mains);
     QVERIFY(truth["mains_differ"].toArray().isEmpty());
     QVERIFY(truth["step_ok"].toBool());
   }

@@ -3,11 +3,13 @@
 
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <set>
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/request_field.h"
 #include "io/copy_tree.h"
+#include "legacy_distopt.h"
 #include "legacy_folder.h"
 #include "legacy_mains.h"
 #include "legacy_rank.h"
@@ -38,6 +40,48 @@ std::set<const Storage*> shared_storages(const RankContent& r) {
   return shared;
 }
 
+// One storage record to write in the copy, and how many mains it holds.
+struct Rewrite {
+  dcp::StorageRecord record;
+  std::vector<uint8_t> data;
+  size_t mains = 0;
+};
+
+// distrib_optim.pt's coalesced "param" state with each placed main := its weight upcast; the 64-alignment
+// gaps keep their stored bytes (legacy_distopt.h).
+Rewrite distopt_rewrite(const LegacyFolder& folder, const RankFolder& rf, const RankContent& rank,
+                        std::set<std::string>& names) {
+  const std::string path = (fs::path(rf.model_file).parent_path() / "distrib_optim.pt").string();
+  const DistOptState d = read_distopt(path, rf.name + "/distrib_optim.pt", rank);
+  if (!d.readable())
+    throw Error(d.error_kind == ErrorKind::Other ? ErrorKind::Corrupt : d.error_kind, path,
+                request_text("{refresh_fp32}"),
+                "cannot be read, so its mains cannot be refreshed: " + d.error);
+  if (d.slots.empty())
+    throw Error(
+        ErrorKind::Unsupported, path, request_text("{refresh_fp32}"),
+        "its fp32 mains cannot be placed on the params (" + d.why + "): nothing is refreshed on a guess");
+  const Tensor& p = d.param;
+  size_t users = 0;
+  for (const auto& [name, t] : d.tensors) users += t.storage == p.storage;
+  if (!p.is_contiguous() || p.storage_offset != 0 || !p.storage ||
+      p.storage->numel != static_cast<uint64_t>(p.numel()) || users != 1 ||
+      d.file->format != TorchFormat::Zip)
+    throw Error(ErrorKind::Unsupported, path, "param",
+                "not a whole float32 storage of its own: not rewritten");
+  Rewrite w{dcp::file_record(folder.dir, rf.name + "/distrib_optim.pt",
+                             d.file->archive_name + "/data/" + p.storage->key),
+            p.to_bytes(), d.slots.size()};
+  for (const auto& slot : d.slots) {
+    const auto main = upcast(rank.model[slot.model].tensor);
+    std::memcpy(w.data.data() + static_cast<size_t>(slot.start) * sizeof(float), main.data(), main.size());
+    names.insert(rank.model[slot.model].name);
+  }
+  if (w.record.entry.size != w.data.size())
+    throw Error(ErrorKind::Inconsistent, path, "param", "its record is not the state's size");
+  return w;
+}
+
 }  // namespace
 
 LegacyRefresh refresh_mains(const std::string& path, const std::string& output, Progress* progress) {
@@ -46,10 +90,6 @@ LegacyRefresh refresh_mains(const std::string& path, const std::string& output, 
   if (!folder.save_dir.empty()) inputs.push_back(folder.save_dir);
   const std::string out = dcp::checked_new_output(output, inputs);
   // What to rewrite, all checked before anything is written.
-  struct Rewrite {
-    dcp::StorageRecord record;
-    std::vector<uint8_t> data;
-  };
   std::vector<Rewrite> rewrites;
   std::set<std::string> names;
   LegacyRefresh r;
@@ -59,6 +99,12 @@ LegacyRefresh refresh_mains(const std::string& path, const std::string& output, 
       throw Error(rank.error_kind == ErrorKind::Other ? ErrorKind::Corrupt : rank.error_kind, rf.model_file,
                   request_text("{refresh_fp32}"),
                   "cannot be read, so its mains cannot be refreshed: " + rank.error);
+    if (rank.mains.empty() && rf.distrib_optim) {
+      rewrites.push_back(distopt_rewrite(folder, rf, rank, names));
+      ++r.rank_files;
+      r.distrib_optim = true;
+      continue;
+    }
     if (rank.mains.empty())
       throw Error(ErrorKind::Unsupported, rf.model_file, request_text("{refresh_fp32}"),
                   rank.has_optimizer ? "holds no fp32 mains to refresh: " + rank.optimizer_layout
@@ -85,7 +131,7 @@ LegacyRefresh refresh_mains(const std::string& path, const std::string& output, 
                     "not a whole float32 storage of its own: not rewritten");
       Rewrite w{dcp::file_record(dir, rf.name + "/model_optim_rng.pt",
                                  rank.file->archive_name + "/data/" + main.storage->key),
-                upcast(weight.tensor)};
+                upcast(weight.tensor), 1};
       if (w.record.entry.size != w.data.size())
         throw Error(ErrorKind::Inconsistent, rf.model_file, label, "its record is not the main's size");
       rewrites.push_back(std::move(w));
@@ -94,7 +140,7 @@ LegacyRefresh refresh_mains(const std::string& path, const std::string& output, 
     ++r.rank_files;
   }
   r.output = out;
-  r.mains = rewrites.size();
+  for (const auto& w : rewrites) r.mains += w.mains;
   r.params = names.size();
   dcp::write_new_folder(out, [&](const std::string& partial) {
     std::string iter = partial;
@@ -105,7 +151,7 @@ LegacyRefresh refresh_mains(const std::string& path, const std::string& output, 
     io::copy_tree(folder.dir, iter, progress);
     Progress none;
     Progress& p = progress ? *progress : none;
-    p.set_stage("refreshing " + std::to_string(rewrites.size()) + " fp32 mains", rewrites.size());
+    p.set_stage("rewriting " + std::to_string(rewrites.size()) + " storage records", rewrites.size());
     for (const auto& w : rewrites) {
       p.check();
       dcp::write_record(w.record, w.data, iter);
@@ -117,8 +163,19 @@ LegacyRefresh refresh_mains(const std::string& path, const std::string& output, 
     const LegacyFolder copied = resolve(iter);
     std::vector<RankContent> ranks;
     for (const auto& rf : copied.ranks) ranks.push_back(read_rank(rf.model_file, rf.shown));
-    const auto check = compare_mains(copied, ranks);
-    if (check.mains_compared != rewrites.size() || !check.not_compared.empty())
+    std::vector<std::unique_ptr<DistOptState>> distopts;
+    std::vector<const DistOptState*> views;
+    for (size_t i = 0; i < copied.ranks.size(); ++i) {
+      const auto& rf = copied.ranks[i];
+      distopts.push_back(rf.distrib_optim
+                             ? std::make_unique<DistOptState>(read_distopt(
+                                   (fs::path(rf.model_file).parent_path() / "distrib_optim.pt").string(),
+                                   rf.name + "/distrib_optim.pt", ranks[i]))
+                             : nullptr);
+      views.push_back(distopts.back().get());
+    }
+    const auto check = compare_mains(copied, ranks, views);
+    if (check.mains_compared != r.mains || !check.not_compared.empty())
       throw Error(ErrorKind::Inconsistent, iter, request_text("{refresh_fp32}"),
                   "the copy's mains could not all be compared");
     for (const auto& c : check.params)

@@ -418,16 +418,22 @@ class MegatronLegacySource final : public Source {
                    {"mains_rewritten", r.mains},
                    {"params", r.params},
                    {"rank_files", r.rank_files},
+                   {"distrib_optim", r.distrib_optim},
                    {"verified", true}}
                       .dump(2) +
                   "\n",
               0};
+    const std::string where =
+        r.distrib_optim
+            ? " of distrib_optim.pt's \"param\" state in " + plural(r.rank_files, "rank folder") +
+                  ") from their weights: that one storage record per file rewritten in a copy (the "
+                  "alignment gaps as stored), every other byte the input's"
+            : " of optimizer.fp32_from_fp16_params in " + plural(r.rank_files, "rank file") +
+                  ") from their weights: one storage record each rewritten in a copy, every other "
+                  "byte the input's";
     return {"Refreshed the fp32 main params of " + plural(r.params, "param") + " (" +
-                plural(r.mains, "main") + " of optimizer.fp32_from_fp16_params in " +
-                plural(r.rank_files, "rank file") +
-                ") from their weights: one storage record each rewritten in a copy, every other byte the "
-                "input's.\nWrote " +
-                r.output + "\nVerified: every main in the copy is the exact upcast of its weight.\n",
+                plural(r.mains, "main") + where + ".\nWrote " + r.output +
+                "\nVerified: every main in the copy is the exact upcast of its weight.\n",
             0};
   }
 
