@@ -242,6 +242,34 @@ class TestPickleSafety : public QObject {
     QCOMPARE(worst_severity(judge({g})), std::string("error"));
   }
 
+  // Megatron-LM's saved args (model_optim_rng.pt, megatron.training 0.18.0): getattr(AttnBackend, "auto")
+  // and the constant signal.SIGTERM named by a GLOBAL are nothing to report; any other member of module
+  // signal, called or named, stays an error, and getattr on os still is.
+  void megatronArgsEnumsAndExitSignalAreKnown() {
+    auto judge = [](std::vector<PickleUse> uses) { return assess_pickle_uses(uses, "model_optim_rng.pt"); };
+    PickleUse g;
+    g.record = "model_optim_rng/data.pkl";
+    g.count = 1;
+    g.callable = "builtins.getattr";
+    g.how = PickleUseKind::Reduce;
+    g.attribute_of = "megatron.core.transformer.enums.AttnBackend";
+    g.attribute = "auto";
+    QVERIFY(judge({g}).empty());
+    PickleUse sig = g;
+    sig.callable = "signal.SIGTERM";
+    sig.how = PickleUseKind::Global;
+    sig.attribute_of.clear();
+    sig.attribute.clear();
+    QVERIFY(judge({sig}).empty());
+    sig.callable = "signal.signal";
+    QCOMPARE(worst_severity(judge({sig})), std::string("error"));
+    sig.how = PickleUseKind::Reduce;
+    QCOMPARE(worst_severity(judge({sig})), std::string("error"));
+    g.attribute_of = "os";
+    g.attribute = "system";
+    QCOMPARE(worst_severity(judge({g})), std::string("error"));
+  }
+
   // Issue 24: a GLOBAL is judged by what Python's find_class reaches, not by how it reads. A dotted name is
   // walked attribute by attribute (protocol 4), through the modules a package imports (torch's os), so torch
   // / os.system is os.system; torch.fx and numpy's _datasource hold exec and open although torch and numpy
