@@ -17,6 +17,7 @@
 #include "ckptdoc/weights/shards.h"
 #include "deepspeed/non_finite_watch.h"
 #include "deepspeed/output_folder_check.h"
+#include "format/progress_tensors.h"
 #include "io/path_relation.h"
 #include "legacy_distopt.h"
 #include "legacy_folder.h"
@@ -473,6 +474,13 @@ class MegatronLegacySource final : public Source {
     auto w = legacy::select_weights(o->folder, o->ranks);  // refuses before anything is written
     auto tally = std::make_shared<deepspeed::detail::NonFiniteTally>();
     auto tensors = deepspeed::detail::watch_non_finite(w.tensors, tally, request.strict);
+    if (request.progress) {  // bytes written, and a cancel between steps of a few MiB (nothing published)
+      auto counted = ckptdoc::detail::with_progress(tensors, *request.progress);
+      request.progress->set_stage("writing " + std::to_string(tensors.size()) + " weights",
+                                  counted.total_bytes);
+      tensors = std::move(counted.tensors);
+      request.progress->check();
+    }
     ExportOutcome out;
     uint64_t bytes = 0;
     std::vector<std::string> files;
