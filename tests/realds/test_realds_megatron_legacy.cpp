@@ -304,6 +304,37 @@ class TestRealdsMegatronLegacy : public QObject {
     QCOMPARE(test::read_text(file), before);
   }
 
+  // A copy whose distrib_optim.pt is cut short: diagnose names it (optimizer-file-unreadable, exit 1) and
+  // says its mains were not compared; export still writes the weights (they are in model_optim_rng.pt);
+  // repair
+  // --refresh-fp32 refuses by name (exit 2) and writes nothing.
+  void aTruncatedDistribOptimIsNamed() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("v019_megatron_legacy_distopt_dp2");
+    test::TempDir dir;
+    const auto copy = realds::copy_of(e, dir);
+    const auto file = copy + "/iter_0000002/mp_rank_00/distrib_optim.pt";
+    std::filesystem::resize_file(file, std::filesystem::file_size(file) / 2);
+
+    const auto report = diagnose_json(copy, 1);
+    QCOMPARE(problem_codes(report), std::vector<std::string>{"optimizer-file-unreadable"});
+    QCOMPARE(report["problems"].toArray()[0].toObject()["file"].toString(),
+             QString("mp_rank_00/distrib_optim.pt"));
+    QVERIFY(report["main_params"].toObject()["mains"].toArray().isEmpty());
+    bool said = false;
+    for (const auto& n : report["verdict"].toObject()["not_checked"].toArray())
+      said = said ||
+             n.toString().startsWith("fp32 main params not compared: mp_rank_00/distrib_optim.pt: not read");
+    QVERIFY(said);
+
+    CKPTDOC_EXPECT_EXIT(test::run_cli({"export", copy, "-o", dir.file("model.safetensors")}), 0);
+    const auto out = dir.file("refreshed");
+    const auto r = test::run_cli({"repair", copy, "-o", out, "--refresh-fp32"});
+    CKPTDOC_EXPECT_EXIT(r, 2);
+    QVERIFY2(r.err.find("mp_rank_00/distrib_optim.pt") != std::string::npos, r.err.c_str());
+    QVERIFY(!std::filesystem::exists(out));
+  }
+
   // NaN that megatron-core's own Adam wrote (one NaN gradient element of
   // decoder.layers.1.mlp.linear_fc2.weight on each tensor rank): diagnose names, per rank file, the weight,
   // its main and both moments by param (exit 1), and raises no fp32-master finding (the NaN main rounds to
