@@ -8,7 +8,7 @@ non-distributed Float16OptimizerWithFloat16Params (get_megatron_optimizer, optim
 --mode pretrain: --steps steps (synthetic gradients: the forward needs CUDA, see megatron_optim_train.py), saved.
 --mode finetune --load DIR: Megatron-LM's own load_checkpoint of DIR with args.finetune = True (model weights
   loaded, optimizer not), then saved at iteration 0. 0.18.0's load_checkpoint then calls
-  optimizer.reload_model_params() (checkpointing.py:1958-1962), so the fp32 mains are the loaded weights (healthy).
+  optimizer.reload_model_params() (checkpointing.py:1959-1964), so the fp32 mains are the loaded weights (healthy).
 --optimizer distributed: megatron-core's DistributedOptimizer (--use-distributed-optimizer): model_optim_rng.pt then
   holds the param groups alone and each mp_rank folder a distrib_optim.pt (save_parameter_state).
 --nan-in NAME (pretrain): one element of NAME's gradient is NaN at the last step; megatron-core's optimizer (bf16:
