@@ -125,7 +125,12 @@ RankContent read_rank(const std::string& path, const std::string& shown) {
     if (const Value* model = root.get("model"); model && model->is_dict()) {
       r.model_key = "model";
       for (const auto& [k, v] : model->as_dict().items) {
-        if (k.is(Value::Kind::Str) && v.is_tensor())
+        // Transformer Engine keeps each module's FP8 metadata as "<module>._extra_state" (a uint8 tensor in
+        // TE 1.x, None without TE): module state, not a param, so not a weight and not in the optimizer's
+        // groups
+        const bool extra = k.is(Value::Kind::Str) && k.as_str().size() >= 13 &&
+                           k.as_str().compare(k.as_str().size() - 13, 13, "._extra_state") == 0;
+        if (k.is(Value::Kind::Str) && v.is_tensor() && !extra)
           r.model.push_back({k.as_str(), v.as_tensor()});
         else
           ++r.model_non_tensors;

@@ -36,7 +36,7 @@ struct RankContent {
   std::vector<PickleHazard> hazards;
   std::vector<std::string> keys;   // the root dict's keys
   std::string model_key;           // "model" ("model0", ... with a virtual pipeline: not read)
-  std::vector<NamedTensor> model;  // root[model]'s tensors, in saved order
+  std::vector<NamedTensor> model;  // root[model]'s tensors but *._extra_state, in saved order
   size_t model_non_tensors = 0;    // its other entries (_extra_state None)
   bool has_optimizer = false;
   std::string optimizer_layout;  // why no mains were read, when there are none ("" when they were)
