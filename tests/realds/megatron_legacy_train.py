@@ -14,6 +14,8 @@ non-distributed Float16OptimizerWithFloat16Params (get_megatron_optimizer, optim
 --nan-in NAME (pretrain): one element of NAME's gradient is NaN at the last step; megatron-core's optimizer (bf16:
   no grad scaler, no inf check; the NaN grad norm skips clipping) writes it into that param's fp32 main, both Adam
   moments and the bf16 weight.
+--mode stale_no_load_optim --load DIR: the same load with --no-load-optim instead of --finetune (the iteration and
+  the weights resumed, the optimizer not) and reload_model_params() not made: saved at the loaded iteration.
 --mode stale --load DIR: the same with that reload_model_params() call not made, as Megatron-LM did before it was
   added (Megatron-LM #174): the fp32 mains keep the new model's initial values (stale). The call is replaced by a
   no-op on this optimizer object only; everything else is Megatron-LM's own code.
@@ -43,7 +45,7 @@ import megatron_optim_train as trainer  # noqa: E402 - its CPU shims
 NUM_LAYERS, HIDDEN, HEADS, FFN, VOCAB, SEQ = 2, 16, 4, 32, 64, 8
 
 
-def megatron_args(tp, save=None, load=None, finetune=False, world=1, pp=1, distributed=False):
+def megatron_args(tp, save=None, load=None, finetune=False, world=1, pp=1, distributed=False, no_load_optim=False):
     """Megatron-LM's args for this model: parse_args of a minimal command line, then the fields of validate_args
     that save_checkpoint / load_checkpoint read (validate_args itself wants a full training setup)."""
     from megatron.training.arguments import parse_args
@@ -56,6 +58,7 @@ def megatron_args(tp, save=None, load=None, finetune=False, world=1, pp=1, distr
     argv += ["--save", save] if save else []
     argv += ["--load", load] if load else []
     argv += ["--finetune"] if finetune else []
+    argv += ["--no-load-optim"] if no_load_optim else []
     argv += ["--use-distributed-optimizer"] if distributed else []
     saved_argv = sys.argv
     sys.argv = [saved_argv[0]] + argv
@@ -146,7 +149,7 @@ def fresh_adam_state(opt, notes):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--mode", choices=("pretrain", "finetune", "stale"), default="pretrain")
+    ap.add_argument("--mode", choices=("pretrain", "finetune", "stale", "stale_no_load_optim"), default="pretrain")
     ap.add_argument("--load")
     ap.add_argument("--tp", type=int, default=2)
     ap.add_argument("--pp", type=int, default=1)
@@ -162,7 +165,8 @@ def main():
     rank = dist.get_rank()
     from megatron.training.checkpointing import save_checkpoint
 
-    args = megatron_args(a.tp, save=a.out, load=a.load, finetune=a.mode != "pretrain",
+    args = megatron_args(a.tp, save=a.out, load=a.load, finetune=a.mode in ("finetune", "stale"),
+                         no_load_optim=a.mode == "stale_no_load_optim",
                          world=dist.get_world_size(), pp=a.pp, distributed=a.optimizer == "distributed")
     microbatches(args)
     gpt, ddp, opt = build(a.tp, a.pp, a.optimizer == "distributed")
@@ -179,10 +183,10 @@ def main():
             notes.setdefault("step_results", []).append(repr(opt.step()))
             opt.zero_grad()
     else:
-        if a.mode == "stale":  # Megatron-LM before #174's fix: no reload of the fp32 mains after a finetune load
+        if a.mode.startswith("stale"):  # Megatron-LM before #174's fix: no reload of the mains after the load
             opt.reload_model_params = lambda *args, **kwargs: notes.setdefault("reload_model_params_skipped", 1)
         iteration, _ = load_megatron([ddp], opt, notes)
-        notes["load_checkpoint_iteration"] = iteration  # 0 under --finetune
+        notes["load_checkpoint_iteration"] = iteration  # 0 under --finetune, the loaded one under --no-load-optim
         if a.optimizer == "distributed":
             fresh_adam_state(opt, notes)
     save_checkpoint(iteration, [ddp], opt, None, 0)

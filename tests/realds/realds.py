@@ -457,6 +457,10 @@ MATRIX = {
     "v019_megatron_legacy_distopt_dp2_stale": dict(kind="megatron_legacy", mode="stale", optimizer="distributed",
                                                    src="v019_megatron_legacy_distopt_dp2", stage=0, dtype="bf16",
                                                    dp=2, tp=1, world=2, steps=0, ds="0.19", mcore="0.18.0"),
+    # tp2_no_load_optim_stale: the same stale load with --no-load-optim instead of --finetune (iteration 2 resumed)
+    "v019_megatron_legacy_tp2_no_load_optim_stale": dict(kind="megatron_legacy", mode="stale_no_load_optim",
+                                                         src="v019_megatron_legacy_tp2", stage=0, dtype="bf16",
+                                                         dp=1, tp=2, world=2, steps=0, ds="0.19", mcore="0.18.0"),
     "v019_megatron_legacy_tp1_stale": dict(kind="megatron_legacy", mode="stale", src="v019_megatron_legacy_tp1",
                                            stage=0, dtype="bf16", dp=1, tp=1, world=1, steps=0, ds="0.19",
                                            mcore="0.18.0"),

@@ -154,8 +154,8 @@ class TestRealdsMegatronLegacy : public QObject {
              qPrintable(said));
   }
 
-  // The stale saves (Megatron-LM's --finetune load without reload_model_params, #174): Megatron-LM's own
-  // resume finds every main unequal to its weight; ckptdoc raises the torch_dist source's
+  // The stale saves (Megatron-LM's --finetune or --no-load-optim load without reload_model_params, #174):
+  // Megatron-LM's own resume finds every main unequal to its weight; ckptdoc raises the torch_dist source's
   // fp32-master-mismatch (error, exit 1) naming all 29 params, and its per-rank verdicts are Megatron's.
   void staleMainsAreNamedAsMegatronFindsThem_data() {
     QTest::addColumn<QString>("entry");
@@ -164,6 +164,7 @@ class TestRealdsMegatronLegacy : public QObject {
     QTest::newRow("tp1_stale") << "v019_megatron_legacy_tp1_stale" << 29;
     QTest::newRow("pp2_stale") << "v019_megatron_legacy_pp2_stale" << 29;
     QTest::newRow("distopt_dp2_stale") << "v019_megatron_legacy_distopt_dp2_stale" << 29;
+    QTest::newRow("tp2_no_load_optim_stale") << "v019_megatron_legacy_tp2_no_load_optim_stale" << 58;
   }
 
   void staleMainsAreNamedAsMegatronFindsThem() {
