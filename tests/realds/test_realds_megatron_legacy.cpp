@@ -524,6 +524,15 @@ class TestRealdsMegatronLegacy : public QObject {
       QCOMPARE(groups.size(), 2);
       QCOMPARE(groups[0].toObject()["fp32_mains"].toInt() + groups[1].toObject()["fp32_mains"].toInt(), 29);
     }
+    // with the distributed optimizer, each rank folder's distrib_optim.pt: its coalesced state and the mains
+    // placed
+    const auto d =
+        test::run_cli({"inspect", realds::checkpoint("v019_megatron_legacy_distopt_dp2").save_dir, "--json"});
+    CKPTDOC_EXPECT_EXIT(d, 0);
+    const auto dopt = realds::parse(d.out)["ranks"].toArray()[0].toObject()["distrib_optim_pt"].toObject();
+    QCOMPARE(dopt["file"].toString(), QString("mp_rank_00/distrib_optim.pt"));
+    QCOMPARE(dopt["tensors"].toArray().size(), 3);
+    QCOMPARE(dopt["mains_placed"].toInt(), 29);
   }
 };
 

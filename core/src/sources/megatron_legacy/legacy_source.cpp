@@ -162,6 +162,34 @@ std::string rank_text(const legacy::RankFolder& f, const legacy::RankContent& r)
   return s + "\n";
 }
 
+// distrib_optim.pt's tensors and whether its mains were placed (legacy_distopt.h).
+json distopt_json(const legacy::DistOptState& d) {
+  json j = {{"file", d.shown}, {"readable", d.readable()}};
+  if (!d.readable()) {
+    j["error"] = d.error;
+    return j;
+  }
+  json tensors = json::array();
+  for (const auto& [name, t] : d.tensors)
+    tensors.push_back({{"name", name}, {"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape}});
+  j["tensors"] = std::move(tensors);
+  j["numel_unpadded"] = d.numel_unpadded;
+  j["mains_placed"] = d.slots.size();
+  if (d.slots.empty()) j["not_placed"] = d.why;
+  return j;
+}
+
+std::string distopt_text(const legacy::DistOptState& d) {
+  if (!d.readable()) return "  " + d.shown + ": unreadable: " + d.error + "\n";
+  std::string s = "  " + d.shown + ": " + plural(d.tensors.size(), "state tensor") + " (";
+  for (size_t i = 0; i < d.tensors.size(); ++i)
+    s += (i ? ", " : "") + d.tensors[i].first + " " + shape_text(d.tensors[i].second.shape);
+  s += "); ";
+  s += d.slots.empty() ? "mains not placed: " + d.why
+                       : plural(d.slots.size(), "main") + " placed by megatron-core's buffer layout";
+  return s + "\n";
+}
+
 // NaN/Inf of one tensor, read as float.
 struct NonFinite {
   std::string name;
@@ -442,8 +470,10 @@ class MegatronLegacySource final : public Source {
     const auto o = open_legacy(request.path);
     if (request.json) {
       json ranks = json::array();
-      for (size_t i = 0; i < o->ranks.size(); ++i)
+      for (size_t i = 0; i < o->ranks.size(); ++i) {
         ranks.push_back(rank_json(o->folder.ranks[i], o->ranks[i]));
+        if (const auto* d = o->distopts[i].get()) ranks.back()["distrib_optim_pt"] = distopt_json(*d);
+      }
       json j = {{"format", "megatron-legacy"},
                 {"path", o->folder.dir},
                 {"tracker", o->folder.tracker},
@@ -454,7 +484,11 @@ class MegatronLegacySource final : public Source {
       return {j.dump(2) + "\n", 0};
     }
     std::string s = header(*o) + "\n";
-    for (size_t i = 0; i < o->ranks.size(); ++i) s += rank_text(o->folder.ranks[i], o->ranks[i]) + "\n";
+    for (size_t i = 0; i < o->ranks.size(); ++i) {
+      s += rank_text(o->folder.ranks[i], o->ranks[i]);
+      if (const auto* d = o->distopts[i].get()) s += distopt_text(*d);
+      s += "\n";
+    }
     return {s, 0};
   }
 
