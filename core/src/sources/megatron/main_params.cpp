@@ -209,8 +209,8 @@ void compare_bucket_mains(const dcp::Checkpoint& ckpt, MainParamComparison& c, B
   if (progress) progress->set_stage(progress->stage(), total);
   for (const auto& g : map.groups) {
     if (progress) progress->check();
-    const std::string label = "bucket space: dp_group_idx_" + std::to_string(g.index) +
-                              (map.vpp > 1 ? ".gbuf_idx_" + std::to_string(g.gbuf) : "") + ": ";
+    const std::string label =
+        "bucket space: " + g.label() + (map.vpp > 1 ? ".gbuf_idx_" + std::to_string(g.gbuf) : "") + ": ";
     try {
       std::string ambiguous;
       auto reports = compare_group(ckpt, map, g, backend, files, ambiguous);
@@ -239,7 +239,7 @@ void compare_bucket_mains(const dcp::Checkpoint& ckpt, MainParamComparison& c, B
 
 std::string bucket_param_name(const BucketMap& map, const BucketGroup& g, const BucketSlot& slot) {
   const bool qualify = map.groups.size() > 1 || !map.refused.empty();
-  return qualify ? slot.name + " (dp_group_idx_" + std::to_string(g.index) + ")" : slot.name;
+  return qualify ? slot.name + " (" + g.label() + ")" : slot.name;
 }
 
 std::vector<MainPair> main_pairs(const dcp::Metadata& md, std::vector<std::string>& not_compared) {
