@@ -558,11 +558,12 @@ BucketMap map_buckets(const dcp::Metadata& md, const std::vector<std::string>& k
     const int n = static_cast<int>(found.size());
     const int dense_n = experts.empty() ? n : n - 1;
     if (found.begin()->first != 0 || found.rbegin()->first != n - 1 || dense_n != 1) {
-      m.refused.push_back(
-          "a ChainedOptimizer of " + std::to_string(n) + " optimizers (chained_" +
-          std::to_string(found.begin()->first) + ".. chained_" + std::to_string(found.rbegin()->first) +
-          ".) for a model " + (experts.empty() ? "without" : "with") +
-          " expert params: mapped are one dense optimizer and, with experts, one expert optimizer after it");
+      m.refused.push_back("a ChainedOptimizer of " + plural(static_cast<size_t>(n), "optimizer") +
+                          " (chained_" + std::to_string(found.begin()->first) + ". to chained_" +
+                          std::to_string(found.rbegin()->first) + ".) for a model " +
+                          (experts.empty() ? "without" : "with") +
+                          " expert params: mapped are the optimizers chained_0. (dense) and, with expert "
+                          "params, chained_1. (experts) alone");
       return m;
     }
     dense_at = 0;

@@ -331,9 +331,13 @@ std::vector<analysis::Finding> main_param_findings(const MainParamComparison& c)
   analysis::MasterContext ctx;
   ctx.lp_dtype = c.lp_dtype;
   const bool buckets = c.prefix == kBucketPrefix;
-  ctx.masters = buckets ? "fp32 main params (their slices of the DistributedOptimizer's `param` buckets, " +
-                              c.prefix + "dp_group_idx_<i>.gbuf_idx_<g>.dtype_(...).bucket_idx_<b>.param)"
-                        : "fp32 main params (" + c.prefix + "<key>)";
+  const bool chained = std::any_of(c.key_of.begin(), c.key_of.end(),
+                                   [](const auto& kv) { return chained_prefix_length(kv.second) > 0; });
+  ctx.masters = buckets
+                    ? std::string("fp32 main params (their slices of the DistributedOptimizer") +
+                          (chained ? "s'" : "'s") + " `param` buckets, " + (chained ? "chained_<c>." : "") +
+                          c.prefix + "dp_group_idx_<i>.gbuf_idx_<g>.dtype_(...).bucket_idx_<b>.param)"
+                    : "fp32 main params (" + c.prefix + "<key>)";
   ctx.cause =
       "e.g. a --finetune / --no-load-optim load that never called optimizer.reload_model_params(), "
       "Megatron-LM "
