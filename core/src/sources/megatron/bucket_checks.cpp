@@ -98,7 +98,8 @@ const std::vector<int64_t>* list_of(const BucketSizes& sizes, int gbuf, const st
   return it == sizes[g].end() ? nullptr : &it->second;
 }
 
-// The object `optimizer.distributed.dp_group_idx_<i>.<name>/shard_*`, read; nullopt (with why) when absent.
+// The object `[chained_<c>.]optimizer.distributed.dp_group_idx_<i>.<name>/shard_*`, read; nullopt (with why)
+// when absent.
 std::optional<BucketSizes> read_sizes(const dcp::Checkpoint& ckpt, int chained, int group,
                                       const std::string& name, const dcp::Entry*& entry, std::string& why) {
   const std::string prefix = (chained >= 0 ? "chained_" + std::to_string(chained) + "." : std::string()) +

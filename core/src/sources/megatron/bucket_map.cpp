@@ -387,7 +387,7 @@ std::vector<const dcp::Entry*> of_dtype(const std::vector<const dcp::Entry*>& ke
 // pipeline rank, a virtual pipeline's chunks each a gbuf. False (with why in m.refused) when the groups are
 // not tp x a pipeline size.
 bool map_dense(BucketMap& m, int c, const Groups& found, const std::vector<const dcp::Entry*>& model) {
-  const std::string opt = c >= 0 ? "chained_" + std::to_string(c) + ".: " : "";
+  const std::string opt = c >= 0 ? "chained_" + std::to_string(c) + ".'s " : "";
   const int groups = found.rbegin()->first + 1;
   if (static_cast<int>(found.size()) != groups || groups % m.tp != 0) {
     m.refused.push_back(opt + std::to_string(found.size()) + " dp_group_idx groups (highest " +
@@ -446,7 +446,7 @@ bool map_dense(BucketMap& m, int c, const Groups& found, const std::vector<const
 // pipeline group (optimizer/__init__.py: data_parallel_group_idx = the rank in expt_tp_pp_group, built from
 // the 'tp-ep-pp' ranks, tensor rank fastest), each group's one buffer its expert rank's experts alone.
 void map_experts(BucketMap& m, int c, const Groups& found, const std::vector<const dcp::Entry*>& experts) {
-  const std::string opt = "chained_" + std::to_string(c) + ".: ";
+  const std::string opt = "chained_" + std::to_string(c) + ".'s ";
   const int groups = found.rbegin()->first + 1;
   const int per_ep = m.etp * m.pp;
   if (static_cast<int>(found.size()) != groups || groups % per_ep != 0 ||
