@@ -209,8 +209,8 @@ void compare_bucket_mains(const dcp::Checkpoint& ckpt, MainParamComparison& c, B
   if (progress) progress->set_stage(progress->stage(), total);
   for (const auto& g : map.groups) {
     if (progress) progress->check();
-    const std::string label = "bucket space: dp_group_idx_" + std::to_string(g.index) +
-                              (map.vpp > 1 ? ".gbuf_idx_" + std::to_string(g.gbuf) : "") + ": ";
+    const std::string label =
+        "bucket space: " + g.label() + (map.vpp > 1 ? ".gbuf_idx_" + std::to_string(g.gbuf) : "") + ": ";
     try {
       std::string ambiguous;
       auto reports = compare_group(ckpt, map, g, backend, files, ambiguous);
@@ -239,7 +239,7 @@ void compare_bucket_mains(const dcp::Checkpoint& ckpt, MainParamComparison& c, B
 
 std::string bucket_param_name(const BucketMap& map, const BucketGroup& g, const BucketSlot& slot) {
   const bool qualify = map.groups.size() > 1 || !map.refused.empty();
-  return qualify ? slot.name + " (dp_group_idx_" + std::to_string(g.index) + ")" : slot.name;
+  return qualify ? slot.name + " (" + g.label() + ")" : slot.name;
 }
 
 std::vector<MainPair> main_pairs(const dcp::Metadata& md, std::vector<std::string>& not_compared) {
@@ -331,9 +331,13 @@ std::vector<analysis::Finding> main_param_findings(const MainParamComparison& c)
   analysis::MasterContext ctx;
   ctx.lp_dtype = c.lp_dtype;
   const bool buckets = c.prefix == kBucketPrefix;
-  ctx.masters = buckets ? "fp32 main params (their slices of the DistributedOptimizer's `param` buckets, " +
-                              c.prefix + "dp_group_idx_<i>.gbuf_idx_<g>.dtype_(...).bucket_idx_<b>.param)"
-                        : "fp32 main params (" + c.prefix + "<key>)";
+  const bool chained = std::any_of(c.key_of.begin(), c.key_of.end(),
+                                   [](const auto& kv) { return chained_prefix_length(kv.second) > 0; });
+  ctx.masters = buckets
+                    ? std::string("fp32 main params (their slices of the DistributedOptimizer") +
+                          (chained ? "s'" : "'s") + " `param` buckets, " + (chained ? "chained_<c>." : "") +
+                          c.prefix + "dp_group_idx_<i>.gbuf_idx_<g>.dtype_(...).bucket_idx_<b>.param)"
+                    : "fp32 main params (" + c.prefix + "<key>)";
   ctx.cause =
       "e.g. a --finetune / --no-load-optim load that never called optimizer.reload_model_params(), "
       "Megatron-LM "

@@ -43,8 +43,8 @@ struct MainParamComparison {
   std::vector<std::string> map_refused;
 };
 
-// How the comparison names a bucket-space param: its map name, with "(dp_group_idx_<i>)" when the save has
-// several groups (or some were refused).
+// How the comparison names a bucket-space param: its map name, with "(dp_group_idx_<i>)" (or
+// "(chained_<c>.dp_group_idx_<i>)") when the save has several groups (or some were refused).
 std::string bucket_param_name(const BucketMap& map, const BucketGroup& g, const BucketSlot& slot);
 
 // One main beside its weight: same global shape, chunks tiling it, the weight bf16 or fp16.
