@@ -15,19 +15,11 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/sources/registry.h"
 #include "ckptdoc/sources/source.h"
+#include "fuzz_temp_folder.h"
 
 namespace fs = std::filesystem;
 
 namespace {
-
-// The harness's folder, removed when the run ends normally (a crash leaves it beside the crash input).
-struct TempFolder {
-  std::string path;
-  ~TempFolder() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 std::string make_folder() {
   const std::string dir =
@@ -50,7 +42,7 @@ std::string make_folder() {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const TempFolder folder{make_folder()};
+  static const ckptdoc::fuzz::TempFolder folder{make_folder()};
   const std::string& dir = folder.path;
   if (FILE* f = std::fopen((dir + "/.metadata").c_str(), "wb")) {
     if (size) std::fwrite(data, 1, size, f);
