@@ -22,8 +22,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string make_folder() {
-  const std::string dir =
-      (fs::temp_directory_path() / ("ckptdoc-fuzz-dcp-" + std::to_string(::getpid()))).string();
+  std::string dir = (fs::temp_directory_path() / ("ckptdoc-fuzz-dcp-" + std::to_string(::getpid()))).string();
   std::error_code ec;
   fs::create_directories(dir, ec);
   const char* from = std::getenv("CKPTDOC_FUZZ_DCP_FOLDER");
