@@ -103,6 +103,20 @@ class TestRealdsMegatron015 : public QObject {
     QVERIFY(report["verdict"].toObject()["clean"].toBool());
     for (const auto& n : report["verdict"].toObject()["not_checked"].toArray())
       QVERIFY2(!n.toString().contains("fp32-main-param"), qPrintable(n.toString()));
+
+    // inspect lists the keys as stored, an nd-flattened one with the shape it was flattened from
+    const auto listed = test::run_cli({"inspect", e.save_dir});
+    CKPTDOC_EXPECT_EXIT(listed, 0);
+    const auto at = listed.out.find(prefix.toStdString() + "output_layer.weight");
+    QVERIFY2(at != std::string::npos, listed.out.c_str());
+    const auto line = listed.out.substr(at, listed.out.find('\n', at) - at);
+    if (sharding == "fully_sharded_model_space")
+      QVERIFY2(line.find("[2, 1, 512]") != std::string::npos &&
+                   line.find("(nd-flattened from [64, 16])") != std::string::npos,
+               line.c_str());
+    else
+      QVERIFY2(line.find("[64, 16]") != std::string::npos && line.find("nd-flattened") == std::string::npos,
+               line.c_str());
   }
 
   // The --finetune bug (Megatron-LM #174) in the nd-flattened layout: the mains left at their initial values
