@@ -51,6 +51,28 @@ bool open_source(Session& s, const std::string& path) {
   return pump(s, [&] { return s.is_open() && s.storage_source() != nullptr; });
 }
 
+// A run of `repair --reset-optimizer` through a Session, as the apps run it: its outcome (none when the
+// source did not open or the job did not end) and its job.
+struct RepairRun {
+  std::optional<Outcome<sources::Outcome>> result;
+  JobPtr job;
+};
+
+// repair --reset-optimizer of `in` into dir/fixed, its writes through `io`.
+RepairRun reset_through_session(const std::string& in, const test::TempDir& dir, test::JobWatchingIo& io) {
+  RepairRun run;
+  Session s;
+  if (!open_source(s, in)) return run;
+  ScopedFileIo scoped(io);
+  sources::RepairRequest request;
+  request.output = dir.file("fixed");
+  request.reset_optimizer = true;
+  run.job = s.repair_source(request, [&](Outcome<sources::Outcome>& r) { run.result = r; });
+  io.set_job(run.job);  // a stage hook is in place before the repair's first write is let through
+  pump(s, [&] { return run.result.has_value(); });
+  return run;
+}
+
 }  // namespace
 
 class TestSourceProgress : public QObject {
@@ -186,18 +208,10 @@ class TestSourceProgress : public QObject {
   void cancelledRepairLeavesNothing() {
     const std::string in = fixture("fsdp2_ws2_moments_lost");
     const auto before = contents(in);
-    Session s;
-    QVERIFY(open_source(s, in));
     test::TempDir dir;
     test::JobWatchingIo io(/*cancel_at=*/2, "copying");
-    ScopedFileIo scoped(io);
-    sources::RepairRequest request;
-    request.output = dir.file("fixed");
-    request.reset_optimizer = true;
-    std::optional<Outcome<sources::Outcome>> result;
-    const JobPtr job = s.repair_source(request, [&](Outcome<sources::Outcome>& r) { result = r; });
-    io.set_job(job);
-    QVERIFY(pump(s, [&] { return result.has_value(); }));
+    const auto [result, job] = reset_through_session(in, dir, io);
+    QVERIFY(result.has_value());
     QVERIFY(result->error.has_value());
     QCOMPARE(std::string(error_kind_name(result->error->kind)), std::string("cancelled"));
     uint64_t folder = 0;
@@ -218,19 +232,11 @@ class TestSourceProgress : public QObject {
   void cancelWhileCheckingTheCopyPublishesNothing() {
     const std::string in = fixture("fsdp2_ws2_moments_lost");
     const auto before = contents(in);
-    Session s;
-    QVERIFY(open_source(s, in));
     test::TempDir dir;
     test::JobWatchingIo io;
     io.cancel_when_starts("checking the copy");
-    ScopedFileIo scoped(io);
-    sources::RepairRequest request;
-    request.output = dir.file("fixed");
-    request.reset_optimizer = true;
-    std::optional<Outcome<sources::Outcome>> result;
-    const JobPtr job = s.repair_source(request, [&](Outcome<sources::Outcome>& r) { result = r; });
-    io.set_job(job);  // the hook is in place before the repair's first write is let through
-    QVERIFY(pump(s, [&] { return result.has_value(); }));
+    const auto [result, job] = reset_through_session(in, dir, io);
+    QVERIFY(result.has_value());
     QVERIFY(io.cancelled_at_stage());
     QVERIFY2(result->error.has_value(), "the repair was published despite the cancel");
     QCOMPARE(std::string(error_kind_name(result->error->kind)), std::string("cancelled"));
@@ -246,19 +252,11 @@ class TestSourceProgress : public QObject {
   void cancelAfterTheLastWritePublishesNothing() {
     const std::string in = fixture("fsdp2_ws2_moments_lost");
     const auto before = contents(in);
-    Session s;
-    QVERIFY(open_source(s, in));
     test::TempDir dir;
     test::JobWatchingIo io;
     io.cancel_at_first_dir_sync();
-    ScopedFileIo scoped(io);
-    sources::RepairRequest request;
-    request.output = dir.file("fixed");
-    request.reset_optimizer = true;
-    std::optional<Outcome<sources::Outcome>> result;
-    const JobPtr job = s.repair_source(request, [&](Outcome<sources::Outcome>& r) { result = r; });
-    io.set_job(job);
-    QVERIFY(pump(s, [&] { return result.has_value(); }));
+    const auto [result, job] = reset_through_session(in, dir, io);
+    QVERIFY(result.has_value());
     QVERIFY(io.cancelled_at_dir_sync());  // else the test shows nothing
     QVERIFY2(result->error.has_value(), "the repair was published despite the cancel");
     QCOMPARE(std::string(error_kind_name(result->error->kind)), std::string("cancelled"));

@@ -11,24 +11,12 @@
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/error.h"
+#include "fuzz_temp_folder.h"
 
 namespace fs = std::filesystem;
 
-namespace {
-
-// The harness's checkpoint folder, removed when the run ends normally (a crash leaves it as it was).
-struct TempFolder {
-  std::string path;
-  ~TempFolder() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const TempFolder folder{[] {
+  static const ckptdoc::fuzz::TempFolder folder{[] {
     std::string d = (fs::temp_directory_path() / ("ckptdoc-fuzz-ds-" + std::to_string(::getpid()))).string();
     fs::create_directories(d + "/global_step1");
     if (FILE* f = std::fopen((d + "/latest").c_str(), "wb")) {

@@ -13,7 +13,7 @@ import torch
 
 def main():
     fixtures, out = sys.argv[1], sys.argv[2]
-    for sub in ["zip", "unpickler", "torch_file", "safetensors", "deepspeed_catalog"]:
+    for sub in ["zip", "unpickler", "torch_file", "safetensors", "deepspeed_catalog", "dcp_metadata"]:
         os.makedirs(os.path.join(out, sub), exist_ok=True)
     n = 0
     for path in sorted(glob.glob(os.path.join(fixtures, "deepspeed", "*", "checkpoint", "*", "*.pt"))):
@@ -29,6 +29,11 @@ def main():
             open(os.path.join(out, "unpickler", name + ".pkl"), "wb").write(blob)
         if "optim_states" in path and len(data) < 600_000:
             open(os.path.join(out, "deepspeed_catalog", name), "wb").write(data)
+    # the .metadata pickles torch's dcp.save wrote for the DCP fixtures (the harness pairs them with fsdp2_ws2's
+    # .distcp files; the others name files it lacks, which is input too)
+    for path in sorted(glob.glob(os.path.join(fixtures, "dcp", "*", ".metadata"))):
+        name = os.path.basename(os.path.dirname(path)) + ".metadata"
+        open(os.path.join(out, "dcp_metadata", name), "wb").write(open(path, "rb").read())
     small = {"w": torch.arange(6, dtype=torch.float16).view(2, 3), "b": torch.ones(3), "n": [1, "x", (2, 3)]}
     torch.save(small, os.path.join(out, "torch_file", "small_zip.pt"))
     torch.save(small, os.path.join(out, "torch_file", "small_legacy.pt"), _use_new_zipfile_serialization=False)

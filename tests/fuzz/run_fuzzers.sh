@@ -13,11 +13,12 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
     -DCKPTDOC_SANITIZE=address,undefined -DCKPTDOC_WERROR=OFF -DCKPTDOC_GUI=OFF -DCKPTDOC_IMGUI=OFF \
     -DENABLE_CUDA=OFF -DCKPTDOC_MPI=OFF
 fi
-targets=(fuzz_zip fuzz_unpickler fuzz_torch_file fuzz_safetensors fuzz_deepspeed_catalog)
+targets=(fuzz_zip fuzz_unpickler fuzz_torch_file fuzz_safetensors fuzz_deepspeed_catalog fuzz_dcp_metadata)
 cmake --build "$build" -j "${CKPTDOC_JOBS:-$(nproc)}" --target "${targets[@]}"
 rm -rf "$work/seeds" && mkdir -p "$work/crashes"
 /usr/bin/python3 "$root/tests/fuzz/make_seeds.py" "$fixtures" "$work/seeds"
 export CKPTDOC_FUZZ_MODEL_FILE="$fixtures/deepspeed/zero2_fp16_ws2/checkpoint/global_step5/mp_rank_00_model_states.pt"
+export CKPTDOC_FUZZ_DCP_FOLDER="$fixtures/dcp/fsdp2_ws2"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # One harness per core at a time: libFuzzer runs one thread, and CI's stages are CPU-bound.
 fuzz_one() {

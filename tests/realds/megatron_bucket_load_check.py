@@ -154,14 +154,15 @@ def main():
     ap.add_argument("--experts", type=int, default=None)  # a megatron_moe_train.py save's
     ap.add_argument("--ep", type=int, default=1)
     # the save's param_state_sharding_type: megatron_optim_train.py's saves are fully_reshardable
-    ap.add_argument("--sharding", choices=("dp_reshardable", "fully_reshardable"), default="dp_reshardable")
+    ap.add_argument("--sharding", choices=("dp_reshardable", "fully_reshardable", "fully_sharded_model_space"),
+                    default="dp_reshardable")
     ap.add_argument("--json", required=True)
     a = ap.parse_args()
     notes = {}
-    if a.sharding == "fully_reshardable":
+    if a.sharding != "dp_reshardable":  # the same KeyError in 0.15.3's load_parameter_state_from_fs_model_space
         load_only_the_loaded_state_keys()
-        notes["load_shim"] = ("fully_reshardable: _set_main_param_and_optimizer_states copies only the keys "
-                              "load_parameter_state_from_fully_reshardable hands it (not 'step': KeyError otherwise)")
+        notes["load_shim"] = (f"{a.sharding}: _set_main_param_and_optimizer_states copies only the keys "
+                              "megatron-core's load hands it (not 'step': KeyError otherwise)")
     if a.experts:
         import megatron_moe_train as moe
         moe.with_experts(a.experts, a.ep, None)

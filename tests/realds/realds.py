@@ -62,6 +62,10 @@ JUDGE_VERSIONS = ("0.19",)  # run by the judge venv's python (scripts/setup-judg
 EXTRA_DS = tuple(line.strip() for line in open(os.path.join(REPO, "scripts", "judges-extra-deepspeed.txt"))
                  if line.strip() and not line.startswith("#"))
 # Newer megatron-core releases (scripts/judges-extra-megatron-core.txt), the same way: an entry's "mcore".
+# megatron-core releases whose import builds a CUDA extension when a CUDA toolkit is installed (0.15.3:
+# inference/unified_memory.py, which dies without a GPU) and that call numpy 1's numpy.product: their runs go
+# through megatron_015_shims.py
+MCORE_015_SHIMS = ("0.15.3",)
 EXTRA_MCORE = tuple(line.strip() for line in open(os.path.join(REPO, "scripts", "judges-extra-megatron-core.txt"))
                     if line.strip() and not line.startswith("#"))
 # Megatron Bridge and the packages it needs beyond the venv (scripts/judges-extra-megatron-bridge.txt), installed
@@ -329,6 +333,24 @@ MATRIX = {
     # the finetune save's layout, what megatron_load_check.py loads
     "v019_megatron_bf16_local": dict(kind="megatron_optim", mode="pretrain", optimizer="local", stage=0,
                                      dtype="bf16", dp=1, tp=2, world=2, steps=2, ds="0.19"),
+    # the same three layouts saved by megatron-core 0.15.3, whose torch_dist strategy pickles .metadata as its own
+    # MCoreMetadata (a subclass of torch's Metadata with an `mcore_data` field); 0.16 went back to torch's class
+    "v019_megatron_bf16_local_mcore015": dict(kind="megatron_optim", mode="pretrain", optimizer="local", stage=0,
+                                              dtype="bf16", dp=1, tp=2, world=2, steps=2, ds="0.19", mcore="0.15.3"),
+    "v019_megatron_bf16_distopt_mcore015": dict(kind="megatron_optim", mode="pretrain", optimizer="distributed",
+                                                stage=0, dtype="bf16", dp=1, tp=2, world=2, steps=2, ds="0.19",
+                                                mcore="0.15.3"),
+    # param_state_sharding_type fully_sharded_model_space (megatron_model_space_train.py): 0.15.3 saves each rank's
+    # flattened range of the mains and moments nd-flattened (stored shape: fragments per axis, then one fragment's
+    # elements; mcore_data names the original shape); _stale: a --finetune-style run from it, mains stale
+    "v019_megatron_bf16_model_space_mcore015": dict(kind="megatron_optim", mode="pretrain", optimizer="distributed",
+                                                    model_space=True, stage=0, dtype="bf16", dp=1, tp=2, world=2,
+                                                    steps=2, ds="0.19", mcore="0.15.3"),
+    "v019_megatron_bf16_model_space_mcore015_stale": dict(kind="megatron_optim", mode="finetune",
+                                                          optimizer="distributed", model_space=True,
+                                                          src="v019_megatron_bf16_model_space_mcore015", stage=0,
+                                                          dtype="bf16", dp=1, tp=2, world=2, steps=0, ds="0.19",
+                                                          mcore="0.15.3"),
     # bf16_distopt_step1: the same after 1 step, so its param groups' step 1.0 is spelled like their lr_mult and
     # wd_mult (1.0): --reset-optimizer must rewrite the steps alone (test_realds_megatron repairResetsTheOptimizer)
     "v019_megatron_bf16_distopt_step1": dict(kind="megatron_optim", mode="pretrain", optimizer="distributed",
@@ -712,8 +734,13 @@ def stamp_of(a, spec):
                 parts.append(file_sha(os.path.join(HERE, "megatron_moe_train.py")))
             if spec.get("vpp"):
                 parts.append(file_sha(os.path.join(HERE, "megatron_vpp_train.py")))
+        if spec.get("model_space"):
+            parts += [file_sha(os.path.join(HERE, f)) for f in ("megatron_model_space_train.py",
+                                                                "megatron_bucket_finetune_train.py")]
         if spec.get("src"):  # a run that loads another entry is remade with it
             parts.append(stamp_of(a, spec_of(spec["src"])))
+    if spec.get("mcore") in MCORE_015_SHIMS:
+        parts.append(file_sha(os.path.join(HERE, "megatron_015_shims.py")))
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
 
 
@@ -863,6 +890,8 @@ def ensure(a, name):
                 script = "megatron_bucket_damage_train.py"
             if spec.get("experts"):
                 script = "megatron_moe_train.py"
+            if spec.get("model_space"):
+                script = "megatron_model_space_train.py"
             cmd = launch[:-1] + [os.path.join(HERE, script), "--out", save_dir, "--mode",
                                  spec["mode"], "--optimizer", spec["optimizer"], "--tp", str(spec["tp"]), "--steps",
                                  str(spec["steps"]), "--json", os.path.join(folder, "run.json")]
@@ -877,6 +906,9 @@ def ensure(a, name):
                 cmd += ["--bucket-size", str(spec["bucket_size"])]
             if spec.get("damage"):
                 cmd += ["--damage"] + list(spec["damage"])
+            if spec.get("mcore") in MCORE_015_SHIMS:  # see MCORE_015_SHIMS
+                at = len(launch) - 1
+                cmd.insert(at, os.path.join(HERE, "megatron_015_shims.py"))
             if spec.get("experts"):
                 cmd += ["--experts", str(spec["experts"]), "--ep", str(spec["ep"])]
         elif spec["kind"] == "par":
@@ -1088,7 +1120,7 @@ def main():
     n.add_argument("--world", type=int, default=2)
     n.add_argument("--ds", default="0.12.6")
     n.add_argument("--logdir", default=None)
-    n.add_argument("--mcore", default=None)  # a megatron-core of judges-extra-megatron-core.txt first (judge venv)
+    n.add_argument("--mcore", default=None)  # as py's: that megatron-core first (its shims, MCORE_015_SHIMS)
     argv = sys.argv[1:]
     rest = argv[argv.index("--") + 1:] if "--" in argv else []
     a, unknown = ap.parse_known_args(argv[:argv.index("--")] if "--" in argv else argv)
@@ -1154,10 +1186,12 @@ def main():
         elif a.cmd == "launch":
             if is_judge(a.ds):
                 env = judge_env(a, version=a.ds)
-                if a.mcore:
-                    env["PYTHONPATH"] = os.pathsep.join([mcore_extra(a, a.mcore)] +
-                                                        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
                 cmd = [judge_python(a), os.path.join(JUDGE, "launch.py"), "--world", str(a.world)]
+                if a.mcore:
+                    env["PYTHONPATH"] = os.pathsep.join(
+                        [p for p in (mcore_extra(a, a.mcore), HERE, env.get("PYTHONPATH")) if p])
+                    if a.mcore in MCORE_015_SHIMS:
+                        rest = [os.path.join(HERE, "megatron_015_shims.py")] + rest
             else:
                 env = debian_env(a, a.ds)
                 cmd = [PYTHON, os.path.join(JUDGE, "launch.py"), "--world", str(a.world)]

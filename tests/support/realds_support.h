@@ -70,8 +70,8 @@ RunResult zero_to_fp32(const std::string& ckpt, const std::string& out, const st
 RunResult launch(const std::vector<std::string>& script_and_args, int world = 2,
                  const std::string& ds = "0.12.6", const std::string& logdir = {});
 
-// The same with the judges' venv and a newer megatron-core (scripts/judges-extra-megatron-core.txt) first on
-// PYTHONPATH (megatron.training's own save_checkpoint / load_checkpoint).
+// The same with the judges' DeepSpeed 0.19 and a megatron-core of scripts/judges-extra-megatron-core.txt
+// first (with the shims an older one needs: tests/realds/megatron_015_shims.py).
 RunResult launch_with_megatron_core(const std::vector<std::string>& script_and_args, int world,
                                     const std::string& mcore, const std::string& logdir = {});
 

@@ -226,7 +226,9 @@ bool known(const std::string& q) {
       "torch.distributed.checkpoint.metadata.MetadataIndex",
       "torch.distributed.checkpoint.metadata.StorageMeta",
       "torch.distributed.checkpoint.metadata._MEM_FORMAT_ENCODING",
-      "torch.distributed.checkpoint.filesystem._StorageInfo", "pathlib.PosixPath"};
+      "torch.distributed.checkpoint.filesystem._StorageInfo", "pathlib.PosixPath",
+      // megatron-core <= 0.15's subclass of that Metadata (a dataclass with one more field, mcore_data)
+      "megatron.core.dist_checkpointing.strategies.torch.MCoreMetadata"};
   if (exact.count(q)) return true;
   // Storage classes (torch.FloatStorage, torch.cuda.HalfStorage, ...) and dtypes named as GLOBALs.
   const std::string m = module_of(q);

@@ -20,6 +20,8 @@ json keys_json(const Metadata& md) {
     if (e.kind == EntryKind::Tensor) {
       k["dtype"] = e.dtype;
       k["size"] = e.size;
+      if (!e.nd_flattened_from.empty())
+        k["nd_flattened_from"] = e.nd_flattened_from;  // megatron-core <= 0.15
       json chunks = json::array();
       for (const auto& c : e.chunks) {
         json cj = {{"offsets", c.offsets}, {"sizes", c.sizes}};

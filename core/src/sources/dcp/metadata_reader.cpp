@@ -27,6 +27,15 @@ bool is_dcp_class(const Value& v, std::string_view name) {
   return o.name == name && o.module.rfind("torch.distributed.", 0) == 0;
 }
 
+// megatron-core up to 0.15 pickles its own subclass of torch's Metadata
+// (dist_checkpointing/strategies/torch.py MCoreMetadata: torch's fields and `mcore_data`); 0.16 writes
+// torch's class again.
+bool is_metadata_class(const Value& v) {
+  if (is_dcp_class(v, "Metadata")) return true;
+  return v.is(Value::Kind::Object) && v.as_object().name == "MCoreMetadata" &&
+         v.as_object().module == "megatron.core.dist_checkpointing.strategies.torch";
+}
+
 class Reader {
  public:
   explicit Reader(std::string path) : path_(std::move(path)) {}
@@ -150,7 +159,7 @@ class Reader {
   }
 
   Metadata read(const Value& root) const {
-    if (!is_dcp_class(root, "Metadata"))
+    if (!is_metadata_class(root))
       fail("", "not a PyTorch Distributed Checkpoint Metadata (found " + root.type_name() + ")");
     const Value& f = fields(root, "Metadata");
     Metadata md;
@@ -169,7 +178,36 @@ class Reader {
       if (md.entries[i].key == md.entries[i - 1].key)
         fail("state_dict_metadata", "key '" + md.entries[i].key + "' twice");
     attach_storage(md, field(f, "storage_data", "Metadata"));
+    if (const Value* mcore = f.get("mcore_data"); mcore && !mcore->is_none()) read_mcore_data(md, *mcore);
     return md;
+  }
+
+  // MCoreMetadata's mcore_data: {key: {}} for every ShardedTensor, or {"nd_reformulated_orig_global_shape":
+  // shape} for one saved nd-flattened (see Entry::nd_flattened_from). Its stored shape must then be the
+  // fragments along each original axis and one fragment's elements.
+  void read_mcore_data(Metadata& md, const Value& mcore) const {
+    if (!mcore.is_dict()) fail("mcore_data", "not a dict");
+    for (const auto& [k, v] : mcore.as_dict().items) {
+      if (!k.is(Value::Kind::Str) || !v.is_dict()) fail("mcore_data", "an entry that is not {key: dict}");
+      const Value* shape = v.get("nd_reformulated_orig_global_shape");
+      if (!shape || shape->is_none()) continue;
+      const std::string where = "mcore_data['" + k.as_str() + "']";
+      auto it = std::lower_bound(md.entries.begin(), md.entries.end(), k.as_str(),
+                                 [](const Entry& e, const std::string& key) { return e.key < key; });
+      if (it == md.entries.end() || it->key != k.as_str() || it->kind != EntryKind::Tensor)
+        fail(where, "names no tensor of state_dict_metadata");
+      const auto orig = dims(*shape, where);
+      const auto& stored = it->size;
+      bool fits = stored.size() == orig.size() + 1;
+      int64_t fragment = 1;
+      for (size_t d = 0; fits && d < orig.size(); ++d) {
+        fits = stored[d] > 0 && orig[d] % stored[d] == 0 &&
+               !__builtin_mul_overflow(fragment, orig[d] / stored[d], &fragment);
+      }
+      if (!fits || stored.back() != fragment)
+        fail(where, "nd-flattened from a shape its stored shape does not divide into fragments");
+      it->nd_flattened_from = orig;
+    }
   }
 
   // storage_data: {MetadataIndex(fqn, offset, index): _StorageInfo}. A chunk is found by its key and offsets.

@@ -63,10 +63,15 @@ std::string inspect_text(const Checkpoint& ckpt) {
   }
   out += "\n\nTensors (dtype, global shape, chunks, files)\n";
   for (const auto& e : md.entries)
-    if (e.kind == EntryKind::Tensor)
-      appendf(out, "  %-44s %-9s %-10s %zu chunk%s  %s\n", e.key.c_str(), e.dtype.c_str(),
+    if (e.kind == EntryKind::Tensor) {
+      appendf(out, "  %-44s %-9s %-10s %zu chunk%s  %s", e.key.c_str(), e.dtype.c_str(),
               shape_text(e.size).c_str(), e.chunks.size(), e.chunks.size() == 1 ? " " : "s",
               files_of(e).c_str());
+      // megatron-core <= 0.15's model-space optimizer state: stored as fragments of this shape
+      if (!e.nd_flattened_from.empty())
+        out += "  (nd-flattened from " + shape_text(e.nd_flattened_from) + ")";
+      out += "\n";
+    }
   out += "\nBytes items (pickled objects: param groups, train state)\n";
   constexpr size_t kShown = 12;  // optimizers save ~11 per param: the rest are in --json
   size_t shown = 0;

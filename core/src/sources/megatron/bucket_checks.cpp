@@ -33,7 +33,8 @@ const BucketGroup* group_of(const BucketMap& map, const dcp::Entry& e, int& buck
   if (!k) return nullptr;
   for (const auto& g : map.groups)
     for (size_t b = 0; b < g.buckets.size(); ++b)
-      if (g.index == k->group && bucket_base(g.buckets[b]->key) == bucket_base(e.key)) {
+      if (g.chained == k->chained && g.index == k->group &&
+          bucket_base(g.buckets[b]->key) == bucket_base(e.key)) {
         bucket = static_cast<int>(b);
         return &g;
       }
@@ -97,11 +98,13 @@ const std::vector<int64_t>* list_of(const BucketSizes& sizes, int gbuf, const st
   return it == sizes[g].end() ? nullptr : &it->second;
 }
 
-// The object `optimizer.distributed.dp_group_idx_<i>.<name>/shard_*`, read; nullopt (with why) when absent.
-std::optional<BucketSizes> read_sizes(const dcp::Checkpoint& ckpt, int group, const std::string& name,
-                                      const dcp::Entry*& entry, std::string& why) {
-  const std::string prefix =
-      kBucketPrefix + std::string("dp_group_idx_") + std::to_string(group) + "." + name + "/";
+// The object `[chained_<c>.]optimizer.distributed.dp_group_idx_<i>.<name>/shard_*`, read; nullopt (with why)
+// when absent.
+std::optional<BucketSizes> read_sizes(const dcp::Checkpoint& ckpt, int chained, int group,
+                                      const std::string& name, const dcp::Entry*& entry, std::string& why) {
+  const std::string prefix = (chained >= 0 ? "chained_" + std::to_string(chained) + "." : std::string()) +
+                             kBucketPrefix + std::string("dp_group_idx_") + std::to_string(group) + "." +
+                             name + "/";
   entry = nullptr;
   for (const auto& e : ckpt.metadata().entries)
     if (e.key.rfind(prefix, 0) == 0 && e.kind == dcp::EntryKind::Bytes && e.bytes_item) {
@@ -249,28 +252,27 @@ BucketCheck check_second_moments(const dcp::Checkpoint& ckpt, const BucketMap& m
 
 BucketCheck check_bucket_sizes(const dcp::Checkpoint& ckpt) {
   BucketCheck out;
-  // group -> gbuf -> dtype pair -> bucket -> state -> size (1-D tensors)
-  std::map<int, std::map<int, std::map<std::string, std::map<int, std::map<std::string, int64_t>>>>> tensors;
-  // group -> its 1-D bucket tensors (their chunks show the data-parallel size)
-  std::map<int, std::vector<std::pair<const dcp::Entry*, BucketKey>>> shards;
-  bool chained = false;
+  // (optimizer: chained_<c>. or -1, group) -> gbuf -> dtype pair -> bucket -> state -> size (1-D tensors)
+  using Group = std::pair<int, int>;
+  std::map<Group, std::map<int, std::map<std::string, std::map<int, std::map<std::string, int64_t>>>>>
+      tensors;
+  // (optimizer, group) -> its 1-D bucket tensors (their chunks show the data-parallel size)
+  std::map<Group, std::vector<std::pair<const dcp::Entry*, BucketKey>>> shards;
   for (const auto& e : ckpt.metadata().entries) {
-    chained = chained || is_chained_bucket_key(e.key);
     const auto k = parse_bucket_key(e.key);
     if (!k || e.kind != dcp::EntryKind::Tensor) continue;
-    tensors[k->group][k->gbuf][k->dtypes][k->bucket][k->state] = e.size.size() == 1 ? e.size[0] : -1;
-    if (e.size.size() == 1) shards[k->group].emplace_back(&e, *k);
+    const Group at{k->chained, k->group};
+    tensors[at][k->gbuf][k->dtypes][k->bucket][k->state] = e.size.size() == 1 ? e.size[0] : -1;
+    if (e.size.size() == 1) shards[at].emplace_back(&e, *k);
   }
-  if (chained)
-    out.not_checked.push_back(
-        "the bucket sizes of a ChainedOptimizer's state (chained_<i>.optimizer.distributed.*)");
   for (const auto& [group, gbufs] : tensors) {
-    const std::string label = "dp_group_idx_" + std::to_string(group);
+    const auto [chained, index] = group;
+    const std::string label = group_label(chained, index);
     const dcp::Entry *unpadded_entry = nullptr, *padded_entry = nullptr;
     std::string why;
-    const auto unpadded = read_sizes(ckpt, group, "per_bucket_numel_unpadded", unpadded_entry, why);
+    const auto unpadded = read_sizes(ckpt, chained, index, "per_bucket_numel_unpadded", unpadded_entry, why);
     const auto padded =
-        unpadded ? read_sizes(ckpt, group, "per_bucket_numel", padded_entry, why) : std::nullopt;
+        unpadded ? read_sizes(ckpt, chained, index, "per_bucket_numel", padded_entry, why) : std::nullopt;
     if (!unpadded || !padded) {
       std::string line = "the bucket sizes of " + label + ": ";
       line += why;

@@ -34,17 +34,36 @@ bool layer_stacked(const std::string& key) {  // decoder.layers.*: axis 0 is the
   return key.rfind("decoder.layers.", 0) == 0;
 }
 
+// A mixture-of-experts layer's expert param: decoder.layers.*.experts.*, axis 1 the global expert
+// (SequentialMLP.sharded_state_dict prepends it: one chunk per layer and expert, transformer/moe/experts.py).
+bool is_expert_key(const dcp::Entry& e) {
+  return layer_stacked(e.key) && e.key.find(".experts.") != std::string::npos && e.size.size() >= 2;
+}
+
+// A key of the optimizer's state (optimizer.*, or a ChainedOptimizer's chained_<i>.optimizer.*).
+bool is_optimizer_state_key(const std::string& key) {
+  return key.compare(chained_prefix_length(key), 10, "optimizer.") == 0;
+}
+
+// The global experts [first, first + local) of one expert rank (ep rank j holds j * E/ep onwards:
+// local_expert_indices_offset in transformer/moe/experts.py).
+struct ExpertRank {
+  int64_t first = 0, local = 0;
+};
+
 // One model key's chunks as one model-parallel rank holds them: by layer (stacked keys) or the one chunk.
 struct KeyChunks {
   const dcp::Entry* entry = nullptr;
-  std::map<int64_t, const dcp::Chunk*> by_layer;  // stacked: layer -> this tp rank's chunk
-  const dcp::Chunk* whole = nullptr;              // not stacked: this tp rank's chunk
+  // stacked: layer -> this tensor rank's chunk, or for an expert key the chunks of the rank's local experts
+  std::map<int64_t, std::vector<const dcp::Chunk*>> by_layer;
+  const dcp::Chunk* whole = nullptr;  // not stacked: this tp rank's chunk
 };
 
-// The axis a key is cut along across tensor ranks (not the layer axis), with its distinct offsets.
+// The axis a key is cut along across tensor ranks (not the layer axis, nor an expert key's expert axis), with
+// its distinct offsets.
 std::vector<std::pair<size_t, std::vector<int64_t>>> cut_axes(const dcp::Entry& e) {
   std::vector<std::pair<size_t, std::vector<int64_t>>> out;
-  for (size_t ax = layer_stacked(e.key) ? 1 : 0; ax < e.size.size(); ++ax) {
+  for (size_t ax = is_expert_key(e) ? 2 : layer_stacked(e.key) ? 1 : 0; ax < e.size.size(); ++ax) {
     std::set<int64_t> offs;
     for (const auto& c : e.chunks) offs.insert(c.offsets[ax]);
     if (offs.size() > 1) out.push_back({ax, {offs.begin(), offs.end()}});
@@ -57,7 +76,7 @@ struct Refusal {
   std::string why;
 };
 
-KeyChunks chunks_of_rank(const dcp::Entry& e, int tp, int tp_rank) {
+KeyChunks chunks_of_rank(const dcp::Entry& e, int tp, int tp_rank, const ExpertRank* ex) {
   KeyChunks k;
   k.entry = &e;
   std::vector<const dcp::Chunk*> mine;
@@ -68,9 +87,21 @@ KeyChunks chunks_of_rank(const dcp::Entry& e, int tp, int tp_rank) {
   for (const auto& c : e.chunks)
     if (axes.empty() || c.offsets[axes[0].first] == axes[0].second[static_cast<size_t>(tp_rank)])
       mine.push_back(&c);
-  if (layer_stacked(e.key)) {
+  if (ex) {
     for (const auto* c : mine) {
-      if (e.size.empty() || c->sizes[0] != 1 || !k.by_layer.emplace(c->offsets[0], c).second)
+      if (c->sizes[0] != 1 || c->sizes[1] != 1)
+        throw Refusal{e.key + ": a chunk that is not one layer of one expert of one tensor rank"};
+      const int64_t x = c->offsets[1] - ex->first;
+      if (x < 0 || x >= ex->local) continue;  // another expert rank's
+      auto& local = k.by_layer[c->offsets[0]];
+      local.resize(static_cast<size_t>(ex->local));
+      if (local[static_cast<size_t>(x)])
+        throw Refusal{e.key + ": two chunks of one layer and expert of one tensor rank"};
+      local[static_cast<size_t>(x)] = c;
+    }
+  } else if (layer_stacked(e.key)) {
+    for (const auto* c : mine) {
+      if (e.size.empty() || c->sizes[0] != 1 || !k.by_layer.emplace(c->offsets[0], std::vector{c}).second)
         throw Refusal{e.key + ": a chunk that is not one layer of one tensor rank"};
     }
   } else {
@@ -87,12 +118,14 @@ int64_t numel_of(const std::vector<int64_t>& sizes) {
 
 // The rank's params in model (named_parameters) order: the non-layer keys before the first layer key, each
 // layer's keys in key order, the non-layer keys after (docs/megatron-bucket-layout.md, "Reconstruction" 2).
+// With `ex` (an expert rank; `keys` its expert keys alone): each layer's local experts in order, each
+// expert's keys in key order (SequentialMLP's local_experts.<j>, the expert buffer holding nothing else).
 std::vector<BucketSlot> rank_params(const std::vector<const dcp::Entry*>& keys, int tp, int tp_rank, int pp,
-                                    int pp_rank, int vpp, int vp_rank) {
+                                    int pp_rank, int vpp, int vp_rank, const ExpertRank* ex = nullptr) {
   std::vector<KeyChunks> before, layers, after;
   std::set<int64_t> layer_ids;
   for (const auto* e : keys) {
-    auto k = chunks_of_rank(*e, tp, tp_rank);
+    auto k = chunks_of_rank(*e, tp, tp_rank, ex);
     if (layer_stacked(e->key)) {
       for (const auto& [l, c] : k.by_layer) layer_ids.insert(l);
       layers.push_back(std::move(k));
@@ -134,15 +167,22 @@ std::vector<BucketSlot> rank_params(const std::vector<const dcp::Entry*>& keys, 
     out.push_back(std::move(s));
   };
   for (const auto& k : before) add(k, *k.whole, k.entry->key);
+  const size_t per_layer = ex ? static_cast<size_t>(ex->local) : 1;
   for (const int64_t l : ids)
-    for (const auto& k : layers) {
-      const auto it = k.by_layer.find(l);
-      if (it == k.by_layer.end())
-        throw Refusal{k.entry->key + " has no chunk for layer " + std::to_string(l)};
-      add(k, *it->second,
-          "decoder.layers." + std::to_string(l) + "." +
-              k.entry->key.substr(std::string("decoder.layers.").size()));
-    }
+    for (size_t x = 0; x < per_layer; ++x)
+      for (const auto& k : layers) {
+        const auto it = k.by_layer.find(l);
+        if (it == k.by_layer.end() || x >= it->second.size() || !it->second[x])
+          throw Refusal{k.entry->key + " has no chunk for layer " + std::to_string(l) +
+                        (ex ? ", expert " + std::to_string(ex->first + static_cast<int64_t>(x)) : "")};
+        std::string rest = k.entry->key.substr(std::string("decoder.layers.").size());
+        if (ex) {  // the global expert after the last "experts."
+                   // (decoder.layers.<l>.mlp.experts.experts.<x>.)
+          const size_t at = rest.rfind("experts.") + std::string("experts.").size();
+          rest.insert(at, std::to_string(ex->first + static_cast<int64_t>(x)) + ".");
+        }
+        add(k, *it->second[x], "decoder.layers." + std::to_string(l) + "." + rest);
+      }
   for (const auto& k : after) {
     const bool copy = pp > 1 && k.entry->key == "embedding.word_embeddings.weight";
     add(k, *k.whole,
@@ -231,9 +271,11 @@ void check_cuts(const BucketGroup& g) {
 }  // namespace
 
 std::optional<BucketKey> parse_bucket_key(const std::string& key) {
-  if (key.rfind(kBucketPrefix, 0) != 0) return std::nullopt;
-  size_t at = std::string(kBucketPrefix).size();
+  const size_t chained = chained_prefix_length(key);
+  if (key.compare(chained, std::string(kBucketPrefix).size(), kBucketPrefix) != 0) return std::nullopt;
+  size_t at = chained + std::string(kBucketPrefix).size();
   BucketKey k;
+  if (chained > 0) k.chained = std::stoi(key.substr(8, chained - 9));  // "chained_<c>."
   auto group = number_after(key, "dp_group_idx_", at);
   if (!group) return std::nullopt;
   auto gbuf = number_after(key, ".gbuf_idx_", at);
@@ -252,6 +294,11 @@ std::optional<BucketKey> parse_bucket_key(const std::string& key) {
   k.bucket = *bucket;
   k.state = key.substr(at + 1);
   return k;
+}
+
+std::string group_label(int chained, int group) {
+  return (chained >= 0 ? "chained_" + std::to_string(chained) + "." : std::string()) + "dp_group_idx_" +
+         std::to_string(group);
 }
 
 size_t chained_prefix_length(const std::string& key) {
@@ -305,57 +352,48 @@ std::vector<std::string> stored_key_order(const dcp::Metadata& md) {
   return out;
 }
 
-BucketMap map_buckets(const dcp::Metadata& md, const std::vector<std::string>& key_order) {
-  BucketMap m;
-  // group -> gbuf -> param dtype -> bucket -> the `param` tensor
-  std::map<int, std::map<int, std::map<std::string, std::map<int, const dcp::Entry*>>>> found;
-  for (const auto& e : md.entries) {
-    if (is_chained_bucket_key(e.key)) {
-      m.bucket_space = true;
-      m.refused.push_back(
-          "a ChainedOptimizer's buckets (chained_<i>.optimizer.distributed.*: the dense and the expert "
-          "DistributedOptimizers of a mixture-of-experts model, or several optimizers) are not mapped");
-      return m;
-    }
-    if (e.key.rfind(kBucketPrefix, 0) != 0) continue;
-    m.bucket_space = true;
-    const auto k = parse_bucket_key(e.key);
-    if (!k || (k->state != "param" && k->state != "master_param")) continue;
-    if (e.kind != dcp::EntryKind::Tensor || e.dtype != "float32" || e.size.size() != 1) {
-      m.refused.push_back(e.key + ": not a 1-D float32 tensor");
-      return m;
-    }
-    m.state = k->state;
-    found[k->group][k->gbuf][k->param_dtype][k->bucket] = &e;
-  }
-  if (!m.bucket_space || found.empty()) return m;
+namespace {
 
-  // The model keys in stored order, and tp: the number of pieces a cut key is cut into.
-  std::vector<const dcp::Entry*> model;
-  std::set<size_t> tps;
-  try {
-    for (const auto& key : key_order) {
-      const auto* e = md.find(key);
-      if (!e || e->kind != dcp::EntryKind::Tensor || key.rfind("optimizer.", 0) == 0 ||
-          key.find("_extra_state") != std::string::npos)
-        continue;
-      const auto axes = cut_axes(*e);
-      if (axes.size() > 1) throw Refusal{key + " is cut along more than one axis"};
-      if (!axes.empty()) tps.insert(axes[0].second.size());
-      model.push_back(e);
-    }
-    if (tps.size() > 1) throw Refusal{"the model keys are cut into different numbers of tensor ranks"};
-  } catch (const Refusal& r) {
-    m.refused.push_back(r.why);
-    return m;
+// group -> gbuf -> param dtype -> bucket -> the `param` tensor, of one optimizer
+using Groups = std::map<int, std::map<int, std::map<std::string, std::map<int, const dcp::Entry*>>>>;
+
+// Group g's one gbuf: its dtype, the bucket tensors in order and their sizes.
+std::vector<int64_t> open_group(const std::map<std::string, std::map<int, const dcp::Entry*>>& dtypes,
+                                BucketGroup& g) {
+  if (dtypes.size() != 1) throw Refusal{"several param dtypes in one grad buffer are not mapped"};
+  const auto& [dtype, buckets] = *dtypes.begin();
+  const auto lp = dtype_from_name(dtype);
+  if (!lp || (*lp != DType::BF16 && *lp != DType::F16))
+    throw Refusal{"param dtype " + dtype + " (bf16 and fp16 mains are compared)"};
+  g.lp = *lp;
+  std::vector<int64_t> sizes;
+  for (const auto& [b, e] : buckets) {
+    if (b != static_cast<int>(g.buckets.size()))
+      throw Refusal{"bucket_idx " + std::to_string(b) + " out of order"};
+    g.buckets.push_back(e);
+    sizes.push_back(e->size[0]);
   }
-  m.tp = tps.empty() ? 1 : static_cast<int>(*tps.begin());
+  return sizes;
+}
+
+std::vector<const dcp::Entry*> of_dtype(const std::vector<const dcp::Entry*>& keys, DType lp) {
+  std::vector<const dcp::Entry*> out;
+  for (const auto* e : keys)
+    if (dtype_from_name(e->dtype) == lp) out.push_back(e);
+  return out;
+}
+
+// The dense optimizer's groups (the only optimizer, or chained_<c>. of a ChainedOptimizer): one per tensor x
+// pipeline rank, a virtual pipeline's chunks each a gbuf. False (with why in m.refused) when the groups are
+// not tp x a pipeline size.
+bool map_dense(BucketMap& m, int c, const Groups& found, const std::vector<const dcp::Entry*>& model) {
+  const std::string opt = c >= 0 ? "chained_" + std::to_string(c) + ".'s " : "";
   const int groups = found.rbegin()->first + 1;
   if (static_cast<int>(found.size()) != groups || groups % m.tp != 0) {
-    m.refused.push_back(std::to_string(found.size()) + " dp_group_idx groups (highest " +
+    m.refused.push_back(opt + std::to_string(found.size()) + " dp_group_idx groups (highest " +
                         std::to_string(groups - 1) + ") are not tp " + std::to_string(m.tp) +
                         " x a pipeline size");
-    return m;
+    return false;
   }
   m.pp = groups / m.tp;
 
@@ -377,39 +415,23 @@ BucketMap map_buckets(const dcp::Metadata& md, const std::vector<std::string>& k
 
   for (const auto& [gi, gbufs] : found) {
     if (vpp == 1 && gbufs.size() != 1) {
-      m.refused.push_back(
-          "dp_group_idx_" + std::to_string(gi) +
-          ": several grad buffers (virtual pipeline chunks, experts or mixed param dtypes) are "
-          "not mapped");
+      m.refused.push_back(group_label(c, gi) +
+                          ": several grad buffers (virtual pipeline chunks, experts or mixed param dtypes) "
+                          "are not mapped");
       continue;
     }
     for (const auto& [gb, dtypes] : gbufs) {
-      const std::string label =
-          "dp_group_idx_" + std::to_string(gi) + (vpp > 1 ? ".gbuf_idx_" + std::to_string(gb) : "");
+      const std::string label = group_label(c, gi) + (vpp > 1 ? ".gbuf_idx_" + std::to_string(gb) : "");
       try {
-        if (dtypes.size() != 1) throw Refusal{"several param dtypes in one grad buffer are not mapped"};
         if (gb < 0 || gb >= vpp) throw Refusal{"gbuf_idx " + std::to_string(gb) + " out of order"};
-        const auto& [dtype, buckets] = *dtypes.begin();
-        const auto lp = dtype_from_name(dtype);
-        if (!lp || (*lp != DType::BF16 && *lp != DType::F16))
-          throw Refusal{"param dtype " + dtype + " (bf16 and fp16 mains are compared)"};
         BucketGroup g;
+        g.chained = c;
         g.index = gi;
         g.gbuf = gb;
         g.tp_rank = gi % m.tp;
         g.pp_rank = gi / m.tp;
-        g.lp = *lp;
-        std::vector<int64_t> sizes;
-        for (const auto& [b, e] : buckets) {
-          if (b != static_cast<int>(g.buckets.size()))
-            throw Refusal{"bucket_idx " + std::to_string(b) + " out of order"};
-          g.buckets.push_back(e);
-          sizes.push_back(e->size[0]);
-        }
-        std::vector<const dcp::Entry*> mine;
-        for (const auto* e : model)
-          if (dtype_from_name(e->dtype) == lp) mine.push_back(e);
-        g.slots = walk(rank_params(mine, m.tp, g.tp_rank, m.pp, g.pp_rank, vpp, gb), sizes);
+        const auto sizes = open_group(dtypes, g);
+        g.slots = walk(rank_params(of_dtype(model, g.lp), m.tp, g.tp_rank, m.pp, g.pp_rank, vpp, gb), sizes);
         check_cuts(g);
         m.groups.push_back(std::move(g));
       } catch (const Refusal& r) {
@@ -417,6 +439,138 @@ BucketMap map_buckets(const dcp::Metadata& md, const std::vector<std::string>& k
       }
     }
   }
+  return true;
+}
+
+// The expert optimizer's groups (chained_<c>.): dp_group_idx is the rank in the expert tensor x expert x
+// pipeline group (optimizer/__init__.py: data_parallel_group_idx = the rank in expt_tp_pp_group, built from
+// the 'tp-ep-pp' ranks, tensor rank fastest), each group's one buffer its expert rank's experts alone.
+void map_experts(BucketMap& m, int c, const Groups& found, const std::vector<const dcp::Entry*>& experts) {
+  const std::string opt = "chained_" + std::to_string(c) + ".'s ";
+  const int groups = found.rbegin()->first + 1;
+  const int per_ep = m.etp * m.pp;
+  if (static_cast<int>(found.size()) != groups || groups % per_ep != 0 ||
+      m.experts % (groups / per_ep) != 0) {
+    m.refused.push_back(opt + std::to_string(found.size()) + " dp_group_idx groups (highest " +
+                        std::to_string(groups - 1) + ") of the expert optimizer are not expert tensor size " +
+                        std::to_string(m.etp) + " x pipeline size " + std::to_string(m.pp) +
+                        " x an expert size that divides " + std::to_string(m.experts) + " experts");
+    return;
+  }
+  m.ep = groups / per_ep;
+  const int64_t local = m.experts / m.ep;
+  for (const auto& [gi, gbufs] : found) {
+    try {
+      if (m.vpp > 1) throw Refusal{"experts under a virtual pipeline are not mapped"};
+      if (gbufs.size() != 1)
+        throw Refusal{"several grad buffers (virtual pipeline chunks or mixed param dtypes) are not mapped"};
+      BucketGroup g;
+      g.chained = c;
+      g.expert = true;
+      g.index = gi;
+      g.gbuf = gbufs.begin()->first;
+      g.tp_rank = gi % m.etp;
+      g.ep_rank = gi / m.etp % m.ep;
+      g.pp_rank = gi / (m.etp * m.ep);
+      const auto sizes = open_group(gbufs.begin()->second, g);
+      const ExpertRank ex{g.ep_rank * local, local};
+      g.slots =
+          walk(rank_params(of_dtype(experts, g.lp), m.etp, g.tp_rank, m.pp, g.pp_rank, 1, 0, &ex), sizes);
+      check_cuts(g);
+      m.groups.push_back(std::move(g));
+    } catch (const Refusal& r) {
+      m.refused.push_back(group_label(c, gi) + ": " + r.why);
+    }
+  }
+}
+
+}  // namespace
+
+BucketMap map_buckets(const dcp::Metadata& md, const std::vector<std::string>& key_order) {
+  BucketMap m;
+  std::map<int, Groups> found;  // optimizer (chained_<c>., -1 for none) -> its groups
+  for (const auto& e : md.entries) {
+    if (e.key.rfind(std::string(kBucketPrefix) + "chained_", 0) == 0) {
+      m.bucket_space = true;
+      m.refused.push_back(
+          "a ChainedOptimizer's buckets named optimizer.distributed.chained_<i>.* (megatron-core prefixes "
+          "them chained_<i>.optimizer.distributed.*) are not mapped");
+      return m;
+    }
+    if (!is_bucket_space_key(e.key)) continue;
+    m.bucket_space = true;
+    const auto k = parse_bucket_key(e.key);
+    if (!k || (k->state != "param" && k->state != "master_param")) continue;
+    if (e.kind != dcp::EntryKind::Tensor || e.dtype != "float32" || e.size.size() != 1) {
+      m.refused.push_back(e.key + ": not a 1-D float32 tensor");
+      return m;
+    }
+    m.state = k->state;
+    found[k->chained][k->group][k->gbuf][k->param_dtype][k->bucket] = &e;
+  }
+  if (!m.bucket_space || found.empty()) return m;
+
+  // The model keys in stored order, dense and expert, and tp (etp): the pieces a cut key is cut into.
+  std::vector<const dcp::Entry*> dense, experts;
+  std::set<size_t> tps, etps;
+  std::set<int64_t> expert_counts;
+  try {
+    for (const auto& key : key_order) {
+      const auto* e = md.find(key);
+      if (!e || e->kind != dcp::EntryKind::Tensor || is_optimizer_state_key(key) ||
+          key.find("_extra_state") != std::string::npos)
+        continue;
+      const auto axes = cut_axes(*e);
+      if (axes.size() > 1) throw Refusal{key + " is cut along more than one axis"};
+      const bool expert = is_expert_key(*e);
+      if (!axes.empty()) (expert ? etps : tps).insert(axes[0].second.size());
+      if (expert) expert_counts.insert(e->size[1]);
+      (expert ? experts : dense).push_back(e);
+    }
+    if (tps.size() > 1) throw Refusal{"the model keys are cut into different numbers of tensor ranks"};
+    if (etps.size() > 1) throw Refusal{"the expert keys are cut into different numbers of tensor ranks"};
+    if (expert_counts.size() > 1) throw Refusal{"the expert keys hold different numbers of experts"};
+  } catch (const Refusal& r) {
+    m.refused.push_back(r.why);
+    return m;
+  }
+  m.tp = tps.empty() ? 1 : static_cast<int>(*tps.begin());
+  m.etp = etps.empty() ? 1 : static_cast<int>(*etps.begin());
+  m.experts = expert_counts.empty() ? 0 : static_cast<int>(*expert_counts.begin());
+
+  // Which optimizer holds which params. megatron-core chains several optimizers, prefixing each one's keys
+  // chained_<c>. (optimizer.py, ChainedOptimizer.sharded_state_dict), when a model has expert params: the
+  // dense optimizer(s) first, the expert optimizer last (optimizer/__init__.py, get_megatron_optimizer).
+  int dense_at = -1, experts_at = -2;  // -2: no expert optimizer
+  if (found.contains(-1)) {
+    if (found.size() > 1) {
+      m.refused.push_back("both chained_<i>. and unprefixed optimizer.distributed.* buckets: not mapped");
+      return m;
+    }
+    if (!experts.empty()) {
+      m.refused.push_back(
+          "the model has expert params (decoder.layers.*.experts.*) and the buckets are not a "
+          "ChainedOptimizer's (chained_<i>.optimizer.distributed.*: a dense and an expert optimizer): not "
+          "mapped");
+      return m;
+    }
+  } else {
+    const int n = static_cast<int>(found.size());
+    const int dense_n = experts.empty() ? n : n - 1;
+    if (found.begin()->first != 0 || found.rbegin()->first != n - 1 || dense_n != 1) {
+      m.refused.push_back("a ChainedOptimizer of " + plural(static_cast<size_t>(n), "optimizer") +
+                          " (chained_" + std::to_string(found.begin()->first) + ". to chained_" +
+                          std::to_string(found.rbegin()->first) + ".) for a model " +
+                          (experts.empty() ? "without" : "with") +
+                          " expert params: mapped are the optimizers chained_0. (dense) and, with expert "
+                          "params, chained_1. (experts) alone");
+      return m;
+    }
+    dense_at = 0;
+    if (!experts.empty()) experts_at = 1;
+  }
+  if (!map_dense(m, dense_at, found[dense_at], dense)) return m;
+  if (experts_at >= 0) map_experts(m, experts_at, found[experts_at], experts);
   return m;
 }
 

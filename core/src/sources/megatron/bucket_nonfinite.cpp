@@ -13,11 +13,11 @@
 namespace ckptdoc::megatron {
 namespace {
 
-// Whether the map places the dp group of bucket tensor `key` (a chained_<i>. key is never placed).
+// Whether the map places the dp group of bucket tensor `key` (of its optimizer: chained_<c>. or none).
 bool placed(const BucketMap* map, const std::string& key) {
   const auto k = parse_bucket_key(key);
   return map && k && std::any_of(map->groups.begin(), map->groups.end(), [&](const auto& g) {
-           return g.index == k->group;
+           return g.chained == k->chained && g.index == k->group;
          });
 }
 

@@ -209,8 +209,8 @@ void compare_bucket_mains(const dcp::Checkpoint& ckpt, MainParamComparison& c, B
   if (progress) progress->set_stage(progress->stage(), total);
   for (const auto& g : map.groups) {
     if (progress) progress->check();
-    const std::string label = "bucket space: dp_group_idx_" + std::to_string(g.index) +
-                              (map.vpp > 1 ? ".gbuf_idx_" + std::to_string(g.gbuf) : "") + ": ";
+    const std::string label =
+        "bucket space: " + g.label() + (map.vpp > 1 ? ".gbuf_idx_" + std::to_string(g.gbuf) : "") + ": ";
     try {
       std::string ambiguous;
       auto reports = compare_group(ckpt, map, g, backend, files, ambiguous);
@@ -239,7 +239,7 @@ void compare_bucket_mains(const dcp::Checkpoint& ckpt, MainParamComparison& c, B
 
 std::string bucket_param_name(const BucketMap& map, const BucketGroup& g, const BucketSlot& slot) {
   const bool qualify = map.groups.size() > 1 || !map.refused.empty();
-  return qualify ? slot.name + " (dp_group_idx_" + std::to_string(g.index) + ")" : slot.name;
+  return qualify ? slot.name + " (" + g.label() + ")" : slot.name;
 }
 
 std::vector<MainPair> main_pairs(const dcp::Metadata& md, std::vector<std::string>& not_compared) {
@@ -254,7 +254,7 @@ std::vector<MainPair> main_pairs(const dcp::Metadata& md, std::vector<std::strin
       if (!w || w->kind != dcp::EntryKind::Tensor) continue;
       const auto lp = dtype_from_name(w->dtype);
       if (!lp || (*lp != DType::BF16 && *lp != DType::F16)) continue;  // an fp32 model keeps no main copy
-      if (w->size != e.size)
+      if (w->size != (e.nd_flattened_from.empty() ? e.size : e.nd_flattened_from))
         not_compared.push_back(key + ": the main's shape differs from the weight's");
       else if (!chunks_inside(*w) || !chunks_inside(e))
         not_compared.push_back(key +
@@ -278,6 +278,36 @@ std::vector<uint8_t> weight_box(const std::vector<uint8_t>& weight, const MainPa
     std::memcpy(box.data() + b * esize, weight.data() + g * esize, n * esize);
   });
   return box;
+}
+
+std::vector<uint8_t> weight_of_main_chunk(const std::vector<uint8_t>& weight, const MainPair& pair,
+                                          const dcp::Chunk& chunk) {
+  const auto& orig = pair.main->nd_flattened_from;
+  if (orig.empty()) return weight_box(weight, pair, chunk);
+  // The stored shape is (fragments along each original axis..., one fragment's elements): the chunk is one
+  // fragment (size 1 on those axes) and a run of its elements.
+  const auto& stored = pair.main->size;
+  const size_t n = orig.size();
+  std::vector<int64_t> offsets(n), sizes(n);
+  int64_t fragment = 1;
+  for (size_t d = 0; d < n; ++d) {
+    if (chunk.sizes[d] != 1)
+      throw Error(ErrorKind::Inconsistent, "", pair.main->key,
+                  "an nd-flattened chunk spans more than one fragment of the original shape");
+    sizes[d] = orig[d] / stored[d];
+    offsets[d] = chunk.offsets[d] * sizes[d];
+    fragment *= sizes[d];
+  }
+  const int64_t start = chunk.offsets[n], count = chunk.sizes[n];
+  if (start < 0 || count < 0 || start + count > fragment)
+    throw Error(ErrorKind::Inconsistent, "", pair.main->key, "an nd-flattened chunk runs past its fragment");
+  const size_t esize = element_size(pair.lp);
+  std::vector<uint8_t> box(static_cast<size_t>(fragment) * esize);
+  for_each_run(orig, offsets, sizes, [&](int64_t g, int64_t b, int64_t k) {
+    std::memcpy(box.data() + b * esize, weight.data() + g * esize, k * esize);
+  });
+  return {box.begin() + start * static_cast<int64_t>(esize),
+          box.begin() + (start + count) * static_cast<int64_t>(esize)};
 }
 
 MainParamComparison compare_main_params(const dcp::Checkpoint& ckpt, Progress* progress) {
@@ -306,7 +336,7 @@ MainParamComparison compare_main_params(const dcp::Checkpoint& ckpt, Progress* p
       DivergenceStats total;
       for (const auto& chunk : pair.main->chunks) {
         const auto main = ckpt.read_chunk(*pair.main, chunk).to_float();
-        const auto box = weight_box(weight, pair, chunk);
+        const auto box = weight_of_main_chunk(weight, pair, chunk);
         auto d = backend->divergence(box.data(), pair.lp, main.data(), main.size());
         if (d.nonfinite > 0) d = same_nonfinite_as_exact(*backend, box.data(), pair.lp, main);
         total.merge(d);
@@ -331,9 +361,13 @@ std::vector<analysis::Finding> main_param_findings(const MainParamComparison& c)
   analysis::MasterContext ctx;
   ctx.lp_dtype = c.lp_dtype;
   const bool buckets = c.prefix == kBucketPrefix;
-  ctx.masters = buckets ? "fp32 main params (their slices of the DistributedOptimizer's `param` buckets, " +
-                              c.prefix + "dp_group_idx_<i>.gbuf_idx_<g>.dtype_(...).bucket_idx_<b>.param)"
-                        : "fp32 main params (" + c.prefix + "<key>)";
+  const bool chained = std::any_of(c.key_of.begin(), c.key_of.end(),
+                                   [](const auto& kv) { return chained_prefix_length(kv.second) > 0; });
+  ctx.masters = buckets
+                    ? std::string("fp32 main params (their slices of the DistributedOptimizer") +
+                          (chained ? "s'" : "'s") + " `param` buckets, " + (chained ? "chained_<c>." : "") +
+                          c.prefix + "dp_group_idx_<i>.gbuf_idx_<g>.dtype_(...).bucket_idx_<b>.param)"
+                    : "fp32 main params (" + c.prefix + "<key>)";
   ctx.cause =
       "e.g. a --finetune / --no-load-optim load that never called optimizer.reload_model_params(), "
       "Megatron-LM "

@@ -43,8 +43,8 @@ struct MainParamComparison {
   std::vector<std::string> map_refused;
 };
 
-// How the comparison names a bucket-space param: its map name, with "(dp_group_idx_<i>)" when the save has
-// several groups (or some were refused).
+// How the comparison names a bucket-space param: its map name, with "(dp_group_idx_<i>)" (or
+// "(chained_<c>.dp_group_idx_<i>)") when the save has several groups (or some were refused).
 std::string bucket_param_name(const BucketMap& map, const BucketGroup& g, const BucketSlot& slot);
 
 // One main beside its weight: same global shape, chunks tiling it, the weight bf16 or fp16.
@@ -62,6 +62,11 @@ std::vector<uint8_t> read_weight(const dcp::Checkpoint& ckpt, const MainPair& pa
 // The box of `chunk` (a chunk of the main) cut from the whole weight, row-major.
 std::vector<uint8_t> weight_box(const std::vector<uint8_t>& weight, const MainPair& pair,
                                 const dcp::Chunk& chunk);
+// The weight's elements that the main's `chunk` holds, in its order: the chunk's box (weight_box), or for a
+// main saved nd-flattened (megatron-core <= 0.15, dcp::Entry::nd_flattened_from) the elements [s, s + n) of
+// one fragment's box, row-major, that the chunk's last axis says.
+std::vector<uint8_t> weight_of_main_chunk(const std::vector<uint8_t>& weight, const MainPair& pair,
+                                          const dcp::Chunk& chunk);
 
 // Every main param whose weight is bf16 or fp16, compared element by element with the exact-rounding rule of
 // DeepSpeed's masters (Backend::divergence); the largest weight is held whole once, row-major. With

@@ -419,7 +419,8 @@ class MegatronSource final : public Source {
                                 {"notes", notes}};
       return {j.dump(2) + "\n", 0};
     }
-    if (r.step_where.rfind("optimizer.distributed.", 0) == 0)  // bucket space (reset_bucket_optimizer.h)
+    if (r.step_where.find("optimizer.distributed.") !=
+        std::string::npos)  // bucket space (reset_bucket_optimizer.h)
       return {
           "Reset the DistributedOptimizer's bucket-space Adam state: " + plural(r.params, "bucket") + " (" +
               plural(r.tensors, "moment tensor") + ", " + plural(r.records, "storage record") +

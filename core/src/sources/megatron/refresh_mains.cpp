@@ -77,7 +77,7 @@ RefreshResult refresh_main_params(const std::string& path, const std::string& ou
       for (const auto& chunk : pair.main->chunks) {
         if (!chunk.item)
           throw Error(ErrorKind::Inconsistent, folder.dir, pair.main->key, "a chunk has no storage item");
-        rewrite_chunk(*in, pair, chunk, upcast(weight_box(weight, pair, chunk), pair.lp), tmp_iter);
+        rewrite_chunk(*in, pair, chunk, upcast(weight_of_main_chunk(weight, pair, chunk), pair.lp), tmp_iter);
         ++r.chunks;
       }
       ++r.params;

@@ -6,6 +6,7 @@
 #include <set>
 #include <vector>
 
+#include "bucket_map.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/io/mapped_file.h"
@@ -91,16 +92,18 @@ ResetResult reset_bucket_optimizer(const IterationFolder& folder, const dcp::Che
   std::vector<const dcp::Entry*> moments, objects;
   std::set<std::string> buckets;
   for (const auto& e : in.metadata().entries) {
-    if (e.key.rfind("optimizer.", 0) != 0) continue;
-    const bool bucket = e.key.rfind(kPrefix, 0) == 0;
+    // A ChainedOptimizer's keys (a mixture-of-experts model's dense and expert optimizers) carry chained_<c>.
+    const std::string key = e.key.substr(chained_prefix_length(e.key));
+    if (key.rfind("optimizer.", 0) != 0) continue;
+    const bool bucket = key.rfind(kPrefix, 0) == 0;
     const bool bucket_tensor = bucket && e.kind == dcp::EntryKind::Tensor;
     // kept as they are: the fp32 main params and the buckets' sizes
-    const bool kept = (bucket_tensor && ends(e.key, ".param")) ||
-                      (bucket && e.key.find(".per_bucket_numel") != std::string::npos);
-    if (bucket_tensor && (ends(e.key, ".exp_avg") || ends(e.key, ".exp_avg_sq"))) {
+    const bool kept = (bucket_tensor && ends(key, ".param")) ||
+                      (bucket && key.find(".per_bucket_numel") != std::string::npos);
+    if (bucket_tensor && (ends(key, ".exp_avg") || ends(key, ".exp_avg_sq"))) {
       moments.push_back(&e);
       buckets.insert(e.key.substr(0, e.key.rfind('.')));
-    } else if (bucket && !bucket_tensor && is_param_groups_object(e.key)) {
+    } else if (bucket && !bucket_tensor && is_param_groups_object(key)) {
       objects.push_back(&e);
     } else if (!kept) {
       throw Error(
@@ -125,7 +128,9 @@ ResetResult reset_bucket_optimizer(const IterationFolder& folder, const dcp::Che
   r.output = out;
   r.params = buckets.size();
   r.integrity_dropped = has_integrity(folder);
-  r.step_where = "optimizer.distributed.*.optimizer param_groups[*].step";
+  const bool chained = chained_prefix_length(objects.front()->key) > 0;
+  r.step_where =
+      std::string(chained ? "chained_<c>." : "") + "optimizer.distributed.*.optimizer param_groups[*].step";
   write_repaired_copy(folder, out, CopyInput::Whole, progress, [&](const std::string& tmp_iter) {
     Progress none;
     Progress& p = progress ? *progress : none;

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "bucket_map.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/request_field.h"
@@ -144,9 +145,10 @@ ResetResult reset_optimizer(const std::string& path, const std::string& output, 
   std::vector<const dcp::Entry*> moments;
   std::set<std::string> params;
   for (const auto& e : in->metadata().entries) {
+    // bucket space, a ChainedOptimizer's (chained_<c>.: a mixture-of-experts model's) included: its own
+    // layout
+    if (is_bucket_space_key(e.key)) return reset_bucket_optimizer(folder, *in, out, progress);
     if (!starts(e.key, "optimizer.")) continue;
-    if (starts(e.key, "optimizer.distributed."))  // bucket space: its own layout
-      return reset_bucket_optimizer(folder, *in, out, progress);
     bool moment = false, main = false;
     for (const char* m : kMoments)
       if (starts(e.key, m)) {

@@ -50,6 +50,11 @@ struct Entry {
   // kept from the one read of the pickle. Merged per-rank metadata keeps the place in the file that named it
   // first.
   size_t stored_index = 0;
+  // megatron-core up to 0.15 saves a flattened-range ShardedTensor (a DistributedOptimizer's model-space
+  // state) "nd-flattened": `size` is then the fragments along each axis of the original shape and, last, the
+  // elements of one fragment; this is the original global shape (its MCoreMetadata's mcore_data[key]
+  // ["nd_reformulated_orig_global_shape"]). Empty: stored as it is.
+  std::vector<int64_t> nd_flattened_from;
   int64_t numel() const;  // tensors: product of size
 };
 
