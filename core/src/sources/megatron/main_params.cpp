@@ -7,6 +7,7 @@
 
 #include "bucket_map.h"
 #include "ckptdoc/compute/backend.h"
+#include "ckptdoc/compute/nonfinite_as_exact.h"
 #include "ckptdoc/dtype.h"
 #include "ckptdoc/error.h"
 
@@ -90,25 +91,6 @@ std::vector<float> read_slice(const dcp::Checkpoint& ckpt, const BucketGroup& g,
   return slice;
 }
 
-// A main that is NaN where its weight is NaN (or the same Inf) rounds to it: a diverged element is
-// dcp-non-finite's to name (on both keys), not a main that differs from its weight. Such pairs are compared
-// as zeros (exact, out of the NaN/Inf count); read only when the divergence saw a NaN/Inf.
-DivergenceStats same_nonfinite_as_exact(Backend& backend, const uint8_t* weight, DType lp,
-                                        std::vector<float> main) {
-  const size_t esize = element_size(lp);
-  std::vector<uint8_t> box(weight, weight + main.size() * esize);
-  for (size_t i = 0; i < main.size(); ++i) {
-    uint16_t bits = 0;
-    std::memcpy(&bits, box.data() + i * esize, sizeof bits);
-    const float w = lp == DType::BF16 ? bf16_to_float(bits) : half_to_float(bits);
-    if ((std::isnan(main[i]) && std::isnan(w)) || (std::isinf(main[i]) && main[i] == w)) {
-      main[i] = 0;
-      std::memset(box.data() + i * esize, 0, esize);
-    }
-  }
-  return backend.divergence(box.data(), lp, main.data(), main.size());
-}
-
 // Whether `main` rounds exactly to `weight` (both of n elements).
 bool rounds_to(Backend& backend, const std::vector<uint8_t>& weight, DType lp, const float* main, size_t n) {
   const auto d = backend.divergence(weight.data(), lp, main, n);
@@ -151,8 +133,7 @@ std::vector<analysis::ParamReport> compare_group(const dcp::Checkpoint& ckpt, co
       const auto in_slot = static_cast<size_t>(at - slot.start);
       if (in_slot < sample)
         std::copy_n(main.begin(), std::min(sample - in_slot, main.size()), main_sample.begin() + in_slot);
-      auto d = backend.divergence(box.data() + in_slot * esize, g.lp, main.data(), main.size());
-      if (d.nonfinite > 0) d = same_nonfinite_as_exact(backend, box.data() + in_slot * esize, g.lp, main);
+      const auto d = divergence_nonfinite_as_exact(backend, box.data() + in_slot * esize, g.lp, main);
       total.merge(d);
       const int rank = chunk.item ? rank_of(chunk.item->file) : -1;
       r.per_rank[rank].merge(d);
@@ -337,8 +318,7 @@ MainParamComparison compare_main_params(const dcp::Checkpoint& ckpt, Progress* p
       for (const auto& chunk : pair.main->chunks) {
         const auto main = ckpt.read_chunk(*pair.main, chunk).to_float();
         const auto box = weight_of_main_chunk(weight, pair, chunk);
-        auto d = backend->divergence(box.data(), pair.lp, main.data(), main.size());
-        if (d.nonfinite > 0) d = same_nonfinite_as_exact(*backend, box.data(), pair.lp, main);
+        const auto d = divergence_nonfinite_as_exact(*backend, box.data(), pair.lp, main);
         total.merge(d);
         const int rank = chunk.item ? rank_of(chunk.item->file) : -1;
         r.per_rank[rank].merge(d);

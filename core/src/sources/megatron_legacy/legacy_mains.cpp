@@ -10,7 +10,9 @@
 #include <utility>
 
 #include "ckptdoc/compute/backend.h"
+#include "ckptdoc/compute/nonfinite_as_exact.h"
 #include "ckptdoc/dtype.h"
+#include "ckptdoc/format/shape_text.h"
 
 namespace ckptdoc::megatron_legacy {
 namespace {
@@ -24,32 +26,6 @@ bool no_weight_decay(const NamedTensor& t) {
 
 bool is_lp(DType d) {
   return d == DType::BF16 || d == DType::F16;
-}
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
-// A main NaN where its weight is NaN (or the same Inf) rounds to it: nonfinite-values names such elements;
-// they count as exact here (the torch_dist comparison's rule).
-DivergenceStats divergence(Backend& backend, const std::vector<uint8_t>& weight, DType lp,
-                           std::vector<float> main) {
-  auto d = backend.divergence(weight.data(), lp, main.data(), main.size());
-  if (d.nonfinite == 0) return d;
-  std::vector<uint8_t> box = weight;
-  const size_t esize = element_size(lp);
-  for (size_t i = 0; i < main.size(); ++i) {
-    uint16_t bits = 0;
-    std::memcpy(&bits, box.data() + i * esize, sizeof bits);
-    const float w = lp == DType::BF16 ? bf16_to_float(bits) : half_to_float(bits);
-    if ((std::isnan(main[i]) && std::isnan(w)) || (std::isinf(main[i]) && main[i] == w)) {
-      main[i] = 0;
-      std::memset(box.data() + i * esize, 0, esize);
-    }
-  }
-  return backend.divergence(box.data(), lp, main.data(), main.size());
 }
 
 // "pp1:" / "pp0ep1:": the stage (and expert rank) a param name belongs to.
@@ -196,7 +172,8 @@ LegacyMainComparison compare_mains(const LegacyFolder& folder, const std::vector
       const auto& w = rank.model[m.model];
       try {
         const auto weight = w.tensor.to_bytes();
-        const auto d = divergence(*backend, weight, w.tensor.dtype, m.read());
+        // a NaN main on a NaN weight counts as exact (nonfinite-values names it), as for Megatron-core
+        const auto d = divergence_nonfinite_as_exact(*backend, weight.data(), w.tensor.dtype, m.read());
         // pipeline stages (and expert ranks) each number their own layers from 0: a name is one param per
         // stage
         const std::string name = staged ? stage_of(folder.ranks[r]) + w.name : w.name;
