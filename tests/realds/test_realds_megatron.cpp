@@ -1518,8 +1518,13 @@ class TestRealdsMegatron : public QObject {
     QCOMPARE(edited, 1);
     const auto nonfinite = nonfinite_truth(e, tracked_iteration_dir(e).replace(0, e.save_dir.size(), copy));
     QVERIFY(nonfinite.contains("buckets"));
-    int in_buckets = 0;
-    for (const auto& n : nonfinite["buckets"].toObject()) in_buckets += n.toInt();
+    // torch's NaN/Inf count per bucket tensor (uninitialised gap memory: how many, and where, differs from
+    // one making of the entry to the next): the dense optimizer's are in known gaps, the experts' are not
+    // judged
+    int in_dense = 0, in_experts = 0;
+    const auto per_key = nonfinite["buckets"].toObject();
+    for (auto it = per_key.begin(); it != per_key.end(); ++it)
+      (it.key().startsWith("chained_1.") ? in_experts : in_dense) += it.value().toInt();
 
     const auto diag = test::run_cli({"diagnose", copy, "--json"});
     CKPTDOC_EXPECT_EXIT(diag, 0);
@@ -1546,11 +1551,19 @@ class TestRealdsMegatron : public QObject {
     for (const auto& w : why) QVERIFY(said.contains("fp32 main param not compared: " + w));
     QVERIFY2(verdict["text"].toString().contains("fp32 main params: 25 of 25 params placed"),
              qPrintable(verdict["text"].toString()));
-    QCOMPARE(verdict["clean"].toBool(), in_buckets == 0);
-    if (in_buckets > 0)
-      QVERIFY2(said.join("\n").contains(QString("%1 NaN/Inf elements of ").arg(in_buckets)) &&
-                   said.join("\n").contains("not judged: the param -> slice map"),
-               qPrintable(said.join("\n")));
+    QCOMPARE(verdict["clean"].toBool(), in_experts == 0);
+    const QString all = said.join("\n");
+    if (in_experts > 0)
+      QVERIFY2(
+          all.contains(QString("%1 NaN/Inf element%2 of ").arg(in_experts).arg(in_experts == 1 ? "" : "s")) &&
+              all.contains("not judged: the param -> slice map"),
+          qPrintable(all));
+    const QString gaps = QString("%1 NaN/Inf element%2 in the bucket-space state's 64-alignment gaps")
+                             .arg(in_dense)
+                             .arg(in_dense == 1 ? "" : "s");
+    QVERIFY2(
+        in_dense == 0 ? !all.contains("in the bucket-space state's 64-alignment gaps") : all.contains(gaps),
+        qPrintable(all + "\nwanted: " + gaps));
 
     const auto before = tree(copy);
     const auto r = test::run_cli({"repair", copy, "-o", dir.file("r"), "--refresh-fp32"});
