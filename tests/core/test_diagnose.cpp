@@ -214,7 +214,8 @@ class TestDiagnose : public QObject {
     QVERIFY(words.load_without_state.find("load_optimizer_states=False") != std::string::npos);
     QCOMPARE(words.one_step_keeper, std::string("ZeRO"));  // the graft message's subject
     // The 16-bit masters note names DeepSpeed's flag; a source without such words names none.
-    const auto* rules = deepspeed::Checkpoint::open(ckpt)->catalog().source_rules.get();
+    const auto opened = deepspeed::Checkpoint::open(ckpt);  // owns the rules: held while they are asked
+    const auto rules = opened->catalog().source_rules;
     QCOMPARE(rules->masters_in_16bit_setting(false), std::string("fp16_master_weights_and_grads"));
     QVERIFY(rules->masters_in_16bit_setting(true).find("bf16_master_weights_and_grads") == 0);
     const model::SourceRules neutral_rules;
