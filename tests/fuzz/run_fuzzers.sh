@@ -49,8 +49,11 @@ for t in "${targets[@]}"; do
   log="$work/$t.log"
   result=$(cat "$log.result" 2>/dev/null || echo "no result (see $log)")
   [ "$result" = ok ] || status=1
-  execs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' || true)
-  [ -n "$execs" ] || execs=$(grep -Eo '#[0-9]+' "$log" | tail -1 | tr -d '#')
+  # libFuzzer's own total ("Done N runs"); a status line's "#N" else (the recommended dictionary it prints last
+  # may hold "#<digits>" too, which once made this say 1 for 135598 runs)
+  execs=$(grep -Eo '^Done [0-9]+ runs' "$log" | grep -Eo '[0-9]+' | tail -1 || true)
+  [ -n "$execs" ] || execs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' || true)
+  [ -n "$execs" ] || execs=$(grep -Eo '^#[0-9]+' "$log" | tail -1 | tr -d '#')
   rate=$(grep -Eo 'exec/s: *[0-9]+' "$log" | tail -1 | grep -Eo '[0-9]+$' || true)
   printf "%-26s %12s %10s %s\n" "$t" "${execs:-?}" "${rate:-?}" "$result"
 done
