@@ -8,7 +8,8 @@ of the two models' state dicts compared bit for bit. Then a fresh non-distribute
 one step (synthetic gradients: the forward needs CUDA, megatron_optim_train.py says why).
 
 The output itself, read with torch: its .metadata's keys (none may start with "optimizer."; the others must be
-the input's), and common.pt (torch.load: the framework's own file, its args an argparse.Namespace): without
+the input's), and common.pt (torch.load: the framework's own file, its args an argparse.Namespace) or, from
+megatron-core 0.19, the DCP's common_state item (megatron-core's load_common_state_dict): without
 "optimizer" and "opt_param_scheduler", every other entry the input's. And megatron-core's load of the optimizer
 from the output is tried: it must fail (the state is gone), its error is reported.
 
@@ -56,6 +57,15 @@ def load_model(gpt, ckpt, mode):
     gpt.load_state_dict(loaded["model"])
 
 
+def read_common(folder):
+    """The state that is not sharded: common.pt (torch.load: the framework's own file, its args an
+    argparse.Namespace), or megatron-core 0.19's common_state item in the DCP, read by megatron-core itself."""
+    if os.path.exists(os.path.join(folder, "common.pt")):
+        return torch.load(os.path.join(folder, "common.pt"), weights_only=False)
+    from megatron.core.dist_checkpointing import load_common_state_dict
+    return load_common_state_dict(folder)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--in", dest="src", required=True)
@@ -93,8 +103,7 @@ def main():
 
     keys_in = set(FileSystemReader(a.src).read_metadata().state_dict_metadata)
     keys_out = set(FileSystemReader(a.out).read_metadata().state_dict_metadata)
-    common_in = torch.load(os.path.join(a.src, "common.pt"), weights_only=False)
-    common_out = torch.load(os.path.join(a.out, "common.pt"), weights_only=False)
+    common_in, common_out = read_common(a.src), read_common(a.out)
     dropped = [k for k in ("optimizer", "opt_param_scheduler") if k in common_in]
     for k in dropped:
         common_in.pop(k)

@@ -369,6 +369,22 @@ MATRIX = {
                                                             optimizer="distributed", sharding="dp_reshardable",
                                                             src="v019_megatron_bf16_distopt_dp_reshardable", stage=0,
                                                             dtype="bf16", dp=1, tp=2, world=2, steps=0, ds="0.19"),
+    # the same saves by megatron-core 0.19.2 (PyPI's newest on 2026-12-07), which keeps the state that is not
+    # sharded in the DCP (bytes item common_state/shard_0_1, a torch.save of [state]) and writes no common.pt:
+    # the model-only save with integrity.json, and the default bucket layout with its --finetune-style stale copy
+    "v019_megatron_tp2_mcore019": dict(kind="megatron", stage=0, dtype="fp32", dp=1, tp=2, world=2, steps=2,
+                                       ds="0.19", mcore="0.19.2", integrity=True),
+    "v019_megatron_bf16_local_mcore019": dict(kind="megatron_optim", mode="pretrain", optimizer="local", stage=0,
+                                              dtype="bf16", dp=1, tp=2, world=2, steps=2, ds="0.19",
+                                              mcore="0.19.2"),
+    "v019_megatron_bf16_distopt_dp_reshardable_mcore019": dict(kind="megatron_optim", mode="pretrain",
+                                                               optimizer="distributed", sharding="dp_reshardable",
+                                                               stage=0, dtype="bf16", dp=1, tp=2, world=2, steps=2,
+                                                               ds="0.19", mcore="0.19.2"),
+    "v019_megatron_bf16_distopt_dp_reshardable_stale_mcore019": dict(
+        kind="megatron_optim", mode="finetune", optimizer="distributed", sharding="dp_reshardable",
+        src="v019_megatron_bf16_distopt_dp_reshardable_mcore019", stage=0, dtype="bf16", dp=1, tp=2, world=2,
+        steps=0, ds="0.19", mcore="0.19.2"),
     # bf16_distopt_dp2_buckets: bucket space at tp 1 x dp 2 (world 2) with overlap_grad_reduce and bucket_size 300
     # (megatron_bucket_small_train.py): 10 buckets per group, each cut at its DP shards; _stale: its --finetune-style
     # run (stale mains, saved before a step)

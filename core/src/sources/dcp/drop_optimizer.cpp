@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <span>
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/pickler.h"
@@ -44,6 +45,7 @@ std::string str_field(const Value& fields, std::string_view name, const std::str
 struct Kept {
   uint64_t offset = 0, length = 0;
   Value* fields = nullptr;  // its _StorageInfo's fields, where the new offset is written
+  const std::vector<uint8_t>* replacement = nullptr;  // its new bytes, or null: the input's
 };
 
 void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
@@ -55,8 +57,15 @@ void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
 
 }  // namespace
 
-DropCounts drop_optimizer(const Checkpoint& in, const std::string& copy_dir, Progress* progress) {
+DropCounts drop_optimizer(const Checkpoint& in, const std::string& copy_dir, Progress* progress,
+                          const std::map<std::string, std::vector<uint8_t>>& replaced) {
   const std::string& dir = in.dir();
+  for (const auto& [key, bytes] : replaced) {
+    const Entry* e = in.metadata().find(key);
+    if (!e || e->kind != EntryKind::Bytes || !e->bytes_item || dropped(key))
+      throw Error(ErrorKind::Unsupported, dir, key,
+                  "is not a kept bytes item to rewrite: nothing was dropped");
+  }
   const std::string md_path = dir + "/.metadata";
   if (!in.metadata().merged_from.empty() || !fs::is_regular_file(md_path))
     throw Error(
@@ -112,8 +121,9 @@ DropCounts drop_optimizer(const Checkpoint& in, const std::string& copy_dir, Pro
     if (!off || !len || !off->is(Value::Kind::Int) || !len->is(Value::Kind::Int))
       throw Error(ErrorKind::Unsupported, md_path, "storage_data['" + fqn + "']",
                   "offset or length is not an integer: nothing was dropped");
-    by_file[rel].push_back(
-        {static_cast<uint64_t>(off->as_int()), static_cast<uint64_t>(len->as_int()), &info});
+    const auto r = replaced.find(fqn);
+    by_file[rel].push_back({static_cast<uint64_t>(off->as_int()), static_cast<uint64_t>(len->as_int()), &info,
+                            r == replaced.end() ? nullptr : &r->second});
     return false;
   });
 
@@ -139,10 +149,12 @@ DropCounts drop_optimizer(const Checkpoint& in, const std::string& copy_dir, Pro
         throw Error(ErrorKind::Truncated, (fs::path(dir) / name).string(), "",
                     "an item runs past the file's end: nothing was dropped");
       p.check();
-      const auto bytes = src->bytes().subspan(k.offset, k.length);
+      const auto bytes =
+          k.replacement ? std::span<const uint8_t>(*k.replacement) : src->bytes().subspan(k.offset, k.length);
       k.fields->set("offset", Value::integer(static_cast<int64_t>(at)));
+      if (k.replacement) k.fields->set("length", Value::integer(static_cast<int64_t>(bytes.size())));
       out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-      at += k.length;
+      at += bytes.size();
     }
     out.flush();
     if (!out) throw Error(ErrorKind::Io, out_path, "", "could not be written");
@@ -182,10 +194,12 @@ DropCounts drop_optimizer(const Checkpoint& in, const std::string& copy_dir, Pro
     }
     if (!c || c->chunks.size() != e.chunks.size() || c->kind != e.kind)
       throw Error(ErrorKind::Inconsistent, copy_dir, e.key, "is not the input's in the copy");
+    const auto r = replaced.find(e.key);
     auto same = [&](const StorageItem& a, const StorageItem& b) {
-      const auto x = in.file(a.file)->bytes().subspan(a.offset, a.length);
+      const auto x = r != replaced.end() ? std::span<const uint8_t>(r->second)
+                                         : in.file(a.file)->bytes().subspan(a.offset, a.length);
       const auto y = copy->file(b.file)->bytes().subspan(b.offset, b.length);
-      if (a.length != b.length || !std::equal(x.begin(), x.end(), y.begin()))
+      if (x.size() != b.length || !std::equal(x.begin(), x.end(), y.begin()))
         throw Error(ErrorKind::Inconsistent, copy_dir + "/" + b.file, e.key,
                     "holds other bytes than the input");
       p.add(a.length);

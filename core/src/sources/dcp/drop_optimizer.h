@@ -7,7 +7,10 @@
 // a dataclass). Each storage file keeps the kept items, whole and in their order (each item is a
 // self-contained torch.save zip, so only the offsets change); a file left with none is not written. Every
 // other file is copied.
+#include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "ckptdoc/sources/dcp/checkpoint.h"
 #include "ckptdoc/task/progress.h"
@@ -26,6 +29,10 @@ struct DropCounts {
 // ckptdoc::Error Unsupported naming the folder when it has no optimizer keys, per-rank metadata files
 // (`__<rank>.metadata`) or .metadata fields it does not know; Inconsistent when the check fails.
 // `progress` counts the storage files written and is checked for a cancel (Cancelled) between them.
-DropCounts drop_optimizer(const Checkpoint& in, const std::string& copy_dir, Progress* progress = nullptr);
+// `replaced`: kept bytes items written with other bytes (key -> a torch.save zip), e.g. megatron-core 0.19's
+// common state without its optimizer entries; the check then wants those bytes. Unsupported when a key is not
+// a bytes item of the input.
+DropCounts drop_optimizer(const Checkpoint& in, const std::string& copy_dir, Progress* progress = nullptr,
+                          const std::map<std::string, std::vector<uint8_t>>& replaced = {});
 
 }  // namespace ckptdoc::dcp

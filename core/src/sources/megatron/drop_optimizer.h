@@ -5,6 +5,8 @@
 // and common.pt loses its top-level "optimizer" and "opt_param_scheduler" entries, the two that
 // Megatron-LM's generate_state_dict leaves out under --no-save-optim (megatron/training/checkpointing.py);
 // every other entry of common.pt (args, iteration, checkpoint_version, rng state) is the input's.
+// megatron-core 0.19 keeps that state in the DCP (bytes item common_state/shard_0_1): the same entries leave
+// that item, rewritten as torch.save([state]) in the new storage file.
 // metadata.json is copied. integrity.json (megatron-core 0.18+: sha256 of each file) would list files this
 // rewrites, so it is left out of the copy and the result says so. The input is never written.
 #include <string>
@@ -19,7 +21,8 @@ struct DropResult {
   std::string
       iteration_dir;    // the iteration folder inside it (== output when the iteration folder was named)
   dcp::DropCounts dcp;  // the DCP files' keys and bytes
-  std::vector<std::string> common_dropped;  // common.pt's top-level entries left out
+  std::vector<std::string> common_dropped;  // the common state's top-level entries left out
+  std::string common_where = "common.pt";   // or "common_state/shard_0_1" (megatron-core 0.19)
   bool integrity_dropped = false;           // the input had integrity.json; the copy has none
 };
 

@@ -120,9 +120,9 @@ IterationFolder resolve(const std::string& path) {
 }
 
 std::string CommonState::summary() const {
-  if (!present) return "common.pt: absent";
-  if (!error.empty()) return "common.pt: unreadable (" + error + ")";
-  std::string s = "common.pt: ";
+  if (!present) return "common.pt: absent (nor a common_state item in the DCP)";
+  if (!error.empty()) return where + ": unreadable (" + error + ")";
+  std::string s = where + ": ";
   for (size_t i = 0; i < keys.size(); ++i) s += (i ? ", " : "") + keys[i];
   if (keys.empty()) s += "(no keys)";
   if (!args_type.empty())
@@ -132,31 +132,72 @@ std::string CommonState::summary() const {
   return s;
 }
 
-CommonState read_common(const std::string& iteration_dir) {
+namespace {
+
+// The keys of the common state dict and the ones the reports use.
+void read_state(CommonState& c, const Value& state) {
+  if (!state.is_dict()) {
+    c.error = "it holds a " + state.type_name() + ", not a dict";
+    return;
+  }
+  for (const auto& [k, v] : state.as_dict().items) {
+    c.keys.push_back(k.is(Value::Kind::Str) ? k.as_str() : k.repr(40));
+    if (!k.is(Value::Kind::Str)) continue;
+    if (k.as_str() == "iteration" && v.is(Value::Kind::Int)) c.iteration = v.as_int();
+    if (k.as_str() == "checkpoint_version" && (v.is(Value::Kind::Float) || v.is(Value::Kind::Int)))
+      c.checkpoint_version = v.as_float();
+    if (k.as_str() == "args" && v.is(Value::Kind::Object)) {
+      c.args_type = v.type_name();
+      if (const Value* attrs = namespace_attrs(v); attrs && attrs->is_dict())
+        c.args_fields = attrs->as_dict().items.size();
+    }
+  }
+}
+
+// megatron-core 0.19: ShardedObject("common_state", state, global_shape (1,), offset (0,)), whose unique key
+// names the item; DCP stores it as torch.save([state]).
+constexpr const char* kCommonStateKey = "common_state/shard_0_1";
+
+CommonState read_common_item(const dcp::Checkpoint& ckpt) {
+  CommonState c;
+  const dcp::Entry* e = ckpt.metadata().find(kCommonStateKey);
+  if (!e) return c;
+  c.present = true;
+  c.in_checkpoint = true;
+  c.where = kCommonStateKey;
+  c.key = kCommonStateKey;
+  if (e->kind != dcp::EntryKind::Bytes || !e->bytes_item) {
+    c.error = e->kind != dcp::EntryKind::Bytes ? "it is a tensor, not a bytes item"
+                                               : ".metadata names no storage item for it";
+    return c;
+  }
+  c.where += " (" + dcp::item_name(*e->bytes_item) + ")";
+  c.file = e->bytes_item->file;
+  try {
+    const TorchFile tf = ckpt.open_item(*e->bytes_item);
+    if (!tf.root.is_sequence() || tf.root.items().size() != 1) {
+      c.error = "it holds a " + tf.root.type_name() + ", not a one-element list of the state";
+      return c;
+    }
+    read_state(c, tf.root.items().front());
+  } catch (const std::exception& ex) {
+    c.error = ex.what();
+  }
+  return c;
+}
+
+}  // namespace
+
+CommonState read_common(const std::string& iteration_dir, const dcp::Checkpoint& ckpt) {
   CommonState c;
   const fs::path path = fs::path(iteration_dir) / "common.pt";
   std::error_code ec;
-  if (!fs::exists(path, ec)) return c;
+  if (!fs::exists(path, ec)) return read_common_item(ckpt);
   c.present = true;
   c.hazards = pickle_hazards_of_file(path.string(), "common.pt");
   try {
     const TorchFile tf = TorchFile::open(path.string());
-    if (!tf.root.is_dict()) {
-      c.error = "its root is a " + tf.root.type_name() + ", not a dict";
-      return c;
-    }
-    for (const auto& [k, v] : tf.root.as_dict().items) {
-      c.keys.push_back(k.is(Value::Kind::Str) ? k.as_str() : k.repr(40));
-      if (!k.is(Value::Kind::Str)) continue;
-      if (k.as_str() == "iteration" && v.is(Value::Kind::Int)) c.iteration = v.as_int();
-      if (k.as_str() == "checkpoint_version" && (v.is(Value::Kind::Float) || v.is(Value::Kind::Int)))
-        c.checkpoint_version = v.as_float();
-      if (k.as_str() == "args" && v.is(Value::Kind::Object)) {
-        c.args_type = v.type_name();
-        if (const Value* attrs = namespace_attrs(v); attrs && attrs->is_dict())
-          c.args_fields = attrs->as_dict().items.size();
-      }
-    }
+    read_state(c, tf.root);
   } catch (const std::exception& e) {
     c.error = e.what();
   }

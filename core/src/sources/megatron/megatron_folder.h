@@ -5,13 +5,15 @@
 //
 //   <save>/latest_checkpointed_iteration.txt   "2" (Megatron-LM's tracker; "release" for a release folder)
 //   <save>/iter_0000002/metadata.json          {"sharded_backend": "torch_dist", ...}
-//   <save>/iter_0000002/common.pt              torch.save of the state that is not sharded (args, iteration)
+//   <save>/iter_0000002/common.pt              torch.save of the state that is not sharded (args, iteration);
+//                                              from megatron-core 0.19 the bytes item common_state/shard_0_1
 //   <save>/iter_0000002/.metadata, __<r>_<n>.distcp
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "ckptdoc/format/pickle_safety.h"
+#include "ckptdoc/sources/dcp/checkpoint.h"
 
 namespace ckptdoc::megatron {
 
@@ -35,9 +37,14 @@ struct IterationFolder {
 // than torch_dist, or an iteration folder without metadata.json: a legacy mp_rank_XX checkpoint).
 IterationFolder resolve(const std::string& path);
 
-// common.pt: what it holds, read with the inert unpickler (nothing in it runs).
+// The common state (what is not sharded): common.pt, or megatron-core 0.19's bytes item
+// common_state/shard_0_1 in the DCP. What it holds, read with the inert unpickler (nothing in it runs).
 struct CommonState {
   bool present = false;
+  std::string where = "common.pt";   // or "common_state/shard_0_1 (<file> [offset O, N bytes])"
+  bool in_checkpoint = false;        // the DCP item (its pickle is judged with the other bytes items)
+  std::string file = "common.pt";    // the file findings name (the item's .distcp file)
+  std::string key;                   // the item's key, or empty
   std::string error;                 // why it could not be read (present but unreadable)
   std::vector<std::string> keys;     // top-level keys, in order
   std::optional<int64_t> iteration;  // its "iteration"
@@ -48,6 +55,9 @@ struct CommonState {
   std::string summary() const;        // one line for the text reports
 };
 
-CommonState read_common(const std::string& iteration_dir);
+// common.pt when the folder holds one (megatron-core's load reads it first: 0.19's serialization.py
+// load_common_state_dict), else the DCP's bytes item common_state/shard_0_1, a torch.save of [state] (0.19's
+// save puts the state there as ShardedObject "common_state"). Absent when neither exists.
+CommonState read_common(const std::string& iteration_dir, const dcp::Checkpoint& ckpt);
 
 }  // namespace ckptdoc::megatron

@@ -46,7 +46,7 @@ std::string header(const megatron::IterationFolder& f) {
 }
 
 nlohmann::json megatron_json(const megatron::IterationFolder& f, const megatron::CommonState& c) {
-  nlohmann::json common = {{"present", c.present}, {"keys", c.keys}};
+  nlohmann::json common = {{"present", c.present}, {"where", c.where}, {"keys", c.keys}};
   if (!c.error.empty()) common["error"] = c.error;
   if (c.iteration) common["iteration"] = *c.iteration;
   if (c.checkpoint_version) common["checkpoint_version"] = *c.checkpoint_version;
@@ -95,12 +95,12 @@ void add_megatron_findings(dcp::Report& r, const dcp::Checkpoint& ckpt, const me
   if (!c.present)
     added.push_back(
         dcp::problem(model::Code::MegatronCommonMissing,
-                     "common.pt is absent: megatron-core's load reads the state that is not sharded (args, "
-                     "iteration) from it",
+                     "common.pt is absent and the DCP holds no common_state item: megatron-core's "
+                     "load reads the state that is not sharded (args, iteration) from one of them",
                      "common.pt"));
   else if (!c.error.empty())
     added.push_back(
-        dcp::problem(model::Code::MegatronCommonUnreadable, "common.pt: " + c.error, "common.pt"));
+        dcp::problem(model::Code::MegatronCommonUnreadable, c.where + ": " + c.error, c.file, c.key));
   for (const auto& h : c.hazards)
     added.push_back(dcp::problem(model::Code::UnsafePickle,
                                  model::severity_of(h.severity),  // the hazard's own
@@ -108,9 +108,9 @@ void add_megatron_findings(dcp::Report& r, const dcp::Checkpoint& ckpt, const me
                                  h.message() + " " + pickle_advice(h.severity), "common.pt"));
   if (c.iteration && f.iteration && *c.iteration != *f.iteration)
     added.push_back(dcp::problem(model::Code::MegatronIterationMismatch,
-                                 "common.pt says iteration " + std::to_string(*c.iteration) +
+                                 c.where + " says iteration " + std::to_string(*c.iteration) +
                                      ", the folder is iteration " + std::to_string(*f.iteration),
-                                 "common.pt"));
+                                 c.file, c.key));
   const size_t errors_before = std::count_if(r.problems.begin(), r.problems.end(), [](const auto& p) {
     return p.severity == model::Severity::Error;
   });
@@ -218,7 +218,7 @@ class MegatronSource final : public Source {
   Outcome inspect(const InspectRequest& request) const override {
     const auto f = megatron::resolve(request.path);
     const auto ckpt = dcp::Checkpoint::open(f.dir);
-    const auto common = megatron::read_common(f.dir);
+    const auto common = megatron::read_common(f.dir, *ckpt);
     if (request.json) {
       auto j = nlohmann::json::parse(dcp::metadata_json(*ckpt));
       j["format"] =
@@ -244,7 +244,7 @@ class MegatronSource final : public Source {
     Diagnosed d;
     d.folder = megatron::resolve(request.path);
     d.ckpt = dcp::Checkpoint::open(d.folder.dir);
-    d.common = megatron::read_common(d.folder.dir);
+    d.common = megatron::read_common(d.folder.dir, *d.ckpt);
     d.report = dcp::diagnose(*d.ckpt);
     d.mains = megatron::compare_main_params(*d.ckpt);
     d.integrity = megatron::check_integrity(d.folder.dir, request.verify_checksums, request.progress);
@@ -374,14 +374,15 @@ class MegatronSource final : public Source {
                                 {"storage_bytes_before", r.dcp.bytes_before},
                                 {"storage_bytes_after", r.dcp.bytes_after},
                                 {"common_dropped", r.common_dropped},
+                                {"common_where", r.common_where},
                                 {"integrity_dropped", r.integrity_dropped},
                                 {"verified", true},
                                 {"notes", notes}};
       return {j.dump(2) + "\n", 0};
     }
-    std::string common = "common.pt as it was";
+    std::string common = r.common_where + " as it was";
     if (!r.common_dropped.empty()) {
-      common = "common.pt without";
+      common = r.common_where + " without";
       for (size_t i = 0; i < r.common_dropped.size(); ++i)
         common += std::string(i ? "," : "") + " " + r.common_dropped[i];
     }
@@ -391,8 +392,10 @@ class MegatronSource final : public Source {
         common + "; " + plural(r.dcp.kept_keys, "key") + " kept, their items' bytes the input's (storage " +
         std::to_string(r.dcp.bytes_before) + " -> " + std::to_string(r.dcp.bytes_after) + " bytes).\nWrote " +
         r.output +
-        "\nVerified: the copy holds the input's keys but the optimizer's, each kept item byte for byte, and "
-        "common.pt's other entries. Load it as Megatron-LM's --finetune / --no-load-optim does (the model "
+        "\nVerified: the copy holds the input's keys but the optimizer's, each kept item byte for byte" +
+        (r.common_where == "common.pt" || r.common_dropped.empty() ? std::string(", and common.pt's")
+                                                                   : " but " + r.common_where + ", and its") +
+        " other entries. Load it as Megatron-LM's --finetune / --no-load-optim does (the model "
         "alone, a fresh optimizer).\n";
     for (const auto& n : notes) text += "Note: " + n + ".\n";
     return {text, 0};
@@ -428,8 +431,8 @@ class MegatronSource final : public Source {
               ") from " + format_step(r.step_before) + " to 0, every other byte the input's.\nWrote " +
               r.output +
               "\nVerified: every moment in the copy reads as zero and each param-groups object as the "
-              "input's with the step 0. The fp32 main params (the buckets' param), weights, common.pt and "
-              "args are the input's.\n" +
+              "input's with the step 0. The fp32 main params (the buckets' param), weights and the common "
+              "state (args) are the input's.\n" +
               said,
           0};
     return {

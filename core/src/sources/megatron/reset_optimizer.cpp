@@ -169,9 +169,14 @@ ResetResult reset_optimizer(const std::string& path, const std::string& output, 
         ErrorKind::Unsupported, folder.dir, request_text("{reset_optimizer}"),
         "holds no Adam moments (no optimizer.state.exp_avg.<key> / exp_avg_sq.<key>): nothing to reset");
   const std::string common_path = folder.dir + "/common.pt";
-  if (!fs::exists(common_path))
+  if (!fs::exists(common_path)) {
+    if (read_common(folder.dir, *in).in_checkpoint)  // megatron-core 0.19
+      throw Error(ErrorKind::Unsupported, folder.dir, request_text("{reset_optimizer}"),
+                  "keeps the optimizer step in the DCP's common_state/shard_0_1 item (megatron-core 0.19), "
+                  "which this repair does not rewrite yet: nothing was written");
     throw Error(ErrorKind::Unsupported, common_path, request_text("{reset_optimizer}"),
                 "is absent: the optimizer step megatron-core keeps there cannot be reset");
+  }
   const TorchFile common = TorchFile::open(common_path);
   const CommonStep step = find_step(common, common_path);
 
