@@ -197,7 +197,7 @@ def check(a):
             load(a.candidate, seed=14)
             out["full_load"] = "ok"
         except CheckpointException as e:  # a BaseException: dcp.load's error of every rank (the result)
-            missing = re.search(r"Missing key in checkpoint state_dict: \S+", str(e))
+            missing = re.search(r"Missing key in checkpoint state_dict: [a-z_]\S+", str(e))
             out["full_load"] = f"{type(e).__name__}: {missing.group(0) if missing else str(e)[:300]}"
         cand = load(a.candidate, seed=12, exclude_from_loading=["optimizer"])
         out["loaded_steps"], out["loaded_nonzero_moment_elements"], out["loaded_lrs"] = adam_of(cand)
