@@ -10,7 +10,9 @@
 # Also installs the older DeepSpeed releases named in scripts/judges-extra-deepspeed.txt beside it (ds-extra/), and
 # the newer megatron-core releases of scripts/judges-extra-megatron-core.txt (mcore-extra/), and Megatron Bridge with
 # the packages of scripts/judges-extra-megatron-bridge.txt (bridge-extra/<hash of that list>/; 13-46 s, 150 MB), and
-# zstandard for torch's DCP ZStandard extension (scripts/judges-extra-zstd.txt, zstd-extra/<hash of that list>/).
+# zstandard for torch's DCP ZStandard extension (scripts/judges-extra-zstd.txt, zstd-extra/<hash of that list>/),
+# and torchtitan with the packages its checkpoint code imports (scripts/judges-extra-torchtitan.txt,
+# titan-extra/<hash of that list>/; 16 MB).
 #
 # Where: ${XDG_CACHE_HOME:-~/.cache}/ckptdoc/judges-<first 12 hex of sha256(judges-requirements.txt)>/, made with
 # Debian's /usr/bin/python3 -m venv (python3-venv, listed in scripts/setup.sh). Any edit of the pins file makes
@@ -101,6 +103,17 @@ extras() {
     rm -f "$dir.pins"
     mv "$dir.tmp" "$dir"
     echo "setup-judges: zstandard in $dir"
+  fi
+  local titan_pins="$root/scripts/judges-extra-torchtitan.txt"
+  dir="$cache/titan-extra/$(sha256sum "$titan_pins" | cut -c1-12)"
+  if [ ! -f "$dir/torchtitan/__init__.py" ]; then
+    mkdir -p "$(dirname "$dir")"
+    rm -rf "$dir.tmp"
+    grep -v -E '^(#|$)' "$titan_pins" > "$dir.pins"
+    "$venv/bin/python" -m pip --disable-pip-version-check install -q --no-deps --target "$dir.tmp" -r "$dir.pins"
+    rm -f "$dir.pins"
+    mv "$dir.tmp" "$dir"
+    echo "setup-judges: torchtitan in $dir"
   fi
 }
 mkdir -p "$cache"

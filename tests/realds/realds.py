@@ -25,7 +25,7 @@ zero_to_fp32.py, or takes the module weights with torch.load.
   realds.py py [--ds V] [--] ARGS      python with that DeepSpeed importable (torch.load/save of its own files)
   realds.py zero-to-fp32 CKPT OUT [--ds V]
                                         DeepSpeed's zero_to_fp32.py (from the given version) on CKPT
-  realds.py launch [--world N] [--ds V] [--mcore M] [--logdir D] -- SCRIPT ARGS
+  realds.py launch [--world N] [--ds V] [--mcore M] [--torchtitan] [--logdir D] -- SCRIPT ARGS
                                         SCRIPT on N local ranks through the harness's launch.py (ds_common
                                         importable), with that DeepSpeed version
 
@@ -73,6 +73,9 @@ EXTRA_MCORE = tuple(line.strip() for line in open(os.path.join(REPO, "scripts", 
 # "megatron_bridge" runs with that folder first on PYTHONPATH.
 BRIDGE_PINS = os.path.join(REPO, "scripts", "judges-extra-megatron-bridge.txt")
 ZSTD_PINS = os.path.join(REPO, "scripts", "judges-extra-zstd.txt")
+# torchtitan and what its checkpoint code imports (scripts/judges-extra-torchtitan.txt), beside the venv in
+# titan-extra/<hash of the list>/: first on PYTHONPATH for kind "torchtitan" and `launch --torchtitan`.
+TITAN_PINS = os.path.join(REPO, "scripts", "judges-extra-torchtitan.txt")
 
 # The matrix (pairwise, not the full product): every ZeRO stage x dtype, BF16_Optimizer at stage 0 and 1,
 # dp 1-4 (ZeRO-3 at 2-4: dp 1 fails in the CPU harness), fresh (steps 0) and trained, the edge model (tied
@@ -299,6 +302,11 @@ MATRIX = {
     # Shard(0), so each rank's __<rank>_0.distcp holds its row pieces, their offsets in DCP_SHARDING_INFO
     "dcp_safetensors_ws2": dict(kind="dcpformat", fmt="safetensors_distributed", stage=0, dtype="fp32", dp=2,
                                 world=2, steps=0, ds="0.19"),
+    # kind "torchtitan" (#28): torchtitan_train.py, torchtitan 0.3.0's llama3 debugmodel (2 layers) under FSDP2 at
+    # world 2, its own optimizers, LR schedulers, dataloader and CheckpointManager; save_dir is the manager's folder:
+    # step-2/ (interval 2: model, optimizer, lr_scheduler, dataloader, train_state) and step-3/ (the last step,
+    # model only, export_dtype bfloat16)
+    "torchtitan_fsdp2_ws2": dict(kind="torchtitan", stage=0, dtype="fp32", dp=2, world=2, steps=3, ds="0.19"),
     # kind "megatron" (#28): megatron_train.py, a tiny megatron-core GPTModel at TP 2 (dp 1) on gloo, saved with
     # megatron.core.dist_checkpointing.save (torch_dist) as <ckpt>/iter_0000002/ and latest_checkpointed_iteration.txt;
     # run.json records what of megatron-core needs CUDA (the forward, every optimizer)
@@ -652,6 +660,18 @@ def zstd_extra(a):
     return folder
 
 
+def titan_extra(a):
+    """The folder of torchtitan and its pins (scripts/judges-extra-torchtitan.txt), installed beside the judge venv
+    by scripts/setup-judges.sh."""
+    venv = judges_venv(a)
+    judge_python(a)
+    folder = os.path.join(os.path.dirname(venv), "titan-extra",
+                          hashlib.sha256(open(TITAN_PINS, "rb").read()).hexdigest()[:12])
+    if not os.path.isfile(os.path.join(folder, "torchtitan", "__init__.py")):
+        raise Unavailable(f"torchtitan is not installed in {folder} (run scripts/setup-judges.sh)")
+    return folder
+
+
 def ds_src(a, version):
     """Extracts DeepSpeed `version` into the cache with ../shared/deepspeed/setup.sh; returns the folder."""
     cache = cache_dir(a)
@@ -719,6 +739,8 @@ def stamp_of(a, spec):
         parts.append(file_sha(os.path.join(HERE, "dcp_format_save.py")))
         if spec["fmt"].startswith("zstd"):
             parts.append(file_sha(ZSTD_PINS))
+    if spec["kind"] == "torchtitan":
+        parts += [file_sha(os.path.join(HERE, "torchtitan_train.py")), file_sha(TITAN_PINS)]
     if spec["kind"] == "megatron" and spec.get("variant") == "llama":
         parts.append(file_sha(os.path.join(HERE, "megatron_llama_train.py")))
     elif spec["kind"] == "megatron":
@@ -810,6 +832,8 @@ def ensure(a, name):
                                                 ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         if spec.get("fmt", "").startswith("zstd"):  # zstandard for torch's ZStandard extension
             env["PYTHONPATH"] = os.pathsep.join([zstd_extra(a)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        if spec["kind"] == "torchtitan":  # torchtitan and its pins before the venv's
+            env["PYTHONPATH"] = os.pathsep.join([titan_extra(a)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         if spec.get("mcore"):  # this entry's megatron-core before the venv's
             env["PYTHONPATH"] = os.pathsep.join([mcore_extra(a, spec["mcore"])] +
                                                 ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
@@ -860,6 +884,11 @@ def ensure(a, name):
             cmd = ([py] if spec["world"] == 1 else launch[:-1]) + [
                 os.path.join(HERE, "dcp_format_save.py"), "--out", save_dir, "--format", spec["fmt"], "--ref",
                 os.path.join(folder, "ref"), "--json", os.path.join(folder, "run.json")]
+        elif spec["kind"] == "torchtitan":  # the CheckpointManager's folder (step-2/, step-3/) is the save
+            save_dir = os.path.join(folder, "run", "checkpoint")
+            cmd = launch[:-1] + [os.path.join(HERE, "torchtitan_train.py"), "train", "--out",
+                                 os.path.join(folder, "run"), "--steps", str(spec["steps"]), "--json",
+                                 os.path.join(folder, "run.json")]
         elif spec["kind"] == "accelerate":
             cmd = launch[:-1] + [os.path.join(HERE, "accelerate_fsdp_train.py"), "--out", save_dir, "--steps",
                                  str(spec["steps"]), "--ref", os.path.join(folder, "ref"), "--json",
@@ -949,7 +978,7 @@ def ensure(a, name):
             cmd = launch + ["seedbug", "--name", name, "--src", src["save_dir"], "--variant", spec["variant"],
                             "--save-out", save_dir, "--json", os.path.join(folder, "seedbug.json")] + base_args(spec)
         seconds = run_logged(cmd, env, os.path.join(folder, "generate.log"))
-        if spec["kind"] in ("accelerate", "hftrainer_plain", "megatron_bridge", "dcpformat"):
+        if spec["kind"] in ("accelerate", "hftrainer_plain", "megatron_bridge", "dcpformat", "torchtitan"):
             tag = ""  # the save_state / checkpoint-N folder is the checkpoint
         else:
             tracker = ("latest_checkpointed_iteration.txt" if spec["kind"] in ("megatron", "megatron_optim", "megatron_legacy")
@@ -1137,6 +1166,7 @@ def main():
     n.add_argument("--ds", default="0.12.6")
     n.add_argument("--logdir", default=None)
     n.add_argument("--mcore", default=None)  # as py's: that megatron-core first (its shims, MCORE_015_SHIMS)
+    n.add_argument("--torchtitan", action="store_true")  # torchtitan (judges-extra-torchtitan.txt) first
     argv = sys.argv[1:]
     rest = argv[argv.index("--") + 1:] if "--" in argv else []
     a, unknown = ap.parse_known_args(argv[:argv.index("--")] if "--" in argv else argv)
@@ -1208,6 +1238,8 @@ def main():
                         [p for p in (mcore_extra(a, a.mcore), HERE, env.get("PYTHONPATH")) if p])
                     if a.mcore in MCORE_015_SHIMS:
                         rest = [os.path.join(HERE, "megatron_015_shims.py")] + rest
+                if a.torchtitan:
+                    env["PYTHONPATH"] = os.pathsep.join([p for p in (titan_extra(a), env.get("PYTHONPATH")) if p])
             else:
                 env = debian_env(a, a.ds)
                 cmd = [PYTHON, os.path.join(JUDGE, "launch.py"), "--world", str(a.world)]

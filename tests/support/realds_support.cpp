@@ -196,6 +196,15 @@ RunResult launch_with_megatron_core(const std::vector<std::string>& script_and_a
   return realds(a);
 }
 
+RunResult launch_with_torchtitan(const std::vector<std::string>& script_and_args, int world,
+                                 const std::string& logdir) {
+  std::vector<std::string> a{"launch", "--world", std::to_string(world), "--ds", "0.19", "--torchtitan"};
+  if (!logdir.empty()) a.insert(a.end(), {"--logdir", logdir});
+  a.push_back("--");
+  a.insert(a.end(), script_and_args.begin(), script_and_args.end());
+  return realds(a);
+}
+
 std::vector<std::string> codes(const QJsonObject& report, const std::string& severity) {
   std::vector<std::string> out;
   for (const auto& f : report["findings"].toArray()) {

@@ -75,6 +75,10 @@ RunResult launch(const std::vector<std::string>& script_and_args, int world = 2,
 RunResult launch_with_megatron_core(const std::vector<std::string>& script_and_args, int world,
                                     const std::string& mcore, const std::string& logdir = {});
 
+// The same with the judges' venv and torchtitan (scripts/judges-extra-torchtitan.txt) first on PYTHONPATH.
+RunResult launch_with_torchtitan(const std::vector<std::string>& script_and_args, int world,
+                                 const std::string& logdir = {});
+
 // Runs python with real DeepSpeed importable (torch.load/torch.save of DeepSpeed's own files).
 RunResult python_with_deepspeed(const std::vector<std::string>& args, const std::string& ds = "0.12.6");
 // The same with the judges' DeepSpeed and a newer megatron-core (scripts/judges-extra-megatron-core.txt)

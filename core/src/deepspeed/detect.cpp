@@ -172,6 +172,40 @@ bool only_rank_files(const fs::path& tag, std::string* foreign) {
   return true;
 }
 
+// The folders directly in `dir` that hold a PyTorch Distributed Checkpoint's .metadata (torchtitan's
+// checkpoint folder keeps one per save, step-N/), sorted.
+std::vector<fs::path> dcp_folders_in(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_directory(ec) && fs::is_regular_file(it->path() / ".metadata", ec)) out.push_back(it->path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// `dir` holds DCP folders and no checkpoint itself: which to name, and the one torchtitan resumes from (its
+// CheckpointManager takes the highest step-N holding .metadata).
+Error dcp_folders_refusal(const std::string& dir, const std::vector<fs::path>& folders) {
+  static const std::regex step_name(R"(step-(\d+))");
+  std::string list, highest;
+  long long highest_step = -1;
+  for (const auto& f : folders) {
+    list += (list.empty() ? "" : ", ") + f.string();
+    std::smatch m;
+    const std::string name = f.filename().string();
+    if (std::regex_match(name, m, step_name) && m[1].length() < 18 && std::stoll(m[1]) > highest_step)
+      highest_step = std::stoll(m[1]), highest = name;
+  }
+  return {ErrorKind::InvalidRequest, dir, "",
+          "holds no checkpoint itself but " + std::to_string(folders.size()) +
+              " PyTorch Distributed Checkpoint folder" + (folders.size() > 1 ? "s" : "") + ": " + list +
+              "; pass the one to open" +
+              (highest.empty() ? ""
+                               : " (a torchtitan checkpoint folder: its CheckpointManager resumes from the "
+                                 "highest step-N, " +
+                                     highest + ")")};
+}
+
 }  // namespace
 
 bool hugging_face_weights_name(const std::string& name) {
@@ -333,6 +367,7 @@ Location locate_checkpoint(const std::string& path, const std::optional<std::str
                   "holds no checkpoint itself but " + std::to_string(below.size() + weights.size()) +
                       " things below it that are: " + list + "; pass the one to open");
     }
+    if (auto dcp = dcp_folders_in(p); !dcp.empty()) throw dcp_folders_refusal(path, dcp);
     throw Error(ErrorKind::NotFound, path, "",
                 "not a DeepSpeed checkpoint: no `latest` file, no tag folder and no "
                 "*_model_states.pt / *_optim_states.pt files");

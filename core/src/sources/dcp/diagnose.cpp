@@ -302,6 +302,7 @@ class Diagnosis {
       r_.not_checked.push_back("no checksum of " + plural(unchecksummed_, "tensor item") +
                                " of safetensors-serialized files (serialization_format=SAFETENSORS): "
                                "safetensors records none");
+    if (auto gap = moment_coverage_gap(md_)) r_.not_checked.push_back(std::move(*gap));
     if (r_.adam_moments_judged == 0)
       r_.not_checked.push_back(
           "no Adam moments judged: no optimizer.state.<param>.exp_avg/exp_avg_sq/step read whole");

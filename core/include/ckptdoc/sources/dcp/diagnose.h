@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,11 @@ std::vector<Problem> tiling_problems(const Entry& entry);
 // The param of an optimizer state key: `<fqn>` of `optimizer.state.<fqn>.<field>` (torchtitan, FSDP2's
 // flattened optimizer) or `state.<fqn>.<field>`; empty when `key` is neither.
 std::string optimizer_state_param(const std::string& key, const std::string& field);
+
+// Where the params of optimizer.state.<param>.exp_avg and the weight keys do not meet (moment_coverage.cpp):
+// the verdict's not_checked line saying so, naming the first of each; nullopt when every weight has state
+// under its name and every param is a weight, or the folder holds no weights or no moments.
+std::optional<std::string> moment_coverage_gap(const Metadata& md);
 
 // Adam's moments per param (the `exp_avg` / `exp_avg_sq` summaries of `tensors`, read whole) against the
 // param's own step (`adam_steps`): dcp-moments-lost and dcp-moments-negative problems. Counts the params
