@@ -297,7 +297,8 @@ class MegatronSource final : public Source {
   }
 
   // --refresh-fp32: the fp32 main params := upcast(bf16/fp16 weights), in a new folder (refresh_mains.h).
-  // --reset-optimizer: the Adam moments zeroed and common.pt's step 0, in a new folder (reset_optimizer.h).
+  // --reset-optimizer: the Adam moments zeroed and the common state's step 0 (common.pt, or 0.19's
+  // common_state item), in a new folder (reset_optimizer.h).
   // --drop-optimizer: the save without its optimizer, as --no-save-optim writes it (drop_optimizer.h).
   Outcome repair(const RepairRequest& request) const override {
     const int actions =
@@ -408,18 +409,19 @@ class MegatronSource final : public Source {
     std::string said;
     for (const auto& n : notes) said += "Note: " + n + ".\n";
     if (request.json) {
-      const nlohmann::json j = {{"output", r.output},
-                                {"iteration_dir", r.iteration_dir},
-                                {"action", "reset-optimizer"},
-                                {"params", r.params},
-                                {"tensors", r.tensors},
-                                {"records", r.records},
-                                {"step_where", r.step_where},
-                                {"step_before", r.step_before},
-                                {"steps_reset", r.steps},
-                                {"integrity_dropped", r.integrity_dropped},
-                                {"verified", true},
-                                {"notes", notes}};
+      nlohmann::json j = {{"output", r.output},
+                          {"iteration_dir", r.iteration_dir},
+                          {"action", "reset-optimizer"},
+                          {"params", r.params},
+                          {"tensors", r.tensors},
+                          {"records", r.records},
+                          {"step_where", r.step_where},
+                          {"step_before", r.step_before},
+                          {"steps_reset", r.steps},
+                          {"integrity_dropped", r.integrity_dropped},
+                          {"verified", true},
+                          {"notes", notes}};
+      if (!r.common_where.empty()) j["common_where"] = r.common_where;  // the step's file (not bucket space)
       return {j.dump(2) + "\n", 0};
     }
     if (r.step_where.find("optimizer.distributed.") !=
@@ -435,16 +437,16 @@ class MegatronSource final : public Source {
               "state (args) are the input's.\n" +
               said,
           0};
-    return {
-        "Reset the Adam state of " + plural(r.params, "param") + " (" + plural(r.tensors, "moment tensor") +
-            ", " + plural(r.records, "storage record") + " zeroed in a copy) and common.pt's " +
-            r.step_where + " from " + format_step(r.step_before) +
-            " to 0, every other byte the input's.\nWrote " + r.output +
-            "\nVerified: every moment in the copy reads as zero and common.pt reads as the input's with the "
-            "step 0; megatron-core's Adam resumes from it as a fresh optimizer (its first step is step 1). "
-            "The fp32 main params, weights, param groups (lr ...) and args are the input's.\n" +
-            said,
-        0};
+    return {"Reset the Adam state of " + plural(r.params, "param") + " (" +
+                plural(r.tensors, "moment tensor") + ", " + plural(r.records, "storage record") +
+                " zeroed in a copy) and the step " + r.step_where + " in " + r.common_where + " from " +
+                format_step(r.step_before) + " to 0, every other byte the input's.\nWrote " + r.output +
+                "\nVerified: every moment in the copy reads as zero and " + r.common_where +
+                " reads as the input's with the step 0; megatron-core's Adam resumes from it as a fresh "
+                "optimizer (its first step is step 1). "
+                "The fp32 main params, weights, param groups (lr ...) and args are the input's.\n" +
+                said,
+            0};
   }
 
   ExportOutcome export_weights(const ExportRequest& request) const override {

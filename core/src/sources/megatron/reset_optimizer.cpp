@@ -11,6 +11,7 @@
 #include "bucket_map.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/torch_file.h"
+#include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/request_field.h"
 #include "ckptdoc/sources/dcp/checkpoint.h"
 #include "megatron_folder.h"
@@ -48,7 +49,7 @@ dcp::Chunk one_item(const dcp::Chunk& chunk, const dcp::StorageItem& item) {
 
 // Where common.pt keeps the optimizer step, as megatron-core writes it.
 struct CommonStep {
-  std::string record;  // the storage record of the common_step tensor, or empty (param-group floats)
+  std::string record;  // the common_step tensor's record ("data/<key>" in the archive), or empty (floats)
   size_t groups = 0;   // param groups holding a float step
   double value = 0;
 };
@@ -74,7 +75,7 @@ void zero_step_in_tree(Value& root) {
   for (auto& g : inner->get_mut("param_groups")->items_mut()) g.set("step", Value::real(0.0));
 }
 
-CommonStep find_step(const TorchFile& tf, const std::string& where) {
+CommonStep find_step(const Value& root, const std::string& where) {
   auto refuse = [&](const std::string& why) {
     return Error(ErrorKind::Unsupported, where, request_text("{reset_optimizer}"),
                  why +
@@ -82,7 +83,7 @@ CommonStep find_step(const TorchFile& tf, const std::string& where) {
                      "0-d float tensor) or as a float `step` in every optimizer.optimizer.param_groups "
                      "entry; nothing was reset");
   };
-  const Value* opt = tf.root.get("optimizer");
+  const Value* opt = root.get("optimizer");
   const Value* inner = opt ? opt->get("optimizer") : nullptr;
   if (!inner || !inner->is_dict()) throw refuse("holds no optimizer.optimizer dict");
   CommonStep s;
@@ -91,7 +92,7 @@ CommonStep find_step(const TorchFile& tf, const std::string& where) {
     if (!v.is_tensor() || v.as_tensor().dtype != DType::F32 || v.as_tensor().numel() != 1 ||
         v.as_tensor().storage->nbytes() != 4)
       throw refuse("its common_step is not a one-element float32 tensor");
-    s.record = tf.archive_name + "/data/" + v.as_tensor().storage->key;
+    s.record = "data/" + v.as_tensor().storage->key;
     s.value = v.as_tensor().to_float().at(0);
     return s;
   }
@@ -107,27 +108,81 @@ CommonStep find_step(const TorchFile& tf, const std::string& where) {
   return s;
 }
 
-// Rewrites common.pt in `copy_dir` so the step reads 0: the common_step tensor's storage record zeroed, or
-// each param group's BINFLOAT step in data.pkl given 0.0's 8 bytes (the pickle's length and every other byte
-// stay). The floats are found after their key, one per param group (step_floats); the caller's check of the
-// whole tree then proves that exactly the steps changed.
-void write_zero_step(const CommonStep& s, const TorchFile& tf, const std::string& dir,
-                     const std::string& copy_dir) {
+// The common state as the save keeps it: common.pt (the state itself), or megatron-core 0.19's DCP bytes item
+// common_state/shard_0_1 (a torch.save of [state], inside a .distcp file). Its records are found and
+// rewritten the same way in both: a record of the same length, so the item's offsets (and .metadata) stay the
+// input's.
+struct CommonFile {
+  const dcp::Checkpoint* ckpt = nullptr;
+  const dcp::Entry* item = nullptr;  // the DCP item, or null for common.pt
+  std::string dir;                   // the iteration folder
+  std::string where;                 // "common.pt" or "common_state/shard_0_1 (__0_0.distcp)"
+  std::string file = "common.pt";    // the file holding it, relative to the iteration folder
+  TorchFile tf;
+
+  const Value& state() const { return item ? tf.root.items().front() : tf.root; }
+  dcp::StorageRecord record(const std::string& name) const {
+    return item ? dcp::item_record(*ckpt, *item->bytes_item, item->key, name)
+                : dcp::file_record(dir, "common.pt", tf.archive_name + "/" + name);
+  }
+  std::vector<uint8_t> bytes(const dcp::StorageRecord& r) const {
+    const auto file = MappedFile::open(dir + "/" + r.item.file);
+    const auto all = file->bytes();
+    const auto at = static_cast<std::ptrdiff_t>(r.item.offset + r.entry.data_offset);
+    return {all.begin() + at, all.begin() + at + static_cast<std::ptrdiff_t>(r.entry.size)};
+  }
+  // The copy's common state (its root: the state, or the list holding it).
+  Value copy_root(const std::string& copy_dir) const {
+    if (!item) return TorchFile::open(copy_dir + "/common.pt").root;
+    const auto copy = dcp::Checkpoint::open(copy_dir);
+    const dcp::Entry* e = copy->metadata().find(item->key);
+    if (!e || !e->bytes_item)
+      throw Error(ErrorKind::Inconsistent, copy_dir, item->key, "missing from the copy");
+    return copy->open_item(*e->bytes_item).root;
+  }
+};
+
+CommonFile open_common(const IterationFolder& folder, const dcp::Checkpoint& in) {
+  CommonFile c;
+  c.ckpt = &in;
+  c.dir = folder.dir;
+  const std::string common_path = folder.dir + "/common.pt";
+  if (fs::exists(common_path)) {
+    c.where = "common.pt";
+    c.tf = TorchFile::open(common_path);
+    return c;
+  }
+  const CommonState state = read_common(folder.dir, in);
+  if (!state.in_checkpoint)
+    throw Error(ErrorKind::Unsupported, common_path, request_text("{reset_optimizer}"),
+                "is absent: the optimizer step megatron-core keeps there cannot be reset");
+  if (!state.error.empty())
+    throw Error(ErrorKind::Unsupported, folder.dir, state.key,
+                "cannot be read (" + state.error + "): the optimizer step it keeps cannot be reset");
+  c.item = in.metadata().find(state.key);
+  c.file = c.item->bytes_item->file;
+  c.where = state.key + " (" + c.file + ")";
+  c.tf = in.open_item(*c.item->bytes_item);
+  return c;
+}
+
+// Rewrites the common state in `copy_dir` so the step reads 0: the common_step tensor's storage record
+// zeroed, or each param group's BINFLOAT step in the pickle given 0.0's 8 bytes (the pickle's length and
+// every other byte stay). The floats are found after their key, one per param group (step_floats); the
+// caller's check of the whole tree then proves that exactly the steps changed.
+void write_zero_step(const CommonStep& s, const CommonFile& common, const std::string& copy_dir) {
   if (s.value == 0) return;  // already a fresh optimizer's step
   if (!s.record.empty()) {
-    const auto record = dcp::file_record(dir, "common.pt", s.record);
+    const auto record = common.record(s.record);
     dcp::write_record(record, std::vector<uint8_t>(record.entry.size, 0), copy_dir);
     return;
   }
-  const auto record = dcp::file_record(dir, "common.pt", tf.archive_name + "/data.pkl");
-  const auto file = tf.file->bytes();
-  std::vector<uint8_t> pkl(
-      file.begin() + static_cast<std::ptrdiff_t>(record.entry.data_offset),
-      file.begin() + static_cast<std::ptrdiff_t>(record.entry.data_offset + record.entry.size));
+  const auto record = common.record("data.pkl");
+  auto pkl = common.bytes(record);
   const auto to = binfloat(0.0);
   const auto at = step_floats(pkl, binfloat(s.value));
   if (at.size() != s.groups)
-    throw Error(ErrorKind::Unsupported, dir + "/common.pt", record.entry.name,
+    throw Error(ErrorKind::Unsupported, common.dir + "/" + record.where, record.entry.name,
                 "the step " + std::to_string(s.value) + " is found after its key " +
                     std::to_string(at.size()) + " times in the pickle, not once per param group (" +
                     std::to_string(s.groups) + "): not rewritten, nothing was reset");
@@ -168,23 +223,15 @@ ResetResult reset_optimizer(const std::string& path, const std::string& output, 
     throw Error(
         ErrorKind::Unsupported, folder.dir, request_text("{reset_optimizer}"),
         "holds no Adam moments (no optimizer.state.exp_avg.<key> / exp_avg_sq.<key>): nothing to reset");
-  const std::string common_path = folder.dir + "/common.pt";
-  if (!fs::exists(common_path)) {
-    if (read_common(folder.dir, *in).in_checkpoint)  // megatron-core 0.19
-      throw Error(ErrorKind::Unsupported, folder.dir, request_text("{reset_optimizer}"),
-                  "keeps the optimizer step in the DCP's common_state/shard_0_1 item (megatron-core 0.19), "
-                  "which this repair does not rewrite yet: nothing was written");
-    throw Error(ErrorKind::Unsupported, common_path, request_text("{reset_optimizer}"),
-                "is absent: the optimizer step megatron-core keeps there cannot be reset");
-  }
-  const TorchFile common = TorchFile::open(common_path);
-  const CommonStep step = find_step(common, common_path);
+  const CommonFile common = open_common(folder, *in);
+  const CommonStep step = find_step(common.state(), folder.dir + "/" + common.where);
 
   ResetResult r;
   r.output = out;
   r.step_before = step.value;
   r.integrity_dropped = has_integrity(folder);
   r.steps = step.record.empty() ? step.groups : 1;
+  r.common_where = common.where;
   r.step_where = step.record.empty() ? "optimizer.optimizer.param_groups[*].step"
                                      : "optimizer.optimizer.state.common_step";
   write_repaired_copy(folder, out, CopyInput::Whole, progress, [&](const std::string& tmp_iter) {
@@ -203,7 +250,7 @@ ResetResult reset_optimizer(const std::string& path, const std::string& output, 
       ++r.tensors;
       p.add(1);
     }
-    write_zero_step(step, common, folder.dir, tmp_iter);
+    write_zero_step(step, common, tmp_iter);
 
     // The copy is checked before it is published: the moments read back as zeros, and common.pt is the
     // input's tree with the step 0, nothing else changed. The stage counts the moments' bytes re-read and
@@ -230,11 +277,12 @@ ResetResult reset_optimizer(const std::string& path, const std::string& output, 
       p.add(one.item->length);
     }
     p.check();
-    Value expected = common.root.clone();
-    zero_step_in_tree(expected);
-    if (!expected.equals(TorchFile::open(tmp_iter + "/common.pt").root))
-      throw Error(ErrorKind::Inconsistent, tmp_iter + "/common.pt", request_text("{reset_optimizer}"),
-                  "is not the input's with the step 0 after the rewrite: nothing was published");
+    Value expected = common.tf.root.clone();
+    zero_step_in_tree(common.item ? expected.items_mut().front() : expected);
+    if (!expected.equals(common.copy_root(tmp_iter)))
+      throw Error(ErrorKind::Inconsistent, tmp_iter + "/" + common.file,
+                  common.item ? common.item->key : request_text("{reset_optimizer}"),
+                  "is not the input's common state with the step 0 after the rewrite: nothing was published");
   });
   r.params = params.size();
   r.iteration_dir = repaired_iteration_dir(folder, out);
