@@ -23,7 +23,7 @@
 #include "legacy_folder.h"
 #include "legacy_mains.h"
 #include "legacy_rank.h"
-#include "legacy_refresh.h"
+#include "legacy_repair.h"
 #include "legacy_weights.h"
 
 namespace ckptdoc::sources {
@@ -429,42 +429,7 @@ class MegatronLegacySource final : public Source {
            command == Command::Repair || command == Command::Diff;
   }
 
-  Outcome repair(const RepairRequest& request) const override {
-    if (!request.refresh_fp32 || request.reset_optimizer || request.drop_optimizer ||
-        !request.other_actions.empty()) {
-      std::string asked;
-      for (const auto& [on, field] : {std::pair{request.reset_optimizer, "{reset_optimizer}"},
-                                      std::pair{request.drop_optimizer, "{drop_optimizer}"}})
-        if (on) asked += (asked.empty() ? "" : ", ") + request_text(field);
-      for (const auto& a : request.other_actions) asked += (asked.empty() ? "" : ", ") + a;
-      throw Error(ErrorKind::Unsupported, request.path, asked.empty() ? "repair" : asked,
-                  request_text("a legacy Megatron checkpoint is repaired with {refresh_fp32} alone (the fp32 "
-                               "mains of optimizer.fp32_from_fp16_params from the weights)"));
-    }
-    const auto r = legacy::refresh_mains(request.path, request.output, request.progress);
-    if (request.json)
-      return {json{{"output", r.output},
-                   {"mains_rewritten", r.mains},
-                   {"params", r.params},
-                   {"rank_files", r.rank_files},
-                   {"distrib_optim", r.distrib_optim},
-                   {"verified", true}}
-                      .dump(2) +
-                  "\n",
-              0};
-    const std::string where =
-        r.distrib_optim
-            ? " of distrib_optim.pt's \"param\" state in " + plural(r.rank_files, "rank folder") +
-                  ") from their weights: that one storage record per file rewritten in a copy (the "
-                  "alignment gaps as stored), every other byte the input's"
-            : " of optimizer.fp32_from_fp16_params in " + plural(r.rank_files, "rank file") +
-                  ") from their weights: one storage record each rewritten in a copy, every other "
-                  "byte the input's";
-    return {"Refreshed the fp32 main params of " + plural(r.params, "param") + " (" +
-                plural(r.mains, "main") + where + ".\nWrote " + r.output +
-                "\nVerified: every main in the copy is the exact upcast of its weight.\n",
-            0};
-  }
+  Outcome repair(const RepairRequest& request) const override { return legacy::repair(request); }
 
   Outcome inspect(const InspectRequest& request) const override {
     const auto o = open_legacy(request.path);
