@@ -9,9 +9,10 @@ mains_differ when any piece differs), and megatron-core's own order of them (mai
 
 What the loaded optimizer holds, for repair --reset-optimizer / --drop-optimizer's outputs: adam (torch Adam's
 state after the load: how many param states, their distinct "step" values, and how many exp_avg / exp_avg_sq
-elements are not zero) and mains_sha (each main's, or main piece's, sha256 of its float32 bytes, named as
-mains_equal_weights names them; a piece adds its "[start:end]"). --no-load-optim loads as Megatron-LM's flag of
-that name does (the model alone; load_checkpoint then calls optimizer.reload_model_params()).
+elements are not zero), mains_sha (each main's, or main piece's, sha256 of its float32 bytes, named as
+mains_equal_weights names them; a piece adds its "[start:end]") and weights_sha (each loaded weight's sha256).
+--no-load-optim loads as Megatron-LM's flag of that name does (the model alone; load_checkpoint then calls
+optimizer.reload_model_params()).
 
 With --step, megatron-core's optimizer then takes one step from what it loaded (synthetic gradients: the forward
 needs CUDA) and step_ok says that it ran and left every weight finite.
@@ -109,8 +110,10 @@ def main():
         for k in ("exp_avg", "exp_avg_sq"):
             if k in state:
                 adam[k + "_nonzero"] += int((state[k] != 0).sum())
+    weights = {f"tp{tp_rank}:{stage}{n}": hashlib.sha256(p.detach().contiguous().view(torch.int16).numpy().tobytes())
+               .hexdigest() for n, p in gpt.named_parameters()}
     result = dict(iteration=iteration, optimizer=type(inner).__name__, mains_equal_weights=equal,
-                  mains_differ=differ, mains_order=order, mains_sha=sha, adam=adam)
+                  mains_differ=differ, mains_order=order, mains_sha=sha, adam=adam, weights_sha=weights)
     if a.step:  # megatron-core's own step from the loaded state: it must run and leave every weight finite
         if mode is not None:
             mode.__enter__()
@@ -129,6 +132,7 @@ def main():
                    mains_differ=sorted({n for r in gathered for n in r["mains_differ"]}),
                    mains_order={k: v for r in gathered if r for k, v in r["mains_order"].items()},
                    mains_sha={k: v for r in gathered for k, v in r["mains_sha"].items()},
+                   weights_sha={k: v for r in gathered for k, v in r["weights_sha"].items()},
                    adam=dict(states=sum(r["adam"]["states"] for r in gathered),
                              steps=sorted({s for r in gathered for s in r["adam"]["steps"]}),
                              exp_avg_nonzero=sum(r["adam"]["exp_avg_nonzero"] for r in gathered),
