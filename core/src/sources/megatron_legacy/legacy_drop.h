@@ -1,7 +1,7 @@
 #pragma once
 // `repair --drop-optimizer` of a legacy Megatron save: a copy that holds what Megatron-LM's save_checkpoint
 // writes under --no-save-optim (megatron/training/checkpointing.py 0.18.0): each model_optim_rng.pt without
-// its top-level "optimizer" and "opt_param_scheduler" entries (generate_state_dict, :1034-1056), written anew
+// its top-level "optimizer" and "opt_param_scheduler" entries (generate_state_dict, :1032-1058), written anew
 // from the input's tree (every other entry, args, model and rng_state, the input's), and no distrib_optim.pt
 // (save_checkpoint writes it only when the optimizer is saved, :577-587). Megatron-LM loads it with
 // --no-load-optim or --finetune (load_checkpoint then reads neither entry and calls
