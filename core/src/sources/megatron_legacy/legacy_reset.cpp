@@ -118,10 +118,11 @@ FilePlan plan_local(const LegacyFolder& folder, const RankFolder& rf, LegacyRese
     std::set<std::string> seen;
     for (const auto& [f, v] : fields.as_dict().items) {
       const std::string field = f.is(Value::Kind::Str) ? f.as_str() : f.repr(20);
+      std::string at = where;
+      at.append(".").append(field);
       if ((field != "step" && field != "exp_avg" && field != "exp_avg_sq") || !v.is_tensor())
-        throw refuse(path, where + "." + field +
-                               " is not torch Adam's (step, exp_avg, exp_avg_sq): zero is not known to be "
-                               "that optimizer's fresh state");
+        throw refuse(path, at + " is not torch Adam's (step, exp_avg, exp_avg_sq): zero is not known to be "
+                                "that optimizer's fresh state");
       const Tensor& t = v.as_tensor();
       if (field == "step") {
         if (t.numel() != 1) throw refuse(path, where + ".step is not a one-element tensor");
@@ -131,7 +132,7 @@ FilePlan plan_local(const LegacyFolder& folder, const RankFolder& rf, LegacyRese
         ++r.moments;
         r.elements += static_cast<uint64_t>(t.numel());
       }
-      zero_tensor(folder, p, t, where + "." + field, users, r);
+      zero_tensor(folder, p, t, at, users, r);
       expected_state->dict_mut().items[i].second.set(field, zeros_like(t));
       seen.insert(field);
     }
@@ -214,11 +215,13 @@ FilePlan plan_distrib_optim(const LegacyFolder& folder, const RankFolder& rf, Le
           ++r.mains_kept;
           continue;
         }
+        std::string at = where;
+        at.append(".").append(field);
         if ((field != "exp_avg" && field != "exp_avg_sq") || !v.is_tensor())
-          throw refuse(path, where + "." + field +
+          throw refuse(path, at +
                                  " is not torch Adam's state (param, exp_avg, exp_avg_sq): zero is not known "
                                  "to be that optimizer's fresh state");
-        zero_tensor(folder, p, v.as_tensor(), where + "." + field, users, r);
+        zero_tensor(folder, p, v.as_tensor(), at, users, r);
         expected[b].second.dict_mut().items[d].second.set(field, zeros_like(v.as_tensor()));
         ++r.moments;
         ++moments;
