@@ -501,18 +501,22 @@ class MegatronLegacySource final : public Source {
     out.tensors = tensors.size();
     for (const auto& t : tally->tensors)
       if (t.nan + t.inf > 0) out.non_finite.push_back(t);
-    const std::string how = o->ranks.size() > 1
-                                ? std::to_string(w.merged) + " merged over " +
-                                      plural(o->ranks.size(), "tensor-parallel rank") + ", " +
-                                      std::to_string(w.replicated) + " replicated (equal on every rank)"
-                                : std::string("from ") + o->folder.ranks[0].shown;
+    const size_t tp = o->ranks.size() / w.stages;
+    std::string how =
+        tp > 1 ? std::to_string(w.merged) + " merged over " + plural(tp, "tensor-parallel rank") + ", " +
+                     std::to_string(w.replicated) + " replicated (equal on every rank)"
+               : std::string("from ") + (w.stages > 1 ? "the stages' rank files" : o->folder.ranks[0].shown);
+    if (w.stages > 1)
+      how += "; " + plural(w.stages, "pipeline stage") + " joined, " + std::to_string(w.renumbered) +
+             " tensors' layer numbers offset into the global numbering";
     if (request.json) {
       json nf = json::array();
       for (const auto& t : out.non_finite)
         nf.push_back({{"name", t.name}, {"nan", t.nan}, {"inf", t.inf}, {"numel", t.numel}});
-      out.text = json{{"path", out.path},      {"tensors", out.tensors}, {"bytes", bytes},
-                      {"files", files},        {"merged", w.merged},     {"replicated", w.replicated},
-                      {"from", o->folder.dir}, {"non_finite", nf}}
+      out.text = json{{"path", out.path},   {"tensors", out.tensors},     {"bytes", bytes},
+                      {"files", files},     {"merged", w.merged},         {"replicated", w.replicated},
+                      {"stages", w.stages}, {"renumbered", w.renumbered}, {"from", o->folder.dir},
+                      {"non_finite", nf}}
                      .dump(2) +
                  "\n";
     } else if (!request.quiet) {
