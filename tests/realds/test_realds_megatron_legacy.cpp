@@ -242,6 +242,23 @@ class TestRealdsMegatronLegacy : public QObject {
       QCOMPARE(j["layers"].toObject(), (QJsonObject{{"0", QJsonArray{0}}, {"1", QJsonArray{1}}}));
   }
 
+  // A pipeline save missing its last stage's folder is refused by export, exit 2, naming the folder and the
+  // sizes its args say, nothing written (main refused every pipeline save, for another reason).
+  void exportRefusesAPipelineSaveWithoutAStage() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("v019_megatron_legacy_pp2");
+    test::TempDir dir;
+    const auto copy = realds::copy_of(e, dir);
+    std::filesystem::remove_all(copy + "/iter_0000002/mp_rank_00_001");
+    const auto out = dir.file("model.safetensors");
+    const auto r = test::run_cli({"export", copy, "-o", out});
+    CKPTDOC_EXPECT_EXIT(r, 2);
+    QVERIFY2(r.err.find("iter_0000002: holds 1 mp_rank_* folders, its args say tensor 1 x pipeline 2") !=
+                 std::string::npos,
+             r.err.c_str());
+    QVERIFY(!std::filesystem::exists(out));
+  }
+
   // The export judge can fail: one byte of the export's last tensor changed is one tensor that differs.
   void aChangedByteIsNamedByTheExportJudge() {
     REALDS_REQUIRE_DS("0.19");
