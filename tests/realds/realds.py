@@ -307,6 +307,10 @@ MATRIX = {
     # step-2/ (interval 2: model, optimizer, lr_scheduler, dataloader, train_state) and step-3/ (the last step,
     # model only, export_dtype bfloat16)
     "torchtitan_fsdp2_ws2": dict(kind="torchtitan", stage=0, dtype="fp32", dp=2, world=2, steps=3, ds="0.19"),
+    # kind "crossformat" (#28): cross_format_train.py, model A trained the same 3 steps by DeepSpeed ZeRO-2 and by
+    # FSDP2 at world 2, each saved by its own framework: save_dir/deepspeed, save_dir/fsdp2 (torchtitan's layout)
+    # and save_dir/reference.json (each framework's reading of its save, compared weight by weight, and exp_avg)
+    "crossformat_zero2_fsdp2_ws2": dict(kind="crossformat", stage=2, dtype="fp32", dp=2, world=2, steps=3, ds="0.19"),
     # kind "megatron" (#28): megatron_train.py, a tiny megatron-core GPTModel at TP 2 (dp 1) on gloo, saved with
     # megatron.core.dist_checkpointing.save (torch_dist) as <ckpt>/iter_0000002/ and latest_checkpointed_iteration.txt;
     # run.json records what of megatron-core needs CUDA (the forward, every optimizer)
@@ -756,6 +760,8 @@ def stamp_of(a, spec):
             parts.append(file_sha(ZSTD_PINS))
     if spec["kind"] == "torchtitan":
         parts += [file_sha(os.path.join(HERE, "torchtitan_train.py")), file_sha(TITAN_PINS)]
+    if spec["kind"] == "crossformat":
+        parts += [file_sha(os.path.join(HERE, f)) for f in ("cross_format_train.py", "par_models.py")]
     if spec["kind"] == "megatron" and spec.get("variant") == "llama":
         parts.append(file_sha(os.path.join(HERE, "megatron_llama_train.py")))
     elif spec["kind"] == "megatron":
@@ -899,6 +905,9 @@ def ensure(a, name):
             cmd = ([py] if spec["world"] == 1 else launch[:-1]) + [
                 os.path.join(HERE, "dcp_format_save.py"), "--out", save_dir, "--format", spec["fmt"], "--ref",
                 os.path.join(folder, "ref"), "--json", os.path.join(folder, "run.json")]
+        elif spec["kind"] == "crossformat":  # save_dir holds both saves and the reference
+            cmd = launch[:-1] + [os.path.join(HERE, "cross_format_train.py"), "--out", save_dir, "--steps",
+                                 str(spec["steps"])]
         elif spec["kind"] == "torchtitan":  # the CheckpointManager's folder (step-2/, step-3/) is the save
             save_dir = os.path.join(folder, "run", "checkpoint")
             cmd = launch[:-1] + [os.path.join(HERE, "torchtitan_train.py"), "train", "--out",
@@ -993,7 +1002,8 @@ def ensure(a, name):
             cmd = launch + ["seedbug", "--name", name, "--src", src["save_dir"], "--variant", spec["variant"],
                             "--save-out", save_dir, "--json", os.path.join(folder, "seedbug.json")] + base_args(spec)
         seconds = run_logged(cmd, env, os.path.join(folder, "generate.log"))
-        if spec["kind"] in ("accelerate", "hftrainer_plain", "megatron_bridge", "dcpformat", "torchtitan"):
+        if spec["kind"] in ("accelerate", "hftrainer_plain", "megatron_bridge", "dcpformat", "torchtitan",
+                            "crossformat"):
             tag = ""  # the save_state / checkpoint-N folder is the checkpoint
         else:
             tracker = ("latest_checkpointed_iteration.txt" if spec["kind"] in ("megatron", "megatron_optim", "megatron_legacy")

@@ -38,6 +38,7 @@ void read_args(RankContent& r, const Value& args) {
   r.pp_size = int_arg(args, "pipeline_model_parallel_size", 1);
   r.ep_size = int_arg(args, "expert_model_parallel_size", 1);
   r.vpp_size = int_arg(args, "virtual_pipeline_model_parallel_size", 0);
+  r.num_layers = int_arg(args, "num_layers", 0);
   r.use_distributed_optimizer = bool_arg(args, "use_distributed_optimizer");
   r.swiglu = bool_arg(args, "swiglu");
 }

@@ -48,6 +48,7 @@ struct RankContent {
   std::string args_type;  // "argparse.Namespace"
   size_t args_fields = 0;
   int tp_size = 1, pp_size = 1, ep_size = 1, vpp_size = 0;
+  int num_layers = 0;  // args.num_layers (0: not saved)
   bool use_distributed_optimizer = false, swiglu = false;
   bool readable() const { return file != nullptr; }
 };

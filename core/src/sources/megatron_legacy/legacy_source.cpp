@@ -23,7 +23,7 @@
 #include "legacy_folder.h"
 #include "legacy_mains.h"
 #include "legacy_rank.h"
-#include "legacy_refresh.h"
+#include "legacy_repair.h"
 #include "legacy_weights.h"
 
 namespace ckptdoc::sources {
@@ -429,42 +429,7 @@ class MegatronLegacySource final : public Source {
            command == Command::Repair || command == Command::Diff;
   }
 
-  Outcome repair(const RepairRequest& request) const override {
-    if (!request.refresh_fp32 || request.reset_optimizer || request.drop_optimizer ||
-        !request.other_actions.empty()) {
-      std::string asked;
-      for (const auto& [on, field] : {std::pair{request.reset_optimizer, "{reset_optimizer}"},
-                                      std::pair{request.drop_optimizer, "{drop_optimizer}"}})
-        if (on) asked += (asked.empty() ? "" : ", ") + request_text(field);
-      for (const auto& a : request.other_actions) asked += (asked.empty() ? "" : ", ") + a;
-      throw Error(ErrorKind::Unsupported, request.path, asked.empty() ? "repair" : asked,
-                  request_text("a legacy Megatron checkpoint is repaired with {refresh_fp32} alone (the fp32 "
-                               "mains of optimizer.fp32_from_fp16_params from the weights)"));
-    }
-    const auto r = legacy::refresh_mains(request.path, request.output, request.progress);
-    if (request.json)
-      return {json{{"output", r.output},
-                   {"mains_rewritten", r.mains},
-                   {"params", r.params},
-                   {"rank_files", r.rank_files},
-                   {"distrib_optim", r.distrib_optim},
-                   {"verified", true}}
-                      .dump(2) +
-                  "\n",
-              0};
-    const std::string where =
-        r.distrib_optim
-            ? " of distrib_optim.pt's \"param\" state in " + plural(r.rank_files, "rank folder") +
-                  ") from their weights: that one storage record per file rewritten in a copy (the "
-                  "alignment gaps as stored), every other byte the input's"
-            : " of optimizer.fp32_from_fp16_params in " + plural(r.rank_files, "rank file") +
-                  ") from their weights: one storage record each rewritten in a copy, every other "
-                  "byte the input's";
-    return {"Refreshed the fp32 main params of " + plural(r.params, "param") + " (" +
-                plural(r.mains, "main") + where + ".\nWrote " + r.output +
-                "\nVerified: every main in the copy is the exact upcast of its weight.\n",
-            0};
-  }
+  Outcome repair(const RepairRequest& request) const override { return legacy::repair(request); }
 
   Outcome inspect(const InspectRequest& request) const override {
     const auto o = open_legacy(request.path);
@@ -536,18 +501,22 @@ class MegatronLegacySource final : public Source {
     out.tensors = tensors.size();
     for (const auto& t : tally->tensors)
       if (t.nan + t.inf > 0) out.non_finite.push_back(t);
-    const std::string how = o->ranks.size() > 1
-                                ? std::to_string(w.merged) + " merged over " +
-                                      plural(o->ranks.size(), "tensor-parallel rank") + ", " +
-                                      std::to_string(w.replicated) + " replicated (equal on every rank)"
-                                : std::string("from ") + o->folder.ranks[0].shown;
+    const size_t tp = o->ranks.size() / w.stages;
+    std::string how =
+        tp > 1 ? std::to_string(w.merged) + " merged over " + plural(tp, "tensor-parallel rank") + ", " +
+                     std::to_string(w.replicated) + " replicated (equal on every rank)"
+               : std::string("from ") + (w.stages > 1 ? "the stages' rank files" : o->folder.ranks[0].shown);
+    if (w.stages > 1)
+      how += "; " + plural(w.stages, "pipeline stage") + " joined, " + std::to_string(w.renumbered) +
+             " tensors' layer numbers offset into the global numbering";
     if (request.json) {
       json nf = json::array();
       for (const auto& t : out.non_finite)
         nf.push_back({{"name", t.name}, {"nan", t.nan}, {"inf", t.inf}, {"numel", t.numel}});
-      out.text = json{{"path", out.path},      {"tensors", out.tensors}, {"bytes", bytes},
-                      {"files", files},        {"merged", w.merged},     {"replicated", w.replicated},
-                      {"from", o->folder.dir}, {"non_finite", nf}}
+      out.text = json{{"path", out.path},   {"tensors", out.tensors},     {"bytes", bytes},
+                      {"files", files},     {"merged", w.merged},         {"replicated", w.replicated},
+                      {"stages", w.stages}, {"renumbered", w.renumbered}, {"from", o->folder.dir},
+                      {"non_finite", nf}}
                      .dump(2) +
                  "\n";
     } else if (!request.quiet) {

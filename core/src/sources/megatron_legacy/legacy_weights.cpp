@@ -1,9 +1,11 @@
 // The export's weights of a legacy Megatron save (legacy_weights.h).
 #include "legacy_weights.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "ckptdoc/error.h"
+#include "legacy_pipeline.h"
 
 namespace ckptdoc::megatron_legacy {
 namespace {
@@ -48,31 +50,16 @@ Tensor merged(const std::vector<Tensor>& parts, int axis) {
 
 }  // namespace
 
-LegacyWeights select_weights(const LegacyFolder& folder, const std::vector<RankContent>& ranks) {
-  for (size_t r = 0; r < ranks.size(); ++r)
-    if (!ranks[r].readable())
-      throw Error(ranks[r].error_kind == ErrorKind::Other ? ErrorKind::Corrupt : ranks[r].error_kind,
-                  folder.ranks[r].model_file, "",
-                  "cannot be read, so its weights cannot be exported: " + ranks[r].error);
-  const auto& first = ranks.front();
-  if (first.model_key != "model")
-    throw Error(ErrorKind::Unsupported, folder.ranks.front().model_file, "",
-                first.model_key.empty()
-                    ? "holds no \"model\" dict: no weights to export"
-                    : "holds a virtual pipeline's model chunks (model0, ...): not exported yet");
-  if (first.pp_size > 1 || first.ep_size > 1)
-    throw Error(
-        ErrorKind::Unsupported, folder.dir, "",
-        "is a pipeline- or expert-parallel save (pipeline " + std::to_string(first.pp_size) + ", expert " +
-            std::to_string(first.ep_size) +
-            "): each stage numbers its layers from 0, and ckptdoc does not renumber or merge them yet");
-  const size_t tp = ranks.size();
-  if (static_cast<int>(tp) != first.tp_size)
-    throw Error(ErrorKind::Inconsistent, folder.dir, "",
-                "holds " + std::to_string(tp) +
-                    " mp_rank_* folders, its args say tensor_model_parallel_size " +
-                    std::to_string(first.tp_size));
+namespace {
+
+// One pipeline stage's weights: its tensor-parallel ranks (`at`, in tp order) merged, or taken once when
+// replicated.
+LegacyWeights merge_tensor_parallel(const LegacyFolder& folder, const std::vector<RankContent>& ranks,
+                                    const std::vector<size_t>& at) {
+  const auto& first = ranks[at.front()];
+  const auto& first_file = folder.ranks[at.front()];
   LegacyWeights w;
+  const size_t tp = at.size();
   if (tp == 1) {
     w.tensors = first.model;
     return w;
@@ -86,16 +73,16 @@ LegacyWeights select_weights(const LegacyFolder& folder, const std::vector<RankC
   for (size_t i = 0; i < first.model.size(); ++i) {
     const std::string& name = first.model[i].name;
     std::vector<Tensor> parts;
-    for (size_t r = 0; r < tp; ++r) {
+    for (const size_t r : at) {
       const auto& m = ranks[r].model;
       if (m.size() != first.model.size() || m[i].name != name)
         throw Error(ErrorKind::Inconsistent, folder.ranks[r].model_file, "",
-                    "does not hold the same model tensors in the same order as " + folder.ranks[0].shown +
+                    "does not hold the same model tensors in the same order as " + first_file.shown +
                         " (at " + name + ")");
       if (m[i].tensor.dtype != first.model[i].tensor.dtype ||
           m[i].tensor.shape.size() != first.model[i].tensor.shape.size())
         throw Error(ErrorKind::Inconsistent, folder.ranks[r].model_file, "",
-                    name + ": another dtype or rank than in " + folder.ranks[0].shown);
+                    name + ": another dtype or rank than in " + first_file.shown);
       parts.push_back(m[i].tensor);
     }
     const int axis = tp_axis(name);
@@ -103,9 +90,9 @@ LegacyWeights select_weights(const LegacyFolder& folder, const std::vector<RankC
       for (size_t r = 1; r < tp; ++r)
         for (size_t d = 0; d < parts[0].shape.size(); ++d)
           if (static_cast<int>(d) != axis && parts[r].shape[d] != parts[0].shape[d])
-            throw Error(ErrorKind::Inconsistent, folder.ranks[r].model_file, "",
-                        name + ": its piece's shape does not fit " + folder.ranks[0].shown +
-                            "'s along axis " + std::to_string(axis));
+            throw Error(ErrorKind::Inconsistent, folder.ranks[at[r]].model_file, "",
+                        name + ": its piece's shape does not fit " + first_file.shown + "'s along axis " +
+                            std::to_string(axis));
       w.tensors.push_back({name, merged(parts, axis)});
       ++w.merged;
       continue;
@@ -114,13 +101,65 @@ LegacyWeights select_weights(const LegacyFolder& folder, const std::vector<RankC
     for (size_t r = 1; r < tp; ++r)
       if (parts[r].shape != parts[0].shape || parts[r].to_bytes() != bytes)
         throw Error(
-            ErrorKind::Unsupported, folder.ranks[r].model_file, "",
-            name + " differs from " + folder.ranks[0].shown +
+            ErrorKind::Unsupported, folder.ranks[at[r]].model_file, "",
+            name + " differs from " + first_file.shown +
                 "'s, and ckptdoc does not know the tensor-parallel axis of this param: not merged on a "
                 "guess");
     w.tensors.push_back(first.model[i]);
     ++w.replicated;
   }
+  return w;
+}
+
+}  // namespace
+
+LegacyWeights select_weights(const LegacyFolder& folder, const std::vector<RankContent>& ranks) {
+  for (size_t r = 0; r < ranks.size(); ++r)
+    if (!ranks[r].readable())
+      throw Error(ranks[r].error_kind == ErrorKind::Other ? ErrorKind::Corrupt : ranks[r].error_kind,
+                  folder.ranks[r].model_file, "",
+                  "cannot be read, so its weights cannot be exported: " + ranks[r].error);
+  const auto& first = ranks.front();
+  for (size_t r = 0; r < ranks.size(); ++r)
+    if (ranks[r].model_key != "model")
+      throw Error(ErrorKind::Unsupported, folder.ranks[r].model_file, "",
+                  ranks[r].model_key.empty()
+                      ? "holds no \"model\" dict: no weights to export"
+                      : "holds a virtual pipeline's model chunks (model0, ...): not exported yet");
+  if (first.ep_size > 1)
+    throw Error(ErrorKind::Unsupported, folder.dir, "",
+                "is an expert-parallel save (expert " + std::to_string(first.ep_size) +
+                    "): ckptdoc does not merge expert ranks yet");
+  const auto tp = static_cast<size_t>(std::max(first.tp_size, 1));
+  const auto pp = static_cast<size_t>(std::max(first.pp_size, 1));
+  if (ranks.size() != tp * pp)
+    throw Error(ErrorKind::Inconsistent, folder.dir, "",
+                "holds " + std::to_string(ranks.size()) + " mp_rank_* folders, its args say tensor " +
+                    std::to_string(tp) + " x pipeline " + std::to_string(pp));
+  // Each stage's rank files in tensor-parallel order (place_ranks set tp and pp from the names).
+  std::vector<std::vector<size_t>> stages(pp, std::vector<size_t>(tp, ranks.size()));
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const auto& f = folder.ranks[r];
+    if (f.tp < 0 || f.pp < 0 || static_cast<size_t>(f.tp) >= tp || static_cast<size_t>(f.pp) >= pp ||
+        stages[static_cast<size_t>(f.pp)][static_cast<size_t>(f.tp)] != ranks.size())
+      throw Error(ErrorKind::Inconsistent, f.model_file, "",
+                  "its folder name does not place it on one free tensor x pipeline rank of " +
+                      std::to_string(tp) + " x " + std::to_string(pp));
+    stages[static_cast<size_t>(f.pp)][static_cast<size_t>(f.tp)] = r;
+  }
+  if (pp == 1) return merge_tensor_parallel(folder, ranks, stages.front());
+  LegacyWeights w;
+  std::vector<Stage> parts;
+  for (const auto& at : stages) {
+    auto s = merge_tensor_parallel(folder, ranks, at);
+    w.merged += s.merged;
+    w.replicated += s.replicated;
+    parts.push_back({folder.ranks[at.front()].shown, std::move(s.tensors)});
+  }
+  auto joined = join_stages(folder.dir, std::move(parts), first.num_layers);
+  w.tensors = std::move(joined.tensors);
+  w.stages = pp;
+  w.renumbered = joined.renamed;
   return w;
 }
 

@@ -3,9 +3,10 @@
 // size 1; at size > 1 each param merged along the axis megatron-core splits it on (its sharded_state_dict:
 // ColumnParallelLinear and VocabParallelEmbedding on axis 0, RowParallelLinear's weight on axis 1), and
 // a param megatron-core replicates taken once after checking that every rank holds the same bytes.
-// Anything else is refused by name (Unsupported) before a byte is written: pipeline or expert parallel
-// saves, a virtual pipeline, a gated MLP (--swiglu: its linear_fc1 is two halves per rank), a name that is
-// split in a way these rules do not know.
+// Pipeline stages are joined, their layers renumbered into the global numbering (legacy_pipeline.h).
+// Anything else is refused by name (Unsupported) before a byte is written: expert parallel saves, a virtual
+// pipeline, a gated MLP (--swiglu: its linear_fc1 is two halves per rank), a name that is split in a way
+// these rules do not know.
 #include <memory>
 #include <vector>
 
@@ -18,6 +19,8 @@ namespace ckptdoc::megatron_legacy {
 struct LegacyWeights {
   std::vector<NamedTensor> tensors;   // saved (named_parameters) order, lazily produced
   size_t merged = 0, replicated = 0;  // tensor-parallel size > 1: how each was made
+  size_t stages = 1;                  // pipeline stages joined (legacy_pipeline.h)
+  size_t renumbered = 0;              // tensors whose layer number the join changed
 };
 
 // Throws ckptdoc::Error naming the rank file or param that cannot be exported.
