@@ -398,7 +398,7 @@ MATRIX = {
         src="v019_megatron_bf16_distopt_dp_reshardable_mcore019", stage=0, dtype="bf16", dp=1, tp=2, world=2,
         steps=0, ds="0.19", mcore="0.19.2"),
     # the other layouts by 0.19.2: the DistributedOptimizer fully_reshardable (its step in the common_state item)
-    # and its --finetune-style stale copy, the MoE ep2 bucket save. Not fully_sharded_model_space: 0.19.2's own
+    # and its --finetune-style stale copy, the MoE ep2 bucket save and its stale copy. Not fully_sharded_model_space: 0.19.2's own
     # sharded_param_state_fs_model_space raises "ShardedTensor.flattened_range is not supported"
     "v019_megatron_bf16_distopt_mcore019": dict(kind="megatron_optim", mode="pretrain", optimizer="distributed",
                                                 stage=0, dtype="bf16", dp=1, tp=2, world=2, steps=2, ds="0.19",
@@ -412,6 +412,12 @@ MATRIX = {
                                                         optimizer="distributed", sharding="dp_reshardable", experts=4,
                                                         ep=2, stage=0, dtype="bf16", dp=2, tp=1, world=2, steps=2,
                                                         ds="0.19", mcore="0.19.2"),
+    "v019_megatron_bf16_distopt_moe_ep2_stale_mcore019": dict(kind="megatron_optim", mode="finetune",
+                                                              optimizer="distributed", sharding="dp_reshardable",
+                                                              experts=4, ep=2,
+                                                              src="v019_megatron_bf16_distopt_moe_ep2_mcore019",
+                                                              stage=0, dtype="bf16", dp=2, tp=1, world=2, steps=0,
+                                                              ds="0.19", mcore="0.19.2"),
     # bf16_distopt_dp2_buckets: bucket space at tp 1 x dp 2 (world 2) with overlap_grad_reduce and bucket_size 300
     # (megatron_bucket_small_train.py): 10 buckets per group, each cut at its DP shards; _stale: its --finetune-style
     # run (stale mains, saved before a step)

@@ -29,6 +29,7 @@ constexpr const char* kLocal = "v019_megatron_bf16_local_mcore019";
 constexpr const char* kDistOpt = "v019_megatron_bf16_distopt_mcore019";  // fully_reshardable
 constexpr const char* kDistOptStale = "v019_megatron_bf16_distopt_stale_mcore019";
 constexpr const char* kMoe = "v019_megatron_bf16_distopt_moe_ep2_mcore019";
+constexpr const char* kMoeStale = "v019_megatron_bf16_distopt_moe_ep2_stale_mcore019";
 
 QJsonObject json_of(const test::RunResult& r) {
   return QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
@@ -151,22 +152,26 @@ class TestRealdsMegatron019 : public QObject {
     CKPTDOC_EXPECT_EXIT(diag, 0);
   }
 
-  // The --finetune bug (Megatron-LM #174) in 0.19's bucket layout and in fully_reshardable: the stale mains
-  // are named, and the refreshed copy is resumed by megatron-core 0.19.2 with every main equal to its weight,
-  // then a step.
+  // The --finetune bug (Megatron-LM #174) in 0.19's bucket layout (dense and MoE) and in fully_reshardable:
+  // the stale mains are named, and the refreshed copy is resumed by megatron-core 0.19.2 with every main
+  // equal to its weight, then a step.
   void staleMainsAreNamedAndRefreshed_data() {
     QTest::addColumn<QString>("entry");
     QTest::addColumn<QStringList>("args");
     QTest::addColumn<QString>("affected");
-    QTest::newRow("dp_reshardable") << kBucketStale << QStringList{} << "of 58 of 58 trainable params";
-    QTest::newRow("fully_reshardable")
-        << kDistOptStale << QStringList{"--sharding", "fully_reshardable"} << "of 17 of 17 trainable params";
+    QTest::addColumn<int>("mains");  // as megatron-core's resume counts them (each tensor rank's)
+    QTest::newRow("dp_reshardable") << kBucketStale << QStringList{} << "of 58 of 58 trainable params" << 58;
+    QTest::newRow("fully_reshardable") << kDistOptStale << QStringList{"--sharding", "fully_reshardable"}
+                                       << "of 17 of 17 trainable params" << 58;
+    QTest::newRow("MoE ep2") << kMoeStale << QStringList{"--experts", "4", "--ep", "2", "--tp", "1"}
+                             << "of 57 of 57 trainable params" << 57;
   }
   void staleMainsAreNamedAndRefreshed() {
     REALDS_REQUIRE_DS("0.19");
     QFETCH(QString, entry);
     QFETCH(QStringList, args);
     QFETCH(QString, affected);
+    QFETCH(int, mains);
     const auto e = realds::checkpoint(entry.toStdString());
     const auto diag = test::run_cli({"diagnose", e.save_dir, "--json"});
     CKPTDOC_EXPECT_EXIT(diag, 1);
@@ -187,8 +192,8 @@ class TestRealdsMegatron019 : public QObject {
     const auto loads = j["loads"].toObject();
     const auto stale = loads[QString::fromStdString(iteration_dir(e))].toObject();
     const auto fixed = loads[QString::fromStdString(out_iter)].toObject();
-    QCOMPARE(stale["mains_differ"].toArray().size(), 58);  // megatron-core sees the stale mains too (2 ranks)
-    QCOMPARE(fixed["mains_equal_weights"].toArray().size(), 58);
+    QCOMPARE(stale["mains_differ"].toArray().size(), mains);  // megatron-core sees the stale mains too
+    QCOMPARE(fixed["mains_equal_weights"].toArray().size(), mains);
     QVERIFY2(fixed["mains_differ"].toArray().isEmpty(), qPrintable(QJsonDocument(fixed).toJson()));
     QVERIFY(j["step_ok"].toBool());
   }
