@@ -82,6 +82,7 @@ std::vector<std::vector<std::optional<Box>>> place_model(const LegacyFolder& fol
   // The global names: each stage's layers renumbered as export does (tensor rank 0's names stand for its
   // stage; a rank with other names is checked below).
   std::vector<Stage> stages;
+  stages.reserve(pp);
   for (const auto& at : grid) stages.push_back({folder.ranks[at.front()].shown, ranks[at.front()].model});
   JoinedStages joined;
   try {
