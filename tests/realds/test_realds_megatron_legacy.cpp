@@ -5,8 +5,9 @@
 // The truth about the mains is Megatron-LM's own resume (megatron_legacy_load_check.py: load_checkpoint, then
 // each main against its loaded weight, and megatron-core's own order of them); the truth about the export is
 // torch's load of the rank files merged along the axes megatron-core declares on its params
-// (megatron_legacy_export_check.py). main refused these folders ("ckptdoc does not read it yet", exit 2).
-// repair --refresh-fp32 is judged by Megatron-LM's load_checkpoint of its output and one step.
+// (megatron_legacy_export_check.py), and the views' layout map is judged the same way, key, box and byte
+// range (megatron_legacy_layout_check.py). main refused these folders ("ckptdoc does not read it yet", exit
+// 2). repair --refresh-fp32 is judged by Megatron-LM's load_checkpoint of its output and one step.
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QtTest>
@@ -60,6 +61,30 @@ QJsonObject diagnose_json(const std::string& path, int want_exit) {
     return {};
   }
   return realds::parse(r.out);
+}
+
+// A storage map as megatron_legacy_layout_check.py reads it.
+QJsonObject map_json(const sources::StorageMap& map) {
+  const auto ints = [](const std::vector<int64_t>& v) {
+    QJsonArray a;
+    for (const int64_t n : v) a.append(static_cast<qint64>(n));
+    return a;
+  };
+  QJsonArray keys;
+  for (const auto& k : map.keys) {
+    QJsonArray chunks;
+    for (const auto& c : k.chunks)
+      chunks.append(QJsonObject{{"file", QString::fromStdString(c.file)},
+                                {"offsets", ints(c.offsets)},
+                                {"sizes", ints(c.sizes)},
+                                {"offset", static_cast<qint64>(c.offset)},
+                                {"length", static_cast<qint64>(c.length)}});
+    keys.append(QJsonObject{{"key", QString::fromStdString(k.key)},
+                            {"dtype", QString::fromStdString(k.dtype)},
+                            {"shape", ints(k.shape)},
+                            {"chunks", chunks}});
+  }
+  return QJsonObject{{"path", QString::fromStdString(map.path)}, {"keys", keys}};
 }
 
 std::vector<std::string> problem_codes(const QJsonObject& report) {
@@ -469,9 +494,8 @@ class TestRealdsMegatronLegacy : public QObject {
   }
 
   // What the views show (through the registry, as the session opens a source): the diagnosis is diagnose's
-  // (same codes and verdict), and the storage map places every model tensor of both rank files at the bytes
-  // torch loads for it (megatron_legacy_storage_check.py); mains and Adam state are listed beside them.
-  void viewsGetTheDiagnosisAndTheStorageMap() {
+  // (same codes and verdict).
+  void viewsGetTheDiagnosis() {
     REALDS_REQUIRE_DS("0.19");
     const auto e = realds::checkpoint("v019_megatron_legacy_tp2_stale");
     const auto source = sources::find_source(e.save_dir);
@@ -483,36 +507,96 @@ class TestRealdsMegatronLegacy : public QObject {
     QVERIFY(!d->clean);
     const auto report = diagnose_json(e.save_dir, 1);
     QCOMPARE(QString::fromStdString(d->verdict), report["verdict"].toObject()["text"].toString());
+  }
 
-    const auto map = source->storage_map(e.save_dir);
+  // The views' layout map (#28): the model's global tensors (tensor-parallel pieces side by side, pipeline
+  // stages' layers under their global numbers) with each rank file's chunk box, and the fp32 mains and Adam
+  // moments under megatron-core's torch_dist names, equal to what megatron-core declares of its own params
+  // and optimizer and to torch's load of the rank files, byte range by byte range
+  // (megatron_legacy_layout_check.py). What is not placed keeps its rank's key: only torch Adam's "step"
+  // here. main's map held every tensor under its rank's key alone (no global key: all missing).
+  void storageMapPlacesTheGlobalTensors_data() {
+    QTest::addColumn<QString>("entry");
+    QTest::addColumn<int>("keys");
+    QTest::addColumn<int>("files");
+    // 29 params, each with its main, exp_avg and exp_avg_sq
+    QTest::newRow("tp1") << QString("v019_megatron_legacy_tp1") << 116 << 1;
+    QTest::newRow("tp2") << QString("v019_megatron_legacy_tp2") << 116 << 2;
+    QTest::newRow("pp2") << QString("v019_megatron_legacy_pp2") << 116 << 2;
+    QTest::newRow("distopt_dp2") << QString("v019_megatron_legacy_distopt_dp2") << 116 << 2;
+  }
+  void storageMapPlacesTheGlobalTensors() {
+    REALDS_REQUIRE_DS("0.19");
+    QFETCH(QString, entry);
+    QFETCH(int, keys);
+    QFETCH(int, files);
+    const auto e = realds::checkpoint(entry.toStdString());
+    const auto map = sources::find_source(e.save_dir)->storage_map(e.save_dir);
     QVERIFY(map.has_value());
     QCOMPARE(map->format, std::string("megatron-legacy"));
-    QCOMPARE(map->files.size(), size_t{2});
-    QJsonArray items;
-    size_t mains = 0;
-    for (const auto& k : map->keys) {
-      if (k.key.find("/optimizer.fp32_from_fp16_params.") != std::string::npos) ++mains;
-      if (k.key.find("/model.") == std::string::npos) continue;
-      QCOMPARE(k.chunks.size(), size_t{1});
-      items.append(QJsonObject{{"file", QString::fromStdString(k.chunks[0].file)},
-                               {"key", QString::fromStdString(k.key)},
-                               {"offset", static_cast<qint64>(k.chunks[0].offset)},
-                               {"length", static_cast<qint64>(k.chunks[0].length)}});
-    }
-    QCOMPARE(items.size(), 58);
-    QCOMPARE(mains, size_t{58});
+    QCOMPARE(map->files.size(), static_cast<size_t>(files));
     test::TempDir dir;
     const auto spec = dir.file("map.json");
     {
       std::ofstream f(spec);
-      f << QJsonDocument(QJsonObject{{"dir", QString::fromStdString(map->path)}, {"items", items}})
-               .toJson()
-               .toStdString();
+      f << QJsonDocument(map_json(*map)).toJson().toStdString();
     }
-    const auto check = realds::python_with_deepspeed(
-        {test::source_dir() + "/tests/realds/megatron_legacy_storage_check.py", spec}, "0.19");
+    std::vector<std::string> args{test::source_dir() + "/tests/realds/megatron_legacy_layout_check.py",
+                                  "--ckpt",
+                                  e.save_dir,
+                                  "--tp",
+                                  std::to_string(e.tp),
+                                  "--pp",
+                                  std::to_string(e.pp),
+                                  "--map",
+                                  spec,
+                                  "--json",
+                                  dir.file("layout.json")};
+    if (e.spec["optimizer"].toString() == "distributed")
+      args.insert(args.end(), {"--optimizer", "distributed"});
+    const auto check = realds::launch_with_megatron_core(args, e.world, kMcore, dir.file("logs"));
     QVERIFY2(check.exit_code == 0, realds::describe(check).c_str());
-    QCOMPARE(realds::parse(check.out)["equal"].toInt(), 58);
+    const auto j = realds::parse(test::read_text(dir.file("layout.json")));
+    qInfo("layout judge: %d keys expected, %lld equal, %lld rank-own keys", j["expected"].toInt(),
+          static_cast<long long>(j["equal"].toArray().size()),
+          static_cast<long long>(j["own_rank"].toArray().size()));
+    QCOMPARE(j["expected"].toInt(), keys);
+    QCOMPARE(j["equal"].toArray().size(), keys);
+    for (const auto& own : j["own_rank"].toArray())
+      QVERIFY2(own.toString().endsWith(".step"), qPrintable(own.toString()));
+  }
+
+  // The layout judge can fail: tp2's map with one key's two tensor-rank boxes swapped is one key that
+  // differs, and another chunk's byte range moved by one element is one range that does not hold its piece.
+  void aWrongBoxIsNamedByTheLayoutJudge() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint("v019_megatron_legacy_tp2");
+    auto map = *sources::find_source(e.save_dir)->storage_map(e.save_dir);
+    const auto key = [&](const std::string& name) {
+      return std::find_if(map.keys.begin(), map.keys.end(), [&](const auto& k) { return k.key == name; });
+    };
+    const auto qkv = key("decoder.layers.0.self_attention.linear_qkv.weight");
+    const auto fc2 = key("decoder.layers.1.mlp.linear_fc2.weight");
+    QVERIFY(qkv != map.keys.end() && fc2 != map.keys.end());
+    QCOMPARE(qkv->chunks.size(), size_t{2});
+    std::swap(qkv->chunks[0].offsets, qkv->chunks[1].offsets);
+    fc2->chunks[1].offset += 2;
+    test::TempDir dir;
+    const auto spec = dir.file("map.json");
+    test::write_text(spec, QJsonDocument(map_json(map)).toJson().toStdString());
+    const auto check = realds::launch_with_megatron_core(
+        {test::source_dir() + "/tests/realds/megatron_legacy_layout_check.py", "--ckpt", e.save_dir, "--tp",
+         "2", "--map", spec, "--json", dir.file("layout.json")},
+        2, kMcore, dir.file("logs"));
+    QVERIFY(check.exit_code != 0);
+    const auto j = realds::parse(test::read_text(dir.file("layout.json")));
+    QCOMPARE(j["differ"].toArray(), QJsonArray{"decoder.layers.0.self_attention.linear_qkv.weight"});
+    // the swapped boxes put each file's bytes where the other rank's piece belongs
+    QCOMPARE(j["bytes_differ"].toArray(),
+             (QJsonArray{"decoder.layers.0.self_attention.linear_qkv.weight in mp_rank_01/model_optim_rng.pt",
+                         "decoder.layers.0.self_attention.linear_qkv.weight in mp_rank_00/model_optim_rng.pt",
+                         "decoder.layers.1.mlp.linear_fc2.weight in mp_rank_01/model_optim_rng.pt"}));
+    QCOMPARE(j["equal"].toArray().size(), 115);
   }
 
   // inspect lists every rank file with its keys, the args read as data, the model's tensors and the

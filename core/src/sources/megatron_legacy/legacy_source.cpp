@@ -24,6 +24,7 @@
 #include "legacy_mains.h"
 #include "legacy_rank.h"
 #include "legacy_repair.h"
+#include "legacy_storage_map.h"
 #include "legacy_weights.h"
 
 namespace ckptdoc::sources {
@@ -528,44 +529,10 @@ class MegatronLegacySource final : public Source {
     return out;
   }
 
-  // The views: each rank file with its tensors' storage records (the mains and Adam state too), from the
-  // pickles.
+  // The views: each rank file's tensor records under the model's global keys (legacy_storage_map.h).
   std::optional<StorageMap> storage_map(const std::string& path) const override {
     const auto o = open_legacy(path);
-    StorageMap map;
-    map.format = "megatron-legacy";
-    map.path = o->folder.dir;
-    for (size_t i = 0; i < o->ranks.size(); ++i) {
-      const auto& rf = o->folder.ranks[i];
-      const auto& r = o->ranks[i];
-      StorageFile file;
-      file.name = rf.shown;
-      std::error_code ec;
-      file.size = std::filesystem::file_size(rf.model_file, ec);
-      file.present = !ec;
-      if (ec) file.size = 0;
-      const auto add = [&](const std::string& key, const Tensor& t) {
-        const uint64_t at = t.storage ? t.storage->file_offset +
-                                            static_cast<uint64_t>(t.storage_offset) * element_size(t.dtype)
-                                      : 0;
-        file.items.push_back({key, std::vector<int64_t>(t.shape.size(), 0), t.shape, at, t.nbytes(), true});
-        file.extent = std::max(file.extent, at + t.nbytes());
-        StoredKey k{key, true, std::string(dtype_name(t.dtype)), t.shape, {}};
-        k.chunks.push_back({rf.shown, std::vector<int64_t>(t.shape.size(), 0), t.shape, at, t.nbytes()});
-        map.keys.push_back(std::move(k));
-      };
-      const std::string prefix = rf.name + "/";
-      for (const auto& t : r.model) add(prefix + "model." + t.name, t.tensor);
-      for (size_t g = 0; g < r.mains.size(); ++g)
-        for (size_t m = 0; m < r.mains[g].size(); ++m)
-          add(prefix + "optimizer.fp32_from_fp16_params." + std::to_string(g) + "." + std::to_string(m),
-              r.mains[g][m]);
-      for (const auto& t : r.optimizer_tensors) add(prefix + "optimizer.optimizer." + t.name, t.tensor);
-      std::sort(file.items.begin(), file.items.end(),
-                [](const StoredItem& a, const StoredItem& b) { return a.offset < b.offset; });
-      map.files.push_back(std::move(file));
-    }
-    return map;
+    return legacy::legacy_storage_map(o->folder, o->ranks, o->distopt_views());
   }
 
   std::optional<SourceDiagnosis> diagnosis(const std::string& path) const override {

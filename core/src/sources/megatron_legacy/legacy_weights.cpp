@@ -14,20 +14,6 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// The axis megatron-core splits a GPT param on over tensor-parallel ranks (0.18.0: tensor_parallel/layers.py
-// VocabParallelEmbedding and ColumnParallelLinear shard axis 0, RowParallelLinear's weight axis 1, through
-// make_sharded_tensors_for_checkpoint / make_tp_sharded_tensor_for_checkpoint); -1: replicated (layer norms,
-// position embeddings, RowParallelLinear's bias).
-int tp_axis(const std::string& name) {
-  for (const char* col : {"embedding.word_embeddings.weight", "self_attention.linear_qkv.weight",
-                          "self_attention.linear_qkv.bias", "mlp.linear_fc1.weight", "mlp.linear_fc1.bias",
-                          "output_layer.weight", "output_layer.bias"})
-    if (ends_with(name, col)) return 0;
-  for (const char* row : {"self_attention.linear_proj.weight", "mlp.linear_fc2.weight"})
-    if (ends_with(name, row)) return 1;
-  return -1;
-}
-
 // The ranks' pieces of one param concatenated along `axis`, row-major, produced when written.
 Tensor merged(const std::vector<Tensor>& parts, int axis) {
   std::vector<int64_t> shape = parts[0].shape;
@@ -49,6 +35,16 @@ Tensor merged(const std::vector<Tensor>& parts, int axis) {
 }
 
 }  // namespace
+
+int tp_axis(const std::string& name) {
+  for (const char* col : {"embedding.word_embeddings.weight", "self_attention.linear_qkv.weight",
+                          "self_attention.linear_qkv.bias", "mlp.linear_fc1.weight", "mlp.linear_fc1.bias",
+                          "output_layer.weight", "output_layer.bias"})
+    if (ends_with(name, col)) return 0;
+  for (const char* row : {"self_attention.linear_proj.weight", "mlp.linear_fc2.weight"})
+    if (ends_with(name, row)) return 1;
+  return -1;
+}
 
 namespace {
 

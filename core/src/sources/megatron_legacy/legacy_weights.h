@@ -8,6 +8,7 @@
 // pipeline, a gated MLP (--swiglu: its linear_fc1 is two halves per rank), a name that is split in a way
 // these rules do not know.
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ckptdoc/format/safetensors.h"  // NamedTensor
@@ -22,6 +23,12 @@ struct LegacyWeights {
   size_t stages = 1;                  // pipeline stages joined (legacy_pipeline.h)
   size_t renumbered = 0;              // tensors whose layer number the join changed
 };
+
+// The axis megatron-core splits a GPT param on over tensor-parallel ranks (0.18.0: tensor_parallel/layers.py
+// VocabParallelEmbedding and ColumnParallelLinear shard axis 0, RowParallelLinear's weight axis 1, through
+// make_sharded_tensors_for_checkpoint / make_tp_sharded_tensor_for_checkpoint); -1: replicated (layer norms,
+// position embeddings, RowParallelLinear's bias).
+int tp_axis(const std::string& name);
 
 // Throws ckptdoc::Error naming the rank file or param that cannot be exported.
 LegacyWeights select_weights(const LegacyFolder& folder, const std::vector<RankContent>& ranks);
