@@ -19,10 +19,6 @@ namespace {
 
 constexpr const char* kEntry = "crossformat_zero2_fsdp2_ws2";
 
-QJsonObject stdout_json(const test::RunResult& r) {
-  return QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
-}
-
 }  // namespace
 
 class TestRealdsCrossFormat : public QObject {
@@ -52,7 +48,7 @@ class TestRealdsCrossFormat : public QObject {
     std::vector<std::string> args{"diff", deepspeed_first ? ds : fsdp, deepspeed_first ? fsdp : ds, "--json"};
     if (!what.isEmpty()) args.insert(args.end(), {"--what", what.toStdString()});
     const auto r = test::run_cli(args);
-    const auto got = stdout_json(r);
+    const auto got = realds::parse(r.out);
     QVERIFY2(!got.isEmpty(), (r.out + r.err).c_str());
     QVERIFY2(got["removed"].toArray().isEmpty() && got["added"].toArray().isEmpty(), r.out.c_str());
     const auto tensors = got["tensors"].toArray();

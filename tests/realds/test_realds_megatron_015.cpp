@@ -25,14 +25,6 @@ constexpr const char* kDistOpt = "v019_megatron_bf16_distopt_mcore015";
 constexpr const char* kModelSpace = "v019_megatron_bf16_model_space_mcore015";
 constexpr const char* kModelSpaceStale = "v019_megatron_bf16_model_space_mcore015_stale";
 
-QJsonObject json_of(const test::RunResult& r) {
-  return QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
-}
-
-std::string iteration_dir(const realds::Entry& e) {
-  return e.save_dir + "/iter_" + std::string(7 - e.tag.size(), '0') + e.tag;
-}
-
 // megatron-core 0.15.3's resume of `iter` on 2 ranks: its loads[iter] (mains_equal_weights, mains_differ,
 // ...) and whether a step ran, or an empty object on failure.
 QJsonObject megatron_resume(const std::string& iter, const QString& sharding, const test::TempDir& dir,
@@ -87,14 +79,14 @@ class TestRealdsMegatron015 : public QObject {
     QFETCH(QString, prefix);
     const auto e = realds::checkpoint(entry.toStdString());
     test::TempDir dir;
-    const auto truth = megatron_resume(iteration_dir(e), sharding, dir);
+    const auto truth = megatron_resume(realds::megatron_iteration_dir(e), sharding, dir);
     QVERIFY(!truth.isEmpty());
     QVERIFY(!truth["mains_equal_weights"].toArray().isEmpty());
     QVERIFY(truth["mains_differ"].toArray().isEmpty());
 
     const auto diag = test::run_cli({"diagnose", e.save_dir, "--json"});
     CKPTDOC_EXPECT_EXIT(diag, 0);
-    const auto report = json_of(diag);
+    const auto report = realds::parse(diag.out);
     QVERIFY2(report["problems"].toArray().isEmpty(), diag.out.c_str());
     QVERIFY2(report["findings"].toArray().isEmpty(), diag.out.c_str());  // no unsafe-pickle warning either
     const auto mains = report["megatron"].toObject()["main_params"].toObject();
@@ -127,14 +119,14 @@ class TestRealdsMegatron015 : public QObject {
     REALDS_REQUIRE_DS("0.19");
     const auto e = realds::checkpoint(kModelSpaceStale);
     test::TempDir dir;
-    const auto truth = megatron_resume(iteration_dir(e), "fully_sharded_model_space", dir);
+    const auto truth = megatron_resume(realds::megatron_iteration_dir(e), "fully_sharded_model_space", dir);
     QVERIFY(!truth.isEmpty());
     QVERIFY(truth["mains_equal_weights"].toArray().isEmpty());
     QCOMPARE(truth["mains_differ"].toArray().size(), 58);  // 29 params on each tensor rank
 
     const auto diag = test::run_cli({"diagnose", e.save_dir, "--json"});
     CKPTDOC_EXPECT_EXIT(diag, 1);
-    const auto report = json_of(diag);
+    const auto report = realds::parse(diag.out);
     const auto problems = report["problems"].toArray();
     QCOMPARE(problems.size(), qsizetype{1});
     const auto p = problems[0].toObject();
@@ -148,7 +140,8 @@ class TestRealdsMegatron015 : public QObject {
     CKPTDOC_EXPECT_EXIT(r, 0);
     const auto after = test::run_cli({"diagnose", out, "--json"});
     CKPTDOC_EXPECT_EXIT(after, 0);
-    QCOMPARE(json_of(after)["megatron"].toObject()["main_params"].toObject()["compared"].toInt(), 17);
+    QCOMPARE(realds::parse(after.out)["megatron"].toObject()["main_params"].toObject()["compared"].toInt(),
+             17);
     test::TempDir judge;
     bool step_ok = false;
     const auto loaded = megatron_resume(out + "/iter_0000000", "fully_sharded_model_space", judge, &step_ok);

@@ -20,16 +20,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-QJsonObject json_of(const test::RunResult& r) {
-  return QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
-}
-
 QJsonObject cli_json(const std::vector<std::string>& args, int want_exit) {
   const auto r = test::run_cli(args);
   if (r.exit_code != want_exit)
     throw std::runtime_error(args[0] + " exited " + std::to_string(r.exit_code) + " (wanted " +
                              std::to_string(want_exit) + ")\n" + r.out.substr(0, 6000) + r.err);
-  return json_of(r);
+  return realds::parse(r.out);
 }
 
 // par_edit.py through `realds.py py` (DeepSpeed importable: its files pickle DeepSpeed objects).
@@ -476,7 +472,7 @@ class TestRealdsParallel : public QObject {
     forced_args.insert(forced_args.end(), {"--force", "--json"});
     const auto forced = test::run_cli(forced_args);
     CKPTDOC_EXPECT_EXIT(forced, 0);
-    const auto notes = json_of(forced)["notes"].toArray();
+    const auto notes = realds::parse(forced.out)["notes"].toArray();
     QCOMPARE(notes.size(), qsizetype(1));
     QVERIFY2(notes[0].toString().startsWith("fc2.bias:"), qPrintable(notes[0].toString()));
     QVERIFY2(forced.err.find("warning: fc2.bias") != std::string::npos, forced.err.c_str());

@@ -15,10 +15,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-QJsonObject json_of(const test::RunResult& r) {
-  return QJsonDocument::fromJson(QByteArray::fromStdString(r.out)).object();
-}
-
 std::string hostile_copy(const realds::Entry& e, const test::TempDir& dir, const std::string& action) {
   const std::string ckpt = realds::copy_of(e, dir);
   const auto d = realds::python_with_deepspeed(
@@ -51,7 +47,7 @@ class TestRealdsSafety : public QObject {
     // diagnose --json: exit 1, the finding names file, record, callable and how.
     auto r = test::run_cli({"diagnose", ckpt, "--json", "--device", "cpu"});
     CKPTDOC_EXPECT_EXIT(r, 1);
-    auto found = unsafe(json_of(r)["findings"].toArray());
+    auto found = unsafe(realds::parse(r.out)["findings"].toArray());
     QCOMPARE(found.size(), size_t(1));
     QCOMPARE(found[0]["severity"].toString(), QString("error"));
     const auto d = found[0]["details"].toObject();
@@ -60,7 +56,7 @@ class TestRealdsSafety : public QObject {
     QVERIFY2(d["record"].toString().endsWith("data.pkl"), qPrintable(d["record"].toString()));
     QCOMPARE(d["how"].toString(), QString("REDUCE"));
     // Nothing else is wrong with it.
-    QCOMPARE(realds::codes(json_of(r), "error"), std::vector<std::string>{"unsafe-pickle"});
+    QCOMPARE(realds::codes(realds::parse(r.out), "error"), std::vector<std::string>{"unsafe-pickle"});
     // Text report.
     r = test::run_cli({"diagnose", ckpt, "--device", "cpu"});
     CKPTDOC_EXPECT_EXIT(r, 1);
@@ -76,7 +72,7 @@ class TestRealdsSafety : public QObject {
         r.out.c_str());
     r = test::run_cli({"ls", model, "--json"});
     CKPTDOC_EXPECT_EXIT(r, 0);
-    found = unsafe(json_of(r)["findings"].toArray());
+    found = unsafe(realds::parse(r.out)["findings"].toArray());
     QCOMPARE(found.size(), size_t(1));
     QCOMPARE(found[0]["callable"].toString(), QString("posix.system"));
     r = test::run_cli({"inspect", ckpt});
@@ -84,7 +80,7 @@ class TestRealdsSafety : public QObject {
     QVERIFY2(r.out.find("unsafe-pickle") != std::string::npos, r.out.c_str());
     r = test::run_cli({"inspect", ckpt, "--json"});
     CKPTDOC_EXPECT_EXIT(r, 0);
-    QCOMPARE(unsafe(json_of(r)["problems"].toArray()).size(), size_t(1));
+    QCOMPARE(unsafe(realds::parse(r.out)["problems"].toArray()).size(), size_t(1));
 
     // repair refuses to copy it (exit 2, naming it), unless told to.
     const std::string out = dir.file("out");
@@ -101,7 +97,7 @@ class TestRealdsSafety : public QObject {
     QVERIFY(fs::exists(out + "/" + e.tag + "/mp_rank_00_model_states.pt"));
     // The copy still carries it, and says so.
     r = test::run_cli({"inspect", out, "--json"});
-    QCOMPARE(unsafe(json_of(r)["problems"].toArray()).size(), size_t(1));
+    QCOMPARE(unsafe(realds::parse(r.out)["problems"].toArray()).size(), size_t(1));
   }
 
   // Nothing real DeepSpeed writes is flagged, at any severity (v0.12.6 and v0.14.5, every kind of file).
@@ -119,7 +115,7 @@ class TestRealdsSafety : public QObject {
     const auto e = realds::checkpoint(name.toStdString());
     const auto r = test::run_cli({"inspect", e.save_dir, "--json"});
     CKPTDOC_EXPECT_EXIT(r, 0);
-    const auto found = unsafe(json_of(r)["problems"].toArray());
+    const auto found = unsafe(realds::parse(r.out)["problems"].toArray());
     QVERIFY2(found.empty(), found.empty() ? "" : qPrintable(found[0]["message"].toString()));
   }
 

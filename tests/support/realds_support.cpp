@@ -237,6 +237,10 @@ QJsonObject diagnose_json(const std::string& path, int want_exit) {
   return parse(r.out);
 }
 
+std::string megatron_iteration_dir(const Entry& e) {
+  return e.save_dir + "/iter_" + std::string(e.tag.size() < 7 ? 7 - e.tag.size() : 0, '0') + e.tag;
+}
+
 QJsonObject parse(const std::string& text) {
   return QJsonDocument::fromJson(QByteArray::fromStdString(text)).object();
 }

@@ -34,6 +34,8 @@ struct Entry {
 // Writes the entry with real DeepSpeed unless the build's cache holds it; throws std::runtime_error saying
 // why not.
 Entry checkpoint(const std::string& name);
+// A Megatron save's iteration folder: save_dir/iter_<tag as 7 digits>, as Megatron-LM names it.
+std::string megatron_iteration_dir(const Entry& e);
 // The DeepSpeed that writes a matrix entry, from its name (v019_*: today's, in the judges' venv; v145_* or
 // *_v145: 0.14.5), for REALDS_REQUIRE_DS before the entry is written.
 std::string version_of(const std::string& name);
