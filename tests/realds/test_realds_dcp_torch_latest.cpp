@@ -129,6 +129,10 @@ class TestRealdsDcpTorchLatest : public QObject {
       ++compared;
     }
     QCOMPARE(compared, 20);
+    QVERIFY2(QJsonDocument(verdict["not_checked"].toArray())
+                 .toJson()
+                 .contains("(the zip CRC-32s of 92 items were checked)"),
+             QJsonDocument(verdict).toJson().constData());
   }
 
   void fsdp2ExportEqualsTorchsConversion_data() { add_outputs(); }
@@ -229,6 +233,12 @@ class TestRealdsDcpTorchLatest : public QObject {
     if (hf) {  // read as a Hugging Face weights folder
       QVERIFY(realds::has_code(report, "error", "nonfinite-values"));
     } else {
+      // what was checksummed, said as it is: zstd items are torch.save zips (4 CRC-32s checked), a
+      // safetensors-serialized file holds none (main said "each item's zip CRC-32 was checked" there too)
+      const auto not_checked = QJsonDocument(report["verdict"].toObject()["not_checked"].toArray()).toJson();
+      QVERIFY2(not_checked.contains(entry.contains("zstd") ? "(the zip CRC-32s of 4 items were checked)"
+                                                           : "(and no item is a zip with CRC-32s)"),
+               not_checked.constData());
       QCOMPARE(report["elements_read"].toInt(), 186);
       int nan = -1;
       for (const auto& t : report["tensors"].toArray())
