@@ -875,7 +875,7 @@ def ensure(a, name):
             if entry.get("stamp") == stamp and os.path.isdir(entry["save_dir"]):
                 return entry
         h = harness(a)
-        if spec["ds"] == TORCH_LATEST:  # torch.distributed.run; "--" stands for launch.py's "--"
+        if spec["ds"] == TORCH_LATEST:  # its own python and environment; ranks by torch.distributed.run below
             py, env = torch_latest_python(a), torch_latest_env()
         elif is_judge(spec["ds"]):
             py, launcher = judge_python(a), os.path.join(JUDGE, "launch.py")
@@ -888,7 +888,8 @@ def ensure(a, name):
         if spec["kind"] == "megatron_bridge":  # Megatron Bridge and its transformers before the venv's
             env["PYTHONPATH"] = os.pathsep.join([bridge_extra(a)] +
                                                 ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-        if spec.get("fmt", "").startswith("zstd") and spec["ds"] != TORCH_LATEST:  # zstandard for torch's ZStandard extension
+        # zstandard for torch's ZStandard extension (the torch-latest venv has its own)
+        if spec.get("fmt", "").startswith("zstd") and spec["ds"] != TORCH_LATEST:
             env["PYTHONPATH"] = os.pathsep.join([zstd_extra(a)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         if spec["kind"] == "torchtitan":  # torchtitan and its pins before the venv's
             env["PYTHONPATH"] = os.pathsep.join([titan_extra(a)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
