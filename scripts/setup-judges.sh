@@ -13,6 +13,10 @@
 # zstandard for torch's DCP ZStandard extension (scripts/judges-extra-zstd.txt, zstd-extra/<hash of that list>/),
 # and torchtitan with the packages its checkpoint code imports (scripts/judges-extra-torchtitan.txt,
 # titan-extra/<hash of that list>/; 16 MB).
+# And a second venv, "torch latest": PyPI's newest torch with numpy, safetensors and zstandard only
+# (scripts/judges-torch-latest.txt, no DeepSpeed), in torch-latest-<first 12 hex of sha256(that list)>/, its wheels
+# in torch-latest-wheels/; the realds entries with "torch": "latest" are written by it (#28).
+#   scripts/setup-judges.sh --torch-latest-path   print where that one is (or would be) and exit
 #
 # Where: ${XDG_CACHE_HOME:-~/.cache}/ckptdoc/judges-<first 12 hex of sha256(judges-requirements.txt)>/, made with
 # Debian's /usr/bin/python3 -m venv (python3-venv, listed in scripts/setup.sh). Any edit of the pins file makes
@@ -36,6 +40,13 @@ pin_of() { sed -n "s/^$1==//p" "$pins"; }
 ds_version="$(pin_of deepspeed)"
 torch_version="$(pin_of torch)"
 
+latest_pins="$root/scripts/judges-torch-latest.txt"
+latest_venv="$cache/torch-latest-$(sha256sum "$latest_pins" | cut -c1-12)"
+latest_wheels="$cache/torch-latest-wheels"
+if [ "${1:-}" = "--torch-latest-path" ]; then
+  echo "$latest_venv"
+  exit 0
+fi
 if [ "${1:-}" = "--path" ]; then
   echo "$venv"
   exit 0
@@ -116,6 +127,32 @@ extras() {
     echo "setup-judges: torchtitan in $dir"
   fi
 }
+# The torch-latest venv: binary wheels only, downloaded once into torch-latest-wheels/ (this proxy sends no caching
+# headers, as above), installed offline from there. Its own ready marker: an incomplete one is made again.
+torch_latest() {
+  local ready_latest="$latest_venv/.ckptdoc-judges-ready" want t0 list
+  want="$(sed -n 's/^torch==//p' "$latest_pins")"
+  if [ -f "$ready_latest" ] && "$latest_venv/bin/python" -c "import sys, torch, numpy, safetensors, zstandard
+assert torch.__version__.split('+')[0] == sys.argv[1], torch.__version__" "$want"; then
+    return 0
+  fi
+  t0=$(date +%s)
+  echo "setup-judges: making $latest_venv (torch $want, no DeepSpeed)"
+  rm -rf "$latest_venv"
+  /usr/bin/python3 -m venv "$latest_venv"
+  list="$(mktemp)"
+  grep -v -E '^(#|$)' "$latest_pins" > "$list"
+  mkdir -p "$latest_wheels"
+  "$latest_venv/bin/python" -m pip --disable-pip-version-check download -q --only-binary :all: --no-deps \
+    -d "$latest_wheels" -r "$list"
+  "$latest_venv/bin/python" -m pip --disable-pip-version-check install -q --no-index --find-links "$latest_wheels" \
+    --no-deps -r "$list"
+  rm -f "$list"
+  "$latest_venv/bin/python" -m pip --disable-pip-version-check check
+  "$latest_venv/bin/python" -c "import torch, numpy, safetensors, zstandard"
+  touch "$ready_latest"
+  echo "setup-judges: $latest_venv ready in $(( $(date +%s) - t0 )) s ($(du -sh "$latest_venv" | cut -f1))"
+}
 mkdir -p "$cache"
 exec 9>"$cache/.judges.lock"
 flock 9   # one maker at a time (parallel test runs, a second checkout)
@@ -123,6 +160,7 @@ flock 9   # one maker at a time (parallel test runs, a second checkout)
 if [ -f "$ready" ]; then
   if check; then
     extras
+    torch_latest
     echo "setup-judges: $venv (DeepSpeed $ds_version, torch $torch_version) ready"
     exit 0
   fi
@@ -152,4 +190,5 @@ DS_BUILD_OPS=0 "${pip[@]}" install -q --no-build-isolation --no-deps "deepspeed=
 check
 touch "$ready"
 extras
+torch_latest
 echo "setup-judges: $venv ready in $(( $(date +%s) - start )) s ($(du -sh "$venv" | cut -f1))"

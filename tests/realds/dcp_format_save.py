@@ -2,7 +2,8 @@
 (issue #28): the safetensors serialization of FileSystemWriter, or HuggingFaceStorageWriter (consolidated or
 sharded), or FileSystemWriter with the ZStandard extension (every item "stream.zstd"); "_state" adds non-tensor
 state (bytes items). One process, no process group (dcp.save runs its single-rank path). --ref writes what torch
-itself reads back: dcp_to_torch_save's file where it reads the variant, and the state dict that was saved."""
+itself reads back: dcp_to_torch_save's file where it reads the variant (for the Hugging Face variants its steps
+with HuggingFaceStorageReader: hf_torch_save.pt), and the state dict that was saved."""
 import argparse
 import json
 import os
@@ -90,7 +91,26 @@ def main():
         run["dcp_to_torch_save"] = "ok"
     except (Exception, CheckpointException) as e:  # noqa: BLE001 - recorded in run.json
         run["dcp_to_torch_save"] = f"{type(e).__name__}: {str(e).strip().splitlines()[-1]}"[:300]
+    if a.format.startswith("hf"):
+        run["hf_torch_save"] = hf_torch_save(a)
     json.dump(run, open(a.json, "w"), indent=1)
+
+
+def hf_torch_save(a):
+    """dcp_to_torch_save's own steps (torch 2.10 and 2.15 alike: _load_state_dict of an empty state dict with
+    _EmptyStateDictLoadPlanner, then torch.save) with the reader of this variant: dcp_to_torch_save itself opens a
+    FileSystemReader, which finds no .metadata in a HuggingFaceStorageWriter folder (2.15 then also looks for a
+    rank's own __0.metadata) and fails in both."""
+    from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
+    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
+    whole = {}
+    try:
+        _load_state_dict(whole, storage_reader=dcp.HuggingFaceStorageReader(a.out),
+                         planner=_EmptyStateDictLoadPlanner(), no_dist=True)
+    except (Exception, CheckpointException) as e:  # noqa: BLE001 - recorded in run.json
+        return f"{type(e).__name__}: {str(e).strip().splitlines()[-1]}"[:300]
+    torch.save(whole, os.path.join(a.ref, "hf_torch_save.pt"))
+    return "ok"
 
 
 if __name__ == "__main__":

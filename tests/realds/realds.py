@@ -76,6 +76,12 @@ ZSTD_PINS = os.path.join(REPO, "scripts", "judges-extra-zstd.txt")
 # torchtitan and what its checkpoint code imports (scripts/judges-extra-torchtitan.txt), beside the venv in
 # titan-extra/<hash of the list>/: first on PYTHONPATH for kind "torchtitan" and `launch --torchtitan`.
 TITAN_PINS = os.path.join(REPO, "scripts", "judges-extra-torchtitan.txt")
+# "torch latest" (#28): PyPI's newest torch in its own venv (scripts/judges-torch-latest.txt, made by
+# setup-judges.sh beside the judge venv as torch-latest-<hash of the list>/), no DeepSpeed. An entry whose "ds" is
+# TORCH_LATEST is written by it; `py` / `launch` / `status --ds torch-latest` run it (ranks by torch.distributed.run:
+# the judge's launch.py and rank hooks import the harness, which imports DeepSpeed).
+TORCH_LATEST = "torch-latest"
+LATEST_PINS = os.path.join(REPO, "scripts", "judges-torch-latest.txt")
 
 # The matrix (pairwise, not the full product): every ZeRO stage x dtype, BF16_Optimizer at stage 0 and 1,
 # dp 1-4 (ZeRO-3 at 2-4: dp 1 fails in the CPU harness), fresh (steps 0) and trained, the edge model (tied
@@ -302,6 +308,19 @@ MATRIX = {
     # Shard(0), so each rank's __<rank>_0.distcp holds its row pieces, their offsets in DCP_SHARDING_INFO
     "dcp_safetensors_ws2": dict(kind="dcpformat", fmt="safetensors_distributed", stage=0, dtype="fp32", dp=2,
                                 world=2, steps=0, ds="0.19"),
+    # The same DCP saves written by torch latest (2.15.0, scripts/judges-torch-latest.txt; #28): FSDP2 at world 2
+    # with its Adam in torchtitan's layout (kind "fsdp2": tests/fixtures/dcp/make_fsdp2_dcp.py, whose
+    # reference.json is torch's own reading of the save), the SAFETENSORS serialization at world 1 and 2, the
+    # ZStandard extension (the venv has zstandard), HuggingFaceStorageWriter
+    "t215_fsdp2_ws2": dict(kind="fsdp2", stage=0, dtype="fp32", dp=2, world=2, steps=3, ds=TORCH_LATEST),
+    "t215_dcp_safetensors_ws1": dict(kind="dcpformat", fmt="safetensors", stage=0, dtype="fp32", dp=1, world=1,
+                                     steps=0, ds=TORCH_LATEST),
+    "t215_dcp_safetensors_ws2": dict(kind="dcpformat", fmt="safetensors_distributed", stage=0, dtype="fp32", dp=2,
+                                     world=2, steps=0, ds=TORCH_LATEST),
+    "t215_dcp_zstd_ws1": dict(kind="dcpformat", fmt="zstd", stage=0, dtype="fp32", dp=1, world=1, steps=0,
+                              ds=TORCH_LATEST),
+    "t215_dcp_hf_writer_ws1": dict(kind="dcpformat", fmt="hf", stage=0, dtype="fp32", dp=1, world=1, steps=0,
+                                   ds=TORCH_LATEST),
     # kind "torchtitan" (#28): torchtitan_train.py, torchtitan 0.3.0's llama3 debugmodel (2 layers) under FSDP2 at
     # world 2, its own optimizers, LR schedulers, dataloader and CheckpointManager; save_dir is the manager's folder:
     # step-2/ (interval 2: model, optimizer, lr_scheduler, dataloader, train_state) and step-3/ (the last step,
@@ -610,6 +629,33 @@ def judges_venv(a):
     return os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "ckptdoc", f"judges-{h}")
 
 
+def torch_latest_python(a):
+    """The torch-latest venv's python (LATEST_PINS), made by scripts/setup-judges.sh beside the judge venv."""
+    h = hashlib.sha256(open(LATEST_PINS, "rb").read()).hexdigest()[:12]
+    venv = os.path.join(os.path.dirname(judges_venv(a)), f"torch-latest-{h}")
+    py = os.path.join(venv, "bin", "python")
+    if not os.path.isfile(os.path.join(venv, ".ckptdoc-judges-ready")) or not os.access(py, os.X_OK):
+        raise Unavailable(f"torch latest (the torch-latest venv) is not made: {venv} is not ready "
+                          "(run scripts/setup-judges.sh)")
+    return py
+
+
+def torch_latest_env():
+    """The torch-latest venv's environment: nothing of the judge venv's but its rank hook (judge/hooks: each rank
+    leaves its process group at a clean exit; without it a rank of dcp_drop_check.py now and then aborted at
+    teardown, "terminate called without an active exception")."""
+    env = dict(os.environ)
+    for k in ("DS_SRC", "CKPTDOC_HARNESS"):
+        env.pop(k, None)
+    env["PYTHONPATH"] = os.path.join(JUDGE, "hooks")
+    return env
+
+
+def torch_latest_launch(a, world):
+    """torch.distributed.run of the torch-latest venv: `world` ranks on this machine, a free port (--standalone)."""
+    return [torch_latest_python(a), "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(world)]
+
+
 def judge_python(a):
     venv = judges_venv(a)
     py = os.path.join(venv, "bin", "python")
@@ -737,6 +783,10 @@ def stamp_of(a, spec):
     parts = [json.dumps(recipe, sort_keys=True), str(GENERATOR_VERSION)]
     parts += [file_sha(os.path.join(h, f)) for f in ("ds_driver.py", "ds_common.py")]
     parts.append(file_sha(os.path.join(JUDGE, "launch.py")))  # every stack's ranks start there
+    if spec["ds"] == TORCH_LATEST:  # the venv's pins and its ranks' hook
+        parts += [file_sha(LATEST_PINS), file_sha(os.path.join(JUDGE, "hooks", "sitecustomize.py"))]
+    if spec["kind"] == "fsdp2":
+        parts.append(file_sha(os.path.join(REPO, "tests", "fixtures", "dcp", "make_fsdp2_dcp.py")))
     if is_judge(spec["ds"]):  # the judge venv's rank hooks and the pinned versions
         parts.append(file_sha(os.path.join(JUDGE, "hooks", "sitecustomize.py")))
         parts.append(file_sha(PINS))
@@ -846,7 +896,9 @@ def ensure(a, name):
             if entry.get("stamp") == stamp and os.path.isdir(entry["save_dir"]):
                 return entry
         h = harness(a)
-        if is_judge(spec["ds"]):
+        if spec["ds"] == TORCH_LATEST:  # its own python and environment; ranks by torch.distributed.run below
+            py, env = torch_latest_python(a), torch_latest_env()
+        elif is_judge(spec["ds"]):
             py, launcher = judge_python(a), os.path.join(JUDGE, "launch.py")
             env = judge_env(a, version=spec["ds"])
             if spec["kind"] in ("seedbug", "addlayer"):  # ds_driver.py's own torch.load of DeepSpeed's files (torch >= 2.6)
@@ -857,7 +909,8 @@ def ensure(a, name):
         if spec["kind"] == "megatron_bridge":  # Megatron Bridge and its transformers before the venv's
             env["PYTHONPATH"] = os.pathsep.join([bridge_extra(a)] +
                                                 ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-        if spec.get("fmt", "").startswith("zstd"):  # zstandard for torch's ZStandard extension
+        # zstandard for torch's ZStandard extension (the torch-latest venv has its own)
+        if spec.get("fmt", "").startswith("zstd") and spec["ds"] != TORCH_LATEST:
             env["PYTHONPATH"] = os.pathsep.join([zstd_extra(a)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         if spec["kind"] == "torchtitan":  # torchtitan and its pins before the venv's
             env["PYTHONPATH"] = os.pathsep.join([titan_extra(a)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
@@ -869,8 +922,11 @@ def ensure(a, name):
         shutil.rmtree(folder, ignore_errors=True)
         os.makedirs(folder)
         save_dir = os.path.join(folder, "ckpt")
-        launch = [py, launcher, "--world", str(spec.get("world", spec["dp"])), "--logdir",
-                  os.path.join(folder, "logs"), "--", os.path.join(h, "ds_driver.py")]
+        if spec["ds"] == TORCH_LATEST:
+            launch = torch_latest_launch(a, spec.get("world", spec["dp"])) + [os.path.join(h, "ds_driver.py")]
+        else:
+            launch = [py, launcher, "--world", str(spec.get("world", spec["dp"])), "--logdir",
+                      os.path.join(folder, "logs"), "--", os.path.join(h, "ds_driver.py")]
         if spec["kind"] == "client":
             cmd = launch[:-1] + [os.path.join(HERE, "client_state_driver.py"), "--out", save_dir, "--steps",
                                  str(spec["steps"])] + base_args(spec) + list(spec["client"])
@@ -911,6 +967,9 @@ def ensure(a, name):
             cmd = ([py] if spec["world"] == 1 else launch[:-1]) + [
                 os.path.join(HERE, "dcp_format_save.py"), "--out", save_dir, "--format", spec["fmt"], "--ref",
                 os.path.join(folder, "ref"), "--json", os.path.join(folder, "run.json")]
+        elif spec["kind"] == "fsdp2":  # make_fsdp2_dcp.py: the save, torch's reading of it, damaged .metadata files
+            cmd = launch[:-1] + [os.path.join(REPO, "tests", "fixtures", "dcp", "make_fsdp2_dcp.py"), save_dir,
+                                 os.path.join(folder, "reference.json"), os.path.join(folder, "damaged")]
         elif spec["kind"] == "crossformat":  # save_dir holds both saves and the reference
             cmd = launch[:-1] + [os.path.join(HERE, "cross_format_train.py"), "--out", save_dir, "--steps",
                                  str(spec["steps"])]
@@ -1009,7 +1068,7 @@ def ensure(a, name):
                             "--save-out", save_dir, "--json", os.path.join(folder, "seedbug.json")] + base_args(spec)
         seconds = run_logged(cmd, env, os.path.join(folder, "generate.log"))
         if spec["kind"] in ("accelerate", "hftrainer_plain", "megatron_bridge", "dcpformat", "torchtitan",
-                            "crossformat"):
+                            "crossformat", "fsdp2"):
             tag = ""  # the save_state / checkpoint-N folder is the checkpoint
         else:
             tracker = ("latest_checkpointed_iteration.txt" if spec["kind"] in ("megatron", "megatron_optim", "megatron_legacy")
@@ -1218,6 +1277,9 @@ def main():
         return 0
     try:
         check_available(a)
+        if a.cmd == "status" and a.ds == TORCH_LATEST:
+            print(f"torch latest available: {torch_latest_python(a)}")
+            return 0
         if a.cmd == "status" and a.ds and is_judge(a.ds):
             extra = f" with {ds_extra(a, a.ds)}" if a.ds in EXTRA_DS else ""
             print(f"DeepSpeed {a.ds} available: {judge_python(a)}{extra}")
@@ -1245,6 +1307,14 @@ def main():
             with open(os.path.join(cache_dir(a), "loads.log"), "a") as log:  # how many real loads a test run made
                 log.write(f"{time.strftime('%H:%M:%S')} rc={rc} like={a.like} ds={a.ds or entry['ds']} {' '.join(rest)}\n")
             return rc
+        elif a.cmd == "py" and a.ds == TORCH_LATEST:  # no zygote (judge/run.py's preloads are the judge venv's)
+            env = torch_latest_env()
+            env["PYTHONPATH"] = os.pathsep.join([HERE, env["PYTHONPATH"]])
+            return subprocess.run([torch_latest_python(a)] + rest, env=env).returncode
+        elif a.cmd == "launch" and a.ds == TORCH_LATEST:  # its ranks' output goes to this process's (no --logdir)
+            env = torch_latest_env()
+            env["PYTHONPATH"] = os.pathsep.join([HERE, env["PYTHONPATH"]])
+            return subprocess.run(torch_latest_launch(a, a.world) + rest, env=env).returncode
         elif a.cmd == "py" and is_judge(a.ds):
             # the judge venv's python; torch.load defaults to weights_only=False there, as torch 1.13's did, so our
             # scripts read DeepSpeed's files (loss scaler, enums) the way they do with the other versions

@@ -400,18 +400,22 @@ class TestRealdsDcpFormats : public QObject {
     const auto run = realds::parse(
         test::read_text(std::filesystem::path(e.save_dir).parent_path().string() + "/run.json"));
     QCOMPARE(run["dcp_load"].toString(), QString("ok"));  // torch reads its own save back equal
+    // and whole, by dcp_to_torch_save's steps with HuggingFaceStorageReader (ref/hf_torch_save.pt)
+    QCOMPARE(run["hf_torch_save"].toString(), QString("ok"));
 
     test::TempDir dir;
     const auto out = dir.file("out.pt");
     const auto x = test::run_cli({"export", e.save_dir, "--output", out});
     QVERIFY2(x.exit_code == 0, realds::describe(x).c_str());
-    const auto cmp = realds::python_with_deepspeed(
-        {test::source_dir() + "/tests/realds/state_dict_diff.py", out, saved_state_dict(e)}, "0.19");
-    QVERIFY2(cmp.exit_code == 0, realds::describe(cmp).c_str());
-    const auto diff = realds::parse(cmp.out);
-    QVERIFY2(diff["differ"].toObject().isEmpty() && diff["only_a"].toArray().isEmpty() &&
-                 diff["only_b"].toArray().isEmpty(),
-             cmp.out.c_str());
+    for (const auto& reference : {saved_state_dict(e), entry_dir(e) + "/ref/hf_torch_save.pt"}) {
+      const auto cmp = realds::python_with_deepspeed(
+          {test::source_dir() + "/tests/realds/state_dict_diff.py", out, reference}, "0.19");
+      QVERIFY2(cmp.exit_code == 0, realds::describe(cmp).c_str());
+      const auto diff = realds::parse(cmp.out);
+      QVERIFY2(diff["differ"].toObject().isEmpty() && diff["only_a"].toArray().isEmpty() &&
+                   diff["only_b"].toArray().isEmpty(),
+               (reference + ": " + cmp.out).c_str());
+    }
 
     const auto report = realds::diagnose_json(e.save_dir, 1);
     QVERIFY(realds::has_code(report, "error", "nonfinite-values"));

@@ -285,8 +285,9 @@ class Diagnosis {
       r_.verdict = "Nothing compared: the checkpoint holds no tensors.";
     else {
       r_.verdict = (warnings ? plural(warnings, "warning") + ". Checked: " : "No problems found. Checked: ") +
-                   basis + "; chunks tile every tensor; the CRC-32s of " + plural(crc_checked_, "item") +
-                   " match; no NaN/Inf";
+                   basis + "; chunks tile every tensor" +
+                   (crc_checked_ ? "; the CRC-32s of " + plural(crc_checked_, "item") + " match" : "") +
+                   "; no NaN/Inf";
       std::set<double> steps;
       for (const auto& [p, s] : r_.adam_steps) steps.insert(s);
       if (steps.size() == 1)
@@ -294,9 +295,13 @@ class Diagnosis {
                       plural(r_.adam_steps.size(), "param");
       r_.verdict += ".";
     }
+    // a safetensors-serialized folder has no zip items: no CRC-32 was checked, and the line must not say one
+    // was
     r_.not_checked = {
         "no fp32-master comparison: a DCP checkpoint from FSDP2 keeps one copy of each weight",
-        "no checksum of whole files: DCP records none (each item's zip CRC-32 was checked)",
+        "no checksum of whole files: DCP records none" +
+            (crc_checked_ ? " (the zip CRC-32s of " + plural(crc_checked_, "item") + " were checked)"
+                          : std::string(" (and no item is a zip with CRC-32s)")),
     };
     if (unchecksummed_ > 0)
       r_.not_checked.push_back("no checksum of " + plural(unchecksummed_, "tensor item") +
