@@ -5,16 +5,22 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "ckptdoc/analysis/diagnose.h"
+#include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
-#include "repair/runner.h"
 
 namespace fs = std::filesystem;
 
 namespace ckptdoc::repair::detail {
+
+void check_io(int err, const std::string& path, const char* call) {
+  if (err != 0 && !(err == EEXIST && std::string(call) == "mkdir"))
+    throw Error(ErrorKind::Io, path, "", std::string(call) + ": " + std::strerror(err));
+}
 
 void remove_tree_quietly(const std::string& p) {
   std::error_code ec;

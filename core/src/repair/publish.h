@@ -9,6 +9,9 @@
 
 namespace ckptdoc::repair::detail {
 
+// Throws an Io error naming `path` and `call` when `err` (an errno) is not 0 (mkdir's EEXIST passes).
+void check_io(int err, const std::string& path, const char* call);
+
 // Removes a folder tree, ignoring errors (cleanup after a failure).
 void remove_tree_quietly(const std::string& p);
 

@@ -11,7 +11,6 @@
 #include "deepspeed/output_folder_check.h"
 #include "io/partial_folder.h"
 #include "repair/publish.h"
-#include "repair/runner.h"
 
 namespace fs = std::filesystem;
 

@@ -1,5 +1,7 @@
 // The DeepSpeed family as one source: rank files, universal folders, live snapshots and Hugging Face weights,
-// all opened by deepspeed::Checkpoint::open into the catalog, which every command reads.
+// all opened by deepspeed::Checkpoint::open into the catalog, which every command reads. Its folder also
+// holds the writers of DeepSpeed's files, above repair/: run_repair's Runner (run.cpp, runner.h) and the
+// universal converters (to_universal.cpp, to_zero.cpp).
 #include <memory>
 
 #include "ckptdoc/sources/source.h"

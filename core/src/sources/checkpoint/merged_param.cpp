@@ -1,4 +1,4 @@
-#include "universal/merged_param.h"
+#include "sources/checkpoint/merged_param.h"
 
 #include <algorithm>
 #include <cstring>

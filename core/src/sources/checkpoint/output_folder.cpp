@@ -1,4 +1,4 @@
-#include "universal/output_folder.h"
+#include "sources/checkpoint/output_folder.h"
 
 #include <cerrno>
 #include <cstring>

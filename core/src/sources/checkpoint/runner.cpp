@@ -1,9 +1,8 @@
 // Runner: the shared writing steps of every repair action, and the fills that map per-param readers onto
 // flat and ZeRO-3 partitions.
-#include "repair/runner.h"
+#include "sources/checkpoint/runner.h"
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 
 #include "ckptdoc/deepspeed/snapshot.h"
@@ -19,11 +18,6 @@ using deepspeed::FloatFill;
 using deepspeed::GroupLayout;
 using deepspeed::OptimizerWrapper;
 using deepspeed::ParamEntry;
-
-void check_io(int err, const std::string& path, const char* call) {
-  if (err != 0 && !(err == EEXIST && std::string(call) == "mkdir"))
-    throw Error(ErrorKind::Io, path, "", std::string(call) + ": " + std::strerror(err));
-}
 
 Value* need(Value* v, const char* key, const std::string& file) {
   Value* c = v ? v->get_mut(key) : nullptr;

@@ -13,7 +13,8 @@
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/repair/plan.h"
 #include "deepspeed/param_readers.h"
-#include "repair/distributed_repartition.h"
+#include "repair/publish.h"
+#include "sources/checkpoint/distributed_repartition.h"
 
 namespace ckptdoc::repair::detail {
 
@@ -25,7 +26,6 @@ using deepspeed::detail::LpReader;
 using deepspeed::detail::source_layout;
 using deepspeed::detail::SourceLayout;
 
-void check_io(int err, const std::string& path, const char* call);
 Value* need(Value* v, const char* key, const std::string& file);
 void erase_group_steps(Value* param_groups);
 

@@ -1,4 +1,4 @@
-#include "repair/distributed_repartition.h"
+#include "sources/checkpoint/distributed_repartition.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -5,7 +5,7 @@
 #include <map>
 
 #include "ckptdoc/error.h"
-#include "repair/runner.h"
+#include "sources/checkpoint/runner.h"
 
 namespace fs = std::filesystem;
 

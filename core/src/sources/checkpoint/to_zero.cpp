@@ -21,7 +21,7 @@
 #include "ckptdoc/universal/convert.h"
 #include "deepspeed/value_access.h"
 #include "format/tensor_pages.h"
-#include "universal/output_folder.h"
+#include "sources/checkpoint/output_folder.h"
 
 namespace fs = std::filesystem;
 

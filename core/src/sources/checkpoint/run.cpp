@@ -7,8 +7,8 @@
 #include "deepspeed/output_folder_check.h"
 #include "io/partial_folder.h"
 #include "repair/publish.h"
-#include "repair/run_distributed.h"
-#include "repair/runner.h"
+#include "sources/checkpoint/run_distributed.h"
+#include "sources/checkpoint/runner.h"
 
 namespace ckptdoc::repair {
 

@@ -22,10 +22,10 @@
 #include "deepspeed/universal_folder.h"
 #include "deepspeed/value_access.h"
 #include "format/tensor_pages.h"
-#include "universal/merged_param.h"
-#include "universal/output_folder.h"
-#include "universal/tp_patterns.h"
-#include "universal/zero3_universal.h"
+#include "sources/checkpoint/merged_param.h"
+#include "sources/checkpoint/output_folder.h"
+#include "sources/checkpoint/tp_patterns.h"
+#include "sources/checkpoint/zero3_universal.h"
 
 namespace fs = std::filesystem;
 

@@ -7,7 +7,7 @@
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/error.h"
 #include "deepspeed/catalog_topology.h"
-#include "repair/runner.h"
+#include "sources/checkpoint/runner.h"
 
 namespace fs = std::filesystem;
 

@@ -1,6 +1,6 @@
 // A repair run by every process under mpirun (--repartition --world-size only): storage discovery, the
 // shared work, and one publish per storage.
-#include "repair/run_distributed.h"
+#include "sources/checkpoint/run_distributed.h"
 
 #include <unistd.h>
 
@@ -12,7 +12,7 @@
 #include "ckptdoc/compute/exchange.h"
 #include "ckptdoc/error.h"
 #include "repair/publish.h"
-#include "repair/runner.h"
+#include "sources/checkpoint/runner.h"
 
 namespace fs = std::filesystem;
 

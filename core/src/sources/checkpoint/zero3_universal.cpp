@@ -1,4 +1,4 @@
-#include "universal/zero3_universal.h"
+#include "sources/checkpoint/zero3_universal.h"
 
 #include "ckptdoc/deepspeed/layout.h"
 #include "ckptdoc/error.h"

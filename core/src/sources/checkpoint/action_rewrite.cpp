@@ -2,7 +2,7 @@
 #include <algorithm>
 
 #include "ckptdoc/error.h"
-#include "repair/runner.h"
+#include "sources/checkpoint/runner.h"
 
 namespace fs = std::filesystem;
 

@@ -12,7 +12,7 @@
 
 #include "ckptdoc/format/value.h"
 #include "ckptdoc/io/file_io.h"
-#include "universal/tp_patterns.h"
+#include "sources/checkpoint/tp_patterns.h"
 
 namespace ckptdoc::universal::detail {
 

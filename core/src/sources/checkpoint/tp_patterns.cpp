@@ -1,4 +1,4 @@
-#include "universal/tp_patterns.h"
+#include "sources/checkpoint/tp_patterns.h"
 
 #include <array>
 #include <cstdio>
