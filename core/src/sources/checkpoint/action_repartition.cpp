@@ -85,6 +85,7 @@ Runner::NewLayout Runner::new_layout(const SourceLayout& src, const TorchFile& o
     nl.sub_ids.emplace_back();
     for (const auto& sg : deepspeed::zero3_sub_groups(spans, n, sgs)) {
       std::vector<ParamEntry> sub;
+      sub.reserve(sg.size());
       for (int i : sg) sub.push_back(entries[static_cast<size_t>(i)]);
       nl.sub_ids.back().push_back(Value::integer(static_cast<int64_t>(nl.groups.size())));
       nl.old_first_sub.push_back(first_old);
@@ -176,7 +177,8 @@ Value Runner::repartitioned_optim_root(int r, int n, const TorchFile& tmpl, cons
     bos->set("state", state);
     if (rq_.reset_optimizer) erase_group_steps(bos->get_mut("param_groups"));
     osd->set("single_partition_of_fp32_groups", Value::list(std::move(fp32s)));
-    if (osd->get("group_paddings")) osd->set("group_paddings", Value::list(std::move(paddings)));
+    // One of the two names (groups_padding: v0.6.2-v0.6.7's BF16_Optimizer); a file with both gets both.
+    if (osd->get("group_paddings")) osd->set("group_paddings", Value::list(paddings));
     if (osd->get("groups_padding")) osd->set("groups_padding", Value::list(std::move(paddings)));
     if (osd->get("partition_count")) osd->set("partition_count", Value::list(std::move(counts)));
     if (osd->get("param_slice_mappings")) osd->set("param_slice_mappings", Value::list(std::move(mappings)));
