@@ -16,4 +16,11 @@ std::string two_digits(int v) {
   return b;
 }
 
+std::string step_text(double v) {
+  std::string s = std::to_string(v);
+  s.erase(s.find_last_not_of('0') + 1);
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+
 }  // namespace ckptdoc

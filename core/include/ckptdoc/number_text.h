@@ -9,5 +9,8 @@ std::string three_significant_digits(double v);
 // At least two digits, zero-padded, as DeepSpeed's file names write ranks and layers: 7 -> "07", 123 ->
 // "123".
 std::string two_digits(int v);
+// An optimizer step as reports write it: a whole value without decimals (2.0 -> "2"), else its digits with no
+// trailing zeros (2.5 -> "2.5").
+std::string step_text(double v);
 
 }  // namespace ckptdoc

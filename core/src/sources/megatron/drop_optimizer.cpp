@@ -16,13 +16,6 @@ namespace ckptdoc::megatron {
 namespace fs = std::filesystem;
 namespace {
 
-// What Megatron-LM's generate_state_dict writes only when the optimizer is saved (not --no-save-optim).
-constexpr const char* kOptimizerEntries[] = {"optimizer", "opt_param_scheduler"};
-
-}  // namespace
-
-namespace {
-
 // megatron-core 0.19's common state item without the optimizer's entries: its new bytes (torch.save of
 // [state], the input's archive name), or none when it holds no such entry.
 std::map<std::string, std::vector<uint8_t>> common_item_without_optimizer(const dcp::Checkpoint& in,

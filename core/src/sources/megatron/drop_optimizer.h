@@ -16,6 +16,10 @@
 
 namespace ckptdoc::megatron {
 
+// What Megatron-LM's generate_state_dict writes only when the optimizer is saved (not --no-save-optim): the
+// common state's entries here, each legacy rank file's in megatron_legacy's drop.
+inline constexpr const char* kOptimizerEntries[] = {"optimizer", "opt_param_scheduler"};
+
 struct DropResult {
   std::string output;  // the folder written
   std::string

@@ -9,6 +9,7 @@
 #include "bucket_nonfinite.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/number_text.h"
 #include "ckptdoc/plural.h"
 #include "ckptdoc/request_field.h"
 #include "ckptdoc/sources/dcp/diagnose.h"
@@ -31,11 +32,6 @@ namespace {
 // Said by every repair of a save that had megatron-core 0.18+'s integrity.json (repaired_copy.h).
 constexpr const char* kIntegrityNote =
     "integrity.json was left out of the copy: it lists the sha256 of files this repair rewrote";
-
-std::string format_step(double v) {
-  const auto i = static_cast<int64_t>(v);
-  return static_cast<double>(i) == v ? std::to_string(i) : std::to_string(v);
-}
 
 std::string header(const megatron::IterationFolder& f) {
   std::string s = "Megatron-core distributed checkpoint, ";
@@ -430,7 +426,7 @@ class MegatronSource final : public Source {
           "Reset the DistributedOptimizer's bucket-space Adam state: " + plural(r.params, "bucket") + " (" +
               plural(r.tensors, "moment tensor") + ", " + plural(r.records, "storage record") +
               " zeroed in a copy) and the step of " + plural(r.steps, "param group") + " (" + r.step_where +
-              ") from " + format_step(r.step_before) + " to 0, every other byte the input's.\nWrote " +
+              ") from " + step_text(r.step_before) + " to 0, every other byte the input's.\nWrote " +
               r.output +
               "\nVerified: every moment in the copy reads as zero and each param-groups object as the "
               "input's with the step 0. The fp32 main params (the buckets' param), weights and the common "
@@ -440,7 +436,7 @@ class MegatronSource final : public Source {
     return {"Reset the Adam state of " + plural(r.params, "param") + " (" +
                 plural(r.tensors, "moment tensor") + ", " + plural(r.records, "storage record") +
                 " zeroed in a copy) and the step " + r.step_where + " in " + r.common_where + " from " +
-                format_step(r.step_before) + " to 0, every other byte the input's.\nWrote " + r.output +
+                step_text(r.step_before) + " to 0, every other byte the input's.\nWrote " + r.output +
                 "\nVerified: every moment in the copy reads as zero and " + r.common_where +
                 " reads as the input's with the step 0; megatron-core's Adam resumes from it as a fresh "
                 "optimizer (its first step is step 1). "

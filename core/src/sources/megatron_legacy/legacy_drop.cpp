@@ -10,14 +10,13 @@
 #include "ckptdoc/request_field.h"
 #include "legacy_copy.h"
 #include "legacy_folder.h"
+#include "sources/megatron/drop_optimizer.h"
 
 namespace ckptdoc::megatron_legacy {
 namespace fs = std::filesystem;
 namespace {
 
-// What generate_state_dict writes only when the optimizer is saved (not --no-save-optim).
-constexpr const char* kOptimizerEntries[] = {"optimizer", "opt_param_scheduler"};
-constexpr const char* kModelFile = "model_optim_rng.pt";
+using megatron::kOptimizerEntries;  // what generate_state_dict writes only when the optimizer is saved
 constexpr const char* kDistribOptim = "distrib_optim.pt";
 
 struct RankPlan {

@@ -15,7 +15,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kTracker = "latest_checkpointed_iteration.txt";
-constexpr const char* kModelFile = "model_optim_rng.pt";
 constexpr uintmax_t kMaxTracker = 1 << 10;  // a number or "release"
 
 std::optional<std::string> tracker_text(const fs::path& save) {

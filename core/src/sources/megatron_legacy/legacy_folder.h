@@ -10,6 +10,8 @@
 
 namespace ckptdoc::megatron_legacy {
 
+inline constexpr const char* kModelFile = "model_optim_rng.pt";  // each rank folder's model and optimizer
+
 // One mp_rank_* folder of the iteration folder.
 struct RankFolder {
   std::string name;                 // "mp_rank_01_000"

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/number_text.h"
 #include "ckptdoc/plural.h"
 #include "ckptdoc/request_field.h"
 #include "legacy_drop.h"
@@ -17,13 +18,6 @@ namespace {
 using nlohmann::json;
 using sources::Outcome;
 using sources::RepairRequest;
-
-std::string number(double v) {
-  std::string s = std::to_string(v);
-  s.erase(s.find_last_not_of('0') + 1);
-  if (!s.empty() && s.back() == '.') s.pop_back();
-  return s;
-}
 
 Outcome refresh(const RepairRequest& request) {
   const auto r = refresh_mains(request.path, request.output, request.progress);
@@ -68,8 +62,8 @@ Outcome reset(const RepairRequest& request) {
                     .dump(2) +
                 "\n",
             0};
-  const std::string step =
-      r.step_before == 0 ? std::string("the step already 0") : "the step " + number(r.step_before) + " -> 0";
+  const std::string step = r.step_before == 0 ? std::string("the step already 0")
+                                              : "the step " + step_text(r.step_before) + " -> 0";
   std::string text =
       r.distrib_optim
           ? "Reset the distributed optimizer of " + plural(r.rank_files, "rank folder") +
