@@ -69,6 +69,21 @@ class TestRealdsCrossFormat : public QObject {
     QCOMPARE(got["equal"].toBool(), all_equal);
     CKPTDOC_EXPECT_EXIT(r, 1);
   }
+
+  // The folder holding both saves: a DeepSpeed checkpoint beside a PyTorch Distributed Checkpoint is not
+  // opened in its place; both are named, each with its format, and nothing is judged.
+  void folderAboveBothNamesBoth() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kEntry);
+    const auto r = test::run_cli({"diagnose", e.save_dir});
+    const std::string said = r.out + r.err;
+    QVERIFY2(r.exit_code == 2, realds::describe(r).c_str());
+    for (const auto& part :
+         {std::string("holds no checkpoint itself but 2 things below it"), e.save_dir + "/deepspeed",
+          e.save_dir + "/fsdp2 (a PyTorch Distributed Checkpoint)"})
+      QVERIFY2(said.find(part) != std::string::npos, (part + " not in: " + said).c_str());
+    QVERIFY2(said.find("No problems found") == std::string::npos, said.c_str());
+  }
 };
 
 QTEST_GUILESS_MAIN(TestRealdsCrossFormat)

@@ -120,6 +120,24 @@ class TestRealdsTorchtitan : public QObject {
     }
   }
 
+  // The run folder above torchtitan's checkpoint/ (what `--job.dump_folder` names): the step folders two
+  // levels down are named with their format, not "not a DeepSpeed checkpoint".
+  void runFolderNamesTheStepFoldersBelow() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto folder = realds::checkpoint("torchtitan_fsdp2_ws2").save_dir;  // run/checkpoint
+    const std::string run = std::filesystem::path(folder).parent_path().string();
+    const auto r = test::run_cli({"diagnose", run});
+    const std::string said = r.out + r.err;
+    QVERIFY2(r.exit_code == 2, realds::describe(r).c_str());
+    for (const auto& part :
+         {std::string("[invalid-request]"), run + ": holds no checkpoint itself but 2 things",
+          folder + "/step-2 (a PyTorch Distributed Checkpoint)",
+          folder + "/step-3 (a PyTorch Distributed Checkpoint)",
+          "resumes from the highest step-N, " + folder + "/step-3"})
+      QVERIFY2(said.find(part) != std::string::npos, (part + " not in: " + said).c_str());
+    QVERIFY2(said.find("not a DeepSpeed checkpoint") == std::string::npos, said.c_str());
+  }
+
   // ckptdoc's export of each step folder equals torch's dcp_to_torch_save of it, name by name, dtype and
   // bytes (tests/fixtures/dcp/check_dcp_export.py).
   void exportEqualsDcpToTorchSave_data() {

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ckptdoc/deepspeed/foreign_paths.h"
 #include "ckptdoc/error.h"
 #include "deepspeed/content_roles.h"
 #include "deepspeed/file_roles.h"
@@ -183,19 +184,27 @@ std::vector<fs::path> dcp_folders_in(const fs::path& dir) {
   return out;
 }
 
-// `dir` holds DCP folders and no checkpoint itself: which to name, and the one torchtitan resumes from (its
-// CheckpointManager takes the highest step-N holding .metadata).
-Error dcp_folders_refusal(const std::string& dir, const std::vector<fs::path>& folders) {
+// The highest step-N among `folders` (torchtitan's CheckpointManager resumes from it); empty when none is so
+// named.
+std::string highest_step_folder(const std::vector<fs::path>& folders) {
   static const std::regex step_name(R"(step-(\d+))");
-  std::string list, highest;
+  std::string highest;
   long long highest_step = -1;
   for (const auto& f : folders) {
-    list += (list.empty() ? "" : ", ") + f.string();
     std::smatch m;
     const std::string name = f.filename().string();
     if (std::regex_match(name, m, step_name) && m[1].length() < 18 && std::stoll(m[1]) > highest_step)
       highest_step = std::stoll(m[1]), highest = name;
   }
+  return highest;
+}
+
+// `dir` holds DCP folders and no checkpoint itself: which to name, and the one torchtitan resumes from (its
+// CheckpointManager takes the highest step-N holding .metadata).
+Error dcp_folders_refusal(const std::string& dir, const std::vector<fs::path>& folders) {
+  std::string list;
+  for (const auto& f : folders) list += (list.empty() ? "" : ", ") + f.string();
+  const std::string highest = highest_step_folder(folders);
   return {ErrorKind::InvalidRequest, dir, "",
           "holds no checkpoint itself but " + std::to_string(folders.size()) +
               " PyTorch Distributed Checkpoint folder" + (folders.size() > 1 ? "s" : "") + ": " + list +
@@ -204,6 +213,34 @@ Error dcp_folders_refusal(const std::string& dir, const std::vector<fs::path>& f
                                : " (a torchtitan checkpoint folder: its CheckpointManager resumes from the "
                                  "highest step-N, " +
                                      highest + ")")};
+}
+
+// `dir` holds no checkpoint itself, but DeepSpeed checkpoints (`below`), Hugging Face weights files and
+// folders other sources read (`foreign`, found a few levels down by the registry) are there: all named, so
+// the user picks one and nothing is opened in their place.
+Error things_below_refusal(const std::string& dir, const std::vector<std::string>& below,
+                           const std::vector<ForeignCheckpoint>& foreign,
+                           const std::vector<std::string>& weights) {
+  std::string list;
+  const auto add = [&list](const std::string& item) { list += (list.empty() ? "" : ", ") + item; };
+  for (const auto& b : below) add(b);
+  for (const auto& f : foreign) add(f.path + " (" + f.description + ")");
+  for (const auto& w : weights) add((fs::path(dir) / w).string() + " (Hugging Face weights)");
+  // Save folders of one run side by side (torchtitan's checkpoint/step-N): the one it resumes from.
+  std::vector<fs::path> siblings;
+  for (const auto& f : foreign)
+    if (fs::path(f.path).parent_path() == fs::path(foreign.front().path).parent_path())
+      siblings.emplace_back(f.path);
+  const std::string highest = below.empty() && weights.empty() && siblings.size() == foreign.size()
+                                  ? highest_step_folder(siblings)
+                                  : "";
+  const size_t count = below.size() + foreign.size() + weights.size();
+  return {ErrorKind::InvalidRequest, dir, "",
+          "holds no checkpoint itself but " + std::to_string(count) + (count > 1 ? " things" : " thing") +
+              " below it that " + (count > 1 ? "are" : "is") + ": " + list + "; pass the one to open" +
+              (highest.empty() ? ""
+                               : " (torchtitan's CheckpointManager resumes from the highest step-N, " +
+                                     (siblings.front().parent_path() / highest).string() + ")")};
 }
 
 }  // namespace
@@ -354,20 +391,18 @@ Location locate_checkpoint(const std::string& path, const std::optional<std::str
       if (it->is_regular_file(ec) && hugging_face_weights_name(it->path().filename().string()))
         weights.push_back(it->path().filename().string());
     std::sort(weights.begin(), weights.end());
-    if (below.size() == 1 && weights.empty()) {
+    // Folders other sources read (a torchtitan run's checkpoint/step-N, a Megatron save), found by the
+    // registry: a DeepSpeed checkpoint beside them is not opened in their place.
+    const std::vector<ForeignCheckpoint> foreign = foreign_checkpoints_below(path);
+    const std::vector<fs::path> direct_dcp = dcp_folders_in(p);
+    if (below.size() == 1 && weights.empty() && foreign.empty()) {
       Location loc = locate_checkpoint(below.front(), std::nullopt);
       loc.opened_below = fs::absolute(p).lexically_normal().string();
       return loc;
     }
-    if (!below.empty()) {
-      std::string list;
-      for (const auto& b : below) list += (list.empty() ? "" : ", ") + b;
-      for (const auto& w : weights) list += ", " + (p / w).string() + " (Hugging Face weights)";
-      throw Error(ErrorKind::InvalidRequest, path, "",
-                  "holds no checkpoint itself but " + std::to_string(below.size() + weights.size()) +
-                      " things below it that are: " + list + "; pass the one to open");
-    }
-    if (auto dcp = dcp_folders_in(p); !dcp.empty()) throw dcp_folders_refusal(path, dcp);
+    if (below.empty() && weights.empty() && !direct_dcp.empty() && foreign.size() <= direct_dcp.size())
+      throw dcp_folders_refusal(path, direct_dcp);
+    if (!below.empty() || !foreign.empty()) throw things_below_refusal(path, below, foreign, weights);
     throw Error(ErrorKind::NotFound, path, "",
                 "not a DeepSpeed checkpoint: no `latest` file, no tag folder and no "
                 "*_model_states.pt / *_optim_states.pt files");

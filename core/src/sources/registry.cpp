@@ -3,6 +3,7 @@
 #include "ckptdoc/sources/registry.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <mutex>
 
 #include "ckptdoc/deepspeed/foreign_paths.h"
@@ -41,6 +42,31 @@ Registered& registered() {
   return r;
 }
 
+// The folders up to three levels below `dir` that a source other than the catalog's reads (probes look at
+// names and small headers only), not searched inside; bounded like deepspeed::checkpoints_below, symbolic
+// links not followed.
+std::vector<deepspeed::ForeignCheckpoint> foreign_checkpoints_below(const std::string& dir) {
+  namespace fs = std::filesystem;
+  constexpr int kDepth = 3;
+  constexpr size_t kMaxFolders = 4000;
+  std::vector<deepspeed::ForeignCheckpoint> found;
+  std::vector<std::pair<fs::path, int>> queue{{fs::path(dir), 0}};
+  std::error_code ec;
+  for (size_t i = 0; i < queue.size() && i < kMaxFolders; ++i) {
+    const auto [folder, depth] = queue[i];
+    for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+      if (it->is_symlink(ec) || !it->is_directory(ec)) continue;
+      if (const auto source = find_source(it->path().string()); !source->reads_into_catalog())
+        found.push_back({it->path().string(), std::string(source->description())});
+      else if (depth + 1 < kDepth)
+        queue.emplace_back(it->path(), depth + 1);
+    }
+    ec.clear();
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
+  return found;
+}
+
 // Checkpoint::open refuses a path another source reads, naming the commands that read it: installed at
 // start-up, in every program that links the registry (the front ends all dispatch through find_source).
 [[maybe_unused]] const bool kForeignPathsRefused = [] {
@@ -48,6 +74,7 @@ Registered& registered() {
     if (const auto source = find_source(path); !source->reads_into_catalog())
       throw source->refusal(path, std::nullopt);
   });
+  deepspeed::set_foreign_below_search(foreign_checkpoints_below);
   return true;
 }();
 
