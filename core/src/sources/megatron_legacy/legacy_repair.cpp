@@ -46,22 +46,23 @@ Outcome refresh(const RepairRequest& request) {
 
 Outcome reset(const RepairRequest& request) {
   const auto r = reset_optimizer(request.path, request.output, request.progress);
-  if (request.json)
-    return {json{{"output", r.output},
-                 {"action", "reset-optimizer"},
-                 {"rank_files", r.rank_files},
-                 {"distrib_optim", r.distrib_optim},
-                 {"adam_states", r.states},
-                 {"moments_zeroed", r.moments},
-                 {"elements_zeroed", r.elements},
-                 {"steps_reset", r.steps},
-                 {"step_before", r.step_before},
-                 {"mains_kept", r.mains_kept},
-                 {"records_rewritten", r.records},
-                 {"verified", true}}
-                    .dump(2) +
-                "\n",
-            0};
+  if (request.json) {
+    json said{{"output", r.output},
+              {"action", "reset-optimizer"},
+              {"rank_files", r.rank_files},
+              {"distrib_optim", r.distrib_optim},
+              {"moments_zeroed", r.moments},
+              {"elements_zeroed", r.elements},
+              {"steps_reset", r.steps},
+              {"step_before", r.step_before},
+              {"mains_kept", r.mains_kept},
+              {"records_rewritten", r.records},
+              {"verified", true}};
+    // Per-param Adam states exist only in a non-distributed save; distrib_optim.pt holds flat buffers, whose
+    // count is moments_zeroed, so no count of 0 is printed for them.
+    if (!r.distrib_optim) said["adam_states"] = r.states;
+    return {said.dump(2) + "\n", 0};
+  }
   const std::string step = r.step_before == 0 ? std::string("the step already 0")
                                               : "the step " + step_text(r.step_before) + " -> 0";
   std::string text =
