@@ -13,6 +13,7 @@
 #include "cancel_at_dir_sync_io.h"
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/file_io.h"
@@ -46,7 +47,7 @@ std::string make_snapshot(const std::string& fixture, const std::string& out,
 analysis::Report diagnose(const deepspeed::Checkpoint& ck) {
   analysis::DiagnoseOptions o;
   o.device = DeviceKind::Cpu;
-  return analysis::diagnose(ck, o);
+  return deepspeed::diagnose(ck, o);
 }
 
 std::vector<std::string> codes(const analysis::Report& r) {
