@@ -1,5 +1,5 @@
 // Memory of the weight-vs-master density of one param: what the plot used to do (assemble the whole param as
-// float32 vectors, then density_2d) against deepspeed::param_density (streamed from the memory map in chunks),
+// float32 vectors, then density_2d) against deepspeed::param_density (streamed from the memory map in chunks)
 // on the same checkpoint and param. Memory is the process's anonymous resident set (the mapped file's pages
 // are the page cache's, shared and reclaimable), sampled every 2 ms; the counts of both must be equal.
 // Usage: bench_density CHECKPOINT [PARAM]   (default: the largest trainable param)
