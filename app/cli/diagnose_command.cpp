@@ -9,6 +9,7 @@
 #include "ckptdoc/analysis/verdict.h"
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/fix_offer.h"
 #include "ckptdoc/sources/registry.h"
@@ -188,7 +189,7 @@ int run_diagnose(const DiagnoseOptions& o) {
     {
       std::optional<ProgressBar> bar;
       if (mpi_rank() == 0) bar.emplace(progress);
-      report = analysis::diagnose(*ckpt, d, &progress);
+      report = deepspeed::diagnose(*ckpt, d, &progress);
     }
     if (mpi_rank() != 0) return report.has_error() ? 1 : 0;  // rank 0 prints the merged report
     repair::settle_fixes(*ckpt, report.findings);            // offer only the fixes the planner would run

@@ -5,6 +5,7 @@
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/analysis/export_gate.h"
+#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/deepspeed/export.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
@@ -39,7 +40,7 @@ void refuse_stale_masters(const deepspeed::Checkpoint& ckpt, const std::string& 
   d.masters_only = true;
   analysis::Report report;
   try {
-    report = analysis::diagnose(ckpt, d);
+    report = deepspeed::diagnose(ckpt, d);
   } catch (const Error&) {
     return;  // what keeps the diagnosis from finishing stops the export too, with its own error
   }

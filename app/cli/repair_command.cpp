@@ -10,6 +10,7 @@
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/plan.h"
 #include "ckptdoc/sources/registry.h"
@@ -206,7 +207,7 @@ int run_repair(const RepairOptions& o) {
       // Said before anything is written: errors this repair leaves in its output, and what clears them.
       analysis::DiagnoseOptions d;
       d.device = DeviceKind::Cpu;
-      for (auto& line : repair::errors_left_by(analysis::diagnose(*ckpt, d), rq))
+      for (auto& line : repair::errors_left_by(deepspeed::diagnose(*ckpt, d), rq))
         plan.warnings.push_back(line);
     }
     if (rq.across_processes) {

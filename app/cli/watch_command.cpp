@@ -11,6 +11,7 @@
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/snapshot/timeline.h"
@@ -156,7 +157,7 @@ int run_watch(const WatchOptions& o) {
       SnapshotSummary summary;
       try {
         const auto ckpt = deepspeed::Checkpoint::open(e.dir);
-        const auto report = analysis::diagnose(*ckpt, dopt);
+        const auto report = deepspeed::diagnose(*ckpt, dopt);
         summary = snapshot::summarize(*ckpt, report);
       } catch (const Error& ex) {  // deleted meanwhile (rotation), or damaged
         print_event(e, "unreadable", ex.what(), o.json, kind_name(ex.kind()));

@@ -1,5 +1,5 @@
 // Memory of the weight-vs-master density of one param: what the plot used to do (assemble the whole param as
-// float32 vectors, then density_2d) against analysis::param_density (streamed from the memory map in chunks),
+// float32 vectors, then density_2d) against deepspeed::param_density (streamed from the memory map in chunks)
 // on the same checkpoint and param. Memory is the process's anonymous resident set (the mapped file's pages
 // are the page cache's, shared and reclaimable), sampled every 2 ms; the counts of both must be equal.
 // Usage: bench_density CHECKPOINT [PARAM]   (default: the largest trainable param)
@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "ckptdoc/analysis/density.h"
-#include "ckptdoc/analysis/param_density.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/param_density.h"
 
 using namespace ckptdoc;
 
@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
   std::printf("param %s: %lld elements (%.2f GB as float32), 80 x 80 bins\n", pe.name.c_str(),
               static_cast<long long>(pe.numel), static_cast<double>(pe.numel) * 4 / 1e9);
   analysis::Density2D streamed, whole;
-  const auto ours = peak_of([&] { streamed = analysis::param_density(*ckpt, group, param, 80); });
+  const auto ours = peak_of([&] { streamed = deepspeed::param_density(*ckpt, group, param, 80); });
   const auto before = peak_of([&] {
     const auto data = ckpt->assemble(group, param, false);
     whole = analysis::density_2d(data.lp->to_float(), data.fp32, 80);

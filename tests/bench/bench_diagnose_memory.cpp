@@ -34,6 +34,7 @@
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/deepspeed/synthesize.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/format/zip_reader.h"
@@ -315,7 +316,7 @@ int main(int argc, char** argv) {
   const auto ckpt = deepspeed::Checkpoint::open(dir);
   analysis::DiagnoseOptions o;
   o.device = DeviceKind::Cpu;
-  analysis::Report report = analysis::diagnose(*ckpt, o);
+  analysis::Report report = deepspeed::diagnose(*ckpt, o);
   const size_t n = report.params.size();
   const size_t before = heap_in_use();
   std::vector<analysis::ParamReport> copy = report.params;

@@ -10,6 +10,7 @@
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/compute/statistics.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/diagnose.h"
 #include "compute_reference.h"
 #include "test_support.h"
 
@@ -170,7 +171,7 @@ class TestBinCounts : public QObject {
       const auto ckpt = deepspeed::Checkpoint::open(test::deepspeed_fixture(name));
       analysis::DiagnoseOptions o;
       o.device = DeviceKind::Cpu;
-      const analysis::Report report = analysis::diagnose(*ckpt, o);
+      const analysis::Report report = deepspeed::diagnose(*ckpt, o);
       const auto& cat = ckpt->catalog();
       size_t checked = 0;
       for (const auto& g : cat.groups) {

@@ -9,6 +9,7 @@
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/deepspeed/export.h"
 #include "ckptdoc/deepspeed/synthesize.h"
 #include "ckptdoc/error.h"
@@ -76,7 +77,7 @@ class TestChangedFiles : public QObject {
     fs::resize_file(rank1_optim(ck), 4096);
     analysis::DiagnoseOptions opt;
     opt.device = DeviceKind::Cpu;
-    expect_changed_error([&] { (void)analysis::diagnose(*ckpt, opt); }, rank1_optim(ck));
+    expect_changed_error([&] { (void)deepspeed::diagnose(*ckpt, opt); }, rank1_optim(ck));
   }
 
   // Truncated during the scan itself: a thread cuts the file once the scan has started reading.
@@ -94,7 +95,7 @@ class TestChangedFiles : public QObject {
     opt.threads = 1;
     bool failed = false;
     try {
-      (void)analysis::diagnose(*ckpt, opt, &progress);
+      (void)deepspeed::diagnose(*ckpt, opt, &progress);
     } catch (const Error& e) {
       failed = true;
       QVERIFY2(std::string(e.what()).find("changed while being read") != std::string::npos, e.what());

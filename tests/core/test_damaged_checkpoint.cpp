@@ -8,6 +8,7 @@
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/zip_reader.h"
 #include "ckptdoc/io/mapped_file.h"
@@ -42,7 +43,7 @@ void examine(const std::string& dir, const QJsonObject& healthy, Outcome& o, boo
     opt.device = DeviceKind::Cpu;
     opt.threads = 1;
     opt.verify_checksums = checksums;
-    const auto report = analysis::diagnose(*ckpt, opt);
+    const auto report = deepspeed::diagnose(*ckpt, opt);
     if (report.has_error()) {
       ++o.reported;
     } else {
@@ -67,7 +68,7 @@ QJsonObject healthy_essence(const std::string& dir) {
   opt.device = DeviceKind::Cpu;
   opt.threads = 1;
   opt.verify_checksums = true;
-  return essence(analysis::diagnose(*ckpt, opt), ckpt->catalog());
+  return essence(deepspeed::diagnose(*ckpt, opt), ckpt->catalog());
 }
 
 }  // namespace
@@ -159,7 +160,7 @@ class TestDamagedCheckpoint : public QObject {
     opt.device = DeviceKind::Cpu;
     opt.verify_checksums = true;
     const auto j = QJsonDocument::fromJson(QByteArray::fromStdString(analysis::report_json(
-                                               analysis::diagnose(*c, opt), c->catalog())))
+                                               deepspeed::diagnose(*c, opt), c->catalog())))
                        .object();
     bool named = false;
     for (const auto& f : j["findings"].toArray()) {

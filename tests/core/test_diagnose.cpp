@@ -8,6 +8,7 @@
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/deepspeed/export.h"
 #include "ckptdoc/format/torch_file.h"
 #include "test_support.h"
@@ -24,7 +25,7 @@ analysis::Report diagnose_dir(const std::string& dir) {
   const auto ckpt = deepspeed::Checkpoint::open(dir);
   analysis::DiagnoseOptions o;
   o.device = DeviceKind::Cpu;
-  return analysis::diagnose(*ckpt, o);
+  return deepspeed::diagnose(*ckpt, o);
 }
 
 const analysis::Finding* find(const analysis::Report& r, const std::string& code) {
@@ -320,9 +321,9 @@ class TestDiagnose : public QObject {
     const std::string ckpt = copy_fixture(dir, "zero2_fp16_ws2");
     analysis::DiagnoseOptions o;
     o.device = DeviceKind::Cpu;
-    const auto full = analysis::diagnose(*deepspeed::Checkpoint::open(ckpt), o);
+    const auto full = deepspeed::diagnose(*deepspeed::Checkpoint::open(ckpt), o);
     o.masters_only = true;
-    const auto masters = analysis::diagnose(*deepspeed::Checkpoint::open(ckpt), o);
+    const auto masters = deepspeed::diagnose(*deepspeed::Checkpoint::open(ckpt), o);
     QVERIFY2(!masters.has_error(), codes(masters).c_str());
     QCOMPARE(codes(masters), codes(full));  // healthy: the padding not analysed, said by both
     uint64_t compared = 0;
@@ -347,7 +348,7 @@ class TestDiagnose : public QObject {
           }
       });
     QVERIFY(diagnose_dir(ckpt).has_error());  // the full diagnosis judges the moments
-    const auto zeroed = analysis::diagnose(*deepspeed::Checkpoint::open(ckpt), o);
+    const auto zeroed = deepspeed::diagnose(*deepspeed::Checkpoint::open(ckpt), o);
     QCOMPARE(codes(zeroed), codes(masters));
 
     for (int rank = 0; rank < 2; ++rank)
@@ -359,7 +360,7 @@ class TestDiagnose : public QObject {
               random_like(groups[g].as_tensor(), 200 + rank * 10 + static_cast<uint32_t>(g), 0.02f));
       });
     const auto stale_full = diagnose_dir(ckpt);
-    const auto stale = analysis::diagnose(*deepspeed::Checkpoint::open(ckpt), o);
+    const auto stale = deepspeed::diagnose(*deepspeed::Checkpoint::open(ckpt), o);
     const auto* f = find(stale, "fp32-master-mismatch");
     const auto* g = find(stale_full, "fp32-master-mismatch");
     QVERIFY2(f && g, (codes(stale) + " / " + codes(stale_full)).c_str());
@@ -436,13 +437,13 @@ class TestDiagnose : public QObject {
     const auto c = deepspeed::Checkpoint::open(ckpt);
     analysis::DiagnoseOptions cpu;
     cpu.device = DeviceKind::Cpu;
-    const auto ref = analysis::diagnose(*c, cpu);
+    const auto ref = deepspeed::diagnose(*c, cpu);
     QVERIFY(find(ref, "nonfinite-values"));
     QVERIFY(ref.devices.empty());
     for (unsigned devices : {1u, 2u, 3u, 7u}) {
       analysis::DiagnoseOptions o = cpu;
       o.emulated_devices = devices;
-      const auto r = analysis::diagnose(*c, o);
+      const auto r = deepspeed::diagnose(*c, o);
       QCOMPARE(r.devices.size(), size_t{devices});
       std::multiset<int> ranks;
       uint64_t bytes = 0;
@@ -492,7 +493,7 @@ class TestDiagnose : public QObject {
       o.device = DeviceKind::Cpu;
       o.verify_checksums = true;
       const auto clean =
-          analysis::diagnose(*deepspeed::Checkpoint::open(test::deepspeed_fixture(name) + "/checkpoint"), o);
+          deepspeed::diagnose(*deepspeed::Checkpoint::open(test::deepspeed_fixture(name) + "/checkpoint"), o);
       QVERIFY2(!find(clean, "checksum-mismatch"), name);
     }
     test::TempDir dir;
@@ -502,9 +503,9 @@ class TestDiagnose : public QObject {
         test::flip_bits_in_first_data_record(victim, 100, 0x01);  // lowest mantissa bit
     analysis::DiagnoseOptions o;
     o.device = DeviceKind::Cpu;
-    QVERIFY(!find(analysis::diagnose(*deepspeed::Checkpoint::open(ckpt), o), "checksum-mismatch"));
+    QVERIFY(!find(deepspeed::diagnose(*deepspeed::Checkpoint::open(ckpt), o), "checksum-mismatch"));
     o.verify_checksums = true;
-    const auto report = analysis::diagnose(*deepspeed::Checkpoint::open(ckpt), o);
+    const auto report = deepspeed::diagnose(*deepspeed::Checkpoint::open(ckpt), o);
     const auto* f = find(report, "checksum-mismatch");
     QVERIFY2(f, codes(report).c_str());
     QCOMPARE(f->severity, analysis::Severity::Error);
@@ -552,7 +553,7 @@ class TestDiagnose : public QObject {
     const auto ckpt = deepspeed::Checkpoint::open(test::deepspeed_fixture("zero2_fp16_ws2") + "/checkpoint");
     Progress progress;
     progress.cancel();
-    QVERIFY_THROWS_EXCEPTION(Cancelled, analysis::diagnose(*ckpt, {}, &progress));
+    QVERIFY_THROWS_EXCEPTION(Cancelled, deepspeed::diagnose(*ckpt, {}, &progress));
   }
 };
 

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "ckptdoc/analysis/param_density.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/deepspeed/export.h"
+#include "ckptdoc/deepspeed/param_density.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/safetensors.h"
 #include "ckptdoc/format/torch_file.h"
@@ -280,9 +280,9 @@ class TestErrorKinds : public QObject {
     test::TempDir dir;
     auto e = error_of([&] { repair::make_plan(*ckpt, dir.file("out"), {}); });  // no repair asked for
     EXPECT_KIND(e, ErrorKind::InvalidRequest);
-    e = error_of([&] { analysis::param_density(*ckpt, 0, 0, 0); });
+    e = error_of([&] { deepspeed::param_density(*ckpt, 0, 0, 0); });
     EXPECT_KIND(e, ErrorKind::InvalidRequest);
-    e = error_of([&] { analysis::param_density(*ckpt, 0, 99999, 40); });
+    e = error_of([&] { deepspeed::param_density(*ckpt, 0, 99999, 40); });
     EXPECT_KIND(e, ErrorKind::InvalidRequest);
   }
 

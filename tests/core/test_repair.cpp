@@ -11,6 +11,7 @@
 #include "cancel_at_dir_sync_io.h"
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/deepspeed/synthesize.h"
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
@@ -60,7 +61,7 @@ std::string codes(const analysis::Report& r) {
 analysis::Report diagnose_dir(const std::string& dir) {
   analysis::DiagnoseOptions o;
   o.device = DeviceKind::Cpu;
-  return analysis::diagnose(*deepspeed::Checkpoint::open(dir), o);
+  return deepspeed::diagnose(*deepspeed::Checkpoint::open(dir), o);
 }
 
 repair::RepairResult run(const std::string& in, const std::string& out, repair::RepairRequest rq) {

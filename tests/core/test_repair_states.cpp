@@ -8,6 +8,7 @@
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/deepspeed/synthesize.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/plan.h"
@@ -94,7 +95,7 @@ repair::RepairRequest refresh() {
 bool clean(const std::string& dir) {
   analysis::DiagnoseOptions o;
   o.device = DeviceKind::Cpu;
-  return !analysis::diagnose(*deepspeed::Checkpoint::open(dir), o).has_error();
+  return !deepspeed::diagnose(*deepspeed::Checkpoint::open(dir), o).has_error();
 }
 
 }  // namespace

@@ -11,8 +11,8 @@
 #include <mutex>
 #include <thread>
 
-#include "ckptdoc/analysis/param_density.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/param_density.h"
 #include "ckptdoc/deepspeed/synthesize.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/session/session.h"
@@ -404,7 +404,7 @@ class TestSession : public QObject {
       for (size_t g = 0; g < cat.groups.size(); ++g)
         for (size_t p = 0; p < cat.groups[g].params.size(); ++p) {
           const auto streamed =
-              analysis::param_density(*ckpt, static_cast<int>(g), static_cast<int>(p), 40, nullptr, 777);
+              deepspeed::param_density(*ckpt, static_cast<int>(g), static_cast<int>(p), 40, nullptr, 777);
           const auto data = ckpt->assemble(static_cast<int>(g), static_cast<int>(p), false);
           const auto whole = analysis::density_2d(data.lp->to_float(), data.fp32, 40);
           QVERIFY2(streamed.pairs > 0, name);
@@ -417,8 +417,8 @@ class TestSession : public QObject {
         }
     }
     const auto z3 = deepspeed::Checkpoint::open(fixture("zero3_fp16_ws2"));
-    QCOMPARE(analysis::param_density(*z3, 0, 0, 40).pairs, uint64_t{0});
-    QVERIFY_THROWS_EXCEPTION(Error, analysis::param_density(*z3, 0, 9999, 40));
+    QCOMPARE(deepspeed::param_density(*z3, 0, 0, 40).pairs, uint64_t{0});
+    QVERIFY_THROWS_EXCEPTION(Error, deepspeed::param_density(*z3, 0, 9999, 40));
   }
 
   void densityJobOfTheSelectedParam() {

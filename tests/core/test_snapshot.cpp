@@ -13,6 +13,7 @@
 #include "cancel_at_dir_sync_io.h"
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/file_io.h"
@@ -43,10 +44,10 @@ std::string make_snapshot(const std::string& fixture, const std::string& out,
   return r.out;
 }
 
-analysis::Report diagnose(const deepspeed::Checkpoint& ck) {
+analysis::Report diagnose_on_cpu(const deepspeed::Checkpoint& ck) {
   analysis::DiagnoseOptions o;
   o.device = DeviceKind::Cpu;
-  return analysis::diagnose(ck, o);
+  return deepspeed::diagnose(ck, o);
 }
 
 std::vector<std::string> codes(const analysis::Report& r) {
@@ -199,7 +200,7 @@ class TestSnapshot : public QObject {
       QCOMPARE(part->storage->file_offset % 64, uint64_t(0));
     }
     // The same diagnosis, number for number.
-    const auto ra = diagnose(*ck), rb = diagnose(*sn);
+    const auto ra = diagnose_on_cpu(*ck), rb = diagnose_on_cpu(*sn);
     std::vector<std::string> live_free;
     for (const auto& c : codes(rb))
       if (c != "gradients-not-recorded") live_free.push_back(c);
@@ -276,7 +277,7 @@ class TestSnapshot : public QObject {
     QCOMPARE(p->file, std::string("zero_pp_rank_1_mp_rank_00_optim_states.pt"));
     QVERIFY2(p->message.find(says.toStdString()) != std::string::npos, p->message.c_str());
     QVERIFY(sn->model_file().root.is_dict());  // rank 0's files read fine
-    const auto r = diagnose(*sn);
+    const auto r = diagnose_on_cpu(*sn);
     QVERIFY(r.has_error());
   }
 
@@ -326,7 +327,7 @@ class TestSnapshot : public QObject {
     QFETCH(int, severity);
     test::TempDir dir;
     make_snapshot(fixture.toStdString(), dir.file("s"), {"--grads", "nan"});
-    const auto r = diagnose(*deepspeed::Checkpoint::open(dir.file("s")));
+    const auto r = diagnose_on_cpu(*deepspeed::Checkpoint::open(dir.file("s")));
     QVERIFY(r.live && r.live->grads_present);
     QCOMPARE(r.live->grad_nonfinite, uint64_t(2));
     const auto* f = find(r, "gradient-nonfinite");
@@ -340,7 +341,7 @@ class TestSnapshot : public QObject {
     const std::string out =
         make_snapshot("zero2_fp16_ws2", dir.file("s"), {"--grads", "finite", "--print-grad-norm"});
     const double want = std::stod(out);
-    const auto r = diagnose(*deepspeed::Checkpoint::open(dir.file("s")));
+    const auto r = diagnose_on_cpu(*deepspeed::Checkpoint::open(dir.file("s")));
     QVERIFY(r.live && r.live->recorded_grad_norm);
     QVERIFY2(std::abs(*r.live->recorded_grad_norm - want) <= 1e-9 * want,
              (std::to_string(*r.live->recorded_grad_norm) + " vs " + std::to_string(want)).c_str());
@@ -365,12 +366,12 @@ class TestSnapshot : public QObject {
       rows.push_back({std::string(r.tag) + " healthy", "zero2_fp16_ws2", "h", {}});
     }
     const std::string tag = QTest::currentDataTag();
-    const auto r = diagnose(*deepspeed::Checkpoint::open(row_snapshot(rows, tag)));
+    const auto r = diagnose_on_cpu(*deepspeed::Checkpoint::open(row_snapshot(rows, tag)));
     const auto* f = find(r, code.toStdString());
     QVERIFY2(f, ("no " + code.toStdString()).c_str());
     QCOMPARE(int(f->severity), severity);
     // and nothing else live-only fires on a healthy snapshot
-    const auto healthy = diagnose(*deepspeed::Checkpoint::open(row_snapshot(rows, tag + " healthy")));
+    const auto healthy = diagnose_on_cpu(*deepspeed::Checkpoint::open(row_snapshot(rows, tag + " healthy")));
     // Healthy: no error or warning (the padding count is an info not-analysed finding).
     std::string found;
     for (const auto& h : healthy.findings)

@@ -7,6 +7,7 @@
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/universal/convert.h"
 #include "test_support.h"
@@ -56,7 +57,7 @@ class TestUniversalMappings : public QObject {
       QCOMPARE(mapped_under(zero), 2);  // the two files whose tensors are alive
     }
     QCOMPARE(mapped_under(zero), 0);
-    const auto report = analysis::diagnose(*ckpt);
+    const auto report = deepspeed::diagnose(*ckpt);
     QVERIFY(!report.has_error());
     QVERIFY(report.bytes_scanned >=
             static_cast<uint64_t>(cat.groups[0].numel) * 12);  // fp32 and both moments
@@ -91,7 +92,7 @@ class TestUniversalMappings : public QObject {
     auto ckpt = deepspeed::Checkpoint::open(tmp.file("u"));
     const std::string victim = zero + "/" + ckpt->catalog().universal->params[0].name + "/exp_avg.pt";
     std::filesystem::resize_file(victim, std::filesystem::file_size(victim) / 2);
-    const auto report = analysis::diagnose(*ckpt);
+    const auto report = deepspeed::diagnose(*ckpt);
     QVERIFY(report.has_error());
     bool named = false;
     for (const auto& f : report.findings)

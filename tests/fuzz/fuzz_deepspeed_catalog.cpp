@@ -10,6 +10,7 @@
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/error.h"
 #include "fuzz_temp_folder.h"
 
@@ -46,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     o.device = ckptdoc::DeviceKind::Cpu;
     o.threads = 1;
     o.verify_checksums = true;  // every record's CRC-32 too: walks each zip entry's bytes
-    (void)ckptdoc::analysis::diagnose(*ckpt, o);
+    (void)ckptdoc::deepspeed::diagnose(*ckpt, o);
   } catch (const ckptdoc::Error&) {
   }
   return 0;

@@ -27,6 +27,7 @@
 #include "chart_panel.h"
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/human_bytes.h"
 #include "findings_model.h"
 #include "gui_fixtures.h"
@@ -201,9 +202,9 @@ class TestMainWindow : public QObject {
     // The output is clean by core's own diagnosis, and the input was not touched.
     analysis::DiagnoseOptions o;
     o.device = DeviceKind::Cpu;
-    const auto fixed = analysis::diagnose(*deepspeed::Checkpoint::open(out.toStdString()), o);
+    const auto fixed = deepspeed::diagnose(*deepspeed::Checkpoint::open(out.toStdString()), o);
     QVERIFY(!fixed.has_error());
-    const auto still = analysis::diagnose(*deepspeed::Checkpoint::open(broken), o);
+    const auto still = deepspeed::diagnose(*deepspeed::Checkpoint::open(broken), o);
     QVERIFY(still.has_error());
   }
 

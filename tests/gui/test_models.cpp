@@ -8,6 +8,7 @@
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/diagnose.h"
 #include "findings_model.h"
 #include "gui_fixtures.h"
 #include "gui_test_main.h"
@@ -168,7 +169,7 @@ class TestModels : public QObject {
     const auto ckpt = deepspeed::Checkpoint::open(test::healthy_fixture("zero2_fp16_ws2"));
     analysis::DiagnoseOptions o;
     o.device = DeviceKind::Cpu;
-    const auto report = analysis::diagnose(*ckpt, o);
+    const auto report = deepspeed::diagnose(*ckpt, o);
     ParamTableModel params;
     QAbstractItemModelTester t1(&params, QAbstractItemModelTester::FailureReportingMode::QtTest);
     params.setCatalog(&ckpt->catalog());

@@ -12,11 +12,8 @@
 #include <thread>
 #include <utility>
 
-#include "ckptdoc/deepspeed/export.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/weights/weights_source.h"
-#include "deepspeed/tensor_convert.h"
-#include "deepspeed/tensor_slice.h"
 #include "format/tensor_stream.h"
 
 namespace ckptdoc::analysis {
@@ -25,45 +22,6 @@ namespace {
 std::string strip_module(std::string s) {
   while (s.rfind("module.", 0) == 0) s = s.substr(7);
   return s;
-}
-
-std::string describe(const deepspeed::Checkpoint& c, DiffWhat what) {
-  const auto& cat = c.catalog();
-  if (c.weights_only()) return cat.description + " " + cat.tag_dir;
-  return "DeepSpeed checkpoint " + cat.tag_dir + " (" + std::string(diff_what_name(what)) + ")";
-}
-
-// A moment of every trainable param, consolidated from the ranks' flat partitions like the fp32 masters.
-std::vector<NamedTensor> moment_tensors(const deepspeed::Checkpoint& ck, const std::string& key) {
-  using namespace deepspeed::detail;
-  const auto& cat = ck.catalog();
-  if (cat.groups.empty())
-    throw Error(ErrorKind::Unsupported, cat.tag_dir, "",
-                "no ZeRO or BF16_Optimizer partitions to take " + key + " from");
-  std::vector<NamedTensor> out;
-  for (const auto& g : cat.groups) {
-    std::vector<Tensor> parts;
-    for (const auto& rp : g.partitions) {
-      auto t = ck.moment_partition(g.index, rp.rank, key);
-      if (!t)
-        throw Error(ErrorKind::NotFound, cat.tag_dir,
-                    "group " + std::to_string(g.index) + ", dp rank " + std::to_string(rp.rank),
-                    "no " + key + " saved (an empty or missing optimizer state)");
-      parts.push_back(*t);
-    }
-    for (size_t i = 0; i < g.params.size(); ++i) {
-      std::vector<Tensor> pieces;
-      for (const auto& rp : g.partitions)
-        for (const auto& f : rp.fragments)
-          if (f.param == static_cast<int>(i))
-            pieces.push_back(slice_1d(parts[static_cast<size_t>(rp.rank)], f.partition_offset, f.numel));
-      const DType d = parts.front().dtype;
-      out.push_back({g.params[i].name, Tensor::produced(d, g.params[i].shape, [pieces, d](ByteSink& sink) {
-                       for (const auto& p : pieces) write_as(p, d, sink);
-                     })});
-    }
-  }
-  return out;
 }
 
 // Bytes one thread writes (a producer) and another reads, a few chunks at a time.
@@ -309,33 +267,6 @@ double TensorDiff::exact_fraction() const {
 bool DiffResult::equal() const {
   if (!removed.empty() || !added.empty() || !shape_changed.empty()) return false;
   return std::all_of(compared.begin(), compared.end(), [](const TensorDiff& d) { return d.same(); });
-}
-
-std::vector<NamedTensor> diff_tensors(const deepspeed::Checkpoint& ckpt, DiffWhat what) {
-  if (ckpt.weights_only()) {
-    if (what == DiffWhat::ExpAvg || what == DiffWhat::ExpAvgSq)
-      throw Error(ErrorKind::InvalidRequest, ckpt.catalog().tag_dir,
-                  "--what " + std::string(diff_what_name(what)),
-                  "this is a weights-only source: it holds no optimizer moments");
-    deepspeed::ExportOptions o;
-    o.device = DeviceKind::Cpu;
-    return deepspeed::export_tensors(ckpt, o);
-  }
-  if (what == DiffWhat::ExpAvg) return moment_tensors(ckpt, "exp_avg");
-  if (what == DiffWhat::ExpAvgSq) return moment_tensors(ckpt, "exp_avg_sq");
-  deepspeed::ExportOptions o;
-  o.device = DeviceKind::Cpu;
-  o.source = what == DiffWhat::Lp ? deepspeed::ExportSource::Lp : deepspeed::ExportSource::Fp32;
-  return deepspeed::export_tensors(ckpt, o);
-}
-
-DiffSide diff_side(const deepspeed::Checkpoint& ckpt, DiffWhat what) {
-  return {describe(ckpt, what), diff_tensors(ckpt, what)};
-}
-
-DiffResult diff(const deepspeed::Checkpoint& a, const deepspeed::Checkpoint& b, const DiffOptions& options,
-                Progress* progress) {
-  return diff(diff_side(a, options.what), diff_side(b, options.what), options, progress);
 }
 
 DiffResult diff(const DiffSide& a, const DiffSide& b, const DiffOptions& options, Progress* progress) {

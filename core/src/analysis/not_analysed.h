@@ -3,13 +3,17 @@
 // user expects analysed that was skipped is a warning; what holds by design nothing to compare (padding,
 // ZeRO-3 placeholder weights, frozen params) is info. Neither makes a checkpoint unclean (exit 0 stays "no
 // error finding").
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "ckptdoc/analysis/report.h"
-#include "scan.h"
 
 namespace ckptdoc::analysis {
+
+// Elements a diagnosis could not analyse, or that hold nothing to analyse, by reason (the reasons below).
+using NotAnalysed = std::map<std::string, uint64_t>;
 
 // The reasons, as evidence keys. Warnings: data that exists (or should) but was not analysed.
 inline constexpr const char* kNotAnalysedWarnings[] = {

@@ -10,6 +10,7 @@
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
 
@@ -76,7 +77,7 @@ void verify_output(RepairResult& result, const RepairRequest& rq, Progress* prog
     analysis::DiagnoseOptions dopt;
     dopt.device = rq.device;
     if (progress) progress->set_stage("verifying", 0);
-    result.verification = analysis::diagnose(*written, dopt, progress);
+    result.verification = deepspeed::diagnose(*written, dopt, progress);
     result.invariant_failures = check_loader_invariants(*written, only_present_files);
     result.output_catalog = written->catalog();
   } catch (const Cancelled&) {

@@ -8,6 +8,7 @@
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/fix_offer.h"
 #include "ckptdoc/sources/registry.h"
@@ -231,7 +232,7 @@ JobPtr Session::analyse(Done<Analysis> done) {
   auto job = queue_.submit<Analysis>(
       JobKind::Analyse, "analyse", "Analysing " + ckpt->catalog().tag,
       [ckpt, o](JobQueue::Context& c) {
-        analysis::Report r = analysis::diagnose(*ckpt, o, &c.progress());
+        analysis::Report r = deepspeed::diagnose(*ckpt, o, &c.progress());
         repair::settle_fixes(*ckpt, r.findings);  // Fix only where the planner would run it
         auto report = std::make_shared<const analysis::Report>(std::move(r));
         c.check();

@@ -4,9 +4,11 @@
 #include <algorithm>
 
 #include "ckptdoc/analysis/diagnose.h"
-#include "ckptdoc/analysis/param_density.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/diagnose.h"
+#include "ckptdoc/deepspeed/diff_side.h"
 #include "ckptdoc/deepspeed/export.h"
+#include "ckptdoc/deepspeed/param_density.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/session/session.h"
 #include "ckptdoc/snapshot/timeline.h"
@@ -77,7 +79,7 @@ JobPtr Session::verify(const std::string& path, Done<Verification> done) {
         auto ckpt = deepspeed::Checkpoint::open(path);
         Verification v;
         v.path = path;
-        v.report = analysis::diagnose(*ckpt, o, &c.progress());
+        v.report = deepspeed::diagnose(*ckpt, o, &c.progress());
         v.invariant_failures = repair::check_loader_invariants(*ckpt);
         return v;
       },
@@ -136,7 +138,7 @@ JobPtr Session::density(const std::string& param, int bins, Done<analysis::Densi
         if (!ref)
           throw Error(ckptdoc::ErrorKind::NotFound, require(ckpt)->catalog().tag_dir, "param " + param,
                       "not a trainable param");
-        return analysis::param_density(*require(ckpt), ref->group, ref->param, bins, &c.progress());
+        return deepspeed::param_density(*require(ckpt), ref->group, ref->param, bins, &c.progress());
       },
       std::move(done));
 }
@@ -150,7 +152,7 @@ JobPtr Session::diff(const std::string& other, const analysis::DiffOptions& opti
       JobKind::Diff, "diff", "Comparing with " + other,
       [ckpt, source_path, other, options](JobQueue::Context& c) {
         const auto a = source_path.empty()
-                           ? sources::OpenedDiffSide{analysis::diff_side(*require(ckpt), options.what), ckpt}
+                           ? sources::OpenedDiffSide{deepspeed::diff_side(*require(ckpt), options.what), ckpt}
                            : sources::open_diff_side(source_path, options.what);
         c.progress().set_stage("opening " + other, 0);
         const auto b = sources::open_diff_side(other, options.what);
@@ -214,7 +216,7 @@ JobPtr Session::watch(const std::shared_ptr<SnapshotFeed>& feed, Done<size_t> do
           try {
             c.progress().set_stage("reading " + snap->label, 0);
             ckpt = deepspeed::Checkpoint::open(snap->path, snap->options);
-            report = std::make_shared<const analysis::Report>(analysis::diagnose(*ckpt, o, &c.progress()));
+            report = std::make_shared<const analysis::Report>(deepspeed::diagnose(*ckpt, o, &c.progress()));
           } catch (const Cancelled&) {
             throw;
           } catch (const std::exception&) {  // deleted meanwhile (rotation), or damaged: the watch goes on

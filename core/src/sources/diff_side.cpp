@@ -1,6 +1,7 @@
 #include "ckptdoc/sources/diff_side.h"
 
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/diff_side.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/sources/registry.h"
 
@@ -10,7 +11,7 @@ OpenedDiffSide open_diff_side(const std::string& path, analysis::DiffWhat what) 
   const auto source = find_source(path);
   if (source->reads_into_catalog()) {
     std::shared_ptr<const deepspeed::Checkpoint> ckpt = deepspeed::Checkpoint::open(path);
-    return {analysis::diff_side(*ckpt, what), ckpt};
+    return {deepspeed::diff_side(*ckpt, what), ckpt};
   }
   if (!source->can(Command::Diff)) throw source->refusal(path, Command::Diff);
   auto w = what == analysis::DiffWhat::ExpAvg || what == analysis::DiffWhat::ExpAvgSq

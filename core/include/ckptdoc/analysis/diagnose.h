@@ -1,14 +1,12 @@
 #pragma once
-// Diagnoses an attached checkpoint: one streaming, multi-threaded pass over every trainable param computes
-// lp-vs-fp32 divergence and value/moment statistics on a compute backend, then the finding rules turn the
-// numbers and the catalog's problems into named findings.
+// What a diagnosis is asked to do (DiagnoseOptions: plain values, whichever source diagnoses) and a report's
+// JSON. The diagnosis of a DeepSpeed checkpoint is deepspeed::diagnose (deepspeed/diagnose.h).
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "ckptdoc/analysis/report.h"
 #include "ckptdoc/compute/backend.h"
-#include "ckptdoc/deepspeed/open_options.h"  // Checkpoint
 #include "ckptdoc/model/catalog.h"
 #include "ckptdoc/task/progress.h"
 
@@ -39,12 +37,6 @@ struct DiagnoseOptions {
   // writing masters reads 6 of every 14 bytes per element instead of all of them (bf16 with fp32 Adam).
   bool masters_only = false;
 };
-
-// Throws Cancelled when progress->cancel() was called. A tensor/pipeline-parallel job (ckpt opened as the
-// job) is diagnosed model-parallel rank by model-parallel rank, every finding carrying its coordinates, plus
-// what only the ranks side by side show (tp-replicated-mismatch and the catalog's job problems).
-Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& options = {},
-                Progress* progress = nullptr);
 
 // JSON text of a report: {"findings": [...], "params": [...]} as the CLI's --json prints it.
 std::string report_json(const Report& report, const model::Catalog& catalog);

@@ -4,14 +4,14 @@
 // apart their values are (max |A-B|, ||A-B|| / ||B||, the share of elements exactly equal). Names match after
 // stripping `module.` prefixes. NaN equals NaN at the same place. Tensors stream through in bounded memory,
 // each read once: a DeepSpeed side is consolidated on the fly, as export does.
+// A source gives its side (deepspeed/diff_side.h, sources/diff_side.h); nothing here knows a source's kind.
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "ckptdoc/compute/statistics.h"      // LogHistogram
-#include "ckptdoc/deepspeed/open_options.h"  // Checkpoint
-#include "ckptdoc/format/safetensors.h"      // NamedTensor
+#include "ckptdoc/compute/statistics.h"  // LogHistogram
+#include "ckptdoc/format/safetensors.h"  // NamedTensor
 #include "ckptdoc/task/progress.h"
 
 namespace ckptdoc::analysis {
@@ -60,21 +60,12 @@ struct DiffResult {
   bool equal() const;
 };
 
-// The tensors of one side for `what` (lazily produced; nothing is read yet). Throws ckptdoc::Error when the
-// source has no such tensors (moments of a weights file, fp32 of a checkpoint without ZeRO partitions).
-std::vector<NamedTensor> diff_tensors(const deepspeed::Checkpoint& ckpt, DiffWhat what);
-
-DiffResult diff(const deepspeed::Checkpoint& a, const deepspeed::Checkpoint& b,
-                const DiffOptions& options = {}, Progress* progress = nullptr);
-
 // One side of a comparison: what it is ("DeepSpeed checkpoint /x (fp32)") and its tensors, unread.
 struct DiffSide {
   std::string what;
   std::vector<NamedTensor> tensors;
 };
-// The side `what` names of a checkpoint the catalog reads (diff_tensors, described as diff() does).
-DiffSide diff_side(const deepspeed::Checkpoint& ckpt, DiffWhat what);
-// Any two sides: the same comparison as above, for sources outside the catalog (sources::WeightTensors).
+// Any two sides, each from whichever source reads it (deepspeed::diff_side, sources::open_diff_side).
 DiffResult diff(const DiffSide& a, const DiffSide& b, const DiffOptions& options = {},
                 Progress* progress = nullptr);
 

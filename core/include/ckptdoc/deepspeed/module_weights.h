@@ -1,6 +1,6 @@
 #pragma once
 // The module's weights as a DeepSpeed model file saves them (its `module` state dict): what a diagnosis reads
-// of a checkpoint that has no flat group (analysis/module_weights_scan.cpp), read here, where DeepSpeed's
+// of a checkpoint that has no flat group (deepspeed/module_weights_scan.cpp), read here, where DeepSpeed's
 // file names and layout are known, so the analysis needs only the neutral catalog.
 #include <string>
 #include <utility>

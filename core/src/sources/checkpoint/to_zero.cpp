@@ -14,6 +14,7 @@
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/deepspeed/layout.h"
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
@@ -494,7 +495,7 @@ class ToZero {
     }
     analysis::DiagnoseOptions d;
     d.device = opt_.device;
-    result_.verification = analysis::diagnose(*written, d, progress_);
+    result_.verification = deepspeed::diagnose(*written, d, progress_);
   }
 };
 

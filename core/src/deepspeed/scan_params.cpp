@@ -1,4 +1,4 @@
-#include "scan.h"
+#include "deepspeed/scan_params.h"
 
 #include <algorithm>
 #include <atomic>
@@ -11,6 +11,7 @@
 #include <set>
 #include <tuple>
 
+#include "analysis/not_analysed.h"
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/compute/placement.h"
 #include "ckptdoc/compute/reduction.h"
@@ -20,9 +21,15 @@
 #include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/parallel.h"
 #include "format/tensor_pages.h"
-#include "not_analysed.h"
 
-namespace ckptdoc::analysis {
+namespace ckptdoc::deepspeed::detail {
+
+using analysis::DeviceShare;
+using analysis::DiagnoseOptions;
+using analysis::for_each_not_analysed_reason;
+using analysis::ParamReport;
+using analysis::RankMoments;
+using analysis::Severity;
 namespace {
 
 constexpr int64_t kMaxTaskElements = int64_t{1} << 22;  // split big fragments so all workers stay busy
@@ -705,4 +712,4 @@ ScanResult scan_params(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions&
   return Scanner(ckpt, options, progress).run();
 }
 
-}  // namespace ckptdoc::analysis
+}  // namespace ckptdoc::deepspeed::detail

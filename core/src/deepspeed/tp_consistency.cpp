@@ -1,4 +1,4 @@
-#include "tp_consistency.h"
+#include "deepspeed/tp_consistency.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,10 @@
 #include "ckptdoc/number_text.h"
 #include "ckptdoc/short_list.h"
 
-namespace ckptdoc::analysis {
+namespace ckptdoc::deepspeed::detail {
+
+using analysis::Finding;
+using analysis::finding_of;
 
 namespace {
 
@@ -214,4 +217,4 @@ std::vector<Finding> tp_consistency_findings(const deepspeed::Checkpoint& job,
   return out;
 }
 
-}  // namespace ckptdoc::analysis
+}  // namespace ckptdoc::deepspeed::detail

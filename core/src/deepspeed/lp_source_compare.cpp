@@ -1,4 +1,4 @@
-#include "analysis/lp_source_compare.h"
+#include "deepspeed/lp_source_compare.h"
 
 #include <algorithm>
 #include <vector>
@@ -10,7 +10,15 @@
 #include "ckptdoc/short_list.h"
 #include "deepspeed/param_readers.h"
 
-namespace ckptdoc::analysis::detail {
+namespace ckptdoc::deepspeed::detail {
+
+using analysis::Finding;
+using analysis::finding_of;
+using analysis::MismatchThresholds;
+using analysis::ParamReport;
+using analysis::RepairKind;
+using analysis::Report;
+
 namespace {
 
 constexpr int64_t kChunk = 1 << 22;  // elements of one param read and compared at a time
@@ -113,4 +121,4 @@ void compare_with_lp_source(const deepspeed::Checkpoint& ckpt, const std::string
   report.findings.push_back(std::move(info));
 }
 
-}  // namespace ckptdoc::analysis::detail
+}  // namespace ckptdoc::deepspeed::detail

@@ -1,25 +1,45 @@
-#include "ckptdoc/analysis/diagnose.h"
+// deepspeed::diagnose (deepspeed/diagnose.h): the scan, the rules of analysis/ on its numbers, and the checks
+// only a DeepSpeed checkpoint has (a tensor-parallel job, ZeRO-3's 16-bit weights saved elsewhere, a live
+// snapshot).
+#include "ckptdoc/deepspeed/diagnose.h"
 
 #include <algorithm>
 #include <chrono>
 
-#include "analysis/lp_source_compare.h"
-#include "analysis/module_weights_scan.h"
+#include "analysis/not_analysed.h"
+#include "analysis/rules.h"
 #include "analysis/weights_diagnose.h"
 #include "ckptdoc/analysis/live.h"
 #include "ckptdoc/compute/distributed.h"
+#include "ckptdoc/deepspeed/live_report.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/weights/weights_source.h"
 #include "deepspeed/checksums.h"
+#include "deepspeed/lp_source_compare.h"
+#include "deepspeed/module_weights_scan.h"
 #include "deepspeed/problem_merge.h"
-#include "not_analysed.h"
-#include "rules.h"
-#include "scan.h"
-#include "tp_consistency.h"
+#include "deepspeed/scan_params.h"
+#include "deepspeed/tp_consistency.h"
 
-namespace ckptdoc::analysis {
+namespace ckptdoc::deepspeed {
+
+using analysis::apply_rules;
+using analysis::diagnose_weights;
+using analysis::DiagnoseOptions;
+using analysis::Finding;
+using analysis::finding_of;
+using analysis::live_findings;
+using analysis::not_analysed_findings;
+using analysis::NotAnalysed;
+using analysis::Report;
+using analysis::RuleSet;
+using detail::has_only_module_weights;
+using detail::scan_module_weights;
+using detail::scan_params;
+using detail::ScanResult;
+using detail::tp_consistency_findings;
 
 namespace {
 
@@ -193,4 +213,4 @@ Report diagnose(const deepspeed::Checkpoint& ckpt, const DiagnoseOptions& option
   return report;
 }
 
-}  // namespace ckptdoc::analysis
+}  // namespace ckptdoc::deepspeed

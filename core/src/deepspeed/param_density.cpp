@@ -1,4 +1,4 @@
-#include "ckptdoc/analysis/param_density.h"
+#include "ckptdoc/deepspeed/param_density.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,9 @@
 #include "ckptdoc/error.h"
 #include "deepspeed/tensor_slice.h"
 
-namespace ckptdoc::analysis {
+namespace ckptdoc::deepspeed {
+
+using analysis::Density2D;
 
 namespace {
 
@@ -56,7 +58,7 @@ void for_each_chunk(const Tensor& lp, const std::vector<Run>& runs, int64_t chun
 
 }  // namespace
 
-Density2D param_density(const deepspeed::Checkpoint& ckpt, int group, int param, int bins, Progress* progress,
+Density2D param_density(const Checkpoint& ckpt, int group, int param, int bins, Progress* progress,
                         int64_t chunk_elements) {
   if (bins < 1) throw Error(ErrorKind::InvalidRequest, "", "param_density", "bins must be at least 1");
   const auto& cat = ckpt.catalog();
@@ -130,4 +132,4 @@ Density2D param_density(const deepspeed::Checkpoint& ckpt, int group, int param,
   return d;
 }
 
-}  // namespace ckptdoc::analysis
+}  // namespace ckptdoc::deepspeed

@@ -1,11 +1,15 @@
 // has_only_module_weights / scan_module_weights (module_weights_scan.h).
-#include "analysis/module_weights_scan.h"
+#include "deepspeed/module_weights_scan.h"
 
 #include "analysis/weights_diagnose.h"
 #include "ckptdoc/deepspeed/module_weights.h"
 #include "ckptdoc/model/catalog.h"
 
-namespace ckptdoc::analysis {
+namespace ckptdoc::deepspeed::detail {
+
+using analysis::DiagnoseOptions;
+using analysis::Report;
+using analysis::TensorToScan;
 
 bool has_only_module_weights(const deepspeed::Checkpoint& ckpt) {
   const model::Catalog& c = ckpt.catalog();
@@ -21,4 +25,4 @@ Report scan_module_weights(const deepspeed::Checkpoint& ckpt, const DiagnoseOpti
   return diagnose_tensors(tensors, options, progress);
 }
 
-}  // namespace ckptdoc::analysis
+}  // namespace ckptdoc::deepspeed::detail
