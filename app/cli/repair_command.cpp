@@ -12,6 +12,7 @@
 #include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/plan.h"
+#include "ckptdoc/sources/checkpoint/repair.h"
 #include "ckptdoc/sources/registry.h"
 #include "commands.h"
 #include "device_choice.h"
