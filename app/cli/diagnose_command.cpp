@@ -11,7 +11,7 @@
 #include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/error.h"
-#include "ckptdoc/repair/fix_offer.h"
+#include "ckptdoc/sources/checkpoint/repair.h"
 #include "ckptdoc/sources/registry.h"
 #include "commands.h"
 #include "device_choice.h"

@@ -9,7 +9,7 @@
 #include "ckptdoc/deepspeed/export.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
-#include "ckptdoc/repair/fix_offer.h"
+#include "ckptdoc/sources/checkpoint/repair.h"
 #include "ckptdoc/sources/registry.h"
 #include "ckptdoc/weights/shards.h"
 #include "commands.h"

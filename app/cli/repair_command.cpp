@@ -13,6 +13,7 @@
 #include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/plan.h"
+#include "ckptdoc/sources/checkpoint/repair.h"
 #include "ckptdoc/sources/registry.h"
 #include "commands.h"
 #include "device_choice.h"

@@ -15,6 +15,7 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/repair/plan.h"
+#include "ckptdoc/sources/checkpoint/repair.h"
 #include "test_support.h"
 
 using namespace ckptdoc;

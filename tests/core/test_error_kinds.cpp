@@ -25,6 +25,7 @@
 #include "ckptdoc/io/file_io.h"
 #include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/repair/plan.h"
+#include "ckptdoc/sources/checkpoint/repair.h"
 #include "test_support.h"
 
 using namespace ckptdoc;

@@ -7,7 +7,7 @@
 
 #include "ckptdoc/deepspeed/layout.h"
 #include "ckptdoc/deepspeed/writer.h"
-#include "ckptdoc/repair/exchange_plan.h"
+#include "ckptdoc/sources/checkpoint/exchange_plan.h"
 
 using namespace ckptdoc;
 using deepspeed::GroupLayout;

@@ -17,6 +17,7 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/fault_injection.h"
 #include "ckptdoc/repair/plan.h"
+#include "ckptdoc/sources/checkpoint/repair.h"
 #include "ckptdoc/universal/convert.h"
 #include "test_support.h"
 

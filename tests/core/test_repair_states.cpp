@@ -12,6 +12,7 @@
 #include "ckptdoc/deepspeed/synthesize.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/plan.h"
+#include "ckptdoc/sources/checkpoint/repair.h"
 #include "test_support.h"
 
 using namespace ckptdoc;

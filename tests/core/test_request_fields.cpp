@@ -12,6 +12,7 @@
 #include "ckptdoc/repair/plan.h"
 #include "ckptdoc/request_field.h"
 #include "ckptdoc/session/request_field_labels.h"
+#include "ckptdoc/sources/checkpoint/repair.h"
 #include "test_support.h"
 
 using namespace ckptdoc;

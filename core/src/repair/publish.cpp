@@ -1,18 +1,14 @@
-// publish_folder and verify_output (see publish.h): shared by the single-process and the MPI repair.
+// publish_folder (see publish.h): shared by the single-process and the MPI repair, the DCP rewrites and the
+// snapshot conversion.
 #include "repair/publish.h"
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 
-#include "ckptdoc/analysis/diagnose.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/error.h"
-#include "ckptdoc/model/finding_codes.h"
 
 namespace fs = std::filesystem;
 
@@ -68,37 +64,6 @@ void undo_publish(const std::string& out, const std::string& kept_aside, FileIo&
   if (!kept_aside.empty()) io.rename(kept_aside, out);
   const fs::path parent = fs::path(out).parent_path();
   io.fsync_dir(parent.empty() ? std::string(".") : parent.string());
-}
-
-void verify_output(RepairResult& result, const RepairRequest& rq, Progress* progress,
-                   bool only_present_files) {
-  try {
-    auto written = deepspeed::Checkpoint::open(result.output);
-    analysis::DiagnoseOptions dopt;
-    dopt.device = rq.device;
-    if (progress) progress->set_stage("verifying", 0);
-    result.verification = deepspeed::diagnose(*written, dopt, progress);
-    result.invariant_failures = check_loader_invariants(*written, only_present_files);
-    result.output_catalog = written->catalog();
-  } catch (const Cancelled&) {
-    result.state = OutputState::VerificationIncomplete;
-    result.verification_cancelled = true;
-    result.verification_error = "the verification was cancelled";
-    return;
-  } catch (const std::exception& e) {
-    result.state = OutputState::VerificationIncomplete;
-    result.verification_error = e.what();
-    return;
-  }
-  result.state = OutputState::Verified;
-  // With --allow-unsafe-pickle the output carries the input's pickles on purpose: still listed, not a
-  // failure.
-  result.verified_clean = std::none_of(
-      result.verification.findings.begin(), result.verification.findings.end(),
-      [&](const analysis::Finding& f) {
-        return f.severity == analysis::Severity::Error &&
-               !(rq.allow_unsafe_pickle && f.code == model::code_name(model::Code::UnsafePickle));
-      });
 }
 
 }  // namespace ckptdoc::repair::detail

@@ -1,11 +1,10 @@
 #pragma once
 // The step every repair ends with: the partial folder renamed into place as the output (replacing an
-// existing one the plan allowed), its parent fsynced, then the output re-opened and verified.
+// existing one the plan allowed), its parent fsynced. Re-opening and verifying a DeepSpeed output is its
+// source's (sources/checkpoint/verify_output.h).
 #include <string>
 
 #include "ckptdoc/io/file_io.h"
-#include "ckptdoc/repair/plan.h"
-#include "ckptdoc/task/progress.h"
 
 namespace ckptdoc::repair::detail {
 
@@ -29,11 +28,5 @@ void publish_folder(const std::string& partial, const std::string& out, FileIo& 
 // Puts back what publish_folder replaced: the new `out` is removed and the folder kept aside (if any)
 // renamed back to `out`. For a failure after the publish; never throws.
 void undo_publish(const std::string& out, const std::string& kept_aside, FileIo& io);
-
-// Re-opens result.output, re-diagnoses it and checks DeepSpeed's loader invariants (only the files present
-// when `only_present_files`: a node's share on node-local storage). Never throws: a cancel or an error leaves
-// result.state VerificationIncomplete with the reason, since the output is already in place.
-void verify_output(RepairResult& result, const RepairRequest& rq, Progress* progress,
-                   bool only_present_files);
 
 }  // namespace ckptdoc::repair::detail

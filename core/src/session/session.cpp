@@ -11,6 +11,7 @@
 #include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/fix_offer.h"
+#include "ckptdoc/sources/checkpoint/repair.h"
 #include "ckptdoc/sources/registry.h"
 
 namespace fs = std::filesystem;

@@ -12,6 +12,7 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/session/session.h"
 #include "ckptdoc/snapshot/timeline.h"
+#include "ckptdoc/sources/checkpoint/repair.h"
 #include "ckptdoc/sources/diff_side.h"
 
 namespace ckptdoc::session {

@@ -8,6 +8,7 @@
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/plan.h"
 #include "ckptdoc/snapshot/convert.h"
+#include "ckptdoc/sources/checkpoint/repair.h"
 #include "deepspeed/output_folder_check.h"
 #include "io/partial_folder.h"
 #include "repair/publish.h"

@@ -1,7 +1,7 @@
 #pragma once
-// Repairs of a DeepSpeed checkpoint: a plan computed from the checkpoint and the requested actions, printable
-// before anything is written (dry run), then executed into a new folder (the input is never modified) and
-// verified by re-opening and re-diagnosing the output.
+// What a repair is asked to do, the plan it prints before anything is written (dry run) and what it tells of
+// its output: the types every front end shows. They name no source's files; the planner and the runner that
+// fill them for DeepSpeed's checkpoints live with that source (ckptdoc/sources/checkpoint/repair.h).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -9,10 +9,7 @@
 
 #include "ckptdoc/analysis/report.h"
 #include "ckptdoc/compute/backend.h"
-#include "ckptdoc/deepspeed/open_options.h"  // Checkpoint
-#include "ckptdoc/io/file_io.h"
 #include "ckptdoc/model/catalog.h"
-#include "ckptdoc/task/progress.h"
 
 namespace ckptdoc::repair {
 
@@ -43,10 +40,9 @@ struct RepairRequest {
   bool rank_files_elsewhere = false;
 };
 
-// The request with its lp source settled: --lp-source when given; else, for a ZeRO-3 refresh of a Hugging
-// Face Trainer / Accelerate checkpoint-N/ folder, the model weights the Trainer saved beside `latest` and
-// global_stepN/.
-RepairRequest with_default_lp_source(const deepspeed::Checkpoint& ckpt, RepairRequest rq);
+// The `why` of a file the repair copies as it is because the loader does not read it; Plan::text() sums many
+// such files up in one line.
+inline constexpr const char* kNotReadByDeepSpeed = "not read by DeepSpeed; copied as it is";
 
 struct PlannedFile {
   std::string path;    // relative to the output save folder, e.g. "global_step5/mp_rank_00_model_states.pt"
@@ -105,23 +101,5 @@ struct RepairResult {
   // Written, verified, no error finding, every loader invariant holds.
   bool ok() const { return state == OutputState::Verified && verified_clean && invariant_failures.empty(); }
 };
-
-// Validates the request against the checkpoint and computes the plan. Throws ckptdoc::Error for
-// impossible requests (e.g. refresh on ZeRO-3 without an lp source) with a message saying why.
-Plan make_plan(const deepspeed::Checkpoint& ckpt, const std::string& output, const RepairRequest& request);
-
-// Executes a plan: writes into a temporary folder beside `output`, fsyncs, renames it into place (`latest`
-// written last), then re-opens and re-diagnoses it. Throws (Error, Cancelled) only when nothing was written:
-// the output is then as it was. Once the output is in place it returns, whatever happens to the verification
-// (a cancel or an error there gives OutputState::VerificationIncomplete, and the output stays).
-RepairResult run_repair(const deepspeed::Checkpoint& ckpt, const std::string& output,
-                        const RepairRequest& request, Progress* progress = nullptr,
-                        FileIo& io = current_io());
-
-// The loader invariants of deepspeed-format.md §6.4 checked on a written checkpoint; empty when all hold.
-// only_present_files: a node's share of a checkpoint on node-local storage; rank files that are not there
-// are not counted as missing, and the ones there are checked in full.
-std::vector<std::string> check_loader_invariants(const deepspeed::Checkpoint& ckpt,
-                                                 bool only_present_files = false);
 
 }  // namespace ckptdoc::repair

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "ckptdoc/error.h"
+#include "ckptdoc/sources/checkpoint/repair.h"
 #include "sources/checkpoint/runner.h"
 
 namespace fs = std::filesystem;

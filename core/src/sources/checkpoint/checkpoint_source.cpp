@@ -4,6 +4,7 @@
 // universal converters (to_universal.cpp, to_zero.cpp).
 #include <memory>
 
+#include "ckptdoc/sources/checkpoint/repair.h"
 #include "ckptdoc/sources/source.h"
 
 namespace ckptdoc::sources {

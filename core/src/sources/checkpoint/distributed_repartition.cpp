@@ -11,7 +11,7 @@
 
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/error.h"
-#include "ckptdoc/repair/exchange_plan.h"
+#include "ckptdoc/sources/checkpoint/exchange_plan.h"
 
 namespace fs = std::filesystem;
 

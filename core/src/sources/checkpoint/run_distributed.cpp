@@ -11,8 +11,10 @@
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/compute/exchange.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/sources/checkpoint/repair.h"
 #include "repair/publish.h"
 #include "sources/checkpoint/runner.h"
+#include "sources/checkpoint/verify_output.h"
 
 namespace fs = std::filesystem;
 

@@ -2,7 +2,7 @@
 // run_repair under mpirun with several processes (RepairRequest::across_processes).
 #include <string>
 
-#include "ckptdoc/repair/plan.h"
+#include "ckptdoc/sources/checkpoint/repair.h"
 
 namespace ckptdoc::repair::detail {
 

@@ -19,6 +19,7 @@
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/plan.h"
+#include "ckptdoc/sources/checkpoint/repair.h"
 #include "ckptdoc/universal/convert.h"
 #include "deepspeed/value_access.h"
 #include "format/tensor_pages.h"

@@ -1,16 +1,14 @@
-// make_plan: validates a repair request against the checkpoint and lists what will be written.
-#include "ckptdoc/repair/plan.h"
-
+// make_plan: validates a repair request against the checkpoint and lists what will be written. It reads
+// DeepSpeed's catalog and files, so it lives with DeepSpeed's source; the Plan it fills is repair/'s.
 #include <filesystem>
 #include <memory>
-#include <sstream>
 
 #include "ckptdoc/deepspeed/rank_owners.h"
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
-#include "ckptdoc/human_bytes.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/request_field.h"
+#include "ckptdoc/sources/checkpoint/repair.h"
 #include "ckptdoc/weights/weights_source.h"
 #include "deepspeed/detect.h"
 #include "deepspeed/output_folder_check.h"
@@ -28,8 +26,6 @@ using deepspeed::OptimizerWrapper;
 
 namespace {
 
-constexpr const char* kNotReadByDeepSpeed = "not read by DeepSpeed; copied as it is";
-
 // A request the planner turns down; most are bad options (InvalidRequest), the others say their kind.
 // Fields are marked ("{lp_source}") and named as the front end names them (request_field.h).
 // `where` is a field mark ("{force}"), rendered, or a path or "request", kept as it is.
@@ -45,39 +41,6 @@ bool zero12_like(OptimizerWrapper w) {
 }
 
 }  // namespace
-
-std::string Plan::text() const {
-  std::ostringstream o;
-  o << "Repair plan\n  input:  " << input << "\n  output: " << output << "\n  tag:    " << tag << "\n";
-  o << "Actions:\n";
-  for (const auto& a : actions) o << "  - " << a << "\n";
-  o << "Files (" << files.size() << "):\n";
-  // Files DeepSpeed does not read are copied as they are: a handful listed, many summed up in one line.
-  size_t others = 0;
-  uint64_t other_bytes = 0;
-  for (const auto& f : files)
-    if (f.why == kNotReadByDeepSpeed) ++others, other_bytes += f.bytes;
-  const bool sum_up_others = others > 10;
-  for (const auto& f : files) {
-    if (sum_up_others && f.why == kNotReadByDeepSpeed) continue;
-    o << "  " << f.action << std::string(f.action.size() < 8 ? 8 - f.action.size() : 1, ' ') << f.path;
-    if (!f.why.empty()) o << "  (" << f.why << ")";
-    o << "\n";
-  }
-  if (sum_up_others)
-    o << "  copy    " << others << " other files of the tag folder, " << human_bytes(other_bytes) << " ("
-      << kNotReadByDeepSpeed
-      << "; their writes are made durable together before the output is renamed into place)\n";
-  if (!changed_tensors.empty()) {
-    o << "Changed tensors (" << changed_tensors.size() << "):\n";
-    const size_t shown = std::min<size_t>(changed_tensors.size(), 20);
-    for (size_t i = 0; i < shown; ++i) o << "  " << changed_tensors[i] << "\n";
-    if (shown < changed_tensors.size()) o << "  ... and " << changed_tensors.size() - shown << " more\n";
-  }
-  for (const auto& w : warnings) o << "warning: " << w << "\n";
-  o << "About " << human_bytes(bytes_to_write) << " (" << bytes_to_write << " bytes) to write.\n";
-  return o.str();
-}
 
 RepairRequest with_default_lp_source(const deepspeed::Checkpoint& ckpt, RepairRequest rq) {
   if (rq.refresh_fp32 && !rq.lp_source && ckpt.catalog().wrapper == OptimizerWrapper::Zero3 && ckpt.weights())

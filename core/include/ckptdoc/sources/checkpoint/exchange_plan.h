@@ -1,7 +1,9 @@
 #pragma once
 // Which slices of which old partitions make up each new partition when a checkpoint is re-partitioned: the
 // plan a distributed re-partition follows to send every slice from the process that holds the old rank
-// file to the process that writes the new one. Pure functions of the two layouts; no file is read.
+// file to the process that writes the new one. Pure functions of the two layouts; no file is read. The
+// partitions follow DeepSpeed's ZeRO rules, so this lives with DeepSpeed's source (namespace repair, as the
+// distributed re-partition that uses it).
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -1,4 +1,6 @@
-#include "ckptdoc/repair/exchange_plan.h"
+// exchange_pieces (see the header): ZeRO-1/2 and ZeRO-3 partitions follow DeepSpeed's rules
+// (deepspeed::zero3_partition_numel), so the plan lives with DeepSpeed's source.
+#include "ckptdoc/sources/checkpoint/exchange_plan.h"
 
 #include <algorithm>
 #include <map>

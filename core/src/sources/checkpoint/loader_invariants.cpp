@@ -1,5 +1,6 @@
 // check_loader_invariants: what DeepSpeed's load_checkpoint needs from a checkpoint (deepspeed-format.md
-// §6.1, §6.4), checked on the files themselves.
+// §6.1, §6.4), checked on the files themselves. It reads DeepSpeed's rank files, so it lives with DeepSpeed's
+// source; the repair's verification and the snapshot conversion call it.
 #include <filesystem>
 #include <memory>
 
@@ -7,7 +8,7 @@
 #include "ckptdoc/deepspeed/layout.h"
 #include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
-#include "ckptdoc/repair/plan.h"
+#include "ckptdoc/sources/checkpoint/repair.h"
 
 namespace fs = std::filesystem;
 
