@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "ckptdoc/analysis/diagnose.h"
-#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/sources/checkpoint/repair.h"
