@@ -9,6 +9,7 @@
 #include <QJsonDocument>
 #include <QtTest>
 #include <cmath>
+#include <filesystem>
 
 #include "realds_support.h"
 
@@ -83,6 +84,22 @@ class TestRealdsCrossFormat : public QObject {
           e.save_dir + "/fsdp2 (a PyTorch Distributed Checkpoint)"})
       QVERIFY2(said.find(part) != std::string::npos, (part + " not in: " + said).c_str());
     QVERIFY2(said.find("No problems found") == std::string::npos, said.c_str());
+  }
+
+  // Each side named by its absolute folder whatever the user typed: a relative path to the FSDP2 side was
+  // printed as typed while the DeepSpeed side's tag folder was absolute.
+  void sidesAreNamedAbsolute() {
+    REALDS_REQUIRE_DS("0.19");
+    const auto e = realds::checkpoint(kEntry);
+    const std::string ds = std::filesystem::relative(e.save_dir + "/deepspeed").string();
+    const std::string fsdp = std::filesystem::relative(e.save_dir + "/fsdp2").string();
+    QVERIFY(!ds.empty() && ds.front() != '/' && fsdp.front() != '/');
+    const auto r = test::run_cli({"diff", ds, fsdp, "--json"});
+    const auto got = realds::parse(r.out);
+    QVERIFY2(!got.isEmpty(), (r.out + r.err).c_str());
+    const std::string a = got["a"].toString().toStdString(), b = got["b"].toString().toStdString();
+    QVERIFY2(a.find(" " + e.save_dir + "/deepspeed/") != std::string::npos, a.c_str());
+    QVERIFY2(b.find(" " + e.save_dir + "/fsdp2 ") != std::string::npos, b.c_str());
   }
 };
 

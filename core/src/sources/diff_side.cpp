@@ -1,5 +1,7 @@
 #include "ckptdoc/sources/diff_side.h"
 
+#include <filesystem>
+
 #include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/deepspeed/diff_side.h"
 #include "ckptdoc/error.h"
@@ -14,9 +16,13 @@ OpenedDiffSide open_diff_side(const std::string& path, analysis::DiffWhat what) 
     return {deepspeed::diff_side(*ckpt, what), ckpt};
   }
   if (!source->can(Command::Diff)) throw source->refusal(path, Command::Diff);
+  // Named absolute, as the catalog names a DeepSpeed side (its tag folder), so both sides read alike.
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, ec).lexically_normal();
+  const std::string named = ec ? path : absolute.string();
   auto w = what == analysis::DiffWhat::ExpAvg || what == analysis::DiffWhat::ExpAvgSq
-               ? source->moment_tensors(path, std::string(analysis::diff_what_name(what)))
-               : source->weight_tensors(path);
+               ? source->moment_tensors(named, std::string(analysis::diff_what_name(what)))
+               : source->weight_tensors(named);
   return {{std::move(w.what), std::move(w.tensors)}, std::move(w.keep_alive)};
 }
 
