@@ -2,10 +2,10 @@
 """Count the files that include a header, directly and transitively, so the numbers in #27 are reproducible.
 
 Usage: python3 scripts/count_includers.py HEADER [--list] [--check] [ROOT]
-  HEADER: a path from the repository root, e.g. core/include/ckptdoc/deepspeed/catalog.h
+  HEADER: a path from the repository root, e.g. core/include/ckptdoc/sources/deepspeed/catalog.h
   --list: also print the direct includers outside core's deepspeed/ and sources/ folders.
   --check: exit 1 (naming the files) when a file outside deepspeed/ and sources/ includes HEADER directly or a
-           translation unit of views/ reaches it (the ctest entry catalog_includers, for deepspeed/catalog.h).
+           translation unit of views/ reaches it (the ctest entry catalog_includers, for sources/deepspeed/catalog.h).
 Quoted includes are resolved as the compiler looks (beside the including file, then core/src/, then
 core/include/), over core/, app/, views/ and tests/. Prints the direct includers and the translation units
 (.cpp, .cu) that reach HEADER, each also counted outside deepspeed/ and sources/.

@@ -6,10 +6,10 @@
 #include <string>
 
 #include "ckptdoc/analysis/diagnose.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/inspect_text.h"
 #include "ckptdoc/error.h"
-#include "ckptdoc/universal/convert.h"
+#include "ckptdoc/sources/checkpoint/convert.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/inspect_text.h"
 #include "commands.h"
 #include "device_choice.h"
 #include "format_helpers.h"

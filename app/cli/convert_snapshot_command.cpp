@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/error.h"
-#include "ckptdoc/snapshot/convert.h"
+#include "ckptdoc/sources/deepspeed/snapshot.h"
+#include "ckptdoc/sources/snapshot/convert.h"
 #include "commands.h"
 #include "format_helpers.h"
 #include "progress_bar.h"

@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <string>
 
-#include "ckptdoc/deepspeed/synthesize.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/sources/deepspeed/synthesize.h"
 #include "commands.h"
 #include "format_helpers.h"
 

@@ -5,11 +5,11 @@
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/analysis/export_gate.h"
-#include "ckptdoc/deepspeed/diagnose.h"
-#include "ckptdoc/deepspeed/export.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/sources/checkpoint/repair.h"
+#include "ckptdoc/sources/deepspeed/diagnose.h"
+#include "ckptdoc/sources/deepspeed/export.h"
 #include "ckptdoc/sources/registry.h"
 #include "ckptdoc/weights/shards.h"
 #include "commands.h"

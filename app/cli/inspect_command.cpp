@@ -5,12 +5,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "ckptdoc/deepspeed/catalog_json.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/inspect_text.h"
-#include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/format/shape_text.h"
 #include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/sources/deepspeed/catalog_json.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/inspect_text.h"
+#include "ckptdoc/sources/deepspeed/snapshot.h"
 #include "ckptdoc/sources/registry.h"
 #include "ckptdoc/weights/optimizer_file.h"
 #include "ckptdoc/weights/weights_json.h"

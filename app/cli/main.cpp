@@ -5,8 +5,8 @@
 #include <iostream>
 
 #include "ckptdoc/compute/distributed.h"
-#include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/sources/deepspeed/snapshot.h"
 #include "commands.h"
 #include "request_flags.h"
 #include "suggest.h"

@@ -1,6 +1,6 @@
 #pragma once
 // The warning every export prints (the DeepSpeed and the DCP one) when a written tensor holds NaN or Inf.
-#include "ckptdoc/deepspeed/export_options.h"
+#include "ckptdoc/sources/deepspeed/export_options.h"
 
 namespace ckptdoc::cli {
 

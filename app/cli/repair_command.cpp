@@ -9,11 +9,11 @@
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/compute/distributed.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/plan.h"
 #include "ckptdoc/sources/checkpoint/repair.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/diagnose.h"
 #include "ckptdoc/sources/registry.h"
 #include "commands.h"
 #include "device_choice.h"

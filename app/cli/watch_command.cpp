@@ -10,12 +10,12 @@
 #include <string_view>
 
 #include "ckptdoc/analysis/diagnose.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/diagnose.h"
-#include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/error.h"
-#include "ckptdoc/snapshot/timeline.h"
-#include "ckptdoc/snapshot/watcher.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/diagnose.h"
+#include "ckptdoc/sources/deepspeed/snapshot.h"
+#include "ckptdoc/sources/snapshot/timeline.h"
+#include "ckptdoc/sources/snapshot/watcher.h"
 #include "commands.h"
 #include "device_choice.h"
 

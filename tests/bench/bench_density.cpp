@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "ckptdoc/analysis/density.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/param_density.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/param_density.h"
 
 using namespace ckptdoc;
 

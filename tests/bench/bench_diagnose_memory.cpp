@@ -33,13 +33,13 @@
 #include <vector>
 
 #include "ckptdoc/analysis/diagnose.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/diagnose.h"
-#include "ckptdoc/deepspeed/synthesize.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/format/zip_reader.h"
 #include "ckptdoc/io/executable_dir.h"
 #include "ckptdoc/io/mapped_file.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/diagnose.h"
+#include "ckptdoc/sources/deepspeed/synthesize.h"
 
 using namespace ckptdoc;
 namespace fs = std::filesystem;

@@ -9,8 +9,8 @@
 
 #include "ckptdoc/analysis/diagnose.h"
 #include "ckptdoc/compute/statistics.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/diagnose.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/diagnose.h"
 #include "compute_reference.h"
 #include "test_support.h"
 

@@ -7,12 +7,12 @@
 
 #include "ckptdoc/analysis/density.h"
 #include "ckptdoc/compute/placement.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/layout.h"
-#include "ckptdoc/deepspeed/synthesize.h"
-#include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/torch_file.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/layout.h"
+#include "ckptdoc/sources/deepspeed/synthesize.h"
+#include "ckptdoc/sources/deepspeed/writer.h"
 #include "test_support.h"
 
 using namespace ckptdoc;

@@ -7,11 +7,11 @@
 #include <filesystem>
 
 #include "ckptdoc/analysis/diagnose.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/zip_reader.h"
 #include "ckptdoc/io/mapped_file.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/diagnose.h"
 #include "test_support.h"
 
 using namespace ckptdoc;

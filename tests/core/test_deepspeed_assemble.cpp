@@ -2,7 +2,7 @@
 // assembled params, each compared with the sha256 DeepSpeed's own run recorded.
 #include <QtTest>
 
-#include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
 #include "deepspeed_reference.h"
 
 using namespace ckptdoc;

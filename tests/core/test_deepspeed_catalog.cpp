@@ -5,9 +5,9 @@
 #include <cstring>
 #include <filesystem>
 
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/layout.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/layout.h"
 #include "deepspeed_reference.h"
 
 using namespace ckptdoc;

@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/export.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/export.h"
 #include "deepspeed_reference.h"
 
 using namespace ckptdoc;

@@ -7,10 +7,10 @@
 #include <set>
 
 #include "ckptdoc/analysis/diagnose.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/diagnose.h"
-#include "ckptdoc/deepspeed/export.h"
 #include "ckptdoc/format/torch_file.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/diagnose.h"
+#include "ckptdoc/sources/deepspeed/export.h"
 #include "test_support.h"
 
 using namespace ckptdoc;

@@ -13,9 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/export.h"
-#include "ckptdoc/deepspeed/param_density.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/safetensors.h"
 #include "ckptdoc/format/torch_file.h"
@@ -26,6 +23,9 @@
 #include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/repair/plan.h"
 #include "ckptdoc/sources/checkpoint/repair.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/export.h"
+#include "ckptdoc/sources/deepspeed/param_density.h"
 #include "test_support.h"
 
 using namespace ckptdoc;

@@ -5,9 +5,9 @@
 #include <map>
 #include <random>
 
-#include "ckptdoc/deepspeed/layout.h"
-#include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/sources/checkpoint/exchange_plan.h"
+#include "ckptdoc/sources/deepspeed/layout.h"
+#include "ckptdoc/sources/deepspeed/writer.h"
 
 using namespace ckptdoc;
 using deepspeed::GroupLayout;

@@ -10,15 +10,15 @@
 
 #include "cancel_at_dir_sync_io.h"
 #include "ckptdoc/analysis/diagnose.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/diagnose.h"
-#include "ckptdoc/deepspeed/synthesize.h"
-#include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/fault_injection.h"
 #include "ckptdoc/repair/plan.h"
+#include "ckptdoc/sources/checkpoint/convert.h"
 #include "ckptdoc/sources/checkpoint/repair.h"
-#include "ckptdoc/universal/convert.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/diagnose.h"
+#include "ckptdoc/sources/deepspeed/synthesize.h"
+#include "ckptdoc/sources/deepspeed/writer.h"
 #include "test_support.h"
 
 using namespace ckptdoc;

@@ -7,12 +7,12 @@
 #include <functional>
 
 #include "ckptdoc/analysis/diagnose.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/diagnose.h"
-#include "ckptdoc/deepspeed/synthesize.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/plan.h"
 #include "ckptdoc/sources/checkpoint/repair.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/diagnose.h"
+#include "ckptdoc/sources/deepspeed/synthesize.h"
 #include "test_support.h"
 
 using namespace ckptdoc;

@@ -7,12 +7,12 @@
 #include <optional>
 #include <string>
 
-#include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/plan.h"
 #include "ckptdoc/request_field.h"
 #include "ckptdoc/session/request_field_labels.h"
 #include "ckptdoc/sources/checkpoint/repair.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
 #include "test_support.h"
 
 using namespace ckptdoc;

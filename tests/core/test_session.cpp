@@ -11,11 +11,11 @@
 #include <mutex>
 #include <thread>
 
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/param_density.h"
-#include "ckptdoc/deepspeed/synthesize.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/session/session.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/param_density.h"
+#include "ckptdoc/sources/deepspeed/synthesize.h"
 #include "damage_support.h"
 #include "test_support.h"
 

@@ -14,10 +14,10 @@
 #include <utility>
 #include <vector>
 
-#include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/sources/dcp/checkpoint.h"
 #include "ckptdoc/sources/dcp/diagnose.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
 #include "ckptdoc/sources/registry.h"
 #include "test_support.h"
 

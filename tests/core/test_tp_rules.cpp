@@ -1,10 +1,10 @@
-// Tensor-parallel merge rules (deepspeed/tp_rules.h): the precedence DeepSpeed's
+// Tensor-parallel merge rules (sources/deepspeed/tp_rules.h): the precedence DeepSpeed's
 // ds_to_universal.py::merge_tp_slices applies, Python re.match's start-anchored matching, and rule files that
 // say what is wrong with them.
 #include <QTest>
 
-#include "ckptdoc/deepspeed/tp_rules.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/sources/deepspeed/tp_rules.h"
 #include "test_support.h"
 
 using namespace ckptdoc;

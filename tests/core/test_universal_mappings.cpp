@@ -6,10 +6,10 @@
 #include <fstream>
 
 #include "ckptdoc/analysis/diagnose.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/error.h"
-#include "ckptdoc/universal/convert.h"
+#include "ckptdoc/sources/checkpoint/convert.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/diagnose.h"
 #include "test_support.h"
 
 using namespace ckptdoc;

@@ -4,7 +4,7 @@
 #include <QtTest>
 
 #include "ckptdoc/error.h"
-#include "ckptdoc/universal/convert.h"
+#include "ckptdoc/sources/checkpoint/convert.h"
 
 using namespace ckptdoc;
 using universal::LoaderKind;

@@ -9,9 +9,9 @@
 #include <string>
 
 #include "ckptdoc/analysis/diagnose.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/diagnose.h"
 #include "fuzz_temp_folder.h"
 
 namespace fs = std::filesystem;

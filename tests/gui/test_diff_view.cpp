@@ -21,8 +21,8 @@
 #include <set>
 
 #include "app_settings.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/format/torch_file.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
 #include "damage_support.h"
 #include "diff_model.h"
 #include "diff_view.h"

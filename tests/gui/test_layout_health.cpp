@@ -13,7 +13,7 @@
 #include <map>
 #include <set>
 
-#include "ckptdoc/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
 #include "damage_support.h"
 #include "findings_model.h"
 #include "gui_fixtures.h"

@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "ckptdoc/analysis/diagnose.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/diagnose.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/diagnose.h"
 #include "findings_model.h"
 #include "gui_fixtures.h"
 #include "gui_test_main.h"

@@ -12,8 +12,8 @@
 #include <filesystem>
 
 #include "app_settings.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/io/held_write_io.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
 #include "gui_fixtures.h"
 #include "gui_test_main.h"
 #include "repair_dialog.h"

@@ -8,8 +8,8 @@
 #include <filesystem>
 
 #include "app_settings.h"
-#include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/format/torch_file.h"
+#include "ckptdoc/sources/deepspeed/writer.h"
 #include "findings_model.h"
 #include "gui_fixtures.h"
 #include "gui_test_main.h"

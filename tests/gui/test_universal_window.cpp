@@ -6,8 +6,8 @@
 #include <QtTest>
 
 #include "app_settings.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/universal/convert.h"
+#include "ckptdoc/sources/checkpoint/convert.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
 #include "findings_model.h"
 #include "gui_fixtures.h"
 #include "gui_test_main.h"

@@ -2,7 +2,7 @@
 """Per-rank driver (started by the judges' launch.py): the transformer `ckptdoc synth --vocab V` writes, built as a
 real torch model and trained a few steps by real DeepSpeed, then saved with engine.save_checkpoint. The synthetic
 writer's layout is checked against this one (tests/realds/test_realds_synth_layout.cpp), so names, shapes, module
-and registration order, param groups and the tied head follow the writer (core/src/deepspeed/synthesize.cpp):
+and registration order, param groups and the tied head follow the writer (core/src/sources/deepspeed/synthesize.cpp):
 
   rotary_inv_freq (a persistent buffer of hidden / 2 elements, on the root module)
   embed.weight [V, H]

@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "ckptdoc/analysis/export_gate.h"
-#include "ckptdoc/deepspeed/export_warning.h"
+#include "ckptdoc/sources/deepspeed/export_warning.h"
 #include "ckptdoc/sources/source.h"
 #include "ckptdoc/weights/shards.h"
 #include "view.h"

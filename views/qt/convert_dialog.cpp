@@ -146,7 +146,7 @@ void ConvertDialog::startConvert() {
     }
     self->run_->setEnabled(self->canRun_);
     // A cancelled conversion threw before publishing: its partial folder is gone
-    // (universal/output_folder.cpp).
+    // (sources/checkpoint/output_folder.cpp).
     const bool cancelled = r.error->kind == session::ErrorKind::Cancelled;
     const QString m = cancelled ? QString::fromStdString(session::cancelled_text(session::JobKind::Convert))
                                 : errorText(*r.error);

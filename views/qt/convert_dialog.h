@@ -7,7 +7,7 @@
 #include <optional>
 
 #include "ckptdoc/session/job.h"
-#include "ckptdoc/universal/convert.h"
+#include "ckptdoc/sources/checkpoint/convert.h"
 
 class QLabel;
 class QLineEdit;

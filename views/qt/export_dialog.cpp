@@ -18,8 +18,8 @@
 #include <QVBoxLayout>
 
 #include "ckptdoc/analysis/export_gate.h"
-#include "ckptdoc/deepspeed/export_options.h"
-#include "ckptdoc/deepspeed/export_warning.h"
+#include "ckptdoc/sources/deepspeed/export_options.h"
+#include "ckptdoc/sources/deepspeed/export_warning.h"
 #include "ckptdoc/sources/source.h"
 #include "ckptdoc/weights/shards.h"
 #include "session.h"

@@ -8,8 +8,8 @@
 #include <optional>
 #include <string>
 
-#include "ckptdoc/deepspeed/export_options.h"
 #include "ckptdoc/session/job.h"
+#include "ckptdoc/sources/deepspeed/export_options.h"
 
 class QCheckBox;
 class QComboBox;

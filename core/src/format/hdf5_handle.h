@@ -1,5 +1,5 @@
 #pragma once
-// RAII for the HDF5 C library, shared by its reader (deepspeed/snapshot_rank_file.cpp) and writer
+// RAII for the HDF5 C library, shared by its reader (sources/deepspeed/snapshot_rank_file.cpp) and writer
 // (hdf5_writer.cpp): an identifier closed on scope exit, and HDF5's own error printing silenced.
 #include <hdf5.h>
 

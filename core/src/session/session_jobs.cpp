@@ -4,16 +4,16 @@
 #include <algorithm>
 
 #include "ckptdoc/analysis/diagnose.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/diagnose.h"
-#include "ckptdoc/deepspeed/diff_side.h"
-#include "ckptdoc/deepspeed/export.h"
-#include "ckptdoc/deepspeed/param_density.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/session/session.h"
-#include "ckptdoc/snapshot/timeline.h"
 #include "ckptdoc/sources/checkpoint/repair.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/diagnose.h"
+#include "ckptdoc/sources/deepspeed/diff_side.h"
+#include "ckptdoc/sources/deepspeed/export.h"
+#include "ckptdoc/sources/deepspeed/param_density.h"
 #include "ckptdoc/sources/diff_side.h"
+#include "ckptdoc/sources/snapshot/timeline.h"
 
 namespace ckptdoc::session {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <deque>
 
-#include "ckptdoc/snapshot/watcher.h"
+#include "ckptdoc/sources/snapshot/watcher.h"
 
 namespace ckptdoc::session {
 

@@ -2,9 +2,9 @@
 
 #include <filesystem>
 
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/diff_side.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/diff_side.h"
 #include "ckptdoc/sources/registry.h"
 
 namespace ckptdoc::sources {

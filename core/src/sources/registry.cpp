@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <mutex>
 
-#include "ckptdoc/deepspeed/foreign_paths.h"
+#include "ckptdoc/sources/deepspeed/foreign_paths.h"
 
 namespace ckptdoc::sources {
 

@@ -1,6 +1,6 @@
 #pragma once
 // What a diagnosis is asked to do (DiagnoseOptions: plain values, whichever source diagnoses) and a report's
-// JSON. The diagnosis of a DeepSpeed checkpoint is deepspeed::diagnose (deepspeed/diagnose.h).
+// JSON. The diagnosis of a DeepSpeed checkpoint is deepspeed::diagnose (sources/deepspeed/diagnose.h).
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,8 +25,8 @@ struct DiagnoseOptions {
   // Also check every zip record's CRC-32 (reads every byte of every file once more; finds corruption that
   // leaves valid-looking values).
   bool verify_checksums = false;
-  // Tensor-parallel jobs: a rule file (deepspeed/tp_rules.h) saying which params are replicated across tensor
-  // ranks; default: the checkpoint's universal_checkpoint_info.
+  // Tensor-parallel jobs: a rule file (sources/deepspeed/tp_rules.h) saying which params are replicated
+  // across tensor ranks; default: the checkpoint's universal_checkpoint_info.
   std::optional<std::string> tp_rules;
   // ZeRO-3: 16-bit weights saved elsewhere (a file) to compare the fp32 partitions with; default: weights
   // saved beside the checkpoint, if any.

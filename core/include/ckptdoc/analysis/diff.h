@@ -4,7 +4,8 @@
 // apart their values are (max |A-B|, ||A-B|| / ||B||, the share of elements exactly equal). Names match after
 // stripping `module.` prefixes. NaN equals NaN at the same place. Tensors stream through in bounded memory,
 // each read once: a DeepSpeed side is consolidated on the fly, as export does.
-// A source gives its side (deepspeed/diff_side.h, sources/diff_side.h); nothing here knows a source's kind.
+// A source gives its side (sources/deepspeed/diff_side.h, sources/diff_side.h); nothing here knows a source's
+// kind.
 #include <cstdint>
 #include <memory>
 #include <string>

@@ -1,7 +1,7 @@
 #pragma once
 // The findings a live engine's numbers support (a LiveReport, which a source fills from a snapshot:
-// deepspeed/live_report.h): non-finite gradients, a gradient norm far from the clip value, a loss scale at
-// its floor, a step that overflowed.
+// sources/deepspeed/live_report.h): non-finite gradients, a gradient norm far from the clip value, a loss
+// scale at its floor, a step that overflowed.
 #include <vector>
 
 #include "ckptdoc/analysis/report.h"

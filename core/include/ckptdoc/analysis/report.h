@@ -66,7 +66,8 @@ struct DeviceShare {
   uint64_t bytes = 0;
 };
 
-// What a live-engine snapshot adds to a diagnosis (snapshot/live.cpp); absent for checkpoints on disk.
+// What a live-engine snapshot adds to a diagnosis (sources/deepspeed/live_report.cpp); absent for checkpoints
+// on disk.
 struct LiveReport {
   std::string snapshot_id;
   double created_unix = 0;

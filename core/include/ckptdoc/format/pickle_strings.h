@@ -1,6 +1,6 @@
 #pragma once
 // Whether a pickle may hold a given str, read from its bytes without unpickling: a cheap test before a full
-// read that only matters if the str is there (deepspeed/content_roles.cpp: a rank file's root keys).
+// read that only matters if the str is there (sources/deepspeed/content_roles.cpp: a rank file's root keys).
 #include <cstdint>
 #include <span>
 #include <string_view>

@@ -1,8 +1,8 @@
 #pragma once
 // The flat-partition layout every source with flat optimizer groups reports through: which elements of which
 // param sit where in each rank's partition of a group. Source-neutral: a DeepSpeed reader
-// (deepspeed/catalog.h) fills it today; analysis, repair, session and the views read it without knowing the
-// source.
+// (sources/deepspeed/catalog.h) fills it today; analysis, repair, session and the views read it without
+// knowing the source.
 #include <cstdint>
 #include <optional>
 #include <string>

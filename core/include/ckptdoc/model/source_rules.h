@@ -4,7 +4,7 @@
 // name a source's catalog; the DeepSpeed family's (world sizes, the fp16 loss scale, its optimizer file
 // names, a universal folder's optimizer groups, the words of the stale-masters and optimizer-state findings)
 // are
-// deepspeed/deepspeed_rules.cpp, set on every catalog it opens.
+// sources/deepspeed/deepspeed_rules.cpp, set on every catalog it opens.
 #include <optional>
 #include <set>
 #include <string>

@@ -23,16 +23,16 @@
 #include "ckptdoc/analysis/diff.h"
 #include "ckptdoc/analysis/report.h"
 #include "ckptdoc/compute/backend.h"
-#include "ckptdoc/deepspeed/export_options.h"
-#include "ckptdoc/deepspeed/open_options.h"  // Checkpoint
 #include "ckptdoc/model/catalog.h"
 #include "ckptdoc/repair/plan.h"
 #include "ckptdoc/session/job.h"
 #include "ckptdoc/session/job_queue.h"
 #include "ckptdoc/session/pictures.h"
 #include "ckptdoc/session/watch.h"
+#include "ckptdoc/sources/checkpoint/convert.h"
+#include "ckptdoc/sources/deepspeed/export_options.h"
+#include "ckptdoc/sources/deepspeed/open_options.h"  // Checkpoint
 #include "ckptdoc/sources/source.h"
-#include "ckptdoc/universal/convert.h"
 
 namespace ckptdoc::session {
 

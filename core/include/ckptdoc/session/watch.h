@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "ckptdoc/analysis/report.h"
-#include "ckptdoc/deepspeed/open_options.h"
-#include "ckptdoc/snapshot/timeline.h"
+#include "ckptdoc/sources/deepspeed/open_options.h"
+#include "ckptdoc/sources/snapshot/timeline.h"
 #include "ckptdoc/task/progress.h"
 
 namespace ckptdoc::session {

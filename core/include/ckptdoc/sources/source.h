@@ -13,10 +13,10 @@
 #include <string_view>
 #include <vector>
 
-#include "ckptdoc/deepspeed/export_options.h"  // NonFiniteTensor
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/safetensors.h"  // NamedTensor
 #include "ckptdoc/model/finding_codes.h"
+#include "ckptdoc/sources/deepspeed/export_options.h"  // NonFiniteTensor
 #include "ckptdoc/sources/storage_map.h"
 #include "ckptdoc/task/progress.h"
 

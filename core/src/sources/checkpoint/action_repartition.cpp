@@ -6,8 +6,8 @@
 
 #include "ckptdoc/compute/distributed.h"
 #include "ckptdoc/error.h"
-#include "deepspeed/catalog_topology.h"
 #include "sources/checkpoint/runner.h"
+#include "sources/deepspeed/catalog_topology.h"
 
 namespace fs = std::filesystem;
 

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "ckptdoc/compute/exchange.h"
-#include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/io/mapped_file.h"
+#include "ckptdoc/sources/deepspeed/writer.h"
 #include "ckptdoc/task/progress.h"
-#include "deepspeed/param_readers.h"
+#include "sources/deepspeed/param_readers.h"
 
 namespace ckptdoc::repair::detail {
 

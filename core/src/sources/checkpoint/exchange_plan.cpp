@@ -6,8 +6,8 @@
 #include <map>
 #include <tuple>
 
-#include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
+#include "ckptdoc/sources/deepspeed/writer.h"
 
 namespace ckptdoc::repair {
 

@@ -4,11 +4,11 @@
 #include <filesystem>
 #include <memory>
 
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/layout.h"
-#include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/sources/checkpoint/repair.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/layout.h"
+#include "ckptdoc/sources/deepspeed/writer.h"
 
 namespace fs = std::filesystem;
 

@@ -3,18 +3,18 @@
 #include <filesystem>
 #include <memory>
 
-#include "ckptdoc/deepspeed/rank_owners.h"
-#include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/request_field.h"
 #include "ckptdoc/sources/checkpoint/repair.h"
+#include "ckptdoc/sources/deepspeed/rank_owners.h"
+#include "ckptdoc/sources/deepspeed/writer.h"
 #include "ckptdoc/weights/weights_source.h"
-#include "deepspeed/detect.h"
-#include "deepspeed/output_folder_check.h"
-#include "deepspeed/param_readers.h"
-#include "deepspeed/trainer_folder.h"
 #include "io/path_relation.h"
+#include "sources/deepspeed/detect.h"
+#include "sources/deepspeed/output_folder_check.h"
+#include "sources/deepspeed/param_readers.h"
+#include "sources/deepspeed/trainer_folder.h"
 
 namespace fs = std::filesystem;
 

@@ -5,9 +5,9 @@
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/io/deferred_sync.h"
-#include "deepspeed/output_folder_check.h"
 #include "io/partial_folder.h"
 #include "repair/publish.h"
+#include "sources/deepspeed/output_folder_check.h"
 
 namespace ckptdoc::universal::detail {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "ckptdoc/io/file_io.h"
 #include "ckptdoc/task/progress.h"
-#include "deepspeed/output_folder_check.h"
+#include "sources/deepspeed/output_folder_check.h"
 
 namespace ckptdoc::universal::detail {
 

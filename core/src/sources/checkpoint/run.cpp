@@ -5,12 +5,12 @@
 #include "ckptdoc/io/deferred_sync.h"
 #include "ckptdoc/repair/plan.h"
 #include "ckptdoc/sources/checkpoint/repair.h"
-#include "deepspeed/output_folder_check.h"
 #include "io/partial_folder.h"
 #include "repair/publish.h"
 #include "sources/checkpoint/run_distributed.h"
 #include "sources/checkpoint/runner.h"
 #include "sources/checkpoint/verify_output.h"
+#include "sources/deepspeed/output_folder_check.h"
 
 namespace ckptdoc::repair {
 

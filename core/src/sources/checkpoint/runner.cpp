@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "ckptdoc/deepspeed/snapshot.h"
 #include "ckptdoc/error.h"
-#include "deepspeed/trainer_folder.h"
+#include "ckptdoc/sources/deepspeed/snapshot.h"
+#include "sources/deepspeed/trainer_folder.h"
 
 namespace fs = std::filesystem;
 

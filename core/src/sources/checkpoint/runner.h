@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "ckptdoc/compute/exchange.h"
-#include "ckptdoc/deepspeed/layout.h"
-#include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/repair/plan.h"
-#include "deepspeed/param_readers.h"
+#include "ckptdoc/sources/deepspeed/layout.h"
+#include "ckptdoc/sources/deepspeed/writer.h"
 #include "repair/publish.h"
 #include "sources/checkpoint/distributed_repartition.h"
+#include "sources/deepspeed/param_readers.h"
 
 namespace ckptdoc::repair::detail {
 

@@ -6,11 +6,11 @@
 #include <map>
 #include <optional>
 
-#include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/repair/fix_offer.h"
 #include "ckptdoc/sources/checkpoint/repair.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
 
 namespace ckptdoc::repair {
 

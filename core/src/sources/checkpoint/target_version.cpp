@@ -3,9 +3,9 @@
 // dropped the optimizer step at initialisation, which left the universal loader no Adam state to fill until
 // PR #5263 (0.14.1); PR #5289 (0.14.1) moved the step into step.pt and the hyper-parameters into
 // optimizer_state.pt['param_groups'] and made the mpu optional.
-#include "ckptdoc/deepspeed/layout.h"
 #include "ckptdoc/error.h"
-#include "ckptdoc/universal/convert.h"
+#include "ckptdoc/sources/checkpoint/convert.h"
+#include "ckptdoc/sources/deepspeed/layout.h"
 
 namespace ckptdoc::universal {
 

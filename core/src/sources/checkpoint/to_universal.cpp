@@ -1,7 +1,7 @@
 // convert_to_universal: a rigid ZeRO-1/2 or BF16_Optimizer checkpoint, data-, tensor- or pipeline-parallel,
 // into the folder DeepSpeed's ds_to_universal.py writes (§7.1, §7.2), streamed param by param from the mapped
 // rank files: each state file's tensor is produced from the fragments every rank holds, its tensor-parallel
-// slices merged on the way (universal/merged_param.h), so memory stays at a few chunk buffers.
+// slices merged on the way (merged_param.h), so memory stays at a few chunk buffers.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -13,19 +13,19 @@
 #include <set>
 
 #include "ckptdoc/analysis/report.h"
-#include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/format/torch_file.h"
 #include "ckptdoc/model/catalog.h"
 #include "ckptdoc/parallel.h"
-#include "ckptdoc/universal/convert.h"
-#include "deepspeed/universal_folder.h"
-#include "deepspeed/value_access.h"
+#include "ckptdoc/sources/checkpoint/convert.h"
+#include "ckptdoc/sources/deepspeed/writer.h"
 #include "format/tensor_pages.h"
 #include "sources/checkpoint/merged_param.h"
 #include "sources/checkpoint/output_folder.h"
 #include "sources/checkpoint/tp_patterns.h"
 #include "sources/checkpoint/zero3_universal.h"
+#include "sources/deepspeed/universal_folder.h"
+#include "sources/deepspeed/value_access.h"
 
 namespace fs = std::filesystem;
 

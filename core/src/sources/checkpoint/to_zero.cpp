@@ -13,17 +13,17 @@
 #include <optional>
 
 #include "ckptdoc/analysis/diagnose.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/diagnose.h"
-#include "ckptdoc/deepspeed/layout.h"
-#include "ckptdoc/deepspeed/writer.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/repair/plan.h"
+#include "ckptdoc/sources/checkpoint/convert.h"
 #include "ckptdoc/sources/checkpoint/repair.h"
-#include "ckptdoc/universal/convert.h"
-#include "deepspeed/value_access.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/diagnose.h"
+#include "ckptdoc/sources/deepspeed/layout.h"
+#include "ckptdoc/sources/deepspeed/writer.h"
 #include "format/tensor_pages.h"
 #include "sources/checkpoint/output_folder.h"
+#include "sources/deepspeed/value_access.h"
 
 namespace fs = std::filesystem;
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "ckptdoc/error.h"
-#include "deepspeed/value_access.h"
+#include "sources/deepspeed/value_access.h"
 
 namespace ckptdoc::universal::detail {
 namespace {

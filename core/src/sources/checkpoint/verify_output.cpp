@@ -5,11 +5,11 @@
 #include <algorithm>
 
 #include "ckptdoc/analysis/diagnose.h"
-#include "ckptdoc/deepspeed/checkpoint.h"
-#include "ckptdoc/deepspeed/diagnose.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/finding_codes.h"
 #include "ckptdoc/sources/checkpoint/repair.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/diagnose.h"
 
 namespace ckptdoc::repair::detail {
 

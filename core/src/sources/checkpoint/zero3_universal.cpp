@@ -1,9 +1,9 @@
 #include "sources/checkpoint/zero3_universal.h"
 
-#include "ckptdoc/deepspeed/layout.h"
 #include "ckptdoc/error.h"
 #include "ckptdoc/model/catalog.h"
-#include "deepspeed/value_access.h"
+#include "ckptdoc/sources/deepspeed/layout.h"
+#include "sources/deepspeed/value_access.h"
 
 namespace ckptdoc::universal::detail {
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "ckptdoc/deepspeed/checkpoint.h"
 #include "ckptdoc/format/value.h"
-#include "ckptdoc/universal/convert.h"
+#include "ckptdoc/sources/checkpoint/convert.h"
+#include "ckptdoc/sources/deepspeed/checkpoint.h"
 
 namespace ckptdoc::universal::detail {
 

@@ -10,10 +10,10 @@
 #include "ckptdoc/format/value.h"
 #include "ckptdoc/request_field.h"
 #include "ckptdoc/weights/shards.h"
-#include "deepspeed/non_finite_watch.h"
-#include "deepspeed/output_folder_check.h"
 #include "format/progress_tensors.h"
 #include "io/path_relation.h"
+#include "sources/deepspeed/non_finite_watch.h"
+#include "sources/deepspeed/output_folder_check.h"
 
 namespace ckptdoc::dcp {
 namespace {

@@ -13,9 +13,9 @@
 #include "ckptdoc/io/fs_error.h"
 #include "ckptdoc/io/mapped_file.h"
 #include "ckptdoc/request_field.h"
-#include "deepspeed/output_folder_check.h"
 #include "io/partial_folder.h"
 #include "repair/publish.h"
+#include "sources/deepspeed/output_folder_check.h"
 
 namespace ckptdoc::dcp {
 namespace fs = std::filesystem;
@@ -188,7 +188,8 @@ void write_record(const StorageRecord& record, std::span<const uint8_t> data, co
 }
 
 std::string checked_new_output(const std::string& output, const std::vector<std::string>& inputs) {
-  // Where any writer's output may go (deepspeed/output_folder_check.h), and stricter: nothing may be there.
+  // Where any writer's output may go (sources/deepspeed/output_folder_check.h), and stricter: nothing may be
+  // there.
   const auto checked = deepspeed::detail::check_output_folder(output, inputs, /*force=*/false);
   if (checked.existed)
     throw Error(ErrorKind::InvalidRequest, checked.path, request_text("{output}"),

@@ -15,8 +15,6 @@
 #include "ckptdoc/request_field.h"
 #include "ckptdoc/sources/source.h"
 #include "ckptdoc/weights/shards.h"
-#include "deepspeed/non_finite_watch.h"
-#include "deepspeed/output_folder_check.h"
 #include "format/progress_tensors.h"
 #include "io/path_relation.h"
 #include "legacy_distopt.h"
@@ -26,6 +24,8 @@
 #include "legacy_repair.h"
 #include "legacy_storage_map.h"
 #include "legacy_weights.h"
+#include "sources/deepspeed/non_finite_watch.h"
+#include "sources/deepspeed/output_folder_check.h"
 
 namespace ckptdoc::sources {
 

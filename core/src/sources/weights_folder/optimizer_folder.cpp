@@ -6,7 +6,7 @@
 
 #include "ckptdoc/error.h"
 #include "ckptdoc/weights/optimizer_file.h"
-#include "deepspeed/detect.h"
+#include "sources/deepspeed/detect.h"
 
 namespace fs = std::filesystem;
 

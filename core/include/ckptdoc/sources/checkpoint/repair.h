@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "ckptdoc/analysis/report.h"
-#include "ckptdoc/deepspeed/open_options.h"  // Checkpoint
 #include "ckptdoc/io/file_io.h"
 #include "ckptdoc/repair/plan.h"
+#include "ckptdoc/sources/deepspeed/open_options.h"  // Checkpoint
 #include "ckptdoc/task/progress.h"
 
 namespace ckptdoc::repair {

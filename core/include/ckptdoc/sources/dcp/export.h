@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "ckptdoc/deepspeed/export.h"    // NonFiniteTensor
 #include "ckptdoc/format/safetensors.h"  // NamedTensor
 #include "ckptdoc/sources/dcp/checkpoint.h"
+#include "ckptdoc/sources/deepspeed/export.h"  // NonFiniteTensor
 #include "ckptdoc/task/progress.h"
 
 namespace ckptdoc::dcp {
