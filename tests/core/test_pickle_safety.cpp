@@ -493,6 +493,7 @@ class TestPickleSafety : public QObject {
     PickleUseMemo memo;
     for (PickleUseMemo* m : {static_cast<PickleUseMemo*>(nullptr), &memo}) {
       evict(path);
+      if (resident_bytes(path) > 0) QSKIP("the file's pages could not be evicted (a busy machine)");
       QVERIFY(pickle_hazards_of_file(path, "big.pt", m).empty());
       const size_t read = resident_bytes(path);
       const std::string what = std::to_string(read) + " bytes read by the check" +
