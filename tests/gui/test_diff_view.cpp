@@ -319,7 +319,7 @@ class TestDiffView : public QObject {
     MainWindow w;
     w.show();
     QVERIFY(openAndWait(w, a));
-    QVERIFY(!w.session()->checkpoint());  // opened as its storage map
+    QVERIFY(!w.session()->sharedCatalog());  // opened as its storage map
     QVERIFY(compareAndWait(w, b));
     const auto cli = cliChanged(a, b);
     QCOMPARE(cli.size(), size_t{5});

@@ -243,7 +243,7 @@ class TestLayoutHealth : public QObject {
     QVERIFY(done.wait(120000));
     LayoutMap map;
     map.resize(900, 100);
-    map.setGroup(s.checkpoint(), &s.catalog()->groups[0]);
+    map.setGroup(s.sharedCatalog(), &s.catalog()->groups[0]);
     map.setHealth(s.core().health_ptr());
     map.setShade(session::Shade::ExactFraction);
     map.fitToWidth();

@@ -56,8 +56,8 @@ void draw_header(View& v) {
   auto& s = v.session;
   // A self-reporting source (DCP, Accelerate, Megatron-core) is exported and compared by its own weights.
   const sources::Source* source = s.storage_source();
-  const bool exportable = s.checkpoint() || (source && source->can(sources::Command::Export));
-  const bool comparable = s.checkpoint() || (source && source->can(sources::Command::Diff));
+  const bool exportable = s.shared_catalog() || (source && source->can(sources::Command::Export));
+  const bool comparable = s.shared_catalog() || (source && source->can(sources::Command::Diff));
   if (ImGui::BeginMenuBar()) {
     if (ImGui::BeginMenu("File")) {
       if (ImGui::MenuItem("Open...", "Ctrl+O")) {

@@ -127,12 +127,12 @@ void draw_layout(View& v) {
     rq.background = (static_cast<uint32_t>(bg.x * 255) << 24) | (static_cast<uint32_t>(bg.y * 255) << 16) |
                     (static_cast<uint32_t>(bg.z * 255) << 8) | 0xFFu;
     L.pending_key = key;
-    auto ckpt = s.checkpoint();  // keeps the group alive for the worker
+    auto catalog = s.shared_catalog();  // keeps the group alive for the worker
     auto health = s.health_ptr();
     const auto* group = &g;
     s.queue().submit<session::Raster>(
         session::JobKind::Other, "layout-raster", "Drawing the layout",
-        [ckpt, health, group, rq](session::JobQueue::Context&) {
+        [catalog, health, group, rq](session::JobQueue::Context&) {
           return session::layout_raster(*group, health.get(), rq);
         },
         [&v, key, rq](session::Outcome<session::Raster>& o) {

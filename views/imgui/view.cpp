@@ -20,7 +20,7 @@ void open_path(View& v, const std::string& path) {
   std::snprintf(v.path, sizeof v.path, "%s", path.c_str());
   v.status = "Opening " + path + "...";
   v.status_error = false;
-  v.session.open(path, {}, [&v, path](session::Outcome<std::shared_ptr<const deepspeed::Checkpoint>>& o) {
+  v.session.open(path, {}, [&v, path](auto& o) {
     if (o.superseded()) return;
     if (o.ok()) {
       std::error_code ec;

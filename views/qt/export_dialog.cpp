@@ -27,7 +27,7 @@
 namespace ckptdoc::gui {
 
 ExportDialog::ExportDialog(Session* session, QWidget* parent)
-    : QDialog(parent), session_(session), storage_(!session->checkpoint()) {
+    : QDialog(parent), session_(session), storage_(!session->sharedCatalog()) {
   setWindowTitle(tr("Export weights"));
   setObjectName(QStringLiteral("exportDialog"));
   resize(560, 260);

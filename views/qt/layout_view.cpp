@@ -120,7 +120,7 @@ void LayoutView::showGroup(int index) {
     return;
   }
   const auto& g = cat->groups[static_cast<size_t>(index)];
-  map_->setGroup(session_->checkpoint(), &g);
+  map_->setGroup(session_->sharedCatalog(), &g);
   const auto& t = cat->topology;
   QString par;
   if (t.model_parallel())

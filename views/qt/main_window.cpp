@@ -130,7 +130,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     progress_->setRange(0, 1000);
     findings_->setFindings(session_->core().findings());
     params_->setCatalog(session_->catalog());
-    const auto ckpt = session_->checkpoint();
+    const auto ckpt = session_->sharedCatalog();
     // A storage map (DCP, Accelerate, Megatron-core) is exported, compared and repaired by its own source.
     const sources::Source* source = session_->core().storage_source();
     exportAction_->setEnabled(ckpt || (source && source->can(sources::Command::Export)));
@@ -442,7 +442,7 @@ void MainWindow::showAttachState() {
 }
 
 void MainWindow::exportDialog() {
-  if (!session_->checkpoint() && !session_->core().storage_source()) return;
+  if (!session_->sharedCatalog() && !session_->core().storage_source()) return;
   auto* d = new ExportDialog(session_, this);
   d->setAttribute(Qt::WA_DeleteOnClose);
   d->open();
@@ -452,7 +452,7 @@ RepairDialog* MainWindow::openRepair(int row) {
   if (!session_->isOpen() || row < 0 || row >= findings_->count()) return nullptr;
   const auto& finding = findings_->finding(row);
   if (finding.repair == analysis::RepairKind::None) return nullptr;
-  if (session_->core().repairing_source() || !session_->checkpoint()) {
+  if (session_->core().repairing_source() || !session_->sharedCatalog()) {
     sourceRepairDialog(finding.repair);
     return nullptr;
   }
@@ -483,7 +483,7 @@ ConvertDialog* MainWindow::convertDialog() {
 
 RepairDialog* MainWindow::repairDialog(analysis::RepairKind kind) {
   if (!session_->isOpen()) return nullptr;
-  if (session_->core().repairing_source() || !session_->checkpoint()) {
+  if (session_->core().repairing_source() || !session_->sharedCatalog()) {
     sourceRepairDialog(kind);
     return nullptr;
   }

@@ -28,7 +28,8 @@ class Session : public QObject {
   bool isOpening() const { return core_.opening() != nullptr; }
   QString path() const { return QString::fromStdString(core_.path()); }
 
-  std::shared_ptr<const deepspeed::Checkpoint> checkpoint() const { return core_.checkpoint(); }
+  // The open catalog source's catalog, owning what it reads from; null for a self-reporting source.
+  std::shared_ptr<const model::Catalog> sharedCatalog() const { return core_.shared_catalog(); }
   const model::Catalog* catalog() const { return core_.catalog(); }
   const analysis::Report* report() const { return core_.report(); }
 

@@ -89,6 +89,11 @@ const model::Catalog* Session::catalog() const {
   return checkpoint_ ? &checkpoint_->catalog() : nullptr;
 }
 
+std::shared_ptr<const model::Catalog> Session::shared_catalog() const {
+  if (!checkpoint_) return nullptr;
+  return {checkpoint_, &checkpoint_->catalog()};  // aliasing: owns the checkpoint, points at its catalog
+}
+
 Session::Session(Settings settings) : settings_(settings) {}
 
 Session::~Session() {

@@ -125,6 +125,9 @@ class Session {
   // The neutral catalog the views read (null for a self-reporting source): no view needs what only
   // DeepSpeed's files record.
   const model::Catalog* catalog() const;
+  // The same, sharing ownership of the opened source it points into: what a view holds while a layout is
+  // drawn on a worker, so no view names the DeepSpeed reader's type.
+  std::shared_ptr<const model::Catalog> shared_catalog() const;
   // A self-reporting source's files and keys (null when the open source is the catalog's).
   const sources::StorageMap* storage_map() const { return storage_.get(); }
   // The self-reporting source that reads it (null when the open source is the catalog's).
