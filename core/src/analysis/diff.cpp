@@ -13,7 +13,6 @@
 #include <utility>
 
 #include "ckptdoc/error.h"
-#include "ckptdoc/weights/weights_source.h"
 #include "format/tensor_stream.h"
 
 namespace ckptdoc::analysis {
